@@ -1,0 +1,86 @@
+// Job configuration: loading a JobConfig from Protobuf text, applying
+// command-line overrides, validating, and deriving the model's tables.
+//
+// Everything here is a pure function of its inputs; thread-compatible.
+// Errors name the file and line (config text), the flag, or the field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "proto/tether.pb.h"
+
+namespace tether {
+
+/// Parses a JobConfig in Protobuf text format from `path`.
+/// Errors: NotFound (no such file), InvalidArgument "path:line: ..." for a
+/// syntax error or unknown field; an unknown field also gets the closest
+/// valid name ("did you mean 'staleness'?").
+StatusOr<JobConfig> LoadJobConfig(const std::string& path);
+
+/// Same as LoadJobConfig on in-memory text; `name` is used in messages.
+StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& name);
+
+/// One command-line flag that overrides a config field.
+struct ConfigOverride {
+  const char* flag;        // gflags name, e.g. "staleness"
+  const char* field_path;  // dotted JobConfig path, e.g. "consistency.staleness"
+  const char* help;
+};
+
+/// The flag → field table shared by every binary (tools/common_flags.cc
+/// defines one string flag per entry).
+const std::vector<ConfigOverride>& ConfigOverrides();
+
+/// Sets the scalar field at dotted `field_path` from `value` (parsed per the
+/// field's type; enums by name, case-insensitive; for consistency.staleness,
+/// "inf" or "asp" mean -1). `source` names the origin for messages
+/// ("flag --staleness"). Errors: InvalidArgument naming source and value.
+Status ApplyOverride(JobConfig* config, const std::string& field_path,
+                     const std::string& value, const std::string& source);
+
+/// Checks ranges and required fields (index_base, files, positive sizes);
+/// errors name the field.
+Status ValidateJobConfig(const JobConfig& config);
+
+/// The config in force as one-line text, for the start-up log.
+std::string ConfigSummary(const JobConfig& config);
+
+/// Staleness bound for display: "0 (BSP)", "2 (SSP)", "inf (ASP)".
+std::string StalenessName(int64_t staleness);
+
+/// Closest name to `word` among `candidates` by edit distance, or "" when
+/// none is within max(2, |word|/3) edits.
+std::string ClosestName(const std::string& word, const std::vector<std::string>& candidates);
+
+// ------------------------------------------------------------ tables
+
+enum class TableKind { kRow, kDense };
+enum class InitKind { kZeros, kUniform };
+
+/// A table of the job's model. Row tables map uint64 key → `dim` floats and
+/// are created on first touch; dense tables hold `size` floats.
+struct TableSpec {
+  uint32_t id = 0;
+  std::string name;
+  TableKind kind = TableKind::kRow;
+  uint32_t dim = 1;     // floats per row (row tables)
+  uint64_t size = 0;    // floats (dense tables)
+  InitKind init = InitKind::kZeros;
+  float init_bound = 0; // uniform(-bound, bound)
+  OptimizerConfig optimizer;
+};
+
+/// The tables of the job's model, ids 0.., identical on every process.
+/// XMC_MLP: "w1" (row table, key = feature id, dim H), "b1" (dense, H),
+/// "w2" (row table, key = label id, dim H+1: the label's weights then its bias).
+/// Init bounds use data.num_features and data.num_labels (Glorot & Bengio 2010).
+std::vector<TableSpec> TablesForJob(const JobConfig& config);
+
+/// A string that two processes must agree on to pair: table names, kinds,
+/// dims, optimizers. Staleness is compared separately.
+std::string ModelFingerprint(const std::vector<TableSpec>& tables);
+
+}  // namespace tether

@@ -1,0 +1,110 @@
+#include "core/net/message.h"
+
+#include <cstring>
+
+namespace tether {
+
+const uint64_t* Message::KeyData(std::vector<uint64_t>* scratch) const {
+  const void* p = keys.data();
+  if (reinterpret_cast<uintptr_t>(p) % alignof(uint64_t) == 0) return static_cast<const uint64_t*>(p);
+  scratch->resize(keys.size() / sizeof(uint64_t));
+  std::memcpy(scratch->data(), p, scratch->size() * sizeof(uint64_t));
+  return scratch->data();
+}
+
+const float* Message::ValueData(std::vector<float>* scratch) const {
+  const void* p = values.data();
+  if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) return static_cast<const float*>(p);
+  scratch->resize(values.size() / sizeof(float));
+  std::memcpy(scratch->data(), p, scratch->size() * sizeof(float));
+  return scratch->data();
+}
+
+std::string TypeName(MessageType type) {
+  return MessageType_IsValid(type) ? MessageType_Name(type) : "type#" + std::to_string(type);
+}
+
+Status ValidateFrames(const Message& m, const std::string& peer) {
+  const MessageHeader& h = m.header;
+  if (!MessageType_IsValid(h.type()) || h.type() == MSG_UNKNOWN)
+    return Status::DataLoss("message from " + peer + ": unknown message type " + std::to_string(h.type()));
+  if (m.keys.size() != h.num_keys() * sizeof(uint64_t))
+    return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": keys frame has " +
+                            std::to_string(m.keys.size()) + " bytes but the header says " +
+                            std::to_string(h.num_keys()) + " keys");
+  if (m.values.size() != h.num_values() * sizeof(float))
+    return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": values frame has " +
+                            std::to_string(m.values.size()) + " bytes but the header says " +
+                            std::to_string(h.num_values()) + " floats");
+  return Status::OK();
+}
+
+Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
+                   const std::string& peer) {
+  std::string header_bytes;
+  if (!m->header.SerializeToString(&header_bytes))
+    return Status::Internal("cannot serialize header for " + peer);
+  if (m->values.size() > kMaxFrameBytes || m->keys.size() > kMaxFrameBytes)
+    return Status::InvalidArgument("message " + TypeName(m->header.type()) + " to " + peer + " for table " +
+                                   std::to_string(m->header.table_id()) + " is " +
+                                   std::to_string(m->values.size() + m->keys.size()) +
+                                   " bytes, above the " + std::to_string(kMaxFrameBytes) +
+                                   "-byte frame limit; use more server shards");
+  try {
+    // Blocking sends: a full queue makes the sender wait (bounded by the
+    // socket's ZMQ_SNDTIMEO) instead of dropping the update.
+    if (identity != nullptr) {
+      if (!socket.send(zmq::buffer(*identity), zmq::send_flags::sndmore))
+        return Status::Unavailable("send to " + peer + " timed out (queue full)");
+    }
+    if (!socket.send(zmq::buffer(header_bytes), zmq::send_flags::sndmore) ||
+        !socket.send(m->keys, zmq::send_flags::sndmore) || !socket.send(m->values, zmq::send_flags::none))
+      return Status::Unavailable("send to " + peer + " timed out (queue full)");
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer " + peer + " is gone (EHOSTUNREACH)");
+    return Status::IOError("send to " + peer + ": " + e.what());
+  }
+  return Status::OK();
+}
+
+Status RecvMessage(zmq::socket_t& socket, Message* m, std::string* identity) {
+  std::vector<zmq::message_t> frames;
+  try {
+    while (true) {
+      zmq::message_t f;
+      if (!socket.recv(f, zmq::recv_flags::dontwait)) {
+        if (frames.empty()) return Status::Unavailable("no message ready");
+        return Status::DataLoss("truncated multipart message");
+      }
+      bool more = f.more();
+      frames.push_back(std::move(f));
+      if (!more) break;
+      if (frames.size() > 8) {
+        // Drain the rest so the next receive starts on a message boundary.
+        zmq::message_t rest;
+        while (socket.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {}
+        break;
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(std::string("receive: ") + e.what());
+  }
+  size_t first = 0;
+  std::string peer = "server";
+  if (identity != nullptr) {
+    if (frames.empty()) return Status::DataLoss("empty message");
+    *identity = frames[0].to_string();
+    first = 1;
+    peer = "peer " + std::to_string(identity->size()) + "-byte identity";
+  }
+  if (frames.size() - first != 3)
+    return Status::DataLoss("message from " + peer + " has " + std::to_string(frames.size() - first) +
+                            " frames, expected 3 (header, keys, values)");
+  if (!m->header.ParseFromArray(frames[first].data(), static_cast<int>(frames[first].size())))
+    return Status::DataLoss("message from " + peer + ": header does not parse");
+  m->keys = std::move(frames[first + 1]);
+  m->values = std::move(frames[first + 2]);
+  return ValidateFrames(*m, m->header.has_sender_rank() ? "worker " + std::to_string(m->header.sender_rank()) : peer);
+}
+
+}  // namespace tether

@@ -1,0 +1,61 @@
+// Tether wire messages: a Protobuf MessageHeader followed by two raw frames,
+// keys (uint64 little-endian) and values (float32), always present (possibly
+// empty) so that the frame count itself is checked.
+//
+//   DEALER side:            [header][keys][values]
+//   ROUTER side (received): [peer identity][header][keys][values]
+//
+// A Message owns its frames (zmq::message_t); moving is cheap, copying is
+// disabled. Not synchronised: one thread per Message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/status.h"
+#include "proto/tether.pb.h"
+
+namespace tether {
+
+/// Largest values frame a single message may carry (bytes). Larger pulls and
+/// pushes are refused with a message that names the table and the limit.
+inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
+
+struct Message {
+  MessageHeader header;
+  zmq::message_t keys;    // header.num_keys() × 8 bytes
+  zmq::message_t values;  // header.num_values() × 4 bytes
+
+  /// Keys as uint64; copies into `scratch` only when the frame is unaligned
+  /// (ZeroMQ stores frames under 34 bytes inline).
+  const uint64_t* KeyData(std::vector<uint64_t>* scratch) const;
+  /// Values as float; same alignment rule as KeyData.
+  const float* ValueData(std::vector<float>* scratch) const;
+};
+
+/// Checks the header against the frame sizes: keys frame = num_keys × 8,
+/// values frame = num_values × 4, known message type. `peer` names the sender
+/// in the error. Errors: DataLoss.
+Status ValidateFrames(const Message& m, const std::string& peer);
+
+/// Sends `m` (frames are moved out; `m` is empty after). When `identity` is
+/// non-null the message is routed to that peer (ROUTER sockets). Errors:
+/// Unavailable (peer gone / would block past the socket's send timeout),
+/// IOError (other ZeroMQ errors), both naming `peer`.
+Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
+                   const std::string& peer);
+
+/// Receives one message without blocking (call after a poll says readable).
+/// For ROUTER sockets pass `identity` to receive the peer identity frame.
+/// Errors: DataLoss for a malformed message (wrong frame count, header that
+/// does not parse, sizes that disagree), naming the peer; all frames of the
+/// bad message are consumed so the socket stays usable.
+Status RecvMessage(zmq::socket_t& socket, Message* m, std::string* identity);
+
+/// Short readable name for a message type ("PULL").
+std::string TypeName(MessageType type);
+
+}  // namespace tether

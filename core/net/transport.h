@@ -1,0 +1,34 @@
+// ZeroMQ socket set-up for Tether: the one place that turns zmq::error_t into
+// Status and sets the options that keep updates from being dropped.
+//
+// Servers bind one ROUTER socket; each worker connects one DEALER socket per
+// shard. Sockets are not thread-safe: each is used by the thread that made it.
+#pragma once
+
+#include <string>
+
+#include <zmq.hpp>
+
+#include "core/status.h"
+
+namespace tether {
+
+struct SocketOptions {
+  int send_hwm = 1000;         // messages queued per peer before a send blocks
+  int recv_hwm = 1000;
+  int send_timeout_ms = 60000; // a blocked send fails after this (never drops)
+};
+
+/// Binds a ROUTER socket to `endpoint` ("tcp://127.0.0.1:0" picks a free
+/// port) and writes the endpoint actually bound to `*bound`. ROUTER_MANDATORY
+/// is set so that a reply to a vanished peer is an error, not a silent drop.
+/// Errors: IOError naming the endpoint.
+StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpoint,
+                                   const SocketOptions& opts, std::string* bound);
+
+/// Connects a DEALER socket with routing identity `identity` to `endpoint`.
+/// Errors: InvalidArgument for a malformed endpoint, naming it.
+StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& endpoint,
+                                      const std::string& identity, const SocketOptions& opts);
+
+}  // namespace tether

@@ -1,0 +1,64 @@
+#include "core/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace tether {
+namespace {
+
+TEST(PartitionTest, EveryKeyOwnedByExactlyOneShardIncludingTailKeys) {
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 10000; ++k) keys.push_back(k);
+  // Tail keys: the top of the 64-bit range.
+  for (uint64_t k = 0; k < 100; ++k) keys.push_back(UINT64_MAX - 99 + k);
+  for (int shards : {1, 2, 3, 7}) {
+    std::vector<std::vector<uint64_t>> per;
+    std::vector<std::vector<uint32_t>> pos;
+    SplitKeysByShard(keys, shards, &per, &pos);
+    std::vector<int> seen(keys.size(), 0);
+    size_t total = 0;
+    for (int s = 0; s < shards; ++s) {
+      total += per[s].size();
+      ASSERT_EQ(per[s].size(), pos[s].size());
+      for (size_t i = 0; i < per[s].size(); ++i) {
+        EXPECT_EQ(keys[pos[s][i]], per[s][i]);
+        EXPECT_EQ(ShardForKey(per[s][i], shards), s);
+        if (i > 0) EXPECT_LT(per[s][i - 1], per[s][i]) << "per-shard keys stay sorted";
+        seen[pos[s][i]]++;
+      }
+    }
+    EXPECT_EQ(total, keys.size());
+    for (int c : seen) ASSERT_EQ(c, 1);
+    // Balance: 10100 keys over `shards` shards, each within 10% of the mean.
+    for (int s = 0; s < shards; ++s)
+      EXPECT_NEAR(static_cast<double>(per[s].size()), keys.size() / double(shards), 0.1 * keys.size() / shards);
+  }
+}
+
+TEST(PartitionTest, SameKeySameShardAcrossCalls) {
+  EXPECT_EQ(ShardForKey(12345, 4), ShardForKey(12345, 4));
+  EXPECT_EQ(ShardForKey(UINT64_MAX, 1), 0);
+}
+
+TEST(PartitionTest, DenseRangeCoversEveryIndexOnce) {
+  for (uint64_t size : {0ull, 1ull, 5ull, 256ull, 1001ull}) {
+    for (int shards : {1, 2, 3, 8}) {
+      uint64_t expect_begin = 0;
+      for (int s = 0; s < shards; ++s) {
+        auto [b, e] = DenseRange(size, s, shards);
+        EXPECT_EQ(b, expect_begin);
+        EXPECT_LE(e - b, size / shards + 1);
+        expect_begin = e;
+      }
+      EXPECT_EQ(expect_begin, size);
+    }
+  }
+  EXPECT_EQ(DenseRange(256, 1, 2), std::make_pair<uint64_t, uint64_t>(128, 256));
+  EXPECT_EQ(DenseRange(5, 2, 3), std::make_pair<uint64_t, uint64_t>(3, 5));
+  // Past 2^32 floats the split stays exact.
+  EXPECT_EQ(DenseRange(10'000'000'000ull, 1, 2).first, 5'000'000'000ull);
+}
+
+}  // namespace
+}  // namespace tether

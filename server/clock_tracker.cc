@@ -1,0 +1,33 @@
+#include "server/clock_tracker.h"
+
+#include <algorithm>
+
+namespace tether {
+
+ClockTracker::ClockTracker(int num_workers, int64_t staleness)
+    : clocks_(num_workers, 0), counts_(num_workers, true), staleness_(staleness) {
+  Recompute();
+}
+
+bool ClockTracker::Recompute() {
+  int64_t m = kNoWorkers;
+  for (size_t r = 0; r < clocks_.size(); ++r)
+    if (counts_[r]) m = std::min(m, clocks_[r]);
+  bool changed = m != min_clock_;
+  min_clock_ = m;
+  return changed;
+}
+
+bool ClockTracker::Advance(int rank, int64_t clock) {
+  if (clock <= clocks_[rank]) return false;
+  clocks_[rank] = clock;
+  return Recompute();
+}
+
+bool ClockTracker::Remove(int rank) {
+  if (!counts_[rank]) return false;
+  counts_[rank] = false;
+  return Recompute();
+}
+
+}  // namespace tether

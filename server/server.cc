@@ -1,0 +1,301 @@
+#include "server/server.h"
+
+#include <chrono>
+
+#include "core/net/transport.h"
+#include "core/partition.h"
+
+namespace tether {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+zmq::message_t FloatFrame(uint64_t n) { return zmq::message_t(n * sizeof(float)); }
+
+}  // namespace
+
+ServerShard::ServerShard(const JobConfig& config, int shard)
+    : config_(config),
+      shard_(shard),
+      num_shards_(config.cluster().num_servers()),
+      log_prefix_("[server " + std::to_string(shard) + "] "),
+      clocks_(config.cluster().num_workers(), config.consistency().staleness()),
+      workers_(config.cluster().num_workers()) {
+  const auto specs = TablesForJob(config);
+  fingerprint_ = ModelFingerprint(specs);
+  for (const auto& spec : specs) {
+    uint64_t begin = 0, end = 0;
+    if (spec.kind == TableKind::kDense) std::tie(begin, end) = DenseRange(spec.size, shard_, num_shards_);
+    tables_.push_back(std::make_unique<ServerTable>(spec, config.train().seed(), begin, end));
+  }
+}
+
+ServerShard::~ServerShard() = default;
+
+Status ServerShard::Bind(const std::string& endpoint) {
+  SocketOptions opts;
+  opts.send_timeout_ms = config_.cluster().request_timeout_ms();
+  TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(ctx_, endpoint, opts, &endpoint_));
+  LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
+            << ", staleness " << StalenessName(clocks_.staleness()) << ", " << workers_.size() << " workers";
+  return Status::OK();
+}
+
+Status ServerShard::Run() {
+  const auto start = Clock::now();
+  auto last_message = start;
+  bool any_hello = false;
+  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+  Message m;
+  std::string identity;
+  while (!stop_.load()) {
+    zmq::poll(items, 1, std::chrono::milliseconds(100));
+    if (items[0].revents & ZMQ_POLLIN) {
+      // Drain everything queued before going back to poll.
+      while (true) {
+        Status st = RecvMessage(socket_, &m, &identity);
+        if (st.code() == Status::Code::kUnavailable) break;
+        last_message = Clock::now();
+        if (!st.ok()) {
+          ++stats_.bad_messages;
+          LOG(ERROR) << log_prefix_ << st.message();
+          if (!identity.empty()) ReplyError(identity, m.header, st.message());
+          continue;
+        }
+        stats_.bytes_in += m.keys.size() + m.values.size();
+        if (m.header.type() == HELLO) any_hello = true;
+        Handle(identity, &m);
+      }
+    }
+    bool all_bye = true;
+    for (const auto& w : workers_) all_bye = all_bye && w.said_bye;
+    if (all_bye) break;
+    if (!any_hello && MsSince(start) > config_.cluster().startup_timeout_ms())
+      return Status::DeadlineExceeded(log_prefix_ + "no worker said hello within cluster.startup_timeout_ms=" +
+                                      std::to_string(config_.cluster().startup_timeout_ms()));
+    if (MsSince(last_message) > config_.cluster().idle_timeout_ms())
+      return Status::DeadlineExceeded(log_prefix_ + "no message for cluster.idle_timeout_ms=" +
+                                      std::to_string(config_.cluster().idle_timeout_ms()) + "; workers gone?");
+  }
+  LOG(INFO) << log_prefix_ << "done: " << stats_.pulls << " pulls (" << stats_.rows_pulled << " rows, "
+            << stats_.deferred_pulls << " waited on the bound), " << stats_.pushes << " pushes ("
+            << stats_.rows_pushed << " rows), " << stats_.bytes_in / 1e6 << " MB in, " << stats_.bytes_out / 1e6
+            << " MB out, " << stats_.bad_messages << " bad messages";
+  return Status::OK();
+}
+
+void ServerShard::Reply(const std::string& identity, Message* reply, int rank) {
+  stats_.bytes_out += reply->keys.size() + reply->values.size();
+  const std::string peer = rank >= 0 ? "worker " + std::to_string(rank) : "unregistered peer";
+  Status st = SendMessage(socket_, reply, &identity, peer);
+  if (!st.ok()) {
+    ++stats_.send_failures;
+    LOG(ERROR) << log_prefix_ << "reply " << TypeName(reply->header.type()) << " lost: " << st.message();
+  }
+}
+
+void ServerShard::ReplyError(const std::string& identity, const MessageHeader& req, const std::string& error) {
+  Message reply;
+  reply.header.set_type(ERROR_REPLY);
+  reply.header.set_request_id(req.request_id());
+  reply.header.set_table_id(req.table_id());
+  reply.header.set_error(log_prefix_ + error);
+  Reply(identity, &reply, req.has_sender_rank() ? req.sender_rank() : -1);
+}
+
+Status ServerShard::CheckRequest(const Message& m) const {
+  const MessageHeader& h = m.header;
+  const std::string who = "worker " + std::to_string(h.sender_rank());
+  if (h.sender_rank() < 0 || h.sender_rank() >= static_cast<int>(workers_.size()))
+    return Status::InvalidArgument("sender rank " + std::to_string(h.sender_rank()) + " outside [0, " +
+                                   std::to_string(workers_.size()) + ")");
+  if (h.type() != PULL && h.type() != PUSH) return Status::OK();
+  if (h.table_id() >= tables_.size())
+    return Status::InvalidArgument(TypeName(h.type()) + " from " + who + ": unknown table id " +
+                                   std::to_string(h.table_id()));
+  const ServerTable& t = *tables_[h.table_id()];
+  if (t.spec().kind == TableKind::kDense) {
+    const uint64_t n = t.dense_end() - t.dense_begin();
+    if (h.num_keys() != 0) return Status::InvalidArgument("dense table " + t.spec().name + " takes no keys");
+    if (h.type() == PUSH && h.num_values() != n)
+      return Status::InvalidArgument("PUSH from " + who + " to dense table " + t.spec().name + " has " +
+                                     std::to_string(h.num_values()) + " values; this shard holds " +
+                                     std::to_string(n));
+    return Status::OK();
+  }
+  if (h.value_dim() != t.spec().dim)
+    return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name +
+                                   ": value_dim " + std::to_string(h.value_dim()) + " but the table has dim " +
+                                   std::to_string(t.spec().dim));
+  if (h.type() == PUSH && h.num_values() != h.num_keys() * t.spec().dim)
+    return Status::InvalidArgument("PUSH from " + who + " for table " + t.spec().name + ": " +
+                                   std::to_string(h.num_values()) + " values for " + std::to_string(h.num_keys()) +
+                                   " keys of dim " + std::to_string(t.spec().dim));
+  std::vector<uint64_t> scratch;
+  const uint64_t* keys = m.KeyData(&scratch);
+  for (uint64_t i = 0; i < h.num_keys(); ++i) {
+    if (i > 0 && keys[i] <= keys[i - 1])
+      return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name +
+                                     ": keys not sorted and unique at position " + std::to_string(i));
+    if (ShardForKey(keys[i], num_shards_) != shard_)
+      return Status::InvalidArgument(TypeName(h.type()) + " from " + who + ": key " + std::to_string(keys[i]) +
+                                     " of table " + t.spec().name + " belongs to shard " +
+                                     std::to_string(ShardForKey(keys[i], num_shards_)));
+  }
+  return Status::OK();
+}
+
+void ServerShard::Handle(const std::string& identity, Message* m) {
+  const MessageHeader& h = m->header;
+  Status st = CheckRequest(*m);
+  if (!st.ok()) {
+    ++stats_.bad_messages;
+    LOG(ERROR) << log_prefix_ << st.message();
+    ReplyError(identity, h, st.message());
+    return;
+  }
+  const int rank = h.sender_rank();
+  WorkerState& w = workers_[rank];
+  switch (h.type()) {
+    case HELLO: {
+      if (h.staleness() != clocks_.staleness() || h.model_fingerprint() != fingerprint_) {
+        std::string why = h.staleness() != clocks_.staleness()
+                              ? "staleness differs: worker " + std::to_string(rank) + " has " +
+                                    StalenessName(h.staleness()) + ", server " + std::to_string(shard_) +
+                                    " has " + StalenessName(clocks_.staleness())
+                              : "model settings differ: worker " + std::to_string(rank) + " has {" +
+                                    h.model_fingerprint() + "}, server has {" + fingerprint_ + "}";
+        LOG(ERROR) << log_prefix_ << "refusing worker " << rank << ": " << why;
+        ReplyError(identity, h, why);
+        return;
+      }
+      w.said_hello = true;
+      w.identity = identity;
+      LOG(INFO) << log_prefix_ << "worker " << rank << " joined";
+      Message reply;
+      reply.header.set_type(HELLO_REPLY);
+      reply.header.set_request_id(h.request_id());
+      reply.header.set_min_clock(clocks_.min_clock());
+      Reply(identity, &reply, rank);
+      return;
+    }
+    case PULL:
+      ++stats_.pulls;
+      if (clocks_.PullReady(h.clock())) {
+        ServePull(identity, *m);
+      } else {
+        ++stats_.deferred_pulls;
+        VLOG(2) << log_prefix_ << "pull from worker " << rank << " at clock " << h.clock()
+                << " waits: min_clock " << clocks_.min_clock();
+        pending_.push_back({identity, std::move(*m)});
+      }
+      return;
+    case PUSH: {
+      ++stats_.pushes;
+      ServerTable& t = *tables_[h.table_id()];
+      const float* g = m->ValueData(&value_scratch_);
+      if (t.spec().kind == TableKind::kDense) {
+        t.PushDense(g);
+      } else {
+        t.PushRows(m->KeyData(&key_scratch_), h.num_keys(), g);
+        stats_.rows_pushed += h.num_keys();
+      }
+      Message reply;
+      reply.header.set_type(PUSH_REPLY);
+      reply.header.set_request_id(h.request_id());
+      reply.header.set_table_id(h.table_id());
+      reply.header.set_num_keys(0);
+      Reply(identity, &reply, rank);
+      return;
+    }
+    case CLOCK:
+      if (clocks_.Advance(rank, h.clock())) ServeReadyPulls();
+      return;
+    case BARRIER: {
+      w.at_barrier = true;
+      w.identity = identity;
+      w.samples = h.samples();
+      w.barrier_request = h.request_id();
+      if (clocks_.Remove(rank)) ServeReadyPulls();
+      MaybeReleaseBarrier();
+      return;
+    }
+    case BYE: {
+      w.said_bye = true;
+      if (clocks_.Remove(rank)) ServeReadyPulls();
+      LOG(INFO) << log_prefix_ << "worker " << rank << " left";
+      Message reply;
+      reply.header.set_type(BYE_REPLY);
+      reply.header.set_request_id(h.request_id());
+      Reply(identity, &reply, rank);
+      MaybeReleaseBarrier();
+      return;
+    }
+    case HEARTBEAT:
+      return;
+    default:
+      ++stats_.bad_messages;
+      ReplyError(identity, h, "unexpected message type " + TypeName(h.type()));
+  }
+}
+
+void ServerShard::ServePull(const std::string& identity, const Message& m) {
+  const MessageHeader& h = m.header;
+  ServerTable& t = *tables_[h.table_id()];
+  Message reply;
+  reply.header.set_type(PULL_REPLY);
+  reply.header.set_request_id(h.request_id());
+  reply.header.set_table_id(h.table_id());
+  reply.header.set_min_clock(clocks_.min_clock());
+  if (t.spec().kind == TableKind::kDense) {
+    const uint64_t n = t.dense_end() - t.dense_begin();
+    reply.values = FloatFrame(n);
+    t.PullDense(static_cast<float*>(reply.values.data()));
+    reply.header.set_num_values(n);
+  } else {
+    const uint64_t n = h.num_keys();
+    const uint32_t dim = t.spec().dim;
+    reply.values = FloatFrame(n * dim);
+    t.PullRows(m.KeyData(&key_scratch_), n, static_cast<float*>(reply.values.data()));
+    reply.header.set_value_dim(dim);
+    reply.header.set_num_values(n * dim);
+    stats_.rows_pulled += n;
+  }
+  Reply(identity, &reply, h.sender_rank());
+}
+
+void ServerShard::ServeReadyPulls() {
+  // Pulls wait in arrival order; serve every one the new min_clock admits.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (clocks_.PullReady(it->request.header.clock())) {
+      ServePull(it->identity, it->request);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ServerShard::MaybeReleaseBarrier() {
+  uint64_t total = 0;
+  for (const auto& w : workers_) {
+    if (!w.at_barrier && !w.said_bye) return;
+    total += w.samples;
+  }
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    WorkerState& w = workers_[r];
+    if (!w.at_barrier || w.said_bye) continue;
+    Message reply;
+    reply.header.set_type(BARRIER_REPLY);
+    reply.header.set_request_id(w.barrier_request);
+    reply.header.set_samples(total);
+    Reply(w.identity, &reply, static_cast<int>(r));
+    w.at_barrier = false;
+  }
+}
+
+}  // namespace tether

@@ -1,0 +1,97 @@
+// One parameter-server shard (`tether-server`): binds a ROUTER socket, holds
+// its partition of every table, applies pushes with each table's optimizer,
+// tracks worker clocks and answers pulls within the staleness bound.
+//
+// Run() is a single-threaded event loop: one shard is one core's worth of
+// update work, and scaling is by adding shards (see docs/ARCHITECTURE.md).
+// Stop() may be called from any thread; nothing else is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/config.h"
+#include "core/net/message.h"
+#include "core/status.h"
+#include "server/clock_tracker.h"
+#include "server/table.h"
+
+namespace tether {
+
+/// Counters a shard keeps; logged at exit.
+struct ServerStats {
+  uint64_t pulls = 0, pushes = 0;      // requests served
+  uint64_t rows_pulled = 0, rows_pushed = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
+  uint64_t deferred_pulls = 0;         // pulls that waited on the staleness bound
+  uint64_t bad_messages = 0;           // answered with ERROR_REPLY
+  uint64_t send_failures = 0;          // replies that could not be delivered
+};
+
+class ServerShard {
+ public:
+  /// `config` must have passed ValidateJobConfig. `shard` in [0, num_servers).
+  ServerShard(const JobConfig& config, int shard);
+  ~ServerShard();
+
+  /// Binds the shard's ROUTER socket ("tcp://127.0.0.1:0" picks a free port).
+  /// Errors: IOError naming the endpoint.
+  Status Bind(const std::string& endpoint);
+  /// The endpoint actually bound (with the real port), after Bind.
+  const std::string& endpoint() const { return endpoint_; }
+
+  /// Serves until every one of the job's workers has said BYE (OK), Stop() is
+  /// called (OK), or no worker said HELLO within cluster.startup_timeout_ms /
+  /// no message came for cluster.idle_timeout_ms (DeadlineExceeded).
+  Status Run();
+  /// Asks Run() to return at its next poll (≤ 100 ms). Thread-safe.
+  void Stop() { stop_.store(true); }
+
+  const ServerStats& stats() const { return stats_; }
+  const ServerTable& table(uint32_t id) const { return *tables_[id]; }
+
+ private:
+  struct PendingPull {
+    std::string identity;
+    Message request;
+  };
+  struct WorkerState {
+    bool said_hello = false, at_barrier = false, said_bye = false;
+    uint64_t samples = 0;
+    uint64_t barrier_request = 0;
+    std::string identity;
+  };
+
+  void Handle(const std::string& identity, Message* m);
+  Status CheckRequest(const Message& m) const;
+  void ServePull(const std::string& identity, const Message& m);
+  void ServeReadyPulls();
+  void ReplyError(const std::string& identity, const MessageHeader& req, const std::string& error);
+  void Reply(const std::string& identity, Message* reply, int rank);
+  void MaybeReleaseBarrier();
+
+  JobConfig config_;
+  int shard_;
+  int num_shards_;
+  std::string log_prefix_;
+  std::string fingerprint_;
+  std::vector<std::unique_ptr<ServerTable>> tables_;
+  ClockTracker clocks_;
+  std::vector<WorkerState> workers_;
+  std::deque<PendingPull> pending_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::atomic<bool> stop_{false};
+  ServerStats stats_;
+  std::vector<uint64_t> key_scratch_;
+  std::vector<float> value_scratch_;
+};
+
+}  // namespace tether

@@ -1,0 +1,365 @@
+#include "worker/client.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "core/net/transport.h"
+#include "core/partition.h"
+
+namespace tether {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+zmq::message_t CopyFrame(const void* data, size_t bytes) { return zmq::message_t(data, bytes); }
+
+}  // namespace
+
+WorkerClient::WorkerClient(const ClientOptions& options)
+    : options_(options),
+      num_shards_(static_cast<int>(options.servers.size())),
+      log_prefix_("[worker " + std::to_string(options.rank) + "] "),
+      outstanding_(options.servers.size(), 0) {}
+
+WorkerClient::~WorkerClient() = default;
+
+StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOptions& options) {
+  if (options.servers.empty()) return Status::InvalidArgument("no server addresses given");
+  std::unique_ptr<WorkerClient> c(new WorkerClient(options));
+  SocketOptions so;
+  so.send_timeout_ms = options.request_timeout_ms;
+  // A fresh identity per process, so a restarted worker never collides with
+  // the routing entry of its dead predecessor.
+  std::random_device rd;
+  const std::string identity =
+      "w" + std::to_string(options.rank) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  for (const auto& ep : options.servers) {
+    TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(c->ctx_, ep, identity, so));
+    c->sockets_.push_back(std::move(s));
+  }
+  const int64_t ts = c->NewGroup(false);
+  for (int s = 0; s < c->num_shards_; ++s) {
+    Message m;
+    m.header.set_type(HELLO);
+    m.header.set_staleness(options.staleness);
+    m.header.set_model_fingerprint(options.model_fingerprint);
+    Sub sub;
+    sub.ts = ts;
+    sub.expect = HELLO_REPLY;
+    c->Send(s, &m, std::move(sub));
+  }
+  Status st = c->Wait(ts);
+  if (!st.ok()) {
+    if (st.code() == Status::Code::kDeadlineExceeded) return st;
+    return Status::FailedPrecondition(st.message());
+  }
+  return c;
+}
+
+int64_t WorkerClient::NewGroup(bool detached) {
+  const int64_t ts = next_ts_++;
+  Group& g = groups_[ts];
+  g.detached = detached;
+  return ts;
+}
+
+void WorkerClient::Send(int shard, Message* m, Sub sub) {
+  // Flow control: never more than max_outstanding requests in flight to a
+  // shard, so neither side's queue reaches its high-water mark.
+  while (outstanding_[shard] >= options_.max_outstanding) {
+    Status st = Progress(options_.request_timeout_ms);
+    if (!st.ok()) {
+      Fail(sub.ts, st);
+      return;
+    }
+  }
+  const uint64_t id = next_request_++;
+  m->header.set_request_id(id);
+  m->header.set_sender_rank(options_.rank);
+  m->header.set_clock(clock_);
+  stats_.bytes_sent += m->keys.size() + m->values.size();
+  const bool wants_reply = sub.expect != MSG_UNKNOWN;
+  const int64_t ts = sub.ts;
+  if (wants_reply) {
+    sub.shard = shard;
+    subs_.emplace(id, std::move(sub));
+    groups_[ts].remaining++;
+    outstanding_[shard]++;
+  }
+  Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
+                                                         options_.servers[shard] + ")");
+  if (!st.ok()) {
+    if (wants_reply) {
+      subs_.erase(id);
+      groups_[ts].remaining--;
+      outstanding_[shard]--;
+    }
+    Fail(ts, st);
+  }
+}
+
+void WorkerClient::Fail(int64_t ts, const Status& st) {
+  auto it = groups_.find(ts);
+  if (it == groups_.end() || it->second.detached) {
+    if (sticky_error_.ok()) sticky_error_ = st;
+    if (it != groups_.end() && it->second.remaining == 0) groups_.erase(it);
+    return;
+  }
+  if (it->second.status.ok()) it->second.status = st;
+}
+
+int64_t WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
+  const int64_t ts = NewGroup(false);
+  const uint32_t dim = options_.tables[table].dim;
+  SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
+  for (int s = 0; s < num_shards_; ++s) {
+    if (split_keys_[s].empty()) continue;
+    Message m;
+    m.header.set_type(PULL);
+    m.header.set_table_id(table);
+    m.header.set_num_keys(split_keys_[s].size());
+    m.header.set_value_dim(dim);
+    m.keys = CopyFrame(split_keys_[s].data(), split_keys_[s].size() * sizeof(uint64_t));
+    Sub sub;
+    sub.ts = ts;
+    sub.out = out;
+    sub.dim = dim;
+    sub.positions = split_pos_[s];
+    sub.expect = PULL_REPLY;
+    ++stats_.pulls;
+    stats_.rows_pulled += split_keys_[s].size();
+    Send(s, &m, std::move(sub));
+  }
+  return ts;
+}
+
+int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {
+  const int64_t ts = NewGroup(true);
+  const uint32_t dim = options_.tables[table].dim;
+  SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
+  for (int s = 0; s < num_shards_; ++s) {
+    const size_t n = split_keys_[s].size();
+    if (n == 0) continue;
+    Message m;
+    m.header.set_type(PUSH);
+    m.header.set_table_id(table);
+    m.header.set_num_keys(n);
+    m.header.set_value_dim(dim);
+    m.header.set_num_values(n * dim);
+    m.keys = CopyFrame(split_keys_[s].data(), n * sizeof(uint64_t));
+    m.values = zmq::message_t(n * dim * sizeof(float));
+    float* dst = static_cast<float*>(m.values.data());
+    for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * dim, grads + split_pos_[s][i] * size_t{dim}, dim * sizeof(float));
+    Sub sub;
+    sub.ts = ts;
+    sub.expect = PUSH_REPLY;
+    ++stats_.pushes;
+    stats_.rows_pushed += n;
+    Send(s, &m, std::move(sub));
+  }
+  auto it = groups_.find(ts);
+  if (it != groups_.end() && it->second.remaining == 0) groups_.erase(it);
+  return ts;
+}
+
+int64_t WorkerClient::PullDense(uint32_t table, float* out) {
+  const int64_t ts = NewGroup(false);
+  const uint64_t size = options_.tables[table].size;
+  for (int s = 0; s < num_shards_; ++s) {
+    auto [b, e] = DenseRange(size, s, num_shards_);
+    if (b == e) continue;
+    Message m;
+    m.header.set_type(PULL);
+    m.header.set_table_id(table);
+    Sub sub;
+    sub.ts = ts;
+    sub.out = out;
+    sub.dense_begin = b;
+    sub.expect = PULL_REPLY;
+    ++stats_.pulls;
+    Send(s, &m, std::move(sub));
+  }
+  return ts;
+}
+
+int64_t WorkerClient::PushDense(uint32_t table, const float* grad) {
+  const int64_t ts = NewGroup(true);
+  const uint64_t size = options_.tables[table].size;
+  for (int s = 0; s < num_shards_; ++s) {
+    auto [b, e] = DenseRange(size, s, num_shards_);
+    if (b == e) continue;
+    Message m;
+    m.header.set_type(PUSH);
+    m.header.set_table_id(table);
+    m.header.set_num_values(e - b);
+    m.values = CopyFrame(grad + b, (e - b) * sizeof(float));
+    Sub sub;
+    sub.ts = ts;
+    sub.expect = PUSH_REPLY;
+    ++stats_.pushes;
+    Send(s, &m, std::move(sub));
+  }
+  auto it = groups_.find(ts);
+  if (it != groups_.end() && it->second.remaining == 0) groups_.erase(it);
+  return ts;
+}
+
+void WorkerClient::Complete(uint64_t request_id, Message* reply) {
+  auto it = subs_.find(request_id);
+  if (it == subs_.end()) {
+    LOG(WARNING) << log_prefix_ << "reply " << TypeName(reply->header.type()) << " for unknown request "
+                 << request_id << "; ignored";
+    return;
+  }
+  Sub& sub = it->second;
+  outstanding_[sub.shard]--;
+  auto git = groups_.find(sub.ts);
+  Status st;
+  const MessageHeader& h = reply->header;
+  if (h.type() == ERROR_REPLY) {
+    st = Status::FailedPrecondition(h.error());
+  } else if (h.type() != sub.expect) {
+    st = Status::DataLoss("server " + std::to_string(sub.shard) + " answered " + TypeName(h.type()) +
+                          " to a request expecting " + TypeName(sub.expect));
+  } else if (h.type() == PULL_REPLY) {
+    const float* v = reply->ValueData(&scratch_);
+    if (sub.dim > 0) {
+      if (h.num_values() != sub.positions.size() * sub.dim) {
+        st = Status::DataLoss("server " + std::to_string(sub.shard) + " returned " +
+                              std::to_string(h.num_values()) + " floats for " +
+                              std::to_string(sub.positions.size()) + " rows of dim " + std::to_string(sub.dim));
+      } else {
+        for (size_t i = 0; i < sub.positions.size(); ++i)
+          std::memcpy(sub.out + size_t{sub.positions[i]} * sub.dim, v + i * sub.dim, sub.dim * sizeof(float));
+      }
+    } else {
+      std::memcpy(sub.out + sub.dense_begin, v, h.num_values() * sizeof(float));
+    }
+  } else if (h.type() == BARRIER_REPLY && git != groups_.end()) {
+    git->second.samples = h.samples();
+  }
+  const int64_t ts = sub.ts;
+  subs_.erase(it);
+  if (git == groups_.end()) return;
+  if (!st.ok()) Fail(ts, st);
+  if (--git->second.remaining == 0 && git->second.detached) {
+    groups_.erase(git);
+  }
+}
+
+Status WorkerClient::Progress(int timeout_ms) {
+  std::vector<zmq::pollitem_t> items;
+  for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  int n = 0;
+  try {
+    n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(log_prefix_ + "poll: " + e.what());
+  }
+  if (n == 0) {
+    std::string silent;
+    for (int s = 0; s < num_shards_; ++s)
+      if (outstanding_[s] > 0) silent += (silent.empty() ? "" : ", ") + options_.servers[s];
+    return Status::DeadlineExceeded(log_prefix_ + "no reply within " + std::to_string(timeout_ms) +
+                                    " ms from server(s) " + silent);
+  }
+  Message reply;
+  for (int s = 0; s < num_shards_; ++s) {
+    if (!(items[s].revents & ZMQ_POLLIN)) continue;
+    while (true) {
+      Status st = RecvMessage(sockets_[s], &reply, nullptr);
+      if (st.code() == Status::Code::kUnavailable) break;
+      if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
+      stats_.bytes_received += reply.values.size() + reply.keys.size();
+      Complete(reply.header.request_id(), &reply);
+    }
+  }
+  return Status::OK();
+}
+
+Status WorkerClient::Wait(int64_t ts) {
+  const auto start = SteadyClock::now();
+  Status result;
+  while (true) {
+    auto it = groups_.find(ts);
+    if (it == groups_.end()) {
+      result = sticky_error_;
+      break;
+    }
+    if (it->second.remaining == 0) {
+      result = it->second.status;
+      groups_.erase(it);
+      if (result.ok()) result = sticky_error_;
+      break;
+    }
+    Status st = Progress(options_.request_timeout_ms);
+    if (!st.ok()) {
+      result = st;
+      break;
+    }
+  }
+  stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  return result;
+}
+
+Status WorkerClient::WaitAll() {
+  while (!subs_.empty()) TETHER_RETURN_IF_ERROR(Progress(options_.request_timeout_ms));
+  groups_.clear();
+  return sticky_error_;
+}
+
+Status WorkerClient::Clock() {
+  ++clock_;
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(CLOCK);
+    Send(s, &m, Sub{});
+  }
+  return sticky_error_;
+}
+
+StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples) {
+  TETHER_RETURN_IF_ERROR(WaitAll());
+  const int64_t ts = NewGroup(false);
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(BARRIER);
+    m.header.set_samples(samples);
+    Sub sub;
+    sub.ts = ts;
+    sub.expect = BARRIER_REPLY;
+    Send(s, &m, std::move(sub));
+  }
+  uint64_t total = 0;
+  // Record the total before Wait erases the group.
+  while (true) {
+    auto it = groups_.find(ts);
+    if (it == groups_.end()) break;
+    if (it->second.remaining == 0) {
+      total = it->second.samples;
+      break;
+    }
+    TETHER_RETURN_IF_ERROR(Progress(options_.request_timeout_ms));
+  }
+  TETHER_RETURN_IF_ERROR(Wait(ts));
+  return total;
+}
+
+Status WorkerClient::Bye() {
+  TETHER_RETURN_IF_ERROR(WaitAll());
+  const int64_t ts = NewGroup(false);
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(BYE);
+    Sub sub;
+    sub.ts = ts;
+    sub.expect = BYE_REPLY;
+    Send(s, &m, std::move(sub));
+  }
+  return Wait(ts);
+}
+
+}  // namespace tether

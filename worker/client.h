@@ -1,0 +1,133 @@
+// WorkerClient: a worker's connection to every server shard (one DEALER
+// socket per shard), with ps-lite style asynchronous Push/Pull: each call
+// returns a timestamp at once and Wait(ts) blocks until every shard touched
+// by that call has answered (Li et al., OSDI 2014).
+//
+// Keys passed to PullRows/PushRows must be sorted and unique; the client
+// splits them by owner shard and scatters replies back into the caller's
+// buffer. Buffers passed to Pull*/Push* must stay alive and unmodified until
+// the matching Wait (pushes copy their values at call time, so push buffers
+// may be reused at once).
+//
+// Ordering: requests from one worker to one shard are delivered in order, so
+// a pull issued after a push from the same worker sees that push
+// (read-my-writes), and a CLOCK arrives after the pushes of its clock.
+//
+// Not thread-safe: one client per worker thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/config.h"
+#include "core/net/message.h"
+#include "core/status.h"
+
+namespace tether {
+
+struct ClientOptions {
+  int rank = 0;
+  std::vector<std::string> servers;  // endpoint per shard, in shard order
+  int64_t staleness = 0;             // must equal the servers' bound
+  std::string model_fingerprint;     // must equal the servers'
+  int request_timeout_ms = 120000;   // Wait fails after this long with no reply
+  int max_outstanding = 64;          // in-flight requests per shard before a call blocks
+  std::vector<TableSpec> tables;
+};
+
+/// Per-client counters.
+struct ClientStats {
+  uint64_t pulls = 0, pushes = 0, rows_pulled = 0, rows_pushed = 0;
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  double wait_seconds = 0;  // time blocked in Wait (includes staleness waits)
+};
+
+class WorkerClient {
+ public:
+  /// Connects to every shard and exchanges HELLO (which checks staleness and
+  /// model settings). Errors: InvalidArgument (bad endpoint),
+  /// FailedPrecondition (a server refused to pair, naming both values),
+  /// DeadlineExceeded (a server did not answer within request_timeout_ms).
+  static StatusOr<std::unique_ptr<WorkerClient>> Connect(const ClientOptions& options);
+  ~WorkerClient();
+
+  /// Pulls rows of `keys` (sorted, unique) of row table `table` into `out`
+  /// (keys.size() × dim floats, row i ↔ keys[i]). Returns a timestamp.
+  int64_t PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out);
+  /// Pushes gradients `grads` (keys.size() × dim) for `keys` (sorted, unique).
+  int64_t PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads);
+  /// Pulls a whole dense table into `out` (size floats).
+  int64_t PullDense(uint32_t table, float* out);
+  /// Pushes a gradient for a whole dense table (size floats).
+  int64_t PushDense(uint32_t table, const float* grad);
+
+  /// Blocks until request `ts` completed. Errors: the server's ERROR_REPLY
+  /// text, DeadlineExceeded naming the silent shard, or an earlier push's
+  /// failure (push errors are sticky and surface at the next Wait).
+  Status Wait(int64_t ts);
+  /// Waits for every outstanding request.
+  Status WaitAll();
+
+  /// Completes the current clock: sends CLOCK to every shard (after the
+  /// clock's pushes, so the server applies them first). Errors as Wait.
+  Status Clock();
+  int64_t clock() const { return clock_; }
+
+  /// Says this worker finished training (it stops counting towards the
+  /// servers' min clock) and blocks until every worker has. `samples`: rows
+  /// this worker trained on; returns the total over all workers.
+  StatusOr<uint64_t> Barrier(uint64_t samples);
+
+  /// Leaves the job: waits for outstanding requests, then BYE to every shard.
+  Status Bye();
+
+  const ClientStats& stats() const { return stats_; }
+
+ private:
+  struct Group {
+    int remaining = 0;
+    bool detached = false;  // nobody will Wait: erase when complete
+    Status status;
+    uint64_t samples = 0;
+  };
+  struct Sub {
+    int64_t ts = 0;
+    int shard = 0;
+    float* out = nullptr;       // pull destination (base)
+    uint32_t dim = 0;
+    uint64_t dense_begin = 0;   // dense pulls: offset of the shard's slice
+    std::vector<uint32_t> positions;  // row pulls: destination row per key
+    MessageType expect = MSG_UNKNOWN;
+  };
+
+  explicit WorkerClient(const ClientOptions& options);
+  int64_t NewGroup(bool detached);
+  void Send(int shard, Message* m, Sub sub);
+  Status Progress(int timeout_ms);  // receive and dispatch what has arrived
+  void Complete(uint64_t request_id, Message* reply);
+  void Fail(int64_t ts, const Status& st);
+
+  ClientOptions options_;
+  int num_shards_;
+  std::string log_prefix_;
+  zmq::context_t ctx_{1};
+  std::vector<zmq::socket_t> sockets_;
+  std::vector<int> outstanding_;
+  int64_t clock_ = 0;
+  int64_t next_ts_ = 1;
+  uint64_t next_request_ = 1;
+  std::unordered_map<int64_t, Group> groups_;
+  std::unordered_map<uint64_t, Sub> subs_;
+  Status sticky_error_;
+  ClientStats stats_;
+  std::vector<std::vector<uint64_t>> split_keys_;
+  std::vector<std::vector<uint32_t>> split_pos_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace tether
