@@ -1,0 +1,51 @@
+// tether-server: one parameter-server shard.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "server/server.h"
+#include "tools/common_flags.h"
+
+DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
+DEFINE_string(listen, "tcp://127.0.0.1:0", "ZeroMQ endpoint to bind; port 0 picks a free port");
+DEFINE_string(port_file, "", "if set, the bound endpoint is written here (atomically) once listening");
+
+namespace {
+
+tether::Status WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text << "\n";
+    if (!out.flush()) return tether::Status::IOError(tmp + ": cannot write");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return tether::Status::IOError(path + ": cannot rename into place");
+  return tether::Status::OK();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tether::ParseFlagsOrDie(&argc, &argv,
+                          "tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F]");
+  auto config = tether::LoadConfigFromFlags("server " + std::to_string(FLAGS_shard));
+  if (!config.ok()) {
+    LOG(ERROR) << "[server " << FLAGS_shard << "] " << config.status().message();
+    return 2;
+  }
+  if (FLAGS_shard < 0 || FLAGS_shard >= config->cluster().num_servers()) {
+    LOG(ERROR) << "flag --shard=" << FLAGS_shard << " outside [0, " << config->cluster().num_servers() << ")";
+    return 2;
+  }
+  tether::ServerShard server(*config, FLAGS_shard);
+  tether::Status st = server.Bind(FLAGS_listen);
+  if (st.ok() && !FLAGS_port_file.empty()) st = WriteAtomically(FLAGS_port_file, server.endpoint());
+  if (st.ok()) st = server.Run();
+  if (!st.ok()) {
+    LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
+    return 1;
+  }
+  return 0;
+}
