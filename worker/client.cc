@@ -280,7 +280,9 @@ Status WorkerClient::Progress(int timeout_ms) {
   return Status::OK();
 }
 
-Status WorkerClient::Wait(int64_t ts) {
+Status WorkerClient::Wait(int64_t ts) { return Wait(ts, options_.request_timeout_ms); }
+
+Status WorkerClient::Wait(int64_t ts, int timeout_ms) {
   const auto start = SteadyClock::now();
   Status result;
   while (true) {
@@ -295,7 +297,11 @@ Status WorkerClient::Wait(int64_t ts) {
       if (result.ok()) result = sticky_error_;
       break;
     }
-    Status st = Progress(options_.request_timeout_ms);
+    const int left_ms = timeout_ms - static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          SteadyClock::now() - start).count());
+    Status st = left_ms > 0 ? Progress(left_ms)
+                            : Status::DeadlineExceeded(log_prefix_ + "request not answered within " +
+                                                       std::to_string(timeout_ms) + " ms");
     if (!st.ok()) {
       result = st;
       break;

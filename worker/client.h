@@ -70,6 +70,9 @@ class WorkerClient {
   /// text, DeadlineExceeded naming the silent shard, or an earlier push's
   /// failure (push errors are sticky and surface at the next Wait).
   Status Wait(int64_t ts);
+  /// Like Wait(ts) but gives up after `timeout_ms` with DeadlineExceeded,
+  /// leaving the request outstanding (c10d's Work::wait(timeout)).
+  Status Wait(int64_t ts, int timeout_ms);
   /// Waits for every outstanding request.
   Status WaitAll();
 

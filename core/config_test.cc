@@ -1,0 +1,91 @@
+#include "core/config.h"
+
+#include <gtest/gtest.h>
+
+namespace tether {
+namespace {
+
+TEST(ConfigTest, ExampleBibtexConfigLoadsAndValidates) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->cluster().num_servers(), 2);
+  EXPECT_EQ(c->cluster().num_workers(), 2);
+  EXPECT_EQ(c->consistency().staleness(), 2);
+  EXPECT_EQ(c->data().index_base(), 0);
+  EXPECT_EQ(c->model().hidden(), 256);
+  EXPECT_TRUE(ValidateJobConfig(*c).ok());
+}
+
+TEST(ConfigTest, UnknownFieldNamesFileLineAndSuggestion) {
+  const std::string text = "name: \"x\"\nconsistency { staleness_bond: 3 }\n";
+  auto c = ParseJobConfig(text, "job.pbtxt");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("job.pbtxt:2:"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("'staleness_bond'"), std::string::npos);
+  EXPECT_NE(c.status().message().find("did you mean 'staleness'?"), std::string::npos);
+}
+
+TEST(ConfigTest, SyntaxErrorNamesLine) {
+  auto c = ParseJobConfig("name: \"x\"\n\ntrain { epochs: ten }\n", "j.pbtxt");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().rfind("j.pbtxt:3:", 0), 0u) << c.status().message();
+}
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  auto c = LoadJobConfig("/nonexistent/job.pbtxt");
+  EXPECT_EQ(c.status().code(), Status::Code::kNotFound);
+}
+
+TEST(ConfigTest, OverridesParseByFieldType) {
+  JobConfig c;
+  ASSERT_TRUE(ApplyOverride(&c, "consistency.staleness", "inf", "flag --staleness").ok());
+  EXPECT_EQ(c.consistency().staleness(), -1);
+  ASSERT_TRUE(ApplyOverride(&c, "consistency.staleness", "4", "flag --staleness").ok());
+  EXPECT_EQ(c.consistency().staleness(), 4);
+  ASSERT_TRUE(ApplyOverride(&c, "optimizer.learning_rate", "0.05", "flag --learning_rate").ok());
+  EXPECT_FLOAT_EQ(c.optimizer().learning_rate(), 0.05f);
+  ASSERT_TRUE(ApplyOverride(&c, "optimizer.type", "sgd", "flag --optimizer").ok());
+  EXPECT_EQ(c.optimizer().type(), SGD);
+  ASSERT_TRUE(ApplyOverride(&c, "train.seed", "42", "flag --seed").ok());
+  EXPECT_EQ(c.train().seed(), 42u);
+  Status bad = ApplyOverride(&c, "train.epochs", "3x", "flag --epochs");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("flag --epochs=3x"), std::string::npos) << bad.message();
+  Status bad_enum = ApplyOverride(&c, "model.loss", "hinge", "flag --loss");
+  EXPECT_NE(bad_enum.message().find("softmax, bce"), std::string::npos) << bad_enum.message();
+}
+
+TEST(ConfigTest, ValidationNamesTheField) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  JobConfig j = *c;
+  j.mutable_data()->clear_index_base();
+  Status st = ValidateJobConfig(j);
+  EXPECT_NE(st.message().find("data.index_base"), std::string::npos) << st.message();
+  j = *c;
+  j.mutable_optimizer()->set_learning_rate(-1);
+  EXPECT_NE(ValidateJobConfig(j).message().find("optimizer.learning_rate"), std::string::npos);
+}
+
+TEST(ConfigTest, TablesForXmcMlp) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  auto t = TablesForJob(*c);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].name, "w1");
+  EXPECT_EQ(t[0].dim, 256u);
+  EXPECT_EQ(t[1].kind, TableKind::kDense);
+  EXPECT_EQ(t[1].size, 256u);
+  EXPECT_EQ(t[2].dim, 257u);
+  // Glorot bound sqrt(6 / (1836 + 256)) = 0.0535573
+  EXPECT_NEAR(t[0].init_bound, 0.0535573, 1e-6);
+  EXPECT_EQ(ModelFingerprint(t), ModelFingerprint(TablesForJob(*c)));
+}
+
+TEST(ConfigTest, ClosestName) {
+  EXPECT_EQ(ClosestName("stalenes", {"staleness", "seed", "epochs"}), "staleness");
+  EXPECT_EQ(ClosestName("zzzzzzzz", {"staleness", "seed"}), "");
+}
+
+}  // namespace
+}  // namespace tether

@@ -1,0 +1,85 @@
+#include "server/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace tether {
+namespace {
+
+TEST(OptimizerTest, SgdStepMatchesHandComputed) {
+  OptimizerConfig c;
+  c.set_type(SGD);
+  c.set_learning_rate(0.5f);
+  Optimizer opt(c);
+  EXPECT_EQ(opt.StatePerWeight(), 0);
+  float w[3] = {1.0f, -2.0f, 0.25f};
+  const float g[3] = {0.2f, -0.4f, 1.0f};
+  opt.Apply(w, nullptr, g, 3);
+  // w - 0.5 g
+  EXPECT_FLOAT_EQ(w[0], 0.9f);
+  EXPECT_FLOAT_EQ(w[1], -1.8f);
+  EXPECT_FLOAT_EQ(w[2], -0.25f);
+}
+
+TEST(OptimizerTest, SgdWithMomentumAndL2) {
+  OptimizerConfig c;
+  c.set_type(SGD);
+  c.set_learning_rate(0.1f);
+  c.set_momentum(0.9f);
+  c.set_l2(0.5f);
+  Optimizer opt(c);
+  ASSERT_EQ(opt.StatePerWeight(), 1);
+  float w[1] = {2.0f};
+  float v[1] = {0.0f};
+  const float g[1] = {1.0f};
+  opt.Apply(w, v, g, 1);
+  // g' = 1 + 0.5·2 = 2; v = 2; w = 2 − 0.1·2 = 1.8
+  EXPECT_FLOAT_EQ(v[0], 2.0f);
+  EXPECT_FLOAT_EQ(w[0], 1.8f);
+  opt.Apply(w, v, g, 1);
+  // g' = 1 + 0.9 = 1.9; v = 0.9·2 + 1.9 = 3.7; w = 1.8 − 0.37 = 1.43
+  EXPECT_FLOAT_EQ(v[0], 3.7f);
+  EXPECT_FLOAT_EQ(w[0], 1.43f);
+}
+
+TEST(OptimizerTest, AdagradTwoStepsMatchHandComputed) {
+  OptimizerConfig c;
+  c.set_type(ADAGRAD);
+  c.set_learning_rate(0.1f);
+  c.set_initial_accumulator(0.1f);
+  c.set_epsilon(0.0f);
+  Optimizer opt(c);
+  ASSERT_EQ(opt.StatePerWeight(), 1);
+  EXPECT_FLOAT_EQ(opt.InitialState(), 0.1f);
+  float w[2] = {1.0f, 0.0f};
+  float h[2] = {0.1f, 0.1f};
+  const float g1[2] = {0.3f, -1.0f};
+  opt.Apply(w, h, g1, 2);
+  // h = 0.1 + 0.09 = 0.19; w = 1 − 0.1·0.3/√0.19 = 0.9311753
+  // h = 0.1 + 1 = 1.1;     w = 0 + 0.1·1/√1.1   = 0.0953463
+  EXPECT_FLOAT_EQ(h[0], 0.19f);
+  EXPECT_NEAR(w[0], 0.9311753f, 1e-6);
+  EXPECT_FLOAT_EQ(h[1], 1.1f);
+  EXPECT_NEAR(w[1], 0.0953463f, 1e-6);
+  const float g2[2] = {0.3f, 0.0f};
+  opt.Apply(w, h, g2, 2);
+  // h = 0.28; w = 0.9311753 − 0.03/√0.28 = 0.8744801; second weight unchanged
+  EXPECT_NEAR(h[0], 0.28f, 1e-7);
+  EXPECT_NEAR(w[0], 0.8744801f, 1e-6);
+  EXPECT_NEAR(w[1], 0.0953463f, 1e-6);
+}
+
+TEST(OptimizerTest, LearningRateScaleScalesTheStep) {
+  OptimizerConfig c;
+  c.set_type(SGD);
+  c.set_learning_rate(1.0f);
+  Optimizer opt(c);
+  float w[1] = {0.0f};
+  const float g[1] = {1.0f};
+  opt.Apply(w, nullptr, g, 1, 0.25f);
+  EXPECT_FLOAT_EQ(w[0], -0.25f);
+}
+
+}  // namespace
+}  // namespace tether

@@ -1,0 +1,221 @@
+// Multi-rank tests in one process: a real ServerShard on 127.0.0.1 (port 0)
+// in a thread, and WorkerClients standing in for workers.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "core/net/message.h"
+#include "server/server.h"
+#include "worker/client.h"
+
+namespace tether {
+namespace {
+
+constexpr uint32_t kW1 = 0;
+
+JobConfig SmallJob(int workers, int64_t staleness) {
+  JobConfig c;
+  c.mutable_cluster()->set_num_servers(1);
+  c.mutable_cluster()->set_num_workers(workers);
+  c.mutable_cluster()->set_idle_timeout_ms(20000);
+  c.mutable_cluster()->set_startup_timeout_ms(20000);
+  c.mutable_data()->set_num_features(10);
+  c.mutable_data()->set_num_labels(3);
+  c.mutable_model()->set_hidden(2);
+  c.mutable_optimizer()->set_type(SGD);
+  c.mutable_optimizer()->set_learning_rate(1.0f);
+  c.mutable_consistency()->set_staleness(staleness);
+  return c;
+}
+
+class ServerThread {
+ public:
+  explicit ServerThread(const JobConfig& c) : server_(c, 0) {
+    Status st = server_.Bind("tcp://127.0.0.1:0");
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    thread_ = std::thread([this] { result_ = server_.Run(); });
+  }
+  ~ServerThread() {
+    server_.Stop();
+    thread_.join();
+  }
+  const std::string& endpoint() const { return server_.endpoint(); }
+  ServerShard& server() { return server_; }
+
+ private:
+  ServerShard server_;
+  std::thread thread_;
+  Status result_;
+};
+
+std::unique_ptr<WorkerClient> Connect(const JobConfig& c, int rank, const std::string& ep) {
+  ClientOptions o;
+  o.rank = rank;
+  o.servers = {ep};
+  o.staleness = c.consistency().staleness();
+  o.tables = TablesForJob(c);
+  o.model_fingerprint = ModelFingerprint(o.tables);
+  o.request_timeout_ms = 10000;
+  auto client = WorkerClient::Connect(o);
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  return client.ok() ? std::move(client).value() : nullptr;
+}
+
+TEST(SspTest, FastWorkerBlocksExactlyPastSlowestPlusStalenessAndIsReleased) {
+  const int64_t s = 2;
+  JobConfig c = SmallJob(2, s);
+  ServerThread server(c);
+  auto fast = Connect(c, 0, server.endpoint());
+  auto slow = Connect(c, 1, server.endpoint());
+  ASSERT_TRUE(fast && slow);
+  const std::vector<uint64_t> key = {5};
+  float initial[2], row[2];
+  ASSERT_TRUE(fast->Wait(fast->PullRows(kW1, key, initial)).ok());
+
+  // The slow worker pushes −1 (SGD, lr 1 → +1) to key 5 during its clock 0.
+  const float grad[2] = {-1.0f, -1.0f};
+  slow->PushRows(kW1, key, grad);
+  ASSERT_TRUE(slow->WaitAll().ok());
+
+  // The fast worker clocks ahead; its pulls at clocks 1..s are answered at once.
+  for (int64_t c_fast = 1; c_fast <= s; ++c_fast) {
+    ASSERT_TRUE(fast->Clock().ok());
+    ASSERT_EQ(fast->clock(), c_fast);
+    EXPECT_TRUE(fast->Wait(fast->PullRows(kW1, key, row), 2000).ok()) << "clock " << c_fast;
+  }
+  // At clock s + 1 = slowest (0) + s + 1 the pull must wait.
+  ASSERT_TRUE(fast->Clock().ok());
+  const int64_t blocked = fast->PullRows(kW1, key, row);
+  Status st = fast->Wait(blocked, 500);
+  EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
+
+  // The slow worker clocks: min clock 1 ≥ 3 − 2, the pull is released and
+  // includes the slow worker's clock-0 update.
+  ASSERT_TRUE(slow->Clock().ok());
+  st = fast->Wait(blocked, 5000);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FLOAT_EQ(row[0], initial[0] + 1.0f);
+  EXPECT_FLOAT_EQ(row[1], initial[1] + 1.0f);
+  EXPECT_EQ(server.server().stats().deferred_pulls, 1u);
+  ASSERT_TRUE(fast->Bye().ok());
+  ASSERT_TRUE(slow->Bye().ok());
+}
+
+TEST(SspTest, ReadMyWritesAndAspNeverBlocks) {
+  JobConfig c = SmallJob(2, -1);
+  ServerThread server(c);
+  auto w = Connect(c, 0, server.endpoint());
+  ASSERT_TRUE(w);
+  const std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> before(6), after(6), g(6, 0.5f);
+  ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, before.data())).ok());
+  w->PushRows(kW1, keys, g.data());
+  // Pull right after the push, without waiting for the push reply.
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(w->Clock().ok());
+  ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, after.data()), 2000).ok()) << "ASP must not block";
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(after[i], before[i] - 0.5f);
+  ASSERT_TRUE(w->Bye().ok());
+}
+
+TEST(SspTest, DenseTableIsSplitAcrossShardsAndSummedOnPush) {
+  JobConfig c = SmallJob(1, 0);
+  ServerThread server(c);
+  auto w = Connect(c, 0, server.endpoint());
+  ASSERT_TRUE(w);
+  float b1[2] = {7, 7};
+  ASSERT_TRUE(w->Wait(w->PullDense(1, b1)).ok());
+  EXPECT_EQ(b1[0], 0.0f);  // b1 starts at zero
+  const float g[2] = {0.25f, -0.5f};
+  w->PushDense(1, g);
+  ASSERT_TRUE(w->Wait(w->PullDense(1, b1)).ok());
+  EXPECT_FLOAT_EQ(b1[0], -0.25f);
+  EXPECT_FLOAT_EQ(b1[1], 0.5f);
+  ASSERT_TRUE(w->Bye().ok());
+}
+
+TEST(SspTest, ServerRefusesWorkerWithDifferentStalenessNamingBoth) {
+  JobConfig c = SmallJob(1, 2);
+  ServerThread server(c);
+  JobConfig other = c;
+  other.mutable_consistency()->set_staleness(5);
+  ClientOptions o;
+  o.rank = 0;
+  o.servers = {server.endpoint()};
+  o.staleness = 5;
+  o.tables = TablesForJob(other);
+  o.model_fingerprint = ModelFingerprint(o.tables);
+  o.request_timeout_ms = 5000;
+  auto client = WorkerClient::Connect(o);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(client.status().message().find("5 (SSP)"), std::string::npos) << client.status().message();
+  EXPECT_NE(client.status().message().find("2 (SSP)"), std::string::npos) << client.status().message();
+}
+
+TEST(SspTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {
+  JobConfig c = SmallJob(2, -1);
+  ServerThread server(c);
+  auto good = Connect(c, 0, server.endpoint());
+  ASSERT_TRUE(good);
+  const std::vector<uint64_t> key = {4};
+  float ref[2];
+  ASSERT_TRUE(good->Wait(good->PullRows(kW1, key, ref)).ok());
+
+  zmq::context_t ctx;
+  zmq::socket_t bad(ctx, zmq::socket_type::dealer);
+  bad.set(zmq::sockopt::linger, 0);
+  bad.set(zmq::sockopt::rcvtimeo, 5000);
+  bad.connect(server.endpoint());
+  auto expect_error = [&](const std::string& what) {
+    zmq::message_t header, k, v;
+    ASSERT_TRUE(bad.recv(header)) << what << ": no reply";
+    MessageHeader h;
+    ASSERT_TRUE(h.ParseFromArray(header.data(), static_cast<int>(header.size())));
+    EXPECT_EQ(h.type(), ERROR_REPLY) << what;
+    while (header.more() && bad.recv(k) && k.more()) {}
+    return h.error();
+  };
+  // Garbage bytes in one frame.
+  bad.send(zmq::str_buffer("garbage"), zmq::send_flags::none);
+  expect_error("garbage");
+  // Header says 3 keys, keys frame holds 2.
+  {
+    MessageHeader h;
+    h.set_type(PULL);
+    h.set_sender_rank(1);
+    h.set_num_keys(3);
+    h.set_value_dim(2);
+    std::string hb = h.SerializeAsString();
+    uint64_t keys[2] = {1, 2};
+    bad.send(zmq::buffer(hb), zmq::send_flags::sndmore);
+    bad.send(zmq::buffer(keys, sizeof(keys)), zmq::send_flags::sndmore);
+    bad.send(zmq::message_t(), zmq::send_flags::none);
+    EXPECT_NE(expect_error("count").find("header says 3 keys"), std::string::npos);
+  }
+  // Unknown table; unsorted keys.
+  for (int variant = 0; variant < 2; ++variant) {
+    MessageHeader h;
+    h.set_type(PULL);
+    h.set_sender_rank(1);
+    h.set_table_id(variant == 0 ? 99 : 0);
+    h.set_num_keys(2);
+    h.set_value_dim(2);
+    std::string hb = h.SerializeAsString();
+    uint64_t keys[2] = {9, 3};
+    bad.send(zmq::buffer(hb), zmq::send_flags::sndmore);
+    bad.send(zmq::buffer(keys, sizeof(keys)), zmq::send_flags::sndmore);
+    bad.send(zmq::message_t(), zmq::send_flags::none);
+    std::string err = expect_error("variant");
+    EXPECT_NE(err.find(variant == 0 ? "unknown table id 99" : "not sorted"), std::string::npos) << err;
+  }
+  float again[2];
+  ASSERT_TRUE(good->Wait(good->PullRows(kW1, key, again)).ok());
+  EXPECT_EQ(again[0], ref[0]);
+  EXPECT_EQ(again[1], ref[1]);
+  EXPECT_EQ(server.server().stats().bad_messages, 4u);
+}
+
+}  // namespace
+}  // namespace tether
