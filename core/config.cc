@@ -63,7 +63,7 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 std::string ClosestName(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;
-  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  size_t best_d = std::max<size_t>(2, word.size() / 2) + 1;
   for (const auto& c : candidates) {
     size_t d = EditDistance(word, c);
     if (d < best_d) {

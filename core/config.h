@@ -52,7 +52,7 @@ std::string ConfigSummary(const JobConfig& config);
 std::string StalenessName(int64_t staleness);
 
 /// Closest name to `word` among `candidates` by edit distance, or "" when
-/// none is within max(2, |word|/3) edits.
+/// none is within max(2, |word|/2) edits.
 std::string ClosestName(const std::string& word, const std::vector<std::string>& candidates);
 
 // ------------------------------------------------------------ tables

@@ -1,5 +1,7 @@
 #include "core/partition.h"
 
+#include <cstddef>
+
 namespace tether {
 
 std::pair<uint64_t, uint64_t> DenseRange(uint64_t size, int shard, int num_shards) {
@@ -19,7 +21,7 @@ void SplitKeysByShard(const std::vector<uint64_t>& keys, int num_shards,
     (*per_shard)[s].clear();
     (*positions)[s].clear();
   }
-  for (size_t i = 0; i < keys.size(); ++i) {
+  for (std::size_t i = 0; i < keys.size(); ++i) {
     int s = ShardForKey(keys[i], num_shards);
     (*per_shard)[s].push_back(keys[i]);
     (*positions)[s].push_back(static_cast<uint32_t>(i));

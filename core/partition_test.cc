@@ -54,8 +54,8 @@ TEST(PartitionTest, DenseRangeCoversEveryIndexOnce) {
       EXPECT_EQ(expect_begin, size);
     }
   }
-  EXPECT_EQ(DenseRange(256, 1, 2), std::make_pair<uint64_t, uint64_t>(128, 256));
-  EXPECT_EQ(DenseRange(5, 2, 3), std::make_pair<uint64_t, uint64_t>(3, 5));
+  EXPECT_EQ(DenseRange(256, 1, 2), (std::pair<uint64_t, uint64_t>(128, 256)));
+  EXPECT_EQ(DenseRange(5, 2, 3), (std::pair<uint64_t, uint64_t>(3, 5)));
   // Past 2^32 floats the split stays exact.
   EXPECT_EQ(DenseRange(10'000'000'000ull, 1, 2).first, 5'000'000'000ull);
 }

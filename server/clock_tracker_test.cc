@@ -8,7 +8,8 @@ namespace {
 TEST(ClockTrackerTest, SspBoundWithSlowWorker) {
   ClockTracker t(/*num_workers=*/2, /*staleness=*/2);
   EXPECT_EQ(t.min_clock(), 0);
-  // Worker 1 is slow and stays at clock 0; worker 0 runs ahead.
+  // Worker 1 is slow and stays at clock 0; worker 0 runs ahead to clock 3.
+  EXPECT_FALSE(t.Advance(0, 3));  // min clock is still worker 1's 0
   EXPECT_TRUE(t.PullReady(0));
   EXPECT_TRUE(t.PullReady(1));
   EXPECT_TRUE(t.PullReady(2));   // 2 = min + s: still allowed

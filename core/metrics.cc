@@ -1,0 +1,170 @@
+#include "core/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <glog/logging.h>
+
+namespace tether {
+
+RankingMetrics::RankingMetrics(std::vector<int> ks) : ks_(std::move(ks)) {
+  CHECK(!ks_.empty()) << "RankingMetrics needs at least one k";
+  std::sort(ks_.begin(), ks_.end());
+  ks_.erase(std::unique(ks_.begin(), ks_.end()), ks_.end());
+  CHECK_GE(ks_.front(), 1) << "RankingMetrics: every k must be >= 1";
+  discount_.resize(ks_.back());
+  for (int i = 0; i < ks_.back(); ++i) discount_[i] = 1.0 / std::log2(i + 2.0);
+  precision_sum_.assign(ks_.size(), 0.0);
+  ndcg_sum_.assign(ks_.size(), 0.0);
+}
+
+void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
+                         const int64_t* row_ptr, const uint32_t* col_idx) {
+  CHECK_GE(rows, 0);
+  CHECK_GE(num_labels, 0);
+  if (rows == 0) return;
+  CHECK(scores != nullptr || num_labels == 0);
+  CHECK(row_ptr != nullptr);
+  const int64_t depth = std::min<int64_t>(ks_.back(), num_labels);
+  top_.resize(depth);
+  for (int64_t r = 0; r < rows; ++r) {
+    ++count_;
+    const int64_t lb = row_ptr[r], le = row_ptr[r + 1];
+    const int64_t num_true = le - lb;
+    if (num_true == 0) continue;  // 0 for every metric, still counted
+    const float* s = scores + r * num_labels;
+    // Rank the top `depth` labels with the Backend::TopK order (score desc,
+    // smaller index first on ties, NaN last), via a bounded heap in top_.
+    auto better = [s](uint32_t a, uint32_t b) {
+      const float x = s[a], y = s[b];
+      const bool xn = std::isnan(x), yn = std::isnan(y);
+      if (xn != yn) return yn;
+      if (!xn && x != y) return x > y;
+      return a < b;
+    };
+    if (depth > 0) {
+      for (int64_t j = 0; j < depth; ++j) top_[j] = static_cast<uint32_t>(j);
+      std::make_heap(top_.begin(), top_.end(), better);
+      for (int64_t j = depth; j < num_labels; ++j) {
+        const uint32_t cand = static_cast<uint32_t>(j);
+        if (better(cand, top_.front())) {
+          std::pop_heap(top_.begin(), top_.end(), better);
+          top_.back() = cand;
+          std::push_heap(top_.begin(), top_.end(), better);
+        }
+      }
+      std::sort_heap(top_.begin(), top_.end(), better);
+    }
+    // Walk the ranking once, closing each k as it is reached.
+    int64_t hits = 0;
+    double dcg = 0.0, idcg = 0.0;
+    size_t next_k = 0;
+    for (int64_t i = 0; i < ks_.back(); ++i) {
+      if (i < depth && std::find(col_idx + lb, col_idx + le, top_[i]) != col_idx + le) {
+        ++hits;
+        dcg += discount_[i];
+      }
+      if (i < num_true) idcg += discount_[i];
+      if (i + 1 == ks_[next_k]) {
+        precision_sum_[next_k] += static_cast<double>(hits) / ks_[next_k];
+        ndcg_sum_[next_k] += dcg / idcg;
+        ++next_k;
+      }
+    }
+  }
+}
+
+int RankingMetrics::IndexOf(int k) const {
+  const auto it = std::lower_bound(ks_.begin(), ks_.end(), k);
+  CHECK(it != ks_.end() && *it == k) << "RankingMetrics: k = " << k << " was not configured";
+  return static_cast<int>(it - ks_.begin());
+}
+
+double RankingMetrics::PrecisionAt(int k) const {
+  const int i = IndexOf(k);
+  return count_ == 0 ? 0.0 : precision_sum_[i] / static_cast<double>(count_);
+}
+
+double RankingMetrics::NdcgAt(int k) const {
+  const int i = IndexOf(k);
+  return count_ == 0 ? 0.0 : ndcg_sum_[i] / static_cast<double>(count_);
+}
+
+void RankingMetrics::Merge(const RankingMetrics& other) {
+  CHECK(ks_ == other.ks_) << "RankingMetrics::Merge: different ks";
+  for (size_t i = 0; i < ks_.size(); ++i) {
+    precision_sum_[i] += other.precision_sum_[i];
+    ndcg_sum_[i] += other.ndcg_sum_[i];
+  }
+  count_ += other.count_;
+}
+
+void RankingMetrics::Reset() {
+  std::fill(precision_sum_.begin(), precision_sum_.end(), 0.0);
+  std::fill(ndcg_sum_.begin(), ndcg_sum_.end(), 0.0);
+  count_ = 0;
+}
+
+void BinaryMetrics::Add(float score, float label) {
+  const bool positive = label > 0.0f;
+  // NaN predicts negative ((NaN > 0) is false) and ranks lowest for AUC.
+  if ((score > 0.0f) == positive) ++correct_;
+  // −log sigmoid(±s) = softplus(∓s) = max(z, 0) + log1p(exp(−|z|)), z = ∓s.
+  const double z = positive ? -static_cast<double>(score) : static_cast<double>(score);
+  log_loss_sum_ += std::max(z, 0.0) + std::log1p(std::exp(-std::fabs(z)));
+  pairs_.push_back(
+      {std::isnan(score) ? -std::numeric_limits<float>::infinity() : score, positive});
+}
+
+void BinaryMetrics::Add(const float* scores, const float* labels, int64_t n) {
+  CHECK_GE(n, 0);
+  pairs_.reserve(pairs_.size() + n);
+  for (int64_t i = 0; i < n; ++i) Add(scores[i], labels[i]);
+}
+
+double BinaryMetrics::Accuracy() const {
+  return pairs_.empty() ? 0.0 : static_cast<double>(correct_) / static_cast<double>(count());
+}
+
+double BinaryMetrics::LogLoss() const {
+  return pairs_.empty() ? 0.0 : log_loss_sum_ / static_cast<double>(count());
+}
+
+double BinaryMetrics::Auc() const {
+  std::vector<Pair> sorted = pairs_;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Pair& a, const Pair& b) { return a.score < b.score; });
+  // Walk groups of equal score in increasing order: each positive beats the
+  // negatives strictly below its group and ties half of those in it.
+  double wins = 0.0;
+  int64_t neg_below = 0, num_pos = 0;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    int64_t group_pos = 0, group_neg = 0;
+    for (; j < sorted.size() && sorted[j].score == sorted[i].score; ++j) {
+      (sorted[j].positive ? group_pos : group_neg) += 1;
+    }
+    wins += static_cast<double>(group_pos) * (static_cast<double>(neg_below) + 0.5 * group_neg);
+    neg_below += group_neg;
+    num_pos += group_pos;
+    i = j;
+  }
+  const int64_t num_neg = neg_below;
+  if (num_pos == 0 || num_neg == 0) return std::numeric_limits<double>::quiet_NaN();
+  return wins / (static_cast<double>(num_pos) * static_cast<double>(num_neg));
+}
+
+void BinaryMetrics::Merge(const BinaryMetrics& other) {
+  pairs_.insert(pairs_.end(), other.pairs_.begin(), other.pairs_.end());
+  correct_ += other.correct_;
+  log_loss_sum_ += other.log_loss_sum_;
+}
+
+void BinaryMetrics::Reset() {
+  pairs_.clear();
+  correct_ = 0;
+  log_loss_sum_ = 0.0;
+}
+
+}  // namespace tether

@@ -1,0 +1,115 @@
+// Evaluation metrics, accumulated over minibatches and mergeable across
+// workers:
+//  - RankingMetrics: P@k and nDCG@k for extreme multi-label classification
+//    (XMC), the standard definitions of the Extreme Classification
+//    Repository (Bhatia et al., http://manikvarma.org/downloads/XC/
+//    XMLRepository.html) as used by Jain, Prabhu and Varma, KDD 2016;
+//  - BinaryMetrics: accuracy, exact ROC AUC and log-loss for binary tasks.
+//
+// core/ must not depend on sparse/ (tether_core ← tether_sparse), so label
+// matrices are taken as raw CSR arrays (row_ptr, col_idx), the same layout
+// as tether::CsrMatrix: pass `m.row_ptr.data(), m.col_idx.data()`.
+//
+// Ownership: each accumulator owns its partial sums (and BinaryMetrics its
+// (score, label) pairs, O(n) memory, needed for an exact AUC); inputs are
+// borrowed for the duration of a call.
+// Thread-safety: none; use one accumulator per thread and Merge() them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tether {
+
+/// P@k and nDCG@k for multi-label ranking. For a row with true label set Y
+/// and labels ranked by decreasing score (ties: smaller label index first;
+/// NaN scores rank last), with rel_i = 1 if the i-th ranked label is in Y:
+///   P@k    = (Σ_{i<k} rel_i) / k                       (always divided by k)
+///   DCG@k  = Σ_{i<k} rel_i / log2(i + 2)
+///   nDCG@k = DCG@k / IDCG@k,  IDCG@k = Σ_{i<min(k,|Y|)} 1 / log2(i + 2)
+/// Rows with empty Y score 0 for both metrics and ARE counted in the mean
+/// (so a dataset with unlabeled test rows reports lower numbers than tools
+/// that skip such rows). Labels in Y are assumed unique; indices >= the
+/// number of score columns can never be ranked but do count in |Y|.
+class RankingMetrics {
+ public:
+  /// ks: the cut-offs to report, each >= 1 (CHECK-fails otherwise);
+  /// duplicates are removed, order does not matter.
+  explicit RankingMetrics(std::vector<int> ks = {1, 3, 5});
+
+  /// Adds a batch. scores: rows × num_labels row-major. labels: the
+  /// rows × num_labels CSR label matrix as raw arrays: row r's labels are
+  /// col_idx[row_ptr[r] .. row_ptr[r+1]) (row_ptr has rows + 1 entries;
+  /// row_ptr[0] need not be 0, so a row slice of a larger matrix works).
+  /// Cost O(rows · (num_labels · log k + k · |Y|)); no allocation after the
+  /// first call.
+  void Add(const float* scores, int64_t rows, int64_t num_labels, const int64_t* row_ptr,
+           const uint32_t* col_idx);
+
+  /// Mean P@k / nDCG@k over all rows added so far, in [0, 1]; 0 when no rows
+  /// were added. k must be one of the constructor's ks (CHECK-fails
+  /// otherwise).
+  double PrecisionAt(int k) const;
+  double NdcgAt(int k) const;
+  /// Number of rows added (including rows with no labels).
+  int64_t count() const { return count_; }
+  const std::vector<int>& ks() const { return ks_; }
+
+  /// Adds another accumulator's partial sums (e.g. from another worker);
+  /// the result equals accumulating both inputs in one object up to float
+  /// summation order. Both must have the same ks (CHECK-fails otherwise).
+  void Merge(const RankingMetrics& other);
+  void Reset();
+
+ private:
+  int IndexOf(int k) const;
+
+  std::vector<int> ks_;               // sorted, unique
+  std::vector<double> discount_;      // discount_[i] = 1 / log2(i + 2), i < max k
+  std::vector<double> precision_sum_;  // per k: Σ_rows P@k
+  std::vector<double> ndcg_sum_;       // per k: Σ_rows nDCG@k
+  int64_t count_ = 0;
+  std::vector<uint32_t> top_;  // scratch: one row's ranking
+};
+
+/// Binary classification metrics from (score, label) pairs. score is a real
+/// margin / logit s, with predicted probability p = sigmoid(s); label > 0
+/// means positive, anything else negative (so ±1 and 1/0 both work).
+///   accuracy = fraction with (s > 0) == positive  (s == 0 predicts negative)
+///   log-loss = mean of −log p (positives) / −log(1 − p) (negatives), natural
+///              log, computed stably from s as softplus(∓s)
+///   AUC      = P(score of a random positive > score of a random negative),
+///              ties counting 1/2 (Mann–Whitney U / (n_pos · n_neg); Hanley &
+///              McNeil 1982), computed exactly by sorting all stored pairs.
+/// A NaN score ranks below every number for AUC and predicts negative; its
+/// log-loss term is NaN (a diverged model should show).
+class BinaryMetrics {
+ public:
+  void Add(float score, float label);
+  /// n pairs: scores[i], labels[i].
+  void Add(const float* scores, const float* labels, int64_t n);
+
+  int64_t count() const { return static_cast<int64_t>(pairs_.size()); }
+  /// 0 when empty.
+  double Accuracy() const;
+  /// 0 when empty.
+  double LogLoss() const;
+  /// NaN when there are no positives or no negatives (AUC undefined).
+  /// O(n log n) per call (sorts a copy).
+  double Auc() const;
+
+  /// Appends the other accumulator's pairs and sums.
+  void Merge(const BinaryMetrics& other);
+  void Reset();
+
+ private:
+  struct Pair {
+    float score;
+    bool positive;
+  };
+  std::vector<Pair> pairs_;
+  int64_t correct_ = 0;
+  double log_loss_sum_ = 0.0;
+};
+
+}  // namespace tether

@@ -1,0 +1,171 @@
+// RankingMetrics (P@k, nDCG@k) and BinaryMetrics (accuracy, AUC, log-loss)
+// against values computed by hand.
+#include "core/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace tether {
+namespace {
+
+// Three rows over 5 labels, ks {1, 3, 5}.
+//  Row 0: s = [0.9, 0.1, 0.8, 0.3, 0.2], Y = {0, 3}.
+//    Ranking 0, 2, 3, 4, 1 → rel 1, 0, 1, 0, 0.
+//    P@1 = 1, P@3 = 2/3, P@5 = 2/5.
+//    DCG@1 = 1, IDCG@1 = 1 → nDCG@1 = 1.
+//    DCG@3 = DCG@5 = 1 + 1/log2(4) = 1.5; IDCG@3 = IDCG@5 = 1 + 1/log2(3)
+//    = 1.6309298 (|Y| = 2 positions) → nDCG@3 = nDCG@5 = 0.9197208.
+//  Row 1: s = [0.5, 0.5, 0.5, 0.1, 0.9], Y = {1}  (a three-way tie).
+//    Ranking 4, then the tie by index 0, 1, 2, then 3 → rel 0, 0, 1, 0, 0.
+//    P@1 = 0, P@3 = 1/3, P@5 = 1/5. nDCG@1 = 0; DCG@3 = DCG@5 = 1/log2(4)
+//    = 0.5, IDCG = 1 → nDCG@3 = nDCG@5 = 0.5.
+//  Row 2: Y = {} → 0 for everything, but counted.
+//  Means over 3 rows: P@1 = 1/3, P@3 = (2/3 + 1/3)/3 = 1/3,
+//    P@5 = (0.4 + 0.2)/3 = 0.2; nDCG@1 = 1/3,
+//    nDCG@3 = nDCG@5 = (0.9197208 + 0.5)/3 = 0.4732403.
+const std::vector<float> kScores = {0.9f, 0.1f, 0.8f, 0.3f, 0.2f,  //
+                                    0.5f, 0.5f, 0.5f, 0.1f, 0.9f,  //
+                                    0.7f, 0.6f, 0.5f, 0.4f, 0.3f};
+const std::vector<int64_t> kRowPtr = {0, 2, 3, 3};
+const std::vector<uint32_t> kColIdx = {0, 3, 1};
+
+TEST(RankingMetricsTest, HandComputedThreeRows) {
+  RankingMetrics m;
+  m.Add(kScores.data(), 3, 5, kRowPtr.data(), kColIdx.data());
+  EXPECT_EQ(m.count(), 3);
+  EXPECT_NEAR(m.PrecisionAt(1), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(m.PrecisionAt(3), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(m.PrecisionAt(5), 0.2, 1e-12);
+  EXPECT_NEAR(m.NdcgAt(1), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(m.NdcgAt(3), 0.4732403, 1e-7);
+  EXPECT_NEAR(m.NdcgAt(5), 0.4732403, 1e-7);
+}
+
+TEST(RankingMetricsTest, TiesGoToSmallerIndex) {
+  // s = [1, 1, 1], Y = {2}: ranking 0, 1, 2 → P@1 = 0, P@3 = 1/3,
+  // nDCG@3 = (1/log2(4)) / 1 = 0.5. With Y = {0}: P@1 = 1, nDCG@1 = 1.
+  const std::vector<float> s = {1, 1, 1};
+  const std::vector<int64_t> rp = {0, 1};
+  RankingMetrics last({1, 3}), first({1, 3});
+  const uint32_t y_last = 2, y_first = 0;
+  last.Add(s.data(), 1, 3, rp.data(), &y_last);
+  first.Add(s.data(), 1, 3, rp.data(), &y_first);
+  EXPECT_EQ(last.PrecisionAt(1), 0.0);
+  EXPECT_NEAR(last.PrecisionAt(3), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(last.NdcgAt(3), 0.5, 1e-12);
+  EXPECT_EQ(first.PrecisionAt(1), 1.0);
+  EXPECT_EQ(first.NdcgAt(1), 1.0);
+}
+
+TEST(RankingMetricsTest, EmptyLabelRowsCountAsZero) {
+  RankingMetrics m({1});
+  EXPECT_EQ(m.PrecisionAt(1), 0.0);  // nothing added yet
+  const std::vector<float> s = {0.2f, 0.8f, 0.5f, 0.5f};
+  const std::vector<int64_t> rp = {0, 0, 0};  // two rows, no labels
+  m.Add(s.data(), 2, 2, rp.data(), nullptr);
+  EXPECT_EQ(m.count(), 2);
+  EXPECT_EQ(m.PrecisionAt(1), 0.0);
+  EXPECT_EQ(m.NdcgAt(1), 0.0);
+}
+
+TEST(RankingMetricsTest, KLargerThanLabelCount) {
+  // 2 labels, s = [0.1, 0.2], Y = {0}: ranking 1, 0 → P@5 = 1/5 (divided by
+  // k, not by the labels available); nDCG@5 = (1/log2(3)) / 1 = 0.6309298.
+  RankingMetrics m({5});
+  const std::vector<float> s = {0.1f, 0.2f};
+  const std::vector<int64_t> rp = {0, 1};
+  const uint32_t y = 0;
+  m.Add(s.data(), 1, 2, rp.data(), &y);
+  EXPECT_NEAR(m.PrecisionAt(5), 0.2, 1e-12);
+  EXPECT_NEAR(m.NdcgAt(5), 0.6309298, 1e-7);
+}
+
+TEST(RankingMetricsTest, RowSliceAndBatchesAndMergeEqualOneAccumulation) {
+  // Rows 1..2 alone via a row_ptr that does not start at 0.
+  RankingMetrics slice;
+  slice.Add(kScores.data() + 5, 2, 5, kRowPtr.data() + 1, kColIdx.data());
+  EXPECT_NEAR(slice.PrecisionAt(3), (1.0 / 3) / 2, 1e-12);
+  EXPECT_NEAR(slice.NdcgAt(3), 0.5 / 2, 1e-12);
+
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::uniform_int_distribution<int> nlab(0, 4);
+  const int64_t rows = 200, labels = 30;
+  std::vector<float> s(rows * labels);
+  for (float& v : s) v = u(rng);
+  std::vector<int64_t> rp = {0};
+  std::vector<uint32_t> ci;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int n = nlab(rng);
+    for (int i = 0; i < n; ++i) ci.push_back(static_cast<uint32_t>(7 * i + r % 7));
+    rp.push_back(static_cast<int64_t>(ci.size()));
+  }
+  RankingMetrics all, a, b;
+  all.Add(s.data(), rows, labels, rp.data(), ci.data());
+  a.Add(s.data(), 70, labels, rp.data(), ci.data());
+  b.Add(s.data() + 70 * labels, 60, labels, rp.data() + 70, ci.data());
+  b.Add(s.data() + 130 * labels, rows - 130, labels, rp.data() + 130, ci.data());
+  a.Merge(b);
+  EXPECT_EQ(a.count(), all.count());
+  for (int k : {1, 3, 5}) {
+    EXPECT_NEAR(a.PrecisionAt(k), all.PrecisionAt(k), 1e-12) << k;
+    EXPECT_NEAR(a.NdcgAt(k), all.NdcgAt(k), 1e-12) << k;
+    EXPECT_GT(all.PrecisionAt(k), 0.0);
+  }
+  a.Reset();
+  EXPECT_EQ(a.count(), 0);
+  EXPECT_EQ(a.PrecisionAt(1), 0.0);
+}
+
+// Logits and ±1 labels:
+//   s: 0.4(+) 0.3(−) 0.2(+) 0.2(−) −0.4(−) −0.2(+)
+// AUC: positive 0.4 beats all 3 negatives → 3; positive 0.2 loses to 0.3,
+//   ties 0.2 (½), beats −0.4 → 1.5; positive −0.2 beats only −0.4 → 1.
+//   AUC = 5.5 / (3 · 3) = 0.6111111.
+// Accuracy: predicted positive iff s > 0 → correct: 0.4(+), 0.2(+), −0.4(−)
+//   → 3/6 = 0.5.
+// Log-loss: positives softplus(−s), negatives softplus(s):
+//   softplus(−0.4) + softplus(0.3) + softplus(−0.2) + softplus(0.2)
+//   + softplus(−0.4) + softplus(0.2) = 0.5130153 + 0.8543552 + 0.5981389
+//   + 0.7981389 + 0.5130153 + 0.7981389 = 4.0748024 → mean 0.6791337.
+const std::vector<float> kLogits = {0.4f, 0.3f, 0.2f, 0.2f, -0.4f, -0.2f};
+const std::vector<float> kSigns = {1, -1, 1, -1, -1, 1};
+
+TEST(BinaryMetricsTest, HandComputed) {
+  BinaryMetrics m;
+  m.Add(kLogits.data(), kSigns.data(), 6);
+  EXPECT_EQ(m.count(), 6);
+  EXPECT_NEAR(m.Auc(), 5.5 / 9, 1e-12);
+  EXPECT_NEAR(m.Accuracy(), 0.5, 1e-12);
+  EXPECT_NEAR(m.LogLoss(), 0.6791337, 1e-6);
+}
+
+TEST(BinaryMetricsTest, MergeAndEdgeCases) {
+  BinaryMetrics a, b;
+  a.Add(kLogits.data(), kSigns.data(), 4);
+  for (int i = 4; i < 6; ++i) b.Add(kLogits[i], kSigns[i] > 0 ? 1.0f : 0.0f);  // 1/0 labels too
+  a.Merge(b);
+  EXPECT_NEAR(a.Auc(), 5.5 / 9, 1e-12);
+  EXPECT_NEAR(a.LogLoss(), 0.6791337, 1e-6);
+  EXPECT_NEAR(a.Accuracy(), 0.5, 1e-12);
+
+  BinaryMetrics only_pos;
+  only_pos.Add(1.0f, 1.0f);
+  EXPECT_TRUE(std::isnan(only_pos.Auc()));
+  BinaryMetrics empty;
+  EXPECT_EQ(empty.Accuracy(), 0.0);
+  EXPECT_EQ(empty.LogLoss(), 0.0);
+  // Perfect separation and huge logits: AUC 1, log-loss ~0 without overflow.
+  BinaryMetrics perfect;
+  perfect.Add(100.0f, 1.0f);
+  perfect.Add(-100.0f, -1.0f);
+  EXPECT_EQ(perfect.Auc(), 1.0);
+  EXPECT_EQ(perfect.Accuracy(), 1.0);
+  EXPECT_NEAR(perfect.LogLoss(), 0.0, 1e-40);
+}
+
+}  // namespace
+}  // namespace tether
