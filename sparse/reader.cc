@@ -1,0 +1,878 @@
+#include "sparse/reader.h"
+
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include <glog/logging.h>
+
+namespace tether {
+namespace {
+
+constexpr int kMaxListedBadLines = 5;
+constexpr size_t kMinReadBytes = size_t{64} << 10;
+// col_idx is uint32; one id is kept free so that cols = max id + 1 still fits.
+constexpr uint64_t kMaxDim = std::numeric_limits<uint32_t>::max();
+
+// CR counts as whitespace so that CRLF files tokenize exactly like LF files.
+inline bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+// Tokens go into error messages; binary bytes must not reach a terminal raw.
+std::string Quote(std::string_view tok) {
+  constexpr size_t kMaxShown = 60;
+  std::string out = "'";
+  const size_t n = std::min(tok.size(), kMaxShown);
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(tok[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (tok.size() > n) out += "...";
+  out += "'";
+  return out;
+}
+
+std::string At(const std::string& path, int64_t line) {
+  return path + ":" + std::to_string(line) + ": ";
+}
+
+const char* BaseName(int base) { return base == 0 ? "0-based" : "1-based"; }
+
+// Whole-token unsigned parse; from_chars rejects signs, so "-1" and "+1" fail.
+enum class UintParse { kOk, kInvalid, kTooLarge };
+UintParse ParseUint(const char* b, const char* e, uint64_t* v) {
+  if (b == e) return UintParse::kInvalid;
+  const auto r = std::from_chars(b, e, *v);
+  if (r.ec == std::errc::result_out_of_range) return UintParse::kTooLarge;
+  if (r.ec != std::errc() || r.ptr != e) return UintParse::kInvalid;
+  return UintParse::kOk;
+}
+
+enum class NumKind { kOk, kSyntax, kNaN, kInf, kOverflowDouble, kOverflowFloat };
+
+const char* NumKindText(NumKind k) {
+  switch (k) {
+    case NumKind::kNaN: return "is NaN";
+    case NumKind::kInf: return "is infinite";
+    case NumKind::kOverflowDouble: return "overflows double (not read as inf)";
+    case NumKind::kOverflowFloat: return "overflows float (not read as inf)";
+    default: return "is not a number";
+  }
+}
+
+// Only called for a token that from_chars accepted as a whole but could not
+// represent: its decimal magnitude is then beyond ±300, so the sign of
+// (position of the first significant digit + exponent) says whether it
+// overflowed or underflowed. Avoids strtod, whose result depends on the locale.
+bool OutOfRangeIsOverflow(const char* s, const char* e) {
+  if (s < e && (*s == '-' || *s == '+')) ++s;
+  bool seen_point = false, seen_digit = false;
+  int64_t int_digits = 0, frac_zeros = 0;
+  const char* p = s;
+  for (; p < e && *p != 'e' && *p != 'E'; ++p) {
+    if (*p == '.') {
+      seen_point = true;
+    } else if (seen_digit) {
+      if (!seen_point) ++int_digits;
+    } else if (*p != '0') {
+      seen_digit = true;
+      if (!seen_point) int_digits = 1;
+    } else if (seen_point) {
+      ++frac_zeros;
+    }
+  }
+  int64_t exponent = 0;
+  if (p < e) {
+    ++p;
+    bool negative = false;
+    if (p < e && (*p == '+' || *p == '-')) negative = *p++ == '-';
+    for (; p < e; ++p) exponent = std::min<int64_t>(exponent * 10 + (*p - '0'), int64_t{1} << 40);
+    if (negative) exponent = -exponent;
+  }
+  const int64_t magnitude = int_digits > 0 ? int_digits : -frac_zeros;
+  return magnitude + exponent > 0;
+}
+
+// from_chars is locale-independent and exact; it accepts "nan", "inf",
+// "infinity" in any case, which we want to see so we can reject them by name.
+NumKind ParseFloat(const char* b, const char* e, float* out) {
+  const char* s = b;
+  if (s < e && *s == '+') {  // LIBSVM labels are written "+1"
+    ++s;
+    if (s == e || *s == '+' || *s == '-') return NumKind::kSyntax;
+  }
+  double d = 0;
+  const auto r = std::from_chars(s, e, d);
+  if (r.ec == std::errc::invalid_argument || r.ptr != e) return NumKind::kSyntax;
+  if (r.ec == std::errc::result_out_of_range) {
+    if (OutOfRangeIsOverflow(s, e)) return NumKind::kOverflowDouble;
+    // Underflow: anything below the double range is 0 as a float anyway.
+    d = *s == '-' ? -0.0 : 0.0;
+  }
+  if (std::isnan(d)) return NumKind::kNaN;
+  if (std::isinf(d)) return NumKind::kInf;
+  const float f = static_cast<float>(d);
+  if (std::isinf(f)) return NumKind::kOverflowFloat;
+  *out = f;
+  return NumKind::kOk;
+}
+
+// Reads the whole file, decompressing gzip (detected by magic bytes only).
+Status ReadContent(const std::string& path, std::string* out) {
+  out->clear();
+  errno = 0;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound(path + ": no such file");
+    return Status::IOError(path + ": cannot open: " + std::strerror(err));
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> closer(f, &std::fclose);
+  struct stat st {};
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return Status::IOError(path + ": is a directory");
+  }
+  unsigned char magic[2] = {0, 0};
+  const size_t got = std::fread(magic, 1, 2, f);
+  if (std::ferror(f)) return Status::IOError(path + ": read failed: " + std::strerror(errno));
+
+  if (got == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+    closer.reset();
+    gzFile gz = gzopen(path.c_str(), "rb");
+    if (gz == nullptr) return Status::IOError(path + ": cannot open gzip stream");
+    gzbuffer(gz, 1 << 18);
+    size_t len = 0;
+    // Text compresses about 4-10x; start there and double.
+    out->resize(std::max(kMinReadBytes, static_cast<size_t>(st.st_size) * 4));
+    for (;;) {
+      if (len == out->size()) out->resize(out->size() * 2);
+      const size_t want = std::min<size_t>(out->size() - len, 1u << 30);  // gzread takes unsigned
+      const int n = gzread(gz, &(*out)[len], static_cast<unsigned>(want));
+      if (n < 0) {
+        int code = Z_OK;
+        const std::string msg = gzerror(gz, &code);
+        gzclose_r(gz);
+        out->clear();
+        if (code == Z_ERRNO) return Status::IOError(path + ": read failed: " + std::strerror(errno));
+        return Status::DataLoss(path + ": corrupt gzip stream: " + msg);
+      }
+      if (n == 0) break;
+      len += static_cast<size_t>(n);
+    }
+    out->resize(len);
+    int code = Z_OK;
+    const std::string msg = gzerror(gz, &code);
+    const int close_rc = gzclose_r(gz);
+    if ((code != Z_OK && code != Z_STREAM_END) || close_rc != Z_OK) {
+      out->clear();
+      return Status::DataLoss(path + ": truncated or corrupt gzip stream" +
+                              (msg.empty() ? std::string() : ": " + msg));
+    }
+    return Status::OK();
+  }
+
+  // st_size + 1 lets one fread reach EOF; the loop still copes with files
+  // that grow or are not regular.
+  out->resize(std::max(kMinReadBytes, static_cast<size_t>(st.st_size) + 1));
+  std::memcpy(&(*out)[0], magic, got);
+  size_t len = got;
+  for (;;) {
+    if (len == out->size()) out->resize(out->size() * 2);
+    const size_t n = std::fread(&(*out)[len], 1, out->size() - len, f);
+    len += n;
+    if (n == 0) break;
+  }
+  out->resize(len);
+  if (std::ferror(f)) return Status::IOError(path + ": read failed: " + std::strerror(errno));
+  return Status::OK();
+}
+
+int64_t LineOfOffset(const std::string& s, size_t off) {
+  return 1 + std::count(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(off), '\n');
+}
+
+// Refuses anything that is not text before a single byte is tokenized.
+Status CheckIsText(const std::string& path, const std::string& s) {
+  const auto starts = [&s](const char* m, size_t n) {
+    return s.size() >= n && std::memcmp(s.data(), m, n) == 0;
+  };
+  if (starts("BZh", 3) && s.size() > 3 && s[3] >= '1' && s[3] <= '9') {
+    return Status::InvalidArgument(path + ": bzip2-compressed input is not supported; "
+                                   "decompress it or recompress with gzip");
+  }
+  if (starts("\xfd" "7zXZ\0", 6)) {
+    return Status::InvalidArgument(path + ": xz-compressed input is not supported; "
+                                   "decompress it or recompress with gzip");
+  }
+  if (starts("\x28\xb5\x2f\xfd", 4)) {
+    return Status::InvalidArgument(path + ": zstd-compressed input is not supported; "
+                                   "decompress it or recompress with gzip");
+  }
+  if (starts("PK\x03\x04", 4)) {
+    return Status::InvalidArgument(path + ": zip archives are not supported; extract the file");
+  }
+  if (starts("\xff\xfe", 2) || starts("\xfe\xff", 2)) {
+    return Status::InvalidArgument(At(path, 1) + "UTF-16 text is not supported; "
+                                   "save the file as ASCII/UTF-8");
+  }
+  const void* nul = std::memchr(s.data(), '\0', s.size());
+  if (nul != nullptr) {
+    const size_t off = static_cast<size_t>(static_cast<const char*>(nul) - s.data());
+    return Status::InvalidArgument(At(path, LineOfOffset(s, off)) + "binary data (NUL byte at offset " +
+                                   std::to_string(off) + "): not a text data file");
+  }
+  return Status::OK();
+}
+
+// One data line of this reader's share, found by the newline scan.
+struct LineRef {
+  size_t begin;  // offset of the first byte of the line
+  size_t end;    // offset of its '\n' (or of the end of the content)
+  int64_t line_no;
+};
+
+// A non-finite value found on one line: the row is dropped or reported.
+struct BadValue {
+  int64_t line_no;
+  std::string what;  // "'2:nan' is NaN"
+};
+
+class LineParser {
+ public:
+  // num_features / num_labels of 0 with infer_* set: no upper bound but the
+  // 32-bit column limit; the caller derives the width afterwards.
+  // multilabel_why: for LIBSVM multilabel files, why they are read that way.
+  LineParser(const std::string& path, const ReadOptions& opts, bool multilabel,
+             std::string multilabel_why, uint64_t num_features, bool infer_features,
+             uint64_t num_labels, bool infer_labels)
+      : path_(path), opts_(opts), base_(static_cast<uint64_t>(opts.index_base)),
+        multilabel_(multilabel), multilabel_why_(std::move(multilabel_why)),
+        feature_limit_(infer_features ? kMaxDim : num_features),
+        label_limit_(infer_labels ? kMaxDim : num_labels),
+        infer_features_(infer_features), infer_labels_(infer_labels) {}
+
+  // Parses [b, e) (one non-blank line, no '\n') into the scratch row.
+  // Returns a non-OK Status for a malformed line; sets *bad (and returns OK)
+  // when the line is well-formed but holds a non-finite value.
+  Status Parse(const char* b, const char* e, int64_t line_no, std::string* bad) {
+    line_no_ = line_no;
+    bad->clear();
+    feats_.clear();
+    labels_.clear();
+    target_ = 0;
+    const char* p = b;
+    if (opts_.format == DataFormat::kLibsvm) {
+      if (const void* hash = std::memchr(b, '#', static_cast<size_t>(e - b))) {
+        e = static_cast<const char*>(hash);
+      }
+      while (p < e && IsSpace(*p)) ++p;
+    }
+    // The label field: XMC only at the very start of the line (a leading
+    // space means "no labels"), LIBSVM after any stray leading whitespace.
+    // A token holding ':' is always a feature, never a label list.
+    bool line_starts_with_space = p < e && IsSpace(*p);
+    if (p < e && !IsSpace(*p)) {
+      const char* t = p;
+      while (t < e && !IsSpace(*t)) ++t;
+      if (std::memchr(p, ':', static_cast<size_t>(t - p)) == nullptr) {
+        if (opts_.format == DataFormat::kLibsvm && !multilabel_) {
+          const NumKind k = ParseFloat(p, t, &target_);
+          if (k == NumKind::kSyntax) {
+            return Status::InvalidArgument(At(path_, line_no_) + "invalid label " +
+                                           Quote({p, static_cast<size_t>(t - p)}) +
+                                           ": expected a number");
+          }
+          if (k != NumKind::kOk) {
+            *bad = "label " + Quote({p, static_cast<size_t>(t - p)}) + " " + NumKindText(k);
+            return Status::OK();
+          }
+        } else {
+          TETHER_RETURN_IF_ERROR(ParseLabelList(p, t));
+        }
+        p = t;
+      } else if (opts_.format == DataFormat::kLibsvm && !multilabel_) {
+        return Status::InvalidArgument(
+            At(path_, line_no_) + "missing label: the line starts with the feature token " +
+            Quote({p, static_cast<size_t>(t - p)}));
+      }
+    }
+    while (true) {
+      while (p < e && IsSpace(*p)) ++p;
+      if (p >= e) break;
+      const char* t = p;
+      while (t < e && !IsSpace(*t)) ++t;
+      TETHER_RETURN_IF_ERROR(ParseFeature(p, t, line_starts_with_space, bad));
+      if (!bad->empty()) return Status::OK();
+      p = t;
+    }
+    TETHER_RETURN_IF_ERROR(SortFeatures(bad));
+    return SortLabels();
+  }
+
+  // Results of the last successful Parse.
+  const std::vector<uint32_t>& feature_ids() const { return ids_; }
+  const std::vector<float>& feature_values() const { return vals_; }
+  const std::vector<uint32_t>& labels() const { return labels_; }
+  float target() const { return target_; }
+
+ private:
+  Status ParseLabelList(const char* b, const char* e) {
+    const std::string_view list(b, static_cast<size_t>(e - b));
+    // XMC label ids follow the index base like features; LIBSVM multilabel
+    // ids are used as written.
+    const uint64_t base = opts_.format == DataFormat::kXmc ? base_ : 0;
+    const char* s = b;
+    while (true) {
+      const char* c = static_cast<const char*>(std::memchr(s, ',', static_cast<size_t>(e - s)));
+      if (c == nullptr) c = e;
+      uint64_t id = 0;
+      const UintParse r = ParseUint(s, c, &id);
+      if (s == c) {
+        return Status::InvalidArgument(At(path_, line_no_) + "empty label id in label list " +
+                                       Quote(list));
+      }
+      if (r != UintParse::kOk) {
+        std::string msg = At(path_, line_no_) + "invalid label id " +
+                          Quote({s, static_cast<size_t>(c - s)}) + " in label list " +
+                          Quote(list) + ": expected a non-negative integer";
+        if (!multilabel_why_.empty()) {
+          msg += " (the file is read as multilabel LIBSVM because " + multilabel_why_ + ")";
+        }
+        return Status::InvalidArgument(msg);
+      }
+      if (id < base) {
+        return Status::InvalidArgument(At(path_, line_no_) + "label id " + std::to_string(id) +
+                                       " is invalid with " + BaseName(static_cast<int>(base)) +
+                                       " indexing (label list " + Quote(list) + ")");
+      }
+      const uint64_t col = id - base;
+      if (col >= label_limit_) {
+        std::string msg = At(path_, line_no_) + "label id " + std::to_string(id) +
+                          " is out of range (label list " + Quote(list) + "): ";
+        if (infer_labels_) {
+          msg += "exceeds the 32-bit column limit";
+        } else if (label_limit_ == 0) {
+          msg += "0 labels declared";
+        } else {
+          msg += std::to_string(label_limit_) + " labels, valid ids " + std::to_string(base) +
+                 ".." + std::to_string(label_limit_ - 1 + base);
+        }
+        return Status::InvalidArgument(msg);
+      }
+      labels_.push_back(static_cast<uint32_t>(col));
+      if (c == e) break;
+      s = c + 1;
+    }
+    return Status::OK();
+  }
+
+  Status ParseFeature(const char* b, const char* e, bool line_starts_with_space,
+                      std::string* bad) {
+    const std::string_view tok(b, static_cast<size_t>(e - b));
+    const char* colon = static_cast<const char*>(std::memchr(b, ':', tok.size()));
+    if (colon == nullptr) {
+      std::string msg = At(path_, line_no_) + "expected a feature 'index:value', got " + Quote(tok);
+      if (opts_.format == DataFormat::kXmc && line_starts_with_space && feats_.empty()) {
+        msg += " (a line that starts with whitespace has an empty label list)";
+      }
+      return Status::InvalidArgument(msg);
+    }
+    uint64_t idx = 0;
+    const UintParse r = ParseUint(b, colon, &idx);
+    if (r == UintParse::kTooLarge) {
+      return Status::InvalidArgument(At(path_, line_no_) + "feature index too large in token " +
+                                     Quote(tok));
+    }
+    if (r != UintParse::kOk) {
+      return Status::InvalidArgument(At(path_, line_no_) + "invalid feature index in token " +
+                                     Quote(tok) + ": expected a non-negative integer");
+    }
+    if (idx < base_) {
+      return Status::InvalidArgument(At(path_, line_no_) + "feature index " + std::to_string(idx) +
+                                     " is invalid with " + BaseName(opts_.index_base) +
+                                     " indexing (token " + Quote(tok) + ")");
+    }
+    const uint64_t col = idx - base_;
+    if (col >= feature_limit_) {
+      std::string msg = At(path_, line_no_) + "feature index " + std::to_string(idx) +
+                        " is out of range (token " + Quote(tok) + "): ";
+      if (infer_features_) {
+        msg += "exceeds the 32-bit column limit";
+      } else if (feature_limit_ == 0) {
+        msg += "0 features declared";
+      } else {
+        msg += std::to_string(feature_limit_) + " features, valid indices " +
+               std::to_string(base_) + ".." + std::to_string(feature_limit_ - 1 + base_) +
+               " with " + BaseName(opts_.index_base) + " indexing";
+      }
+      return Status::InvalidArgument(msg);
+    }
+    if (colon + 1 == e) {
+      return Status::InvalidArgument(At(path_, line_no_) + "missing value in token " + Quote(tok));
+    }
+    float v = 0;
+    const NumKind k = ParseFloat(colon + 1, e, &v);
+    if (k == NumKind::kSyntax) {
+      return Status::InvalidArgument(At(path_, line_no_) + "invalid value in token " + Quote(tok) +
+                                     ": expected a number");
+    }
+    if (k != NumKind::kOk) {
+      *bad = Quote(tok) + " " + NumKindText(k);
+      return Status::OK();
+    }
+    feats_.emplace_back(static_cast<uint32_t>(col), v);
+    return Status::OK();
+  }
+
+  Status SortFeatures(std::string* bad) {
+    const auto by_col = [](const std::pair<uint32_t, float>& a, const std::pair<uint32_t, float>& b) {
+      return a.first < b.first;
+    };
+    bool strictly_increasing = true;
+    for (size_t i = 1; i < feats_.size() && strictly_increasing; ++i) {
+      strictly_increasing = feats_[i - 1].first < feats_[i].first;
+    }
+    // Stable, so that kKeepLast keeps the value written last on the line.
+    if (!strictly_increasing) std::stable_sort(feats_.begin(), feats_.end(), by_col);
+    ids_.clear();
+    vals_.clear();
+    for (const auto& [col, v] : feats_) {
+      if (!ids_.empty() && ids_.back() == col) {
+        switch (opts_.duplicates) {
+          case DuplicatePolicy::kError:
+            return Status::InvalidArgument(
+                At(path_, line_no_) + "duplicate feature index " + std::to_string(col + base_) +
+                " (DuplicatePolicy::kSum or kKeepLast merge repeats instead)");
+          case DuplicatePolicy::kSum:
+            vals_.back() += v;
+            if (!std::isfinite(vals_.back())) {
+              *bad = "duplicate feature index " + std::to_string(col + base_) +
+                     " sums to a value that overflows float";
+              return Status::OK();
+            }
+            break;
+          case DuplicatePolicy::kKeepLast:
+            vals_.back() = v;
+            break;
+        }
+        continue;
+      }
+      ids_.push_back(col);
+      vals_.push_back(v);
+    }
+    return Status::OK();
+  }
+
+  Status SortLabels() {
+    std::sort(labels_.begin(), labels_.end());
+    const auto dup = std::adjacent_find(labels_.begin(), labels_.end());
+    if (dup == labels_.end()) return Status::OK();
+    if (opts_.duplicates == DuplicatePolicy::kError) {
+      const uint64_t base = opts_.format == DataFormat::kXmc ? base_ : 0;
+      return Status::InvalidArgument(At(path_, line_no_) + "duplicate label id " +
+                                     std::to_string(*dup + base));
+    }
+    labels_.erase(std::unique(labels_.begin(), labels_.end()), labels_.end());
+    return Status::OK();
+  }
+
+  const std::string& path_;
+  const ReadOptions& opts_;
+  const uint64_t base_;
+  const bool multilabel_;
+  const std::string multilabel_why_;
+  const uint64_t feature_limit_;  // columns must be < this
+  const uint64_t label_limit_;
+  const bool infer_features_;
+  const bool infer_labels_;
+  int64_t line_no_ = 0;
+  std::vector<std::pair<uint32_t, float>> feats_;
+  std::vector<uint32_t> ids_;
+  std::vector<float> vals_;
+  std::vector<uint32_t> labels_;
+  float target_ = 0;
+};
+
+Status NonFiniteError(const std::string& path, const std::vector<BadValue>& listed,
+                      int64_t bad_lines, const Status* stopped_by) {
+  std::string msg = At(path, listed.front().line_no) + "non-finite value: " +
+                    listed.front().what + "; " + std::to_string(bad_lines) +
+                    (bad_lines == 1 ? " line has" : " lines have") +
+                    " non-finite or overflowing values (";
+  if (static_cast<int64_t>(listed.size()) < bad_lines) {
+    msg += "first " + std::to_string(listed.size()) + ": ";
+  }
+  for (size_t i = 0; i < listed.size(); ++i) {
+    if (i > 0) msg += ", ";
+    msg += "line " + std::to_string(listed[i].line_no) + " " + listed[i].what;
+  }
+  msg += "); NonFinitePolicy::kDropRow drops such rows instead";
+  if (stopped_by != nullptr) msg += "; reading then stopped at " + stopped_by->message();
+  return Status::InvalidArgument(msg);
+}
+
+// Parses line 1 of an XMC file: "N F L".
+Status ParseXmcHeader(const std::string& path, std::string_view line, uint64_t out[3]) {
+  int n = 0;
+  size_t i = 0;
+  bool ok = true;
+  while (ok) {
+    while (i < line.size() && IsSpace(line[i])) ++i;
+    if (i >= line.size()) break;
+    size_t j = i;
+    while (j < line.size() && !IsSpace(line[j])) ++j;
+    if (n >= 3 || ParseUint(line.data() + i, line.data() + j, &out[n]) != UintParse::kOk) ok = false;
+    ++n;
+    i = j;
+  }
+  if (ok && n == 3) return Status::OK();
+  std::string msg = At(path, 1) + "malformed XMC header " + Quote(line) +
+                    ": expected 'num_examples num_features num_labels' (three non-negative integers)";
+  if (line.find(':') != std::string_view::npos) {
+    msg += "; line 1 looks like a data row, but an XMC file starts with a header line";
+  }
+  return Status::InvalidArgument(msg);
+}
+
+Status ValidateOptions(const std::string& path, const ReadOptions& opts) {
+  if (opts.index_base != 0 && opts.index_base != 1) {
+    return Status::InvalidArgument(
+        path + ": ReadOptions.index_base must be 0 or 1, got " + std::to_string(opts.index_base) +
+        (opts.index_base == -1 ? " (unset)" : "") + "; the base is never guessed from the data");
+  }
+  if (opts.num_partitions < 1 || opts.partition < 0 || opts.partition >= opts.num_partitions) {
+    return Status::InvalidArgument(path + ": partition " + std::to_string(opts.partition) +
+                                   " of " + std::to_string(opts.num_partitions) +
+                                   " is invalid: need 0 <= partition < num_partitions");
+  }
+  if (opts.num_features < 0 || static_cast<uint64_t>(opts.num_features) > kMaxDim) {
+    return Status::InvalidArgument(path + ": num_features " + std::to_string(opts.num_features) +
+                                   " is outside 0.." + std::to_string(kMaxDim));
+  }
+  if (opts.num_labels < 0 || static_cast<uint64_t>(opts.num_labels) > kMaxDim) {
+    return Status::InvalidArgument(path + ": num_labels " + std::to_string(opts.num_labels) +
+                                   " is outside 0.." + std::to_string(kMaxDim));
+  }
+  if (opts.row_subset != nullptr) {
+    const std::vector<int64_t>& s = *opts.row_subset;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] < 0 || (i > 0 && s[i] <= s[i - 1])) {
+        return Status::InvalidArgument(path + ": row_subset must hold strictly increasing "
+                                       "non-negative row indices; entry " + std::to_string(i) +
+                                       " is " + std::to_string(s[i]));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) {
+  TETHER_RETURN_IF_ERROR(ValidateOptions(path, opts));
+  const bool xmc = opts.format == DataFormat::kXmc;
+  const bool sharded = opts.num_partitions > 1 || opts.row_subset != nullptr;
+  if (!xmc && sharded && opts.num_features == 0) {
+    return Status::InvalidArgument(
+        path + ": num_features must be set when reading a share of a LIBSVM file "
+               "(num_partitions > 1 or row_subset): each share would infer its own width");
+  }
+
+  std::string content;
+  TETHER_RETURN_IF_ERROR(ReadContent(path, &content));
+  TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
+
+  const char* const data = content.data();
+  const size_t size = content.size();
+  size_t pos = 0;
+  if (size >= 3 && std::memcmp(data, "\xef\xbb\xbf", 3) == 0) pos = 3;  // UTF-8 BOM
+
+  // Share boundaries: floor(total * p / n) without overflow, for bytes and
+  // for row-subset entries alike.
+  const auto cut = [&opts](uint64_t total, int p) {
+    const uint64_t n = static_cast<uint64_t>(opts.num_partitions);
+    const uint64_t up = static_cast<uint64_t>(p);
+    return static_cast<size_t>(total / n * up + total % n * up / n);
+  };
+  const size_t range_lo = cut(size, opts.partition);
+  const size_t range_hi = cut(size, opts.partition + 1);
+  const int64_t* sub_next = nullptr;
+  const int64_t* sub_end = nullptr;
+  if (opts.row_subset != nullptr) {
+    const uint64_t k = opts.row_subset->size();
+    sub_next = opts.row_subset->data() + cut(k, opts.partition);
+    sub_end = opts.row_subset->data() + cut(k, opts.partition + 1);
+  }
+
+  // Pass 1: find the lines. Lines outside the share are only scanned for their
+  // newline and first non-blank byte (LIBSVM also peeks at the label field for
+  // a comma, so that every share agrees on the multilabel mode).
+  std::string_view header_line;
+  bool have_content = false;
+  bool multilabel = !xmc && opts.num_labels > 0;
+  std::string multilabel_why = multilabel ? "num_labels is set" : "";
+  int64_t data_rows = 0;
+  int64_t line_no = 0;
+  std::vector<LineRef> mine;
+  while (pos < size) {
+    const void* nl = std::memchr(data + pos, '\n', size - pos);
+    const size_t end = nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - data) : size;
+    const size_t begin = pos;
+    pos = end + 1;
+    ++line_no;
+    size_t first = begin;
+    while (first < end && IsSpace(data[first])) ++first;
+    const bool blank = first == end || (!xmc && data[first] == '#');
+    if (!blank) have_content = true;
+    if (xmc && line_no == 1) {
+      header_line = std::string_view(data + begin, end - begin);
+      continue;
+    }
+    if (blank) continue;
+    const int64_t row = data_rows++;
+    if (!xmc && !multilabel) {
+      for (size_t i = first; i < end && !IsSpace(data[i]) && data[i] != ':' && data[i] != '#'; ++i) {
+        if (data[i] == ',') {
+          multilabel = true;
+          multilabel_why = "line " + std::to_string(line_no) + " has a comma-separated label list";
+          break;
+        }
+      }
+    }
+    bool take;
+    if (sub_next != nullptr) {
+      take = sub_next < sub_end && *sub_next == row;
+      if (take) ++sub_next;
+    } else {
+      take = begin >= range_lo && begin < range_hi;
+    }
+    if (take) mine.push_back({begin, end, line_no});
+  }
+
+  if (!have_content) {
+    return Status::InvalidArgument(path + ": no examples found (the file is " +
+                                   (size == 0 ? "empty)" : "blank)"));
+  }
+  uint64_t num_features = static_cast<uint64_t>(opts.num_features);
+  uint64_t num_labels = static_cast<uint64_t>(opts.num_labels);
+  if (xmc) {
+    uint64_t hdr[3] = {0, 0, 0};
+    TETHER_RETURN_IF_ERROR(ParseXmcHeader(path, header_line, hdr));
+    if (hdr[1] > kMaxDim || hdr[2] > kMaxDim) {
+      return Status::InvalidArgument(At(path, 1) + "header dimensions " + std::to_string(hdr[1]) +
+                                     " x " + std::to_string(hdr[2]) +
+                                     " exceed the 32-bit column limit");
+    }
+    if (opts.num_features > 0 && num_features != hdr[1]) {
+      return Status::InvalidArgument(At(path, 1) + "header declares " + std::to_string(hdr[1]) +
+                                     " features but num_features is " + std::to_string(num_features));
+    }
+    if (opts.num_labels > 0 && num_labels != hdr[2]) {
+      return Status::InvalidArgument(At(path, 1) + "header declares " + std::to_string(hdr[2]) +
+                                     " labels but num_labels is " + std::to_string(num_labels));
+    }
+    num_features = hdr[1];
+    num_labels = hdr[2];
+    if (data_rows == 0) {
+      return Status::InvalidArgument(path + ": no examples found (the header declares " +
+                                     std::to_string(hdr[0]) + ")");
+    }
+    if (hdr[0] != static_cast<uint64_t>(data_rows)) {
+      const std::string msg = At(path, 1) + "header declares " + std::to_string(hdr[0]) +
+                              " examples but the file has " + std::to_string(data_rows) +
+                              " data rows (declared " + std::to_string(hdr[0]) + ", found " +
+                              std::to_string(data_rows) + ")";
+      if (opts.header_mismatch_is_error) return Status::InvalidArgument(msg);
+      LOG(WARNING) << msg << "; continuing because header_mismatch_is_error is false";
+    }
+  }
+  if (data_rows == 0) return Status::InvalidArgument(path + ": no examples found");
+  if (!xmc && multilabel && sharded && opts.num_labels == 0) {
+    return Status::InvalidArgument(
+        path + ": num_labels must be set when reading a share of a multilabel LIBSVM file "
+               "(num_partitions > 1 or row_subset): each share would infer its own width");
+  }
+  if (opts.row_subset != nullptr && !opts.row_subset->empty() &&
+      opts.row_subset->back() >= data_rows) {
+    return Status::InvalidArgument(path + ": row_subset entry " +
+                                   std::to_string(opts.row_subset->back()) +
+                                   " (0-based) is past the last of the file's " +
+                                   std::to_string(data_rows) + " data rows");
+  }
+
+  // Pass 2: parse this share.
+  Dataset ds;
+  const bool infer_features = !xmc && num_features == 0;
+  const bool infer_labels = !xmc && multilabel && num_labels == 0;
+  LineParser parser(path, opts, multilabel, multilabel_why, num_features, infer_features,
+                    num_labels, infer_labels);
+  std::vector<BadValue> listed_bad;
+  int64_t bad_lines = 0;
+  uint32_t max_feature = 0, max_label = 0;
+  bool any_feature = false, any_label = false;
+  std::string bad;
+  std::vector<float> ones;  // label values
+  ds.source_lines.reserve(mine.size());
+  for (const LineRef& ln : mine) {
+    const Status st = parser.Parse(data + ln.begin, data + ln.end, ln.line_no, &bad);
+    if (!st.ok()) {
+      if (bad_lines > 0 && opts.non_finite == NonFinitePolicy::kError) {
+        return NonFiniteError(path, listed_bad, bad_lines, &st);
+      }
+      return st;
+    }
+    ++ds.rows_read;
+    if (!bad.empty()) {
+      ++bad_lines;
+      if (static_cast<int>(listed_bad.size()) < kMaxListedBadLines) {
+        listed_bad.push_back({ln.line_no, bad});
+        if (opts.non_finite == NonFinitePolicy::kDropRow) {
+          LOG(WARNING) << At(path, ln.line_no) << "dropping row: " << bad;
+        }
+      }
+      ++ds.dropped_rows;
+      continue;
+    }
+    if (bad_lines > 0 && opts.non_finite == NonFinitePolicy::kError) continue;  // only hunting
+    const bool unlabeled = (xmc || multilabel) && parser.labels().empty();
+    if (unlabeled) {
+      ++ds.unlabeled_rows;
+      if (opts.skip_unlabeled) continue;
+    }
+    const auto& ids = parser.feature_ids();
+    ds.features.AppendRow(ids.data(), parser.feature_values().data(), ids.size());
+    if (!ids.empty()) {
+      any_feature = true;
+      max_feature = std::max(max_feature, ids.back());
+    }
+    const auto& labels = parser.labels();
+    if (labels.size() > ones.size()) ones.resize(labels.size(), 1.0f);
+    ds.labels.AppendRow(labels.data(), ones.data(), labels.size());
+    if (!labels.empty()) {
+      any_label = true;
+      max_label = std::max(max_label, labels.back());
+    }
+    if (!xmc && !multilabel) ds.targets.push_back(parser.target());
+    ds.source_lines.push_back(ln.line_no);
+  }
+  if (bad_lines > 0 && opts.non_finite == NonFinitePolicy::kError) {
+    return NonFiniteError(path, listed_bad, bad_lines, nullptr);
+  }
+  if (bad_lines > 0) {
+    LOG(WARNING) << path << ": dropped " << bad_lines
+                 << " rows with non-finite or overflowing values (NonFinitePolicy::kDropRow)";
+  }
+
+  if (infer_features) {
+    num_features = any_feature ? uint64_t{max_feature} + 1 : 0;
+    LOG(WARNING) << path << ": num_features not given; using " << num_features
+                 << " from the largest index seen. Files read this way can differ in width; "
+                    "set num_features to fix it";
+  }
+  if (infer_labels) {
+    num_labels = any_label ? uint64_t{max_label} + 1 : 0;
+    LOG(WARNING) << path << ": num_labels not given; using " << num_labels
+                 << " from the largest label id seen";
+  }
+  ds.features.cols = static_cast<int64_t>(num_features);
+  ds.labels.cols = (xmc || multilabel) ? static_cast<int64_t>(num_labels) : 0;
+
+  const int64_t kept = ds.features.rows;
+  LOG(INFO) << path << ": " << (xmc ? "XMC" : multilabel ? "LIBSVM multilabel" : "LIBSVM")
+            << ", index_base " << opts.index_base << ", partition " << opts.partition << "/"
+            << opts.num_partitions << (opts.row_subset ? " of a row subset" : "") << ": read "
+            << ds.rows_read << " of " << data_rows << " rows, kept " << kept << ", unlabeled "
+            << ds.unlabeled_rows << (opts.skip_unlabeled ? " (skipped)" : " (kept as all-negative)")
+            << ", dropped " << ds.dropped_rows << "; " << ds.features.cols << " features, "
+            << ds.labels.cols << " labels, nnz " << ds.features.nnz();
+  if (kept == 0) {
+    if (opts.num_partitions == 1) {
+      return Status::InvalidArgument(
+          path + ": no examples found after filtering: " + std::to_string(ds.rows_read) +
+          " rows read, " + std::to_string(ds.dropped_rows) + " dropped as non-finite, " +
+          std::to_string(opts.skip_unlabeled ? ds.unlabeled_rows : 0) + " skipped as unlabeled");
+    }
+    LOG(WARNING) << path << ": partition " << opts.partition << "/" << opts.num_partitions
+                 << " holds no rows";
+  }
+  return ds;
+}
+
+StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path) {
+  std::string content;
+  TETHER_RETURN_IF_ERROR(ReadContent(path, &content));
+  TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
+  std::vector<std::pair<int64_t, int64_t>> rows;  // (0-based row, line)
+  const char* const data = content.data();
+  const size_t size = content.size();
+  size_t pos = 0;
+  int64_t line_no = 0;
+  bool sorted = true;
+  while (pos < size) {
+    const void* nl = std::memchr(data + pos, '\n', size - pos);
+    const size_t end = nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - data) : size;
+    size_t i = pos;
+    pos = end + 1;
+    ++line_no;
+    while (i < end && IsSpace(data[i])) ++i;
+    if (i == end) continue;
+    size_t j = i;
+    while (j < end && !IsSpace(data[j])) ++j;
+    const std::string_view tok(data + i, j - i);
+    size_t k = j;
+    while (k < end && IsSpace(data[k])) ++k;
+    if (k != end) {
+      return Status::InvalidArgument(At(path, line_no) + "expected one row index per line, got " +
+                                     Quote({data + i, end - i}));
+    }
+    uint64_t v = 0;
+    if (ParseUint(data + i, data + j, &v) != UintParse::kOk ||
+        v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Status::InvalidArgument(At(path, line_no) + "invalid row index " + Quote(tok) +
+                                     ": expected a positive integer");
+    }
+    if (v == 0) {
+      return Status::InvalidArgument(At(path, line_no) +
+                                     "row index 0 is invalid: split files are 1-based");
+    }
+    const auto row = static_cast<int64_t>(v - 1);
+    if (!rows.empty() && row <= rows.back().first) sorted = false;
+    rows.emplace_back(row, line_no);
+  }
+  if (rows.empty()) return Status::InvalidArgument(path + ": no row indices found");
+  if (!sorted) std::stable_sort(rows.begin(), rows.end(),
+                                [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int64_t> out;
+  out.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0 && rows[i].first == rows[i - 1].first) {
+      const int64_t later = std::max(rows[i].second, rows[i - 1].second);
+      const int64_t earlier = std::min(rows[i].second, rows[i - 1].second);
+      return Status::InvalidArgument(At(path, later) + "duplicate row index " +
+                                     std::to_string(rows[i].first + 1) + " (also on line " +
+                                     std::to_string(earlier) + ")");
+    }
+    out.push_back(rows[i].first);
+  }
+  return out;
+}
+
+}  // namespace tether

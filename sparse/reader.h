@@ -1,0 +1,149 @@
+// Data readers: load XMC and LIBSVM text files (plain or gzip) into CSR
+// feature and label matrices, the way training and evaluation see them.
+//
+// Formats (one example per line; whitespace is any run of spaces, tabs, CR,
+// VT or FF, so CRLF files and stray or trailing whitespace read exactly like
+// their clean twins; lines holding only whitespace are not examples):
+//   XMC     line 1 is the header "N F L" (examples, features, labels); each
+//           further line is "l1,l2,... f:v f:v ...". The label list may be
+//           empty: the line then starts with whitespace, or directly with a
+//           f:v token (a token containing ':' is never a label list).
+//   LIBSVM  "label f:v f:v ... [# comment]". The label is either one number
+//           (binary ±1, multiclass, regression: Dataset::targets) or a comma
+//           list of label ids (multilabel: Dataset::labels). A file is read as
+//           multilabel when ReadOptions::num_labels > 0 or when any line's
+//           label field holds a comma; multilabel lines may omit the label.
+// Gzip input is recognised by its magic bytes (1f 8b), never by its name, and
+// decompressed with zlib. Input holding NUL bytes, or compressed with another
+// tool (bzip2, xz, zstd), is rejected, never parsed as text.
+//
+// Nothing is guessed: the index base is required, the XMC width comes from
+// the header, and every data error is an InvalidArgument whose message starts
+// with "path:line: " (1-based lines, the XMC header is line 1) and quotes the
+// offending token.
+//
+// Ownership: ReadDataset returns a Dataset that owns all its memory; the
+// ReadOptions::row_subset vector is borrowed for the duration of the call.
+// Thread-safety: the functions keep no shared state; concurrent calls (e.g.
+// one per worker thread, each reading its own partition) are safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sparse/csr.h"
+
+namespace tether {
+
+enum class DataFormat { kXmc, kLibsvm };
+
+/// What to do when one row names the same feature index twice.
+enum class DuplicatePolicy {
+  kError,     // default: reject the file ("path:line: duplicate feature index i")
+  kSum,       // add the values (an overflow to ±inf is then a non-finite value)
+  kKeepLast,  // keep the value written last on the line
+};
+// Repeated label ids in one label list follow the same policy, except that
+// kSum and kKeepLast both just keep the label once (label values are 1.0).
+
+/// What to do with NaN, ±inf, and numbers that overflow float.
+enum class NonFinitePolicy {
+  kError,    // default: reject, listing the first 5 bad lines and the total
+  kDropRow,  // drop the whole row, count it in Dataset::dropped_rows, LOG(WARNING)
+};
+
+struct ReadOptions {
+  DataFormat format = DataFormat::kXmc;
+
+  /// 0 or 1. Required: the default -1 makes ReadDataset return
+  /// InvalidArgument, because guessing the base silently shifts columns.
+  /// Applies to feature indices and to XMC label ids alike; LIBSVM multilabel
+  /// label ids are column numbers used as written (0-based). Index i under
+  /// base b lands in column i - b.
+  int index_base = -1;
+
+  /// Feature dimension (CSR cols). 0 (default): XMC takes it from the header;
+  /// LIBSVM takes max index seen - base + 1 with a LOG(WARNING) (two files read
+  /// that way can differ in width), and then requires a whole-file read:
+  /// with num_partitions > 1 or a row_subset it is InvalidArgument, since each
+  /// share would infer a different width. Non-zero: every index must fit; for
+  /// XMC it must equal the header's F (InvalidArgument otherwise).
+  int64_t num_features = 0;
+
+  /// Label dimension. 0 (default): XMC header's L; LIBSVM multilabel: max id
+  /// seen + 1 (same whole-file rule as num_features). Non-zero: for XMC it
+  /// must equal the header's L; for LIBSVM it also selects multilabel mode.
+  int64_t num_labels = 0;
+
+  /// This reader's share of the rows: partition in [0, num_partitions).
+  /// Without row_subset, byte-range partitioning: partition p of n owns the
+  /// rows whose first byte lies in [p*size/n, (p+1)*size/n) of the
+  /// (decompressed) content, so the shares of all n partitions hold every row
+  /// exactly once for any n. The XMC header belongs to no share; every reader
+  /// reads it. Lines outside the share are only scanned for newlines.
+  int partition = 0;
+  int num_partitions = 1;
+
+  /// Optional, borrowed: 0-based data-row indices to keep (strictly
+  /// increasing, all < the number of data rows), e.g. from ReadSplitFile.
+  /// Data rows are counted after the XMC header, skipping whitespace-only
+  /// lines. Partitioning then splits this list: partition p gets entries
+  /// [p*K/n, (p+1)*K/n) of its K entries.
+  const std::vector<int64_t>* row_subset = nullptr;
+
+  DuplicatePolicy duplicates = DuplicatePolicy::kError;
+  NonFinitePolicy non_finite = NonFinitePolicy::kError;
+
+  /// XMC: the header's example count disagrees with the data rows found.
+  /// true (default): InvalidArgument naming path:1; false: LOG(WARNING).
+  bool header_mismatch_is_error = true;
+
+  /// Rows with zero labels (XMC, LIBSVM multilabel): false (default) keeps
+  /// them as all-negative rows, true leaves them out. Either way they are
+  /// counted in Dataset::unlabeled_rows and logged.
+  bool skip_unlabeled = false;
+};
+
+struct Dataset {
+  CsrMatrix features;  // rows × num_features, values as written
+  CsrMatrix labels;    // rows × num_labels, values 1.0; rows × 0 for LIBSVM
+                       // single-label files
+  std::vector<float> targets;  // LIBSVM single label per row; empty otherwise
+
+  // Counts for this reader's share, also written with LOG(INFO):
+  int64_t rows_read = 0;       // rows parsed (kept + dropped + skipped unlabeled)
+  int64_t unlabeled_rows = 0;  // rows with no labels, kept or skipped
+  int64_t dropped_rows = 0;    // rows dropped for non-finite values (kDropRow)
+
+  std::vector<int64_t> source_lines;  // 1-based file line of each kept row
+};
+
+/// Reads this reader's share (see ReadOptions) of the XMC or LIBSVM file at
+/// `path`, plain or gzip, into a Dataset with features.rows == labels.rows ==
+/// source_lines.size() (== targets.size() for LIBSVM single-label files).
+/// Errors:
+///   InvalidArgument  bad options (index_base unset, bad partition, unsorted
+///                    row_subset or one past the last row), or bad data:
+///                    "path:line: ..." naming the token; non-finite values
+///                    list up to 5 lines and the total; the XMC header count
+///                    mismatch names path:1 with both counts; a file with no
+///                    examples gives "path: no examples found".
+///   NotFound         `path` does not exist.
+///   IOError          it cannot be opened or read.
+///   DataLoss         corrupt or truncated gzip stream.
+/// A share that ends up with zero rows is fine when num_partitions > 1 (it is
+/// logged); with a single partition zero kept rows is an InvalidArgument.
+[[nodiscard]] StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts);
+
+/// Reads a split file: one 1-based row index per line (whitespace and CRLF
+/// tolerated, blank lines ignored; plain or gzip) and returns the indices
+/// 0-based, sorted ascending. Errors (InvalidArgument, "path:line: ..."):
+/// a token that is not a positive integer, more than one token on a line, a
+/// repeated index, or a file with no indices; NotFound/IOError/DataLoss as
+/// for ReadDataset. Indices past the data file's end are caught by
+/// ReadDataset, which knows the row count.
+[[nodiscard]] StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path);
+
+}  // namespace tether
