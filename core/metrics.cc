@@ -1,10 +1,10 @@
 #include "core/metrics.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <glog/logging.h>
 
 namespace tether {
 
@@ -113,8 +113,7 @@ void BinaryMetrics::Add(float score, float label) {
   // −log sigmoid(±s) = softplus(∓s) = max(z, 0) + log1p(exp(−|z|)), z = ∓s.
   const double z = positive ? -static_cast<double>(score) : static_cast<double>(score);
   log_loss_sum_ += std::max(z, 0.0) + std::log1p(std::exp(-std::fabs(z)));
-  pairs_.push_back(
-      {std::isnan(score) ? -std::numeric_limits<float>::infinity() : score, positive});
+  pairs_.push_back({std::isnan(score) ? -std::numeric_limits<float>::infinity() : score, positive});
 }
 
 void BinaryMetrics::Add(const float* scores, const float* labels, int64_t n) {

@@ -64,8 +64,8 @@ class RankingMetrics {
  private:
   int IndexOf(int k) const;
 
-  std::vector<int> ks_;               // sorted, unique
-  std::vector<double> discount_;      // discount_[i] = 1 / log2(i + 2), i < max k
+  std::vector<int> ks_;                // sorted, unique
+  std::vector<double> discount_;       // discount_[i] = 1 / log2(i + 2), i < max k
   std::vector<double> precision_sum_;  // per k: Σ_rows P@k
   std::vector<double> ndcg_sum_;       // per k: Σ_rows nDCG@k
   int64_t count_ = 0;

@@ -1,0 +1,203 @@
+// Backend: the compute operations the models need (sparse × dense products,
+// dense GEMM, bias, ReLU, losses, top-k), behind one interface with a CPU
+// implementation (sparse/cpu_backend.h) and a CUDA one (sparse/cuda/),
+// chosen at run time by CreateBackend() (house style: ggml's backends).
+//
+// Buffers: every op reads and writes HOST float buffers, row-major, owned by
+// the caller and only borrowed for the duration of the call. A GPU backend
+// copies them in and out (staging buffers are its own business).
+//
+// Determinism: a backend gives bit-identical outputs for identical inputs on
+// the same machine, thread count and build (the CPU backend does; see the
+// CUDA backend's header for its exceptions).
+//
+// Errors: ops return InvalidArgument for inconsistent shapes, null buffers or
+// out-of-range CSR column indices (checked: O(nnz), small next to the
+// product), and a GPU backend returns Internal/Unavailable for runtime
+// failures. An op that fails may have partly written its output.
+//
+// Thread-safety: a Backend object is NOT thread-safe (it may keep scratch
+// space); use one per thread. Distinct objects may be used concurrently,
+// except where an implementation documents process-wide settings
+// (CpuBackend's OpenBLAS thread count).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "sparse/csr.h"
+
+namespace tether {
+
+/// A borrowed, read-only view of a CSR matrix (rows × cols). Row r occupies
+/// positions [row_ptr[r], row_ptr[r+1]) of col_idx/values. row_ptr[0] need
+/// not be 0, so a view may cover a row slice of a larger matrix. `values`
+/// may be null for ops that ignore values (the label arguments of the
+/// losses). The viewed arrays must outlive every call that uses the view.
+struct CsrView {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const int64_t* row_ptr = nullptr;  // rows + 1 entries
+  const uint32_t* col_idx = nullptr;
+  const float* values = nullptr;
+
+  int64_t nnz() const { return rows == 0 ? 0 : row_ptr[rows] - row_ptr[0]; }
+};
+
+/// Views all of `m` (which must outlive the view).
+inline CsrView ViewOf(const CsrMatrix& m) {
+  return CsrView{m.rows, m.cols, m.row_ptr.data(), m.col_idx.data(),
+                 m.values.empty() ? nullptr : m.values.data()};
+}
+
+/// Views rows [begin, end) of `m`; CHECK-fails on an invalid range
+/// (a programming error, not a data error).
+inline CsrView RowSliceOf(const CsrMatrix& m, int64_t begin, int64_t end) {
+  CHECK(0 <= begin && begin <= end && end <= m.rows)
+      << "row slice [" << begin << ", " << end << ") of " << m.rows << " rows";
+  return CsrView{end - begin, m.cols, m.row_ptr.data() + begin, m.col_idx.data(),
+                 m.values.empty() ? nullptr : m.values.data()};
+}
+
+/// Whether a dense operand of Gemm is used as stored or transposed.
+enum class Transpose { kNo, kYes };
+
+// Argument checks shared by the backend implementations (header-only so the
+// CUDA target needs no link dependency on tether_sparse). Not part of the
+// public API.
+namespace backend_internal {
+
+/// Checks a CSR operand: non-negative sizes, cols within uint32 range,
+/// non-decreasing row_ptr, non-null arrays where nnz > 0 (values only when
+/// need_values), every column index < cols. O(rows + nnz).
+inline Status CheckCsr(const CsrView& a, bool need_values, const char* op, const char* arg) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument(std::string(op) + ": CSR argument '" + arg + "' " + why);
+  };
+  if (a.rows < 0 || a.cols < 0) return bad("has negative shape");
+  if (a.cols > int64_t{1} << 32) return bad("has more columns than uint32 indices can address");
+  if (a.row_ptr == nullptr) return bad("has a null row_ptr");
+  for (int64_t r = 0; r < a.rows; ++r) {
+    if (a.row_ptr[r + 1] < a.row_ptr[r]) {
+      return bad("has a decreasing row_ptr at row " + std::to_string(r));
+    }
+  }
+  const int64_t begin = a.row_ptr[0];
+  const int64_t end = a.row_ptr[a.rows];
+  if (begin < 0) return bad("has a negative row_ptr[0]");
+  if (end > begin && a.col_idx == nullptr) return bad("has a null col_idx");
+  if (end > begin && need_values && a.values == nullptr) return bad("has null values");
+  const uint64_t cols = static_cast<uint64_t>(a.cols);
+  for (int64_t p = begin; p < end; ++p) {
+    if (a.col_idx[p] >= cols) {
+      return bad("has column index " + std::to_string(a.col_idx[p]) + " >= cols " +
+                 std::to_string(a.cols));
+    }
+  }
+  return Status::OK();
+}
+
+/// Checks a dense buffer argument of `count` floats (null allowed when empty).
+inline Status CheckDense(const void* p, int64_t count, const char* op, const char* arg) {
+  if (count < 0) {
+    return Status::InvalidArgument(std::string(op) + ": '" + arg + "' has negative size");
+  }
+  if (count > 0 && p == nullptr) {
+    return Status::InvalidArgument(std::string(op) + ": '" + arg + "' is null");
+  }
+  return Status::OK();
+}
+
+}  // namespace backend_internal
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// Short stable name for logs: "cpu", "cuda:0".
+  virtual std::string name() const = 0;
+
+  /// Sparse × dense: c[m×n] = alpha · A[m×k] · b[k×n] + beta · c, where
+  /// m = a.rows, k = a.cols. With beta == 0, c is not read (may hold NaN).
+  /// a.values must be non-null. Errors: InvalidArgument (shapes, nulls,
+  /// a column index >= a.cols).
+  virtual Status SpMM(const CsrView& a, const float* b, int64_t n, float alpha, float beta,
+                      float* c) = 0;
+
+  /// Transposed sparse × dense: c[k×n] = alpha · Aᵀ · d[m×n] + beta · c,
+  /// where m = a.rows, k = a.cols (the gradient of SpMM w.r.t. its dense
+  /// operand). With beta == 0, c is not read. Errors: as SpMM.
+  virtual Status SpMMTransposed(const CsrView& a, const float* d, int64_t n, float alpha,
+                                float beta, float* c) = 0;
+
+  /// Dense GEMM with the semantics of row-major cblas_sgemm:
+  /// c[m×n] = alpha · op(a) · op(b) + beta · c, op(a) m×k, op(b) k×n; lda,
+  /// ldb, ldc are row strides in floats (lda >= k when trans_a == kNo, else
+  /// >= m; likewise ldb, and ldc >= n). With beta == 0, c is not read.
+  /// Errors: InvalidArgument (negative sizes, strides too small, sizes
+  /// beyond 32-bit BLAS limits, null buffers).
+  virtual Status Gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                      float beta, float* c, int64_t ldc) = 0;
+
+  /// Broadcast bias: x[r, j] += bias[j] for x: rows × cols.
+  virtual Status AddBias(int64_t rows, int64_t cols, const float* bias, float* x) = 0;
+
+  /// Column sums (the gradient of AddBias): out[j] = Σ_r x[r, j] + beta ·
+  /// out[j], x: rows × cols, out: cols. With beta == 0, out is not read.
+  /// Rows are summed in increasing order (deterministic).
+  virtual Status ColumnSum(int64_t rows, int64_t cols, const float* x, float beta, float* out) = 0;
+
+  /// y[i] = max(x[i], 0) for n elements; y may equal x (in place).
+  virtual Status Relu(int64_t n, const float* x, float* y) = 0;
+
+  /// Backward mask of Relu: dy[i] = (y[i] > 0) ? dy[i] : 0, where y is the
+  /// Relu OUTPUT of the forward pass (n elements).
+  virtual Status ReluBackward(int64_t n, const float* y, float* dy) = 0;
+
+  /// Row-wise softmax cross-entropy against a normalised multi-label target:
+  /// for row r with label set Y_r (labels: rows × cols CSR, values ignored),
+  /// target t_r = 1/|Y_r| on Y_r and 0 elsewhere, p_r = softmax(scores_r),
+  ///   loss_r = −Σ_j t_rj · log p_rj = logsumexp(scores_r) − mean_{j∈Y_r} scores_rj,
+  ///   dscores_r = grad_scale · (p_r − t_r).
+  /// Rows with empty Y_r have loss 0 and dscores 0. Labels are assumed
+  /// unique within a row (a repeated label counts twice in the target).
+  /// scores, dscores: rows × cols row-major; dscores may equal scores (in
+  /// place) or be null (loss only). *loss_sum = Σ_r loss_r (natural log,
+  /// not scaled by grad_scale), accumulated in double. Errors:
+  /// InvalidArgument (shapes, nulls, a label index >= cols).
+  virtual Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores,
+                                     const CsrView& labels, float grad_scale, float* dscores,
+                                     double* loss_sum) = 0;
+
+  /// Independent sigmoid binary cross-entropy per (row, label), target
+  /// y_rj = 1 for j ∈ Y_r, else 0 (labels: rows × cols CSR, values ignored;
+  /// rows with empty Y_r are all-negative):
+  ///   loss_r = Σ_j [softplus(s_rj) − y_rj · s_rj]   (computed stably),
+  ///   dscores_rj = grad_scale · (sigmoid(s_rj) − y_rj).
+  /// In-place / null dscores, loss_sum and errors as SoftmaxCrossEntropy.
+  virtual Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores,
+                                     const CsrView& labels, float grad_scale, float* dscores,
+                                     double* loss_sum) = 0;
+
+  /// Per row of scores (rows × cols), the column indices of the k largest
+  /// scores in decreasing order of score; ties go to the smaller index; NaN
+  /// ranks below every number. indices: rows × k. Errors: InvalidArgument
+  /// unless 1 <= k <= cols, or for null buffers.
+  virtual Status TopK(int64_t rows, int64_t cols, const float* scores, int k,
+                      uint32_t* indices) = 0;
+};
+
+/// Creates the backend named by the `--device` flag value:
+///  - "cpu": CpuBackend(cpu_threads);
+///  - "cuda": the CUDA backend on device 0; Unavailable when Tether was built
+///    without CUDA (TETHER_WITH_CUDA=OFF) or no CUDA device is visible;
+///  - "auto": CUDA when built and a device is visible, otherwise CPU; logs
+///    its choice (INFO).
+/// Any other value: InvalidArgument naming `--device`. cpu_threads (>= 1)
+/// sets the OpenBLAS thread count, a process-wide setting (see CpuBackend).
+StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int cpu_threads = 1);
+
+}  // namespace tether

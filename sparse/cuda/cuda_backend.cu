@@ -1,0 +1,599 @@
+// CUDA implementation of the Backend interface (see cuda_backend.h).
+// No gflags, no ZeroMQ here (house style): this file sees only the runtime,
+// cuBLAS, cuSPARSE, Status and the Backend interface.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "sparse/cuda/cuda_backend.h"
+
+namespace tether {
+namespace {
+
+using backend_internal::CheckCsr;
+using backend_internal::CheckDense;
+
+std::string Where(const char* file, int line) {
+  return std::string(file) + ":" + std::to_string(line);
+}
+
+// Error macros in the style of nccl-tests: report file:line and the
+// library's message, and return upward instead of aborting.
+#define TETHER_CUDA_RETURN_IF_ERROR(expr)                                             \
+  do {                                                                                \
+    const cudaError_t _tether_e = (expr);                                             \
+    if (_tether_e != cudaSuccess) {                                                   \
+      return ::tether::Status::Internal(Where(__FILE__, __LINE__) + ": " #expr ": " + \
+                                        cudaGetErrorString(_tether_e));               \
+    }                                                                                 \
+  } while (0)
+
+#define TETHER_CUBLAS_RETURN_IF_ERROR(expr)                                           \
+  do {                                                                                \
+    const cublasStatus_t _tether_s = (expr);                                          \
+    if (_tether_s != CUBLAS_STATUS_SUCCESS) {                                         \
+      return ::tether::Status::Internal(Where(__FILE__, __LINE__) + ": " #expr ": " + \
+                                        cublasGetStatusString(_tether_s));            \
+    }                                                                                 \
+  } while (0)
+
+#define TETHER_CUSPARSE_RETURN_IF_ERROR(expr)                                         \
+  do {                                                                                \
+    const cusparseStatus_t _tether_s = (expr);                                        \
+    if (_tether_s != CUSPARSE_STATUS_SUCCESS) {                                       \
+      return ::tether::Status::Internal(Where(__FILE__, __LINE__) + ": " #expr ": " + \
+                                        cusparseGetErrorString(_tether_s));           \
+    }                                                                                 \
+  } while (0)
+
+constexpr int kThreads = 256;
+
+inline unsigned Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, 65535)));
+}
+
+// ---- Kernels (grid-stride loops; one thread per row where a row is a unit).
+
+__global__ void ScaleKernel(int64_t n, float beta, float* x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{blockDim.x} * gridDim.x) {
+    x[i] = beta == 0.0f ? 0.0f : beta * x[i];
+  }
+}
+
+__global__ void AddBiasKernel(int64_t rows, int64_t cols, const float* bias, float* x) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{blockDim.x} * gridDim.x) {
+    x[i] += bias[i % cols];
+  }
+}
+
+// One thread per column, rows in increasing order: the CPU backend's order.
+__global__ void ColumnSumKernel(int64_t rows, int64_t cols, const float* x, float beta,
+                                float* out) {
+  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < cols;
+       j += int64_t{blockDim.x} * gridDim.x) {
+    float acc = beta == 0.0f ? 0.0f : beta * out[j];
+    for (int64_t r = 0; r < rows; ++r) acc += x[r * cols + j];
+    out[j] = acc;
+  }
+}
+
+__global__ void ReluKernel(int64_t n, const float* x, float* y) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{blockDim.x} * gridDim.x) {
+    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  }
+}
+
+__global__ void ReluBackwardKernel(int64_t n, const float* y, float* dy) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{blockDim.x} * gridDim.x) {
+    dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  }
+}
+
+// labels: row_ptr rebased to start at 0. d may alias s or be null.
+__global__ void SoftmaxCeKernel(int64_t rows, int64_t cols, const float* scores,
+                                const int64_t* row_ptr, const uint32_t* col_idx, float grad_scale,
+                                float* dscores, double* row_loss) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{blockDim.x} * gridDim.x) {
+    const float* s = scores + r * cols;
+    float* d = dscores == nullptr ? nullptr : dscores + r * cols;
+    const int64_t lb = row_ptr[r], le = row_ptr[r + 1];
+    if (lb == le) {
+      if (d != nullptr) {
+        for (int64_t j = 0; j < cols; ++j) d[j] = 0.0f;
+      }
+      row_loss[r] = 0.0;
+      continue;
+    }
+    double label_sum = 0.0;
+    for (int64_t p = lb; p < le; ++p) label_sum += s[col_idx[p]];
+    float mx = s[0];
+    for (int64_t j = 1; j < cols; ++j) mx = fmaxf(mx, s[j]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float e = expf(s[j] - mx);
+      if (d != nullptr) d[j] = e;
+      sum += e;
+    }
+    const double num_labels = static_cast<double>(le - lb);
+    row_loss[r] = static_cast<double>(mx) + log(sum) - label_sum / num_labels;
+    if (d != nullptr) {
+      const float f = static_cast<float>(grad_scale / sum);
+      for (int64_t j = 0; j < cols; ++j) d[j] *= f;
+      const float t = static_cast<float>(grad_scale / num_labels);
+      for (int64_t p = lb; p < le; ++p) d[col_idx[p]] -= t;
+    }
+  }
+}
+
+__global__ void SigmoidCeKernel(int64_t rows, int64_t cols, const float* scores,
+                                const int64_t* row_ptr, const uint32_t* col_idx, float grad_scale,
+                                float* dscores, double* row_loss) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{blockDim.x} * gridDim.x) {
+    const float* s = scores + r * cols;
+    float* d = dscores == nullptr ? nullptr : dscores + r * cols;
+    const int64_t lb = row_ptr[r], le = row_ptr[r + 1];
+    double label_sum = 0.0;
+    for (int64_t p = lb; p < le; ++p) label_sum += s[col_idx[p]];
+    double loss = 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float x = s[j];
+      const float e = expf(-fabsf(x));
+      loss += static_cast<double>(x > 0.0f ? x : 0.0f) + log1pf(e);
+      if (d != nullptr) d[j] = grad_scale * (x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e));
+    }
+    row_loss[r] = loss - label_sum;
+    if (d != nullptr) {
+      for (int64_t p = lb; p < le; ++p) d[col_idx[p]] -= grad_scale;
+    }
+  }
+}
+
+// a ranks before b: larger score, NaN last, smaller index on ties.
+__device__ bool Better(const float* s, uint32_t a, uint32_t b) {
+  const float x = s[a], y = s[b];
+  const bool xn = isnan(x), yn = isnan(y);
+  if (xn != yn) return yn;
+  if (!xn && x != y) return x > y;
+  return a < b;
+}
+
+// Insertion into the sorted output row: O(cols · k), fine for the small k
+// of evaluation (P@1/3/5).
+__global__ void TopKKernel(int64_t rows, int64_t cols, const float* scores, int k,
+                           uint32_t* indices) {
+  for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
+       r += int64_t{blockDim.x} * gridDim.x) {
+    const float* s = scores + r * cols;
+    uint32_t* out = indices + r * k;
+    int count = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint32_t cand = static_cast<uint32_t>(j);
+      if (count == k && !Better(s, cand, out[k - 1])) continue;
+      int pos = count < k ? count++ : k - 1;
+      while (pos > 0 && Better(s, cand, out[pos - 1])) {
+        out[pos] = out[pos - 1];
+        --pos;
+      }
+      out[pos] = cand;
+    }
+  }
+}
+
+// A device allocation that only grows (no cudaMalloc once warm).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+
+  Status Reserve(size_t bytes) {
+    if (bytes <= capacity_) return Status::OK();
+    if (ptr_ != nullptr) {
+      TETHER_CUDA_RETURN_IF_ERROR(cudaFree(ptr_));
+      ptr_ = nullptr;
+      capacity_ = 0;
+    }
+    const size_t want = std::max(bytes, capacity_ + capacity_ / 2);
+    TETHER_CUDA_RETURN_IF_ERROR(cudaMalloc(&ptr_, want));
+    capacity_ = want;
+    return Status::OK();
+  }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (cusparse_ != nullptr) cusparseDestroy(cusparse_);
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  Status Init() {
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    TETHER_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TETHER_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+    TETHER_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+    // Plain FP32 (no TF32 tensor-op shortcuts): results comparable to the CPU.
+    TETHER_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));
+    TETHER_CUSPARSE_RETURN_IF_ERROR(cusparseCreate(&cusparse_));
+    TETHER_CUSPARSE_RETURN_IF_ERROR(cusparseSetStream(cusparse_, stream_));
+    return Status::OK();
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+
+  Status SpMM(const CsrView& a, const float* b, int64_t n, float alpha, float beta,
+              float* c) override {
+    TETHER_RETURN_IF_ERROR(CheckCsr(a, /*need_values=*/true, "SpMM", "a"));
+    if (n < 0) return Status::InvalidArgument("SpMM: negative n");
+    TETHER_RETURN_IF_ERROR(CheckDense(b, a.cols * n, "SpMM", "b"));
+    TETHER_RETURN_IF_ERROR(CheckDense(c, a.rows * n, "SpMM", "c"));
+    TETHER_RETURN_IF_ERROR(Check32("SpMM", {a.rows, a.cols, a.nnz(), n}));
+    // cuSPARSE wants offsets from 0 in one index type: rebase into int32.
+    const int64_t base = a.row_ptr[0];
+    h_rowptr32_.resize(a.rows + 1);
+    for (int64_t r = 0; r <= a.rows; ++r) {
+      h_rowptr32_[r] = static_cast<int32_t>(a.row_ptr[r] - base);
+    }
+    // col_idx < cols <= INT32_MAX, so the uint32 array reads as int32.
+    return RunSpMM(a.rows, a.cols, a.nnz(), h_rowptr32_.data(),
+                   reinterpret_cast<const int32_t*>(a.col_idx + base), a.values + base, b, n, alpha,
+                   beta, c);
+  }
+
+  Status SpMMTransposed(const CsrView& a, const float* d, int64_t n, float alpha, float beta,
+                        float* c) override {
+    TETHER_RETURN_IF_ERROR(CheckCsr(a, /*need_values=*/true, "SpMMTransposed", "a"));
+    if (n < 0) return Status::InvalidArgument("SpMMTransposed: negative n");
+    TETHER_RETURN_IF_ERROR(CheckDense(d, a.rows * n, "SpMMTransposed", "d"));
+    TETHER_RETURN_IF_ERROR(CheckDense(c, a.cols * n, "SpMMTransposed", "c"));
+    TETHER_RETURN_IF_ERROR(Check32("SpMMTransposed", {a.rows, a.cols, a.nnz(), n}));
+    // Aᵀ in CSR by counting sort on the host: entries of each new row keep
+    // increasing original-row order, so the product is deterministic.
+    const int64_t nnz = a.nnz();
+    h_rowptr32_.assign(a.cols + 1, 0);
+    for (int64_t p = a.row_ptr[0]; p < a.row_ptr[a.rows]; ++p) ++h_rowptr32_[a.col_idx[p] + 1];
+    for (int64_t j = 0; j < a.cols; ++j) h_rowptr32_[j + 1] += h_rowptr32_[j];
+    h_col32_.resize(nnz);
+    h_val_.resize(nnz);
+    h_fill_.assign(h_rowptr32_.begin(), h_rowptr32_.end() - 1);
+    for (int64_t i = 0; i < a.rows; ++i) {
+      for (int64_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+        const int32_t dst = h_fill_[a.col_idx[p]]++;
+        h_col32_[dst] = static_cast<int32_t>(i);
+        h_val_[dst] = a.values[p];
+      }
+    }
+    return RunSpMM(a.cols, a.rows, nnz, h_rowptr32_.data(), h_col32_.data(), h_val_.data(), d, n,
+                   alpha, beta, c);
+  }
+
+  Status Gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc) override {
+    TETHER_RETURN_IF_ERROR(Check32("Gemm", {m, n, k, lda, ldb, ldc}));
+    const bool ta = trans_a == Transpose::kYes, tb = trans_b == Transpose::kYes;
+    const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+    const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+    if (lda < std::max<int64_t>(1, a_cols) || ldb < std::max<int64_t>(1, b_cols) ||
+        ldc < std::max<int64_t>(1, n)) {
+      return Status::InvalidArgument("Gemm: a leading dimension is smaller than its row length");
+    }
+    if (m == 0 || n == 0) return Status::OK();
+    const int64_t c_count = (m - 1) * ldc + n;
+    TETHER_RETURN_IF_ERROR(CheckDense(c, c_count, "Gemm", "c"));
+    const int64_t a_count = k == 0 ? 0 : (a_rows - 1) * lda + a_cols;
+    const int64_t b_count = k == 0 ? 0 : (b_rows - 1) * ldb + b_cols;
+    TETHER_RETURN_IF_ERROR(CheckDense(a, a_count, "Gemm", "a"));
+    TETHER_RETURN_IF_ERROR(CheckDense(b, b_count, "Gemm", "b"));
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    TETHER_RETURN_IF_ERROR(Upload(&d_a_, a, a_count * sizeof(float)));
+    TETHER_RETURN_IF_ERROR(Upload(&d_b_, b, b_count * sizeof(float)));
+    TETHER_RETURN_IF_ERROR(d_c_.Reserve(c_count * sizeof(float)));
+    // Copy c in even when beta == 0: the padding between rows (ldc > n)
+    // must come back unchanged.
+    TETHER_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_c_.as<float>(), c, c_count * sizeof(float),
+                                                cudaMemcpyHostToDevice, stream_));
+    if (k == 0) {
+      for (int64_t i = 0; i < m; ++i) {
+        ScaleKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, beta, d_c_.as<float>() + i * ldc);
+      }
+      TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    } else {
+      // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, and a
+      // row-major array read column-major is its transpose: swap operands.
+      TETHER_CUBLAS_RETURN_IF_ERROR(
+          cublasSgemm(cublas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
+                      d_b_.as<float>(), static_cast<int>(ldb), d_a_.as<float>(),
+                      static_cast<int>(lda), &beta, d_c_.as<float>(), static_cast<int>(ldc)));
+    }
+    return Download(c, d_c_, c_count * sizeof(float));
+  }
+
+  Status AddBias(int64_t rows, int64_t cols, const float* bias, float* x) override {
+    if (rows < 0 || cols < 0) return Status::InvalidArgument("AddBias: negative shape");
+    TETHER_RETURN_IF_ERROR(CheckDense(bias, rows > 0 ? cols : 0, "AddBias", "bias"));
+    TETHER_RETURN_IF_ERROR(CheckDense(x, rows * cols, "AddBias", "x"));
+    if (rows * cols == 0) return Status::OK();
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    TETHER_RETURN_IF_ERROR(Upload(&d_a_, bias, cols * sizeof(float)));
+    TETHER_RETURN_IF_ERROR(Upload(&d_c_, x, rows * cols * sizeof(float)));
+    AddBiasKernel<<<Blocks(rows * cols), kThreads, 0, stream_>>>(rows, cols, d_a_.as<float>(),
+                                                                 d_c_.as<float>());
+    TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Download(x, d_c_, rows * cols * sizeof(float));
+  }
+
+  Status ColumnSum(int64_t rows, int64_t cols, const float* x, float beta, float* out) override {
+    if (rows < 0 || cols < 0) return Status::InvalidArgument("ColumnSum: negative shape");
+    TETHER_RETURN_IF_ERROR(CheckDense(x, rows * cols, "ColumnSum", "x"));
+    TETHER_RETURN_IF_ERROR(CheckDense(out, cols, "ColumnSum", "out"));
+    if (cols == 0) return Status::OK();
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    TETHER_RETURN_IF_ERROR(Upload(&d_a_, x, rows * cols * sizeof(float)));
+    TETHER_RETURN_IF_ERROR(d_c_.Reserve(cols * sizeof(float)));
+    if (beta != 0.0f) {
+      TETHER_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_c_.as<float>(), out, cols * sizeof(float),
+                                                  cudaMemcpyHostToDevice, stream_));
+    }
+    ColumnSumKernel<<<Blocks(cols), kThreads, 0, stream_>>>(rows, cols, d_a_.as<float>(), beta,
+                                                            d_c_.as<float>());
+    TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Download(out, d_c_, cols * sizeof(float));
+  }
+
+  Status Relu(int64_t n, const float* x, float* y) override {
+    TETHER_RETURN_IF_ERROR(CheckDense(x, n, "Relu", "x"));
+    TETHER_RETURN_IF_ERROR(CheckDense(y, n, "Relu", "y"));
+    if (n == 0) return Status::OK();
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    TETHER_RETURN_IF_ERROR(Upload(&d_a_, x, n * sizeof(float)));
+    ReluKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, d_a_.as<float>(), d_a_.as<float>());
+    TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Download(y, d_a_, n * sizeof(float));
+  }
+
+  Status ReluBackward(int64_t n, const float* y, float* dy) override {
+    TETHER_RETURN_IF_ERROR(CheckDense(y, n, "ReluBackward", "y"));
+    TETHER_RETURN_IF_ERROR(CheckDense(dy, n, "ReluBackward", "dy"));
+    if (n == 0) return Status::OK();
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    TETHER_RETURN_IF_ERROR(Upload(&d_a_, y, n * sizeof(float)));
+    TETHER_RETURN_IF_ERROR(Upload(&d_c_, dy, n * sizeof(float)));
+    ReluBackwardKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, d_a_.as<float>(), d_c_.as<float>());
+    TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Download(dy, d_c_, n * sizeof(float));
+  }
+
+  Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
+                             float grad_scale, float* dscores, double* loss_sum) override {
+    return RunLoss(/*softmax=*/true, rows, cols, scores, labels, grad_scale, dscores, loss_sum);
+  }
+
+  Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
+                             float grad_scale, float* dscores, double* loss_sum) override {
+    return RunLoss(/*softmax=*/false, rows, cols, scores, labels, grad_scale, dscores, loss_sum);
+  }
+
+  Status TopK(int64_t rows, int64_t cols, const float* scores, int k, uint32_t* indices) override {
+    if (rows < 0 || cols < 0) return Status::InvalidArgument("TopK: negative shape");
+    if (k < 1 || k > cols) {
+      return Status::InvalidArgument("TopK: k = " + std::to_string(k) +
+                                     " outside [1, cols = " + std::to_string(cols) + "]");
+    }
+    TETHER_RETURN_IF_ERROR(CheckDense(scores, rows * cols, "TopK", "scores"));
+    TETHER_RETURN_IF_ERROR(CheckDense(indices, rows * k, "TopK", "indices"));
+    if (rows == 0) return Status::OK();
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    TETHER_RETURN_IF_ERROR(Upload(&d_a_, scores, rows * cols * sizeof(float)));
+    TETHER_RETURN_IF_ERROR(d_c_.Reserve(rows * k * sizeof(uint32_t)));
+    TopKKernel<<<Blocks(rows), kThreads, 0, stream_>>>(rows, cols, d_a_.as<float>(), k,
+                                                       d_c_.as<uint32_t>());
+    TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Download(indices, d_c_, rows * k * sizeof(uint32_t));
+  }
+
+ private:
+  static Status Check32(const char* op, std::initializer_list<int64_t> sizes) {
+    for (int64_t v : sizes) {
+      if (v < 0 || v > INT_MAX) {
+        return Status::InvalidArgument(std::string(op) + ": size " + std::to_string(v) +
+                                       " outside [0, INT_MAX] (32-bit CUDA library indices)");
+      }
+    }
+    return Status::OK();
+  }
+
+  Status Upload(DeviceBuffer* dst, const void* src, size_t bytes) {
+    TETHER_RETURN_IF_ERROR(dst->Reserve(bytes));
+    if (bytes > 0) {
+      TETHER_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(dst->as<void>(), src, bytes, cudaMemcpyHostToDevice, stream_));
+    }
+    return Status::OK();
+  }
+
+  // Copies back and waits: every op is synchronous for the caller.
+  Status Download(void* dst, const DeviceBuffer& src, size_t bytes) {
+    if (bytes > 0) {
+      TETHER_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(dst, src.as<void>(), bytes, cudaMemcpyDeviceToHost, stream_));
+    }
+    TETHER_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return Status::OK();
+  }
+
+  // c[m×n] = alpha · A · b + beta · c for A = m × k CSR with 0-based int32
+  // offsets, all on the host; the arrays are copied to the device.
+  Status RunSpMM(int64_t m, int64_t k, int64_t nnz, const int32_t* row_ptr, const int32_t* col_idx,
+                 const float* values, const float* b, int64_t n, float alpha, float beta,
+                 float* c) {
+    if (m == 0 || n == 0) return Status::OK();
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    const size_t c_bytes = m * n * sizeof(float);
+    TETHER_RETURN_IF_ERROR(d_c_.Reserve(c_bytes));
+    if (beta != 0.0f) {
+      TETHER_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(d_c_.as<float>(), c, c_bytes, cudaMemcpyHostToDevice, stream_));
+    } else {
+      // beta == 0 must not read c (it may hold NaN): start from zeros.
+      TETHER_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_c_.as<float>(), 0, c_bytes, stream_));
+    }
+    if (nnz == 0 || k == 0) {  // A·b = 0: c = beta · c
+      ScaleKernel<<<Blocks(m * n), kThreads, 0, stream_>>>(m * n, beta, d_c_.as<float>());
+      TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      return Download(c, d_c_, c_bytes);
+    }
+    TETHER_RETURN_IF_ERROR(Upload(&d_rowptr_, row_ptr, (m + 1) * sizeof(int32_t)));
+    TETHER_RETURN_IF_ERROR(Upload(&d_col_, col_idx, nnz * sizeof(int32_t)));
+    TETHER_RETURN_IF_ERROR(Upload(&d_val_, values, nnz * sizeof(float)));
+    TETHER_RETURN_IF_ERROR(Upload(&d_b_, b, k * n * sizeof(float)));
+
+    cusparseSpMatDescr_t mat_a = nullptr;
+    cusparseDnMatDescr_t mat_b = nullptr, mat_c = nullptr;
+    Status st = [&]() -> Status {
+      TETHER_CUSPARSE_RETURN_IF_ERROR(cusparseCreateCsr(
+          &mat_a, m, k, nnz, d_rowptr_.as<int32_t>(), d_col_.as<int32_t>(), d_val_.as<float>(),
+          CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+      TETHER_CUSPARSE_RETURN_IF_ERROR(
+          cusparseCreateDnMat(&mat_b, k, n, n, d_b_.as<float>(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+      TETHER_CUSPARSE_RETURN_IF_ERROR(
+          cusparseCreateDnMat(&mat_c, m, n, n, d_c_.as<float>(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+      // CSR_ALG2 is documented as deterministic and suited to row-major
+      // dense operands; fall back to the default where it is not supported.
+      cusparseSpMMAlg_t alg = CUSPARSE_SPMM_CSR_ALG2;
+      size_t work_bytes = 0;
+      cusparseStatus_t s = cusparseSpMM_bufferSize(
+          cusparse_, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
+          mat_a, mat_b, &beta, mat_c, CUDA_R_32F, alg, &work_bytes);
+      if (s == CUSPARSE_STATUS_NOT_SUPPORTED) {
+        alg = CUSPARSE_SPMM_ALG_DEFAULT;
+        s = cusparseSpMM_bufferSize(cusparse_, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                    CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, mat_a, mat_b, &beta,
+                                    mat_c, CUDA_R_32F, alg, &work_bytes);
+      }
+      TETHER_CUSPARSE_RETURN_IF_ERROR(s);
+      TETHER_RETURN_IF_ERROR(d_work_.Reserve(std::max<size_t>(work_bytes, 1)));
+      TETHER_CUSPARSE_RETURN_IF_ERROR(cusparseSpMM(
+          cusparse_, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
+          mat_a, mat_b, &beta, mat_c, CUDA_R_32F, alg, d_work_.as<void>()));
+      return Status::OK();
+    }();
+    if (mat_a != nullptr) cusparseDestroySpMat(mat_a);
+    if (mat_b != nullptr) cusparseDestroyDnMat(mat_b);
+    if (mat_c != nullptr) cusparseDestroyDnMat(mat_c);
+    TETHER_RETURN_IF_ERROR(st);
+    return Download(c, d_c_, c_bytes);
+  }
+
+  Status RunLoss(bool softmax, int64_t rows, int64_t cols, const float* scores,
+                 const CsrView& labels, float grad_scale, float* dscores, double* loss_sum) {
+    const char* op = softmax ? "SoftmaxCrossEntropy" : "SigmoidCrossEntropy";
+    if (rows < 0 || cols < 0) return Status::InvalidArgument(std::string(op) + ": negative shape");
+    TETHER_RETURN_IF_ERROR(CheckDense(scores, rows * cols, op, "scores"));
+    if (labels.rows != rows || labels.cols > cols) {
+      return Status::InvalidArgument(std::string(op) + ": labels shape differs from scores");
+    }
+    TETHER_RETURN_IF_ERROR(CheckCsr(labels, /*need_values=*/false, op, "labels"));
+    if (loss_sum == nullptr) return Status::InvalidArgument(std::string(op) + ": null loss_sum");
+    *loss_sum = 0.0;
+    if (rows == 0) return Status::OK();
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    const int64_t base = labels.row_ptr[0], nnz = labels.nnz();
+    h_rowptr64_.resize(rows + 1);
+    for (int64_t r = 0; r <= rows; ++r) h_rowptr64_[r] = labels.row_ptr[r] - base;
+    TETHER_RETURN_IF_ERROR(Upload(&d_a_, scores, rows * cols * sizeof(float)));
+    TETHER_RETURN_IF_ERROR(Upload(&d_rowptr_, h_rowptr64_.data(), (rows + 1) * sizeof(int64_t)));
+    TETHER_RETURN_IF_ERROR(Upload(&d_col_, labels.col_idx + base, nnz * sizeof(uint32_t)));
+    TETHER_RETURN_IF_ERROR(d_loss_.Reserve(rows * sizeof(double)));
+    float* d_dscores = dscores == nullptr ? nullptr : d_a_.as<float>();  // in place on device
+    auto kernel = softmax ? SoftmaxCeKernel : SigmoidCeKernel;
+    kernel<<<Blocks(rows), kThreads, 0, stream_>>>(rows, cols, d_a_.as<float>(),
+                                                   d_rowptr_.as<int64_t>(), d_col_.as<uint32_t>(),
+                                                   grad_scale, d_dscores, d_loss_.as<double>());
+    TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    h_loss_.resize(rows);
+    if (dscores != nullptr) {
+      TETHER_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          dscores, d_a_.as<float>(), rows * cols * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    }
+    TETHER_RETURN_IF_ERROR(Download(h_loss_.data(), d_loss_, rows * sizeof(double)));
+    // Rows summed on the host in order: deterministic.
+    double total = 0.0;
+    for (double v : h_loss_) total += v;
+    *loss_sum = total;
+    return Status::OK();
+  }
+
+  const int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cusparseHandle_t cusparse_ = nullptr;
+  // Device staging, reused across calls.
+  DeviceBuffer d_rowptr_, d_col_, d_val_, d_a_, d_b_, d_c_, d_work_, d_loss_;
+  // Host staging for index conversion.
+  std::vector<int32_t> h_rowptr32_, h_col32_, h_fill_;
+  std::vector<int64_t> h_rowptr64_;
+  std::vector<float> h_val_;
+  std::vector<double> h_loss_;
+};
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error so later calls see a clean state
+    return 0;
+  }
+  return count;
+}
+
+StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Status::Unavailable(std::string("no usable CUDA device (cudaGetDeviceCount: ") +
+                               cudaGetErrorString(e) + ")");
+  }
+  if (count == 0) return Status::Unavailable("no CUDA device visible");
+  if (device < 0 || device >= count) {
+    return Status::Unavailable("CUDA device " + std::to_string(device) + " requested but only " +
+                               std::to_string(count) + " visible");
+  }
+  auto backend = std::make_unique<CudaBackend>(device);
+  TETHER_RETURN_IF_ERROR(backend->Init());
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace tether

@@ -1,0 +1,111 @@
+// XmcMlp: the extreme multi-label classification (XMC) model trained by the
+// workers: sparse input (F features) → hidden layer of width H (ReLU) → L
+// label scores, with a softmax cross-entropy or a sigmoid BCE loss.
+//
+//   z1 = x · W1 + b1      x: B × F sparse; only the U rows of W1 named by the
+//   a1 = relu(z1)            batch's features are pulled (see LocalizeBatch)
+//   s  = a1 · W2ᵀ + b2    W2: L × H (row l = label l), s: B × L
+//
+// Parameters live on the parameter server; a worker pulls them into host
+// buffers it owns and passes them in as XmcParams (borrowed for the call).
+// The model computes mean gradients into an XmcGrads the caller owns and
+// pushes back. All compute goes through a Backend (sparse/backend.h).
+//
+// Ownership: XmcMlp borrows the Backend (which must outlive it) and owns
+// only its scratch buffers, which grow to the largest minibatch seen and are
+// then reused: after warm-up, ComputeGradients and Predict allocate nothing
+// (as long as the grads/scores vectors passed in are reused too).
+//
+// Thread-safety: an XmcMlp is not thread-safe (scratch buffers, and the
+// Backend it uses); use one per compute thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "sparse/backend.h"
+#include "sparse/csr.h"
+
+namespace tether {
+
+enum class XmcLoss {
+  kSoftmax,  // softmax cross-entropy against the label set normalised to sum 1
+  kBce,      // independent sigmoid binary cross-entropy per label
+};
+
+struct XmcMlpShape {
+  int64_t num_features = 0;  // F: input dimension (feature ids are < F)
+  int64_t hidden = 0;        // H: hidden width
+  int64_t num_labels = 0;    // L: output dimension
+  XmcLoss loss = XmcLoss::kSoftmax;
+};
+
+/// Borrowed parameter buffers, row-major floats, valid for the call.
+struct XmcParams {
+  const float* w1 = nullptr;  // num_rows_w1 × H: row j = W1 row of the j-th pulled feature
+  int64_t num_rows_w1 = 0;    // U: number of pulled feature rows (= x_local.cols)
+  const float* b1 = nullptr;  // H
+  const float* w2 = nullptr;  // L × H
+  const float* b2 = nullptr;  // L
+};
+
+/// Gradients, same shapes as XmcParams (w1: U × H, b1: H, w2: L × H, b2: L),
+/// the MEAN over the minibatch's rows. Resized by ComputeGradients; reuse one
+/// object across calls to avoid reallocation.
+struct XmcGrads {
+  std::vector<float> w1, b1, w2, b2;
+};
+
+class XmcMlp {
+ public:
+  /// backend: not owned, must outlive this object. CHECK-fails on
+  /// non-positive dimensions or a null backend (programming errors).
+  XmcMlp(XmcMlpShape shape, Backend* backend);
+
+  const XmcMlpShape& shape() const { return shape_; }
+
+  /// One forward + backward pass.
+  ///   x_local: B × U CSR, col_idx already remapped to 0..U-1 (positions in
+  ///            p.w1; see LocalizeBatch); values are the feature values.
+  ///   y:       B × L' CSR of labels, L' <= L; values ignored. Softmax target
+  ///            = uniform over the row's labels; rows with no labels give 0
+  ///            loss and 0 gradient under softmax, are all-negative under BCE.
+  /// Fills *grads with the mean gradients (dW1 for the U pulled rows only)
+  /// and returns the mean loss over the B rows (natural log): softmax,
+  /// (1/B) Σ_r CE_r with empty rows counting 0 but included in B; BCE,
+  /// (1/B) Σ_r Σ_l BCE_rl. Backprop as in any MLP (Rumelhart et al. 1986).
+  /// Errors: InvalidArgument for B == 0, mismatched shapes (x_local.cols !=
+  /// p.num_rows_w1, y.rows != B, y.cols > L, U > F), null parameter
+  /// buffers, out-of-range column indices; a backend error otherwise.
+  StatusOr<float> ComputeGradients(const CsrMatrix& x_local, const CsrMatrix& y, const XmcParams& p,
+                                   XmcGrads* grads);
+
+  /// Forward pass only: *scores = B × L label scores (logits), row-major,
+  /// resized as needed. Errors as ComputeGradients (B == 0 is allowed).
+  Status Predict(const CsrMatrix& x_local, const XmcParams& p, std::vector<float>* scores);
+
+ private:
+  // Validates shapes and computes a1_ (B × H) and scores (B × L).
+  Status Forward(const CsrMatrix& x_local, const XmcParams& p, float* scores);
+
+  XmcMlpShape shape_;
+  Backend* backend_;
+  // Scratch, grown to the largest batch seen and reused.
+  std::vector<float> a1_;      // B × H: z1, then relu(z1) in place
+  std::vector<float> scores_;  // B × L: scores, then dscores in place
+  std::vector<float> da1_;     // B × H: dL/da1, then dL/dz1 in place
+};
+
+/// Builds the local view of rows [row_begin, row_end) of x (global feature
+/// ids as col_idx): *keys = the sorted, unique feature ids present (the keys
+/// to pull; uint64 as everywhere in Tether), and *x_local = the same rows
+/// with col_idx remapped so that column j ↔ keys[j] (rows = row_end −
+/// row_begin, cols = keys->size(), row_ptr starting at 0, values copied;
+/// duplicate ids within a row stay duplicate entries). Deterministic.
+/// Both outputs are overwritten, reusing their capacity. CHECK-fails on an
+/// invalid row range (a programming error). O(nnz log nnz).
+void LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,
+                   std::vector<uint64_t>* keys, CsrMatrix* x_local);
+
+}  // namespace tether
