@@ -83,3 +83,38 @@ TEST(OptimizerTest, LearningRateScaleScalesTheStep) {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST(OptimizerTest, AdamTwoStepsMatchHandComputed) {
+  OptimizerConfig c;
+  c.set_type(ADAM);
+  c.set_learning_rate(0.1f);
+  c.set_epsilon(0.0f);
+  Optimizer opt(c);
+  ASSERT_EQ(opt.StateFloats(1), 3u);  // m, v, step count
+  float w[1] = {1.0f};
+  float state[3];
+  opt.InitState(state, 1);
+  EXPECT_EQ(state[0], 0.0f);
+  EXPECT_EQ(state[2], 0.0f);
+  const float g1[1] = {0.5f};
+  opt.Apply(w, state, g1, 1);
+  // t=1: m = 0.05, v = 0.00025; m̂ = 0.5, v̂ = 0.25; w = 1 − 0.1·0.5/0.5 = 0.9
+  EXPECT_FLOAT_EQ(state[0], 0.05f);
+  EXPECT_NEAR(state[1], 0.00025f, 1e-8);  // 1 − β2 rounds to 0.00099999 in float
+  EXPECT_FLOAT_EQ(state[2], 1.0f);
+  EXPECT_NEAR(w[0], 0.9f, 1e-6);
+  const float g2[1] = {-1.0f};
+  opt.Apply(w, state, g2, 1);
+  // t=2: m = 0.045 − 0.1 = −0.055; v = 0.00024975 + 0.001 = 0.00124975
+  // m̂ = −0.055/0.19 = −0.2894737; v̂ = 0.00124975/0.001999 = 0.6251876
+  // w = 0.9 + 0.1·0.2894737/0.7906881 = 0.9366106
+  EXPECT_NEAR(state[0], -0.055f, 1e-7);
+  EXPECT_NEAR(state[1], 0.00124975f, 5e-8);
+  EXPECT_NEAR(w[0], 0.9366106f, 2e-6);
+}
+
+}  // namespace
+}  // namespace tether

@@ -16,15 +16,14 @@ float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, 
 
 ServerTable::ServerTable(const TableSpec& spec, uint64_t seed, uint64_t begin, uint64_t end)
     : spec_(spec), optimizer_(spec.optimizer), seed_(seed), begin_(begin), end_(end) {
-  const uint32_t width = spec.kind == TableKind::kRow ? spec.dim : 1;
-  stride_ = width * (1 + optimizer_.StatePerWeight());
+  stride_ = static_cast<uint32_t>(spec.dim + optimizer_.StateFloats(spec.dim));
   if (spec.kind == TableKind::kDense) {
     const uint64_t n = end - begin;
-    data_.resize(n * (1 + optimizer_.StatePerWeight()));
+    data_.resize(n + optimizer_.StateFloats(n));
     for (uint64_t i = 0; i < n; ++i)
       data_[i] = spec.init == InitKind::kZeros ? 0.0f
                                                : InitialWeight(seed, spec.id, 0, static_cast<uint32_t>(begin + i), spec.init_bound);
-    std::fill(data_.begin() + n, data_.end(), optimizer_.InitialState());
+    optimizer_.InitState(data_.data() + n, n);
   }
 }
 
@@ -36,7 +35,7 @@ float* ServerTable::Row(uint64_t key) {
     float* row = data_.data() + it->second;
     for (uint32_t j = 0; j < dim; ++j)
       row[j] = spec_.init == InitKind::kZeros ? 0.0f : InitialWeight(seed_, spec_.id, key, j, spec_.init_bound);
-    std::fill(row + dim, row + stride_, optimizer_.InitialState());
+    optimizer_.InitState(row + dim, dim);
     return row;
   }
   return data_.data() + it->second;

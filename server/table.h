@@ -49,7 +49,7 @@ class ServerTable {
   Optimizer optimizer_;
   uint64_t seed_;
   uint64_t begin_ = 0, end_ = 0;
-  uint32_t stride_;  // dim × (1 + state per weight)
+  uint32_t stride_;  // dim + optimizer state floats per row
   std::unordered_map<uint64_t, uint64_t> index_;  // key → offset in data_
   std::vector<float> data_;
 };

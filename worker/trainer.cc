@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -27,6 +28,16 @@ double SecondsSince(SteadyClock::time_point t) {
 
 constexpr uint32_t kW1 = 0, kB1 = 1, kW2 = 2;
 
+void NormalizeRows(CsrMatrix* m) {
+  for (int64_t r = 0; r < m->rows; ++r) {
+    double sq = 0;
+    for (int64_t p = m->row_ptr[r]; p < m->row_ptr[r + 1]; ++p) sq += double{m->values[p]} * m->values[p];
+    if (sq <= 0) continue;
+    const float inv = static_cast<float>(1.0 / std::sqrt(sq));
+    for (int64_t p = m->row_ptr[r]; p < m->row_ptr[r + 1]; ++p) m->values[p] *= inv;
+  }
+}
+
 StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& split,
                             int partition, int num_partitions) {
   ReadOptions opts;
@@ -44,6 +55,7 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
     opts.num_labels = config.data().num_labels();
   }
   TETHER_ASSIGN_OR_RETURN(Dataset d, ReadDataset(file, opts));
+  if (config.data().normalize_rows()) NormalizeRows(&d.features);
   if (d.features.cols != config.data().num_features())
     return Status::InvalidArgument(file + ": has " + std::to_string(d.features.cols) +
                                    " features but config field data.num_features is " +

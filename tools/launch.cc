@@ -1,0 +1,629 @@
+// tether-launch: runs a whole Tether job on this machine. Starts
+// cluster.num_servers `tether-server` shards on 127.0.0.1 port 0, reads their
+// bound endpoints back from port files, then starts cluster.num_workers
+// `tether-worker` ranks pointed at them, monitors everything, and prints the
+// metrics of rank 0 and the wall time on success.
+//
+// The child binaries are taken from the launcher's own directory
+// (/proc/self/exe). Every child runs in one process group owned by the
+// launcher and gets PR_SET_PDEATHSIG(SIGKILL), so no child outlives the
+// launcher, even a SIGKILLed one. Every wait is bounded.
+//
+// Exit codes: 0 success; 1 a child failed, the servers did not exit after the
+// workers, the metrics file is missing, or a start-up error; 2 bad config or
+// flags; 124 --timeout_s expired; 128+N on signal N (130 SIGINT, 143 SIGTERM,
+// 129 SIGHUP).
+//
+// Single-threaded: the launcher is one event loop over a signalfd (SIGCHLD,
+// SIGINT, SIGTERM, SIGHUP) and, while servers start, an inotify watch on the
+// port-file directory.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+#include "tools/common_flags.h"
+
+DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers); 0: from the config");
+DEFINE_int32(workers, 0, "number of workers (overrides cluster.num_workers); 0: from the config");
+DEFINE_string(metrics_out, "", "passed to worker 0, which writes the final metrics JSON there; printed on success");
+DEFINE_int32(timeout_s, 1800, "bound on the whole job in seconds; on expiry every child is killed (exit 124)");
+
+namespace tether {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long each bounded wait of the launcher lasts. Not flags: they bound
+// local process start-up and shutdown, not training, which --timeout_s covers.
+constexpr std::chrono::seconds kPortFileWait{30};     // server start → port file written
+constexpr std::chrono::seconds kServerExitWait{60};   // last worker done → servers gone
+constexpr std::chrono::seconds kTermGrace{5};         // SIGTERM → SIGKILL
+constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
+constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
+
+struct LaunchOptions {
+  std::string config_path;
+  std::string bin_dir;                  // holds tether-server and tether-worker
+  int num_servers = 0;
+  int num_workers = 0;
+  std::string metrics_out;              // "" = none
+  std::chrono::seconds timeout{1800};
+  std::vector<std::string> forwarded;   // "--flag=value" for every child
+};
+
+struct Child {
+  std::string role;  // "server" or "worker"
+  int index = 0;     // shard or rank
+  pid_t pid = -1;
+  bool running = false;
+  bool reported = false;  // its exit has been looked at by the launcher
+  int wait_status = 0;
+
+  std::string Name() const { return role + " " + std::to_string(index) + " (pid " + std::to_string(pid) + ")"; }
+  bool Succeeded() const { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
+  std::string HowItEnded() const {
+    if (WIFEXITED(wait_status)) return "exited with code " + std::to_string(WEXITSTATUS(wait_status));
+    if (WIFSIGNALED(wait_status)) {
+      const int sig = WTERMSIG(wait_status);
+      return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+    }
+    return "ended with wait status " + std::to_string(wait_status);
+  }
+};
+
+std::string FormatDuration(Clock::duration d) {
+  const long s = static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+std::string ErrnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// The endpoint in a port file, or nullopt while the file is not there yet.
+// The server renames a complete file into place, so a file that exists is
+// whole; an empty or malformed one is an error, not "not yet".
+StatusOr<std::optional<std::string>> ReadPortFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return Status::IOError(ErrnoText(path));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  const size_t colon = text.rfind(':');
+  const bool ok = text.rfind("tcp://", 0) == 0 && colon != std::string::npos && colon + 1 < text.size() &&
+                  text.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+                  text.substr(colon + 1) != "0";
+  if (!ok) return Status::DataLoss(path + ": expected a bound endpoint tcp://HOST:PORT, got '" + text + "'");
+  return std::optional<std::string>(text);
+}
+
+class Launcher {
+ public:
+  explicit Launcher(LaunchOptions options) : options_(std::move(options)) {}
+  ~Launcher();
+
+  /// Runs the job; returns the process exit code (see the file comment).
+  /// Never returns with a child still running that it could reap.
+  int Run();
+
+ private:
+  int RunJob();
+  Status Setup();
+  StatusOr<pid_t> Spawn(const std::string& binary, std::vector<std::string> args);
+  Status StartChild(const std::string& role, int index, const std::string& binary, std::vector<std::string> args);
+
+  // Waits until a signal arrives, the port-file directory changes, or
+  // `until` (whichever is first), then reaps every child that exited and
+  // prints the progress line when due. Sets stop_signal_ on SIGINT/SIGTERM/SIGHUP.
+  void Pump(Clock::time_point until);
+  void ReapExited();
+  void PrintStatusLine();
+  int Live(const std::string& role) const;
+  int Live() const { return Live("server") + Live("worker"); }
+  // The first exited child not yet looked at, or nullptr.
+  Child* NextExited();
+
+  // SIGTERM to everyone, up to kTermGrace, then SIGKILL and up to kKillWait.
+  // A second stop signal meanwhile skips straight to SIGKILL.
+  void Teardown(const std::string& why);
+  void SignalAll(int sig);
+
+  // Phases; each returns the exit code to end with, or nullopt to go on.
+  std::optional<int> WaitForPortFiles(std::vector<std::string>* endpoints);
+  std::optional<int> Monitor();
+  std::optional<int> Interrupted(const std::string& phase);
+  int PrintSummary();
+
+  LaunchOptions options_;
+  std::vector<Child> children_;
+  pid_t pgid_ = 0;            // the children's process group (= first child's pid)
+  std::string tmp_dir_;
+  int signal_fd_ = -1;
+  int inotify_fd_ = -1;       // -1: port files are re-checked every kInotifyFallback
+  int devnull_fd_ = -1;
+  sigset_t handled_{};        // blocked and read through signal_fd_
+  sigset_t original_mask_{};  // restored in children before exec
+  int stop_signal_ = 0;       // first SIGINT/SIGTERM/SIGHUP received
+  bool escalate_ = false;     // a stop signal arrived during teardown
+  std::string phase_ = "starting";
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point deadline_;
+  Clock::time_point next_status_;
+};
+
+Launcher::~Launcher() {
+  // Run() tears down on every path; this is the last line of defence for the
+  // process group if a future early return forgets to.
+  if (Live() > 0) Teardown("launcher exiting");
+  if (signal_fd_ >= 0) close(signal_fd_);
+  if (inotify_fd_ >= 0) close(inotify_fd_);
+  if (devnull_fd_ >= 0) close(devnull_fd_);
+  if (!tmp_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_dir_, ec);
+    if (ec) LOG(WARNING) << "[launch] could not remove " << tmp_dir_ << ": " << ec.message();
+  }
+  sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
+}
+
+Status Launcher::Setup() {
+  start_ = Clock::now();
+  deadline_ = start_ + options_.timeout;
+  next_status_ = start_ + kStatusEvery;
+
+  // A SIGCHLD inherited as SIG_IGN would make the kernel reap children
+  // behind our back, and waitpid could no longer tell us how they ended.
+  signal(SIGCHLD, SIG_DFL);
+  sigemptyset(&handled_);
+  sigaddset(&handled_, SIGCHLD);
+  sigaddset(&handled_, SIGINT);
+  sigaddset(&handled_, SIGTERM);
+  // Respect nohup: only take SIGHUP over when it is not ignored.
+  struct sigaction hup {};
+  if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&handled_, SIGHUP);
+  if (sigprocmask(SIG_BLOCK, &handled_, &original_mask_) != 0) return Status::Internal(ErrnoText("sigprocmask"));
+  signal_fd_ = signalfd(-1, &handled_, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signal_fd_ < 0) return Status::Internal(ErrnoText("signalfd"));
+
+  devnull_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull_fd_ < 0) return Status::IOError(ErrnoText("/dev/null"));
+
+  char tmpl[] = "/tmp/tether-launch.XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return Status::IOError(ErrnoText("mkdtemp /tmp/tether-launch.XXXXXX"));
+  tmp_dir_ = tmpl;
+
+  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ >= 0 && inotify_add_watch(inotify_fd_, tmp_dir_.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+    close(inotify_fd_);
+    inotify_fd_ = -1;
+  }
+  if (inotify_fd_ < 0) LOG(WARNING) << "[launch] inotify unavailable (" << std::strerror(errno)
+                                    << "); checking port files every 200 ms instead";
+
+  for (const char* binary : {"tether-server", "tether-worker"}) {
+    const std::string path = options_.bin_dir + "/" + binary;
+    if (access(path.c_str(), X_OK) != 0) return Status::NotFound(ErrnoText(path + " (expected next to tether-launch)"));
+  }
+  if (!options_.metrics_out.empty()) {
+    // A file left by an earlier run must not pass for this run's metrics.
+    if (unlink(options_.metrics_out.c_str()) == 0)
+      LOG(INFO) << "[launch] removed old metrics file " << options_.metrics_out;
+    else if (errno != ENOENT)
+      return Status::IOError(ErrnoText("cannot remove old metrics file " + options_.metrics_out));
+  }
+  return Status::OK();
+}
+
+StatusOr<pid_t> Launcher::Spawn(const std::string& binary, std::vector<std::string> args) {
+  const std::string path = options_.bin_dir + "/" + binary;
+  args.insert(args.begin(), path);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t parent = getpid();
+  const pid_t group = pgid_;  // 0: this child founds the group
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) return Status::Internal(ErrnoText("fork " + binary));
+  if (pid == 0) {
+    // Child: only async-signal-safe calls from here to execv.
+    auto die = [](const char* msg) {
+      ssize_t unused = write(STDERR_FILENO, msg, std::strlen(msg));
+      (void)unused;
+      _exit(127);
+    };
+    if (setpgid(0, group) != 0) die("tether-launch: child: setpgid failed\n");
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die("tether-launch: child: prctl(PR_SET_PDEATHSIG) failed\n");
+    // The launcher may have died before prctl took effect; then nobody
+    // would kill us, so do not start at all.
+    if (getppid() != parent) _exit(127);
+    if (dup2(devnull_fd_, STDIN_FILENO) < 0) die("tether-launch: child: dup2 /dev/null failed\n");
+    sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
+    execv(argv[0], argv.data());
+    die("tether-launch: child: execv failed\n");
+  }
+  // Also set the group from the parent, so that a signal to the group right
+  // after fork cannot miss a child that has not run setpgid yet. EACCES
+  // (child already exec'd) and ESRCH (already exited) are fine: the child's
+  // own setpgid ran first, or it _exit'ed.
+  if (setpgid(pid, group == 0 ? pid : group) != 0 && errno != EACCES && errno != ESRCH)
+    PLOG(WARNING) << "[launch] setpgid for pid " << pid;
+  if (pgid_ == 0) pgid_ = pid;
+  return pid;
+}
+
+Status Launcher::StartChild(const std::string& role, int index, const std::string& binary,
+                            std::vector<std::string> args) {
+  std::string cmdline = binary;
+  for (const auto& a : args) cmdline += " " + a;
+  TETHER_ASSIGN_OR_RETURN(pid_t pid, Spawn(binary, std::move(args)));
+  Child c;
+  c.role = role;
+  c.index = index;
+  c.pid = pid;
+  c.running = true;
+  children_.push_back(c);
+  LOG(INFO) << "[launch] started " << c.Name() << " in process group " << pgid_ << ": " << cmdline;
+  return Status::OK();
+}
+
+void Launcher::ReapExited() {
+  while (true) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;  // 0: none exited; -1/ECHILD: no children left
+    for (auto& c : children_) {
+      if (c.pid == pid && c.running) {
+        c.running = false;
+        c.wait_status = status;
+      }
+    }
+  }
+}
+
+Child* Launcher::NextExited() {
+  for (auto& c : children_) {
+    if (!c.running && !c.reported) {
+      c.reported = true;
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+int Launcher::Live(const std::string& role) const {
+  return static_cast<int>(
+      std::count_if(children_.begin(), children_.end(), [&](const Child& c) { return c.running && c.role == role; }));
+}
+
+void Launcher::PrintStatusLine() {
+  // Straight to stderr rather than through glog: a progress line, meant to be
+  // seen whatever the log settings, between the children's own log lines.
+  std::fprintf(stderr, "[launch] %s elapsed, %s: workers %d/%d live, servers %d/%d live\n",
+               FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), Live("worker"), options_.num_workers,
+               Live("server"), options_.num_servers);
+  std::fflush(stderr);
+}
+
+void Launcher::Pump(Clock::time_point until) {
+  const Clock::time_point now = Clock::now();
+  Clock::time_point wake = std::min(until, next_status_);
+  if (inotify_fd_ < 0 && phase_ == "servers starting") wake = std::min(wake, now + std::chrono::milliseconds(200));
+  const long timeout_ms =
+      wake <= now ? 0 : static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(wake - now).count());
+
+  pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
+  const int nfds = inotify_fd_ >= 0 ? 2 : 1;
+  if (poll(fds, nfds, static_cast<int>(std::min(timeout_ms, 3600000L))) < 0 && errno != EINTR)
+    PLOG(ERROR) << "[launch] poll";
+
+  signalfd_siginfo info;
+  while (read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) continue;  // reaped below, whatever the count
+    if (stop_signal_ != 0) escalate_ = true;
+    if (stop_signal_ == 0) stop_signal_ = sig;
+    LOG(WARNING) << "[launch] received " << strsignal(sig) << " (from pid " << info.ssi_pid << ")";
+  }
+  if (nfds == 2) {
+    // Only the wake-up matters; the port files themselves are re-read.
+    char buf[4096];
+    while (read(inotify_fd_, buf, sizeof(buf)) > 0) {
+    }
+  }
+  ReapExited();
+  if (Clock::now() >= next_status_) {
+    PrintStatusLine();
+    next_status_ = Clock::now() + kStatusEvery;
+  }
+}
+
+void Launcher::SignalAll(int sig) {
+  // The group reaches children that have not been reaped yet (a zombie keeps
+  // the group id reserved, so it cannot name some other process group) and
+  // anything they started. Only signal while one of ours is unreaped.
+  if (Live() == 0) return;
+  if (pgid_ > 0 && killpg(pgid_, sig) != 0 && errno != ESRCH) PLOG(WARNING) << "[launch] killpg " << pgid_;
+  // Direct kill too, in case a child left the group.
+  for (const auto& c : children_)
+    if (c.running) kill(c.pid, sig);
+}
+
+void Launcher::Teardown(const std::string& why) {
+  if (Live() == 0) return;
+  const std::string old_phase = phase_;
+  phase_ = "tearing down";
+  LOG(WARNING) << "[launch] " << why << ": stopping " << Live() << " child process(es) (SIGTERM, then SIGKILL after "
+               << kTermGrace.count() << " s)";
+  escalate_ = false;
+  SignalAll(SIGTERM);
+  const Clock::time_point grace_end = Clock::now() + kTermGrace;
+  while (Live() > 0 && !escalate_ && Clock::now() < grace_end) Pump(grace_end);
+  if (Live() > 0) {
+    std::string names;
+    for (const auto& c : children_)
+      if (c.running) names += " " + c.Name();
+    LOG(WARNING) << "[launch] " << (escalate_ ? "second stop signal" : "still running after SIGTERM")
+                 << "; sending SIGKILL to:" << names;
+    SignalAll(SIGKILL);
+    const Clock::time_point kill_end = Clock::now() + kKillWait;
+    while (Live() > 0 && Clock::now() < kill_end) Pump(kill_end);
+  }
+  for (const auto& c : children_)
+    if (c.running) LOG(ERROR) << "[launch] " << c.Name() << " did not die after SIGKILL; giving up on it";
+  phase_ = old_phase;
+}
+
+std::optional<int> Launcher::Interrupted(const std::string& phase) {
+  if (stop_signal_ != 0) {
+    Teardown(std::string("interrupted by ") + strsignal(stop_signal_) + " while " + phase);
+    return 128 + stop_signal_;
+  }
+  if (Clock::now() >= deadline_) {
+    LOG(ERROR) << "[launch] job timed out after " << options_.timeout.count() << " s (--timeout_s) while " << phase;
+    Teardown("timeout");
+    return 124;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> Launcher::WaitForPortFiles(std::vector<std::string>* endpoints) {
+  phase_ = "servers starting";
+  endpoints->assign(options_.num_servers, "");
+  const Clock::time_point port_deadline = std::min(deadline_, Clock::now() + kPortFileWait);
+  while (true) {
+    int missing = 0;
+    for (int i = 0; i < options_.num_servers; ++i) {
+      if (!(*endpoints)[i].empty()) continue;
+      auto ep = ReadPortFile(tmp_dir_ + "/server_" + std::to_string(i) + ".port");
+      if (!ep.ok()) {
+        LOG(ERROR) << "[launch] server " << i << ": " << ep.status().message();
+        Teardown("bad port file");
+        return 1;
+      }
+      if (ep->has_value()) {
+        (*endpoints)[i] = **ep;
+        LOG(INFO) << "[launch] server " << i << " listening on " << (*endpoints)[i];
+      } else {
+        ++missing;
+      }
+    }
+    // Any exit before the job runs is a failure, even with code 0.
+    if (Child* c = NextExited()) {
+      LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded() << " before the job started";
+      Teardown(c->Name() + " failed");
+      return 1;
+    }
+    if (missing == 0) return std::nullopt;
+    if (auto code = Interrupted("waiting for servers")) return code;
+    if (Clock::now() >= port_deadline) {
+      LOG(ERROR) << "[launch] " << missing << " server(s) did not write their port file within "
+                 << kPortFileWait.count() << " s";
+      Teardown("servers did not start");
+      return 1;
+    }
+    Pump(port_deadline);
+  }
+}
+
+std::optional<int> Launcher::Monitor() {
+  phase_ = "training";
+  std::optional<Clock::time_point> servers_deadline;
+  while (true) {
+    while (Child* c = NextExited()) {
+      if (!c->Succeeded()) {
+        LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded();
+        Teardown(c->Name() + " failed");
+        return 1;
+      }
+      LOG(INFO) << "[launch] " << c->Name() << " finished";
+    }
+    if (Live() == 0) return std::nullopt;
+    if (Live("worker") == 0 && !servers_deadline) {
+      phase_ = "waiting for servers to exit";
+      servers_deadline = Clock::now() + kServerExitWait;
+      LOG(INFO) << "[launch] all workers finished; waiting up to " << kServerExitWait.count()
+                << " s for the servers to exit";
+    }
+    if (auto code = Interrupted(phase_)) return code;
+    if (servers_deadline && Clock::now() >= *servers_deadline) {
+      LOG(ERROR) << "[launch] " << Live("server") << " server(s) still running " << kServerExitWait.count()
+                 << " s after the last worker finished";
+      Teardown("servers did not exit");
+      return 1;
+    }
+    Pump(servers_deadline ? std::min(deadline_, *servers_deadline) : deadline_);
+  }
+}
+
+int Launcher::PrintSummary() {
+  const std::string wall = FormatDuration(Clock::now() - start_);
+  const double wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
+  if (!options_.metrics_out.empty()) {
+    std::ifstream in(options_.metrics_out);
+    if (!in) {
+      LOG(ERROR) << "[launch] job finished but worker 0 wrote no metrics file " << options_.metrics_out;
+      return 1;
+    }
+    nlohmann::json metrics = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (metrics.is_discarded()) {
+      LOG(ERROR) << "[launch] " << options_.metrics_out << ": not valid JSON";
+      return 1;
+    }
+    std::printf("metrics (%s):\n%s\n", options_.metrics_out.c_str(), metrics.dump(2).c_str());
+  }
+  std::printf("tether-launch: job finished: %d server(s), %d worker(s), wall time %s (%.1f s)\n",
+              options_.num_servers, options_.num_workers, wall.c_str(), wall_s);
+  std::fflush(stdout);
+  return 0;
+}
+
+int Launcher::Run() {
+  const int code = RunJob();
+  if (code != 0)
+    LOG(ERROR) << "[launch] job failed after " << FormatDuration(Clock::now() - start_) << " (exit code " << code
+               << ")";
+  return code;
+}
+
+int Launcher::RunJob() {
+  if (Status st = Setup(); !st.ok()) {
+    LOG(ERROR) << "[launch] " << st.ToString();
+    return 1;
+  }
+  LOG(INFO) << "[launch] " << options_.num_servers << " server(s), " << options_.num_workers
+            << " worker(s), timeout " << options_.timeout.count() << " s, binaries from " << options_.bin_dir
+            << ", port files in " << tmp_dir_;
+
+  const std::string config_flag = "--config=" + options_.config_path;
+  for (int i = 0; i < options_.num_servers; ++i) {
+    std::vector<std::string> args = {config_flag, "--shard=" + std::to_string(i), "--listen=tcp://127.0.0.1:0",
+                                     "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};
+    args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+    if (Status st = StartChild("server", i, "tether-server", std::move(args)); !st.ok()) {
+      LOG(ERROR) << "[launch] " << st.ToString();
+      Teardown("could not start server " + std::to_string(i));
+      return 1;
+    }
+  }
+
+  std::vector<std::string> endpoints;
+  if (auto code = WaitForPortFiles(&endpoints)) return *code;
+  std::string addresses;
+  for (const auto& ep : endpoints) addresses += (addresses.empty() ? "" : ",") + ep;
+
+  for (int r = 0; r < options_.num_workers; ++r) {
+    std::vector<std::string> args = {config_flag, "--rank=" + std::to_string(r), "--server_addresses=" + addresses};
+    if (r == 0 && !options_.metrics_out.empty()) args.push_back("--metrics_out=" + options_.metrics_out);
+    args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+    if (Status st = StartChild("worker", r, "tether-worker", std::move(args)); !st.ok()) {
+      LOG(ERROR) << "[launch] " << st.ToString();
+      Teardown("could not start worker " + std::to_string(r));
+      return 1;
+    }
+  }
+
+  if (auto code = Monitor()) return *code;
+  return PrintSummary();
+}
+
+// Directory of the running executable, where the child binaries live.
+StatusOr<std::string> OwnDirectory() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return Status::Internal("cannot read /proc/self/exe: " + ec.message());
+  return exe.parent_path().string();
+}
+
+}  // namespace
+}  // namespace tether
+
+int main(int argc, char** argv) {
+  tether::ParseFlagsOrDie(
+      &argc, &argv,
+      "tether-launch --config=JOB.pbtxt [--servers=S] [--workers=W] [--metrics_out=FILE] [--timeout_s=1800] "
+      "[override flags such as --staleness=N, forwarded to every server and worker]\n"
+      "Runs S tether-server shards and W tether-worker ranks on 127.0.0.1 and waits for them.");
+  if (argc > 1) {
+    LOG(ERROR) << "[launch] unexpected argument '" << argv[1] << "' (flags only)";
+    return 2;
+  }
+  if (FLAGS_servers < 0 || FLAGS_workers < 0) {
+    LOG(ERROR) << "[launch] --servers and --workers must be positive (0 = take the config's value)";
+    return 2;
+  }
+  if (FLAGS_timeout_s <= 0) {
+    LOG(ERROR) << "[launch] --timeout_s must be positive, got " << FLAGS_timeout_s;
+    return 2;
+  }
+  // --servers/--workers are the launcher's names for --num_servers/--num_workers;
+  // refuse contradicting pairs instead of silently picking one.
+  for (auto [mine, flag, override_name] : {std::tuple{FLAGS_servers, "servers", "num_servers"},
+                                           std::tuple{FLAGS_workers, "workers", "num_workers"}}) {
+    if (mine == 0) continue;
+    std::string other;
+    CHECK(gflags::GetCommandLineOption(override_name, &other)) << "--" << override_name << " not defined";
+    if (!other.empty() && other != std::to_string(mine)) {
+      LOG(ERROR) << "[launch] --" << flag << "=" << mine << " contradicts --" << override_name << "=" << other;
+      return 2;
+    }
+    gflags::SetCommandLineOption(override_name, std::to_string(mine).c_str());
+  }
+
+  auto config = tether::LoadConfigFromFlags("launch");
+  if (!config.ok()) {
+    LOG(ERROR) << "[launch] " << config.status().ToString();
+    return 2;
+  }
+  auto bin_dir = tether::OwnDirectory();
+  if (!bin_dir.ok()) LOG(FATAL) << "[launch] " << bin_dir.status().ToString();
+
+  tether::LaunchOptions options;
+  gflags::GetCommandLineOption("config", &options.config_path);
+  options.bin_dir = *bin_dir;
+  options.num_servers = config->cluster().num_servers();
+  options.num_workers = config->cluster().num_workers();
+  options.metrics_out = FLAGS_metrics_out;
+  options.timeout = std::chrono::seconds(FLAGS_timeout_s);
+  // Every child sees the same S and W, whatever the config file says.
+  options.forwarded = {"--num_servers=" + std::to_string(options.num_servers),
+                       "--num_workers=" + std::to_string(options.num_workers)};
+  for (const std::string& f : tether::OverrideFlagsSet())
+    if (f.rfind("--num_servers=", 0) != 0 && f.rfind("--num_workers=", 0) != 0) options.forwarded.push_back(f);
+
+  tether::Launcher launcher(std::move(options));
+  return launcher.Run();
+}
