@@ -265,7 +265,7 @@ Status CpuBackend::SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* 
     // exp(-|x|): no overflow for any x. Σ log1p(e_j) is taken as the log of
     // a running double product of (1 + e_j) ∈ (1, 2], flushed long before
     // it could overflow: one log per row instead of one log1p per element
-    // (3.5× faster at L = 159; the terms lost, e_j < 1e-16, change the loss
+    // (~3× faster at L = 159; the terms lost, e_j < 1e-16, change the loss
     // by less than cols · 1e-16).
     double row_loss = 0.0, prod = 1.0;
     for (int64_t j = 0; j < cols; ++j) {

@@ -102,9 +102,13 @@ class XmcMlp {
 /// to pull; uint64 as everywhere in Tether), and *x_local = the same rows
 /// with col_idx remapped so that column j ↔ keys[j] (rows = row_end −
 /// row_begin, cols = keys->size(), row_ptr starting at 0, values copied;
-/// duplicate ids within a row stay duplicate entries). Deterministic.
-/// Both outputs are overwritten, reusing their capacity. CHECK-fails on an
-/// invalid row range (a programming error). O(nnz log nnz).
+/// duplicate ids within a row stay duplicate entries; sorted rows stay
+/// sorted). Deterministic. Both outputs are overwritten, reusing their
+/// capacity. CHECK-fails on an invalid row range (a programming error).
+/// Cost: when the largest id is < max(65536, 16 · nnz), a dense per-thread
+/// marker table (thread_local, grows to that size, O(nnz + max id));
+/// otherwise a sort of the batch's (id, position) pairs, O(nnz log nnz).
+/// Measured: 14 µs for 128 rows × 70 ids (one core).
 void LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,
                    std::vector<uint64_t>* keys, CsrMatrix* x_local);
 
