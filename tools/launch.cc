@@ -67,6 +67,7 @@ constexpr std::chrono::seconds kServerExitWait{60};   // last worker done → se
 constexpr std::chrono::seconds kTermGrace{5};         // SIGTERM → SIGKILL
 constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
 constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
+constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
 
 struct LaunchOptions {
   std::string config_path;
@@ -111,11 +112,13 @@ std::string ErrnoText(const std::string& what) { return what + ": " + std::strer
 // The server renames a complete file into place, so a file that exists is
 // whole; an empty or malformed one is an error, not "not yet".
 StatusOr<std::optional<std::string>> ReadPortFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return std::optional<std::string>();
     return Status::IOError(ErrnoText(path));
   }
+  std::ifstream in(path);
+  if (!in) return Status::IOError(path + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
@@ -170,12 +173,13 @@ class Launcher {
   pid_t pgid_ = 0;            // the children's process group (= first child's pid)
   std::string tmp_dir_;
   int signal_fd_ = -1;
-  int inotify_fd_ = -1;       // -1: port files are re-checked every kInotifyFallback
+  int inotify_fd_ = -1;       // -1: port files are re-checked every kPortFilePoll
   int devnull_fd_ = -1;
   sigset_t handled_{};        // blocked and read through signal_fd_
   sigset_t original_mask_{};  // restored in children before exec
   int stop_signal_ = 0;       // first SIGINT/SIGTERM/SIGHUP received
   bool escalate_ = false;     // a stop signal arrived during teardown
+  bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
   std::string phase_ = "starting";
   Clock::time_point start_ = Clock::now();
   Clock::time_point deadline_;
@@ -185,7 +189,7 @@ class Launcher {
 Launcher::~Launcher() {
   // Run() tears down on every path; this is the last line of defence for the
   // process group if a future early return forgets to.
-  if (Live() > 0) Teardown("launcher exiting");
+  if (Live() > 0 && !torn_down_) Teardown("launcher exiting");
   if (signal_fd_ >= 0) close(signal_fd_);
   if (inotify_fd_ >= 0) close(inotify_fd_);
   if (devnull_fd_ >= 0) close(devnull_fd_);
@@ -194,7 +198,8 @@ Launcher::~Launcher() {
     std::filesystem::remove_all(tmp_dir_, ec);
     if (ec) LOG(WARNING) << "[launch] could not remove " << tmp_dir_ << ": " << ec.message();
   }
-  sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
+  // The signal mask stays as it is: unblocking now could let a stop signal
+  // that arrived during teardown kill us instead of exiting with 128+N.
 }
 
 Status Launcher::Setup() {
@@ -225,11 +230,14 @@ Status Launcher::Setup() {
 
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ >= 0 && inotify_add_watch(inotify_fd_, tmp_dir_.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
+    const int saved = errno;
     close(inotify_fd_);
     inotify_fd_ = -1;
+    errno = saved;
   }
-  if (inotify_fd_ < 0) LOG(WARNING) << "[launch] inotify unavailable (" << std::strerror(errno)
-                                    << "); checking port files every 200 ms instead";
+  if (inotify_fd_ < 0)
+    LOG(WARNING) << "[launch] inotify unavailable (" << std::strerror(errno) << "); checking port files every "
+                 << kPortFilePoll.count() << " ms instead";
 
   for (const char* binary : {"tether-server", "tether-worker"}) {
     const std::string path = options_.bin_dir + "/" + binary;
@@ -341,7 +349,7 @@ void Launcher::PrintStatusLine() {
 void Launcher::Pump(Clock::time_point until) {
   const Clock::time_point now = Clock::now();
   Clock::time_point wake = std::min(until, next_status_);
-  if (inotify_fd_ < 0 && phase_ == "servers starting") wake = std::min(wake, now + std::chrono::milliseconds(200));
+  if (inotify_fd_ < 0 && phase_ == "servers starting") wake = std::min(wake, now + kPortFilePoll);
   const long timeout_ms =
       wake <= now ? 0 : static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(wake - now).count());
 
@@ -405,6 +413,7 @@ void Launcher::Teardown(const std::string& why) {
   for (const auto& c : children_)
     if (c.running) LOG(ERROR) << "[launch] " << c.Name() << " did not die after SIGKILL; giving up on it";
   phase_ = old_phase;
+  torn_down_ = true;
 }
 
 std::optional<int> Launcher::Interrupted(const std::string& phase) {
