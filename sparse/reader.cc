@@ -135,8 +135,9 @@ NumKind ParseFloat(const char* b, const char* e, float* out) {
   return NumKind::kOk;
 }
 
-// Reads the whole file, decompressing gzip (detected by magic bytes only).
-Status ReadContent(const std::string& path, std::string* out) {
+// Reads the whole file as raw bytes (no decompression here: that is
+// Decompress's job, so that files and in-memory inputs take one path).
+Status ReadFileBytes(const std::string& path, std::string* out) {
   out->clear();
   errno = 0;
   FILE* f = std::fopen(path.c_str(), "rb");
@@ -150,50 +151,10 @@ Status ReadContent(const std::string& path, std::string* out) {
   if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
     return Status::IOError(path + ": is a directory");
   }
-  unsigned char magic[2] = {0, 0};
-  const size_t got = std::fread(magic, 1, 2, f);
-  if (std::ferror(f)) return Status::IOError(path + ": read failed: " + std::strerror(errno));
-
-  if (got == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-    closer.reset();
-    gzFile gz = gzopen(path.c_str(), "rb");
-    if (gz == nullptr) return Status::IOError(path + ": cannot open gzip stream");
-    gzbuffer(gz, 1 << 18);
-    size_t len = 0;
-    // Text compresses about 4-10x; start there and double.
-    out->resize(std::max(kMinReadBytes, static_cast<size_t>(st.st_size) * 4));
-    for (;;) {
-      if (len == out->size()) out->resize(out->size() * 2);
-      const size_t want = std::min<size_t>(out->size() - len, 1u << 30);  // gzread takes unsigned
-      const int n = gzread(gz, &(*out)[len], static_cast<unsigned>(want));
-      if (n < 0) {
-        int code = Z_OK;
-        const std::string msg = gzerror(gz, &code);
-        gzclose_r(gz);
-        out->clear();
-        if (code == Z_ERRNO) return Status::IOError(path + ": read failed: " + std::strerror(errno));
-        return Status::DataLoss(path + ": corrupt gzip stream: " + msg);
-      }
-      if (n == 0) break;
-      len += static_cast<size_t>(n);
-    }
-    out->resize(len);
-    int code = Z_OK;
-    const std::string msg = gzerror(gz, &code);
-    const int close_rc = gzclose_r(gz);
-    if ((code != Z_OK && code != Z_STREAM_END) || close_rc != Z_OK) {
-      out->clear();
-      return Status::DataLoss(path + ": truncated or corrupt gzip stream" +
-                              (msg.empty() ? std::string() : ": " + msg));
-    }
-    return Status::OK();
-  }
-
   // st_size + 1 lets one fread reach EOF; the loop still copes with files
   // that grow or are not regular.
   out->resize(std::max(kMinReadBytes, static_cast<size_t>(st.st_size) + 1));
-  std::memcpy(&(*out)[0], magic, got);
-  size_t len = got;
+  size_t len = 0;
   for (;;) {
     if (len == out->size()) out->resize(out->size() * 2);
     const size_t n = std::fread(&(*out)[len], 1, out->size() - len, f);
@@ -205,12 +166,77 @@ Status ReadContent(const std::string& path, std::string* out) {
   return Status::OK();
 }
 
-int64_t LineOfOffset(const std::string& s, size_t off) {
+bool IsGzip(std::string_view raw) {
+  return raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
+         static_cast<unsigned char>(raw[1]) == 0x8b;
+}
+
+// Inflates gzip bytes held in memory. Concatenated members (what `cat a.gz
+// b.gz` makes, and what gzread accepts) are read one after another; anything
+// else after the last member, and a stream cut short, is DataLoss: binary
+// bytes are never handed to the text parser.
+Status Gunzip(const std::string& name, std::string_view raw, std::string* out) {
+  out->clear();
+  z_stream zs{};
+  // 16 + MAX_WBITS: gzip wrapper only (not raw deflate, not zlib).
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
+    return Status::Internal(name + ": cannot initialise zlib");
+  }
+  std::unique_ptr<z_stream, int (*)(z_stream*)> ender(&zs, &inflateEnd);
+  // Text compresses about 4-10x; start there and double.
+  out->resize(std::max(kMinReadBytes, raw.size() * 4));
+  size_t in_pos = 0, len = 0;
+  constexpr size_t kChunk = size_t{1} << 30;  // avail_in/out are 32-bit
+  for (;;) {
+    if (len == out->size()) out->resize(out->size() * 2);
+    const size_t in_n = std::min(raw.size() - in_pos, kChunk);
+    const size_t out_n = std::min(out->size() - len, kChunk);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data() + in_pos));
+    zs.avail_in = static_cast<uInt>(in_n);
+    zs.next_out = reinterpret_cast<Bytef*>(&(*out)[len]);
+    zs.avail_out = static_cast<uInt>(out_n);
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    in_pos += in_n - zs.avail_in;
+    len += out_n - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (in_pos == raw.size()) break;
+      if (!IsGzip(raw.substr(in_pos))) {
+        out->clear();
+        return Status::DataLoss(name + ": " + std::to_string(raw.size() - in_pos) +
+                                " bytes of non-gzip data after the end of the gzip stream");
+      }
+      inflateReset(&zs);
+      continue;
+    }
+    if (rc == Z_OK || (rc == Z_BUF_ERROR && zs.avail_out == 0)) continue;  // grow, go on
+    out->clear();
+    if (rc == Z_BUF_ERROR) {
+      return Status::DataLoss(name + ": truncated gzip stream (it ends after " +
+                              std::to_string(raw.size()) + " bytes)");
+    }
+    if (rc == Z_MEM_ERROR) return Status::Internal(name + ": out of memory inflating gzip");
+    return Status::DataLoss(name + ": corrupt gzip stream" +
+                            (zs.msg != nullptr ? std::string(": ") + zs.msg : std::string()));
+  }
+  out->resize(len);
+  return Status::OK();
+}
+
+// The text to parse: `raw` itself, or its decompression into *storage when
+// it starts with the gzip magic bytes (1f 8b; never judged by the name).
+StatusOr<std::string_view> DecodeInput(const std::string& name, std::string_view raw,
+                                       std::string* storage) {
+  if (!IsGzip(raw)) return raw;
+  TETHER_RETURN_IF_ERROR(Gunzip(name, raw, storage));
+  return std::string_view(*storage);
+}
+
+int64_t LineOfOffset(std::string_view s, size_t off) {
   return 1 + std::count(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(off), '\n');
 }
 
 // Refuses anything that is not text before a single byte is tokenized.
-Status CheckIsText(const std::string& path, const std::string& s) {
+Status CheckIsText(const std::string& path, std::string_view s) {
   const auto starts = [&s](const char* m, size_t n) {
     return s.size() >= n && std::memcmp(s.data(), m, n) == 0;
   };
@@ -584,21 +610,24 @@ Status ValidateOptions(const std::string& path, const ReadOptions& opts) {
   return Status::OK();
 }
 
-}  // namespace
-
-StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) {
+// Checks that do not need the data; every entry point runs them first.
+Status CheckOptions(const std::string& path, const ReadOptions& opts) {
   TETHER_RETURN_IF_ERROR(ValidateOptions(path, opts));
-  const bool xmc = opts.format == DataFormat::kXmc;
   const bool sharded = opts.num_partitions > 1 || opts.row_subset != nullptr;
-  if (!xmc && sharded && opts.num_features == 0) {
+  if (opts.format == DataFormat::kLibsvm && sharded && opts.num_features == 0) {
     return Status::InvalidArgument(
         path + ": num_features must be set when reading a share of a LIBSVM file "
                "(num_partitions > 1 or row_subset): each share would infer its own width");
   }
+  return Status::OK();
+}
 
-  std::string content;
-  TETHER_RETURN_IF_ERROR(ReadContent(path, &content));
+// Parses decoded text (options already checked). `path` names it in messages.
+StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
+                            const ReadOptions& opts) {
   TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
+  const bool xmc = opts.format == DataFormat::kXmc;
+  const bool sharded = opts.num_partitions > 1 || opts.row_subset != nullptr;
 
   const char* const data = content.data();
   const size_t size = content.size();
@@ -816,9 +845,31 @@ StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) 
   return ds;
 }
 
+}  // namespace
+
+StatusOr<Dataset> ParseDataset(const std::string& bytes, const std::string& name,
+                               const ReadOptions& opts) {
+  TETHER_RETURN_IF_ERROR(CheckOptions(name, opts));
+  std::string inflated;
+  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(name, bytes, &inflated));
+  return ParseText(name, text, opts);
+}
+
+StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) {
+  TETHER_RETURN_IF_ERROR(CheckOptions(path, opts));
+  std::string raw;
+  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw));
+  std::string inflated;
+  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(path, raw, &inflated));
+  if (text.data() == inflated.data()) std::string().swap(raw);  // keep one copy in memory
+  return ParseText(path, text, opts);
+}
+
 StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path) {
-  std::string content;
-  TETHER_RETURN_IF_ERROR(ReadContent(path, &content));
+  std::string raw;
+  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw));
+  std::string inflated;
+  TETHER_ASSIGN_OR_RETURN(std::string_view content, DecodeInput(path, raw, &inflated));
   TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
   std::vector<std::pair<int64_t, int64_t>> rows;  // (0-based row, line)
   const char* const data = content.data();

@@ -137,6 +137,15 @@ struct Dataset {
 /// logged); with a single partition zero kept rows is an InvalidArgument.
 [[nodiscard]] StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts);
 
+/// ReadDataset on bytes already in memory: the file's contents, plain text
+/// or gzip (recognised by its magic bytes and inflated here). `name` stands
+/// for the path in every message ("name:line: ..."). Same options, results
+/// and errors as ReadDataset, less NotFound/IOError. ReadDataset is this
+/// function after reading the file, so the two never disagree; the fuzz
+/// target tests/fuzz/reader_fuzz.cc drives it with arbitrary bytes.
+[[nodiscard]] StatusOr<Dataset> ParseDataset(const std::string& bytes, const std::string& name,
+                                             const ReadOptions& opts);
+
 /// Reads a split file: one 1-based row index per line (whitespace and CRLF
 /// tolerated, blank lines ignored; plain or gzip) and returns the indices
 /// 0-based, sorted ascending. Errors (InvalidArgument, "path:line: ..."):

@@ -28,11 +28,12 @@ Status ValidateFrames(const Message& m, const std::string& peer) {
   const MessageHeader& h = m.header;
   if (!MessageType_IsValid(h.type()) || h.type() == MSG_UNKNOWN)
     return Status::DataLoss("message from " + peer + ": unknown message type " + std::to_string(h.type()));
-  if (m.keys.size() != h.num_keys() * sizeof(uint64_t))
+  // Compared by division: num_keys × 8 could wrap around to the frame size.
+  if (m.keys.size() % sizeof(uint64_t) != 0 || m.keys.size() / sizeof(uint64_t) != h.num_keys())
     return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": keys frame has " +
                             std::to_string(m.keys.size()) + " bytes but the header says " +
                             std::to_string(h.num_keys()) + " keys");
-  if (m.values.size() != h.num_values() * sizeof(float))
+  if (m.values.size() % sizeof(float) != 0 || m.values.size() / sizeof(float) != h.num_values())
     return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": values frame has " +
                             std::to_string(m.values.size()) + " bytes but the header says " +
                             std::to_string(h.num_values()) + " floats");
@@ -89,21 +90,38 @@ Status RecvMessage(zmq::socket_t& socket, Message* m, std::string* identity) {
   } catch (const zmq::error_t& e) {
     return Status::IOError(std::string("receive: ") + e.what());
   }
+  return DecodeMessage(&frames, m, identity);
+}
+
+Status DecodeMessage(std::vector<zmq::message_t>* frames, Message* m, std::string* identity) {
+  // Nothing of an earlier message may survive into this one (a reply to a
+  // bad message must not carry a good one's request id).
+  m->header.Clear();
+  m->keys.rebuild(size_t{0});
+  m->values.rebuild(size_t{0});
   size_t first = 0;
   std::string peer = "server";
   if (identity != nullptr) {
-    if (frames.empty()) return Status::DataLoss("empty message");
-    *identity = frames[0].to_string();
+    identity->clear();
+    if (frames->empty()) return Status::DataLoss("empty message");
+    *identity = (*frames)[0].to_string();
     first = 1;
     peer = "peer " + std::to_string(identity->size()) + "-byte identity";
   }
-  if (frames.size() - first != 3)
-    return Status::DataLoss("message from " + peer + " has " + std::to_string(frames.size() - first) +
+  if (frames->size() - first != 3)
+    return Status::DataLoss("message from " + peer + " has " + std::to_string(frames->size() - first) +
                             " frames, expected 3 (header, keys, values)");
-  if (!m->header.ParseFromArray(frames[first].data(), static_cast<int>(frames[first].size())))
-    return Status::DataLoss("message from " + peer + ": header does not parse");
-  m->keys = std::move(frames[first + 1]);
-  m->values = std::move(frames[first + 2]);
+  const zmq::message_t& hf = (*frames)[first];
+  if (hf.size() > kMaxHeaderBytes)
+    return Status::DataLoss("message from " + peer + ": header frame has " + std::to_string(hf.size()) +
+                            " bytes, above the " + std::to_string(kMaxHeaderBytes) + "-byte header limit");
+  if (!m->header.ParseFromArray(hf.data(), static_cast<int>(hf.size()))) {
+    m->header.Clear();
+    return Status::DataLoss("message from " + peer + ": header does not parse (" +
+                            std::to_string(hf.size()) + " bytes)");
+  }
+  m->keys = std::move((*frames)[first + 1]);
+  m->values = std::move((*frames)[first + 2]);
   return ValidateFrames(*m, m->header.has_sender_rank() ? "worker " + std::to_string(m->header.sender_rank()) : peer);
 }
 

@@ -24,6 +24,11 @@ namespace tether {
 /// pushes are refused with a message that names the table and the limit.
 inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
 
+/// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO
+/// with its model fingerprint a few KB); anything larger is refused before
+/// Protobuf parses it, far below Protobuf's 64 MB and 2 GB limits.
+inline constexpr uint64_t kMaxHeaderBytes = 1ull << 20;
+
 struct Message {
   MessageHeader header;
   zmq::message_t keys;    // header.num_keys() × 8 bytes
@@ -54,6 +59,17 @@ Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identit
 /// does not parse, sizes that disagree), naming the peer; all frames of the
 /// bad message are consumed so the socket stays usable.
 Status RecvMessage(zmq::socket_t& socket, Message* m, std::string* identity);
+
+/// Decodes one received multipart message from its frames: a pure function
+/// of the bytes (RecvMessage is a socket read followed by this; the fuzz
+/// target tests/fuzz/message_fuzz.cc calls it directly). With `identity`
+/// non-null the first frame is the ROUTER peer identity. Takes the frames'
+/// contents (they are moved into `m`). On error `m->header` holds the header
+/// only if it parsed (so a reply can echo its request id), else it is empty.
+/// Errors: DataLoss for a wrong frame count, a header over kMaxHeaderBytes or
+/// that does not parse, or frame sizes that disagree with the header
+/// (ValidateFrames).
+Status DecodeMessage(std::vector<zmq::message_t>* frames, Message* m, std::string* identity);
 
 /// Short readable name for a message type ("PULL").
 std::string TypeName(MessageType type);
