@@ -5,6 +5,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -36,13 +37,96 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string message_;
 };
 
-void CollectFieldNames(const Descriptor* d, std::vector<std::string>* out, int depth = 0) {
+// Every field of the config tree with its dotted path ("consistency.staleness").
+void CollectFieldPaths(const Descriptor* d, const std::string& prefix,
+                       std::vector<std::pair<std::string, const FieldDescriptor*>>* out, int depth = 0) {
   if (depth > 4) return;
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    out->push_back(f->name());
-    if (f->type() == FieldDescriptor::TYPE_MESSAGE) CollectFieldNames(f->message_type(), out, depth + 1);
+    out->emplace_back(prefix + f->name(), f);
+    if (f->type() == FieldDescriptor::TYPE_MESSAGE)
+      CollectFieldPaths(f->message_type(), prefix + f->name() + ".", out, depth + 1);
   }
+}
+
+// " (did you mean 'x'?)" for an unknown field `word` met inside message
+// `type`: the closest field of that message, or else the closest field
+// anywhere in the config, then saying where it belongs. "" if none is close.
+std::string SuggestField(const std::string& type, const std::string& word) {
+  const Descriptor* scope = google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(type);
+  if (scope != nullptr) {
+    std::vector<std::string> local;
+    for (int i = 0; i < scope->field_count(); ++i) local.push_back(scope->field(i)->name());
+    const std::string guess = ClosestName(word, local);
+    if (!guess.empty()) return " (did you mean '" + guess + "'?)";
+  }
+  std::vector<std::pair<std::string, const FieldDescriptor*>> all;
+  CollectFieldPaths(JobConfig::descriptor(), "", &all);
+  std::vector<std::string> names;
+  for (const auto& [path, f] : all) names.push_back(f->name());
+  const std::string guess = ClosestName(word, names);
+  if (guess.empty()) return "";
+  for (const auto& [path, f] : all) {
+    if (f->name() != guess) continue;
+    if (path.find('.') == std::string::npos) return " (did you mean '" + guess + "'?)";
+    // "consistency.staleness" → "consistency { staleness: ... }"
+    std::string nested, closing;
+    size_t start = 0;
+    for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1) {
+      nested += path.substr(start, dot - start) + " { ";
+      closing += " }";
+    }
+    return " (did you mean '" + guess + "'? it belongs in " + nested + guess + ": ..." + closing + ")";
+  }
+  return "";
+}
+
+// " (did you mean 'X'?)" for an unknown enum value of a field named
+// `field` (several messages may have one, e.g. model.type and optimizer.type:
+// the value list is that of the enum holding the closest name).
+std::string SuggestEnumValue(const std::string& field, const std::string& word) {
+  std::vector<std::pair<std::string, const FieldDescriptor*>> all;
+  CollectFieldPaths(JobConfig::descriptor(), "", &all);
+  std::vector<const google::protobuf::EnumDescriptor*> enums;
+  for (const auto& [path, f] : all)
+    if (f->name() == field && f->type() == FieldDescriptor::TYPE_ENUM &&
+        std::find(enums.begin(), enums.end(), f->enum_type()) == enums.end())
+      enums.push_back(f->enum_type());
+  std::string upper = word;
+  std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
+  std::vector<std::string> names;
+  for (const auto* e : enums)
+    for (int i = 0; i < e->value_count(); ++i) names.push_back(e->value(i)->name());
+  if (names.empty()) return "";
+  // Case is the commonest slip ("adam" for ADAM): say so exactly.
+  if (upper != word && std::find(names.begin(), names.end(), upper) != names.end())
+    return " (did you mean '" + upper + "'? enum values are upper case)";
+  const std::string guess = ClosestName(upper, names);
+  std::string valid;
+  for (const auto* e : enums) {
+    if (!guess.empty() && e->FindValueByName(guess) == nullptr) continue;
+    for (int i = 0; i < e->value_count(); ++i) valid += (valid.empty() ? "" : ", ") + e->value(i)->name();
+  }
+  return guess.empty() ? " (valid: " + valid + ")" : " (did you mean '" + guess + "'? valid: " + valid + ")";
+}
+
+// Protobuf reports some errors at the token after the culprit, which may sit
+// on a later line ("type: ADAMW" then "}"): the line that holds `token` as a
+// whole word, searching back from `line`, is the one to name.
+int LineOfToken(const std::string& text, int line, const std::string& token) {
+  std::vector<std::string> lines;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);) lines.push_back(l);
+  const auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (int l = std::min<int>(line, static_cast<int>(lines.size())); l >= 1; --l) {
+    const std::string& s = lines[l - 1];
+    for (size_t at = s.find(token); at != std::string::npos; at = s.find(token, at + 1)) {
+      const bool left = at == 0 || !word_char(s[at - 1]);
+      const bool right = at + token.size() >= s.size() || !word_char(s[at + token.size()]);
+      if (left && right) return l;
+    }
+  }
+  return line;
 }
 
 size_t EditDistance(const std::string& a, const std::string& b) {
@@ -82,14 +166,15 @@ StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& n
   if (!parser.ParseFromString(text, &config)) {
     std::string msg = name + ":" + std::to_string(errors.line()) + ": " + errors.message();
     // Protobuf says: Message type "tether.JobConfig" has no field named "staleness_bond".
-    static const std::regex kUnknown("has no field named \"([^\"]+)\"");
+    static const std::regex kUnknown("Message type \"([^\"]+)\" has no field named \"([^\"]+)\"");
+    static const std::regex kBadEnum("Unknown enumeration value of \"([^\"]+)\" for field \"([^\"]+)\"");
     std::smatch m;
     if (std::regex_search(errors.message(), m, kUnknown)) {
-      std::vector<std::string> names;
-      CollectFieldNames(JobConfig::descriptor(), &names);
-      std::string guess = ClosestName(m[1].str(), names);
-      msg = name + ":" + std::to_string(errors.line()) + ": unknown field '" + m[1].str() + "'";
-      if (!guess.empty()) msg += " (did you mean '" + guess + "'?)";
+      msg = name + ":" + std::to_string(LineOfToken(text, errors.line(), m[2].str())) + ": unknown field '" +
+            m[2].str() + "'" + SuggestField(m[1].str(), m[2].str());
+    } else if (std::regex_search(errors.message(), m, kBadEnum)) {
+      msg = name + ":" + std::to_string(LineOfToken(text, errors.line(), m[1].str())) + ": unknown value '" +
+            m[1].str() + "' for field '" + m[2].str() + "'" + SuggestEnumValue(m[2].str(), m[1].str());
     }
     return Status::InvalidArgument(msg);
   }
@@ -153,6 +238,13 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
     std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
     if (lower == "inf" || lower == "asp" || lower == "infinity") v = "-1";
     if (lower == "bsp") v = "0";
+    // One bound for the whole run: the model follows the number and
+    // per-table bounds give way to it.
+    config->mutable_consistency()->set_model(v == "-1" ? ASP : SSP);
+    for (auto& t : *config->mutable_table()) {
+      t.mutable_consistency()->clear_model();
+      t.mutable_consistency()->clear_staleness();
+    }
   }
   try {
     size_t used = 0;
@@ -243,9 +335,49 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("data.index_base", "must be set to 0 or 1 (it is never guessed from the data)");
   if (c.data().train_file().empty()) return bad("data.train_file", "is required");
   if (c.data().num_features() <= 0) return bad("data.num_features", "must be > 0 (the model's input width)");
-  if (c.data().num_labels() <= 0) return bad("data.num_labels", "must be > 0 (the model's output width)");
+  // What the labels must look like depends on the model (see ModelType).
+  switch (c.model().type()) {
+    case SPARSE_LR:
+      if (c.data().format() != LIBSVM)
+        return bad("data.format", "model.type SPARSE_LR reads LIBSVM binary data (labels ±1 or 0/1)");
+      if (c.data().num_labels() > 1)
+        return bad("data.num_labels", "must be 0 or 1 for model.type SPARSE_LR (one logit per row)");
+      break;
+    case DENSE_MLP:
+      if (c.data().format() == XMC)
+        return bad("data.format", "model.type DENSE_MLP reads single-label LIBSVM or IDX data");
+      if (c.data().num_labels() < 2)
+        return bad("data.num_labels", "must be ≥ 2 for model.type DENSE_MLP (the number of classes)");
+      for (int w : c.model().hidden_layers())
+        if (w < 1) return bad("model.hidden_layers", "every width must be ≥ 1, got " + std::to_string(w));
+      break;
+    default:  // XMC_MLP
+      if (c.data().format() == IDX)
+        return bad("data.format", "IDX data has one class per row; model.type XMC_MLP needs XMC or LIBSVM multi-label data");
+      if (c.data().num_labels() <= 0) return bad("data.num_labels", "must be > 0 (the model's output width)");
+      break;
+  }
+  if (c.data().format() == IDX) {
+    if (c.data().train_label_file().empty()) return bad("data.train_label_file", "is required with data.format IDX");
+    if (!c.data().test_file().empty() && c.data().test_label_file().empty())
+      return bad("data.test_label_file", "is required with data.format IDX when data.test_file is set");
+  }
+  if (!(c.data().feature_scale() > 0) || !std::isfinite(c.data().feature_scale()))
+    return bad("data.feature_scale", "must be a finite number > 0");
   if (c.model().hidden() < 1) return bad("model.hidden", "must be ≥ 1");
+  // Dense tables are addressed by uint32 element index (InitialWeight).
+  for (const TableSpec& t : TablesForJob(c))
+    if (t.kind == TableKind::kDense && t.size >= (uint64_t{1} << 32))
+      return bad("model", "dense table " + t.name + " would hold " + std::to_string(t.size) +
+                              " floats; the limit is 2^32 - 1 (narrow the layers)");
   if (c.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+  for (const auto& t : c.table())
+    if (t.consistency().staleness() < -1)
+      return bad("table[" + t.name() + "].consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+  if (c.cluster().heartbeat_interval_ms() < 1) return bad("cluster.heartbeat_interval_ms", "must be ≥ 1");
+  if (c.cluster().worker_timeout_ms() <= c.cluster().heartbeat_interval_ms())
+    return bad("cluster.worker_timeout_ms", "must exceed cluster.heartbeat_interval_ms (" +
+                                                std::to_string(c.cluster().heartbeat_interval_ms()) + ")");
   if (c.train().epochs() < 1) return bad("train.epochs", "must be ≥ 1");
   if (c.train().minibatch_size() < 1) return bad("train.minibatch_size", "must be ≥ 1");
   if (c.train().minibatches_per_clock() < 1) return bad("train.minibatches_per_clock", "must be ≥ 1");
@@ -262,12 +394,35 @@ Status ValidateJobConfig(const JobConfig& c) {
     return Status::OK();
   };
   TETHER_RETURN_IF_ERROR(check_opt(c.optimizer(), "optimizer"));
+  std::vector<std::string> table_names;
+  for (const TableSpec& t : TablesForJob(c)) table_names.push_back(t.name);
   for (const auto& t : c.table()) {
-    if (t.name() != "w1" && t.name() != "b1" && t.name() != "w2")
-      return bad("table.name", "unknown table '" + t.name() + "' (the XMC MLP has w1, b1, w2)");
+    if (std::find(table_names.begin(), table_names.end(), t.name()) == table_names.end()) {
+      std::string list;
+      for (const auto& n : table_names) list += (list.empty() ? "" : ", ") + n;
+      return bad("table.name", "unknown table '" + t.name() + "' (model " + ModelType_Name(c.model().type()) +
+                                   " has " + list + ")");
+    }
     TETHER_RETURN_IF_ERROR(check_opt(t.optimizer(), "table[" + t.name() + "].optimizer"));
   }
   return Status::OK();
+}
+
+int64_t EffectiveStaleness(const ConsistencyConfig& c) {
+  if (c.model() == BSP) return 0;
+  if (c.model() == ASP) return -1;
+  return c.staleness();
+}
+
+ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string& name) {
+  ConsistencyConfig c = config.consistency();
+  for (const auto& t : config.table())
+    if (t.name() == name && t.has_consistency()) {
+      // A table that names its model without a bound inherits none.
+      if (t.consistency().has_model() && !t.consistency().has_staleness()) c.clear_staleness();
+      c.MergeFrom(t.consistency());
+    }
+  return c;
 }
 
 std::string StalenessName(int64_t s) {
@@ -281,7 +436,22 @@ std::string ConfigSummary(const JobConfig& config) {
   google::protobuf::TextFormat::Printer printer;
   printer.SetSingleLineMode(true);
   printer.PrintToString(config, &text);
-  return text + " | staleness " + StalenessName(config.consistency().staleness());
+  text += " | staleness " + StalenessName(EffectiveStaleness(config.consistency()));
+  for (const auto& t : config.table())
+    if (t.has_consistency())
+      text += ", table " + t.name() + ": " + StalenessName(EffectiveStaleness(ConsistencyForTable(config, t.name())));
+  return text;
+}
+
+std::vector<int64_t> DenseMlpLayerWidths(const JobConfig& config) {
+  std::vector<int64_t> widths{config.data().num_features()};
+  if (config.model().hidden_layers_size() == 0) {
+    widths.push_back(config.model().hidden());
+  } else {
+    for (int w : config.model().hidden_layers()) widths.push_back(w);
+  }
+  widths.push_back(config.data().num_labels());
+  return widths;
 }
 
 std::vector<TableSpec> TablesForJob(const JobConfig& config) {
@@ -295,25 +465,57 @@ std::vector<TableSpec> TablesForJob(const JobConfig& config) {
       if (t.name() == name) o.MergeFrom(t.optimizer());
     return o;
   };
-  std::vector<TableSpec> tables(3);
-  tables[0].id = 0;
-  tables[0].name = "w1";
-  tables[0].kind = TableKind::kRow;
-  tables[0].dim = static_cast<uint32_t>(h);
-  tables[0].init = InitKind::kUniform;
-  tables[0].init_bound = scale * static_cast<float>(std::sqrt(6.0 / (f + h)));
-  tables[1].id = 1;
-  tables[1].name = "b1";
-  tables[1].kind = TableKind::kDense;
-  tables[1].size = static_cast<uint64_t>(h);
-  tables[1].init = InitKind::kZeros;
-  tables[2].id = 2;
-  tables[2].name = "w2";
-  tables[2].kind = TableKind::kRow;
-  tables[2].dim = static_cast<uint32_t>(h + 1);
-  tables[2].init = InitKind::kUniform;
-  tables[2].init_bound = scale * static_cast<float>(std::sqrt(6.0 / (h + l)));
-  for (auto& t : tables) t.optimizer = optimizer_for(t.name);
+  std::vector<TableSpec> tables;
+  // Appends a table; `width` is dim (row table) or size (dense table);
+  // uniform tables get the Glorot bound of (fan_in, fan_out).
+  auto add = [&](const std::string& name, TableKind kind, uint64_t width, InitKind init, double fan_in,
+                 double fan_out) {
+    TableSpec t;
+    t.id = static_cast<uint32_t>(tables.size());
+    t.name = name;
+    t.kind = kind;
+    if (kind == TableKind::kRow) {
+      t.dim = static_cast<uint32_t>(width);
+    } else {
+      t.size = width;
+    }
+    t.init = init;
+    if (init == InitKind::kUniform) t.init_bound = scale * static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
+    tables.push_back(t);
+  };
+  switch (config.model().type()) {
+    case SPARSE_LR:
+      // Zero init: the logistic loss is convex, so there is no symmetry to break.
+      add("w", TableKind::kRow, 1, InitKind::kZeros, 0, 0);
+      add("b", TableKind::kDense, 1, InitKind::kZeros, 0, 0);
+      break;
+    case DENSE_MLP: {
+      const std::vector<int64_t> widths = DenseMlpLayerWidths(config);
+      for (size_t i = 0; i + 1 < widths.size(); ++i) {
+        const std::string layer = std::to_string(i + 1);
+        const auto in = static_cast<uint64_t>(widths[i]), out = static_cast<uint64_t>(widths[i + 1]);
+        add("w" + layer, TableKind::kDense, in * out, InitKind::kUniform, static_cast<double>(in),
+            static_cast<double>(out));
+        add("b" + layer, TableKind::kDense, out, InitKind::kZeros, 0, 0);
+      }
+      break;
+    }
+    default:  // XMC_MLP
+      add("w1", TableKind::kRow, static_cast<uint64_t>(h), InitKind::kUniform, f, static_cast<double>(h));
+      add("b1", TableKind::kDense, static_cast<uint64_t>(h), InitKind::kZeros, 0, 0);
+      add("w2", TableKind::kRow, static_cast<uint64_t>(h + 1), InitKind::kUniform, static_cast<double>(h), l);
+      break;
+  }
+  for (auto& t : tables) {
+    t.optimizer = optimizer_for(t.name);
+    t.consistency = ConsistencyForTable(config, t.name);
+    t.staleness = EffectiveStaleness(t.consistency);
+    for (const auto& tc : config.table())
+      if (tc.name() == t.name && tc.init() == INIT_ZEROS) {  // per-table init override
+        t.init = InitKind::kZeros;
+        t.init_bound = 0;
+      }
+  }
   return tables;
 }
 
@@ -325,7 +527,9 @@ std::string ModelFingerprint(const std::vector<TableSpec>& tables) {
     printer.SetSingleLineMode(true);
     printer.PrintToString(t.optimizer, &opt);
     os << t.name << (t.kind == TableKind::kRow ? "[row dim=" : "[dense size=")
-       << (t.kind == TableKind::kRow ? t.dim : t.size) << " init=" << t.init_bound << " opt={" << opt << "}] ";
+       << (t.kind == TableKind::kRow ? t.dim : t.size) << " init=" << t.init_bound << " opt={" << opt
+       << "} staleness=" << StalenessName(t.staleness)
+       << " policy=" << StalenessPolicy_Name(t.consistency.staleness_policy()) << "] ";
   }
   return os.str();
 }

@@ -35,8 +35,9 @@ struct ConfigOverride {
 const std::vector<ConfigOverride>& ConfigOverrides();
 
 /// Sets the scalar field at dotted `field_path` from `value` (parsed per the
-/// field's type; enums by name, case-insensitive; for consistency.staleness,
-/// "inf" or "asp" mean -1). `source` names the origin for messages
+/// field's type; enums by name, case-insensitive). consistency.staleness is
+/// special: "inf"/"asp" select ASP, a number selects SSP with that bound (0 is
+/// BSP), and the value applies to every table (per-table bounds are cleared). `source` names the origin for messages
 /// ("flag --staleness"). Errors: InvalidArgument naming source and value.
 Status ApplyOverride(JobConfig* config, const std::string& field_path,
                      const std::string& value, const std::string& source);
@@ -71,13 +72,32 @@ struct TableSpec {
   InitKind init = InitKind::kZeros;
   float init_bound = 0; // uniform(-bound, bound)
   OptimizerConfig optimizer;
+  ConsistencyConfig consistency;  // the job's, merged with this table's override
+  int64_t staleness = 0;          // effective bound: 0 BSP, s SSP, -1 ASP
 };
+
+/// Effective staleness bound of a consistency setting: BSP → 0, ASP → −1,
+/// SSP → its `staleness` field.
+int64_t EffectiveStaleness(const ConsistencyConfig& c);
+
+/// The job's consistency merged with table `name`'s override (fields set on
+/// the table win).
+ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string& name);
 
 /// The tables of the job's model, ids 0.., identical on every process.
 /// XMC_MLP: "w1" (row table, key = feature id, dim H), "b1" (dense, H),
 /// "w2" (row table, key = label id, dim H+1: the label's weights then its bias).
-/// Init bounds use data.num_features and data.num_labels (Glorot & Bengio 2010).
+/// SPARSE_LR: "w" (row table, key = feature id, dim 1, zeros), "b" (dense, 1).
+/// DENSE_MLP with layer widths d0..dn (DenseMlpLayerWidths): for layer
+/// i = 1..n, "wi" (dense, d(i-1) × di row-major: row = input unit) and "bi"
+/// (dense, di, zeros); dense tables are range-partitioned over the shards.
+/// Uniform init bounds are init_scale · sqrt(6 / (fan_in + fan_out)) (Glorot
+/// & Bengio 2010), with data.num_features / data.num_labels as the outer fans.
 std::vector<TableSpec> TablesForJob(const JobConfig& config);
+
+/// DENSE_MLP layer widths: data.num_features, then model.hidden_layers (or
+/// model.hidden when that list is empty), then data.num_labels.
+std::vector<int64_t> DenseMlpLayerWidths(const JobConfig& config);
 
 /// A string that two processes must agree on to pair: table names, kinds,
 /// dims, optimizers. Staleness is compared separately.

@@ -24,6 +24,19 @@ bool ClockTracker::Advance(int rank, int64_t clock) {
   return Recompute();
 }
 
+bool ClockTracker::Rejoin(int rank, int64_t clock) {
+  counts_[rank] = true;
+  clocks_[rank] = clock;
+  return Recompute();
+}
+
+int64_t ClockTracker::MinClockExcluding(int rank) const {
+  int64_t m = kNoWorkers;
+  for (size_t r = 0; r < clocks_.size(); ++r)
+    if (counts_[r] && static_cast<int>(r) != rank) m = std::min(m, clocks_[r]);
+  return m;
+}
+
 bool ClockTracker::Remove(int rank) {
   if (!counts_[rank]) return false;
   counts_[rank] = false;

@@ -30,6 +30,12 @@ class ClockTracker {
   /// `rank` stops counting (finished training, left, or timed out).
   /// Returns true when min_clock changed.
   bool Remove(int rank);
+  /// `rank` counts again, at clock `clock` (a worker rejoining the job).
+  /// Returns true when min_clock changed.
+  bool Rejoin(int rank, int64_t clock);
+  /// The smallest clock over counted workers other than `rank`
+  /// (kNoWorkers when there is none).
+  int64_t MinClockExcluding(int rank) const;
   /// Whether `rank` still counts towards min_clock.
   bool Counts(int rank) const { return counts_[rank]; }
 
@@ -38,8 +44,11 @@ class ClockTracker {
   int64_t staleness() const { return staleness_; }
   int num_workers() const { return static_cast<int>(clocks_.size()); }
 
-  /// True when a pull issued at clock `c` may be answered now.
-  bool PullReady(int64_t c) const { return staleness_ < 0 || min_clock_ >= c - staleness_; }
+  /// True when a pull issued at clock `c` may be answered now under the
+  /// job-wide bound.
+  bool PullReady(int64_t c) const { return PullReady(c, staleness_); }
+  /// Same under bound `s` (a table's own; s < 0 is ASP).
+  bool PullReady(int64_t c, int64_t s) const { return s < 0 || min_clock_ >= c - s; }
 
  private:
   bool Recompute();

@@ -2,6 +2,10 @@
 
 #include <chrono>
 
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
 #include "core/net/transport.h"
 #include "core/partition.h"
 
@@ -71,9 +75,10 @@ Status ServerShard::Run() {
         Handle(identity, &m);
       }
     }
-    bool all_bye = true;
-    for (const auto& w : workers_) all_bye = all_bye && w.said_bye;
-    if (all_bye) break;
+    TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
+    bool all_gone = true;
+    for (const auto& w : workers_) all_gone = all_gone && (w.said_bye || w.dead);
+    if (all_gone) break;
     if (!any_hello && MsSince(start) > config_.cluster().startup_timeout_ms())
       return Status::DeadlineExceeded(log_prefix_ + "no worker said hello within cluster.startup_timeout_ms=" +
                                       std::to_string(config_.cluster().startup_timeout_ms()));
@@ -84,7 +89,9 @@ Status ServerShard::Run() {
   LOG(INFO) << log_prefix_ << "done: " << stats_.pulls << " pulls (" << stats_.rows_pulled << " rows, "
             << stats_.deferred_pulls << " waited on the bound), " << stats_.pushes << " pushes ("
             << stats_.rows_pushed << " rows), " << stats_.bytes_in / 1e6 << " MB in, " << stats_.bytes_out / 1e6
-            << " MB out, " << stats_.bad_messages << " bad messages";
+            << " MB out, " << stats_.bad_messages << " bad messages; staleness tau mean "
+            << stats_.staleness.mean() << " max " << stats_.staleness.max << "; " << stats_.workers_timed_out
+            << " workers timed out, " << stats_.workers_rejoined << " rejoined";
   return Status::OK();
 }
 
@@ -160,6 +167,15 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   }
   const int rank = h.sender_rank();
   WorkerState& w = workers_[rank];
+  w.last_seen = std::chrono::steady_clock::now();
+  if (w.dead && h.type() != HELLO) {
+    // A worker declared dead must rejoin with HELLO; until then its
+    // messages would corrupt the clock bookkeeping.
+    ++stats_.bad_messages;
+    ReplyError(identity, h, "worker " + std::to_string(rank) + " was removed after cluster.worker_timeout_ms=" +
+                                std::to_string(config_.cluster().worker_timeout_ms()) + "; rejoin with HELLO");
+    return;
+  }
   switch (h.type()) {
     case HELLO: {
       if (h.staleness() != clocks_.staleness() || h.model_fingerprint() != fingerprint_) {
@@ -173,19 +189,35 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
         ReplyError(identity, h, why);
         return;
       }
+      int64_t start_clock = 0;
+      if (w.said_hello) {
+        // A worker rejoining (after a crash or a timeout) starts at the
+        // slowest live clock, so nobody waits for clocks it will never
+        // replay, and pulls fresh rows (its cache starts empty).
+        start_clock = clocks_.MinClockExcluding(rank);
+        if (start_clock == ClockTracker::kNoWorkers) start_clock = clocks_.clock(rank);
+        ++stats_.workers_rejoined;
+        LOG(WARNING) << log_prefix_ << "worker " << rank << " rejoined at clock " << start_clock
+                     << " (was at " << clocks_.clock(rank) << (w.dead ? ", timed out" : "") << ")";
+      } else {
+        LOG(INFO) << log_prefix_ << "worker " << rank << " joined";
+      }
+      w = WorkerState();
       w.said_hello = true;
       w.identity = identity;
-      LOG(INFO) << log_prefix_ << "worker " << rank << " joined";
+      w.last_seen = std::chrono::steady_clock::now();
+      if (clocks_.Rejoin(rank, start_clock)) ServeReadyPulls();
       Message reply;
       reply.header.set_type(HELLO_REPLY);
       reply.header.set_request_id(h.request_id());
+      reply.header.set_clock(start_clock);
       reply.header.set_min_clock(clocks_.min_clock());
       Reply(identity, &reply, rank);
       return;
     }
     case PULL:
       ++stats_.pulls;
-      if (clocks_.PullReady(h.clock())) {
+      if (clocks_.PullReady(h.clock(), tables_[h.table_id()]->spec().staleness)) {
         ServePull(identity, *m);
       } else {
         ++stats_.deferred_pulls;
@@ -194,24 +226,9 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
         pending_.push_back({identity, std::move(*m)});
       }
       return;
-    case PUSH: {
-      ++stats_.pushes;
-      ServerTable& t = *tables_[h.table_id()];
-      const float* g = m->ValueData(&value_scratch_);
-      if (t.spec().kind == TableKind::kDense) {
-        t.PushDense(g);
-      } else {
-        t.PushRows(m->KeyData(&key_scratch_), h.num_keys(), g);
-        stats_.rows_pushed += h.num_keys();
-      }
-      Message reply;
-      reply.header.set_type(PUSH_REPLY);
-      reply.header.set_request_id(h.request_id());
-      reply.header.set_table_id(h.table_id());
-      reply.header.set_num_keys(0);
-      Reply(identity, &reply, rank);
+    case PUSH:
+      ApplyPush(identity, *m);
       return;
-    }
     case CLOCK:
       if (clocks_.Advance(rank, h.clock())) ServeReadyPulls();
       return;
@@ -220,6 +237,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.identity = identity;
       w.samples = h.samples();
       w.barrier_request = h.request_id();
+      w.stats_json = h.stats_json();
       if (clocks_.Remove(rank)) ServeReadyPulls();
       MaybeReleaseBarrier();
       return;
@@ -237,6 +255,14 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     }
     case HEARTBEAT:
       return;
+    case STATS: {
+      Message reply;
+      reply.header.set_type(STATS_REPLY);
+      reply.header.set_request_id(h.request_id());
+      reply.header.set_stats_json(StatsJson());
+      Reply(identity, &reply, rank);
+      return;
+    }
     default:
       ++stats_.bad_messages;
       ReplyError(identity, h, "unexpected message type " + TypeName(h.type()));
@@ -251,6 +277,9 @@ void ServerShard::ServePull(const std::string& identity, const Message& m) {
   reply.header.set_request_id(h.request_id());
   reply.header.set_table_id(h.table_id());
   reply.header.set_min_clock(clocks_.min_clock());
+  reply.header.set_version(t.version());
+  const int64_t s = t.spec().staleness;
+  if (s >= 0 && clocks_.min_clock() < h.clock() - s) ++stats_.bound_violations;  // invariant check
   if (t.spec().kind == TableKind::kDense) {
     const uint64_t n = t.dense_end() - t.dense_begin();
     reply.values = FloatFrame(n);
@@ -271,7 +300,8 @@ void ServerShard::ServePull(const std::string& identity, const Message& m) {
 void ServerShard::ServeReadyPulls() {
   // Pulls wait in arrival order; serve every one the new min_clock admits.
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (clocks_.PullReady(it->request.header.clock())) {
+    const MessageHeader& rh = it->request.header;
+    if (clocks_.PullReady(rh.clock(), tables_[rh.table_id()]->spec().staleness)) {
       ServePull(it->identity, it->request);
       it = pending_.erase(it);
     } else {
@@ -283,12 +313,12 @@ void ServerShard::ServeReadyPulls() {
 void ServerShard::MaybeReleaseBarrier() {
   uint64_t total = 0;
   for (const auto& w : workers_) {
-    if (!w.at_barrier && !w.said_bye) return;
+    if (!w.at_barrier && !w.said_bye && !w.dead) return;
     total += w.samples;
   }
   for (size_t r = 0; r < workers_.size(); ++r) {
     WorkerState& w = workers_[r];
-    if (!w.at_barrier || w.said_bye) continue;
+    if (!w.at_barrier || w.said_bye || w.dead) continue;
     Message reply;
     reply.header.set_type(BARRIER_REPLY);
     reply.header.set_request_id(w.barrier_request);
@@ -296,6 +326,121 @@ void ServerShard::MaybeReleaseBarrier() {
     Reply(w.identity, &reply, static_cast<int>(r));
     w.at_barrier = false;
   }
+}
+
+}  // namespace tether
+
+namespace tether {
+
+void StalenessHistogram::Add(uint64_t tau) {
+  ++count[std::min<uint64_t>(tau, kBuckets - 1)];
+  ++pushes;
+  sum += tau;
+  max = std::max(max, tau);
+}
+
+void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
+  const MessageHeader& h = m.header;
+  ++stats_.pushes;
+  ServerTable& t = *tables_[h.table_id()];
+  // τ: updates to this table applied since the version the gradient was
+  // computed from (a version from the future means a confused peer: τ = 0).
+  const uint64_t tau = h.version() <= t.version() ? t.version() - h.version() : 0;
+  stats_.staleness.Add(tau);
+  float lr_scale = 1.0f;
+  switch (t.spec().consistency.staleness_policy()) {
+    case INVERSE: lr_scale = 1.0f / static_cast<float>(std::max<uint64_t>(1, tau)); break;
+    case INVERSE_PLUS_ONE: lr_scale = 1.0f / static_cast<float>(tau + 1); break;
+    default: break;
+  }
+  const float* g = m.ValueData(&value_scratch_);
+  const uint64_t* keys = nullptr;
+  if (t.spec().kind == TableKind::kDense) {
+    t.PushDense(g, lr_scale);
+  } else {
+    keys = m.KeyData(&key_scratch_);
+    t.PushRows(keys, h.num_keys(), g, lr_scale);
+    stats_.rows_pushed += h.num_keys();
+  }
+  Message reply;
+  reply.header.set_type(PUSH_REPLY);
+  reply.header.set_request_id(h.request_id());
+  reply.header.set_table_id(h.table_id());
+  reply.header.set_version(t.version());
+  reply.header.set_min_clock(clocks_.min_clock());
+  if (h.want_values()) {
+    // The rows as they are now, own update included: the worker's cache
+    // takes them instead of pulling again (read-my-writes).
+    if (t.spec().kind == TableKind::kDense) {
+      const uint64_t n = t.dense_end() - t.dense_begin();
+      reply.values = FloatFrame(n);
+      t.PullDense(static_cast<float*>(reply.values.data()));
+      reply.header.set_num_values(n);
+    } else {
+      const uint32_t dim = t.spec().dim;
+      reply.values = FloatFrame(h.num_keys() * dim);
+      t.PullRows(keys, h.num_keys(), static_cast<float*>(reply.values.data()));
+      reply.header.set_value_dim(dim);
+      reply.header.set_num_values(h.num_keys() * dim);
+    }
+  }
+  Reply(identity, &reply, h.sender_rank());
+}
+
+Status ServerShard::CheckWorkerTimeouts() {
+  const auto now = Clock::now();
+  const int64_t timeout_ms = config_.cluster().worker_timeout_ms();
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    WorkerState& w = workers_[r];
+    if (!w.said_hello || w.said_bye || w.dead || w.at_barrier) continue;
+    const int64_t silent_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.last_seen).count();
+    if (silent_ms <= timeout_ms) continue;
+    const int rank = static_cast<int>(r);
+    if (config_.cluster().on_worker_timeout() == FAIL_JOB)
+      return Status::Unavailable(log_prefix_ + "worker " + std::to_string(rank) + " silent for " +
+                                 std::to_string(silent_ms) + " ms at clock " + std::to_string(clocks_.clock(rank)) +
+                                 " (cluster.worker_timeout_ms=" + std::to_string(timeout_ms) +
+                                 ", on_worker_timeout: FAIL_JOB)");
+    w.dead = true;
+    ++stats_.workers_timed_out;
+    int64_t others = clocks_.MinClockExcluding(rank);
+    LOG(WARNING) << log_prefix_ << "worker " << rank << " silent for " << silent_ms << " ms: removed from the min clock at its clock "
+                 << clocks_.clock(rank) << " (slowest other worker at "
+                 << (others == ClockTracker::kNoWorkers ? std::string("none") : std::to_string(others)) << ")";
+    if (clocks_.Remove(rank)) ServeReadyPulls();
+    MaybeReleaseBarrier();
+  }
+  return Status::OK();
+}
+
+std::string ServerShard::StatsJson() const {
+  nlohmann::json j;
+  j["shard"] = shard_;
+  j["pulls"] = stats_.pulls;
+  j["pushes"] = stats_.pushes;
+  j["rows_pulled"] = stats_.rows_pulled;
+  j["rows_pushed"] = stats_.rows_pushed;
+  j["bytes_in"] = stats_.bytes_in;
+  j["bytes_out"] = stats_.bytes_out;
+  j["deferred_pulls"] = stats_.deferred_pulls;
+  j["bound_violations"] = stats_.bound_violations;
+  j["bad_messages"] = stats_.bad_messages;
+  j["workers_timed_out"] = stats_.workers_timed_out;
+  j["workers_rejoined"] = stats_.workers_rejoined;
+  j["staleness_mean"] = stats_.staleness.mean();
+  j["staleness_max"] = stats_.staleness.max;
+  // Histogram trimmed after the last non-empty bucket; index = τ.
+  int last = StalenessHistogram::kBuckets - 1;
+  while (last > 0 && stats_.staleness.count[last] == 0) --last;
+  j["staleness_histogram"] = std::vector<uint64_t>(stats_.staleness.count, stats_.staleness.count + last + 1);
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& w : workers_) {
+    nlohmann::json wj = nlohmann::json::object();
+    if (!w.stats_json.empty()) wj = nlohmann::json::parse(w.stats_json, nullptr, /*allow_exceptions=*/false);
+    workers.push_back(wj.is_discarded() ? nlohmann::json::object() : wj);
+  }
+  j["workers"] = workers;
+  return j.dump();
 }
 
 }  // namespace tether

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -24,14 +25,29 @@
 
 namespace tether {
 
-/// Counters a shard keeps; logged at exit.
+/// Staleness τ of applied pushes (Zhang et al., IJCAI 2016): how many
+/// updates to the table landed between the version a gradient was computed
+/// from and its own application.
+struct StalenessHistogram {
+  static constexpr int kBuckets = 64;  // τ = 0..62 exactly, the last bucket ≥ 63
+  uint64_t count[kBuckets] = {};
+  uint64_t pushes = 0, sum = 0, max = 0;
+  void Add(uint64_t tau);
+  double mean() const { return pushes ? static_cast<double>(sum) / pushes : 0.0; }
+};
+
+/// Counters a shard keeps; logged at exit and returned by STATS.
 struct ServerStats {
   uint64_t pulls = 0, pushes = 0;      // requests served
   uint64_t rows_pulled = 0, rows_pushed = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   uint64_t deferred_pulls = 0;         // pulls that waited on the staleness bound
+  uint64_t bound_violations = 0;       // pulls answered past their bound: must stay 0
   uint64_t bad_messages = 0;           // answered with ERROR_REPLY
   uint64_t send_failures = 0;          // replies that could not be delivered
+  uint64_t workers_timed_out = 0;      // removed from the min clock for silence
+  uint64_t workers_rejoined = 0;
+  StalenessHistogram staleness;        // over all tables of the shard
 };
 
 class ServerShard {
@@ -46,14 +62,19 @@ class ServerShard {
   /// The endpoint actually bound (with the real port), after Bind.
   const std::string& endpoint() const { return endpoint_; }
 
-  /// Serves until every one of the job's workers has said BYE (OK), Stop() is
-  /// called (OK), or no worker said HELLO within cluster.startup_timeout_ms /
-  /// no message came for cluster.idle_timeout_ms (DeadlineExceeded).
+  /// Serves until every one of the job's workers has said BYE or was removed
+  /// for silence (OK), Stop() is called (OK), no worker said HELLO within
+  /// cluster.startup_timeout_ms / no message came for
+  /// cluster.idle_timeout_ms (DeadlineExceeded), or a worker was silent past
+  /// cluster.worker_timeout_ms under on_worker_timeout: FAIL_JOB
+  /// (Unavailable, naming the worker and its last clock).
   Status Run();
   /// Asks Run() to return at its next poll (≤ 100 ms). Thread-safe.
   void Stop() { stop_.store(true); }
 
   const ServerStats& stats() const { return stats_; }
+  /// The shard's counters and the workers' reported counters, as JSON.
+  std::string StatsJson() const;
   const ServerTable& table(uint32_t id) const { return *tables_[id]; }
 
  private:
@@ -62,10 +83,12 @@ class ServerShard {
     Message request;
   };
   struct WorkerState {
-    bool said_hello = false, at_barrier = false, said_bye = false;
+    bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
     uint64_t samples = 0;
     uint64_t barrier_request = 0;
     std::string identity;
+    std::string stats_json;  // the worker's counters, from its BARRIER
+    std::chrono::steady_clock::time_point last_seen;
   };
 
   void Handle(const std::string& identity, Message* m);
@@ -75,6 +98,8 @@ class ServerShard {
   void ReplyError(const std::string& identity, const MessageHeader& req, const std::string& error);
   void Reply(const std::string& identity, Message* reply, int rank);
   void MaybeReleaseBarrier();
+  void ApplyPush(const std::string& identity, const Message& m);
+  Status CheckWorkerTimeouts();
 
   JobConfig config_;
   int shard_;

@@ -47,6 +47,7 @@ void ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
 }
 
 void ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
+  ++version_;
   const uint32_t dim = spec_.dim;
   for (uint64_t i = 0; i < n; ++i) {
     float* row = Row(keys[i]);
@@ -59,6 +60,7 @@ void ServerTable::PullDense(float* out) const {
 }
 
 void ServerTable::PushDense(const float* g, float lr_scale) {
+  ++version_;
   const uint64_t n = end_ - begin_;
   optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale);
 }

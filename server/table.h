@@ -42,6 +42,9 @@ class ServerTable {
 
   uint64_t num_rows() const { return index_.size(); }
 
+  /// Updates applied to this table on this shard so far (one per push).
+  uint64_t version() const { return version_; }
+
  private:
   float* Row(uint64_t key);  // creates on first touch
 
@@ -49,6 +52,7 @@ class ServerTable {
   Optimizer optimizer_;
   uint64_t seed_;
   uint64_t begin_ = 0, end_ = 0;
+  uint64_t version_ = 0;
   uint32_t stride_;  // dim + optimizer state floats per row
   std::unordered_map<uint64_t, uint64_t> index_;  // key → offset in data_
   std::vector<float> data_;

@@ -22,7 +22,51 @@ WorkerClient::WorkerClient(const ClientOptions& options)
     : options_(options),
       num_shards_(static_cast<int>(options.servers.size())),
       log_prefix_("[worker " + std::to_string(options.rank) + "] "),
-      outstanding_(options.servers.size(), 0) {}
+      outstanding_(options.servers.size(), 0),
+      last_send_(SteadyClock::now()) {
+  caches_.resize(options.tables.size());
+  for (size_t t = 0; t < options.tables.size(); ++t) {
+    const TableSpec& spec = options.tables[t];
+    caches_[t].enabled = spec.consistency.cache() && spec.staleness >= 0;
+    caches_[t].refresh_on_push = spec.consistency.refresh_on_push();
+    caches_[t].dense.resize(num_shards_);
+    caches_[t].read_version.assign(num_shards_, UINT64_MAX);
+  }
+}
+
+bool WorkerClient::Fresh(const CachedRow& row, int64_t staleness) const {
+  return !row.values.empty() && row.pending_pushes == 0 && row.row_clock >= clock_ - staleness;
+}
+
+void WorkerClient::Store(uint32_t table, int shard, const uint64_t* keys, size_t n, const float* values,
+                         int64_t row_clock, uint64_t version) {
+  TableCache& c = caches_[table];
+  if (!c.enabled) return;
+  const TableSpec& spec = options_.tables[table];
+  if (spec.kind == TableKind::kDense) {
+    auto [b, e] = DenseRange(spec.size, shard, num_shards_);
+    CachedRow& row = c.dense[shard];
+    row.values.assign(values, values + (e - b));
+    row.row_clock = row_clock;
+    row.version = version;
+    return;
+  }
+  const uint32_t dim = spec.dim;
+  for (size_t i = 0; i < n; ++i) {
+    CachedRow& row = c.rows[keys[i]];
+    row.values.assign(values + i * dim, values + (i + 1) * dim);
+    row.row_clock = row_clock;
+    row.version = version;
+  }
+}
+
+void WorkerClient::SendHeartbeats() {
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(HEARTBEAT);
+    Send(s, &m, Sub{});
+  }
+}
 
 WorkerClient::~WorkerClient() = default;
 
@@ -77,6 +121,7 @@ void WorkerClient::Send(int shard, Message* m, Sub sub) {
     }
   }
   const uint64_t id = next_request_++;
+  last_send_ = SteadyClock::now();
   m->header.set_request_id(id);
   m->header.set_sender_rank(options_.rank);
   m->header.set_clock(clock_);
@@ -113,8 +158,32 @@ void WorkerClient::Fail(int64_t ts, const Status& st) {
 
 int64_t WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
   const int64_t ts = NewGroup(false);
-  const uint32_t dim = options_.tables[table].dim;
-  SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
+  const TableSpec& spec = options_.tables[table];
+  const uint32_t dim = spec.dim;
+  TableCache& cache = caches_[table];
+  Status drained = AwaitOwnPushes(table);
+  if (!drained.ok()) Fail(ts, drained);
+  std::fill(cache.read_version.begin(), cache.read_version.end(), UINT64_MAX);
+  stats_.rows_read += keys.size();
+  const std::vector<uint64_t>* to_fetch = &keys;
+  std::vector<uint32_t> fetch_pos;
+  std::vector<uint64_t> fetch_keys;
+  if (cache.enabled) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto it = cache.rows.find(keys[i]);
+      if (it != cache.rows.end() && Fresh(it->second, spec.staleness)) {
+        std::memcpy(out + i * size_t{dim}, it->second.values.data(), dim * sizeof(float));
+        uint64_t& rv = cache.read_version[ShardForKey(keys[i], num_shards_)];
+        rv = std::min(rv, it->second.version);
+        ++stats_.cache_hits;
+      } else {
+        fetch_keys.push_back(keys[i]);
+        fetch_pos.push_back(static_cast<uint32_t>(i));
+      }
+    }
+    to_fetch = &fetch_keys;
+  }
+  SplitKeysByShard(*to_fetch, num_shards_, &split_keys_, &split_pos_);
   for (int s = 0; s < num_shards_; ++s) {
     if (split_keys_[s].empty()) continue;
     Message m;
@@ -125,9 +194,14 @@ int64_t WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys
     m.keys = CopyFrame(split_keys_[s].data(), split_keys_[s].size() * sizeof(uint64_t));
     Sub sub;
     sub.ts = ts;
+    sub.table = table;
     sub.out = out;
     sub.dim = dim;
     sub.positions = split_pos_[s];
+    if (cache.enabled) {
+      for (auto& p : sub.positions) p = fetch_pos[p];  // back to positions in `keys`
+      sub.keys = split_keys_[s];
+    }
     sub.expect = PULL_REPLY;
     ++stats_.pulls;
     stats_.rows_pulled += split_keys_[s].size();
@@ -149,13 +223,25 @@ int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys
     m.header.set_num_keys(n);
     m.header.set_value_dim(dim);
     m.header.set_num_values(n * dim);
+    m.header.set_version(PushVersion(table, s));
     m.keys = CopyFrame(split_keys_[s].data(), n * sizeof(uint64_t));
     m.values = zmq::message_t(n * dim * sizeof(float));
     float* dst = static_cast<float*>(m.values.data());
     for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * dim, grads + split_pos_[s][i] * size_t{dim}, dim * sizeof(float));
     Sub sub;
     sub.ts = ts;
+    sub.table = table;
+    sub.dim = dim;
     sub.expect = PUSH_REPLY;
+    if (caches_[table].enabled && caches_[table].refresh_on_push) {
+      m.header.set_want_values(true);
+      caches_[table].pushes_in_flight++;
+      for (uint64_t k : split_keys_[s]) caches_[table].rows[k].pending_pushes++;
+      sub.keys = split_keys_[s];
+    } else if (caches_[table].enabled) {
+      // Own write not in the cache: the next read must come from the server.
+      for (uint64_t k : split_keys_[s]) caches_[table].rows.erase(k);
+    }
     ++stats_.pushes;
     stats_.rows_pushed += n;
     Send(s, &m, std::move(sub));
@@ -167,16 +253,29 @@ int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys
 
 int64_t WorkerClient::PullDense(uint32_t table, float* out) {
   const int64_t ts = NewGroup(false);
-  const uint64_t size = options_.tables[table].size;
+  const TableSpec& spec = options_.tables[table];
+  const uint64_t size = spec.size;
+  TableCache& cache = caches_[table];
+  Status drained = AwaitOwnPushes(table);
+  if (!drained.ok()) Fail(ts, drained);
+  std::fill(cache.read_version.begin(), cache.read_version.end(), UINT64_MAX);
   for (int s = 0; s < num_shards_; ++s) {
     auto [b, e] = DenseRange(size, s, num_shards_);
     if (b == e) continue;
+    if (cache.enabled && Fresh(cache.dense[s], spec.staleness)) {
+      std::memcpy(out + b, cache.dense[s].values.data(), (e - b) * sizeof(float));
+      cache.read_version[s] = cache.dense[s].version;
+      ++stats_.cache_hits;
+      continue;
+    }
     Message m;
     m.header.set_type(PULL);
     m.header.set_table_id(table);
     Sub sub;
     sub.ts = ts;
+    sub.table = table;
     sub.out = out;
+    sub.dense = true;
     sub.dense_begin = b;
     sub.expect = PULL_REPLY;
     ++stats_.pulls;
@@ -195,10 +294,20 @@ int64_t WorkerClient::PushDense(uint32_t table, const float* grad) {
     m.header.set_type(PUSH);
     m.header.set_table_id(table);
     m.header.set_num_values(e - b);
+    m.header.set_version(PushVersion(table, s));
     m.values = CopyFrame(grad + b, (e - b) * sizeof(float));
     Sub sub;
     sub.ts = ts;
+    sub.table = table;
+    sub.dense = true;
     sub.expect = PUSH_REPLY;
+    if (caches_[table].enabled && caches_[table].refresh_on_push) {
+      m.header.set_want_values(true);
+      caches_[table].pushes_in_flight++;
+      caches_[table].dense[s].pending_pushes++;
+    } else if (caches_[table].enabled) {
+      caches_[table].dense[s].values.clear();
+    }
     ++stats_.pushes;
     Send(s, &m, std::move(sub));
   }
@@ -216,6 +325,15 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
   }
   Sub& sub = it->second;
   outstanding_[sub.shard]--;
+  if (sub.expect == PUSH_REPLY && caches_[sub.table].enabled && caches_[sub.table].refresh_on_push) {
+    TableCache& cache = caches_[sub.table];
+    cache.pushes_in_flight--;
+    if (sub.dense) {
+      cache.dense[sub.shard].pending_pushes--;
+    } else {
+      for (uint64_t k : sub.keys) cache.rows[k].pending_pushes--;
+    }
+  }
   auto git = groups_.find(sub.ts);
   Status st;
   const MessageHeader& h = reply->header;
@@ -224,9 +342,24 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
   } else if (h.type() != sub.expect) {
     st = Status::DataLoss("server " + std::to_string(sub.shard) + " answered " + TypeName(h.type()) +
                           " to a request expecting " + TypeName(sub.expect));
+  } else if (h.type() == HELLO_REPLY) {
+    clock_ = std::max(clock_, h.clock());
+  } else if (h.type() == PUSH_REPLY) {
+    TableCache& cache = caches_[sub.table];
+    if (cache.enabled && cache.refresh_on_push && h.num_values() > 0) {
+      const float* v = reply->ValueData(&scratch_);
+      if (sub.dense) {
+        Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
+      } else if (h.num_values() == sub.keys.size() * size_t{sub.dim}) {
+        Store(sub.table, sub.shard, sub.keys.data(), sub.keys.size(), v, h.min_clock(), h.version());
+      }
+    }
   } else if (h.type() == PULL_REPLY) {
     const float* v = reply->ValueData(&scratch_);
-    if (sub.dim > 0) {
+    TableCache& cache = caches_[sub.table];
+    uint64_t& rv = cache.read_version[sub.shard];
+    rv = std::min(rv, h.version());
+    if (!sub.dense) {
       if (h.num_values() != sub.positions.size() * sub.dim) {
         st = Status::DataLoss("server " + std::to_string(sub.shard) + " returned " +
                               std::to_string(h.num_values()) + " floats for " +
@@ -234,10 +367,14 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
       } else {
         for (size_t i = 0; i < sub.positions.size(); ++i)
           std::memcpy(sub.out + size_t{sub.positions[i]} * sub.dim, v + i * sub.dim, sub.dim * sizeof(float));
+        if (!sub.keys.empty()) Store(sub.table, sub.shard, sub.keys.data(), sub.keys.size(), v, h.min_clock(), h.version());
       }
     } else {
       std::memcpy(sub.out + sub.dense_begin, v, h.num_values() * sizeof(float));
+      Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
     }
+  } else if (h.type() == STATS_REPLY && stats_sink_ != nullptr) {
+    *stats_sink_ = h.stats_json();
   } else if (h.type() == BARRIER_REPLY && git != groups_.end()) {
     git->second.samples = h.samples();
   }
@@ -254,8 +391,18 @@ Status WorkerClient::Progress(int timeout_ms) {
   std::vector<zmq::pollitem_t> items;
   for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   int n = 0;
+  const auto start = SteadyClock::now();
   try {
-    n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+    while (true) {
+      // Poll in heartbeat-sized slices: a worker blocked on the staleness
+      // bound must still look alive to the servers.
+      const int64_t waited = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
+      const int64_t slice = std::min<int64_t>(timeout_ms - waited, options_.heartbeat_interval_ms);
+      n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(std::max<int64_t>(0, slice)));
+      if (n > 0 || waited + slice >= timeout_ms) break;
+      if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
+        SendHeartbeats();
+    }
   } catch (const zmq::error_t& e) {
     return Status::IOError(log_prefix_ + "poll: " + e.what());
   }
@@ -327,13 +474,14 @@ Status WorkerClient::Clock() {
   return sticky_error_;
 }
 
-StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples) {
+StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const std::string& stats_json) {
   TETHER_RETURN_IF_ERROR(WaitAll());
   const int64_t ts = NewGroup(false);
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(BARRIER);
     m.header.set_samples(samples);
+    m.header.set_stats_json(stats_json);
     Sub sub;
     sub.ts = ts;
     sub.expect = BARRIER_REPLY;
@@ -366,6 +514,57 @@ Status WorkerClient::Bye() {
     Send(s, &m, std::move(sub));
   }
   return Wait(ts);
+}
+
+}  // namespace tether
+
+namespace tether {
+
+Status WorkerClient::AwaitOwnPushes(uint32_t table) {
+  const TableCache& cache = caches_[table];
+  if (!cache.enabled || !cache.refresh_on_push) return Status::OK();
+  const auto start = SteadyClock::now();
+  while (cache.pushes_in_flight > 0) TETHER_RETURN_IF_ERROR(Progress(options_.request_timeout_ms));
+  stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  return Status::OK();
+}
+
+uint64_t WorkerClient::PushVersion(uint32_t table, int shard) const {
+  const uint64_t v = caches_[table].read_version[shard];
+  return v == UINT64_MAX ? 0 : v;
+}
+
+Status WorkerClient::Idle(int ms) {
+  const auto until = SteadyClock::now() + std::chrono::milliseconds(ms);
+  while (true) {
+    const int64_t left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now()).count();
+    if (left <= 0) return sticky_error_;
+    if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
+      SendHeartbeats();
+    Status st = Progress(static_cast<int>(std::min<int64_t>(left, options_.heartbeat_interval_ms)));
+    if (!st.ok() && st.code() != Status::Code::kDeadlineExceeded) return st;
+  }
+}
+
+StatusOr<std::vector<std::string>> WorkerClient::ServerStatsJson() {
+  TETHER_RETURN_IF_ERROR(WaitAll());
+  std::vector<std::string> out(num_shards_);
+  for (int s = 0; s < num_shards_; ++s) {
+    const int64_t ts = NewGroup(false);
+    Message m;
+    m.header.set_type(STATS);
+    Sub sub;
+    sub.ts = ts;
+    sub.expect = STATS_REPLY;
+    sub.positions.clear();
+    stats_sink_ = &out[s];
+    Send(s, &m, std::move(sub));
+    Status st = Wait(ts);
+    stats_sink_ = nullptr;
+    TETHER_RETURN_IF_ERROR(st);
+  }
+  return out;
 }
 
 }  // namespace tether

@@ -13,9 +13,24 @@
 // a pull issued after a push from the same worker sees that push
 // (read-my-writes), and a CLOCK arrives after the pushes of its clock.
 //
+// Cache (the SSP table of Petuum Bösen, Ho et al. NIPS 2013; Wei et al.
+// SoCC 2015): for tables with a bound s ≥ 0 and consistency.cache on, every
+// row the worker receives is kept with r, the shard's min clock when the row
+// was read there. A read at clock c is served from the cache while r ≥ c − s,
+// which is exactly the SSP guarantee, and fetched again otherwise. With
+// consistency.refresh_on_push, pushes ask for the updated rows back so the
+// cache holds the worker's own writes; otherwise a push evicts its rows. A
+// row with a push still in flight is always fetched from the server, which
+// has applied the push by then (read-my-writes). ASP tables are never cached.
+//
+// Versions: every pull reply carries the table's version on the shard; each
+// push carries the oldest version among the rows of that shard the caller
+// last read, so the server can measure the push's staleness τ.
+//
 // Not thread-safe: one client per worker thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +47,7 @@ namespace tether {
 
 struct ClientOptions {
   int rank = 0;
+  int heartbeat_interval_ms = 1000;  // heartbeat while blocked longer than this
   std::vector<std::string> servers;  // endpoint per shard, in shard order
   int64_t staleness = 0;             // must equal the servers' bound
   std::string model_fingerprint;     // must equal the servers'
@@ -42,7 +58,10 @@ struct ClientOptions {
 
 /// Per-client counters.
 struct ClientStats {
-  uint64_t pulls = 0, pushes = 0, rows_pulled = 0, rows_pushed = 0;
+  uint64_t pulls = 0, pushes = 0;        // messages to servers
+  uint64_t rows_pulled = 0, rows_pushed = 0;  // rows on the wire
+  uint64_t rows_read = 0;                // rows handed to the caller by PullRows
+  uint64_t cache_hits = 0;               // of rows_read, served from the cache
   uint64_t bytes_sent = 0, bytes_received = 0;
   double wait_seconds = 0;  // time blocked in Wait (includes staleness waits)
 };
@@ -79,12 +98,21 @@ class WorkerClient {
   /// Completes the current clock: sends CLOCK to every shard (after the
   /// clock's pushes, so the server applies them first). Errors as Wait.
   Status Clock();
+  /// Completed clocks. A worker rejoining a running job starts at the clock
+  /// the servers assign (the slowest live worker's), not 0.
   int64_t clock() const { return clock_; }
+
+  /// Sleeps `ms` milliseconds while keeping the worker alive (heartbeats) and
+  /// processing replies; used to simulate a straggler (--slowdown).
+  Status Idle(int ms);
+
+  /// Asks every shard for its counters (JSON per shard, in shard order).
+  StatusOr<std::vector<std::string>> ServerStatsJson();
 
   /// Says this worker finished training (it stops counting towards the
   /// servers' min clock) and blocks until every worker has. `samples`: rows
   /// this worker trained on; returns the total over all workers.
-  StatusOr<uint64_t> Barrier(uint64_t samples);
+  StatusOr<uint64_t> Barrier(uint64_t samples, const std::string& stats_json = "");
 
   /// Leaves the job: waits for outstanding requests, then BYE to every shard.
   Status Bye();
@@ -101,17 +129,42 @@ class WorkerClient {
   struct Sub {
     int64_t ts = 0;
     int shard = 0;
+    uint32_t table = 0;
     float* out = nullptr;       // pull destination (base)
     uint32_t dim = 0;
+    bool dense = false;
     uint64_t dense_begin = 0;   // dense pulls: offset of the shard's slice
     std::vector<uint32_t> positions;  // row pulls: destination row per key
+    std::vector<uint64_t> keys;       // row pulls/pushes to be cached
     MessageType expect = MSG_UNKNOWN;
+  };
+  struct CachedRow {
+    std::vector<float> values;
+    int64_t row_clock = 0;   // shard's min clock when the values were read
+    uint64_t version = 0;    // table version on the shard then
+    int pending_pushes = 0;  // pushes of this row not yet answered
+  };
+  struct TableCache {
+    bool enabled = false;
+    bool refresh_on_push = true;
+    int pushes_in_flight = 0;  // refresh_on_push: push messages not yet answered
+    std::unordered_map<uint64_t, CachedRow> rows;   // row tables
+    std::vector<CachedRow> dense;                  // dense tables: one per shard
+    std::vector<uint64_t> read_version;            // per shard: oldest version last read
   };
 
   explicit WorkerClient(const ClientOptions& options);
   int64_t NewGroup(bool detached);
   void Send(int shard, Message* m, Sub sub);
   Status Progress(int timeout_ms);  // receive and dispatch what has arrived
+  void Store(uint32_t table, int shard, const uint64_t* keys, size_t n, const float* values, int64_t row_clock,
+             uint64_t version);
+  bool Fresh(const CachedRow& row, int64_t staleness) const;
+  void SendHeartbeats();
+  // refresh_on_push tables: waits for the table's push replies, which carry
+  // the rows with the worker's own updates, before the cache is consulted.
+  Status AwaitOwnPushes(uint32_t table);
+  uint64_t PushVersion(uint32_t table, int shard) const;
   void Complete(uint64_t request_id, Message* reply);
   void Fail(int64_t ts, const Status& st);
 
@@ -131,6 +184,9 @@ class WorkerClient {
   std::vector<std::vector<uint64_t>> split_keys_;
   std::vector<std::vector<uint32_t>> split_pos_;
   std::vector<float> scratch_;
+  std::vector<TableCache> caches_;
+  std::chrono::steady_clock::time_point last_send_;
+  std::string* stats_sink_ = nullptr;  // STATS_REPLY destination during ServerStatsJson
 };
 
 }  // namespace tether

@@ -1,0 +1,334 @@
+// Consistency tests with a real ServerShard (threads, 127.0.0.1, port 0) and
+// WorkerClients driven from the test thread: the SSP invariant on a
+// randomised schedule, BSP with one worker against sequential SGD, ASP,
+// read-my-writes, the worker cache, and membership under the bound (C18).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "server/optimizer.h"
+#include "server/server.h"
+#include "sparse/cpu_backend.h"
+#include "worker/client.h"
+#include "worker/xmc_mlp.h"
+
+namespace tether {
+namespace {
+
+constexpr uint32_t kW1 = 0, kB1 = 1, kW2 = 2;
+
+JobConfig Job(int servers, int workers, int64_t staleness, int hidden = 1) {
+  JobConfig c;
+  c.mutable_cluster()->set_num_servers(servers);
+  c.mutable_cluster()->set_num_workers(workers);
+  c.mutable_cluster()->set_idle_timeout_ms(30000);
+  c.mutable_cluster()->set_startup_timeout_ms(30000);
+  c.mutable_data()->set_num_features(50);
+  c.mutable_data()->set_num_labels(4);
+  c.mutable_model()->set_hidden(hidden);
+  c.mutable_optimizer()->set_type(SGD);
+  c.mutable_optimizer()->set_learning_rate(1.0f);
+  c.mutable_consistency()->set_staleness(staleness);
+  if (staleness < 0) c.mutable_consistency()->set_model(ASP);
+  return c;
+}
+
+class Cluster {
+ public:
+  explicit Cluster(const JobConfig& c) : config_(c) {
+    for (int s = 0; s < c.cluster().num_servers(); ++s) {
+      servers_.push_back(std::make_unique<ServerShard>(c, s));
+      Status st = servers_.back()->Bind("tcp://127.0.0.1:0");
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      endpoints_.push_back(servers_.back()->endpoint());
+    }
+    for (auto& s : servers_) {
+      ServerShard* p = s.get();
+      threads_.emplace_back([p] { (void)p->Run(); });
+    }
+  }
+  ~Cluster() {
+    for (auto& s : servers_) s->Stop();
+    for (auto& t : threads_) t.join();
+  }
+  std::unique_ptr<WorkerClient> Connect(int rank) const {
+    ClientOptions o;
+    o.rank = rank;
+    o.servers = endpoints_;
+    o.tables = TablesForJob(config_);
+    o.staleness = EffectiveStaleness(config_.consistency());
+    o.model_fingerprint = ModelFingerprint(o.tables);
+    o.request_timeout_ms = 10000;
+    o.heartbeat_interval_ms = config_.cluster().heartbeat_interval_ms();
+    auto c = WorkerClient::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+  ServerShard& server(int s) { return *servers_[s]; }
+
+ private:
+  JobConfig config_;
+  std::vector<std::unique_ptr<ServerShard>> servers_;
+  std::vector<std::string> endpoints_;
+  std::vector<std::thread> threads_;
+};
+
+// W workers; worker w owns key w and pushes +1 to it once per clock. On a
+// random schedule every read is checked: a read at clock c includes at least
+// the c − s pushes each worker made in clocks ≤ c − s − 1, includes every push
+// of the reader itself (read-my-writes), and completes without waiting
+// whenever every worker's clock is ≥ c − s; when the bound does not hold the
+// read waits until it does.
+void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t seed) {
+  JobConfig job = Job(2, workers, s);
+  job.mutable_consistency()->set_cache(cache);
+  Cluster cluster(job);
+  std::vector<std::unique_ptr<WorkerClient>> w;
+  for (int r = 0; r < workers; ++r) w.push_back(cluster.Connect(r));
+  for (auto& c : w) ASSERT_TRUE(c);
+  std::vector<uint64_t> keys(workers);
+  for (int r = 0; r < workers; ++r) keys[r] = r;
+  std::vector<float> init(workers);
+  ASSERT_TRUE(w[0]->Wait(w[0]->PullRows(kW1, keys, init.data())).ok());
+
+  std::vector<int64_t> clocks(workers, 0), pushes(workers, 0);
+  struct PendingRead { int64_t ts = -1; int64_t clock = 0; std::vector<float> out; };
+  std::vector<PendingRead> pending(workers);
+  std::mt19937 rng(seed);
+  int reads_checked = 0, reads_blocked = 0;
+  auto min_clock = [&] { return *std::min_element(clocks.begin(), clocks.end()); };
+  auto check = [&](int r, const PendingRead& p) {
+    for (int k = 0; k < workers; ++k) {
+      const int64_t seen = std::lround(p.out[k] - init[k]);
+      const int64_t required = s < 0 ? 0 : std::max<int64_t>(0, p.clock - s);
+      if (k == r) {
+        EXPECT_EQ(seen, pushes[r]) << "read-my-writes: worker " << r << " at clock " << p.clock;
+      } else {
+        EXPECT_GE(seen, required) << "worker " << r << " at clock " << p.clock << " misses updates of worker " << k;
+        EXPECT_LE(seen, pushes[k]);
+      }
+    }
+    ++reads_checked;
+  };
+  for (int step = 0; step < steps; ++step) {
+    const int r = static_cast<int>(rng() % workers);
+    PendingRead& p = pending[r];
+    const bool bound_holds = [&] { return s < 0 || min_clock() >= p.clock - s; }();
+    if (p.ts >= 0) {
+      if (bound_holds) {
+        Status st = p.ts >= 0 ? w[r]->Wait(p.ts, 5000) : Status::OK();
+        ASSERT_TRUE(st.ok()) << "released read of worker " << r << ": " << st.ToString();
+        check(r, p);
+        p.ts = -1;
+      } else {
+        EXPECT_EQ(w[r]->Wait(p.ts, 20).code(), Status::Code::kDeadlineExceeded)
+            << "worker " << r << " read at clock " << p.clock << " past the bound (min clock " << min_clock() << ")";
+      }
+      continue;
+    }
+    // One clock of work: push, clock, then read every key at the new clock.
+    const float g = -1.0f;  // SGD, lr 1: w -= g → +1
+    w[r]->PushRows(kW1, {keys[r]}, &g);
+    ++pushes[r];
+    ASSERT_TRUE(w[r]->Clock().ok());
+    ++clocks[r];
+    p.clock = clocks[r];
+    p.out.assign(workers, 0.0f);
+    p.ts = w[r]->PullRows(kW1, keys, p.out.data());
+    if (s < 0 || min_clock() >= p.clock - s) {
+      Status st = w[r]->Wait(p.ts, 5000);
+      ASSERT_TRUE(st.ok()) << "read within the bound must not wait: " << st.ToString();
+      check(r, p);
+      p.ts = -1;
+    } else {
+      ++reads_blocked;
+    }
+  }
+  EXPECT_GT(reads_checked, steps / 4);
+  if (s >= 0 && workers > 1) EXPECT_GT(reads_blocked, 0) << "the schedule never exercised the bound";
+  if (s < 0) EXPECT_EQ(reads_blocked, 0);
+  for (int sh = 0; sh < 2; ++sh) EXPECT_EQ(cluster.server(sh).stats().bound_violations, 0u);
+}
+
+TEST(ConsistencyTest, SspInvariantOnRandomScheduleS0) { RunRandomSchedule(0, true, 3, 300, 1); }
+TEST(ConsistencyTest, SspInvariantOnRandomScheduleS2) { RunRandomSchedule(2, true, 3, 400, 2); }
+TEST(ConsistencyTest, SspInvariantOnRandomScheduleS3NoCache) { RunRandomSchedule(3, false, 4, 400, 3); }
+TEST(ConsistencyTest, AspNeverBlocks) { RunRandomSchedule(-1, true, 3, 300, 4); }
+
+// BSP with one worker is plain sequential SGD, bit for bit: the XMC MLP
+// trained through 2 shards equals the same steps applied locally.
+TEST(ConsistencyTest, BspOneWorkerEqualsSequentialSgdBitForBit) {
+  const int H = 8, F = 50, L = 4, B = 5;
+  JobConfig job = Job(2, 1, 0, H);
+  job.mutable_optimizer()->set_learning_rate(0.3f);
+  Cluster cluster(job);
+  auto w = cluster.Connect(0);
+  ASSERT_TRUE(w);
+  const auto tables = TablesForJob(job);
+  CpuBackend backend(1);
+  XmcMlp model({F, H, L, XmcLoss::kSoftmax}, &backend);
+  // Local replica with the servers' initializer.
+  std::vector<float> w1(F * H), b1(H, 0.0f), w2(L * (H + 1));
+  for (int f = 0; f < F; ++f)
+    for (int j = 0; j < H; ++j) w1[f * H + j] = InitialWeight(1, 0, f, j, tables[0].init_bound);
+  for (int l = 0; l < L; ++l)
+    for (int j = 0; j <= H; ++j) w2[l * (H + 1) + j] = InitialWeight(1, 2, l, j, tables[2].init_bound);
+  Optimizer sgd(job.optimizer());
+  std::mt19937 rng(5);
+  std::vector<uint64_t> labels_keys = {0, 1, 2, 3};
+  for (int step = 0; step < 30; ++step) {
+    CsrMatrix x, y;
+    x.cols = F;
+    y.cols = L;
+    for (int r = 0; r < B; ++r) {
+      std::vector<uint32_t> idx;
+      for (uint32_t f = rng() % 7; f < static_cast<uint32_t>(F); f += 3 + rng() % 9) idx.push_back(f);
+      std::vector<float> val(idx.size(), 1.0f);
+      x.AppendRow(idx.data(), val.data(), idx.size());
+      uint32_t lab = rng() % L;
+      float one = 1.0f;
+      y.AppendRow(&lab, &one, 1);
+    }
+    std::vector<uint64_t> keys;
+    CsrMatrix xl;
+    LocalizeBatch(x, 0, B, &keys, &xl);
+    // Through the servers.
+    std::vector<float> pw1(keys.size() * H), pb1(H), pw2(L * (H + 1));
+    ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, pw1.data())).ok());
+    ASSERT_TRUE(w->Wait(w->PullDense(kB1, pb1.data())).ok());
+    ASSERT_TRUE(w->Wait(w->PullRows(kW2, labels_keys, pw2.data())).ok());
+    // Local replica must hold the same bits before the step.
+    for (size_t i = 0; i < keys.size(); ++i)
+      for (int j = 0; j < H; ++j) ASSERT_EQ(pw1[i * H + j], w1[keys[i] * H + j]) << "step " << step;
+    ASSERT_EQ(pb1, b1);
+    ASSERT_EQ(pw2, w2);
+    std::vector<float> ww2(L * H), bb2(L);
+    for (int l = 0; l < L; ++l) {
+      std::copy_n(&pw2[l * (H + 1)], H, &ww2[l * H]);
+      bb2[l] = pw2[l * (H + 1) + H];
+    }
+    XmcGrads g;
+    ASSERT_TRUE(model.ComputeGradients(xl, y, {pw1.data(), static_cast<int64_t>(keys.size()), pb1.data(), ww2.data(), bb2.data()}, &g).ok());
+    std::vector<float> g2(L * (H + 1));
+    for (int l = 0; l < L; ++l) {
+      std::copy_n(&g.w2[l * H], H, &g2[l * (H + 1)]);
+      g2[l * (H + 1) + H] = g.b2[l];
+    }
+    w->PushRows(kW1, keys, g.w1.data());
+    w->PushDense(kB1, g.b1.data());
+    w->PushRows(kW2, labels_keys, g2.data());
+    ASSERT_TRUE(w->Clock().ok());
+    // Sequential SGD on the replica.
+    for (size_t i = 0; i < keys.size(); ++i) sgd.Apply(&w1[keys[i] * H], nullptr, &g.w1[i * H], H);
+    sgd.Apply(b1.data(), nullptr, g.b1.data(), H);
+    sgd.Apply(w2.data(), nullptr, g2.data(), g2.size());
+  }
+  std::vector<uint64_t> all(F);
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<float> final_w1(F * H);
+  ASSERT_TRUE(w->Wait(w->PullRows(kW1, all, final_w1.data())).ok());
+  EXPECT_EQ(final_w1, w1);
+}
+
+// Pull counts on a fixed schedule: one worker reads keys 0..9 once per clock
+// for 20 clocks, pushing nothing. A row read when the min clock was r serves
+// reads at clocks ≤ r + s, so the worker pulls every (s + 1)-th clock:
+// ⌈20 / (s + 1)⌉ pulls from each shard holding keys, and 10 rows per pull.
+TEST(ConsistencyTest, CacheCutsPullsAsStalenessGrows) {
+  const std::vector<std::pair<int64_t, uint64_t>> expected = {{0, 20}, {1, 10}, {2, 7}, {4, 4}, {8, 3}};
+  for (auto [s, pulls_per_shard] : expected) {
+    Cluster cluster(Job(1, 1, s));
+    auto w = cluster.Connect(0);
+    ASSERT_TRUE(w);
+    std::vector<uint64_t> keys(10);
+    std::iota(keys.begin(), keys.end(), 0);
+    std::vector<float> out(10);
+    for (int c = 0; c < 20; ++c) {
+      ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, out.data())).ok());
+      ASSERT_TRUE(w->Clock().ok());
+    }
+    EXPECT_EQ(w->stats().pulls, pulls_per_shard) << "s = " << s;
+    EXPECT_EQ(w->stats().rows_pulled, pulls_per_shard * 10) << "s = " << s;
+    EXPECT_EQ(w->stats().cache_hits, (20 - pulls_per_shard) * 10) << "s = " << s;
+  }
+}
+
+// Read-my-writes through the cache, in both push modes: a read right after a
+// push (reply not yet seen) includes the push.
+TEST(ConsistencyTest, ReadMyWritesWithCache) {
+  for (bool refresh : {true, false}) {
+    JobConfig job = Job(2, 2, 3);
+    job.mutable_consistency()->set_refresh_on_push(refresh);
+    Cluster cluster(job);
+    auto w = cluster.Connect(0);
+    ASSERT_TRUE(w);
+    std::vector<uint64_t> keys = {1, 2, 3, 4};
+    std::vector<float> before(4), after(4);
+    ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, before.data())).ok());
+    for (int i = 1; i <= 3; ++i) {
+      std::vector<float> g(4, -1.0f);
+      w->PushRows(kW1, keys, g.data());
+      ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, after.data())).ok());
+      for (int k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(after[k], before[k] + i) << "refresh_on_push " << refresh;
+    }
+    // The last reads came from the cache when pushes ship rows back.
+    if (refresh) EXPECT_GE(w->stats().cache_hits, 8u);
+  }
+}
+
+// C18 in one process: 4 workers, s = 3. Worker 2 stops (no BYE) at clock 5;
+// the others advance at most s + 1 clocks past it, block, and are released
+// once the servers drop it after worker_timeout_ms; a new worker 2 rejoins at
+// the slowest live clock and reads fresh rows.
+TEST(ConsistencyTest, DeadWorkerIsRemovedAndRejoinsAtSlowestClock) {
+  JobConfig job = Job(2, 4, 3);
+  job.mutable_cluster()->set_worker_timeout_ms(600);
+  job.mutable_cluster()->set_heartbeat_interval_ms(100);
+  Cluster cluster(job);
+  std::vector<std::unique_ptr<WorkerClient>> w;
+  for (int r = 0; r < 4; ++r) w.push_back(cluster.Connect(r));
+  std::vector<uint64_t> keys = {0, 1, 2, 3};
+  std::vector<float> out(4);
+  for (int c = 0; c < 5; ++c)
+    for (int r = 0; r < 4; ++r) ASSERT_TRUE(w[r]->Clock().ok());
+  w[2].reset();  // dies at clock 5: no BYE, no more heartbeats
+  // Survivors run until blocked: reads at clock ≤ 5 + 3 succeed.
+  int64_t reached = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    for (int r : {0, 1, 3}) ASSERT_TRUE(w[r]->Clock().ok());
+    const int64_t ts = w[0]->PullRows(kW1, keys, out.data());
+    Status st = w[0]->Wait(ts, 300);
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded);
+      reached = w[0]->clock();
+      // Released once the servers drop worker 2 (600 ms after its last
+      // message); workers 1 and 3 stay alive meanwhile (heartbeats).
+      bool released = false;
+      for (int i = 0; i < 60 && !released; ++i) {
+        ASSERT_TRUE(w[1]->Idle(40).ok());
+        ASSERT_TRUE(w[3]->Idle(40).ok());
+        released = w[0]->Wait(ts, 40).ok();
+      }
+      ASSERT_TRUE(released);
+      break;
+    }
+  }
+  const double released_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(reached, 5 + 3 + 1) << "the first read past the bound is at clock s + 1 beyond the dead worker's";
+  EXPECT_LT(released_s, 5.0);
+  EXPECT_EQ(cluster.server(0).stats().workers_timed_out, 1u);
+  // Rejoin: worker 2 starts at the slowest live clock.
+  w[2] = cluster.Connect(2);
+  ASSERT_TRUE(w[2]);
+  EXPECT_EQ(w[2]->clock(), reached);
+  ASSERT_TRUE(w[2]->Wait(w[2]->PullRows(kW1, keys, out.data()), 2000).ok());
+  EXPECT_EQ(w[2]->stats().cache_hits, 0u) << "a rejoining worker pulls fresh rows";
+  EXPECT_EQ(cluster.server(1).stats().workers_rejoined, 1u);
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(w[r]->Bye().ok());
+}
+
+}  // namespace
+}  // namespace tether
