@@ -210,6 +210,10 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"train_file", "data.train_file", "training data file"},
       {"test_file", "data.test_file", "test data file"},
       {"request_timeout_ms", "cluster.request_timeout_ms", "timeout for a reply from a server"},
+      {"slowdown", "train.slowdown", "straggler: worker --slowdown_rank runs this many times slower"},
+      {"slowdown_rank", "train.slowdown_rank", "the worker slowed by --slowdown"},
+      {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
+      {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
   };
   return kOverrides;
 }
@@ -382,6 +386,8 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (c.train().minibatch_size() < 1) return bad("train.minibatch_size", "must be ≥ 1");
   if (c.train().minibatches_per_clock() < 1) return bad("train.minibatches_per_clock", "must be ≥ 1");
   if (c.train().threads() < 1) return bad("train.threads", "must be ≥ 1");
+  if (!(c.train().slowdown() >= 1.0f) || !std::isfinite(c.train().slowdown()))
+    return bad("train.slowdown", "must be a finite factor ≥ 1");
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
   const std::string& dev = c.train().device();
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return bad("train.device", "must be auto, cpu or cuda, got '" + dev + "'");

@@ -41,6 +41,10 @@ TETHER_OVERRIDE_FLAG(l2);
 TETHER_OVERRIDE_FLAG(train_file);
 TETHER_OVERRIDE_FLAG(test_file);
 TETHER_OVERRIDE_FLAG(request_timeout_ms);
+TETHER_OVERRIDE_FLAG(slowdown);
+TETHER_OVERRIDE_FLAG(slowdown_rank);
+TETHER_OVERRIDE_FLAG(staleness_policy);
+TETHER_OVERRIDE_FLAG(worker_timeout_ms);
 #undef TETHER_OVERRIDE_FLAG
 
 namespace tether {
@@ -70,8 +74,18 @@ void ParseFlagsOrDie(int* argc, char*** argv, const char* usage) {
                    guess.empty() ? "" : (" (did you mean --" + guess + "?)").c_str());
       std::exit(1);
     }
+    if (eq != std::string::npos && eq + 1 == body.size() && info.type != "bool") {
+      // "--staleness=" would leave the flag unset and the config in force
+      // without a word: refuse it like a missing value.
+      std::fprintf(stderr, "error: flag --%s has an empty value (use --%s=VALUE)\n", name.c_str(), name.c_str());
+      std::exit(1);
+    }
     if (eq == std::string::npos && info.type != "bool") {
-      const bool next_is_value = i + 1 < *argc && (*argv)[i + 1][0] != '-';
+      // The next argument is the value unless it is another flag; "-1" is a
+      // value (a negative number), "-x" a flag.
+      const char* next = i + 1 < *argc ? (*argv)[i + 1] : nullptr;
+      const bool next_is_value =
+          next != nullptr && (next[0] != '-' || (next[1] >= '0' && next[1] <= '9') || next[1] == '.');
       if (!next_is_value) {
         std::fprintf(stderr, "error: flag --%s is missing its value (use --%s=VALUE)\n", name.c_str(),
                      name.c_str());
