@@ -304,6 +304,7 @@ class LineParser {
     feats_.clear();
     labels_.clear();
     target_ = 0;
+    max_col_ = -1;
     const char* p = b;
     if (opts_.format == DataFormat::kLibsvm) {
       if (const void* hash = std::memchr(b, '#', static_cast<size_t>(e - b))) {
@@ -326,10 +327,9 @@ class LineParser {
                                            Quote({p, static_cast<size_t>(t - p)}) +
                                            ": expected a number");
           }
-          if (k != NumKind::kOk) {
-            *bad = "label " + Quote({p, static_cast<size_t>(t - p)}) + " " + NumKindText(k);
-            return Status::OK();
-          }
+          // A bad number does not end the line: the rest must still be
+          // well-formed, or the row is an error rather than a dropped row.
+          if (k != NumKind::kOk) *bad = "label " + Quote({p, static_cast<size_t>(t - p)}) + " " + NumKindText(k);
         } else {
           TETHER_RETURN_IF_ERROR(ParseLabelList(p, t));
         }
@@ -346,7 +346,6 @@ class LineParser {
       const char* t = p;
       while (t < e && !IsSpace(*t)) ++t;
       TETHER_RETURN_IF_ERROR(ParseFeature(p, t, line_starts_with_space, bad));
-      if (!bad->empty()) return Status::OK();
       p = t;
     }
     TETHER_RETURN_IF_ERROR(SortFeatures(bad));
@@ -358,6 +357,8 @@ class LineParser {
   const std::vector<float>& feature_values() const { return vals_; }
   const std::vector<uint32_t>& labels() const { return labels_; }
   float target() const { return target_; }
+  /// Largest feature column named on the line (valid or not), -1 if none.
+  int64_t max_feature_col() const { return max_col_; }
 
  private:
   Status ParseLabelList(const char* b, const char* e) {
@@ -451,6 +452,9 @@ class LineParser {
       }
       return Status::InvalidArgument(msg);
     }
+    // Counted before the value is judged: a width inferred from the data then
+    // covers dropped rows too, so the same width reads every share.
+    max_col_ = std::max<int64_t>(max_col_, static_cast<int64_t>(col));
     if (colon + 1 == e) {
       return Status::InvalidArgument(At(path_, line_no_) + "missing value in token " + Quote(tok));
     }
@@ -461,7 +465,7 @@ class LineParser {
                                      ": expected a number");
     }
     if (k != NumKind::kOk) {
-      *bad = Quote(tok) + " " + NumKindText(k);
+      if (bad->empty()) *bad = Quote(tok) + " " + NumKindText(k);
       return Status::OK();
     }
     feats_.emplace_back(static_cast<uint32_t>(col), v);
@@ -489,7 +493,7 @@ class LineParser {
                 " (DuplicatePolicy::kSum or kKeepLast merge repeats instead)");
           case DuplicatePolicy::kSum:
             vals_.back() += v;
-            if (!std::isfinite(vals_.back())) {
+            if (!std::isfinite(vals_.back()) && bad->empty()) {
               *bad = "duplicate feature index " + std::to_string(col + base_) +
                      " sums to a value that overflows float";
               return Status::OK();
@@ -535,6 +539,7 @@ class LineParser {
   std::vector<float> vals_;
   std::vector<uint32_t> labels_;
   float target_ = 0;
+  int64_t max_col_ = -1;
 };
 
 Status NonFiniteError(const std::string& path, const std::vector<BadValue>& listed,
@@ -769,6 +774,16 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
       return st;
     }
     ++ds.rows_read;
+    // Inferred widths cover every parsed row, kept or not, so that reading
+    // the file again with those widths (e.g. by shares) accepts every row.
+    if (parser.max_feature_col() >= 0) {
+      any_feature = true;
+      max_feature = std::max(max_feature, static_cast<uint32_t>(parser.max_feature_col()));
+    }
+    if (!parser.labels().empty()) {
+      any_label = true;
+      max_label = std::max(max_label, parser.labels().back());
+    }
     if (!bad.empty()) {
       ++bad_lines;
       if (static_cast<int>(listed_bad.size()) < kMaxListedBadLines) {
@@ -788,17 +803,9 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
     }
     const auto& ids = parser.feature_ids();
     ds.features.AppendRow(ids.data(), parser.feature_values().data(), ids.size());
-    if (!ids.empty()) {
-      any_feature = true;
-      max_feature = std::max(max_feature, ids.back());
-    }
     const auto& labels = parser.labels();
     if (labels.size() > ones.size()) ones.resize(labels.size(), 1.0f);
     ds.labels.AppendRow(labels.data(), ones.data(), labels.size());
-    if (!labels.empty()) {
-      any_label = true;
-      max_label = std::max(max_label, labels.back());
-    }
     if (!xmc && !multilabel) ds.targets.push_back(parser.target());
     ds.source_lines.push_back(ln.line_no);
   }

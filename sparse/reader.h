@@ -48,7 +48,10 @@ enum class DuplicatePolicy {
 // Repeated label ids in one label list follow the same policy, except that
 // kSum and kKeepLast both just keep the label once (label values are 1.0).
 
-/// What to do with NaN, ±inf, and numbers that overflow float.
+/// What to do with NaN, ±inf, and numbers that overflow float. Either way
+/// the rest of such a row must be well-formed (a syntax or range error on it
+/// is an error under both policies), and its indices count towards widths
+/// inferred from the data.
 enum class NonFinitePolicy {
   kError,    // default: reject, listing the first 5 bad lines and the total
   kDropRow,  // drop the whole row, count it in Dataset::dropped_rows, LOG(WARNING)

@@ -878,6 +878,33 @@ TEST(ReaderTest, BytesAfterTheGzipStreamAreDataLoss) {
   EXPECT_EQ(magic_only.status().code(), Status::Code::kDataLoss);
 }
 
+// Found by tests/fuzz (libsvm_reader_fuzz): the width inferred under
+// kDropRow used to ignore the dropped rows, so reading the same file again
+// with that width (as the shares of a partitioned read do) failed on them.
+TEST(ReaderTest, C08DroppedRowsCountTowardsTheInferredWidth) {
+  const std::string path = kCases + "C08_nan_inf_values.txt";
+  ReadOptions o = Libsvm(1);
+  o.non_finite = NonFinitePolicy::kDropRow;
+  auto whole = ReadDataset(path, o);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->features.cols, 4);  // "4:0.5" on dropped line 4
+  o.num_features = whole->features.cols;
+  std::vector<int64_t> counts;
+  EXPECT_EQ(ReadAllShares(path, o, 2, &counts), (std::vector<int64_t>{5}));
+  EXPECT_EQ(counts, (std::vector<int64_t>{0, 1}));
+}
+
+TEST(ReaderTest, C08RowWithANonFiniteValueMustOtherwiseBeWellFormed) {
+  ReadOptions o = Libsvm(1);
+  o.non_finite = NonFinitePolicy::kDropRow;
+  auto ds = ParseDataset("+1 1:nan 2:x\n+1 1:1\n", "mixed.txt", o);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().message(), "mixed.txt:1: invalid value in token '2:x': expected a number");
+  auto label = ParseDataset("nan 1:0.5 7\n+1 1:1\n", "label.txt", o);
+  ASSERT_FALSE(label.ok());
+  EXPECT_EQ(label.status().message(), "label.txt:1: expected a feature 'index:value', got '7'");
+}
+
 // ---------------------------------------------------------------- C04 margins
 
 // Margins x·w of line 1 ("7:0.5 2:1.0 4:0.25", unsorted) and of its sorted

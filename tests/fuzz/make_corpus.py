@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/).
+
+Run from anywhere: python3 tests/fuzz/make_corpus.py. The output is committed;
+rerun it only when the input layouts in message_fuzz.cc / reader_fuzz.cc or
+the fixtures change.
+
+message_fuzz: byte 0 = flags (bit 0: first frame is a peer identity), then
+frames as [u16 LE length][bytes]. Headers are MessageHeader (proto/
+tether.proto) encoded by hand: field numbers and types must match it.
+reader fuzzers: byte 0 = option bits (see reader_fuzz.cc), then the file.
+"""
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# MessageType values (proto/tether.proto).
+HELLO, PULL, PUSH, CLOCK, BARRIER, BYE, ERROR_REPLY, PULL_REPLY = 1, 5, 7, 9, 11, 3, 16, 6
+
+
+def varint(n):
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_varint(num, value):
+    return varint(num << 3) + varint(value)
+
+
+def field_bytes(num, data):
+    return varint((num << 3) | 2) + varint(len(data)) + data
+
+
+def header(type_, table=0, request=1, rank=0, clock=0, num_keys=None, dim=None, num_values=None,
+           staleness=None, fingerprint=None, samples=None):
+    h = field_varint(1, type_) + field_varint(2, table) + field_varint(3, request)
+    h += field_varint(4, rank) + field_varint(5, clock)
+    if num_keys is not None:
+        h += field_varint(6, num_keys)
+    if dim is not None:
+        h += field_varint(7, dim)
+    if num_values is not None:
+        h += field_varint(8, num_values)
+    if staleness is not None:
+        h += field_varint(10, staleness)
+    if fingerprint is not None:
+        h += field_bytes(11, fingerprint)
+    if samples is not None:
+        h += field_varint(12, samples)
+    return h
+
+
+def message(frames, routed=False):
+    out = bytes([1 if routed else 0])
+    for f in frames:
+        out += struct.pack('<H', len(f)) + f
+    return out
+
+
+def keys(*ks):
+    return b''.join(struct.pack('<Q', k) for k in ks)
+
+
+def floats(*vs):
+    return b''.join(struct.pack('<f', v) for v in vs)
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, 'corpus', target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), 'wb') as f:
+        f.write(data)
+
+
+def message_corpus():
+    ident = b'w0-123-456'
+    seeds = {
+        'hello': [header(HELLO, staleness=2, fingerprint=b'w1[row dim=2] b1[dense size=2] '), b'', b''],
+        'pull_rows': [header(PULL, num_keys=3, dim=2), keys(1, 5, 9), b''],
+        'pull_dense': [header(PULL, table=1), b'', b''],
+        'push_rows': [header(PUSH, num_keys=2, dim=2, num_values=4), keys(3, 7), floats(1, -1, 0.5, 2)],
+        'push_dense': [header(PUSH, table=1, num_values=2), b'', floats(0.25, -0.5)],
+        'clock': [header(CLOCK, clock=3), b'', b''],
+        'barrier': [header(BARRIER, samples=4880), b'', b''],
+        'bye': [header(BYE), b'', b''],
+        'pull_reply': [header(PULL_REPLY, num_values=2, dim=2), b'', floats(0.1, 0.2)],
+        'error_reply': [header(ERROR_REPLY) + field_bytes(9, b'bad'), b'', b''],
+        'wrong_count': [header(PULL, num_keys=3, dim=2), keys(1, 2), b''],
+        'huge_count': [header(PULL, num_keys=1 << 61, dim=2), b'', b''],
+        'two_frames': [header(PULL), b''],
+        'garbage': [b'garbage'],
+    }
+    for name, frames in seeds.items():
+        write('message_fuzz', name, message(frames))
+        write('message_fuzz', name + '_routed', message([ident] + frames, routed=True))
+
+
+def reader_corpus():
+    cases = os.path.join(ROOT, 'tests', 'data', 'cases')
+    fixtures = os.path.join(ROOT, 'tests', 'data', 'readers')
+    xmc = ['C01_xmc_header_count_mismatch.txt', 'C01_xmc_header_test_split.txt',
+           'C02_zero_based_no_zero_index.txt', 'C05_empty_label_list.txt']
+    xmc_fix = ['xmc_partition.txt', 'xmc_missing_header.txt', 'xmc_feature_out_of_range.txt',
+               'xmc_label_out_of_range.txt', 'xmc_space_then_label.txt', 'xmc_zero_dims.txt']
+    libsvm = ['C02_one_based_with_zero.txt', 'C04_unsorted_duplicate_indices.txt',
+              'C06_crlf_trailing_ws.txt', 'C06_crlf_trailing_ws_clean_twin.txt', 'C08_nan_inf_values.txt',
+              'C10_no_trailing_newline.txt', 'C11_gzip_input.txt.gz', 'C11_gzip_input_plain_twin.txt']
+    libsvm_fix = ['libsvm_comments.txt', 'libsvm_multilabel.txt', 'libsvm_extreme_values.txt',
+                  'libsvm_float_overflow.txt', 'truncated.gz', 'binary_garbage.txt']
+    # Option bytes: base 0 and 1, error/sum policies, drop_row, and share checks.
+    option_bytes = [0x00, 0x01, 0x83, 0x89, 0xC1]
+    for target, names in (('xmc_reader_fuzz', [(cases, n) for n in xmc] + [(fixtures, n) for n in xmc_fix]),
+                          ('libsvm_reader_fuzz',
+                           [(cases, n) for n in libsvm] + [(fixtures, n) for n in libsvm_fix])):
+        for d, n in names:
+            with open(os.path.join(d, n), 'rb') as f:
+                data = f.read()
+            for o in option_bytes:
+                write(target, '%s_%02x' % (n.replace('.', '_'), o), bytes([o]) + data)
+
+
+if __name__ == '__main__':
+    message_corpus()
+    reader_corpus()
+    sys.exit(0)
