@@ -25,6 +25,48 @@ TEST(ConfigTest, UnknownFieldNamesFileLineAndSuggestion) {
   EXPECT_NE(c.status().message().find("did you mean 'staleness'?"), std::string::npos);
 }
 
+// C20, with the case's own file adapted to Tether's schema (the typo stays
+// on line 2): the start is refused naming file:line, the unknown name and
+// the closest valid one.
+TEST(ConfigTest, C20TypoFileNamesFileLineNameAndSuggestion) {
+  const std::string path = "tests/data/cases/C20_config_typo.pbtxt";
+  auto c = LoadJobConfig(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), path + ":2: unknown field 'staleness_bond' (did you mean 'staleness'?)");
+}
+
+// The case's file verbatim writes the typo at the top level, where Tether
+// has no staleness field: the suggestion says where the field belongs.
+TEST(ConfigTest, C20TypoAtTheWrongLevelSaysWhereTheFieldBelongs) {
+  auto c = ParseJobConfig("# job config with a typo on line 2\nstaleness_bond: 3\nlearning_rate: 0.1\n",
+                          "C20_config_typo.pbtxt");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "C20_config_typo.pbtxt:2: unknown field 'staleness_bond' (did you mean 'staleness'? "
+            "it belongs in consistency { staleness: ... })");
+  // A right name at the wrong level is still refused, never silently dropped.
+  auto level = ParseJobConfig("learning_rate: 0.1\n", "j.pbtxt");
+  ASSERT_FALSE(level.ok());
+  EXPECT_EQ(level.status().message(), "j.pbtxt:1: unknown field 'learning_rate' (did you mean 'learning_rate'? "
+                                      "it belongs in optimizer { learning_rate: ... })");
+}
+
+TEST(ConfigTest, UnknownEnumValueSuggestsTheClosest) {
+  auto c = ParseJobConfig("optimizer {\n  type: ADAMW\n}\n", "j.pbtxt");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "j.pbtxt:2: unknown value 'ADAMW' for field 'type' (did you mean 'ADAM'? "
+                                  "valid: SGD, ADAGRAD, ADAM, SUM)");
+  // The reported line is the culprit's, not the next token's.
+  auto split = ParseJobConfig("name: \"x\"\nconsistensy\n{\n  staleness: 1\n}\n", "j.pbtxt");
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.status().message(), "j.pbtxt:2: unknown field 'consistensy' (did you mean 'consistency'?)");
+  auto lower = ParseJobConfig("optimizer { type: adam }\n", "j.pbtxt");
+  ASSERT_FALSE(lower.ok());
+  EXPECT_EQ(lower.status().message(), "j.pbtxt:1: unknown value 'adam' for field 'type' (did you mean 'ADAM'? "
+                                      "enum values are upper case)");
+}
+
 TEST(ConfigTest, SyntaxErrorNamesLine) {
   auto c = ParseJobConfig("name: \"x\"\n\ntrain { epochs: ten }\n", "j.pbtxt");
   ASSERT_FALSE(c.ok());

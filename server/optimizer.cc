@@ -6,6 +6,7 @@
 namespace tether {
 
 int Optimizer::StatePerWeight() const {
+  if (config_.type() == SUM) return 0;
   if (config_.type() == ADAM) return 2;
   if (config_.type() == ADAGRAD) return 1;
   return config_.momentum() > 0 ? 1 : 0;
@@ -24,6 +25,10 @@ void Optimizer::InitState(float* state, uint64_t n) const {
 }
 
 void Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {
+  if (config_.type() == SUM) {
+    for (uint64_t i = 0; i < n; ++i) w[i] += g[i];
+    return;
+  }
   const float lr = config_.learning_rate() * lr_scale;
   const float l2 = config_.l2();
   if (config_.type() == ADAM) {

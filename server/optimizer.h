@@ -14,7 +14,7 @@ class Optimizer {
  public:
   explicit Optimizer(const OptimizerConfig& config) : config_(config) {}
 
-  /// Floats of state kept per weight: 0 for plain SGD, 1 for SGD with
+  /// Floats of state kept per weight: 0 for plain SGD and SUM, 1 for SGD with
   /// momentum (velocity) and for AdaGrad (sum of squared gradients), 2 for
   /// Adam (first and second moments).
   int StatePerWeight() const;
@@ -35,6 +35,7 @@ class Optimizer {
   ///            (Duchi, Hazan & Singer, JMLR 12, 2011)
   ///  Adam:     t += 1; m = β1·m + (1−β1)·g'; v = β2·v + (1−β2)·g'²;
   ///            w -= lr·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + ε)   (Kingma & Ba, ICLR 2015)
+  ///  SUM:      w += g   (no learning rate, l2 or lr_scale: exact totals)
   /// `lr_scale` multiplies the step (staleness-aware rates scale it).
   void Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
 

@@ -22,6 +22,25 @@ TEST(OptimizerTest, SgdStepMatchesHandComputed) {
   EXPECT_FLOAT_EQ(w[2], -0.25f);
 }
 
+// SUM adds the gradient as it is: no learning rate, l2, momentum or scale,
+// so totals are exact (case C13 counts updates through it).
+TEST(OptimizerTest, SumAddsTheGradientExactly) {
+  OptimizerConfig c;
+  c.set_type(SUM);
+  c.set_learning_rate(0.5f);
+  c.set_l2(0.25f);
+  c.set_momentum(0.9f);
+  Optimizer opt(c);
+  EXPECT_EQ(opt.StatePerWeight(), 0);
+  EXPECT_EQ(opt.StateFloats(3), 0u);
+  float w[3] = {0.0f, -2.0f, 0.25f};
+  const float g[3] = {1.0f, 1.0f, -0.25f};
+  for (int i = 0; i < 2000; ++i) opt.Apply(w, nullptr, g, 3, /*lr_scale=*/0.5f);
+  EXPECT_EQ(w[0], 2000.0f);
+  EXPECT_EQ(w[1], 1998.0f);
+  EXPECT_EQ(w[2], -499.75f);
+}
+
 TEST(OptimizerTest, SgdWithMomentumAndL2) {
   OptimizerConfig c;
   c.set_type(SGD);
