@@ -1,0 +1,68 @@
+// MetricsLog: JSON-lines metrics, one object per line, appended to
+// DIR/NAME.jsonl by every process of a job (workers once per clock and once
+// per evaluation, servers once per min-clock advance). tools/plot_metrics.py
+// draws loss and P@1 against time from these files.
+//
+// Every line carries "t" (seconds since the log was opened, steady clock),
+// "unix_time" (wall clock, to line up the files of several processes) and
+// the role/rank given at Open, plus the caller's fields.
+//
+// ProgressLine: a throttled, human-readable progress line for long runs.
+//
+// Ownership: a MetricsLog owns its file. Thread-safety: none; one writer per
+// object (a process has one per role).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace tether {
+
+class MetricsLog {
+ public:
+  /// Creates `dir` if needed (one level) and opens DIR/ROLE-RANK.jsonl for
+  /// appending ("worker-0.jsonl"). Errors: IOError naming the path.
+  static StatusOr<std::unique_ptr<MetricsLog>> Open(const std::string& dir, const std::string& role, int rank);
+
+  /// Appends `fields` plus t, unix_time, role and rank as one line. Lines are
+  /// buffered; Flush() (or the destructor) writes them out. A write error is
+  /// remembered and returned by Flush().
+  void Write(nlohmann::json fields);
+  /// Errors: IOError naming the path.
+  Status Flush();
+
+  /// Seconds since Open (steady clock).
+  double Seconds() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  MetricsLog(std::string path, std::string role, int rank);
+
+  std::string path_, role_;
+  int rank_;
+  std::ofstream out_;
+  std::chrono::steady_clock::time_point start_;
+  uint64_t lines_since_flush_ = 0;
+};
+
+/// Decides when a progress line is due: Due() is true at most once per
+/// `every_s` seconds (never when every_s <= 0). Cheap enough to call once
+/// per minibatch (one steady_clock read).
+class ProgressTimer {
+ public:
+  explicit ProgressTimer(double every_s);
+  bool Due();
+
+ private:
+  double every_s_;
+  std::chrono::steady_clock::time_point next_;
+};
+
+}  // namespace tether

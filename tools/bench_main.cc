@@ -1,0 +1,571 @@
+// tether-bench: benchmarks that print Markdown tables, each figure set
+// against a baseline measured in the same run on the same machine (absolute
+// times on shared machines drift; same-run ratios do not).
+//
+//   tether-bench transport   Tether push/pull over loopback vs a minimal
+//                            ZeroMQ DEALER/ROUTER pair moving the same bytes
+//   tether-bench updates     server-side SGD/AdaGrad/Adam on pushed rows
+//                            (one core) vs a STREAM copy/triad probe
+//   tether-bench order       the worker's per-epoch row order (one epoch per
+//                            line), for baselines that must see the same
+//                            minibatches (scripts/bench_train.sh)
+//
+// Every flag is listed by `tether-bench --help`; docs/PERFORMANCE.md gives
+// the commands behind its tables.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/config.h"
+#include "server/optimizer.h"
+#include "server/server.h"
+#include "server/table.h"
+#include "worker/client.h"
+#include "worker/sampling.h"
+
+DEFINE_string(keys, "100,1000,10000,100000,1000000", "transport: key counts per request");
+DEFINE_string(dims, "", "row widths in floats (default: transport 1,16,64,256; updates 64,256)");
+DEFINE_string(servers, "1,2", "transport: server shard counts");
+DEFINE_string(ops, "pull,push", "transport: operations to measure");
+DEFINE_double(min_time_s, 0.3, "measure each cell for at least this long (seconds)");
+DEFINE_int32(min_reps, 5, "at least this many timed operations per cell");
+DEFINE_int32(max_reps, 300, "at most this many timed operations per cell");
+DEFINE_double(max_bytes, 1.1e9, "transport: skip cells whose values exceed this many bytes per request");
+DEFINE_int64(rows, 500000, "updates: rows in the table (keep the table well above the last-level cache)");
+DEFINE_int32(batch, 1000, "updates: rows per push (random, sorted, unique)");
+DEFINE_string(optimizers, "sgd,adagrad,adam", "updates: server optimizers to measure");
+DEFINE_int64(stream_floats, 1 << 25, "updates: floats per array of the bandwidth probe (3 arrays)");
+DEFINE_uint64(seed, 1, "order: train.seed");
+DEFINE_int32(rank, 0, "order: worker rank");
+DEFINE_int32(epochs, 1, "order: epochs to print");
+DEFINE_int64(order_rows, 0, "order: rows in the worker's partition");
+
+namespace tether {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double Now() { return std::chrono::duration<double>(SteadyClock::now().time_since_epoch()).count(); }
+
+std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(static_cast<int64_t>(std::stod(item)));
+  }
+  return out;
+}
+
+std::vector<std::string> ParseNames(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+struct Summary {
+  double median = 0, p99 = 0;
+  int reps = 0;
+};
+
+// Nearest-rank percentiles of the timed operations (seconds).
+Summary Summarize(std::vector<double> t) {
+  Summary s;
+  s.reps = static_cast<int>(t.size());
+  if (t.empty()) return s;
+  std::sort(t.begin(), t.end());
+  s.median = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  s.p99 = t[std::min(t.size() - 1, static_cast<size_t>(std::ceil(0.99 * t.size())) - 1)];
+  return s;
+}
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+// Large counts for tables: 1.2e6 → "1.2M".
+std::string Si(double v) {
+  if (v >= 1e9) return Fmt("%.2fG", v / 1e9);
+  if (v >= 1e6) return Fmt("%.2fM", v / 1e6);
+  if (v >= 1e3) return Fmt("%.1fk", v / 1e3);
+  return Fmt("%.0f", v);
+}
+
+// ------------------------------------------------------------------ raw ZeroMQ
+
+// The baseline: one ROUTER per "shard" answering from a pre-filled buffer
+// with zero-copy sends, one DEALER per shard on the client, no parsing, no
+// lookups, no scatter. What it moves is exactly Tether's payload: keys up,
+// values down for a pull; keys and values up, an empty ack down for a push.
+struct RawRequest {
+  uint32_t op;           // 0 = pull, 1 = push
+  uint32_t pad;
+  uint64_t reply_bytes;  // pull: bytes to send back
+};
+
+class RawServer {
+ public:
+  RawServer() : socket_(ctx_, zmq::socket_type::router) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind("tcp://127.0.0.1:0");
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~RawServer() {
+    stop_.store(true);
+    thread_.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  void Loop() {
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+    std::vector<zmq::message_t> frames;
+    while (!stop_.load()) {
+      zmq::poll(items, 1, std::chrono::milliseconds(50));
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      frames.clear();
+      while (true) {
+        zmq::message_t f;
+        if (!socket_.recv(f, zmq::recv_flags::none)) break;
+        const bool more = f.more();
+        frames.push_back(std::move(f));
+        if (!more) break;
+      }
+      if (frames.size() < 2 || frames[1].size() != sizeof(RawRequest)) continue;
+      RawRequest req;
+      std::memcpy(&req, frames[1].data(), sizeof(req));
+      socket_.send(frames[0], zmq::send_flags::sndmore);
+      if (req.op == 0) {
+        if (buffer_.size() < req.reply_bytes) {
+          buffer_.assign(req.reply_bytes, 1);  // first request of a size: fault the pages in, untimed (warm-up)
+        }
+        zmq::message_t reply(buffer_.data(), req.reply_bytes, nullptr, nullptr);  // zero-copy, never freed
+        socket_.send(reply, zmq::send_flags::none);
+      } else {
+        socket_.send(zmq::message_t(), zmq::send_flags::none);
+      }
+    }
+  }
+
+  zmq::context_t ctx_{1};
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::vector<char> buffer_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class RawClient {
+ public:
+  explicit RawClient(const std::vector<std::string>& endpoints) {
+    for (const auto& ep : endpoints) {
+      sockets_.emplace_back(ctx_, zmq::socket_type::dealer);
+      sockets_.back().set(zmq::sockopt::linger, 0);
+      sockets_.back().connect(ep);
+    }
+  }
+
+  // One request per shard, n_s = n / S keys each (the remainder to shard 0),
+  // then waits for every reply.
+  void Op(bool push, int64_t n, int64_t dim, const char* keys, const char* values) {
+    const int64_t s_count = static_cast<int64_t>(sockets_.size());
+    int64_t offset = 0;
+    for (int64_t s = 0; s < s_count; ++s) {
+      const int64_t ns = n / s_count + (s == 0 ? n % s_count : 0);
+      RawRequest req{push ? 1u : 0u, 0, static_cast<uint64_t>(ns * dim * 4)};
+      sockets_[s].send(zmq::message_t(&req, sizeof(req)), zmq::send_flags::sndmore);
+      zmq::message_t k(const_cast<char*>(keys + offset * 8), ns * 8, nullptr, nullptr);
+      if (push) {
+        sockets_[s].send(k, zmq::send_flags::sndmore);
+        zmq::message_t v(const_cast<char*>(values + offset * dim * 4), ns * dim * 4, nullptr, nullptr);
+        sockets_[s].send(v, zmq::send_flags::none);
+      } else {
+        sockets_[s].send(k, zmq::send_flags::none);
+      }
+      offset += ns;
+    }
+    std::vector<zmq::pollitem_t> items;
+    for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+    int64_t pending = s_count;
+    std::vector<bool> done(s_count, false);
+    while (pending > 0) {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+      for (int64_t s = 0; s < s_count; ++s) {
+        if (done[s] || !(items[s].revents & ZMQ_POLLIN)) continue;
+        zmq::message_t m;
+        (void)sockets_[s].recv(m, zmq::recv_flags::none);
+        done[s] = true;
+        --pending;
+      }
+    }
+  }
+
+ private:
+  zmq::context_t ctx_{1};
+  std::vector<zmq::socket_t> sockets_;
+};
+
+// ------------------------------------------------------------------ transport
+
+JobConfig TransportConfig(int servers, int64_t dim) {
+  JobConfig c;
+  c.set_name("tether-bench-transport");
+  c.mutable_cluster()->set_num_servers(servers);
+  c.mutable_cluster()->set_num_workers(1);
+  c.mutable_cluster()->set_idle_timeout_ms(3600 * 1000);
+  c.mutable_cluster()->set_worker_timeout_ms(3600 * 1000);
+  c.mutable_data()->set_index_base(0);
+  c.mutable_data()->set_num_features(int64_t{1} << 40);
+  c.mutable_data()->set_num_labels(1);
+  c.mutable_data()->set_train_file("unused");
+  c.mutable_model()->set_hidden(static_cast<int32_t>(dim));  // table 0 ("w1") has rows of `dim` floats
+  c.mutable_optimizer()->set_type(SGD);
+  c.mutable_optimizer()->set_learning_rate(1e-6f);
+  // Pulls never wait on a bound, and no worker-side cache answers for the
+  // server: every operation crosses the wire.
+  c.mutable_consistency()->set_model(ASP);
+  c.mutable_consistency()->set_staleness(-1);
+  c.mutable_consistency()->set_cache(false);
+  return c;
+}
+
+int RunTransport() {
+  const std::vector<int64_t> keys_list = ParseList(FLAGS_keys);
+  const std::vector<int64_t> dims = ParseList(FLAGS_dims.empty() ? "1,16,64,256" : FLAGS_dims);
+  const std::vector<int64_t> servers_list = ParseList(FLAGS_servers);
+  const std::vector<std::string> ops = ParseNames(FLAGS_ops);
+  std::printf("## Transport: Tether push/pull vs raw ZeroMQ, loopback, one request in flight\n\n");
+  std::printf("Values are float32; GB/s counts value bytes only (keys add 8 bytes per key). Latency is one\n"
+              "request split over the shards until every shard answered; p99 is the largest sample when\n"
+              "a cell has fewer than 100. `raw` is a DEALER/ROUTER pair moving the same frames with\n"
+              "zero-copy sends and no parsing (the transport ceiling); `ratio` = Tether GB/s ÷ raw GB/s\n"
+              "(keys/s for dim 1), from the medians, measured alternately in the same run.\n\n");
+  std::printf("| servers | keys | dim | op | reps | Tether p50 ms | Tether p99 ms | Tether keys/s | Tether GB/s "
+              "| raw p50 ms | raw GB/s | ratio |\n");
+  std::printf("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::fflush(stdout);
+  for (int64_t servers : servers_list) {
+    for (int64_t dim : dims) {
+      const JobConfig config = TransportConfig(static_cast<int>(servers), dim);
+      std::vector<std::unique_ptr<ServerShard>> shards;
+      std::vector<std::thread> threads;
+      ClientOptions copts;
+      copts.rank = 0;
+      copts.staleness = config.consistency().staleness();
+      copts.tables = TablesForJob(config);
+      copts.model_fingerprint = ModelFingerprint(copts.tables);
+      copts.request_timeout_ms = config.cluster().request_timeout_ms();
+      for (int s = 0; s < servers; ++s) {
+        shards.push_back(std::make_unique<ServerShard>(config, s));
+        Status st = shards.back()->Bind("tcp://127.0.0.1:0");
+        if (!st.ok()) {
+          std::fprintf(stderr, "tether-bench: %s\n", st.message().c_str());
+          return 1;
+        }
+        copts.servers.push_back(shards.back()->endpoint());
+      }
+      for (auto& sh : shards) {
+        ServerShard* p = sh.get();
+        threads.emplace_back([p] {
+          Status st = p->Run();
+          if (!st.ok()) LOG(ERROR) << st.message();
+        });
+      }
+      auto client_or = WorkerClient::Connect(copts);
+      if (!client_or.ok()) {
+        std::fprintf(stderr, "tether-bench: %s\n", client_or.status().message().c_str());
+        for (auto& sh : shards) sh->Stop();
+        for (auto& t : threads) t.join();
+        return 1;
+      }
+      std::unique_ptr<WorkerClient> client = std::move(*client_or);
+      std::vector<std::unique_ptr<RawServer>> raw_servers;
+      std::vector<std::string> raw_endpoints;
+      for (int s = 0; s < servers; ++s) {
+        raw_servers.push_back(std::make_unique<RawServer>());
+        raw_endpoints.push_back(raw_servers.back()->endpoint());
+      }
+      RawClient raw(raw_endpoints);
+
+      for (int64_t n : keys_list) {
+        const double value_bytes = static_cast<double>(n) * dim * 4;
+        if (value_bytes > FLAGS_max_bytes) {
+          std::printf("| %lld | %s | %lld | - | skipped: %.2f GB per request > --max_bytes | | | | | | | |\n",
+                      static_cast<long long>(servers), Si(n).c_str(), static_cast<long long>(dim), value_bytes / 1e9);
+          continue;
+        }
+        // Spread keys over the id space as feature ids are: every 3rd id.
+        std::vector<uint64_t> keys(n);
+        for (int64_t i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(i) * 3;
+        std::vector<float> buf(static_cast<size_t>(n * dim), 0.5f);
+        for (const std::string& op : ops) {
+          const bool push = op == "push";
+          auto tether_op = [&]() -> Status {
+            if (push) {
+              client->PushRows(0, keys, buf.data());
+              return client->WaitAll();
+            }
+            return client->Wait(client->PullRows(0, keys, buf.data()));
+          };
+          // Warm-up: creates the rows on the servers, grows every buffer.
+          Status st = tether_op();
+          if (!st.ok()) {
+            std::fprintf(stderr, "tether-bench: %s\n", st.message().c_str());
+            return 1;
+          }
+          raw.Op(push, n, dim, reinterpret_cast<const char*>(keys.data()),
+                 reinterpret_cast<const char*>(buf.data()));
+          std::vector<double> t_tether, t_raw;
+          const double start = Now();
+          while (static_cast<int>(t_tether.size()) < FLAGS_max_reps &&
+                 (static_cast<int>(t_tether.size()) < FLAGS_min_reps || Now() - start < 2 * FLAGS_min_time_s)) {
+            double t0 = Now();
+            st = tether_op();
+            t_tether.push_back(Now() - t0);
+            if (!st.ok()) {
+              std::fprintf(stderr, "tether-bench: %s\n", st.message().c_str());
+              return 1;
+            }
+            t0 = Now();
+            raw.Op(push, n, dim, reinterpret_cast<const char*>(keys.data()),
+                   reinterpret_cast<const char*>(buf.data()));
+            t_raw.push_back(Now() - t0);
+          }
+          const Summary a = Summarize(t_tether), b = Summarize(t_raw);
+          std::printf("| %lld | %s | %lld | %s | %d | %.3f | %.3f | %s | %.3f | %.3f | %.3f | %.2f |\n",
+                      static_cast<long long>(servers), Si(n).c_str(), static_cast<long long>(dim), op.c_str(),
+                      a.reps, a.median * 1e3, a.p99 * 1e3, Si(n / a.median).c_str(), value_bytes / a.median / 1e9,
+                      b.median * 1e3, value_bytes / b.median / 1e9, b.median / a.median);
+          std::fflush(stdout);
+        }
+      }
+      Status st = client->Bye();
+      if (!st.ok()) std::fprintf(stderr, "tether-bench: %s\n", st.message().c_str());
+      for (auto& sh : shards) sh->Stop();
+      for (auto& t : threads) t.join();
+    }
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------ updates
+
+struct Stream {
+  double copy_gbs = 0, triad_gbs = 0;
+};
+
+// STREAM's copy (c = a) and triad (a = b + s·c) on one core (McCalpin 1995),
+// counting bytes read + written as STREAM does; median of 5 passes.
+Stream ProbeBandwidth(int64_t n) {
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
+  std::vector<double> tc, tt;
+  for (int rep = 0; rep < 5; ++rep) {
+    double t0 = Now();
+    std::memcpy(c.data(), a.data(), n * sizeof(float));
+    tc.push_back(Now() - t0);
+    const float s = 3.0f;
+    float* __restrict pa = a.data();
+    const float* __restrict pb = b.data();
+    const float* __restrict pc = c.data();
+    t0 = Now();
+    for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + s * pc[i];
+    tt.push_back(Now() - t0);
+  }
+  // Keep the work observable.
+  volatile float sink = a[n / 2] + c[n / 3];
+  (void)sink;
+  Stream r;
+  r.copy_gbs = 2.0 * n * 4 / Summarize(tc).median / 1e9;
+  r.triad_gbs = 3.0 * n * 4 / Summarize(tt).median / 1e9;
+  return r;
+}
+
+int RunUpdates() {
+  const std::vector<int64_t> dims = ParseList(FLAGS_dims.empty() ? "64,256" : FLAGS_dims);
+  const std::vector<std::string> names = ParseNames(FLAGS_optimizers);
+  const int64_t rows = FLAGS_rows;
+  const int64_t batch = std::min<int64_t>(FLAGS_batch, rows);
+  std::printf("## Server updates on one core vs memory bandwidth\n\n");
+  std::printf("A table of %s rows; each push is %lld random, sorted, unique rows. `table` is\n"
+              "ServerTable::PushRows (hash lookup + optimizer); `apply` is Optimizer::Apply on the same rows\n"
+              "of a plain array (no lookup). GB/s counts the bytes an update must move: weights and state\n"
+              "read and written, the gradient read. `÷ triad` = table GB/s over the STREAM triad probe of\n"
+              "the same run (bandwidth probed before and after; the median is used).\n\n",
+              Si(static_cast<double>(rows)).c_str(), static_cast<long long>(batch));
+  std::fflush(stdout);
+  const Stream before = ProbeBandwidth(FLAGS_stream_floats);
+  std::mt19937_64 rng(42);
+  struct Row {
+    std::string opt;
+    int64_t dim;
+    double table_rows_s, table_gbs, apply_rows_s, apply_gbs;
+  };
+  std::vector<Row> results;
+  for (const std::string& name : names) {
+    OptimizerConfig oc;
+    if (name == "sgd") {
+      oc.set_type(SGD);
+    } else if (name == "adagrad") {
+      oc.set_type(ADAGRAD);
+    } else if (name == "adam") {
+      oc.set_type(ADAM);
+    } else {
+      std::fprintf(stderr, "tether-bench: unknown optimizer %s in --optimizers (sgd, adagrad, adam)\n", name.c_str());
+      return 2;
+    }
+    oc.set_learning_rate(1e-4f);
+    const Optimizer optimizer(oc);
+    for (int64_t dim : dims) {
+      TableSpec spec;
+      spec.id = 0;
+      spec.name = "w";
+      spec.kind = TableKind::kRow;
+      spec.dim = static_cast<uint32_t>(dim);
+      spec.init = InitKind::kUniform;
+      spec.init_bound = 0.01f;
+      spec.optimizer = oc;
+      ServerTable table(spec, 1, 0, 0);
+      const uint64_t state = optimizer.StateFloats(dim);
+      const double bytes_per_row = (2.0 * (dim + state) + dim) * 4;
+      {  // Touch every row once (creation is not what is measured).
+        std::vector<uint64_t> all(std::min<int64_t>(rows, 65536));
+        std::vector<float> sink(all.size() * dim);
+        for (int64_t b = 0; b < rows; b += static_cast<int64_t>(all.size())) {
+          const int64_t e = std::min<int64_t>(rows, b + static_cast<int64_t>(all.size()));
+          for (int64_t i = b; i < e; ++i) all[i - b] = static_cast<uint64_t>(i);
+          table.PullRows(all.data(), e - b, sink.data());
+        }
+      }
+      constexpr int kBatches = 32;
+      std::vector<std::vector<uint64_t>> key_sets(kBatches);
+      std::uniform_int_distribution<int64_t> pick(0, rows - 1);
+      for (auto& ks : key_sets) {
+        while (static_cast<int64_t>(ks.size()) < batch) {
+          ks.push_back(pick(rng));
+          if (static_cast<int64_t>(ks.size()) == batch) {
+            std::sort(ks.begin(), ks.end());
+            ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+          }
+        }
+      }
+      std::vector<float> g(batch * dim);
+      std::normal_distribution<float> normal(0.0f, 1e-3f);
+      for (float& x : g) x = normal(rng);
+      // Table path.
+      int64_t done = 0;
+      double t0 = Now(), elapsed = 0;
+      for (int i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
+        const auto& ks = key_sets[i % kBatches];
+        table.PushRows(ks.data(), ks.size(), g.data());
+        done += static_cast<int64_t>(ks.size());
+        elapsed = Now() - t0;
+      }
+      const double table_rows_s = done / elapsed;
+      // Apply-only path: the same rows, laid out contiguously [w | state].
+      const uint64_t stride = dim + state;
+      std::vector<float> plain(static_cast<size_t>(rows * stride), 0.01f);
+      for (int64_t r = 0; r < rows; ++r) optimizer.InitState(plain.data() + r * stride + dim, dim);
+      done = 0;
+      t0 = Now();
+      elapsed = 0;
+      for (int i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
+        const auto& ks = key_sets[i % kBatches];
+        for (size_t j = 0; j < ks.size(); ++j) {
+          float* row = plain.data() + ks[j] * stride;
+          optimizer.Apply(row, row + dim, g.data() + j * dim, dim);
+        }
+        done += static_cast<int64_t>(ks.size());
+        elapsed = Now() - t0;
+      }
+      const double apply_rows_s = done / elapsed;
+      results.push_back({name, dim, table_rows_s, table_rows_s * bytes_per_row / 1e9, apply_rows_s,
+                         apply_rows_s * bytes_per_row / 1e9});
+    }
+  }
+  const Stream after = ProbeBandwidth(FLAGS_stream_floats);
+  const double copy = 0.5 * (before.copy_gbs + after.copy_gbs);
+  const double triad = 0.5 * (before.triad_gbs + after.triad_gbs);
+  std::printf("Bandwidth probe (one core): copy %.2f GB/s (%.2f before, %.2f after), triad %.2f GB/s (%.2f, %.2f)\n\n",
+              copy, before.copy_gbs, after.copy_gbs, triad, before.triad_gbs, after.triad_gbs);
+  std::printf("| optimizer | dim | bytes/row | table rows/s | table GB/s | ÷ triad | apply rows/s | apply GB/s | ÷ triad |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : results) {
+    OptimizerConfig oc;
+    oc.set_type(r.opt == "sgd" ? SGD : r.opt == "adagrad" ? ADAGRAD : ADAM);
+    const double bytes_per_row = (2.0 * (r.dim + Optimizer(oc).StateFloats(r.dim)) + r.dim) * 4;
+    std::printf("| %s | %lld | %.0f | %s | %.2f | %.2f | %s | %.2f | %.2f |\n", r.opt.c_str(),
+                static_cast<long long>(r.dim), bytes_per_row, Si(r.table_rows_s).c_str(), r.table_gbs,
+                r.table_gbs / triad, Si(r.apply_rows_s).c_str(), r.apply_gbs, r.apply_gbs / triad);
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------ order
+
+int RunOrder() {
+  if (FLAGS_order_rows <= 0) {
+    std::fprintf(stderr, "tether-bench order: --order_rows=N (rows in the worker's partition) is required\n");
+    return 2;
+  }
+  std::vector<int64_t> order;
+  std::string line;
+  for (int e = 0; e < FLAGS_epochs; ++e) {
+    EpochOrder(FLAGS_seed, FLAGS_rank, e, FLAGS_order_rows, &order);
+    line.clear();
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (i > 0) line += ' ';
+      line += std::to_string(order[i]);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tether
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "tether-bench transport|updates|order [flags]\n"
+      "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops)\n"
+      "  updates    server optimizers on one core vs a memory-bandwidth probe (--rows, --dims, --optimizers)\n"
+      "  order      a worker's per-epoch row order (--order_rows, --seed, --rank, --epochs)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  gflags::CommandLineFlagInfo level;
+  if (gflags::GetCommandLineFlagInfo("minloglevel", &level) && level.is_default) {
+    FLAGS_minloglevel = 1;  // keep the tables readable; --minloglevel=0 shows INFO
+  }
+  google::InitGoogleLogging(argv[0]);
+  if (argc != 2) {
+    std::fprintf(stderr, "%s\n", gflags::ProgramUsage());
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "transport") return tether::RunTransport();
+  if (cmd == "updates") return tether::RunUpdates();
+  if (cmd == "order") return tether::RunOrder();
+  std::fprintf(stderr, "tether-bench: unknown command '%s'\n%s\n", cmd.c_str(), gflags::ProgramUsage());
+  return 2;
+}
