@@ -1,6 +1,8 @@
 #include "server/server.h"
 
 #include <chrono>
+#include <cmath>
+#include <thread>
 
 #include <algorithm>
 
@@ -43,6 +45,8 @@ ServerShard::~ServerShard() = default;
 Status ServerShard::Bind(const std::string& endpoint) {
   SocketOptions opts;
   opts.send_timeout_ms = config_.cluster().request_timeout_ms();
+  opts.send_hwm = config_.cluster().send_hwm();
+  opts.recv_hwm = config_.cluster().recv_hwm();
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(ctx_, endpoint, opts, &endpoint_));
   LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
             << ", staleness " << StalenessName(clocks_.staleness()) << ", " << workers_.size() << " workers";
@@ -88,7 +92,8 @@ Status ServerShard::Run() {
   }
   LOG(INFO) << log_prefix_ << "done: " << stats_.pulls << " pulls (" << stats_.rows_pulled << " rows, "
             << stats_.deferred_pulls << " waited on the bound), " << stats_.pushes << " pushes ("
-            << stats_.rows_pushed << " rows), " << stats_.bytes_in / 1e6 << " MB in, " << stats_.bytes_out / 1e6
+            << stats_.rows_pushed << " rows, " << stats_.updates_applied << " updates applied), "
+            << stats_.bytes_in / 1e6 << " MB in, " << stats_.bytes_out / 1e6
             << " MB out, " << stats_.bad_messages << " bad messages; staleness tau mean "
             << stats_.staleness.mean() << " max " << stats_.staleness.max << "; " << stats_.workers_timed_out
             << " workers timed out, " << stats_.workers_rejoined << " rejoined";
@@ -114,13 +119,13 @@ void ServerShard::ReplyError(const std::string& identity, const MessageHeader& r
   Reply(identity, &reply, req.has_sender_rank() ? req.sender_rank() : -1);
 }
 
-Status ServerShard::CheckRequest(const Message& m) const {
+Status ServerShard::CheckRequest(const std::string& identity, const Message& m) const {
   const MessageHeader& h = m.header;
   const std::string who = "worker " + std::to_string(h.sender_rank());
   if (h.sender_rank() < 0 || h.sender_rank() >= static_cast<int>(workers_.size()))
     return Status::InvalidArgument("sender rank " + std::to_string(h.sender_rank()) + " outside [0, " +
                                    std::to_string(workers_.size()) + ")");
-  if (h.type() != PULL && h.type() != PUSH) return Status::OK();
+  if (h.type() != PULL && h.type() != PUSH) return CheckPeer(identity, m);
   if (h.table_id() >= tables_.size())
     return Status::InvalidArgument(TypeName(h.type()) + " from " + who + ": unknown table id " +
                                    std::to_string(h.table_id()));
@@ -132,16 +137,24 @@ Status ServerShard::CheckRequest(const Message& m) const {
       return Status::InvalidArgument("PUSH from " + who + " to dense table " + t.spec().name + " has " +
                                      std::to_string(h.num_values()) + " values; this shard holds " +
                                      std::to_string(n));
-    return Status::OK();
+    return CheckPeer(identity, m);
   }
   if (h.value_dim() != t.spec().dim)
     return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name +
                                    ": value_dim " + std::to_string(h.value_dim()) + " but the table has dim " +
                                    std::to_string(t.spec().dim));
+  // num_keys is bounded by its frame's size (ValidateFrames), dim by the
+  // config: the product cannot wrap, and the reply is sized from it.
   if (h.type() == PUSH && h.num_values() != h.num_keys() * t.spec().dim)
     return Status::InvalidArgument("PUSH from " + who + " for table " + t.spec().name + ": " +
                                    std::to_string(h.num_values()) + " values for " + std::to_string(h.num_keys()) +
                                    " keys of dim " + std::to_string(t.spec().dim));
+  if (h.type() == PULL && h.num_keys() * t.spec().dim * sizeof(float) > kMaxFrameBytes)
+    return Status::InvalidArgument("PULL from " + who + " for table " + t.spec().name + ": " +
+                                   std::to_string(h.num_keys()) + " keys of dim " + std::to_string(t.spec().dim) +
+                                   " make a " + std::to_string(h.num_keys() * t.spec().dim * sizeof(float)) +
+                                   "-byte reply, above the " + std::to_string(kMaxFrameBytes) +
+                                   "-byte message limit; split the keys over several pulls");
   std::vector<uint64_t> scratch;
   const uint64_t* keys = m.KeyData(&scratch);
   for (uint64_t i = 0; i < h.num_keys(); ++i) {
@@ -153,12 +166,47 @@ Status ServerShard::CheckRequest(const Message& m) const {
                                      " of table " + t.spec().name + " belongs to shard " +
                                      std::to_string(ShardForKey(keys[i], num_shards_)));
   }
+  return CheckPeer(identity, m);
+}
+
+Status ServerShard::CheckPeer(const std::string& identity, const Message& m) const {
+  const MessageHeader& h = m.header;
+  if (h.type() == PUSH) {
+    // No non-finite value ever reaches a table (case C08): one NaN would
+    // spread to every worker that pulls the row.
+    std::vector<float> scratch;
+    const float* v = m.ValueData(&scratch);
+    for (uint64_t i = 0; i < h.num_values(); ++i) {
+      if (std::isfinite(v[i])) continue;
+      const ServerTable& t = *tables_[h.table_id()];
+      std::string where = "value " + std::to_string(i);
+      if (t.spec().kind == TableKind::kRow) {
+        std::vector<uint64_t> key_scratch;
+        where += " (key " + std::to_string(m.KeyData(&key_scratch)[i / t.spec().dim]) + ", column " +
+                 std::to_string(i % t.spec().dim) + ")";
+      }
+      return Status::InvalidArgument("PUSH from worker " + std::to_string(h.sender_rank()) + " to table " +
+                                     t.spec().name + ": " + where + " is " + (std::isnan(v[i]) ? "NaN" : "infinite") +
+                                     "; nothing applied");
+    }
+  }
+  // Only the peer that said HELLO as rank r may speak for rank r: a stray
+  // or confused peer must not move r's clock or pull under r's bound.
+  if (h.type() != HELLO) {
+    const WorkerState& w = workers_[h.sender_rank()];
+    if (!w.said_hello)
+      return Status::FailedPrecondition(TypeName(h.type()) + " from worker " + std::to_string(h.sender_rank()) +
+                                        " before its HELLO");
+    if (w.identity != identity)
+      return Status::FailedPrecondition(TypeName(h.type()) + " claims to come from worker " +
+                                        std::to_string(h.sender_rank()) + ", which joined from another connection");
+  }
   return Status::OK();
 }
 
 void ServerShard::Handle(const std::string& identity, Message* m) {
   const MessageHeader& h = m->header;
-  Status st = CheckRequest(*m);
+  Status st = CheckRequest(identity, *m);
   if (!st.ok()) {
     ++stats_.bad_messages;
     LOG(ERROR) << log_prefix_ << st.message();
@@ -175,6 +223,11 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     ReplyError(identity, h, "worker " + std::to_string(rank) + " was removed after cluster.worker_timeout_ms=" +
                                 std::to_string(config_.cluster().worker_timeout_ms()) + "; rejoin with HELLO");
     return;
+  }
+  if ((h.type() == PULL || h.type() == PUSH) && config_.cluster().debug_request_delay_ms() > 0) {
+    // Test/debug only: a slow server, so that the queues in front of it fill
+    // (case C13, tests/transport_test.cc).
+    std::this_thread::sleep_for(std::chrono::milliseconds(config_.cluster().debug_request_delay_ms()));
   }
   switch (h.type()) {
     case HELLO: {
@@ -362,6 +415,7 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
     t.PushRows(keys, h.num_keys(), g, lr_scale);
     stats_.rows_pushed += h.num_keys();
   }
+  stats_.updates_applied += t.spec().kind == TableKind::kDense ? 1 : h.num_keys();
   Message reply;
   reply.header.set_type(PUSH_REPLY);
   reply.header.set_request_id(h.request_id());
@@ -420,6 +474,7 @@ std::string ServerShard::StatsJson() const {
   j["pushes"] = stats_.pushes;
   j["rows_pulled"] = stats_.rows_pulled;
   j["rows_pushed"] = stats_.rows_pushed;
+  j["updates_applied"] = stats_.updates_applied;
   j["bytes_in"] = stats_.bytes_in;
   j["bytes_out"] = stats_.bytes_out;
   j["deferred_pulls"] = stats_.deferred_pulls;

@@ -45,6 +45,8 @@ struct ServerStats {
   uint64_t bound_violations = 0;       // pulls answered past their bound: must stay 0
   uint64_t bad_messages = 0;           // answered with ERROR_REPLY
   uint64_t send_failures = 0;          // replies that could not be delivered
+  uint64_t updates_applied = 0;        // rows pushed and applied (a dense push counts 1);
+                                       // equals the workers' ClientStats::updates_sent
   uint64_t workers_timed_out = 0;      // removed from the min clock for silence
   uint64_t workers_rejoined = 0;
   StalenessHistogram staleness;        // over all tables of the shard
@@ -92,7 +94,8 @@ class ServerShard {
   };
 
   void Handle(const std::string& identity, Message* m);
-  Status CheckRequest(const Message& m) const;
+  Status CheckRequest(const std::string& identity, const Message& m) const;
+  Status CheckPeer(const std::string& identity, const Message& m) const;  // values, membership
   void ServePull(const std::string& identity, const Message& m);
   void ServeReadyPulls();
   void ReplyError(const std::string& identity, const MessageHeader& req, const std::string& error);
