@@ -7,7 +7,8 @@
 #
 # Environment: FUZZ_BUILD_DIR (default build-fuzz), FUZZ_JOBS (build jobs,
 # default nproc). New inputs go to $FUZZ_BUILD_DIR/corpus/<target>/, crash
-# inputs to $FUZZ_BUILD_DIR/artifacts/<target>/. Exits non-zero if any target
+# inputs to $FUZZ_BUILD_DIR/artifacts/<target>/ (emptied at the start of each
+# run). Exits non-zero if any target
 # reports a finding (crash, sanitizer report, timeout, out of memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,7 @@ summary=()
 for t in "${targets[@]}"; do
   corpus="$build/corpus/$t"
   artifacts="$build/artifacts/$t"
+  rm -rf "$artifacts"  # findings of earlier runs are not this run's
   mkdir -p "$corpus" "$artifacts"
   log="$build/fuzz_$t.log"
   echo "== $t: ${seconds}s"
