@@ -214,6 +214,12 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"slowdown_rank", "train.slowdown_rank", "the worker slowed by --slowdown"},
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
       {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
+      {"eval_every_epochs", "train.eval_every_epochs", "rank 0 evaluates every N epochs during training (0: at the end only)"},
+      {"metrics_dir", "train.metrics_dir", "every process appends JSON-lines metrics to DIR/<role>-<rank>.jsonl"},
+      {"progress_every_s", "train.progress_every_s", "seconds between progress lines (0: none)"},
+      {"eval_max_rows", "train.eval_max_rows", "evaluate on the first N test rows only (0: all)"},
+      {"sampled_labels", "model.sampled_labels", "sampled softmax over K output rows per minibatch (0: full softmax)"},
+      {"eval_minibatch_size", "train.eval_minibatch_size", "rows per evaluation minibatch"},
   };
   return kOverrides;
 }

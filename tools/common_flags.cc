@@ -45,6 +45,12 @@ TETHER_OVERRIDE_FLAG(slowdown);
 TETHER_OVERRIDE_FLAG(slowdown_rank);
 TETHER_OVERRIDE_FLAG(staleness_policy);
 TETHER_OVERRIDE_FLAG(worker_timeout_ms);
+TETHER_OVERRIDE_FLAG(eval_every_epochs);
+TETHER_OVERRIDE_FLAG(metrics_dir);
+TETHER_OVERRIDE_FLAG(progress_every_s);
+TETHER_OVERRIDE_FLAG(eval_max_rows);
+TETHER_OVERRIDE_FLAG(sampled_labels);
+TETHER_OVERRIDE_FLAG(eval_minibatch_size);
 #undef TETHER_OVERRIDE_FLAG
 
 namespace tether {
