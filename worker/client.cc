@@ -75,6 +75,8 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
   std::unique_ptr<WorkerClient> c(new WorkerClient(options));
   SocketOptions so;
   so.send_timeout_ms = options.request_timeout_ms;
+  so.send_hwm = options.send_hwm;
+  so.recv_hwm = options.recv_hwm;
   // A fresh identity per process, so a restarted worker never collides with
   // the routing entry of its dead predecessor.
   std::random_device rd;
@@ -111,11 +113,21 @@ int64_t WorkerClient::NewGroup(bool detached) {
 }
 
 void WorkerClient::Send(int shard, Message* m, Sub sub) {
-  // Flow control: never more than max_outstanding requests in flight to a
-  // shard, so neither side's queue reaches its high-water mark.
-  while (outstanding_[shard] >= options_.max_outstanding) {
+  // Flow control: never more than `window` requests in flight to a shard.
+  // With the window at most both high-water marks, the replies owed to this
+  // worker always fit its receive queue, so the shard never blocks sending
+  // to it and always drains what this worker queued: a full send queue only
+  // ever makes this worker wait (back-pressure), it never deadlocks and
+  // ZeroMQ never drops (case C13).
+  int window = options_.max_outstanding;
+  for (int hwm : {options_.send_hwm, options_.recv_hwm})
+    if (hwm > 0) window = std::min(window, hwm);
+  window = std::max(window, 1);
+  if (outstanding_[shard] >= window) ++stats_.send_waits;
+  while (outstanding_[shard] >= window) {
     Status st = Progress(options_.request_timeout_ms);
     if (!st.ok()) {
+      if (m->header.type() == PUSH) NoteLostPush(shard, *m, sub.updates, st);
       Fail(sub.ts, st);
       return;
     }
@@ -134,9 +146,16 @@ void WorkerClient::Send(int shard, Message* m, Sub sub) {
     groups_[ts].remaining++;
     outstanding_[shard]++;
   }
+  const bool is_push = m->header.type() == PUSH;
+  const uint64_t updates = sub.updates;
+  // The key range goes into the error if the send fails (SendMessage
+  // empties the frames only when it succeeds).
+  const Message* lost = is_push ? m : nullptr;
   Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
                                                          options_.servers[shard] + ")");
+  if (st.ok() && is_push) stats_.updates_sent += updates;
   if (!st.ok()) {
+    if (lost != nullptr) NoteLostPush(shard, *lost, updates, st);
     if (wants_reply) {
       subs_.erase(id);
       groups_[ts].remaining--;
@@ -144,6 +163,23 @@ void WorkerClient::Send(int shard, Message* m, Sub sub) {
     }
     Fail(ts, st);
   }
+}
+
+void WorkerClient::NoteLostPush(int shard, const Message& m, uint64_t updates, const Status& why) {
+  // A lost update is never silent: counted, logged as an error naming the
+  // peer and the key range, and the push's failure reaches the next Wait.
+  stats_.updates_failed += updates;
+  const MessageHeader& h = m.header;
+  std::string range = h.num_keys() == 0 ? "dense slice" : std::to_string(h.num_keys()) + " keys";
+  if (h.num_keys() > 0 && m.keys.size() == h.num_keys() * sizeof(uint64_t)) {
+    std::vector<uint64_t> scratch;
+    const uint64_t* k = m.KeyData(&scratch);
+    range = std::to_string(h.num_keys()) + " keys " + std::to_string(k[0]) + ".." + std::to_string(k[h.num_keys() - 1]);
+  }
+  const std::string table =
+      h.table_id() < options_.tables.size() ? options_.tables[h.table_id()].name : std::to_string(h.table_id());
+  LOG(ERROR) << log_prefix_ << "push of " << updates << " update(s) to server " << shard << " ("
+             << options_.servers[shard] << "), table " << table << ", " << range << " lost: " << why.message();
 }
 
 void WorkerClient::Fail(int64_t ts, const Status& st) {
@@ -184,67 +220,85 @@ int64_t WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys
     to_fetch = &fetch_keys;
   }
   SplitKeysByShard(*to_fetch, num_shards_, &split_keys_, &split_pos_);
+  const size_t chunk = RowsPerMessage(dim);
   for (int s = 0; s < num_shards_; ++s) {
-    if (split_keys_[s].empty()) continue;
-    Message m;
-    m.header.set_type(PULL);
-    m.header.set_table_id(table);
-    m.header.set_num_keys(split_keys_[s].size());
-    m.header.set_value_dim(dim);
-    m.keys = CopyFrame(split_keys_[s].data(), split_keys_[s].size() * sizeof(uint64_t));
-    Sub sub;
-    sub.ts = ts;
-    sub.table = table;
-    sub.out = out;
-    sub.dim = dim;
-    sub.positions = split_pos_[s];
-    if (cache.enabled) {
-      for (auto& p : sub.positions) p = fetch_pos[p];  // back to positions in `keys`
-      sub.keys = split_keys_[s];
+    // Keys [c0, c1) of this shard per message, so that no reply passes the
+    // message size limit; the replies land at their keys' positions.
+    for (size_t c0 = 0; c0 < split_keys_[s].size(); c0 += chunk) {
+      const size_t c1 = std::min(split_keys_[s].size(), c0 + chunk);
+      const uint64_t* ks = split_keys_[s].data() + c0;
+      Message m;
+      m.header.set_type(PULL);
+      m.header.set_table_id(table);
+      m.header.set_num_keys(c1 - c0);
+      m.header.set_value_dim(dim);
+      m.keys = CopyFrame(ks, (c1 - c0) * sizeof(uint64_t));
+      Sub sub;
+      sub.ts = ts;
+      sub.table = table;
+      sub.out = out;
+      sub.dim = dim;
+      sub.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
+      if (cache.enabled) {
+        for (auto& p : sub.positions) p = fetch_pos[p];  // back to positions in `keys`
+        sub.keys.assign(ks, ks + (c1 - c0));
+      }
+      sub.expect = PULL_REPLY;
+      ++stats_.pulls;
+      stats_.rows_pulled += c1 - c0;
+      Send(s, &m, std::move(sub));
     }
-    sub.expect = PULL_REPLY;
-    ++stats_.pulls;
-    stats_.rows_pulled += split_keys_[s].size();
-    Send(s, &m, std::move(sub));
   }
   return ts;
+}
+
+size_t WorkerClient::RowsPerMessage(uint32_t dim) const {
+  const uint64_t limit = std::min<uint64_t>(options_.max_message_bytes, kMaxFrameBytes);
+  return static_cast<size_t>(std::max<uint64_t>(1, limit / (uint64_t{dim} * sizeof(float))));
 }
 
 int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {
   const int64_t ts = NewGroup(true);
   const uint32_t dim = options_.tables[table].dim;
   SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
+  const size_t chunk = RowsPerMessage(dim);
   for (int s = 0; s < num_shards_; ++s) {
-    const size_t n = split_keys_[s].size();
-    if (n == 0) continue;
-    Message m;
-    m.header.set_type(PUSH);
-    m.header.set_table_id(table);
-    m.header.set_num_keys(n);
-    m.header.set_value_dim(dim);
-    m.header.set_num_values(n * dim);
-    m.header.set_version(PushVersion(table, s));
-    m.keys = CopyFrame(split_keys_[s].data(), n * sizeof(uint64_t));
-    m.values = zmq::message_t(n * dim * sizeof(float));
-    float* dst = static_cast<float*>(m.values.data());
-    for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * dim, grads + split_pos_[s][i] * size_t{dim}, dim * sizeof(float));
-    Sub sub;
-    sub.ts = ts;
-    sub.table = table;
-    sub.dim = dim;
-    sub.expect = PUSH_REPLY;
-    if (caches_[table].enabled && caches_[table].refresh_on_push) {
-      m.header.set_want_values(true);
-      caches_[table].pushes_in_flight++;
-      for (uint64_t k : split_keys_[s]) caches_[table].rows[k].pending_pushes++;
-      sub.keys = split_keys_[s];
-    } else if (caches_[table].enabled) {
-      // Own write not in the cache: the next read must come from the server.
-      for (uint64_t k : split_keys_[s]) caches_[table].rows.erase(k);
+    // Keys [c0, c1) of this shard per message, within the message size limit.
+    for (size_t c0 = 0; c0 < split_keys_[s].size(); c0 += chunk) {
+      const size_t c1 = std::min(split_keys_[s].size(), c0 + chunk);
+      const size_t n = c1 - c0;
+      const uint64_t* ks = split_keys_[s].data() + c0;
+      const uint32_t* pos = split_pos_[s].data() + c0;
+      Message m;
+      m.header.set_type(PUSH);
+      m.header.set_table_id(table);
+      m.header.set_num_keys(n);
+      m.header.set_value_dim(dim);
+      m.header.set_num_values(n * dim);
+      m.header.set_version(PushVersion(table, s));
+      m.keys = CopyFrame(ks, n * sizeof(uint64_t));
+      m.values = zmq::message_t(n * dim * sizeof(float));
+      float* dst = static_cast<float*>(m.values.data());
+      for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * dim, grads + pos[i] * size_t{dim}, dim * sizeof(float));
+      Sub sub;
+      sub.ts = ts;
+      sub.table = table;
+      sub.dim = dim;
+      sub.expect = PUSH_REPLY;
+      sub.updates = n;
+      if (caches_[table].enabled && caches_[table].refresh_on_push) {
+        m.header.set_want_values(true);
+        caches_[table].pushes_in_flight++;
+        for (size_t i = 0; i < n; ++i) caches_[table].rows[ks[i]].pending_pushes++;
+        sub.keys.assign(ks, ks + n);
+      } else if (caches_[table].enabled) {
+        // Own write not in the cache: the next read must come from the server.
+        for (size_t i = 0; i < n; ++i) caches_[table].rows.erase(ks[i]);
+      }
+      ++stats_.pushes;
+      stats_.rows_pushed += n;
+      Send(s, &m, std::move(sub));
     }
-    ++stats_.pushes;
-    stats_.rows_pushed += n;
-    Send(s, &m, std::move(sub));
   }
   auto it = groups_.find(ts);
   if (it != groups_.end() && it->second.remaining == 0) groups_.erase(it);
@@ -301,6 +355,7 @@ int64_t WorkerClient::PushDense(uint32_t table, const float* grad) {
     sub.table = table;
     sub.dense = true;
     sub.expect = PUSH_REPLY;
+    sub.updates = 1;
     if (caches_[table].enabled && caches_[table].refresh_on_push) {
       m.header.set_want_values(true);
       caches_[table].pushes_in_flight++;
@@ -348,8 +403,9 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
     TableCache& cache = caches_[sub.table];
     if (cache.enabled && cache.refresh_on_push && h.num_values() > 0) {
       const float* v = reply->ValueData(&scratch_);
+      const auto [b, e] = DenseRange(options_.tables[sub.table].size, sub.shard, num_shards_);
       if (sub.dense) {
-        Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
+        if (h.num_values() == e - b) Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
       } else if (h.num_values() == sub.keys.size() * size_t{sub.dim}) {
         Store(sub.table, sub.shard, sub.keys.data(), sub.keys.size(), v, h.min_clock(), h.version());
       }
@@ -370,13 +426,28 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
         if (!sub.keys.empty()) Store(sub.table, sub.shard, sub.keys.data(), sub.keys.size(), v, h.min_clock(), h.version());
       }
     } else {
-      std::memcpy(sub.out + sub.dense_begin, v, h.num_values() * sizeof(float));
-      Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
+      // The reply must fill exactly this shard's slice: fewer floats would
+      // leave stale values, more would write past the caller's buffer.
+      const auto [b, e] = DenseRange(options_.tables[sub.table].size, sub.shard, num_shards_);
+      if (h.num_values() != e - b) {
+        st = Status::DataLoss("server " + std::to_string(sub.shard) + " returned " + std::to_string(h.num_values()) +
+                              " floats of dense table " + options_.tables[sub.table].name + " for a slice of " +
+                              std::to_string(e - b));
+      } else {
+        std::memcpy(sub.out + sub.dense_begin, v, h.num_values() * sizeof(float));
+        Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
+      }
     }
   } else if (h.type() == STATS_REPLY && stats_sink_ != nullptr) {
     *stats_sink_ = h.stats_json();
   } else if (h.type() == BARRIER_REPLY && git != groups_.end()) {
     git->second.samples = h.samples();
+  }
+  if (!st.ok() && sub.expect == PUSH_REPLY) {
+    stats_.updates_failed += sub.updates;
+    LOG(ERROR) << log_prefix_ << "push of " << sub.updates << " update(s) to server " << sub.shard << " ("
+               << options_.servers[sub.shard] << "), table " << options_.tables[sub.table].name
+               << " refused: " << st.message();
   }
   const int64_t ts = sub.ts;
   subs_.erase(it);
@@ -513,7 +584,11 @@ Status WorkerClient::Bye() {
     sub.expect = BYE_REPLY;
     Send(s, &m, std::move(sub));
   }
-  return Wait(ts);
+  Status st = Wait(ts);
+  // The worker's half of "updates sent == updates applied" (the servers log theirs).
+  LOG(INFO) << log_prefix_ << "leaving: " << stats_.updates_sent << " updates sent, " << stats_.updates_failed
+            << " lost, " << stats_.send_waits << " sends waited on back-pressure";
+  return st;
 }
 
 }  // namespace tether

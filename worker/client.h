@@ -53,6 +53,14 @@ struct ClientOptions {
   std::string model_fingerprint;     // must equal the servers'
   int request_timeout_ms = 120000;   // Wait fails after this long with no reply
   int max_outstanding = 64;          // in-flight requests per shard before a call blocks
+                                     // (kept ≤ send_hwm and ≤ recv_hwm; see Send)
+  int send_hwm = 1000;               // ZeroMQ high-water marks of the sockets, in
+  int recv_hwm = 1000;               // messages (cluster.send_hwm / recv_hwm)
+  /// Row pulls and pushes whose values would exceed this many bytes in one
+  /// message are split into several messages per shard (and joined again);
+  /// at most kMaxFrameBytes. Dense slices are checked at set-up instead
+  /// (ValidateJobConfig).
+  uint64_t max_message_bytes = kMaxFrameBytes;
   std::vector<TableSpec> tables;
 };
 
@@ -64,6 +72,12 @@ struct ClientStats {
   uint64_t cache_hits = 0;               // of rows_read, served from the cache
   uint64_t bytes_sent = 0, bytes_received = 0;
   double wait_seconds = 0;  // time blocked in Wait (includes staleness waits)
+  // Updates: rows of pushes (a dense slice counts 1), as the servers'
+  // ServerStats::updates_applied counts them. Once every push is answered,
+  // the sum of updates_applied over the shards equals updates_sent.
+  uint64_t updates_sent = 0;    // handed to a socket
+  uint64_t updates_failed = 0;  // could not be sent, or refused by the server (logged as errors)
+  uint64_t send_waits = 0;      // sends that waited for room in the in-flight window (back-pressure)
 };
 
 class WorkerClient {
@@ -137,6 +151,7 @@ class WorkerClient {
     std::vector<uint32_t> positions;  // row pulls: destination row per key
     std::vector<uint64_t> keys;       // row pulls/pushes to be cached
     MessageType expect = MSG_UNKNOWN;
+    uint64_t updates = 0;       // pushes: rows (dense: 1), for the update counters
   };
   struct CachedRow {
     std::vector<float> values;
@@ -167,6 +182,8 @@ class WorkerClient {
   uint64_t PushVersion(uint32_t table, int shard) const;
   void Complete(uint64_t request_id, Message* reply);
   void Fail(int64_t ts, const Status& st);
+  void NoteLostPush(int shard, const Message& m, uint64_t updates, const Status& why);
+  size_t RowsPerMessage(uint32_t dim) const;  // row-table keys per message (size limit)
 
   ClientOptions options_;
   int num_shards_;
