@@ -283,7 +283,10 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       ApplyPush(identity, *m);
       return;
     case CLOCK:
-      if (clocks_.Advance(rank, h.clock())) ServeReadyPulls();
+      if (clocks_.Advance(rank, h.clock())) {
+        ServeReadyPulls();
+        if (clock_listener_) clock_listener_(clocks_.min_clock());
+      }
       return;
     case BARRIER: {
       w.at_barrier = true;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ class ServerShard {
   const ServerStats& stats() const { return stats_; }
   /// The shard's counters and the workers' reported counters, as JSON.
   std::string StatsJson() const;
+  /// Called on Run()'s thread each time the shard's min clock advances, with
+  /// the new value (tools/server_main.cc writes a JSON-lines metrics row).
+  void SetClockListener(std::function<void(int64_t min_clock)> listener) { clock_listener_ = std::move(listener); }
   const ServerTable& table(uint32_t id) const { return *tables_[id]; }
 
  private:
@@ -117,6 +121,7 @@ class ServerShard {
   zmq::socket_t socket_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};
+  std::function<void(int64_t)> clock_listener_;
   ServerStats stats_;
   std::vector<uint64_t> key_scratch_;
   std::vector<float> value_scratch_;

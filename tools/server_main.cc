@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "core/metrics_log.h"
 #include "server/server.h"
 #include "tools/common_flags.h"
 
@@ -40,9 +41,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   tether::ServerShard server(*config, FLAGS_shard);
+  std::unique_ptr<tether::MetricsLog> metrics_log;
+  if (!config->train().metrics_dir().empty()) {
+    auto log = tether::MetricsLog::Open(config->train().metrics_dir(), "server", FLAGS_shard);
+    if (!log.ok()) {
+      LOG(ERROR) << "[server " << FLAGS_shard << "] " << log.status().message();
+      return 2;
+    }
+    metrics_log = std::move(*log);
+    // One row per min-clock advance: the shard's counters so far.
+    server.SetClockListener([&server, &metrics_log](int64_t min_clock) {
+      const tether::ServerStats& s = server.stats();
+      metrics_log->Write({{"kind", "clock"}, {"min_clock", min_clock}, {"pulls", s.pulls}, {"pushes", s.pushes},
+                          {"rows_pulled", s.rows_pulled}, {"rows_pushed", s.rows_pushed}, {"bytes_in", s.bytes_in},
+                          {"bytes_out", s.bytes_out}, {"deferred_pulls", s.deferred_pulls},
+                          {"staleness_mean", s.staleness.mean()}});
+    });
+  }
   tether::Status st = server.Bind(FLAGS_listen);
   if (st.ok() && !FLAGS_port_file.empty()) st = WriteAtomically(FLAGS_port_file, server.endpoint());
   if (st.ok()) st = server.Run();
+  if (st.ok() && metrics_log != nullptr) st = metrics_log->Flush();
   if (!st.ok()) {
     LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
     return 1;

@@ -1,0 +1,156 @@
+#include "worker/sampled_xmc_model.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <string>
+
+#include "worker/sampling.h"
+#include "worker/xmc_mlp.h"
+
+namespace tether {
+namespace {
+
+StatusOr<uint32_t> TableId(const std::vector<TableSpec>& tables, const std::string& name, TableKind kind,
+                           uint64_t width) {
+  for (const TableSpec& t : tables) {
+    if (t.name != name) continue;
+    const uint64_t have = t.kind == TableKind::kRow ? t.dim : t.size;
+    if (t.kind != kind || have != width)
+      return Status::InvalidArgument("sampled softmax: table " + name + " has width " + std::to_string(have) +
+                                     ", the model needs " + std::to_string(width));
+    return t.id;
+  }
+  return Status::InvalidArgument("sampled softmax: the job has no table " + name);
+}
+
+class SampledXmcMlpModel final : public Model {
+ public:
+  SampledXmcMlpModel(const XmcMlpShape& shape, int64_t k, uint64_t seed, Backend* backend, uint32_t w1, uint32_t b1,
+                     uint32_t w2)
+      : shape_(shape), k_(k), backend_(backend), rng_(seed * 0x9E3779B97F4A7C15ull + 17), w1_id_(w1), b1_id_(b1),
+        w2_id_(w2), b1_(shape.hidden) {}
+
+  std::string name() const override { return "xmc_mlp"; }
+  LabelKind label_kind() const override { return LabelKind::kMultiLabel; }
+  int64_t num_outputs() const override { return shape_.num_labels; }
+
+  Status Pull(const Minibatch& batch, WorkerClient* client) override {
+    const int64_t h = shape_.hidden;
+    LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
+    w1_.resize(keys_.size() * h);
+    std::vector<int64_t> ts{client->PullRows(w1_id_, keys_, w1_.data()), client->PullDense(b1_id_, b1_.data())};
+    if (!evaluating_) {
+      y_ = SliceRows(*batch.labels, batch.begin, batch.end);
+      TETHER_RETURN_IF_ERROR(SampleOutputLabels(y_, shape_.num_labels, k_, &rng_, &label_keys_, &y_local_));
+      w2_rows_.resize(label_keys_.size() * (h + 1));
+      ts.push_back(client->PullRows(w2_id_, label_keys_, w2_rows_.data()));
+    }
+    Status first;
+    for (int64_t t : ts) {
+      Status st = client->Wait(t);
+      if (first.ok() && !st.ok()) first = st;
+    }
+    TETHER_RETURN_IF_ERROR(first);
+    if (!evaluating_) Split(w2_rows_, static_cast<int64_t>(label_keys_.size()), &w2_, &b2_);
+    return Status::OK();
+  }
+
+  StatusOr<float> ComputeGradients(const Minibatch& /*batch*/) override {
+    if (evaluating_) return Status::FailedPrecondition("sampled softmax: ComputeGradients during an evaluation");
+    const int64_t k = static_cast<int64_t>(label_keys_.size());
+    if (train_model_ == nullptr || train_model_->shape().num_labels != k) {
+      // K rows per minibatch, more only when the batch has more positives.
+      XmcMlpShape s = shape_;
+      s.num_labels = k;
+      train_model_ = std::make_unique<XmcMlp>(s, backend_);
+    }
+    return train_model_->ComputeGradients(x_local_, y_local_, Params(w2_, b2_), &grads_);
+  }
+
+  void Push(WorkerClient* client) override {
+    const int64_t h = shape_.hidden, k = static_cast<int64_t>(label_keys_.size());
+    w2_grad_rows_.resize(k * (h + 1));
+    for (int64_t l = 0; l < k; ++l) {
+      std::copy_n(&grads_.w2[l * h], h, &w2_grad_rows_[l * (h + 1)]);
+      w2_grad_rows_[l * (h + 1) + h] = grads_.b2[l];
+    }
+    client->PushRows(w1_id_, keys_, grads_.w1.data());
+    client->PushDense(b1_id_, grads_.b1.data());
+    client->PushRows(w2_id_, label_keys_, w2_grad_rows_.data());
+  }
+
+  Status Predict(const Minibatch& /*batch*/, std::vector<float>* scores) override {
+    if (!evaluating_) return Status::FailedPrecondition("sampled softmax: Predict outside BeginEvaluation/EndEvaluation");
+    return eval_model_->Predict(x_local_, Params(eval_w2_, eval_b2_), scores);
+  }
+
+  Status BeginEvaluation(WorkerClient* client) override {
+    const int64_t h = shape_.hidden, l = shape_.num_labels;
+    std::vector<uint64_t> all(static_cast<size_t>(l));
+    std::iota(all.begin(), all.end(), 0);
+    std::vector<float> rows(static_cast<size_t>(l * (h + 1)));
+    TETHER_RETURN_IF_ERROR(client->Wait(client->PullRows(w2_id_, all, rows.data())));
+    Split(rows, l, &eval_w2_, &eval_b2_);
+    if (eval_model_ == nullptr) eval_model_ = std::make_unique<XmcMlp>(shape_, backend_);
+    evaluating_ = true;
+    return Status::OK();
+  }
+
+  void EndEvaluation() override {
+    evaluating_ = false;
+    // Hand the full output layer back: at Amazon-670K scale it is 690 MB.
+    std::vector<float>().swap(eval_w2_);
+    std::vector<float>().swap(eval_b2_);
+    eval_model_.reset();
+  }
+
+ private:
+  // w2 rows are [weights(H), bias]: split into n × H and n.
+  void Split(const std::vector<float>& rows, int64_t n, std::vector<float>* w, std::vector<float>* b) const {
+    const int64_t h = shape_.hidden;
+    w->resize(n * h);
+    b->resize(n);
+    for (int64_t l = 0; l < n; ++l) {
+      std::copy_n(&rows[l * (h + 1)], h, &(*w)[l * h]);
+      (*b)[l] = rows[l * (h + 1) + h];
+    }
+  }
+
+  XmcParams Params(const std::vector<float>& w2, const std::vector<float>& b2) const {
+    return XmcParams{w1_.data(), static_cast<int64_t>(keys_.size()), b1_.data(), w2.data(), b2.data()};
+  }
+
+  XmcMlpShape shape_;
+  int64_t k_;
+  Backend* backend_;
+  std::mt19937_64 rng_;
+  uint32_t w1_id_, b1_id_, w2_id_;
+  bool evaluating_ = false;
+  std::unique_ptr<XmcMlp> train_model_, eval_model_;
+  std::vector<uint64_t> keys_, label_keys_;
+  CsrMatrix x_local_, y_, y_local_;
+  std::vector<float> w1_, b1_, w2_rows_, w2_, b2_, w2_grad_rows_, eval_w2_, eval_b2_;
+  XmcGrads grads_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> CreateSampledXmcMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
+                                                          Backend* backend) {
+  if (config.model().loss() != SOFTMAX)
+    return Status::InvalidArgument("config field model.sampled_labels: a sampled softmax needs model.loss SOFTMAX");
+  XmcMlpShape shape;
+  shape.num_features = config.data().num_features();
+  shape.hidden = config.model().hidden();
+  shape.num_labels = config.data().num_labels();
+  shape.loss = XmcLoss::kSoftmax;
+  const auto h = static_cast<uint64_t>(shape.hidden);
+  TETHER_ASSIGN_OR_RETURN(uint32_t w1, TableId(tables, "w1", TableKind::kRow, h));
+  TETHER_ASSIGN_OR_RETURN(uint32_t b1, TableId(tables, "b1", TableKind::kDense, h));
+  TETHER_ASSIGN_OR_RETURN(uint32_t w2, TableId(tables, "w2", TableKind::kRow, h + 1));
+  return std::unique_ptr<Model>(std::make_unique<SampledXmcMlpModel>(shape, config.model().sampled_labels(),
+                                                                     config.train().seed(), backend, w1, b1, w2));
+}
+
+}  // namespace tether
