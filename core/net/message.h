@@ -15,19 +15,11 @@
 
 #include <zmq.hpp>
 
+#include "core/net/limits.h"
 #include "core/status.h"
 #include "proto/tether.pb.h"
 
 namespace tether {
-
-/// Largest values frame a single message may carry (bytes). Larger pulls and
-/// pushes are refused with a message that names the table and the limit.
-inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
-
-/// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO
-/// with its model fingerprint a few KB); anything larger is refused before
-/// Protobuf parses it, far below Protobuf's 64 MB and 2 GB limits.
-inline constexpr uint64_t kMaxHeaderBytes = 1ull << 20;
 
 struct Message {
   MessageHeader header;

@@ -1,0 +1,22 @@
+// Size limits of Tether's wire messages, apart from the transport so that
+// config validation (core/config.cc) can check a model against them without
+// pulling in ZeroMQ. Constants only; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace tether {
+
+/// Largest values or keys frame a single message may carry (bytes): far
+/// below ZeroMQ's and the kernel's 2 GB int limits; the Protobuf header is
+/// never near it (kMaxHeaderBytes). Row pulls and pushes above it are split
+/// by the client; a dense slice or a single row above it is refused at
+/// set-up (CheckMessageSizes in core/config.h).
+inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
+
+/// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO
+/// with its model fingerprint a few KB); anything larger is refused before
+/// Protobuf parses it, far below Protobuf's 64 MB and 2 GB limits.
+inline constexpr uint64_t kMaxHeaderBytes = 1ull << 20;
+
+}  // namespace tether
