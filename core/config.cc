@@ -11,6 +11,8 @@
 #include <regex>
 #include <sstream>
 
+#include "core/net/limits.h"
+
 namespace tether {
 namespace {
 
@@ -374,6 +376,11 @@ Status ValidateJobConfig(const JobConfig& c) {
   }
   if (!(c.data().feature_scale() > 0) || !std::isfinite(c.data().feature_scale()))
     return bad("data.feature_scale", "must be a finite number > 0");
+  if (!std::isfinite(c.data().feature_offset()))
+    return bad("data.feature_offset", "must be a finite number");
+  if (c.data().feature_offset() != 0 && c.model().type() != DENSE_MLP)
+    return bad("data.feature_offset", "applies to dense input only (model.type DENSE_MLP); a sparse model "
+                                      "would lose its sparsity");
   if (c.model().hidden() < 1) return bad("model.hidden", "must be ≥ 1");
   // Dense tables are addressed by uint32 element index (InitialWeight).
   for (const TableSpec& t : TablesForJob(c))
@@ -417,7 +424,38 @@ Status ValidateJobConfig(const JobConfig& c) {
     }
     TETHER_RETURN_IF_ERROR(check_opt(t.optimizer(), "table[" + t.name() + "].optimizer"));
   }
+  TETHER_RETURN_IF_ERROR(CheckMessageSizes(c));
   return Status::OK();
+}
+
+Status CheckMessageSizes(const JobConfig& c) {
+  // Case C15: a block too large for one message is refused here, at set-up,
+  // never by an abort or a hang mid-run. Row pulls and pushes are split by
+  // the client (ClientOptions::max_message_bytes), so only what cannot be
+  // split is checked: one row, and one shard's slice of a dense table.
+  const uint64_t servers = static_cast<uint64_t>(c.cluster().num_servers());
+  std::string problems;
+  for (const TableSpec& t : TablesForJob(c)) {
+    std::string p;
+    if (t.kind == TableKind::kDense) {
+      const uint64_t slice = (t.size + servers - 1) / servers;  // largest DenseRange slice
+      if (slice * sizeof(float) > kMaxFrameBytes) {
+        const uint64_t per_shard = kMaxFrameBytes / sizeof(float);
+        p = "dense table '" + t.name + "' is " + std::to_string(t.size * sizeof(float)) + " bytes (" +
+            std::to_string(t.size) + " floats); split over cluster.num_servers=" + std::to_string(servers) +
+            " its largest slice is " + std::to_string(slice * sizeof(float)) + " bytes, above the " +
+            std::to_string(kMaxFrameBytes) + "-byte message limit: set cluster.num_servers to at least " +
+            std::to_string((t.size + per_shard - 1) / per_shard);
+      }
+    } else if (uint64_t{t.dim} * sizeof(float) > kMaxFrameBytes) {
+      p = "one row of table '" + t.name + "' is " + std::to_string(uint64_t{t.dim} * sizeof(float)) +
+          " bytes (dim " + std::to_string(t.dim) + "), above the " + std::to_string(kMaxFrameBytes) +
+          "-byte message limit, and a row is never split: make the model narrower";
+    }
+    if (!p.empty()) problems += (problems.empty() ? "" : "; ") + p;
+  }
+  if (problems.empty()) return Status::OK();
+  return Status::InvalidArgument("config: " + problems);
 }
 
 int64_t EffectiveStaleness(const ConsistencyConfig& c) {

@@ -46,6 +46,14 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path,
 /// errors name the field.
 Status ValidateJobConfig(const JobConfig& config);
 
+/// Case C15: refuses a model whose tables cannot travel within the
+/// transport's message limit (kMaxFrameBytes, core/net/message.h): a dense
+/// table whose largest shard slice is larger (the message names the table,
+/// its size, the limit and the number of servers that would do), or a row
+/// table whose single row is. Row pulls and pushes of many rows are split by
+/// the client and need no check. Called by ValidateJobConfig.
+Status CheckMessageSizes(const JobConfig& config);
+
 /// The config in force as one-line text, for the start-up log.
 std::string ConfigSummary(const JobConfig& config);
 
