@@ -543,7 +543,7 @@ class LineParser {
 };
 
 Status NonFiniteError(const std::string& path, const std::vector<BadValue>& listed,
-                      int64_t bad_lines, const Status* stopped_by) {
+                      int64_t bad_lines) {
   std::string msg = At(path, listed.front().line_no) + "non-finite value: " +
                     listed.front().what + "; " + std::to_string(bad_lines) +
                     (bad_lines == 1 ? " line has" : " lines have") +
@@ -556,7 +556,6 @@ Status NonFiniteError(const std::string& path, const std::vector<BadValue>& list
     msg += "line " + std::to_string(listed[i].line_no) + " " + listed[i].what;
   }
   msg += "); NonFinitePolicy::kDropRow drops such rows instead";
-  if (stopped_by != nullptr) msg += "; reading then stopped at " + stopped_by->message();
   return Status::InvalidArgument(msg);
 }
 
@@ -760,6 +759,11 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
                     num_labels, infer_labels);
   std::vector<BadValue> listed_bad;
   int64_t bad_lines = 0;
+  // Malformed lines: reading goes on to count them and list the first few,
+  // since a file with one bad line rarely has only one.
+  std::vector<BadValue> listed_errors;
+  int64_t error_lines = 0;
+  Status first_error;
   uint32_t max_feature = 0, max_label = 0;
   bool any_feature = false, any_label = false;
   std::string bad;
@@ -768,10 +772,17 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
   for (const LineRef& ln : mine) {
     const Status st = parser.Parse(data + ln.begin, data + ln.end, ln.line_no, &bad);
     if (!st.ok()) {
-      if (bad_lines > 0 && opts.non_finite == NonFinitePolicy::kError) {
-        return NonFiniteError(path, listed_bad, bad_lines, &st);
+      if (error_lines++ == 0) first_error = st;
+      if (static_cast<int>(listed_errors.size()) < kMaxListedBadLines) {
+        const std::string at = At(path, ln.line_no);
+        const std::string& m = st.message();
+        listed_errors.push_back({ln.line_no, m.compare(0, at.size(), at) == 0 ? m.substr(at.size()) : m});
       }
-      return st;
+      continue;
+    }
+    if (error_lines > 0) {  // only counting: the read has failed
+      if (!bad.empty() && bad_lines++ < kMaxListedBadLines) listed_bad.push_back({ln.line_no, bad});
+      continue;
     }
     ++ds.rows_read;
     // Inferred widths cover every parsed row, kept or not, so that reading
@@ -809,8 +820,27 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
     if (!xmc && !multilabel) ds.targets.push_back(parser.target());
     ds.source_lines.push_back(ln.line_no);
   }
+  if (error_lines > 0) {
+    std::string msg = first_error.message();
+    if (error_lines > 1) {
+      // The first is stated in full above; then the next few, then a count.
+      msg += "; " + std::to_string(error_lines) + " lines are malformed, also";
+      for (size_t i = 1; i < listed_errors.size(); ++i) {
+        msg += (i > 1 ? "; line " : " line ") + std::to_string(listed_errors[i].line_no) + ": " +
+               listed_errors[i].what;
+      }
+      const int64_t unlisted = error_lines - static_cast<int64_t>(listed_errors.size());
+      if (unlisted > 0) msg += " (and " + std::to_string(unlisted) + " more)";
+    }
+    if (bad_lines > 0 && opts.non_finite == NonFinitePolicy::kError) {
+      msg += "; besides, " + std::to_string(bad_lines) +
+             (bad_lines == 1 ? " line has" : " lines have") + " non-finite or overflowing values (first: line " +
+             std::to_string(listed_bad.front().line_no) + " " + listed_bad.front().what + ")";
+    }
+    return Status::InvalidArgument(msg);
+  }
   if (bad_lines > 0 && opts.non_finite == NonFinitePolicy::kError) {
-    return NonFiniteError(path, listed_bad, bad_lines, nullptr);
+    return NonFiniteError(path, listed_bad, bad_lines);
   }
   if (bad_lines > 0) {
     LOG(WARNING) << path << ": dropped " << bad_lines

@@ -129,8 +129,10 @@ struct Dataset {
 /// Errors:
 ///   InvalidArgument  bad options (index_base unset, bad partition, unsorted
 ///                    row_subset or one past the last row), or bad data:
-///                    "path:line: ..." naming the token; non-finite values
-///                    list up to 5 lines and the total; the XMC header count
+///                    "path:line: ..." naming the token; when several lines
+///                    are malformed, the first in full, the next four and
+///                    the count; non-finite values list up to 5 lines and
+///                    the total; the XMC header count
 ///                    mismatch names path:1 with both counts; a file with no
 ///                    examples gives "path: no examples found".
 ///   NotFound         `path` does not exist.

@@ -203,7 +203,8 @@ TEST(ReaderTest, XmcZeroDimensionsInHeaderAreEnforced) {
   auto ds = ReadDataset(path, Xmc(0));
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().message(),
-            path + ":2: feature index 1 is out of range (token '1:0.5'): 0 features declared");
+            path + ":2: feature index 1 is out of range (token '1:0.5'): 0 features declared; 2 lines are "
+                   "malformed, also line 3: feature index 0 is out of range (token '0:1'): 0 features declared");
 }
 
 TEST(ReaderTest, XmcLeadingSpaceMeansNoLabels) {
@@ -451,6 +452,8 @@ TEST(ReaderTest, LibsvmNumLabelsSelectsMultilabel) {
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().message(),
             path + ":1: invalid label id '+1' in label list '+1': expected a non-negative integer "
+                   "(the file is read as multilabel LIBSVM because num_labels is set); 2 lines are malformed, "
+                   "also line 2: invalid label id '-1' in label list '-1': expected a non-negative integer "
                    "(the file is read as multilabel LIBSVM because num_labels is set)");
   o.num_labels = 0;
   auto single = ReadDataset(path, o);
@@ -903,6 +906,23 @@ TEST(ReaderTest, C08RowWithANonFiniteValueMustOtherwiseBeWellFormed) {
   auto label = ParseDataset("nan 1:0.5 7\n+1 1:1\n", "label.txt", o);
   ASSERT_FALSE(label.ok());
   EXPECT_EQ(label.status().message(), "label.txt:1: expected a feature 'index:value', got '7'");
+}
+
+// Several bad lines: the first in full, the next four, and how many in all;
+// non-finite lines met on the way are counted too.
+TEST(ReaderTest, ManyBadLinesAreListedAndCounted) {
+  std::string text = "+1 1:0.5\n";
+  for (int i = 0; i < 8; ++i) text += "+1 x" + std::to_string(i) + ":1\n";
+  text += "+1 1:nan\n";
+  auto ds = ParseDataset(text, "many.txt", Libsvm(1));
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().message(),
+            "many.txt:2: invalid feature index in token 'x0:1': expected a non-negative integer; 8 lines are "
+            "malformed, also line 3: invalid feature index in token 'x1:1': expected a non-negative integer; "
+            "line 4: invalid feature index in token 'x2:1': expected a non-negative integer; line 5: invalid "
+            "feature index in token 'x3:1': expected a non-negative integer; line 6: invalid feature index in "
+            "token 'x4:1': expected a non-negative integer (and 3 more); besides, 1 line has non-finite or "
+            "overflowing values (first: line 10 '1:nan' is NaN)");
 }
 
 // ---------------------------------------------------------------- C04 margins
