@@ -490,7 +490,8 @@ class LineParser {
           case DuplicatePolicy::kError:
             return Status::InvalidArgument(
                 At(path_, line_no_) + "duplicate feature index " + std::to_string(col + base_) +
-                " (DuplicatePolicy::kSum or kKeepLast merge repeats instead)");
+                " (to merge repeats, set data.duplicates: DUPLICATES_SUM or DUPLICATES_KEEP_LAST; "
+                "tether-data: --duplicates=sum|keep_last)");
           case DuplicatePolicy::kSum:
             vals_.back() += v;
             if (!std::isfinite(vals_.back()) && bad->empty()) {
@@ -555,7 +556,8 @@ Status NonFiniteError(const std::string& path, const std::vector<BadValue>& list
     if (i > 0) msg += ", ";
     msg += "line " + std::to_string(listed[i].line_no) + " " + listed[i].what;
   }
-  msg += "); NonFinitePolicy::kDropRow drops such rows instead";
+  msg += "); to drop such rows instead, set data.non_finite: NON_FINITE_DROP_ROW (tether-data: "
+         "--non_finite=drop_row)";
   return Status::InvalidArgument(msg);
 }
 

@@ -355,7 +355,8 @@ TEST(ReaderTest, C08NonFiniteValuesListedInOneError) {
             path + ":1: non-finite value: '2:nan' is NaN; 4 lines have non-finite or overflowing "
                    "values (line 1 '2:nan' is NaN, line 2 '1:inf' is infinite, line 3 "
                    "'2:-Infinity' is infinite, line 4 '1:1e999' overflows double (not read as "
-                   "inf)); NonFinitePolicy::kDropRow drops such rows instead");
+                   "inf)); to drop such rows instead, set data.non_finite: NON_FINITE_DROP_ROW (tether-data: "
+                   "--non_finite=drop_row)");
 }
 
 TEST(ReaderTest, C08DropRowKeepsOnlyTheFiniteRow) {
@@ -390,8 +391,8 @@ TEST(ReaderTest, OverflowAndUnderflowAreToldApart) {
             path + ":2: non-finite value: '1:1e400' overflows double (not read as inf); 3 lines "
                    "have non-finite or overflowing values (line 2 '1:1e400' overflows double (not "
                    "read as inf), line 3 '1:-123.5e306' overflows float (not read as inf), line 4 "
-                   "'1:0.00001e315' overflows double (not read as inf)); NonFinitePolicy::kDropRow "
-                   "drops such rows instead");
+                   "'1:0.00001e315' overflows double (not read as inf)); to drop such rows instead, set "
+                   "data.non_finite: NON_FINITE_DROP_ROW (tether-data: --non_finite=drop_row)");
   ReadOptions o = Libsvm(1);
   o.non_finite = NonFinitePolicy::kDropRow;
   auto ds = ReadDataset(path, o);

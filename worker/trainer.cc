@@ -5,17 +5,22 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
 #include "core/metrics.h"
+#include "core/metrics_log.h"
 #include "sparse/backend.h"
+#include "sparse/idx_reader.h"
 #include "sparse/reader.h"
 #include "worker/client.h"
-#include "worker/xmc_mlp.h"
+#include "worker/model.h"
+#include "worker/sampling.h"
 
 namespace tether {
 namespace {
@@ -25,8 +30,6 @@ using SteadyClock = std::chrono::steady_clock;
 double SecondsSince(SteadyClock::time_point t) {
   return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
-
-constexpr uint32_t kW1 = 0, kB1 = 1, kW2 = 2;
 
 void NormalizeRows(CsrMatrix* m) {
   for (int64_t r = 0; r < m->rows; ++r) {
@@ -38,108 +41,201 @@ void NormalizeRows(CsrMatrix* m) {
   }
 }
 
-StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& split,
-                            int partition, int num_partitions) {
-  ReadOptions opts;
-  opts.format = config.data().format() == XMC ? DataFormat::kXmc : DataFormat::kLibsvm;
-  opts.index_base = config.data().index_base();
-  opts.partition = partition;
-  opts.num_partitions = num_partitions;
+std::string FormatNumber(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Single-label targets → the label CSR of worker/model.h (binary: N × 1 with
+// the entry 0 on positives; multiclass: one-hot N × classes).
+Status TargetsToLabels(const JobConfig& config, LabelKind kind, const std::string& file, Dataset* d) {
+  if (d->targets.size() != static_cast<size_t>(d->features.rows)) {
+    return Status::InvalidArgument(file + ": expected one label per row (" +
+                                   std::string(kind == LabelKind::kBinary ? "binary" : "multiclass") +
+                                   " data), found a multi-label file");
+  }
+  const int64_t classes = kind == LabelKind::kBinary ? 1 : config.data().num_labels();
+  const int base = config.data().label_base();
+  CsrMatrix labels;
+  labels.cols = classes;
+  const float one = 1.0f;
+  for (size_t r = 0; r < d->targets.size(); ++r) {
+    const float t = d->targets[r];
+    const std::string where =
+        file + ":" + std::to_string(r < d->source_lines.size() ? d->source_lines[r] : static_cast<int64_t>(r + 1));
+    if (kind == LabelKind::kBinary) {
+      if (t != 1.0f && t != -1.0f && t != 0.0f)
+        return Status::InvalidArgument(where + ": label " + FormatNumber(t) +
+                                       " is not binary (expected -1 or +1, or 0 or 1)");
+      const uint32_t positive = 0;
+      labels.AppendRow(&positive, &one, t > 0 ? 1 : 0);
+    } else {
+      const double c = static_cast<double>(t) - base;
+      if (c != std::floor(c) || c < 0 || c >= static_cast<double>(classes))
+        return Status::InvalidArgument(where + ": label " + FormatNumber(t) + " is not a class in [" +
+                                       std::to_string(base) + ", " + std::to_string(base + classes) +
+                                       ") (data.label_base " + std::to_string(base) + ", data.num_labels " +
+                                       std::to_string(classes) + ")");
+      const auto cls = static_cast<uint32_t>(c);
+      labels.AppendRow(&cls, &one, 1);
+    }
+  }
+  d->labels = std::move(labels);
+  return Status::OK();
+}
+
+// Test-set metrics by label kind (see TrainReport::test_metrics).
+class Evaluator {
+ public:
+  Evaluator(LabelKind kind, int64_t num_outputs, Backend* backend)
+      : kind_(kind), outputs_(num_outputs), backend_(backend), ranking_({1, 3, 5}) {}
+
+  // scores: rows × num_outputs of minibatch rows [begin, end) of `labels`.
+  Status Add(const std::vector<float>& scores, const CsrMatrix& labels, int64_t begin, int64_t end) {
+    const int64_t rows = end - begin;
+    rows_ += rows;
+    switch (kind_) {
+      case LabelKind::kMultiLabel:
+        ranking_.Add(scores.data(), rows, outputs_, labels.row_ptr.data() + begin, labels.col_idx.data());
+        return Status::OK();
+      case LabelKind::kBinary:
+        for (int64_t r = 0; r < rows; ++r)
+          binary_.Add(scores[r], labels.row_ptr[begin + r + 1] > labels.row_ptr[begin + r] ? 1.0f : 0.0f);
+        return Status::OK();
+      case LabelKind::kMultiClass: {
+        top_.resize(rows);
+        TETHER_RETURN_IF_ERROR(backend_->TopK(rows, outputs_, scores.data(), 1, top_.data()));
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t p = labels.row_ptr[begin + r];
+          if (labels.row_ptr[begin + r + 1] > p && labels.col_idx[p] == top_[r]) ++correct_;
+        }
+        double loss = 0;
+        TETHER_RETURN_IF_ERROR(backend_->SoftmaxCrossEntropy(rows, outputs_, scores.data(),
+                                                             RowSliceOf(labels, begin, end), 1.0f, nullptr, &loss));
+        loss_sum_ += loss;
+        return Status::OK();
+      }
+    }
+    return Status::OK();
+  }
+
+  std::vector<std::pair<std::string, double>> Results() const {
+    switch (kind_) {
+      case LabelKind::kMultiLabel:
+        return {{"precision_at_1", ranking_.PrecisionAt(1)}, {"precision_at_3", ranking_.PrecisionAt(3)},
+                {"precision_at_5", ranking_.PrecisionAt(5)}, {"ndcg_at_1", ranking_.NdcgAt(1)},
+                {"ndcg_at_3", ranking_.NdcgAt(3)},           {"ndcg_at_5", ranking_.NdcgAt(5)}};
+      case LabelKind::kBinary:
+        return {{"accuracy", binary_.Accuracy()}, {"auc", binary_.Auc()}, {"log_loss", binary_.LogLoss()}};
+      case LabelKind::kMultiClass: {
+        const double n = static_cast<double>(std::max<int64_t>(rows_, 1));
+        return {{"accuracy", correct_ / n}, {"log_loss", loss_sum_ / n}};
+      }
+    }
+    return {};
+  }
+
+  int64_t rows() const { return rows_; }
+
+ private:
+  LabelKind kind_;
+  int64_t outputs_;
+  Backend* backend_;
+  int64_t rows_ = 0;
+  RankingMetrics ranking_;
+  BinaryMetrics binary_;
+  int64_t correct_ = 0;
+  double loss_sum_ = 0;
+  std::vector<uint32_t> top_;
+};
+
+Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* client, Model* model, Backend* backend,
+                TrainReport* report) {
+  Evaluator eval(model->label_kind(), model->num_outputs(), backend);
+  std::vector<float> scores;
+  const int64_t bs = config.train().eval_minibatch_size();
+  const int64_t max_rows = config.train().eval_max_rows();
+  const int64_t rows = max_rows > 0 ? std::min(test.features.rows, max_rows) : test.features.rows;
+  TETHER_RETURN_IF_ERROR(model->BeginEvaluation(client));
+  const Status st = [&]() -> Status {
+    for (int64_t b = 0; b < rows; b += bs) {
+      const Minibatch batch{&test.features, &test.labels, b, std::min(rows, b + bs)};
+      TETHER_RETURN_IF_ERROR(model->Pull(batch, client));
+      TETHER_RETURN_IF_ERROR(model->Predict(batch, &scores));
+      TETHER_RETURN_IF_ERROR(eval.Add(scores, test.labels, batch.begin, batch.end));
+    }
+    return Status::OK();
+  }();
+  model->EndEvaluation();
+  TETHER_RETURN_IF_ERROR(st);
+  report->test_metrics = eval.Results();
+  report->test_rows = eval.rows();
+  return Status::OK();
+}
+
+}  // namespace
+
+double TrainReport::Metric(const std::string& name) const {
+  for (const auto& [k, v] : test_metrics)
+    if (k == name) return v;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& label_file,
+                            const std::string& split, int partition, int num_partitions) {
+  const LabelKind kind = LabelKindOf(config.model().type());
   std::vector<int64_t> subset;
   if (!split.empty()) {
     TETHER_ASSIGN_OR_RETURN(subset, ReadSplitFile(split));
-    opts.row_subset = &subset;
   }
-  if (opts.format == DataFormat::kLibsvm) {
-    opts.num_features = config.data().num_features();
-    opts.num_labels = config.data().num_labels();
+  Dataset d;
+  if (config.data().format() == IDX) {
+    IdxReadOptions opts;
+    opts.partition = partition;
+    opts.num_partitions = num_partitions;
+    opts.row_subset = split.empty() ? nullptr : &subset;
+    TETHER_ASSIGN_OR_RETURN(d, ReadIdxDataset(file, label_file, opts));
+  } else {
+    ReadOptions opts;
+    opts.format = config.data().format() == XMC ? DataFormat::kXmc : DataFormat::kLibsvm;
+    opts.index_base = config.data().index_base();
+    opts.partition = partition;
+    opts.num_partitions = num_partitions;
+    opts.row_subset = split.empty() ? nullptr : &subset;
+    opts.duplicates = config.data().duplicates() == DUPLICATES_SUM         ? DuplicatePolicy::kSum
+                      : config.data().duplicates() == DUPLICATES_KEEP_LAST ? DuplicatePolicy::kKeepLast
+                                                                           : DuplicatePolicy::kError;
+    opts.non_finite = config.data().non_finite() == NON_FINITE_DROP_ROW ? NonFinitePolicy::kDropRow
+                                                                        : NonFinitePolicy::kError;
+    opts.skip_unlabeled = config.data().skip_unlabeled();
+    opts.header_mismatch_is_error = config.data().header_mismatch_is_error();
+    if (opts.format == DataFormat::kLibsvm) {
+      opts.num_features = config.data().num_features();
+      // A label count selects the LIBSVM reader's multi-label mode; binary
+      // and multiclass files have one number per row (Dataset::targets).
+      opts.num_labels = kind == LabelKind::kMultiLabel ? config.data().num_labels() : 0;
+    }
+    TETHER_ASSIGN_OR_RETURN(d, ReadDataset(file, opts));
   }
-  TETHER_ASSIGN_OR_RETURN(Dataset d, ReadDataset(file, opts));
+  const float scale = config.data().feature_scale();
+  if (scale != 1.0f)
+    for (float& v : d.features.values) v *= scale;
   if (config.data().normalize_rows()) NormalizeRows(&d.features);
   if (d.features.cols != config.data().num_features())
     return Status::InvalidArgument(file + ": has " + std::to_string(d.features.cols) +
                                    " features but config field data.num_features is " +
                                    std::to_string(config.data().num_features()));
-  if (d.labels.cols != config.data().num_labels())
-    return Status::InvalidArgument(file + ": has " + std::to_string(d.labels.cols) +
-                                   " labels but config field data.num_labels is " +
-                                   std::to_string(config.data().num_labels()));
+  if (kind == LabelKind::kMultiLabel) {
+    if (d.labels.cols != config.data().num_labels())
+      return Status::InvalidArgument(file + ": has " + std::to_string(d.labels.cols) +
+                                     " labels but config field data.num_labels is " +
+                                     std::to_string(config.data().num_labels()));
+  } else {
+    TETHER_RETURN_IF_ERROR(TargetsToLabels(config, kind, label_file.empty() ? file : label_file, &d));
+  }
   return d;
 }
-
-// Parameters of the XMC MLP as pulled from the servers, with the buffers
-// reused across minibatches (no per-minibatch allocation after warm-up).
-class ModelBuffers {
- public:
-  ModelBuffers(int64_t hidden, int64_t labels)
-      : h_(hidden), l_(labels), b1_(hidden), w2_full_(labels * (hidden + 1)), w2_(labels * hidden), b2_(labels),
-        w2_grad_full_(labels * (hidden + 1)) {
-    label_keys_.resize(labels);
-    std::iota(label_keys_.begin(), label_keys_.end(), 0);
-  }
-
-  // Issues the three pulls for a minibatch whose features are `keys`.
-  Status Pull(WorkerClient* client, const std::vector<uint64_t>& keys) {
-    w1_.resize(keys.size() * h_);
-    const int64_t t1 = client->PullRows(kW1, keys, w1_.data());
-    const int64_t t2 = client->PullDense(kB1, b1_.data());
-    const int64_t t3 = client->PullRows(kW2, label_keys_, w2_full_.data());
-    TETHER_RETURN_IF_ERROR(client->Wait(t1));
-    TETHER_RETURN_IF_ERROR(client->Wait(t2));
-    TETHER_RETURN_IF_ERROR(client->Wait(t3));
-    // w2 rows are [weights(H), bias]: split into the model's L×H and L.
-    for (int64_t l = 0; l < l_; ++l) {
-      std::copy_n(&w2_full_[l * (h_ + 1)], h_, &w2_[l * h_]);
-      b2_[l] = w2_full_[l * (h_ + 1) + h_];
-    }
-    return Status::OK();
-  }
-
-  XmcParams Params(int64_t num_rows_w1) const {
-    return XmcParams{w1_.data(), num_rows_w1, b1_.data(), w2_.data(), b2_.data()};
-  }
-
-  void Push(WorkerClient* client, const std::vector<uint64_t>& keys, const XmcGrads& g) {
-    for (int64_t l = 0; l < l_; ++l) {
-      std::copy_n(&g.w2[l * h_], h_, &w2_grad_full_[l * (h_ + 1)]);
-      w2_grad_full_[l * (h_ + 1) + h_] = g.b2[l];
-    }
-    client->PushRows(kW1, keys, g.w1.data());
-    client->PushDense(kB1, g.b1.data());
-    client->PushRows(kW2, label_keys_, w2_grad_full_.data());
-  }
-
- private:
-  int64_t h_, l_;
-  std::vector<float> w1_, b1_, w2_full_, w2_, b2_, w2_grad_full_;
-  std::vector<uint64_t> label_keys_;
-};
-
-Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* client, XmcMlp* model,
-                ModelBuffers* buffers, TrainReport* report) {
-  RankingMetrics metrics({1, 3, 5});
-  std::vector<uint64_t> keys;
-  CsrMatrix x_local;
-  std::vector<float> scores;
-  const int64_t bs = config.train().eval_minibatch_size();
-  const int64_t num_labels = config.data().num_labels();
-  for (int64_t b = 0; b < test.features.rows; b += bs) {
-    const int64_t e = std::min(test.features.rows, b + bs);
-    LocalizeBatch(test.features, b, e, &keys, &x_local);
-    TETHER_RETURN_IF_ERROR(buffers->Pull(client, keys));
-    TETHER_RETURN_IF_ERROR(model->Predict(x_local, buffers->Params(static_cast<int64_t>(keys.size())), &scores));
-    CsrMatrix y = SliceRows(test.labels, b, e);
-    metrics.Add(scores.data(), e - b, num_labels, y.row_ptr.data(), y.col_idx.data());
-  }
-  for (int k : {1, 3, 5}) {
-    report->precision_at[k] = metrics.PrecisionAt(k);
-    report->ndcg_at[k] = metrics.NdcgAt(k);
-  }
-  report->test_rows = metrics.count();
-  return Status::OK();
-}
-
-}  // namespace
 
 StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options) {
   const int rank = options.rank;
@@ -147,14 +243,20 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   const std::string who = "[worker " + std::to_string(rank) + "] ";
   TrainReport report;
 
+  // The backend first: a missing GPU should fail before any data is read.
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                          CreateBackend(config.train().device(), config.train().threads()));
+  LOG(INFO) << who << "compute backend " << backend->name() << " (--device=" << config.train().device() << ")";
+
   const auto load_start = SteadyClock::now();
-  TETHER_ASSIGN_OR_RETURN(Dataset train, LoadSplit(config, config.data().train_file(), config.data().train_split(),
-                                                   rank, num_workers));
+  TETHER_ASSIGN_OR_RETURN(Dataset train, LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
+                                                   config.data().train_split(), rank, num_workers));
   Dataset test;
   if (rank == 0) {
-    const std::string& test_file = config.data().test_file().empty() ? config.data().train_file()
-                                                                     : config.data().test_file();
-    TETHER_ASSIGN_OR_RETURN(test, LoadSplit(config, test_file, config.data().test_split(), 0, 1));
+    const bool same_file = config.data().test_file().empty();
+    const std::string& test_file = same_file ? config.data().train_file() : config.data().test_file();
+    const std::string& test_labels = same_file ? config.data().train_label_file() : config.data().test_label_file();
+    TETHER_ASSIGN_OR_RETURN(test, LoadSplit(config, test_file, test_labels, config.data().test_split(), 0, 1));
   }
   report.train_rows = train.features.rows;
   LOG(INFO) << who << "read " << train.features.rows << " training rows (" << train.features.nnz()
@@ -164,31 +266,45 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     return Status::InvalidArgument(who + "partition " + std::to_string(rank) + " of " +
                                    config.data().train_file() + " has no rows; use fewer workers");
 
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                          CreateBackend(config.train().device(), config.train().threads()));
-  LOG(INFO) << who << "compute backend " << backend->name();
-  XmcMlpShape shape;
-  shape.num_features = config.data().num_features();
-  shape.hidden = config.model().hidden();
-  shape.num_labels = config.data().num_labels();
-  shape.loss = config.model().loss() == BCE ? XmcLoss::kBce : XmcLoss::kSoftmax;
-  XmcMlp model(shape, backend.get());
+  const std::vector<TableSpec> tables = TablesForJob(config);
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get()));
+  report.model = model->name();
 
   ClientOptions copts;
   copts.rank = rank;
   copts.servers = options.servers;
   copts.staleness = config.consistency().staleness();
-  copts.tables = TablesForJob(config);
+  copts.tables = tables;
   copts.model_fingerprint = ModelFingerprint(copts.tables);
   copts.request_timeout_ms = config.cluster().request_timeout_ms();
+  copts.send_hwm = config.cluster().send_hwm();
+  copts.recv_hwm = config.cluster().recv_hwm();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client, WorkerClient::Connect(copts));
-  LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), staleness "
-            << StalenessName(copts.staleness);
+  LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
+            << ", staleness " << StalenessName(copts.staleness);
 
-  ModelBuffers buffers(shape.hidden, shape.num_labels);
-  XmcGrads grads;
-  std::vector<uint64_t> keys;
-  CsrMatrix x_local;
+  // Observability (train.metrics_dir, progress_every_s, eval_every_epochs):
+  // evaluations during training are timed apart and left out of train_s.
+  std::unique_ptr<MetricsLog> metrics_log;
+  if (!config.train().metrics_dir().empty()) {
+    TETHER_ASSIGN_OR_RETURN(metrics_log, MetricsLog::Open(config.train().metrics_dir(), "worker", rank));
+  }
+  ProgressTimer progress(config.train().progress_every_s());
+  double eval_seconds = 0, clock_loss = 0;
+  int clock_batches = 0;
+  auto log_eval = [&](const TrainReport& r, int epoch, double train_s, bool log_line) {
+    std::string line;
+    for (const auto& [name, value] : r.test_metrics) line += " " + name + " " + FormatNumber(value);
+    if (log_line)
+      LOG(INFO) << who << "test after epoch " << epoch << " (" << r.test_rows << " rows, " << train_s
+                << " s of training):" << line;
+    if (metrics_log == nullptr) return;
+    nlohmann::json j{{"kind", "eval"}, {"epoch", epoch}, {"train_s", train_s}, {"samples", report.samples},
+                     {"test_rows", r.test_rows}, {"loss", report.final_loss}};
+    for (const auto& [name, value] : r.test_metrics) j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
+    metrics_log->Write(std::move(j));
+  };
+
   std::vector<int64_t> order(train.features.rows);
   const int64_t bs = config.train().minibatch_size();
   const int per_clock = config.train().minibatches_per_clock();
@@ -198,30 +314,41 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   double pull_wait = 0;
   for (int epoch = 0; epoch < config.train().epochs(); ++epoch) {
     // A fixed permutation per (seed, rank, epoch): runs are reproducible.
-    std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(config.train().seed() * 1000003ull + rank * 7919ull + epoch);
-    std::shuffle(order.begin(), order.end(), rng);
+    EpochOrder(config.train().seed(), rank, epoch, train.features.rows, &order);
     const CsrMatrix x = GatherRows(train.features, order);
     const CsrMatrix y = GatherRows(train.labels, order);
     double loss_sum = 0;
     int64_t loss_batches = 0;
     for (int64_t b = 0; b < x.rows; b += bs) {
-      const int64_t e = std::min(x.rows, b + bs);
-      LocalizeBatch(x, b, e, &keys, &x_local);
+      const Minibatch batch{&x, &y, b, std::min(x.rows, b + bs)};
       const auto pull_start = SteadyClock::now();
-      TETHER_RETURN_IF_ERROR(buffers.Pull(client.get(), keys));
+      TETHER_RETURN_IF_ERROR(model->Pull(batch, client.get()));
       pull_wait += SecondsSince(pull_start);
-      const CsrMatrix y_batch = SliceRows(y, b, e);
-      TETHER_ASSIGN_OR_RETURN(float loss, model.ComputeGradients(x_local, y_batch,
-                                                                 buffers.Params(static_cast<int64_t>(keys.size())), &grads));
+      TETHER_ASSIGN_OR_RETURN(float loss, model->ComputeGradients(batch));
       loss_sum += loss;
       ++loss_batches;
-      buffers.Push(client.get(), keys, grads);
-      report.samples += static_cast<uint64_t>(e - b);
+      model->Push(client.get());
+      report.samples += static_cast<uint64_t>(batch.rows());
+      clock_loss += loss;
+      ++clock_batches;
       if (++minibatches % per_clock == 0) {
         TETHER_RETURN_IF_ERROR(client->Clock());
-        if (client->clock() % log_every == 0)
-          VLOG(1) << who << "clock " << client->clock() << " loss " << loss;
+        if (client->clock() % log_every == 0) VLOG(1) << who << "clock " << client->clock() << " loss " << loss;
+        const double train_s = SecondsSince(train_start) - eval_seconds;
+        if (metrics_log != nullptr) {
+          metrics_log->Write({{"kind", "clock"}, {"clock", client->clock()}, {"epoch", epoch + 1},
+                              {"loss", clock_loss / clock_batches}, {"samples", report.samples},
+                              {"train_s", train_s}, {"pull_wait_s", pull_wait}});
+        }
+        clock_loss = 0;
+        clock_batches = 0;
+        if (progress.Due()) {
+          LOG(INFO) << who << "epoch " << epoch + 1 << "/" << config.train().epochs() << " "
+                    << static_cast<int>(100.0 * batch.end / x.rows) << "%, clock " << client->clock() << ", loss "
+                    << loss << ", " << static_cast<int64_t>(report.samples / std::max(1e-9, train_s))
+                    << " samples/s, " << static_cast<int>(100 * pull_wait / std::max(1e-9, train_s))
+                    << "% waiting on pulls";
+        }
       }
     }
     report.final_loss = loss_sum / std::max<int64_t>(1, loss_batches);
@@ -229,21 +356,32 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     LOG(INFO) << who << "epoch " << epoch + 1 << "/" << config.train().epochs() << " clock " << client->clock()
               << " loss " << report.final_loss << ", " << static_cast<int64_t>(report.samples / t)
               << " samples/s, " << static_cast<int>(100 * pull_wait / t) << "% waiting on pulls, " << t << " s";
+    const int every = config.train().eval_every_epochs();
+    if (rank == 0 && every > 0 && (epoch + 1) % every == 0 && epoch + 1 < config.train().epochs()) {
+      const auto eval_start = SteadyClock::now();
+      const double train_s = SecondsSince(train_start) - eval_seconds;
+      TrainReport mid;
+      TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), &mid));
+      eval_seconds += SecondsSince(eval_start);
+      log_eval(mid, epoch + 1, train_s, true);
+    }
   }
   if (minibatches % per_clock != 0) TETHER_RETURN_IF_ERROR(client->Clock());
   TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples));
-  report.train_seconds = SecondsSince(train_start);
+  report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);
   report.pull_wait_fraction = pull_wait / std::max(1e-9, report.train_seconds);
   LOG(INFO) << who << "training done: " << report.total_samples << " samples over all workers in "
             << report.train_seconds << " s (" << static_cast<int64_t>(report.samples_per_second) << " samples/s)";
 
   if (rank == 0) {
-    TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), &model, &buffers, &report));
-    LOG(INFO) << who << "test (" << report.test_rows << " rows): P@1 " << report.precision_at[1] << " P@3 "
-              << report.precision_at[3] << " P@5 " << report.precision_at[5] << " nDCG@3 " << report.ndcg_at[3]
-              << " nDCG@5 " << report.ndcg_at[5];
+    TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), &report));
+    std::string line;
+    for (const auto& [name, value] : report.test_metrics) line += " " + name + " " + FormatNumber(value);
+    LOG(INFO) << who << "test (" << report.test_rows << " rows):" << line;
+    log_eval(report, config.train().epochs(), report.train_seconds, false);
   }
+  if (metrics_log != nullptr) TETHER_RETURN_IF_ERROR(metrics_log->Flush());
   const ClientStats& cs = client->stats();
   LOG(INFO) << who << cs.pulls << " pulls (" << cs.rows_pulled << " rows), " << cs.pushes << " pushes ("
             << cs.rows_pushed << " rows), " << cs.bytes_sent / 1e6 << " MB sent, " << cs.bytes_received / 1e6
@@ -256,12 +394,14 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
 
 Status WriteMetricsJson(const TrainReport& r, const JobConfig& config, const std::string& path) {
   nlohmann::json j;
-  j["precision_at_1"] = r.precision_at[1];
-  j["precision_at_3"] = r.precision_at[3];
-  j["precision_at_5"] = r.precision_at[5];
-  j["ndcg_at_1"] = r.ndcg_at[1];
-  j["ndcg_at_3"] = r.ndcg_at[3];
-  j["ndcg_at_5"] = r.ndcg_at[5];
+  for (const auto& [name, value] : r.test_metrics) {
+    // JSON has no NaN (an undefined AUC: one class only): write null.
+    if (std::isfinite(value)) {
+      j[name] = value;
+    } else {
+      j[name] = nullptr;
+    }
+  }
   j["train_seconds"] = r.train_seconds;
   j["samples_per_second"] = r.samples_per_second;
   j["total_samples"] = r.total_samples;

@@ -1,19 +1,22 @@
-// The training loop of one worker (`tether-worker`): reads this worker's
-// partition of the training rows, and for every minibatch pulls the rows of
-// the features present in it (plus the output layer and hidden bias),
-// computes gradients on the compute backend, pushes them, and advances its
-// clock. At the end every worker meets at a barrier; rank 0 then evaluates
-// P@1/3/5 and nDCG@1/3/5 on the test split.
+// The training loop of one worker (`tether-worker`), the same for every
+// model (worker/model.h): read this worker's partition of the training rows;
+// per epoch, shuffle them; per minibatch, let the model pull what it needs,
+// compute gradients on the compute backend and push them; advance the clock
+// every train.minibatches_per_clock minibatches. At the end every worker
+// meets at a barrier; rank 0 then evaluates on the test split with the
+// metrics of the model's label kind and writes the metrics JSON.
 //
 // Thread-compatible: one trainer per process.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
+#include "sparse/reader.h"
 
 namespace tether {
 
@@ -23,29 +26,55 @@ struct TrainerOptions {
   std::string metrics_out;           // rank 0: JSON metrics written here (atomically) when non-empty
 };
 
-/// What a worker measured. Ranking metrics are filled on rank 0 only.
+/// What a worker measured. Test metrics are filled on rank 0 only.
 struct TrainReport {
+  std::string model;                 // "xmc_mlp", "sparse_lr", "dense_mlp"
   int64_t train_rows = 0;            // rows in this worker's partition
   uint64_t samples = 0;              // rows this worker trained on (all epochs)
   uint64_t total_samples = 0;        // over all workers (from the barrier)
   double train_seconds = 0;          // first pull to barrier release
   double samples_per_second = 0;     // total_samples / train_seconds
   double final_loss = 0;             // mean minibatch loss over the last epoch
-  double precision_at[6] = {0, 0, 0, 0, 0, 0};  // index k = 1, 3, 5
-  double ndcg_at[6] = {0, 0, 0, 0, 0, 0};
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls
+  /// Test-set metrics in the order they are logged, by the model's label kind:
+  ///   multi-label (XMC): precision_at_1, precision_at_3, precision_at_5,
+  ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h);
+  ///   binary:            accuracy, auc, log_loss (BinaryMetrics);
+  ///   multiclass:        accuracy (arg max of the scores; ties to the lower
+  ///                      class), log_loss (mean softmax cross-entropy).
+  std::vector<std::pair<std::string, double>> test_metrics;
+
+  /// The value of test metric `name`, or NaN when absent.
+  double Metric(const std::string& name) const;
 };
 
 /// Runs one worker of the job end to end. `config` must have passed
-/// ValidateJobConfig. Errors: data errors (file:line), pairing refusals,
-/// timeouts naming the silent server, backend errors.
+/// ValidateJobConfig. The compute backend (train.device) is created first,
+/// so `--device=cuda` without a usable GPU fails before any data is read or
+/// server contacted (Unavailable, saying why). Errors: data errors
+/// (file:line), pairing refusals, timeouts naming the silent server,
+/// backend errors.
 StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options);
 
-/// Writes the report's metrics as JSON (keys precision_at_1, precision_at_3,
-/// precision_at_5, ndcg_at_1, ndcg_at_3, ndcg_at_5, train_seconds,
-/// samples_per_second, ...) to `path` via a temporary file and rename, so a
-/// reader never sees half a file. Errors: IOError naming the path.
+/// Reads one split the way the job's model wants it (the trainer's reader;
+/// exposed for tests and tools). Selects rows like the data readers (`split`:
+/// optional split file; `partition` of `num_partitions`), reads
+/// `file` (XMC, LIBSVM, or IDX images with `label_file`), applies
+/// data.feature_scale and data.normalize_rows, and turns the labels into the
+/// CSR form of worker/model.h: multi-label as read; binary N × 1 (entry 0 on
+/// rows labelled > 0; labels must be -1, 0 or 1); multiclass one-hot N ×
+/// data.num_labels (class = label − data.label_base, an integer in range).
+/// Errors: the readers'; InvalidArgument "file:line: ..." for a label that
+/// does not fit, or a feature / label width different from the config's.
+StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& label_file,
+                            const std::string& split, int partition, int num_partitions);
+
+/// Writes the metrics as JSON via a temporary file and rename, so a reader
+/// never sees half a file: the report's test_metrics, then train_seconds,
+/// samples_per_second, total_samples, test_rows, final_loss,
+/// pull_wait_fraction_rank0, num_workers, num_servers, staleness, epochs,
+/// seed. Errors: IOError naming the path.
 Status WriteMetricsJson(const TrainReport& report, const JobConfig& config, const std::string& path);
 
 }  // namespace tether

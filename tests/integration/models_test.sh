@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# End-to-end accuracy gates for the non-XMC workloads and the --device choice,
+# on the bundled data. Usage: models_test.sh MODE BIN_DIR
+#   a9a        sparse logistic regression, 2 servers + 2 workers: accuracy >= 0.845
+#   pendigits  dense MLP, 2 servers + 2 workers: accuracy >= 0.96 on pendigits.t
+#   mnist      dense MLP, 2 servers + 2 workers: accuracy >= 0.95 on the 2,000 hold-out images
+#   device     --device=cuda without a GPU exits non-zero saying so; --device=auto
+#              runs on the CPU and logs that choice (where a GPU is visible:
+#              both run on it instead)
+# Every process runs under `timeout` (tether-launch reaps its children).
+set -euo pipefail
+mode=$1
+bin=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+metric() {  # metric FILE KEY
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
+}
+gate() {  # gate VALUE MIN NAME
+  python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
+}
+run_job() {  # run_job CONFIG [flags...]: trains, leaves $tmp/m.json, prints seconds
+  local config=$1; shift
+  local start=$SECONDS
+  timeout -k 5 120 "$bin/tether-launch" --config "$config" --metrics_out "$tmp/m.json" --timeout_s 110 "$@"
+  echo "$config: $((SECONDS - start)) s wall"
+}
+
+case "$mode" in
+a9a)
+  run_job examples/a9a.pbtxt
+  gate "$(metric "$tmp/m.json" accuracy)" 0.845 "a9a test accuracy (sparse LR, 2 servers, 2 workers)"
+  gate "$(metric "$tmp/m.json" auc)" 0.89 "a9a test AUC"
+  [ "$(metric "$tmp/m.json" test_rows)" = 16281 ] || { echo "FAIL: expected 16281 test rows"; exit 1; }
+  ;;
+pendigits)
+  run_job examples/pendigits.pbtxt
+  gate "$(metric "$tmp/m.json" accuracy)" 0.96 "pendigits test accuracy (dense MLP, 2 servers, 2 workers)"
+  [ "$(metric "$tmp/m.json" test_rows)" = 3498 ] || { echo "FAIL: expected 3498 test rows"; exit 1; }
+  ;;
+mnist)
+  run_job examples/mnist.pbtxt
+  gate "$(metric "$tmp/m.json" accuracy)" 0.95 "MNIST hold-out accuracy (dense MLP, 2 servers, 2 workers)"
+  [ "$(metric "$tmp/m.json" test_rows)" = 2000 ] || { echo "FAIL: expected 2000 test rows"; exit 1; }
+  ;;
+device)
+  # --device=auto: the worker's log says which backend it chose.
+  timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 1 --workers 1 --epochs 1 \
+    --device=auto --metrics_out "$tmp/auto.json" --timeout_s 110 > "$tmp/auto.log" 2>&1 \
+    || { cat "$tmp/auto.log"; echo "FAIL: --device=auto did not run"; exit 1; }
+  if grep -q -- "--device=auto: using the CUDA backend" "$tmp/auto.log"; then
+    echo "a CUDA device is visible: --device=auto chose it; checking --device=cuda runs too"
+    timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 1 --workers 1 --epochs 1 \
+      --device=cuda --timeout_s 110 > "$tmp/cuda.log" 2>&1 || { cat "$tmp/cuda.log"; exit 1; }
+    grep -q "compute backend cuda:0" "$tmp/cuda.log" || { echo "FAIL: --device=cuda not on cuda:0"; exit 1; }
+    exit 0
+  fi
+  grep -q -- "--device=auto: using the CPU backend" "$tmp/auto.log" \
+    || { cat "$tmp/auto.log"; echo "FAIL: --device=auto did not log its CPU choice"; exit 1; }
+  grep -q "compute backend cpu (--device=auto)" "$tmp/auto.log" || { echo "FAIL: worker not on the CPU"; exit 1; }
+  [ -s "$tmp/auto.json" ] || { echo "FAIL: no metrics from the --device=auto run"; exit 1; }
+  echo "--device=auto ran on the CPU and said so:"
+  grep -- "--device=auto: using the CPU backend" "$tmp/auto.log" | head -1
+  # --device=cuda: non-zero exit and a message naming the missing device.
+  if timeout -k 5 60 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 1 --workers 1 --epochs 1 \
+      --device=cuda --timeout_s 50 > "$tmp/cuda.log" 2>&1; then
+    cat "$tmp/cuda.log"; echo "FAIL: --device=cuda succeeded without a CUDA device"; exit 1
+  fi
+  grep -q -- "--device=cuda: .*\(no CUDA device\|no usable CUDA device\|no CUDA backend\)" "$tmp/cuda.log" \
+    || { cat "$tmp/cuda.log"; echo "FAIL: the error does not say that there is no CUDA device"; exit 1; }
+  echo "--device=cuda refused as expected:"
+  grep -- "\] --device=cuda:" "$tmp/cuda.log" | head -1
+  ;;
+*) echo "unknown mode $mode"; exit 2 ;;
+esac

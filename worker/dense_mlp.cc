@@ -1,0 +1,112 @@
+#include "worker/dense_mlp.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace tether {
+
+DenseMlp::DenseMlp(std::vector<int64_t> widths, Backend* backend) : widths_(std::move(widths)), backend_(backend) {
+  CHECK(backend_ != nullptr) << "DenseMlp needs a backend";
+  CHECK_GE(widths_.size(), 2u) << "DenseMlp needs an input and an output width";
+  for (int64_t w : widths_) CHECK_GT(w, 0) << "DenseMlp: every layer width must be > 0";
+  act_.resize(widths_.size() - 2);
+}
+
+Status DenseMlp::Forward(const float* x, int64_t batch, const DenseMlpParams& p, float* scores) {
+  const int n = num_layers();
+  if (batch < 0) return Status::InvalidArgument("DenseMlp: negative batch size");
+  if (static_cast<int>(p.w.size()) != n || static_cast<int>(p.b.size()) != n) {
+    return Status::InvalidArgument("DenseMlp: " + std::to_string(p.w.size()) + " weight and " +
+                                   std::to_string(p.b.size()) + " bias buffers for " + std::to_string(n) + " layers");
+  }
+  for (int i = 0; i < n; ++i) {
+    if (p.w[i] == nullptr || p.b[i] == nullptr) {
+      return Status::InvalidArgument("DenseMlp: null parameter buffer for layer " + std::to_string(i + 1));
+    }
+  }
+  if (batch == 0) return Status::OK();
+  if (x == nullptr) return Status::InvalidArgument("DenseMlp: null input");
+  Backend& be = *backend_;
+  const float* in = x;
+  for (int i = 0; i < n; ++i) {
+    const int64_t fan_in = widths_[i], fan_out = widths_[i + 1];
+    float* out = scores;
+    if (i + 1 < n) {
+      act_[i].resize(batch * fan_out);  // no reallocation once grown
+      out = act_[i].data();
+    }
+    TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kNo, batch, fan_out, fan_in, 1.0f, in, fan_in,
+                                   p.w[i], fan_out, 0.0f, out, fan_out));
+    TETHER_RETURN_IF_ERROR(be.AddBias(batch, fan_out, p.b[i], out));
+    if (i + 1 < n) TETHER_RETURN_IF_ERROR(be.Relu(batch * fan_out, out, out));
+    in = out;
+  }
+  return Status::OK();
+}
+
+StatusOr<float> DenseMlp::ComputeGradients(const float* x, int64_t batch, const CsrView& y, const DenseMlpParams& p,
+                                           DenseMlpGrads* grads) {
+  if (grads == nullptr) return Status::InvalidArgument("DenseMlp: null grads");
+  if (batch <= 0) return Status::InvalidArgument("DenseMlp: empty minibatch (0 rows)");
+  const int n = num_layers();
+  const int64_t classes = widths_.back();
+  if (y.rows != batch || y.cols > classes) {
+    return Status::InvalidArgument("DenseMlp: labels are " + std::to_string(y.rows) + "x" + std::to_string(y.cols) +
+                                   ", expected " + std::to_string(batch) + " rows and at most " +
+                                   std::to_string(classes) + " classes");
+  }
+  scores_.resize(batch * classes);
+  TETHER_RETURN_IF_ERROR(Forward(x, batch, p, scores_.data()));
+  Backend& be = *backend_;
+  CsrView labels = y;
+  labels.cols = classes;
+  double loss_sum = 0.0;
+  // dL/ds in place, divided by B so every gradient below is a mean.
+  TETHER_RETURN_IF_ERROR(be.SoftmaxCrossEntropy(batch, classes, scores_.data(), labels,
+                                                1.0f / static_cast<float>(batch), scores_.data(), &loss_sum));
+  grads->w.resize(n);
+  grads->b.resize(n);
+  // delta = dL/dz_i, walking down from the output layer; two buffers below
+  // the top take turns holding it.
+  float* delta = scores_.data();
+  std::vector<float>* spare = &delta_;
+  for (int i = n - 1; i >= 0; --i) {
+    const int64_t fan_in = widths_[i], fan_out = widths_[i + 1];
+    const float* in = i == 0 ? x : act_[i - 1].data();
+    grads->w[i].resize(fan_in * fan_out);
+    grads->b[i].resize(fan_out);
+    // dW_i = a_(i-1)ᵀ · delta, db_i = Σ_rows delta.
+    TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kYes, Transpose::kNo, fan_in, fan_out, batch, 1.0f, in, fan_in, delta,
+                                   fan_out, 0.0f, grads->w[i].data(), fan_out));
+    TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, fan_out, delta, 0.0f, grads->b[i].data()));
+    if (i == 0) break;
+    // dL/da_(i-1) = delta · W_iᵀ, then through the ReLU of layer i − 1.
+    spare->resize(batch * fan_in);
+    TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kYes, batch, fan_in, fan_out, 1.0f, delta, fan_out,
+                                   p.w[i], fan_out, 0.0f, spare->data(), fan_in));
+    TETHER_RETURN_IF_ERROR(be.ReluBackward(batch * fan_in, act_[i - 1].data(), spare->data()));
+    delta = spare->data();
+    spare = spare == &delta_ ? &delta_prev_ : &delta_;
+  }
+  return static_cast<float>(loss_sum / static_cast<double>(batch));
+}
+
+Status DenseMlp::Predict(const float* x, int64_t batch, const DenseMlpParams& p, std::vector<float>* scores) {
+  if (scores == nullptr) return Status::InvalidArgument("DenseMlp: null scores");
+  scores->resize(std::max<int64_t>(batch, 0) * widths_.back());
+  return Forward(x, batch, p, scores->data());
+}
+
+void DensifyRows(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* out) {
+  CHECK(out != nullptr);
+  CHECK(0 <= begin && begin <= end && end <= x.rows) << "DensifyRows [" << begin << ", " << end << ") of " << x.rows;
+  const int64_t cols = x.cols;
+  out->assign((end - begin) * cols, 0.0f);
+  for (int64_t r = begin; r < end; ++r) {
+    float* row = out->data() + (r - begin) * cols;
+    for (int64_t q = x.row_ptr[r]; q < x.row_ptr[r + 1]; ++q) row[x.col_idx[q]] = x.values[q];
+  }
+}
+
+}  // namespace tether

@@ -1,0 +1,87 @@
+// DenseMlp: a multi-layer perceptron on dense input (Rumelhart, Hinton &
+// Williams 1986): layer widths d0 (input) .. dn (classes),
+//
+//   a0 = x                              x: B × d0 dense, row-major
+//   z_i = a_(i-1) · W_i + b_i           W_i: d(i-1) × d_i row-major, b_i: d_i
+//   a_i = relu(z_i)   for i < n         (hidden layers)
+//   s   = z_n                           class scores (logits), B × dn
+//   loss = softmax cross-entropy of s against the row's class
+//
+// Every product is a dense GEMM on the Backend (cuBLAS on the CUDA backend);
+// bias, ReLU, softmax and its gradient are the Backend's element-wise ops.
+// Parameters live in dense tables on the parameter server ("w1", "b1", …,
+// see TablesForJob); the worker pulls them whole into buffers it owns and
+// passes them in as DenseMlpParams (borrowed for the call).
+//
+// Ownership: borrows the Backend (must outlive the model); owns its
+// activation scratch, grown to the largest batch and reused (no allocation
+// after warm-up when the grads / scores passed in are reused too).
+// Thread-safety: not thread-safe; one per compute thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "sparse/backend.h"
+#include "sparse/csr.h"
+
+namespace tether {
+
+/// Borrowed parameters, one entry per layer i = 1..n (index i − 1).
+struct DenseMlpParams {
+  std::vector<const float*> w;  // w[i]: widths[i] × widths[i+1], row-major
+  std::vector<const float*> b;  // b[i]: widths[i+1]
+};
+
+/// Mean gradients over the minibatch, shaped like DenseMlpParams. Resized by
+/// ComputeGradients; reuse one object across calls.
+struct DenseMlpGrads {
+  std::vector<std::vector<float>> w, b;
+};
+
+class DenseMlp {
+ public:
+  /// widths: d0 (inputs), hidden widths…, dn (classes); at least 2 entries,
+  /// all > 0, dn >= 2. backend: not owned, must outlive this object.
+  /// CHECK-fails otherwise (programming errors; the config is validated).
+  DenseMlp(std::vector<int64_t> widths, Backend* backend);
+
+  const std::vector<int64_t>& widths() const { return widths_; }
+  int num_layers() const { return static_cast<int>(widths_.size()) - 1; }
+
+  /// One forward + backward pass on `batch` rows.
+  ///   x: batch × d0 dense row-major (borrowed).
+  ///   y: batch × dn label view (values ignored); row r's entry names its
+  ///      class. Softmax target = uniform over the row's entries, so a
+  ///      one-hot row is the usual cross-entropy; rows with no entry give 0
+  ///      loss and 0 gradient but count in the mean.
+  /// Fills *grads with mean gradients and returns the mean loss (natural
+  /// log). Errors: InvalidArgument for batch <= 0, a wrong number of layer
+  /// buffers, null buffers, y not batch × (<= dn), a class index >= dn; a
+  /// backend error otherwise.
+  StatusOr<float> ComputeGradients(const float* x, int64_t batch, const CsrView& y, const DenseMlpParams& p,
+                                   DenseMlpGrads* grads);
+
+  /// Forward only: *scores = batch × dn logits, resized. batch 0 allowed.
+  /// Errors as ComputeGradients.
+  Status Predict(const float* x, int64_t batch, const DenseMlpParams& p, std::vector<float>* scores);
+
+ private:
+  // Validates and computes every layer: act_[i] (i < n − 1, post-ReLU) and
+  // scores (batch × dn).
+  Status Forward(const float* x, int64_t batch, const DenseMlpParams& p, float* scores);
+
+  std::vector<int64_t> widths_;
+  Backend* backend_;
+  std::vector<std::vector<float>> act_;  // hidden activations a_1..a_(n-1), batch × d_i
+  std::vector<float> scores_;            // batch × dn: logits, then dL/ds in place
+  std::vector<float> delta_, delta_prev_;  // dL/dz of the current / next-lower layer
+};
+
+/// Writes rows [begin, end) of the CSR matrix `x` densely into *out
+/// ((end − begin) × x.cols floats, row-major, zeros where x has no entry),
+/// resizing it (capacity reused). CHECK-fails on an invalid row range.
+void DensifyRows(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* out);
+
+}  // namespace tether

@@ -1,0 +1,297 @@
+// The three workloads bound to their parameter-server tables. Each adapter
+// keeps its pulled parameters and gradients in members reused across
+// minibatches, so a warm worker allocates nothing per minibatch beyond what
+// the client does.
+#include "worker/model.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "worker/dense_mlp.h"
+#include "worker/sampled_xmc_model.h"
+#include "worker/sparse_lr.h"
+#include "worker/xmc_mlp.h"
+
+namespace tether {
+namespace {
+
+// The id of table `name`, checked against the kind and width the model
+// expects (TablesForJob and the model must agree; a mismatch is a bug or a
+// hand-edited table list, reported rather than crashed on).
+StatusOr<uint32_t> FindTable(const std::vector<TableSpec>& tables, const std::string& name, TableKind kind,
+                             uint64_t width) {
+  for (const TableSpec& t : tables) {
+    if (t.name != name) continue;
+    const uint64_t have = t.kind == TableKind::kRow ? t.dim : t.size;
+    if (t.kind != kind || have != width) {
+      return Status::InvalidArgument("table " + name + " is a " + (t.kind == TableKind::kRow ? "row" : "dense") +
+                                     " table of width " + std::to_string(have) + "; the model needs a " +
+                                     (kind == TableKind::kRow ? "row" : "dense") + " table of width " +
+                                     std::to_string(width));
+    }
+    return t.id;
+  }
+  return Status::InvalidArgument("the model needs a table named " + name + " and the job has none");
+}
+
+// Rows [begin, end) of m into *out, reusing its capacity (XmcMlp takes its
+// labels as a CsrMatrix, not a view).
+void CopyRows(const CsrMatrix& m, int64_t begin, int64_t end, CsrMatrix* out) {
+  const int64_t base = m.row_ptr[begin];
+  out->rows = end - begin;
+  out->cols = m.cols;
+  out->row_ptr.resize(out->rows + 1);
+  for (int64_t r = 0; r <= out->rows; ++r) out->row_ptr[r] = m.row_ptr[begin + r] - base;
+  out->col_idx.assign(m.col_idx.begin() + base, m.col_idx.begin() + m.row_ptr[end]);
+  out->values.assign(m.values.begin() + base, m.values.begin() + m.row_ptr[end]);
+}
+
+Status WaitAllOf(WorkerClient* client, const std::vector<int64_t>& timestamps) {
+  Status first;
+  for (int64_t ts : timestamps) {
+    Status st = client->Wait(ts);
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+// ---------------------------------------------------------------- XMC MLP
+
+// Tables: w1 (row, key = feature id, H), b1 (dense, H), w2 (row, key =
+// label id, H + 1: the label's weights then its bias). Every minibatch
+// pulls the w1 rows of its features, b1, and all of w2.
+class XmcMlpModel final : public Model {
+ public:
+  XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2)
+      : shape_(shape), model_(shape, backend), w1_id_(w1), b1_id_(b1), w2_id_(w2) {
+    const int64_t h = shape.hidden, l = shape.num_labels;
+    b1_.resize(h);
+    w2_full_.resize(l * (h + 1));
+    w2_.resize(l * h);
+    b2_.resize(l);
+    w2_grad_full_.resize(l * (h + 1));
+    label_keys_.resize(l);
+    std::iota(label_keys_.begin(), label_keys_.end(), 0);
+  }
+
+  std::string name() const override { return "xmc_mlp"; }
+  LabelKind label_kind() const override { return LabelKind::kMultiLabel; }
+  int64_t num_outputs() const override { return shape_.num_labels; }
+
+  Status Pull(const Minibatch& batch, WorkerClient* client) override {
+    LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
+    const int64_t h = shape_.hidden;
+    w1_.resize(keys_.size() * h);
+    const int64_t t1 = client->PullRows(w1_id_, keys_, w1_.data());
+    const int64_t t2 = client->PullDense(b1_id_, b1_.data());
+    const int64_t t3 = client->PullRows(w2_id_, label_keys_, w2_full_.data());
+    TETHER_RETURN_IF_ERROR(WaitAllOf(client, {t1, t2, t3}));
+    // w2 rows are [weights(H), bias]: split into the model's L × H and L.
+    for (int64_t l = 0; l < shape_.num_labels; ++l) {
+      std::copy_n(&w2_full_[l * (h + 1)], h, &w2_[l * h]);
+      b2_[l] = w2_full_[l * (h + 1) + h];
+    }
+    return Status::OK();
+  }
+
+  StatusOr<float> ComputeGradients(const Minibatch& batch) override {
+    CopyRows(*batch.labels, batch.begin, batch.end, &y_);
+    return model_.ComputeGradients(x_local_, y_, Params(), &grads_);
+  }
+
+  void Push(WorkerClient* client) override {
+    const int64_t h = shape_.hidden;
+    for (int64_t l = 0; l < shape_.num_labels; ++l) {
+      std::copy_n(&grads_.w2[l * h], h, &w2_grad_full_[l * (h + 1)]);
+      w2_grad_full_[l * (h + 1) + h] = grads_.b2[l];
+    }
+    client->PushRows(w1_id_, keys_, grads_.w1.data());
+    client->PushDense(b1_id_, grads_.b1.data());
+    client->PushRows(w2_id_, label_keys_, w2_grad_full_.data());
+  }
+
+  Status Predict(const Minibatch& /*batch*/, std::vector<float>* scores) override {
+    return model_.Predict(x_local_, Params(), scores);
+  }
+
+ private:
+  XmcParams Params() const {
+    return XmcParams{w1_.data(), static_cast<int64_t>(keys_.size()), b1_.data(), w2_.data(), b2_.data()};
+  }
+
+  XmcMlpShape shape_;
+  XmcMlp model_;
+  uint32_t w1_id_, b1_id_, w2_id_;
+  std::vector<uint64_t> keys_, label_keys_;
+  CsrMatrix x_local_, y_;
+  std::vector<float> w1_, b1_, w2_full_, w2_, b2_, w2_grad_full_;
+  XmcGrads grads_;
+};
+
+// ---------------------------------------------------------- sparse LR
+
+// Tables: w (row, key = feature id, 1 float), b (dense, 1). Every minibatch
+// pulls the weights of its features and the bias.
+class SparseLrModel final : public Model {
+ public:
+  SparseLrModel(int64_t num_features, Backend* backend, uint32_t w, uint32_t b)
+      : model_(num_features, backend), w_id_(w), b_id_(b), b_(1) {}
+
+  std::string name() const override { return "sparse_lr"; }
+  LabelKind label_kind() const override { return LabelKind::kBinary; }
+  int64_t num_outputs() const override { return 1; }
+
+  Status Pull(const Minibatch& batch, WorkerClient* client) override {
+    LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
+    w_.resize(keys_.size());
+    const int64_t t1 = client->PullRows(w_id_, keys_, w_.data());
+    const int64_t t2 = client->PullDense(b_id_, b_.data());
+    return WaitAllOf(client, {t1, t2});
+  }
+
+  StatusOr<float> ComputeGradients(const Minibatch& batch) override {
+    return model_.ComputeGradients(x_local_, RowSliceOf(*batch.labels, batch.begin, batch.end), Params(), &grads_);
+  }
+
+  void Push(WorkerClient* client) override {
+    client->PushRows(w_id_, keys_, grads_.w.data());
+    client->PushDense(b_id_, grads_.b.data());
+  }
+
+  Status Predict(const Minibatch& /*batch*/, std::vector<float>* scores) override {
+    return model_.Predict(x_local_, Params(), scores);
+  }
+
+ private:
+  SparseLrParams Params() const { return SparseLrParams{w_.data(), static_cast<int64_t>(keys_.size()), b_.data()}; }
+
+  SparseLr model_;
+  uint32_t w_id_, b_id_;
+  std::vector<uint64_t> keys_;
+  CsrMatrix x_local_;
+  std::vector<float> w_, b_;
+  SparseLrGrads grads_;
+};
+
+// ---------------------------------------------------------- dense MLP
+
+// Tables: w1, b1, …, wn, bn, all dense (range-partitioned over the shards).
+// Every minibatch pulls all of them: the whole model.
+class DenseMlpModel final : public Model {
+ public:
+  // offset: data.feature_offset, added to every input after densifying.
+  DenseMlpModel(std::vector<int64_t> widths, Backend* backend, std::vector<uint32_t> w_ids,
+                std::vector<uint32_t> b_ids, float offset)
+      : model_(widths, backend), w_ids_(std::move(w_ids)), b_ids_(std::move(b_ids)), offset_(offset) {
+    const int n = model_.num_layers();
+    w_.resize(n);
+    b_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      w_[i].resize(widths[i] * widths[i + 1]);
+      b_[i].resize(widths[i + 1]);
+      params_.w.push_back(w_[i].data());
+      params_.b.push_back(b_[i].data());
+    }
+    timestamps_.reserve(2 * n);
+  }
+
+  std::string name() const override { return "dense_mlp"; }
+  LabelKind label_kind() const override { return LabelKind::kMultiClass; }
+  int64_t num_outputs() const override { return model_.widths().back(); }
+
+  Status Pull(const Minibatch& batch, WorkerClient* client) override {
+    DensifyRows(*batch.features, batch.begin, batch.end, &x_);
+    if (offset_ != 0.0f)
+      for (float& v : x_) v += offset_;
+    timestamps_.clear();
+    for (size_t i = 0; i < w_.size(); ++i) {
+      timestamps_.push_back(client->PullDense(w_ids_[i], w_[i].data()));
+      timestamps_.push_back(client->PullDense(b_ids_[i], b_[i].data()));
+    }
+    return WaitAllOf(client, timestamps_);
+  }
+
+  StatusOr<float> ComputeGradients(const Minibatch& batch) override {
+    return model_.ComputeGradients(x_.data(), batch.rows(), RowSliceOf(*batch.labels, batch.begin, batch.end),
+                                   params_, &grads_);
+  }
+
+  void Push(WorkerClient* client) override {
+    for (size_t i = 0; i < w_.size(); ++i) {
+      client->PushDense(w_ids_[i], grads_.w[i].data());
+      client->PushDense(b_ids_[i], grads_.b[i].data());
+    }
+  }
+
+  Status Predict(const Minibatch& batch, std::vector<float>* scores) override {
+    return model_.Predict(x_.data(), batch.rows(), params_, scores);
+  }
+
+ private:
+  DenseMlp model_;
+  std::vector<uint32_t> w_ids_, b_ids_;
+  float offset_;
+  std::vector<std::vector<float>> w_, b_;
+  DenseMlpParams params_;  // points into w_, b_ (sized once, never reallocated)
+  DenseMlpGrads grads_;
+  std::vector<float> x_;
+  std::vector<int64_t> timestamps_;
+};
+
+}  // namespace
+
+LabelKind LabelKindOf(ModelType type) {
+  switch (type) {
+    case SPARSE_LR:
+      return LabelKind::kBinary;
+    case DENSE_MLP:
+      return LabelKind::kMultiClass;
+    default:
+      return LabelKind::kMultiLabel;
+  }
+}
+
+StatusOr<std::unique_ptr<Model>> CreateModel(const JobConfig& config, const std::vector<TableSpec>& tables,
+                                             Backend* backend) {
+  if (backend == nullptr) return Status::InvalidArgument("CreateModel: null backend");
+  const int64_t f = config.data().num_features();
+  switch (config.model().type()) {
+    case SPARSE_LR: {
+      TETHER_ASSIGN_OR_RETURN(uint32_t w, FindTable(tables, "w", TableKind::kRow, 1));
+      TETHER_ASSIGN_OR_RETURN(uint32_t b, FindTable(tables, "b", TableKind::kDense, 1));
+      return std::unique_ptr<Model>(std::make_unique<SparseLrModel>(f, backend, w, b));
+    }
+    case DENSE_MLP: {
+      const std::vector<int64_t> widths = DenseMlpLayerWidths(config);
+      std::vector<uint32_t> w_ids, b_ids;
+      for (size_t i = 0; i + 1 < widths.size(); ++i) {
+        const std::string layer = std::to_string(i + 1);
+        TETHER_ASSIGN_OR_RETURN(
+            uint32_t w, FindTable(tables, "w" + layer, TableKind::kDense,
+                                  static_cast<uint64_t>(widths[i]) * static_cast<uint64_t>(widths[i + 1])));
+        TETHER_ASSIGN_OR_RETURN(uint32_t b,
+                                FindTable(tables, "b" + layer, TableKind::kDense, static_cast<uint64_t>(widths[i + 1])));
+        w_ids.push_back(w);
+        b_ids.push_back(b);
+      }
+      return std::unique_ptr<Model>(
+          std::make_unique<DenseMlpModel>(widths, backend, std::move(w_ids), std::move(b_ids),
+                                        config.data().feature_offset()));
+    }
+    default: {
+      if (config.model().sampled_labels() > 0) return CreateSampledXmcMlpModel(config, tables, backend);
+      XmcMlpShape shape;
+      shape.num_features = f;
+      shape.hidden = config.model().hidden();
+      shape.num_labels = config.data().num_labels();
+      shape.loss = config.model().loss() == BCE ? XmcLoss::kBce : XmcLoss::kSoftmax;
+      const auto h = static_cast<uint64_t>(shape.hidden);
+      TETHER_ASSIGN_OR_RETURN(uint32_t w1, FindTable(tables, "w1", TableKind::kRow, h));
+      TETHER_ASSIGN_OR_RETURN(uint32_t b1, FindTable(tables, "b1", TableKind::kDense, h));
+      TETHER_ASSIGN_OR_RETURN(uint32_t w2, FindTable(tables, "w2", TableKind::kRow, h + 1));
+      return std::unique_ptr<Model>(std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2));
+    }
+  }
+}
+
+}  // namespace tether

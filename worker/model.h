@@ -1,0 +1,97 @@
+// Model: what the training loop (worker/trainer.h) needs from a workload, so
+// that one loop (shuffle, pull, compute, push, clock, barrier, evaluate)
+// drives every model. A Model binds a compute class (XmcMlp, SparseLr,
+// DenseMlp) to the job's tables on the parameter server: it knows which rows
+// or dense tables a minibatch needs, pulls them through a WorkerClient into
+// buffers it owns, computes gradients on a Backend and pushes them back.
+//
+// Protocol, per minibatch: Pull(batch) → ComputeGradients(batch) → Push();
+// for evaluation: Pull(batch) → Predict(batch). ComputeGradients and Predict
+// use what the last Pull fetched, so they must get the same batch.
+//
+// Labels reach a model as a CSR matrix whatever the file held (the trainer
+// converts): multi-label rows as read (XMC); binary rows as N × 1 with the
+// entry 0 on positives; multiclass rows one-hot, N × classes.
+//
+// Ownership: a Model borrows the Backend and the tables (both must outlive
+// it) and owns its parameter / gradient buffers, reused across minibatches.
+// Thread-safety: not thread-safe; one per worker thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+#include "sparse/backend.h"
+#include "sparse/csr.h"
+#include "worker/client.h"
+
+namespace tether {
+
+/// What a model's labels are, which decides how it is evaluated.
+enum class LabelKind {
+  kMultiLabel,  // XMC: a set of labels per row; P@k, nDCG@k
+  kBinary,      // one logit per row; accuracy, AUC, log-loss
+  kMultiClass,  // one class per row; accuracy (arg max), log-loss
+};
+
+/// Rows [begin, end) of an epoch's features (N × F, global feature ids) and
+/// labels (N × L, see above). Borrowed; valid while the matrices are.
+struct Minibatch {
+  const CsrMatrix* features = nullptr;
+  const CsrMatrix* labels = nullptr;
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t rows() const { return end - begin; }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  /// Short name for logs: "xmc_mlp", "sparse_lr", "dense_mlp".
+  virtual std::string name() const = 0;
+  virtual LabelKind label_kind() const = 0;
+  /// Score columns per row that Predict writes (labels, 1, or classes).
+  virtual int64_t num_outputs() const = 0;
+
+  /// Pulls the parameters the batch needs and blocks until they arrived.
+  /// Errors: the client's (server ERROR_REPLY text, DeadlineExceeded).
+  virtual Status Pull(const Minibatch& batch, WorkerClient* client) = 0;
+
+  /// Forward + backward on what the last Pull fetched; returns the mean
+  /// loss over the batch's rows (natural log). Errors: the compute class's
+  /// InvalidArgument (shapes) or a backend error.
+  virtual StatusOr<float> ComputeGradients(const Minibatch& batch) = 0;
+
+  /// Pushes the last ComputeGradients' gradients. Asynchronous: push errors
+  /// surface at the client's next Wait (see WorkerClient).
+  virtual void Push(WorkerClient* client) = 0;
+
+  /// Forward only on what the last Pull fetched: *scores = batch.rows() ×
+  /// num_outputs() logits, row-major, resized. Errors as ComputeGradients.
+  virtual Status Predict(const Minibatch& batch, std::vector<float>* scores) = 0;
+
+  /// Bracket an evaluation (every Pull/Predict in between is evaluation):
+  /// a model may fetch once here what every evaluation minibatch shares
+  /// (the sampled-softmax XMC model pulls its whole output layer) and free
+  /// it at the end. Default: nothing. Errors: the client's.
+  virtual Status BeginEvaluation(WorkerClient* /*client*/) { return Status::OK(); }
+  virtual void EndEvaluation() {}
+};
+
+/// The model of `config.model().type()` over `tables` (TablesForJob(config),
+/// which must outlive the model), computing on `backend` (not owned, must
+/// outlive it). Errors: InvalidArgument when a table the model needs is
+/// missing or has an unexpected shape.
+StatusOr<std::unique_ptr<Model>> CreateModel(const JobConfig& config, const std::vector<TableSpec>& tables,
+                                             Backend* backend);
+
+/// The label kind of a model type, known before any model exists (the
+/// trainer needs it to read the data).
+LabelKind LabelKindOf(ModelType type);
+
+}  // namespace tether
