@@ -21,8 +21,8 @@ StatusOr<std::unique_ptr<Backend>> CreateCuda() {
   return CreateCudaBackend(/*device=*/0);
 #else
   return Status::Unavailable(
-      "this build of Tether has no CUDA backend (configured with TETHER_WITH_CUDA=OFF or nvcc "
-      "not found; rebuild with -DTETHER_WITH_CUDA=ON)");
+      "no CUDA device can be used: this build of Tether has no CUDA backend (configured with "
+      "TETHER_WITH_CUDA=OFF or nvcc not found; rebuild with -DTETHER_WITH_CUDA=ON)");
 #endif
 }
 
