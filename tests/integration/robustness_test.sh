@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Bad input through the real binaries (cases in ../shared/cases, copies in
+# tests/data/cases/). Usage: robustness_test.sh MODE BIN_DIR
+#   data_cases        tether-data check on every data case: exact counts, or
+#                     the exact error and a non-zero exit
+#   startup_refusals  C20 config typo and flag errors, C11 empty training
+#                     file, C15 oversized block: each start is refused with a
+#                     non-zero exit before any network activity (a listener
+#                     counts connections; a server never binds); the values
+#                     in force, index base included (C02), are logged once
+# Every process runs under `timeout`; the listener is killed on exit.
+set -euo pipefail
+mode=$1
+bin=$(cd "$2" && pwd)
+cases=tests/data/cases
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_ok NAME "ARGS..." "key: value" ...: exit 0 and every line present.
+expect_ok() {
+  local name=$1 args=$2
+  shift 2
+  local out
+  out=$(timeout 30 "$bin/tether-data" check $args 2>/dev/null) || fail "$name: exit $? (expected 0)"
+  for line in "$@"; do
+    grep -qxF -- "$line" <<<"$out" || fail "$name: missing '$line' in:"$'\n'"$out"
+  done
+  echo "ok   $name"
+}
+# expect_error NAME "ARGS..." MESSAGE: non-zero exit and exactly this error.
+expect_error() {
+  local name=$1 args=$2 want=$3 out rc=0
+  out=$(timeout 30 "$bin/tether-data" check $args 2>&1 >/dev/null | grep -v '^[IWE][0-9]\{8\} ') || rc=$?
+  timeout 30 "$bin/tether-data" check $args >/dev/null 2>&1 && fail "$name: exit 0 (expected an error)"
+  [ "$out" = "tether-data: $want" ] || fail "$name: error was:"$'\n'"$out"$'\n'"expected:"$'\n'"tether-data: $want"
+  echo "ok   $name (refused)"
+}
+
+case "$mode" in
+data_cases)
+  x="--format=xmc --index_base=0"
+  l="--format=libsvm --index_base=1"
+  expect_error C01_count "$x $cases/C01_xmc_header_count_mismatch.txt" \
+    "$cases/C01_xmc_header_count_mismatch.txt:1: header declares 4 examples but the file has 3 data rows (declared 4, found 3)"
+  expect_ok C01_count_warning "$x --noheader_mismatch_is_error $cases/C01_xmc_header_count_mismatch.txt" \
+    "rows: 3" "features: 10" "labels: 5"
+  expect_ok C01_width "$x $cases/C01_xmc_header_test_split.txt" "rows: 2" "features: 10" "labels: 5" "nnz: 4"
+  expect_ok C02_zero_based "$x $cases/C02_zero_based_no_zero_index.txt" \
+    "index_base: 0" "rows: 3" "features: 4" "labels: 3" "nnz: 5"
+  expect_error C02_one_based "$l $cases/C02_one_based_with_zero.txt" \
+    "$cases/C02_one_based_with_zero.txt:1: feature index 0 is invalid with 1-based indexing (token '0:0.5')"
+  expect_error C04_duplicate "$l $cases/C04_unsorted_duplicate_indices.txt" \
+    "$cases/C04_unsorted_duplicate_indices.txt:2: duplicate feature index 3 (to merge repeats, set data.duplicates: DUPLICATES_SUM or DUPLICATES_KEEP_LAST; tether-data: --duplicates=sum|keep_last)"
+  expect_ok C04_sum "$l --duplicates=sum $cases/C04_unsorted_duplicate_indices.txt" "rows: 3" "features: 7" "nnz: 7"
+  expect_ok C05_unlabeled "$x $cases/C05_empty_label_list.txt" \
+    "rows: 4" "features: 8" "labels: 5" "nnz: 7" "label_nnz: 3" "unlabeled: 2 (kept as all-negative)"
+  expect_ok C05_skip "$x --skip_unlabeled $cases/C05_empty_label_list.txt" \
+    "rows: 2" "rows_read: 4" "unlabeled: 2 (skipped)"
+  for f in C06_crlf_trailing_ws.txt C06_crlf_trailing_ws_clean_twin.txt; do
+    expect_ok "$f" "$l $cases/$f" "rows: 3" "features: 4" "nnz: 4" "targets: 3"
+  done
+  expect_error C08_nonfinite "$l $cases/C08_nan_inf_values.txt" \
+    "$cases/C08_nan_inf_values.txt:1: non-finite value: '2:nan' is NaN; 4 lines have non-finite or overflowing values (line 1 '2:nan' is NaN, line 2 '1:inf' is infinite, line 3 '2:-Infinity' is infinite, line 4 '1:1e999' overflows double (not read as inf)); to drop such rows instead, set data.non_finite: NON_FINITE_DROP_ROW (tether-data: --non_finite=drop_row)"
+  expect_ok C08_drop "$l --non_finite=drop_row $cases/C08_nan_inf_values.txt" "rows: 1" "rows_read: 5" "dropped: 4"
+  expect_ok C10_last_row "$l $cases/C10_no_trailing_newline.txt" "rows: 5" "features: 5" "nnz: 5"
+  total=0
+  for n in 2 3; do
+    sum=0
+    for p in $(seq 0 $((n - 1))); do
+      rows=$(timeout 30 "$bin/tether-data" check $l --num_features=5 --partition=$p --num_partitions=$n \
+        $cases/C10_no_trailing_newline.txt 2>/dev/null | sed -n 's/^rows: //p')
+      sum=$((sum + rows))
+    done
+    [ "$sum" -eq 5 ] || fail "C10 $n shares hold $sum rows, expected 5"
+    echo "ok   C10_shares_$n (5 rows)"
+  done
+  expect_error C11_empty "$l $cases/C11_empty_file.txt" "$cases/C11_empty_file.txt: no examples found (the file is empty)"
+  for f in C11_gzip_input.txt.gz C11_gzip_input_plain_twin.txt; do
+    expect_ok "$f" "$l $cases/$f" "rows: 3" "features: 4" "nnz: 4" "targets: 3"
+  done
+  ;;
+
+startup_refusals)
+  # A TCP listener that counts connections: the refused starts must make none.
+  python3 - "$tmp/port" "$tmp/connections" <<'EOF' &
+import os, socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+s.settimeout(0.1)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(s.getsockname()[1]))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+n, deadline = 0, time.time() + 120
+while time.time() < deadline and not os.path.exists(sys.argv[2] + ".stop"):
+    try:
+        c, _ = s.accept()
+        n += 1
+        c.close()
+    except socket.timeout:
+        pass
+with open(sys.argv[2], "w") as f:
+    f.write(str(n))
+EOF
+  pids+=($!)
+  for _ in $(seq 1 100); do [ -f "$tmp/port" ] && break; sleep 0.1; done
+  addr="tcp://127.0.0.1:$(cat "$tmp/port")"
+  # refused NAME WANT CMD...: non-zero exit, WANT in the output, no bind.
+  refused() {
+    local name=$1 want=$2 out rc=0
+    shift 2
+    out=$(timeout 30 "$@" 2>&1) || rc=$?
+    [ "$rc" -ne 0 ] || fail "$name: exit 0"
+    [ "$rc" -ne 124 ] || fail "$name: hung (timeout)"
+    grep -qF -- "$want" <<<"$out" || fail "$name: output lacks '$want':"$'\n'"$out"
+    ! grep -q "listening on\|connected to" <<<"$out" || fail "$name: started networking:"$'\n'"$out"
+    echo "ok   $name (exit $rc)"
+  }
+  typo=$cases/C20_config_typo.pbtxt
+  want="C20_config_typo.pbtxt:2: unknown field 'staleness_bond' (did you mean 'staleness'?)"
+  refused C20_server_config "$want" "$bin/tether-server" --config=$typo --port_file="$tmp/server.port"
+  [ ! -e "$tmp/server.port" ] || fail "C20: the server bound a port"
+  refused C20_worker_config "$want" "$bin/tether-worker" --config=$typo --server_addresses="$addr"
+  cat > "$tmp/job.pbtxt" <<EOF
+cluster { num_servers: 1 num_workers: 1 request_timeout_ms: 2000 startup_timeout_ms: 1000 }
+data { format: XMC train_file: "$cases/C11_empty_file.txt" index_base: 0 num_features: 10 num_labels: 5 }
+model { hidden: 4 }
+consistency { staleness: 1 }
+EOF
+  refused C20_flag_typo "unknown flag --stalenes (did you mean --staleness?)" \
+    "$bin/tether-worker" --config="$tmp/job.pbtxt" --stalenes=3 --server_addresses="$addr"
+  refused C20_flag_without_value "flag --staleness is missing its value" \
+    "$bin/tether-worker" --config="$tmp/job.pbtxt" --server_addresses="$addr" --staleness
+  refused C20_flag_empty_value "flag --staleness has an empty value" \
+    "$bin/tether-server" --config="$tmp/job.pbtxt" --staleness= --port_file="$tmp/server.port"
+  refused C11_empty_training_file "$cases/C11_empty_file.txt: no examples found (the file is empty)" \
+    "$bin/tether-worker" --config="$tmp/job.pbtxt" --server_addresses="$addr"
+  sed 's/hidden: 4/hidden: 700000000/' "$tmp/job.pbtxt" > "$tmp/big.pbtxt"
+  refused C15_block_above_the_limit "dense table 'b1' is 2800000000 bytes (700000000 floats); split over cluster.num_servers=1 its largest slice is 2800000000 bytes, above the 1073741824-byte message limit: set cluster.num_servers to at least 3" \
+    "$bin/tether-server" --config="$tmp/big.pbtxt" --port_file="$tmp/server.port"
+  [ ! -e "$tmp/server.port" ] || fail "a refused server bound a port"
+  touch "$tmp/connections.stop"
+  wait "${pids[0]}"
+  pids=()
+  [ "$(cat "$tmp/connections")" = 0 ] || fail "refused starts made $(cat "$tmp/connections") connection(s)"
+  echo "ok   no connection was made by any refused start"
+
+  # The values in force are logged once at start-up, with the index base (C02)
+  # and a flag's override; this server stops itself (no worker comes).
+  out=$(timeout 30 "$bin/tether-server" --config="$tmp/job.pbtxt" --staleness=3 2>&1) && fail "server without workers: exit 0"
+  [ "$(grep -c "config in force" <<<"$out")" = 1 ] || fail "config in force not logged exactly once:"$'\n'"$out"
+  line=$(grep "config in force" <<<"$out")
+  for part in "index_base: 0" "staleness: 3" "num_features: 10"; do
+    grep -qF "$part" <<<"$line" || fail "config in force lacks '$part': $line"
+  done
+  grep -qF "no worker said hello within cluster.startup_timeout_ms=1000" <<<"$out" || fail "server: $out"
+  echo "ok   config in force logged once (index_base: 0, staleness: 3)"
+  ;;
+*) echo "unknown mode $mode"; exit 2 ;;
+esac
