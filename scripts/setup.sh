@@ -19,6 +19,7 @@ packages=(
   nlohmann-json3-dev                     # metrics JSON
   python3                                # test scripts read the metrics JSON
   procps                                 # pgrep/ps in the launcher tests
+  clang libclang-rt-14-dev               # libFuzzer + sanitizers (scripts/fuzz.sh)
 )
 missing=()
 for p in "${packages[@]}"; do
