@@ -565,6 +565,7 @@ std::vector<TableSpec> TablesForJob(const JobConfig& config) {
         t.init = InitKind::kZeros;
         t.init_bound = 0;
       }
+    if (t.kind == TableKind::kRow) t.key_base = config.data().index_base();
   }
   return tables;
 }
@@ -579,7 +580,9 @@ std::string ModelFingerprint(const std::vector<TableSpec>& tables) {
     os << t.name << (t.kind == TableKind::kRow ? "[row dim=" : "[dense size=")
        << (t.kind == TableKind::kRow ? t.dim : t.size) << " init=" << t.init_bound << " opt={" << opt
        << "} staleness=" << StalenessName(t.staleness)
-       << " policy=" << StalenessPolicy_Name(t.consistency.staleness_policy()) << "] ";
+       << " policy=" << StalenessPolicy_Name(t.consistency.staleness_policy());
+    if (t.key_base >= 0) os << " keys=" << t.key_base << "-based";
+    os << "] ";
   }
   return os.str();
 }

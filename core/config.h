@@ -82,6 +82,11 @@ struct TableSpec {
   OptimizerConfig optimizer;
   ConsistencyConfig consistency;  // the job's, merged with this table's override
   int64_t staleness = 0;          // effective bound: 0 BSP, s SSP, -1 ASP
+  // Row tables: the data index base their keys were read with
+  // (data.index_base; -1 unset). Part of the model fingerprint, so a worker
+  // reading with another base than the model was built with is refused at
+  // HELLO instead of shifting every key by one (case C02).
+  int key_base = -1;
 };
 
 /// Effective staleness bound of a consistency setting: BSP → 0, ASP → −1,

@@ -396,6 +396,32 @@ TEST(TransportTest, DISABLED_C15LargestRowPullSplitAtTheRealLimit) {
   ASSERT_TRUE(w->Bye().ok());
 }
 
+// ------------------------------------------------------------------ C02
+
+// The model records the index base its keys were read with: a worker that
+// reads with the other base would shift every key by one, so it is refused
+// at HELLO, and the error names both bases.
+TEST(TransportTest, C02WorkerWithAnotherIndexBaseThanTheModelIsRefused) {
+  JobConfig c = ExactJob(1, 1, 2);
+  c.mutable_data()->set_index_base(0);
+  ServerThread server(c, 0);
+  JobConfig other = c;
+  other.mutable_data()->set_index_base(1);
+  ClientOptions o = OptionsFor(other, 0, {server.endpoint()});
+  o.request_timeout_ms = 5000;
+  auto refused = WorkerClient::Connect(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  const std::string& m = refused.status().message();
+  EXPECT_NE(m.find("model settings differ: worker 0 has {w1[row dim=2"), std::string::npos) << m;
+  EXPECT_NE(m.find("keys=1-based] b1"), std::string::npos) << m;
+  EXPECT_NE(m.find("server has {w1[row dim=2"), std::string::npos) << m;
+  EXPECT_NE(m.find("keys=0-based] b1"), std::string::npos) << m;
+  auto same = WorkerClient::Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  ASSERT_TRUE((*same)->Bye().ok());
+}
+
 // ------------------------------------------------------------------ C08
 
 TEST(TransportTest, C08NonFiniteGradientNeverReachesATable) {
