@@ -5,7 +5,8 @@
 //
 // Buffers: every op reads and writes HOST float buffers, row-major, owned by
 // the caller and only borrowed for the duration of the call. A GPU backend
-// copies them in and out (staging buffers are its own business).
+// copies them in and out (staging buffers are its own business); buffers
+// from its AllocHost (HostArray) are page-locked, so those copies are DMA.
 //
 // Determinism: a backend gives bit-identical outputs for identical inputs on
 // the same machine, thread count and build (the CPU backend does; see the
@@ -22,7 +23,9 @@
 // (CpuBackend's OpenBLAS thread count).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -188,6 +191,65 @@ class Backend {
   /// unless 1 <= k <= cols, or for null buffers.
   virtual Status TopK(int64_t rows, int64_t cols, const float* scores, int k,
                       uint32_t* indices) = 0;
+
+  /// Host memory for buffers that cross to the device every minibatch
+  /// (pulled parameters, dense inputs): page-locked on the CUDA backend, so
+  /// its copies are DMA transfers on its stream with no staging copy;
+  /// ordinary 64-byte-aligned memory by default (the CPU backend). `bytes`
+  /// 0 gives nullptr. Release with FreeHost of the same backend. Errors:
+  /// Internal when the allocation fails. Prefer HostArray below.
+  virtual StatusOr<void*> AllocHost(size_t bytes) {
+    if (bytes == 0) return static_cast<void*>(nullptr);
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == nullptr) return Status::Internal("AllocHost: cannot allocate " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  virtual void FreeHost(void* p) { std::free(p); }
+};
+
+/// A grow-only array in a backend's host memory (Backend::AllocHost), for
+/// buffers refilled every minibatch: Resize keeps the allocation while the
+/// new size fits, so a warm loop allocates nothing. Contents are NOT kept
+/// across a growing Resize. Not copyable; the backend must outlive it.
+template <typename T>
+class HostArray {
+ public:
+  explicit HostArray(Backend* backend) : backend_(backend) {}
+  HostArray(const HostArray&) = delete;
+  HostArray& operator=(const HostArray&) = delete;
+  HostArray(HostArray&& o) noexcept : backend_(o.backend_), data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
+    o.data_ = nullptr;
+    o.size_ = o.capacity_ = 0;
+  }
+  ~HostArray() {
+    if (data_ != nullptr) backend_->FreeHost(data_);
+  }
+
+  /// Sets size() to n elements. Errors: AllocHost's (the array is then empty).
+  Status Resize(size_t n) {
+    if (n > capacity_) {
+      const size_t want = std::max(n, capacity_ + capacity_ / 2);
+      if (data_ != nullptr) backend_->FreeHost(data_);
+      data_ = nullptr;
+      size_ = capacity_ = 0;
+      StatusOr<void*> p = backend_->AllocHost(want * sizeof(T));
+      if (!p.ok()) return p.status();
+      data_ = static_cast<T*>(p.value());
+      capacity_ = want;
+    }
+    size_ = n;
+    return Status::OK();
+  }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  Backend* backend_;
+  T* data_ = nullptr;
+  size_t size_ = 0, capacity_ = 0;
 };
 
 /// Creates the backend named by the `--device` flag value:

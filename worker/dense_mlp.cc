@@ -98,15 +98,22 @@ Status DenseMlp::Predict(const float* x, int64_t batch, const DenseMlpParams& p,
   return Forward(x, batch, p, scores->data());
 }
 
-void DensifyRows(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* out) {
-  CHECK(out != nullptr);
+void DensifyRows(const CsrMatrix& x, int64_t begin, int64_t end, float* out) {
   CHECK(0 <= begin && begin <= end && end <= x.rows) << "DensifyRows [" << begin << ", " << end << ") of " << x.rows;
   const int64_t cols = x.cols;
-  out->assign((end - begin) * cols, 0.0f);
+  if (end == begin) return;
+  CHECK(out != nullptr);
+  std::fill_n(out, (end - begin) * cols, 0.0f);
   for (int64_t r = begin; r < end; ++r) {
-    float* row = out->data() + (r - begin) * cols;
+    float* row = out + (r - begin) * cols;
     for (int64_t q = x.row_ptr[r]; q < x.row_ptr[r + 1]; ++q) row[x.col_idx[q]] = x.values[q];
   }
+}
+
+void DensifyRows(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* out) {
+  CHECK(out != nullptr);
+  out->resize(std::max<int64_t>(0, end - begin) * x.cols);
+  DensifyRows(x, begin, end, out->data());
 }
 
 }  // namespace tether

@@ -79,9 +79,11 @@ class DenseMlp {
   std::vector<float> delta_, delta_prev_;  // dL/dz of the current / next-lower layer
 };
 
-/// Writes rows [begin, end) of the CSR matrix `x` densely into *out
-/// ((end − begin) × x.cols floats, row-major, zeros where x has no entry),
-/// resizing it (capacity reused). CHECK-fails on an invalid row range.
+/// Writes rows [begin, end) of the CSR matrix `x` densely into `out`
+/// ((end − begin) × x.cols floats, row-major, zeros where x has no entry;
+/// the caller sizes it). CHECK-fails on an invalid row range.
+void DensifyRows(const CsrMatrix& x, int64_t begin, int64_t end, float* out);
+/// Same into a vector, resized (capacity reused).
 void DensifyRows(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* out);
 
 }  // namespace tether

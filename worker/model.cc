@@ -63,12 +63,9 @@ Status WaitAllOf(WorkerClient* client, const std::vector<int64_t>& timestamps) {
 class XmcMlpModel final : public Model {
  public:
   XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2)
-      : shape_(shape), model_(shape, backend), w1_id_(w1), b1_id_(b1), w2_id_(w2) {
+      : shape_(shape), model_(shape, backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), w1_(backend), b1_(backend),
+        w2_full_(backend), w2_(backend), b2_(backend) {
     const int64_t h = shape.hidden, l = shape.num_labels;
-    b1_.resize(h);
-    w2_full_.resize(l * (h + 1));
-    w2_.resize(l * h);
-    b2_.resize(l);
     w2_grad_full_.resize(l * (h + 1));
     label_keys_.resize(l);
     std::iota(label_keys_.begin(), label_keys_.end(), 0);
@@ -80,8 +77,12 @@ class XmcMlpModel final : public Model {
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
     LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
-    const int64_t h = shape_.hidden;
-    w1_.resize(keys_.size() * h);
+    const int64_t h = shape_.hidden, l = shape_.num_labels;
+    TETHER_RETURN_IF_ERROR(w1_.Resize(keys_.size() * h));
+    TETHER_RETURN_IF_ERROR(b1_.Resize(h));
+    TETHER_RETURN_IF_ERROR(w2_full_.Resize(l * (h + 1)));
+    TETHER_RETURN_IF_ERROR(w2_.Resize(l * h));
+    TETHER_RETURN_IF_ERROR(b2_.Resize(l));
     const int64_t t1 = client->PullRows(w1_id_, keys_, w1_.data());
     const int64_t t2 = client->PullDense(b1_id_, b1_.data());
     const int64_t t3 = client->PullRows(w2_id_, label_keys_, w2_full_.data());
@@ -124,7 +125,9 @@ class XmcMlpModel final : public Model {
   uint32_t w1_id_, b1_id_, w2_id_;
   std::vector<uint64_t> keys_, label_keys_;
   CsrMatrix x_local_, y_;
-  std::vector<float> w1_, b1_, w2_full_, w2_, b2_, w2_grad_full_;
+  // Pulled parameters in the backend's host memory (pinned on CUDA).
+  HostArray<float> w1_, b1_, w2_full_, w2_, b2_;
+  std::vector<float> w2_grad_full_;
   XmcGrads grads_;
 };
 
@@ -135,7 +138,7 @@ class XmcMlpModel final : public Model {
 class SparseLrModel final : public Model {
  public:
   SparseLrModel(int64_t num_features, Backend* backend, uint32_t w, uint32_t b)
-      : model_(num_features, backend), w_id_(w), b_id_(b), b_(1) {}
+      : model_(num_features, backend), w_id_(w), b_id_(b), w_(backend), b_(backend) {}
 
   std::string name() const override { return "sparse_lr"; }
   LabelKind label_kind() const override { return LabelKind::kBinary; }
@@ -143,7 +146,8 @@ class SparseLrModel final : public Model {
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
     LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
-    w_.resize(keys_.size());
+    TETHER_RETURN_IF_ERROR(w_.Resize(keys_.size()));
+    TETHER_RETURN_IF_ERROR(b_.Resize(1));
     const int64_t t1 = client->PullRows(w_id_, keys_, w_.data());
     const int64_t t2 = client->PullDense(b_id_, b_.data());
     return WaitAllOf(client, {t1, t2});
@@ -169,7 +173,7 @@ class SparseLrModel final : public Model {
   uint32_t w_id_, b_id_;
   std::vector<uint64_t> keys_;
   CsrMatrix x_local_;
-  std::vector<float> w_, b_;
+  HostArray<float> w_, b_;  // pulled, in the backend's host memory
   SparseLrGrads grads_;
 };
 
@@ -182,15 +186,11 @@ class DenseMlpModel final : public Model {
   // offset: data.feature_offset, added to every input after densifying.
   DenseMlpModel(std::vector<int64_t> widths, Backend* backend, std::vector<uint32_t> w_ids,
                 std::vector<uint32_t> b_ids, float offset)
-      : model_(widths, backend), w_ids_(std::move(w_ids)), b_ids_(std::move(b_ids)), offset_(offset) {
+      : model_(widths, backend), w_ids_(std::move(w_ids)), b_ids_(std::move(b_ids)), offset_(offset), x_(backend) {
     const int n = model_.num_layers();
-    w_.resize(n);
-    b_.resize(n);
     for (int i = 0; i < n; ++i) {
-      w_[i].resize(widths[i] * widths[i + 1]);
-      b_[i].resize(widths[i + 1]);
-      params_.w.push_back(w_[i].data());
-      params_.b.push_back(b_[i].data());
+      w_.emplace_back(backend);
+      b_.emplace_back(backend);
     }
     timestamps_.reserve(2 * n);
   }
@@ -200,9 +200,20 @@ class DenseMlpModel final : public Model {
   int64_t num_outputs() const override { return model_.widths().back(); }
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
-    DensifyRows(*batch.features, batch.begin, batch.end, &x_);
+    if (params_.w.empty()) {  // first call: the whole model's buffers, once
+      const std::vector<int64_t>& widths = model_.widths();
+      for (size_t i = 0; i < w_.size(); ++i) {
+        TETHER_RETURN_IF_ERROR(w_[i].Resize(widths[i] * widths[i + 1]));
+        TETHER_RETURN_IF_ERROR(b_[i].Resize(widths[i + 1]));
+        params_.w.push_back(w_[i].data());
+        params_.b.push_back(b_[i].data());
+      }
+    }
+    const int64_t cols = batch.features->cols;
+    TETHER_RETURN_IF_ERROR(x_.Resize(batch.rows() * cols));
+    DensifyRows(*batch.features, batch.begin, batch.end, x_.data());
     if (offset_ != 0.0f)
-      for (float& v : x_) v += offset_;
+      for (size_t i = 0; i < x_.size(); ++i) x_[i] += offset_;
     timestamps_.clear();
     for (size_t i = 0; i < w_.size(); ++i) {
       timestamps_.push_back(client->PullDense(w_ids_[i], w_[i].data()));
@@ -231,10 +242,12 @@ class DenseMlpModel final : public Model {
   DenseMlp model_;
   std::vector<uint32_t> w_ids_, b_ids_;
   float offset_;
-  std::vector<std::vector<float>> w_, b_;
-  DenseMlpParams params_;  // points into w_, b_ (sized once, never reallocated)
+  // Pulled parameters and the densified input, in the backend's host memory
+  // (pinned on CUDA); w_, b_ are sized on the first Pull and never again.
+  std::vector<HostArray<float>> w_, b_;
+  DenseMlpParams params_;  // points into w_, b_
   DenseMlpGrads grads_;
-  std::vector<float> x_;
+  HostArray<float> x_;
   std::vector<int64_t> timestamps_;
 };
 
