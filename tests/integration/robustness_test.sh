@@ -3,7 +3,8 @@
 # tests/data/cases/). Usage: robustness_test.sh MODE BIN_DIR
 #   data_cases        tether-data check on every data case: exact counts, or
 #                     the exact error and a non-zero exit
-#   startup_refusals  C20 config typo and flag errors, C11 empty training
+#   startup_refusals  C20 config typo and flag errors (command line and
+#                     --flagfile), C11 empty training
 #                     file, C15 oversized block: each start is refused with a
 #                     non-zero exit before any network activity (a listener
 #                     counts connections; a server never binds); the values
@@ -140,6 +141,13 @@ EOF
     "$bin/tether-worker" --config="$tmp/job.pbtxt" --server_addresses="$addr" --staleness
   refused C20_flag_empty_value "flag --staleness has an empty value" \
     "$bin/tether-server" --config="$tmp/job.pbtxt" --staleness= --port_file="$tmp/server.port"
+  # gflags itself skips unknown names, and flags without a value, in a flagfile.
+  printf -- '--stalenes=3\n' > "$tmp/typo.flags"
+  refused C20_flagfile_typo "$tmp/typo.flags:1: unknown flag --stalenes (did you mean --staleness?)" \
+    "$bin/tether-worker" --config="$tmp/job.pbtxt" --flagfile="$tmp/typo.flags" --server_addresses="$addr"
+  printf -- '# job flags\n--staleness\n' > "$tmp/novalue.flags"
+  refused C20_flagfile_without_value "$tmp/novalue.flags:2: flag --staleness is missing its value" \
+    "$bin/tether-server" --config="$tmp/job.pbtxt" --flagfile="$tmp/novalue.flags" --port_file="$tmp/server.port"
   refused C11_empty_training_file "$cases/C11_empty_file.txt: no examples found (the file is empty)" \
     "$bin/tether-worker" --config="$tmp/job.pbtxt" --server_addresses="$addr"
   sed 's/hidden: 4/hidden: 700000000/' "$tmp/job.pbtxt" > "$tmp/big.pbtxt"
