@@ -422,6 +422,21 @@ TEST(TransportTest, C02WorkerWithAnotherIndexBaseThanTheModelIsRefused) {
   ASSERT_TRUE((*same)->Bye().ok());
 }
 
+// C20's last point: a worker whose model shape differs from the server's is
+// refused, and the error names both (staleness: ssp_test.cc).
+TEST(TransportTest, C20WorkerWithAnotherModelShapeIsRefusedNamingBoth) {
+  JobConfig c = ExactJob(1, 1, 2);
+  ServerThread server(c, 0);
+  ClientOptions o = OptionsFor(ExactJob(1, 1, 3), 0, {server.endpoint()});
+  o.request_timeout_ms = 5000;
+  auto refused = WorkerClient::Connect(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  const std::string& m = refused.status().message();
+  EXPECT_NE(m.find("model settings differ: worker 0 has {w1[row dim=3 "), std::string::npos) << m;
+  EXPECT_NE(m.find("server has {w1[row dim=2 "), std::string::npos) << m;
+}
+
 // ------------------------------------------------------------------ C08
 
 TEST(TransportTest, C08NonFiniteGradientNeverReachesATable) {
