@@ -422,6 +422,20 @@ class CudaBackend final : public Backend {
     return Download(indices, d_c_, rows * k * sizeof(uint32_t));
   }
 
+  // Page-locked, so Upload/Download from these buffers are DMA transfers
+  // on stream_ (no driver staging copy); portable across devices.
+  StatusOr<void*> AllocHost(size_t bytes) override {
+    if (bytes == 0) return static_cast<void*>(nullptr);
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    void* p = nullptr;
+    TETHER_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+    return p;
+  }
+
+  void FreeHost(void* p) override {
+    if (p != nullptr) cudaFreeHost(p);
+  }
+
  private:
   static Status Check32(const char* op, std::initializer_list<int64_t> sizes) {
     for (int64_t v : sizes) {

@@ -7,7 +7,10 @@
 // its inputs to the device, runs on the backend's own stream and copies the
 // outputs back before returning (synchronous). Device staging buffers grow
 // to the largest call seen and are reused: no cudaMalloc per call after
-// warm-up. A device-resident interface (parameters kept on the GPU across
+// warm-up. AllocHost hands out page-locked host memory (cudaHostAlloc); the
+// models keep their pulled parameters and dense inputs there (HostArray), so
+// the rows a worker pulls are written by the client straight into pinned
+// memory and reach the device by DMA on the backend's stream. A device-resident interface (parameters kept on the GPU across
 // minibatches) is the step that makes this backend faster than the CPU one.
 //
 // Determinism: SpMMTransposed builds Aᵀ on the host (counting sort, fixed
