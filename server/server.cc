@@ -29,7 +29,7 @@ ServerShard::ServerShard(const JobConfig& config, int shard)
       shard_(shard),
       num_shards_(config.cluster().num_servers()),
       log_prefix_("[server " + std::to_string(shard) + "] "),
-      clocks_(config.cluster().num_workers(), config.consistency().staleness()),
+      clocks_(config.cluster().num_workers(), EffectiveStaleness(config.consistency())),
       workers_(config.cluster().num_workers()) {
   const auto specs = TablesForJob(config);
   fingerprint_ = ModelFingerprint(specs);

@@ -66,8 +66,8 @@ def curve(metrics_dir, metric):
     """(train seconds, metric) points from rank 0's per-epoch evaluations."""
     pts = []
     for row in read_jsonl(os.path.join(metrics_dir, "worker-0.jsonl")):
-        if row.get("event") == "eval" and metric in row:
-            pts.append((float(row.get("train_seconds", row.get("t", 0.0))), float(row[metric])))
+        if row.get("kind") == "eval" and row.get(metric) is not None:
+            pts.append((float(row.get("train_s", row.get("t", 0.0))), float(row[metric])))
     return pts
 
 

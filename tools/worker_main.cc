@@ -2,6 +2,8 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <atomic>
+#include <csignal>
 #include <sstream>
 
 #include "tools/common_flags.h"
@@ -12,6 +14,13 @@ DEFINE_string(server_addresses, "",
               "comma-separated server endpoints in shard order (tcp://HOST:PORT,...); "
               "default: cluster.server_addresses from the config");
 DEFINE_string(metrics_out, "", "rank 0: write the final metrics JSON here");
+
+namespace {
+// SIGTERM/SIGINT ask the worker to leave gracefully: it finishes the current
+// minibatch, says BYE (the servers stop counting it at once) and exits 0.
+std::atomic<bool> g_stop{false};
+void RequestStop(int) { g_stop.store(true); }
+}  // namespace
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
@@ -43,10 +52,14 @@ int main(int argc, char** argv) {
                << " endpoint(s) but cluster.num_servers is " << config->cluster().num_servers();
     return 2;
   }
+  std::signal(SIGTERM, RequestStop);
+  std::signal(SIGINT, RequestStop);
+  options.stop_requested = [] { return g_stop.load(); };
   auto report = tether::RunWorker(*config, options);
   if (!report.ok()) {
     LOG(ERROR) << who << report.status().message();
     return 1;
   }
+  if (report->left_early) LOG(WARNING) << who << "left the job before the end of training (stop requested)";
   return 0;
 }

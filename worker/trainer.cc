@@ -273,7 +273,8 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   ClientOptions copts;
   copts.rank = rank;
   copts.servers = options.servers;
-  copts.staleness = config.consistency().staleness();
+  copts.staleness = EffectiveStaleness(config.consistency());
+  copts.heartbeat_interval_ms = config.cluster().heartbeat_interval_ms();
   copts.tables = tables;
   copts.model_fingerprint = ModelFingerprint(copts.tables);
   copts.request_timeout_ms = config.cluster().request_timeout_ms();
@@ -312,6 +313,10 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   int64_t minibatches = 0;
   const auto train_start = SteadyClock::now();
   double pull_wait = 0;
+  // Straggler simulation: this worker idles (slowdown − 1) × its own
+  // minibatch time, heartbeating, so it is slow but alive.
+  const double slowdown = rank == config.train().slowdown_rank() ? config.train().slowdown() : 1.0;
+  if (slowdown > 1.0) LOG(INFO) << who << "simulating a straggler: " << slowdown << "x slower";
   for (int epoch = 0; epoch < config.train().epochs(); ++epoch) {
     // A fixed permutation per (seed, rank, epoch): runs are reproducible.
     EpochOrder(config.train().seed(), rank, epoch, train.features.rows, &order);
@@ -320,6 +325,13 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     double loss_sum = 0;
     int64_t loss_batches = 0;
     for (int64_t b = 0; b < x.rows; b += bs) {
+      if (options.stop_requested && options.stop_requested()) {
+        LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
+        report.left_early = true;
+        if (metrics_log != nullptr) (void)metrics_log->Flush();
+        TETHER_RETURN_IF_ERROR(client->Bye());
+        return report;
+      }
       const Minibatch batch{&x, &y, b, std::min(x.rows, b + bs)};
       const auto pull_start = SteadyClock::now();
       TETHER_RETURN_IF_ERROR(model->Pull(batch, client.get()));
@@ -328,6 +340,8 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
       loss_sum += loss;
       ++loss_batches;
       model->Push(client.get());
+      if (slowdown > 1.0)
+        TETHER_RETURN_IF_ERROR(client->Idle(static_cast<int>(1000.0 * (slowdown - 1.0) * SecondsSince(pull_start))));
       report.samples += static_cast<uint64_t>(batch.rows());
       clock_loss += loss;
       ++clock_batches;
@@ -367,7 +381,26 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     }
   }
   if (minibatches % per_clock != 0) TETHER_RETURN_IF_ERROR(client->Clock());
-  TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples));
+  {
+    // This worker's counters travel with its barrier message; rank 0 gets
+    // everyone's back from the servers (STATS) for the metrics JSON.
+    const ClientStats& cs = client->stats();
+    const double my_train_s = std::max(1e-9, SecondsSince(train_start) - eval_seconds);
+    nlohmann::json mine{{"rank", rank},
+                        {"samples", report.samples},
+                        {"train_seconds", my_train_s},
+                        {"pulls", cs.pulls},
+                        {"rows_pulled", cs.rows_pulled},
+                        {"rows_read", cs.rows_read},
+                        {"cache_hits", cs.cache_hits},
+                        {"pushes", cs.pushes},
+                        {"rows_pushed", cs.rows_pushed},
+                        {"bytes_sent", cs.bytes_sent},
+                        {"bytes_received", cs.bytes_received},
+                        {"wait_seconds", cs.wait_seconds},
+                        {"wait_fraction", std::min(1.0, cs.wait_seconds / my_train_s)}};
+    TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine.dump()));
+  }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);
   report.pull_wait_fraction = pull_wait / std::max(1e-9, report.train_seconds);
@@ -375,6 +408,10 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
             << report.train_seconds << " s (" << static_cast<int64_t>(report.samples_per_second) << " samples/s)";
 
   if (rank == 0) {
+    TETHER_ASSIGN_OR_RETURN(std::vector<std::string> shard_stats, client->ServerStatsJson());
+    report.servers_json = "[";
+    for (size_t i = 0; i < shard_stats.size(); ++i) report.servers_json += (i ? "," : "") + shard_stats[i];
+    report.servers_json += "]";
     TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), &report));
     std::string line;
     for (const auto& [name, value] : report.test_metrics) line += " " + name + " " + FormatNumber(value);
@@ -410,7 +447,33 @@ Status WriteMetricsJson(const TrainReport& r, const JobConfig& config, const std
   j["pull_wait_fraction_rank0"] = r.pull_wait_fraction;
   j["num_workers"] = config.cluster().num_workers();
   j["num_servers"] = config.cluster().num_servers();
-  j["staleness"] = config.consistency().staleness();
+  j["staleness"] = EffectiveStaleness(config.consistency());
+  if (!r.servers_json.empty()) {
+    // Per server: counters and the staleness histogram; per worker: pulls,
+    // rows, cache hits, bytes and the fraction of time spent waiting.
+    nlohmann::json servers = nlohmann::json::parse(r.servers_json, nullptr, /*allow_exceptions=*/false);
+    if (servers.is_array()) {
+      uint64_t pushes = 0, tau_sum = 0, tau_max = 0, violations = 0;
+      std::vector<uint64_t> hist;
+      for (auto& sj : servers) {
+        const uint64_t n = sj.value("pushes", uint64_t{0});
+        pushes += n;
+        tau_sum += static_cast<uint64_t>(std::llround(sj.value("staleness_mean", 0.0) * n));
+        tau_max = std::max(tau_max, sj.value("staleness_max", uint64_t{0}));
+        violations += sj.value("bound_violations", uint64_t{0});
+        const auto h = sj.value("staleness_histogram", std::vector<uint64_t>{});
+        if (hist.size() < h.size()) hist.resize(h.size());
+        for (size_t i = 0; i < h.size(); ++i) hist[i] += h[i];
+      }
+      j["workers"] = servers.empty() ? nlohmann::json::array() : servers[0].value("workers", nlohmann::json::array());
+      for (auto& sj : servers) sj.erase("workers");
+      j["servers"] = servers;
+      j["staleness_mean"] = pushes ? static_cast<double>(tau_sum) / pushes : 0.0;
+      j["staleness_max"] = tau_max;
+      j["staleness_histogram"] = hist;
+      j["bound_violations"] = violations;
+    }
+  }
   j["epochs"] = config.train().epochs();
   j["seed"] = config.train().seed();
   const std::string tmp = path + ".tmp";

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,9 @@ struct TrainerOptions {
   int rank = 0;
   std::vector<std::string> servers;  // one endpoint per shard, in shard order
   std::string metrics_out;           // rank 0: JSON metrics written here (atomically) when non-empty
+  /// Polled once per minibatch; when it returns true the worker leaves the
+  /// job gracefully (BYE, so the servers stop waiting for it) and returns.
+  std::function<bool()> stop_requested;
 };
 
 /// What a worker measured. Test metrics are filled on rank 0 only.
@@ -37,6 +41,10 @@ struct TrainReport {
   double final_loss = 0;             // mean minibatch loss over the last epoch
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls
+  bool left_early = false;           // stop_requested ended training
+  /// Rank 0: every shard's counters (STATS, JSON array in shard order), each
+  /// with the per-worker counters the workers reported at the barrier.
+  std::string servers_json;
   /// Test-set metrics in the order they are logged, by the model's label kind:
   ///   multi-label (XMC): precision_at_1, precision_at_3, precision_at_5,
   ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h);
