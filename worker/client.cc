@@ -140,14 +140,14 @@ void WorkerClient::Send(int shard, Message* m, Sub sub) {
   stats_.bytes_sent += m->keys.size() + m->values.size();
   const bool wants_reply = sub.expect != MSG_UNKNOWN;
   const int64_t ts = sub.ts;
+  const bool is_push = m->header.type() == PUSH;
+  const uint64_t updates = sub.updates;
   if (wants_reply) {
     sub.shard = shard;
     subs_.emplace(id, std::move(sub));
     groups_[ts].remaining++;
     outstanding_[shard]++;
   }
-  const bool is_push = m->header.type() == PUSH;
-  const uint64_t updates = sub.updates;
   // The key range goes into the error if the send fails (SendMessage
   // empties the frames only when it succeeds).
   const Message* lost = is_push ? m : nullptr;
