@@ -45,6 +45,10 @@ DEFINE_double(min_time_s, 0.3, "measure each cell for at least this long (second
 DEFINE_int32(min_reps, 5, "at least this many timed operations per cell");
 DEFINE_int32(max_reps, 300, "at most this many timed operations per cell");
 DEFINE_double(max_bytes, 1.1e9, "transport: skip cells whose values exceed this many bytes per request");
+DEFINE_int64(chunk_bytes, 16 << 20,
+             "transport: largest message, both sides: Tether's ClientOptions::max_message_bytes, and the raw "
+             "side splits the same way (0 = one message per shard); above glibc's 32 MiB mmap threshold every "
+             "buffer is a fresh mapping and page faults dominate");
 DEFINE_int64(rows, 500000, "updates: rows in the table (keep the table well above the last-level cache)");
 DEFINE_int32(batch, 1000, "updates: rows per push (random, sorted, unique)");
 DEFINE_string(optimizers, "sgd,adagrad,adam", "updates: server optimizers to measure");
@@ -178,7 +182,7 @@ class RawServer {
 
 class RawClient {
  public:
-  explicit RawClient(const std::vector<std::string>& endpoints) {
+  RawClient(const std::vector<std::string>& endpoints, int64_t chunk_bytes) : chunk_bytes_(chunk_bytes) {
     for (const auto& ep : endpoints) {
       sockets_.emplace_back(ctx_, zmq::socket_type::dealer);
       sockets_.back().set(zmq::sockopt::linger, 0);
@@ -186,42 +190,51 @@ class RawClient {
     }
   }
 
-  // One request per shard, n_s = n / S keys each (the remainder to shard 0),
-  // then waits for every reply.
+  // n / S keys per shard (the remainder to shard 0), each shard's part cut
+  // into messages of at most chunk_bytes of values, all sent before any
+  // reply is awaited (as Tether's client does); then waits for every reply.
   void Op(bool push, int64_t n, int64_t dim, const char* keys, const char* values) {
     const int64_t s_count = static_cast<int64_t>(sockets_.size());
-    int64_t offset = 0;
+    const int64_t chunk = chunk_bytes_ > 0 ? std::max<int64_t>(1, chunk_bytes_ / (dim * 4)) : n;
+    std::vector<int64_t> pending(s_count, 0);
+    int64_t offset = 0, total = 0;
     for (int64_t s = 0; s < s_count; ++s) {
       const int64_t ns = n / s_count + (s == 0 ? n % s_count : 0);
-      RawRequest req{push ? 1u : 0u, 0, static_cast<uint64_t>(ns * dim * 4)};
-      sockets_[s].send(zmq::message_t(&req, sizeof(req)), zmq::send_flags::sndmore);
-      zmq::message_t k(const_cast<char*>(keys + offset * 8), ns * 8, nullptr, nullptr);
-      if (push) {
-        sockets_[s].send(k, zmq::send_flags::sndmore);
-        zmq::message_t v(const_cast<char*>(values + offset * dim * 4), ns * dim * 4, nullptr, nullptr);
-        sockets_[s].send(v, zmq::send_flags::none);
-      } else {
-        sockets_[s].send(k, zmq::send_flags::none);
+      for (int64_t c0 = 0; c0 < ns; c0 += chunk) {
+        const int64_t nc = std::min(chunk, ns - c0);
+        const int64_t at = offset + c0;
+        RawRequest req{push ? 1u : 0u, 0, static_cast<uint64_t>(nc * dim * 4)};
+        sockets_[s].send(zmq::message_t(&req, sizeof(req)), zmq::send_flags::sndmore);
+        zmq::message_t k(const_cast<char*>(keys + at * 8), nc * 8, nullptr, nullptr);
+        if (push) {
+          sockets_[s].send(k, zmq::send_flags::sndmore);
+          zmq::message_t v(const_cast<char*>(values + at * dim * 4), nc * dim * 4, nullptr, nullptr);
+          sockets_[s].send(v, zmq::send_flags::none);
+        } else {
+          sockets_[s].send(k, zmq::send_flags::none);
+        }
+        ++pending[s];
+        ++total;
       }
       offset += ns;
     }
     std::vector<zmq::pollitem_t> items;
     for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
-    int64_t pending = s_count;
-    std::vector<bool> done(s_count, false);
-    while (pending > 0) {
+    while (total > 0) {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
       for (int64_t s = 0; s < s_count; ++s) {
-        if (done[s] || !(items[s].revents & ZMQ_POLLIN)) continue;
+        if (pending[s] == 0 || !(items[s].revents & ZMQ_POLLIN)) continue;
         zmq::message_t m;
-        (void)sockets_[s].recv(m, zmq::recv_flags::none);
-        done[s] = true;
-        --pending;
+        while (pending[s] > 0 && sockets_[s].recv(m, zmq::recv_flags::dontwait)) {
+          --pending[s];
+          --total;
+        }
       }
     }
   }
 
  private:
+  int64_t chunk_bytes_;
   zmq::context_t ctx_{1};
   std::vector<zmq::socket_t> sockets_;
 };
@@ -260,7 +273,10 @@ int RunTransport() {
               "request split over the shards until every shard answered; p99 is the largest sample when\n"
               "a cell has fewer than 100. `raw` is a DEALER/ROUTER pair moving the same frames with\n"
               "zero-copy sends and no parsing (the transport ceiling); `ratio` = Tether GB/s ÷ raw GB/s\n"
-              "(keys/s for dim 1), from the medians, measured alternately in the same run.\n\n");
+              "(keys/s for dim 1), from the medians, measured alternately in the same run. Both sides cut\n"
+              "each shard's part into messages of at most %lld bytes of values (--chunk_bytes; 0 = one\n"
+              "message per shard) and send them all before waiting.\n\n",
+              static_cast<long long>(FLAGS_chunk_bytes));
   std::printf("| servers | keys | dim | op | reps | Tether p50 ms | Tether p99 ms | Tether keys/s | Tether GB/s "
               "| raw p50 ms | raw GB/s | ratio |\n");
   std::printf("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -276,6 +292,7 @@ int RunTransport() {
       copts.tables = TablesForJob(config);
       copts.model_fingerprint = ModelFingerprint(copts.tables);
       copts.request_timeout_ms = config.cluster().request_timeout_ms();
+      if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
       for (int s = 0; s < servers; ++s) {
         shards.push_back(std::make_unique<ServerShard>(config, s));
         Status st = shards.back()->Bind("tcp://127.0.0.1:0");
@@ -306,7 +323,7 @@ int RunTransport() {
         raw_servers.push_back(std::make_unique<RawServer>());
         raw_endpoints.push_back(raw_servers.back()->endpoint());
       }
-      RawClient raw(raw_endpoints);
+      RawClient raw(raw_endpoints, FLAGS_chunk_bytes);
 
       for (int64_t n : keys_list) {
         const double value_bytes = static_cast<double>(n) * dim * 4;
