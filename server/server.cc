@@ -276,7 +276,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
         ++stats_.deferred_pulls;
         VLOG(2) << log_prefix_ << "pull from worker " << rank << " at clock " << h.clock()
                 << " waits: min_clock " << clocks_.min_clock();
-        pending_.push_back({identity, std::move(*m)});
+        pending_.push_back({identity, std::move(*m), std::chrono::steady_clock::now()});
       }
       return;
     case PUSH:
@@ -358,6 +358,13 @@ void ServerShard::ServeReadyPulls() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     const MessageHeader& rh = it->request.header;
     if (clocks_.PullReady(rh.clock(), tables_[rh.table_id()]->spec().staleness)) {
+      // Pulls of one minibatch wait side by side: charge the worker only for
+      // the longest wait since its last release, not for each table.
+      WorkerState& w = workers_[rh.sender_rank()];
+      const auto now = std::chrono::steady_clock::now();
+      const auto from = std::max(it->since, w.wait_counted_until);
+      if (now > from) w.bound_wait_s += std::chrono::duration<double>(now - from).count();
+      w.wait_counted_until = now;
       ServePull(it->identity, it->request);
       it = pending_.erase(it);
     } else {
@@ -498,6 +505,9 @@ std::string ServerShard::StatsJson() const {
     workers.push_back(wj.is_discarded() ? nlohmann::json::object() : wj);
   }
   j["workers"] = workers;
+  std::vector<double> bound_wait;
+  for (const auto& w : workers_) bound_wait.push_back(w.bound_wait_s);
+  j["bound_wait_seconds"] = bound_wait;  // per rank: pulls held back by the bound on this shard
   return j.dump();
 }
 

@@ -87,6 +87,7 @@ class ServerShard {
   struct PendingPull {
     std::string identity;
     Message request;
+    std::chrono::steady_clock::time_point since;  // when it started waiting
   };
   struct WorkerState {
     bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
@@ -94,6 +95,8 @@ class ServerShard {
     uint64_t barrier_request = 0;
     std::string identity;
     std::string stats_json;  // the worker's counters, from its BARRIER
+    double bound_wait_s = 0;  // time its pulls waited on the staleness bound here
+    std::chrono::steady_clock::time_point wait_counted_until;  // bound_wait_s covers up to here
     std::chrono::steady_clock::time_point last_seen;
   };
 

@@ -7,7 +7,10 @@ factor (--slowdown), with rank 0 evaluating on the test split after every
 epoch. It then writes:
   OUT/sweep.md    a table: seconds to the target metric, final metric, mean
                   and max staleness tau of the applied pushes, the fraction of
-                  time workers waited on pulls, and bytes on the wire;
+                  training time workers' pulls were held back by the bound
+                  (measured on the servers), the fraction spent waiting on
+                  pulls at all (bound + transport + busy servers), and bytes
+                  on the wire;
   OUT/sweep.json  the same numbers, machine-readable;
   OUT/sweep.png   the metric against training time, one line per s
                   (matplotlib, from Debian's python3-matplotlib).
@@ -124,6 +127,8 @@ def run_one(args, s, rep):
         "staleness_mean": m.get("staleness_mean"),
         "staleness_max": m.get("staleness_max"),
         "wait_fraction": (sum(w.get("wait_fraction", 0.0) for w in workers) / len(workers)) if workers else None,
+        "bound_wait_fraction": (sum(w.get("bound_wait_fraction", 0.0) for w in workers) / len(workers))
+        if workers else None,
         "bytes": sum(w.get("bytes_sent", 0) + w.get("bytes_received", 0) for w in workers) if workers else None,
         "pulls": sum(w.get("pulls", 0) for w in workers) if workers else None,
         "curve": pts,
@@ -165,19 +170,20 @@ def main():
             "seconds_to_target": key("seconds_to_target"), "final": key("final"),
             "train_seconds": key("train_seconds"),
             "staleness_mean": key("staleness_mean"), "staleness_max": key("staleness_max"),
-            "wait_fraction": key("wait_fraction"), "bytes": key("bytes"), "pulls": key("pulls"),
+            "wait_fraction": key("wait_fraction"), "bound_wait_fraction": key("bound_wait_fraction"),
+            "bytes": key("bytes"), "pulls": key("pulls"),
         })
     title = (f"{os.path.basename(args.config)}: {args.metric} target {args.target}"
              + (f", worker slowed {args.slowdown:g}x" if args.slowdown > 1 else ""))
     lines = [f"### {title}", "",
              f"| s | runs | seconds to {args.metric} ≥ {args.target} | final {args.metric} | train s | "
-             "mean τ | max τ | wait fraction | MB on the wire | pulls |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "mean τ | max τ | waiting on the bound | waiting on pulls | MB on the wire | pulls |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['staleness']} | {r['runs']} | {fmt(r['seconds_to_target'], '.2f')} | "
                      f"{fmt(r['final'], '.4f')} | {fmt(r['train_seconds'], '.2f')} | "
                      f"{fmt(r['staleness_mean'], '.2f')} | {fmt(r['staleness_max'], '.0f')} | "
-                     f"{fmt(r['wait_fraction'], '.3f')} | "
+                     f"{fmt(r['bound_wait_fraction'], '.3f')} | {fmt(r['wait_fraction'], '.3f')} | "
                      f"{fmt(None if r['bytes'] is None else r['bytes'] / 1e6, '.0f')} | {fmt(r['pulls'], '.0f')} |")
     table = "\n".join(lines) + "\n"
     print(table)

@@ -466,6 +466,19 @@ Status WriteMetricsJson(const TrainReport& r, const JobConfig& config, const std
         for (size_t i = 0; i < h.size(); ++i) hist[i] += h[i];
       }
       j["workers"] = servers.empty() ? nlohmann::json::array() : servers[0].value("workers", nlohmann::json::array());
+      // Time each worker's pulls were held back by the staleness bound: the
+      // longest over shards (a minibatch waits on them side by side).
+      for (size_t r = 0; r < j["workers"].size(); ++r) {
+        double bound_wait = 0;
+        for (const auto& sj : servers) {
+          const auto waits = sj.value("bound_wait_seconds", std::vector<double>{});
+          if (r < waits.size()) bound_wait = std::max(bound_wait, waits[r]);
+        }
+        auto& wj = j["workers"][r];
+        wj["bound_wait_seconds"] = bound_wait;
+        const double t = wj.value("train_seconds", 0.0);
+        wj["bound_wait_fraction"] = t > 0 ? std::min(1.0, bound_wait / t) : 0.0;
+      }
       for (auto& sj : servers) sj.erase("workers");
       j["servers"] = servers;
       j["staleness_mean"] = pushes ? static_cast<double>(tau_sum) / pushes : 0.0;
