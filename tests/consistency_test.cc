@@ -278,6 +278,41 @@ TEST(ConsistencyTest, ReadMyWritesWithCache) {
   }
 }
 
+// Staleness tagging and staleness-aware steps (Zhang et al., IJCAI 2016):
+// worker 0 reads key 9 at version v, worker 1 then pushes to it twice, and
+// worker 0's push computed from version v has τ = 2. With SGD (lr 1) the step
+// is g under NONE, g/2 under INVERSE and g/3 under INVERSE_PLUS_ONE.
+TEST(ConsistencyTest, StalenessPolicyScalesTheStepByTau) {
+  const std::vector<std::pair<StalenessPolicy, float>> cases = {
+      {NONE, 1.0f}, {INVERSE, 0.5f}, {INVERSE_PLUS_ONE, 1.0f / 3.0f}};
+  for (auto [policy, scale] : cases) {
+    JobConfig job = Job(1, 2, -1);
+    job.mutable_consistency()->set_staleness_policy(policy);
+    Cluster cluster(job);
+    auto a = cluster.Connect(0);
+    auto b = cluster.Connect(1);
+    ASSERT_TRUE(a && b);
+    const std::vector<uint64_t> key = {9};
+    float before = 0, after = 0;
+    ASSERT_TRUE(a->Wait(a->PullRows(kW1, key, &before)).ok());
+    const float g_b = -1.0f;  // +1 each, each computed from a fresh read (τ = 0)
+    for (int i = 0; i < 2; ++i) {
+      float seen = 0;
+      ASSERT_TRUE(b->Wait(b->PullRows(kW1, key, &seen)).ok());
+      b->PushRows(kW1, key, &g_b);
+      ASSERT_TRUE(b->WaitAll().ok());
+    }
+    const float g_a = -3.0f;  // +3 × scale
+    a->PushRows(kW1, key, &g_a);
+    ASSERT_TRUE(a->WaitAll().ok());
+    ASSERT_TRUE(a->Wait(a->PullRows(kW1, key, &after)).ok());
+    EXPECT_FLOAT_EQ(after, before + 2.0f + 3.0f * scale) << StalenessPolicy_Name(policy);
+    EXPECT_EQ(cluster.server(0).stats().staleness.max, 2u);
+    EXPECT_EQ(cluster.server(0).stats().staleness.count[2], 1u);
+    EXPECT_EQ(cluster.server(0).stats().staleness.count[0], 2u);
+  }
+}
+
 // C18 in one process: 4 workers, s = 3. Worker 2 stops (no BYE) at clock 5;
 // the others advance at most s + 1 clocks past it, block, and are released
 // once the servers drop it after worker_timeout_ms; a new worker 2 rejoins at
