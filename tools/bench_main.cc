@@ -49,6 +49,7 @@ DEFINE_int64(chunk_bytes, 16 << 20,
              "transport: largest message, both sides: Tether's ClientOptions::max_message_bytes, and the raw "
              "side splits the same way (0 = one message per shard); above glibc's 32 MiB mmap threshold every "
              "buffer is a fresh mapping and page faults dominate");
+DEFINE_int32(max_outstanding, 0, "transport: Tether client's requests in flight per shard (0 = the client's default)");
 DEFINE_int64(rows, 500000, "updates: rows in the table (keep the table well above the last-level cache)");
 DEFINE_int32(batch, 1000, "updates: rows per push (random, sorted, unique)");
 DEFINE_string(optimizers, "sgd,adagrad,adam", "updates: server optimizers to measure");
@@ -293,6 +294,7 @@ int RunTransport() {
       copts.model_fingerprint = ModelFingerprint(copts.tables);
       copts.request_timeout_ms = config.cluster().request_timeout_ms();
       if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
+      if (FLAGS_max_outstanding > 0) copts.max_outstanding = FLAGS_max_outstanding;
       for (int s = 0; s < servers; ++s) {
         shards.push_back(std::make_unique<ServerShard>(config, s));
         Status st = shards.back()->Bind("tcp://127.0.0.1:0");
