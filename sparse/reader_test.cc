@@ -955,7 +955,8 @@ TEST(ReaderTest, C04UnsortedRowGivesTheSortedRowsMarginsOnEveryBackend) {
     auto backend = CreateBackend(device);
     if (!backend.ok()) {
       ASSERT_EQ(device, "cuda") << backend.status().ToString();
-      std::cout << "[  SKIPPED ] C04 margins on cuda: " << backend.status().message() << "\n";
+      // Not GTEST_SKIP: the CPU half ran and must count as a pass.
+      std::cout << "C04 margins checked on cpu only; cuda: " << backend.status().message() << "\n";
       continue;
     }
     float got_file[2] = {-1, -1}, got_sorted[2] = {-1, -1};
