@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -378,7 +379,9 @@ TEST(TransportTest, DISABLED_C15LargestRowPullSplitAtTheRealLimit) {
   w2->set_name("w2");
   w2->set_init(INIT_ZEROS);
   ServerThread server(c, 0);
-  auto w = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ClientOptions o = OptionsFor(c, 0, {server.endpoint()});
+  o.request_timeout_ms = 600000;  // gigabytes through loopback on a busy machine
+  auto w = Connect(o);
   ASSERT_TRUE(w);
   const size_t kRows = 70000, kDim = kHidden + 1;
   std::vector<uint64_t> keys(kRows);
@@ -386,10 +389,15 @@ TEST(TransportTest, DISABLED_C15LargestRowPullSplitAtTheRealLimit) {
   std::vector<float> data(kRows * kDim);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 4099) - 2000.0f;
   w->PushRows(kW2, keys, data.data());
-  ASSERT_TRUE(w->WaitAll().ok());
+  const Status pushed = w->WaitAll();
+  ASSERT_TRUE(pushed.ok()) << pushed.ToString();
   const uint32_t want = Crc(data.data(), data.size());
   std::fill(data.begin(), data.end(), 0.0f);
-  ASSERT_TRUE(w->Wait(w->PullRows(kW2, keys, data.data())).ok());
+  const auto t0 = SteadyClock::now();
+  const Status pulled = w->Wait(w->PullRows(kW2, keys, data.data()));
+  ASSERT_TRUE(pulled.ok()) << pulled.ToString();
+  std::cout << "pulled " << data.size() * sizeof(float) << " bytes in "
+            << std::chrono::duration<double>(SteadyClock::now() - t0).count() << " s\n";
   EXPECT_EQ(Crc(data.data(), data.size()), want);
   EXPECT_EQ(w->stats().pulls, 2u);
   EXPECT_EQ(w->stats().pushes, 2u);
