@@ -336,21 +336,24 @@ void ServerShard::ServePull(const std::string& identity, const Message& m) {
   reply.header.set_version(t.version());
   const int64_t s = t.spec().staleness;
   if (s >= 0 && clocks_.min_clock() < h.clock() - s) ++stats_.bound_violations;  // invariant check
-  if (t.spec().kind == TableKind::kDense) {
-    const uint64_t n = t.dense_end() - t.dense_begin();
-    reply.values = FloatFrame(n);
-    t.PullDense(static_cast<float*>(reply.values.data()));
-    reply.header.set_num_values(n);
-  } else {
-    const uint64_t n = h.num_keys();
-    const uint32_t dim = t.spec().dim;
-    reply.values = FloatFrame(n * dim);
-    t.PullRows(m.KeyData(&key_scratch_), n, static_cast<float*>(reply.values.data()));
-    reply.header.set_value_dim(dim);
-    reply.header.set_num_values(n * dim);
-    stats_.rows_pulled += n;
-  }
+  FillValues(t, t.spec().kind == TableKind::kDense ? nullptr : m.KeyData(&key_scratch_), h.num_keys(), &reply);
+  if (t.spec().kind == TableKind::kRow) stats_.rows_pulled += h.num_keys();
   Reply(identity, &reply, h.sender_rank());
+}
+
+void ServerShard::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply) {
+  if (t.spec().kind == TableKind::kDense) {
+    const uint64_t size = t.dense_end() - t.dense_begin();
+    reply->values = FloatFrame(size);
+    t.PullDense(static_cast<float*>(reply->values.data()));
+    reply->header.set_num_values(size);
+    return;
+  }
+  const uint32_t dim = t.spec().dim;
+  reply->values = FloatFrame(n * dim);
+  t.PullRows(keys, n, static_cast<float*>(reply->values.data()));
+  reply->header.set_value_dim(dim);
+  reply->header.set_num_values(n * dim);
 }
 
 void ServerShard::ServeReadyPulls() {
@@ -435,18 +438,7 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
   if (h.want_values()) {
     // The rows as they are now, own update included: the worker's cache
     // takes them instead of pulling again (read-my-writes).
-    if (t.spec().kind == TableKind::kDense) {
-      const uint64_t n = t.dense_end() - t.dense_begin();
-      reply.values = FloatFrame(n);
-      t.PullDense(static_cast<float*>(reply.values.data()));
-      reply.header.set_num_values(n);
-    } else {
-      const uint32_t dim = t.spec().dim;
-      reply.values = FloatFrame(h.num_keys() * dim);
-      t.PullRows(keys, h.num_keys(), static_cast<float*>(reply.values.data()));
-      reply.header.set_value_dim(dim);
-      reply.header.set_num_values(h.num_keys() * dim);
-    }
+    FillValues(t, keys, h.num_keys(), &reply);
   }
   Reply(identity, &reply, h.sender_rank());
 }

@@ -109,6 +109,9 @@ class ServerShard {
   void Reply(const std::string& identity, Message* reply, int rank);
   void MaybeReleaseBarrier();
   void ApplyPush(const std::string& identity, const Message& m);
+  // Puts the current values into reply's values frame: the shard's whole
+  // slice (dense tables) or the rows of `keys` (n keys, row tables).
+  void FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
   Status CheckWorkerTimeouts();
 
   JobConfig config_;
