@@ -24,13 +24,15 @@ zmq::message_t FloatFrame(uint64_t n) { return zmq::message_t(n * sizeof(float))
 
 }  // namespace
 
-ServerShard::ServerShard(const JobConfig& config, int shard)
+ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context)
     : config_(config),
       shard_(shard),
       num_shards_(config.cluster().num_servers()),
       log_prefix_("[server " + std::to_string(shard) + "] "),
       clocks_(config.cluster().num_workers(), EffectiveStaleness(config.consistency())),
-      workers_(config.cluster().num_workers()) {
+      workers_(config.cluster().num_workers()),
+      own_ctx_(context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
+      ctx_(context == nullptr ? own_ctx_.get() : context) {
   const auto specs = TablesForJob(config);
   fingerprint_ = ModelFingerprint(specs);
   for (const auto& spec : specs) {
@@ -47,7 +49,7 @@ Status ServerShard::Bind(const std::string& endpoint) {
   opts.send_timeout_ms = config_.cluster().request_timeout_ms();
   opts.send_hwm = config_.cluster().send_hwm();
   opts.recv_hwm = config_.cluster().recv_hwm();
-  TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(ctx_, endpoint, opts, &endpoint_));
+  TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
   LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
             << ", staleness " << StalenessName(clocks_.staleness()) << ", " << workers_.size() << " workers";
   return Status::OK();

@@ -56,7 +56,10 @@ struct ServerStats {
 class ServerShard {
  public:
   /// `config` must have passed ValidateJobConfig. `shard` in [0, num_servers).
-  ServerShard(const JobConfig& config, int shard);
+  /// `context`: the ZeroMQ context to make the socket in, or null for one of
+  /// the shard's own. Shards and workers of one process that talk over
+  /// `inproc://` endpoints must share one context, which must outlive them.
+  explicit ServerShard(const JobConfig& config, int shard, zmq::context_t* context = nullptr);
   ~ServerShard();
 
   /// Binds the shard's ROUTER socket ("tcp://127.0.0.1:0" picks a free port).
@@ -123,7 +126,8 @@ class ServerShard {
   ClockTracker clocks_;
   std::vector<WorkerState> workers_;
   std::deque<PendingPull> pending_;
-  zmq::context_t ctx_{1};
+  std::unique_ptr<zmq::context_t> own_ctx_;  // when no context was passed in
+  zmq::context_t* ctx_;
   zmq::socket_t socket_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};

@@ -22,6 +22,8 @@ WorkerClient::WorkerClient(const ClientOptions& options)
     : options_(options),
       num_shards_(static_cast<int>(options.servers.size())),
       log_prefix_("[worker " + std::to_string(options.rank) + "] "),
+      own_ctx_(options.context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
+      ctx_(options.context == nullptr ? own_ctx_.get() : options.context),
       outstanding_(options.servers.size(), 0),
       last_send_(SteadyClock::now()) {
   caches_.resize(options.tables.size());
@@ -83,7 +85,7 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
   const std::string identity =
       "w" + std::to_string(options.rank) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
   for (const auto& ep : options.servers) {
-    TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(c->ctx_, ep, identity, so));
+    TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*c->ctx_, ep, identity, so));
     c->sockets_.push_back(std::move(s));
   }
   const int64_t ts = c->NewGroup(false);

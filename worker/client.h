@@ -62,6 +62,10 @@ struct ClientOptions {
   /// (ValidateJobConfig).
   uint64_t max_message_bytes = kMaxFrameBytes;
   std::vector<TableSpec> tables;
+  /// ZeroMQ context for the sockets, or null for one of the client's own.
+  /// Must be the servers' context for `inproc://` endpoints (one-process
+  /// jobs, see tools/worker_main.cc --in_process), and outlive the client.
+  zmq::context_t* context = nullptr;
 };
 
 /// Per-client counters.
@@ -188,7 +192,8 @@ class WorkerClient {
   ClientOptions options_;
   int num_shards_;
   std::string log_prefix_;
-  zmq::context_t ctx_{1};
+  std::unique_ptr<zmq::context_t> own_ctx_;  // when options.context is null
+  zmq::context_t* ctx_;
   std::vector<zmq::socket_t> sockets_;
   std::vector<int> outstanding_;
   int64_t clock_ = 0;

@@ -273,6 +273,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   ClientOptions copts;
   copts.rank = rank;
   copts.servers = options.servers;
+  copts.context = options.zmq_context;
   copts.staleness = EffectiveStaleness(config.consistency());
   copts.heartbeat_interval_ms = config.cluster().heartbeat_interval_ms();
   copts.tables = tables;

@@ -19,6 +19,10 @@
 #include "proto/tether.pb.h"
 #include "sparse/reader.h"
 
+namespace zmq {
+class context_t;
+}  // namespace zmq
+
 namespace tether {
 
 struct TrainerOptions {
@@ -28,6 +32,9 @@ struct TrainerOptions {
   /// Polled once per minibatch; when it returns true the worker leaves the
   /// job gracefully (BYE, so the servers stop waiting for it) and returns.
   std::function<bool()> stop_requested;
+  /// ZeroMQ context shared with in-process server shards (`inproc://`
+  /// endpoints), or null: the client makes its own. Not owned.
+  zmq::context_t* zmq_context = nullptr;
 };
 
 /// What a worker measured. Test metrics are filled on rank 0 only.
