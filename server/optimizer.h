@@ -12,7 +12,7 @@ namespace tether {
 
 class Optimizer {
  public:
-  explicit Optimizer(const OptimizerConfig& config) : config_(config) {}
+  explicit Optimizer(const OptimizerConfig& config);
 
   /// Floats of state kept per weight: 0 for plain SGD and SUM, 1 for SGD with
   /// momentum (velocity) and for AdaGrad (sum of squared gradients), 2 for
@@ -37,12 +37,22 @@ class Optimizer {
   ///            w -= lr·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + ε)   (Kingma & Ba, ICLR 2015)
   ///  SUM:      w += g   (no learning rate, l2 or lr_scale: exact totals)
   /// `lr_scale` multiplies the step (staleness-aware rates scale it).
+  /// w, state and g must not overlap. Cost (dim 256, in cache, one core):
+  /// about 0.1 µs per row for Adam with AVX2 (one exp for the bias
+  /// correction, none once βᵗ rounds away; the loop runs 8 floats wide).
   void Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
 
   const OptimizerConfig& config() const { return config_; }
 
  private:
+  // 1 − βᵗ in float: −expm1(t · ln β), or exactly 1 once t >= one_after.
+  static float BiasCorrection(float t, double log_beta, float one_after);
+
   OptimizerConfig config_;
+  // Adam's bias correction, precomputed from the config: ln β1, ln β2, and
+  // the step counts from which 1 − βᵗ rounds to 1.0f.
+  double log_beta1_ = 0, log_beta2_ = 0;
+  float one_after1_ = 0, one_after2_ = 0;
 };
 
 }  // namespace tether

@@ -137,3 +137,43 @@ TEST(OptimizerTest, AdamTwoStepsMatchHandComputed) {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+// A double-precision Adam with std::pow for the bias correction, to check
+// the float kernel (8-wide, exp-based correction, exactly 1 once βᵗ rounds
+// away) over many steps, with l2 and a width that leaves a vector tail.
+TEST(OptimizerTest, AdamMatchesDoubleReferenceOverManySteps) {
+  OptimizerConfig c;
+  c.set_type(ADAM);
+  c.set_learning_rate(0.01f);
+  c.set_l2(0.01f);
+  Optimizer opt(c);
+  constexpr int kN = 19;
+  float w[kN], state[2 * kN + 1];
+  double rw[kN], rm[kN] = {}, rv[kN] = {};
+  for (int i = 0; i < kN; ++i) rw[i] = w[i] = 0.05f * static_cast<float>(i - 9);
+  opt.InitState(state, kN);
+  const double b1 = c.beta1(), b2 = c.beta2(), eps = c.epsilon(), lr = c.learning_rate(), l2 = c.l2();
+  for (int t = 1; t <= 400; ++t) {  // past t = 166, where 1 − 0.9ᵗ rounds to 1.0f
+    float g[kN];
+    for (int i = 0; i < kN; ++i) g[i] = std::sin(0.37f * static_cast<float>(t * kN + i)) * (i == 4 ? 0.0f : 1.0f);
+    opt.Apply(w, state, g, kN);
+    for (int i = 0; i < kN; ++i) {
+      const double gi = g[i] + l2 * rw[i];
+      rm[i] = b1 * rm[i] + (1 - b1) * gi;
+      rv[i] = b2 * rv[i] + (1 - b2) * gi * gi;
+      rw[i] -= lr * (rm[i] / (1 - std::pow(b1, t))) / (std::sqrt(rv[i] / (1 - std::pow(b2, t))) + eps);
+    }
+  }
+  EXPECT_EQ(state[2 * kN], 400.0f);
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_NEAR(w[i], rw[i], 2e-5) << "weight " << i;
+    EXPECT_NEAR(state[i], rm[i], 1e-5) << "m " << i;
+    EXPECT_NEAR(state[kN + i], rv[i], 1e-6) << "v " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tether
