@@ -44,6 +44,11 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   /// "OK" or "<CodeName>: <message>".
   std::string ToString() const;
+  /// The same code with "<prefix>: " before the message (OK stays OK), to
+  /// name the peer or the thread an error came from.
+  Status WithPrefix(const std::string& prefix) const {
+    return ok() ? Status() : Status(code_, prefix + ": " + message_);
+  }
 
  private:
   Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}

@@ -4,6 +4,15 @@
 // `tether-worker` ranks pointed at them, monitors everything, and prints the
 // metrics of rank 0 and the wall time on success.
 //
+// --transport picks how the processes talk:
+//   tcp     (default) TCP on 127.0.0.1, as between hosts;
+//   ipc     Unix-domain sockets in the launcher's private directory: one
+//           process per shard and worker as with tcp, less kernel work per byte;
+//   inproc  one `tether-worker --in_process` child that runs every shard and
+//           every worker as threads, passing messages by pointer
+//           (tools/local_job.h). The fastest on one host; a single process,
+//           so a crash takes the whole job with it.
+//
 // The child binaries are taken from the launcher's own directory
 // (/proc/self/exe). Every child runs in one process group owned by the
 // launcher and gets PR_SET_PDEATHSIG(SIGKILL), so no child outlives the
@@ -53,6 +62,9 @@
 DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers); 0: from the config");
 DEFINE_int32(workers, 0, "number of workers (overrides cluster.num_workers); 0: from the config");
 DEFINE_string(metrics_out, "", "passed to worker 0, which writes the final metrics JSON there; printed on success");
+DEFINE_string(transport, "tcp",
+              "tcp (127.0.0.1, as between hosts), ipc (Unix-domain sockets, one process per shard and worker) "
+              "or inproc (one process, shards and workers as threads; see tools/local_job.h)");
 DEFINE_int32(timeout_s, 1800, "bound on the whole job in seconds; on expiry every child is killed (exit 124)");
 
 namespace tether {
@@ -76,6 +88,7 @@ struct LaunchOptions {
   int num_workers = 0;
   std::string metrics_out;              // "" = none
   std::chrono::seconds timeout{1800};
+  std::string transport = "tcp";        // tcp | ipc | inproc (--transport)
   std::vector<std::string> forwarded;   // "--flag=value" for every child
 };
 
@@ -124,10 +137,12 @@ StatusOr<std::optional<std::string>> ReadPortFile(const std::string& path) {
   std::string text = ss.str();
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   const size_t colon = text.rfind(':');
-  const bool ok = text.rfind("tcp://", 0) == 0 && colon != std::string::npos && colon + 1 < text.size() &&
-                  text.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
-                  text.substr(colon + 1) != "0";
-  if (!ok) return Status::DataLoss(path + ": expected a bound endpoint tcp://HOST:PORT, got '" + text + "'");
+  const bool tcp_ok = text.rfind("tcp://", 0) == 0 && colon != std::string::npos && colon + 1 < text.size() &&
+                      text.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+                      text.substr(colon + 1) != "0";
+  const bool ipc_ok = text.rfind("ipc://", 0) == 0 && text.size() > 6;
+  if (!tcp_ok && !ipc_ok)
+    return Status::DataLoss(path + ": expected a bound endpoint tcp://HOST:PORT or ipc://PATH, got '" + text + "'");
   return std::optional<std::string>(text);
 }
 
@@ -538,8 +553,27 @@ int Launcher::RunJob() {
             << ", port files in " << tmp_dir_;
 
   const std::string config_flag = "--config=" + options_.config_path;
+  if (options_.transport == "inproc") {
+    // One child runs the whole job; it is monitored like a worker, and there
+    // are no server processes to wait for.
+    std::vector<std::string> args = {config_flag, "--in_process"};
+    if (!options_.metrics_out.empty()) args.push_back("--metrics_out=" + options_.metrics_out);
+    args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+    LOG(INFO) << "[launch] transport inproc: one tether-worker process runs the " << options_.num_servers
+              << " shard(s) and " << options_.num_workers << " worker(s) as threads";
+    if (Status st = StartChild("worker", 0, "tether-worker", std::move(args)); !st.ok()) {
+      LOG(ERROR) << "[launch] " << st.ToString();
+      Teardown("could not start the in-process job");
+      return 1;
+    }
+    if (auto code = Monitor()) return *code;
+    return PrintSummary();
+  }
   for (int i = 0; i < options_.num_servers; ++i) {
-    std::vector<std::string> args = {config_flag, "--shard=" + std::to_string(i), "--listen=tcp://127.0.0.1:0",
+    const std::string listen = options_.transport == "ipc"
+                                   ? "ipc://" + tmp_dir_ + "/server_" + std::to_string(i) + ".ipc"
+                                   : std::string("tcp://127.0.0.1:0");
+    std::vector<std::string> args = {config_flag, "--shard=" + std::to_string(i), "--listen=" + listen,
                                      "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
     if (Status st = StartChild("server", i, "tether-server", std::move(args)); !st.ok()) {
@@ -583,7 +617,8 @@ StatusOr<std::string> OwnDirectory() {
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
       &argc, &argv,
-      "tether-launch --config=JOB.pbtxt [--servers=S] [--workers=W] [--metrics_out=FILE] [--timeout_s=1800] "
+      "tether-launch --config=JOB.pbtxt [--servers=S] [--workers=W] [--transport=tcp|ipc|inproc] "
+      "[--metrics_out=FILE] [--timeout_s=1800] "
       "[override flags such as --staleness=N, forwarded to every server and worker]\n"
       "Runs S tether-server shards and W tether-worker ranks on 127.0.0.1 and waits for them.");
   if (argc > 1) {
@@ -592,6 +627,10 @@ int main(int argc, char** argv) {
   }
   if (FLAGS_servers < 0 || FLAGS_workers < 0) {
     LOG(ERROR) << "[launch] --servers and --workers must be positive (0 = take the config's value)";
+    return 2;
+  }
+  if (FLAGS_transport != "tcp" && FLAGS_transport != "ipc" && FLAGS_transport != "inproc") {
+    LOG(ERROR) << "[launch] --transport=" << FLAGS_transport << ": expected tcp, ipc or inproc";
     return 2;
   }
   if (FLAGS_timeout_s <= 0) {
@@ -627,6 +666,7 @@ int main(int argc, char** argv) {
   options.num_workers = config->cluster().num_workers();
   options.metrics_out = FLAGS_metrics_out;
   options.timeout = std::chrono::seconds(FLAGS_timeout_s);
+  options.transport = FLAGS_transport;
   // Every child sees the same S and W, whatever the config file says.
   options.forwarded = {"--num_servers=" + std::to_string(options.num_servers),
                        "--num_workers=" + std::to_string(options.num_workers)};

@@ -7,6 +7,7 @@
 
 #include "core/metrics_log.h"
 #include "server/server.h"
+#include "server/shard_metrics.h"
 #include "tools/common_flags.h"
 
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
@@ -49,14 +50,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     metrics_log = std::move(*log);
-    // One row per min-clock advance: the shard's counters so far.
-    server.SetClockListener([&server, &metrics_log](int64_t min_clock) {
-      const tether::ServerStats& s = server.stats();
-      metrics_log->Write({{"kind", "clock"}, {"min_clock", min_clock}, {"pulls", s.pulls}, {"pushes", s.pushes},
-                          {"rows_pulled", s.rows_pulled}, {"rows_pushed", s.rows_pushed}, {"bytes_in", s.bytes_in},
-                          {"bytes_out", s.bytes_out}, {"deferred_pulls", s.deferred_pulls},
-                          {"staleness_mean", s.staleness.mean()}});
-    });
+    tether::LogShardClocks(&server, metrics_log.get());
   }
   tether::Status st = server.Bind(FLAGS_listen);
   if (st.ok() && !FLAGS_port_file.empty()) st = WriteAtomically(FLAGS_port_file, server.endpoint());

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tools/common_flags.h"
+#include "tools/local_job.h"
 #include "worker/trainer.h"
 
 DEFINE_int32(rank, 0, "this worker's rank in [0, num_workers)");
@@ -14,18 +15,54 @@ DEFINE_string(server_addresses, "",
               "comma-separated server endpoints in shard order (tcp://HOST:PORT,...); "
               "default: cluster.server_addresses from the config");
 DEFINE_string(metrics_out, "", "rank 0: write the final metrics JSON here");
+DEFINE_bool(in_process, false,
+            "run the whole job in this process: cluster.num_servers shards and cluster.num_workers workers "
+            "as threads over inproc:// (one host; see tools/local_job.h); excludes --rank and "
+            "--server_addresses");
 
 namespace {
 // SIGTERM/SIGINT ask the worker to leave gracefully: it finishes the current
 // minibatch, says BYE (the servers stop counting it at once) and exits 0.
 std::atomic<bool> g_stop{false};
 void RequestStop(int) { g_stop.store(true); }
+int RunInProcess() {
+  const char* who = "[in-process job] ";
+  for (const char* flag : {"rank", "server_addresses"}) {
+    if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
+      LOG(ERROR) << who << "flag --" << flag << " cannot be combined with --in_process (every rank and shard "
+                 << "runs in this process)";
+      return 2;
+    }
+  }
+  auto config = tether::LoadConfigFromFlags("in-process job");
+  if (!config.ok()) {
+    LOG(ERROR) << who << config.status().message();
+    return 2;
+  }
+  LOG(INFO) << who << config->cluster().num_servers() << " shard(s) and " << config->cluster().num_workers()
+            << " worker(s) as threads of this process, over inproc://";
+  std::signal(SIGTERM, RequestStop);
+  std::signal(SIGINT, RequestStop);
+  tether::LocalJobOptions options;
+  options.metrics_out = FLAGS_metrics_out;
+  options.stop = &g_stop;
+  auto report = tether::RunLocalJob(*config, options);
+  if (!report.ok()) {
+    LOG(ERROR) << who << report.status().message();
+    return 1;
+  }
+  if (report->left_early) LOG(WARNING) << who << "left the job before the end of training (stop requested)";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
                           "tether-worker --config=JOB.pbtxt --rank=R --server_addresses=tcp://H:P,... "
-                          "[--metrics_out=FILE]");
+                          "[--metrics_out=FILE]\n"
+                          "   or: tether-worker --config=JOB.pbtxt --in_process [--metrics_out=FILE]");
+  if (FLAGS_in_process) return RunInProcess();
   const std::string who = "[worker " + std::to_string(FLAGS_rank) + "] ";
   auto config = tether::LoadConfigFromFlags("worker " + std::to_string(FLAGS_rank));
   if (!config.ok()) {

@@ -3,6 +3,9 @@
 #   launch         tether-launch, 2 servers + 2 workers: P@1 >= 0.55
 #   by_hand        servers and workers started one by one with flags: P@1 >= 0.55
 #   deterministic  1 worker, fixed seed, two runs: identical metrics
+#   transports     1 worker over tcp, ipc and inproc (one process): identical
+#                  metrics; 2 workers inproc: P@1 >= 0.55; a failing
+#                  in-process worker ends the job (exit 1, naming it)
 #   config_errors  config typo / unknown flag / flag without value refused, exit != 0
 # Every process is started under `timeout` and killed on exit.
 set -euo pipefail
@@ -56,6 +59,34 @@ deterministic)
     echo "$k: run1 $a run2 $b"
     [ "$a" = "$b" ] || { echo "FAIL: $k differs between runs"; exit 1; }
   done
+  ;;
+transports)
+  for t in tcp ipc inproc; do
+    timeout -k 5 300 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 2 --workers 1 \
+      --transport $t --epochs=3 --seed=7 --metrics_out "$tmp/$t.json"
+  done
+  for k in precision_at_1 precision_at_3 precision_at_5 ndcg_at_3 ndcg_at_5 final_loss total_samples; do
+    a=$(metric "$tmp/tcp.json" $k); b=$(metric "$tmp/ipc.json" $k); c=$(metric "$tmp/inproc.json" $k)
+    echo "$k: tcp $a ipc $b inproc $c"
+    [ "$a" = "$b" ] && [ "$a" = "$c" ] || { echo "FAIL: $k differs between transports"; exit 1; }
+  done
+  [ "$(metric "$tmp/inproc.json" total_samples)" = 14640 ] || { echo "FAIL: expected 3 x 4880 samples"; exit 1; }
+  timeout -k 5 300 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport inproc \
+    --metrics_dir="$tmp/mdir" --metrics_out "$tmp/inproc2.json"
+  gate "$(metric "$tmp/inproc2.json" precision_at_1)" 0.55 "P@1 (inproc, 2 servers, 2 workers)"
+  for f in worker-0 worker-1 server-0 server-1; do
+    [ -s "$tmp/mdir/$f.jsonl" ] || { echo "FAIL: no metrics rows in $f.jsonl"; exit 1; }
+  done
+  # A worker that cannot read its data must end the in-process job at once,
+  # not leave the shards waiting for it.
+  sed 's#bibtex_trSplit.txt#no_such_split.txt#' examples/bibtex.pbtxt > "$tmp/bad.pbtxt"
+  start=$(date +%s)
+  if out=$(timeout -k 5 120 "$bin/tether-launch" --config "$tmp/bad.pbtxt" --transport inproc 2>&1); then
+    echo "FAIL: a job whose split file is missing succeeded"; exit 1; fi
+  echo "$out" | grep -q "worker 0: .*no_such_split.txt" || { echo "FAIL: message was: $out"; exit 1; }
+  elapsed=$(( $(date +%s) - start ))
+  [ "$elapsed" -lt 30 ] || { echo "FAIL: the failed in-process job took $elapsed s to end"; exit 1; }
+  echo "transports agree; a failing in-process worker ended the job in $elapsed s"
   ;;
 config_errors)
   # C20: a typo in the config file names file:line and the closest field.

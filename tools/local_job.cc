@@ -1,0 +1,116 @@
+#include "tools/local_job.h"
+
+#include <glog/logging.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/metrics_log.h"
+#include "server/server.h"
+#include "server/shard_metrics.h"
+
+namespace tether {
+
+std::string LocalShardEndpoint(int shard) { return "inproc://tether-shard-" + std::to_string(shard); }
+
+StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions& options) {
+  const int num_servers = config.cluster().num_servers();
+  const int num_workers = config.cluster().num_workers();
+  // Declared first so it is destroyed last, after every socket of the
+  // shards and clients is closed (zmq_ctx_term waits for them).
+  zmq::context_t ctx(1);
+
+  struct ShardSlot {
+    std::unique_ptr<ServerShard> shard;
+    std::unique_ptr<MetricsLog> log;
+    Status status;
+    std::thread thread;
+  };
+  std::vector<ShardSlot> shards(num_servers);
+  for (int i = 0; i < num_servers; ++i) {
+    ShardSlot& s = shards[i];
+    s.shard = std::make_unique<ServerShard>(config, i, &ctx);
+    if (!config.train().metrics_dir().empty()) {
+      auto log = MetricsLog::Open(config.train().metrics_dir(), "server", i);
+      if (!log.ok()) return log.status().WithPrefix("server " + std::to_string(i));
+      s.log = std::move(*log);
+      LogShardClocks(s.shard.get(), s.log.get());
+    }
+    // inproc needs the bind before any connect sees the endpoint: bind here,
+    // on this thread, before a single worker starts.
+    Status st = s.shard->Bind(LocalShardEndpoint(i));
+    if (!st.ok()) {
+      for (int j = 0; j < i; ++j) shards[j].shard.reset();
+      return st.WithPrefix("server " + std::to_string(i));
+    }
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  int shards_running = num_servers;
+  for (ShardSlot& s : shards) {
+    s.thread = std::thread([&s, &mu, &cv, &shards_running] {
+      s.status = s.shard->Run();
+      if (s.status.ok() && s.log != nullptr) s.status = s.log->Flush();
+      std::lock_guard<std::mutex> lock(mu);
+      --shards_running;
+      cv.notify_all();
+    });
+  }
+
+  std::vector<std::string> endpoints;
+  for (int i = 0; i < num_servers; ++i) endpoints.push_back(LocalShardEndpoint(i));
+  std::vector<std::optional<StatusOr<TrainReport>>> results(num_workers);
+  std::vector<std::thread> workers;
+  const std::atomic<bool>* stop = options.stop;
+  for (int r = 0; r < num_workers; ++r) {
+    workers.emplace_back([&, r] {
+      TrainerOptions to;
+      to.rank = r;
+      to.servers = endpoints;
+      to.zmq_context = &ctx;
+      if (r == 0) to.metrics_out = options.metrics_out;
+      to.stop_requested = [stop] { return stop != nullptr && stop->load(); };
+      StatusOr<TrainReport> report = RunWorker(config, to);
+      if (!report.ok()) {
+        LOG(ERROR) << "[worker " << r << "] " << report.status().message();
+        // Nothing would ever BYE for this worker: stop the shards now rather
+        // than after cluster.worker_timeout_ms.
+        for (ShardSlot& s : shards) s.shard->Stop();
+      }
+      results[r] = std::move(report);
+    });
+  }
+  for (auto& t : workers) t.join();
+
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, std::chrono::milliseconds(options.shard_exit_timeout_ms),
+                     [&] { return shards_running == 0; })) {
+      LOG(ERROR) << "[local] " << shards_running << " shard(s) still running " << options.shard_exit_timeout_ms
+                 << " ms after the last worker finished; stopping them";
+      for (ShardSlot& s : shards) s.shard->Stop();
+    }
+  }
+  for (ShardSlot& s : shards) s.thread.join();
+
+  for (int r = 0; r < num_workers; ++r) {
+    const StatusOr<TrainReport>& res = *results[r];
+    if (!res.ok()) return res.status().WithPrefix("worker " + std::to_string(r));
+  }
+  for (int i = 0; i < num_servers; ++i) {
+    const Status& st = shards[i].status;
+    if (!st.ok()) return st.WithPrefix("server " + std::to_string(i));
+  }
+  // The shards' sockets close with the shards, before ctx goes.
+  for (ShardSlot& s : shards) s.shard.reset();
+  return std::move(*results[0]);
+}
+
+}  // namespace tether
