@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Training benchmark: the XMC MLP on Bibtex with Tether (1 worker + 1 server,
-# 2 workers + 2 servers) against PyTorch on CPU with the same model,
-# hyperparameters (examples/bibtex.pbtxt), thread count and data order, all
-# in the same run, alternating so that drift on a shared machine hits every
-# contender alike. Prints a Markdown table of medians over the repeats.
+# Training benchmark: the XMC MLP on Bibtex with Tether against PyTorch on
+# CPU with the same model, hyperparameters (examples/bibtex.pbtxt), thread
+# count and data order, all in the same run, alternating so that drift on a
+# shared machine hits every contender alike. Prints a Markdown table of
+# medians over the repeats.
+#
+# Contenders: Tether with 1 worker + 1 server in one process (--transport
+# inproc) and as two processes over loopback TCP; Tether with 2 workers + 2
+# servers in one process; PyTorch with Adam and with SparseAdam on W1 at
+# --threads compute threads, and PyTorch Adam at twice that many (Tether's
+# server shard is a thread of its own besides the worker's compute thread).
 #
 #   scripts/bench_train.sh [--build DIR] [--out DIR] [--repeats N] [--threads T]
 #
@@ -40,18 +46,18 @@ train_rows=$(grep -c . data/bibtex/bibtex_trSplit.txt)
 rm -rf "$out"
 mkdir -p "$out"
 
-run_tether() {  # name workers servers
+run_tether() {  # name workers servers transport
   local dir="$out/$1-r$r"
-  "$build/bin/tether-launch" --config "$config" --workers "$2" --servers "$3" --threads "$threads" \
+  "$build/bin/tether-launch" --config "$config" --workers "$2" --servers "$3" --threads "$threads" --transport "$4" \
     --eval_every_epochs=1 --metrics_dir="$dir" --progress_every_s=0 --metrics_out "$dir.json" \
     > "$dir.log" 2>&1 || { echo "scripts/bench_train.sh: $1 failed, see $dir.log" >&2; exit 1; }
 }
-run_torch() {  # name w1_optimizer
+run_torch() {  # name w1_optimizer threads
   local dir="$out/$1-r$r"
   mkdir -p "$dir"
   /usr/bin/python3 scripts/torch_xmc.py --train_file data/bibtex/Bibtex_data.txt.gz \
     --train_split data/bibtex/bibtex_trSplit.txt --test_split data/bibtex/bibtex_tstSplit.txt --index_base 0 \
-    --hidden 256 --epochs "$epochs" --minibatch_size 64 --lr 0.001 --threads "$threads" --seed "$seed" \
+    --hidden 256 --epochs "$epochs" --minibatch_size 64 --lr 0.001 --threads "$3" --seed "$seed" \
     --w1_optimizer "$2" --eval_every_epochs 1 --metrics_jsonl "$dir/worker-0.jsonl" --metrics_out "$dir.json" \
     --order_cmd "$build/bin/tether-bench order --order_rows=$train_rows --seed=$seed --rank=0 --epochs=$epochs" \
     > "$dir.log" 2>&1 || { echo "scripts/bench_train.sh: $1 failed, see $dir.log" >&2; exit 1; }
@@ -59,17 +65,23 @@ run_torch() {  # name w1_optimizer
 
 for r in $(seq 1 "$repeats"); do
   echo "scripts/bench_train.sh: repeat $r/$repeats" >&2
-  run_tether tether-1w 1 1
-  run_torch torch-sparse-adam sparse_adam
-  run_tether tether-2w 2 2
-  run_torch torch-adam adam
+  run_tether tether-1w 1 1 inproc
+  run_torch torch-sparse-adam sparse_adam "$threads"
+  run_tether tether-1w-tcp 1 1 tcp
+  run_torch torch-adam adam "$threads"
+  run_tether tether-2w 2 2 inproc
+  run_torch torch-adam-2x adam $((2 * threads))
 done
 
 python3 - "$out" "$repeats" "$threads" <<'EOF'
 import json, statistics, sys
 out, repeats, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-runs = [("tether-1w", "Tether, 1 worker + 1 server", 1), ("tether-2w", "Tether, 2 workers + 2 servers", 2),
-        ("torch-sparse-adam", "PyTorch, SparseAdam on W1", 1), ("torch-adam", "PyTorch, Adam on W1", 1)]
+runs = [("tether-1w", "Tether, 1 worker + 1 server, one process (inproc)", 1),
+        ("tether-1w-tcp", "Tether, 1 worker + 1 server, two processes (tcp)", 1),
+        ("tether-2w", "Tether, 2 workers + 2 servers, one process (inproc)", 2),
+        ("torch-sparse-adam", f"PyTorch, SparseAdam on W1, {threads} thread(s)", 1),
+        ("torch-adam", f"PyTorch, Adam on W1, {threads} thread(s)", 1),
+        ("torch-adam-2x", f"PyTorch, Adam on W1, {2 * threads} threads", 1)]
 
 def first_reach(evals, th):
     for e in evals:
@@ -107,7 +119,11 @@ best = max((rows[k] for k in ("torch-sparse-adam", "torch-adam")), key=lambda x:
 fast60 = min((rows[k]["t60"] for k in ("torch-sparse-adam", "torch-adam") if rows[k]["t60"] is not None), default=None)
 t1 = rows["tether-1w"]
 print()
-print(f"Tether 1 worker ÷ faster PyTorch ({best['label']}): samples/s ×{t1['sps'] / best['sps']:.2f}")
+print(f"Tether 1 worker (inproc) ÷ faster PyTorch at the same thread count ({best['label']}): "
+      f"samples/s ×{t1['sps'] / best['sps']:.2f}")
+print(f"Tether 1 worker (inproc) ÷ {rows['torch-adam-2x']['label']}: samples/s "
+      f"×{t1['sps'] / rows['torch-adam-2x']['sps']:.2f}")
+print(f"Tether 1 worker: inproc ÷ tcp samples/s ×{t1['sps'] / rows['tether-1w-tcp']['sps']:.2f}")
 if t1["t60"] is not None and fast60 is not None:
     print(f"Time to P@1 0.60: Tether 1 worker {t1['t60']:.2f} s, faster PyTorch {fast60:.2f} s "
           f"(ratio {t1['t60'] / fast60:.2f}; below 1 means Tether is faster)")
