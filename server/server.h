@@ -19,6 +19,7 @@
 #include <zmq.hpp>
 
 #include "core/config.h"
+#include "core/net/frame_pool.h"
 #include "core/net/message.h"
 #include "core/status.h"
 #include "server/clock_tracker.h"
@@ -85,6 +86,10 @@ class ServerShard {
   /// the new value (tools/server_main.cc writes a JSON-lines metrics row).
   void SetClockListener(std::function<void(int64_t min_clock)> listener) { clock_listener_ = std::move(listener); }
   const ServerTable& table(uint32_t id) const { return *tables_[id]; }
+  /// The pool that holds the values frames of pull replies (and of push
+  /// replies that carry rows): pre-faulted buffers recycled once ZeroMQ has
+  /// sent them, at most kDefaultFramePoolIdleBytes idle (core/net/frame_pool.h).
+  const FramePool& reply_pool() const { return reply_pool_; }
 
  private:
   struct PendingPull {
@@ -133,6 +138,9 @@ class ServerShard {
   std::atomic<bool> stop_{false};
   std::function<void(int64_t)> clock_listener_;
   ServerStats stats_;
+  // Reply values frames. Frames still queued in ZeroMQ when the shard is
+  // destroyed keep the pool's state alive until they are sent or dropped.
+  FramePool reply_pool_;
   std::vector<uint64_t> key_scratch_;
   std::vector<float> value_scratch_;
 };

@@ -80,6 +80,7 @@ class ServerThread {
   }
   const std::string& endpoint() const { return server_.endpoint(); }
   const ServerStats& stats() const { return server_.stats(); }
+  const FramePool& reply_pool() const { return server_.reply_pool(); }
 
  private:
   ServerShard server_;
@@ -363,6 +364,70 @@ TEST(TransportTest, C15RowRequestsAboveTheLimitAreSplitAndJoined) {
   EXPECT_EQ(w->stats().updates_sent, keys.size());
   EXPECT_EQ(s0.stats().updates_applied + s1.stats().updates_applied, keys.size());
   ASSERT_TRUE(w->Bye().ok());
+}
+
+// Large requests go through the frame pools: push values and keys on the
+// worker, pull replies on the servers. The results are exact (SUM from 0),
+// for one shard (rows travel as contiguous blocks, no positions) and for two
+// (scatter and gather by position), at dim 1 and 64, in several messages per
+// shard; from the second request on the buffers are reused, and every frame
+// comes back to its pool once ZeroMQ has sent it.
+TEST(TransportTest, LargeRequestsReusePooledFramesAndStayExact) {
+  for (int servers : {1, 2}) {
+    for (int dim : {1, 64}) {
+      SCOPED_TRACE("servers " + std::to_string(servers) + ", dim " + std::to_string(dim));
+      JobConfig c = ExactJob(servers, 1, dim);
+      c.mutable_data()->set_num_features(1 << 20);
+      std::vector<std::unique_ptr<ServerThread>> shards;
+      std::vector<std::string> endpoints;
+      for (int s = 0; s < servers; ++s) {
+        shards.push_back(std::make_unique<ServerThread>(c, s));
+        endpoints.push_back(shards.back()->endpoint());
+      }
+      ClientOptions o = OptionsFor(c, 0, endpoints);
+      o.max_message_bytes = 512 << 10;  // several pooled messages per shard
+      auto w = Connect(o);
+      ASSERT_TRUE(w);
+      // 200k floats per request: 800 KB of values, 8 bytes per key besides.
+      const size_t n = 200000 / dim;
+      std::vector<uint64_t> keys(n);
+      for (size_t i = 0; i < n; ++i) keys[i] = i * 5 + 2;
+      std::vector<float> grad(n * dim), want(n * dim, 0.0f), got(n * dim);
+      for (int round = 1; round <= 3; ++round) {
+        for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>((i * 7 + round) % 1000);
+        for (size_t i = 0; i < grad.size(); ++i) want[i] += grad[i];
+        w->PushRows(kW1, keys, grad.data());
+        std::fill(grad.begin(), grad.end(), -1.0f);  // pushes copy at call time
+        std::fill(got.begin(), got.end(), -1.0f);
+        const Status st = w->Wait(w->PullRows(kW1, keys, got.data()));
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        ASSERT_EQ(got, want) << "round " << round;
+      }
+      ASSERT_TRUE(w->WaitAll().ok());
+      // The worker's keys/values frames: 3 pushes (keys + values) and 3
+      // pulls (keys) per message; at dim 1 the keys of a message are above
+      // the pool's floor too.
+      const FramePool::Stats ws = w->frame_pool().stats();
+      EXPECT_GT(ws.takes, 0u);
+      EXPECT_GT(ws.reuses, 0u);
+      EXPECT_EQ(ws.takes, ws.reuses + ws.maps);
+      EXPECT_LE(ws.idle_bytes, kDefaultFramePoolIdleBytes);
+      for (int s = 0; s < servers; ++s) {
+        const FramePool& pool = shards[s]->reply_pool();
+        // Replies are freed on ZeroMQ's I/O thread after they are written:
+        // wait (bounded) for the last ones.
+        const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+        while (pool.stats().in_use_frames > 0 && SteadyClock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        const FramePool::Stats ps = pool.stats();
+        EXPECT_EQ(ps.in_use_frames, 0u) << "shard " << s;
+        EXPECT_EQ(ps.returns, ps.takes) << "shard " << s;
+        EXPECT_GE(ps.takes, 3u) << "shard " << s;         // one per reply message, 3 rounds
+        EXPECT_GE(ps.reuses, ps.takes / 3) << "shard " << s;  // rounds 2 and 3 reuse round 1's
+      }
+      ASSERT_TRUE(w->Bye().ok());
+    }
+  }
 }
 
 // The largest row pull this machine's memory allows in the test suite's

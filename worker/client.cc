@@ -14,7 +14,49 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-zmq::message_t CopyFrame(const void* data, size_t bytes) { return zmq::message_t(data, bytes); }
+// A frame holding a copy of `bytes` bytes at `data`, in a pooled buffer
+// when it is large (no page faults, sent zero-copy).
+zmq::message_t CopyFrame(FramePool& pool, const void* data, size_t bytes) {
+  zmq::message_t f = pool.Take(bytes);
+  if (bytes > 0) std::memcpy(f.data(), data, bytes);
+  return f;
+}
+
+// Row i of `rows` (n rows of dim floats) → out + pos[i]·dim. Consecutive
+// positions are copied with one memcpy per run (a single shard's keys are
+// all one run); dim 1 is a plain loop, a call per float would dominate.
+void ScatterRows(const float* rows, const uint32_t* pos, size_t n, uint32_t dim, float* out) {
+  if (dim == 1) {
+    for (size_t i = 0; i < n; ++i) out[pos[i]] = rows[i];
+    return;
+  }
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && pos[j] == pos[j - 1] + 1) ++j;
+    std::memcpy(out + size_t{pos[i]} * dim, rows + i * dim, (j - i) * dim * sizeof(float));
+    i = j;
+  }
+}
+
+// The inverse: src + pos[i]·dim → row i of `rows`.
+void GatherRows(const float* src, const uint32_t* pos, size_t n, uint32_t dim, float* rows) {
+  if (dim == 1) {
+    for (size_t i = 0; i < n; ++i) rows[i] = src[pos[i]];
+    return;
+  }
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && pos[j] == pos[j - 1] + 1) ++j;
+    std::memcpy(rows + i * dim, src + size_t{pos[i]} * dim, (j - i) * dim * sizeof(float));
+    i = j;
+  }
+}
+
+FramePool::Options PoolOptions(const ClientOptions& options) {
+  FramePool::Options o;
+  o.max_idle_bytes = options.frame_pool_idle_bytes;
+  return o;
+}
 
 }  // namespace
 
@@ -24,6 +66,7 @@ WorkerClient::WorkerClient(const ClientOptions& options)
       log_prefix_("[worker " + std::to_string(options.rank) + "] "),
       own_ctx_(options.context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
       ctx_(options.context == nullptr ? own_ctx_.get() : options.context),
+      frame_pool_(PoolOptions(options)),
       outstanding_(options.servers.size(), 0),
       last_send_(SteadyClock::now()) {
   caches_.resize(options.tables.size());
@@ -221,26 +264,37 @@ int64_t WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys
     }
     to_fetch = &fetch_keys;
   }
-  SplitKeysByShard(*to_fetch, num_shards_, &split_keys_, &split_pos_);
+  // One shard and nothing from the cache: every key goes to shard 0 in
+  // order, so the rows of each reply land in one contiguous block and there
+  // are no positions to split or keep.
+  const bool whole = num_shards_ == 1 && !cache.enabled;
+  if (!whole) SplitKeysByShard(*to_fetch, num_shards_, &split_keys_, &split_pos_);
   const size_t chunk = RowsPerMessage(dim);
   for (int s = 0; s < num_shards_; ++s) {
+    const size_t shard_keys = whole ? keys.size() : split_keys_[s].size();
     // Keys [c0, c1) of this shard per message, so that no reply passes the
     // message size limit; the replies land at their keys' positions.
-    for (size_t c0 = 0; c0 < split_keys_[s].size(); c0 += chunk) {
-      const size_t c1 = std::min(split_keys_[s].size(), c0 + chunk);
-      const uint64_t* ks = split_keys_[s].data() + c0;
+    for (size_t c0 = 0; c0 < shard_keys; c0 += chunk) {
+      const size_t c1 = std::min(shard_keys, c0 + chunk);
+      const uint64_t* ks = (whole ? keys.data() : split_keys_[s].data()) + c0;
       Message m;
       m.header.set_type(PULL);
       m.header.set_table_id(table);
       m.header.set_num_keys(c1 - c0);
       m.header.set_value_dim(dim);
-      m.keys = CopyFrame(ks, (c1 - c0) * sizeof(uint64_t));
+      m.keys = CopyFrame(frame_pool_, ks, (c1 - c0) * sizeof(uint64_t));
       Sub sub;
       sub.ts = ts;
       sub.table = table;
       sub.out = out;
       sub.dim = dim;
-      sub.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
+      sub.num_rows = c1 - c0;
+      if (whole) {
+        sub.identity = true;
+        sub.first_position = static_cast<uint32_t>(c0);
+      } else {
+        sub.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
+      }
       if (cache.enabled) {
         for (auto& p : sub.positions) p = fetch_pos[p];  // back to positions in `keys`
         sub.keys.assign(ks, ks + (c1 - c0));
@@ -262,15 +316,17 @@ size_t WorkerClient::RowsPerMessage(uint32_t dim) const {
 int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {
   const int64_t ts = NewGroup(true);
   const uint32_t dim = options_.tables[table].dim;
-  SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
+  // One shard: the keys and gradients go as they are, in contiguous blocks.
+  const bool whole = num_shards_ == 1;
+  if (!whole) SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
   const size_t chunk = RowsPerMessage(dim);
   for (int s = 0; s < num_shards_; ++s) {
+    const size_t shard_keys = whole ? keys.size() : split_keys_[s].size();
     // Keys [c0, c1) of this shard per message, within the message size limit.
-    for (size_t c0 = 0; c0 < split_keys_[s].size(); c0 += chunk) {
-      const size_t c1 = std::min(split_keys_[s].size(), c0 + chunk);
+    for (size_t c0 = 0; c0 < shard_keys; c0 += chunk) {
+      const size_t c1 = std::min(shard_keys, c0 + chunk);
       const size_t n = c1 - c0;
-      const uint64_t* ks = split_keys_[s].data() + c0;
-      const uint32_t* pos = split_pos_[s].data() + c0;
+      const uint64_t* ks = (whole ? keys.data() : split_keys_[s].data()) + c0;
       Message m;
       m.header.set_type(PUSH);
       m.header.set_table_id(table);
@@ -278,10 +334,14 @@ int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys
       m.header.set_value_dim(dim);
       m.header.set_num_values(n * dim);
       m.header.set_version(PushVersion(table, s));
-      m.keys = CopyFrame(ks, n * sizeof(uint64_t));
-      m.values = zmq::message_t(n * dim * sizeof(float));
-      float* dst = static_cast<float*>(m.values.data());
-      for (size_t i = 0; i < n; ++i) std::memcpy(dst + i * dim, grads + pos[i] * size_t{dim}, dim * sizeof(float));
+      m.keys = CopyFrame(frame_pool_, ks, n * sizeof(uint64_t));
+      // The gradients are copied now (the caller may reuse `grads` at once).
+      if (whole) {
+        m.values = CopyFrame(frame_pool_, grads + c0 * dim, n * dim * sizeof(float));
+      } else {
+        m.values = frame_pool_.Take(n * dim * sizeof(float));
+        GatherRows(grads, split_pos_[s].data() + c0, n, dim, static_cast<float*>(m.values.data()));
+      }
       Sub sub;
       sub.ts = ts;
       sub.table = table;
@@ -351,7 +411,7 @@ int64_t WorkerClient::PushDense(uint32_t table, const float* grad) {
     m.header.set_table_id(table);
     m.header.set_num_values(e - b);
     m.header.set_version(PushVersion(table, s));
-    m.values = CopyFrame(grad + b, (e - b) * sizeof(float));
+    m.values = CopyFrame(frame_pool_, grad + b, (e - b) * sizeof(float));
     Sub sub;
     sub.ts = ts;
     sub.table = table;
@@ -418,13 +478,16 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
     uint64_t& rv = cache.read_version[sub.shard];
     rv = std::min(rv, h.version());
     if (!sub.dense) {
-      if (h.num_values() != sub.positions.size() * sub.dim) {
+      if (h.num_values() != sub.num_rows * sub.dim) {
         st = Status::DataLoss("server " + std::to_string(sub.shard) + " returned " +
                               std::to_string(h.num_values()) + " floats for " +
-                              std::to_string(sub.positions.size()) + " rows of dim " + std::to_string(sub.dim));
+                              std::to_string(sub.num_rows) + " rows of dim " + std::to_string(sub.dim));
       } else {
-        for (size_t i = 0; i < sub.positions.size(); ++i)
-          std::memcpy(sub.out + size_t{sub.positions[i]} * sub.dim, v + i * sub.dim, sub.dim * sizeof(float));
+        if (sub.identity) {
+          std::memcpy(sub.out + size_t{sub.first_position} * sub.dim, v, h.num_values() * sizeof(float));
+        } else {
+          ScatterRows(v, sub.positions.data(), sub.num_rows, sub.dim, sub.out);
+        }
         if (!sub.keys.empty()) Store(sub.table, sub.shard, sub.keys.data(), sub.keys.size(), v, h.min_clock(), h.version());
       }
     } else {

@@ -40,6 +40,7 @@
 #include <zmq.hpp>
 
 #include "core/config.h"
+#include "core/net/frame_pool.h"
 #include "core/net/message.h"
 #include "core/status.h"
 
@@ -66,6 +67,11 @@ struct ClientOptions {
   /// Must be the servers' context for `inproc://` endpoints (one-process
   /// jobs, see tools/worker_main.cc --in_process), and outlive the client.
   zmq::context_t* context = nullptr;
+  /// Push values and request keys of at least kMinPooledFrameBytes are
+  /// built in recycled, pre-faulted buffers that ZeroMQ sends zero-copy
+  /// (core/net/frame_pool.h); at most this many bytes of them are kept idle
+  /// between requests. 0 maps a fresh buffer per message.
+  uint64_t frame_pool_idle_bytes = kDefaultFramePoolIdleBytes;
 };
 
 /// Per-client counters.
@@ -136,6 +142,9 @@ class WorkerClient {
   Status Bye();
 
   const ClientStats& stats() const { return stats_; }
+  /// The pool of outgoing keys and push values frames (its counters say how
+  /// often a buffer was reused instead of mapped).
+  const FramePool& frame_pool() const { return frame_pool_; }
 
  private:
   struct Group {
@@ -152,7 +161,10 @@ class WorkerClient {
     uint32_t dim = 0;
     bool dense = false;
     uint64_t dense_begin = 0;   // dense pulls: offset of the shard's slice
-    std::vector<uint32_t> positions;  // row pulls: destination row per key
+    std::vector<uint32_t> positions;  // row pulls: destination row per key (unless identity)
+    bool identity = false;      // row pulls: row i lands at first_position + i (positions unused)
+    uint32_t first_position = 0;
+    size_t num_rows = 0;        // row pulls: rows the reply must carry
     std::vector<uint64_t> keys;       // row pulls/pushes to be cached
     MessageType expect = MSG_UNKNOWN;
     uint64_t updates = 0;       // pushes: rows (dense: 1), for the update counters
@@ -195,6 +207,9 @@ class WorkerClient {
   std::unique_ptr<zmq::context_t> own_ctx_;  // when options.context is null
   zmq::context_t* ctx_;
   std::vector<zmq::socket_t> sockets_;
+  // Outgoing keys and push values frames; frames ZeroMQ has not sent yet
+  // when the client goes keep the pool's buffers alive on their own.
+  FramePool frame_pool_;
   std::vector<int> outstanding_;
   int64_t clock_ = 0;
   int64_t next_ts_ = 1;
