@@ -86,7 +86,19 @@ transports)
   echo "$out" | grep -q "worker 0: .*no_such_split.txt" || { echo "FAIL: message was: $out"; exit 1; }
   elapsed=$(( $(date +%s) - start ))
   [ "$elapsed" -lt 30 ] || { echo "FAIL: the failed in-process job took $elapsed s to end"; exit 1; }
-  echo "transports agree; a failing in-process worker ended the job in $elapsed s"
+  # SIGTERM to the launcher: the in-process workers leave gracefully (BYE),
+  # the shards exit, the launcher exits 143 and leaves no process behind.
+  timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport inproc --epochs=200 \
+    > "$tmp/term.log" 2>&1 &
+  lp=$!; pids+=($lp)
+  for _ in $(seq 1 100); do grep -q "epoch 1/200" "$tmp/term.log" && break; sleep 0.1; done
+  kill -TERM "$lp"
+  rc=0; wait "$lp" || rc=$?
+  [ "$rc" = 143 ] || { echo "FAIL: launcher exited $rc after SIGTERM, expected 143"; cat "$tmp/term.log"; exit 1; }
+  grep -q "stop requested at clock" "$tmp/term.log" || { echo "FAIL: workers did not leave gracefully"; exit 1; }
+  if pgrep -f "tether-worker --config=examples/bibtex.pbtxt --in_process" > /dev/null; then
+    echo "FAIL: the in-process job outlived the launcher"; exit 1; fi
+  echo "transports agree; a failing in-process worker ended the job in $elapsed s; SIGTERM ended it cleanly"
   ;;
 config_errors)
   # C20: a typo in the config file names file:line and the closest field.
