@@ -3,12 +3,17 @@
 // of a dense table). Each row stores its weights followed by its optimizer
 // state, so one push touches one cache-friendly span.
 //
+// Row lookup: an open-addressing index (linear probing, 16-byte slots, load
+// at most 1/2), so a lookup is one probe into one cache line in the common
+// case rather than the bucket-then-node chase of std::unordered_map. Pushes
+// and pulls look every key up first, then walk the rows with the next rows
+// prefetched, so the rows' cache misses overlap the optimizer arithmetic.
+//
 // Not thread-safe: a shard's event loop owns its tables.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "core/config.h"
@@ -46,7 +51,34 @@ class ServerTable {
   uint64_t version() const { return version_; }
 
  private:
+  // key → row number, created on first touch. Open addressing with linear
+  // probing; a slot's row is stored + 1 so that 0 marks an empty slot.
+  class RowIndex {
+   public:
+    uint64_t size() const { return size_; }
+    // The row number of `key`, or, when absent, inserts it as row size()
+    // and sets *inserted.
+    uint64_t FindOrInsert(uint64_t key, bool* inserted);
+    // Hints the slot of `key` into the cache (no effect on the contents).
+    void Prefetch(uint64_t key) const;
+
+   private:
+    struct Slot {
+      uint64_t key;
+      uint64_t row_plus_one;  // 0: empty
+    };
+    uint64_t Home(uint64_t key) const;
+    void Grow();
+
+    std::vector<Slot> slots_;  // power-of-two size
+    int shift_ = 64;           // 64 − log2(slots_.size())
+    uint64_t size_ = 0;
+  };
+
   float* Row(uint64_t key);  // creates on first touch
+  // Offsets in data_ of the rows of keys[0..n) (creating untouched rows),
+  // in offsets_; afterwards data_ does not move until the next call.
+  void LookUp(const uint64_t* keys, uint64_t n);
 
   TableSpec spec_;
   Optimizer optimizer_;
@@ -54,8 +86,9 @@ class ServerTable {
   uint64_t begin_ = 0, end_ = 0;
   uint64_t version_ = 0;
   uint32_t stride_;  // dim + optimizer state floats per row
-  std::unordered_map<uint64_t, uint64_t> index_;  // key → offset in data_
+  RowIndex index_;           // key → row number; the row is at data_[row · stride_]
   std::vector<float> data_;
+  std::vector<uint64_t> offsets_;  // scratch of LookUp, reused
 };
 
 }  // namespace tether

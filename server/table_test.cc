@@ -1,0 +1,124 @@
+#include "server/table.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace tether {
+namespace {
+
+TableSpec RowSpec(uint32_t dim, OptimizerType type) {
+  TableSpec spec;
+  spec.id = 3;
+  spec.name = "w";
+  spec.kind = TableKind::kRow;
+  spec.dim = dim;
+  spec.init = InitKind::kUniform;
+  spec.init_bound = 0.5f;
+  spec.optimizer.set_type(type);
+  spec.optimizer.set_learning_rate(0.25f);
+  return spec;
+}
+
+// Keys from all over the uint64 range (0, the top, neighbours, strides of
+// powers of two), enough of them to grow the index many times, each row
+// checked against InitialWeight and against a reference map of SGD updates.
+TEST(ServerTableTest, RowsKeepTheirValuesThroughIndexGrowth) {
+  constexpr uint32_t kDim = 5;
+  ServerTable t(RowSpec(kDim, SGD), /*seed=*/9, 0, 0);
+  std::vector<uint64_t> keys = {0, 1, 2, ~uint64_t{0}, ~uint64_t{0} - 1, uint64_t{1} << 63};
+  for (uint64_t i = 1; i <= 3000; ++i) keys.push_back(i << 20);
+  std::mt19937_64 rng(4);
+  for (int i = 0; i < 3000; ++i) keys.push_back(rng());
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+
+  std::map<uint64_t, std::vector<float>> ref;
+  for (uint64_t k : keys) {
+    std::vector<float>& r = ref[k];
+    for (uint32_t j = 0; j < kDim; ++j) r.push_back(InitialWeight(9, 3, k, j, 0.5f));
+  }
+  // Push to every third key in batches (creating rows in push order), then
+  // pull everything.
+  for (size_t b = 0; b < keys.size(); b += 700) {
+    std::vector<uint64_t> batch;
+    for (size_t i = b; i < std::min(keys.size(), b + 700); i += 3) batch.push_back(keys[i]);
+    std::vector<float> g(batch.size() * kDim);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 7) - 3.0f;
+    t.PushRows(batch.data(), batch.size(), g.data());
+    for (size_t i = 0; i < batch.size(); ++i)
+      for (uint32_t j = 0; j < kDim; ++j) ref[batch[i]][j] -= 0.25f * g[i * kDim + j];
+  }
+  EXPECT_EQ(t.version(), (keys.size() + 699) / 700);
+  std::vector<float> out(keys.size() * kDim, -99.0f);
+  t.PullRows(keys.data(), keys.size(), out.data());
+  EXPECT_EQ(t.num_rows(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    for (uint32_t j = 0; j < kDim; ++j)
+      ASSERT_EQ(out[i * kDim + j], ref[keys[i]][j]) << "key " << keys[i] << " weight " << j;
+  // Pulling again creates nothing and returns the same values.
+  std::vector<float> again(out.size());
+  t.PullRows(keys.data(), keys.size(), again.data());
+  EXPECT_EQ(t.num_rows(), keys.size());
+  EXPECT_EQ(again, out);
+}
+
+// Adam rows carry their own step count: a row pushed twice and a row pushed
+// once end where a lone Optimizer on a copy of each row ends.
+TEST(ServerTableTest, AdamRowsMatchTheOptimizerOnTheirOwnRows) {
+  constexpr uint32_t kDim = 37;  // not a multiple of the vector width
+  const TableSpec spec = RowSpec(kDim, ADAM);
+  ServerTable t(spec, 1, 0, 0);
+  const Optimizer opt(spec.optimizer);
+  const std::vector<uint64_t> both = {10, 20, 30}, once = {20};
+  std::vector<float> g(both.size() * kDim);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>(i % 11) - 0.05f;
+  t.PushRows(both.data(), both.size(), g.data());
+  t.PushRows(once.data(), once.size(), g.data());
+
+  std::vector<float> out(both.size() * kDim);
+  t.PullRows(both.data(), both.size(), out.data());
+  for (size_t i = 0; i < both.size(); ++i) {
+    std::vector<float> w(kDim), state(opt.StateFloats(kDim));
+    for (uint32_t j = 0; j < kDim; ++j) w[j] = InitialWeight(1, spec.id, both[i], j, spec.init_bound);
+    opt.InitState(state.data(), kDim);
+    opt.Apply(w.data(), state.data(), g.data() + i * kDim, kDim);
+    if (both[i] == 20) opt.Apply(w.data(), state.data(), g.data(), kDim);
+    for (uint32_t j = 0; j < kDim; ++j) EXPECT_EQ(out[i * kDim + j], w[j]) << "key " << both[i] << " weight " << j;
+  }
+}
+
+TEST(ServerTableTest, EmptyRequestsTouchNothing) {
+  ServerTable t(RowSpec(4, ADAGRAD), 1, 0, 0);
+  t.PushRows(nullptr, 0, nullptr);
+  t.PullRows(nullptr, 0, nullptr);
+  EXPECT_EQ(t.num_rows(), 0u);
+  EXPECT_EQ(t.version(), 1u);
+}
+
+TEST(ServerTableTest, DenseSliceAppliesTheOptimizer) {
+  TableSpec spec;
+  spec.id = 1;
+  spec.name = "b";
+  spec.kind = TableKind::kDense;
+  spec.size = 10;
+  spec.init = InitKind::kZeros;
+  spec.optimizer.set_type(SGD);
+  spec.optimizer.set_learning_rate(0.5f);
+  ServerTable t(spec, 1, 4, 7);  // this shard holds [4, 7)
+  const float g[3] = {1.0f, -2.0f, 4.0f};
+  t.PushDense(g);
+  float out[3];
+  t.PullDense(out);
+  EXPECT_EQ(out[0], -0.5f);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_EQ(out[2], -2.0f);
+  EXPECT_EQ(t.num_rows(), 0u);
+}
+
+}  // namespace
+}  // namespace tether
