@@ -119,6 +119,9 @@ Status ServerShard::Run() {
             << " MB out, " << stats_.bad_messages << " bad messages; staleness tau mean "
             << stats_.staleness.mean() << " max " << stats_.staleness.max << "; " << stats_.workers_timed_out
             << " workers timed out, " << stats_.workers_rejoined << " rejoined";
+  const FramePool::Stats pool = reply_pool_.stats();
+  LOG(INFO) << log_prefix_ << "reply frames: " << pool.takes << " pooled, " << pool.reuses << " reused, "
+            << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6 << " MB idle";
   return Status::OK();
 }
 
@@ -185,9 +188,15 @@ Status ServerShard::CheckRequest(const std::string& identity, const Message& m) 
   // or owned elsewhere, then the exact position only if one is.
   uint64_t bad = 0;
   for (uint64_t i = 1; i < n; ++i) bad |= static_cast<uint64_t>(keys[i] <= keys[i - 1]);
-  // With one shard every key is this shard's; no hash needed.
-  if (num_shards_ > 1)
+  // With one shard every key is this shard's; no hash needed. For a power
+  // of two, MixKey % S is MixKey & (S − 1): same owner, no division (the
+  // division was half of this function's time at 2 shards).
+  const uint64_t mask = static_cast<uint64_t>(num_shards_) - 1;
+  if (num_shards_ > 1 && (num_shards_ & mask) == 0) {
+    for (uint64_t i = 0; i < n; ++i) bad |= static_cast<uint64_t>((MixKey(keys[i]) & mask) != static_cast<uint64_t>(shard_));
+  } else if (num_shards_ > 1) {
     for (uint64_t i = 0; i < n; ++i) bad |= static_cast<uint64_t>(ShardForKey(keys[i], num_shards_) != shard_);
+  }
   for (uint64_t i = 0; bad != 0 && i < n; ++i) {
     if (i > 0 && keys[i] <= keys[i - 1])
       return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name +

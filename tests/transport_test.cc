@@ -671,6 +671,51 @@ class BadPeer {
   zmq::socket_t socket_;
 };
 
+// The server's key and value checks scan a whole request before looking for
+// the exact fault, so the fault must still be found and named wherever it
+// is: deep in a long request, for 2 shards (owner by bit mask) and 3 (by
+// division), and a NaN past the first block of the value scan.
+TEST(TransportTest, LongRequestsWithOneBadKeyOrValueAreRefusedNamingIt) {
+  const auto raw = [](const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); };
+  for (int servers : {2, 3}) {
+    SCOPED_TRACE("servers " + std::to_string(servers));
+    JobConfig c = ExactJob(servers, 1, 2);
+    c.mutable_data()->set_num_features(1 << 20);
+    ServerThread s0(c, 0);
+    BadPeer peer(s0.endpoint());
+    // 10,000 sorted keys of shard 0; then, from position 7,000 on, the first
+    // key replaced by one of another shard that keeps the order.
+    std::vector<uint64_t> keys;
+    for (uint64_t k = 0; keys.size() < 10000; ++k)
+      if (ShardForKey(k, servers) == 0) keys.push_back(k);
+    size_t at = 7000;
+    uint64_t stranger = 0;
+    for (; at + 1 < keys.size(); ++at) {
+      for (stranger = keys[at - 1] + 1; stranger < keys[at + 1] && ShardForKey(stranger, servers) == 0;) ++stranger;
+      if (stranger < keys[at + 1]) break;
+    }
+    ASSERT_LT(at + 1, keys.size());
+    std::vector<uint64_t> misowned = keys;
+    misowned[at] = stranger;
+    const std::string owner = std::to_string(ShardForKey(stranger, servers));
+    EXPECT_NE(peer.SendAndGetError({"misowned", {Header(PULL, 0, 1, kW1, 10000, 2, 0), raw(misowned.data(), 80000), ""}, ""})
+                  .find("PULL from worker 0: key " + std::to_string(stranger) + " of table w1 belongs to shard " + owner),
+              std::string::npos);
+    std::vector<uint64_t> unsorted = keys;
+    std::swap(unsorted[8000], unsorted[8001]);
+    EXPECT_NE(peer.SendAndGetError({"unsorted", {Header(PULL, 0, 2, kW1, 10000, 2, 0), raw(unsorted.data(), 80000), ""}, ""})
+                  .find("keys not sorted and unique at position 8001"),
+              std::string::npos);
+    std::vector<float> grads(20000, 0.5f);
+    grads[13001] = -std::numeric_limits<float>::infinity();  // key index 6500, column 1
+    EXPECT_NE(peer.SendAndGetError({"inf", {Header(PUSH, 0, 3, kW1, 10000, 2, 20000), raw(keys.data(), 80000),
+                                            raw(grads.data(), 80000)}, ""})
+                  .find("value 13001 (key " + std::to_string(keys[6500]) + ", column 1) is infinite"),
+              std::string::npos);
+    EXPECT_EQ(s0.stats().bad_messages, 3u);
+  }
+}
+
 // What the good worker reads: 12 rounds of push then pull on three keys
 // (w1) and the dense b1, all exact sums under SUM.
 std::vector<float> GoodWorkerRun(WorkerClient* w, const std::function<void(int)>& between) {

@@ -653,6 +653,9 @@ Status WorkerClient::Bye() {
   // The worker's half of "updates sent == updates applied" (the servers log theirs).
   LOG(INFO) << log_prefix_ << "leaving: " << stats_.updates_sent << " updates sent, " << stats_.updates_failed
             << " lost, " << stats_.send_waits << " sends waited on back-pressure";
+  const FramePool::Stats pool = frame_pool_.stats();
+  LOG(INFO) << log_prefix_ << "request frames: " << pool.takes << " pooled, " << pool.reuses << " reused, "
+            << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6 << " MB idle";
   return st;
 }
 
