@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace tether {
 namespace {
@@ -16,8 +17,10 @@ using backend_internal::CheckDense;
 
 // The hot loops are compiled twice, for baseline x86-64 and for x86-64-v3
 // (AVX2), and picked at load time: 8-wide vectors without requiring
-// -march=native at build time. The loops are element-wise (no reductions
-// reordered), so both versions give the same bits.
+// -march=native at build time. The summation order is the same in both, but
+// the AVX2 clone fuses multiply-adds (GCC contracts by default), so the two
+// differ in the last bit; one machine always runs the same clone, so results
+// stay deterministic there.
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define TETHER_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
@@ -42,60 +45,107 @@ typedef float Vec8 __attribute__((vector_size(32)));
 inline void Load8(const float* p, Vec8* v) { std::memcpy(v, p, sizeof(*v)); }
 inline void Store8(float* p, const Vec8* v) { std::memcpy(p, v, sizeof(*v)); }
 
-// c[i, :] = alpha · Σ_p a[i, p] · b[col_p, :] + beta · c[i, :]. Columns go in
-// blocks of 32 held in four vector registers across the row's entries, so
-// c is read and written once per row rather than once per entry. Per
-// element the sum order is fixed: beta · c, then the entries in CSR order.
-TETHER_CPU_CLONES void SpMMKernel(const CsrView& a, const float* b, int64_t n, float alpha,
-                                  float beta, float* c) {
-  for (int64_t i = 0; i < a.rows; ++i) {
-    float* ci = c + i * n;
-    const int64_t pb = a.row_ptr[i], pe = a.row_ptr[i + 1];
-    int64_t t0 = 0;
-    for (; t0 + 32 <= n; t0 += 32) {
-      Vec8 acc[4] = {};
-      if (beta != 0.0f) {
-        for (int q = 0; q < 4; ++q) {
-          Load8(ci + t0 + 8 * q, &acc[q]);
-          acc[q] *= beta;
-        }
-      }
-      for (int64_t p = pb; p < pe; ++p) {
-        const float v = alpha * a.values[p];
-        const float* bj = b + static_cast<int64_t>(a.col_idx[p]) * n + t0;
-        for (int q = 0; q < 4; ++q) {
-          Vec8 x;
-          Load8(bj + 8 * q, &x);
-          acc[q] += v * x;
-        }
-      }
-      for (int q = 0; q < 4; ++q) Store8(ci + t0 + 8 * q, &acc[q]);
+// One output row of a sparse × dense product as a gather:
+//   out[:] = beta · out[:] + Σ_e (alpha · val[e]) · src[idx[e] · n + :],
+// the entries e taken in the order given. Columns go in blocks of up to 64
+// held in eight vector registers across all the entries, so `out` is
+// written once and each source row is read in 256-byte runs; the per-entry
+// bookkeeping (index, value, address) is paid once per 64 columns. Per
+// element the order of operations is fixed whatever the block (beta · out,
+// then the entries in order), so the result does not depend on n % 64.
+template <int kVecs>
+inline void GatherBlock(float* out, int64_t t0, int64_t n, float alpha, float beta,
+                        const uint32_t* idx, const float* val, int64_t entries, const float* src) {
+  Vec8 acc[kVecs] = {};
+  if (beta != 0.0f) {
+    for (int q = 0; q < kVecs; ++q) {
+      Load8(out + t0 + 8 * q, &acc[q]);
+      acc[q] *= beta;
     }
-    if (t0 < n) {  // the last n % 32 columns, same order of operations
-      ScaleOrZero(ci + t0, n - t0, beta);
-      for (int64_t p = pb; p < pe; ++p) {
-        const float v = alpha * a.values[p];
-        const float* bj = b + static_cast<int64_t>(a.col_idx[p]) * n;
-        for (int64_t t = t0; t < n; ++t) ci[t] += v * bj[t];
-      }
+  }
+  for (int64_t e = 0; e < entries; ++e) {
+    const float v = alpha * val[e];
+    const float* row = src + static_cast<int64_t>(idx[e]) * n + t0;
+    for (int q = 0; q < kVecs; ++q) {
+      Vec8 x;
+      Load8(row + 8 * q, &x);
+      acc[q] += v * x;
+    }
+  }
+  for (int q = 0; q < kVecs; ++q) Store8(out + t0 + 8 * q, &acc[q]);
+}
+
+inline void GatherRow(float* out, int64_t n, float alpha, float beta, const uint32_t* idx,
+                      const float* val, int64_t entries, const float* src) {
+  int64_t t0 = 0;
+  for (; t0 + 64 <= n; t0 += 64) GatherBlock<8>(out, t0, n, alpha, beta, idx, val, entries, src);
+  if (t0 + 32 <= n) {
+    GatherBlock<4>(out, t0, n, alpha, beta, idx, val, entries, src);
+    t0 += 32;
+  }
+  for (; t0 + 8 <= n; t0 += 8) GatherBlock<1>(out, t0, n, alpha, beta, idx, val, entries, src);
+  if (t0 < n) {  // the last n % 8 columns, same order of operations
+    ScaleOrZero(out + t0, n - t0, beta);
+    for (int64_t e = 0; e < entries; ++e) {
+      const float v = alpha * val[e];
+      const float* row = src + static_cast<int64_t>(idx[e]) * n;
+      for (int64_t t = t0; t < n; ++t) out[t] += v * row[t];
     }
   }
 }
 
-// c[col_p, :] += alpha · a[i, p] · d[i, :], rows i in increasing order, so
-// every element of c sums its terms in a fixed order. (A gather over a
-// transposed copy of A, as in SpMMKernel, measured no faster at the Bibtex
-// shapes: Aᵀ has ~9 entries per row, too few to amortise its row of c.)
-TETHER_CPU_CLONES void SpMMTKernel(const CsrView& a, const float* d, int64_t n, float alpha,
-                                   float* c) {
+// c[i, :] = alpha · Σ_p a[i, p] · b[col_p, :] + beta · c[i, :]: one gather
+// per row of A, entries in CSR order.
+TETHER_CPU_CLONES void SpMMKernel(const CsrView& a, const float* b, int64_t n, float alpha,
+                                  float beta, float* c) {
   for (int64_t i = 0; i < a.rows; ++i) {
-    const float* di = d + i * n;
+    const int64_t pb = a.row_ptr[i], pe = a.row_ptr[i + 1];
+    GatherRow(c + i * n, n, alpha, beta, a.col_idx + pb, a.values + pb, pe - pb, b);
+  }
+}
+
+// c[j, :] = alpha · Σ_i a[i, j] · d[i, :] + beta · c[j, :]: one gather per
+// row of Aᵀ (t_ptr / t_row / t_val: Aᵀ in CSR, its entries in increasing i
+// and, within a row of A, in CSR order), so each element sums its terms in
+// the same fixed order as a scatter over A's rows would, every row of c is
+// written exactly once, and c needs no separate zeroing pass. (Scattering
+// over A instead reads and writes a row of c per entry, ~5 times per row at
+// the Bibtex shape, after zeroing all of c.)
+TETHER_CPU_CLONES void SpMMTKernel(int64_t k, const int64_t* t_ptr, const uint32_t* t_row,
+                                   const float* t_val, const float* d, int64_t n, float alpha,
+                                   float beta, float* c) {
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t pb = t_ptr[j], pe = t_ptr[j + 1];
+    GatherRow(c + j * n, n, alpha, beta, t_row + pb, t_val + pb, pe - pb, d);
+  }
+}
+
+// Aᵀ of `a` in CSR (k + 1 row pointers from 0, then row indices of A and
+// values), by a stable counting sort on the column: O(nnz + k). Per-thread
+// buffers, grown to the largest product seen and then reused.
+struct Transposed {
+  std::vector<int64_t> ptr;
+  std::vector<uint32_t> row;
+  std::vector<float> val;
+};
+
+void TransposeCsr(const CsrView& a, Transposed* t) {
+  const int64_t k = a.cols, base = a.row_ptr[0], nnz = a.nnz();
+  t->ptr.assign(k + 1, 0);
+  t->row.resize(nnz);
+  t->val.resize(nnz);
+  for (int64_t p = base; p < base + nnz; ++p) ++t->ptr[a.col_idx[p] + 1];
+  for (int64_t j = 0; j < k; ++j) t->ptr[j + 1] += t->ptr[j];
+  // ptr[j] serves as the fill cursor of row j, then is shifted back.
+  for (int64_t i = 0; i < a.rows; ++i) {
     for (int64_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
-      const float v = alpha * a.values[p];
-      float* cj = c + static_cast<int64_t>(a.col_idx[p]) * n;
-      for (int64_t t = 0; t < n; ++t) cj[t] += v * di[t];
+      const int64_t q = t->ptr[a.col_idx[p]]++;
+      t->row[q] = static_cast<uint32_t>(i);
+      t->val[q] = a.values[p];
     }
   }
+  for (int64_t j = k; j > 0; --j) t->ptr[j] = t->ptr[j - 1];
+  t->ptr[0] = 0;
 }
 
 Status CheckLossArgs(const char* op, int64_t rows, int64_t cols, const float* scores,
@@ -134,8 +184,12 @@ Status CpuBackend::SpMMTransposed(const CsrView& a, const float* d, int64_t n, f
   if (n < 0) return Status::InvalidArgument("SpMMTransposed: negative n");
   TETHER_RETURN_IF_ERROR(CheckDense(d, a.rows * n, "SpMMTransposed", "d"));
   TETHER_RETURN_IF_ERROR(CheckDense(c, a.cols * n, "SpMMTransposed", "c"));
-  ScaleOrZero(c, a.cols * n, beta);
-  SpMMTKernel(a, d, n, alpha, c);
+  if (a.rows > int64_t{UINT32_MAX}) {
+    return Status::InvalidArgument("SpMMTransposed: more than 2^32 - 1 rows");
+  }
+  thread_local Transposed t;
+  TransposeCsr(a, &t);
+  SpMMTKernel(a.cols, t.ptr.data(), t.row.data(), t.val.data(), d, n, alpha, beta, c);
   return Status::OK();
 }
 

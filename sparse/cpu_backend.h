@@ -7,10 +7,13 @@
 // OpenBLAS thread count (the CSR loops have a fixed summation order; OpenBLAS
 // partitions GEMM deterministically for a given thread count and shape).
 //
-// Allocation: no op allocates; all work happens in the caller's buffers.
+// Allocation: no op allocates once warm. SpMMTransposed builds Aᵀ (O(nnz +
+// cols)) in per-thread scratch that grows to the largest operand seen and is
+// then reused; everything else works in the caller's buffers.
 //
-// Thread-safety: the object holds no mutable state, so concurrent calls on
-// one object are safe (stricter than the Backend contract). BUT the
+// Thread-safety: the object holds no mutable state (SpMMTransposed's
+// scratch is per thread), so concurrent calls on one object are safe
+// (stricter than the Backend contract). BUT the
 // OpenBLAS thread count is a process-wide setting: constructing a
 // CpuBackend changes it for every BLAS call in the process. Workers that
 // run several compute threads should construct their backends with

@@ -71,8 +71,10 @@ struct SpShape {
   int64_t m, k, n;
   double density;
 };
+// n = 105 = 64 + 32 + 8 + 1 takes every column block of the kernels.
 const SpShape kSpShapes[] = {{1, 1, 1, 1.0},        {5, 7, 3, 0.4}, {33, 100, 17, 0.1},
-                             {64, 1000, 256, 0.07}, {4, 9, 0, 0.5}, {0, 6, 4, 0.5}};
+                             {64, 1000, 256, 0.07}, {4, 9, 0, 0.5}, {0, 6, 4, 0.5},
+                             {9, 30, 105, 0.3}};
 
 TEST(CpuBackendTest, SpMMMatchesNaive) {
   CpuBackend be(1);
@@ -151,6 +153,20 @@ TEST(CpuBackendTest, SpMMOnRowSliceAndDuplicateColumns) {
   std::vector<float> full(4 * 2);
   ASSERT_TRUE(be.SpMM(ViewOf(a), b.data(), 2, 1.0f, 0.0f, full.data()).ok());
   EXPECT_EQ(full, (std::vector<float>{3, 30, 0, 0, -3, -30, 8, 80}));
+  // Transposed on the same slice: c (3 × 2) = rows 1..2ᵀ · d; column 0 has
+  // no entries there, so its row is zeroed (beta = 0) or scaled (beta = 2).
+  const std::vector<float> d = {5, 6, 7, 8};  // 2 × 2
+  std::vector<float> t(3 * 2, kNaN);
+  ASSERT_TRUE(be.SpMMTransposed(RowSliceOf(a, 1, 3), d.data(), 2, 1.0f, 0.0f, t.data()).ok());
+  EXPECT_EQ(t, (std::vector<float>{0, 0, 0, 0, -7, -8}));
+  const std::vector<float> d4 = {1, 2, 3, 4, 5, 6, 7, 8};  // 4 × 2
+  std::vector<float> t2 = {1, 1, 1, 1, 1, 1};
+  ASSERT_TRUE(be.SpMMTransposed(ViewOf(a), d4.data(), 0, 1.0f, 2.0f, t2.data()).ok());
+  EXPECT_EQ(t2, (std::vector<float>{1, 1, 1, 1, 1, 1}));  // n = 0: nothing to write
+  ASSERT_TRUE(be.SpMMTransposed(ViewOf(a), d4.data(), 2, 1.0f, 2.0f, t2.data()).ok());
+  // Column 0 ← row 0 twice (1 + 2)·(1, 2); column 1 ← row 3: 4·(7, 8);
+  // column 2 ← row 2: −(5, 6); plus 2·1 everywhere.
+  EXPECT_EQ(t2, (std::vector<float>{5, 8, 30, 34, -3, -4}));
 }
 
 TEST(CpuBackendTest, GemmMatchesNaiveForAllTransposes) {
