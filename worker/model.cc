@@ -64,9 +64,8 @@ class XmcMlpModel final : public Model {
  public:
   XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2)
       : shape_(shape), model_(shape, backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), w1_(backend), b1_(backend),
-        w2_full_(backend), w2_(backend), b2_(backend) {
-    const int64_t h = shape.hidden, l = shape.num_labels;
-    w2_grad_full_.resize(l * (h + 1));
+        w2_full_(backend), b2_(backend) {
+    const int64_t l = shape.num_labels;
     label_keys_.resize(l);
     std::iota(label_keys_.begin(), label_keys_.end(), 0);
   }
@@ -81,17 +80,14 @@ class XmcMlpModel final : public Model {
     TETHER_RETURN_IF_ERROR(w1_.Resize(keys_.size() * h));
     TETHER_RETURN_IF_ERROR(b1_.Resize(h));
     TETHER_RETURN_IF_ERROR(w2_full_.Resize(l * (h + 1)));
-    TETHER_RETURN_IF_ERROR(w2_.Resize(l * h));
     TETHER_RETURN_IF_ERROR(b2_.Resize(l));
     const int64_t t1 = client->PullRows(w1_id_, keys_, w1_.data());
     const int64_t t2 = client->PullDense(b1_id_, b1_.data());
     const int64_t t3 = client->PullRows(w2_id_, label_keys_, w2_full_.data());
     TETHER_RETURN_IF_ERROR(WaitAllOf(client, {t1, t2, t3}));
-    // w2 rows are [weights(H), bias]: split into the model's L × H and L.
-    for (int64_t l = 0; l < shape_.num_labels; ++l) {
-      std::copy_n(&w2_full_[l * (h + 1)], h, &w2_[l * h]);
-      b2_[l] = w2_full_[l * (h + 1) + h];
-    }
+    // w2 rows are [weights(H), bias]: the model reads the weights in place
+    // (row stride H + 1); only the L biases are gathered.
+    for (int64_t l = 0; l < shape_.num_labels; ++l) b2_[l] = w2_full_[l * (h + 1) + h];
     return Status::OK();
   }
 
@@ -101,14 +97,13 @@ class XmcMlpModel final : public Model {
   }
 
   void Push(WorkerClient* client) override {
+    // grads_.w2 already has the table's row layout (stride H + 1, see
+    // Params()); each row's last float takes the bias gradient.
     const int64_t h = shape_.hidden;
-    for (int64_t l = 0; l < shape_.num_labels; ++l) {
-      std::copy_n(&grads_.w2[l * h], h, &w2_grad_full_[l * (h + 1)]);
-      w2_grad_full_[l * (h + 1) + h] = grads_.b2[l];
-    }
+    for (int64_t l = 0; l < shape_.num_labels; ++l) grads_.w2[l * (h + 1) + h] = grads_.b2[l];
     client->PushRows(w1_id_, keys_, grads_.w1.data());
     client->PushDense(b1_id_, grads_.b1.data());
-    client->PushRows(w2_id_, label_keys_, w2_grad_full_.data());
+    client->PushRows(w2_id_, label_keys_, grads_.w2.data());
   }
 
   Status Predict(const Minibatch& /*batch*/, std::vector<float>* scores) override {
@@ -117,7 +112,8 @@ class XmcMlpModel final : public Model {
 
  private:
   XmcParams Params() const {
-    return XmcParams{w1_.data(), static_cast<int64_t>(keys_.size()), b1_.data(), w2_.data(), b2_.data()};
+    return XmcParams{w1_.data(), static_cast<int64_t>(keys_.size()), b1_.data(), w2_full_.data(), b2_.data(),
+                     /*w2_stride=*/shape_.hidden + 1};
   }
 
   XmcMlpShape shape_;
@@ -125,10 +121,10 @@ class XmcMlpModel final : public Model {
   uint32_t w1_id_, b1_id_, w2_id_;
   std::vector<uint64_t> keys_, label_keys_;
   CsrMatrix x_local_, y_;
-  // Pulled parameters in the backend's host memory (pinned on CUDA).
-  HostArray<float> w1_, b1_, w2_full_, w2_, b2_;
-  std::vector<float> w2_grad_full_;
-  XmcGrads grads_;
+  // Pulled parameters in the backend's host memory (pinned on CUDA);
+  // w2_full_ holds the L table rows [weights(H), bias] as pulled.
+  HostArray<float> w1_, b1_, w2_full_, b2_;
+  XmcGrads grads_;  // grads_.w2 in the w2 table's row layout (L × (H + 1))
 };
 
 // ---------------------------------------------------------- sparse LR

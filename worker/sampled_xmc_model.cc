@@ -52,7 +52,7 @@ class SampledXmcMlpModel final : public Model {
       if (first.ok() && !st.ok()) first = st;
     }
     TETHER_RETURN_IF_ERROR(first);
-    if (!evaluating_) Split(w2_rows_, static_cast<int64_t>(label_keys_.size()), &w2_, &b2_);
+    if (!evaluating_) GatherBiases(w2_rows_, static_cast<int64_t>(label_keys_.size()), &b2_);
     return Status::OK();
   }
 
@@ -65,33 +65,31 @@ class SampledXmcMlpModel final : public Model {
       s.num_labels = k;
       train_model_ = std::make_unique<XmcMlp>(s, backend_);
     }
-    return train_model_->ComputeGradients(x_local_, y_local_, Params(w2_, b2_), &grads_);
+    return train_model_->ComputeGradients(x_local_, y_local_, Params(w2_rows_, b2_), &grads_);
   }
 
   void Push(WorkerClient* client) override {
+    // grads_.w2 has the table's row layout (stride H + 1, see Params()); each
+    // row's last float takes the bias gradient.
     const int64_t h = shape_.hidden, k = static_cast<int64_t>(label_keys_.size());
-    w2_grad_rows_.resize(k * (h + 1));
-    for (int64_t l = 0; l < k; ++l) {
-      std::copy_n(&grads_.w2[l * h], h, &w2_grad_rows_[l * (h + 1)]);
-      w2_grad_rows_[l * (h + 1) + h] = grads_.b2[l];
-    }
+    for (int64_t l = 0; l < k; ++l) grads_.w2[l * (h + 1) + h] = grads_.b2[l];
     client->PushRows(w1_id_, keys_, grads_.w1.data());
     client->PushDense(b1_id_, grads_.b1.data());
-    client->PushRows(w2_id_, label_keys_, w2_grad_rows_.data());
+    client->PushRows(w2_id_, label_keys_, grads_.w2.data());
   }
 
   Status Predict(const Minibatch& /*batch*/, std::vector<float>* scores) override {
     if (!evaluating_) return Status::FailedPrecondition("sampled softmax: Predict outside BeginEvaluation/EndEvaluation");
-    return eval_model_->Predict(x_local_, Params(eval_w2_, eval_b2_), scores);
+    return eval_model_->Predict(x_local_, Params(eval_rows_, eval_b2_), scores);
   }
 
   Status BeginEvaluation(WorkerClient* client) override {
     const int64_t h = shape_.hidden, l = shape_.num_labels;
     std::vector<uint64_t> all(static_cast<size_t>(l));
     std::iota(all.begin(), all.end(), 0);
-    std::vector<float> rows(static_cast<size_t>(l * (h + 1)));
-    TETHER_RETURN_IF_ERROR(client->Wait(client->PullRows(w2_id_, all, rows.data())));
-    Split(rows, l, &eval_w2_, &eval_b2_);
+    eval_rows_.resize(static_cast<size_t>(l * (h + 1)));
+    TETHER_RETURN_IF_ERROR(client->Wait(client->PullRows(w2_id_, all, eval_rows_.data())));
+    GatherBiases(eval_rows_, l, &eval_b2_);
     if (eval_model_ == nullptr) eval_model_ = std::make_unique<XmcMlp>(shape_, backend_);
     evaluating_ = true;
     return Status::OK();
@@ -100,25 +98,24 @@ class SampledXmcMlpModel final : public Model {
   void EndEvaluation() override {
     evaluating_ = false;
     // Hand the full output layer back: at Amazon-670K scale it is 690 MB.
-    std::vector<float>().swap(eval_w2_);
+    std::vector<float>().swap(eval_rows_);
     std::vector<float>().swap(eval_b2_);
     eval_model_.reset();
   }
 
  private:
-  // w2 rows are [weights(H), bias]: split into n × H and n.
-  void Split(const std::vector<float>& rows, int64_t n, std::vector<float>* w, std::vector<float>* b) const {
+  // w2 rows are [weights(H), bias]: the model reads the weights in place
+  // (row stride H + 1, see Params()); the n biases are gathered into *b.
+  void GatherBiases(const std::vector<float>& rows, int64_t n, std::vector<float>* b) const {
     const int64_t h = shape_.hidden;
-    w->resize(n * h);
     b->resize(n);
-    for (int64_t l = 0; l < n; ++l) {
-      std::copy_n(&rows[l * (h + 1)], h, &(*w)[l * h]);
-      (*b)[l] = rows[l * (h + 1) + h];
-    }
+    for (int64_t l = 0; l < n; ++l) (*b)[l] = rows[l * (h + 1) + h];
   }
 
-  XmcParams Params(const std::vector<float>& w2, const std::vector<float>& b2) const {
-    return XmcParams{w1_.data(), static_cast<int64_t>(keys_.size()), b1_.data(), w2.data(), b2.data()};
+  // w2_rows: w2 table rows as pulled, [weights(H), bias] each.
+  XmcParams Params(const std::vector<float>& w2_rows, const std::vector<float>& b2) const {
+    return XmcParams{w1_.data(), static_cast<int64_t>(keys_.size()), b1_.data(), w2_rows.data(), b2.data(),
+                     /*w2_stride=*/shape_.hidden + 1};
   }
 
   XmcMlpShape shape_;
@@ -130,8 +127,8 @@ class SampledXmcMlpModel final : public Model {
   std::unique_ptr<XmcMlp> train_model_, eval_model_;
   std::vector<uint64_t> keys_, label_keys_;
   CsrMatrix x_local_, y_, y_local_;
-  std::vector<float> w1_, b1_, w2_rows_, w2_, b2_, w2_grad_rows_, eval_w2_, eval_b2_;
-  XmcGrads grads_;
+  std::vector<float> w1_, b1_, w2_rows_, b2_, eval_rows_, eval_b2_;
+  XmcGrads grads_;  // grads_.w2 in the w2 table's row layout (K × (H + 1))
 };
 
 }  // namespace

@@ -28,6 +28,10 @@ Status CheckCsrMatrix(const CsrMatrix& m, const char* name, bool need_values) {
 
 }  // namespace
 
+int64_t XmcMlp::W2Stride(const XmcParams& p) const {
+  return p.w2_stride == 0 ? shape_.hidden : p.w2_stride;
+}
+
 XmcMlp::XmcMlp(XmcMlpShape shape, Backend* backend) : shape_(shape), backend_(backend) {
   CHECK(backend_ != nullptr) << "XmcMlp needs a backend";
   CHECK_GT(shape_.num_features, 0);
@@ -51,14 +55,19 @@ Status XmcMlp::Forward(const CsrMatrix& x_local, const XmcParams& p, float* scor
       p.b2 == nullptr) {
     return Status::InvalidArgument("XmcMlp: null parameter buffer");
   }
+  if (p.w2_stride != 0 && p.w2_stride < shape_.hidden) {
+    return Status::InvalidArgument("XmcMlp: w2_stride " + std::to_string(p.w2_stride) +
+                                   " is smaller than hidden " + std::to_string(shape_.hidden));
+  }
   const int64_t batch = x_local.rows, hidden = shape_.hidden, labels = shape_.num_labels;
+  const int64_t w2_stride = W2Stride(p);
   a1_.resize(batch * hidden);  // no reallocation once capacity has grown
   Backend& be = *backend_;
   TETHER_RETURN_IF_ERROR(be.SpMM(ViewOf(x_local), p.w1, hidden, 1.0f, 0.0f, a1_.data()));
   TETHER_RETURN_IF_ERROR(be.AddBias(batch, hidden, p.b1, a1_.data()));
   TETHER_RETURN_IF_ERROR(be.Relu(batch * hidden, a1_.data(), a1_.data()));
   TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kYes, batch, labels, hidden, 1.0f,
-                                 a1_.data(), hidden, p.w2, hidden, 0.0f, scores, labels));
+                                 a1_.data(), hidden, p.w2, w2_stride, 0.0f, scores, labels));
   return be.AddBias(batch, labels, p.b2, scores);
 }
 
@@ -92,7 +101,8 @@ StatusOr<float> XmcMlp::ComputeGradients(const CsrMatrix& x_local, const CsrMatr
   }
   const float* dscores = scores_.data();
 
-  grads->w2.resize(labels * hidden);
+  const int64_t w2_stride = W2Stride(p);
+  grads->w2.resize(labels * w2_stride);
   grads->b2.resize(labels);
   grads->w1.resize(p.num_rows_w1 * hidden);
   grads->b1.resize(hidden);
@@ -100,10 +110,10 @@ StatusOr<float> XmcMlp::ComputeGradients(const CsrMatrix& x_local, const CsrMatr
   // dW2 = dSᵀ·a1 (L × H), db2 = Σ_rows dS, da1 = dS·W2 (B × H).
   TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kYes, Transpose::kNo, labels, hidden, batch, 1.0f,
                                  dscores, labels, a1_.data(), hidden, 0.0f, grads->w2.data(),
-                                 hidden));
+                                 w2_stride));
   TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, labels, dscores, 0.0f, grads->b2.data()));
   TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kNo, batch, hidden, labels, 1.0f,
-                                 dscores, labels, p.w2, hidden, 0.0f, da1_.data(), hidden));
+                                 dscores, labels, p.w2, w2_stride, 0.0f, da1_.data(), hidden));
   // dz1 = da1 ⊙ [a1 > 0]; dW1 = x_localᵀ·dz1 (U × H, pulled rows only); db1 = Σ dz1.
   TETHER_RETURN_IF_ERROR(be.ReluBackward(batch * hidden, a1_.data(), da1_.data()));
   TETHER_RETURN_IF_ERROR(

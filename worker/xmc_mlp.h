@@ -46,13 +46,23 @@ struct XmcParams {
   const float* w1 = nullptr;  // num_rows_w1 × H: row j = W1 row of the j-th pulled feature
   int64_t num_rows_w1 = 0;    // U: number of pulled feature rows (= x_local.cols)
   const float* b1 = nullptr;  // H
-  const float* w2 = nullptr;  // L × H
+  const float* w2 = nullptr;  // L rows of H floats, w2_stride floats apart
   const float* b2 = nullptr;  // L
+  /// Floats from one row of w2 to the next (>= H; 0 means H, packed). The
+  /// parameter server's w2 rows are [weights(H), bias], so a model passes
+  /// them as pulled with stride H + 1 instead of copying the weights out.
+  int64_t w2_stride = 0;
 };
 
 /// Gradients, same shapes as XmcParams (w1: U × H, b1: H, w2: L × H, b2: L),
 /// the MEAN over the minibatch's rows. Resized by ComputeGradients; reuse one
 /// object across calls to avoid reallocation.
+///
+/// w2 has the row stride of the XmcParams it was computed with: L ×
+/// w2_stride floats, row l's gradient in its first H floats. The floats
+/// after them in each row are not written (they keep what the caller put
+/// there, zero after a growing resize), so a caller that pushes [weights,
+/// bias] rows writes b2[l] at w2[l · (H + 1) + H] and pushes w2 as it is.
 struct XmcGrads {
   std::vector<float> w1, b1, w2, b2;
 };
@@ -76,8 +86,9 @@ class XmcMlp {
   /// (1/B) Σ_r CE_r with empty rows counting 0 but included in B; BCE,
   /// (1/B) Σ_r Σ_l BCE_rl. Backprop as in any MLP (Rumelhart et al. 1986).
   /// Errors: InvalidArgument for B == 0, mismatched shapes (x_local.cols !=
-  /// p.num_rows_w1, y.rows != B, y.cols > L, U > F), null parameter
-  /// buffers, out-of-range column indices; a backend error otherwise.
+  /// p.num_rows_w1, y.rows != B, y.cols > L, U > F, 0 < p.w2_stride < H),
+  /// null parameter buffers, out-of-range column indices; a backend error
+  /// otherwise.
   StatusOr<float> ComputeGradients(const CsrMatrix& x_local, const CsrMatrix& y, const XmcParams& p,
                                    XmcGrads* grads);
 
@@ -86,6 +97,8 @@ class XmcMlp {
   Status Predict(const CsrMatrix& x_local, const XmcParams& p, std::vector<float>* scores);
 
  private:
+  // p.w2_stride, or H when it is 0.
+  int64_t W2Stride(const XmcParams& p) const;
   // Validates shapes and computes a1_ (B × H) and scores (B × L).
   Status Forward(const CsrMatrix& x_local, const XmcParams& p, float* scores);
 

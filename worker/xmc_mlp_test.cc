@@ -242,6 +242,53 @@ TEST(XmcMlpTest, RejectsInconsistentInputs) {
   r = model.ComputeGradients(MakeCsr(3, {}), MakeLabels(3, {}),
                              {w1.data(), 3, b1.data(), w2.data(), b2.data()}, &g);
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  // w2 rows closer together than H.
+  r = model.ComputeGradients(x, MakeLabels(3, {{0}, {1}}),
+                             {w1.data(), 3, b1.data(), w2.data(), b2.data(), /*w2_stride=*/3}, &g);
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+}
+
+// w2 read in place from [weights(H), bias] rows (stride H + 1, as the w2
+// table stores them) gives what the packed L × H copy gives, and dW2 comes
+// back in the same layout with the bias slots left alone.
+TEST(XmcMlpTest, StridedW2MatchesPacked) {
+  for (XmcLoss loss : {XmcLoss::kSoftmax, XmcLoss::kBce}) {
+    const XmcMlpShape shape{40, 19, 11, loss};
+    const int64_t U = 6, H = shape.hidden, L = shape.num_labels;
+    std::mt19937 rng(12);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    std::vector<float> w1(U * H), b1(H), w2(L * H), b2(L), rows(L * (H + 1));
+    for (auto* v : {&w1, &b1, &w2, &b2})
+      for (float& e : *v) e = normal(rng);
+    for (int64_t l = 0; l < L; ++l) {
+      std::copy_n(&w2[l * H], H, &rows[l * (H + 1)]);
+      rows[l * (H + 1) + H] = b2[l];
+    }
+    const CsrMatrix x = MakeCsr(U, {{{0, 1.0f}, {3, -0.5f}}, {{1, 0.7f}, {5, 1.3f}}, {{2, -1.1f}, {4, 0.4f}}});
+    const CsrMatrix y = MakeLabels(L, {{1, 7}, {10}, {0, 3, 4}});
+    CpuBackend backend(1);
+    XmcMlp model(shape, &backend);
+    XmcGrads packed, strided;
+    strided.w2.assign(L * (H + 1), -7.0f);  // the bias slots must keep this
+    StatusOr<float> a = model.ComputeGradients(x, y, {w1.data(), U, b1.data(), w2.data(), b2.data()}, &packed);
+    StatusOr<float> b =
+        model.ComputeGradients(x, y, {w1.data(), U, b1.data(), rows.data(), b2.data(), H + 1}, &strided);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_NEAR(a.value(), b.value(), 1e-6f * std::fabs(a.value()));
+    ASSERT_EQ(strided.w2.size(), static_cast<size_t>(L * (H + 1)));
+    for (int64_t l = 0; l < L; ++l) {
+      for (int64_t h = 0; h < H; ++h)
+        EXPECT_NEAR(strided.w2[l * (H + 1) + h], packed.w2[l * H + h], 1e-6) << "l " << l << " h " << h;
+      EXPECT_EQ(strided.w2[l * (H + 1) + H], -7.0f) << "bias slot of row " << l;
+    }
+    for (size_t i = 0; i < packed.w1.size(); ++i) EXPECT_NEAR(strided.w1[i], packed.w1[i], 1e-6) << "w1 " << i;
+    for (int64_t l = 0; l < L; ++l) EXPECT_NEAR(strided.b2[l], packed.b2[l], 1e-6) << "b2 " << l;
+    std::vector<float> sp, ss;
+    ASSERT_TRUE(model.Predict(x, {w1.data(), U, b1.data(), w2.data(), b2.data()}, &sp).ok());
+    ASSERT_TRUE(model.Predict(x, {w1.data(), U, b1.data(), rows.data(), b2.data(), H + 1}, &ss).ok());
+    ASSERT_EQ(sp.size(), ss.size());
+    for (size_t i = 0; i < sp.size(); ++i) EXPECT_NEAR(sp[i], ss[i], 1e-5) << "score " << i;
+  }
 }
 
 TEST(LocalizeBatchTest, HandMadeBatch) {
