@@ -1,11 +1,44 @@
 #include "server/table.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "core/partition.h"
 
 namespace tether {
+
+namespace table_internal {
+
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+}  // namespace
+
+void* HugePageAllocate(size_t bytes) {
+  if (bytes < kHugePage) return ::operator new(bytes);
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  madvise(p, rounded, MADV_HUGEPAGE);  // a hint: failure only costs speed
+#endif
+  return p;
+}
+
+void HugePageDeallocate(void* p, size_t bytes) {
+  if (bytes < kHugePage) {
+    ::operator delete(p);
+  } else {
+    std::free(p);
+  }
+}
+
+}  // namespace table_internal
 
 float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, float bound) {
   uint64_t h = MixKey(MixKey(seed ^ (static_cast<uint64_t>(table_id) << 56)) ^ key);
@@ -86,7 +119,7 @@ uint64_t ServerTable::RowIndex::FindOrInsert(uint64_t key, bool* inserted) {
 }
 
 void ServerTable::RowIndex::Grow() {
-  std::vector<Slot> old = std::move(slots_);
+  auto old = std::move(slots_);
   const uint64_t cap = old.empty() ? 64 : 2 * old.size();
   slots_.assign(cap, Slot{0, 0});
   shift_ = 64 - __builtin_ctzll(cap);

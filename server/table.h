@@ -8,10 +8,13 @@
 // case rather than the bucket-then-node chase of std::unordered_map. Pushes
 // and pulls look every key up first, then walk the rows with the next rows
 // prefetched, so the rows' cache misses overlap the optimizer arithmetic.
+// Row data and index blocks of 2 MiB or more ask for transparent huge pages
+// (see HugePageAllocator).
 //
 // Not thread-safe: a shard's event loop owns its tables.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -25,6 +28,32 @@ namespace tether {
 /// `table_id`: a counter-based hash of (seed, table, key, j), so the model
 /// is identical for any number of shards and any order of first touch.
 float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, float bound);
+
+namespace table_internal {
+
+void* HugePageAllocate(size_t bytes);
+void HugePageDeallocate(void* p, size_t bytes);
+
+/// std::allocator, except that blocks of 2 MiB or more are 2 MiB-aligned and
+/// marked MADV_HUGEPAGE (Linux), so the transparent-huge-page setting
+/// "madvise" (a common default) backs them with huge pages. The optimizer
+/// walks rows scattered over the whole table; with 4 KiB pages nearly every
+/// row costs a TLB miss once a table outgrows the TLB's reach (~8 MB).
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  HugePageAllocator() = default;
+  template <typename U>
+  HugePageAllocator(const HugePageAllocator<U>&) {}  // NOLINT: rebinding is implicit
+  T* allocate(size_t n) { return static_cast<T*>(HugePageAllocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { HugePageDeallocate(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const HugePageAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const HugePageAllocator<U>&) const { return false; }
+};
+
+}  // namespace table_internal
 
 class ServerTable {
  public:
@@ -70,7 +99,7 @@ class ServerTable {
     uint64_t Home(uint64_t key) const;
     void Grow();
 
-    std::vector<Slot> slots_;  // power-of-two size
+    std::vector<Slot, table_internal::HugePageAllocator<Slot>> slots_;  // power-of-two size
     int shift_ = 64;           // 64 − log2(slots_.size())
     uint64_t size_ = 0;
   };
@@ -87,7 +116,7 @@ class ServerTable {
   uint64_t version_ = 0;
   uint32_t stride_;  // dim + optimizer state floats per row
   RowIndex index_;           // key → row number; the row is at data_[row · stride_]
-  std::vector<float> data_;
+  std::vector<float, table_internal::HugePageAllocator<float>> data_;
   std::vector<uint64_t> offsets_;  // scratch of LookUp, reused
 };
 
