@@ -276,8 +276,11 @@ int RunTransport() {
               "zero-copy sends and no parsing (the transport ceiling); `ratio` = Tether GB/s ÷ raw GB/s\n"
               "(keys/s for dim 1), from the medians, measured alternately in the same run. Both sides cut\n"
               "each shard's part into messages of at most %lld bytes of values (--chunk_bytes; 0 = one\n"
-              "message per shard) and send them all before waiting.\n\n",
-              static_cast<long long>(FLAGS_chunk_bytes));
+              "message per shard) and send them all before waiting. Tether builds large frames in recycled,\n"
+              "pre-faulted buffers (core/net/frame_pool.h, at most %llu MiB idle per pool); the untimed\n"
+              "warm-up request of each cell fills those pools as a user's first request would.\n\n",
+              static_cast<long long>(FLAGS_chunk_bytes),
+              static_cast<unsigned long long>(kDefaultFramePoolIdleBytes >> 20));
   std::printf("| servers | keys | dim | op | reps | Tether p50 ms | Tether p99 ms | Tether keys/s | Tether GB/s "
               "| raw p50 ms | raw GB/s | ratio |\n");
   std::printf("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
