@@ -38,12 +38,17 @@ inline void ScaleOrZero(float* x, int64_t n, float beta) {
 }
 
 // GNU vector extension: 8 floats, lowered to AVX2 or to pairs of SSE
-// registers depending on the clone. Unaligned access goes through memcpy.
+// registers depending on the clone. Vec8U is the same vector at float
+// alignment (and allowed to alias floats), so rows are loaded and stored by
+// plain dereference at any offset. Accumulators are named locals rather
+// than an array written through pointers: with the earlier memcpy-based
+// Load8(p, &acc[q]) GCC kept the accumulators in memory, zeroed them with
+// `rep stos` and copied them out through the stack, which cost more than
+// the arithmetic for a row of Aᵀ (~5 entries at the Bibtex shape).
 typedef float Vec8 __attribute__((vector_size(32)));
-// (Vectors pass by pointer: returning one by value would tie the function
-// to the AVX calling convention in the baseline clone.)
-inline void Load8(const float* p, Vec8* v) { std::memcpy(v, p, sizeof(*v)); }
-inline void Store8(float* p, const Vec8* v) { std::memcpy(p, v, sizeof(*v)); }
+typedef float Vec8U __attribute__((vector_size(32), aligned(4), may_alias));
+
+#define TETHER_INLINE inline __attribute__((always_inline))
 
 // One output row of a sparse × dense product as a gather:
 //   out[:] = beta · out[:] + Σ_e (alpha · val[e]) · src[idx[e] · n + :],
@@ -54,28 +59,57 @@ inline void Store8(float* p, const Vec8* v) { std::memcpy(p, v, sizeof(*v)); }
 // element the order of operations is fixed whatever the block (beta · out,
 // then the entries in order), so the result does not depend on n % 64.
 template <int kVecs>
-inline void GatherBlock(float* out, int64_t t0, int64_t n, float alpha, float beta,
-                        const uint32_t* idx, const float* val, int64_t entries, const float* src) {
-  Vec8 acc[kVecs] = {};
+TETHER_INLINE void GatherBlock(float* out, int64_t t0, int64_t n, float alpha, float beta,
+                               const uint32_t* idx, const float* val, int64_t entries,
+                               const float* src) {
+  static_assert(kVecs == 1 || kVecs == 4 || kVecs == 8, "block sizes used below");
+  Vec8U* o = reinterpret_cast<Vec8U*>(out + t0);
+  Vec8 a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
   if (beta != 0.0f) {
-    for (int q = 0; q < kVecs; ++q) {
-      Load8(out + t0 + 8 * q, &acc[q]);
-      acc[q] *= beta;
+    a0 = beta * o[0];
+    if (kVecs >= 4) {
+      a1 = beta * o[1];
+      a2 = beta * o[2];
+      a3 = beta * o[3];
+    }
+    if (kVecs == 8) {
+      a4 = beta * o[4];
+      a5 = beta * o[5];
+      a6 = beta * o[6];
+      a7 = beta * o[7];
     }
   }
   for (int64_t e = 0; e < entries; ++e) {
     const float v = alpha * val[e];
-    const float* row = src + static_cast<int64_t>(idx[e]) * n + t0;
-    for (int q = 0; q < kVecs; ++q) {
-      Vec8 x;
-      Load8(row + 8 * q, &x);
-      acc[q] += v * x;
+    const Vec8U* r = reinterpret_cast<const Vec8U*>(src + static_cast<int64_t>(idx[e]) * n + t0);
+    a0 += v * r[0];
+    if (kVecs >= 4) {
+      a1 += v * r[1];
+      a2 += v * r[2];
+      a3 += v * r[3];
+    }
+    if (kVecs == 8) {
+      a4 += v * r[4];
+      a5 += v * r[5];
+      a6 += v * r[6];
+      a7 += v * r[7];
     }
   }
-  for (int q = 0; q < kVecs; ++q) Store8(out + t0 + 8 * q, &acc[q]);
+  o[0] = a0;
+  if (kVecs >= 4) {
+    o[1] = a1;
+    o[2] = a2;
+    o[3] = a3;
+  }
+  if (kVecs == 8) {
+    o[4] = a4;
+    o[5] = a5;
+    o[6] = a6;
+    o[7] = a7;
+  }
 }
 
-inline void GatherRow(float* out, int64_t n, float alpha, float beta, const uint32_t* idx,
+TETHER_INLINE void GatherRow(float* out, int64_t n, float alpha, float beta, const uint32_t* idx,
                       const float* val, int64_t entries, const float* src) {
   int64_t t0 = 0;
   for (; t0 + 64 <= n; t0 += 64) GatherBlock<8>(out, t0, n, alpha, beta, idx, val, entries, src);
