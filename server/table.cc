@@ -94,10 +94,26 @@ inline void PrefetchSpan(const float* p, uint64_t n, uint64_t max_lines, bool fo
 
 }  // namespace
 
+namespace {
+
+bool IsPrime(uint64_t n) {
+  if (n < 2) return false;
+  for (uint64_t d = 2; d * d <= n; ++d)
+    if (n % d == 0) return false;
+  return true;
+}
+
+}  // namespace
+
 uint64_t ServerTable::RowIndex::Home(uint64_t key) const {
-  // A salted MixKey, so the slot does not follow the bits that picked this
-  // shard (ShardForKey uses MixKey(key) % shards). Top bits: shift_ < 64.
-  return MixKey(key ^ 0x5851F42D4C957F2Dull) >> shift_;
+  // key mod (a prime): dense ids stay in order (requests carry sorted keys,
+  // so a lookup pass walks the slots forward, which the hardware prefetcher
+  // follows), and strided ids still spread. Keys are folded to 32 bits for
+  // Lemire's fastmod (Lemire, Kaser & Kurz 2019), a multiply instead of a
+  // divide; slots_.size() < 2³² (64 GiB of slots).
+  const uint32_t folded = static_cast<uint32_t>(key ^ (key >> 32));
+  const uint64_t low = fastmod_m_ * folded;
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(low) * slots_.size()) >> 64);
 }
 
 void ServerTable::RowIndex::Prefetch(uint64_t key) const {
@@ -106,8 +122,7 @@ void ServerTable::RowIndex::Prefetch(uint64_t key) const {
 
 uint64_t ServerTable::RowIndex::FindOrInsert(uint64_t key, bool* inserted) {
   if (2 * (size_ + 1) > slots_.size()) Grow();
-  const uint64_t mask = slots_.size() - 1;
-  for (uint64_t i = Home(key);; i = (i + 1) & mask) {
+  for (uint64_t i = Home(key);; i = Next(i)) {
     Slot& s = slots_[i];
     if (s.row_plus_one == 0) {
       s.key = key;
@@ -124,14 +139,15 @@ uint64_t ServerTable::RowIndex::FindOrInsert(uint64_t key, bool* inserted) {
 
 void ServerTable::RowIndex::Grow() {
   auto old = std::move(slots_);
-  const uint64_t cap = old.empty() ? 64 : 2 * old.size();
+  uint64_t cap = old.empty() ? 61 : 2 * old.size() + 1;
+  while (!IsPrime(cap)) cap += 2;
+  CHECK_LT(cap, uint64_t{1} << 32) << "ServerTable: more than 2^31 rows on one shard";
   slots_.assign(cap, Slot{0, 0});
-  shift_ = 64 - __builtin_ctzll(cap);
-  const uint64_t mask = cap - 1;
+  fastmod_m_ = UINT64_MAX / cap + 1;
   for (const Slot& s : old) {
     if (s.row_plus_one == 0) continue;
     uint64_t i = Home(s.key);
-    while (slots_[i].row_plus_one != 0) i = (i + 1) & mask;
+    while (slots_[i].row_plus_one != 0) i = Next(i);
     slots_[i] = s;
   }
 }

@@ -4,8 +4,11 @@
 // state, so one push touches one cache-friendly span.
 //
 // Row lookup: an open-addressing index (linear probing, 16-byte slots, load
-// at most 1/2), so a lookup is one probe into one cache line in the common
-// case rather than the bucket-then-node chase of std::unordered_map. Pushes
+// at most 1/2, a prime number of slots, home slot = key mod slots), so a
+// lookup is one probe into one cache line in the common case rather than
+// the bucket-then-node chase of std::unordered_map; like std::hash, dense
+// feature ids land in consecutive slots, so the sorted keys of a request
+// walk the index in order. Pushes
 // and pulls look every key up first, then walk the rows with the next rows
 // prefetched, so the rows' cache misses overlap the optimizer arithmetic.
 // Row data and index blocks of 2 MiB or more ask for transparent huge pages
@@ -97,10 +100,11 @@ class ServerTable {
       uint64_t row_plus_one;  // 0: empty
     };
     uint64_t Home(uint64_t key) const;
+    uint64_t Next(uint64_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
     void Grow();
 
-    std::vector<Slot, table_internal::HugePageAllocator<Slot>> slots_;  // power-of-two size
-    int shift_ = 64;           // 64 − log2(slots_.size())
+    std::vector<Slot, table_internal::HugePageAllocator<Slot>> slots_;  // a prime count
+    uint64_t fastmod_m_ = 0;  // ⌊(2⁶⁴ − 1) / slots_.size()⌋ + 1 (Home's reduction)
     uint64_t size_ = 0;
   };
 
