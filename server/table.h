@@ -8,11 +8,10 @@
 // lookup is one probe into one cache line in the common case rather than
 // the bucket-then-node chase of std::unordered_map; like std::hash, dense
 // feature ids land in consecutive slots, so the sorted keys of a request
-// walk the index in order. Pushes
-// and pulls look every key up first, then walk the rows with the next rows
-// prefetched, so the rows' cache misses overlap the optimizer arithmetic.
-// Row data and index blocks of 2 MiB or more ask for transparent huge pages
-// (see HugePageAllocator).
+// walk the index in order. Pushes and pulls look every key up first, then
+// walk the rows with the next rows prefetched, so the rows' cache misses
+// overlap the optimizer arithmetic. Row data and index blocks of 2 MiB or
+// more ask for transparent huge pages (see HugePageAllocator).
 //
 // Not thread-safe: a shard's event loop owns its tables.
 #pragma once
