@@ -33,8 +33,11 @@ std::pair<uint64_t, uint64_t> DenseRange(uint64_t size, int shard, int num_shard
 
 /// Splits sorted unique `keys` by owner shard. On return, (*per_shard)[s]
 /// holds the keys of shard s (still sorted) and (*positions)[s][i] is the
-/// index in `keys` of (*per_shard)[s][i]. Vectors are reused (cleared, not
-/// shrunk) to avoid per-minibatch allocation.
+/// index in `keys` of (*per_shard)[s][i]; keys.size() < 2³². Shard s is
+/// ShardForKey(key, num_shards), exactly. Vectors are reused (resized, never
+/// shrunk) to avoid per-minibatch allocation. Also keeps a per-thread
+/// scratch of one byte per key (four above 256 shards), the size of the
+/// largest request split on that thread.
 void SplitKeysByShard(const std::vector<uint64_t>& keys, int num_shards,
                       std::vector<std::vector<uint64_t>>* per_shard,
                       std::vector<std::vector<uint32_t>>* positions);

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <random>
 
 namespace tether {
 namespace {
@@ -33,6 +35,63 @@ TEST(PartitionTest, EveryKeyOwnedByExactlyOneShardIncludingTailKeys) {
     // Balance: 10100 keys over `shards` shards, each within 10% of the mean.
     for (int s = 0; s < shards; ++s)
       EXPECT_NEAR(static_cast<double>(per[s].size()), keys.size() / double(shards), 0.1 * keys.size() / shards);
+  }
+}
+
+// The split as first written: one modulo and two push_backs per key.
+void ReferenceSplit(const std::vector<uint64_t>& keys, int shards, std::vector<std::vector<uint64_t>>* per,
+                    std::vector<std::vector<uint32_t>>* pos) {
+  per->assign(shards, {});
+  pos->assign(shards, {});
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto s = static_cast<size_t>(MixKey(keys[i]) % static_cast<uint64_t>(shards));
+    (*per)[s].push_back(keys[i]);
+    (*pos)[s].push_back(static_cast<uint32_t>(i));
+  }
+}
+
+std::vector<uint64_t> RandomSortedKeys(std::mt19937_64* rng, size_t n) {
+  std::vector<uint64_t> keys(n);
+  for (auto& k : keys) k = (*rng)();
+  keys.push_back(0);
+  keys.push_back(UINT64_MAX);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+TEST(PartitionTest, SplitEqualsReferenceOnRandomKeys) {
+  std::mt19937_64 rng(20240611);
+  // Sizes below, at and above multiples of 4 (the counting pass's stride),
+  // empty, and one large request; S = 65 and 300 take the heap counters and
+  // four-byte shard ids.
+  for (int shards : {1, 2, 3, 4, 7, 8, 65, 300}) {
+    // One set of output vectors reused across calls of growing and
+    // shrinking size, as the worker client reuses its own.
+    std::vector<std::vector<uint64_t>> per(2, std::vector<uint64_t>(5, 42));
+    std::vector<std::vector<uint32_t>> pos(3, std::vector<uint32_t>(9, 7));
+    for (size_t n : {0, 1, 3, 4, 5, 1000, 100003, 17, 50000, 0, 9}) {
+      const std::vector<uint64_t> keys = RandomSortedKeys(&rng, n);
+      std::vector<std::vector<uint64_t>> want_per;
+      std::vector<std::vector<uint32_t>> want_pos;
+      ReferenceSplit(keys, shards, &want_per, &want_pos);
+      SplitKeysByShard(keys, shards, &per, &pos);
+      ASSERT_EQ(per, want_per) << "shards=" << shards << " keys=" << keys.size();
+      ASSERT_EQ(pos, want_pos) << "shards=" << shards << " keys=" << keys.size();
+    }
+  }
+}
+
+TEST(PartitionTest, SplitAgreesWithShardForKeyOnDenseIds) {
+  // The transport benchmark's keys: every third id.
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 30000; ++k) keys.push_back(3 * k);
+  for (int shards : {2, 3, 4, 7, 8}) {
+    std::vector<std::vector<uint64_t>> per;
+    std::vector<std::vector<uint32_t>> pos;
+    SplitKeysByShard(keys, shards, &per, &pos);
+    for (int s = 0; s < shards; ++s)
+      for (uint64_t k : per[s]) ASSERT_EQ(ShardForKey(k, shards), s);
   }
 }
 
