@@ -42,7 +42,8 @@ declare -A peak
 while kill -0 "$launcher" 2>/dev/null; do
   sum=0
   for pid in $(pgrep -P "$launcher" || true); do
-    name=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -o -- '--\(rank\|shard\)=[0-9]*' | head -1 || true)
+    # A child may exit between pgrep and these reads: ignore it then.
+    name=$({ tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | grep -o -- '--\(rank\|shard\|in_process\)=\?[0-9]*' | head -1 || true)
     kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
     kb=${kb:-0}
     sum=$((sum + kb))
@@ -75,6 +76,6 @@ print(f"| {m['num_workers']} | {m['num_servers']} | {m['total_samples']} | {m['t
 print("\nPeak resident set per process (sampled every 0.2 s):\n")
 for line in open(f"{out}/peak_rss_kb.txt"):
     k, kb = line.split()
-    role = k.replace("--rank=", "worker ").replace("--shard=", "server ")
+    role = k.replace("--rank=", "worker ").replace("--shard=", "server ").replace("--in_process", "whole job (one process)")
     print(f"- {role}: {int(kb) / 1048576:.2f} GiB")
 EOF
