@@ -261,7 +261,7 @@ LabelKind LabelKindOf(ModelType type) {
 }
 
 StatusOr<std::unique_ptr<Model>> CreateModel(const JobConfig& config, const std::vector<TableSpec>& tables,
-                                             Backend* backend) {
+                                             Backend* backend, int rank) {
   if (backend == nullptr) return Status::InvalidArgument("CreateModel: null backend");
   const int64_t f = config.data().num_features();
   switch (config.model().type()) {
@@ -288,7 +288,7 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const JobConfig& config, const std:
                                         config.data().feature_offset()));
     }
     default: {
-      if (config.model().sampled_labels() > 0) return CreateSampledXmcMlpModel(config, tables, backend);
+      if (config.model().sampled_labels() > 0) return CreateSampledXmcMlpModel(config, tables, backend, rank);
       XmcMlpShape shape;
       shape.num_features = f;
       shape.hidden = config.model().hidden();

@@ -28,7 +28,7 @@ class SampledXmcMlpModel final : public Model {
  public:
   SampledXmcMlpModel(const XmcMlpShape& shape, int64_t k, uint64_t seed, Backend* backend, uint32_t w1, uint32_t b1,
                      uint32_t w2)
-      : shape_(shape), k_(k), backend_(backend), rng_(seed * 0x9E3779B97F4A7C15ull + 17), w1_id_(w1), b1_id_(b1),
+      : shape_(shape), k_(k), backend_(backend), rng_(seed), w1_id_(w1), b1_id_(b1),
         w2_id_(w2), b1_(shape.hidden) {}
 
   std::string name() const override { return "xmc_mlp"; }
@@ -134,7 +134,7 @@ class SampledXmcMlpModel final : public Model {
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> CreateSampledXmcMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
-                                                          Backend* backend) {
+                                                          Backend* backend, int rank) {
   if (config.model().loss() != SOFTMAX)
     return Status::InvalidArgument("config field model.sampled_labels: a sampled softmax needs model.loss SOFTMAX");
   XmcMlpShape shape;
@@ -147,7 +147,8 @@ StatusOr<std::unique_ptr<Model>> CreateSampledXmcMlpModel(const JobConfig& confi
   TETHER_ASSIGN_OR_RETURN(uint32_t b1, TableId(tables, "b1", TableKind::kDense, h));
   TETHER_ASSIGN_OR_RETURN(uint32_t w2, TableId(tables, "w2", TableKind::kRow, h + 1));
   return std::unique_ptr<Model>(std::make_unique<SampledXmcMlpModel>(shape, config.model().sampled_labels(),
-                                                                     config.train().seed(), backend, w1, b1, w2));
+                                                                     NegativeSamplingSeed(config.train().seed(), rank),
+                                                                     backend, w1, b1, w2));
 }
 
 }  // namespace tether

@@ -27,9 +27,10 @@
 
 namespace tether {
 
+/// `rank`: the worker's, which seeds its negatives (NegativeSamplingSeed).
 /// Errors: InvalidArgument when the loss is not softmax or a table is
 /// missing or misshapen.
 StatusOr<std::unique_ptr<Model>> CreateSampledXmcMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
-                                                          Backend* backend);
+                                                          Backend* backend, int rank = 0);
 
 }  // namespace tether

@@ -54,4 +54,8 @@ Status SampleOutputLabels(const CsrMatrix& y, int64_t num_labels, int64_t k, std
   return Status::OK();
 }
 
+uint64_t NegativeSamplingSeed(uint64_t seed, int rank) {
+  return seed * 0x9E3779B97F4A7C15ull + 17 + static_cast<uint64_t>(rank) * 0xBF58476D1CE4E5B9ull;
+}
+
 }  // namespace tether

@@ -38,6 +38,13 @@ void EpochOrder(uint64_t seed, int rank, int epoch, int64_t num_rows, std::vecto
 /// log Q(j) is the same constant for every negative and is left out.
 /// Cost: O(nnz(y) + k log k). Errors: InvalidArgument for k <= 0 or a label
 /// id >= L.
+/// Seed of the negative-sampling generator of worker `rank`: distinct per
+/// rank, so that workers draw different negatives for their minibatches
+/// (with one shared seed every worker would sample the same label ids at
+/// the same step, and the output layer would see fewer distinct negatives
+/// per clock). Rank 0 keeps seed · φ + 17, the single-worker value.
+uint64_t NegativeSamplingSeed(uint64_t seed, int rank);
+
 Status SampleOutputLabels(const CsrMatrix& y, int64_t num_labels, int64_t k, std::mt19937_64* rng,
                           std::vector<uint64_t>* keys, CsrMatrix* y_local);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 namespace tether {
@@ -65,6 +66,31 @@ TEST(SampleOutputLabelsTest, MorePositivesThanKKeepsThemAll) {
   CsrMatrix y_local;
   ASSERT_TRUE(SampleOutputLabels(y, 1000, 3, &rng, &keys, &y_local).ok());
   EXPECT_EQ(keys, (std::vector<uint64_t>{1, 2, 5, 7, 9}));
+}
+
+TEST(SampleOutputLabelsTest, WorkersDrawDifferentNegatives) {
+  // Rank 0 keeps the single-worker seed, so one-worker runs do not change.
+  EXPECT_EQ(NegativeSamplingSeed(1, 0), 1 * 0x9E3779B97F4A7C15ull + 17);
+  std::set<uint64_t> seeds;
+  for (int r = 0; r < 64; ++r) seeds.insert(NegativeSamplingSeed(1, r));
+  EXPECT_EQ(seeds.size(), 64u);
+  // The same minibatch on two workers: same positives, different negatives.
+  const CsrMatrix y = Labels({{3}, {10, 11}}, 1000);
+  std::mt19937_64 rng0(NegativeSamplingSeed(1, 0)), rng1(NegativeSamplingSeed(1, 1));
+  std::vector<uint64_t> k0, k1;
+  CsrMatrix l0, l1;
+  ASSERT_TRUE(SampleOutputLabels(y, 1000, 50, &rng0, &k0, &l0).ok());
+  ASSERT_TRUE(SampleOutputLabels(y, 1000, 50, &rng1, &k1, &l1).ok());
+  ASSERT_EQ(k0.size(), 50u);
+  ASSERT_EQ(k1.size(), 50u);
+  for (uint64_t pos : {3u, 10u, 11u}) {
+    EXPECT_TRUE(std::binary_search(k0.begin(), k0.end(), pos));
+    EXPECT_TRUE(std::binary_search(k1.begin(), k1.end(), pos));
+  }
+  std::vector<uint64_t> common;
+  std::set_intersection(k0.begin(), k0.end(), k1.begin(), k1.end(), std::back_inserter(common));
+  // 47 uniform negatives each out of 997: a handful shared by chance, not 47.
+  EXPECT_LT(common.size(), 3u + 15u);
 }
 
 TEST(SampleOutputLabelsTest, RejectsBadArguments) {

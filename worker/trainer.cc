@@ -267,7 +267,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
                                    config.data().train_file() + " has no rows; use fewer workers");
 
   const std::vector<TableSpec> tables = TablesForJob(config);
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get()));
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get(), rank));
   report.model = model->name();
 
   ClientOptions copts;
