@@ -8,10 +8,13 @@
 # Contenders: Tether with 1 worker + 1 server in one process (--transport
 # inproc) and as two processes over loopback TCP; Tether with 2 workers + 2
 # servers in one process; PyTorch with Adam and with SparseAdam on W1 at
-# --threads compute threads, and PyTorch Adam at twice that many (Tether's
-# server shard is a thread of its own besides the worker's compute thread).
+# --threads compute threads. With --torch_2x, also PyTorch Adam at twice
+# that many threads (Tether's server shard is a thread of its own besides
+# the worker's compute thread); on a 2-core machine with anything else
+# running, PyTorch's OpenMP threads then spin against each other and a run
+# can take 20x longer, so it is not in the default set.
 #
-#   scripts/bench_train.sh [--build DIR] [--out DIR] [--repeats N] [--threads T]
+#   scripts/bench_train.sh [--build DIR] [--out DIR] [--repeats N] [--threads T] [--torch_2x]
 #
 # Needs a build (scripts/build.sh) and Debian's python3-torch
 # (scripts/setup_bench.sh). Every run evaluates on the test split after each
@@ -23,13 +26,15 @@ build=build
 out=""
 repeats=3
 threads=1
+torch_2x=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --torch_2x) torch_2x=1; shift ;;
     --build) build="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --repeats) repeats="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
-    *) echo "scripts/bench_train.sh: unknown argument $1 (--build, --out, --repeats, --threads)" >&2; exit 2 ;;
+    *) echo "scripts/bench_train.sh: unknown argument $1 (--build, --out, --repeats, --threads, --torch_2x)" >&2; exit 2 ;;
   esac
 done
 out="${out:-$build/bench-train}"
@@ -70,18 +75,19 @@ for r in $(seq 1 "$repeats"); do
   run_tether tether-1w-tcp 1 1 tcp
   run_torch torch-adam adam "$threads"
   run_tether tether-2w 2 2 inproc
-  run_torch torch-adam-2x adam $((2 * threads))
+  if [ "$torch_2x" = 1 ]; then run_torch torch-adam-2x adam $((2 * threads)); fi
 done
 
-python3 - "$out" "$repeats" "$threads" <<'EOF'
+python3 - "$out" "$repeats" "$threads" "$torch_2x" <<'EOF'
 import json, statistics, sys
-out, repeats, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, repeats, threads, torch_2x = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 runs = [("tether-1w", "Tether, 1 worker + 1 server, one process (inproc)", 1),
         ("tether-1w-tcp", "Tether, 1 worker + 1 server, two processes (tcp)", 1),
         ("tether-2w", "Tether, 2 workers + 2 servers, one process (inproc)", 2),
         ("torch-sparse-adam", f"PyTorch, SparseAdam on W1, {threads} thread(s)", 1),
-        ("torch-adam", f"PyTorch, Adam on W1, {threads} thread(s)", 1),
-        ("torch-adam-2x", f"PyTorch, Adam on W1, {2 * threads} threads", 1)]
+        ("torch-adam", f"PyTorch, Adam on W1, {threads} thread(s)", 1)]
+if torch_2x:
+    runs.append(("torch-adam-2x", f"PyTorch, Adam on W1, {2 * threads} threads", 1))
 
 def first_reach(evals, th):
     for e in evals:
@@ -121,8 +127,9 @@ t1 = rows["tether-1w"]
 print()
 print(f"Tether 1 worker (inproc) ÷ faster PyTorch at the same thread count ({best['label']}): "
       f"samples/s ×{t1['sps'] / best['sps']:.2f}")
-print(f"Tether 1 worker (inproc) ÷ {rows['torch-adam-2x']['label']}: samples/s "
-      f"×{t1['sps'] / rows['torch-adam-2x']['sps']:.2f}")
+if torch_2x:
+    print(f"Tether 1 worker (inproc) ÷ {rows['torch-adam-2x']['label']}: samples/s "
+          f"×{t1['sps'] / rows['torch-adam-2x']['sps']:.2f}")
 print(f"Tether 1 worker: inproc ÷ tcp samples/s ×{t1['sps'] / rows['tether-1w-tcp']['sps']:.2f}")
 if t1["t60"] is not None and fast60 is not None:
     print(f"Time to P@1 0.60: Tether 1 worker {t1['t60']:.2f} s, faster PyTorch {fast60:.2f} s "
