@@ -355,9 +355,15 @@ int Launcher::Live(const std::string& role) const {
 void Launcher::PrintStatusLine() {
   // Straight to stderr rather than through glog: a progress line, meant to be
   // seen whatever the log settings, between the children's own log lines.
-  std::fprintf(stderr, "[launch] %s elapsed, %s: workers %d/%d live, servers %d/%d live\n",
-               FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), Live("worker"), options_.num_workers,
-               Live("server"), options_.num_servers);
+  if (options_.transport == "inproc") {
+    std::fprintf(stderr, "[launch] %s elapsed, %s: one process (%d worker(s), %d server(s) as threads) %s\n",
+                 FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), options_.num_workers,
+                 options_.num_servers, Live() > 0 ? "live" : "exited");
+  } else {
+    std::fprintf(stderr, "[launch] %s elapsed, %s: workers %d/%d live, servers %d/%d live\n",
+                 FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), Live("worker"), options_.num_workers,
+                 Live("server"), options_.num_servers);
+  }
   std::fflush(stderr);
 }
 

@@ -26,6 +26,10 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
   // Declared first so it is destroyed last, after every socket of the
   // shards and clients is closed (zmq_ctx_term waits for them).
   zmq::context_t ctx(1);
+  // One socket per shard and one per (worker, shard): past ZeroMQ's default
+  // of 1,023 sockets per context (about 500 workers on 2 shards) connects
+  // would fail with "Too many open files".
+  ctx.set(zmq::ctxopt::max_sockets, num_servers + num_workers * num_servers + 64);
 
   struct ShardSlot {
     std::unique_ptr<ServerShard> shard;
@@ -69,6 +73,11 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
   std::vector<std::optional<StatusOr<TrainReport>>> results(num_workers);
   std::vector<std::thread> workers;
   const std::atomic<bool>* stop = options.stop;
+  // The first failure in time ends the job: the other workers' waits give
+  // up (ClientOptions::abort) instead of waiting out request_timeout_ms for
+  // a peer that is gone, and the shards stop. It is the error returned.
+  std::atomic<bool> abort{false};
+  Status first_failure;
   for (int r = 0; r < num_workers; ++r) {
     workers.emplace_back([&, r] {
       TrainerOptions to;
@@ -77,12 +86,18 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
       to.zmq_context = &ctx;
       if (r == 0) to.metrics_out = options.metrics_out;
       to.stop_requested = [stop] { return stop != nullptr && stop->load(); };
+      to.abort = &abort;
       StatusOr<TrainReport> report = RunWorker(config, to);
       if (!report.ok()) {
-        LOG(ERROR) << "[worker " << r << "] " << report.status().message();
-        // Nothing would ever BYE for this worker: stop the shards now rather
-        // than after cluster.worker_timeout_ms.
-        for (ShardSlot& s : shards) s.shard->Stop();
+        std::lock_guard<std::mutex> lock(mu);
+        if (!abort.load()) {
+          LOG(ERROR) << "[in-process job] worker " << r << " failed, ending the job: " << report.status().message();
+          first_failure = report.status().WithPrefix("worker " + std::to_string(r));
+          abort.store(true);
+          // Nothing would ever BYE for this worker: stop the shards now
+          // rather than after cluster.worker_timeout_ms.
+          for (ShardSlot& s : shards) s.shard->Stop();
+        }
       }
       results[r] = std::move(report);
     });
@@ -100,10 +115,7 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
   }
   for (ShardSlot& s : shards) s.thread.join();
 
-  for (int r = 0; r < num_workers; ++r) {
-    const StatusOr<TrainReport>& res = *results[r];
-    if (!res.ok()) return res.status().WithPrefix("worker " + std::to_string(r));
-  }
+  if (!first_failure.ok()) return first_failure;
   for (int i = 0; i < num_servers; ++i) {
     const Status& st = shards[i].status;
     if (!st.ok()) return st.WithPrefix("server " + std::to_string(i));

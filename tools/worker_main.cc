@@ -1,4 +1,6 @@
 // tether-worker: one trainer of the job.
+#include <unistd.h>
+
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -22,9 +24,15 @@ DEFINE_bool(in_process, false,
 
 namespace {
 // SIGTERM/SIGINT ask the worker to leave gracefully: it finishes the current
-// minibatch, says BYE (the servers stop counting it at once) and exits 0.
+// minibatch, says BYE (the servers stop counting it at once) and exits 0
+// (--in_process: 128 + the signal, since the whole job stopped). A second
+// stop signal exits at once with 128 + the signal, even from a blocked wait.
 std::atomic<bool> g_stop{false};
-void RequestStop(int) { g_stop.store(true); }
+std::atomic<int> g_signal{0};
+void RequestStop(int sig) {
+  if (g_stop.exchange(true)) _exit(128 + sig);  // async-signal-safe
+  g_signal.store(sig);
+}
 int RunInProcess() {
   const char* who = "[in-process job] ";
   for (const char* flag : {"rank", "server_addresses"}) {
@@ -51,7 +59,10 @@ int RunInProcess() {
     LOG(ERROR) << who << report.status().message();
     return 1;
   }
-  if (report->left_early) LOG(WARNING) << who << "left the job before the end of training (stop requested)";
+  if (report->left_early) {
+    LOG(WARNING) << who << "stopped before the end of training by signal " << g_signal.load();
+    return 128 + g_signal.load();
+  }
   return 0;
 }
 

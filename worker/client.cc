@@ -530,8 +530,10 @@ Status WorkerClient::Progress(int timeout_ms) {
   const auto start = SteadyClock::now();
   try {
     while (true) {
+      if (options_.abort != nullptr && options_.abort->load())
+        return Status::Unavailable(log_prefix_ + "aborted: another worker of this process failed");
       // Poll in heartbeat-sized slices: a worker blocked on the staleness
-      // bound must still look alive to the servers.
+      // bound must still look alive to the servers (and see an abort).
       const int64_t waited = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
       const int64_t slice = std::min<int64_t>(timeout_ms - waited, options_.heartbeat_interval_ms);
       n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(std::max<int64_t>(0, slice)));

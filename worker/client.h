@@ -30,6 +30,7 @@
 // Not thread-safe: one client per worker thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -67,6 +68,10 @@ struct ClientOptions {
   /// Must be the servers' context for `inproc://` endpoints (one-process
   /// jobs, see tools/worker_main.cc --in_process), and outlive the client.
   zmq::context_t* context = nullptr;
+  /// When set (by another thread), every wait of this client gives up within
+  /// a heartbeat interval with Unavailable ("aborted"): one-process jobs set
+  /// it when another worker failed, so no one waits for a peer that is gone.
+  const std::atomic<bool>* abort = nullptr;
   /// Push values and request keys of at least kMinPooledFrameBytes are
   /// built in recycled, pre-faulted buffers that ZeroMQ sends zero-copy
   /// (core/net/frame_pool.h); at most this many bytes of them are kept idle

@@ -274,6 +274,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   copts.rank = rank;
   copts.servers = options.servers;
   copts.context = options.zmq_context;
+  copts.abort = options.abort;
   copts.staleness = EffectiveStaleness(config.consistency());
   copts.heartbeat_interval_ms = config.cluster().heartbeat_interval_ms();
   copts.tables = tables;

@@ -9,6 +9,7 @@
 // Thread-compatible: one trainer per process.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -35,6 +36,9 @@ struct TrainerOptions {
   /// ZeroMQ context shared with in-process server shards (`inproc://`
   /// endpoints), or null: the client makes its own. Not owned.
   zmq::context_t* zmq_context = nullptr;
+  /// Set by another thread to make this worker's waits give up at once
+  /// (ClientOptions::abort). May be null.
+  const std::atomic<bool>* abort = nullptr;
 };
 
 /// What a worker measured. Test metrics are filled on rank 0 only.

@@ -5,7 +5,8 @@
 #   deterministic  1 worker, fixed seed, two runs: identical metrics
 #   transports     1 worker over tcp, ipc and inproc (one process): identical
 #                  metrics; 2 workers inproc: P@1 >= 0.55; a failing
-#                  in-process worker ends the job (exit 1, naming it)
+#                  in-process worker (all of them, or only one) ends the
+#                  job at once (exit 1, naming it); SIGTERM ends it cleanly
 #   config_errors  config typo / unknown flag / flag without value refused, exit != 0
 # Every process is started under `timeout` and killed on exit.
 set -euo pipefail
@@ -86,6 +87,16 @@ transports)
   echo "$out" | grep -q "worker 0: .*no_such_split.txt" || { echo "FAIL: message was: $out"; exit 1; }
   elapsed=$(( $(date +%s) - start ))
   [ "$elapsed" -lt 30 ] || { echo "FAIL: the failed in-process job took $elapsed s to end"; exit 1; }
+  # Only worker 1's half of the data is bad (a9a line 30000): worker 0 must
+  # not wait out its request timeout; the error names worker 1's file:line.
+  zcat data/a9a/a9a.gz | awk 'NR==30000 {print "+1 3:1 xx:zz"; next} {print}' > "$tmp/a9a_bad.txt"
+  start=$(date +%s)
+  if out=$(timeout -k 5 120 "$bin/tether-launch" --config examples/a9a.pbtxt --transport inproc \
+      --train_file="$tmp/a9a_bad.txt" 2>&1); then
+    echo "FAIL: a job with a bad line in worker 1's data succeeded"; exit 1; fi
+  echo "$out" | grep -q "worker 1: .*a9a_bad.txt:30000: invalid feature index" || { echo "FAIL: message was: $out"; exit 1; }
+  elapsed=$(( $(date +%s) - start ))
+  [ "$elapsed" -lt 30 ] || { echo "FAIL: one failing in-process worker took $elapsed s to end the job"; exit 1; }
   # SIGTERM to the launcher: the in-process workers leave gracefully (BYE),
   # the shards exit, the launcher exits 143 and leaves no process behind.
   timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport inproc --epochs=200 \
