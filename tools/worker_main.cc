@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdint>
+#include <ctime>
 #include <sstream>
 
 #include "tools/common_flags.h"
@@ -26,11 +28,24 @@ namespace {
 // SIGTERM/SIGINT ask the worker to leave gracefully: it finishes the current
 // minibatch, says BYE (the servers stop counting it at once) and exits 0
 // (--in_process: 128 + the signal, since the whole job stopped). A second
-// stop signal exits at once with 128 + the signal, even from a blocked wait.
+// stop signal a second or more after the first exits at once with 128 + the
+// signal, even from a blocked wait. (One within a second is the same
+// request: tether-launch signals both its process group and each child.)
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_signal{0};
+std::atomic<int64_t> g_first_stop_ms{0};
+int64_t MonotonicMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
+}
 void RequestStop(int sig) {
-  if (g_stop.exchange(true)) _exit(128 + sig);  // async-signal-safe
+  const int64_t now = MonotonicMs();
+  if (g_stop.exchange(true)) {
+    if (now - g_first_stop_ms.load() >= 1000) _exit(128 + sig);  // async-signal-safe
+    return;
+  }
+  g_first_stop_ms.store(now);
   g_signal.store(sig);
 }
 int RunInProcess() {

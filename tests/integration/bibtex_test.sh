@@ -103,10 +103,13 @@ transports)
     > "$tmp/term.log" 2>&1 &
   lp=$!; pids+=($lp)
   for _ in $(seq 1 100); do grep -q "epoch 1/200" "$tmp/term.log" && break; sleep 0.1; done
-  kill -TERM "$lp"
+  # Signal the launcher itself: signalling `timeout` would also signal its
+  # process group, and a second stop signal makes the launcher SIGKILL.
+  launcher=$(pgrep -P "$lp" -f tether-launch)
+  kill -TERM "$launcher"
   rc=0; wait "$lp" || rc=$?
   [ "$rc" = 143 ] || { echo "FAIL: launcher exited $rc after SIGTERM, expected 143"; cat "$tmp/term.log"; exit 1; }
-  grep -q "stop requested at clock" "$tmp/term.log" || { echo "FAIL: workers did not leave gracefully"; exit 1; }
+  grep -q "stop requested at clock" "$tmp/term.log" || { echo "FAIL: workers did not leave gracefully"; tail -20 "$tmp/term.log"; exit 1; }
   if pgrep -f "tether-worker --config=examples/bibtex.pbtxt --in_process" > /dev/null; then
     echo "FAIL: the in-process job outlived the launcher"; exit 1; fi
   echo "transports agree; a failing in-process worker ended the job in $elapsed s; SIGTERM ended it cleanly"
