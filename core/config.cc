@@ -401,6 +401,10 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (c.train().threads() < 1) return bad("train.threads", "must be ≥ 1");
   if (!(c.train().slowdown() >= 1.0f) || !std::isfinite(c.train().slowdown()))
     return bad("train.slowdown", "must be a finite factor ≥ 1");
+  if (c.train().slowdown() > 1.0f &&
+      (c.train().slowdown_rank() < 0 || c.train().slowdown_rank() >= c.cluster().num_workers()))
+    return bad("train.slowdown_rank", "must name a worker in [0, cluster.num_workers = " +
+                                          std::to_string(c.cluster().num_workers()) + ")");
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
   const std::string& dev = c.train().device();
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return bad("train.device", "must be auto, cpu or cuda, got '" + dev + "'");

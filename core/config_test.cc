@@ -132,6 +132,13 @@ TEST(ConfigTest, ValidationNamesTheField) {
   j = *c;
   j.mutable_optimizer()->set_learning_rate(-1);
   EXPECT_NE(ValidateJobConfig(j).message().find("optimizer.learning_rate"), std::string::npos);
+  // A straggler rank outside the job would silently simulate nothing.
+  j = *c;
+  j.mutable_train()->set_slowdown(2.0f);
+  j.mutable_train()->set_slowdown_rank(2);  // bibtex has 2 workers
+  EXPECT_NE(ValidateJobConfig(j).message().find("train.slowdown_rank"), std::string::npos);
+  j.mutable_train()->set_slowdown_rank(1);
+  EXPECT_TRUE(ValidateJobConfig(j).ok());
 }
 
 TEST(ConfigTest, TablesForXmcMlp) {

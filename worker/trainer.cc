@@ -1,9 +1,13 @@
 #include "worker/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -242,6 +246,16 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   const int num_workers = config.cluster().num_workers();
   const std::string who = "[worker " + std::to_string(rank) + "] ";
   TrainReport report;
+
+  // A metrics file that cannot be written would be found only after the
+  // whole run: check its directory now.
+  if (rank == 0 && !options.metrics_out.empty()) {
+    std::string dir = options.metrics_out.substr(0, options.metrics_out.find_last_of('/') + 1);
+    if (dir.empty()) dir = ".";
+    if (access(dir.c_str(), W_OK) != 0)
+      return Status::IOError(options.metrics_out + ": cannot write the metrics file there (directory " + dir +
+                             ": " + std::strerror(errno) + ")");
+  }
 
   // The backend first: a missing GPU should fail before any data is read.
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
