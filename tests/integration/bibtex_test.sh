@@ -134,6 +134,17 @@ config_errors)
   if out=$(timeout 20 "$bin/tether-server" --config="$tmp/nobase.pbtxt" 2>&1); then
     echo "FAIL: missing index_base accepted"; exit 1; fi
   echo "$out" | grep -q "data.index_base" || { echo "FAIL: $out"; exit 1; }
+  # A straggler outside the job, and a metrics file that cannot be written,
+  # are refused before any training.
+  if out=$(timeout 20 "$bin/tether-launch" --config=examples/bibtex.pbtxt --slowdown=2 --slowdown_rank=7 2>&1); then
+    echo "FAIL: slowdown_rank 7 of 2 workers accepted"; exit 1; fi
+  echo "$out" | grep -q "train.slowdown_rank: must name a worker in \[0, cluster.num_workers = 2)" \
+    || { echo "FAIL: $out"; exit 1; }
+  if out=$(timeout 60 "$bin/tether-launch" --config=examples/bibtex.pbtxt --transport=inproc \
+      --metrics_out=/nonexistent-dir/m.json 2>&1); then
+    echo "FAIL: unwritable metrics path accepted"; exit 1; fi
+  echo "$out" | grep -q "/nonexistent-dir/m.json: cannot write the metrics file there" || { echo "FAIL: $out"; exit 1; }
+  if echo "$out" | grep -q "epoch 1/"; then echo "FAIL: trained before refusing the metrics path"; exit 1; fi
   echo "config and flag errors refused as expected"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
