@@ -23,8 +23,8 @@ std::string LocalShardEndpoint(int shard) { return "inproc://tether-shard-" + st
 StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions& options) {
   const int num_servers = config.cluster().num_servers();
   const int num_workers = config.cluster().num_workers();
-  // Declared first so it is destroyed last, after every socket of the
-  // shards and clients is closed (zmq_ctx_term waits for them).
+  // Declared first so it is destroyed last, on every return path, after the
+  // shards and clients have closed their sockets (zmq_ctx_term waits for them).
   zmq::context_t ctx(1);
   // One socket per shard and one per (worker, shard): past ZeroMQ's default
   // of 1,023 sockets per context (about 500 workers on 2 shards) connects
@@ -50,10 +50,7 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
     // inproc needs the bind before any connect sees the endpoint: bind here,
     // on this thread, before a single worker starts.
     Status st = s.shard->Bind(LocalShardEndpoint(i));
-    if (!st.ok()) {
-      for (int j = 0; j < i; ++j) shards[j].shard.reset();
-      return st.WithPrefix("server " + std::to_string(i));
-    }
+    if (!st.ok()) return st.WithPrefix("server " + std::to_string(i));
   }
   std::mutex mu;
   std::condition_variable cv;
@@ -108,7 +105,7 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
     std::unique_lock<std::mutex> lock(mu);
     if (!cv.wait_for(lock, std::chrono::milliseconds(options.shard_exit_timeout_ms),
                      [&] { return shards_running == 0; })) {
-      LOG(ERROR) << "[local] " << shards_running << " shard(s) still running " << options.shard_exit_timeout_ms
+      LOG(ERROR) << "[in-process job] " << shards_running << " shard(s) still running " << options.shard_exit_timeout_ms
                  << " ms after the last worker finished; stopping them";
       for (ShardSlot& s : shards) s.shard->Stop();
     }
@@ -120,8 +117,6 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
     const Status& st = shards[i].status;
     if (!st.ok()) return st.WithPrefix("server " + std::to_string(i));
   }
-  // The shards' sockets close with the shards, before ctx goes.
-  for (ShardSlot& s : shards) s.shard.reset();
   return std::move(*results[0]);
 }
 

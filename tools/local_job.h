@@ -36,9 +36,11 @@ struct LocalJobOptions {
 
 /// Runs `config` (validated) with cluster.num_servers shards and
 /// cluster.num_workers workers as threads; blocks until all are done.
-/// Returns worker 0's report. Errors: the first failure among the workers
-/// (named "worker R: ...") or the shards ("server S: ..."); when any worker
-/// fails, every shard is stopped so that nothing waits for a worker timeout.
+/// Returns worker 0's report. Errors: the first worker failure in time
+/// (named "worker R: ..."), else a shard's ("server S: ..."). When a worker
+/// fails, the other workers' waits give up within a heartbeat interval
+/// (ClientOptions::abort) and every shard stops, so nothing waits out a
+/// request or worker timeout.
 StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions& options);
 
 /// The inproc endpoint of shard `shard` of a one-process job.

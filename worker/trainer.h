@@ -6,7 +6,9 @@
 // meets at a barrier; rank 0 then evaluates on the test split with the
 // metrics of the model's label kind and writes the metrics JSON.
 //
-// Thread-compatible: one trainer per process.
+// Thread-safety: RunWorker may run on several threads of one process at once
+// (tools/local_job.h), one call per rank; each call owns its backend, model
+// and client. CPU backends share OpenBLAS's process-wide thread count.
 #pragma once
 
 #include <atomic>
