@@ -347,28 +347,8 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("data.index_base", "must be set to 0 or 1 (it is never guessed from the data)");
   if (c.data().train_file().empty()) return bad("data.train_file", "is required");
   if (c.data().num_features() <= 0) return bad("data.num_features", "must be > 0 (the model's input width)");
-  // What the labels must look like depends on the model (see ModelType).
-  switch (c.model().type()) {
-    case SPARSE_LR:
-      if (c.data().format() != LIBSVM)
-        return bad("data.format", "model.type SPARSE_LR reads LIBSVM binary data (labels ±1 or 0/1)");
-      if (c.data().num_labels() > 1)
-        return bad("data.num_labels", "must be 0 or 1 for model.type SPARSE_LR (one logit per row)");
-      break;
-    case DENSE_MLP:
-      if (c.data().format() == XMC)
-        return bad("data.format", "model.type DENSE_MLP reads single-label LIBSVM or IDX data");
-      if (c.data().num_labels() < 2)
-        return bad("data.num_labels", "must be ≥ 2 for model.type DENSE_MLP (the number of classes)");
-      for (int w : c.model().hidden_layers())
-        if (w < 1) return bad("model.hidden_layers", "every width must be ≥ 1, got " + std::to_string(w));
-      break;
-    default:  // XMC_MLP
-      if (c.data().format() == IDX)
-        return bad("data.format", "IDX data has one class per row; model.type XMC_MLP needs XMC or LIBSVM multi-label data");
-      if (c.data().num_labels() <= 0) return bad("data.num_labels", "must be > 0 (the model's output width)");
-      break;
-  }
+  // What the labels and widths must look like depends on the model: the
+  // model registry checks those (ValidateModelConfig, worker/model_registry.h).
   if (c.data().format() == IDX) {
     if (c.data().train_label_file().empty()) return bad("data.train_label_file", "is required with data.format IDX");
     if (!c.data().test_file().empty() && c.data().test_label_file().empty())
@@ -378,15 +358,10 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("data.feature_scale", "must be a finite number > 0");
   if (!std::isfinite(c.data().feature_offset()))
     return bad("data.feature_offset", "must be a finite number");
-  if (c.data().feature_offset() != 0 && c.model().type() != DENSE_MLP)
+  if (c.data().feature_offset() != 0 && c.model().type() != DENSE_MLP && c.model().name().empty())
     return bad("data.feature_offset", "applies to dense input only (model.type DENSE_MLP); a sparse model "
                                       "would lose its sparsity");
   if (c.model().hidden() < 1) return bad("model.hidden", "must be ≥ 1");
-  // Dense tables are addressed by uint32 element index (InitialWeight).
-  for (const TableSpec& t : TablesForJob(c))
-    if (t.kind == TableKind::kDense && t.size >= (uint64_t{1} << 32))
-      return bad("model", "dense table " + t.name + " would hold " + std::to_string(t.size) +
-                              " floats; the limit is 2^32 - 1 (narrow the layers)");
   if (c.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
   for (const auto& t : c.table())
     if (t.consistency().staleness() < -1)
@@ -417,55 +392,11 @@ Status ValidateJobConfig(const JobConfig& c) {
     return Status::OK();
   };
   TETHER_RETURN_IF_ERROR(check_opt(c.optimizer(), "optimizer"));
-  std::vector<std::string> table_names;
-  for (const TableSpec& t : TablesForJob(c)) table_names.push_back(t.name);
   for (const auto& t : c.table()) {
-    if (std::find(table_names.begin(), table_names.end(), t.name()) == table_names.end()) {
-      std::string list;
-      for (const auto& n : table_names) list += (list.empty() ? "" : ", ") + n;
-      return bad("table.name", "unknown table '" + t.name() + "' (model " + ModelType_Name(c.model().type()) +
-                                   " has " + list + ")");
-    }
+    if (t.name().empty()) return bad("table.name", "is required in every table { } section");
     TETHER_RETURN_IF_ERROR(check_opt(t.optimizer(), "table[" + t.name() + "].optimizer"));
   }
-  TETHER_RETURN_IF_ERROR(CheckMessageSizes(c));
   return Status::OK();
-}
-
-Status CheckMessageSizes(const JobConfig& c) {
-  // Case C15: a block too large for one message is refused here, at set-up,
-  // never by an abort or a hang mid-run. Row pulls and pushes are split by
-  // the client (ClientOptions::max_message_bytes), so only what cannot be
-  // split is checked: one row, and one shard's slice of a dense table.
-  const uint64_t servers = static_cast<uint64_t>(c.cluster().num_servers());
-  std::string problems;
-  for (const TableSpec& t : TablesForJob(c)) {
-    std::string p;
-    if (t.kind == TableKind::kDense) {
-      const uint64_t slice = (t.size + servers - 1) / servers;  // largest DenseRange slice
-      if (slice * sizeof(float) > kMaxFrameBytes) {
-        const uint64_t per_shard = kMaxFrameBytes / sizeof(float);
-        p = "dense table '" + t.name + "' is " + std::to_string(t.size * sizeof(float)) + " bytes (" +
-            std::to_string(t.size) + " floats); split over cluster.num_servers=" + std::to_string(servers) +
-            " its largest slice is " + std::to_string(slice * sizeof(float)) + " bytes, above the " +
-            std::to_string(kMaxFrameBytes) + "-byte message limit: set cluster.num_servers to at least " +
-            std::to_string((t.size + per_shard - 1) / per_shard);
-      }
-    } else if (uint64_t{t.dim} * sizeof(float) > kMaxFrameBytes) {
-      p = "one row of table '" + t.name + "' is " + std::to_string(uint64_t{t.dim} * sizeof(float)) +
-          " bytes (dim " + std::to_string(t.dim) + "), above the " + std::to_string(kMaxFrameBytes) +
-          "-byte message limit, and a row is never split: make the model narrower";
-    }
-    if (!p.empty()) problems += (problems.empty() ? "" : "; ") + p;
-  }
-  if (problems.empty()) return Status::OK();
-  return Status::InvalidArgument("config: " + problems);
-}
-
-int64_t EffectiveStaleness(const ConsistencyConfig& c) {
-  if (c.model() == BSP) return 0;
-  if (c.model() == ASP) return -1;
-  return c.staleness();
 }
 
 ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string& name) {
@@ -497,98 +428,8 @@ std::string ConfigSummary(const JobConfig& config) {
   return text;
 }
 
-std::vector<int64_t> DenseMlpLayerWidths(const JobConfig& config) {
-  std::vector<int64_t> widths{config.data().num_features()};
-  if (config.model().hidden_layers_size() == 0) {
-    widths.push_back(config.model().hidden());
-  } else {
-    for (int w : config.model().hidden_layers()) widths.push_back(w);
-  }
-  widths.push_back(config.data().num_labels());
-  return widths;
-}
-
-std::vector<TableSpec> TablesForJob(const JobConfig& config) {
-  const int64_t h = config.model().hidden();
-  const double f = static_cast<double>(config.data().num_features());
-  const double l = static_cast<double>(config.data().num_labels());
-  const float scale = config.model().init_scale();
-  auto optimizer_for = [&](const std::string& name) {
-    OptimizerConfig o = config.optimizer();
-    for (const auto& t : config.table())
-      if (t.name() == name) o.MergeFrom(t.optimizer());
-    return o;
-  };
-  std::vector<TableSpec> tables;
-  // Appends a table; `width` is dim (row table) or size (dense table);
-  // uniform tables get the Glorot bound of (fan_in, fan_out).
-  auto add = [&](const std::string& name, TableKind kind, uint64_t width, InitKind init, double fan_in,
-                 double fan_out) {
-    TableSpec t;
-    t.id = static_cast<uint32_t>(tables.size());
-    t.name = name;
-    t.kind = kind;
-    if (kind == TableKind::kRow) {
-      t.dim = static_cast<uint32_t>(width);
-    } else {
-      t.size = width;
-    }
-    t.init = init;
-    if (init == InitKind::kUniform) t.init_bound = scale * static_cast<float>(std::sqrt(6.0 / (fan_in + fan_out)));
-    tables.push_back(t);
-  };
-  switch (config.model().type()) {
-    case SPARSE_LR:
-      // Zero init: the logistic loss is convex, so there is no symmetry to break.
-      add("w", TableKind::kRow, 1, InitKind::kZeros, 0, 0);
-      add("b", TableKind::kDense, 1, InitKind::kZeros, 0, 0);
-      break;
-    case DENSE_MLP: {
-      const std::vector<int64_t> widths = DenseMlpLayerWidths(config);
-      for (size_t i = 0; i + 1 < widths.size(); ++i) {
-        const std::string layer = std::to_string(i + 1);
-        const auto in = static_cast<uint64_t>(widths[i]), out = static_cast<uint64_t>(widths[i + 1]);
-        add("w" + layer, TableKind::kDense, in * out, InitKind::kUniform, static_cast<double>(in),
-            static_cast<double>(out));
-        add("b" + layer, TableKind::kDense, out, InitKind::kZeros, 0, 0);
-      }
-      break;
-    }
-    default:  // XMC_MLP
-      add("w1", TableKind::kRow, static_cast<uint64_t>(h), InitKind::kUniform, f, static_cast<double>(h));
-      add("b1", TableKind::kDense, static_cast<uint64_t>(h), InitKind::kZeros, 0, 0);
-      add("w2", TableKind::kRow, static_cast<uint64_t>(h + 1), InitKind::kUniform, static_cast<double>(h), l);
-      break;
-  }
-  for (auto& t : tables) {
-    t.optimizer = optimizer_for(t.name);
-    t.consistency = ConsistencyForTable(config, t.name);
-    t.staleness = EffectiveStaleness(t.consistency);
-    for (const auto& tc : config.table())
-      if (tc.name() == t.name && tc.init() == INIT_ZEROS) {  // per-table init override
-        t.init = InitKind::kZeros;
-        t.init_bound = 0;
-      }
-    if (t.kind == TableKind::kRow) t.key_base = config.data().index_base();
-  }
-  return tables;
-}
-
-std::string ModelFingerprint(const std::vector<TableSpec>& tables) {
-  std::ostringstream os;
-  for (const auto& t : tables) {
-    std::string opt;
-    google::protobuf::TextFormat::Printer printer;
-    printer.SetSingleLineMode(true);
-    printer.PrintToString(t.optimizer, &opt);
-    os << t.name << (t.kind == TableKind::kRow ? "[row dim=" : "[dense size=")
-       << (t.kind == TableKind::kRow ? t.dim : t.size) << " init=" << t.init_bound << " opt={" << opt
-       << "} staleness=" << StalenessName(t.staleness)
-       << " policy=" << StalenessPolicy_Name(t.consistency.staleness_policy());
-    if (t.key_base >= 0) os << " keys=" << t.key_base << "-based";
-    os << "] ";
-  }
-  return os.str();
+std::string JobId(const JobConfig& config) {
+  return config.cluster().job_id().empty() ? config.name() : config.cluster().job_id();
 }
 
 }  // namespace tether

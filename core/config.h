@@ -1,5 +1,7 @@
 // Job configuration: loading a JobConfig from Protobuf text, applying
-// command-line overrides, validating, and deriving the model's tables.
+// command-line overrides and validating. What a model makes of the config
+// (its tables, its own checks) lives in the worker's model registry
+// (worker/model_registry.h); servers never need it.
 //
 // Everything here is a pure function of its inputs; thread-compatible.
 // Errors name the file and line (config text), the flag, or the field.
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/table_spec.h"
 #include "proto/tether.pb.h"
 
 namespace tether {
@@ -42,17 +45,10 @@ const std::vector<ConfigOverride>& ConfigOverrides();
 Status ApplyOverride(JobConfig* config, const std::string& field_path,
                      const std::string& value, const std::string& source);
 
-/// Checks ranges and required fields (index_base, files, positive sizes);
-/// errors name the field.
+/// Checks ranges and required fields (index_base, files, positive sizes) of
+/// a whole job; the model's own fields are checked by ValidateModelConfig
+/// (worker/model_registry.h). Errors name the field.
 Status ValidateJobConfig(const JobConfig& config);
-
-/// Case C15: refuses a model whose tables cannot travel within the
-/// transport's message limit (kMaxFrameBytes, core/net/message.h): a dense
-/// table whose largest shard slice is larger (the message names the table,
-/// its size, the limit and the number of servers that would do), or a row
-/// table whose single row is. Row pulls and pushes of many rows are split by
-/// the client and need no check. Called by ValidateJobConfig.
-Status CheckMessageSizes(const JobConfig& config);
 
 /// The config in force as one-line text, for the start-up log.
 std::string ConfigSummary(const JobConfig& config);
@@ -64,56 +60,11 @@ std::string StalenessName(int64_t staleness);
 /// none is within max(2, |word|/2) edits.
 std::string ClosestName(const std::string& word, const std::vector<std::string>& candidates);
 
-// ------------------------------------------------------------ tables
-
-enum class TableKind { kRow, kDense };
-enum class InitKind { kZeros, kUniform };
-
-/// A table of the job's model. Row tables map uint64 key → `dim` floats and
-/// are created on first touch; dense tables hold `size` floats.
-struct TableSpec {
-  uint32_t id = 0;
-  std::string name;
-  TableKind kind = TableKind::kRow;
-  uint32_t dim = 1;     // floats per row (row tables)
-  uint64_t size = 0;    // floats (dense tables)
-  InitKind init = InitKind::kZeros;
-  float init_bound = 0; // uniform(-bound, bound)
-  OptimizerConfig optimizer;
-  ConsistencyConfig consistency;  // the job's, merged with this table's override
-  int64_t staleness = 0;          // effective bound: 0 BSP, s SSP, -1 ASP
-  // Row tables: the data index base their keys were read with
-  // (data.index_base; -1 unset). Part of the model fingerprint, so a worker
-  // reading with another base than the model was built with is refused at
-  // HELLO instead of shifting every key by one (case C02).
-  int key_base = -1;
-};
-
-/// Effective staleness bound of a consistency setting: BSP → 0, ASP → −1,
-/// SSP → its `staleness` field.
-int64_t EffectiveStaleness(const ConsistencyConfig& c);
-
 /// The job's consistency merged with table `name`'s override (fields set on
 /// the table win).
 ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string& name);
 
-/// The tables of the job's model, ids 0.., identical on every process.
-/// XMC_MLP: "w1" (row table, key = feature id, dim H), "b1" (dense, H),
-/// "w2" (row table, key = label id, dim H+1: the label's weights then its bias).
-/// SPARSE_LR: "w" (row table, key = feature id, dim 1, zeros), "b" (dense, 1).
-/// DENSE_MLP with layer widths d0..dn (DenseMlpLayerWidths): for layer
-/// i = 1..n, "wi" (dense, d(i-1) × di row-major: row = input unit) and "bi"
-/// (dense, di, zeros); dense tables are range-partitioned over the shards.
-/// Uniform init bounds are init_scale · sqrt(6 / (fan_in + fan_out)) (Glorot
-/// & Bengio 2010), with data.num_features / data.num_labels as the outer fans.
-std::vector<TableSpec> TablesForJob(const JobConfig& config);
-
-/// DENSE_MLP layer widths: data.num_features, then model.hidden_layers (or
-/// model.hidden when that list is empty), then data.num_labels.
-std::vector<int64_t> DenseMlpLayerWidths(const JobConfig& config);
-
-/// A string that two processes must agree on to pair: table names, kinds,
-/// dims, optimizers. Staleness is compared separately.
-std::string ModelFingerprint(const std::vector<TableSpec>& tables);
+/// The job's identity on the wire: cluster.job_id, or the config's name.
+std::string JobId(const JobConfig& config);
 
 }  // namespace tether

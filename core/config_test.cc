@@ -67,31 +67,6 @@ TEST(ConfigTest, UnknownEnumValueSuggestsTheClosest) {
                                       "enum values are upper case)");
 }
 
-// C15: 20,000,000 floats (80 MB, above Protobuf's 64 MB default) travel in
-// one message; 700,000,000 (2.8 GB, above 2 GB) are refused at set-up,
-// naming each block, its size and the limit, and what to change.
-TEST(ConfigTest, C15BlocksTooLargeForOneMessageAreRefusedAtSetUp) {
-  JobConfig c;
-  c.mutable_cluster()->set_num_servers(1);
-  c.mutable_data()->set_num_features(10);
-  c.mutable_data()->set_num_labels(3);
-  c.mutable_model()->set_hidden(20000000);
-  EXPECT_TRUE(CheckMessageSizes(c).ok()) << CheckMessageSizes(c).ToString();
-  c.mutable_model()->set_hidden(700000000);
-  const Status st = CheckMessageSizes(c);
-  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(st.message(),
-            "config: one row of table 'w1' is 2800000000 bytes (dim 700000000), above the 1073741824-byte "
-            "message limit, and a row is never split: make the model narrower; dense table 'b1' is 2800000000 "
-            "bytes (700000000 floats); split over cluster.num_servers=1 its largest slice is 2800000000 bytes, "
-            "above the 1073741824-byte message limit: set cluster.num_servers to at least 3; one row of table "
-            "'w2' is 2800000004 bytes (dim 700000001), above the 1073741824-byte message limit, and a row is "
-            "never split: make the model narrower");
-  // Three shards carry the dense block; its rows still cannot be split.
-  c.mutable_cluster()->set_num_servers(3);
-  EXPECT_EQ(CheckMessageSizes(c).message().find("dense table"), std::string::npos);
-}
-
 TEST(ConfigTest, SyntaxErrorNamesLine) {
   auto c = ParseJobConfig("name: \"x\"\n\ntrain { epochs: ten }\n", "j.pbtxt");
   ASSERT_FALSE(c.ok());
@@ -139,21 +114,6 @@ TEST(ConfigTest, ValidationNamesTheField) {
   EXPECT_NE(ValidateJobConfig(j).message().find("train.slowdown_rank"), std::string::npos);
   j.mutable_train()->set_slowdown_rank(1);
   EXPECT_TRUE(ValidateJobConfig(j).ok());
-}
-
-TEST(ConfigTest, TablesForXmcMlp) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
-  ASSERT_TRUE(c.ok());
-  auto t = TablesForJob(*c);
-  ASSERT_EQ(t.size(), 3u);
-  EXPECT_EQ(t[0].name, "w1");
-  EXPECT_EQ(t[0].dim, 256u);
-  EXPECT_EQ(t[1].kind, TableKind::kDense);
-  EXPECT_EQ(t[1].size, 256u);
-  EXPECT_EQ(t[2].dim, 257u);
-  // Glorot bound sqrt(6 / (1836 + 256)) = sqrt(0.00286807) = 0.0535544
-  EXPECT_NEAR(t[0].init_bound, 0.0535544, 1e-6);
-  EXPECT_EQ(ModelFingerprint(t), ModelFingerprint(TablesForJob(*c)));
 }
 
 TEST(ConfigTest, ClosestName) {

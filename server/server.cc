@@ -15,10 +15,10 @@
 namespace tether {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
-int64_t MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+int64_t MsSince(SteadyClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t).count();
 }
 
 // Index of the first NaN or infinity among v[0, n), or n if there is none.
@@ -48,19 +48,12 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
     : config_(config),
       shard_(shard),
       num_shards_(config.cluster().num_servers()),
+      job_id_(JobId(config)),
       log_prefix_("[server " + std::to_string(shard) + "] "),
       clocks_(config.cluster().num_workers(), EffectiveStaleness(config.consistency())),
       workers_(config.cluster().num_workers()),
       own_ctx_(context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
-      ctx_(context == nullptr ? own_ctx_.get() : context) {
-  const auto specs = TablesForJob(config);
-  fingerprint_ = ModelFingerprint(specs);
-  for (const auto& spec : specs) {
-    uint64_t begin = 0, end = 0;
-    if (spec.kind == TableKind::kDense) std::tie(begin, end) = DenseRange(spec.size, shard_, num_shards_);
-    tables_.push_back(std::make_unique<ServerTable>(spec, config.train().seed(), begin, end));
-  }
-}
+      ctx_(context == nullptr ? own_ctx_.get() : context) {}
 
 ServerShard::~ServerShard() = default;
 
@@ -71,12 +64,14 @@ Status ServerShard::Bind(const std::string& endpoint) {
   opts.recv_hwm = config_.cluster().recv_hwm();
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
   LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
-            << ", staleness " << StalenessName(clocks_.staleness()) << ", " << workers_.size() << " workers";
+            << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
+            << StalenessName(clocks_.staleness()) << ", " << workers_.size()
+            << " workers; tables come with worker 0's HELLO";
   return Status::OK();
 }
 
 Status ServerShard::Run() {
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   auto last_message = start;
   bool any_hello = false;
   zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -89,7 +84,7 @@ Status ServerShard::Run() {
       while (true) {
         Status st = RecvMessage(socket_, &m, &identity);
         if (st.code() == Status::Code::kUnavailable) break;
-        last_message = Clock::now();
+        last_message = SteadyClock::now();
         if (!st.ok()) {
           ++stats_.bad_messages;
           LOG(ERROR) << log_prefix_ << st.message();
@@ -155,29 +150,29 @@ Status ServerShard::CheckRequest(const std::string& identity, const Message& m) 
     return Status::InvalidArgument(TypeName(h.type()) + " from " + who + ": unknown table id " +
                                    std::to_string(h.table_id()));
   const ServerTable& t = *tables_[h.table_id()];
-  if (t.spec().kind == TableKind::kDense) {
+  if (IsDenseTable(t.spec())) {
     const uint64_t n = t.dense_end() - t.dense_begin();
-    if (h.num_keys() != 0) return Status::InvalidArgument("dense table " + t.spec().name + " takes no keys");
+    if (h.num_keys() != 0) return Status::InvalidArgument("dense table " + t.spec().name() + " takes no keys");
     if (h.type() == PUSH && h.num_values() != n)
-      return Status::InvalidArgument("PUSH from " + who + " to dense table " + t.spec().name + " has " +
+      return Status::InvalidArgument("PUSH from " + who + " to dense table " + t.spec().name() + " has " +
                                      std::to_string(h.num_values()) + " values; this shard holds " +
                                      std::to_string(n));
     return CheckPeer(identity, m);
   }
-  if (h.value_dim() != t.spec().dim)
-    return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name +
+  if (h.value_dim() != t.spec().dim())
+    return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name() +
                                    ": value_dim " + std::to_string(h.value_dim()) + " but the table has dim " +
-                                   std::to_string(t.spec().dim));
+                                   std::to_string(t.spec().dim()));
   // num_keys is bounded by its frame's size (ValidateFrames), dim by the
   // config: the product cannot wrap, and the reply is sized from it.
-  if (h.type() == PUSH && h.num_values() != h.num_keys() * t.spec().dim)
-    return Status::InvalidArgument("PUSH from " + who + " for table " + t.spec().name + ": " +
+  if (h.type() == PUSH && h.num_values() != h.num_keys() * t.spec().dim())
+    return Status::InvalidArgument("PUSH from " + who + " for table " + t.spec().name() + ": " +
                                    std::to_string(h.num_values()) + " values for " + std::to_string(h.num_keys()) +
-                                   " keys of dim " + std::to_string(t.spec().dim));
-  if (h.type() == PULL && h.num_keys() * t.spec().dim * sizeof(float) > kMaxFrameBytes)
-    return Status::InvalidArgument("PULL from " + who + " for table " + t.spec().name + ": " +
-                                   std::to_string(h.num_keys()) + " keys of dim " + std::to_string(t.spec().dim) +
-                                   " make a " + std::to_string(h.num_keys() * t.spec().dim * sizeof(float)) +
+                                   " keys of dim " + std::to_string(t.spec().dim()));
+  if (h.type() == PULL && h.num_keys() * t.spec().dim() * sizeof(float) > kMaxFrameBytes)
+    return Status::InvalidArgument("PULL from " + who + " for table " + t.spec().name() + ": " +
+                                   std::to_string(h.num_keys()) + " keys of dim " + std::to_string(t.spec().dim()) +
+                                   " make a " + std::to_string(h.num_keys() * t.spec().dim() * sizeof(float)) +
                                    "-byte reply, above the " + std::to_string(kMaxFrameBytes) +
                                    "-byte message limit; split the keys over several pulls");
   std::vector<uint64_t> scratch;
@@ -199,13 +194,20 @@ Status ServerShard::CheckRequest(const std::string& identity, const Message& m) 
   }
   for (uint64_t i = 0; bad != 0 && i < n; ++i) {
     if (i > 0 && keys[i] <= keys[i - 1])
-      return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name +
+      return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name() +
                                      ": keys not sorted and unique at position " + std::to_string(i));
     if (ShardForKey(keys[i], num_shards_) != shard_)
       return Status::InvalidArgument(TypeName(h.type()) + " from " + who + ": key " + std::to_string(keys[i]) +
-                                     " of table " + t.spec().name + " belongs to shard " +
+                                     " of table " + t.spec().name() + " belongs to shard " +
                                      std::to_string(ShardForKey(keys[i], num_shards_)));
   }
+  // Sorted by now, so the last key is the largest: one comparison checks
+  // the table's key range (TableSpec.num_keys; 0 = any key).
+  const uint64_t num_keys = t.spec().num_keys();
+  if (num_keys != 0 && n > 0 && keys[n - 1] >= num_keys)
+    return Status::InvalidArgument(TypeName(h.type()) + " from " + who + ": key " + std::to_string(keys[n - 1]) +
+                                   " of table " + t.spec().name() + " is outside its key range [0, " +
+                                   std::to_string(num_keys) + ")");
   return CheckPeer(identity, m);
 }
 
@@ -220,13 +222,13 @@ Status ServerShard::CheckPeer(const std::string& identity, const Message& m) con
     if (i < h.num_values()) {
       const ServerTable& t = *tables_[h.table_id()];
       std::string where = "value " + std::to_string(i);
-      if (t.spec().kind == TableKind::kRow) {
+      if (IsRowTable(t.spec())) {
         std::vector<uint64_t> key_scratch;
-        where += " (key " + std::to_string(m.KeyData(&key_scratch)[i / t.spec().dim]) + ", column " +
-                 std::to_string(i % t.spec().dim) + ")";
+        where += " (key " + std::to_string(m.KeyData(&key_scratch)[i / t.spec().dim()]) + ", column " +
+                 std::to_string(i % t.spec().dim()) + ")";
       }
       return Status::InvalidArgument("PUSH from worker " + std::to_string(h.sender_rank()) + " to table " +
-                                     t.spec().name + ": " + where + " is " + (std::isnan(v[i]) ? "NaN" : "infinite") +
+                                     t.spec().name() + ": " + where + " is " + (std::isnan(v[i]) ? "NaN" : "infinite") +
                                      "; nothing applied");
     }
   }
@@ -246,6 +248,7 @@ Status ServerShard::CheckPeer(const std::string& identity, const Message& m) con
 
 void ServerShard::Handle(const std::string& identity, Message* m) {
   const MessageHeader& h = m->header;
+  if (h.type() == HEARTBEAT && waiting_hellos_.count(h.sender_rank()) != 0) return;  // still joining
   Status st = CheckRequest(identity, *m);
   if (!st.ok()) {
     ++stats_.bad_messages;
@@ -271,17 +274,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   }
   switch (h.type()) {
     case HELLO: {
-      if (h.staleness() != clocks_.staleness() || h.model_fingerprint() != fingerprint_) {
-        std::string why = h.staleness() != clocks_.staleness()
-                              ? "staleness differs: worker " + std::to_string(rank) + " has " +
-                                    StalenessName(h.staleness()) + ", server " + std::to_string(shard_) +
-                                    " has " + StalenessName(clocks_.staleness())
-                              : "model settings differ: worker " + std::to_string(rank) + " has {" +
-                                    h.model_fingerprint() + "}, server has {" + fingerprint_ + "}";
-        LOG(ERROR) << log_prefix_ << "refusing worker " << rank << ": " << why;
-        ReplyError(identity, h, why);
-        return;
-      }
+      if (!AdmitHello(identity, m)) return;
       int64_t start_clock = 0;
       if (w.said_hello) {
         // A worker rejoining (after a crash or a timeout) starts at the
@@ -305,12 +298,18 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       reply.header.set_request_id(h.request_id());
       reply.header.set_clock(start_clock);
       reply.header.set_min_clock(clocks_.min_clock());
+      reply.header.set_shard(shard_);
+      reply.header.set_num_shards(num_shards_);
+      reply.header.set_job_id(job_id_);
+      reply.header.set_generation(config_.cluster().generation());
+      reply.header.set_protocol_version(kProtocolVersion);
       Reply(identity, &reply, rank);
+      if (!waiting_hellos_.empty()) AdmitWaitingHellos();
       return;
     }
     case PULL:
       ++stats_.pulls;
-      if (clocks_.PullReady(h.clock(), tables_[h.table_id()]->spec().staleness)) {
+      if (clocks_.PullReady(h.clock(), tables_[h.table_id()]->staleness())) {
         ServePull(identity, *m);
       } else {
         ++stats_.deferred_pulls;
@@ -365,6 +364,71 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   }
 }
 
+bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
+  const MessageHeader& h = m->header;
+  const int rank = h.sender_rank();
+  const std::string who = "worker " + std::to_string(rank);
+  auto refuse = [&](const std::string& why) {
+    LOG(ERROR) << log_prefix_ << "refusing " << who << ": " << why;
+    ReplyError(identity, h, why);
+    return false;
+  };
+  // Who is talking to whom (case C26): the same protocol, the same job and
+  // generation, and this shard where the worker's list puts it.
+  if (h.protocol_version() != kProtocolVersion)
+    return refuse("protocol version differs: " + who + " speaks version " + std::to_string(h.protocol_version()) +
+                  ", server " + std::to_string(shard_) + " speaks version " + std::to_string(kProtocolVersion) +
+                  " (run the same Tether build on both sides)");
+  if (h.job_id() != job_id_ || h.generation() != config_.cluster().generation())
+    return refuse("job differs: " + who + " is of job '" + h.job_id() + "' generation " +
+                  std::to_string(h.generation()) + ", server " + std::to_string(shard_) + " serves job '" + job_id_ +
+                  "' generation " + std::to_string(config_.cluster().generation()) +
+                  " (cluster.job_id / cluster.generation, or the config's name)");
+  if (h.shard() != shard_ || h.num_shards() != num_shards_)
+    return refuse("server " + endpoint_ + " is shard " + std::to_string(shard_) + " of " +
+                  std::to_string(num_shards_) + " but " + who + " lists it as shard " + std::to_string(h.shard()) +
+                  " of " + std::to_string(h.num_shards()) + " in --server_addresses");
+  if (h.staleness() != clocks_.staleness())
+    return refuse("staleness differs: " + who + " has " + StalenessName(h.staleness()) + ", server " +
+                  std::to_string(shard_) + " has " + StalenessName(clocks_.staleness()));
+  if (tables_.empty()) {
+    if (rank != 0) {
+      // Worker 0 defines the job's tables (the authority), so two shards
+      // can never adopt different tables because different workers reached
+      // them first: this HELLO waits for worker 0's.
+      VLOG(1) << log_prefix_ << who << " waits for worker 0 to define the tables";
+      waiting_hellos_[rank] = {identity, std::move(*m), SteadyClock::now()};
+      return false;
+    }
+    std::vector<TableSpec> specs(h.tables().begin(), h.tables().end());
+    if (specs.empty()) return refuse("worker 0 declared no tables");
+    const Status valid = ValidateTableSpecs(specs, num_shards_);
+    if (!valid.ok()) return refuse("worker 0 declared a bad table: " + valid.message());
+    DefineTables(h.tables());
+    // Worker 0's HELLO is answered first (below); the waiting ones after it.
+    return true;
+  }
+  const std::string diff = DiffTableSpecs(h.tables(), who, job_tables_, "the job (from worker 0)");
+  if (!diff.empty()) return refuse("tables differ: " + diff);
+  return true;
+}
+
+void ServerShard::DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs) {
+  job_tables_ = specs;
+  for (const TableSpec& spec : specs) {
+    uint64_t begin = 0, end = 0;
+    if (IsDenseTable(spec)) std::tie(begin, end) = DenseRange(spec.size(), shard_, num_shards_);
+    tables_.push_back(std::make_unique<ServerTable>(spec, begin, end));
+  }
+  LOG(INFO) << log_prefix_ << "tables from worker 0: " << DescribeTables(specs);
+}
+
+void ServerShard::AdmitWaitingHellos() {
+  auto waiting = std::move(waiting_hellos_);
+  waiting_hellos_.clear();
+  for (auto& [rank, hello] : waiting) Handle(hello.identity, &hello.request);
+}
+
 void ServerShard::ServePull(const std::string& identity, const Message& m) {
   const MessageHeader& h = m.header;
   ServerTable& t = *tables_[h.table_id()];
@@ -374,22 +438,22 @@ void ServerShard::ServePull(const std::string& identity, const Message& m) {
   reply.header.set_table_id(h.table_id());
   reply.header.set_min_clock(clocks_.min_clock());
   reply.header.set_version(t.version());
-  const int64_t s = t.spec().staleness;
+  const int64_t s = t.staleness();
   if (s >= 0 && clocks_.min_clock() < h.clock() - s) ++stats_.bound_violations;  // invariant check
-  FillValues(t, t.spec().kind == TableKind::kDense ? nullptr : m.KeyData(&key_scratch_), h.num_keys(), &reply);
-  if (t.spec().kind == TableKind::kRow) stats_.rows_pulled += h.num_keys();
+  FillValues(t, IsDenseTable(t.spec()) ? nullptr : m.KeyData(&key_scratch_), h.num_keys(), &reply);
+  if (IsRowTable(t.spec())) stats_.rows_pulled += h.num_keys();
   Reply(identity, &reply, h.sender_rank());
 }
 
 void ServerShard::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply) {
-  if (t.spec().kind == TableKind::kDense) {
+  if (IsDenseTable(t.spec())) {
     const uint64_t size = t.dense_end() - t.dense_begin();
     reply->values = reply_pool_.Take(size * sizeof(float));
     t.PullDense(static_cast<float*>(reply->values.data()));
     reply->header.set_num_values(size);
     return;
   }
-  const uint32_t dim = t.spec().dim;
+  const uint32_t dim = t.spec().dim();
   reply->values = reply_pool_.Take(n * dim * sizeof(float));
   t.PullRows(keys, n, static_cast<float*>(reply->values.data()));
   reply->header.set_value_dim(dim);
@@ -400,7 +464,7 @@ void ServerShard::ServeReadyPulls() {
   // Pulls wait in arrival order; serve every one the new min_clock admits.
   for (auto it = pending_.begin(); it != pending_.end();) {
     const MessageHeader& rh = it->request.header;
-    if (clocks_.PullReady(rh.clock(), tables_[rh.table_id()]->spec().staleness)) {
+    if (clocks_.PullReady(rh.clock(), tables_[rh.table_id()]->staleness())) {
       // Pulls of one minibatch wait side by side: charge the worker only for
       // the longest wait since its last release, not for each table.
       WorkerState& w = workers_[rh.sender_rank()];
@@ -454,21 +518,21 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
   const uint64_t tau = h.version() <= t.version() ? t.version() - h.version() : 0;
   stats_.staleness.Add(tau);
   float lr_scale = 1.0f;
-  switch (t.spec().consistency.staleness_policy()) {
+  switch (t.spec().consistency().staleness_policy()) {
     case INVERSE: lr_scale = 1.0f / static_cast<float>(std::max<uint64_t>(1, tau)); break;
     case INVERSE_PLUS_ONE: lr_scale = 1.0f / static_cast<float>(tau + 1); break;
     default: break;
   }
   const float* g = m.ValueData(&value_scratch_);
   const uint64_t* keys = nullptr;
-  if (t.spec().kind == TableKind::kDense) {
+  if (IsDenseTable(t.spec())) {
     t.PushDense(g, lr_scale);
   } else {
     keys = m.KeyData(&key_scratch_);
     t.PushRows(keys, h.num_keys(), g, lr_scale);
     stats_.rows_pushed += h.num_keys();
   }
-  stats_.updates_applied += t.spec().kind == TableKind::kDense ? 1 : h.num_keys();
+  stats_.updates_applied += IsDenseTable(t.spec()) ? 1 : h.num_keys();
   Message reply;
   reply.header.set_type(PUSH_REPLY);
   reply.header.set_request_id(h.request_id());
@@ -484,7 +548,7 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
 }
 
 Status ServerShard::CheckWorkerTimeouts() {
-  const auto now = Clock::now();
+  const auto now = SteadyClock::now();
   const int64_t timeout_ms = config_.cluster().worker_timeout_ms();
   for (size_t r = 0; r < workers_.size(); ++r) {
     WorkerState& w = workers_[r];

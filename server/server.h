@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,7 +57,10 @@ struct ServerStats {
 
 class ServerShard {
  public:
-  /// `config` must have passed ValidateJobConfig. `shard` in [0, num_servers).
+  /// `config` must have passed ValidateServerConfig: the shard reads only its
+  /// cluster and consistency sections (and train.metrics_dir in
+  /// tools/server_main.cc); it knows no model. Its tables come with worker
+  /// 0's HELLO (TableSpec, core/table_spec.h). `shard` in [0, num_servers).
   /// `context`: the ZeroMQ context to make the socket in, or null for one of
   /// the shard's own. Shards and workers of one process that talk over
   /// `inproc://` endpoints must share one context, which must outlive them.
@@ -85,7 +89,10 @@ class ServerShard {
   /// Called on Run()'s thread each time the shard's min clock advances, with
   /// the new value (tools/server_main.cc writes a JSON-lines metrics row).
   void SetClockListener(std::function<void(int64_t min_clock)> listener) { clock_listener_ = std::move(listener); }
+  /// Table `id` of the job (valid once worker 0's HELLO defined them; see
+  /// num_tables()).
   const ServerTable& table(uint32_t id) const { return *tables_[id]; }
+  size_t num_tables() const { return tables_.size(); }
   /// The pool that holds the values frames of pull replies (and of push
   /// replies that carry rows): pre-faulted buffers recycled once ZeroMQ has
   /// sent them, at most kDefaultFramePoolIdleBytes idle (core/net/frame_pool.h).
@@ -121,13 +128,25 @@ class ServerShard {
   // slice (dense tables) or the rows of `keys` (n keys, row tables).
   void FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
   Status CheckWorkerTimeouts();
+  // HELLO: checks protocol version, job and generation, shard index,
+  // staleness and tables (defining them from worker 0's, or comparing with
+  // them). Returns false when the HELLO was refused (error reply sent) or
+  // must wait for worker 0's (kept in waiting_hellos_).
+  bool AdmitHello(const std::string& identity, Message* m);
+  void DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs);
+  void AdmitWaitingHellos();
 
   JobConfig config_;
   int shard_;
   int num_shards_;
+  std::string job_id_;
   std::string log_prefix_;
-  std::string fingerprint_;
+  // The job's tables as worker 0 declared them, and the shard's part of
+  // each; empty until worker 0's HELLO.
+  google::protobuf::RepeatedPtrField<TableSpec> job_tables_;
   std::vector<std::unique_ptr<ServerTable>> tables_;
+  // HELLOs of other workers that came before worker 0's, by rank.
+  std::map<int, PendingPull> waiting_hellos_;
   ClockTracker clocks_;
   std::vector<WorkerState> workers_;
   std::deque<PendingPull> pending_;

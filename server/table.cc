@@ -48,15 +48,23 @@ float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, 
   return (2.0f * u - 1.0f) * bound;
 }
 
-ServerTable::ServerTable(const TableSpec& spec, uint64_t seed, uint64_t begin, uint64_t end)
-    : spec_(spec), optimizer_(spec.optimizer), seed_(seed), begin_(begin), end_(end) {
-  stride_ = static_cast<uint32_t>(spec.dim + optimizer_.StateFloats(spec.dim));
-  if (spec.kind == TableKind::kDense) {
+ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end)
+    : spec_(spec),
+      optimizer_(spec.optimizer()),
+      seed_(spec.init().seed()),
+      zeros_(spec.init().kind() == TableInitializer::ZEROS),
+      init_bound_(spec.init().bound()),
+      dim_(spec.dim()),
+      staleness_(TableStaleness(spec)),
+      begin_(begin),
+      end_(end) {
+  const uint64_t seed = seed_;
+  stride_ = static_cast<uint32_t>(dim_ + optimizer_.StateFloats(dim_));
+  if (IsDenseTable(spec)) {
     const uint64_t n = end - begin;
     data_.resize(n + optimizer_.StateFloats(n));
     for (uint64_t i = 0; i < n; ++i)
-      data_[i] = spec.init == InitKind::kZeros ? 0.0f
-                                               : InitialWeight(seed, spec.id, 0, static_cast<uint32_t>(begin + i), spec.init_bound);
+      data_[i] = zeros_ ? 0.0f : InitialWeight(seed, spec.id(), 0, static_cast<uint32_t>(begin + i), init_bound_);
     optimizer_.InitState(data_.data() + n, n);
   }
 }
@@ -156,11 +164,11 @@ float* ServerTable::Row(uint64_t key) {
   bool inserted = false;
   const uint64_t offset = index_.FindOrInsert(key, &inserted) * stride_;
   if (inserted) {
-    const uint32_t dim = spec_.dim;
+    const uint32_t dim = dim_;
     data_.resize(data_.size() + stride_);
     float* row = data_.data() + offset;
     for (uint32_t j = 0; j < dim; ++j)
-      row[j] = spec_.init == InitKind::kZeros ? 0.0f : InitialWeight(seed_, spec_.id, key, j, spec_.init_bound);
+      row[j] = zeros_ ? 0.0f : InitialWeight(seed_, spec_.id(), key, j, init_bound_);
     optimizer_.InitState(row + dim, dim);
     return row;
   }
@@ -177,7 +185,7 @@ void ServerTable::LookUp(const uint64_t* keys, uint64_t n) {
 }
 
 void ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
-  const uint32_t dim = spec_.dim;
+  const uint32_t dim = dim_;
   LookUp(keys, n);
   const float* base = data_.data();
   for (uint64_t i = 0; i < n; ++i) {
@@ -188,7 +196,7 @@ void ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
 
 void ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
   ++version_;
-  const uint32_t dim = spec_.dim;
+  const uint32_t dim = dim_;
   LookUp(keys, n);
   float* base = data_.data();
   // The whole row (weights and state) is hinted: its parts are separate

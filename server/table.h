@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/config.h"
+#include "core/table_spec.h"
 #include "server/optimizer.h"
 
 namespace tether {
@@ -60,9 +60,13 @@ struct HugePageAllocator {
 class ServerTable {
  public:
   /// For a dense table, this shard holds [begin, end) of its `size` floats.
-  ServerTable(const TableSpec& spec, uint64_t seed, uint64_t begin, uint64_t end);
+  /// `spec` must have passed ValidateTableSpecs (core/table_spec.h); its
+  /// initializer (kind, bound, seed) gives every value's start.
+  ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end);
 
   const TableSpec& spec() const { return spec_; }
+  /// The bound this table's pulls are answered under (TableStaleness).
+  int64_t staleness() const { return staleness_; }
   uint64_t dense_begin() const { return begin_; }
   uint64_t dense_end() const { return end_; }
 
@@ -115,6 +119,10 @@ class ServerTable {
   TableSpec spec_;
   Optimizer optimizer_;
   uint64_t seed_;
+  bool zeros_;        // initializer ZEROS
+  float init_bound_;  // initializer UNIFORM's bound
+  uint32_t dim_;      // row tables: spec_.dim()
+  int64_t staleness_;  // TableStaleness(spec_)
   uint64_t begin_ = 0, end_ = 0;
   uint64_t version_ = 0;
   uint32_t stride_;  // dim + optimizer state floats per row

@@ -11,16 +11,17 @@
 namespace tether {
 namespace {
 
-TableSpec RowSpec(uint32_t dim, OptimizerType type) {
+TableSpec RowSpec(uint32_t dim, OptimizerType type, uint64_t seed = 1) {
   TableSpec spec;
-  spec.id = 3;
-  spec.name = "w";
-  spec.kind = TableKind::kRow;
-  spec.dim = dim;
-  spec.init = InitKind::kUniform;
-  spec.init_bound = 0.5f;
-  spec.optimizer.set_type(type);
-  spec.optimizer.set_learning_rate(0.25f);
+  spec.set_id(3);
+  spec.set_name("w");
+  spec.set_kind(TableSpec::ROW);
+  spec.set_dim(dim);
+  spec.mutable_init()->set_kind(TableInitializer::UNIFORM);
+  spec.mutable_init()->set_bound(0.5f);
+  spec.mutable_init()->set_seed(seed);
+  spec.mutable_optimizer()->set_type(type);
+  spec.mutable_optimizer()->set_learning_rate(0.25f);
   return spec;
 }
 
@@ -29,7 +30,7 @@ TableSpec RowSpec(uint32_t dim, OptimizerType type) {
 // checked against InitialWeight and against a reference map of SGD updates.
 TEST(ServerTableTest, RowsKeepTheirValuesThroughIndexGrowth) {
   constexpr uint32_t kDim = 5;
-  ServerTable t(RowSpec(kDim, SGD), /*seed=*/9, 0, 0);
+  ServerTable t(RowSpec(kDim, SGD, /*seed=*/9), 0, 0);
   std::vector<uint64_t> keys = {0, 1, 2, ~uint64_t{0}, ~uint64_t{0} - 1, uint64_t{1} << 63};
   for (uint64_t i = 1; i <= 3000; ++i) keys.push_back(i << 20);
   std::mt19937_64 rng(4);
@@ -72,8 +73,8 @@ TEST(ServerTableTest, RowsKeepTheirValuesThroughIndexGrowth) {
 TEST(ServerTableTest, AdamRowsMatchTheOptimizerOnTheirOwnRows) {
   constexpr uint32_t kDim = 37;  // not a multiple of the vector width
   const TableSpec spec = RowSpec(kDim, ADAM);
-  ServerTable t(spec, 1, 0, 0);
-  const Optimizer opt(spec.optimizer);
+  ServerTable t(spec, 0, 0);
+  const Optimizer opt(spec.optimizer());
   const std::vector<uint64_t> both = {10, 20, 30}, once = {20};
   std::vector<float> g(both.size() * kDim);
   for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>(i % 11) - 0.05f;
@@ -84,7 +85,7 @@ TEST(ServerTableTest, AdamRowsMatchTheOptimizerOnTheirOwnRows) {
   t.PullRows(both.data(), both.size(), out.data());
   for (size_t i = 0; i < both.size(); ++i) {
     std::vector<float> w(kDim), state(opt.StateFloats(kDim));
-    for (uint32_t j = 0; j < kDim; ++j) w[j] = InitialWeight(1, spec.id, both[i], j, spec.init_bound);
+    for (uint32_t j = 0; j < kDim; ++j) w[j] = InitialWeight(1, spec.id(), both[i], j, spec.init().bound());
     opt.InitState(state.data(), kDim);
     opt.Apply(w.data(), state.data(), g.data() + i * kDim, kDim);
     if (both[i] == 20) opt.Apply(w.data(), state.data(), g.data(), kDim);
@@ -93,7 +94,7 @@ TEST(ServerTableTest, AdamRowsMatchTheOptimizerOnTheirOwnRows) {
 }
 
 TEST(ServerTableTest, EmptyRequestsTouchNothing) {
-  ServerTable t(RowSpec(4, ADAGRAD), 1, 0, 0);
+  ServerTable t(RowSpec(4, ADAGRAD), 0, 0);
   t.PushRows(nullptr, 0, nullptr);
   t.PullRows(nullptr, 0, nullptr);
   EXPECT_EQ(t.num_rows(), 0u);
@@ -102,14 +103,14 @@ TEST(ServerTableTest, EmptyRequestsTouchNothing) {
 
 TEST(ServerTableTest, DenseSliceAppliesTheOptimizer) {
   TableSpec spec;
-  spec.id = 1;
-  spec.name = "b";
-  spec.kind = TableKind::kDense;
-  spec.size = 10;
-  spec.init = InitKind::kZeros;
-  spec.optimizer.set_type(SGD);
-  spec.optimizer.set_learning_rate(0.5f);
-  ServerTable t(spec, 1, 4, 7);  // this shard holds [4, 7)
+  spec.set_id(1);
+  spec.set_name("b");
+  spec.set_kind(TableSpec::DENSE);
+  spec.set_size(10);
+  spec.mutable_init()->set_kind(TableInitializer::ZEROS);
+  spec.mutable_optimizer()->set_type(SGD);
+  spec.mutable_optimizer()->set_learning_rate(0.5f);
+  ServerTable t(spec, 4, 7);  // this shard holds [4, 7)
   const float g[3] = {1.0f, -2.0f, 4.0f};
   t.PushDense(g);
   float out[3];

@@ -12,6 +12,7 @@
 #include "server/server.h"
 #include "sparse/cpu_backend.h"
 #include "worker/client.h"
+#include "worker/model_registry.h"
 #include "worker/xmc_mlp.h"
 
 namespace tether {
@@ -59,7 +60,7 @@ class Cluster {
     o.servers = endpoints_;
     o.tables = TablesForJob(config_);
     o.staleness = EffectiveStaleness(config_.consistency());
-    o.model_fingerprint = ModelFingerprint(o.tables);
+    o.job_id = JobId(config_);
     o.request_timeout_ms = 10000;
     o.heartbeat_interval_ms = config_.cluster().heartbeat_interval_ms();
     auto c = WorkerClient::Connect(o);
@@ -172,9 +173,9 @@ TEST(ConsistencyTest, BspOneWorkerEqualsSequentialSgdBitForBit) {
   // Local replica with the servers' initializer.
   std::vector<float> w1(F * H), b1(H, 0.0f), w2(L * (H + 1));
   for (int f = 0; f < F; ++f)
-    for (int j = 0; j < H; ++j) w1[f * H + j] = InitialWeight(1, 0, f, j, tables[0].init_bound);
+    for (int j = 0; j < H; ++j) w1[f * H + j] = InitialWeight(1, 0, f, j, tables[0].init().bound());
   for (int l = 0; l < L; ++l)
-    for (int j = 0; j <= H; ++j) w2[l * (H + 1) + j] = InitialWeight(1, 2, l, j, tables[2].init_bound);
+    for (int j = 0; j <= H; ++j) w2[l * (H + 1) + j] = InitialWeight(1, 2, l, j, tables[2].init().bound());
   Optimizer sgd(job.optimizer());
   std::mt19937 rng(5);
   std::vector<uint64_t> labels_keys = {0, 1, 2, 3};

@@ -9,6 +9,7 @@
 #include "core/net/message.h"
 #include "server/server.h"
 #include "worker/client.h"
+#include "worker/model_registry.h"
 
 namespace tether {
 namespace {
@@ -56,7 +57,7 @@ std::unique_ptr<WorkerClient> Connect(const JobConfig& c, int rank, const std::s
   o.servers = {ep};
   o.staleness = c.consistency().staleness();
   o.tables = TablesForJob(c);
-  o.model_fingerprint = ModelFingerprint(o.tables);
+  o.job_id = JobId(c);
   o.request_timeout_ms = 10000;
   auto client = WorkerClient::Connect(o);
   EXPECT_TRUE(client.ok()) << client.status().ToString();
@@ -145,7 +146,7 @@ TEST(SspTest, ServerRefusesWorkerWithDifferentStalenessNamingBoth) {
   o.servers = {server.endpoint()};
   o.staleness = 5;
   o.tables = TablesForJob(other);
-  o.model_fingerprint = ModelFingerprint(o.tables);
+  o.job_id = JobId(c);
   o.request_timeout_ms = 5000;
   auto client = WorkerClient::Connect(o);
   ASSERT_FALSE(client.ok());

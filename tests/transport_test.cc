@@ -35,6 +35,7 @@
 #include "server/server.h"
 #include "sparse/reader.h"
 #include "worker/client.h"
+#include "worker/model_registry.h"
 
 namespace tether {
 namespace {
@@ -88,13 +89,28 @@ class ServerThread {
   Status result_;
 };
 
+// A serialized HELLO of worker `rank` to `shard`, declaring the job's tables.
+std::string HelloHeader(const JobConfig& c, int rank, int shard) {
+  MessageHeader h;
+  h.set_type(HELLO);
+  h.set_sender_rank(rank);
+  h.set_request_id(1);
+  h.set_staleness(EffectiveStaleness(c.consistency()));
+  h.set_protocol_version(kProtocolVersion);
+  h.set_job_id(JobId(c));
+  h.set_shard(shard);
+  h.set_num_shards(c.cluster().num_servers());
+  for (const TableSpec& t : TablesForJob(c)) *h.add_tables() = t;
+  return h.SerializeAsString();
+}
+
 ClientOptions OptionsFor(const JobConfig& c, int rank, std::vector<std::string> servers) {
   ClientOptions o;
   o.rank = rank;
   o.servers = std::move(servers);
   o.staleness = c.consistency().staleness();
   o.tables = TablesForJob(c);
-  o.model_fingerprint = ModelFingerprint(o.tables);
+  o.job_id = JobId(c);
   o.request_timeout_ms = 20000;
   o.heartbeat_interval_ms = 1000;
   o.send_hwm = c.cluster().send_hwm();
@@ -223,7 +239,11 @@ TEST(TransportTest, C13RawSocketAtTheHighWaterMarkWaitsAndNeverDrops) {
     h.set_sender_rank(0);
     h.set_request_id(1);
     h.set_staleness(c.consistency().staleness());
-    h.set_model_fingerprint(ModelFingerprint(TablesForJob(c)));
+    h.set_protocol_version(kProtocolVersion);
+    h.set_job_id(JobId(c));
+    h.set_shard(0);
+    h.set_num_shards(1);
+    for (const TableSpec& t : TablesForJob(c)) *h.add_tables() = t;
     const std::string hb = h.SerializeAsString();
     s.send(zmq::buffer(hb), zmq::send_flags::sndmore);
     s.send(zmq::message_t(), zmq::send_flags::sndmore);
@@ -316,7 +336,7 @@ TEST(TransportTest, C13LostUpdatesAreCountedLoggedAndFailTheRun) {
 TEST(TransportTest, C15EightyMegabyteDenseBlockCrossesIntactInOneMessage) {
   const int kHidden = 20000000;  // b1 is a dense table of `hidden` floats
   JobConfig c = ExactJob(1, 1, kHidden);
-  ASSERT_TRUE(CheckMessageSizes(c).ok());
+  ASSERT_TRUE(CheckMessageSizes(TablesForJob(c), c.cluster().num_servers()).ok());
   ServerThread server(c, 0);
   auto w = Connect(OptionsFor(c, 0, {server.endpoint()}));
   ASSERT_TRUE(w);
@@ -473,41 +493,47 @@ TEST(TransportTest, DISABLED_C15LargestRowPullSplitAtTheRealLimit) {
 
 // The model records the index base its keys were read with: a worker that
 // reads with the other base would shift every key by one, so it is refused
-// at HELLO, and the error names both bases.
+// at HELLO, and the error names the table, the field and both bases.
 TEST(TransportTest, C02WorkerWithAnotherIndexBaseThanTheModelIsRefused) {
-  JobConfig c = ExactJob(1, 1, 2);
+  JobConfig c = ExactJob(1, 2, 2);
   c.mutable_data()->set_index_base(0);
   ServerThread server(c, 0);
+  auto first = Connect(OptionsFor(c, 0, {server.endpoint()}));  // worker 0 defines the tables
+  ASSERT_TRUE(first);
   JobConfig other = c;
   other.mutable_data()->set_index_base(1);
-  ClientOptions o = OptionsFor(other, 0, {server.endpoint()});
+  ClientOptions o = OptionsFor(other, 1, {server.endpoint()});
   o.request_timeout_ms = 5000;
   auto refused = WorkerClient::Connect(o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
   const std::string& m = refused.status().message();
-  EXPECT_NE(m.find("model settings differ: worker 0 has {w1[row dim=2"), std::string::npos) << m;
-  EXPECT_NE(m.find("keys=1-based] b1"), std::string::npos) << m;
-  EXPECT_NE(m.find("server has {w1[row dim=2"), std::string::npos) << m;
-  EXPECT_NE(m.find("keys=0-based] b1"), std::string::npos) << m;
-  auto same = WorkerClient::Connect(OptionsFor(c, 0, {server.endpoint()}));
+  EXPECT_NE(m.find("tables differ: table 'w1', field key_base: worker 1 has 1, the job (from worker 0) has 0"),
+            std::string::npos) << m;
+  auto same = WorkerClient::Connect(OptionsFor(c, 1, {server.endpoint()}));
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   ASSERT_TRUE((*same)->Bye().ok());
+  ASSERT_TRUE(first->Bye().ok());
 }
 
-// C20's last point: a worker whose model shape differs from the server's is
-// refused, and the error names both (staleness: ssp_test.cc).
+// C20's last point: a worker whose model shape differs from the job's is
+// refused, and the error names the table, the field and both values
+// (staleness: ssp_test.cc).
 TEST(TransportTest, C20WorkerWithAnotherModelShapeIsRefusedNamingBoth) {
-  JobConfig c = ExactJob(1, 1, 2);
+  JobConfig c = ExactJob(1, 2, 2);
   ServerThread server(c, 0);
-  ClientOptions o = OptionsFor(ExactJob(1, 1, 3), 0, {server.endpoint()});
+  auto first = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(first);
+  JobConfig other = ExactJob(1, 2, 3);
+  ClientOptions o = OptionsFor(other, 1, {server.endpoint()});
   o.request_timeout_ms = 5000;
   auto refused = WorkerClient::Connect(o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
   const std::string& m = refused.status().message();
-  EXPECT_NE(m.find("model settings differ: worker 0 has {w1[row dim=3 "), std::string::npos) << m;
-  EXPECT_NE(m.find("server has {w1[row dim=2 "), std::string::npos) << m;
+  EXPECT_NE(m.find("table 'w1', field dim: worker 1 has 3, the job (from worker 0) has 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("server " + server.endpoint() + " (listed as shard 0) refused to pair"), std::string::npos) << m;
+  ASSERT_TRUE(first->Bye().ok());
 }
 
 // ------------------------------------------------------------------ C08
@@ -683,6 +709,8 @@ TEST(TransportTest, LongRequestsWithOneBadKeyOrValueAreRefusedNamingIt) {
     c.mutable_data()->set_num_features(1 << 20);
     ServerThread s0(c, 0);
     BadPeer peer(s0.endpoint());
+    // The peer joins as worker 0, whose HELLO defines the tables.
+    ASSERT_EQ(peer.SendAndGetError({"hello", {HelloHeader(c, 0, 0), "", ""}, ""}), "(not an ERROR_REPLY)");
     // 10,000 sorted keys of shard 0; then, from position 7,000 on, the first
     // key replaced by one of another shard that keeps the order.
     std::vector<uint64_t> keys;

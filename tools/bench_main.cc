@@ -36,6 +36,7 @@
 #include "server/table.h"
 #include "worker/client.h"
 #include "worker/sampling.h"
+#include "worker/trainer.h"
 
 DEFINE_string(keys, "100,1000,10000,100000,1000000", "transport: key counts per request");
 DEFINE_string(dims, "", "row widths in floats (default: transport 1,16,64,256; updates 64,256)");
@@ -290,12 +291,7 @@ int RunTransport() {
       const JobConfig config = TransportConfig(static_cast<int>(servers), dim);
       std::vector<std::unique_ptr<ServerShard>> shards;
       std::vector<std::thread> threads;
-      ClientOptions copts;
-      copts.rank = 0;
-      copts.staleness = config.consistency().staleness();
-      copts.tables = TablesForJob(config);
-      copts.model_fingerprint = ModelFingerprint(copts.tables);
-      copts.request_timeout_ms = config.cluster().request_timeout_ms();
+      ClientOptions copts = ClientOptionsFor(config, 0, {});
       if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
       if (FLAGS_max_outstanding > 0) copts.max_outstanding = FLAGS_max_outstanding;
       for (int s = 0; s < servers; ++s) {
@@ -460,14 +456,15 @@ int RunUpdates() {
     const Optimizer optimizer(oc);
     for (int64_t dim : dims) {
       TableSpec spec;
-      spec.id = 0;
-      spec.name = "w";
-      spec.kind = TableKind::kRow;
-      spec.dim = static_cast<uint32_t>(dim);
-      spec.init = InitKind::kUniform;
-      spec.init_bound = 0.01f;
-      spec.optimizer = oc;
-      ServerTable table(spec, 1, 0, 0);
+      spec.set_id(0);
+      spec.set_name("w");
+      spec.set_kind(TableSpec::ROW);
+      spec.set_dim(static_cast<uint32_t>(dim));
+      spec.mutable_init()->set_kind(TableInitializer::UNIFORM);
+      spec.mutable_init()->set_bound(0.01f);
+      spec.mutable_init()->set_seed(1);
+      *spec.mutable_optimizer() = oc;
+      ServerTable table(spec, 0, 0);
       const uint64_t state = optimizer.StateFloats(dim);
       const double bytes_per_row = (2.0 * (dim + state) + dim) * 4;
       {  // Touch every row once (creation is not what is measured).

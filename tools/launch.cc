@@ -58,6 +58,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "tools/common_flags.h"
+#include "worker/model_registry.h"
 
 DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers); 0: from the config");
 DEFINE_int32(workers, 0, "number of workers (overrides cluster.num_workers); 0: from the config");
@@ -658,6 +659,10 @@ int main(int argc, char** argv) {
   }
 
   auto config = tether::LoadConfigFromFlags("launch");
+  if (config.ok()) {
+    // The model's checks (worker/model_registry.h) before anything starts.
+    if (tether::Status st = tether::ValidateModelConfig(*config); !st.ok()) config = st;
+  }
   if (!config.ok()) {
     LOG(ERROR) << "[launch] " << config.status().ToString();
     return 2;

@@ -15,6 +15,7 @@
 #include "core/metrics_log.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
+#include "worker/model_registry.h"
 
 namespace tether {
 
@@ -23,6 +24,8 @@ std::string LocalShardEndpoint(int shard) { return "inproc://tether-shard-" + st
 StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions& options) {
   const int num_servers = config.cluster().num_servers();
   const int num_workers = config.cluster().num_workers();
+  // The model's checks before any shard binds (each worker runs them too).
+  TETHER_RETURN_IF_ERROR(ValidateModelConfig(config));
   // Declared first so it is destroyed last, on every return path, after the
   // shards and clients have closed their sockets (zmq_ctx_term waits for them).
   zmq::context_t ctx(1);

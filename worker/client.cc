@@ -72,8 +72,8 @@ WorkerClient::WorkerClient(const ClientOptions& options)
   caches_.resize(options.tables.size());
   for (size_t t = 0; t < options.tables.size(); ++t) {
     const TableSpec& spec = options.tables[t];
-    caches_[t].enabled = spec.consistency.cache() && spec.staleness >= 0;
-    caches_[t].refresh_on_push = spec.consistency.refresh_on_push();
+    caches_[t].enabled = spec.consistency().cache() && TableStaleness(spec) >= 0;
+    caches_[t].refresh_on_push = spec.consistency().refresh_on_push();
     caches_[t].dense.resize(num_shards_);
     caches_[t].read_version.assign(num_shards_, UINT64_MAX);
   }
@@ -88,15 +88,15 @@ void WorkerClient::Store(uint32_t table, int shard, const uint64_t* keys, size_t
   TableCache& c = caches_[table];
   if (!c.enabled) return;
   const TableSpec& spec = options_.tables[table];
-  if (spec.kind == TableKind::kDense) {
-    auto [b, e] = DenseRange(spec.size, shard, num_shards_);
+  if (IsDenseTable(spec)) {
+    auto [b, e] = DenseRange(spec.size(), shard, num_shards_);
     CachedRow& row = c.dense[shard];
     row.values.assign(values, values + (e - b));
     row.row_clock = row_clock;
     row.version = version;
     return;
   }
-  const uint32_t dim = spec.dim;
+  const uint32_t dim = spec.dim();
   for (size_t i = 0; i < n; ++i) {
     CachedRow& row = c.rows[keys[i]];
     row.values.assign(values + i * dim, values + (i + 1) * dim);
@@ -136,7 +136,12 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
     Message m;
     m.header.set_type(HELLO);
     m.header.set_staleness(options.staleness);
-    m.header.set_model_fingerprint(options.model_fingerprint);
+    m.header.set_protocol_version(kProtocolVersion);
+    m.header.set_job_id(options.job_id);
+    m.header.set_generation(options.generation);
+    m.header.set_shard(s);
+    m.header.set_num_shards(c->num_shards_);
+    for (const TableSpec& t : options.tables) *m.header.add_tables() = t;
     Sub sub;
     sub.ts = ts;
     sub.expect = HELLO_REPLY;
@@ -222,7 +227,7 @@ void WorkerClient::NoteLostPush(int shard, const Message& m, uint64_t updates, c
     range = std::to_string(h.num_keys()) + " keys " + std::to_string(k[0]) + ".." + std::to_string(k[h.num_keys() - 1]);
   }
   const std::string table =
-      h.table_id() < options_.tables.size() ? options_.tables[h.table_id()].name : std::to_string(h.table_id());
+      h.table_id() < options_.tables.size() ? options_.tables[h.table_id()].name() : std::to_string(h.table_id());
   LOG(ERROR) << log_prefix_ << "push of " << updates << " update(s) to server " << shard << " ("
              << options_.servers[shard] << "), table " << table << ", " << range << " lost: " << why.message();
 }
@@ -240,7 +245,8 @@ void WorkerClient::Fail(int64_t ts, const Status& st) {
 int64_t WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
   const int64_t ts = NewGroup(false);
   const TableSpec& spec = options_.tables[table];
-  const uint32_t dim = spec.dim;
+  const uint32_t dim = spec.dim();
+  const int64_t staleness = TableStaleness(spec);
   TableCache& cache = caches_[table];
   Status drained = AwaitOwnPushes(table);
   if (!drained.ok()) Fail(ts, drained);
@@ -252,7 +258,7 @@ int64_t WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys
   if (cache.enabled) {
     for (size_t i = 0; i < keys.size(); ++i) {
       auto it = cache.rows.find(keys[i]);
-      if (it != cache.rows.end() && Fresh(it->second, spec.staleness)) {
+      if (it != cache.rows.end() && Fresh(it->second, staleness)) {
         std::memcpy(out + i * size_t{dim}, it->second.values.data(), dim * sizeof(float));
         uint64_t& rv = cache.read_version[ShardForKey(keys[i], num_shards_)];
         rv = std::min(rv, it->second.version);
@@ -315,7 +321,7 @@ size_t WorkerClient::RowsPerMessage(uint32_t dim) const {
 
 int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {
   const int64_t ts = NewGroup(true);
-  const uint32_t dim = options_.tables[table].dim;
+  const uint32_t dim = options_.tables[table].dim();
   // One shard: the keys and gradients go as they are, in contiguous blocks.
   const bool whole = num_shards_ == 1;
   if (!whole) SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
@@ -370,7 +376,7 @@ int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys
 int64_t WorkerClient::PullDense(uint32_t table, float* out) {
   const int64_t ts = NewGroup(false);
   const TableSpec& spec = options_.tables[table];
-  const uint64_t size = spec.size;
+  const uint64_t size = spec.size();
   TableCache& cache = caches_[table];
   Status drained = AwaitOwnPushes(table);
   if (!drained.ok()) Fail(ts, drained);
@@ -378,7 +384,7 @@ int64_t WorkerClient::PullDense(uint32_t table, float* out) {
   for (int s = 0; s < num_shards_; ++s) {
     auto [b, e] = DenseRange(size, s, num_shards_);
     if (b == e) continue;
-    if (cache.enabled && Fresh(cache.dense[s], spec.staleness)) {
+    if (cache.enabled && Fresh(cache.dense[s], TableStaleness(spec))) {
       std::memcpy(out + b, cache.dense[s].values.data(), (e - b) * sizeof(float));
       cache.read_version[s] = cache.dense[s].version;
       ++stats_.cache_hits;
@@ -402,7 +408,7 @@ int64_t WorkerClient::PullDense(uint32_t table, float* out) {
 
 int64_t WorkerClient::PushDense(uint32_t table, const float* grad) {
   const int64_t ts = NewGroup(true);
-  const uint64_t size = options_.tables[table].size;
+  const uint64_t size = options_.tables[table].size();
   for (int s = 0; s < num_shards_; ++s) {
     auto [b, e] = DenseRange(size, s, num_shards_);
     if (b == e) continue;
@@ -455,17 +461,26 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
   Status st;
   const MessageHeader& h = reply->header;
   if (h.type() == ERROR_REPLY) {
-    st = Status::FailedPrecondition(h.error());
+    st = Status::FailedPrecondition(sub.expect == HELLO_REPLY ? "server " + options_.servers[sub.shard] +
+                                                                    " (listed as shard " + std::to_string(sub.shard) +
+                                                                    ") refused to pair: " + h.error()
+                                                              : h.error());
   } else if (h.type() != sub.expect) {
     st = Status::DataLoss("server " + std::to_string(sub.shard) + " answered " + TypeName(h.type()) +
                           " to a request expecting " + TypeName(sub.expect));
   } else if (h.type() == HELLO_REPLY) {
+    if (h.shard() != sub.shard || h.job_id() != options_.job_id) {
+      st = Status::FailedPrecondition("server " + options_.servers[sub.shard] + " is shard " +
+                                      std::to_string(h.shard()) + " of job '" + h.job_id() +
+                                      "' but is listed as shard " + std::to_string(sub.shard) + " of job '" +
+                                      options_.job_id + "' in --server_addresses");
+    }
     clock_ = std::max(clock_, h.clock());
   } else if (h.type() == PUSH_REPLY) {
     TableCache& cache = caches_[sub.table];
     if (cache.enabled && cache.refresh_on_push && h.num_values() > 0) {
       const float* v = reply->ValueData(&scratch_);
-      const auto [b, e] = DenseRange(options_.tables[sub.table].size, sub.shard, num_shards_);
+      const auto [b, e] = DenseRange(options_.tables[sub.table].size(), sub.shard, num_shards_);
       if (sub.dense) {
         if (h.num_values() == e - b) Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
       } else if (h.num_values() == sub.keys.size() * size_t{sub.dim}) {
@@ -493,10 +508,10 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
     } else {
       // The reply must fill exactly this shard's slice: fewer floats would
       // leave stale values, more would write past the caller's buffer.
-      const auto [b, e] = DenseRange(options_.tables[sub.table].size, sub.shard, num_shards_);
+      const auto [b, e] = DenseRange(options_.tables[sub.table].size(), sub.shard, num_shards_);
       if (h.num_values() != e - b) {
         st = Status::DataLoss("server " + std::to_string(sub.shard) + " returned " + std::to_string(h.num_values()) +
-                              " floats of dense table " + options_.tables[sub.table].name + " for a slice of " +
+                              " floats of dense table " + options_.tables[sub.table].name() + " for a slice of " +
                               std::to_string(e - b));
       } else {
         std::memcpy(sub.out + sub.dense_begin, v, h.num_values() * sizeof(float));
@@ -511,7 +526,7 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
   if (!st.ok() && sub.expect == PUSH_REPLY) {
     stats_.updates_failed += sub.updates;
     LOG(ERROR) << log_prefix_ << "push of " << sub.updates << " update(s) to server " << sub.shard << " ("
-               << options_.servers[sub.shard] << "), table " << options_.tables[sub.table].name
+               << options_.servers[sub.shard] << "), table " << options_.tables[sub.table].name()
                << " refused: " << st.message();
   }
   const int64_t ts = sub.ts;

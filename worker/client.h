@@ -52,7 +52,8 @@ struct ClientOptions {
   int heartbeat_interval_ms = 1000;  // heartbeat while blocked longer than this
   std::vector<std::string> servers;  // endpoint per shard, in shard order
   int64_t staleness = 0;             // must equal the servers' bound
-  std::string model_fingerprint;     // must equal the servers'
+  std::string job_id;                // the job's identity (JobId(config)): must equal the servers'
+  uint64_t generation = 0;           // cluster.generation: must equal the servers'
   int request_timeout_ms = 120000;   // Wait fails after this long with no reply
   int max_outstanding = 64;          // in-flight requests per shard before a call blocks
                                      // (kept ≤ send_hwm and ≤ recv_hwm; see Send)
@@ -63,6 +64,8 @@ struct ClientOptions {
   /// at most kMaxFrameBytes. Dense slices are checked at set-up instead
   /// (ValidateJobConfig).
   uint64_t max_message_bytes = kMaxFrameBytes;
+  /// The job's tables (TablesForJob), declared at HELLO: worker 0's define
+  /// them on every shard; any other worker's must equal them field by field.
   std::vector<TableSpec> tables;
   /// ZeroMQ context for the sockets, or null for one of the client's own.
   /// Must be the servers' context for `inproc://` endpoints (one-process
@@ -97,10 +100,14 @@ struct ClientStats {
 
 class WorkerClient {
  public:
-  /// Connects to every shard and exchanges HELLO (which checks staleness and
-  /// model settings). Errors: InvalidArgument (bad endpoint),
-  /// FailedPrecondition (a server refused to pair, naming both values),
-  /// DeadlineExceeded (a server did not answer within request_timeout_ms).
+  /// Connects to every shard and exchanges HELLO, which checks protocol
+  /// version, job id and generation, the shard index each server has in
+  /// `servers` (case C26), staleness and the tables (worker 0's define them;
+  /// a HELLO of another worker is answered once worker 0's arrived).
+  /// Errors: InvalidArgument (bad endpoint), FailedPrecondition (a server
+  /// refused to pair: the message names the server's address and both
+  /// values), DeadlineExceeded (a server did not answer within
+  /// request_timeout_ms).
   static StatusOr<std::unique_ptr<WorkerClient>> Connect(const ClientOptions& options);
   ~WorkerClient();
 

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <numeric>
 
+#include "worker/builtin_models.h"
 #include "worker/dense_mlp.h"
 #include "worker/sampled_xmc_model.h"
 #include "worker/sparse_lr.h"
+#include "worker/model_registry.h"
 #include "worker/xmc_mlp.h"
 
 namespace tether {
@@ -18,18 +20,18 @@ namespace {
 // The id of table `name`, checked against the kind and width the model
 // expects (TablesForJob and the model must agree; a mismatch is a bug or a
 // hand-edited table list, reported rather than crashed on).
-StatusOr<uint32_t> FindTable(const std::vector<TableSpec>& tables, const std::string& name, TableKind kind,
+StatusOr<uint32_t> FindTable(const std::vector<TableSpec>& tables, const std::string& name, TableSpec::Kind kind,
                              uint64_t width) {
   for (const TableSpec& t : tables) {
-    if (t.name != name) continue;
-    const uint64_t have = t.kind == TableKind::kRow ? t.dim : t.size;
-    if (t.kind != kind || have != width) {
-      return Status::InvalidArgument("table " + name + " is a " + (t.kind == TableKind::kRow ? "row" : "dense") +
+    if (t.name() != name) continue;
+    const uint64_t have = IsRowTable(t) ? t.dim() : t.size();
+    if (t.kind() != kind || have != width) {
+      return Status::InvalidArgument("table " + name + " is a " + (IsRowTable(t) ? "row" : "dense") +
                                      " table of width " + std::to_string(have) + "; the model needs a " +
-                                     (kind == TableKind::kRow ? "row" : "dense") + " table of width " +
+                                     (kind == TableSpec::ROW ? "row" : "dense") + " table of width " +
                                      std::to_string(width));
     }
-    return t.id;
+    return t.id();
   }
   return Status::InvalidArgument("the model needs a table named " + name + " and the job has none");
 }
@@ -249,58 +251,44 @@ class DenseMlpModel final : public Model {
 
 }  // namespace
 
-LabelKind LabelKindOf(ModelType type) {
-  switch (type) {
-    case SPARSE_LR:
-      return LabelKind::kBinary;
-    case DENSE_MLP:
-      return LabelKind::kMultiClass;
-    default:
-      return LabelKind::kMultiLabel;
-  }
+StatusOr<std::unique_ptr<Model>> CreateSparseLrModel(const JobConfig& config, const std::vector<TableSpec>& tables,
+                                                     Backend* backend, int /*rank*/) {
+  TETHER_ASSIGN_OR_RETURN(uint32_t w, FindTable(tables, "w", TableSpec::ROW, 1));
+  TETHER_ASSIGN_OR_RETURN(uint32_t b, FindTable(tables, "b", TableSpec::DENSE, 1));
+  return std::unique_ptr<Model>(std::make_unique<SparseLrModel>(config.data().num_features(), backend, w, b));
 }
 
-StatusOr<std::unique_ptr<Model>> CreateModel(const JobConfig& config, const std::vector<TableSpec>& tables,
-                                             Backend* backend, int rank) {
-  if (backend == nullptr) return Status::InvalidArgument("CreateModel: null backend");
-  const int64_t f = config.data().num_features();
-  switch (config.model().type()) {
-    case SPARSE_LR: {
-      TETHER_ASSIGN_OR_RETURN(uint32_t w, FindTable(tables, "w", TableKind::kRow, 1));
-      TETHER_ASSIGN_OR_RETURN(uint32_t b, FindTable(tables, "b", TableKind::kDense, 1));
-      return std::unique_ptr<Model>(std::make_unique<SparseLrModel>(f, backend, w, b));
-    }
-    case DENSE_MLP: {
-      const std::vector<int64_t> widths = DenseMlpLayerWidths(config);
-      std::vector<uint32_t> w_ids, b_ids;
-      for (size_t i = 0; i + 1 < widths.size(); ++i) {
-        const std::string layer = std::to_string(i + 1);
-        TETHER_ASSIGN_OR_RETURN(
-            uint32_t w, FindTable(tables, "w" + layer, TableKind::kDense,
-                                  static_cast<uint64_t>(widths[i]) * static_cast<uint64_t>(widths[i + 1])));
-        TETHER_ASSIGN_OR_RETURN(uint32_t b,
-                                FindTable(tables, "b" + layer, TableKind::kDense, static_cast<uint64_t>(widths[i + 1])));
-        w_ids.push_back(w);
-        b_ids.push_back(b);
-      }
-      return std::unique_ptr<Model>(
-          std::make_unique<DenseMlpModel>(widths, backend, std::move(w_ids), std::move(b_ids),
-                                        config.data().feature_offset()));
-    }
-    default: {
-      if (config.model().sampled_labels() > 0) return CreateSampledXmcMlpModel(config, tables, backend, rank);
-      XmcMlpShape shape;
-      shape.num_features = f;
-      shape.hidden = config.model().hidden();
-      shape.num_labels = config.data().num_labels();
-      shape.loss = config.model().loss() == BCE ? XmcLoss::kBce : XmcLoss::kSoftmax;
-      const auto h = static_cast<uint64_t>(shape.hidden);
-      TETHER_ASSIGN_OR_RETURN(uint32_t w1, FindTable(tables, "w1", TableKind::kRow, h));
-      TETHER_ASSIGN_OR_RETURN(uint32_t b1, FindTable(tables, "b1", TableKind::kDense, h));
-      TETHER_ASSIGN_OR_RETURN(uint32_t w2, FindTable(tables, "w2", TableKind::kRow, h + 1));
-      return std::unique_ptr<Model>(std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2));
-    }
+StatusOr<std::unique_ptr<Model>> CreateDenseMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
+                                                     Backend* backend, int /*rank*/) {
+  const std::vector<int64_t> widths = DenseMlpLayerWidths(config);
+  std::vector<uint32_t> w_ids, b_ids;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    const std::string layer = std::to_string(i + 1);
+    TETHER_ASSIGN_OR_RETURN(
+        uint32_t w, FindTable(tables, "w" + layer, TableSpec::DENSE,
+                              static_cast<uint64_t>(widths[i]) * static_cast<uint64_t>(widths[i + 1])));
+    TETHER_ASSIGN_OR_RETURN(uint32_t b,
+                            FindTable(tables, "b" + layer, TableSpec::DENSE, static_cast<uint64_t>(widths[i + 1])));
+    w_ids.push_back(w);
+    b_ids.push_back(b);
   }
+  return std::unique_ptr<Model>(std::make_unique<DenseMlpModel>(widths, backend, std::move(w_ids), std::move(b_ids),
+                                                                config.data().feature_offset()));
+}
+
+StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
+                                                   Backend* backend, int rank) {
+  if (config.model().sampled_labels() > 0) return CreateSampledXmcMlpModel(config, tables, backend, rank);
+  XmcMlpShape shape;
+  shape.num_features = config.data().num_features();
+  shape.hidden = config.model().hidden();
+  shape.num_labels = config.data().num_labels();
+  shape.loss = config.model().loss() == BCE ? XmcLoss::kBce : XmcLoss::kSoftmax;
+  const auto h = static_cast<uint64_t>(shape.hidden);
+  TETHER_ASSIGN_OR_RETURN(uint32_t w1, FindTable(tables, "w1", TableSpec::ROW, h));
+  TETHER_ASSIGN_OR_RETURN(uint32_t b1, FindTable(tables, "b1", TableSpec::DENSE, h));
+  TETHER_ASSIGN_OR_RETURN(uint32_t w2, FindTable(tables, "w2", TableSpec::ROW, h + 1));
+  return std::unique_ptr<Model>(std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2));
 }
 
 }  // namespace tether

@@ -83,16 +83,7 @@ class Model {
   virtual void EndEvaluation() {}
 };
 
-/// The model of `config.model().type()` over `tables` (TablesForJob(config),
-/// which must outlive the model), computing on `backend` (not owned, must
-/// outlive it), for worker `rank` (a model that draws random numbers, the
-/// sampled softmax, seeds them per rank). Errors: InvalidArgument when a table the model needs is
-/// missing or has an unexpected shape.
-StatusOr<std::unique_ptr<Model>> CreateModel(const JobConfig& config, const std::vector<TableSpec>& tables,
-                                             Backend* backend, int rank = 0);
-
-/// The label kind of a model type, known before any model exists (the
-/// trainer needs it to read the data).
-LabelKind LabelKindOf(ModelType type);
+// Models are created through the model registry (worker/model_registry.h:
+// CreateModel, TablesForJob, LabelKindOf).
 
 }  // namespace tether

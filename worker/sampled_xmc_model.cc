@@ -11,15 +11,15 @@
 namespace tether {
 namespace {
 
-StatusOr<uint32_t> TableId(const std::vector<TableSpec>& tables, const std::string& name, TableKind kind,
+StatusOr<uint32_t> TableId(const std::vector<TableSpec>& tables, const std::string& name, TableSpec::Kind kind,
                            uint64_t width) {
   for (const TableSpec& t : tables) {
-    if (t.name != name) continue;
-    const uint64_t have = t.kind == TableKind::kRow ? t.dim : t.size;
-    if (t.kind != kind || have != width)
+    if (t.name() != name) continue;
+    const uint64_t have = IsRowTable(t) ? t.dim() : t.size();
+    if (t.kind() != kind || have != width)
       return Status::InvalidArgument("sampled softmax: table " + name + " has width " + std::to_string(have) +
                                      ", the model needs " + std::to_string(width));
-    return t.id;
+    return t.id();
   }
   return Status::InvalidArgument("sampled softmax: the job has no table " + name);
 }
@@ -31,7 +31,7 @@ class SampledXmcMlpModel final : public Model {
       : shape_(shape), k_(k), backend_(backend), rng_(seed), w1_id_(w1), b1_id_(b1),
         w2_id_(w2), b1_(shape.hidden) {}
 
-  std::string name() const override { return "xmc_mlp"; }
+  std::string name() const override { return "sampled_xmc_mlp"; }
   LabelKind label_kind() const override { return LabelKind::kMultiLabel; }
   int64_t num_outputs() const override { return shape_.num_labels; }
 
@@ -143,9 +143,9 @@ StatusOr<std::unique_ptr<Model>> CreateSampledXmcMlpModel(const JobConfig& confi
   shape.num_labels = config.data().num_labels();
   shape.loss = XmcLoss::kSoftmax;
   const auto h = static_cast<uint64_t>(shape.hidden);
-  TETHER_ASSIGN_OR_RETURN(uint32_t w1, TableId(tables, "w1", TableKind::kRow, h));
-  TETHER_ASSIGN_OR_RETURN(uint32_t b1, TableId(tables, "b1", TableKind::kDense, h));
-  TETHER_ASSIGN_OR_RETURN(uint32_t w2, TableId(tables, "w2", TableKind::kRow, h + 1));
+  TETHER_ASSIGN_OR_RETURN(uint32_t w1, TableId(tables, "w1", TableSpec::ROW, h));
+  TETHER_ASSIGN_OR_RETURN(uint32_t b1, TableId(tables, "b1", TableSpec::DENSE, h));
+  TETHER_ASSIGN_OR_RETURN(uint32_t w2, TableId(tables, "w2", TableSpec::ROW, h + 1));
   return std::unique_ptr<Model>(std::make_unique<SampledXmcMlpModel>(shape, config.model().sampled_labels(),
                                                                      NegativeSamplingSeed(config.train().seed(), rank),
                                                                      backend, w1, b1, w2));

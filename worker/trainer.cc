@@ -24,6 +24,7 @@
 #include "sparse/reader.h"
 #include "worker/client.h"
 #include "worker/model.h"
+#include "worker/model_registry.h"
 #include "worker/sampling.h"
 
 namespace tether {
@@ -188,7 +189,7 @@ double TrainReport::Metric(const std::string& name) const {
 
 StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& label_file,
                             const std::string& split, int partition, int num_partitions) {
-  const LabelKind kind = LabelKindOf(config.model().type());
+  const LabelKind kind = LabelKindOf(config);
   std::vector<int64_t> subset;
   if (!split.empty()) {
     TETHER_ASSIGN_OR_RETURN(subset, ReadSplitFile(split));
@@ -247,6 +248,10 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   const std::string who = "[worker " + std::to_string(rank) + "] ";
   TrainReport report;
 
+  // The model's own checks and its tables (sizes, message limits): refused
+  // here, before any data is read or server contacted, not at HELLO.
+  TETHER_RETURN_IF_ERROR(ValidateModelConfig(config));
+
   // A metrics file that cannot be written would be found only after the
   // whole run: check its directory now.
   if (rank == 0 && !options.metrics_out.empty()) {
@@ -282,20 +287,13 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
 
   const std::vector<TableSpec> tables = TablesForJob(config);
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get(), rank));
+  LOG(INFO) << who << "model " << model->name() << ", tables "
+            << DescribeTables(google::protobuf::RepeatedPtrField<TableSpec>(tables.begin(), tables.end()));
   report.model = model->name();
 
-  ClientOptions copts;
-  copts.rank = rank;
-  copts.servers = options.servers;
+  ClientOptions copts = ClientOptionsFor(config, rank, options.servers);
   copts.context = options.zmq_context;
   copts.abort = options.abort;
-  copts.staleness = EffectiveStaleness(config.consistency());
-  copts.heartbeat_interval_ms = config.cluster().heartbeat_interval_ms();
-  copts.tables = tables;
-  copts.model_fingerprint = ModelFingerprint(copts.tables);
-  copts.request_timeout_ms = config.cluster().request_timeout_ms();
-  copts.send_hwm = config.cluster().send_hwm();
-  copts.recv_hwm = config.cluster().recv_hwm();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client, WorkerClient::Connect(copts));
   LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
             << ", staleness " << StalenessName(copts.staleness);
@@ -443,6 +441,21 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   if (rank == 0 && !options.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
   return report;
+}
+
+ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<std::string> servers) {
+  ClientOptions o;
+  o.rank = rank;
+  o.servers = std::move(servers);
+  o.staleness = EffectiveStaleness(config.consistency());
+  o.job_id = JobId(config);
+  o.generation = config.cluster().generation();
+  o.tables = TablesForJob(config);
+  o.heartbeat_interval_ms = config.cluster().heartbeat_interval_ms();
+  o.request_timeout_ms = config.cluster().request_timeout_ms();
+  o.send_hwm = config.cluster().send_hwm();
+  o.recv_hwm = config.cluster().recv_hwm();
+  return o;
 }
 
 Status WriteMetricsJson(const TrainReport& r, const JobConfig& config, const std::string& path) {

@@ -21,6 +21,7 @@
 #include "core/status.h"
 #include "proto/tether.pb.h"
 #include "sparse/reader.h"
+#include "worker/client.h"
 
 namespace zmq {
 class context_t;
@@ -90,6 +91,12 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
 /// does not fit, or a feature / label width different from the config's.
 StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& label_file,
                             const std::string& split, int partition, int num_partitions);
+
+/// The client options of worker `rank` of the job (one place for the config
+/// → ClientOptions mapping): its tables (TablesForJob), staleness, job id
+/// and generation, timeouts and high-water marks, for `servers` in shard
+/// order. Context and abort flag are left null.
+ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<std::string> servers);
 
 /// Writes the metrics as JSON via a temporary file and rename, so a reader
 /// never sees half a file: the report's test_metrics, then train_seconds,

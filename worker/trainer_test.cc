@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "sparse/cpu_backend.h"
 #include "worker/model.h"
+#include "worker/model_registry.h"
 
 namespace tether {
 namespace {
@@ -23,6 +24,12 @@ std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + "/trainer_" + name;
   std::ofstream(path) << text;
   return path;
+}
+
+// The whole job's checks: the config's own, then the model's (registry).
+Status ValidateAll(const JobConfig& c) {
+  const Status st = ValidateJobConfig(c);
+  return st.ok() ? ValidateModelConfig(c) : st;
 }
 
 JobConfig Config(const std::string& text) {
@@ -35,7 +42,7 @@ TEST(LoadSplitTest, BinaryLabelsBecomeOneColumn) {
   const std::string f = WriteFile("bin.txt", "+1 1:1 3:0.5\n-1 2:1\n1 4:2\n0 1:1\n");
   JobConfig c = Config("model { type: SPARSE_LR } data { format: LIBSVM index_base: 1 num_features: 4 "
                        "train_file: \"" + f + "\" feature_scale: 2 }");
-  ASSERT_TRUE(ValidateJobConfig(c).ok()) << ValidateJobConfig(c).ToString();
+  ASSERT_TRUE(ValidateAll(c).ok()) << ValidateAll(c).ToString();
   StatusOr<Dataset> d = LoadSplit(c, f, "", "", 0, 1);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->labels.rows, 4);
@@ -53,7 +60,7 @@ TEST(LoadSplitTest, MulticlassLabelsBecomeOneHotWithLabelBase) {
   const std::string f = WriteFile("mc.txt", "3 1:10\n1 2:20\n2 1:5 2:5\n");
   JobConfig c = Config("model { type: DENSE_MLP hidden_layers: 4 } data { format: LIBSVM index_base: 1 "
                        "num_features: 2 num_labels: 3 label_base: 1 train_file: \"" + f + "\" }");
-  ASSERT_TRUE(ValidateJobConfig(c).ok()) << ValidateJobConfig(c).ToString();
+  ASSERT_TRUE(ValidateAll(c).ok()) << ValidateAll(c).ToString();
   StatusOr<Dataset> d = LoadSplit(c, f, "", "", 0, 1);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->labels.cols, 3);
@@ -73,7 +80,7 @@ TEST(LoadSplitTest, MnistSplitFromTheBundledIdxFiles) {
   JobConfig c;
   ASSERT_TRUE(LoadJobConfig("examples/mnist.pbtxt").ok());
   c = *LoadJobConfig("examples/mnist.pbtxt");
-  ASSERT_TRUE(ValidateJobConfig(c).ok()) << ValidateJobConfig(c).ToString();
+  ASSERT_TRUE(ValidateAll(c).ok()) << ValidateAll(c).ToString();
   StatusOr<Dataset> test = LoadSplit(c, c.data().train_file(), c.data().train_label_file(), c.data().test_split(), 0, 1);
   ASSERT_TRUE(test.ok()) << test.status().ToString();
   EXPECT_EQ(test->features.rows, 2000);
@@ -87,20 +94,20 @@ TEST(LoadSplitTest, MnistSplitFromTheBundledIdxFiles) {
 
 TEST(ConfigForModelsTest, ValidationPerModelType) {
   JobConfig c = Config("model { type: SPARSE_LR } data { format: XMC index_base: 0 num_features: 3 train_file: \"x\" }");
-  EXPECT_NE(ValidateJobConfig(c).message().find("data.format"), std::string::npos);
+  EXPECT_NE(ValidateAll(c).message().find("data.format"), std::string::npos);
   c = Config("model { type: DENSE_MLP } data { format: LIBSVM index_base: 1 num_features: 3 num_labels: 1 "
              "train_file: \"x\" }");
-  EXPECT_NE(ValidateJobConfig(c).message().find("data.num_labels"), std::string::npos);
+  EXPECT_NE(ValidateAll(c).message().find("data.num_labels"), std::string::npos);
   c = Config("model { type: DENSE_MLP } data { format: IDX index_base: 0 num_features: 3 num_labels: 10 "
              "train_file: \"x\" }");
-  EXPECT_NE(ValidateJobConfig(c).message().find("data.train_label_file"), std::string::npos);
+  EXPECT_NE(ValidateAll(c).message().find("data.train_label_file"), std::string::npos);
   c = Config("model { type: DENSE_MLP hidden_layers: 0 } data { format: LIBSVM index_base: 1 num_features: 3 "
              "num_labels: 3 train_file: \"x\" }");
-  EXPECT_NE(ValidateJobConfig(c).message().find("model.hidden_layers"), std::string::npos);
+  EXPECT_NE(ValidateAll(c).message().find("model.hidden_layers"), std::string::npos);
   c = Config("model { type: SPARSE_LR } data { format: LIBSVM index_base: 1 num_features: 3 train_file: \"x\" } "
              "table { name: \"w1\" }");
-  EXPECT_NE(ValidateJobConfig(c).message().find("unknown table 'w1' (model SPARSE_LR has w, b)"), std::string::npos)
-      << ValidateJobConfig(c).message();
+  EXPECT_NE(ValidateAll(c).message().find("unknown table 'w1' (model sparse_lr has w, b)"), std::string::npos)
+      << ValidateAll(c).message();
 }
 
 TEST(ConfigForModelsTest, TablesPerModelType) {
@@ -111,24 +118,24 @@ TEST(ConfigForModelsTest, TablesPerModelType) {
   const char* names[] = {"w1", "b1", "w2", "b2", "w3", "b3"};
   const uint64_t sizes[] = {16 * 8, 8, 8 * 4, 4, 4 * 10, 10};
   for (size_t i = 0; i < t.size(); ++i) {
-    EXPECT_EQ(t[i].id, i);
-    EXPECT_EQ(t[i].name, names[i]);
-    EXPECT_EQ(t[i].kind, TableKind::kDense);
-    EXPECT_EQ(t[i].size, sizes[i]);
-    EXPECT_EQ(t[i].init, i % 2 == 0 ? InitKind::kUniform : InitKind::kZeros);
+    EXPECT_EQ(t[i].id(), i);
+    EXPECT_EQ(t[i].name(), names[i]);
+    EXPECT_EQ(t[i].kind(), TableSpec::DENSE);
+    EXPECT_EQ(t[i].size(), sizes[i]);
+    EXPECT_EQ(t[i].init().kind(), i % 2 == 0 ? TableInitializer::UNIFORM : TableInitializer::ZEROS);
   }
-  EXPECT_NEAR(t[2].init_bound, std::sqrt(6.0 / 12.0), 1e-6);  // Glorot for 8 → 4
+  EXPECT_NEAR(t[2].init().bound(), std::sqrt(6.0 / 12.0), 1e-6);  // Glorot for 8 → 4
   EXPECT_EQ(DenseMlpLayerWidths(c), (std::vector<int64_t>{16, 8, 4, 10}));
 
   c = Config("model { type: SPARSE_LR } data { format: LIBSVM index_base: 1 num_features: 123 train_file: \"x\" }");
   t = TablesForJob(c);
   ASSERT_EQ(t.size(), 2u);
-  EXPECT_EQ(t[0].name, "w");
-  EXPECT_EQ(t[0].kind, TableKind::kRow);
-  EXPECT_EQ(t[0].dim, 1u);
-  EXPECT_EQ(t[1].name, "b");
-  EXPECT_EQ(t[1].kind, TableKind::kDense);
-  EXPECT_EQ(t[1].size, 1u);
+  EXPECT_EQ(t[0].name(), "w");
+  EXPECT_EQ(t[0].kind(), TableSpec::ROW);
+  EXPECT_EQ(t[0].dim(), 1u);
+  EXPECT_EQ(t[1].name(), "b");
+  EXPECT_EQ(t[1].kind(), TableSpec::DENSE);
+  EXPECT_EQ(t[1].size(), 1u);
 }
 
 TEST(CreateModelTest, ChecksTheTablesItIsGiven) {
@@ -141,7 +148,7 @@ TEST(CreateModelTest, ChecksTheTablesItIsGiven) {
   EXPECT_EQ((*m)->name(), "dense_mlp");
   EXPECT_EQ((*m)->label_kind(), LabelKind::kMultiClass);
   EXPECT_EQ((*m)->num_outputs(), 2);
-  tables[2].size = 11;  // w2 should be 5 × 2
+  tables[2].set_size(11);  // w2 should be 5 × 2
   m = CreateModel(c, tables, &backend);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("table w2"), std::string::npos) << m.status().message();

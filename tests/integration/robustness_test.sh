@@ -152,8 +152,11 @@ EOF
     "$bin/tether-worker" --config="$tmp/job.pbtxt" --server_addresses="$addr"
   sed 's/hidden: 4/hidden: 700000000/' "$tmp/job.pbtxt" > "$tmp/big.pbtxt"
   refused C15_block_above_the_limit "dense table 'b1' is 2800000000 bytes (700000000 floats); split over cluster.num_servers=1 its largest slice is 2800000000 bytes, above the 1073741824-byte message limit: set cluster.num_servers to at least 3" \
-    "$bin/tether-server" --config="$tmp/big.pbtxt" --port_file="$tmp/server.port"
-  [ ! -e "$tmp/server.port" ] || fail "a refused server bound a port"
+    "$bin/tether-worker" --config="$tmp/big.pbtxt" --server_addresses="$addr"
+  # The server knows no model: the tables' sizes are the worker's (and the
+  # launcher's) to refuse, before any connection is made.
+  refused C15_block_above_the_limit_launch "dense table 'b1' is 2800000000 bytes" \
+    "$bin/tether-launch" --config="$tmp/big.pbtxt"
   touch "$tmp/connections.stop"
   wait "${pids[0]}"
   pids=()

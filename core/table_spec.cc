@@ -1,0 +1,173 @@
+#include "core/table_spec.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/text_format.h>
+
+#include <cmath>
+#include <set>
+
+#include "core/net/limits.h"
+
+namespace tether {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+std::string FieldValue(const Message& m, const FieldDescriptor* f, int index) {
+  std::string out;
+  google::protobuf::TextFormat::PrintFieldValueToString(m, f, index, &out);
+  return out;
+}
+
+// The first field (in declaration order, recursively) whose value differs
+// between a and b, as "path: value_a, value_b"; unset fields compare by
+// their defaults, so presence alone is no difference.
+bool FirstDifference(const Message& a, const Message& b, const std::string& prefix, std::string* path,
+                     std::string* va, std::string* vb) {
+  const auto* d = a.GetDescriptor();
+  const Reflection* ra = a.GetReflection();
+  const Reflection* rb = b.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    const std::string name = prefix + f->name();
+    if (f->is_repeated()) {
+      const int na = ra->FieldSize(a, f), nb = rb->FieldSize(b, f);
+      for (int k = 0; k < std::min(na, nb); ++k) {
+        const std::string at = name + "[" + std::to_string(k) + "]";
+        if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+          if (FirstDifference(ra->GetRepeatedMessage(a, f, k), rb->GetRepeatedMessage(b, f, k), at + ".", path, va,
+                              vb))
+            return true;
+        } else if (FieldValue(a, f, k) != FieldValue(b, f, k)) {
+          *path = at;
+          *va = FieldValue(a, f, k);
+          *vb = FieldValue(b, f, k);
+          return true;
+        }
+      }
+      if (na != nb) {
+        *path = name;
+        *va = std::to_string(na) + " entries";
+        *vb = std::to_string(nb) + " entries";
+        return true;
+      }
+      continue;
+    }
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (FirstDifference(ra->GetMessage(a, f), rb->GetMessage(b, f), name + ".", path, va, vb)) return true;
+      continue;
+    }
+    const std::string x = FieldValue(a, f, -1), y = FieldValue(b, f, -1);
+    if (x != y) {
+      *path = name;
+      *va = x;
+      *vb = y;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string Names(const google::protobuf::RepeatedPtrField<TableSpec>& tables) {
+  std::string out;
+  for (const auto& t : tables) out += (out.empty() ? "" : ", ") + t.name();
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+int64_t EffectiveStaleness(const ConsistencyConfig& c) {
+  if (c.model() == BSP) return 0;
+  if (c.model() == ASP) return -1;
+  return c.staleness();
+}
+
+Status CheckMessageSizes(const std::vector<TableSpec>& tables, int num_servers) {
+  // Case C15: a block too large for one message is refused at set-up, never
+  // by an abort or a hang mid-run. Row pulls and pushes are split by the
+  // client (ClientOptions::max_message_bytes), so only what cannot be split
+  // is checked: one row, and one shard's slice of a dense table.
+  const uint64_t servers = static_cast<uint64_t>(std::max(1, num_servers));
+  std::string problems;
+  for (const TableSpec& t : tables) {
+    std::string p;
+    if (IsDenseTable(t)) {
+      const uint64_t slice = (t.size() + servers - 1) / servers;  // largest DenseRange slice
+      if (slice * sizeof(float) > kMaxFrameBytes) {
+        const uint64_t per_shard = kMaxFrameBytes / sizeof(float);
+        p = "dense table '" + t.name() + "' is " + std::to_string(t.size() * sizeof(float)) + " bytes (" +
+            std::to_string(t.size()) + " floats); split over cluster.num_servers=" + std::to_string(servers) +
+            " its largest slice is " + std::to_string(slice * sizeof(float)) + " bytes, above the " +
+            std::to_string(kMaxFrameBytes) + "-byte message limit: set cluster.num_servers to at least " +
+            std::to_string((t.size() + per_shard - 1) / per_shard);
+      }
+    } else if (uint64_t{t.dim()} * sizeof(float) > kMaxFrameBytes) {
+      p = "one row of table '" + t.name() + "' is " + std::to_string(uint64_t{t.dim()} * sizeof(float)) +
+          " bytes (dim " + std::to_string(t.dim()) + "), above the " + std::to_string(kMaxFrameBytes) +
+          "-byte message limit, and a row is never split: make the model narrower";
+    }
+    if (!p.empty()) problems += (problems.empty() ? "" : "; ") + p;
+  }
+  if (problems.empty()) return Status::OK();
+  return Status::InvalidArgument("config: " + problems);
+}
+
+Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const TableSpec& t = tables[i];
+    const std::string name = t.name().empty() ? "#" + std::to_string(i) : t.name();
+    auto bad = [&](const std::string& field, const std::string& why) {
+      return Status::InvalidArgument("table '" + name + "': field " + field + ": " + why);
+    };
+    if (t.id() != i) return bad("id", "is " + std::to_string(t.id()) + " but the table is number " + std::to_string(i) + " (ids are 0, 1, ... in order)");
+    if (t.name().empty()) return bad("name", "is empty");
+    if (!names.insert(t.name()).second) return bad("name", "is used by two tables");
+    if (IsRowTable(t)) {
+      if (t.dim() < 1) return bad("dim", "must be ≥ 1, got " + std::to_string(t.dim()));
+    } else {
+      if (t.size() < 1) return bad("size", "must be ≥ 1, got " + std::to_string(t.size()));
+      if (t.size() >= (uint64_t{1} << 32))
+        return bad("size", std::to_string(t.size()) + " floats; the limit is 2^32 - 1 (narrow the layers)");
+    }
+    if (!std::isfinite(t.init().bound()) || t.init().bound() < 0)
+      return bad("init.bound", "must be a finite number ≥ 0, got " + FieldValue(t.init(), t.init().GetDescriptor()->FindFieldByName("bound"), -1));
+    const OptimizerConfig& o = t.optimizer();
+    if (!(o.learning_rate() > 0) || !std::isfinite(o.learning_rate()))
+      return bad("optimizer.learning_rate", "must be a finite number > 0");
+    if (!(o.momentum() >= 0 && o.momentum() < 1)) return bad("optimizer.momentum", "must be in [0, 1)");
+    if (!(o.initial_accumulator() >= 0)) return bad("optimizer.initial_accumulator", "must be ≥ 0");
+    if (!(o.l2() >= 0)) return bad("optimizer.l2", "must be ≥ 0");
+    if (t.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+  }
+  return CheckMessageSizes(tables, num_servers);
+}
+
+std::string DiffTableSpecs(const google::protobuf::RepeatedPtrField<TableSpec>& mine, const std::string& mine_name,
+                           const google::protobuf::RepeatedPtrField<TableSpec>& theirs,
+                           const std::string& theirs_name) {
+  for (int i = 0; i < std::min(mine.size(), theirs.size()); ++i) {
+    std::string path, a, b;
+    if (FirstDifference(mine[i], theirs[i], "", &path, &a, &b)) {
+      const std::string table = mine[i].name() == theirs[i].name() ? "'" + mine[i].name() + "'" : "number " + std::to_string(i);
+      return "table " + table + ", field " + path + ": " + mine_name + " has " + a + ", " + theirs_name + " has " + b;
+    }
+  }
+  if (mine.size() != theirs.size())
+    return "tables: " + mine_name + " has " + std::to_string(mine.size()) + " (" + Names(mine) + "), " + theirs_name +
+           " has " + std::to_string(theirs.size()) + " (" + Names(theirs) + ")";
+  return "";
+}
+
+std::string DescribeTables(const google::protobuf::RepeatedPtrField<TableSpec>& tables) {
+  std::string out;
+  for (const auto& t : tables) {
+    out += (out.empty() ? "" : ", ") + t.name() +
+           (IsRowTable(t) ? " (row, dim " + std::to_string(t.dim()) + ")" : " (dense, " + std::to_string(t.size()) + " floats)");
+  }
+  return out;
+}
+
+}  // namespace tether

@@ -1,0 +1,61 @@
+// Table specs: the contract between a model (worker side) and a server
+// shard, which knows no model. A worker declares its tables as TableSpec
+// messages (proto/tether.proto) at HELLO; a shard adopts those of the job's
+// authority (worker 0) and compares every other worker's field by field.
+// The same checks run on the worker before it connects, so a bad table is
+// refused there first, and a bad HELLO gets an error reply naming the field.
+//
+// Everything here is a pure function of its inputs; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/repeated_field.h>
+
+#include "core/status.h"
+#include "proto/tether.pb.h"
+
+namespace tether {
+
+/// Effective staleness bound of a consistency setting: BSP → 0, ASP → −1,
+/// SSP → its `staleness` field.
+int64_t EffectiveStaleness(const ConsistencyConfig& c);
+
+/// The bound a table's pulls are answered under (its own consistency,
+/// already merged with the job's by the worker).
+inline int64_t TableStaleness(const TableSpec& t) { return EffectiveStaleness(t.consistency()); }
+inline bool IsRowTable(const TableSpec& t) { return t.kind() == TableSpec::ROW; }
+inline bool IsDenseTable(const TableSpec& t) { return t.kind() == TableSpec::DENSE; }
+
+/// Checks one job's tables for a job of `num_servers` shards: ids are
+/// 0, 1, ... in order; names non-empty and unique; a row table's dim ≥ 1; a
+/// dense table's size in [1, 2³²) (dense tables are addressed by uint32
+/// element index); a finite initializer bound ≥ 0; a finite learning rate
+/// > 0, momentum in [0, 1), l2 ≥ 0; a bound ≥ −1; and the message sizes
+/// (CheckMessageSizes). Errors: InvalidArgument "table 'w1': field dim: ...",
+/// naming the table, the field and the value.
+Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers);
+
+/// Case C15: refuses tables that cannot travel within the transport's
+/// message limit (kMaxFrameBytes, core/net/limits.h): a dense table whose
+/// largest shard slice is larger (the message names the table, its size, the
+/// limit and the number of servers that would do), or a row table whose
+/// single row is. Row pulls and pushes of many rows are split by the client
+/// and need no check. Errors: InvalidArgument "config: ..." listing every
+/// such table.
+Status CheckMessageSizes(const std::vector<TableSpec>& tables, int num_servers);
+
+/// The first difference between two declarations of the same job's tables,
+/// as "table 'w1', field dim: <mine_name> has 3, <theirs_name> has 2"
+/// (nested fields as "optimizer.learning_rate"; a different table count
+/// names both lists), or "" when they are equal field by field.
+std::string DiffTableSpecs(const google::protobuf::RepeatedPtrField<TableSpec>& mine, const std::string& mine_name,
+                           const google::protobuf::RepeatedPtrField<TableSpec>& theirs,
+                           const std::string& theirs_name);
+
+/// "w1 (row, dim 256), b1 (dense, 256 floats), ..." for logs.
+std::string DescribeTables(const google::protobuf::RepeatedPtrField<TableSpec>& tables);
+
+}  // namespace tether
