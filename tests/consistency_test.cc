@@ -13,6 +13,7 @@
 #include "sparse/cpu_backend.h"
 #include "worker/client.h"
 #include "worker/model_registry.h"
+#include "worker/trainer.h"
 #include "worker/xmc_mlp.h"
 
 namespace tether {
@@ -55,14 +56,8 @@ class Cluster {
     for (auto& t : threads_) t.join();
   }
   std::unique_ptr<WorkerClient> Connect(int rank) const {
-    ClientOptions o;
-    o.rank = rank;
-    o.servers = endpoints_;
-    o.tables = TablesForJob(config_);
-    o.staleness = EffectiveStaleness(config_.consistency());
-    o.job_id = JobId(config_);
+    ClientOptions o = ClientOptionsFor(config_, rank, endpoints_);
     o.request_timeout_ms = 10000;
-    o.heartbeat_interval_ms = config_.cluster().heartbeat_interval_ms();
     auto c = WorkerClient::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;

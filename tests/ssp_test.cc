@@ -10,6 +10,7 @@
 #include "server/server.h"
 #include "worker/client.h"
 #include "worker/model_registry.h"
+#include "worker/trainer.h"
 
 namespace tether {
 namespace {
@@ -52,12 +53,7 @@ class ServerThread {
 };
 
 std::unique_ptr<WorkerClient> Connect(const JobConfig& c, int rank, const std::string& ep) {
-  ClientOptions o;
-  o.rank = rank;
-  o.servers = {ep};
-  o.staleness = c.consistency().staleness();
-  o.tables = TablesForJob(c);
-  o.job_id = JobId(c);
+  ClientOptions o = ClientOptionsFor(c, rank, {ep});
   o.request_timeout_ms = 10000;
   auto client = WorkerClient::Connect(o);
   EXPECT_TRUE(client.ok()) << client.status().ToString();
@@ -141,12 +137,7 @@ TEST(SspTest, ServerRefusesWorkerWithDifferentStalenessNamingBoth) {
   ServerThread server(c);
   JobConfig other = c;
   other.mutable_consistency()->set_staleness(5);
-  ClientOptions o;
-  o.rank = 0;
-  o.servers = {server.endpoint()};
-  o.staleness = 5;
-  o.tables = TablesForJob(other);
-  o.job_id = JobId(c);
+  ClientOptions o = ClientOptionsFor(other, 0, {server.endpoint()});
   o.request_timeout_ms = 5000;
   auto client = WorkerClient::Connect(o);
   ASSERT_FALSE(client.ok());

@@ -36,6 +36,7 @@
 #include "sparse/reader.h"
 #include "worker/client.h"
 #include "worker/model_registry.h"
+#include "worker/trainer.h"
 
 namespace tether {
 namespace {
@@ -105,16 +106,9 @@ std::string HelloHeader(const JobConfig& c, int rank, int shard) {
 }
 
 ClientOptions OptionsFor(const JobConfig& c, int rank, std::vector<std::string> servers) {
-  ClientOptions o;
-  o.rank = rank;
-  o.servers = std::move(servers);
-  o.staleness = c.consistency().staleness();
-  o.tables = TablesForJob(c);
-  o.job_id = JobId(c);
+  ClientOptions o = ClientOptionsFor(c, rank, std::move(servers));
   o.request_timeout_ms = 20000;
   o.heartbeat_interval_ms = 1000;
-  o.send_hwm = c.cluster().send_hwm();
-  o.recv_hwm = c.cluster().recv_hwm();
   return o;
 }
 
@@ -796,6 +790,107 @@ TEST(TransportTest, ServerKeepsServingAGoodWorkerUnchangedWhileAnotherPeerSendsG
   EXPECT_EQ(server.stats().bad_messages, all.size());
   EXPECT_EQ(server.stats().updates_applied, 48u);  // 12 rounds × (3 rows + 1 dense slice)
   ASSERT_TRUE(good->Bye().ok());
+}
+
+// ------------------------------------------------------------------ C26
+
+// The handshake proves which shard a server is: a worker whose
+// --server_addresses swaps two servers is refused at HELLO, naming the
+// server, its real index and the listed one, before any table is touched.
+TEST(TransportTest, C26SwappedServerAddressesAreRefusedAtHello) {
+  JobConfig c = ExactJob(2, 1, 2);
+  ServerThread s0(c, 0), s1(c, 1);
+  ClientOptions o = OptionsFor(c, 0, {s1.endpoint(), s0.endpoint()});
+  o.request_timeout_ms = 5000;
+  auto refused = WorkerClient::Connect(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  const std::string& m = refused.status().message();
+  // Both servers refuse; whichever answer comes first is the one reported.
+  const bool names_s1 = m.find("server " + s1.endpoint() + " is shard 1 of 2 but worker 0 lists it as shard 0 of 2 "
+                               "in --server_addresses") != std::string::npos;
+  const bool names_s0 = m.find("server " + s0.endpoint() + " is shard 0 of 2 but worker 0 lists it as shard 1 of 2 "
+                               "in --server_addresses") != std::string::npos;
+  EXPECT_TRUE(names_s1 || names_s0) << m;
+  // In the right order the same worker pairs with both.
+  auto right = WorkerClient::Connect(OptionsFor(c, 0, {s0.endpoint(), s1.endpoint()}));
+  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  EXPECT_EQ(s0.stats().updates_applied + s1.stats().updates_applied, 0u);
+  ASSERT_TRUE((*right)->Bye().ok());
+}
+
+// A worker of another job (or another generation of the same job) never
+// pairs with a server: both identities are named.
+TEST(TransportTest, ServerOfAnotherJobOrGenerationIsRefusedAtHello) {
+  JobConfig c = ExactJob(1, 1, 2);
+  c.mutable_cluster()->set_job_id("bibtex-a");
+  ServerThread server(c, 0);
+  JobConfig other = c;
+  other.mutable_cluster()->set_job_id("bibtex-b");
+  ClientOptions o = OptionsFor(other, 0, {server.endpoint()});
+  o.request_timeout_ms = 5000;
+  auto refused = WorkerClient::Connect(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("job differs: worker 0 is of job 'bibtex-b' generation 0, server 0 "
+                                            "serves job 'bibtex-a' generation 0"),
+            std::string::npos) << refused.status().message();
+  other = c;
+  other.mutable_cluster()->set_generation(1);  // a requeued job's worker meets the old server
+  o = OptionsFor(other, 0, {server.endpoint()});
+  o.request_timeout_ms = 5000;
+  refused = WorkerClient::Connect(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("job differs: worker 0 is of job 'bibtex-a' generation 1, server 0 "
+                                            "serves job 'bibtex-a' generation 0"),
+            std::string::npos) << refused.status().message();
+  // The job id defaults to the config's name.
+  JobConfig named = ExactJob(1, 1, 2);
+  named.set_name("a9a");
+  EXPECT_EQ(JobId(named), "a9a");
+}
+
+// A peer speaking another protocol version is refused at HELLO, both
+// versions named, and the server goes on serving.
+TEST(TransportTest, AnotherProtocolVersionIsRefusedAtHello) {
+  JobConfig c = ExactJob(1, 1, 2);
+  ServerThread server(c, 0);
+  BadPeer peer(server.endpoint());
+  MessageHeader h;
+  ASSERT_TRUE(h.ParseFromString(HelloHeader(c, 0, 0)));
+  h.set_protocol_version(kProtocolVersion + 1);
+  EXPECT_EQ(peer.SendAndGetError({"version", {h.SerializeAsString(), "", ""}, ""}),
+            "[server 0] protocol version differs: worker 0 speaks version " + std::to_string(kProtocolVersion + 1) +
+                ", server 0 speaks version " + std::to_string(kProtocolVersion) +
+                " (run the same Tether build on both sides)");
+  auto good = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(good);
+  ASSERT_TRUE(good->Bye().ok());
+}
+
+// Worker 0 defines the tables: another worker's HELLO that arrives first
+// waits for it (so two shards can never adopt different tables), then pairs.
+TEST(TransportTest, HelloBeforeWorkerZerosWaitsForItsTables) {
+  JobConfig c = ExactJob(1, 2, 2);
+  ServerThread server(c, 0);
+  StatusOr<std::unique_ptr<WorkerClient>> second = Status::Unavailable("not connected");
+  std::atomic<bool> connected{false};
+  std::thread t([&] {
+    second = WorkerClient::Connect(OptionsFor(c, 1, {server.endpoint()}));
+    connected.store(true);
+  });
+  // Worker 1's HELLO is held: no reply can come before worker 0's.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_FALSE(connected.load());
+    std::this_thread::yield();
+  }
+  auto first = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(first);
+  t.join();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_TRUE((*second)->Bye().ok());
+  ASSERT_TRUE(first->Bye().ok());
+  EXPECT_EQ(server.stats().bad_messages, 0u);
 }
 
 }  // namespace
