@@ -14,6 +14,7 @@ std::string Status::ToString() const {
     case Code::kFailedPrecondition: name = "FailedPrecondition"; break;
     case Code::kUnavailable: name = "Unavailable"; break;
     case Code::kInternal: name = "Internal"; break;
+    case Code::kResourceExhausted: name = "ResourceExhausted"; break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -26,6 +26,7 @@ class [[nodiscard]] Status {
     kFailedPrecondition,  // peers disagree (e.g. staleness mismatch)
     kUnavailable,      // a peer is gone or a device is missing
     kInternal,
+    kResourceExhausted,  // a limit of memory or capacity (rows per shard)
   };
 
   Status() = default;
@@ -38,6 +39,7 @@ class [[nodiscard]] Status {
   static Status FailedPrecondition(std::string msg) { return Status(Code::kFailedPrecondition, std::move(msg)); }
   static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
+  static Status ResourceExhausted(std::string msg) { return Status(Code::kResourceExhausted, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

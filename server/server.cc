@@ -440,24 +440,31 @@ void ServerShard::ServePull(const std::string& identity, const Message& m) {
   reply.header.set_version(t.version());
   const int64_t s = t.staleness();
   if (s >= 0 && clocks_.min_clock() < h.clock() - s) ++stats_.bound_violations;  // invariant check
-  FillValues(t, IsDenseTable(t.spec()) ? nullptr : m.KeyData(&key_scratch_), h.num_keys(), &reply);
+  const Status filled = FillValues(t, IsDenseTable(t.spec()) ? nullptr : m.KeyData(&key_scratch_), h.num_keys(), &reply);
+  if (!filled.ok()) {
+    ++stats_.bad_messages;
+    LOG(ERROR) << log_prefix_ << "PULL from worker " << h.sender_rank() << ": " << filled.message();
+    ReplyError(identity, h, "PULL from worker " + std::to_string(h.sender_rank()) + ": " + filled.message());
+    return;
+  }
   if (IsRowTable(t.spec())) stats_.rows_pulled += h.num_keys();
   Reply(identity, &reply, h.sender_rank());
 }
 
-void ServerShard::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply) {
+Status ServerShard::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply) {
   if (IsDenseTable(t.spec())) {
     const uint64_t size = t.dense_end() - t.dense_begin();
     reply->values = reply_pool_.Take(size * sizeof(float));
     t.PullDense(static_cast<float*>(reply->values.data()));
     reply->header.set_num_values(size);
-    return;
+    return Status::OK();
   }
   const uint32_t dim = t.spec().dim();
   reply->values = reply_pool_.Take(n * dim * sizeof(float));
-  t.PullRows(keys, n, static_cast<float*>(reply->values.data()));
+  TETHER_RETURN_IF_ERROR(t.PullRows(keys, n, static_cast<float*>(reply->values.data())));
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
+  return Status::OK();
 }
 
 void ServerShard::ServeReadyPulls() {
@@ -529,7 +536,12 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
     t.PushDense(g, lr_scale);
   } else {
     keys = m.KeyData(&key_scratch_);
-    t.PushRows(keys, h.num_keys(), g, lr_scale);
+    if (Status st = t.PushRows(keys, h.num_keys(), g, lr_scale); !st.ok()) {
+      ++stats_.bad_messages;  // nothing applied: the worker counts it as lost
+      LOG(ERROR) << log_prefix_ << "PUSH from worker " << h.sender_rank() << ": " << st.message();
+      ReplyError(identity, h, "PUSH from worker " + std::to_string(h.sender_rank()) + ": " + st.message());
+      return;
+    }
     stats_.rows_pushed += h.num_keys();
   }
   stats_.updates_applied += IsDenseTable(t.spec()) ? 1 : h.num_keys();
@@ -542,7 +554,7 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
   if (h.want_values()) {
     // The rows as they are now, own update included: the worker's cache
     // takes them instead of pulling again (read-my-writes).
-    FillValues(t, keys, h.num_keys(), &reply);
+    (void)FillValues(t, keys, h.num_keys(), &reply);  // the push just created every row: cannot fail
   }
   Reply(identity, &reply, h.sender_rank());
 }

@@ -126,7 +126,8 @@ class ServerShard {
   void ApplyPush(const std::string& identity, const Message& m);
   // Puts the current values into reply's values frame: the shard's whole
   // slice (dense tables) or the rows of `keys` (n keys, row tables).
-  void FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
+  // Errors: the table's (rows past its limit); nothing is filled then.
+  Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
   Status CheckWorkerTimeouts();
   // HELLO: checks protocol version, job and generation, shard index,
   // staleness and tables (defining them from worker 0's, or comparing with

@@ -48,7 +48,7 @@ float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, 
   return (2.0f * u - 1.0f) * bound;
 }
 
-ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end)
+ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, uint64_t max_rows)
     : spec_(spec),
       optimizer_(spec.optimizer()),
       seed_(spec.init().seed()),
@@ -57,7 +57,8 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end)
       dim_(spec.dim()),
       staleness_(TableStaleness(spec)),
       begin_(begin),
-      end_(end) {
+      end_(end),
+      max_rows_(std::min(max_rows, kMaxRowsPerShard)) {
   const uint64_t seed = seed_;
   stride_ = static_cast<uint32_t>(dim_ + optimizer_.StateFloats(dim_));
   if (IsDenseTable(spec)) {
@@ -149,7 +150,8 @@ void ServerTable::RowIndex::Grow() {
   auto old = std::move(slots_);
   uint64_t cap = old.empty() ? 61 : 2 * old.size() + 1;
   while (!IsPrime(cap)) cap += 2;
-  CHECK_LT(cap, uint64_t{1} << 32) << "ServerTable: more than 2^31 rows on one shard";
+  // LookUp keeps the rows under kMaxRowsPerShard, so slots stay below 2³².
+  DCHECK_LT(cap, uint64_t{1} << 32) << "ServerTable: more than 2^31 rows on one shard";
   slots_.assign(cap, Slot{0, 0});
   fastmod_m_ = UINT64_MAX / cap + 1;
   for (const Slot& s : old) {
@@ -175,29 +177,48 @@ float* ServerTable::Row(uint64_t key) {
   return data_.data() + offset;
 }
 
-void ServerTable::LookUp(const uint64_t* keys, uint64_t n) {
+bool ServerTable::RowIndex::Contains(uint64_t key) const {
+  if (slots_.empty()) return false;
+  for (uint64_t i = Home(key);; i = Next(i)) {
+    if (slots_[i].row_plus_one == 0) return false;
+    if (slots_[i].key == key) return true;
+  }
+}
+
+Status ServerTable::LookUp(const uint64_t* keys, uint64_t n) {
+  if (index_.size() + n > max_rows_) {
+    // Near the limit only: count the rows this request would create.
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < n; ++i) missing += index_.Contains(keys[i]) ? 0 : 1;
+    if (index_.size() + missing > max_rows_)
+      return Status::ResourceExhausted("table " + spec_.name() + " would hold " +
+                                       std::to_string(index_.size() + missing) + " rows on this shard; the limit is " +
+                                       std::to_string(max_rows_) + " (use more servers)");
+  }
   offsets_.resize(n);
   for (uint64_t i = 0; i < n; ++i) {
     if (i + kKeysAhead < n) index_.Prefetch(keys[i + kKeysAhead]);
     // Row() may grow data_, so offsets (not pointers) are kept.
     offsets_[i] = static_cast<uint64_t>(Row(keys[i]) - data_.data());
   }
+  return Status::OK();
 }
 
-void ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
+Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
   const uint32_t dim = dim_;
-  LookUp(keys, n);
+  TETHER_RETURN_IF_ERROR(LookUp(keys, n));
   const float* base = data_.data();
   for (uint64_t i = 0; i < n; ++i) {
     if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], dim, 4, /*for_write=*/false);
     std::memcpy(out + i * dim, base + offsets_[i], dim * sizeof(float));
   }
+  return Status::OK();
 }
 
-void ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
-  ++version_;
+Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
   const uint32_t dim = dim_;
-  LookUp(keys, n);
+  TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+  ++version_;
   float* base = data_.data();
   // The whole row (weights and state) is hinted: its parts are separate
   // streams to the hardware prefetcher, and the last line holds Adam's step.
@@ -207,6 +228,7 @@ void ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, flo
     float* row = base + offsets_[i];
     optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale);
   }
+  return Status::OK();
 }
 
 void ServerTable::PullDense(float* out) const {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/status.h"
 #include "core/table_spec.h"
 #include "server/optimizer.h"
 
@@ -62,7 +63,12 @@ class ServerTable {
   /// For a dense table, this shard holds [begin, end) of its `size` floats.
   /// `spec` must have passed ValidateTableSpecs (core/table_spec.h); its
   /// initializer (kind, bound, seed) gives every value's start.
-  ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end);
+  /// `max_rows`: the most rows this shard holds of a row table (the index
+  /// addresses slots with 32 bits at a load of at most 1/2); tests lower it.
+  ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, uint64_t max_rows = kMaxRowsPerShard);
+
+  /// Default row limit per shard and table: just under 2³¹.
+  static constexpr uint64_t kMaxRowsPerShard = (uint64_t{1} << 31) - (uint64_t{1} << 20);
 
   const TableSpec& spec() const { return spec_; }
   /// The bound this table's pulls are answered under (TableStaleness).
@@ -71,10 +77,13 @@ class ServerTable {
   uint64_t dense_end() const { return end_; }
 
   /// Row tables: copies the rows of `n` keys into out (n × dim floats),
-  /// creating untouched rows with the initializer.
-  void PullRows(const uint64_t* keys, uint64_t n, float* out);
+  /// creating untouched rows with the initializer. Errors:
+  /// ResourceExhausted when the new rows would take the shard past
+  /// max_rows() (nothing is created or copied then).
+  Status PullRows(const uint64_t* keys, uint64_t n, float* out);
   /// Row tables: applies gradients g (n × dim) to the rows of `keys`.
-  void PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f);
+  /// Errors: as PullRows (nothing is applied then).
+  Status PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
   /// Dense slice: applies g (end−begin floats).
@@ -96,6 +105,7 @@ class ServerTable {
     uint64_t FindOrInsert(uint64_t key, bool* inserted);
     // Hints the slot of `key` into the cache (no effect on the contents).
     void Prefetch(uint64_t key) const;
+    bool Contains(uint64_t key) const;
 
    private:
     struct Slot {
@@ -114,7 +124,8 @@ class ServerTable {
   float* Row(uint64_t key);  // creates on first touch
   // Offsets in data_ of the rows of keys[0..n) (creating untouched rows),
   // in offsets_; afterwards data_ does not move until the next call.
-  void LookUp(const uint64_t* keys, uint64_t n);
+  // ResourceExhausted (nothing created) past max_rows_.
+  Status LookUp(const uint64_t* keys, uint64_t n);
 
   TableSpec spec_;
   Optimizer optimizer_;
@@ -126,6 +137,7 @@ class ServerTable {
   uint64_t begin_ = 0, end_ = 0;
   uint64_t version_ = 0;
   uint32_t stride_;  // dim + optimizer state floats per row
+  uint64_t max_rows_;
   RowIndex index_;           // key → row number; the row is at data_[row · stride_]
   std::vector<float, table_internal::HugePageAllocator<float>> data_;
   std::vector<uint64_t> offsets_;  // scratch of LookUp, reused

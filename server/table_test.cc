@@ -50,20 +50,20 @@ TEST(ServerTableTest, RowsKeepTheirValuesThroughIndexGrowth) {
     for (size_t i = b; i < std::min(keys.size(), b + 700); i += 3) batch.push_back(keys[i]);
     std::vector<float> g(batch.size() * kDim);
     for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 7) - 3.0f;
-    t.PushRows(batch.data(), batch.size(), g.data());
+    ASSERT_TRUE(t.PushRows(batch.data(), batch.size(), g.data()).ok());
     for (size_t i = 0; i < batch.size(); ++i)
       for (uint32_t j = 0; j < kDim; ++j) ref[batch[i]][j] -= 0.25f * g[i * kDim + j];
   }
   EXPECT_EQ(t.version(), (keys.size() + 699) / 700);
   std::vector<float> out(keys.size() * kDim, -99.0f);
-  t.PullRows(keys.data(), keys.size(), out.data());
+  ASSERT_TRUE(t.PullRows(keys.data(), keys.size(), out.data()).ok());
   EXPECT_EQ(t.num_rows(), keys.size());
   for (size_t i = 0; i < keys.size(); ++i)
     for (uint32_t j = 0; j < kDim; ++j)
       ASSERT_EQ(out[i * kDim + j], ref[keys[i]][j]) << "key " << keys[i] << " weight " << j;
   // Pulling again creates nothing and returns the same values.
   std::vector<float> again(out.size());
-  t.PullRows(keys.data(), keys.size(), again.data());
+  ASSERT_TRUE(t.PullRows(keys.data(), keys.size(), again.data()).ok());
   EXPECT_EQ(t.num_rows(), keys.size());
   EXPECT_EQ(again, out);
 }
@@ -78,11 +78,11 @@ TEST(ServerTableTest, AdamRowsMatchTheOptimizerOnTheirOwnRows) {
   const std::vector<uint64_t> both = {10, 20, 30}, once = {20};
   std::vector<float> g(both.size() * kDim);
   for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>(i % 11) - 0.05f;
-  t.PushRows(both.data(), both.size(), g.data());
-  t.PushRows(once.data(), once.size(), g.data());
+  ASSERT_TRUE(t.PushRows(both.data(), both.size(), g.data()).ok());
+  ASSERT_TRUE(t.PushRows(once.data(), once.size(), g.data()).ok());
 
   std::vector<float> out(both.size() * kDim);
-  t.PullRows(both.data(), both.size(), out.data());
+  ASSERT_TRUE(t.PullRows(both.data(), both.size(), out.data()).ok());
   for (size_t i = 0; i < both.size(); ++i) {
     std::vector<float> w(kDim), state(opt.StateFloats(kDim));
     for (uint32_t j = 0; j < kDim; ++j) w[j] = InitialWeight(1, spec.id(), both[i], j, spec.init().bound());
@@ -95,8 +95,8 @@ TEST(ServerTableTest, AdamRowsMatchTheOptimizerOnTheirOwnRows) {
 
 TEST(ServerTableTest, EmptyRequestsTouchNothing) {
   ServerTable t(RowSpec(4, ADAGRAD), 0, 0);
-  t.PushRows(nullptr, 0, nullptr);
-  t.PullRows(nullptr, 0, nullptr);
+  ASSERT_TRUE(t.PushRows(nullptr, 0, nullptr).ok());
+  ASSERT_TRUE(t.PullRows(nullptr, 0, nullptr).ok());
   EXPECT_EQ(t.num_rows(), 0u);
   EXPECT_EQ(t.version(), 1u);
 }
@@ -119,6 +119,28 @@ TEST(ServerTableTest, DenseSliceAppliesTheOptimizer) {
   EXPECT_EQ(out[1], 1.0f);
   EXPECT_EQ(out[2], -2.0f);
   EXPECT_EQ(t.num_rows(), 0u);
+}
+
+// A shard never holds more rows than its index can address: a request that
+// would cross the limit is refused whole (no row created, nothing applied),
+// and rows that already exist stay usable.
+TEST(ServerTableTest, RowsPastTheShardLimitAreRefusedWhole) {
+  ServerTable t(RowSpec(2, SGD), 0, 0, /*max_rows=*/4);
+  const std::vector<uint64_t> three = {1, 2, 3};
+  std::vector<float> out(8);
+  ASSERT_TRUE(t.PullRows(three.data(), 3, out.data()).ok());
+  const std::vector<uint64_t> more = {3, 4, 5};  // 4 and 5 are new: 5 rows
+  const std::vector<float> g(6, 1.0f);
+  const Status st = t.PushRows(more.data(), 3, g.data());
+  EXPECT_EQ(st.code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(st.message(), "table w would hold 5 rows on this shard; the limit is 4 (use more servers)");
+  EXPECT_EQ(t.num_rows(), 3u);
+  EXPECT_EQ(t.version(), 0u);  // nothing applied
+  EXPECT_EQ(t.PullRows(more.data(), 3, out.data()).code(), Status::Code::kResourceExhausted);
+  const std::vector<uint64_t> fits = {3, 4};  // one new row: 4, at the limit
+  ASSERT_TRUE(t.PushRows(fits.data(), 2, g.data()).ok());
+  EXPECT_EQ(t.num_rows(), 4u);
+  EXPECT_EQ(t.version(), 1u);
 }
 
 }  // namespace
