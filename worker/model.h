@@ -67,8 +67,9 @@ class Model {
   /// InvalidArgument (shapes) or a backend error.
   virtual StatusOr<float> ComputeGradients(const Minibatch& batch) = 0;
 
-  /// Pushes the last ComputeGradients' gradients. Asynchronous: push errors
-  /// surface at the client's next Wait (see WorkerClient).
+  /// Pushes the last ComputeGradients' gradients. Asynchronous
+  /// (fire-and-forget): push errors surface at the client's next Clock,
+  /// Barrier or Bye (see WorkerClient).
   virtual void Push(WorkerClient* client) = 0;
 
   /// Forward only on what the last Pull fetched: *scores = batch.rows() ×
@@ -94,5 +95,14 @@ StatusOr<std::unique_ptr<Model>> CreateModel(const JobConfig& config, const std:
 /// The label kind of a model type, known before any model exists (the
 /// trainer needs it to read the data).
 LabelKind LabelKindOf(ModelType type);
+
+/// For Model implementations: the id of table `name` in `tables`, checked
+/// against the kind and width (row tables: dim; dense: size) the model
+/// expects (TablesForJob and the model must agree; a mismatch is a bug or a
+/// hand-edited table list, reported rather than crashed on). Errors:
+/// InvalidArgument naming the table, both kinds and both widths, or the
+/// missing name.
+StatusOr<uint32_t> FindTable(const std::vector<TableSpec>& tables, const std::string& name, TableKind kind,
+                             uint64_t width);
 
 }  // namespace tether
