@@ -111,14 +111,7 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
 }
 
 uint64_t WorkerClient::NewShardRequest(MessageType expect, int shard, uint32_t table) {
-  uint32_t tag;
-  if (free_requests_.empty()) {
-    tag = static_cast<uint32_t>(requests_.size());
-    requests_.emplace_back();
-  } else {
-    tag = free_requests_.back();
-    free_requests_.pop_back();
-  }
+  const uint32_t tag = requests_.Take();
   // Reset field by field: the vectors keep their capacity.
   ShardRequest& r = requests_[tag];
   r.expect = expect;
@@ -158,7 +151,7 @@ void WorkerClient::SendPart(int shard, Message* m, const RequestHandle& request,
       }
     }
   }
-  free_requests_.push_back(static_cast<uint32_t>(tag));
+  requests_.Give(static_cast<uint32_t>(tag));
 }
 
 void WorkerClient::NoteLostPush(int shard, const Message& m, uint64_t updates, const Status& why) {
@@ -200,6 +193,17 @@ Status WorkerClient::AwaitOwnPushes(uint32_t table) {
   return st;
 }
 
+template <typename Piece>
+void WorkerClient::ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece) {
+  if (!whole) SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
+  const size_t chunk = RowsPerMessage(dim);
+  for (int s = 0; s < num_shards_; ++s) {
+    const std::vector<uint64_t>& shard_keys = whole ? keys : split_keys_[s];
+    for (size_t c0 = 0; c0 < shard_keys.size(); c0 += chunk)
+      piece(s, c0, std::min(shard_keys.size(), c0 + chunk), shard_keys.data() + c0);
+  }
+}
+
 RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
   RequestHandle request = StartPull(table);
   const uint32_t dim = options_.tables[table].dim;
@@ -209,46 +213,38 @@ RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>
     stats_.cache_hits +=
         cache_.ReadRows(table, keys.data(), keys.size(), channel_.clock(), out, &fetch_keys_, &fetch_pos_);
   }
-  const std::vector<uint64_t>& to_fetch = cached ? fetch_keys_ : keys;
   // One shard and nothing from the cache: every key goes to shard 0 in
   // order, so the rows of each reply land in one contiguous block and there
-  // are no positions to split or keep.
+  // are no positions to split or keep. Otherwise the replies land at their
+  // keys' positions.
   const bool whole = num_shards_ == 1 && !cached;
-  if (!whole) SplitKeysByShard(to_fetch, num_shards_, &split_keys_, &split_pos_);
-  const size_t chunk = RowsPerMessage(dim);
-  for (int s = 0; s < num_shards_; ++s) {
-    const size_t shard_keys = whole ? keys.size() : split_keys_[s].size();
-    // Keys [c0, c1) of this shard per message, so that no reply passes the
-    // message size limit; the replies land at their keys' positions.
-    for (size_t c0 = 0; c0 < shard_keys; c0 += chunk) {
-      const size_t c1 = std::min(shard_keys, c0 + chunk);
-      const uint64_t* ks = (whole ? keys.data() : split_keys_[s].data()) + c0;
-      Message m;
-      m.header.set_type(PULL);
-      m.header.set_table_id(table);
-      m.header.set_num_keys(c1 - c0);
-      m.header.set_value_dim(dim);
-      m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
-      const uint64_t tag = NewShardRequest(PULL_REPLY, s, table);
-      ShardRequest& r = requests_[tag];
-      r.out = out;
-      r.dim = dim;
-      r.num_rows = c1 - c0;
-      if (whole) {
-        r.identity = true;
-        r.first_position = static_cast<uint32_t>(c0);
-      } else if (cached) {
-        // Positions among the misses, back to positions in `keys`.
-        for (size_t i = c0; i < c1; ++i) r.positions.push_back(fetch_pos_[split_pos_[s][i]]);
-        r.keys.assign(ks, ks + (c1 - c0));
-      } else {
-        r.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
-      }
-      ++stats_.pulls;
-      stats_.rows_pulled += c1 - c0;
-      SendPart(s, &m, request, tag);
+  ForEachRowMessage(cached ? fetch_keys_ : keys, whole, dim,
+                    [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
+    Message m;
+    m.header.set_type(PULL);
+    m.header.set_table_id(table);
+    m.header.set_num_keys(c1 - c0);
+    m.header.set_value_dim(dim);
+    m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
+    const uint64_t tag = NewShardRequest(PULL_REPLY, s, table);
+    ShardRequest& r = requests_[tag];
+    r.out = out;
+    r.dim = dim;
+    r.num_rows = c1 - c0;
+    if (whole) {
+      r.identity = true;
+      r.first_position = static_cast<uint32_t>(c0);
+    } else if (cached) {
+      // Positions among the misses, back to positions in `keys`.
+      for (size_t i = c0; i < c1; ++i) r.positions.push_back(fetch_pos_[split_pos_[s][i]]);
+      r.keys.assign(ks, ks + (c1 - c0));
+    } else {
+      r.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
     }
-  }
+    ++stats_.pulls;
+    stats_.rows_pulled += c1 - c0;
+    SendPart(s, &m, request, tag);
+  });
   return request;
 }
 
@@ -257,44 +253,36 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
   const uint32_t dim = options_.tables[table].dim;
   // One shard: the keys and gradients go as they are, in contiguous blocks.
   const bool whole = num_shards_ == 1;
-  if (!whole) SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
-  const size_t chunk = RowsPerMessage(dim);
-  for (int s = 0; s < num_shards_; ++s) {
-    const size_t shard_keys = whole ? keys.size() : split_keys_[s].size();
-    // Keys [c0, c1) of this shard per message, within the message size limit.
-    for (size_t c0 = 0; c0 < shard_keys; c0 += chunk) {
-      const size_t c1 = std::min(shard_keys, c0 + chunk);
-      const size_t n = c1 - c0;
-      const uint64_t* ks = (whole ? keys.data() : split_keys_[s].data()) + c0;
-      Message m;
-      m.header.set_type(PUSH);
-      m.header.set_table_id(table);
-      m.header.set_num_keys(n);
-      m.header.set_value_dim(dim);
-      m.header.set_num_values(n * dim);
-      m.header.set_version(cache_.PushVersion(table, s));
-      m.keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
-      // The gradients are copied now (the caller may reuse `grads` at once).
-      if (whole) {
-        m.values = CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
-      } else {
-        m.values = channel_.frame_pool().Take(n * dim * sizeof(float));
-        GatherPushRows(grads, split_pos_[s].data() + c0, n, dim, static_cast<float*>(m.values.data()));
-      }
-      const uint64_t tag = NewShardRequest(PUSH_REPLY, s, table);
-      ShardRequest& r = requests_[tag];
-      r.dim = dim;
-      r.updates = n;
-      if (cache_.StartPushRows(table, ks, n)) {
-        m.header.set_want_values(true);
-        r.want_values = true;
-        r.keys.assign(ks, ks + n);
-      }
-      ++stats_.pushes;
-      stats_.rows_pushed += n;
-      SendPart(s, &m, request, tag);
+  ForEachRowMessage(keys, whole, dim, [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
+    const size_t n = c1 - c0;
+    Message m;
+    m.header.set_type(PUSH);
+    m.header.set_table_id(table);
+    m.header.set_num_keys(n);
+    m.header.set_value_dim(dim);
+    m.header.set_num_values(n * dim);
+    m.header.set_version(cache_.PushVersion(table, s));
+    m.keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
+    // The gradients are copied now (the caller may reuse `grads` at once).
+    if (whole) {
+      m.values = CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
+    } else {
+      m.values = channel_.frame_pool().Take(n * dim * sizeof(float));
+      GatherPushRows(grads, split_pos_[s].data() + c0, n, dim, static_cast<float*>(m.values.data()));
     }
-  }
+    const uint64_t tag = NewShardRequest(PUSH_REPLY, s, table);
+    ShardRequest& r = requests_[tag];
+    r.dim = dim;
+    r.updates = n;
+    if (cache_.StartPushRows(table, ks, n)) {
+      m.header.set_want_values(true);
+      r.want_values = true;
+      r.keys.assign(ks, ks + n);
+    }
+    ++stats_.pushes;
+    stats_.rows_pushed += n;
+    SendPart(s, &m, request, tag);
+  });
   return request;
 }
 
@@ -393,7 +381,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
                << options_.servers[r.shard] << "), table " << options_.tables[r.table].name
                << " refused: " << st.message();
   }
-  free_requests_.push_back(static_cast<uint32_t>(tag));
+  requests_.Give(static_cast<uint32_t>(tag));
   return st;
 }
 

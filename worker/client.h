@@ -53,6 +53,7 @@
 #include "core/status.h"
 #include "worker/param_cache.h"
 #include "worker/request_channel.h"
+#include "worker/slot_pool.h"
 
 namespace tether {
 
@@ -203,13 +204,18 @@ class WorkerClient {
   Status AwaitOwnPushes(uint32_t table);
   void NoteLostPush(int shard, const Message& m, uint64_t updates, const Status& why);
   size_t RowsPerMessage(uint32_t dim) const;  // row-table keys per message (size limit)
+  // Calls piece(shard, c0, c1, ks) for each message of a row request: keys
+  // [c0, c1) of each shard's keys (ks points at key c0), at most
+  // RowsPerMessage(dim) per message. `whole`: one shard, `keys` unsplit;
+  // otherwise split_keys_/split_pos_ hold the split.
+  template <typename Piece>
+  void ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece);
 
   ClientOptions options_;
   int num_shards_;
   RequestChannel channel_;
   ParamCache cache_;
-  std::vector<ShardRequest> requests_;
-  std::vector<uint32_t> free_requests_;
+  SlotPool<ShardRequest> requests_;  // tag → record
   mutable ClientStats stats_;  // the channel's counters are merged in by stats()
   double own_wait_seconds_ = 0;  // AwaitOwnPushes
   std::vector<std::vector<uint64_t>> split_keys_;

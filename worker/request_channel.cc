@@ -190,16 +190,7 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
       }
     }
   }
-  uint32_t slot = 0;
-  if (state != nullptr) {
-    if (free_pending_.empty()) {
-      slot = static_cast<uint32_t>(pending_.size());
-      pending_.emplace_back();
-    } else {
-      slot = free_pending_.back();
-      free_pending_.pop_back();
-    }
-  }
+  const uint32_t slot = state != nullptr ? pending_.Take() : 0;
   const uint64_t id = (next_sequence_++ << kSlotBits) | slot;
   last_send_ = SteadyClock::now();
   m->header.set_request_id(id);
@@ -217,7 +208,7 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
   if (st.ok()) return st;
   if (state != nullptr) {
     pending_[slot].id = 0;
-    free_pending_.push_back(slot);
+    pending_.Give(slot);
     --state->remaining;
     --outstanding_[shard];
     --in_flight_;
@@ -243,13 +234,13 @@ void RequestChannel::Dispatch(Message* reply) {
   const MessageHeader& h = reply->header;
   const uint64_t id = h.request_id();
   const uint64_t slot = id & kSlotMask;
-  if (id == 0 || slot >= pending_.size() || pending_[slot].id != id) {
+  if (id == 0 || slot >= pending_.size() || pending_[static_cast<uint32_t>(slot)].id != id) {
     LOG(WARNING) << log_prefix_ << "reply " << TypeName(h.type()) << " for unknown request " << id << "; ignored";
     return;
   }
-  const Pending p = pending_[slot];
-  pending_[slot].id = 0;
-  free_pending_.push_back(static_cast<uint32_t>(slot));
+  const Pending p = pending_[static_cast<uint32_t>(slot)];
+  pending_[static_cast<uint32_t>(slot)].id = 0;
+  pending_.Give(static_cast<uint32_t>(slot));
   --outstanding_[p.shard];
   --in_flight_;
   Status verdict;

@@ -49,6 +49,7 @@
 #include "core/net/frame_pool.h"
 #include "core/net/message.h"
 #include "core/status.h"
+#include "worker/slot_pool.h"
 
 namespace tether {
 
@@ -217,8 +218,7 @@ class RequestChannel {
   std::vector<zmq::socket_t> sockets_;
   std::vector<zmq::pollitem_t> poll_items_;
   std::vector<int> outstanding_;  // per shard
-  std::vector<Pending> pending_;
-  std::vector<uint32_t> free_pending_;
+  SlotPool<Pending> pending_;
   size_t in_flight_ = 0;
   uint64_t next_sequence_ = 1;
   std::vector<RequestState*> states_;       // every state made (deleted or orphaned at the end)
