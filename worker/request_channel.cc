@@ -289,14 +289,17 @@ Status RequestChannel::Progress(int timeout_ms) {
     return Status::DeadlineExceeded(log_prefix_ + "no reply within " + std::to_string(timeout_ms) +
                                     " ms from server(s) " + silent);
   }
+  // A reply's frames are freed when `reply` goes (or is overwritten): over
+  // inproc they are the shard's pooled buffers, which it can reuse only then.
+  Message reply;
   for (int s = 0; s < num_shards(); ++s) {
     if (!(poll_items_[s].revents & ZMQ_POLLIN)) continue;
     while (true) {
-      Status st = RecvMessage(sockets_[s], &reply_, nullptr);
+      Status st = RecvMessage(sockets_[s], &reply, nullptr);
       if (st.code() == Status::Code::kUnavailable) break;
       if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
-      stats_.bytes_received += reply_.values.size() + reply_.keys.size();
-      Dispatch(&reply_);
+      stats_.bytes_received += reply.values.size() + reply.keys.size();
+      Dispatch(&reply);
     }
   }
   return Status::OK();

@@ -226,7 +226,6 @@ class RequestChannel {
   Status sticky_error_;
   int64_t clock_ = 0;
   std::chrono::steady_clock::time_point last_send_;
-  Message reply_;  // reused by Progress
   Stats stats_;
 };
 
