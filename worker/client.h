@@ -65,7 +65,7 @@ struct ClientOptions {
   std::string model_fingerprint;     // must equal the servers'
   int request_timeout_ms = 120000;   // Wait fails after this long with no reply
   int max_outstanding = 64;          // in-flight requests per shard before a call blocks
-                                     // (kept ≤ send_hwm and ≤ recv_hwm; see Send)
+                                     // (kept ≤ send_hwm and ≤ recv_hwm; see RequestChannel::Send)
   int send_hwm = 1000;               // ZeroMQ high-water marks of the sockets, in
   int recv_hwm = 1000;               // messages (cluster.send_hwm / recv_hwm)
   /// Row pulls and pushes whose values would exceed this many bytes in one
