@@ -554,13 +554,12 @@ TEST(TransportTest, C08NonFiniteGradientNeverReachesATable) {
 // waiting again gives the same answer, and the refused push still fails the
 // worker's next Clock, Barrier and Bye (sticky) though nobody waited on it.
 TEST(TransportTest, EachHandleReportsItsOwnRequestsStatus) {
-  JobConfig c = ExactJob(1, 1, 2);
-  ServerThread server(c, 0);
-  auto w = Connect(OptionsFor(c, 0, {server.endpoint()}));
-  ASSERT_TRUE(w);
   const std::vector<uint64_t> keys = {3, 7};
   const float ok[4] = {1, 2, 3, 4};
   const float nan[4] = {1, 1, std::numeric_limits<float>::quiet_NaN(), 1};
+  ServerThread server(ExactJob(1, 1, 2), 0);
+  auto w = Connect(OptionsFor(ExactJob(1, 1, 2), 0, {server.endpoint()}));
+  ASSERT_TRUE(w);
   const RequestHandle first = w->PushRows(kW1, keys, ok);
   const RequestHandle refused = w->PushRows(kW1, keys, nan);
   const RequestHandle after = w->PushRows(kW1, keys, ok);
