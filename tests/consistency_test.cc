@@ -87,10 +87,10 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
   std::vector<uint64_t> keys(workers);
   for (int r = 0; r < workers; ++r) keys[r] = r;
   std::vector<float> init(workers);
-  ASSERT_TRUE(w[0]->Wait(w[0]->PullRows(kW1, keys, init.data())).ok());
+  ASSERT_TRUE(w[0]->PullRows(kW1, keys, init.data()).Wait().ok());
 
   std::vector<int64_t> clocks(workers, 0), pushes(workers, 0);
-  struct PendingRead { int64_t ts = -1; int64_t clock = 0; std::vector<float> out; };
+  struct PendingRead { bool active = false; RequestHandle pull; int64_t clock = 0; std::vector<float> out; };
   std::vector<PendingRead> pending(workers);
   std::mt19937 rng(seed);
   int reads_checked = 0, reads_blocked = 0;
@@ -112,14 +112,14 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     const int r = static_cast<int>(rng() % workers);
     PendingRead& p = pending[r];
     const bool bound_holds = [&] { return s < 0 || min_clock() >= p.clock - s; }();
-    if (p.ts >= 0) {
+    if (p.active) {
       if (bound_holds) {
-        Status st = p.ts >= 0 ? w[r]->Wait(p.ts, 5000) : Status::OK();
+        Status st = p.pull.Wait(5000);
         ASSERT_TRUE(st.ok()) << "released read of worker " << r << ": " << st.ToString();
         check(r, p);
-        p.ts = -1;
+        p.active = false;
       } else {
-        EXPECT_EQ(w[r]->Wait(p.ts, 20).code(), Status::Code::kDeadlineExceeded)
+        EXPECT_EQ(p.pull.Wait(20).code(), Status::Code::kDeadlineExceeded)
             << "worker " << r << " read at clock " << p.clock << " past the bound (min clock " << min_clock() << ")";
       }
       continue;
@@ -132,12 +132,13 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     ++clocks[r];
     p.clock = clocks[r];
     p.out.assign(workers, 0.0f);
-    p.ts = w[r]->PullRows(kW1, keys, p.out.data());
+    p.pull = w[r]->PullRows(kW1, keys, p.out.data());
+    p.active = true;
     if (s < 0 || min_clock() >= p.clock - s) {
-      Status st = w[r]->Wait(p.ts, 5000);
+      Status st = p.pull.Wait(5000);
       ASSERT_TRUE(st.ok()) << "read within the bound must not wait: " << st.ToString();
       check(r, p);
-      p.ts = -1;
+      p.active = false;
     } else {
       ++reads_blocked;
     }
@@ -192,9 +193,9 @@ TEST(ConsistencyTest, BspOneWorkerEqualsSequentialSgdBitForBit) {
     LocalizeBatch(x, 0, B, &keys, &xl);
     // Through the servers.
     std::vector<float> pw1(keys.size() * H), pb1(H), pw2(L * (H + 1));
-    ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, pw1.data())).ok());
-    ASSERT_TRUE(w->Wait(w->PullDense(kB1, pb1.data())).ok());
-    ASSERT_TRUE(w->Wait(w->PullRows(kW2, labels_keys, pw2.data())).ok());
+    ASSERT_TRUE(w->PullRows(kW1, keys, pw1.data()).Wait().ok());
+    ASSERT_TRUE(w->PullDense(kB1, pb1.data()).Wait().ok());
+    ASSERT_TRUE(w->PullRows(kW2, labels_keys, pw2.data()).Wait().ok());
     // Local replica must hold the same bits before the step.
     for (size_t i = 0; i < keys.size(); ++i)
       for (int j = 0; j < H; ++j) ASSERT_EQ(pw1[i * H + j], w1[keys[i] * H + j]) << "step " << step;
@@ -224,7 +225,7 @@ TEST(ConsistencyTest, BspOneWorkerEqualsSequentialSgdBitForBit) {
   std::vector<uint64_t> all(F);
   std::iota(all.begin(), all.end(), 0);
   std::vector<float> final_w1(F * H);
-  ASSERT_TRUE(w->Wait(w->PullRows(kW1, all, final_w1.data())).ok());
+  ASSERT_TRUE(w->PullRows(kW1, all, final_w1.data()).Wait().ok());
   EXPECT_EQ(final_w1, w1);
 }
 
@@ -242,7 +243,7 @@ TEST(ConsistencyTest, CacheCutsPullsAsStalenessGrows) {
     std::iota(keys.begin(), keys.end(), 0);
     std::vector<float> out(10);
     for (int c = 0; c < 20; ++c) {
-      ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, out.data())).ok());
+      ASSERT_TRUE(w->PullRows(kW1, keys, out.data()).Wait().ok());
       ASSERT_TRUE(w->Clock().ok());
     }
     EXPECT_EQ(w->stats().pulls, pulls_per_shard) << "s = " << s;
@@ -262,11 +263,11 @@ TEST(ConsistencyTest, ReadMyWritesWithCache) {
     ASSERT_TRUE(w);
     std::vector<uint64_t> keys = {1, 2, 3, 4};
     std::vector<float> before(4), after(4);
-    ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, before.data())).ok());
+    ASSERT_TRUE(w->PullRows(kW1, keys, before.data()).Wait().ok());
     for (int i = 1; i <= 3; ++i) {
       std::vector<float> g(4, -1.0f);
       w->PushRows(kW1, keys, g.data());
-      ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, after.data())).ok());
+      ASSERT_TRUE(w->PullRows(kW1, keys, after.data()).Wait().ok());
       for (int k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(after[k], before[k] + i) << "refresh_on_push " << refresh;
     }
     // The last reads came from the cache when pushes ship rows back.
@@ -290,18 +291,18 @@ TEST(ConsistencyTest, StalenessPolicyScalesTheStepByTau) {
     ASSERT_TRUE(a && b);
     const std::vector<uint64_t> key = {9};
     float before = 0, after = 0;
-    ASSERT_TRUE(a->Wait(a->PullRows(kW1, key, &before)).ok());
+    ASSERT_TRUE(a->PullRows(kW1, key, &before).Wait().ok());
     const float g_b = -1.0f;  // +1 each, each computed from a fresh read (τ = 0)
     for (int i = 0; i < 2; ++i) {
       float seen = 0;
-      ASSERT_TRUE(b->Wait(b->PullRows(kW1, key, &seen)).ok());
+      ASSERT_TRUE(b->PullRows(kW1, key, &seen).Wait().ok());
       b->PushRows(kW1, key, &g_b);
       ASSERT_TRUE(b->WaitAll().ok());
     }
     const float g_a = -3.0f;  // +3 × scale
     a->PushRows(kW1, key, &g_a);
     ASSERT_TRUE(a->WaitAll().ok());
-    ASSERT_TRUE(a->Wait(a->PullRows(kW1, key, &after)).ok());
+    ASSERT_TRUE(a->PullRows(kW1, key, &after).Wait().ok());
     EXPECT_FLOAT_EQ(after, before + 2.0f + 3.0f * scale) << StalenessPolicy_Name(policy);
     EXPECT_EQ(cluster.server(0).stats().staleness.max, 2u);
     EXPECT_EQ(cluster.server(0).stats().staleness.count[2], 1u);
@@ -330,8 +331,8 @@ TEST(ConsistencyTest, DeadWorkerIsRemovedAndRejoinsAtSlowestClock) {
   const auto t0 = std::chrono::steady_clock::now();
   while (true) {
     for (int r : {0, 1, 3}) ASSERT_TRUE(w[r]->Clock().ok());
-    const int64_t ts = w[0]->PullRows(kW1, keys, out.data());
-    Status st = w[0]->Wait(ts, 300);
+    const RequestHandle pull = w[0]->PullRows(kW1, keys, out.data());
+    Status st = pull.Wait(300);
     if (!st.ok()) {
       EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded);
       reached = w[0]->clock();
@@ -341,7 +342,7 @@ TEST(ConsistencyTest, DeadWorkerIsRemovedAndRejoinsAtSlowestClock) {
       for (int i = 0; i < 60 && !released; ++i) {
         ASSERT_TRUE(w[1]->Idle(40).ok());
         ASSERT_TRUE(w[3]->Idle(40).ok());
-        released = w[0]->Wait(ts, 40).ok();
+        released = pull.Wait(40).ok();
       }
       ASSERT_TRUE(released);
       break;
@@ -355,7 +356,7 @@ TEST(ConsistencyTest, DeadWorkerIsRemovedAndRejoinsAtSlowestClock) {
   w[2] = cluster.Connect(2);
   ASSERT_TRUE(w[2]);
   EXPECT_EQ(w[2]->clock(), reached);
-  ASSERT_TRUE(w[2]->Wait(w[2]->PullRows(kW1, keys, out.data()), 2000).ok());
+  ASSERT_TRUE(w[2]->PullRows(kW1, keys, out.data()).Wait(2000).ok());
   EXPECT_EQ(w[2]->stats().cache_hits, 0u) << "a rejoining worker pulls fresh rows";
   EXPECT_EQ(cluster.server(1).stats().workers_rejoined, 1u);
   for (int r = 0; r < 4; ++r) ASSERT_TRUE(w[r]->Bye().ok());

@@ -69,7 +69,7 @@ TEST(SspTest, FastWorkerBlocksExactlyPastSlowestPlusStalenessAndIsReleased) {
   ASSERT_TRUE(fast && slow);
   const std::vector<uint64_t> key = {5};
   float initial[2], row[2];
-  ASSERT_TRUE(fast->Wait(fast->PullRows(kW1, key, initial)).ok());
+  ASSERT_TRUE(fast->PullRows(kW1, key, initial).Wait().ok());
 
   // The slow worker pushes −1 (SGD, lr 1 → +1) to key 5 during its clock 0.
   const float grad[2] = {-1.0f, -1.0f};
@@ -80,18 +80,18 @@ TEST(SspTest, FastWorkerBlocksExactlyPastSlowestPlusStalenessAndIsReleased) {
   for (int64_t c_fast = 1; c_fast <= s; ++c_fast) {
     ASSERT_TRUE(fast->Clock().ok());
     ASSERT_EQ(fast->clock(), c_fast);
-    EXPECT_TRUE(fast->Wait(fast->PullRows(kW1, key, row), 2000).ok()) << "clock " << c_fast;
+    EXPECT_TRUE(fast->PullRows(kW1, key, row).Wait(2000).ok()) << "clock " << c_fast;
   }
   // At clock s + 1 = slowest (0) + s + 1 the pull must wait.
   ASSERT_TRUE(fast->Clock().ok());
-  const int64_t blocked = fast->PullRows(kW1, key, row);
-  Status st = fast->Wait(blocked, 500);
+  const RequestHandle blocked = fast->PullRows(kW1, key, row);
+  Status st = blocked.Wait(500);
   EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
 
   // The slow worker clocks: min clock 1 ≥ 3 − 2, the pull is released and
   // includes the slow worker's clock-0 update.
   ASSERT_TRUE(slow->Clock().ok());
-  st = fast->Wait(blocked, 5000);
+  st = blocked.Wait(5000);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_FLOAT_EQ(row[0], initial[0] + 1.0f);
   EXPECT_FLOAT_EQ(row[1], initial[1] + 1.0f);
@@ -107,11 +107,11 @@ TEST(SspTest, ReadMyWritesAndAspNeverBlocks) {
   ASSERT_TRUE(w);
   const std::vector<uint64_t> keys = {1, 2, 3};
   std::vector<float> before(6), after(6), g(6, 0.5f);
-  ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, before.data())).ok());
+  ASSERT_TRUE(w->PullRows(kW1, keys, before.data()).Wait().ok());
   w->PushRows(kW1, keys, g.data());
   // Pull right after the push, without waiting for the push reply.
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(w->Clock().ok());
-  ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, after.data()), 2000).ok()) << "ASP must not block";
+  ASSERT_TRUE(w->PullRows(kW1, keys, after.data()).Wait(2000).ok()) << "ASP must not block";
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(after[i], before[i] - 0.5f);
   ASSERT_TRUE(w->Bye().ok());
 }
@@ -122,11 +122,11 @@ TEST(SspTest, DenseTableIsSplitAcrossShardsAndSummedOnPush) {
   auto w = Connect(c, 0, server.endpoint());
   ASSERT_TRUE(w);
   float b1[2] = {7, 7};
-  ASSERT_TRUE(w->Wait(w->PullDense(1, b1)).ok());
+  ASSERT_TRUE(w->PullDense(1, b1).Wait().ok());
   EXPECT_EQ(b1[0], 0.0f);  // b1 starts at zero
   const float g[2] = {0.25f, -0.5f};
   w->PushDense(1, g);
-  ASSERT_TRUE(w->Wait(w->PullDense(1, b1)).ok());
+  ASSERT_TRUE(w->PullDense(1, b1).Wait().ok());
   EXPECT_FLOAT_EQ(b1[0], -0.25f);
   EXPECT_FLOAT_EQ(b1[1], 0.5f);
   ASSERT_TRUE(w->Bye().ok());
@@ -153,7 +153,7 @@ TEST(SspTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {
   ASSERT_TRUE(good);
   const std::vector<uint64_t> key = {4};
   float ref[2];
-  ASSERT_TRUE(good->Wait(good->PullRows(kW1, key, ref)).ok());
+  ASSERT_TRUE(good->PullRows(kW1, key, ref).Wait().ok());
 
   zmq::context_t ctx;
   zmq::socket_t bad(ctx, zmq::socket_type::dealer);
@@ -206,7 +206,7 @@ TEST(SspTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {
     EXPECT_NE(err.find(variant == 0 ? "unknown table id 99" : "not sorted"), std::string::npos) << err;
   }
   float again[2];
-  ASSERT_TRUE(good->Wait(good->PullRows(kW1, key, again)).ok());
+  ASSERT_TRUE(good->PullRows(kW1, key, again).Wait().ok());
   EXPECT_EQ(again[0], ref[0]);
   EXPECT_EQ(again[1], ref[1]);
   EXPECT_EQ(server.server().stats().bad_messages, 4u);

@@ -177,7 +177,7 @@ TEST(TransportTest, C13BackPressureAtASmallHighWaterMarkDropsNothing) {
   const std::vector<float> plus_one(kHidden, 1.0f);
   for (int i = 0; i < 2000; ++i) w->PushRows(kW1, key, plus_one.data());
   std::vector<float> row(kHidden, -1.0f);
-  ASSERT_TRUE(w->Wait(w->PullRows(kW1, key, row.data())).ok());
+  ASSERT_TRUE(w->PullRows(kW1, key, row.data()).Wait().ok());
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
   for (int j = 0; j < kHidden; ++j) ASSERT_EQ(row[j], 2000.0f) << "column " << j;
 
@@ -338,7 +338,7 @@ TEST(TransportTest, C15EightyMegabyteDenseBlockCrossesIntactInOneMessage) {
   for (int i = 0; i < kHidden; ++i) grad[i] = static_cast<float>(i % 1000) * 0.5f - 7.0f;  // exact in float
   w->PushDense(kB1, grad.data());
   std::vector<float> pulled(kHidden, std::numeric_limits<float>::quiet_NaN());
-  ASSERT_TRUE(w->Wait(w->PullDense(kB1, pulled.data())).ok());
+  ASSERT_TRUE(w->PullDense(kB1, pulled.data()).Wait().ok());
   EXPECT_EQ(Crc(pulled.data(), pulled.size()), Crc(grad.data(), grad.size()));
   EXPECT_EQ(std::memcmp(pulled.data(), grad.data(), grad.size() * sizeof(float)), 0);
   EXPECT_EQ(w->stats().pulls, 1u);  // one message each way
@@ -365,7 +365,7 @@ TEST(TransportTest, C15RowRequestsAboveTheLimitAreSplitAndJoined) {
     for (int j = 0; j < kDim; ++j) grad[i * kDim + j] = static_cast<float>(keys[i]) + 0.25f * static_cast<float>(j);
   w->PushRows(kW1, keys, grad.data());
   std::vector<float> rows(grad.size(), -1.0f);
-  ASSERT_TRUE(w->Wait(w->PullRows(kW1, keys, rows.data())).ok());
+  ASSERT_TRUE(w->PullRows(kW1, keys, rows.data()).Wait().ok());
   EXPECT_EQ(Crc(rows.data(), rows.size()), Crc(grad.data(), grad.size()));
   EXPECT_EQ(rows, grad);
   // Messages: each shard's keys in pieces of at most 16.
@@ -413,7 +413,7 @@ TEST(TransportTest, LargeRequestsReusePooledFramesAndStayExact) {
         w->PushRows(kW1, keys, grad.data());
         std::fill(grad.begin(), grad.end(), -1.0f);  // pushes copy at call time
         std::fill(got.begin(), got.end(), -1.0f);
-        const Status st = w->Wait(w->PullRows(kW1, keys, got.data()));
+        const Status st = w->PullRows(kW1, keys, got.data()).Wait();
         ASSERT_TRUE(st.ok()) << st.ToString();
         ASSERT_EQ(got, want) << "round " << round;
       }
@@ -473,7 +473,7 @@ TEST(TransportTest, DISABLED_C15LargestRowPullSplitAtTheRealLimit) {
   const uint32_t want = Crc(data.data(), data.size());
   std::fill(data.begin(), data.end(), 0.0f);
   const auto t0 = SteadyClock::now();
-  const Status pulled = w->Wait(w->PullRows(kW2, keys, data.data()));
+  const Status pulled = w->PullRows(kW2, keys, data.data()).Wait();
   ASSERT_TRUE(pulled.ok()) << pulled.ToString();
   std::cout << "pulled " << data.size() * sizeof(float) << " bytes in "
             << std::chrono::duration<double>(SteadyClock::now() - t0).count() << " s\n";
@@ -551,17 +551,126 @@ TEST(TransportTest, C08NonFiniteGradientNeverReachesATable) {
   w->PushDense(kB1, inf);
   EXPECT_FALSE(w->WaitAll().ok());
   float rows[4] = {-1, -1, -1, -1}, b1[2] = {-1, -1};
-  ASSERT_FALSE(w->Wait(w->PullRows(kW1, keys, rows)).ok());  // the push errors are sticky
+  // The push errors are sticky: the next Clock fails with the first of them
+  // (the pull's own handle reports the pull's own outcome).
+  ASSERT_TRUE(w->PullRows(kW1, keys, rows).Wait().ok());
+  EXPECT_EQ(w->Clock().message(), st.message());
   EXPECT_EQ(rows[0], 1.0f);  // the pull itself was answered: only the first push is in
   EXPECT_EQ(rows[1], 2.0f);
   EXPECT_EQ(rows[2], 3.0f);
   EXPECT_EQ(rows[3], 4.0f);
-  (void)w->Wait(w->PullDense(kB1, b1));
+  (void)w->PullDense(kB1, b1).Wait();
   EXPECT_EQ(b1[0], 0.0f);
   EXPECT_EQ(b1[1], 0.0f);
   EXPECT_EQ(w->stats().updates_failed, 3u);  // 2 rows + 1 dense slice
   EXPECT_EQ(server.stats().updates_applied, 2u);
   EXPECT_EQ(server.stats().bad_messages, 2u);
+}
+
+// ------------------------------------------------------------------ handles
+
+// Every request's handle carries its own outcome (c10d's Work): a refused
+// push fails only its own handle, the pushes and pulls around it stay OK,
+// waiting again gives the same answer, and the refused push still fails the
+// worker's next Clock, Barrier and Bye (sticky) though nobody waited on it.
+TEST(TransportTest, EachHandleReportsItsOwnRequestsStatus) {
+  const std::vector<uint64_t> keys = {3, 7};
+  const float ok[4] = {1, 2, 3, 4};
+  const float nan[4] = {1, 1, std::numeric_limits<float>::quiet_NaN(), 1};
+  ServerThread server(ExactJob(1, 1, 2), 0);
+  auto w = Connect(OptionsFor(ExactJob(1, 1, 2), 0, {server.endpoint()}));
+  ASSERT_TRUE(w);
+  const RequestHandle first = w->PushRows(kW1, keys, ok);
+  const RequestHandle refused = w->PushRows(kW1, keys, nan);
+  const RequestHandle after = w->PushRows(kW1, keys, ok);
+  float rows[4] = {-1, -1, -1, -1};
+  const RequestHandle pull = w->PullRows(kW1, keys, rows);
+  // Waited on in reverse order: each still answers for itself.
+  ASSERT_TRUE(pull.Wait().ok());
+  EXPECT_EQ(rows[0], 2.0f);  // the two good pushes, not the refused one
+  EXPECT_EQ(rows[3], 8.0f);
+  EXPECT_TRUE(after.Wait().ok());
+  const Status own = refused.Wait();
+  EXPECT_EQ(own.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(own.message().find("value 2 (key 7, column 0) is NaN"), std::string::npos) << own.message();
+  EXPECT_TRUE(first.Wait().ok()) << "a completed push handle returns that push's own status";
+  // Completed handles: waiting again, status() and is_completed() agree.
+  for (const RequestHandle* h : {&first, &refused, &after, &pull}) {
+    EXPECT_TRUE(h->is_completed());
+    EXPECT_EQ(h->Wait().message(), h->status().message());
+    EXPECT_EQ(h->Wait(0).code(), h->status().code());
+  }
+  EXPECT_EQ(refused.Wait().message(), own.message());
+  // A later request is not touched by the earlier failure.
+  float later[4];
+  EXPECT_TRUE(w->PullRows(kW1, keys, later).Wait().ok());
+  EXPECT_TRUE(w->PushDense(kB1, ok).Wait().ok());
+  // The worker-level sticky error is the refused push's.
+  EXPECT_EQ(w->WaitAll().message(), own.message());
+  EXPECT_EQ(w->Clock().message(), own.message());
+  auto barrier = w->Barrier(1);
+  ASSERT_FALSE(barrier.ok());
+  EXPECT_EQ(barrier.status().message(), own.message());
+  EXPECT_EQ(w->Bye().message(), own.message());
+  EXPECT_EQ(w->stats().updates_failed, 2u);  // the refused push's 2 rows
+  EXPECT_EQ(server.stats().updates_applied, 5u);  // 2 good row pushes × 2 rows + 1 dense slice
+}
+
+// A push whose handle is dropped at once (fire-and-forget, as the models
+// push) and fails still fails the next Clock, and its failure reaches no
+// pull handle.
+TEST(TransportTest, FailedDetachedPushFailsTheNextClockOnly) {
+  JobConfig c = ExactJob(1, 1, 2);
+  ServerThread server(c, 0);
+  auto w = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(w);
+  const std::vector<uint64_t> keys = {3};
+  const float nan[2] = {std::numeric_limits<float>::quiet_NaN(), 0};
+  w->PushRows(kW1, keys, nan);
+  float row[2] = {-1, -1};
+  ASSERT_TRUE(w->PullRows(kW1, keys, row).Wait().ok()) << "the pull is answered after the push";
+  EXPECT_EQ(row[0], 0.0f);
+  const Status clock = w->Clock();
+  EXPECT_EQ(clock.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(clock.message().find("is NaN"), std::string::npos) << clock.message();
+  EXPECT_EQ(w->stats().updates_failed, 1u);
+}
+
+// Handles outlive their client: a completed one keeps its outcome, one
+// still in flight (a pull held back by the SSP bound) reports Unavailable;
+// an empty handle says so. Nothing crashes.
+TEST(TransportTest, HandlesOutliveTheClient) {
+  JobConfig c = ExactJob(1, 2, 2);
+  c.mutable_consistency()->set_staleness(0);
+  c.mutable_consistency()->set_model(BSP);
+  ServerThread server(c, 0);
+  auto w0 = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  auto w1 = Connect(OptionsFor(c, 1, {server.endpoint()}));
+  ASSERT_TRUE(w0 && w1);
+  const std::vector<uint64_t> keys = {3};
+  const float g[2] = {1, 1};
+  const RequestHandle pushed = w0->PushRows(kW1, keys, g);
+  ASSERT_TRUE(pushed.Wait().ok());
+  ASSERT_TRUE(w0->Clock().ok());
+  float row[2];
+  const RequestHandle blocked = w0->PullRows(kW1, keys, row);  // clock 1 > min clock 0 + s
+  EXPECT_EQ(blocked.Wait(50).code(), Status::Code::kDeadlineExceeded);
+  EXPECT_FALSE(blocked.is_completed());
+  EXPECT_EQ(blocked.status().code(), Status::Code::kUnavailable);
+  w0.reset();
+  EXPECT_TRUE(pushed.is_completed());
+  EXPECT_TRUE(pushed.Wait().ok());
+  EXPECT_TRUE(blocked.is_completed());
+  const Status abandoned = blocked.Wait();
+  EXPECT_EQ(abandoned.code(), Status::Code::kUnavailable);
+  EXPECT_NE(abandoned.message().find("abandoned"), std::string::npos) << abandoned.message();
+  EXPECT_EQ(blocked.Wait(10).message(), abandoned.message());
+  RequestHandle copy = blocked;
+  EXPECT_EQ(copy.status().message(), abandoned.message());
+  const RequestHandle empty;
+  EXPECT_TRUE(empty.is_completed());
+  EXPECT_EQ(empty.Wait().code(), Status::Code::kFailedPrecondition);
+  ASSERT_TRUE(w1->Bye().ok());
 }
 
 // ------------------------------------------------------------------ C10
@@ -606,7 +715,7 @@ TEST(TransportTest, C10SharesPushedOnceGiveTheSingleReadersPerKeyTotals) {
     EXPECT_EQ(rows, 5) << "n=" << n;
     const std::vector<uint64_t> all = {0, 1, 2, 3, 4};
     std::vector<float> t(10, -1.0f);
-    ASSERT_TRUE(workers[0]->Wait(workers[0]->PullRows(kW1, all, t.data())).ok());
+    ASSERT_TRUE(workers[0]->PullRows(kW1, all, t.data()).Wait().ok());
     totals.push_back(t);
     for (auto& w : workers) ASSERT_TRUE(w->Bye().ok());
   }
@@ -752,8 +861,8 @@ std::vector<float> GoodWorkerRun(WorkerClient* w, const std::function<void(int)>
     w->PushDense(kB1, b.data());
     between(round);
     std::vector<float> rows(6, -1.0f), b1(2, -1.0f);
-    EXPECT_TRUE(w->Wait(w->PullRows(kW1, keys, rows.data())).ok());
-    EXPECT_TRUE(w->Wait(w->PullDense(kB1, b1.data())).ok());
+    EXPECT_TRUE(w->PullRows(kW1, keys, rows.data()).Wait().ok());
+    EXPECT_TRUE(w->PullDense(kB1, b1.data()).Wait().ok());
     seen.insert(seen.end(), rows.begin(), rows.end());
     seen.insert(seen.end(), b1.begin(), b1.end());
   }

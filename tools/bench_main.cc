@@ -344,7 +344,7 @@ int RunTransport() {
               client->PushRows(0, keys, buf.data());
               return client->WaitAll();
             }
-            return client->Wait(client->PullRows(0, keys, buf.data()));
+            return client->PullRows(0, keys, buf.data()).Wait();
           };
           // Warm-up: creates the rows on the servers, grows every buffer.
           Status st = tether_op();

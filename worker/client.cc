@@ -1,12 +1,10 @@
 #include "worker/client.h"
 
-#include <unistd.h>
-
-#include <chrono>
+#include <algorithm>
 #include <cstring>
-#include <random>
 
-#include "core/net/transport.h"
+#include <glog/logging.h>
+
 #include "core/partition.h"
 
 namespace tether {
@@ -38,8 +36,8 @@ void ScatterRows(const float* rows, const uint32_t* pos, size_t n, uint32_t dim,
   }
 }
 
-// The inverse: src + pos[i]·dim → row i of `rows`.
-void GatherRows(const float* src, const uint32_t* pos, size_t n, uint32_t dim, float* rows) {
+// The inverse: src + pos[i]·dim → row i of `rows` (a shard's push values).
+void GatherPushRows(const float* src, const uint32_t* pos, size_t n, uint32_t dim, float* rows) {
   if (dim == 1) {
     for (size_t i = 0; i < n; ++i) rows[i] = src[pos[i]];
     return;
@@ -52,10 +50,33 @@ void GatherRows(const float* src, const uint32_t* pos, size_t n, uint32_t dim, f
   }
 }
 
-FramePool::Options PoolOptions(const ClientOptions& options) {
-  FramePool::Options o;
-  o.max_idle_bytes = options.frame_pool_idle_bytes;
-  return o;
+RequestChannel::Options ChannelOptions(const ClientOptions& o) {
+  RequestChannel::Options c;
+  c.rank = o.rank;
+  c.servers = o.servers;
+  c.heartbeat_interval_ms = o.heartbeat_interval_ms;
+  c.request_timeout_ms = o.request_timeout_ms;
+  c.max_outstanding = o.max_outstanding;
+  c.send_hwm = o.send_hwm;
+  c.recv_hwm = o.recv_hwm;
+  c.context = o.context;
+  c.abort = o.abort;
+  c.frame_pool_idle_bytes = o.frame_pool_idle_bytes;
+  return c;
+}
+
+std::vector<ParamCache::TableOptions> CacheOptions(const std::vector<TableSpec>& tables) {
+  std::vector<ParamCache::TableOptions> out(tables.size());
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const TableSpec& spec = tables[t];
+    out[t].dense = IsDenseTable(spec);
+    out[t].dim = spec.dim();
+    out[t].size = spec.size();
+    out[t].staleness = TableStaleness(spec);
+    out[t].cache = spec.consistency().cache();
+    out[t].refresh_on_push = spec.consistency().refresh_on_push();
+  }
+  return out;
 }
 
 }  // namespace
@@ -63,75 +84,17 @@ FramePool::Options PoolOptions(const ClientOptions& options) {
 WorkerClient::WorkerClient(const ClientOptions& options)
     : options_(options),
       num_shards_(static_cast<int>(options.servers.size())),
-      log_prefix_("[worker " + std::to_string(options.rank) + "] "),
-      own_ctx_(options.context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
-      ctx_(options.context == nullptr ? own_ctx_.get() : options.context),
-      frame_pool_(PoolOptions(options)),
-      outstanding_(options.servers.size(), 0),
-      last_send_(SteadyClock::now()) {
-  caches_.resize(options.tables.size());
-  for (size_t t = 0; t < options.tables.size(); ++t) {
-    const TableSpec& spec = options.tables[t];
-    caches_[t].enabled = spec.consistency().cache() && TableStaleness(spec) >= 0;
-    caches_[t].refresh_on_push = spec.consistency().refresh_on_push();
-    caches_[t].dense.resize(num_shards_);
-    caches_[t].read_version.assign(num_shards_, UINT64_MAX);
-  }
-}
-
-bool WorkerClient::Fresh(const CachedRow& row, int64_t staleness) const {
-  return !row.values.empty() && row.pending_pushes == 0 && row.row_clock >= clock_ - staleness;
-}
-
-void WorkerClient::Store(uint32_t table, int shard, const uint64_t* keys, size_t n, const float* values,
-                         int64_t row_clock, uint64_t version) {
-  TableCache& c = caches_[table];
-  if (!c.enabled) return;
-  const TableSpec& spec = options_.tables[table];
-  if (IsDenseTable(spec)) {
-    auto [b, e] = DenseRange(spec.size(), shard, num_shards_);
-    CachedRow& row = c.dense[shard];
-    row.values.assign(values, values + (e - b));
-    row.row_clock = row_clock;
-    row.version = version;
-    return;
-  }
-  const uint32_t dim = spec.dim();
-  for (size_t i = 0; i < n; ++i) {
-    CachedRow& row = c.rows[keys[i]];
-    row.values.assign(values + i * dim, values + (i + 1) * dim);
-    row.row_clock = row_clock;
-    row.version = version;
-  }
-}
-
-void WorkerClient::SendHeartbeats() {
-  for (int s = 0; s < num_shards_; ++s) {
-    Message m;
-    m.header.set_type(HEARTBEAT);
-    Send(s, &m, Sub{});
-  }
-}
+      channel_(ChannelOptions(options),
+               [this](uint64_t tag, const Status& verdict, Message* reply) { return OnReply(tag, verdict, reply); }),
+      cache_(CacheOptions(options.tables), std::max(1, num_shards_)) {}
 
 WorkerClient::~WorkerClient() = default;
 
 StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOptions& options) {
   if (options.servers.empty()) return Status::InvalidArgument("no server addresses given");
   std::unique_ptr<WorkerClient> c(new WorkerClient(options));
-  SocketOptions so;
-  so.send_timeout_ms = options.request_timeout_ms;
-  so.send_hwm = options.send_hwm;
-  so.recv_hwm = options.recv_hwm;
-  // A fresh identity per process, so a restarted worker never collides with
-  // the routing entry of its dead predecessor.
-  std::random_device rd;
-  const std::string identity =
-      "w" + std::to_string(options.rank) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
-  for (const auto& ep : options.servers) {
-    TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*c->ctx_, ep, identity, so));
-    c->sockets_.push_back(std::move(s));
-  }
-  const int64_t ts = c->NewGroup(false);
+  TETHER_RETURN_IF_ERROR(c->channel_.Connect());
+  RequestHandle hello = c->channel_.NewRequest(/*sticky=*/false);
   for (int s = 0; s < c->num_shards_; ++s) {
     Message m;
     m.header.set_type(HELLO);
@@ -142,12 +105,9 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
     m.header.set_shard(s);
     m.header.set_num_shards(c->num_shards_);
     for (const TableSpec& t : options.tables) *m.header.add_tables() = t;
-    Sub sub;
-    sub.ts = ts;
-    sub.expect = HELLO_REPLY;
-    c->Send(s, &m, std::move(sub));
+    c->SendPart(s, &m, hello, c->NewShardRequest(HELLO_REPLY, s, 0));
   }
-  Status st = c->Wait(ts);
+  Status st = hello.Wait();
   if (!st.ok()) {
     if (st.code() == Status::Code::kDeadlineExceeded) return st;
     return Status::FailedPrecondition(st.message());
@@ -155,69 +115,53 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
   return c;
 }
 
-int64_t WorkerClient::NewGroup(bool detached) {
-  const int64_t ts = next_ts_++;
-  Group& g = groups_[ts];
-  g.detached = detached;
-  return ts;
+uint64_t WorkerClient::NewShardRequest(MessageType expect, int shard, uint32_t table) {
+  const uint32_t tag = requests_.Take();
+  // Reset field by field: the vectors keep their capacity.
+  ShardRequest& r = requests_[tag];
+  r.expect = expect;
+  r.shard = shard;
+  r.table = table;
+  r.out = nullptr;
+  r.dim = 0;
+  r.dense = false;
+  r.dense_begin = 0;
+  r.positions.clear();
+  r.identity = false;
+  r.first_position = 0;
+  r.num_rows = 0;
+  r.keys.clear();
+  r.want_values = false;
+  r.updates = 0;
+  return tag;
 }
 
-void WorkerClient::Send(int shard, Message* m, Sub sub) {
-  // Flow control: never more than `window` requests in flight to a shard.
-  // With the window at most both high-water marks, the replies owed to this
-  // worker always fit its receive queue, so the shard never blocks sending
-  // to it and always drains what this worker queued: a full send queue only
-  // ever makes this worker wait (back-pressure), it never deadlocks and
-  // ZeroMQ never drops (case C13).
-  int window = options_.max_outstanding;
-  for (int hwm : {options_.send_hwm, options_.recv_hwm})
-    if (hwm > 0) window = std::min(window, hwm);
-  window = std::max(window, 1);
-  if (outstanding_[shard] >= window) ++stats_.send_waits;
-  while (outstanding_[shard] >= window) {
-    Status st = Progress(options_.request_timeout_ms);
-    if (!st.ok()) {
-      if (m->header.type() == PUSH) NoteLostPush(shard, *m, sub.updates, st);
-      Fail(sub.ts, st);
-      return;
+void WorkerClient::SendPart(int shard, Message* m, const RequestHandle& request, uint64_t tag) {
+  const MessageType expect = requests_[tag].expect;
+  const uint64_t updates = requests_[tag].updates;
+  const Status st = channel_.Send(shard, m, &request, expect, tag);
+  if (st.ok()) {
+    if (expect == PUSH_REPLY) stats_.updates_sent += updates;
+    return;
+  }
+  // Never sent: no reply will come for this record.
+  ShardRequest& r = requests_[tag];
+  if (expect == PUSH_REPLY) {
+    NoteLostPush(shard, *m, updates, st);
+    if (r.want_values) {
+      if (r.dense) {
+        cache_.FinishPushDense(r.table, shard);
+      } else {
+        cache_.FinishPushRows(r.table, r.keys.data(), r.keys.size());
+      }
     }
   }
-  const uint64_t id = next_request_++;
-  last_send_ = SteadyClock::now();
-  m->header.set_request_id(id);
-  m->header.set_sender_rank(options_.rank);
-  m->header.set_clock(clock_);
-  stats_.bytes_sent += m->keys.size() + m->values.size();
-  const bool wants_reply = sub.expect != MSG_UNKNOWN;
-  const int64_t ts = sub.ts;
-  const bool is_push = m->header.type() == PUSH;
-  const uint64_t updates = sub.updates;
-  if (wants_reply) {
-    sub.shard = shard;
-    subs_.emplace(id, std::move(sub));
-    groups_[ts].remaining++;
-    outstanding_[shard]++;
-  }
-  // The key range goes into the error if the send fails (SendMessage
-  // empties the frames only when it succeeds).
-  const Message* lost = is_push ? m : nullptr;
-  Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
-                                                         options_.servers[shard] + ")");
-  if (st.ok() && is_push) stats_.updates_sent += updates;
-  if (!st.ok()) {
-    if (lost != nullptr) NoteLostPush(shard, *lost, updates, st);
-    if (wants_reply) {
-      subs_.erase(id);
-      groups_[ts].remaining--;
-      outstanding_[shard]--;
-    }
-    Fail(ts, st);
-  }
+  requests_.Give(static_cast<uint32_t>(tag));
 }
 
 void WorkerClient::NoteLostPush(int shard, const Message& m, uint64_t updates, const Status& why) {
   // A lost update is never silent: counted, logged as an error naming the
-  // peer and the key range, and the push's failure reaches the next Wait.
+  // peer and the key range, and the push's failure is sticky.
   stats_.updates_failed += updates;
   const MessageHeader& h = m.header;
   std::string range = h.num_keys() == 0 ? "dense slice" : std::to_string(h.num_keys()) + " keys";
@@ -228,90 +172,8 @@ void WorkerClient::NoteLostPush(int shard, const Message& m, uint64_t updates, c
   }
   const std::string table =
       h.table_id() < options_.tables.size() ? options_.tables[h.table_id()].name() : std::to_string(h.table_id());
-  LOG(ERROR) << log_prefix_ << "push of " << updates << " update(s) to server " << shard << " ("
+  LOG(ERROR) << channel_.log_prefix() << "push of " << updates << " update(s) to server " << shard << " ("
              << options_.servers[shard] << "), table " << table << ", " << range << " lost: " << why.message();
-}
-
-void WorkerClient::Fail(int64_t ts, const Status& st) {
-  auto it = groups_.find(ts);
-  if (it == groups_.end() || it->second.detached) {
-    if (sticky_error_.ok()) sticky_error_ = st;
-    if (it != groups_.end() && it->second.remaining == 0) groups_.erase(it);
-    return;
-  }
-  if (it->second.status.ok()) it->second.status = st;
-}
-
-int64_t WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
-  const int64_t ts = NewGroup(false);
-  const TableSpec& spec = options_.tables[table];
-  const uint32_t dim = spec.dim();
-  const int64_t staleness = TableStaleness(spec);
-  TableCache& cache = caches_[table];
-  Status drained = AwaitOwnPushes(table);
-  if (!drained.ok()) Fail(ts, drained);
-  std::fill(cache.read_version.begin(), cache.read_version.end(), UINT64_MAX);
-  stats_.rows_read += keys.size();
-  const std::vector<uint64_t>* to_fetch = &keys;
-  std::vector<uint32_t> fetch_pos;
-  std::vector<uint64_t> fetch_keys;
-  if (cache.enabled) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      auto it = cache.rows.find(keys[i]);
-      if (it != cache.rows.end() && Fresh(it->second, staleness)) {
-        std::memcpy(out + i * size_t{dim}, it->second.values.data(), dim * sizeof(float));
-        uint64_t& rv = cache.read_version[ShardForKey(keys[i], num_shards_)];
-        rv = std::min(rv, it->second.version);
-        ++stats_.cache_hits;
-      } else {
-        fetch_keys.push_back(keys[i]);
-        fetch_pos.push_back(static_cast<uint32_t>(i));
-      }
-    }
-    to_fetch = &fetch_keys;
-  }
-  // One shard and nothing from the cache: every key goes to shard 0 in
-  // order, so the rows of each reply land in one contiguous block and there
-  // are no positions to split or keep.
-  const bool whole = num_shards_ == 1 && !cache.enabled;
-  if (!whole) SplitKeysByShard(*to_fetch, num_shards_, &split_keys_, &split_pos_);
-  const size_t chunk = RowsPerMessage(dim);
-  for (int s = 0; s < num_shards_; ++s) {
-    const size_t shard_keys = whole ? keys.size() : split_keys_[s].size();
-    // Keys [c0, c1) of this shard per message, so that no reply passes the
-    // message size limit; the replies land at their keys' positions.
-    for (size_t c0 = 0; c0 < shard_keys; c0 += chunk) {
-      const size_t c1 = std::min(shard_keys, c0 + chunk);
-      const uint64_t* ks = (whole ? keys.data() : split_keys_[s].data()) + c0;
-      Message m;
-      m.header.set_type(PULL);
-      m.header.set_table_id(table);
-      m.header.set_num_keys(c1 - c0);
-      m.header.set_value_dim(dim);
-      m.keys = CopyFrame(frame_pool_, ks, (c1 - c0) * sizeof(uint64_t));
-      Sub sub;
-      sub.ts = ts;
-      sub.table = table;
-      sub.out = out;
-      sub.dim = dim;
-      sub.num_rows = c1 - c0;
-      if (whole) {
-        sub.identity = true;
-        sub.first_position = static_cast<uint32_t>(c0);
-      } else {
-        sub.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
-      }
-      if (cache.enabled) {
-        for (auto& p : sub.positions) p = fetch_pos[p];  // back to positions in `keys`
-        sub.keys.assign(ks, ks + (c1 - c0));
-      }
-      sub.expect = PULL_REPLY;
-      ++stats_.pulls;
-      stats_.rows_pulled += c1 - c0;
-      Send(s, &m, std::move(sub));
-    }
-  }
-  return ts;
 }
 
 size_t WorkerClient::RowsPerMessage(uint32_t dim) const {
@@ -319,95 +181,142 @@ size_t WorkerClient::RowsPerMessage(uint32_t dim) const {
   return static_cast<size_t>(std::max<uint64_t>(1, limit / (uint64_t{dim} * sizeof(float))));
 }
 
-int64_t WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {
-  const int64_t ts = NewGroup(true);
-  const uint32_t dim = options_.tables[table].dim();
-  // One shard: the keys and gradients go as they are, in contiguous blocks.
-  const bool whole = num_shards_ == 1;
+RequestHandle WorkerClient::StartPull(uint32_t table) {
+  RequestHandle request = channel_.NewRequest(/*sticky=*/false);
+  Status drained = AwaitOwnPushes(table);
+  if (!drained.ok()) channel_.Fail(request, drained);
+  cache_.StartRead(table);
+  return request;
+}
+
+Status WorkerClient::AwaitOwnPushes(uint32_t table) {
+  if (!cache_.refresh_on_push(table) || cache_.pushes_in_flight(table) == 0) return Status::OK();
+  const auto start = SteadyClock::now();
+  Status st;
+  while (st.ok() && cache_.pushes_in_flight(table) > 0) st = channel_.Progress(options_.request_timeout_ms);
+  own_wait_seconds_ += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  return st;
+}
+
+template <typename Piece>
+void WorkerClient::ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece) {
   if (!whole) SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
   const size_t chunk = RowsPerMessage(dim);
   for (int s = 0; s < num_shards_; ++s) {
-    const size_t shard_keys = whole ? keys.size() : split_keys_[s].size();
-    // Keys [c0, c1) of this shard per message, within the message size limit.
-    for (size_t c0 = 0; c0 < shard_keys; c0 += chunk) {
-      const size_t c1 = std::min(shard_keys, c0 + chunk);
-      const size_t n = c1 - c0;
-      const uint64_t* ks = (whole ? keys.data() : split_keys_[s].data()) + c0;
-      Message m;
-      m.header.set_type(PUSH);
-      m.header.set_table_id(table);
-      m.header.set_num_keys(n);
-      m.header.set_value_dim(dim);
-      m.header.set_num_values(n * dim);
-      m.header.set_version(PushVersion(table, s));
-      m.keys = CopyFrame(frame_pool_, ks, n * sizeof(uint64_t));
-      // The gradients are copied now (the caller may reuse `grads` at once).
-      if (whole) {
-        m.values = CopyFrame(frame_pool_, grads + c0 * dim, n * dim * sizeof(float));
-      } else {
-        m.values = frame_pool_.Take(n * dim * sizeof(float));
-        GatherRows(grads, split_pos_[s].data() + c0, n, dim, static_cast<float*>(m.values.data()));
-      }
-      Sub sub;
-      sub.ts = ts;
-      sub.table = table;
-      sub.dim = dim;
-      sub.expect = PUSH_REPLY;
-      sub.updates = n;
-      if (caches_[table].enabled && caches_[table].refresh_on_push) {
-        m.header.set_want_values(true);
-        caches_[table].pushes_in_flight++;
-        for (size_t i = 0; i < n; ++i) caches_[table].rows[ks[i]].pending_pushes++;
-        sub.keys.assign(ks, ks + n);
-      } else if (caches_[table].enabled) {
-        // Own write not in the cache: the next read must come from the server.
-        for (size_t i = 0; i < n; ++i) caches_[table].rows.erase(ks[i]);
-      }
-      ++stats_.pushes;
-      stats_.rows_pushed += n;
-      Send(s, &m, std::move(sub));
-    }
+    const std::vector<uint64_t>& shard_keys = whole ? keys : split_keys_[s];
+    for (size_t c0 = 0; c0 < shard_keys.size(); c0 += chunk)
+      piece(s, c0, std::min(shard_keys.size(), c0 + chunk), shard_keys.data() + c0);
   }
-  auto it = groups_.find(ts);
-  if (it != groups_.end() && it->second.remaining == 0) groups_.erase(it);
-  return ts;
 }
 
-int64_t WorkerClient::PullDense(uint32_t table, float* out) {
-  const int64_t ts = NewGroup(false);
-  const TableSpec& spec = options_.tables[table];
-  const uint64_t size = spec.size();
-  TableCache& cache = caches_[table];
-  Status drained = AwaitOwnPushes(table);
-  if (!drained.ok()) Fail(ts, drained);
-  std::fill(cache.read_version.begin(), cache.read_version.end(), UINT64_MAX);
+RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
+  RequestHandle request = StartPull(table);
+  const uint32_t dim = options_.tables[table].dim();
+  const bool cached = cache_.enabled(table);
+  stats_.rows_read += keys.size();
+  if (cached) {
+    stats_.cache_hits +=
+        cache_.ReadRows(table, keys.data(), keys.size(), channel_.clock(), out, &fetch_keys_, &fetch_pos_);
+  }
+  // One shard and nothing from the cache: every key goes to shard 0 in
+  // order, so the rows of each reply land in one contiguous block and there
+  // are no positions to split or keep. Otherwise the replies land at their
+  // keys' positions.
+  const bool whole = num_shards_ == 1 && !cached;
+  ForEachRowMessage(cached ? fetch_keys_ : keys, whole, dim,
+                    [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
+    Message m;
+    m.header.set_type(PULL);
+    m.header.set_table_id(table);
+    m.header.set_num_keys(c1 - c0);
+    m.header.set_value_dim(dim);
+    m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
+    const uint64_t tag = NewShardRequest(PULL_REPLY, s, table);
+    ShardRequest& r = requests_[tag];
+    r.out = out;
+    r.dim = dim;
+    r.num_rows = c1 - c0;
+    if (whole) {
+      r.identity = true;
+      r.first_position = static_cast<uint32_t>(c0);
+    } else if (cached) {
+      // Positions among the misses, back to positions in `keys`.
+      for (size_t i = c0; i < c1; ++i) r.positions.push_back(fetch_pos_[split_pos_[s][i]]);
+      r.keys.assign(ks, ks + (c1 - c0));
+    } else {
+      r.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
+    }
+    ++stats_.pulls;
+    stats_.rows_pulled += c1 - c0;
+    SendPart(s, &m, request, tag);
+  });
+  return request;
+}
+
+RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {
+  RequestHandle request = channel_.NewRequest(/*sticky=*/true);
+  const uint32_t dim = options_.tables[table].dim();
+  // One shard: the keys and gradients go as they are, in contiguous blocks.
+  const bool whole = num_shards_ == 1;
+  ForEachRowMessage(keys, whole, dim, [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
+    const size_t n = c1 - c0;
+    Message m;
+    m.header.set_type(PUSH);
+    m.header.set_table_id(table);
+    m.header.set_num_keys(n);
+    m.header.set_value_dim(dim);
+    m.header.set_num_values(n * dim);
+    m.header.set_version(cache_.PushVersion(table, s));
+    m.keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
+    // The gradients are copied now (the caller may reuse `grads` at once).
+    if (whole) {
+      m.values = CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
+    } else {
+      m.values = channel_.frame_pool().Take(n * dim * sizeof(float));
+      GatherPushRows(grads, split_pos_[s].data() + c0, n, dim, static_cast<float*>(m.values.data()));
+    }
+    const uint64_t tag = NewShardRequest(PUSH_REPLY, s, table);
+    ShardRequest& r = requests_[tag];
+    r.dim = dim;
+    r.updates = n;
+    if (cache_.StartPushRows(table, ks, n)) {
+      m.header.set_want_values(true);
+      r.want_values = true;
+      r.keys.assign(ks, ks + n);
+    }
+    ++stats_.pushes;
+    stats_.rows_pushed += n;
+    SendPart(s, &m, request, tag);
+  });
+  return request;
+}
+
+RequestHandle WorkerClient::PullDense(uint32_t table, float* out) {
+  RequestHandle request = StartPull(table);
+  const uint64_t size = options_.tables[table].size();
   for (int s = 0; s < num_shards_; ++s) {
     auto [b, e] = DenseRange(size, s, num_shards_);
     if (b == e) continue;
-    if (cache.enabled && Fresh(cache.dense[s], TableStaleness(spec))) {
-      std::memcpy(out + b, cache.dense[s].values.data(), (e - b) * sizeof(float));
-      cache.read_version[s] = cache.dense[s].version;
+    if (cache_.ReadDense(table, s, channel_.clock(), out + b)) {
       ++stats_.cache_hits;
       continue;
     }
     Message m;
     m.header.set_type(PULL);
     m.header.set_table_id(table);
-    Sub sub;
-    sub.ts = ts;
-    sub.table = table;
-    sub.out = out;
-    sub.dense = true;
-    sub.dense_begin = b;
-    sub.expect = PULL_REPLY;
+    const uint64_t tag = NewShardRequest(PULL_REPLY, s, table);
+    ShardRequest& r = requests_[tag];
+    r.out = out;
+    r.dense = true;
+    r.dense_begin = b;
     ++stats_.pulls;
-    Send(s, &m, std::move(sub));
+    SendPart(s, &m, request, tag);
   }
-  return ts;
+  return request;
 }
 
-int64_t WorkerClient::PushDense(uint32_t table, const float* grad) {
-  const int64_t ts = NewGroup(true);
+RequestHandle WorkerClient::PushDense(uint32_t table, const float* grad) {
+  RequestHandle request = channel_.NewRequest(/*sticky=*/true);
   const uint64_t size = options_.tables[table].size();
   for (int s = 0; s < num_shards_; ++s) {
     auto [b, e] = DenseRange(size, s, num_shards_);
@@ -416,315 +325,181 @@ int64_t WorkerClient::PushDense(uint32_t table, const float* grad) {
     m.header.set_type(PUSH);
     m.header.set_table_id(table);
     m.header.set_num_values(e - b);
-    m.header.set_version(PushVersion(table, s));
-    m.values = CopyFrame(frame_pool_, grad + b, (e - b) * sizeof(float));
-    Sub sub;
-    sub.ts = ts;
-    sub.table = table;
-    sub.dense = true;
-    sub.expect = PUSH_REPLY;
-    sub.updates = 1;
-    if (caches_[table].enabled && caches_[table].refresh_on_push) {
+    m.header.set_version(cache_.PushVersion(table, s));
+    m.values = CopyFrame(channel_.frame_pool(), grad + b, (e - b) * sizeof(float));
+    const uint64_t tag = NewShardRequest(PUSH_REPLY, s, table);
+    ShardRequest& r = requests_[tag];
+    r.dense = true;
+    r.updates = 1;
+    if (cache_.StartPushDense(table, s)) {
       m.header.set_want_values(true);
-      caches_[table].pushes_in_flight++;
-      caches_[table].dense[s].pending_pushes++;
-    } else if (caches_[table].enabled) {
-      caches_[table].dense[s].values.clear();
+      r.want_values = true;
     }
     ++stats_.pushes;
-    Send(s, &m, std::move(sub));
+    SendPart(s, &m, request, tag);
   }
-  auto it = groups_.find(ts);
-  if (it != groups_.end() && it->second.remaining == 0) groups_.erase(it);
-  return ts;
+  return request;
 }
 
-void WorkerClient::Complete(uint64_t request_id, Message* reply) {
-  auto it = subs_.find(request_id);
-  if (it == subs_.end()) {
-    LOG(WARNING) << log_prefix_ << "reply " << TypeName(reply->header.type()) << " for unknown request "
-                 << request_id << "; ignored";
-    return;
-  }
-  Sub& sub = it->second;
-  outstanding_[sub.shard]--;
-  if (sub.expect == PUSH_REPLY && caches_[sub.table].enabled && caches_[sub.table].refresh_on_push) {
-    TableCache& cache = caches_[sub.table];
-    cache.pushes_in_flight--;
-    if (sub.dense) {
-      cache.dense[sub.shard].pending_pushes--;
+Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply) {
+  const ShardRequest& r = requests_[tag];
+  if (r.want_values) {
+    if (r.dense) {
+      cache_.FinishPushDense(r.table, r.shard);
     } else {
-      for (uint64_t k : sub.keys) cache.rows[k].pending_pushes--;
+      cache_.FinishPushRows(r.table, r.keys.data(), r.keys.size());
     }
   }
-  auto git = groups_.find(sub.ts);
-  Status st;
+  Status st = verdict;
   const MessageHeader& h = reply->header;
-  if (h.type() == ERROR_REPLY) {
-    st = Status::FailedPrecondition(sub.expect == HELLO_REPLY ? "server " + options_.servers[sub.shard] +
-                                                                    " (listed as shard " + std::to_string(sub.shard) +
-                                                                    ") refused to pair: " + h.error()
-                                                              : h.error());
-  } else if (h.type() != sub.expect) {
-    st = Status::DataLoss("server " + std::to_string(sub.shard) + " answered " + TypeName(h.type()) +
-                          " to a request expecting " + TypeName(sub.expect));
-  } else if (h.type() == HELLO_REPLY) {
-    if (h.shard() != sub.shard || h.job_id() != options_.job_id) {
-      st = Status::FailedPrecondition("server " + options_.servers[sub.shard] + " is shard " +
-                                      std::to_string(h.shard()) + " of job '" + h.job_id() +
-                                      "' but is listed as shard " + std::to_string(sub.shard) + " of job '" +
-                                      options_.job_id + "' in --server_addresses");
-    }
-    clock_ = std::max(clock_, h.clock());
-  } else if (h.type() == PUSH_REPLY) {
-    TableCache& cache = caches_[sub.table];
-    if (cache.enabled && cache.refresh_on_push && h.num_values() > 0) {
-      const float* v = reply->ValueData(&scratch_);
-      const auto [b, e] = DenseRange(options_.tables[sub.table].size(), sub.shard, num_shards_);
-      if (sub.dense) {
-        if (h.num_values() == e - b) Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
-      } else if (h.num_values() == sub.keys.size() * size_t{sub.dim}) {
-        Store(sub.table, sub.shard, sub.keys.data(), sub.keys.size(), v, h.min_clock(), h.version());
-      }
-    }
-  } else if (h.type() == PULL_REPLY) {
-    const float* v = reply->ValueData(&scratch_);
-    TableCache& cache = caches_[sub.table];
-    uint64_t& rv = cache.read_version[sub.shard];
-    rv = std::min(rv, h.version());
-    if (!sub.dense) {
-      if (h.num_values() != sub.num_rows * sub.dim) {
-        st = Status::DataLoss("server " + std::to_string(sub.shard) + " returned " +
-                              std::to_string(h.num_values()) + " floats for " +
-                              std::to_string(sub.num_rows) + " rows of dim " + std::to_string(sub.dim));
-      } else {
-        if (sub.identity) {
-          std::memcpy(sub.out + size_t{sub.first_position} * sub.dim, v, h.num_values() * sizeof(float));
-        } else {
-          ScatterRows(v, sub.positions.data(), sub.num_rows, sub.dim, sub.out);
-        }
-        if (!sub.keys.empty()) Store(sub.table, sub.shard, sub.keys.data(), sub.keys.size(), v, h.min_clock(), h.version());
-      }
-    } else {
-      // The reply must fill exactly this shard's slice: fewer floats would
-      // leave stale values, more would write past the caller's buffer.
-      const auto [b, e] = DenseRange(options_.tables[sub.table].size(), sub.shard, num_shards_);
-      if (h.num_values() != e - b) {
-        st = Status::DataLoss("server " + std::to_string(sub.shard) + " returned " + std::to_string(h.num_values()) +
-                              " floats of dense table " + options_.tables[sub.table].name() + " for a slice of " +
-                              std::to_string(e - b));
-      } else {
-        std::memcpy(sub.out + sub.dense_begin, v, h.num_values() * sizeof(float));
-        Store(sub.table, sub.shard, nullptr, 0, v, h.min_clock(), h.version());
-      }
-    }
-  } else if (h.type() == STATS_REPLY && stats_sink_ != nullptr) {
-    *stats_sink_ = h.stats_json();
-  } else if (h.type() == BARRIER_REPLY && git != groups_.end()) {
-    git->second.samples = h.samples();
+  if (!st.ok() && r.expect == HELLO_REPLY) {
+    st = Status::FailedPrecondition("server " + options_.servers[r.shard] + " (listed as shard " +
+                                    std::to_string(r.shard) + ") refused to pair: " + st.message());
   }
-  if (!st.ok() && sub.expect == PUSH_REPLY) {
-    stats_.updates_failed += sub.updates;
-    LOG(ERROR) << log_prefix_ << "push of " << sub.updates << " update(s) to server " << sub.shard << " ("
-               << options_.servers[sub.shard] << "), table " << options_.tables[sub.table].name()
+  if (st.ok()) {
+    switch (r.expect) {
+      case HELLO_REPLY:
+        if (h.shard() != r.shard || h.job_id() != options_.job_id) {
+          st = Status::FailedPrecondition("server " + options_.servers[r.shard] + " is shard " +
+                                          std::to_string(h.shard()) + " of job '" + h.job_id() +
+                                          "' but is listed as shard " + std::to_string(r.shard) + " of job '" +
+                                          options_.job_id + "' in --server_addresses");
+        }
+        channel_.set_clock(std::max(channel_.clock(), h.clock()));
+        break;
+      case PUSH_REPLY:
+        if (r.want_values && h.num_values() > 0) {
+          const float* v = reply->ValueData(&scratch_);
+          if (r.dense) {
+            cache_.InsertDense(r.table, r.shard, v, h.num_values(), h.min_clock(), h.version());
+          } else if (h.num_values() == r.keys.size() * size_t{r.dim}) {
+            cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), v, h.min_clock(), h.version());
+          }
+        }
+        break;
+      case PULL_REPLY:
+        st = OnPullReply(r, reply);
+        break;
+      case STATS_REPLY:
+        server_stats_[r.shard] = h.stats_json();
+        break;
+      case BARRIER_REPLY:
+        barrier_total_ = h.samples();
+        break;
+      default:
+        break;
+    }
+  }
+  if (!st.ok() && r.expect == PUSH_REPLY) {
+    stats_.updates_failed += r.updates;
+    LOG(ERROR) << channel_.log_prefix() << "push of " << r.updates << " update(s) to server " << r.shard << " ("
+               << options_.servers[r.shard] << "), table " << options_.tables[r.table].name()
                << " refused: " << st.message();
   }
-  const int64_t ts = sub.ts;
-  subs_.erase(it);
-  if (git == groups_.end()) return;
-  if (!st.ok()) Fail(ts, st);
-  if (--git->second.remaining == 0 && git->second.detached) {
-    groups_.erase(git);
-  }
+  requests_.Give(static_cast<uint32_t>(tag));
+  return st;
 }
 
-Status WorkerClient::Progress(int timeout_ms) {
-  std::vector<zmq::pollitem_t> items;
-  for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
-  int n = 0;
-  const auto start = SteadyClock::now();
-  try {
-    while (true) {
-      if (options_.abort != nullptr && options_.abort->load())
-        return Status::Unavailable(log_prefix_ + "aborted: another worker of this process failed");
-      // Poll in heartbeat-sized slices: a worker blocked on the staleness
-      // bound must still look alive to the servers (and see an abort).
-      const int64_t waited = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
-      const int64_t slice = std::min<int64_t>(timeout_ms - waited, options_.heartbeat_interval_ms);
-      n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(std::max<int64_t>(0, slice)));
-      if (n > 0 || waited + slice >= timeout_ms) break;
-      if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
-        SendHeartbeats();
+Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
+  const MessageHeader& h = reply->header;
+  const float* v = reply->ValueData(&scratch_);
+  cache_.NoteReadVersion(r.table, r.shard, h.version());
+  if (r.dense) {
+    // The reply must fill exactly this shard's slice: fewer floats would
+    // leave stale values, more would write past the caller's buffer.
+    const auto [b, e] = DenseRange(options_.tables[r.table].size(), r.shard, num_shards_);
+    if (h.num_values() != e - b) {
+      return Status::DataLoss("server " + std::to_string(r.shard) + " returned " + std::to_string(h.num_values()) +
+                              " floats of dense table " + options_.tables[r.table].name() + " for a slice of " +
+                              std::to_string(e - b));
     }
-  } catch (const zmq::error_t& e) {
-    return Status::IOError(log_prefix_ + "poll: " + e.what());
+    std::memcpy(r.out + r.dense_begin, v, h.num_values() * sizeof(float));
+    cache_.InsertDense(r.table, r.shard, v, h.num_values(), h.min_clock(), h.version());
+    return Status::OK();
   }
-  if (n == 0) {
-    std::string silent;
-    for (int s = 0; s < num_shards_; ++s)
-      if (outstanding_[s] > 0) silent += (silent.empty() ? "" : ", ") + options_.servers[s];
-    return Status::DeadlineExceeded(log_prefix_ + "no reply within " + std::to_string(timeout_ms) +
-                                    " ms from server(s) " + silent);
+  if (h.num_values() != r.num_rows * r.dim) {
+    return Status::DataLoss("server " + std::to_string(r.shard) + " returned " + std::to_string(h.num_values()) +
+                            " floats for " + std::to_string(r.num_rows) + " rows of dim " + std::to_string(r.dim));
   }
-  Message reply;
-  for (int s = 0; s < num_shards_; ++s) {
-    if (!(items[s].revents & ZMQ_POLLIN)) continue;
-    while (true) {
-      Status st = RecvMessage(sockets_[s], &reply, nullptr);
-      if (st.code() == Status::Code::kUnavailable) break;
-      if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
-      stats_.bytes_received += reply.values.size() + reply.keys.size();
-      Complete(reply.header.request_id(), &reply);
-    }
+  if (r.identity) {
+    std::memcpy(r.out + size_t{r.first_position} * r.dim, v, h.num_values() * sizeof(float));
+  } else {
+    ScatterRows(v, r.positions.data(), r.num_rows, r.dim, r.out);
   }
+  if (!r.keys.empty()) cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), v, h.min_clock(), h.version());
   return Status::OK();
 }
 
-Status WorkerClient::Wait(int64_t ts) { return Wait(ts, options_.request_timeout_ms); }
-
-Status WorkerClient::Wait(int64_t ts, int timeout_ms) {
-  const auto start = SteadyClock::now();
-  Status result;
-  while (true) {
-    auto it = groups_.find(ts);
-    if (it == groups_.end()) {
-      result = sticky_error_;
-      break;
-    }
-    if (it->second.remaining == 0) {
-      result = it->second.status;
-      groups_.erase(it);
-      if (result.ok()) result = sticky_error_;
-      break;
-    }
-    const int left_ms = timeout_ms - static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          SteadyClock::now() - start).count());
-    Status st = left_ms > 0 ? Progress(left_ms)
-                            : Status::DeadlineExceeded(log_prefix_ + "request not answered within " +
-                                                       std::to_string(timeout_ms) + " ms");
-    if (!st.ok()) {
-      result = st;
-      break;
-    }
-  }
-  stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
-  return result;
-}
-
-Status WorkerClient::WaitAll() {
-  while (!subs_.empty()) TETHER_RETURN_IF_ERROR(Progress(options_.request_timeout_ms));
-  groups_.clear();
-  return sticky_error_;
-}
+Status WorkerClient::WaitAll() { return channel_.WaitAll(); }
 
 Status WorkerClient::Clock() {
-  ++clock_;
+  channel_.set_clock(channel_.clock() + 1);
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(CLOCK);
-    Send(s, &m, Sub{});
+    (void)channel_.Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
   }
-  return sticky_error_;
+  return channel_.sticky_error();
 }
+
+Status WorkerClient::Idle(int ms) { return channel_.Idle(ms); }
 
 StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const std::string& stats_json) {
   TETHER_RETURN_IF_ERROR(WaitAll());
-  const int64_t ts = NewGroup(false);
+  barrier_total_ = 0;
+  RequestHandle barrier = channel_.NewRequest(/*sticky=*/false);
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(BARRIER);
     m.header.set_samples(samples);
     m.header.set_stats_json(stats_json);
-    Sub sub;
-    sub.ts = ts;
-    sub.expect = BARRIER_REPLY;
-    Send(s, &m, std::move(sub));
+    SendPart(s, &m, barrier, NewShardRequest(BARRIER_REPLY, s, 0));
   }
-  uint64_t total = 0;
-  // Record the total before Wait erases the group.
-  while (true) {
-    auto it = groups_.find(ts);
-    if (it == groups_.end()) break;
-    if (it->second.remaining == 0) {
-      total = it->second.samples;
-      break;
-    }
-    TETHER_RETURN_IF_ERROR(Progress(options_.request_timeout_ms));
-  }
-  TETHER_RETURN_IF_ERROR(Wait(ts));
-  return total;
-}
-
-Status WorkerClient::Bye() {
-  TETHER_RETURN_IF_ERROR(WaitAll());
-  const int64_t ts = NewGroup(false);
-  for (int s = 0; s < num_shards_; ++s) {
-    Message m;
-    m.header.set_type(BYE);
-    Sub sub;
-    sub.ts = ts;
-    sub.expect = BYE_REPLY;
-    Send(s, &m, std::move(sub));
-  }
-  Status st = Wait(ts);
-  // The worker's half of "updates sent == updates applied" (the servers log theirs).
-  LOG(INFO) << log_prefix_ << "leaving: " << stats_.updates_sent << " updates sent, " << stats_.updates_failed
-            << " lost, " << stats_.send_waits << " sends waited on back-pressure";
-  const FramePool::Stats pool = frame_pool_.stats();
-  LOG(INFO) << log_prefix_ << "request frames: " << pool.takes << " pooled, " << pool.reuses << " reused, "
-            << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6 << " MB idle";
-  return st;
-}
-
-}  // namespace tether
-
-namespace tether {
-
-Status WorkerClient::AwaitOwnPushes(uint32_t table) {
-  const TableCache& cache = caches_[table];
-  if (!cache.enabled || !cache.refresh_on_push) return Status::OK();
-  const auto start = SteadyClock::now();
-  while (cache.pushes_in_flight > 0) TETHER_RETURN_IF_ERROR(Progress(options_.request_timeout_ms));
-  stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
-  return Status::OK();
-}
-
-uint64_t WorkerClient::PushVersion(uint32_t table, int shard) const {
-  const uint64_t v = caches_[table].read_version[shard];
-  return v == UINT64_MAX ? 0 : v;
-}
-
-Status WorkerClient::Idle(int ms) {
-  const auto until = SteadyClock::now() + std::chrono::milliseconds(ms);
-  while (true) {
-    const int64_t left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now()).count();
-    if (left <= 0) return sticky_error_;
-    if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
-      SendHeartbeats();
-    Status st = Progress(static_cast<int>(std::min<int64_t>(left, options_.heartbeat_interval_ms)));
-    if (!st.ok() && st.code() != Status::Code::kDeadlineExceeded) return st;
-  }
+  TETHER_RETURN_IF_ERROR(barrier.Wait());
+  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
+  return barrier_total_;
 }
 
 StatusOr<std::vector<std::string>> WorkerClient::ServerStatsJson() {
   TETHER_RETURN_IF_ERROR(WaitAll());
-  std::vector<std::string> out(num_shards_);
+  server_stats_.assign(num_shards_, std::string());
+  RequestHandle stats = channel_.NewRequest(/*sticky=*/false);
   for (int s = 0; s < num_shards_; ++s) {
-    const int64_t ts = NewGroup(false);
     Message m;
     m.header.set_type(STATS);
-    Sub sub;
-    sub.ts = ts;
-    sub.expect = STATS_REPLY;
-    sub.positions.clear();
-    stats_sink_ = &out[s];
-    Send(s, &m, std::move(sub));
-    Status st = Wait(ts);
-    stats_sink_ = nullptr;
-    TETHER_RETURN_IF_ERROR(st);
+    SendPart(s, &m, stats, NewShardRequest(STATS_REPLY, s, 0));
   }
-  return out;
+  TETHER_RETURN_IF_ERROR(stats.Wait());
+  return server_stats_;
+}
+
+Status WorkerClient::Bye() {
+  TETHER_RETURN_IF_ERROR(WaitAll());
+  RequestHandle bye = channel_.NewRequest(/*sticky=*/false);
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(BYE);
+    SendPart(s, &m, bye, NewShardRequest(BYE_REPLY, s, 0));
+  }
+  Status st = bye.Wait();
+  if (st.ok()) st = channel_.sticky_error();
+  // The worker's half of "updates sent == updates applied" (the servers log theirs).
+  LOG(INFO) << channel_.log_prefix() << "leaving: " << stats_.updates_sent << " updates sent, "
+            << stats_.updates_failed << " lost, " << channel_.stats().send_waits << " sends waited on back-pressure";
+  const FramePool::Stats pool = channel_.frame_pool().stats();
+  LOG(INFO) << channel_.log_prefix() << "request frames: " << pool.takes << " pooled, " << pool.reuses
+            << " reused, " << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6
+            << " MB idle";
+  return st;
+}
+
+const ClientStats& WorkerClient::stats() const {
+  const RequestChannel::Stats& c = channel_.stats();
+  stats_.bytes_sent = c.bytes_sent;
+  stats_.bytes_received = c.bytes_received;
+  stats_.send_waits = c.send_waits;
+  stats_.wait_seconds = c.wait_seconds + own_wait_seconds_;
+  return stats_;
 }
 
 }  // namespace tether

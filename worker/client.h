@@ -1,41 +1,48 @@
-// WorkerClient: a worker's connection to every server shard (one DEALER
-// socket per shard), with ps-lite style asynchronous Push/Pull: each call
-// returns a timestamp at once and Wait(ts) blocks until every shard touched
-// by that call has answered (Li et al., OSDI 2014).
+// WorkerClient: a worker's connection to every server shard, with ps-lite
+// style asynchronous Push/Pull (Li et al., OSDI 2014). Each call returns a
+// RequestHandle (worker/request_channel.h, in the manner of c10d's Work) as
+// soon as its messages are handed to the sockets; handle.Wait() blocks until
+// every shard touched by that call has answered and returns that call's own
+// status. A call itself can block: a pull first waits for the replies of its
+// table's own pushes when they carry rows back (refresh_on_push, for
+// read-my-writes from the cache), and any send waits while its shard has a
+// full in-flight window (back-pressure, case C13).
 //
-// Keys passed to PullRows/PushRows must be sorted and unique; the client
-// splits them by owner shard and scatters replies back into the caller's
-// buffer. Buffers passed to Pull*/Push* must stay alive and unmodified until
-// the matching Wait (pushes copy their values at call time, so push buffers
-// may be reused at once).
+// Layers: WorkerClient splits keys by owner shard, builds the messages and
+// scatters replies back into the caller's buffer; RequestChannel
+// (worker/request_channel.h) owns the sockets, request ids, window,
+// heartbeats and handles; ParamCache (worker/param_cache.h) is the SSP cache.
+//
+// Keys passed to PullRows/PushRows must be sorted and unique. Buffers passed
+// to Pull* must stay alive and unmodified until the handle completed (pushes
+// copy their values at call time, so push buffers may be reused at once).
 //
 // Ordering: requests from one worker to one shard are delivered in order, so
 // a pull issued after a push from the same worker sees that push
 // (read-my-writes), and a CLOCK arrives after the pushes of its clock.
 //
-// Cache (the SSP table of Petuum Bösen, Ho et al. NIPS 2013; Wei et al.
-// SoCC 2015): for tables with a bound s ≥ 0 and consistency.cache on, every
-// row the worker receives is kept with r, the shard's min clock when the row
-// was read there. A read at clock c is served from the cache while r ≥ c − s,
-// which is exactly the SSP guarantee, and fetched again otherwise. With
-// consistency.refresh_on_push, pushes ask for the updated rows back so the
-// cache holds the worker's own writes; otherwise a push evicts its rows. A
-// row with a push still in flight is always fetched from the server, which
-// has applied the push by then (read-my-writes). ASP tables are never cached.
+// Cache: for tables with a bound s ≥ 0 and consistency.cache on, a read at
+// clock c takes rows read at a shard min clock r ≥ c − s from memory and
+// fetches the others (see worker/param_cache.h for the rule, refresh_on_push
+// and evict-on-push). ASP tables are never cached.
+//
+// Errors: a failed push is logged (shard, table, key range), counted in
+// updates_failed, reported on its own handle, and also fails the worker's
+// next Clock, Barrier, Bye, Idle or WaitAll (sticky), so a lost update never
+// ends in exit 0 even when nobody waits on the push.
 //
 // Versions: every pull reply carries the table's version on the shard; each
 // push carries the oldest version among the rows of that shard the caller
 // last read, so the server can measure the push's staleness τ.
 //
-// Not thread-safe: one client per worker thread.
+// Not thread-safe: one client per worker thread; its handles belong to the
+// same thread and may outlive the client (see RequestHandle).
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <zmq.hpp>
@@ -44,6 +51,9 @@
 #include "core/net/frame_pool.h"
 #include "core/net/message.h"
 #include "core/status.h"
+#include "worker/param_cache.h"
+#include "worker/request_channel.h"
+#include "worker/slot_pool.h"
 
 namespace tether {
 
@@ -56,7 +66,7 @@ struct ClientOptions {
   uint64_t generation = 0;           // cluster.generation: must equal the servers'
   int request_timeout_ms = 120000;   // Wait fails after this long with no reply
   int max_outstanding = 64;          // in-flight requests per shard before a call blocks
-                                     // (kept ≤ send_hwm and ≤ recv_hwm; see Send)
+                                     // (kept ≤ send_hwm and ≤ recv_hwm; see RequestChannel::Send)
   int send_hwm = 1000;               // ZeroMQ high-water marks of the sockets, in
   int recv_hwm = 1000;               // messages (cluster.send_hwm / recv_hwm)
   /// Row pulls and pushes whose values would exceed this many bytes in one
@@ -104,69 +114,71 @@ class WorkerClient {
   /// version, job id and generation, the shard index each server has in
   /// `servers` (case C26), staleness and the tables (worker 0's define them;
   /// a HELLO of another worker is answered once worker 0's arrived).
-  /// Errors: InvalidArgument (bad endpoint), FailedPrecondition (a server
+  /// Errors: InvalidArgument (no or a bad endpoint), FailedPrecondition (a server
   /// refused to pair: the message names the server's address and both
   /// values), DeadlineExceeded (a server did not answer within
   /// request_timeout_ms).
   static StatusOr<std::unique_ptr<WorkerClient>> Connect(const ClientOptions& options);
+  /// Closes the sockets; handles still held report what they had, or
+  /// Unavailable when their replies had not all arrived.
   ~WorkerClient();
 
   /// Pulls rows of `keys` (sorted, unique) of row table `table` into `out`
-  /// (keys.size() × dim floats, row i ↔ keys[i]). Returns a timestamp.
-  int64_t PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out);
-  /// Pushes gradients `grads` (keys.size() × dim) for `keys` (sorted, unique).
-  int64_t PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads);
-  /// Pulls a whole dense table into `out` (size floats).
-  int64_t PullDense(uint32_t table, float* out);
-  /// Pushes a gradient for a whole dense table (size floats).
-  int64_t PushDense(uint32_t table, const float* grad);
+  /// (keys.size() × dim floats, row i ↔ keys[i]; must stay valid until the
+  /// handle completed). Handle errors: the server's ERROR_REPLY text
+  /// (FailedPrecondition), DataLoss (a reply of the wrong size), a send's
+  /// error.
+  [[nodiscard]] RequestHandle PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out);
+  /// Pushes gradients `grads` (keys.size() × dim, copied at once) for `keys`
+  /// (sorted, unique). The handle may be dropped (failures are also sticky).
+  RequestHandle PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads);
+  /// Pulls a whole dense table into `out` (size floats). Errors as PullRows.
+  [[nodiscard]] RequestHandle PullDense(uint32_t table, float* out);
+  /// Pushes a gradient for a whole dense table (size floats, copied at once).
+  RequestHandle PushDense(uint32_t table, const float* grad);
 
-  /// Blocks until request `ts` completed. Errors: the server's ERROR_REPLY
-  /// text, DeadlineExceeded naming the silent shard, or an earlier push's
-  /// failure (push errors are sticky and surface at the next Wait).
-  Status Wait(int64_t ts);
-  /// Like Wait(ts) but gives up after `timeout_ms` with DeadlineExceeded,
-  /// leaving the request outstanding (c10d's Work::wait(timeout)).
-  Status Wait(int64_t ts, int timeout_ms);
-  /// Waits for every outstanding request.
+  /// Waits for every request in flight, then returns the sticky error (the
+  /// first failed push). Errors: those of RequestHandle::Wait.
   Status WaitAll();
 
   /// Completes the current clock: sends CLOCK to every shard (after the
-  /// clock's pushes, so the server applies them first). Errors as Wait.
+  /// clock's pushes, so the server applies them first). Returns the sticky
+  /// error (a failed push or send so far).
   Status Clock();
   /// Completed clocks. A worker rejoining a running job starts at the clock
   /// the servers assign (the slowest live worker's), not 0.
-  int64_t clock() const { return clock_; }
+  int64_t clock() const { return channel_.clock(); }
 
   /// Sleeps `ms` milliseconds while keeping the worker alive (heartbeats) and
-  /// processing replies; used to simulate a straggler (--slowdown).
+  /// processing replies; used to simulate a straggler (--slowdown). Returns
+  /// the sticky error.
   Status Idle(int ms);
 
   /// Asks every shard for its counters (JSON per shard, in shard order).
+  /// Errors: the sticky error, then as RequestHandle::Wait.
   StatusOr<std::vector<std::string>> ServerStatsJson();
 
   /// Says this worker finished training (it stops counting towards the
   /// servers' min clock) and blocks until every worker has. `samples`: rows
-  /// this worker trained on; returns the total over all workers.
+  /// this worker trained on; returns the total over all workers. Errors: the
+  /// sticky error, then as RequestHandle::Wait.
   StatusOr<uint64_t> Barrier(uint64_t samples, const std::string& stats_json = "");
 
-  /// Leaves the job: waits for outstanding requests, then BYE to every shard.
+  /// Leaves the job: waits for outstanding requests, then BYE to every
+  /// shard. Errors: the sticky error, then as RequestHandle::Wait.
   Status Bye();
 
-  const ClientStats& stats() const { return stats_; }
+  /// Counters (a snapshot, valid until the next call on this client).
+  const ClientStats& stats() const;
   /// The pool of outgoing keys and push values frames (its counters say how
   /// often a buffer was reused instead of mapped).
-  const FramePool& frame_pool() const { return frame_pool_; }
+  const FramePool& frame_pool() const { return channel_.frame_pool(); }
 
  private:
-  struct Group {
-    int remaining = 0;
-    bool detached = false;  // nobody will Wait: erase when complete
-    Status status;
-    uint64_t samples = 0;
-  };
-  struct Sub {
-    int64_t ts = 0;
+  // What one message to one shard needs to use its reply; a recycled record
+  // (see NewShardRequest), so a warm worker allocates none per minibatch.
+  struct ShardRequest {
+    MessageType expect = MSG_UNKNOWN;
     int shard = 0;
     uint32_t table = 0;
     float* out = nullptr;       // pull destination (base)
@@ -177,65 +189,49 @@ class WorkerClient {
     bool identity = false;      // row pulls: row i lands at first_position + i (positions unused)
     uint32_t first_position = 0;
     size_t num_rows = 0;        // row pulls: rows the reply must carry
-    std::vector<uint64_t> keys;       // row pulls/pushes to be cached
-    MessageType expect = MSG_UNKNOWN;
+    std::vector<uint64_t> keys;       // row pulls/pushes whose rows go into the cache
+    bool want_values = false;   // pushes: refresh_on_push (the cache counts it pending)
     uint64_t updates = 0;       // pushes: rows (dense: 1), for the update counters
-  };
-  struct CachedRow {
-    std::vector<float> values;
-    int64_t row_clock = 0;   // shard's min clock when the values were read
-    uint64_t version = 0;    // table version on the shard then
-    int pending_pushes = 0;  // pushes of this row not yet answered
-  };
-  struct TableCache {
-    bool enabled = false;
-    bool refresh_on_push = true;
-    int pushes_in_flight = 0;  // refresh_on_push: push messages not yet answered
-    std::unordered_map<uint64_t, CachedRow> rows;   // row tables
-    std::vector<CachedRow> dense;                  // dense tables: one per shard
-    std::vector<uint64_t> read_version;            // per shard: oldest version last read
   };
 
   explicit WorkerClient(const ClientOptions& options);
-  int64_t NewGroup(bool detached);
-  void Send(int shard, Message* m, Sub sub);
-  Status Progress(int timeout_ms);  // receive and dispatch what has arrived
-  void Store(uint32_t table, int shard, const uint64_t* keys, size_t n, const float* values, int64_t row_clock,
-             uint64_t version);
-  bool Fresh(const CachedRow& row, int64_t staleness) const;
-  void SendHeartbeats();
+  // A cleared record for a message to `shard`; returns its tag.
+  uint64_t NewShardRequest(MessageType expect, int shard, uint32_t table);
+  // Sends `m` as part of `request` with record `tag`; a failed send frees the
+  // record (and accounts a lost push).
+  void SendPart(int shard, Message* m, const RequestHandle& request, uint64_t tag);
+  // The channel's ReplyHandler.
+  Status OnReply(uint64_t tag, const Status& verdict, Message* reply);
+  Status OnPullReply(const ShardRequest& r, Message* reply);
+  // A new pull request of `table`: waits for the table's own pushes when
+  // they carry rows back, and begins a read (read versions).
+  RequestHandle StartPull(uint32_t table);
   // refresh_on_push tables: waits for the table's push replies, which carry
   // the rows with the worker's own updates, before the cache is consulted.
   Status AwaitOwnPushes(uint32_t table);
-  uint64_t PushVersion(uint32_t table, int shard) const;
-  void Complete(uint64_t request_id, Message* reply);
-  void Fail(int64_t ts, const Status& st);
   void NoteLostPush(int shard, const Message& m, uint64_t updates, const Status& why);
   size_t RowsPerMessage(uint32_t dim) const;  // row-table keys per message (size limit)
+  // Calls piece(shard, c0, c1, ks) for each message of a row request: keys
+  // [c0, c1) of each shard's keys (ks points at key c0), at most
+  // RowsPerMessage(dim) per message. `whole`: one shard, `keys` unsplit;
+  // otherwise split_keys_/split_pos_ hold the split.
+  template <typename Piece>
+  void ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece);
 
   ClientOptions options_;
   int num_shards_;
-  std::string log_prefix_;
-  std::unique_ptr<zmq::context_t> own_ctx_;  // when options.context is null
-  zmq::context_t* ctx_;
-  std::vector<zmq::socket_t> sockets_;
-  // Outgoing keys and push values frames; frames ZeroMQ has not sent yet
-  // when the client goes keep the pool's buffers alive on their own.
-  FramePool frame_pool_;
-  std::vector<int> outstanding_;
-  int64_t clock_ = 0;
-  int64_t next_ts_ = 1;
-  uint64_t next_request_ = 1;
-  std::unordered_map<int64_t, Group> groups_;
-  std::unordered_map<uint64_t, Sub> subs_;
-  Status sticky_error_;
-  ClientStats stats_;
+  RequestChannel channel_;
+  ParamCache cache_;
+  SlotPool<ShardRequest> requests_;  // tag → record
+  mutable ClientStats stats_;  // the channel's counters are merged in by stats()
+  double own_wait_seconds_ = 0;  // AwaitOwnPushes
   std::vector<std::vector<uint64_t>> split_keys_;
   std::vector<std::vector<uint32_t>> split_pos_;
+  std::vector<uint64_t> fetch_keys_;  // cache misses of a row pull, and their positions
+  std::vector<uint32_t> fetch_pos_;
   std::vector<float> scratch_;
-  std::vector<TableCache> caches_;
-  std::chrono::steady_clock::time_point last_send_;
-  std::string* stats_sink_ = nullptr;  // STATS_REPLY destination during ServerStatsJson
+  uint64_t barrier_total_ = 0;               // BARRIER_REPLY's total
+  std::vector<std::string> server_stats_;    // STATS_REPLY per shard
 };
 
 }  // namespace tether

@@ -17,25 +17,6 @@
 namespace tether {
 namespace {
 
-// The id of table `name`, checked against the kind and width the model
-// expects (TablesForJob and the model must agree; a mismatch is a bug or a
-// hand-edited table list, reported rather than crashed on).
-StatusOr<uint32_t> FindTable(const std::vector<TableSpec>& tables, const std::string& name, TableSpec::Kind kind,
-                             uint64_t width) {
-  for (const TableSpec& t : tables) {
-    if (t.name() != name) continue;
-    const uint64_t have = IsRowTable(t) ? t.dim() : t.size();
-    if (t.kind() != kind || have != width) {
-      return Status::InvalidArgument("table " + name + " is a " + (IsRowTable(t) ? "row" : "dense") +
-                                     " table of width " + std::to_string(have) + "; the model needs a " +
-                                     (kind == TableSpec::ROW ? "row" : "dense") + " table of width " +
-                                     std::to_string(width));
-    }
-    return t.id();
-  }
-  return Status::InvalidArgument("the model needs a table named " + name + " and the job has none");
-}
-
 // Rows [begin, end) of m into *out, reusing its capacity (XmcMlp takes its
 // labels as a CsrMatrix, not a view).
 void CopyRows(const CsrMatrix& m, int64_t begin, int64_t end, CsrMatrix* out) {
@@ -46,15 +27,6 @@ void CopyRows(const CsrMatrix& m, int64_t begin, int64_t end, CsrMatrix* out) {
   for (int64_t r = 0; r <= out->rows; ++r) out->row_ptr[r] = m.row_ptr[begin + r] - base;
   out->col_idx.assign(m.col_idx.begin() + base, m.col_idx.begin() + m.row_ptr[end]);
   out->values.assign(m.values.begin() + base, m.values.begin() + m.row_ptr[end]);
-}
-
-Status WaitAllOf(WorkerClient* client, const std::vector<int64_t>& timestamps) {
-  Status first;
-  for (int64_t ts : timestamps) {
-    Status st = client->Wait(ts);
-    if (first.ok() && !st.ok()) first = st;
-  }
-  return first;
 }
 
 // ---------------------------------------------------------------- XMC MLP
@@ -83,10 +55,9 @@ class XmcMlpModel final : public Model {
     TETHER_RETURN_IF_ERROR(b1_.Resize(h));
     TETHER_RETURN_IF_ERROR(w2_full_.Resize(l * (h + 1)));
     TETHER_RETURN_IF_ERROR(b2_.Resize(l));
-    const int64_t t1 = client->PullRows(w1_id_, keys_, w1_.data());
-    const int64_t t2 = client->PullDense(b1_id_, b1_.data());
-    const int64_t t3 = client->PullRows(w2_id_, label_keys_, w2_full_.data());
-    TETHER_RETURN_IF_ERROR(WaitAllOf(client, {t1, t2, t3}));
+    TETHER_RETURN_IF_ERROR(WaitAllOf({client->PullRows(w1_id_, keys_, w1_.data()),
+                                      client->PullDense(b1_id_, b1_.data()),
+                                      client->PullRows(w2_id_, label_keys_, w2_full_.data())}));
     // w2 rows are [weights(H), bias]: the model reads the weights in place
     // (row stride H + 1); only the L biases are gathered.
     for (int64_t l = 0; l < shape_.num_labels; ++l) b2_[l] = w2_full_[l * (h + 1) + h];
@@ -146,9 +117,7 @@ class SparseLrModel final : public Model {
     LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
     TETHER_RETURN_IF_ERROR(w_.Resize(keys_.size()));
     TETHER_RETURN_IF_ERROR(b_.Resize(1));
-    const int64_t t1 = client->PullRows(w_id_, keys_, w_.data());
-    const int64_t t2 = client->PullDense(b_id_, b_.data());
-    return WaitAllOf(client, {t1, t2});
+    return WaitAllOf({client->PullRows(w_id_, keys_, w_.data()), client->PullDense(b_id_, b_.data())});
   }
 
   StatusOr<float> ComputeGradients(const Minibatch& batch) override {
@@ -190,7 +159,7 @@ class DenseMlpModel final : public Model {
       w_.emplace_back(backend);
       b_.emplace_back(backend);
     }
-    timestamps_.reserve(2 * n);
+    pulls_.reserve(2 * n);
   }
 
   std::string name() const override { return "dense_mlp"; }
@@ -212,12 +181,14 @@ class DenseMlpModel final : public Model {
     DensifyRows(*batch.features, batch.begin, batch.end, x_.data());
     if (offset_ != 0.0f)
       for (size_t i = 0; i < x_.size(); ++i) x_[i] += offset_;
-    timestamps_.clear();
+    pulls_.clear();
     for (size_t i = 0; i < w_.size(); ++i) {
-      timestamps_.push_back(client->PullDense(w_ids_[i], w_[i].data()));
-      timestamps_.push_back(client->PullDense(b_ids_[i], b_[i].data()));
+      pulls_.push_back(client->PullDense(w_ids_[i], w_[i].data()));
+      pulls_.push_back(client->PullDense(b_ids_[i], b_[i].data()));
     }
-    return WaitAllOf(client, timestamps_);
+    const Status st = WaitAllOf(pulls_);
+    pulls_.clear();  // hands the request states back to the client for reuse
+    return st;
   }
 
   StatusOr<float> ComputeGradients(const Minibatch& batch) override {
@@ -246,10 +217,26 @@ class DenseMlpModel final : public Model {
   DenseMlpParams params_;  // points into w_, b_
   DenseMlpGrads grads_;
   HostArray<float> x_;
-  std::vector<int64_t> timestamps_;
+  std::vector<RequestHandle> pulls_;
 };
 
 }  // namespace
+
+StatusOr<uint32_t> FindTable(const std::vector<TableSpec>& tables, const std::string& name, TableSpec::Kind kind,
+                             uint64_t width) {
+  for (const TableSpec& t : tables) {
+    if (t.name() != name) continue;
+    const uint64_t have = IsRowTable(t) ? t.dim() : t.size();
+    if (t.kind() != kind || have != width) {
+      return Status::InvalidArgument("table " + name + " is a " + (IsRowTable(t) ? "row" : "dense") +
+                                     " table of width " + std::to_string(have) + "; the model needs a " +
+                                     (kind == TableSpec::ROW ? "row" : "dense") + " table of width " +
+                                     std::to_string(width));
+    }
+    return t.id();
+  }
+  return Status::InvalidArgument("the model needs a table named " + name + " and the job has none");
+}
 
 StatusOr<std::unique_ptr<Model>> CreateSparseLrModel(const JobConfig& config, const std::vector<TableSpec>& tables,
                                                      Backend* backend, int /*rank*/) {

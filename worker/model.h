@@ -67,8 +67,9 @@ class Model {
   /// InvalidArgument (shapes) or a backend error.
   virtual StatusOr<float> ComputeGradients(const Minibatch& batch) = 0;
 
-  /// Pushes the last ComputeGradients' gradients. Asynchronous: push errors
-  /// surface at the client's next Wait (see WorkerClient).
+  /// Pushes the last ComputeGradients' gradients. Asynchronous
+  /// (fire-and-forget): push errors surface at the client's next Clock,
+  /// Barrier or Bye (see WorkerClient).
   virtual void Push(WorkerClient* client) = 0;
 
   /// Forward only on what the last Pull fetched: *scores = batch.rows() ×
@@ -85,5 +86,14 @@ class Model {
 
 // Models are created through the model registry (worker/model_registry.h:
 // CreateModel, TablesForJob, LabelKindOf).
+
+/// For Model implementations: the id of table `name` in `tables`, checked
+/// against the kind and width (row tables: dim; dense: size) the model
+/// expects (TablesForJob and the model must agree; a mismatch is a bug or a
+/// hand-edited table list, reported rather than crashed on). Errors:
+/// InvalidArgument naming the table, both kinds and both widths, or the
+/// missing name.
+StatusOr<uint32_t> FindTable(const std::vector<TableSpec>& tables, const std::string& name, TableSpec::Kind kind,
+                             uint64_t width);
 
 }  // namespace tether

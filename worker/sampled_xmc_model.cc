@@ -11,19 +11,6 @@
 namespace tether {
 namespace {
 
-StatusOr<uint32_t> TableId(const std::vector<TableSpec>& tables, const std::string& name, TableSpec::Kind kind,
-                           uint64_t width) {
-  for (const TableSpec& t : tables) {
-    if (t.name() != name) continue;
-    const uint64_t have = IsRowTable(t) ? t.dim() : t.size();
-    if (t.kind() != kind || have != width)
-      return Status::InvalidArgument("sampled softmax: table " + name + " has width " + std::to_string(have) +
-                                     ", the model needs " + std::to_string(width));
-    return t.id();
-  }
-  return Status::InvalidArgument("sampled softmax: the job has no table " + name);
-}
-
 class SampledXmcMlpModel final : public Model {
  public:
   SampledXmcMlpModel(const XmcMlpShape& shape, int64_t k, uint64_t seed, Backend* backend, uint32_t w1, uint32_t b1,
@@ -39,19 +26,18 @@ class SampledXmcMlpModel final : public Model {
     const int64_t h = shape_.hidden;
     LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
     w1_.resize(keys_.size() * h);
-    std::vector<int64_t> ts{client->PullRows(w1_id_, keys_, w1_.data()), client->PullDense(b1_id_, b1_.data())};
+    pulls_.clear();
+    pulls_.push_back(client->PullRows(w1_id_, keys_, w1_.data()));
+    pulls_.push_back(client->PullDense(b1_id_, b1_.data()));
     if (!evaluating_) {
       y_ = SliceRows(*batch.labels, batch.begin, batch.end);
       TETHER_RETURN_IF_ERROR(SampleOutputLabels(y_, shape_.num_labels, k_, &rng_, &label_keys_, &y_local_));
       w2_rows_.resize(label_keys_.size() * (h + 1));
-      ts.push_back(client->PullRows(w2_id_, label_keys_, w2_rows_.data()));
+      pulls_.push_back(client->PullRows(w2_id_, label_keys_, w2_rows_.data()));
     }
-    Status first;
-    for (int64_t t : ts) {
-      Status st = client->Wait(t);
-      if (first.ok() && !st.ok()) first = st;
-    }
-    TETHER_RETURN_IF_ERROR(first);
+    const Status pulled = WaitAllOf(pulls_);
+    pulls_.clear();  // hands the request states back to the client for reuse
+    TETHER_RETURN_IF_ERROR(pulled);
     if (!evaluating_) GatherBiases(w2_rows_, static_cast<int64_t>(label_keys_.size()), &b2_);
     return Status::OK();
   }
@@ -88,7 +74,7 @@ class SampledXmcMlpModel final : public Model {
     std::vector<uint64_t> all(static_cast<size_t>(l));
     std::iota(all.begin(), all.end(), 0);
     eval_rows_.resize(static_cast<size_t>(l * (h + 1)));
-    TETHER_RETURN_IF_ERROR(client->Wait(client->PullRows(w2_id_, all, eval_rows_.data())));
+    TETHER_RETURN_IF_ERROR(client->PullRows(w2_id_, all, eval_rows_.data()).Wait());
     GatherBiases(eval_rows_, l, &eval_b2_);
     if (eval_model_ == nullptr) eval_model_ = std::make_unique<XmcMlp>(shape_, backend_);
     evaluating_ = true;
@@ -128,6 +114,7 @@ class SampledXmcMlpModel final : public Model {
   std::vector<uint64_t> keys_, label_keys_;
   CsrMatrix x_local_, y_, y_local_;
   std::vector<float> w1_, b1_, w2_rows_, b2_, eval_rows_, eval_b2_;
+  std::vector<RequestHandle> pulls_;  // of one Pull, kept for its capacity
   XmcGrads grads_;  // grads_.w2 in the w2 table's row layout (K × (H + 1))
 };
 
@@ -143,9 +130,9 @@ StatusOr<std::unique_ptr<Model>> CreateSampledXmcMlpModel(const JobConfig& confi
   shape.num_labels = config.data().num_labels();
   shape.loss = XmcLoss::kSoftmax;
   const auto h = static_cast<uint64_t>(shape.hidden);
-  TETHER_ASSIGN_OR_RETURN(uint32_t w1, TableId(tables, "w1", TableSpec::ROW, h));
-  TETHER_ASSIGN_OR_RETURN(uint32_t b1, TableId(tables, "b1", TableSpec::DENSE, h));
-  TETHER_ASSIGN_OR_RETURN(uint32_t w2, TableId(tables, "w2", TableSpec::ROW, h + 1));
+  TETHER_ASSIGN_OR_RETURN(uint32_t w1, FindTable(tables, "w1", TableSpec::ROW, h));
+  TETHER_ASSIGN_OR_RETURN(uint32_t b1, FindTable(tables, "b1", TableSpec::DENSE, h));
+  TETHER_ASSIGN_OR_RETURN(uint32_t w2, FindTable(tables, "w2", TableSpec::ROW, h + 1));
   return std::unique_ptr<Model>(std::make_unique<SampledXmcMlpModel>(shape, config.model().sampled_labels(),
                                                                      NegativeSamplingSeed(config.train().seed(), rank),
                                                                      backend, w1, b1, w2));

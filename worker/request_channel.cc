@@ -1,0 +1,349 @@
+#include "worker/request_channel.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include <glog/logging.h>
+
+#include "core/net/transport.h"
+
+namespace tether {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The shared state of one request. Handles count in `refs`; the channel keeps
+// it while parts are in flight (`remaining` > 0) and recycles it when both
+// are zero. `channel` is null once the channel is gone: the last handle then
+// deletes it.
+struct RequestState {
+  RequestChannel* channel = nullptr;
+  int refs = 0;
+  int remaining = 0;
+  bool sticky = false;
+  Status status;
+};
+
+namespace {
+
+// A request's id: a sequence number above the slot of its record in the
+// pending table, so that ids never repeat and the slot is found at once.
+constexpr int kSlotBits = 32;
+constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
+
+int64_t MillisecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ RequestHandle
+
+RequestHandle::RequestHandle(RequestState* state) : state_(state) {
+  if (state_ != nullptr) ++state_->refs;
+}
+
+RequestHandle::RequestHandle(const RequestHandle& other) : RequestHandle(other.state_) {}
+
+RequestHandle::RequestHandle(RequestHandle&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+
+RequestHandle& RequestHandle::operator=(RequestHandle other) noexcept {
+  std::swap(state_, other.state_);
+  return *this;
+}
+
+RequestHandle::~RequestHandle() {
+  if (state_ == nullptr || --state_->refs > 0) return;
+  if (state_->channel == nullptr) {
+    delete state_;
+  } else if (state_->remaining == 0) {
+    state_->channel->Recycle(state_);
+  }
+}
+
+bool RequestHandle::is_completed() const {
+  if (state_ == nullptr) return true;
+  // Take what has arrived; an error here is the channel's, and the next Wait
+  // reports it.
+  if (state_->remaining > 0 && state_->channel != nullptr) (void)state_->channel->Progress(0);
+  return state_->remaining == 0;
+}
+
+Status RequestHandle::Wait() const {
+  if (state_ == nullptr || state_->channel == nullptr) return status();
+  return Wait(state_->channel->options_.request_timeout_ms);
+}
+
+Status RequestHandle::Wait(int timeout_ms) const {
+  if (state_ == nullptr || state_->channel == nullptr) return status();
+  return state_->channel->WaitFor(state_, timeout_ms);
+}
+
+Status RequestHandle::status() const {
+  if (state_ == nullptr) return Status::FailedPrecondition("empty request handle: no request was made");
+  if (state_->remaining > 0) return Status::Unavailable("request in flight");
+  return state_->status;
+}
+
+Status WaitAllOf(std::initializer_list<RequestHandle> handles) {
+  Status first;
+  for (const RequestHandle& h : handles) {
+    Status st = h.Wait();
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+Status WaitAllOf(const std::vector<RequestHandle>& handles) {
+  Status first;
+  for (const RequestHandle& h : handles) {
+    Status st = h.Wait();
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+// ------------------------------------------------------------ RequestChannel
+
+RequestChannel::RequestChannel(const Options& options, ReplyHandler on_reply)
+    : options_(options),
+      on_reply_(std::move(on_reply)),
+      log_prefix_("[worker " + std::to_string(options.rank) + "] "),
+      own_ctx_(options.context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
+      ctx_(options.context == nullptr ? own_ctx_.get() : options.context),
+      frame_pool_(FramePool::Options{options.frame_pool_idle_bytes, kMinPooledFrameBytes}),
+      outstanding_(options.servers.size(), 0),
+      last_send_(SteadyClock::now()) {}
+
+RequestChannel::~RequestChannel() {
+  for (RequestState* s : states_) {
+    if (s->refs == 0) {
+      delete s;
+      continue;
+    }
+    // A handle outlives the channel: it keeps its outcome, or learns that
+    // its reply will never come.
+    s->channel = nullptr;
+    if (s->remaining > 0) {
+      s->remaining = 0;
+      if (s->status.ok())
+        s->status = Status::Unavailable(log_prefix_ + "request abandoned: the worker's client was closed before "
+                                                      "every reply arrived");
+    }
+  }
+}
+
+Status RequestChannel::Connect() {
+  SocketOptions so;
+  so.send_timeout_ms = options_.request_timeout_ms;
+  so.send_hwm = options_.send_hwm;
+  so.recv_hwm = options_.recv_hwm;
+  std::random_device rd;
+  const std::string identity =
+      "w" + std::to_string(options_.rank) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  for (const auto& ep : options_.servers) {
+    TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, so));
+    sockets_.push_back(std::move(s));
+  }
+  for (auto& s : sockets_) poll_items_.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  return Status::OK();
+}
+
+RequestHandle RequestChannel::NewRequest(bool sticky) {
+  RequestState* s;
+  if (free_states_.empty()) {
+    s = new RequestState;
+    states_.push_back(s);
+  } else {
+    s = free_states_.back();
+    free_states_.pop_back();
+  }
+  s->channel = this;
+  s->remaining = 0;
+  s->sticky = sticky;
+  s->status = Status::OK();
+  return RequestHandle(s);
+}
+
+void RequestChannel::Recycle(RequestState* request) { free_states_.push_back(request); }
+
+int RequestChannel::Window() const {
+  int window = options_.max_outstanding;
+  for (int hwm : {options_.send_hwm, options_.recv_hwm})
+    if (hwm > 0) window = std::min(window, hwm);
+  return std::max(window, 1);
+}
+
+Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag) {
+  RequestState* state = request != nullptr ? request->state_ : nullptr;
+  // Heartbeats (sent from inside Progress) skip the window: they are owed no
+  // reply, so they cannot fill the receive queue the window protects.
+  if (m->header.type() != HEARTBEAT) {
+    const int window = Window();
+    if (outstanding_[shard] >= window) ++stats_.send_waits;
+    while (outstanding_[shard] >= window) {
+      Status st = Progress(options_.request_timeout_ms);
+      if (!st.ok()) {
+        FailState(state, st);
+        return st;
+      }
+    }
+  }
+  const uint32_t slot = state != nullptr ? pending_.Take() : 0;
+  const uint64_t id = (next_sequence_++ << kSlotBits) | slot;
+  last_send_ = SteadyClock::now();
+  m->header.set_request_id(id);
+  m->header.set_sender_rank(options_.rank);
+  m->header.set_clock(clock_);
+  stats_.bytes_sent += m->keys.size() + m->values.size();
+  if (state != nullptr) {
+    pending_[slot] = Pending{id, state, shard, expect, tag};
+    ++state->remaining;
+    ++outstanding_[shard];
+    ++in_flight_;
+  }
+  Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
+                                                         options_.servers[shard] + ")");
+  if (st.ok()) return st;
+  if (state != nullptr) {
+    pending_[slot].id = 0;
+    pending_.Give(slot);
+    --state->remaining;
+    --outstanding_[shard];
+    --in_flight_;
+  }
+  FailState(state, st);
+  return st;
+}
+
+void RequestChannel::Fail(const RequestHandle& request, const Status& error) { FailState(request.state_, error); }
+
+void RequestChannel::FailState(RequestState* request, const Status& error) {
+  if (request == nullptr || request->sticky) {
+    if (sticky_error_.ok()) sticky_error_ = error;
+  }
+  if (request != nullptr && request->status.ok()) request->status = error;
+}
+
+void RequestChannel::PartDone(RequestState* request) {
+  if (--request->remaining == 0 && request->refs == 0) Recycle(request);
+}
+
+void RequestChannel::Dispatch(Message* reply) {
+  const MessageHeader& h = reply->header;
+  const uint64_t id = h.request_id();
+  const uint64_t slot = id & kSlotMask;
+  if (id == 0 || slot >= pending_.size() || pending_[static_cast<uint32_t>(slot)].id != id) {
+    LOG(WARNING) << log_prefix_ << "reply " << TypeName(h.type()) << " for unknown request " << id << "; ignored";
+    return;
+  }
+  const Pending p = pending_[static_cast<uint32_t>(slot)];
+  pending_[static_cast<uint32_t>(slot)].id = 0;
+  pending_.Give(static_cast<uint32_t>(slot));
+  --outstanding_[p.shard];
+  --in_flight_;
+  Status verdict;
+  if (h.type() == ERROR_REPLY) {
+    verdict = Status::FailedPrecondition(h.error());
+  } else if (h.type() != p.expect) {
+    verdict = Status::DataLoss("server " + std::to_string(p.shard) + " answered " + TypeName(h.type()) +
+                               " to a request expecting " + TypeName(p.expect));
+  }
+  Status st = on_reply_(p.tag, verdict, reply);
+  if (!st.ok()) FailState(p.request, st);
+  PartDone(p.request);
+}
+
+void RequestChannel::SendHeartbeats() {
+  for (int s = 0; s < num_shards(); ++s) {
+    Message m;
+    m.header.set_type(HEARTBEAT);
+    (void)Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
+  }
+}
+
+Status RequestChannel::Progress(int timeout_ms) {
+  int n = 0;
+  const auto start = SteadyClock::now();
+  try {
+    while (true) {
+      if (options_.abort != nullptr && options_.abort->load())
+        return Status::Unavailable(log_prefix_ + "aborted: another worker of this process failed");
+      // Poll in heartbeat-sized slices: a worker blocked on the staleness
+      // bound must still look alive to the servers (and see an abort).
+      const int64_t waited = MillisecondsSince(start);
+      const int64_t slice = std::min<int64_t>(timeout_ms - waited, options_.heartbeat_interval_ms);
+      n = zmq::poll(poll_items_.data(), poll_items_.size(), std::chrono::milliseconds(std::max<int64_t>(0, slice)));
+      if (n > 0 || waited + slice >= timeout_ms) break;
+      if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
+        SendHeartbeats();
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(log_prefix_ + "poll: " + e.what());
+  }
+  if (n == 0) {
+    std::string silent;
+    for (int s = 0; s < num_shards(); ++s)
+      if (outstanding_[s] > 0) silent += (silent.empty() ? "" : ", ") + options_.servers[s];
+    return Status::DeadlineExceeded(log_prefix_ + "no reply within " + std::to_string(timeout_ms) +
+                                    " ms from server(s) " + silent);
+  }
+  // A reply's frames are freed when `reply` goes (or is overwritten): over
+  // inproc they are the shard's pooled buffers, which it can reuse only then.
+  Message reply;
+  for (int s = 0; s < num_shards(); ++s) {
+    if (!(poll_items_[s].revents & ZMQ_POLLIN)) continue;
+    while (true) {
+      Status st = RecvMessage(sockets_[s], &reply, nullptr);
+      if (st.code() == Status::Code::kUnavailable) break;
+      if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
+      stats_.bytes_received += reply.values.size() + reply.keys.size();
+      Dispatch(&reply);
+    }
+  }
+  return Status::OK();
+}
+
+Status RequestChannel::WaitFor(RequestState* request, int timeout_ms) {
+  const auto start = SteadyClock::now();
+  Status result;
+  while (true) {
+    if (request->remaining == 0) {
+      result = request->status;
+      break;
+    }
+    const int64_t left_ms = timeout_ms - MillisecondsSince(start);
+    if (left_ms <= 0) {
+      result = Status::DeadlineExceeded(log_prefix_ + "request not answered within " + std::to_string(timeout_ms) +
+                                        " ms");
+      break;
+    }
+    Status st = Progress(static_cast<int>(left_ms));
+    if (!st.ok()) {
+      result = st;
+      break;
+    }
+  }
+  stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  return result;
+}
+
+Status RequestChannel::WaitAll() {
+  while (in_flight_ > 0) TETHER_RETURN_IF_ERROR(Progress(options_.request_timeout_ms));
+  return sticky_error_;
+}
+
+Status RequestChannel::Idle(int ms) {
+  const auto until = SteadyClock::now() + std::chrono::milliseconds(ms);
+  while (true) {
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now()).count();
+    if (left <= 0) return sticky_error_;
+    if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
+      SendHeartbeats();
+    Status st = Progress(static_cast<int>(std::min<int64_t>(left, options_.heartbeat_interval_ms)));
+    if (!st.ok() && st.code() != Status::Code::kDeadlineExceeded) return st;
+  }
+}
+
+}  // namespace tether

@@ -1,0 +1,232 @@
+// RequestChannel: a worker's request layer to every server shard: one ZeroMQ
+// DEALER socket per shard, request ids, the in-flight window per shard
+// (back-pressure), heartbeats, the progress loop that receives replies and
+// hands each to its owner, and the RequestHandle of every user call (the
+// manner of PyTorch c10d's Work: is_completed(), Wait(timeout), status()).
+//
+// It knows nothing about tables, keys or the SSP cache: WorkerClient
+// (worker/client.h) builds the messages, keeps per message what it needs to
+// use the reply (a `tag`), and composes this channel with the cache
+// (worker/param_cache.h).
+//
+// Requests and handles. A user call (one PullRows, one PushDense, one
+// Barrier) is one request: NewRequest() makes its handle, and each message of
+// it sent with Send() counts as one part owed a reply. The request completes
+// when every part is answered or failed; its status is its first failure, and
+// nothing else: no call can observe another request's outcome. A request
+// marked `sticky` (pushes) also records its first failure as the worker's
+// sticky error, which every later Clock, Barrier, Bye, Idle and WaitAll
+// returns, so a lost push can never end in exit 0 even when nobody waits on
+// its handle (fire-and-forget, as the models push). Messages that expect no
+// reply (CLOCK, HEARTBEAT) have no request; their send failures are sticky.
+//
+// Memory: a request's state is allocated once and recycled: once no handle
+// refers to it and every part is answered it goes back to a free list, so a
+// warm worker allocates no request state per minibatch. Likewise the record
+// of a message in flight is a recycled slot; its index is part of the request
+// id, so a reply finds its record without a hash table. Requests in flight
+// are bounded by the window: max_outstanding per shard (see Send).
+//
+// Ownership and thread-safety: not thread-safe. The channel, its handles and
+// the reply handler are used on one thread (the worker's). A handle may
+// outlive the channel: it then keeps the outcome it had; a request that was
+// still in flight when the channel was destroyed reports Unavailable
+// ("abandoned"). The ZeroMQ context is the channel's own or the caller's
+// (Options::context, which must outlive the channel).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/net/frame_pool.h"
+#include "core/net/message.h"
+#include "core/status.h"
+#include "worker/slot_pool.h"
+
+namespace tether {
+
+class RequestChannel;
+struct RequestState;
+
+/// The handle of one asynchronous request (c10d's Work). Cheap to copy (a
+/// pointer and a reference count, no allocation). An empty handle
+/// (default-constructed) is completed, and its status is FailedPrecondition.
+/// Not thread-safe: use it on the thread of the channel that made it.
+class RequestHandle {
+ public:
+  RequestHandle() = default;
+  RequestHandle(const RequestHandle& other);
+  RequestHandle(RequestHandle&& other) noexcept;
+  RequestHandle& operator=(RequestHandle other) noexcept;
+  ~RequestHandle();
+
+  /// True once every part of the request is answered or failed. Does not
+  /// block: it first takes the replies that have already arrived.
+  bool is_completed() const;
+  /// Blocks until the request completed (at most the channel's
+  /// request_timeout_ms without a reply) and returns its own status: the
+  /// server's ERROR_REPLY text (FailedPrecondition), DataLoss for a reply that
+  /// does not fit the request, or the send's error. Waiting again returns the
+  /// same status. While waiting it returns DeadlineExceeded naming the silent
+  /// shard(s), IOError/DataLoss for a socket failure, or Unavailable when the
+  /// job was aborted; the request then stays outstanding.
+  Status Wait() const;
+  /// Like Wait() but gives up after `timeout_ms` (≥ 0) with
+  /// DeadlineExceeded, leaving the request outstanding.
+  Status Wait(int timeout_ms) const;
+  /// The request's outcome once completed (see Wait); before that,
+  /// Unavailable ("in flight"). Does not take replies.
+  Status status() const;
+
+ private:
+  friend class RequestChannel;
+  explicit RequestHandle(RequestState* state);
+  RequestState* state_ = nullptr;
+};
+
+/// Waits for every handle in turn and returns the first error (every handle
+/// is waited on even after an error, so none is left half-read).
+Status WaitAllOf(std::initializer_list<RequestHandle> handles);
+Status WaitAllOf(const std::vector<RequestHandle>& handles);
+
+class RequestChannel {
+ public:
+  struct Options {
+    int rank = 0;
+    std::vector<std::string> servers;  // endpoint per shard, in shard order
+    int heartbeat_interval_ms = 1000;  // heartbeat while blocked longer than this
+    int request_timeout_ms = 120000;   // a wait fails after this long with no reply
+    int max_outstanding = 64;          // requests in flight per shard (≤ the HWMs, see Send)
+    int send_hwm = 1000;               // ZeroMQ high-water marks, in messages
+    int recv_hwm = 1000;
+    zmq::context_t* context = nullptr;  // null: the channel's own
+    const std::atomic<bool>* abort = nullptr;  // set by another thread: waits give up
+    uint64_t frame_pool_idle_bytes = kDefaultFramePoolIdleBytes;
+  };
+
+  /// Counters since construction.
+  struct Stats {
+    uint64_t bytes_sent = 0, bytes_received = 0;  // keys + values frames
+    uint64_t send_waits = 0;   // sends that waited for room in the window
+    double wait_seconds = 0;   // time blocked in RequestHandle::Wait
+  };
+
+  /// Called once per reply, in Progress, with the `tag` given to Send and
+  /// the channel's verdict: FailedPrecondition carrying an ERROR_REPLY's
+  /// text, DataLoss when the reply's type is not the one expected, else OK.
+  /// Returns the part's status (the verdict, or an error of its own, e.g. a
+  /// reply of the wrong size). The reply's frames may be taken.
+  using ReplyHandler = std::function<Status(uint64_t tag, const Status& verdict, Message* reply)>;
+
+  /// Sockets are connected by Connect(). `on_reply` must outlive the channel.
+  RequestChannel(const Options& options, ReplyHandler on_reply);
+  /// Closes the sockets (linger as set by core/net/transport.h). Requests
+  /// still in flight are abandoned: their handles report Unavailable.
+  ~RequestChannel();
+  RequestChannel(const RequestChannel&) = delete;
+  RequestChannel& operator=(const RequestChannel&) = delete;
+
+  /// Connects one DEALER socket per shard, all with one fresh identity (so a
+  /// restarted worker never collides with its dead predecessor's routing
+  /// entry). Errors: InvalidArgument naming a malformed endpoint.
+  Status Connect();
+
+  /// A new request; `sticky`: its failures are also the worker's sticky
+  /// error. The handle is complete until a part is sent.
+  RequestHandle NewRequest(bool sticky);
+
+  /// Sends `m` to `shard`, stamped with a request id, the rank and clock().
+  /// With `request` non-null the message is one part of it, owed a reply of
+  /// type `expect`, and `tag` comes back with the reply (ReplyHandler);
+  /// with null, no reply is expected (CLOCK). Blocks while `shard` has
+  /// min(max_outstanding, send_hwm, recv_hwm) requests in flight: the replies
+  /// owed then always fit the receive queue, so the shard never blocks
+  /// sending to this worker and back-pressure never deadlocks or drops (case
+  /// C13). Errors (also recorded on the request, or as sticky without one):
+  /// those of Progress while waiting for room, Unavailable/IOError from the
+  /// socket. On error the frames of `m` are left in place.
+  Status Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag);
+
+  /// Records `error` on `request` (its first error wins) and, when the
+  /// request is sticky, as the sticky error.
+  void Fail(const RequestHandle& request, const Status& error);
+
+  /// Receives and dispatches what arrives within `timeout_ms`, sending
+  /// heartbeats every heartbeat_interval_ms meanwhile. Errors:
+  /// DeadlineExceeded naming the shards owing replies when nothing arrived,
+  /// Unavailable when aborted, IOError (poll), DataLoss (a malformed reply).
+  Status Progress(int timeout_ms);
+  /// Waits (request_timeout_ms at most per reply) until nothing is in flight,
+  /// then returns the sticky error. Errors: those of Progress.
+  Status WaitAll();
+  /// Sleeps `ms` milliseconds while answering heartbeats and taking replies
+  /// (a simulated straggler). Returns the sticky error; errors of Progress
+  /// other than DeadlineExceeded.
+  Status Idle(int ms);
+
+  /// The first failure of a sticky request or of a reply-less send.
+  const Status& sticky_error() const { return sticky_error_; }
+  /// The worker's SSP clock stamped on every message (completed clocks).
+  int64_t clock() const { return clock_; }
+  void set_clock(int64_t clock) { clock_ = clock; }
+
+  int num_shards() const { return static_cast<int>(sockets_.size()); }
+  const std::string& server(int shard) const { return options_.servers[shard]; }
+  const std::string& log_prefix() const { return log_prefix_; }
+  /// Requests in flight (sent, not yet answered), over all shards.
+  size_t in_flight() const { return in_flight_; }
+  const Stats& stats() const { return stats_; }
+  /// Pool of outgoing large keys/values frames (the caller builds them here).
+  FramePool& frame_pool() { return frame_pool_; }
+  const FramePool& frame_pool() const { return frame_pool_; }
+
+ private:
+  friend class RequestHandle;
+  // One message in flight: slot `id & 0xffffffff` of pending_.
+  struct Pending {
+    uint64_t id = 0;  // 0: free
+    RequestState* request = nullptr;
+    int shard = 0;
+    MessageType expect = MSG_UNKNOWN;
+    uint64_t tag = 0;
+  };
+
+  Status WaitFor(RequestState* request, int timeout_ms);
+  void FailState(RequestState* request, const Status& error);
+  void Dispatch(Message* reply);
+  void PartDone(RequestState* request);  // one part answered or failed
+  void Recycle(RequestState* request);
+  void SendHeartbeats();
+  int Window() const;
+
+  Options options_;
+  ReplyHandler on_reply_;
+  std::string log_prefix_;
+  std::unique_ptr<zmq::context_t> own_ctx_;  // when options.context is null
+  zmq::context_t* ctx_;
+  // Outgoing keys and values frames; frames ZeroMQ has not sent yet when the
+  // channel goes keep the pool's buffers alive on their own.
+  FramePool frame_pool_;
+  std::vector<zmq::socket_t> sockets_;
+  std::vector<zmq::pollitem_t> poll_items_;
+  std::vector<int> outstanding_;  // per shard
+  SlotPool<Pending> pending_;
+  size_t in_flight_ = 0;
+  uint64_t next_sequence_ = 1;
+  std::vector<RequestState*> states_;       // every state made (deleted or orphaned at the end)
+  std::vector<RequestState*> free_states_;  // no handle, nothing in flight
+  Status sticky_error_;
+  int64_t clock_ = 0;
+  std::chrono::steady_clock::time_point last_send_;
+  Stats stats_;
+};
+
+}  // namespace tether
