@@ -76,6 +76,10 @@ def diff(want, got, path="$"):
                 yield f"{path}.{k}: unexpected key (got {json.dumps(got[k])})"
             else:
                 yield from diff(want[k], got[k], f"{path}.{k}")
+    elif isinstance(want, list) and isinstance(got, list) and len(want) == 1 and got:
+        # One element shape expected: name the path inside each shape found.
+        for i, g in enumerate(got):
+            yield from diff(want[0], g, f"{path}[{i}]")
     elif isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
         for i, (w, g) in enumerate(zip(want, got)):
             yield from diff(w, g, f"{path}[{i}]")
