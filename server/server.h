@@ -38,7 +38,9 @@ struct StalenessHistogram {
   double mean() const { return pushes ? static_cast<double>(sum) / pushes : 0.0; }
 };
 
-/// Counters a shard keeps; logged at exit and returned by STATS.
+/// Counters a shard keeps; logged at exit and sent in STATS_REPLY as a
+/// ShardStats (SnapshotStats() converts; proto/tether.proto says what each
+/// counts).
 struct ServerStats {
   uint64_t pulls = 0, pushes = 0;      // requests served
   uint64_t rows_pulled = 0, rows_pushed = 0;
@@ -80,8 +82,13 @@ class ServerShard {
   void Stop() { stop_.store(true); }
 
   const ServerStats& stats() const { return stats_; }
-  /// The shard's counters and the workers' reported counters, as JSON.
-  std::string StatsJson() const;
+  /// The shard's counters as STATS_REPLY carries them: stats() (histogram
+  /// cut after its last non-empty bucket), each rank's seconds waited on the
+  /// staleness bound here, and each rank's WorkerStats from its BARRIER
+  /// (empty for a rank not yet there); `workers` and `bound_wait_seconds`
+  /// have one entry per rank. Call on Run()'s thread (or when it is not
+  /// running).
+  ShardStats SnapshotStats() const;
   /// Called on Run()'s thread each time the shard's min clock advances, with
   /// the new value (tools/server_main.cc writes a JSON-lines metrics row).
   void SetClockListener(std::function<void(int64_t min_clock)> listener) { clock_listener_ = std::move(listener); }
@@ -102,7 +109,7 @@ class ServerShard {
     uint64_t samples = 0;
     uint64_t barrier_request = 0;
     std::string identity;
-    std::string stats_json;  // the worker's counters, from its BARRIER
+    WorkerStats stats;  // the worker's counters, from its BARRIER
     double bound_wait_s = 0;  // time its pulls waited on the staleness bound here
     std::chrono::steady_clock::time_point wait_counted_until;  // bound_wait_s covers up to here
     std::chrono::steady_clock::time_point last_seen;

@@ -504,7 +504,7 @@ void WorkerClient::Complete(uint64_t request_id, Message* reply) {
       }
     }
   } else if (h.type() == STATS_REPLY && stats_sink_ != nullptr) {
-    *stats_sink_ = h.stats_json();
+    *stats_sink_ = h.shard_stats();
   } else if (h.type() == BARRIER_REPLY && git != groups_.end()) {
     git->second.samples = h.samples();
   }
@@ -612,14 +612,14 @@ Status WorkerClient::Clock() {
   return sticky_error_;
 }
 
-StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const std::string& stats_json) {
+StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& stats) {
   TETHER_RETURN_IF_ERROR(WaitAll());
   const int64_t ts = NewGroup(false);
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(BARRIER);
     m.header.set_samples(samples);
-    m.header.set_stats_json(stats_json);
+    *m.header.mutable_worker_stats() = stats;
     Sub sub;
     sub.ts = ts;
     sub.expect = BARRIER_REPLY;
@@ -692,9 +692,9 @@ Status WorkerClient::Idle(int ms) {
   }
 }
 
-StatusOr<std::vector<std::string>> WorkerClient::ServerStatsJson() {
+StatusOr<std::vector<ShardStats>> WorkerClient::FetchServerStats() {
   TETHER_RETURN_IF_ERROR(WaitAll());
-  std::vector<std::string> out(num_shards_);
+  std::vector<ShardStats> out(num_shards_);
   for (int s = 0; s < num_shards_; ++s) {
     const int64_t ts = NewGroup(false);
     Message m;

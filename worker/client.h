@@ -135,13 +135,18 @@ class WorkerClient {
   /// processing replies; used to simulate a straggler (--slowdown).
   Status Idle(int ms);
 
-  /// Asks every shard for its counters (JSON per shard, in shard order).
-  StatusOr<std::vector<std::string>> ServerStatsJson();
+  /// Asks every shard for its counters (STATS), one shard at a time after
+  /// every outstanding request: one ShardStats per shard, in shard order,
+  /// each with the WorkerStats every worker sent at its Barrier. Errors as
+  /// Wait.
+  StatusOr<std::vector<ShardStats>> FetchServerStats();
 
   /// Says this worker finished training (it stops counting towards the
   /// servers' min clock) and blocks until every worker has. `samples`: rows
-  /// this worker trained on; returns the total over all workers.
-  StatusOr<uint64_t> Barrier(uint64_t samples, const std::string& stats_json = "");
+  /// this worker trained on; `stats`: its counters, which every shard keeps
+  /// for FetchServerStats. Returns the total samples over all workers.
+  /// Errors as Wait.
+  StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats);
 
   /// Leaves the job: waits for outstanding requests, then BYE to every shard.
   Status Bye();
@@ -228,7 +233,7 @@ class WorkerClient {
   std::vector<float> scratch_;
   std::vector<TableCache> caches_;
   std::chrono::steady_clock::time_point last_send_;
-  std::string* stats_sink_ = nullptr;  // STATS_REPLY destination during ServerStatsJson
+  ShardStats* stats_sink_ = nullptr;  // STATS_REPLY destination during FetchServerStats
 };
 
 }  // namespace tether
