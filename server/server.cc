@@ -510,19 +510,9 @@ Status ServerShard::CheckWorkerTimeouts() {
 ShardStats ServerShard::SnapshotStats() const {
   ShardStats s;
   s.set_shard(shard_);
-  s.set_pulls(stats_.pulls);
-  s.set_pushes(stats_.pushes);
-  s.set_rows_pulled(stats_.rows_pulled);
-  s.set_rows_pushed(stats_.rows_pushed);
-  s.set_updates_applied(stats_.updates_applied);
-  s.set_bytes_in(stats_.bytes_in);
-  s.set_bytes_out(stats_.bytes_out);
-  s.set_deferred_pulls(stats_.deferred_pulls);
-  s.set_bound_violations(stats_.bound_violations);
-  s.set_bad_messages(stats_.bad_messages);
-  s.set_send_failures(stats_.send_failures);
-  s.set_workers_timed_out(stats_.workers_timed_out);
-  s.set_workers_rejoined(stats_.workers_rejoined);
+#define TETHER_COPY_COUNTER(name) s.set_##name(stats_.name);
+  TETHER_SERVER_COUNTERS(TETHER_COPY_COUNTER)
+#undef TETHER_COPY_COUNTER
   int last = StalenessHistogram::kBuckets - 1;
   while (last > 0 && stats_.staleness.count[last] == 0) --last;
   s.mutable_staleness_histogram()->Add(stats_.staleness.count, stats_.staleness.count + last + 1);

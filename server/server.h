@@ -38,22 +38,32 @@ struct StalenessHistogram {
   double mean() const { return pushes ? static_cast<double>(sum) / pushes : 0.0; }
 };
 
+// The shard's counters, listed once: each is a uint64_t member of
+// ServerStats and the ShardStats field of the same name (proto/tether.proto
+// says what each counts), so STATS_REPLY cannot leave one out.
+#define TETHER_SERVER_COUNTERS(X)                                                    \
+  X(pulls)             /* PULL requests served */                                    \
+  X(pushes)            /* PUSH requests applied */                                   \
+  X(rows_pulled)       /* rows sent in pull replies (row tables) */                  \
+  X(rows_pushed)       /* rows of gradients applied (row tables) */                  \
+  X(updates_applied)   /* rows applied, a dense push counting 1; equals the */       \
+                       /* workers' ClientStats::updates_sent once all are answered */ \
+  X(bytes_in)          /* keys and values frames received */                         \
+  X(bytes_out)         /* keys and values frames sent */                             \
+  X(deferred_pulls)    /* pulls that waited on the staleness bound */                \
+  X(bound_violations)  /* pulls answered past their bound: must stay 0 */            \
+  X(bad_messages)      /* answered with ERROR_REPLY */                               \
+  X(send_failures)     /* replies that could not be delivered */                     \
+  X(workers_timed_out) /* removed from the min clock for silence */                  \
+  X(workers_rejoined)  /* HELLO again from a known rank */
+
 /// Counters a shard keeps; logged at exit and sent in STATS_REPLY as a
-/// ShardStats (SnapshotStats() converts; proto/tether.proto says what each
-/// counts).
+/// ShardStats (SnapshotStats()).
 struct ServerStats {
-  uint64_t pulls = 0, pushes = 0;      // requests served
-  uint64_t rows_pulled = 0, rows_pushed = 0;
-  uint64_t bytes_in = 0, bytes_out = 0;
-  uint64_t deferred_pulls = 0;         // pulls that waited on the staleness bound
-  uint64_t bound_violations = 0;       // pulls answered past their bound: must stay 0
-  uint64_t bad_messages = 0;           // answered with ERROR_REPLY
-  uint64_t send_failures = 0;          // replies that could not be delivered
-  uint64_t updates_applied = 0;        // rows pushed and applied (a dense push counts 1);
-                                       // equals the workers' ClientStats::updates_sent
-  uint64_t workers_timed_out = 0;      // removed from the min clock for silence
-  uint64_t workers_rejoined = 0;
-  StalenessHistogram staleness;        // over all tables of the shard
+#define TETHER_DECLARE_COUNTER(name) uint64_t name = 0;
+  TETHER_SERVER_COUNTERS(TETHER_DECLARE_COUNTER)
+#undef TETHER_DECLARE_COUNTER
+  StalenessHistogram staleness;  // over all tables of the shard
 };
 
 class ServerShard {
