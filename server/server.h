@@ -41,20 +41,20 @@ struct StalenessHistogram {
 // The shard's counters, listed once: each is a uint64_t member of
 // ServerStats and the ShardStats field of the same name (proto/tether.proto
 // says what each counts), so STATS_REPLY cannot leave one out.
-#define TETHER_SERVER_COUNTERS(X)                                                    \
-  X(pulls)             /* PULL requests served */                                    \
-  X(pushes)            /* PUSH requests applied */                                   \
-  X(rows_pulled)       /* rows sent in pull replies (row tables) */                  \
-  X(rows_pushed)       /* rows of gradients applied (row tables) */                  \
-  X(updates_applied)   /* rows applied, a dense push counting 1; equals the */       \
-                       /* workers' ClientStats::updates_sent once all are answered */ \
-  X(bytes_in)          /* keys and values frames received */                         \
-  X(bytes_out)         /* keys and values frames sent */                             \
-  X(deferred_pulls)    /* pulls that waited on the staleness bound */                \
-  X(bound_violations)  /* pulls answered past their bound: must stay 0 */            \
-  X(bad_messages)      /* answered with ERROR_REPLY */                               \
-  X(send_failures)     /* replies that could not be delivered */                     \
-  X(workers_timed_out) /* removed from the min clock for silence */                  \
+#define TETHER_SERVER_COUNTERS(X)                                                      \
+  X(pulls)             /* PULL requests served */                                      \
+  X(pushes)            /* PUSH requests applied */                                     \
+  X(rows_pulled)       /* rows sent in pull replies (row tables) */                    \
+  X(rows_pushed)       /* rows of gradients applied (row tables) */                    \
+  X(updates_applied)   /* rows applied, a dense push counting 1; equals the */         \
+                       /* workers' ClientStats::updates_sent once all are answered */  \
+  X(bytes_in)          /* keys and values frames received */                           \
+  X(bytes_out)         /* keys and values frames sent */                               \
+  X(deferred_pulls)    /* pulls that waited on the staleness bound */                  \
+  X(bound_violations)  /* pulls answered past their bound: must stay 0 */              \
+  X(bad_messages)      /* answered with ERROR_REPLY */                                 \
+  X(send_failures)     /* replies that could not be delivered */                       \
+  X(workers_timed_out) /* removed from the min clock for silence */                    \
   X(workers_rejoined)  /* HELLO again from a known rank */
 
 /// Counters a shard keeps; logged at exit and sent in STATS_REPLY as a
