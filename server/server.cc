@@ -7,8 +7,6 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-
 #include "core/net/transport.h"
 #include "core/partition.h"
 
@@ -332,7 +330,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.identity = identity;
       w.samples = h.samples();
       w.barrier_request = h.request_id();
-      w.stats_json = h.stats_json();
+      w.stats = h.worker_stats();
       if (clocks_.Remove(rank)) ServeReadyPulls();
       MaybeReleaseBarrier();
       return;
@@ -354,7 +352,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       Message reply;
       reply.header.set_type(STATS_REPLY);
       reply.header.set_request_id(h.request_id());
-      reply.header.set_stats_json(StatsJson());
+      *reply.header.mutable_shard_stats() = SnapshotStats();
       Reply(identity, &reply, rank);
       return;
     }
@@ -585,38 +583,22 @@ Status ServerShard::CheckWorkerTimeouts() {
   return Status::OK();
 }
 
-std::string ServerShard::StatsJson() const {
-  nlohmann::json j;
-  j["shard"] = shard_;
-  j["pulls"] = stats_.pulls;
-  j["pushes"] = stats_.pushes;
-  j["rows_pulled"] = stats_.rows_pulled;
-  j["rows_pushed"] = stats_.rows_pushed;
-  j["updates_applied"] = stats_.updates_applied;
-  j["bytes_in"] = stats_.bytes_in;
-  j["bytes_out"] = stats_.bytes_out;
-  j["deferred_pulls"] = stats_.deferred_pulls;
-  j["bound_violations"] = stats_.bound_violations;
-  j["bad_messages"] = stats_.bad_messages;
-  j["workers_timed_out"] = stats_.workers_timed_out;
-  j["workers_rejoined"] = stats_.workers_rejoined;
-  j["staleness_mean"] = stats_.staleness.mean();
-  j["staleness_max"] = stats_.staleness.max;
-  // Histogram trimmed after the last non-empty bucket; index = τ.
+ShardStats ServerShard::SnapshotStats() const {
+  ShardStats s;
+  s.set_shard(shard_);
+#define TETHER_COPY_COUNTER(name) s.set_##name(stats_.name);
+  TETHER_SERVER_COUNTERS(TETHER_COPY_COUNTER)
+#undef TETHER_COPY_COUNTER
   int last = StalenessHistogram::kBuckets - 1;
   while (last > 0 && stats_.staleness.count[last] == 0) --last;
-  j["staleness_histogram"] = std::vector<uint64_t>(stats_.staleness.count, stats_.staleness.count + last + 1);
-  nlohmann::json workers = nlohmann::json::array();
+  s.mutable_staleness_histogram()->Add(stats_.staleness.count, stats_.staleness.count + last + 1);
+  s.set_staleness_sum(stats_.staleness.sum);
+  s.set_staleness_max(stats_.staleness.max);
   for (const auto& w : workers_) {
-    nlohmann::json wj = nlohmann::json::object();
-    if (!w.stats_json.empty()) wj = nlohmann::json::parse(w.stats_json, nullptr, /*allow_exceptions=*/false);
-    workers.push_back(wj.is_discarded() ? nlohmann::json::object() : wj);
+    s.add_bound_wait_seconds(w.bound_wait_s);
+    *s.add_workers() = w.stats;
   }
-  j["workers"] = workers;
-  std::vector<double> bound_wait;
-  for (const auto& w : workers_) bound_wait.push_back(w.bound_wait_s);
-  j["bound_wait_seconds"] = bound_wait;  // per rank: pulls held back by the bound on this shard
-  return j.dump();
+  return s;
 }
 
 }  // namespace tether

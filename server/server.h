@@ -39,20 +39,32 @@ struct StalenessHistogram {
   double mean() const { return pushes ? static_cast<double>(sum) / pushes : 0.0; }
 };
 
-/// Counters a shard keeps; logged at exit and returned by STATS.
+// The shard's counters, listed once: each is a uint64_t member of
+// ServerStats and the ShardStats field of the same name (proto/tether.proto
+// says what each counts), so STATS_REPLY cannot leave one out.
+#define TETHER_SERVER_COUNTERS(X)                                                      \
+  X(pulls)             /* PULL requests served */                                      \
+  X(pushes)            /* PUSH requests applied */                                     \
+  X(rows_pulled)       /* rows sent in pull replies (row tables) */                    \
+  X(rows_pushed)       /* rows of gradients applied (row tables) */                    \
+  X(updates_applied)   /* rows applied, a dense push counting 1; equals the */         \
+                       /* workers' ClientStats::updates_sent once all are answered */  \
+  X(bytes_in)          /* keys and values frames received */                           \
+  X(bytes_out)         /* keys and values frames sent */                               \
+  X(deferred_pulls)    /* pulls that waited on the staleness bound */                  \
+  X(bound_violations)  /* pulls answered past their bound: must stay 0 */              \
+  X(bad_messages)      /* answered with ERROR_REPLY */                                 \
+  X(send_failures)     /* replies that could not be delivered */                       \
+  X(workers_timed_out) /* removed from the min clock for silence */                    \
+  X(workers_rejoined)  /* HELLO again from a known rank */
+
+/// Counters a shard keeps; logged at exit and sent in STATS_REPLY as a
+/// ShardStats (SnapshotStats()).
 struct ServerStats {
-  uint64_t pulls = 0, pushes = 0;      // requests served
-  uint64_t rows_pulled = 0, rows_pushed = 0;
-  uint64_t bytes_in = 0, bytes_out = 0;
-  uint64_t deferred_pulls = 0;         // pulls that waited on the staleness bound
-  uint64_t bound_violations = 0;       // pulls answered past their bound: must stay 0
-  uint64_t bad_messages = 0;           // answered with ERROR_REPLY
-  uint64_t send_failures = 0;          // replies that could not be delivered
-  uint64_t updates_applied = 0;        // rows pushed and applied (a dense push counts 1);
-                                       // equals the workers' ClientStats::updates_sent
-  uint64_t workers_timed_out = 0;      // removed from the min clock for silence
-  uint64_t workers_rejoined = 0;
-  StalenessHistogram staleness;        // over all tables of the shard
+#define TETHER_DECLARE_COUNTER(name) uint64_t name = 0;
+  TETHER_SERVER_COUNTERS(TETHER_DECLARE_COUNTER)
+#undef TETHER_DECLARE_COUNTER
+  StalenessHistogram staleness;  // over all tables of the shard
 };
 
 class ServerShard {
@@ -84,8 +96,13 @@ class ServerShard {
   void Stop() { stop_.store(true); }
 
   const ServerStats& stats() const { return stats_; }
-  /// The shard's counters and the workers' reported counters, as JSON.
-  std::string StatsJson() const;
+  /// The shard's counters as STATS_REPLY carries them: stats() (histogram
+  /// cut after its last non-empty bucket), each rank's seconds waited on the
+  /// staleness bound here, and each rank's WorkerStats from its BARRIER
+  /// (empty for a rank not yet there); `workers` and `bound_wait_seconds`
+  /// have one entry per rank. Call on Run()'s thread (or when it is not
+  /// running).
+  ShardStats SnapshotStats() const;
   /// Called on Run()'s thread each time the shard's min clock advances, with
   /// the new value (tools/server_main.cc writes a JSON-lines metrics row).
   void SetClockListener(std::function<void(int64_t min_clock)> listener) { clock_listener_ = std::move(listener); }
@@ -109,7 +126,7 @@ class ServerShard {
     uint64_t samples = 0;
     uint64_t barrier_request = 0;
     std::string identity;
-    std::string stats_json;  // the worker's counters, from its BARRIER
+    WorkerStats stats;  // the worker's counters, from its BARRIER
     double bound_wait_s = 0;  // time its pulls waited on the staleness bound here
     std::chrono::steady_clock::time_point wait_counted_until;  // bound_wait_s covers up to here
     std::chrono::steady_clock::time_point last_seen;

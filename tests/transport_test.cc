@@ -608,7 +608,7 @@ TEST(TransportTest, EachHandleReportsItsOwnRequestsStatus) {
   // The worker-level sticky error is the refused push's.
   EXPECT_EQ(w->WaitAll().message(), own.message());
   EXPECT_EQ(w->Clock().message(), own.message());
-  auto barrier = w->Barrier(1);
+  auto barrier = w->Barrier(1, WorkerStats());
   ASSERT_FALSE(barrier.ok());
   EXPECT_EQ(barrier.status().message(), own.message());
   EXPECT_EQ(w->Bye().message(), own.message());

@@ -381,7 +381,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         st = OnPullReply(r, reply);
         break;
       case STATS_REPLY:
-        server_stats_[r.shard] = h.stats_json();
+        server_stats_[r.shard] = h.shard_stats();
         break;
       case BARRIER_REPLY:
         barrier_total_ = h.samples();
@@ -444,7 +444,7 @@ Status WorkerClient::Clock() {
 
 Status WorkerClient::Idle(int ms) { return channel_.Idle(ms); }
 
-StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const std::string& stats_json) {
+StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& stats) {
   TETHER_RETURN_IF_ERROR(WaitAll());
   barrier_total_ = 0;
   RequestHandle barrier = channel_.NewRequest(/*sticky=*/false);
@@ -452,7 +452,7 @@ StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const std::string& st
     Message m;
     m.header.set_type(BARRIER);
     m.header.set_samples(samples);
-    m.header.set_stats_json(stats_json);
+    *m.header.mutable_worker_stats() = stats;
     SendPart(s, &m, barrier, NewShardRequest(BARRIER_REPLY, s, 0));
   }
   TETHER_RETURN_IF_ERROR(barrier.Wait());
@@ -460,9 +460,9 @@ StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const std::string& st
   return barrier_total_;
 }
 
-StatusOr<std::vector<std::string>> WorkerClient::ServerStatsJson() {
+StatusOr<std::vector<ShardStats>> WorkerClient::FetchServerStats() {
   TETHER_RETURN_IF_ERROR(WaitAll());
-  server_stats_.assign(num_shards_, std::string());
+  server_stats_.assign(num_shards_, ShardStats());
   RequestHandle stats = channel_.NewRequest(/*sticky=*/false);
   for (int s = 0; s < num_shards_; ++s) {
     Message m;

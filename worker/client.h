@@ -154,15 +154,18 @@ class WorkerClient {
   /// the sticky error.
   Status Idle(int ms);
 
-  /// Asks every shard for its counters (JSON per shard, in shard order).
-  /// Errors: the sticky error, then as RequestHandle::Wait.
-  StatusOr<std::vector<std::string>> ServerStatsJson();
+  /// Asks every shard for its counters (STATS), all shards at once after
+  /// every outstanding request: one ShardStats per shard, in shard order,
+  /// each with the WorkerStats every worker sent at its Barrier. Errors: the
+  /// sticky error, then as RequestHandle::Wait.
+  StatusOr<std::vector<ShardStats>> FetchServerStats();
 
   /// Says this worker finished training (it stops counting towards the
   /// servers' min clock) and blocks until every worker has. `samples`: rows
-  /// this worker trained on; returns the total over all workers. Errors: the
-  /// sticky error, then as RequestHandle::Wait.
-  StatusOr<uint64_t> Barrier(uint64_t samples, const std::string& stats_json = "");
+  /// this worker trained on; `stats`: its counters, which every shard keeps
+  /// for FetchServerStats. Returns the total samples over all workers.
+  /// Errors: the sticky error, then as RequestHandle::Wait.
+  StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats);
 
   /// Leaves the job: waits for outstanding requests, then BYE to every
   /// shard. Errors: the sticky error, then as RequestHandle::Wait.
@@ -230,8 +233,8 @@ class WorkerClient {
   std::vector<uint64_t> fetch_keys_;  // cache misses of a row pull, and their positions
   std::vector<uint32_t> fetch_pos_;
   std::vector<float> scratch_;
-  uint64_t barrier_total_ = 0;               // BARRIER_REPLY's total
-  std::vector<std::string> server_stats_;    // STATS_REPLY per shard
+  uint64_t barrier_total_ = 0;             // BARRIER_REPLY's total
+  std::vector<ShardStats> server_stats_;   // STATS_REPLY per shard
 };
 
 }  // namespace tether

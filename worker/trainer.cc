@@ -23,6 +23,7 @@
 #include "sparse/idx_reader.h"
 #include "sparse/reader.h"
 #include "worker/client.h"
+#include "worker/metrics_json.h"
 #include "worker/model.h"
 #include "worker/model_registry.h"
 #include "worker/sampling.h"
@@ -400,20 +401,21 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     // everyone's back from the servers (STATS) for the metrics JSON.
     const ClientStats& cs = client->stats();
     const double my_train_s = std::max(1e-9, SecondsSince(train_start) - eval_seconds);
-    nlohmann::json mine{{"rank", rank},
-                        {"samples", report.samples},
-                        {"train_seconds", my_train_s},
-                        {"pulls", cs.pulls},
-                        {"rows_pulled", cs.rows_pulled},
-                        {"rows_read", cs.rows_read},
-                        {"cache_hits", cs.cache_hits},
-                        {"pushes", cs.pushes},
-                        {"rows_pushed", cs.rows_pushed},
-                        {"bytes_sent", cs.bytes_sent},
-                        {"bytes_received", cs.bytes_received},
-                        {"wait_seconds", cs.wait_seconds},
-                        {"wait_fraction", std::min(1.0, cs.wait_seconds / my_train_s)}};
-    TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine.dump()));
+    WorkerStats mine;
+    mine.set_rank(rank);
+    mine.set_samples(report.samples);
+    mine.set_train_seconds(my_train_s);
+    mine.set_pulls(cs.pulls);
+    mine.set_rows_pulled(cs.rows_pulled);
+    mine.set_rows_read(cs.rows_read);
+    mine.set_cache_hits(cs.cache_hits);
+    mine.set_pushes(cs.pushes);
+    mine.set_rows_pushed(cs.rows_pushed);
+    mine.set_bytes_sent(cs.bytes_sent);
+    mine.set_bytes_received(cs.bytes_received);
+    mine.set_wait_seconds(cs.wait_seconds);
+    mine.set_wait_fraction(std::min(1.0, cs.wait_seconds / my_train_s));
+    TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);
@@ -422,10 +424,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
             << report.train_seconds << " s (" << static_cast<int64_t>(report.samples_per_second) << " samples/s)";
 
   if (rank == 0) {
-    TETHER_ASSIGN_OR_RETURN(std::vector<std::string> shard_stats, client->ServerStatsJson());
-    report.servers_json = "[";
-    for (size_t i = 0; i < shard_stats.size(); ++i) report.servers_json += (i ? "," : "") + shard_stats[i];
-    report.servers_json += "]";
+    TETHER_ASSIGN_OR_RETURN(report.servers, client->FetchServerStats());
     TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), &report));
     std::string line;
     for (const auto& [name, value] : report.test_metrics) line += " " + name + " " + FormatNumber(value);
@@ -459,65 +458,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
 }
 
 Status WriteMetricsJson(const TrainReport& r, const JobConfig& config, const std::string& path) {
-  nlohmann::json j;
-  for (const auto& [name, value] : r.test_metrics) {
-    // JSON has no NaN (an undefined AUC: one class only): write null.
-    if (std::isfinite(value)) {
-      j[name] = value;
-    } else {
-      j[name] = nullptr;
-    }
-  }
-  j["train_seconds"] = r.train_seconds;
-  j["samples_per_second"] = r.samples_per_second;
-  j["total_samples"] = r.total_samples;
-  j["test_rows"] = r.test_rows;
-  j["final_loss"] = r.final_loss;
-  j["pull_wait_fraction_rank0"] = r.pull_wait_fraction;
-  j["num_workers"] = config.cluster().num_workers();
-  j["num_servers"] = config.cluster().num_servers();
-  j["staleness"] = EffectiveStaleness(config.consistency());
-  if (!r.servers_json.empty()) {
-    // Per server: counters and the staleness histogram; per worker: pulls,
-    // rows, cache hits, bytes and the fraction of time spent waiting.
-    nlohmann::json servers = nlohmann::json::parse(r.servers_json, nullptr, /*allow_exceptions=*/false);
-    if (servers.is_array()) {
-      uint64_t pushes = 0, tau_sum = 0, tau_max = 0, violations = 0;
-      std::vector<uint64_t> hist;
-      for (auto& sj : servers) {
-        const uint64_t n = sj.value("pushes", uint64_t{0});
-        pushes += n;
-        tau_sum += static_cast<uint64_t>(std::llround(sj.value("staleness_mean", 0.0) * n));
-        tau_max = std::max(tau_max, sj.value("staleness_max", uint64_t{0}));
-        violations += sj.value("bound_violations", uint64_t{0});
-        const auto h = sj.value("staleness_histogram", std::vector<uint64_t>{});
-        if (hist.size() < h.size()) hist.resize(h.size());
-        for (size_t i = 0; i < h.size(); ++i) hist[i] += h[i];
-      }
-      j["workers"] = servers.empty() ? nlohmann::json::array() : servers[0].value("workers", nlohmann::json::array());
-      // Time each worker's pulls were held back by the staleness bound: the
-      // longest over shards (a minibatch waits on them side by side).
-      for (size_t r = 0; r < j["workers"].size(); ++r) {
-        double bound_wait = 0;
-        for (const auto& sj : servers) {
-          const auto waits = sj.value("bound_wait_seconds", std::vector<double>{});
-          if (r < waits.size()) bound_wait = std::max(bound_wait, waits[r]);
-        }
-        auto& wj = j["workers"][r];
-        wj["bound_wait_seconds"] = bound_wait;
-        const double t = wj.value("train_seconds", 0.0);
-        wj["bound_wait_fraction"] = t > 0 ? std::min(1.0, bound_wait / t) : 0.0;
-      }
-      for (auto& sj : servers) sj.erase("workers");
-      j["servers"] = servers;
-      j["staleness_mean"] = pushes ? static_cast<double>(tau_sum) / pushes : 0.0;
-      j["staleness_max"] = tau_max;
-      j["staleness_histogram"] = hist;
-      j["bound_violations"] = violations;
-    }
-  }
-  j["epochs"] = config.train().epochs();
-  j["seed"] = config.train().seed();
+  const nlohmann::json j = MetricsJson(r, config);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);

@@ -56,9 +56,9 @@ struct TrainReport {
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls
   bool left_early = false;           // stop_requested ended training
-  /// Rank 0: every shard's counters (STATS, JSON array in shard order), each
-  /// with the per-worker counters the workers reported at the barrier.
-  std::string servers_json;
+  /// Rank 0: every shard's counters (STATS), in shard order, each with the
+  /// WorkerStats every worker sent at the barrier. Empty on other ranks.
+  std::vector<ShardStats> servers;
   /// Test-set metrics in the order they are logged, by the model's label kind:
   ///   multi-label (XMC): precision_at_1, precision_at_3, precision_at_5,
   ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h);
@@ -98,11 +98,12 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
 /// order. Context and abort flag are left null.
 ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<std::string> servers);
 
-/// Writes the metrics as JSON via a temporary file and rename, so a reader
-/// never sees half a file: the report's test_metrics, then train_seconds,
-/// samples_per_second, total_samples, test_rows, final_loss,
-/// pull_wait_fraction_rank0, num_workers, num_servers, staleness, epochs,
-/// seed. Errors: IOError naming the path.
+/// Writes MetricsJson(report, config) (worker/metrics_json.h: the report's
+/// test_metrics, train_seconds, samples_per_second, total_samples,
+/// test_rows, final_loss, pull_wait_fraction_rank0, num_workers,
+/// num_servers, staleness, epochs, seed, and the merged server and worker
+/// stats) via a temporary file and rename, so a reader never sees half a
+/// file. Errors: IOError naming the path.
 Status WriteMetricsJson(const TrainReport& report, const JobConfig& config, const std::string& path);
 
 }  // namespace tether

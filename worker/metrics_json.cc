@@ -1,0 +1,127 @@
+#include "worker/metrics_json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include "core/config.h"
+
+namespace tether {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+
+// One value of field `f` of `m` (element `i` of a repeated field), as the
+// JSON type its proto type maps to: every integer type stays a JSON integer,
+// float and double a JSON float.
+nlohmann::json FieldValue(const google::protobuf::Message& m, const FieldDescriptor* f, int i) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  const bool rep = f->is_repeated();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: return rep ? r->GetRepeatedInt32(m, f, i) : r->GetInt32(m, f);
+    case FieldDescriptor::CPPTYPE_INT64: return rep ? r->GetRepeatedInt64(m, f, i) : r->GetInt64(m, f);
+    case FieldDescriptor::CPPTYPE_UINT32: return rep ? r->GetRepeatedUInt32(m, f, i) : r->GetUInt32(m, f);
+    case FieldDescriptor::CPPTYPE_UINT64: return rep ? r->GetRepeatedUInt64(m, f, i) : r->GetUInt64(m, f);
+    case FieldDescriptor::CPPTYPE_DOUBLE: return rep ? r->GetRepeatedDouble(m, f, i) : r->GetDouble(m, f);
+    case FieldDescriptor::CPPTYPE_FLOAT: return rep ? r->GetRepeatedFloat(m, f, i) : r->GetFloat(m, f);
+    case FieldDescriptor::CPPTYPE_BOOL: return rep ? r->GetRepeatedBool(m, f, i) : r->GetBool(m, f);
+    case FieldDescriptor::CPPTYPE_STRING: return rep ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return (rep ? r->GetRepeatedEnum(m, f, i) : r->GetEnum(m, f))->name();
+    case FieldDescriptor::CPPTYPE_MESSAGE: break;
+  }
+  return nullptr;
+}
+
+// Every scalar and repeated scalar field of `m` but those in `skip`, under
+// its proto name, set or not (so the keys do not depend on the values).
+// Message fields are left to the caller.
+nlohmann::json ScalarFieldsJson(const google::protobuf::Message& m, const std::vector<std::string>& skip = {}) {
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  nlohmann::json j = nlohmann::json::object();
+  for (int k = 0; k < d->field_count(); ++k) {
+    const FieldDescriptor* f = d->field(k);
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
+        std::find(skip.begin(), skip.end(), f->name()) != skip.end())
+      continue;
+    if (!f->is_repeated()) {
+      j[f->name()] = FieldValue(m, f, 0);
+      continue;
+    }
+    nlohmann::json values = nlohmann::json::array();
+    const int n = m.GetReflection()->FieldSize(m, f);
+    for (int i = 0; i < n; ++i) values.push_back(FieldValue(m, f, i));
+    j[f->name()] = std::move(values);
+  }
+  return j;
+}
+
+double StalenessMean(uint64_t tau_sum, uint64_t pushes) {
+  return pushes ? static_cast<double>(tau_sum) / pushes : 0.0;
+}
+
+// Adds the "workers", "servers" and job-wide staleness keys (see MetricsJson).
+void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
+  nlohmann::json workers = nlohmann::json::array();
+  const int num_ranks = shards.empty() ? 0 : shards[0].workers_size();
+  for (int r = 0; r < num_ranks; ++r) {
+    const WorkerStats& w = shards[0].workers(r);
+    nlohmann::json wj = w.has_rank() ? ScalarFieldsJson(w) : nlohmann::json::object();
+    double bound_wait = 0;
+    for (const ShardStats& s : shards)
+      if (r < s.bound_wait_seconds_size()) bound_wait = std::max(bound_wait, s.bound_wait_seconds(r));
+    wj["bound_wait_seconds"] = bound_wait;
+    wj["bound_wait_fraction"] = w.train_seconds() > 0 ? std::min(1.0, bound_wait / w.train_seconds()) : 0.0;
+    workers.push_back(std::move(wj));
+  }
+  (*j)["workers"] = std::move(workers);
+
+  nlohmann::json servers = nlohmann::json::array();
+  uint64_t pushes = 0, tau_sum = 0, tau_max = 0, violations = 0;
+  std::vector<uint64_t> histogram;
+  for (const ShardStats& s : shards) {
+    nlohmann::json sj = ScalarFieldsJson(s, {"staleness_sum", "send_failures"});
+    sj["staleness_mean"] = StalenessMean(s.staleness_sum(), s.pushes());
+    servers.push_back(std::move(sj));
+    pushes += s.pushes();
+    tau_sum += s.staleness_sum();
+    tau_max = std::max(tau_max, s.staleness_max());
+    violations += s.bound_violations();
+    if (histogram.size() < static_cast<size_t>(s.staleness_histogram_size()))
+      histogram.resize(s.staleness_histogram_size());
+    for (int i = 0; i < s.staleness_histogram_size(); ++i) histogram[i] += s.staleness_histogram(i);
+  }
+  (*j)["servers"] = std::move(servers);
+  (*j)["staleness_mean"] = StalenessMean(tau_sum, pushes);
+  (*j)["staleness_max"] = tau_max;
+  (*j)["staleness_histogram"] = histogram;
+  (*j)["bound_violations"] = violations;
+}
+
+}  // namespace
+
+nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  // JSON has no NaN (an undefined AUC: one class only): write null.
+  for (const auto& [name, value] : r.test_metrics) j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
+  j["train_seconds"] = r.train_seconds;
+  j["samples_per_second"] = r.samples_per_second;
+  j["total_samples"] = r.total_samples;
+  j["test_rows"] = r.test_rows;
+  j["final_loss"] = r.final_loss;
+  j["pull_wait_fraction_rank0"] = r.pull_wait_fraction;
+  j["num_workers"] = config.cluster().num_workers();
+  j["num_servers"] = config.cluster().num_servers();
+  j["staleness"] = EffectiveStaleness(config.consistency());
+  j["epochs"] = config.train().epochs();
+  j["seed"] = config.train().seed();
+  if (!r.servers.empty()) AddServerStats(r.servers, &j);
+  return j;
+}
+
+}  // namespace tether

@@ -1,0 +1,45 @@
+// The metrics JSON of a finished job (`--metrics_out`, written by rank 0):
+// the test metrics and the run's figures from its TrainReport, and the
+// counters every shard returned in STATS_REPLY (ShardStats, each with the
+// WorkerStats the workers sent at BARRIER) merged into the job-wide view.
+//
+// The keys and JSON types are a contract with users' scripts
+// (tools/plot_metrics.py, tools/staleness_sweep.py, tests/integration/):
+// counters are JSON integers, times and fractions JSON floats (written with
+// a fraction, 0.0 not 0), a NaN test metric is null. tests/data/
+// metrics_schema/ holds the key/type tree, and integration.metrics_schema
+// checks real jobs against it. The stats messages' field names are the keys
+// (proto/tether.proto); protobuf's own JSON printer is not used because it
+// writes 64-bit integers as strings, names in camelCase and 0.0 as 0.
+//
+// Pure functions of their arguments; thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "proto/tether.pb.h"
+#include "worker/trainer.h"
+
+namespace tether {
+
+/// The metrics JSON object of a finished job, keys in alphabetical order:
+///  - report.test_metrics by name (NaN or infinite → null);
+///  - train_seconds, samples_per_second, total_samples, test_rows,
+///    final_loss, pull_wait_fraction_rank0 from `report`; num_workers,
+///    num_servers, staleness (-1 = ASP), epochs, seed from `config`;
+///  - when report.servers holds the shards' stats (in shard order):
+///    "servers": per shard every ShardStats counter but `workers`,
+///    `staleness_sum` and `send_failures`, plus staleness_mean
+///    (staleness_sum / pushes, 0.0 without pushes);
+///    "workers": per rank the WorkerStats of shard 0 (an empty object for a
+///    rank that never reached the barrier) plus bound_wait_seconds, the
+///    largest of that rank's bound_wait_seconds over the shards (a
+///    minibatch's pulls wait on the shards side by side), and
+///    bound_wait_fraction = min(1, bound_wait_seconds / train_seconds), 0.0
+///    when train_seconds is 0;
+///    "staleness_histogram" (the shards' histograms added bucket by bucket,
+///    as long as the longest), "staleness_mean" (Σ staleness_sum / Σ pushes),
+///    "staleness_max", "bound_violations" (summed) over all shards.
+nlohmann::json MetricsJson(const TrainReport& report, const JobConfig& config);
+
+}  // namespace tether

@@ -1,0 +1,124 @@
+// MetricsJson on hand-made shard and worker stats: exact values out, and
+// the JSON types users' scripts rely on (integers stay integers, times and
+// fractions are floats even when whole, NaN is null).
+#include "worker/metrics_json.h"
+
+#include <cmath>
+#include <string>
+
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+namespace tether {
+namespace {
+
+ShardStats Shard(const std::string& text) {
+  ShardStats s;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &s)) << text;
+  return s;
+}
+
+// Two shards, three ranks: rank 0 reported normally, rank 1 waited on the
+// bound longer than it trained, rank 2 never reached the barrier.
+TrainReport TwoShardReport() {
+  const std::string workers = R"(
+    workers { rank: 0 samples: 100 train_seconds: 2.0 pulls: 7 rows_pulled: 70 rows_read: 90 cache_hits: 20
+              pushes: 6 rows_pushed: 60 bytes_sent: 1000 bytes_received: 2000 wait_seconds: 1.0
+              wait_fraction: 0.5 }
+    workers { rank: 1 samples: 50 train_seconds: 0.2 }
+    workers { })";
+  TrainReport r;
+  r.test_metrics = {{"precision_at_1", 0.5}, {"auc", std::nan("")}};
+  r.train_seconds = 2.5;
+  r.total_samples = 150;
+  // τ 0, 1, 1, 2 on shard 0 (sum 4); τ 3 and 4 on shard 1 (sum 7).
+  r.servers.push_back(Shard(R"(shard: 0 pulls: 10 pushes: 4 rows_pulled: 40 rows_pushed: 30 updates_applied: 31
+      bytes_in: 500 bytes_out: 600 deferred_pulls: 2 bound_violations: 0 bad_messages: 1 send_failures: 3
+      workers_timed_out: 0 workers_rejoined: 0
+      staleness_histogram: [1, 2, 1] staleness_sum: 4 staleness_max: 2
+      bound_wait_seconds: [0.5, 0.25, 0.0])" + workers));
+  r.servers.push_back(Shard(R"(shard: 1 pulls: 8 pushes: 2 bound_violations: 1
+      staleness_histogram: [0, 0, 0, 1, 1] staleness_sum: 7 staleness_max: 4
+      bound_wait_seconds: [0.75, 0.125, 0.0])" + workers));
+  return r;
+}
+
+JobConfig TwoByThreeConfig() {
+  JobConfig c;
+  c.mutable_cluster()->set_num_servers(2);
+  c.mutable_cluster()->set_num_workers(3);
+  c.mutable_consistency()->set_staleness(2);
+  c.mutable_train()->set_epochs(3);
+  return c;
+}
+
+TEST(MetricsJsonFromStatsTest, MergesTheShardsStaleness) {
+  const nlohmann::json j = MetricsJson(TwoShardReport(), TwoByThreeConfig());
+  EXPECT_EQ(j["staleness_histogram"], nlohmann::json::parse("[1, 2, 1, 1, 1]"));
+  EXPECT_EQ(j["staleness_mean"].get<double>(), 11.0 / 6.0);
+  EXPECT_TRUE(j["staleness_mean"].is_number_float());
+  EXPECT_EQ(j["staleness_max"], 4);
+  EXPECT_EQ(j["bound_violations"], 1);
+  EXPECT_TRUE(j["bound_violations"].is_number_integer());
+}
+
+TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
+  const nlohmann::json j = MetricsJson(TwoShardReport(), TwoByThreeConfig());
+  ASSERT_EQ(j["servers"].size(), 2u);
+  const nlohmann::json& s0 = j["servers"][0];
+  EXPECT_EQ(s0, nlohmann::json::parse(R"({"shard": 0, "pulls": 10, "pushes": 4, "rows_pulled": 40,
+      "rows_pushed": 30, "updates_applied": 31, "bytes_in": 500, "bytes_out": 600, "deferred_pulls": 2,
+      "bound_violations": 0, "bad_messages": 1, "workers_timed_out": 0, "workers_rejoined": 0,
+      "staleness_histogram": [1, 2, 1], "staleness_max": 2, "staleness_mean": 1.0,
+      "bound_wait_seconds": [0.5, 0.25, 0.0]})"));
+  EXPECT_TRUE(s0["staleness_mean"].is_number_float());  // 1.0, not 1
+  EXPECT_TRUE(s0["bound_wait_seconds"][2].is_number_float());
+  EXPECT_TRUE(s0["pulls"].is_number_integer());
+  const nlohmann::json& s1 = j["servers"][1];
+  EXPECT_EQ(s1["staleness_mean"].get<double>(), 3.5);
+  EXPECT_EQ(s1["rows_pulled"], 0);  // unset counters are written as 0
+  EXPECT_EQ(s1.size(), s0.size());
+}
+
+TEST(MetricsJsonFromStatsTest, WorkersGetTheLongestBoundWaitOverShards) {
+  const nlohmann::json j = MetricsJson(TwoShardReport(), TwoByThreeConfig());
+  ASSERT_EQ(j["workers"].size(), 3u);
+  EXPECT_EQ(j["workers"][0], nlohmann::json::parse(R"({"rank": 0, "samples": 100, "train_seconds": 2.0,
+      "pulls": 7, "rows_pulled": 70, "rows_read": 90, "cache_hits": 20, "pushes": 6, "rows_pushed": 60,
+      "bytes_sent": 1000, "bytes_received": 2000, "wait_seconds": 1.0, "wait_fraction": 0.5,
+      "bound_wait_seconds": 0.75, "bound_wait_fraction": 0.375})"));
+  EXPECT_TRUE(j["workers"][0]["train_seconds"].is_number_float());
+  EXPECT_TRUE(j["workers"][0]["rank"].is_number_integer());
+  // Waited 0.25 s on shard 0 in 0.2 s of training: the fraction stops at 1.
+  EXPECT_EQ(j["workers"][1]["bound_wait_seconds"].get<double>(), 0.25);
+  EXPECT_EQ(j["workers"][1]["bound_wait_fraction"].get<double>(), 1.0);
+  // Never reached the barrier: only what the shards measured of it.
+  EXPECT_EQ(j["workers"][2].dump(), R"({"bound_wait_fraction":0.0,"bound_wait_seconds":0.0})");
+}
+
+TEST(MetricsJsonFromStatsTest, RunFiguresAndNaNMetrics) {
+  const nlohmann::json j = MetricsJson(TwoShardReport(), TwoByThreeConfig());
+  EXPECT_EQ(j["precision_at_1"].get<double>(), 0.5);
+  EXPECT_TRUE(j["auc"].is_null());
+  EXPECT_EQ(j["train_seconds"].get<double>(), 2.5);
+  EXPECT_EQ(j["total_samples"], 150);
+  EXPECT_EQ(j["num_servers"], 2);
+  EXPECT_EQ(j["num_workers"], 3);
+  EXPECT_EQ(j["staleness"], 2);
+  EXPECT_EQ(j["epochs"], 3);
+  EXPECT_EQ(j["seed"], 1);
+  EXPECT_TRUE(j["final_loss"].is_number_float());
+}
+
+TEST(MetricsJsonFromStatsTest, NoServerStatsNoServerKeys) {
+  TrainReport r;
+  r.train_seconds = 1.0;
+  const nlohmann::json j = MetricsJson(r, TwoByThreeConfig());
+  for (const char* k : {"servers", "workers", "staleness_mean", "staleness_max", "staleness_histogram",
+                        "bound_violations"})
+    EXPECT_FALSE(j.contains(k)) << k;
+  EXPECT_EQ(j.size(), 11u);  // the run's figures and the config's
+}
+
+}  // namespace
+}  // namespace tether
