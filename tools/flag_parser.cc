@@ -1,59 +1,21 @@
-#include "tools/common_flags.h"
+#include "tools/flag_parser.h"
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
 #include <fstream>
+#include <iomanip>
 
-#include "core/config.h"
-
-DEFINE_string(config, "", "job config, Protobuf text format (see proto/tether.proto)");
-
-namespace {
-const char* HelpFor(const char* flag) {
-  for (const auto& o : tether::ConfigOverrides())
-    if (std::string(o.flag) == flag) return o.help;
-  return "";
-}
-}  // namespace
-
-// One string flag per ConfigOverrides() entry; "" means "not set, keep the
-// config's value". Kept in step with the table by the CHECK in
-// LoadConfigFromFlags.
-#define TETHER_OVERRIDE_FLAG(name) DEFINE_string(name, "", HelpFor(#name))
-TETHER_OVERRIDE_FLAG(staleness);
-TETHER_OVERRIDE_FLAG(num_servers);
-TETHER_OVERRIDE_FLAG(num_workers);
-TETHER_OVERRIDE_FLAG(epochs);
-TETHER_OVERRIDE_FLAG(minibatch_size);
-TETHER_OVERRIDE_FLAG(minibatches_per_clock);
-TETHER_OVERRIDE_FLAG(seed);
-TETHER_OVERRIDE_FLAG(threads);
-TETHER_OVERRIDE_FLAG(device);
-TETHER_OVERRIDE_FLAG(learning_rate);
-TETHER_OVERRIDE_FLAG(optimizer);
-TETHER_OVERRIDE_FLAG(hidden);
-TETHER_OVERRIDE_FLAG(loss);
-TETHER_OVERRIDE_FLAG(index_base);
-TETHER_OVERRIDE_FLAG(normalize_rows);
-TETHER_OVERRIDE_FLAG(l2);
-TETHER_OVERRIDE_FLAG(train_file);
-TETHER_OVERRIDE_FLAG(test_file);
-TETHER_OVERRIDE_FLAG(request_timeout_ms);
-TETHER_OVERRIDE_FLAG(slowdown);
-TETHER_OVERRIDE_FLAG(slowdown_rank);
-TETHER_OVERRIDE_FLAG(staleness_policy);
-TETHER_OVERRIDE_FLAG(worker_timeout_ms);
-TETHER_OVERRIDE_FLAG(eval_every_epochs);
-TETHER_OVERRIDE_FLAG(metrics_dir);
-TETHER_OVERRIDE_FLAG(progress_every_s);
-TETHER_OVERRIDE_FLAG(eval_max_rows);
-TETHER_OVERRIDE_FLAG(sampled_labels);
-TETHER_OVERRIDE_FLAG(eval_minibatch_size);
-#undef TETHER_OVERRIDE_FLAG
+#include "core/config.h"  // ClosestName
+#include "tether/build_config.h"
 
 namespace tether {
 
@@ -138,42 +100,123 @@ void CheckFlags(const std::vector<std::string>& args, const std::vector<std::str
 
 }  // namespace
 
-void ParseFlagsOrDie(int* argc, char*** argv, const char* usage) {
-  gflags::SetUsageMessage(usage);
+namespace {
+
+// glog's prefix without the thread id and file:line: level, date and time.
+// Every message then carries its role and rank ("[worker 0] ..."), so a line
+// names who, when and how bad exactly once. The date stays so that
+// "grep -v '^[IWE][0-9]\{8\} '" drops log lines from a tool's output.
+void LogPrefix(std::ostream& s, const google::LogMessageInfo& info, void* /*data*/) {
+  const auto& t = info.time;
+  s << std::setfill('0') << info.severity[0] << std::setw(4) << 1900 + t.year() << std::setw(2) << 1 + t.month() << std::setw(2)
+    << t.day() << ' ' << std::setw(2) << t.hour() << ':' << std::setw(2) << t.min() << ':' << std::setw(2)
+    << t.sec() << '.' << std::setw(3) << t.usec() / 1000;
+}
+
+const char* ProgramName(const char* argv0) {
+  const char* slash = std::strrchr(argv0, '/');
+  return slash == nullptr ? argv0 : slash + 1;
+}
+
+// True for flags defined in Tether's own sources, false for glog's and
+// gflags' own. Tether defines flags only in tools/ (STYLE.md: gflags only in
+// main() files, plus tools/common_flags.cc). The file name is __FILE__ as
+// the compiler saw it: absolute, or relative when ccache rewrites paths.
+bool IsTetherFlag(const gflags::CommandLineFlagInfo& f) {
+  return f.filename.rfind("tools/", 0) == 0 || f.filename.find("/tools/") != std::string::npos;
+}
+
+void PrintFlag(const gflags::CommandLineFlagInfo& f) {
+  std::string left = "  --" + f.name;
+  if (!f.default_value.empty()) left += "=" + f.default_value;
+  constexpr size_t kColumn = 34;
+  if (left.size() + 2 > kColumn) {
+    std::printf("%s\n%*s%s\n", left.c_str(), static_cast<int>(kColumn), "", f.description.c_str());
+  } else {
+    std::printf("%-*s%s\n", static_cast<int>(kColumn), left.c_str(), f.description.c_str());
+  }
+}
+
+// --help: the usage, the binary's own flags, then --config and the config
+// overrides in the table's order; glog's and gflags' ~100 flags only behind
+// --helpfull.
+[[noreturn]] void PrintHelp(const char* program, const CommandLine& command_line) {
+  std::printf("usage: %s\n", command_line.usage.c_str());
+  std::vector<gflags::CommandLineFlagInfo> all;
+  gflags::GetAllFlags(&all);
+  std::vector<gflags::CommandLineFlagInfo> own, config;
+  for (const auto& f : all) {
+    if (!IsTetherFlag(f)) continue;
+    (f.filename.find("tools/common_flags.cc") != std::string::npos ? config : own).push_back(f);
+  }
+  if (!own.empty()) {
+    std::printf("\nflags:\n");
+    for (const auto& f : own) PrintFlag(f);
+  }
+  if (!config.empty()) {
+    // --config first, then the overrides as ConfigOverrides() lists them.
+    auto rank = [](const std::string& name) {
+      const auto& table = ConfigOverrides();
+      for (size_t i = 0; i < table.size(); ++i)
+        if (name == table[i].flag) return i + 1;
+      return size_t{0};
+    };
+    std::stable_sort(config.begin(), config.end(), [&](const auto& a, const auto& b) { return rank(a.name) < rank(b.name); });
+    std::printf("\njob config (each override sets the config field it names; unset: the config's value):\n");
+    for (const auto& f : config) PrintFlag(f);
+  }
+  std::printf("\nlogging (glog) and gflags' own flags, such as --v=1 and --flagfile: %s --helpfull\n", program);
+  std::exit(0);
+}
+
+}  // namespace
+
+std::string VersionString() {
+  return std::string(TETHER_VERSION) + " (commit " + TETHER_GIT_COMMIT + ", CUDA " +
+         (TETHER_WITH_CUDA ? "on" : "off") + ")";
+}
+
+void ParseFlagsOrDie(int* argc, char*** argv, const CommandLine& command_line) {
+  const char* program = ProgramName((*argv)[0]);
+  gflags::SetUsageMessage(command_line.usage);
+  gflags::SetVersionString(VersionString());
+  const std::vector<std::string> args(*argv + 1, *argv + *argc);
+  if (args.empty()) {
+    std::fprintf(stderr, "usage: %s\n\n%s --help lists the flags.\n", command_line.usage.c_str(), program);
+    std::exit(2);
+  }
+  // Help and version first: "--help" after a typo still helps.
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-help" || arg == "-h") PrintHelp(program, command_line);
+    if (arg == "--helpfull" || arg == "-helpfull") {
+      gflags::ShowUsageWithFlags(program);
+      std::exit(0);
+    }
+    if (arg == "--version" || arg == "-version") {
+      std::printf("%s %s\n", program, VersionString().c_str());
+      std::exit(0);
+    }
+  }
   std::vector<gflags::CommandLineFlagInfo> all;
   gflags::GetAllFlags(&all);
   std::vector<std::string> names;
   for (const auto& f : all) names.push_back(f.name);
-  const std::vector<std::string> args(*argv + 1, *argv + *argc);
   CheckFlags(args, std::vector<std::string>(args.size()), names, /*command_line=*/true, 0);
-  gflags::ParseCommandLineFlags(argc, argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging((*argv)[0]);
-}
-
-StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role) {
-  if (FLAGS_config.empty()) return Status::InvalidArgument("flag --config is required");
-  TETHER_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(FLAGS_config));
-  for (const auto& o : ConfigOverrides()) {
-    gflags::CommandLineFlagInfo info;
-    CHECK(gflags::GetCommandLineFlagInfo(o.flag, &info)) << "override flag --" << o.flag << " is not defined";
-    if (info.current_value.empty()) continue;
-    TETHER_RETURN_IF_ERROR(
-        ApplyOverride(&config, o.field_path, info.current_value, std::string("flag --") + o.flag));
+  gflags::ParseCommandLineFlags(argc, argv, /*remove_flags=*/true);
+  const auto& want = command_line.positional;
+  if (static_cast<size_t>(*argc - 1) > want.size()) {
+    const std::string extra = (*argv)[1 + want.size()];
+    FlagError("", "unexpected argument '" + extra + "' (" + program +
+                      (want.empty() ? std::string(" takes flags only") : " takes " + std::to_string(want.size()) +
+                                                                            " argument(s)") +
+                      "; usage: " + command_line.usage + ")");
   }
-  TETHER_RETURN_IF_ERROR(ValidateJobConfig(config));
-  LOG(INFO) << "[" << role << "] config in force (" << FLAGS_config << " + flags): " << ConfigSummary(config);
-  return config;
-}
-
-std::vector<std::string> OverrideFlagsSet() {
-  std::vector<std::string> out;
-  for (const auto& o : ConfigOverrides()) {
-    gflags::CommandLineFlagInfo info;
-    if (gflags::GetCommandLineFlagInfo(o.flag, &info) && !info.current_value.empty())
-      out.push_back(std::string("--") + o.flag + "=" + info.current_value);
-  }
-  return out;
+  if (static_cast<size_t>(*argc - 1) < want.size())
+    FlagError("", "missing argument " + want[static_cast<size_t>(*argc - 1)] + " (usage: " + command_line.usage + ")");
+  // Command-line programs log to stderr unless told otherwise.
+  if (gflags::GetCommandLineFlagInfoOrDie("logtostderr").is_default) FLAGS_logtostderr = true;
+  google::InitGoogleLogging((*argv)[0], &LogPrefix);
 }
 
 }  // namespace tether
