@@ -2,6 +2,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "core/config.h"
 #include "core/file_util.h"
 #include "core/metrics_log.h"
 #include "server/server.h"
@@ -20,6 +21,13 @@ int main(int argc, char** argv) {
   auto config = tether::LoadConfigFromFlags("server " + std::to_string(FLAGS_shard), tether::ConfigScope::kServer);
   if (!config.ok()) {
     LOG(ERROR) << "[server " << FLAGS_shard << "] " << config.status().message();
+    return 2;
+  }
+  // Until a shard learns its tables at HELLO, it derives them from the
+  // config's model, so it refuses tables that cannot travel (case C15) here,
+  // before it binds.
+  if (tether::Status st = tether::CheckMessageSizes(*config); !st.ok()) {
+    LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
     return 2;
   }
   if (FLAGS_shard < 0 || FLAGS_shard >= config->cluster().num_servers()) {

@@ -196,7 +196,7 @@ command_line)
     echo "ok   $b: --help, --helpfull, --version, no arguments, typo"
   done
   help=$(timeout 10 "$bin/tether-server" --help)
-  [ "$(grep -n -- "--shard=" <<<"$help" | cut -d: -f1)" -lt "$(grep -n -- "--staleness " <<<"$help" | cut -d: -f1)" ] ||
+  [ "$(grep -n -- "^  --shard=" <<<"$help" | cut -d: -f1)" -lt "$(grep -n -- "^  --staleness " <<<"$help" | cut -d: -f1)" ] ||
     fail "tether-server --help: its own flags should come before the config overrides"
   grep -qE -- "^  --staleness +consistency.staleness: staleness bound" <<<"$help" ||
     fail "tether-server --help lacks the staleness override:"$'\n'"$help"
