@@ -1,5 +1,5 @@
-// ScopedTempDir: a fresh directory for one test's files, under gtest's
-// TempDir() (which follows $TEST_TMPDIR, then $TMPDIR, then /tmp), removed
+// ScopedTempDir: a fresh directory for one test's files, under
+// $TEST_TMPDIR, else $TMPDIR, else /tmp, removed
 // with everything in it when the object goes out of scope. Tests write only
 // here, so a suite run leaves nothing behind and two runs never collide.
 //
@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -20,7 +21,12 @@ namespace tether::testing {
 class ScopedTempDir {
  public:
   ScopedTempDir() {
-    std::string tmpl = ::testing::TempDir();
+    // gtest 1.12's TempDir() reads $TEST_TMPDIR but not $TMPDIR: honour
+    // both, as mktemp does.
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string tmpl = std::getenv("TEST_TMPDIR") == nullptr && tmpdir != nullptr && *tmpdir != '\0'
+                           ? std::string(tmpdir)
+                           : ::testing::TempDir();
     if (tmpl.empty() || tmpl.back() != '/') tmpl += '/';
     tmpl += "tether_test.XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp " << tmpl << " failed";
