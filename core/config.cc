@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <sstream>
 
@@ -226,113 +227,92 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
   return kOverrides;
 }
 
+namespace {
+
+// What a flag value of each field type must look like, for messages.
+std::string ExpectedValue(const FieldDescriptor* field) {
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: return "a 32-bit integer";
+    case FieldDescriptor::CPPTYPE_INT64: return "an integer";
+    case FieldDescriptor::CPPTYPE_UINT32: return "a non-negative 32-bit integer";
+    case FieldDescriptor::CPPTYPE_UINT64: return "a non-negative integer";
+    case FieldDescriptor::CPPTYPE_FLOAT:
+    case FieldDescriptor::CPPTYPE_DOUBLE: return "a number";
+    case FieldDescriptor::CPPTYPE_BOOL: return "true or false";
+    default: return std::string("a ") + field->cpp_type_name();
+  }
+}
+
+}  // namespace
+
 Status ApplyOverride(JobConfig* config, const std::string& field_path, const std::string& value,
                      const std::string& source) {
   Message* msg = config;
   std::string rest = field_path;
   const FieldDescriptor* field = nullptr;
   while (true) {
-    size_t dot = rest.find('.');
-    std::string part = rest.substr(0, dot);
-    field = msg->GetDescriptor()->FindFieldByName(part);
+    const size_t dot = rest.find('.');
+    field = msg->GetDescriptor()->FindFieldByName(rest.substr(0, dot));
     if (field == nullptr) return Status::Internal("no config field " + field_path);
     if (dot == std::string::npos) break;
+    if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || field->is_repeated())
+      return Status::Internal("config field " + field_path + " is not a path of singular messages");
     msg = msg->GetReflection()->MutableMessage(msg, field);
     rest = rest.substr(dot + 1);
   }
-  const Reflection* r = msg->GetReflection();
+  if (field->is_repeated() || field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE)
+    return Status::Internal("config field " + field_path + " is not a scalar");
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument(source + "=" + value + ": " + why + " (field " + field_path + ")");
   };
-  std::string v = value;
-  if (field_path == "consistency.staleness") {
-    std::string lower = v;
+  std::string text = value;
+  if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+    // Protobuf's text format wants a quoted string; a flag value is the
+    // string itself (a path, a device name), taken as it is.
+    msg->GetReflection()->SetString(msg, field, value);
+    return Status::OK();
+  }
+  if (field->cpp_type() == FieldDescriptor::CPPTYPE_ENUM) {
+    // Enum names are upper case in the schema; flags accept any case.
+    std::transform(text.begin(), text.end(), text.begin(), ::toupper);
+    if (field->enum_type()->FindValueByName(text) == nullptr) {
+      std::string names;
+      for (int i = 0; i < field->enum_type()->value_count(); ++i) {
+        std::string n = field->enum_type()->value(i)->name();
+        std::transform(n.begin(), n.end(), n.begin(), ::tolower);
+        names += (i ? ", " : "") + n;
+      }
+      return bad("expected one of " + names);
+    }
+  }
+  const bool staleness = field_path == "consistency.staleness";
+  if (staleness) {
+    std::string lower = value;
     std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    if (lower == "inf" || lower == "asp" || lower == "infinity") v = "-1";
-    if (lower == "bsp") v = "0";
+    if (lower == "inf" || lower == "asp" || lower == "infinity") text = "-1";
+    if (lower == "bsp") text = "0";
+  }
+  // A message of its own so that a bad value leaves the config untouched.
+  std::unique_ptr<Message> scratch(msg->New());
+  google::protobuf::TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFieldValueFromString(text, field, scratch.get()))
+    return bad("expected " + ExpectedValue(field) + (staleness ? ", inf or asp" : ""));
+  msg->GetReflection()->SwapFields(msg, scratch.get(), {field});
+  if (staleness) {
     // One bound for the whole run: the model follows the number and
     // per-table bounds give way to it.
-    config->mutable_consistency()->set_model(v == "-1" ? ASP : SSP);
+    config->mutable_consistency()->set_model(config->consistency().staleness() == -1 ? ASP : SSP);
     for (auto& t : *config->mutable_table()) {
       t.mutable_consistency()->clear_model();
       t.mutable_consistency()->clear_staleness();
     }
   }
-  try {
-    size_t used = 0;
-    switch (field->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: {
-        long long x = std::stoll(v, &used);
-        if (used != v.size() || x < INT32_MIN || x > INT32_MAX) return bad("not a 32-bit integer");
-        r->SetInt32(msg, field, static_cast<int32_t>(x));
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_INT64: {
-        long long x = std::stoll(v, &used);
-        if (used != v.size()) return bad("not an integer");
-        r->SetInt64(msg, field, x);
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_UINT64: {
-        if (!v.empty() && v[0] == '-') return bad("must be non-negative");
-        unsigned long long x = std::stoull(v, &used);
-        if (used != v.size()) return bad("not an integer");
-        r->SetUInt64(msg, field, x);
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_UINT32: {
-        unsigned long long x = std::stoull(v, &used);
-        if (used != v.size() || x > UINT32_MAX) return bad("not a 32-bit unsigned integer");
-        r->SetUInt32(msg, field, static_cast<uint32_t>(x));
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_FLOAT: {
-        float x = std::stof(v, &used);
-        if (used != v.size() || !std::isfinite(x)) return bad("not a finite number");
-        r->SetFloat(msg, field, x);
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_DOUBLE: {
-        double x = std::stod(v, &used);
-        if (used != v.size() || !std::isfinite(x)) return bad("not a finite number");
-        r->SetDouble(msg, field, x);
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_BOOL: {
-        if (v == "true" || v == "1") r->SetBool(msg, field, true);
-        else if (v == "false" || v == "0") r->SetBool(msg, field, false);
-        else return bad("not a boolean");
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_STRING:
-        r->SetString(msg, field, v);
-        break;
-      case FieldDescriptor::CPPTYPE_ENUM: {
-        std::string upper = v;
-        std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
-        const auto* ev = field->enum_type()->FindValueByName(upper);
-        if (ev == nullptr) {
-          std::string names;
-          for (int i = 0; i < field->enum_type()->value_count(); ++i) {
-            std::string n = field->enum_type()->value(i)->name();
-            std::transform(n.begin(), n.end(), n.begin(), ::tolower);
-            names += (i ? ", " : "") + n;
-          }
-          return bad("expected one of " + names);
-        }
-        r->SetEnum(msg, field, ev);
-        break;
-      }
-      default:
-        return Status::Internal("unsupported override type for " + field_path);
-    }
-  } catch (const std::exception&) {
-    return bad("cannot parse the value");
-  }
   return Status::OK();
 }
 
-Status ValidateJobConfig(const JobConfig& c) {
+Status ValidateServerConfig(const JobConfig& c) {
   auto bad = [](const std::string& field, const std::string& why) {
     return Status::InvalidArgument("config field " + field + ": " + why);
   };
@@ -343,6 +323,23 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("cluster.server_addresses", "has " + std::to_string(c.cluster().server_addresses_size()) +
                                                " entries but cluster.num_servers is " +
                                                std::to_string(c.cluster().num_servers()));
+  if (c.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+  for (const auto& t : c.table())
+    if (t.consistency().staleness() < -1)
+      return bad("table[" + t.name() + "].consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+  if (c.cluster().heartbeat_interval_ms() < 1) return bad("cluster.heartbeat_interval_ms", "must be ≥ 1");
+  if (c.cluster().worker_timeout_ms() <= c.cluster().heartbeat_interval_ms())
+    return bad("cluster.worker_timeout_ms", "must exceed cluster.heartbeat_interval_ms (" +
+                                                std::to_string(c.cluster().heartbeat_interval_ms()) + ")");
+  return Status::OK();
+}
+
+Status ValidateJobConfig(const JobConfig& c) {
+  auto bad = [](const std::string& field, const std::string& why) {
+    return Status::InvalidArgument("config field " + field + ": " + why);
+  };
+  // The sections a server reads come first, as a server checks them alone.
+  TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
   if (c.data().index_base() != 0 && c.data().index_base() != 1)
     return bad("data.index_base", "must be set to 0 or 1 (it is never guessed from the data)");
   if (c.data().train_file().empty()) return bad("data.train_file", "is required");
@@ -362,14 +359,8 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("data.feature_offset", "applies to dense input only (model.type DENSE_MLP); a sparse model "
                                       "would lose its sparsity");
   if (c.model().hidden() < 1) return bad("model.hidden", "must be ≥ 1");
-  if (c.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
-  for (const auto& t : c.table())
-    if (t.consistency().staleness() < -1)
-      return bad("table[" + t.name() + "].consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
-  if (c.cluster().heartbeat_interval_ms() < 1) return bad("cluster.heartbeat_interval_ms", "must be ≥ 1");
-  if (c.cluster().worker_timeout_ms() <= c.cluster().heartbeat_interval_ms())
-    return bad("cluster.worker_timeout_ms", "must exceed cluster.heartbeat_interval_ms (" +
-                                                std::to_string(c.cluster().heartbeat_interval_ms()) + ")");
+  if (!(c.model().init_scale() >= 0) || !std::isfinite(c.model().init_scale()))
+    return bad("model.init_scale", "must be a finite number ≥ 0");
   if (c.train().epochs() < 1) return bad("train.epochs", "must be ≥ 1");
   if (c.train().minibatch_size() < 1) return bad("train.minibatch_size", "must be ≥ 1");
   if (c.train().minibatches_per_clock() < 1) return bad("train.minibatches_per_clock", "must be ≥ 1");
@@ -386,9 +377,15 @@ Status ValidateJobConfig(const JobConfig& c) {
   auto check_opt = [&](const OptimizerConfig& o, const std::string& where) -> Status {
     if (!(o.learning_rate() > 0) || !std::isfinite(o.learning_rate()))
       return bad(where + ".learning_rate", "must be a finite number > 0");
-    if (o.momentum() < 0 || o.momentum() >= 1) return bad(where + ".momentum", "must be in [0, 1)");
-    if (o.initial_accumulator() < 0) return bad(where + ".initial_accumulator", "must be ≥ 0");
-    if (o.l2() < 0) return bad(where + ".l2", "must be ≥ 0");
+    // Written so that NaN fails too: every comparison with NaN is false.
+    // Flags and config text both accept "nan" and "inf"; this is where they stop.
+    if (!(o.momentum() >= 0 && o.momentum() < 1)) return bad(where + ".momentum", "must be in [0, 1)");
+    if (!(o.initial_accumulator() >= 0) || !std::isfinite(o.initial_accumulator()))
+      return bad(where + ".initial_accumulator", "must be a finite number ≥ 0");
+    if (!(o.epsilon() > 0) || !std::isfinite(o.epsilon())) return bad(where + ".epsilon", "must be a finite number > 0");
+    if (!(o.l2() >= 0) || !std::isfinite(o.l2())) return bad(where + ".l2", "must be a finite number ≥ 0");
+    if (!(o.beta1() >= 0 && o.beta1() < 1)) return bad(where + ".beta1", "must be in [0, 1)");
+    if (!(o.beta2() >= 0 && o.beta2() < 1)) return bad(where + ".beta2", "must be in [0, 1)");
     return Status::OK();
   };
   TETHER_RETURN_IF_ERROR(check_opt(c.optimizer(), "optimizer"));
@@ -417,15 +414,61 @@ std::string StalenessName(int64_t s) {
 }
 
 std::string ConfigSummary(const JobConfig& config) {
-  std::string text;
+  // One entry per set section, in the schema's order, its fields packed into
+  // lines of at most ~100 characters: a reader finds "  data {" at once, and
+  // no line runs off the screen.
+  constexpr size_t kWidth = 100;
+  std::string out;
   google::protobuf::TextFormat::Printer printer;
   printer.SetSingleLineMode(true);
-  printer.PrintToString(config, &text);
-  text += " | staleness " + StalenessName(EffectiveStaleness(config.consistency()));
+  // `head` then `items` separated by spaces, wrapped with a 6-space indent.
+  auto emit = [&](const std::string& head, const std::vector<std::string>& items, const std::string& tail) {
+    std::string line = "  " + head;
+    for (const std::string& item : items) {
+      if (line.size() + 1 + item.size() > kWidth && line.find_first_not_of(' ') != line.size() - head.size()) {
+        out += line + "\n";
+        line = "     ";
+      }
+      line += " " + item;
+    }
+    out += line + tail + "\n";
+  };
+  auto fields_of = [&](const Message& m) {
+    std::vector<const FieldDescriptor*> set;
+    m.GetReflection()->ListFields(m, &set);
+    std::vector<std::string> items;
+    for (const FieldDescriptor* f : set) {
+      const int n = f->is_repeated() ? m.GetReflection()->FieldSize(m, f) : 1;
+      for (int i = 0; i < n; ++i) {
+        std::string v;
+        printer.PrintFieldValueToString(m, f, f->is_repeated() ? i : -1, &v);
+        while (!v.empty() && v.back() == ' ') v.pop_back();
+        items.push_back(f->name() + (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ? " { " + v + " }" : ": " + v));
+      }
+    }
+    return items;
+  };
+  const Reflection* r = config.GetReflection();
+  std::vector<const FieldDescriptor*> sections;
+  r->ListFields(config, &sections);
+  for (const FieldDescriptor* f : sections) {
+    const int n = f->is_repeated() ? r->FieldSize(config, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const Message& m = f->is_repeated() ? r->GetRepeatedMessage(config, f, i) : r->GetMessage(config, f);
+        emit(f->name() + " {", fields_of(m), " }");
+      } else {
+        std::string v;
+        printer.PrintFieldValueToString(config, f, f->is_repeated() ? i : -1, &v);
+        emit(f->name() + ":", {v}, "");
+      }
+    }
+  }
+  out += "  staleness in force: " + StalenessName(EffectiveStaleness(config.consistency()));
   for (const auto& t : config.table())
     if (t.has_consistency())
-      text += ", table " + t.name() + ": " + StalenessName(EffectiveStaleness(ConsistencyForTable(config, t.name())));
-  return text;
+      out += ", table " + t.name() + ": " + StalenessName(EffectiveStaleness(ConsistencyForTable(config, t.name())));
+  return out;
 }
 
 std::string JobId(const JobConfig& config) {

@@ -37,20 +37,40 @@ struct ConfigOverride {
 /// defines one string flag per entry).
 const std::vector<ConfigOverride>& ConfigOverrides();
 
-/// Sets the scalar field at dotted `field_path` from `value` (parsed per the
-/// field's type; enums by name, case-insensitive). consistency.staleness is
-/// special: "inf"/"asp" select ASP, a number selects SSP with that bound (0 is
-/// BSP), and the value applies to every table (per-table bounds are cleared). `source` names the origin for messages
-/// ("flag --staleness"). Errors: InvalidArgument naming source and value.
+/// Sets the scalar field at dotted `field_path` from `value`, parsed by
+/// protobuf's text format for the field's type (TextFormat::
+/// ParseFieldValueFromString), with three differences: strings are taken as
+/// they are (no quotes), enum names in any case ("adam" for ADAM), and
+/// consistency.staleness also takes "inf"/"asp" (ASP, stored as -1) and
+/// "bsp" (0). A staleness applies to every table: the job's model becomes
+/// SSP (ASP for -1) and per-table bounds are cleared. Only the syntax is
+/// checked here; ranges and finiteness ("nan", "inf" for a float) are
+/// ValidateJobConfig's. On error the config is unchanged. `source` names the
+/// origin for messages ("flag --staleness"). Errors: InvalidArgument
+/// "flag --epochs=3x: expected a 32-bit integer (field train.epochs)";
+/// Internal when `field_path` names no scalar field (a bug in the table).
 Status ApplyOverride(JobConfig* config, const std::string& field_path,
                      const std::string& value, const std::string& source);
 
-/// Checks ranges and required fields (index_base, files, positive sizes) of
-/// a whole job; the model's own fields are checked by ValidateModelConfig
-/// (worker/model_registry.h). Errors name the field.
+/// Checks ranges, finiteness and required fields of the whole job (data,
+/// training, optimizers, per-table overrides), starting with
+/// ValidateServerConfig's checks; the model's own fields, its tables and
+/// their message sizes are checked by ValidateModelConfig
+/// (worker/model_registry.h). Errors: InvalidArgument
+/// "config field FIELD: why".
 Status ValidateJobConfig(const JobConfig& config);
 
-/// The config in force as one-line text, for the start-up log.
+/// The checks a parameter-server shard needs: cluster.* (sizes, addresses,
+/// heartbeat and timeout) and consistency.* including each table's
+/// consistency override; data, model and training are not looked at.
+/// Errors: InvalidArgument "config field FIELD: why".
+Status ValidateServerConfig(const JobConfig& config);
+
+/// The config in force for the start-up log: each set section in the
+/// schema's order as "  data { train_file: \"a.txt\" index_base: 0 ... }",
+/// wrapped at about 100 characters (continuation lines indented 6 spaces),
+/// then "  staleness in force: 2 (SSP)" (and each table with its own
+/// consistency). No trailing newline.
 std::string ConfigSummary(const JobConfig& config);
 
 /// Staleness bound for display: "0 (BSP)", "2 (SSP)", "inf (ASP)".

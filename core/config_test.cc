@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace tether {
 namespace {
 
@@ -95,6 +98,118 @@ TEST(ConfigTest, OverridesParseByFieldType) {
   EXPECT_NE(bad.message().find("flag --epochs=3x"), std::string::npos) << bad.message();
   Status bad_enum = ApplyOverride(&c, "model.loss", "hinge", "flag --loss");
   EXPECT_NE(bad_enum.message().find("softmax, bce"), std::string::npos) << bad_enum.message();
+}
+
+// The text-format wrapper: each field type through protobuf's own parser,
+// plus what flags add (bare strings, enum names in any case, inf/asp/bsp).
+TEST(ConfigTest, OverridesGoThroughTextFormatWithFlagConveniences) {
+  JobConfig c;
+  ASSERT_TRUE(ApplyOverride(&c, "data.train_file", "data/a b.txt", "flag --train_file").ok());
+  EXPECT_EQ(c.data().train_file(), "data/a b.txt");  // no quotes needed, spaces kept
+  ASSERT_TRUE(ApplyOverride(&c, "data.normalize_rows", "true", "flag --normalize_rows").ok());
+  EXPECT_TRUE(c.data().normalize_rows());
+  ASSERT_TRUE(ApplyOverride(&c, "data.normalize_rows", "0", "flag --normalize_rows").ok());
+  EXPECT_FALSE(c.data().normalize_rows());
+  ASSERT_TRUE(ApplyOverride(&c, "optimizer.type", "AdAm", "flag --optimizer").ok());
+  EXPECT_EQ(c.optimizer().type(), ADAM);
+  ASSERT_TRUE(ApplyOverride(&c, "train.slowdown", "2.5", "flag --slowdown").ok());
+  EXPECT_FLOAT_EQ(c.train().slowdown(), 2.5f);
+  // A bad value leaves the field as it was and names flag, value and field.
+  Status st = ApplyOverride(&c, "train.slowdown", "fast", "flag --slowdown");
+  EXPECT_EQ(st.message(), "flag --slowdown=fast: expected a number (field train.slowdown)");
+  EXPECT_FLOAT_EQ(c.train().slowdown(), 2.5f);
+  EXPECT_EQ(ApplyOverride(&c, "train.epochs", "99999999999", "flag --epochs").message(),
+            "flag --epochs=99999999999: expected a 32-bit integer (field train.epochs)");
+  EXPECT_EQ(ApplyOverride(&c, "train.seed", "-1", "flag --seed").message(),
+            "flag --seed=-1: expected a non-negative integer (field train.seed)");
+  EXPECT_EQ(ApplyOverride(&c, "data.normalize_rows", "yes", "flag --normalize_rows").message(),
+            "flag --normalize_rows=yes: expected true or false (field data.normalize_rows)");
+  EXPECT_EQ(ApplyOverride(&c, "consistency.staleness", "often", "flag --staleness").message(),
+            "flag --staleness=often: expected an integer, inf or asp (field consistency.staleness)");
+  EXPECT_EQ(ApplyOverride(&c, "no.such", "1", "flag --x").code(), Status::Code::kInternal);
+}
+
+// A staleness flag is one bound for the whole run: the model follows the
+// number, and tables' own bounds give way.
+TEST(ConfigTest, StalenessOverrideAppliesToEveryTable) {
+  auto c = ParseJobConfig(
+      "consistency { model: BSP }\n"
+      "table { name: \"w1\" consistency { model: SSP staleness: 5 } }\n",
+      "t.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  JobConfig j = *c;
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.staleness", "ASP", "flag --staleness").ok());
+  EXPECT_EQ(j.consistency().model(), ASP);
+  EXPECT_EQ(j.consistency().staleness(), -1);
+  EXPECT_FALSE(j.table(0).consistency().has_staleness());
+  EXPECT_EQ(EffectiveStaleness(ConsistencyForTable(j, "w1")), -1);
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.staleness", "bsp", "flag --staleness").ok());
+  EXPECT_EQ(j.consistency().model(), SSP);
+  EXPECT_EQ(EffectiveStaleness(ConsistencyForTable(j, "w1")), 0);
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.staleness", "3", "flag --staleness").ok());
+  EXPECT_EQ(EffectiveStaleness(ConsistencyForTable(j, "w1")), 3);
+}
+
+// Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
+// config file) and are refused there, naming the field.
+TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  struct Case {
+    const char* field;
+    const char* value;
+    const char* message;
+  };
+  for (const Case& k : {Case{"optimizer.learning_rate", "nan", "config field optimizer.learning_rate: must be a finite number > 0"},
+                        Case{"optimizer.learning_rate", "inf", "config field optimizer.learning_rate: must be a finite number > 0"},
+                        Case{"optimizer.l2", "nan", "config field optimizer.l2: must be a finite number ≥ 0"},
+                        Case{"optimizer.momentum", "nan", "config field optimizer.momentum: must be in [0, 1)"},
+                        Case{"train.slowdown", "inf", "config field train.slowdown: must be a finite factor ≥ 1"},
+                        Case{"data.feature_scale", "-inf", "config field data.feature_scale: must be a finite number > 0"}}) {
+    JobConfig j = *c;
+    ASSERT_TRUE(ApplyOverride(&j, k.field, k.value, "flag").ok()) << k.field << "=" << k.value;
+    EXPECT_EQ(ValidateJobConfig(j).message(), k.message) << k.field << "=" << k.value;
+  }
+}
+
+// A server checks the sections it reads, cluster and consistency, and
+// nothing about data or the model.
+TEST(ConfigTest, ServerValidationReadsOnlyClusterAndConsistency) {
+  auto c = ParseJobConfig("cluster { num_servers: 2 num_workers: 3 }\nconsistency { staleness: 1 }\n", "s.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  EXPECT_NE(ValidateJobConfig(*c).message().find("data."), std::string::npos);  // a worker needs data
+  JobConfig j = *c;
+  j.mutable_cluster()->set_num_workers(0);
+  EXPECT_EQ(ValidateServerConfig(j).message(), "config field cluster.num_workers: must be ≥ 1");
+  j = *c;
+  j.add_table()->set_name("w1");
+  j.mutable_table(0)->mutable_consistency()->set_staleness(-2);
+  EXPECT_EQ(ValidateServerConfig(j).message(), "config field table[w1].consistency.staleness: must be ≥ 0, or -1 (inf) for ASP");
+  j = *c;
+  j.mutable_cluster()->set_worker_timeout_ms(j.cluster().heartbeat_interval_ms());
+  EXPECT_NE(ValidateServerConfig(j).message().find("cluster.worker_timeout_ms"), std::string::npos);
+}
+
+// The values in force: one line per set section, each short.
+TEST(ConfigTest, SummaryIsOneShortLinePerSection) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  const std::string s = ConfigSummary(*c);
+  std::vector<std::string> lines;
+  for (size_t b = 0, e; b < s.size(); b = e + 1) {
+    e = s.find('\n', b);
+    if (e == std::string::npos) e = s.size();
+    lines.push_back(s.substr(b, e - b));
+  }
+  ASSERT_GE(lines.size(), 5u) << s;
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.rfind("  ", 0), 0u) << l;
+    EXPECT_LE(l.size(), 110u) << l;
+  }
+  EXPECT_NE(s.find("\n  data { format: XMC train_file: \"data/bibtex/Bibtex_data.txt.gz\""), std::string::npos) << s;
+  EXPECT_NE(s.find("\n      test_split: \"data/bibtex/bibtex_tstSplit.txt\" index_base: 0 num_features: 1836 num_labels: 159 }\n"), std::string::npos) << s;
+  EXPECT_EQ(lines.back(), "  staleness in force: 2 (SSP), table w1: 2 (SSP)");
 }
 
 TEST(ConfigTest, ValidationNamesTheField) {

@@ -26,7 +26,9 @@ TEST(PartitionTest, EveryKeyOwnedByExactlyOneShardIncludingTailKeys) {
       for (size_t i = 0; i < per[s].size(); ++i) {
         EXPECT_EQ(keys[pos[s][i]], per[s][i]);
         EXPECT_EQ(ShardForKey(per[s][i], shards), s);
-        if (i > 0) EXPECT_LT(per[s][i - 1], per[s][i]) << "per-shard keys stay sorted";
+        if (i > 0) {
+          EXPECT_LT(per[s][i - 1], per[s][i]) << "per-shard keys stay sorted";
+        }
         seen[pos[s][i]]++;
       }
     }

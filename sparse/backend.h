@@ -24,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -111,6 +112,47 @@ inline Status CheckDense(const void* p, int64_t count, const char* op, const cha
     return Status::InvalidArgument(std::string(op) + ": '" + arg + "' is null");
   }
   return Status::OK();
+}
+
+/// Floats each Gemm operand spans as stored, from the first element to the
+/// last one read or written: what a backend copies or checks.
+struct GemmSpans {
+  int64_t a = 0, b = 0, c = 0;
+};
+
+/// Every backend's Gemm argument check (Backend::Gemm's contract): sizes and
+/// strides in [0, INT_MAX] (`library` names the 32-bit interface for the
+/// message: "BLAS", "CUDA library"), leading dimensions at least their row
+/// length, and non-null buffers where elements are touched. c spans
+/// (m - 1)·ldc + n floats when m, n > 0; a and b span nothing when any of
+/// m, n, k is 0 (then c = beta·c, or nothing to do).
+inline StatusOr<GemmSpans> CheckGemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
+                                     const float* a, int64_t lda, const float* b, int64_t ldb, const float* c,
+                                     int64_t ldc, const char* library) {
+  for (int64_t v : {m, n, k, lda, ldb, ldc}) {
+    if (v < 0 || v > INT_MAX) {
+      return Status::InvalidArgument("Gemm: size or stride " + std::to_string(v) + " outside [0, INT_MAX] (32-bit " +
+                                     library + ")");
+    }
+  }
+  const bool ta = trans_a == Transpose::kYes;
+  const bool tb = trans_b == Transpose::kYes;
+  // Stored shapes: a is m×k (k×m if transposed), b is k×n (n×k if transposed).
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+  if (lda < std::max<int64_t>(1, a_cols) || ldb < std::max<int64_t>(1, b_cols) || ldc < std::max<int64_t>(1, n)) {
+    return Status::InvalidArgument("Gemm: a leading dimension is smaller than its row length");
+  }
+  GemmSpans spans;
+  if (m == 0 || n == 0) return spans;
+  spans.c = (m - 1) * ldc + n;
+  TETHER_RETURN_IF_ERROR(CheckDense(c, spans.c, "Gemm", "c"));
+  if (k == 0) return spans;
+  spans.a = (a_rows - 1) * lda + a_cols;
+  spans.b = (b_rows - 1) * ldb + b_cols;
+  TETHER_RETURN_IF_ERROR(CheckDense(a, spans.a, "Gemm", "a"));
+  TETHER_RETURN_IF_ERROR(CheckDense(b, spans.b, "Gemm", "b"));
+  return spans;
 }
 
 }  // namespace backend_internal

@@ -230,29 +230,15 @@ Status CpuBackend::SpMMTransposed(const CsrView& a, const float* d, int64_t n, f
 Status CpuBackend::Gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k,
                         float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                         float beta, float* c, int64_t ldc) {
-  for (int64_t v : {m, n, k, lda, ldb, ldc}) {
-    if (v < 0 || v > INT_MAX) {
-      return Status::InvalidArgument("Gemm: size or stride " + std::to_string(v) +
-                                     " outside [0, INT_MAX] (32-bit BLAS)");
-    }
-  }
-  const bool ta = trans_a == Transpose::kYes;
-  const bool tb = trans_b == Transpose::kYes;
-  // Stored shapes: a is m×k (k×m if transposed), b is k×n (n×k if transposed).
-  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
-  const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
-  if (lda < std::max<int64_t>(1, a_cols) || ldb < std::max<int64_t>(1, b_cols) ||
-      ldc < std::max<int64_t>(1, n)) {
-    return Status::InvalidArgument("Gemm: a leading dimension is smaller than its row length");
-  }
+  TETHER_RETURN_IF_ERROR(backend_internal::CheckGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, "BLAS")
+                             .status());
   if (m == 0 || n == 0) return Status::OK();
-  TETHER_RETURN_IF_ERROR(CheckDense(c, (m - 1) * ldc + n, "Gemm", "c"));
   if (k == 0) {  // Not every BLAS handles k == 0; the answer is c = beta·c.
     for (int64_t i = 0; i < m; ++i) ScaleOrZero(c + i * ldc, n, beta);
     return Status::OK();
   }
-  TETHER_RETURN_IF_ERROR(CheckDense(a, (a_rows - 1) * lda + a_cols, "Gemm", "a"));
-  TETHER_RETURN_IF_ERROR(CheckDense(b, (b_rows - 1) * ldb + b_cols, "Gemm", "b"));
+  const bool ta = trans_a == Transpose::kYes;
+  const bool tb = trans_b == Transpose::kYes;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));

@@ -1,12 +1,10 @@
 #include "sparse/idx_reader.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <memory>
-#include <sstream>
+#include <string_view>
+
+#include "sparse/file_input.h"
 
 namespace tether {
 namespace {
@@ -15,78 +13,15 @@ namespace {
 // hostile or broken stream can make us allocate.
 constexpr uint64_t kMaxInflatedBytes = uint64_t{1} << 32;
 
-// Inflates a gzip stream (concatenated members allowed, as gzread does).
-// A separate copy of the text readers' inflater: that one is private to
-// reader.cc.
-Status Inflate(const std::string& name, const std::string& in, std::string* out) {
-  z_stream zs{};
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return Status::Internal(name + ": inflateInit2 failed");
-  std::unique_ptr<z_stream, int (*)(z_stream*)> ender(&zs, &inflateEnd);
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  out->assign(std::max<size_t>(in.size() * 4, 1 << 16), '\0');
-  size_t produced = 0;
-  while (true) {
-    if (produced == out->size()) {
-      if (out->size() >= kMaxInflatedBytes)
-        return Status::InvalidArgument(name + ": inflates to more than 4 GiB; not an IDX file Tether can hold");
-      out->resize(std::min<uint64_t>(kMaxInflatedBytes, out->size() * 2));
-    }
-    zs.next_out = reinterpret_cast<Bytef*>(&(*out)[produced]);
-    zs.avail_out = static_cast<uInt>(std::min<size_t>(out->size() - produced, 1u << 30));
-    // Remaining input, fed in slices that fit uInt.
-    const size_t consumed = static_cast<size_t>(reinterpret_cast<const char*>(zs.next_in) - in.data());
-    zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size() - consumed, 1u << 30));
-    const uInt before_out = zs.avail_out;
-    const int rc = inflate(&zs, Z_NO_FLUSH);
-    produced += before_out - zs.avail_out;
-    if (rc == Z_STREAM_END) {
-      const size_t used = static_cast<size_t>(reinterpret_cast<const char*>(zs.next_in) - in.data());
-      if (used == in.size()) break;
-      if (in.size() - used >= 2 && static_cast<unsigned char>(in[used]) == 0x1f &&
-          static_cast<unsigned char>(in[used + 1]) == 0x8b) {
-        inflateReset(&zs);  // another gzip member follows
-        continue;
-      }
-      return Status::InvalidArgument(name + ": " + std::to_string(in.size() - used) +
-                                     " bytes of non-gzip data after the end of the gzip stream");
-    }
-    if (rc == Z_OK || (rc == Z_BUF_ERROR && zs.avail_out == 0)) continue;
-    if (rc == Z_BUF_ERROR) return Status::DataLoss(name + ": truncated gzip stream");
-    if (rc == Z_MEM_ERROR) return Status::Internal(name + ": out of memory inflating gzip");
-    return Status::DataLoss(name + ": corrupt gzip stream" + (zs.msg ? std::string(" (") + zs.msg + ")" : ""));
-  }
-  out->resize(produced);
-  return Status::OK();
-}
-
 uint32_t BigEndian32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
-
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::ifstream probe(path);
-    if (!probe.good()) return Status::NotFound(path + ": no such file");
-    return Status::IOError(path + ": cannot open");
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IOError(path + ": read error");
-  return ss.str();
 }
 
 }  // namespace
 
 StatusOr<IdxArray> ParseIdx(const std::string& bytes, const std::string& name) {
   std::string inflated;
-  const std::string* content = &bytes;
-  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
-      static_cast<unsigned char>(bytes[1]) == 0x8b) {
-    TETHER_RETURN_IF_ERROR(Inflate(name, bytes, &inflated));
-    content = &inflated;
-  }
-  const std::string& s = *content;
+  TETHER_ASSIGN_OR_RETURN(const std::string_view s, DecodeInput(name, bytes, &inflated, kMaxInflatedBytes));
   const auto* u = reinterpret_cast<const unsigned char*>(s.data());
   if (s.size() < 4 || u[0] != 0 || u[1] != 0)
     return Status::InvalidArgument(name + ": not an IDX file (the magic number must start with two zero bytes)");
@@ -121,7 +56,8 @@ StatusOr<IdxArray> ParseIdx(const std::string& bytes, const std::string& name) {
 }
 
 StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
-  TETHER_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+  std::string bytes;
+  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
   return ParseIdx(bytes, path);
 }
 

@@ -41,8 +41,10 @@ struct IdxArray {
 };
 
 /// Reads a whole IDX file (plain or gzip) of uint8 elements. Errors:
-/// NotFound (no such file), IOError (cannot open/read), DataLoss (corrupt or
-/// truncated gzip stream), InvalidArgument "path: ..." for a bad magic,
+/// those of sparse/file_input.h (NotFound, IOError, DataLoss for a corrupt or
+/// truncated gzip stream or bytes after it, InvalidArgument for more than
+/// 4 GiB inflated), shared with the text readers; InvalidArgument
+/// "path: ..." for a bad magic,
 /// another element type, zero dimensions or sizes, more than 2^32 elements,
 /// or a size that disagrees with the header (naming both byte counts).
 [[nodiscard]] StatusOr<IdxArray> ReadIdxFile(const std::string& path);

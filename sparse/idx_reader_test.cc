@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "sparse/file_input.h"
+#include "tests/testing/temp_dir.h"
+
 namespace tether {
 namespace {
 
@@ -24,7 +27,7 @@ std::string Idx(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& d
 class IdxFiles : public ::testing::Test {
  protected:
   std::string Write(const std::string& name, const std::string& bytes, bool gzip = false) {
-    const std::string path = ::testing::TempDir() + "/idx_" + name;
+    const std::string path = dir_.File("idx_" + name);
     if (gzip) {
       gzFile f = gzopen(path.c_str(), "wb");
       EXPECT_NE(f, nullptr);
@@ -48,6 +51,7 @@ class IdxFiles : public ::testing::Test {
     images_ = Write(gzip ? "img.gz" : "img", Idx({4, 2, 3}, px), gzip);
     labels_ = Write(gzip ? "lab.gz" : "lab", Idx({4}, {3, 0, 2, 1}), gzip);
   }
+  testing::ScopedTempDir dir_;
   std::string images_, labels_;
 };
 
@@ -162,7 +166,33 @@ TEST_F(IdxFiles, TruncatedGzipAndMissingFile) {
   StatusOr<IdxArray> a = ReadIdxFile(cut);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), Status::Code::kDataLoss) << a.status().ToString();
-  EXPECT_EQ(ReadIdxFile(::testing::TempDir() + "/no_such_idx").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(ReadIdxFile(dir_.File("no_such_idx")).status().code(), Status::Code::kNotFound);
+}
+
+// The IDX and text readers share one file reader (sparse/file_input.h), so
+// the same fault gets the same code and message from both: bytes after the
+// gzip stream are DataLoss (the IDX reader said InvalidArgument before).
+TEST_F(IdxFiles, GzipFaultsMatchTheTextReaders) {
+  MakeSmall(true);
+  std::string gz;
+  ASSERT_TRUE(ReadFileBytes(images_, &gz).ok());
+  const std::string tail = Write("tail.gz", gz + "garbage!!");
+  StatusOr<IdxArray> a = ReadIdxFile(tail);
+  ASSERT_EQ(a.status().code(), Status::Code::kDataLoss) << a.status().ToString();
+  EXPECT_EQ(a.status().message(), tail + ": 9 bytes of non-gzip data after the end of the gzip stream");
+  const std::string cut = Write("cut2.gz", gz.substr(0, gz.size() - 4));
+  StatusOr<IdxArray> b = ReadIdxFile(cut);
+  ASSERT_EQ(b.status().code(), Status::Code::kDataLoss);
+  EXPECT_EQ(b.status().message(), cut + ": truncated gzip stream (it ends after " + std::to_string(gz.size() - 4) +
+                                      " bytes)");
+  // A directory is an IOError naming it, as for the text readers.
+  EXPECT_EQ(ReadIdxFile(dir_.path()).status().message(), dir_.path() + ": is a directory");
+  // The inflated size is bounded: a stream that would pass the limit stops there.
+  std::string out;
+  Status big = Gunzip("mem", gz, &out, /*max_bytes=*/10);
+  EXPECT_EQ(big.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(big.message(), "mem: inflates to more than 10 bytes");
+  EXPECT_TRUE(out.empty());
 }
 
 // The bundled MNIST test set (data/mnist/, LeCun et al. 1998): 10,000

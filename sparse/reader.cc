@@ -1,8 +1,5 @@
 #include "sparse/reader.h"
 
-#include <sys/stat.h>
-#include <zlib.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -17,11 +14,12 @@
 
 #include <glog/logging.h>
 
+#include "sparse/file_input.h"
+
 namespace tether {
 namespace {
 
 constexpr int kMaxListedBadLines = 5;
-constexpr size_t kMinReadBytes = size_t{64} << 10;
 // col_idx is uint32; one id is kept free so that cols = max id + 1 still fits.
 constexpr uint64_t kMaxDim = std::numeric_limits<uint32_t>::max();
 
@@ -133,102 +131,6 @@ NumKind ParseFloat(const char* b, const char* e, float* out) {
   if (std::isinf(f)) return NumKind::kOverflowFloat;
   *out = f;
   return NumKind::kOk;
-}
-
-// Reads the whole file as raw bytes (no decompression here: that is
-// Decompress's job, so that files and in-memory inputs take one path).
-Status ReadFileBytes(const std::string& path, std::string* out) {
-  out->clear();
-  errno = 0;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    const int err = errno;
-    if (err == ENOENT) return Status::NotFound(path + ": no such file");
-    return Status::IOError(path + ": cannot open: " + std::strerror(err));
-  }
-  std::unique_ptr<FILE, int (*)(FILE*)> closer(f, &std::fclose);
-  struct stat st {};
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return Status::IOError(path + ": is a directory");
-  }
-  // st_size + 1 lets one fread reach EOF; the loop still copes with files
-  // that grow or are not regular.
-  out->resize(std::max(kMinReadBytes, static_cast<size_t>(st.st_size) + 1));
-  size_t len = 0;
-  for (;;) {
-    if (len == out->size()) out->resize(out->size() * 2);
-    const size_t n = std::fread(&(*out)[len], 1, out->size() - len, f);
-    len += n;
-    if (n == 0) break;
-  }
-  out->resize(len);
-  if (std::ferror(f)) return Status::IOError(path + ": read failed: " + std::strerror(errno));
-  return Status::OK();
-}
-
-bool IsGzip(std::string_view raw) {
-  return raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
-         static_cast<unsigned char>(raw[1]) == 0x8b;
-}
-
-// Inflates gzip bytes held in memory. Concatenated members (what `cat a.gz
-// b.gz` makes, and what gzread accepts) are read one after another; anything
-// else after the last member, and a stream cut short, is DataLoss: binary
-// bytes are never handed to the text parser.
-Status Gunzip(const std::string& name, std::string_view raw, std::string* out) {
-  out->clear();
-  z_stream zs{};
-  // 16 + MAX_WBITS: gzip wrapper only (not raw deflate, not zlib).
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
-    return Status::Internal(name + ": cannot initialise zlib");
-  }
-  std::unique_ptr<z_stream, int (*)(z_stream*)> ender(&zs, &inflateEnd);
-  // Text compresses about 4-10x; start there and double.
-  out->resize(std::max(kMinReadBytes, raw.size() * 4));
-  size_t in_pos = 0, len = 0;
-  constexpr size_t kChunk = size_t{1} << 30;  // avail_in/out are 32-bit
-  for (;;) {
-    if (len == out->size()) out->resize(out->size() * 2);
-    const size_t in_n = std::min(raw.size() - in_pos, kChunk);
-    const size_t out_n = std::min(out->size() - len, kChunk);
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data() + in_pos));
-    zs.avail_in = static_cast<uInt>(in_n);
-    zs.next_out = reinterpret_cast<Bytef*>(&(*out)[len]);
-    zs.avail_out = static_cast<uInt>(out_n);
-    const int rc = inflate(&zs, Z_NO_FLUSH);
-    in_pos += in_n - zs.avail_in;
-    len += out_n - zs.avail_out;
-    if (rc == Z_STREAM_END) {
-      if (in_pos == raw.size()) break;
-      if (!IsGzip(raw.substr(in_pos))) {
-        out->clear();
-        return Status::DataLoss(name + ": " + std::to_string(raw.size() - in_pos) +
-                                " bytes of non-gzip data after the end of the gzip stream");
-      }
-      inflateReset(&zs);
-      continue;
-    }
-    if (rc == Z_OK || (rc == Z_BUF_ERROR && zs.avail_out == 0)) continue;  // grow, go on
-    out->clear();
-    if (rc == Z_BUF_ERROR) {
-      return Status::DataLoss(name + ": truncated gzip stream (it ends after " +
-                              std::to_string(raw.size()) + " bytes)");
-    }
-    if (rc == Z_MEM_ERROR) return Status::Internal(name + ": out of memory inflating gzip");
-    return Status::DataLoss(name + ": corrupt gzip stream" +
-                            (zs.msg != nullptr ? std::string(": ") + zs.msg : std::string()));
-  }
-  out->resize(len);
-  return Status::OK();
-}
-
-// The text to parse: `raw` itself, or its decompression into *storage when
-// it starts with the gzip magic bytes (1f 8b; never judged by the name).
-StatusOr<std::string_view> DecodeInput(const std::string& name, std::string_view raw,
-                                       std::string* storage) {
-  if (!IsGzip(raw)) return raw;
-  TETHER_RETURN_IF_ERROR(Gunzip(name, raw, storage));
-  return std::string_view(*storage);
 }
 
 int64_t LineOfOffset(std::string_view s, size_t off) {

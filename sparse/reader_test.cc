@@ -975,7 +975,7 @@ TEST(ReaderTest, C04UnsortedRowGivesTheSortedRowsMarginsOnEveryBackend) {
 // non-finite value can reach a gradient through the reader (the server also
 // refuses non-finite pushes: tests/transport_test.cc).
 TEST(ReaderTest, C08LoadedDataIsAlwaysFinite) {
-  for (const std::string path : {kCases + "C08_nan_inf_values.txt", kFixtures + "libsvm_extreme_values.txt",
+  for (const std::string& path : {kCases + "C08_nan_inf_values.txt", kFixtures + "libsvm_extreme_values.txt",
                                  kFixtures + "libsvm_float_overflow.txt"}) {
     const std::string& name = path;
     ReadOptions o = Libsvm(1);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "core/file_util.h"
 #include "core/partition.h"
 
 namespace tether {
@@ -150,34 +151,34 @@ void SyntheticXmcGenerator::Generate(int64_t rows, CsrMatrix* features, CsrMatri
 }
 
 Status SyntheticXmcGenerator::WriteXmcFile(int64_t rows, const std::string& path) {
-  FILE* out = std::fopen(path.c_str(), "w");
-  if (out == nullptr) return Status::IOError("cannot create " + path);
-  std::fprintf(out, "%lld %lld %lld\n", static_cast<long long>(rows), static_cast<long long>(o_.num_features),
-               static_cast<long long>(o_.num_labels));
+  // Atomic, so an interrupted generator never leaves a short file that a
+  // later run would read as a smaller data set.
+  TETHER_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(path));
+  std::string text = std::to_string(rows) + " " + std::to_string(o_.num_features) + " " +
+                     std::to_string(o_.num_labels) + "\n";
   std::vector<uint32_t> l, f;
   std::vector<float> v;
-  std::string line;
   char buf[48];
+  constexpr size_t kFlushBytes = size_t{1} << 20;  // few write calls, bounded memory
   for (int64_t r = 0; r < rows; ++r) {
     NextRow(&l, &f, &v);
-    line.clear();
     for (size_t i = 0; i < l.size(); ++i) {
-      if (i > 0) line += ',';
-      line += std::to_string(l[i]);
+      if (i > 0) text += ',';
+      text += std::to_string(l[i]);
     }
     for (size_t i = 0; i < f.size(); ++i) {
       // Six significant digits: values survive the text round trip to ~1e-6.
       std::snprintf(buf, sizeof(buf), " %u:%.6g", f[i], v[i]);
-      line += buf;
+      text += buf;
     }
-    line += '\n';
-    if (std::fwrite(line.data(), 1, line.size(), out) != line.size()) {
-      std::fclose(out);
-      return Status::IOError("cannot write " + path);
+    text += '\n';
+    if (text.size() >= kFlushBytes) {
+      TETHER_RETURN_IF_ERROR(out.Append(text));
+      text.clear();
     }
   }
-  if (std::fclose(out) != 0) return Status::IOError("cannot write " + path);
-  return Status::OK();
+  TETHER_RETURN_IF_ERROR(out.Append(text));
+  return out.Commit();
 }
 
 }  // namespace tether

@@ -71,8 +71,9 @@ class SyntheticXmcGenerator {
   /// values 1).
   void Generate(int64_t rows, CsrMatrix* features, CsrMatrix* labels);
 
-  /// Appends the next `rows` rows to `path` in XMC text format, header
-  /// first (the file is created or truncated). Errors: IOError naming path.
+  /// Writes the next `rows` rows to `path` in XMC text format, header first,
+  /// replacing the file atomically (core/file_util.h: readers never see a
+  /// partial file). Errors: IOError naming the path.
   Status WriteXmcFile(int64_t rows, const std::string& path);
 
  private:

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "sparse/reader.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
@@ -38,7 +39,9 @@ TEST(SyntheticXmcTest, RowsAreValidAndMeansMatchTheOptions) {
     double sq = 0;
     for (int64_t p = x.row_ptr[r]; p < x.row_ptr[r + 1]; ++p) {
       ASSERT_LT(x.col_idx[p], 2000u);
-      if (p > x.row_ptr[r]) ASSERT_LT(x.col_idx[p - 1], x.col_idx[p]);
+      if (p > x.row_ptr[r]) {
+        ASSERT_LT(x.col_idx[p - 1], x.col_idx[p]);
+      }
       sq += double{x.values[p]} * x.values[p];
     }
     ASSERT_NEAR(sq, 1.0, 1e-5);
@@ -97,7 +100,8 @@ TEST(SyntheticXmcTest, DeterministicPerSeed) {
 }
 
 TEST(SyntheticXmcTest, FileReadsBackThroughTheXmcReader) {
-  const std::string path = "/tmp/tether_synthetic_xmc_test_" + std::to_string(getpid()) + ".txt";
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("synthetic.txt");
   SyntheticXmcGenerator writer(Small());
   ASSERT_TRUE(writer.WriteXmcFile(300, path).ok());
   CsrMatrix x, y;
@@ -106,7 +110,6 @@ TEST(SyntheticXmcTest, FileReadsBackThroughTheXmcReader) {
   opts.format = DataFormat::kXmc;
   opts.index_base = 0;
   auto d = ReadDataset(path, opts);
-  std::remove(path.c_str());
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->features.rows, 300);
   EXPECT_EQ(d->features.cols, 2000);

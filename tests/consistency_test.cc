@@ -144,8 +144,12 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     }
   }
   EXPECT_GT(reads_checked, steps / 4);
-  if (s >= 0 && workers > 1) EXPECT_GT(reads_blocked, 0) << "the schedule never exercised the bound";
-  if (s < 0) EXPECT_EQ(reads_blocked, 0);
+  if (s >= 0 && workers > 1) {
+    EXPECT_GT(reads_blocked, 0) << "the schedule never exercised the bound";
+  }
+  if (s < 0) {
+    EXPECT_EQ(reads_blocked, 0);
+  }
   for (int sh = 0; sh < 2; ++sh) EXPECT_EQ(cluster.server(sh).stats().bound_violations, 0u);
 }
 
@@ -190,7 +194,7 @@ TEST(ConsistencyTest, BspOneWorkerEqualsSequentialSgdBitForBit) {
     }
     std::vector<uint64_t> keys;
     CsrMatrix xl;
-    LocalizeBatch(x, 0, B, &keys, &xl);
+    ASSERT_TRUE(LocalizeBatch(x, 0, B, &keys, &xl).ok());
     // Through the servers.
     std::vector<float> pw1(keys.size() * H), pb1(H), pw2(L * (H + 1));
     ASSERT_TRUE(w->PullRows(kW1, keys, pw1.data()).Wait().ok());
@@ -271,7 +275,9 @@ TEST(ConsistencyTest, ReadMyWritesWithCache) {
       for (int k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(after[k], before[k] + i) << "refresh_on_push " << refresh;
     }
     // The last reads came from the cache when pushes ship rows back.
-    if (refresh) EXPECT_GE(w->stats().cache_hits, 8u);
+    if (refresh) {
+      EXPECT_GE(w->stats().cache_hits, 8u);
+    }
   }
 }
 

@@ -29,7 +29,7 @@ done
 [[ -r $ROOT/examples/bibtex.pbtxt ]] || { echo "FAIL: $ROOT/examples/bibtex.pbtxt missing" >&2; exit 1; }
 
 TEST_DEADLINE=$((SECONDS + 55))
-WORK=$(mktemp -d /tmp/tether-launch-test.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-launch-test.XXXXXX")
 CONFIG=$WORK/job.pbtxt
 cp "$ROOT/examples/bibtex.pbtxt" "$CONFIG"
 # The config's data paths are relative to the repository root.
@@ -65,7 +65,7 @@ child_group() {
 
 # The launcher's own temp dir, from its log.
 launcher_tmp() {
-  sed -n 's/.*port files in \(\/tmp\/tether-launch\.[A-Za-z0-9]*\).*/\1/p' "$1" | head -1
+  sed -n 's/.*port files in \([^ ]*\/tether-launch\.[A-Za-z0-9]*\).*/\1/p' "$1" | head -1
 }
 
 # Live (non-zombie) children of the run logged in $1: logged pids and members

@@ -35,6 +35,7 @@
 #include "server/server.h"
 #include "server/table.h"
 #include "worker/client.h"
+#include "tools/flag_parser.h"
 #include "worker/sampling.h"
 #include "worker/trainer.h"
 
@@ -565,21 +566,16 @@ int RunOrder() {
 }  // namespace tether
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "tether-bench transport|updates|order [flags]\n"
-      "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops)\n"
-      "  updates    server optimizers on one core vs a memory-bandwidth probe (--rows, --dims, --optimizers)\n"
-      "  order      a worker's per-epoch row order (--order_rows, --seed, --rank, --epochs)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
+  tether::ParseFlagsOrDie(
+      &argc, &argv,
+      {"tether-bench transport|updates|order [flags]\n"
+       "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops)\n"
+       "  updates    server optimizers on one core vs a memory-bandwidth probe (--rows, --dims, --optimizers)\n"
+       "  order      a worker's per-epoch row order (--order_rows, --seed, --rank, --epochs)",
+       {"COMMAND"}});
   gflags::CommandLineFlagInfo level;
   if (gflags::GetCommandLineFlagInfo("minloglevel", &level) && level.is_default) {
     FLAGS_minloglevel = 1;  // keep the tables readable; --minloglevel=0 shows INFO
-  }
-  google::InitGoogleLogging(argv[0]);
-  if (argc != 2) {
-    std::fprintf(stderr, "%s\n", gflags::ProgramUsage());
-    return 2;
   }
   const std::string cmd = argv[1];
   if (cmd == "transport") return tether::RunTransport();

@@ -1,26 +1,41 @@
-// Flags shared by every Tether binary: --config and one flag per config
-// field that may be overridden from the command line (core/config.h's
-// ConfigOverrides table). Only main() files include this.
+// Flags shared by the binaries that run a job: --config and one flag per
+// config field that may be overridden from the command line. The table in
+// core/config.cc (ConfigOverrides) is the only list: each row becomes a
+// string flag here at start-up, so adding an override is one table row.
+// Only main() files include this.
+//
+// Thread-safety: call from main() (the flags are process-global).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
+#include "tools/flag_parser.h"
 
 namespace tether {
 
-/// Parses argv with gflags after checking it: an unknown flag is refused with
-/// the closest valid name ("did you mean --staleness?"), and a flag that takes
-/// a value but has none (`--staleness` at the end, or followed by another
-/// flag) is refused. On refusal prints the reason and exits 1, before any
-/// network activity. Also initialises glog (logs to stderr).
-void ParseFlagsOrDie(int* argc, char*** argv, const char* usage);
+/// Which checks LoadConfigFromFlags runs after applying the overrides.
+enum class ConfigScope {
+  kJob,     // ValidateJobConfig: every section (workers, launcher)
+  kServer,  // ValidateServerConfig: cluster and consistency only (tether-server)
+};
 
-/// Loads --config, applies every override flag the user set, validates, and
-/// logs the values in force once, tagged with `role` ("server 0").
-/// Errors: those of LoadJobConfig, ApplyOverride and ValidateJobConfig.
-StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role);
+/// Whether LoadConfigFromFlags logs the values in force.
+enum class ConfigLog {
+  kInForce,  // once, as a short block tagged with the role (every process that runs part of the job)
+  kQuiet,    // not at all (tether-launch: its children log theirs)
+};
+
+/// Loads --config, applies every override flag the user set (in the table's
+/// order), validates per `scope`, and logs the values in force per `log`,
+/// tagged with `role` ("server 0"). A validation error on a field a flag set
+/// also names the flag ("(set by flag --learning_rate=nan)").
+/// Errors: InvalidArgument when --config is missing; those of LoadJobConfig,
+/// ApplyOverride and the validation.
+StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope scope = ConfigScope::kJob,
+                                        ConfigLog log = ConfigLog::kInForce);
 
 /// The override flags the user set, as "--name=value" arguments, for a
 /// launcher to forward to its children.

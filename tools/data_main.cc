@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "sparse/reader.h"
+#include "tools/flag_parser.h"
 
 DEFINE_string(format, "", "Data format, required: xmc or libsvm");
 DEFINE_int32(index_base, -1,
@@ -139,15 +140,14 @@ int Check(const std::string& path) {
 }  // namespace tether
 
 int main(int argc, char** argv) {
-  FLAGS_logtostderr = true;  // a command-line tool; --logtostderr=false still works
-  gflags::SetUsageMessage(
-      "checks a data file by reading it exactly as training does\n"
-      "  tether-data check --format=xmc|libsvm --index_base=0|1 [--num_features=N] FILE");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
-  google::InitGoogleLogging(argv[0]);
-  if (argc != 3 || std::string(argv[1]) != "check") {
-    std::fprintf(stderr, "usage: %s check --format=xmc|libsvm --index_base=0|1 "
-                         "[--num_features=N] FILE\n", argv[0]);
+  const tether::CommandLine command_line{
+      "tether-data check --format=xmc|libsvm --index_base=0|1 [--num_features=N] FILE\n"
+      "Checks a data file by reading it exactly as training does.",
+      {"COMMAND", "FILE"}};
+  tether::ParseFlagsOrDie(&argc, &argv, command_line);
+  if (std::string(argv[1]) != "check") {
+    std::fprintf(stderr, "error: unknown command '%s' (the command is check; usage: %s)\n", argv[1],
+                 command_line.usage.c_str());
     return 1;
   }
   return tether::Check(argv[2]);

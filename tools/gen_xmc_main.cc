@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "sparse/synthetic_xmc.h"
+#include "tools/flag_parser.h"
 
 DEFINE_string(shape, "", "preset shape: eurlex4k | wiki10-31k | amazon670k (flags below override it)");
 DEFINE_string(out_prefix, "", "write PREFIX.train.txt and PREFIX.test.txt (required)");
@@ -26,10 +27,11 @@ DEFINE_double(signal_fraction, 0.6, "share of feature draws taken from the row's
 DEFINE_uint64(seed, 1, "random seed");
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("tether-gen-xmc --out_prefix=PREFIX [--shape=amazon670k] [flags]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  if (FLAGS_out_prefix.empty() || argc != 1) {
-    std::fprintf(stderr, "%s\n", gflags::ProgramUsage());
+  tether::ParseFlagsOrDie(&argc, &argv,
+                          {"tether-gen-xmc --out_prefix=PREFIX [--shape=amazon670k] [flags]\n"
+                           "Writes a synthetic XMC train/test pair with power-law label frequencies."});
+  if (FLAGS_out_prefix.empty()) {
+    std::fprintf(stderr, "error: flag --out_prefix is required (usage: %s)\n", gflags::ProgramUsage());
     return 2;
   }
   tether::SyntheticXmcOptions o;

@@ -45,6 +45,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -240,8 +241,11 @@ Status Launcher::Setup() {
   devnull_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull_fd_ < 0) return Status::IOError(ErrnoText("/dev/null"));
 
-  char tmpl[] = "/tmp/tether-launch.XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return Status::IOError(ErrnoText("mkdtemp /tmp/tether-launch.XXXXXX"));
+  // Port files go under $TMPDIR (as mktemp does), so that a test run with
+  // its own TMPDIR leaves nothing in /tmp.
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/tether-launch.XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) return Status::IOError(ErrnoText("mkdtemp " + tmpl));
   tmp_dir_ = tmpl;
 
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -624,14 +628,10 @@ StatusOr<std::string> OwnDirectory() {
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
       &argc, &argv,
-      "tether-launch --config=JOB.pbtxt [--servers=S] [--workers=W] [--transport=tcp|ipc|inproc] "
-      "[--metrics_out=FILE] [--timeout_s=1800] "
-      "[override flags such as --staleness=N, forwarded to every server and worker]\n"
-      "Runs S tether-server shards and W tether-worker ranks on 127.0.0.1 and waits for them.");
-  if (argc > 1) {
-    LOG(ERROR) << "[launch] unexpected argument '" << argv[1] << "' (flags only)";
-    return 2;
-  }
+      {"tether-launch --config=JOB.pbtxt [--servers=S] [--workers=W] [--transport=tcp|ipc|inproc] "
+       "[--metrics_out=FILE] [--timeout_s=1800] "
+       "[override flags such as --staleness=N, forwarded to every server and worker]\n"
+       "Runs S tether-server shards and W tether-worker ranks on 127.0.0.1 and waits for them."});
   if (FLAGS_servers < 0 || FLAGS_workers < 0) {
     LOG(ERROR) << "[launch] --servers and --workers must be positive (0 = take the config's value)";
     return 2;
@@ -658,7 +658,8 @@ int main(int argc, char** argv) {
     gflags::SetCommandLineOption(override_name, std::to_string(mine).c_str());
   }
 
-  auto config = tether::LoadConfigFromFlags("launch");
+  // Each child logs the values in force; the launcher would only repeat them.
+  auto config = tether::LoadConfigFromFlags("launch", tether::ConfigScope::kJob, tether::ConfigLog::kQuiet);
   if (config.ok()) {
     // The model's checks (worker/model_registry.h) before anything starts.
     if (tether::Status st = tether::ValidateModelConfig(*config); !st.ok()) config = st;

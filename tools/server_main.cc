@@ -2,9 +2,8 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-#include <cstdio>
-#include <fstream>
-
+#include "core/config.h"
+#include "core/file_util.h"
 #include "core/metrics_log.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
@@ -14,25 +13,12 @@ DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
 DEFINE_string(listen, "tcp://127.0.0.1:0", "ZeroMQ endpoint to bind; port 0 picks a free port");
 DEFINE_string(port_file, "", "if set, the bound endpoint is written here (atomically) once listening");
 
-namespace {
-
-tether::Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text << "\n";
-    if (!out.flush()) return tether::Status::IOError(tmp + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return tether::Status::IOError(path + ": cannot rename into place");
-  return tether::Status::OK();
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  tether::ParseFlagsOrDie(&argc, &argv,
-                          "tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F]");
-  auto config = tether::LoadConfigFromFlags("server " + std::to_string(FLAGS_shard));
+  tether::ParseFlagsOrDie(
+      &argc, &argv,
+      {"tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F]\n"
+       "One parameter-server shard of a job; reads the config's cluster and consistency sections."});
+  auto config = tether::LoadConfigFromFlags("server " + std::to_string(FLAGS_shard), tether::ConfigScope::kServer);
   if (!config.ok()) {
     LOG(ERROR) << "[server " << FLAGS_shard << "] " << config.status().message();
     return 2;
@@ -53,11 +39,13 @@ int main(int argc, char** argv) {
     tether::LogShardClocks(&server, metrics_log.get());
   }
   tether::Status st = server.Bind(FLAGS_listen);
-  if (st.ok() && !FLAGS_port_file.empty()) st = WriteAtomically(FLAGS_port_file, server.endpoint());
+  if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, server.endpoint() + "\n");
   if (st.ok()) st = server.Run();
   if (st.ok() && metrics_log != nullptr) st = metrics_log->Flush();
   if (!st.ok()) {
-    LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
+    // The shard's own errors already carry its "[server N] " prefix.
+    const std::string prefix = "[server " + std::to_string(FLAGS_shard) + "] ";
+    LOG(ERROR) << (st.message().rfind(prefix, 0) == 0 ? "" : prefix) << st.message();
     return 1;
   }
   return 0;

@@ -85,9 +85,10 @@ int RunInProcess() {
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
-                          "tether-worker --config=JOB.pbtxt --rank=R --server_addresses=tcp://H:P,... "
-                          "[--metrics_out=FILE]\n"
-                          "   or: tether-worker --config=JOB.pbtxt --in_process [--metrics_out=FILE]");
+                          {"tether-worker --config=JOB.pbtxt --rank=R --server_addresses=tcp://H:P,... "
+                           "[--metrics_out=FILE]\n"
+                           "   or: tether-worker --config=JOB.pbtxt --in_process [--metrics_out=FILE]\n"
+                           "One trainer of a job, or (--in_process) the whole job as threads of one process."});
   if (FLAGS_in_process) return RunInProcess();
   const std::string who = "[worker " + std::to_string(FLAGS_rank) + "] ";
   auto config = tether::LoadConfigFromFlags("worker " + std::to_string(FLAGS_rank));

@@ -49,7 +49,7 @@ class XmcMlpModel final : public Model {
   int64_t num_outputs() const override { return shape_.num_labels; }
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
-    LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
+    TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
     const int64_t h = shape_.hidden, l = shape_.num_labels;
     TETHER_RETURN_IF_ERROR(w1_.Resize(keys_.size() * h));
     TETHER_RETURN_IF_ERROR(b1_.Resize(h));
@@ -114,7 +114,7 @@ class SparseLrModel final : public Model {
   int64_t num_outputs() const override { return 1; }
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
-    LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
+    TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
     TETHER_RETURN_IF_ERROR(w_.Resize(keys_.size()));
     TETHER_RETURN_IF_ERROR(b_.Resize(1));
     return WaitAllOf({client->PullRows(w_id_, keys_, w_.data()), client->PullDense(b_id_, b_.data())});

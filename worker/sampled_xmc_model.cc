@@ -24,7 +24,7 @@ class SampledXmcMlpModel final : public Model {
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
     const int64_t h = shape_.hidden;
-    LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_);
+    TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
     w1_.resize(keys_.size() * h);
     pulls_.clear();
     pulls_.push_back(client->PullRows(w1_id_, keys_, w1_.data()));

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/file_util.h"
 #include "core/metrics.h"
 #include "core/metrics_log.h"
 #include "sparse/backend.h"
@@ -459,14 +460,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
 
 Status WriteMetricsJson(const TrainReport& r, const JobConfig& config, const std::string& path) {
   const nlohmann::json j = MetricsJson(r, config);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) return Status::IOError(tmp + ": cannot write metrics");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::IOError(path + ": cannot rename metrics into place");
-  return Status::OK();
+  return WriteFileAtomically(path, j.dump(2) + "\n");
 }
 
 }  // namespace tether

@@ -14,14 +14,21 @@
 
 #include "core/config.h"
 #include "sparse/cpu_backend.h"
+#include "tests/testing/temp_dir.h"
 #include "worker/model.h"
 #include "worker/model_registry.h"
 
 namespace tether {
 namespace {
 
+// One directory for this test program's files, removed at exit.
+const testing::ScopedTempDir& TestDir() {
+  static const testing::ScopedTempDir dir;
+  return dir;
+}
+
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/trainer_" + name;
+  const std::string path = TestDir().File("trainer_" + name);
   std::ofstream(path) << text;
   return path;
 }
@@ -168,7 +175,7 @@ TEST(MetricsJsonTest, KeysFollowTheModelsMetrics) {
   TrainReport r;
   r.test_metrics = {{"accuracy", 0.85}, {"auc", std::nan("")}, {"log_loss", 0.33}};
   r.train_seconds = 2.5;
-  const std::string path = ::testing::TempDir() + "/trainer_metrics.json";
+  const std::string path = TestDir().File("trainer_metrics.json");
   ASSERT_TRUE(WriteMetricsJson(r, c, path).ok());
   nlohmann::json j = ReadJson(path);
   EXPECT_EQ(j["accuracy"].get<double>(), 0.85);

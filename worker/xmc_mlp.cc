@@ -128,14 +128,20 @@ Status XmcMlp::Predict(const CsrMatrix& x_local, const XmcParams& p, std::vector
   return Forward(x_local, p, scores->data());
 }
 
-void LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,
-                   std::vector<uint64_t>* keys, CsrMatrix* x_local) {
+Status LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,
+                     std::vector<uint64_t>* keys, CsrMatrix* x_local) {
   CHECK(keys != nullptr && x_local != nullptr);
   CHECK(0 <= row_begin && row_begin <= row_end && row_end <= x.rows)
       << "LocalizeBatch: rows [" << row_begin << ", " << row_end << ") of " << x.rows;
   const int64_t begin = x.row_ptr[row_begin], end = x.row_ptr[row_end];
   const int64_t nnz = end - begin, rows = row_end - row_begin;
-  CHECK_LT(nnz, int64_t{1} << 32) << "LocalizeBatch: minibatch too large";
+  // The sort below packs a position into 32 bits, and local column indices
+  // are uint32: a batch this large is input (a huge minibatch_size over dense
+  // rows), not a bug, so it is refused, not asserted.
+  if (nnz >= (int64_t{1} << 32))
+    return Status::InvalidArgument("minibatch rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
+                                   ") hold " + std::to_string(nnz) +
+                                   " non-zeros; one minibatch holds at most 2^32 - 1 (lower train.minibatch_size)");
   x_local->rows = rows;
   x_local->row_ptr.resize(rows + 1);
   for (int64_t r = 0; r <= rows; ++r) x_local->row_ptr[r] = x.row_ptr[row_begin + r] - begin;
@@ -184,6 +190,7 @@ void LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,
     keys->resize(unique);
   }
   x_local->cols = static_cast<int64_t>(keys->size());
+  return Status::OK();
 }
 
 }  // namespace tether

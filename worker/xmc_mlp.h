@@ -118,11 +118,13 @@ class XmcMlp {
 /// duplicate ids within a row stay duplicate entries; sorted rows stay
 /// sorted). Deterministic. Both outputs are overwritten, reusing their
 /// capacity. CHECK-fails on an invalid row range (a programming error).
+/// Errors: InvalidArgument naming the rows when they hold ≥ 2^32 non-zeros
+/// (positions and local indices are 32-bit); the outputs are then unchanged.
 /// Cost: when the largest id is < max(65536, 16 · nnz), a dense per-thread
 /// marker table (thread_local, grows to that size, O(nnz + max id));
 /// otherwise a sort of the batch's (id, position) pairs, O(nnz log nnz).
 /// Measured: 14 µs for 128 rows × 70 ids (one core).
-void LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,
-                   std::vector<uint64_t>* keys, CsrMatrix* x_local);
+Status LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,
+                     std::vector<uint64_t>* keys, CsrMatrix* x_local);
 
 }  // namespace tether

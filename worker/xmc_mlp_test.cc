@@ -298,7 +298,7 @@ TEST(LocalizeBatchTest, HandMadeBatch) {
   std::vector<uint64_t> keys = {42};  // stale contents must be replaced
   CsrMatrix local;
   // Rows [1, 3): ids {9}, {2, 7, 5} → keys [2, 5, 7, 9]; 9→3, 2→0, 7→2, 5→1.
-  LocalizeBatch(x, 1, 3, &keys, &local);
+  ASSERT_TRUE(LocalizeBatch(x, 1, 3, &keys, &local).ok());
   EXPECT_EQ(keys, (std::vector<uint64_t>{2, 5, 7, 9}));
   EXPECT_EQ(local.rows, 2);
   EXPECT_EQ(local.cols, 4);
@@ -307,19 +307,38 @@ TEST(LocalizeBatchTest, HandMadeBatch) {
   EXPECT_EQ(local.values, (std::vector<float>{3, 4, 5, 6}));
 
   // The whole batch: keys [2, 5, 7, 9, 100].
-  LocalizeBatch(x, 0, 4, &keys, &local);
+  ASSERT_TRUE(LocalizeBatch(x, 0, 4, &keys, &local).ok());
   EXPECT_EQ(keys, (std::vector<uint64_t>{2, 5, 7, 9, 100}));
   EXPECT_EQ(local.row_ptr, (std::vector<int64_t>{0, 2, 3, 6, 7}));
   EXPECT_EQ(local.col_idx, (std::vector<uint32_t>{1, 0, 3, 0, 2, 1, 4}));
   EXPECT_EQ(local.values, (std::vector<float>{1, 2, 3, 4, 5, 6, 7}));
 
   // An empty range.
-  LocalizeBatch(x, 2, 2, &keys, &local);
+  ASSERT_TRUE(LocalizeBatch(x, 2, 2, &keys, &local).ok());
   EXPECT_TRUE(keys.empty());
   EXPECT_EQ(local.rows, 0);
   EXPECT_EQ(local.cols, 0);
   EXPECT_EQ(local.row_ptr, (std::vector<int64_t>{0}));
   EXPECT_TRUE(local.col_idx.empty());
+}
+
+// A minibatch with 2^32 non-zeros cannot be localised (32-bit positions and
+// local indices): an error naming the rows, not an abort. Only row_ptr is
+// read before the check, so a CSR whose row_ptr claims 2^32 entries shows
+// it without allocating them.
+TEST(LocalizeBatchTest, MinibatchWith2To32NonZerosIsAnError) {
+  CsrMatrix x;
+  x.rows = 2;
+  x.cols = 10;
+  x.row_ptr = {0, 1, (int64_t{1} << 32) + 1};
+  std::vector<uint64_t> keys = {7};
+  CsrMatrix local;
+  Status st = LocalizeBatch(x, 1, 2, &keys, &local);
+  ASSERT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "minibatch rows [1, 2) hold 4294967296 non-zeros; one minibatch holds at most "
+                          "2^32 - 1 (lower train.minibatch_size)");
+  EXPECT_EQ(keys, (std::vector<uint64_t>{7}));  // outputs untouched
+  EXPECT_EQ(local.rows, 0);
 }
 
 // Both strategies (dense table for small id ranges, sort for large ones)
@@ -337,7 +356,7 @@ TEST(LocalizeBatchTest, MatchesNaiveForSmallAndLargeIdRanges) {
     const CsrMatrix x = MakeCsr(range, rows);
     std::vector<uint64_t> keys;
     CsrMatrix local;
-    LocalizeBatch(x, 5, 33, &keys, &local);
+    ASSERT_TRUE(LocalizeBatch(x, 5, 33, &keys, &local).ok());
     std::map<uint64_t, uint32_t> want;
     for (int64_t p = x.row_ptr[5]; p < x.row_ptr[33]; ++p) want[x.col_idx[p]] = 0;
     uint32_t next = 0;
@@ -374,7 +393,7 @@ float TrainToy(XmcLoss loss, float* initial_loss) {
   const CsrMatrix x = MakeCsr(F, xrows), y = MakeLabels(L, yrows);
   std::vector<uint64_t> keys;
   CsrMatrix x_local;
-  LocalizeBatch(x, 0, B, &keys, &x_local);
+  EXPECT_TRUE(LocalizeBatch(x, 0, B, &keys, &x_local).ok());
 
   std::normal_distribution<float> init(0.0f, 0.1f);
   std::vector<float> w1(F * H), b1(H, 0.0f), w2(L * H), b2(L, 0.0f);

@@ -299,21 +299,12 @@ class CudaBackend final : public Backend {
   Status Gemm(Transpose trans_a, Transpose trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc) override {
-    TETHER_RETURN_IF_ERROR(Check32("Gemm", {m, n, k, lda, ldb, ldc}));
-    const bool ta = trans_a == Transpose::kYes, tb = trans_b == Transpose::kYes;
-    const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
-    const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
-    if (lda < std::max<int64_t>(1, a_cols) || ldb < std::max<int64_t>(1, b_cols) ||
-        ldc < std::max<int64_t>(1, n)) {
-      return Status::InvalidArgument("Gemm: a leading dimension is smaller than its row length");
-    }
+    TETHER_ASSIGN_OR_RETURN(const backend_internal::GemmSpans spans,
+                            backend_internal::CheckGemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc,
+                                                        "CUDA library indices"));
     if (m == 0 || n == 0) return Status::OK();
-    const int64_t c_count = (m - 1) * ldc + n;
-    TETHER_RETURN_IF_ERROR(CheckDense(c, c_count, "Gemm", "c"));
-    const int64_t a_count = k == 0 ? 0 : (a_rows - 1) * lda + a_cols;
-    const int64_t b_count = k == 0 ? 0 : (b_rows - 1) * ldb + b_cols;
-    TETHER_RETURN_IF_ERROR(CheckDense(a, a_count, "Gemm", "a"));
-    TETHER_RETURN_IF_ERROR(CheckDense(b, b_count, "Gemm", "b"));
+    const bool ta = trans_a == Transpose::kYes, tb = trans_b == Transpose::kYes;
+    const int64_t a_count = spans.a, b_count = spans.b, c_count = spans.c;
     TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     TETHER_RETURN_IF_ERROR(Upload(&d_a_, a, a_count * sizeof(float)));
     TETHER_RETURN_IF_ERROR(Upload(&d_b_, b, b_count * sizeof(float)));

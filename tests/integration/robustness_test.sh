@@ -9,6 +9,10 @@
 #                     non-zero exit before any network activity (a listener
 #                     counts connections; a server never binds); the values
 #                     in force, index base included (C02), are logged once
+#   command_line      every binary: --help (usage, Tether's flags first, no
+#                     glog flags), --version, no arguments (usage, exit 2), a
+#                     stray positional argument and a typo (exit 1, named);
+#                     log lines carry one prefix
 # Every process runs under `timeout`; the listener is killed on exit.
 set -euo pipefail
 mode=$1
@@ -167,12 +171,61 @@ EOF
   # and a flag's override; this server stops itself (no worker comes).
   out=$(timeout 30 "$bin/tether-server" --config="$tmp/job.pbtxt" --staleness=3 2>&1) && fail "server without workers: exit 0"
   [ "$(grep -c "config in force" <<<"$out")" = 1 ] || fail "config in force not logged exactly once:"$'\n'"$out"
-  line=$(grep "config in force" <<<"$out")
-  for part in "index_base: 0" "staleness: 3" "num_features: 10"; do
+  # The block: its header line, then one indented line per config section.
+  line=$(awk '/config in force/ {on = 1; print; next} on && /^  / {print; next} {on = 0}' <<<"$out")
+  for part in "index_base: 0" "staleness: 3" "num_features: 10" "flags --staleness=3"; do
     grep -qF "$part" <<<"$line" || fail "config in force lacks '$part': $line"
   done
+  awk 'length > 200 {exit 1}' <<<"$line" || fail "config in force has a line over 200 characters: $line"
   grep -qF "no worker said hello within cluster.startup_timeout_ms=1000" <<<"$out" || fail "server: $out"
   echo "ok   config in force logged once (index_base: 0, staleness: 3)"
+  ;;
+command_line)
+  for b in tether-server tether-worker tether-launch tether-data tether-gen-xmc tether-bench; do
+    out=$(timeout 10 "$bin/$b" --help 2>&1) || fail "$b --help: exit $?"
+    [[ "$(head -1 <<<"$out")" == "usage: $b"* ]] ||
+      fail "$b --help: first line is not its usage:"$'\n'"$out"
+    grep -q -- "--logtostderr\|--minloglevel\|--flagfile=" <<<"$out" && fail "$b --help lists glog/gflags flags:"$'\n'"$out"
+    [[ "$(tail -1 <<<"$out")" == *"$b --helpfull" ]] || fail "$b --help: last line does not point at --helpfull"
+    out=$(timeout 10 "$bin/$b" --helpfull 2>&1) || fail "$b --helpfull: exit $?"
+    grep -q -- "-logtostderr" <<<"$out" || fail "$b --helpfull lacks the glog flags"
+    out=$(timeout 10 "$bin/$b" --version 2>&1) || fail "$b --version: exit $?"
+    grep -qE "^$b [0-9]+\.[0-9]+\.[0-9]+ \(commit [^,]+, CUDA (on|off)\)$" <<<"$out" || fail "$b --version: $out"
+    rc=0; out=$(timeout 10 "$bin/$b" 2>&1) || rc=$?
+    [ "$rc" = 2 ] || fail "$b without arguments: exit $rc (expected 2):"$'\n'"$out"
+    [[ "$(head -1 <<<"$out")" == "usage: $b"* ]] || fail "$b without arguments does not print its usage:"$'\n'"$out"
+    rc=0; out=$(timeout 10 "$bin/$b" --no_such_flagz=1 2>&1) || rc=$?
+    [ "$rc" = 1 ] && grep -qF "error: unknown flag --no_such_flagz" <<<"$out" || fail "$b typo: exit $rc: $out"
+    echo "ok   $b: --help, --helpfull, --version, no arguments, typo"
+  done
+  help=$(timeout 10 "$bin/tether-server" --help)
+  [ "$(grep -n -- "^  --shard=" <<<"$help" | cut -d: -f1)" -lt "$(grep -n -- "^  --staleness " <<<"$help" | cut -d: -f1)" ] ||
+    fail "tether-server --help: its own flags should come before the config overrides"
+  grep -qE -- "^  --staleness +consistency.staleness: staleness bound" <<<"$help" ||
+    fail "tether-server --help lacks the staleness override:"$'\n'"$help"
+  [ "$(wc -l <<<"$help")" -lt 100 ] || fail "tether-server --help has $(wc -l <<<"$help") lines"
+  rc=0; out=$(timeout 10 "$bin/tether-data" chek --format=xmc --index_beas=0 f 2>&1) || rc=$?
+  [ "$rc" = 1 ] && grep -qF "unknown flag --index_beas (did you mean --index_base?)" <<<"$out" || fail "tether-data typo: $out"
+  rc=0; out=$(timeout 10 "$bin/tether-data" chek --format=xmc --index_base=0 f 2>&1) || rc=$?
+  [ "$rc" = 1 ] && grep -qF "unknown command 'chek'" <<<"$out" || fail "tether-data chek: $out"
+  rc=0; out=$(timeout 10 "$bin/tether-data" check --format=xmc --index_base=0 a b 2>&1) || rc=$?
+  [ "$rc" = 1 ] && grep -qF "error: unexpected argument 'b'" <<<"$out" || fail "tether-data extra argument: $out"
+  for b in tether-server tether-worker tether-launch; do
+    rc=0; out=$(timeout 10 "$bin/$b" --config=examples/bibtex.pbtxt stray 2>&1) || rc=$?
+    [ "$rc" = 1 ] && grep -qF "error: unexpected argument 'stray' ($b takes flags only" <<<"$out" ||
+      fail "$b stray argument: exit $rc: $out"
+  done
+  rc=0; out=$(timeout 10 "$bin/tether-bench" transport extra 2>&1) || rc=$?
+  [ "$rc" = 1 ] && grep -qF "error: unexpected argument 'extra'" <<<"$out" || fail "tether-bench extra: $out"
+  echo "ok   stray positional arguments are refused by name"
+  # One prefix per log line: level, date and time, then the role.
+  out=$(timeout 30 "$bin/tether-server" --config=tests/data/cases/C20_config_typo.pbtxt 2>&1 || true)
+  while IFS= read -r l; do
+    [[ "$l" =~ ^[IWEF][0-9]{8}\ [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}\ \[server\ 0\]\  ]] ||
+      fail "log line without exactly one prefix: '$l'"
+  done < <(grep -E '^[IWEF][0-9]{8} ' <<<"$out")
+  grep -qE '^E[0-9]{8} [0-9:.]{12} \[server 0\] .*unknown field' <<<"$out" || fail "server error line: $out"
+  echo "ok   log lines carry one prefix"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac

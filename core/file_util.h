@@ -1,0 +1,62 @@
+// Atomic file replacement: a reader of `path` sees either the old file or the
+// whole new one, never a torn write, even across a crash or power loss.
+//
+// The new contents go to a temporary file in the same directory (so the
+// rename stays within one file system), which is flushed to disk (fsync)
+// before it is renamed over `path`; the directory is then fsynced so the
+// rename itself is durable. This is the sequence POSIX needs; rename alone
+// can leave an empty file after a crash on ext4/xfs with delayed allocation.
+//
+// Ownership: an AtomicFile owns its temporary file and removes it unless
+// Commit() succeeded (also when it is destroyed before Commit()).
+// Thread-safety: none; one writer per object. Different objects may write
+// different paths at once; two writers of one path race only in which
+// complete file wins.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace tether {
+
+class AtomicFile {
+ public:
+  /// Creates a temporary file "PATH.tmp.PID.N" next to `path` (mode 0666
+  /// less the umask, as for any new file). Errors: IOError naming the temporary path (directory
+  /// missing or not writable).
+  static StatusOr<AtomicFile> Create(const std::string& path);
+
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  /// Removes the temporary file unless Commit() succeeded.
+  ~AtomicFile();
+
+  /// Appends `bytes` to the temporary file (unbuffered: callers that write
+  /// many small pieces should batch them). Errors: IOError naming the
+  /// temporary path (disk full, I/O error).
+  Status Append(std::string_view bytes);
+
+  /// fsyncs and closes the temporary file, renames it to `path`, and fsyncs
+  /// the directory. After an error the temporary file is removed and `path`
+  /// is untouched. Call at most once. Errors: IOError naming the path.
+  Status Commit();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  AtomicFile(std::string path, std::string tmp_path, int fd);
+
+  std::string path_, tmp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+/// Replaces `path` with `contents` through an AtomicFile. Errors: IOError
+/// naming the path.
+Status WriteFileAtomically(const std::string& path, std::string_view contents);
+
+}  // namespace tether
