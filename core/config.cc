@@ -223,6 +223,8 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"eval_max_rows", "train.eval_max_rows", "evaluate on the first N test rows only (0: all)"},
       {"sampled_labels", "model.sampled_labels", "sampled softmax over K output rows per minibatch (0: full softmax)"},
       {"eval_minibatch_size", "train.eval_minibatch_size", "rows per evaluation minibatch"},
+      {"job_id", "cluster.job_id", "the job's identity at HELLO (default: the config's name); servers and workers must agree"},
+      {"generation", "cluster.generation", "the job's generation at HELLO; a restart or requeue increments it"},
   };
   return kOverrides;
 }

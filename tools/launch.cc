@@ -51,6 +51,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -684,6 +685,14 @@ int main(int argc, char** argv) {
                        "--num_workers=" + std::to_string(options.num_workers)};
   for (const std::string& f : tether::OverrideFlagsSet())
     if (f.rfind("--num_servers=", 0) != 0 && f.rfind("--num_workers=", 0) != 0) options.forwarded.push_back(f);
+  if (config->cluster().job_id().empty()) {
+    // A job id of this launch's own, so that no process of another launch of
+    // the same config (a stale worker, a second user) can pair with these.
+    std::random_device rd;
+    char suffix[32];
+    std::snprintf(suffix, sizeof(suffix), "-%d-%08x", static_cast<int>(getpid()), rd());
+    options.forwarded.push_back("--job_id=" + config->name() + suffix);
+  }
 
   tether::Launcher launcher(std::move(options));
   return launcher.Run();

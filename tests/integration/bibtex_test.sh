@@ -129,11 +129,14 @@ config_errors)
   if out=$(timeout 20 "$bin/tether-worker" --config=examples/bibtex.pbtxt --staleness 2>&1); then
     echo "FAIL: flag without value accepted"; exit 1; fi
   echo "$out" | grep -q "flag --staleness is missing its value" || { echo "FAIL: $out"; exit 1; }
-  # Missing index base is refused naming the field.
+  # Missing index base is refused naming the field, by the worker (the
+  # server reads no data section) before it connects anywhere.
   grep -v index_base examples/bibtex.pbtxt > "$tmp/nobase.pbtxt"
-  if out=$(timeout 20 "$bin/tether-server" --config="$tmp/nobase.pbtxt" 2>&1); then
+  if out=$(timeout 20 "$bin/tether-worker" --config="$tmp/nobase.pbtxt" --rank=0 \
+      --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 2>&1); then
     echo "FAIL: missing index_base accepted"; exit 1; fi
   echo "$out" | grep -q "data.index_base" || { echo "FAIL: $out"; exit 1; }
+  if echo "$out" | grep -q "connected to"; then echo "FAIL: connected before refusing: $out"; exit 1; fi
   # A straggler outside the job, and a metrics file that cannot be written,
   # are refused before any training.
   if out=$(timeout 20 "$bin/tether-launch" --config=examples/bibtex.pbtxt --slowdown=2 --slowdown_rank=7 2>&1); then
