@@ -21,89 +21,94 @@ Status FieldError(const std::string& field, const std::string& why) {
 // Each entry: the config fields the model reads, its tables, its labels,
 // its constructor (worker/builtin_models.h).
 
-ModelInfo XmcMlpInfo() {
-  ModelInfo m;
-  m.name = "xmc_mlp";
-  m.label_kind = LabelKind::kMultiLabel;
-  m.validate = [](const JobConfig& c) -> Status {
-    if (c.data().format() == IDX)
-      return FieldError("data.format",
-                        "IDX data has one class per row; model.type XMC_MLP needs XMC or LIBSVM multi-label data");
-    if (c.data().num_labels() <= 0) return FieldError("data.num_labels", "must be > 0 (the model's output width)");
-    if (c.model().sampled_labels() > 0 && c.model().loss() != SOFTMAX)
-      return FieldError("model.sampled_labels", "a sampled softmax needs model.loss SOFTMAX");
-    return Status::OK();
-  };
-  // w1: row table, key = feature id, H floats; b1: dense, H; w2: row table,
-  // key = label id, H + 1 floats (the label's weights then its bias).
-  m.tables = [](const JobConfig& c) {
-    const auto h = static_cast<uint64_t>(c.model().hidden());
-    const double f = static_cast<double>(c.data().num_features());
-    const double l = static_cast<double>(c.data().num_labels());
-    std::vector<TableSpec> t;
-    t.push_back(MakeTable(c, "w1", TableSpec::ROW, h, f, static_cast<double>(h)));
-    t.back().set_num_keys(static_cast<uint64_t>(c.data().num_features()));
-    t.push_back(MakeTable(c, "b1", TableSpec::DENSE, h));
-    t.push_back(MakeTable(c, "w2", TableSpec::ROW, h + 1, static_cast<double>(h), l));
-    t.back().set_num_keys(static_cast<uint64_t>(c.data().num_labels()));
-    return t;
-  };
-  m.create = CreateXmcMlpModel;
-  return m;
+// One config check: when `failed`, the model refuses the config with
+// "config field `field`: `why`".
+struct FieldCheck {
+  bool failed;
+  const char* field;
+  std::string why;
+};
+
+Status FirstFailed(std::initializer_list<FieldCheck> checks) {
+  for (const FieldCheck& c : checks)
+    if (c.failed) return FieldError(c.field, c.why);
+  return Status::OK();
 }
 
-ModelInfo SparseLrInfo() {
-  ModelInfo m;
-  m.name = "sparse_lr";
-  m.label_kind = LabelKind::kBinary;
-  m.validate = [](const JobConfig& c) -> Status {
-    if (c.data().format() != LIBSVM)
-      return FieldError("data.format", "model.type SPARSE_LR reads LIBSVM binary data (labels ±1 or 0/1)");
-    if (c.data().num_labels() > 1)
-      return FieldError("data.num_labels", "must be 0 or 1 for model.type SPARSE_LR (one logit per row)");
-    return Status::OK();
-  };
-  // Zero init: the logistic loss is convex, so there is no symmetry to break.
-  m.tables = [](const JobConfig& c) {
-    std::vector<TableSpec> t;
-    t.push_back(MakeTable(c, "w", TableSpec::ROW, 1));
-    t.back().set_num_keys(static_cast<uint64_t>(c.data().num_features()));
-    t.push_back(MakeTable(c, "b", TableSpec::DENSE, 1));
-    return t;
-  };
-  m.create = CreateSparseLrModel;
-  return m;
+Status ValidateXmcMlp(const JobConfig& c) {
+  return FirstFailed({
+      {c.data().format() == IDX, "data.format",
+       "IDX data has one class per row; model.type XMC_MLP needs XMC or LIBSVM multi-label data"},
+      {c.data().num_labels() <= 0, "data.num_labels", "must be > 0 (the model's output width)"},
+      {c.model().sampled_labels() > 0 && c.model().loss() != SOFTMAX, "model.sampled_labels",
+       "a sampled softmax needs model.loss SOFTMAX"},
+  });
 }
 
-ModelInfo DenseMlpInfo() {
-  ModelInfo m;
-  m.name = "dense_mlp";
-  m.label_kind = LabelKind::kMultiClass;
-  m.validate = [](const JobConfig& c) -> Status {
-    if (c.data().format() == XMC)
-      return FieldError("data.format", "model.type DENSE_MLP reads single-label LIBSVM or IDX data");
-    if (c.data().num_labels() < 2)
-      return FieldError("data.num_labels", "must be ≥ 2 for model.type DENSE_MLP (the number of classes)");
-    for (int w : c.model().hidden_layers())
-      if (w < 1) return FieldError("model.hidden_layers", "every width must be ≥ 1, got " + std::to_string(w));
-    return Status::OK();
+// w1: row table, key = feature id, H floats; b1: dense, H; w2: row table,
+// key = label id, H + 1 floats (the label's weights then its bias).
+std::vector<TableSpec> XmcMlpTables(const JobConfig& c) {
+  const auto h = static_cast<uint64_t>(c.model().hidden());
+  const double f = static_cast<double>(c.data().num_features());
+  const double l = static_cast<double>(c.data().num_labels());
+  std::vector<TableSpec> t;
+  t.push_back(MakeTable(c, "w1", TableSpec::ROW, h, f, static_cast<double>(h)));
+  t.back().set_num_keys(static_cast<uint64_t>(c.data().num_features()));
+  t.push_back(MakeTable(c, "b1", TableSpec::DENSE, h));
+  t.push_back(MakeTable(c, "w2", TableSpec::ROW, h + 1, static_cast<double>(h), l));
+  t.back().set_num_keys(static_cast<uint64_t>(c.data().num_labels()));
+  return t;
+}
+
+Status ValidateSparseLr(const JobConfig& c) {
+  return FirstFailed({
+      {c.data().format() != LIBSVM, "data.format",
+       "model.type SPARSE_LR reads LIBSVM binary data (labels ±1 or 0/1)"},
+      {c.data().num_labels() > 1, "data.num_labels", "must be 0 or 1 for model.type SPARSE_LR (one logit per row)"},
+  });
+}
+
+// w: row table, key = feature id, one float; b: dense, one float. Zero
+// init: the logistic loss is convex, so there is no symmetry to break.
+std::vector<TableSpec> SparseLrTables(const JobConfig& c) {
+  std::vector<TableSpec> t;
+  t.push_back(MakeTable(c, "w", TableSpec::ROW, 1));
+  t.back().set_num_keys(static_cast<uint64_t>(c.data().num_features()));
+  t.push_back(MakeTable(c, "b", TableSpec::DENSE, 1));
+  return t;
+}
+
+Status ValidateDenseMlp(const JobConfig& c) {
+  int64_t narrowest = 1;
+  for (int w : c.model().hidden_layers()) narrowest = std::min<int64_t>(narrowest, w);
+  return FirstFailed({
+      {c.data().format() == XMC, "data.format", "model.type DENSE_MLP reads single-label LIBSVM or IDX data"},
+      {c.data().num_labels() < 2, "data.num_labels", "must be ≥ 2 for model.type DENSE_MLP (the number of classes)"},
+      {narrowest < 1, "model.hidden_layers", "every width must be ≥ 1, got " + std::to_string(narrowest)},
+  });
+}
+
+// For layer i = 1..n: "wi" (dense, d(i-1) × di row-major: row = input unit)
+// and "bi" (dense, di, zeros); range-partitioned over the shards.
+std::vector<TableSpec> DenseMlpTables(const JobConfig& c) {
+  const std::vector<int64_t> widths = DenseMlpLayerWidths(c);
+  std::vector<TableSpec> t;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    const std::string layer = std::to_string(i + 1);
+    const auto in = static_cast<uint64_t>(widths[i]), out = static_cast<uint64_t>(widths[i + 1]);
+    t.push_back(
+        MakeTable(c, "w" + layer, TableSpec::DENSE, in * out, static_cast<double>(in), static_cast<double>(out)));
+    t.push_back(MakeTable(c, "b" + layer, TableSpec::DENSE, out));
+  }
+  return t;
+}
+
+std::vector<ModelInfo> BuiltinModels() {
+  return {
+      {"xmc_mlp", LabelKind::kMultiLabel, ValidateXmcMlp, XmcMlpTables, CreateXmcMlpModel},
+      {"sparse_lr", LabelKind::kBinary, ValidateSparseLr, SparseLrTables, CreateSparseLrModel},
+      {"dense_mlp", LabelKind::kMultiClass, ValidateDenseMlp, DenseMlpTables, CreateDenseMlpModel},
   };
-  // For layer i = 1..n: "wi" (dense, d(i-1) × di row-major: row = input
-  // unit) and "bi" (dense, di, zeros); range-partitioned over the shards.
-  m.tables = [](const JobConfig& c) {
-    const std::vector<int64_t> widths = DenseMlpLayerWidths(c);
-    std::vector<TableSpec> t;
-    for (size_t i = 0; i + 1 < widths.size(); ++i) {
-      const std::string layer = std::to_string(i + 1);
-      const auto in = static_cast<uint64_t>(widths[i]), out = static_cast<uint64_t>(widths[i + 1]);
-      t.push_back(MakeTable(c, "w" + layer, TableSpec::DENSE, in * out, static_cast<double>(in),
-                            static_cast<double>(out)));
-      t.push_back(MakeTable(c, "b" + layer, TableSpec::DENSE, out));
-    }
-    return t;
-  };
-  m.create = CreateDenseMlpModel;
-  return m;
 }
 
 struct Registry {
@@ -117,7 +122,7 @@ struct Registry {
 Registry& GetRegistry() {
   static Registry* r = [] {
     auto* reg = new Registry;
-    for (ModelInfo m : {XmcMlpInfo(), SparseLrInfo(), DenseMlpInfo()}) reg->models.emplace(m.name, std::move(m));
+    for (ModelInfo& m : BuiltinModels()) reg->models.emplace(m.name, std::move(m));
     return reg;
   }();
   return *r;
