@@ -43,7 +43,7 @@ def field_bytes(num, data):
 
 
 def header(type_, table=0, request=1, rank=0, clock=0, num_keys=None, dim=None, num_values=None,
-           staleness=None, fingerprint=None, samples=None):
+           staleness=None, job_id=None, shard=None, tables=(), samples=None):
     h = field_varint(1, type_) + field_varint(2, table) + field_varint(3, request)
     h += field_varint(4, rank) + field_varint(5, clock)
     if num_keys is not None:
@@ -54,8 +54,12 @@ def header(type_, table=0, request=1, rank=0, clock=0, num_keys=None, dim=None, 
         h += field_varint(8, num_values)
     if staleness is not None:
         h += field_varint(10, staleness)
-    if fingerprint is not None:
-        h += field_bytes(11, fingerprint)
+    if job_id is not None:  # HELLO: job id (30), protocol version (32), shard and count (33, 34)
+        h += field_bytes(30, job_id) + field_varint(32, 2)
+    if shard is not None:
+        h += field_varint(33, shard) + field_varint(34, 1)
+    for t in tables:  # HELLO: repeated TableSpec tables = 35
+        h += field_bytes(35, t)
     if samples is not None:
         h += field_varint(12, samples)
     return h
@@ -86,7 +90,11 @@ def write(target, name, data):
 def message_corpus():
     ident = b'w0-123-456'
     seeds = {
-        'hello': [header(HELLO, staleness=2, fingerprint=b'w1[row dim=2] b1[dense size=2] '), b'', b''],
+        # TableSpec: id (1), name (2), kind (3: 0 row, 1 dense), dim (4), size (5)
+        'hello': [header(HELLO, staleness=2, job_id=b'job', shard=0,
+                         tables=(field_varint(1, 0) + field_bytes(2, b'w1') + field_varint(4, 2),
+                                 field_varint(1, 1) + field_bytes(2, b'b1') + field_varint(3, 1) + field_varint(5, 2))),
+                  b'', b''],
         'pull_rows': [header(PULL, num_keys=3, dim=2), keys(1, 5, 9), b''],
         'pull_dense': [header(PULL, table=1), b'', b''],
         'push_rows': [header(PUSH, num_keys=2, dim=2, num_values=4), keys(3, 7), floats(1, -1, 0.5, 2)],
