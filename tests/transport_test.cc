@@ -1002,5 +1002,30 @@ TEST(TransportTest, HelloBeforeWorkerZerosWaitsForItsTables) {
   EXPECT_EQ(server.stats().bad_messages, 0u);
 }
 
+// The shard re-checks the tables worker 0 declares (a peer may skip the
+// worker's own checks): a bad spec gets an ERROR_REPLY naming the table and
+// the field, nothing is defined, and a good worker 0 can still define them.
+TEST(TransportTest, BadTableSpecsInHelloAreRefusedNamingTheField) {
+  JobConfig c = ExactJob(1, 1, 2);
+  ServerThread server(c, 0);
+  BadPeer peer(server.endpoint());
+  MessageHeader h;
+  ASSERT_TRUE(h.ParseFromString(HelloHeader(c, 0, 0)));
+  h.mutable_tables(0)->set_dim(0);
+  EXPECT_EQ(peer.SendAndGetError({"dim 0", {h.SerializeAsString(), "", ""}, ""}),
+            "[server 0] worker 0 declared a bad table: table 'w1': field dim: must be ≥ 1, got 0");
+  ASSERT_TRUE(h.ParseFromString(HelloHeader(c, 0, 0)));
+  h.mutable_tables(1)->set_size(700000000);  // C15: one slice above the message limit
+  const std::string big = peer.SendAndGetError({"C15", {h.SerializeAsString(), "", ""}, ""});
+  EXPECT_NE(big.find("dense table 'b1' is 2800000000 bytes (700000000 floats); split over cluster.num_servers=1"),
+            std::string::npos) << big;
+  h.clear_tables();
+  EXPECT_EQ(peer.SendAndGetError({"none", {h.SerializeAsString(), "", ""}, ""}),
+            "[server 0] worker 0 declared no tables");
+  auto good = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(good);
+  ASSERT_TRUE(good->Bye().ok());
+}
+
 }  // namespace
 }  // namespace tether
