@@ -6,6 +6,9 @@
 //                            ZeroMQ DEALER/ROUTER pair moving the same bytes
 //   tether-bench updates     server-side SGD/AdaGrad/Adam on pushed rows
 //                            (one core) vs a STREAM copy/triad probe
+//   tether-bench kv          the worker side of scripts/bench_pslite.sh:
+//                            push/pull request shapes against a separately
+//                            started tether-server, timed as ps-lite's side is
 //   tether-bench order       the worker's per-epoch row order (one epoch per
 //                            line), for baselines that must see the same
 //                            minibatches (scripts/bench_train.sh)
@@ -56,6 +59,12 @@ DEFINE_int64(rows, 500000, "updates: rows in the table (keep the table well abov
 DEFINE_int32(batch, 1000, "updates: rows per push (random, sorted, unique)");
 DEFINE_string(optimizers, "sgd,adagrad,adam", "updates: server optimizers to measure");
 DEFINE_int64(stream_floats, 1 << 25, "updates: floats per array of the bandwidth probe (3 arrays)");
+DEFINE_string(server, "", "kv: endpoint of a running tether-server (tcp://127.0.0.1:PORT)");
+DEFINE_string(job_id, "tether-bench-kv", "kv: the server's job id (its config's name or cluster.job_id)");
+DEFINE_string(shapes, "1x1,100000x1,1000000x1,1024x4096,100000x64,100000x256",
+              "kv: request shapes, KEYSxDIM (floats per key), comma-separated");
+DEFINE_string(optimizer, "sgd", "kv: the tables' server-side update, sgd or noop (checks and lookups, no arithmetic)");
+DEFINE_uint64(key_seed, 1, "kv: seed of the random sorted uint64 keys (tools/pslite_kv/kv_bench.cc draws the same)");
 DEFINE_uint64(seed, 1, "order: train.seed");
 DEFINE_int32(rank, 0, "order: worker rank");
 DEFINE_int32(epochs, 1, "order: epochs to print");
@@ -541,6 +550,129 @@ int RunUpdates() {
   return 0;
 }
 
+// ------------------------------------------------------------------ kv
+
+// n random, sorted, unique uint64 keys: the same algorithm as
+// tools/pslite_kv/kv_bench.cc, so both sides send the same keys.
+std::vector<uint64_t> RandomSortedKeys(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> keys;
+  keys.reserve(n);
+  while (static_cast<int64_t>(keys.size()) < n) {
+    while (static_cast<int64_t>(keys.size()) < n) keys.push_back(rng());
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+  return keys;
+}
+
+// The worker side of scripts/bench_pslite.sh against a tether-server
+// started apart (one shard, one worker, ASP, no cache, so every request
+// crosses the wire): one ROW table per distinct dim of --shapes, any uint64
+// key, zeros at start, SGD (lr 1e-6) or NOOP. Per shape: one untimed push
+// and pull (creates the rows, fills the frame pools), then timed pushes
+// (PushRows + WaitAll: applied and acknowledged) and pulls alternately, as
+// kv_bench.cc times ps-lite. Prints "RESULT keys dim push_ms pull_ms reps"
+// lines (medians) for the script to merge, then says BYE (the server exits).
+int RunKv() {
+  if (FLAGS_server.empty()) {
+    std::fprintf(stderr, "tether-bench kv: --server=ENDPOINT (a running tether-server) is required\n");
+    return 2;
+  }
+  OptimizerType type;
+  if (FLAGS_optimizer == "sgd") {
+    type = SGD;
+  } else if (FLAGS_optimizer == "noop") {
+    type = NOOP;
+  } else {
+    std::fprintf(stderr, "tether-bench kv: unknown --optimizer=%s (sgd, noop)\n", FLAGS_optimizer.c_str());
+    return 2;
+  }
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (keys, dim)
+  for (const std::string& item : ParseNames(FLAGS_shapes)) {
+    const size_t x = item.find('x');
+    const int64_t n = x == std::string::npos ? 0 : static_cast<int64_t>(std::stod(item.substr(0, x)));
+    const int64_t dim = x == std::string::npos ? 0 : std::stoll(item.substr(x + 1));
+    if (n < 1 || dim < 1) {
+      std::fprintf(stderr, "tether-bench kv: bad shape '%s' in --shapes (KEYSxDIM, both ≥ 1)\n", item.c_str());
+      return 2;
+    }
+    shapes.emplace_back(n, dim);
+  }
+  ClientOptions copts;
+  copts.servers = {FLAGS_server};
+  copts.staleness = -1;
+  copts.job_id = FLAGS_job_id;
+  copts.request_timeout_ms = 120000;
+  if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
+  if (FLAGS_max_outstanding > 0) copts.max_outstanding = FLAGS_max_outstanding;
+  std::vector<int64_t> table_dims;
+  for (const auto& [n, dim] : shapes) {
+    (void)n;
+    if (std::find(table_dims.begin(), table_dims.end(), dim) != table_dims.end()) continue;
+    TableSpec spec;
+    spec.set_id(static_cast<uint32_t>(table_dims.size()));
+    spec.set_name("d" + std::to_string(dim));
+    spec.set_kind(TableSpec::ROW);
+    spec.set_dim(static_cast<uint32_t>(dim));
+    spec.mutable_init()->set_kind(TableInitializer::ZEROS);
+    spec.mutable_optimizer()->set_type(type);
+    spec.mutable_optimizer()->set_learning_rate(1e-6f);
+    spec.mutable_consistency()->set_model(ASP);
+    spec.mutable_consistency()->set_staleness(-1);
+    spec.mutable_consistency()->set_cache(false);
+    copts.tables.push_back(spec);
+    table_dims.push_back(dim);
+  }
+  auto client_or = WorkerClient::Connect(copts);
+  if (!client_or.ok()) {
+    std::fprintf(stderr, "tether-bench kv: %s\n", client_or.status().message().c_str());
+    return 1;
+  }
+  std::unique_ptr<WorkerClient> client = std::move(*client_or);
+  std::printf("READY\n");
+  std::fflush(stdout);
+  for (const auto& [n, dim] : shapes) {
+    const uint32_t table = static_cast<uint32_t>(
+        std::find(table_dims.begin(), table_dims.end(), dim) - table_dims.begin());
+    const std::vector<uint64_t> keys = RandomSortedKeys(n, FLAGS_key_seed);
+    std::vector<float> push_vals(static_cast<size_t>(n * dim), 0.5f), pull_vals(static_cast<size_t>(n * dim));
+    auto push = [&]() -> Status {
+      client->PushRows(table, keys, push_vals.data());
+      return client->WaitAll();
+    };
+    auto pull = [&]() -> Status { return client->PullRows(table, keys, pull_vals.data()).Wait(); };
+    Status st = push();
+    if (st.ok()) st = pull();
+    std::vector<double> t_push, t_pull;
+    const double start = Now();
+    while (st.ok() && static_cast<int>(t_push.size()) < FLAGS_max_reps &&
+           (static_cast<int>(t_push.size()) < FLAGS_min_reps || Now() - start < 2 * FLAGS_min_time_s)) {
+      double t0 = Now();
+      st = push();
+      t_push.push_back(Now() - t0);
+      if (!st.ok()) break;
+      t0 = Now();
+      st = pull();
+      t_pull.push_back(Now() - t0);
+    }
+    if (!st.ok()) {
+      std::fprintf(stderr, "tether-bench kv: %lld x %lld: %s\n", static_cast<long long>(n),
+                   static_cast<long long>(dim), st.message().c_str());
+      return 1;
+    }
+    std::printf("RESULT %lld %lld %.4f %.4f %d\n", static_cast<long long>(n), static_cast<long long>(dim),
+                Summarize(t_push).median * 1e3, Summarize(t_pull).median * 1e3, static_cast<int>(t_push.size()));
+    std::fflush(stdout);
+  }
+  const Status bye = client->Bye();
+  if (!bye.ok()) {
+    std::fprintf(stderr, "tether-bench kv: %s\n", bye.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 // ------------------------------------------------------------------ order
 
 int RunOrder() {
@@ -568,8 +700,10 @@ int RunOrder() {
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
       &argc, &argv,
-      {"tether-bench transport|updates|order [flags]\n"
+      {"tether-bench transport|updates|kv|order [flags]\n"
        "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops)\n"
+       "  kv         push/pull shapes against a running tether-server (--server, --shapes, --optimizer;\n"
+       "             scripts/bench_pslite.sh runs it alternately with ps-lite)\n"
        "  updates    server optimizers on one core vs a memory-bandwidth probe (--rows, --dims, --optimizers)\n"
        "  order      a worker's per-epoch row order (--order_rows, --seed, --rank, --epochs)",
        {"COMMAND"}});
@@ -580,6 +714,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "transport") return tether::RunTransport();
   if (cmd == "updates") return tether::RunUpdates();
+  if (cmd == "kv") return tether::RunKv();
   if (cmd == "order") return tether::RunOrder();
   std::fprintf(stderr, "tether-bench: unknown command '%s'\n%s\n", cmd.c_str(), gflags::ProgramUsage());
   return 2;
