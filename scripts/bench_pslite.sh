@@ -200,6 +200,7 @@ EOF
     { echo "$me: tether-server failed in $1; its log:" >&2; tail -n 10 "$work/$1-server.log" >&2; exit 1; }
 }
 
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 start_s=$(date +%s)
 sides=(pslite sgd noop)
@@ -218,7 +219,6 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 elapsed_s=$(($(date +%s) - start_s))
 
 # ---------------------------------------------------------------- the table
-commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "## Tether against ps-lite: push/pull, one server + one worker, separate processes, loopback TCP"
 echo
 echo "Commit $commit; ps-lite 15b8adf with an empty server handler; $rounds alternated rounds (medians of each"
