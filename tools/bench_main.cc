@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -31,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
 #include <zmq.hpp>
 
 #include "core/config.h"
@@ -55,10 +57,18 @@ DEFINE_int64(chunk_bytes, 16 << 20,
              "side splits the same way (0 = one message per shard); above glibc's 32 MiB mmap threshold every "
              "buffer is a fresh mapping and page faults dominate");
 DEFINE_int32(max_outstanding, 0, "transport: Tether client's requests in flight per shard (0 = the client's default)");
-DEFINE_int64(rows, 500000, "updates: rows in the table (keep the table well above the last-level cache)");
+DEFINE_int64(rows, 500000,
+             "updates: rows in the table, at least; raised per cell until the rows' weights and state are "
+             "--llc_multiple × the last-level cache");
+DEFINE_double(llc_multiple, 4, "updates: the working set (rows × (weights + state) bytes) as a multiple of the LLC");
+DEFINE_int64(llc_bytes, 0,
+             "updates: last-level cache in bytes (0 = read from sysfs, else sysconf(_SC_LEVEL3_CACHE_SIZE), "
+             "else the 64 MiB fallback)");
 DEFINE_int32(batch, 1000, "updates: rows per push (random, sorted, unique)");
 DEFINE_string(optimizers, "sgd,adagrad,adam", "updates: server optimizers to measure");
-DEFINE_int64(stream_floats, 1 << 25, "updates: floats per array of the bandwidth probe (3 arrays)");
+DEFINE_int64(stream_floats, 1 << 25,
+             "updates: floats per array of the bandwidth probe (3 arrays), at least; raised until each array is "
+             "--llc_multiple × the last-level cache, as STREAM requires");
 DEFINE_string(server, "", "kv: endpoint of a running tether-server (tcp://127.0.0.1:PORT)");
 DEFINE_string(job_id, "tether-bench-kv", "kv: the server's job id (its config's name or cluster.job_id)");
 DEFINE_string(shapes, "1x1,100000x1,1000000x1,1024x4096,100000x64,100000x256",
@@ -429,24 +439,82 @@ Stream ProbeBandwidth(int64_t n) {
   return r;
 }
 
+// The last-level cache one core sees, in bytes, and where the figure came
+// from. In order: --llc_bytes; sysfs (the highest-level data or unified
+// cache of cpu0, /sys/devices/system/cpu/cpu0/cache/index*/{level,type,size});
+// sysconf(_SC_LEVEL3_CACHE_SIZE) (glibc reads CPUID; a VM may report the
+// whole socket's L3); else kFallbackLlcBytes, said so in the table.
+struct LastLevelCache {
+  uint64_t bytes = 0;
+  std::string source;
+};
+
+constexpr uint64_t kFallbackLlcBytes = uint64_t{64} << 20;
+
+LastLevelCache ReadLastLevelCache() {
+  LastLevelCache llc;
+  if (FLAGS_llc_bytes > 0) {
+    llc.bytes = static_cast<uint64_t>(FLAGS_llc_bytes);
+    llc.source = "--llc_bytes";
+    return llc;
+  }
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size) || type == "Instruction") continue;
+    uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
+    const char unit = size.empty() ? 'B' : size.back();
+    if (unit == 'K') bytes <<= 10;
+    if (unit == 'M') bytes <<= 20;
+    if (unit == 'G') bytes <<= 30;
+    if (level > best_level && bytes > 0) {
+      best_level = level;
+      llc.bytes = bytes;
+      llc.source = "sysfs, cpu0 L" + std::to_string(level) + " " + type;
+    }
+  }
+  if (llc.bytes > 0) return llc;
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0) {
+    llc.bytes = static_cast<uint64_t>(l3);
+    llc.source = "sysconf(_SC_LEVEL3_CACHE_SIZE)";
+    return llc;
+  }
+  llc.bytes = kFallbackLlcBytes;
+  llc.source = "fallback: neither sysfs nor sysconf gave a size";
+  return llc;
+}
+
 int RunUpdates() {
   const std::vector<int64_t> dims = ParseList(FLAGS_dims.empty() ? "64,256" : FLAGS_dims);
   const std::vector<std::string> names = ParseNames(FLAGS_optimizers);
-  const int64_t rows = FLAGS_rows;
-  const int64_t batch = std::min<int64_t>(FLAGS_batch, rows);
+  const LastLevelCache llc = ReadLastLevelCache();
+  const double target_bytes = FLAGS_llc_multiple * static_cast<double>(llc.bytes);
   std::printf("## Server updates on one core vs memory bandwidth\n\n");
-  std::printf("A table of %s rows; each push is %lld random, sorted, unique rows. `table` is\n"
-              "ServerTable::PushRows (hash lookup + optimizer); `apply` is Optimizer::Apply on the same rows\n"
-              "of a plain array (no lookup). GB/s counts the bytes an update must move: weights and state\n"
-              "read and written, the gradient read. `÷ triad` = table GB/s over the STREAM triad probe of\n"
-              "the same run (bandwidth probed before and after; the median is used).\n\n",
-              Si(static_cast<double>(rows)).c_str(), static_cast<long long>(batch));
+  std::printf("Last-level cache %.1f MiB (%s); each cell's table has at least %s rows and enough that its rows'\n"
+              "weights and state (the working set) are at least %.3g × the LLC = %.1f MiB. Each push is %lld\n"
+              "sorted unique rows; the pushes walk a random permutation of all rows, so every row is touched\n"
+              "once per pass. `table` is ServerTable::PushRows (hash lookup + optimizer); `apply` is\n"
+              "Optimizer::Apply on the same rows of a plain array (no lookup). GB/s counts the bytes an update\n"
+              "must move: weights and state read and written, the gradient read. `÷ triad` = GB/s over the\n"
+              "STREAM triad probe of the same run (probed before and after; the mean is used).\n\n",
+              llc.bytes / 1048576.0, llc.source.c_str(), Si(static_cast<double>(FLAGS_rows)).c_str(),
+              FLAGS_llc_multiple, target_bytes / 1048576.0, static_cast<long long>(FLAGS_batch));
   std::fflush(stdout);
-  const Stream before = ProbeBandwidth(FLAGS_stream_floats);
+  // STREAM's rule: each array at least 4× the cache, or the probe measures
+  // the cache and the ratios against it mean nothing.
+  const int64_t stream_floats =
+      std::max<int64_t>(FLAGS_stream_floats, static_cast<int64_t>(std::ceil(target_bytes / sizeof(float))));
+  std::printf("Bandwidth probe arrays: 3 × %.1f MiB.\n\n", stream_floats * 4 / 1048576.0);
+  const Stream before = ProbeBandwidth(stream_floats);
   std::mt19937_64 rng(42);
   struct Row {
     std::string opt;
-    int64_t dim;
+    int64_t dim, rows;
+    double working_set_bytes;
     double table_rows_s, table_gbs, apply_rows_s, apply_gbs;
   };
   std::vector<Row> results;
@@ -477,6 +545,10 @@ int RunUpdates() {
       ServerTable table(spec, 0, 0);
       const uint64_t state = optimizer.StateFloats(dim);
       const double bytes_per_row = (2.0 * (dim + state) + dim) * 4;
+      const double resident_row_bytes = (dim + state) * 4.0;
+      const int64_t rows =
+          std::max<int64_t>(FLAGS_rows, static_cast<int64_t>(std::ceil(target_bytes / resident_row_bytes)));
+      const int64_t batch = std::max<int64_t>(1, std::min<int64_t>(FLAGS_batch, rows));
       {  // Touch every row once (creation is not what is measured).
         std::vector<uint64_t> all(std::min<int64_t>(rows, 65536));
         std::vector<float> sink(all.size() * dim);
@@ -486,28 +558,23 @@ int RunUpdates() {
           (void)table.PullRows(all.data(), e - b, sink.data());  // far below the row limit
         }
       }
-      constexpr int kBatches = 32;
-      std::vector<std::vector<uint64_t>> key_sets(kBatches);
-      std::uniform_int_distribution<int64_t> pick(0, rows - 1);
-      for (auto& ks : key_sets) {
-        while (static_cast<int64_t>(ks.size()) < batch) {
-          ks.push_back(pick(rng));
-          if (static_cast<int64_t>(ks.size()) == batch) {
-            std::sort(ks.begin(), ks.end());
-            ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
-          }
-        }
-      }
+      // Pushes: a random permutation of every row, cut into sorted batches,
+      // so a pass reuses nothing a cache could keep.
+      std::vector<uint64_t> perm(static_cast<size_t>(rows));
+      for (int64_t i = 0; i < rows; ++i) perm[i] = static_cast<uint64_t>(i);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      const int64_t num_batches = rows / batch;
+      for (int64_t b = 0; b < num_batches; ++b) std::sort(perm.begin() + b * batch, perm.begin() + (b + 1) * batch);
       std::vector<float> g(batch * dim);
       std::normal_distribution<float> normal(0.0f, 1e-3f);
       for (float& x : g) x = normal(rng);
       // Table path.
       int64_t done = 0;
       double t0 = Now(), elapsed = 0;
-      for (int i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
-        const auto& ks = key_sets[i % kBatches];
-        (void)table.PushRows(ks.data(), ks.size(), g.data());
-        done += static_cast<int64_t>(ks.size());
+      for (int64_t i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
+        const uint64_t* ks = perm.data() + (i % num_batches) * batch;
+        (void)table.PushRows(ks, batch, g.data());
+        done += batch;
         elapsed = Now() - t0;
       }
       const double table_rows_s = done / elapsed;
@@ -518,34 +585,36 @@ int RunUpdates() {
       done = 0;
       t0 = Now();
       elapsed = 0;
-      for (int i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
-        const auto& ks = key_sets[i % kBatches];
-        for (size_t j = 0; j < ks.size(); ++j) {
+      for (int64_t i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
+        const uint64_t* ks = perm.data() + (i % num_batches) * batch;
+        for (int64_t j = 0; j < batch; ++j) {
           float* row = plain.data() + ks[j] * stride;
           optimizer.Apply(row, row + dim, g.data() + j * dim, dim);
         }
-        done += static_cast<int64_t>(ks.size());
+        done += batch;
         elapsed = Now() - t0;
       }
       const double apply_rows_s = done / elapsed;
-      results.push_back({name, dim, table_rows_s, table_rows_s * bytes_per_row / 1e9, apply_rows_s,
-                         apply_rows_s * bytes_per_row / 1e9});
+      results.push_back({name, dim, rows, rows * resident_row_bytes, table_rows_s,
+                         table_rows_s * bytes_per_row / 1e9, apply_rows_s, apply_rows_s * bytes_per_row / 1e9});
     }
   }
-  const Stream after = ProbeBandwidth(FLAGS_stream_floats);
+  const Stream after = ProbeBandwidth(stream_floats);
   const double copy = 0.5 * (before.copy_gbs + after.copy_gbs);
   const double triad = 0.5 * (before.triad_gbs + after.triad_gbs);
   std::printf("Bandwidth probe (one core): copy %.2f GB/s (%.2f before, %.2f after), triad %.2f GB/s (%.2f, %.2f)\n\n",
               copy, before.copy_gbs, after.copy_gbs, triad, before.triad_gbs, after.triad_gbs);
-  std::printf("| optimizer | dim | bytes/row | table rows/s | table GB/s | ÷ triad | apply rows/s | apply GB/s | ÷ triad |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| optimizer | dim | bytes/row | rows | working set MiB | ÷ LLC | table rows/s | table GB/s | ÷ triad "
+              "| apply rows/s | apply GB/s | ÷ triad |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : results) {
     OptimizerConfig oc;
     oc.set_type(r.opt == "sgd" ? SGD : r.opt == "adagrad" ? ADAGRAD : ADAM);
     const double bytes_per_row = (2.0 * (r.dim + Optimizer(oc).StateFloats(r.dim)) + r.dim) * 4;
-    std::printf("| %s | %lld | %.0f | %s | %.2f | %.2f | %s | %.2f | %.2f |\n", r.opt.c_str(),
-                static_cast<long long>(r.dim), bytes_per_row, Si(r.table_rows_s).c_str(), r.table_gbs,
-                r.table_gbs / triad, Si(r.apply_rows_s).c_str(), r.apply_gbs, r.apply_gbs / triad);
+    std::printf("| %s | %lld | %.0f | %s | %.0f | %.1f | %s | %.2f | %.2f | %s | %.2f | %.2f |\n", r.opt.c_str(),
+                static_cast<long long>(r.dim), bytes_per_row, Si(static_cast<double>(r.rows)).c_str(),
+                r.working_set_bytes / 1048576.0, r.working_set_bytes / llc.bytes, Si(r.table_rows_s).c_str(),
+                r.table_gbs, r.table_gbs / triad, Si(r.apply_rows_s).c_str(), r.apply_gbs, r.apply_gbs / triad);
   }
   return 0;
 }
