@@ -32,9 +32,9 @@
 # NOOP column is transport plus checks and lookups. Within a run, each shape
 # gets one untimed push and pull, then timed pushes and pulls alternately,
 # one request in flight; both sides send the same random sorted uint64 keys.
-# A ps-lite launch that fails before its first request (its start-up
-# registration race, see the peers' README) is retried up to 3 times per
-# run, and the retries are reported. Every process runs under `timeout` and
+# A ps-lite launch that fails or hangs before its first request (its
+# start-up registration race, see the peers' README) is stopped after 60 s
+# at most and retried, up to 3 times per run; the retries are reported. Every process runs under `timeout` and
 # is reaped; temporary files live in a mktemp -d directory removed on exit.
 #
 # Output: one Markdown table on stdout (times in ms, medians over rounds;
@@ -130,8 +130,10 @@ wait_all() {
 }
 
 pslite_retries=0
-# Runs ps-lite once into $work/$1.txt; retries a launch that fails before the
-# worker's READY (start-up), at most 3 times.
+# Runs ps-lite once into $work/$1.txt. A launch whose worker does not print
+# READY (ps-lite started, before the first request) within 60 s, or exits
+# before it, is stopped and retried, at most 3 times; a failure after READY
+# ends the script.
 run_pslite() {
   local out="$work/$1.txt" attempt
   for attempt in 1 2 3 4; do
@@ -140,31 +142,38 @@ run_pslite() {
     local env=(DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT="$port"
                DMLC_NODE_HOST=127.0.0.1)
     local args=("$shapes" "$min_reps" "$max_reps" "$min_time_s" 1)
+    : > "$out"
     env "${env[@]}" DMLC_ROLE=scheduler timeout -k 5 "$timeout_s" "$kv_bin" "${args[@]}" \
       > /dev/null 2> "$work/$1-scheduler.log" &
     local sched=$!
     env "${env[@]}" DMLC_ROLE=server timeout -k 5 "$timeout_s" "$kv_bin" "${args[@]}" \
       > /dev/null 2> "$work/$1-server.log" &
     local server=$!
-    local ok=1
     env "${env[@]}" DMLC_ROLE=worker timeout -k 5 "$timeout_s" "$kv_bin" "${args[@]}" \
-      > "$out" 2> "$work/$1-worker.log" || ok=0
-    if [ "$ok" = 1 ]; then
-      wait_all "$sched" "$server" && return 0
-      echo "$me: ps-lite's scheduler or server failed in $1; its logs:" >&2
-      tail -n 5 "$work/$1-scheduler.log" "$work/$1-server.log" >&2
+      > "$out" 2> "$work/$1-worker.log" &
+    local worker=$!
+    local waited=0
+    until grep -q '^READY' "$out" || ! kill -0 "$worker" 2>/dev/null || [ "$waited" -ge 600 ]; do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+    if grep -q '^READY' "$out"; then
+      if wait_all "$worker" "$sched" "$server"; then return 0; fi
+      echo "$me: ps-lite failed in $1 after it started; its logs:" >&2
+      tail -n 5 "$work/$1-worker.log" "$work/$1-scheduler.log" "$work/$1-server.log" >&2
       exit 1
     fi
-    kill "$sched" "$server" 2>/dev/null || true
+    kill "$worker" "$sched" "$server" 2>/dev/null || true
+    wait "$worker" 2>/dev/null || true
     wait "$sched" 2>/dev/null || true
     wait "$server" 2>/dev/null || true
-    if grep -q '^READY' "$out" || [ "$attempt" = 4 ]; then
-      echo "$me: ps-lite's worker failed in $1 (attempt $attempt); its log:" >&2
+    if [ "$attempt" = 4 ]; then
+      echo "$me: ps-lite did not start in $1 after 4 attempts; the last worker log:" >&2
       tail -n 10 "$work/$1-worker.log" >&2
       exit 1
     fi
     pslite_retries=$((pslite_retries + 1))
-    echo "$me: ps-lite failed to start in $1 (attempt $attempt), retrying" >&2
+    echo "$me: ps-lite did not start in $1 (attempt $attempt), retrying" >&2
   done
 }
 
