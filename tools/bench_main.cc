@@ -17,6 +17,7 @@
 // the commands behind its tables.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,7 +33,6 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>
 #include <zmq.hpp>
 
 #include "core/config.h"
@@ -676,8 +676,8 @@ int RunKv() {
   if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
   if (FLAGS_max_outstanding > 0) copts.max_outstanding = FLAGS_max_outstanding;
   std::vector<int64_t> table_dims;
-  for (const auto& [n, dim] : shapes) {
-    (void)n;
+  for (const auto& shape : shapes) {
+    const int64_t dim = shape.second;
     if (std::find(table_dims.begin(), table_dims.end(), dim) != table_dims.end()) continue;
     TableSpec spec;
     spec.set_id(static_cast<uint32_t>(table_dims.size()));
