@@ -100,7 +100,7 @@ Optimizer::Optimizer(const OptimizerConfig& config) : config_(config) {
 }
 
 int Optimizer::StatePerWeight() const {
-  if (config_.type() == SUM) return 0;
+  if (config_.type() == SUM || config_.type() == NOOP) return 0;
   if (config_.type() == ADAM) return 2;
   if (config_.type() == ADAGRAD) return 1;
   return config_.momentum() > 0 ? 1 : 0;
@@ -124,6 +124,9 @@ float Optimizer::BiasCorrection(float t, double log_beta, float one_after) {
 }
 
 void Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {
+  // Every check happened before Apply (server.cc), and the row was looked
+  // up or created by the table: what is left out is only the arithmetic.
+  if (config_.type() == NOOP) return;
   if (config_.type() == SUM) {
     SumKernel(w, g, n);
     return;

@@ -14,7 +14,7 @@ class Optimizer {
  public:
   explicit Optimizer(const OptimizerConfig& config);
 
-  /// Floats of state kept per weight: 0 for plain SGD and SUM, 1 for SGD with
+  /// Floats of state kept per weight: 0 for plain SGD, SUM and NOOP, 1 for SGD with
   /// momentum (velocity) and for AdaGrad (sum of squared gradients), 2 for
   /// Adam (first and second moments).
   int StatePerWeight() const;
@@ -36,6 +36,8 @@ class Optimizer {
   ///  Adam:     t += 1; m = β1·m + (1−β1)·g'; v = β2·v + (1−β2)·g'²;
   ///            w -= lr·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + ε)   (Kingma & Ba, ICLR 2015)
   ///  SUM:      w += g   (no learning rate, l2 or lr_scale: exact totals)
+  ///  NOOP:     nothing (benchmarks: the push is still checked and its rows
+  ///            looked up by the caller; see proto/tether.proto)
   /// `lr_scale` multiplies the step (staleness-aware rates scale it).
   /// w, state and g must not overlap. Cost (dim 256, in cache, one core):
   /// about 0.1 µs per row for Adam with AVX2 (one exp for the bias

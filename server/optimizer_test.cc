@@ -41,6 +41,25 @@ TEST(OptimizerTest, SumAddsTheGradientExactly) {
   EXPECT_EQ(w[2], -499.75f);
 }
 
+// NOOP (benchmarks) keeps no state and leaves the weights bit for bit as
+// they were, whatever the gradient and settings.
+TEST(OptimizerTest, NoopLeavesTheWeightsAsTheyAre) {
+  OptimizerConfig c;
+  c.set_type(NOOP);
+  c.set_learning_rate(0.5f);
+  c.set_l2(0.25f);
+  c.set_momentum(0.9f);
+  Optimizer opt(c);
+  EXPECT_EQ(opt.StatePerWeight(), 0);
+  EXPECT_EQ(opt.StateFloats(3), 0u);
+  float w[3] = {0.0f, -2.0f, 0.25f};
+  const float g[3] = {1.0f, 1.0f, -0.25f};
+  opt.Apply(w, nullptr, g, 3);
+  EXPECT_EQ(w[0], 0.0f);
+  EXPECT_EQ(w[1], -2.0f);
+  EXPECT_EQ(w[2], 0.25f);
+}
+
 TEST(OptimizerTest, SgdWithMomentumAndL2) {
   OptimizerConfig c;
   c.set_type(SGD);

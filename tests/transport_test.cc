@@ -567,6 +567,33 @@ TEST(TransportTest, C08NonFiniteGradientNeverReachesATable) {
   EXPECT_EQ(server.stats().bad_messages, 2u);
 }
 
+// The benchmarks' NOOP optimizer (tether-bench kv) skips only the
+// arithmetic: a good push is applied as nothing, and a bad one is refused
+// exactly as under a real optimizer.
+TEST(TransportTest, NoopOptimizerKeepsEveryCheck) {
+  JobConfig c = ExactJob(1, 1, 2);
+  c.mutable_optimizer()->set_type(NOOP);
+  ServerThread server(c, 0);
+  auto w = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(w);
+  const std::vector<uint64_t> keys = {3, 7};
+  const float ok[4] = {1, 2, 3, 4};
+  w->PushRows(kW1, keys, ok);
+  ASSERT_TRUE(w->WaitAll().ok());
+  const float bad[4] = {1, 1, std::numeric_limits<float>::quiet_NaN(), 1};
+  w->PushRows(kW1, keys, bad);
+  const Status st = w->WaitAll();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("PUSH from worker 0 to table w1: value 2 (key 7, column 0) is NaN; nothing applied"),
+            std::string::npos)
+      << st.message();
+  float rows[4] = {-1, -1, -1, -1};
+  ASSERT_TRUE(w->PullRows(kW1, keys, rows).Wait().ok());
+  for (float v : rows) EXPECT_EQ(v, 0.0f);  // INIT_ZEROS, and no push changed them
+  EXPECT_EQ(server.stats().updates_applied, 2u);  // the good push's rows, applied as nothing
+  EXPECT_EQ(server.stats().bad_messages, 1u);
+}
+
 // ------------------------------------------------------------------ handles
 
 // Every request's handle carries its own outcome (c10d's Work): a refused

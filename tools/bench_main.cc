@@ -6,6 +6,9 @@
 //                            ZeroMQ DEALER/ROUTER pair moving the same bytes
 //   tether-bench updates     server-side SGD/AdaGrad/Adam on pushed rows
 //                            (one core) vs a STREAM copy/triad probe
+//   tether-bench kv          the worker side of scripts/bench_pslite.sh:
+//                            push/pull request shapes against a separately
+//                            started tether-server, timed as ps-lite's side is
 //   tether-bench order       the worker's per-epoch row order (one epoch per
 //                            line), for baselines that must see the same
 //                            minibatches (scripts/bench_train.sh)
@@ -14,6 +17,7 @@
 // the commands behind its tables.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -52,10 +57,24 @@ DEFINE_int64(chunk_bytes, 16 << 20,
              "side splits the same way (0 = one message per shard); above glibc's 32 MiB mmap threshold every "
              "buffer is a fresh mapping and page faults dominate");
 DEFINE_int32(max_outstanding, 0, "transport: Tether client's requests in flight per shard (0 = the client's default)");
-DEFINE_int64(rows, 500000, "updates: rows in the table (keep the table well above the last-level cache)");
+DEFINE_int64(rows, 500000,
+             "updates: rows in the table, at least; raised per cell until the rows' weights and state are "
+             "--llc_multiple × the last-level cache");
+DEFINE_double(llc_multiple, 4, "updates: the working set (rows × (weights + state) bytes) as a multiple of the LLC");
+DEFINE_int64(llc_bytes, 0,
+             "updates: last-level cache in bytes (0 = read from sysfs, else sysconf(_SC_LEVEL3_CACHE_SIZE), "
+             "else the 64 MiB fallback)");
 DEFINE_int32(batch, 1000, "updates: rows per push (random, sorted, unique)");
 DEFINE_string(optimizers, "sgd,adagrad,adam", "updates: server optimizers to measure");
-DEFINE_int64(stream_floats, 1 << 25, "updates: floats per array of the bandwidth probe (3 arrays)");
+DEFINE_int64(stream_floats, 1 << 25,
+             "updates: floats per array of the bandwidth probe (3 arrays), at least; raised until each array is "
+             "--llc_multiple × the last-level cache, as STREAM requires");
+DEFINE_string(server, "", "kv: endpoint of a running tether-server (tcp://127.0.0.1:PORT)");
+DEFINE_string(job_id, "tether-bench-kv", "kv: the server's job id (its config's name or cluster.job_id)");
+DEFINE_string(shapes, "1x1,100000x1,1000000x1,1024x4096,100000x64,100000x256",
+              "kv: request shapes, KEYSxDIM (floats per key), comma-separated");
+DEFINE_string(optimizer, "sgd", "kv: the tables' server-side update, sgd or noop (checks and lookups, no arithmetic)");
+DEFINE_uint64(key_seed, 1, "kv: seed of the random sorted uint64 keys (tools/pslite_kv/kv_bench.cc draws the same)");
 DEFINE_uint64(seed, 1, "order: train.seed");
 DEFINE_int32(rank, 0, "order: worker rank");
 DEFINE_int32(epochs, 1, "order: epochs to print");
@@ -420,24 +439,82 @@ Stream ProbeBandwidth(int64_t n) {
   return r;
 }
 
+// The last-level cache one core sees, in bytes, and where the figure came
+// from. In order: --llc_bytes; sysfs (the highest-level data or unified
+// cache of cpu0, /sys/devices/system/cpu/cpu0/cache/index*/{level,type,size});
+// sysconf(_SC_LEVEL3_CACHE_SIZE) (glibc reads CPUID; a VM may report the
+// whole socket's L3); else kFallbackLlcBytes, said so in the table.
+struct LastLevelCache {
+  uint64_t bytes = 0;
+  std::string source;
+};
+
+constexpr uint64_t kFallbackLlcBytes = uint64_t{64} << 20;
+
+LastLevelCache ReadLastLevelCache() {
+  LastLevelCache llc;
+  if (FLAGS_llc_bytes > 0) {
+    llc.bytes = static_cast<uint64_t>(FLAGS_llc_bytes);
+    llc.source = "--llc_bytes";
+    return llc;
+  }
+  int best_level = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size) || type == "Instruction") continue;
+    uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
+    const char unit = size.empty() ? 'B' : size.back();
+    if (unit == 'K') bytes <<= 10;
+    if (unit == 'M') bytes <<= 20;
+    if (unit == 'G') bytes <<= 30;
+    if (level > best_level && bytes > 0) {
+      best_level = level;
+      llc.bytes = bytes;
+      llc.source = "sysfs, cpu0 L" + std::to_string(level) + " " + type;
+    }
+  }
+  if (llc.bytes > 0) return llc;
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0) {
+    llc.bytes = static_cast<uint64_t>(l3);
+    llc.source = "sysconf(_SC_LEVEL3_CACHE_SIZE)";
+    return llc;
+  }
+  llc.bytes = kFallbackLlcBytes;
+  llc.source = "fallback: neither sysfs nor sysconf gave a size";
+  return llc;
+}
+
 int RunUpdates() {
   const std::vector<int64_t> dims = ParseList(FLAGS_dims.empty() ? "64,256" : FLAGS_dims);
   const std::vector<std::string> names = ParseNames(FLAGS_optimizers);
-  const int64_t rows = FLAGS_rows;
-  const int64_t batch = std::min<int64_t>(FLAGS_batch, rows);
+  const LastLevelCache llc = ReadLastLevelCache();
+  const double target_bytes = FLAGS_llc_multiple * static_cast<double>(llc.bytes);
   std::printf("## Server updates on one core vs memory bandwidth\n\n");
-  std::printf("A table of %s rows; each push is %lld random, sorted, unique rows. `table` is\n"
-              "ServerTable::PushRows (hash lookup + optimizer); `apply` is Optimizer::Apply on the same rows\n"
-              "of a plain array (no lookup). GB/s counts the bytes an update must move: weights and state\n"
-              "read and written, the gradient read. `÷ triad` = table GB/s over the STREAM triad probe of\n"
-              "the same run (bandwidth probed before and after; the median is used).\n\n",
-              Si(static_cast<double>(rows)).c_str(), static_cast<long long>(batch));
+  std::printf("Last-level cache %.1f MiB (%s); each cell's table has at least %s rows and enough that its rows'\n"
+              "weights and state (the working set) are at least %.3g × the LLC = %.1f MiB. Each push is %lld\n"
+              "sorted unique rows; the pushes walk a random permutation of all rows, so every row is touched\n"
+              "once per pass. `table` is ServerTable::PushRows (hash lookup + optimizer); `apply` is\n"
+              "Optimizer::Apply on the same rows of a plain array (no lookup). GB/s counts the bytes an update\n"
+              "must move: weights and state read and written, the gradient read. `÷ triad` = GB/s over the\n"
+              "STREAM triad probe of the same run (probed before and after; the mean is used).\n\n",
+              llc.bytes / 1048576.0, llc.source.c_str(), Si(static_cast<double>(FLAGS_rows)).c_str(),
+              FLAGS_llc_multiple, target_bytes / 1048576.0, static_cast<long long>(FLAGS_batch));
   std::fflush(stdout);
-  const Stream before = ProbeBandwidth(FLAGS_stream_floats);
+  // STREAM's rule: each array at least 4× the cache, or the probe measures
+  // the cache and the ratios against it mean nothing.
+  const int64_t stream_floats =
+      std::max<int64_t>(FLAGS_stream_floats, static_cast<int64_t>(std::ceil(target_bytes / sizeof(float))));
+  std::printf("Bandwidth probe arrays: 3 × %.1f MiB.\n\n", stream_floats * 4 / 1048576.0);
+  const Stream before = ProbeBandwidth(stream_floats);
   std::mt19937_64 rng(42);
   struct Row {
     std::string opt;
-    int64_t dim;
+    int64_t dim, rows;
+    double working_set_bytes;
     double table_rows_s, table_gbs, apply_rows_s, apply_gbs;
   };
   std::vector<Row> results;
@@ -468,6 +545,10 @@ int RunUpdates() {
       ServerTable table(spec, 0, 0);
       const uint64_t state = optimizer.StateFloats(dim);
       const double bytes_per_row = (2.0 * (dim + state) + dim) * 4;
+      const double resident_row_bytes = (dim + state) * 4.0;
+      const int64_t rows =
+          std::max<int64_t>(FLAGS_rows, static_cast<int64_t>(std::ceil(target_bytes / resident_row_bytes)));
+      const int64_t batch = std::max<int64_t>(1, std::min<int64_t>(FLAGS_batch, rows));
       {  // Touch every row once (creation is not what is measured).
         std::vector<uint64_t> all(std::min<int64_t>(rows, 65536));
         std::vector<float> sink(all.size() * dim);
@@ -477,28 +558,23 @@ int RunUpdates() {
           (void)table.PullRows(all.data(), e - b, sink.data());  // far below the row limit
         }
       }
-      constexpr int kBatches = 32;
-      std::vector<std::vector<uint64_t>> key_sets(kBatches);
-      std::uniform_int_distribution<int64_t> pick(0, rows - 1);
-      for (auto& ks : key_sets) {
-        while (static_cast<int64_t>(ks.size()) < batch) {
-          ks.push_back(pick(rng));
-          if (static_cast<int64_t>(ks.size()) == batch) {
-            std::sort(ks.begin(), ks.end());
-            ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
-          }
-        }
-      }
+      // Pushes: a random permutation of every row, cut into sorted batches,
+      // so a pass reuses nothing a cache could keep.
+      std::vector<uint64_t> perm(static_cast<size_t>(rows));
+      for (int64_t i = 0; i < rows; ++i) perm[i] = static_cast<uint64_t>(i);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      const int64_t num_batches = rows / batch;
+      for (int64_t b = 0; b < num_batches; ++b) std::sort(perm.begin() + b * batch, perm.begin() + (b + 1) * batch);
       std::vector<float> g(batch * dim);
       std::normal_distribution<float> normal(0.0f, 1e-3f);
       for (float& x : g) x = normal(rng);
       // Table path.
       int64_t done = 0;
       double t0 = Now(), elapsed = 0;
-      for (int i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
-        const auto& ks = key_sets[i % kBatches];
-        (void)table.PushRows(ks.data(), ks.size(), g.data());
-        done += static_cast<int64_t>(ks.size());
+      for (int64_t i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
+        const uint64_t* ks = perm.data() + (i % num_batches) * batch;
+        (void)table.PushRows(ks, batch, g.data());
+        done += batch;
         elapsed = Now() - t0;
       }
       const double table_rows_s = done / elapsed;
@@ -509,34 +585,159 @@ int RunUpdates() {
       done = 0;
       t0 = Now();
       elapsed = 0;
-      for (int i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
-        const auto& ks = key_sets[i % kBatches];
-        for (size_t j = 0; j < ks.size(); ++j) {
+      for (int64_t i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
+        const uint64_t* ks = perm.data() + (i % num_batches) * batch;
+        for (int64_t j = 0; j < batch; ++j) {
           float* row = plain.data() + ks[j] * stride;
           optimizer.Apply(row, row + dim, g.data() + j * dim, dim);
         }
-        done += static_cast<int64_t>(ks.size());
+        done += batch;
         elapsed = Now() - t0;
       }
       const double apply_rows_s = done / elapsed;
-      results.push_back({name, dim, table_rows_s, table_rows_s * bytes_per_row / 1e9, apply_rows_s,
-                         apply_rows_s * bytes_per_row / 1e9});
+      results.push_back({name, dim, rows, rows * resident_row_bytes, table_rows_s,
+                         table_rows_s * bytes_per_row / 1e9, apply_rows_s, apply_rows_s * bytes_per_row / 1e9});
     }
   }
-  const Stream after = ProbeBandwidth(FLAGS_stream_floats);
+  const Stream after = ProbeBandwidth(stream_floats);
   const double copy = 0.5 * (before.copy_gbs + after.copy_gbs);
   const double triad = 0.5 * (before.triad_gbs + after.triad_gbs);
   std::printf("Bandwidth probe (one core): copy %.2f GB/s (%.2f before, %.2f after), triad %.2f GB/s (%.2f, %.2f)\n\n",
               copy, before.copy_gbs, after.copy_gbs, triad, before.triad_gbs, after.triad_gbs);
-  std::printf("| optimizer | dim | bytes/row | table rows/s | table GB/s | ÷ triad | apply rows/s | apply GB/s | ÷ triad |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| optimizer | dim | bytes/row | rows | working set MiB | ÷ LLC | table rows/s | table GB/s | ÷ triad "
+              "| apply rows/s | apply GB/s | ÷ triad |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : results) {
     OptimizerConfig oc;
     oc.set_type(r.opt == "sgd" ? SGD : r.opt == "adagrad" ? ADAGRAD : ADAM);
     const double bytes_per_row = (2.0 * (r.dim + Optimizer(oc).StateFloats(r.dim)) + r.dim) * 4;
-    std::printf("| %s | %lld | %.0f | %s | %.2f | %.2f | %s | %.2f | %.2f |\n", r.opt.c_str(),
-                static_cast<long long>(r.dim), bytes_per_row, Si(r.table_rows_s).c_str(), r.table_gbs,
-                r.table_gbs / triad, Si(r.apply_rows_s).c_str(), r.apply_gbs, r.apply_gbs / triad);
+    std::printf("| %s | %lld | %.0f | %s | %.0f | %.1f | %s | %.2f | %.2f | %s | %.2f | %.2f |\n", r.opt.c_str(),
+                static_cast<long long>(r.dim), bytes_per_row, Si(static_cast<double>(r.rows)).c_str(),
+                r.working_set_bytes / 1048576.0, r.working_set_bytes / llc.bytes, Si(r.table_rows_s).c_str(),
+                r.table_gbs, r.table_gbs / triad, Si(r.apply_rows_s).c_str(), r.apply_gbs, r.apply_gbs / triad);
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------ kv
+
+// n random, sorted, unique uint64 keys: the same algorithm as
+// tools/pslite_kv/kv_bench.cc, so both sides send the same keys.
+std::vector<uint64_t> RandomSortedKeys(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> keys;
+  keys.reserve(n);
+  while (static_cast<int64_t>(keys.size()) < n) {
+    while (static_cast<int64_t>(keys.size()) < n) keys.push_back(rng());
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+  return keys;
+}
+
+// The worker side of scripts/bench_pslite.sh against a tether-server
+// started apart (one shard, one worker, ASP, no cache, so every request
+// crosses the wire): one ROW table per distinct dim of --shapes, any uint64
+// key, zeros at start, SGD (lr 1e-6) or NOOP. Per shape: one untimed push
+// and pull (creates the rows, fills the frame pools), then timed pushes
+// (PushRows + WaitAll: applied and acknowledged) and pulls alternately, as
+// kv_bench.cc times ps-lite. Prints "RESULT keys dim push_ms pull_ms reps"
+// lines (medians) for the script to merge, then says BYE (the server exits).
+int RunKv() {
+  if (FLAGS_server.empty()) {
+    std::fprintf(stderr, "tether-bench kv: --server=ENDPOINT (a running tether-server) is required\n");
+    return 2;
+  }
+  OptimizerType type;
+  if (FLAGS_optimizer == "sgd") {
+    type = SGD;
+  } else if (FLAGS_optimizer == "noop") {
+    type = NOOP;
+  } else {
+    std::fprintf(stderr, "tether-bench kv: unknown --optimizer=%s (sgd, noop)\n", FLAGS_optimizer.c_str());
+    return 2;
+  }
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (keys, dim)
+  for (const std::string& item : ParseNames(FLAGS_shapes)) {
+    const size_t x = item.find('x');
+    const int64_t n = x == std::string::npos ? 0 : static_cast<int64_t>(std::stod(item.substr(0, x)));
+    const int64_t dim = x == std::string::npos ? 0 : std::stoll(item.substr(x + 1));
+    if (n < 1 || dim < 1) {
+      std::fprintf(stderr, "tether-bench kv: bad shape '%s' in --shapes (KEYSxDIM, both ≥ 1)\n", item.c_str());
+      return 2;
+    }
+    shapes.emplace_back(n, dim);
+  }
+  ClientOptions copts;
+  copts.servers = {FLAGS_server};
+  copts.staleness = -1;
+  copts.job_id = FLAGS_job_id;
+  copts.request_timeout_ms = 120000;
+  if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
+  if (FLAGS_max_outstanding > 0) copts.max_outstanding = FLAGS_max_outstanding;
+  std::vector<int64_t> table_dims;
+  for (const auto& shape : shapes) {
+    const int64_t dim = shape.second;
+    if (std::find(table_dims.begin(), table_dims.end(), dim) != table_dims.end()) continue;
+    TableSpec spec;
+    spec.set_id(static_cast<uint32_t>(table_dims.size()));
+    spec.set_name("d" + std::to_string(dim));
+    spec.set_kind(TableSpec::ROW);
+    spec.set_dim(static_cast<uint32_t>(dim));
+    spec.mutable_init()->set_kind(TableInitializer::ZEROS);
+    spec.mutable_optimizer()->set_type(type);
+    spec.mutable_optimizer()->set_learning_rate(1e-6f);
+    spec.mutable_consistency()->set_model(ASP);
+    spec.mutable_consistency()->set_staleness(-1);
+    spec.mutable_consistency()->set_cache(false);
+    copts.tables.push_back(spec);
+    table_dims.push_back(dim);
+  }
+  auto client_or = WorkerClient::Connect(copts);
+  if (!client_or.ok()) {
+    std::fprintf(stderr, "tether-bench kv: %s\n", client_or.status().message().c_str());
+    return 1;
+  }
+  std::unique_ptr<WorkerClient> client = std::move(*client_or);
+  std::printf("READY\n");
+  std::fflush(stdout);
+  for (const auto& [n, dim] : shapes) {
+    const uint32_t table = static_cast<uint32_t>(
+        std::find(table_dims.begin(), table_dims.end(), dim) - table_dims.begin());
+    const std::vector<uint64_t> keys = RandomSortedKeys(n, FLAGS_key_seed);
+    std::vector<float> push_vals(static_cast<size_t>(n * dim), 0.5f), pull_vals(static_cast<size_t>(n * dim));
+    auto push = [&]() -> Status {
+      client->PushRows(table, keys, push_vals.data());
+      return client->WaitAll();
+    };
+    auto pull = [&]() -> Status { return client->PullRows(table, keys, pull_vals.data()).Wait(); };
+    Status st = push();
+    if (st.ok()) st = pull();
+    std::vector<double> t_push, t_pull;
+    const double start = Now();
+    while (st.ok() && static_cast<int>(t_push.size()) < FLAGS_max_reps &&
+           (static_cast<int>(t_push.size()) < FLAGS_min_reps || Now() - start < 2 * FLAGS_min_time_s)) {
+      double t0 = Now();
+      st = push();
+      t_push.push_back(Now() - t0);
+      if (!st.ok()) break;
+      t0 = Now();
+      st = pull();
+      t_pull.push_back(Now() - t0);
+    }
+    if (!st.ok()) {
+      std::fprintf(stderr, "tether-bench kv: %lld x %lld: %s\n", static_cast<long long>(n),
+                   static_cast<long long>(dim), st.message().c_str());
+      return 1;
+    }
+    std::printf("RESULT %lld %lld %.4f %.4f %d\n", static_cast<long long>(n), static_cast<long long>(dim),
+                Summarize(t_push).median * 1e3, Summarize(t_pull).median * 1e3, static_cast<int>(t_push.size()));
+    std::fflush(stdout);
+  }
+  const Status bye = client->Bye();
+  if (!bye.ok()) {
+    std::fprintf(stderr, "tether-bench kv: %s\n", bye.message().c_str());
+    return 1;
   }
   return 0;
 }
@@ -568,8 +769,10 @@ int RunOrder() {
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
       &argc, &argv,
-      {"tether-bench transport|updates|order [flags]\n"
+      {"tether-bench transport|updates|kv|order [flags]\n"
        "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops)\n"
+       "  kv         push/pull shapes against a running tether-server (--server, --shapes, --optimizer;\n"
+       "             scripts/bench_pslite.sh runs it alternately with ps-lite)\n"
        "  updates    server optimizers on one core vs a memory-bandwidth probe (--rows, --dims, --optimizers)\n"
        "  order      a worker's per-epoch row order (--order_rows, --seed, --rank, --epochs)",
        {"COMMAND"}});
@@ -580,6 +783,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "transport") return tether::RunTransport();
   if (cmd == "updates") return tether::RunUpdates();
+  if (cmd == "kv") return tether::RunKv();
   if (cmd == "order") return tether::RunOrder();
   std::fprintf(stderr, "tether-bench: unknown command '%s'\n%s\n", cmd.c_str(), gflags::ProgramUsage());
   return 2;

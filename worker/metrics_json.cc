@@ -71,7 +71,8 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
   const int num_ranks = shards.empty() ? 0 : shards[0].workers_size();
   for (int r = 0; r < num_ranks; ++r) {
     const WorkerStats& w = shards[0].workers(r);
-    nlohmann::json wj = w.has_rank() ? ScalarFieldsJson(w) : nlohmann::json::object();
+    nlohmann::json wj = w.has_rank() ? ScalarFieldsJson(w, {"train_start_unix_s", "train_end_unix_s"})
+                                     : nlohmann::json::object();
     double bound_wait = 0;
     for (const ShardStats& s : shards)
       if (r < s.bound_wait_seconds_size()) bound_wait = std::max(bound_wait, s.bound_wait_seconds(r));
@@ -105,12 +106,25 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
 
 }  // namespace
 
+double JobSamplesPerSecond(const TrainReport& r) {
+  if (r.servers.empty() || r.servers[0].workers_size() == 0) return r.samples_per_second;
+  double first_start = 0, last_end = 0;
+  for (int i = 0; i < r.servers[0].workers_size(); ++i) {
+    const WorkerStats& w = r.servers[0].workers(i);
+    if (!w.has_rank() || !w.has_train_start_unix_s() || !w.has_train_end_unix_s()) return r.samples_per_second;
+    first_start = i == 0 ? w.train_start_unix_s() : std::min(first_start, w.train_start_unix_s());
+    last_end = i == 0 ? w.train_end_unix_s() : std::max(last_end, w.train_end_unix_s());
+  }
+  const double span_s = last_end - first_start;
+  return span_s > 0 ? static_cast<double>(r.total_samples) / span_s : r.samples_per_second;
+}
+
 nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   nlohmann::json j = nlohmann::json::object();
   // JSON has no NaN (an undefined AUC: one class only): write null.
   for (const auto& [name, value] : r.test_metrics) j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
   j["train_seconds"] = r.train_seconds;
-  j["samples_per_second"] = r.samples_per_second;
+  j["samples_per_second"] = JobSamplesPerSecond(r);
   j["total_samples"] = r.total_samples;
   j["test_rows"] = r.test_rows;
   j["final_loss"] = r.final_loss;

@@ -24,15 +24,18 @@ namespace tether {
 
 /// The metrics JSON object of a finished job, keys in alphabetical order:
 ///  - report.test_metrics by name (NaN or infinite → null);
-///  - train_seconds, samples_per_second, total_samples, test_rows,
-///    final_loss, pull_wait_fraction_rank0 from `report`; num_workers,
+///  - train_seconds, total_samples, test_rows, final_loss,
+///    pull_wait_fraction_rank0 from `report`, samples_per_second from
+///    JobSamplesPerSecond(report); num_workers,
 ///    num_servers, staleness (-1 = ASP), epochs, seed from `config`;
 ///  - when report.servers holds the shards' stats (in shard order):
 ///    "servers": per shard every ShardStats counter but `workers`,
 ///    `staleness_sum` and `send_failures`, plus staleness_mean
 ///    (staleness_sum / pushes, 0.0 without pushes);
-///    "workers": per rank the WorkerStats of shard 0 (an empty object for a
-///    rank that never reached the barrier) plus bound_wait_seconds, the
+///    "workers": per rank the WorkerStats of shard 0 but its two wall-clock
+///    stamps (train_start_unix_s, train_end_unix_s: the schema predates them,
+///    and samples_per_second carries what they are for; an empty object for
+///    a rank that never reached the barrier) plus bound_wait_seconds, the
 ///    largest of that rank's bound_wait_seconds over the shards (a
 ///    minibatch's pulls wait on the shards side by side), and
 ///    bound_wait_fraction = min(1, bound_wait_seconds / train_seconds), 0.0
@@ -41,5 +44,15 @@ namespace tether {
 ///    as long as the longest), "staleness_mean" (Σ staleness_sum / Σ pushes),
 ///    "staleness_max", "bound_violations" (summed) over all shards.
 nlohmann::json MetricsJson(const TrainReport& report, const JobConfig& config);
+
+/// The job's training throughput in samples per second: report.total_samples
+/// over the span from the earliest train_start_unix_s to the latest
+/// train_end_unix_s among the WorkerStats of report.servers[0] (wall-clock
+/// seconds, so it stays right however many workers start and end at
+/// different times). Falls back to report.samples_per_second (rank 0's own
+/// span) when there are no server stats, a rank never reached the barrier,
+/// a worker sent no timestamps (an older worker), or the span is not
+/// positive. No errors.
+double JobSamplesPerSecond(const TrainReport& report);
 
 }  // namespace tether

@@ -110,6 +110,45 @@ TEST(MetricsJsonFromStatsTest, RunFiguresAndNaNMetrics) {
   EXPECT_TRUE(j["final_loss"].is_number_float());
 }
 
+// samples_per_second spans the job, first worker's start to last worker's
+// end, not rank 0's own training time: with 100 workers starting a second
+// apart, rank 0's span alone would be far off.
+TEST(MetricsJsonFromStatsTest, SamplesPerSecondSpansFirstStartToLastEnd) {
+  TrainReport r;
+  r.train_seconds = 2.0;         // rank 0's own span
+  r.samples_per_second = 300.0;  // 600 / 2.0: what rank 0 alone would say
+  r.total_samples = 600;
+  // Rank 1 starts first (1000.5), rank 2 ends last (1005.5): 5 s in all.
+  r.servers.push_back(Shard(R"(shard: 0
+      workers { rank: 0 samples: 200 train_seconds: 2.0 train_start_unix_s: 1001.0 train_end_unix_s: 1003.0 }
+      workers { rank: 1 samples: 200 train_seconds: 4.0 train_start_unix_s: 1000.5 train_end_unix_s: 1004.5 }
+      workers { rank: 2 samples: 200 train_seconds: 3.5 train_start_unix_s: 1002.0 train_end_unix_s: 1005.5 })"));
+  EXPECT_EQ(JobSamplesPerSecond(r), 120.0);
+  const nlohmann::json j = MetricsJson(r, TwoByThreeConfig());
+  EXPECT_EQ(j["samples_per_second"].get<double>(), 120.0);
+  EXPECT_TRUE(j["samples_per_second"].is_number_float());
+  // The stamps are inputs, not keys: the workers' objects keep the schema's.
+  EXPECT_FALSE(j["workers"][0].contains("train_start_unix_s"));
+  EXPECT_FALSE(j["workers"][0].contains("train_end_unix_s"));
+  EXPECT_EQ(j["workers"][0].size(), 15u);
+}
+
+// Without every worker's span (a rank never reached the barrier, a worker
+// sent no stamps, no server stats) the figure is rank 0's own.
+TEST(MetricsJsonFromStatsTest, SamplesPerSecondFallsBackToRankZerosSpan) {
+  TrainReport r = TwoShardReport();  // rank 2 never reached the barrier
+  r.samples_per_second = 60.0;
+  EXPECT_EQ(JobSamplesPerSecond(r), 60.0);
+  EXPECT_EQ(MetricsJson(r, TwoByThreeConfig())["samples_per_second"].get<double>(), 60.0);
+  r.servers.clear();
+  EXPECT_EQ(JobSamplesPerSecond(r), 60.0);
+  TrainReport no_stamps;
+  no_stamps.samples_per_second = 7.0;
+  no_stamps.total_samples = 100;
+  no_stamps.servers.push_back(Shard("shard: 0 workers { rank: 0 samples: 100 train_seconds: 1.0 }"));
+  EXPECT_EQ(JobSamplesPerSecond(no_stamps), 7.0);
+}
+
 TEST(MetricsJsonFromStatsTest, NoServerStatsNoServerKeys) {
   TrainReport r;
   r.train_seconds = 1.0;

@@ -38,6 +38,12 @@ double SecondsSince(SteadyClock::time_point t) {
   return std::chrono::duration<double>(SteadyClock::now() - t).count();
 }
 
+// The wall clock, seconds since the Unix epoch: the one clock workers on
+// different hosts share, for the job's span of training (WorkerStats).
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 void NormalizeRows(CsrMatrix* m) {
   for (int64_t r = 0; r < m->rows; ++r) {
     double sq = 0;
@@ -328,6 +334,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   const int log_every = std::max(1, config.train().log_every_clocks());
   int64_t minibatches = 0;
   const auto train_start = SteadyClock::now();
+  const double train_start_unix_s = UnixSeconds();
   double pull_wait = 0;
   // Straggler simulation: this worker idles (slowdown − 1) × its own
   // minibatch time, heartbeating, so it is slow but alive.
@@ -416,6 +423,8 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     mine.set_bytes_received(cs.bytes_received);
     mine.set_wait_seconds(cs.wait_seconds);
     mine.set_wait_fraction(std::min(1.0, cs.wait_seconds / my_train_s));
+    mine.set_train_start_unix_s(train_start_unix_s);
+    mine.set_train_end_unix_s(UnixSeconds() - eval_seconds);
     TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
@@ -426,6 +435,11 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
 
   if (rank == 0) {
     TETHER_ASSIGN_OR_RETURN(report.servers, client->FetchServerStats());
+    // With every worker's span in hand, the job's throughput is measured
+    // from the first start to the last end, not over rank 0's own span.
+    report.samples_per_second = JobSamplesPerSecond(report);
+    LOG(INFO) << who << "job: " << static_cast<int64_t>(report.samples_per_second)
+              << " samples/s from the first worker's start of training to the last one's end";
     TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), &report));
     std::string line;
     for (const auto& [name, value] : report.test_metrics) line += " " + name + " " + FormatNumber(value);

@@ -51,7 +51,9 @@ struct TrainReport {
   uint64_t samples = 0;              // rows this worker trained on (all epochs)
   uint64_t total_samples = 0;        // over all workers (from the barrier)
   double train_seconds = 0;          // first pull to barrier release
-  double samples_per_second = 0;     // total_samples / train_seconds
+  // total_samples / train_seconds; on rank 0, once the shards' stats are
+  // in, over the job's span instead (JobSamplesPerSecond, metrics_json.h)
+  double samples_per_second = 0;
   double final_loss = 0;             // mean minibatch loss over the last epoch
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls

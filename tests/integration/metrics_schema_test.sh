@@ -5,7 +5,8 @@
 # equal the fixture recorded before the stats became typed messages
 # (tests/data/metrics_schema/, tests/integration/metrics_schema.py). On
 # the Bibtex file the stats' values must also add up (samples, pushes sent
-# and applied, the merged τ histogram, the per-rank bound waits).
+# and applied, the merged τ histogram, the per-rank bound waits, the job's
+# samples/s against every worker's training time).
 # Usage: metrics_schema_test.sh BIN_DIR   (run from the repository root)
 # Every process is started under `timeout`; everything is written under a
 # temporary directory that is removed on exit.
@@ -45,6 +46,15 @@ expect("pushes sent vs applied", sum(w["pushes"] for w in m["workers"]), sum(s["
 for r, w in enumerate(m["workers"]):
     expect(f"worker {r}: bound_wait_seconds", w["bound_wait_seconds"], max(s["bound_wait_seconds"][r] for s in m["servers"]))
 expect("bound_violations", m["bound_violations"], 0)
+# samples_per_second spans the job, first start to last end, which covers
+# every worker's own training time (1e-3 of slack: the span is taken on the
+# wall clock, train_seconds on the steady clock).
+slowest = max(w["train_seconds"] for w in m["workers"])
+bound = m["total_samples"] / slowest
+print(f"samples_per_second: {m['samples_per_second']:.1f} (want <= total_samples / slowest worker's "
+      f"train_seconds = {bound:.1f})")
+if not 0 < m["samples_per_second"] <= bound * 1.001:
+    sys.exit("FAIL: samples_per_second")
 PY
 python3 "$schema" check "$fixtures/metrics_dir.json" "$tmp/mdir" || fail=1
 for job in a9a pendigits; do

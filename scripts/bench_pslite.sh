@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# Tether against ps-lite (dmlc/ps-lite, Li et al. OSDI 2014) on the same
+# push/pull request shapes, in the same run, on this machine: one server and
+# one worker per side, each a process of its own, over loopback TCP.
+#
+#   scripts/bench_pslite.sh [--build DIR] [--peers DIR] [--rounds N] [--shapes S]
+#                           [--min_reps N] [--max_reps N] [--min_time_s T] [--timeout_s T]
+#
+#   --build DIR       Tether's build (default build); needs bin/tether-server, bin/tether-bench
+#   --peers DIR       where ps-lite-15b8adf.tar.gz lies (default /work/shared/peers, else
+#                     ../shared/peers); if there is none, the script says so and exits 0
+#   --rounds N        alternated rounds (default 5); each side's figure is the median over rounds
+#   --shapes S        KEYSxDIM,... (default the six of issue 14)
+#   --min_reps N      timed pushes and pulls per shape and run, at least (default 5)
+#   --max_reps N      and at most (default 300)
+#   --min_time_s T    each shape's pushes and pulls run for at least 2·T seconds (default 0.3)
+#   --timeout_s T     limit for every process of one run, in seconds (default 300)
+#
+# ps-lite is built from the unmodified snapshot with CMake against Debian's
+# libzmq3-dev and libprotobuf-dev, outside Tether's build, into
+# DIR/pslite-15b8adf (kept, so later runs skip the ~30 s build), and so is
+# our KV program on its public API, tools/pslite_kv/kv_bench.cc. Its server
+# uses an empty handler (a push is dropped, a pull answered from a reused
+# zero buffer), as ps-lite's own benchmark does.
+#
+# Each round runs three jobs one after the other, the order rotating from
+# round to round: ps-lite (scheduler, server, worker: three processes,
+# DMLC_NODE_HOST=127.0.0.1), Tether with SGD tables, and Tether with NOOP
+# tables (tether-server + tether-bench kv: two processes). NOOP checks every
+# push and looks up its rows as SGD does but skips the arithmetic, so the
+# difference between the two Tether columns is the optimizer's cost and the
+# NOOP column is transport plus checks and lookups. Within a run, each shape
+# gets one untimed push and pull, then timed pushes and pulls alternately,
+# one request in flight; both sides send the same random sorted uint64 keys.
+# A ps-lite launch that fails or hangs before its first request (its
+# start-up registration race, see the peers' README) is stopped after 60 s
+# at most and retried, up to 3 times per run; the retries are reported. Every process runs under `timeout` and
+# is reaped; temporary files live in a mktemp -d directory removed on exit.
+#
+# Output: one Markdown table on stdout (times in ms, medians over rounds;
+# ratio = Tether ÷ ps-lite, below 1 means Tether is faster), preceded by the
+# run's conditions. Progress goes to stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+build=build
+peers=""
+rounds=5
+shapes="1x1,100000x1,1000000x1,1024x4096,100000x64,100000x256"
+min_reps=5
+max_reps=300
+min_time_s=0.3
+timeout_s=300
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --peers) peers="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --shapes) shapes="$2"; shift 2 ;;
+    --min_reps) min_reps="$2"; shift 2 ;;
+    --max_reps) max_reps="$2"; shift 2 ;;
+    --min_time_s) min_time_s="$2"; shift 2 ;;
+    --timeout_s) timeout_s="$2"; shift 2 ;;
+    *) echo "scripts/bench_pslite.sh: unknown argument $1 (--build, --peers, --rounds, --shapes, --min_reps," \
+            "--max_reps, --min_time_s, --timeout_s)" >&2; exit 2 ;;
+  esac
+done
+me=scripts/bench_pslite.sh
+tarball_name=ps-lite-15b8adf.tar.gz
+if [ -z "$peers" ]; then
+  for d in /work/shared/peers ../shared/peers; do
+    if [ -f "$d/$tarball_name" ]; then peers="$d"; break; fi
+  done
+fi
+if [ -z "$peers" ] || [ ! -f "$peers/$tarball_name" ]; then
+  echo "$me: skipped: no $tarball_name in /work/shared/peers or ../shared/peers (or --peers DIR);" \
+       "ps-lite's source snapshot lives only on the project's machines" >&2
+  exit 0
+fi
+peers=$(cd "$peers" && pwd)
+for bin in tether-server tether-bench; do
+  [ -x "$build/bin/$bin" ] || { echo "$me: $build/bin/$bin missing: build first (scripts/build.sh)" >&2; exit 1; }
+done
+build=$(cd "$build" && pwd)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench_pslite.XXXXXX")
+# On any exit: stop this shell's own background jobs that are still running
+# (each a `timeout`, which passes the signal on to its process), reap them,
+# and remove the temporary files.
+cleanup() {
+  local p
+  for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
+  for p in $(jobs -p); do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- build ps-lite
+cache="$build/pslite-15b8adf"
+if [ ! -f "$cache/ps-lite/b/libpslite.a" ]; then
+  echo "$me: building ps-lite from $peers/$tarball_name into $cache (about 30 s)" >&2
+  rm -rf "$cache"
+  mkdir -p "$cache"
+  tar xzf "$peers/$tarball_name" -C "$cache"
+  { cmake -S "$cache/ps-lite" -B "$cache/ps-lite/b" -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$cache/ps-lite/b" -j "$(nproc)" --target pslite; } > "$cache/build.log" 2>&1 ||
+    { echo "$me: ps-lite did not build, see $cache/build.log" >&2; exit 1; }
+fi
+kv_src="$repo/tools/pslite_kv/kv_bench.cc"
+kv_bin="$cache/kv_bench"
+if [ ! -x "$kv_bin" ] || [ "$kv_src" -nt "$kv_bin" ]; then
+  echo "$me: compiling tools/pslite_kv/kv_bench.cc against ps-lite" >&2
+  g++ -std=c++17 -O2 -Wall -I"$cache/ps-lite/include" "$kv_src" "$cache/ps-lite/b/libpslite.a" \
+    -lzmq -lprotobuf -lpthread -o "$kv_bin" 2> "$cache/kv_bench.log" ||
+    { echo "$me: kv_bench did not compile, see $cache/kv_bench.log" >&2; exit 1; }
+fi
+
+# ---------------------------------------------------------------- one run of each side
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Waits for the processes in "$@" (pids) and says whether all exited 0.
+wait_all() {
+  local rc=0 p
+  for p in "$@"; do wait "$p" || rc=1; done
+  return $rc
+}
+
+pslite_retries=0
+# Runs ps-lite once into $work/$1.txt. A launch whose worker does not print
+# READY (ps-lite started, before the first request) within 60 s, or exits
+# before it, is stopped and retried, at most 3 times; a failure after READY
+# ends the script.
+run_pslite() {
+  local out="$work/$1.txt" attempt
+  for attempt in 1 2 3 4; do
+    local port
+    port=$(free_port)
+    local env=(DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT="$port"
+               DMLC_NODE_HOST=127.0.0.1)
+    local args=("$shapes" "$min_reps" "$max_reps" "$min_time_s" 1)
+    : > "$out"
+    env "${env[@]}" DMLC_ROLE=scheduler timeout -k 5 "$timeout_s" "$kv_bin" "${args[@]}" \
+      > /dev/null 2> "$work/$1-scheduler.log" &
+    local sched=$!
+    env "${env[@]}" DMLC_ROLE=server timeout -k 5 "$timeout_s" "$kv_bin" "${args[@]}" \
+      > /dev/null 2> "$work/$1-server.log" &
+    local server=$!
+    env "${env[@]}" DMLC_ROLE=worker timeout -k 5 "$timeout_s" "$kv_bin" "${args[@]}" \
+      > "$out" 2> "$work/$1-worker.log" &
+    local worker=$!
+    local waited=0
+    until grep -q '^READY' "$out" || ! kill -0 "$worker" 2>/dev/null || [ "$waited" -ge 600 ]; do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+    if grep -q '^READY' "$out"; then
+      if wait_all "$worker" "$sched" "$server"; then return 0; fi
+      echo "$me: ps-lite failed in $1 after it started; its logs:" >&2
+      tail -n 5 "$work/$1-worker.log" "$work/$1-scheduler.log" "$work/$1-server.log" >&2
+      exit 1
+    fi
+    kill "$worker" "$sched" "$server" 2>/dev/null || true
+    wait "$worker" 2>/dev/null || true
+    wait "$sched" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    if [ "$attempt" = 4 ]; then
+      echo "$me: ps-lite did not start in $1 after 4 attempts; the last worker log:" >&2
+      tail -n 10 "$work/$1-worker.log" >&2
+      exit 1
+    fi
+    pslite_retries=$((pslite_retries + 1))
+    echo "$me: ps-lite did not start in $1 (attempt $attempt), retrying" >&2
+  done
+}
+
+# Runs Tether once into $work/$1.txt with tables of optimizer $2.
+run_tether() {
+  local out="$work/$1.txt" port_file="$work/$1.port"
+  cat > "$work/$1.pbtxt" <<EOF
+name: "tether-bench-kv"
+cluster { num_servers: 1 num_workers: 1 startup_timeout_ms: 60000 idle_timeout_ms: ${timeout_s}000
+          worker_timeout_ms: ${timeout_s}000 }
+consistency { model: ASP staleness: -1 cache: false }
+EOF
+  timeout -k 5 "$timeout_s" "$build/bin/tether-server" --config="$work/$1.pbtxt" --port_file="$port_file" \
+    > /dev/null 2> "$work/$1-server.log" &
+  local server=$!
+  # The server writes its endpoint once it listens (or dies trying); wait
+  # for either, at most 30 s.
+  local waited=0
+  until [ -s "$port_file" ]; do
+    if ! kill -0 "$server" 2>/dev/null || [ "$waited" -ge 300 ]; then
+      echo "$me: tether-server did not start in $1; its log:" >&2
+      tail -n 10 "$work/$1-server.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  timeout -k 5 "$timeout_s" "$build/bin/tether-bench" kv --server="$(cat "$port_file")" --shapes="$shapes" \
+    --optimizer="$2" --min_reps="$min_reps" --max_reps="$max_reps" --min_time_s="$min_time_s" \
+    > "$out" 2> "$work/$1-worker.log" ||
+    { echo "$me: tether-bench kv failed in $1; its log:" >&2; tail -n 10 "$work/$1-worker.log" >&2; exit 1; }
+  wait_all "$server" ||
+    { echo "$me: tether-server failed in $1; its log:" >&2; tail -n 10 "$work/$1-server.log" >&2; exit 1; }
+}
+
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+start_s=$(date +%s)
+sides=(pslite sgd noop)
+for r in $(seq 1 "$rounds"); do
+  for i in 0 1 2; do
+    side=${sides[$(((i + r - 1) % 3))]}
+    echo "$me: round $r/$rounds: $side" >&2
+    case "$side" in
+      pslite) run_pslite "pslite-r$r" ;;
+      sgd) run_tether "sgd-r$r" sgd ;;
+      noop) run_tether "noop-r$r" noop ;;
+    esac
+  done
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+elapsed_s=$(($(date +%s) - start_s))
+
+# ---------------------------------------------------------------- the table
+echo "## Tether against ps-lite: push/pull, one server + one worker, separate processes, loopback TCP"
+echo
+echo "Commit $commit; ps-lite 15b8adf with an empty server handler; $rounds alternated rounds (medians of each"
+echo "run's medians), $(nproc) cores, load average $load_before before and $load_after after, ${elapsed_s} s in all;"
+echo "ps-lite launches retried: $pslite_retries. Times in ms for one request in flight; ratio = Tether ÷ ps-lite."
+echo
+/usr/bin/python3 - "$work" "$rounds" "$shapes" <<'EOF'
+import statistics, sys
+work, rounds, shapes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+
+def load(side):
+    out = {}  # (keys, dim) -> ([push ms], [pull ms])
+    for r in range(1, rounds + 1):
+        for line in open(f"{work}/{side}-r{r}.txt"):
+            f = line.split()
+            if f and f[0] == "RESULT":
+                push, pull = out.setdefault((int(f[1]), int(f[2])), ([], []))
+                push.append(float(f[3]))
+                pull.append(float(f[4]))
+    return {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in out.items()}
+
+def count(n, unit):
+    sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+    if n >= 10000 and str(n).rstrip("0") == "1":
+        s = "10" + str(len(str(n)) - 1).translate(sup)
+    else:
+        s = f"{n:,}"
+    return f"{s} {unit}{'' if n == 1 else 's'}"
+
+ps, sgd, noop = load("pslite"), load("sgd"), load("noop")
+print("| request | Tether push / pull, SGD | Tether push / pull, no-op apply | ps-lite push / pull "
+      "| ratio SGD push / pull | ratio no-op push / pull |")
+print("|---|---:|---:|---:|---:|---:|")
+def ms(v):
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+for shape in shapes:
+    n, d = (int(float(x)) for x in shape.split("x"))
+    p, s, o = ps[(n, d)], sgd[(n, d)], noop[(n, d)]
+    print(f"| {count(n, 'key')} × {count(d, 'float')} | {ms(s[0])} / {ms(s[1])} | {ms(o[0])} / {ms(o[1])} "
+          f"| {ms(p[0])} / {ms(p[1])} | {s[0] / p[0]:.2f} / {s[1] / p[1]:.2f} | {o[0] / p[0]:.2f} / {o[1] / p[1]:.2f} |")
+EOF

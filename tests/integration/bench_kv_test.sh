@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# tether-bench kv (the Tether side of scripts/bench_pslite.sh) against a
+# separately started tether-server: for SGD and NOOP tables, one RESULT line
+# per shape with the shape and the number of timed requests asked for, and
+# the server counts exactly the pushes and rows sent (1 untimed + 2 timed
+# per shape); a bad --optimizer is refused. Functional only: no time is
+# asserted. Usage: bench_kv_test.sh BIN_DIR
+# Every process runs under `timeout` and is reaped; waits poll with a bound.
+set -euo pipefail
+bin=$(cd "$1" && pwd)
+tmp=$(mktemp -d)
+cleanup() {
+  local p
+  for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat > "$tmp/server.pbtxt" <<'CFG'
+name: "tether-bench-kv"
+cluster { num_servers: 1 num_workers: 1 startup_timeout_ms: 60000 }
+consistency { model: ASP staleness: -1 cache: false }
+CFG
+
+for optimizer in sgd noop; do
+  timeout -k 5 120 "$bin/tether-server" --config="$tmp/server.pbtxt" --port_file="$tmp/$optimizer.port" \
+    2> "$tmp/$optimizer.server.log" &
+  server=$!
+  for _ in $(seq 1 300); do [ -s "$tmp/$optimizer.port" ] && break; kill -0 "$server" || break; sleep 0.1; done
+  [ -s "$tmp/$optimizer.port" ] || fail "$optimizer: tether-server did not start: $(tail -3 "$tmp/$optimizer.server.log")"
+  timeout -k 5 120 "$bin/tether-bench" kv --server="$(cat "$tmp/$optimizer.port")" --optimizer=$optimizer \
+    --shapes=1x1,1000x4,10x3 --min_reps=2 --max_reps=2 --min_time_s=0 > "$tmp/$optimizer.out" \
+    2> "$tmp/$optimizer.bench.log" || fail "$optimizer: tether-bench kv failed: $(tail -3 "$tmp/$optimizer.bench.log")"
+  wait "$server" || fail "$optimizer: tether-server exited non-zero: $(tail -3 "$tmp/$optimizer.server.log")"
+  head -1 "$tmp/$optimizer.out" | grep -qx READY || fail "$optimizer: no READY line first"
+  got=$(awk '$1 == "RESULT" && $4 > 0 && $5 > 0 { print $2 "x" $3 "/" $6 }' "$tmp/$optimizer.out" | paste -sd,)
+  [ "$got" = "1x1/2,1000x4/2,10x3/2" ] || fail "$optimizer: RESULT lines '$got', expected 1x1/2,1000x4/2,10x3/2"
+  # 3 shapes × (1 untimed + 2 timed) = 9 pushes and 9 pulls; 3 × 1,011 rows each way.
+  grep -q "done: 9 pulls (3033 rows, 0 waited on the bound), 9 pushes (3033 rows, 3033 updates applied)" \
+    "$tmp/$optimizer.server.log" || fail "$optimizer: server counts: $(grep 'done:' "$tmp/$optimizer.server.log")"
+  echo "$optimizer: $got; server: 9 pulls, 9 pushes, 3033 rows each way"
+done
+
+if "$bin/tether-bench" kv --server=tcp://127.0.0.1:1 --optimizer=adam 2> "$tmp/bad.log"; then
+  fail "--optimizer=adam was accepted"
+fi
+grep -q "unknown --optimizer=adam (sgd, noop)" "$tmp/bad.log" || fail "bad optimizer message: $(cat "$tmp/bad.log")"
+echo PASS
