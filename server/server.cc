@@ -394,7 +394,8 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
       // Worker 0 defines the job's tables (the authority), so two shards
       // can never adopt different tables because different workers reached
       // them first: this HELLO waits for worker 0's.
-      VLOG(1) << log_prefix_ << who << " waits for worker 0 to define the tables";
+      if (waiting_hellos_.count(rank) == 0)
+        LOG(INFO) << log_prefix_ << who << " waits for worker 0, whose HELLO defines the job's tables";
       waiting_hellos_[rank] = {identity, std::move(*m), SteadyClock::now()};
       return false;
     }

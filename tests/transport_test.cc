@@ -31,6 +31,7 @@
 #include <zmq.hpp>
 
 #include "core/net/message.h"
+#include "core/net/transport.h"
 #include "core/partition.h"
 #include "server/server.h"
 #include "sparse/reader.h"
@@ -1052,6 +1053,18 @@ TEST(TransportTest, BadTableSpecsInHelloAreRefusedNamingTheField) {
   auto good = Connect(OptionsFor(c, 0, {server.endpoint()}));
   ASSERT_TRUE(good);
   ASSERT_TRUE(good->Bye().ok());
+}
+
+// ZeroMQ would take a TCP port modulo 2^16 and bind another one: a port
+// outside [0, 65535] is refused at bind and at connect, naming it.
+TEST(TransportTest, TcpPortOutsideTheRangeIsRefused) {
+  zmq::context_t ctx;
+  std::string bound;
+  StatusOr<zmq::socket_t> s = BindRouter(ctx, "tcp://127.0.0.1:99999", SocketOptions(), &bound);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), "endpoint tcp://127.0.0.1:99999: port 99999 outside [0, 65535]");
+  EXPECT_FALSE(ConnectDealer(ctx, "tcp://127.0.0.1:65536", "w", SocketOptions()).ok());
+  EXPECT_TRUE(BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions(), &bound).ok());
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (FLAGS_shard < 0 || FLAGS_shard >= config->cluster().num_servers()) {
-    LOG(ERROR) << "flag --shard=" << FLAGS_shard << " outside [0, " << config->cluster().num_servers() << ")";
+    LOG(ERROR) << "[server] flag --shard=" << FLAGS_shard << " outside [0, " << config->cluster().num_servers()
+               << ") (cluster.num_servers)";
     return 2;
   }
   tether::ServerShard server(*config, FLAGS_shard);

@@ -71,7 +71,9 @@ int RunInProcess() {
   options.stop = &g_stop;
   auto report = tether::RunLocalJob(*config, options);
   if (!report.ok()) {
-    LOG(ERROR) << who << report.status().message();
+    // Errors from the client already carry the "[worker R] " prefix.
+    const std::string& msg = report.status().message();
+    LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     return 1;
   }
   if (report->left_early) {
@@ -121,7 +123,9 @@ int main(int argc, char** argv) {
   options.stop_requested = [] { return g_stop.load(); };
   auto report = tether::RunWorker(*config, options);
   if (!report.ok()) {
-    LOG(ERROR) << who << report.status().message();
+    // Errors from the client already carry the "[worker R] " prefix.
+    const std::string& msg = report.status().message();
+    LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     return 1;
   }
   if (report->left_early) LOG(WARNING) << who << "left the job before the end of training (stop requested)";

@@ -2,8 +2,26 @@
 
 namespace tether {
 
+namespace {
+
+// ZeroMQ takes a TCP port modulo 2^16 ("tcp://h:99999" binds port 34463):
+// a port outside [0, 65535] is refused here instead, naming it.
+Status CheckTcpPort(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) != 0) return Status::OK();
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon < 6) return Status::OK();
+  const std::string port = endpoint.substr(colon + 1);
+  if (port.empty() || port == "*" || port.find_first_not_of("0123456789") != std::string::npos) return Status::OK();
+  if (port.size() > 5 || std::stoul(port) > 65535)
+    return Status::InvalidArgument("endpoint " + endpoint + ": port " + port + " outside [0, 65535]");
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpoint,
                                    const SocketOptions& opts, std::string* bound) {
+  TETHER_RETURN_IF_ERROR(CheckTcpPort(endpoint));
   try {
     zmq::socket_t s(ctx, zmq::socket_type::router);
     s.set(zmq::sockopt::router_mandatory, 1);
@@ -21,6 +39,7 @@ StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpo
 
 StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& endpoint,
                                       const std::string& identity, const SocketOptions& opts) {
+  TETHER_RETURN_IF_ERROR(CheckTcpPort(endpoint));
   try {
     zmq::socket_t s(ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::routing_id, identity);
