@@ -109,9 +109,9 @@ if [ ! -f "$cache/ps-lite/b/libpslite.a" ]; then
 fi
 kv_src="$repo/tools/pslite_kv/kv_bench.cc"
 kv_bin="$cache/kv_bench"
-if [ ! -x "$kv_bin" ] || [ "$kv_src" -nt "$kv_bin" ]; then
+if [ ! -x "$kv_bin" ] || [ "$kv_src" -nt "$kv_bin" ] || [ "$repo/tools/random_keys.h" -nt "$kv_bin" ]; then
   echo "$me: compiling tools/pslite_kv/kv_bench.cc against ps-lite" >&2
-  g++ -std=c++17 -O2 -Wall -I"$cache/ps-lite/include" "$kv_src" "$cache/ps-lite/b/libpslite.a" \
+  g++ -std=c++17 -O2 -Wall -I"$cache/ps-lite/include" -I"$repo" "$kv_src" "$cache/ps-lite/b/libpslite.a" \
     -lzmq -lprotobuf -lpthread -o "$kv_bin" 2> "$cache/kv_bench.log" ||
     { echo "$me: kv_bench did not compile, see $cache/kv_bench.log" >&2; exit 1; }
 fi

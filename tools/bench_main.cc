@@ -43,6 +43,7 @@
 #include "tools/flag_parser.h"
 #include "worker/sampling.h"
 #include "worker/trainer.h"
+#include "tools/random_keys.h"
 
 DEFINE_string(keys, "100,1000,10000,100000,1000000", "transport: key counts per request");
 DEFINE_string(dims, "", "row widths in floats (default: transport 1,16,64,256; updates 64,256)");
@@ -620,20 +621,6 @@ int RunUpdates() {
 }
 
 // ------------------------------------------------------------------ kv
-
-// n random, sorted, unique uint64 keys: the same algorithm as
-// tools/pslite_kv/kv_bench.cc, so both sides send the same keys.
-std::vector<uint64_t> RandomSortedKeys(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint64_t> keys;
-  keys.reserve(n);
-  while (static_cast<int64_t>(keys.size()) < n) {
-    while (static_cast<int64_t>(keys.size()) < n) keys.push_back(rng());
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  }
-  return keys;
-}
 
 // The worker side of scripts/bench_pslite.sh against a tether-server
 // started apart (one shard, one worker, ASP, no cache, so every request

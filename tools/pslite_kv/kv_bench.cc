@@ -35,7 +35,11 @@
 
 #include "ps/ps.h"
 
+#include "tools/random_keys.h"
+
 namespace {
+
+using tether::RandomSortedKeys;
 
 struct Shape {
   int64_t keys = 0;
@@ -55,20 +59,6 @@ bool ParseShapes(const std::string& s, std::vector<Shape>* out) {
     out->push_back(shape);
   }
   return !out->empty();
-}
-
-// n random, sorted, unique uint64 keys; the same algorithm as tether-bench
-// kv's, so both sides get the same keys for the same seed.
-std::vector<uint64_t> RandomSortedKeys(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint64_t> keys;
-  keys.reserve(n);
-  while (static_cast<int64_t>(keys.size()) < n) {
-    while (static_cast<int64_t>(keys.size()) < n) keys.push_back(rng());
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  }
-  return keys;
 }
 
 double Median(std::vector<double> v) {
