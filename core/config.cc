@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -146,6 +147,55 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// Repeated entries keyed by a name (a repeated message field whose type has
+// a string field `name`, such as `table`) must name distinct things: text
+// format would keep both and the lookup would silently use one. Checks every
+// level of the tree; `tree` gives the 1-based lines from the text.
+Status CheckRepeatedNamesUnique(const Message& msg,
+                                const google::protobuf::TextFormat::ParseInfoTree* tree,
+                                const std::string& file) {
+  const Descriptor* d = msg.GetDescriptor();
+  const Reflection* r = msg.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->type() != FieldDescriptor::TYPE_MESSAGE) continue;
+    const FieldDescriptor* key = f->message_type()->FindFieldByName("name");
+    // The line of the entry's field name ("table {"); the list syntax
+    // ("table [{...}, {...}]") records none per entry, so there it is the
+    // line of the entry's own `name`.
+    const auto line_of = [&](int index) {
+      if (tree == nullptr) return 0;
+      int line = tree->GetLocation(f, f->is_repeated() ? index : -1).line;
+      const auto* nested = tree->GetTreeForNested(f, f->is_repeated() ? index : -1);
+      if (line < 0 && nested != nullptr && key != nullptr) line = nested->GetLocation(key, -1).line;
+      return line + 1;
+    };
+    if (!f->is_repeated()) {
+      if (!r->HasField(msg, f)) continue;
+      TETHER_RETURN_IF_ERROR(CheckRepeatedNamesUnique(
+          r->GetMessage(msg, f), tree ? tree->GetTreeForNested(f, -1) : nullptr, file));
+      continue;
+    }
+    const bool keyed = key != nullptr && key->type() == FieldDescriptor::TYPE_STRING && !key->is_repeated();
+    std::map<std::string, int> first_index;
+    for (int k = 0; k < r->FieldSize(msg, f); ++k) {
+      const Message& entry = r->GetRepeatedMessage(msg, f, k);
+      if (keyed && entry.GetReflection()->HasField(entry, key)) {
+        const std::string name = entry.GetReflection()->GetString(entry, key);
+        const auto [it, fresh] = first_index.emplace(name, k);
+        if (!fresh) {
+          return Status::InvalidArgument(file + ":" + std::to_string(line_of(k)) + ": " + f->name() +
+                                         " \"" + name + "\" is already configured at line " +
+                                         std::to_string(line_of(it->second)));
+        }
+      }
+      TETHER_RETURN_IF_ERROR(CheckRepeatedNamesUnique(
+          entry, tree ? tree->GetTreeForNested(f, k) : nullptr, file));
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 std::string ClosestName(const std::string& word, const std::vector<std::string>& candidates) {
@@ -166,6 +216,8 @@ StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& n
   google::protobuf::TextFormat::Parser parser;
   FirstErrorCollector errors;
   parser.RecordErrorsTo(&errors);
+  google::protobuf::TextFormat::ParseInfoTree locations;
+  parser.WriteLocationsTo(&locations);
   if (!parser.ParseFromString(text, &config)) {
     std::string msg = name + ":" + std::to_string(errors.line()) + ": " + errors.message();
     // Protobuf says: Message type "tether.JobConfig" has no field named "staleness_bond".
@@ -181,6 +233,7 @@ StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& n
     }
     return Status::InvalidArgument(msg);
   }
+  TETHER_RETURN_IF_ERROR(CheckRepeatedNamesUnique(config, &locations, name));
   return config;
 }
 

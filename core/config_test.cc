@@ -236,5 +236,27 @@ TEST(ConfigTest, ClosestName) {
   EXPECT_EQ(ClosestName("zzzzzzzz", {"staleness", "seed"}), "");
 }
 
+// C23: a repeated entry keyed by its name (two `table { name: "w2" }`
+// blocks) is refused, naming both lines, instead of the last one winning.
+TEST(ConfigTest, C23RepeatedTableBlockIsRefusedNamingBothLines) {
+  const std::string path = "tests/data/cases/C23_dup_table_staleness.pbtxt";
+  auto c = LoadJobConfig(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), path + ":27: table \"w2\" is already configured at line 23");
+  // Same line, different names: accepted; the same name on one line: refused.
+  auto two = ParseJobConfig("table { name: \"w1\" } table { name: \"w2\" }\n", "j.pbtxt");
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(two->table_size(), 2);
+  auto one_line = ParseJobConfig("name: \"x\"\ntable { name: \"w1\" } table { name: \"w1\" }\n", "j.pbtxt");
+  ASSERT_FALSE(one_line.ok());
+  EXPECT_EQ(one_line.status().message(), "j.pbtxt:2: table \"w1\" is already configured at line 2");
+  // The list syntax of text format is the same repeated field.
+  auto list = ParseJobConfig("table [\n{ name: \"b1\" },\n{ name: \"b1\" }\n]\n", "j.pbtxt");
+  ASSERT_FALSE(list.ok());
+  // (the first entry of a list is placed at its "table [" line)
+  EXPECT_EQ(list.status().message(), "j.pbtxt:3: table \"b1\" is already configured at line 1");
+}
+
 }  // namespace
 }  // namespace tether

@@ -242,12 +242,33 @@ class LineParser {
             Quote({p, static_cast<size_t>(t - p)}));
       }
     }
+    has_qid_ = false;
+    bool first_feature_token = true;
     while (true) {
       while (p < e && IsSpace(*p)) ++p;
       if (p >= e) break;
       const char* t = p;
       while (t < e && !IsSpace(*t)) ++t;
-      TETHER_RETURN_IF_ERROR(ParseFeature(p, t, line_starts_with_space, bad));
+      // Learning-to-rank files (SVMrank, LightGBM, XGBoost) put "qid:N" right
+      // after the label. There is no ranking objective here, so it is read,
+      // checked and dropped, never taken for feature "qid".
+      if (opts_.format == DataFormat::kLibsvm && t - p >= 4 && std::memcmp(p, "qid:", 4) == 0) {
+        const std::string_view tok(p, static_cast<size_t>(t - p));
+        if (!first_feature_token) {
+          return Status::InvalidArgument(At(path_, line_no_) + Quote(tok) +
+                                         " must come right after the label (a query id is not "
+                                         "a feature)");
+        }
+        uint64_t qid = 0;
+        if (ParseUint(p + 4, t, &qid) != UintParse::kOk) {
+          return Status::InvalidArgument(At(path_, line_no_) + "invalid query id in token " +
+                                         Quote(tok) + ": expected a non-negative integer");
+        }
+        has_qid_ = true;
+      } else {
+        TETHER_RETURN_IF_ERROR(ParseFeature(p, t, line_starts_with_space, bad));
+      }
+      first_feature_token = false;
       p = t;
     }
     TETHER_RETURN_IF_ERROR(SortFeatures(bad));
@@ -259,6 +280,8 @@ class LineParser {
   const std::vector<float>& feature_values() const { return vals_; }
   const std::vector<uint32_t>& labels() const { return labels_; }
   float target() const { return target_; }
+  /// Whether the line had a "qid:N" field (LIBSVM ranking files).
+  bool has_qid() const { return has_qid_; }
   /// Largest feature column named on the line (valid or not), -1 if none.
   int64_t max_feature_col() const { return max_col_; }
 
@@ -443,6 +466,7 @@ class LineParser {
   std::vector<uint32_t> labels_;
   float target_ = 0;
   int64_t max_col_ = -1;
+  bool has_qid_ = false;
 };
 
 Status NonFiniteError(const std::string& path, const std::vector<BadValue>& listed,
@@ -689,6 +713,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
       continue;
     }
     ++ds.rows_read;
+    if (parser.has_qid()) ++ds.qid_rows;
     // Inferred widths cover every parsed row, kept or not, so that reading
     // the file again with those widths (e.g. by shares) accepts every row.
     if (parser.max_feature_col() >= 0) {
@@ -751,6 +776,11 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
                  << " rows with non-finite or overflowing values (NonFinitePolicy::kDropRow)";
   }
 
+  if (ds.qid_rows > 0) {
+    LOG(WARNING) << path << ": " << ds.qid_rows << " of " << ds.rows_read
+                 << " lines have a 'qid:' field (query id); ignored, since Tether has no "
+                    "ranking objective";
+  }
   if (infer_features) {
     num_features = any_feature ? uint64_t{max_feature} + 1 : 0;
     LOG(WARNING) << path << ": num_features not given; using " << num_features

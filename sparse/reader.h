@@ -8,7 +8,10 @@
 //           further line is "l1,l2,... f:v f:v ...". The label list may be
 //           empty: the line then starts with whitespace, or directly with a
 //           f:v token (a token containing ':' is never a label list).
-//   LIBSVM  "label f:v f:v ... [# comment]". The label is either one number
+//   LIBSVM  "label [qid:N] f:v f:v ... [# comment]". Everything from '#' to
+//           the end of the line is a comment, with or without a space before
+//           it. "qid:N" (learning-to-rank files) is checked and ignored, with
+//           one warning giving the number of lines that had it. The label is either one number
 //           (binary ±1, multiclass, regression: Dataset::targets) or a comma
 //           list of label ids (multilabel: Dataset::labels). A file is read as
 //           multilabel when ReadOptions::num_labels > 0 or when any line's
@@ -119,6 +122,8 @@ struct Dataset {
   int64_t rows_read = 0;       // rows parsed (kept + dropped + skipped unlabeled)
   int64_t unlabeled_rows = 0;  // rows with no labels, kept or skipped
   int64_t dropped_rows = 0;    // rows dropped for non-finite values (kDropRow)
+  int64_t qid_rows = 0;        // LIBSVM rows with a "qid:N" field (ignored; one
+                               // LOG(WARNING) gives the count)
 
   std::vector<int64_t> source_lines;  // 1-based file line of each kept row
 };

@@ -71,6 +71,12 @@ data_cases)
   for f in C06_crlf_trailing_ws.txt C06_crlf_trailing_ws_clean_twin.txt; do
     expect_ok "$f" "$l $cases/$f" "rows: 3" "features: 4" "nnz: 4" "targets: 3"
   done
+  # C07: qid is checked and ignored (one warning with the count), '#' starts a
+  # comment with or without a space before it.
+  expect_ok C07_qid_comments "$l $cases/C07_qid_and_comments.txt" \
+    "rows: 4" "features: 4" "nnz: 5" "targets: 4" "qid: 4 (ignored)"
+  out=$(timeout 30 "$bin/tether-data" check $l $cases/C07_qid_and_comments.txt 2>&1 >/dev/null)
+  [ "$(grep -c "4 of 4 lines have a 'qid:' field" <<<"$out")" = 1 ] || fail "C07: no single qid warning:"$'\n'"$out"
   expect_error C08_nonfinite "$l $cases/C08_nan_inf_values.txt" \
     "$cases/C08_nan_inf_values.txt:1: non-finite value: '2:nan' is NaN; 4 lines have non-finite or overflowing values (line 1 '2:nan' is NaN, line 2 '1:inf' is infinite, line 3 '2:-Infinity' is infinite, line 4 '1:1e999' overflows double (not read as inf)); to drop such rows instead, set data.non_finite: NON_FINITE_DROP_ROW (tether-data: --non_finite=drop_row)"
   expect_ok C08_drop "$l --non_finite=drop_row $cases/C08_nan_inf_values.txt" "rows: 1" "rows_read: 5" "dropped: 4"
@@ -161,6 +167,12 @@ EOF
   # launcher's) to refuse, before any connection is made.
   refused C15_block_above_the_limit_launch "dense table 'b1' is 2800000000 bytes" \
     "$bin/tether-launch" --config="$tmp/big.pbtxt"
+  # C23: a second table { name: "w2" } block is refused naming both lines, exit 2.
+  rc=0
+  refused C23_repeated_table "$cases/C23_dup_table_staleness.pbtxt:27: table \"w2\" is already configured at line 23" \
+    "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt"
+  timeout 30 "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt" >/dev/null 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "C23: tether-launch exit $rc (expected 2)"
   touch "$tmp/connections.stop"
   wait "${pids[0]}"
   pids=()
