@@ -429,18 +429,11 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
   const std::string& dev = c.train().device();
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return bad("train.device", "must be auto, cpu or cuda, got '" + dev + "'");
+  // The same checks as a server runs on the table specs at HELLO (C22).
   auto check_opt = [&](const OptimizerConfig& o, const std::string& where) -> Status {
-    if (!(o.learning_rate() > 0) || !std::isfinite(o.learning_rate()))
-      return bad(where + ".learning_rate", "must be a finite number > 0");
-    // Written so that NaN fails too: every comparison with NaN is false.
-    // Flags and config text both accept "nan" and "inf"; this is where they stop.
-    if (!(o.momentum() >= 0 && o.momentum() < 1)) return bad(where + ".momentum", "must be in [0, 1)");
-    if (!(o.initial_accumulator() >= 0) || !std::isfinite(o.initial_accumulator()))
-      return bad(where + ".initial_accumulator", "must be a finite number ≥ 0");
-    if (!(o.epsilon() > 0) || !std::isfinite(o.epsilon())) return bad(where + ".epsilon", "must be a finite number > 0");
-    if (!(o.l2() >= 0) || !std::isfinite(o.l2())) return bad(where + ".l2", "must be a finite number ≥ 0");
-    if (!(o.beta1() >= 0 && o.beta1() < 1)) return bad(where + ".beta1", "must be in [0, 1)");
-    if (!(o.beta2() >= 0 && o.beta2() < 1)) return bad(where + ".beta2", "must be in [0, 1)");
+    std::string why;
+    const std::string field = OptimizerProblem(o, &why);
+    if (!field.empty()) return bad(where + "." + field, why);
     return Status::OK();
   };
   TETHER_RETURN_IF_ERROR(check_opt(c.optimizer(), "optimizer"));

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -256,6 +257,53 @@ TEST(ConfigTest, C23RepeatedTableBlockIsRefusedNamingBothLines) {
   ASSERT_FALSE(list.ok());
   // (the first entry of a list is placed at its "table [" line)
   EXPECT_EQ(list.status().message(), "j.pbtxt:3: table \"b1\" is already configured at line 1");
+}
+
+// C22: every optimizer field is checked like the learning rate (finite, in
+// range, field and range named), the case's configs included: AdaGrad with
+// initial_accumulator 0 and epsilon 0 (0/0 on a zero gradient), a negative
+// epsilon, l2 nan.
+TEST(ConfigTest, C22EveryOptimizerFieldIsCheckedForFinitenessAndRange) {
+  struct File {
+    const char* name;
+    const char* message;
+  };
+  for (const File& f : {File{"C22_lr_adagrad_zero_acc.pbtxt", "config field optimizer.epsilon: must be a finite number > 0"},
+                        File{"C22_adagrad_epsilon_negative.pbtxt", "config field optimizer.epsilon: must be a finite number > 0"},
+                        File{"C22_adagrad_l2_nan.pbtxt", "config field optimizer.l2: must be a finite number ≥ 0"}}) {
+    auto c = LoadJobConfig(std::string("tests/data/cases/") + f.name);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(ValidateJobConfig(*c).message(), f.message) << f.name;
+  }
+  auto base = LoadJobConfig("tests/data/cases/C22_lr_base.pbtxt");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  ASSERT_TRUE(ValidateJobConfig(*base).ok());
+  struct Case {
+    const char* field;
+    const char* value;
+    const char* why;
+  };
+  for (const Case& k : {Case{"learning_rate", "0", "must be a finite number > 0"},
+                        Case{"momentum", "1", "must be in [0, 1)"},
+                        Case{"momentum", "-0.5", "must be in [0, 1)"},
+                        Case{"initial_accumulator", "inf", "must be a finite number ≥ 0"},
+                        Case{"initial_accumulator", "-1", "must be a finite number ≥ 0"},
+                        Case{"epsilon", "0", "must be a finite number > 0"},
+                        Case{"epsilon", "nan", "must be a finite number > 0"},
+                        Case{"l2", "inf", "must be a finite number ≥ 0"},
+                        Case{"beta1", "nan", "must be in [0, 1)"},
+                        Case{"beta1", "1", "must be in [0, 1)"},
+                        Case{"beta2", "-inf", "must be in [0, 1)"}}) {
+    // The job's optimizer and a table's own are checked alike.
+    JobConfig j = *base;
+    const std::string text = std::string("optimizer { ") + k.field + ": " + k.value + " }";
+    ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(text, &j)) << text;
+    EXPECT_EQ(ValidateJobConfig(j).message(), std::string("config field optimizer.") + k.field + ": " + k.why) << text;
+    j = *base;
+    ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString("table { name: \"w\" " + text + " }", &j)) << text;
+    EXPECT_EQ(ValidateJobConfig(j).message(), std::string("config field table[w].optimizer.") + k.field + ": " + k.why)
+        << text;
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace tether {
 namespace {
@@ -121,6 +122,28 @@ void Optimizer::InitState(float* state, uint64_t n) const {
 float Optimizer::BiasCorrection(float t, double log_beta, float one_after) {
   if (t >= one_after) return 1.0f;
   return static_cast<float>(-std::expm1(static_cast<double>(t) * log_beta));
+}
+
+std::string Optimizer::Describe() const {
+  const auto num = [](float v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+    return std::string(buf);
+  };
+  const OptimizerConfig& c = config_;
+  const std::string lr = "learning_rate " + num(c.learning_rate());
+  const std::string l2 = "l2 " + num(c.l2());
+  switch (c.type()) {
+    case SUM: return "SUM (w += g)";
+    case ADAGRAD:
+      return "ADAGRAD (" + lr + ", initial_accumulator " + num(c.initial_accumulator()) + ", epsilon " +
+             num(c.epsilon()) + ", " + l2 + ")";
+    case ADAM:
+      return "ADAM (" + lr + ", beta1 " + num(c.beta1()) + ", beta2 " + num(c.beta2()) + ", epsilon " +
+             num(c.epsilon()) + ", " + l2 + ")";
+    default:
+      return "SGD (" + lr + ", momentum " + num(c.momentum()) + ", " + l2 + ")";
+  }
 }
 
 void Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {

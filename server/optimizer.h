@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "proto/tether.pb.h"
 
@@ -43,6 +44,9 @@ class Optimizer {
   void Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
 
   const OptimizerConfig& config() const { return config_; }
+  /// The type and the settings its step reads, for messages:
+  /// "ADAGRAD (learning_rate 0.1, initial_accumulator 0.1, epsilon 1e-08, l2 0)".
+  std::string Describe() const;
 
  private:
   // 1 − βᵗ in float: −expm1(t · ln β), or exactly 1 once t >= one_after.

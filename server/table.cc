@@ -1,6 +1,7 @@
 #include "server/table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -99,6 +100,19 @@ inline void PrefetchSpan(const float* p, uint64_t n, uint64_t max_lines, bool fo
   // is not line-aligned).
   if (max_lines > lines) hint(b + bytes - 1);
   for (uint64_t l = 0; l < std::min(lines, max_lines); ++l) hint(b + l * 64);
+}
+
+// Whether v[0, n) holds no NaN or infinity: a float is non-finite exactly
+// when its exponent bits are all ones. Branch-free, so it vectorises; it
+// runs on each row right after its step, while the row is in cache.
+inline bool AllFinite(const float* v, uint64_t n) {
+  uint32_t any = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof(bits));
+    any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return any == 0;
 }
 
 }  // namespace
@@ -215,19 +229,49 @@ Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
   return Status::OK();
 }
 
+Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::string& where) const {
+  // A row is its dim weights then its state; a dense slice is its n weights
+  // then its state.
+  const uint64_t weights = IsDenseTable(spec_) ? end_ - begin_ : dim_;
+  std::string what;
+  if (j < weights) {
+    what = IsDenseTable(spec_) ? "index " + std::to_string(begin_ + j) : where + ", column " + std::to_string(j);
+  } else {
+    what = (IsDenseTable(spec_) ? std::string("the slice") : where) + "'s optimizer state (float " +
+           std::to_string(j - weights) + ")";
+  }
+  return Status::FailedPrecondition("table " + spec_.name() + ": the server's " + optimizer_.Describe() +
+                                    " step made " + what + " " + (std::isnan(span[j]) ? "NaN" : "infinite") +
+                                    "; nothing of this push was applied");
+}
+
 Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
   const uint32_t dim = dim_;
+  const uint32_t stride = stride_;
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
-  ++version_;
   float* base = data_.data();
+  // No non-finite value enters a table (C22): each row is copied aside
+  // before its step and checked after it, and a push whose step made one is
+  // undone whole. The copy and the scan touch the row while it is in cache.
+  if (undo_.size() < n * stride) undo_.resize(n * stride);
+  float* undo = undo_.data();
   // The whole row (weights and state) is hinted: its parts are separate
   // streams to the hardware prefetcher, and the last line holds Adam's step.
-  for (uint64_t i = 0; i < std::min(n, kRowsAhead); ++i) PrefetchSpan(base + offsets_[i], stride_, ~0ull, true);
+  for (uint64_t i = 0; i < std::min(n, kRowsAhead); ++i) PrefetchSpan(base + offsets_[i], stride, ~0ull, true);
   for (uint64_t i = 0; i < n; ++i) {
-    if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], stride_, ~0ull, true);
+    if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], stride, ~0ull, true);
     float* row = base + offsets_[i];
+    std::memcpy(undo + i * stride, row, stride * sizeof(float));
     optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale);
+    if (__builtin_expect(!AllFinite(row, stride), 0)) {
+      uint64_t j = 0;
+      while (std::isfinite(row[j])) ++j;
+      const Status st = NonFiniteStep(row, j, "key " + std::to_string(keys[i]));
+      for (uint64_t k = 0; k <= i; ++k) std::memcpy(base + offsets_[k], undo + k * stride, stride * sizeof(float));
+      return st;
+    }
   }
+  ++version_;
   return Status::OK();
 }
 
@@ -235,10 +279,21 @@ void ServerTable::PullDense(float* out) const {
   std::memcpy(out, data_.data(), (end_ - begin_) * sizeof(float));
 }
 
-void ServerTable::PushDense(const float* g, float lr_scale) {
-  ++version_;
+Status ServerTable::PushDense(const float* g, float lr_scale) {
   const uint64_t n = end_ - begin_;
+  // As PushRows: checked after the step, undone whole if it made a NaN or
+  // an infinity.
+  undo_.assign(data_.begin(), data_.end());
   optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale);
+  if (__builtin_expect(!AllFinite(data_.data(), data_.size()), 0)) {
+    uint64_t j = 0;
+    while (std::isfinite(data_[j])) ++j;
+    const Status st = NonFiniteStep(data_.data(), j, "");
+    std::copy(undo_.begin(), undo_.end(), data_.begin());
+    return st;
+  }
+  ++version_;
+  return Status::OK();
 }
 
 }  // namespace tether
