@@ -115,7 +115,16 @@ class Evaluator {
         TETHER_RETURN_IF_ERROR(backend_->TopK(rows, outputs_, scores.data(), 1, top_.data()));
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t p = labels.row_ptr[begin + r];
-          if (labels.row_ptr[begin + r + 1] > p && labels.col_idx[p] == top_[r]) ++correct_;
+          if (labels.row_ptr[begin + r + 1] == p) continue;
+          // A tie at the top (C21) is not broken by class number: the true
+          // class among G tied ones is right with probability 1/G.
+          const float* s = scores.data() + r * outputs_;
+          const float v = s[top_[r]];
+          const auto same = [v](float x) { return x == v || (std::isnan(x) && std::isnan(v)); };
+          int64_t g = 0;
+          for (int64_t j = 0; j < outputs_; ++j) g += same(s[j]) ? 1 : 0;
+          if (g > 1) ++tied_rows_;
+          if (labels.col_idx[p] < outputs_ && same(s[labels.col_idx[p]])) correct_ += 1.0 / static_cast<double>(g);
         }
         double loss = 0;
         TETHER_RETURN_IF_ERROR(backend_->SoftmaxCrossEntropy(rows, outputs_, scores.data(),
@@ -144,6 +153,8 @@ class Evaluator {
   }
 
   int64_t rows() const { return rows_; }
+  // Rows whose top-ranked scores hold a tie (scored by expected value).
+  int64_t tied_rows() const { return kind_ == LabelKind::kMultiLabel ? ranking_.tied_rows() : tied_rows_; }
 
  private:
   LabelKind kind_;
@@ -152,7 +163,8 @@ class Evaluator {
   int64_t rows_ = 0;
   RankingMetrics ranking_;
   BinaryMetrics binary_;
-  int64_t correct_ = 0;
+  double correct_ = 0;
+  int64_t tied_rows_ = 0;
   double loss_sum_ = 0;
   std::vector<uint32_t> top_;
 };
@@ -178,6 +190,12 @@ Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* clie
   TETHER_RETURN_IF_ERROR(st);
   report->test_metrics = eval.Results();
   report->test_rows = eval.rows();
+  if (eval.tied_rows() > 0) {
+    LOG(WARNING) << "evaluation: " << eval.tied_rows() << " of " << eval.rows()
+                 << " test rows have tied scores at the top of their ranking; ties are scored by their expected "
+                    "value under a random order of the tied labels (a model that cannot tell labels apart never "
+                    "looks perfect)";
+  }
   return Status::OK();
 }
 

@@ -63,8 +63,11 @@ struct TrainReport {
   ///   multi-label (XMC): precision_at_1, precision_at_3, precision_at_5,
   ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h);
   ///   binary:            accuracy, auc, log_loss (BinaryMetrics);
-  ///   multiclass:        accuracy (arg max of the scores; ties to the lower
-  ///                      class), log_loss (mean softmax cross-entropy).
+  ///   multiclass:        accuracy (arg max of the scores; a tie of G classes
+  ///                      at the top counts 1/G when the true class is among
+  ///                      them, its expected value under a random order, as
+  ///                      for P@k), log_loss (mean softmax cross-entropy).
+  /// Rows with tied top scores are counted and logged with a warning (C21).
   std::vector<std::pair<std::string, double>> test_metrics;
 
   /// The value of test metric `name`, or NaN when absent.
