@@ -274,6 +274,8 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"metrics_dir", "train.metrics_dir", "every process appends JSON-lines metrics to DIR/<role>-<rank>.jsonl"},
       {"progress_every_s", "train.progress_every_s", "seconds between progress lines (0: none)"},
       {"eval_max_rows", "train.eval_max_rows", "evaluate on the first N test rows only (0: all)"},
+      {"fail_on_divergence", "train.fail_on_divergence", "exit 3 when the training loss diverges: true | false"},
+      {"divergence_factor", "train.divergence_factor", "loss above this many times its reference is divergence"},
       {"sampled_labels", "model.sampled_labels", "sampled softmax over K output rows per minibatch (0: full softmax)"},
       {"eval_minibatch_size", "train.eval_minibatch_size", "rows per evaluation minibatch"},
       {"job_id", "cluster.job_id", "the job's identity at HELLO (default: the config's name); servers and workers must agree"},
@@ -427,6 +429,8 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("train.slowdown_rank", "must name a worker in [0, cluster.num_workers = " +
                                           std::to_string(c.cluster().num_workers()) + ")");
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
+  if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
+    return bad("train.divergence_factor", "must be a finite number > 1");
   const std::string& dev = c.train().device();
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return bad("train.device", "must be auto, cpu or cuda, got '" + dev + "'");
   // The same checks as a server runs on the table specs at HELLO (C22).

@@ -95,6 +95,11 @@ struct LaunchOptions {
   std::vector<std::string> forwarded;   // "--flag=value" for every child
 };
 
+// A worker whose loss diverged under train.fail_on_divergence exits with
+// this (kExitDiverged, worker/trainer.h); the job runs to its end, so the
+// metrics are written, and the launcher then exits with it too.
+constexpr int kExitDiverged = 3;
+
 struct Child {
   std::string role;  // "server" or "worker"
   int index = 0;     // shard or rank
@@ -198,6 +203,7 @@ class Launcher {
   int stop_signal_ = 0;       // first SIGINT/SIGTERM/SIGHUP received
   bool escalate_ = false;     // a stop signal arrived during teardown
   bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
+  std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
   std::string phase_ = "starting";
   Clock::time_point start_ = Clock::now();
   Clock::time_point deadline_;
@@ -500,6 +506,12 @@ std::optional<int> Launcher::Monitor() {
   std::optional<Clock::time_point> servers_deadline;
   while (true) {
     while (Child* c = NextExited()) {
+      if (c->role == "worker" && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == kExitDiverged) {
+        LOG(WARNING) << "[launch] " << c->Name() << " finished, but its training loss diverged "
+                     << "(train.fail_on_divergence): the job will exit " << kExitDiverged;
+        diverged_.push_back(c->Name());
+        continue;
+      }
       if (!c->Succeeded()) {
         LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded();
         Teardown(c->Name() + " failed");
@@ -540,6 +552,18 @@ int Launcher::PrintSummary() {
       return 1;
     }
     std::printf("metrics (%s):\n%s\n", options_.metrics_out.c_str(), metrics.dump(2).c_str());
+    if (metrics.value("diverged", false)) {
+      LOG(WARNING) << "[launch] the training loss diverged at epoch " << metrics.value("diverged_at_epoch", 0)
+                   << " (\"diverged\" in " << options_.metrics_out << "); the metrics describe a diverged model";
+    }
+  }
+  if (!diverged_.empty()) {
+    std::string who;
+    for (const auto& n : diverged_) who += (who.empty() ? "" : ", ") + n;
+    std::printf("tether-launch: job finished, but the training loss diverged (%s): exit %d\n", who.c_str(),
+                kExitDiverged);
+    std::fflush(stdout);
+    return kExitDiverged;
   }
   std::printf("tether-launch: job finished: %d server(s), %d worker(s), wall time %s (%.1f s)\n",
               options_.num_servers, options_.num_workers, wall.c_str(), wall_s);

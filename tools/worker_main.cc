@@ -78,6 +78,11 @@ int RunInProcess() {
     LOG(WARNING) << who << "stopped before the end of training by signal " << g_signal.load();
     return 128 + g_signal.load();
   }
+  if (report->diverged && config->train().fail_on_divergence()) {
+    LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
+               << " (train.fail_on_divergence): exit " << tether::kExitDiverged;
+    return tether::kExitDiverged;
+  }
   return 0;
 }
 
@@ -125,5 +130,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (report->left_early) LOG(WARNING) << who << "left the job before the end of training (stop requested)";
+  if (report->diverged && config->train().fail_on_divergence()) {
+    LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
+               << " (train.fail_on_divergence): exit " << tether::kExitDiverged;
+    return tether::kExitDiverged;
+  }
   return 0;
 }

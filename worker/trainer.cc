@@ -201,6 +201,10 @@ Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* clie
 
 }  // namespace
 
+bool LossDiverged(double loss, double reference, double factor) {
+  return !std::isfinite(loss) || loss > factor * reference;
+}
+
 double TrainReport::Metric(const std::string& name) const {
   for (const auto& [k, v] : test_metrics)
     if (k == name) return v;
@@ -351,6 +355,12 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   // minibatch time, heartbeating, so it is slow but alive.
   const double slowdown = rank == config.train().slowdown_rank() ? config.train().slowdown() : 1.0;
   if (slowdown > 1.0) LOG(INFO) << who << "simulating a straggler: " << slowdown << "x slower";
+  // C24: the loss itself tells divergence, not only a NaN. Its reference is
+  // the untrained model's loss (the first minibatch's) or a uniform
+  // softmax's, whichever is larger, so a first minibatch already blown up
+  // is no excuse.
+  double first_loss = 0;
+  const double uniform_loss = std::log(std::max<double>(2.0, static_cast<double>(model->num_outputs())));
   for (int epoch = 0; epoch < config.train().epochs(); ++epoch) {
     // A fixed permutation per (seed, rank, epoch): runs are reproducible.
     EpochOrder(config.train().seed(), rank, epoch, train.features.rows, &order);
@@ -371,6 +381,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
       TETHER_RETURN_IF_ERROR(model->Pull(batch, client.get()));
       pull_wait += SecondsSince(pull_start);
       TETHER_ASSIGN_OR_RETURN(float loss, model->ComputeGradients(batch));
+      if (minibatches == 0) first_loss = loss;
       loss_sum += loss;
       ++loss_batches;
       model->Push(client.get());
@@ -404,6 +415,17 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     LOG(INFO) << who << "epoch " << epoch + 1 << "/" << config.train().epochs() << " clock " << client->clock()
               << " loss " << report.final_loss << ", " << static_cast<int64_t>(report.samples / t)
               << " samples/s, " << static_cast<int>(100 * pull_wait / t) << "% waiting on pulls, " << t << " s";
+    const double reference = std::isfinite(first_loss) ? std::max(first_loss, uniform_loss) : uniform_loss;
+    if (!report.diverged && LossDiverged(report.final_loss, reference, config.train().divergence_factor())) {
+      report.diverged = true;
+      report.diverged_at_epoch = epoch + 1;
+      LOG(WARNING) << who << "training diverged at epoch " << epoch + 1 << ": mean loss " << report.final_loss
+                   << " is above train.divergence_factor " << config.train().divergence_factor() << " x "
+                   << reference << " (the larger of the first minibatch's loss " << first_loss << " and log("
+                   << model->num_outputs() << ") = " << uniform_loss << "); lower optimizer.learning_rate"
+                   << (config.train().fail_on_divergence() ? "; the run will exit 3 (train.fail_on_divergence)"
+                                                           : "");
+    }
     const int every = config.train().eval_every_epochs();
     if (rank == 0 && every > 0 && (epoch + 1) % every == 0 && epoch + 1 < config.train().epochs()) {
       const auto eval_start = SteadyClock::now();

@@ -5,6 +5,11 @@
 #              training rows) gets the same P@1 on two test files that differ
 #              only in the true label's number: the expected value under a
 #              random order of the ties, with one warning counting the rows
+#   c24_divergence  Bibtex with SGD at learning rate 100 (the case): the loss
+#              diverges without a NaN; a warning names the epoch and the values,
+#              the metrics JSON says "diverged": true, and with
+#              --fail_on_divergence=true the job exits 3 (metrics still written);
+#              the same job at the example's settings is not marked
 # Every process runs under `timeout`; everything is written under one mktemp dir.
 set -euo pipefail
 mode=$1
@@ -32,6 +37,31 @@ c21_ties)
       fail "$f: no single tie warning:"$'\n'"$(cat "$tmp/$f.log")"
     echo "ok   C21 $f: P@1 = P@5 = 0.25, tie warning for 4 of 4 rows"
   done
+  ;;
+c24_divergence)
+  run() {  # run NAME WANT_RC ARGS...: tether-launch on Bibtex, 2 epochs, in one process
+    local name=$1 want=$2 rc=0
+    shift 2
+    timeout 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport=inproc --epochs=2 \
+      --metrics_out "$tmp/$name.json" "$@" > "$tmp/$name.log" 2>&1 || rc=$?
+    [ "$rc" = "$want" ] || fail "$name: exit $rc (expected $want):"$'\n'"$(tail -20 "$tmp/$name.log")"
+    [ -s "$tmp/$name.json" ] || fail "$name: no metrics written"
+  }
+  run sane 0
+  [ "$(json "$tmp/sane.json" diverged)" = False ] || fail "sane run marked diverged"
+  [ "$(json "$tmp/sane.json" diverged_at_epoch)" = 0 ] || fail "sane run: diverged_at_epoch is not 0"
+  ! grep -q "training diverged" "$tmp/sane.log" || fail "sane run warned of divergence"
+  echo "ok   C24 example settings: not diverged"
+  run warn 0 --optimizer=sgd --learning_rate=100
+  [ "$(json "$tmp/warn.json" diverged)" = True ] || fail "lr 100: not marked diverged"
+  [ "$(json "$tmp/warn.json" diverged_at_epoch)" = 1 ] || fail "lr 100: diverged_at_epoch $(json "$tmp/warn.json" diverged_at_epoch)"
+  grep -qE "W.*\[worker 0\] training diverged at epoch 1: mean loss [0-9.e+]+ is above train.divergence_factor 10 x 5\.[0-9]+ \(the larger of the first minibatch's loss 5\.[0-9]+ and log\(159\) = 5\.0689\)" \
+    "$tmp/warn.log" || fail "lr 100: no divergence warning naming the epoch and values:"$'\n'"$(grep -i diverg "$tmp/warn.log")"
+  echo "ok   C24 lr 100: warned, marked diverged at epoch 1, exit 0"
+  run fail 3 --optimizer=sgd --learning_rate=100 --fail_on_divergence=true
+  [ "$(json "$tmp/fail.json" diverged)" = True ] || fail "fail_on_divergence: metrics not marked"
+  grep -qF "training loss diverged" "$tmp/fail.log" || fail "fail_on_divergence: launcher did not say why"
+  echo "ok   C24 --fail_on_divergence=true: exit 3, metrics written and marked"
   ;;
 *)
   fail "unknown mode $mode"
