@@ -10,13 +10,23 @@
 #              the metrics JSON says "diverged": true, and with
 #              --fail_on_divergence=true the job exits 3 (metrics still written);
 #              the same job at the example's settings is not marked
+#   c25_closed_pipe  tether-launch ... 2>&1 | head -3 (the case): the closed
+#              pipe does not stop the job; exit 0, the metrics are written, and
+#              the launcher's temp folder is gone
+#   c25_dead_launcher  a launcher killed with SIGKILL leaves its temp folder;
+#              the next start removes it (keyed by the dead owner's pid)
 # Every process runs under `timeout`; everything is written under one mktemp dir.
 set -euo pipefail
 mode=$1
 bin=$(cd "$2" && pwd)
 cases=tests/data/cases
 tmp=$(mktemp -d)
-cleanup() { rm -rf "$tmp"; }
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # json FILE KEY: the value of a top-level key of a metrics JSON.
@@ -62,6 +72,51 @@ c24_divergence)
   [ "$(json "$tmp/fail.json" diverged)" = True ] || fail "fail_on_divergence: metrics not marked"
   grep -qF "training loss diverged" "$tmp/fail.log" || fail "fail_on_divergence: launcher did not say why"
   echo "ok   C24 --fail_on_divergence=true: exit 3, metrics written and marked"
+  ;;
+c25_closed_pipe)
+  export TMPDIR=$tmp/t
+  mkdir "$TMPDIR"
+  rc=0
+  timeout 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --epochs=2 --timeout_s=100 \
+    --metrics_out "$tmp/m.json" 2>&1 | head -3 > "$tmp/head.txt" || true
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || fail "closed pipe: tether-launch exit $rc (expected 0; 141 is SIGPIPE)"
+  [ "$(wc -l < "$tmp/head.txt")" = 3 ] || fail "head did not get its 3 lines"
+  p1=$(json "$tmp/m.json" precision_at_1) || fail "no metrics JSON written"
+  python3 -c "import sys; sys.exit(not $p1 > 0.4)" || fail "precision_at_1 $p1"
+  [ -z "$(ls -A "$TMPDIR")" ] || fail "temp state left: $(ls -A "$TMPDIR")"
+  echo "ok   C25 | head -3: exit 0, metrics written (P@1 $p1), no temp state left"
+  ;;
+c25_dead_launcher)
+  export TMPDIR=$tmp/t
+  mkdir "$TMPDIR"
+  # Started directly (not under `timeout`) so that $! is the launcher itself;
+  # --timeout_s bounds it, and the EXIT trap kills it if the test fails early.
+  "$bin/tether-launch" --config examples/bibtex.pbtxt --transport=inproc --epochs=100000 \
+    --timeout_s=90 > "$tmp/long.log" 2>&1 &
+  lp=$!
+  pids+=("$lp")
+  # Poll (bounded) until it owns its temp folder and has started its child.
+  for _ in $(seq 1 400); do
+    compgen -G "$TMPDIR/tether-launch.$lp.*/owner" > /dev/null && grep -q "started worker 0 (pid" "$tmp/long.log" && break
+    sleep 0.05
+  done
+  compgen -G "$TMPDIR/tether-launch.$lp.*/owner" > /dev/null || { kill -9 "$lp"; fail "no temp folder for pid $lp"; }
+  child=$(sed -n 's/.*started worker 0 (pid \([0-9]*\)).*/\1/p' "$tmp/long.log" | head -1)
+  kill -9 "$lp"
+  wait "$lp" 2>/dev/null || true
+  # Its child dies with it (PR_SET_PDEATHSIG); bounded wait, then make sure.
+  if [ -n "$child" ]; then
+    for _ in $(seq 1 200); do kill -0 "$child" 2>/dev/null || break; sleep 0.05; done
+    if kill -0 "$child" 2>/dev/null; then kill -9 "$child"; fail "child $child outlived its launcher"; fi
+  fi
+  left=$(compgen -G "$TMPDIR/tether-launch.$lp.*") || fail "the killed launcher left nothing to clean (test is moot)"
+  timeout 100 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport=inproc --epochs=1 --timeout_s=90 \
+    > "$tmp/next.log" 2>&1 || fail "next start: exit $?:"$'\n'"$(tail -20 "$tmp/next.log")"
+  grep -qF "removed $left, left by launcher pid $lp, which is gone" "$tmp/next.log" ||
+    fail "next start did not say it removed $left:"$'\n'"$(grep launch "$tmp/next.log" | head)"
+  [ -z "$(ls -A "$TMPDIR")" ] || fail "temp state left: $(ls -A "$TMPDIR")"
+  echo "ok   C25 SIGKILLed launcher's $left removed by the next start"
   ;;
 *)
   fail "unknown mode $mode"
