@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -444,6 +445,29 @@ Status ValidateJobConfig(const JobConfig& c) {
   for (const auto& t : c.table()) {
     if (t.name().empty()) return bad("table.name", "is required in every table { } section");
     TETHER_RETURN_IF_ERROR(check_opt(t.optimizer(), "table[" + t.name() + "].optimizer"));
+  }
+  return Status::OK();
+}
+
+Status CheckDataFilesExist(const JobConfig& config) {
+  const DataConfig& d = config.data();
+  const std::pair<const char*, const std::string*> files[] = {
+      {"train_file", &d.train_file()},         {"test_file", &d.test_file()},
+      {"train_split", &d.train_split()},       {"test_split", &d.test_split()},
+      {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()}};
+  for (const auto& [field, path] : files) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    const std::filesystem::path p(*path);
+    if (std::filesystem::is_regular_file(p, ec)) continue;
+    const std::filesystem::path full = std::filesystem::absolute(p, ec).lexically_normal();
+    std::string msg = std::string("config field data.") + field + ": '" + *path + "' " +
+                      (std::filesystem::exists(p, ec) ? "is not a file" : "does not exist");
+    if (p.is_relative()) {
+      msg += " (tried " + full.string() + ", relative to the current directory " +
+             std::filesystem::current_path(ec).string() + ")";
+    }
+    return Status::NotFound(msg);
   }
   return Status::OK();
 }

@@ -3,6 +3,7 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -304,6 +305,27 @@ TEST(ConfigTest, C22EveryOptimizerFieldIsCheckedForFinitenessAndRange) {
     EXPECT_EQ(ValidateJobConfig(j).message(), std::string("config field table[w].optimizer.") + k.field + ": " + k.why)
         << text;
   }
+}
+
+// Issue 15 item 6: a missing data file is found before anything starts,
+// naming the field and the full path tried.
+TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(CheckDataFilesExist(*c).ok());  // run from the repository root
+  JobConfig j = *c;
+  j.mutable_data()->set_test_split("data/bibtex/no_such_split.txt");
+  const Status st = CheckDataFilesExist(j);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_EQ(st.message(), "config field data.test_split: 'data/bibtex/no_such_split.txt' does not exist (tried " +
+                              cwd + "/data/bibtex/no_such_split.txt, relative to the current directory " + cwd + ")");
+  j = *c;
+  j.mutable_data()->set_train_file("/no/such/dir/../train.txt");
+  EXPECT_EQ(CheckDataFilesExist(j).message(), "config field data.train_file: '/no/such/dir/../train.txt' does not exist");
+  j = *c;
+  j.mutable_data()->set_train_file("data");  // a folder
+  EXPECT_EQ(CheckDataFilesExist(j).message().rfind("config field data.train_file: 'data' is not a file (tried ", 0), 0u);
 }
 
 }  // namespace

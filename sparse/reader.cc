@@ -1,5 +1,7 @@
 #include "sparse/reader.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -834,6 +836,30 @@ StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) 
   TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(path, raw, &inflated));
   if (text.data() == inflated.data()) std::string().swap(raw);  // keep one copy in memory
   return ParseText(path, text, opts);
+}
+
+StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path) {
+  // gzread reads plain files as they are, so one path serves both, and only
+  // the first line is inflated however large the file.
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return errno == ENOENT ? Status::NotFound(path + ": no such file")
+                           : Status::IOError(path + ": cannot open: " + std::strerror(errno));
+  }
+  std::string line;
+  char buf[4096];
+  while (gzgets(f, buf, sizeof(buf)) != nullptr) {
+    line += buf;
+    if (!line.empty() && line.back() == '\n') break;
+    if (line.size() > (1u << 20)) break;  // no header is this long
+  }
+  gzclose(f);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  std::string_view text(line);
+  if (text.size() >= 3 && text.compare(0, 3, "\xef\xbb\xbf") == 0) text.remove_prefix(3);
+  uint64_t hdr[3] = {0, 0, 0};
+  TETHER_RETURN_IF_ERROR(ParseXmcHeader(path, text, hdr));
+  return std::array<uint64_t, 3>{hdr[0], hdr[1], hdr[2]};
 }
 
 StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path) {

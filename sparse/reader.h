@@ -31,6 +31,8 @@
 // one per worker thread, each reading its own partition) are safe.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -164,5 +166,10 @@ struct Dataset {
 /// for ReadDataset. Indices past the data file's end are caught by
 /// ReadDataset, which knows the row count.
 [[nodiscard]] StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path);
+
+/// The header "N F L" of the XMC file at `path` (plain or gzip), reading
+/// only its first line. Errors: NotFound, IOError, and InvalidArgument
+/// "path:1: malformed XMC header ..." as ReadDataset.
+[[nodiscard]] StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path);
 
 }  // namespace tether

@@ -745,6 +745,11 @@ int main(int argc, char** argv) {
     // The model's checks (worker/model_registry.h) before anything starts.
     if (tether::Status st = tether::ValidateModelConfig(*config); !st.ok()) config = st;
   }
+  // A missing data file is found before any server starts, with the full
+  // path it was looked for at.
+  if (config.ok()) {
+    if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) config = st;
+  }
   if (!config.ok()) {
     LOG(ERROR) << "[launch] " << config.status().ToString();
     return 2;

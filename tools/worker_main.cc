@@ -62,6 +62,10 @@ int RunInProcess() {
     LOG(ERROR) << who << config.status().message();
     return 2;
   }
+  if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 2;
+  }
   LOG(INFO) << who << config->cluster().num_servers() << " shard(s) and " << config->cluster().num_workers()
             << " worker(s) as threads of this process, over inproc://";
   std::signal(SIGTERM, RequestStop);
@@ -104,6 +108,10 @@ int main(int argc, char** argv) {
   if (FLAGS_rank < 0 || FLAGS_rank >= config->cluster().num_workers()) {
     LOG(ERROR) << who << "flag --rank=" << FLAGS_rank << " outside [0, " << config->cluster().num_workers()
                << ") (cluster.num_workers)";
+    return 2;
+  }
+  if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) {
+    LOG(ERROR) << who << st.message();
     return 2;
   }
   tether::TrainerOptions options;

@@ -173,6 +173,17 @@ EOF
     "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt"
   timeout 30 "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt" >/dev/null 2>&1 || rc=$?
   [ "$rc" = 2 ] || fail "C23: tether-launch exit $rc (expected 2)"
+  # Item 6: a missing data file stops the launcher before any process starts
+  # (exit 2), with the full path it tried; a worker refuses it the same way.
+  rc=0
+  out=$(cd "$tmp" && timeout 30 "$bin/tether-launch" --config="$OLDPWD/examples/bibtex.pbtxt" 2>&1) || rc=$?
+  [ "$rc" = 2 ] || fail "missing data file: tether-launch exit $rc (expected 2):"$'\n'"$out"
+  grep -qF "config field data.train_file: 'data/bibtex/Bibtex_data.txt.gz' does not exist (tried $tmp/data/bibtex/Bibtex_data.txt.gz, relative to the current directory $tmp)" <<<"$out" ||
+    fail "missing data file: message lacks the full path:"$'\n'"$out"
+  ! grep -q "started server\|started worker" <<<"$out" || fail "missing data file: a process started:"$'\n'"$out"
+  echo "ok   missing data file refused by tether-launch before any process starts (exit 2, full path)"
+  refused missing_data_file_worker "config field data.test_file: '/nonexistent/t.txt' does not exist" \
+    "$bin/tether-worker" --config="$tmp/job.pbtxt" --test_file=/nonexistent/t.txt --server_addresses="$addr"
   touch "$tmp/connections.stop"
   wait "${pids[0]}"
   pids=()
@@ -191,6 +202,20 @@ EOF
   awk 'length > 200 {exit 1}' <<<"$line" || fail "config in force has a line over 200 characters: $line"
   grep -qF "no worker said hello within cluster.startup_timeout_ms=1000" <<<"$out" || fail "server: $out"
   echo "ok   config in force logged once (index_base: 0, staleness: 3)"
+
+  # Item 6: num_features / num_labels left at 0 take the XMC header's widths
+  # (10 and 5 here), in the values in force and in training.
+  cat > "$tmp/widths.pbtxt" <<EOF
+cluster { num_servers: 1 num_workers: 1 }
+data { format: XMC train_file: "$cases/C01_xmc_header_test_split.txt" index_base: 0 }
+model { hidden: 4 }
+train { epochs: 1 minibatch_size: 2 }
+EOF
+  out=$(timeout 60 "$bin/tether-launch" --config="$tmp/widths.pbtxt" --transport=inproc --metrics_out="$tmp/w.json" 2>&1) ||
+    fail "widths from the XMC header: exit $?:"$'\n'"$out"
+  grep -qF "num_features: 10 num_labels: 5" <<<"$out" || fail "widths not taken from the header:"$'\n'"$out"
+  [ -s "$tmp/w.json" ] || fail "widths from the XMC header: no metrics"
+  echo "ok   num_features/num_labels 0 take the XMC header's widths (10, 5)"
   ;;
 command_line)
   for b in tether-server tether-worker tether-launch tether-data tether-gen-xmc tether-bench; do
