@@ -41,7 +41,11 @@ class Optimizer {
   /// w, state and g must not overlap. Cost (dim 256, in cache, one core):
   /// about 0.1 µs per row for Adam with AVX2 (one exp for the bias
   /// correction, none once βᵗ rounds away; the loop runs 8 floats wide).
-  void Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
+  /// Returns false when the step wrote a NaN or an infinity to a weight or
+  /// to the state (case C22); the kernels check every value they store, in
+  /// registers, at no extra pass over memory. Nothing is undone here: the
+  /// caller (ServerTable) keeps what it needs to undo a push.
+  bool Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
 
   const OptimizerConfig& config() const { return config_; }
   /// The type and the settings its step reads, for messages:

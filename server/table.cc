@@ -102,19 +102,6 @@ inline void PrefetchSpan(const float* p, uint64_t n, uint64_t max_lines, bool fo
   for (uint64_t l = 0; l < std::min(lines, max_lines); ++l) hint(b + l * 64);
 }
 
-// Whether v[0, n) holds no NaN or infinity: a float is non-finite exactly
-// when its exponent bits are all ones. Branch-free, so it vectorises; it
-// runs on each row right after its step, while the row is in cache.
-inline bool AllFinite(const float* v, uint64_t n) {
-  uint32_t any = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof(bits));
-    any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return any == 0;
-}
-
 }  // namespace
 
 namespace {
@@ -251,8 +238,9 @@ Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, f
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
   float* base = data_.data();
   // No non-finite value enters a table (C22): each row is copied aside
-  // before its step and checked after it, and a push whose step made one is
-  // undone whole. The copy and the scan touch the row while it is in cache.
+  // before its step (while it is in cache), the step's kernel reports
+  // whether it stored a NaN or an infinity, and a push whose step made one
+  // is undone whole.
   if (undo_.size() < n * stride) undo_.resize(n * stride);
   float* undo = undo_.data();
   // The whole row (weights and state) is hinted: its parts are separate
@@ -262,8 +250,7 @@ Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, f
     if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], stride, ~0ull, true);
     float* row = base + offsets_[i];
     std::memcpy(undo + i * stride, row, stride * sizeof(float));
-    optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale);
-    if (__builtin_expect(!AllFinite(row, stride), 0)) {
+    if (__builtin_expect(!optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale), 0)) {
       uint64_t j = 0;
       while (std::isfinite(row[j])) ++j;
       const Status st = NonFiniteStep(row, j, "key " + std::to_string(keys[i]));
@@ -281,11 +268,9 @@ void ServerTable::PullDense(float* out) const {
 
 Status ServerTable::PushDense(const float* g, float lr_scale) {
   const uint64_t n = end_ - begin_;
-  // As PushRows: checked after the step, undone whole if it made a NaN or
-  // an infinity.
+  // As PushRows: undone whole if the step made a NaN or an infinity.
   undo_.assign(data_.begin(), data_.end());
-  optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale);
-  if (__builtin_expect(!AllFinite(data_.data(), data_.size()), 0)) {
+  if (__builtin_expect(!optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale), 0)) {
     uint64_t j = 0;
     while (std::isfinite(data_[j])) ++j;
     const Status st = NonFiniteStep(data_.data(), j, "");

@@ -88,9 +88,9 @@ class ServerTable {
   /// weight or a state value NaN or infinite (case C22: e.g. AdaGrad with
   /// h0 = 0 and ε = 0 on a zero gradient, or an overflowing step): the
   /// message names the table, the key and column, the optimizer and its
-  /// settings. Every updated row is checked after its step (a vectorised
-  /// scan of weights and state, while the row is in cache) against a copy
-  /// taken just before it, so a refused push leaves every row as it was.
+  /// settings. The optimizer's kernels check every value they store (in
+  /// registers, vectorised with the step); each row is copied aside just
+  /// before its step, so a refused push leaves every row as it was.
   [[nodiscard]] Status PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
