@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -146,6 +148,55 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// Repeated entries keyed by a name (a repeated message field whose type has
+// a string field `name`, such as `table`) must name distinct things: text
+// format would keep both and the lookup would silently use one. Checks every
+// level of the tree; `tree` gives the 1-based lines from the text.
+Status CheckRepeatedNamesUnique(const Message& msg,
+                                const google::protobuf::TextFormat::ParseInfoTree* tree,
+                                const std::string& file) {
+  const Descriptor* d = msg.GetDescriptor();
+  const Reflection* r = msg.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->type() != FieldDescriptor::TYPE_MESSAGE) continue;
+    const FieldDescriptor* key = f->message_type()->FindFieldByName("name");
+    // The line of the entry's field name ("table {"); the list syntax
+    // ("table [{...}, {...}]") records none per entry, so there it is the
+    // line of the entry's own `name`.
+    const auto line_of = [&](int index) {
+      if (tree == nullptr) return 0;
+      int line = tree->GetLocation(f, f->is_repeated() ? index : -1).line;
+      const auto* nested = tree->GetTreeForNested(f, f->is_repeated() ? index : -1);
+      if (line < 0 && nested != nullptr && key != nullptr) line = nested->GetLocation(key, -1).line;
+      return line + 1;
+    };
+    if (!f->is_repeated()) {
+      if (!r->HasField(msg, f)) continue;
+      TETHER_RETURN_IF_ERROR(CheckRepeatedNamesUnique(
+          r->GetMessage(msg, f), tree ? tree->GetTreeForNested(f, -1) : nullptr, file));
+      continue;
+    }
+    const bool keyed = key != nullptr && key->type() == FieldDescriptor::TYPE_STRING && !key->is_repeated();
+    std::map<std::string, int> first_index;
+    for (int k = 0; k < r->FieldSize(msg, f); ++k) {
+      const Message& entry = r->GetRepeatedMessage(msg, f, k);
+      if (keyed && entry.GetReflection()->HasField(entry, key)) {
+        const std::string name = entry.GetReflection()->GetString(entry, key);
+        const auto [it, fresh] = first_index.emplace(name, k);
+        if (!fresh) {
+          return Status::InvalidArgument(file + ":" + std::to_string(line_of(k)) + ": " + f->name() +
+                                         " \"" + name + "\" is already configured at line " +
+                                         std::to_string(line_of(it->second)));
+        }
+      }
+      TETHER_RETURN_IF_ERROR(CheckRepeatedNamesUnique(
+          entry, tree ? tree->GetTreeForNested(f, k) : nullptr, file));
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 std::string ClosestName(const std::string& word, const std::vector<std::string>& candidates) {
@@ -166,6 +217,8 @@ StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& n
   google::protobuf::TextFormat::Parser parser;
   FirstErrorCollector errors;
   parser.RecordErrorsTo(&errors);
+  google::protobuf::TextFormat::ParseInfoTree locations;
+  parser.WriteLocationsTo(&locations);
   if (!parser.ParseFromString(text, &config)) {
     std::string msg = name + ":" + std::to_string(errors.line()) + ": " + errors.message();
     // Protobuf says: Message type "tether.JobConfig" has no field named "staleness_bond".
@@ -181,6 +234,7 @@ StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& n
     }
     return Status::InvalidArgument(msg);
   }
+  TETHER_RETURN_IF_ERROR(CheckRepeatedNamesUnique(config, &locations, name));
   return config;
 }
 
@@ -221,6 +275,8 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"metrics_dir", "train.metrics_dir", "every process appends JSON-lines metrics to DIR/<role>-<rank>.jsonl"},
       {"progress_every_s", "train.progress_every_s", "seconds between progress lines (0: none)"},
       {"eval_max_rows", "train.eval_max_rows", "evaluate on the first N test rows only (0: all)"},
+      {"fail_on_divergence", "train.fail_on_divergence", "exit 3 when the training loss diverges: true | false"},
+      {"divergence_factor", "train.divergence_factor", "loss above this many times its reference is divergence"},
       {"sampled_labels", "model.sampled_labels", "sampled softmax over K output rows per minibatch (0: full softmax)"},
       {"eval_minibatch_size", "train.eval_minibatch_size", "rows per evaluation minibatch"},
       {"job_id", "cluster.job_id", "the job's identity at HELLO (default: the config's name); servers and workers must agree"},
@@ -374,26 +430,44 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("train.slowdown_rank", "must name a worker in [0, cluster.num_workers = " +
                                           std::to_string(c.cluster().num_workers()) + ")");
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
+  if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
+    return bad("train.divergence_factor", "must be a finite number > 1");
   const std::string& dev = c.train().device();
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return bad("train.device", "must be auto, cpu or cuda, got '" + dev + "'");
+  // The same checks as a server runs on the table specs at HELLO (C22).
   auto check_opt = [&](const OptimizerConfig& o, const std::string& where) -> Status {
-    if (!(o.learning_rate() > 0) || !std::isfinite(o.learning_rate()))
-      return bad(where + ".learning_rate", "must be a finite number > 0");
-    // Written so that NaN fails too: every comparison with NaN is false.
-    // Flags and config text both accept "nan" and "inf"; this is where they stop.
-    if (!(o.momentum() >= 0 && o.momentum() < 1)) return bad(where + ".momentum", "must be in [0, 1)");
-    if (!(o.initial_accumulator() >= 0) || !std::isfinite(o.initial_accumulator()))
-      return bad(where + ".initial_accumulator", "must be a finite number ≥ 0");
-    if (!(o.epsilon() > 0) || !std::isfinite(o.epsilon())) return bad(where + ".epsilon", "must be a finite number > 0");
-    if (!(o.l2() >= 0) || !std::isfinite(o.l2())) return bad(where + ".l2", "must be a finite number ≥ 0");
-    if (!(o.beta1() >= 0 && o.beta1() < 1)) return bad(where + ".beta1", "must be in [0, 1)");
-    if (!(o.beta2() >= 0 && o.beta2() < 1)) return bad(where + ".beta2", "must be in [0, 1)");
+    std::string why;
+    const std::string field = OptimizerProblem(o, &why);
+    if (!field.empty()) return bad(where + "." + field, why);
     return Status::OK();
   };
   TETHER_RETURN_IF_ERROR(check_opt(c.optimizer(), "optimizer"));
   for (const auto& t : c.table()) {
     if (t.name().empty()) return bad("table.name", "is required in every table { } section");
     TETHER_RETURN_IF_ERROR(check_opt(t.optimizer(), "table[" + t.name() + "].optimizer"));
+  }
+  return Status::OK();
+}
+
+Status CheckDataFilesExist(const JobConfig& config) {
+  const DataConfig& d = config.data();
+  const std::pair<const char*, const std::string*> files[] = {
+      {"train_file", &d.train_file()},         {"test_file", &d.test_file()},
+      {"train_split", &d.train_split()},       {"test_split", &d.test_split()},
+      {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()}};
+  for (const auto& [field, path] : files) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    const std::filesystem::path p(*path);
+    if (std::filesystem::is_regular_file(p, ec)) continue;
+    const std::filesystem::path full = std::filesystem::absolute(p, ec).lexically_normal();
+    std::string msg = std::string("config field data.") + field + ": '" + *path + "' " +
+                      (std::filesystem::exists(p, ec) ? "is not a file" : "does not exist");
+    if (p.is_relative()) {
+      msg += " (tried " + full.string() + ", relative to the current directory " +
+             std::filesystem::current_path(ec).string() + ")";
+    }
+    return Status::NotFound(msg);
   }
   return Status::OK();
 }

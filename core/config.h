@@ -60,6 +60,15 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path,
 /// "config field FIELD: why".
 Status ValidateJobConfig(const JobConfig& config);
 
+/// Checks that every data file the job names (data.train_file, test_file,
+/// train_split, test_split, train_label_file, test_label_file) exists and
+/// is a file, so that a missing one stops the start before any process or
+/// connection (tether-launch, tether-worker). A relative path is taken as
+/// given, against the current directory, as every reader opens it.
+/// Errors: NotFound "config field data.train_file: 'x.txt' does not exist
+/// (tried /full/path/x.txt, relative to the current directory /full/path)".
+Status CheckDataFilesExist(const JobConfig& config);
+
 /// The checks a parameter-server shard needs: cluster.* (sizes, addresses,
 /// heartbeat and timeout) and consistency.* including each table's
 /// consistency override; data, model and training are not looked at.

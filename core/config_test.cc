@@ -1,7 +1,9 @@
 #include "core/config.h"
 
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -234,6 +236,96 @@ TEST(ConfigTest, ValidationNamesTheField) {
 TEST(ConfigTest, ClosestName) {
   EXPECT_EQ(ClosestName("stalenes", {"staleness", "seed", "epochs"}), "staleness");
   EXPECT_EQ(ClosestName("zzzzzzzz", {"staleness", "seed"}), "");
+}
+
+// C23: a repeated entry keyed by its name (two `table { name: "w2" }`
+// blocks) is refused, naming both lines, instead of the last one winning.
+TEST(ConfigTest, C23RepeatedTableBlockIsRefusedNamingBothLines) {
+  const std::string path = "tests/data/cases/C23_dup_table_staleness.pbtxt";
+  auto c = LoadJobConfig(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), path + ":27: table \"w2\" is already configured at line 23");
+  // Same line, different names: accepted; the same name on one line: refused.
+  auto two = ParseJobConfig("table { name: \"w1\" } table { name: \"w2\" }\n", "j.pbtxt");
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(two->table_size(), 2);
+  auto one_line = ParseJobConfig("name: \"x\"\ntable { name: \"w1\" } table { name: \"w1\" }\n", "j.pbtxt");
+  ASSERT_FALSE(one_line.ok());
+  EXPECT_EQ(one_line.status().message(), "j.pbtxt:2: table \"w1\" is already configured at line 2");
+  // The list syntax of text format is the same repeated field.
+  auto list = ParseJobConfig("table [\n{ name: \"b1\" },\n{ name: \"b1\" }\n]\n", "j.pbtxt");
+  ASSERT_FALSE(list.ok());
+  // (the first entry of a list is placed at its "table [" line)
+  EXPECT_EQ(list.status().message(), "j.pbtxt:3: table \"b1\" is already configured at line 1");
+}
+
+// C22: every optimizer field is checked like the learning rate (finite, in
+// range, field and range named), the case's configs included: AdaGrad with
+// initial_accumulator 0 and epsilon 0 (0/0 on a zero gradient), a negative
+// epsilon, l2 nan.
+TEST(ConfigTest, C22EveryOptimizerFieldIsCheckedForFinitenessAndRange) {
+  struct File {
+    const char* name;
+    const char* message;
+  };
+  for (const File& f : {File{"C22_lr_adagrad_zero_acc.pbtxt", "config field optimizer.epsilon: must be a finite number > 0"},
+                        File{"C22_adagrad_epsilon_negative.pbtxt", "config field optimizer.epsilon: must be a finite number > 0"},
+                        File{"C22_adagrad_l2_nan.pbtxt", "config field optimizer.l2: must be a finite number ≥ 0"}}) {
+    auto c = LoadJobConfig(std::string("tests/data/cases/") + f.name);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(ValidateJobConfig(*c).message(), f.message) << f.name;
+  }
+  auto base = LoadJobConfig("tests/data/cases/C22_lr_base.pbtxt");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  ASSERT_TRUE(ValidateJobConfig(*base).ok());
+  struct Case {
+    const char* field;
+    const char* value;
+    const char* why;
+  };
+  for (const Case& k : {Case{"learning_rate", "0", "must be a finite number > 0"},
+                        Case{"momentum", "1", "must be in [0, 1)"},
+                        Case{"momentum", "-0.5", "must be in [0, 1)"},
+                        Case{"initial_accumulator", "inf", "must be a finite number ≥ 0"},
+                        Case{"initial_accumulator", "-1", "must be a finite number ≥ 0"},
+                        Case{"epsilon", "0", "must be a finite number > 0"},
+                        Case{"epsilon", "nan", "must be a finite number > 0"},
+                        Case{"l2", "inf", "must be a finite number ≥ 0"},
+                        Case{"beta1", "nan", "must be in [0, 1)"},
+                        Case{"beta1", "1", "must be in [0, 1)"},
+                        Case{"beta2", "-inf", "must be in [0, 1)"}}) {
+    // The job's optimizer and a table's own are checked alike.
+    JobConfig j = *base;
+    const std::string text = std::string("optimizer { ") + k.field + ": " + k.value + " }";
+    ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(text, &j)) << text;
+    EXPECT_EQ(ValidateJobConfig(j).message(), std::string("config field optimizer.") + k.field + ": " + k.why) << text;
+    j = *base;
+    ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString("table { name: \"w\" " + text + " }", &j)) << text;
+    EXPECT_EQ(ValidateJobConfig(j).message(), std::string("config field table[w].optimizer.") + k.field + ": " + k.why)
+        << text;
+  }
+}
+
+// Issue 15 item 6: a missing data file is found before anything starts,
+// naming the field and the full path tried.
+TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(CheckDataFilesExist(*c).ok());  // run from the repository root
+  JobConfig j = *c;
+  j.mutable_data()->set_test_split("data/bibtex/no_such_split.txt");
+  const Status st = CheckDataFilesExist(j);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_EQ(st.message(), "config field data.test_split: 'data/bibtex/no_such_split.txt' does not exist (tried " +
+                              cwd + "/data/bibtex/no_such_split.txt, relative to the current directory " + cwd + ")");
+  j = *c;
+  j.mutable_data()->set_train_file("/no/such/dir/../train.txt");
+  EXPECT_EQ(CheckDataFilesExist(j).message(), "config field data.train_file: '/no/such/dir/../train.txt' does not exist");
+  j = *c;
+  j.mutable_data()->set_train_file("data");  // a folder
+  EXPECT_EQ(CheckDataFilesExist(j).message().rfind("config field data.train_file: 'data' is not a file (tried ", 0), 0u);
 }
 
 }  // namespace

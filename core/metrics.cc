@@ -35,7 +35,9 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
     if (num_true == 0) continue;  // 0 for every metric, still counted
     const float* s = scores + r * num_labels;
     // Rank the top `depth` labels with the Backend::TopK order (score desc,
-    // smaller index first on ties, NaN last), via a bounded heap in top_.
+    // smaller index first on ties, NaN last), via a bounded heap in top_;
+    // the index order only groups the ties, which are then scored by
+    // their expected value below.
     auto better = [s](uint32_t a, uint32_t b) {
       const float x = s[a], y = s[b];
       const bool xn = std::isnan(x), yn = std::isnan(y);
@@ -56,22 +58,48 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
       }
       std::sort_heap(top_.begin(), top_.end(), better);
     }
-    // Walk the ranking once, closing each k as it is reached.
-    int64_t hits = 0;
-    double dcg = 0.0, idcg = 0.0;
+    // Ties (C21): labels of equal score have no order of their own, so each
+    // position of a tie group holds a relevant label with probability
+    // R / G (G labels in the group, R of them relevant): the expected value
+    // under a uniformly random order of the tied labels. P@k and DCG@k are
+    // sums over positions, hence linear in those probabilities. Groups that
+    // end inside the top `depth` are whole in top_; only the last one may
+    // go on past it, so its G and R are counted over the whole row.
+    const auto same = [](float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+    bool tied = false;
+    double hits = 0.0, dcg = 0.0, idcg = 0.0;
     size_t next_k = 0;
+    int64_t group_end = 0;  // positions [i, group_end) share the group's p
+    double p = 0.0;
     for (int64_t i = 0; i < ks_.back(); ++i) {
-      if (i < depth && std::find(col_idx + lb, col_idx + le, top_[i]) != col_idx + le) {
-        ++hits;
-        dcg += discount_[i];
+      if (i < depth && i == group_end) {
+        const float v = s[top_[i]];
+        group_end = i + 1;
+        while (group_end < depth && same(s[top_[group_end]], v)) ++group_end;
+        int64_t g = group_end - i, rel = 0;
+        if (group_end == depth) {
+          g = 0;
+          for (int64_t j = 0; j < num_labels; ++j) g += same(s[j], v) ? 1 : 0;
+          for (int64_t y = lb; y < le; ++y) rel += col_idx[y] < num_labels && same(s[col_idx[y]], v) ? 1 : 0;
+        } else {
+          for (int64_t j = i; j < group_end; ++j)
+            rel += std::find(col_idx + lb, col_idx + le, top_[j]) != col_idx + le ? 1 : 0;
+        }
+        tied = tied || g > 1;
+        p = static_cast<double>(rel) / static_cast<double>(g);
+      }
+      if (i < depth) {
+        hits += p;
+        dcg += p * discount_[i];
       }
       if (i < num_true) idcg += discount_[i];
       if (i + 1 == ks_[next_k]) {
-        precision_sum_[next_k] += static_cast<double>(hits) / ks_[next_k];
+        precision_sum_[next_k] += hits / ks_[next_k];
         ndcg_sum_[next_k] += dcg / idcg;
         ++next_k;
       }
     }
+    if (tied) ++tied_rows_;
   }
 }
 
@@ -98,12 +126,14 @@ void RankingMetrics::Merge(const RankingMetrics& other) {
     ndcg_sum_[i] += other.ndcg_sum_[i];
   }
   count_ += other.count_;
+  tied_rows_ += other.tied_rows_;
 }
 
 void RankingMetrics::Reset() {
   std::fill(precision_sum_.begin(), precision_sum_.end(), 0.0);
   std::fill(ndcg_sum_.begin(), ndcg_sum_.end(), 0.0);
   count_ = 0;
+  tied_rows_ = 0;
 }
 
 void BinaryMetrics::Add(float score, float label) {

@@ -22,11 +22,18 @@
 namespace tether {
 
 /// P@k and nDCG@k for multi-label ranking. For a row with true label set Y
-/// and labels ranked by decreasing score (ties: smaller label index first;
-/// NaN scores rank last), with rel_i = 1 if the i-th ranked label is in Y:
+/// and labels ranked by decreasing score (NaN scores rank last), with
+/// rel_i = 1 if the i-th ranked label is in Y:
 ///   P@k    = (Σ_{i<k} rel_i) / k                       (always divided by k)
 ///   DCG@k  = Σ_{i<k} rel_i / log2(i + 2)
 ///   nDCG@k = DCG@k / IDCG@k,  IDCG@k = Σ_{i<min(k,|Y|)} 1 / log2(i + 2)
+/// Ties (case C21): labels of equal score (NaNs among themselves too) are in
+/// no order, so each metric is its expected value under a uniformly random
+/// order of the tied labels: a position held by a group of G tied labels, R
+/// of them in Y, has rel_i = R / G. A model that scores every label alike
+/// thus gets P@1 = |Y| / num_labels, never 1 because its true label has the
+/// smallest index. Rows with labels and a tie of two or more labels
+/// reaching into the top max(ks) are counted (tied_rows()), for a warning.
 /// Rows with empty Y score 0 for both metrics and ARE counted in the mean
 /// (so a dataset with unlabeled test rows reports lower numbers than tools
 /// that skip such rows). Labels in Y are assumed unique; indices >= the
@@ -53,6 +60,9 @@ class RankingMetrics {
   double NdcgAt(int k) const;
   /// Number of rows added (including rows with no labels).
   int64_t count() const { return count_; }
+  /// Rows (with labels) whose top max(ks) positions hold a tie, scored by
+  /// expected value.
+  int64_t tied_rows() const { return tied_rows_; }
   const std::vector<int>& ks() const { return ks_; }
 
   /// Adds another accumulator's partial sums (e.g. from another worker);
@@ -69,6 +79,7 @@ class RankingMetrics {
   std::vector<double> precision_sum_;  // per k: Σ_rows P@k
   std::vector<double> ndcg_sum_;       // per k: Σ_rows nDCG@k
   int64_t count_ = 0;
+  int64_t tied_rows_ = 0;
   std::vector<uint32_t> top_;  // scratch: one row's ranking
 };
 

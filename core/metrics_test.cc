@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -19,13 +20,17 @@ namespace {
 //    DCG@3 = DCG@5 = 1 + 1/log2(4) = 1.5; IDCG@3 = IDCG@5 = 1 + 1/log2(3)
 //    = 1.6309298 (|Y| = 2 positions) → nDCG@3 = nDCG@5 = 0.9197208.
 //  Row 1: s = [0.5, 0.5, 0.5, 0.1, 0.9], Y = {1}  (a three-way tie).
-//    Ranking 4, then the tie by index 0, 1, 2, then 3 → rel 0, 0, 1, 0, 0.
-//    P@1 = 0, P@3 = 1/3, P@5 = 1/5. nDCG@1 = 0; DCG@3 = DCG@5 = 1/log2(4)
-//    = 0.5, IDCG = 1 → nDCG@3 = nDCG@5 = 0.5.
+//    Ranking 4, then the tie {0, 1, 2} (one of the three in Y: each of
+//    positions 1-3 is relevant with probability 1/3), then 3 →
+//    E[rel] 0, 1/3, 1/3, 1/3, 0 (C21: ties count by their expected value).
+//    P@1 = 0, P@3 = 2/9, P@5 = 1/5. nDCG@1 = 0;
+//    DCG@3 = (1/log2(3) + 1/log2(4)) / 3 = 0.3769766, IDCG = 1;
+//    DCG@5 = (1/log2(3) + 1/log2(4) + 1/log2(5)) / 3 = 0.5205355.
 //  Row 2: Y = {} → 0 for everything, but counted.
-//  Means over 3 rows: P@1 = 1/3, P@3 = (2/3 + 1/3)/3 = 1/3,
+//  Means over 3 rows: P@1 = 1/3, P@3 = (2/3 + 2/9)/3 = 8/27,
 //    P@5 = (0.4 + 0.2)/3 = 0.2; nDCG@1 = 1/3,
-//    nDCG@3 = nDCG@5 = (0.9197208 + 0.5)/3 = 0.4732403.
+//    nDCG@3 = (0.9197208 + 0.3769766)/3 = 0.4322325,
+//    nDCG@5 = (0.9197208 + 0.5205355)/3 = 0.4800854.
 const std::vector<float> kScores = {0.9f, 0.1f, 0.8f, 0.3f, 0.2f,  //
                                     0.5f, 0.5f, 0.5f, 0.1f, 0.9f,  //
                                     0.7f, 0.6f, 0.5f, 0.4f, 0.3f};
@@ -37,27 +42,99 @@ TEST(RankingMetricsTest, HandComputedThreeRows) {
   m.Add(kScores.data(), 3, 5, kRowPtr.data(), kColIdx.data());
   EXPECT_EQ(m.count(), 3);
   EXPECT_NEAR(m.PrecisionAt(1), 1.0 / 3, 1e-12);
-  EXPECT_NEAR(m.PrecisionAt(3), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(m.PrecisionAt(3), 8.0 / 27, 1e-12);
   EXPECT_NEAR(m.PrecisionAt(5), 0.2, 1e-12);
   EXPECT_NEAR(m.NdcgAt(1), 1.0 / 3, 1e-12);
-  EXPECT_NEAR(m.NdcgAt(3), 0.4732403, 1e-7);
-  EXPECT_NEAR(m.NdcgAt(5), 0.4732403, 1e-7);
+  EXPECT_NEAR(m.NdcgAt(3), 0.4322325, 1e-7);
+  EXPECT_NEAR(m.NdcgAt(5), 0.4800854, 1e-7);
+  EXPECT_EQ(m.tied_rows(), 1);
 }
 
-TEST(RankingMetricsTest, TiesGoToSmallerIndex) {
-  // s = [1, 1, 1], Y = {2}: ranking 0, 1, 2 → P@1 = 0, P@3 = 1/3,
-  // nDCG@3 = (1/log2(4)) / 1 = 0.5. With Y = {0}: P@1 = 1, nDCG@1 = 1.
+// C21: ties no longer go to the smaller label index. s = [1, 1, 1]: with
+// Y = {2} or Y = {0} alike, every position holds the true label with
+// probability 1/3 → P@1 = P@3 = 1/3, nDCG@1 = 1/3,
+// nDCG@3 = (1 + 1/log2(3) + 1/log2(4)) / 3 = 0.7103099.
+TEST(RankingMetricsTest, C21TiesCountByTheirExpectedValueNotByLabelIndex) {
   const std::vector<float> s = {1, 1, 1};
   const std::vector<int64_t> rp = {0, 1};
   RankingMetrics last({1, 3}), first({1, 3});
   const uint32_t y_last = 2, y_first = 0;
   last.Add(s.data(), 1, 3, rp.data(), &y_last);
   first.Add(s.data(), 1, 3, rp.data(), &y_first);
-  EXPECT_EQ(last.PrecisionAt(1), 0.0);
-  EXPECT_NEAR(last.PrecisionAt(3), 1.0 / 3, 1e-12);
-  EXPECT_NEAR(last.NdcgAt(3), 0.5, 1e-12);
-  EXPECT_EQ(first.PrecisionAt(1), 1.0);
-  EXPECT_EQ(first.NdcgAt(1), 1.0);
+  for (const RankingMetrics* m : {&last, &first}) {
+    EXPECT_NEAR(m->PrecisionAt(1), 1.0 / 3, 1e-12);
+    EXPECT_NEAR(m->PrecisionAt(3), 1.0 / 3, 1e-12);
+    EXPECT_NEAR(m->NdcgAt(1), 1.0 / 3, 1e-12);
+    EXPECT_NEAR(m->NdcgAt(3), 0.7103099, 1e-7);
+    EXPECT_EQ(m->tied_rows(), 1);
+  }
+  // The case's constant model: 8 labels scored alike, one true label
+  // (label 0 in one file, label 7 in the other): P@1 = 1/8 for both.
+  const std::vector<float> flat(8, 0.0f);
+  const std::vector<int64_t> rp1 = {0, 1};
+  for (const uint32_t y : {0u, 7u}) {
+    RankingMetrics m({1, 3, 5});
+    m.Add(flat.data(), 1, 8, rp1.data(), &y);
+    EXPECT_NEAR(m.PrecisionAt(1), 1.0 / 8, 1e-12) << y;
+    EXPECT_NEAR(m.PrecisionAt(5), 1.0 / 8, 1e-12) << y;  // (5/8) / 5
+  }
+  // A tie that begins past the top max(ks) does not count as a tied row.
+  const std::vector<float> tail = {0.9f, 0.8f, 0.1f, 0.1f};
+  const uint32_t y = 0;
+  RankingMetrics m({1});
+  m.Add(tail.data(), 1, 4, rp.data(), &y);
+  EXPECT_EQ(m.PrecisionAt(1), 1.0);
+  EXPECT_EQ(m.tied_rows(), 0);
+}
+
+// The expected value is exact: it equals the mean over every order of the
+// tied labels (all 5! = 120 tie-breaking orders of 5 labels), for rows with
+// ties across and inside the cut-offs, NaN ties included.
+TEST(RankingMetricsTest, C21TiesEqualTheMeanOverEveryTieBreakingOrder) {
+  const float nan = std::nanf("");
+  const std::vector<std::vector<float>> rows = {
+      {0.5f, 0.5f, 0.9f, 0.5f, 0.1f}, {1, 1, 1, 1, 1}, {0.2f, nan, 0.7f, nan, 0.7f}, {3, 2, 2, 1, 1}};
+  const std::vector<std::vector<uint32_t>> ys = {{0, 4}, {3}, {1, 2, 3}, {2, 3}};
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::vector<float>& sc = rows[r];
+    const std::vector<int64_t> rp = {0, static_cast<int64_t>(ys[r].size())};
+    RankingMetrics expected({1, 2, 3, 5});
+    expected.Add(sc.data(), 1, 5, rp.data(), ys[r].data());
+    // Brute force: for each order π of the labels, rank by (score desc, NaN
+    // last, then π), score it with the plain definitions, and average.
+    std::vector<int> perm = {0, 1, 2, 3, 4};
+    double p_sum[4] = {0, 0, 0, 0}, n_sum[4] = {0, 0, 0, 0};
+    int orders = 0;
+    do {
+      std::vector<int> pos(5);
+      for (int i = 0; i < 5; ++i) pos[perm[i]] = i;
+      std::vector<int> rank = {0, 1, 2, 3, 4};
+      std::sort(rank.begin(), rank.end(), [&](int a, int b) {
+        const bool an = std::isnan(sc[a]), bn = std::isnan(sc[b]);
+        if (an != bn) return bn;
+        if (!an && sc[a] != sc[b]) return sc[a] > sc[b];
+        return pos[a] < pos[b];
+      });
+      const int ks[4] = {1, 2, 3, 5};
+      for (int c = 0; c < 4; ++c) {
+        double hits = 0, dcg = 0, idcg = 0;
+        for (int i = 0; i < ks[c]; ++i) {
+          const bool rel = std::find(ys[r].begin(), ys[r].end(), static_cast<uint32_t>(rank[i])) != ys[r].end();
+          hits += rel;
+          dcg += rel / std::log2(i + 2.0);
+          if (i < static_cast<int>(ys[r].size())) idcg += 1 / std::log2(i + 2.0);
+        }
+        p_sum[c] += hits / ks[c];
+        n_sum[c] += dcg / idcg;
+      }
+      ++orders;
+    } while (std::next_permutation(perm.begin(), perm.end()));
+    const int ks[4] = {1, 2, 3, 5};
+    for (int c = 0; c < 4; ++c) {
+      EXPECT_NEAR(expected.PrecisionAt(ks[c]), p_sum[c] / orders, 1e-12) << "row " << r << " k " << ks[c];
+      EXPECT_NEAR(expected.NdcgAt(ks[c]), n_sum[c] / orders, 1e-12) << "row " << r << " k " << ks[c];
+    }
+  }
 }
 
 TEST(RankingMetricsTest, EmptyLabelRowsCountAsZero) {
@@ -87,8 +164,8 @@ TEST(RankingMetricsTest, RowSliceAndBatchesAndMergeEqualOneAccumulation) {
   // Rows 1..2 alone via a row_ptr that does not start at 0.
   RankingMetrics slice;
   slice.Add(kScores.data() + 5, 2, 5, kRowPtr.data() + 1, kColIdx.data());
-  EXPECT_NEAR(slice.PrecisionAt(3), (1.0 / 3) / 2, 1e-12);
-  EXPECT_NEAR(slice.NdcgAt(3), 0.5 / 2, 1e-12);
+  EXPECT_NEAR(slice.PrecisionAt(3), (2.0 / 9) / 2, 1e-12);  // row 1's tie: see the top
+  EXPECT_NEAR(slice.NdcgAt(3), 0.3769766 / 2, 1e-7);
 
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(0, 1);

@@ -114,6 +114,35 @@ Status CheckMessageSizes(const std::vector<TableSpec>& tables, int num_servers) 
   return Status::InvalidArgument("config: " + problems);
 }
 
+std::string OptimizerProblem(const OptimizerConfig& o, std::string* why) {
+  // Written so that NaN fails too: every comparison with NaN is false.
+  // Flags and config text both accept "nan" and "inf"; this is where they stop.
+  const auto positive = [](float v) { return v > 0 && std::isfinite(v); };
+  const auto non_negative = [](float v) { return v >= 0 && std::isfinite(v); };
+  const auto unit = [](float v) { return v >= 0 && v < 1; };
+  struct Check {
+    const char* field;
+    bool ok;
+    const char* why;
+  };
+  const Check checks[] = {
+      {"learning_rate", positive(o.learning_rate()), "must be a finite number > 0"},
+      {"momentum", unit(o.momentum()), "must be in [0, 1)"},
+      {"initial_accumulator", non_negative(o.initial_accumulator()), "must be a finite number ≥ 0"},
+      {"epsilon", positive(o.epsilon()), "must be a finite number > 0"},
+      {"l2", non_negative(o.l2()), "must be a finite number ≥ 0"},
+      {"beta1", unit(o.beta1()), "must be in [0, 1)"},
+      {"beta2", unit(o.beta2()), "must be in [0, 1)"},
+  };
+  for (const Check& c : checks) {
+    if (!c.ok) {
+      *why = c.why;
+      return c.field;
+    }
+  }
+  return "";
+}
+
 Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers) {
   std::set<std::string> names;
   for (size_t i = 0; i < tables.size(); ++i) {
@@ -134,12 +163,9 @@ Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers)
     }
     if (!std::isfinite(t.init().bound()) || t.init().bound() < 0)
       return bad("init.bound", "must be a finite number ≥ 0, got " + FieldValue(t.init(), t.init().GetDescriptor()->FindFieldByName("bound"), -1));
-    const OptimizerConfig& o = t.optimizer();
-    if (!(o.learning_rate() > 0) || !std::isfinite(o.learning_rate()))
-      return bad("optimizer.learning_rate", "must be a finite number > 0");
-    if (!(o.momentum() >= 0 && o.momentum() < 1)) return bad("optimizer.momentum", "must be in [0, 1)");
-    if (!(o.initial_accumulator() >= 0)) return bad("optimizer.initial_accumulator", "must be ≥ 0");
-    if (!(o.l2() >= 0)) return bad("optimizer.l2", "must be ≥ 0");
+    std::string why;
+    const std::string field = OptimizerProblem(t.optimizer(), &why);
+    if (!field.empty()) return bad("optimizer." + field, why);
     if (t.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
   }
   return CheckMessageSizes(tables, num_servers);

@@ -29,11 +29,21 @@ inline int64_t TableStaleness(const TableSpec& t) { return EffectiveStaleness(t.
 inline bool IsRowTable(const TableSpec& t) { return t.kind() == TableSpec::ROW; }
 inline bool IsDenseTable(const TableSpec& t) { return t.kind() == TableSpec::DENSE; }
 
+/// Case C22: checks every field of an optimizer setting, each finite and in
+/// its range, whatever the type (a field the type does not read today must
+/// still be a value it could read): learning_rate > 0, momentum in [0, 1),
+/// initial_accumulator ≥ 0, epsilon > 0, l2 ≥ 0, beta1 and beta2 in [0, 1).
+/// epsilon > 0 is what keeps AdaGrad's step defined when
+/// initial_accumulator is 0 and a coordinate's gradient is 0 (0/0), and
+/// Adam's when a moment is 0. Returns "" when all is well, else the field's
+/// name ("epsilon") with *why set to the range ("must be a finite number > 0").
+std::string OptimizerProblem(const OptimizerConfig& o, std::string* why);
+
 /// Checks one job's tables for a job of `num_servers` shards: ids are
 /// 0, 1, ... in order; names non-empty and unique; a row table's dim ≥ 1; a
 /// dense table's size in [1, 2³²) (dense tables are addressed by uint32
-/// element index); a finite initializer bound ≥ 0; a finite learning rate
-/// > 0, momentum in [0, 1), l2 ≥ 0; a bound ≥ −1; and the message sizes
+/// element index); a finite initializer bound ≥ 0; every optimizer field
+/// (OptimizerProblem); a bound ≥ −1; and the message sizes
 /// (CheckMessageSizes). Errors: InvalidArgument "table 'w1': field dim: ...",
 /// naming the table, the field and the value.
 Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers);

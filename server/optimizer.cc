@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
 namespace tether {
 namespace {
@@ -26,59 +28,90 @@ namespace {
 // once. kL2: whether g' = g + l2·w (a separate instantiation keeps the
 // common l2 = 0 case free of the extra multiply-add).
 
+// 1 when x is NaN or infinite (its exponent bits all ones), else 0. The
+// kernels OR this over every value they store, in registers, so the check
+// that no step wrote a non-finite value (case C22) costs no extra pass over
+// the row and vectorises with the loop.
+inline uint32_t NonFinite(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+}
+
 template <bool kL2>
-inline void AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
-                     const float* __restrict g, uint64_t n, float l2, float b1, float b2,
-                     float step, float inv_c2, float eps) {
+inline uint32_t AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
+                         const float* __restrict g, uint64_t n, float l2, float b1, float b2,
+                         float step, float inv_c2, float eps) {
   const float a1 = 1.0f - b1, a2 = 1.0f - b2;
+  uint32_t bad = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const float gi = kL2 ? g[i] + l2 * w[i] : g[i];
     const float mi = b1 * m[i] + a1 * gi;
     const float vi = b2 * v[i] + a2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    w[i] -= step * mi / (std::sqrt(vi * inv_c2) + eps);
+    const float wi = w[i] - step * mi / (std::sqrt(vi * inv_c2) + eps);
+    w[i] = wi;
+    bad |= NonFinite(wi) | NonFinite(mi) | NonFinite(vi);
   }
+  return bad;
 }
 
-TETHER_OPT_CLONES void AdamKernel(float* __restrict w, float* __restrict m, float* __restrict v,
-                                  const float* __restrict g, uint64_t n, float l2, float b1, float b2,
-                                  float step, float inv_c2, float eps) {
-  if (l2 != 0.0f) {
-    AdamLoop<true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
-  } else {
-    AdamLoop<false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
-  }
+TETHER_OPT_CLONES uint32_t AdamKernel(float* __restrict w, float* __restrict m, float* __restrict v,
+                                      const float* __restrict g, uint64_t n, float l2, float b1, float b2,
+                                      float step, float inv_c2, float eps) {
+  if (l2 != 0.0f) return AdamLoop<true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
+  return AdamLoop<false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
 }
 
-TETHER_OPT_CLONES void AdagradKernel(float* __restrict w, float* __restrict h,
-                                     const float* __restrict g, uint64_t n, float l2, float lr,
-                                     float eps) {
+TETHER_OPT_CLONES uint32_t AdagradKernel(float* __restrict w, float* __restrict h,
+                                         const float* __restrict g, uint64_t n, float l2, float lr,
+                                         float eps) {
+  uint32_t bad = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const float gi = g[i] + l2 * w[i];
     const float hi = h[i] + gi * gi;
     h[i] = hi;
-    w[i] -= lr * gi / (std::sqrt(hi) + eps);
+    const float wi = w[i] - lr * gi / (std::sqrt(hi) + eps);
+    w[i] = wi;
+    bad |= NonFinite(wi) | NonFinite(hi);
   }
+  return bad;
 }
 
-TETHER_OPT_CLONES void MomentumKernel(float* __restrict w, float* __restrict vel,
-                                      const float* __restrict g, uint64_t n, float l2, float lr,
-                                      float mu) {
+TETHER_OPT_CLONES uint32_t MomentumKernel(float* __restrict w, float* __restrict vel,
+                                          const float* __restrict g, uint64_t n, float l2, float lr,
+                                          float mu) {
+  uint32_t bad = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const float vi = mu * vel[i] + (g[i] + l2 * w[i]);
     vel[i] = vi;
-    w[i] -= lr * vi;
+    const float wi = w[i] - lr * vi;
+    w[i] = wi;
+    bad |= NonFinite(wi) | NonFinite(vi);
   }
+  return bad;
 }
 
-TETHER_OPT_CLONES void SgdKernel(float* __restrict w, const float* __restrict g, uint64_t n,
-                                 float l2, float lr) {
-  for (uint64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + l2 * w[i]);
+TETHER_OPT_CLONES uint32_t SgdKernel(float* __restrict w, const float* __restrict g, uint64_t n,
+                                     float l2, float lr) {
+  uint32_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const float wi = w[i] - lr * (g[i] + l2 * w[i]);
+    w[i] = wi;
+    bad |= NonFinite(wi);
+  }
+  return bad;
 }
 
-TETHER_OPT_CLONES void SumKernel(float* __restrict w, const float* __restrict g, uint64_t n) {
-  for (uint64_t i = 0; i < n; ++i) w[i] += g[i];
+TETHER_OPT_CLONES uint32_t SumKernel(float* __restrict w, const float* __restrict g, uint64_t n) {
+  uint32_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const float wi = w[i] + g[i];
+    w[i] = wi;
+    bad |= NonFinite(wi);
+  }
+  return bad;
 }
 
 // Steps t at and beyond which 1 − βᵗ rounds to exactly 1.0f (βᵗ < 2⁻²⁵),
@@ -123,14 +156,34 @@ float Optimizer::BiasCorrection(float t, double log_beta, float one_after) {
   return static_cast<float>(-std::expm1(static_cast<double>(t) * log_beta));
 }
 
-void Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {
-  // Every check happened before Apply (server.cc), and the row was looked
-  // up or created by the table: what is left out is only the arithmetic.
-  if (config_.type() == NOOP) return;
-  if (config_.type() == SUM) {
-    SumKernel(w, g, n);
-    return;
+std::string Optimizer::Describe() const {
+  const auto num = [](float v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(v));
+    return std::string(buf);
+  };
+  const OptimizerConfig& c = config_;
+  const std::string lr = "learning_rate " + num(c.learning_rate());
+  const std::string l2 = "l2 " + num(c.l2());
+  switch (c.type()) {
+    case SUM: return "SUM (w += g)";
+    case NOOP: return "NOOP (no arithmetic; benchmarks)";
+    case ADAGRAD:
+      return "ADAGRAD (" + lr + ", initial_accumulator " + num(c.initial_accumulator()) + ", epsilon " +
+             num(c.epsilon()) + ", " + l2 + ")";
+    case ADAM:
+      return "ADAM (" + lr + ", beta1 " + num(c.beta1()) + ", beta2 " + num(c.beta2()) + ", epsilon " +
+             num(c.epsilon()) + ", " + l2 + ")";
+    default:
+      return "SGD (" + lr + ", momentum " + num(c.momentum()) + ", " + l2 + ")";
   }
+}
+
+bool Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {
+  // Every check happened before Apply (server.cc), and the row was looked
+  // up or created by the table: NOOP leaves out only the arithmetic.
+  if (config_.type() == NOOP) return true;
+  if (config_.type() == SUM) return SumKernel(w, g, n) == 0;
   const float lr = config_.learning_rate() * lr_scale;
   const float l2 = config_.l2();
   if (config_.type() == ADAM) {
@@ -138,20 +191,13 @@ void Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float 
     t += 1.0f;
     const float c1 = BiasCorrection(t, log_beta1_, one_after1_);
     const float c2 = BiasCorrection(t, log_beta2_, one_after2_);
-    AdamKernel(w, state, state + n, g, n, l2, config_.beta1(), config_.beta2(), lr / c1, 1.0f / c2,
-               config_.epsilon());
-    return;
+    return AdamKernel(w, state, state + n, g, n, l2, config_.beta1(), config_.beta2(), lr / c1, 1.0f / c2,
+                      config_.epsilon()) == 0;
   }
-  if (config_.type() == ADAGRAD) {
-    AdagradKernel(w, state, g, n, l2, lr, config_.epsilon());
-    return;
-  }
+  if (config_.type() == ADAGRAD) return AdagradKernel(w, state, g, n, l2, lr, config_.epsilon()) == 0;
   const float mu = config_.momentum();
-  if (mu > 0) {
-    MomentumKernel(w, state, g, n, l2, lr, mu);
-  } else {
-    SgdKernel(w, g, n, l2, lr);
-  }
+  if (mu > 0) return MomentumKernel(w, state, g, n, l2, lr, mu) == 0;
+  return SgdKernel(w, g, n, l2, lr) == 0;
 }
 
 }  // namespace tether

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "proto/tether.pb.h"
 
@@ -42,9 +43,16 @@ class Optimizer {
   /// w, state and g must not overlap. Cost (dim 256, in cache, one core):
   /// about 0.1 µs per row for Adam with AVX2 (one exp for the bias
   /// correction, none once βᵗ rounds away; the loop runs 8 floats wide).
-  void Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
+  /// Returns false when the step wrote a NaN or an infinity to a weight or
+  /// to the state (case C22); the kernels check every value they store, in
+  /// registers, at no extra pass over memory. Nothing is undone here: the
+  /// caller (ServerTable) keeps what it needs to undo a push.
+  bool Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
 
   const OptimizerConfig& config() const { return config_; }
+  /// The type and the settings its step reads, for messages:
+  /// "ADAGRAD (learning_rate 0.1, initial_accumulator 0.1, epsilon 1e-08, l2 0)".
+  std::string Describe() const;
 
  private:
   // 1 − βᵗ in float: −expm1(t · ln β), or exactly 1 once t >= one_after.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 namespace tether {
 namespace {
@@ -191,6 +192,38 @@ TEST(OptimizerTest, AdamMatchesDoubleReferenceOverManySteps) {
     EXPECT_NEAR(w[i], rw[i], 2e-5) << "weight " << i;
     EXPECT_NEAR(state[i], rm[i], 1e-5) << "m " << i;
     EXPECT_NEAR(state[kN + i], rv[i], 1e-6) << "v " << i;
+  }
+}
+
+// C22: Apply reports whether every value it stored (weights and state) is
+// finite, for each optimizer, on long rows (the vectorised loops and their
+// tails) with the fault at the last position.
+TEST(OptimizerTest, C22ApplyReportsANonFiniteStoreOfEveryKind) {
+  const uint64_t n = 37;
+  struct Case {
+    OptimizerType type;
+    float momentum, initial_accumulator, epsilon, g_last;
+  };
+  for (const Case& k : {Case{SGD, 0, 0.1f, 1e-8f, 3e38f}, Case{SGD, 0.5f, 0.1f, 1e-8f, 3e38f},
+                        Case{ADAGRAD, 0, 0, 0, 0}, Case{ADAGRAD, 0, 0.1f, 1e-8f, 3e20f},
+                        Case{ADAM, 0, 0.1f, 1e-8f, 3e25f}, Case{SUM, 0, 0.1f, 1e-8f, 3e38f}}) {
+    OptimizerConfig c;
+    c.set_type(k.type);
+    c.set_learning_rate(k.type == SUM ? 0.1f : 1e30f);
+    c.set_momentum(k.momentum);
+    c.set_initial_accumulator(k.initial_accumulator);
+    c.set_epsilon(k.epsilon);
+    Optimizer opt(c);
+    std::vector<float> w(n, 3e38f), state(opt.StateFloats(n));
+    opt.InitState(state.data(), n);
+    std::vector<float> g(n, 0.0f);
+    // Every value finite: a zero gradient on finite weights (AdaGrad's 0/0
+    // case aside, which makes NaN from a zero gradient).
+    std::vector<float> w2(n, 1.0f), state2(state);
+    const std::vector<float> small(n, 1e-3f);
+    EXPECT_TRUE(opt.Apply(w2.data(), state2.data(), small.data(), n)) << k.type;
+    g[n - 1] = k.g_last;
+    EXPECT_FALSE(opt.Apply(w.data(), state.data(), g.data(), n)) << k.type;
   }
 }
 

@@ -531,18 +531,26 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
   }
   const float* g = m.ValueData(&value_scratch_);
   const uint64_t* keys = nullptr;
+  Status st;
   if (IsDenseTable(t.spec())) {
-    t.PushDense(g, lr_scale);
+    st = t.PushDense(g, lr_scale);
   } else {
     keys = m.KeyData(&key_scratch_);
-    if (Status st = t.PushRows(keys, h.num_keys(), g, lr_scale); !st.ok()) {
-      ++stats_.bad_messages;  // nothing applied: the worker counts it as lost
-      LOG(ERROR) << log_prefix_ << "PUSH from worker " << h.sender_rank() << ": " << st.message();
-      ReplyError(identity, h, "PUSH from worker " + std::to_string(h.sender_rank()) + ": " + st.message());
-      return;
-    }
-    stats_.rows_pushed += h.num_keys();
+    st = t.PushRows(keys, h.num_keys(), g, lr_scale);
   }
+  if (!st.ok()) {
+    ++stats_.bad_messages;  // nothing applied: the worker counts it as lost
+    // A step that made a NaN is the server's optimizer's doing (C22), not
+    // the worker's: its gradients were finite (CheckPeer refuses others).
+    const std::string what = st.code() == Status::Code::kFailedPrecondition
+                                 ? st.message() + " (the gradients pushed by worker " +
+                                       std::to_string(h.sender_rank()) + " were finite)"
+                                 : "PUSH from worker " + std::to_string(h.sender_rank()) + ": " + st.message();
+    LOG(ERROR) << log_prefix_ << what;
+    ReplyError(identity, h, what);
+    return;
+  }
+  if (!IsDenseTable(t.spec())) stats_.rows_pushed += h.num_keys();
   stats_.updates_applied += IsDenseTable(t.spec()) ? 1 : h.num_keys();
   Message reply;
   reply.header.set_type(PUSH_REPLY);

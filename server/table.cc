@@ -1,6 +1,7 @@
 #include "server/table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -215,19 +216,49 @@ Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
   return Status::OK();
 }
 
+Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::string& where) const {
+  // A row is its dim weights then its state; a dense slice is its n weights
+  // then its state.
+  const uint64_t weights = IsDenseTable(spec_) ? end_ - begin_ : dim_;
+  std::string what;
+  if (j < weights) {
+    what = IsDenseTable(spec_) ? "index " + std::to_string(begin_ + j) : where + ", column " + std::to_string(j);
+  } else {
+    what = (IsDenseTable(spec_) ? std::string("the slice") : where) + "'s optimizer state (float " +
+           std::to_string(j - weights) + ")";
+  }
+  return Status::FailedPrecondition("table " + spec_.name() + ": the server's " + optimizer_.Describe() +
+                                    " step made " + what + " " + (std::isnan(span[j]) ? "NaN" : "infinite") +
+                                    "; nothing of this push was applied");
+}
+
 Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
   const uint32_t dim = dim_;
+  const uint32_t stride = stride_;
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
-  ++version_;
   float* base = data_.data();
+  // No non-finite value enters a table (C22): each row is copied aside
+  // before its step (while it is in cache), the step's kernel reports
+  // whether it stored a NaN or an infinity, and a push whose step made one
+  // is undone whole.
+  if (undo_.size() < n * stride) undo_.resize(n * stride);
+  float* undo = undo_.data();
   // The whole row (weights and state) is hinted: its parts are separate
   // streams to the hardware prefetcher, and the last line holds Adam's step.
-  for (uint64_t i = 0; i < std::min(n, kRowsAhead); ++i) PrefetchSpan(base + offsets_[i], stride_, ~0ull, true);
+  for (uint64_t i = 0; i < std::min(n, kRowsAhead); ++i) PrefetchSpan(base + offsets_[i], stride, ~0ull, true);
   for (uint64_t i = 0; i < n; ++i) {
-    if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], stride_, ~0ull, true);
+    if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], stride, ~0ull, true);
     float* row = base + offsets_[i];
-    optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale);
+    std::memcpy(undo + i * stride, row, stride * sizeof(float));
+    if (__builtin_expect(!optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale), 0)) {
+      uint64_t j = 0;
+      while (std::isfinite(row[j])) ++j;
+      const Status st = NonFiniteStep(row, j, "key " + std::to_string(keys[i]));
+      for (uint64_t k = 0; k <= i; ++k) std::memcpy(base + offsets_[k], undo + k * stride, stride * sizeof(float));
+      return st;
+    }
   }
+  ++version_;
   return Status::OK();
 }
 
@@ -235,10 +266,19 @@ void ServerTable::PullDense(float* out) const {
   std::memcpy(out, data_.data(), (end_ - begin_) * sizeof(float));
 }
 
-void ServerTable::PushDense(const float* g, float lr_scale) {
-  ++version_;
+Status ServerTable::PushDense(const float* g, float lr_scale) {
   const uint64_t n = end_ - begin_;
-  optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale);
+  // As PushRows: undone whole if the step made a NaN or an infinity.
+  undo_.assign(data_.begin(), data_.end());
+  if (__builtin_expect(!optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale), 0)) {
+    uint64_t j = 0;
+    while (std::isfinite(data_[j])) ++j;
+    const Status st = NonFiniteStep(data_.data(), j, "");
+    std::copy(undo_.begin(), undo_.end(), data_.begin());
+    return st;
+  }
+  ++version_;
+  return Status::OK();
 }
 
 }  // namespace tether

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -82,12 +83,20 @@ class ServerTable {
   /// max_rows() (nothing is created or copied then).
   Status PullRows(const uint64_t* keys, uint64_t n, float* out);
   /// Row tables: applies gradients g (n × dim) to the rows of `keys`.
-  /// Errors: as PullRows (nothing is applied then).
-  Status PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f);
+  /// Errors (nothing is applied then, and version() does not move):
+  /// as PullRows; FailedPrecondition when the optimizer's own step makes a
+  /// weight or a state value NaN or infinite (case C22: e.g. AdaGrad with
+  /// h0 = 0 and ε = 0 on a zero gradient, or an overflowing step): the
+  /// message names the table, the key and column, the optimizer and its
+  /// settings. The optimizer's kernels check every value they store (in
+  /// registers, vectorised with the step); each row is copied aside just
+  /// before its step, so a refused push leaves every row as it was.
+  [[nodiscard]] Status PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
-  /// Dense slice: applies g (end−begin floats).
-  void PushDense(const float* g, float lr_scale = 1.0f);
+  /// Dense slice: applies g (end−begin floats). Errors: FailedPrecondition,
+  /// as PushRows, naming the index in the whole dense table.
+  [[nodiscard]] Status PushDense(const float* g, float lr_scale = 1.0f);
 
   uint64_t num_rows() const { return index_.size(); }
 
@@ -126,6 +135,9 @@ class ServerTable {
   // in offsets_; afterwards data_ does not move until the next call.
   // ResourceExhausted (nothing created) past max_rows_.
   Status LookUp(const uint64_t* keys, uint64_t n);
+  // The FailedPrecondition for a step that made span[j] non-finite; `where`
+  // names the span ("key 9" or "" for a dense slice starting at begin_).
+  Status NonFiniteStep(const float* span, uint64_t j, const std::string& where) const;
 
   TableSpec spec_;
   Optimizer optimizer_;
@@ -141,6 +153,7 @@ class ServerTable {
   RowIndex index_;           // key → row number; the row is at data_[row · stride_]
   std::vector<float, table_internal::HugePageAllocator<float>> data_;
   std::vector<uint64_t> offsets_;  // scratch of LookUp, reused
+  std::vector<float> undo_;        // rows (or the slice) as before a push, reused
 };
 
 }  // namespace tether

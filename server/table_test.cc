@@ -112,7 +112,7 @@ TEST(ServerTableTest, DenseSliceAppliesTheOptimizer) {
   spec.mutable_optimizer()->set_learning_rate(0.5f);
   ServerTable t(spec, 4, 7);  // this shard holds [4, 7)
   const float g[3] = {1.0f, -2.0f, 4.0f};
-  t.PushDense(g);
+  ASSERT_TRUE(t.PushDense(g).ok());
   float out[3];
   t.PullDense(out);
   EXPECT_EQ(out[0], -0.5f);
@@ -141,6 +141,64 @@ TEST(ServerTableTest, RowsPastTheShardLimitAreRefusedWhole) {
   ASSERT_TRUE(t.PushRows(fits.data(), 2, g.data()).ok());
   EXPECT_EQ(t.num_rows(), 4u);
   EXPECT_EQ(t.version(), 1u);
+}
+
+// C22: no non-finite value enters a table from the server's own step either.
+// AdaGrad with h0 = 0 and ε = 0 (refused by config validation, but a table
+// must not rely on that) computes 0/0 for a zero gradient: the push is
+// refused whole, every row of it (weights and state) stays as it was, and
+// the message names the table, the key, the optimizer and its settings.
+TEST(ServerTableTest, C22OptimizerStepThatMakesNaNAppliesNothing) {
+  TableSpec spec = RowSpec(2, ADAGRAD);
+  spec.mutable_optimizer()->set_initial_accumulator(0.0f);
+  spec.mutable_optimizer()->set_epsilon(0.0f);
+  ServerTable t(spec, 0, 0);
+  const std::vector<uint64_t> keys = {4, 9};
+  std::vector<float> before(4), after(4);
+  ASSERT_TRUE(t.PullRows(keys.data(), 2, before.data()).ok());
+  // Key 4 gets a full gradient; key 9's column 1 gets 0 → 0/0.
+  const std::vector<float> g = {1.0f, -1.0f, 0.5f, 0.0f};
+  const Status st = t.PushRows(keys.data(), 2, g.data());
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.message(),
+            "table w: the server's ADAGRAD (learning_rate 0.25, initial_accumulator 0, epsilon 0, "
+            "l2 0) step made key 9, column 1 NaN; nothing of this push was applied");
+  EXPECT_EQ(t.version(), 0u);
+  ASSERT_TRUE(t.PullRows(keys.data(), 2, after.data()).ok());
+  EXPECT_EQ(after, before);  // key 4's row was rolled back too
+  // The state was rolled back as well: a finite push applies exactly as on a
+  // fresh row (h = g², w -= lr·g/|g|).
+  const std::vector<float> ok = {1.0f, -1.0f, 0.5f, 2.0f};
+  ASSERT_TRUE(t.PushRows(keys.data(), 2, ok.data()).ok());
+  ASSERT_TRUE(t.PullRows(keys.data(), 2, after.data()).ok());
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(after[i], before[i] - 0.25f * (ok[i] > 0 ? 1.0f : -1.0f)) << i;
+  EXPECT_EQ(t.version(), 1u);
+}
+
+// An overflow to infinity (a huge step on a finite gradient), in a dense
+// slice: refused whole, naming the index in the whole table.
+TEST(ServerTableTest, C22OptimizerStepThatOverflowsADenseSliceAppliesNothing) {
+  TableSpec spec;
+  spec.set_id(1);
+  spec.set_name("b");
+  spec.set_kind(TableSpec::DENSE);
+  spec.set_size(10);
+  spec.mutable_init()->set_kind(TableInitializer::ZEROS);
+  spec.mutable_optimizer()->set_type(SGD);
+  spec.mutable_optimizer()->set_learning_rate(1e30f);
+  ServerTable t(spec, 4, 7);
+  const float g[3] = {1.0f, 1e10f, 1.0f};
+  const Status st = t.PushDense(g);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.message(),
+            "table b: the server's SGD (learning_rate 1e+30, momentum 0, l2 0) step made index 5 "
+            "infinite; nothing of this push was applied");
+  float out[3];
+  t.PullDense(out);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(t.version(), 0u);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "sparse/reader.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -242,12 +244,33 @@ class LineParser {
             Quote({p, static_cast<size_t>(t - p)}));
       }
     }
+    has_qid_ = false;
+    bool first_feature_token = true;
     while (true) {
       while (p < e && IsSpace(*p)) ++p;
       if (p >= e) break;
       const char* t = p;
       while (t < e && !IsSpace(*t)) ++t;
-      TETHER_RETURN_IF_ERROR(ParseFeature(p, t, line_starts_with_space, bad));
+      // Learning-to-rank files (SVMrank, LightGBM, XGBoost) put "qid:N" right
+      // after the label. There is no ranking objective here, so it is read,
+      // checked and dropped, never taken for feature "qid".
+      if (opts_.format == DataFormat::kLibsvm && t - p >= 4 && std::memcmp(p, "qid:", 4) == 0) {
+        const std::string_view tok(p, static_cast<size_t>(t - p));
+        if (!first_feature_token) {
+          return Status::InvalidArgument(At(path_, line_no_) + Quote(tok) +
+                                         " must come right after the label (a query id is not "
+                                         "a feature)");
+        }
+        uint64_t qid = 0;
+        if (ParseUint(p + 4, t, &qid) != UintParse::kOk) {
+          return Status::InvalidArgument(At(path_, line_no_) + "invalid query id in token " +
+                                         Quote(tok) + ": expected a non-negative integer");
+        }
+        has_qid_ = true;
+      } else {
+        TETHER_RETURN_IF_ERROR(ParseFeature(p, t, line_starts_with_space, bad));
+      }
+      first_feature_token = false;
       p = t;
     }
     TETHER_RETURN_IF_ERROR(SortFeatures(bad));
@@ -259,6 +282,8 @@ class LineParser {
   const std::vector<float>& feature_values() const { return vals_; }
   const std::vector<uint32_t>& labels() const { return labels_; }
   float target() const { return target_; }
+  /// Whether the line had a "qid:N" field (LIBSVM ranking files).
+  bool has_qid() const { return has_qid_; }
   /// Largest feature column named on the line (valid or not), -1 if none.
   int64_t max_feature_col() const { return max_col_; }
 
@@ -443,6 +468,7 @@ class LineParser {
   std::vector<uint32_t> labels_;
   float target_ = 0;
   int64_t max_col_ = -1;
+  bool has_qid_ = false;
 };
 
 Status NonFiniteError(const std::string& path, const std::vector<BadValue>& listed,
@@ -689,6 +715,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
       continue;
     }
     ++ds.rows_read;
+    if (parser.has_qid()) ++ds.qid_rows;
     // Inferred widths cover every parsed row, kept or not, so that reading
     // the file again with those widths (e.g. by shares) accepts every row.
     if (parser.max_feature_col() >= 0) {
@@ -751,6 +778,11 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
                  << " rows with non-finite or overflowing values (NonFinitePolicy::kDropRow)";
   }
 
+  if (ds.qid_rows > 0) {
+    LOG(WARNING) << path << ": " << ds.qid_rows << " of " << ds.rows_read
+                 << " lines have a 'qid:' field (query id); ignored, since Tether has no "
+                    "ranking objective";
+  }
   if (infer_features) {
     num_features = any_feature ? uint64_t{max_feature} + 1 : 0;
     LOG(WARNING) << path << ": num_features not given; using " << num_features
@@ -804,6 +836,30 @@ StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) 
   TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(path, raw, &inflated));
   if (text.data() == inflated.data()) std::string().swap(raw);  // keep one copy in memory
   return ParseText(path, text, opts);
+}
+
+StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path) {
+  // gzread reads plain files as they are, so one path serves both, and only
+  // the first line is inflated however large the file.
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return errno == ENOENT ? Status::NotFound(path + ": no such file")
+                           : Status::IOError(path + ": cannot open: " + std::strerror(errno));
+  }
+  std::string line;
+  char buf[4096];
+  while (gzgets(f, buf, sizeof(buf)) != nullptr) {
+    line += buf;
+    if (!line.empty() && line.back() == '\n') break;
+    if (line.size() > (1u << 20)) break;  // no header is this long
+  }
+  gzclose(f);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  std::string_view text(line);
+  if (text.size() >= 3 && text.compare(0, 3, "\xef\xbb\xbf") == 0) text.remove_prefix(3);
+  uint64_t hdr[3] = {0, 0, 0};
+  TETHER_RETURN_IF_ERROR(ParseXmcHeader(path, text, hdr));
+  return std::array<uint64_t, 3>{hdr[0], hdr[1], hdr[2]};
 }
 
 StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path) {

@@ -8,7 +8,10 @@
 //           further line is "l1,l2,... f:v f:v ...". The label list may be
 //           empty: the line then starts with whitespace, or directly with a
 //           f:v token (a token containing ':' is never a label list).
-//   LIBSVM  "label f:v f:v ... [# comment]". The label is either one number
+//   LIBSVM  "label [qid:N] f:v f:v ... [# comment]". Everything from '#' to
+//           the end of the line is a comment, with or without a space before
+//           it. "qid:N" (learning-to-rank files) is checked and ignored, with
+//           one warning giving the number of lines that had it. The label is either one number
 //           (binary ±1, multiclass, regression: Dataset::targets) or a comma
 //           list of label ids (multilabel: Dataset::labels). A file is read as
 //           multilabel when ReadOptions::num_labels > 0 or when any line's
@@ -27,6 +30,8 @@
 // Thread-safety: the functions keep no shared state; concurrent calls (e.g.
 // one per worker thread, each reading its own partition) are safe.
 #pragma once
+
+#include <array>
 
 #include <cstdint>
 #include <string>
@@ -119,6 +124,8 @@ struct Dataset {
   int64_t rows_read = 0;       // rows parsed (kept + dropped + skipped unlabeled)
   int64_t unlabeled_rows = 0;  // rows with no labels, kept or skipped
   int64_t dropped_rows = 0;    // rows dropped for non-finite values (kDropRow)
+  int64_t qid_rows = 0;        // LIBSVM rows with a "qid:N" field (ignored; one
+                               // LOG(WARNING) gives the count)
 
   std::vector<int64_t> source_lines;  // 1-based file line of each kept row
 };
@@ -159,5 +166,10 @@ struct Dataset {
 /// for ReadDataset. Indices past the data file's end are caught by
 /// ReadDataset, which knows the row count.
 [[nodiscard]] StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path);
+
+/// The header "N F L" of the XMC file at `path` (plain or gzip), reading
+/// only its first line. Errors: NotFound, IOError, and InvalidArgument
+/// "path:1: malformed XMC header ..." as ReadDataset.
+[[nodiscard]] StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path);
 
 }  // namespace tether

@@ -988,5 +988,48 @@ TEST(ReaderTest, C08LoadedDataIsAlwaysFinite) {
   }
 }
 
+// ---------------------------------------------------------------- C07
+
+// Learning-to-rank files carry "qid:N" after the label and "# ..." comments
+// (with or without a space before the '#'). Tether has no ranking objective:
+// qid is recognised, never read as a feature, counted and warned about once.
+TEST(ReaderTest, C07QidIgnoredAndCommentsStripped) {
+  LogCapture log;
+  const std::string path = kCases + "C07_qid_and_comments.txt";
+  auto ds = ReadDataset(path, Libsvm(1));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_EQ(ds->features.rows, 4);
+  EXPECT_EQ(ds->features.cols, 4);
+  EXPECT_EQ(ds->targets, (std::vector<float>{2.0f, 0.0f, 1.0f, 0.0f}));
+  EXPECT_EQ(ds->features.row_ptr, (std::vector<int64_t>{0, 2, 3, 4, 5}));
+  EXPECT_EQ(ds->features.col_idx, (std::vector<uint32_t>{0, 2, 1, 0, 3}));
+  EXPECT_EQ(ds->features.values, (std::vector<float>{0.5f, 1.0f, 0.25f, 1.0f, 0.5f}));
+  EXPECT_EQ(ds->qid_rows, 4);
+  EXPECT_EQ(log.Matching({path + ": 4 of 4 lines have a 'qid:' field", "ignored"}).size(), 1u);
+}
+
+TEST(ReaderTest, C07CommentTouchingAValueAndQidFormsAreChecked) {
+  // '#' right after a value ends the value; a qid is read only as the
+  // first token after the label and must be a non-negative integer.
+  auto ok = ParseDataset("1 qid:7 2:0.5#c\n-1 1:1#x y:z\n", "mem", Libsvm(1));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->qid_rows, 1);
+  EXPECT_EQ(ok->features.col_idx, (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(ok->features.values, (std::vector<float>{0.5f, 1.0f}));
+  auto bad = ParseDataset("1 qid:x 2:0.5\n", "mem", Libsvm(1));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "mem:1: invalid query id in token 'qid:x': expected a non-negative integer");
+  auto late = ParseDataset("1 2:0.5 qid:3\n", "mem", Libsvm(1));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().message(),
+            "mem:1: 'qid:3' must come right after the label (a query id is not a feature)");
+  // XMC has no query ids: there the token stays a malformed feature.
+  auto xmc = ParseDataset("1 2 1\n0 qid:1 1:0.5\n", "mem", Xmc(0));
+  ASSERT_FALSE(xmc.ok());
+  EXPECT_EQ(xmc.status().message(),
+            "mem:2: invalid feature index in token 'qid:1': expected a non-negative integer");
+}
+
 }  // namespace
 }  // namespace tether

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Process hygiene of tether-launch with the real tether-server/tether-worker:
-#   (a) a failing child (missing train file) makes the launcher exit non-zero
+#   (a) a failing child (an empty train file) makes the launcher exit non-zero
 #       quickly, naming the child, and leaves no child behind;
 #   (b) SIGINT and SIGTERM to the launcher during a run: exit 130 / 143, every
 #       child reaped by the launcher itself (not only by PDEATHSIG when it
@@ -145,11 +145,14 @@ trap cleanup EXIT
 LONG_RUN=(--config="$CONFIG" --servers=2 --workers=2 --epochs=100000 --timeout_s=30)
 
 # ------------------------------------------------ (a) a failing child
-echo "== (a) workers fail on a missing train file"
+# (A missing file is now refused by the launcher itself before any child
+# starts: robustness_test.sh startup_refusals. An empty one fails in the
+# workers, after the servers started.)
+echo "== (a) workers fail on an empty train file"
 log=$WORK/a.log
 start=$SECONDS
 timeout "$(budget 15)" "$LAUNCH" --config="$CONFIG" --servers=2 --workers=2 \
-  --train_file=/nonexistent/train.txt --timeout_s=14 >"$log" 2>&1
+  --train_file=tests/data/cases/C11_empty_file.txt --timeout_s=14 >"$log" 2>&1
 rc=$?
 took=$((SECONDS - start))
 if ((rc == 0)); then

@@ -1067,5 +1067,35 @@ TEST(TransportTest, TcpPortOutsideTheRangeIsRefused) {
   EXPECT_TRUE(BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions(), &bound).ok());
 }
 
+// C22: the server's own step may make a non-finite value from finite
+// gradients (here SUM overflowing float). Nothing of that push is applied,
+// to any row, and the worker's error names the table, the key, the
+// optimizer and its settings, not the worker's gradients.
+TEST(TransportTest, C22ServerStepThatOverflowsAppliesNothingAndNamesTheKey) {
+  JobConfig c = ExactJob(1, 1, 2);
+  ServerThread server(c, 0);
+  auto w = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(w);
+  const std::vector<uint64_t> keys = {3, 7};
+  const float first[4] = {1, 2, 3e38f, 4};
+  ASSERT_TRUE(w->PushRows(kW1, keys, first).Wait().ok());
+  const float second[4] = {1, 1, 3e38f, 1};  // finite, but 6e38 is not a float
+  const Status st = w->PushRows(kW1, keys, second).Wait();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("table w1: the server's SUM (w += g) step made key 7, column 0 infinite; nothing "
+                              "of this push was applied (the gradients pushed by worker 0 were finite)"),
+            std::string::npos)
+      << st.message();
+  float rows[4] = {-1, -1, -1, -1};
+  ASSERT_TRUE(w->PullRows(kW1, keys, rows).Wait().ok());
+  EXPECT_EQ(rows[0], 1.0f);  // key 3 was rolled back with key 7
+  EXPECT_EQ(rows[1], 2.0f);
+  EXPECT_EQ(rows[2], 3e38f);
+  EXPECT_EQ(rows[3], 4.0f);
+  EXPECT_EQ(w->Clock().message(), st.message());  // the run fails
+  EXPECT_EQ(server.stats().updates_applied, 2u);
+  EXPECT_EQ(server.stats().bad_messages, 1u);
+}
+
 }  // namespace
 }  // namespace tether

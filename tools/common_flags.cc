@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "core/config.h"
+#include "sparse/reader.h"
 
 DEFINE_string(config, "", "job config, Protobuf text format (see proto/tether.proto and examples/)");
 
@@ -41,6 +42,25 @@ bool RegisterOverrideFlags() {
 
 }  // namespace
 
+namespace {
+
+// num_features / num_labels of 0 (the default) take the XMC header's widths,
+// as proto/tether.proto promises (issue 15, item 6); the header of the
+// training file is read (its first line only) before validation, so the
+// values in force and every check see the real widths.
+Status ResolveXmcWidths(JobConfig* config) {
+  DataConfig* d = config->mutable_data();
+  if (d->format() != XMC || (d->num_features() != 0 && d->num_labels() != 0) || d->train_file().empty())
+    return Status::OK();
+  TETHER_RETURN_IF_ERROR(CheckDataFilesExist(*config));
+  TETHER_ASSIGN_OR_RETURN(auto header, ReadXmcHeader(d->train_file()));
+  if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header[1]));
+  if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header[2]));
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope scope, ConfigLog log) {
   if (FLAGS_config.empty()) return Status::InvalidArgument("flag --config is required");
   TETHER_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(FLAGS_config));
@@ -50,6 +70,7 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
     TETHER_RETURN_IF_ERROR(ApplyOverride(&config, f.row->field_path, f.value, std::string("flag --") + f.row->flag));
     set_by_flags += std::string(" --") + f.row->flag + "=" + f.value;
   }
+  if (scope == ConfigScope::kJob) TETHER_RETURN_IF_ERROR(ResolveXmcWidths(&config));
   Status valid = scope == ConfigScope::kServer ? ValidateServerConfig(config) : ValidateJobConfig(config);
   if (!valid.ok()) {
     // Validation names the field; when a flag set it, name the flag too.

@@ -132,6 +132,7 @@ int Check(const std::string& path) {
   std::printf("unlabeled: %lld (%s)\n", static_cast<long long>(ds->unlabeled_rows),
               FLAGS_skip_unlabeled ? "skipped" : "kept as all-negative");
   std::printf("dropped: %lld\n", static_cast<long long>(ds->dropped_rows));
+  if (ds->qid_rows > 0) std::printf("qid: %lld (ignored)\n", static_cast<long long>(ds->qid_rows));
   std::printf("load_ms: %.1f\n", ms);
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -214,6 +215,11 @@ void ParseFlagsOrDie(int* argc, char*** argv, const CommandLine& command_line) {
   }
   if (static_cast<size_t>(*argc - 1) < want.size())
     FlagError("", "missing argument " + want[static_cast<size_t>(*argc - 1)] + " (usage: " + command_line.usage + ")");
+  // A closed stdout or stderr (`... | head -3`, a terminal gone) must never
+  // stop a run (case C25): with SIGPIPE ignored, a write to a closed pipe
+  // fails with EPIPE and the line is dropped, while training, the metrics
+  // file and the exit status go on. (ZeroMQ sends with MSG_NOSIGNAL anyway.)
+  std::signal(SIGPIPE, SIG_IGN);
   // Command-line programs log to stderr unless told otherwise.
   if (gflags::GetCommandLineFlagInfoOrDie("logtostderr").is_default) FLAGS_logtostderr = true;
   google::InitGoogleLogging((*argv)[0], &LogPrefix);

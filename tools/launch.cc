@@ -49,6 +49,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -95,6 +96,11 @@ struct LaunchOptions {
   std::vector<std::string> forwarded;   // "--flag=value" for every child
 };
 
+// A worker whose loss diverged under train.fail_on_divergence exits with
+// this (kExitDiverged, worker/trainer.h); the job runs to its end, so the
+// metrics are written, and the launcher then exits with it too.
+constexpr int kExitDiverged = 3;
+
 struct Child {
   std::string role;  // "server" or "worker"
   int index = 0;     // shard or rank
@@ -123,6 +129,52 @@ std::string FormatDuration(Clock::duration d) {
 }
 
 std::string ErrnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Field 22 of /proc/PID/stat (start time in clock ticks since boot), which
+// tells a process from a later one given the same pid; "" when unknown.
+std::string ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) return "";
+  std::istringstream fields(stat.substr(paren + 1));
+  std::string f;
+  for (int i = 3; i <= 22 && fields >> f; ++i) {
+    if (i == 22) return f;
+  }
+  return "";
+}
+
+// Removes the temp folders ($TMPDIR/tether-launch.PID.XXXXXX) of launchers
+// that are gone, killed before they could clean up (C25): a folder of this
+// user whose owner file names a pid that no longer runs, or runs as another
+// process (another start time). A live launcher's folder, another user's,
+// and one without an owner file (a launcher still starting, or an older
+// build) are left alone.
+void RemoveDeadLaunchersTempDirs(const std::string& parent) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("tether-launch.", 0) != 0) continue;
+    struct stat st {};
+    if (lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+    std::ifstream owner(entry.path() / "owner");
+    long pid = 0;
+    std::string started;
+    if (!(owner >> pid >> started) || pid <= 0) continue;
+    const bool alive = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+    if (alive && ProcessStartTime(static_cast<pid_t>(pid)) == started) continue;
+    std::error_code rm;
+    std::filesystem::remove_all(entry.path(), rm);
+    if (rm) {
+      LOG(WARNING) << "[launch] could not remove " << entry.path().string() << ", left by launcher pid " << pid
+                   << " (gone): " << rm.message();
+    } else {
+      LOG(INFO) << "[launch] removed " << entry.path().string() << ", left by launcher pid " << pid
+                << ", which is gone";
+    }
+  }
+}
 
 // The endpoint in a port file, or nullopt while the file is not there yet.
 // The server renames a complete file into place, so a file that exists is
@@ -198,6 +250,7 @@ class Launcher {
   int stop_signal_ = 0;       // first SIGINT/SIGTERM/SIGHUP received
   bool escalate_ = false;     // a stop signal arrived during teardown
   bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
+  std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
   std::string phase_ = "starting";
   Clock::time_point start_ = Clock::now();
   Clock::time_point deadline_;
@@ -243,11 +296,20 @@ Status Launcher::Setup() {
   if (devnull_fd_ < 0) return Status::IOError(ErrnoText("/dev/null"));
 
   // Port files go under $TMPDIR (as mktemp does), so that a test run with
-  // its own TMPDIR leaves nothing in /tmp.
+  // its own TMPDIR leaves nothing in /tmp. The folder's name carries this
+  // launcher's pid and an "owner" file its pid and start time, so that the
+  // next launcher can remove what a killed one (kill -9) left (C25).
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/tether-launch.XXXXXX";
+  const std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  RemoveDeadLaunchersTempDirs(parent);
+  std::string tmpl = parent + "/tether-launch." + std::to_string(getpid()) + ".XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) return Status::IOError(ErrnoText("mkdtemp " + tmpl));
   tmp_dir_ = tmpl;
+  {
+    std::ofstream owner(tmp_dir_ + "/owner");
+    owner << getpid() << " " << ProcessStartTime(getpid()) << "\n";
+    if (!owner) return Status::IOError(ErrnoText("cannot write " + tmp_dir_ + "/owner"));
+  }
 
   inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (inotify_fd_ >= 0 && inotify_add_watch(inotify_fd_, tmp_dir_.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
@@ -500,6 +562,12 @@ std::optional<int> Launcher::Monitor() {
   std::optional<Clock::time_point> servers_deadline;
   while (true) {
     while (Child* c = NextExited()) {
+      if (c->role == "worker" && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == kExitDiverged) {
+        LOG(WARNING) << "[launch] " << c->Name() << " finished, but its training loss diverged "
+                     << "(train.fail_on_divergence): the job will exit " << kExitDiverged;
+        diverged_.push_back(c->Name());
+        continue;
+      }
       if (!c->Succeeded()) {
         LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded();
         Teardown(c->Name() + " failed");
@@ -540,6 +608,18 @@ int Launcher::PrintSummary() {
       return 1;
     }
     std::printf("metrics (%s):\n%s\n", options_.metrics_out.c_str(), metrics.dump(2).c_str());
+    if (metrics.value("diverged", false)) {
+      LOG(WARNING) << "[launch] the training loss diverged at epoch " << metrics.value("diverged_at_epoch", 0)
+                   << " (\"diverged\" in " << options_.metrics_out << "); the metrics describe a diverged model";
+    }
+  }
+  if (!diverged_.empty()) {
+    std::string who;
+    for (const auto& n : diverged_) who += (who.empty() ? "" : ", ") + n;
+    std::printf("tether-launch: job finished, but the training loss diverged (%s): exit %d\n", who.c_str(),
+                kExitDiverged);
+    std::fflush(stdout);
+    return kExitDiverged;
   }
   std::printf("tether-launch: job finished: %d server(s), %d worker(s), wall time %s (%.1f s)\n",
               options_.num_servers, options_.num_workers, wall.c_str(), wall_s);
@@ -664,6 +744,11 @@ int main(int argc, char** argv) {
   if (config.ok()) {
     // The model's checks (worker/model_registry.h) before anything starts.
     if (tether::Status st = tether::ValidateModelConfig(*config); !st.ok()) config = st;
+  }
+  // A missing data file is found before any server starts, with the full
+  // path it was looked for at.
+  if (config.ok()) {
+    if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) config = st;
   }
   if (!config.ok()) {
     LOG(ERROR) << "[launch] " << config.status().ToString();

@@ -120,7 +120,16 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
     const Status& st = shards[i].status;
     if (!st.ok()) return st.WithPrefix("server " + std::to_string(i));
   }
-  return std::move(*results[0]);
+  TrainReport report = std::move(**results[0]);
+  // Any worker's divergence is the job's (C24): the first epoch it showed.
+  for (int r = 1; r < static_cast<int>(results.size()); ++r) {
+    if (results[r] && results[r]->ok() && (*results[r])->diverged &&
+        (!report.diverged || (*results[r])->diverged_at_epoch < report.diverged_at_epoch)) {
+      report.diverged = true;
+      report.diverged_at_epoch = (*results[r])->diverged_at_epoch;
+    }
+  }
+  return report;
 }
 
 }  // namespace tether

@@ -62,6 +62,10 @@ int RunInProcess() {
     LOG(ERROR) << who << config.status().message();
     return 2;
   }
+  if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 2;
+  }
   LOG(INFO) << who << config->cluster().num_servers() << " shard(s) and " << config->cluster().num_workers()
             << " worker(s) as threads of this process, over inproc://";
   std::signal(SIGTERM, RequestStop);
@@ -79,6 +83,11 @@ int RunInProcess() {
   if (report->left_early) {
     LOG(WARNING) << who << "stopped before the end of training by signal " << g_signal.load();
     return 128 + g_signal.load();
+  }
+  if (report->diverged && config->train().fail_on_divergence()) {
+    LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
+               << " (train.fail_on_divergence): exit " << tether::kExitDiverged;
+    return tether::kExitDiverged;
   }
   return 0;
 }
@@ -101,6 +110,10 @@ int main(int argc, char** argv) {
   if (FLAGS_rank < 0 || FLAGS_rank >= config->cluster().num_workers()) {
     LOG(ERROR) << who << "flag --rank=" << FLAGS_rank << " outside [0, " << config->cluster().num_workers()
                << ") (cluster.num_workers)";
+    return 2;
+  }
+  if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) {
+    LOG(ERROR) << who << st.message();
     return 2;
   }
   tether::TrainerOptions options;
@@ -129,5 +142,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (report->left_early) LOG(WARNING) << who << "left the job before the end of training (stop requested)";
+  if (report->diverged && config->train().fail_on_divergence()) {
+    LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
+               << " (train.fail_on_divergence): exit " << tether::kExitDiverged;
+    return tether::kExitDiverged;
+  }
   return 0;
 }

@@ -127,7 +127,10 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   j["samples_per_second"] = JobSamplesPerSecond(r);
   j["total_samples"] = r.total_samples;
   j["test_rows"] = r.test_rows;
-  j["final_loss"] = r.final_loss;
+  // JSON has no NaN: a non-finite loss (diverged) is written as null.
+  j["final_loss"] = std::isfinite(r.final_loss) ? nlohmann::json(r.final_loss) : nullptr;
+  j["diverged"] = r.diverged;
+  j["diverged_at_epoch"] = r.diverged_at_epoch;
   j["pull_wait_fraction_rank0"] = r.pull_wait_fraction;
   j["num_workers"] = config.cluster().num_workers();
   j["num_servers"] = config.cluster().num_servers();

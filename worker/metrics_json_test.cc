@@ -4,6 +4,7 @@
 #include "worker/metrics_json.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include <google/protobuf/text_format.h>
@@ -156,7 +157,24 @@ TEST(MetricsJsonFromStatsTest, NoServerStatsNoServerKeys) {
   for (const char* k : {"servers", "workers", "staleness_mean", "staleness_max", "staleness_histogram",
                         "bound_violations"})
     EXPECT_FALSE(j.contains(k)) << k;
-  EXPECT_EQ(j.size(), 11u);  // the run's figures and the config's
+  EXPECT_EQ(j.size(), 13u);  // the run's figures (diverged and diverged_at_epoch too) and the config's
+  EXPECT_EQ(j["diverged"], false);
+  EXPECT_EQ(j["diverged_at_epoch"], 0);
+}
+
+// C24: a diverged run is marked, and a non-finite loss is null (JSON has no NaN).
+TEST(MetricsJsonFromStatsTest, C24DivergedRunIsMarked) {
+  TrainReport r;
+  r.diverged = true;
+  r.diverged_at_epoch = 2;
+  r.final_loss = std::numeric_limits<double>::infinity();
+  const nlohmann::json j = MetricsJson(r, TwoByThreeConfig());
+  EXPECT_EQ(j["diverged"], true);
+  EXPECT_EQ(j["diverged_at_epoch"], 2);
+  EXPECT_TRUE(j["final_loss"].is_null());
+  EXPECT_TRUE(LossDiverged(std::nan(""), 5.0, 10.0));
+  EXPECT_TRUE(LossDiverged(50.5, 5.0, 10.0));
+  EXPECT_FALSE(LossDiverged(50.0, 5.0, 10.0));
 }
 
 }  // namespace

@@ -152,6 +152,21 @@ TEST(TableSpecTest, ValidationNamesTheTableAndTheField) {
   t[0].mutable_optimizer()->set_learning_rate(std::numeric_limits<float>::quiet_NaN());
   EXPECT_EQ(ValidateTableSpecs(t, 2).message(),
             "table 'w1': field optimizer.learning_rate: must be a finite number > 0");
+  // C22: every optimizer field, as a server checks a HELLO's specs (a peer
+  // that skipped the config checks must not get 0/0 into a table).
+  t = TablesForJob(*c);
+  t[2].mutable_optimizer()->set_epsilon(-1.0f);
+  EXPECT_EQ(ValidateTableSpecs(t, 2).message(), "table 'w2': field optimizer.epsilon: must be a finite number > 0");
+  t = TablesForJob(*c);
+  t[0].mutable_optimizer()->set_initial_accumulator(0.0f);
+  t[0].mutable_optimizer()->set_epsilon(0.0f);
+  EXPECT_EQ(ValidateTableSpecs(t, 2).message(), "table 'w1': field optimizer.epsilon: must be a finite number > 0");
+  t = TablesForJob(*c);
+  t[1].mutable_optimizer()->set_l2(std::numeric_limits<float>::infinity());
+  EXPECT_EQ(ValidateTableSpecs(t, 2).message(), "table 'b1': field optimizer.l2: must be a finite number ≥ 0");
+  t = TablesForJob(*c);
+  t[1].mutable_optimizer()->set_beta2(1.0f);
+  EXPECT_EQ(ValidateTableSpecs(t, 2).message(), "table 'b1': field optimizer.beta2: must be in [0, 1)");
 }
 
 }  // namespace

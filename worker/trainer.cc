@@ -121,7 +121,16 @@ class Evaluator {
         TETHER_RETURN_IF_ERROR(backend_->TopK(rows, outputs_, scores.data(), 1, top_.data()));
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t p = labels.row_ptr[begin + r];
-          if (labels.row_ptr[begin + r + 1] > p && labels.col_idx[p] == top_[r]) ++correct_;
+          if (labels.row_ptr[begin + r + 1] == p) continue;
+          // A tie at the top (C21) is not broken by class number: the true
+          // class among G tied ones is right with probability 1/G.
+          const float* s = scores.data() + r * outputs_;
+          const float v = s[top_[r]];
+          const auto same = [v](float x) { return x == v || (std::isnan(x) && std::isnan(v)); };
+          int64_t g = 0;
+          for (int64_t j = 0; j < outputs_; ++j) g += same(s[j]) ? 1 : 0;
+          if (g > 1) ++tied_rows_;
+          if (labels.col_idx[p] < outputs_ && same(s[labels.col_idx[p]])) correct_ += 1.0 / static_cast<double>(g);
         }
         double loss = 0;
         TETHER_RETURN_IF_ERROR(backend_->SoftmaxCrossEntropy(rows, outputs_, scores.data(),
@@ -150,6 +159,8 @@ class Evaluator {
   }
 
   int64_t rows() const { return rows_; }
+  // Rows whose top-ranked scores hold a tie (scored by expected value).
+  int64_t tied_rows() const { return kind_ == LabelKind::kMultiLabel ? ranking_.tied_rows() : tied_rows_; }
 
  private:
   LabelKind kind_;
@@ -158,7 +169,8 @@ class Evaluator {
   int64_t rows_ = 0;
   RankingMetrics ranking_;
   BinaryMetrics binary_;
-  int64_t correct_ = 0;
+  double correct_ = 0;
+  int64_t tied_rows_ = 0;
   double loss_sum_ = 0;
   std::vector<uint32_t> top_;
 };
@@ -184,10 +196,20 @@ Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* clie
   TETHER_RETURN_IF_ERROR(st);
   report->test_metrics = eval.Results();
   report->test_rows = eval.rows();
+  if (eval.tied_rows() > 0) {
+    LOG(WARNING) << "evaluation: " << eval.tied_rows() << " of " << eval.rows()
+                 << " test rows have tied scores at the top of their ranking; ties are scored by their expected "
+                    "value under a random order of the tied labels (a model that cannot tell labels apart never "
+                    "looks perfect)";
+  }
   return Status::OK();
 }
 
 }  // namespace
+
+bool LossDiverged(double loss, double reference, double factor) {
+  return !std::isfinite(loss) || loss > factor * reference;
+}
 
 double TrainReport::Metric(const std::string& name) const {
   for (const auto& [k, v] : test_metrics)
@@ -340,6 +362,12 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   // minibatch time, heartbeating, so it is slow but alive.
   const double slowdown = rank == config.train().slowdown_rank() ? config.train().slowdown() : 1.0;
   if (slowdown > 1.0) LOG(INFO) << who << "simulating a straggler: " << slowdown << "x slower";
+  // C24: the loss itself tells divergence, not only a NaN. Its reference is
+  // the untrained model's loss (the first minibatch's) or a uniform
+  // softmax's, whichever is larger, so a first minibatch already blown up
+  // is no excuse.
+  double first_loss = 0;
+  const double uniform_loss = std::log(std::max<double>(2.0, static_cast<double>(model->num_outputs())));
   for (int epoch = 0; epoch < config.train().epochs(); ++epoch) {
     // A fixed permutation per (seed, rank, epoch): runs are reproducible.
     EpochOrder(config.train().seed(), rank, epoch, train.features.rows, &order);
@@ -360,6 +388,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
       TETHER_RETURN_IF_ERROR(model->Pull(batch, client.get()));
       pull_wait += SecondsSince(pull_start);
       TETHER_ASSIGN_OR_RETURN(float loss, model->ComputeGradients(batch));
+      if (minibatches == 0) first_loss = loss;
       loss_sum += loss;
       ++loss_batches;
       model->Push(client.get());
@@ -393,6 +422,17 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     LOG(INFO) << who << "epoch " << epoch + 1 << "/" << config.train().epochs() << " clock " << client->clock()
               << " loss " << report.final_loss << ", " << static_cast<int64_t>(report.samples / t)
               << " samples/s, " << static_cast<int>(100 * pull_wait / t) << "% waiting on pulls, " << t << " s";
+    const double reference = std::isfinite(first_loss) ? std::max(first_loss, uniform_loss) : uniform_loss;
+    if (!report.diverged && LossDiverged(report.final_loss, reference, config.train().divergence_factor())) {
+      report.diverged = true;
+      report.diverged_at_epoch = epoch + 1;
+      LOG(WARNING) << who << "training diverged at epoch " << epoch + 1 << ": mean loss " << report.final_loss
+                   << " is above train.divergence_factor " << config.train().divergence_factor() << " x "
+                   << reference << " (the larger of the first minibatch's loss " << first_loss << " and log("
+                   << model->num_outputs() << ") = " << uniform_loss << "); lower optimizer.learning_rate"
+                   << (config.train().fail_on_divergence() ? "; the run will exit 3 (train.fail_on_divergence)"
+                                                           : "");
+    }
     const int every = config.train().eval_every_epochs();
     if (rank == 0 && every > 0 && (epoch + 1) % every == 0 && epoch + 1 < config.train().epochs()) {
       const auto eval_start = SteadyClock::now();

@@ -58,6 +58,10 @@ struct TrainReport {
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls
   bool left_early = false;           // stop_requested ended training
+  /// Case C24: this worker's loss diverged (train.divergence_factor), first
+  /// at epoch diverged_at_epoch (1-based; 0 when it did not).
+  bool diverged = false;
+  int diverged_at_epoch = 0;
   /// Rank 0: every shard's counters (STATS), in shard order, each with the
   /// WorkerStats every worker sent at the barrier. Empty on other ranks.
   std::vector<ShardStats> servers;
@@ -65,13 +69,24 @@ struct TrainReport {
   ///   multi-label (XMC): precision_at_1, precision_at_3, precision_at_5,
   ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h);
   ///   binary:            accuracy, auc, log_loss (BinaryMetrics);
-  ///   multiclass:        accuracy (arg max of the scores; ties to the lower
-  ///                      class), log_loss (mean softmax cross-entropy).
+  ///   multiclass:        accuracy (arg max of the scores; a tie of G classes
+  ///                      at the top counts 1/G when the true class is among
+  ///                      them, its expected value under a random order, as
+  ///                      for P@k), log_loss (mean softmax cross-entropy).
+  /// Rows with tied top scores are counted and logged with a warning (C21).
   std::vector<std::pair<std::string, double>> test_metrics;
 
   /// The value of test metric `name`, or NaN when absent.
   double Metric(const std::string& name) const;
 };
+
+/// Case C24: whether an epoch's mean loss `loss` shows divergence: NaN,
+/// infinite, or above factor × reference (see TrainConfig.divergence_factor).
+bool LossDiverged(double loss, double reference, double factor);
+
+/// The exit code of a worker (and of tether-launch) whose loss diverged with
+/// train.fail_on_divergence set.
+constexpr int kExitDiverged = 3;
 
 /// Runs one worker of the job end to end. `config` must have passed
 /// ValidateJobConfig. The compute backend (train.device) is created first,

@@ -78,13 +78,22 @@ transports)
   for f in worker-0 worker-1 server-0 server-1; do
     [ -s "$tmp/mdir/$f.jsonl" ] || { echo "FAIL: no metrics rows in $f.jsonl"; exit 1; }
   done
+  # A missing split file is refused by the launcher before anything starts
+  # (exit 2, the full path tried).
+  sed 's#bibtex_trSplit.txt#no_such_split.txt#' examples/bibtex.pbtxt > "$tmp/missing.pbtxt"
+  rc=0
+  out=$(timeout -k 5 60 "$bin/tether-launch" --config "$tmp/missing.pbtxt" --transport inproc 2>&1) || rc=$?
+  [ "$rc" = 2 ] || { echo "FAIL: a job whose split file is missing: exit $rc (expected 2): $out"; exit 1; }
+  echo "$out" | grep -qF "config field data.train_split: 'data/bibtex/no_such_split.txt' does not exist (tried $PWD/data/bibtex/no_such_split.txt" ||
+    { echo "FAIL: message was: $out"; exit 1; }
   # A worker that cannot read its data must end the in-process job at once,
-  # not leave the shards waiting for it.
-  sed 's#bibtex_trSplit.txt#no_such_split.txt#' examples/bibtex.pbtxt > "$tmp/bad.pbtxt"
+  # not leave the shards waiting for it (a split file that holds no rows).
+  : > "$tmp/no_rows_split.txt"
+  sed "s#data/bibtex/bibtex_trSplit.txt#$tmp/no_rows_split.txt#" examples/bibtex.pbtxt > "$tmp/bad.pbtxt"
   start=$(date +%s)
   if out=$(timeout -k 5 120 "$bin/tether-launch" --config "$tmp/bad.pbtxt" --transport inproc 2>&1); then
-    echo "FAIL: a job whose split file is missing succeeded"; exit 1; fi
-  echo "$out" | grep -q "worker [01]: .*no_such_split.txt" || { echo "FAIL: message was: $out"; exit 1; }
+    echo "FAIL: a job whose split file holds no rows succeeded"; exit 1; fi
+  echo "$out" | grep -q "worker [01]: .*no_rows_split.txt: no row indices found" || { echo "FAIL: message was: $out"; exit 1; }
   elapsed=$(( $(date +%s) - start ))
   [ "$elapsed" -lt 30 ] || { echo "FAIL: the failed in-process job took $elapsed s to end"; exit 1; }
   # Only worker 1's half of the data is bad (a9a line 30000): worker 0 must

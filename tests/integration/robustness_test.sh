@@ -71,6 +71,12 @@ data_cases)
   for f in C06_crlf_trailing_ws.txt C06_crlf_trailing_ws_clean_twin.txt; do
     expect_ok "$f" "$l $cases/$f" "rows: 3" "features: 4" "nnz: 4" "targets: 3"
   done
+  # C07: qid is checked and ignored (one warning with the count), '#' starts a
+  # comment with or without a space before it.
+  expect_ok C07_qid_comments "$l $cases/C07_qid_and_comments.txt" \
+    "rows: 4" "features: 4" "nnz: 5" "targets: 4" "qid: 4 (ignored)"
+  out=$(timeout 30 "$bin/tether-data" check $l $cases/C07_qid_and_comments.txt 2>&1 >/dev/null)
+  [ "$(grep -c "4 of 4 lines have a 'qid:' field" <<<"$out")" = 1 ] || fail "C07: no single qid warning:"$'\n'"$out"
   expect_error C08_nonfinite "$l $cases/C08_nan_inf_values.txt" \
     "$cases/C08_nan_inf_values.txt:1: non-finite value: '2:nan' is NaN; 4 lines have non-finite or overflowing values (line 1 '2:nan' is NaN, line 2 '1:inf' is infinite, line 3 '2:-Infinity' is infinite, line 4 '1:1e999' overflows double (not read as inf)); to drop such rows instead, set data.non_finite: NON_FINITE_DROP_ROW (tether-data: --non_finite=drop_row)"
   expect_ok C08_drop "$l --non_finite=drop_row $cases/C08_nan_inf_values.txt" "rows: 1" "rows_read: 5" "dropped: 4"
@@ -161,6 +167,23 @@ EOF
   # launcher's) to refuse, before any connection is made.
   refused C15_block_above_the_limit_launch "dense table 'b1' is 2800000000 bytes" \
     "$bin/tether-launch" --config="$tmp/big.pbtxt"
+  # C23: a second table { name: "w2" } block is refused naming both lines, exit 2.
+  rc=0
+  refused C23_repeated_table "$cases/C23_dup_table_staleness.pbtxt:27: table \"w2\" is already configured at line 23" \
+    "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt"
+  timeout 30 "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt" >/dev/null 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "C23: tether-launch exit $rc (expected 2)"
+  # Item 6: a missing data file stops the launcher before any process starts
+  # (exit 2), with the full path it tried; a worker refuses it the same way.
+  rc=0
+  out=$(cd "$tmp" && timeout 30 "$bin/tether-launch" --config="$OLDPWD/examples/bibtex.pbtxt" 2>&1) || rc=$?
+  [ "$rc" = 2 ] || fail "missing data file: tether-launch exit $rc (expected 2):"$'\n'"$out"
+  grep -qF "config field data.train_file: 'data/bibtex/Bibtex_data.txt.gz' does not exist (tried $tmp/data/bibtex/Bibtex_data.txt.gz, relative to the current directory $tmp)" <<<"$out" ||
+    fail "missing data file: message lacks the full path:"$'\n'"$out"
+  ! grep -q "started server\|started worker" <<<"$out" || fail "missing data file: a process started:"$'\n'"$out"
+  echo "ok   missing data file refused by tether-launch before any process starts (exit 2, full path)"
+  refused missing_data_file_worker "config field data.test_file: '/nonexistent/t.txt' does not exist" \
+    "$bin/tether-worker" --config="$tmp/job.pbtxt" --test_file=/nonexistent/t.txt --server_addresses="$addr"
   touch "$tmp/connections.stop"
   wait "${pids[0]}"
   pids=()
@@ -179,6 +202,20 @@ EOF
   awk 'length > 200 {exit 1}' <<<"$line" || fail "config in force has a line over 200 characters: $line"
   grep -qF "no worker said hello within cluster.startup_timeout_ms=1000" <<<"$out" || fail "server: $out"
   echo "ok   config in force logged once (index_base: 0, staleness: 3)"
+
+  # Item 6: num_features / num_labels left at 0 take the XMC header's widths
+  # (10 and 5 here), in the values in force and in training.
+  cat > "$tmp/widths.pbtxt" <<EOF
+cluster { num_servers: 1 num_workers: 1 }
+data { format: XMC train_file: "$cases/C01_xmc_header_test_split.txt" index_base: 0 }
+model { hidden: 4 }
+train { epochs: 1 minibatch_size: 2 }
+EOF
+  out=$(timeout 60 "$bin/tether-launch" --config="$tmp/widths.pbtxt" --transport=inproc --metrics_out="$tmp/w.json" 2>&1) ||
+    fail "widths from the XMC header: exit $?:"$'\n'"$out"
+  grep -qF "num_features: 10 num_labels: 5" <<<"$out" || fail "widths not taken from the header:"$'\n'"$out"
+  [ -s "$tmp/w.json" ] || fail "widths from the XMC header: no metrics"
+  echo "ok   num_features/num_labels 0 take the XMC header's widths (10, 5)"
   ;;
 command_line)
   for b in tether-server tether-worker tether-launch tether-data tether-gen-xmc tether-bench; do
