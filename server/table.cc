@@ -216,7 +216,8 @@ Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
   return Status::OK();
 }
 
-Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::string& where) const {
+Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::string& where,
+                                  uint64_t rows_applied) const {
   // A row is its dim weights then its state; a dense slice is its n weights
   // then its state.
   const uint64_t weights = IsDenseTable(spec_) ? end_ - begin_ : dim_;
@@ -229,7 +230,10 @@ Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::stri
   }
   return Status::FailedPrecondition("table " + spec_.name() + ": the server's " + optimizer_.Describe() +
                                     " step made " + what + " " + (std::isnan(span[j]) ? "NaN" : "infinite") +
-                                    "; nothing of this push was applied");
+                                    (IsDenseTable(spec_) || rows_applied == 0
+                                         ? std::string("; nothing of this push was applied")
+                                         : "; that row was left as it was, and the push's " +
+                                               std::to_string(rows_applied) + " earlier row(s) kept their updates"));
 }
 
 Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
@@ -238,10 +242,13 @@ Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, f
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
   float* base = data_.data();
   // No non-finite value enters a table (C22): each row is copied aside
-  // before its step (while it is in cache), the step's kernel reports
-  // whether it stored a NaN or an infinity, and a push whose step made one
-  // is undone whole.
-  if (undo_.size() < n * stride) undo_.resize(n * stride);
+  // just before its step (into one row of scratch that stays in L1), the
+  // step's kernel reports whether it stored a NaN or an infinity, and then
+  // that row is restored and the push fails, naming the key. The rows
+  // before it in this push keep their (finite) updates: keeping a copy of
+  // every row of a push to undo it whole cost 12 % of Bibtex's samples/s
+  // (docs/PERFORMANCE.md §9), and the failed push fails the worker's run.
+  if (undo_.size() < stride) undo_.resize(stride);
   float* undo = undo_.data();
   // The whole row (weights and state) is hinted: its parts are separate
   // streams to the hardware prefetcher, and the last line holds Adam's step.
@@ -249,12 +256,13 @@ Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, f
   for (uint64_t i = 0; i < n; ++i) {
     if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], stride, ~0ull, true);
     float* row = base + offsets_[i];
-    std::memcpy(undo + i * stride, row, stride * sizeof(float));
+    std::memcpy(undo, row, stride * sizeof(float));
     if (__builtin_expect(!optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale), 0)) {
       uint64_t j = 0;
       while (std::isfinite(row[j])) ++j;
-      const Status st = NonFiniteStep(row, j, "key " + std::to_string(keys[i]));
-      for (uint64_t k = 0; k <= i; ++k) std::memcpy(base + offsets_[k], undo + k * stride, stride * sizeof(float));
+      const Status st = NonFiniteStep(row, j, "key " + std::to_string(keys[i]), i);
+      std::memcpy(row, undo, stride * sizeof(float));
+      if (i > 0) ++version_;  // the rows before it were updated
       return st;
     }
   }
@@ -273,7 +281,7 @@ Status ServerTable::PushDense(const float* g, float lr_scale) {
   if (__builtin_expect(!optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale), 0)) {
     uint64_t j = 0;
     while (std::isfinite(data_[j])) ++j;
-    const Status st = NonFiniteStep(data_.data(), j, "");
+    const Status st = NonFiniteStep(data_.data(), j, "", 0);
     std::copy(undo_.begin(), undo_.end(), data_.begin());
     return st;
   }

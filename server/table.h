@@ -83,14 +83,15 @@ class ServerTable {
   /// max_rows() (nothing is created or copied then).
   Status PullRows(const uint64_t* keys, uint64_t n, float* out);
   /// Row tables: applies gradients g (n × dim) to the rows of `keys`.
-  /// Errors (nothing is applied then, and version() does not move):
-  /// as PullRows; FailedPrecondition when the optimizer's own step makes a
-  /// weight or a state value NaN or infinite (case C22: e.g. AdaGrad with
-  /// h0 = 0 and ε = 0 on a zero gradient, or an overflowing step): the
-  /// message names the table, the key and column, the optimizer and its
-  /// settings. The optimizer's kernels check every value they store (in
-  /// registers, vectorised with the step); each row is copied aside just
-  /// before its step, so a refused push leaves every row as it was.
+  /// Errors: as PullRows (nothing is applied then, and version() does not
+  /// move); FailedPrecondition when the optimizer's own step makes a weight
+  /// or a state value NaN or infinite (case C22: e.g. AdaGrad with h0 = 0
+  /// and ε = 0 on a zero gradient, or an overflowing step): the message
+  /// names the table, the key and column, the optimizer and its settings.
+  /// The optimizer's kernels check every value they store (in registers,
+  /// vectorised with the step); each row is copied aside just before its
+  /// step, so that row is left as it was and no non-finite value stays in
+  /// the table; the push's rows before it keep their (finite) updates.
   [[nodiscard]] Status PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
@@ -136,8 +137,9 @@ class ServerTable {
   // ResourceExhausted (nothing created) past max_rows_.
   Status LookUp(const uint64_t* keys, uint64_t n);
   // The FailedPrecondition for a step that made span[j] non-finite; `where`
-  // names the span ("key 9" or "" for a dense slice starting at begin_).
-  Status NonFiniteStep(const float* span, uint64_t j, const std::string& where) const;
+  // names the span ("key 9" or "" for a dense slice starting at begin_);
+  // `rows_applied`: rows of the push updated before this one.
+  Status NonFiniteStep(const float* span, uint64_t j, const std::string& where, uint64_t rows_applied) const;
 
   TableSpec spec_;
   Optimizer optimizer_;
@@ -153,7 +155,7 @@ class ServerTable {
   RowIndex index_;           // key → row number; the row is at data_[row · stride_]
   std::vector<float, table_internal::HugePageAllocator<float>> data_;
   std::vector<uint64_t> offsets_;  // scratch of LookUp, reused
-  std::vector<float> undo_;        // rows (or the slice) as before a push, reused
+  std::vector<float> undo_;        // the row (or the slice) as before its step, reused
 };
 
 }  // namespace tether

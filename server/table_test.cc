@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -145,10 +147,11 @@ TEST(ServerTableTest, RowsPastTheShardLimitAreRefusedWhole) {
 
 // C22: no non-finite value enters a table from the server's own step either.
 // AdaGrad with h0 = 0 and ε = 0 (refused by config validation, but a table
-// must not rely on that) computes 0/0 for a zero gradient: the push is
-// refused whole, every row of it (weights and state) stays as it was, and
-// the message names the table, the key, the optimizer and its settings.
-TEST(ServerTableTest, C22OptimizerStepThatMakesNaNAppliesNothing) {
+// must not rely on that) computes 0/0 for a zero gradient: that row (weights
+// and state) stays as it was, the push fails naming the table, the key, the
+// optimizer and its settings, and the rows before it keep their updates
+// (a whole-push undo copy cost 12 % of Bibtex's samples/s).
+TEST(ServerTableTest, C22OptimizerStepThatMakesNaNLeavesTheRowAsItWas) {
   TableSpec spec = RowSpec(2, ADAGRAD);
   spec.mutable_optimizer()->set_initial_accumulator(0.0f);
   spec.mutable_optimizer()->set_epsilon(0.0f);
@@ -162,17 +165,25 @@ TEST(ServerTableTest, C22OptimizerStepThatMakesNaNAppliesNothing) {
   EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
   EXPECT_EQ(st.message(),
             "table w: the server's ADAGRAD (learning_rate 0.25, initial_accumulator 0, epsilon 0, "
-            "l2 0) step made key 9, column 1 NaN; nothing of this push was applied");
-  EXPECT_EQ(t.version(), 0u);
-  ASSERT_TRUE(t.PullRows(keys.data(), 2, after.data()).ok());
-  EXPECT_EQ(after, before);  // key 4's row was rolled back too
-  // The state was rolled back as well: a finite push applies exactly as on a
-  // fresh row (h = g², w -= lr·g/|g|).
-  const std::vector<float> ok = {1.0f, -1.0f, 0.5f, 2.0f};
-  ASSERT_TRUE(t.PushRows(keys.data(), 2, ok.data()).ok());
-  ASSERT_TRUE(t.PullRows(keys.data(), 2, after.data()).ok());
-  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(after[i], before[i] - 0.25f * (ok[i] > 0 ? 1.0f : -1.0f)) << i;
+            "l2 0) step made key 9, column 1 NaN; that row was left as it was, and the push's 1 earlier "
+            "row(s) kept their updates");
   EXPECT_EQ(t.version(), 1u);
+  ASSERT_TRUE(t.PullRows(keys.data(), 2, after.data()).ok());
+  for (float v : after) EXPECT_TRUE(std::isfinite(v));
+  // Key 4 took its step (h = g², w -= lr·g/|g|); key 9 is as before.
+  EXPECT_FLOAT_EQ(after[0], before[0] - 0.25f);
+  EXPECT_FLOAT_EQ(after[1], before[1] + 0.25f);
+  EXPECT_EQ(after[2], before[2]);
+  EXPECT_EQ(after[3], before[3]);
+  // Key 9's state was restored as well: a finite push applies exactly as on
+  // a fresh row.
+  const std::vector<uint64_t> nine = {9};
+  const std::vector<float> ok = {0.5f, 2.0f};
+  ASSERT_TRUE(t.PushRows(nine.data(), 1, ok.data()).ok());
+  ASSERT_TRUE(t.PullRows(keys.data(), 2, after.data()).ok());
+  EXPECT_FLOAT_EQ(after[2], before[2] - 0.25f);
+  EXPECT_FLOAT_EQ(after[3], before[3] - 0.25f);
+  EXPECT_EQ(t.version(), 2u);
 }
 
 // An overflow to infinity (a huge step on a finite gradient), in a dense

@@ -1068,10 +1068,11 @@ TEST(TransportTest, TcpPortOutsideTheRangeIsRefused) {
 }
 
 // C22: the server's own step may make a non-finite value from finite
-// gradients (here SUM overflowing float). Nothing of that push is applied,
-// to any row, and the worker's error names the table, the key, the
-// optimizer and its settings, not the worker's gradients.
-TEST(TransportTest, C22ServerStepThatOverflowsAppliesNothingAndNamesTheKey) {
+// gradients (here SUM overflowing float). That row is left as it was (the
+// row before it in the push keeps its update), the push fails, and the
+// worker's error names the table, the key, the optimizer and its settings,
+// not the worker's gradients.
+TEST(TransportTest, C22ServerStepThatOverflowsFailsThePushAndNamesTheKey) {
   JobConfig c = ExactJob(1, 1, 2);
   ServerThread server(c, 0);
   auto w = Connect(OptionsFor(c, 0, {server.endpoint()}));
@@ -1082,15 +1083,16 @@ TEST(TransportTest, C22ServerStepThatOverflowsAppliesNothingAndNamesTheKey) {
   const float second[4] = {1, 1, 3e38f, 1};  // finite, but 6e38 is not a float
   const Status st = w->PushRows(kW1, keys, second).Wait();
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("table w1: the server's SUM (w += g) step made key 7, column 0 infinite; nothing "
-                              "of this push was applied (the gradients pushed by worker 0 were finite)"),
+  EXPECT_NE(st.message().find("table w1: the server's SUM (w += g) step made key 7, column 0 infinite; that row "
+                              "was left as it was, and the push's 1 earlier row(s) kept their updates (the "
+                              "gradients pushed by worker 0 were finite)"),
             std::string::npos)
       << st.message();
   float rows[4] = {-1, -1, -1, -1};
   ASSERT_TRUE(w->PullRows(kW1, keys, rows).Wait().ok());
-  EXPECT_EQ(rows[0], 1.0f);  // key 3 was rolled back with key 7
-  EXPECT_EQ(rows[1], 2.0f);
-  EXPECT_EQ(rows[2], 3e38f);
+  EXPECT_EQ(rows[0], 2.0f);  // key 3 took its step
+  EXPECT_EQ(rows[1], 3.0f);
+  EXPECT_EQ(rows[2], 3e38f);  // key 7 as it was
   EXPECT_EQ(rows[3], 4.0f);
   EXPECT_EQ(w->Clock().message(), st.message());  // the run fails
   EXPECT_EQ(server.stats().updates_applied, 2u);
