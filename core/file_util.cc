@@ -53,7 +53,7 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_path_.c_str());
+  if (!committed_ && !leave_temporary_) ::unlink(tmp_path_.c_str());
 }
 
 Status AtomicFile::Append(std::string_view bytes) {

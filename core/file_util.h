@@ -46,6 +46,9 @@ class AtomicFile {
   Status Commit();
 
   const std::string& path() const { return path_; }
+  /// Keeps the temporary file when this object is destroyed uncommitted,
+  /// as a killed process would (fault-injection tests, core/env.h).
+  void LeaveTemporary() { leave_temporary_ = true; }
 
  private:
   AtomicFile(std::string path, std::string tmp_path, int fd);
@@ -53,6 +56,7 @@ class AtomicFile {
   std::string path_, tmp_path_;
   int fd_ = -1;
   bool committed_ = false;
+  bool leave_temporary_ = false;
 };
 
 /// Replaces `path` with `contents` through an AtomicFile. Errors: IOError

@@ -205,6 +205,18 @@ Status ServerTable::LookUp(const uint64_t* keys, uint64_t n) {
   return Status::OK();
 }
 
+std::vector<uint64_t> ServerTable::KeysByRow() const {
+  std::vector<uint64_t> keys(index_.size());
+  index_.ForEach([&keys](uint64_t key, uint64_t row) { keys[row] = key; });
+  return keys;
+}
+
+Status ServerTable::RestoreRow(uint64_t key, const float* values) {
+  TETHER_RETURN_IF_ERROR(LookUp(&key, 1));
+  std::memcpy(data_.data() + offsets_[0], values, size_t{stride_} * sizeof(float));
+  return Status::OK();
+}
+
 Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
   const uint32_t dim = dim_;
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));

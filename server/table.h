@@ -101,6 +101,26 @@ class ServerTable {
 
   uint64_t num_rows() const { return index_.size(); }
 
+  // ---- Checkpoints (server/checkpoint.h): the table's whole state, raw.
+  /// Floats per row of a row table: dim, then the optimizer's state
+  /// (Optimizer::StateFloats(dim)).
+  uint32_t stride() const { return stride_; }
+  /// Row tables: num_rows() × stride() floats, in row-number order (the
+  /// order of KeysByRow()); dense slices: the end−begin weights, then the
+  /// slice's optimizer state. Valid until the next push, pull or restore.
+  const float* raw_data() const { return data_.data(); }
+  uint64_t raw_floats() const { return data_.size(); }
+  /// Row tables: the key of each row, by row number (num_rows() keys).
+  std::vector<uint64_t> KeysByRow() const;
+  /// Row tables: sets row `key` (created if absent) to `values`, stride()
+  /// floats: weights then optimizer state. Errors: ResourceExhausted past
+  /// the row limit.
+  Status RestoreRow(uint64_t key, const float* values);
+  /// Dense slices: raw_floats() floats, writable (restore).
+  float* mutable_raw_data() { return data_.data(); }
+  /// Sets the update counter (restore on the same number of shards).
+  void set_version(uint64_t version) { version_ = version; }
+
   /// Updates applied to this table on this shard so far (one per push).
   uint64_t version() const { return version_; }
 
@@ -116,6 +136,12 @@ class ServerTable {
     // Hints the slot of `key` into the cache (no effect on the contents).
     void Prefetch(uint64_t key) const;
     bool Contains(uint64_t key) const;
+    // Calls fn(key, row) for every row, in slot order.
+    template <typename Fn>
+    void ForEach(Fn&& fn) const {
+      for (const Slot& s : slots_)
+        if (s.row_plus_one != 0) fn(s.key, s.row_plus_one - 1);
+    }
 
    private:
     struct Slot {

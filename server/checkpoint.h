@@ -1,0 +1,114 @@
+// Checkpoint files: what a consistent cut of a job looks like on disk, and
+// how it is written, found, verified, loaded and pruned. The protocol that
+// takes the cut (every worker at clock c, every shard then writes) lives in
+// server/server.cc, worker/client.cc and worker/trainer.cc; docs/OPERATIONS.md
+// tells users what a checkpoint holds.
+//
+// Layout: DIR/ckpt-<clock, 12 digits>[-final]/ holds
+//   shard-<s>.tables  per server shard: its rows and optimizer state
+//                     (ShardCheckpointHeader in proto/tether.proto);
+//   worker-<r>.state  per worker that took part: its place in the data
+//                     (WorkerState, binary protobuf);
+//   MANIFEST          written last (CheckpointManifest, text format, then a
+//                     "# crc32 XXXXXXXX" line over the bytes before it).
+// Every file goes to a temporary name, is fsynced, then renamed (AtomicFile),
+// so a file either exists whole or not at all, and a directory without a
+// MANIFEST is not a checkpoint. Each file's size and CRC-32 (zlib) are in the
+// manifest; a file that does not match is refused, naming the file and both
+// checksums.
+//
+// Across hosts, DIR is a shared file system (NFS and the like) mounted at one
+// path everywhere; or each host writes its own files under the same local
+// path and they are gathered into one directory (rsync) before a resume or
+// an export; the manifest lists every file, so a partial gather is refused.
+//
+// Thread-safety: functions are re-entrant; different checkpoints may be
+// written from different threads (one-process jobs: one per shard).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+#include "core/trained_model.h"
+#include "proto/tether.pb.h"
+#include "server/table.h"
+
+namespace tether {
+
+/// Bumped when the layout of a checkpoint changes incompatibly.
+inline constexpr uint32_t kCheckpointFormatVersion = 1;
+
+/// "ckpt-000000000120" or "ckpt-000000000120-final".
+std::string CheckpointDirName(int64_t clock, bool final);
+std::string ShardFileName(int shard);   // "shard-3.tables"
+std::string WorkerFileName(int rank);   // "worker-2.state"
+inline constexpr char kManifestName[] = "MANIFEST";
+
+/// Writes `tables` (this shard's part of every table, in id order) to
+/// ckpt_dir/shard-<shard>.tables; `*written` gets its name, size and CRC.
+/// Cost: one sequential pass over the tables (the rows are written as they
+/// lie in memory). Errors: IOError naming the file (nothing is left under
+/// the final name then).
+Status WriteShardCheckpoint(FileSystem* fs, const std::string& ckpt_dir, int shard, int num_shards, int64_t clock,
+                            const std::vector<std::unique_ptr<ServerTable>>& tables, CheckpointFile* written);
+
+/// Writes ckpt_dir/worker-<state.rank()>.state. Errors: IOError.
+Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const WorkerState& state,
+                        CheckpointFile* written);
+
+/// Writes ckpt_dir/MANIFEST (the last file of a checkpoint). Errors: IOError.
+Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest);
+
+/// Reads and checks ckpt_dir/MANIFEST (its trailing CRC, its format
+/// version). Errors: NotFound (no MANIFEST: not a checkpoint), DataLoss
+/// naming the file (a bad checksum or text), FailedPrecondition (another
+/// format version).
+StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir);
+
+/// `path` itself when it holds a MANIFEST, else the latest complete
+/// checkpoint under it (the highest clock; a final one after a periodic one
+/// of the same clock). Errors: NotFound naming `path` when there is none.
+StatusOr<std::string> ResolveCheckpoint(const std::string& path);
+
+/// Verifies every file the manifest lists (size and CRC-32). Errors:
+/// DataLoss naming the file and both values, NotFound for a missing file.
+Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManifest& manifest);
+
+/// Reads worker `rank`'s state file (checked against the manifest).
+/// Errors: as VerifyCheckpointFiles; NotFound when the rank has no state
+/// (it had finished or left).
+StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const CheckpointManifest& manifest, int rank);
+
+/// Loads the rows of shard `shard` of `num_shards` (any number: rows are
+/// re-sharded by key, dense slices re-cut by range) from every shard file
+/// of the checkpoint into `tables` (this shard's tables, already made from
+/// the job's specs, whose shapes must equal the manifest's). Table versions
+/// are restored when the number of shards is the checkpoint's. Each file's
+/// CRC is checked as it is read. Errors: DataLoss naming the file (checksum,
+/// truncation, a header that disagrees with the manifest), IOError.
+Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest& manifest, int shard, int num_shards,
+                          std::vector<std::unique_ptr<ServerTable>>* tables);
+
+/// Compares the fields of a table that a resume may not change (id, name,
+/// kind, dim, size, num_keys, key_base, optimizer type, whether SGD has
+/// momentum): "" when they agree, else a message naming the table and the
+/// field with both values. Learning rates, l2, ε, β, the consistency and the
+/// initializer of rows never trained may change.
+std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>& checkpoint,
+                            const google::protobuf::RepeatedPtrField<TableSpec>& job);
+
+/// The trained weights of a checkpoint (`path` as for ResolveCheckpoint),
+/// optimizer state left out; every file is verified. Errors: as
+/// ResolveCheckpoint, VerifyCheckpointFiles, RestoreShardTables.
+StatusOr<TrainedModel> LoadTrainedModel(const std::string& path);
+
+/// Deletes all but the `keep_last` newest complete checkpoints under
+/// `parent`, and incomplete ones older than the newest complete one; only
+/// ever after a newer checkpoint is complete. Errors: IOError.
+Status PruneCheckpoints(FileSystem* fs, const std::string& parent, int keep_last);
+
+}  // namespace tether

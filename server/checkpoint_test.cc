@@ -1,0 +1,326 @@
+#include "server/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "core/partition.h"
+#include "core/table_spec.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tether {
+namespace {
+
+TableSpec Row(uint32_t id, const std::string& name, uint32_t dim, OptimizerType type) {
+  TableSpec s;
+  s.set_id(id);
+  s.set_name(name);
+  s.set_kind(TableSpec::ROW);
+  s.set_dim(dim);
+  s.mutable_init()->set_kind(TableInitializer::UNIFORM);
+  s.mutable_init()->set_bound(0.5f);
+  s.mutable_optimizer()->set_type(type);
+  return s;
+}
+
+TableSpec Dense(uint32_t id, const std::string& name, uint64_t size, OptimizerType type) {
+  TableSpec s;
+  s.set_id(id);
+  s.set_name(name);
+  s.set_kind(TableSpec::DENSE);
+  s.set_size(size);
+  s.mutable_optimizer()->set_type(type);
+  return s;
+}
+
+std::vector<TableSpec> Specs() { return {Row(0, "w1", 7, ADAM), Dense(1, "b1", 13, ADAM), Row(2, "w2", 3, ADAGRAD)}; }
+
+// One shard's tables for `specs`, trained with a fixed sequence of pushes
+// (the rows of every shard see the same gradients as one big table would).
+std::vector<std::unique_ptr<ServerTable>> MakeShard(const std::vector<TableSpec>& specs, int shard, int shards) {
+  std::vector<std::unique_ptr<ServerTable>> t;
+  for (const TableSpec& s : specs) {
+    uint64_t b = 0, e = 0;
+    if (IsDenseTable(s)) std::tie(b, e) = DenseRange(s.size(), shard, shards);
+    t.push_back(std::make_unique<ServerTable>(s, b, e));
+  }
+  return t;
+}
+
+void Train(std::vector<std::unique_ptr<ServerTable>>* tables, int shard, int shards, int steps) {
+  std::mt19937_64 rng(7);
+  for (int step = 0; step < steps; ++step) {
+    for (auto& t : *tables) {
+      if (IsDenseTable(t->spec())) {
+        std::vector<float> g(t->dense_end() - t->dense_begin());
+        for (uint64_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>((t->dense_begin() + i + step) % 5);
+        ASSERT_TRUE(t->PushDense(g.data()).ok());
+        continue;
+      }
+      std::vector<uint64_t> keys;
+      for (int k = 0; k < 40; ++k) keys.push_back(rng() % 500);
+      std::sort(keys.begin(), keys.end());
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      std::vector<uint64_t> mine;
+      for (uint64_t k : keys)
+        if (ShardForKey(k, shards) == shard) mine.push_back(k);
+      std::vector<float> g(mine.size() * t->spec().dim());
+      for (size_t i = 0; i < g.size(); ++i) g[i] = 0.1f * static_cast<float>(static_cast<int>(i % 9) - 4);
+      ASSERT_TRUE(t->PushRows(mine.data(), mine.size(), g.data()).ok());
+    }
+  }
+}
+
+// Every row (weights and state) of key k in `a`, or empty.
+std::map<std::pair<int, uint64_t>, std::vector<float>> AllRows(
+    const std::vector<std::vector<std::unique_ptr<ServerTable>>>& shards) {
+  std::map<std::pair<int, uint64_t>, std::vector<float>> out;
+  for (const auto& tables : shards) {
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const ServerTable& t = *tables[i];
+      if (IsDenseTable(t.spec())) continue;
+      const std::vector<uint64_t> keys = t.KeysByRow();
+      for (size_t r = 0; r < keys.size(); ++r)
+        out[{static_cast<int>(i), keys[r]}] =
+            std::vector<float>(t.raw_data() + r * t.stride(), t.raw_data() + (r + 1) * t.stride());
+    }
+  }
+  return out;
+}
+
+// The weights of dense table `i` over all shards, in index order.
+std::vector<float> DenseWeights(const std::vector<std::vector<std::unique_ptr<ServerTable>>>& shards, int i) {
+  std::vector<float> w;
+  for (const auto& tables : shards) {
+    const ServerTable& t = *tables[i];
+    w.insert(w.end(), t.raw_data(), t.raw_data() + (t.dense_end() - t.dense_begin()));
+  }
+  return w;
+}
+
+// Writes a whole checkpoint of `shards` at `clock` under parent through fs.
+Status WriteAll(FileSystem* fs, const std::string& parent, int64_t clock,
+                const std::vector<std::vector<std::unique_ptr<ServerTable>>>& shards) {
+  const std::string dir = parent + "/" + CheckpointDirName(clock, false);
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  m.set_job_id("test");
+  m.set_clock(clock);
+  m.set_num_servers(static_cast<int>(shards.size()));
+  m.set_num_workers(1);
+  for (const TableSpec& s : Specs()) *m.add_tables() = s;
+  for (size_t s = 0; s < shards.size(); ++s)
+    TETHER_RETURN_IF_ERROR(
+        WriteShardCheckpoint(fs, dir, static_cast<int>(s), static_cast<int>(shards.size()), clock, shards[s], m.add_files()));
+  WorkerState w;
+  w.set_rank(0);
+  w.set_clock(clock);
+  w.set_epoch(2);
+  w.set_next_row(640);
+  CheckpointWorker* entry = m.add_workers();
+  entry->set_rank(0);
+  TETHER_RETURN_IF_ERROR(WriteWorkerState(fs, dir, w, entry->mutable_file()));
+  *m.add_files() = entry->file();
+  return WriteManifest(fs, dir, m);
+}
+
+std::vector<std::vector<std::unique_ptr<ServerTable>>> TrainedShards(int shards, int steps) {
+  std::vector<std::vector<std::unique_ptr<ServerTable>>> out;
+  for (int s = 0; s < shards; ++s) {
+    out.push_back(MakeShard(Specs(), s, shards));
+    Train(&out.back(), s, shards, steps);
+  }
+  return out;
+}
+
+std::vector<std::vector<std::unique_ptr<ServerTable>>> Restore(const std::string& dir, int shards, Status* st) {
+  std::vector<std::vector<std::unique_ptr<ServerTable>>> out;
+  StatusOr<CheckpointManifest> m = ReadManifest(dir);
+  if (!m.ok()) {
+    *st = m.status();
+    return out;
+  }
+  for (int s = 0; s < shards; ++s) {
+    out.push_back(MakeShard(Specs(), s, shards));
+    *st = RestoreShardTables(dir, *m, s, shards, &out.back());
+    if (!st->ok()) return out;
+  }
+  return out;
+}
+
+TEST(CheckpointTest, SameShardsRestoreEveryRowStateAndVersion) {
+  testing::ScopedTempDir tmp;
+  const auto shards = TrainedShards(2, 30);
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 30, shards).ok());
+  StatusOr<std::string> dir = ResolveCheckpoint(tmp.path());
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  EXPECT_EQ(*dir, tmp.path() + "/" + CheckpointDirName(30, false));
+  Status st;
+  const auto back = Restore(*dir, 2, &st);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(AllRows(back), AllRows(shards));
+  EXPECT_EQ(DenseWeights(back, 1), DenseWeights(shards, 1));
+  for (int s = 0; s < 2; ++s)
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(back[s][i]->version(), shards[s][i]->version());
+      if (IsDenseTable(back[s][i]->spec())) {
+        EXPECT_EQ(0, std::memcmp(back[s][i]->raw_data(), shards[s][i]->raw_data(),
+                                 back[s][i]->raw_floats() * sizeof(float)));
+      }
+    }
+  // The worker's state comes back too.
+  StatusOr<CheckpointManifest> m = ReadManifest(*dir);
+  ASSERT_TRUE(m.ok());
+  StatusOr<WorkerState> w = ReadWorkerState(*dir, *m, 0);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_EQ(w->next_row(), 640);
+  EXPECT_EQ(w->epoch(), 2);
+}
+
+// Written by 2 shards, loaded by 3 (and by 1): the same model, every row
+// with its optimizer state, every dense weight.
+TEST(CheckpointTest, ReshardingKeepsEveryRow) {
+  testing::ScopedTempDir tmp;
+  const auto two = TrainedShards(2, 25);
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 25, two).ok());
+  const std::string dir = tmp.path() + "/" + CheckpointDirName(25, false);
+  for (int n : {3, 1}) {
+    Status st;
+    const auto back = Restore(dir, n, &st);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(AllRows(back), AllRows(two)) << n << " shards";
+    EXPECT_EQ(DenseWeights(back, 1), DenseWeights(two, 1)) << n << " shards";
+    // Each row lives on the shard that owns its key now.
+    for (int s = 0; s < n; ++s)
+      for (uint64_t k : back[s][0]->KeysByRow()) EXPECT_EQ(ShardForKey(k, n), s);
+  }
+  StatusOr<TrainedModel> model = LoadTrainedModel(tmp.path());
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_EQ(model->tables.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(model->tables[0].keys.begin(), model->tables[0].keys.end()));
+  const auto rows = AllRows(two);
+  size_t w1_rows = 0;
+  for (const auto& [k, v] : rows) w1_rows += k.first == 0 ? 1 : 0;
+  EXPECT_EQ(model->tables[0].keys.size(), w1_rows);
+  EXPECT_EQ(model->tables[1].values, DenseWeights(two, 1));
+  // Weights only: the first dim floats of each row.
+  const uint64_t key = model->tables[2].keys[5];
+  const std::vector<float>& full = rows.at({2, key});
+  EXPECT_EQ(std::vector<float>(full.begin(), full.begin() + 3),
+            std::vector<float>(model->tables[2].values.begin() + 15, model->tables[2].values.begin() + 18));
+}
+
+// A writer killed at 20 points spread over a checkpoint's bytes (inside the
+// shard files, the worker state and the manifest): the latest complete
+// checkpoint (the one before) always resolves and loads, and the broken
+// attempt is never taken for a checkpoint.
+TEST(CheckpointTest, AKillAtAnyByteLeavesTheLastCompleteCheckpoint) {
+  const auto first = TrainedShards(2, 10);
+  const auto second = TrainedShards(2, 20);
+  // The size of a whole second checkpoint, measured by writing one.
+  uint64_t total = 0;
+  {
+    testing::ScopedTempDir probe;
+    FaultInjectingFileSystem counting(FileSystem::Default(), ~uint64_t{0});
+    ASSERT_TRUE(WriteAll(&counting, probe.path(), 20, second).ok());
+    total = counting.written();
+  }
+  ASSERT_GT(total, 1000u);
+  for (int point = 0; point < 20; ++point) {
+    testing::ScopedTempDir tmp;
+    ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 10, first).ok());
+    // Points from the first byte to the last one (the manifest's end).
+    const uint64_t budget = point == 19 ? total - 1 : total * point / 19;
+    FaultInjectingFileSystem faulty(FileSystem::Default(), budget);
+    const Status st = WriteAll(&faulty, tmp.path(), 20, second);
+    ASSERT_FALSE(st.ok()) << "budget " << budget;
+    EXPECT_NE(st.message().find("injected fault"), std::string::npos) << st.message();
+    StatusOr<std::string> dir = ResolveCheckpoint(tmp.path());
+    ASSERT_TRUE(dir.ok()) << dir.status().message();
+    EXPECT_EQ(*dir, tmp.path() + "/" + CheckpointDirName(10, false)) << "budget " << budget;
+    StatusOr<CheckpointManifest> m = ReadManifest(*dir);
+    ASSERT_TRUE(m.ok());
+    EXPECT_TRUE(VerifyCheckpointFiles(*dir, *m).ok());
+    Status load;
+    const auto back = Restore(*dir, 2, &load);
+    ASSERT_TRUE(load.ok()) << load.message();
+    EXPECT_EQ(AllRows(back), AllRows(first));
+  }
+}
+
+TEST(CheckpointTest, AFlippedByteIsRefusedNamingTheFileAndTheChecksum) {
+  testing::ScopedTempDir tmp;
+  const auto shards = TrainedShards(2, 5);
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 5, shards).ok());
+  const std::string dir = tmp.path() + "/" + CheckpointDirName(5, false);
+  const std::string file = dir + "/" + ShardFileName(1);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const auto size = static_cast<int64_t>(f.tellg());
+    f.seekp(size - 9);
+    char c;
+    f.seekg(size - 9);
+    f.get(c);
+    f.seekp(size - 9);
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  Status st;
+  (void)Restore(dir, 2, &st);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(file), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("checksum mismatch"), std::string::npos) << st.message();
+  StatusOr<CheckpointManifest> m = ReadManifest(dir);
+  ASSERT_TRUE(m.ok());
+  const Status v = VerifyCheckpointFiles(dir, *m);
+  EXPECT_NE(v.message().find("CRC-32"), std::string::npos) << v.message();
+  EXPECT_FALSE(LoadTrainedModel(dir).ok());
+
+  // The manifest checks itself.
+  {
+    std::fstream f(dir + "/MANIFEST", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(90);
+    f.put('9');
+  }
+  StatusOr<CheckpointManifest> bad = ReadManifest(dir);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("MANIFEST: checksum mismatch"), std::string::npos) << bad.status().message();
+}
+
+TEST(CheckpointTest, ShapeChangesAreRefusedNamingTheField) {
+  google::protobuf::RepeatedPtrField<TableSpec> a, b;
+  for (const TableSpec& s : Specs()) *a.Add() = s;
+  b = a;
+  b[2].mutable_optimizer()->set_learning_rate(0.5f);  // may change
+  b[1].mutable_consistency()->set_staleness(3);
+  EXPECT_EQ(DiffTableShapes(a, b), "");
+  b[0].set_dim(8);
+  EXPECT_NE(DiffTableShapes(a, b).find("table 'w1', field dim: the checkpoint has 7, the job has 8"),
+            std::string::npos)
+      << DiffTableShapes(a, b);
+  b = a;
+  b[2].mutable_optimizer()->set_type(ADAM);
+  EXPECT_NE(DiffTableShapes(a, b).find("field optimizer.type"), std::string::npos);
+}
+
+TEST(CheckpointTest, PruneKeepsTheNewestCompleteOnes) {
+  testing::ScopedTempDir tmp;
+  const auto shards = TrainedShards(1, 2);
+  for (int c : {10, 20, 30, 40}) ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), c, shards).ok());
+  std::filesystem::create_directories(tmp.path() + "/" + CheckpointDirName(25, false));  // abandoned
+  std::filesystem::create_directories(tmp.path() + "/" + CheckpointDirName(50, false));  // in progress
+  ASSERT_TRUE(PruneCheckpoints(FileSystem::Default(), tmp.path(), 2).ok());
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{CheckpointDirName(30, false), CheckpointDirName(40, false),
+                                            CheckpointDirName(50, false)}));
+  EXPECT_FALSE(ResolveCheckpoint(tmp.path() + "/nope").ok());
+}
+
+}  // namespace
+}  // namespace tether
