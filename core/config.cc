@@ -281,6 +281,10 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"eval_minibatch_size", "train.eval_minibatch_size", "rows per evaluation minibatch"},
       {"job_id", "cluster.job_id", "the job's identity at HELLO (default: the config's name); servers and workers must agree"},
       {"generation", "cluster.generation", "the job's generation at HELLO; a restart or requeue increments it"},
+      {"checkpoint_dir", "checkpoint.dir", "write coordinated checkpoints under DIR (see docs/OPERATIONS.md)"},
+      {"checkpoint_every_clocks", "checkpoint.every_clocks", "a checkpoint every N clocks (0: not by clocks)"},
+      {"checkpoint_every_seconds", "checkpoint.every_seconds", "a checkpoint every N seconds (0: not by time)"},
+      {"checkpoint_keep_last", "checkpoint.keep_last", "complete checkpoints kept (older ones are deleted)"},
   };
   return kOverrides;
 }
@@ -401,6 +405,9 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (c.data().index_base() != 0 && c.data().index_base() != 1)
     return bad("data.index_base", "must be set to 0 or 1 (it is never guessed from the data)");
   if (c.data().train_file().empty()) return bad("data.train_file", "is required");
+  if (c.checkpoint().every_clocks() < 0) return bad("checkpoint.every_clocks", "must be ≥ 0 (0: not by clocks)");
+  if (c.checkpoint().every_seconds() < 0) return bad("checkpoint.every_seconds", "must be ≥ 0 (0: not by time)");
+  if (c.checkpoint().keep_last() < 1) return bad("checkpoint.keep_last", "must be ≥ 1");
   if (c.data().num_features() <= 0) return bad("data.num_features", "must be > 0 (the model's input width)");
   // What the labels and widths must look like depends on the model: the
   // model registry checks those (ValidateModelConfig, worker/model_registry.h).

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 
+#include "core/env.h"
 #include "core/net/transport.h"
 #include "core/partition.h"
+#include "server/checkpoint.h"
 
 namespace tether {
 namespace {
@@ -92,6 +94,7 @@ Status ServerShard::Run() {
         stats_.bytes_in += m.keys.size() + m.values.size();
         if (m.header.type() == HELLO) any_hello = true;
         Handle(identity, &m);
+        if (!fatal_.ok()) return fatal_;
       }
     }
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
@@ -273,7 +276,8 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   switch (h.type()) {
     case HELLO: {
       if (!AdmitHello(identity, m)) return;
-      int64_t start_clock = 0;
+      // A resumed job starts every worker at the checkpoint's clock.
+      int64_t start_clock = std::max<int64_t>(0, resume_clock_);
       if (w.said_hello) {
         // A worker rejoining (after a crash or a timeout) starts at the
         // slowest live clock, so nobody waits for clocks it will never
@@ -319,11 +323,37 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     case PUSH:
       ApplyPush(identity, *m);
       return;
-    case CLOCK:
+    case CLOCK: {
       if (clocks_.Advance(rank, h.clock())) {
         ServeReadyPulls();
         if (clock_listener_) clock_listener_(clocks_.min_clock());
       }
+      if (shard_ != 0) return;
+      // Shard 0 picks the clock of a requested checkpoint (rank 0's
+      // every_seconds, or a graceful stop): two past the largest clock any
+      // worker has reported here. A worker waits for the answer to its
+      // previous CLOCK before it works at a new clock (WorkerClient::Clock),
+      // so one that reported clock L can work at L + 1 unaware, but not at
+      // L + 2 without this answer: every worker learns the clock before it
+      // gets there, whatever the staleness bound.
+      if (h.want_checkpoint() && due_checkpoint_clock_ < 0) {
+        int64_t latest = 0;
+        for (int r = 0; r < clocks_.num_workers(); ++r)
+          if (clocks_.Counts(r)) latest = std::max(latest, clocks_.clock(r));
+        due_checkpoint_clock_ = std::max(latest + 2, last_checkpoint_clock_ + 1);
+        LOG(INFO) << log_prefix_ << "worker " << rank << " asked for a checkpoint: every worker takes it at clock "
+                  << due_checkpoint_clock_;
+      }
+      Message reply;
+      reply.header.set_type(CLOCK_REPLY);
+      reply.header.set_request_id(h.request_id());
+      reply.header.set_min_clock(clocks_.min_clock());
+      if (due_checkpoint_clock_ >= 0) reply.header.set_checkpoint_clock(due_checkpoint_clock_);
+      Reply(identity, &reply, rank);
+      return;
+    }
+    case CHECKPOINT:
+      HandleCheckpoint(identity, *m);
       return;
     case BARRIER: {
       w.at_barrier = true;
@@ -331,8 +361,10 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.samples = h.samples();
       w.barrier_request = h.request_id();
       w.stats = h.worker_stats();
+      w.finished = true;
       if (clocks_.Remove(rank)) ServeReadyPulls();
       MaybeReleaseBarrier();
+      MaybeWriteCheckpoint();
       return;
     }
     case BYE: {
@@ -344,6 +376,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       reply.header.set_request_id(h.request_id());
       Reply(identity, &reply, rank);
       MaybeReleaseBarrier();
+      MaybeWriteCheckpoint();
       return;
     }
     case HEARTBEAT:
@@ -403,10 +436,20 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
     if (specs.empty()) return refuse("worker 0 declared no tables");
     const Status valid = ValidateTableSpecs(specs, num_shards_);
     if (!valid.ok()) return refuse("worker 0 declared a bad table: " + valid.message());
-    DefineTables(h.tables());
+    if (!h.resume_from().empty() || !resume_from_.empty()) {
+      const std::string why = Resume(h);
+      if (!why.empty()) return refuse(why);
+    } else {
+      DefineTables(h.tables());
+    }
     // Worker 0's HELLO is answered first (below); the waiting ones after it.
     return true;
   }
+  if (h.resume_clock() != resume_clock_)
+    return refuse("resume differs: " + who + (h.resume_from().empty() ? " starts afresh" : " resumes from " +
+                  h.resume_from() + " at clock " + std::to_string(h.resume_clock())) + ", the job " +
+                  (resume_clock_ < 0 ? "started afresh" : "resumed at clock " + std::to_string(resume_clock_)) +
+                  " (give every worker the same --resume_from)");
   const std::string diff = DiffTableSpecs(h.tables(), who, job_tables_, "the job (from worker 0)");
   if (!diff.empty()) return refuse("tables differ: " + diff);
   return true;
@@ -420,6 +463,124 @@ void ServerShard::DefineTables(const google::protobuf::RepeatedPtrField<TableSpe
     tables_.push_back(std::make_unique<ServerTable>(spec, begin, end));
   }
   LOG(INFO) << log_prefix_ << "tables from worker 0: " << DescribeTables(specs);
+}
+
+std::string ServerShard::Resume(const MessageHeader& h) {
+  const auto start = SteadyClock::now();
+  if (h.resume_from().empty())
+    return "server " + std::to_string(shard_) + " resumes from " + resume_from_ +
+           " (--resume_from) but worker 0 starts afresh: give worker 0 the same --resume_from";
+  std::string dir = h.resume_from();
+  if (!resume_from_.empty()) {
+    StatusOr<std::string> local = ResolveCheckpoint(resume_from_);
+    if (!local.ok()) {
+      fatal_ = local.status();
+      return local.status().message();
+    }
+    dir = *local;
+  }
+  StatusOr<CheckpointManifest> m = ReadManifest(dir);
+  if (!m.ok()) {
+    fatal_ = m.status();
+    return "cannot resume: " + m.status().message();
+  }
+  if (m->clock() != h.resume_clock())
+    return "worker 0 resumes at clock " + std::to_string(h.resume_clock()) + " but the checkpoint this server reads (" +
+           dir + ") is at clock " + std::to_string(m->clock());
+  const std::string diff = DiffTableShapes(m->tables(), h.tables());
+  if (!diff.empty()) return "cannot resume from " + dir + ": " + diff;
+  DefineTables(h.tables());
+  const Status st = RestoreShardTables(dir, *m, shard_, num_shards_, &tables_);
+  if (!st.ok()) {
+    fatal_ = st;
+    return "cannot resume: " + st.message();
+  }
+  resume_clock_ = m->clock();
+  last_checkpoint_clock_ = m->clock();
+  for (int r = 0; r < clocks_.num_workers(); ++r) clocks_.Rejoin(r, resume_clock_);
+  uint64_t rows = 0;
+  for (const auto& t : tables_) rows += t->num_rows();
+  LOG(INFO) << log_prefix_ << "resumed from " << dir << " (clock " << resume_clock_ << ", written by "
+            << m->num_servers() << " server(s) and " << m->num_workers() << " worker(s)): " << rows
+            << " rows in " << std::chrono::duration<double>(SteadyClock::now() - start).count() << " s";
+  return "";
+}
+
+void ServerShard::HandleCheckpoint(const std::string& identity, const Message& m) {
+  const MessageHeader& h = m.header;
+  const int rank = h.sender_rank();
+  if (round_.clock < 0) {
+    round_.clock = h.checkpoint_clock();
+    round_.final = h.checkpoint_final();
+    round_.dir = h.checkpoint_dir();
+  } else if (h.checkpoint_clock() != round_.clock || h.checkpoint_dir() != round_.dir) {
+    ++stats_.bad_messages;
+    ReplyError(identity, h, "CHECKPOINT from worker " + std::to_string(rank) + " at clock " +
+                                std::to_string(h.checkpoint_clock()) + " (" + h.checkpoint_dir() +
+                                ") while the one at clock " + std::to_string(round_.clock) + " (" + round_.dir +
+                                ") is in progress");
+    return;
+  }
+  round_.waiting[rank] = {identity, h.request_id()};
+  if (h.checkpoint_files_size() > 0) round_.files[rank] = h.checkpoint_files(0);
+  MaybeWriteCheckpoint();
+}
+
+void ServerShard::MaybeWriteCheckpoint() {
+  if (round_.clock < 0) return;
+  // Every worker still training must be at the cut; one that has finished
+  // (barrier), left or was removed has nothing more to apply.
+  for (int r = 0; r < clocks_.num_workers(); ++r)
+    if (clocks_.Counts(r) && round_.waiting.count(r) == 0) return;
+  const auto start = SteadyClock::now();
+  CheckpointFile file;
+  Status st = tables_.empty() ? Status::FailedPrecondition("no tables defined yet")
+                              : WriteShardCheckpoint(FileSystem::Default(), round_.dir, shard_, num_shards_,
+                                                     round_.clock, tables_, &file);
+  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  if (st.ok()) {
+    LOG(INFO) << log_prefix_ << "checkpoint at clock " << round_.clock << (round_.final ? " (final)" : "") << ": "
+              << round_.dir << "/" << file.name() << ", " << file.bytes() / 1e6 << " MB in " << seconds << " s ("
+              << file.bytes() / 1e6 / std::max(seconds, 1e-9) << " MB/s)";
+  } else {
+    LOG(ERROR) << log_prefix_ << "checkpoint at clock " << round_.clock << " failed: " << st.message();
+  }
+  for (const auto& [rank, peer] : round_.waiting) {
+    MessageHeader req;
+    req.set_request_id(peer.second);
+    req.set_sender_rank(rank);
+    if (!st.ok()) {
+      ReplyError(peer.first, req, "checkpoint at clock " + std::to_string(round_.clock) + ": " + st.message());
+      continue;
+    }
+    Message reply;
+    reply.header.set_type(CHECKPOINT_REPLY);
+    reply.header.set_request_id(peer.second);
+    reply.header.set_checkpoint_clock(round_.clock);
+    *reply.header.add_checkpoint_files() = file;
+    if (shard_ == 0) {
+      for (int r = 0; r < static_cast<int>(workers_.size()); ++r) {
+        CheckpointWorker* e = reply.header.add_checkpoint_workers();
+        e->set_rank(r);
+        auto f = round_.files.find(r);
+        if (f != round_.files.end()) {
+          e->set_kind(CheckpointWorker::TRAINING);
+          *e->mutable_file() = f->second;
+        } else if (workers_[r].finished) {
+          e->set_kind(CheckpointWorker::FINISHED);
+          e->set_samples(workers_[r].samples);
+        } else {
+          e->set_kind(CheckpointWorker::GONE);
+        }
+      }
+    }
+    Reply(peer.first, &reply, rank);
+  }
+  last_checkpoint_clock_ = std::max(last_checkpoint_clock_, round_.clock);
+  if (due_checkpoint_clock_ >= 0 && due_checkpoint_clock_ <= round_.clock) due_checkpoint_clock_ = -1;
+  round_ = CheckpointRound();
+  // The write held the event loop: nobody was silent meanwhile.
+  for (WorkerState& w : workers_) w.last_seen = SteadyClock::now();
 }
 
 void ServerShard::AdmitWaitingHellos() {
@@ -492,6 +653,8 @@ void ServerShard::MaybeReleaseBarrier() {
     if (!w.at_barrier && !w.said_bye && !w.dead) return;
     total += w.samples;
   }
+  int64_t latest = 0;
+  for (int r = 0; r < clocks_.num_workers(); ++r) latest = std::max(latest, clocks_.clock(r));
   for (size_t r = 0; r < workers_.size(); ++r) {
     WorkerState& w = workers_[r];
     if (!w.at_barrier || w.said_bye || w.dead) continue;
@@ -499,6 +662,7 @@ void ServerShard::MaybeReleaseBarrier() {
     reply.header.set_type(BARRIER_REPLY);
     reply.header.set_request_id(w.barrier_request);
     reply.header.set_samples(total);
+    reply.header.set_clock(latest);  // the largest clock any worker reached
     Reply(w.identity, &reply, static_cast<int>(r));
     w.at_barrier = false;
   }
@@ -587,6 +751,7 @@ Status ServerShard::CheckWorkerTimeouts() {
                  << clocks_.clock(rank) << " (slowest other worker at "
                  << (others == ClockTracker::kNoWorkers ? std::string("none") : std::to_string(others)) << ")";
     if (clocks_.Remove(rank)) ServeReadyPulls();
+    MaybeWriteCheckpoint();
     MaybeReleaseBarrier();
   }
   return Status::OK();

@@ -92,6 +92,12 @@ class ServerShard {
   /// cluster.worker_timeout_ms under on_worker_timeout: FAIL_JOB
   /// (Unavailable, naming the worker and its last clock).
   Status Run();
+  /// The checkpoint this shard resumes from, on this host (a checkpoint or
+  /// a directory of them: the latest complete one), when it differs from
+  /// the path worker 0 sends at HELLO (tether-server --resume_from). With it
+  /// set, worker 0 must resume from a checkpoint of the same clock. Call
+  /// before Run().
+  void set_resume_from(const std::string& path) { resume_from_ = path; }
   /// Asks Run() to return at its next poll (≤ 100 ms). Thread-safe.
   void Stop() { stop_.store(true); }
 
@@ -123,6 +129,7 @@ class ServerShard {
   };
   struct WorkerState {
     bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
+    bool finished = false;  // reached the barrier (stays set once released)
     uint64_t samples = 0;
     uint64_t barrier_request = 0;
     std::string identity;
@@ -153,6 +160,15 @@ class ServerShard {
   bool AdmitHello(const std::string& identity, Message* m);
   void DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs);
   void AdmitWaitingHellos();
+  // Checkpoints: a worker's CHECKPOINT joins the round at its clock; once
+  // every worker still training has joined, the shard writes its file and
+  // answers them all (MaybeWriteCheckpoint, also called when a worker
+  // reaches the barrier, leaves or is removed).
+  void HandleCheckpoint(const std::string& identity, const Message& m);
+  void MaybeWriteCheckpoint();
+  // Worker 0's HELLO of a resumed job: loads this shard's rows. Returns
+  // "" or why the HELLO is refused (also recorded in fatal_).
+  std::string Resume(const MessageHeader& hello);
 
   JobConfig config_;
   int shard_;
@@ -178,6 +194,20 @@ class ServerShard {
   // Reply values frames. Frames still queued in ZeroMQ when the shard is
   // destroyed keep the pool's state alive until they are sent or dropped.
   FramePool reply_pool_;
+  // Checkpoints (see HandleCheckpoint).
+  struct CheckpointRound {
+    int64_t clock = -1;  // −1: none in progress
+    bool final = false;
+    std::string dir;
+    std::map<int, std::pair<std::string, uint64_t>> waiting;  // rank → identity, request id
+    std::map<int, CheckpointFile> files;                       // rank → its state file
+  };
+  CheckpointRound round_;
+  int64_t due_checkpoint_clock_ = -1;   // shard 0: the clock picked on a want_checkpoint
+  int64_t last_checkpoint_clock_ = -1;
+  std::string resume_from_;             // set_resume_from
+  int64_t resume_clock_ = -1;           // the clock this shard resumed at, or −1
+  Status fatal_;                        // ends Run() with this error
   std::vector<uint64_t> key_scratch_;
   std::vector<float> value_scratch_;
 };

@@ -85,6 +85,7 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
       to.servers = endpoints;
       to.zmq_context = &ctx;
       if (r == 0) to.metrics_out = options.metrics_out;
+      to.resume_from = options.resume_from;
       to.stop_requested = [stop] { return stop != nullptr && stop->load(); };
       to.abort = &abort;
       StatusOr<TrainReport> report = RunWorker(config, to);

@@ -32,6 +32,8 @@ struct LocalJobOptions {
   /// Bound on how long the shards may take to exit after the last worker
   /// finished (they exit when every worker has said BYE).
   int shard_exit_timeout_ms = 60000;
+  /// Every worker resumes from this checkpoint (TrainerOptions::resume_from).
+  std::string resume_from;
 };
 
 /// Runs `config` (validated) with cluster.num_servers shards and

@@ -12,6 +12,9 @@
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
 DEFINE_string(listen, "tcp://127.0.0.1:0", "ZeroMQ endpoint to bind; port 0 picks a free port");
 DEFINE_string(port_file, "", "if set, the bound endpoint is written here (atomically) once listening");
+DEFINE_string(resume_from, "",
+              "the checkpoint to load rows from, as this host sees it (default: the path worker 0 resumes "
+              "from, sent at HELLO)");
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
@@ -29,6 +32,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   tether::ServerShard server(*config, FLAGS_shard);
+  server.set_resume_from(FLAGS_resume_from);
   std::unique_ptr<tether::MetricsLog> metrics_log;
   if (!config->train().metrics_dir().empty()) {
     auto log = tether::MetricsLog::Open(config->train().metrics_dir(), "server", FLAGS_shard);

@@ -19,6 +19,9 @@ DEFINE_string(server_addresses, "",
               "comma-separated server endpoints in shard order (tcp://HOST:PORT,...); "
               "default: cluster.server_addresses from the config");
 DEFINE_string(metrics_out, "", "rank 0: write the final metrics JSON here");
+DEFINE_string(resume_from, "",
+              "resume from this checkpoint, or the latest complete one under this directory "
+              "(checkpoint.dir); every worker of the job takes the same (docs/OPERATIONS.md)");
 DEFINE_bool(in_process, false,
             "run the whole job in this process: cluster.num_servers shards and cluster.num_workers workers "
             "as threads over inproc:// (one host; see tools/local_job.h); excludes --rank and "
@@ -72,6 +75,7 @@ int RunInProcess() {
   std::signal(SIGINT, RequestStop);
   tether::LocalJobOptions options;
   options.metrics_out = FLAGS_metrics_out;
+  options.resume_from = FLAGS_resume_from;
   options.stop = &g_stop;
   auto report = tether::RunLocalJob(*config, options);
   if (!report.ok()) {
@@ -119,6 +123,7 @@ int main(int argc, char** argv) {
   tether::TrainerOptions options;
   options.rank = FLAGS_rank;
   options.metrics_out = FLAGS_metrics_out;
+  options.resume_from = FLAGS_resume_from;
   if (!FLAGS_server_addresses.empty()) {
     std::stringstream ss(FLAGS_server_addresses);
     std::string ep;

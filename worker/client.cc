@@ -105,6 +105,10 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
     m.header.set_shard(s);
     m.header.set_num_shards(c->num_shards_);
     for (const TableSpec& t : options.tables) *m.header.add_tables() = t;
+    if (!options.resume_from.empty()) {
+      m.header.set_resume_from(options.resume_from);
+      m.header.set_resume_clock(options.resume_clock);
+    }
     c->SendPart(s, &m, hello, c->NewShardRequest(HELLO_REPLY, s, 0));
   }
   Status st = hello.Wait();
@@ -385,6 +389,15 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         break;
       case BARRIER_REPLY:
         barrier_total_ = h.samples();
+        if (r.shard == 0) barrier_clock_ = h.clock();
+        break;
+      case CLOCK_REPLY:
+        if (h.checkpoint_clock() >= 0) due_checkpoint_clock_ = h.checkpoint_clock();
+        break;
+      case CHECKPOINT_REPLY:
+        if (h.checkpoint_files_size() > 0) checkpoint_reply_.shard_files[r.shard] = h.checkpoint_files(0);
+        if (r.shard == 0)
+          checkpoint_reply_.workers.assign(h.checkpoint_workers().begin(), h.checkpoint_workers().end());
         break;
       default:
         break;
@@ -432,14 +445,47 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
 
 Status WorkerClient::WaitAll() { return channel_.WaitAll(); }
 
-Status WorkerClient::Clock() {
+Status WorkerClient::Clock(bool want_checkpoint) {
   channel_.set_clock(channel_.clock() + 1);
+  // Shard 0 answers; the others only count the clock.
+  RequestHandle previous = clock_reply_;
+  clock_reply_ = channel_.NewRequest(/*sticky=*/true);
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(CLOCK);
-    (void)channel_.Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
+    if (s == 0) {
+      if (want_checkpoint) m.header.set_want_checkpoint(true);
+      SendPart(0, &m, clock_reply_, NewShardRequest(CLOCK_REPLY, 0, 0));
+    } else {
+      (void)channel_.Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
+    }
   }
+  // The answer to the previous clock's CLOCK: a checkpoint clock shard 0
+  // picked is known before this worker can pass it.
+  if (!previous.empty()) TETHER_RETURN_IF_ERROR(previous.Wait());
   return channel_.sticky_error();
+}
+
+StatusOr<CheckpointReply> WorkerClient::Checkpoint(const std::string& dir, bool final,
+                                                   const CheckpointFile* state_file) {
+  TETHER_RETURN_IF_ERROR(WaitAll());
+  checkpoint_reply_ = CheckpointReply();
+  checkpoint_reply_.shard_files.resize(num_shards_);
+  RequestHandle ckpt = channel_.NewRequest(/*sticky=*/false);
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(CHECKPOINT);
+    m.header.set_checkpoint_dir(dir);
+    m.header.set_checkpoint_clock(channel_.clock());
+    m.header.set_checkpoint_final(final);
+    if (state_file != nullptr) *m.header.add_checkpoint_files() = *state_file;
+    SendPart(s, &m, ckpt, NewShardRequest(CHECKPOINT_REPLY, s, 0));
+  }
+  TETHER_RETURN_IF_ERROR(ckpt.Wait());
+  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
+  cache_.Clear();
+  if (due_checkpoint_clock_ <= channel_.clock()) due_checkpoint_clock_ = -1;
+  return checkpoint_reply_;
 }
 
 Status WorkerClient::Idle(int ms) { return channel_.Idle(ms); }

@@ -90,6 +90,17 @@ struct ClientOptions {
   /// (core/net/frame_pool.h); at most this many bytes of them are kept idle
   /// between requests. 0 maps a fresh buffer per message.
   uint64_t frame_pool_idle_bytes = kDefaultFramePoolIdleBytes;
+  /// A resumed job: the checkpoint directory and its clock, sent at HELLO
+  /// (every shard loads its rows from there; see server/checkpoint.h).
+  std::string resume_from;
+  int64_t resume_clock = -1;
+};
+
+/// What a checkpoint's CHECKPOINT_REPLYs carried: every shard's file and
+/// (from shard 0) every rank's entry.
+struct CheckpointReply {
+  std::vector<CheckpointFile> shard_files;  // in shard order
+  std::vector<CheckpointWorker> workers;    // one per rank
 };
 
 /// Per-client counters.
@@ -144,7 +155,26 @@ class WorkerClient {
   /// Completes the current clock: sends CLOCK to every shard (after the
   /// clock's pushes, so the server applies them first). Returns the sticky
   /// error (a failed push or send so far).
-  Status Clock();
+  ///
+  /// Shard 0 answers CLOCK (CLOCK_REPLY); before returning, Clock waits for
+  /// the answer to the previous clock's CLOCK (normally long arrived), so a
+  /// checkpoint clock that shard 0 picks (want_checkpoint) is known to every
+  /// worker before it can pass it (server/server.cc, "Checkpoints").
+  /// `want_checkpoint`: ask shard 0 for a checkpoint at a clock it picks for
+  /// every worker; see due_checkpoint_clock().
+  Status Clock(bool want_checkpoint = false);
+  /// The clock of a checkpoint shard 0 asked every worker to take (−1:
+  /// none). Take it when clock() equals it.
+  int64_t due_checkpoint_clock() const { return due_checkpoint_clock_; }
+  /// Takes part in the checkpoint at clock() (or, `final`, the end-of-job
+  /// checkpoint that worker 0 takes alone after the barrier): waits for
+  /// every request in flight, sends CHECKPOINT (with `state_file`, this
+  /// worker's own file, unless `final`) to every shard, and blocks until
+  /// every shard wrote its files, which happens once every worker still
+  /// training is at this clock: a consistent cut. Then empties the cache.
+  /// Errors: the sticky error, a shard's (a write that failed, naming the
+  /// file), as RequestHandle::Wait.
+  StatusOr<CheckpointReply> Checkpoint(const std::string& dir, bool final, const CheckpointFile* state_file);
   /// Completed clocks. A worker rejoining a running job starts at the clock
   /// the servers assign (the slowest live worker's), not 0.
   int64_t clock() const { return channel_.clock(); }
@@ -166,6 +196,8 @@ class WorkerClient {
   /// for FetchServerStats. Returns the total samples over all workers.
   /// Errors: the sticky error, then as RequestHandle::Wait.
   StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats);
+  /// After Barrier: the largest clock any worker reached (shard 0's view).
+  int64_t barrier_clock() const { return barrier_clock_; }
 
   /// Leaves the job: waits for outstanding requests, then BYE to every
   /// shard. Errors: the sticky error, then as RequestHandle::Wait.
@@ -234,6 +266,10 @@ class WorkerClient {
   std::vector<uint32_t> fetch_pos_;
   std::vector<float> scratch_;
   uint64_t barrier_total_ = 0;             // BARRIER_REPLY's total
+  int64_t barrier_clock_ = 0;              // BARRIER_REPLY's clock (shard 0's)
+  RequestHandle clock_reply_;              // shard 0's answer to the last CLOCK
+  int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
+  CheckpointReply checkpoint_reply_;       // filled by CHECKPOINT_REPLYs
   std::vector<ShardStats> server_stats_;   // STATS_REPLY per shard
 };
 

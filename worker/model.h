@@ -82,6 +82,13 @@ class Model {
   /// it at the end. Default: nothing. Errors: the client's.
   virtual Status BeginEvaluation(WorkerClient* /*client*/) { return Status::OK(); }
   virtual void EndEvaluation() {}
+
+  /// The model's own state that training depends on beyond the tables (a
+  /// random generator's state), for checkpoints (WorkerState.model_state);
+  /// RestoreState takes what SaveState gave. Default: none. Errors:
+  /// InvalidArgument for bytes SaveState did not write.
+  virtual std::string SaveState() const { return ""; }
+  virtual Status RestoreState(const std::string& /*state*/) { return Status::OK(); }
 };
 
 // Models are created through the model registry (worker/model_registry.h:

@@ -18,6 +18,14 @@ ParamCache::ParamCache(std::vector<TableOptions> tables, int num_shards) : num_s
   }
 }
 
+void ParamCache::Clear() {
+  for (Table& t : tables_) {
+    t.rows.clear();
+    for (CachedRow& d : t.dense) d = CachedRow();
+    t.read_version.assign(num_shards_, UINT64_MAX);
+  }
+}
+
 void ParamCache::StartRead(uint32_t table) {
   std::vector<uint64_t>& rv = tables_[table].read_version;
   std::fill(rv.begin(), rv.end(), UINT64_MAX);

@@ -109,6 +109,11 @@ class ParamCache {
   void FinishPushRows(uint32_t table, const uint64_t* keys, size_t n);
   void FinishPushDense(uint32_t table, int shard);
 
+  /// Forgets every cached row and read version (a checkpoint: the worker
+  /// reads fresh after it, exactly as a resumed worker, whose cache starts
+  /// empty, does). Call with no push in flight.
+  void Clear();
+
  private:
   struct CachedRow {
     std::vector<float> values;  // empty: nothing kept

@@ -68,6 +68,8 @@ class RequestHandle {
   RequestHandle& operator=(RequestHandle other) noexcept;
   ~RequestHandle();
 
+  /// True for a default-constructed handle (no request).
+  bool empty() const { return state_ == nullptr; }
   /// True once every part of the request is answered or failed. Does not
   /// block: it first takes the replies that have already arrived.
   bool is_completed() const;

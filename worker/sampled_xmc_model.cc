@@ -1,5 +1,7 @@
 #include "worker/sampled_xmc_model.h"
 
+#include <sstream>
+
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -19,6 +21,20 @@ class SampledXmcMlpModel final : public Model {
         w2_id_(w2), b1_(shape.hidden) {}
 
   std::string name() const override { return "sampled_xmc_mlp"; }
+  // The negatives' generator: a resumed run draws what the uninterrupted
+  // one would have.
+  std::string SaveState() const override {
+    std::ostringstream os;
+    os << rng_;
+    return os.str();
+  }
+  Status RestoreState(const std::string& state) override {
+    if (state.empty()) return Status::OK();
+    std::istringstream is(state);
+    is >> rng_;
+    if (!is) return Status::InvalidArgument("sampled softmax: the checkpoint's generator state is unreadable");
+    return Status::OK();
+  }
   LabelKind label_kind() const override { return LabelKind::kMultiLabel; }
   int64_t num_outputs() const override { return shape_.num_labels; }
 

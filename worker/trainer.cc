@@ -13,15 +13,18 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/env.h"
 #include "core/file_util.h"
 #include "core/metrics.h"
 #include "core/metrics_log.h"
 #include "sparse/backend.h"
 #include "sparse/idx_reader.h"
+#include "server/checkpoint.h"
 #include "sparse/reader.h"
 #include "worker/client.h"
 #include "worker/metrics_json.h"
@@ -205,6 +208,106 @@ Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* clie
   return Status::OK();
 }
 
+// Where worker `rank` starts in a resumed job (see WorkerState). With the
+// checkpoint's number of workers: its own state, exactly. With another: the
+// rows no worker had trained yet in its epoch in progress (by global row
+// id, sorted) are dealt round-robin to the new workers, who train them
+// first (as `dealt_rows`, shuffled per worker) and then their own
+// partitions from the next epoch on; rank 0 carries the samples so far.
+StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string& dir, const JobConfig& config,
+                                  int rank, const Dataset& train, bool* finished) {
+  const int num_workers = config.cluster().num_workers();
+  *finished = false;
+  if (m.num_workers() == num_workers) {
+    const CheckpointWorker* entry = nullptr;
+    for (const CheckpointWorker& w : m.workers())
+      if (w.rank() == rank) entry = &w;
+    if (entry == nullptr) return Status::DataLoss(dir + "/MANIFEST: has no entry for worker " + std::to_string(rank));
+    if (entry->kind() != CheckpointWorker::TRAINING) {
+      *finished = true;
+      WorkerState s;
+      s.set_samples(entry->samples());
+      return s;
+    }
+    TETHER_ASSIGN_OR_RETURN(WorkerState s, ReadWorkerState(dir, m, rank));
+    if (s.partition_rows() != train.features.rows)
+      return Status::FailedPrecondition("worker " + std::to_string(rank) + "'s partition of " +
+                                        config.data().train_file() + " has " + std::to_string(train.features.rows) +
+                                        " rows; at the checkpoint (" + dir + ") it had " +
+                                        std::to_string(s.partition_rows()) + ": the training data changed");
+    return s;
+  }
+  std::vector<int64_t> rest;
+  int epoch = 0;
+  uint64_t samples = 0;
+  double train_seconds = 0;
+  WorkerState out;
+  for (const CheckpointWorker& w : m.workers()) {
+    if (w.kind() != CheckpointWorker::TRAINING) {
+      samples += w.samples();
+      continue;
+    }
+    TETHER_ASSIGN_OR_RETURN(WorkerState s, ReadWorkerState(dir, m, w.rank()));
+    epoch = std::max(epoch, s.epoch() + (s.remaining_rows_size() == 0 ? 1 : 0));
+    rest.insert(rest.end(), s.remaining_rows().begin(), s.remaining_rows().end());
+    samples += s.samples();
+    train_seconds = std::max(train_seconds, s.train_seconds());
+    if (w.rank() == 0) {
+      out.set_first_loss(s.first_loss());
+      out.set_final_loss(s.final_loss());
+    }
+    if (s.diverged() && !out.diverged()) {
+      out.set_diverged(true);
+      out.set_diverged_at_epoch(s.diverged_at_epoch());
+    }
+  }
+  std::sort(rest.begin(), rest.end());
+  rest.erase(std::unique(rest.begin(), rest.end()), rest.end());
+  std::vector<int64_t> mine;
+  for (size_t i = static_cast<size_t>(rank); i < rest.size(); i += static_cast<size_t>(num_workers))
+    mine.push_back(rest[i]);
+  std::vector<int64_t> shuffle;
+  EpochOrder(config.train().seed(), rank, epoch, static_cast<int64_t>(mine.size()), &shuffle);
+  out.set_rank(rank);
+  out.set_num_workers(num_workers);
+  out.set_clock(m.clock());
+  // No rows dealt to this worker: the epoch in progress is the others' to
+  // finish; it starts on its own partition at the next one.
+  out.set_epoch(mine.empty() && !rest.empty() ? epoch + 1 : epoch);
+  out.set_next_row(0);
+  out.set_minibatches(m.clock() * config.train().minibatches_per_clock());
+  out.set_samples(rank == 0 ? samples : 0);
+  out.set_train_seconds(train_seconds);
+  for (int64_t i : shuffle) out.add_dealt_rows(mine[static_cast<size_t>(i)]);
+  *finished = out.epoch() >= config.train().epochs();
+  LOG(INFO) << "[worker " << rank << "] resuming a checkpoint of " << m.num_workers() << " workers with "
+            << num_workers << ": " << rest.size() << " rows of the epoch in progress were left, " << mine.size()
+            << " dealt to this worker";
+  return out;
+}
+
+// The rows `state.dealt_rows()` (global row ids, in training order) of the
+// whole training split.
+StatusOr<Dataset> DealtRows(const JobConfig& config, const WorkerState& state) {
+  TETHER_ASSIGN_OR_RETURN(Dataset all, LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
+                                                 config.data().train_split(), 0, 1));
+  std::unordered_map<int64_t, int64_t> index;
+  index.reserve(all.source_lines.size());
+  for (size_t i = 0; i < all.source_lines.size(); ++i) index[all.source_lines[i]] = static_cast<int64_t>(i);
+  std::vector<int64_t> rows;
+  for (int64_t line : state.dealt_rows()) {
+    auto it = index.find(line);
+    if (it == index.end())
+      return Status::FailedPrecondition(config.data().train_file() + ": has no row at line " + std::to_string(line) +
+                                        ", which the checkpoint left to train: the training data changed");
+    rows.push_back(it->second);
+  }
+  Dataset d;
+  d.features = GatherRows(all.features, rows);
+  d.labels = GatherRows(all.labels, rows);
+  return d;
+}
+
 }  // namespace
 
 bool LossDiverged(double loss, double reference, double factor) {
@@ -317,6 +420,33 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
 
   const std::vector<TableSpec> tables = TablesForJob(config);
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get(), rank));
+
+  // ---- Resume (options.resume_from): where this worker starts.
+  std::string resume_dir;
+  CheckpointManifest manifest;
+  WorkerState resume;          // this rank's state (same number of workers), or the dealt rows
+  bool resume_finished = false;  // nothing left to train: straight to the barrier
+  if (!options.resume_from.empty()) {
+    TETHER_ASSIGN_OR_RETURN(resume_dir, ResolveCheckpoint(options.resume_from));
+    TETHER_ASSIGN_OR_RETURN(manifest, ReadManifest(resume_dir));
+    const std::string diff = DiffTableShapes(
+        manifest.tables(), google::protobuf::RepeatedPtrField<TableSpec>(tables.begin(), tables.end()));
+    if (!diff.empty()) return Status::FailedPrecondition(who + "cannot resume from " + resume_dir + ": " + diff);
+    if (manifest.config().train().seed() != config.train().seed() || manifest.config().data().train_file() != config.data().train_file() ||
+        manifest.config().data().train_split() != config.data().train_split())
+      LOG(WARNING) << who << "resuming with another train.seed, data.train_file or data.train_split than the "
+                   << "checkpoint's: the rows left of the epoch are those of the checkpoint's order, the model's "
+                   << "state continues, but the run is not the one that was stopped";
+    TETHER_ASSIGN_OR_RETURN(resume, ResumeState(manifest, resume_dir, config, rank, train, &resume_finished));
+    LOG(INFO) << who << "resuming from " << resume_dir << " at clock " << manifest.clock() << ": "
+              << (resume_finished ? std::string("nothing left to train")
+                                  : "epoch " + std::to_string(resume.epoch() + 1) + ", row " +
+                                        std::to_string(resume.next_row()) +
+                                        (resume.dealt_rows_size() > 0
+                                             ? " of " + std::to_string(resume.dealt_rows_size()) + " dealt rows"
+                                             : ""));
+    if (!resume.model_state().empty()) TETHER_RETURN_IF_ERROR(model->RestoreState(resume.model_state()));
+  }
   LOG(INFO) << who << "model " << model->name() << ", tables "
             << DescribeTables(google::protobuf::RepeatedPtrField<TableSpec>(tables.begin(), tables.end()));
   report.model = model->name();
@@ -324,6 +454,10 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   ClientOptions copts = ClientOptionsFor(config, rank, options.servers);
   copts.context = options.zmq_context;
   copts.abort = options.abort;
+  if (!resume_dir.empty()) {
+    copts.resume_from = resume_dir;
+    copts.resume_clock = manifest.clock();
+  }
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client, WorkerClient::Connect(copts));
   LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
             << ", staleness " << StalenessName(copts.staleness);
@@ -368,20 +502,143 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   // is no excuse.
   double first_loss = 0;
   const double uniform_loss = std::log(std::max<double>(2.0, static_cast<double>(model->num_outputs())));
-  for (int epoch = 0; epoch < config.train().epochs(); ++epoch) {
-    // A fixed permutation per (seed, rank, epoch): runs are reproducible.
-    EpochOrder(config.train().seed(), rank, epoch, train.features.rows, &order);
-    const CsrMatrix x = GatherRows(train.features, order);
-    const CsrMatrix y = GatherRows(train.labels, order);
-    double loss_sum = 0;
-    int64_t loss_batches = 0;
-    for (int64_t b = 0; b < x.rows; b += bs) {
-      if (options.stop_requested && options.stop_requested()) {
-        LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
-        report.left_early = true;
-        if (metrics_log != nullptr) (void)metrics_log->Flush();
-        TETHER_RETURN_IF_ERROR(client->Bye());
-        return report;
+
+  // Where training starts: a fresh run at epoch 0, row 0; a resumed one
+  // where its checkpoint left it.
+  int start_epoch = 0;
+  int64_t start_row = 0;
+  double start_loss_sum = 0, train_s_before = 0;
+  int64_t start_loss_batches = 0;
+  if (!resume_dir.empty()) {
+    start_epoch = resume_finished ? config.train().epochs() : resume.epoch();
+    start_row = resume.next_row();
+    minibatches = resume.minibatches();
+    report.samples = resume.samples();
+    start_loss_sum = resume.loss_sum();
+    start_loss_batches = resume.loss_batches();
+    first_loss = resume.first_loss();
+    report.diverged = resume.diverged();
+    report.diverged_at_epoch = resume.diverged_at_epoch();
+    report.final_loss = resume.final_loss();
+    train_s_before = resume.train_seconds();
+  }
+
+  // ---- Checkpoints (config.checkpoint): every every_clocks clocks, at the
+  // clock shard 0 picks for rank 0's every_seconds or a stop, and at the end.
+  const CheckpointConfig& ckpt = config.checkpoint();
+  const bool checkpointing = !ckpt.dir().empty();
+  auto last_checkpoint_at = SteadyClock::now();
+  bool stop_pending = false, checkpoint_asked = false;
+  // The rows of the epoch in progress, in training order (global row ids),
+  // and how many of them are done: what a checkpoint records.
+  const std::vector<int64_t>* epoch_lines = nullptr;
+  std::vector<int64_t> epoch_line_scratch;
+  auto write_manifest = [&](const std::string& dir, int64_t clock, bool final, const CheckpointReply& reply) {
+    CheckpointManifest m;
+    m.set_format_version(kCheckpointFormatVersion);
+    m.set_job_id(JobId(config));
+    m.set_generation(config.cluster().generation());
+    m.set_clock(clock);
+    m.set_final(final);
+    m.set_num_servers(static_cast<int>(options.servers.size()));
+    m.set_num_workers(num_workers);
+    for (const TableSpec& t : tables) *m.add_tables() = t;
+    *m.mutable_config() = config;
+    for (const CheckpointFile& f : reply.shard_files) *m.add_files() = f;
+    for (const CheckpointWorker& w : reply.workers) {
+      *m.add_workers() = w;
+      if (w.kind() == CheckpointWorker::TRAINING) *m.add_files() = w.file();
+    }
+    m.set_written_unix_s(UnixSeconds());
+    TETHER_RETURN_IF_ERROR(WriteManifest(FileSystem::Default(), dir, m));
+    return PruneCheckpoints(FileSystem::Default(), ckpt.dir(), ckpt.keep_last());
+  };
+  // Takes the checkpoint at client->clock(): this worker's state, then the
+  // shards' rows once every worker is here; rank 0 writes the manifest.
+  auto take_checkpoint = [&](int epoch, int64_t next_row, double loss_sum, int64_t loss_batches,
+                             const std::vector<int64_t>* dealt) -> Status {
+    const auto t0 = SteadyClock::now();
+    const int64_t clock = client->clock();
+    const std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, false);
+    WorkerState st;
+    st.set_rank(rank);
+    st.set_num_workers(num_workers);
+    st.set_clock(clock);
+    st.set_epoch(epoch);
+    st.set_next_row(next_row);
+    st.set_minibatches(minibatches);
+    st.set_samples(report.samples);
+    st.set_loss_sum(loss_sum);
+    st.set_loss_batches(loss_batches);
+    st.set_first_loss(first_loss);
+    st.set_diverged(report.diverged);
+    st.set_diverged_at_epoch(report.diverged_at_epoch);
+    st.set_final_loss(report.final_loss);
+    st.set_train_seconds(train_s_before + SecondsSince(train_start) - eval_seconds);
+    st.set_partition_rows(train.features.rows);
+    if (epoch_lines != nullptr)
+      for (size_t i = static_cast<size_t>(std::min<int64_t>(next_row, epoch_lines->size())); i < epoch_lines->size(); ++i)
+        st.add_remaining_rows((*epoch_lines)[i]);
+    if (dealt != nullptr) *st.mutable_dealt_rows() = {dealt->begin(), dealt->end()};
+    st.set_model_state(model->SaveState());
+    CheckpointFile mine;
+    TETHER_RETURN_IF_ERROR(WriteWorkerState(FileSystem::Default(), dir, st, &mine));
+    TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/false, &mine));
+    if (rank == 0) TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, false, reply));
+    const double pause = SecondsSince(t0);
+    report.checkpoint_seconds += pause;
+    ++report.checkpoints;
+    report.last_checkpoint = dir;
+    last_checkpoint_at = SteadyClock::now();
+    checkpoint_asked = false;
+    LOG(INFO) << who << "checkpoint at clock " << clock << (rank == 0 ? " written: " : ": ") << dir << " (" << pause
+              << " s of training paused)";
+    return Status::OK();
+  };
+
+  // Rows dealt to this worker by a resume with another number of workers:
+  // the rest of that epoch, trained before this worker's own partition.
+  Dataset dealt_data;
+  if (resume.dealt_rows_size() > 0 && !resume_finished) {
+    TETHER_ASSIGN_OR_RETURN(dealt_data, DealtRows(config, resume));
+  }
+  const std::vector<int64_t> dealt_lines(resume.dealt_rows().begin(), resume.dealt_rows().end());
+
+  for (int epoch = start_epoch; epoch < config.train().epochs(); ++epoch) {
+    const bool first = epoch == start_epoch && !resume_dir.empty();
+    const bool dealt_epoch = first && !dealt_lines.empty();
+    CsrMatrix x, y;
+    if (dealt_epoch) {
+      x = dealt_data.features;
+      y = dealt_data.labels;
+      epoch_lines = &dealt_lines;
+    } else {
+      // A fixed permutation per (seed, rank, epoch): runs are reproducible.
+      EpochOrder(config.train().seed(), rank, epoch, train.features.rows, &order);
+      x = GatherRows(train.features, order);
+      y = GatherRows(train.labels, order);
+      epoch_line_scratch.resize(order.size());
+      for (size_t i = 0; i < order.size(); ++i)
+        epoch_line_scratch[i] = static_cast<size_t>(order[i]) < train.source_lines.size()
+                                    ? train.source_lines[order[i]]
+                                    : order[i] + 1;
+      epoch_lines = &epoch_line_scratch;
+    }
+    double loss_sum = first ? start_loss_sum : 0;
+    int64_t loss_batches = first ? start_loss_batches : 0;
+    for (int64_t b = first ? start_row : 0; b < x.rows; b += bs) {
+      if (!stop_pending && options.stop_requested && options.stop_requested()) {
+        if (!checkpointing) {
+          LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
+          report.left_early = true;
+          if (metrics_log != nullptr) (void)metrics_log->Flush();
+          TETHER_RETURN_IF_ERROR(client->Bye());
+          return report;
+        }
+        // Leave after a checkpoint, so the job resumes from here.
+        stop_pending = true;
+        LOG(WARNING) << who << "stop requested at clock " << client->clock()
+                     << ": asking for a checkpoint, then leaving the job";
       }
       const Minibatch batch{&x, &y, b, std::min(x.rows, b + bs)};
       const auto pull_start = SteadyClock::now();
@@ -398,7 +655,16 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
       clock_loss += loss;
       ++clock_batches;
       if (++minibatches % per_clock == 0) {
-        TETHER_RETURN_IF_ERROR(client->Clock());
+        // Ask shard 0 for a checkpoint clock (once per request): a stop, or
+        // rank 0's timer.
+        bool want = false;
+        if (checkpointing && !checkpoint_asked &&
+            (stop_pending || (rank == 0 && ckpt.every_seconds() > 0 &&
+                              SecondsSince(last_checkpoint_at) >= ckpt.every_seconds()))) {
+          want = true;
+          checkpoint_asked = true;
+        }
+        TETHER_RETURN_IF_ERROR(client->Clock(want));
         if (client->clock() % log_every == 0) VLOG(1) << who << "clock " << client->clock() << " loss " << loss;
         const double train_s = SecondsSince(train_start) - eval_seconds;
         if (metrics_log != nullptr) {
@@ -414,6 +680,20 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
                     << loss << ", " << static_cast<int64_t>(report.samples / std::max(1e-9, train_s))
                     << " samples/s, " << static_cast<int>(100 * pull_wait / std::max(1e-9, train_s))
                     << "% waiting on pulls";
+        }
+        const int64_t c = client->clock();
+        if (checkpointing && ((ckpt.every_clocks() > 0 && c % ckpt.every_clocks() == 0) ||
+                              c == client->due_checkpoint_clock())) {
+          TETHER_RETURN_IF_ERROR(take_checkpoint(epoch, batch.end, loss_sum, loss_batches,
+                                                 dealt_epoch ? &dealt_lines : nullptr));
+          if (stop_pending) {
+            LOG(WARNING) << who << "leaving the job after the checkpoint at clock " << c
+                         << " (resume with --resume_from=" << ckpt.dir() << ")";
+            report.left_early = true;
+            if (metrics_log != nullptr) (void)metrics_log->Flush();
+            TETHER_RETURN_IF_ERROR(client->Bye());
+            return report;
+          }
         }
       }
     }
@@ -443,6 +723,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
       log_eval(mid, epoch + 1, train_s, true);
     }
   }
+  epoch_lines = nullptr;
   if (minibatches % per_clock != 0) TETHER_RETURN_IF_ERROR(client->Clock());
   {
     // This worker's counters travel with its barrier message; rank 0 gets
@@ -469,6 +750,18 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);
+  if (checkpointing && rank == 0) {
+    // The end of the job: every worker is at the barrier, so the shards hold
+    // the trained model; worker 0 takes the final checkpoint alone.
+    const auto t0 = SteadyClock::now();
+    const int64_t clock = std::max(client->barrier_clock(), client->clock());
+    const std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, true);
+    TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/true, nullptr));
+    TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, true, reply));
+    ++report.checkpoints;
+    report.last_checkpoint = dir;
+    LOG(INFO) << who << "final checkpoint written: " << dir << " (" << SecondsSince(t0) << " s)";
+  }
   report.pull_wait_fraction = pull_wait / std::max(1e-9, report.train_seconds);
   LOG(INFO) << who << "training done: " << report.total_samples << " samples over all workers in "
             << report.train_seconds << " s (" << static_cast<int64_t>(report.samples_per_second) << " samples/s)";

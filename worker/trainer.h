@@ -42,6 +42,10 @@ struct TrainerOptions {
   /// Set by another thread to make this worker's waits give up at once
   /// (ClientOptions::abort). May be null.
   const std::atomic<bool>* abort = nullptr;
+  /// Resume from this checkpoint (a ckpt-* directory, or a directory of
+  /// them: the latest complete one). Empty: a fresh start. See
+  /// docs/OPERATIONS.md for what may differ from the checkpoint's job.
+  std::string resume_from;
 };
 
 /// What a worker measured. Test metrics are filled on rank 0 only.
@@ -58,6 +62,10 @@ struct TrainReport {
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls
   bool left_early = false;           // stop_requested ended training
+  /// The last checkpoint this worker took part in (its directory), or "".
+  std::string last_checkpoint;
+  int checkpoints = 0;               // checkpoints taken (the final one included)
+  double checkpoint_seconds = 0;     // training time spent in them (pauses)
   /// Case C24: this worker's loss diverged (train.divergence_factor), first
   /// at epoch diverged_at_epoch (1-based; 0 when it did not).
   bool diverged = false;
@@ -88,7 +96,11 @@ bool LossDiverged(double loss, double reference, double factor);
 /// train.fail_on_divergence set.
 constexpr int kExitDiverged = 3;
 
-/// Runs one worker of the job end to end. `config` must have passed
+/// Runs one worker of the job end to end. With config.checkpoint.dir set,
+/// it takes part in coordinated checkpoints (every every_clocks clocks; at a
+/// clock shard 0 picks when rank 0's every_seconds timer fires or a stop is
+/// requested; at the end), and a stop request then leaves only after the
+/// checkpoint, so the job can resume where it stopped (options.resume_from). `config` must have passed
 /// ValidateJobConfig. The compute backend (train.device) is created first,
 /// so `--device=cuda` without a usable GPU fails before any data is read or
 /// server contacted (Unavailable, saying why). Errors: data errors

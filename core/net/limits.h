@@ -17,8 +17,9 @@ inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
 /// The wire protocol's version, carried by HELLO and its reply: a worker
 /// and a server of different versions refuse to pair, naming both. Bump it
 /// whenever a message's meaning changes. 1: up to 0.1.0 (model fingerprint
-/// strings); 2: table specs, job identity and shard index at HELLO.
-inline constexpr uint32_t kProtocolVersion = 2;
+/// strings); 2: table specs, job identity and shard index at HELLO; 3:
+/// shard 0 answers CLOCK (CLOCK_REPLY), checkpoints and resume.
+inline constexpr uint32_t kProtocolVersion = 3;
 
 /// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO
 /// with its model fingerprint a few KB); anything larger is refused before
