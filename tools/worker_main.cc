@@ -146,7 +146,12 @@ int main(int argc, char** argv) {
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     return 1;
   }
-  if (report->left_early) LOG(WARNING) << who << "left the job before the end of training (stop requested)";
+  if (report->left_early) {
+    // The job did not finish: 128 + the signal, as tether-launch exits.
+    LOG(WARNING) << who << "left the job before the end of training (stop requested by signal " << g_signal.load()
+                 << ")";
+    return 128 + (g_signal.load() != 0 ? g_signal.load() : SIGTERM);
+  }
   if (report->diverged && config->train().fail_on_divergence()) {
     LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
                << " (train.fail_on_divergence): exit " << tether::kExitDiverged;
