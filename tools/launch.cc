@@ -60,6 +60,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "server/checkpoint.h"
 #include "tools/common_flags.h"
 #include "worker/model_registry.h"
 
@@ -70,6 +71,12 @@ DEFINE_string(transport, "tcp",
               "tcp (127.0.0.1, as between hosts), ipc (Unix-domain sockets, one process per shard and worker) "
               "or inproc (one process, shards and workers as threads; see tools/local_job.h)");
 DEFINE_int32(timeout_s, 1800, "bound on the whole job in seconds; on expiry every child is killed (exit 124)");
+DEFINE_string(resume_from, "",
+              "resume the job from this checkpoint, or the latest complete one under this directory "
+              "(passed to every server and worker)");
+DEFINE_int32(max_restarts, 0,
+             "when the job fails (a process died or failed), restart it from the latest complete checkpoint "
+             "under checkpoint.dir, up to N times, each as the next cluster.generation");
 
 namespace tether {
 namespace {
@@ -710,7 +717,7 @@ int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
       &argc, &argv,
       {"tether-launch --config=JOB.pbtxt [--servers=S] [--workers=W] [--transport=tcp|ipc|inproc] "
-       "[--metrics_out=FILE] [--timeout_s=1800] "
+       "[--metrics_out=FILE] [--timeout_s=1800] [--resume_from=DIR] [--max_restarts=N] "
        "[override flags such as --staleness=N, forwarded to every server and worker]\n"
        "Runs S tether-server shards and W tether-worker ranks on 127.0.0.1 and waits for them."});
   if (FLAGS_servers < 0 || FLAGS_workers < 0) {
@@ -779,6 +786,65 @@ int main(int argc, char** argv) {
     options.forwarded.push_back("--job_id=" + config->name() + suffix);
   }
 
-  tether::Launcher launcher(std::move(options));
-  return launcher.Run();
+  if (FLAGS_max_restarts < 0) {
+    LOG(ERROR) << "[launch] --max_restarts must be ≥ 0, got " << FLAGS_max_restarts;
+    return 2;
+  }
+  if (FLAGS_max_restarts > 0 && config->checkpoint().dir().empty()) {
+    LOG(ERROR) << "[launch] --max_restarts=" << FLAGS_max_restarts
+               << " restarts from checkpoints: set checkpoint.dir (--checkpoint_dir) and an interval "
+                  "(--checkpoint_every_clocks or --checkpoint_every_seconds)";
+    return 2;
+  }
+  const std::vector<std::string> forwarded = options.forwarded;
+  if (!FLAGS_resume_from.empty()) options.forwarded.push_back("--resume_from=" + FLAGS_resume_from);
+  const auto job_start = std::chrono::steady_clock::now();
+  const auto total_timeout = options.timeout;
+  for (int attempt = 0;; ++attempt) {
+    int code;
+    {
+      tether::Launcher launcher(options);
+      code = launcher.Run();
+    }
+    // Only a failure is restarted: not success, bad flags, a timeout, a
+    // stop signal or a diverged loss.
+    if (code != 1 || attempt >= FLAGS_max_restarts) {
+      if (code == 0 && attempt > 0)
+        std::printf("tether-launch: job finished after %d restart(s) from checkpoints\n", attempt);
+      return code;
+    }
+    auto ckpt = tether::ResolveCheckpoint(config->checkpoint().dir());
+    if (!ckpt.ok()) {
+      LOG(ERROR) << "[launch] the job failed and cannot be restarted: " << ckpt.status().message();
+      return code;
+    }
+    auto manifest = tether::ReadManifest(*ckpt);
+    if (!manifest.ok()) {
+      LOG(ERROR) << "[launch] the job failed and cannot be restarted: " << manifest.status().message();
+      return code;
+    }
+    if (manifest->final()) {
+      LOG(ERROR) << "[launch] the job failed after its final checkpoint (" << *ckpt << "): nothing to restart";
+      return code;
+    }
+    const uint64_t generation = config->cluster().generation() + static_cast<uint64_t>(attempt) + 1;
+    const double age_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+        manifest->written_unix_s();
+    LOG(WARNING) << "[launch] the job failed; restart " << attempt + 1 << " of " << FLAGS_max_restarts << " from "
+                 << *ckpt << " (clock " << manifest->clock() << ", written " << age_s
+                 << " s ago: the training since then is lost and redone), as generation " << generation;
+    std::fprintf(stderr, "[launch] restart %d of %d from %s (clock %lld; %.1f s of training since it is redone)\n",
+                 attempt + 1, FLAGS_max_restarts, ckpt->c_str(), static_cast<long long>(manifest->clock()), age_s);
+    options.forwarded = forwarded;
+    options.forwarded.push_back("--resume_from=" + *ckpt);
+    options.forwarded.push_back("--generation=" + std::to_string(generation));
+    const auto left = total_timeout - std::chrono::duration_cast<std::chrono::seconds>(
+                                          std::chrono::steady_clock::now() - job_start);
+    if (left <= std::chrono::seconds(0)) {
+      LOG(ERROR) << "[launch] no time left (--timeout_s) to restart the job";
+      return 124;
+    }
+    options.timeout = left;
+  }
 }
