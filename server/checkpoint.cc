@@ -425,8 +425,14 @@ Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest&
     // Hash partitioning: with another number of shards, any old shard may
     // hold rows of this one. With the same, only its own file.
     if (same_sharding && old != shard) continue;
+    std::vector<bool> reserved(tables->size(), false);
     auto row = [&](int i, const ShardCheckpointHeader::Table& t, uint64_t key, const float* v) -> Status {
       ServerTable& table = *(*tables)[i];
+      if (!reserved[i]) {
+        // One allocation per table and file, not a regrowth every doubling.
+        reserved[i] = true;
+        table.ReserveRows(table.num_rows() + (same_sharding ? t.rows() : t.rows() / num_shards + t.rows() / 16 + 64));
+      }
       if (t.stride() != table.stride())
         return Status::DataLoss(ckpt_dir + "/" + ShardFileName(old) + ": table " + t.name() + " rows have " +
                                 std::to_string(t.stride()) + " floats, the job's " + std::to_string(table.stride()));

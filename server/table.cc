@@ -211,6 +211,12 @@ std::vector<uint64_t> ServerTable::KeysByRow() const {
   return keys;
 }
 
+void ServerTable::ReserveRows(uint64_t rows) {
+  rows = std::min(rows, max_rows_);
+  index_.Reserve(rows);
+  data_.reserve(rows * stride_);
+}
+
 Status ServerTable::RestoreRow(uint64_t key, const float* values) {
   TETHER_RETURN_IF_ERROR(LookUp(&key, 1));
   std::memcpy(data_.data() + offsets_[0], values, size_t{stride_} * sizeof(float));

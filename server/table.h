@@ -116,6 +116,8 @@ class ServerTable {
   /// floats: weights then optimizer state. Errors: ResourceExhausted past
   /// the row limit.
   Status RestoreRow(uint64_t key, const float* values);
+  /// Row tables: room for `rows` rows in all without regrowing (restore).
+  void ReserveRows(uint64_t rows);
   /// Dense slices: raw_floats() floats, writable (restore).
   float* mutable_raw_data() { return data_.data(); }
   /// Sets the update counter (restore on the same number of shards).
@@ -136,6 +138,10 @@ class ServerTable {
     // Hints the slot of `key` into the cache (no effect on the contents).
     void Prefetch(uint64_t key) const;
     bool Contains(uint64_t key) const;
+    // Grows the slots for `rows` rows at a load of at most 1/2.
+    void Reserve(uint64_t rows) {
+      while (2 * (rows + 1) > slots_.size()) Grow();
+    }
     // Calls fn(key, row) for every row, in slot order.
     template <typename Fn>
     void ForEach(Fn&& fn) const {

@@ -8,6 +8,8 @@
 #include <random>
 #include <thread>
 
+#include "core/env.h"
+#include "server/checkpoint.h"
 #include "server/optimizer.h"
 #include "server/server.h"
 #include "sparse/cpu_backend.h"
@@ -15,6 +17,7 @@
 #include "worker/model_registry.h"
 #include "worker/trainer.h"
 #include "worker/xmc_mlp.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
@@ -157,6 +160,99 @@ TEST(ConsistencyTest, SspInvariantOnRandomScheduleS0) { RunRandomSchedule(0, tru
 TEST(ConsistencyTest, SspInvariantOnRandomScheduleS2) { RunRandomSchedule(2, true, 3, 400, 2); }
 TEST(ConsistencyTest, SspInvariantOnRandomScheduleS3NoCache) { RunRandomSchedule(3, false, 4, 400, 3); }
 TEST(ConsistencyTest, AspNeverBlocks) { RunRandomSchedule(-1, true, 3, 300, 4); }
+
+// Checkpoints are a consistent cut (server/checkpoint.h), whatever the
+// bound: W workers, each on its own thread, own key w and push +1 to it once
+// per clock for K clocks, with random jitter and a pull per clock (so SSP
+// makes them wait on each other); every 7th clock is a checkpoint clock
+// (every_clocks), and at random clocks a worker asks shard 0 for one
+// (want_checkpoint). For every checkpoint at clock c, key w holds exactly c
+// pushes of every worker: each update of clocks < c and none later, even
+// under ASP, where workers drift apart; and every worker took part in the
+// same checkpoints.
+void RunCheckpointSchedule(int64_t s, int workers, int clocks, uint32_t seed) {
+  testing::ScopedTempDir tmp;
+  JobConfig job = Job(2, workers, s);
+  Cluster cluster(job);
+  const std::vector<TableSpec> tables = TablesForJob(job);
+  std::vector<std::vector<int64_t>> taken(workers);
+  std::vector<int64_t> requested_clocks(workers, 0);
+  std::vector<std::string> errors(workers);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < workers; ++r) {
+    threads.emplace_back([&, r] {
+      auto fail = [&](const std::string& what, const Status& st) { errors[r] = what + ": " + st.ToString(); };
+      std::unique_ptr<WorkerClient> c = cluster.Connect(r);
+      if (!c) return fail("connect", Status::Unavailable("no client"));
+      std::mt19937 rng(seed * 31 + r);
+      const std::vector<uint64_t> key = {static_cast<uint64_t>(r)};
+      float out = 0;
+      for (int k = 0; k < clocks; ++k) {
+        const float g = -1.0f;  // SGD, lr 1: +1
+        c->PushRows(kW1, key, &g);
+        if (Status st = c->PullRows(kW1, key, &out).Wait(); !st.ok()) return fail("pull", st);
+        // Jitter, so that workers drift apart within the bound.
+        for (uint32_t spin = rng() % 2000; spin > 0; --spin) std::this_thread::yield();
+        const bool want = rng() % 17 == 0;
+        requested_clocks[r] += want ? 1 : 0;
+        if (Status st = c->Clock(want); !st.ok()) return fail("clock", st);
+        const int64_t now = c->clock();
+        if (now % 7 != 0 && now != c->due_checkpoint_clock()) continue;
+        const std::string dir = tmp.path() + "/" + CheckpointDirName(now, false);
+        WorkerState state;
+        state.set_rank(r);
+        state.set_clock(now);
+        CheckpointFile file;
+        if (Status st = WriteWorkerState(FileSystem::Default(), dir, state, &file); !st.ok()) return fail("state", st);
+        StatusOr<CheckpointReply> reply = c->Checkpoint(dir, false, &file);
+        if (!reply.ok()) return fail("checkpoint at " + std::to_string(now), reply.status());
+        taken[r].push_back(now);
+        if (r != 0) continue;
+        CheckpointManifest m;
+        m.set_format_version(kCheckpointFormatVersion);
+        m.set_clock(now);
+        m.set_num_servers(2);
+        m.set_num_workers(workers);
+        for (const TableSpec& t : tables) *m.add_tables() = t;
+        for (const CheckpointFile& f : reply->shard_files) *m.add_files() = f;
+        for (const CheckpointWorker& w : reply->workers) {
+          *m.add_workers() = w;
+          if (w.kind() == CheckpointWorker::TRAINING) *m.add_files() = w.file();
+        }
+        if (static_cast<int>(reply->workers.size()) != workers)
+          return fail("manifest", Status::DataLoss("entries for " + std::to_string(reply->workers.size()) + " ranks"));
+        if (Status st = WriteManifest(FileSystem::Default(), dir, m); !st.ok()) return fail("manifest", st);
+      }
+      if (Status st = c->Bye(); !st.ok()) return fail("bye", st);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < workers; ++r) ASSERT_EQ(errors[r], "") << "worker " << r;
+  for (int r = 1; r < workers; ++r) EXPECT_EQ(taken[r], taken[0]) << "worker " << r << " took other checkpoints";
+  int requested = 0;
+  for (int64_t c : taken[0]) {
+    requested += c % 7 != 0 ? 1 : 0;
+    StatusOr<TrainedModel> model = LoadTrainedModel(tmp.path() + "/" + CheckpointDirName(c, false));
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const TrainedTable& w1 = model->tables[kW1];
+    ASSERT_EQ(w1.keys.size(), static_cast<size_t>(workers)) << "clock " << c;
+    for (int r = 0; r < workers; ++r) {
+      const float init = InitialWeight(1, kW1, r, 0, tables[kW1].init().bound());
+      EXPECT_EQ(std::lround(w1.values[r] - init), c)
+          << "checkpoint at clock " << c << ": worker " << r << "'s key holds another number of pushes";
+    }
+  }
+  EXPECT_GE(taken[0].size(), static_cast<size_t>(clocks / 7));
+  int64_t asked = 0;
+  for (int64_t n : requested_clocks) asked += n;
+  if (asked > 3) {
+    EXPECT_GT(requested, 0) << asked << " requests were made but shard 0 picked no clock";
+  }
+}
+
+TEST(ConsistencyTest, CheckpointIsAConsistentCutUnderBsp) { RunCheckpointSchedule(0, 3, 60, 1); }
+TEST(ConsistencyTest, CheckpointIsAConsistentCutUnderSsp) { RunCheckpointSchedule(3, 3, 80, 2); }
+TEST(ConsistencyTest, CheckpointIsAConsistentCutUnderAsp) { RunCheckpointSchedule(-1, 4, 80, 3); }
 
 // BSP with one worker is plain sequential SGD, bit for bit: the XMC MLP
 // trained through 2 shards equals the same steps applied locally.

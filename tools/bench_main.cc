@@ -890,11 +890,11 @@ int RunCheckpoint() {
     return Status::OK();
   };
   double load_same = 0, load_other = 0;
-  if (Status st = load(n, &load_same); !st.ok()) {
+  if (Status st = load(FLAGS_ckpt_load_servers, &load_other); !st.ok()) {
     std::fprintf(stderr, "tether-bench checkpoint: %s\n", st.message().c_str());
     return 1;
   }
-  if (Status st = load(FLAGS_ckpt_load_servers, &load_other); !st.ok()) {
+  if (Status st = load(n, &load_same); !st.ok()) {
     std::fprintf(stderr, "tether-bench checkpoint: %s\n", st.message().c_str());
     return 1;
   }
