@@ -17,6 +17,7 @@ packages=(
   libopenblas-dev                        # dense products on the CPU backend
   zlib1g-dev                             # gzip input
   nlohmann-json3-dev                     # metrics JSON
+  libxxhash-dev                          # checkpoint checksums (XXH3-64)
   python3                                # test scripts read the metrics JSON
   procps                                 # pgrep/ps in the launcher tests
   clang libclang-rt-14-dev               # libFuzzer + sanitizers (scripts/fuzz.sh)

@@ -10,10 +10,10 @@
 //   worker-<r>.state  per worker that took part: its place in the data
 //                     (WorkerState, binary protobuf);
 //   MANIFEST          written last (CheckpointManifest, text format, then a
-//                     "# crc32 XXXXXXXX" line over the bytes before it).
+//                     "# xxh3 <16 hex digits>" line over the bytes before it).
 // Every file goes to a temporary name, is fsynced, then renamed (AtomicFile),
 // so a file either exists whole or not at all, and a directory without a
-// MANIFEST is not a checkpoint. Each file's size and CRC-32 (zlib) are in the
+// MANIFEST is not a checkpoint. Each file's size and XXH3-64 (zlib) are in the
 // manifest; a file that does not match is refused, naming the file and both
 // checksums.
 //
@@ -49,7 +49,7 @@ std::string WorkerFileName(int rank);   // "worker-2.state"
 inline constexpr char kManifestName[] = "MANIFEST";
 
 /// Writes `tables` (this shard's part of every table, in id order) to
-/// ckpt_dir/shard-<shard>.tables; `*written` gets its name, size and CRC.
+/// ckpt_dir/shard-<shard>.tables; `*written` gets its name, size and XXH3-64 checksum.
 /// Cost: one sequential pass over the tables (the rows are written as they
 /// lie in memory). Errors: IOError naming the file (nothing is left under
 /// the final name then).
@@ -63,7 +63,7 @@ Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const Worke
 /// Writes ckpt_dir/MANIFEST (the last file of a checkpoint). Errors: IOError.
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest);
 
-/// Reads and checks ckpt_dir/MANIFEST (its trailing CRC, its format
+/// Reads and checks ckpt_dir/MANIFEST (its trailing checksum, its format
 /// version). Errors: NotFound (no MANIFEST: not a checkpoint), DataLoss
 /// naming the file (a bad checksum or text), FailedPrecondition (another
 /// format version).
@@ -74,7 +74,7 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir);
 /// of the same clock). Errors: NotFound naming `path` when there is none.
 StatusOr<std::string> ResolveCheckpoint(const std::string& path);
 
-/// Verifies every file the manifest lists (size and CRC-32). Errors:
+/// Verifies every file the manifest lists (size and XXH3-64). Errors:
 /// DataLoss naming the file and both values, NotFound for a missing file.
 Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManifest& manifest);
 
@@ -88,7 +88,7 @@ StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const Checkpo
 /// of the checkpoint into `tables` (this shard's tables, already made from
 /// the job's specs, whose shapes must equal the manifest's). Table versions
 /// are restored when the number of shards is the checkpoint's. Each file's
-/// CRC is checked as it is read. Errors: DataLoss naming the file (checksum,
+/// checksum is checked as it is read. Errors: DataLoss naming the file (checksum,
 /// truncation, a header that disagrees with the manifest), IOError.
 Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest& manifest, int shard, int num_shards,
                           std::vector<std::unique_ptr<ServerTable>>* tables);

@@ -902,7 +902,7 @@ int RunCheckpoint() {
   const double gb = static_cast<double>(bytes) / 1e9;
   std::printf("Checkpoint of %d shard(s): %.2f GB in %d file(s), under %s.\n"
               "Write: every shard in its own thread (as servers on one host), fsync and rename included.\n"
-              "Load: CRC-32 checked while reading; the files are likely still in the page cache.\n"
+              "Load: XXH3-64 checked while reading; the files are likely still in the page cache.\n"
               "dd: `dd if=/dev/zero bs=1M conv=fsync` of the same size to the same directory, same run.\n\n",
               n, gb, n, dir.c_str());
   std::printf("| operation | shards | GB | seconds | GB/s | vs dd |\n|---|---:|---:|---:|---:|---:|\n");
