@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,12 @@ class ServerTable {
 
   uint64_t num_rows() const { return index_.size(); }
 
+  /// Row tables: calls fn(key, weights) for every row this shard holds
+  /// (weights: dim floats, without the optimizer state; valid during the
+  /// call), in no particular order. Creates nothing. For reading a finished
+  /// table (model export); not while the shard's loop mutates it.
+  void ForEachRow(const std::function<void(uint64_t key, const float* weights)>& fn) const;
+
   /// Updates applied to this table on this shard so far (one per push).
   uint64_t version() const { return version_; }
 
@@ -116,6 +123,12 @@ class ServerTable {
     // Hints the slot of `key` into the cache (no effect on the contents).
     void Prefetch(uint64_t key) const;
     bool Contains(uint64_t key) const;
+    // Calls f(key, row number) for every key held, in slot order.
+    template <typename F>
+    void ForEach(F&& f) const {
+      for (const Slot& s : slots_)
+        if (s.row_plus_one != 0) f(s.key, s.row_plus_one - 1);
+    }
 
    private:
     struct Slot {
