@@ -19,6 +19,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/trained_model.h"
 #include "proto/tether.pb.h"
 #include "worker/trainer.h"
 
@@ -32,6 +33,12 @@ struct LocalJobOptions {
   /// Bound on how long the shards may take to exit after the last worker
   /// finished (they exit when every worker has said BYE).
   int shard_exit_timeout_ms = 60000;
+  /// When set, and the job trained to its end, receives the trained model:
+  /// every table's rows gathered from the shards once they have stopped
+  /// (row tables: every row any shard created, sorted by key; dense tables:
+  /// the shards' slices joined), with the job's config, id and generation
+  /// (clock 0: an in-process job keeps no checkpoint clock). Not owned.
+  TrainedModel* model_out = nullptr;
 };
 
 /// Runs `config` (validated) with cluster.num_servers shards and
