@@ -234,7 +234,9 @@ StatusOr<Predictions> PredictRows(const TrainedModel& model, const LabelCounts& 
   out.k = kind == LabelKind::kBinary ? 1 : static_cast<int>(std::min<int64_t>(options.top_k, outputs));
   out.labels.assign(out.rows * out.k, 0);
   out.scores.assign(out.rows * out.k, 0.0f);
-  const bool has_labels = data.labels.nnz() > 0;
+  // Binary and multiclass rows always carry their label (LoadSplit refuses
+  // a row without one); multi-label input may carry none (new documents).
+  const bool has_labels = kind != LabelKind::kMultiLabel || data.labels.nnz() > 0;
   std::vector<double> inv_propensity;
   if (kind == LabelKind::kMultiLabel && !counts.empty())
     inv_propensity = InversePropensity(counts.counts, counts.num_rows, options.psp_a, options.psp_b);
