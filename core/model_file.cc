@@ -347,8 +347,9 @@ StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
     return bad("header: the file is " + std::to_string(file.size()) +
                " bytes, shorter than the 8-byte header length (not a safetensors file)");
   if (file.compare(0, 4, "PK\x03\x04") == 0)
-    return Status::InvalidArgument(path + ": a zip archive (a NumPy .npz?), not a safetensors file; model files "
-                                          "are read in safetensors form (write one with tether-export --format=safetensors)");
+    return Status::InvalidArgument(path +
+                                   ": a zip archive (a NumPy .npz?), not a safetensors file; model files are read "
+                                   "in safetensors form (write one with tether-export --format=safetensors)");
   uint64_t n = 0;
   std::memcpy(&n, file.data(), 8);
   if (n > file.size() - 8)

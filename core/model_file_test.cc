@@ -150,7 +150,8 @@ TEST(ModelFileTest, SafetensorsFollowsThePublishedLayout) {
   // Every data byte belongs to exactly one tensor.
   uint64_t total = 0;
   for (auto it = h.begin(); it != h.end(); ++it)
-    if (it.key() != "__metadata__") total += it.value()["data_offsets"][1].get<uint64_t>() - it.value()["data_offsets"][0].get<uint64_t>();
+    if (it.key() != "__metadata__")
+      total += it.value()["data_offsets"][1].get<uint64_t>() - it.value()["data_offsets"][0].get<uint64_t>();
   EXPECT_EQ(total, data.size());
   const nlohmann::json& meta = h["__metadata__"];
   EXPECT_EQ(meta["format"], "tether-model");

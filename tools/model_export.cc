@@ -37,8 +37,8 @@ Status ExportModel(const TrainedModel& model, const std::string& path, ModelFile
   TETHER_RETURN_IF_ERROR(WriteModelFile(model, counts, path, format));
   uint64_t floats = 0;
   for (const TrainedTable& t : model.tables) floats += t.values.size();
-  LOG(INFO) << "[export] wrote model " << path << " (" << (format == ModelFileFormat::kNpz ? "npz" : "safetensors") << ", "
-            << model.tables.size() << " tables, " << floats * 4 / 1e6 << " MB of weights"
+  LOG(INFO) << "[export] wrote model " << path << " (" << (format == ModelFileFormat::kNpz ? "npz" : "safetensors")
+            << ", " << model.tables.size() << " tables, " << floats * 4 / 1e6 << " MB of weights"
             << (counts.empty() ? "" : ", label counts of " + std::to_string(counts.num_rows) + " training rows")
             << ") in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s";
   return Status::OK();

@@ -168,7 +168,8 @@ int64_t OutputLabelId(const JobConfig& config, uint32_t index) {
 StatusOr<Predictions> PredictRows(const TrainedModel& model, const LabelCounts& counts, const Dataset& data,
                                   const PredictOptions& options) {
   const JobConfig& c = model.config;
-  if (options.threads < 1) return Status::InvalidArgument("threads must be >= 1, got " + std::to_string(options.threads));
+  if (options.threads < 1)
+    return Status::InvalidArgument("threads must be >= 1, got " + std::to_string(options.threads));
   if (options.top_k < 1) return Status::InvalidArgument("top_k must be >= 1, got " + std::to_string(options.top_k));
   const LabelKind kind = LabelKindOf(c);
   const std::string name = ModelKindName(c);

@@ -32,13 +32,13 @@ JobConfig XmcConfig() {
 TrainedModel ModelWithRows(const JobConfig& c, const std::map<std::string, std::vector<uint64_t>>& keys) {
   TrainedModel m;
   m.config = c;
-  float v = 0.1f;
   for (const TableSpec& s : TablesForJob(c)) {
     TrainedTable t;
     t.spec = s;
     if (IsRowTable(s)) {
       t.keys = keys.at(s.name());
-      for (size_t i = 0; i < t.keys.size() * s.dim(); ++i) t.values.push_back(v += 0.37f), v = std::fmod(v, 2.0f) - 0.5f;
+      for (size_t i = 0; i < t.keys.size() * s.dim(); ++i)
+        t.values.push_back(std::sin(0.7f * static_cast<float>(i) + static_cast<float>(s.id())));
     } else {
       for (uint64_t i = 0; i < s.size(); ++i) t.values.push_back(0.05f * static_cast<float>(i) - 0.02f);
     }
@@ -58,7 +58,8 @@ Dataset Rows() {
   Dataset d;
   d.features.cols = 4;
   d.labels.cols = 3;
-  const std::vector<std::vector<std::pair<uint32_t, float>>> x = {{{0, 1.0f}, {3, 0.5f}}, {{1, 2.0f}}, {{2, -1.0f}, {3, 1.5f}}, {}};
+  const std::vector<std::vector<std::pair<uint32_t, float>>> x = {
+      {{0, 1.0f}, {3, 0.5f}}, {{1, 2.0f}}, {{2, -1.0f}, {3, 1.5f}}, {}};
   const std::vector<std::vector<uint32_t>> y = {{2}, {0, 1}, {1}, {}};
   for (size_t r = 0; r < x.size(); ++r) {
     std::vector<uint32_t> idx;

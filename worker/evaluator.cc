@@ -7,7 +7,8 @@ namespace tether {
 
 Evaluator::Evaluator(LabelKind kind, int64_t num_outputs, Backend* backend, std::vector<double> inv_propensity)
     : kind_(kind), outputs_(num_outputs), backend_(backend), ranking_({1, 3, 5}) {
-  if (kind_ == LabelKind::kMultiLabel && !inv_propensity.empty()) ranking_.SetInversePropensity(std::move(inv_propensity));
+  if (kind_ == LabelKind::kMultiLabel && !inv_propensity.empty())
+    ranking_.SetInversePropensity(std::move(inv_propensity));
 }
 
 Status Evaluator::Add(const std::vector<float>& scores, const CsrMatrix& labels, int64_t begin, int64_t end) {

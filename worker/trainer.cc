@@ -253,8 +253,9 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
       counts = CountLabels(train.labels);
       n = train.labels.rows;
     } else {
-      TETHER_ASSIGN_OR_RETURN(Dataset all, LoadSplit(config, config.data().train_file(),
-                                                     config.data().train_label_file(), config.data().train_split(), 0, 1));
+      TETHER_ASSIGN_OR_RETURN(Dataset all,
+                              LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
+                                        config.data().train_split(), 0, 1));
       counts = CountLabels(all.labels);
       n = all.labels.rows;
     }
