@@ -277,6 +277,8 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"eval_max_rows", "train.eval_max_rows", "evaluate on the first N test rows only (0: all)"},
       {"fail_on_divergence", "train.fail_on_divergence", "exit 3 when the training loss diverges: true | false"},
       {"divergence_factor", "train.divergence_factor", "loss above this many times its reference is divergence"},
+      {"psp_a", "train.psp_a", "propensity constant A of PSP@k in the test metrics (default 0.55)"},
+      {"psp_b", "train.psp_b", "propensity constant B of PSP@k in the test metrics (default 1.5)"},
       {"sampled_labels", "model.sampled_labels", "sampled softmax over K output rows per minibatch (0: full softmax)"},
       {"eval_minibatch_size", "train.eval_minibatch_size", "rows per evaluation minibatch"},
       {"job_id", "cluster.job_id", "the job's identity at HELLO (default: the config's name); servers and workers must agree"},
@@ -439,6 +441,10 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
   if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
     return bad("train.divergence_factor", "must be a finite number > 1");
+  if (!(c.train().psp_a() > 0) || !std::isfinite(c.train().psp_a()))
+    return bad("train.psp_a", "must be a finite number > 0");
+  if (!(c.train().psp_b() > 0) || !std::isfinite(c.train().psp_b()))
+    return bad("train.psp_b", "must be a finite number > 0");
   const std::string& dev = c.train().device();
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return bad("train.device", "must be auto, cpu or cuda, got '" + dev + "'");
   // The same checks as a server runs on the table specs at HELLO (C22).

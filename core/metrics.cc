@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 namespace tether {
@@ -17,6 +18,23 @@ RankingMetrics::RankingMetrics(std::vector<int> ks) : ks_(std::move(ks)) {
   for (int i = 0; i < ks_.back(); ++i) discount_[i] = 1.0 / std::log2(i + 2.0);
   precision_sum_.assign(ks_.size(), 0.0);
   ndcg_sum_.assign(ks_.size(), 0.0);
+  psp_num_.assign(ks_.size(), 0.0);
+  psp_den_.assign(ks_.size(), 0.0);
+  psndcg_num_.assign(ks_.size(), 0.0);
+  psndcg_den_.assign(ks_.size(), 0.0);
+}
+
+void RankingMetrics::SetInversePropensity(std::vector<double> inv_propensity) {
+  CHECK_EQ(count_, 0) << "RankingMetrics::SetInversePropensity after Add";
+  inv_propensity_ = std::move(inv_propensity);
+}
+
+std::vector<double> InversePropensity(const std::vector<uint64_t>& label_counts, int64_t num_rows, double a,
+                                      double b) {
+  const double c = (std::log(static_cast<double>(num_rows)) - 1.0) * std::pow(b + 1.0, a);
+  std::vector<double> w(label_counts.size());
+  for (size_t l = 0; l < w.size(); ++l) w[l] = 1.0 + c * std::pow(static_cast<double>(label_counts[l]) + b, -a);
+  return w;
 }
 
 void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
@@ -28,6 +46,10 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
   CHECK(row_ptr != nullptr);
   const int64_t depth = std::min<int64_t>(ks_.back(), num_labels);
   top_.resize(depth);
+  const bool ps = !inv_propensity_.empty();
+  const auto weight = [this](uint32_t l) {
+    return l < inv_propensity_.size() ? inv_propensity_[l] : 0.0;
+  };
   for (int64_t r = 0; r < rows; ++r) {
     ++count_;
     const int64_t lb = row_ptr[r], le = row_ptr[r + 1];
@@ -68,34 +90,69 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
     const auto same = [](float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); };
     bool tied = false;
     double hits = 0.0, dcg = 0.0, idcg = 0.0;
+    // Propensity-scored: gains g_i (pw) of the ranking and g*_i of the best
+    // one (ideal_: the row's weights, largest first).
+    double ps_hits = 0.0, ps_dcg = 0.0, ideal_hits = 0.0, ideal_dcg = 0.0;
+    if (ps) {
+      ideal_.clear();
+      for (int64_t y = lb; y < le; ++y) ideal_.push_back(weight(col_idx[y]));
+      std::sort(ideal_.begin(), ideal_.end(), std::greater<double>());
+    }
     size_t next_k = 0;
     int64_t group_end = 0;  // positions [i, group_end) share the group's p
-    double p = 0.0;
+    double p = 0.0, pw = 0.0;
     for (int64_t i = 0; i < ks_.back(); ++i) {
       if (i < depth && i == group_end) {
         const float v = s[top_[i]];
         group_end = i + 1;
         while (group_end < depth && same(s[top_[group_end]], v)) ++group_end;
         int64_t g = group_end - i, rel = 0;
+        double rel_w = 0.0;  // Σ w over the group's labels in Y
         if (group_end == depth) {
           g = 0;
           for (int64_t j = 0; j < num_labels; ++j) g += same(s[j], v) ? 1 : 0;
-          for (int64_t y = lb; y < le; ++y) rel += col_idx[y] < num_labels && same(s[col_idx[y]], v) ? 1 : 0;
+          for (int64_t y = lb; y < le; ++y) {
+            if (col_idx[y] < num_labels && same(s[col_idx[y]], v)) {
+              ++rel;
+              if (ps) rel_w += weight(col_idx[y]);
+            }
+          }
         } else {
-          for (int64_t j = i; j < group_end; ++j)
-            rel += std::find(col_idx + lb, col_idx + le, top_[j]) != col_idx + le ? 1 : 0;
+          for (int64_t j = i; j < group_end; ++j) {
+            if (std::find(col_idx + lb, col_idx + le, top_[j]) != col_idx + le) {
+              ++rel;
+              if (ps) rel_w += weight(top_[j]);
+            }
+          }
         }
         tied = tied || g > 1;
         p = static_cast<double>(rel) / static_cast<double>(g);
+        pw = rel_w / static_cast<double>(g);
       }
       if (i < depth) {
         hits += p;
         dcg += p * discount_[i];
+        if (ps) {
+          ps_hits += pw;
+          ps_dcg += pw * discount_[i];
+        }
       }
-      if (i < num_true) idcg += discount_[i];
+      if (i < num_true) {
+        idcg += discount_[i];
+        if (ps) {
+          ideal_hits += ideal_[i];
+          ideal_dcg += ideal_[i] * discount_[i];
+        }
+      }
       if (i + 1 == ks_[next_k]) {
         precision_sum_[next_k] += hits / ks_[next_k];
         ndcg_sum_[next_k] += dcg / idcg;
+        if (ps) {
+          psp_num_[next_k] += ps_hits / ks_[next_k];
+          psp_den_[next_k] += ideal_hits / ks_[next_k];
+          psndcg_num_[next_k] += ps_dcg / idcg;
+          psndcg_den_[next_k] += ideal_dcg / idcg;
+        }
         ++next_k;
       }
     }
@@ -119,11 +176,28 @@ double RankingMetrics::NdcgAt(int k) const {
   return count_ == 0 ? 0.0 : ndcg_sum_[i] / static_cast<double>(count_);
 }
 
+double RankingMetrics::PsPrecisionAt(int k) const {
+  CHECK(has_propensity()) << "RankingMetrics::PsPrecisionAt without SetInversePropensity";
+  const int i = IndexOf(k);
+  return psp_den_[i] > 0 ? psp_num_[i] / psp_den_[i] : 0.0;
+}
+
+double RankingMetrics::PsNdcgAt(int k) const {
+  CHECK(has_propensity()) << "RankingMetrics::PsNdcgAt without SetInversePropensity";
+  const int i = IndexOf(k);
+  return psndcg_den_[i] > 0 ? psndcg_num_[i] / psndcg_den_[i] : 0.0;
+}
+
 void RankingMetrics::Merge(const RankingMetrics& other) {
   CHECK(ks_ == other.ks_) << "RankingMetrics::Merge: different ks";
+  CHECK_EQ(has_propensity(), other.has_propensity()) << "RankingMetrics::Merge: propensity on one side only";
   for (size_t i = 0; i < ks_.size(); ++i) {
     precision_sum_[i] += other.precision_sum_[i];
     ndcg_sum_[i] += other.ndcg_sum_[i];
+    psp_num_[i] += other.psp_num_[i];
+    psp_den_[i] += other.psp_den_[i];
+    psndcg_num_[i] += other.psndcg_num_[i];
+    psndcg_den_[i] += other.psndcg_den_[i];
   }
   count_ += other.count_;
   tied_rows_ += other.tied_rows_;
@@ -132,6 +206,7 @@ void RankingMetrics::Merge(const RankingMetrics& other) {
 void RankingMetrics::Reset() {
   std::fill(precision_sum_.begin(), precision_sum_.end(), 0.0);
   std::fill(ndcg_sum_.begin(), ndcg_sum_.end(), 0.0);
+  for (auto* v : {&psp_num_, &psp_den_, &psndcg_num_, &psndcg_den_}) std::fill(v->begin(), v->end(), 0.0);
   count_ = 0;
   tied_rows_ = 0;
 }

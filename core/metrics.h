@@ -3,7 +3,10 @@
 //  - RankingMetrics: P@k and nDCG@k for extreme multi-label classification
 //    (XMC), the standard definitions of the Extreme Classification
 //    Repository (Bhatia et al., http://manikvarma.org/downloads/XC/
-//    XMLRepository.html) as used by Jain, Prabhu and Varma, KDD 2016;
+//    XMLRepository.html) as used by Jain, Prabhu and Varma, KDD 2016, and,
+//    given the training labels' inverse propensities (InversePropensity),
+//    the propensity-scored PSP@k and PSnDCG@k of that paper as pyxclib
+//    (xclib.evaluation.xc_metrics) computes them;
 //  - BinaryMetrics: accuracy, exact ROC AUC and log-loss for binary tasks.
 //
 // core/ must not depend on sparse/ (tether_core ← tether_sparse), so label
@@ -38,6 +41,17 @@ namespace tether {
 /// (so a dataset with unlabeled test rows reports lower numbers than tools
 /// that skip such rows). Labels in Y are assumed unique; indices >= the
 /// number of score columns can never be ranked but do count in |Y|.
+///
+/// Propensity-scored metrics (Jain, Prabhu & Varma, KDD 2016), kept when
+/// SetInversePropensity gave w_l = 1/p_l per label, exactly as pyxclib's
+/// psprecision / psndcg: with g_i = w of the i-th ranked label if it is in Y
+/// (else 0) and g*_i the i-th largest w over the row's own labels (0 past
+/// |Y|: the best ranking any model could make),
+///   PSP@k     = Σ_rows (Σ_{i<k} g_i / k)        / Σ_rows (Σ_{i<k} g*_i / k)
+///   PSnDCG@k  = Σ_rows (Σ_{i<k} g_i d_i / IDCG@k) / Σ_rows (Σ_{i<k} g*_i d_i / IDCG@k)
+/// with d_i = 1 / log2(i + 2): a ratio of means over the rows, not a mean of
+/// per-row ratios. Ties count as above: a position of a tie group has g_i =
+/// (Σ w over the group's labels in Y) / G. Labels >= w.size() weigh 0.
 class RankingMetrics {
  public:
   /// ks: the cut-offs to report, each >= 1 (CHECK-fails otherwise);
@@ -58,6 +72,16 @@ class RankingMetrics {
   /// otherwise).
   double PrecisionAt(int k) const;
   double NdcgAt(int k) const;
+
+  /// Turns on PSP@k and PSnDCG@k: inv_propensity[l] = 1/p_l of label l
+  /// (InversePropensity). Call before the first Add (CHECK-fails after).
+  void SetInversePropensity(std::vector<double> inv_propensity);
+  bool has_propensity() const { return !inv_propensity_.empty(); }
+  /// PSP@k and PSnDCG@k as defined above; 0 when no row had a label. k must
+  /// be one of the ks, and SetInversePropensity must have been called
+  /// (CHECK-fails otherwise).
+  double PsPrecisionAt(int k) const;
+  double PsNdcgAt(int k) const;
   /// Number of rows added (including rows with no labels).
   int64_t count() const { return count_; }
   /// Rows (with labels) whose top max(ks) positions hold a tie, scored by
@@ -67,7 +91,8 @@ class RankingMetrics {
 
   /// Adds another accumulator's partial sums (e.g. from another worker);
   /// the result equals accumulating both inputs in one object up to float
-  /// summation order. Both must have the same ks (CHECK-fails otherwise).
+  /// summation order. Both must have the same ks and both or neither a
+  /// propensity (CHECK-fails otherwise).
   void Merge(const RankingMetrics& other);
   void Reset();
 
@@ -78,10 +103,23 @@ class RankingMetrics {
   std::vector<double> discount_;       // discount_[i] = 1 / log2(i + 2), i < max k
   std::vector<double> precision_sum_;  // per k: Σ_rows P@k
   std::vector<double> ndcg_sum_;       // per k: Σ_rows nDCG@k
+  std::vector<double> inv_propensity_;  // w_l; empty: no propensity-scored metrics
+  // per k: the numerators and denominators of PSP@k and PSnDCG@k (see above)
+  std::vector<double> psp_num_, psp_den_, psndcg_num_, psndcg_den_;
+  std::vector<double> ideal_;           // scratch: one row's w over its labels, sorted down
   int64_t count_ = 0;
   int64_t tied_rows_ = 0;
   std::vector<uint32_t> top_;  // scratch: one row's ranking
 };
+
+/// Inverse propensities w_l = 1/p_l of Jain, Prabhu & Varma (KDD 2016), as
+/// pyxclib's compute_inv_propesity: p_l = 1 / (1 + C · exp(−A · ln(N_l + B))),
+/// i.e. w_l = 1 + C · (N_l + B)^(−A), with C = (ln N − 1) · (B + 1)^A,
+/// N = num_rows (training rows) and N_l = label_counts[l] (training rows
+/// carrying label l). The repository's constants: A = 0.55, B = 1.5 (most
+/// datasets), 0.6 / 2.6 (Amazon-670K, Amazon-3M), 0.5 / 0.4 (Wikipedia-500K).
+std::vector<double> InversePropensity(const std::vector<uint64_t>& label_counts, int64_t num_rows, double a,
+                                      double b);
 
 /// Binary classification metrics from (score, label) pairs. score is a real
 /// margin / logit s, with predicted probability p = sigmoid(s); label > 0

@@ -211,6 +211,79 @@ TEST(RankingMetricsTest, RowSliceAndBatchesAndMergeEqualOneAccumulation) {
 const std::vector<float> kLogits = {0.4f, 0.3f, 0.2f, 0.2f, -0.4f, -0.2f};
 const std::vector<float> kSigns = {1, -1, 1, -1, -1, 1};
 
+// PSP@k and PSnDCG@k (Jain, Prabhu & Varma, KDD 2016, as pyxclib), by hand.
+// Weights w = 1/p_l = [1, 2, 4, 1.5] over 4 labels; ks {1, 3}; d_i =
+// 1/log2(i + 2) = 1, 1/log2(3) = 0.6309298, 1/2.
+//  Row 0: s = [0.9, 0.1, 0.5, 0.3], Y = {1, 2}. Ranking 0, 2, 3, 1 →
+//    gains g = 0, 4, 0; best ranking of Y by weight: g* = 4, 2, 0.
+//    IDCG@1 = 1, IDCG@3 = 1 + 0.6309298 = 1.6309298 (|Y| = 2).
+//  Row 1: s = [0.2, 0.8, 0.8, 0.0], Y = {2}: labels 1 and 2 tie at the top
+//    (G = 2, the group's weight in Y is 4) → g = 2, 2, then label 0 → 0;
+//    g* = 4, 0, 0; IDCG@1 = IDCG@3 = 1.
+//  PSP@1 = (0 + 2) / (4 + 4) = 0.25.
+//  PSP@3 = ((0+4+0)/3 + (2+2+0)/3) / ((4+2+0)/3 + (4+0+0)/3) = 8 / 10 = 0.8.
+//  PSnDCG@1 = (0 + 2) / (4 + 4) = 0.25.
+//  PSnDCG@3 = (4·0.6309298/1.6309298 + (2 + 2·0.6309298)/1)
+//           / ((4 + 2·0.6309298)/1.6309298 + 4/1)
+//           = (1.5474112 + 3.2618595) / (3.2262944 + 4) = 0.6655238.
+//  (Plain P@1 = (0 + 1/2)/2 = 0.25 is unchanged by the weights.)
+TEST(RankingMetricsTest, PropensityScoredHandComputed) {
+  const std::vector<float> scores = {0.9f, 0.1f, 0.5f, 0.3f,  //
+                                     0.2f, 0.8f, 0.8f, 0.0f};
+  const std::vector<int64_t> row_ptr = {0, 2, 3};
+  const std::vector<uint32_t> col_idx = {1, 2, 2};
+  RankingMetrics m({1, 3});
+  m.SetInversePropensity({1.0, 2.0, 4.0, 1.5});
+  ASSERT_TRUE(m.has_propensity());
+  m.Add(scores.data(), 2, 4, row_ptr.data(), col_idx.data());
+  const double d1 = 1.0 / std::log2(3.0);
+  EXPECT_NEAR(m.PsPrecisionAt(1), 0.25, 1e-12);
+  EXPECT_NEAR(m.PsPrecisionAt(3), 0.8, 1e-12);
+  EXPECT_NEAR(m.PsNdcgAt(1), 0.25, 1e-12);
+  const double expected = (4 * d1 / (1 + d1) + (2 + 2 * d1)) / ((4 + 2 * d1) / (1 + d1) + 4);
+  EXPECT_NEAR(m.PsNdcgAt(3), expected, 1e-12);
+  EXPECT_NEAR(m.PsNdcgAt(3), 0.6655238, 1e-6);
+  EXPECT_NEAR(m.PrecisionAt(1), 0.25, 1e-12);
+
+  // Row by row and merged gives the same sums.
+  RankingMetrics a({1, 3}), b({1, 3});
+  a.SetInversePropensity({1.0, 2.0, 4.0, 1.5});
+  b.SetInversePropensity({1.0, 2.0, 4.0, 1.5});
+  a.Add(scores.data(), 1, 4, row_ptr.data(), col_idx.data());
+  b.Add(scores.data() + 4, 1, 4, row_ptr.data() + 1, col_idx.data());
+  a.Merge(b);
+  EXPECT_NEAR(a.PsPrecisionAt(3), 0.8, 1e-12);
+  EXPECT_NEAR(a.PsNdcgAt(3), expected, 1e-12);
+}
+
+// A perfect ranking by weight scores 1; uniform weights make PSP@k the
+// P@k normalised by the best P@k possible.
+TEST(RankingMetricsTest, PropensityScoredPerfectAndUniform) {
+  const std::vector<float> scores = {0.1f, 0.9f, 0.8f, 0.0f};  // 1, 2 on top
+  const std::vector<int64_t> row_ptr = {0, 2};
+  const std::vector<uint32_t> col_idx = {1, 2};
+  RankingMetrics m({1, 3});
+  m.SetInversePropensity({5.0, 3.0, 2.0, 1.0});
+  m.Add(scores.data(), 1, 4, row_ptr.data(), col_idx.data());
+  EXPECT_NEAR(m.PsPrecisionAt(1), 1.0, 1e-12);
+  EXPECT_NEAR(m.PsPrecisionAt(3), 1.0, 1e-12);
+  EXPECT_NEAR(m.PsNdcgAt(3), 1.0, 1e-12);
+}
+
+// pyxclib's compute_inv_propesity: w = 1 + C (N_l + B)^-A,
+// C = (ln N − 1)(B + 1)^A. N = 100, A = 0.5, B = 1.5: C = (ln 100 − 1) ·
+// sqrt(2.5) = 3.6051702 · 1.5811388 = 5.7002746; counts 0 and 9:
+// w = 1 + C / sqrt(1.5) = 5.6542547, 1 + C / sqrt(10.5) = 2.7591429.
+TEST(RankingMetricsTest, InversePropensityAsPyxclib) {
+  const std::vector<double> w = InversePropensity({0, 9}, 100, 0.5, 1.5);
+  ASSERT_EQ(w.size(), 2u);
+  const double c = (std::log(100.0) - 1.0) * std::sqrt(2.5);
+  EXPECT_NEAR(w[0], 1 + c / std::sqrt(1.5), 1e-12);
+  EXPECT_NEAR(w[1], 1 + c / std::sqrt(10.5), 1e-12);
+  EXPECT_NEAR(w[0], 5.6542547, 1e-6);
+  EXPECT_NEAR(w[1], 2.7591429, 1e-6);
+}
+
 TEST(BinaryMetricsTest, HandComputed) {
   BinaryMetrics m;
   m.Add(kLogits.data(), kSigns.data(), 6);

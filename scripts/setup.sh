@@ -16,9 +16,11 @@ packages=(
   libgtest-dev libgmock-dev              # tests
   libopenblas-dev                        # dense products on the CPU backend
   zlib1g-dev                             # gzip input
-  nlohmann-json3-dev                     # metrics JSON
   libxxhash-dev                          # checkpoint checksums (XXH3-64)
+  nlohmann-json3-dev                     # metrics JSON, safetensors headers
+  libzip-dev                             # NumPy .npz model files (tether-export --format npz)
   python3                                # test scripts read the metrics JSON
+  python3-numpy                          # the npz model-file test scores a model with numpy
   procps                                 # pgrep/ps in the launcher tests
   clang libclang-rt-14-dev               # libFuzzer + sanitizers (scripts/fuzz.sh)
 )

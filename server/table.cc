@@ -178,6 +178,10 @@ float* ServerTable::Row(uint64_t key) {
   return data_.data() + offset;
 }
 
+void ServerTable::ForEachRow(const std::function<void(uint64_t key, const float* weights)>& fn) const {
+  index_.ForEach([&](uint64_t key, uint64_t row) { fn(key, data_.data() + row * stride_); });
+}
+
 bool ServerTable::RowIndex::Contains(uint64_t key) const {
   if (slots_.empty()) return false;
   for (uint64_t i = Home(key);; i = Next(i)) {

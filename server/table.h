@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -122,6 +123,11 @@ class ServerTable {
   float* mutable_raw_data() { return data_.data(); }
   /// Sets the update counter (restore on the same number of shards).
   void set_version(uint64_t version) { version_ = version; }
+  /// Row tables: calls fn(key, weights) for every row this shard holds
+  /// (weights: dim floats, without the optimizer state; valid during the
+  /// call), in no particular order. Creates nothing. For reading a finished
+  /// table (model export); not while the shard's loop mutates it.
+  void ForEachRow(const std::function<void(uint64_t key, const float* weights)>& fn) const;
 
   /// Updates applied to this table on this shard so far (one per push).
   uint64_t version() const { return version_; }

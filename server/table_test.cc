@@ -95,6 +95,28 @@ TEST(ServerTableTest, AdamRowsMatchTheOptimizerOnTheirOwnRows) {
   }
 }
 
+// ForEachRow visits every row once with its weights (not the optimizer
+// state), creates nothing, and sees pushed values.
+TEST(ServerTableTest, ForEachRowVisitsEveryRowWithItsWeights) {
+  ServerTable t(RowSpec(2, SUM), 0, 0);
+  const std::vector<uint64_t> keys = {3, 70, 1000003};
+  std::vector<float> out(6);
+  ASSERT_TRUE(t.PullRows(keys.data(), keys.size(), out.data()).ok());
+  const std::vector<float> g = {1, 2, 0, 0, 0, 0};
+  ASSERT_TRUE(t.PushRows(keys.data(), 1, g.data()).ok());
+  std::map<uint64_t, std::vector<float>> seen;
+  t.ForEachRow([&](uint64_t key, const float* w) {
+    EXPECT_EQ(seen.count(key), 0u) << key;
+    seen[key] = {w[0], w[1]};
+  });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(t.num_rows(), 3u);
+  EXPECT_EQ(seen[3][0], out[0] + 1);  // SUM: w += g
+  EXPECT_EQ(seen[3][1], out[1] + 2);
+  EXPECT_EQ(seen[70], std::vector<float>({out[2], out[3]}));
+  EXPECT_EQ(seen[1000003], std::vector<float>({out[4], out[5]}));
+}
+
 TEST(ServerTableTest, EmptyRequestsTouchNothing) {
   ServerTable t(RowSpec(4, ADAGRAD), 0, 0);
   ASSERT_TRUE(t.PushRows(nullptr, 0, nullptr).ok());

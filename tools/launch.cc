@@ -67,6 +67,9 @@
 DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers); 0: from the config");
 DEFINE_int32(workers, 0, "number of workers (overrides cluster.num_workers); 0: from the config");
 DEFINE_string(metrics_out, "", "passed to worker 0, which writes the final metrics JSON there; printed on success");
+DEFINE_string(model_out, "",
+              "with --transport=inproc: the trained model is written here at the end (FILE.npz: NumPy npz, else "
+              "safetensors; docs/OPERATIONS.md, Export)");
 DEFINE_string(transport, "tcp",
               "tcp (127.0.0.1, as between hosts), ipc (Unix-domain sockets, one process per shard and worker) "
               "or inproc (one process, shards and workers as threads; see tools/local_job.h)");
@@ -98,6 +101,7 @@ struct LaunchOptions {
   int num_servers = 0;
   int num_workers = 0;
   std::string metrics_out;              // "" = none
+  std::string model_out;                // "" = none; --transport=inproc only
   std::chrono::seconds timeout{1800};
   std::string transport = "tcp";        // tcp | ipc | inproc (--transport)
   std::vector<std::string> forwarded;   // "--flag=value" for every child
@@ -657,6 +661,7 @@ int Launcher::RunJob() {
     // are no server processes to wait for.
     std::vector<std::string> args = {config_flag, "--in_process"};
     if (!options_.metrics_out.empty()) args.push_back("--metrics_out=" + options_.metrics_out);
+    if (!options_.model_out.empty()) args.push_back("--model_out=" + options_.model_out);
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
     LOG(INFO) << "[launch] transport inproc: one tether-worker process runs the " << options_.num_servers
               << " shard(s) and " << options_.num_workers << " worker(s) as threads";
@@ -770,6 +775,12 @@ int main(int argc, char** argv) {
   options.num_servers = config->cluster().num_servers();
   options.num_workers = config->cluster().num_workers();
   options.metrics_out = FLAGS_metrics_out;
+  options.model_out = FLAGS_model_out;
+  if (!FLAGS_model_out.empty() && FLAGS_transport != "inproc") {
+    LOG(ERROR) << "[launch] --model_out needs --transport=inproc (the one process that holds every shard's tables "
+                  "at the end); for a job of several processes, export a checkpoint with tether-export";
+    return 2;
+  }
   options.timeout = std::chrono::seconds(FLAGS_timeout_s);
   options.transport = FLAGS_transport;
   // Every child sees the same S and W, whatever the config file says.

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -12,7 +13,9 @@
 
 #include <zmq.hpp>
 
+#include "core/config.h"
 #include "core/metrics_log.h"
+#include "core/table_spec.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "worker/model_registry.h"
@@ -20,6 +23,44 @@
 namespace tether {
 
 std::string LocalShardEndpoint(int shard) { return "inproc://tether-shard-" + std::to_string(shard); }
+
+namespace {
+
+// The shards' tables as one TrainedModel; the shards must have stopped.
+TrainedModel GatherTrainedModel(const JobConfig& config, const std::vector<const ServerShard*>& shards) {
+  TrainedModel m;
+  m.config = config;
+  m.job_id = JobId(config);
+  m.generation = config.cluster().generation();
+  if (shards.empty()) return m;
+  for (uint32_t id = 0; id < shards[0]->num_tables(); ++id) {
+    TrainedTable t;
+    t.spec = shards[0]->table(id).spec();
+    if (IsRowTable(t.spec)) {
+      const uint32_t dim = t.spec.dim();
+      std::vector<std::pair<uint64_t, const float*>> rows;
+      for (const ServerShard* s : shards)
+        s->table(id).ForEachRow([&rows](uint64_t key, const float* w) { rows.emplace_back(key, w); });
+      std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      t.keys.reserve(rows.size());
+      t.values.resize(rows.size() * dim);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        t.keys.push_back(rows[i].first);
+        std::copy_n(rows[i].second, dim, t.values.data() + i * dim);
+      }
+    } else {
+      t.values.resize(t.spec.size());
+      for (const ServerShard* s : shards) {
+        const ServerTable& st = s->table(id);
+        st.PullDense(t.values.data() + st.dense_begin());
+      }
+    }
+    m.tables.push_back(std::move(t));
+  }
+  return m;
+}
+
+}  // namespace
 
 StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions& options) {
   const int num_servers = config.cluster().num_servers();
@@ -122,6 +163,11 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
     if (!st.ok()) return st.WithPrefix("server " + std::to_string(i));
   }
   TrainReport report = std::move(**results[0]);
+  if (options.model_out != nullptr && !report.left_early) {
+    std::vector<const ServerShard*> stopped;
+    for (const ShardSlot& s : shards) stopped.push_back(s.shard.get());
+    *options.model_out = GatherTrainedModel(config, stopped);
+  }
   // Any worker's divergence is the job's (C24): the first epoch it showed.
   for (int r = 1; r < static_cast<int>(results.size()); ++r) {
     if (results[r] && results[r]->ok() && (*results[r])->diverged &&

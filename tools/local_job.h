@@ -19,6 +19,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/trained_model.h"
 #include "proto/tether.pb.h"
 #include "worker/trainer.h"
 
@@ -34,6 +35,12 @@ struct LocalJobOptions {
   int shard_exit_timeout_ms = 60000;
   /// Every worker resumes from this checkpoint (TrainerOptions::resume_from).
   std::string resume_from;
+  /// When set, and the job trained to its end, receives the trained model:
+  /// every table's rows gathered from the shards once they have stopped
+  /// (row tables: every row any shard created, sorted by key; dense tables:
+  /// the shards' slices joined), with the job's config, id and generation
+  /// (clock 0: an in-process job keeps no checkpoint clock). Not owned.
+  TrainedModel* model_out = nullptr;
 };
 
 /// Runs `config` (validated) with cluster.num_servers shards and

@@ -12,6 +12,7 @@
 
 #include "tools/common_flags.h"
 #include "tools/local_job.h"
+#include "tools/model_export.h"
 #include "worker/trainer.h"
 
 DEFINE_int32(rank, 0, "this worker's rank in [0, num_workers)");
@@ -22,6 +23,9 @@ DEFINE_string(metrics_out, "", "rank 0: write the final metrics JSON here");
 DEFINE_string(resume_from, "",
               "resume from this checkpoint, or the latest complete one under this directory "
               "(checkpoint.dir); every worker of the job takes the same (docs/OPERATIONS.md)");
+DEFINE_string(model_out, "",
+              "with --in_process: write the trained model here at the end of the job (FILE.npz: NumPy npz; "
+              "else safetensors), with the training label counts (docs/OPERATIONS.md, Export)");
 DEFINE_bool(in_process, false,
             "run the whole job in this process: cluster.num_servers shards and cluster.num_workers workers "
             "as threads over inproc:// (one host; see tools/local_job.h); excludes --rank and "
@@ -77,6 +81,8 @@ int RunInProcess() {
   options.metrics_out = FLAGS_metrics_out;
   options.resume_from = FLAGS_resume_from;
   options.stop = &g_stop;
+  tether::TrainedModel model;
+  if (!FLAGS_model_out.empty()) options.model_out = &model;
   auto report = tether::RunLocalJob(*config, options);
   if (!report.ok()) {
     // Errors from the client already carry the "[worker R] " prefix.
@@ -87,6 +93,14 @@ int RunInProcess() {
   if (report->left_early) {
     LOG(WARNING) << who << "stopped before the end of training by signal " << g_signal.load();
     return 128 + g_signal.load();
+  }
+  if (!FLAGS_model_out.empty()) {
+    const tether::Status st = tether::ExportModel(model, FLAGS_model_out,
+                                                  tether::ModelFileFormatForPath(FLAGS_model_out), true);
+    if (!st.ok()) {
+      LOG(ERROR) << who << "--model_out: " << st.message();
+      return 1;
+    }
   }
   if (report->diverged && config->train().fail_on_divergence()) {
     LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
@@ -102,10 +116,17 @@ int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
                           {"tether-worker --config=JOB.pbtxt --rank=R --server_addresses=tcp://H:P,... "
                            "[--metrics_out=FILE]\n"
-                           "   or: tether-worker --config=JOB.pbtxt --in_process [--metrics_out=FILE]\n"
+                           "   or: tether-worker --config=JOB.pbtxt --in_process [--metrics_out=FILE] [--model_out=MODEL.safetensors]\n"
                            "One trainer of a job, or (--in_process) the whole job as threads of one process."});
   if (FLAGS_in_process) return RunInProcess();
   const std::string who = "[worker " + std::to_string(FLAGS_rank) + "] ";
+  if (!FLAGS_model_out.empty()) {
+    // Only the in-process job sees the shards' tables at its end; a job of
+    // several processes exports from a checkpoint (tether-export).
+    LOG(ERROR) << who << "--model_out needs --in_process (one process); for a job of several processes, "
+               << "export a checkpoint with tether-export";
+    return 2;
+  }
   auto config = tether::LoadConfigFromFlags("worker " + std::to_string(FLAGS_rank));
   if (!config.ok()) {
     LOG(ERROR) << who << config.status().message();

@@ -27,6 +27,7 @@
 #include "server/checkpoint.h"
 #include "sparse/reader.h"
 #include "worker/client.h"
+#include "worker/evaluator.h"
 #include "worker/metrics_json.h"
 #include "worker/model.h"
 #include "worker/model_registry.h"
@@ -101,86 +102,10 @@ Status TargetsToLabels(const JobConfig& config, LabelKind kind, const std::strin
   return Status::OK();
 }
 
-// Test-set metrics by label kind (see TrainReport::test_metrics).
-class Evaluator {
- public:
-  Evaluator(LabelKind kind, int64_t num_outputs, Backend* backend)
-      : kind_(kind), outputs_(num_outputs), backend_(backend), ranking_({1, 3, 5}) {}
-
-  // scores: rows × num_outputs of minibatch rows [begin, end) of `labels`.
-  Status Add(const std::vector<float>& scores, const CsrMatrix& labels, int64_t begin, int64_t end) {
-    const int64_t rows = end - begin;
-    rows_ += rows;
-    switch (kind_) {
-      case LabelKind::kMultiLabel:
-        ranking_.Add(scores.data(), rows, outputs_, labels.row_ptr.data() + begin, labels.col_idx.data());
-        return Status::OK();
-      case LabelKind::kBinary:
-        for (int64_t r = 0; r < rows; ++r)
-          binary_.Add(scores[r], labels.row_ptr[begin + r + 1] > labels.row_ptr[begin + r] ? 1.0f : 0.0f);
-        return Status::OK();
-      case LabelKind::kMultiClass: {
-        top_.resize(rows);
-        TETHER_RETURN_IF_ERROR(backend_->TopK(rows, outputs_, scores.data(), 1, top_.data()));
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t p = labels.row_ptr[begin + r];
-          if (labels.row_ptr[begin + r + 1] == p) continue;
-          // A tie at the top (C21) is not broken by class number: the true
-          // class among G tied ones is right with probability 1/G.
-          const float* s = scores.data() + r * outputs_;
-          const float v = s[top_[r]];
-          const auto same = [v](float x) { return x == v || (std::isnan(x) && std::isnan(v)); };
-          int64_t g = 0;
-          for (int64_t j = 0; j < outputs_; ++j) g += same(s[j]) ? 1 : 0;
-          if (g > 1) ++tied_rows_;
-          if (labels.col_idx[p] < outputs_ && same(s[labels.col_idx[p]])) correct_ += 1.0 / static_cast<double>(g);
-        }
-        double loss = 0;
-        TETHER_RETURN_IF_ERROR(backend_->SoftmaxCrossEntropy(rows, outputs_, scores.data(),
-                                                             RowSliceOf(labels, begin, end), 1.0f, nullptr, &loss));
-        loss_sum_ += loss;
-        return Status::OK();
-      }
-    }
-    return Status::OK();
-  }
-
-  std::vector<std::pair<std::string, double>> Results() const {
-    switch (kind_) {
-      case LabelKind::kMultiLabel:
-        return {{"precision_at_1", ranking_.PrecisionAt(1)}, {"precision_at_3", ranking_.PrecisionAt(3)},
-                {"precision_at_5", ranking_.PrecisionAt(5)}, {"ndcg_at_1", ranking_.NdcgAt(1)},
-                {"ndcg_at_3", ranking_.NdcgAt(3)},           {"ndcg_at_5", ranking_.NdcgAt(5)}};
-      case LabelKind::kBinary:
-        return {{"accuracy", binary_.Accuracy()}, {"auc", binary_.Auc()}, {"log_loss", binary_.LogLoss()}};
-      case LabelKind::kMultiClass: {
-        const double n = static_cast<double>(std::max<int64_t>(rows_, 1));
-        return {{"accuracy", correct_ / n}, {"log_loss", loss_sum_ / n}};
-      }
-    }
-    return {};
-  }
-
-  int64_t rows() const { return rows_; }
-  // Rows whose top-ranked scores hold a tie (scored by expected value).
-  int64_t tied_rows() const { return kind_ == LabelKind::kMultiLabel ? ranking_.tied_rows() : tied_rows_; }
-
- private:
-  LabelKind kind_;
-  int64_t outputs_;
-  Backend* backend_;
-  int64_t rows_ = 0;
-  RankingMetrics ranking_;
-  BinaryMetrics binary_;
-  double correct_ = 0;
-  int64_t tied_rows_ = 0;
-  double loss_sum_ = 0;
-  std::vector<uint32_t> top_;
-};
-
+// inv_propensity: the training labels' 1/p_l (multi-label; empty: no PSP@k).
 Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* client, Model* model, Backend* backend,
-                TrainReport* report) {
-  Evaluator eval(model->label_kind(), model->num_outputs(), backend);
+                const std::vector<double>& inv_propensity, TrainReport* report) {
+  Evaluator eval(model->label_kind(), model->num_outputs(), backend, inv_propensity);
   std::vector<float> scores;
   const int64_t bs = config.train().eval_minibatch_size();
   const int64_t max_rows = config.train().eval_max_rows();
@@ -417,6 +342,28 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   if (train.features.rows == 0)
     return Status::InvalidArgument(who + "partition " + std::to_string(rank) + " of " +
                                    config.data().train_file() + " has no rows; use fewer workers");
+
+  // PSP@k (multi-label) needs the training labels' frequencies over the
+  // whole training split, which no single worker holds: rank 0 counts them
+  // from its own rows when it is the only worker, else it reads the whole
+  // split once more here (partition 0 of 1, the same rows in all as the
+  // workers' partitions together), before training starts.
+  std::vector<double> inv_propensity;
+  if (rank == 0 && LabelKindOf(config) == LabelKind::kMultiLabel) {
+    std::vector<uint64_t> counts;
+    int64_t n = 0;
+    if (num_workers == 1) {
+      counts = CountLabels(train.labels);
+      n = train.labels.rows;
+    } else {
+      TETHER_ASSIGN_OR_RETURN(Dataset all,
+                              LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
+                                        config.data().train_split(), 0, 1));
+      counts = CountLabels(all.labels);
+      n = all.labels.rows;
+    }
+    inv_propensity = InversePropensity(counts, n, config.train().psp_a(), config.train().psp_b());
+  }
 
   const std::vector<TableSpec> tables = TablesForJob(config);
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get(), rank));
@@ -718,7 +665,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
       const auto eval_start = SteadyClock::now();
       const double train_s = SecondsSince(train_start) - eval_seconds;
       TrainReport mid;
-      TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), &mid));
+      TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), inv_propensity, &mid));
       eval_seconds += SecondsSince(eval_start);
       log_eval(mid, epoch + 1, train_s, true);
     }
@@ -773,7 +720,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     report.samples_per_second = JobSamplesPerSecond(report);
     LOG(INFO) << who << "job: " << static_cast<int64_t>(report.samples_per_second)
               << " samples/s from the first worker's start of training to the last one's end";
-    TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), &report));
+    TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), inv_propensity, &report));
     std::string line;
     for (const auto& [name, value] : report.test_metrics) line += " " + name + " " + FormatNumber(value);
     LOG(INFO) << who << "test (" << report.test_rows << " rows):" << line;

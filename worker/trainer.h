@@ -75,13 +75,19 @@ struct TrainReport {
   std::vector<ShardStats> servers;
   /// Test-set metrics in the order they are logged, by the model's label kind:
   ///   multi-label (XMC): precision_at_1, precision_at_3, precision_at_5,
-  ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h);
+  ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h),
+  ///                      psp_at_{1,3,5}, psndcg_at_{1,3,5} (propensity-
+  ///                      scored, train.psp_a / psp_b; the label counts of
+  ///                      the whole training split, which rank 0 counts:
+  ///                      from its own rows with one worker, else by reading
+  ///                      the split once more before training);
   ///   binary:            accuracy, auc, log_loss (BinaryMetrics);
   ///   multiclass:        accuracy (arg max of the scores; a tie of G classes
   ///                      at the top counts 1/G when the true class is among
   ///                      them, its expected value under a random order, as
   ///                      for P@k), log_loss (mean softmax cross-entropy).
   /// Rows with tied top scores are counted and logged with a warning (C21).
+  /// Computed by worker/evaluator.h, which tether-predict shares.
   std::vector<std::pair<std::string, double>> test_metrics;
 
   /// The value of test metric `name`, or NaN when absent.

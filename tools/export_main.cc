@@ -1,0 +1,70 @@
+// tether-export: a checkpoint's trained tables as a model file users load
+// elsewhere (safetensors for PyTorch / Hugging Face, or a NumPy .npz), with
+// everything needed to score new data in its metadata (core/model_file.h).
+//
+//   tether-export --checkpoint=DIR --out=model.safetensors [--format=safetensors|npz]
+//                 [--label_counts=true]
+//   tether-export --model=model.safetensors --out=model.npz --format=npz   (convert a model file)
+#include <cstdio>
+#include <string>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "core/model_file.h"
+#include "server/checkpoint.h"
+#include "tools/flag_parser.h"
+#include "tools/model_export.h"
+
+DEFINE_string(checkpoint, "", "A checkpoint, or a directory of checkpoints (the latest complete one)");
+DEFINE_string(model, "", "Instead of --checkpoint: a safetensors model file to write again in --format "
+                         "(its label counts are kept)");
+DEFINE_string(out, "", "Required: the model file to write (atomically: temporary file, fsync, rename)");
+DEFINE_string(format, "safetensors", "safetensors or npz (a NumPy .npz archive of .npy files)");
+DEFINE_bool(label_counts, true,
+            "multi-label models: count the training labels of the split the config names (data.train_file, "
+            "data.train_split) and store them for PSP@k; false: skip (no training data needed)");
+
+int main(int argc, char** argv) {
+  tether::ParseFlagsOrDie(&argc, &argv,
+                          {"tether-export --checkpoint=DIR --out=model.safetensors [--format=safetensors|npz] "
+                           "[--label_counts=true|false]\n"
+                           "   or: tether-export --model=model.safetensors --out=model.npz --format=npz\n"
+                           "Writes a checkpoint's trained model as safetensors or NumPy npz."});
+  const char* who = "[export] ";
+  if (FLAGS_checkpoint.empty() == FLAGS_model.empty() || FLAGS_out.empty()) {
+    LOG(ERROR) << who << "--out and one of --checkpoint or --model are required";
+    return 2;
+  }
+  const tether::StatusOr<tether::ModelFileFormat> format = tether::ParseModelFileFormat(FLAGS_format);
+  if (!format.ok()) {
+    LOG(ERROR) << who << "--format: " << format.status().message();
+    return 2;
+  }
+  LOG(INFO) << who << "checkpoint=" << FLAGS_checkpoint << " model=" << FLAGS_model << " out=" << FLAGS_out
+            << " format=" << FLAGS_format << " label_counts=" << (FLAGS_label_counts ? "true" : "false");
+  if (!FLAGS_model.empty()) {
+    tether::StatusOr<tether::ModelFileContents> file = tether::ReadSafetensorsModel(FLAGS_model);
+    tether::Status st = file.status();
+    if (st.ok())
+      st = tether::WriteModelFile(file->model, FLAGS_label_counts ? file->label_counts : tether::LabelCounts{},
+                                  FLAGS_out, *format);
+    if (!st.ok()) {
+      LOG(ERROR) << who << st.message();
+      return 1;
+    }
+    LOG(INFO) << who << "wrote " << FLAGS_out;
+    return 0;
+  }
+  tether::StatusOr<tether::TrainedModel> model = tether::LoadTrainedModel(FLAGS_checkpoint);
+  if (!model.ok()) {
+    LOG(ERROR) << who << model.status().message();
+    return 1;
+  }
+  const tether::Status st = tether::ExportModel(*model, FLAGS_out, *format, FLAGS_label_counts);
+  if (!st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 1;
+  }
+  return 0;
+}

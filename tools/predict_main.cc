@@ -1,0 +1,159 @@
+// tether-predict: scores new rows with a model file (tether-export, or
+// tether-worker --in_process --model_out) and writes each row's top-K labels
+// with their scores; when the input carries labels it also prints P@k,
+// nDCG@k and the propensity-scored PSP@k / PSnDCG@k (Jain, Prabhu & Varma,
+// KDD 2016, as pyxclib computes them), like training's log.
+//
+//   tether-predict --model=model.safetensors --input=FILE --format=xmc|libsvm --index_base=0|1
+//                  [--split=ROWS_FILE] --top_k=K --output=preds.tsv [--threads=N] [--device=cpu|cuda]
+//                  [--psp_a=0.55 --psp_b=1.5] [--metrics_out=FILE.json]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "core/model_file.h"
+#include "tools/flag_parser.h"
+#include "tools/predictor.h"
+#include "worker/model_registry.h"
+#include "worker/trainer.h"
+
+DEFINE_string(model, "", "Required: the model file (safetensors, as tether-export writes it)");
+DEFINE_string(input, "", "Required: the rows to score (text or gzip)");
+DEFINE_string(format, "", "Required: the input's format, xmc or libsvm");
+DEFINE_int32(index_base, -1, "Required: the input's index base, 0 or 1 (feature indices and XMC label ids); "
+                             "output label ids use it too");
+DEFINE_string(split, "", "Optional split file (1-based row indices, one per line): score only those rows");
+DEFINE_int32(top_k, 5, "Labels written per row, best first (multi-label and multiclass models)");
+DEFINE_string(output, "", "Required: predictions, one line per input row: LABEL:SCORE entries separated by tabs "
+                          "(written atomically)");
+DEFINE_int32(threads, 1, "Compute threads, each scoring its own blocks of rows");
+DEFINE_string(device, "cpu", "Compute backend: cpu, cuda or auto");
+DEFINE_double(psp_a, 0.55, "Propensity constant A of PSP@k (0.6 for Amazon-670K, 0.5 for Wikipedia-500K)");
+DEFINE_double(psp_b, 1.5, "Propensity constant B of PSP@k (2.6 for Amazon-670K, 0.4 for Wikipedia-500K)");
+DEFINE_string(metrics_out, "", "Optional: the metrics, rows and rows/s as JSON (full precision), written atomically");
+
+namespace tether {
+namespace {
+
+std::string Number(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+int Run() {
+  const char* who = "[predict] ";
+  if (FLAGS_model.empty() || FLAGS_input.empty() || FLAGS_output.empty()) {
+    LOG(ERROR) << who << "--model, --input and --output are required";
+    return 2;
+  }
+  if (FLAGS_format != "xmc" && FLAGS_format != "libsvm") {
+    LOG(ERROR) << who << "--format must be xmc or libsvm, got '" << FLAGS_format << "'";
+    return 2;
+  }
+  if (FLAGS_index_base != 0 && FLAGS_index_base != 1) {
+    LOG(ERROR) << who << "--index_base must be 0 or 1, got " << FLAGS_index_base
+               << (FLAGS_index_base == -1 ? " (unset; it is required, never guessed)" : "");
+    return 2;
+  }
+  if (FLAGS_top_k < 1 || FLAGS_threads < 1) {
+    LOG(ERROR) << who << "--top_k and --threads must be >= 1";
+    return 2;
+  }
+  LOG(INFO) << who << "model=" << FLAGS_model << " input=" << FLAGS_input << " format=" << FLAGS_format
+            << " index_base=" << FLAGS_index_base << " split='" << FLAGS_split << "' top_k=" << FLAGS_top_k
+            << " output=" << FLAGS_output << " threads=" << FLAGS_threads << " device=" << FLAGS_device
+            << " psp_a=" << FLAGS_psp_a << " psp_b=" << FLAGS_psp_b;
+  StatusOr<ModelFileContents> file = ReadSafetensorsModel(FLAGS_model);
+  if (!file.ok()) {
+    LOG(ERROR) << who << file.status().message();
+    return 1;
+  }
+  // The input is read as training read its data (LoadSplit: the model's
+  // feature scale and row normalisation), in the input's own format and base.
+  JobConfig config = file->model.config;
+  config.mutable_data()->set_format(FLAGS_format == "xmc" ? XMC : LIBSVM);
+  config.mutable_data()->set_index_base(FLAGS_index_base);
+  const auto load_start = std::chrono::steady_clock::now();
+  StatusOr<Dataset> data = LoadSplit(config, FLAGS_input, "", FLAGS_split, 0, 1);
+  if (!data.ok()) {
+    LOG(ERROR) << who << data.status().message();
+    return 1;
+  }
+  LOG(INFO) << who << "read " << data->features.rows << " rows in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count() << " s";
+  PredictOptions options;
+  options.threads = FLAGS_threads;
+  options.device = FLAGS_device;
+  options.top_k = FLAGS_top_k;
+  options.psp_a = FLAGS_psp_a;
+  options.psp_b = FLAGS_psp_b;
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<Predictions> p = PredictRows(file->model, file->label_counts, *data, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!p.ok()) {
+    LOG(ERROR) << who << p.status().message();
+    return 1;
+  }
+  LOG(INFO) << who << "scored " << p->rows << " rows in " << seconds << " s ("
+            << static_cast<int64_t>(p->rows / std::max(1e-9, seconds)) << " rows/s, " << FLAGS_threads
+            << " thread(s), " << FLAGS_device << ")";
+
+  // The model's config knows the label numbering; the input's base wins.
+  std::string out;
+  char buf[64];
+  for (int64_t r = 0; r < p->rows; ++r) {
+    for (int j = 0; j < p->k; ++j) {
+      const int64_t id = OutputLabelId(config, p->labels[r * p->k + j]);
+      std::snprintf(buf, sizeof(buf), "%s%lld:%.7g", j == 0 ? "" : "\t", static_cast<long long>(id),
+                    static_cast<double>(p->scores[r * p->k + j]));
+      out += buf;
+    }
+    out += '\n';
+  }
+  if (Status st = WriteFileAtomically(FLAGS_output, out); !st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 1;
+  }
+  if (p->metrics.empty()) {
+    LOG(INFO) << who << "the input carries no labels: no metrics";
+  } else {
+    if (p->tied_rows > 0)
+      LOG(WARNING) << who << p->tied_rows << " of " << p->rows
+                   << " rows have tied scores at the top of their ranking; ties are scored by their expected value";
+    if (file->label_counts.empty() && LabelKindOf(config) == LabelKind::kMultiLabel)
+      LOG(WARNING) << who << FLAGS_model << " holds no training label counts: no PSP@k (export with --label_counts)";
+    for (const auto& [name, value] : p->metrics) std::printf("%s %s\n", name.c_str(), Number(value).c_str());
+    std::fflush(stdout);
+  }
+  if (!FLAGS_metrics_out.empty()) {
+    nlohmann::json j{{"rows", p->rows}, {"seconds", seconds}, {"rows_per_second", p->rows / std::max(1e-9, seconds)},
+                     {"threads", FLAGS_threads}};
+    for (const auto& [name, value] : p->metrics) j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
+    if (Status st = WriteFileAtomically(FLAGS_metrics_out, j.dump(2) + "\n"); !st.ok()) {
+      LOG(ERROR) << who << st.message();
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tether
+
+int main(int argc, char** argv) {
+  tether::ParseFlagsOrDie(&argc, &argv,
+                          {"tether-predict --model=model.safetensors --input=FILE --format=xmc|libsvm "
+                           "--index_base=0|1 [--split=ROWS] --top_k=K --output=preds.tsv [--threads=N] "
+                           "[--device=cpu|cuda] [--psp_a=0.55 --psp_b=1.5] [--metrics_out=FILE]\n"
+                           "Scores rows with a trained model; prints P@k, nDCG@k, PSP@k when the rows carry labels."});
+  return tether::Run();
+}

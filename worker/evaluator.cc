@@ -1,0 +1,88 @@
+#include "worker/evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tether {
+
+Evaluator::Evaluator(LabelKind kind, int64_t num_outputs, Backend* backend, std::vector<double> inv_propensity)
+    : kind_(kind), outputs_(num_outputs), backend_(backend), ranking_({1, 3, 5}) {
+  if (kind_ == LabelKind::kMultiLabel && !inv_propensity.empty())
+    ranking_.SetInversePropensity(std::move(inv_propensity));
+}
+
+Status Evaluator::Add(const std::vector<float>& scores, const CsrMatrix& labels, int64_t begin, int64_t end) {
+  return Add(scores.data(), labels, begin, end);
+}
+
+Status Evaluator::Add(const float* scores, const CsrMatrix& labels, int64_t begin, int64_t end) {
+  const int64_t rows = end - begin;
+  rows_ += rows;
+  switch (kind_) {
+    case LabelKind::kMultiLabel:
+      ranking_.Add(scores, rows, outputs_, labels.row_ptr.data() + begin, labels.col_idx.data());
+      return Status::OK();
+    case LabelKind::kBinary:
+      for (int64_t r = 0; r < rows; ++r)
+        binary_.Add(scores[r], labels.row_ptr[begin + r + 1] > labels.row_ptr[begin + r] ? 1.0f : 0.0f);
+      return Status::OK();
+    case LabelKind::kMultiClass: {
+      top_.resize(rows);
+      TETHER_RETURN_IF_ERROR(backend_->TopK(rows, outputs_, scores, 1, top_.data()));
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t p = labels.row_ptr[begin + r];
+        if (labels.row_ptr[begin + r + 1] == p) continue;
+        // A tie at the top (C21) is not broken by class number: the true
+        // class among G tied ones is right with probability 1/G.
+        const float* s = scores + r * outputs_;
+        const float v = s[top_[r]];
+        const auto same = [v](float x) { return x == v || (std::isnan(x) && std::isnan(v)); };
+        int64_t g = 0;
+        for (int64_t j = 0; j < outputs_; ++j) g += same(s[j]) ? 1 : 0;
+        if (g > 1) ++tied_rows_;
+        if (labels.col_idx[p] < outputs_ && same(s[labels.col_idx[p]])) correct_ += 1.0 / static_cast<double>(g);
+      }
+      double loss = 0;
+      TETHER_RETURN_IF_ERROR(backend_->SoftmaxCrossEntropy(rows, outputs_, scores, RowSliceOf(labels, begin, end),
+                                                           1.0f, nullptr, &loss));
+      loss_sum_ += loss;
+      return Status::OK();
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<std::pair<std::string, double>> Evaluator::Results() const {
+  switch (kind_) {
+    case LabelKind::kMultiLabel: {
+      std::vector<std::pair<std::string, double>> out = {
+          {"precision_at_1", ranking_.PrecisionAt(1)}, {"precision_at_3", ranking_.PrecisionAt(3)},
+          {"precision_at_5", ranking_.PrecisionAt(5)}, {"ndcg_at_1", ranking_.NdcgAt(1)},
+          {"ndcg_at_3", ranking_.NdcgAt(3)},           {"ndcg_at_5", ranking_.NdcgAt(5)}};
+      if (ranking_.has_propensity()) {
+        for (int k : {1, 3, 5}) out.emplace_back("psp_at_" + std::to_string(k), ranking_.PsPrecisionAt(k));
+        for (int k : {1, 3, 5}) out.emplace_back("psndcg_at_" + std::to_string(k), ranking_.PsNdcgAt(k));
+      }
+      return out;
+    }
+    case LabelKind::kBinary:
+      return {{"accuracy", binary_.Accuracy()}, {"auc", binary_.Auc()}, {"log_loss", binary_.LogLoss()}};
+    case LabelKind::kMultiClass: {
+      const double n = static_cast<double>(std::max<int64_t>(rows_, 1));
+      return {{"accuracy", correct_ / n}, {"log_loss", loss_sum_ / n}};
+    }
+  }
+  return {};
+}
+
+int64_t Evaluator::tied_rows() const { return kind_ == LabelKind::kMultiLabel ? ranking_.tied_rows() : tied_rows_; }
+
+std::vector<uint64_t> CountLabels(const CsrMatrix& labels) {
+  std::vector<uint64_t> counts(static_cast<size_t>(labels.cols), 0);
+  for (int64_t r = 0; r < labels.rows; ++r)
+    for (int64_t p = labels.row_ptr[r]; p < labels.row_ptr[r + 1]; ++p)
+      if (labels.col_idx[p] < counts.size()) ++counts[labels.col_idx[p]];
+  return counts;
+}
+
+}  // namespace tether
