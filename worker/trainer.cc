@@ -186,6 +186,15 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
       out.set_diverged_at_epoch(s.diverged_at_epoch());
     }
   }
+  bool any_training = false;
+  for (const CheckpointWorker& w : m.workers()) any_training |= w.kind() == CheckpointWorker::TRAINING;
+  if (!any_training) {
+    // Every worker had finished (a final checkpoint): nothing left to train.
+    *finished = true;
+    WorkerState done;
+    done.set_samples(rank == 0 ? samples : 0);
+    return done;
+  }
   std::sort(rest.begin(), rest.end());
   rest.erase(std::unique(rest.begin(), rest.end()), rest.end());
   std::vector<int64_t> mine;

@@ -74,6 +74,25 @@ wait_all() {
 
 show_logs() { for f in "$tmp"/*.log; do echo "== $f"; tail -n 8 "$f"; done; }
 
+# same_tensors A B: every tensor of two safetensors files is byte-identical
+# (read by the format's layout: 8-byte header length, JSON header, data).
+same_tensors() {
+  python3 - "$1" "$2" <<'PY2'
+import json, struct, sys
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a.keys() == b.keys(), (sorted(a), sorted(b))
+diff = [k for k in a if a[k] != b[k]]
+print(f"{len(a)} tensors compared, {len(diff)} differ {diff}")
+sys.exit(1 if diff else 0)
+PY2
+}
+
 metric() { python3 -c "import json,sys; print(repr(json.load(open(sys.argv[1]))[sys.argv[2]]))" "$1" "$2"; }
 
 case "$mode" in
@@ -115,6 +134,18 @@ case "$mode" in
       echo "$k uninterrupted $a resumed $b"
       [ "$a" = "$b" ] || { echo "FAIL: $k differs"; exit 1; }
     done
+    # The resumed model scores new rows as training's evaluation did.
+    "$bin/tether-export" --checkpoint="$tmp/ck" --out="$tmp/model.safetensors" > "$tmp/export.log" 2>&1 \
+      || { echo "FAIL: tether-export"; cat "$tmp/export.log"; exit 1; }
+    "$bin/tether-predict" --model="$tmp/model.safetensors" --input=data/bibtex/Bibtex_data.txt.gz --format=xmc \
+      --index_base=0 --split=data/bibtex/bibtex_tstSplit.txt --top_k=5 --output="$tmp/preds.tsv" \
+      --metrics_out="$tmp/predict.json" > "$tmp/predict.log" 2>&1 || { echo "FAIL: tether-predict"; cat "$tmp/predict.log"; exit 1; }
+    for k in precision_at_1 precision_at_5 ndcg_at_3 psp_at_1; do
+      a=$(metric "$tmp/resumed.json" "$k")
+      b=$(metric "$tmp/predict.json" "$k")
+      echo "$k training $a tether-predict $b"
+      [ "$a" = "$b" ] || { echo "FAIL: $k differs"; exit 1; }
+    done
     echo "PASS: resume from $(basename "$ckpt") is bit-identical"
     ;;
   reshard)
@@ -135,6 +166,18 @@ case "$mode" in
     [ "$total" = 14640 ] || { echo "FAIL: trained $total rows, expected 3 epochs x 4880 = 14640"; exit 1; }
     python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.55 else 1)" "$p1" \
       || { echo "FAIL: P@1 $p1 <= 0.55"; exit 1; }
+    # The final checkpoint of 2 servers, loaded by 3 (nothing left to train)
+    # and written again: every row equal.
+    final2=$(ls -d "$tmp"/ck/ckpt-*-final)
+    start_job load3 3 2 "${flags[@]}" --checkpoint_dir="$tmp/ck-load3" --resume_from="$final2"
+    wait_all "${worker_pids[@]}" "${server_pids[@]}"
+    [ "$codes" = "0 0 0 0 0" ] || { echo "FAIL: loading on 3 servers exited $codes"; show_logs; exit 1; }
+    final3=$(ls -d "$tmp"/ck-load3/ckpt-*-final)
+    "$bin/tether-export" --checkpoint="$final2" --out="$tmp/two.safetensors" --label_counts=false > /dev/null 2>&1
+    "$bin/tether-export" --checkpoint="$final3" --out="$tmp/three.safetensors" --label_counts=false > /dev/null 2>&1
+    grep -q '"num_servers": *3\|num_servers: 3' "$final3/MANIFEST" || { echo "FAIL: $final3 not written by 3 servers"; exit 1; }
+    same_tensors "$tmp/two.safetensors" "$tmp/three.safetensors" \
+      || { echo "FAIL: the model loaded by 3 servers differs from the 2-server checkpoint"; exit 1; }
     echo "PASS"
     ;;
   restart|restart_study)
