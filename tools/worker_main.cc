@@ -26,8 +26,10 @@ DEFINE_bool(in_process, false,
 
 namespace {
 // SIGTERM/SIGINT ask the worker to leave gracefully: it finishes the current
-// minibatch, says BYE (the servers stop counting it at once) and exits 0
-// (--in_process: 128 + the signal, since the whole job stopped). A second
+// minibatch, or gives up the wait it is blocked in (within 100 ms, whatever
+// it waits on), says BYE to every shard it can reach (the servers stop
+// counting it at once; at most a second), and exits with 128 + the signal
+// (130, 143), since the job did not finish with it. A second
 // stop signal a second or more after the first exits at once with 128 + the
 // signal, even from a blocked wait. (One within a second is the same
 // request: tether-launch signals both its process group and each child.)
@@ -141,7 +143,12 @@ int main(int argc, char** argv) {
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     return 1;
   }
-  if (report->left_early) LOG(WARNING) << who << "left the job before the end of training (stop requested)";
+  if (report->left_early) {
+    const int sig = g_signal.load();
+    LOG(WARNING) << who << "left the job before the end of training (stop requested by signal " << sig
+                 << "): exit " << 128 + sig;
+    return 128 + sig;
+  }
   if (report->diverged && config->train().fail_on_divergence()) {
     LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
                << " (train.fail_on_divergence): exit " << tether::kExitDiverged;

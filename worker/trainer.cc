@@ -272,7 +272,17 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
   return d;
 }
 
-StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options) {
+namespace {
+
+// How long a leaving worker waits for its goodbyes (BYE_REPLY), or for its
+// ABORT to be flushed: a stop request is honoured within about a second even
+// when a shard is stalled or gone.
+constexpr int kLeaveTimeoutMs = 1000;
+
+// RunWorker's body; `*client_out` holds the client once connected, so that
+// RunWorker can say goodbye (stop) or ABORT (failure) on any error path.
+StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOptions& options,
+                                    std::unique_ptr<WorkerClient>* client_out) {
   const int rank = options.rank;
   const int num_workers = config.cluster().num_workers();
   const std::string who = "[worker " + std::to_string(rank) + "] ";
@@ -324,7 +334,9 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   ClientOptions copts = ClientOptionsFor(config, rank, options.servers);
   copts.context = options.zmq_context;
   copts.abort = options.abort;
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client, WorkerClient::Connect(copts));
+  copts.stop_requested = options.stop_requested;
+  TETHER_ASSIGN_OR_RETURN(*client_out, WorkerClient::Connect(copts));
+  std::unique_ptr<WorkerClient>& client = *client_out;
   LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
             << ", staleness " << StalenessName(copts.staleness);
 
@@ -380,7 +392,9 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
         LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
         report.left_early = true;
         if (metrics_log != nullptr) (void)metrics_log->Flush();
-        TETHER_RETURN_IF_ERROR(client->Bye());
+        // Bounded: a stalled or dead shard must not hold up a stop.
+        if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+          LOG(WARNING) << who << "goodbye incomplete: " << st.message();
         return report;
       }
       const Minibatch batch{&x, &y, b, std::min(x.rows, b + bs)};
@@ -497,6 +511,34 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   return report;
 }
 
+}  // namespace
+
+StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options) {
+  std::unique_ptr<WorkerClient> client;
+  StatusOr<TrainReport> result = RunWorkerWith(config, options, &client);
+  if (result.ok() || client == nullptr) return result;
+  const std::string who = "[worker " + std::to_string(options.rank) + "] ";
+  const std::string& why = result.status().message();
+  if (options.stop_requested && options.stop_requested()) {
+    // The stop request cut a wait short (or the wait failed meanwhile): the
+    // worker leaves as it would between minibatches.
+    const bool cut_short = why.size() >= 14 && why.compare(why.size() - 14, 14, "stop requested") == 0;
+    LOG(WARNING) << who << "stop requested at clock " << client->clock() << " while waiting"
+                 << (cut_short ? "" : " (the wait ended with: " + why + ")") << ": leaving the job";
+    if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+      LOG(WARNING) << who << "goodbye incomplete: " << st.message();
+    TrainReport report;
+    report.left_early = true;
+    return report;
+  }
+  // A job that failed tells its servers so, or they would wait for this
+  // worker until cluster.worker_timeout_ms and then end as if all went well.
+  client->Abort("worker " + std::to_string(options.rank) + " failed: " +
+                    (why.rfind(who, 0) == 0 ? why.substr(who.size()) : why),
+                kLeaveTimeoutMs);
+  return result;
+}
+
 ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<std::string> servers) {
   ClientOptions o;
   o.rank = rank;
@@ -507,6 +549,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   o.tables = TablesForJob(config);
   o.heartbeat_interval_ms = config.cluster().heartbeat_interval_ms();
   o.request_timeout_ms = config.cluster().request_timeout_ms();
+  o.liveness_timeout_ms = config.cluster().liveness_timeout_ms();
   o.send_hwm = config.cluster().send_hwm();
   o.recv_hwm = config.cluster().recv_hwm();
   return o;
