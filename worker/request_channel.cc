@@ -164,7 +164,7 @@ Status RequestChannel::Connect() {
       o.monitor_endpoint = "inproc://tether-monitor-" + identity + "-" + std::to_string(shard);
       try {
         // Connected before the monitor binds (inproc allows it), so the
-        // first CONNECTED event already has a reader.
+        // first event already has a reader.
         zmq::socket_t pair(*ctx_, zmq::socket_type::pair);
         pair.set(zmq::sockopt::linger, 0);
         pair.connect(o.monitor_endpoint);
@@ -323,7 +323,9 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
     if (event.size() < sizeof(uint16_t)) continue;
     uint16_t id;
     std::memcpy(&id, event.data(), sizeof(id));
-    if (id == ZMQ_EVENT_CONNECTED) {
+    // Up means a ZMTP handshake succeeded: a TCP connect alone is accepted by
+    // the kernel of a stopped (or hung) process too, and proves nothing.
+    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       if (link.ever_connected && !link.connected)
         LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                      << " is back after " << MillisecondsSince(link.down_since) << " ms";
@@ -437,7 +439,7 @@ Status RequestChannel::Progress(int timeout_ms) {
   for (int s = 0; s < num_shards(); ++s) {
     if (!(poll_items_[s].revents & ZMQ_POLLIN)) continue;
     Link& link = links_[s];
-    if (!link.ever_connected) link.ever_connected = link.connected = true;  // its CONNECTED event was missed
+    if (!link.ever_connected) link.ever_connected = link.connected = true;  // its handshake event was missed
     while (true) {
       Status st = RecvMessage(sockets_[s], &reply, nullptr);
       if (st.code() == Status::Code::kUnavailable) break;

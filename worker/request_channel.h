@@ -29,8 +29,8 @@
 //
 // Liveness (case "a dead server", docs/OPERATIONS.md). Over tcp:// and
 // ipc:// each DEALER socket sends ZMTP heartbeats and is watched by a socket
-// monitor whose events (connected, disconnected) are read in the channel's
-// own wait loop. A shard whose connection went down and has not come back
+// monitor whose events (ZMTP handshake done, disconnected) are read in the
+// channel's own wait loop. A shard whose connection went down and has not come back
 // within liveness_timeout_ms is gone: every later wait fails with
 // Unavailable naming the shard index and endpoint, also a wait on other
 // shards' replies, and so does the sticky error. A server whose event loop
@@ -244,7 +244,7 @@ class RequestChannel {
   // The connection to one shard, as its socket monitor reports it.
   struct Link {
     bool monitored = false;       // tcp:// or ipc:// with liveness on
-    bool ever_connected = false;  // a CONNECTED event or a reply came
+    bool ever_connected = false;  // a handshake event or a reply came
     bool connected = false;
     SteadyClock::time_point down_since;  // valid while ever_connected && !connected
   };

@@ -53,7 +53,7 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
     }
     if (!opts.monitor_endpoint.empty() &&
         zmq_socket_monitor(s.handle(), opts.monitor_endpoint.c_str(),
-                           ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
       throw zmq::error_t();
     s.connect(endpoint);
     return s;

@@ -23,9 +23,11 @@ struct SocketOptions {
   // thread, so a busy peer event loop still answers them.
   int heartbeat_ivl_ms = 0;
   int heartbeat_timeout_ms = 0;
-  // DEALER only. When set, connection events (ZMQ_EVENT_CONNECTED,
-  // ZMQ_EVENT_DISCONNECTED) are published on this inproc:// endpoint
-  // (zmq_socket_monitor) from before the connect, so none is missed.
+  // DEALER only. When set, connection events (ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+  // a ZMTP peer answered, not merely a TCP connect, which a stopped
+  // process's kernel still accepts; ZMQ_EVENT_DISCONNECTED) are published
+  // on this inproc:// endpoint (zmq_socket_monitor) from before the
+  // connect, so none is missed.
   std::string monitor_endpoint;
 };
 
