@@ -140,6 +140,12 @@ int main(int argc, char** argv) {
   if (!report.ok()) {
     // Errors from the client already carry the "[worker R] " prefix.
     const std::string& msg = report.status().message();
+    if (const int sig = g_signal.load(); sig != 0) {
+      // Stopped before it had joined (HELLO cut short): nothing to say BYE to.
+      LOG(WARNING) << (msg.rfind(who, 0) == 0 ? "" : who) << msg << " (stopped by signal " << sig
+                   << " before joining the job): exit " << 128 + sig;
+      return 128 + sig;
+    }
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     return 1;
   }
