@@ -370,11 +370,11 @@ Status RequestChannel::CheckInterrupts() {
 
 void RequestChannel::BeginLeaving(int bound_ms) {
   leaving_ = true;
-  leave_bound_ms_ = std::max(0, bound_ms);
+  bound_ms = std::max(0, bound_ms);
   for (int s = 0; s < num_shards(); ++s) {
     try {
-      sockets_[s].set(zmq::sockopt::sndtimeo, leave_bound_ms_);
-      sockets_[s].set(zmq::sockopt::linger, shard_up(s) ? leave_bound_ms_ : 0);
+      sockets_[s].set(zmq::sockopt::sndtimeo, bound_ms);
+      sockets_[s].set(zmq::sockopt::linger, shard_up(s) ? bound_ms : 0);
     } catch (const zmq::error_t&) {
       // A socket that refuses an option keeps its own bounds (linger 0).
     }

@@ -289,7 +289,6 @@ class RequestChannel {
   std::vector<int> monitor_shard_;
   Status gone_;          // the first shard found gone: every wait fails with it
   bool leaving_ = false;  // BeginLeaving was called
-  int leave_bound_ms_ = 0;
 };
 
 }  // namespace tether
