@@ -14,6 +14,10 @@
 #                 (a stalled server), then SIGTERM to worker 0, blocked on it:
 #                 exit 143 within 2.5 s; server 0, whose workers both said
 #                 goodbye, exits 0. SIGTERM to server 1 (then SIGCONT): exit 143.
+#   stalled_server  1 server + 1 worker, --liveness_timeout_ms=1000; SIGSTOP the
+#                 server (a vanished host: its kernel still accepts TCP, nobody
+#                 answers the ZMTP heartbeats): the worker exits 1 within 10 s
+#                 naming the gone shard.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 set -euo pipefail
@@ -172,6 +176,26 @@ stop_signals)
   [ "$rc" = 143 ] || fail "server 1 exited $rc after SIGTERM, want 143"
   pids=()
   echo "server 1: exit 143 ${took} ms after SIGTERM"
+  ;;
+stalled_server)
+  job+=(--num_servers=1 --num_workers=1 --liveness_timeout_ms=1000)
+  start_servers 1
+  start_workers 1
+  wait_for "$tmp/worker0.log" "epoch 1/200" 30 || fail "training never got going"
+  kill -STOP "$(inner "${spid[0]}")"
+  t0=$(now_ms)
+  exits_within "${wpid[0]}" 10000 || { kill -CONT "$(inner "${spid[0]}")"; fail "worker 0 still runs 10 s after its server stopped"; }
+  took=$(($(now_ms) - t0))
+  rc=$(code_of "${wpid[0]}")
+  [ "$rc" = 1 ] || fail "worker 0 exited $rc, want 1"
+  grep -q "server shard 0 at $(cat "$tmp/s0.port") is gone: disconnected" "$tmp/worker0.log" \
+    || fail "worker 0 did not name the gone shard"
+  kill -TERM "$(inner "${spid[0]}")"
+  kill -CONT "$(inner "${spid[0]}")"
+  exits_within "${spid[0]}" 5000 || fail "server 0 still runs after SIGTERM"
+  wait "${spid[0]}" 2>/dev/null || true
+  pids=()
+  echo "worker 0 gave its stopped server up after ${took} ms (liveness 1000 ms)"
   ;;
 *)
   echo "unknown mode $mode"
