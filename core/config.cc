@@ -271,6 +271,7 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"slowdown_rank", "train.slowdown_rank", "the worker slowed by --slowdown"},
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
       {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
+      {"liveness_timeout_ms", "cluster.liveness_timeout_ms", "a worker gives up a server whose connection is down this long (0: off)"},
       {"eval_every_epochs", "train.eval_every_epochs", "rank 0 evaluates every N epochs during training (0: at the end only)"},
       {"metrics_dir", "train.metrics_dir", "every process appends JSON-lines metrics to DIR/<role>-<rank>.jsonl"},
       {"progress_every_s", "train.progress_every_s", "seconds between progress lines (0: none)"},
@@ -395,6 +396,10 @@ Status ValidateServerConfig(const JobConfig& c) {
   if (c.cluster().worker_timeout_ms() <= c.cluster().heartbeat_interval_ms())
     return bad("cluster.worker_timeout_ms", "must exceed cluster.heartbeat_interval_ms (" +
                                                 std::to_string(c.cluster().heartbeat_interval_ms()) + ")");
+  // Below ~100 ms a reconnect after a transient drop (ZeroMQ retries every
+  // 100 ms) could not come back in time.
+  if (c.cluster().liveness_timeout_ms() != 0 && c.cluster().liveness_timeout_ms() < 100)
+    return bad("cluster.liveness_timeout_ms", "must be ≥ 100, or 0 (off)");
   return Status::OK();
 }
 

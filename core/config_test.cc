@@ -191,6 +191,12 @@ TEST(ConfigTest, ServerValidationReadsOnlyClusterAndConsistency) {
   j = *c;
   j.mutable_cluster()->set_worker_timeout_ms(j.cluster().heartbeat_interval_ms());
   EXPECT_NE(ValidateServerConfig(j).message().find("cluster.worker_timeout_ms"), std::string::npos);
+  j = *c;
+  j.mutable_cluster()->set_liveness_timeout_ms(50);
+  EXPECT_EQ(ValidateServerConfig(j).message(), "config field cluster.liveness_timeout_ms: must be ≥ 100, or 0 (off)");
+  j.mutable_cluster()->set_liveness_timeout_ms(0);
+  EXPECT_TRUE(ValidateServerConfig(j).ok());
+  EXPECT_EQ(JobConfig().cluster().liveness_timeout_ms(), 5000);
 }
 
 // The values in force: one line per set section, each short.

@@ -78,7 +78,13 @@ Status ServerShard::Run() {
   Message m;
   std::string identity;
   while (!stop_.load()) {
-    zmq::poll(items, 1, std::chrono::milliseconds(100));
+    try {
+      zmq::poll(items, 1, std::chrono::milliseconds(100));
+    } catch (const zmq::error_t& e) {
+      // A signal interrupted the poll: look at the stop flag it may have set.
+      if (e.num() == EINTR) continue;
+      return Status::IOError(log_prefix_ + "poll: " + e.what());
+    }
     if (items[0].revents & ZMQ_POLLIN) {
       // Drain everything queued before going back to poll.
       while (true) {
@@ -97,6 +103,7 @@ Status ServerShard::Run() {
         if (!fatal_.ok()) return fatal_;
       }
     }
+    if (!aborted_.ok()) return aborted_;
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
     bool all_gone = true;
     for (const auto& w : workers_) all_gone = all_gone && (w.said_bye || w.dead);
@@ -118,6 +125,17 @@ Status ServerShard::Run() {
   const FramePool::Stats pool = reply_pool_.stats();
   LOG(INFO) << log_prefix_ << "reply frames: " << pool.takes << " pooled, " << pool.reuses << " reused, "
             << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6 << " MB idle";
+  if (stop_.load()) return Status::OK();
+  // Every worker is gone, but a worker removed for silence never finished:
+  // the job did not either, and the exit code must say so.
+  std::string removed;
+  for (size_t r = 0; r < workers_.size(); ++r)
+    if (workers_[r].dead) removed += (removed.empty() ? "" : ", ") + std::to_string(r);
+  if (!removed.empty())
+    return Status::Unavailable(log_prefix_ + "the job did not finish: worker(s) " + removed +
+                               " fell silent (cluster.worker_timeout_ms=" +
+                               std::to_string(config_.cluster().worker_timeout_ms()) +
+                               ") and never came back to reach the barrier or say BYE");
   return Status::OK();
 }
 
@@ -260,6 +278,13 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   const int rank = h.sender_rank();
   WorkerState& w = workers_[rank];
   w.last_seen = std::chrono::steady_clock::now();
+  if (h.type() == ABORT) {
+    // A worker failed and says so (also one removed for silence): the job
+    // cannot finish, and this shard ends with that worker's reason.
+    // Run() returns it, and the caller logs it (tools/server_main.cc).
+    if (aborted_.ok()) aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error());
+    return;
+  }
   if (w.dead && h.type() != HELLO) {
     // A worker declared dead must rejoin with HELLO; until then its
     // messages would corrupt the clock bookkeeping.
@@ -369,6 +394,11 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     }
     case BYE: {
       w.said_bye = true;
+      // A worker leaving early (a stop request) may leave pulls parked on
+      // the bound: nobody is there to take their replies any more.
+      pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                    [&](const PendingPull& p) { return p.identity == identity; }),
+                     pending_.end());
       if (clocks_.Remove(rank)) ServeReadyPulls();
       LOG(INFO) << log_prefix_ << "worker " << rank << " left";
       Message reply;

@@ -85,12 +85,15 @@ class ServerShard {
   /// The endpoint actually bound (with the real port), after Bind.
   const std::string& endpoint() const { return endpoint_; }
 
-  /// Serves until every one of the job's workers has said BYE or was removed
-  /// for silence (OK), Stop() is called (OK), no worker said HELLO within
+  /// Serves until every one of the job's workers has said BYE (OK) or was
+  /// removed for silence (Unavailable naming the removed workers: the job
+  /// did not finish), Stop() is called (OK), a worker sent ABORT
+  /// (Unavailable with the worker's reason), no worker said HELLO within
   /// cluster.startup_timeout_ms / no message came for
   /// cluster.idle_timeout_ms (DeadlineExceeded), or a worker was silent past
   /// cluster.worker_timeout_ms under on_worker_timeout: FAIL_JOB
-  /// (Unavailable, naming the worker and its last clock).
+  /// (Unavailable, naming the worker and its last clock). A signal
+  /// interrupting its poll is no error (call Stop() from the handler).
   Status Run();
   /// The checkpoint this shard resumes from, on this host (a checkpoint or
   /// a directory of them: the latest complete one), when it differs from
@@ -189,6 +192,7 @@ class ServerShard {
   zmq::socket_t socket_;
   std::string endpoint_;
   std::atomic<bool> stop_{false};
+  Status aborted_;  // set by a worker's ABORT: Run() returns it
   std::function<void(int64_t)> clock_listener_;
   ServerStats stats_;
   // Reply values frames. Frames still queued in ZeroMQ when the shard is

@@ -74,9 +74,21 @@ class ServerThread {
   ServerThread(const JobConfig& c, int shard) : server_(c, shard) {
     Status st = server_.Bind("tcp://127.0.0.1:0");
     EXPECT_TRUE(st.ok()) << st.ToString();
-    thread_ = std::thread([this] { result_ = server_.Run(); });
+    thread_ = std::thread([this] {
+      result_ = server_.Run();
+      done_.store(true);
+    });
   }
   ~ServerThread() { Stop(); }
+  // Waits up to `timeout_ms` for Run() to return by itself and returns its
+  // status; DeadlineExceeded (and the shard stopped) when it did not.
+  Status WaitForExit(int timeout_ms) {
+    const auto end = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!done_.load() && SteadyClock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const bool exited = done_.load();
+    Stop();
+    return exited ? result_ : Status::DeadlineExceeded("the shard's Run() did not return");
+  }
   void Stop() {
     server_.Stop();
     if (thread_.joinable()) thread_.join();
@@ -89,6 +101,7 @@ class ServerThread {
   ServerShard server_;
   std::thread thread_;
   Status result_;
+  std::atomic<bool> done_{false};
 };
 
 // A serialized HELLO of worker `rank` to `shard`, declaring the job's tables.
@@ -1097,6 +1110,42 @@ TEST(TransportTest, C22ServerStepThatOverflowsFailsThePushAndNamesTheKey) {
   EXPECT_EQ(w->Clock().message(), st.message());  // the run fails
   EXPECT_EQ(server.stats().updates_applied, 2u);
   EXPECT_EQ(server.stats().bad_messages, 1u);
+}
+
+// Issue 11: a job that failed tells its servers so. A worker's ABORT ends
+// the shard's Run() with the worker's reason (tether-server exits 1).
+TEST(TransportTest, AbortFromAWorkerEndsTheShardWithItsReason) {
+  JobConfig c = ExactJob(1, 2, 4);
+  ServerThread server(c, 0);
+  auto w0 = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(w0);
+  w0->Abort("worker 0 failed: disk full", 500);
+  const Status st = server.WaitForExit(5000);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+  EXPECT_EQ(st.message(), "[server 0] job aborted: worker 0 failed: disk full");
+}
+
+// Issue 11: a shard whose workers are all gone, one of them removed for
+// silence and never back, did not finish its job: Run() says so (exit 1)
+// instead of OK.
+TEST(TransportTest, ShardWhoseRemovedWorkerNeverCameBackEndsWithAnError) {
+  JobConfig c = ExactJob(1, 2, 4);
+  c.mutable_cluster()->set_worker_timeout_ms(300);
+  ServerThread server(c, 0);
+  ClientOptions o0 = OptionsFor(c, 0, {server.endpoint()});
+  o0.heartbeat_interval_ms = 50;
+  auto w0 = Connect(o0);
+  auto w1 = Connect(OptionsFor(c, 1, {server.endpoint()}));
+  ASSERT_TRUE(w0 && w1);
+  w1.reset();  // dies: no BYE, no heartbeats
+  for (int i = 0; i < 100 && server.stats().workers_timed_out == 0; ++i) ASSERT_TRUE(w0->Idle(50).ok());
+  ASSERT_EQ(server.stats().workers_timed_out, 1u);
+  ASSERT_TRUE(w0->Bye().ok());
+  const Status st = server.WaitForExit(5000);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("the job did not finish: worker(s) 1 fell silent (cluster.worker_timeout_ms=300)"),
+            std::string::npos)
+      << st.message();
 }
 
 }  // namespace

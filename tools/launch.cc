@@ -90,7 +90,8 @@ using Clock = std::chrono::steady_clock;
 // local process start-up and shutdown, not training, which --timeout_s covers.
 constexpr std::chrono::seconds kPortFileWait{30};     // server start → port file written
 constexpr std::chrono::seconds kServerExitWait{60};   // last worker done → servers gone
-constexpr std::chrono::seconds kTermGrace{5};         // SIGTERM → SIGKILL
+constexpr std::chrono::seconds kWorkerStopGrace{3};   // workers: SIGTERM → BYE → exit (≈ 1 s)
+constexpr std::chrono::seconds kServerStopGrace{2};   // then servers: SIGTERM → exit (≈ 0.1 s)
 constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
 constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
 constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
@@ -119,6 +120,7 @@ struct Child {
   bool running = false;
   bool reported = false;  // its exit has been looked at by the launcher
   int wait_status = 0;
+  std::string endpoint;  // servers: where it listened (from its port file)
 
   std::string Name() const { return role + " " + std::to_string(index) + " (pid " + std::to_string(pid) + ")"; }
   bool Succeeded() const { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
@@ -238,8 +240,10 @@ class Launcher {
   // The first exited child not yet looked at, or nullptr.
   Child* NextExited();
 
-  // SIGTERM to everyone, up to kTermGrace, then SIGKILL and up to kKillWait.
-  // A second stop signal meanwhile skips straight to SIGKILL.
+  // SIGTERM to the workers, up to kWorkerStopGrace (each says BYE, so the
+  // servers stop waiting for it), then to the servers, up to
+  // kServerStopGrace, then SIGKILL to the group and up to kKillWait. A second
+  // stop signal meanwhile skips straight to SIGKILL.
   void Teardown(const std::string& why);
   void SignalAll(int sig);
 
@@ -494,12 +498,19 @@ void Launcher::Teardown(const std::string& why) {
   if (Live() == 0) return;
   const std::string old_phase = phase_;
   phase_ = "tearing down";
-  LOG(WARNING) << "[launch] " << why << ": stopping " << Live() << " child process(es) (SIGTERM, then SIGKILL after "
-               << kTermGrace.count() << " s)";
+  LOG(WARNING) << "[launch] " << why << ": stopping " << Live() << " child process(es) (SIGTERM to the workers, "
+               << "then after at most " << kWorkerStopGrace.count() << " s to the servers, then SIGKILL after at most "
+               << kServerStopGrace.count() << " s more)";
   escalate_ = false;
-  SignalAll(SIGTERM);
-  const Clock::time_point grace_end = Clock::now() + kTermGrace;
-  while (Live() > 0 && !escalate_ && Clock::now() < grace_end) Pump(grace_end);
+  // Workers first: a worker stopped gracefully says BYE, and a server that
+  // went first would leave it waiting on a dead shard.
+  for (const auto& [role, grace] : {std::pair{"worker", kWorkerStopGrace}, std::pair{"server", kServerStopGrace}}) {
+    if (escalate_ || Live(role) == 0) continue;
+    for (const auto& c : children_)
+      if (c.running && c.role == role) kill(c.pid, SIGTERM);
+    const Clock::time_point grace_end = Clock::now() + grace;
+    while (Live(role) > 0 && !escalate_ && Clock::now() < grace_end) Pump(grace_end);
+  }
   if (Live() > 0) {
     std::string names;
     for (const auto& c : children_)
@@ -580,7 +591,10 @@ std::optional<int> Launcher::Monitor() {
         continue;
       }
       if (!c->Succeeded()) {
-        LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded();
+        LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded()
+                   << (c->role == "server" && !c->endpoint.empty() ? "; it was shard " + std::to_string(c->index) +
+                                                                          " at " + c->endpoint
+                                                                    : std::string());
         Teardown(c->Name() + " failed");
         return 1;
       }
@@ -691,6 +705,8 @@ int Launcher::RunJob() {
   if (auto code = WaitForPortFiles(&endpoints)) return *code;
   std::string addresses;
   for (const auto& ep : endpoints) addresses += (addresses.empty() ? "" : ",") + ep;
+  for (auto& c : children_)
+    if (c.role == "server") c.endpoint = endpoints[c.index];
 
   for (int r = 0; r < options_.num_workers; ++r) {
     std::vector<std::string> args = {config_flag, "--rank=" + std::to_string(r), "--server_addresses=" + addresses};

@@ -1,6 +1,16 @@
 // tether-server: one parameter-server shard.
+//
+// Exit codes: 0 every worker finished (BYE); 1 the job failed (a worker sent
+// ABORT, a worker was removed for silence and never came back, a timeout,
+// a bind error); 2 bad config or flags; 128 + N on stop signal N (130
+// SIGINT, 143 SIGTERM): the shard stops within its poll interval (100 ms)
+// whatever its workers are doing, since the job did not finish.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
 
 #include "core/config.h"
 #include "core/file_util.h"
@@ -15,6 +25,17 @@ DEFINE_string(port_file, "", "if set, the bound endpoint is written here (atomic
 DEFINE_string(resume_from, "",
               "the checkpoint to load rows from, as this host sees it (default: the path worker 0 resumes "
               "from, sent at HELLO)");
+
+namespace {
+// Set once by the stop signal handler (lock-free atomics are
+// async-signal-safe); Run() looks at the shard's stop flag every poll.
+std::atomic<int> g_signal{0};
+std::atomic<tether::ServerShard*> g_server{nullptr};
+void RequestStop(int sig) {
+  if (g_signal.exchange(sig) != 0) return;
+  if (tether::ServerShard* s = g_server.load()) s->Stop();
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
@@ -43,10 +64,20 @@ int main(int argc, char** argv) {
     metrics_log = std::move(*log);
     tether::LogShardClocks(&server, metrics_log.get());
   }
+  g_server.store(&server);
+  std::signal(SIGTERM, RequestStop);
+  std::signal(SIGINT, RequestStop);
   tether::Status st = server.Bind(FLAGS_listen);
   if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, server.endpoint() + "\n");
-  if (st.ok()) st = server.Run();
+  if (st.ok() && g_signal.load() == 0) st = server.Run();
   if (st.ok() && metrics_log != nullptr) st = metrics_log->Flush();
+  g_server.store(nullptr);
+  if (const int sig = g_signal.load(); sig != 0) {
+    LOG(WARNING) << "[server " << FLAGS_shard << "] stopped by signal " << sig << " (" << strsignal(sig)
+                 << ") before the job finished: exit " << 128 + sig
+                 << (st.ok() ? "" : " (" + st.message() + ")");
+    return 128 + sig;
+  }
   if (!st.ok()) {
     // The shard's own errors already carry its "[server N] " prefix.
     const std::string prefix = "[server " + std::to_string(FLAGS_shard) + "] ";

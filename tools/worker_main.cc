@@ -33,8 +33,10 @@ DEFINE_bool(in_process, false,
 
 namespace {
 // SIGTERM/SIGINT ask the worker to leave gracefully: it finishes the current
-// minibatch, says BYE (the servers stop counting it at once) and exits 0
-// (--in_process: 128 + the signal, since the whole job stopped). A second
+// minibatch, or gives up the wait it is blocked in (within 100 ms, whatever
+// it waits on), says BYE to every shard it can reach (the servers stop
+// counting it at once; at most a second), and exits with 128 + the signal
+// (130, 143), since the job did not finish with it. A second
 // stop signal a second or more after the first exits at once with 128 + the
 // signal, even from a blocked wait. (One within a second is the same
 // request: tether-launch signals both its process group and each child.)
@@ -164,14 +166,20 @@ int main(int argc, char** argv) {
   if (!report.ok()) {
     // Errors from the client already carry the "[worker R] " prefix.
     const std::string& msg = report.status().message();
+    if (const int sig = g_signal.load(); sig != 0) {
+      // Stopped before it had joined (HELLO cut short): nothing to say BYE to.
+      LOG(WARNING) << (msg.rfind(who, 0) == 0 ? "" : who) << msg << " (stopped by signal " << sig
+                   << " before joining the job): exit " << 128 + sig;
+      return 128 + sig;
+    }
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     return 1;
   }
   if (report->left_early) {
-    // The job did not finish: 128 + the signal, as tether-launch exits.
-    LOG(WARNING) << who << "left the job before the end of training (stop requested by signal " << g_signal.load()
-                 << ")";
-    return 128 + (g_signal.load() != 0 ? g_signal.load() : SIGTERM);
+    const int sig = g_signal.load();
+    LOG(WARNING) << who << "left the job before the end of training (stop requested by signal " << sig
+                 << "): exit " << 128 + sig;
+    return 128 + sig;
   }
   if (report->diverged && config->train().fail_on_divergence()) {
     LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch

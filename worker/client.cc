@@ -62,6 +62,8 @@ RequestChannel::Options ChannelOptions(const ClientOptions& o) {
   c.context = o.context;
   c.abort = o.abort;
   c.frame_pool_idle_bytes = o.frame_pool_idle_bytes;
+  c.liveness_timeout_ms = o.liveness_timeout_ms;
+  c.stop_requested = o.stop_requested;
   return c;
 }
 
@@ -382,7 +384,9 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         }
         break;
       case PULL_REPLY:
-        st = OnPullReply(r, reply);
+        // A leaving worker's pull buffers may be gone with its model: the
+        // replies still arriving are taken and dropped.
+        if (!leaving_) st = OnPullReply(r, reply);
         break;
       case STATS_REPLY:
         server_stats_[r.shard] = h.shard_stats();
@@ -537,6 +541,35 @@ Status WorkerClient::Bye() {
             << " reused, " << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6
             << " MB idle";
   return st;
+}
+
+Status WorkerClient::Leave(int timeout_ms) {
+  leaving_ = true;
+  channel_.BeginLeaving(timeout_ms);
+  RequestHandle bye = channel_.NewRequest(/*sticky=*/false);
+  std::string down;
+  for (int s = 0; s < num_shards_; ++s) {
+    if (!channel_.shard_up(s)) {
+      down += (down.empty() ? "" : ", ") + std::to_string(s) + " (" + options_.servers[s] + ")";
+      continue;
+    }
+    Message m;
+    m.header.set_type(BYE);
+    SendPart(s, &m, bye, NewShardRequest(BYE_REPLY, s, 0));
+  }
+  Status st = bye.Wait(timeout_ms);
+  LOG(INFO) << channel_.log_prefix() << "leaving early: " << stats_.updates_sent << " updates sent, "
+            << stats_.updates_failed << " lost" << (st.ok() ? ", every reachable shard said goodbye" : "");
+  if (st.ok() && !down.empty())
+    st = Status::Unavailable(channel_.log_prefix() + "no goodbye to server shard(s) " + down + ": connection down");
+  return st;
+}
+
+void WorkerClient::Abort(const std::string& why, int timeout_ms) {
+  leaving_ = true;
+  const int sent = channel_.SendAbort(why, timeout_ms);
+  LOG(WARNING) << channel_.log_prefix() << "told " << sent << " of " << num_shards_
+               << " server shard(s) that the job failed (ABORT)";
 }
 
 const ClientStats& WorkerClient::stats() const {

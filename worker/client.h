@@ -41,6 +41,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,14 @@ struct ClientOptions {
   /// a heartbeat interval with Unavailable ("aborted"): one-process jobs set
   /// it when another worker failed, so no one waits for a peer that is gone.
   const std::atomic<bool>* abort = nullptr;
+  /// cluster.liveness_timeout_ms: a shard whose tcp:// or ipc:// connection
+  /// has been down this long is gone, and every wait fails with Unavailable
+  /// naming it (RequestChannel's file comment); 0: off.
+  int liveness_timeout_ms = 5000;
+  /// A stop request (a signal), polled every 100 ms while a call waits:
+  /// when true, waits give up with Unavailable ("stop requested"), and the
+  /// caller leaves with Leave(). May be empty.
+  std::function<bool()> stop_requested;
   /// Push values and request keys of at least kMinPooledFrameBytes are
   /// built in recycled, pre-faulted buffers that ZeroMQ sends zero-copy
   /// (core/net/frame_pool.h); at most this many bytes of them are kept idle
@@ -203,6 +212,25 @@ class WorkerClient {
   /// shard. Errors: the sticky error, then as RequestHandle::Wait.
   Status Bye();
 
+  /// Leaves the job promptly (a stop request, or a wait given up): BYE to
+  /// every shard whose connection is up, without first waiting for the
+  /// requests in flight (a shard handles one worker's messages in order, so
+  /// its pushes before the BYE are applied), then waits at most
+  /// `timeout_ms` for the BYE_REPLYs, whatever the stop request. Closing the
+  /// client afterwards waits at most `timeout_ms` more for unsent messages.
+  /// From Leave (and Abort) on, pull replies still arriving are dropped,
+  /// never written: the pulls' buffers may be gone with the model that
+  /// owned them (RunWorker leaves after its model was destroyed).
+  /// Errors: DeadlineExceeded (a reply did not come), Unavailable (a shard
+  /// was down: no BYE sent to it).
+  Status Leave(int timeout_ms);
+
+  /// Tells every shard still reachable that this worker failed: ABORT with
+  /// `why` (which should name the worker), best effort, no reply awaited;
+  /// closing the client waits at most `timeout_ms` for the messages to go.
+  /// Each shard then ends its Run() with an error (server/server.h).
+  void Abort(const std::string& why, int timeout_ms);
+
   /// Counters (a snapshot, valid until the next call on this client).
   const ClientStats& stats() const;
   /// The pool of outgoing keys and push values frames (its counters say how
@@ -271,6 +299,7 @@ class WorkerClient {
   int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
   CheckpointReply checkpoint_reply_;       // filled by CHECKPOINT_REPLYs
   std::vector<ShardStats> server_stats_;   // STATS_REPLY per shard
+  bool leaving_ = false;                   // Leave or Abort was called: pull replies are dropped
 };
 
 }  // namespace tether

@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <random>
 
 #include <glog/logging.h>
@@ -114,9 +117,14 @@ RequestChannel::RequestChannel(const Options& options, ReplyHandler on_reply)
       ctx_(options.context == nullptr ? own_ctx_.get() : options.context),
       frame_pool_(FramePool::Options{options.frame_pool_idle_bytes, kMinPooledFrameBytes}),
       outstanding_(options.servers.size(), 0),
-      last_send_(SteadyClock::now()) {}
+      last_send_(SteadyClock::now()),
+      links_(options.servers.size()) {}
 
 RequestChannel::~RequestChannel() {
+  // Stop the monitors before their sockets close (the PAIR ends close first).
+  for (int shard : monitor_shard_)
+    if (shard < static_cast<int>(sockets_.size())) (void)zmq_socket_monitor(sockets_[shard].handle(), nullptr, 0);
+  monitors_.clear();
   for (RequestState* s : states_) {
     if (s->refs == 0) {
       delete s;
@@ -142,11 +150,36 @@ Status RequestChannel::Connect() {
   std::random_device rd;
   const std::string identity =
       "w" + std::to_string(options_.rank) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
-  for (const auto& ep : options_.servers) {
-    TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, so));
+  const int liveness = options_.liveness_timeout_ms;
+  for (size_t shard = 0; shard < options_.servers.size(); ++shard) {
+    const std::string& ep = options_.servers[shard];
+    SocketOptions o = so;
+    // inproc:// has no connection that could drop: nothing to watch.
+    if (liveness > 0 && (ep.rfind("tcp://", 0) == 0 || ep.rfind("ipc://", 0) == 0)) {
+      // A vanished host is found by ZMTP heartbeats (closed after
+      // liveness/2 of silence), a dead process by its closed connection;
+      // either way the disconnect must then last liveness_timeout_ms.
+      o.heartbeat_ivl_ms = std::max(25, liveness / 4);
+      o.heartbeat_timeout_ms = std::max(50, liveness / 2);
+      o.monitor_endpoint = "inproc://tether-monitor-" + identity + "-" + std::to_string(shard);
+      try {
+        // Connected before the monitor binds (inproc allows it), so the
+        // first event already has a reader.
+        zmq::socket_t pair(*ctx_, zmq::socket_type::pair);
+        pair.set(zmq::sockopt::linger, 0);
+        pair.connect(o.monitor_endpoint);
+        monitors_.push_back(std::move(pair));
+      } catch (const zmq::error_t& e) {
+        return Status::IOError(log_prefix_ + "cannot watch the connection to server " + ep + ": " + e.what());
+      }
+      monitor_shard_.push_back(static_cast<int>(shard));
+      links_[shard].monitored = true;
+    }
+    TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, o));
     sockets_.push_back(std::move(s));
   }
   for (auto& s : sockets_) poll_items_.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  for (auto& m : monitors_) poll_items_.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
   return Status::OK();
 }
 
@@ -177,9 +210,15 @@ int RequestChannel::Window() const {
 
 Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag) {
   RequestState* state = request != nullptr ? request->state_ : nullptr;
+  // A gone shard takes nothing more: its queue would only fill and block.
+  if (!gone_.ok() && !leaving_) {
+    FailState(state, gone_);
+    return gone_;
+  }
   // Heartbeats (sent from inside Progress) skip the window: they are owed no
-  // reply, so they cannot fill the receive queue the window protects.
-  if (m->header.type() != HEARTBEAT) {
+  // reply, so they cannot fill the receive queue the window protects. So do
+  // a leaving worker's goodbyes, which must not wait on a stalled shard.
+  if (m->header.type() != HEARTBEAT && !leaving_) {
     const int window = Window();
     if (outstanding_[shard] >= window) ++stats_.send_waits;
     while (outstanding_[shard] >= window) {
@@ -257,32 +296,137 @@ void RequestChannel::Dispatch(Message* reply) {
 
 void RequestChannel::SendHeartbeats() {
   for (int s = 0; s < num_shards(); ++s) {
+    if (!shard_up(s)) continue;  // queued for a reconnect that may never come
     Message m;
     m.header.set_type(HEARTBEAT);
     (void)Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
   }
 }
 
-Status RequestChannel::Progress(int timeout_ms) {
-  int n = 0;
-  const auto start = SteadyClock::now();
-  try {
-    while (true) {
-      if (options_.abort != nullptr && options_.abort->load())
-        return Status::Unavailable(log_prefix_ + "aborted: another worker of this process failed");
-      // Poll in heartbeat-sized slices: a worker blocked on the staleness
-      // bound must still look alive to the servers (and see an abort).
-      const int64_t waited = MillisecondsSince(start);
-      const int64_t slice = std::min<int64_t>(timeout_ms - waited, options_.heartbeat_interval_ms);
-      n = zmq::poll(poll_items_.data(), poll_items_.size(), std::chrono::milliseconds(std::max<int64_t>(0, slice)));
-      if (n > 0 || waited + slice >= timeout_ms) break;
-      if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
-        SendHeartbeats();
+bool RequestChannel::shard_up(int shard) const {
+  const Link& l = links_[shard];
+  return !l.monitored || l.connected || !l.ever_connected;
+}
+
+void RequestChannel::TakeMonitorEvents(int monitor) {
+  const int shard = monitor_shard_[monitor];
+  Link& link = links_[shard];
+  while (true) {
+    zmq::message_t event, address;
+    try {
+      if (!monitors_[monitor].recv(event, zmq::recv_flags::dontwait)) return;
+      // The second frame (the endpoint) comes with the first.
+      if (event.more()) (void)monitors_[monitor].recv(address, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      return;
     }
-  } catch (const zmq::error_t& e) {
-    return Status::IOError(log_prefix_ + "poll: " + e.what());
+    if (event.size() < sizeof(uint16_t)) continue;
+    uint16_t id;
+    std::memcpy(&id, event.data(), sizeof(id));
+    // Up means a ZMTP handshake succeeded: a TCP connect alone is accepted by
+    // the kernel of a stopped (or hung) process too, and proves nothing.
+    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      if (link.ever_connected && !link.connected)
+        LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                     << " is back after " << MillisecondsSince(link.down_since) << " ms";
+      link.ever_connected = link.connected = true;
+    } else if (id == ZMQ_EVENT_DISCONNECTED && (link.connected || !link.ever_connected)) {
+      link.ever_connected = true;
+      link.connected = false;
+      link.down_since = SteadyClock::now();
+      LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                   << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
+                   << options_.liveness_timeout_ms;
+    }
   }
-  if (n == 0) {
+}
+
+Status RequestChannel::CheckLiveness() {
+  if (!gone_.ok()) return gone_;
+  if (options_.liveness_timeout_ms <= 0 || leaving_) return Status::OK();
+  for (int s = 0; s < num_shards(); ++s) {
+    const Link& l = links_[s];
+    if (!l.monitored || !l.ever_connected || l.connected) continue;
+    const int64_t down_ms = MillisecondsSince(l.down_since);
+    if (down_ms < options_.liveness_timeout_ms) continue;
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f", down_ms / 1000.0);
+    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] +
+                                " is gone: disconnected " + seconds + " s ago and not back (cluster.liveness_timeout_ms=" +
+                                std::to_string(options_.liveness_timeout_ms) + ")");
+    if (sticky_error_.ok()) sticky_error_ = gone_;
+    return gone_;
+  }
+  return Status::OK();
+}
+
+Status RequestChannel::CheckInterrupts() {
+  if (options_.abort != nullptr && options_.abort->load())
+    return Status::Unavailable(log_prefix_ + "aborted: another worker of this process failed");
+  if (!leaving_ && options_.stop_requested && options_.stop_requested())
+    return Status::Unavailable(log_prefix_ + "stop requested");
+  return CheckLiveness();
+}
+
+void RequestChannel::BeginLeaving(int bound_ms) {
+  leaving_ = true;
+  bound_ms = std::max(0, bound_ms);
+  for (int s = 0; s < num_shards(); ++s) {
+    try {
+      sockets_[s].set(zmq::sockopt::sndtimeo, bound_ms);
+      sockets_[s].set(zmq::sockopt::linger, shard_up(s) ? bound_ms : 0);
+    } catch (const zmq::error_t&) {
+      // A socket that refuses an option keeps its own bounds (linger 0).
+    }
+  }
+}
+
+int RequestChannel::SendAbort(const std::string& why, int bound_ms) {
+  BeginLeaving(bound_ms);
+  int sent = 0;
+  for (int s = 0; s < num_shards(); ++s) {
+    if (!shard_up(s)) continue;
+    Message m;
+    m.header.set_type(ABORT);
+    m.header.set_error(why);
+    if (Send(s, &m, nullptr, MSG_UNKNOWN, 0).ok()) ++sent;
+  }
+  return sent;
+}
+
+Status RequestChannel::Progress(int timeout_ms) {
+  const auto start = SteadyClock::now();
+  const size_t num_data = sockets_.size();
+  bool data = false;
+  while (true) {
+    TETHER_RETURN_IF_ERROR(CheckInterrupts());
+    // Poll in short slices: a worker blocked on the staleness bound must
+    // still look alive to the servers (heartbeats), and see an abort, a
+    // stop request or a gone shard within kStopPollMs.
+    const int64_t waited = MillisecondsSince(start);
+    const int64_t slice = std::max<int64_t>(
+        0, std::min<int64_t>({timeout_ms - waited, int64_t{options_.heartbeat_interval_ms}, int64_t{kStopPollMs}}));
+    int n = 0;
+    try {
+      n = zmq::poll(poll_items_.data(), poll_items_.size(), std::chrono::milliseconds(slice));
+    } catch (const zmq::error_t& e) {
+      // A signal (SIGTERM, SIGINT) interrupted the poll: not an error; the
+      // top of the loop looks at the stop request it may have made.
+      if (e.num() == EINTR) continue;
+      return Status::IOError(log_prefix_ + "poll: " + e.what());
+    }
+    if (n > 0) {
+      for (size_t i = num_data; i < poll_items_.size(); ++i)
+        if (poll_items_[i].revents & ZMQ_POLLIN) TakeMonitorEvents(static_cast<int>(i - num_data));
+      for (size_t i = 0; i < num_data; ++i) data = data || (poll_items_[i].revents & ZMQ_POLLIN) != 0;
+      if (data) break;
+    }
+    if (MillisecondsSince(start) >= timeout_ms) break;
+    if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
+      SendHeartbeats();
+  }
+  if (!data) {
+    TETHER_RETURN_IF_ERROR(CheckInterrupts());
     std::string silent;
     for (int s = 0; s < num_shards(); ++s)
       if (outstanding_[s] > 0) silent += (silent.empty() ? "" : ", ") + options_.servers[s];
@@ -294,6 +438,8 @@ Status RequestChannel::Progress(int timeout_ms) {
   Message reply;
   for (int s = 0; s < num_shards(); ++s) {
     if (!(poll_items_[s].revents & ZMQ_POLLIN)) continue;
+    Link& link = links_[s];
+    if (!link.ever_connected) link.ever_connected = link.connected = true;  // its handshake event was missed
     while (true) {
       Status st = RecvMessage(sockets_[s], &reply, nullptr);
       if (st.code() == Status::Code::kUnavailable) break;

@@ -27,6 +27,20 @@
 // id, so a reply finds its record without a hash table. Requests in flight
 // are bounded by the window: max_outstanding per shard (see Send).
 //
+// Liveness (case "a dead server", docs/OPERATIONS.md). Over tcp:// and
+// ipc:// each DEALER socket sends ZMTP heartbeats and is watched by a socket
+// monitor whose events (ZMTP handshake done, disconnected) are read in the
+// channel's own wait loop. A shard whose connection went down and has not come back
+// within liveness_timeout_ms is gone: every later wait fails with
+// Unavailable naming the shard index and endpoint, also a wait on other
+// shards' replies, and so does the sticky error. A server whose event loop
+// is merely busy (a long checkpoint write) keeps its connection and its
+// heartbeats answered, so it is waited for (request_timeout_ms) and never
+// given up. inproc:// endpoints have no connection to lose and keep
+// request_timeout_ms only. The wait loop wakes at least every
+// kStopPollMs to look at `abort`, `stop_requested` and the shards' liveness,
+// and a signal interrupting its poll (EINTR) is no error.
+//
 // Ownership and thread-safety: not thread-safe. The channel, its handles and
 // the reply handler are used on one thread (the worker's). A handle may
 // outlive the channel: it then keeps the outcome it had; a request that was
@@ -101,6 +115,8 @@ Status WaitAllOf(const std::vector<RequestHandle>& handles);
 
 class RequestChannel {
  public:
+  using SteadyClock = std::chrono::steady_clock;
+
   struct Options {
     int rank = 0;
     std::vector<std::string> servers;  // endpoint per shard, in shard order
@@ -112,7 +128,18 @@ class RequestChannel {
     zmq::context_t* context = nullptr;  // null: the channel's own
     const std::atomic<bool>* abort = nullptr;  // set by another thread: waits give up
     uint64_t frame_pool_idle_bytes = kDefaultFramePoolIdleBytes;
+    /// A shard whose connection has been down this long is gone (see the
+    /// file comment); 0: off. Heartbeats go every liveness/4 and time out
+    /// after liveness/2 of silence. tcp:// and ipc:// endpoints only.
+    int liveness_timeout_ms = 0;
+    /// Polled every kStopPollMs while waiting; when it returns true every
+    /// wait gives up with Unavailable ("stop requested") until Leave or
+    /// Abort. May be empty. Called on the channel's thread.
+    std::function<bool()> stop_requested;
   };
+
+  /// How often a wait looks at abort, stop_requested and liveness, at most.
+  static constexpr int kStopPollMs = 100;
 
   /// Counters since construction.
   struct Stats {
@@ -174,6 +201,21 @@ class RequestChannel {
   /// other than DeadlineExceeded.
   Status Idle(int ms);
 
+  /// Getting ready to leave (a stop request, or a failure): from now on a
+  /// stop request no longer cuts waits short, sends skip the in-flight
+  /// window and give up after `bound_ms` on a full queue, and closing the
+  /// channel waits up to `bound_ms` for what is queued to reachable shards
+  /// (ZMQ_LINGER), 0 for shards that are down. Messages that follow are
+  /// best effort: BYE (WorkerClient::Leave) or ABORT (SendAbort).
+  void BeginLeaving(int bound_ms);
+  /// Sends ABORT carrying `why` to every shard whose connection is up, best
+  /// effort: no reply is awaited; BeginLeaving's linger bounds the flush
+  /// when the channel is closed. Returns the number of shards sent to.
+  int SendAbort(const std::string& why, int bound_ms);
+  /// False once `shard`'s connection is known to be down (disconnected and
+  /// not back, or gone); true for unmonitored (inproc) shards.
+  bool shard_up(int shard) const;
+
   /// The first failure of a sticky request or of a reply-less send.
   const Status& sticky_error() const { return sticky_error_; }
   /// The worker's SSP clock stamped on every message (completed clocks).
@@ -201,7 +243,19 @@ class RequestChannel {
     uint64_t tag = 0;
   };
 
+  // The connection to one shard, as its socket monitor reports it.
+  struct Link {
+    bool monitored = false;       // tcp:// or ipc:// with liveness on
+    bool ever_connected = false;  // a handshake event or a reply came
+    bool connected = false;
+    SteadyClock::time_point down_since;  // valid while ever_connected && !connected
+  };
+
   Status WaitFor(RequestState* request, int timeout_ms);
+  // Abort, stop and liveness verdicts, checked at every wake-up of a wait.
+  Status CheckInterrupts();
+  Status CheckLiveness();
+  void TakeMonitorEvents(int shard);
   void FailState(RequestState* request, const Status& error);
   void Dispatch(Message* reply);
   void PartDone(RequestState* request);  // one part answered or failed
@@ -229,6 +283,14 @@ class RequestChannel {
   int64_t clock_ = 0;
   std::chrono::steady_clock::time_point last_send_;
   Stats stats_;
+  // Liveness: per shard; the monitors' PAIR sockets follow the data sockets
+  // in poll_items_ (monitor_shard_[i] is the shard of poll item
+  // num_shards() + i).
+  std::vector<Link> links_;
+  std::vector<zmq::socket_t> monitors_;
+  std::vector<int> monitor_shard_;
+  Status gone_;          // the first shard found gone: every wait fails with it
+  bool leaving_ = false;  // BeginLeaving was called
 };
 
 }  // namespace tether

@@ -3,8 +3,13 @@
 #include "worker/request_channel.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/net/transport.h"
@@ -110,6 +115,154 @@ TEST_F(ChannelTest, WaitWithATimeoutLeavesTheRequestOutstanding) {
   EXPECT_EQ(channel_->in_flight(), 1u);
   Reply(h.request_id(), PULL_REPLY);
   EXPECT_TRUE(a.Wait(2000).ok());
+}
+
+// Liveness over tcp: the test thread's ROUTER on 127.0.0.1 (port 0) plays
+// the server; closing it is a dead server (its connection closes), not
+// answering is a busy one (ZeroMQ's I/O thread still answers heartbeats).
+class LivenessTest : public ::testing::Test {
+ protected:
+  void Start(int liveness_ms, std::function<bool()> stop = {}) {
+    auto router = BindRouter(ctx_, "tcp://127.0.0.1:0", SocketOptions{}, &endpoint_);
+    ASSERT_TRUE(router.ok()) << router.status().ToString();
+    router_ = std::move(router).value();
+    RequestChannel::Options o;
+    o.servers = {endpoint_};
+    o.context = &ctx_;
+    o.request_timeout_ms = 20000;
+    o.liveness_timeout_ms = liveness_ms;
+    o.stop_requested = std::move(stop);
+    channel_ = std::make_unique<RequestChannel>(o, [](uint64_t, const Status& verdict, Message*) { return verdict; });
+    ASSERT_TRUE(channel_->Connect().ok());
+  }
+  // A PULL that the router has received (so the connection is up).
+  RequestHandle Pull() {
+    const RequestHandle h = channel_->NewRequest(/*sticky=*/false);
+    Message m;
+    m.header.set_type(PULL);
+    EXPECT_TRUE(channel_->Send(0, &m, &h, PULL_REPLY, 1).ok());
+    header_ = Receive(&m);
+    return h;
+  }
+  MessageHeader Receive(Message* m) {
+    zmq::pollitem_t item = {router_.handle(), 0, ZMQ_POLLIN, 0};
+    EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1);
+    EXPECT_TRUE(RecvMessage(router_, m, &peer_).ok());
+    return m->header;
+  }
+  static int64_t MsSince(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  std::string endpoint_, peer_;
+  MessageHeader header_;
+  std::unique_ptr<RequestChannel> channel_;
+};
+
+TEST_F(LivenessTest, DeadServerIsGivenUpWithinTheLivenessTimeoutNamingShardAndEndpoint) {
+  Start(300);
+  const RequestHandle pull = Pull();
+  EXPECT_TRUE(channel_->shard_up(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  router_.close();  // the server dies: its connections close
+  const Status st = pull.Wait();  // request_timeout_ms is 20 s
+  const int64_t took = MsSince(t0);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("server shard 0 at " + endpoint_ + " is gone: disconnected 0."), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("s ago and not back (cluster.liveness_timeout_ms=300)"), std::string::npos)
+      << st.message();
+  EXPECT_GE(took, 300);
+  EXPECT_LT(took, 3000);
+  EXPECT_FALSE(channel_->shard_up(0));
+  EXPECT_EQ(channel_->sticky_error().message(), st.message()) << "every later Clock/Barrier/Bye fails too";
+  // A new request to the gone shard fails at once with the same error.
+  const RequestHandle again = channel_->NewRequest(false);
+  Message m;
+  m.header.set_type(PULL);
+  EXPECT_EQ(channel_->Send(0, &m, &again, PULL_REPLY, 2).message(), st.message());
+}
+
+TEST_F(LivenessTest, BusyServerIsWaitedForNotGivenUp) {
+  Start(300);
+  const RequestHandle pull = Pull();
+  // The server's loop does not answer for 4 liveness timeouts (a long
+  // checkpoint write), but its process (and ZeroMQ's I/O thread) is alive.
+  const Status st = pull.Wait(1200);
+  EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
+  EXPECT_TRUE(channel_->shard_up(0));
+  Message reply;
+  reply.header.set_type(PULL_REPLY);
+  reply.header.set_request_id(header_.request_id());
+  ASSERT_TRUE(SendMessage(router_, &reply, &peer_, "worker").ok());
+  EXPECT_TRUE(pull.Wait(5000).ok());
+}
+
+TEST_F(LivenessTest, StopRequestEndsABlockedWaitPromptlyThenLeavingIgnoresIt) {
+  std::atomic<bool> stop{false};
+  Start(300, [&stop] { return stop.load(); });
+  const RequestHandle pull = Pull();
+  std::thread signaller([&stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the "signal" lands mid-wait
+    stop.store(true);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = pull.Wait();
+  const int64_t took = MsSince(t0);
+  signaller.join();
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_NE(st.message().find("stop requested"), std::string::npos) << st.message();
+  EXPECT_LT(took, 200 + 2 * RequestChannel::kStopPollMs + 200);
+  // Leaving: the goodbye's own wait is not cut short by the stop request.
+  channel_->BeginLeaving(300);
+  const RequestHandle bye = channel_->NewRequest(false);
+  Message m;
+  m.header.set_type(BYE);
+  ASSERT_TRUE(channel_->Send(0, &m, &bye, BYE_REPLY, 3).ok());
+  Message got;
+  EXPECT_EQ(Receive(&got).type(), BYE);
+  Message reply;
+  reply.header.set_type(BYE_REPLY);
+  reply.header.set_request_id(got.header.request_id());
+  ASSERT_TRUE(SendMessage(router_, &reply, &peer_, "worker").ok());
+  EXPECT_TRUE(bye.Wait(3000).ok());
+}
+
+TEST_F(LivenessTest, AbortReachesTheServerWithItsReason) {
+  Start(300);
+  (void)Pull();
+  EXPECT_EQ(channel_->SendAbort("worker 0 failed: out of memory", 500), 1);
+  Message m;
+  const MessageHeader h = Receive(&m);
+  EXPECT_EQ(h.type(), ABORT);
+  EXPECT_EQ(h.error(), "worker 0 failed: out of memory");
+}
+
+void NoOp(int) {}
+
+// A signal that interrupts the wait's poll (EINTR) is no error.
+TEST_F(LivenessTest, SignalDuringAWaitIsNoError) {
+  struct sigaction sa {};
+  sa.sa_handler = NoOp;  // no SA_RESTART: poll returns EINTR
+  struct sigaction old {};
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  Start(300);
+  const RequestHandle pull = Pull();
+  const pthread_t waiter = pthread_self();
+  std::atomic<bool> done{false};
+  std::thread signaller([&] {
+    for (int i = 0; i < 20 && !done.load(); ++i) {
+      pthread_kill(waiter, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  const Status st = pull.Wait(500);
+  done.store(true);
+  signaller.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
 }
 
 }  // namespace

@@ -309,7 +309,20 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
   return d;
 }
 
-StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options) {
+namespace {
+
+// How long a leaving worker waits for its goodbyes (BYE_REPLY), or for its
+// ABORT to be flushed: a stop request is honoured within about a second even
+// when a shard is stalled or gone.
+constexpr int kLeaveTimeoutMs = 1000;
+// With checkpoints on, how long a stopped worker may still wait for the
+// others to reach the stop's checkpoint clock and for the shards' writes.
+constexpr double kStopCheckpointGraceS = 60;
+
+// RunWorker's body; `*client_out` holds the client once connected, so that
+// RunWorker can say goodbye (stop) or ABORT (failure) on any error path.
+StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOptions& options,
+                                    std::unique_ptr<WorkerClient>* client_out) {
   const int rank = options.rank;
   const int num_workers = config.cluster().num_workers();
   const std::string who = "[worker " + std::to_string(rank) + "] ";
@@ -410,11 +423,32 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   ClientOptions copts = ClientOptionsFor(config, rank, options.servers);
   copts.context = options.zmq_context;
   copts.abort = options.abort;
+  if (options.stop_requested) {
+    // A stop request cuts the client's waits short (within ~100 ms). With
+    // checkpoints on, the worker first trains on to the stop's checkpoint
+    // clock: its waits go on, for kStopCheckpointGraceS at most, then give
+    // up too. (A second signal a second later exits the process at once.)
+    struct StopState {
+      bool noticed = false;
+      SteadyClock::time_point since;
+    };
+    auto state = std::make_shared<StopState>();
+    copts.stop_requested = [stop = options.stop_requested, grace = !config.checkpoint().dir().empty(), state] {
+      if (!stop()) return false;
+      if (!grace) return true;
+      if (!state->noticed) {
+        state->noticed = true;
+        state->since = SteadyClock::now();
+      }
+      return SecondsSince(state->since) > kStopCheckpointGraceS;
+    };
+  }
   if (!resume_dir.empty()) {
     copts.resume_from = resume_dir;
     copts.resume_clock = manifest.clock();
   }
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WorkerClient> client, WorkerClient::Connect(copts));
+  TETHER_ASSIGN_OR_RETURN(*client_out, WorkerClient::Connect(copts));
+  std::unique_ptr<WorkerClient>& client = *client_out;
   LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
             << ", staleness " << StalenessName(copts.staleness);
 
@@ -588,7 +622,9 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
           LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
           report.left_early = true;
           if (metrics_log != nullptr) (void)metrics_log->Flush();
-          TETHER_RETURN_IF_ERROR(client->Bye());
+          // Bounded: a stalled or dead shard must not hold up a stop.
+          if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+            LOG(WARNING) << who << "goodbye incomplete: " << st.message();
           return report;
         }
         // Leave after a checkpoint, so the job resumes from here.
@@ -647,7 +683,8 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
                          << " (resume with --resume_from=" << ckpt.dir() << ")";
             report.left_early = true;
             if (metrics_log != nullptr) (void)metrics_log->Flush();
-            TETHER_RETURN_IF_ERROR(client->Bye());
+            if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+              LOG(WARNING) << who << "goodbye incomplete: " << st.message();
             return report;
           }
         }
@@ -746,6 +783,34 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   return report;
 }
 
+}  // namespace
+
+StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options) {
+  std::unique_ptr<WorkerClient> client;
+  StatusOr<TrainReport> result = RunWorkerWith(config, options, &client);
+  if (result.ok() || client == nullptr) return result;
+  const std::string who = "[worker " + std::to_string(options.rank) + "] ";
+  const std::string& why = result.status().message();
+  if (options.stop_requested && options.stop_requested()) {
+    // The stop request cut a wait short (or the wait failed meanwhile): the
+    // worker leaves as it would between minibatches.
+    const bool cut_short = why.size() >= 14 && why.compare(why.size() - 14, 14, "stop requested") == 0;
+    LOG(WARNING) << who << "stop requested at clock " << client->clock() << " while waiting"
+                 << (cut_short ? "" : " (the wait ended with: " + why + ")") << ": leaving the job";
+    if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+      LOG(WARNING) << who << "goodbye incomplete: " << st.message();
+    TrainReport report;
+    report.left_early = true;
+    return report;
+  }
+  // A job that failed tells its servers so, or they would wait for this
+  // worker until cluster.worker_timeout_ms and then end as if all went well.
+  client->Abort("worker " + std::to_string(options.rank) + " failed: " +
+                    (why.rfind(who, 0) == 0 ? why.substr(who.size()) : why),
+                kLeaveTimeoutMs);
+  return result;
+}
+
 ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<std::string> servers) {
   ClientOptions o;
   o.rank = rank;
@@ -756,6 +821,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   o.tables = TablesForJob(config);
   o.heartbeat_interval_ms = config.cluster().heartbeat_interval_ms();
   o.request_timeout_ms = config.cluster().request_timeout_ms();
+  o.liveness_timeout_ms = config.cluster().liveness_timeout_ms();
   o.send_hwm = config.cluster().send_hwm();
   o.recv_hwm = config.cluster().recv_hwm();
   return o;

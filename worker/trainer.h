@@ -33,8 +33,10 @@ struct TrainerOptions {
   int rank = 0;
   std::vector<std::string> servers;  // one endpoint per shard, in shard order
   std::string metrics_out;           // rank 0: JSON metrics written here (atomically) when non-empty
-  /// Polled once per minibatch; when it returns true the worker leaves the
-  /// job gracefully (BYE, so the servers stop waiting for it) and returns.
+  /// Polled once per minibatch and every 100 ms while waiting on a server;
+  /// when it returns true the worker leaves the job gracefully (BYE to every
+  /// shard it can reach, at most about a second, so the servers stop waiting
+  /// for it) and returns a report with left_early set.
   std::function<bool()> stop_requested;
   /// ZeroMQ context shared with in-process server shards (`inproc://`
   /// endpoints), or null: the client makes its own. Not owned.
@@ -111,7 +113,10 @@ constexpr int kExitDiverged = 3;
 /// so `--device=cuda` without a usable GPU fails before any data is read or
 /// server contacted (Unavailable, saying why). Errors: data errors
 /// (file:line), pairing refusals, timeouts naming the silent server,
-/// backend errors.
+/// Unavailable naming a gone server (cluster.liveness_timeout_ms), backend
+/// errors. On any error after it joined, the worker first tells every shard
+/// it can reach (ABORT, best effort, at most a second), so the servers end
+/// too instead of waiting for it.
 StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options);
 
 /// Reads one split the way the job's model wants it (the trainer's reader;

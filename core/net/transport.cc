@@ -47,6 +47,14 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
     s.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
     s.set(zmq::sockopt::sndtimeo, opts.send_timeout_ms);
     s.set(zmq::sockopt::linger, 0);
+    if (opts.heartbeat_ivl_ms > 0) {
+      s.set(zmq::sockopt::heartbeat_ivl, opts.heartbeat_ivl_ms);
+      s.set(zmq::sockopt::heartbeat_timeout, opts.heartbeat_timeout_ms);
+    }
+    if (!opts.monitor_endpoint.empty() &&
+        zmq_socket_monitor(s.handle(), opts.monitor_endpoint.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
+      throw zmq::error_t();
     s.connect(endpoint);
     return s;
   } catch (const zmq::error_t& e) {

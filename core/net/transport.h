@@ -17,6 +17,18 @@ struct SocketOptions {
   int send_hwm = 1000;         // messages queued per peer before a send blocks
   int recv_hwm = 1000;
   int send_timeout_ms = 60000; // a blocked send fails after this (never drops)
+  // DEALER only. ZMTP heartbeats (libzmq ≥ 4.2): a PING every
+  // heartbeat_ivl_ms; a connection with no traffic for heartbeat_timeout_ms
+  // after it is closed (a vanished host). 0: none. Answered by ZeroMQ's I/O
+  // thread, so a busy peer event loop still answers them.
+  int heartbeat_ivl_ms = 0;
+  int heartbeat_timeout_ms = 0;
+  // DEALER only. When set, connection events (ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+  // a ZMTP peer answered, not merely a TCP connect, which a stopped
+  // process's kernel still accepts; ZMQ_EVENT_DISCONNECTED) are published
+  // on this inproc:// endpoint (zmq_socket_monitor) from before the
+  // connect, so none is missed.
+  std::string monitor_endpoint;
 };
 
 /// Binds a ROUTER socket to `endpoint` ("tcp://127.0.0.1:0" picks a free

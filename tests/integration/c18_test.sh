@@ -51,9 +51,9 @@ echo "worker 2 stopped ($mode)"
 # the servers' logs for that, with a bound, and restart at once: the
 # survivors must still be training for the restart to rejoin (20 epochs
 # leave them seconds of margin).
-# (A SIGTERM that lands while the worker is blocked in poll can still end it
-# without BYE, issue 11: then the timeout removes it, as for a kill.)
-if [ "$mode" = kill ]; then gone="worker 2 silent for"; else gone="worker 2 left\|worker 2 silent for"; fi
+# (A SIGTERM that lands while the worker is blocked in a wait ends that wait
+# and the worker still says BYE: issue 11.)
+if [ "$mode" = kill ]; then gone="worker 2 silent for"; else gone="worker 2 left"; fi
 for _ in $(seq 1 400); do
   grep -q "$gone" "$tmp/server0.log" && grep -q "$gone" "$tmp/server1.log" && break
   sleep 0.05
