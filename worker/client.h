@@ -73,8 +73,10 @@ struct ClientOptions {
   /// Row pulls and pushes whose values would exceed this many bytes in one
   /// message are split into several messages per shard (and joined again);
   /// at most kMaxFrameBytes. Dense slices are checked at set-up instead
-  /// (ValidateJobConfig).
-  uint64_t max_message_bytes = kMaxFrameBytes;
+  /// (ValidateJobConfig). 64 MiB keeps each message's transfer well inside
+  /// the ZMTP heartbeat timeout (liveness_timeout_ms) while its fixed cost
+  /// stays negligible.
+  uint64_t max_message_bytes = uint64_t{64} << 20;
   /// The job's tables (TablesForJob), declared at HELLO: worker 0's define
   /// them on every shard; any other worker's must equal them field by field.
   std::vector<TableSpec> tables;

@@ -157,10 +157,16 @@ Status RequestChannel::Connect() {
     // inproc:// has no connection that could drop: nothing to watch.
     if (liveness > 0 && (ep.rfind("tcp://", 0) == 0 || ep.rfind("ipc://", 0) == 0)) {
       // A vanished host is found by ZMTP heartbeats (closed after
-      // liveness/2 of silence), a dead process by its closed connection;
-      // either way the disconnect must then last liveness_timeout_ms.
+      // liveness_timeout_ms without traffic), a dead process by its closed
+      // connection; either way the disconnect must then last
+      // liveness_timeout_ms. libzmq counts a message as traffic only once it
+      // has arrived whole, so the timeout must outlast the transfer of the
+      // largest message: rows travel in messages of at most
+      // ClientOptions::max_message_bytes (64 MiB by default), well under a
+      // second each; with liveness/2 a 345 MB reply on a loaded host took
+      // longer and the connection was dropped under it.
       o.heartbeat_ivl_ms = std::max(25, liveness / 4);
-      o.heartbeat_timeout_ms = std::max(50, liveness / 2);
+      o.heartbeat_timeout_ms = std::max(50, liveness);
       o.monitor_endpoint = "inproc://tether-monitor-" + identity + "-" + std::to_string(shard);
       try {
         // Connected before the monitor binds (inproc allows it), so the
@@ -337,6 +343,22 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                    << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
                    << options_.liveness_timeout_ms;
+      // What was in flight on the dropped connection is lost: ZeroMQ drops
+      // the old pipe's messages, and a reply sent meanwhile has no route.
+      // Waiting for those replies would last request_timeout_ms (minutes)
+      // and a lost push can never be told from an applied one, so the run
+      // fails now, naming the shard.
+      // Replies that arrived before the connection closed are already in
+      // the socket's queue (TCP delivers them before the close): take them
+      // first, so that only what is really lost counts.
+      if (Status st = DrainReplies(shard); !st.ok() && gone_.ok()) gone_ = st;
+      if (!leaving_ && outstanding_[shard] > 0 && gone_.ok()) {
+        gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
+                                    options_.servers[shard] + " is gone: its connection dropped with " +
+                                    std::to_string(outstanding_[shard]) +
+                                    " request(s) in flight, whose replies are lost");
+        if (sticky_error_.ok()) sticky_error_ = gone_;
+      }
     }
   }
 }
@@ -433,20 +455,25 @@ Status RequestChannel::Progress(int timeout_ms) {
     return Status::DeadlineExceeded(log_prefix_ + "no reply within " + std::to_string(timeout_ms) +
                                     " ms from server(s) " + silent);
   }
-  // A reply's frames are freed when `reply` goes (or is overwritten): over
-  // inproc they are the shard's pooled buffers, which it can reuse only then.
-  Message reply;
   for (int s = 0; s < num_shards(); ++s) {
     if (!(poll_items_[s].revents & ZMQ_POLLIN)) continue;
     Link& link = links_[s];
     if (!link.ever_connected) link.ever_connected = link.connected = true;  // its handshake event was missed
-    while (true) {
-      Status st = RecvMessage(sockets_[s], &reply, nullptr);
-      if (st.code() == Status::Code::kUnavailable) break;
-      if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
-      stats_.bytes_received += reply.values.size() + reply.keys.size();
-      Dispatch(&reply);
-    }
+    TETHER_RETURN_IF_ERROR(DrainReplies(s));
+  }
+  return Status::OK();
+}
+
+Status RequestChannel::DrainReplies(int s) {
+  // A reply's frames are freed when `reply` goes (or is overwritten): over
+  // inproc they are the shard's pooled buffers, which it can reuse only then.
+  Message reply;
+  while (true) {
+    Status st = RecvMessage(sockets_[s], &reply, nullptr);
+    if (st.code() == Status::Code::kUnavailable) break;
+    if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
+    stats_.bytes_received += reply.values.size() + reply.keys.size();
+    Dispatch(&reply);
   }
   return Status::OK();
 }

@@ -255,6 +255,9 @@ class RequestChannel {
   // Abort, stop and liveness verdicts, checked at every wake-up of a wait.
   Status CheckInterrupts();
   Status CheckLiveness();
+  // Receives and dispatches every reply already queued on shard's socket
+  // (without waiting). Errors: DataLoss (a malformed reply).
+  Status DrainReplies(int shard);
   void TakeMonitorEvents(int shard);
   void FailState(RequestState* request, const Status& error);
   void Dispatch(Message* reply);

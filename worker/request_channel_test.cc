@@ -161,7 +161,10 @@ class LivenessTest : public ::testing::Test {
   std::unique_ptr<RequestChannel> channel_;
 };
 
-TEST_F(LivenessTest, DeadServerIsGivenUpWithinTheLivenessTimeoutNamingShardAndEndpoint) {
+// A server that dies under a request: what was in flight on the dropped
+// connection is lost, so the wait fails at once, naming shard and endpoint
+// (not after request_timeout_ms, and not as if the push might have landed).
+TEST_F(LivenessTest, DeadServerWithARequestInFlightFailsAtOnceNamingShardAndEndpoint) {
   Start(300);
   const RequestHandle pull = Pull();
   EXPECT_TRUE(channel_->shard_up(0));
@@ -170,19 +173,13 @@ TEST_F(LivenessTest, DeadServerIsGivenUpWithinTheLivenessTimeoutNamingShardAndEn
   const Status st = pull.Wait();  // request_timeout_ms is 20 s
   const int64_t took = MsSince(t0);
   EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
-  EXPECT_NE(st.message().find("server shard 0 at " + endpoint_ + " is gone: disconnected 0."), std::string::npos)
+  EXPECT_NE(st.message().find("server shard 0 at " + endpoint_ +
+                              " is gone: its connection dropped with 1 request(s) in flight, whose replies are lost"),
+            std::string::npos)
       << st.message();
-  EXPECT_NE(st.message().find("s ago and not back (cluster.liveness_timeout_ms=300)"), std::string::npos)
-      << st.message();
-  EXPECT_GE(took, 300);
   EXPECT_LT(took, 3000);
   EXPECT_FALSE(channel_->shard_up(0));
   EXPECT_EQ(channel_->sticky_error().message(), st.message()) << "every later Clock/Barrier/Bye fails too";
-  // A new request to the gone shard fails at once with the same error.
-  const RequestHandle again = channel_->NewRequest(false);
-  Message m;
-  m.header.set_type(PULL);
-  EXPECT_EQ(channel_->Send(0, &m, &again, PULL_REPLY, 2).message(), st.message());
 }
 
 TEST_F(LivenessTest, BusyServerIsWaitedForNotGivenUp) {
