@@ -499,11 +499,13 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   int64_t start_row = 0;
   double start_loss_sum = 0, train_s_before = 0;
   int64_t start_loss_batches = 0;
+  uint64_t samples_before = 0;  // trained before the checkpoint this run resumed from
   if (!resume_dir.empty()) {
     start_epoch = resume_finished ? config.train().epochs() : resume.epoch();
     start_row = resume.next_row();
     minibatches = resume.minibatches();
     report.samples = resume.samples();
+    samples_before = resume.samples();
     start_loss_sum = resume.loss_sum();
     start_loss_batches = resume.loss_batches();
     first_loss = resume.first_loss();
@@ -725,7 +727,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     const double my_train_s = std::max(1e-9, SecondsSince(train_start) - eval_seconds);
     WorkerStats mine;
     mine.set_rank(rank);
-    mine.set_samples(report.samples);
+    // This run's rows, like every other counter here (the job's samples/s
+    // comes from them); the barrier's total includes the rows trained
+    // before a resume.
+    mine.set_samples(report.samples - samples_before);
     mine.set_train_seconds(my_train_s);
     mine.set_pulls(cs.pulls);
     mine.set_rows_pulled(cs.rows_pulled);
