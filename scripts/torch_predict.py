@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -28,6 +29,7 @@ from npz_forward import full_table, read_xmc  # noqa: E402  (the test's loader: 
 
 
 def main():
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True, help="the .npz from tether-export --format npz")
     ap.add_argument("--input", required=True)
