@@ -327,7 +327,10 @@ TEST(TransportTest, C13LostUpdatesAreCountedLoggedAndFailTheRun) {
   for (int i = 0; i < 4; ++i) w->PushRows(kW1, key, g);
   const Status st = w->WaitAll();
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
+  // The closed connection is seen (the requests on it are lost at once), or
+  // the replies never come (request_timeout_ms): either names the server.
+  EXPECT_TRUE(st.code() == Status::Code::kUnavailable || st.code() == Status::Code::kDeadlineExceeded)
+      << st.ToString();
   EXPECT_NE(st.message().find(endpoint), std::string::npos) << st.message();
   // Window 2 (the high-water mark): 2 pushes went to the socket and were
   // never answered, 2 could not be sent at all.
