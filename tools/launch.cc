@@ -98,6 +98,9 @@ constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify i
 
 struct LaunchOptions {
   std::string config_path;
+  // How long stopped workers may take to leave before the servers are
+  // stopped: longer with checkpoints on, as a stop first takes one.
+  std::chrono::seconds worker_stop_grace{0};
   std::string bin_dir;                  // holds tether-server and tether-worker
   int num_servers = 0;
   int num_workers = 0;
@@ -263,6 +266,7 @@ class Launcher {
   sigset_t handled_{};        // blocked and read through signal_fd_
   sigset_t original_mask_{};  // restored in children before exec
   int stop_signal_ = 0;       // first SIGINT/SIGTERM/SIGHUP received
+  Clock::time_point stop_at_;  // when it came
   bool escalate_ = false;     // a stop signal arrived during teardown
   bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
   std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
@@ -466,8 +470,13 @@ void Launcher::Pump(Clock::time_point until) {
   while (read(signal_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
     const int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) continue;  // reaped below, whatever the count
-    if (stop_signal_ != 0) escalate_ = true;
-    if (stop_signal_ == 0) stop_signal_ = sig;
+    // A repeat within a second is the same request: `timeout`, a shell and
+    // a terminal each pass one stop on, to the launcher and to its group.
+    if (stop_signal_ != 0 && Clock::now() - stop_at_ >= std::chrono::seconds(1)) escalate_ = true;
+    if (stop_signal_ == 0) {
+      stop_signal_ = sig;
+      stop_at_ = Clock::now();
+    }
     LOG(WARNING) << "[launch] received " << strsignal(sig) << " (from pid " << info.ssi_pid << ")";
   }
   if (nfds == 2) {
@@ -499,12 +508,14 @@ void Launcher::Teardown(const std::string& why) {
   const std::string old_phase = phase_;
   phase_ = "tearing down";
   LOG(WARNING) << "[launch] " << why << ": stopping " << Live() << " child process(es) (SIGTERM to the workers, "
-               << "then after at most " << kWorkerStopGrace.count() << " s to the servers, then SIGKILL after at most "
+               << "then after at most " << std::max(kWorkerStopGrace, options_.worker_stop_grace).count()
+               << " s to the servers, then SIGKILL after at most "
                << kServerStopGrace.count() << " s more)";
   escalate_ = false;
   // Workers first: a worker stopped gracefully says BYE, and a server that
   // went first would leave it waiting on a dead shard.
-  for (const auto& [role, grace] : {std::pair{"worker", kWorkerStopGrace}, std::pair{"server", kServerStopGrace}}) {
+  const auto worker_grace = std::max(kWorkerStopGrace, options_.worker_stop_grace);
+  for (const auto& [role, grace] : {std::pair{"worker", worker_grace}, std::pair{"server", kServerStopGrace}}) {
     if (escalate_ || Live(role) == 0) continue;
     for (const auto& c : children_)
       if (c.running && c.role == role) kill(c.pid, SIGTERM);
@@ -799,6 +810,9 @@ int main(int argc, char** argv) {
   }
   options.timeout = std::chrono::seconds(FLAGS_timeout_s);
   options.transport = FLAGS_transport;
+  // A stopped worker first trains on to the stop's checkpoint and writes it
+  // (worker/trainer.cc allows it 60 s).
+  if (!config->checkpoint().dir().empty()) options.worker_stop_grace = std::chrono::seconds(65);
   // Every child sees the same S and W, whatever the config file says.
   options.forwarded = {"--num_servers=" + std::to_string(options.num_servers),
                        "--num_workers=" + std::to_string(options.num_workers)};
