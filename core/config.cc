@@ -415,6 +415,9 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (c.checkpoint().every_clocks() < 0) return bad("checkpoint.every_clocks", "must be ≥ 0 (0: not by clocks)");
   if (c.checkpoint().every_seconds() < 0) return bad("checkpoint.every_seconds", "must be ≥ 0 (0: not by time)");
   if (c.checkpoint().keep_last() < 1) return bad("checkpoint.keep_last", "must be ≥ 1");
+  if (c.checkpoint().dir().empty() && (c.checkpoint().every_clocks() > 0 || c.checkpoint().every_seconds() > 0))
+    return bad("checkpoint.dir", "is empty, so checkpoint.every_clocks / every_seconds would write nothing: set "
+                                 "checkpoint.dir (--checkpoint_dir)");
   if (c.data().num_features() <= 0) return bad("data.num_features", "must be > 0 (the model's input width)");
   // What the labels and widths must look like depends on the model: the
   // model registry checks those (ValidateModelConfig, worker/model_registry.h).

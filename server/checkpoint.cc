@@ -250,6 +250,18 @@ Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const Worke
   return WriteSmallFile(fs, JoinPath(ckpt_dir, name), state.SerializeAsString(), written, name);
 }
 
+Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
+                          const CheckpointFile& file) {
+  CheckedReader r(JoinPath(from_dir, file.name()));
+  TETHER_RETURN_IF_ERROR(r.Open());
+  std::string bytes(file.bytes(), '\0');
+  TETHER_RETURN_IF_ERROR(r.Read(bytes.data(), bytes.size(), "the file"));
+  TETHER_RETURN_IF_ERROR(r.Finish());
+  TETHER_RETURN_IF_ERROR(r.Check(file));
+  TETHER_RETURN_IF_ERROR(fs->CreateDirs(to_dir));
+  return WriteSmallFile(fs, JoinPath(to_dir, file.name()), bytes, nullptr, file.name());
+}
+
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest) {
   std::string text;
   if (!google::protobuf::TextFormat::PrintToString(manifest, &text))

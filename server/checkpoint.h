@@ -60,6 +60,12 @@ Status WriteShardCheckpoint(FileSystem* fs, const std::string& ckpt_dir, int sha
 Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const WorkerState& state,
                         CheckpointFile* written);
 
+/// Copies `file` from checkpoint directory from_dir into to_dir (a worker
+/// that left: its state at its last checkpoint), checking its size and
+/// checksum. Errors: as VerifyCheckpointFiles, IOError.
+Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
+                          const CheckpointFile& file);
+
 /// Writes ckpt_dir/MANIFEST (the last file of a checkpoint). Errors: IOError.
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest);
 

@@ -268,6 +268,19 @@ Status ServerShard::CheckPeer(const std::string& identity, const Message& m) con
 void ServerShard::Handle(const std::string& identity, Message* m) {
   const MessageHeader& h = m->header;
   if (h.type() == HEARTBEAT && waiting_hellos_.count(h.sender_rank()) != 0) return;  // still joining
+  if (h.type() == ABORT && h.sender_rank() >= 0 && h.sender_rank() < static_cast<int>(workers_.size()) &&
+      (!workers_[h.sender_rank()].said_hello || workers_[h.sender_rank()].identity != identity)) {
+    // A worker that was refused at HELLO (another table shape, resume or
+    // build): without it the job cannot finish. Only a worker of this job
+    // and generation may end it; a stray one of another job is ignored.
+    if (h.job_id() == job_id_ && h.generation() == config_.cluster().generation()) {
+      if (aborted_.ok()) aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error());
+    } else {
+      LOG(WARNING) << log_prefix_ << "ignored an ABORT from a peer of job '" << h.job_id() << "' generation "
+                   << h.generation() << ": " << h.error();
+    }
+    return;
+  }
   Status st = CheckRequest(identity, *m);
   if (!st.ok()) {
     ++stats_.bad_messages;
@@ -564,7 +577,14 @@ void ServerShard::MaybeWriteCheckpoint() {
     if (clocks_.Counts(r) && round_.waiting.count(r) == 0) return;
   const auto start = SteadyClock::now();
   CheckpointFile file;
-  Status st = tables_.empty() ? Status::FailedPrecondition("no tables defined yet")
+  // Worker 0 writes every checkpoint's manifest: without it no checkpoint
+  // can be completed (and no job finished), so the round fails rather than
+  // leaving manifest-less directories behind.
+  const bool writer_here = round_.waiting.count(0) != 0;
+  Status st = !writer_here ? Status::FailedPrecondition(
+                                 "worker 0, which writes each checkpoint's manifest, has left the job: the checkpoint "
+                                 "at clock " + std::to_string(round_.clock) + " cannot be completed")
+              : tables_.empty() ? Status::FailedPrecondition("no tables defined yet")
                               : WriteShardCheckpoint(FileSystem::Default(), round_.dir, shard_, num_shards_,
                                                      round_.clock, tables_, &file);
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
@@ -599,12 +619,22 @@ void ServerShard::MaybeWriteCheckpoint() {
         } else if (workers_[r].finished) {
           e->set_kind(CheckpointWorker::FINISHED);
           e->set_samples(workers_[r].samples);
+        } else if (auto last = last_state_.find(r); last != last_state_.end()) {
+          e->set_kind(CheckpointWorker::LEFT);
+          *e->mutable_file() = last->second.second;
+          e->set_from_dir(last->second.first);
         } else {
           e->set_kind(CheckpointWorker::GONE);
         }
       }
     }
     Reply(peer.first, &reply, rank);
+  }
+  if (st.ok() && shard_ == 0) {
+    // Ranks here now have their state in this checkpoint; worker 0 copies
+    // those that left into it too, so it holds every rank's place.
+    for (auto& [r, last] : last_state_) last.first = round_.dir;
+    for (const auto& [r, f] : round_.files) last_state_[r] = {round_.dir, f};
   }
   last_checkpoint_clock_ = std::max(last_checkpoint_clock_, round_.clock);
   if (due_checkpoint_clock_ >= 0 && due_checkpoint_clock_ <= round_.clock) due_checkpoint_clock_ = -1;

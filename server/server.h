@@ -211,6 +211,9 @@ class ServerShard {
   int64_t last_checkpoint_clock_ = -1;
   std::string resume_from_;             // set_resume_from
   int64_t resume_clock_ = -1;           // the clock this shard resumed at, or −1
+  // Shard 0: each rank's state file at the last checkpoint it took part in,
+  // and that checkpoint's directory (a rank that leaves is LEFT from it).
+  std::map<int, std::pair<std::string, CheckpointFile>> last_state_;
   Status fatal_;                        // ends Run() with this error
   std::vector<uint64_t> key_scratch_;
   std::vector<float> value_scratch_;

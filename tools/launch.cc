@@ -837,6 +837,16 @@ int main(int argc, char** argv) {
                   "(--checkpoint_every_clocks or --checkpoint_every_seconds)";
     return 2;
   }
+  if (FLAGS_resume_from.empty() && !config->checkpoint().dir().empty()) {
+    // Refused up front (worker 0 refuses it too, for jobs started by hand).
+    auto existing = tether::ResolveCheckpoint(config->checkpoint().dir());
+    if (existing.ok()) {
+      LOG(ERROR) << "[launch] checkpoint.dir " << config->checkpoint().dir() << " already holds checkpoints (the latest: "
+                 << *existing << "): resume from them with --resume_from=" << config->checkpoint().dir()
+                 << ", or give the new job its own directory";
+      return 2;
+    }
+  }
   const std::vector<std::string> forwarded = options.forwarded;
   if (!FLAGS_resume_from.empty()) options.forwarded.push_back("--resume_from=" + FLAGS_resume_from);
   const auto job_start = std::chrono::steady_clock::now();

@@ -116,6 +116,11 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
   Status st = hello.Wait();
   if (!st.ok()) {
     if (st.code() == Status::Code::kDeadlineExceeded) return st;
+    // Refused: this rank cannot join, so the job cannot finish. Say so to
+    // the shards (they accept it only from a worker of their own job and
+    // generation), or they and the other workers would wait for this rank
+    // for good.
+    c->Abort("worker " + std::to_string(options.rank) + " could not join: " + st.message(), 1000);
     return Status::FailedPrecondition(st.message());
   }
   return c;
@@ -567,7 +572,7 @@ Status WorkerClient::Leave(int timeout_ms) {
 
 void WorkerClient::Abort(const std::string& why, int timeout_ms) {
   leaving_ = true;
-  const int sent = channel_.SendAbort(why, timeout_ms);
+  const int sent = channel_.SendAbort(why, timeout_ms, options_.job_id, options_.generation);
   LOG(WARNING) << channel_.log_prefix() << "told " << sent << " of " << num_shards_
                << " server shard(s) that the job failed (ABORT)";
 }

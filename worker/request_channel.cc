@@ -403,7 +403,8 @@ void RequestChannel::BeginLeaving(int bound_ms) {
   }
 }
 
-int RequestChannel::SendAbort(const std::string& why, int bound_ms) {
+int RequestChannel::SendAbort(const std::string& why, int bound_ms, const std::string& job_id,
+                              uint64_t generation) {
   BeginLeaving(bound_ms);
   int sent = 0;
   for (int s = 0; s < num_shards(); ++s) {
@@ -411,6 +412,10 @@ int RequestChannel::SendAbort(const std::string& why, int bound_ms) {
     Message m;
     m.header.set_type(ABORT);
     m.header.set_error(why);
+    if (!job_id.empty()) {
+      m.header.set_job_id(job_id);
+      m.header.set_generation(generation);
+    }
     if (Send(s, &m, nullptr, MSG_UNKNOWN, 0).ok()) ++sent;
   }
   return sent;

@@ -211,7 +211,9 @@ class RequestChannel {
   /// Sends ABORT carrying `why` to every shard whose connection is up, best
   /// effort: no reply is awaited; BeginLeaving's linger bounds the flush
   /// when the channel is closed. Returns the number of shards sent to.
-  int SendAbort(const std::string& why, int bound_ms);
+  /// `job_id`/`generation` identify the job, so that a shard accepts the
+  /// ABORT of a worker it refused at HELLO only when it is of this job.
+  int SendAbort(const std::string& why, int bound_ms, const std::string& job_id = "", uint64_t generation = 0);
   /// False once `shard`'s connection is known to be down (disconnected and
   /// not back, or gone); true for unmonitored (inproc) shards.
   bool shard_up(int shard) const;

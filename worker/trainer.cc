@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -148,7 +149,7 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
     for (const CheckpointWorker& w : m.workers())
       if (w.rank() == rank) entry = &w;
     if (entry == nullptr) return Status::DataLoss(dir + "/MANIFEST: has no entry for worker " + std::to_string(rank));
-    if (entry->kind() != CheckpointWorker::TRAINING) {
+    if (entry->kind() != CheckpointWorker::TRAINING && entry->kind() != CheckpointWorker::LEFT) {
       *finished = true;
       WorkerState s;
       s.set_samples(entry->samples());
@@ -168,7 +169,7 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
   double train_seconds = 0;
   WorkerState out;
   for (const CheckpointWorker& w : m.workers()) {
-    if (w.kind() != CheckpointWorker::TRAINING) {
+    if (w.kind() != CheckpointWorker::TRAINING && w.kind() != CheckpointWorker::LEFT) {
       samples += w.samples();
       continue;
     }
@@ -187,7 +188,8 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
     }
   }
   bool any_training = false;
-  for (const CheckpointWorker& w : m.workers()) any_training |= w.kind() == CheckpointWorker::TRAINING;
+  for (const CheckpointWorker& w : m.workers())
+    any_training |= w.kind() == CheckpointWorker::TRAINING || w.kind() == CheckpointWorker::LEFT;
   if (!any_training) {
     // Every worker had finished (a final checkpoint): nothing left to train.
     *finished = true;
@@ -390,6 +392,18 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   const std::vector<TableSpec> tables = TablesForJob(config);
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get(), rank));
 
+  // A new job must not mix its checkpoints with another job's: pruning and
+  // "the latest" would pick across both (a fresh run would delete the old
+  // job's checkpoints, and a resume could take the old job's).
+  if (rank == 0 && options.resume_from.empty() && !config.checkpoint().dir().empty()) {
+    StatusOr<std::string> existing = ResolveCheckpoint(config.checkpoint().dir());
+    if (existing.ok())
+      return Status::InvalidArgument(who + "checkpoint.dir " + config.checkpoint().dir() +
+                                     " already holds checkpoints (the latest: " + *existing +
+                                     "): resume from them with --resume_from=" + config.checkpoint().dir() +
+                                     ", or give the new job its own directory");
+  }
+
   // ---- Resume (options.resume_from): where this worker starts.
   std::string resume_dir;
   CheckpointManifest manifest;
@@ -538,8 +552,16 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     *m.mutable_config() = config;
     for (const CheckpointFile& f : reply.shard_files) *m.add_files() = f;
     for (const CheckpointWorker& w : reply.workers) {
-      *m.add_workers() = w;
-      if (w.kind() == CheckpointWorker::TRAINING) *m.add_files() = w.file();
+      CheckpointWorker* e = m.add_workers();
+      *e = w;
+      if (w.kind() == CheckpointWorker::LEFT) {
+        // A worker that left: its state at its last checkpoint comes along,
+        // so a resume trains the rows it had left (docs/OPERATIONS.md).
+        if (w.from_dir() != dir)
+          TETHER_RETURN_IF_ERROR(CopyCheckpointFile(FileSystem::Default(), w.from_dir(), dir, w.file()));
+        e->clear_from_dir();
+      }
+      if (w.kind() == CheckpointWorker::TRAINING || w.kind() == CheckpointWorker::LEFT) *m.add_files() = w.file();
     }
     m.set_written_unix_s(UnixSeconds());
     TETHER_RETURN_IF_ERROR(WriteManifest(FileSystem::Default(), dir, m));
@@ -748,17 +770,38 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);
+  std::string incomplete;  // set when workers left before the end (checkpoints on)
   if (checkpointing && rank == 0) {
     // The end of the job: every worker is at the barrier, so the shards hold
     // the trained model; worker 0 takes the final checkpoint alone.
     const auto t0 = SteadyClock::now();
     const int64_t clock = std::max(client->barrier_clock(), client->clock());
-    const std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, true);
+    std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, true);
     TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/true, nullptr));
-    TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, true, reply));
+    // Workers that left before the end: the job did not finish. The
+    // checkpoint keeps their places (LEFT) and is not a final one, so a
+    // resume trains what they left; the run then ends in an error.
+    std::string left;
+    for (const CheckpointWorker& w : reply.workers)
+      if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE)
+        left += (left.empty() ? "" : ", ") + std::to_string(w.rank());
+    const bool final = left.empty();
+    if (!final) {
+      const std::string plain = ckpt.dir() + "/" + CheckpointDirName(clock, false);
+      std::error_code ec;
+      if (!std::filesystem::exists(plain, ec) && (std::filesystem::rename(dir, plain, ec), !ec)) dir = plain;
+    }
+    TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, final, reply));
     ++report.checkpoints;
     report.last_checkpoint = dir;
-    LOG(INFO) << who << "final checkpoint written: " << dir << " (" << SecondsSince(t0) << " s)";
+    if (final) {
+      LOG(INFO) << who << "final checkpoint written: " << dir << " (" << SecondsSince(t0) << " s)";
+    } else {
+      incomplete = "the job did not finish: worker(s) " + left +
+                   " left before the end of training; their places are in " + dir + ": resume with --resume_from=" +
+                   ckpt.dir() + " to train the rows they left";
+      LOG(ERROR) << who << incomplete;
+    }
   }
   report.pull_wait_fraction = pull_wait / std::max(1e-9, report.train_seconds);
   LOG(INFO) << who << "training done: " << report.total_samples << " samples over all workers in "
@@ -766,6 +809,18 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
 
   if (rank == 0) {
     TETHER_ASSIGN_OR_RETURN(report.servers, client->FetchServerStats());
+    // A worker that never reached the barrier left (or was removed) before
+    // the end: its rows were not all trained, so the job did not finish.
+    if (incomplete.empty() && !report.servers.empty()) {
+      std::string missing;
+      const ShardStats& s0 = report.servers[0];
+      for (int r = 0; r < s0.workers_size(); ++r)
+        if (!s0.workers(r).has_rank()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (!missing.empty())
+        incomplete = "the job did not finish: worker(s) " + missing +
+                     " left before the end of training, so their rows were not all trained" +
+                     (checkpointing ? "" : " (with checkpoint.dir set, a resume trains what they left)");
+    }
     // With every worker's span in hand, the job's throughput is measured
     // from the first start to the last end, not over rank 0's own span.
     report.samples_per_second = JobSamplesPerSecond(report);
@@ -782,6 +837,12 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   LOG(INFO) << who << cs.pulls << " pulls (" << cs.rows_pulled << " rows), " << cs.pushes << " pushes ("
             << cs.rows_pushed << " rows), " << cs.bytes_sent / 1e6 << " MB sent, " << cs.bytes_received / 1e6
             << " MB received";
+  if (!incomplete.empty()) {
+    // The metrics of what was trained are still written; the run fails (and
+    // RunWorker tells the servers so).
+    if (!options.metrics_out.empty()) TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
+    return Status::FailedPrecondition(who + incomplete);
+  }
   TETHER_RETURN_IF_ERROR(client->Bye());
   if (rank == 0 && !options.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));

@@ -19,7 +19,13 @@
 #            4880 rows and exits 0 with P@1 above 0.57.
 #   restart_study  (by hand) the same 3 times against 3 uninterrupted runs:
 #            median P@1 within 0.01.
-# Usage: checkpoint_test.sh exact|reshard|restart|restart_study BIN_DIR
+#   left     2 servers, 2 workers: worker 1 alone is stopped (SIGTERM) in
+#            epoch 2 and leaves after its checkpoint; worker 0 trains to
+#            the end, which is then no finished job: it exits 1 naming
+#            worker 1, the servers fail too, and the end checkpoint keeps
+#            worker 1's place. The resume trains what worker 1 left: the
+#            two runs together train exactly 5 x 4880 rows.
+# Usage: checkpoint_test.sh exact|reshard|restart|restart_study|left BIN_DIR
 set -euo pipefail
 mode=$1
 bin=$(cd "$2" && pwd)
@@ -180,6 +186,31 @@ case "$mode" in
       || { echo "FAIL: the model loaded by 3 servers differs from the 2-server checkpoint"; exit 1; }
     echo "PASS"
     ;;
+  left)
+    flags=(--config=examples/bibtex.pbtxt --staleness=2 --epochs=5 --checkpoint_dir="$tmp/ck")
+    start_job stop 2 2 "${flags[@]}"
+    for _ in $(seq 1 600); do grep -q "epoch 1/5" "$tmp/stop-worker1.log" 2>/dev/null && break; sleep 0.02; done
+    victim=$(pgrep -P "${worker_pids[1]}" tether-worker || echo "${worker_pids[1]}")
+    kill -TERM "$victim"
+    wait_all "${worker_pids[@]}" "${server_pids[@]}"
+    echo "worker 1 stopped alone: exit codes (w0 w1 s0 s1) $codes"
+    read -r w0 w1 s0 s1 <<< "$codes"
+    [ "$w1" = 143 ] || { echo "FAIL: the stopped worker exited $w1"; show_logs; exit 1; }
+    [ "$w0" = 1 ] || { echo "FAIL: worker 0 exited $w0 though worker 1 left early"; show_logs; exit 1; }
+    [ "$s0" != 0 ] && [ "$s1" != 0 ] || { echo "FAIL: a server exited 0 for an unfinished job"; show_logs; exit 1; }
+    grep -q "the job did not finish: worker(s) 1 left before the end of training" "$tmp/stop-worker0.log" \
+      || { echo "FAIL: worker 0 did not name worker 1"; show_logs; exit 1; }
+    ! ls -d "$tmp"/ck/ckpt-*-final 2>/dev/null || { echo "FAIL: a final checkpoint for an unfinished job"; exit 1; }
+    grep -q "kind: LEFT" "$(ls -d "$tmp"/ck/ckpt-* | tail -1)/MANIFEST" || { echo "FAIL: no LEFT entry"; exit 1; }
+    first=$(metric "$tmp/stop.json" total_samples)
+    start_job resumed 2 2 "${flags[@]}" --resume_from="$tmp/ck"
+    wait_all "${worker_pids[@]}" "${server_pids[@]}"
+    [ "$codes" = "0 0 0 0" ] || { echo "FAIL: the resumed run exited $codes"; show_logs; exit 1; }
+    total=$(metric "$tmp/resumed.json" total_samples)
+    echo "first run trained $first rows in all (worker 1 left), the resumed job $total"
+    [ "$total" = 24400 ] || { echo "FAIL: expected 5 x 4880 = 24400 rows over the job"; exit 1; }
+    echo "PASS"
+    ;;
   restart|restart_study)
     # restart: one run with a server killed (ctest). restart_study: 3 killed
     # runs against 3 uninterrupted ones, comparing median P@1 (by hand: SSP
@@ -237,5 +268,5 @@ PY2
     fi
     echo "PASS"
     ;;
-  *) echo "usage: $0 exact|reshard|restart|restart_study BIN_DIR"; exit 2 ;;
+  *) echo "usage: $0 exact|reshard|restart|restart_study|left BIN_DIR"; exit 2 ;;
 esac
