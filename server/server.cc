@@ -108,6 +108,25 @@ Status ServerShard::Run() {
     bool all_gone = true;
     for (const auto& w : workers_) all_gone = all_gone && (w.said_bye || w.dead);
     if (all_gone) break;
+    if (any_hello && !first_hello_ && !first_hello_done_) first_hello_ = SteadyClock::now();
+    if (first_hello_ && MsSince(*first_hello_) > config_.cluster().startup_timeout_ms()) {
+      // A rank that never joined holds every other worker at the staleness
+      // bound (and the barrier) for good: the job cannot run without it.
+      std::string missing;
+      for (size_t r = 0; r < workers_.size(); ++r) {
+        if (workers_[r].said_hello) continue;
+        missing += (missing.empty() ? "" : "; ") + std::string("worker ") + std::to_string(r);
+        auto why = refusals_.find(static_cast<int>(r));
+        if (why != refusals_.end()) missing += " (refused: " + why->second + ")";
+      }
+      if (!missing.empty())
+        return Status::DeadlineExceeded(log_prefix_ + "the job cannot run: " + missing + " did not join within " +
+                                        "cluster.startup_timeout_ms=" +
+                                        std::to_string(config_.cluster().startup_timeout_ms()) +
+                                        " of the first worker's HELLO");
+      first_hello_.reset();
+      first_hello_done_ = true;
+    }
     if (!any_hello && MsSince(start) > config_.cluster().startup_timeout_ms())
       return Status::DeadlineExceeded(log_prefix_ + "no worker said hello within cluster.startup_timeout_ms=" +
                                       std::to_string(config_.cluster().startup_timeout_ms()));
@@ -268,19 +287,6 @@ Status ServerShard::CheckPeer(const std::string& identity, const Message& m) con
 void ServerShard::Handle(const std::string& identity, Message* m) {
   const MessageHeader& h = m->header;
   if (h.type() == HEARTBEAT && waiting_hellos_.count(h.sender_rank()) != 0) return;  // still joining
-  if (h.type() == ABORT && h.sender_rank() >= 0 && h.sender_rank() < static_cast<int>(workers_.size()) &&
-      (!workers_[h.sender_rank()].said_hello || workers_[h.sender_rank()].identity != identity)) {
-    // A worker that was refused at HELLO (another table shape, resume or
-    // build): without it the job cannot finish. Only a worker of this job
-    // and generation may end it; a stray one of another job is ignored.
-    if (h.job_id() == job_id_ && h.generation() == config_.cluster().generation()) {
-      if (aborted_.ok()) aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error());
-    } else {
-      LOG(WARNING) << log_prefix_ << "ignored an ABORT from a peer of job '" << h.job_id() << "' generation "
-                   << h.generation() << ": " << h.error();
-    }
-    return;
-  }
   Status st = CheckRequest(identity, *m);
   if (!st.ok()) {
     ++stats_.bad_messages;
@@ -444,6 +450,7 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   const std::string who = "worker " + std::to_string(rank);
   auto refuse = [&](const std::string& why) {
     LOG(ERROR) << log_prefix_ << "refusing " << who << ": " << why;
+    if (rank >= 0 && rank < static_cast<int>(workers_.size()) && !workers_[rank].said_hello) refusals_[rank] = why;
     ReplyError(identity, h, why);
     return false;
   };

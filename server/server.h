@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -215,6 +216,11 @@ class ServerShard {
   // and that checkpoint's directory (a rank that leaves is LEFT from it).
   std::map<int, std::pair<std::string, CheckpointFile>> last_state_;
   Status fatal_;                        // ends Run() with this error
+  // Every rank must say HELLO within cluster.startup_timeout_ms of the
+  // first one (why a rank was refused is kept to name it then).
+  std::optional<std::chrono::steady_clock::time_point> first_hello_;
+  bool first_hello_done_ = false;  // every rank joined in time
+  std::map<int, std::string> refusals_;
   std::vector<uint64_t> key_scratch_;
   std::vector<float> value_scratch_;
 };

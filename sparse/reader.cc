@@ -609,6 +609,27 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
       header_line = std::string_view(data + begin, end - begin);
       continue;
     }
+    if (!xmc && line_no == 1 && !blank) {
+      // "N F L" (three integers, no idx:val pair) is an XMC header, never a
+      // LIBSVM row. Refused here, also when a row subset would skip line 1
+      // and so shift every row id by one.
+      int ints = 0;
+      bool only_digits = true;
+      for (size_t i = first; i < end && only_digits;) {
+        while (i < end && IsSpace(data[i])) ++i;
+        if (i == end) break;
+        size_t j = i;
+        while (j < end && data[j] >= '0' && data[j] <= '9') ++j;
+        if (j == i || (j < end && !IsSpace(data[j]))) only_digits = false;
+        ++ints;
+        i = j;
+      }
+      if (only_digits && ints == 3)
+        return Status::InvalidArgument(At(path, 1) + "line 1 " +
+                                       Quote(std::string_view(data + first, end - first)) +
+                                       " looks like an XMC header (examples, features, labels), not a LIBSVM row: "
+                                       "read the file as XMC (format XMC, --format=xmc)");
+    }
     if (blank) continue;
     const int64_t row = data_rows++;
     if (!xmc && !multilabel) {

@@ -19,6 +19,7 @@
 
 #include "sparse/backend.h"
 #include "sparse/csr.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
@@ -128,6 +129,27 @@ TEST(ReaderTest, MissingFileIsNotFound) {
 }
 
 // ---------------------------------------------------------------- C01
+
+// An XMC file read as LIBSVM: its header is no LIBSVM row. Refused at line
+// 1, also when a row subset skips line 1 (which would have shifted every
+// selected row by one and scored the wrong rows without an error).
+TEST(ReaderTest, XmcHeaderReadAsLibsvmIsRefusedEvenWithARowSubset) {
+  tether::testing::ScopedTempDir tmp;
+  const std::string path = tmp.path() + "/xmc.txt";
+  std::ofstream(path) << "2 4 3\n0,2 0:1 3:0.5\n1 2:1\n";
+  for (const bool subset : {false, true}) {
+    ReadOptions o = Libsvm(0);
+    o.num_labels = 3;
+    o.num_features = 4;
+    const std::vector<int64_t> rows = {1};
+    if (subset) o.row_subset = &rows;
+    auto ds = ReadDataset(path, o);
+    ASSERT_FALSE(ds.ok()) << "subset " << subset;
+    EXPECT_EQ(ds.status().message(), path + ":1: line 1 '2 4 3' looks like an XMC header (examples, features, "
+                                            "labels), not a LIBSVM row: read the file as XMC (format XMC, "
+                                            "--format=xmc)");
+  }
+}
 
 TEST(ReaderTest, C01HeaderCountMismatchNamesLine1AndBothCounts) {
   const std::string path = kCases + "C01_xmc_header_count_mismatch.txt";

@@ -116,11 +116,6 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
   Status st = hello.Wait();
   if (!st.ok()) {
     if (st.code() == Status::Code::kDeadlineExceeded) return st;
-    // Refused: this rank cannot join, so the job cannot finish. Say so to
-    // the shards (they accept it only from a worker of their own job and
-    // generation), or they and the other workers would wait for this rank
-    // for good.
-    c->Abort("worker " + std::to_string(options.rank) + " could not join: " + st.message(), 1000);
     return Status::FailedPrecondition(st.message());
   }
   return c;
