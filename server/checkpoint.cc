@@ -89,9 +89,10 @@ class CheckedReader {
     return Status::OK();
   }
   Status Read(void* p, size_t n, const char* what) {
-    if (std::fread(p, 1, n, f_) != n)
+    const size_t got = std::fread(p, 1, n, f_);
+    if (got != n)
       return Status::DataLoss(path_ + ": truncated: the file ends inside " + what + " (at byte " +
-                              std::to_string(bytes_) + ")");
+                              std::to_string(bytes_ + got) + ", " + std::to_string(bytes_ + n) + " expected)");
     sum_.Update(p, n);
     bytes_ += n;
     return Status::OK();

@@ -665,9 +665,13 @@ int Launcher::PrintSummary() {
 
 int Launcher::Run() {
   const int code = RunJob();
-  if (code != 0)
+  if (code > 128) {
+    LOG(WARNING) << "[launch] job stopped by " << strsignal(code - 128) << " after "
+                 << FormatDuration(Clock::now() - start_) << " (exit code " << code << ")";
+  } else if (code != 0) {
     LOG(ERROR) << "[launch] job failed after " << FormatDuration(Clock::now() - start_) << " (exit code " << code
                << ")";
+  }
   return code;
 }
 

@@ -429,6 +429,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                                              ? " of " + std::to_string(resume.dealt_rows_size()) + " dealt rows"
                                              : ""));
     if (!resume.model_state().empty()) TETHER_RETURN_IF_ERROR(model->RestoreState(resume.model_state()));
+    if (!resume_finished && resume.epoch() >= config.train().epochs())
+      LOG(WARNING) << who << "the checkpoint is in epoch " << resume.epoch() + 1 << " but train.epochs is "
+                   << config.train().epochs() << ": nothing is left to train";
   }
   LOG(INFO) << who << "model " << model->name() << ", tables "
             << DescribeTables(google::protobuf::RepeatedPtrField<TableSpec>(tables.begin(), tables.end()));
