@@ -456,11 +456,15 @@ Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest&
       if (t.stride() != table.stride())
         return Status::DataLoss(ckpt_dir + "/" + ShardFileName(old) + ": table " + t.name() + " rows have " +
                                 std::to_string(t.stride()) + " floats, the job's " + std::to_string(table.stride()));
+      // Versions only mean something per shard: kept when the sharding is
+      // (a table without rows was never pushed: its version is 0).
+      if (same_sharding) table.set_version(t.version());
       if (!same_sharding && ShardForKey(key, num_shards) != shard) return Status::OK();
       return table.RestoreRow(key, v);
     };
     auto dense = [&](int i, const ShardCheckpointHeader::Table& t, const float* v) -> Status {
       ServerTable& table = *(*tables)[i];
+      if (same_sharding) table.set_version(t.version());
       const uint64_t ob = t.dense_begin(), oe = t.dense_end(), on = oe - ob;
       const uint64_t nb = table.dense_begin(), ne = table.dense_end(), nn = ne - nb;
       const uint64_t lo = std::max(ob, nb), hi = std::min(oe, ne);
@@ -481,24 +485,6 @@ Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest&
       return Status::OK();
     };
     TETHER_RETURN_IF_ERROR(ReadShardFile(ckpt_dir, manifest, old, row, dense));
-  }
-  if (same_sharding) {
-    // Versions only mean something per shard: kept when the sharding is.
-    std::vector<uint64_t> versions(tables->size(), 0);
-    // Read them from the header again (cheap: the header is at the front).
-    CheckedReader r(JoinPath(ckpt_dir, ShardFileName(shard)));
-    TETHER_RETURN_IF_ERROR(r.Open());
-    char magic[8];
-    uint8_t len_le[4];
-    TETHER_RETURN_IF_ERROR(r.Read(magic, 8, "the magic number"));
-    TETHER_RETURN_IF_ERROR(r.Read(len_le, 4, "the header length"));
-    const uint32_t len = len_le[0] | (uint32_t{len_le[1]} << 8) | (uint32_t{len_le[2]} << 16) | (uint32_t{len_le[3]} << 24);
-    std::string head(len, '\0');
-    TETHER_RETURN_IF_ERROR(r.Read(head.data(), len, "the header"));
-    ShardCheckpointHeader h;
-    if (h.ParseFromString(head))
-      for (int i = 0; i < h.tables_size() && i < static_cast<int>(tables->size()); ++i)
-        (*tables)[i]->set_version(h.tables(i).version());
   }
   return Status::OK();
 }
