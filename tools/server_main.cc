@@ -15,13 +15,21 @@
 #include "core/config.h"
 #include "core/file_util.h"
 #include "core/metrics_log.h"
+#include "core/net/transport.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "tools/common_flags.h"
 
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
-DEFINE_string(listen, "tcp://127.0.0.1:0", "ZeroMQ endpoint to bind; port 0 picks a free port");
-DEFINE_string(port_file, "", "if set, the bound endpoint is written here (atomically) once listening");
+DEFINE_string(listen, "tcp://127.0.0.1:0",
+              "ZeroMQ endpoint to bind; port 0 picks a free port. IPv6 (tcp://[::1]:0), host names "
+              "(tcp://myhost:0) and wildcards (tcp://*:0, tcp://0.0.0.0:0: every interface) work");
+DEFINE_string(port_file, "",
+              "if set, the endpoint peers connect to (the bound one, or for a wildcard bind the advertised "
+              "one, see --advertise_host) is written here (atomically) once listening");
+DEFINE_string(advertise_host, "",
+              "for a wildcard --listen: the host (name or address) workers connect to, written to --port_file "
+              "and published to --rendezvous; default: this machine's hostname");
 DEFINE_string(resume_from, "",
               "the checkpoint to load rows from, as this host sees it (default: the path worker 0 resumes "
               "from, sent at HELLO)");
@@ -68,7 +76,18 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);
   tether::Status st = server.Bind(FLAGS_listen);
-  if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, server.endpoint() + "\n");
+  // What peers connect to: the bound endpoint, or for a wildcard bind
+  // (which names no host a peer can reach) the advertised host's.
+  std::string reachable;
+  if (st.ok()) {
+    reachable = tether::AdvertisedEndpoint(server.endpoint(), FLAGS_advertise_host);
+    if (reachable != server.endpoint())
+      LOG(INFO) << "[server " << FLAGS_shard << "] bound " << server.endpoint()
+                << " (every interface); workers are told to connect to " << reachable
+                << (FLAGS_advertise_host.empty() ? " (this machine's hostname; set --advertise_host to change it)"
+                                                 : " (--advertise_host)");
+  }
+  if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, reachable + "\n");
   if (st.ok() && g_signal.load() == 0) st = server.Run();
   if (st.ok() && metrics_log != nullptr) st = metrics_log->Flush();
   g_server.store(nullptr);
