@@ -11,7 +11,8 @@
 #            command "requeued" (SLURM_RESTART_COUNT=1) with --resume_if_present
 #            resumes from the final checkpoint as generation 1
 #   kill     a worker SIGKILLed mid-job: mpirun exits non-zero within 30 s
-#            and no tether process is left; a SIGTERM to mpirun likewise
+#            and no tether process is left; a SIGTERM to mpirun as soon as
+#            every task has exec'd its role likewise
 # Skips (exit 77) when mpirun is missing. Every process is bounded by
 # `timeout` and reaped on exit.
 set -euo pipefail
@@ -99,7 +100,8 @@ kill)
   [ -n "$victim" ] || { echo "FAIL: worker 1 never started"; cat "$tmp/log"; exit 1; }
   start=$(date +%s)
   kill -9 "$victim"
-  set +e; timeout 30 tail --pid="$mp" -f /dev/null; wait "$mp"; rc=$?; set -e
+  for _ in $(seq 1 300); do kill -0 "$mp" 2>/dev/null || break; sleep 0.1; done
+  set +e; wait "$mp"; rc=$?; set -e
   echo "mpirun exited $rc, $(( $(date +%s) - start )) s after worker 1 was SIGKILLed"
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "FAIL: expected a non-zero exit before the bound"; cat "$tmp/log"; exit 1; }
   wait_gone
@@ -107,7 +109,9 @@ kill)
   timeout -k 5 120 "${mpi[@]}" -np 4 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --num_servers 2 \
     --epochs=1000 --rendezvous "file:$tmp/rdzv2" > "$tmp/log2" 2>&1 &
   mp=$!; pids+=($mp)
-  for _ in $(seq 1 300); do grep -q "servers from the rendezvous" "$tmp/log2" 2>/dev/null && break; sleep 0.1; done
+  # Early, while mpirun may still be launching: it then exits without
+  # signalling the tasks it started, which must go with it all the same.
+  for _ in $(seq 1 300); do [ "$(grep -c "exec $bin" "$tmp/log2" 2>/dev/null)" = 4 ] && break; sleep 0.1; done
   kill -TERM "$mp"
   set +e; wait "$mp"; rc=$?; set -e
   echo "mpirun exited $rc after SIGTERM"
