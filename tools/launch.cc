@@ -805,7 +805,11 @@ StatusOr<int> EnvInt(const char* name) {
 // (a step: SLURM_STEP_ID; inside `sbatch` alone it is not) or mpirun.
 StatusOr<std::optional<EngineTask>> DetectEngineTask() {
   EngineTask t;
-  if (!Env("SLURM_STEP_ID").empty()) {
+  // SLURM's special steps (the batch script 0xfffffffe, extern, interactive:
+  // ids from 0xfffffff0 up) are not srun task steps: a tether-launch run
+  // straight from an sbatch script runs the job on its node, as elsewhere.
+  const std::string step = Env("SLURM_STEP_ID");
+  if (!step.empty() && !(step.size() >= 10 && step >= "4294967280")) {
     t.scheduler = "SLURM";
     t.rank_var = "SLURM_PROCID";
     TETHER_ASSIGN_OR_RETURN(t.rank, EnvInt("SLURM_PROCID"));
