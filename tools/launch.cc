@@ -1024,7 +1024,7 @@ int main(int argc, char** argv) {
   }
   if (FLAGS_engine == "off") engine_task->reset();
   if (FLAGS_engine == "on" && !engine_task->has_value()) {
-    LOG(ERROR) << "[launch] --engine=on, but this process is not a task of srun (SLURM_STEP_ID unset) or mpirun "
+    LOG(ERROR) << "[launch] --engine=on, but this process is not a task of srun (SLURM_STEP_ID unset, or the batch step) or mpirun "
                   "(OMPI_COMM_WORLD_RANK unset)";
     return 2;
   }
