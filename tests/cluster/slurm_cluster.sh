@@ -188,7 +188,7 @@ ReturnToService=2
 JobRequeue=1
 KillWait=5
 InactiveLimit=0
-MinJobAge=600
+MinJobAge=4
 MailProg=/bin/true
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
