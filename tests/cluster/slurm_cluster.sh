@@ -120,6 +120,15 @@ slurm_cluster_start() {
   chmod 0700 "$d/munge"
   SLURM_CLUSTER_MUNGE_DIR=$d/munge
   if ! setpriv --reuid=munge --regid=munge --init-groups test -w "$d/munge" 2>/dev/null; then
+    # A run killed before its stop (SIGKILL, a ctest timeout) leaves its
+    # directory: remove those whose munged is gone (and older than a minute,
+    # so that one whose munged is only starting is left alone).
+    local old
+    for old in $(find /run -maxdepth 1 -name 'tether-munge.*' -type d -mmin +1 2>/dev/null); do
+      if [ ! -f "$old/munged.pid" ] || ! kill -0 "$(cat "$old/munged.pid" 2>/dev/null)" 2>/dev/null; then
+        rm -rf "$old"
+      fi
+    done
     SLURM_CLUSTER_MUNGE_DIR=$(mktemp -d /run/tether-munge.XXXXXX)
     chown munge:munge "$SLURM_CLUSTER_MUNGE_DIR"
     chmod 0700 "$SLURM_CLUSTER_MUNGE_DIR"
