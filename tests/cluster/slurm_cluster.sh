@@ -228,8 +228,9 @@ CONF
 }
 
 # Stops what slurm_cluster_start started: pending and running jobs are
-# cancelled first (their steps end), then slurmd, slurmctld and munged get
-# SIGTERM, and SIGKILL after 10 s. Reads the pids from the directory, so a
+# cancelled first and their end awaited (20 s at most), then slurmd,
+# slurmctld and munged get SIGTERM, and SIGKILL after 10 s; a job process
+# left after that is SIGKILLed. Reads the pids from the directory, so a
 # shell other than the one that started the cluster can stop it.
 slurm_cluster_stop() {
   local d=${1:-${SLURM_CLUSTER_DIR:-}}
@@ -237,6 +238,12 @@ slurm_cluster_stop() {
   if [ -f "$d/slurm.conf" ] && [ -f "$d/pids" ] && grep -q '^slurmctld ' "$d/pids"; then
     SLURM_CONF=$d/slurm.conf timeout 10 scancel --full --signal=KILL --user=root >/dev/null 2>&1 || true
     SLURM_CONF=$d/slurm.conf timeout 10 scancel --user=root >/dev/null 2>&1 || true
+    # slurmd must still be up while the steps end (it relays the kill).
+    local deadline=$((SECONDS + 20))
+    while [ -n "$(SLURM_CONF=$d/slurm.conf timeout 5 squeue -h -o %i 2>/dev/null)" ] &&
+          [ "$SECONDS" -lt "$deadline" ]; do
+      sleep 0.2
+    done
   fi
   local name pid order
   # slurmd first (it ends its steps), then slurmctld, then munged.
@@ -258,6 +265,17 @@ slurm_cluster_stop() {
     local deadline=$((SECONDS + 10))
     while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
   done < "$d/pids"
+  # Last resort: a process of one of this cluster's jobs that outlived the
+  # daemons (its environment has this cluster's SLURM_CONF and a
+  # SLURM_JOB_ID, or it is one of its slurmstepd) is killed by pid.
+  local p
+  for p in $(grep -lzx "SLURM_CONF=$d/slurm.conf" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    if grep -qz '^SLURM_JOB_ID=' "/proc/$p/environ" 2>/dev/null ||
+       [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmstepd ]; then
+      echo "slurm_cluster: killing leftover job process $p: $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)"
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
   if [ -f "$d/munge_dir" ]; then
     rm -rf "$(cat "$d/munge_dir")"
   fi
