@@ -284,6 +284,7 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"eval_minibatch_size", "train.eval_minibatch_size", "rows per evaluation minibatch"},
       {"job_id", "cluster.job_id", "the job's identity at HELLO (default: the config's name); servers and workers must agree"},
       {"generation", "cluster.generation", "the job's generation at HELLO; a restart or requeue increments it"},
+      {"rendezvous", "cluster.rendezvous", "where servers publish endpoints and workers find them: file:DIR, DIR or tcp://HOST:PORT (docs/DEPLOY.md)"},
       {"checkpoint_dir", "checkpoint.dir", "write coordinated checkpoints under DIR (see docs/OPERATIONS.md)"},
       {"checkpoint_every_clocks", "checkpoint.every_clocks", "a checkpoint every N clocks (0: not by clocks)"},
       {"checkpoint_every_seconds", "checkpoint.every_seconds", "a checkpoint every N seconds (0: not by time)"},

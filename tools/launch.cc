@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/net/rendezvous.h"
 #include "core/status.h"
 #include "server/checkpoint.h"
 #include "tools/common_flags.h"
@@ -77,6 +78,19 @@ DEFINE_int32(timeout_s, 1800, "bound on the whole job in seconds; on expiry ever
 DEFINE_string(resume_from, "",
               "resume the job from this checkpoint, or the latest complete one under this directory "
               "(passed to every server and worker)");
+DEFINE_string(engine, "auto",
+              "engine mode, where this process is one task of a job started by srun or mpirun and runs one "
+              "role (see below): auto (when SLURM_STEP_ID or OMPI_COMM_WORLD_RANK is set), on (required), off");
+DEFINE_string(listen, "tcp://*:0",
+              "engine mode: the endpoint a server task binds (default every interface, advertised as "
+              "--advertise_host or the node's hostname)");
+DEFINE_string(advertise_host, "", "engine mode: the host workers connect to for a wildcard --listen");
+DEFINE_bool(rendezvous_serve, false,
+            "serve the rendezvous store at --rendezvous=tcp://HOST:PORT: in engine mode task 0 (server 0) serves "
+            "it; otherwise this launcher does, for the whole job");
+DEFINE_bool(resume_if_present, false,
+            "resume from the latest complete checkpoint under checkpoint.dir when there is one, else start "
+            "afresh (a requeued job); excludes --resume_from");
 DEFINE_int32(max_restarts, 0,
              "when the job fails (a process died or failed), restart it from the latest complete checkpoint "
              "under checkpoint.dir, up to N times, each as the next cluster.generation");
@@ -746,6 +760,164 @@ StatusOr<std::string> OwnDirectory() {
   return exe.parent_path().string();
 }
 
+
+// ---- Engine mode -------------------------------------------------------------
+//
+// Under `srun -n N tether-launch ...` or `mpirun -np N tether-launch ...`,
+// every task runs this binary; each takes its place from the scheduler's
+// environment (no MPI library: only the variables srun and Open MPI set)
+// and becomes its role by exec'ing tether-server or tether-worker from this
+// directory. Exec, not a child: the scheduler's task IS the role, so its
+// exit code is the task's, a SIGTERM from srun/mpirun reaches it directly,
+// and nothing is left behind when the step is killed.
+struct EngineTask {
+  std::string scheduler;   // "SLURM" or "Open MPI"
+  std::string rank_var;    // the variable the rank came from
+  int rank = 0;            // task index in [0, ntasks)
+  int ntasks = 0;
+  std::string job_id;      // "" when the scheduler gives none
+  uint64_t generation = 0;
+};
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+StatusOr<int> EnvInt(const char* name) {
+  const std::string v = Env(name);
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < 0 || n > (1 << 30))
+    return Status::InvalidArgument(std::string("environment variable ") + name + "='" + v +
+                                   "': expected a non-negative integer");
+  return static_cast<int>(n);
+}
+
+// The task's place, or nullopt when this process is not a task of srun
+// (a step: SLURM_STEP_ID; inside `sbatch` alone it is not) or mpirun.
+StatusOr<std::optional<EngineTask>> DetectEngineTask() {
+  EngineTask t;
+  if (!Env("SLURM_STEP_ID").empty()) {
+    t.scheduler = "SLURM";
+    t.rank_var = "SLURM_PROCID";
+    TETHER_ASSIGN_OR_RETURN(t.rank, EnvInt("SLURM_PROCID"));
+    TETHER_ASSIGN_OR_RETURN(t.ntasks, EnvInt("SLURM_NTASKS"));
+    // One job id per allocation and step (two sruns of one sbatch are two
+    // jobs); the same after a requeue, which bumps SLURM_RESTART_COUNT.
+    if (!Env("SLURM_JOB_ID").empty()) t.job_id = "slurm-" + Env("SLURM_JOB_ID") + "." + Env("SLURM_STEP_ID");
+    if (!Env("SLURM_RESTART_COUNT").empty()) {
+      TETHER_ASSIGN_OR_RETURN(int restarts, EnvInt("SLURM_RESTART_COUNT"));
+      t.generation = static_cast<uint64_t>(restarts);
+    }
+    return std::optional<EngineTask>(t);
+  }
+  if (!Env("OMPI_COMM_WORLD_RANK").empty()) {
+    t.scheduler = "Open MPI";
+    t.rank_var = "OMPI_COMM_WORLD_RANK";
+    TETHER_ASSIGN_OR_RETURN(t.rank, EnvInt("OMPI_COMM_WORLD_RANK"));
+    TETHER_ASSIGN_OR_RETURN(t.ntasks, EnvInt("OMPI_COMM_WORLD_SIZE"));
+    // Unique per mpirun (Open MPI 4.1 sets both).
+    if (!Env("OMPI_MCA_ess_base_jobid").empty())
+      t.job_id = "ompi-" + Env("OMPI_MCA_ess_base_jobid");
+    else if (!Env("PMIX_NAMESPACE").empty())
+      t.job_id = "ompi-" + Env("PMIX_NAMESPACE");
+    return std::optional<EngineTask>(t);
+  }
+  return std::optional<EngineTask>();
+}
+
+// Runs this task's role; returns only on an error (the exit code).
+int RunEngineTask(const EngineTask& task, const JobConfig& config, const std::string& bin_dir) {
+  const int num_servers = config.cluster().num_servers();
+  const std::string where = "[launch] " + task.scheduler + " task " + std::to_string(task.rank) + " of " +
+                            std::to_string(task.ntasks) + " (" + task.rank_var + "): ";
+  if (task.rank >= task.ntasks) {
+    LOG(ERROR) << where << "rank outside [0, " << task.ntasks << ")";
+    return 2;
+  }
+  if (task.ntasks <= num_servers) {
+    LOG(ERROR) << where << task.ntasks << " task(s) and --num_servers=" << num_servers
+               << " leave no worker: start num_servers + num_workers tasks (srun -n / mpirun -np)";
+    return 2;
+  }
+  const int num_workers = task.ntasks - num_servers;
+  std::string set_workers;
+  if (gflags::GetCommandLineOption("num_workers", &set_workers) && !set_workers.empty() &&
+      set_workers != std::to_string(num_workers)) {
+    LOG(ERROR) << where << "--num_workers=" << set_workers << " contradicts the " << task.ntasks << " tasks less "
+               << num_servers << " server(s) = " << num_workers << " worker(s)";
+    return 2;
+  }
+  std::string job_id = config.cluster().job_id();
+  if (job_id.empty()) job_id = task.job_id;
+  if (job_id.empty()) {
+    LOG(ERROR) << where << task.scheduler << " gave no job id (SLURM_JOB_ID / OMPI_MCA_ess_base_jobid / "
+               << "PMIX_NAMESPACE unset): set cluster.job_id (--job_id), the same in every task";
+    return 2;
+  }
+  const uint64_t generation = config.cluster().has_generation() ? config.cluster().generation() : task.generation;
+  std::string rendezvous = config.cluster().rendezvous();
+  if (rendezvous.empty()) {
+    // Default: beside the job, in the working directory every task shares
+    // (srun and mpirun start tasks there); a shared filesystem across hosts.
+    std::error_code ec;
+    rendezvous = "file:" + (std::filesystem::current_path(ec) / "tether-rendezvous").string();
+  }
+  if (FLAGS_rendezvous_serve && rendezvous.rfind("tcp://", 0) != 0) {
+    LOG(ERROR) << where << "--rendezvous_serve needs --rendezvous=tcp://HOST:PORT, got '" << rendezvous << "'";
+    return 2;
+  }
+
+  const bool is_server = task.rank < num_servers;
+  const int index = is_server ? task.rank : task.rank - num_servers;
+  const std::string binary = is_server ? "tether-server" : "tether-worker";
+  std::string config_path;
+  gflags::GetCommandLineOption("config", &config_path);
+  std::vector<std::string> args = {bin_dir + "/" + binary, "--config=" + config_path};
+  args.push_back(is_server ? "--shard=" + std::to_string(index) : "--rank=" + std::to_string(index));
+  args.push_back("--num_servers=" + std::to_string(num_servers));
+  args.push_back("--num_workers=" + std::to_string(num_workers));
+  args.push_back("--job_id=" + job_id);
+  args.push_back("--generation=" + std::to_string(generation));
+  args.push_back("--rendezvous=" + rendezvous);
+  for (const std::string& f : OverrideFlagsSet()) {
+    const auto set_here = {"--num_servers=", "--num_workers=", "--job_id=", "--generation=", "--rendezvous="};
+    if (std::none_of(set_here.begin(), set_here.end(), [&](const char* mine) { return f.rfind(mine, 0) == 0; }))
+      args.push_back(f);
+  }
+  if (is_server) {
+    args.push_back("--listen=" + FLAGS_listen);
+    if (!FLAGS_advertise_host.empty()) args.push_back("--advertise_host=" + FLAGS_advertise_host);
+    if (FLAGS_rendezvous_serve && index == 0) args.push_back("--rendezvous_serve");
+  } else {
+    if (index == 0 && !FLAGS_metrics_out.empty()) {
+      // A file left by an earlier run must not pass for this run's metrics.
+      if (unlink(FLAGS_metrics_out.c_str()) != 0 && errno != ENOENT) {
+        PLOG(ERROR) << where << "cannot remove old metrics file " << FLAGS_metrics_out;
+        return 1;
+      }
+      args.push_back("--metrics_out=" + FLAGS_metrics_out);
+    }
+  }
+  if (!FLAGS_resume_from.empty()) args.push_back("--resume_from=" + FLAGS_resume_from);
+  std::string cmdline;
+  for (const auto& a : args) cmdline += (cmdline.empty() ? "" : " ") + a;
+  LOG(INFO) << where << (is_server ? "server shard " : "worker rank ") << index << " of "
+            << (is_server ? num_servers : num_workers) << ", job '" << job_id << "' generation " << generation
+            << ", rendezvous " << rendezvous << ": exec " << cmdline;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  google::FlushLogFiles(google::GLOG_INFO);
+  execv(argv[0], argv.data());
+  PLOG(ERROR) << where << "cannot exec " << argv[0] << " (the " << (is_server ? "server" : "worker") << " role)";
+  return 1;
+}
+
 }  // namespace
 }  // namespace tether
 
@@ -755,7 +927,9 @@ int main(int argc, char** argv) {
       {"tether-launch --config=JOB.pbtxt [--servers=S] [--workers=W] [--transport=tcp|ipc|inproc] "
        "[--metrics_out=FILE] [--timeout_s=1800] [--resume_from=DIR] [--max_restarts=N] "
        "[override flags such as --staleness=N, forwarded to every server and worker]\n"
-       "Runs S tether-server shards and W tether-worker ranks on 127.0.0.1 and waits for them."});
+       "Runs S tether-server shards and W tether-worker ranks on 127.0.0.1 and waits for them.\n"
+       "   or, as every task of srun/mpirun (engine mode): srun -n $((S+W)) tether-launch --config=JOB.pbtxt "
+       "--num_servers=S [--rendezvous=...]: task i < S is server shard i, the others workers i-S."});
   if (FLAGS_servers < 0 || FLAGS_workers < 0) {
     LOG(ERROR) << "[launch] --servers and --workers must be positive (0 = take the config's value)";
     return 2;
@@ -799,6 +973,49 @@ int main(int argc, char** argv) {
   }
   auto bin_dir = tether::OwnDirectory();
   if (!bin_dir.ok()) LOG(FATAL) << "[launch] " << bin_dir.status().ToString();
+
+  if (FLAGS_resume_if_present) {
+    if (!FLAGS_resume_from.empty()) {
+      LOG(ERROR) << "[launch] --resume_if_present and --resume_from exclude each other";
+      return 2;
+    }
+    if (config->checkpoint().dir().empty()) {
+      LOG(ERROR) << "[launch] --resume_if_present needs checkpoint.dir (--checkpoint_dir): where to look for one";
+      return 2;
+    }
+    if (auto latest = tether::ResolveCheckpoint(config->checkpoint().dir()); latest.ok()) {
+      LOG(INFO) << "[launch] --resume_if_present: resuming from " << *latest;
+      FLAGS_resume_from = *latest;
+    } else {
+      LOG(INFO) << "[launch] --resume_if_present: no complete checkpoint under " << config->checkpoint().dir()
+                << "; starting afresh";
+    }
+  }
+  if (FLAGS_engine != "auto" && FLAGS_engine != "on" && FLAGS_engine != "off") {
+    LOG(ERROR) << "[launch] --engine=" << FLAGS_engine << ": expected auto, on or off";
+    return 2;
+  }
+  auto engine_task = tether::DetectEngineTask();
+  if (!engine_task.ok()) {
+    LOG(ERROR) << "[launch] engine mode: " << engine_task.status().message();
+    return 2;
+  }
+  if (FLAGS_engine == "off") engine_task->reset();
+  if (FLAGS_engine == "on" && !engine_task->has_value()) {
+    LOG(ERROR) << "[launch] --engine=on, but this process is not a task of srun (SLURM_STEP_ID unset) or mpirun "
+                  "(OMPI_COMM_WORLD_RANK unset)";
+    return 2;
+  }
+  if (engine_task->has_value()) {
+    for (const char* flag : {"transport", "max_restarts", "model_out", "timeout_s"}) {
+      if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
+        LOG(ERROR) << "[launch] --" << flag << " does not apply in engine mode (one task of srun/mpirun runs one "
+                   << "role; the scheduler bounds and restarts the job)";
+        return 2;
+      }
+    }
+    return tether::RunEngineTask(**engine_task, *config, *bin_dir);
+  }
 
   tether::LaunchOptions options;
   gflags::GetCommandLineOption("config", &options.config_path);
@@ -850,6 +1067,27 @@ int main(int argc, char** argv) {
                  << ", or give the new job its own directory";
       return 2;
     }
+  }
+  std::unique_ptr<tether::RendezvousStore> store;
+  if (FLAGS_rendezvous_serve) {
+    const std::string& spec = config->cluster().rendezvous();
+    if (spec.rfind("tcp://", 0) != 0) {
+      LOG(ERROR) << "[launch] --rendezvous_serve needs --rendezvous=tcp://HOST:PORT, got '" << spec << "'";
+      return 2;
+    }
+    // The store's thread must never take the launcher's signals (they are
+    // read through a signalfd): it starts with every signal blocked.
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &saved);
+    store = std::make_unique<tether::RendezvousStore>();
+    tether::Status st = store->Start(spec, tether::SocketOptions{});
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    if (!st.ok()) {
+      LOG(ERROR) << "[launch] " << st.message();
+      return 1;
+    }
+    LOG(INFO) << "[launch] serving the rendezvous store at " << store->endpoint();
   }
   const std::vector<std::string> forwarded = options.forwarded;
   if (!FLAGS_resume_from.empty()) options.forwarded.push_back("--resume_from=" + FLAGS_resume_from);

@@ -15,16 +15,29 @@
 #include "core/config.h"
 #include "core/file_util.h"
 #include "core/metrics_log.h"
+#include "core/net/rendezvous.h"
+#include "core/net/transport.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "tools/common_flags.h"
 
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
-DEFINE_string(listen, "tcp://127.0.0.1:0", "ZeroMQ endpoint to bind; port 0 picks a free port");
-DEFINE_string(port_file, "", "if set, the bound endpoint is written here (atomically) once listening");
+DEFINE_string(listen, "tcp://127.0.0.1:0",
+              "ZeroMQ endpoint to bind; port 0 picks a free port. IPv6 (tcp://[::1]:0), host names "
+              "(tcp://myhost:0) and wildcards (tcp://*:0, tcp://0.0.0.0:0: every interface) work");
+DEFINE_string(port_file, "",
+              "if set, the endpoint peers connect to (the bound one, or for a wildcard bind the advertised "
+              "one, see --advertise_host) is written here (atomically) once listening");
+DEFINE_string(advertise_host, "",
+              "for a wildcard --listen: the host (name or address) workers connect to, written to --port_file "
+              "and published to --rendezvous; default: this machine's hostname");
 DEFINE_string(resume_from, "",
               "the checkpoint to load rows from, as this host sees it (default: the path worker 0 resumes "
               "from, sent at HELLO)");
+
+DEFINE_bool(rendezvous_serve, false,
+            "also serve the rendezvous store at the --rendezvous address (tcp://HOST:PORT, HOST one of this "
+            "machine's) in this process, for the whole job (docs/DEPLOY.md)");
 
 namespace {
 // Set once by the stop signal handler (lock-free atomics are
@@ -40,7 +53,8 @@ void RequestStop(int sig) {
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
       &argc, &argv,
-      {"tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F]\n"
+      {"tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F] "
+       "[--rendezvous=file:DIR|tcp://HOST:PORT [--rendezvous_serve]] [--advertise_host=HOST]\n"
        "One parameter-server shard of a job; reads the config's cluster and consistency sections."});
   auto config = tether::LoadConfigFromFlags("server " + std::to_string(FLAGS_shard), tether::ConfigScope::kServer);
   if (!config.ok()) {
@@ -51,6 +65,24 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "[server] flag --shard=" << FLAGS_shard << " outside [0, " << config->cluster().num_servers()
                << ") (cluster.num_servers)";
     return 2;
+  }
+  const std::string& rendezvous = config->cluster().rendezvous();
+  // The security options the servers' sockets use apply to the store's too
+  // (core/net/rendezvous.h): only key holders may publish.
+  const tether::SocketOptions rendezvous_socket_options;
+  std::unique_ptr<tether::RendezvousStore> store;
+  if (FLAGS_rendezvous_serve) {
+    if (rendezvous.rfind("tcp://", 0) != 0) {
+      LOG(ERROR) << "[server " << FLAGS_shard << "] --rendezvous_serve needs --rendezvous=tcp://HOST:PORT (the "
+                 << "store's address), got '" << rendezvous << "'";
+      return 2;
+    }
+    store = std::make_unique<tether::RendezvousStore>();
+    if (tether::Status st = store->Start(rendezvous, rendezvous_socket_options); !st.ok()) {
+      LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
+      return 1;
+    }
+    LOG(INFO) << "[server " << FLAGS_shard << "] serving the rendezvous store at " << store->endpoint();
   }
   tether::ServerShard server(*config, FLAGS_shard);
   server.set_resume_from(FLAGS_resume_from);
@@ -68,10 +100,44 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);
   tether::Status st = server.Bind(FLAGS_listen);
-  if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, server.endpoint() + "\n");
+  // What peers connect to: the bound endpoint, or for a wildcard bind
+  // (which names no host a peer can reach) the advertised host's.
+  std::string reachable;
+  if (st.ok()) {
+    reachable = tether::AdvertisedEndpoint(server.endpoint(), FLAGS_advertise_host);
+    if (reachable != server.endpoint())
+      LOG(INFO) << "[server " << FLAGS_shard << "] bound " << server.endpoint()
+                << " (every interface); workers are told to connect to " << reachable
+                << (FLAGS_advertise_host.empty() ? " (this machine's hostname; set --advertise_host to change it)"
+                                                 : " (--advertise_host)");
+  }
+  if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, reachable + "\n");
+  std::unique_ptr<tether::Rendezvous> rdzv;
+  const std::string job_id = tether::JobId(*config);
+  const uint64_t generation = config->cluster().generation();
+  if (st.ok() && !rendezvous.empty()) {
+    auto opened = tether::Rendezvous::Open(rendezvous, rendezvous_socket_options);
+    if (opened.ok()) {
+      rdzv = std::move(*opened);
+      st = tether::PublishServer(rdzv.get(), job_id, generation, FLAGS_shard, reachable,
+                                 config->cluster().startup_timeout_ms());
+    } else {
+      st = opened.status();
+    }
+    if (st.ok())
+      LOG(INFO) << "[server " << FLAGS_shard << "] published " << reachable << " to rendezvous " << rendezvous
+                << " (job '" << job_id << "' generation " << generation << ")";
+  }
   if (st.ok() && g_signal.load() == 0) st = server.Run();
   if (st.ok() && metrics_log != nullptr) st = metrics_log->Flush();
   g_server.store(nullptr);
+  // The entry names a port about to close: withdraw it (best effort; a
+  // crashed server's stays, see core/net/rendezvous.h).
+  if (rdzv != nullptr) {
+    if (tether::Status del = rdzv->Delete(tether::RendezvousKey{job_id, generation, tether::ServerEntryName(FLAGS_shard)}, 1000);
+        !del.ok())
+      LOG(WARNING) << "[server " << FLAGS_shard << "] could not withdraw the rendezvous entry: " << del.message();
+  }
   if (const int sig = g_signal.load(); sig != 0) {
     LOG(WARNING) << "[server " << FLAGS_shard << "] stopped by signal " << sig << " (" << strsignal(sig)
                  << ") before the job finished: exit " << 128 + sig

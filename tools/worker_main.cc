@@ -10,6 +10,9 @@
 #include <ctime>
 #include <sstream>
 
+#include "core/config.h"
+#include "core/net/rendezvous.h"
+#include "server/checkpoint.h"
 #include "tools/common_flags.h"
 #include "tools/local_job.h"
 #include "tools/model_export.h"
@@ -18,7 +21,10 @@
 DEFINE_int32(rank, 0, "this worker's rank in [0, num_workers)");
 DEFINE_string(server_addresses, "",
               "comma-separated server endpoints in shard order (tcp://HOST:PORT,...); "
-              "default: cluster.server_addresses from the config");
+              "default: cluster.server_addresses from the config, else looked up in --rendezvous");
+DEFINE_bool(resume_if_present, false,
+            "resume from the latest complete checkpoint under checkpoint.dir when there is one, else start "
+            "afresh (a requeued job); excludes --resume_from");
 DEFINE_string(metrics_out, "", "rank 0: write the final metrics JSON here");
 DEFINE_string(resume_from, "",
               "resume from this checkpoint, or the latest complete one under this directory "
@@ -116,8 +122,8 @@ int RunInProcess() {
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
-                          {"tether-worker --config=JOB.pbtxt --rank=R --server_addresses=tcp://H:P,... "
-                           "[--metrics_out=FILE]\n"
+                          {"tether-worker --config=JOB.pbtxt --rank=R (--server_addresses=tcp://H:P,... | "
+                           "--rendezvous=file:DIR|tcp://HOST:PORT) [--metrics_out=FILE] [--resume_if_present]\n"
                            "   or: tether-worker --config=JOB.pbtxt --in_process [--metrics_out=FILE] [--model_out=MODEL.safetensors]\n"
                            "One trainer of a job, or (--in_process) the whole job as threads of one process."});
   if (FLAGS_in_process) return RunInProcess();
@@ -147,20 +153,68 @@ int main(int argc, char** argv) {
   options.rank = FLAGS_rank;
   options.metrics_out = FLAGS_metrics_out;
   options.resume_from = FLAGS_resume_from;
+  if (FLAGS_resume_if_present) {
+    if (!FLAGS_resume_from.empty()) {
+      LOG(ERROR) << who << "--resume_if_present and --resume_from exclude each other";
+      return 2;
+    }
+    if (config->checkpoint().dir().empty()) {
+      LOG(ERROR) << who << "--resume_if_present needs checkpoint.dir (--checkpoint_dir): where to look for one";
+      return 2;
+    }
+    if (auto latest = tether::ResolveCheckpoint(config->checkpoint().dir()); latest.ok()) {
+      LOG(INFO) << who << "--resume_if_present: resuming from " << *latest;
+      options.resume_from = *latest;
+    } else {
+      LOG(INFO) << who << "--resume_if_present: no complete checkpoint under " << config->checkpoint().dir()
+                << "; starting afresh";
+    }
+  }
+  std::signal(SIGTERM, RequestStop);
+  std::signal(SIGINT, RequestStop);
   if (!FLAGS_server_addresses.empty()) {
     std::stringstream ss(FLAGS_server_addresses);
     std::string ep;
     while (std::getline(ss, ep, ',')) options.servers.push_back(ep);
-  } else {
+  } else if (config->cluster().server_addresses_size() > 0) {
     options.servers.assign(config->cluster().server_addresses().begin(), config->cluster().server_addresses().end());
+  } else if (!config->cluster().rendezvous().empty()) {
+    // The servers publish their endpoints there once bound (core/net/rendezvous.h).
+    const std::string& spec = config->cluster().rendezvous();
+    auto rdzv = tether::Rendezvous::Open(spec, tether::SocketOptions{});
+    if (!rdzv.ok()) {
+      LOG(ERROR) << who << rdzv.status().message();
+      return 2;
+    }
+    const std::string job_id = tether::JobId(*config);
+    LOG(INFO) << who << "looking up " << config->cluster().num_servers() << " server(s) of job '" << job_id
+              << "' generation " << config->cluster().generation() << " in rendezvous " << spec << " (up to "
+              << config->cluster().startup_timeout_ms() << " ms, cluster.startup_timeout_ms)";
+    auto found = tether::LookupServers(rdzv->get(), job_id, config->cluster().generation(),
+                                       config->cluster().num_servers(), config->cluster().startup_timeout_ms(),
+                                       [] { return g_stop.load(); });
+    if (!found.ok()) {
+      if (const int sig = g_signal.load(); sig != 0) {
+        LOG(WARNING) << who << "stopped by signal " << sig << " while looking up the servers: exit " << 128 + sig;
+        return 128 + sig;
+      }
+      LOG(ERROR) << who << found.status().message();
+      return 1;
+    }
+    options.servers = *found;
+    std::string list;
+    for (const auto& ep : options.servers) list += (list.empty() ? "" : ",") + ep;
+    LOG(INFO) << who << "servers from the rendezvous: " << list;
+  } else {
+    LOG(ERROR) << who << "no servers: give --server_addresses, cluster.server_addresses, or --rendezvous "
+               << "(docs/DEPLOY.md)";
+    return 2;
   }
   if (static_cast<int>(options.servers.size()) != config->cluster().num_servers()) {
     LOG(ERROR) << who << "flag --server_addresses has " << options.servers.size()
                << " endpoint(s) but cluster.num_servers is " << config->cluster().num_servers();
     return 2;
   }
-  std::signal(SIGTERM, RequestStop);
-  std::signal(SIGINT, RequestStop);
   options.stop_requested = [] { return g_stop.load(); };
   auto report = tether::RunWorker(*config, options);
   if (!report.ok()) {

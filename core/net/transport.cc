@@ -1,5 +1,17 @@
 #include "core/net/transport.h"
 
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <vector>
+
 namespace tether {
 
 namespace {
@@ -17,11 +29,114 @@ Status CheckTcpPort(const std::string& endpoint) {
   return Status::OK();
 }
 
+// "tcp://HOST:PORT" → {HOST as written (brackets kept), PORT}; false when
+// the endpoint is not of that shape.
+bool SplitTcp(const std::string& endpoint, std::string* host, std::string* port) {
+  if (endpoint.rfind("tcp://", 0) != 0) return false;
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon < 6) return false;
+  *host = endpoint.substr(6, colon - 6);
+  *port = endpoint.substr(colon + 1);
+  return !host->empty();
+}
+
+bool IsIpLiteral(const std::string& host) {
+  in_addr a4{};
+  in6_addr a6{};
+  std::string h = host;
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  return inet_pton(AF_INET, h.c_str(), &a4) == 1 || inet_pton(AF_INET6, h.c_str(), &a6) == 1;
+}
+
+// The numeric addresses `name` resolves to, in the resolver's order, without
+// repeats. Errors: IOError naming the name.
+StatusOr<std::vector<std::string>> ResolveHost(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = getaddrinfo(name.c_str(), nullptr, &hints, &res); rc != 0)
+    return Status::IOError("cannot resolve host " + name + ": " + gai_strerror(rc));
+  std::vector<std::string> out;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    char buf[INET6_ADDRSTRLEN] = {0};
+    const void* addr = ai->ai_family == AF_INET6
+                           ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr)
+                           : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_addr);
+    if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+        inet_ntop(ai->ai_family, addr, buf, sizeof(buf)) == nullptr)
+      continue;
+    if (std::find(out.begin(), out.end(), buf) == out.end()) out.push_back(buf);
+  }
+  freeaddrinfo(res);
+  if (out.empty()) return Status::IOError("host " + name + " resolves to no IPv4 or IPv6 address");
+  return out;
+}
+
+bool IsIpv4Literal(const std::string& host) {
+  in_addr a4{};
+  return inet_pton(AF_INET, host.c_str(), &a4) == 1;
+}
+
+// ZMQ_IPV6 for `endpoint`: on for IPv6 literals, "*" (then IPv6 and IPv4)
+// and, to connect, host names (one with an IPv6 address is reached over
+// IPv6, one with IPv4 only through a v4-mapped address); off for IPv4
+// literals, which then bind and report as plain IPv4 ("tcp://127.0.0.1:P",
+// not "tcp://[::ffff:127.0.0.1]:P"), and for ipc:// and inproc://.
+bool WantsIpv6(const std::string& endpoint) {
+  std::string host, port;
+  if (!SplitTcp(endpoint, &host, &port)) return false;
+  return !IsIpv4Literal(host);
+}
+
+int PortOf(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  return colon == std::string::npos ? -1 : std::atoi(endpoint.c_str() + colon + 1);
+}
+
 }  // namespace
+
+std::string TcpEndpoint(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return "tcp://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string EndpointHost(const std::string& endpoint) {
+  std::string host, port;
+  if (!SplitTcp(endpoint, &host, &port)) return "";
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+bool IsWildcardEndpoint(const std::string& endpoint) {
+  const std::string host = EndpointHost(endpoint);
+  return host == "*" || host == "0.0.0.0" || host == "::";
+}
+
+std::string AdvertisedEndpoint(const std::string& bound, const std::string& advertise_host) {
+  if (!IsWildcardEndpoint(bound)) return bound;
+  std::string host = advertise_host;
+  if (host.empty()) {
+    char name[256] = {0};
+    if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return bound;
+    host = name;
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return TcpEndpoint(host, PortOf(bound));
+}
 
 StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpoint,
                                    const SocketOptions& opts, std::string* bound) {
   TETHER_RETURN_IF_ERROR(CheckTcpPort(endpoint));
+  // A host name (not an address, not "*", not a network interface, which
+  // ZeroMQ binds itself) is resolved here: ZeroMQ never looks names up for a
+  // bind and would report "No such device".
+  std::string host, port;
+  std::vector<std::string> addresses;
+  if (SplitTcp(endpoint, &host, &port) && host != "*" && !IsIpLiteral(host) &&
+      if_nametoindex(host.c_str()) == 0) {
+    TETHER_ASSIGN_OR_RETURN(addresses, ResolveHost(host));
+  }
   try {
     zmq::socket_t s(ctx, zmq::socket_type::router);
     s.set(zmq::sockopt::router_mandatory, 1);
@@ -29,8 +144,33 @@ StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpo
     s.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
     s.set(zmq::sockopt::sndtimeo, opts.send_timeout_ms);
     s.set(zmq::sockopt::linger, 0);
-    s.bind(endpoint);
-    *bound = s.get(zmq::sockopt::last_endpoint);
+    if (addresses.empty()) {
+      // An interface name ("eth0") binds its IPv4 address, as before.
+      s.set(zmq::sockopt::ipv6, WantsIpv6(endpoint) && (host == "*" || IsIpLiteral(host)) ? 1 : 0);
+      s.bind(endpoint);
+      *bound = s.get(zmq::sockopt::last_endpoint);
+      return s;
+    }
+    // One port for every address of the name: the first bind picks it (port
+    // 0), the others take the same, so any of them reaches this socket.
+    int bound_port = -1;
+    std::string tried;
+    for (const std::string& addr : addresses) {
+      const std::string ep = TcpEndpoint(addr, bound_port >= 0 ? bound_port : std::atoi(port.c_str()));
+      try {
+        s.set(zmq::sockopt::ipv6, WantsIpv6(ep) ? 1 : 0);
+        s.bind(ep);
+        if (bound_port < 0) bound_port = PortOf(s.get(zmq::sockopt::last_endpoint));
+      } catch (const zmq::error_t& e) {
+        tried += (tried.empty() ? "" : "; ") + ep + ": " + e.what();
+        if (bound_port >= 0)
+          LOG(WARNING) << "bind " << endpoint << ": " << host << " also resolves to " << addr
+                       << ", which cannot be bound on port " << bound_port << " (" << e.what()
+                       << "); peers that resolve the name to it cannot connect";
+      }
+    }
+    if (bound_port < 0) return Status::IOError("cannot bind " + endpoint + " (" + tried + ")");
+    *bound = TcpEndpoint(host, bound_port);
     return s;
   } catch (const zmq::error_t& e) {
     return Status::IOError("cannot bind " + endpoint + ": " + e.what());
@@ -47,6 +187,7 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
     s.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
     s.set(zmq::sockopt::sndtimeo, opts.send_timeout_ms);
     s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::ipv6, WantsIpv6(endpoint) ? 1 : 0);
     if (opts.heartbeat_ivl_ms > 0) {
       s.set(zmq::sockopt::heartbeat_ivl, opts.heartbeat_ivl_ms);
       s.set(zmq::sockopt::heartbeat_timeout, opts.heartbeat_timeout_ms);

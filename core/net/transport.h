@@ -34,13 +34,41 @@ struct SocketOptions {
 /// Binds a ROUTER socket to `endpoint` ("tcp://127.0.0.1:0" picks a free
 /// port) and writes the endpoint actually bound to `*bound`. ROUTER_MANDATORY
 /// is set so that a reply to a vanished peer is an error, not a silent drop.
-/// Errors: IOError naming the endpoint.
+/// ZMQ_IPV6 is set where the endpoint needs it, so IPv6 literals
+/// ("tcp://[::1]:0", "tcp://[fd00::1]:0") bind, "tcp://*:0" listens on IPv6
+/// and IPv4 (IPv4 only where the kernel has no IPv6; reported as
+/// "tcp://[::]:PORT"), and IPv4 literals bind and are reported as before. A host
+/// NAME ("tcp://localhost:0", "tcp://myhost:5555"), which ZeroMQ would take
+/// for a network interface, is resolved here and the socket bound to every
+/// address it resolves to, on one port (the first bind picks it), so a peer
+/// connecting to the name reaches it whichever address its resolver prefers;
+/// `*bound` is then "tcp://NAME:PORT". Errors: IOError naming the endpoint
+/// (and the addresses tried for a name).
 StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpoint,
                                    const SocketOptions& opts, std::string* bound);
 
 /// Connects a DEALER socket with routing identity `identity` to `endpoint`.
-/// Errors: InvalidArgument for a malformed endpoint, naming it.
+/// IPv6 literals and host names are accepted (ZMQ_IPV6 on: a name with an
+/// IPv6 address is reached over IPv6, one with only IPv4 addresses over
+/// IPv4). Errors: InvalidArgument for a malformed endpoint, naming it.
 StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& endpoint,
                                       const std::string& identity, const SocketOptions& opts);
+
+/// The host part of a tcp:// endpoint, without IPv6 brackets
+/// ("tcp://[::1]:5" → "::1", "tcp://h:5" → "h"); "" for other transports.
+std::string EndpointHost(const std::string& endpoint);
+
+/// Whether `endpoint` is a tcp:// wildcard bind ("*", "0.0.0.0", "::"),
+/// which peers cannot connect to as written.
+bool IsWildcardEndpoint(const std::string& endpoint);
+
+/// The endpoint peers should connect to for a socket bound at `bound`: the
+/// same, except that a wildcard host is replaced by `advertise_host`, or by
+/// this machine's hostname (gethostname) when that is empty. An IPv6
+/// `advertise_host` is bracketed. Other transports are returned unchanged.
+std::string AdvertisedEndpoint(const std::string& bound, const std::string& advertise_host);
+
+/// Formats HOST and PORT as a tcp:// endpoint, bracketing an IPv6 literal.
+std::string TcpEndpoint(const std::string& host, int port);
 
 }  // namespace tether

@@ -1,0 +1,496 @@
+#include "core/net/rendezvous.h"
+
+#include <unistd.h>
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "core/file_util.h"
+#include "proto/tether.pb.h"
+
+namespace tether {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxRequestBytes = 1 << 20;
+constexpr size_t kMaxKeys = 1000000;
+// A store request is re-sent on a fresh socket after this long unanswered
+// (the store restarted, or was not up when the first one was queued).
+constexpr int kStoreRetryMs = 2000;
+
+int RemainingMs(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '_' || c == '-' || (c == '.' && !out.empty())) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof(buf), "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out.empty() ? "%" : out;
+}
+
+std::string JoinNames(const std::vector<RendezvousKey>& keys, const std::vector<bool>& have) {
+  std::string out;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (!have[i]) out += (out.empty() ? "" : ", ") + keys[i].name;
+  return out;
+}
+
+// ---- Directory backend ----------------------------------------------------
+
+class FileRendezvous : public Rendezvous {
+ public:
+  FileRendezvous(std::string spec, std::string dir) : Rendezvous(std::move(spec)), dir_(std::move(dir)) {}
+
+  Status Set(const RendezvousKey& key, const std::string& value, int /*timeout_ms*/) override {
+    const std::filesystem::path path = Path(key);
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec)
+      return Status::IOError("rendezvous " + spec_ + ": cannot create " + path.parent_path().string() + ": " +
+                             ec.message());
+    Status st = WriteFileAtomically(path.string(), value + "\n");
+    if (!st.ok()) return Status::IOError("rendezvous " + spec_ + ": " + st.message());
+    return Status::OK();
+  }
+
+  Status Delete(const RendezvousKey& key, int /*timeout_ms*/) override {
+    const std::string path = Path(key).string();
+    if (unlink(path.c_str()) != 0 && errno != ENOENT)
+      return Status::IOError("rendezvous " + spec_ + ": cannot remove " + path + ": " + std::strerror(errno));
+    return Status::OK();
+  }
+
+  StatusOr<std::vector<std::string>> WaitAll(const std::vector<RendezvousKey>& keys, int timeout_ms,
+                                             const std::function<bool()>& stop) override {
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    std::vector<std::string> values(keys.size());
+    std::vector<bool> have(keys.size(), false);
+    // A shared filesystem offers no change notification across hosts
+    // (inotify sees local writes only), so look again, more slowly as the
+    // wait goes on: 20 ms at first, 250 ms at most.
+    int interval_ms = 20;
+    while (true) {
+      size_t missing = 0;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (have[i]) continue;
+        const std::string path = Path(keys[i]).string();
+        if (access(path.c_str(), F_OK) != 0) {
+          if (errno != ENOENT && errno != ENOTDIR)
+            return Status::IOError("rendezvous " + spec_ + ": cannot see " + path + ": " + std::strerror(errno));
+          ++missing;
+          continue;
+        }
+        std::ifstream in(path);
+        if (!in) return Status::IOError("rendezvous " + spec_ + ": cannot read " + path);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        std::string text = ss.str();
+        while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+        values[i] = text;
+        have[i] = true;
+      }
+      if (missing == 0) return values;
+      if (stop && stop()) return Status::Unavailable("rendezvous " + spec_ + ": stopped while waiting");
+      if (Clock::now() >= deadline) {
+        return Status::DeadlineExceeded("rendezvous " + spec_ + ": after " + std::to_string(timeout_ms) +
+                                        " ms, no entry for " + JoinNames(keys, have) + " under " +
+                                        Path(keys[0]).parent_path().string());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min({interval_ms, 100, RemainingMs(deadline) + 1})));
+      interval_ms = std::min(interval_ms * 3 / 2 + 1, 250);
+    }
+  }
+
+ private:
+  std::filesystem::path Path(const RendezvousKey& key) const {
+    return std::filesystem::path(dir_) / Escape(key.job_id) / std::to_string(key.generation) / Escape(key.name);
+  }
+  std::string dir_;
+};
+
+// ---- Store client -----------------------------------------------------------
+
+class StoreRendezvous : public Rendezvous {
+ public:
+  StoreRendezvous(std::string spec, SocketOptions opts) : Rendezvous(std::move(spec)), opts_(std::move(opts)) {
+    std::random_device rd;
+    identity_ = "rdzv-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  }
+
+  Status Set(const RendezvousKey& key, const std::string& value, int timeout_ms) override {
+    RendezvousRequest req;
+    req.set_op(RendezvousRequest::SET);
+    req.set_key(key.ToString());
+    req.set_value(value);
+    return Simple(req, timeout_ms, "publish " + key.ToString());
+  }
+
+  Status Delete(const RendezvousKey& key, int timeout_ms) override {
+    RendezvousRequest req;
+    req.set_op(RendezvousRequest::DELETE);
+    req.set_key(key.ToString());
+    return Simple(req, timeout_ms, "remove " + key.ToString());
+  }
+
+  StatusOr<std::vector<std::string>> WaitAll(const std::vector<RendezvousKey>& keys, int timeout_ms,
+                                             const std::function<bool()>& stop) override {
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    std::vector<std::string> values(keys.size());
+    std::vector<bool> have(keys.size(), false);
+    bool answered_once = false;
+    while (true) {
+      // One GET per missing key, held by the store up to `hold` ms; the
+      // replies come as the keys are set.
+      const int hold = std::min(RemainingMs(deadline), kStoreRetryMs);
+      std::map<uint64_t, size_t> pending;
+      TETHER_RETURN_IF_ERROR(EnsureSocket());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (have[i]) continue;
+        RendezvousRequest req;
+        req.set_op(RendezvousRequest::GET);
+        req.set_request_id(++next_id_);
+        req.set_key(keys[i].ToString());
+        req.set_wait_ms(hold);
+        TETHER_RETURN_IF_ERROR(Send(req));
+        pending[req.request_id()] = i;
+      }
+      // Unanswered a second past the hold: the store is not (or no longer)
+      // there; the next round starts on a fresh socket.
+      const Clock::time_point round_end = Clock::now() + std::chrono::milliseconds(hold + 1000);
+      while (!pending.empty() && Clock::now() < round_end) {
+        if (stop && stop()) return Status::Unavailable("rendezvous " + spec_ + ": stopped while waiting");
+        RendezvousReply reply;
+        TETHER_ASSIGN_OR_RETURN(bool got, Receive(std::min(100, RemainingMs(round_end)), &reply));
+        if (!got) continue;
+        auto it = pending.find(reply.request_id());
+        if (it == pending.end()) continue;  // an answer to an earlier round
+        answered_once = true;
+        if (!reply.error().empty())
+          return Status::IOError("rendezvous " + spec_ + ": the store refused a lookup of " +
+                                 keys[it->second].ToString() + ": " + reply.error());
+        if (reply.found()) {
+          values[it->second] = reply.value();
+          have[it->second] = true;
+        }
+        pending.erase(it);
+      }
+      if (std::all_of(have.begin(), have.end(), [](bool b) { return b; })) return values;
+      if (!pending.empty()) ResetSocket();
+      if (stop && stop()) return Status::Unavailable("rendezvous " + spec_ + ": stopped while waiting");
+      if (Clock::now() >= deadline) {
+        return Status::DeadlineExceeded(
+            "rendezvous " + spec_ + ": after " + std::to_string(timeout_ms) + " ms, no entry for " +
+            JoinNames(keys, have) + " of job '" + keys[0].job_id + "' generation " +
+            std::to_string(keys[0].generation) +
+            (answered_once ? "" : " (the store never answered: is tether-rendezvous, or a process with "
+                                  "--rendezvous_serve, listening there?)"));
+      }
+    }
+  }
+
+ private:
+  Status EnsureSocket() {
+    if (socket_) return Status::OK();
+    if (!ctx_) ctx_ = std::make_unique<zmq::context_t>();
+    SocketOptions opts = opts_;
+    opts.heartbeat_ivl_ms = 0;
+    opts.monitor_endpoint.clear();
+    auto s = ConnectDealer(*ctx_, spec_, identity_ + "-" + std::to_string(++sockets_), opts);
+    if (!s.ok()) return Status::InvalidArgument("rendezvous " + spec_ + ": " + s.status().message());
+    socket_ = std::make_unique<zmq::socket_t>(std::move(*s));
+    return Status::OK();
+  }
+  void ResetSocket() { socket_.reset(); }
+
+  Status Send(const RendezvousRequest& req) {
+    std::string bytes;
+    req.SerializeToString(&bytes);
+    try {
+      if (!socket_->send(zmq::buffer(bytes), zmq::send_flags::dontwait)) {
+        // Queue full (a store that is not draining): start over next round.
+        ResetSocket();
+        return EnsureSocket();
+      }
+    } catch (const zmq::error_t& e) {
+      return Status::IOError("rendezvous " + spec_ + ": send: " + e.what());
+    }
+    return Status::OK();
+  }
+
+  // true: a reply arrived in `timeout_ms` and parsed into *reply.
+  StatusOr<bool> Receive(int timeout_ms, RendezvousReply* reply) {
+    try {
+      zmq::pollitem_t items[] = {{socket_->handle(), 0, ZMQ_POLLIN, 0}};
+      if (zmq::poll(items, 1, std::chrono::milliseconds(timeout_ms)) <= 0) return false;
+      zmq::message_t msg;
+      if (!socket_->recv(msg, zmq::recv_flags::dontwait)) return false;
+      if (!reply->ParseFromArray(msg.data(), static_cast<int>(msg.size()))) {
+        LOG(WARNING) << "rendezvous " << spec_ << ": a reply that is not a RendezvousReply (" << msg.size()
+                     << " bytes) ignored";
+        return false;
+      }
+      return true;
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) return false;
+      return Status::IOError("rendezvous " + spec_ + ": receive: " + e.what());
+    }
+  }
+
+  // SET and DELETE: re-sent each kStoreRetryMs until answered or timeout_ms.
+  Status Simple(RendezvousRequest req, int timeout_ms, const std::string& what) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (true) {
+      TETHER_RETURN_IF_ERROR(EnsureSocket());
+      req.set_request_id(++next_id_);
+      TETHER_RETURN_IF_ERROR(Send(req));
+      const Clock::time_point round_end =
+          std::min(deadline, Clock::now() + std::chrono::milliseconds(kStoreRetryMs));
+      while (Clock::now() < round_end) {
+        RendezvousReply reply;
+        TETHER_ASSIGN_OR_RETURN(bool got, Receive(std::max(1, std::min(100, RemainingMs(round_end))), &reply));
+        if (!got || reply.request_id() != req.request_id()) continue;
+        if (!reply.error().empty())
+          return Status::IOError("rendezvous " + spec_ + ": the store refused to " + what + ": " + reply.error());
+        return Status::OK();
+      }
+      ResetSocket();
+      if (Clock::now() >= deadline)
+        return Status::DeadlineExceeded("rendezvous " + spec_ + ": cannot " + what + ": no store answered within " +
+                                        std::to_string(timeout_ms) +
+                                        " ms (is tether-rendezvous, or a process with --rendezvous_serve, "
+                                        "listening there?)");
+    }
+  }
+
+  SocketOptions opts_;
+  std::string identity_;
+  int sockets_ = 0;
+  uint64_t next_id_ = 0;
+  std::unique_ptr<zmq::context_t> ctx_;
+  std::unique_ptr<zmq::socket_t> socket_;  // destroyed before ctx_ (declared after)
+};
+
+bool IsEndpoint(const std::string& s) {
+  if (s.rfind("ipc://", 0) == 0) return s.size() > 6;
+  if (s.rfind("tcp://", 0) != 0) return false;
+  const size_t colon = s.rfind(':');
+  return colon != std::string::npos && colon > 6 && colon + 1 < s.size() &&
+         s.find_first_not_of("0123456789", colon + 1) == std::string::npos && s.substr(colon + 1) != "0";
+}
+
+}  // namespace
+
+std::string RendezvousKey::ToString() const {
+  return Escape(job_id) + "/" + std::to_string(generation) + "/" + Escape(name);
+}
+
+std::string ServerEntryName(int shard) { return "server-" + std::to_string(shard); }
+
+StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Open(const std::string& spec, const SocketOptions& socket_options) {
+  if (spec.empty()) return Status::InvalidArgument("rendezvous: empty spec (expected file:DIR, DIR or tcp://HOST:PORT)");
+  if (spec.rfind("tcp://", 0) == 0) {
+    const size_t colon = spec.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : spec.substr(colon + 1);
+    if (colon < 6 || port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port == "0" ||
+        port.size() > 5 || std::stoul(port) > 65535)
+      return Status::InvalidArgument("rendezvous " + spec + ": expected tcp://HOST:PORT with a port in [1, 65535]");
+    return std::unique_ptr<Rendezvous>(new StoreRendezvous(spec, socket_options));
+  }
+  std::string dir = spec;
+  if (spec.rfind("file:", 0) == 0) {
+    dir = spec.substr(5);
+    // file:///abs/path as well as file:/abs/path and file:rel/path.
+    if (dir.rfind("//", 0) == 0) dir = dir.substr(2);
+  } else if (spec.find("://") != std::string::npos) {
+    return Status::InvalidArgument("rendezvous " + spec +
+                                   ": unknown scheme (expected file:DIR, a directory, or tcp://HOST:PORT)");
+  }
+  if (dir.empty()) return Status::InvalidArgument("rendezvous " + spec + ": no directory after file:");
+  return std::unique_ptr<Rendezvous>(new FileRendezvous(spec, dir));
+}
+
+Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
+                     const std::string& endpoint, int timeout_ms) {
+  return rdzv->Set(RendezvousKey{job_id, generation, ServerEntryName(shard)}, endpoint, timeout_ms);
+}
+
+StatusOr<std::vector<std::string>> LookupServers(Rendezvous* rdzv, const std::string& job_id, uint64_t generation,
+                                                 int num_servers, int timeout_ms,
+                                                 const std::function<bool()>& stop) {
+  std::vector<RendezvousKey> keys;
+  for (int s = 0; s < num_servers; ++s) keys.push_back(RendezvousKey{job_id, generation, ServerEntryName(s)});
+  auto values = rdzv->WaitAll(keys, timeout_ms, stop);
+  if (!values.ok()) {
+    if (values.status().code() != Status::Code::kDeadlineExceeded) return values.status();
+    return Status::DeadlineExceeded(values.status().message() + " (cluster.num_servers = " +
+                                    std::to_string(num_servers) + "; each server publishes its shard once bound)");
+  }
+  for (int s = 0; s < num_servers; ++s) {
+    if (!IsEndpoint((*values)[s]))
+      return Status::DataLoss("rendezvous " + rdzv->spec() + ": entry " + keys[s].ToString() +
+                              " is not an endpoint (tcp://HOST:PORT or ipc://PATH): '" + (*values)[s] + "'");
+  }
+  return values;
+}
+
+// ---- Store server -------------------------------------------------------------
+
+Status RendezvousStore::Start(const std::string& listen, const SocketOptions& socket_options) {
+  if (listen.rfind("tcp://", 0) != 0)
+    return Status::InvalidArgument("rendezvous store: cannot serve " + listen + ": a store listens on tcp://HOST:PORT");
+  SocketOptions opts = socket_options;
+  // A client that stops reading must not stall the store for others.
+  opts.send_timeout_ms = std::min(opts.send_timeout_ms, 1000);
+  auto s = BindRouter(ctx_, listen, opts, &endpoint_);
+  if (!s.ok()) return Status::IOError("rendezvous store: " + s.status().message());
+  socket_ = std::move(*s);
+  stop_ = false;
+  thread_ = std::thread([this] { Serve(); });
+  return Status::OK();
+}
+
+void RendezvousStore::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (socket_) socket_.close();
+}
+
+void RendezvousStore::Serve() {
+  struct Held {
+    std::string peer;
+    uint64_t request_id;
+    std::string key;
+    Clock::time_point until;
+  };
+  std::map<std::string, std::string> values;
+  std::vector<Held> held;
+  int warnings = 0;
+  auto reply_to = [&](const std::string& peer, const RendezvousReply& reply) {
+    std::string bytes;
+    reply.SerializeToString(&bytes);
+    try {
+      socket_.send(zmq::buffer(peer), zmq::send_flags::sndmore);
+      socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
+    } catch (const zmq::error_t&) {
+      // The client went away (ROUTER_MANDATORY) or stopped reading: it
+      // asks again on a fresh socket if it still cares.
+    }
+  };
+  while (!stop_) {
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+    int n = 0;
+    try {
+      n = zmq::poll(items, 1, std::chrono::milliseconds(100));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      LOG(ERROR) << "rendezvous store " << endpoint_ << ": poll: " << e.what();
+      return;
+    }
+    const Clock::time_point now = Clock::now();
+    for (auto it = held.begin(); it != held.end();) {
+      if (it->until > now) {
+        ++it;
+        continue;
+      }
+      RendezvousReply r;
+      r.set_request_id(it->request_id);
+      r.set_found(false);
+      reply_to(it->peer, r);
+      it = held.erase(it);
+    }
+    if (n <= 0) continue;
+    for (int burst = 0; burst < 1000; ++burst) {
+      std::vector<zmq::message_t> frames;
+      try {
+        zmq::message_t m;
+        if (!socket_.recv(m, zmq::recv_flags::dontwait)) break;
+        frames.push_back(std::move(m));
+        while (frames.back().more()) {
+          zmq::message_t part;
+          if (!socket_.recv(part)) break;
+          frames.push_back(std::move(part));
+        }
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        LOG(ERROR) << "rendezvous store " << endpoint_ << ": receive: " << e.what();
+        break;
+      }
+      ++requests_;
+      const std::string peer = frames[0].to_string();
+      RendezvousRequest req;
+      if (frames.size() != 2 || frames[1].size() > kMaxRequestBytes ||
+          !req.ParseFromArray(frames[1].data(), static_cast<int>(frames[1].size())) || req.key().empty()) {
+        if (warnings++ < 10)
+          LOG(WARNING) << "rendezvous store " << endpoint_ << ": ignored a malformed request (" << frames.size()
+                       << " frame(s)) from a peer";
+        continue;
+      }
+      RendezvousReply reply;
+      reply.set_request_id(req.request_id());
+      switch (req.op()) {
+        case RendezvousRequest::SET: {
+          if (values.size() >= kMaxKeys && values.count(req.key()) == 0) {
+            reply.set_error("store full (" + std::to_string(kMaxKeys) + " keys)");
+            break;
+          }
+          values[req.key()] = req.value();
+          VLOG(1) << "rendezvous store: " << req.key() << " = " << req.value();
+          for (auto it = held.begin(); it != held.end();) {
+            if (it->key != req.key()) {
+              ++it;
+              continue;
+            }
+            RendezvousReply r;
+            r.set_request_id(it->request_id);
+            r.set_found(true);
+            r.set_value(req.value());
+            reply_to(it->peer, r);
+            it = held.erase(it);
+          }
+          break;
+        }
+        case RendezvousRequest::GET: {
+          auto it = values.find(req.key());
+          if (it != values.end()) {
+            reply.set_found(true);
+            reply.set_value(it->second);
+          } else if (req.wait_ms() > 0 && held.size() < kMaxKeys) {
+            held.push_back(
+                Held{peer, req.request_id(), req.key(), now + std::chrono::milliseconds(std::min(req.wait_ms(), 60000))});
+            continue;
+          }
+          break;
+        }
+        case RendezvousRequest::DELETE:
+          values.erase(req.key());
+          break;
+        default:
+          reply.set_error("unknown op " + std::to_string(static_cast<int>(req.op())));
+      }
+      reply_to(peer, reply);
+    }
+  }
+}
+
+}  // namespace tether

@@ -1,0 +1,153 @@
+// Rendezvous: servers publish the endpoint they bound, workers find every
+// shard's endpoint without a list given in advance (docs/DEPLOY.md).
+//
+// A SPEC names the backend:
+//   "file:DIR" or a plain path   a directory on a filesystem every host sees
+//                                (NFS, Lustre; or a local one for one host):
+//                                one file per entry, DIR/JOB/GEN/server-S,
+//                                written atomically (core/file_util.h);
+//   "tcp://HOST:PORT"            a store served by one process
+//                                (`tether-rendezvous --listen=...`, or a
+//                                tether-server/tether-launch given
+//                                --rendezvous_serve), reached over ZeroMQ
+//                                with the RendezvousRequest/Reply messages
+//                                (proto/tether.proto); IPv6 "tcp://[ADDR]:PORT".
+// (This is the c10d/torchrun convention: a shared file or a TCP store.)
+//
+// Entries are keyed by (job id, generation, name), so a restarted or
+// requeued job (the next generation) never reads an endpoint of the previous
+// one. A server removes its entry when it exits cleanly; one that crashed
+// leaves it, so rerunning a job under the same job id AND generation can
+// read a dead endpoint: give each run its own job id or generation (the
+// launchers do).
+//
+// Authentication: every store socket is made through BindRouter /
+// ConnectDealer with the SocketOptions given to Open / RendezvousStore::Start,
+// so the transport's security options (CURVE keys) apply to the store as to
+// the servers, and only key holders can publish. The file backend trusts
+// whoever can write DIR (use the directory's permissions).
+//
+// Thread-safety: a Rendezvous is used by one thread at a time. A
+// RendezvousStore serves from its own thread; Start/Stop from one thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/net/transport.h"
+#include "core/status.h"
+
+namespace tether {
+
+/// One entry's place: job id (any string; escaped where it becomes a path),
+/// generation, and the entry's name within them ("server-0").
+struct RendezvousKey {
+  std::string job_id;
+  uint64_t generation = 0;
+  std::string name;
+
+  /// "JOB/GEN/NAME", the job id percent-escaped outside [A-Za-z0-9._-] so
+  /// that it is one path component (and never "." or "..").
+  std::string ToString() const;
+};
+
+/// The entry name of server shard `shard`: "server-<shard>".
+std::string ServerEntryName(int shard);
+
+class Rendezvous {
+ public:
+  virtual ~Rendezvous() = default;
+
+  /// Opens the backend `spec` names (see the file comment). Nothing is
+  /// contacted yet: a store that is not up is waited for by the calls below.
+  /// `socket_options`: for the store's DEALER socket (security). Errors:
+  /// InvalidArgument for an empty or malformed spec, naming it.
+  static StatusOr<std::unique_ptr<Rendezvous>> Open(const std::string& spec,
+                                                    const SocketOptions& socket_options = SocketOptions{});
+
+  /// Stores `value` under `key`, replacing any earlier value; returns once
+  /// the entry is durable (the file renamed into place, or the store
+  /// answered). Waits at most `timeout_ms` for a store that is not up yet.
+  /// Errors: IOError (directory not writable), DeadlineExceeded (no store
+  /// answered), each naming the spec and key.
+  virtual Status Set(const RendezvousKey& key, const std::string& value, int timeout_ms) = 0;
+
+  /// Removes `key` (absent is fine), waiting at most `timeout_ms`.
+  /// Errors: as Set.
+  virtual Status Delete(const RendezvousKey& key, int timeout_ms) = 0;
+
+  /// Waits until every key of `keys` holds a value or `timeout_ms` passed,
+  /// polling (file backend: every 20 ms at first, backing off to 250 ms) or
+  /// with requests the store holds until the value arrives; `stop` (may be
+  /// empty) is asked about every 100 ms at most and ends the wait with
+  /// Unavailable ("stopped"). Returns the values in the order of `keys`.
+  /// Errors: DeadlineExceeded naming the keys still missing and the spec;
+  /// IOError (an unreadable file); Unavailable when `stop` said so.
+  virtual StatusOr<std::vector<std::string>> WaitAll(const std::vector<RendezvousKey>& keys, int timeout_ms,
+                                                     const std::function<bool()>& stop) = 0;
+
+  const std::string& spec() const { return spec_; }
+
+ protected:
+  explicit Rendezvous(std::string spec) : spec_(std::move(spec)) {}
+  std::string spec_;
+};
+
+/// Publishes server shard `shard`'s endpoint for (job_id, generation).
+/// Errors: as Rendezvous::Set.
+Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
+                     const std::string& endpoint, int timeout_ms);
+
+/// Waits for the endpoints of shards 0 .. num_servers-1 of (job_id,
+/// generation), in shard order. Each must be a tcp:// or ipc:// endpoint.
+/// Errors: DeadlineExceeded naming the missing shards, the job and the spec;
+/// DataLoss for an entry that is not an endpoint; as Rendezvous::WaitAll.
+StatusOr<std::vector<std::string>> LookupServers(Rendezvous* rdzv, const std::string& job_id, uint64_t generation,
+                                                 int num_servers, int timeout_ms,
+                                                 const std::function<bool()>& stop);
+
+/// The store a "tcp://HOST:PORT" rendezvous spec points at: a key→value map
+/// in memory, served by a thread on a ROUTER socket (BindRouter with the
+/// given SocketOptions). GETs for missing keys are held until the key is
+/// set or their wait_ms passes (then answered found=false). Lost with the
+/// process: it only ever holds the endpoints of live jobs.
+/// Bounds: at most 1 MiB per request, and 1,000,000 keys (a SET beyond is
+/// refused with an error reply).
+class RendezvousStore {
+ public:
+  RendezvousStore() = default;
+  ~RendezvousStore() { Stop(); }
+  RendezvousStore(const RendezvousStore&) = delete;
+  RendezvousStore& operator=(const RendezvousStore&) = delete;
+
+  /// Binds `listen` ("tcp://HOST:PORT"; "file:" specs have no store) and
+  /// starts serving. Errors: InvalidArgument for a spec that is not tcp://;
+  /// IOError from the bind (port taken), naming the endpoint.
+  Status Start(const std::string& listen, const SocketOptions& socket_options = SocketOptions{});
+  /// Stops the thread (within 100 ms) and closes the socket. Idempotent.
+  void Stop();
+  /// The endpoint bound (the real port for port 0), after Start.
+  const std::string& endpoint() const { return endpoint_; }
+  /// Requests served so far (every op), for tests and logs.
+  uint64_t requests() const { return requests_.load(); }
+
+ private:
+  void Serve();
+
+  zmq::context_t ctx_;
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> requests_{0};
+};
+
+}  // namespace tether

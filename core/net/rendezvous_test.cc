@@ -1,0 +1,195 @@
+// Rendezvous backends (core/net/rendezvous.h): the directory and the store
+// publish and look up the same way, keep jobs and generations apart, wait
+// for entries set later, and time out naming what is missing.
+#include "core/net/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace tether {
+namespace {
+
+std::string TempDir() {
+  const char* t = std::getenv("TMPDIR");
+  std::string tmpl = std::string(t != nullptr && *t ? t : "/tmp") + "/rdzv_test.XXXXXX";
+  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+bool HasLoopbackIpv6() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next)
+    if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET6 &&
+        IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr))
+      found = true;
+  freeifaddrs(list);
+  return found;
+}
+
+// Every backend: publish two shards, look them up; another generation and
+// another job see nothing; a wait for a shard published later returns it.
+void ExerciseBackend(const std::string& spec) {
+  SCOPED_TRACE(spec);
+  auto rdzv = Rendezvous::Open(spec);
+  ASSERT_TRUE(rdzv.ok()) << rdzv.status().message();
+  ASSERT_TRUE(PublishServer(rdzv->get(), "job/a b", 3, 0, "tcp://10.0.0.1:5000", 5000).ok());
+  ASSERT_TRUE(PublishServer(rdzv->get(), "job/a b", 3, 1, "tcp://[fd00::1]:5001", 5000).ok());
+  auto reader = Rendezvous::Open(spec);
+  ASSERT_TRUE(reader.ok());
+  auto got = LookupServers(reader->get(), "job/a b", 3, 2, 5000, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, (std::vector<std::string>{"tcp://10.0.0.1:5000", "tcp://[fd00::1]:5001"}));
+
+  // A requeued job (generation 4) and another job never read these.
+  auto stale = LookupServers(reader->get(), "job/a b", 4, 2, 300, nullptr);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.status().code(), Status::Code::kDeadlineExceeded);
+  EXPECT_NE(stale.status().message().find("server-0, server-1"), std::string::npos) << stale.status().message();
+  EXPECT_NE(stale.status().message().find(spec), std::string::npos) << stale.status().message();
+  auto other = LookupServers(reader->get(), "job/a", 3, 1, 200, nullptr);
+  EXPECT_FALSE(other.ok());
+
+  // A shard that comes later: the wait returns once it is published.
+  std::atomic<bool> waiting{false};
+  StatusOr<std::vector<std::string>> late = Status::Internal("not run");
+  std::thread waiter([&] {
+    waiting = true;
+    late = LookupServers(reader->get(), "late", 0, 3, 10000, nullptr);
+  });
+  auto writer = Rendezvous::Open(spec);
+  ASSERT_TRUE(writer.ok());
+  for (int s : {2, 0, 1}) ASSERT_TRUE(PublishServer(writer->get(), "late", 0, s, "tcp://h:" + std::to_string(7000 + s), 5000).ok());
+  waiter.join();
+  ASSERT_TRUE(late.ok()) << late.status().message();
+  EXPECT_EQ(*late, (std::vector<std::string>{"tcp://h:7000", "tcp://h:7001", "tcp://h:7002"}));
+
+  // A server that exits removes its entry; a later lookup waits again.
+  ASSERT_TRUE((*writer)->Delete(RendezvousKey{"late", 0, ServerEntryName(1)}, 5000).ok());
+  auto after_delete = LookupServers(reader->get(), "late", 0, 3, 200, nullptr);
+  ASSERT_FALSE(after_delete.ok());
+  EXPECT_NE(after_delete.status().message().find("server-1"), std::string::npos) << after_delete.status().message();
+  EXPECT_EQ(after_delete.status().message().find("server-0"), std::string::npos) << after_delete.status().message();
+
+  // An entry that is not an endpoint is refused, naming it.
+  ASSERT_TRUE((*writer)->Set(RendezvousKey{"bad", 0, ServerEntryName(0)}, "hello", 5000).ok());
+  auto bad = LookupServers(reader->get(), "bad", 0, 1, 1000, nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Status::Code::kDataLoss);
+  EXPECT_NE(bad.status().message().find("'hello'"), std::string::npos) << bad.status().message();
+
+  // A stop request ends the wait.
+  auto stopped = LookupServers(reader->get(), "never", 0, 1, 60000, [] { return true; });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().code(), Status::Code::kUnavailable);
+}
+
+TEST(RendezvousTest, FileBackend) {
+  const std::string dir = TempDir();
+  ExerciseBackend("file:" + dir);
+  // One file per entry, under DIR/JOB/GEN/, the job id one path component.
+  std::ifstream in(dir + "/job%2Fa%20b/3/server-1");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "tcp://[fd00::1]:5001");
+  ExerciseBackend(dir + "/plain");  // a plain path is a directory too
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RendezvousTest, StoreBackend) {
+  RendezvousStore store;
+  ASSERT_TRUE(store.Start("tcp://127.0.0.1:0").ok());
+  ExerciseBackend(store.endpoint());
+  EXPECT_GT(store.requests(), 10u);
+}
+
+TEST(RendezvousTest, StoreOverIpv6) {
+  if (!HasLoopbackIpv6()) GTEST_SKIP() << "SKIP: this machine has no ::1 (IPv6 off)";
+  RendezvousStore store;
+  ASSERT_TRUE(store.Start("tcp://[::1]:0").ok());
+  EXPECT_EQ(store.endpoint().rfind("tcp://[::1]:", 0), 0u) << store.endpoint();
+  ExerciseBackend(store.endpoint());
+}
+
+TEST(RendezvousTest, ClientStartedBeforeTheStoreWaitsForIt) {
+  // Learn a free port, then free it; the lookup starts with no store there.
+  std::string endpoint;
+  {
+    RendezvousStore probe;
+    ASSERT_TRUE(probe.Start("tcp://127.0.0.1:0").ok());
+    endpoint = probe.endpoint();
+  }
+  StatusOr<std::vector<std::string>> got = Status::Internal("not run");
+  std::thread waiter([&] {
+    auto r = Rendezvous::Open(endpoint);
+    got = LookupServers(r->get(), "j", 0, 1, 20000, nullptr);
+  });
+  RendezvousStore store;
+  Status started = store.Start(endpoint);
+  if (started.ok()) {
+    auto w = Rendezvous::Open(endpoint);
+    ASSERT_TRUE(PublishServer(w->get(), "j", 0, 0, "tcp://h:1", 5000).ok());
+  }
+  waiter.join();
+  if (!started.ok()) GTEST_SKIP() << "SKIP: the freed port was taken meanwhile: " << started.message();
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)[0], "tcp://h:1");
+}
+
+TEST(RendezvousTest, NoStoreTimesOutNamingTheSpec) {
+  std::string endpoint;
+  {
+    RendezvousStore probe;
+    ASSERT_TRUE(probe.Start("tcp://127.0.0.1:0").ok());
+    endpoint = probe.endpoint();
+  }
+  auto r = Rendezvous::Open(endpoint);
+  ASSERT_TRUE(r.ok());
+  auto got = LookupServers(r->get(), "j", 0, 2, 500, nullptr);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find(endpoint), std::string::npos) << got.status().message();
+  EXPECT_NE(got.status().message().find("never answered"), std::string::npos) << got.status().message();
+  Status set = PublishServer(r->get(), "j", 0, 0, "tcp://h:1", 300);
+  EXPECT_EQ(set.code(), Status::Code::kDeadlineExceeded) << set.message();
+}
+
+TEST(RendezvousTest, StoreSurvivesMalformedRequests) {
+  RendezvousStore store;
+  ASSERT_TRUE(store.Start("tcp://127.0.0.1:0").ok());
+  zmq::context_t ctx;
+  auto bad = ConnectDealer(ctx, store.endpoint(), "bad", SocketOptions{});
+  ASSERT_TRUE(bad.ok());
+  bad->send(zmq::buffer(std::string("\xff\xff\xff garbage")), zmq::send_flags::none);
+  bad->send(zmq::buffer(std::string("a")), zmq::send_flags::sndmore);
+  bad->send(zmq::buffer(std::string("b")), zmq::send_flags::none);
+  auto r = Rendezvous::Open(store.endpoint());
+  ASSERT_TRUE(PublishServer(r->get(), "j", 0, 0, "tcp://h:1", 5000).ok());
+  auto got = LookupServers(r->get(), "j", 0, 1, 5000, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)[0], "tcp://h:1");
+}
+
+TEST(RendezvousTest, BadSpecs) {
+  for (const char* spec : {"", "tcp://host", "tcp://host:0", "tcp://host:70000", "http://x/y", "file:"}) {
+    auto r = Rendezvous::Open(spec);
+    EXPECT_FALSE(r.ok()) << spec;
+    if (!r.ok() && *spec) {
+      EXPECT_NE(r.status().message().find(spec), std::string::npos) << r.status().message();
+    }
+  }
+  RendezvousStore store;
+  EXPECT_FALSE(store.Start("file:/tmp/x").ok());
+}
+
+}  // namespace
+}  // namespace tether
