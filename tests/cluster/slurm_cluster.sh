@@ -124,11 +124,11 @@ slurm_cluster_start() {
     # directory: remove those whose munged is gone (and older than a minute,
     # so that one whose munged is only starting is left alone).
     local old
-    for old in $(find /run -maxdepth 1 -name 'tether-munge.*' -type d -mmin +1 2>/dev/null); do
+    while IFS= read -r old; do
       if [ ! -f "$old/munged.pid" ] || ! kill -0 "$(cat "$old/munged.pid" 2>/dev/null)" 2>/dev/null; then
         rm -rf "$old"
       fi
-    done
+    done < <(find /run -maxdepth 1 -name 'tether-munge.*' -type d -mmin +1 2>/dev/null)
     SLURM_CLUSTER_MUNGE_DIR=$(mktemp -d /run/tether-munge.XXXXXX)
     chown munge:munge "$SLURM_CLUSTER_MUNGE_DIR"
     chmod 0700 "$SLURM_CLUSTER_MUNGE_DIR"

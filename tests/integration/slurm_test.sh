@@ -24,7 +24,7 @@ bin=$(cd "$2" && pwd)
 repo=$(pwd)
 [ -f "$repo/examples/slurm/bibtex.sbatch" ] || { echo "FAIL: run from the repository root"; exit 1; }
 
-# shellcheck source=../cluster/slurm_cluster.sh
+# shellcheck source-path=SCRIPTDIR source=../cluster/slurm_cluster.sh
 source "$repo/tests/cluster/slurm_cluster.sh"
 
 tmp=$(mktemp -d)
