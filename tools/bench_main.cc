@@ -9,6 +9,10 @@
 //   tether-bench kv          the worker side of scripts/bench_pslite.sh:
 //                            push/pull request shapes against a separately
 //                            started tether-server, timed as ps-lite's side is
+//   tether-bench rendezvous  N processes (S servers publish, the rest look
+//                            every one up) against the directory and the
+//                            store backends, vs the same processes with no
+//                            rendezvous
 //   tether-bench order       the worker's per-epoch row order (one epoch per
 //                            line), for baselines that must see the same
 //                            minibatches (scripts/bench_train.sh)
@@ -25,6 +29,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -33,9 +38,12 @@
 #include <thread>
 #include <vector>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <zmq.hpp>
 
 #include "core/config.h"
+#include "core/net/rendezvous.h"
 #include "core/partition.h"
 #include "core/table_spec.h"
 #include "server/checkpoint.h"
@@ -920,20 +928,175 @@ int RunCheckpoint() {
   return 0;
 }
 
+
+// ---- rendezvous ----------------------------------------------------------------
+
+DEFINE_string(rdzv_procs, "2,16,64", "rendezvous: process counts N to measure (S = max(1, N/8) servers)");
+DEFINE_int32(rdzv_reps, 5, "rendezvous: repetitions per (backend, N); the median is reported");
+DEFINE_string(rdzv_dir, "", "rendezvous: parent of the file backend's directory (default $TMPDIR or /tmp)");
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// One round: N forked processes wait on `go`, then servers publish and
+// workers look every server up ("none": they only exit). Returns the time
+// from release to the last process done, in ms (-1: a process failed).
+double RendezvousRound(const std::string& backend, const std::string& spec, int n, int s, int rep) {
+  int go[2], done[2];
+  if (pipe(go) != 0 || pipe(done) != 0) return -1;
+  std::vector<pid_t> kids;
+  const std::string job = "bench-" + std::to_string(getpid()) + "-" + std::to_string(n) + "-" + std::to_string(rep);
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+      close(go[1]);
+      close(done[0]);
+      char c;
+      if (read(go[0], &c, 1) < 0) _exit(3);  // EOF: released
+      int rc = 0;
+      if (backend != "none") {
+        auto r = Rendezvous::Open(spec);
+        if (!r.ok()) _exit(4);
+        if (i < s) {
+          rc = PublishServer(r->get(), job, 0, i, "tcp://10.0.0." + std::to_string(i) + ":5000", 30000).ok() ? 0 : 5;
+        } else {
+          auto got = LookupServers(r->get(), job, 0, s, 30000, nullptr);
+          rc = got.ok() && static_cast<int>(got->size()) == s ? 0 : 6;
+        }
+      }
+      const int64_t t = MonotonicNs();
+      if (write(done[1], &t, sizeof(t)) != static_cast<ssize_t>(sizeof(t))) _exit(7);
+      _exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  close(go[0]);
+  close(done[1]);
+  const int64_t start = MonotonicNs();
+  close(go[1]);  // release every process at once
+  int64_t last = start;
+  int64_t t = 0;
+  while (read(done[0], &t, sizeof(t)) == static_cast<ssize_t>(sizeof(t))) last = std::max(last, t);
+  close(done[0]);
+  bool ok = true;
+  for (pid_t k : kids) {
+    int st = 0;
+    waitpid(k, &st, 0);
+    ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+  return ok ? static_cast<double>(last - start) / 1e6 : -1;
+}
+
+int RunRendezvous() {
+  std::vector<int> counts;
+  {
+    std::stringstream ss(FLAGS_rdzv_procs);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const int n = std::atoi(item.c_str());
+      if (n < 2) {
+        std::fprintf(stderr, "tether-bench rendezvous: --rdzv_procs: '%s' is not a count ≥ 2\n", item.c_str());
+        return 2;
+      }
+      counts.push_back(n);
+    }
+  }
+  if (FLAGS_rdzv_reps < 1) {
+    std::fprintf(stderr, "tether-bench rendezvous: --rdzv_reps must be ≥ 1\n");
+    return 2;
+  }
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string parent = !FLAGS_rdzv_dir.empty() ? FLAGS_rdzv_dir : (tmpdir != nullptr && *tmpdir ? tmpdir : "/tmp");
+  std::string dir = parent + "/tether-bench-rdzv.XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
+    std::fprintf(stderr, "tether-bench rendezvous: cannot create a directory under %s: %s\n", parent.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  // The store runs in a process of its own, forked before this process
+  // makes any ZeroMQ context (a context must not cross a fork).
+  int port_pipe[2];
+  if (pipe(port_pipe) != 0) return 1;
+  const pid_t store_pid = fork();
+  if (store_pid == 0) {
+    close(port_pipe[0]);
+    RendezvousStore store;
+    if (!store.Start("tcp://127.0.0.1:0").ok()) _exit(1);
+    char buf[128] = {0};
+    std::snprintf(buf, sizeof(buf), "%s", store.endpoint().c_str());
+    if (write(port_pipe[1], buf, sizeof(buf)) != static_cast<ssize_t>(sizeof(buf))) _exit(1);
+    close(port_pipe[1]);
+    pause();  // until SIGTERM
+    _exit(0);
+  }
+  close(port_pipe[1]);
+  char buf[128] = {0};
+  if (store_pid < 0 || read(port_pipe[0], buf, sizeof(buf)) != static_cast<ssize_t>(sizeof(buf))) {
+    std::fprintf(stderr, "tether-bench rendezvous: the store did not start\n");
+    return 1;
+  }
+  close(port_pipe[0]);
+  const std::string store_spec = buf;
+
+  std::printf("Rendezvous: N processes released at once; S = max(1, N/8) publish one endpoint each, the other\n"
+              "N - S look all S up. Time: release to the last process done (median of %d). Baseline: the same\n"
+              "processes doing no rendezvous. Directory: %s (local disk). Store: %s, its own process.\n\n",
+              FLAGS_rdzv_reps, dir.c_str(), store_spec.c_str());
+  std::printf("| backend | N | servers | workers | ms (median) | ms (min) | ms over baseline |\n"
+              "|---|---:|---:|---:|---:|---:|---:|\n");
+  int status = 0;
+  for (int n : counts) {
+    const int s = std::max(1, n / 8);
+    double baseline = 0;
+    for (const std::string backend : {"none", "file", "store"}) {
+      std::vector<double> ms;
+      for (int rep = 0; rep < FLAGS_rdzv_reps; ++rep) {
+        const std::string spec = backend == "store" ? store_spec : "file:" + dir + "/" + std::to_string(rep);
+        const double t = RendezvousRound(backend, spec, n, s, rep);
+        if (t < 0) {
+          std::fprintf(stderr, "tether-bench rendezvous: a process failed (%s, N = %d)\n", backend.c_str(), n);
+          status = 1;
+          break;
+        }
+        ms.push_back(t);
+      }
+      if (ms.empty()) continue;
+      std::sort(ms.begin(), ms.end());
+      const double median = ms[ms.size() / 2];
+      if (backend == "none") baseline = median;
+      std::printf("| %s | %d | %d | %d | %.1f | %.1f | %s |\n",
+                  backend == "none" ? "none (baseline)" : backend == "file" ? "file:DIR" : "store tcp://",
+                  n, s, n - s, median, ms.front(),
+                  backend == "none" ? "—" : (std::to_string(static_cast<int>(std::lround(median - baseline)))).c_str());
+    }
+  }
+  kill(store_pid, SIGTERM);
+  waitpid(store_pid, nullptr, 0);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return status;
+}
+
 }  // namespace
 }  // namespace tether
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
       &argc, &argv,
-      {"tether-bench transport|updates|kv|order [flags]\n"
+      {"tether-bench transport|updates|kv|order|checkpoint|rendezvous [flags]\n"
        "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops)\n"
        "  kv         push/pull shapes against a running tether-server (--server, --shapes, --optimizer;\n"
        "             scripts/bench_pslite.sh runs it alternately with ps-lite)\n"
        "  updates    server optimizers on one core vs a memory-bandwidth probe (--rows, --dims, --optimizers)\n"
        "  order      a worker's per-epoch row order (--order_rows, --seed, --rank, --epochs)\n"
        "  checkpoint write and load an XMC-shaped model's checkpoint vs dd (--ckpt_features, --ckpt_labels,\n"
-       "             --ckpt_hidden, --ckpt_servers, --ckpt_load_servers, --ckpt_dir)",
+       "             --ckpt_hidden, --ckpt_servers, --ckpt_load_servers, --ckpt_dir)\n"
+       "  rendezvous N processes publish and look up endpoints, directory vs store backends\n"
+       "             (--rdzv_procs, --rdzv_reps, --rdzv_dir)",
        {"COMMAND"}});
   gflags::CommandLineFlagInfo level;
   if (gflags::GetCommandLineFlagInfo("minloglevel", &level) && level.is_default) {
@@ -944,6 +1107,7 @@ int main(int argc, char** argv) {
   if (cmd == "updates") return tether::RunUpdates();
   if (cmd == "kv") return tether::RunKv();
   if (cmd == "order") return tether::RunOrder();
+  if (cmd == "rendezvous") return tether::RunRendezvous();
   if (cmd == "checkpoint") return tether::RunCheckpoint();
   std::fprintf(stderr, "tether-bench: unknown command '%s'\n%s\n", cmd.c_str(), gflags::ProgramUsage());
   return 2;

@@ -18,6 +18,12 @@
 // launcher and gets PR_SET_PDEATHSIG(SIGKILL), so no child outlives the
 // launcher, even a SIGKILLed one. Every wait is bounded.
 //
+// Engine mode: run as every task of `srun -n N` or `mpirun -np N` (detected
+// from SLURM_STEP_ID / OMPI_COMM_WORLD_RANK; --engine), this binary starts
+// nothing: each task execs its own role, server shard i for task i < S, else
+// worker i - S, and the processes find each other through the rendezvous
+// (core/net/rendezvous.h; RunEngineTask below, docs/OPERATIONS.md).
+//
 // Exit codes: 0 success; 1 a child failed, the servers did not exit after the
 // workers, the metrics file is missing, or a start-up error; 2 bad config or
 // flags; 124 --timeout_s expired; 128+N on signal N (130 SIGINT, 143 SIGTERM,
@@ -910,6 +916,18 @@ int RunEngineTask(const EngineTask& task, const JobConfig& config, const std::st
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The role must not outlive the scheduler's process that started it
+  // (mpirun, orted, slurmstepd): an mpirun stopped while it is still
+  // launching exits without signalling the tasks it already started. When
+  // that parent goes, the role gets SIGTERM and leaves as on any stop (the
+  // setting survives exec).
+  const pid_t parent = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) PLOG(WARNING) << where << "prctl(PR_SET_PDEATHSIG)";
+  if (getppid() != parent) {
+    LOG(ERROR) << where << "the process that started this task (pid " << parent << ") is gone; not starting the "
+               << (is_server ? "server" : "worker");
+    return 1;
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   google::FlushLogFiles(google::GLOG_INFO);

@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 
@@ -119,8 +120,17 @@ int main(int argc, char** argv) {
     auto opened = tether::Rendezvous::Open(rendezvous, rendezvous_socket_options);
     if (opened.ok()) {
       rdzv = std::move(*opened);
-      st = tether::PublishServer(rdzv.get(), job_id, generation, FLAGS_shard, reachable,
-                                 config->cluster().startup_timeout_ms());
+      // Bounded by cluster.startup_timeout_ms (a store not up yet is
+      // waited for), in slices so that a stop signal is honoured within one.
+      const auto give_up = std::chrono::steady_clock::now() +
+                           std::chrono::milliseconds(config->cluster().startup_timeout_ms());
+      do {
+        st = tether::PublishServer(rdzv.get(), job_id, generation, FLAGS_shard, reachable, 500);
+      } while (st.code() == tether::Status::Code::kDeadlineExceeded && g_signal.load() == 0 &&
+               std::chrono::steady_clock::now() < give_up);
+      if (st.code() == tether::Status::Code::kDeadlineExceeded)
+        st = tether::Status::DeadlineExceeded(st.message() + " (gave up after cluster.startup_timeout_ms = " +
+                                              std::to_string(config->cluster().startup_timeout_ms()) + " ms)");
     } else {
       st = opened.status();
     }

@@ -181,7 +181,10 @@ int main(int argc, char** argv) {
   } else if (!config->cluster().rendezvous().empty()) {
     // The servers publish their endpoints there once bound (core/net/rendezvous.h).
     const std::string& spec = config->cluster().rendezvous();
-    auto rdzv = tether::Rendezvous::Open(spec, tether::SocketOptions{});
+    // The store's socket is made like the servers' (core/net/rendezvous.h):
+    // the transport's security options, when configured, go here.
+    const tether::SocketOptions rendezvous_socket_options;
+    auto rdzv = tether::Rendezvous::Open(spec, rendezvous_socket_options);
     if (!rdzv.ok()) {
       LOG(ERROR) << who << rdzv.status().message();
       return 2;

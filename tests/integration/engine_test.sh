@@ -4,15 +4,22 @@
 #   mpirun   mpirun -np 4 tether-launch --num_servers 2 trains Bibtex to
 #            P@1 >= 0.58, with the rendezvous given and with the default one
 #            (a directory under the working directory)
+#   slurm_env  the SLURM side without SLURM: 3 tasks started by hand with
+#            the variables srun sets (SLURM_STEP_ID, SLURM_PROCID, ...) train
+#            Bibtex (1 server, 2 workers) to P@1 >= 0.58 as job slurm-JOB.STEP
+#            generation SLURM_RESTART_COUNT, writing checkpoints; the same
+#            command "requeued" (SLURM_RESTART_COUNT=1) with --resume_if_present
+#            resumes from the final checkpoint as generation 1
 #   kill     a worker SIGKILLed mid-job: mpirun exits non-zero within 30 s
-#            and no tether process is left; a SIGTERM to mpirun likewise
+#            and no tether process is left; a SIGTERM to mpirun as soon as
+#            every task has exec'd its role likewise
 # Skips (exit 77) when mpirun is missing. Every process is bounded by
 # `timeout` and reaped on exit.
 set -euo pipefail
 mode=$1
 bin=$(cd "$2" && pwd)
 repo=$(pwd)
-if ! command -v mpirun >/dev/null; then
+if [ "$mode" != slurm_env ] && ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun not found (Debian package openmpi-bin)"
   exit 77
 fi
@@ -55,6 +62,35 @@ mpirun)
   gate "$(metric "$tmp/m1.json" precision_at_1)" 0.58 "P@1 (mpirun -np 3, 1 server, 2 workers, default rendezvous)"
   wait_gone
   ;;
+slurm_env)
+  cd "$tmp"
+  tasks() {  # tasks RESTART_COUNT: the 3 tasks of one step, as srun starts them
+    local i tp=()
+    for i in 0 1 2; do
+      SLURM_STEP_ID=0 SLURM_JOB_ID=4242 SLURM_PROCID=$i SLURM_NTASKS=3 SLURM_RESTART_COUNT=$1 \
+        timeout -k 5 120 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --num_servers 1 \
+        --metrics_out "$tmp/m$1.json" --checkpoint_dir="$tmp/ckpt" --checkpoint_every_clocks=100 \
+        --resume_if_present > "$tmp/task$i.$1.log" 2>&1 &
+      tp+=($!); pids+=($!)
+    done
+    for i in "${tp[@]}"; do wait "$i" || { echo "FAIL: a task failed"; tail -n 5 "$tmp"/task*."$1".log; return 1; }; done
+  }
+  tasks 0
+  grep -q "worker rank 1 of 2, job 'slurm-4242.0' generation 0" "$tmp/task2.0.log"
+  grep -q "starting afresh" "$tmp/task1.0.log"
+  gate "$(metric "$tmp/m0.json" precision_at_1)" 0.58 "P@1 (3 tasks with SLURM's variables, 1 server, 2 workers)"
+  tasks 1
+  grep -q "server shard 0 of 1, job 'slurm-4242.0' generation 1" "$tmp/task0.1.log"
+  grep -q "resuming from $tmp/ckpt/ckpt-.*-final" "$tmp/task1.1.log" || { echo "FAIL: the requeued job did not resume"; exit 1; }
+  gate "$(metric "$tmp/m1.json" precision_at_1)" 0.58 "P@1 (the requeued job, resumed from its final checkpoint)"
+  # Too few tasks for the servers: refused, naming the variables.
+  set +e
+  SLURM_STEP_ID=0 SLURM_JOB_ID=1 SLURM_PROCID=0 SLURM_NTASKS=2 timeout 30 "$bin/tether-launch" \
+    --config "$tmp/bibtex.pbtxt" --num_servers 2 > "$tmp/few.log" 2>&1
+  rc=$?; set -e
+  [ "$rc" = 2 ] && grep -q "SLURM task 0 of 2 (SLURM_PROCID): 2 task(s) and --num_servers=2 leave no worker" "$tmp/few.log" ||
+    { echo "FAIL: expected exit 2 naming the task count, got $rc"; cat "$tmp/few.log"; exit 1; }
+  ;;
 kill)
   timeout -k 5 120 "${mpi[@]}" -np 4 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --num_servers 2 \
     --epochs=1000 --rendezvous "file:$tmp/rdzv" > "$tmp/log" 2>&1 &
@@ -64,7 +100,8 @@ kill)
   [ -n "$victim" ] || { echo "FAIL: worker 1 never started"; cat "$tmp/log"; exit 1; }
   start=$(date +%s)
   kill -9 "$victim"
-  set +e; timeout 30 tail --pid="$mp" -f /dev/null; wait "$mp"; rc=$?; set -e
+  for _ in $(seq 1 300); do kill -0 "$mp" 2>/dev/null || break; sleep 0.1; done
+  set +e; wait "$mp"; rc=$?; set -e
   echo "mpirun exited $rc, $(( $(date +%s) - start )) s after worker 1 was SIGKILLed"
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "FAIL: expected a non-zero exit before the bound"; cat "$tmp/log"; exit 1; }
   wait_gone
@@ -72,7 +109,9 @@ kill)
   timeout -k 5 120 "${mpi[@]}" -np 4 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --num_servers 2 \
     --epochs=1000 --rendezvous "file:$tmp/rdzv2" > "$tmp/log2" 2>&1 &
   mp=$!; pids+=($mp)
-  for _ in $(seq 1 300); do grep -q "servers from the rendezvous" "$tmp/log2" 2>/dev/null && break; sleep 0.1; done
+  # Early, while mpirun may still be launching: it then exits without
+  # signalling the tasks it started, which must go with it all the same.
+  for _ in $(seq 1 300); do [ "$(grep -c "exec $bin" "$tmp/log2" 2>/dev/null)" = 4 ] && break; sleep 0.1; done
   kill -TERM "$mp"
   set +e; wait "$mp"; rc=$?; set -e
   echo "mpirun exited $rc after SIGTERM"
