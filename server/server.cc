@@ -42,6 +42,28 @@ uint64_t FirstNonFinite(const float* v, uint64_t n) {
   return n;
 }
 
+// A routing identity for logs: workers name theirs "w<rank>-<pid>-<n>";
+// ZeroMQ's own (a raw peer that set none) are binary, shown in hex.
+std::string DescribeIdentity(const std::string& identity) {
+  bool printable = !identity.empty();
+  for (unsigned char ch : identity) printable = printable && ch >= 0x21 && ch < 0x7f;
+  if (printable) return "'" + identity + "'";
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex = "0x";
+  for (unsigned char ch : identity) {
+    hex += kHex[ch >> 4];
+    hex += kHex[ch & 15];
+  }
+  return hex;
+}
+
+// The identity and, over tcp://, the address a message came from (ZeroMQ's
+// "Peer-Address" property of a received frame).
+std::string PeerName(const std::string& identity, Message& m) {
+  const char* address = m.keys.handle() != nullptr ? zmq_msg_gets(m.keys.handle(), "Peer-Address") : nullptr;
+  return DescribeIdentity(identity) + (address != nullptr ? std::string(" (from ") + address + ")" : "");
+}
+
 }  // namespace
 
 ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context)
@@ -62,6 +84,14 @@ Status ServerShard::Bind(const std::string& endpoint) {
   opts.send_timeout_ms = config_.cluster().request_timeout_ms();
   opts.send_hwm = config_.cluster().send_hwm();
   opts.recv_hwm = config_.cluster().recv_hwm();
+  if (const int liveness = config_.cluster().liveness_timeout_ms(); liveness > 0) {
+    // A worker whose host vanished (no TCP close) loses its connection here
+    // too, within liveness_timeout_ms, so that the worker restarted
+    // elsewhere can claim its rank again (AdmitHello). The same bounds as
+    // the workers' side (RequestChannel::Connect).
+    opts.heartbeat_ivl_ms = std::max(25, liveness / 4);
+    opts.heartbeat_timeout_ms = std::max(50, liveness);
+  }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
   LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
             << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
@@ -472,6 +502,30 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   if (h.staleness() != clocks_.staleness())
     return refuse("staleness differs: " + who + " has " + StalenessName(h.staleness()) + ", server " +
                   std::to_string(shard_) + " has " + StalenessName(clocks_.staleness()));
+  // One rank, one connection (issue 12): a HELLO for a rank that another
+  // connection holds is a second claim, refused while that connection is
+  // live, so a stray or hostile process cannot take over a working rank's
+  // clock and updates. A worker restarted after a crash comes on a new
+  // connection once the old one is gone (its TCP connection closed with the
+  // process; a vanished host's is closed by the ZMTP heartbeats within
+  // cluster.liveness_timeout_ms), and rejoins as before.
+  const std::string* holder = nullptr;
+  if (rank >= 0 && rank < static_cast<int>(workers_.size()) && workers_[rank].said_hello && !workers_[rank].said_bye)
+    holder = &workers_[rank].identity;
+  auto waiting = waiting_hellos_.find(rank);
+  if (waiting != waiting_hellos_.end()) holder = &waiting->second.identity;
+  if (holder != nullptr && *holder != identity && ConnectionLive(*holder)) {
+    const std::string held_by = *holder;
+    LOG(ERROR) << log_prefix_ << "second claim on " << who << " refused: connection " << PeerName(identity, *m)
+               << " says HELLO as " << who << ", which connection " << DescribeIdentity(held_by)
+               << " holds and is still live";
+    ReplyError(identity, h, who + " is already connected to server " + std::to_string(shard_) +
+                                " from another connection that is still live: a second claim on a rank is refused "
+                                "(a restarted worker rejoins once its old connection is gone, within "
+                                "cluster.liveness_timeout_ms=" +
+                                std::to_string(config_.cluster().liveness_timeout_ms()) + " for a vanished host)");
+    return false;
+  }
   if (tables_.empty()) {
     if (rank != 0) {
       // Worker 0 defines the job's tables (the authority), so two shards
@@ -503,6 +557,24 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   const std::string diff = DiffTableSpecs(h.tables(), who, job_tables_, "the job (from worker 0)");
   if (!diff.empty()) return refuse("tables differ: " + diff);
   return true;
+}
+
+bool ServerShard::ConnectionLive(const std::string& identity) {
+  // A HEARTBEAT the worker drops (RequestChannel::DrainReplies). With
+  // ROUTER_MANDATORY the identity frame fails with EHOSTUNREACH once the
+  // peer's connection is gone; a full queue (EAGAIN) means it is there.
+  MessageHeader probe;
+  probe.set_type(HEARTBEAT);
+  const std::string header = probe.SerializeAsString();
+  try {
+    if (!socket_.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return true;
+    (void)socket_.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
+    return true;
+  } catch (const zmq::error_t& e) {
+    return e.num() != EHOSTUNREACH;
+  }
 }
 
 void ServerShard::DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs) {

@@ -158,10 +158,14 @@ class ServerShard {
   Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
   Status CheckWorkerTimeouts();
   // HELLO: checks protocol version, job and generation, shard index,
-  // staleness and tables (defining them from worker 0's, or comparing with
-  // them). Returns false when the HELLO was refused (error reply sent) or
+  // staleness, that no other live connection holds the rank (a second
+  // claim is refused and logged, naming both connections), and tables
+  // (defining them from worker 0's, or comparing with them). Returns false when the HELLO was refused (error reply sent) or
   // must wait for worker 0's (kept in waiting_hellos_).
   bool AdmitHello(const std::string& identity, Message* m);
+  // Whether the ROUTER still has a connection for `identity` (a message
+  // the worker ignores is sent to it; see AdmitHello).
+  bool ConnectionLive(const std::string& identity);
   void DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs);
   void AdmitWaitingHellos();
   // Checkpoints: a worker's CHECKPOINT joins the round at its clock; once

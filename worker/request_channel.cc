@@ -477,6 +477,10 @@ Status RequestChannel::DrainReplies(int s) {
     Status st = RecvMessage(sockets_[s], &reply, nullptr);
     if (st.code() == Status::Code::kUnavailable) break;
     if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
+    // A server checks that this connection is still live before it refuses
+    // a second claim on this rank (ServerShard::ConnectionLive): nothing to
+    // answer.
+    if (reply.header.type() == HEARTBEAT) continue;
     stats_.bytes_received += reply.values.size() + reply.keys.size();
     Dispatch(&reply);
   }

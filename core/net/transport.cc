@@ -29,6 +29,10 @@ StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpo
     s.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
     s.set(zmq::sockopt::sndtimeo, opts.send_timeout_ms);
     s.set(zmq::sockopt::linger, 0);
+    if (opts.heartbeat_ivl_ms > 0) {
+      s.set(zmq::sockopt::heartbeat_ivl, opts.heartbeat_ivl_ms);
+      s.set(zmq::sockopt::heartbeat_timeout, opts.heartbeat_timeout_ms);
+    }
     s.bind(endpoint);
     *bound = s.get(zmq::sockopt::last_endpoint);
     return s;

@@ -17,10 +17,11 @@ struct SocketOptions {
   int send_hwm = 1000;         // messages queued per peer before a send blocks
   int recv_hwm = 1000;
   int send_timeout_ms = 60000; // a blocked send fails after this (never drops)
-  // DEALER only. ZMTP heartbeats (libzmq ≥ 4.2): a PING every
-  // heartbeat_ivl_ms; a connection with no traffic for heartbeat_timeout_ms
-  // after it is closed (a vanished host). 0: none. Answered by ZeroMQ's I/O
-  // thread, so a busy peer event loop still answers them.
+  // ZMTP heartbeats (libzmq ≥ 4.2): a PING every heartbeat_ivl_ms on each
+  // connection; a connection with no traffic for heartbeat_timeout_ms after
+  // it is closed (a vanished host). 0: none. Answered by ZeroMQ's I/O
+  // thread, so a busy peer event loop still answers them. On a ROUTER they
+  // apply to every accepted connection.
   int heartbeat_ivl_ms = 0;
   int heartbeat_timeout_ms = 0;
   // DEALER only. When set, connection events (ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
