@@ -13,6 +13,27 @@
 
 namespace tether {
 
+/// The ZAP domain of Tether's CURVE servers (ZMQ_ZAP_DOMAIN).
+inline constexpr const char kCurveZapDomain[] = "tether";
+
+/// CurveZMQ (RFC 26, libzmq's own CURVE): authentication and encryption of
+/// every message on a tcp:// or ipc:// connection. Keys are Z85 text, 40
+/// characters (32 bytes; core/net/curve.h reads them from key files). All
+/// empty: CURVE off (plain ZMTP). inproc:// connections are never encrypted
+/// (they never leave the process).
+struct CurveOptions {
+  /// This socket's key pair. A ROUTER with a secret key is a CURVE server:
+  /// it accepts only CURVE clients, and only those the ZAP handler of its
+  /// context admits (core/net/zap_handler.h; start it before BindRouter,
+  /// since libzmq admits every client key while no handler is running).
+  std::string secret_key;
+  std::string public_key;  // DEALER: sent to the server, which checks it
+  /// DEALER only: the server's public key. The connection fails unless the
+  /// server holds the matching secret key.
+  std::string server_public_key;
+  bool enabled() const { return !secret_key.empty(); }
+};
+
 struct SocketOptions {
   int send_hwm = 1000;         // messages queued per peer before a send blocks
   int recv_hwm = 1000;
@@ -30,17 +51,29 @@ struct SocketOptions {
   // on this inproc:// endpoint (zmq_socket_monitor) from before the
   // connect, so none is missed.
   std::string monitor_endpoint;
+  /// The events published on monitor_endpoint (ZMQ_EVENT_* bits).
+  /// RequestChannel adds the handshake failures
+  /// (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | _PROTOCOL | _AUTH) to say why a
+  /// CURVE connection was refused.
+  int monitor_events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED;
+  /// CURVE keys (see CurveOptions); applied on tcp:// and ipc:// endpoints,
+  /// ignored on inproc://. ROUTER: secret_key; DEALER: all three.
+  CurveOptions curve;
 };
 
 /// Binds a ROUTER socket to `endpoint` ("tcp://127.0.0.1:0" picks a free
 /// port) and writes the endpoint actually bound to `*bound`. ROUTER_MANDATORY
 /// is set so that a reply to a vanished peer is an error, not a silent drop.
+/// With opts.curve.secret_key set (and not inproc://) the socket is a CURVE
+/// server in ZAP domain kCurveZapDomain.
 /// Errors: IOError naming the endpoint.
 StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpoint,
                                    const SocketOptions& opts, std::string* bound);
 
 /// Connects a DEALER socket with routing identity `identity` to `endpoint`.
-/// Errors: InvalidArgument for a malformed endpoint, naming it.
+/// With opts.curve.secret_key set (and not inproc://) it is a CURVE client
+/// of the server whose public key is opts.curve.server_public_key.
+/// Errors: InvalidArgument for a malformed endpoint or a bad key, naming it.
 StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& endpoint,
                                       const std::string& identity, const SocketOptions& opts);
 
