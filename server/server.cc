@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/env.h"
+#include "core/net/curve.h"
 #include "core/net/transport.h"
 #include "core/partition.h"
 #include "server/checkpoint.h"
@@ -77,7 +78,11 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
       own_ctx_(context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
       ctx_(context == nullptr ? own_ctx_.get() : context) {}
 
-ServerShard::~ServerShard() = default;
+ServerShard::~ServerShard() {
+  // Stop the monitor before the socket it watches closes (its PAIR end
+  // closes first).
+  if (monitor_.handle() != nullptr && socket_.handle() != nullptr) (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);
+}
 
 Status ServerShard::Bind(const std::string& endpoint) {
   SocketOptions opts;
@@ -92,7 +97,34 @@ Status ServerShard::Bind(const std::string& endpoint) {
     opts.heartbeat_ivl_ms = std::max(25, liveness / 4);
     opts.heartbeat_timeout_ms = std::max(50, liveness);
   }
+  size_t authorized = 0;
+  if (config_.security().has_curve() && endpoint.rfind("inproc://", 0) != 0) {
+    std::vector<std::string> keys;
+    TETHER_ASSIGN_OR_RETURN(opts.curve, CurveServerOptions(config_.security().curve(), &keys));
+    authorized = keys.size();
+    // Running before the bind: libzmq admits every CURVE client while no
+    // ZAP handler is there.
+    TETHER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*ctx_, keys, log_prefix_));
+    opts.monitor_endpoint = "inproc://tether-server-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+    opts.monitor_events =
+        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    try {
+      monitor_ = zmq::socket_t(*ctx_, zmq::socket_type::pair);
+      monitor_.set(zmq::sockopt::linger, 0);
+      monitor_.connect(opts.monitor_endpoint);  // inproc allows connecting first
+    } catch (const zmq::error_t& e) {
+      return Status::IOError(log_prefix_ + "cannot watch the handshakes of " + endpoint + ": " + e.what());
+    }
+  }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
+  if (opts.curve.enabled()) {
+    LOG(INFO) << log_prefix_ << "CURVE on: traffic encrypted, " << authorized
+              << " worker key(s) admitted (security.curve.authorized_keys), server public key "
+              << opts.curve.public_key;
+  } else if (const std::string warning = UnauthenticatedBindWarning("server " + std::to_string(shard_), endpoint_);
+             !warning.empty()) {
+    LOG(WARNING) << log_prefix_ << warning;
+  }
   LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
             << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
             << StalenessName(clocks_.staleness()) << ", " << workers_.size()
@@ -104,12 +136,13 @@ Status ServerShard::Run() {
   const auto start = SteadyClock::now();
   auto last_message = start;
   bool any_hello = false;
-  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+  const size_t num_items = monitor_.handle() != nullptr ? 2 : 1;
   Message m;
   std::string identity;
   while (!stop_.load()) {
     try {
-      zmq::poll(items, 1, std::chrono::milliseconds(100));
+      zmq::poll(items, num_items, std::chrono::milliseconds(100));
     } catch (const zmq::error_t& e) {
       // A signal interrupted the poll: look at the stop flag it may have set.
       if (e.num() == EINTR) continue;
@@ -133,6 +166,7 @@ Status ServerShard::Run() {
         if (!fatal_.ok()) return fatal_;
       }
     }
+    if (num_items > 1 && (items[1].revents & ZMQ_POLLIN)) TakeHandshakeFailures();
     if (!aborted_.ok()) return aborted_;
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
     bool all_gone = true;
@@ -557,6 +591,34 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   const std::string diff = DiffTableSpecs(h.tables(), who, job_tables_, "the job (from worker 0)");
   if (!diff.empty()) return refuse("tables differ: " + diff);
   return true;
+}
+
+void ServerShard::TakeHandshakeFailures() {
+  while (true) {
+    zmq::message_t event, address;
+    try {
+      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+      if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      return;
+    }
+    if (event.size() < 6) continue;
+    uint16_t id;
+    uint32_t value;
+    std::memcpy(&id, event.data(), sizeof(id));
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof(value));
+    ++handshakes_refused_;
+    // The ZAP handler has logged a refused key already, with its address.
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
+    char code[16];
+    std::snprintf(code, sizeof(code), "0x%x", value);
+    LOG(WARNING) << log_prefix_ << "refused a connection on " << endpoint_
+                 << ": its CURVE handshake failed ("
+                 << (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? std::string("protocol error ") + code
+                                                               : std::string("no detail, errno ") + std::to_string(value))
+                 << "): a peer without CURVE (plain frames) or without this server's public key "
+                 << "(security.curve.server_public_key_file)";
+  }
 }
 
 bool ServerShard::ConnectionLive(const std::string& identity) {

@@ -40,6 +40,9 @@ StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpo
       s.set(zmq::sockopt::curve_server, 1);
       s.set(zmq::sockopt::curve_secretkey, opts.curve.secret_key);
     }
+    if (!opts.monitor_endpoint.empty() &&
+        zmq_socket_monitor(s.handle(), opts.monitor_endpoint.c_str(), opts.monitor_events) != 0)
+      throw zmq::error_t();
     s.bind(endpoint);
     *bound = s.get(zmq::sockopt::last_endpoint);
     return s;

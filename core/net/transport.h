@@ -45,11 +45,11 @@ struct SocketOptions {
   // apply to every accepted connection.
   int heartbeat_ivl_ms = 0;
   int heartbeat_timeout_ms = 0;
-  // DEALER only. When set, connection events (ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+  // When set, connection events (ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
   // a ZMTP peer answered, not merely a TCP connect, which a stopped
   // process's kernel still accepts; ZMQ_EVENT_DISCONNECTED) are published
   // on this inproc:// endpoint (zmq_socket_monitor) from before the
-  // connect, so none is missed.
+  // connect (or bind), so none is missed.
   std::string monitor_endpoint;
   /// The events published on monitor_endpoint (ZMQ_EVENT_* bits).
   /// RequestChannel adds the handshake failures
