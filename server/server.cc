@@ -610,6 +610,12 @@ void ServerShard::TakeHandshakeFailures() {
     ++handshakes_refused_;
     // The ZAP handler has logged a refused key already, with its address.
     if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
+    // A refused peer's ZeroMQ reconnects every 100 ms or so: log the 1st,
+    // 10th, 100th ... failure.
+    const uint64_t n = ++handshake_failures_logged_;
+    uint64_t p = 1;
+    while (p < n) p *= 10;
+    if (p != n) continue;
     char code[16];
     std::snprintf(code, sizeof(code), "0x%x", value);
     LOG(WARNING) << log_prefix_ << "refused a connection on " << endpoint_
@@ -617,7 +623,7 @@ void ServerShard::TakeHandshakeFailures() {
                  << (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? std::string("protocol error ") + code
                                                                : std::string("no detail, errno ") + std::to_string(value))
                  << "): a peer without CURVE (plain frames) or without this server's public key "
-                 << "(security.curve.server_public_key_file)";
+                 << "(security.curve.server_public_key_file)" << (n > 1 ? " (" + std::to_string(n) + " times)" : "");
   }
 }
 

@@ -213,6 +213,7 @@ class ServerShard {
   // with another server key), read in Run() and logged.
   zmq::socket_t monitor_;
   uint64_t handshakes_refused_ = 0;
+  uint64_t handshake_failures_logged_ = 0;  // failures other than ZAP refusals (logged 1st, 10th, 100th ...)
   std::string endpoint_;
   std::atomic<bool> stop_{false};
   Status aborted_;  // set by a worker's ABORT: Run() returns it

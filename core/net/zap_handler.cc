@@ -112,7 +112,14 @@ void ZapHandler::Answer(std::vector<zmq::message_t>& request) {
     VLOG(1) << log_prefix_ << "admitted CURVE client " << Z85(request[6]) << " from " << address;
   } else {
     refused_.fetch_add(1);
-    LOG(WARNING) << log_prefix_ << "refused a connection from " << address << ": " << why;
+    // A refused client's ZeroMQ reconnects every 100 ms or so: log the 1st,
+    // 10th, 100th ... refusal of each address and reason, not every one.
+    const uint64_t n = ++refusals_[address + ": " + why];
+    uint64_t p = 1;
+    while (p < n) p *= 10;
+    if (p == n)
+      LOG(WARNING) << log_prefix_ << "refused a connection from " << address << ": " << why
+                   << (n > 1 ? " (" + std::to_string(n) + " times)" : std::string());
   }
   const std::string code = ok ? "200" : "400";
   const std::string text = ok ? "OK" : why;

@@ -1,7 +1,9 @@
 // ZapHandler: the ZeroMQ Authentication Protocol handler (ZAP, RFC 27) that
 // decides which CURVE clients a server socket admits: exactly those whose
 // public key is in the list it was started with. Every refusal is logged
-// (WARNING, with the client's public key and address) and counted.
+// (WARNING, with the client's public key and address: the 1st, 10th,
+// 100th ... time for each, as a refused client's ZeroMQ keeps reconnecting)
+// and counted.
 //
 // libzmq asks the handler bound at inproc://zeromq.zap.01 of the socket's own
 // context, once per connection, during the CURVE handshake; nothing reaches
@@ -22,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -66,6 +69,8 @@ class ZapHandler {
   zmq::socket_t stop_tx_;  // the owner's end
   std::thread thread_;
   std::atomic<uint64_t> refused_{0}, admitted_{0};
+  std::map<std::string, uint64_t> refusals_;  // "address: why" → count; the thread's only
+  // (Every refusal is counted; the 1st, 10th, 100th ... of each are logged.)
 };
 
 }  // namespace tether

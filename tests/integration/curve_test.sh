@@ -21,7 +21,8 @@ bin=$(cd "$2" && pwd)
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  # Each pid is a `timeout` process: its child first, then itself.
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && { pkill -KILL -P "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; } || true; done
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }
@@ -100,8 +101,11 @@ train)
   echo "[$SECONDS s] plain client: exit $rc: $(echo "$out" | grep -oE "server shard 0 at [^ ]+ (uses another security mechanism|failed the handshake)" | head -1)"
   # Both refusals are in the servers' logs, and the servers go on serving.
   for _ in $(seq 1 50); do grep -q "its CURVE handshake failed" "$tmp/server0.log" && break; sleep 0.1; done
-  grep -qF "refused a connection from 127.0.0.1: public key $stranger is not in security.curve.authorized_keys" \
-    "$tmp/server0.log" || fail "server 0 did not log the unlisted key"
+  # The worker gives up at the first shard that refuses it: one of the two
+  # logs the key.
+  cat "$tmp/server0.log" "$tmp/server1.log" |
+    grep -qF "refused a connection from 127.0.0.1: public key $stranger is not in security.curve.authorized_keys" ||
+    fail "no server logged the unlisted key"
   grep -q "refused a connection on tcp://127.0.0.1:[0-9]*: its CURVE handshake failed" "$tmp/server0.log" ||
     fail "server 0 did not log the plain client"
   timeout -k 5 300 "$bin/tether-worker" --config="$tmp/curve.pbtxt" --rank=1 --server_addresses="$addrs" \
