@@ -95,7 +95,8 @@ struct ClientOptions {
   /// security.curve: this worker's key pair and the servers' public key
   /// (CurveClientOptions, core/net/curve.h); empty: plain connections.
   /// Applied to tcp:// and ipc:// endpoints. A server that refuses the key
-  /// (or speaks no CURVE) fails Connect at once, naming the shard.
+  /// (or speaks no CURVE) fails Connect within a few hundred ms, naming the
+  /// shard and why (RequestChannel::Options::curve).
   CurveOptions curve;
   /// A stop request (a signal), polled every 100 ms while a call waits:
   /// when true, waits give up with Unavailable ("stop requested"), and the

@@ -341,8 +341,16 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
     if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
         id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
       // A refused handshake is no passing outage: ZeroMQ would retry it
-      // forever and every wait would end only at request_timeout_ms.
-      if (gone_.ok()) {
+      // forever and every wait would end only at request_timeout_ms. A
+      // refused key or another mechanism is final at once; a handshake cut
+      // short without detail may be a server dying at that moment, so only
+      // kKnownBadHandshakes of them in a row (ZeroMQ retries every 100 ms
+      // or so) are.
+      ++link.failed_handshakes;
+      const bool final = id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                         (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) ||
+                         link.failed_handshakes >= kKnownBadHandshakes;
+      if (final && gone_.ok()) {
         gone_ = Status::FailedPrecondition(log_prefix_ + HandshakeFailure(shard, id, value));
         if (sticky_error_.ok()) sticky_error_ = gone_;
       }
@@ -351,6 +359,7 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
     // Up means a ZMTP handshake succeeded: a TCP connect alone is accepted by
     // the kernel of a stopped (or hung) process too, and proves nothing.
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      link.failed_handshakes = 0;
       if (link.ever_connected && !link.connected)
         LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                      << " is back after " << MillisecondsSince(link.down_since) << " ms";

@@ -136,8 +136,11 @@ class RequestChannel {
     /// CURVE keys for tcp:// and ipc:// endpoints (core/net/transport.h);
     /// empty: plain. With them, every such shard is watched by a socket
     /// monitor (also with liveness off), and a handshake the server refuses
-    /// (an unlisted key, no CURVE on its side, another server key) makes
-    /// every wait fail at once with FailedPrecondition naming the shard.
+    /// makes every wait fail with FailedPrecondition naming the shard and
+    /// why: at once for an unlisted key or CURVE on one side only, after
+    /// kKnownBadHandshakes failures in a row for one without detail (another
+    /// server key). Without CURVE the same events are watched when liveness
+    /// is on (a plain worker meeting a CURVE server).
     CurveOptions curve;
     /// Polled every kStopPollMs while waiting; when it returns true every
     /// wait gives up with Unavailable ("stop requested") until Leave or
@@ -258,7 +261,11 @@ class RequestChannel {
     bool ever_connected = false;  // a handshake event or a reply came
     bool connected = false;
     SteadyClock::time_point down_since;  // valid while ever_connected && !connected
+    int failed_handshakes = 0;    // in a row, since the last one that succeeded
   };
+  // Handshakes failing without detail this many times in a row end the
+  // shard (see TakeMonitorEvents).
+  static constexpr int kKnownBadHandshakes = 3;
 
   Status WaitFor(RequestState* request, int timeout_ms);
   // Abort, stop and liveness verdicts, checked at every wake-up of a wait.
