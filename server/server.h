@@ -23,6 +23,7 @@
 #include "core/config.h"
 #include "core/net/frame_pool.h"
 #include "core/net/message.h"
+#include "core/net/zap_handler.h"
 #include "core/status.h"
 #include "server/clock_tracker.h"
 #include "server/table.h"
@@ -81,8 +82,16 @@ class ServerShard {
   ~ServerShard();
 
   /// Binds the shard's ROUTER socket ("tcp://127.0.0.1:0" picks a free port).
-  /// Errors: IOError naming the endpoint.
+  /// With security.curve set (and a tcp:// or ipc:// endpoint) it first
+  /// reads the server key pair and the authorized keys and starts the ZAP
+  /// handler in the shard's context (one CURVE shard per context); inproc://
+  /// needs no CURVE. Without it, a non-loopback address is bound with a
+  /// WARNING ("anyone who can reach this port ..."). Errors: IOError naming
+  /// the endpoint; those of CurveServerOptions (core/net/curve.h).
   Status Bind(const std::string& endpoint);
+  /// Connections refused at the CURVE handshake so far (unlisted keys,
+  /// peers without CURVE or with another server key). Run()'s thread.
+  uint64_t handshakes_refused() const { return handshakes_refused_; }
   /// The endpoint actually bound (with the real port), after Bind.
   const std::string& endpoint() const { return endpoint_; }
 
@@ -158,10 +167,16 @@ class ServerShard {
   Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
   Status CheckWorkerTimeouts();
   // HELLO: checks protocol version, job and generation, shard index,
-  // staleness and tables (defining them from worker 0's, or comparing with
-  // them). Returns false when the HELLO was refused (error reply sent) or
+  // staleness, that no other live connection holds the rank (a second
+  // claim is refused and logged, naming both connections), and tables
+  // (defining them from worker 0's, or comparing with them). Returns false when the HELLO was refused (error reply sent) or
   // must wait for worker 0's (kept in waiting_hellos_).
   bool AdmitHello(const std::string& identity, Message* m);
+  // Whether the ROUTER still has a connection for `identity` (a message
+  // the worker ignores is sent to it; see AdmitHello).
+  bool ConnectionLive(const std::string& identity);
+  // Logs and counts the handshake failures the monitor reported.
+  void TakeHandshakeFailures();
   void DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs);
   void AdmitWaitingHellos();
   // Checkpoints: a worker's CHECKPOINT joins the round at its clock; once
@@ -190,7 +205,15 @@ class ServerShard {
   std::deque<PendingPull> pending_;
   std::unique_ptr<zmq::context_t> own_ctx_;  // when no context was passed in
   zmq::context_t* ctx_;
+  // security.curve: admits the listed worker keys. Declared before socket_
+  // so that it outlives the socket it guards (core/net/zap_handler.h).
+  std::unique_ptr<ZapHandler> zap_;
   zmq::socket_t socket_;
+  // With CURVE: the ROUTER's handshake failures (a peer without CURVE, or
+  // with another server key), read in Run() and logged.
+  zmq::socket_t monitor_;
+  uint64_t handshakes_refused_ = 0;
+  uint64_t handshake_failures_logged_ = 0;  // failures other than ZAP refusals (logged 1st, 10th, 100th ...)
   std::string endpoint_;
   std::atomic<bool> stop_{false};
   Status aborted_;  // set by a worker's ABORT: Run() returns it

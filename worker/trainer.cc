@@ -23,6 +23,7 @@
 #include "core/file_util.h"
 #include "core/metrics.h"
 #include "core/metrics_log.h"
+#include "core/net/curve.h"
 #include "sparse/backend.h"
 #include "sparse/idx_reader.h"
 #include "server/checkpoint.h"
@@ -438,6 +439,16 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   report.model = model->name();
 
   ClientOptions copts = ClientOptionsFor(config, rank, options.servers);
+  bool networked = false;
+  for (const std::string& ep : options.servers) networked = networked || ep.rfind("inproc://", 0) != 0;
+  if (config.security().has_curve() && networked) {
+    // inproc:// (a one-process job) never leaves the process: no keys needed.
+    StatusOr<CurveOptions> curve = CurveClientOptions(config.security().curve());
+    if (!curve.ok()) return curve.status();
+    copts.curve = *curve;
+    LOG(INFO) << who << "CURVE on: public key " << copts.curve.public_key << ", servers' public key "
+              << copts.curve.server_public_key;
+  }
   copts.context = options.zmq_context;
   copts.abort = options.abort;
   if (options.stop_requested) {
