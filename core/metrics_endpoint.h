@@ -11,9 +11,9 @@
 // request threads (a scraper keeping its connection alive holds one, so a
 // second scraper or a curl is not queued behind it). render() runs on a
 // request thread, per scrape, never on the training thread: it must be
-// thread-safe and should only copy a published snapshot (PublishedSnapshot
-// below) and format it, so the training loop pays one uncontended mutex and
-// a struct copy per publish, nothing per scrape.
+// thread-safe and should only copy a published snapshot (PublishedSnapshot,
+// core/prometheus.h) and format it, so the training loop pays one
+// uncontended mutex and a struct copy per publish, nothing per scrape.
 //
 // Ownership and thread-safety: the endpoint owns its thread and socket;
 // destruction stops it (waits for a request in progress to finish) and
@@ -71,27 +71,6 @@ class MetricsEndpoint {
   std::condition_variable done_cv_;
   bool listening_done_ = false;  // the accept loop has returned (guarded by mu_)
   std::atomic<uint64_t> scrapes_{0};
-};
-
-/// A value one thread publishes and others read whole: the training loop
-/// publishes a snapshot of its counters (every clock, or every poll of the
-/// server loop, at most), a scrape copies the latest. Both sides take one
-/// short mutex; T must be copyable. Thread-safe.
-template <typename T>
-class PublishedSnapshot {
- public:
-  void Publish(T value) {
-    std::lock_guard<std::mutex> lock(mu_);
-    value_ = std::move(value);
-  }
-  T Get() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return value_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  T value_{};
 };
 
 }  // namespace tether

@@ -18,9 +18,11 @@
 //
 // Ownership: the writer owns its text. Thread-safety: none (one writer per
 // scrape; the callers hold their snapshot, not the writer, across threads).
+// PublishedSnapshot (below) is how a snapshot crosses threads.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +68,27 @@ class ExpositionWriter {
  private:
   void Line(const std::string& name, const PrometheusLabels& labels, const std::string* le, double value);
   std::string text_;
+};
+
+/// A value one thread publishes and others read whole: the training loop
+/// publishes a snapshot of its counters (every clock, or every poll of the
+/// server loop, at most), a scrape copies the latest. Both sides take one
+/// short mutex; T must be copyable. Thread-safe.
+template <typename T>
+class PublishedSnapshot {
+ public:
+  void Publish(T value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    value_ = std::move(value);
+  }
+  T Get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return value_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  T value_{};
 };
 
 /// The Content-Type of a /metrics reply in this format.

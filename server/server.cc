@@ -71,6 +71,12 @@ Status ServerShard::Bind(const std::string& endpoint) {
 }
 
 Status ServerShard::Run() {
+  Status st = RunLoop();
+  if (tick_listener_) tick_listener_(true);
+  return st;
+}
+
+Status ServerShard::RunLoop() {
   const auto start = SteadyClock::now();
   auto last_message = start;
   bool any_hello = false;
@@ -103,6 +109,7 @@ Status ServerShard::Run() {
         if (!fatal_.ok()) return fatal_;
       }
     }
+    if (tick_listener_) tick_listener_(false);
     if (!aborted_.ok()) return aborted_;
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
     bool all_gone = true;

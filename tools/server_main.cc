@@ -5,6 +5,11 @@
 // a bind error); 2 bad config or flags; 128 + N on stop signal N (130
 // SIGINT, 143 SIGTERM): the shard stops within its poll interval (100 ms)
 // whatever its workers are doing, since the job did not finish.
+//
+// With --metrics_port the shard serves /metrics (tools/metrics_flags.h) and
+// keeps serving its final values --metrics_linger_s seconds after Run()
+// returns, then exits with the code above (a stop signal during the linger
+// ends it at once, without changing the code).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -18,6 +23,7 @@
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "tools/common_flags.h"
+#include "tools/metrics_flags.h"
 
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
 DEFINE_string(listen, "tcp://127.0.0.1:0", "ZeroMQ endpoint to bind; port 0 picks a free port");
@@ -35,6 +41,8 @@ void RequestStop(int sig) {
   if (g_signal.exchange(sig) != 0) return;
   if (tether::ServerShard* s = g_server.load()) s->Stop();
 }
+// The exit code of a Run() that returned `st` (logs why it is not 0).
+int ExitCode(const tether::Status& st);
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,14 +72,44 @@ int main(int argc, char** argv) {
     metrics_log = std::move(*log);
     tether::LogShardClocks(&server, metrics_log.get());
   }
+  tether::PublishedSnapshot<tether::ShardMetricsSnapshot> published;
+  std::unique_ptr<tether::MetricsEndpoint> endpoint;
+  if (tether::MetricsEndpointRequested()) {
+    tether::PublishShardMetrics(&server, &published);
+    auto ep = tether::StartMetricsEndpointFromFlags(
+        "[server " + std::to_string(FLAGS_shard) + "] ", {server.job_id(), "server", "shard", FLAGS_shard},
+        [&published, job = server.job_id(), shard = FLAGS_shard] {
+          return tether::RenderShardMetrics(published.Get(), job, shard);
+        });
+    if (!ep.ok()) {
+      LOG(ERROR) << "[server " << FLAGS_shard << "] " << ep.status().message();
+      return 2;
+    }
+    endpoint = std::move(*ep);
+  }
   g_server.store(&server);
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);
   tether::Status st = server.Bind(FLAGS_listen);
   if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, server.endpoint() + "\n");
-  if (st.ok() && g_signal.load() == 0) st = server.Run();
+  bool ran = false;
+  if (st.ok() && g_signal.load() == 0) {
+    ran = true;
+    st = server.Run();
+  }
   if (st.ok() && metrics_log != nullptr) st = metrics_log->Flush();
   g_server.store(nullptr);
+  const int code = ExitCode(st);
+  // A signal that stopped the job ends the process at once; one during the
+  // linger only cuts the linger short. A shard that never ran (bind error)
+  // has nothing to show.
+  if (ran && g_signal.load() == 0)
+    tether::LingerForScrapes("[server " + std::to_string(FLAGS_shard) + "] ", endpoint.get(), g_signal);
+  return code;
+}
+
+namespace {
+int ExitCode(const tether::Status& st) {
   if (const int sig = g_signal.load(); sig != 0) {
     LOG(WARNING) << "[server " << FLAGS_shard << "] stopped by signal " << sig << " (" << strsignal(sig)
                  << ") before the job finished: exit " << 128 + sig
@@ -86,3 +124,4 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+}  // namespace
