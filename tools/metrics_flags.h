@@ -9,6 +9,8 @@
 // Only main() files include this (gflags).
 #pragma once
 
+#include <gflags/gflags.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -16,6 +18,12 @@
 #include "core/metrics_endpoint.h"
 #include "core/prometheus.h"
 #include "core/status.h"
+
+DECLARE_int32(metrics_port);
+DECLARE_string(metrics_host);
+DECLARE_string(metrics_port_file);
+DECLARE_string(metrics_sd_file);
+DECLARE_int32(metrics_linger_s);
 
 namespace tether {
 
