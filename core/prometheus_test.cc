@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tests/testing/exposition.h"
+
 namespace tether {
 namespace {
 
@@ -71,6 +73,21 @@ TEST(PrometheusTest, HistogramIsCumulativeWithInfAndCount) {
             "h_bucket{le=\"+Inf\"} 0\n"
             "h_sum 0\n"
             "h_count 0\n");
+}
+
+TEST(PrometheusTest, WriterOutputPassesTheStructureCheckWhichCatchesBadPages) {
+  ExpositionWriter w;
+  w.Counter("a_total", "A.", {{"role", "x"}}, 1);
+  w.Family("h", ExpositionWriter::Type::kHistogram, "H.");
+  w.Histogram("h", {{"role", "x"}}, {1, 2}, {1, 3}, 4, 3);
+  EXPECT_EQ(testing::ExpositionProblems(w.text()), "");
+  // What the check is for: each of these pages is wrong.
+  EXPECT_NE(testing::ExpositionProblems("# HELP a A.\n# TYPE a counter\na 1\n"), "");  // no _total
+  EXPECT_NE(testing::ExpositionProblems("a 1\n"), "");                                  // no TYPE
+  EXPECT_NE(testing::ExpositionProblems("# HELP h H.\n# TYPE h histogram\n"
+                                        "h_bucket{role=\"x\",le=\"1\"} 3\nh_bucket{role=\"x\",le=\"2\"} 2\n"),
+            "");  // not cumulative
+  EXPECT_NE(testing::ExpositionProblems("# HELP g G.\n# TYPE g gauge\ng 1\n# HELP g G.\n# TYPE g gauge\n"), "");
 }
 
 TEST(PrometheusDeathTest, InvalidNamesAreProgrammerErrors) {

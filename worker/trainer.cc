@@ -533,7 +533,6 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
   // tether-worker's /metrics (TrainerOptions::on_progress).
   WorkerProgress progress_now;
-  progress_now.clock_loss = progress_now.epoch_loss = std::nan("");
   auto publish_progress = [&](int epoch_1based) {
     if (!options.on_progress) return;
     progress_now.client = client->stats();

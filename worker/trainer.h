@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,8 +41,10 @@ struct WorkerProgress {
   uint64_t minibatches = 0;         // minibatches trained (with those before a resume)
   double train_seconds = 0;         // this run's training time so far, evaluations left out
   double pull_wait_seconds = 0;     // of it, time in the model's Pull (waiting for parameters)
-  double clock_loss = 0;            // mean minibatch loss over the last clock's minibatches (NaN before)
-  double epoch_loss = 0;            // mean minibatch loss over the last finished epoch (NaN before)
+  // Mean minibatch loss over the last clock's minibatches / over the last
+  // finished epoch; NaN before the first.
+  double clock_loss = std::numeric_limits<double>::quiet_NaN();
+  double epoch_loss = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct TrainerOptions {

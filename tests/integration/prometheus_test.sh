@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# A real Prometheus scrapes a running Tether job. Usage: prometheus_test.sh BIN_DIR
+# A real Prometheus scrapes a running Tether job. Usage: prometheus_test.sh MODE BIN_DIR
+#   launch   the job under tether-launch --metrics_port=0 --metrics_sd_dir
+#   by_hand  2 tether-server and 2 tether-worker processes started one by one,
+#            each with --metrics_port=0 --metrics_sd_file
 #
 # Starts Debian's `prometheus` (no systemd: a plain process on a free port,
 # its TSDB under $TMPDIR) with a 1 s scrape interval and a file_sd_configs
-# entry; runs the Bibtex job with tether-launch --metrics_port=0
-# --metrics_sd_dir (every server and worker serves /metrics on a free port
-# and writes its file_sd target file); then, through Prometheus's HTTP API:
+# entry; runs the Bibtex job (2 servers, 2 workers, tcp on 127.0.0.1), every
+# process serving /metrics on a free port and writing its file_sd target
+# file; then, through Prometheus's HTTP API:
 #  - the applied-update count (sum over shards of
 #    tether_server_updates_applied_total) EQUALS the metrics JSON's (the sum
 #    of servers[].updates_applied), and each shard's equals its own entry;
 #  - every PromQL expression of docs/grafana/tether.json returns data over
 #    the job's span;
 #  - a stop signal during the linger ends every process at once with the
-#    job's own exit code (tether-launch exits 0), and the target files are
-#    removed.
+#    job's own exit code (0), and the target files are removed.
 # Skips (exit 77) when prometheus is not installed. Every process runs under
 # `timeout` and is killed on exit; waits are polls with bounds.
 set -euo pipefail
-bin=$(cd "$1" && pwd)
+mode=$1
+bin=$(cd "$2" && pwd)
 if ! command -v prometheus >/dev/null 2>&1; then
   echo "SKIP: prometheus not installed (Debian package prometheus; scripts/setup_cluster.sh)"
   exit 77
@@ -25,8 +28,19 @@ fi
 tmp=$(mktemp -d)
 prom_pid=""
 launch_pid=""
+pids=()
 cleanup() {
-  for p in $launch_pid $prom_pid; do kill -9 "$p" 2>/dev/null || true; done
+  # SIGTERM first (timeout passes it on: tether-launch tears its children
+  # down, a lingering process exits at once), SIGKILL what is left.
+  local all=($launch_pid "${pids[@]:-}" $prom_pid) p
+  for p in "${all[@]}"; do [ -n "$p" ] && kill -TERM "$p" 2>/dev/null || true; done
+  for _ in $(seq 1 100); do
+    local alive=0
+    for p in "${all[@]}"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${all[@]}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }
@@ -71,17 +85,40 @@ echo "prometheus ready at $prom_url"
 start_unix=$(date +%s)
 # Linger long enough that the test, not the clock, ends it: the signal below
 # cuts it short once Prometheus has the final values.
-timeout -k 5 150 "$bin/tether-launch" --config examples/bibtex.pbtxt --metrics_out "$tmp/m.json" \
-  --metrics_port=0 --metrics_sd_dir="$tmp/sd" --metrics_linger_s=60 >"$tmp/launch.out" 2>"$tmp/launch.err" &
-launch_pid=$!
+case "$mode" in
+launch)
+  timeout -k 5 150 "$bin/tether-launch" --config examples/bibtex.pbtxt --metrics_out "$tmp/m.json" \
+    --metrics_port=0 --metrics_sd_dir="$tmp/sd" --metrics_linger_s=60 >"$tmp/launch.out" 2>"$tmp/launch.err" &
+  launch_pid=$!
+  ;;
+by_hand)
+  # A job id of the test's own, as tether-launch would make one.
+  job_flags=(--config=examples/bibtex.pbtxt --job_id="bibtex-by-hand-$$" --metrics_port=0 --metrics_linger_s=60)
+  for s in 0 1; do
+    timeout -k 5 150 "$bin/tether-server" "${job_flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
+      --port_file="$tmp/s$s.port" --metrics_sd_file="$tmp/sd/server-$s.json" 2>"$tmp/server$s.err" &
+    pids+=($!)
+  done
+  for _ in $(seq 1 300); do [ -s "$tmp/s0.port" ] && [ -s "$tmp/s1.port" ] && break; sleep 0.1; done
+  [ -s "$tmp/s0.port" ] && [ -s "$tmp/s1.port" ] || { echo "FAIL: servers did not start"; exit 1; }
+  addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+  for r in 1 0; do
+    extra=()
+    [ $r = 0 ] && extra=(--metrics_out="$tmp/m.json")
+    timeout -k 5 150 "$bin/tether-worker" "${job_flags[@]}" --rank=$r --server_addresses="$addrs" \
+      --metrics_sd_file="$tmp/sd/worker-$r.json" "${extra[@]}" 2>"$tmp/worker$r.err" &
+    pids+=($!)
+  done
+  ;;
+*) echo "usage: prometheus_test.sh launch|by_hand BIN_DIR"; exit 2 ;;
+esac
 
 # The job's end: worker 0 writes the metrics JSON.
 for _ in $(seq 1 1200); do  # 120 s
   [ -s "$tmp/m.json" ] && break
-  kill -0 "$launch_pid" 2>/dev/null || break
   sleep 0.1
 done
-[ -s "$tmp/m.json" ] || { echo "FAIL: the job wrote no metrics JSON"; tail -20 "$tmp/launch.err"; exit 1; }
+[ -s "$tmp/m.json" ] || { echo "FAIL: the job wrote no metrics JSON"; tail -20 "$tmp"/*.err; exit 1; }
 
 python3 - "$prom_url" "$tmp/m.json" "$tmp/sd" docs/grafana/tether.json "$start_unix" <<'EOF'
 import glob, json, math, sys, time, urllib.parse, urllib.request
@@ -156,19 +193,35 @@ EOF
 
 # The processes are lingering (60 s): a stop signal ends each at once, and
 # the job's exit code stands (0).
-# ($launch_pid is `timeout`'s; its child is tether-launch, whose children
-# are the servers and workers.)
-launcher=$(pgrep -P "$launch_pid" -x tether-launch || true)
-[ -n "$launcher" ] || { echo "FAIL: tether-launch is not running during the linger"; exit 1; }
-children=$(pgrep -P "$launcher" || true)
-[ "$(echo $children | wc -w)" = 4 ] || { echo "FAIL: expected 4 lingering processes, got: $children"; exit 1; }
-for c in $children; do kill -TERM "$c" 2>/dev/null || true; done
-rc=0
 t0=$(date +%s)
-wait "$launch_pid" || rc=$?
-launch_pid=""
-echo "tether-launch exited $rc, $(( $(date +%s) - t0 )) s after the stop signal"
-[ "$rc" = 0 ] || { echo "FAIL: tether-launch exited $rc"; tail -20 "$tmp/launch.err"; exit 1; }
+if [ "$mode" = launch ]; then
+  # ($launch_pid is `timeout`'s; its child is tether-launch, whose children
+  # are the servers and workers.)
+  launcher=$(pgrep -P "$launch_pid" -x tether-launch || true)
+  [ -n "$launcher" ] || { echo "FAIL: tether-launch is not running during the linger"; exit 1; }
+  children=$(pgrep -P "$launcher" || true)
+  [ "$(echo $children | wc -w)" = 4 ] || { echo "FAIL: expected 4 lingering processes, got: $children"; exit 1; }
+  for c in $children; do kill -TERM "$c" 2>/dev/null || true; done
+  rc=0
+  wait "$launch_pid" || rc=$?
+  launch_pid=""
+  echo "tether-launch exited $rc, $(( $(date +%s) - t0 )) s after the stop signal"
+  [ "$rc" = 0 ] || { echo "FAIL: tether-launch exited $rc"; tail -20 "$tmp/launch.err"; exit 1; }
+else
+  # ${pids[@]} are `timeout`'s; each one's child is the Tether process.
+  for p in "${pids[@]}"; do
+    c=$(pgrep -P "$p" || true)
+    [ -n "$c" ] || { echo "FAIL: a process (under timeout pid $p) is not running during the linger"; exit 1; }
+    kill -TERM "$c"
+  done
+  for p in "${pids[@]}"; do
+    rc=0
+    wait "$p" || rc=$?
+    [ "$rc" = 0 ] || { echo "FAIL: a process exited $rc after a finished job"; tail -5 "$tmp"/*.err; exit 1; }
+  done
+  pids=()
+  echo "4 processes exited 0, $(( $(date +%s) - t0 )) s after the stop signal"
+fi
 [ $(( $(date +%s) - t0 )) -le 10 ] || { echo "FAIL: the linger did not end on the signal"; exit 1; }
 left=$(ls "$tmp/sd")
 [ -z "$left" ] || { echo "FAIL: target files left behind: $left"; exit 1; }
