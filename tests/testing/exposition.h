@@ -40,8 +40,7 @@ inline std::string ExpositionProblems(const std::string& text) {
       const std::string name = line.substr(7, line.find(' ', 7) - 7);
       type = line.substr(line.rfind(' ') + 1);
       if (name != family || !help_seen) problems << where << "TYPE of " << name << " not right after its HELP\n";
-      if (type == "counter" && name.size() < 6) problems << where << "counter name too short\n";
-      if (type == "counter" && name.compare(name.size() - 6, 6, "_total") != 0)
+      if (type == "counter" && (name.size() < 6 || name.compare(name.size() - 6, 6, "_total") != 0))
         problems << where << "counter " << name << " does not end in _total\n";
       continue;
     }
