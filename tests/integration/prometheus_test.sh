@@ -3,6 +3,9 @@
 #   launch   the job under tether-launch --metrics_port=0 --metrics_sd_dir
 #   by_hand  2 tether-server and 2 tether-worker processes started one by one,
 #            each with --metrics_port=0 --metrics_sd_file
+#   failed_job  (no Prometheus needed) a worker whose loss diverges under
+#            --fail_on_divergence=true serves its final values for
+#            --metrics_linger_s, then exits 3, never 0
 #
 # Starts Debian's `prometheus` (no systemd: a plain process on a free port,
 # its TSDB under $TMPDIR) with a 1 s scrape interval and a file_sd_configs
@@ -21,6 +24,48 @@
 set -euo pipefail
 mode=$1
 bin=$(cd "$2" && pwd)
+if [ "$mode" = failed_job ]; then
+  tmp=$(mktemp -d)
+  pids=()
+  trap 'for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1 --epochs=1 --job_id="diverge-$$")
+  timeout -k 5 100 "$bin/tether-server" "${flags[@]}" --port_file="$tmp/s0.port" 2>"$tmp/server.err" &
+  pids+=($!)
+  for _ in $(seq 1 300); do [ -s "$tmp/s0.port" ] && break; sleep 0.1; done
+  [ -s "$tmp/s0.port" ] || { echo "FAIL: the server did not start"; exit 1; }
+  timeout -k 5 100 "$bin/tether-worker" "${flags[@]}" --rank=0 --server_addresses="$(cat "$tmp/s0.port")" \
+    --optimizer=sgd --learning_rate=100 --fail_on_divergence=true \
+    --metrics_port=0 --metrics_port_file="$tmp/w0.metrics" --metrics_linger_s=4 2>"$tmp/worker.err" &
+  worker=$!
+  pids+=($worker)
+  # The endpoint answers during training and keeps the final values after.
+  python3 - "$tmp/w0.metrics" <<'EOF2'
+import re, sys, time, urllib.request
+deadline = time.time() + 60
+page = ""
+while time.time() < deadline:
+    try:
+        hostport = open(sys.argv[1]).read().strip()
+        page = urllib.request.urlopen(f"http://{hostport}/metrics", timeout=2).read().decode()
+    except (OSError, ValueError):
+        time.sleep(0.1)
+        continue
+    if re.search(r'^tether_training_active\{[^}]*\} 0$', page, re.M) and "tether_worker_epoch_loss" in page:
+        m = re.search(r'^tether_worker_epoch_loss\{[^}]*\} (\S+)$', page, re.M)
+        if m and m.group(1) != "NaN":
+            print(f"final values served after training: epoch loss {m.group(1)}")
+            sys.exit(0)
+    time.sleep(0.1)
+sys.exit(f"FAIL: no final values on /metrics within 60 s; last page:\n{page}")
+EOF2
+  rc=0
+  wait "$worker" || rc=$?
+  echo "diverged worker exited $rc after lingering"
+  [ "$rc" = 3 ] || { echo "FAIL: expected exit 3"; tail -5 "$tmp/worker.err"; exit 1; }
+  grep -q "training over: serving the final metrics" "$tmp/worker.err" || { echo "FAIL: no linger"; exit 1; }
+  echo PASS
+  exit 0
+fi
 if ! command -v prometheus >/dev/null 2>&1; then
   echo "SKIP: prometheus not installed (Debian package prometheus; scripts/setup_cluster.sh)"
   exit 77
@@ -110,7 +155,7 @@ by_hand)
     pids+=($!)
   done
   ;;
-*) echo "usage: prometheus_test.sh launch|by_hand BIN_DIR"; exit 2 ;;
+*) echo "usage: prometheus_test.sh launch|by_hand|failed_job BIN_DIR"; exit 2 ;;
 esac
 
 # The job's end: worker 0 writes the metrics JSON.
