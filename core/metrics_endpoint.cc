@@ -39,8 +39,9 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::str
     if (ep->port_ <= 0)
       return Status::IOError("metrics endpoint: cannot bind " + host + " on a free port (no such address?)");
   } else {
+    const std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     if (!s.bind_to_port(host, port))
-      return Status::IOError("metrics endpoint: cannot bind " + host + ":" + std::to_string(port) +
+      return Status::IOError("metrics endpoint: cannot bind " + shown + ":" + std::to_string(port) +
                              " (port taken, or no such address)");
     ep->port_ = port;
   }

@@ -107,6 +107,8 @@ Status ServerShard::RunLoop() {
         if (m.header.type() == HELLO) any_hello = true;
         Handle(identity, &m);
         if (!fatal_.ok()) return fatal_;
+        // A drain can last long under load: the listener sees it too.
+        if (tick_listener_) tick_listener_(false);
       }
     }
     if (tick_listener_) tick_listener_(false);

@@ -116,8 +116,8 @@ class ServerShard {
   /// Called on Run()'s thread each time the shard's min clock advances, with
   /// the new value (tools/server_main.cc writes a JSON-lines metrics row).
   void SetClockListener(std::function<void(int64_t min_clock)> listener) { clock_listener_ = std::move(listener); }
-  /// Called on Run()'s thread with done = false after every poll round (at
-  /// least every 100 ms while Run() serves, more often under load: the
+  /// Called on Run()'s thread with done = false after every message handled
+  /// and every poll round (so at least every 100 ms while Run() serves; the
   /// listener throttles itself), and once with done = true as Run()
   /// returns, whatever it returns (server/shard_metrics.h publishes the
   /// /metrics snapshot from it).

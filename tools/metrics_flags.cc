@@ -28,8 +28,6 @@ DEFINE_int32(metrics_linger_s, 15,
 
 namespace tether {
 
-bool MetricsEndpointRequested() { return FLAGS_metrics_port >= 0; }
-
 StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpointFromFlags(const std::string& who,
                                                                          const MetricsTarget& target,
                                                                          MetricsEndpoint::Render render) {

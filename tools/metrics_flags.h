@@ -27,9 +27,6 @@ DECLARE_int32(metrics_linger_s);
 
 namespace tether {
 
-/// Whether --metrics_port asks for an endpoint (>= 0).
-bool MetricsEndpointRequested();
-
 /// The labels a process's target carries in --metrics_sd_file (and its
 /// /metrics samples): tether_job, role, and shard or rank.
 struct MetricsTarget {
@@ -39,8 +36,9 @@ struct MetricsTarget {
   int index = 0;
 };
 
-/// Starts the endpoint the flags ask for (null when --metrics_port is -1),
-/// logs its URL, and writes --metrics_port_file / --metrics_sd_file.
+/// Checks the flags, and starts the endpoint they ask for (null when
+/// --metrics_port is -1), logs its URL, and writes --metrics_port_file /
+/// --metrics_sd_file.
 /// `render` runs on the endpoint's threads (MetricsEndpoint::Start).
 /// Errors: InvalidArgument (a bad flag value, naming it), the endpoint's
 /// (IOError naming host:port), IOError writing a file.

@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
   }
   tether::PublishedSnapshot<tether::ShardMetricsSnapshot> published;
   std::unique_ptr<tether::MetricsEndpoint> endpoint;
-  if (tether::MetricsEndpointRequested()) {
-    tether::PublishShardMetrics(&server, &published);
+  {
+    // Null when --metrics_port is -1 (the flags are still checked).
     auto ep = tether::StartMetricsEndpointFromFlags(
         "[server " + std::to_string(FLAGS_shard) + "] ", {server.job_id(), "server", "shard", FLAGS_shard},
         [&published, job = server.job_id(), shard = FLAGS_shard] {
@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     endpoint = std::move(*ep);
+    if (endpoint != nullptr) tether::PublishShardMetrics(&server, &published);
   }
   g_server.store(&server);
   std::signal(SIGTERM, RequestStop);

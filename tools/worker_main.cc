@@ -174,7 +174,8 @@ int main(int argc, char** argv) {
   // every clock; a scrape renders the latest copy.
   tether::PublishedSnapshot<tether::WorkerMetricsSnapshot> published;
   std::unique_ptr<tether::MetricsEndpoint> endpoint;
-  if (tether::MetricsEndpointRequested()) {
+  {
+    // Null when --metrics_port is -1 (the flags are still checked).
     const std::string job = tether::JobId(*config);
     auto ep = tether::StartMetricsEndpointFromFlags(who, {job, "worker", "rank", FLAGS_rank},
                                                     [&published, job, rank = FLAGS_rank] {
@@ -185,7 +186,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     endpoint = std::move(*ep);
-    options.on_progress = [&published](const tether::WorkerProgress& p) { published.Publish({true, p}); };
+    if (endpoint != nullptr)
+      options.on_progress = [&published](const tether::WorkerProgress& p) { published.Publish({true, p}); };
   }
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);

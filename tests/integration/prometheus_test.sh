@@ -191,7 +191,7 @@ print(f"job {job}: metrics JSON updates_applied {want_total} ({want_by_shard})")
 # finished training and the count is in.
 sel = f'tether_job="{job}"'
 deadline = time.time() + 40
-got_total, got_by_shard, active = None, {}, None
+got_total, got_by_shard, active, scrapes = None, {}, None, None
 while time.time() < deadline:
     r = api("/api/v1/query", query=f"sum(tether_server_updates_applied_total{{{sel}}})")["result"]
     got_total = int(float(r[0]["value"][1])) if r else None
@@ -200,11 +200,16 @@ while time.time() < deadline:
     r = api("/api/v1/query", query=f"sum(tether_training_active{{{sel}}})")["result"]
     active = float(r[0]["value"][1]) if r else None
     n = api("/api/v1/query", query=f"count(tether_info{{{sel}}})")["result"]
-    if got_total == want_total and active == 0 and n and int(float(n[0]["value"][1])) == 4:
+    # Every target scraped 3 times or more, so each rate() over the
+    # dashboard's 1m windows has two samples at least (the linger supplies
+    # them when the job is shorter than Prometheus's discovery delay).
+    scrapes = api("/api/v1/query", query=f"min(count_over_time(tether_info{{{sel}}}[5m]))")["result"]
+    if (got_total == want_total and active == 0 and n and int(float(n[0]["value"][1])) == 4 and scrapes
+            and int(float(scrapes[0]["value"][1])) >= 3):
         break
     time.sleep(0.5)
 print(f"prometheus: sum(tether_server_updates_applied_total) = {got_total}, per shard {got_by_shard}, "
-      f"processes still training {active}")
+      f"processes still training {active}, scrapes of the least scraped target {scrapes and scrapes[0]['value'][1]}")
 if got_total != want_total:
     raise SystemExit(f"FAIL: Prometheus has {got_total} applied updates, the metrics JSON {want_total}")
 if got_by_shard != want_by_shard:
