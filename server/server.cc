@@ -133,6 +133,12 @@ Status ServerShard::Bind(const std::string& endpoint) {
 }
 
 Status ServerShard::Run() {
+  Status st = RunLoop();
+  if (tick_listener_) tick_listener_(true);
+  return st;
+}
+
+Status ServerShard::RunLoop() {
   const auto start = SteadyClock::now();
   auto last_message = start;
   bool any_hello = false;
@@ -164,9 +170,12 @@ Status ServerShard::Run() {
         if (m.header.type() == HELLO) any_hello = true;
         Handle(identity, &m);
         if (!fatal_.ok()) return fatal_;
+        // A drain can last long under load: the listener sees it too.
+        if (tick_listener_) tick_listener_(false);
       }
     }
     if (num_items > 1 && (items[1].revents & ZMQ_POLLIN)) TakeHandshakeFailures();
+    if (tick_listener_) tick_listener_(false);
     if (!aborted_.ok()) return aborted_;
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
     bool all_gone = true;

@@ -125,6 +125,16 @@ class ServerShard {
   /// Called on Run()'s thread each time the shard's min clock advances, with
   /// the new value (tools/server_main.cc writes a JSON-lines metrics row).
   void SetClockListener(std::function<void(int64_t min_clock)> listener) { clock_listener_ = std::move(listener); }
+  /// Called on Run()'s thread with done = false after every message handled
+  /// and every poll round (so at least every 100 ms while Run() serves; the
+  /// listener throttles itself), and once with done = true as Run()
+  /// returns, whatever it returns (server/shard_metrics.h publishes the
+  /// /metrics snapshot from it).
+  void SetTickListener(std::function<void(bool done)> listener) { tick_listener_ = std::move(listener); }
+  /// The shard's view of the workers' clocks. Call on Run()'s thread.
+  const ClockTracker& clocks() const { return clocks_; }
+  /// The job id this shard serves (cluster.job_id, or the config's name).
+  const std::string& job_id() const { return job_id_; }
   /// Table `id` of the job (valid once worker 0's HELLO defined them; see
   /// num_tables()).
   const ServerTable& table(uint32_t id) const { return *tables_[id]; }
@@ -152,6 +162,7 @@ class ServerShard {
     std::chrono::steady_clock::time_point last_seen;
   };
 
+  Status RunLoop();  // Run() less the final tick
   void Handle(const std::string& identity, Message* m);
   Status CheckRequest(const std::string& identity, const Message& m) const;
   Status CheckPeer(const std::string& identity, const Message& m) const;  // values, membership
@@ -218,6 +229,7 @@ class ServerShard {
   std::atomic<bool> stop_{false};
   Status aborted_;  // set by a worker's ABORT: Run() returns it
   std::function<void(int64_t)> clock_listener_;
+  std::function<void(bool)> tick_listener_;
   ServerStats stats_;
   // Reply values frames. Frames still queued in ZeroMQ when the shard is
   // destroyed keep the pool's state alive until they are sent or dropped.

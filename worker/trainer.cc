@@ -542,6 +542,19 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     report.final_loss = resume.final_loss();
     train_s_before = resume.train_seconds();
   }
+  // tether-worker's /metrics (TrainerOptions::on_progress).
+  WorkerProgress progress_now;
+  auto publish_progress = [&](int epoch_1based) {
+    if (!options.on_progress) return;
+    progress_now.client = client->stats();
+    progress_now.clock = client->clock();
+    progress_now.epoch = epoch_1based;
+    progress_now.samples = report.samples;
+    progress_now.run_samples = report.samples - samples_before;
+    progress_now.train_seconds = SecondsSince(train_start) - eval_seconds;
+    progress_now.pull_wait_seconds = pull_wait;
+    options.on_progress(progress_now);
+  };
 
   // ---- Checkpoints (config.checkpoint): every every_clocks clocks, at the
   // clock shard 0 picks for rank 0's every_seconds or a stop, and at the end.
@@ -702,6 +715,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                               {"loss", clock_loss / clock_batches}, {"samples", report.samples},
                               {"train_s", train_s}, {"pull_wait_s", pull_wait}});
         }
+        progress_now.clock_loss = clock_loss / clock_batches;
+        progress_now.minibatches = minibatches;
+        publish_progress(epoch + 1);
         clock_loss = 0;
         clock_batches = 0;
         if (progress.Due()) {
@@ -729,6 +745,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       }
     }
     report.final_loss = loss_sum / std::max<int64_t>(1, loss_batches);
+    progress_now.epoch_loss = report.final_loss;
+    progress_now.minibatches = minibatches;
+    publish_progress(epoch + 1);
     const double t = SecondsSince(train_start);
     LOG(INFO) << who << "epoch " << epoch + 1 << "/" << config.train().epochs() << " clock " << client->clock()
               << " loss " << report.final_loss << ", " << static_cast<int64_t>(report.samples / t)
@@ -860,6 +879,8 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   TETHER_RETURN_IF_ERROR(client->Bye());
   if (rank == 0 && !options.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
+  progress_now.minibatches = minibatches;
+  publish_progress(config.train().epochs());
   return report;
 }
 
