@@ -380,7 +380,10 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       // the socket's queue (TCP delivers them before the close): take them
       // first, so that only what is really lost counts.
       if (Status st = DrainReplies(shard); !st.ok() && gone_.ok()) gone_ = st;
-      if (!leaving_ && outstanding_[shard] > 0 && gone_.ok()) {
+      // A connection whose handshake failed never carried a request: what
+      // is queued stays queued for the next one (the handshake verdict is
+      // the failure events' above).
+      if (!leaving_ && outstanding_[shard] > 0 && gone_.ok() && link.failed_handshakes == 0) {
         gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
                                     options_.servers[shard] + " is gone: its connection dropped with " +
                                     std::to_string(outstanding_[shard]) +
