@@ -272,6 +272,11 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
       {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
       {"liveness_timeout_ms", "cluster.liveness_timeout_ms", "a worker gives up a server whose connection is down this long (0: off)"},
+      {"server_secret_key_file", "security.curve.server_secret_key_file", "CURVE: the servers' key pair (NAME.key from tether-keygen); servers"},
+      {"server_public_key_file", "security.curve.server_public_key_file", "CURVE: the servers' public key (NAME.pub); workers"},
+      {"client_secret_key_file", "security.curve.client_secret_key_file", "CURVE: this worker's key pair (NAME.key); workers"},
+      {"client_public_key_file", "security.curve.client_public_key_file", "CURVE: this worker's public key, checked against its key pair (optional); workers"},
+      {"authorized_keys", "security.curve.authorized_keys", "CURVE: comma-separated worker .pub files or directories of them; servers"},
       {"eval_every_epochs", "train.eval_every_epochs", "rank 0 evaluates every N epochs during training (0: at the end only)"},
       {"metrics_dir", "train.metrics_dir", "every process appends JSON-lines metrics to DIR/<role>-<rank>.jsonl"},
       {"progress_every_s", "train.progress_every_s", "seconds between progress lines (0: none)"},
@@ -325,6 +330,18 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
       return Status::Internal("config field " + field_path + " is not a path of singular messages");
     msg = msg->GetReflection()->MutableMessage(msg, field);
     rest = rest.substr(dot + 1);
+  }
+  if (field->is_repeated() && field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+    // A list of strings (security.curve.authorized_keys): comma-separated,
+    // replacing the config's list.
+    msg->GetReflection()->ClearField(msg, field);
+    size_t begin = 0;
+    while (begin <= value.size()) {
+      const size_t comma = std::min(value.find(',', begin), value.size());
+      if (comma > begin) msg->GetReflection()->AddString(msg, field, value.substr(begin, comma - begin));
+      begin = comma + 1;
+    }
+    return Status::OK();
   }
   if (field->is_repeated() || field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE)
     return Status::Internal("config field " + field_path + " is not a scalar");

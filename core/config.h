@@ -44,7 +44,9 @@ const std::vector<ConfigOverride>& ConfigOverrides();
 /// consistency.staleness also takes "inf"/"asp" (ASP, stored as -1) and
 /// "bsp" (0). A staleness applies to every table: the job's model becomes
 /// SSP (ASP for -1) and per-table bounds are cleared. Only the syntax is
-/// checked here; ranges and finiteness ("nan", "inf" for a float) are
+/// checked here; a repeated string field (security.curve.authorized_keys)
+/// takes a comma-separated list that replaces the config's. Ranges and
+/// finiteness ("nan", "inf" for a float) are
 /// ValidateJobConfig's. On error the config is unchanged. `source` names the
 /// origin for messages ("flag --staleness"). Errors: InvalidArgument
 /// "flag --epochs=3x: expected a 32-bit integer (field train.epochs)";

@@ -19,8 +19,10 @@ packages=(
   libxxhash-dev                          # checkpoint checksums (XXH3-64)
   nlohmann-json3-dev                     # metrics JSON, safetensors headers
   libzip-dev                             # NumPy .npz model files (tether-export --format npz)
+  libcpp-httplib-dev                     # /metrics endpoints for Prometheus (core/metrics_endpoint.h)
   python3                                # test scripts read the metrics JSON
   python3-numpy                          # the npz model-file test scores a model with numpy
+  python3-matplotlib                     # tools/plot_metrics.py, tools/staleness_sweep.py's plot
   procps                                 # pgrep/ps in the launcher tests
   clang libclang-rt-14-dev               # libFuzzer + sanitizers (scripts/fuzz.sh)
 )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the benchmarks need beyond scripts/setup.sh:
-# PyTorch for the training baseline (scripts/torch_xmc.py) and matplotlib for
-# tools/plot_metrics.py. Opt-in and kept out of CI: python3-torch pulls in
+# PyTorch for the training baseline (scripts/torch_xmc.py); matplotlib for
+# the plots comes with scripts/setup.sh (listed here too for setups that
+# only ran this one). Opt-in and kept out of CI: python3-torch pulls in
 # about 200 packages. Run as root (or with sudo); safe to run twice.
 # Both are used through /usr/bin/python3 (Debian's interpreter).
 set -euo pipefail
@@ -13,7 +14,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   python3-torch        # training baseline (PyTorch on CPU)
-  python3-matplotlib   # tools/plot_metrics.py
+  python3-matplotlib   # tools/plot_metrics.py (also in scripts/setup.sh)
   time                 # /usr/bin/time -v: peak memory of a whole job
 )
 missing=()

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/env.h"
+#include "core/net/curve.h"
 #include "core/net/transport.h"
 #include "core/partition.h"
 #include "server/checkpoint.h"
@@ -42,6 +43,28 @@ uint64_t FirstNonFinite(const float* v, uint64_t n) {
   return n;
 }
 
+// A routing identity for logs: workers name theirs "w<rank>-<pid>-<n>";
+// ZeroMQ's own (a raw peer that set none) are binary, shown in hex.
+std::string DescribeIdentity(const std::string& identity) {
+  bool printable = !identity.empty();
+  for (unsigned char ch : identity) printable = printable && ch >= 0x21 && ch < 0x7f;
+  if (printable) return "'" + identity + "'";
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex = "0x";
+  for (unsigned char ch : identity) {
+    hex += kHex[ch >> 4];
+    hex += kHex[ch & 15];
+  }
+  return hex;
+}
+
+// The identity and, over tcp://, the address a message came from (ZeroMQ's
+// "Peer-Address" property of a received frame).
+std::string PeerName(const std::string& identity, Message& m) {
+  const char* address = m.keys.handle() != nullptr ? zmq_msg_gets(m.keys.handle(), "Peer-Address") : nullptr;
+  return DescribeIdentity(identity) + (address != nullptr ? std::string(" (from ") + address + ")" : "");
+}
+
 }  // namespace
 
 ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context)
@@ -55,14 +78,53 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
       own_ctx_(context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
       ctx_(context == nullptr ? own_ctx_.get() : context) {}
 
-ServerShard::~ServerShard() = default;
+ServerShard::~ServerShard() {
+  // Stop the monitor before the socket it watches closes (its PAIR end
+  // closes first).
+  if (monitor_.handle() != nullptr && socket_.handle() != nullptr) (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);
+}
 
 Status ServerShard::Bind(const std::string& endpoint) {
   SocketOptions opts;
   opts.send_timeout_ms = config_.cluster().request_timeout_ms();
   opts.send_hwm = config_.cluster().send_hwm();
   opts.recv_hwm = config_.cluster().recv_hwm();
+  if (const int liveness = config_.cluster().liveness_timeout_ms(); liveness > 0) {
+    // A worker whose host vanished (no TCP close) loses its connection here
+    // too, within liveness_timeout_ms, so that the worker restarted
+    // elsewhere can claim its rank again (AdmitHello). The same bounds as
+    // the workers' side (RequestChannel::Connect).
+    opts.heartbeat_ivl_ms = std::max(25, liveness / 4);
+    opts.heartbeat_timeout_ms = std::max(50, liveness);
+  }
+  size_t authorized = 0;
+  if (config_.security().has_curve() && endpoint.rfind("inproc://", 0) != 0) {
+    std::vector<std::string> keys;
+    TETHER_ASSIGN_OR_RETURN(opts.curve, CurveServerOptions(config_.security().curve(), &keys));
+    authorized = keys.size();
+    // Running before the bind: libzmq admits every CURVE client while no
+    // ZAP handler is there.
+    TETHER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*ctx_, keys, log_prefix_));
+    opts.monitor_endpoint = "inproc://tether-server-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+    opts.monitor_events =
+        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    try {
+      monitor_ = zmq::socket_t(*ctx_, zmq::socket_type::pair);
+      monitor_.set(zmq::sockopt::linger, 0);
+      monitor_.connect(opts.monitor_endpoint);  // inproc allows connecting first
+    } catch (const zmq::error_t& e) {
+      return Status::IOError(log_prefix_ + "cannot watch the handshakes of " + endpoint + ": " + e.what());
+    }
+  }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
+  if (opts.curve.enabled()) {
+    LOG(INFO) << log_prefix_ << "CURVE on: traffic encrypted, " << authorized
+              << " worker key(s) admitted (security.curve.authorized_keys), server public key "
+              << opts.curve.public_key;
+  } else if (const std::string warning = UnauthenticatedBindWarning("server " + std::to_string(shard_), endpoint_);
+             !warning.empty()) {
+    LOG(WARNING) << log_prefix_ << warning;
+  }
   LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
             << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
             << StalenessName(clocks_.staleness()) << ", " << workers_.size()
@@ -71,15 +133,22 @@ Status ServerShard::Bind(const std::string& endpoint) {
 }
 
 Status ServerShard::Run() {
+  Status st = RunLoop();
+  if (tick_listener_) tick_listener_(true);
+  return st;
+}
+
+Status ServerShard::RunLoop() {
   const auto start = SteadyClock::now();
   auto last_message = start;
   bool any_hello = false;
-  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+  const size_t num_items = monitor_.handle() != nullptr ? 2 : 1;
   Message m;
   std::string identity;
   while (!stop_.load()) {
     try {
-      zmq::poll(items, 1, std::chrono::milliseconds(100));
+      zmq::poll(items, num_items, std::chrono::milliseconds(100));
     } catch (const zmq::error_t& e) {
       // A signal interrupted the poll: look at the stop flag it may have set.
       if (e.num() == EINTR) continue;
@@ -101,8 +170,12 @@ Status ServerShard::Run() {
         if (m.header.type() == HELLO) any_hello = true;
         Handle(identity, &m);
         if (!fatal_.ok()) return fatal_;
+        // A drain can last long under load: the listener sees it too.
+        if (tick_listener_) tick_listener_(false);
       }
     }
+    if (num_items > 1 && (items[1].revents & ZMQ_POLLIN)) TakeHandshakeFailures();
+    if (tick_listener_) tick_listener_(false);
     if (!aborted_.ok()) return aborted_;
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
     bool all_gone = true;
@@ -472,6 +545,30 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   if (h.staleness() != clocks_.staleness())
     return refuse("staleness differs: " + who + " has " + StalenessName(h.staleness()) + ", server " +
                   std::to_string(shard_) + " has " + StalenessName(clocks_.staleness()));
+  // One rank, one connection (issue 12): a HELLO for a rank that another
+  // connection holds is a second claim, refused while that connection is
+  // live, so a stray or hostile process cannot take over a working rank's
+  // clock and updates. A worker restarted after a crash comes on a new
+  // connection once the old one is gone (its TCP connection closed with the
+  // process; a vanished host's is closed by the ZMTP heartbeats within
+  // cluster.liveness_timeout_ms), and rejoins as before.
+  const std::string* holder = nullptr;
+  if (rank >= 0 && rank < static_cast<int>(workers_.size()) && workers_[rank].said_hello && !workers_[rank].said_bye)
+    holder = &workers_[rank].identity;
+  auto waiting = waiting_hellos_.find(rank);
+  if (waiting != waiting_hellos_.end()) holder = &waiting->second.identity;
+  if (holder != nullptr && *holder != identity && ConnectionLive(*holder)) {
+    const std::string held_by = *holder;
+    LOG(ERROR) << log_prefix_ << "second claim on " << who << " refused: connection " << PeerName(identity, *m)
+               << " says HELLO as " << who << ", which connection " << DescribeIdentity(held_by)
+               << " holds and is still live";
+    ReplyError(identity, h, who + " is already connected to server " + std::to_string(shard_) +
+                                " from another connection that is still live: a second claim on a rank is refused "
+                                "(a restarted worker rejoins once its old connection is gone, within "
+                                "cluster.liveness_timeout_ms=" +
+                                std::to_string(config_.cluster().liveness_timeout_ms()) + " for a vanished host)");
+    return false;
+  }
   if (tables_.empty()) {
     if (rank != 0) {
       // Worker 0 defines the job's tables (the authority), so two shards
@@ -503,6 +600,58 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   const std::string diff = DiffTableSpecs(h.tables(), who, job_tables_, "the job (from worker 0)");
   if (!diff.empty()) return refuse("tables differ: " + diff);
   return true;
+}
+
+void ServerShard::TakeHandshakeFailures() {
+  while (true) {
+    zmq::message_t event, address;
+    try {
+      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
+      if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      return;
+    }
+    if (event.size() < 6) continue;
+    uint16_t id;
+    uint32_t value;
+    std::memcpy(&id, event.data(), sizeof(id));
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof(value));
+    ++handshakes_refused_;
+    // The ZAP handler has logged a refused key already, with its address.
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
+    // A refused peer's ZeroMQ reconnects every 100 ms or so: log the 1st,
+    // 10th, 100th ... failure.
+    const uint64_t n = ++handshake_failures_logged_;
+    uint64_t p = 1;
+    while (p < n) p *= 10;
+    if (p != n) continue;
+    char code[16];
+    std::snprintf(code, sizeof(code), "0x%x", value);
+    LOG(WARNING) << log_prefix_ << "refused a connection on " << endpoint_
+                 << ": its CURVE handshake failed ("
+                 << (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? std::string("protocol error ") + code
+                                                               : std::string("no detail, errno ") + std::to_string(value))
+                 << "): a peer without CURVE (plain frames) or without this server's public key "
+                 << "(security.curve.server_public_key_file)" << (n > 1 ? " (" + std::to_string(n) + " times)" : "");
+  }
+}
+
+bool ServerShard::ConnectionLive(const std::string& identity) {
+  // A HEARTBEAT the worker drops (RequestChannel::DrainReplies). With
+  // ROUTER_MANDATORY the identity frame fails with EHOSTUNREACH once the
+  // peer's connection is gone; a full queue (EAGAIN) means it is there.
+  MessageHeader probe;
+  probe.set_type(HEARTBEAT);
+  const std::string header = probe.SerializeAsString();
+  try {
+    if (!socket_.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return true;
+    (void)socket_.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
+    return true;
+  } catch (const zmq::error_t& e) {
+    return e.num() != EHOSTUNREACH;
+  }
 }
 
 void ServerShard::DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs) {

@@ -23,6 +23,7 @@
 #include "core/config.h"
 #include "core/net/frame_pool.h"
 #include "core/net/message.h"
+#include "core/net/zap_handler.h"
 #include "core/status.h"
 #include "server/clock_tracker.h"
 #include "server/table.h"
@@ -81,8 +82,16 @@ class ServerShard {
   ~ServerShard();
 
   /// Binds the shard's ROUTER socket ("tcp://127.0.0.1:0" picks a free port).
-  /// Errors: IOError naming the endpoint.
+  /// With security.curve set (and a tcp:// or ipc:// endpoint) it first
+  /// reads the server key pair and the authorized keys and starts the ZAP
+  /// handler in the shard's context (one CURVE shard per context); inproc://
+  /// needs no CURVE. Without it, a non-loopback address is bound with a
+  /// WARNING ("anyone who can reach this port ..."). Errors: IOError naming
+  /// the endpoint; those of CurveServerOptions (core/net/curve.h).
   Status Bind(const std::string& endpoint);
+  /// Connections refused at the CURVE handshake so far (unlisted keys,
+  /// peers without CURVE or with another server key). Run()'s thread.
+  uint64_t handshakes_refused() const { return handshakes_refused_; }
   /// The endpoint actually bound (with the real port), after Bind.
   const std::string& endpoint() const { return endpoint_; }
 
@@ -116,6 +125,16 @@ class ServerShard {
   /// Called on Run()'s thread each time the shard's min clock advances, with
   /// the new value (tools/server_main.cc writes a JSON-lines metrics row).
   void SetClockListener(std::function<void(int64_t min_clock)> listener) { clock_listener_ = std::move(listener); }
+  /// Called on Run()'s thread with done = false after every message handled
+  /// and every poll round (so at least every 100 ms while Run() serves; the
+  /// listener throttles itself), and once with done = true as Run()
+  /// returns, whatever it returns (server/shard_metrics.h publishes the
+  /// /metrics snapshot from it).
+  void SetTickListener(std::function<void(bool done)> listener) { tick_listener_ = std::move(listener); }
+  /// The shard's view of the workers' clocks. Call on Run()'s thread.
+  const ClockTracker& clocks() const { return clocks_; }
+  /// The job id this shard serves (cluster.job_id, or the config's name).
+  const std::string& job_id() const { return job_id_; }
   /// Table `id` of the job (valid once worker 0's HELLO defined them; see
   /// num_tables()).
   const ServerTable& table(uint32_t id) const { return *tables_[id]; }
@@ -143,6 +162,7 @@ class ServerShard {
     std::chrono::steady_clock::time_point last_seen;
   };
 
+  Status RunLoop();  // Run() less the final tick
   void Handle(const std::string& identity, Message* m);
   Status CheckRequest(const std::string& identity, const Message& m) const;
   Status CheckPeer(const std::string& identity, const Message& m) const;  // values, membership
@@ -158,10 +178,16 @@ class ServerShard {
   Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
   Status CheckWorkerTimeouts();
   // HELLO: checks protocol version, job and generation, shard index,
-  // staleness and tables (defining them from worker 0's, or comparing with
-  // them). Returns false when the HELLO was refused (error reply sent) or
+  // staleness, that no other live connection holds the rank (a second
+  // claim is refused and logged, naming both connections), and tables
+  // (defining them from worker 0's, or comparing with them). Returns false when the HELLO was refused (error reply sent) or
   // must wait for worker 0's (kept in waiting_hellos_).
   bool AdmitHello(const std::string& identity, Message* m);
+  // Whether the ROUTER still has a connection for `identity` (a message
+  // the worker ignores is sent to it; see AdmitHello).
+  bool ConnectionLive(const std::string& identity);
+  // Logs and counts the handshake failures the monitor reported.
+  void TakeHandshakeFailures();
   void DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs);
   void AdmitWaitingHellos();
   // Checkpoints: a worker's CHECKPOINT joins the round at its clock; once
@@ -190,11 +216,20 @@ class ServerShard {
   std::deque<PendingPull> pending_;
   std::unique_ptr<zmq::context_t> own_ctx_;  // when no context was passed in
   zmq::context_t* ctx_;
+  // security.curve: admits the listed worker keys. Declared before socket_
+  // so that it outlives the socket it guards (core/net/zap_handler.h).
+  std::unique_ptr<ZapHandler> zap_;
   zmq::socket_t socket_;
+  // With CURVE: the ROUTER's handshake failures (a peer without CURVE, or
+  // with another server key), read in Run() and logged.
+  zmq::socket_t monitor_;
+  uint64_t handshakes_refused_ = 0;
+  uint64_t handshake_failures_logged_ = 0;  // failures other than ZAP refusals (logged 1st, 10th, 100th ...)
   std::string endpoint_;
   std::atomic<bool> stop_{false};
   Status aborted_;  // set by a worker's ABORT: Run() returns it
   std::function<void(int64_t)> clock_listener_;
+  std::function<void(bool)> tick_listener_;
   ServerStats stats_;
   // Reply values frames. Frames still queued in ZeroMQ when the shard is
   // destroyed keep the pool's state alive until they are sent or dropped.

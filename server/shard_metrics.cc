@@ -1,5 +1,10 @@
 #include "server/shard_metrics.h"
 
+#include <chrono>
+#include <memory>
+
+#include "tether/build_config.h"
+
 namespace tether {
 
 void LogShardClocks(ServerShard* server, MetricsLog* log) {
@@ -10,6 +15,116 @@ void LogShardClocks(ServerShard* server, MetricsLog* log) {
                 {"bytes_out", s.bytes_out}, {"deferred_pulls", s.deferred_pulls},
                 {"staleness_mean", s.staleness.mean()}});
   });
+}
+
+void PublishShardMetrics(ServerShard* server, PublishedSnapshot<ShardMetricsSnapshot>* out) {
+  struct State {
+    std::chrono::steady_clock::time_point last{};
+    int64_t min_clock = 0;
+  };
+  auto state = std::make_shared<State>();
+  server->SetTickListener([server, out, state](bool done) {
+    const ClockTracker& clocks = server->clocks();
+    if (clocks.min_clock() != ClockTracker::kNoWorkers) state->min_clock = clocks.min_clock();
+    // The loop's calls are throttled (a publish copies the shard's stats);
+    // the last one, as Run() returns, always publishes the final values.
+    const auto now = std::chrono::steady_clock::now();
+    if (!done && now - state->last < std::chrono::milliseconds(kShardMetricsPublishMs)) return;
+    state->last = now;
+    ShardMetricsSnapshot snap;
+    snap.published = true;
+    snap.running = !done;
+    snap.stats = server->SnapshotStats();
+    snap.worker_clocks.resize(clocks.num_workers());
+    for (int r = 0; r < clocks.num_workers(); ++r) snap.worker_clocks[r] = clocks.clock(r);
+    snap.min_clock = state->min_clock;
+    out->Publish(std::move(snap));
+  });
+}
+
+namespace {
+
+// Upper bounds of the staleness histogram's buckets: every τ up to 8, then
+// coarser, within the 63 exact buckets the shard keeps (τ ≥ 63 falls in
+// +Inf only).
+const std::vector<double>& StalenessBounds() {
+  static const std::vector<double> kBounds = {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 62};
+  return kBounds;
+}
+
+}  // namespace
+
+std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::string& job, int shard) {
+  using T = ExpositionWriter::Type;
+  const PrometheusLabels base = {{"tether_job", job}, {"role", "server"}, {"shard", std::to_string(shard)}};
+  auto with_rank = [&](size_t r) {
+    PrometheusLabels l = base;
+    l.emplace_back("worker_rank", std::to_string(r));
+    return l;
+  };
+  const ShardStats& s = snap.stats;
+  ExpositionWriter w;
+  PrometheusLabels info = base;
+  info.emplace_back("version", TETHER_VERSION);
+  w.Gauge("tether_info", "Constant 1; the labels say which process of which job this is.", info, 1);
+  w.Gauge("tether_training_active",
+          "1 while the process takes part in training; 0 once it finished (the endpoint lingers with the final "
+          "values, --metrics_linger_s).",
+          base, snap.running ? 1 : 0);
+  struct Counter {
+    const char* name;
+    uint64_t value;
+    const char* help;
+  };
+  const Counter counters[] = {
+      {"tether_server_pulls_total", s.pulls(), "PULL requests served."},
+      {"tether_server_pushes_total", s.pushes(), "PUSH requests applied."},
+      {"tether_server_rows_pulled_total", s.rows_pulled(), "Rows sent in pull replies (row tables)."},
+      {"tether_server_rows_pushed_total", s.rows_pushed(), "Rows of gradients applied (row tables)."},
+      {"tether_server_updates_applied_total", s.updates_applied(),
+       "Updates applied: rows of pushes, a dense push counting 1 (the metrics JSON's updates_applied, summed "
+       "over shards)."},
+      {"tether_server_received_bytes_total", s.bytes_in(), "Bytes of keys and values frames received."},
+      {"tether_server_sent_bytes_total", s.bytes_out(), "Bytes of keys and values frames sent."},
+      {"tether_server_deferred_pulls_total", s.deferred_pulls(), "Pulls that waited on the staleness bound."},
+      {"tether_server_bound_violations_total", s.bound_violations(),
+       "Pulls answered past their staleness bound (must stay 0)."},
+      {"tether_server_bad_messages_total", s.bad_messages(), "Requests answered with ERROR_REPLY."},
+      {"tether_server_send_failures_total", s.send_failures(), "Replies that could not be delivered."},
+      {"tether_server_workers_timed_out_total", s.workers_timed_out(),
+       "Workers removed from the min clock for silence."},
+      {"tether_server_workers_rejoined_total", s.workers_rejoined(), "HELLOs again from a known rank."},
+  };
+  for (const Counter& c : counters) w.Counter(c.name, c.help, base, static_cast<double>(c.value));
+  w.Gauge("tether_server_min_clock",
+          "Smallest clock over the workers still training, as this shard sees them (the last value once all "
+          "finished).",
+          base, static_cast<double>(snap.min_clock));
+  w.Family("tether_server_worker_clock", T::kGauge, "Clock of each worker as this shard last heard it.");
+  for (size_t r = 0; r < snap.worker_clocks.size(); ++r)
+    w.Sample("tether_server_worker_clock", with_rank(r), static_cast<double>(snap.worker_clocks[r]));
+  w.Family("tether_server_bound_wait_seconds_total", T::kCounter,
+           "Seconds each worker's pulls waited on the staleness bound at this shard (pulls of one minibatch "
+           "waiting side by side count once).");
+  for (int r = 0; r < s.bound_wait_seconds_size(); ++r)
+    w.Sample("tether_server_bound_wait_seconds_total", with_rank(r), s.bound_wait_seconds(r));
+  // Cumulative counts of τ ≤ b from the shard's exact per-τ buckets.
+  const std::vector<double>& bounds = StalenessBounds();
+  std::vector<uint64_t> cumulative(bounds.size(), 0);
+  uint64_t running = 0;
+  size_t next = 0;
+  for (int tau = 0; tau < StalenessHistogram::kBuckets - 1 && next < bounds.size(); ++tau) {
+    if (tau < s.staleness_histogram_size()) running += s.staleness_histogram(tau);
+    while (next < bounds.size() && bounds[next] == tau) cumulative[next++] = running;
+  }
+  w.Family("tether_server_push_staleness", T::kHistogram,
+           "Staleness tau of applied pushes: updates to the table between the version a gradient was computed "
+           "from and its application (Zhang et al., IJCAI 2016).");
+  w.Histogram("tether_server_push_staleness", base, bounds, cumulative, static_cast<double>(s.staleness_sum()),
+              s.pushes());
+  w.Gauge("tether_server_push_staleness_max", "Largest staleness tau applied so far.", base,
+          static_cast<double>(s.staleness_max()));
+  return w.text();
 }
 
 }  // namespace tether

@@ -1151,5 +1151,54 @@ TEST(TransportTest, ShardWhoseRemovedWorkerNeverCameBackEndsWithAnError) {
       << st.message();
 }
 
+// Issue 12: one rank, one connection. A peer that says HELLO as a working
+// rank (here a raw socket, as a process on another host would) is refused
+// while that rank's connection is live, the server names both connections,
+// and the real worker goes on unharmed (it drops the server's liveness
+// probe silently). Once the worker's process is gone (its context closed,
+// and its TCP connection with it), a HELLO on a new connection is that
+// worker restarted, and it rejoins.
+TEST(TransportTest, SecondClaimOnALiveRankIsRefusedAndARestartedWorkerRejoins) {
+  JobConfig c = ExactJob(1, 2, 2);
+  ServerThread server(c, 0);
+  LogCapture log;
+  auto real = Connect(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(real);
+  const std::vector<uint64_t> key = {7};
+  const float ones[2] = {1.0f, 1.0f};
+  float row[2] = {0, 0};
+  ASSERT_TRUE(real->PushRows(kW1, key, ones).Wait().ok());
+  {
+    BadPeer intruder(server.endpoint());
+    EXPECT_EQ(intruder.SendAndGetError({"claim", {HelloHeader(c, 0, 0), "", ""}, ""}),
+              "[server 0] worker 0 is already connected to server 0 from another connection that is still live: a "
+              "second claim on a rank is refused (a restarted worker rejoins once its old connection is gone, within "
+              "cluster.liveness_timeout_ms=5000 for a vanished host)");
+  }
+  // Both connections named: the intruder's ZeroMQ-made identity (binary,
+  // in hex) with its address, and the worker's own.
+  EXPECT_EQ(log.Count(google::GLOG_ERROR, "second claim on worker 0 refused: connection 0x"), 1u);
+  EXPECT_EQ(log.Count(google::GLOG_ERROR, "(from 127.0.0.1"), 1u);
+  EXPECT_EQ(log.Count(google::GLOG_ERROR, "which connection 'w0-"), 1u);
+  // The real worker still holds rank 0: its push after the claim lands
+  // (SUM from 0: two pushes of 1), and the probe it got was no reply.
+  ASSERT_TRUE(real->PushRows(kW1, key, ones).Wait().ok());
+  ASSERT_TRUE(real->PullRows(kW1, key, row).Wait().ok());
+  EXPECT_EQ(row[0], 2.0f);
+  EXPECT_EQ(row[1], 2.0f);
+  EXPECT_EQ(log.Count(google::GLOG_WARNING, "for unknown request"), 0u);
+  EXPECT_EQ(server.stats().workers_rejoined, 0u);
+  EXPECT_EQ(server.stats().updates_applied, 2u);
+
+  // The worker crashes (no BYE): destroying its client closes its context,
+  // which returns only once the TCP connection is closed.
+  real.reset();
+  BadPeer restarted(server.endpoint());
+  EXPECT_EQ(restarted.SendAndGetError({"rejoin", {HelloHeader(c, 0, 0), "", ""}, ""}), "(not an ERROR_REPLY)");
+  EXPECT_EQ(server.stats().workers_rejoined, 1u);
+  EXPECT_EQ(log.Count(google::GLOG_WARNING, "worker 0 rejoined at clock 0"), 1u);
+  EXPECT_EQ(log.Count(google::GLOG_ERROR, "second claim"), 1u);
+}
+
 }  // namespace
 }  // namespace tether

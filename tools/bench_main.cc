@@ -3,7 +3,8 @@
 // times on shared machines drift; same-run ratios do not).
 //
 //   tether-bench transport   Tether push/pull over loopback vs a minimal
-//                            ZeroMQ DEALER/ROUTER pair moving the same bytes
+//                            ZeroMQ DEALER/ROUTER pair moving the same bytes;
+//                            with --curve, CURVE on vs off side by side
 //   tether-bench updates     server-side SGD/AdaGrad/Adam on pushed rows
 //                            (one core) vs a STREAM copy/triad probe
 //   tether-bench kv          the worker side of scripts/bench_pslite.sh:
@@ -46,6 +47,7 @@
 #include "core/net/rendezvous.h"
 #include "core/partition.h"
 #include "core/table_spec.h"
+#include "core/net/curve.h"
 #include "server/checkpoint.h"
 #include "server/optimizer.h"
 #include "server/server.h"
@@ -84,8 +86,14 @@ DEFINE_int64(stream_floats, 1 << 25,
 DEFINE_string(server, "", "kv: endpoint of a running tether-server (tcp://127.0.0.1:PORT)");
 DEFINE_string(job_id, "tether-bench-kv", "kv: the server's job id (its config's name or cluster.job_id)");
 DEFINE_string(shapes, "1x1,100000x1,1000000x1,1024x4096,100000x64,100000x256",
-              "kv: request shapes, KEYSxDIM (floats per key), comma-separated");
+              "kv and transport --curve: request shapes, KEYSxDIM (floats per key), comma-separated");
 DEFINE_string(optimizer, "sgd", "kv: the tables' server-side update, sgd or noop (checks and lookups, no arithmetic)");
+DEFINE_bool(curve, false,
+            "transport: Tether with CURVE on (security.curve: authenticated, encrypted) side by side with CURVE off, "
+            "over the --shapes request shapes, instead of Tether vs raw ZeroMQ");
+DEFINE_string(client_key_file, "", "kv: this client's CURVE key pair (NAME.key); with --server_public_key_file: CURVE on");
+DEFINE_string(server_public_key_file, "", "kv: the server's CURVE public key (NAME.pub)");
+DEFINE_double(push_value, 0.5, "kv: the value of every pushed float (a recognisable pattern for wire captures)");
 DEFINE_uint64(key_seed, 1, "kv: seed of the random sorted uint64 keys (tools/pslite_kv/kv_bench.cc draws the same)");
 DEFINE_uint64(seed, 1, "order: train.seed");
 DEFINE_string(ckpt_dir, "", "checkpoint: where to write (default: $TMPDIR/tether-bench-checkpoint.PID); removed after");
@@ -303,7 +311,152 @@ JobConfig TransportConfig(int servers, int64_t dim) {
   return c;
 }
 
+// ------------------------------------------------------------ transport --curve
+
+// Shards in threads on 127.0.0.1 and one client, with CURVE on or off: one
+// side of the CURVE comparison. Stops everything when destroyed.
+class BenchCluster {
+ public:
+  ~BenchCluster() {
+    if (client_ != nullptr) (void)client_->Bye();
+    client_.reset();
+    for (auto& sh : shards_) sh->Stop();
+    for (auto& t : threads_) t.join();
+  }
+  static StatusOr<std::unique_ptr<BenchCluster>> Start(const JobConfig& config) {
+    std::unique_ptr<BenchCluster> c(new BenchCluster);
+    ClientOptions copts = ClientOptionsFor(config, 0, {});
+    if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
+    if (FLAGS_max_outstanding > 0) copts.max_outstanding = FLAGS_max_outstanding;
+    if (config.security().has_curve()) {
+      TETHER_ASSIGN_OR_RETURN(copts.curve, CurveClientOptions(config.security().curve()));
+    }
+    for (int s = 0; s < config.cluster().num_servers(); ++s) {
+      c->shards_.push_back(std::make_unique<ServerShard>(config, s));
+      TETHER_RETURN_IF_ERROR(c->shards_.back()->Bind("tcp://127.0.0.1:0"));
+      copts.servers.push_back(c->shards_.back()->endpoint());
+    }
+    for (auto& sh : c->shards_) {
+      ServerShard* p = sh.get();
+      c->threads_.emplace_back([p] {
+        Status st = p->Run();
+        if (!st.ok()) LOG(ERROR) << st.message();
+      });
+    }
+    TETHER_ASSIGN_OR_RETURN(c->client_, WorkerClient::Connect(copts));
+    return c;
+  }
+  WorkerClient& client() { return *client_; }
+
+ private:
+  BenchCluster() = default;
+  std::vector<std::unique_ptr<ServerShard>> shards_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<WorkerClient> client_;
+};
+
+int RunTransportCurve() {
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (keys, dim)
+  for (const std::string& item : ParseNames(FLAGS_shapes)) {
+    const size_t x = item.find('x');
+    const int64_t n = x == std::string::npos ? 0 : static_cast<int64_t>(std::stod(item.substr(0, x)));
+    const int64_t dim = x == std::string::npos ? 0 : std::stoll(item.substr(x + 1));
+    if (n < 1 || dim < 1) {
+      std::fprintf(stderr, "tether-bench transport: bad shape '%s' in --shapes (KEYSxDIM, both ≥ 1)\n", item.c_str());
+      return 2;
+    }
+    shapes.emplace_back(n, dim);
+  }
+  // Fresh keys for this run, in a private directory removed at the end.
+  std::string dir = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/tether-bench-keys.XXXXXX");
+  if (mkdtemp(dir.data()) == nullptr) {
+    std::fprintf(stderr, "tether-bench transport: cannot create a key directory under %s\n", dir.c_str());
+    return 1;
+  }
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { std::filesystem::remove_all(dir); }
+  } remove_dir{dir};
+  for (const char* name : {"server", "client"}) {
+    auto keys = NewCurveKeyPair();
+    Status st = keys.ok() ? WriteCurveKeyFiles(dir, name, *keys) : keys.status();
+    if (!st.ok()) {
+      std::fprintf(stderr, "tether-bench transport: %s\n", st.message().c_str());
+      return 1;
+    }
+  }
+  std::printf("## Transport: CURVE on vs off, loopback, one request in flight\n\n");
+  std::printf("Tether push/pull with security.curve (CurveZMQ: every message encrypted and authenticated by\n"
+              "libzmq/libsodium) and without, measured alternately in the same run against two sets of\n"
+              "shards in this process. GB/s counts value bytes only (keys add 8 bytes per key); latency is\n"
+              "one request split over the shards until every shard answered. `on/off` = CURVE GB/s ÷\n"
+              "plain GB/s from the medians (1.00: encryption is free; 0.25: a quarter of the throughput).\n\n");
+  std::printf("| servers | keys | dim | op | reps | off p50 ms | off GB/s | on p50 ms | on GB/s | on/off |\n");
+  std::printf("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
+  std::fflush(stdout);
+  for (int64_t servers : ParseList(FLAGS_servers)) {
+    for (const auto& [n, dim] : shapes) {
+      JobConfig config = TransportConfig(static_cast<int>(servers), dim);
+      std::unique_ptr<BenchCluster> side[2];
+      for (int on = 0; on < 2; ++on) {
+        JobConfig c = config;
+        if (on) {
+          CurveConfig* curve = c.mutable_security()->mutable_curve();
+          curve->set_server_secret_key_file(dir + "/server.key");
+          curve->set_server_public_key_file(dir + "/server.pub");
+          curve->set_client_secret_key_file(dir + "/client.key");
+          curve->add_authorized_keys(dir + "/client.pub");
+        }
+        auto started = BenchCluster::Start(c);
+        if (!started.ok()) {
+          std::fprintf(stderr, "tether-bench transport: %s\n", started.status().message().c_str());
+          return 1;
+        }
+        side[on] = std::move(*started);
+      }
+      const double value_bytes = static_cast<double>(n) * dim * 4;
+      std::vector<uint64_t> keys(n);
+      for (int64_t i = 0; i < n; ++i) keys[i] = static_cast<uint64_t>(i) * 3;
+      std::vector<float> buf(static_cast<size_t>(n * dim), 0.5f);
+      for (const std::string& op : ParseNames(FLAGS_ops)) {
+        const bool push = op == "push";
+        auto run = [&](WorkerClient& client) -> Status {
+          if (push) {
+            client.PushRows(0, keys, buf.data());
+            return client.WaitAll();
+          }
+          return client.PullRows(0, keys, buf.data()).Wait();
+        };
+        std::vector<double> t[2];
+        Status st;
+        for (int on = 0; on < 2 && st.ok(); ++on) st = run(side[on]->client());  // warm-up, untimed
+        const double start = Now();
+        while (st.ok() && static_cast<int>(t[0].size()) < FLAGS_max_reps &&
+               (static_cast<int>(t[0].size()) < FLAGS_min_reps || Now() - start < 2 * FLAGS_min_time_s)) {
+          for (int on = 0; on < 2 && st.ok(); ++on) {
+            const double t0 = Now();
+            st = run(side[on]->client());
+            t[on].push_back(Now() - t0);
+          }
+        }
+        if (!st.ok()) {
+          std::fprintf(stderr, "tether-bench transport: %s\n", st.message().c_str());
+          return 1;
+        }
+        const Summary off = Summarize(t[0]), on = Summarize(t[1]);
+        std::printf("| %lld | %s | %lld | %s | %d | %.3f | %.3f | %.3f | %.3f | %.2f |\n",
+                    static_cast<long long>(servers), Si(static_cast<double>(n)).c_str(), static_cast<long long>(dim),
+                    op.c_str(), off.reps, off.median * 1e3, value_bytes / off.median / 1e9, on.median * 1e3,
+                    value_bytes / on.median / 1e9, off.median / on.median);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
 int RunTransport() {
+  if (FLAGS_curve) return RunTransportCurve();
   const std::vector<int64_t> keys_list = ParseList(FLAGS_keys);
   const std::vector<int64_t> dims = ParseList(FLAGS_dims.empty() ? "1,16,64,256" : FLAGS_dims);
   const std::vector<int64_t> servers_list = ParseList(FLAGS_servers);
@@ -679,6 +832,17 @@ int RunKv() {
   copts.request_timeout_ms = 120000;
   if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
   if (FLAGS_max_outstanding > 0) copts.max_outstanding = FLAGS_max_outstanding;
+  if (!FLAGS_client_key_file.empty() || !FLAGS_server_public_key_file.empty()) {
+    CurveConfig curve;
+    curve.set_client_secret_key_file(FLAGS_client_key_file);
+    curve.set_server_public_key_file(FLAGS_server_public_key_file);
+    auto keys = CurveClientOptions(curve);
+    if (!keys.ok()) {
+      std::fprintf(stderr, "tether-bench kv: %s\n", keys.status().message().c_str());
+      return 2;
+    }
+    copts.curve = *keys;
+  }
   std::vector<int64_t> table_dims;
   for (const auto& shape : shapes) {
     const int64_t dim = shape.second;
@@ -709,7 +873,7 @@ int RunKv() {
     const uint32_t table = static_cast<uint32_t>(
         std::find(table_dims.begin(), table_dims.end(), dim) - table_dims.begin());
     const std::vector<uint64_t> keys = RandomSortedKeys(n, FLAGS_key_seed);
-    std::vector<float> push_vals(static_cast<size_t>(n * dim), 0.5f), pull_vals(static_cast<size_t>(n * dim));
+    std::vector<float> push_vals(static_cast<size_t>(n * dim), static_cast<float>(FLAGS_push_value)), pull_vals(static_cast<size_t>(n * dim));
     auto push = [&]() -> Status {
       client->PushRows(table, keys, push_vals.data());
       return client->WaitAll();
@@ -1088,7 +1252,8 @@ int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(
       &argc, &argv,
       {"tether-bench transport|updates|kv|order|checkpoint|rendezvous [flags]\n"
-       "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops)\n"
+       "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops); with --curve:\n"
+       "             CURVE on vs off over the --shapes request shapes\n"
        "  kv         push/pull shapes against a running tether-server (--server, --shapes, --optimizer;\n"
        "             scripts/bench_pslite.sh runs it alternately with ps-lite)\n"
        "  updates    server optimizers on one core vs a memory-bandwidth probe (--rows, --dims, --optimizers)\n"

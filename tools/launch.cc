@@ -69,6 +69,7 @@
 #include "core/status.h"
 #include "server/checkpoint.h"
 #include "tools/common_flags.h"
+#include "tools/metrics_flags.h"
 #include "worker/model_registry.h"
 
 DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers); 0: from the config");
@@ -97,6 +98,9 @@ DEFINE_bool(rendezvous_serve, false,
 DEFINE_bool(resume_if_present, false,
             "resume from the latest complete checkpoint under checkpoint.dir when there is one, else start "
             "afresh (a requeued job); excludes --resume_from");
+DEFINE_string(metrics_sd_dir, "",
+              "with --metrics_port: every server and worker writes its Prometheus file_sd target file "
+              "(JOBID-server-I.json, JOBID-worker-R.json) here, for a file_sd_configs entry of DIR/*.json");
 DEFINE_int32(max_restarts, 0,
              "when the job fails (a process died or failed), restart it from the latest complete checkpoint "
              "under checkpoint.dir, up to N times, each as the next cluster.generation");
@@ -129,6 +133,12 @@ struct LaunchOptions {
   std::chrono::seconds timeout{1800};
   std::string transport = "tcp";        // tcp | ipc | inproc (--transport)
   std::vector<std::string> forwarded;   // "--flag=value" for every child
+  // /metrics (--metrics_port): -1 none; 0 a free port per process; else
+  // server i at base + i, worker r at base + num_servers + r.
+  int metrics_port = -1;
+  std::string metrics_sd_dir;           // "" = no file_sd target files
+  std::string metrics_sd_prefix;        // file name prefix there (the job id)
+  std::chrono::seconds metrics_linger{0};  // children serve this long after training
 };
 
 // A worker whose loss diverged under train.fail_on_divergence exits with
@@ -272,6 +282,8 @@ class Launcher {
 
   // Phases; each returns the exit code to end with, or nullopt to go on.
   std::optional<int> WaitForPortFiles(std::vector<std::string>* endpoints);
+  // --metrics_port (and --metrics_sd_file) of one child.
+  void AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const;
   std::optional<int> Monitor();
   std::optional<int> Interrupted(const std::string& phase);
   int PrintSummary();
@@ -571,6 +583,15 @@ std::optional<int> Launcher::Interrupted(const std::string& phase) {
   return std::nullopt;
 }
 
+void Launcher::AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const {
+  if (options_.metrics_port < 0) return;
+  const int offset = role == "server" ? index : options_.num_servers + index;
+  args->push_back("--metrics_port=" + std::to_string(options_.metrics_port == 0 ? 0 : options_.metrics_port + offset));
+  if (!options_.metrics_sd_dir.empty())
+    args->push_back("--metrics_sd_file=" + options_.metrics_sd_dir + "/" + options_.metrics_sd_prefix + "-" + role +
+                    "-" + std::to_string(index) + ".json");
+}
+
 std::optional<int> Launcher::WaitForPortFiles(std::vector<std::string>* endpoints) {
   phase_ = "servers starting";
   endpoints->assign(options_.num_servers, "");
@@ -634,9 +655,10 @@ std::optional<int> Launcher::Monitor() {
     if (Live() == 0) return std::nullopt;
     if (Live("worker") == 0 && !servers_deadline) {
       phase_ = "waiting for servers to exit";
-      servers_deadline = Clock::now() + kServerExitWait;
-      LOG(INFO) << "[launch] all workers finished; waiting up to " << kServerExitWait.count()
-                << " s for the servers to exit";
+      // Servers serving /metrics stay up --metrics_linger_s more.
+      servers_deadline = Clock::now() + kServerExitWait + options_.metrics_linger;
+      LOG(INFO) << "[launch] all workers finished; waiting up to "
+                << (kServerExitWait + options_.metrics_linger).count() << " s for the servers to exit";
     }
     if (auto code = Interrupted(phase_)) return code;
     if (servers_deadline && Clock::now() >= *servers_deadline) {
@@ -728,6 +750,7 @@ int Launcher::RunJob() {
                                    : std::string("tcp://127.0.0.1:0");
     std::vector<std::string> args = {config_flag, "--shard=" + std::to_string(i), "--listen=" + listen,
                                      "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};
+    AddMetricsFlags("server", i, &args);
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
     if (Status st = StartChild("server", i, "tether-server", std::move(args)); !st.ok()) {
       LOG(ERROR) << "[launch] " << st.ToString();
@@ -746,6 +769,7 @@ int Launcher::RunJob() {
   for (int r = 0; r < options_.num_workers; ++r) {
     std::vector<std::string> args = {config_flag, "--rank=" + std::to_string(r), "--server_addresses=" + addresses};
     if (r == 0 && !options_.metrics_out.empty()) args.push_back("--metrics_out=" + options_.metrics_out);
+    AddMetricsFlags("worker", r, &args);
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
     if (Status st = StartChild("worker", r, "tether-worker", std::move(args)); !st.ok()) {
       LOG(ERROR) << "[launch] " << st.ToString();
@@ -948,6 +972,7 @@ int main(int argc, char** argv) {
       &argc, &argv,
       {"tether-launch --config=JOB.pbtxt [--servers=S] [--workers=W] [--transport=tcp|ipc|inproc] "
        "[--metrics_out=FILE] [--timeout_s=1800] [--resume_from=DIR] [--max_restarts=N] "
+       "[--metrics_port=BASE [--metrics_host=H] [--metrics_sd_dir=DIR] [--metrics_linger_s=15]] "
        "[override flags such as --staleness=N, forwarded to every server and worker]\n"
        "Runs S tether-server shards and W tether-worker ranks on 127.0.0.1 and waits for them.\n"
        "   or, as every task of srun/mpirun (engine mode): srun -n $((S+W)) tether-launch --config=JOB.pbtxt "
@@ -1110,6 +1135,59 @@ int main(int argc, char** argv) {
       return 1;
     }
     LOG(INFO) << "[launch] serving the rendezvous store at " << store->endpoint();
+  }
+  // /metrics: each child gets its own port (tools/metrics_flags.h); host
+  // and linger are the same for all.
+  for (const char* flag : {"metrics_port_file", "metrics_sd_file"}) {
+    if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
+      LOG(ERROR) << "[launch] flag --" << flag << " names one process's file; tether-launch takes --metrics_sd_dir "
+                 << "(one file_sd target file per process)";
+      return 2;
+    }
+  }
+  if (FLAGS_metrics_port >= 0) {
+    const int last = FLAGS_metrics_port + options.num_servers + options.num_workers - 1;
+    if (FLAGS_metrics_port > 0 && last > 65535) {
+      LOG(ERROR) << "[launch] --metrics_port=" << FLAGS_metrics_port << " gives the last of "
+                 << options.num_servers + options.num_workers << " processes port " << last << ", past 65535";
+      return 2;
+    }
+    if (FLAGS_transport == "inproc") {
+      LOG(ERROR) << "[launch] --metrics_port needs server and worker processes: --transport=tcp or ipc";
+      return 2;
+    }
+    if (FLAGS_metrics_linger_s < 0) {
+      LOG(ERROR) << "[launch] --metrics_linger_s=" << FLAGS_metrics_linger_s << " is negative (0: exit at once)";
+      return 2;
+    }
+    options.metrics_port = FLAGS_metrics_port;
+    options.metrics_linger = std::chrono::seconds(FLAGS_metrics_linger_s);
+    options.forwarded.push_back("--metrics_host=" + FLAGS_metrics_host);
+    options.forwarded.push_back("--metrics_linger_s=" + std::to_string(FLAGS_metrics_linger_s));
+    if (!FLAGS_metrics_sd_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(FLAGS_metrics_sd_dir, ec);
+      if (ec) {
+        LOG(ERROR) << "[launch] --metrics_sd_dir=" << FLAGS_metrics_sd_dir << ": " << ec.message();
+        return 2;
+      }
+      options.metrics_sd_dir = FLAGS_metrics_sd_dir;
+      std::string job = config->cluster().job_id().empty() ? config->name() : config->cluster().job_id();
+      for (const std::string& f : options.forwarded)
+        if (f.rfind("--job_id=", 0) == 0) job = f.substr(9);
+      for (char& ch : job)
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
+      options.metrics_sd_prefix = job;
+    }
+    LOG(INFO) << "[launch] /metrics on " << FLAGS_metrics_host << ": "
+              << (FLAGS_metrics_port == 0 ? std::string("a free port per process (each logs its URL)")
+                                          : "servers from port " + std::to_string(FLAGS_metrics_port) +
+                                                ", workers from " +
+                                                std::to_string(FLAGS_metrics_port + options.num_servers))
+              << (options.metrics_sd_dir.empty() ? "" : "; file_sd targets in " + options.metrics_sd_dir);
+  } else if (!FLAGS_metrics_sd_dir.empty()) {
+    LOG(ERROR) << "[launch] --metrics_sd_dir needs --metrics_port (0: a free port per process)";
+    return 2;
   }
   const std::vector<std::string> forwarded = options.forwarded;
   if (!FLAGS_resume_from.empty()) options.forwarded.push_back("--resume_from=" + FLAGS_resume_from);

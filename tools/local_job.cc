@@ -67,6 +67,9 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
   const int num_workers = config.cluster().num_workers();
   // The model's checks before any shard binds (each worker runs them too).
   TETHER_RETURN_IF_ERROR(ValidateModelConfig(config));
+  if (config.security().has_curve())
+    LOG(INFO) << "[local] security.curve is not used: this one-process job's traffic never leaves the process "
+                 "(inproc://), so there is nothing to encrypt or authenticate";
   // Declared first so it is destroyed last, on every return path, after the
   // shards and clients have closed their sockets (zmq_ctx_term waits for them).
   zmq::context_t ctx(1);

@@ -5,18 +5,49 @@ Each RUN is a .jsonl file (worker-0.jsonl from a job's train.metrics_dir, or
 the file scripts/torch_xmc.py writes) or a directory (its worker-0.jsonl is
 used), optionally labelled as LABEL=PATH:
 
-  /usr/bin/python3 tools/plot_metrics.py -o bibtex.png \
+  tools/plot_metrics.py -o bibtex.png \
       tether-1w=out/tether-1w torch=out/torch.jsonl
 
 Lines with "kind": "clock" give the loss curve (smoothed over --smooth
 clocks); lines with "kind": "eval" give P@1. The x axis is "train_s"
 (training seconds, evaluation excluded) unless --x=t (seconds since the
-process started, evaluation included). Needs Debian's python3-matplotlib.
+process started, evaluation included). Needs matplotlib: Debian's
+python3-matplotlib, which scripts/setup.sh installs (run with /usr/bin/python3,
+or any python3 that has matplotlib).
 """
 import argparse
 import json
 import os
+import subprocess
 import sys
+
+
+# Debian's interpreter, where python3-matplotlib installs matplotlib.
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def import_pyplot(tool):
+    """Returns matplotlib.pyplot (Agg backend). When this interpreter has no
+    matplotlib but Debian's /usr/bin/python3 has (a python3 from pyenv or a
+    venv first on PATH), re-runs the tool under Debian's; otherwise exits
+    with one line naming the Debian package (scripts/setup.sh installs it)."""
+    try:
+        import matplotlib
+    except ImportError:
+        here = os.path.realpath(sys.executable or "")
+        if (here != os.path.realpath(DEBIAN_PYTHON) and os.access(DEBIAN_PYTHON, os.X_OK)
+                and not os.environ.get("TETHER_PLOT_REEXEC")
+                and subprocess.call([DEBIAN_PYTHON, "-c", "import matplotlib"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL) == 0):
+            print(f"{tool}: no matplotlib in {sys.executable}; running under {DEBIAN_PYTHON}, which has it",
+                  file=sys.stderr)
+            os.environ["TETHER_PLOT_REEXEC"] = "1"
+            os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON, os.path.abspath(sys.argv[0])] + sys.argv[1:])
+        sys.exit(f"{tool}: matplotlib is missing: install Debian's python3-matplotlib (scripts/setup.sh does: "
+                 f"apt-get install python3-matplotlib) and run with {DEBIAN_PYTHON}")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
 
 
 def load(path):
@@ -57,10 +88,7 @@ def main():
     p.add_argument("--smooth", type=int, default=20, help="moving average of the loss over this many clocks")
     p.add_argument("--title", default="")
     a = p.parse_args()
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = import_pyplot("plot_metrics")
 
     fig, (ax_loss, ax_p1) = plt.subplots(1, 2, figsize=(11, 4))
     for run in a.runs:

@@ -5,6 +5,11 @@
 // a bind error); 2 bad config or flags; 128 + N on stop signal N (130
 // SIGINT, 143 SIGTERM): the shard stops within its poll interval (100 ms)
 // whatever its workers are doing, since the job did not finish.
+//
+// With --metrics_port the shard serves /metrics (tools/metrics_flags.h) and
+// keeps serving its final values --metrics_linger_s seconds after Run()
+// returns, then exits with the code above (a stop signal during the linger
+// ends it at once, without changing the code).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -21,6 +26,7 @@
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "tools/common_flags.h"
+#include "tools/metrics_flags.h"
 
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
 DEFINE_string(listen, "tcp://127.0.0.1:0",
@@ -49,6 +55,8 @@ void RequestStop(int sig) {
   if (g_signal.exchange(sig) != 0) return;
   if (tether::ServerShard* s = g_server.load()) s->Stop();
 }
+// The exit code of a Run() that returned `st` (logs why it is not 0).
+int ExitCode(const tether::Status& st);
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,6 +105,22 @@ int main(int argc, char** argv) {
     metrics_log = std::move(*log);
     tether::LogShardClocks(&server, metrics_log.get());
   }
+  tether::PublishedSnapshot<tether::ShardMetricsSnapshot> published;
+  std::unique_ptr<tether::MetricsEndpoint> endpoint;
+  {
+    // Null when --metrics_port is -1 (the flags are still checked).
+    auto ep = tether::StartMetricsEndpointFromFlags(
+        "[server " + std::to_string(FLAGS_shard) + "] ", {server.job_id(), "server", "shard", FLAGS_shard},
+        [&published, job = server.job_id(), shard = FLAGS_shard] {
+          return tether::RenderShardMetrics(published.Get(), job, shard);
+        });
+    if (!ep.ok()) {
+      LOG(ERROR) << "[server " << FLAGS_shard << "] " << ep.status().message();
+      return 2;
+    }
+    endpoint = std::move(*ep);
+    if (endpoint != nullptr) tether::PublishShardMetrics(&server, &published);
+  }
   g_server.store(&server);
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);
@@ -138,7 +162,11 @@ int main(int argc, char** argv) {
       LOG(INFO) << "[server " << FLAGS_shard << "] published " << reachable << " to rendezvous " << rendezvous
                 << " (job '" << job_id << "' generation " << generation << ")";
   }
-  if (st.ok() && g_signal.load() == 0) st = server.Run();
+  bool ran = false;
+  if (st.ok() && g_signal.load() == 0) {
+    ran = true;
+    st = server.Run();
+  }
   if (st.ok() && metrics_log != nullptr) st = metrics_log->Flush();
   g_server.store(nullptr);
   // The entry names a port about to close: withdraw it (best effort; a
@@ -148,6 +176,17 @@ int main(int argc, char** argv) {
         !del.ok())
       LOG(WARNING) << "[server " << FLAGS_shard << "] could not withdraw the rendezvous entry: " << del.message();
   }
+  const int code = ExitCode(st);
+  // A signal that stopped the job ends the process at once; one during the
+  // linger only cuts the linger short. A shard that never ran (bind error)
+  // has nothing to show.
+  if (ran && g_signal.load() == 0)
+    tether::LingerForScrapes("[server " + std::to_string(FLAGS_shard) + "] ", endpoint.get(), g_signal);
+  return code;
+}
+
+namespace {
+int ExitCode(const tether::Status& st) {
   if (const int sig = g_signal.load(); sig != 0) {
     LOG(WARNING) << "[server " << FLAGS_shard << "] stopped by signal " << sig << " (" << strsignal(sig)
                  << ") before the job finished: exit " << 128 + sig
@@ -162,3 +201,4 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+}  // namespace

@@ -13,7 +13,8 @@ epoch. It then writes:
                   on the wire;
   OUT/sweep.json  the same numbers, machine-readable;
   OUT/sweep.png   the metric against training time, one line per s
-                  (matplotlib, from Debian's python3-matplotlib).
+                  (matplotlib, from Debian's python3-matplotlib, which
+                  scripts/setup.sh installs; --no_plot to go without).
 
 Example:
   tools/staleness_sweep.py --config examples/bibtex.pbtxt --slowdown 2 --out sweep-bibtex
@@ -31,6 +32,34 @@ import sys
 import time
 
 
+# Debian's interpreter, where python3-matplotlib installs matplotlib.
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def import_pyplot(tool):
+    """Returns matplotlib.pyplot (Agg backend). When this interpreter has no
+    matplotlib but Debian's /usr/bin/python3 has (a python3 from pyenv or a
+    venv first on PATH), re-runs the tool under Debian's; otherwise exits
+    with one line naming the Debian package (scripts/setup.sh installs it)."""
+    try:
+        import matplotlib
+    except ImportError:
+        here = os.path.realpath(sys.executable or "")
+        if (here != os.path.realpath(DEBIAN_PYTHON) and os.access(DEBIAN_PYTHON, os.X_OK)
+                and not os.environ.get("TETHER_PLOT_REEXEC")
+                and subprocess.call([DEBIAN_PYTHON, "-c", "import matplotlib"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL) == 0):
+            print(f"{tool}: no matplotlib in {sys.executable}; running under {DEBIAN_PYTHON}, which has it",
+                  file=sys.stderr)
+            os.environ["TETHER_PLOT_REEXEC"] = "1"
+            os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON, os.path.abspath(sys.argv[0])] + sys.argv[1:])
+        sys.exit(f"{tool}: matplotlib is missing: install Debian's python3-matplotlib (scripts/setup.sh does: "
+                 f"apt-get install python3-matplotlib) and run with {DEBIAN_PYTHON}")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="job config (.pbtxt)")
@@ -46,6 +75,7 @@ def parse_args():
     p.add_argument("--repeat", type=int, default=1, help="runs per bound; the table shows medians")
     p.add_argument("--timeout_s", type=int, default=900, help="bound on each run")
     p.add_argument("--out", default="sweep", help="output directory")
+    p.add_argument("--no_plot", action="store_true", help="write no sweep.png (and need no matplotlib)")
     p.add_argument("extra", nargs="*", help="more flags for tether-launch, after --")
     return p.parse_args()
 
@@ -152,6 +182,8 @@ def fmt(x, spec):
 
 def main():
     args = parse_args()
+    # Checked before the first run, not after minutes of training.
+    plt = None if args.no_plot else import_pyplot("staleness_sweep")
     os.makedirs(args.out, exist_ok=True)
     bounds = [b.strip() for b in args.staleness.split(",") if b.strip()]
     results = {}
@@ -193,12 +225,8 @@ def main():
         json.dump({"config": args.config, "metric": args.metric, "target": args.target,
                    "slowdown": args.slowdown, "rows": rows,
                    "curves": {s: [r["curve"] for r in runs] for s, runs in results.items()}}, f, indent=1)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("[sweep] python3-matplotlib is not installed: no plot", file=sys.stderr)
+    if plt is None:
+        print(f"[sweep] wrote {args.out}/sweep.md, sweep.json (--no_plot)")
         return 0
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for s, runs in results.items():

@@ -14,9 +14,11 @@
 #include "core/net/rendezvous.h"
 #include "server/checkpoint.h"
 #include "tools/common_flags.h"
+#include "tools/metrics_flags.h"
 #include "tools/local_job.h"
 #include "tools/model_export.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
 
 DEFINE_int32(rank, 0, "this worker's rank in [0, num_workers)");
 DEFINE_string(server_addresses, "",
@@ -63,8 +65,17 @@ void RequestStop(int sig) {
   g_first_stop_ms.store(now);
   g_signal.store(sig);
 }
+int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>& report,
+             const tether::JobConfig& config);
 int RunInProcess() {
   const char* who = "[in-process job] ";
+  for (const char* flag : {"metrics_port", "metrics_port_file", "metrics_sd_file"}) {
+    if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
+      LOG(ERROR) << who << "flag --" << flag << " is not served by an in-process job: run servers and workers "
+                 << "as processes (tether-launch --transport tcp, or by hand) for /metrics";
+      return 2;
+    }
+  }
   for (const char* flag : {"rank", "server_addresses"}) {
     if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
       LOG(ERROR) << who << "flag --" << flag << " cannot be combined with --in_process (every rank and shard "
@@ -218,8 +229,42 @@ int main(int argc, char** argv) {
                << " endpoint(s) but cluster.num_servers is " << config->cluster().num_servers();
     return 2;
   }
+  // /metrics (--metrics_port): the training thread publishes its progress
+  // every clock; a scrape renders the latest copy.
+  tether::PublishedSnapshot<tether::WorkerMetricsSnapshot> published;
+  std::unique_ptr<tether::MetricsEndpoint> endpoint;
+  {
+    // Null when --metrics_port is -1 (the flags are still checked).
+    const std::string job = tether::JobId(*config);
+    auto ep = tether::StartMetricsEndpointFromFlags(who, {job, "worker", "rank", FLAGS_rank},
+                                                    [&published, job, rank = FLAGS_rank] {
+                                                      return tether::RenderWorkerMetrics(published.Get(), job, rank);
+                                                    });
+    if (!ep.ok()) {
+      LOG(ERROR) << who << ep.status().message();
+      return 2;
+    }
+    endpoint = std::move(*ep);
+    if (endpoint != nullptr)
+      options.on_progress = [&published](const tether::WorkerProgress& p) { published.Publish({true, p}); };
+  }
   options.stop_requested = [] { return g_stop.load(); };
   auto report = tether::RunWorker(*config, options);
+  if (endpoint != nullptr) {
+    tether::WorkerMetricsSnapshot last = published.Get();
+    last.running = false;
+    published.Publish(std::move(last));
+  }
+  const int code = ExitCode(who, report, *config);
+  // A stop signal ends the process at once; one during the linger only cuts
+  // the linger short (the job's exit code stands).
+  if (g_signal.load() == 0) tether::LingerForScrapes(who, endpoint.get(), g_signal);
+  return code;
+}
+
+namespace {
+int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>& report,
+             const tether::JobConfig& config) {
   if (!report.ok()) {
     // Errors from the client already carry the "[worker R] " prefix.
     const std::string& msg = report.status().message();
@@ -238,10 +283,11 @@ int main(int argc, char** argv) {
                  << "): exit " << 128 + sig;
     return 128 + sig;
   }
-  if (report->diverged && config->train().fail_on_divergence()) {
+  if (report->diverged && config.train().fail_on_divergence()) {
     LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
                << " (train.fail_on_divergence): exit " << tether::kExitDiverged;
     return tether::kExitDiverged;
   }
   return 0;
 }
+}  // namespace

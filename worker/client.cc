@@ -63,6 +63,7 @@ RequestChannel::Options ChannelOptions(const ClientOptions& o) {
   c.abort = o.abort;
   c.frame_pool_idle_bytes = o.frame_pool_idle_bytes;
   c.liveness_timeout_ms = o.liveness_timeout_ms;
+  c.curve = o.curve;
   c.stop_requested = o.stop_requested;
   return c;
 }

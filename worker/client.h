@@ -92,6 +92,12 @@ struct ClientOptions {
   /// has been down this long is gone, and every wait fails with Unavailable
   /// naming it (RequestChannel's file comment); 0: off.
   int liveness_timeout_ms = 5000;
+  /// security.curve: this worker's key pair and the servers' public key
+  /// (CurveClientOptions, core/net/curve.h); empty: plain connections.
+  /// Applied to tcp:// and ipc:// endpoints. A server that refuses the key
+  /// (or speaks no CURVE) fails Connect within a few hundred ms, naming the
+  /// shard and why (RequestChannel::Options::curve).
+  CurveOptions curve;
   /// A stop request (a signal), polled every 100 ms while a call waits:
   /// when true, waits give up with Unavailable ("stop requested"), and the
   /// caller leaves with Leave(). May be empty.

@@ -154,8 +154,11 @@ Status RequestChannel::Connect() {
   for (size_t shard = 0; shard < options_.servers.size(); ++shard) {
     const std::string& ep = options_.servers[shard];
     SocketOptions o = so;
-    // inproc:// has no connection that could drop: nothing to watch.
-    if (liveness > 0 && (ep.rfind("tcp://", 0) == 0 || ep.rfind("ipc://", 0) == 0)) {
+    const bool networked = ep.rfind("tcp://", 0) == 0 || ep.rfind("ipc://", 0) == 0;
+    if (networked) o.curve = options_.curve;
+    // inproc:// has no connection that could drop: nothing to watch. With
+    // CURVE the monitor also says why a server refused the handshake.
+    if ((liveness > 0 || options_.curve.enabled()) && networked) {
       // A vanished host is found by ZMTP heartbeats (closed after
       // liveness_timeout_ms without traffic), a dead process by its closed
       // connection; either way the disconnect must then last
@@ -165,8 +168,12 @@ Status RequestChannel::Connect() {
       // ClientOptions::max_message_bytes (64 MiB by default), well under a
       // second each; with liveness/2 a 345 MB reply on a loaded host took
       // longer and the connection was dropped under it.
-      o.heartbeat_ivl_ms = std::max(25, liveness / 4);
-      o.heartbeat_timeout_ms = std::max(50, liveness);
+      if (liveness > 0) {
+        o.heartbeat_ivl_ms = std::max(25, liveness / 4);
+        o.heartbeat_timeout_ms = std::max(50, liveness);
+      }
+      o.monitor_events |= ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                          ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
       o.monitor_endpoint = "inproc://tether-monitor-" + identity + "-" + std::to_string(shard);
       try {
         // Connected before the monitor binds (inproc allows it), so the
@@ -326,12 +333,33 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
     } catch (const zmq::error_t&) {
       return;
     }
-    if (event.size() < sizeof(uint16_t)) continue;
+    if (event.size() < sizeof(uint16_t) + sizeof(uint32_t)) continue;
     uint16_t id;
+    uint32_t value;
     std::memcpy(&id, event.data(), sizeof(id));
+    std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof(id), sizeof(value));
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+        id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+      // A refused handshake is no passing outage: ZeroMQ would retry it
+      // forever and every wait would end only at request_timeout_ms. A
+      // refused key or another mechanism is final at once; a handshake cut
+      // short without detail may be a server dying at that moment, so only
+      // kKnownBadHandshakes of them in a row (ZeroMQ retries every 100 ms
+      // or so) are.
+      ++link.failed_handshakes;
+      const bool final = id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                         (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) ||
+                         link.failed_handshakes >= kKnownBadHandshakes;
+      if (final && gone_.ok()) {
+        gone_ = Status::FailedPrecondition(log_prefix_ + HandshakeFailure(shard, id, value));
+        if (sticky_error_.ok()) sticky_error_ = gone_;
+      }
+      continue;
+    }
     // Up means a ZMTP handshake succeeded: a TCP connect alone is accepted by
     // the kernel of a stopped (or hung) process too, and proves nothing.
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      link.failed_handshakes = 0;
       if (link.ever_connected && !link.connected)
         LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                      << " is back after " << MillisecondsSince(link.down_since) << " ms";
@@ -361,6 +389,25 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       }
     }
   }
+}
+
+std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t value) const {
+  const std::string who = "server shard " + std::to_string(shard) + " at " + options_.servers[shard];
+  const bool curve = options_.curve.enabled();
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+    return who + " refused this worker's CURVE key (ZAP status " + std::to_string(value) + "): its public key " +
+           options_.curve.public_key + " is not in the server's security.curve.authorized_keys";
+  char code[16];
+  std::snprintf(code, sizeof(code), "0x%x", value);
+  const std::string detail = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? std::string("protocol error ") + code
+                                                                           : "no detail, errno " + std::to_string(value);
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+    return who + " uses another security mechanism: this worker has " +
+           (curve ? "security.curve, the server not" : "no security.curve, the server has it") + " (" + detail + ")";
+  if (curve)
+    return who + " failed the CURVE handshake (" + detail + "): does security.curve.server_public_key_file hold " +
+           "that server's public key, and does the server use CURVE?";
+  return who + " failed the handshake (" + detail + "): the server may require CURVE (security.curve)";
 }
 
 Status RequestChannel::CheckLiveness() {
@@ -477,6 +524,10 @@ Status RequestChannel::DrainReplies(int s) {
     Status st = RecvMessage(sockets_[s], &reply, nullptr);
     if (st.code() == Status::Code::kUnavailable) break;
     if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
+    // A server checks that this connection is still live before it refuses
+    // a second claim on this rank (ServerShard::ConnectionLive): nothing to
+    // answer.
+    if (reply.header.type() == HEARTBEAT) continue;
     stats_.bytes_received += reply.values.size() + reply.keys.size();
     Dispatch(&reply);
   }

@@ -62,6 +62,7 @@
 
 #include "core/net/frame_pool.h"
 #include "core/net/message.h"
+#include "core/net/transport.h"
 #include "core/status.h"
 #include "worker/slot_pool.h"
 
@@ -132,6 +133,15 @@ class RequestChannel {
     /// file comment); 0: off. Heartbeats go every liveness/4 and time out
     /// after liveness/2 of silence. tcp:// and ipc:// endpoints only.
     int liveness_timeout_ms = 0;
+    /// CURVE keys for tcp:// and ipc:// endpoints (core/net/transport.h);
+    /// empty: plain. With them, every such shard is watched by a socket
+    /// monitor (also with liveness off), and a handshake the server refuses
+    /// makes every wait fail with FailedPrecondition naming the shard and
+    /// why: at once for an unlisted key or CURVE on one side only, after
+    /// kKnownBadHandshakes failures in a row for one without detail (another
+    /// server key). Without CURVE the same events are watched when liveness
+    /// is on (a plain worker meeting a CURVE server).
+    CurveOptions curve;
     /// Polled every kStopPollMs while waiting; when it returns true every
     /// wait gives up with Unavailable ("stop requested") until Leave or
     /// Abort. May be empty. Called on the channel's thread.
@@ -247,16 +257,22 @@ class RequestChannel {
 
   // The connection to one shard, as its socket monitor reports it.
   struct Link {
-    bool monitored = false;       // tcp:// or ipc:// with liveness on
+    bool monitored = false;       // tcp:// or ipc:// with liveness or CURVE on
     bool ever_connected = false;  // a handshake event or a reply came
     bool connected = false;
     SteadyClock::time_point down_since;  // valid while ever_connected && !connected
+    int failed_handshakes = 0;    // in a row, since the last one that succeeded
   };
+  // Handshakes failing without detail this many times in a row end the
+  // shard (see TakeMonitorEvents).
+  static constexpr int kKnownBadHandshakes = 3;
 
   Status WaitFor(RequestState* request, int timeout_ms);
   // Abort, stop and liveness verdicts, checked at every wake-up of a wait.
   Status CheckInterrupts();
   Status CheckLiveness();
+  // Why the handshake with `shard` failed (a monitor event and its value).
+  std::string HandshakeFailure(int shard, int event, uint32_t value) const;
   // Receives and dispatches every reply already queued on shard's socket
   // (without waiting). Errors: DataLoss (a malformed reply).
   Status DrainReplies(int shard);

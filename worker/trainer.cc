@@ -23,6 +23,7 @@
 #include "core/file_util.h"
 #include "core/metrics.h"
 #include "core/metrics_log.h"
+#include "core/net/curve.h"
 #include "sparse/backend.h"
 #include "sparse/idx_reader.h"
 #include "server/checkpoint.h"
@@ -438,6 +439,16 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   report.model = model->name();
 
   ClientOptions copts = ClientOptionsFor(config, rank, options.servers);
+  bool networked = false;
+  for (const std::string& ep : options.servers) networked = networked || ep.rfind("inproc://", 0) != 0;
+  if (config.security().has_curve() && networked) {
+    // inproc:// (a one-process job) never leaves the process: no keys needed.
+    StatusOr<CurveOptions> curve = CurveClientOptions(config.security().curve());
+    if (!curve.ok()) return curve.status();
+    copts.curve = *curve;
+    LOG(INFO) << who << "CURVE on: public key " << copts.curve.public_key << ", servers' public key "
+              << copts.curve.server_public_key;
+  }
   copts.context = options.zmq_context;
   copts.abort = options.abort;
   if (options.stop_requested) {
@@ -531,6 +542,19 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     report.final_loss = resume.final_loss();
     train_s_before = resume.train_seconds();
   }
+  // tether-worker's /metrics (TrainerOptions::on_progress).
+  WorkerProgress progress_now;
+  auto publish_progress = [&](int epoch_1based) {
+    if (!options.on_progress) return;
+    progress_now.client = client->stats();
+    progress_now.clock = client->clock();
+    progress_now.epoch = epoch_1based;
+    progress_now.samples = report.samples;
+    progress_now.run_samples = report.samples - samples_before;
+    progress_now.train_seconds = SecondsSince(train_start) - eval_seconds;
+    progress_now.pull_wait_seconds = pull_wait;
+    options.on_progress(progress_now);
+  };
 
   // ---- Checkpoints (config.checkpoint): every every_clocks clocks, at the
   // clock shard 0 picks for rank 0's every_seconds or a stop, and at the end.
@@ -691,6 +715,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                               {"loss", clock_loss / clock_batches}, {"samples", report.samples},
                               {"train_s", train_s}, {"pull_wait_s", pull_wait}});
         }
+        progress_now.clock_loss = clock_loss / clock_batches;
+        progress_now.minibatches = minibatches;
+        publish_progress(epoch + 1);
         clock_loss = 0;
         clock_batches = 0;
         if (progress.Due()) {
@@ -718,6 +745,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       }
     }
     report.final_loss = loss_sum / std::max<int64_t>(1, loss_batches);
+    progress_now.epoch_loss = report.final_loss;
+    progress_now.minibatches = minibatches;
+    publish_progress(epoch + 1);
     const double t = SecondsSince(train_start);
     LOG(INFO) << who << "epoch " << epoch + 1 << "/" << config.train().epochs() << " clock " << client->clock()
               << " loss " << report.final_loss << ", " << static_cast<int64_t>(report.samples / t)
@@ -849,6 +879,8 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   TETHER_RETURN_IF_ERROR(client->Bye());
   if (rank == 0 && !options.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
+  progress_now.minibatches = minibatches;
+  publish_progress(config.train().epochs());
   return report;
 }
 

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,23 @@ class context_t;
 }  // namespace zmq
 
 namespace tether {
+
+/// A worker's progress, as TrainerOptions::on_progress receives it (the
+/// /metrics page of tether-worker, tools/worker_metrics.h).
+struct WorkerProgress {
+  ClientStats client;               // the client's counters so far (WorkerClient::stats())
+  int64_t clock = 0;                // clocks this worker completed
+  int epoch = 0;                    // the epoch in progress, 1-based (train.epochs once done)
+  uint64_t samples = 0;             // rows trained on, all epochs (with those before a resume)
+  uint64_t run_samples = 0;         // of them, trained by this run (since the resume)
+  uint64_t minibatches = 0;         // minibatches trained (with those before a resume)
+  double train_seconds = 0;         // this run's training time so far, evaluations left out
+  double pull_wait_seconds = 0;     // of it, time in the model's Pull (waiting for parameters)
+  // Mean minibatch loss over the last clock's minibatches / over the last
+  // finished epoch; NaN before the first.
+  double clock_loss = std::numeric_limits<double>::quiet_NaN();
+  double epoch_loss = std::numeric_limits<double>::quiet_NaN();
+};
 
 struct TrainerOptions {
   int rank = 0;
@@ -48,6 +66,11 @@ struct TrainerOptions {
   /// them: the latest complete one). Empty: a fresh start. See
   /// docs/OPERATIONS.md for what may differ from the checkpoint's job.
   std::string resume_from;
+  /// Called on the training thread after every clock, after every epoch,
+  /// and once when training is done (after the barrier and, on rank 0, the
+  /// evaluation), with the progress so far. Must be cheap (it runs in the
+  /// training loop: copy and publish, nothing more). May be empty.
+  std::function<void(const WorkerProgress&)> on_progress;
 };
 
 /// What a worker measured. Test metrics are filled on rank 0 only.

@@ -93,6 +93,7 @@ int PortOf(const std::string& endpoint) {
   const size_t colon = endpoint.rfind(':');
   return colon == std::string::npos ? -1 : std::atoi(endpoint.c_str() + colon + 1);
 }
+bool IsInproc(const std::string& endpoint) { return endpoint.rfind("inproc://", 0) == 0; }
 
 }  // namespace
 
@@ -144,6 +145,18 @@ StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpo
     s.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
     s.set(zmq::sockopt::sndtimeo, opts.send_timeout_ms);
     s.set(zmq::sockopt::linger, 0);
+    if (opts.heartbeat_ivl_ms > 0) {
+      s.set(zmq::sockopt::heartbeat_ivl, opts.heartbeat_ivl_ms);
+      s.set(zmq::sockopt::heartbeat_timeout, opts.heartbeat_timeout_ms);
+    }
+    if (opts.curve.enabled() && !IsInproc(endpoint)) {
+      s.set(zmq::sockopt::zap_domain, kCurveZapDomain);
+      s.set(zmq::sockopt::curve_server, 1);
+      s.set(zmq::sockopt::curve_secretkey, opts.curve.secret_key);
+    }
+    if (!opts.monitor_endpoint.empty() &&
+        zmq_socket_monitor(s.handle(), opts.monitor_endpoint.c_str(), opts.monitor_events) != 0)
+      throw zmq::error_t();
     if (addresses.empty()) {
       // An interface name ("eth0") binds its IPv4 address, as before.
       s.set(zmq::sockopt::ipv6, WantsIpv6(endpoint) && (host == "*" || IsIpLiteral(host)) ? 1 : 0);
@@ -192,9 +205,18 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
       s.set(zmq::sockopt::heartbeat_ivl, opts.heartbeat_ivl_ms);
       s.set(zmq::sockopt::heartbeat_timeout, opts.heartbeat_timeout_ms);
     }
+    if (opts.curve.enabled() && !IsInproc(endpoint)) {
+      try {
+        s.set(zmq::sockopt::curve_serverkey, opts.curve.server_public_key);
+        s.set(zmq::sockopt::curve_publickey, opts.curve.public_key);
+        s.set(zmq::sockopt::curve_secretkey, opts.curve.secret_key);
+      } catch (const zmq::error_t& e) {
+        return Status::InvalidArgument("cannot connect to server " + endpoint +
+                                       ": a CURVE key is not 40 characters of Z85: " + e.what());
+      }
+    }
     if (!opts.monitor_endpoint.empty() &&
-        zmq_socket_monitor(s.handle(), opts.monitor_endpoint.c_str(),
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
+        zmq_socket_monitor(s.handle(), opts.monitor_endpoint.c_str(), opts.monitor_events) != 0)
       throw zmq::error_t();
     s.connect(endpoint);
     return s;

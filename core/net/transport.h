@@ -13,22 +13,52 @@
 
 namespace tether {
 
+/// The ZAP domain of Tether's CURVE servers (ZMQ_ZAP_DOMAIN).
+inline constexpr const char kCurveZapDomain[] = "tether";
+
+/// CurveZMQ (RFC 26, libzmq's own CURVE): authentication and encryption of
+/// every message on a tcp:// or ipc:// connection. Keys are Z85 text, 40
+/// characters (32 bytes; core/net/curve.h reads them from key files). All
+/// empty: CURVE off (plain ZMTP). inproc:// connections are never encrypted
+/// (they never leave the process).
+struct CurveOptions {
+  /// This socket's key pair. A ROUTER with a secret key is a CURVE server:
+  /// it accepts only CURVE clients, and only those the ZAP handler of its
+  /// context admits (core/net/zap_handler.h; start it before BindRouter,
+  /// since libzmq admits every client key while no handler is running).
+  std::string secret_key;
+  std::string public_key;  // DEALER: sent to the server, which checks it
+  /// DEALER only: the server's public key. The connection fails unless the
+  /// server holds the matching secret key.
+  std::string server_public_key;
+  bool enabled() const { return !secret_key.empty(); }
+};
+
 struct SocketOptions {
   int send_hwm = 1000;         // messages queued per peer before a send blocks
   int recv_hwm = 1000;
   int send_timeout_ms = 60000; // a blocked send fails after this (never drops)
-  // DEALER only. ZMTP heartbeats (libzmq ≥ 4.2): a PING every
-  // heartbeat_ivl_ms; a connection with no traffic for heartbeat_timeout_ms
-  // after it is closed (a vanished host). 0: none. Answered by ZeroMQ's I/O
-  // thread, so a busy peer event loop still answers them.
+  // ZMTP heartbeats (libzmq ≥ 4.2): a PING every heartbeat_ivl_ms on each
+  // connection; a connection with no traffic for heartbeat_timeout_ms after
+  // it is closed (a vanished host). 0: none. Answered by ZeroMQ's I/O
+  // thread, so a busy peer event loop still answers them. On a ROUTER they
+  // apply to every accepted connection.
   int heartbeat_ivl_ms = 0;
   int heartbeat_timeout_ms = 0;
-  // DEALER only. When set, connection events (ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+  // When set, connection events (ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
   // a ZMTP peer answered, not merely a TCP connect, which a stopped
   // process's kernel still accepts; ZMQ_EVENT_DISCONNECTED) are published
   // on this inproc:// endpoint (zmq_socket_monitor) from before the
-  // connect, so none is missed.
+  // connect (or bind), so none is missed.
   std::string monitor_endpoint;
+  /// The events published on monitor_endpoint (ZMQ_EVENT_* bits).
+  /// RequestChannel adds the handshake failures
+  /// (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | _PROTOCOL | _AUTH) to say why a
+  /// CURVE connection was refused.
+  int monitor_events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED;
+  /// CURVE keys (see CurveOptions); applied on tcp:// and ipc:// endpoints,
+  /// ignored on inproc://. ROUTER: secret_key; DEALER: all three.
+  CurveOptions curve;
 };
 
 /// Binds a ROUTER socket to `endpoint` ("tcp://127.0.0.1:0" picks a free
@@ -44,13 +74,17 @@ struct SocketOptions {
 /// connecting to the name reaches it whichever address its resolver prefers;
 /// `*bound` is then "tcp://NAME:PORT". Errors: IOError naming the endpoint
 /// (and the addresses tried for a name).
+/// With opts.curve.secret_key set (and not inproc://) the socket is a CURVE
+/// server in ZAP domain kCurveZapDomain.
 StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpoint,
                                    const SocketOptions& opts, std::string* bound);
 
 /// Connects a DEALER socket with routing identity `identity` to `endpoint`.
 /// IPv6 literals and host names are accepted (ZMQ_IPV6 on: a name with an
 /// IPv6 address is reached over IPv6, one with only IPv4 addresses over
-/// IPv4). Errors: InvalidArgument for a malformed endpoint, naming it.
+/// IPv4). With opts.curve.secret_key set (and not inproc://) it is a CURVE client
+/// of the server whose public key is opts.curve.server_public_key.
+/// Errors: InvalidArgument for a malformed endpoint or a bad key, naming it.
 StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& endpoint,
                                       const std::string& identity, const SocketOptions& opts);
 

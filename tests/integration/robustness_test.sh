@@ -218,7 +218,7 @@ EOF
   echo "ok   num_features/num_labels 0 take the XMC header's widths (10, 5)"
   ;;
 command_line)
-  for b in tether-server tether-worker tether-launch tether-data tether-gen-xmc tether-bench; do
+  for b in tether-server tether-worker tether-launch tether-data tether-gen-xmc tether-bench tether-keygen; do
     out=$(timeout 10 "$bin/$b" --help 2>&1) || fail "$b --help: exit $?"
     [[ "$(head -1 <<<"$out")" == "usage: $b"* ]] ||
       fail "$b --help: first line is not its usage:"$'\n'"$out"

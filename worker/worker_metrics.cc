@@ -1,0 +1,71 @@
+#include "worker/worker_metrics.h"
+
+#include <algorithm>
+
+#include "core/prometheus.h"
+#include "tether/build_config.h"
+
+namespace tether {
+
+std::string RenderWorkerMetrics(const WorkerMetricsSnapshot& snap, const std::string& job, int rank) {
+  const PrometheusLabels base = {{"tether_job", job}, {"role", "worker"}, {"rank", std::to_string(rank)}};
+  const WorkerProgress& p = snap.progress;
+  const ClientStats& c = p.client;
+  ExpositionWriter w;
+  PrometheusLabels info = base;
+  info.emplace_back("version", TETHER_VERSION);
+  w.Gauge("tether_info", "Constant 1; the labels say which process of which job this is.", info, 1);
+  w.Gauge("tether_training_active",
+          "1 while the process takes part in training; 0 once it finished (the endpoint lingers with the final "
+          "values, --metrics_linger_s).",
+          base, snap.running ? 1 : 0);
+  struct Counter {
+    const char* name;
+    double value;
+    const char* help;
+  };
+  const Counter counters[] = {
+      {"tether_worker_pulls_total", static_cast<double>(c.pulls), "PULL messages sent (one per shard touched)."},
+      {"tether_worker_pushes_total", static_cast<double>(c.pushes), "PUSH messages sent."},
+      {"tether_worker_rows_pulled_total", static_cast<double>(c.rows_pulled), "Rows asked for in PULL requests."},
+      {"tether_worker_rows_pushed_total", static_cast<double>(c.rows_pushed), "Rows of gradients sent."},
+      {"tether_worker_rows_read_total", static_cast<double>(c.rows_read),
+       "Rows handed to the model, cache hits included."},
+      {"tether_worker_cache_hits_total", static_cast<double>(c.cache_hits),
+       "Rows read from the worker's parameter cache."},
+      {"tether_worker_sent_bytes_total", static_cast<double>(c.bytes_sent), "Bytes of keys and values frames sent."},
+      {"tether_worker_received_bytes_total", static_cast<double>(c.bytes_received),
+       "Bytes of keys and values frames received in replies."},
+      {"tether_worker_updates_sent_total", static_cast<double>(c.updates_sent),
+       "Updates handed to a socket (rows of pushes, a dense slice counting 1)."},
+      {"tether_worker_updates_failed_total", static_cast<double>(c.updates_failed),
+       "Updates that could not be sent or were refused by a server."},
+      {"tether_worker_send_waits_total", static_cast<double>(c.send_waits),
+       "Sends that waited for room in the in-flight window (back-pressure)."},
+      {"tether_worker_wait_seconds_total", c.wait_seconds,
+       "Seconds blocked waiting for server replies, waits on the staleness bound included (the bound's share "
+       "alone: tether_server_bound_wait_seconds_total)."},
+      {"tether_worker_pull_wait_seconds_total", p.pull_wait_seconds,
+       "Seconds the model spent in Pull, waiting for parameters (staleness-bound waits included)."},
+      {"tether_worker_train_seconds_total", p.train_seconds,
+       "Seconds of training in this run, evaluations left out."},
+      {"tether_worker_samples_total", static_cast<double>(p.samples),
+       "Rows trained on, all epochs (with those before a resume)."},
+      {"tether_worker_minibatches_total", static_cast<double>(p.minibatches),
+       "Minibatches trained (with those before a resume)."},
+  };
+  for (const Counter& k : counters) w.Counter(k.name, k.help, base, k.value);
+  w.Gauge("tether_worker_clock", "Clocks this worker completed.", base, static_cast<double>(p.clock));
+  w.Gauge("tether_worker_epoch", "The epoch in progress, 1-based (train.epochs once done).", base, p.epoch);
+  w.Gauge("tether_worker_minibatch_loss",
+          "Mean minibatch training loss over the last clock's minibatches (NaN before the first clock).", base,
+          p.clock_loss);
+  w.Gauge("tether_worker_epoch_loss",
+          "Mean minibatch training loss over the last finished epoch (NaN before the first).", base, p.epoch_loss);
+  w.Gauge("tether_worker_samples_per_second",
+          "Rows trained per second of this run's training time, averaged since it started.", base,
+          p.train_seconds > 0 ? static_cast<double>(p.run_samples) / p.train_seconds : 0.0);
+  return w.text();
+}
+
+}  // namespace tether
