@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/status.h"
 #include "server/checkpoint.h"
@@ -1127,8 +1128,18 @@ int main(int argc, char** argv) {
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &saved);
+    // With security.curve the store holds the servers' key pair and admits
+    // the servers' and the workers' keys only.
+    tether::SocketOptions store_options;
+    std::vector<std::string> admitted;
+    tether::Status st;
+    if (config->security().has_curve()) {
+      auto curve = tether::RendezvousCurveServer(config->security().curve(), &admitted);
+      if (curve.ok()) store_options.curve = *curve;
+      else st = curve.status();
+    }
     store = std::make_unique<tether::RendezvousStore>();
-    tether::Status st = store->Start(spec, tether::SocketOptions{});
+    if (st.ok()) st = store->Start(spec, store_options, admitted);
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
     if (!st.ok()) {
       LOG(ERROR) << "[launch] " << st.message();

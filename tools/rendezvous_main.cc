@@ -12,17 +12,24 @@
 #include <glog/logging.h>
 
 #include <cstring>
+#include <sstream>
 
 #include "core/file_util.h"
+#include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "tools/flag_parser.h"
 
 DEFINE_string(listen, "", "tcp://HOST:PORT to serve on (IPv6: tcp://[ADDR]:PORT; port 0 picks a free port)");
 DEFINE_string(port_file, "", "if set, the endpoint served is written here (atomically) once listening");
+DEFINE_string(server_secret_key_file, "",
+              "CURVE: the servers' key pair (security.curve.server_secret_key_file, mode 0600); with "
+              "--authorized_keys, only the servers and the listed workers may read or publish entries");
+DEFINE_string(authorized_keys, "",
+              "CURVE: comma-separated worker .pub files or directories of them (security.curve.authorized_keys)");
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
-                          {"tether-rendezvous --listen=tcp://HOST:PORT [--port_file=F]\n"
+                          {"tether-rendezvous --listen=tcp://HOST:PORT [--port_file=F] [--server_secret_key_file=K --authorized_keys=DIR]\n"
                            "Serves the rendezvous store: servers publish their endpoints, workers look them up."});
   if (FLAGS_listen.empty()) {
     LOG(ERROR) << "[rendezvous] --listen=tcp://HOST:PORT is required";
@@ -35,8 +42,23 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  tether::SocketOptions options;
+  std::vector<std::string> admitted;
+  if (!FLAGS_server_secret_key_file.empty() || !FLAGS_authorized_keys.empty()) {
+    tether::CurveConfig curve;
+    curve.set_server_secret_key_file(FLAGS_server_secret_key_file);
+    std::stringstream list(FLAGS_authorized_keys);
+    for (std::string entry; std::getline(list, entry, ',');)
+      if (!entry.empty()) curve.add_authorized_keys(entry);
+    auto served = tether::RendezvousCurveServer(curve, &admitted);
+    if (!served.ok()) {
+      LOG(ERROR) << "[rendezvous] " << served.status().message();
+      return 2;
+    }
+    options.curve = *served;
+  }
   tether::RendezvousStore store;
-  if (tether::Status st = store.Start(FLAGS_listen, tether::SocketOptions{}); !st.ok()) {
+  if (tether::Status st = store.Start(FLAGS_listen, options, admitted); !st.ok()) {
     LOG(ERROR) << "[rendezvous] " << st.message();
     return st.code() == tether::Status::Code::kInvalidArgument ? 2 : 1;
   }

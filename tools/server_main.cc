@@ -21,6 +21,7 @@
 #include "core/config.h"
 #include "core/file_util.h"
 #include "core/metrics_log.h"
+#include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
 #include "server/server.h"
@@ -76,9 +77,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string& rendezvous = config->cluster().rendezvous();
-  // The security options the servers' sockets use apply to the store's too
-  // (core/net/rendezvous.h): only key holders may publish.
-  const tether::SocketOptions rendezvous_socket_options;
+  // With security.curve, the store (served here or elsewhere) is a CURVE
+  // server too: only key holders may read or publish (core/net/rendezvous.h).
+  tether::SocketOptions rendezvous_socket_options;  // this shard as the store's client
+  tether::SocketOptions store_socket_options;       // the store, with --rendezvous_serve
+  std::vector<std::string> store_admitted;
+  if (config->security().has_curve() && !rendezvous.empty() && rendezvous.rfind("tcp://", 0) == 0) {
+    auto client = tether::RendezvousCurveClient(config->security().curve(), /*as_server=*/true);
+    auto served = tether::RendezvousCurveServer(config->security().curve(), &store_admitted);
+    if (!client.ok() || !served.ok()) {
+      LOG(ERROR) << "[server " << FLAGS_shard << "] rendezvous: " << (client.ok() ? served.status() : client.status()).message();
+      return 1;
+    }
+    rendezvous_socket_options.curve = *client;
+    store_socket_options.curve = *served;
+  }
   std::unique_ptr<tether::RendezvousStore> store;
   if (FLAGS_rendezvous_serve) {
     if (rendezvous.rfind("tcp://", 0) != 0) {
@@ -87,7 +100,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     store = std::make_unique<tether::RendezvousStore>();
-    if (tether::Status st = store->Start(rendezvous, rendezvous_socket_options); !st.ok()) {
+    if (tether::Status st = store->Start(rendezvous, store_socket_options, store_admitted); !st.ok()) {
       LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
       return 1;
     }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/config.h"
+#include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "server/checkpoint.h"
 #include "tools/common_flags.h"
@@ -192,9 +193,17 @@ int main(int argc, char** argv) {
   } else if (!config->cluster().rendezvous().empty()) {
     // The servers publish their endpoints there once bound (core/net/rendezvous.h).
     const std::string& spec = config->cluster().rendezvous();
-    // The store's socket is made like the servers' (core/net/rendezvous.h):
-    // the transport's security options, when configured, go here.
-    const tether::SocketOptions rendezvous_socket_options;
+    // With security.curve the store admits key holders only: this worker
+    // reaches it with its own key pair, as it reaches the servers.
+    tether::SocketOptions rendezvous_socket_options;
+    if (config->security().has_curve() && spec.rfind("tcp://", 0) == 0) {
+      auto curve = tether::RendezvousCurveClient(config->security().curve(), /*as_server=*/false);
+      if (!curve.ok()) {
+        LOG(ERROR) << who << "rendezvous: " << curve.status().message();
+        return 1;
+      }
+      rendezvous_socket_options.curve = *curve;
+    }
     auto rdzv = tether::Rendezvous::Open(spec, rendezvous_socket_options);
     if (!rdzv.ok()) {
       LOG(ERROR) << who << rdzv.status().message();

@@ -283,4 +283,19 @@ std::string UnauthenticatedBindWarning(const std::string& what, const std::strin
          "the model (set security.curve; docs/OPERATIONS.md, \"Security\")";
 }
 
+StatusOr<CurveOptions> RendezvousCurveServer(const CurveConfig& curve, std::vector<std::string>* admitted) {
+  TETHER_ASSIGN_OR_RETURN(CurveOptions opts, CurveServerOptions(curve, admitted));
+  if (std::find(admitted->begin(), admitted->end(), opts.public_key) == admitted->end())
+    admitted->push_back(opts.public_key);
+  return opts;
+}
+
+StatusOr<CurveOptions> RendezvousCurveClient(const CurveConfig& curve, bool as_server) {
+  if (!as_server) return CurveClientOptions(curve);
+  std::vector<std::string> unused;
+  TETHER_ASSIGN_OR_RETURN(CurveOptions opts, CurveServerOptions(curve, &unused));
+  opts.server_public_key = opts.public_key;
+  return opts;
+}
+
 }  // namespace tether

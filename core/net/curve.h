@@ -78,6 +78,18 @@ StatusOr<CurveOptions> CurveServerOptions(const CurveConfig& curve, std::vector<
 /// those of ReadCurveKeyFile.
 StatusOr<CurveOptions> CurveClientOptions(const CurveConfig& curve);
 
+/// The rendezvous store's CURVE settings (core/net/rendezvous.h), from the
+/// job's security.curve: the store holds the servers' key pair, and admits
+/// (in `*admitted`) the workers' authorized keys and the servers' own
+/// public key (servers publish their endpoints with it). Errors: as
+/// CurveServerOptions.
+StatusOr<CurveOptions> RendezvousCurveServer(const CurveConfig& curve, std::vector<std::string>* admitted);
+
+/// A client of the rendezvous store: a server (`as_server`: its own key
+/// pair, and its own public key as the store's) or a worker (as
+/// CurveClientOptions). Errors: as CurveServerOptions / CurveClientOptions.
+StatusOr<CurveOptions> RendezvousCurveClient(const CurveConfig& curve, bool as_server);
+
 /// For a socket bound at `bound_endpoint` (as ZeroMQ reports it, numeric)
 /// without authentication: the warning to log when the address is not a
 /// loopback one ("tcp://0.0.0.0:P", "tcp://10.0.0.1:P"), else "" (loopback

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/file_util.h"
+#include "core/net/curve.h"
 #include "proto/tether.pb.h"
 
 namespace tether {
@@ -356,15 +357,26 @@ StatusOr<std::vector<std::string>> LookupServers(Rendezvous* rdzv, const std::st
 
 // ---- Store server -------------------------------------------------------------
 
-Status RendezvousStore::Start(const std::string& listen, const SocketOptions& socket_options) {
+Status RendezvousStore::Start(const std::string& listen, const SocketOptions& socket_options,
+                              const std::vector<std::string>& admitted_keys) {
   if (listen.rfind("tcp://", 0) != 0)
     return Status::InvalidArgument("rendezvous store: cannot serve " + listen + ": a store listens on tcp://HOST:PORT");
   SocketOptions opts = socket_options;
   // A client that stops reading must not stall the store for others.
   opts.send_timeout_ms = std::min(opts.send_timeout_ms, 1000);
+  if (opts.curve.enabled() && zap_ == nullptr) {
+    // Before the bind: libzmq admits every key while no handler runs.
+    TETHER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(ctx_, admitted_keys, "[rendezvous store] "));
+  }
   auto s = BindRouter(ctx_, listen, opts, &endpoint_);
   if (!s.ok()) return Status::IOError("rendezvous store: " + s.status().message());
   socket_ = std::move(*s);
+  if (opts.curve.enabled()) {
+    LOG(INFO) << "[rendezvous store] CURVE on: " << admitted_keys.size() << " key(s) admitted";
+  } else if (const std::string warning = UnauthenticatedBindWarning("the rendezvous store", endpoint_);
+             !warning.empty()) {
+    LOG(WARNING) << "[rendezvous store] " << warning;
+  }
   stop_ = false;
   thread_ = std::thread([this] { Serve(); });
   return Status::OK();

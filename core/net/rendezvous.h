@@ -43,6 +43,7 @@
 #include <zmq.hpp>
 
 #include "core/net/transport.h"
+#include "core/net/zap_handler.h"
 #include "core/status.h"
 
 namespace tether {
@@ -129,9 +130,17 @@ class RendezvousStore {
   RendezvousStore& operator=(const RendezvousStore&) = delete;
 
   /// Binds `listen` ("tcp://HOST:PORT"; "file:" specs have no store) and
-  /// starts serving. Errors: InvalidArgument for a spec that is not tcp://;
-  /// IOError from the bind (port taken), naming the endpoint.
-  Status Start(const std::string& listen, const SocketOptions& socket_options = SocketOptions{});
+  /// starts serving. With socket_options.curve set (security.curve; see
+  /// RendezvousCurveServer in core/net/curve.h) the store is a CURVE server
+  /// that admits only the public keys in `admitted_keys` (Z85), through a
+  /// ZAP handler of its own context started before the bind: a process
+  /// without a listed key can neither read nor write an entry, so a
+  /// poisoned entry cannot redirect workers. Without CURVE, a bind beyond
+  /// loopback logs the "anyone who can reach" warning.
+  /// Errors: InvalidArgument for a spec that is not tcp://; IOError from
+  /// the bind (port taken), naming the endpoint; those of ZapHandler::Start.
+  Status Start(const std::string& listen, const SocketOptions& socket_options = SocketOptions{},
+               const std::vector<std::string>& admitted_keys = {});
   /// Stops the thread (within 100 ms) and closes the socket. Idempotent.
   void Stop();
   /// The endpoint bound (the real port for port 0), after Start.
@@ -143,6 +152,7 @@ class RendezvousStore {
   void Serve();
 
   zmq::context_t ctx_;
+  std::unique_ptr<ZapHandler> zap_;  // in ctx_; destroyed before it
   zmq::socket_t socket_;
   std::string endpoint_;
   std::thread thread_;

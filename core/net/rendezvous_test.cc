@@ -3,6 +3,8 @@
 // for entries set later, and time out naming what is missing.
 #include "core/net/rendezvous.h"
 
+#include "core/net/curve.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -119,6 +121,67 @@ TEST(RendezvousTest, StoreOverIpv6) {
   ASSERT_TRUE(store.Start("tcp://[::1]:0").ok());
   EXPECT_EQ(store.endpoint().rfind("tcp://[::1]:", 0), 0u) << store.endpoint();
   ExerciseBackend(store.endpoint());
+}
+
+// With security.curve the store admits key holders only (issue 12): the
+// servers (their key pair) publish, a listed worker looks them up, and a
+// process with an unlisted key or no CURVE at all can neither overwrite an
+// entry (a poisoned endpoint would redirect workers) nor read one.
+TEST(RendezvousTest, CurveStoreAdmitsKeyHoldersOnly) {
+  const std::string dir = TempDir();
+  auto make = [&](const std::string& name) {
+    auto keys = NewCurveKeyPair();
+    EXPECT_TRUE(keys.ok());
+    EXPECT_TRUE(WriteCurveKeyFiles(dir, name, *keys).ok());
+  };
+  make("server");
+  make("worker");
+  make("intruder");
+  CurveConfig curve;
+  curve.set_server_secret_key_file(dir + "/server.key");
+  curve.set_server_public_key_file(dir + "/server.pub");
+  curve.set_client_secret_key_file(dir + "/worker.key");
+  curve.add_authorized_keys(dir + "/worker.pub");
+  std::vector<std::string> admitted;
+  auto served = RendezvousCurveServer(curve, &admitted);
+  ASSERT_TRUE(served.ok()) << served.status().message();
+  EXPECT_EQ(admitted.size(), 2u);  // the worker's key and the servers' own
+  SocketOptions store_opts;
+  store_opts.curve = *served;
+  RendezvousStore store;
+  ASSERT_TRUE(store.Start("tcp://127.0.0.1:0", store_opts, admitted).ok());
+
+  auto as_server = RendezvousCurveClient(curve, true);
+  auto as_worker = RendezvousCurveClient(curve, false);
+  ASSERT_TRUE(as_server.ok() && as_worker.ok());
+  SocketOptions server_opts, worker_opts;
+  server_opts.curve = *as_server;
+  worker_opts.curve = *as_worker;
+  auto server = Rendezvous::Open(store.endpoint(), server_opts);
+  auto worker = Rendezvous::Open(store.endpoint(), worker_opts);
+  ASSERT_TRUE(server.ok() && worker.ok());
+  ASSERT_TRUE(PublishServer(server->get(), "job", 0, 0, "tcp://10.0.0.1:5000", 5000).ok());
+
+  // An unlisted key pair that knows the store's public key, and a plain client.
+  CurveConfig intruder_curve = curve;
+  intruder_curve.set_client_secret_key_file(dir + "/intruder.key");
+  auto intruder_keys = CurveClientOptions(intruder_curve);
+  ASSERT_TRUE(intruder_keys.ok());
+  SocketOptions intruder_opts;
+  intruder_opts.curve = *intruder_keys;
+  for (const SocketOptions& opts : {intruder_opts, SocketOptions{}}) {
+    auto bad = Rendezvous::Open(store.endpoint(), opts);
+    ASSERT_TRUE(bad.ok());
+    const Status poisoned = PublishServer(bad->get(), "job", 0, 0, "tcp://6.6.6.6:6666", 500);
+    EXPECT_EQ(poisoned.code(), Status::Code::kDeadlineExceeded) << poisoned.message();
+    auto peek = LookupServers(bad->get(), "job", 0, 1, 300, nullptr);
+    EXPECT_FALSE(peek.ok());
+  }
+  auto got = LookupServers(worker->get(), "job", 0, 1, 5000, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, (std::vector<std::string>{"tcp://10.0.0.1:5000"}));
+  store.Stop();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RendezvousTest, ClientStartedBeforeTheStoreWaitsForIt) {
