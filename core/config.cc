@@ -409,8 +409,17 @@ Status ValidateJobConfig(const JobConfig& c) {
   };
   // The sections a server reads come first, as a server checks them alone.
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
-  if (c.data().index_base() != 0 && c.data().index_base() != 1)
+  if (c.data().format() == ARFF) {
+    if (c.data().index_base() != -1 && c.data().index_base() != 0)
+      return bad("data.index_base", "must be unset or 0 with data.format ARFF (ARFF attribute indices are 0-based)");
+    if (c.data().label_xml().empty() && c.data().num_labels() <= 0)
+      return bad("data.label_xml", "is required with data.format ARFF unless data.num_labels is set (then the last "
+                                   "num_labels attributes are the labels)");
+  } else if (c.data().index_base() != 0 && c.data().index_base() != 1) {
     return bad("data.index_base", "must be set to 0 or 1 (it is never guessed from the data)");
+  }
+  if (!c.data().label_xml().empty() && c.data().format() != ARFF)
+    return bad("data.label_xml", "applies to data.format ARFF only");
   if (c.data().train_file().empty()) return bad("data.train_file", "is required");
   if (c.checkpoint().every_clocks() < 0) return bad("checkpoint.every_clocks", "must be ≥ 0 (0: not by clocks)");
   if (c.checkpoint().every_seconds() < 0) return bad("checkpoint.every_seconds", "must be ≥ 0 (0: not by time)");
@@ -475,7 +484,8 @@ Status CheckDataFilesExist(const JobConfig& config) {
   const std::pair<const char*, const std::string*> files[] = {
       {"train_file", &d.train_file()},         {"test_file", &d.test_file()},
       {"train_split", &d.train_split()},       {"test_split", &d.test_split()},
-      {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()}};
+      {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()},
+      {"label_xml", &d.label_xml()}};
   for (const auto& [field, path] : files) {
     if (path->empty()) continue;
     std::error_code ec;

@@ -82,7 +82,8 @@ Status ValidateDenseMlp(const JobConfig& c) {
   int64_t narrowest = 1;
   for (int w : c.model().hidden_layers()) narrowest = std::min<int64_t>(narrowest, w);
   return FirstFailed({
-      {c.data().format() == XMC, "data.format", "model.type DENSE_MLP reads single-label LIBSVM or IDX data"},
+      {c.data().format() == XMC || c.data().format() == ARFF, "data.format",
+       "model.type DENSE_MLP reads single-label LIBSVM or IDX data"},
       {c.data().num_labels() < 2, "data.num_labels", "must be ≥ 2 for model.type DENSE_MLP (the number of classes)"},
       {narrowest < 1, "model.hidden_layers", "every width must be ≥ 1, got " + std::to_string(narrowest)},
   });
