@@ -243,7 +243,26 @@ StatusOr<JobConfig> LoadJobConfig(const std::string& path) {
   if (!in) return Status::NotFound(path + ": cannot open config file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return ParseJobConfig(ss.str(), path);
+  TETHER_ASSIGN_OR_RETURN(JobConfig config, ParseJobConfig(ss.str(), path));
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::absolute(path, ec).parent_path();
+  if (ec) return Status::IOError(path + ": cannot resolve the config file's folder: " + ec.message());
+  ResolveDataPaths(&config, dir.string());
+  return config;
+}
+
+void ResolveDataPaths(JobConfig* config, const std::string& base_dir) {
+  if (!config->has_data()) return;
+  DataConfig* d = config->mutable_data();
+  const Reflection* r = d->GetReflection();
+  for (const char* name : {"train_file", "test_file", "train_split", "test_split", "train_label_file",
+                           "test_label_file", "label_xml"}) {
+    const FieldDescriptor* f = d->GetDescriptor()->FindFieldByName(name);
+    if (!r->HasField(*d, f)) continue;
+    const std::string value = r->GetString(*d, f);
+    if (value.empty() || std::filesystem::path(value).is_absolute()) continue;
+    r->SetString(d, f, (std::filesystem::path(base_dir) / value).lexically_normal().string());
+  }
 }
 
 const std::vector<ConfigOverride>& ConfigOverrides() {

@@ -50,8 +50,12 @@ namespace {
 // training file is read (its first line only) before validation, so the
 // values in force and every check see the real widths.
 // ARFF likewise, from its @attribute lines and label XML (the header only).
+// A train_file named *.arff or *.arff.gz is ARFF when data.format is unset.
 Status ResolveXmcWidths(JobConfig* config) {
   DataConfig* d = config->mutable_data();
+  const std::string& f = d->train_file();
+  const auto ends = [&f](const std::string& e) { return f.size() >= e.size() && f.compare(f.size() - e.size(), e.size(), e) == 0; };
+  if (!d->has_format() && (ends(".arff") || ends(".arff.gz"))) d->set_format(ARFF);
   if ((d->format() != XMC && d->format() != ARFF) || (d->num_features() != 0 && d->num_labels() != 0) ||
       d->train_file().empty())
     return Status::OK();

@@ -38,7 +38,7 @@ Status FirstFailed(std::initializer_list<FieldCheck> checks) {
 Status ValidateXmcMlp(const JobConfig& c) {
   return FirstFailed({
       {c.data().format() == IDX, "data.format",
-       "IDX data has one class per row; model.type XMC_MLP needs XMC or LIBSVM multi-label data"},
+       "IDX data has one class per row; model.type XMC_MLP needs XMC, ARFF or LIBSVM multi-label data"},
       {c.data().num_labels() <= 0, "data.num_labels", "must be > 0 (the model's output width)"},
       {c.model().sampled_labels() > 0 && c.model().loss() != SOFTMAX, "model.sampled_labels",
        "a sampled softmax needs model.loss SOFTMAX"},
