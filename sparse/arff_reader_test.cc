@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,21 @@ TEST_F(ArffSmall, ErrorsNameFileAndLine) {
                     "--label_xml) or the number of labels, the last attributes (data.num_labels, --num_labels)");
   EXPECT_EQ(ReadDataset(dir_.File("none.arff"), Arff(xml_)).status().message(),
             dir_.File("none.arff") + ": no such file");
+}
+
+// Streaming keeps the file errors of file_input.h: a truncated gzip stream
+// is DataLoss, never a shorter file.
+TEST(ArffStream, TruncatedGzipIsDataLoss) {
+  testing::ScopedTempDir dir;
+  std::ifstream in(kArff, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 300000u);
+  const std::string cut = dir.File("cut.arff.gz");
+  WriteText(cut, bytes.substr(0, 300000));
+  StatusOr<Dataset> ds = ReadDataset(cut, Arff(kXml));
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), Status::Code::kDataLoss);
+  EXPECT_EQ(ds.status().message(), cut + ": truncated gzip stream");
 }
 
 // MULAN's own bibtex.arff reads to exactly the XMC file's matrices.

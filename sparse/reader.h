@@ -142,6 +142,10 @@ struct Dataset {
   std::vector<std::string> label_names;
 };
 
+/// With ReadOptions::format kArff, ReadDataset and ParseDataset are
+/// ReadArffDataset and ParseArffDataset (sparse/arff_reader.h), whose rules
+/// for index_base and partitioning differ; the rest of this comment is about
+/// XMC and LIBSVM.
 /// Reads this reader's share (see ReadOptions) of the XMC or LIBSVM file at
 /// `path`, plain or gzip, into a Dataset with features.rows == labels.rows ==
 /// source_lines.size() (== targets.size() for LIBSVM single-label files).
