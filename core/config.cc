@@ -243,7 +243,26 @@ StatusOr<JobConfig> LoadJobConfig(const std::string& path) {
   if (!in) return Status::NotFound(path + ": cannot open config file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return ParseJobConfig(ss.str(), path);
+  TETHER_ASSIGN_OR_RETURN(JobConfig config, ParseJobConfig(ss.str(), path));
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::absolute(path, ec).parent_path();
+  if (ec) return Status::IOError(path + ": cannot resolve the config file's folder: " + ec.message());
+  ResolveDataPaths(&config, dir.string());
+  return config;
+}
+
+void ResolveDataPaths(JobConfig* config, const std::string& base_dir) {
+  if (!config->has_data()) return;
+  DataConfig* d = config->mutable_data();
+  const Reflection* r = d->GetReflection();
+  for (const char* name : {"train_file", "test_file", "train_split", "test_split", "train_label_file",
+                           "test_label_file", "label_xml"}) {
+    const FieldDescriptor* f = d->GetDescriptor()->FindFieldByName(name);
+    if (!r->HasField(*d, f)) continue;
+    const std::string value = r->GetString(*d, f);
+    if (value.empty() || std::filesystem::path(value).is_absolute()) continue;
+    r->SetString(d, f, (std::filesystem::path(base_dir) / value).lexically_normal().string());
+  }
 }
 
 const std::vector<ConfigOverride>& ConfigOverrides() {
@@ -427,8 +446,17 @@ Status ValidateJobConfig(const JobConfig& c) {
   };
   // The sections a server reads come first, as a server checks them alone.
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
-  if (c.data().index_base() != 0 && c.data().index_base() != 1)
+  if (c.data().format() == ARFF) {
+    if (c.data().index_base() != -1 && c.data().index_base() != 0)
+      return bad("data.index_base", "must be unset or 0 with data.format ARFF (ARFF attribute indices are 0-based)");
+    if (c.data().label_xml().empty() && c.data().num_labels() <= 0)
+      return bad("data.label_xml", "is required with data.format ARFF unless data.num_labels is set (then the last "
+                                   "num_labels attributes are the labels)");
+  } else if (c.data().index_base() != 0 && c.data().index_base() != 1) {
     return bad("data.index_base", "must be set to 0 or 1 (it is never guessed from the data)");
+  }
+  if (!c.data().label_xml().empty() && c.data().format() != ARFF)
+    return bad("data.label_xml", "applies to data.format ARFF only");
   if (c.data().train_file().empty()) return bad("data.train_file", "is required");
   if (c.checkpoint().every_clocks() < 0) return bad("checkpoint.every_clocks", "must be ≥ 0 (0: not by clocks)");
   if (c.checkpoint().every_seconds() < 0) return bad("checkpoint.every_seconds", "must be ≥ 0 (0: not by time)");
@@ -493,7 +521,8 @@ Status CheckDataFilesExist(const JobConfig& config) {
   const std::pair<const char*, const std::string*> files[] = {
       {"train_file", &d.train_file()},         {"test_file", &d.test_file()},
       {"train_split", &d.train_split()},       {"test_split", &d.test_split()},
-      {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()}};
+      {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()},
+      {"label_xml", &d.label_xml()}};
   for (const auto& [field, path] : files) {
     if (path->empty()) continue;
     std::error_code ec;

@@ -17,11 +17,24 @@
 
 namespace tether {
 
-/// Parses a JobConfig in Protobuf text format from `path`.
+/// Parses a JobConfig in Protobuf text format from `path`, then resolves its
+/// relative data paths against the folder the file is in (ResolveDataPaths),
+/// so a config works from any current directory.
 /// Errors: NotFound (no such file), InvalidArgument "path:line: ..." for a
 /// syntax error or unknown field; an unknown field also gets the closest
 /// valid name ("did you mean 'staleness'?").
 StatusOr<JobConfig> LoadJobConfig(const std::string& path);
+
+/// The rule for data paths written in a config file: every relative one of
+/// data.train_file, test_file, train_split, test_split, train_label_file,
+/// test_label_file and label_xml becomes base_dir/path, made absolute and
+/// lexically normal ("examples/../data/x" -> "/repo/data/x"); absolute paths
+/// and unset fields are left alone. LoadJobConfig applies it with the config
+/// file's folder; values given later by flags (--train_file, --test_file)
+/// are not resolved: they stay relative to the current directory, as any
+/// command-line path. ParseJobConfig (text in memory) does not apply it.
+/// Pure; not thread-safe on the same config.
+void ResolveDataPaths(JobConfig* config, const std::string& base_dir);
 
 /// Same as LoadJobConfig on in-memory text; `name` is used in messages.
 StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& name);
@@ -63,10 +76,12 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path,
 Status ValidateJobConfig(const JobConfig& config);
 
 /// Checks that every data file the job names (data.train_file, test_file,
-/// train_split, test_split, train_label_file, test_label_file) exists and
-/// is a file, so that a missing one stops the start before any process or
-/// connection (tether-launch, tether-worker). A relative path is taken as
-/// given, against the current directory, as every reader opens it.
+/// train_split, test_split, train_label_file, test_label_file, label_xml)
+/// exists and is a file, so that a missing one stops the start before any
+/// process or connection (tether-launch, tether-worker). Paths from a config
+/// file are absolute by now (ResolveDataPaths); a relative one (from a flag,
+/// or a config built in memory) is taken against the current directory, as
+/// every reader opens it.
 /// Errors: NotFound "config field data.train_file: 'x.txt' does not exist
 /// (tried /full/path/x.txt, relative to the current directory /full/path)".
 Status CheckDataFilesExist(const JobConfig& config);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -201,7 +203,12 @@ TEST(ConfigTest, ServerValidationReadsOnlyClusterAndConsistency) {
 
 // The values in force: one line per set section, each short.
 TEST(ConfigTest, SummaryIsOneShortLinePerSection) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  // Parsed as text: the paths stay as written (LoadJobConfig would make them
+  // absolute, and their length would depend on where the checkout is).
+  std::ifstream in("examples/bibtex.pbtxt");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto c = ParseJobConfig(text.str(), "examples/bibtex.pbtxt");
   ASSERT_TRUE(c.ok());
   const std::string s = ConfigSummary(*c);
   std::vector<std::string> lines;
@@ -215,8 +222,8 @@ TEST(ConfigTest, SummaryIsOneShortLinePerSection) {
     EXPECT_EQ(l.rfind("  ", 0), 0u) << l;
     EXPECT_LE(l.size(), 110u) << l;
   }
-  EXPECT_NE(s.find("\n  data { format: XMC train_file: \"data/bibtex/Bibtex_data.txt.gz\""), std::string::npos) << s;
-  EXPECT_NE(s.find("\n      test_split: \"data/bibtex/bibtex_tstSplit.txt\" index_base: 0 num_features: 1836 num_labels: 159 }\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n  data { format: XMC train_file: \"../data/bibtex/Bibtex_data.txt.gz\""), std::string::npos) << s;
+  EXPECT_NE(s.find("\n      test_split: \"../data/bibtex/bibtex_tstSplit.txt\" index_base: 0 num_features: 1836\n      num_labels: 159 }\n"), std::string::npos) << s;
   EXPECT_EQ(lines.back(), "  staleness in force: 2 (SSP), table w1: 2 (SSP)");
 }
 
@@ -332,6 +339,40 @@ TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
   j = *c;
   j.mutable_data()->set_train_file("data");  // a folder
   EXPECT_EQ(CheckDataFilesExist(j).message().rfind("config field data.train_file: 'data' is not a file (tried ", 0), 0u);
+}
+
+// Issue 15 item 6: relative data paths in a config file are taken against
+// the file's folder, so a config works from any current directory; flags
+// and configs built in memory stay relative to the current directory.
+TEST(ConfigTest, RelativeDataPathsFollowTheConfigFilesFolder) {
+  const std::string root = std::filesystem::current_path().string();  // the repository
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->data().train_file(), root + "/data/bibtex/Bibtex_data.txt.gz");
+  EXPECT_EQ(c->data().test_split(), root + "/data/bibtex/bibtex_tstSplit.txt");
+  EXPECT_FALSE(c->data().has_train_label_file());  // unset fields stay unset
+  // The same file through another spelling of its path, and from another
+  // current directory: the same absolute paths.
+  auto again = LoadJobConfig(root + "/tests/../examples/bibtex.pbtxt");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data().train_file(), c->data().train_file());
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path();
+  std::filesystem::current_path(tmp);
+  auto elsewhere = LoadJobConfig(root + "/examples/mnist.pbtxt");
+  std::filesystem::current_path(root);
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_EQ(elsewhere->data().train_label_file(), root + "/data/mnist/t10k-labels-idx1-ubyte.gz");
+  EXPECT_TRUE(CheckDataFilesExist(*elsewhere).ok());
+  // Absolute paths are left alone; text parsed in memory is not resolved.
+  JobConfig j;
+  j.mutable_data()->set_train_file("/abs/x.txt");
+  j.mutable_data()->set_test_file("y.txt");
+  ResolveDataPaths(&j, "/base/dir");
+  EXPECT_EQ(j.data().train_file(), "/abs/x.txt");
+  EXPECT_EQ(j.data().test_file(), "/base/dir/y.txt");
+  auto text = ParseJobConfig("data { train_file: \"x.txt\" }", "mem");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->data().train_file(), "x.txt");
 }
 
 }  // namespace

@@ -42,7 +42,9 @@
 
 namespace tether {
 
-enum class DataFormat { kXmc, kLibsvm };
+/// kArff: MULAN's ARFF (sparse or dense rows; labels named by its label XML
+/// or taken as the last num_labels attributes), see sparse/arff_reader.h.
+enum class DataFormat { kXmc, kLibsvm, kArff };
 
 /// What to do when one row names the same feature index twice.
 enum class DuplicatePolicy {
@@ -112,6 +114,11 @@ struct ReadOptions {
   /// them as all-negative rows, true leaves them out. Either way they are
   /// counted in Dataset::unlabeled_rows and logged.
   bool skip_unlabeled = false;
+
+  /// ARFF only: MULAN's label XML file (plain or gzip), whose <label name=..>
+  /// elements name the label attributes. Empty: the last num_labels
+  /// attributes are the labels (num_labels is then required).
+  std::string label_xml;
 };
 
 struct Dataset {
@@ -128,8 +135,17 @@ struct Dataset {
                                // LOG(WARNING) gives the count)
 
   std::vector<int64_t> source_lines;  // 1-based file line of each kept row
+
+  // ARFF only: the attribute names of the feature and label columns, in
+  // column order (features.cols and labels.cols entries); empty otherwise.
+  std::vector<std::string> feature_names;
+  std::vector<std::string> label_names;
 };
 
+/// With ReadOptions::format kArff, ReadDataset and ParseDataset are
+/// ReadArffDataset and ParseArffDataset (sparse/arff_reader.h), whose rules
+/// for index_base and partitioning differ; the rest of this comment is about
+/// XMC and LIBSVM.
 /// Reads this reader's share (see ReadOptions) of the XMC or LIBSVM file at
 /// `path`, plain or gzip, into a Dataset with features.rows == labels.rows ==
 /// source_lines.size() (== targets.size() for LIBSVM single-label files).

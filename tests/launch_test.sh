@@ -31,8 +31,10 @@ done
 TEST_DEADLINE=$((SECONDS + 55))
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-launch-test.XXXXXX")
 CONFIG=$WORK/job.pbtxt
-cp "$ROOT/examples/bibtex.pbtxt" "$CONFIG"
-# The config's data paths are relative to the repository root.
+# A config's relative data paths are taken against its own folder: the copy
+# names the bundled files by absolute path.
+sed "s#\"\.\./data/#\"$ROOT/data/#" "$ROOT/examples/bibtex.pbtxt" > "$CONFIG"
+# --train_file below is relative to the current directory, the repository root.
 cd "$ROOT" || exit 2
 
 FAILED=0

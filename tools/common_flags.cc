@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "core/config.h"
+#include "sparse/arff_reader.h"
 #include "sparse/reader.h"
 
 DEFINE_string(config, "", "job config, Protobuf text format (see proto/tether.proto and examples/)");
@@ -48,11 +49,28 @@ namespace {
 // as proto/tether.proto promises (issue 15, item 6); the header of the
 // training file is read (its first line only) before validation, so the
 // values in force and every check see the real widths.
+// ARFF likewise, from its @attribute lines and label XML (the header only).
+// A train_file named *.arff or *.arff.gz is ARFF when data.format is unset.
 Status ResolveXmcWidths(JobConfig* config) {
   DataConfig* d = config->mutable_data();
-  if (d->format() != XMC || (d->num_features() != 0 && d->num_labels() != 0) || d->train_file().empty())
+  const std::string& f = d->train_file();
+  const auto ends = [&f](const std::string& e) { return f.size() >= e.size() && f.compare(f.size() - e.size(), e.size(), e) == 0; };
+  if (!d->has_format() && (ends(".arff") || ends(".arff.gz"))) d->set_format(ARFF);
+  if ((d->format() != XMC && d->format() != ARFF) || (d->num_features() != 0 && d->num_labels() != 0) ||
+      d->train_file().empty())
     return Status::OK();
+  if (d->format() == ARFF && d->label_xml().empty()) return Status::OK();  // validation names the field
   TETHER_RETURN_IF_ERROR(CheckDataFilesExist(*config));
+  if (d->format() == ARFF) {
+    ReadOptions opts;
+    opts.format = DataFormat::kArff;
+    opts.label_xml = d->label_xml();
+    opts.num_labels = d->num_labels();
+    TETHER_ASSIGN_OR_RETURN(ArffHeader header, ReadArffHeader(d->train_file(), opts));
+    if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header.feature_names.size()));
+    if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header.label_names.size()));
+    return Status::OK();
+  }
   TETHER_ASSIGN_OR_RETURN(auto header, ReadXmcHeader(d->train_file()));
   if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header[1]));
   if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header[2]));

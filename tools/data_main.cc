@@ -1,12 +1,20 @@
-// tether-data: checks a data file by reading it exactly as training does
-// (same reader, same options), then prints what training would see.
+// tether-data: data files, read exactly as training reads them (same
+// readers, same options).
 //
-//   tether-data check --format=xmc|libsvm --index_base=0|1 [flags] FILE
+//   tether-data check [--format=xmc|libsvm|arff] [--index_base=0|1] [flags] FILE
+//     Prints rows, features, labels, nnz and the unlabeled/dropped counts.
+//   tether-data stats [same flags] FILE
+//     Rows, features, labels, non-zeros per row (min/mean/max), labels per
+//     row, label frequency quantiles.
+//   tether-data convert --in=F --out=G --to=xmc|libsvm|arff [same flags]
+//     Writes F in another format (sparse/data_writer.h); G is written under a
+//     temporary name and renamed when complete, so an error leaves no G.
 //
-// Prints rows, features, labels, nnz and the unlabeled/dropped counts and
-// exits 0, or prints the reader's error ("FILE:line: ...") and exits 1.
+// --format may be left out for names ending in .arff or .arff.gz. Exit 0, or
+// the error ("FILE:line: ...") on stderr and exit 1.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,13 +22,23 @@
 #include <glog/logging.h>
 
 #include "core/status.h"
+#include "sparse/arff_reader.h"
+#include "sparse/data_writer.h"
 #include "sparse/reader.h"
 #include "tools/flag_parser.h"
 
-DEFINE_string(format, "", "Data format, required: xmc or libsvm");
+DEFINE_string(format, "", "Input format: xmc, libsvm or arff (may be left out for *.arff and *.arff.gz)");
 DEFINE_int32(index_base, -1,
-             "Index base, required: 0 or 1. Applies to feature indices and to XMC label ids; "
-             "never guessed from the data");
+             "Index base, required for xmc and libsvm: 0 or 1. Applies to feature indices and to XMC label "
+             "ids; never guessed from the data (ARFF indices are 0-based)");
+DEFINE_string(label_xml, "", "ARFF input: MULAN's label XML file naming the label attributes");
+DEFINE_string(in, "", "convert: the input file");
+DEFINE_string(out, "", "convert: the output file (gzip-compressed when it ends in .gz)");
+DEFINE_string(to, "", "convert: the output format, xmc, libsvm or arff");
+DEFINE_int32(out_index_base, -1, "convert: index base written (default: 0 for xmc, 1 for libsvm)");
+DEFINE_string(out_xml, "", "convert --to=arff: where the label XML goes (default: OUT with .arff[.gz] "
+                           "replaced by .xml)");
+DEFINE_string(relation, "", "convert --to=arff: the @relation name (default: the input's, or 'tether')");
 DEFINE_int64(num_features, 0,
              "Feature dimension; 0 = from the XMC header, or (LIBSVM) the largest index seen");
 DEFINE_int64(num_labels, 0,
@@ -43,21 +61,39 @@ namespace tether {
 namespace {
 
 // The one place where flags become ReadOptions.
-StatusOr<ReadOptions> OptionsFromFlags() {
+bool IsArffName(const std::string& p) {
+  const auto ends = [&p](const std::string& s) { return p.size() >= s.size() && p.compare(p.size() - s.size(), s.size(), s) == 0; };
+  return ends(".arff") || ends(".arff.gz");
+}
+
+StatusOr<ReadOptions> OptionsFromFlags(const std::string& path) {
   ReadOptions o;
-  if (FLAGS_format == "xmc") {
+  const std::string format = FLAGS_format.empty() && IsArffName(path) ? "arff" : FLAGS_format;
+  if (format == "xmc") {
     o.format = DataFormat::kXmc;
-  } else if (FLAGS_format == "libsvm") {
+  } else if (format == "libsvm") {
     o.format = DataFormat::kLibsvm;
+  } else if (format == "arff") {
+    o.format = DataFormat::kArff;
+    if (FLAGS_index_base != -1 && FLAGS_index_base != 0)
+      return Status::InvalidArgument("--index_base must be 0 or unset for ARFF (its indices are 0-based), got " +
+                                     std::to_string(FLAGS_index_base));
+    o.label_xml = FLAGS_label_xml;
   } else {
-    return Status::InvalidArgument("--format must be xmc or libsvm, got '" + FLAGS_format + "'");
+    return Status::InvalidArgument(FLAGS_format.empty()
+                                       ? "--format is required (xmc, libsvm or arff) for " + path
+                                       : "--format must be xmc, libsvm or arff, got '" + FLAGS_format + "'");
   }
-  if (FLAGS_index_base != 0 && FLAGS_index_base != 1) {
+  if (!FLAGS_label_xml.empty() && o.format != DataFormat::kArff)
+    return Status::InvalidArgument("--label_xml applies to ARFF input only");
+  if (o.format == DataFormat::kArff) {
+    o.index_base = -1;
+  } else if (FLAGS_index_base != 0 && FLAGS_index_base != 1) {
     return Status::InvalidArgument("--index_base must be 0 or 1, got " +
                                    std::to_string(FLAGS_index_base) +
                                    (FLAGS_index_base == -1 ? " (unset; it is required)" : ""));
   }
-  o.index_base = FLAGS_index_base;
+  if (o.format != DataFormat::kArff) o.index_base = FLAGS_index_base;
   o.num_features = FLAGS_num_features;
   o.num_labels = FLAGS_num_labels;
   o.partition = FLAGS_partition;
@@ -85,39 +121,54 @@ StatusOr<ReadOptions> OptionsFromFlags() {
   return o;
 }
 
-int Check(const std::string& path) {
-  StatusOr<ReadOptions> opts = OptionsFromFlags();
+// Reads `path` with the flags' options (and --split); prints the error and
+// returns false on failure.
+bool Load(const std::string& path, Dataset* ds, double* ms) {
+  StatusOr<ReadOptions> opts = OptionsFromFlags(path);
   if (!opts.ok()) {
     std::fprintf(stderr, "tether-data: %s\n", opts.status().message().c_str());
-    return 1;
+    return false;
   }
-  LOG(INFO) << "tether-data check: file=" << path << " format=" << FLAGS_format
+  LOG(INFO) << "tether-data: file=" << path << " format=" << FLAGS_format
             << " index_base=" << FLAGS_index_base << " num_features=" << FLAGS_num_features
             << " num_labels=" << FLAGS_num_labels << " split='" << FLAGS_split
             << "' partition=" << FLAGS_partition << "/" << FLAGS_num_partitions
             << " duplicates=" << FLAGS_duplicates << " non_finite=" << FLAGS_non_finite
             << " header_mismatch_is_error=" << FLAGS_header_mismatch_is_error
-            << " skip_unlabeled=" << FLAGS_skip_unlabeled;
+            << " skip_unlabeled=" << FLAGS_skip_unlabeled << " label_xml='" << FLAGS_label_xml << "'";
   std::vector<int64_t> subset;
   if (!FLAGS_split.empty()) {
     StatusOr<std::vector<int64_t>> rows = ReadSplitFile(FLAGS_split);
     if (!rows.ok()) {
       std::fprintf(stderr, "tether-data: %s\n", rows.status().message().c_str());
-      return 1;
+      return false;
     }
     subset = std::move(rows).value();
     opts->row_subset = &subset;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  StatusOr<Dataset> ds = ReadDataset(path, *opts);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (!ds.ok()) {
-    std::fprintf(stderr, "tether-data: %s\n", ds.status().message().c_str());
-    return 1;
+  StatusOr<Dataset> read = ReadDataset(path, *opts);
+  *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!read.ok()) {
+    std::fprintf(stderr, "tether-data: %s\n", read.status().message().c_str());
+    return false;
   }
+  *ds = std::move(read).value();
+  return true;
+}
+
+std::string FormatName(const std::string& path) {
+  return FLAGS_format.empty() && IsArffName(path) ? "arff" : FLAGS_format;
+}
+
+int Check(const std::string& path) {
+  Dataset d;
+  double ms = 0;
+  if (!Load(path, &d, &ms)) return 1;
+  const Dataset* ds = &d;
   std::printf("file: %s\n", path.c_str());
-  std::printf("format: %s\nindex_base: %d\n", FLAGS_format.c_str(), FLAGS_index_base);
+  std::printf("format: %s\n", FormatName(path).c_str());
+  if (FormatName(path) != "arff") std::printf("index_base: %d\n", FLAGS_index_base);
   if (!FLAGS_split.empty()) std::printf("split: %s\n", FLAGS_split.c_str());
   if (FLAGS_num_partitions > 1) {
     std::printf("partition: %d/%d\n", FLAGS_partition, FLAGS_num_partitions);
@@ -137,19 +188,103 @@ int Check(const std::string& path) {
   return 0;
 }
 
+int Stats(const std::string& path) {
+  Dataset ds;
+  double ms = 0;
+  if (!Load(path, &ds, &ms)) return 1;
+  const DatasetStats st = ComputeStats(ds);
+  std::printf("file: %s\nformat: %s\n", path.c_str(), FormatName(path).c_str());
+  std::printf("rows: %lld\nfeatures: %lld\nlabels: %lld\n", static_cast<long long>(st.rows),
+              static_cast<long long>(st.features), static_cast<long long>(st.labels));
+  std::printf("nnz: %lld\n", static_cast<long long>(st.nnz));
+  std::printf("nnz_per_row: min %lld mean %.4f max %lld\n", static_cast<long long>(st.nnz_min), st.nnz_mean,
+              static_cast<long long>(st.nnz_max));
+  std::printf("unused_features: %lld\n", static_cast<long long>(st.unused_features));
+  if (!ds.targets.empty()) {
+    std::printf("targets: %zu (single-label)\n", ds.targets.size());
+  } else {
+    std::printf("label_nnz: %lld\n", static_cast<long long>(st.label_nnz));
+    std::printf("labels_per_row: min %lld mean %.4f max %lld\n", static_cast<long long>(st.labels_min),
+                st.labels_mean, static_cast<long long>(st.labels_max));
+    std::printf("unused_labels: %lld\n", static_cast<long long>(st.unused_labels));
+    std::printf("label_frequency (rows per label, nearest-rank quantiles):");
+    for (size_t i = 0; i < st.quantiles.size(); ++i)
+      std::printf(" q%g %lld", st.quantiles[i], static_cast<long long>(st.label_freq_at[i]));
+    std::printf("\n");
+  }
+  std::printf("load_ms: %.1f\n", ms);
+  return 0;
+}
+
+int Convert() {
+  const auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "tether-data: %s\n", msg.c_str());
+    return 1;
+  };
+  if (FLAGS_in.empty()) return fail("convert: --in is required");
+  if (FLAGS_out.empty()) return fail("convert: --out is required");
+  if (FLAGS_to != "xmc" && FLAGS_to != "libsvm" && FLAGS_to != "arff")
+    return fail("convert: --to must be xmc, libsvm or arff, got '" + FLAGS_to + "'");
+  if (FLAGS_out_index_base != -1 && FLAGS_out_index_base != 0 && FLAGS_out_index_base != 1)
+    return fail("convert: --out_index_base must be 0 or 1, got " + std::to_string(FLAGS_out_index_base));
+  if (FLAGS_to == "arff" && FLAGS_out_index_base > 0)
+    return fail("convert: --out_index_base does not apply to ARFF (its indices are 0-based)");
+  Dataset ds;
+  double ms = 0;
+  if (!Load(FLAGS_in, &ds, &ms)) return 1;
+  Status st;
+  std::string also;
+  if (FLAGS_to == "xmc") {
+    st = WriteXmc(ds, FLAGS_out, FLAGS_out_index_base == -1 ? 0 : FLAGS_out_index_base);
+  } else if (FLAGS_to == "libsvm") {
+    st = WriteLibsvm(ds, FLAGS_out, FLAGS_out_index_base == -1 ? 1 : FLAGS_out_index_base);
+  } else {
+    std::string xml = FLAGS_out_xml;
+    if (xml.empty()) {
+      std::string stem = FLAGS_out;
+      for (const char* ext : {".gz", ".arff"})
+        if (stem.size() > std::strlen(ext) && stem.compare(stem.size() - std::strlen(ext), std::string::npos, ext) == 0)
+          stem.resize(stem.size() - std::strlen(ext));
+      xml = stem + ".xml";
+    }
+    std::string relation = FLAGS_relation;
+    if (relation.empty() && FormatName(FLAGS_in) == "arff") {
+      ReadOptions o;
+      o.format = DataFormat::kArff;
+      o.label_xml = FLAGS_label_xml;
+      o.num_labels = FLAGS_num_labels;
+      if (StatusOr<ArffHeader> h = ReadArffHeader(FLAGS_in, o); h.ok()) relation = h->relation;
+    }
+    st = WriteArff(ds, FLAGS_out, xml, relation);
+    also = " and " + xml;
+  }
+  if (!st.ok()) return fail(st.message());
+  std::printf("wrote %s%s: %lld rows, %lld features, %lld labels, nnz %lld\n", FLAGS_out.c_str(), also.c_str(),
+              static_cast<long long>(ds.features.rows), static_cast<long long>(ds.features.cols),
+              static_cast<long long>(ds.targets.empty() ? ds.labels.cols : 0),
+              static_cast<long long>(ds.features.nnz()));
+  return 0;
+}
+
 }  // namespace
 }  // namespace tether
 
 int main(int argc, char** argv) {
-  const tether::CommandLine command_line{
-      "tether-data check --format=xmc|libsvm --index_base=0|1 [--num_features=N] FILE\n"
-      "Checks a data file by reading it exactly as training does.",
-      {"COMMAND", "FILE"}};
+  const std::string usage =
+      "tether-data check|stats [--format=xmc|libsvm|arff] [--index_base=0|1] [--label_xml=X] FILE\n"
+      "       tether-data convert --in=F --out=G --to=xmc|libsvm|arff [--format=...] [--index_base=...]\n"
+      "check: read a data file exactly as training does; stats: its shape and label frequencies;\n"
+      "convert: write it in another format (never half-written).";
+  // convert takes its files as flags, check and stats one FILE argument.
+  const bool convert = argc > 1 && std::string(argv[1]) == "convert";
+  const tether::CommandLine command_line{usage, convert ? std::vector<std::string>{"COMMAND"}
+                                                        : std::vector<std::string>{"COMMAND", "FILE"}};
   tether::ParseFlagsOrDie(&argc, &argv, command_line);
-  if (std::string(argv[1]) != "check") {
-    std::fprintf(stderr, "error: unknown command '%s' (the command is check; usage: %s)\n", argv[1],
-                 command_line.usage.c_str());
-    return 1;
-  }
-  return tether::Check(argv[2]);
+  const std::string command = argv[1];
+  if (command == "convert") return tether::Convert();
+  if (command == "check") return tether::Check(argv[2]);
+  if (command == "stats") return tether::Stats(argv[2]);
+  std::fprintf(stderr, "error: unknown command '%s' (commands: check, stats, convert; usage: %s)\n", argv[1],
+               usage.c_str());
+  return 1;
 }

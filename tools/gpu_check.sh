@@ -99,7 +99,7 @@ train bibtex examples/bibtex.pbtxt cuda 1
 
 # A larger synthetic problem where compute dominates: F = 20,000 features,
 # L = 8,000 labels, H = 512, minibatch 512 (about 12 GFLOP per minibatch).
-synth=$out/synth
+synth=$(cd "$out" && pwd)/synth  # absolute: a config's relative paths are taken against its own folder
 if timeout 120 "$bin/tether-gen-xmc" --out_prefix="$synth" --train_rows=20000 --test_rows=2000 \
     --num_features=20000 --num_labels=8000 --features_per_row=60 --labels_per_row=5 --seed=1 \
     > "$out/gen_xmc.log" 2>&1; then

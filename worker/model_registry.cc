@@ -38,7 +38,7 @@ Status FirstFailed(std::initializer_list<FieldCheck> checks) {
 Status ValidateXmcMlp(const JobConfig& c) {
   return FirstFailed({
       {c.data().format() == IDX, "data.format",
-       "IDX data has one class per row; model.type XMC_MLP needs XMC or LIBSVM multi-label data"},
+       "IDX data has one class per row; model.type XMC_MLP needs XMC, ARFF or LIBSVM multi-label data"},
       {c.data().num_labels() <= 0, "data.num_labels", "must be > 0 (the model's output width)"},
       {c.model().sampled_labels() > 0 && c.model().loss() != SOFTMAX, "model.sampled_labels",
        "a sampled softmax needs model.loss SOFTMAX"},
@@ -82,7 +82,8 @@ Status ValidateDenseMlp(const JobConfig& c) {
   int64_t narrowest = 1;
   for (int w : c.model().hidden_layers()) narrowest = std::min<int64_t>(narrowest, w);
   return FirstFailed({
-      {c.data().format() == XMC, "data.format", "model.type DENSE_MLP reads single-label LIBSVM or IDX data"},
+      {c.data().format() == XMC || c.data().format() == ARFF, "data.format",
+       "model.type DENSE_MLP reads single-label LIBSVM or IDX data"},
       {c.data().num_labels() < 2, "data.num_labels", "must be ≥ 2 for model.type DENSE_MLP (the number of classes)"},
       {narrowest < 1, "model.hidden_layers", "every width must be ≥ 1, got " + std::to_string(narrowest)},
   });

@@ -273,7 +273,9 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
     TETHER_ASSIGN_OR_RETURN(d, ReadIdxDataset(file, label_file, opts));
   } else {
     ReadOptions opts;
-    opts.format = config.data().format() == XMC ? DataFormat::kXmc : DataFormat::kLibsvm;
+    opts.format = config.data().format() == XMC    ? DataFormat::kXmc
+                  : config.data().format() == ARFF ? DataFormat::kArff
+                                                   : DataFormat::kLibsvm;
     opts.index_base = config.data().index_base();
     opts.partition = partition;
     opts.num_partitions = num_partitions;
@@ -285,6 +287,13 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
                                                                         : NonFinitePolicy::kError;
     opts.skip_unlabeled = config.data().skip_unlabeled();
     opts.header_mismatch_is_error = config.data().header_mismatch_is_error();
+    if (opts.format == DataFormat::kArff) {
+      // Widths must equal the header's (they were taken from it when left at 0).
+      opts.index_base = -1;
+      opts.label_xml = config.data().label_xml();
+      opts.num_features = config.data().num_features();
+      opts.num_labels = config.data().num_labels();
+    }
     if (opts.format == DataFormat::kLibsvm) {
       opts.num_features = config.data().num_features();
       // A label count selects the LIBSVM reader's multi-label mode; binary

@@ -80,16 +80,19 @@ transports)
   done
   # A missing split file is refused by the launcher before anything starts
   # (exit 2, the full path tried).
-  sed 's#bibtex_trSplit.txt#no_such_split.txt#' examples/bibtex.pbtxt > "$tmp/missing.pbtxt"
+  # (The copies in $tmp name the bundled files by absolute path: a config's
+  # relative paths are taken against its own folder.)
+  sed -e "s#\"\.\./data/#\"$PWD/data/#" -e 's#bibtex_trSplit.txt#no_such_split.txt#' examples/bibtex.pbtxt > "$tmp/missing.pbtxt"
   rc=0
   out=$(timeout -k 5 60 "$bin/tether-launch" --config "$tmp/missing.pbtxt" --transport inproc 2>&1) || rc=$?
   [ "$rc" = 2 ] || { echo "FAIL: a job whose split file is missing: exit $rc (expected 2): $out"; exit 1; }
-  echo "$out" | grep -qF "config field data.train_split: 'data/bibtex/no_such_split.txt' does not exist (tried $PWD/data/bibtex/no_such_split.txt" ||
+  echo "$out" | grep -qF "config field data.train_split: '$PWD/data/bibtex/no_such_split.txt' does not exist" ||
     { echo "FAIL: message was: $out"; exit 1; }
   # A worker that cannot read its data must end the in-process job at once,
   # not leave the shards waiting for it (a split file that holds no rows).
   : > "$tmp/no_rows_split.txt"
-  sed "s#data/bibtex/bibtex_trSplit.txt#$tmp/no_rows_split.txt#" examples/bibtex.pbtxt > "$tmp/bad.pbtxt"
+  sed -e "s#\"\.\./data/bibtex/bibtex_trSplit.txt#\"$tmp/no_rows_split.txt#" -e "s#\"\.\./data/#\"$PWD/data/#" \
+    examples/bibtex.pbtxt > "$tmp/bad.pbtxt"
   start=$(date +%s)
   if out=$(timeout -k 5 120 "$bin/tether-launch" --config "$tmp/bad.pbtxt" --transport inproc 2>&1); then
     echo "FAIL: a job whose split file holds no rows succeeded"; exit 1; fi

@@ -141,7 +141,7 @@ EOF
   refused C20_worker_config "$want" "$bin/tether-worker" --config=$typo --server_addresses="$addr"
   cat > "$tmp/job.pbtxt" <<EOF
 cluster { num_servers: 1 num_workers: 1 request_timeout_ms: 2000 startup_timeout_ms: 1000 }
-data { format: XMC train_file: "$cases/C11_empty_file.txt" index_base: 0 num_features: 10 num_labels: 5 }
+data { format: XMC train_file: "$PWD/$cases/C11_empty_file.txt" index_base: 0 num_features: 10 num_labels: 5 }
 model { hidden: 4 }
 consistency { staleness: 1 }
 EOF
@@ -173,15 +173,30 @@ EOF
     "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt"
   timeout 30 "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt" >/dev/null 2>&1 || rc=$?
   [ "$rc" = 2 ] || fail "C23: tether-launch exit $rc (expected 2)"
-  # Item 6: a missing data file stops the launcher before any process starts
-  # (exit 2), with the full path it tried; a worker refuses it the same way.
+  # Item 6: a config's relative data paths are taken against its own folder;
+  # a missing data file stops the launcher before any process starts (exit
+  # 2), with the full path it tried; a worker refuses it the same way.
+  mkdir -p "$tmp/cfg"
+  sed 's#"\.\./data/bibtex/Bibtex_data.txt.gz"#"../nodata/x.txt"#' examples/bibtex.pbtxt > "$tmp/cfg/job.pbtxt"
   rc=0
-  out=$(cd "$tmp" && timeout 30 "$bin/tether-launch" --config="$OLDPWD/examples/bibtex.pbtxt" 2>&1) || rc=$?
+  out=$(timeout 30 "$bin/tether-launch" --config="$tmp/cfg/job.pbtxt" 2>&1) || rc=$?
   [ "$rc" = 2 ] || fail "missing data file: tether-launch exit $rc (expected 2):"$'\n'"$out"
-  grep -qF "config field data.train_file: 'data/bibtex/Bibtex_data.txt.gz' does not exist (tried $tmp/data/bibtex/Bibtex_data.txt.gz, relative to the current directory $tmp)" <<<"$out" ||
+  grep -qF "config field data.train_file: '$tmp/nodata/x.txt' does not exist" <<<"$out" ||
     fail "missing data file: message lacks the full path:"$'\n'"$out"
   ! grep -q "started server\|started worker" <<<"$out" || fail "missing data file: a process started:"$'\n'"$out"
-  echo "ok   missing data file refused by tether-launch before any process starts (exit 2, full path)"
+  echo "ok   missing data file (relative to the config's folder) refused by tether-launch before any process starts (exit 2, full path)"
+  # A path given by flag stays relative to the current directory.
+  rc=0
+  out=$(cd "$tmp" && timeout 30 "$bin/tether-launch" --config="$OLDPWD/examples/bibtex.pbtxt" --train_file=x.txt 2>&1) || rc=$?
+  [ "$rc" = 2 ] || fail "missing --train_file: tether-launch exit $rc (expected 2):"$'\n'"$out"
+  grep -qF "config field data.train_file: 'x.txt' does not exist (tried $tmp/x.txt, relative to the current directory $tmp)" <<<"$out" ||
+    fail "missing --train_file: message lacks the full path:"$'\n'"$out"
+  echo "ok   a --train_file flag is relative to the current directory (exit 2, full path)"
+  # The examples run from any current directory: pendigits, one epoch, from $tmp.
+  out=$(cd "$tmp" && timeout 60 "$bin/tether-launch" --config="$OLDPWD/examples/pendigits.pbtxt" --transport=inproc \
+    --epochs=1 --metrics_out="$tmp/pd.json" 2>&1) || fail "examples/pendigits.pbtxt from $tmp: exit $?:"$'\n'"$out"
+  [ -s "$tmp/pd.json" ] || fail "examples/pendigits.pbtxt from $tmp: no metrics"
+  echo "ok   examples/pendigits.pbtxt runs from another current directory"
   refused missing_data_file_worker "config field data.test_file: '/nonexistent/t.txt' does not exist" \
     "$bin/tether-worker" --config="$tmp/job.pbtxt" --test_file=/nonexistent/t.txt --server_addresses="$addr"
   touch "$tmp/connections.stop"
@@ -207,7 +222,7 @@ EOF
   # (10 and 5 here), in the values in force and in training.
   cat > "$tmp/widths.pbtxt" <<EOF
 cluster { num_servers: 1 num_workers: 1 }
-data { format: XMC train_file: "$cases/C01_xmc_header_test_split.txt" index_base: 0 }
+data { format: XMC train_file: "$PWD/$cases/C01_xmc_header_test_split.txt" index_base: 0 }
 model { hidden: 4 }
 train { epochs: 1 minibatch_size: 2 }
 EOF
