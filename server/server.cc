@@ -181,6 +181,26 @@ Status ServerShard::RunLoop() {
     bool all_gone = true;
     for (const auto& w : workers_) all_gone = all_gone && (w.said_bye || w.dead);
     if (all_gone) break;
+    if (drain_requested_.load()) {
+      // A stop that reached the whole job: serve the workers' stop
+      // checkpoint and BYE first (StopAfterWorkers).
+      int staying = 0;
+      for (const auto& w : workers_) staying += w.said_hello && !w.said_bye && !w.dead;
+      if (!drain_deadline_) {
+        drain_deadline_ = SteadyClock::now() + std::chrono::milliseconds(drain_grace_ms_.load());
+        LOG(INFO) << log_prefix_ << "stop requested: serving " << staying << " worker(s) for up to "
+                  << drain_grace_ms_.load() / 1000.0 << " s while they checkpoint and leave";
+      }
+      if (staying == 0) {
+        LOG(INFO) << log_prefix_ << "stop requested: every worker has left";
+        break;
+      }
+      if (SteadyClock::now() >= *drain_deadline_) {
+        LOG(WARNING) << log_prefix_ << "stop requested: " << staying << " worker(s) still here after "
+                     << drain_grace_ms_.load() / 1000.0 << " s (tether-server --stop_grace_s); stopping";
+        break;
+      }
+    }
     if (any_hello && !first_hello_ && !first_hello_done_) first_hello_ = SteadyClock::now();
     if (first_hello_ && MsSince(*first_hello_) > config_.cluster().startup_timeout_ms()) {
       // A rank that never joined holds every other worker at the staleness
@@ -217,7 +237,7 @@ Status ServerShard::RunLoop() {
   const FramePool::Stats pool = reply_pool_.stats();
   LOG(INFO) << log_prefix_ << "reply frames: " << pool.takes << " pooled, " << pool.reuses << " reused, "
             << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6 << " MB idle";
-  if (stop_.load()) return Status::OK();
+  if (stop_.load() || drain_requested_.load()) return Status::OK();
   // Every worker is gone, but a worker removed for silence never finished:
   // the job did not either, and the exit code must say so.
   std::string removed;

@@ -113,6 +113,18 @@ class ServerShard {
   void set_resume_from(const std::string& path) { resume_from_ = path; }
   /// Asks Run() to return at its next poll (≤ 100 ms). Thread-safe.
   void Stop() { stop_.store(true); }
+  /// Asks Run() to return (OK, as for Stop()) once every worker that joined
+  /// has left (BYE, or removed for silence), or `grace` after the first poll
+  /// that sees the request, whichever comes first. For a stop signal that
+  /// reaches the whole job at once (SLURM's scancel, requeue and time
+  /// limit signal every task together): the workers, stopped by the same
+  /// signal, still write their stop checkpoint and say BYE before the shard
+  /// goes (docs/OPERATIONS.md). Async-signal-safe (one atomic store); Stop()
+  /// still ends Run() at once.
+  void StopAfterWorkers(std::chrono::milliseconds grace) {
+    drain_grace_ms_.store(grace.count());
+    drain_requested_.store(true);
+  }
 
   const ServerStats& stats() const { return stats_; }
   /// The shard's counters as STATS_REPLY carries them: stats() (histogram
@@ -227,6 +239,9 @@ class ServerShard {
   uint64_t handshake_failures_logged_ = 0;  // failures other than ZAP refusals (logged 1st, 10th, 100th ...)
   std::string endpoint_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> drain_requested_{false};  // StopAfterWorkers
+  std::atomic<int64_t> drain_grace_ms_{0};
+  std::optional<std::chrono::steady_clock::time_point> drain_deadline_;  // event loop only
   Status aborted_;  // set by a worker's ABORT: Run() returns it
   std::function<void(int64_t)> clock_listener_;
   std::function<void(bool)> tick_listener_;

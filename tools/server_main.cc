@@ -4,7 +4,10 @@
 // ABORT, a worker was removed for silence and never came back, a timeout,
 // a bind error); 2 bad config or flags; 128 + N on stop signal N (130
 // SIGINT, 143 SIGTERM): the shard stops within its poll interval (100 ms)
-// whatever its workers are doing, since the job did not finish.
+// whatever its workers are doing, since the job did not finish. With
+// checkpoint.dir set it first serves its workers, stopped by the same
+// signal, while they write their stop checkpoint and say BYE (at most
+// --stop_grace_s); a second signal stops it at once.
 //
 // With --metrics_port the shard serves /metrics (tools/metrics_flags.h) and
 // keeps serving its final values --metrics_linger_s seconds after Run()
@@ -39,6 +42,11 @@ DEFINE_string(port_file, "",
 DEFINE_string(advertise_host, "",
               "for a wildcard --listen: the host (name or address) workers connect to, written to --port_file "
               "and published to --rendezvous; default: this machine's hostname");
+DEFINE_int32(stop_grace_s, 20,
+             "with checkpoint.dir set: on the first SIGTERM/SIGINT, keep serving up to this long while the "
+             "workers (stopped by the same signal, as under SLURM's scancel or requeue) write their stop "
+             "checkpoint and say BYE; a second signal stops at once. 0: stop at once. Keep it below the "
+             "scheduler's kill wait (SLURM's KillWait, 30 s by default)");
 DEFINE_string(resume_from, "",
               "the checkpoint to load rows from, as this host sees it (default: the path worker 0 resumes "
               "from, sent at HELLO)");
@@ -52,9 +60,15 @@ namespace {
 // async-signal-safe); Run() looks at the shard's stop flag every poll.
 std::atomic<int> g_signal{0};
 std::atomic<tether::ServerShard*> g_server{nullptr};
+std::atomic<int64_t> g_stop_grace_ms{0};  // > 0: the first signal lets the workers leave first
 void RequestStop(int sig) {
-  if (g_signal.exchange(sig) != 0) return;
-  if (tether::ServerShard* s = g_server.load()) s->Stop();
+  const bool first = g_signal.exchange(sig) == 0;
+  tether::ServerShard* s = g_server.load();
+  if (s == nullptr) return;
+  if (first && g_stop_grace_ms.load() > 0)
+    s->StopAfterWorkers(std::chrono::milliseconds(g_stop_grace_ms.load()));
+  else
+    s->Stop();
 }
 // The exit code of a Run() that returned `st` (logs why it is not 0).
 int ExitCode(const tether::Status& st);
@@ -134,6 +148,11 @@ int main(int argc, char** argv) {
     endpoint = std::move(*ep);
     if (endpoint != nullptr) tether::PublishShardMetrics(&server, &published);
   }
+  if (FLAGS_stop_grace_s < 0) {
+    LOG(ERROR) << "[server " << FLAGS_shard << "] flag --stop_grace_s=" << FLAGS_stop_grace_s << " is negative";
+    return 2;
+  }
+  if (!config->checkpoint().dir().empty()) g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
   g_server.store(&server);
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);

@@ -57,8 +57,8 @@ CFG
 
 case "$mode" in
 train)
-  cp examples/bibtex.pbtxt "$tmp/plain.pbtxt"
-  { cat examples/bibtex.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
+  sed "s|\"\.\./data/|\"$PWD/data/|g" examples/bibtex.pbtxt > "$tmp/plain.pbtxt"
+  { sed "s|\"\.\./data/|\"$PWD/data/|g" examples/bibtex.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
   for run in plain curve; do
     timeout -k 5 300 "$bin/tether-launch" --config "$tmp/$run.pbtxt" --servers 2 --workers 1 \
       --epochs=3 --seed=7 --metrics_out "$tmp/$run.json" > "$tmp/$run.launch.log" 2>&1 ||
@@ -164,7 +164,7 @@ keys)
   rc=0; out=$("$bin/tether-keygen" --out="$keys" --name=worker 2>&1) || rc=$?
   [ "$rc" = 1 ] && echo "$out" | grep -qF "$keys/worker.key exists; tether-keygen never overwrites a key" ||
     fail "keygen over an existing pair: exit $rc: $out"
-  { cat examples/bibtex.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
+  { sed "s|\"\.\./data/|\"$PWD/data/|g" examples/bibtex.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
   chmod 644 "$keys/server.key"
   rc=0; out=$(timeout -k 5 30 "$bin/tether-server" --config="$tmp/curve.pbtxt" 2>&1) || rc=$?
   [ "$rc" != 0 ] && echo "$out" | grep -qF "$keys/server.key: mode 0644 lets other users read the secret key; it must be 0600 or 0400 (chmod 600 $keys/server.key)" ||

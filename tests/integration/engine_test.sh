@@ -40,7 +40,7 @@ gate() {
   python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
 }
 # The job's config with absolute data paths, so tasks may run in $tmp.
-sed "s|\"data/|\"$repo/data/|g" examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
+sed "s|\"\.\./data/|\"$repo/data/|g" examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
 left_behind() { pgrep -fa -- "--config=$tmp/bibtex.pbtxt" || true; }
 wait_gone() {  # no process of this job within 10 s
   for _ in $(seq 1 100); do [ -z "$(left_behind)" ] && return 0; sleep 0.1; done

@@ -106,7 +106,7 @@ task_pid() {
 
 # The job runs in $tmp (its rendezvous directory and anything else written to
 # the working directory land there), with the repository's data by absolute path.
-sed "s#\"data/#\"$repo/data/#g" "$repo/examples/bibtex.pbtxt" > "$tmp/bibtex.pbtxt"
+sed "s#\"\.\./data/#\"$repo/data/#g" "$repo/examples/bibtex.pbtxt" > "$tmp/bibtex.pbtxt"
 export TETHER_BIN=$bin
 export TETHER_CONFIG=$tmp/bibtex.pbtxt
 export TETHER_METRICS_OUT=$tmp/metrics.json
@@ -189,7 +189,16 @@ requeue)
   export TETHER_ARGS="--checkpoint_every_seconds=0 --checkpoint_every_clocks=20 --slowdown=6 --slowdown_rank=0"
   t=$SECONDS
   submit "$repo/examples/slurm/bibtex_requeue.sbatch"
-  first_ckpt() { find "$tmp/ckpt" -name MANIFEST 2>/dev/null | grep -q .; }
+  first_ckpt() {
+    find "$tmp/ckpt" -name MANIFEST 2>/dev/null | grep -q . && return 0
+    case "$(job_field JobState)" in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY)
+        echo "FAIL: job $job_id ended ($(job_field JobState)) before its first checkpoint"
+        tail -n 30 "$tmp/job.out"
+        exit 1 ;;
+    esac
+    return 1
+  }
   wait_for 120 "complete checkpoint (MANIFEST) under $tmp/ckpt" first_ckpt
   echo "slurm_test: first checkpoint $(find "$tmp/ckpt" -name MANIFEST | head -n 1) after $((SECONDS - t)) s"
   [ "$(job_field JobState)" = RUNNING ] || { echo "FAIL: job $job_id is $(job_field JobState), not RUNNING"; exit 1; }
@@ -213,6 +222,15 @@ requeue)
   sed -n '/(SLURM_RESTART_COUNT=1)/,$p' job.out > run2.out
   grep -E "resuming from .* at clock [1-9][0-9]*" run2.out ||
     { echo "FAIL: the requeued run did not resume from a checkpoint"; exit 1; }
+  # SLURM signals every task at once; the servers keep serving while the
+  # workers write their stop checkpoint (tether-server --stop_grace_s), so
+  # the second run resumes where the first was stopped, not from the last
+  # periodic checkpoint.
+  stop_clock=$(sed -n '1,/(SLURM_RESTART_COUNT=1)/p' job.out |
+    sed -n 's/.*leaving the job after the checkpoint at clock \([0-9]*\).*/\1/p' | head -n 1)
+  [ -n "$stop_clock" ] || { echo "FAIL: the first run wrote no stop checkpoint when SLURM stopped it"; exit 1; }
+  grep -E "resuming from .* at clock $stop_clock\b" run2.out ||
+    { echo "FAIL: the requeued run did not resume from the stop checkpoint at clock $stop_clock"; exit 1; }
   grep -q "step ended with exit code 0" run2.out || { echo "FAIL: the requeued run did not end with 0"; exit 1; }
   gate "$(metric metrics.json precision_at_1)" 0.58 "P@1 (requeued and resumed, 2 servers, 2 workers)"
   # Resumed, not restarted or trained twice: the two runs together train
