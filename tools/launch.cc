@@ -937,6 +937,29 @@ int RunEngineTask(const EngineTask& task, const JobConfig& config, const std::st
     }
   }
   if (!FLAGS_resume_from.empty()) args.push_back("--resume_from=" + FLAGS_resume_from);
+  if (FLAGS_metrics_port >= 0) {
+    // The same layout as a launched job: task i serves /metrics on BASE + i
+    // (server i, then worker r on BASE + S + r); 0 picks a free port each.
+    args.push_back("--metrics_port=" + std::to_string(FLAGS_metrics_port == 0 ? 0 : FLAGS_metrics_port + task.rank));
+    args.push_back("--metrics_host=" + FLAGS_metrics_host);
+    args.push_back("--metrics_linger_s=" + std::to_string(FLAGS_metrics_linger_s));
+    if (!FLAGS_metrics_sd_dir.empty()) {
+      std::error_code ec;  // every task makes it; the first one wins
+      std::filesystem::create_directories(FLAGS_metrics_sd_dir, ec);
+      if (ec) {
+        LOG(ERROR) << where << "--metrics_sd_dir=" << FLAGS_metrics_sd_dir << ": " << ec.message();
+        return 2;
+      }
+      std::string name = job_id;
+      for (char& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
+      args.push_back("--metrics_sd_file=" + FLAGS_metrics_sd_dir + "/" + name + (is_server ? "-server-" : "-worker-") +
+                     std::to_string(index) + ".json");
+    }
+  } else if (!FLAGS_metrics_sd_dir.empty()) {
+    LOG(ERROR) << where << "--metrics_sd_dir needs --metrics_port (0: a free port per task)";
+    return 2;
+  }
   std::string cmdline;
   for (const auto& a : args) cmdline += (cmdline.empty() ? "" : " ") + a;
   LOG(INFO) << where << (is_server ? "server shard " : "worker rank ") << index << " of "

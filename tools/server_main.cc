@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
   }
   if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, reachable + "\n");
   std::unique_ptr<tether::Rendezvous> rdzv;
+  bool entry_published = false;
   const std::string job_id = tether::JobId(*config);
   const uint64_t generation = config->cluster().generation();
   if (st.ok() && !rendezvous.empty()) {
@@ -190,6 +191,7 @@ int main(int argc, char** argv) {
     } else {
       st = opened.status();
     }
+    entry_published = st.ok();
     if (st.ok())
       LOG(INFO) << "[server " << FLAGS_shard << "] published " << reachable << " to rendezvous " << rendezvous
                 << " (job '" << job_id << "' generation " << generation << ")";
@@ -203,10 +205,19 @@ int main(int argc, char** argv) {
   g_server.store(nullptr);
   // The entry names a port about to close: withdraw it (best effort; a
   // crashed server's stays, see core/net/rendezvous.h).
-  if (rdzv != nullptr) {
-    if (tether::Status del = rdzv->Delete(tether::RendezvousKey{job_id, generation, tether::ServerEntryName(FLAGS_shard)}, 1000);
-        !del.ok())
-      LOG(WARNING) << "[server " << FLAGS_shard << "] could not withdraw the rendezvous entry: " << del.message();
+  // Only an entry this shard published and that still names it: a shard
+  // started again meanwhile (same job, generation and shard) has replaced
+  // it with its own, which must stay.
+  if (rdzv != nullptr && entry_published) {
+    const tether::RendezvousKey key{job_id, generation, tether::ServerEntryName(FLAGS_shard)};
+    auto current = rdzv->WaitAll({key}, 500, nullptr);
+    if (current.ok() && current->size() == 1 && (*current)[0] == reachable) {
+      if (tether::Status del = rdzv->Delete(key, 1000); !del.ok())
+        LOG(WARNING) << "[server " << FLAGS_shard << "] could not withdraw the rendezvous entry: " << del.message();
+    } else if (current.ok() && current->size() == 1) {
+      LOG(INFO) << "[server " << FLAGS_shard << "] the rendezvous entry now names " << (*current)[0]
+                << " (another process of this shard): left in place";
+    }
   }
   const int code = ExitCode(st);
   // A signal that stopped the job ends the process at once; one during the

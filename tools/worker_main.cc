@@ -225,6 +225,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     options.servers = *found;
+    options.servers_source = "rendezvous " + spec;
     std::string list;
     for (const auto& ep : options.servers) list += (list.empty() ? "" : ",") + ep;
     LOG(INFO) << who << "servers from the rendezvous: " << list;

@@ -63,6 +63,8 @@ RequestChannel::Options ChannelOptions(const ClientOptions& o) {
   c.abort = o.abort;
   c.frame_pool_idle_bytes = o.frame_pool_idle_bytes;
   c.liveness_timeout_ms = o.liveness_timeout_ms;
+  c.first_connect_timeout_ms = o.first_connect_timeout_ms;
+  c.servers_source = o.servers_source;
   c.curve = o.curve;
   c.stop_requested = o.stop_requested;
   return c;

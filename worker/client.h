@@ -92,6 +92,14 @@ struct ClientOptions {
   /// has been down this long is gone, and every wait fails with Unavailable
   /// naming it (RequestChannel's file comment); 0: off.
   int liveness_timeout_ms = 5000;
+  /// cluster.startup_timeout_ms: a shard whose tcp:// or ipc:// endpoint has
+  /// never completed a ZMTP handshake this long after Connect is given up
+  /// (Unavailable naming it and `servers_source`); 0: off (only
+  /// request_timeout_ms bounds the HELLO).
+  int first_connect_timeout_ms = 0;
+  /// Where the endpoints came from, for that error ("rendezvous tcp://h:p"
+  /// warns of a stale entry); empty: given on the command line or config.
+  std::string servers_source;
   /// security.curve: this worker's key pair and the servers' public key
   /// (CurveClientOptions, core/net/curve.h); empty: plain connections.
   /// Applied to tcp:// and ipc:// endpoints. A server that refuses the key

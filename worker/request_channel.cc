@@ -143,6 +143,7 @@ RequestChannel::~RequestChannel() {
 }
 
 Status RequestChannel::Connect() {
+  connect_time_ = SteadyClock::now();
   SocketOptions so;
   so.send_timeout_ms = options_.request_timeout_ms;
   so.send_hwm = options_.send_hwm;
@@ -415,6 +416,24 @@ std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t valu
 
 Status RequestChannel::CheckLiveness() {
   if (!gone_.ok()) return gone_;
+  if (options_.first_connect_timeout_ms > 0 && !leaving_ &&
+      MillisecondsSince(connect_time_) >= options_.first_connect_timeout_ms) {
+    for (int s = 0; s < num_shards(); ++s) {
+      const Link& l = links_[s];
+      if (!l.monitored || l.ever_connected) continue;
+      gone_ = Status::Unavailable(
+          log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] +
+          " never answered: no connection within " + std::to_string(options_.first_connect_timeout_ms) +
+          " ms (cluster.startup_timeout_ms) " +
+          (options_.servers_source.empty()
+               ? std::string("(is that server up, and is this its address?)")
+               : "(the address came from " + options_.servers_source +
+                     ": the entry may be stale, left by a server of an earlier run with the same job id and "
+                     "generation that died; give each run its own cluster.job_id)"));
+      if (sticky_error_.ok()) sticky_error_ = gone_;
+      return gone_;
+    }
+  }
   if (options_.liveness_timeout_ms <= 0 || leaving_) return Status::OK();
   for (int s = 0; s < num_shards(); ++s) {
     const Link& l = links_[s];

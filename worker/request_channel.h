@@ -133,6 +133,12 @@ class RequestChannel {
     /// file comment); 0: off. Heartbeats go every liveness/4 and time out
     /// after liveness/2 of silence. tcp:// and ipc:// endpoints only.
     int liveness_timeout_ms = 0;
+    /// A monitored shard (see `liveness_timeout_ms`) that has never completed
+    /// a ZMTP handshake this long after Connect() is gone: every wait fails
+    /// with Unavailable naming it, and `servers_source` when set (a stale
+    /// rendezvous entry points at a port nobody serves). 0: off.
+    int first_connect_timeout_ms = 0;
+    std::string servers_source;
     /// CURVE keys for tcp:// and ipc:// endpoints (core/net/transport.h);
     /// empty: plain. With them, every such shard is watched by a socket
     /// monitor (also with liveness off), and a handshake the server refuses
@@ -266,6 +272,7 @@ class RequestChannel {
   // Handshakes failing without detail this many times in a row end the
   // shard (see TakeMonitorEvents).
   static constexpr int kKnownBadHandshakes = 3;
+  SteadyClock::time_point connect_time_;  // set by Connect()
 
   Status WaitFor(RequestState* request, int timeout_ms);
   // Abort, stop and liveness verdicts, checked at every wake-up of a wait.

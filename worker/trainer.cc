@@ -448,6 +448,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   report.model = model->name();
 
   ClientOptions copts = ClientOptionsFor(config, rank, options.servers);
+  copts.servers_source = options.servers_source;
   bool networked = false;
   for (const std::string& ep : options.servers) networked = networked || ep.rfind("inproc://", 0) != 0;
   if (config.security().has_curve() && networked) {
@@ -932,6 +933,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   o.heartbeat_interval_ms = config.cluster().heartbeat_interval_ms();
   o.request_timeout_ms = config.cluster().request_timeout_ms();
   o.liveness_timeout_ms = config.cluster().liveness_timeout_ms();
+  o.first_connect_timeout_ms = config.cluster().startup_timeout_ms();
   o.send_hwm = config.cluster().send_hwm();
   o.recv_hwm = config.cluster().recv_hwm();
   return o;

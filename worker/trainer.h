@@ -50,6 +50,9 @@ struct WorkerProgress {
 struct TrainerOptions {
   int rank = 0;
   std::vector<std::string> servers;  // one endpoint per shard, in shard order
+  /// Where `servers` came from ("rendezvous SPEC"), named when a shard never
+  /// answers (a stale entry); empty: the command line or the config.
+  std::string servers_source;
   std::string metrics_out;           // rank 0: JSON metrics written here (atomically) when non-empty
   /// Polled once per minibatch and every 100 ms while waiting on a server;
   /// when it returns true the worker leaves the job gracefully (BYE to every

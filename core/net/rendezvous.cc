@@ -205,12 +205,19 @@ class StoreRendezvous : public Rendezvous {
             JoinNames(keys, have) + " of job '" + keys[0].job_id + "' generation " +
             std::to_string(keys[0].generation) +
             (answered_once ? "" : " (the store never answered: is tether-rendezvous, or a process with "
-                                  "--rendezvous_serve, listening there?)"));
+                                  "--rendezvous_serve, listening there?" + NoAnswerHint() + ")"));
       }
     }
   }
 
  private:
+  // A CURVE store answers no one whose handshake it refused: say so.
+  std::string NoAnswerHint() const {
+    return opts_.curve.enabled()
+               ? " Or, with security.curve, it refused this process's key (not in its authorized_keys) or "
+                 "holds another key pair than the server_public_key given here: see the store's log"
+               : " Or it requires CURVE keys (security.curve) and this process has none";
+  }
   Status EnsureSocket() {
     if (socket_) return Status::OK();
     if (!ctx_) ctx_ = std::make_unique<zmq::context_t>();
@@ -280,7 +287,7 @@ class StoreRendezvous : public Rendezvous {
         return Status::DeadlineExceeded("rendezvous " + spec_ + ": cannot " + what + ": no store answered within " +
                                         std::to_string(timeout_ms) +
                                         " ms (is tether-rendezvous, or a process with --rendezvous_serve, "
-                                        "listening there?)");
+                                        "listening there?" + NoAnswerHint() + ")");
     }
   }
 
@@ -373,9 +380,10 @@ Status RendezvousStore::Start(const std::string& listen, const SocketOptions& so
   socket_ = std::move(*s);
   if (opts.curve.enabled()) {
     LOG(INFO) << "[rendezvous store] CURVE on: " << admitted_keys.size() << " key(s) admitted";
-  } else if (const std::string warning = UnauthenticatedBindWarning("the rendezvous store", endpoint_);
-             !warning.empty()) {
-    LOG(WARNING) << "[rendezvous store] " << warning;
+  } else if (!UnauthenticatedBindWarning("the rendezvous store", endpoint_).empty()) {
+    LOG(WARNING) << "[rendezvous store] listening on " << endpoint_
+                 << " without authentication: anyone who can reach this port can read the jobs' server "
+                 << "endpoints or plant a false one that redirects workers (security.curve, docs/DEPLOY.md)";
   }
   stop_ = false;
   thread_ = std::thread([this] { Serve(); });

@@ -19,7 +19,7 @@ set -euo pipefail
 mode=$1
 bin=$(cd "$2" && pwd)
 repo=$(pwd)
-if [ "$mode" != slurm_env ] && ! command -v mpirun >/dev/null; then
+if [ "$mode" != slurm_env ] && [ "$mode" != stale_entry ] && ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun not found (Debian package openmpi-bin)"
   exit 77
 fi
@@ -117,6 +117,27 @@ kill)
   echo "mpirun exited $rc after SIGTERM"
   [ "$rc" -ne 0 ] || { echo "FAIL: a stopped job exited 0"; exit 1; }
   wait_gone
+  ;;
+stale_entry)
+  # A rendezvous entry left by a dead server of an earlier run with the same
+  # job id and generation (a port nobody serves): the worker gives the shard
+  # up after cluster.startup_timeout_ms, naming the entry's source, instead
+  # of waiting request_timeout_ms (120 s) in silence.
+  mkdir -p "$tmp/rdzv/stale/0"
+  echo "tcp://127.0.0.1:1" > "$tmp/rdzv/stale/0/server-0"
+  sed 's/^cluster {/cluster {\n  startup_timeout_ms: 3000/' "$tmp/bibtex.pbtxt" > "$tmp/stale.pbtxt"
+  t0=$SECONDS
+  set +e
+  timeout -k 5 60 "$bin/tether-worker" --config="$tmp/stale.pbtxt" --rank=0 --num_servers=1 --num_workers=1 \
+    --rendezvous="file:$tmp/rdzv" --job_id=stale > "$tmp/stale.log" 2>&1
+  rc=$?
+  set -e
+  echo "worker exited $rc after $((SECONDS - t0)) s"
+  [ "$rc" = 1 ] || { echo "FAIL: exit $rc, not 1"; cat "$tmp/stale.log"; exit 1; }
+  [ $((SECONDS - t0)) -le 30 ] || { echo "FAIL: took $((SECONDS - t0)) s"; exit 1; }
+  grep -F "server shard 0 at tcp://127.0.0.1:1 never answered: no connection within 3000 ms" "$tmp/stale.log"
+  grep -qF "the address came from rendezvous file:$tmp/rdzv: the entry may be stale" "$tmp/stale.log" ||
+    { echo "FAIL: the error does not name the rendezvous"; cat "$tmp/stale.log"; exit 1; }
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
