@@ -458,10 +458,15 @@ void Launcher::ReapExited() {
 }
 
 Child* Launcher::NextExited() {
-  for (auto& c : children_) {
-    if (!c.running && !c.reported) {
-      c.reported = true;
-      return &c;
+  // Children killed by a signal first: when several ended between two
+  // looks (a SIGKILLed server, and a shard that then failed because its
+  // workers aborted), the killed one is the cause and is reported first.
+  for (const bool signalled : {true, false}) {
+    for (auto& c : children_) {
+      if (!c.running && !c.reported && WIFSIGNALED(c.wait_status) == signalled) {
+        c.reported = true;
+        return &c;
+      }
     }
   }
   return nullptr;
