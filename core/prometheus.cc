@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include "tether/build_config.h"
+
 #include <charconv>
 #include <cmath>
 
@@ -123,6 +125,16 @@ void ExpositionWriter::Counter(const std::string& name, const std::string& help,
                                double value) {
   Family(name, Type::kCounter, help);
   Sample(name, labels, value);
+}
+
+void ExpositionWriter::ProcessInfo(const PrometheusLabels& labels, bool running) {
+  PrometheusLabels info = labels;
+  info.emplace_back("version", TETHER_VERSION);
+  Gauge("tether_info", "Constant 1; the labels say which process of which job this is.", info, 1);
+  Gauge("tether_training_active",
+        "1 while the process takes part in training; 0 once it finished (the endpoint lingers with the final "
+        "values, --metrics_linger_s).",
+        labels, running ? 1 : 0);
 }
 
 void ExpositionWriter::Gauge(const std::string& name, const std::string& help, const PrometheusLabels& labels,

@@ -63,6 +63,11 @@ class ExpositionWriter {
   void Counter(const std::string& name, const std::string& help, const PrometheusLabels& labels, double value);
   void Gauge(const std::string& name, const std::string& help, const PrometheusLabels& labels, double value);
 
+  /// The two families every Tether process serves first: tether_info
+  /// (constant 1; `labels` plus version=TETHER_VERSION) and
+  /// tether_training_active (1 while `running`, 0 during the linger).
+  void ProcessInfo(const PrometheusLabels& labels, bool running);
+
   const std::string& text() const { return text_; }
 
  private:

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <memory>
 
-#include "tether/build_config.h"
 
 namespace tether {
 
@@ -64,13 +63,7 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
   };
   const ShardStats& s = snap.stats;
   ExpositionWriter w;
-  PrometheusLabels info = base;
-  info.emplace_back("version", TETHER_VERSION);
-  w.Gauge("tether_info", "Constant 1; the labels say which process of which job this is.", info, 1);
-  w.Gauge("tether_training_active",
-          "1 while the process takes part in training; 0 once it finished (the endpoint lingers with the final "
-          "values, --metrics_linger_s).",
-          base, snap.running ? 1 : 0);
+  w.ProcessInfo(base, snap.running);
   struct Counter {
     const char* name;
     uint64_t value;

@@ -355,18 +355,25 @@ class BenchCluster {
   std::unique_ptr<WorkerClient> client_;
 };
 
-int RunTransportCurve() {
-  std::vector<std::pair<int64_t, int64_t>> shapes;  // (keys, dim)
+// --shapes ("KEYSxDIM,...", KEYS may be written 1e5) as (keys, dim) pairs.
+// False (after one line on stderr naming `mode` and the item) for a bad one.
+bool ParseShapes(const char* mode, std::vector<std::pair<int64_t, int64_t>>* shapes) {
   for (const std::string& item : ParseNames(FLAGS_shapes)) {
     const size_t x = item.find('x');
     const int64_t n = x == std::string::npos ? 0 : static_cast<int64_t>(std::stod(item.substr(0, x)));
     const int64_t dim = x == std::string::npos ? 0 : std::stoll(item.substr(x + 1));
     if (n < 1 || dim < 1) {
-      std::fprintf(stderr, "tether-bench transport: bad shape '%s' in --shapes (KEYSxDIM, both ≥ 1)\n", item.c_str());
-      return 2;
+      std::fprintf(stderr, "tether-bench %s: bad shape '%s' in --shapes (KEYSxDIM, both ≥ 1)\n", mode, item.c_str());
+      return false;
     }
-    shapes.emplace_back(n, dim);
+    shapes->emplace_back(n, dim);
   }
+  return true;
+}
+
+int RunTransportCurve() {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  if (!ParseShapes("transport", &shapes)) return 2;
   // Fresh keys for this run, in a private directory removed at the end.
   std::string dir = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/tether-bench-keys.XXXXXX");
   if (mkdtemp(dir.data()) == nullptr) {
@@ -814,17 +821,8 @@ int RunKv() {
     std::fprintf(stderr, "tether-bench kv: unknown --optimizer=%s (sgd, noop)\n", FLAGS_optimizer.c_str());
     return 2;
   }
-  std::vector<std::pair<int64_t, int64_t>> shapes;  // (keys, dim)
-  for (const std::string& item : ParseNames(FLAGS_shapes)) {
-    const size_t x = item.find('x');
-    const int64_t n = x == std::string::npos ? 0 : static_cast<int64_t>(std::stod(item.substr(0, x)));
-    const int64_t dim = x == std::string::npos ? 0 : std::stoll(item.substr(x + 1));
-    if (n < 1 || dim < 1) {
-      std::fprintf(stderr, "tether-bench kv: bad shape '%s' in --shapes (KEYSxDIM, both ≥ 1)\n", item.c_str());
-      return 2;
-    }
-    shapes.emplace_back(n, dim);
-  }
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  if (!ParseShapes("kv", &shapes)) return 2;
   ClientOptions copts;
   copts.servers = {FLAGS_server};
   copts.staleness = -1;
