@@ -46,7 +46,9 @@ bool ParamCache::MakeRoom(uint64_t bytes) {
     auto it = t.rows.find(victim.key);
     stats_.evicted_bytes += EntryBytes(it->second.values.size());
     Drop(&it->second);
-    t.rows.erase(it);  // kept values mean no push in flight: nothing else to keep
+    // A row with a push in flight keeps its pending count (FinishPushRows
+    // removes it once the last push is answered).
+    if (it->second.pending_pushes == 0) t.rows.erase(it);
   }
   return true;
 }
@@ -129,15 +131,14 @@ void ParamCache::InsertRows(uint32_t table, const uint64_t* keys, size_t n, cons
   if (!t.enabled) return;
   const uint32_t dim = t.options.dim;
   for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = t.rows.try_emplace(keys[i]);
+    auto it = t.rows.try_emplace(keys[i]).first;
     CachedRow& row = it->second;
-    if (row.pending_pushes > 0) continue;  // not fresh until its own push's reply
     if (!row.values.empty()) {
       // Same size: overwritten in place, charged as before.
       std::memcpy(row.values.data(), values + i * size_t{dim}, dim * sizeof(float));
       Touch(&row);
     } else if (!Keep(&row, values + i * size_t{dim}, dim, {table, -1, keys[i]})) {
-      t.rows.erase(it);
+      if (row.pending_pushes == 0) t.rows.erase(it);
       continue;
     }
     row.row_clock = row_clock;
@@ -152,7 +153,6 @@ bool ParamCache::InsertDense(uint32_t table, int shard, const float* values, uin
   const auto [b, e] = DenseRange(t.options.size, shard, num_shards_);
   if (n != e - b) return false;
   CachedRow& slice = t.dense[shard];
-  if (slice.pending_pushes > 0) return true;  // not fresh until its own push's reply
   if (!slice.values.empty()) {
     std::memcpy(slice.values.data(), values, n * sizeof(float));
     Touch(&slice);
@@ -174,11 +174,7 @@ bool ParamCache::StartPushRows(uint32_t table, const uint64_t* keys, size_t n) {
   if (!t.enabled) return false;
   if (t.options.refresh_on_push) {
     ++t.pushes_in_flight;
-    for (size_t i = 0; i < n; ++i) {
-      CachedRow& row = t.rows[keys[i]];
-      Drop(&row);  // the reply brings the values with this push applied
-      ++row.pending_pushes;
-    }
+    for (size_t i = 0; i < n; ++i) ++t.rows[keys[i]].pending_pushes;
     return true;
   }
   // Own write not in memory: the next read must come from the server.
@@ -194,12 +190,12 @@ bool ParamCache::StartPushRows(uint32_t table, const uint64_t* keys, size_t n) {
 bool ParamCache::StartPushDense(uint32_t table, int shard) {
   Table& t = tables_[table];
   if (!t.enabled) return false;
-  Drop(&t.dense[shard]);
   if (t.options.refresh_on_push) {
     ++t.pushes_in_flight;
     ++t.dense[shard].pending_pushes;
     return true;
   }
+  Drop(&t.dense[shard]);
   return false;
 }
 
@@ -208,10 +204,10 @@ void ParamCache::FinishPushRows(uint32_t table, const uint64_t* keys, size_t n) 
   --t.pushes_in_flight;
   for (size_t i = 0; i < n; ++i) {
     auto it = t.rows.find(keys[i]);
-    if (it == t.rows.end()) continue;  // not reachable: a pending row is never evicted
-    // A pending row holds no values; with no push left, it is kept again
-    // only when the reply's values come (InsertRows).
-    if (--it->second.pending_pushes == 0) t.rows.erase(it);
+    if (it == t.rows.end()) continue;  // not reachable: eviction keeps a pending row's entry
+    // Values evicted while the push was in flight: nothing left to keep
+    // (the reply's values, if any, are kept again by InsertRows).
+    if (--it->second.pending_pushes == 0 && it->second.values.empty()) t.rows.erase(it);
   }
 }
 

@@ -19,9 +19,6 @@
 // this worker's update applied) replace them: read-my-writes from memory.
 // Without it, a push evicts its rows, so the next read goes to the server,
 // which has applied the push by then (one worker → one shard is in order).
-// A row with a push in flight keeps no values: whatever arrives for it
-// before the last of its pushes is answered (an earlier push's reply, a pull
-// reply sent before the push) would not be fresh anyway.
 //
 // Read versions (for the server's staleness τ, Zhang et al. IJCAI 2016):
 // StartRead() begins a read of a table; every row or slice served from
@@ -47,12 +44,13 @@
 // from its shard, which answers under the same SSP bound; reads copy hits
 // into the caller's buffer at once, so evicting a row afterwards (say while
 // the same minibatch's misses are kept) takes nothing from that read; and
-// a row with a push in flight holds no values, only its pending count,
-// which eviction never touches (read-my-writes: the push's reply, or the
-// server, supplies the row). Pending counts are not charged: there is one
-// per row of a push in flight, bounded by the in-flight window, and none
-// is left once the table's pushes are answered (every pull of a
-// refresh_on_push table waits for that first).
+// a row with a push in flight is never fresh, so evicting its values takes
+// nothing a read could use, while its pending count stays until the push is
+// answered (read-my-writes: the push's reply, or the server, supplies the
+// row). An entry left with a pending count and no values is not charged:
+// there is one per row of a push in flight, bounded by the in-flight
+// window, and none is left once the table's pushes are answered (every pull
+// of a refresh_on_push table waits for that first).
 //
 // Thread-safety: not thread-safe; owned by one WorkerClient.
 #pragma once
@@ -134,13 +132,12 @@ class ParamCache {
   void NoteReadVersion(uint32_t table, int shard, uint64_t version);
   /// Keeps `n` rows (`values`: n × dim) of `keys`, read when the shard's min
   /// clock was `row_clock`, at table version `version`, evicting as the
-  /// capacity requires (rows with a push in flight are skipped). No-op when
-  /// the table is not enabled.
+  /// capacity requires. No-op when the table is not enabled.
   void InsertRows(uint32_t table, const uint64_t* keys, size_t n, const float* values, int64_t row_clock,
                   uint64_t version);
   /// Keeps shard `shard`'s dense slice (`n` floats, which must be the
   /// slice's size: otherwise nothing is kept and false is returned). Returns
-  /// true also when the capacity or a push in flight leaves it out.
+  /// true also when the slice is larger than the whole capacity (not kept).
   bool InsertDense(uint32_t table, int shard, const float* values, uint64_t n, int64_t row_clock, uint64_t version);
 
   // ---- pushes
@@ -173,7 +170,7 @@ class ParamCache {
   };
   using LruList = std::list<LruEntry>;
   struct CachedRow {
-    std::vector<float> values;  // empty: nothing kept (always so while pending_pushes > 0)
+    std::vector<float> values;  // empty: nothing kept
     int64_t row_clock = 0;      // shard's min clock when the values were read
     uint64_t version = 0;       // table version on the shard then
     int pending_pushes = 0;     // pushes of this row not yet answered

@@ -345,6 +345,21 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // here, before any data is read or server contacted, not at HELLO.
   TETHER_RETURN_IF_ERROR(ValidateModelConfig(config));
 
+  // Bounded worker memory: the cache's capacity, and whether the cache and
+  // the dense tables fit in what this process may count on (before any data
+  // is read or server contacted, so a job that cannot run fails at once).
+  uint64_t cache_capacity = 0;
+  {
+    const std::vector<TableSpec> tables = TablesForJob(config);
+    StatusOr<uint64_t> capacity = ResolveCacheCapacity(config, tables);
+    if (!capacity.ok()) return Status::FailedPrecondition(who + capacity.status().message());
+    cache_capacity = *capacity;
+    const Status fits = CheckWorkerFits("worker " + std::to_string(rank), tables, cache_capacity,
+                                        MemoryBudgetFor(config));
+    if (!fits.ok()) return Status::ResourceExhausted(who + fits.message());
+    if (cache_capacity > 0) LOG(INFO) << who << "parameter cache capacity " << FormatBytes(cache_capacity);
+  }
+
   // A metrics file that cannot be written would be found only after the
   // whole run: check its directory now.
   if (rank == 0 && !options.metrics_out.empty()) {
@@ -401,19 +416,6 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
 
   const std::vector<TableSpec> tables = TablesForJob(config);
-  // Bounded worker memory: the cache's capacity, and whether the cache and
-  // the dense tables fit in what this process may count on (before any
-  // connection, so a job that cannot run fails at start-up).
-  uint64_t cache_capacity = 0;
-  {
-    StatusOr<uint64_t> capacity = ResolveCacheCapacity(config, tables);
-    if (!capacity.ok()) return Status::FailedPrecondition(who + capacity.status().message());
-    cache_capacity = *capacity;
-    const Status fits = CheckWorkerFits("worker " + std::to_string(rank), tables, cache_capacity,
-                                        MemoryBudgetFor(config));
-    if (!fits.ok()) return Status::ResourceExhausted(who + fits.message());
-    if (cache_capacity > 0) LOG(INFO) << who << "parameter cache capacity " << FormatBytes(cache_capacity);
-  }
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get(), rank));
 
   // A new job must not mix its checkpoints with another job's: pruning and

@@ -8,7 +8,7 @@
 #           bytes, exactly).
 #   fit     a job that cannot fit fails at start-up naming the sizes: a
 #           worker whose cache and dense tables exceed --memory_limit (before
-#           it connects), and a server shard whose tables do (it refuses
+#           it reads data or connects), and a server shard whose tables do (it refuses
 #           worker 0's HELLO and exits 1; the worker exits 1 too).
 # Every process is started under `timeout` and killed on exit.
 set -euo pipefail
@@ -82,14 +82,15 @@ fit)
   # Worker: an unbounded cache of this model (w1, b1 and w2 at full size,
   # 128 bytes of bookkeeping per entry: 1836 x 1152 + 1152 + 159 x 1156)
   # and the dense table b1 (1024 bytes) need 2301052 bytes; 1 MiB is
-  # refused before any connection.
+  # refused before any data is read or connection made.
   rc=0
   out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 \
     --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 --memory_limit=1MiB 2>&1) || rc=$?
   [ "$rc" = 1 ] || { echo "FAIL: worker exit $rc (expected 1): $out"; exit 1; }
   echo "$out" | grep -qF "worker 0 does not fit in memory: it needs 2.2 MiB (2301052 bytes) = parameter cache 2.2 MiB (2300028 bytes) (unbounded: every row of its cached tables; consistency.cache_capacity_bytes is 0) + dense tables 1.0 KiB (1024 bytes) (b1 1024), but 1.0 MiB (1048576 bytes) are available (consistency.memory_limit_bytes (--memory_limit))" ||
     { echo "FAIL: message was: $out"; exit 1; }
-  if echo "$out" | grep -q "connected to\|HELLO"; then echo "FAIL: connected before refusing: $out"; exit 1; fi
+  if echo "$out" | grep -q "connected to\|HELLO\|training rows"; then
+    echo "FAIL: read data or connected before refusing: $out"; exit 1; fi
   # ... and a capacity that fits makes the same worker pass the check (it
   # then fails to reach the servers that are not there, which is another
   # error).
