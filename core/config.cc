@@ -14,6 +14,7 @@
 #include <regex>
 #include <sstream>
 
+#include "core/memory_fit.h"
 #include "core/net/limits.h"
 
 namespace tether {
@@ -314,6 +315,8 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"checkpoint_every_clocks", "checkpoint.every_clocks", "a checkpoint every N clocks (0: not by clocks)"},
       {"checkpoint_every_seconds", "checkpoint.every_seconds", "a checkpoint every N seconds (0: not by time)"},
       {"checkpoint_keep_last", "checkpoint.keep_last", "complete checkpoints kept (older ones are deleted)"},
+      {"cache_capacity", "consistency.cache_capacity_bytes", "worker parameter cache capacity over all tables: 64MiB, 1.5GB, bytes, or 10% of the model (0: unbounded)"},
+      {"memory_limit", "consistency.memory_limit_bytes", "memory this process may count on for the job's tables or cache, checked at start-up: 8GiB, ... (0: MemAvailable)"},
   };
   return kOverrides;
 }
@@ -388,6 +391,32 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
       return bad("expected one of " + names);
     }
   }
+  if (field_path == "consistency.cache_capacity_bytes" || field_path == "consistency.memory_limit_bytes") {
+    // Byte sizes with units; the cache capacity also as a percentage of
+    // the model (cache_capacity_fraction). The two capacity fields exclude
+    // each other: setting one clears the other.
+    ConsistencyConfig* c = config->mutable_consistency();
+    const bool cache = field_path == "consistency.cache_capacity_bytes";
+    if (cache && !value.empty() && value.back() == '%') {
+      double percent = 0;
+      std::istringstream in(value.substr(0, value.size() - 1));
+      in >> percent;
+      if (in.fail() || !in.eof() || !(percent > 0) || !(percent <= 100))
+        return bad("expected a percentage in (0, 100] of the model");
+      c->clear_cache_capacity_bytes();
+      c->set_cache_capacity_fraction(percent / 100);
+      return Status::OK();
+    }
+    StatusOr<uint64_t> bytes = ParseByteSize(value);
+    if (!bytes.ok()) return bad(bytes.status().message() + (cache ? ", or a percentage such as 10%" : ""));
+    if (cache) {
+      c->clear_cache_capacity_fraction();
+      c->set_cache_capacity_bytes(*bytes);
+    } else {
+      c->set_memory_limit_bytes(*bytes);
+    }
+    return Status::OK();
+  }
   const bool staleness = field_path == "consistency.staleness";
   if (staleness) {
     std::string lower = value;
@@ -427,9 +456,24 @@ Status ValidateServerConfig(const JobConfig& c) {
                                                " entries but cluster.num_servers is " +
                                                std::to_string(c.cluster().num_servers()));
   if (c.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
-  for (const auto& t : c.table())
+  for (const auto& t : c.table()) {
     if (t.consistency().staleness() < -1)
       return bad("table[" + t.name() + "].consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+    for (const char* field : {"cache_capacity_bytes", "cache_capacity_fraction", "memory_limit_bytes"}) {
+      const google::protobuf::FieldDescriptor* f = ConsistencyConfig::descriptor()->FindFieldByName(field);
+      if (t.consistency().GetReflection()->HasField(t.consistency(), f))
+        return bad("table[" + t.name() + "].consistency." + field,
+                   "is job-wide (one cache and one process for all tables): set it in the job's consistency "
+                   "section");
+    }
+  }
+  const double fraction = c.consistency().cache_capacity_fraction();
+  if (!(fraction >= 0 && fraction <= 1))
+    return bad("consistency.cache_capacity_fraction", "must be in (0, 1], or 0 (not set)");
+  if (fraction > 0 && c.consistency().cache_capacity_bytes() > 0)
+    return bad("consistency.cache_capacity_fraction",
+               "and consistency.cache_capacity_bytes are both set: give one (the flag --cache_capacity sets "
+               "either and clears the other)");
   if (c.cluster().heartbeat_interval_ms() < 1) return bad("cluster.heartbeat_interval_ms", "must be ≥ 1");
   if (c.cluster().worker_timeout_ms() <= c.cluster().heartbeat_interval_ms())
     return bad("cluster.worker_timeout_ms", "must exceed cluster.heartbeat_interval_ms (" +

@@ -154,6 +154,52 @@ TEST(ConfigTest, StalenessOverrideAppliesToEveryTable) {
   EXPECT_EQ(EffectiveStaleness(ConsistencyForTable(j, "w1")), 3);
 }
 
+// --cache_capacity and --memory_limit take byte sizes with units; the cache
+// capacity also a percentage of the model, each form clearing the other.
+TEST(ConfigTest, CacheCapacityAndMemoryLimitFlagsTakeUnitsAndPercentages) {
+  JobConfig j;
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.cache_capacity_bytes", "64MiB", "flag --cache_capacity").ok());
+  EXPECT_EQ(j.consistency().cache_capacity_bytes(), 64u << 20);
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.cache_capacity_bytes", "10%", "flag --cache_capacity").ok());
+  EXPECT_EQ(j.consistency().cache_capacity_fraction(), 0.1);
+  EXPECT_FALSE(j.consistency().has_cache_capacity_bytes());
+  EXPECT_TRUE(ValidateServerConfig(j).ok());
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.cache_capacity_bytes", "1.5GB", "flag --cache_capacity").ok());
+  EXPECT_EQ(j.consistency().cache_capacity_bytes(), 1500000000u);
+  EXPECT_FALSE(j.consistency().has_cache_capacity_fraction());
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.memory_limit_bytes", "8GiB", "flag --memory_limit").ok());
+  EXPECT_EQ(j.consistency().memory_limit_bytes(), 8ull << 30);
+  Status st = ApplyOverride(&j, "consistency.cache_capacity_bytes", "64M", "flag --cache_capacity");
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("flag --cache_capacity=64M: '64M' is not a byte size"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("or a percentage such as 10%"), std::string::npos) << st.message();
+  st = ApplyOverride(&j, "consistency.cache_capacity_bytes", "150%", "flag --cache_capacity");
+  EXPECT_NE(st.message().find("expected a percentage in (0, 100]"), std::string::npos) << st.message();
+  EXPECT_EQ(j.consistency().cache_capacity_bytes(), 1500000000u) << "a bad value leaves the config as it was";
+  // Every row of the override table names a field.
+  bool found = false;
+  for (const ConfigOverride& o : ConfigOverrides()) found |= std::string(o.flag) == "cache_capacity";
+  EXPECT_TRUE(found);
+}
+
+TEST(ConfigTest, CacheCapacityIsJobWideAndOneFormAtATime) {
+  auto c = ParseJobConfig("consistency { cache_capacity_bytes: 1000 cache_capacity_fraction: 0.5 }\n", "t.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NE(ValidateServerConfig(*c).message().find(
+                "config field consistency.cache_capacity_fraction: and consistency.cache_capacity_bytes are both set"),
+            std::string::npos)
+      << ValidateServerConfig(*c).message();
+  c = ParseJobConfig("consistency { cache_capacity_fraction: 1.5 }\n", "t.pbtxt");
+  EXPECT_EQ(ValidateServerConfig(*c).message(),
+            "config field consistency.cache_capacity_fraction: must be in (0, 1], or 0 (not set)");
+  c = ParseJobConfig("table { name: \"w2\" consistency { cache_capacity_bytes: 5 } }\n", "t.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NE(ValidateServerConfig(*c).message().find(
+                "config field table[w2].consistency.cache_capacity_bytes: is job-wide"),
+            std::string::npos)
+      << ValidateServerConfig(*c).message();
+}
+
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
 // config file) and are refused there, naming the field.
 TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {

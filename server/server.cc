@@ -12,6 +12,7 @@
 #include "core/net/transport.h"
 #include "core/partition.h"
 #include "server/checkpoint.h"
+#include "server/shard_memory.h"
 
 namespace tether {
 namespace {
@@ -603,6 +604,13 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
     if (specs.empty()) return refuse("worker 0 declared no tables");
     const Status valid = ValidateTableSpecs(specs, num_shards_);
     if (!valid.ok()) return refuse("worker 0 declared a bad table: " + valid.message());
+    // Tables this shard cannot hold fail the job now, naming the sizes,
+    // rather than the shard running out of memory mid-training.
+    const Status fits = CheckShardFits(specs, shard_, num_shards_, MemoryBudgetFor(config_));
+    if (!fits.ok()) {
+      fatal_ = fits;
+      return refuse(fits.message());
+    }
     if (!h.resume_from().empty() || !resume_from_.empty()) {
       const std::string why = Resume(h);
       if (!why.empty()) return refuse(why);

@@ -58,9 +58,10 @@ class Cluster {
     for (auto& s : servers_) s->Stop();
     for (auto& t : threads_) t.join();
   }
-  std::unique_ptr<WorkerClient> Connect(int rank) const {
+  std::unique_ptr<WorkerClient> Connect(int rank, uint64_t cache_capacity_bytes = 0) const {
     ClientOptions o = ClientOptionsFor(config_, rank, endpoints_);
     o.request_timeout_ms = 10000;
+    o.cache_capacity_bytes = cache_capacity_bytes;
     auto c = WorkerClient::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;
@@ -79,13 +80,17 @@ class Cluster {
 // the c − s pushes each worker made in clocks ≤ c − s − 1, includes every push
 // of the reader itself (read-my-writes), and completes without waiting
 // whenever every worker's clock is ≥ c − s; when the bound does not hold the
-// read waits until it does.
-void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t seed) {
+// read waits until it does. `capacity`: each worker's cache capacity in
+// bytes (0: unbounded); a tiny one evicts rows all the time, and the
+// invariant must hold all the same.
+void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t seed, uint64_t capacity = 0,
+                       bool refresh_on_push = true) {
   JobConfig job = Job(2, workers, s);
   job.mutable_consistency()->set_cache(cache);
+  job.mutable_consistency()->set_refresh_on_push(refresh_on_push);
   Cluster cluster(job);
   std::vector<std::unique_ptr<WorkerClient>> w;
-  for (int r = 0; r < workers; ++r) w.push_back(cluster.Connect(r));
+  for (int r = 0; r < workers; ++r) w.push_back(cluster.Connect(r, capacity));
   for (auto& c : w) ASSERT_TRUE(c);
   std::vector<uint64_t> keys(workers);
   for (int r = 0; r < workers; ++r) keys[r] = r;
@@ -154,10 +159,27 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     EXPECT_EQ(reads_blocked, 0);
   }
   for (int sh = 0; sh < 2; ++sh) EXPECT_EQ(cluster.server(sh).stats().bound_violations, 0u);
+  if (capacity > 0 && cache && s >= 0) {
+    uint64_t evictions = 0, hits = 0;
+    for (auto& c : w) {
+      EXPECT_LE(c->stats().cache_peak_bytes, capacity);
+      EXPECT_EQ(c->stats().cache_capacity_bytes, capacity);
+      evictions += c->stats().cache_evictions;
+      hits += c->stats().cache_hits;
+    }
+    EXPECT_GT(evictions, 0u) << "the capacity never bound";
+    EXPECT_GT(hits, 0u) << "the cache never served";
+  }
 }
 
 TEST(ConsistencyTest, SspInvariantOnRandomScheduleS0) { RunRandomSchedule(0, true, 3, 300, 1); }
 TEST(ConsistencyTest, SspInvariantOnRandomScheduleS2) { RunRandomSchedule(2, true, 3, 400, 2); }
+// Room for two of the three rows (dim 1: 4 bytes + the entry overhead).
+constexpr uint64_t kTwoRows = 2 * (sizeof(float) + ParamCache::kEntryOverheadBytes);
+TEST(ConsistencyTest, SspInvariantOnRandomScheduleS2TinyCache) { RunRandomSchedule(2, true, 3, 400, 5, kTwoRows); }
+TEST(ConsistencyTest, SspInvariantOnRandomScheduleS3TinyCacheNoRefresh) {
+  RunRandomSchedule(3, true, 3, 400, 6, kTwoRows, /*refresh_on_push=*/false);
+}
 TEST(ConsistencyTest, SspInvariantOnRandomScheduleS3NoCache) { RunRandomSchedule(3, false, 4, 400, 3); }
 TEST(ConsistencyTest, AspNeverBlocks) { RunRandomSchedule(-1, true, 3, 300, 4); }
 

@@ -91,7 +91,7 @@ WorkerClient::WorkerClient(const ClientOptions& options)
       num_shards_(static_cast<int>(options.servers.size())),
       channel_(ChannelOptions(options),
                [this](uint64_t tag, const Status& verdict, Message* reply) { return OnReply(tag, verdict, reply); }),
-      cache_(CacheOptions(options.tables), std::max(1, num_shards_)) {}
+      cache_(CacheOptions(options.tables), std::max(1, num_shards_), options.cache_capacity_bytes) {}
 
 WorkerClient::~WorkerClient() = default;
 
@@ -581,6 +581,10 @@ const ClientStats& WorkerClient::stats() const {
   stats_.bytes_received = c.bytes_received;
   stats_.send_waits = c.send_waits;
   stats_.wait_seconds = c.wait_seconds + own_wait_seconds_;
+  stats_.cache_evictions = cache_.stats().evictions;
+  stats_.cache_bytes = cache_.bytes();
+  stats_.cache_peak_bytes = cache_.stats().peak_bytes;
+  stats_.cache_capacity_bytes = cache_.capacity_bytes();
   return stats_;
 }
 

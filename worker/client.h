@@ -24,7 +24,8 @@
 // Cache: for tables with a bound s ≥ 0 and consistency.cache on, a read at
 // clock c takes rows read at a shard min clock r ≥ c − s from memory and
 // fetches the others (see worker/param_cache.h for the rule, refresh_on_push
-// and evict-on-push). ASP tables are never cached.
+// and evict-on-push; ClientOptions::cache_capacity_bytes bounds it, evicting
+// the least recently used rows). ASP tables are never cached.
 //
 // Errors: a failed push is logged (shard, table, key range), counted in
 // updates_failed, reported on its own handle, and also fails the worker's
@@ -119,6 +120,10 @@ struct ClientOptions {
   /// (every shard loads its rows from there; see server/checkpoint.h).
   std::string resume_from;
   int64_t resume_clock = -1;
+  /// The parameter cache's capacity in bytes over all tables (ParamCache;
+  /// consistency.cache_capacity_bytes / _fraction resolved by
+  /// ResolveCacheCapacity, core/memory_fit.h); 0: unbounded.
+  uint64_t cache_capacity_bytes = 0;
 };
 
 /// What a checkpoint's CHECKPOINT_REPLYs carried: every shard's file and
@@ -134,6 +139,12 @@ struct ClientStats {
   uint64_t rows_pulled = 0, rows_pushed = 0;  // rows on the wire
   uint64_t rows_read = 0;                // rows handed to the caller by PullRows
   uint64_t cache_hits = 0;               // of rows_read, served from the cache
+  // The parameter cache (ParamCache::Stats): entries evicted for room,
+  // bytes charged now and at most, and the capacity (0: unbounded).
+  uint64_t cache_evictions = 0;
+  uint64_t cache_bytes = 0;
+  uint64_t cache_peak_bytes = 0;
+  uint64_t cache_capacity_bytes = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
   double wait_seconds = 0;  // time blocked in Wait (includes staleness waits)
   // Updates: rows of pushes (a dense slice counts 1), as the servers'

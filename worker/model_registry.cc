@@ -203,6 +203,11 @@ std::vector<TableSpec> TablesForJob(const JobConfig& config) {
       if (tc.name() == t.name()) o.MergeFrom(tc.optimizer());
     *t.mutable_optimizer() = o;
     *t.mutable_consistency() = ConsistencyForTable(config, t.name());
+    // Worker memory settings are a process's, not the tables' contract
+    // (workers may differ): they never travel in a TableSpec.
+    t.mutable_consistency()->clear_cache_capacity_bytes();
+    t.mutable_consistency()->clear_cache_capacity_fraction();
+    t.mutable_consistency()->clear_memory_limit_bytes();
     t.mutable_init()->set_seed(config.train().seed());
     for (const auto& tc : config.table())
       if (tc.name() == t.name() && tc.init() == INIT_ZEROS) {  // per-table init override

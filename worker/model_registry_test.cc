@@ -116,6 +116,18 @@ TEST(TableSpecTest, DiffNamesTheTableTheFieldAndBothValues) {
   b[1].mutable_consistency()->set_staleness(7);
   EXPECT_EQ(DiffTableSpecs(b, "worker 1", a, "the job"),
             "table 'b1', field consistency.staleness: worker 1 has 7, the job has 2");
+  // Worker memory settings stay with the process: two workers with
+  // different cache capacities declare the same tables.
+  {
+    JobConfig other = *c;
+    other.mutable_consistency()->set_cache_capacity_fraction(0.1);
+    other.mutable_consistency()->set_memory_limit_bytes(1 << 30);
+    const auto theirs = TablesForJob(other);
+    EXPECT_EQ(DiffTableSpecs(google::protobuf::RepeatedPtrField<TableSpec>(theirs.begin(), theirs.end()), "worker 1",
+                             a, "the job"),
+              "");
+    EXPECT_FALSE(theirs[2].consistency().has_cache_capacity_fraction());
+  }
   b = a;
   b.RemoveLast();
   EXPECT_EQ(DiffTableSpecs(b, "worker 1", a, "the job"),

@@ -27,16 +27,41 @@
 // oldest version among what the caller last read there (0 when nothing).
 // Tracked for every table, cached or not.
 //
-// Memory: one entry per distinct key ever kept (values of `dim` floats), one
-// slice per shard for dense tables; nothing is evicted except by pushes.
+// Memory. Every kept row or dense slice is charged its values' bytes plus
+// kEntryOverheadBytes of bookkeeping (hash-map node, LRU link, allocator
+// headers); bytes() is the sum. With capacity_bytes = 0 (unbounded) nothing
+// is evicted except by pushes. With a capacity, bytes() never exceeds it:
+// keeping an entry first evicts the least recently used entries of any
+// table (rows and dense slices alike) until it fits, and an entry larger
+// than the whole capacity is not kept at all. "Used" is kept or served by a
+// read. Why LRU rather than oldest row clock first: rows are kept in the
+// order they are read, so the LRU tail is also where the oldest row clocks
+// are, while a row read every minibatch (an output layer, a frequent
+// feature) stays at the head whatever its clock; LRU costs O(1) per touch
+// and needs no knowledge of the worker's clock.
+//
+// Eviction never breaks the rules above: an evicted row is fetched again
+// from its shard, which answers under the same SSP bound; reads copy hits
+// into the caller's buffer at once, so evicting a row afterwards (say while
+// the same minibatch's misses are kept) takes nothing from that read; and
+// a row with a push in flight is never fresh, so evicting its values takes
+// nothing a read could use, while its pending count stays until the push is
+// answered (read-my-writes: the push's reply, or the server, supplies the
+// row). An entry left with a pending count and no values is not charged:
+// there is one per row of a push in flight, bounded by the in-flight
+// window, and none is left once the table's pushes are answered (every pull
+// of a refresh_on_push table waits for that first).
 //
 // Thread-safety: not thread-safe; owned by one WorkerClient.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <unordered_map>
 #include <vector>
+
+#include "core/memory_fit.h"
 
 namespace tether {
 
@@ -52,8 +77,23 @@ class ParamCache {
     bool refresh_on_push = true;  // consistency.refresh_on_push
   };
 
+  /// Bookkeeping bytes charged per kept row or dense slice on top of its
+  /// values (an estimate of the hash-map node, LRU link and heap headers).
+  static constexpr uint64_t kEntryOverheadBytes = kCacheEntryOverheadBytes;
+
+  /// What the cache did so far (counters since construction; Clear() keeps
+  /// them).
+  struct Stats {
+    uint64_t evictions = 0;       // entries dropped to make room (capacity only; not pushes)
+    uint64_t evicted_bytes = 0;   // their charged bytes
+    uint64_t not_kept = 0;        // entries larger than the whole capacity, never kept
+    uint64_t peak_bytes = 0;      // largest bytes() so far
+  };
+
   /// `num_shards` ≥ 1. A table caches when `cache` is on and s ≥ 0.
-  ParamCache(std::vector<TableOptions> tables, int num_shards);
+  /// `capacity_bytes`: the most bytes() may reach, over all tables; 0 =
+  /// unbounded.
+  ParamCache(std::vector<TableOptions> tables, int num_shards, uint64_t capacity_bytes = 0);
 
   /// Whether `table` keeps rows at all.
   bool enabled(uint32_t table) const { return tables_[table].enabled; }
@@ -65,6 +105,12 @@ class ParamCache {
   int pushes_in_flight(uint32_t table) const { return tables_[table].pushes_in_flight; }
   /// Row tables: keys held (fresh or not, including rows with a pending push).
   size_t num_rows(uint32_t table) const { return tables_[table].rows.size(); }
+  /// Bytes charged for what is kept now (values + kEntryOverheadBytes per
+  /// row or slice), all tables; ≤ capacity_bytes() when that is not 0.
+  uint64_t bytes() const { return bytes_; }
+  /// The capacity given at construction (0: unbounded).
+  uint64_t capacity_bytes() const { return capacity_bytes_; }
+  const Stats& stats() const { return stats_; }
 
   // ---- reads
 
@@ -85,12 +131,13 @@ class ParamCache {
   /// A pull reply from `shard` carried `version`: lowers the read version.
   void NoteReadVersion(uint32_t table, int shard, uint64_t version);
   /// Keeps `n` rows (`values`: n × dim) of `keys`, read when the shard's min
-  /// clock was `row_clock`, at table version `version`. No-op when the table
-  /// is not enabled.
+  /// clock was `row_clock`, at table version `version`, evicting as the
+  /// capacity requires. No-op when the table is not enabled.
   void InsertRows(uint32_t table, const uint64_t* keys, size_t n, const float* values, int64_t row_clock,
                   uint64_t version);
   /// Keeps shard `shard`'s dense slice (`n` floats, which must be the
-  /// slice's size: otherwise nothing is kept and false is returned).
+  /// slice's size: otherwise nothing is kept and false is returned). Returns
+  /// true also when the slice is larger than the whole capacity (not kept).
   bool InsertDense(uint32_t table, int shard, const float* values, uint64_t n, int64_t row_clock, uint64_t version);
 
   // ---- pushes
@@ -111,15 +158,23 @@ class ParamCache {
 
   /// Forgets every cached row and read version (a checkpoint: the worker
   /// reads fresh after it, exactly as a resumed worker, whose cache starts
-  /// empty, does). Call with no push in flight.
+  /// empty, does). Call with no push in flight. Keeps stats().
   void Clear();
 
  private:
+  // One entry of the LRU list: a row (shard < 0) or a dense slice.
+  struct LruEntry {
+    uint32_t table;
+    int shard;
+    uint64_t key;
+  };
+  using LruList = std::list<LruEntry>;
   struct CachedRow {
     std::vector<float> values;  // empty: nothing kept
     int64_t row_clock = 0;      // shard's min clock when the values were read
     uint64_t version = 0;       // table version on the shard then
     int pending_pushes = 0;     // pushes of this row not yet answered
+    LruList::iterator lru;      // valid while values are kept and capacity_bytes_ > 0
   };
   struct Table {
     TableOptions options;
@@ -134,8 +189,27 @@ class ParamCache {
     return !row.values.empty() && row.pending_pushes == 0 && row.row_clock >= clock - t.options.staleness;
   }
 
+  static uint64_t EntryBytes(uint64_t floats) { return floats * sizeof(float) + kEntryOverheadBytes; }
+  // Makes room for an entry of `bytes` (evicting from the LRU tail); false
+  // when it can never fit.
+  bool MakeRoom(uint64_t bytes);
+  // Keeps `values` (n floats) in `entry` (whose values are empty), charging
+  // them and linking it at the LRU head; `where` names it for eviction.
+  // False when it does not fit (entry left empty).
+  bool Keep(CachedRow* entry, const float* values, uint64_t n, const LruEntry& where);
+  // Drops `entry`'s values (uncharging, unlinking); the entry itself stays.
+  void Drop(CachedRow* entry);
+  // Moves a kept entry to the LRU head (a read or a refresh used it).
+  void Touch(CachedRow* entry) {
+    if (capacity_bytes_ > 0) lru_.splice(lru_.begin(), lru_, entry->lru);
+  }
+
   std::vector<Table> tables_;
   int num_shards_;
+  uint64_t capacity_bytes_ = 0;
+  uint64_t bytes_ = 0;
+  LruList lru_;  // kept entries, most recently used first (capacity_bytes_ > 0 only)
+  Stats stats_;
 };
 
 }  // namespace tether

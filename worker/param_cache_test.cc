@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <vector>
 
 #include "core/partition.h"
@@ -189,6 +190,179 @@ TEST(ParamCacheTest, ReadVersionsAreTheOldestOfTheLastReadPerShard) {
   off.StartRead(kRows);
   off.NoteReadVersion(kRows, 0, 3);
   EXPECT_EQ(off.PushVersion(kRows, 0), 3u);
+}
+
+// ---- capacity (LRU)
+
+// Charged bytes of a row of dim 2 and of a dense slice of n floats.
+constexpr uint64_t kRowBytes = 2 * sizeof(float) + ParamCache::kEntryOverheadBytes;
+uint64_t SliceBytes(uint64_t n) { return n * sizeof(float) + ParamCache::kEntryOverheadBytes; }
+
+ParamCache MakeBoundedCache(uint64_t capacity, bool refresh_on_push = true, int shards = 1) {
+  ParamCache::TableOptions rows;
+  rows.dim = 2;
+  rows.staleness = 4;
+  rows.refresh_on_push = refresh_on_push;
+  ParamCache::TableOptions dense = rows;
+  dense.dense = true;
+  dense.size = 10;
+  return ParamCache({rows, dense}, shards, capacity);
+}
+
+void InsertKeys(ParamCache& c, const std::vector<uint64_t>& keys, float value = 1.0f) {
+  std::vector<float> v(keys.size() * 2, value);
+  c.InsertRows(kRows, keys.data(), keys.size(), v.data(), 0, 1);
+}
+
+TEST(ParamCacheCapacityTest, EvictsLeastRecentlyUsedRowsWithExactCounts) {
+  // Room for exactly 3 rows.
+  ParamCache c = MakeBoundedCache(3 * kRowBytes + kRowBytes / 2);
+  InsertKeys(c, {1, 2, 3});
+  EXPECT_EQ(c.bytes(), 3 * kRowBytes);
+  EXPECT_EQ(c.stats().evictions, 0u);
+  // A read of key 1 makes key 2 the least recently used.
+  EXPECT_EQ(Read(c, {1}, 0).first, 1u);
+  InsertKeys(c, {4});
+  EXPECT_EQ(c.stats().evictions, 1u);
+  EXPECT_EQ(c.stats().evicted_bytes, kRowBytes);
+  EXPECT_EQ(c.num_rows(kRows), 3u);
+  auto [hits, miss] = Read(c, {1, 2, 3, 4}, 0);
+  EXPECT_EQ(hits, 3u);
+  EXPECT_EQ(miss, (std::vector<uint64_t>{2}));
+  // That read touched 1, 3, 4 in key order: 5 and 6 evict 1 then 3.
+  InsertKeys(c, {5, 6});
+  EXPECT_EQ(c.stats().evictions, 3u);
+  EXPECT_EQ(c.stats().evicted_bytes, 3 * kRowBytes);
+  std::tie(hits, miss) = Read(c, {1, 3, 4, 5, 6}, 0);
+  EXPECT_EQ(hits, 3u);
+  EXPECT_EQ(miss, (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(c.bytes(), 3 * kRowBytes);
+  EXPECT_EQ(c.stats().peak_bytes, 3 * kRowBytes);
+  EXPECT_LE(c.stats().peak_bytes, c.capacity_bytes());
+}
+
+TEST(ParamCacheCapacityTest, RefreshingAKeptRowCostsNoRoomAndTouchesIt) {
+  ParamCache c = MakeBoundedCache(2 * kRowBytes);
+  InsertKeys(c, {1, 2});
+  InsertKeys(c, {1}, 7.0f);  // a newer copy of 1: same bytes, now the most recent
+  EXPECT_EQ(c.stats().evictions, 0u);
+  EXPECT_EQ(c.bytes(), 2 * kRowBytes);
+  InsertKeys(c, {3});  // evicts 2, the least recently used
+  EXPECT_EQ(c.stats().evictions, 1u);
+  std::vector<float> out;
+  auto [hits, miss] = Read(c, {1, 2, 3}, 0, &out);
+  EXPECT_EQ(hits, 2u);
+  EXPECT_EQ(miss, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(out, (std::vector<float>{7, 7, -1, -1, 1, 1}));
+}
+
+TEST(ParamCacheCapacityTest, OneInsertLargerThanTheCapacityKeepsItsLastRows) {
+  // 5 rows into room for 2: the first 3 are evicted as the last 2 come in
+  // (the caller copied them already), and bytes never pass the capacity.
+  ParamCache c = MakeBoundedCache(2 * kRowBytes);
+  InsertKeys(c, {10, 11, 12, 13, 14});
+  EXPECT_EQ(c.stats().evictions, 3u);
+  EXPECT_EQ(c.stats().peak_bytes, 2 * kRowBytes);
+  auto [hits, miss] = Read(c, {10, 11, 12, 13, 14}, 0);
+  EXPECT_EQ(hits, 2u);
+  EXPECT_EQ(miss, (std::vector<uint64_t>{10, 11, 12}));
+}
+
+TEST(ParamCacheCapacityTest, AnEntryLargerThanTheCapacityIsNotKept) {
+  ParamCache c = MakeBoundedCache(kRowBytes + 8);
+  InsertKeys(c, {1});
+  std::vector<float> slice(10, 2.0f);
+  EXPECT_TRUE(c.InsertDense(kDense, 0, slice.data(), 10, 0, 1)) << "a right-sized slice is accepted";
+  EXPECT_EQ(c.stats().not_kept, 1u);
+  EXPECT_EQ(c.stats().evictions, 0u) << "nothing is evicted for what can never fit";
+  std::vector<float> out(10);
+  EXPECT_FALSE(c.ReadDense(kDense, 0, 0, out.data()));
+  EXPECT_EQ(Read(c, {1}, 0).first, 1u);
+  EXPECT_EQ(c.bytes(), kRowBytes);
+}
+
+TEST(ParamCacheCapacityTest, RowsAndDenseSlicesShareOneLru) {
+  // Shards 2: dense slices of 5 floats each.
+  const uint64_t slice_bytes = SliceBytes(5);
+  ParamCache c = MakeBoundedCache(slice_bytes + 2 * kRowBytes, true, 2);
+  std::vector<float> slice(5, 3.0f);
+  ASSERT_TRUE(c.InsertDense(kDense, 0, slice.data(), 5, 0, 1));
+  InsertKeys(c, {1, 2});
+  EXPECT_EQ(c.bytes(), slice_bytes + 2 * kRowBytes);
+  InsertKeys(c, {3});  // the slice is the least recently used
+  EXPECT_EQ(c.stats().evictions, 1u);
+  EXPECT_EQ(c.stats().evicted_bytes, slice_bytes);
+  std::vector<float> out(5);
+  EXPECT_FALSE(c.ReadDense(kDense, 0, 0, out.data()));
+  EXPECT_EQ(c.bytes(), 3 * kRowBytes);
+  // The slice again: row 1 (the least recent) makes room for it.
+  ASSERT_TRUE(c.InsertDense(kDense, 0, slice.data(), 5, 0, 1));
+  EXPECT_EQ(c.stats().evictions, 2u);
+  EXPECT_TRUE(c.ReadDense(kDense, 0, 0, out.data()));
+  EXPECT_EQ(out, slice);
+  EXPECT_EQ(c.bytes(), slice_bytes + 2 * kRowBytes);
+  EXPECT_EQ(Read(c, {1, 2, 3}, 0).first, 2u);
+  EXPECT_LE(c.stats().peak_bytes, c.capacity_bytes());
+}
+
+TEST(ParamCacheCapacityTest, EvictingARowWithAPushInFlightKeepsItsPendingCount) {
+  ParamCache c = MakeBoundedCache(2 * kRowBytes, /*refresh_on_push=*/true);
+  InsertKeys(c, {1, 2});
+  const uint64_t one = 1;
+  ASSERT_TRUE(c.StartPushRows(kRows, &one, 1));
+  EXPECT_EQ(c.bytes(), 2 * kRowBytes) << "kept until room is needed";
+  // Row 1 is the least recently used: its values go, its pending count stays.
+  InsertKeys(c, {3});
+  EXPECT_EQ(c.stats().evictions, 1u);
+  EXPECT_EQ(c.num_rows(kRows), 3u) << "rows 2, 3 and row 1's pending entry";
+  EXPECT_EQ(c.bytes(), 2 * kRowBytes) << "the pending entry is not charged";
+  EXPECT_EQ(Read(c, {1}, 0).first, 0u);
+  // A pull reply for row 1 sent before the push: kept (evicting row 2) but
+  // not fresh while the push is in flight.
+  InsertKeys(c, {1}, 9.0f);
+  EXPECT_EQ(c.stats().evictions, 2u);
+  EXPECT_EQ(Read(c, {1}, 0).first, 0u);
+  // The push's reply: read-my-writes from memory.
+  c.FinishPushRows(kRows, &one, 1);
+  EXPECT_EQ(c.pushes_in_flight(kRows), 0);
+  InsertKeys(c, {1}, 5.0f);
+  std::vector<float> out;
+  EXPECT_EQ(Read(c, {1}, 0, &out).first, 1u);
+  EXPECT_EQ(out, (std::vector<float>{5, 5}));
+  EXPECT_EQ(c.stats().evictions, 2u);
+  EXPECT_EQ(c.bytes(), 2 * kRowBytes);
+  // Evicted while pending and answered without values (a failed push): the
+  // entry goes with the push.
+  ASSERT_TRUE(c.StartPushRows(kRows, &one, 1));
+  InsertKeys(c, {7, 8});
+  EXPECT_EQ(c.stats().evictions, 4u);
+  c.FinishPushRows(kRows, &one, 1);
+  EXPECT_EQ(c.num_rows(kRows), 2u);
+  EXPECT_EQ(Read(c, {1, 7, 8}, 0).first, 2u);
+}
+
+TEST(ParamCacheCapacityTest, PushWithoutRefreshFreesItsBytes) {
+  ParamCache c = MakeBoundedCache(3 * kRowBytes, /*refresh_on_push=*/false);
+  InsertKeys(c, {1, 2, 3});
+  const std::vector<uint64_t> pushed = {1, 3};
+  EXPECT_FALSE(c.StartPushRows(kRows, pushed.data(), 2));
+  EXPECT_EQ(c.bytes(), kRowBytes);
+  InsertKeys(c, {4, 5});
+  EXPECT_EQ(c.stats().evictions, 0u) << "the room the push freed was enough";
+  c.Clear();
+  EXPECT_EQ(c.bytes(), 0u);
+  EXPECT_EQ(c.stats().peak_bytes, 3 * kRowBytes) << "Clear keeps the counters";
+}
+
+TEST(ParamCacheCapacityTest, UnboundedCacheCountsBytesAndNeverEvicts) {
+  ParamCache c = MakeBoundedCache(0);
+  std::vector<uint64_t> keys(1000);
+  for (uint64_t k = 0; k < keys.size(); ++k) keys[k] = k;
+  InsertKeys(c, keys);
+  EXPECT_EQ(c.bytes(), 1000 * kRowBytes);
+  EXPECT_EQ(c.stats().peak_bytes, 1000 * kRowBytes);
+  EXPECT_EQ(c.stats().evictions, 0u);
+  EXPECT_EQ(c.capacity_bytes(), 0u);
 }
 
 }  // namespace

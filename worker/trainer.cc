@@ -21,6 +21,7 @@
 #include "core/config.h"
 #include "core/env.h"
 #include "core/file_util.h"
+#include "core/memory_fit.h"
 #include "core/metrics.h"
 #include "core/metrics_log.h"
 #include "core/net/curve.h"
@@ -344,6 +345,21 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // here, before any data is read or server contacted, not at HELLO.
   TETHER_RETURN_IF_ERROR(ValidateModelConfig(config));
 
+  // Bounded worker memory: the cache's capacity, and whether the cache and
+  // the dense tables fit in what this process may count on (before any data
+  // is read or server contacted, so a job that cannot run fails at once).
+  uint64_t cache_capacity = 0;
+  {
+    const std::vector<TableSpec> tables = TablesForJob(config);
+    StatusOr<uint64_t> capacity = ResolveCacheCapacity(config, tables);
+    if (!capacity.ok()) return Status::FailedPrecondition(who + capacity.status().message());
+    cache_capacity = *capacity;
+    const Status fits = CheckWorkerFits("worker " + std::to_string(rank), tables, cache_capacity,
+                                        MemoryBudgetFor(config));
+    if (!fits.ok()) return Status::ResourceExhausted(who + fits.message());
+    if (cache_capacity > 0) LOG(INFO) << who << "parameter cache capacity " << FormatBytes(cache_capacity);
+  }
+
   // A metrics file that cannot be written would be found only after the
   // whole run: check its directory now.
   if (rank == 0 && !options.metrics_out.empty()) {
@@ -449,6 +465,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
 
   ClientOptions copts = ClientOptionsFor(config, rank, options.servers);
   copts.servers_source = options.servers_source;
+  copts.cache_capacity_bytes = cache_capacity;
   bool networked = false;
   for (const std::string& ep : options.servers) networked = networked || ep.rfind("inproc://", 0) != 0;
   if (config.security().has_curve() && networked) {
@@ -809,6 +826,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     mine.set_wait_fraction(std::min(1.0, cs.wait_seconds / my_train_s));
     mine.set_train_start_unix_s(train_start_unix_s);
     mine.set_train_end_unix_s(UnixSeconds() - eval_seconds);
+    mine.set_cache_capacity_bytes(cs.cache_capacity_bytes);
+    mine.set_cache_peak_bytes(cs.cache_peak_bytes);
+    mine.set_cache_evictions(cs.cache_evictions);
+    mine.set_cache_hit_rate(cs.rows_read > 0 ? static_cast<double>(cs.cache_hits) / cs.rows_read : 0.0);
     TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
@@ -936,6 +957,9 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   o.first_connect_timeout_ms = config.cluster().startup_timeout_ms();
   o.send_hwm = config.cluster().send_hwm();
   o.recv_hwm = config.cluster().recv_hwm();
+  // A fraction of the model needs the tables' sizes: RunWorker resolves it
+  // (ResolveCacheCapacity) and sets the capacity in bytes.
+  o.cache_capacity_bytes = config.consistency().cache_capacity_bytes();
   return o;
 }
 

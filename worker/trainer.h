@@ -161,7 +161,8 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
 /// The client options of worker `rank` of the job (one place for the config
 /// → ClientOptions mapping): its tables (TablesForJob), staleness, job id
 /// and generation, timeouts and high-water marks, for `servers` in shard
-/// order. Context and abort flag are left null.
+/// order, and the cache capacity when given in bytes (a fraction of the
+/// model is resolved by RunWorker). Context and abort flag are left null.
 ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<std::string> servers);
 
 /// Writes MetricsJson(report, config) (worker/metrics_json.h: the report's

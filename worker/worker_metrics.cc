@@ -26,6 +26,8 @@ std::string RenderWorkerMetrics(const WorkerMetricsSnapshot& snap, const std::st
        "Rows handed to the model, cache hits included."},
       {"tether_worker_cache_hits_total", static_cast<double>(c.cache_hits),
        "Rows read from the worker's parameter cache."},
+      {"tether_worker_cache_evictions_total", static_cast<double>(c.cache_evictions),
+       "Rows or dense slices the parameter cache evicted to stay within its capacity."},
       {"tether_worker_sent_bytes_total", static_cast<double>(c.bytes_sent), "Bytes of keys and values frames sent."},
       {"tether_worker_received_bytes_total", static_cast<double>(c.bytes_received),
        "Bytes of keys and values frames received in replies."},
@@ -49,6 +51,14 @@ std::string RenderWorkerMetrics(const WorkerMetricsSnapshot& snap, const std::st
   };
   for (const Counter& k : counters) w.Counter(k.name, k.help, base, k.value);
   w.Gauge("tether_worker_clock", "Clocks this worker completed.", base, static_cast<double>(p.clock));
+  w.Gauge("tether_worker_cache_bytes", "Bytes the parameter cache holds now (values and per-entry bookkeeping).",
+          base, static_cast<double>(c.cache_bytes));
+  w.Gauge("tether_worker_cache_peak_bytes", "The most bytes the parameter cache held at once.", base,
+          static_cast<double>(c.cache_peak_bytes));
+  w.Gauge("tether_worker_cache_capacity_bytes", "The parameter cache's capacity in bytes (0: unbounded).", base,
+          static_cast<double>(c.cache_capacity_bytes));
+  w.Gauge("tether_worker_cache_hit_ratio", "Rows read from the parameter cache over rows read (0 before any read).",
+          base, c.rows_read > 0 ? static_cast<double>(c.cache_hits) / c.rows_read : 0.0);
   w.Gauge("tether_worker_epoch", "The epoch in progress, 1-based (train.epochs once done).", base, p.epoch);
   w.Gauge("tether_worker_minibatch_loss",
           "Mean minibatch training loss over the last clock's minibatches (NaN before the first clock).", base,

@@ -17,6 +17,10 @@ TEST(WorkerMetricsTest, RendersCountersLossAndRate) {
   p.client.pushes = 20;
   p.client.rows_read = 500;
   p.client.cache_hits = 125;
+  p.client.cache_evictions = 33;
+  p.client.cache_bytes = 1000;
+  p.client.cache_peak_bytes = 2048;
+  p.client.cache_capacity_bytes = 4096;
   p.client.bytes_sent = 4096;
   p.client.bytes_received = 8192;
   p.client.updates_sent = 480;
@@ -40,6 +44,11 @@ TEST(WorkerMetricsTest, RendersCountersLossAndRate) {
            "tether_worker_pushes_total" + l + " 20\n",
            "tether_worker_rows_read_total" + l + " 500\n",
            "tether_worker_cache_hits_total" + l + " 125\n",
+           "tether_worker_cache_evictions_total" + l + " 33\n",
+           "tether_worker_cache_bytes" + l + " 1000\n",
+           "tether_worker_cache_peak_bytes" + l + " 2048\n",
+           "tether_worker_cache_capacity_bytes" + l + " 4096\n",
+           "tether_worker_cache_hit_ratio" + l + " 0.25\n",
            "tether_worker_sent_bytes_total" + l + " 4096\n",
            "tether_worker_received_bytes_total" + l + " 8192\n",
            "tether_worker_updates_sent_total" + l + " 480\n",

@@ -1,0 +1,46 @@
+#include "server/shard_memory.h"
+
+#include "core/partition.h"
+#include "core/table_spec.h"
+#include "server/optimizer.h"
+
+namespace tether {
+
+uint64_t ShardTableBytes(const TableSpec& t, int shard, int num_shards) {
+  const Optimizer optimizer(t.optimizer());
+  if (IsDenseTable(t)) {
+    const auto [b, e] = DenseRange(t.size(), shard, num_shards);
+    return (e - b + optimizer.StateFloats(e - b)) * sizeof(float);
+  }
+  const uint64_t n = static_cast<uint64_t>(num_shards);
+  const uint64_t rows = (t.num_keys() + n - 1) / n;
+  return rows * ((t.dim() + optimizer.StateFloats(t.dim())) * sizeof(float) + kServerIndexBytesPerRow);
+}
+
+Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget) {
+  uint64_t need = 0;
+  std::string list, unbounded;
+  const uint64_t n = static_cast<uint64_t>(num_shards);
+  for (const TableSpec& t : tables) {
+    const uint64_t bytes = ShardTableBytes(t, shard, num_shards);
+    need += bytes;
+    if (IsRowTable(t) && t.num_keys() == 0) {
+      unbounded += (unbounded.empty() ? "" : ", ") + t.name();
+      continue;
+    }
+    list += (list.empty() ? "" : ", ") + t.name() + " " +
+            (IsRowTable(t) ? std::to_string((t.num_keys() + n - 1) / n) + " rows " : std::string()) +
+            std::to_string(bytes);
+  }
+  if (budget.bytes == 0 || need <= budget.bytes) return Status::OK();
+  return Status::ResourceExhausted(
+      "server shard " + std::to_string(shard) + " of " + std::to_string(num_shards) +
+      " does not fit in memory: the job's tables need " + FormatBytes(need) +
+      " on this shard (weights, optimizer state and row index, in bytes: " + list + ")" +
+      (unbounded.empty() ? "" : "; tables of unbounded keys not counted: " + unbounded) + ", but " +
+      FormatBytes(budget.bytes) + " are available (" + budget.source +
+      "); run more servers (cluster.num_servers), or give each more memory (docs/OPERATIONS.md, \"Memory "
+      "sizing\")");
+}
+
+}  // namespace tether

@@ -1,0 +1,41 @@
+// What one server shard holds for the job's tables at full size, and the
+// start-up check that it fits in the memory the shard may count on
+// (MemoryBudget, core/memory_fit.h). A server learns the tables from worker
+// 0's HELLO; a shard that cannot hold them refuses that HELLO with the
+// sizes and ends its Run() with the same error, so the job fails at
+// start-up instead of when the shard runs out of memory mid-training.
+//
+// Pure functions; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/memory_fit.h"
+#include "core/status.h"
+#include "proto/tether.pb.h"
+
+namespace tether {
+
+/// Bytes of the row index per row (ServerTable's open addressing: a 16-byte
+/// slot at a load of at most 1/2).
+inline constexpr uint64_t kServerIndexBytesPerRow = 32;
+
+/// Bytes shard `shard` of `num_shards` holds for `table` once every key has
+/// been touched: ROW ⌈num_keys / num_shards⌉ rows (hash partitioning spreads
+/// keys evenly) × ((dim + the optimizer's state floats) × 4 +
+/// kServerIndexBytesPerRow), 0 when num_keys is 0 (unbounded: rows appear
+/// as they are pushed); DENSE the shard's slice (DenseRange) × (1 + state
+/// per weight) × 4 (+ Adam's step count). Steady state: a table that grows
+/// briefly holds its old and new arrays together, which is not counted.
+uint64_t ShardTableBytes(const TableSpec& table, int shard, int num_shards);
+
+/// Whether shard `shard` holds `tables` (Σ ShardTableBytes) within
+/// `budget` (bytes 0: no check). Errors: ResourceExhausted "server shard 1
+/// of 2 does not fit in memory: the job's tables need ... on this shard
+/// (w1 ... rows ... , w2 ...), but ... are available (MemAvailable in
+/// /proc/meminfo); ...", naming every table with its rows and bytes.
+Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget);
+
+}  // namespace tether

@@ -1,0 +1,55 @@
+#include "server/shard_memory.h"
+
+#include <gtest/gtest.h>
+
+namespace tether {
+namespace {
+
+std::vector<TableSpec> Tables() {
+  std::vector<TableSpec> t(3);
+  t[0].set_name("w1");
+  t[0].set_dim(8);
+  t[0].set_num_keys(101);
+  t[0].mutable_optimizer()->set_type(ADAGRAD);  // 1 state float per weight
+  t[1].set_name("b1");
+  t[1].set_kind(TableSpec::DENSE);
+  t[1].set_size(10);
+  t[1].mutable_optimizer()->set_type(ADAM);  // 2 per weight + the step count
+  t[2].set_name("h");
+  t[2].set_dim(4);
+  t[2].set_num_keys(0);  // unbounded keys
+  t[2].mutable_optimizer()->set_type(SGD);
+  return t;
+}
+
+TEST(ShardMemoryTest, TableBytesPerShardWithOptimizerStateAndIndex) {
+  const std::vector<TableSpec> t = Tables();
+  // ⌈101 / 2⌉ = 51 rows × ((8 + 8) × 4 + 32) bytes.
+  EXPECT_EQ(ShardTableBytes(t[0], 0, 2), 51u * 96);
+  EXPECT_EQ(ShardTableBytes(t[0], 1, 2), 51u * 96);
+  EXPECT_EQ(ShardTableBytes(t[0], 0, 1), 101u * 96);
+  // Dense 10 over 3 shards: slices 3, 3, 4; Adam: (n + 2n + 1) × 4.
+  EXPECT_EQ(ShardTableBytes(t[1], 0, 3), (3u + 7) * 4);
+  EXPECT_EQ(ShardTableBytes(t[1], 2, 3), (4u + 9) * 4);
+  EXPECT_EQ(ShardTableBytes(t[2], 0, 2), 0u) << "unbounded keys: not counted";
+}
+
+TEST(ShardMemoryTest, ShardThatCannotHoldItsTablesFailsNamingTheSizes) {
+  const std::vector<TableSpec> t = Tables();
+  // Shard 0 of 2: 4896 + (5 + 11) × 4 = 4960 bytes.
+  MemoryBudget budget{4960, "consistency.memory_limit_bytes (--memory_limit)"};
+  EXPECT_TRUE(CheckShardFits(t, 0, 2, budget).ok());
+  budget.bytes = 4959;
+  const Status st = CheckShardFits(t, 0, 2, budget);
+  ASSERT_EQ(st.code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "server shard 0 of 2 does not fit in memory: the job's tables need 4.8 KiB (4960 bytes) on this shard "
+            "(weights, optimizer state and row index, in bytes: w1 51 rows 4896, b1 64); tables of unbounded keys "
+            "not counted: h, but 4.8 KiB (4959 bytes) are available (consistency.memory_limit_bytes "
+            "(--memory_limit)); run more servers (cluster.num_servers), or give each more memory "
+            "(docs/OPERATIONS.md, \"Memory sizing\")");
+  EXPECT_TRUE(CheckShardFits(t, 0, 2, MemoryBudget{}).ok()) << "unknown memory: no check";
+}
+
+}  // namespace
+}  // namespace tether

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Bounded worker memory (issue 15, item 4). Usage: bounded_cache_test.sh MODE BIN_DIR
+#   bibtex  Bibtex, 2 servers + 2 workers started by hand, each worker's cache
+#           capped at 10% of the model (--cache_capacity=10%), the input layer
+#           cached too so that rows compete for the room: P@1 >= 0.60, and the
+#           metrics JSON reports for every worker evictions > 0, a hit rate
+#           > 0, and peak cache bytes <= the capacity (= 10% of the model's
+#           bytes, exactly).
+#   fit     a job that cannot fit fails at start-up naming the sizes: a
+#           worker whose cache and dense tables exceed --memory_limit (before
+#           it reads data or connects), and a server shard whose tables do (it refuses
+#           worker 0's HELLO and exits 1; the worker exits 1 too).
+# Every process is started under `timeout` and killed on exit.
+set -euo pipefail
+mode=$1
+bin=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# The example with absolute data paths and the input layer cached.
+sed -e "s#\"\.\./data/#\"$PWD/data/#" -e 's/consistency { cache: false }/consistency { cache: true }/' \
+  examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
+grep -q "consistency { cache: true }" "$tmp/bibtex.pbtxt" || { echo "FAIL: the example changed: no w1 cache line"; exit 1; }
+
+start_servers() {  # start_servers EXTRA_FLAGS...
+  for s in 0 1; do
+    timeout -k 5 120 "$bin/tether-server" --config="$tmp/bibtex.pbtxt" --shard=$s \
+      --listen=tcp://127.0.0.1:0 --port_file="$tmp/s$s.port" "$@" > "$tmp/server$s.log" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 1 100); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
+  [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] || { echo "FAIL: servers did not bind"; cat "$tmp"/server*.log; exit 1; }
+  addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+}
+
+case "$mode" in
+bibtex)
+  start_servers
+  timeout -k 5 120 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=1 --server_addresses="$addrs" \
+    --cache_capacity=10% > "$tmp/worker1.log" 2>&1 &
+  w1=$!; pids+=($w1)
+  timeout -k 5 120 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 --server_addresses="$addrs" \
+    --cache_capacity=10% --metrics_out="$tmp/m.json" > "$tmp/worker0.log" 2>&1 ||
+    { echo "FAIL: worker 0"; tail -20 "$tmp/worker0.log"; exit 1; }
+  wait "$w1" || { echo "FAIL: worker 1"; tail -20 "$tmp/worker1.log"; exit 1; }
+  for p in "${pids[@]}"; do wait "$p"; done
+  pids=()
+  python3 - "$tmp/m.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+# The model: w1 1836 x 256, b1 256, w2 159 x 257 (weights and bias) floats.
+model_bytes = (1836 * 256 + 256 + 159 * 257) * 4
+capacity = model_bytes // 10
+ok = True
+def check(cond, what):
+    global ok
+    print(("ok   " if cond else "FAIL ") + what)
+    ok = ok and cond
+p1 = m["precision_at_1"]
+check(p1 >= 0.60, f"P@1 = {p1:.4f} (gate >= 0.60) with each worker's cache at 10% of the model")
+check(len(m["workers"]) == 2, "two workers in the metrics")
+for w in m["workers"]:
+    r = w["rank"]
+    check(w["cache_capacity_bytes"] == capacity, f"worker {r}: capacity {w['cache_capacity_bytes']} = 10% of {model_bytes} bytes")
+    check(w["cache_evictions"] > 0, f"worker {r}: {w['cache_evictions']} evictions > 0")
+    check(w["cache_hit_rate"] > 0, f"worker {r}: hit rate {w['cache_hit_rate']:.4f} > 0")
+    check(abs(w["cache_hit_rate"] - w["cache_hits"] / w["rows_read"]) < 1e-12, f"worker {r}: hit rate = cache_hits / rows_read")
+    check(0 < w["cache_peak_bytes"] <= w["cache_capacity_bytes"],
+          f"worker {r}: peak cache bytes {w['cache_peak_bytes']} <= capacity {w['cache_capacity_bytes']}")
+sys.exit(0 if ok else 1)
+PY
+  grep -q "parameter cache capacity 199.7 KiB (204454 bytes)" "$tmp/worker0.log" ||
+    { echo "FAIL: worker 0 did not log its cache capacity"; grep -i cache "$tmp/worker0.log" | head; exit 1; }
+  ;;
+fit)
+  # Worker: an unbounded cache of this model (w1, b1 and w2 at full size,
+  # 128 bytes of bookkeeping per entry: 1836 x 1152 + 1152 + 159 x 1156)
+  # and the dense table b1 (1024 bytes) need 2301052 bytes; 1 MiB is
+  # refused before any data is read or connection made.
+  rc=0
+  out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 \
+    --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 --memory_limit=1MiB 2>&1) || rc=$?
+  [ "$rc" = 1 ] || { echo "FAIL: worker exit $rc (expected 1): $out"; exit 1; }
+  echo "$out" | grep -qF "worker 0 does not fit in memory: it needs 2.2 MiB (2301052 bytes) = parameter cache 2.2 MiB (2300028 bytes) (unbounded: every row of its cached tables; consistency.cache_capacity_bytes is 0) + dense tables 1.0 KiB (1024 bytes) (b1 1024), but 1.0 MiB (1048576 bytes) are available (consistency.memory_limit_bytes (--memory_limit))" ||
+    { echo "FAIL: message was: $out"; exit 1; }
+  if echo "$out" | grep -q "connected to\|HELLO\|training rows"; then
+    echo "FAIL: read data or connected before refusing: $out"; exit 1; fi
+  # ... and a capacity that fits makes the same worker pass the check (it
+  # then fails to reach the servers that are not there, which is another
+  # error).
+  out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 \
+    --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 --memory_limit=1MiB --cache_capacity=512KiB \
+    --request_timeout_ms=1000 --startup_timeout_ms=1000 2>&1) || true
+  if echo "$out" | grep -q "does not fit"; then echo "FAIL: a 512KiB cache within 1MiB refused: $out"; exit 1; fi
+  echo "$out" | grep -qF "parameter cache capacity 512.0 KiB (524288 bytes)" || { echo "FAIL: $out"; exit 1; }
+  # Server: shard 0 of 2 holds 918 rows of w1 (256 weights + 513 Adam
+  # floats + 32 bytes of index: 3108 bytes each), 128 floats of b1 with
+  # their state, and 80 rows of w2 (3120 bytes each): 3.0 MiB, over a 2 MiB
+  # limit. It refuses worker 0's HELLO
+  # and exits 1; the worker exits 1 with the server's message.
+  start_servers --memory_limit=2MiB
+  rc=0
+  out=$(timeout -k 5 60 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 --server_addresses="$addrs" 2>&1) || rc=$?
+  [ "$rc" = 1 ] || { echo "FAIL: worker exit $rc (expected 1): $out"; exit 1; }
+  want="does not fit in memory: the job's tables need"
+  echo "$out" | grep -qF "$want" || { echo "FAIL: worker message was: $out"; exit 1; }
+  for s in 0 1; do
+    rc=0; wait "${pids[$s]}" || rc=$?
+    [ "$rc" = 1 ] || { echo "FAIL: server $s exit $rc (expected 1)"; cat "$tmp/server$s.log"; exit 1; }
+  done
+  pids=()
+  grep -qF "server shard 0 of 2 does not fit in memory: the job's tables need 3.0 MiB (3104284 bytes) on this shard (weights, optimizer state and row index, in bytes: w1 918 rows 2853144, b1 1540, w2 80 rows 249600), but 2.0 MiB (2097152 bytes) are available (consistency.memory_limit_bytes (--memory_limit))" "$tmp/server0.log" ||
+    { echo "FAIL: server 0 log:"; cat "$tmp/server0.log"; exit 1; }
+  echo "tables and caches that cannot fit fail at start-up, naming the sizes"
+  ;;
+*) echo "unknown mode $mode"; exit 2 ;;
+esac
