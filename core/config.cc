@@ -277,7 +277,7 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"threads", "train.threads", "compute threads per worker"},
       {"device", "train.device", "compute backend: auto | cpu | cuda"},
       {"learning_rate", "optimizer.learning_rate", "server-side optimizer step size"},
-      {"optimizer", "optimizer.type", "server-side optimizer: sgd | adagrad | adam (sum | noop: tests, benchmarks)"},
+      {"optimizer", "optimizer.type", "server-side optimizer: sgd | adagrad | adam | ftrl (sum | noop: tests, benchmarks)"},
       {"hidden", "model.hidden", "hidden-layer width"},
       {"loss", "model.loss", "softmax | bce"},
       {"normalize_rows", "data.normalize_rows", "scale each row's features to unit L2 norm: true | false"},

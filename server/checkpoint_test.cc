@@ -37,7 +37,11 @@ TableSpec Dense(uint32_t id, const std::string& name, uint64_t size, OptimizerTy
   return s;
 }
 
-std::vector<TableSpec> Specs() { return {Row(0, "w1", 7, ADAM), Dense(1, "b1", 13, ADAM), Row(2, "w2", 3, ADAGRAD)}; }
+// w3: FTRL's z and n are state like AdaGrad's and Adam's, saved and
+// restored (and resharded) with the row.
+std::vector<TableSpec> Specs() {
+  return {Row(0, "w1", 7, ADAM), Dense(1, "b1", 13, ADAM), Row(2, "w2", 3, ADAGRAD), Row(3, "w3", 5, FTRL)};
+}
 
 // One shard's tables for `specs`, trained with a fixed sequence of pushes
 // (the rows of every shard see the same gradients as one big table would).
