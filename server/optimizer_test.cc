@@ -313,7 +313,9 @@ TEST(OptimizerTest, FtrlMatchesDoubleReferenceOverManySteps) {
     EXPECT_NEAR(w[i], rw[i], 1e-4 * std::max(1.0, std::fabs(rw[i]))) << i;
     EXPECT_NEAR(state[i], rz[i], 1e-4 * std::max(1.0, std::fabs(rz[i]))) << i;
     EXPECT_NEAR(state[kN + i], rn[i], 1e-4 * std::max(1.0, rn[i])) << i;
-    if (std::fabs(rz[i]) < 0.99 * l1) EXPECT_EQ(w[i], 0.0f) << i;  // clear of the λ1 edge
+    if (std::fabs(rz[i]) < 0.99 * l1) {
+      EXPECT_EQ(w[i], 0.0f) << i;  // clear of the λ1 edge
+    }
   }
 }
 
@@ -334,7 +336,9 @@ TEST(OptimizerTest, FtrlL1KeepsSmallCoordinatesExactlyZero) {
     const float g[2] = {step % 2 == 0 ? 0.5f : -0.5f, 0.01f};
     ASSERT_TRUE(opt.Apply(w, state.data(), g, 2));
     ASSERT_EQ(w[0], 0.0f) << step;
-    if (step < 190) ASSERT_EQ(w[1], 0.0f) << step;  // z = 0.01·(step+1) < 2
+    if (step < 190) {
+      ASSERT_EQ(w[1], 0.0f) << step;  // z = 0.01·(step+1) < 2
+    }
   }
   EXPECT_LT(w[1], 0.0f);  // z = 10 > λ1
 }
