@@ -837,7 +837,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       // a round still open is merged at a later epoch's end or at the end).
       const auto eval_start = SteadyClock::now();
       pending_evals.push_back({epoch + 1, SecondsSince(train_start) - eval_seconds, report.samples,
-                               report.final_loss});
+                               report.final_loss, std::nullopt});
       TrainReport mid;
       TETHER_ASSIGN_OR_RETURN(bool merged, Evaluate(config, test, eval_setup, rank, epoch + 1,
                                                     rank == 0 ? MessageHeader::EVAL_POLL : MessageHeader::EVAL_ACK,
