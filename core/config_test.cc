@@ -353,7 +353,14 @@ TEST(ConfigTest, C22EveryOptimizerFieldIsCheckedForFinitenessAndRange) {
                         Case{"l2", "inf", "must be a finite number ≥ 0"},
                         Case{"beta1", "nan", "must be in [0, 1)"},
                         Case{"beta1", "1", "must be in [0, 1)"},
-                        Case{"beta2", "-inf", "must be in [0, 1)"}}) {
+                        Case{"beta2", "-inf", "must be in [0, 1)"},
+                        // FTRL (McMahan et al., KDD 2013).
+                        Case{"alpha", "0", "must be a finite number > 0"},
+                        Case{"alpha", "inf", "must be a finite number > 0"},
+                        Case{"beta", "-1", "must be a finite number ≥ 0"},
+                        Case{"beta", "nan", "must be a finite number ≥ 0"},
+                        Case{"l1", "-0.5", "must be a finite number ≥ 0"},
+                        Case{"l1", "inf", "must be a finite number ≥ 0"}}) {
     // The job's optimizer and a table's own are checked alike.
     JobConfig j = *base;
     const std::string text = std::string("optimizer { ") + k.field + ": " + k.value + " }";

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
 
 namespace tether {
 
@@ -16,7 +17,8 @@ RankingMetrics::RankingMetrics(std::vector<int> ks) : ks_(std::move(ks)) {
   CHECK_GE(ks_.front(), 1) << "RankingMetrics: every k must be >= 1";
   discount_.resize(ks_.back());
   for (int i = 0; i < ks_.back(); ++i) discount_[i] = 1.0 / std::log2(i + 2.0);
-  precision_sum_.assign(ks_.size(), 0.0);
+  hits_.assign(ks_.size(), 0);
+  tied_hits_.assign(ks_.size(), 0.0);
   ndcg_sum_.assign(ks_.size(), 0.0);
   psp_num_.assign(ks_.size(), 0.0);
   psp_den_.assign(ks_.size(), 0.0);
@@ -89,7 +91,10 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
     // go on past it, so its G and R are counted over the whole row.
     const auto same = [](float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); };
     bool tied = false;
-    double hits = 0.0, dcg = 0.0, idcg = 0.0;
+    // hits: relevant labels at untied positions (an integer); tied_hits:
+    // the R/G of positions held by tie groups.
+    int64_t hits = 0;
+    double tied_hits = 0.0, dcg = 0.0, idcg = 0.0;
     // Propensity-scored: gains g_i (pw) of the ranking and g*_i of the best
     // one (ideal_: the row's weights, largest first).
     double ps_hits = 0.0, ps_dcg = 0.0, ideal_hits = 0.0, ideal_dcg = 0.0;
@@ -101,6 +106,7 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
     size_t next_k = 0;
     int64_t group_end = 0;  // positions [i, group_end) share the group's p
     double p = 0.0, pw = 0.0;
+    bool in_tie = false;  // the current group has more than one label
     for (int64_t i = 0; i < ks_.back(); ++i) {
       if (i < depth && i == group_end) {
         const float v = s[top_[i]];
@@ -126,11 +132,16 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
           }
         }
         tied = tied || g > 1;
+        in_tie = g > 1;
         p = static_cast<double>(rel) / static_cast<double>(g);
         pw = rel_w / static_cast<double>(g);
       }
       if (i < depth) {
-        hits += p;
+        if (in_tie) {
+          tied_hits += p;
+        } else {
+          hits += p > 0.0 ? 1 : 0;  // an untied group of one: rel is 0 or 1
+        }
         dcg += p * discount_[i];
         if (ps) {
           ps_hits += pw;
@@ -145,7 +156,8 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
         }
       }
       if (i + 1 == ks_[next_k]) {
-        precision_sum_[next_k] += hits / ks_[next_k];
+        hits_[next_k] += hits;
+        tied_hits_[next_k] += tied_hits;
         ndcg_sum_[next_k] += dcg / idcg;
         if (ps) {
           psp_num_[next_k] += ps_hits / ks_[next_k];
@@ -168,7 +180,9 @@ int RankingMetrics::IndexOf(int k) const {
 
 double RankingMetrics::PrecisionAt(int k) const {
   const int i = IndexOf(k);
-  return count_ == 0 ? 0.0 : precision_sum_[i] / static_cast<double>(count_);
+  return count_ == 0 ? 0.0
+                     : (static_cast<double>(hits_[i]) + tied_hits_[i]) /
+                           (static_cast<double>(ks_[i]) * static_cast<double>(count_));
 }
 
 double RankingMetrics::NdcgAt(int k) const {
@@ -192,7 +206,8 @@ void RankingMetrics::Merge(const RankingMetrics& other) {
   CHECK(ks_ == other.ks_) << "RankingMetrics::Merge: different ks";
   CHECK_EQ(has_propensity(), other.has_propensity()) << "RankingMetrics::Merge: propensity on one side only";
   for (size_t i = 0; i < ks_.size(); ++i) {
-    precision_sum_[i] += other.precision_sum_[i];
+    hits_[i] += other.hits_[i];
+    tied_hits_[i] += other.tied_hits_[i];
     ndcg_sum_[i] += other.ndcg_sum_[i];
     psp_num_[i] += other.psp_num_[i];
     psp_den_[i] += other.psp_den_[i];
@@ -203,8 +218,47 @@ void RankingMetrics::Merge(const RankingMetrics& other) {
   tied_rows_ += other.tied_rows_;
 }
 
+RankingMetrics::Sums RankingMetrics::sums() const {
+  Sums s;
+  s.count = count_;
+  s.tied_rows = tied_rows_;
+  s.hits = hits_;
+  s.tied_hits = tied_hits_;
+  s.ndcg = ndcg_sum_;
+  s.psp_num = psp_num_;
+  s.psp_den = psp_den_;
+  s.psndcg_num = psndcg_num_;
+  s.psndcg_den = psndcg_den_;
+  return s;
+}
+
+bool RankingMetrics::MergeSums(const Sums& s, std::string* why) {
+  const size_t n = ks_.size();
+  for (const size_t got : {s.hits.size(), s.tied_hits.size(), s.ndcg.size(), s.psp_num.size(), s.psp_den.size(),
+                           s.psndcg_num.size(), s.psndcg_den.size()}) {
+    if (got != n) {
+      *why = "ranking sums have " + std::to_string(got) + " entries per metric, expected " + std::to_string(n) +
+             " (one per k)";
+      return false;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    hits_[i] += s.hits[i];
+    tied_hits_[i] += s.tied_hits[i];
+    ndcg_sum_[i] += s.ndcg[i];
+    psp_num_[i] += s.psp_num[i];
+    psp_den_[i] += s.psp_den[i];
+    psndcg_num_[i] += s.psndcg_num[i];
+    psndcg_den_[i] += s.psndcg_den[i];
+  }
+  count_ += s.count;
+  tied_rows_ += s.tied_rows;
+  return true;
+}
+
 void RankingMetrics::Reset() {
-  std::fill(precision_sum_.begin(), precision_sum_.end(), 0.0);
+  std::fill(hits_.begin(), hits_.end(), 0);
+  std::fill(tied_hits_.begin(), tied_hits_.end(), 0.0);
   std::fill(ndcg_sum_.begin(), ndcg_sum_.end(), 0.0);
   for (auto* v : {&psp_num_, &psp_den_, &psndcg_num_, &psndcg_den_}) std::fill(v->begin(), v->end(), 0.0);
   count_ = 0;
@@ -269,6 +323,32 @@ void BinaryMetrics::Reset() {
   pairs_.clear();
   correct_ = 0;
   log_loss_sum_ = 0.0;
+}
+
+BinaryMetrics::Sums BinaryMetrics::sums() const {
+  Sums s;
+  s.correct = correct_;
+  s.log_loss_sum = log_loss_sum_;
+  s.scores.reserve(pairs_.size());
+  s.positive.reserve(pairs_.size());
+  for (const Pair& p : pairs_) {
+    s.scores.push_back(p.score);
+    s.positive.push_back(p.positive ? 1 : 0);
+  }
+  return s;
+}
+
+bool BinaryMetrics::MergeSums(const Sums& s, std::string* why) {
+  if (s.scores.size() != s.positive.size()) {
+    *why = "binary sums have " + std::to_string(s.scores.size()) + " scores but " + std::to_string(s.positive.size()) +
+           " labels";
+    return false;
+  }
+  pairs_.reserve(pairs_.size() + s.scores.size());
+  for (size_t i = 0; i < s.scores.size(); ++i) pairs_.push_back({s.scores[i], s.positive[i] != 0});
+  correct_ += s.correct;
+  log_loss_sum_ += s.log_loss_sum;
+  return true;
 }
 
 }  // namespace tether

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tether {
@@ -91,17 +92,42 @@ class RankingMetrics {
 
   /// Adds another accumulator's partial sums (e.g. from another worker);
   /// the result equals accumulating both inputs in one object up to float
-  /// summation order. Both must have the same ks and both or neither a
-  /// propensity (CHECK-fails otherwise).
+  /// summation order (the hit counts exactly). Both must have the same ks
+  /// and both or neither a propensity (CHECK-fails otherwise).
   void Merge(const RankingMetrics& other);
   void Reset();
+
+  /// The partial sums, per k in ks() order, as they travel between workers
+  /// (partitioned evaluation, worker/evaluator.h). P@k = (hits + tied_hits)
+  /// / (k · count): `hits` counts the relevant labels ranked at untied
+  /// positions of the top k, an exact integer whatever the partition;
+  /// `tied_hits` sums the expected R/G of positions held by tie groups
+  /// (C21), 0 when no row had a tie. The doubles are sums over rows in the
+  /// order they were added, so merging partitions in a fixed order (rank
+  /// order) gives the same result on every run; against one accumulation
+  /// over all rows they differ only by summation order (~1e-16 relative).
+  struct Sums {
+    int64_t count = 0;
+    int64_t tied_rows = 0;
+    std::vector<int64_t> hits;
+    std::vector<double> tied_hits, ndcg, psp_num, psp_den, psndcg_num, psndcg_den;
+  };
+  Sums sums() const;
+  /// Adds partial sums taken with sums() from an accumulator with the same
+  /// ks and propensity setting. Errors: InvalidArgument (returned as false
+  /// with *why set) when the vectors do not have ks().size() entries.
+  bool MergeSums(const Sums& s, std::string* why);
+  /// The exact integer hit count of P@k (see Sums); k must be one of ks.
+  int64_t HitsAt(int k) const { return hits_[IndexOf(k)]; }
+  double TiedHitsAt(int k) const { return tied_hits_[IndexOf(k)]; }
 
  private:
   int IndexOf(int k) const;
 
   std::vector<int> ks_;                // sorted, unique
   std::vector<double> discount_;       // discount_[i] = 1 / log2(i + 2), i < max k
-  std::vector<double> precision_sum_;  // per k: Σ_rows P@k
+  std::vector<int64_t> hits_;          // per k: relevant labels at untied positions < k
+  std::vector<double> tied_hits_;      // per k: Σ R/G over tied positions < k
   std::vector<double> ndcg_sum_;       // per k: Σ_rows nDCG@k
   std::vector<double> inv_propensity_;  // w_l; empty: no propensity-scored metrics
   // per k: the numerators and denominators of PSP@k and PSnDCG@k (see above)
@@ -150,6 +176,25 @@ class BinaryMetrics {
   /// Appends the other accumulator's pairs and sums.
   void Merge(const BinaryMetrics& other);
   void Reset();
+
+  /// The partial sums as they travel between workers (partitioned
+  /// evaluation): the exact count of correct predictions, the log-loss sum
+  /// (added in a fixed order by the caller), and every stored pair, since an
+  /// exact AUC needs all scores (scores[i] as stored: a NaN is −∞;
+  /// positive[i] 0 or 1). O(n) floats: the gathered partitions hold every
+  /// test score, as one accumulator would.
+  struct Sums {
+    int64_t correct = 0;
+    double log_loss_sum = 0.0;
+    std::vector<float> scores;
+    std::vector<uint8_t> positive;
+  };
+  Sums sums() const;
+  /// Appends partial sums from sums(). Returns false with *why set when
+  /// scores and positive differ in length.
+  bool MergeSums(const Sums& s, std::string* why);
+  /// Predictions (s > 0) == positive, an exact count.
+  int64_t correct() const { return correct_; }
 
  private:
   struct Pair {

@@ -133,6 +133,9 @@ std::string OptimizerProblem(const OptimizerConfig& o, std::string* why) {
       {"l2", non_negative(o.l2()), "must be a finite number ≥ 0"},
       {"beta1", unit(o.beta1()), "must be in [0, 1)"},
       {"beta2", unit(o.beta2()), "must be in [0, 1)"},
+      {"alpha", positive(o.alpha()), "must be a finite number > 0"},
+      {"beta", non_negative(o.beta()), "must be a finite number ≥ 0"},
+      {"l1", non_negative(o.l1()), "must be a finite number ≥ 0"},
   };
   for (const Check& c : checks) {
     if (!c.ok) {

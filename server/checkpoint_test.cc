@@ -37,7 +37,11 @@ TableSpec Dense(uint32_t id, const std::string& name, uint64_t size, OptimizerTy
   return s;
 }
 
-std::vector<TableSpec> Specs() { return {Row(0, "w1", 7, ADAM), Dense(1, "b1", 13, ADAM), Row(2, "w2", 3, ADAGRAD)}; }
+// w3: FTRL's z and n are state like AdaGrad's and Adam's, saved and
+// restored (and resharded) with the row.
+std::vector<TableSpec> Specs() {
+  return {Row(0, "w1", 7, ADAM), Dense(1, "b1", 13, ADAM), Row(2, "w2", 3, ADAGRAD), Row(3, "w3", 5, FTRL)};
+}
 
 // One shard's tables for `specs`, trained with a fixed sequence of pushes
 // (the rows of every shard see the same gradients as one big table would).
@@ -200,7 +204,7 @@ TEST(CheckpointTest, ReshardingKeepsEveryRow) {
   }
   StatusOr<TrainedModel> model = LoadTrainedModel(tmp.path());
   ASSERT_TRUE(model.ok()) << model.status().message();
-  ASSERT_EQ(model->tables.size(), 3u);
+  ASSERT_EQ(model->tables.size(), 4u);
   EXPECT_TRUE(std::is_sorted(model->tables[0].keys.begin(), model->tables[0].keys.end()));
   const auto rows = AllRows(two);
   size_t w1_rows = 0;
@@ -212,6 +216,13 @@ TEST(CheckpointTest, ReshardingKeepsEveryRow) {
   const std::vector<float>& full = rows.at({2, key});
   EXPECT_EQ(std::vector<float>(full.begin(), full.begin() + 3),
             std::vector<float>(model->tables[2].values.begin() + 15, model->tables[2].values.begin() + 18));
+  // FTRL (w3): the exported weights are the w computed from z and n, not
+  // the state after them.
+  const uint64_t fkey = model->tables[3].keys[2];
+  const std::vector<float>& frow = rows.at({3, fkey});
+  ASSERT_EQ(frow.size(), 15u);  // 5 weights, 5 z, 5 n
+  EXPECT_EQ(std::vector<float>(frow.begin(), frow.begin() + 5),
+            std::vector<float>(model->tables[3].values.begin() + 10, model->tables[3].values.begin() + 15));
 }
 
 // A writer killed at 20 points spread over a checkpoint's bytes (inside the

@@ -114,6 +114,37 @@ TETHER_OPT_CLONES uint32_t SumKernel(float* __restrict w, const float* __restric
   return bad;
 }
 
+// FTRL-Proximal (McMahan et al., KDD 2013, Algorithm 1), per coordinate,
+// state z then n. A coordinate never stepped (n = 0) takes its z from the
+// weight it holds, z = −w·(β/α + λ2) − sgn(w)·λ1, so that w(z, 0) = w: a
+// table's initializer (random rows of a hidden layer) is where FTRL starts,
+// as the paper's w_1 = 0 is for a zero-initialised table. The branch on
+// |z| ≤ λ1 compiles to a select, so the loop still vectorises.
+TETHER_OPT_CLONES uint32_t FtrlKernel(float* __restrict w, float* __restrict z, float* __restrict nsum,
+                                      const float* __restrict g, uint64_t n, float alpha, float beta, float l1,
+                                      float l2) {
+  const float inv_alpha = 1.0f / alpha;
+  const float base = beta * inv_alpha + l2;
+  uint32_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const float wi = w[i], gi = g[i], ni = nsum[i];
+    const float sgn_w = wi > 0.0f ? 1.0f : (wi < 0.0f ? -1.0f : 0.0f);
+    const float zi0 = ni == 0.0f ? -wi * base - sgn_w * l1 : z[i];
+    const float sqrt_old = std::sqrt(ni);
+    const float n_new = ni + gi * gi;
+    const float sqrt_new = std::sqrt(n_new);
+    const float sigma = (sqrt_new - sqrt_old) * inv_alpha;
+    const float zi = zi0 + (gi - sigma * wi);
+    const float sgn_z = zi > 0.0f ? 1.0f : -1.0f;
+    const float w_new = std::fabs(zi) <= l1 ? 0.0f : -(zi - sgn_z * l1) / ((beta + sqrt_new) * inv_alpha + l2);
+    z[i] = zi;
+    nsum[i] = n_new;
+    w[i] = w_new;
+    bad |= NonFinite(w_new) | NonFinite(zi) | NonFinite(n_new);
+  }
+  return bad;
+}
+
 // Steps t at and beyond which 1 − βᵗ rounds to exactly 1.0f (βᵗ < 2⁻²⁵),
 // so the bias correction needs no exp; ∞ (never) for β outside (0, 1).
 float OneAfter(double log_beta) {
@@ -134,7 +165,7 @@ Optimizer::Optimizer(const OptimizerConfig& config) : config_(config) {
 
 int Optimizer::StatePerWeight() const {
   if (config_.type() == SUM || config_.type() == NOOP) return 0;
-  if (config_.type() == ADAM) return 2;
+  if (config_.type() == ADAM || config_.type() == FTRL) return 2;
   if (config_.type() == ADAGRAD) return 1;
   return config_.momentum() > 0 ? 1 : 0;
 }
@@ -171,6 +202,8 @@ std::string Optimizer::Describe() const {
     case ADAGRAD:
       return "ADAGRAD (" + lr + ", initial_accumulator " + num(c.initial_accumulator()) + ", epsilon " +
              num(c.epsilon()) + ", " + l2 + ")";
+    case FTRL:
+      return "FTRL (alpha " + num(c.alpha()) + ", beta " + num(c.beta()) + ", l1 " + num(c.l1()) + ", " + l2 + ")";
     case ADAM:
       return "ADAM (" + lr + ", beta1 " + num(c.beta1()) + ", beta2 " + num(c.beta2()) + ", epsilon " +
              num(c.epsilon()) + ", " + l2 + ")";
@@ -194,6 +227,8 @@ bool Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float 
     return AdamKernel(w, state, state + n, g, n, l2, config_.beta1(), config_.beta2(), lr / c1, 1.0f / c2,
                       config_.epsilon()) == 0;
   }
+  if (config_.type() == FTRL)
+    return FtrlKernel(w, state, state + n, g, n, config_.alpha() * lr_scale, config_.beta(), config_.l1(), l2) == 0;
   if (config_.type() == ADAGRAD) return AdagradKernel(w, state, g, n, l2, lr, config_.epsilon()) == 0;
   const float mu = config_.momentum();
   if (mu > 0) return MomentumKernel(w, state, g, n, l2, lr, mu) == 0;

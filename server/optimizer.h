@@ -17,7 +17,8 @@ class Optimizer {
 
   /// Floats of state kept per weight: 0 for plain SGD, SUM and NOOP, 1 for SGD with
   /// momentum (velocity) and for AdaGrad (sum of squared gradients), 2 for
-  /// Adam (first and second moments).
+  /// Adam (first and second moments) and for FTRL (z, then n: the span's n
+  /// z values come first, then its n sums of squared gradients).
   int StatePerWeight() const;
   /// Floats of state for a span of n weights (a row or a dense slice):
   /// n × StatePerWeight(), plus 1 for Adam's step count.
@@ -36,6 +37,14 @@ class Optimizer {
   ///            (Duchi, Hazan & Singer, JMLR 12, 2011)
   ///  Adam:     t += 1; m = β1·m + (1−β1)·g'; v = β2·v + (1−β2)·g'²;
   ///            w -= lr·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + ε)   (Kingma & Ba, ICLR 2015)
+  ///  FTRL:     per coordinate (McMahan et al., KDD 2013, Algorithm 1), with
+  ///            α = alpha·lr_scale, β = beta, λ1 = l1, λ2 = l2:
+  ///            σ = (√(n + g²) − √n)/α;  z += g − σ·w;  n += g²;
+  ///            w = 0 if |z| ≤ λ1, else −(z − sgn(z)·λ1) / ((β + √n)/α + λ2)
+  ///            (learning_rate is not read). A coordinate with n = 0 first
+  ///            sets z so that w(z, 0) is the weight it holds (its initial
+  ///            value). The stored weight is always that w: pulls, exports
+  ///            and checkpoints see it; z and n are the state.
   ///  SUM:      w += g   (no learning rate, l2 or lr_scale: exact totals)
   ///  NOOP:     nothing (benchmarks: the push is still checked and its rows
   ///            looked up by the caller; see proto/tether.proto)

@@ -229,3 +229,139 @@ TEST(OptimizerTest, C22ApplyReportsANonFiniteStoreOfEveryKind) {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+// FTRL-Proximal, McMahan et al. (KDD 2013), Algorithm 1, per coordinate:
+//   σ = (√(n + g²) − √n)/α;  z += g − σ·w;  n += g²;
+//   w = 0 if |z| ≤ λ1, else −(z − sgn(z)·λ1) / ((β + √n)/α + λ2).
+// With α = β = λ1 = 1, λ2 = 0 and gradients whose running n are squares,
+// every value is exact in float:
+//  coordinate 0: g = 3, 4:   n = 9, 25; σ = 3, 2; z = 3, 3 + 4 − 2·(−0.5) = 8;
+//                            w = −(3 − 1)/(1 + 3) = −0.5, −(8 − 1)/(1 + 5) = −7/6
+//  coordinate 1: g = 0.5, −0.5: z = 0.5, then 0 (w was 0): |z| ≤ λ1, w = 0 exactly
+//  coordinate 2: g = −4, 0:  n = 16, 16; z = −4, −4; w = 3/5 both times
+TEST(OptimizerTest, FtrlTwoStepsMatchThePapersUpdate) {
+  OptimizerConfig c;
+  c.set_type(FTRL);
+  c.set_alpha(1.0f);
+  c.set_beta(1.0f);
+  c.set_l1(1.0f);
+  c.set_learning_rate(123.0f);  // not read by FTRL
+  Optimizer opt(c);
+  EXPECT_EQ(opt.StatePerWeight(), 2);
+  EXPECT_EQ(opt.StateFloats(3), 6u);
+  float w[3] = {0.0f, 0.0f, 0.0f};
+  std::vector<float> state(opt.StateFloats(3), -1.0f);
+  opt.InitState(state.data(), 3);
+  for (float s : state) EXPECT_EQ(s, 0.0f);
+  const float g1[3] = {3.0f, 0.5f, -4.0f};
+  ASSERT_TRUE(opt.Apply(w, state.data(), g1, 3));
+  EXPECT_EQ(w[0], -0.5f);
+  EXPECT_EQ(w[1], 0.0f);
+  EXPECT_EQ(w[2], 0.6f);
+  EXPECT_EQ(state[0], 3.0f);   // z
+  EXPECT_EQ(state[1], 0.5f);
+  EXPECT_EQ(state[2], -4.0f);
+  EXPECT_EQ(state[3], 9.0f);   // n
+  EXPECT_EQ(state[4], 0.25f);
+  EXPECT_EQ(state[5], 16.0f);
+  const float g2[3] = {4.0f, -0.5f, 0.0f};
+  ASSERT_TRUE(opt.Apply(w, state.data(), g2, 3));
+  EXPECT_EQ(w[0], -7.0f / 6.0f);
+  EXPECT_EQ(state[0], 8.0f);
+  EXPECT_EQ(state[3], 25.0f);
+  EXPECT_EQ(w[1], 0.0f);
+  EXPECT_EQ(state[1], 0.0f);
+  EXPECT_EQ(state[4], 0.5f);
+  EXPECT_EQ(w[2], 0.6f);
+  EXPECT_EQ(state[2], -4.0f);
+  EXPECT_EQ(state[5], 16.0f);
+  EXPECT_NE(opt.Describe().find("FTRL (alpha 1, beta 1, l1 1, l2 0)"), std::string::npos) << opt.Describe();
+}
+
+// Against the paper's update in double over many steps, with λ2 and a
+// staleness scale of the step (α·lr_scale).
+TEST(OptimizerTest, FtrlMatchesDoubleReferenceOverManySteps) {
+  OptimizerConfig c;
+  c.set_type(FTRL);
+  c.set_alpha(0.3f);
+  c.set_beta(1.0f);
+  c.set_l1(0.05f);
+  c.set_l2(0.5f);
+  Optimizer opt(c);
+  constexpr int kN = 17;
+  std::vector<float> w(kN, 0.0f), state(opt.StateFloats(kN));
+  opt.InitState(state.data(), kN);
+  std::vector<double> rw(kN, 0.0), rz(kN, 0.0), rn(kN, 0.0);
+  const double alpha = 0.3 * 0.5, beta = 1.0, l1 = static_cast<double>(0.05f), l2 = 0.5;
+  std::vector<float> g(kN);
+  for (int step = 0; step < 200; ++step) {
+    for (int i = 0; i < kN; ++i) g[i] = 0.05f * static_cast<float>(((step * 7 + i * 3) % 11) - 5);
+    ASSERT_TRUE(opt.Apply(w.data(), state.data(), g.data(), kN, /*lr_scale=*/0.5f));
+    for (int i = 0; i < kN; ++i) {
+      const double gi = g[i];
+      const double sigma = (std::sqrt(rn[i] + gi * gi) - std::sqrt(rn[i])) / alpha;
+      rz[i] += gi - sigma * rw[i];
+      rn[i] += gi * gi;
+      rw[i] = std::fabs(rz[i]) <= l1 ? 0.0
+                                     : -(rz[i] - (rz[i] > 0 ? 1 : -1) * l1) / ((beta + std::sqrt(rn[i])) / alpha + l2);
+    }
+  }
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_NEAR(w[i], rw[i], 1e-4 * std::max(1.0, std::fabs(rw[i]))) << i;
+    EXPECT_NEAR(state[i], rz[i], 1e-4 * std::max(1.0, std::fabs(rz[i]))) << i;
+    EXPECT_NEAR(state[kN + i], rn[i], 1e-4 * std::max(1.0, rn[i])) << i;
+    if (std::fabs(rz[i]) < 0.99 * l1) {
+      EXPECT_EQ(w[i], 0.0f) << i;  // clear of the λ1 edge
+    }
+  }
+}
+
+// L1 makes exact zeros: a coordinate whose gradients keep |z| ≤ λ1 stays
+// exactly 0 however many steps it takes, and one pushed past λ1 leaves 0.
+TEST(OptimizerTest, FtrlL1KeepsSmallCoordinatesExactlyZero) {
+  OptimizerConfig c;
+  c.set_type(FTRL);
+  c.set_alpha(0.1f);
+  c.set_beta(1.0f);
+  c.set_l1(2.0f);
+  Optimizer opt(c);
+  float w[2] = {0.0f, 0.0f};
+  std::vector<float> state(opt.StateFloats(2));
+  opt.InitState(state.data(), 2);
+  for (int step = 0; step < 1000; ++step) {
+    // Coordinate 0 alternates ±0.5 (|z| stays ≤ 0.5); coordinate 1 always 0.01.
+    const float g[2] = {step % 2 == 0 ? 0.5f : -0.5f, 0.01f};
+    ASSERT_TRUE(opt.Apply(w, state.data(), g, 2));
+    ASSERT_EQ(w[0], 0.0f) << step;
+    if (step < 190) {
+      ASSERT_EQ(w[1], 0.0f) << step;  // z = 0.01·(step+1) < 2
+    }
+  }
+  EXPECT_LT(w[1], 0.0f);  // z = 10 > λ1
+}
+
+// A coordinate's first step starts from the weight the table's initializer
+// gave it: with a zero gradient the weight is unchanged.
+TEST(OptimizerTest, FtrlStartsFromTheInitialWeight) {
+  OptimizerConfig c;
+  c.set_type(FTRL);
+  c.set_alpha(1.0f);
+  c.set_beta(1.0f);
+  c.set_l1(0.5f);
+  Optimizer opt(c);
+  float w[2] = {0.25f, -2.0f};
+  std::vector<float> state(opt.StateFloats(2));
+  opt.InitState(state.data(), 2);
+  const float g[2] = {0.0f, 0.0f};
+  ASSERT_TRUE(opt.Apply(w, state.data(), g, 2));
+  EXPECT_EQ(w[0], 0.25f);  // z = −0.25·(β/α) − λ1 = −0.75: w = −(−0.75 + 0.5)/1
+  EXPECT_EQ(w[1], -2.0f);
+  EXPECT_EQ(state[0], -0.75f);
+  EXPECT_EQ(state[1], 2.5f);
+}
+
+}  // namespace
+}  // namespace tether

@@ -9,6 +9,7 @@
 
 #include "core/env.h"
 #include "core/net/curve.h"
+#include "core/net/eval_frames.h"
 #include "core/net/transport.h"
 #include "core/partition.h"
 #include "server/checkpoint.h"
@@ -71,6 +72,7 @@ std::string PeerName(const std::string& identity, Message& m) {
 ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context)
     : config_(config),
       shard_(shard),
+      eval_book_(config.cluster().num_workers()),
       num_shards_(config.cluster().num_servers()),
       job_id_(JobId(config)),
       log_prefix_("[server " + std::to_string(shard) + "] "),
@@ -520,9 +522,13 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       Reply(identity, &reply, rank);
       MaybeReleaseBarrier();
       MaybeWriteCheckpoint();
+      AnswerEvalWaiters();
       return;
     }
     case HEARTBEAT:
+      return;
+    case EVAL_GATHER:
+      HandleEvalGather(identity, *m);
       return;
     case STATS: {
       Message reply;
@@ -891,6 +897,89 @@ void ServerShard::ServeReadyPulls() {
   }
 }
 
+bool ServerShard::EvalExcused(int rank) const {
+  const WorkerState& w = workers_[rank];
+  return w.said_bye || w.dead;
+}
+
+void ServerShard::HandleEvalGather(const std::string& identity, const Message& m) {
+  const MessageHeader& h = m.header;
+  const int rank = h.sender_rank();
+  const std::string who = "worker " + std::to_string(rank);
+  if (shard_ != 0) {
+    ++stats_.bad_messages;
+    ReplyError(identity, h, "EVAL_GATHER from " + who + " sent to shard " + std::to_string(shard_) +
+                                "; evaluation partials are gathered by shard 0");
+    return;
+  }
+  std::vector<EvalPartial> mine;
+  if (Status st = UnpackEvalPartials(m, who, &mine); !st.ok()) {
+    ++stats_.bad_messages;
+    ReplyError(identity, h, st.message());
+    return;
+  }
+  for (const EvalPartial& p : mine) {
+    if (p.rank() != rank) {
+      ++stats_.bad_messages;
+      ReplyError(identity, h, "EVAL_GATHER from " + who + " carries the partial of rank " + std::to_string(p.rank()));
+      return;
+    }
+    (void)eval_book_.Put(h.eval_round(), p);  // rank checked above (CheckRequest)
+  }
+  const auto excused = [this](int r) { return EvalExcused(r); };
+  Message reply;
+  reply.header.set_type(EVAL_GATHER_REPLY);
+  reply.header.set_request_id(h.request_id());
+  reply.header.set_eval_round(h.eval_round());
+  switch (h.eval_want()) {
+    case MessageHeader::EVAL_WAIT:
+      eval_book_.Park(h.eval_round(), {identity, h.request_id(), rank});
+      AnswerEvalWaiters();
+      return;
+    case MessageHeader::EVAL_POLL: {
+      std::vector<EvalPartial> all;
+      const bool complete = eval_book_.TakeComplete(h.eval_round(), excused, &all);
+      reply.header.set_eval_complete(complete);
+      if (complete) {
+        if (Status st = PackEvalPartials(all, &reply); !st.ok()) {
+          ReplyError(identity, h, st.message());
+          return;
+        }
+      }
+      break;
+    }
+    default:
+      reply.header.set_eval_complete(eval_book_.Complete(h.eval_round(), excused));
+      break;
+  }
+  Reply(identity, &reply, rank);
+}
+
+void ServerShard::AnswerEvalWaiters() {
+  if (shard_ != 0) return;
+  const auto excused = [this](int r) { return EvalExcused(r); };
+  for (const int64_t round : eval_book_.WaitingRounds()) {
+    std::vector<EvalPartial> all;
+    if (!eval_book_.TakeComplete(round, excused, &all)) continue;
+    for (const EvalBook::Waiter& w : eval_book_.TakeWaiters(round)) {
+      if (EvalExcused(w.rank)) continue;  // left meanwhile: nobody to answer
+      Message reply;
+      reply.header.set_type(EVAL_GATHER_REPLY);
+      reply.header.set_request_id(w.request_id);
+      reply.header.set_eval_round(round);
+      reply.header.set_eval_complete(true);
+      MessageHeader req;
+      req.set_request_id(w.request_id);
+      req.set_sender_rank(w.rank);
+      if (Status st = PackEvalPartials(all, &reply); !st.ok()) {
+        ReplyError(w.identity, req, st.message());
+        continue;
+      }
+      Reply(w.identity, &reply, w.rank);
+    }
+  }
+}
+
 void ServerShard::MaybeReleaseBarrier() {
   uint64_t total = 0;
   for (const auto& w : workers_) {
@@ -997,6 +1086,7 @@ Status ServerShard::CheckWorkerTimeouts() {
     if (clocks_.Remove(rank)) ServeReadyPulls();
     MaybeWriteCheckpoint();
     MaybeReleaseBarrier();
+    AnswerEvalWaiters();
   }
   return Status::OK();
 }

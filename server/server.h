@@ -26,6 +26,7 @@
 #include "core/net/zap_handler.h"
 #include "core/status.h"
 #include "server/clock_tracker.h"
+#include "server/eval_book.h"
 #include "server/table.h"
 
 namespace tether {
@@ -207,6 +208,14 @@ class ServerShard {
   // answers them all (MaybeWriteCheckpoint, also called when a worker
   // reaches the barrier, leaves or is removed).
   void HandleCheckpoint(const std::string& identity, const Message& m);
+  // Partitioned evaluation (EVAL_GATHER, shard 0 only; server/eval_book.h):
+  // stores the sender's partial and answers as it asked (ack, poll, wait).
+  void HandleEvalGather(const std::string& identity, const Message& m);
+  // Answers the EVAL_WAIT requests whose round is now complete (after a
+  // partial arrived, or a worker left or was removed).
+  void AnswerEvalWaiters();
+  // Rank r no longer owes partials: it left (BYE) or was removed.
+  bool EvalExcused(int rank) const;
   void MaybeWriteCheckpoint();
   // Worker 0's HELLO of a resumed job: loads this shard's rows. Returns
   // "" or why the HELLO is refused (also recorded in fatal_).
@@ -214,6 +223,7 @@ class ServerShard {
 
   JobConfig config_;
   int shard_;
+  EvalBook eval_book_;  // partitioned evaluation (shard 0)
   int num_shards_;
   std::string job_id_;
   std::string log_prefix_;

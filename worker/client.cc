@@ -5,6 +5,7 @@
 
 #include <glog/logging.h>
 
+#include "core/net/eval_frames.h"
 #include "core/partition.h"
 
 namespace tether {
@@ -394,6 +395,10 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
       case STATS_REPLY:
         server_stats_[r.shard] = h.shard_stats();
         break;
+      case EVAL_GATHER_REPLY:
+        eval_complete_ = h.eval_complete();
+        st = UnpackEvalPartials(*reply, "server " + options_.servers[r.shard], &eval_partials_);
+        break;
       case BARRIER_REPLY:
         barrier_total_ = h.samples();
         if (r.shard == 0) barrier_clock_ = h.clock();
@@ -511,6 +516,26 @@ StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& st
   TETHER_RETURN_IF_ERROR(barrier.Wait());
   TETHER_RETURN_IF_ERROR(channel_.sticky_error());
   return barrier_total_;
+}
+
+StatusOr<bool> WorkerClient::EvalGather(int64_t round, const EvalPartial* mine, MessageHeader::EvalWant want,
+                                        std::vector<EvalPartial>* all) {
+  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
+  eval_partials_.clear();
+  eval_complete_ = false;
+  Message m;
+  m.header.set_type(EVAL_GATHER);
+  m.header.set_eval_round(round);
+  m.header.set_eval_want(want);
+  std::vector<EvalPartial> out;
+  if (mine != nullptr) out.push_back(*mine);
+  TETHER_RETURN_IF_ERROR(PackEvalPartials(out, &m));
+  RequestHandle gather = channel_.NewRequest(/*sticky=*/false);
+  SendPart(0, &m, gather, NewShardRequest(EVAL_GATHER_REPLY, 0, 0));
+  TETHER_RETURN_IF_ERROR(gather.Wait());
+  if (all != nullptr) *all = std::move(eval_partials_);
+  eval_partials_.clear();
+  return eval_complete_;
 }
 
 StatusOr<std::vector<ShardStats>> WorkerClient::FetchServerStats() {

@@ -235,6 +235,21 @@ class WorkerClient {
   /// After Barrier: the largest clock any worker reached (shard 0's view).
   int64_t barrier_clock() const { return barrier_clock_; }
 
+  /// Partitioned evaluation: sends `mine` (this worker's partial sums of
+  /// evaluation `round`; null: none, e.g. a second poll) to shard 0
+  /// (EVAL_GATHER, server/eval_book.h), and gets back, per `want`:
+  ///   EVAL_ACK:  nothing (the reply says the partial is stored);
+  ///   EVAL_POLL: every worker's partial in rank order if the round is
+  ///              complete (returns true), else at once false;
+  ///   EVAL_WAIT: blocks until the round is complete (every worker sent its
+  ///              partial or left the job), then every partial, true.
+  /// `all` (may be null for EVAL_ACK) receives the partials; workers that
+  /// left without sending theirs are missing from it. A wait is bounded by
+  /// cluster.request_timeout_ms like the barrier's. Errors: the sticky
+  /// error, then as RequestHandle::Wait; DataLoss for a malformed reply.
+  StatusOr<bool> EvalGather(int64_t round, const EvalPartial* mine, MessageHeader::EvalWant want,
+                            std::vector<EvalPartial>* all);
+
   /// Leaves the job: waits for outstanding requests, then BYE to every
   /// shard. Errors: the sticky error, then as RequestHandle::Wait.
   Status Bye();
@@ -326,6 +341,8 @@ class WorkerClient {
   int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
   CheckpointReply checkpoint_reply_;       // filled by CHECKPOINT_REPLYs
   std::vector<ShardStats> server_stats_;   // STATS_REPLY per shard
+  std::vector<EvalPartial> eval_partials_;  // EVAL_GATHER_REPLY's
+  bool eval_complete_ = false;
   bool leaving_ = false;                   // Leave or Abort was called: pull replies are dropped
 };
 

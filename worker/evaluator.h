@@ -22,6 +22,7 @@
 
 #include "core/metrics.h"
 #include "core/status.h"
+#include "proto/tether.pb.h"
 #include "sparse/backend.h"
 #include "sparse/csr.h"
 #include "worker/model.h"
@@ -46,6 +47,24 @@ class Evaluator {
   /// Rows whose top-ranked scores hold a tie (scored by expected value).
   int64_t tied_rows() const;
 
+  /// Partitioned evaluation (every worker evaluates its part of the test
+  /// set): this evaluator's partial sums, to send to the reporting worker,
+  /// tagged with `rank`.
+  EvalPartial Partial(int rank) const;
+  /// Adds a partial (from Partial() of an evaluator of the same kind, ks and
+  /// propensity setting). Integer counts add exactly; the doubles are added
+  /// in the order Merge is called, so merging the partials in rank order
+  /// gives one result whatever order they arrived in. Errors:
+  /// InvalidArgument naming the rank when the partial's shape differs.
+  Status Merge(const EvalPartial& p);
+  /// The exact integer counts behind the metrics, for the metrics JSON:
+  ///   multi-label: precision_hits_at_{1,3,5} (relevant labels ranked at
+  ///                untied positions of the top k; with no tied rows,
+  ///                P@k = hits / (k · rows) exactly);
+  ///   binary:      correct (predictions (s > 0) == label);
+  ///   multiclass:  correct (rows whose arg max is the true class, untied).
+  std::vector<std::pair<std::string, int64_t>> Counts() const;
+
  private:
   LabelKind kind_;
   int64_t outputs_;
@@ -53,7 +72,8 @@ class Evaluator {
   int64_t rows_ = 0;
   RankingMetrics ranking_;
   BinaryMetrics binary_;
-  double correct_ = 0;
+  int64_t correct_ = 0;        // multiclass: untied top-1 hits
+  double tied_correct_ = 0;    // multiclass: Σ 1/G over tied tops holding the class
   int64_t tied_rows_ = 0;
   double loss_sum_ = 0;
   std::vector<uint32_t> top_;

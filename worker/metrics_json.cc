@@ -127,6 +127,12 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   j["samples_per_second"] = JobSamplesPerSecond(r);
   j["total_samples"] = r.total_samples;
   j["test_rows"] = r.test_rows;
+  // Partitioned evaluation: the exact counts behind the metrics, and who
+  // evaluated in how long.
+  for (const auto& [name, value] : r.eval_counts) j[name] = value;
+  j["eval_workers"] = r.eval_workers;
+  j["eval_seconds"] = r.eval_seconds;
+  j["eval_seconds_slowest_worker"] = r.eval_seconds_slowest;
   // JSON has no NaN: a non-finite loss (diverged) is written as null.
   j["final_loss"] = std::isfinite(r.final_loss) ? nlohmann::json(r.final_loss) : nullptr;
   j["diverged"] = r.diverged;

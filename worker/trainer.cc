@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <unordered_map>
@@ -25,6 +27,7 @@
 #include "core/metrics.h"
 #include "core/metrics_log.h"
 #include "core/net/curve.h"
+#include "core/net/eval_frames.h"
 #include "sparse/backend.h"
 #include "sparse/idx_reader.h"
 #include "server/checkpoint.h"
@@ -34,6 +37,7 @@
 #include "worker/metrics_json.h"
 #include "worker/model.h"
 #include "worker/model_registry.h"
+#include "worker/partitioned_eval.h"
 #include "worker/sampling.h"
 
 namespace tether {
@@ -105,14 +109,46 @@ Status TargetsToLabels(const JobConfig& config, LabelKind kind, const std::strin
   return Status::OK();
 }
 
+// Merges every worker's partial (rank order) into report's test metrics.
+Status MergeEvalResults(const JobConfig& config, const std::vector<EvalPartial>& all, Model* model, Backend* backend,
+                        const std::vector<double>& inv_propensity, TrainReport* report) {
+  Evaluator merged(model->label_kind(), model->num_outputs(), backend, inv_propensity);
+  TETHER_RETURN_IF_ERROR(MergeEvalPartials(all, &merged));
+  report->test_metrics = merged.Results();
+  report->eval_counts = merged.Counts();
+  report->test_rows = merged.rows();
+  report->eval_workers = static_cast<int>(all.size());
+  report->eval_seconds_slowest = 0;
+  for (const EvalPartial& p : all) report->eval_seconds_slowest = std::max(report->eval_seconds_slowest, p.eval_seconds());
+  if (static_cast<int>(all.size()) < config.cluster().num_workers())
+    LOG(WARNING) << "evaluation: only " << all.size() << " of " << config.cluster().num_workers()
+                 << " workers sent their part of the test set (the others left the job): the metrics cover "
+                 << merged.rows() << " rows";
+  if (merged.tied_rows() > 0) {
+    LOG(WARNING) << "evaluation: " << merged.tied_rows() << " of " << merged.rows()
+                 << " test rows have tied scores at the top of their ranking; ties are scored by their expected "
+                    "value under a random order of the tied labels (a model that cannot tell labels apart never "
+                    "looks perfect)";
+  }
+  return Status::OK();
+}
+
+// Partitioned evaluation (worker/partitioned_eval.h): this worker
+// evaluates its part of the test set (`test`, partition `rank`; within
+// train.eval_max_rows of the whole set by `setup`) and sends its partial
+// sums to shard 0 for `round`. `want`: EVAL_ACK on the workers that do not
+// report; on rank 0, EVAL_POLL (mid-training: merge only if every worker's
+// partial is in) or EVAL_WAIT (the end). Returns whether it merged every
+// worker's partial into report->test_metrics / test_rows / eval_counts.
 // inv_propensity: the training labels' 1/p_l (multi-label; empty: no PSP@k).
-Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* client, Model* model, Backend* backend,
-                const std::vector<double>& inv_propensity, TrainReport* report) {
+StatusOr<bool> Evaluate(const JobConfig& config, const Dataset& test, const EvalSetup& setup, int rank,
+                        int64_t round, MessageHeader::EvalWant want, WorkerClient* client, Model* model,
+                        Backend* backend, const std::vector<double>& inv_propensity, TrainReport* report) {
+  const auto start = SteadyClock::now();
   Evaluator eval(model->label_kind(), model->num_outputs(), backend, inv_propensity);
   std::vector<float> scores;
   const int64_t bs = config.train().eval_minibatch_size();
-  const int64_t max_rows = config.train().eval_max_rows();
-  const int64_t rows = max_rows > 0 ? std::min(test.features.rows, max_rows) : test.features.rows;
+  const int64_t rows = RowsToEvaluate(setup.test_offset, test.features.rows, config.train().eval_max_rows());
   TETHER_RETURN_IF_ERROR(model->BeginEvaluation(client));
   const Status st = [&]() -> Status {
     for (int64_t b = 0; b < rows; b += bs) {
@@ -125,15 +161,14 @@ Status Evaluate(const JobConfig& config, const Dataset& test, WorkerClient* clie
   }();
   model->EndEvaluation();
   TETHER_RETURN_IF_ERROR(st);
-  report->test_metrics = eval.Results();
-  report->test_rows = eval.rows();
-  if (eval.tied_rows() > 0) {
-    LOG(WARNING) << "evaluation: " << eval.tied_rows() << " of " << eval.rows()
-                 << " test rows have tied scores at the top of their ranking; ties are scored by their expected "
-                    "value under a random order of the tied labels (a model that cannot tell labels apart never "
-                    "looks perfect)";
-  }
-  return Status::OK();
+  EvalPartial mine = eval.Partial(rank);
+  mine.set_eval_seconds(SecondsSince(start));
+  std::vector<EvalPartial> all;
+  TETHER_ASSIGN_OR_RETURN(bool complete, client->EvalGather(round, &mine, want, &all));
+  if (want == MessageHeader::EVAL_ACK || !complete) return false;
+  TETHER_RETURN_IF_ERROR(MergeEvalResults(config, all, model, backend, inv_propensity, report));
+  report->eval_seconds = SecondsSince(start);
+  return true;
 }
 
 // Where worker `rank` starts in a resumed job (see WorkerState). With the
@@ -378,42 +413,23 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   const auto load_start = SteadyClock::now();
   TETHER_ASSIGN_OR_RETURN(Dataset train, LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
                                                    config.data().train_split(), rank, num_workers));
+  // Every worker evaluates its own part of the test set (partitioned
+  // evaluation), split as the training file is.
   Dataset test;
-  if (rank == 0) {
+  {
     const bool same_file = config.data().test_file().empty();
     const std::string& test_file = same_file ? config.data().train_file() : config.data().test_file();
     const std::string& test_labels = same_file ? config.data().train_label_file() : config.data().test_label_file();
-    TETHER_ASSIGN_OR_RETURN(test, LoadSplit(config, test_file, test_labels, config.data().test_split(), 0, 1));
+    TETHER_ASSIGN_OR_RETURN(test,
+                            LoadSplit(config, test_file, test_labels, config.data().test_split(), rank, num_workers));
   }
   report.train_rows = train.features.rows;
   LOG(INFO) << who << "read " << train.features.rows << " training rows (" << train.features.nnz()
             << " non-zeros) in " << SecondsSince(load_start) << " s"
-            << (rank == 0 ? ", " + std::to_string(test.features.rows) + " test rows" : "");
+            << ", " << test.features.rows << " test rows";
   if (train.features.rows == 0)
     return Status::InvalidArgument(who + "partition " + std::to_string(rank) + " of " +
                                    config.data().train_file() + " has no rows; use fewer workers");
-
-  // PSP@k (multi-label) needs the training labels' frequencies over the
-  // whole training split, which no single worker holds: rank 0 counts them
-  // from its own rows when it is the only worker, else it reads the whole
-  // split once more here (partition 0 of 1, the same rows in all as the
-  // workers' partitions together), before training starts.
-  std::vector<double> inv_propensity;
-  if (rank == 0 && LabelKindOf(config) == LabelKind::kMultiLabel) {
-    std::vector<uint64_t> counts;
-    int64_t n = 0;
-    if (num_workers == 1) {
-      counts = CountLabels(train.labels);
-      n = train.labels.rows;
-    } else {
-      TETHER_ASSIGN_OR_RETURN(Dataset all,
-                              LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
-                                        config.data().train_split(), 0, 1));
-      counts = CountLabels(all.labels);
-      n = all.labels.rows;
-    }
-    inv_propensity = InversePropensity(counts, n, config.train().psp_a(), config.train().psp_b());
-  }
 
   const std::vector<TableSpec> tables = TablesForJob(config);
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, tables, backend.get(), rank));
@@ -507,6 +523,16 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
             << ", staleness " << StalenessName(copts.staleness);
 
+  // Partitioned evaluation's round 0 (worker/partitioned_eval.h): PSP@k
+  // (multi-label) needs the training labels' frequencies over the whole
+  // training split, which no single worker holds: every worker sends its
+  // partition's counts, and each gets the sum; likewise each worker's
+  // offset in the test set.
+  TETHER_ASSIGN_OR_RETURN(const EvalSetup eval_setup,
+                          ExchangeEvalSetup(rank, num_workers, LabelKindOf(config), config.train().psp_a(),
+                                            config.train().psp_b(), train.labels, test.features.rows, client.get()));
+  const std::vector<double>& inv_propensity = eval_setup.inv_propensity;
+
   // Observability (train.metrics_dir, progress_every_s, eval_every_epochs):
   // evaluations during training are timed apart and left out of train_s.
   std::unique_ptr<MetricsLog> metrics_log;
@@ -516,17 +542,48 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   ProgressTimer progress(config.train().progress_every_s());
   double eval_seconds = 0, clock_loss = 0;
   int clock_batches = 0;
-  auto log_eval = [&](const TrainReport& r, int epoch, double train_s, bool log_line) {
+  auto log_eval = [&](const TrainReport& r, int epoch, double train_s, bool log_line, uint64_t samples,
+                      double loss) {
     std::string line;
     for (const auto& [name, value] : r.test_metrics) line += " " + name + " " + FormatNumber(value);
     if (log_line)
       LOG(INFO) << who << "test after epoch " << epoch << " (" << r.test_rows << " rows, " << train_s
                 << " s of training):" << line;
     if (metrics_log == nullptr) return;
-    nlohmann::json j{{"kind", "eval"}, {"epoch", epoch}, {"train_s", train_s}, {"samples", report.samples},
-                     {"test_rows", r.test_rows}, {"loss", report.final_loss}};
+    nlohmann::json j{{"kind", "eval"}, {"epoch", epoch}, {"train_s", train_s}, {"samples", samples},
+                     {"test_rows", r.test_rows}, {"loss", loss}};
     for (const auto& [name, value] : r.test_metrics) j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
     metrics_log->Write(std::move(j));
+  };
+
+  // Rank 0: mid-training evaluation rounds whose parts are not all merged
+  // yet (partitioned evaluation), oldest first, with rank 0's figures at
+  // the time for the metrics log.
+  struct PendingEval {
+    int epoch = 0;
+    double train_s = 0;
+    uint64_t samples = 0;
+    double loss = 0;
+    std::optional<TrainReport> merged;  // merged already (logged when it is the oldest)
+  };
+  std::deque<PendingEval> pending_evals;
+  // Merges the open rounds in order (EVAL_POLL: as far as they are
+  // complete; EVAL_WAIT: all, waiting for each), logging each.
+  auto collect_pending = [&](MessageHeader::EvalWant want) -> Status {
+    while (!pending_evals.empty()) {
+      PendingEval& e = pending_evals.front();
+      if (!e.merged) {
+        std::vector<EvalPartial> all;
+        TETHER_ASSIGN_OR_RETURN(bool complete, client->EvalGather(e.epoch, nullptr, want, &all));
+        if (!complete) return Status::OK();
+        TrainReport r;
+        TETHER_RETURN_IF_ERROR(MergeEvalResults(config, all, model.get(), backend.get(), inv_propensity, &r));
+        e.merged = std::move(r);
+      }
+      log_eval(*e.merged, e.epoch, e.train_s, true, e.samples, e.loss);
+      pending_evals.pop_front();
+    }
+    return Status::OK();
   };
 
   std::vector<int64_t> order(train.features.rows);
@@ -791,13 +848,25 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                                                            : "");
     }
     const int every = config.train().eval_every_epochs();
-    if (rank == 0 && every > 0 && (epoch + 1) % every == 0 && epoch + 1 < config.train().epochs()) {
+    if (every > 0 && (epoch + 1) % every == 0 && epoch + 1 < config.train().epochs()) {
+      // Every worker evaluates its part after the epoch; rank 0 merges the
+      // parts once all are in (it does not wait for a slower worker here:
+      // a round still open is merged at a later epoch's end or at the end).
       const auto eval_start = SteadyClock::now();
-      const double train_s = SecondsSince(train_start) - eval_seconds;
+      pending_evals.push_back({epoch + 1, SecondsSince(train_start) - eval_seconds, report.samples,
+                               report.final_loss, std::nullopt});
       TrainReport mid;
-      TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), inv_propensity, &mid));
+      TETHER_ASSIGN_OR_RETURN(bool merged, Evaluate(config, test, eval_setup, rank, epoch + 1,
+                                                    rank == 0 ? MessageHeader::EVAL_POLL : MessageHeader::EVAL_ACK,
+                                                    client.get(), model.get(), backend.get(), inv_propensity, &mid));
+      if (rank != 0) {
+        pending_evals.clear();  // only rank 0 reports
+      } else {
+        if (merged) pending_evals.back().merged = std::move(mid);
+        // Older open rounds first, so the metrics log stays in epoch order.
+        TETHER_RETURN_IF_ERROR(collect_pending(MessageHeader::EVAL_POLL));
+      }
       eval_seconds += SecondsSince(eval_start);
-      log_eval(mid, epoch + 1, train_s, true);
     }
   }
   epoch_lines = nullptr;
@@ -871,6 +940,14 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   LOG(INFO) << who << "training done: " << report.total_samples << " samples over all workers in "
             << report.train_seconds << " s (" << static_cast<int64_t>(report.samples_per_second) << " samples/s)";
 
+  if (rank != 0) {
+    // Partitioned evaluation: this worker's part of the test set, for rank 0
+    // to merge (the trained model: every worker is past the barrier).
+    TrainReport mine;
+    TETHER_RETURN_IF_ERROR(Evaluate(config, test, eval_setup, rank, kFinalEvalRound, MessageHeader::EVAL_ACK,
+                                    client.get(), model.get(), backend.get(), inv_propensity, &mine)
+                               .status());
+  }
   if (rank == 0) {
     TETHER_ASSIGN_OR_RETURN(report.servers, client->FetchServerStats());
     // A worker that never reached the barrier left (or was removed) before
@@ -890,11 +967,18 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     report.samples_per_second = JobSamplesPerSecond(report);
     LOG(INFO) << who << "job: " << static_cast<int64_t>(report.samples_per_second)
               << " samples/s from the first worker's start of training to the last one's end";
-    TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), inv_propensity, &report));
+    // Mid-training rounds still open: every worker is past them now.
+    TETHER_RETURN_IF_ERROR(collect_pending(MessageHeader::EVAL_WAIT));
+    TETHER_ASSIGN_OR_RETURN(bool merged, Evaluate(config, test, eval_setup, rank, kFinalEvalRound,
+                                                  MessageHeader::EVAL_WAIT, client.get(), model.get(), backend.get(),
+                                                  inv_propensity, &report));
+    if (!merged) return Status::Internal(who + "shard 0 answered the final evaluation before it was complete");
+    LOG(INFO) << who << "evaluation by " << report.eval_workers << " worker(s): " << report.eval_seconds
+              << " s (the slowest worker's part: " << report.eval_seconds_slowest << " s)";
     std::string line;
     for (const auto& [name, value] : report.test_metrics) line += " " + name + " " + FormatNumber(value);
     LOG(INFO) << who << "test (" << report.test_rows << " rows):" << line;
-    log_eval(report, config.train().epochs(), report.train_seconds, false);
+    log_eval(report, config.train().epochs(), report.train_seconds, false, report.samples, report.final_loss);
   }
   if (metrics_log != nullptr) TETHER_RETURN_IF_ERROR(metrics_log->Flush());
   const ClientStats& cs = client->stats();

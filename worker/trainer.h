@@ -106,9 +106,8 @@ struct TrainReport {
   ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h),
   ///                      psp_at_{1,3,5}, psndcg_at_{1,3,5} (propensity-
   ///                      scored, train.psp_a / psp_b; the label counts of
-  ///                      the whole training split, which rank 0 counts:
-  ///                      from its own rows with one worker, else by reading
-  ///                      the split once more before training);
+  ///                      the whole training split, summed over every
+  ///                      worker's partition at the start: partitioned_eval.h);
   ///   binary:            accuracy, auc, log_loss (BinaryMetrics);
   ///   multiclass:        accuracy (arg max of the scores; a tie of G classes
   ///                      at the top counts 1/G when the true class is among
@@ -117,6 +116,16 @@ struct TrainReport {
   /// Rows with tied top scores are counted and logged with a warning (C21).
   /// Computed by worker/evaluator.h, which tether-predict shares.
   std::vector<std::pair<std::string, double>> test_metrics;
+  /// The exact integer counts behind test_metrics (Evaluator::Counts):
+  /// precision_hits_at_{1,3,5} (multi-label) or correct (binary,
+  /// multiclass); identical whatever the number of workers evaluating.
+  std::vector<std::pair<std::string, int64_t>> eval_counts;
+  /// Partitioned evaluation (rank 0): the workers whose parts were merged,
+  /// the final evaluation's time on rank 0 (its own part, then waiting for
+  /// the others' and merging), and the slowest worker's own part.
+  int eval_workers = 0;
+  double eval_seconds = 0;
+  double eval_seconds_slowest = 0;
 
   /// The value of test metric `name`, or NaN when absent.
   double Metric(const std::string& name) const;

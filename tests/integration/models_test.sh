@@ -2,6 +2,9 @@
 # End-to-end accuracy gates for the non-XMC workloads and the --device choice,
 # on the bundled data. Usage: models_test.sh MODE BIN_DIR
 #   a9a        sparse logistic regression, 2 servers + 2 workers: accuracy >= 0.845
+#   a9a_ftrl   the same with FTRL-Proximal and L1 (examples/a9a_ftrl.pbtxt):
+#              accuracy >= 0.845, AUC >= 0.895, and L1's exact zeros: at least
+#              40 of the 123 exported weights are 0.0 exactly (71 here)
 #   pendigits  dense MLP, 2 servers + 2 workers: accuracy >= 0.96 on pendigits.t
 #   mnist      dense MLP, 2 servers + 2 workers: accuracy >= 0.95 on the 2,000 hold-out images
 #   device     --device=cuda without a GPU exits non-zero saying so; --device=auto
@@ -40,6 +43,24 @@ case "$mode" in
 a9a)
   run_job examples/a9a.pbtxt
   check "$tmp/m.json" "a9a, sparse LR, 2 servers, 2 workers" "accuracy>=0.845" "auc>=0.89" "test_rows==16281"
+  ;;
+a9a_ftrl)
+  run_job examples/a9a_ftrl.pbtxt --checkpoint_dir "$tmp/ck"
+  check "$tmp/m.json" "a9a, sparse LR, FTRL + L1, 2 servers, 2 workers" "accuracy>=0.845" "auc>=0.895" \
+    "test_rows==16281"
+  timeout -k 5 60 "$bin/tether-export" --checkpoint="$tmp/ck" --out="$tmp/model.safetensors" > "$tmp/export.log" 2>&1 \
+    || { cat "$tmp/export.log"; echo "FAIL: tether-export"; exit 1; }
+  python3 - "$tmp/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+header = json.loads(b[8:8 + n])
+s, e = header["w"]["data_offsets"]
+w = struct.unpack("<%df" % ((e - s) // 4), b[8 + n + s:8 + n + e])
+zeros = sum(1 for x in w if x == 0.0)
+print(f"FTRL + L1: {zeros} of {len(w)} weights exactly 0 (gate >= 40)")
+sys.exit(0 if len(w) == 123 and zeros >= 40 else 1)
+PY
   ;;
 pendigits)
   run_job examples/pendigits.pbtxt

@@ -1,0 +1,51 @@
+#include "core/net/eval_frames.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/net/limits.h"
+
+namespace tether {
+
+Status PackEvalPartials(const std::vector<EvalPartial>& partials, Message* m) {
+  std::string bytes;
+  m->header.clear_eval_partial_bytes();
+  for (const EvalPartial& p : partials) {
+    const size_t before = bytes.size();
+    if (!p.AppendToString(&bytes)) return Status::InvalidArgument("evaluation partial does not serialize");
+    m->header.add_eval_partial_bytes(bytes.size() - before);
+  }
+  const size_t floats = (bytes.size() + sizeof(float) - 1) / sizeof(float);
+  if (floats * sizeof(float) > kMaxFrameBytes)
+    return Status::InvalidArgument("evaluation partials are " + std::to_string(bytes.size()) + " bytes, above the " +
+                                   std::to_string(kMaxFrameBytes) + "-byte message limit");
+  zmq::message_t values(floats * sizeof(float));
+  if (floats > 0) {
+    std::memset(values.data(), 0, values.size());
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+  }
+  m->values = std::move(values);
+  m->header.set_num_values(floats);
+  return Status::OK();
+}
+
+Status UnpackEvalPartials(const Message& m, const std::string& peer, std::vector<EvalPartial>* out) {
+  out->clear();
+  const auto* data = static_cast<const char*>(m.values.data());
+  const uint64_t size = m.values.size();
+  uint64_t at = 0;
+  for (int i = 0; i < m.header.eval_partial_bytes_size(); ++i) {
+    const uint64_t n = m.header.eval_partial_bytes(i);
+    if (n > size - at)
+      return Status::DataLoss(peer + ": evaluation partial " + std::to_string(i) + " of " + std::to_string(n) +
+                              " bytes overruns the " + std::to_string(size) + "-byte values frame");
+    EvalPartial p;
+    if (!p.ParseFromArray(data + at, static_cast<int>(n)))
+      return Status::DataLoss(peer + ": evaluation partial " + std::to_string(i) + " does not parse");
+    out->push_back(std::move(p));
+    at += n;
+  }
+  return Status::OK();
+}
+
+}  // namespace tether
