@@ -63,7 +63,7 @@ TEST(ConfigTest, UnknownEnumValueSuggestsTheClosest) {
   auto c = ParseJobConfig("optimizer {\n  type: ADAMW\n}\n", "j.pbtxt");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(), "j.pbtxt:2: unknown value 'ADAMW' for field 'type' (did you mean 'ADAM'? "
-                                  "valid: SGD, ADAGRAD, ADAM, SUM, NOOP)");
+                                  "valid: SGD, ADAGRAD, ADAM, SUM, NOOP, FTRL)");
   // The reported line is the culprit's, not the next token's.
   auto split = ParseJobConfig("name: \"x\"\nconsistensy\n{\n  staleness: 1\n}\n", "j.pbtxt");
   ASSERT_FALSE(split.ok());

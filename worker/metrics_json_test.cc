@@ -158,7 +158,10 @@ TEST(MetricsJsonFromStatsTest, NoServerStatsNoServerKeys) {
   for (const char* k : {"servers", "workers", "staleness_mean", "staleness_max", "staleness_histogram",
                         "bound_violations"})
     EXPECT_FALSE(j.contains(k)) << k;
-  EXPECT_EQ(j.size(), 13u);  // the run's figures (diverged and diverged_at_epoch too) and the config's
+  // The run's figures (diverged and diverged_at_epoch too, and the
+  // partitioned evaluation's eval_workers, eval_seconds and
+  // eval_seconds_slowest_worker) and the config's.
+  EXPECT_EQ(j.size(), 16u);
   EXPECT_EQ(j["diverged"], false);
   EXPECT_EQ(j["diverged_at_epoch"], 0);
 }
