@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/data_files.h"
 #include "sparse/text_parse.h"
 
 namespace tether {
@@ -366,6 +367,54 @@ StatusOr<bool> RowStream::Next(Dataset* block) {
     if (done) TETHER_RETURN_IF_ERROR(FinishPiece());
   }
   return any;
+}
+
+StatusOr<std::unique_ptr<RowStream>> OpenFileListShare(const std::string& spec, const std::string& field,
+                                                       ReadOptions opts, int partition, int num_partitions,
+                                                       RowStreamOptions options) {
+  if (num_partitions < 1 || partition < 0 || partition >= num_partitions)
+    return Status::InvalidArgument(spec + ": partition " + std::to_string(partition) + " of " +
+                                   std::to_string(num_partitions) + " is invalid");
+  if (opts.format == DataFormat::kArff)
+    return Status::InvalidArgument("config field " + field + ": ARFF files cannot be listed or streamed");
+  TETHER_ASSIGN_OR_RETURN(std::vector<std::string> paths, ExpandFileList(spec, field));
+  TETHER_ASSIGN_OR_RETURN(std::vector<DataFile> files, StatDataFiles(paths));
+  if (opts.format == DataFormat::kXmc && (opts.num_features == 0 || opts.num_labels == 0)) {
+    TETHER_ASSIGN_OR_RETURN(auto hdr, ReadXmcHeader(paths.front()));
+    if (opts.num_features == 0) opts.num_features = static_cast<int64_t>(hdr[1]);
+    if (opts.num_labels == 0) opts.num_labels = static_cast<int64_t>(hdr[2]);
+  }
+  std::vector<FilePiece> pieces = AssignFilePieces(files, partition, num_partitions);
+  return std::make_unique<RowStream>(std::move(files), std::move(pieces), std::move(opts), options);
+}
+
+StatusOr<Dataset> ReadFileListShare(const std::string& spec, const std::string& field, const ReadOptions& opts,
+                                    int partition, int num_partitions) {
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<RowStream> stream,
+                          OpenFileListShare(spec, field, opts, partition, num_partitions));
+  TETHER_RETURN_IF_ERROR(stream->Start());
+  Dataset all, block;
+  all.features.cols = -1;
+  for (;;) {
+    TETHER_ASSIGN_OR_RETURN(bool more, stream->Next(&block));
+    if (all.features.cols < 0) {
+      all.features.cols = block.features.cols;
+      all.labels.cols = block.labels.cols;
+    }
+    if (!more) break;
+    AppendCsr(block.features, &all.features);
+    AppendCsr(block.labels, &all.labels);
+    all.targets.insert(all.targets.end(), block.targets.begin(), block.targets.end());
+    all.source_lines.insert(all.source_lines.end(), block.source_lines.begin(), block.source_lines.end());
+    all.rows_read += block.rows_read;
+    all.unlabeled_rows += block.unlabeled_rows;
+    all.dropped_rows += block.dropped_rows;
+    all.qid_rows += block.qid_rows;
+  }
+  LOG(INFO) << spec << ": partition " << partition << "/" << num_partitions << " of " << stream->files().size()
+            << " files (" << stream->pieces().size() << " pieces): read " << all.rows_read << " rows, kept "
+            << all.features.rows << ", unlabeled " << all.unlabeled_rows << ", dropped " << all.dropped_rows;
+  return all;
 }
 
 }  // namespace tether

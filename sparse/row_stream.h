@@ -138,4 +138,22 @@ class RowStream {
   size_t peak_buffer_bytes_ = 0;
 };
 
+/// A RowStream over partition `partition` of `num_partitions` (a worker's
+/// share, AssignFilePieces) of the files `spec` names (one file, or a list
+/// or globs: core/data_files.h; `field` names it in messages, e.g.
+/// "data.train_file"). XMC widths left at 0 in `opts` are taken from the
+/// first file's header (every file's header is then checked against them).
+/// The stream is not started. Errors: those of ExpandFileList,
+/// StatDataFiles and ReadXmcHeader.
+[[nodiscard]] StatusOr<std::unique_ptr<RowStream>> OpenFileListShare(const std::string& spec, const std::string& field,
+                                                                     ReadOptions opts, int partition,
+                                                                     int num_partitions, RowStreamOptions options = {});
+
+/// OpenFileListShare's share read whole into memory (the blocks
+/// concatenated, in file order): the in-memory mode for several files.
+/// Dataset::source_lines are lines of their own files. Errors: those of
+/// OpenFileListShare and RowStream::Next.
+[[nodiscard]] StatusOr<Dataset> ReadFileListShare(const std::string& spec, const std::string& field,
+                                                  const ReadOptions& opts, int partition, int num_partitions);
+
 }  // namespace tether
