@@ -8,7 +8,9 @@
 #
 # Usage: scripts/bench_stream.sh [BUILD_BIN_DIR]   (from the repository root)
 # Environment: ROWS (default 2240000, ~2.1 GB), FILES (64), WORKERS (2),
-#   EPOCHS (1), HIDDEN (8), BLOCK_ROWS (65536), TMPDIR (where the data goes).
+#   EPOCHS (1), HIDDEN (8), BLOCK_ROWS (65536), TMPDIR (where the data goes),
+#   DATA_DIR (reuse DATA_DIR/parts/*.txt.gz and DATA_DIR/set.test.txt instead
+#   of generating).
 # Prints a table: per process, peak RSS and time; rows per epoch per worker.
 set -euo pipefail
 bin=$(cd "${1:-build/bin}" && pwd)
@@ -23,6 +25,18 @@ trap cleanup EXIT
 per=$((ROWS / FILES))
 F=100000 L=1000
 
+if [ -n "${DATA_DIR:-}" ]; then
+  # A set generated before (DATA_DIR/parts/part-*.txt.gz, DATA_DIR/set.test.txt), e.g. kept from an earlier run.
+  ln -s "$(cd "$DATA_DIR" && pwd)/parts" "$tmp/parts"
+  cp "$DATA_DIR/set.test.txt" "$tmp/"
+  set +o pipefail  # `zcat | head -1` ends zcat with SIGPIPE
+  FILES=$(ls "$tmp"/parts/part-*.txt.gz | wc -l)
+  ROWS=$(for f in "$tmp"/parts/part-*.txt.gz; do zcat "$f" | head -1 | cut -d' ' -f1; done | awk '{s += $1} END {print s}')
+  raw_bytes=$(( $(zcat "$tmp"/parts/part-*.txt.gz | wc -c) - $(for f in "$tmp"/parts/part-*.txt.gz; do zcat "$f" | head -1; done | wc -c) ))
+  set -o pipefail
+  gz_bytes=$(du -cbL "$tmp"/parts/*.gz | tail -1 | cut -f1)
+  echo "reusing $FILES files of $DATA_DIR: $ROWS rows, $raw_bytes bytes of rows uncompressed, $gz_bytes bytes gzip"
+else
 echo "generating $ROWS rows ($F features, $L labels) into $FILES gzip files under $tmp"
 t0=$(date +%s)
 nice "$bin/tether-gen-xmc" --out_prefix="$tmp/set" --train_rows="$ROWS" --test_rows=5000 \
@@ -37,6 +51,7 @@ tail -n +2 "$tmp/set.train.txt" | nice awk -v per="$per" -v F=$F -v L=$L -v dir=
 rm "$tmp/set.train.txt"
 gz_bytes=$(du -cb "$tmp"/parts/*.gz | tail -1 | cut -f1)
 echo "generated in $(( $(date +%s) - t0 )) s: $raw_bytes bytes of rows uncompressed, $gz_bytes bytes in $(ls "$tmp/parts" | wc -l) gzip files"
+fi
 
 cat > "$tmp/job.pbtxt" <<PB
 cluster { num_servers: 1 num_workers: $WORKERS }

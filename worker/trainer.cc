@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -329,8 +330,10 @@ StatusOr<bool> NextStreamBlock(const JobConfig& config, int rank, int epoch, Row
 }
 
 // PSP@k's label counts over the whole training split, streamed (no worker
-// holds it whole): rank 0 reads it once more, block by block.
-Status CountLabelsStreamed(const JobConfig& config, std::vector<uint64_t>* counts, int64_t* rows) {
+// holds it whole): rank 0 reads it once more, block by block, on its own
+// thread; Aborted when *stop is set.
+Status CountLabelsStreamed(const JobConfig& config, std::vector<uint64_t>* counts, int64_t* rows,
+                           const std::atomic<bool>* stop) {
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<RowStream> stream,
                           OpenFileListShare(config.data().train_file(), "data.train_file", StreamReadOptions(config),
                                             0, 1));
@@ -339,6 +342,7 @@ Status CountLabelsStreamed(const JobConfig& config, std::vector<uint64_t>* count
   *rows = 0;
   Dataset d;
   for (;;) {
+    if (stop->load()) return Status::Unavailable("counting the training labels: stopped");
     TETHER_ASSIGN_OR_RETURN(bool more, stream->Next(&d));
     if (!more) break;
     for (uint32_t c : d.labels.col_idx) ++(*counts)[c];
@@ -403,8 +407,8 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
       opts.num_labels = kind == LabelKind::kMultiLabel ? config.data().num_labels() : 0;
     }
     if (IsFileList(file)) {  // several files (core/data_files.h): this partition's pieces
-      TETHER_ASSIGN_OR_RETURN(d, ReadFileListShare(file, "data.train_file or data.test_file", opts, partition,
-                                                   num_partitions));
+      const char* field = file == config.data().train_file() ? "data.train_file" : "data.test_file";
+      TETHER_ASSIGN_OR_RETURN(d, ReadFileListShare(file, field, opts, partition, num_partitions));
     } else {
       TETHER_ASSIGN_OR_RETURN(d, ReadDataset(file, opts));
     }
@@ -497,12 +501,36 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // split once more here (partition 0 of 1, the same rows in all as the
   // workers' partitions together), before training starts.
   std::vector<double> inv_propensity;
-  if (rank == 0 && LabelKindOf(config) == LabelKind::kMultiLabel) {
+  // Streamed: the counting pass reads the whole set, which can take longer
+  // than the servers wait for this worker's HELLO, so it runs on its own
+  // thread beside training and is joined before the first evaluation. An
+  // error return asks it to stop (between blocks) and waits for it.
+  std::atomic<bool> stop_counting{false};
+  std::vector<uint64_t> streamed_counts;
+  int64_t streamed_rows = 0;
+  std::future<Status> label_count;
+  struct StopCounting {
+    std::atomic<bool>* stop;
+    ~StopCounting() { stop->store(true); }
+  };
+  if (rank == 0 && LabelKindOf(config) == LabelKind::kMultiLabel && stream != nullptr) {
+    label_count = std::async(std::launch::async, [&config, &streamed_counts, &streamed_rows, &stop_counting] {
+      return CountLabelsStreamed(config, &streamed_counts, &streamed_rows, &stop_counting);
+    });
+  }
+  // Declared after the future: destroyed first, so the thread is told to
+  // stop before the future's destructor waits for it.
+  StopCounting stop_counting_on_exit{&stop_counting};
+  auto join_label_count = [&]() -> Status {
+    if (!label_count.valid()) return Status::OK();
+    TETHER_RETURN_IF_ERROR(label_count.get());
+    inv_propensity = InversePropensity(streamed_counts, streamed_rows, config.train().psp_a(), config.train().psp_b());
+    return Status::OK();
+  };
+  if (rank == 0 && LabelKindOf(config) == LabelKind::kMultiLabel && stream == nullptr) {
     std::vector<uint64_t> counts;
     int64_t n = 0;
-    if (stream != nullptr) {
-      TETHER_RETURN_IF_ERROR(CountLabelsStreamed(config, &counts, &n));
-    } else if (num_workers == 1) {
+    if (num_workers == 1) {
       counts = CountLabels(train.labels);
       n = train.labels.rows;
     } else {
@@ -927,6 +955,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       const auto eval_start = SteadyClock::now();
       const double train_s = SecondsSince(train_start) - eval_seconds;
       TrainReport mid;
+      TETHER_RETURN_IF_ERROR(join_label_count());
       TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), inv_propensity, &mid));
       eval_seconds += SecondsSince(eval_start);
       log_eval(mid, epoch + 1, train_s, true);
@@ -1019,6 +1048,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     report.samples_per_second = JobSamplesPerSecond(report);
     LOG(INFO) << who << "job: " << static_cast<int64_t>(report.samples_per_second)
               << " samples/s from the first worker's start of training to the last one's end";
+    TETHER_RETURN_IF_ERROR(join_label_count());
     TETHER_RETURN_IF_ERROR(Evaluate(config, test, client.get(), model.get(), backend.get(), inv_propensity, &report));
     std::string line;
     for (const auto& [name, value] : report.test_metrics) line += " " + name + " " + FormatNumber(value);
