@@ -365,6 +365,7 @@ StatusOr<bool> RowStream::Next(Dataset* block) {
       any = true;
     }
     if (done) TETHER_RETURN_IF_ERROR(FinishPiece());
+    if (between_chunks_) TETHER_RETURN_IF_ERROR(between_chunks_());
   }
   return any;
 }

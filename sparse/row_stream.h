@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,12 @@ class RowStream {
   /// (when this stream reads the whole file) with its row count.
   [[nodiscard]] StatusOr<bool> Next(Dataset* block);
 
+  /// Called after every buffer of lines parsed inside Next() (every few MB),
+  /// so a caller can keep its connections alive (a worker heartbeats its
+  /// servers) while a block is read; an error it returns ends Next() with
+  /// it. Empty (default): nothing is called.
+  void set_between_chunks(std::function<Status()> fn) { between_chunks_ = std::move(fn); }
+
   /// This pass: rows parsed (kept, dropped and skipped), and per piece.
   int64_t rows_read() const { return rows_read_; }
   const std::vector<int64_t>& piece_rows_read() const { return piece_rows_; }
@@ -136,6 +143,7 @@ class RowStream {
   int64_t rows_read_ = 0;
   std::vector<int64_t> piece_rows_;
   size_t peak_buffer_bytes_ = 0;
+  std::function<Status()> between_chunks_;
 };
 
 /// A RowStream over partition `partition` of `num_partitions` (a worker's

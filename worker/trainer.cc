@@ -631,6 +631,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
   TETHER_ASSIGN_OR_RETURN(*client_out, WorkerClient::Connect(copts));
   std::unique_ptr<WorkerClient>& client = *client_out;
+  // Reading a streamed block can take seconds: heartbeat the servers between
+  // buffers, or they would take this worker for dead (worker_timeout_ms).
+  if (stream != nullptr) stream->set_between_chunks([&client] { return client->Idle(1); });
   LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
             << ", staleness " << StalenessName(copts.staleness);
 
