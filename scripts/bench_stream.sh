@@ -54,7 +54,10 @@ echo "generated in $(( $(date +%s) - t0 )) s: $raw_bytes bytes of rows uncompres
 fi
 
 cat > "$tmp/job.pbtxt" <<PB
-cluster { num_servers: 1 num_workers: $WORKERS }
+# Long timeouts: on a loaded machine a niced process can be starved for many
+# seconds, which must not read as a dead worker or server.
+cluster { num_servers: 1 num_workers: $WORKERS worker_timeout_ms: 600000 startup_timeout_ms: 600000
+          liveness_timeout_ms: 600000 request_timeout_ms: 600000 }
 data {
   format: XMC
   train_file: "parts/part-*.txt.gz"
