@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/memory_fit.h"
+#include "core/data_files.h"
 #include "core/net/limits.h"
 
 namespace tether {
@@ -261,6 +262,11 @@ void ResolveDataPaths(JobConfig* config, const std::string& base_dir) {
     const FieldDescriptor* f = d->GetDescriptor()->FindFieldByName(name);
     if (!r->HasField(*d, f)) continue;
     const std::string value = r->GetString(*d, f);
+    const bool list_field = std::string(name) == "train_file" || std::string(name) == "test_file";
+    if (list_field && IsFileList(value)) {  // each entry (core/data_files.h)
+      r->SetString(d, f, ResolveFileList(value, base_dir));
+      continue;
+    }
     if (value.empty() || std::filesystem::path(value).is_absolute()) continue;
     r->SetString(d, f, (std::filesystem::path(base_dir) / value).lexically_normal().string());
   }
@@ -284,8 +290,8 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"normalize_rows", "data.normalize_rows", "scale each row's features to unit L2 norm: true | false"},
       {"l2", "optimizer.l2", "L2 regularisation added to every gradient"},
       {"index_base", "data.index_base", "index base of the data files: 0 or 1"},
-      {"train_file", "data.train_file", "training data file"},
-      {"test_file", "data.test_file", "test data file"},
+      {"train_file", "data.train_file", "training data: a file, or a comma-separated list of files and glob patterns"},
+      {"test_file", "data.test_file", "test data: a file, or a comma-separated list of files and glob patterns"},
       {"request_timeout_ms", "cluster.request_timeout_ms", "timeout for a reply from a server"},
       {"slowdown", "train.slowdown", "straggler: worker --slowdown_rank runs this many times slower"},
       {"slowdown_rank", "train.slowdown_rank", "the worker slowed by --slowdown"},
@@ -503,6 +509,28 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (!c.data().label_xml().empty() && c.data().format() != ARFF)
     return bad("data.label_xml", "applies to data.format ARFF only");
   if (c.data().train_file().empty()) return bad("data.train_file", "is required");
+  // Many files and streaming (core/data_files.h, sparse/row_stream.h).
+  if (c.data().shuffle_buffer_rows() < 1) return bad("data.shuffle_buffer_rows", "must be ≥ 1");
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"data.train_file", &c.data().train_file()},
+                                     {"data.test_file", &c.data().test_file()}}) {
+    if (!IsFileList(*value) && !(c.data().streaming() && field == std::string("data.train_file"))) continue;
+    const std::string why = IsFileList(*value) ? "names several files" : "is streamed (data.streaming)";
+    if (c.data().format() != XMC && c.data().format() != LIBSVM)
+      return bad(field, why + ", which XMC and LIBSVM files support, not data.format " +
+                            FileFormat_Name(c.data().format()));
+    const std::string& split = field == std::string("data.train_file") ? c.data().train_split() : c.data().test_split();
+    if (!split.empty())
+      return bad(field, why + ", so its rows have no single numbering for a split file (" + field +
+                            " with " + (field == std::string("data.train_file") ? "data.train_split" : "data.test_split") +
+                            "): list the split's rows as files instead");
+  }
+  if (c.data().streaming() && !c.checkpoint().dir().empty())
+    return bad("checkpoint.dir", "is set but data.streaming is true: a streamed epoch has no row list to record, "
+                                 "so a checkpoint could not be resumed; train in memory (data.streaming: false) "
+                                 "to checkpoint");
+  if (IsFileList(c.data().train_file()) && !c.checkpoint().dir().empty())
+    return bad("checkpoint.dir", "is set but data.train_file names several files, whose rows a checkpoint cannot "
+                                 "number yet; concatenate them into one file to checkpoint");
   if (c.checkpoint().every_clocks() < 0) return bad("checkpoint.every_clocks", "must be ≥ 0 (0: not by clocks)");
   if (c.checkpoint().every_seconds() < 0) return bad("checkpoint.every_seconds", "must be ≥ 0 (0: not by time)");
   if (c.checkpoint().keep_last() < 1) return bad("checkpoint.keep_last", "must be ≥ 1");
@@ -568,19 +596,27 @@ Status CheckDataFilesExist(const JobConfig& config) {
       {"train_split", &d.train_split()},       {"test_split", &d.test_split()},
       {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()},
       {"label_xml", &d.label_xml()}};
-  for (const auto& [field, path] : files) {
-    if (path->empty()) continue;
-    std::error_code ec;
-    const std::filesystem::path p(*path);
-    if (std::filesystem::is_regular_file(p, ec)) continue;
-    const std::filesystem::path full = std::filesystem::absolute(p, ec).lexically_normal();
-    std::string msg = std::string("config field data.") + field + ": '" + *path + "' " +
-                      (std::filesystem::exists(p, ec) ? "is not a file" : "does not exist");
-    if (p.is_relative()) {
-      msg += " (tried " + full.string() + ", relative to the current directory " +
-             std::filesystem::current_path(ec).string() + ")";
+  for (const auto& [field, spec] : files) {
+    if (spec->empty()) continue;
+    // train_file / test_file may list several files or patterns: each must
+    // exist (a pattern matching nothing is ExpandFileList's NotFound).
+    std::vector<std::string> paths{*spec};
+    if ((std::string(field) == "train_file" || std::string(field) == "test_file") && IsFileList(*spec)) {
+      TETHER_ASSIGN_OR_RETURN(paths, ExpandFileList(*spec, std::string("data.") + field));
     }
-    return Status::NotFound(msg);
+    for (const std::string& path : paths) {
+      std::error_code ec;
+      const std::filesystem::path p(path);
+      if (std::filesystem::is_regular_file(p, ec)) continue;
+      const std::filesystem::path full = std::filesystem::absolute(p, ec).lexically_normal();
+      std::string msg = std::string("config field data.") + field + ": '" + path + "' " +
+                        (std::filesystem::exists(p, ec) ? "is not a file" : "does not exist");
+      if (p.is_relative()) {
+        msg += " (tried " + full.string() + ", relative to the current directory " +
+               std::filesystem::current_path(ec).string() + ")";
+      }
+      return Status::NotFound(msg);
+    }
   }
   return Status::OK();
 }

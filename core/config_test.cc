@@ -428,5 +428,54 @@ TEST(ConfigTest, RelativeDataPathsFollowTheConfigFilesFolder) {
   EXPECT_EQ(text->data().train_file(), "x.txt");
 }
 
+// Issue 15 item 2: lists and globs of data files resolve entry by entry,
+// every file is checked, and what cannot be listed or streamed is refused.
+TEST(ConfigTest, DataFileListsResolveCheckAndValidate) {
+  const std::string root = std::filesystem::current_path().string();  // the repository
+  JobConfig j;
+  j.mutable_data()->set_train_file("a.txt, parts/p-*.gz,/abs/b.txt");
+  j.mutable_data()->set_train_split("x*.txt");  // not a list field: one path
+  ResolveDataPaths(&j, "/base/dir");
+  EXPECT_EQ(j.data().train_file(), "/base/dir/a.txt,/base/dir/parts/p-*.gz,/abs/b.txt");
+  EXPECT_EQ(j.data().train_split(), "/base/dir/x*.txt");
+
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  j = *c;
+  j.mutable_data()->clear_train_split();
+  j.mutable_data()->clear_test_split();
+  j.mutable_data()->set_train_file(root + "/data/bibtex/Bibtex_data.txt.gz," + root + "/data/bibtex/*Split.txt");
+  EXPECT_TRUE(CheckDataFilesExist(j).ok());
+  j.mutable_data()->set_train_file(root + "/data/bibtex/Bibtex_data.txt.gz," + root + "/data/bibtex/nothing-*.gz");
+  EXPECT_EQ(CheckDataFilesExist(j).message(), "config field data.train_file: the pattern '" + root +
+                                                  "/data/bibtex/nothing-*.gz' matches no file (looked in " + root +
+                                                  "/data/bibtex)");
+  j.mutable_data()->set_train_file(root + "/data/bibtex/Bibtex_data.txt.gz, " + root + "/data/bibtex/no.txt");
+  EXPECT_EQ(CheckDataFilesExist(j).message(),
+            "config field data.train_file: '" + root + "/data/bibtex/no.txt' does not exist");
+
+  j = *c;
+  j.mutable_data()->set_train_file("a.txt,b.txt");
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field data.train_file: names several files, so its rows have no single numbering for a split file "
+            "(data.train_file with data.train_split): list the split's rows as files instead");
+  j.mutable_data()->clear_train_split();
+  j.mutable_data()->set_format(ARFF);
+  j.mutable_data()->set_label_xml("x.xml");
+  j.mutable_data()->set_index_base(-1);
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field data.train_file: names several files, which XMC and LIBSVM files support, not data.format ARFF");
+  j = *c;
+  j.mutable_data()->clear_train_split();
+  j.mutable_data()->set_streaming(true);
+  j.mutable_checkpoint()->set_dir("/tmp/ck");
+  EXPECT_EQ(ValidateJobConfig(j).message().rfind("config field checkpoint.dir: is set but data.streaming is true", 0), 0u)
+      << ValidateJobConfig(j).message();
+  j.mutable_checkpoint()->clear_dir();
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
+  j.mutable_data()->set_shuffle_buffer_rows(0);
+  EXPECT_EQ(ValidateJobConfig(j).message(), "config field data.shuffle_buffer_rows: must be ≥ 1");
+}
+
 }  // namespace
 }  // namespace tether

@@ -422,17 +422,25 @@ Status CheckOptions(const std::string& path, const ReadOptions& opts) {
   return Status::OK();
 }
 
+// Where a block of whole lines sits in its file (ParseRowsBlock); the
+// default is a whole file.
+struct TextPos {
+  int64_t first_line_no = 1;  // 1-based file line of the text's first line
+  bool block = false;         // data lines only: no XMC header, no file-level checks
+};
+
 // Parses decoded text (options already checked). `path` names it in messages.
 StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
-                            const ReadOptions& opts) {
-  TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
+                            const ReadOptions& opts, TextPos text_pos = {}) {
+  // A block's reader (sparse/row_stream.cc) checks its file for binary input.
+  if (!text_pos.block) TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
   const bool xmc = opts.format == DataFormat::kXmc;
   const bool sharded = opts.num_partitions > 1 || opts.row_subset != nullptr;
 
   const char* const data = content.data();
   const size_t size = content.size();
   size_t pos = 0;
-  if (size >= 3 && std::memcmp(data, "\xef\xbb\xbf", 3) == 0) pos = 3;  // UTF-8 BOM
+  if (text_pos.first_line_no == 1 && size >= 3 && std::memcmp(data, "\xef\xbb\xbf", 3) == 0) pos = 3;  // UTF-8 BOM
 
   // Share boundaries: floor(total * p / n) without overflow, for bytes and
   // for row-subset entries alike.
@@ -459,7 +467,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
   bool multilabel = !xmc && opts.num_labels > 0;
   std::string multilabel_why = multilabel ? "num_labels is set" : "";
   int64_t data_rows = 0;
-  int64_t line_no = 0;
+  int64_t line_no = text_pos.first_line_no - 1;
   std::vector<LineRef> mine;
   while (pos < size) {
     const void* nl = std::memchr(data + pos, '\n', size - pos);
@@ -471,7 +479,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
     while (first < end && IsSpace(data[first])) ++first;
     const bool blank = first == end || (!xmc && data[first] == '#');
     if (!blank) have_content = true;
-    if (xmc && line_no == 1) {
+    if (xmc && line_no == 1 && !text_pos.block) {
       header_line = std::string_view(data + begin, end - begin);
       continue;
     }
@@ -517,13 +525,13 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
     if (take) mine.push_back({begin, end, line_no});
   }
 
-  if (!have_content) {
+  if (!have_content && !text_pos.block) {
     return Status::InvalidArgument(path + ": no examples found (the file is " +
                                    (size == 0 ? "empty)" : "blank)"));
   }
   uint64_t num_features = static_cast<uint64_t>(opts.num_features);
   uint64_t num_labels = static_cast<uint64_t>(opts.num_labels);
-  if (xmc) {
+  if (xmc && !text_pos.block) {
     uint64_t hdr[3] = {0, 0, 0};
     TETHER_RETURN_IF_ERROR(ParseXmcHeader(path, header_line, hdr));
     if (hdr[1] > kMaxDim || hdr[2] > kMaxDim) {
@@ -554,7 +562,12 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
       LOG(WARNING) << msg << "; continuing because header_mismatch_is_error is false";
     }
   }
-  if (data_rows == 0) return Status::InvalidArgument(path + ": no examples found");
+  if (data_rows == 0 && !text_pos.block) return Status::InvalidArgument(path + ": no examples found");
+  if (!xmc && multilabel && text_pos.block && opts.num_labels == 0) {
+    return Status::InvalidArgument(path + ": " + multilabel_why +
+                                   ", so the file is multilabel, but num_labels is not set: a block of rows "
+                                   "cannot infer the label width");
+  }
   if (!xmc && multilabel && sharded && opts.num_labels == 0) {
     return Status::InvalidArgument(
         path + ": num_labels must be set when reading a share of a multilabel LIBSVM file "
@@ -685,14 +698,14 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
   ds.labels.cols = (xmc || multilabel) ? static_cast<int64_t>(num_labels) : 0;
 
   const int64_t kept = ds.features.rows;
-  LOG(INFO) << path << ": " << (xmc ? "XMC" : multilabel ? "LIBSVM multilabel" : "LIBSVM")
+  LOG_IF(INFO, !text_pos.block) << path << ": " << (xmc ? "XMC" : multilabel ? "LIBSVM multilabel" : "LIBSVM")
             << ", index_base " << opts.index_base << ", partition " << opts.partition << "/"
             << opts.num_partitions << (opts.row_subset ? " of a row subset" : "") << ": read "
             << ds.rows_read << " of " << data_rows << " rows, kept " << kept << ", unlabeled "
             << ds.unlabeled_rows << (opts.skip_unlabeled ? " (skipped)" : " (kept as all-negative)")
             << ", dropped " << ds.dropped_rows << "; " << ds.features.cols << " features, "
             << ds.labels.cols << " labels, nnz " << ds.features.nnz();
-  if (kept == 0) {
+  if (kept == 0 && !text_pos.block) {
     if (opts.num_partitions == 1) {
       return Status::InvalidArgument(
           path + ": no examples found after filtering: " + std::to_string(ds.rows_read) +
@@ -706,6 +719,21 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
 }
 
 }  // namespace
+
+StatusOr<Dataset> ParseRowsBlock(std::string_view text, const std::string& path, int64_t first_line_no,
+                                 const ReadOptions& opts) {
+  if (opts.format == DataFormat::kArff)
+    return Status::InvalidArgument(path + ": ARFF files are read whole, not in blocks");
+  TETHER_RETURN_IF_ERROR(ValidateOptions(path, opts));
+  if (opts.num_features == 0 || (opts.format == DataFormat::kXmc && opts.num_labels == 0))
+    return Status::InvalidArgument(path + ": a block of rows needs num_features" +
+                                   (opts.format == DataFormat::kXmc ? std::string(" and num_labels") : std::string()) +
+                                   " set: it has no header to take them from, and blocks must agree");
+  if (opts.num_partitions != 1 || opts.row_subset != nullptr)
+    return Status::InvalidArgument(path + ": a block of rows is read whole (no partition or row_subset)");
+  if (first_line_no < 1) return Status::InvalidArgument(path + ": first_line_no must be >= 1");
+  return ParseText(path, text, opts, TextPos{first_line_no, true});
+}
 
 StatusOr<Dataset> ParseDataset(const std::string& bytes, const std::string& name,
                                const ReadOptions& opts) {

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -173,6 +174,21 @@ struct Dataset {
 /// target tests/fuzz/reader_fuzz.cc drives it with arbitrary bytes.
 [[nodiscard]] StatusOr<Dataset> ParseDataset(const std::string& bytes, const std::string& name,
                                              const ReadOptions& opts);
+
+/// Parses a block of whole data lines of an XMC or LIBSVM file, the way a
+/// streaming reader sees them (sparse/row_stream.h): `text` is decoded text
+/// (no gzip) holding complete lines only, whose first line is line
+/// `first_line_no` (1-based) of the file `path`; it holds no XMC header.
+/// Widths come from opts.num_features (required) and, for XMC and
+/// multilabel LIBSVM, opts.num_labels (required), never from the data, so
+/// every block of a file agrees. opts.partition/num_partitions must be 0/1
+/// and row_subset null. Unlike ParseDataset a block may hold no rows, and
+/// the file-level checks (binary content, the header's count) are the
+/// caller's. Messages and Dataset::source_lines use file lines.
+/// Errors: InvalidArgument for bad options or data ("path:line: ...", as
+/// ReadDataset).
+[[nodiscard]] StatusOr<Dataset> ParseRowsBlock(std::string_view text, const std::string& path,
+                                               int64_t first_line_no, const ReadOptions& opts);
 
 /// Reads a split file: one 1-based row index per line (whitespace and CRLF
 /// tolerated, blank lines ignored; plain or gzip) and returns the indices

@@ -4,8 +4,10 @@
 #include <glog/logging.h>
 
 #include <deque>
+#include <utility>
 
 #include "core/config.h"
+#include "core/data_files.h"
 #include "sparse/arff_reader.h"
 #include "sparse/reader.h"
 
@@ -51,8 +53,40 @@ namespace {
 // values in force and every check see the real widths.
 // ARFF likewise, from its @attribute lines and label XML (the header only).
 // A train_file named *.arff or *.arff.gz is ARFF when data.format is unset.
+// Several XMC files (data.train_file or test_file a list or glob,
+// core/data_files.h): every header must give the same widths, which must
+// equal the config's where it sets them; checked here, before any process
+// starts, reading each file's first line only.
+Status CheckXmcListWidths(JobConfig* config) {
+  DataConfig* d = config->mutable_data();
+  for (const auto& [field, spec] : {std::pair<const char*, std::string>{"data.train_file", d->train_file()},
+                                    {"data.test_file", d->test_file()}}) {
+    if (!IsFileList(spec)) continue;
+    TETHER_ASSIGN_OR_RETURN(std::vector<std::string> paths, ExpandFileList(spec, field));
+    std::string first;
+    for (const std::string& path : paths) {
+      TETHER_ASSIGN_OR_RETURN(auto header, ReadXmcHeader(path));
+      if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header[1]));
+      if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header[2]));
+      if (first.empty()) first = path;
+      if (header[1] != static_cast<uint64_t>(d->num_features()) || header[2] != static_cast<uint64_t>(d->num_labels()))
+        return Status::InvalidArgument(
+            path + ":1: header declares " + std::to_string(header[1]) + " features and " +
+            std::to_string(header[2]) + " labels, but " +
+            (first == path ? std::string("the config says ") : "the job's widths (" + first + ", or the config) are ") +
+            std::to_string(d->num_features()) + " and " + std::to_string(d->num_labels()) +
+            ": the files of config field " + field + " must all have the same widths");
+    }
+  }
+  return Status::OK();
+}
+
 Status ResolveXmcWidths(JobConfig* config) {
   DataConfig* d = config->mutable_data();
+  if (d->format() == XMC && (IsFileList(d->train_file()) || IsFileList(d->test_file()))) {
+    TETHER_RETURN_IF_ERROR(CheckDataFilesExist(*config));
+    return CheckXmcListWidths(config);
+  }
   const std::string& f = d->train_file();
   const auto ends = [&f](const std::string& e) { return f.size() >= e.size() && f.compare(f.size() - e.size(), e.size(), e) == 0; };
   if (!d->has_format() && (ends(".arff") || ends(".arff.gz"))) d->set_format(ARFF);

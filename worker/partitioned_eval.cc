@@ -8,16 +8,19 @@
 
 namespace tether {
 
-EvalPartial SetupPartial(int rank, LabelKind kind, const CsrMatrix& train_labels, int64_t test_rows) {
+EvalPartial SetupPartial(int rank, LabelKind kind, const std::vector<uint64_t>& label_counts, int64_t train_rows,
+                         int64_t test_rows) {
   EvalPartial p;
   p.set_rank(rank);
-  p.set_train_rows(train_labels.rows);
+  p.set_train_rows(train_rows);
   p.set_test_rows(test_rows);
-  if (kind == LabelKind::kMultiLabel) {
-    const std::vector<uint64_t> counts = CountLabels(train_labels);
-    *p.mutable_label_counts() = {counts.begin(), counts.end()};
-  }
+  if (kind == LabelKind::kMultiLabel) *p.mutable_label_counts() = {label_counts.begin(), label_counts.end()};
   return p;
+}
+
+EvalPartial SetupPartial(int rank, LabelKind kind, const CsrMatrix& train_labels, int64_t test_rows) {
+  return SetupPartial(rank, kind, kind == LabelKind::kMultiLabel ? CountLabels(train_labels) : std::vector<uint64_t>{},
+                      train_labels.rows, test_rows);
 }
 
 StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank, int num_workers, LabelKind kind,
@@ -50,7 +53,15 @@ StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank,
 
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
                                       const CsrMatrix& train_labels, int64_t test_rows, WorkerClient* client) {
-  const EvalPartial mine = SetupPartial(rank, kind, train_labels, test_rows);
+  return ExchangeEvalSetup(rank, num_workers, kind, psp_a, psp_b,
+                           kind == LabelKind::kMultiLabel ? CountLabels(train_labels) : std::vector<uint64_t>{},
+                           train_labels.rows, test_rows, client);
+}
+
+StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
+                                      const std::vector<uint64_t>& label_counts, int64_t train_rows,
+                                      int64_t test_rows, WorkerClient* client) {
+  const EvalPartial mine = SetupPartial(rank, kind, label_counts, train_rows, test_rows);
   std::vector<EvalPartial> all;
   TETHER_ASSIGN_OR_RETURN(bool complete, client->EvalGather(kSetupEvalRound, &mine, MessageHeader::EVAL_WAIT, &all));
   if (!complete) return Status::Internal("evaluation setup: shard 0 answered before every worker's counts were in");

@@ -43,6 +43,12 @@ struct EvalSetup {
 /// Round 0's partial of a worker: its training partition's rows and (multi-
 /// label: `train_labels`, N × L CSR) rows per label, and its test rows.
 EvalPartial SetupPartial(int rank, LabelKind kind, const CsrMatrix& train_labels, int64_t test_rows);
+/// The same from counts already taken: `label_counts[l]` rows of the
+/// partition carry label l (multi-label only; ignored otherwise), over
+/// `train_rows` rows. A streamed partition (data.streaming) is counted in a
+/// pass over its stream, never held whole.
+EvalPartial SetupPartial(int rank, LabelKind kind, const std::vector<uint64_t>& label_counts, int64_t train_rows,
+                         int64_t test_rows);
 
 /// Round 0's result for worker `rank` from every worker's SetupPartial in
 /// rank order. Errors: InvalidArgument when a worker's partial is missing
@@ -54,6 +60,10 @@ StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank,
 /// then EvalSetupFrom. Errors: the client's, EvalSetupFrom's.
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
                                       const CsrMatrix& train_labels, int64_t test_rows, WorkerClient* client);
+/// The same from counts already taken (the SetupPartial overload above).
+StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
+                                      const std::vector<uint64_t>& label_counts, int64_t train_rows,
+                                      int64_t test_rows, WorkerClient* client);
 
 /// This worker's test rows to evaluate: all `local_rows`, or with
 /// max_rows > 0 those of its rows whose index in the whole set is below

@@ -11,6 +11,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/data_files.h"
 #include "core/env.h"
 #include "core/file_util.h"
 #include "core/memory_fit.h"
@@ -32,6 +34,7 @@
 #include "sparse/idx_reader.h"
 #include "server/checkpoint.h"
 #include "sparse/reader.h"
+#include "sparse/row_stream.h"
 #include "worker/client.h"
 #include "worker/evaluator.h"
 #include "worker/metrics_json.h"
@@ -281,6 +284,113 @@ StatusOr<Dataset> DealtRows(const JobConfig& config, const WorkerState& state) {
   return d;
 }
 
+// ---- data.streaming (sparse/row_stream.h): the worker's share is read again
+// every epoch in blocks of data.shuffle_buffer_rows rows.
+
+ReadOptions StreamReadOptions(const JobConfig& config) {
+  ReadOptions opts;
+  opts.format = config.data().format() == XMC ? DataFormat::kXmc : DataFormat::kLibsvm;
+  opts.index_base = config.data().index_base();
+  opts.num_features = config.data().num_features();
+  opts.num_labels = LabelKindOf(config) == LabelKind::kMultiLabel ? config.data().num_labels() : 0;
+  opts.duplicates = config.data().duplicates() == DUPLICATES_SUM         ? DuplicatePolicy::kSum
+                    : config.data().duplicates() == DUPLICATES_KEEP_LAST ? DuplicatePolicy::kKeepLast
+                                                                         : DuplicatePolicy::kError;
+  opts.non_finite =
+      config.data().non_finite() == NON_FINITE_DROP_ROW ? NonFinitePolicy::kDropRow : NonFinitePolicy::kError;
+  opts.skip_unlabeled = config.data().skip_unlabeled();
+  opts.header_mismatch_is_error = config.data().header_mismatch_is_error();
+  return opts;
+}
+
+// Worker `rank`'s share of data.train_file as a stream; *train stays empty.
+StatusOr<Dataset> OpenTrainStream(const JobConfig& config, int rank, std::unique_ptr<RowStream>* stream) {
+  RowStreamOptions so;
+  so.block_rows = config.data().shuffle_buffer_rows();
+  TETHER_ASSIGN_OR_RETURN(*stream, OpenFileListShare(config.data().train_file(), "data.train_file",
+                                                     StreamReadOptions(config), rank,
+                                                     config.cluster().num_workers(), so));
+  if ((*stream)->pieces().empty())
+    return Status::InvalidArgument("[worker " + std::to_string(rank) + "] no part of the " +
+                                   std::to_string((*stream)->files().size()) + " file(s) of data.train_file falls to worker " +
+                                   std::to_string(rank) + " of " + std::to_string(config.cluster().num_workers()) +
+                                   " (gzip files go whole to one worker each): use fewer workers or more files");
+  uint64_t bytes = 0;
+  for (const FilePiece& p : (*stream)->pieces()) bytes += p.end - p.begin;
+  LOG(INFO) << "[worker " << rank << "] streaming " << (*stream)->pieces().size() << " piece(s) of "
+            << (*stream)->files().size() << " file(s), " << bytes << " bytes on disk, in blocks of "
+            << so.block_rows << " rows";
+  return Dataset();
+}
+
+// Starts an epoch of the stream: its pieces in an order shuffled by
+// (train.seed, rank, epoch).
+Status StartStreamEpoch(const JobConfig& config, int rank, int epoch, RowStream* stream) {
+  std::vector<int64_t> order;
+  EpochOrder(config.train().seed(), rank, epoch, static_cast<int64_t>(stream->pieces().size()), &order);
+  return stream->Start(std::vector<int>(order.begin(), order.end()));
+}
+
+// What LoadSplit does to the rows it read, for one streamed block.
+Status PrepareStreamBlock(const JobConfig& config, Dataset* d) {
+  const float scale = config.data().feature_scale();
+  if (scale != 1.0f)
+    for (float& v : d->features.values) v *= scale;
+  if (config.data().normalize_rows()) NormalizeRows(&d->features);
+  const LabelKind kind = LabelKindOf(config);
+  if (kind != LabelKind::kMultiLabel)
+    TETHER_RETURN_IF_ERROR(TargetsToLabels(config, kind, config.data().train_file(), d));
+  return Status::OK();
+}
+
+// The next non-empty block of the epoch, its rows shuffled (train.seed,
+// rank, epoch, block), into *x / *y; false at the epoch's end. The first
+// block is shuffled exactly as the in-memory mode shuffles a share, so one
+// file read in one block trains exactly as in memory.
+StatusOr<bool> NextStreamBlock(const JobConfig& config, int rank, int epoch, RowStream* stream, int64_t* block_no,
+                               CsrMatrix* x, CsrMatrix* y) {
+  Dataset d;
+  for (;;) {
+    TETHER_ASSIGN_OR_RETURN(bool more, stream->Next(&d));
+    if (!more) return false;
+    if (d.features.rows > 0) break;
+  }
+  TETHER_RETURN_IF_ERROR(PrepareStreamBlock(config, &d));
+  std::vector<int64_t> order;
+  const uint64_t seed = config.train().seed();
+  EpochOrder(++*block_no == 1 ? seed : seed * 1000003ull + static_cast<uint64_t>(*block_no), rank, epoch,
+             d.features.rows, &order);
+  *x = GatherRows(d.features, order);
+  *y = GatherRows(d.labels, order);
+  return true;
+}
+
+// PSP@k's label counts of worker `rank`'s streamed share (no worker holds
+// it whole): one extra pass over the share, block by block, before training;
+// `between_chunks` keeps the connections alive meanwhile (RowStream).
+Status CountLabelsStreamed(const JobConfig& config, int rank, int num_workers,
+                           const std::function<Status()>& between_chunks, std::vector<uint64_t>* counts,
+                           int64_t* rows) {
+  RowStreamOptions so;
+  so.block_rows = config.data().shuffle_buffer_rows();
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<RowStream> stream,
+                          OpenFileListShare(config.data().train_file(), "data.train_file", StreamReadOptions(config),
+                                            rank, num_workers, so));
+  stream->set_between_chunks(between_chunks);
+  TETHER_RETURN_IF_ERROR(stream->Start());
+  counts->assign(static_cast<size_t>(config.data().num_labels()), 0);
+  *rows = 0;
+  Dataset d;
+  for (;;) {
+    TETHER_ASSIGN_OR_RETURN(bool more, stream->Next(&d));
+    if (!more) break;
+    for (uint32_t c : d.labels.col_idx)
+      if (c < counts->size()) ++(*counts)[c];
+    *rows += d.labels.rows;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 bool LossDiverged(double loss, double reference, double factor) {
@@ -336,7 +446,12 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
       // and multiclass files have one number per row (Dataset::targets).
       opts.num_labels = kind == LabelKind::kMultiLabel ? config.data().num_labels() : 0;
     }
-    TETHER_ASSIGN_OR_RETURN(d, ReadDataset(file, opts));
+    if (IsFileList(file)) {  // several files (core/data_files.h): this partition's pieces
+      const char* field = file == config.data().train_file() ? "data.train_file" : "data.test_file";
+      TETHER_ASSIGN_OR_RETURN(d, ReadFileListShare(file, field, opts, partition, num_partitions));
+    } else {
+      TETHER_ASSIGN_OR_RETURN(d, ReadDataset(file, opts));
+    }
   }
   const float scale = config.data().feature_scale();
   if (scale != 1.0f)
@@ -411,8 +526,15 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   LOG(INFO) << who << "compute backend " << backend->name() << " (--device=" << config.train().device() << ")";
 
   const auto load_start = SteadyClock::now();
-  TETHER_ASSIGN_OR_RETURN(Dataset train, LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
-                                                   config.data().train_split(), rank, num_workers));
+  // data.streaming: `train` stays empty; the stream reads the rows every epoch.
+  std::unique_ptr<RowStream> stream;
+  if (config.data().streaming() && !options.resume_from.empty())
+    return Status::InvalidArgument(who + "--resume_from: a streamed job (data.streaming) has no checkpoints to resume");
+  TETHER_ASSIGN_OR_RETURN(Dataset train, config.data().streaming()
+                                             ? OpenTrainStream(config, rank, &stream)
+                                             : LoadSplit(config, config.data().train_file(),
+                                                         config.data().train_label_file(),
+                                                         config.data().train_split(), rank, num_workers));
   // Every worker evaluates its own part of the test set (partitioned
   // evaluation), split as the training file is.
   Dataset test;
@@ -427,7 +549,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   LOG(INFO) << who << "read " << train.features.rows << " training rows (" << train.features.nnz()
             << " non-zeros) in " << SecondsSince(load_start) << " s"
             << ", " << test.features.rows << " test rows";
-  if (train.features.rows == 0)
+  if (train.features.rows == 0 && stream == nullptr)
     return Status::InvalidArgument(who + "partition " + std::to_string(rank) + " of " +
                                    config.data().train_file() + " has no rows; use fewer workers");
 
@@ -520,6 +642,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
   TETHER_ASSIGN_OR_RETURN(*client_out, WorkerClient::Connect(copts));
   std::unique_ptr<WorkerClient>& client = *client_out;
+  // Reading a streamed block can take seconds: heartbeat the servers between
+  // buffers, or they would take this worker for dead (worker_timeout_ms).
+  if (stream != nullptr) stream->set_between_chunks([&client] { return client->Idle(1); });
   LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
             << ", staleness " << StalenessName(copts.staleness);
 
@@ -528,9 +653,23 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // training split, which no single worker holds: every worker sends its
   // partition's counts, and each gets the sum; likewise each worker's
   // offset in the test set.
+  // A streamed partition is counted in one extra pass over this worker's
+  // share (multi-label only), heartbeating the servers between buffers.
+  std::vector<uint64_t> label_counts;
+  int64_t counted_rows = train.labels.rows;
+  if (stream != nullptr && LabelKindOf(config) == LabelKind::kMultiLabel) {
+    const auto count_start = SteadyClock::now();
+    TETHER_RETURN_IF_ERROR(CountLabelsStreamed(config, rank, num_workers, [&client] { return client->Idle(1); },
+                                               &label_counts, &counted_rows));
+    LOG(INFO) << who << "counted the labels of " << counted_rows << " streamed rows for PSP@k in "
+              << SecondsSince(count_start) << " s";
+  } else if (LabelKindOf(config) == LabelKind::kMultiLabel) {
+    label_counts = CountLabels(train.labels);
+  }
   TETHER_ASSIGN_OR_RETURN(const EvalSetup eval_setup,
                           ExchangeEvalSetup(rank, num_workers, LabelKindOf(config), config.train().psp_a(),
-                                            config.train().psp_b(), train.labels, test.features.rows, client.get()));
+                                            config.train().psp_b(), label_counts, counted_rows, test.features.rows,
+                                            client.get()));
   const std::vector<double>& inv_propensity = eval_setup.inv_propensity;
 
   // Observability (train.metrics_dir, progress_every_s, eval_every_epochs):
@@ -729,11 +868,27 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
   const std::vector<int64_t> dealt_lines(resume.dealt_rows().begin(), resume.dealt_rows().end());
 
+  std::vector<int64_t> epoch_rows;  // rows trained per epoch (WorkerStats.epoch_rows)
   for (int epoch = start_epoch; epoch < config.train().epochs(); ++epoch) {
     const bool first = epoch == start_epoch && !resume_dir.empty();
     const bool dealt_epoch = first && !dealt_lines.empty();
+    const uint64_t epoch_samples_from = report.samples;
     CsrMatrix x, y;
-    if (dealt_epoch) {
+    // data.streaming: x / y hold one block at a time; the minibatch loop
+    // below moves on to the next block when it has trained this one.
+    Status stream_status;
+    int64_t block_no = 0;
+    auto next_block = [&](int64_t* b) {
+      StatusOr<bool> more = NextStreamBlock(config, rank, epoch, stream.get(), &block_no, &x, &y);
+      if (!more.ok()) stream_status = more.status();
+      *b = 0;
+      return more.ok() && *more;
+    };
+    if (stream != nullptr) {
+      TETHER_RETURN_IF_ERROR(StartStreamEpoch(config, rank, epoch, stream.get()));
+      epoch_line_scratch.clear();
+      epoch_lines = &epoch_line_scratch;
+    } else if (dealt_epoch) {
       x = dealt_data.features;
       y = dealt_data.labels;
       epoch_lines = &dealt_lines;
@@ -751,7 +906,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     }
     double loss_sum = first ? start_loss_sum : 0;
     int64_t loss_batches = first ? start_loss_batches : 0;
-    for (int64_t b = first ? start_row : 0; b < x.rows; b += bs) {
+    for (int64_t b = first ? start_row : 0; b < x.rows || (stream != nullptr && next_block(&b)); b += bs) {
       if (!stop_pending && options.stop_requested && options.stop_requested()) {
         if (!checkpointing) {
           LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
@@ -828,6 +983,23 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
         }
       }
     }
+    TETHER_RETURN_IF_ERROR(stream_status);
+    epoch_rows.push_back(static_cast<int64_t>(report.samples - epoch_samples_from));
+    if (stream != nullptr) {
+      if (epoch == start_epoch) report.train_rows = static_cast<int64_t>(report.samples - epoch_samples_from);
+      std::string per_piece;
+      for (size_t i = 0; i < stream->pieces().size(); ++i) {
+        const FilePiece& p = stream->pieces()[i];
+        per_piece += (i > 0 ? ", " : "") + stream->files()[static_cast<size_t>(p.file)].path +
+                     (p.begin > 0 || p.end < stream->files()[static_cast<size_t>(p.file)].bytes
+                          ? "[" + std::to_string(p.begin) + "," + std::to_string(p.end) + ")"
+                          : "") +
+                     ": " + std::to_string(stream->piece_rows_read()[i]);
+      }
+      LOG(INFO) << who << "epoch " << epoch + 1 << " streamed " << stream->rows_read() << " rows ("
+                << epoch_rows.back() << " trained) from " << stream->pieces().size() << " piece(s); rows per piece: "
+                << per_piece;
+    }
     report.final_loss = loss_sum / std::max<int64_t>(1, loss_batches);
     progress_now.epoch_loss = report.final_loss;
     progress_now.minibatches = minibatches;
@@ -899,6 +1071,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     mine.set_cache_peak_bytes(cs.cache_peak_bytes);
     mine.set_cache_evictions(cs.cache_evictions);
     mine.set_cache_hit_rate(cs.rows_read > 0 ? static_cast<double>(cs.cache_hits) / cs.rows_read : 0.0);
+    for (int64_t r : epoch_rows) mine.add_epoch_rows(r);
     TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
