@@ -228,8 +228,12 @@ void ServerTable::RowIndex::Cover(uint64_t lo, uint64_t hi) {
     // Widen by at least a quarter of the span on the side that grows, so
     // that keys arriving in increasing order re-place the slots a few dozen
     // times at most; keys then fill at least 4/5 of the range, a local load
-    // of at most 5/8.
-    const double slack = std::max(1.0, (hi_ - lo_ + 1.0) / 4);
+    // of at most 5/8. While the slots are mostly empty (reserved for a
+    // checkpoint's rows, restored one by one in row order), by the whole
+    // span: each re-placement walks every slot, so their number must stay
+    // near log2 of the range, and the load is low anyway.
+    const double span = hi_ - lo_ + 1.0;
+    const double slack = std::max(1.0, 8 * size_ < slots_.size() ? span : span / 4);
     if (l < lo_) lo_ = std::max(0.0, std::min(l, lo_ - slack));
     if (h > hi_) hi_ = std::min(18446744073709551615.0, std::max(h, hi_ + slack));
   }
