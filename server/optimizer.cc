@@ -145,6 +145,30 @@ TETHER_OPT_CLONES uint32_t FtrlKernel(float* __restrict w, float* __restrict z, 
   return bad;
 }
 
+// Narrow rows of a push, gathered: row i is w[offsets[i], + dim) with
+// gradients g[i·dim, + dim), dim ≤ kMaxGatheredDim. The same arithmetic as
+// SgdKernel (l2 ≥ 0) or SumKernel (sum), element by element, so the results
+// are the same bits; each row is computed in registers and stored only if
+// finite. Returns the first row whose step is not finite (left as it was),
+// or n.
+TETHER_OPT_CLONES uint64_t GatheredKernel(float* __restrict w, const uint64_t* __restrict offsets, uint64_t n,
+                                          const float* __restrict g, uint32_t dim, float l2, float lr, bool sum) {
+  float row[Optimizer::kMaxGatheredDim];
+  for (uint64_t i = 0; i < n; ++i) {
+    float* __restrict wr = w + offsets[i];
+    const float* __restrict gr = g + i * dim;
+    uint32_t bad = 0;
+    for (uint32_t j = 0; j < dim; ++j) {
+      const float wi = sum ? wr[j] + gr[j] : wr[j] - lr * (gr[j] + l2 * wr[j]);
+      row[j] = wi;
+      bad |= NonFinite(wi);
+    }
+    if (__builtin_expect(bad != 0, 0)) return i;
+    for (uint32_t j = 0; j < dim; ++j) wr[j] = row[j];
+  }
+  return n;
+}
+
 // Steps t at and beyond which 1 − βᵗ rounds to exactly 1.0f (βᵗ < 2⁻²⁵),
 // so the bias correction needs no exp; ∞ (never) for β outside (0, 1).
 float OneAfter(double log_beta) {
@@ -210,6 +234,18 @@ std::string Optimizer::Describe() const {
     default:
       return "SGD (" + lr + ", momentum " + num(c.momentum()) + ", " + l2 + ")";
   }
+}
+
+bool Optimizer::CanApplyGathered(uint64_t dim) const {
+  if (dim > kMaxGatheredDim) return false;
+  return config_.type() == NOOP || config_.type() == SUM || (config_.type() == SGD && config_.momentum() <= 0);
+}
+
+uint64_t Optimizer::ApplyGathered(float* base, const uint64_t* offsets, uint64_t n, const float* g, uint32_t dim,
+                                  float lr_scale) const {
+  if (config_.type() == NOOP) return n;
+  return GatheredKernel(base, offsets, n, g, dim, config_.l2(), config_.learning_rate() * lr_scale,
+                        config_.type() == SUM);
 }
 
 bool Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {

@@ -115,26 +115,53 @@ bool IsPrime(uint64_t n) {
 
 }  // namespace
 
-uint64_t ServerTable::RowIndex::Home(uint64_t key) const {
-  // key mod (a prime): dense ids stay in order (requests carry sorted keys,
-  // so a lookup pass walks the slots forward, which the hardware prefetcher
-  // follows), and strided ids still spread. Keys are folded to 32 bits for
-  // Lemire's fastmod (Lemire, Kaser & Kurz 2019), a multiply instead of a
-  // divide; slots_.size() < 2³² (64 GiB of slots).
-  const uint32_t folded = static_cast<uint32_t>(key ^ (key >> 32));
-  const uint64_t low = fastmod_m_ * folded;
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(low) * slots_.size()) >> 64);
+__attribute__((always_inline)) inline uint64_t ServerTable::RowIndex::Home(uint64_t key) const {
+  if (__builtin_expect(hashed_, 0)) {
+    // MixKey, folded to 32 bits for Lemire's fastmod (Lemire, Kaser & Kurz
+    // 2019), a multiply instead of a divide; slots_.size() < 2³² (64 GiB of
+    // slots).
+    const uint64_t mixed = MixKey(key);
+    const uint32_t folded = static_cast<uint32_t>(mixed ^ (mixed >> 32));
+    const uint64_t low = fastmod_m_ * folded;
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(low) * slots_.size()) >> 64);
+  }
+  // Monotone in the key (rounding to double is monotone too), so sorted
+  // keys walk the slots forward. Keys outside [lo_, hi_] (none inside a
+  // LookUp pass, which Covers its keys first) go to the first or last slot.
+  const double x = (static_cast<double>(key) - lo_) * scale_;
+  if (!(x > 0)) return 0;
+  const uint64_t last = slots_.size() - 1;
+  return x >= static_cast<double>(last) ? last : static_cast<uint64_t>(x);
 }
 
 void ServerTable::RowIndex::Prefetch(uint64_t key) const {
   if (!slots_.empty()) __builtin_prefetch(&slots_[Home(key)], 0, 3);
 }
 
-uint64_t ServerTable::RowIndex::FindOrInsert(uint64_t key, bool* inserted) {
-  if (2 * (size_ + 1) > slots_.size()) Grow();
+void ServerTable::RowIndex::FallBackToHash() {
+  hashed_ = true;
+  Rebuild(slots_.size());
+}
+
+__attribute__((always_inline)) inline uint64_t ServerTable::RowIndex::FindOrInsert(uint64_t key, bool* inserted) {
+  if (__builtin_expect(2 * (size_ + 1) > slots_.size(), 0)) Grow();
+  uint64_t probes = 0;
   for (uint64_t i = Home(key);; i = Next(i)) {
     Slot& s = slots_[i];
     if (s.row_plus_one == 0) {
+      if (__builtin_expect(probes > kMaxProbe && !hashed_, 0)) {
+        // Clustered keys: give up the order (see the file comment), and
+        // look again from the key's new home.
+        FallBackToHash();
+        probes = 0;
+        i = Home(key);
+        while (slots_[i].row_plus_one != 0) i = Next(i);
+        Slot& h = slots_[i];
+        h.key = key;
+        h.row_plus_one = ++size_;
+        *inserted = true;
+        return size_ - 1;
+      }
       s.key = key;
       s.row_plus_one = ++size_;
       *inserted = true;
@@ -144,38 +171,93 @@ uint64_t ServerTable::RowIndex::FindOrInsert(uint64_t key, bool* inserted) {
       *inserted = false;
       return s.row_plus_one - 1;
     }
+    ++probes;
   }
 }
 
-void ServerTable::RowIndex::Grow() {
-  auto old = std::move(slots_);
-  uint64_t cap = old.empty() ? 61 : 2 * old.size() + 1;
-  while (!IsPrime(cap)) cap += 2;
+void ServerTable::RowIndex::SetScale() {
+  // hi_ − lo_ + 1 key values over the slots; at most one key per value, so
+  // a range no wider than the slots puts every key in a slot of its own.
+  scale_ = slots_.empty() ? 0.0 : static_cast<double>(slots_.size()) / (hi_ - lo_ + 1.0);
+}
+
+bool ServerTable::RowIndex::Rebuild(uint64_t cap) {
   // LookUp keeps the rows under kMaxRowsPerShard, so slots stay below 2³².
   DCHECK_LT(cap, uint64_t{1} << 32) << "ServerTable: more than 2^31 rows on one shard";
+  auto old = std::move(slots_);
+  const uint64_t old_fastmod = fastmod_m_;
+  const double old_scale = scale_;
   slots_.assign(cap, Slot{0, 0});
   fastmod_m_ = UINT64_MAX / cap + 1;
+  SetScale();
   for (const Slot& s : old) {
     if (s.row_plus_one == 0) continue;
-    uint64_t i = Home(s.key);
-    while (slots_[i].row_plus_one != 0) i = Next(i);
+    uint64_t i = Home(s.key), probes = 0;
+    while (slots_[i].row_plus_one != 0) {
+      i = Next(i);
+      if (++probes > kMaxProbe && !hashed_) {
+        slots_ = std::move(old);
+        fastmod_m_ = old_fastmod;
+        scale_ = old_scale;
+        return false;
+      }
+    }
     slots_[i] = s;
+  }
+  return true;
+}
+
+void ServerTable::RowIndex::Grow(uint64_t min_slots) {
+  uint64_t cap = std::max(slots_.empty() ? 61 : 2 * slots_.size() + 1, min_slots | 1);
+  while (!IsPrime(cap)) cap += 2;
+  if (!Rebuild(cap)) {
+    hashed_ = true;
+    Rebuild(cap);
   }
 }
 
-float* ServerTable::Row(uint64_t key) {
+void ServerTable::RowIndex::Cover(uint64_t lo, uint64_t hi) {
+  if (hashed_) return;
+  const double l = static_cast<double>(lo), h = static_cast<double>(hi);
+  if (!have_range_) {
+    have_range_ = true;
+    lo_ = l;
+    hi_ = h;
+  } else {
+    if (l >= lo_ && h <= hi_) return;
+    // Widen by at least a quarter of the span on the side that grows, so
+    // that keys arriving in increasing order re-place the slots a few dozen
+    // times at most; keys then fill at least 4/5 of the range, a local load
+    // of at most 5/8. While the slots are mostly empty (reserved for a
+    // checkpoint's rows, restored one by one in row order), by the whole
+    // span: each re-placement walks every slot, so their number must stay
+    // near log2 of the range, and the load is low anyway.
+    const double span = hi_ - lo_ + 1.0;
+    const double slack = std::max(1.0, 8 * size_ < slots_.size() ? span : span / 4);
+    if (l < lo_) lo_ = std::max(0.0, std::min(l, lo_ - slack));
+    if (h > hi_) hi_ = std::min(18446744073709551615.0, std::max(h, hi_ + slack));
+  }
+  if (slots_.empty()) return;  // SetScale at the first Grow
+  if (!Rebuild(slots_.size())) {
+    hashed_ = true;
+    Rebuild(slots_.size());
+  }
+}
+
+__attribute__((always_inline)) inline float* ServerTable::Row(uint64_t key) {
   bool inserted = false;
   const uint64_t offset = index_.FindOrInsert(key, &inserted) * stride_;
-  if (inserted) {
-    const uint32_t dim = dim_;
-    data_.resize(data_.size() + stride_);
-    float* row = data_.data() + offset;
-    for (uint32_t j = 0; j < dim; ++j)
-      row[j] = zeros_ ? 0.0f : InitialWeight(seed_, spec_.id(), key, j, init_bound_);
-    optimizer_.InitState(row + dim, dim);
-    return row;
-  }
+  if (__builtin_expect(inserted, 0)) return NewRow(key, offset);
   return data_.data() + offset;
+}
+
+float* ServerTable::NewRow(uint64_t key, uint64_t offset) {
+  const uint32_t dim = dim_;
+  data_.resize(data_.size() + stride_);
+  float* row = data_.data() + offset;
+  for (uint32_t j = 0; j < dim; ++j) row[j] = zeros_ ? 0.0f : InitialWeight(seed_, spec_.id(), key, j, init_bound_);
+  optimizer_.InitState(row + dim, dim);
+  return row;
 }
 
 void ServerTable::ForEachRow(const std::function<void(uint64_t key, const float* weights)>& fn) const {
@@ -201,8 +283,16 @@ Status ServerTable::LookUp(const uint64_t* keys, uint64_t n) {
                                        std::to_string(max_rows_) + " (use more servers)");
   }
   offsets_.resize(n);
+  if (n == 0) return Status::OK();
+  // Keys arrive sorted (the shard checks them), so the first and last bound them.
+  index_.Cover(std::min(keys[0], keys[n - 1]), std::max(keys[0], keys[n - 1]));
   for (uint64_t i = 0; i < n; ++i) {
-    if (i + kKeysAhead < n) index_.Prefetch(keys[i + kKeysAhead]);
+    // Growing in the middle of a request: room for all its remaining keys
+    // at once. Sorted keys inserted into slots sized for only some of them
+    // would pile up at the front of the range (the home slot is ordered).
+    if (index_.full()) index_.Reserve(std::min(max_rows_, index_.size() + (n - i)));
+    // Hashed homes are random: hint them ahead (ordered ones walk forward).
+    if (index_.hashed() && i + kKeysAhead < n) index_.Prefetch(keys[i + kKeysAhead]);
     // Row() may grow data_, so offsets (not pointers) are kept.
     offsets_[i] = static_cast<uint64_t>(Row(keys[i]) - data_.data());
   }
@@ -231,6 +321,16 @@ Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
   const uint32_t dim = dim_;
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
   const float* base = data_.data();
+  const uint64_t* offsets = offsets_.data();
+  if (dim == 1) {  // a call per float would dominate
+    for (uint64_t i = 0; i < n; ++i) out[i] = base[offsets[i]];
+    return Status::OK();
+  }
+  if (dim <= Optimizer::kMaxGatheredDim) {
+    for (uint64_t i = 0; i < n; ++i)
+      for (uint32_t j = 0; j < dim; ++j) out[i * dim + j] = base[offsets[i] + j];
+    return Status::OK();
+  }
   for (uint64_t i = 0; i < n; ++i) {
     if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], dim, 4, /*for_write=*/false);
     std::memcpy(out + i * dim, base + offsets_[i], dim * sizeof(float));
@@ -272,6 +372,23 @@ Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, f
   // (docs/PERFORMANCE.md §9), and the failed push fails the worker's run.
   if (undo_.size() < stride) undo_.resize(stride);
   float* undo = undo_.data();
+  if (stride == dim && optimizer_.CanApplyGathered(dim)) {
+    // Narrow rows without state: one call for the whole push (per-row
+    // calls, copies and hints cost more than the step at dim 1). A row
+    // whose step is not finite is left as it was; its step is redone on a
+    // copy to name the value.
+    const uint64_t bad = optimizer_.ApplyGathered(base, offsets_.data(), n, g, dim, lr_scale);
+    if (__builtin_expect(bad < n, 0)) {
+      std::memcpy(undo, base + offsets_[bad], dim * sizeof(float));
+      (void)optimizer_.Apply(undo, undo + dim, g + bad * dim, dim, lr_scale);
+      uint64_t j = 0;
+      while (j + 1 < dim && std::isfinite(undo[j])) ++j;
+      if (bad > 0) ++version_;
+      return NonFiniteStep(undo, j, "key " + std::to_string(keys[bad]), bad);
+    }
+    ++version_;
+    return Status::OK();
+  }
   // The whole row (weights and state) is hinted: its parts are separate
   // streams to the hardware prefetcher, and the last line holds Adam's step.
   for (uint64_t i = 0; i < std::min(n, kRowsAhead); ++i) PrefetchSpan(base + offsets_[i], stride, ~0ull, true);

@@ -4,11 +4,20 @@
 // state, so one push touches one cache-friendly span.
 //
 // Row lookup: an open-addressing index (linear probing, 16-byte slots, load
-// at most 1/2, a prime number of slots, home slot = key mod slots), so a
-// lookup is one probe into one cache line in the common case rather than
-// the bucket-then-node chase of std::unordered_map; like std::hash, dense
-// feature ids land in consecutive slots, so the sorted keys of a request
-// walk the index in order. Pushes and pulls look every key up first, then
+// at most 1/2, a prime number of slots), so a lookup is one probe into one
+// cache line in the common case rather than the bucket-then-node chase of
+// std::unordered_map. The home slot is monotone in the key: the key's place
+// in the range [lo, hi] of the keys seen so far (with slack), scaled to the
+// slots. Requests carry sorted keys, so a lookup pass walks the slots
+// forward whatever the keys are (dense ids, strided ids, random 64-bit or
+// hashed ids), which the hardware prefetcher follows; with key mod a prime,
+// random 64-bit keys made every lookup a cache miss (62% of the server's
+// time on a 10^6-key push). A key outside the range widens it by at least
+// an eighth (one re-placement of the slots, so at most a few dozen in a
+// table's life). Keys bunched in a few clusters (e.g. two far-apart id
+// ranges) would make long runs of full slots: an insert that probes more
+// than kMaxProbe slots switches the index to a mixing hash for good
+// (MixKey mod slots; random access, but short probes). Pushes and pulls look every key up first, then
 // walk the rows with the next rows prefetched, so the rows' cache misses
 // overlap the optimizer arithmetic. Row data and index blocks of 2 MiB or
 // more ask for transparent huge pages (see HugePageAllocator).
@@ -101,6 +110,9 @@ class ServerTable {
   [[nodiscard]] Status PushDense(const float* g, float lr_scale = 1.0f);
 
   uint64_t num_rows() const { return index_.size(); }
+  /// True once the row index gave up its key-ordered layout (tests; see the
+  /// file comment).
+  bool index_hashed() const { return index_.hashed(); }
 
   // ---- Checkpoints (server/checkpoint.h): the table's whole state, raw.
   /// Floats per row of a row table: dim, then the optimizer's state
@@ -144,16 +156,28 @@ class ServerTable {
     // Hints the slot of `key` into the cache (no effect on the contents).
     void Prefetch(uint64_t key) const;
     bool Contains(uint64_t key) const;
-    // Grows the slots for `rows` rows at a load of at most 1/2.
+    // Grows the slots (in one step) for `rows` rows at a load of at most 1/2.
     void Reserve(uint64_t rows) {
-      while (2 * (rows + 1) > slots_.size()) Grow();
+      if (2 * (rows + 1) > slots_.size()) Grow(2 * (rows + 1));
     }
+    // True when the next insert would grow the slots.
+    bool full() const { return 2 * (size_ + 1) > slots_.size(); }
     // Calls fn(key, row) for every row, in slot order.
     template <typename Fn>
     void ForEach(Fn&& fn) const {
       for (const Slot& s : slots_)
         if (s.row_plus_one != 0) fn(s.key, s.row_plus_one - 1);
     }
+
+    // Makes [lo, hi] (lo <= hi) part of the ordered range, re-placing the
+    // slots when it was not; LookUp calls it with a request's first and last
+    // key, so no re-placement happens inside its pass. No effect once hashed.
+    void Cover(uint64_t lo, uint64_t hi);
+    // True once the index fell back to the mixing hash (tests).
+    bool hashed() const { return hashed_; }
+
+    // Probes past which an insert gives up the ordered layout.
+    static constexpr uint64_t kMaxProbe = 64;
 
    private:
     struct Slot {
@@ -162,14 +186,27 @@ class ServerTable {
     };
     uint64_t Home(uint64_t key) const;
     uint64_t Next(uint64_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
-    void Grow();
+    // At least doubles the slots, to at least min_slots.
+    void Grow(uint64_t min_slots = 0);
+    // Re-places every slot into `cap` slots under the current mapping;
+    // false (slots unchanged) when an ordered placement probed more than
+    // kMaxProbe (the caller then hashes).
+    bool Rebuild(uint64_t cap);
+    void SetScale();
+    // Gives up the ordered layout (clustered keys).
+    void FallBackToHash();
 
     std::vector<Slot, table_internal::HugePageAllocator<Slot>> slots_;  // a prime count
-    uint64_t fastmod_m_ = 0;  // ⌊(2⁶⁴ − 1) / slots_.size()⌋ + 1 (Home's reduction)
+    uint64_t fastmod_m_ = 0;  // ⌊(2⁶⁴ − 1) / slots_.size()⌋ + 1 (the hashed Home's reduction)
     uint64_t size_ = 0;
+    // Ordered mapping: Home = ⌊(key − lo_) · scale_⌋, clamped to the slots.
+    bool hashed_ = false;
+    bool have_range_ = false;
+    double lo_ = 0, hi_ = 0, scale_ = 0;
   };
 
   float* Row(uint64_t key);  // creates on first touch
+  float* NewRow(uint64_t key, uint64_t offset);  // Row's first touch: appends and initialises the row
   // Offsets in data_ of the rows of keys[0..n) (creating untouched rows),
   // in offsets_; afterwards data_ does not move until the next call.
   // ResourceExhausted (nothing created) past max_rows_.

@@ -70,6 +70,79 @@ TEST(ServerTableTest, RowsKeepTheirValuesThroughIndexGrowth) {
   EXPECT_EQ(again, out);
 }
 
+// Pushes each batch (SGD, lr 0.25) to `t` and checks every row of every
+// batch against a reference map afterwards.
+void PushBatchesAndCheck(ServerTable& t, const std::vector<std::vector<uint64_t>>& batches, uint32_t dim) {
+  std::map<uint64_t, std::vector<float>> ref;
+  for (const auto& batch : batches) {
+    std::vector<float> g(batch.size() * dim);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 5) - 2.0f;
+    ASSERT_TRUE(t.PushRows(batch.data(), batch.size(), g.data()).ok());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto [it, fresh] = ref.try_emplace(batch[i]);
+      if (fresh)
+        for (uint32_t j = 0; j < dim; ++j) it->second.push_back(InitialWeight(9, 3, batch[i], j, 0.5f));
+      for (uint32_t j = 0; j < dim; ++j) it->second[j] -= 0.25f * g[i * dim + j];
+    }
+  }
+  std::vector<uint64_t> all;
+  for (const auto& [k, v] : ref) all.push_back(k);
+  std::vector<float> out(all.size() * dim);
+  ASSERT_TRUE(t.PullRows(all.data(), all.size(), out.data()).ok());
+  EXPECT_EQ(t.num_rows(), all.size());
+  for (size_t i = 0; i < all.size(); ++i)
+    for (uint32_t j = 0; j < dim; ++j) ASSERT_EQ(out[i * dim + j], ref[all[i]][j]) << "key " << all[i];
+}
+
+// The row index keeps keys in order (its home slot is monotone in the key)
+// for dense ids arriving in growing ranges, for ids offset far from 0, and
+// for random 64-bit keys: the range widens as keys arrive and every row
+// keeps its values; nothing falls back to the hash.
+TEST(ServerTableTest, IndexStaysOrderedForDenseOffsetAndRandomKeys) {
+  constexpr uint32_t kDim = 2;
+  {
+    ServerTable t(RowSpec(kDim, SGD, 9), 0, 0);
+    std::vector<std::vector<uint64_t>> batches;
+    for (uint64_t b = 0; b < 40; ++b) {  // ids 0..19999, then all of them again
+      batches.emplace_back();
+      for (uint64_t k = b * 500; k < (b + 1) * 500; ++k) batches.back().push_back(b < 20 ? k * 2 : k - 10000);
+    }
+    PushBatchesAndCheck(t, batches, kDim);
+    EXPECT_FALSE(t.index_hashed());
+  }
+  {
+    ServerTable t(RowSpec(kDim, SGD, 9), 0, 0);
+    std::vector<std::vector<uint64_t>> batches(3);
+    for (uint64_t k = 0; k < 30000; ++k) batches[k % 3].push_back((uint64_t{1} << 40) + 3 * k);
+    PushBatchesAndCheck(t, batches, kDim);
+    EXPECT_FALSE(t.index_hashed());
+  }
+  {
+    ServerTable t(RowSpec(kDim, SGD, 9), 0, 0);
+    std::mt19937_64 rng(7);
+    std::vector<std::vector<uint64_t>> batches(8);
+    for (auto& b : batches) {
+      for (int i = 0; i < 5000; ++i) b.push_back(rng());
+      std::sort(b.begin(), b.end());
+      b.erase(std::unique(b.begin(), b.end()), b.end());
+    }
+    PushBatchesAndCheck(t, batches, kDim);
+    EXPECT_FALSE(t.index_hashed());
+  }
+}
+
+// Two far-apart clusters of consecutive ids crowd the ordered layout's
+// slots; the index falls back to the mixing hash, and rows keep their values.
+TEST(ServerTableTest, ClusteredKeysFallBackToTheHash) {
+  constexpr uint32_t kDim = 3;
+  ServerTable t(RowSpec(kDim, SGD, 9), 0, 0);
+  std::vector<std::vector<uint64_t>> batches(4);
+  for (uint64_t k = 0; k < 20000; ++k) batches[k % 4].push_back(k % 2 == 0 ? k : (uint64_t{1} << 62) + k);
+  for (auto& b : batches) std::sort(b.begin(), b.end());
+  PushBatchesAndCheck(t, batches, kDim);
+  EXPECT_TRUE(t.index_hashed());
+}
+
 // Adam rows carry their own step count: a row pushed twice and a row pushed
 // once end where a lone Optimizer on a copy of each row ends.
 TEST(ServerTableTest, AdamRowsMatchTheOptimizerOnTheirOwnRows) {
@@ -210,6 +283,39 @@ TEST(ServerTableTest, C22OptimizerStepThatMakesNaNLeavesTheRowAsItWas) {
 
 // An overflow to infinity (a huge step on a finite gradient), in a dense
 // slice: refused whole, naming the index in the whole table.
+// Narrow SGD rows are applied in one gathered pass (Optimizer::ApplyGathered):
+// the same bits as a row-by-row step, and an overflowing row is left as it
+// was, named, with the rows before it updated.
+TEST(ServerTableTest, C22NarrowSgdRowsGatheredAsRowByRow) {
+  for (uint32_t dim : {1u, 3u}) {
+    TableSpec spec = RowSpec(dim, SGD);
+    spec.mutable_optimizer()->set_learning_rate(4.0f);
+    spec.mutable_optimizer()->set_l2(0.125f);
+    ServerTable t(spec, 0, 0);
+    const std::vector<uint64_t> keys = {4, 9, 12};
+    std::vector<float> before(3 * dim), after(3 * dim);
+    ASSERT_TRUE(t.PullRows(keys.data(), 3, before.data()).ok());
+    std::vector<float> g(3 * dim, 0.75f);
+    g[dim + dim - 1] = 3e38f;  // key 9's last column: 4 · 3e38 overflows
+    const Status st = t.PushRows(keys.data(), 3, g.data());
+    EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+    EXPECT_EQ(st.message(), "table w: the server's SGD (learning_rate 4, momentum 0, l2 0.125) step made key 9, column " +
+                                std::to_string(dim - 1) +
+                                " infinite; that row was left as it was, and the push's 1 earlier row(s) kept "
+                                "their updates")
+        << "dim " << dim;
+    EXPECT_EQ(t.version(), 1u);
+    ASSERT_TRUE(t.PullRows(keys.data(), 3, after.data()).ok());
+    for (uint32_t j = 0; j < dim; ++j) {
+      float w = before[j];
+      Optimizer(spec.optimizer()).Apply(&w, nullptr, &g[j], 1);
+      EXPECT_EQ(after[j], w);
+      EXPECT_EQ(after[dim + j], before[dim + j]);
+      EXPECT_EQ(after[2 * dim + j], before[2 * dim + j]);
+    }
+  }
+}
+
 TEST(ServerTableTest, C22OptimizerStepThatOverflowsADenseSliceAppliesNothing) {
   TableSpec spec;
   spec.set_id(1);

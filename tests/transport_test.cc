@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <glog/logging.h>
@@ -585,6 +586,31 @@ TEST(TransportTest, C08NonFiniteGradientNeverReachesATable) {
   EXPECT_EQ(w->stats().updates_failed, 3u);  // 2 rows + 1 dense slice
   EXPECT_EQ(server.stats().updates_applied, 2u);
   EXPECT_EQ(server.stats().bad_messages, 2u);
+}
+
+// The server scans pushed values in blocks of 4,096 floats (a vectorised
+// pass, then the exact place): a NaN or an infinity inside a full block, or
+// in the tail after the last one, is found and named just the same.
+TEST(TransportTest, C08NonFiniteFoundInWholeBlocksAndTheTail) {
+  JobConfig c = ExactJob(1, 1, 8);  // w1: 1,000 keys of dim 8, 8,000 floats
+  std::vector<uint64_t> keys(1000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  for (const auto& [at, value, what] :
+       std::vector<std::tuple<size_t, float, std::string>>{{3001, -std::numeric_limits<float>::infinity(), "infinite"},
+                                                           {7999, std::numeric_limits<float>::quiet_NaN(), "NaN"}}) {
+    ServerThread server(c, 0);  // a push error is sticky: a fresh job for each case
+    auto w = Connect(OptionsFor(c, 0, {server.endpoint()}));
+    ASSERT_TRUE(w);
+    std::vector<float> g(keys.size() * 8, 0.5f);
+    g[at] = value;
+    w->PushRows(kW1, keys, g.data());
+    const Status st = w->WaitAll();
+    ASSERT_FALSE(st.ok());
+    const std::string want = "value " + std::to_string(at) + " (key " + std::to_string(at / 8) + ", column " +
+                             std::to_string(at % 8) + ") is " + what + "; nothing applied";
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+    EXPECT_EQ(server.stats().updates_applied, 0u);
+  }
 }
 
 // The benchmarks' NOOP optimizer (tether-bench kv) skips only the
