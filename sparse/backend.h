@@ -391,7 +391,8 @@ class Backend {
   /// indices < cols, values present unless use == kLabels) and, on a device
   /// backend, uploads it in one transfer. `a` may be a row slice (row_ptr[0]
   /// != 0). Host-visible backends keep the view: a's arrays must outlive
-  /// *dst's uses. Errors: InvalidArgument (the checks), Internal (runtime).
+  /// *dst's uses. Errors: InvalidArgument (the checks), Internal (runtime);
+  /// after an error *dst is unusable (ops refuse it) until an upload succeeds.
   virtual Status UploadCsr(const CsrView& a, CsrUse use, BackendCsr* dst) {
     TETHER_RETURN_IF_ERROR(CheckUploadCsr(a, use, dst));
     dst->view = a;
@@ -455,6 +456,7 @@ class Backend {
   // `a` for `use` and fills dst's owner, shape and use (not view / storage).
   Status CheckUploadCsr(const CsrView& a, CsrUse use, BackendCsr* dst) {
     if (dst == nullptr) return Status::InvalidArgument("UploadCsr: null destination");
+    dst->owner = nullptr;  // unusable until this upload succeeds
     TETHER_RETURN_IF_ERROR(backend_internal::CheckCsr(a, use != CsrUse::kLabels, "UploadCsr", "a"));
     dst->owner = this;
     dst->rows = a.rows;
@@ -464,6 +466,20 @@ class Backend {
     dst->view = CsrView{};
     return Status::OK();
   }
+
+  // Marks a BackendCsr unusable unless disarmed: a device UploadCsr that
+  // fails after CheckUploadCsr must not leave a half-written matrix usable.
+  class CsrUploadGuard {
+   public:
+    explicit CsrUploadGuard(BackendCsr* dst) : dst_(dst) {}
+    ~CsrUploadGuard() {
+      if (dst_ != nullptr) dst_->owner = nullptr;
+    }
+    void Done() { dst_ = nullptr; }
+
+   private:
+    BackendCsr* dst_;
+  };
 
   // Whether `a` was uploaded by this backend for (at least) `need`.
   Status CheckUsable(const BackendCsr& a, CsrUse need, const char* op) const {

@@ -439,6 +439,36 @@ TEST_P(BackendOpsTest, MixedHostAndBufferOperandsMatchCpu) {
   EXPECT_EQ(rg, rc);
 }
 
+// Operands at offsets inside one packed buffer, as the models pass their
+// packed parameters and gradients: the backend must see them as resident.
+TEST_P(BackendOpsTest, OperandsAtOffsetsInsidePackedBuffers) {
+  const int64_t m = 12, k = 30, n = 5;
+  const CsrMatrix a = RandomCsr(m, k, 0.3);
+  const std::vector<float> w = Random(k * n), bias = Random(n);
+  std::vector<float> packed(w);
+  packed.insert(packed.end(), bias.begin(), bias.end());  // [w | bias]
+  auto params = Up(packed);
+  auto out = Alloc(3 + m * n + n);  // [3 spare | c | column sums]
+  BackendCsr ad;
+  ASSERT_TRUE(dev_->UploadCsr(ViewOf(a), CsrUse::kSpMM, &ad).ok());
+  auto* counting = dynamic_cast<CountingBackend*>(dev_.get());
+  if (counting != nullptr) counting->Reset();
+  float* c = F(out) + 3;
+  ASSERT_TRUE(dev_->SpMM(ad, F(params), n, 1.0f, 0.0f, c).ok());
+  ASSERT_TRUE(dev_->AddBias(m, n, F(params) + k * n, c).ok());
+  ASSERT_TRUE(dev_->ColumnSum(m, n, c, 0.0f, c + m * n).ok());
+  if (counting != nullptr) {
+    EXPECT_EQ(counting->counts().host_operands, 0);
+  }
+  std::vector<float> want(m * n + n);
+  ASSERT_TRUE(cpu_.SpMM(ViewOf(a), w.data(), n, 1.0f, 0.0f, want.data()).ok());
+  ASSERT_TRUE(cpu_.AddBias(m, n, bias.data(), want.data()).ok());
+  ASSERT_TRUE(cpu_.ColumnSum(m, n, want.data(), 0.0f, want.data() + m * n).ok());
+  std::vector<float> got(m * n + n);
+  ASSERT_TRUE(dev_->Download(*out, 3 * sizeof(float), got.data(), got.size() * sizeof(float)).ok());
+  EXPECT_LE(RelErr(got, want), exact() ? 0.0 : kTol);
+}
+
 TEST_P(BackendOpsTest, UploadedCsrIsCheckedAndTiedToItsBackend) {
   const CsrMatrix a = RandomCsr(40, 30, 0.2);
   const std::vector<float> bh = Random(30 * 8), dh = Random(10 * 8);
@@ -473,11 +503,14 @@ TEST_P(BackendOpsTest, UploadedCsrIsCheckedAndTiedToItsBackend) {
   EXPECT_EQ(dev_->SpMM(theirs, bh.data(), 8, 1.0f, 0.0f, all.data()).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(dev_->SpMM(none, bh.data(), 8, 1.0f, 0.0f, all.data()).code(), Status::Code::kInvalidArgument);
   // Validation at upload: a column index >= cols.
+  ASSERT_TRUE(dev_->UploadCsr(ViewOf(a), CsrUse::kSpMM, &labels).ok());
   CsrMatrix bad = a;
   bad.col_idx[0] = 30;
   const Status st = dev_->UploadCsr(ViewOf(bad), CsrUse::kSpMM, &labels);
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(st.message().find("column index 30"), std::string::npos) << st.message();
+  // A failed upload leaves the matrix unusable, not half-written.
+  EXPECT_EQ(dev_->SpMM(labels, bh.data(), 8, 1.0f, 0.0f, all.data()).code(), Status::Code::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendOpsTest, ::testing::Values("cpu", "counting", "cuda"),

@@ -86,6 +86,7 @@ Status CountingBackend::Download(const BackendBuffer& src, size_t offset, void* 
 // then values (nnz floats) unless use == kLabels.
 Status CountingBackend::UploadCsr(const CsrView& a, CsrUse use, BackendCsr* dst) {
   TETHER_RETURN_IF_ERROR(CheckUploadCsr(a, use, dst));
+  CsrUploadGuard guard(dst);
   const bool values = use != CsrUse::kLabels;
   const size_t rp = (a.rows + 1) * sizeof(int64_t), ci = dst->nnz * sizeof(uint32_t);
   const size_t bytes = rp + ci + (values ? dst->nnz * sizeof(float) : 0);
@@ -104,6 +105,7 @@ Status CountingBackend::UploadCsr(const CsrView& a, CsrUse use, BackendCsr* dst)
     std::memcpy(base + rp, a.col_idx + a.row_ptr[0], ci);
     if (values) std::memcpy(base + rp + ci, a.values + a.row_ptr[0], dst->nnz * sizeof(float));
   }
+  guard.Done();
   return Status::OK();
 }
 

@@ -10,6 +10,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <list>
 #include <memory>
 #include <random>
 #include <thread>
@@ -114,7 +115,7 @@ Worker Start(const JobConfig& c, Backend* backend) {
   StatusOr<std::unique_ptr<WorkerClient>> client = WorkerClient::Connect(o);
   EXPECT_TRUE(client.ok()) << client.status().ToString();
   if (client.ok()) w.client = std::move(client).value();
-  static std::vector<std::vector<TableSpec>> keep;  // tables must outlive the model
+  static std::list<std::vector<TableSpec>> keep;  // tables must outlive the model (stable addresses)
   keep.push_back(TablesForJob(c));
   StatusOr<std::unique_ptr<Model>> m = CreateModel(c, keep.back(), backend);
   EXPECT_TRUE(m.ok()) << m.status().ToString();

@@ -371,6 +371,7 @@ class CudaBackend final : public Backend {
   // sort as SpMMTransposed) into pinned staging on the host, then ONE copy.
   Status UploadCsr(const CsrView& a, CsrUse use, BackendCsr* dst) override {
     TETHER_RETURN_IF_ERROR(CheckUploadCsr(a, use, dst));
+    CsrUploadGuard guard(dst);
     TETHER_RETURN_IF_ERROR(Check32("UploadCsr", {a.rows, a.cols, a.nnz()}));
     const CsrLayout lay(*dst);
     const size_t bytes = lay.words * 4;
@@ -410,6 +411,7 @@ class CudaBackend final : public Backend {
         cudaMemcpyAsync(dst->storage->data(), pack_.data(), bytes, cudaMemcpyHostToDevice, stream_));
     TETHER_CUDA_RETURN_IF_ERROR(cudaEventRecord(pack_done_, stream_));
     pack_pending_ = true;
+    guard.Done();
     return Status::OK();
   }
 
