@@ -3,10 +3,25 @@
 // implementation (sparse/cpu_backend.h) and a CUDA one (sparse/cuda/),
 // chosen at run time by CreateBackend() (house style: ggml's backends).
 //
-// Buffers: every op reads and writes HOST float buffers, row-major, owned by
-// the caller and only borrowed for the duration of the call. A GPU backend
-// copies them in and out (staging buffers are its own business); buffers
-// from its AllocHost (HostArray) are page-locked, so those copies are DMA.
+// Memory: an op's dense operands (float* / uint32_t*) are row-major and
+// borrowed for the call; each may lie in HOST memory or in a BUFFER of the
+// same backend (AllocBuffer: device memory on CUDA, plain host memory on the
+// CPU backend). The sparse operand of SpMM / the losses is either a CsrView
+// of host arrays or a BackendCsr uploaded once (UploadCsr). Buffers are
+// host-visible only through explicit Upload / Download (ggml's backend
+// buffers), unless buffers_host_visible() says they are host memory. A
+// device backend runs an op whose operands are all buffers without any
+// host↔device copy and without waiting (ops queue on its stream); a host
+// operand it copies in (and out, for outputs) around that op, which is
+// correct but costs a transfer each time: the models keep a minibatch's
+// activations in buffers, upload pulled rows once and download gradients
+// once (MirroredArray, BackendArray below).
+//
+// Ordering: ops, Upload and Download of one backend run in call order.
+// Download (and any op that returns a host result: the losses' loss_sum,
+// an op with a host output) waits for everything queued before it, so host
+// memory read after it is final. A host source given to Upload must stay
+// unchanged until the next Download or Synchronize.
 //
 // Determinism: a backend gives bit-identical outputs for identical inputs on
 // the same machine, thread count and build (the CPU backend does; see the
@@ -27,6 +42,8 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -155,7 +172,95 @@ inline StatusOr<GemmSpans> CheckGemm(Transpose trans_a, Transpose trans_b, int64
   return spans;
 }
 
+/// Address ranges of a device backend's live buffers, so an op can tell a
+/// buffer operand (used in place) from a host one (copied in and out).
+/// O(log buffers) per lookup. Not thread-safe (one per backend object).
+class BufferRegistry {
+ public:
+  void Add(const void* p, size_t bytes) {
+    if (p != nullptr && bytes > 0) ranges_[reinterpret_cast<uintptr_t>(p)] = bytes;
+  }
+  void Remove(const void* p) { ranges_.erase(reinterpret_cast<uintptr_t>(p)); }
+  /// Whether [p, p + bytes) lies inside one registered buffer (bytes 0: p
+  /// itself does). Null is never inside.
+  bool Contains(const void* p, size_t bytes) const {
+    if (p == nullptr || ranges_.empty()) return false;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = ranges_.upper_bound(a);
+    if (it == ranges_.begin()) return false;
+    --it;
+    const uintptr_t end = it->first + it->second;
+    return a < end && bytes <= end - a;
+  }
+  size_t size() const { return ranges_.size(); }
+  /// Calls f(start, bytes) for every registered buffer.
+  template <typename F>
+  void ForEach(F f) const {
+    for (const auto& [start, bytes] : ranges_) f(reinterpret_cast<void*>(start), bytes);
+  }
+
+ private:
+  std::map<uintptr_t, size_t> ranges_;  // start → bytes
+};
+
 }  // namespace backend_internal
+
+class Backend;
+
+/// Memory allocated by a backend for op operands (Backend::AllocBuffer):
+/// device memory on a GPU backend, 64-byte-aligned host memory on the CPU
+/// backend. data() is the address ops take; the host may dereference it only
+/// when the owner's buffers_host_visible() is true, otherwise only through
+/// Upload / Download. Owned by the caller (unique_ptr); the backend that
+/// made it must outlive it. Not thread-safe (as its backend).
+class BackendBuffer {
+ public:
+  virtual ~BackendBuffer() = default;
+  BackendBuffer(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(const BackendBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  const Backend* owner() const { return owner_; }
+
+ protected:
+  BackendBuffer(const Backend* owner, void* data, size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+
+ private:
+  const Backend* owner_;
+  void* data_;
+  size_t bytes_;
+};
+
+namespace backend_internal {
+/// The default BackendBuffer: 64-byte-aligned host memory (std::free'd).
+class HostMemoryBuffer final : public BackendBuffer {
+ public:
+  HostMemoryBuffer(const Backend* owner, void* data, size_t bytes) : BackendBuffer(owner, data, bytes) {}
+  ~HostMemoryBuffer() override { std::free(data()); }
+};
+}  // namespace backend_internal
+
+/// What an uploaded CSR matrix is used for (Backend::UploadCsr).
+enum class CsrUse {
+  kLabels,             // the losses' label argument: values ignored (may be null)
+  kSpMM,               // SpMM: values required
+  kSpMMAndTransposed,  // SpMM and SpMMTransposed (a device backend stores Aᵀ too)
+};
+
+/// A CSR matrix made ready once for several ops (a minibatch's inputs and
+/// labels): UploadCsr validates it (as the ops do) and, on a device backend,
+/// copies it up in one transfer into `storage` (layout: the backend's own).
+/// On a backend with host-visible buffers it only keeps the view: the viewed
+/// arrays must then outlive its uses. Reuse one object across minibatches
+/// (storage only grows). Not thread-safe.
+struct BackendCsr {
+  const Backend* owner = nullptr;  // the backend that filled it; ops of any other refuse it
+  int64_t rows = 0, cols = 0, nnz = 0;
+  CsrUse use = CsrUse::kLabels;
+  CsrView view;                            // host-visible backends: the borrowed arrays
+  std::unique_ptr<BackendBuffer> storage;  // device backends: their copy
+};
 
 class Backend {
  public:
@@ -234,6 +339,90 @@ class Backend {
   virtual Status TopK(int64_t rows, int64_t cols, const float* scores, int k,
                       uint32_t* indices) = 0;
 
+  // ---- Buffers and transfers (see the file comment). Defaults: host
+  // memory, so a backend whose buffers are host memory (CPU) needs none.
+
+  /// True when buffers are host memory (the CPU backend): their data() may
+  /// be read and written directly, and Upload / Download are plain copies
+  /// that a caller can skip by working in the buffer itself (MirroredArray
+  /// does). False on a device backend.
+  virtual bool buffers_host_visible() const { return true; }
+
+  /// A buffer of `bytes` bytes (contents undefined; 0 gives an empty buffer
+  /// with a null data()). Errors: Internal when the allocation fails.
+  virtual StatusOr<std::unique_ptr<BackendBuffer>> AllocBuffer(size_t bytes) {
+    void* p = nullptr;
+    if (bytes > 0) {
+      p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+      if (p == nullptr) return Status::Internal("AllocBuffer: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    return std::unique_ptr<BackendBuffer>(std::make_unique<backend_internal::HostMemoryBuffer>(this, p, bytes));
+  }
+
+  /// Copies `bytes` bytes from host memory `src` to dst->data() + offset.
+  /// May return before the copy is done (a device backend queues it on its
+  /// stream; from AllocHost memory it is a DMA transfer): `src` must stay
+  /// unchanged until the next Download or Synchronize. Errors:
+  /// InvalidArgument (a buffer of another backend, a range beyond the
+  /// buffer, null src with bytes > 0); Internal (runtime).
+  virtual Status Upload(const void* src, BackendBuffer* dst, size_t offset, size_t bytes) {
+    TETHER_RETURN_IF_ERROR(CheckTransfer(dst, offset, bytes, src, "Upload"));
+    char* to = static_cast<char*>(dst->data()) + offset;
+    if (bytes > 0 && to != src) std::memmove(to, src, bytes);
+    return Status::OK();
+  }
+
+  /// Copies `bytes` bytes from src.data() + offset to host memory `dst`,
+  /// after every op and Upload queued before it: `dst` is final on return.
+  /// Errors as Upload.
+  virtual Status Download(const BackendBuffer& src, size_t offset, void* dst, size_t bytes) {
+    TETHER_RETURN_IF_ERROR(CheckTransfer(&src, offset, bytes, dst, "Download"));
+    const char* from = static_cast<const char*>(src.data()) + offset;
+    if (bytes > 0 && from != dst) std::memmove(dst, from, bytes);
+    return Status::OK();
+  }
+
+  /// Waits for everything queued (a no-op where ops are synchronous).
+  /// Errors: Internal (a device error, possibly from an earlier queued op).
+  virtual Status Synchronize() { return Status::OK(); }
+
+  /// Makes `a` ready for the ops named by `use` into *dst (reusing its
+  /// storage): validates it as those ops would (sizes, row_ptr order, column
+  /// indices < cols, values present unless use == kLabels) and, on a device
+  /// backend, uploads it in one transfer. `a` may be a row slice (row_ptr[0]
+  /// != 0). Host-visible backends keep the view: a's arrays must outlive
+  /// *dst's uses. Errors: InvalidArgument (the checks), Internal (runtime);
+  /// after an error *dst is unusable (ops refuse it) until an upload succeeds.
+  virtual Status UploadCsr(const CsrView& a, CsrUse use, BackendCsr* dst) {
+    TETHER_RETURN_IF_ERROR(CheckUploadCsr(a, use, dst));
+    dst->view = a;
+    return Status::OK();
+  }
+
+  /// SpMM, SpMMTransposed and the losses with an uploaded sparse operand
+  /// (same semantics as the CsrView forms). Errors additionally:
+  /// InvalidArgument when the BackendCsr came from another backend or was
+  /// uploaded for another use (SpMMTransposed needs kSpMMAndTransposed; the
+  /// products need values). The defaults serve host-visible backends.
+  virtual Status SpMM(const BackendCsr& a, const float* b, int64_t n, float alpha, float beta, float* c) {
+    TETHER_RETURN_IF_ERROR(CheckUsable(a, CsrUse::kSpMM, "SpMM"));
+    return SpMM(a.view, b, n, alpha, beta, c);
+  }
+  virtual Status SpMMTransposed(const BackendCsr& a, const float* d, int64_t n, float alpha, float beta, float* c) {
+    TETHER_RETURN_IF_ERROR(CheckUsable(a, CsrUse::kSpMMAndTransposed, "SpMMTransposed"));
+    return SpMMTransposed(a.view, d, n, alpha, beta, c);
+  }
+  virtual Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
+                                     float grad_scale, float* dscores, double* loss_sum) {
+    TETHER_RETURN_IF_ERROR(CheckUsable(labels, CsrUse::kLabels, "SoftmaxCrossEntropy"));
+    return SoftmaxCrossEntropy(rows, cols, scores, labels.view, grad_scale, dscores, loss_sum);
+  }
+  virtual Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
+                                     float grad_scale, float* dscores, double* loss_sum) {
+    TETHER_RETURN_IF_ERROR(CheckUsable(labels, CsrUse::kLabels, "SigmoidCrossEntropy"));
+    return SigmoidCrossEntropy(rows, cols, scores, labels.view, grad_scale, dscores, loss_sum);
+  }
+
   /// Host memory for buffers that cross to the device every minibatch
   /// (pulled parameters, dense inputs): page-locked on the CUDA backend, so
   /// its copies are DMA transfers on its stream with no staging copy;
@@ -247,6 +436,67 @@ class Backend {
     return p;
   }
   virtual void FreeHost(void* p) { std::free(p); }
+
+ protected:
+  // Upload / Download argument check shared by every backend.
+  Status CheckTransfer(const BackendBuffer* buf, size_t offset, size_t bytes, const void* host, const char* op) const {
+    if (buf == nullptr || buf->owner() != this) {
+      return Status::InvalidArgument(std::string(op) + ": the buffer is null or belongs to another backend");
+    }
+    if (offset > buf->bytes() || bytes > buf->bytes() - offset) {
+      return Status::InvalidArgument(std::string(op) + ": bytes [" + std::to_string(offset) + ", " +
+                                     std::to_string(offset + bytes) + ") outside a buffer of " +
+                                     std::to_string(buf->bytes()) + " bytes");
+    }
+    if (bytes > 0 && host == nullptr) return Status::InvalidArgument(std::string(op) + ": null host pointer");
+    return Status::OK();
+  }
+
+  // UploadCsr's validation and bookkeeping, shared by every backend: checks
+  // `a` for `use` and fills dst's owner, shape and use (not view / storage).
+  Status CheckUploadCsr(const CsrView& a, CsrUse use, BackendCsr* dst) {
+    if (dst == nullptr) return Status::InvalidArgument("UploadCsr: null destination");
+    dst->owner = nullptr;  // unusable until this upload succeeds
+    TETHER_RETURN_IF_ERROR(backend_internal::CheckCsr(a, use != CsrUse::kLabels, "UploadCsr", "a"));
+    dst->owner = this;
+    dst->rows = a.rows;
+    dst->cols = a.cols;
+    dst->nnz = a.nnz();
+    dst->use = use;
+    dst->view = CsrView{};
+    return Status::OK();
+  }
+
+  // Marks a BackendCsr unusable unless disarmed: a device UploadCsr that
+  // fails after CheckUploadCsr must not leave a half-written matrix usable.
+  class CsrUploadGuard {
+   public:
+    explicit CsrUploadGuard(BackendCsr* dst) : dst_(dst) {}
+    ~CsrUploadGuard() {
+      if (dst_ != nullptr) dst_->owner = nullptr;
+    }
+    void Done() { dst_ = nullptr; }
+
+   private:
+    BackendCsr* dst_;
+  };
+
+  // Whether `a` was uploaded by this backend for (at least) `need`.
+  Status CheckUsable(const BackendCsr& a, CsrUse need, const char* op) const {
+    if (a.owner != this) {
+      return Status::InvalidArgument(std::string(op) + ": the BackendCsr was not uploaded by this backend (" +
+                                     (a.owner == nullptr ? std::string("never uploaded") : a.owner->name()) + ")");
+    }
+    const bool ok = need == CsrUse::kLabels || a.use == CsrUse::kSpMMAndTransposed ||
+                    (need == CsrUse::kSpMM && a.use == CsrUse::kSpMM);
+    if (!ok) {
+      return Status::InvalidArgument(std::string(op) + ": the BackendCsr was uploaded for " +
+                                     (a.use == CsrUse::kLabels ? "labels (no values)" : "SpMM only") +
+                                     "; upload it with CsrUse::" +
+                                     (need == CsrUse::kSpMM ? "kSpMM" : "kSpMMAndTransposed"));
+    }
+    return Status::OK();
+  }
 };
 
 /// A grow-only array in a backend's host memory (Backend::AllocHost), for
@@ -292,6 +542,83 @@ class HostArray {
   Backend* backend_;
   T* data_ = nullptr;
   size_t size_ = 0, capacity_ = 0;
+};
+
+/// A grow-only array in a backend's buffer (Backend::AllocBuffer), for
+/// operands that stay on the backend (activations, gradients): data() is a
+/// backend address (see BackendBuffer). Resize keeps the buffer while the new
+/// size fits; contents are NOT kept across a growing Resize. Not copyable;
+/// the backend must outlive it.
+template <typename T>
+class BackendArray {
+ public:
+  explicit BackendArray(Backend* backend) : backend_(backend) {}
+  BackendArray(const BackendArray&) = delete;
+  BackendArray& operator=(const BackendArray&) = delete;
+  BackendArray(BackendArray&&) noexcept = default;
+
+  /// Sets size() to n elements. Errors: AllocBuffer's (the array is then empty).
+  Status Resize(size_t n) {
+    if (n > capacity_) {
+      const size_t want = std::max(n, capacity_ + capacity_ / 2);
+      buffer_.reset();
+      size_ = capacity_ = 0;
+      StatusOr<std::unique_ptr<BackendBuffer>> b = backend_->AllocBuffer(want * sizeof(T));
+      if (!b.ok()) return b.status();
+      buffer_ = std::move(b).value();
+      capacity_ = want;
+    }
+    size_ = n;
+    return Status::OK();
+  }
+  T* data() const { return buffer_ == nullptr ? nullptr : static_cast<T*>(buffer_->data()); }
+  size_t size() const { return size_; }
+  BackendBuffer* buffer() const { return buffer_.get(); }
+
+ private:
+  Backend* backend_;
+  std::unique_ptr<BackendBuffer> buffer_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
+/// An array with a host side (what the client pulls into and pushes from)
+/// and a backend side (what ops use). On a backend with host-visible buffers
+/// (CPU) both sides are the same memory and Upload / Download do nothing, so
+/// the CPU path copies nothing; on a device the host side is AllocHost
+/// memory (page-locked: the copies are DMA on the backend's stream) and
+/// Upload / Download move size() elements in ONE transfer. Grow-only, as
+/// HostArray; contents not kept across a growing Resize. Not copyable; the
+/// backend must outlive it.
+template <typename T>
+class MirroredArray {
+ public:
+  explicit MirroredArray(Backend* backend)
+      : backend_(backend), shared_(backend->buffers_host_visible()), host_(backend), device_(backend) {}
+
+  /// Sets size() to n elements on both sides. Errors: the allocations'.
+  Status Resize(size_t n) {
+    TETHER_RETURN_IF_ERROR(device_.Resize(n));
+    return shared_ ? Status::OK() : host_.Resize(n);
+  }
+  T* host() { return shared_ ? device_.data() : host_.data(); }
+  T* device() const { return device_.data(); }
+  size_t size() const { return device_.size(); }
+  /// Host side → backend side (asynchronous: see Backend::Upload).
+  Status Upload() {
+    if (shared_ || size() == 0) return Status::OK();
+    return backend_->Upload(host_.data(), device_.buffer(), 0, size() * sizeof(T));
+  }
+  /// Backend side → host side, after every queued op.
+  Status Download() {
+    if (shared_ || size() == 0) return Status::OK();
+    return backend_->Download(*device_.buffer(), 0, host_.data(), size() * sizeof(T));
+  }
+
+ private:
+  Backend* backend_;
+  bool shared_;
+  HostArray<T> host_;
+  BackendArray<T> device_;
 };
 
 /// Creates the backend named by the `--device` flag value:

@@ -35,6 +35,11 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads = 1);
 
   std::string name() const override { return "cpu"; }
+  // The BackendCsr forms (Backend's defaults: buffers are host memory here).
+  using Backend::SigmoidCrossEntropy;
+  using Backend::SoftmaxCrossEntropy;
+  using Backend::SpMM;
+  using Backend::SpMMTransposed;
   int threads() const { return threads_; }
 
   Status SpMM(const CsrView& a, const float* b, int64_t n, float alpha, float beta,

@@ -6,11 +6,12 @@
 
 namespace tether {
 
-DenseMlp::DenseMlp(std::vector<int64_t> widths, Backend* backend) : widths_(std::move(widths)), backend_(backend) {
+DenseMlp::DenseMlp(std::vector<int64_t> widths, Backend* backend)
+    : widths_(std::move(widths)), backend_(backend), scores_(backend), delta_(backend), delta_prev_(backend) {
   CHECK(backend_ != nullptr) << "DenseMlp needs a backend";
   CHECK_GE(widths_.size(), 2u) << "DenseMlp needs an input and an output width";
   for (int64_t w : widths_) CHECK_GT(w, 0) << "DenseMlp: every layer width must be > 0";
-  act_.resize(widths_.size() - 2);
+  for (size_t i = 0; i + 2 < widths_.size(); ++i) act_.emplace_back(backend);
 }
 
 Status DenseMlp::Forward(const float* x, int64_t batch, const DenseMlpParams& p, float* scores) {
@@ -33,7 +34,7 @@ Status DenseMlp::Forward(const float* x, int64_t batch, const DenseMlpParams& p,
     const int64_t fan_in = widths_[i], fan_out = widths_[i + 1];
     float* out = scores;
     if (i + 1 < n) {
-      act_[i].resize(batch * fan_out);  // no reallocation once grown
+      TETHER_RETURN_IF_ERROR(act_[i].Resize(batch * fan_out));  // no reallocation once grown
       out = act_[i].data();
     }
     TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kNo, batch, fan_out, fan_in, 1.0f, in, fan_in,
@@ -49,40 +50,62 @@ StatusOr<float> DenseMlp::ComputeGradients(const float* x, int64_t batch, const 
                                            DenseMlpGrads* grads) {
   if (grads == nullptr) return Status::InvalidArgument("DenseMlp: null grads");
   if (batch <= 0) return Status::InvalidArgument("DenseMlp: empty minibatch (0 rows)");
+  if (y.rows != batch || y.cols > widths_.back()) {
+    return Status::InvalidArgument("DenseMlp: labels are " + std::to_string(y.rows) + "x" + std::to_string(y.cols) +
+                                   ", expected " + std::to_string(batch) + " rows and at most " +
+                                   std::to_string(widths_.back()) + " classes");
+  }
+  TETHER_RETURN_IF_ERROR(backend_->UploadCsr(y, CsrUse::kLabels, &y_up_));
+  const int n = num_layers();
+  grads->w.resize(n);
+  grads->b.resize(n);
+  DenseMlpGradPtrs g;
+  for (int i = 0; i < n; ++i) {
+    grads->w[i].resize(widths_[i] * widths_[i + 1]);
+    grads->b[i].resize(widths_[i + 1]);
+    g.w.push_back(grads->w[i].data());
+    g.b.push_back(grads->b[i].data());
+  }
+  return ComputeGradients(x, y_up_, p, g);
+}
+
+StatusOr<float> DenseMlp::ComputeGradients(const float* x, const BackendCsr& y, const DenseMlpParams& p,
+                                           const DenseMlpGradPtrs& g) {
+  const int64_t batch = y.rows;
+  if (batch <= 0) return Status::InvalidArgument("DenseMlp: empty minibatch (0 rows)");
   const int n = num_layers();
   const int64_t classes = widths_.back();
-  if (y.rows != batch || y.cols > classes) {
+  if (y.cols > classes) {
     return Status::InvalidArgument("DenseMlp: labels are " + std::to_string(y.rows) + "x" + std::to_string(y.cols) +
                                    ", expected " + std::to_string(batch) + " rows and at most " +
                                    std::to_string(classes) + " classes");
   }
-  scores_.resize(batch * classes);
+  if (static_cast<int>(g.w.size()) != n || static_cast<int>(g.b.size()) != n) {
+    return Status::InvalidArgument("DenseMlp: gradient pointers for " + std::to_string(g.w.size()) + " layers, not " +
+                                   std::to_string(n));
+  }
+  TETHER_RETURN_IF_ERROR(scores_.Resize(batch * classes));
   TETHER_RETURN_IF_ERROR(Forward(x, batch, p, scores_.data()));
   Backend& be = *backend_;
-  CsrView labels = y;
-  labels.cols = classes;
   double loss_sum = 0.0;
-  // dL/ds in place, divided by B so every gradient below is a mean.
-  TETHER_RETURN_IF_ERROR(be.SoftmaxCrossEntropy(batch, classes, scores_.data(), labels,
-                                                1.0f / static_cast<float>(batch), scores_.data(), &loss_sum));
-  grads->w.resize(n);
-  grads->b.resize(n);
+  // dL/ds in place, divided by B so every gradient below is a mean (labels
+  // may name fewer classes than the model has: labels.cols <= cols).
+  TETHER_RETURN_IF_ERROR(be.SoftmaxCrossEntropy(batch, classes, scores_.data(), y, 1.0f / static_cast<float>(batch),
+                                                scores_.data(), &loss_sum));
   // delta = dL/dz_i, walking down from the output layer; two buffers below
   // the top take turns holding it.
   float* delta = scores_.data();
-  std::vector<float>* spare = &delta_;
+  BackendArray<float>* spare = &delta_;
   for (int i = n - 1; i >= 0; --i) {
     const int64_t fan_in = widths_[i], fan_out = widths_[i + 1];
     const float* in = i == 0 ? x : act_[i - 1].data();
-    grads->w[i].resize(fan_in * fan_out);
-    grads->b[i].resize(fan_out);
     // dW_i = a_(i-1)ᵀ · delta, db_i = Σ_rows delta.
     TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kYes, Transpose::kNo, fan_in, fan_out, batch, 1.0f, in, fan_in, delta,
-                                   fan_out, 0.0f, grads->w[i].data(), fan_out));
-    TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, fan_out, delta, 0.0f, grads->b[i].data()));
+                                   fan_out, 0.0f, g.w[i], fan_out));
+    TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, fan_out, delta, 0.0f, g.b[i]));
     if (i == 0) break;
     // dL/da_(i-1) = delta · W_iᵀ, then through the ReLU of layer i − 1.
-    spare->resize(batch * fan_in);
+    TETHER_RETURN_IF_ERROR(spare->Resize(batch * fan_in));
     TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kYes, batch, fan_in, fan_out, 1.0f, delta, fan_out,
                                    p.w[i], fan_out, 0.0f, spare->data(), fan_in));
     TETHER_RETURN_IF_ERROR(be.ReluBackward(batch * fan_in, act_[i - 1].data(), spare->data()));
@@ -94,8 +117,13 @@ StatusOr<float> DenseMlp::ComputeGradients(const float* x, int64_t batch, const 
 
 Status DenseMlp::Predict(const float* x, int64_t batch, const DenseMlpParams& p, std::vector<float>* scores) {
   if (scores == nullptr) return Status::InvalidArgument("DenseMlp: null scores");
-  scores->resize(std::max<int64_t>(batch, 0) * widths_.back());
-  return Forward(x, batch, p, scores->data());
+  const int64_t count = std::max<int64_t>(batch, 0) * widths_.back();
+  scores->resize(count);
+  if (backend_->buffers_host_visible()) return Forward(x, batch, p, scores->data());
+  TETHER_RETURN_IF_ERROR(scores_.Resize(count));
+  TETHER_RETURN_IF_ERROR(Forward(x, batch, p, scores_.data()));
+  if (count == 0) return Status::OK();
+  return backend_->Download(*scores_.buffer(), 0, scores->data(), count * sizeof(float));
 }
 
 void DensifyRows(const CsrMatrix& x, int64_t begin, int64_t end, float* out) {

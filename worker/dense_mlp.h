@@ -13,6 +13,10 @@
 // see TablesForJob); the worker pulls them whole into buffers it owns and
 // passes them in as DenseMlpParams (borrowed for the call).
 //
+// Residency: activations and deltas live in the backend's buffers, so with
+// x, parameters and gradients in buffers too a minibatch moves nothing
+// between host and device but the loss (see the BackendCsr form).
+//
 // Ownership: borrows the Backend (must outlive the model); owns its
 // activation scratch, grown to the largest batch and reused (no allocation
 // after warm-up when the grads / scores passed in are reused too).
@@ -40,6 +44,12 @@ struct DenseMlpGrads {
   std::vector<std::vector<float>> w, b;
 };
 
+/// Where the BackendCsr form writes the gradients, one pointer per layer
+/// (host memory or the backend's buffers), shaped like DenseMlpParams.
+struct DenseMlpGradPtrs {
+  std::vector<float*> w, b;
+};
+
 class DenseMlp {
  public:
   /// widths: d0 (inputs), hidden widths…, dn (classes); at least 2 entries,
@@ -65,7 +75,16 @@ class DenseMlp {
 
   /// Forward only: *scores = batch × dn logits, resized. batch 0 allowed.
   /// Errors as ComputeGradients.
+  /// x and p may point into host memory or the backend's buffers; the
+  /// scores come back in one download on a device backend (none on CPU).
   Status Predict(const float* x, int64_t batch, const DenseMlpParams& p, std::vector<float>* scores);
+
+  /// ComputeGradients with labels uploaded by the same backend (UploadCsr,
+  /// CsrUse::kLabels; batch = y.rows) and x, p, g in host memory or the
+  /// backend's buffers (in buffers: no host↔device transfer but the loss's
+  /// readback). Semantics and errors as above.
+  StatusOr<float> ComputeGradients(const float* x, const BackendCsr& y, const DenseMlpParams& p,
+                                   const DenseMlpGradPtrs& g);
 
  private:
   // Validates and computes every layer: act_[i] (i < n − 1, post-ReLU) and
@@ -74,9 +93,11 @@ class DenseMlp {
 
   std::vector<int64_t> widths_;
   Backend* backend_;
-  std::vector<std::vector<float>> act_;  // hidden activations a_1..a_(n-1), batch × d_i
-  std::vector<float> scores_;            // batch × dn: logits, then dL/ds in place
-  std::vector<float> delta_, delta_prev_;  // dL/dz of the current / next-lower layer
+  // Scratch in backend memory, grown to the largest batch and reused.
+  std::vector<BackendArray<float>> act_;    // hidden activations a_1..a_(n-1), batch × d_i
+  BackendArray<float> scores_;              // batch × dn: logits, then dL/ds in place
+  BackendArray<float> delta_, delta_prev_;  // dL/dz of the current / next-lower layer
+  BackendCsr y_up_;                         // the CsrView form's upload
 };
 
 /// Writes rows [begin, end) of the CSR matrix `x` densely into `out`

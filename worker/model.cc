@@ -17,28 +17,22 @@
 namespace tether {
 namespace {
 
-// Rows [begin, end) of m into *out, reusing its capacity (XmcMlp takes its
-// labels as a CsrMatrix, not a view).
-void CopyRows(const CsrMatrix& m, int64_t begin, int64_t end, CsrMatrix* out) {
-  const int64_t base = m.row_ptr[begin];
-  out->rows = end - begin;
-  out->cols = m.cols;
-  out->row_ptr.resize(out->rows + 1);
-  for (int64_t r = 0; r <= out->rows; ++r) out->row_ptr[r] = m.row_ptr[begin + r] - base;
-  out->col_idx.assign(m.col_idx.begin() + base, m.col_idx.begin() + m.row_ptr[end]);
-  out->values.assign(m.values.begin() + base, m.values.begin() + m.row_ptr[end]);
-}
-
 // ---------------------------------------------------------------- XMC MLP
 
 // Tables: w1 (row, key = feature id, H), b1 (dense, H), w2 (row, key =
 // label id, H + 1: the label's weights then its bias). Every minibatch
 // pulls the w1 rows of its features, b1, and all of w2.
+//
+// Residency (sparse/backend.h): the pulled parameters are packed in one
+// MirroredArray [w1 (U × H) | b1 (H) | w2 rows (L × (H + 1)) | b2 (L)], so
+// they go up in one transfer right after the pull; x and y go up once each
+// (UploadCsr); the gradients, packed the same way, come down in one
+// transfer. On the CPU backend none of these copies happen.
 class XmcMlpModel final : public Model {
  public:
   XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2)
-      : shape_(shape), model_(shape, backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), w1_(backend), b1_(backend),
-        w2_full_(backend), b2_(backend) {
+      : shape_(shape), model_(shape, backend), backend_(backend), w1_id_(w1), b1_id_(b1), w2_id_(w2),
+        params_(backend), grads_(backend) {
     const int64_t l = shape.num_labels;
     label_keys_.resize(l);
     std::iota(label_keys_.begin(), label_keys_.end(), 0);
@@ -51,63 +45,83 @@ class XmcMlpModel final : public Model {
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
     TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
     const int64_t h = shape_.hidden, l = shape_.num_labels;
-    TETHER_RETURN_IF_ERROR(w1_.Resize(keys_.size() * h));
-    TETHER_RETURN_IF_ERROR(b1_.Resize(h));
-    TETHER_RETURN_IF_ERROR(w2_full_.Resize(l * (h + 1)));
-    TETHER_RETURN_IF_ERROR(b2_.Resize(l));
-    TETHER_RETURN_IF_ERROR(WaitAllOf({client->PullRows(w1_id_, keys_, w1_.data()),
-                                      client->PullDense(b1_id_, b1_.data()),
-                                      client->PullRows(w2_id_, label_keys_, w2_full_.data())}));
+    SetLayout();
+    TETHER_RETURN_IF_ERROR(params_.Resize(total_));
+    float* host = params_.host();
+    TETHER_RETURN_IF_ERROR(WaitAllOf({client->PullRows(w1_id_, keys_, host),
+                                      client->PullDense(b1_id_, host + off_b1_),
+                                      client->PullRows(w2_id_, label_keys_, host + off_w2_)}));
     // w2 rows are [weights(H), bias]: the model reads the weights in place
     // (row stride H + 1); only the L biases are gathered.
-    for (int64_t l = 0; l < shape_.num_labels; ++l) b2_[l] = w2_full_[l * (h + 1) + h];
-    return Status::OK();
+    for (int64_t j = 0; j < l; ++j) host[off_b2_ + j] = host[off_w2_ + j * (h + 1) + h];
+    return params_.Upload();
   }
 
   StatusOr<float> ComputeGradients(const Minibatch& batch) override {
-    CopyRows(*batch.labels, batch.begin, batch.end, &y_);
-    return model_.ComputeGradients(x_local_, y_, Params(), &grads_);
+    TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMMAndTransposed, &x_dev_));
+    TETHER_RETURN_IF_ERROR(
+        backend_->UploadCsr(RowSliceOf(*batch.labels, batch.begin, batch.end), CsrUse::kLabels, &y_dev_));
+    TETHER_RETURN_IF_ERROR(grads_.Resize(total_));
+    float* g = grads_.device();
+    TETHER_ASSIGN_OR_RETURN(const float loss,
+                            model_.ComputeGradients(x_dev_, y_dev_, Params(),
+                                                    XmcGradPtrs{g, g + off_b1_, g + off_w2_, g + off_b2_}));
+    TETHER_RETURN_IF_ERROR(grads_.Download());
+    return loss;
   }
 
   void Push(WorkerClient* client) override {
-    // grads_.w2 already has the table's row layout (stride H + 1, see
+    // The w2 gradient has the table's row layout (stride H + 1, see
     // Params()); each row's last float takes the bias gradient.
     const int64_t h = shape_.hidden;
-    for (int64_t l = 0; l < shape_.num_labels; ++l) grads_.w2[l * (h + 1) + h] = grads_.b2[l];
-    client->PushRows(w1_id_, keys_, grads_.w1.data());
-    client->PushDense(b1_id_, grads_.b1.data());
-    client->PushRows(w2_id_, label_keys_, grads_.w2.data());
+    float* g = grads_.host();
+    for (int64_t j = 0; j < shape_.num_labels; ++j) g[off_w2_ + j * (h + 1) + h] = g[off_b2_ + j];
+    client->PushRows(w1_id_, keys_, g);
+    client->PushDense(b1_id_, g + off_b1_);
+    client->PushRows(w2_id_, label_keys_, g + off_w2_);
   }
 
   Status Predict(const Minibatch& /*batch*/, std::vector<float>* scores) override {
-    return model_.Predict(x_local_, Params(), scores);
+    TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMM, &x_dev_));
+    return model_.Predict(x_dev_, Params(), scores);
   }
 
  private:
+  // Offsets (floats) of the packed parameter / gradient arrays for U = keys_.size().
+  void SetLayout() {
+    const int64_t h = shape_.hidden, l = shape_.num_labels;
+    off_b1_ = static_cast<int64_t>(keys_.size()) * h;
+    off_w2_ = off_b1_ + h;
+    off_b2_ = off_w2_ + l * (h + 1);
+    total_ = off_b2_ + l;
+  }
+
   XmcParams Params() const {
-    return XmcParams{w1_.data(), static_cast<int64_t>(keys_.size()), b1_.data(), w2_full_.data(), b2_.data(),
+    const float* p = params_.device();
+    return XmcParams{p, static_cast<int64_t>(keys_.size()), p + off_b1_, p + off_w2_, p + off_b2_,
                      /*w2_stride=*/shape_.hidden + 1};
   }
 
   XmcMlpShape shape_;
   XmcMlp model_;
+  Backend* backend_;
   uint32_t w1_id_, b1_id_, w2_id_;
   std::vector<uint64_t> keys_, label_keys_;
-  CsrMatrix x_local_, y_;
-  // Pulled parameters in the backend's host memory (pinned on CUDA);
-  // w2_full_ holds the L table rows [weights(H), bias] as pulled.
-  HostArray<float> w1_, b1_, w2_full_, b2_;
-  XmcGrads grads_;  // grads_.w2 in the w2 table's row layout (L × (H + 1))
+  CsrMatrix x_local_;
+  BackendCsr x_dev_, y_dev_;
+  int64_t off_b1_ = 0, off_w2_ = 0, off_b2_ = 0, total_ = 0;
+  MirroredArray<float> params_, grads_;  // packed as described above
 };
 
 // ---------------------------------------------------------- sparse LR
 
 // Tables: w (row, key = feature id, 1 float), b (dense, 1). Every minibatch
-// pulls the weights of its features and the bias.
+// pulls the weights of its features and the bias, packed [w (U) | b] so they
+// go up in one transfer; the gradients come down in one (as XmcMlpModel).
 class SparseLrModel final : public Model {
  public:
   SparseLrModel(int64_t num_features, Backend* backend, uint32_t w, uint32_t b)
-      : model_(num_features, backend), w_id_(w), b_id_(b), w_(backend), b_(backend) {}
+      : model_(num_features, backend), backend_(backend), w_id_(w), b_id_(b), params_(backend), grads_(backend) {}
 
   std::string name() const override { return "sparse_lr"; }
   LabelKind label_kind() const override { return LabelKind::kBinary; }
@@ -115,50 +129,72 @@ class SparseLrModel final : public Model {
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
     TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
-    TETHER_RETURN_IF_ERROR(w_.Resize(keys_.size()));
-    TETHER_RETURN_IF_ERROR(b_.Resize(1));
-    return WaitAllOf({client->PullRows(w_id_, keys_, w_.data()), client->PullDense(b_id_, b_.data())});
+    const size_t u = keys_.size();
+    TETHER_RETURN_IF_ERROR(params_.Resize(u + 1));
+    float* host = params_.host();
+    TETHER_RETURN_IF_ERROR(WaitAllOf({client->PullRows(w_id_, keys_, host), client->PullDense(b_id_, host + u)}));
+    return params_.Upload();
   }
 
   StatusOr<float> ComputeGradients(const Minibatch& batch) override {
-    return model_.ComputeGradients(x_local_, RowSliceOf(*batch.labels, batch.begin, batch.end), Params(), &grads_);
+    TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMMAndTransposed, &x_dev_));
+    TETHER_RETURN_IF_ERROR(
+        backend_->UploadCsr(RowSliceOf(*batch.labels, batch.begin, batch.end), CsrUse::kLabels, &y_dev_));
+    TETHER_RETURN_IF_ERROR(grads_.Resize(keys_.size() + 1));
+    float* g = grads_.device();
+    TETHER_ASSIGN_OR_RETURN(const float loss,
+                            model_.ComputeGradients(x_dev_, y_dev_, Params(), SparseLrGradPtrs{g, g + keys_.size()}));
+    TETHER_RETURN_IF_ERROR(grads_.Download());
+    return loss;
   }
 
   void Push(WorkerClient* client) override {
-    client->PushRows(w_id_, keys_, grads_.w.data());
-    client->PushDense(b_id_, grads_.b.data());
+    const float* g = grads_.host();
+    client->PushRows(w_id_, keys_, g);
+    client->PushDense(b_id_, g + keys_.size());
   }
 
   Status Predict(const Minibatch& /*batch*/, std::vector<float>* scores) override {
-    return model_.Predict(x_local_, Params(), scores);
+    TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMM, &x_dev_));
+    return model_.Predict(x_dev_, Params(), scores);
   }
 
  private:
-  SparseLrParams Params() const { return SparseLrParams{w_.data(), static_cast<int64_t>(keys_.size()), b_.data()}; }
+  SparseLrParams Params() const {
+    return SparseLrParams{params_.device(), static_cast<int64_t>(keys_.size()), params_.device() + keys_.size()};
+  }
 
   SparseLr model_;
+  Backend* backend_;
   uint32_t w_id_, b_id_;
   std::vector<uint64_t> keys_;
   CsrMatrix x_local_;
-  HostArray<float> w_, b_;  // pulled, in the backend's host memory
-  SparseLrGrads grads_;
+  BackendCsr x_dev_, y_dev_;
+  MirroredArray<float> params_, grads_;  // [w (U) | b]
 };
 
 // ---------------------------------------------------------- dense MLP
 
 // Tables: w1, b1, …, wn, bn, all dense (range-partitioned over the shards).
-// Every minibatch pulls all of them: the whole model.
+// Every minibatch pulls all of them: the whole model, packed [w1 | b1 | … |
+// wn | bn] so it goes up in one transfer (and the densified input in one
+// more); the gradients, packed the same way, come down in one.
 class DenseMlpModel final : public Model {
  public:
   // offset: data.feature_offset, added to every input after densifying.
   DenseMlpModel(std::vector<int64_t> widths, Backend* backend, std::vector<uint32_t> w_ids,
                 std::vector<uint32_t> b_ids, float offset)
-      : model_(widths, backend), w_ids_(std::move(w_ids)), b_ids_(std::move(b_ids)), offset_(offset), x_(backend) {
+      : model_(widths, backend), backend_(backend), w_ids_(std::move(w_ids)), b_ids_(std::move(b_ids)),
+        offset_(offset), params_(backend), grads_(backend), x_(backend) {
     const int n = model_.num_layers();
+    int64_t at = 0;
     for (int i = 0; i < n; ++i) {
-      w_.emplace_back(backend);
-      b_.emplace_back(backend);
+      w_off_.push_back(at);
+      at += widths[i] * widths[i + 1];
+      b_off_.push_back(at);
+      at += widths[i + 1];
     }
+    total_ = at;
     pulls_.reserve(2 * n);
   }
 
@@ -167,56 +203,68 @@ class DenseMlpModel final : public Model {
   int64_t num_outputs() const override { return model_.widths().back(); }
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
-    if (params_.w.empty()) {  // first call: the whole model's buffers, once
-      const std::vector<int64_t>& widths = model_.widths();
-      for (size_t i = 0; i < w_.size(); ++i) {
-        TETHER_RETURN_IF_ERROR(w_[i].Resize(widths[i] * widths[i + 1]));
-        TETHER_RETURN_IF_ERROR(b_[i].Resize(widths[i + 1]));
-        params_.w.push_back(w_[i].data());
-        params_.b.push_back(b_[i].data());
+    if (params_.size() == 0) {  // first call: the whole model's buffers, once
+      TETHER_RETURN_IF_ERROR(params_.Resize(total_));
+      TETHER_RETURN_IF_ERROR(grads_.Resize(total_));
+      for (size_t i = 0; i < w_off_.size(); ++i) {
+        params_ptrs_.w.push_back(params_.device() + w_off_[i]);
+        params_ptrs_.b.push_back(params_.device() + b_off_[i]);
+        grad_ptrs_.w.push_back(grads_.device() + w_off_[i]);
+        grad_ptrs_.b.push_back(grads_.device() + b_off_[i]);
       }
     }
     const int64_t cols = batch.features->cols;
     TETHER_RETURN_IF_ERROR(x_.Resize(batch.rows() * cols));
-    DensifyRows(*batch.features, batch.begin, batch.end, x_.data());
+    float* x = x_.host();
+    DensifyRows(*batch.features, batch.begin, batch.end, x);
     if (offset_ != 0.0f)
-      for (size_t i = 0; i < x_.size(); ++i) x_[i] += offset_;
+      for (size_t i = 0; i < x_.size(); ++i) x[i] += offset_;
+    float* host = params_.host();
     pulls_.clear();
-    for (size_t i = 0; i < w_.size(); ++i) {
-      pulls_.push_back(client->PullDense(w_ids_[i], w_[i].data()));
-      pulls_.push_back(client->PullDense(b_ids_[i], b_[i].data()));
+    for (size_t i = 0; i < w_off_.size(); ++i) {
+      pulls_.push_back(client->PullDense(w_ids_[i], host + w_off_[i]));
+      pulls_.push_back(client->PullDense(b_ids_[i], host + b_off_[i]));
     }
     const Status st = WaitAllOf(pulls_);
     pulls_.clear();  // hands the request states back to the client for reuse
-    return st;
+    TETHER_RETURN_IF_ERROR(st);
+    TETHER_RETURN_IF_ERROR(params_.Upload());
+    return x_.Upload();
   }
 
   StatusOr<float> ComputeGradients(const Minibatch& batch) override {
-    return model_.ComputeGradients(x_.data(), batch.rows(), RowSliceOf(*batch.labels, batch.begin, batch.end),
-                                   params_, &grads_);
+    TETHER_RETURN_IF_ERROR(
+        backend_->UploadCsr(RowSliceOf(*batch.labels, batch.begin, batch.end), CsrUse::kLabels, &y_dev_));
+    TETHER_ASSIGN_OR_RETURN(const float loss, model_.ComputeGradients(x_.device(), y_dev_, params_ptrs_, grad_ptrs_));
+    TETHER_RETURN_IF_ERROR(grads_.Download());
+    return loss;
   }
 
   void Push(WorkerClient* client) override {
-    for (size_t i = 0; i < w_.size(); ++i) {
-      client->PushDense(w_ids_[i], grads_.w[i].data());
-      client->PushDense(b_ids_[i], grads_.b[i].data());
+    const float* g = grads_.host();
+    for (size_t i = 0; i < w_off_.size(); ++i) {
+      client->PushDense(w_ids_[i], g + w_off_[i]);
+      client->PushDense(b_ids_[i], g + b_off_[i]);
     }
   }
 
   Status Predict(const Minibatch& batch, std::vector<float>* scores) override {
-    return model_.Predict(x_.data(), batch.rows(), params_, scores);
+    return model_.Predict(x_.device(), batch.rows(), params_ptrs_, scores);
   }
 
  private:
   DenseMlp model_;
+  Backend* backend_;
   std::vector<uint32_t> w_ids_, b_ids_;
   float offset_;
-  // Pulled parameters and the densified input, in the backend's host memory
-  // (pinned on CUDA); w_, b_ are sized on the first Pull and never again.
-  std::vector<HostArray<float>> w_, b_;
-  DenseMlpParams params_;  // points into w_, b_
-  DenseMlpGrads grads_;
-  HostArray<float> x_;
+  std::vector<int64_t> w_off_, b_off_;  // layer i's w / b in the packed arrays (floats)
+  int64_t total_ = 0;
+  // Pulled parameters and their gradients, packed; sized on the first Pull.
+  MirroredArray<float> params_, grads_;
+  DenseMlpParams params_ptrs_;     // backend addresses into params_
+  DenseMlpGradPtrs grad_ptrs_;     // backend addresses into grads_
+  MirroredArray<float> x_;         // the densified input
+  BackendCsr y_dev_;
   std::vector<RequestHandle> pulls_;
 };
 

@@ -42,6 +42,13 @@ struct SparseLrGrads {
   std::vector<float> b;
 };
 
+/// Where the BackendCsr form writes the gradients: host memory or the
+/// backend's buffers (w: U floats, b: 1).
+struct SparseLrGradPtrs {
+  float* w = nullptr;
+  float* b = nullptr;
+};
+
 class SparseLr {
  public:
   /// num_features: F, the input width (pulled feature ids are < F).
@@ -64,12 +71,23 @@ class SparseLr {
   /// Errors as ComputeGradients (B == 0 allowed).
   Status Predict(const CsrMatrix& x_local, const SparseLrParams& p, std::vector<float>* scores);
 
+  /// ComputeGradients on uploaded operands (Backend::UploadCsr by the same
+  /// backend): x with CsrUse::kSpMMAndTransposed, y (B × 1) with kLabels;
+  /// p and g in host memory or the backend's buffers (in buffers: no
+  /// host↔device transfer but the loss's readback). Semantics and errors as
+  /// the CsrMatrix form.
+  StatusOr<float> ComputeGradients(const BackendCsr& x, const BackendCsr& y, const SparseLrParams& p,
+                                   const SparseLrGradPtrs& g);
+  /// Predict on an uploaded x (kSpMM or more); one download on a device.
+  Status Predict(const BackendCsr& x, const SparseLrParams& p, std::vector<float>* scores);
+
  private:
-  Status Forward(const CsrMatrix& x_local, const SparseLrParams& p, float* scores);
+  Status Forward(const BackendCsr& x, const SparseLrParams& p, float* scores);
 
   int64_t num_features_;
   Backend* backend_;
-  std::vector<float> scores_;  // B: logits, then dL/ds in place
+  BackendArray<float> scores_;  // B: logits, then dL/ds in place (backend memory)
+  BackendCsr x_up_, y_up_;      // the CsrMatrix forms' uploads
 };
 
 }  // namespace tether

@@ -32,100 +32,115 @@ int64_t XmcMlp::W2Stride(const XmcParams& p) const {
   return p.w2_stride == 0 ? shape_.hidden : p.w2_stride;
 }
 
-XmcMlp::XmcMlp(XmcMlpShape shape, Backend* backend) : shape_(shape), backend_(backend) {
+XmcMlp::XmcMlp(XmcMlpShape shape, Backend* backend)
+    : shape_(shape), backend_(backend), a1_(backend), scores_(backend), da1_(backend) {
   CHECK(backend_ != nullptr) << "XmcMlp needs a backend";
   CHECK_GT(shape_.num_features, 0);
   CHECK_GT(shape_.hidden, 0);
   CHECK_GT(shape_.num_labels, 0);
 }
 
-Status XmcMlp::Forward(const CsrMatrix& x_local, const XmcParams& p, float* scores) {
-  TETHER_RETURN_IF_ERROR(CheckCsrMatrix(x_local, "x_local", /*need_values=*/true));
-  if (x_local.cols != p.num_rows_w1) {
-    return Status::InvalidArgument("XmcMlp: x_local has " + std::to_string(x_local.cols) +
-                                   " columns but " + std::to_string(p.num_rows_w1) +
-                                   " rows of w1 were given");
+Status XmcMlp::Forward(const BackendCsr& x, const XmcParams& p, float* scores) {
+  if (x.cols != p.num_rows_w1) {
+    return Status::InvalidArgument("XmcMlp: x_local has " + std::to_string(x.cols) + " columns but " +
+                                   std::to_string(p.num_rows_w1) + " rows of w1 were given");
   }
   if (p.num_rows_w1 > shape_.num_features) {
-    return Status::InvalidArgument("XmcMlp: " + std::to_string(p.num_rows_w1) +
-                                   " rows of w1 exceed num_features " +
+    return Status::InvalidArgument("XmcMlp: " + std::to_string(p.num_rows_w1) + " rows of w1 exceed num_features " +
                                    std::to_string(shape_.num_features));
   }
-  if ((p.w1 == nullptr && p.num_rows_w1 > 0) || p.b1 == nullptr || p.w2 == nullptr ||
-      p.b2 == nullptr) {
+  if ((p.w1 == nullptr && p.num_rows_w1 > 0) || p.b1 == nullptr || p.w2 == nullptr || p.b2 == nullptr) {
     return Status::InvalidArgument("XmcMlp: null parameter buffer");
   }
   if (p.w2_stride != 0 && p.w2_stride < shape_.hidden) {
     return Status::InvalidArgument("XmcMlp: w2_stride " + std::to_string(p.w2_stride) +
                                    " is smaller than hidden " + std::to_string(shape_.hidden));
   }
-  const int64_t batch = x_local.rows, hidden = shape_.hidden, labels = shape_.num_labels;
+  const int64_t batch = x.rows, hidden = shape_.hidden, labels = shape_.num_labels;
   const int64_t w2_stride = W2Stride(p);
-  a1_.resize(batch * hidden);  // no reallocation once capacity has grown
+  TETHER_RETURN_IF_ERROR(a1_.Resize(batch * hidden));  // no reallocation once grown
   Backend& be = *backend_;
-  TETHER_RETURN_IF_ERROR(be.SpMM(ViewOf(x_local), p.w1, hidden, 1.0f, 0.0f, a1_.data()));
+  TETHER_RETURN_IF_ERROR(be.SpMM(x, p.w1, hidden, 1.0f, 0.0f, a1_.data()));
   TETHER_RETURN_IF_ERROR(be.AddBias(batch, hidden, p.b1, a1_.data()));
   TETHER_RETURN_IF_ERROR(be.Relu(batch * hidden, a1_.data(), a1_.data()));
-  TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kYes, batch, labels, hidden, 1.0f,
-                                 a1_.data(), hidden, p.w2, w2_stride, 0.0f, scores, labels));
+  TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kYes, batch, labels, hidden, 1.0f, a1_.data(), hidden,
+                                 p.w2, w2_stride, 0.0f, scores, labels));
   return be.AddBias(batch, labels, p.b2, scores);
 }
 
-StatusOr<float> XmcMlp::ComputeGradients(const CsrMatrix& x_local, const CsrMatrix& y,
-                                         const XmcParams& p, XmcGrads* grads) {
+StatusOr<float> XmcMlp::ComputeGradients(const CsrMatrix& x_local, const CsrMatrix& y, const XmcParams& p,
+                                         XmcGrads* grads) {
   if (grads == nullptr) return Status::InvalidArgument("XmcMlp: null grads");
-  const int64_t batch = x_local.rows, hidden = shape_.hidden, labels = shape_.num_labels;
-  if (batch == 0) return Status::InvalidArgument("XmcMlp: empty minibatch (0 rows)");
+  TETHER_RETURN_IF_ERROR(CheckCsrMatrix(x_local, "x_local", /*need_values=*/true));
   TETHER_RETURN_IF_ERROR(CheckCsrMatrix(y, "y", /*need_values=*/false));
+  TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local), CsrUse::kSpMMAndTransposed, &x_up_));
+  TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(y), CsrUse::kLabels, &y_up_));
+  grads->w2.resize(shape_.num_labels * W2Stride(p));
+  grads->b2.resize(shape_.num_labels);
+  grads->w1.resize(std::max<int64_t>(p.num_rows_w1, 0) * shape_.hidden);
+  grads->b1.resize(shape_.hidden);
+  return ComputeGradients(x_up_, y_up_, p,
+                          XmcGradPtrs{grads->w1.data(), grads->b1.data(), grads->w2.data(), grads->b2.data()});
+}
+
+StatusOr<float> XmcMlp::ComputeGradients(const BackendCsr& x, const BackendCsr& y, const XmcParams& p,
+                                         const XmcGradPtrs& g) {
+  const int64_t batch = x.rows, hidden = shape_.hidden, labels = shape_.num_labels;
+  if (batch == 0) return Status::InvalidArgument("XmcMlp: empty minibatch (0 rows)");
   if (y.rows != batch || y.cols > labels) {
-    return Status::InvalidArgument(
-        "XmcMlp: y is " + std::to_string(y.rows) + "x" + std::to_string(y.cols) + ", expected " +
-        std::to_string(batch) + " rows and at most " + std::to_string(labels) + " label columns");
+    return Status::InvalidArgument("XmcMlp: y is " + std::to_string(y.rows) + "x" + std::to_string(y.cols) +
+                                   ", expected " + std::to_string(batch) + " rows and at most " +
+                                   std::to_string(labels) + " label columns");
   }
-  scores_.resize(batch * labels);
-  TETHER_RETURN_IF_ERROR(Forward(x_local, p, scores_.data()));
+  TETHER_RETURN_IF_ERROR(scores_.Resize(batch * labels));
+  TETHER_RETURN_IF_ERROR(Forward(x, p, scores_.data()));
 
   // Loss gradient in place: scores_ becomes dL/dscores, already divided by B
-  // so every gradient below is a minibatch mean.
+  // so every gradient below is a minibatch mean. y may name fewer label
+  // columns than the model has (the loss allows labels.cols <= cols).
   Backend& be = *backend_;
   const float inv_batch = 1.0f / static_cast<float>(batch);
-  CsrView y_view = ViewOf(y);
-  y_view.cols = labels;  // y may name fewer label columns than the model has
   double loss_sum = 0.0;
   if (shape_.loss == XmcLoss::kSoftmax) {
-    TETHER_RETURN_IF_ERROR(be.SoftmaxCrossEntropy(batch, labels, scores_.data(), y_view, inv_batch,
-                                                  scores_.data(), &loss_sum));
+    TETHER_RETURN_IF_ERROR(
+        be.SoftmaxCrossEntropy(batch, labels, scores_.data(), y, inv_batch, scores_.data(), &loss_sum));
   } else {
-    TETHER_RETURN_IF_ERROR(be.SigmoidCrossEntropy(batch, labels, scores_.data(), y_view, inv_batch,
-                                                  scores_.data(), &loss_sum));
+    TETHER_RETURN_IF_ERROR(
+        be.SigmoidCrossEntropy(batch, labels, scores_.data(), y, inv_batch, scores_.data(), &loss_sum));
   }
   const float* dscores = scores_.data();
 
   const int64_t w2_stride = W2Stride(p);
-  grads->w2.resize(labels * w2_stride);
-  grads->b2.resize(labels);
-  grads->w1.resize(p.num_rows_w1 * hidden);
-  grads->b1.resize(hidden);
-  da1_.resize(batch * hidden);
+  TETHER_RETURN_IF_ERROR(da1_.Resize(batch * hidden));
   // dW2 = dSᵀ·a1 (L × H), db2 = Σ_rows dS, da1 = dS·W2 (B × H).
-  TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kYes, Transpose::kNo, labels, hidden, batch, 1.0f,
-                                 dscores, labels, a1_.data(), hidden, 0.0f, grads->w2.data(),
-                                 w2_stride));
-  TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, labels, dscores, 0.0f, grads->b2.data()));
-  TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kNo, batch, hidden, labels, 1.0f,
-                                 dscores, labels, p.w2, w2_stride, 0.0f, da1_.data(), hidden));
+  TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kYes, Transpose::kNo, labels, hidden, batch, 1.0f, dscores, labels,
+                                 a1_.data(), hidden, 0.0f, g.w2, w2_stride));
+  TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, labels, dscores, 0.0f, g.b2));
+  TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kNo, batch, hidden, labels, 1.0f, dscores, labels, p.w2,
+                                 w2_stride, 0.0f, da1_.data(), hidden));
   // dz1 = da1 ⊙ [a1 > 0]; dW1 = x_localᵀ·dz1 (U × H, pulled rows only); db1 = Σ dz1.
   TETHER_RETURN_IF_ERROR(be.ReluBackward(batch * hidden, a1_.data(), da1_.data()));
-  TETHER_RETURN_IF_ERROR(
-      be.SpMMTransposed(ViewOf(x_local), da1_.data(), hidden, 1.0f, 0.0f, grads->w1.data()));
-  TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, hidden, da1_.data(), 0.0f, grads->b1.data()));
+  TETHER_RETURN_IF_ERROR(be.SpMMTransposed(x, da1_.data(), hidden, 1.0f, 0.0f, g.w1));
+  TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, hidden, da1_.data(), 0.0f, g.b1));
   return static_cast<float>(loss_sum / static_cast<double>(batch));
 }
 
 Status XmcMlp::Predict(const CsrMatrix& x_local, const XmcParams& p, std::vector<float>* scores) {
   if (scores == nullptr) return Status::InvalidArgument("XmcMlp: null scores");
-  scores->resize(x_local.rows * shape_.num_labels);
-  return Forward(x_local, p, scores->data());
+  TETHER_RETURN_IF_ERROR(CheckCsrMatrix(x_local, "x_local", /*need_values=*/true));
+  TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local), CsrUse::kSpMM, &x_up_));
+  return Predict(x_up_, p, scores);
+}
+
+Status XmcMlp::Predict(const BackendCsr& x, const XmcParams& p, std::vector<float>* scores) {
+  if (scores == nullptr) return Status::InvalidArgument("XmcMlp: null scores");
+  const int64_t count = x.rows * shape_.num_labels;
+  scores->resize(count);
+  if (backend_->buffers_host_visible()) return Forward(x, p, scores->data());
+  TETHER_RETURN_IF_ERROR(scores_.Resize(count));
+  TETHER_RETURN_IF_ERROR(Forward(x, p, scores_.data()));
+  if (count == 0) return Status::OK();
+  return backend_->Download(*scores_.buffer(), 0, scores->data(), count * sizeof(float));
 }
 
 Status LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,

@@ -11,6 +11,13 @@
 // The model computes mean gradients into an XmcGrads the caller owns and
 // pushes back. All compute goes through a Backend (sparse/backend.h).
 //
+// Residency: activations (a1, scores, da1) live in the backend's buffers
+// between ops, so on a GPU one minibatch moves nothing but what the caller
+// uploads (the BackendCsr forms below take inputs, labels, parameters and
+// gradient outputs already in backend memory) and the loss. The CsrMatrix
+// forms upload x and y themselves and take host parameters / gradients (on a
+// GPU each op then stages those: convenient, not fast).
+//
 // Ownership: XmcMlp borrows the Backend (which must outlive it) and owns
 // only its scratch buffers, which grow to the largest minibatch seen and are
 // then reused: after warm-up, ComputeGradients and Predict allocate nothing
@@ -67,6 +74,15 @@ struct XmcGrads {
   std::vector<float> w1, b1, w2, b2;
 };
 
+/// Where the BackendCsr form of ComputeGradients writes the gradients: host
+/// memory or the backend's buffers, shapes and w2 row layout as XmcGrads.
+struct XmcGradPtrs {
+  float* w1 = nullptr;  // U × H
+  float* b1 = nullptr;  // H
+  float* w2 = nullptr;  // L rows, w2_stride apart (padding not written)
+  float* b2 = nullptr;  // L
+};
+
 class XmcMlp {
  public:
   /// backend: not owned, must outlive this object. CHECK-fails on
@@ -96,18 +112,32 @@ class XmcMlp {
   /// resized as needed. Errors as ComputeGradients (B == 0 is allowed).
   Status Predict(const CsrMatrix& x_local, const XmcParams& p, std::vector<float>* scores);
 
+  /// ComputeGradients on uploaded operands (Backend::UploadCsr by the same
+  /// backend): x with CsrUse::kSpMMAndTransposed, y with kLabels (or more);
+  /// p and g point into host memory or the backend's buffers (in buffers, the
+  /// pass makes no host↔device transfer but the loss's readback). Same
+  /// semantics and errors as the CsrMatrix form.
+  StatusOr<float> ComputeGradients(const BackendCsr& x, const BackendCsr& y, const XmcParams& p,
+                                   const XmcGradPtrs& g);
+
+  /// Predict on an uploaded x (kSpMM or more): one download of the scores
+  /// on a device backend, none on the CPU.
+  Status Predict(const BackendCsr& x, const XmcParams& p, std::vector<float>* scores);
+
  private:
   // p.w2_stride, or H when it is 0.
   int64_t W2Stride(const XmcParams& p) const;
-  // Validates shapes and computes a1_ (B × H) and scores (B × L).
-  Status Forward(const CsrMatrix& x_local, const XmcParams& p, float* scores);
+  // Validates shapes and computes a1_ (B × H) and scores (B × L; host or
+  // backend memory).
+  Status Forward(const BackendCsr& x, const XmcParams& p, float* scores);
 
   XmcMlpShape shape_;
   Backend* backend_;
-  // Scratch, grown to the largest batch seen and reused.
-  std::vector<float> a1_;      // B × H: z1, then relu(z1) in place
-  std::vector<float> scores_;  // B × L: scores, then dscores in place
-  std::vector<float> da1_;     // B × H: dL/da1, then dL/dz1 in place
+  // Scratch in backend memory, grown to the largest batch seen and reused.
+  BackendArray<float> a1_;      // B × H: z1, then relu(z1) in place
+  BackendArray<float> scores_;  // B × L: scores, then dscores in place
+  BackendArray<float> da1_;     // B × H: dL/da1, then dL/dz1 in place
+  BackendCsr x_up_, y_up_;      // the CsrMatrix forms' uploads
 };
 
 /// Builds the local view of rows [row_begin, row_end) of x (global feature

@@ -3,19 +3,22 @@
 // ops, the losses and top-k (house style: one folder and one target per
 // backend, as in ggml; CUDA types stay out of this header).
 //
-// Buffers: the Backend interface works on HOST buffers, so every op copies
-// its inputs to the device, runs on the backend's own stream and copies the
-// outputs back before returning (synchronous). Device staging buffers grow
-// to the largest call seen and are reused: no cudaMalloc per call after
-// warm-up. AllocHost hands out page-locked host memory (cudaHostAlloc); the
-// models keep their pulled parameters and dense inputs there (HostArray), so
-// the rows a worker pulls are written by the client straight into pinned
-// memory and reach the device by DMA on the backend's stream. A device-resident interface (parameters kept on the GPU across
-// minibatches) is the step that makes this backend faster than the CPU one.
+// Buffers (sparse/backend.h): AllocBuffer gives device memory (cudaMalloc,
+// registered so ops recognise it); an op whose operands all lie in such
+// buffers (and whose sparse operand was uploaded with UploadCsr) is only
+// queued on the backend's stream: no copy, no host wait. A host operand is
+// copied in through device staging buffers (grown to the largest call,
+// reused) and a host output copied back with a wait, as before buffers
+// existed. Upload is an asynchronous copy on the stream (a DMA transfer from
+// AllocHost's page-locked memory); Download and ops with host results (the
+// losses' loss_sum) wait. UploadCsr packs the matrix, and for
+// kSpMMAndTransposed its transpose, into page-locked staging and sends it
+// in one copy.
 //
 // Determinism: SpMMTransposed builds Aᵀ on the host (counting sort, fixed
-// order) and runs the non-transposed SpMM, because cuSPARSE documents that
-// SpMM with a transposed sparse operand may differ from run to run. cuBLAS
+// order; at UploadCsr for an uploaded matrix) and runs the non-transposed
+// SpMM, because cuSPARSE documents that SpMM with a transposed sparse
+// operand may differ from run to run. cuBLAS
 // GEMM is bit-reproducible on the same GPU model and toolkit. Results are
 // not bit-identical to the CPU backend (different summation orders).
 //
@@ -24,8 +27,12 @@
 // InvalidArgument as documented in sparse/backend.h, plus sizes beyond the
 // 32-bit indices this backend hands to cuSPARSE / cuBLAS.
 //
-// Thread-safety: one object per thread (it owns a stream, library handles
-// and staging buffers); distinct objects may run concurrently.
+// Errors from queued work (a failed kernel) surface at the next call that
+// waits (Download, Synchronize, an op with a host output).
+//
+// Thread-safety: one object per thread (it owns a stream, library handles,
+// staging buffers and the registry of its buffers, which must not outlive
+// it); distinct objects may run concurrently.
 #pragma once
 
 #include <memory>
