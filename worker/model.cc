@@ -5,6 +5,7 @@
 #include "worker/model.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "worker/builtin_models.h"
@@ -16,6 +17,21 @@
 
 namespace tether {
 namespace {
+
+// Hashed features (data.hashed_features): the input width is unknown, so a
+// model's F is "any": a minibatch's distinct ids are its only bound.
+int64_t InputWidth(const JobConfig& config) {
+  return config.data().hashed_features() ? std::numeric_limits<int64_t>::max() : config.data().num_features();
+}
+
+// Pulls the input-layer rows of `keys`: during the evaluation of a hashed
+// model without creating rows for ids never trained (they read as zeros:
+// an untrained feature contributes nothing); otherwise a normal pull, which
+// creates untouched rows with the table's initializer.
+RequestHandle PullInputRows(WorkerClient* client, uint32_t table, const std::vector<uint64_t>& keys, float* out,
+                            bool hashed, bool evaluating) {
+  return hashed && evaluating ? client->PullRowsIfPresent(table, keys, out) : client->PullRows(table, keys, out);
+}
 
 // Rows [begin, end) of m into *out, reusing its capacity (XmcMlp takes its
 // labels as a CsrMatrix, not a view).
@@ -36,9 +52,9 @@ void CopyRows(const CsrMatrix& m, int64_t begin, int64_t end, CsrMatrix* out) {
 // pulls the w1 rows of its features, b1, and all of w2.
 class XmcMlpModel final : public Model {
  public:
-  XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2)
-      : shape_(shape), model_(shape, backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), w1_(backend), b1_(backend),
-        w2_full_(backend), b2_(backend) {
+  XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2, bool hashed)
+      : shape_(shape), model_(shape, backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), hashed_(hashed), w1_(backend),
+        b1_(backend), w2_full_(backend), b2_(backend) {
     const int64_t l = shape.num_labels;
     label_keys_.resize(l);
     std::iota(label_keys_.begin(), label_keys_.end(), 0);
@@ -55,7 +71,7 @@ class XmcMlpModel final : public Model {
     TETHER_RETURN_IF_ERROR(b1_.Resize(h));
     TETHER_RETURN_IF_ERROR(w2_full_.Resize(l * (h + 1)));
     TETHER_RETURN_IF_ERROR(b2_.Resize(l));
-    TETHER_RETURN_IF_ERROR(WaitAllOf({client->PullRows(w1_id_, keys_, w1_.data()),
+    TETHER_RETURN_IF_ERROR(WaitAllOf({PullInputRows(client, w1_id_, keys_, w1_.data(), hashed_, evaluating_),
                                       client->PullDense(b1_id_, b1_.data()),
                                       client->PullRows(w2_id_, label_keys_, w2_full_.data())}));
     // w2 rows are [weights(H), bias]: the model reads the weights in place
@@ -83,6 +99,12 @@ class XmcMlpModel final : public Model {
     return model_.Predict(x_local_, Params(), scores);
   }
 
+  Status BeginEvaluation(WorkerClient* /*client*/) override {
+    evaluating_ = true;
+    return Status::OK();
+  }
+  void EndEvaluation() override { evaluating_ = false; }
+
  private:
   XmcParams Params() const {
     return XmcParams{w1_.data(), static_cast<int64_t>(keys_.size()), b1_.data(), w2_full_.data(), b2_.data(),
@@ -92,6 +114,8 @@ class XmcMlpModel final : public Model {
   XmcMlpShape shape_;
   XmcMlp model_;
   uint32_t w1_id_, b1_id_, w2_id_;
+  bool hashed_;             // data.hashed_features
+  bool evaluating_ = false;  // between BeginEvaluation and EndEvaluation
   std::vector<uint64_t> keys_, label_keys_;
   CsrMatrix x_local_, y_;
   // Pulled parameters in the backend's host memory (pinned on CUDA);
@@ -106,8 +130,8 @@ class XmcMlpModel final : public Model {
 // pulls the weights of its features and the bias.
 class SparseLrModel final : public Model {
  public:
-  SparseLrModel(int64_t num_features, Backend* backend, uint32_t w, uint32_t b)
-      : model_(num_features, backend), w_id_(w), b_id_(b), w_(backend), b_(backend) {}
+  SparseLrModel(int64_t num_features, Backend* backend, uint32_t w, uint32_t b, bool hashed)
+      : model_(num_features, backend), w_id_(w), b_id_(b), hashed_(hashed), w_(backend), b_(backend) {}
 
   std::string name() const override { return "sparse_lr"; }
   LabelKind label_kind() const override { return LabelKind::kBinary; }
@@ -117,8 +141,15 @@ class SparseLrModel final : public Model {
     TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
     TETHER_RETURN_IF_ERROR(w_.Resize(keys_.size()));
     TETHER_RETURN_IF_ERROR(b_.Resize(1));
-    return WaitAllOf({client->PullRows(w_id_, keys_, w_.data()), client->PullDense(b_id_, b_.data())});
+    return WaitAllOf({PullInputRows(client, w_id_, keys_, w_.data(), hashed_, evaluating_),
+                      client->PullDense(b_id_, b_.data())});
   }
+
+  Status BeginEvaluation(WorkerClient* /*client*/) override {
+    evaluating_ = true;
+    return Status::OK();
+  }
+  void EndEvaluation() override { evaluating_ = false; }
 
   StatusOr<float> ComputeGradients(const Minibatch& batch) override {
     return model_.ComputeGradients(x_local_, RowSliceOf(*batch.labels, batch.begin, batch.end), Params(), &grads_);
@@ -138,6 +169,8 @@ class SparseLrModel final : public Model {
 
   SparseLr model_;
   uint32_t w_id_, b_id_;
+  bool hashed_;             // data.hashed_features
+  bool evaluating_ = false;  // between BeginEvaluation and EndEvaluation
   std::vector<uint64_t> keys_;
   CsrMatrix x_local_;
   HostArray<float> w_, b_;  // pulled, in the backend's host memory
@@ -242,7 +275,8 @@ StatusOr<std::unique_ptr<Model>> CreateSparseLrModel(const JobConfig& config, co
                                                      Backend* backend, int /*rank*/) {
   TETHER_ASSIGN_OR_RETURN(uint32_t w, FindTable(tables, "w", TableSpec::ROW, 1));
   TETHER_ASSIGN_OR_RETURN(uint32_t b, FindTable(tables, "b", TableSpec::DENSE, 1));
-  return std::unique_ptr<Model>(std::make_unique<SparseLrModel>(config.data().num_features(), backend, w, b));
+  return std::unique_ptr<Model>(
+      std::make_unique<SparseLrModel>(InputWidth(config), backend, w, b, config.data().hashed_features()));
 }
 
 StatusOr<std::unique_ptr<Model>> CreateDenseMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
@@ -267,7 +301,7 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
                                                    Backend* backend, int rank) {
   if (config.model().sampled_labels() > 0) return CreateSampledXmcMlpModel(config, tables, backend, rank);
   XmcMlpShape shape;
-  shape.num_features = config.data().num_features();
+  shape.num_features = InputWidth(config);
   shape.hidden = config.model().hidden();
   shape.num_labels = config.data().num_labels();
   shape.loss = config.model().loss() == BCE ? XmcLoss::kBce : XmcLoss::kSoftmax;
@@ -275,7 +309,8 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
   TETHER_ASSIGN_OR_RETURN(uint32_t w1, FindTable(tables, "w1", TableSpec::ROW, h));
   TETHER_ASSIGN_OR_RETURN(uint32_t b1, FindTable(tables, "b1", TableSpec::DENSE, h));
   TETHER_ASSIGN_OR_RETURN(uint32_t w2, FindTable(tables, "w2", TableSpec::ROW, h + 1));
-  return std::unique_ptr<Model>(std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2));
+  return std::unique_ptr<Model>(
+      std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2, config.data().hashed_features()));
 }
 
 }  // namespace tether
