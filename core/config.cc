@@ -537,7 +537,21 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (c.checkpoint().dir().empty() && (c.checkpoint().every_clocks() > 0 || c.checkpoint().every_seconds() > 0))
     return bad("checkpoint.dir", "is empty, so checkpoint.every_clocks / every_seconds would write nothing: set "
                                  "checkpoint.dir (--checkpoint_dir)");
-  if (c.data().num_features() <= 0) return bad("data.num_features", "must be > 0 (the model's input width)");
+  if (c.data().hashed_features()) {
+    // Refused, not ignored: a declared width would promise a bound that no
+    // id is checked against.
+    if (c.data().format() == IDX || c.data().format() == ARFF)
+      return bad("data.hashed_features",
+                 std::string("applies to XMC and LIBSVM text; data.format ") +
+                     (c.data().format() == IDX ? "IDX is dense pixels" : "ARFF declares its columns") +
+                     ", not 64-bit feature ids");
+    if (c.data().num_features() != 0)
+      return bad("data.num_features", "must be 0 (unset) with data.hashed_features: true: feature ids are any "
+                                      "64-bit integer and the model has no input width; got " +
+                                          std::to_string(c.data().num_features()));
+  } else if (c.data().num_features() <= 0) {
+    return bad("data.num_features", "must be > 0 (the model's input width)");
+  }
   // What the labels and widths must look like depends on the model: the
   // model registry checks those (ValidateModelConfig, worker/model_registry.h).
   if (c.data().format() == IDX) {

@@ -5,6 +5,10 @@
 // ranges; a mixing hash gives the same balance for the dense integer ids of
 // XMC features and labels without a key-range map). Dense tables are
 // range-partitioned into near-equal contiguous slices.
+//
+// The hash covers the whole 64-bit key space, so a table of unknown width
+// (hashed feature ids, data.hashed_features: any uint64 key) needs no range
+// map either: every key, 0 to 2^64 - 1, has exactly one owner.
 #pragma once
 
 #include <cstdint>

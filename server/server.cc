@@ -267,6 +267,10 @@ Status ServerShard::RunLoop() {
             << " MB out, " << stats_.bad_messages << " bad messages; staleness tau mean "
             << stats_.staleness.mean() << " max " << stats_.staleness.max << "; " << stats_.workers_timed_out
             << " workers timed out, " << stats_.workers_rejoined << " rejoined";
+  std::string held;  // rows of each row table at exit (hashed models: the distinct ids trained)
+  for (const auto& t : tables_)
+    if (IsRowTable(t->spec())) held += (held.empty() ? "" : ", ") + t->spec().name() + " " + std::to_string(t->num_rows());
+  if (!held.empty()) LOG(INFO) << log_prefix_ << "rows held at exit: " << held;
   const FramePool::Stats pool = reply_pool_.stats();
   LOG(INFO) << log_prefix_ << "reply frames: " << pool.takes << " pooled, " << pool.reuses << " reused, "
             << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6 << " MB idle";
@@ -879,7 +883,9 @@ void ServerShard::ServePull(const std::string& identity, const Message& m) {
   reply.header.set_version(t.version());
   const int64_t s = t.staleness();
   if (s >= 0 && clocks_.min_clock() < h.clock() - s) ++stats_.bound_violations;  // invariant check
-  const Status filled = FillValues(t, IsDenseTable(t.spec()) ? nullptr : m.KeyData(&key_scratch_), h.num_keys(), &reply);
+  const Status filled = IsRowTable(t.spec()) && h.absent_as_zeros()
+                            ? FillValuesIfPresent(t, m.KeyData(&key_scratch_), h.num_keys(), &reply)
+                            : FillValues(t, IsDenseTable(t.spec()) ? nullptr : m.KeyData(&key_scratch_), h.num_keys(), &reply);
   if (!filled.ok()) {
     ++stats_.bad_messages;
     LOG(ERROR) << log_prefix_ << "PULL from worker " << h.sender_rank() << ": " << filled.message();
@@ -901,6 +907,15 @@ Status ServerShard::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n,
   const uint32_t dim = t.spec().dim();
   reply->values = reply_pool_.Take(n * dim * sizeof(float));
   TETHER_RETURN_IF_ERROR(t.PullRows(keys, n, static_cast<float*>(reply->values.data())));
+  reply->header.set_value_dim(dim);
+  reply->header.set_num_values(n * dim);
+  return Status::OK();
+}
+
+Status ServerShard::FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply) {
+  const uint32_t dim = t.spec().dim();
+  reply->values = reply_pool_.Take(n * dim * sizeof(float));
+  t.PullRowsIfPresent(keys, n, static_cast<float*>(reply->values.data()));
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
   return Status::OK();
@@ -1135,6 +1150,7 @@ ShardStats ServerShard::SnapshotStats() const {
     s.add_bound_wait_seconds(w.bound_wait_s);
     *s.add_workers() = w.stats;
   }
+  for (const auto& t : tables_) s.add_table_rows(IsRowTable(t->spec()) ? t->num_rows() : 0);
   return s;
 }
 

@@ -189,6 +189,9 @@ class ServerShard {
   // slice (dense tables) or the rows of `keys` (n keys, row tables).
   // Errors: the table's (rows past its limit); nothing is filled then.
   Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
+  // FillValues for a PULL with absent_as_zeros (row tables): absent keys
+  // come back as zeros and are not created. Cannot fail.
+  Status FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
   Status CheckWorkerTimeouts();
   // HELLO: checks protocol version, job and generation, shard index,
   // staleness, that no other live connection holds the rank (a second

@@ -272,6 +272,14 @@ bool ServerTable::RowIndex::Contains(uint64_t key) const {
   }
 }
 
+uint64_t ServerTable::RowIndex::Find(uint64_t key) const {
+  if (slots_.empty()) return kAbsent;
+  for (uint64_t i = Home(key);; i = Next(i)) {
+    if (slots_[i].row_plus_one == 0) return kAbsent;
+    if (slots_[i].key == key) return slots_[i].row_plus_one - 1;
+  }
+}
+
 Status ServerTable::LookUp(const uint64_t* keys, uint64_t n) {
   if (index_.size() + n > max_rows_) {
     // Near the limit only: count the rows this request would create.
@@ -336,6 +344,20 @@ Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
     std::memcpy(out + i * dim, base + offsets_[i], dim * sizeof(float));
   }
   return Status::OK();
+}
+
+void ServerTable::PullRowsIfPresent(const uint64_t* keys, uint64_t n, float* out) const {
+  const uint32_t dim = dim_;
+  const float* base = data_.data();
+  for (uint64_t i = 0; i < n; ++i) {
+    if (i + kKeysAhead < n) index_.Prefetch(keys[i + kKeysAhead]);
+    const uint64_t row = index_.Find(keys[i]);
+    if (row == RowIndex::kAbsent) {
+      std::memset(out + i * dim, 0, dim * sizeof(float));
+    } else {
+      std::memcpy(out + i * dim, base + row * stride_, dim * sizeof(float));
+    }
+  }
 }
 
 Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::string& where,

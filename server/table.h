@@ -92,6 +92,12 @@ class ServerTable {
   /// ResourceExhausted when the new rows would take the shard past
   /// max_rows() (nothing is created or copied then).
   Status PullRows(const uint64_t* keys, uint64_t n, float* out);
+  /// Row tables: copies the rows of `n` keys into out (n × dim floats),
+  /// writing dim zeros for a key this shard does not hold and creating
+  /// nothing: evaluation of a hashed model (MessageHeader.absent_as_zeros),
+  /// where an id never trained contributes nothing to the scores and must
+  /// not grow the table. Cannot fail.
+  void PullRowsIfPresent(const uint64_t* keys, uint64_t n, float* out) const;
   /// Row tables: applies gradients g (n × dim) to the rows of `keys`.
   /// Errors: as PullRows (nothing is applied then, and version() does not
   /// move); FailedPrecondition when the optimizer's own step makes a weight
@@ -156,6 +162,9 @@ class ServerTable {
     // Hints the slot of `key` into the cache (no effect on the contents).
     void Prefetch(uint64_t key) const;
     bool Contains(uint64_t key) const;
+    // The row number of `key`, or kAbsent; inserts nothing.
+    static constexpr uint64_t kAbsent = ~uint64_t{0};
+    uint64_t Find(uint64_t key) const;
     // Grows the slots (in one step) for `rows` rows at a load of at most 1/2.
     void Reserve(uint64_t rows) {
       if (2 * (rows + 1) > slots_.size()) Grow(2 * (rows + 1));

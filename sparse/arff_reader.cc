@@ -655,6 +655,9 @@ Status CheckArffOptions(const std::string& path, const ReadOptions& opts) {
                                    " is invalid: need 0 <= partition < num_partitions");
   if (opts.num_features < 0 || opts.num_labels < 0)
     return Status::InvalidArgument(path + ": num_features and num_labels must be >= 0");
+  if (opts.hashed_features)
+    return Status::InvalidArgument(path + ": hashed_features applies to XMC and LIBSVM text; ARFF attributes are "
+                                          "declared columns, not 64-bit ids");
   if (opts.row_subset != nullptr) {
     const std::vector<int64_t>& s = *opts.row_subset;
     for (size_t i = 0; i < s.size(); ++i)

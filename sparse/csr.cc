@@ -24,6 +24,7 @@ CsrMatrix SliceRows(const CsrMatrix& m, int64_t begin, int64_t end) {
   CsrMatrix out;
   out.rows = end - begin;
   out.cols = m.cols;
+  out.col_keys = m.col_keys;
   const int64_t base = m.row_ptr[begin];
   out.row_ptr.resize(static_cast<size_t>(out.rows) + 1);
   for (int64_t r = 0; r <= out.rows; ++r) out.row_ptr[r] = m.row_ptr[begin + r] - base;
@@ -35,6 +36,7 @@ CsrMatrix SliceRows(const CsrMatrix& m, int64_t begin, int64_t end) {
 CsrMatrix GatherRows(const CsrMatrix& m, const std::vector<int64_t>& rows) {
   CsrMatrix out;
   out.cols = m.cols;
+  out.col_keys = m.col_keys;
   int64_t total = 0;
   for (int64_t r : rows) {
     CHECK(0 <= r && r < m.rows) << "GatherRows: row " << r << " outside 0.." << m.rows;

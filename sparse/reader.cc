@@ -63,7 +63,7 @@ class LineParser {
         multilabel_(multilabel), multilabel_why_(std::move(multilabel_why)),
         feature_limit_(infer_features ? kMaxDim : num_features),
         label_limit_(infer_labels ? kMaxDim : num_labels),
-        infer_features_(infer_features), infer_labels_(infer_labels) {}
+        infer_features_(infer_features), infer_labels_(infer_labels), hashed_(opts.hashed_features) {}
 
   // Parses [b, e) (one non-blank line, no '\n') into the scratch row.
   // Returns a non-OK Status for a malformed line; sets *bad (and returns OK)
@@ -72,6 +72,7 @@ class LineParser {
     line_no_ = line_no;
     bad->clear();
     feats_.clear();
+    hashed_feats_.clear();
     labels_.clear();
     target_ = 0;
     max_col_ = -1;
@@ -139,12 +140,19 @@ class LineParser {
       first_feature_token = false;
       p = t;
     }
-    TETHER_RETURN_IF_ERROR(SortFeatures(bad));
+    if (hashed_) {
+      TETHER_RETURN_IF_ERROR(SortFeatures(&hashed_feats_, &hashed_ids_, bad));
+    } else {
+      TETHER_RETURN_IF_ERROR(SortFeatures(&feats_, &ids_, bad));
+    }
     return SortLabels();
   }
 
   // Results of the last successful Parse.
   const std::vector<uint32_t>& feature_ids() const { return ids_; }
+  /// ReadOptions::hashed_features: the line's 64-bit feature ids (after the
+  /// index base), sorted and unique; feature_ids() is then empty.
+  const std::vector<uint64_t>& hashed_feature_ids() const { return hashed_ids_; }
   const std::vector<float>& feature_values() const { return vals_; }
   const std::vector<uint32_t>& labels() const { return labels_; }
   float target() const { return target_; }
@@ -216,7 +224,13 @@ class LineParser {
       return Status::InvalidArgument(msg);
     }
     uint64_t idx = 0;
+    // std::from_chars into uint64_t: exact for every id up to 2^64 - 1 (a
+    // double would merge 2^63 + 1 and 2^63 + 2), kTooLarge past it.
     const UintParse r = ParseUint(b, colon, &idx);
+    if (r == UintParse::kTooLarge && hashed_) {
+      return Status::InvalidArgument(At(path_, line_no_) + "feature id too large in token " + Quote(tok) +
+                                     ": hashed feature ids are at most 18446744073709551615 (2^64 - 1)");
+    }
     if (r == UintParse::kTooLarge) {
       return Status::InvalidArgument(At(path_, line_no_) + "feature index too large in token " +
                                      Quote(tok));
@@ -231,6 +245,7 @@ class LineParser {
                                      " indexing (token " + Quote(tok) + ")");
     }
     const uint64_t col = idx - base_;
+    if (hashed_) return ParseHashedValue(tok, col, colon, e, bad);
     if (col >= feature_limit_) {
       std::string msg = At(path_, line_no_) + "feature index " + std::to_string(idx) +
                         " is out of range (token " + Quote(tok) + "): ";
@@ -265,19 +280,42 @@ class LineParser {
     return Status::OK();
   }
 
-  Status SortFeatures(std::string* bad) {
-    const auto by_col = [](const std::pair<uint32_t, float>& a, const std::pair<uint32_t, float>& b) {
+  // The value part of a hashed feature token (the id is checked already).
+  Status ParseHashedValue(std::string_view tok, uint64_t id, const char* colon, const char* e, std::string* bad) {
+    if (colon + 1 == e) {
+      return Status::InvalidArgument(At(path_, line_no_) + "missing value in token " + Quote(tok));
+    }
+    float v = 0;
+    const NumKind k = ParseFloat(colon + 1, e, &v);
+    if (k == NumKind::kSyntax) {
+      return Status::InvalidArgument(At(path_, line_no_) + "invalid value in token " + Quote(tok) +
+                                     ": expected a number");
+    }
+    if (k != NumKind::kOk) {
+      if (bad->empty()) *bad = Quote(tok) + " " + NumKindText(k);
+      return Status::OK();
+    }
+    hashed_feats_.emplace_back(id, v);
+    return Status::OK();
+  }
+
+  // *feats (the line's (id, value) pairs as written) into sorted unique
+  // *ids and vals_, applying the duplicate policy.
+  template <typename Id>
+  Status SortFeatures(std::vector<std::pair<Id, float>>* feats, std::vector<Id>* ids, std::string* bad) {
+    const auto by_col = [](const std::pair<Id, float>& a, const std::pair<Id, float>& b) {
       return a.first < b.first;
     };
     bool strictly_increasing = true;
-    for (size_t i = 1; i < feats_.size() && strictly_increasing; ++i) {
-      strictly_increasing = feats_[i - 1].first < feats_[i].first;
+    for (size_t i = 1; i < feats->size() && strictly_increasing; ++i) {
+      strictly_increasing = (*feats)[i - 1].first < (*feats)[i].first;
     }
     // Stable, so that kKeepLast keeps the value written last on the line.
-    if (!strictly_increasing) std::stable_sort(feats_.begin(), feats_.end(), by_col);
+    if (!strictly_increasing) std::stable_sort(feats->begin(), feats->end(), by_col);
+    std::vector<Id>& ids_ = *ids;
     ids_.clear();
     vals_.clear();
-    for (const auto& [col, v] : feats_) {
+    for (const auto& [col, v] : *feats) {
       if (!ids_.empty() && ids_.back() == col) {
         switch (opts_.duplicates) {
           case DuplicatePolicy::kError:
@@ -327,9 +365,12 @@ class LineParser {
   const uint64_t label_limit_;
   const bool infer_features_;
   const bool infer_labels_;
+  const bool hashed_;  // ReadOptions::hashed_features
   int64_t line_no_ = 0;
   std::vector<std::pair<uint32_t, float>> feats_;
   std::vector<uint32_t> ids_;
+  std::vector<std::pair<uint64_t, float>> hashed_feats_;  // hashed_ only
+  std::vector<uint64_t> hashed_ids_;
   std::vector<float> vals_;
   std::vector<uint32_t> labels_;
   float target_ = 0;
@@ -389,6 +430,11 @@ Status ValidateOptions(const std::string& path, const ReadOptions& opts) {
                                    " of " + std::to_string(opts.num_partitions) +
                                    " is invalid: need 0 <= partition < num_partitions");
   }
+  if (opts.hashed_features && opts.num_features != 0) {
+    return Status::InvalidArgument(path + ": num_features must be 0 with hashed_features (feature ids are any "
+                                   "64-bit integer; the model has no input width), got " +
+                                   std::to_string(opts.num_features));
+  }
   if (opts.num_features < 0 || static_cast<uint64_t>(opts.num_features) > kMaxDim) {
     return Status::InvalidArgument(path + ": num_features " + std::to_string(opts.num_features) +
                                    " is outside 0.." + std::to_string(kMaxDim));
@@ -414,7 +460,7 @@ Status ValidateOptions(const std::string& path, const ReadOptions& opts) {
 Status CheckOptions(const std::string& path, const ReadOptions& opts) {
   TETHER_RETURN_IF_ERROR(ValidateOptions(path, opts));
   const bool sharded = opts.num_partitions > 1 || opts.row_subset != nullptr;
-  if (opts.format == DataFormat::kLibsvm && sharded && opts.num_features == 0) {
+  if (opts.format == DataFormat::kLibsvm && sharded && opts.num_features == 0 && !opts.hashed_features) {
     return Status::InvalidArgument(
         path + ": num_features must be set when reading a share of a LIBSVM file "
                "(num_partitions > 1 or row_subset): each share would infer its own width");
@@ -428,6 +474,32 @@ struct TextPos {
   int64_t first_line_no = 1;  // 1-based file line of the text's first line
   bool block = false;         // data lines only: no XMC header, no file-level checks
 };
+// Hashed features: `ids` holds every entry's 64-bit id in CSR order (rows
+// sorted and unique); gives each distinct id a column in increasing id
+// order, fills m->col_idx, col_keys and cols. Rows stay sorted, as the
+// column order is the id order. Consumes *ids (its memory is reused for the
+// dictionary's sort). Error: InvalidArgument past 2^32 - 1 distinct ids.
+Status AssignHashedColumns(const std::string& path, std::vector<uint64_t>* ids, CsrMatrix* m) {
+  auto dict = std::make_shared<std::vector<uint64_t>>(*ids);
+  std::sort(dict->begin(), dict->end());
+  dict->erase(std::unique(dict->begin(), dict->end()), dict->end());
+  dict->shrink_to_fit();
+  if (dict->size() > kMaxDim) {
+    return Status::InvalidArgument(path + ": " + std::to_string(dict->size()) +
+                                   " distinct hashed feature ids in this reader's share; a share holds at most " +
+                                   std::to_string(kMaxDim) + " (read it in more partitions: more workers)");
+  }
+  m->col_idx.resize(ids->size());
+  const uint64_t* begin = dict->data();
+  const uint64_t* end = begin + dict->size();
+  for (size_t i = 0; i < ids->size(); ++i) {
+    m->col_idx[i] = static_cast<uint32_t>(std::lower_bound(begin, end, (*ids)[i]) - begin);
+  }
+  std::vector<uint64_t>().swap(*ids);
+  m->cols = static_cast<int64_t>(dict->size());
+  m->col_keys = std::move(dict);
+  return Status::OK();
+}
 
 // Parses decoded text (options already checked). `path` names it in messages.
 StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
@@ -534,6 +606,8 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
   if (xmc && !text_pos.block) {
     uint64_t hdr[3] = {0, 0, 0};
     TETHER_RETURN_IF_ERROR(ParseXmcHeader(path, header_line, hdr));
+    // Hashed features: the header's F is not used (ids are any uint64).
+    if (opts.hashed_features) hdr[1] = 0;
     if (hdr[1] > kMaxDim || hdr[2] > kMaxDim) {
       return Status::InvalidArgument(At(path, 1) + "header dimensions " + std::to_string(hdr[1]) +
                                      " x " + std::to_string(hdr[2]) +
@@ -583,7 +657,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
 
   // Pass 2: parse this share.
   Dataset ds;
-  const bool infer_features = !xmc && num_features == 0;
+  const bool infer_features = !xmc && num_features == 0 && !opts.hashed_features;
   const bool infer_labels = !xmc && multilabel && num_labels == 0;
   LineParser parser(path, opts, multilabel, multilabel_why, num_features, infer_features,
                     num_labels, infer_labels);
@@ -598,6 +672,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
   bool any_feature = false, any_label = false;
   std::string bad;
   std::vector<float> ones;  // label values
+  std::vector<uint64_t> hashed_ids;  // hashed_features: every kept row's ids, in CSR order
   ds.source_lines.reserve(mine.size());
   for (const LineRef& ln : mine) {
     const Status st = parser.Parse(data + ln.begin, data + ln.end, ln.line_no, &bad);
@@ -643,8 +718,18 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
       ++ds.unlabeled_rows;
       if (opts.skip_unlabeled) continue;
     }
-    const auto& ids = parser.feature_ids();
-    ds.features.AppendRow(ids.data(), parser.feature_values().data(), ids.size());
+    if (opts.hashed_features) {
+      // Columns are assigned once the share's distinct ids are known (below).
+      const auto& ids = parser.hashed_feature_ids();
+      hashed_ids.insert(hashed_ids.end(), ids.begin(), ids.end());
+      ds.features.values.insert(ds.features.values.end(), parser.feature_values().begin(),
+                                parser.feature_values().end());
+      ds.features.row_ptr.push_back(static_cast<int64_t>(hashed_ids.size()));
+      ++ds.features.rows;
+    } else {
+      const auto& ids = parser.feature_ids();
+      ds.features.AppendRow(ids.data(), parser.feature_values().data(), ids.size());
+    }
     const auto& labels = parser.labels();
     if (labels.size() > ones.size()) ones.resize(labels.size(), 1.0f);
     ds.labels.AppendRow(labels.data(), ones.data(), labels.size());
@@ -695,6 +780,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content,
                  << " from the largest label id seen";
   }
   ds.features.cols = static_cast<int64_t>(num_features);
+  if (opts.hashed_features) TETHER_RETURN_IF_ERROR(AssignHashedColumns(path, &hashed_ids, &ds.features));
   ds.labels.cols = (xmc || multilabel) ? static_cast<int64_t>(num_labels) : 0;
 
   const int64_t kept = ds.features.rows;

@@ -116,6 +116,15 @@ struct ReadOptions {
   /// counted in Dataset::unlabeled_rows and logged.
   bool skip_unlabeled = false;
 
+  /// Hashed 64-bit feature ids (XMC and LIBSVM; ARFF refuses it): every
+  /// feature id is any integer up to 2^64 - 1, parsed exactly with
+  /// std::from_chars into uint64_t (never through a double); a larger one
+  /// is InvalidArgument "path:line: feature id too large in token '...'".
+  /// num_features must be 0 and the XMC header's F is not used. The result's
+  /// features carry the ids in CsrMatrix::col_keys (sparse/csr.h): cols is
+  /// the number of distinct ids in this share, at most 2^32 - 1.
+  bool hashed_features = false;
+
   /// ARFF only: MULAN's label XML file (plain or gzip), whose <label name=..>
   /// elements name the label attributes. Empty: the last num_labels
   /// attributes are the labels (num_labels is then required).

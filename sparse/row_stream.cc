@@ -5,6 +5,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <memory>
+#include <iterator>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -30,7 +32,44 @@ int OwnerOf(uint64_t pos, uint64_t total, int n) {
   return n - 1;
 }
 
+// Hashed features (data.hashed_features): each parsed piece numbers its
+// columns in its own dictionary (src.col_keys); appending re-keys both
+// matrices into the sorted union of the two, which keeps every row sorted
+// (the maps are increasing). O(nnz(dst) + keys) per append.
+void AppendHashedCsr(const CsrMatrix& src, CsrMatrix* dst) {
+  static const std::vector<uint64_t> kNone;
+  const std::vector<uint64_t>& a = dst->col_keys != nullptr ? *dst->col_keys : kNone;
+  const std::vector<uint64_t>& b = *src.col_keys;
+  auto merged = std::make_shared<std::vector<uint64_t>>();
+  merged->reserve(a.size() + b.size());
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(*merged));
+  CHECK_LE(merged->size(), static_cast<size_t>(UINT32_MAX)) << "distinct hashed feature ids in one share";
+  auto remap = [&merged](const std::vector<uint64_t>& keys) {
+    std::vector<uint32_t> to(keys.size());
+    size_t j = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      while ((*merged)[j] < keys[i]) ++j;
+      to[i] = static_cast<uint32_t>(j);
+    }
+    return to;
+  };
+  if (!a.empty()) {
+    const std::vector<uint32_t> map_a = remap(a);
+    for (uint32_t& c : dst->col_idx) c = map_a[c];
+  }
+  const std::vector<uint32_t> map_b = remap(b);
+  const int64_t base = dst->nnz();
+  for (int64_t r = 1; r <= src.rows; ++r) dst->row_ptr.push_back(base + src.row_ptr[r]);
+  dst->col_idx.reserve(dst->col_idx.size() + src.col_idx.size());
+  for (uint32_t c : src.col_idx) dst->col_idx.push_back(map_b[c]);
+  dst->values.insert(dst->values.end(), src.values.begin(), src.values.end());
+  dst->rows += src.rows;
+  dst->cols = static_cast<int64_t>(merged->size());
+  dst->col_keys = std::move(merged);
+}
+
 void AppendCsr(const CsrMatrix& src, CsrMatrix* dst) {
+  if (src.col_keys != nullptr) return AppendHashedCsr(src, dst);
   const int64_t base = dst->nnz();
   for (int64_t r = 1; r <= src.rows; ++r) dst->row_ptr.push_back(base + src.row_ptr[r]);
   dst->col_idx.insert(dst->col_idx.end(), src.col_idx.begin(), src.col_idx.end());

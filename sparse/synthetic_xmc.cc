@@ -75,6 +75,7 @@ Status ValidateSyntheticXmcOptions(const SyntheticXmcOptions& o) {
   if (!(o.label_exponent >= 0) || !(o.feature_exponent >= 0)) return bad("exponents must be >= 0");
   if (o.features_per_label < 1) return bad("features_per_label must be >= 1");
   if (!(o.signal_fraction >= 0 && o.signal_fraction <= 1)) return bad("signal_fraction must be in [0, 1]");
+  if (o.feature_id_bits != 32 && o.feature_id_bits != 64) return bad("feature_id_bits must be 32 or 64");
   return Status::OK();
 }
 
@@ -133,6 +134,11 @@ void SyntheticXmcGenerator::NextRow(std::vector<uint32_t>* labels, std::vector<u
   for (float& v : *values) v *= inv;
 }
 
+uint64_t SyntheticXmcGenerator::FeatureId(uint32_t f) const {
+  if (o_.feature_id_bits != 64) return f;
+  return MixKey(uint64_t{f} + MixKey(o_.seed ^ 0x68617368ull));  // "hash"
+}
+
 void SyntheticXmcGenerator::Generate(int64_t rows, CsrMatrix* features, CsrMatrix* labels) {
   *features = CsrMatrix();
   *labels = CsrMatrix();
@@ -158,6 +164,7 @@ Status SyntheticXmcGenerator::WriteXmcFile(int64_t rows, const std::string& path
                      std::to_string(o_.num_labels) + "\n";
   std::vector<uint32_t> l, f;
   std::vector<float> v;
+  std::vector<std::pair<uint64_t, float>> hashed;  // feature_id_bits 64: (id, value), sorted by id
   char buf[48];
   constexpr size_t kFlushBytes = size_t{1} << 20;  // few write calls, bounded memory
   for (int64_t r = 0; r < rows; ++r) {
@@ -166,7 +173,16 @@ Status SyntheticXmcGenerator::WriteXmcFile(int64_t rows, const std::string& path
       if (i > 0) text += ',';
       text += std::to_string(l[i]);
     }
-    for (size_t i = 0; i < f.size(); ++i) {
+    if (o_.feature_id_bits == 64) {
+      hashed.clear();
+      for (size_t i = 0; i < f.size(); ++i) hashed.emplace_back(FeatureId(f[i]), v[i]);
+      std::sort(hashed.begin(), hashed.end());
+      for (const auto& [id, value] : hashed) {
+        std::snprintf(buf, sizeof(buf), " %llu:%.6g", static_cast<unsigned long long>(id), value);
+        text += buf;
+      }
+    }
+    for (size_t i = 0; i < f.size() && o_.feature_id_bits != 64; ++i) {
       // Six significant digits: values survive the text round trip to ~1e-6.
       std::snprintf(buf, sizeof(buf), " %u:%.6g", f[i], v[i]);
       text += buf;

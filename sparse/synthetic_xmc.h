@@ -19,6 +19,10 @@
 //
 // Output: the Extreme Classification Repository text format ("N F L"
 // header; "l1,l2 f:v f:v" rows; 0-based ids) that sparse/reader.h reads.
+// With feature_id_bits 64, each feature f in [0, F) is written as the id
+// FeatureId(f), spread over the whole 64-bit range (a seeded bijection, so
+// the F features stay F distinct ids), for data.hashed_features; the header
+// still says F (the number of distinct ids the file can hold).
 //
 // Deterministic for a given seed and options (std::mt19937_64 and
 // std::*_distribution of libstdc++). Thread-compatible: one generator per
@@ -45,6 +49,9 @@ struct SyntheticXmcOptions {
   int64_t features_per_label = 20; // signature length of a label (>= 1)
   double signal_fraction = 0.6;    // share of feature draws taken from label signatures, [0, 1]
   uint64_t seed = 1;
+  /// 32: feature ids are 0..F-1 as drawn; 64: WriteXmcFile writes feature f
+  /// as FeatureId(f), anywhere in [0, 2^64) (hashed features).
+  int feature_id_bits = 32;
 };
 
 /// Sets F, L, mean non-zeros and labels per row, and train/test row counts
@@ -67,8 +74,13 @@ class SyntheticXmcGenerator {
   /// their values (same length as features). Outputs are overwritten.
   void NextRow(std::vector<uint32_t>* labels, std::vector<uint32_t>* features, std::vector<float>* values);
 
-  /// The next `rows` rows as CSR features (rows × F) and labels (rows × L,
-  /// values 1).
+  /// The id WriteXmcFile writes for feature f < F: f itself with
+  /// feature_id_bits 32; with 64, MixKey(f + MixKey(seed ^ constant)), a
+  /// bijection of the 64-bit integers (distinct f give distinct ids).
+  uint64_t FeatureId(uint32_t f) const;
+
+  /// The next `rows` rows as CSR features (rows × F, columns 0..F-1 as
+  /// drawn, whatever feature_id_bits) and labels (rows × L, values 1).
   void Generate(int64_t rows, CsrMatrix* features, CsrMatrix* labels);
 
   /// Writes the next `rows` rows to `path` in XMC text format, header first,

@@ -106,7 +106,8 @@ Status ResolveXmcWidths(JobConfig* config) {
     return Status::OK();
   }
   TETHER_ASSIGN_OR_RETURN(auto header, ReadXmcHeader(d->train_file()));
-  if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header[1]));
+  // Hashed features: the header's F is not a width (ids are any uint64).
+  if (d->num_features() == 0 && !d->hashed_features()) d->set_num_features(static_cast<int64_t>(header[1]));
   if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header[2]));
   return Status::OK();
 }

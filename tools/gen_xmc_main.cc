@@ -25,6 +25,9 @@ DEFINE_double(feature_exponent, 1.0, "power-law exponent of background feature f
 DEFINE_int64(features_per_label, 20, "feature ids in each label's signature");
 DEFINE_double(signal_fraction, 0.6, "share of feature draws taken from the row's label signatures");
 DEFINE_uint64(seed, 1, "random seed");
+DEFINE_int32(feature_id_bits, 32,
+             "32: feature ids 0..F-1; 64: the F features are written as distinct ids spread over the whole "
+             "64-bit range, deterministic by --seed (for data.hashed_features: true)");
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   o.features_per_label = FLAGS_features_per_label;
   o.signal_fraction = FLAGS_signal_fraction;
   o.seed = FLAGS_seed;
+  o.feature_id_bits = FLAGS_feature_id_bits;
   tether::Status st = tether::ValidateSyntheticXmcOptions(o);
   if (!st.ok()) {
     std::fprintf(stderr, "tether-gen-xmc: %s\n", st.message().c_str());
@@ -70,9 +74,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tether-gen-xmc: %s\n", st.message().c_str());
       return 1;
     }
-    std::printf("tether-gen-xmc: wrote %s: %lld rows, %lld features, %lld labels\n", path.c_str(),
+    std::printf("tether-gen-xmc: wrote %s: %lld rows, %lld features%s, %lld labels\n", path.c_str(),
                 static_cast<long long>(rows), static_cast<long long>(o.num_features),
-                static_cast<long long>(o.num_labels));
+                o.feature_id_bits == 64 ? " (64-bit ids)" : "", static_cast<long long>(o.num_labels));
   }
   std::printf("tether-gen-xmc: %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -173,6 +173,10 @@ StatusOr<Predictions> PredictRows(const TrainedModel& model, const LabelCounts& 
   if (options.top_k < 1) return Status::InvalidArgument("top_k must be >= 1, got " + std::to_string(options.top_k));
   const LabelKind kind = LabelKindOf(c);
   const std::string name = ModelKindName(c);
+  if (c.data().hashed_features())
+    return Status::InvalidArgument(
+        "the model was trained with data.hashed_features (64-bit feature ids); tether-predict scores models with "
+        "a declared input width only: evaluate a hashed model with data.test_file in the training job");
 
   // The tables every thread shares, and a factory of per-thread scorers.
   XmcShared xmc;

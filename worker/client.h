@@ -176,6 +176,13 @@ class WorkerClient {
   /// (FailedPrecondition), DataLoss (a reply of the wrong size), a send's
   /// error.
   [[nodiscard]] RequestHandle PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out);
+  /// PullRows for evaluating a hashed model: a key the server does not hold
+  /// comes back as dim zeros and is not created there (PULL with
+  /// MessageHeader.absent_as_zeros). Bypasses the cache both ways (reads the
+  /// servers' rows; stores nothing, so a zero row never stands in for a row
+  /// training creates later). Counted in pulls/rows_pulled/rows_read like
+  /// PullRows. Errors as PullRows.
+  [[nodiscard]] RequestHandle PullRowsIfPresent(uint32_t table, const std::vector<uint64_t>& keys, float* out);
   /// Pushes gradients `grads` (keys.size() × dim, copied at once) for `keys`
   /// (sorted, unique). The handle may be dropped (failures are also sticky).
   RequestHandle PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads);

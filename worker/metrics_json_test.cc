@@ -71,7 +71,7 @@ TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
       "rows_pushed": 30, "updates_applied": 31, "bytes_in": 500, "bytes_out": 600, "deferred_pulls": 2,
       "bound_violations": 0, "bad_messages": 1, "workers_timed_out": 0, "workers_rejoined": 0,
       "staleness_histogram": [1, 2, 1], "staleness_max": 2, "staleness_mean": 1.0,
-      "bound_wait_seconds": [0.5, 0.25, 0.0]})"));
+      "bound_wait_seconds": [0.5, 0.25, 0.0], "table_rows": []})"));
   EXPECT_TRUE(s0["staleness_mean"].is_number_float());  // 1.0, not 1
   EXPECT_TRUE(s0["bound_wait_seconds"][2].is_number_float());
   EXPECT_TRUE(s0["pulls"].is_number_integer());

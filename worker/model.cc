@@ -5,6 +5,7 @@
 #include "worker/model.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "worker/builtin_models.h"
@@ -16,6 +17,21 @@
 
 namespace tether {
 namespace {
+
+// Hashed features (data.hashed_features): the input width is unknown, so a
+// model's F is "any": a minibatch's distinct ids are its only bound.
+int64_t InputWidth(const JobConfig& config) {
+  return config.data().hashed_features() ? std::numeric_limits<int64_t>::max() : config.data().num_features();
+}
+
+// Pulls the input-layer rows of `keys`: during the evaluation of a hashed
+// model without creating rows for ids never trained (they read as zeros:
+// an untrained feature contributes nothing); otherwise a normal pull, which
+// creates untouched rows with the table's initializer.
+RequestHandle PullInputRows(WorkerClient* client, uint32_t table, const std::vector<uint64_t>& keys, float* out,
+                            bool hashed, bool evaluating) {
+  return hashed && evaluating ? client->PullRowsIfPresent(table, keys, out) : client->PullRows(table, keys, out);
+}
 
 // ---------------------------------------------------------------- XMC MLP
 
@@ -30,8 +46,8 @@ namespace {
 // transfer. On the CPU backend none of these copies happen.
 class XmcMlpModel final : public Model {
  public:
-  XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2)
-      : shape_(shape), model_(shape, backend), backend_(backend), w1_id_(w1), b1_id_(b1), w2_id_(w2),
+  XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2, bool hashed)
+      : shape_(shape), model_(shape, backend), backend_(backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), hashed_(hashed),
         params_(backend), grads_(backend) {
     const int64_t l = shape.num_labels;
     label_keys_.resize(l);
@@ -48,7 +64,7 @@ class XmcMlpModel final : public Model {
     SetLayout();
     TETHER_RETURN_IF_ERROR(params_.Resize(total_));
     float* host = params_.host();
-    TETHER_RETURN_IF_ERROR(WaitAllOf({client->PullRows(w1_id_, keys_, host),
+    TETHER_RETURN_IF_ERROR(WaitAllOf({PullInputRows(client, w1_id_, keys_, host, hashed_, evaluating_),
                                       client->PullDense(b1_id_, host + off_b1_),
                                       client->PullRows(w2_id_, label_keys_, host + off_w2_)}));
     // w2 rows are [weights(H), bias]: the model reads the weights in place
@@ -86,6 +102,12 @@ class XmcMlpModel final : public Model {
     return model_.Predict(x_dev_, Params(), scores);
   }
 
+  Status BeginEvaluation(WorkerClient* /*client*/) override {
+    evaluating_ = true;
+    return Status::OK();
+  }
+  void EndEvaluation() override { evaluating_ = false; }
+
  private:
   // Offsets (floats) of the packed parameter / gradient arrays for U = keys_.size().
   void SetLayout() {
@@ -106,6 +128,8 @@ class XmcMlpModel final : public Model {
   XmcMlp model_;
   Backend* backend_;
   uint32_t w1_id_, b1_id_, w2_id_;
+  bool hashed_;             // data.hashed_features
+  bool evaluating_ = false;  // between BeginEvaluation and EndEvaluation
   std::vector<uint64_t> keys_, label_keys_;
   CsrMatrix x_local_;
   BackendCsr x_dev_, y_dev_;
@@ -120,8 +144,9 @@ class XmcMlpModel final : public Model {
 // go up in one transfer; the gradients come down in one (as XmcMlpModel).
 class SparseLrModel final : public Model {
  public:
-  SparseLrModel(int64_t num_features, Backend* backend, uint32_t w, uint32_t b)
-      : model_(num_features, backend), backend_(backend), w_id_(w), b_id_(b), params_(backend), grads_(backend) {}
+  SparseLrModel(int64_t num_features, Backend* backend, uint32_t w, uint32_t b, bool hashed)
+      : model_(num_features, backend), backend_(backend), w_id_(w), b_id_(b), hashed_(hashed), params_(backend),
+        grads_(backend) {}
 
   std::string name() const override { return "sparse_lr"; }
   LabelKind label_kind() const override { return LabelKind::kBinary; }
@@ -132,9 +157,16 @@ class SparseLrModel final : public Model {
     const size_t u = keys_.size();
     TETHER_RETURN_IF_ERROR(params_.Resize(u + 1));
     float* host = params_.host();
-    TETHER_RETURN_IF_ERROR(WaitAllOf({client->PullRows(w_id_, keys_, host), client->PullDense(b_id_, host + u)}));
+    TETHER_RETURN_IF_ERROR(WaitAllOf(
+        {PullInputRows(client, w_id_, keys_, host, hashed_, evaluating_), client->PullDense(b_id_, host + u)}));
     return params_.Upload();
   }
+
+  Status BeginEvaluation(WorkerClient* /*client*/) override {
+    evaluating_ = true;
+    return Status::OK();
+  }
+  void EndEvaluation() override { evaluating_ = false; }
 
   StatusOr<float> ComputeGradients(const Minibatch& batch) override {
     TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMMAndTransposed, &x_dev_));
@@ -167,6 +199,8 @@ class SparseLrModel final : public Model {
   SparseLr model_;
   Backend* backend_;
   uint32_t w_id_, b_id_;
+  bool hashed_;             // data.hashed_features
+  bool evaluating_ = false;  // between BeginEvaluation and EndEvaluation
   std::vector<uint64_t> keys_;
   CsrMatrix x_local_;
   BackendCsr x_dev_, y_dev_;
@@ -290,7 +324,8 @@ StatusOr<std::unique_ptr<Model>> CreateSparseLrModel(const JobConfig& config, co
                                                      Backend* backend, int /*rank*/) {
   TETHER_ASSIGN_OR_RETURN(uint32_t w, FindTable(tables, "w", TableSpec::ROW, 1));
   TETHER_ASSIGN_OR_RETURN(uint32_t b, FindTable(tables, "b", TableSpec::DENSE, 1));
-  return std::unique_ptr<Model>(std::make_unique<SparseLrModel>(config.data().num_features(), backend, w, b));
+  return std::unique_ptr<Model>(
+      std::make_unique<SparseLrModel>(InputWidth(config), backend, w, b, config.data().hashed_features()));
 }
 
 StatusOr<std::unique_ptr<Model>> CreateDenseMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
@@ -315,7 +350,7 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
                                                    Backend* backend, int rank) {
   if (config.model().sampled_labels() > 0) return CreateSampledXmcMlpModel(config, tables, backend, rank);
   XmcMlpShape shape;
-  shape.num_features = config.data().num_features();
+  shape.num_features = InputWidth(config);
   shape.hidden = config.model().hidden();
   shape.num_labels = config.data().num_labels();
   shape.loss = config.model().loss() == BCE ? XmcLoss::kBce : XmcLoss::kSoftmax;
@@ -323,7 +358,8 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
   TETHER_ASSIGN_OR_RETURN(uint32_t w1, FindTable(tables, "w1", TableSpec::ROW, h));
   TETHER_ASSIGN_OR_RETURN(uint32_t b1, FindTable(tables, "b1", TableSpec::DENSE, h));
   TETHER_ASSIGN_OR_RETURN(uint32_t w2, FindTable(tables, "w2", TableSpec::ROW, h + 1));
-  return std::unique_ptr<Model>(std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2));
+  return std::unique_ptr<Model>(
+      std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2, config.data().hashed_features()));
 }
 
 }  // namespace tether

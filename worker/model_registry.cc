@@ -47,13 +47,20 @@ Status ValidateXmcMlp(const JobConfig& c) {
 
 // w1: row table, key = feature id, H floats; b1: dense, H; w2: row table,
 // key = label id, H + 1 floats (the label's weights then its bias).
+// Hashed features (data.hashed_features): w1's keys are any uint64 (num_keys
+// 0), and the Glorot bound cannot use the unknown width F as fan-in; it
+// uses fan-in = fan-out = H, i.e. bound init_scale · sqrt(3 / H): with rows
+// of unit L2 norm (normalize_rows, or tether-gen-xmc's data) a hidden
+// unit's pre-activation then has variance about 1 / H, whatever the number
+// of distinct ids.
 std::vector<TableSpec> XmcMlpTables(const JobConfig& c) {
   const auto h = static_cast<uint64_t>(c.model().hidden());
-  const double f = static_cast<double>(c.data().num_features());
+  const bool hashed = c.data().hashed_features();
+  const double f = hashed ? static_cast<double>(h) : static_cast<double>(c.data().num_features());
   const double l = static_cast<double>(c.data().num_labels());
   std::vector<TableSpec> t;
   t.push_back(MakeTable(c, "w1", TableSpec::ROW, h, f, static_cast<double>(h)));
-  t.back().set_num_keys(static_cast<uint64_t>(c.data().num_features()));
+  t.back().set_num_keys(hashed ? 0 : static_cast<uint64_t>(c.data().num_features()));
   t.push_back(MakeTable(c, "b1", TableSpec::DENSE, h));
   t.push_back(MakeTable(c, "w2", TableSpec::ROW, h + 1, static_cast<double>(h), l));
   t.back().set_num_keys(static_cast<uint64_t>(c.data().num_labels()));
@@ -73,7 +80,8 @@ Status ValidateSparseLr(const JobConfig& c) {
 std::vector<TableSpec> SparseLrTables(const JobConfig& c) {
   std::vector<TableSpec> t;
   t.push_back(MakeTable(c, "w", TableSpec::ROW, 1));
-  t.back().set_num_keys(static_cast<uint64_t>(c.data().num_features()));
+  // Hashed features: any uint64 key (num_keys 0).
+  t.back().set_num_keys(c.data().hashed_features() ? 0 : static_cast<uint64_t>(c.data().num_features()));
   t.push_back(MakeTable(c, "b", TableSpec::DENSE, 1));
   return t;
 }
@@ -86,6 +94,9 @@ Status ValidateDenseMlp(const JobConfig& c) {
        "model.type DENSE_MLP reads single-label LIBSVM or IDX data"},
       {c.data().num_labels() < 2, "data.num_labels", "must be ≥ 2 for model.type DENSE_MLP (the number of classes)"},
       {narrowest < 1, "model.hidden_layers", "every width must be ≥ 1, got " + std::to_string(narrowest)},
+      {c.data().hashed_features(), "data.hashed_features",
+       "model.type DENSE_MLP has a dense input layer of data.num_features columns; hashed 64-bit ids need a "
+       "sparse model (XMC_MLP, SPARSE_LR)"},
   });
 }
 

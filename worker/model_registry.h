@@ -90,6 +90,10 @@ std::vector<int64_t> DenseMlpLayerWidths(const JobConfig& config);
 /// A row or dense table for ModelInfo::tables: `width` is dim (row) or size
 /// (dense); a uniform initializer gets init_scale · sqrt(6 / (fan_in +
 /// fan_out)) (Glorot & Bengio, AISTATS 2010); fan_in = 0 means zeros.
+/// With data.hashed_features the input width is unknown: the built-in
+/// XMC_MLP then gives w1 fan_in = fan_out = model.hidden (H), a bound of
+/// init_scale · sqrt(3 / H), and num_keys 0 (any uint64 key); SPARSE_LR's
+/// w stays zeros. A registered model reading hashed data decides its own.
 TableSpec MakeTable(const JobConfig& config, const std::string& name, TableSpec::Kind kind, uint64_t width,
                     double fan_in = 0, double fan_out = 0);
 

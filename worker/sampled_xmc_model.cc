@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -16,9 +17,9 @@ namespace {
 class SampledXmcMlpModel final : public Model {
  public:
   SampledXmcMlpModel(const XmcMlpShape& shape, int64_t k, uint64_t seed, Backend* backend, uint32_t w1, uint32_t b1,
-                     uint32_t w2)
+                     uint32_t w2, bool hashed)
       : shape_(shape), k_(k), backend_(backend), rng_(seed), w1_id_(w1), b1_id_(b1),
-        w2_id_(w2), b1_(shape.hidden) {}
+        w2_id_(w2), hashed_(hashed), b1_(shape.hidden) {}
 
   std::string name() const override { return "sampled_xmc_mlp"; }
   // The negatives' generator: a resumed run draws what the uninterrupted
@@ -43,7 +44,9 @@ class SampledXmcMlpModel final : public Model {
     TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
     w1_.resize(keys_.size() * h);
     pulls_.clear();
-    pulls_.push_back(client->PullRows(w1_id_, keys_, w1_.data()));
+    // Evaluating a hashed model: ids never trained read as zeros, uncreated.
+    pulls_.push_back(hashed_ && evaluating_ ? client->PullRowsIfPresent(w1_id_, keys_, w1_.data())
+                                            : client->PullRows(w1_id_, keys_, w1_.data()));
     pulls_.push_back(client->PullDense(b1_id_, b1_.data()));
     if (!evaluating_) {
       y_ = SliceRows(*batch.labels, batch.begin, batch.end);
@@ -125,6 +128,7 @@ class SampledXmcMlpModel final : public Model {
   Backend* backend_;
   std::mt19937_64 rng_;
   uint32_t w1_id_, b1_id_, w2_id_;
+  bool hashed_;  // data.hashed_features
   bool evaluating_ = false;
   std::unique_ptr<XmcMlp> train_model_, eval_model_;
   std::vector<uint64_t> keys_, label_keys_;
@@ -141,7 +145,8 @@ StatusOr<std::unique_ptr<Model>> CreateSampledXmcMlpModel(const JobConfig& confi
   if (config.model().loss() != SOFTMAX)
     return Status::InvalidArgument("config field model.sampled_labels: a sampled softmax needs model.loss SOFTMAX");
   XmcMlpShape shape;
-  shape.num_features = config.data().num_features();
+  shape.num_features = config.data().hashed_features() ? std::numeric_limits<int64_t>::max()
+                                                       : config.data().num_features();
   shape.hidden = config.model().hidden();
   shape.num_labels = config.data().num_labels();
   shape.loss = XmcLoss::kSoftmax;
@@ -151,7 +156,8 @@ StatusOr<std::unique_ptr<Model>> CreateSampledXmcMlpModel(const JobConfig& confi
   TETHER_ASSIGN_OR_RETURN(uint32_t w2, FindTable(tables, "w2", TableSpec::ROW, h + 1));
   return std::unique_ptr<Model>(std::make_unique<SampledXmcMlpModel>(shape, config.model().sampled_labels(),
                                                                      NegativeSamplingSeed(config.train().seed(), rank),
-                                                                     backend, w1, b1, w2));
+                                                                     backend, w1, b1, w2,
+                                                                     config.data().hashed_features()));
 }
 
 }  // namespace tether

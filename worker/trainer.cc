@@ -433,6 +433,7 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
                                                                         : NonFinitePolicy::kError;
     opts.skip_unlabeled = config.data().skip_unlabeled();
     opts.header_mismatch_is_error = config.data().header_mismatch_is_error();
+    opts.hashed_features = config.data().hashed_features();
     if (opts.format == DataFormat::kArff) {
       // Widths must equal the header's (they were taken from it when left at 0).
       opts.index_base = -1;
@@ -457,7 +458,8 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
   if (scale != 1.0f)
     for (float& v : d.features.values) v *= scale;
   if (config.data().normalize_rows()) NormalizeRows(&d.features);
-  if (d.features.cols != config.data().num_features())
+  // Hashed features: cols counts this share's distinct ids, not a width.
+  if (!config.data().hashed_features() && d.features.cols != config.data().num_features())
     return Status::InvalidArgument(file + ": has " + std::to_string(d.features.cols) +
                                    " features but config field data.num_features is " +
                                    std::to_string(config.data().num_features()));

@@ -205,6 +205,13 @@ Status LocalizeBatch(const CsrMatrix& x, int64_t row_begin, int64_t row_end,
     keys->resize(unique);
   }
   x_local->cols = static_cast<int64_t>(keys->size());
+  x_local->col_keys.reset();  // local columns are positions in *keys
+  if (x.col_keys != nullptr) {
+    // Hashed features: columns are the reader's dictionary ranks, in id
+    // order, so the ids come out sorted and unique as ranks do.
+    const uint64_t* id_of = x.col_keys->data();
+    for (uint64_t& k : *keys) k = id_of[k];
+  }
   return Status::OK();
 }
 

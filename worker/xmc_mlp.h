@@ -142,11 +142,12 @@ class XmcMlp {
 
 /// Builds the local view of rows [row_begin, row_end) of x (global feature
 /// ids as col_idx): *keys = the sorted, unique feature ids present (the keys
-/// to pull; uint64 as everywhere in Tether), and *x_local = the same rows
+/// to pull; uint64 as everywhere in Tether; for hashed features, x.col_keys
+/// set, the 64-bit ids its columns stand for), and *x_local = the same rows
 /// with col_idx remapped so that column j ↔ keys[j] (rows = row_end −
 /// row_begin, cols = keys->size(), row_ptr starting at 0, values copied;
 /// duplicate ids within a row stay duplicate entries; sorted rows stay
-/// sorted). Deterministic. Both outputs are overwritten, reusing their
+/// sorted; no col_keys). Deterministic. Both outputs are overwritten, reusing their
 /// capacity. CHECK-fails on an invalid row range (a programming error).
 /// Errors: InvalidArgument naming the rows when they hold ≥ 2^32 non-zeros
 /// (positions and local indices are 32-bit); the outputs are then unchanged.
