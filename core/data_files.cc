@@ -82,7 +82,12 @@ StatusOr<std::vector<std::string>> ExpandFileList(const std::string& spec, const
       for (size_t k = 0; k < g.gl_pathc; ++k) files.emplace_back(g.gl_pathv[k]);  // sorted by glob(3)
     }
     for (std::string& f : files) {
-      const std::string key = std::filesystem::path(f).lexically_normal().string();
+      // The same file under two names (a symbolic link, ../x): compared by
+      // its canonical path where it exists, else by its text.
+      std::error_code canon_ec;
+      std::filesystem::path canon = std::filesystem::weakly_canonical(f, canon_ec);
+      const std::string key =
+          canon_ec ? std::filesystem::path(f).lexically_normal().string() : canon.string();
       if (!seen.insert(key).second)
         return Status::InvalidArgument(where + "'" + spec + "' names '" + f +
                                        "' twice: its rows would be read twice each epoch");

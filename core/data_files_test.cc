@@ -1,6 +1,7 @@
 // Tests for core/data_files.h: lists, globs and their errors.
 #include "core/data_files.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -49,6 +50,17 @@ TEST(DataFilesTest, EmptyEntriesAndDuplicatesAreRefused) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().message(), "config field data.train_file: '" + a + "," + dir.path() + "/?' names '" + a +
                                         "' twice: its rows would be read twice each epoch");
+}
+
+// One file under two names (a symbolic link) would be read twice each epoch.
+TEST(DataFilesTest, AFileAndALinkToItAreRefused) {
+  testing::ScopedTempDir dir;
+  const std::string d = dir.path();
+  std::ofstream(d + "/a.txt") << "x";
+  std::filesystem::create_symlink(d + "/a.txt", d + "/link.txt");
+  StatusOr<std::vector<std::string>> got = ExpandFileList(d + "/a.txt, " + d + "/link.txt", "data.train_file");
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("twice"), std::string::npos) << got.status().ToString();
 }
 
 TEST(DataFilesTest, ResolveFileListResolvesEachEntry) {

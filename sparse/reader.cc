@@ -811,7 +811,8 @@ StatusOr<Dataset> ParseRowsBlock(std::string_view text, const std::string& path,
   if (opts.format == DataFormat::kArff)
     return Status::InvalidArgument(path + ": ARFF files are read whole, not in blocks");
   TETHER_RETURN_IF_ERROR(ValidateOptions(path, opts));
-  if (opts.num_features == 0 || (opts.format == DataFormat::kXmc && opts.num_labels == 0))
+  // Hashed features have no width (ids are any uint64).
+  if ((opts.num_features == 0 && !opts.hashed_features) || (opts.format == DataFormat::kXmc && opts.num_labels == 0))
     return Status::InvalidArgument(path + ": a block of rows needs num_features" +
                                    (opts.format == DataFormat::kXmc ? std::string(" and num_labels") : std::string()) +
                                    " set: it has no header to take them from, and blocks must agree");

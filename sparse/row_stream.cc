@@ -245,7 +245,8 @@ Status RowStream::OpenPiece(int p) {
     // The reader of a file's first byte checks its header.
     TETHER_ASSIGN_OR_RETURN(auto hdr, ReadXmcHeader(f.path));
     header_rows_ = hdr[0];
-    if (hdr[1] != static_cast<uint64_t>(read_options_.num_features) ||
+    // Hashed features: the header's F is not a width, so only L must agree.
+    if ((!read_options_.hashed_features && hdr[1] != static_cast<uint64_t>(read_options_.num_features)) ||
         hdr[2] != static_cast<uint64_t>(read_options_.num_labels))
       return Status::InvalidArgument(text::At(f.path, 1) + "header declares " + std::to_string(hdr[1]) +
                                      " features and " + std::to_string(hdr[2]) + " labels, but the job's widths are " +
@@ -421,7 +422,7 @@ StatusOr<std::unique_ptr<RowStream>> OpenFileListShare(const std::string& spec, 
   TETHER_ASSIGN_OR_RETURN(std::vector<DataFile> files, StatDataFiles(paths));
   if (opts.format == DataFormat::kXmc && (opts.num_features == 0 || opts.num_labels == 0)) {
     TETHER_ASSIGN_OR_RETURN(auto hdr, ReadXmcHeader(paths.front()));
-    if (opts.num_features == 0) opts.num_features = static_cast<int64_t>(hdr[1]);
+    if (opts.num_features == 0 && !opts.hashed_features) opts.num_features = static_cast<int64_t>(hdr[1]);
     if (opts.num_labels == 0) opts.num_labels = static_cast<int64_t>(hdr[2]);
   }
   std::vector<FilePiece> pieces = AssignFilePieces(files, partition, num_partitions);

@@ -292,3 +292,81 @@ TEST(RowStreamTest, MissingFileIsNotFound) {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+// Hashed features (data.hashed_features): each parsed piece numbers its
+// columns in its own dictionary; the pieces of a block, and the blocks of a
+// file list read into memory, are re-keyed into one (AppendHashedCsr), so
+// every entry keeps its exact 64-bit id.
+TEST(RowStreamTest, HashedIdsStayExactAcrossPiecesFilesAndBlocks) {
+  testing::ScopedTempDir dir;
+  const uint64_t kBig = (uint64_t{1} << 63) + 1, kMax = ~uint64_t{0};
+  // Row r of file f holds ids {r, kBig + f, kMax - r} (r < 40), value f·100 + r.
+  std::vector<std::vector<uint64_t>> want_ids;
+  std::vector<float> want_vals;
+  for (int f = 0; f < 3; ++f) {
+    std::string text = "40 0 2\n";
+    for (int r = 0; r < 40; ++r) {
+      const float v = static_cast<float>(f * 100 + r);
+      text += std::to_string(r % 2) + " " + std::to_string(kMax - r) + ":" + std::to_string(f * 100 + r) + " " +
+              std::to_string(r) + ":" + std::to_string(f * 100 + r) + " " + std::to_string(kBig + f) + ":" +
+              std::to_string(f * 100 + r) + "\n";
+      want_ids.push_back({static_cast<uint64_t>(r), kBig + f, kMax - r});
+      for (int k = 0; k < 3; ++k) want_vals.push_back(v);
+    }
+    const std::string path = dir.path() + "/part" + std::to_string(f) + (f == 1 ? ".txt.gz" : ".txt");
+    if (f == 1) {
+      WriteGzip(path, text);
+    } else {
+      WritePlain(path, text);
+    }
+  }
+  ReadOptions o;
+  o.format = DataFormat::kXmc;
+  o.index_base = 0;
+  o.num_labels = 2;
+  o.hashed_features = true;
+  auto check = [&](const CsrMatrix& m, size_t first_row) {
+    ASSERT_NE(m.col_keys, nullptr);
+    EXPECT_EQ(m.cols, static_cast<int64_t>(m.col_keys->size()));
+    for (int64_t r = 0; r < m.rows; ++r) {
+      std::vector<uint64_t> ids;
+      for (int64_t p = m.row_ptr[r]; p < m.row_ptr[r + 1]; ++p) {
+        ids.push_back((*m.col_keys)[m.col_idx[p]]);
+        if (p > m.row_ptr[r]) {
+          EXPECT_LT(m.col_idx[p - 1], m.col_idx[p]);  // rows stay sorted
+        }
+      }
+      EXPECT_EQ(ids, want_ids[first_row + static_cast<size_t>(r)]) << "row " << first_row + r;
+    }
+  };
+  // In memory: the three files' blocks concatenated.
+  StatusOr<Dataset> all = ReadFileListShare(dir.path() + "/part*", "data.train_file", o, 0, 1);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->features.rows, 120);
+  EXPECT_EQ(all->features.col_keys->size(), 40u + 3u + 40u);
+  check(all->features, 0);
+  EXPECT_EQ(all->features.values, want_vals);
+  // Streamed in blocks of 7 rows through a 64-byte buffer (many pieces per block).
+  RowStreamOptions so;
+  so.block_rows = 7;
+  so.buffer_bytes = 64;
+  StatusOr<std::unique_ptr<RowStream>> s = OpenFileListShare(dir.path() + "/part*", "data.train_file", o, 0, 1, so);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->Start().ok());
+  Dataset block;
+  size_t row = 0;
+  for (;;) {
+    StatusOr<bool> more = (*s)->Next(&block);
+    ASSERT_TRUE(more.ok()) << more.status().ToString();
+    if (!*more) break;
+    check(block.features, row);
+    row += static_cast<size_t>(block.features.rows);
+  }
+  EXPECT_EQ(row, 120u);
+}
+
+}  // namespace
+}  // namespace tether

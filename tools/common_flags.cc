@@ -66,6 +66,8 @@ Status CheckXmcListWidths(JobConfig* config) {
     std::string first;
     for (const std::string& path : paths) {
       TETHER_ASSIGN_OR_RETURN(auto header, ReadXmcHeader(path));
+      // Hashed features: the header's F is not a width; only L must agree.
+      if (d->hashed_features()) header[1] = 0;
       if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header[1]));
       if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header[2]));
       if (first.empty()) first = path;

@@ -546,6 +546,7 @@ StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& st
   }
   TETHER_RETURN_IF_ERROR(barrier.Wait());
   TETHER_RETURN_IF_ERROR(channel_.sticky_error());
+  cache_.Clear();  // every push is applied: the final reads see the trained model
   return barrier_total_;
 }
 

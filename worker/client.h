@@ -237,6 +237,9 @@ class WorkerClient {
   /// servers' min clock) and blocks until every worker has. `samples`: rows
   /// this worker trained on; `stats`: its counters, which every shard keeps
   /// for FetchServerStats. Returns the total samples over all workers.
+  /// Then empties the cache: every worker's pushes are applied by now, so
+  /// the reads that follow (the final evaluation) see the trained model,
+  /// not rows up to s clocks old.
   /// Errors: the sticky error, then as RequestHandle::Wait.
   StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats);
   /// After Barrier: the largest clock any worker reached (shard 0's view).
