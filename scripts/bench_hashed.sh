@@ -8,10 +8,12 @@
 # RSS, wall time, samples/s, P@1.
 #
 #   scripts/bench_hashed.sh [--build DIR] [--distinct N] [--rows R] [--epochs E] [--compare]
+#                           [--cache_capacity BYTES]
 #
 # Defaults: --distinct 10000000 (F, the number of distinct ids the generator
 # draws from, uniformly), --rows 1000000 training rows of ~50 ids each (so
-# nearly every id occurs), --epochs 1. --compare also trains the same rows
+# nearly every id occurs), --epochs 1, --cache_capacity 67108864 (each
+# worker's cache, every table in it). --compare also trains the same rows
 # with ordinary ids 0..F-1 (data.num_features = F, no hashing): the baseline
 # the hashed run is compared with (ratios in the last table). Data (~1.5 GB
 # of text at the defaults) is kept in BUILD/synthetic/ and reused. Not a
@@ -23,6 +25,7 @@ distinct=10000000
 rows=1000000
 epochs=1
 compare=0
+cache=67108864
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -30,7 +33,8 @@ while [ $# -gt 0 ]; do
     --rows) rows="$2"; shift 2 ;;
     --epochs) epochs="$2"; shift 2 ;;
     --compare) compare=1; shift ;;
-    *) echo "scripts/bench_hashed.sh: unknown argument $1 (--build, --distinct, --rows, --epochs, --compare)" >&2
+    --cache_capacity) cache="$2"; shift 2 ;;
+    *) echo "scripts/bench_hashed.sh: unknown argument $1 (--build, --distinct, --rows, --epochs, --compare, --cache_capacity)" >&2
        exit 2 ;;
   esac
 done
@@ -71,11 +75,9 @@ data {
 }
 model { type: XMC_MLP hidden: 16 loss: SOFTMAX }
 optimizer { type: ADAGRAD learning_rate: 0.1 }
-consistency { staleness: 2 }
-# Input rows are touched about 5 times an epoch each: not cached. The output
-# layer and the hidden bias are cached (the default), bounded by their size
-# (1000 x 17 + 16 floats).
-table { name: "w1" consistency { cache: false } }
+# Every table cached, in one LRU bounded by --cache_capacity bytes per worker
+# (default 64 MiB, a tenth of w1's 10^7 x 16 floats).
+consistency { staleness: 2 cache_capacity_bytes: $cache }
 train { epochs: $epochs minibatch_size: 256 seed: 1 threads: 1 }
 EOF2
   local start=$SECONDS s
@@ -114,8 +116,8 @@ def row(kind):
 print(f"## Hashed 64-bit features: ids from {distinct} drawn, {rows} training rows, hidden 16, "
       "2 servers, 2 workers, started by hand\n")
 print("| ids | w1 rows (server 0 + 1) | wall s | train s | samples/s | P@1 | peak RSS GiB: server 0, server 1, "
-      "worker 0, worker 1 (sum) |")
-print("|---|---:|---:|---:|---:|---:|---|")
+      "worker 0, worker 1 (sum) | cache per worker: capacity, peak bytes, evictions, hit rate |")
+print("|---|---:|---:|---:|---:|---:|---|---|")
 results = {}
 for kind in (["hashed", "plain"] if compare else ["hashed"]):
     m, held, r, wall = row(kind)
@@ -124,7 +126,9 @@ for kind in (["hashed", "plain"] if compare else ["hashed"]):
     print(f"| {label} | {held[0]} + {held[1]} = {sum(held)} | {wall} | {m['train_seconds']:.1f} | "
           f"{m['samples_per_second']:.0f} | {m['precision_at_1']:.4f} | "
           f"{r['server0']:.2f}, {r['server1']:.2f}, {r['worker0']:.2f}, {r['worker1']:.2f} "
-          f"({sum(r.values()):.2f}) |")
+          f"({sum(r.values()):.2f}) | " +
+          "; ".join(f"{w['cache_capacity_bytes']}, {w['cache_peak_bytes']}, {w['cache_evictions']}, "
+                    f"{w['cache_hit_rate']:.3f}" for w in m["workers"]) + " |")
 if compare:
     (mh, rh, wh), (mp, rp, wp) = results["hashed"], results["plain"]
     print(f"\nhashed / plain: samples/s {mh['samples_per_second'] / mp['samples_per_second']:.2f}, "
