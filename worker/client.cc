@@ -220,9 +220,16 @@ void WorkerClient::ForEachRowMessage(const std::vector<uint64_t>& keys, bool who
 }
 
 RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
+  return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/false);
+}
+
+RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint64_t>& keys, float* out,
+                                         bool absent_as_zeros) {
   RequestHandle request = StartPull(table);
   const uint32_t dim = options_.tables[table].dim();
-  const bool cached = cache_.enabled(table);
+  // An absent-as-zeros pull bypasses the cache both ways: its zeros are not
+  // rows, and it must not serve or keep them.
+  const bool cached = !absent_as_zeros && cache_.enabled(table);
   stats_.rows_read += keys.size();
   if (cached) {
     stats_.cache_hits +=
@@ -240,6 +247,7 @@ RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>
     m.header.set_table_id(table);
     m.header.set_num_keys(c1 - c0);
     m.header.set_value_dim(dim);
+    if (absent_as_zeros) m.header.set_absent_as_zeros(true);
     m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
     const uint64_t tag = NewShardRequest(PULL_REPLY, s, table);
     ShardRequest& r = requests_[tag];
@@ -264,34 +272,7 @@ RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>
 }
 
 RequestHandle WorkerClient::PullRowsIfPresent(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
-  RequestHandle request = StartPull(table);
-  const uint32_t dim = options_.tables[table].dim();
-  stats_.rows_read += keys.size();
-  const bool whole = num_shards_ == 1;
-  ForEachRowMessage(keys, whole, dim, [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
-    Message m;
-    m.header.set_type(PULL);
-    m.header.set_table_id(table);
-    m.header.set_num_keys(c1 - c0);
-    m.header.set_value_dim(dim);
-    m.header.set_absent_as_zeros(true);
-    m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
-    const uint64_t tag = NewShardRequest(PULL_REPLY, s, table);
-    ShardRequest& r = requests_[tag];
-    r.out = out;
-    r.dim = dim;
-    r.num_rows = c1 - c0;
-    if (whole) {
-      r.identity = true;
-      r.first_position = static_cast<uint32_t>(c0);
-    } else {
-      r.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
-    }
-    ++stats_.pulls;
-    stats_.rows_pulled += c1 - c0;
-    SendPart(s, &m, request, tag);
-  });
-  return request;
+  return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/true);
 }
 
 RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {

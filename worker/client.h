@@ -330,6 +330,9 @@ class WorkerClient {
   // [c0, c1) of each shard's keys (ks points at key c0), at most
   // RowsPerMessage(dim) per message. `whole`: one shard, `keys` unsplit;
   // otherwise split_keys_/split_pos_ hold the split.
+  // PullRows and PullRowsIfPresent: one path; `absent_as_zeros` sets the
+  // header flag and bypasses the cache.
+  RequestHandle PullRowsFrom(uint32_t table, const std::vector<uint64_t>& keys, float* out, bool absent_as_zeros);
   template <typename Piece>
   void ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece);
 
