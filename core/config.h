@@ -113,4 +113,10 @@ ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string
 /// The job's identity on the wire: cluster.job_id, or the config's name.
 std::string JobId(const JobConfig& config);
 
+/// Rows per chunk with train.data_on_demand: train.chunk_rows, or 4 x
+/// train.minibatch_size when it is 0 (so a chunk is a few minibatches: fine
+/// enough to balance, one request to shard 0 per 4 minibatches). ≥ 1 for a
+/// validated config.
+int64_t EffectiveChunkRows(const TrainConfig& train);
+
 }  // namespace tether
