@@ -281,6 +281,15 @@ Status ServerShard::RunLoop() {
   std::string removed;
   for (size_t r = 0; r < workers_.size(); ++r)
     if (workers_[r].dead) removed += (removed.empty() ? "" : ", ") + std::to_string(r);
+  bool data_done = chunks_.active() && chunks_.coordinator()->done();
+  for (const auto& w : workers_) data_done = data_done || w.data_done;
+  if (!removed.empty() && data_done) {
+    // Data on demand: their chunks were dealt again and every row of every
+    // epoch was completed.
+    LOG(WARNING) << log_prefix_ << "worker(s) " << removed << " fell silent and never came back; data on demand "
+                 << "dealt their chunks again and every epoch's rows were completed";
+    return Status::OK();
+  }
   if (!removed.empty())
     return Status::Unavailable(log_prefix_ + "the job did not finish: worker(s) " + removed +
                                " fell silent (cluster.worker_timeout_ms=" +
@@ -537,6 +546,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.barrier_request = h.request_id();
       w.stats = h.worker_stats();
       w.finished = true;
+      w.data_done = h.has_chunk() && h.chunk().kind() == DataOnDemandChunk::DONE;
       if (clocks_.Remove(rank)) ServeReadyPulls();
       MaybeReleaseBarrier();
       MaybeWriteCheckpoint();

@@ -167,6 +167,7 @@ class ServerShard {
   struct WorkerState {
     bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
     bool finished = false;  // reached the barrier (stays set once released)
+    bool data_done = false;  // BARRIER said data on demand is DONE (chunk.kind)
     uint64_t samples = 0;
     uint64_t barrier_request = 0;
     std::string identity;

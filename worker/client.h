@@ -241,7 +241,10 @@ class WorkerClient {
   /// the reads that follow (the final evaluation) see the trained model,
   /// not rows up to s clocks old.
   /// Errors: the sticky error, then as RequestHandle::Wait.
-  StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats);
+  /// `data_done`: data on demand told this worker DONE (every chunk of every
+  /// epoch completed); the shards then do not count a worker that fell
+  /// silent and never came back as a failed job (server/chunk_service.h).
+  StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false);
   /// After Barrier: the largest clock any worker reached (shard 0's view).
   int64_t barrier_clock() const { return barrier_clock_; }
 

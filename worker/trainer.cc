@@ -1143,7 +1143,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       mine.set_chunks_completed(feed->chunks_completed());
       mine.set_chunks_refused(feed->chunks_refused());
     }
-    TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine));
+    TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine, feed != nullptr));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);
@@ -1201,10 +1201,19 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       const ShardStats& s0 = report.servers[0];
       for (int r = 0; r < s0.workers_size(); ++r)
         if (!s0.workers(r).has_rank()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      if (!missing.empty())
+      // Data on demand: their chunks were dealt again; shard 0 counted
+      // every row of every epoch, so the job did finish.
+      bool all_rows = feed != nullptr && s0.chunk_epoch_rows_size() == config.train().epochs();
+      for (int e = 0; all_rows && e < s0.chunk_epoch_rows_size(); ++e)
+        all_rows = s0.chunk_epoch_rows(e) == train.features.rows;
+      if (!missing.empty() && all_rows) {
+        LOG(WARNING) << who << "worker(s) " << missing << " left before the end of training; data on demand dealt "
+                     << "their chunks again, and every epoch's " << train.features.rows << " rows were trained";
+      } else if (!missing.empty()) {
         incomplete = "the job did not finish: worker(s) " + missing +
                      " left before the end of training, so their rows were not all trained" +
                      (checkpointing ? "" : " (with checkpoint.dir set, a resume trains what they left)");
+      }
     }
     // With every worker's span in hand, the job's throughput is measured
     // from the first start to the last end, not over rank 0's own span.
