@@ -76,11 +76,13 @@ TEST(ClockTrackerTest, JoinerStartsAtTheSlowestClockAndSkippedSlotsBlockNobody) 
   EXPECT_TRUE(t.Advance(3, 5));
   EXPECT_EQ(t.min_clock(), 5);
   EXPECT_TRUE(t.PullReady(6));
-  // A clock report or removal of a slot that never joined changes nothing.
+  // A clock report or removal of a slot that never joined moves nothing.
   EXPECT_FALSE(t.Advance(2, 9));
   EXPECT_FALSE(t.Remove(2));
   EXPECT_FALSE(t.Counts(2));
-  EXPECT_EQ(t.clock(2), 0);
+  EXPECT_EQ(t.min_clock(), 5);
+  EXPECT_FALSE(t.Advance(17, 9));  // beyond every slot: ignored
+  EXPECT_EQ(t.num_workers(), 4);
   EXPECT_EQ(t.clock(17), 0);
   EXPECT_FALSE(t.Counts(17));
 }
@@ -89,7 +91,7 @@ TEST(ClockTrackerTest, JoinAfterEveryoneLeftStartsAtItsOwnClock) {
   ClockTracker t(2, 0);
   t.Advance(0, 3);
   t.Advance(1, 3);
-  EXPECT_TRUE(t.Remove(0));
+  EXPECT_FALSE(t.Remove(0));  // worker 1 still holds the minimum at 3
   EXPECT_TRUE(t.Remove(1));
   EXPECT_EQ(t.min_clock(), ClockTracker::kNoWorkers);
   EXPECT_EQ(t.StartClock(5), 0);  // a new rank: nobody to follow
