@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Elastic membership with real processes, started by hand (docs/OPERATIONS.md,
+# "Joining and leaving"). Every process is bounded by `timeout` and reaped.
+#   refuse     a rank ≥ cluster.max_workers and a joiner without rows dealt on
+#              demand stop at once (exit 2) with an error naming the field;
+#              tether-launch refuses bad --elastic_schedule values (exit 2).
+#   evaluator  Bibtex, 1 server, 2 workers (static split), s = 2: rank 0 is
+#              sent SIGTERM in its third epoch and leaves (BYE, exit 143);
+#              rank 1, given the same --metrics_out, is named the evaluator
+#              at the barrier and writes the metrics: bound_violations 0,
+#              its half of the test set evaluated with P@1 ≥ 0.55; it exits
+#              1, as the job did not finish (rank 0's rows were not all
+#              trained under the static split).
+# Usage: elastic_test.sh refuse|evaluator BIN_DIR
+set -euo pipefail
+mode=$1
+bin=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 15 "$f"; }; done; exit 1; }
+
+expect_refusal() {  # name expected_code pattern command...
+  local name=$1 code=$2 pattern=$3; shift 3
+  local rc=0
+  timeout -k 5 60 "$@" > "$tmp/$name.log" 2>&1 || rc=$?
+  [ "$rc" = "$code" ] || fail "$name: exit $rc, expected $code"
+  grep -q -- "$pattern" "$tmp/$name.log" || fail "$name: no '$pattern' in its output"
+  echo "ok: $name (exit $rc): $(grep -m1 -o -- "$pattern.*" "$tmp/$name.log" | cut -c1-150)"
+}
+
+if [ "$mode" = refuse ]; then
+  cfg=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1 --server_addresses=tcp://127.0.0.1:1)
+  expect_refusal rank_past_bound 2 "cluster.max_workers = 3" \
+    "$bin/tether-worker" "${cfg[@]}" --max_workers=3 --rank=3
+  expect_refusal rank_past_default 2 "i.e. cluster.num_workers" \
+    "$bin/tether-worker" "${cfg[@]}" --rank=1
+  expect_refusal joiner_without_data 2 "needs train.data_on_demand" \
+    "$bin/tether-worker" "${cfg[@]}" --max_workers=3 --rank=2
+  expect_refusal max_below_num 2 "cluster.max_workers: is 1: must be ≥ cluster.num_workers = 2" \
+    "$bin/tether-worker" "${cfg[@]}" --num_workers=2 --max_workers=1 --rank=0
+  expect_refusal schedule_syntax 2 "expected EPOCH:+N" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --elastic_schedule=2+2
+  expect_refusal schedule_past_bound 2 "beyond cluster.max_workers = 3" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+3
+  expect_refusal schedule_no_worker_left 2 "at least one must stay" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --elastic_schedule=2:-1
+  expect_refusal schedule_without_data 2 "needs train.data_on_demand" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+2
+  expect_refusal schedule_inproc 2 "not with --transport=inproc" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=2 --transport=inproc --elastic_schedule=2:-1
+  exit 0
+fi
+
+[ "$mode" = evaluator ] || { echo "usage: $0 refuse|evaluator BIN_DIR"; exit 2; }
+flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --staleness=2 --epochs=6
+       --minibatch_size=32 --request_timeout_ms=30000)
+timeout -k 5 240 "$bin/tether-server" "${flags[@]}" --shard=0 --listen=tcp://127.0.0.1:0 \
+  --port_file="$tmp/s0.port" > "$tmp/server0.log" 2>&1 &
+server=$!
+pids+=($server)
+for _ in $(seq 1 100); do [ -s "$tmp/s0.port" ] && break; sleep 0.1; done
+[ -s "$tmp/s0.port" ] || fail "the server wrote no port file"
+addr=$(cat "$tmp/s0.port")
+for r in 0 1; do
+  timeout -k 5 240 "$bin/tether-worker" "${flags[@]}" --rank=$r --server_addresses="$addr" \
+    --metrics_out="$tmp/m.json" > "$tmp/w$r.log" 2>&1 &
+  pids+=($!)
+done
+w0=${pids[1]}
+w1=${pids[2]}
+for _ in $(seq 1 1200); do grep -q "epoch 2/" "$tmp/w0.log" 2>/dev/null && break; sleep 0.05; done
+grep -q "epoch 2/" "$tmp/w0.log" || fail "worker 0 never finished its second epoch"
+# `timeout` runs the worker as its child: signal the worker itself.
+kill -TERM "$(pgrep -P "$w0" tether-worker || echo "$w0")"
+rc0=0; wait "$w0" || rc0=$?
+rc1=0; wait "$w1" || rc1=$?
+rcs=0; wait "$server" || rcs=$?
+pids=()
+echo "exit codes: worker 0 $rc0, worker 1 $rc1, server $rcs"
+[ "$rc0" = 143 ] || fail "worker 0 exited $rc0 after SIGTERM, expected 143"
+[ "$rc1" = 1 ] || fail "worker 1 exited $rc1, expected 1 (the job did not finish under the static split)"
+[ "$rcs" = 0 ] || fail "the server exited $rcs"
+grep -q "worker 0 left" "$tmp/server0.log" || fail "the server never logged worker 0 leaving"
+grep -q "rank 0 left the job: this worker evaluates and writes the metrics" "$tmp/w1.log" \
+  || fail "worker 1 did not take over the evaluation"
+grep -q "did not finish: worker(s) 0 left before the end" "$tmp/w1.log" || fail "worker 1 did not say the job did not finish"
+[ -s "$tmp/m.json" ] || fail "no metrics written"
+python3 - "$tmp/m.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+v = sum(s.get("bound_violations", 0) for s in m.get("servers", []))
+p1, rows = m["precision_at_1"], m["test_rows"]
+print(f"evaluator's metrics: P@1 {p1:.4f} over {rows} test rows, bound violations {v}")
+# Rank 1's half of Bibtex's 2515 test rows (split as the training file is).
+ok = v == 0 and 1200 <= rows <= 1300 and p1 >= 0.55
+sys.exit(0 if ok else 1)
+PY
