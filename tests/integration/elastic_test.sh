@@ -8,9 +8,9 @@
 #              sent SIGTERM in its third epoch and leaves (BYE, exit 143);
 #              rank 1, given the same --metrics_out, is named the evaluator
 #              at the barrier and writes the metrics: bound_violations 0,
-#              its half of the test set evaluated with P@1 ≥ 0.55; it exits
-#              1, as the job did not finish (rank 0's rows were not all
-#              trained under the static split).
+#              its half of the test set evaluated with P@1 ≥ 0.55; it and
+#              the server exit 1, as the job did not finish (rank 0's rows
+#              were not all trained under the static split).
 # Usage: elastic_test.sh refuse|evaluator BIN_DIR
 set -euo pipefail
 mode=$1
@@ -85,7 +85,8 @@ pids=()
 echo "exit codes: worker 0 $rc0, worker 1 $rc1, server $rcs"
 [ "$rc0" = 143 ] || fail "worker 0 exited $rc0 after SIGTERM, expected 143"
 [ "$rc1" = 1 ] || fail "worker 1 exited $rc1, expected 1 (the job did not finish under the static split)"
-[ "$rcs" = 0 ] || fail "the server exited $rcs"
+[ "$rcs" = 1 ] || fail "the server exited $rcs, expected 1 (worker 1 told it the job did not finish)"
+grep -q "job aborted: worker 1 failed: the job did not finish" "$tmp/server0.log" || fail "the server never logged the abort"
 grep -q "worker 0 left" "$tmp/server0.log" || fail "the server never logged worker 0 leaving"
 grep -q "rank 0 left the job: this worker evaluates and writes the metrics" "$tmp/w1.log" \
   || fail "worker 1 did not take over the evaluation"
