@@ -299,6 +299,8 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"request_timeout_ms", "cluster.request_timeout_ms", "timeout for a reply from a server"},
       {"slowdown", "train.slowdown", "straggler: worker --slowdown_rank runs this many times slower"},
       {"slowdown_rank", "train.slowdown_rank", "the worker slowed by --slowdown"},
+      {"data_on_demand", "train.data_on_demand", "shard 0 deals the training rows in chunks as workers ask (faster workers train more rows): true | false"},
+      {"chunk_rows", "train.chunk_rows", "rows per chunk with --data_on_demand (0: 4 x minibatch_size)"},
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
       {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
       {"liveness_timeout_ms", "cluster.liveness_timeout_ms", "a worker gives up a server whose connection is down this long (0: off)"},
@@ -592,6 +594,19 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("train.slowdown_rank", "must name a worker in [0, cluster.num_workers = " +
                                           std::to_string(c.cluster().num_workers()) + ")");
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
+  if (c.train().chunk_rows() < 0)
+    return bad("train.chunk_rows", "must be ≥ 0 (0: 4 x train.minibatch_size), got " +
+                                       std::to_string(c.train().chunk_rows()));
+  if (c.train().data_on_demand()) {
+    if (c.data().streaming())
+      return bad("train.data_on_demand", "cannot be combined with data.streaming yet: chunks are rows of the "
+                                         "training set in memory; set data.streaming: false (or leave "
+                                         "train.data_on_demand off for the static split)");
+    if (!c.checkpoint().dir().empty())
+      return bad("checkpoint.dir", "is set but train.data_on_demand is true: which chunks were completed lives "
+                                   "on shard 0 and is not checkpointed, so a resume could not train every row "
+                                   "exactly once; leave checkpoint.dir unset with data on demand");
+  }
   if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
     return bad("train.divergence_factor", "must be a finite number > 1");
   if (!(c.train().psp_a() > 0) || !std::isfinite(c.train().psp_a()))
@@ -748,6 +763,10 @@ Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data) {
         " initial worker(s), but the job takes checkpoints (checkpoint.dir): a checkpoint and its resume know the "
         "initial ranks only, so joins and checkpoints do not combine yet");
   return Status::OK();
+}
+
+int64_t EffectiveChunkRows(const TrainConfig& train) {
+  return train.chunk_rows() > 0 ? train.chunk_rows() : 4 * static_cast<int64_t>(std::max(1, train.minibatch_size()));
 }
 
 }  // namespace tether

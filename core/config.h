@@ -127,4 +127,10 @@ int MaxWorkers(const ClusterConfig& cluster);
 /// cluster.max_workers.
 Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data);
 
+/// Rows per chunk with train.data_on_demand: train.chunk_rows, or 4 x
+/// train.minibatch_size when it is 0 (so a chunk is a few minibatches: fine
+/// enough to balance, one request to shard 0 per 4 minibatches). ≥ 1 for a
+/// validated config.
+int64_t EffectiveChunkRows(const TrainConfig& train);
+
 }  // namespace tether
