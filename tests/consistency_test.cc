@@ -232,10 +232,10 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     EXPECT_EQ(reads_blocked, 0);
   }
   if (elastic) {
-    RecordProperty("joins", joins);
-    RecordProperty("leaves", leaves);
-    RecordProperty("reads_checked", reads_checked);
-    RecordProperty("reads_blocked", reads_blocked);
+    ::testing::Test::RecordProperty("joins", joins);
+    ::testing::Test::RecordProperty("leaves", leaves);
+    ::testing::Test::RecordProperty("reads_checked", reads_checked);
+    ::testing::Test::RecordProperty("reads_blocked", reads_blocked);
     EXPECT_GT(joins, 0) << "the schedule never added a worker";
     EXPECT_GT(leaves, 0) << "the schedule never removed a worker";
     EXPECT_EQ(joiner_first_reads, joins);

@@ -398,12 +398,10 @@ Status CountLabelsStreamed(const JobConfig& config, int rank, int num_workers,
 }  // namespace
 
 bool RowsDealtOnDemand(const JobConfig& config) {
-  // The static split (data.train_split by rank over cluster.num_workers) is
-  // the only way rows reach a worker in this build: no rank beyond the
-  // initial ones has a share. Rows dealt on demand (train.data_on_demand,
-  // server/chunk_coordinator.h) change this.
-  (void)config;
-  return false;
+  // The static split (data.train_split by rank over cluster.num_workers)
+  // has no share for a rank beyond the initial ones; shard 0's chunks
+  // (worker/chunk_feed.h) go to whichever rank asks.
+  return config.train().data_on_demand();
 }
 
 bool LossDiverged(double loss, double reference, double factor) {
