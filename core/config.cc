@@ -21,6 +21,9 @@
 namespace tether {
 namespace {
 
+// cluster.max_workers' ceiling: servers keep a slot per rank that joined.
+constexpr int kMaxWorkerRanks = 1 << 16;
+
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
@@ -277,6 +280,7 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"staleness", "consistency.staleness", "staleness bound s in clocks: 0 = BSP, N = SSP, inf = ASP"},
       {"num_servers", "cluster.num_servers", "number of server shards"},
       {"num_workers", "cluster.num_workers", "number of workers"},
+      {"max_workers", "cluster.max_workers", "bound on worker ranks: ranks in [num_workers, max_workers) may join a running job (0: num_workers)"},
       {"epochs", "train.epochs", "passes over each worker's training rows"},
       {"minibatch_size", "train.minibatch_size", "rows per minibatch"},
       {"minibatches_per_clock", "train.minibatches_per_clock", "minibatches between clock ticks"},
@@ -458,6 +462,14 @@ Status ValidateServerConfig(const JobConfig& c) {
   };
   if (c.cluster().num_servers() < 1) return bad("cluster.num_servers", "must be ≥ 1");
   if (c.cluster().num_workers() < 1) return bad("cluster.num_workers", "must be ≥ 1");
+  if (c.cluster().max_workers() < 0 ||
+      (c.cluster().max_workers() > 0 && c.cluster().max_workers() < c.cluster().num_workers()))
+    return bad("cluster.max_workers", "is " + std::to_string(c.cluster().max_workers()) +
+                                          ": must be ≥ cluster.num_workers = " +
+                                          std::to_string(c.cluster().num_workers()) + " (or 0: num_workers)");
+  if (c.cluster().max_workers() > kMaxWorkerRanks)
+    return bad("cluster.max_workers", "is " + std::to_string(c.cluster().max_workers()) + ", above the limit " +
+                                          std::to_string(kMaxWorkerRanks));
   if (c.cluster().server_addresses_size() != 0 &&
       c.cluster().server_addresses_size() != c.cluster().num_servers())
     return bad("cluster.server_addresses", "has " + std::to_string(c.cluster().server_addresses_size()) +
@@ -727,6 +739,30 @@ std::string ConfigSummary(const JobConfig& config) {
 
 std::string JobId(const JobConfig& config) {
   return config.cluster().job_id().empty() ? config.name() : config.cluster().job_id();
+}
+
+int MaxWorkers(const ClusterConfig& cluster) {
+  return cluster.max_workers() > 0 ? cluster.max_workers() : cluster.num_workers();
+}
+
+Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data) {
+  const int initial = config.cluster().num_workers(), bound = MaxWorkers(config.cluster());
+  if (rank < 0 || rank >= bound)
+    return Status::InvalidArgument(
+        "rank " + std::to_string(rank) + " outside [0, " + std::to_string(bound) + ") (cluster.max_workers = " +
+        std::to_string(bound) + (config.cluster().max_workers() > 0 ? "" : ", i.e. cluster.num_workers") +
+        "): raise cluster.max_workers to let more workers join");
+  if (rank >= initial && !has_data)
+    return Status::FailedPrecondition(
+        "rank " + std::to_string(rank) + " joins beyond the job's " + std::to_string(initial) +
+        " initial worker(s) (cluster.num_workers), but the static split of the data (data.train_split) has no "
+        "share for it: a joining worker needs train.data_on_demand, which deals rows to any rank");
+  if (rank >= initial && !config.checkpoint().dir().empty())
+    return Status::FailedPrecondition(
+        "rank " + std::to_string(rank) + " joins beyond the job's " + std::to_string(initial) +
+        " initial worker(s), but the job takes checkpoints (checkpoint.dir): a checkpoint and its resume know the "
+        "initial ranks only, so joins and checkpoints do not combine yet");
+  return Status::OK();
 }
 
 int64_t EffectiveChunkRows(const TrainConfig& train) {

@@ -113,6 +113,20 @@ ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string
 /// The job's identity on the wire: cluster.job_id, or the config's name.
 std::string JobId(const JobConfig& config);
 
+/// The bound on worker ranks (elastic membership, docs/OPERATIONS.md):
+/// cluster.max_workers, or cluster.num_workers when it is unset or 0.
+/// Ranks in [num_workers, MaxWorkers) may join a running job.
+int MaxWorkers(const ClusterConfig& cluster);
+
+/// Whether worker `rank` may take part in the job: OK for a rank in
+/// [0, num_workers); for a joiner (a rank in [num_workers, MaxWorkers)) OK
+/// when `has_data` (the job deals its rows on demand) and the job takes no
+/// checkpoints, else FailedPrecondition saying why (the static split has no
+/// share for it; checkpoints know the initial ranks only).
+/// InvalidArgument for a rank outside [0, MaxWorkers), naming
+/// cluster.max_workers.
+Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data);
+
 /// Rows per chunk with train.data_on_demand: train.chunk_rows, or 4 x
 /// train.minibatch_size when it is 0 (so a chunk is a few minibatches: fine
 /// enough to balance, one request to shard 0 per 4 minibatches). ≥ 1 for a

@@ -19,15 +19,24 @@ bool ClockTracker::Recompute() {
 }
 
 bool ClockTracker::Advance(int rank, int64_t clock) {
-  if (clock <= clocks_[rank]) return false;
+  if (rank < 0 || rank >= num_workers() || clock <= clocks_[rank]) return false;
   clocks_[rank] = clock;
   return Recompute();
 }
 
-bool ClockTracker::Rejoin(int rank, int64_t clock) {
+bool ClockTracker::Join(int rank, int64_t clock) {
+  if (rank >= num_workers()) {
+    clocks_.resize(static_cast<size_t>(rank) + 1, 0);
+    counts_.resize(static_cast<size_t>(rank) + 1, false);
+  }
   counts_[rank] = true;
   clocks_[rank] = clock;
   return Recompute();
+}
+
+int64_t ClockTracker::StartClock(int rank) const {
+  const int64_t others = MinClockExcluding(rank);
+  return others == kNoWorkers ? clock(rank) : others;
 }
 
 int64_t ClockTracker::MinClockExcluding(int rank) const {
@@ -38,7 +47,7 @@ int64_t ClockTracker::MinClockExcluding(int rank) const {
 }
 
 bool ClockTracker::Remove(int rank) {
-  if (!counts_[rank]) return false;
+  if (!Counts(rank)) return false;
   counts_[rank] = false;
   return Recompute();
 }

@@ -3,8 +3,15 @@
 // at a given clock may be answered.
 //
 // A worker's clock is the number of clocks it has completed. min_clock is the
-// smallest clock over workers that still count (not finished, not gone); a
-// worker that never said hello counts with clock 0. A pull issued at clock c
+// smallest clock over workers that still count (not finished, not gone); one
+// of the job's initial workers (rank < the constructor's num_workers) that
+// has not said hello yet counts with clock 0.
+//
+// Membership is dynamic (cluster.max_workers, docs/CONSISTENCY.md "Joining
+// and leaving"): Join() admits a rank beyond the initial ones, growing the
+// tracker; a slot that never joined counts for nobody. A joiner starts at
+// StartClock() — the slowest clock that counts — so nobody waits for clocks
+// it will never work, and its pulls follow the same rule as everyone's. A pull issued at clock c
 // is ready when min_clock ≥ c − s (s = 0: BSP; s < 0 means ∞: ASP, always
 // ready). Hence every update pushed before clock c − s − 1 was completed by
 // every worker has been applied when the pull is answered.
@@ -22,6 +29,7 @@ class ClockTracker {
  public:
   static constexpr int64_t kNoWorkers = std::numeric_limits<int64_t>::max();
 
+  /// `num_workers` initial ranks [0, num_workers), each counting at clock 0.
   ClockTracker(int num_workers, int64_t staleness);
 
   /// Records that `rank` completed clock `clock` (clocks only move forward;
@@ -30,18 +38,30 @@ class ClockTracker {
   /// `rank` stops counting (finished training, left, or timed out).
   /// Returns true when min_clock changed.
   bool Remove(int rank);
-  /// `rank` counts again, at clock `clock` (a worker rejoining the job).
-  /// Returns true when min_clock changed.
-  bool Rejoin(int rank, int64_t clock);
+  /// `rank` (≥ 0) counts, at clock `clock`: a worker joining with a new
+  /// rank (the tracker grows to rank + 1 slots; slots skipped over count for
+  /// nobody until they join) or rejoining with a known one. Returns true
+  /// when min_clock changed.
+  bool Join(int rank, int64_t clock);
+  /// Join() for a known rank (a worker rejoining after a crash or timeout).
+  bool Rejoin(int rank, int64_t clock) { return Join(rank, clock); }
+  /// The clock a worker (re)joining as `rank` starts at: the smallest clock
+  /// over the other counted workers, or, when none counts, `rank`'s own
+  /// clock (0 for a rank never seen).
+  int64_t StartClock(int rank) const;
   /// The smallest clock over counted workers other than `rank`
   /// (kNoWorkers when there is none).
   int64_t MinClockExcluding(int rank) const;
-  /// Whether `rank` still counts towards min_clock.
-  bool Counts(int rank) const { return counts_[rank]; }
+  /// Whether `rank` still counts towards min_clock (false for a rank never
+  /// seen).
+  bool Counts(int rank) const { return rank >= 0 && rank < num_workers() && counts_[rank]; }
 
   int64_t min_clock() const { return min_clock_; }
-  int64_t clock(int rank) const { return clocks_[rank]; }
+  /// `rank`'s clock (0 for a rank never seen).
+  int64_t clock(int rank) const { return rank >= 0 && rank < num_workers() ? clocks_[rank] : 0; }
   int64_t staleness() const { return staleness_; }
+  /// Slots held: the initial workers, grown by Join() to the highest rank
+  /// that joined + 1.
   int num_workers() const { return static_cast<int>(clocks_.size()); }
 
   /// True when a pull issued at clock `c` may be answered now under the

@@ -55,5 +55,66 @@ TEST(ClockTrackerTest, ClocksNeverMoveBackwards) {
   EXPECT_EQ(t.clock(0), 3);
 }
 
+// Elastic membership: a worker with a new rank joins at the slowest clock
+// that counts; the slots it skipped over hold nobody back.
+TEST(ClockTrackerTest, JoinerStartsAtTheSlowestClockAndSkippedSlotsBlockNobody) {
+  ClockTracker t(/*num_workers=*/1, /*staleness=*/1);
+  EXPECT_TRUE(t.Advance(0, 4));
+  EXPECT_EQ(t.min_clock(), 4);
+  EXPECT_EQ(t.StartClock(3), 4);
+  EXPECT_FALSE(t.Join(3, t.StartClock(3)));  // min clock stays 4
+  EXPECT_EQ(t.num_workers(), 4);
+  EXPECT_FALSE(t.Counts(1));  // ranks 1 and 2 never joined
+  EXPECT_FALSE(t.Counts(2));
+  EXPECT_TRUE(t.Counts(3));
+  EXPECT_EQ(t.clock(3), 4);
+  EXPECT_EQ(t.min_clock(), 4);
+  // Worker 0 runs on; the joiner now holds the minimum and bounds its reads.
+  EXPECT_FALSE(t.Advance(0, 6));
+  EXPECT_TRUE(t.PullReady(5));
+  EXPECT_FALSE(t.PullReady(6));
+  EXPECT_TRUE(t.Advance(3, 5));
+  EXPECT_EQ(t.min_clock(), 5);
+  EXPECT_TRUE(t.PullReady(6));
+  // A clock report or removal of a slot that never joined moves nothing.
+  EXPECT_FALSE(t.Advance(2, 9));
+  EXPECT_FALSE(t.Remove(2));
+  EXPECT_FALSE(t.Counts(2));
+  EXPECT_EQ(t.min_clock(), 5);
+  EXPECT_FALSE(t.Advance(17, 9));  // beyond every slot: ignored
+  EXPECT_EQ(t.num_workers(), 4);
+  EXPECT_EQ(t.clock(17), 0);
+  EXPECT_FALSE(t.Counts(17));
+}
+
+TEST(ClockTrackerTest, JoinAfterEveryoneLeftStartsAtItsOwnClock) {
+  ClockTracker t(2, 0);
+  t.Advance(0, 3);
+  t.Advance(1, 3);
+  EXPECT_FALSE(t.Remove(0));  // worker 1 still holds the minimum at 3
+  EXPECT_TRUE(t.Remove(1));
+  EXPECT_EQ(t.min_clock(), ClockTracker::kNoWorkers);
+  EXPECT_EQ(t.StartClock(5), 0);  // a new rank: nobody to follow
+  EXPECT_TRUE(t.Join(5, t.StartClock(5)));
+  EXPECT_EQ(t.min_clock(), 0);
+  EXPECT_EQ(t.StartClock(1), 0);  // rejoining rank 1 follows the joiner
+}
+
+TEST(ClockTrackerTest, LeaverAndJoinerInTurn) {
+  ClockTracker t(3, 2);
+  t.Advance(0, 2);
+  t.Advance(1, 7);
+  t.Advance(2, 5);
+  EXPECT_EQ(t.min_clock(), 2);
+  EXPECT_TRUE(t.Remove(0));  // the slowest leaves
+  EXPECT_EQ(t.min_clock(), 5);
+  EXPECT_EQ(t.StartClock(4), 5);
+  EXPECT_FALSE(t.Join(4, 5));
+  EXPECT_EQ(t.StartClock(0), 5);  // rank 0 rejoining
+  EXPECT_FALSE(t.Rejoin(0, t.StartClock(0)));
+  EXPECT_EQ(t.clock(0), 5);
+  EXPECT_TRUE(t.Counts(0));
+}
+
 }  // namespace
 }  // namespace tether

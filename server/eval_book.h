@@ -1,8 +1,8 @@
 // EvalBook: shard 0's record of partitioned evaluation (EVAL_GATHER): each
 // worker's partial sums per evaluation round, and the requests waiting for a
 // round to complete. A round is complete once every rank has sent its
-// partial or is excused (it left the job or was removed for silence; the
-// caller says which). The protocol logic, apart from the event loop, so it
+// partial or is excused (it left the job or was removed for silence, never
+// joined, or joined beyond the initial ranks; the caller says which). The protocol logic, apart from the event loop, so it
 // is tested in one process (eval_book_test.cc).
 //
 // Rounds: 0 = the job's start (training label counts, test row counts),
@@ -38,6 +38,9 @@ class EvalBook {
     int rank = 0;
   };
 
+  /// `num_workers`: the ranks a round may hear from, [0, num_workers) —
+  /// cluster.max_workers under elastic membership, where the caller's
+  /// `excused` says which ranks owe nothing (slots never joined, joiners).
   explicit EvalBook(int num_workers) : num_workers_(num_workers) {}
 
   /// Stores `p` as rank p.rank()'s partial of `round` (replacing an earlier

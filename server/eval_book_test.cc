@@ -85,5 +85,33 @@ TEST(EvalBookTest, WaitersAreKeptPerRound) {
   EXPECT_TRUE(book.TakeWaiters(0).empty());
 }
 
+// Elastic membership: the book holds cluster.max_workers ranks; the ranks
+// that never joined and the joiners are excused, so a round completes with
+// the initial ranks' partials, and a joiner's partial is merged in rank
+// order when it came.
+TEST(EvalBookTest, SlotsNeverJoinedAndJoinersAreExcused) {
+  EvalBook book(/*max_workers=*/5);
+  const int initial = 2;
+  const auto excused = [&](int r) { return r >= initial; };
+  ASSERT_TRUE(book.Put(3, Part(1, 7)));
+  EXPECT_FALSE(book.Complete(3, excused));
+  ASSERT_TRUE(book.Put(3, Part(4, 0)));  // a joiner's empty partial
+  EXPECT_FALSE(book.Complete(3, excused));
+  ASSERT_TRUE(book.Put(3, Part(0, 5)));
+  std::vector<EvalPartial> out;
+  ASSERT_TRUE(book.TakeComplete(3, excused, &out));
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].rank(), 0);
+  EXPECT_EQ(out[1].rank(), 1);
+  EXPECT_EQ(out[2].rank(), 4);
+  EXPECT_FALSE(book.Put(3, Part(5, 1)));  // beyond max_workers
+  // Rank 0 left: the round completes without it.
+  const auto zero_left = [&](int r) { return r == 0 || r >= initial; };
+  ASSERT_TRUE(book.Put(kFinalEvalRound, Part(1, 7)));
+  ASSERT_TRUE(book.TakeComplete(kFinalEvalRound, zero_left, &out));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rank(), 1);
+}
+
 }  // namespace
 }  // namespace tether

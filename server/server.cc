@@ -102,13 +102,15 @@ std::string PeerName(const std::string& identity, Message& m) {
 ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context)
     : config_(config),
       shard_(shard),
-      eval_book_(config.cluster().num_workers()),
+      eval_book_(MaxWorkers(config.cluster())),
       chunks_("[server " + std::to_string(shard) + "] "),
       num_shards_(config.cluster().num_servers()),
       job_id_(JobId(config)),
       log_prefix_("[server " + std::to_string(shard) + "] "),
       clocks_(config.cluster().num_workers(), EffectiveStaleness(config.consistency())),
       workers_(config.cluster().num_workers()),
+      initial_workers_(config.cluster().num_workers()),
+      max_workers_(MaxWorkers(config.cluster())),
       own_ctx_(context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
       ctx_(context == nullptr ? own_ctx_.get() : context) {}
 
@@ -213,7 +215,8 @@ Status ServerShard::RunLoop() {
     if (!aborted_.ok()) return aborted_;
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
     bool all_gone = true;
-    for (const auto& w : workers_) all_gone = all_gone && (w.said_bye || w.dead);
+    for (size_t r = 0; r < workers_.size(); ++r)
+      all_gone = all_gone && (!Member(r) || workers_[r].said_bye || workers_[r].dead);
     if (all_gone) break;
     if (drain_requested_.load()) {
       // A stop that reached the whole job: serve the workers' stop
@@ -240,7 +243,7 @@ Status ServerShard::RunLoop() {
       // A rank that never joined holds every other worker at the staleness
       // bound (and the barrier) for good: the job cannot run without it.
       std::string missing;
-      for (size_t r = 0; r < workers_.size(); ++r) {
+      for (size_t r = 0; r < static_cast<size_t>(initial_workers_); ++r) {
         if (workers_[r].said_hello) continue;
         missing += (missing.empty() ? "" : "; ") + std::string("worker ") + std::to_string(r);
         auto why = refusals_.find(static_cast<int>(r));
@@ -267,7 +270,8 @@ Status ServerShard::RunLoop() {
             << stats_.bytes_in / 1e6 << " MB in, " << stats_.bytes_out / 1e6
             << " MB out, " << stats_.bad_messages << " bad messages; staleness tau mean "
             << stats_.staleness.mean() << " max " << stats_.staleness.max << "; " << stats_.workers_timed_out
-            << " workers timed out, " << stats_.workers_rejoined << " rejoined";
+            << " workers timed out, " << stats_.workers_rejoined << " rejoined, " << stats_.workers_joined
+            << " joined with a new rank";
   std::string held;  // rows of each row table at exit (hashed models: the distinct ids trained)
   for (const auto& t : tables_)
     if (IsRowTable(t->spec())) held += (held.empty() ? "" : ", ") + t->spec().name() + " " + std::to_string(t->num_rows());
@@ -320,9 +324,15 @@ void ServerShard::ReplyError(const std::string& identity, const MessageHeader& r
 Status ServerShard::CheckRequest(const std::string& identity, const Message& m) const {
   const MessageHeader& h = m.header;
   const std::string who = "worker " + std::to_string(h.sender_rank());
-  if (h.sender_rank() < 0 || h.sender_rank() >= static_cast<int>(workers_.size()))
+  if (h.sender_rank() < 0 || h.sender_rank() >= max_workers_)
     return Status::InvalidArgument("sender rank " + std::to_string(h.sender_rank()) + " outside [0, " +
-                                   std::to_string(workers_.size()) + ")");
+                                   std::to_string(max_workers_) + ") (cluster.max_workers = " +
+                                   std::to_string(max_workers_) +
+                                   (config_.cluster().max_workers() > 0 ? "" : ", i.e. cluster.num_workers") +
+                                   "; raise it to let more workers join)");
+  if (h.sender_rank() >= static_cast<int>(workers_.size()) && h.type() != HELLO)
+    return Status::FailedPrecondition(TypeName(h.type()) + " from worker " + std::to_string(h.sender_rank()) +
+                                      " before its HELLO");
   if (h.type() != PULL && h.type() != PUSH) return CheckPeer(identity, m);
   if (h.table_id() >= tables_.size())
     return Status::InvalidArgument(TypeName(h.type()) + " from " + who + ": unknown table id " +
@@ -434,6 +444,9 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     return;
   }
   const int rank = h.sender_rank();
+  // A HELLO from a rank beyond the slots held so far (a joiner, within
+  // max_workers: CheckRequest): its slot counts for nothing until admitted.
+  if (rank >= static_cast<int>(workers_.size())) workers_.resize(static_cast<size_t>(rank) + 1);
   WorkerState& w = workers_[rank];
   w.last_seen = std::chrono::steady_clock::now();
   if (h.type() == ABORT) {
@@ -465,12 +478,20 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
         // A worker rejoining (after a crash or a timeout) starts at the
         // slowest live clock, so nobody waits for clocks it will never
         // replay, and pulls fresh rows (its cache starts empty).
-        start_clock = clocks_.MinClockExcluding(rank);
-        if (start_clock == ClockTracker::kNoWorkers) start_clock = clocks_.clock(rank);
+        start_clock = clocks_.StartClock(rank);
         ++stats_.workers_rejoined;
         chunks_.Leave(rank);  // the new process holds none of the old one's chunks
         LOG(WARNING) << log_prefix_ << "worker " << rank << " rejoined at clock " << start_clock
                      << " (was at " << clocks_.clock(rank) << (w.dead ? ", timed out" : "") << ")";
+      } else if (rank >= initial_workers_) {
+        // A new rank joining the running job (elastic membership): like a
+        // rejoin, it starts at the slowest clock that counts, and from then
+        // on counts in the bound (docs/CONSISTENCY.md "Joining and leaving").
+        start_clock = std::max(start_clock, clocks_.StartClock(rank));
+        ++stats_.workers_joined;
+        LOG(INFO) << log_prefix_ << "worker " << rank << " joined the running job at clock " << start_clock
+                  << " (beyond the " << initial_workers_ << " initial worker(s); cluster.max_workers " << max_workers_
+                  << ")";
       } else {
         LOG(INFO) << log_prefix_ << "worker " << rank << " joined";
       }
@@ -478,7 +499,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.said_hello = true;
       w.identity = identity;
       w.last_seen = std::chrono::steady_clock::now();
-      if (clocks_.Rejoin(rank, start_clock)) ServeReadyPulls();
+      if (clocks_.Join(rank, start_clock)) ServeReadyPulls();
       Message reply;
       reply.header.set_type(HELLO_REPLY);
       reply.header.set_request_id(h.request_id());
@@ -599,7 +620,7 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   const std::string who = "worker " + std::to_string(rank);
   auto refuse = [&](const std::string& why) {
     LOG(ERROR) << log_prefix_ << "refusing " << who << ": " << why;
-    if (rank >= 0 && rank < static_cast<int>(workers_.size()) && !workers_[rank].said_hello) refusals_[rank] = why;
+    if (rank >= 0 && rank < initial_workers_ && !workers_[rank].said_hello) refusals_[rank] = why;
     ReplyError(identity, h, why);
     return false;
   };
@@ -849,6 +870,7 @@ void ServerShard::MaybeWriteCheckpoint() {
     *reply.header.add_checkpoint_files() = file;
     if (shard_ == 0) {
       for (int r = 0; r < static_cast<int>(workers_.size()); ++r) {
+        if (!Member(r)) continue;  // a joiner's slot that was never taken
         CheckpointWorker* e = reply.header.add_checkpoint_workers();
         e->set_rank(r);
         auto f = round_.files.find(r);
@@ -958,8 +980,15 @@ void ServerShard::ServeReadyPulls() {
 }
 
 bool ServerShard::EvalExcused(int rank) const {
+  // Joiners hold no part of the test set (it is split over the initial
+  // ranks): they owe no partial, and one they send is merged all the same.
+  if (rank >= initial_workers_ || rank >= static_cast<int>(workers_.size())) return true;
   const WorkerState& w = workers_[rank];
   return w.said_bye || w.dead;
+}
+
+bool ServerShard::Member(size_t rank) const {
+  return rank < static_cast<size_t>(initial_workers_) || (rank < workers_.size() && workers_[rank].said_hello);
 }
 
 void ServerShard::HandleEvalGather(const std::string& identity, const Message& m) {
@@ -1022,7 +1051,8 @@ void ServerShard::AnswerEvalWaiters() {
     std::vector<EvalPartial> all;
     if (!eval_book_.TakeComplete(round, excused, &all)) continue;
     for (const EvalBook::Waiter& w : eval_book_.TakeWaiters(round)) {
-      if (EvalExcused(w.rank)) continue;  // left meanwhile: nobody to answer
+      const WorkerState& ws = workers_[w.rank];
+      if (ws.said_bye || ws.dead) continue;  // left meanwhile: nobody to answer
       Message reply;
       reply.header.set_type(EVAL_GATHER_REPLY);
       reply.header.set_request_id(w.request_id);
@@ -1041,11 +1071,18 @@ void ServerShard::AnswerEvalWaiters() {
 }
 
 void ServerShard::MaybeReleaseBarrier() {
+  // The job's end: every worker that joined and did not leave is here (a
+  // joiner's slot never taken holds nobody back).
   uint64_t total = 0;
-  for (const auto& w : workers_) {
+  int evaluator = -1;  // the lowest rank here: it evaluates and reports
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    const WorkerState& w = workers_[r];
+    if (!Member(r)) continue;
     if (!w.at_barrier && !w.said_bye && !w.dead) return;
     total += w.samples;
+    if (evaluator < 0 && w.at_barrier && !w.said_bye && !w.dead) evaluator = static_cast<int>(r);
   }
+  if (evaluator < 0) return;  // nobody is waiting
   int64_t latest = 0;
   for (int r = 0; r < clocks_.num_workers(); ++r) latest = std::max(latest, clocks_.clock(r));
   for (size_t r = 0; r < workers_.size(); ++r) {
@@ -1056,6 +1093,7 @@ void ServerShard::MaybeReleaseBarrier() {
     reply.header.set_request_id(w.barrier_request);
     reply.header.set_samples(total);
     reply.header.set_clock(latest);  // the largest clock any worker reached
+    reply.header.set_evaluator_rank(evaluator);
     Reply(w.identity, &reply, static_cast<int>(r));
     w.at_barrier = false;
   }
@@ -1191,9 +1229,14 @@ ShardStats ServerShard::SnapshotStats() const {
   s.mutable_staleness_histogram()->Add(stats_.staleness.count, stats_.staleness.count + last + 1);
   s.set_staleness_sum(stats_.staleness.sum);
   s.set_staleness_max(stats_.staleness.max);
-  for (const auto& w : workers_) {
-    s.add_bound_wait_seconds(w.bound_wait_s);
-    *s.add_workers() = w.stats;
+  // One entry per rank up to the highest that took part (joiners included;
+  // a slot skipped over has zeros and an empty WorkerStats).
+  size_t ranks = std::min(workers_.size(), static_cast<size_t>(initial_workers_));
+  for (size_t r = ranks; r < workers_.size(); ++r)
+    if (workers_[r].said_hello) ranks = r + 1;
+  for (size_t r = 0; r < ranks; ++r) {
+    s.add_bound_wait_seconds(workers_[r].bound_wait_s);
+    *s.add_workers() = workers_[r].stats;
   }
   for (const auto& t : tables_) s.add_table_rows(IsRowTable(t->spec()) ? t->num_rows() : 0);
   chunks_.FillStats(&s);

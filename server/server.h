@@ -60,7 +60,8 @@ struct StalenessHistogram {
   X(bad_messages)      /* answered with ERROR_REPLY */                                 \
   X(send_failures)     /* replies that could not be delivered */                       \
   X(workers_timed_out) /* removed from the min clock for silence */                    \
-  X(workers_rejoined)  /* HELLO again from a known rank */
+  X(workers_rejoined)  /* HELLO again from a known rank */                           \
+  X(workers_joined)    /* HELLO from a new rank beyond cluster.num_workers */
 
 /// Counters a shard keeps; logged at exit and sent in STATS_REPLY as a
 /// ShardStats (SnapshotStats()).
@@ -97,7 +98,8 @@ class ServerShard {
   /// The endpoint actually bound (with the real port), after Bind.
   const std::string& endpoint() const { return endpoint_; }
 
-  /// Serves until every one of the job's workers has said BYE (OK) or was
+  /// Serves until every one of the job's workers (the initial ones and
+  /// every one that joined later) has said BYE (OK) or was
   /// removed for silence (Unavailable naming the removed workers: the job
   /// did not finish), Stop() is called (OK), a worker sent ABORT
   /// (Unavailable with the worker's reason), no worker said HELLO within
@@ -222,8 +224,13 @@ class ServerShard {
   // Answers the EVAL_WAIT requests whose round is now complete (after a
   // partial arrived, or a worker left or was removed).
   void AnswerEvalWaiters();
-  // Rank r no longer owes partials: it left (BYE) or was removed.
+  // Rank r owes no partials: it left (BYE), was removed, or joined beyond
+  // the initial ranks (joiners hold no part of the test set).
   bool EvalExcused(int rank) const;
+  // Whether rank r is in the job's membership: an initial rank (joined or
+  // still expected), or one that joined later. A joiner's slot that was
+  // never taken is not: it holds no barrier, evaluation or exit back.
+  bool Member(size_t rank) const;
   void MaybeWriteCheckpoint();
   // Worker 0's HELLO of a resumed job: loads this shard's rows. Returns
   // "" or why the HELLO is refused (also recorded in fatal_).
@@ -243,7 +250,11 @@ class ServerShard {
   // HELLOs of other workers that came before worker 0's, by rank.
   std::map<int, PendingPull> waiting_hellos_;
   ClockTracker clocks_;
+  // One slot per rank: the initial ones, grown by a joiner's HELLO to its
+  // rank + 1 (elastic membership; at most max_workers_).
   std::vector<WorkerState> workers_;
+  int initial_workers_;  // cluster.num_workers: the ranks the job waits for
+  int max_workers_;      // MaxWorkers(cluster): ranks ≥ this are refused
   std::deque<PendingPull> pending_;
   std::unique_ptr<zmq::context_t> own_ctx_;  // when no context was passed in
   zmq::context_t* ctx_;

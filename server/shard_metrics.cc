@@ -87,6 +87,7 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
       {"tether_server_workers_timed_out_total", s.workers_timed_out(),
        "Workers removed from the min clock for silence."},
       {"tether_server_workers_rejoined_total", s.workers_rejoined(), "HELLOs again from a known rank."},
+      {"tether_server_workers_joined_total", s.workers_joined(), "HELLOs from new ranks beyond cluster.num_workers."},
   };
   for (const Counter& c : counters) w.Counter(c.name, c.help, base, static_cast<double>(c.value));
   w.Gauge("tether_server_min_clock",

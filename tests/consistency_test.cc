@@ -4,7 +4,9 @@
 // read-my-writes, the worker cache, and membership under the bound (C18).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -83,41 +85,112 @@ class Cluster {
 // read waits until it does. `capacity`: each worker's cache capacity in
 // bytes (0: unbounded); a tiny one evicts rows all the time, and the
 // invariant must hold all the same.
+//
+// Elastic membership (`max_workers` > `workers`): at random steps a worker
+// with a new rank joins (cluster.max_workers) or a live one leaves (BYE).
+// A joiner must start at the slowest live clock (within the one CLOCK each
+// worker may have in flight), and from then on counts: a read at clock c
+// includes at least c − s − c0 pushes of a live worker that joined at c0,
+// those of one that left up to where it left, none of a rank not yet
+// joined; the joiner's
+// first read, at its start clock, is checked at once, and the bound is
+// computed over the live workers only (one that left holds nobody back).
 void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t seed, uint64_t capacity = 0,
-                       bool refresh_on_push = true) {
+                       bool refresh_on_push = true, int max_workers = 0) {
+  const bool elastic = max_workers > workers;
+  const int ranks = elastic ? max_workers : workers;
   JobConfig job = Job(2, workers, s);
   job.mutable_consistency()->set_cache(cache);
   job.mutable_consistency()->set_refresh_on_push(refresh_on_push);
+  if (elastic) job.mutable_cluster()->set_max_workers(max_workers);
   Cluster cluster(job);
-  std::vector<std::unique_ptr<WorkerClient>> w;
-  for (int r = 0; r < workers; ++r) w.push_back(cluster.Connect(r, capacity));
-  for (auto& c : w) ASSERT_TRUE(c);
-  std::vector<uint64_t> keys(workers);
-  for (int r = 0; r < workers; ++r) keys[r] = r;
-  std::vector<float> init(workers);
+  std::vector<std::unique_ptr<WorkerClient>> w(ranks);
+  for (int r = 0; r < workers; ++r) w[r] = cluster.Connect(r, capacity);
+  for (int r = 0; r < workers; ++r) ASSERT_TRUE(w[r]);
+  std::vector<uint64_t> keys(ranks);
+  for (int r = 0; r < ranks; ++r) keys[r] = r;
+  std::vector<float> init(ranks);
   ASSERT_TRUE(w[0]->PullRows(kW1, keys, init.data()).Wait().ok());
 
-  std::vector<int64_t> clocks(workers, 0), pushes(workers, 0);
+  // live: joined and not left. start: the clock a rank joined at.
+  std::vector<bool> live(ranks, false), left(ranks, false);
+  for (int r = 0; r < workers; ++r) live[r] = true;
+  std::vector<int64_t> clocks(ranks, 0), pushes(ranks, 0), start(ranks, 0);
+  int next_rank = workers, joins = 0, leaves = 0, joiner_first_reads = 0;
   struct PendingRead { bool active = false; RequestHandle pull; int64_t clock = 0; std::vector<float> out; };
-  std::vector<PendingRead> pending(workers);
+  std::vector<PendingRead> pending(ranks);
   std::mt19937 rng(seed);
   int reads_checked = 0, reads_blocked = 0;
-  auto min_clock = [&] { return *std::min_element(clocks.begin(), clocks.end()); };
+  auto min_clock = [&] {
+    int64_t m = std::numeric_limits<int64_t>::max();
+    for (int r = 0; r < ranks; ++r)
+      if (live[r]) m = std::min(m, clocks[r]);
+    return m;
+  };
   auto check = [&](int r, const PendingRead& p) {
-    for (int k = 0; k < workers; ++k) {
+    for (int k = 0; k < ranks; ++k) {
       const int64_t seen = std::lround(p.out[k] - init[k]);
-      const int64_t required = s < 0 ? 0 : std::max<int64_t>(0, p.clock - s);
+      const int64_t required = s < 0 ? 0 : std::max<int64_t>(0, p.clock - s - start[k]);
       if (k == r) {
         EXPECT_EQ(seen, pushes[r]) << "read-my-writes: worker " << r << " at clock " << p.clock;
+      } else if (left[k]) {
+        // It pushed once per clock from start[k] to clocks[k] (when it left):
+        // those of clocks < c − s are due, its later ones may be.
+        const int64_t due = s < 0 ? 0 : std::max<int64_t>(0, std::min(p.clock - s, clocks[k]) - start[k]);
+        EXPECT_GE(seen, due) << "worker " << r << " at clock " << p.clock << " misses updates of worker " << k
+                             << ", which left at clock " << clocks[k];
+        EXPECT_LE(seen, pushes[k]);
+      } else if (!live[k]) {
+        EXPECT_EQ(seen, 0) << "worker " << r << ": rank " << k << " has not joined";
       } else {
-        EXPECT_GE(seen, required) << "worker " << r << " at clock " << p.clock << " misses updates of worker " << k;
+        EXPECT_GE(seen, required) << "worker " << r << " at clock " << p.clock << " misses updates of worker " << k
+                                  << " (joined at clock " << start[k] << ")";
         EXPECT_LE(seen, pushes[k]);
       }
     }
     ++reads_checked;
   };
+  auto live_count = [&] { return static_cast<int>(std::count(live.begin(), live.end(), true)); };
   for (int step = 0; step < steps; ++step) {
-    const int r = static_cast<int>(rng() % workers);
+    if (elastic && rng() % 16 == 0) {
+      if (next_rank < ranks && rng() % 2 == 0) {
+        // A worker with a new rank joins at the slowest live clock.
+        const int r = next_rank++;
+        const int64_t slowest = min_clock();
+        w[r] = cluster.Connect(r, capacity);
+        ASSERT_TRUE(w[r]) << "join of rank " << r;
+        start[r] = clocks[r] = w[r]->clock();
+        EXPECT_LE(start[r], slowest) << "joiner " << r << " starts ahead of the slowest live worker";
+        EXPECT_GE(start[r], slowest - 1) << "joiner " << r << " starts behind the slowest live worker";
+        live[r] = true;
+        ++joins;
+        // Its first read: every update older than its clock minus s.
+        PendingRead first;
+        first.clock = clocks[r];
+        first.out.assign(ranks, 0.0f);
+        Status st = w[r]->PullRows(kW1, keys, first.out.data()).Wait(5000);
+        ASSERT_TRUE(st.ok()) << "joiner " << r << "'s first read: " << st.ToString();
+        check(r, first);
+        ++joiner_first_reads;
+        continue;
+      }
+      // A live worker with no read outstanding leaves (one stays at least).
+      std::vector<int> can;
+      for (int r = 0; r < ranks; ++r)
+        if (live[r] && !pending[r].active) can.push_back(r);
+      if (live_count() > 1 && !can.empty()) {
+        const int r = can[rng() % can.size()];
+        ASSERT_TRUE(w[r]->Bye().ok()) << "worker " << r << " leaving";
+        live[r] = false;
+        left[r] = true;
+        ++leaves;
+        continue;
+      }
+    }
+    std::vector<int> alive;
+    for (int r = 0; r < ranks; ++r)
+      if (live[r]) alive.push_back(r);
+    const int r = alive[rng() % alive.size()];
     PendingRead& p = pending[r];
     const bool bound_holds = [&] { return s < 0 || min_clock() >= p.clock - s; }();
     if (p.active) {
@@ -139,7 +212,7 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     ASSERT_TRUE(w[r]->Clock().ok());
     ++clocks[r];
     p.clock = clocks[r];
-    p.out.assign(workers, 0.0f);
+    p.out.assign(ranks, 0.0f);
     p.pull = w[r]->PullRows(kW1, keys, p.out.data());
     p.active = true;
     if (s < 0 || min_clock() >= p.clock - s) {
@@ -158,10 +231,21 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
   if (s < 0) {
     EXPECT_EQ(reads_blocked, 0);
   }
+  if (elastic) {
+    ::testing::Test::RecordProperty("joins", joins);
+    ::testing::Test::RecordProperty("leaves", leaves);
+    ::testing::Test::RecordProperty("reads_checked", reads_checked);
+    ::testing::Test::RecordProperty("reads_blocked", reads_blocked);
+    EXPECT_GT(joins, 0) << "the schedule never added a worker";
+    EXPECT_GT(leaves, 0) << "the schedule never removed a worker";
+    EXPECT_EQ(joiner_first_reads, joins);
+    for (int sh = 0; sh < 2; ++sh) EXPECT_EQ(cluster.server(sh).stats().workers_joined, static_cast<uint64_t>(joins));
+  }
   for (int sh = 0; sh < 2; ++sh) EXPECT_EQ(cluster.server(sh).stats().bound_violations, 0u);
   if (capacity > 0 && cache && s >= 0) {
     uint64_t evictions = 0, hits = 0;
     for (auto& c : w) {
+      if (!c) continue;
       EXPECT_LE(c->stats().cache_peak_bytes, capacity);
       EXPECT_EQ(c->stats().cache_capacity_bytes, capacity);
       evictions += c->stats().cache_evictions;
@@ -182,6 +266,23 @@ TEST(ConsistencyTest, SspInvariantOnRandomScheduleS3TinyCacheNoRefresh) {
 }
 TEST(ConsistencyTest, SspInvariantOnRandomScheduleS3NoCache) { RunRandomSchedule(3, false, 4, 400, 3); }
 TEST(ConsistencyTest, AspNeverBlocks) { RunRandomSchedule(-1, true, 3, 300, 4); }
+// Elastic membership: 2 initial workers, up to 6 ranks, random joins and
+// leaves (BYE) between the clocks.
+TEST(ConsistencyTest, SspInvariantWithJoinsAndLeavesS0) {
+  RunRandomSchedule(0, true, 2, 500, 11, 0, true, /*max_workers=*/6);
+}
+TEST(ConsistencyTest, SspInvariantWithJoinsAndLeavesS2) {
+  RunRandomSchedule(2, true, 2, 600, 12, 0, true, /*max_workers=*/6);
+}
+TEST(ConsistencyTest, SspInvariantWithJoinsAndLeavesS3NoCache) {
+  RunRandomSchedule(3, false, 1, 600, 13, 0, true, /*max_workers=*/5);
+}
+TEST(ConsistencyTest, SspInvariantWithJoinsAndLeavesTinyCache) {
+  RunRandomSchedule(1, true, 2, 500, 14, kTwoRows, /*refresh_on_push=*/false, /*max_workers=*/6);
+}
+TEST(ConsistencyTest, AspWithJoinsAndLeavesNeverBlocks) {
+  RunRandomSchedule(-1, true, 2, 400, 15, 0, true, /*max_workers=*/6);
+}
 
 // Checkpoints are a consistent cut (server/checkpoint.h), whatever the
 // bound: W workers, each on its own thread, own key w and push +1 to it once

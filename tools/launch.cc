@@ -70,12 +70,16 @@
 #include "core/status.h"
 #include "server/checkpoint.h"
 #include "tools/common_flags.h"
+#include "tools/elastic_schedule.h"
 #include "tools/metrics_flags.h"
 #include "worker/model_registry.h"
+#include "worker/trainer.h"
 
 DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers); 0: from the config");
 DEFINE_int32(workers, 0, "number of workers (overrides cluster.num_workers); 0: from the config");
-DEFINE_string(metrics_out, "", "passed to worker 0, which writes the final metrics JSON there; printed on success");
+DEFINE_string(metrics_out, "",
+              "passed to worker 0 (with --elastic_schedule: to every worker; the evaluator writes it), which "
+              "writes the final metrics JSON there; printed on success");
 DEFINE_string(model_out, "",
               "with --transport=inproc: the trained model is written here at the end (FILE.npz: NumPy npz, else "
               "safetensors; docs/OPERATIONS.md, Export)");
@@ -102,6 +106,11 @@ DEFINE_bool(resume_if_present, false,
 DEFINE_string(metrics_sd_dir, "",
               "with --metrics_port: every server and worker writes its Prometheus file_sd target file "
               "(JOBID-server-I.json, JOBID-worker-R.json) here, for a file_sd_configs entry of DIR/*.json");
+DEFINE_string(elastic_schedule, "",
+              "add and stop workers by the job's epoch, e.g. \"2:+2,4:-1\": at the start of epoch 2 start two "
+              "workers with new ranks, at epoch 4 stop the most recently started one gracefully (SIGTERM: it says "
+              "BYE). Needs cluster.max_workers above the ranks started and train.data_on_demand for the joiners "
+              "(docs/OPERATIONS.md, Joining and leaving); not with --transport=inproc or engine mode");
 DEFINE_int32(max_restarts, 0,
              "when the job fails (a process died or failed), restart it from the latest complete checkpoint "
              "under checkpoint.dir, up to N times, each as the next cluster.generation");
@@ -140,6 +149,9 @@ struct LaunchOptions {
   std::string metrics_sd_dir;           // "" = no file_sd target files
   std::string metrics_sd_prefix;        // file name prefix there (the job id)
   std::chrono::seconds metrics_linger{0};  // children serve this long after training
+  // --elastic_schedule: steps by epoch (tools/elastic_schedule.h); empty:
+  // the job keeps its cluster.num_workers workers.
+  std::vector<ElasticStep> elastic;
 };
 
 // A worker whose loss diverged under train.fail_on_divergence exits with
@@ -155,6 +167,7 @@ struct Child {
   bool reported = false;  // its exit has been looked at by the launcher
   int wait_status = 0;
   std::string endpoint;  // servers: where it listened (from its port file)
+  bool leaving = false;  // workers: stopped by --elastic_schedule (SIGTERM; exit 143 is its success)
 
   std::string Name() const { return role + " " + std::to_string(index) + " (pid " + std::to_string(pid) + ")"; }
   bool Succeeded() const { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
@@ -286,6 +299,12 @@ class Launcher {
   // --metrics_port (and --metrics_sd_file) of one child.
   void AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const;
   std::optional<int> Monitor();
+  // --elastic_schedule: the job's epoch (the largest any worker reported in
+  // its progress file), and the steps due by it applied. Returns false (and
+  // tears down) when a joiner could not be started.
+  int JobEpoch() const;
+  bool ApplyElasticSteps();
+  std::vector<std::string> WorkerArgs(int rank) const;
   std::optional<int> Interrupted(const std::string& phase);
   int PrintSummary();
 
@@ -304,6 +323,9 @@ class Launcher {
   bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
   std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
   std::string phase_ = "starting";
+  std::string server_addresses_;  // the shards' endpoints, for workers started later
+  size_t next_step_ = 0;          // the first --elastic_schedule step not applied
+  int next_rank_ = 0;             // the next unused worker rank
   Clock::time_point start_ = Clock::now();
   Clock::time_point deadline_;
   Clock::time_point next_status_;
@@ -495,7 +517,8 @@ void Launcher::PrintStatusLine() {
 void Launcher::Pump(Clock::time_point until) {
   const Clock::time_point now = Clock::now();
   Clock::time_point wake = std::min(until, next_status_);
-  if (inotify_fd_ < 0 && phase_ == "servers starting") wake = std::min(wake, now + kPortFilePoll);
+  if (inotify_fd_ < 0 && (phase_ == "servers starting" || next_step_ < options_.elastic.size()))
+    wake = std::min(wake, now + kPortFilePoll);  // port and progress files
   const long timeout_ms =
       wake <= now ? 0 : static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(wake - now).count());
 
@@ -648,6 +671,10 @@ std::optional<int> Launcher::Monitor() {
         diverged_.push_back(c->Name());
         continue;
       }
+      if (c->leaving && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == 128 + SIGTERM) {
+        LOG(INFO) << "[launch] " << c->Name() << " left the job as scheduled (--elastic_schedule)";
+        continue;
+      }
       if (!c->Succeeded()) {
         LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded()
                    << (c->role == "server" && !c->endpoint.empty() ? "; it was shard " + std::to_string(c->index) +
@@ -658,6 +685,7 @@ std::optional<int> Launcher::Monitor() {
       }
       LOG(INFO) << "[launch] " << c->Name() << " finished";
     }
+    if (Live("worker") > 0 && !ApplyElasticSteps()) return 1;
     if (Live() == 0) return std::nullopt;
     if (Live("worker") == 0 && !servers_deadline) {
       phase_ = "waiting for servers to exit";
@@ -683,7 +711,8 @@ int Launcher::PrintSummary() {
   if (!options_.metrics_out.empty()) {
     std::ifstream in(options_.metrics_out);
     if (!in) {
-      LOG(ERROR) << "[launch] job finished but worker 0 wrote no metrics file " << options_.metrics_out;
+      LOG(ERROR) << "[launch] job finished but the evaluating worker (rank 0, or the lowest rank left) wrote no metrics file "
+                 << options_.metrics_out;
       return 1;
     }
     nlohmann::json metrics = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -772,12 +801,10 @@ int Launcher::RunJob() {
   for (auto& c : children_)
     if (c.role == "server") c.endpoint = endpoints[c.index];
 
+  server_addresses_ = addresses;
+  next_rank_ = options_.num_workers;
   for (int r = 0; r < options_.num_workers; ++r) {
-    std::vector<std::string> args = {config_flag, "--rank=" + std::to_string(r), "--server_addresses=" + addresses};
-    if (r == 0 && !options_.metrics_out.empty()) args.push_back("--metrics_out=" + options_.metrics_out);
-    AddMetricsFlags("worker", r, &args);
-    args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
-    if (Status st = StartChild("worker", r, "tether-worker", std::move(args)); !st.ok()) {
+    if (Status st = StartChild("worker", r, "tether-worker", WorkerArgs(r)); !st.ok()) {
       LOG(ERROR) << "[launch] " << st.ToString();
       Teardown("could not start worker " + std::to_string(r));
       return 1;
@@ -786,6 +813,65 @@ int Launcher::RunJob() {
 
   if (auto code = Monitor()) return *code;
   return PrintSummary();
+}
+
+std::vector<std::string> Launcher::WorkerArgs(int rank) const {
+  std::vector<std::string> args = {"--config=" + options_.config_path, "--rank=" + std::to_string(rank),
+                                   "--server_addresses=" + server_addresses_};
+  // Elastic: the evaluator is the lowest rank still there at the end (rank
+  // 0 unless it left), so every worker is told where the metrics go; only
+  // the evaluator writes them.
+  if (!options_.metrics_out.empty() && (rank == 0 || !options_.elastic.empty()))
+    args.push_back("--metrics_out=" + options_.metrics_out);
+  if (!options_.elastic.empty()) args.push_back("--progress_file=" + tmp_dir_ + "/progress_" + std::to_string(rank));
+  AddMetricsFlags("worker", rank, &args);
+  args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+  return args;
+}
+
+int Launcher::JobEpoch() const {
+  int epoch = 1;
+  for (const Child& c : children_) {
+    if (c.role != "worker") continue;
+    std::ifstream in(tmp_dir_ + "/progress_" + std::to_string(c.index));
+    int e = 0;
+    if (in >> e) epoch = std::max(epoch, e);
+  }
+  return epoch;
+}
+
+bool Launcher::ApplyElasticSteps() {
+  if (next_step_ >= options_.elastic.size()) return true;
+  const int epoch = JobEpoch();
+  for (; next_step_ < options_.elastic.size() && options_.elastic[next_step_].epoch <= epoch; ++next_step_) {
+    const ElasticStep& step = options_.elastic[next_step_];
+    if (step.delta > 0) {
+      LOG(INFO) << "[launch] epoch " << epoch << ": starting " << step.delta << " worker(s) with new ranks "
+                << next_rank_ << ".." << next_rank_ + step.delta - 1 << " (--elastic_schedule " << step.epoch
+                << ":+" << step.delta << ")";
+      for (int i = 0; i < step.delta; ++i, ++next_rank_) {
+        if (Status st = StartChild("worker", next_rank_, "tether-worker", WorkerArgs(next_rank_)); !st.ok()) {
+          LOG(ERROR) << "[launch] " << st.ToString();
+          Teardown("could not start worker " + std::to_string(next_rank_));
+          return false;
+        }
+      }
+      continue;
+    }
+    // The most recently started workers still running leave first.
+    int to_stop = -step.delta;
+    std::string names;
+    for (auto it = children_.rbegin(); it != children_.rend() && to_stop > 0; ++it) {
+      if (it->role != "worker" || !it->running || it->leaving) continue;
+      it->leaving = true;
+      kill(it->pid, SIGTERM);
+      names += " " + it->Name();
+      --to_stop;
+    }
+    LOG(INFO) << "[launch] epoch " << epoch << ": stopping" << (names.empty() ? " no worker (none running)" : names)
+              << " gracefully (--elastic_schedule " << step.epoch << ":" << step.delta << ")";
+  }
+  return true;
 }
 
 // Directory of the running executable, where the child binaries live.
@@ -1083,7 +1169,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (engine_task->has_value()) {
-    for (const char* flag : {"transport", "max_restarts", "model_out", "timeout_s"}) {
+    for (const char* flag : {"transport", "max_restarts", "model_out", "timeout_s", "elastic_schedule"}) {
       if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
         LOG(ERROR) << "[launch] --" << flag << " does not apply in engine mode (one task of srun/mpirun runs one "
                    << "role; the scheduler bounds and restarts the job)";
@@ -1100,6 +1186,33 @@ int main(int argc, char** argv) {
   options.num_workers = config->cluster().num_workers();
   options.metrics_out = FLAGS_metrics_out;
   options.model_out = FLAGS_model_out;
+  if (!FLAGS_elastic_schedule.empty()) {
+    auto steps = tether::ParseElasticSchedule(FLAGS_elastic_schedule, options.num_workers,
+                                              tether::MaxWorkers(config->cluster()));
+    if (!steps.ok()) {
+      LOG(ERROR) << "[launch] " << steps.status().message();
+      return 2;
+    }
+    if (FLAGS_transport == "inproc") {
+      LOG(ERROR) << "[launch] --elastic_schedule needs a process per worker: not with --transport=inproc";
+      return 2;
+    }
+    for (const tether::ElasticStep& step : *steps) {
+      if (step.delta > 0) {
+        // A joiner's first rank: refused now, not mid-job (the data it needs).
+        if (tether::Status st = tether::CheckWorkerRank(*config, options.num_workers,
+                                                        tether::RowsDealtOnDemand(*config));
+            !st.ok()) {
+          LOG(ERROR) << "[launch] --elastic_schedule " << step.epoch << ":+" << step.delta << ": " << st.message();
+          return 2;
+        }
+      }
+      if (step.epoch > config->train().epochs())
+        LOG(WARNING) << "[launch] --elastic_schedule step at epoch " << step.epoch << " is past train.epochs = "
+                     << config->train().epochs() << ": it will never apply";
+    }
+    options.elastic = std::move(*steps);
+  }
   if (!FLAGS_model_out.empty() && FLAGS_transport != "inproc") {
     LOG(ERROR) << "[launch] --model_out needs --transport=inproc (the one process that holds every shard's tables "
                   "at the end); for a job of several processes, export a checkpoint with tether-export";

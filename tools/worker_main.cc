@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/config.h"
+#include "core/file_util.h"
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "server/checkpoint.h"
@@ -28,13 +29,16 @@ DEFINE_string(server_addresses, "",
 DEFINE_bool(resume_if_present, false,
             "resume from the latest complete checkpoint under checkpoint.dir when there is one, else start "
             "afresh (a requeued job); excludes --resume_from");
-DEFINE_string(metrics_out, "", "rank 0: write the final metrics JSON here");
+DEFINE_string(metrics_out, "", "write the final metrics JSON here if this worker evaluates at the end (rank 0, or the lowest rank still there when rank 0 left: give it to every worker of an elastic job)");
 DEFINE_string(resume_from, "",
               "resume from this checkpoint, or the latest complete one under this directory "
               "(checkpoint.dir); every worker of the job takes the same (docs/OPERATIONS.md)");
 DEFINE_string(model_out, "",
               "with --in_process: write the trained model here at the end of the job (FILE.npz: NumPy npz; "
               "else safetensors), with the training label counts (docs/OPERATIONS.md, Export)");
+DEFINE_string(progress_file, "",
+              "write \"EPOCH CLOCK\" (the epoch in progress, 1-based, and the clocks completed) here, replaced "
+              "atomically at each new epoch: how tether-launch --elastic_schedule follows the job's progress");
 DEFINE_bool(in_process, false,
             "run the whole job in this process: cluster.num_servers shards and cluster.num_workers workers "
             "as threads over inproc:// (one host; see tools/local_job.h); excludes --rank and "
@@ -152,9 +156,9 @@ int main(int argc, char** argv) {
     LOG(ERROR) << who << config.status().message();
     return 2;
   }
-  if (FLAGS_rank < 0 || FLAGS_rank >= config->cluster().num_workers()) {
-    LOG(ERROR) << who << "flag --rank=" << FLAGS_rank << " outside [0, " << config->cluster().num_workers()
-               << ") (cluster.num_workers)";
+  if (tether::Status st = tether::CheckWorkerRank(*config, FLAGS_rank, tether::RowsDealtOnDemand(*config));
+      !st.ok()) {
+    LOG(ERROR) << who << "flag --rank=" << FLAGS_rank << ": " << st.message();
     return 2;
   }
   if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) {
@@ -257,6 +261,21 @@ int main(int argc, char** argv) {
     endpoint = std::move(*ep);
     if (endpoint != nullptr)
       options.on_progress = [&published](const tether::WorkerProgress& p) { published.Publish({true, p}); };
+  }
+  if (!FLAGS_progress_file.empty()) {
+    // One small file per new epoch (not per clock): a reader polls it.
+    auto metrics = std::move(options.on_progress);
+    options.on_progress = [metrics, last_epoch = 0, who](const tether::WorkerProgress& p) mutable {
+      if (metrics) metrics(p);
+      if (p.epoch == last_epoch) return;
+      last_epoch = p.epoch;
+      tether::Status st = [&]() -> tether::Status {
+        TETHER_ASSIGN_OR_RETURN(tether::AtomicFile f, tether::AtomicFile::Create(FLAGS_progress_file));
+        TETHER_RETURN_IF_ERROR(f.Append(std::to_string(p.epoch) + " " + std::to_string(p.clock) + "\n"));
+        return f.Commit();
+      }();
+      if (!st.ok()) LOG(WARNING) << who << "--progress_file: " << st.message();
+    };
   }
   options.stop_requested = [] { return g_stop.load(); };
   auto report = tether::RunWorker(*config, options);

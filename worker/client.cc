@@ -416,7 +416,10 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         break;
       case BARRIER_REPLY:
         barrier_total_ = h.samples();
-        if (r.shard == 0) barrier_clock_ = h.clock();
+        if (r.shard == 0) {
+          barrier_clock_ = h.clock();
+          if (h.has_evaluator_rank()) evaluator_rank_ = h.evaluator_rank();
+        }
         break;
       case CLOCK_REPLY:
         if (h.checkpoint_clock() >= 0) due_checkpoint_clock_ = h.checkpoint_clock();

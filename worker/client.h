@@ -247,6 +247,10 @@ class WorkerClient {
   StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false);
   /// After Barrier: the largest clock any worker reached (shard 0's view).
   int64_t barrier_clock() const { return barrier_clock_; }
+  /// After Barrier: the rank that evaluates at the end and writes the
+  /// metrics — the lowest rank at the barrier (rank 0 unless it left;
+  /// shard 0's view, elastic membership).
+  int evaluator_rank() const { return evaluator_rank_; }
 
   /// Partitioned evaluation: sends `mine` (this worker's partial sums of
   /// evaluation `round`; null: none, e.g. a second poll) to shard 0
@@ -361,6 +365,7 @@ class WorkerClient {
   std::vector<float> scratch_;
   uint64_t barrier_total_ = 0;             // BARRIER_REPLY's total
   int64_t barrier_clock_ = 0;              // BARRIER_REPLY's clock (shard 0's)
+  int evaluator_rank_ = 0;                 // BARRIER_REPLY's evaluator_rank (shard 0's)
   RequestHandle clock_reply_;              // shard 0's answer to the last CLOCK
   int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
   CheckpointReply checkpoint_reply_;       // filled by CHECKPOINT_REPLYs

@@ -35,7 +35,7 @@ TrainReport TwoShardReport() {
   // τ 0, 1, 1, 2 on shard 0 (sum 4); τ 3 and 4 on shard 1 (sum 7).
   r.servers.push_back(Shard(R"(shard: 0 pulls: 10 pushes: 4 rows_pulled: 40 rows_pushed: 30 updates_applied: 31
       bytes_in: 500 bytes_out: 600 deferred_pulls: 2 bound_violations: 0 bad_messages: 1 send_failures: 3
-      workers_timed_out: 0 workers_rejoined: 0
+      workers_timed_out: 0 workers_rejoined: 0 workers_joined: 0
       staleness_histogram: [1, 2, 1] staleness_sum: 4 staleness_max: 2
       bound_wait_seconds: [0.5, 0.25, 0.0])" + workers));
   r.servers.push_back(Shard(R"(shard: 1 pulls: 8 pushes: 2 bound_violations: 1
@@ -84,7 +84,7 @@ TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
   const nlohmann::json& s0 = j["servers"][0];
   EXPECT_EQ(s0, nlohmann::json::parse(R"({"shard": 0, "pulls": 10, "pushes": 4, "rows_pulled": 40,
       "rows_pushed": 30, "updates_applied": 31, "bytes_in": 500, "bytes_out": 600, "deferred_pulls": 2,
-      "bound_violations": 0, "bad_messages": 1, "workers_timed_out": 0, "workers_rejoined": 0,
+      "bound_violations": 0, "bad_messages": 1, "workers_timed_out": 0, "workers_rejoined": 0, "workers_joined": 0,
       "staleness_histogram": [1, 2, 1], "staleness_max": 2, "staleness_mean": 1.0,
       "bound_wait_seconds": [0.5, 0.25, 0.0], "table_rows": [], "chunks_dealt": 0, "chunks_redealt": 0,
       "rows_redealt": 0, "chunk_epoch_rows": []})"));

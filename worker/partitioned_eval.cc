@@ -68,6 +68,18 @@ StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind,
   return EvalSetupFrom(all, rank, num_workers, kind, psp_a, psp_b);
 }
 
+StatusOr<EvalSetup> JoinEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
+                                  WorkerClient* client) {
+  std::vector<EvalPartial> all;
+  TETHER_ASSIGN_OR_RETURN(bool complete, client->EvalGather(kSetupEvalRound, nullptr, MessageHeader::EVAL_WAIT, &all));
+  if (!complete) return Status::Internal("evaluation setup: shard 0 answered before every worker's counts were in");
+  // A joiner's empty partial sent by mistake would be rank-ordered last:
+  // only the initial ranks' counts make the setup.
+  all.erase(std::remove_if(all.begin(), all.end(), [&](const EvalPartial& p) { return p.rank() >= num_workers; }),
+            all.end());
+  return EvalSetupFrom(all, rank, num_workers, kind, psp_a, psp_b);
+}
+
 int64_t RowsToEvaluate(int64_t offset, int64_t local_rows, int64_t max_rows) {
   if (max_rows <= 0) return local_rows;
   return std::clamp<int64_t>(max_rows - offset, 0, local_rows);

@@ -65,6 +65,15 @@ StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind,
                                       const std::vector<uint64_t>& label_counts, int64_t train_rows,
                                       int64_t test_rows, WorkerClient* client);
 
+/// Round 0 for a worker that joined the running job with a rank beyond the
+/// `num_workers` initial ones (elastic membership): it holds no part of the
+/// test set and sends no counts (they would change the sums the others
+/// already took); it waits for the initial workers' partials and takes
+/// EvalSetupFrom of them (its test offset is the whole set: it evaluates no
+/// row). Errors: the client's, EvalSetupFrom's.
+StatusOr<EvalSetup> JoinEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
+                                  WorkerClient* client);
+
 /// This worker's test rows to evaluate: all `local_rows`, or with
 /// max_rows > 0 those of its rows whose index in the whole set is below
 /// max_rows (its rows start at `offset`).

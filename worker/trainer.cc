@@ -168,7 +168,10 @@ StatusOr<bool> Evaluate(const JobConfig& config, const Dataset& test, const Eval
   EvalPartial mine = eval.Partial(rank);
   mine.set_eval_seconds(SecondsSince(start));
   std::vector<EvalPartial> all;
-  TETHER_ASSIGN_OR_RETURN(bool complete, client->EvalGather(round, &mine, want, &all));
+  // A worker that joined beyond the initial ranks holds no test rows and
+  // owes no partial (it only gathers, when it is the evaluator).
+  const bool owes = rank < config.cluster().num_workers();
+  TETHER_ASSIGN_OR_RETURN(bool complete, client->EvalGather(round, owes ? &mine : nullptr, want, &all));
   if (want == MessageHeader::EVAL_ACK || !complete) return false;
   TETHER_RETURN_IF_ERROR(MergeEvalResults(config, all, model, backend, inv_propensity, report));
   report->eval_seconds = SecondsSince(start);
@@ -394,6 +397,13 @@ Status CountLabelsStreamed(const JobConfig& config, int rank, int num_workers,
 
 }  // namespace
 
+bool RowsDealtOnDemand(const JobConfig& config) {
+  // The static split (data.train_split by rank over cluster.num_workers)
+  // has no share for a rank beyond the initial ones; shard 0's chunks
+  // (worker/chunk_feed.h) go to whichever rank asks.
+  return config.train().data_on_demand();
+}
+
 bool LossDiverged(double loss, double reference, double factor) {
   return !std::isfinite(loss) || loss > factor * reference;
 }
@@ -493,6 +503,12 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   const int num_workers = config.cluster().num_workers();
   const std::string who = "[worker " + std::to_string(rank) + "] ";
   TrainReport report;
+  // Elastic membership: a rank beyond the initial ones joins the running
+  // job; it needs rows dealt on demand, and holds no part of the test set.
+  if (Status st = CheckWorkerRank(config, rank, RowsDealtOnDemand(config)); !st.ok())
+    return st.code() == Status::Code::kInvalidArgument ? Status::InvalidArgument(who + st.message())
+                                                        : Status::FailedPrecondition(who + st.message());
+  const bool joiner = rank >= num_workers;
 
   // The model's own checks and its tables (sizes, message limits): refused
   // here, before any data is read or server contacted, not at HELLO.
@@ -514,8 +530,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
 
   // A metrics file that cannot be written would be found only after the
-  // whole run: check its directory now.
-  if (rank == 0 && !options.metrics_out.empty()) {
+  // whole run: check its directory now (on every worker given one: if rank 0
+  // leaves, the lowest rank still there writes the metrics).
+  if (!options.metrics_out.empty()) {
     std::string dir = options.metrics_out.substr(0, options.metrics_out.find_last_of('/') + 1);
     if (dir.empty()) dir = ".";
     if (access(dir.c_str(), W_OK) != 0)
@@ -548,7 +565,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // Every worker evaluates its own part of the test set (partitioned
   // evaluation), split as the training file is.
   Dataset test;
-  {
+  if (!joiner) {
     const bool same_file = config.data().test_file().empty();
     const std::string& test_file = same_file ? config.data().train_file() : config.data().test_file();
     const std::string& test_labels = same_file ? config.data().train_label_file() : config.data().test_label_file();
@@ -682,9 +699,11 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     counted_rows = 0;
   }
   TETHER_ASSIGN_OR_RETURN(const EvalSetup eval_setup,
-                          ExchangeEvalSetup(rank, num_workers, LabelKindOf(config), config.train().psp_a(),
-                                            config.train().psp_b(), label_counts, counted_rows, test.features.rows,
-                                            client.get()));
+                          joiner ? JoinEvalSetup(rank, num_workers, LabelKindOf(config), config.train().psp_a(),
+                                                 config.train().psp_b(), client.get())
+                                 : ExchangeEvalSetup(rank, num_workers, LabelKindOf(config), config.train().psp_a(),
+                                                     config.train().psp_b(), label_counts, counted_rows,
+                                                     test.features.rows, client.get()));
   const std::vector<double>& inv_propensity = eval_setup.inv_propensity;
 
   // Observability (train.metrics_dir, progress_every_s, eval_every_epochs):
@@ -1085,7 +1104,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                                                            : "");
     }
     const int every = config.train().eval_every_epochs();
-    if (every > 0 && (epoch + 1) % every == 0 && epoch + 1 < config.train().epochs()) {
+    if (every > 0 && (epoch + 1) % every == 0 && epoch + 1 < config.train().epochs() && !joiner) {
       // Every worker evaluates its part after the epoch; rank 0 merges the
       // parts once all are in (it does not wait for a slower worker here:
       // a round still open is merged at a later epoch's end or at the end).
@@ -1184,19 +1203,27 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   LOG(INFO) << who << "training done: " << report.total_samples << " samples over all workers in "
             << report.train_seconds << " s (" << static_cast<int64_t>(report.samples_per_second) << " samples/s)";
 
-  if (rank != 0) {
-    // Partitioned evaluation: this worker's part of the test set, for rank 0
-    // to merge (the trained model: every worker is past the barrier).
+  // Rank 0 evaluates and reports, or, when it left the job, the lowest rank
+  // at the barrier (shard 0 names it in the barrier's reply).
+  const int evaluator = client->evaluator_rank();
+  if (evaluator != 0 && rank == evaluator)
+    LOG(INFO) << who << "rank 0 left the job: this worker evaluates and writes the metrics"
+              << (options.metrics_out.empty() ? " (no --metrics_out given to it: the metrics are logged only)" : "");
+  if (rank != evaluator && !joiner) {
+    // Partitioned evaluation: this worker's part of the test set, for the
+    // evaluator to merge (the trained model: every worker is past the
+    // barrier).
     TrainReport mine;
     TETHER_RETURN_IF_ERROR(Evaluate(config, test, eval_setup, rank, kFinalEvalRound, MessageHeader::EVAL_ACK,
                                     client.get(), model.get(), backend.get(), inv_propensity, &mine)
                                .status());
   }
-  if (rank == 0) {
+  if (rank == evaluator) {
     TETHER_ASSIGN_OR_RETURN(report.servers, client->FetchServerStats());
     // A worker that never reached the barrier left (or was removed) before
     // the end: its rows were not all trained, so the job did not finish.
-    if (incomplete.empty() && !report.servers.empty()) {
+    // (Rows dealt on demand are dealt again when their worker leaves.)
+    if (incomplete.empty() && !report.servers.empty() && !RowsDealtOnDemand(config)) {
       std::string missing;
       const ShardStats& s0 = report.servers[0];
       for (int r = 0; r < s0.workers_size(); ++r)
@@ -1241,11 +1268,12 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   if (!incomplete.empty()) {
     // The metrics of what was trained are still written; the run fails (and
     // RunWorker tells the servers so).
-    if (!options.metrics_out.empty()) TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
+    if (rank == evaluator && !options.metrics_out.empty())
+      TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
     return Status::FailedPrecondition(who + incomplete);
   }
   TETHER_RETURN_IF_ERROR(client->Bye());
-  if (rank == 0 && !options.metrics_out.empty())
+  if (rank == evaluator && !options.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
   progress_now.minibatches = minibatches;
   publish_progress(config.train().epochs());

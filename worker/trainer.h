@@ -53,7 +53,10 @@ struct TrainerOptions {
   /// Where `servers` came from ("rendezvous SPEC"), named when a shard never
   /// answers (a stale entry); empty: the command line or the config.
   std::string servers_source;
-  std::string metrics_out;           // rank 0: JSON metrics written here (atomically) when non-empty
+  /// JSON metrics written here (atomically) when non-empty, by the worker
+  /// that evaluates at the end: rank 0, or the lowest rank still there if
+  /// rank 0 left. Give it to every worker that may become the evaluator.
+  std::string metrics_out;
   /// Polled once per minibatch and every 100 ms while waiting on a server;
   /// when it returns true the worker leaves the job gracefully (BYE to every
   /// shard it can reach, at most about a second, so the servers stop waiting
@@ -133,6 +136,12 @@ struct TrainReport {
 
 /// Case C24: whether an epoch's mean loss `loss` shows divergence: NaN,
 /// infinite, or above factor × reference (see TrainConfig.divergence_factor).
+/// Whether the job deals its training rows on demand to whichever worker
+/// asks (train.data_on_demand), so that a worker joining with a rank beyond
+/// cluster.num_workers gets rows, and the rows of one that leaves are dealt
+/// again (the job still finishes). False under the static split.
+bool RowsDealtOnDemand(const JobConfig& config);
+
 bool LossDiverged(double loss, double reference, double factor);
 
 /// The exit code of a worker (and of tether-launch) whose loss diverged with

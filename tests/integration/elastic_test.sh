@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Elastic membership with real processes, started by hand (docs/OPERATIONS.md,
+# "Joining and leaving"). Every process is bounded by `timeout` and reaped.
+#   refuse     a rank ≥ cluster.max_workers and a joiner without rows dealt on
+#              demand stop at once (exit 2) with an error naming the field;
+#              tether-launch refuses bad --elastic_schedule values (exit 2).
+#   evaluator  Bibtex, 1 server, 2 workers (static split), s = 2: rank 0 is
+#              sent SIGTERM in its third epoch and leaves (BYE, exit 143);
+#              rank 1, given the same --metrics_out, is named the evaluator
+#              at the barrier and writes the metrics: bound_violations 0,
+#              its half of the test set evaluated with P@1 ≥ 0.55; it and
+#              the server exit 1, as the job did not finish (rank 0's rows
+#              were not all trained under the static split).
+#   grow       Bibtex with rows dealt on demand (train.data_on_demand), 2
+#              servers, s = 2, 1 initial worker (cluster.max_workers 2); once
+#              rank 0 is past its first epoch, a worker with the new rank 1
+#              is started by hand. Asserts: both shards log the join and
+#              count it (workers_joined 1), the joiner trained (its
+#              samples > 0 in the metrics), every training row was used
+#              once per epoch, bound_violations 0, P@1 ≥ 0.58 (one run; the
+#              median of 3 is ≥ 0.60, docs/OPERATIONS.md).
+#   launch     the acceptance scenario under tether-launch: 1 worker grown
+#              to 3 at epoch 2 and shrunk to 2 at epoch 4
+#              (--elastic_schedule=2:+2,4:-1), rows dealt on demand. Exit 0,
+#              both steps logged, workers_joined 2 on each shard, every
+#              training row once per epoch, bound_violations 0, P@1 ≥ 0.58
+#              (one run; the median of 3 is ≥ 0.60, docs/OPERATIONS.md).
+# Usage: elastic_test.sh refuse|evaluator|grow|launch BIN_DIR
+set -euo pipefail
+mode=$1
+bin=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 15 "$f"; }; done; exit 1; }
+
+expect_refusal() {  # name expected_code pattern command...
+  local name=$1 code=$2 pattern=$3; shift 3
+  local rc=0
+  timeout -k 5 60 "$@" > "$tmp/$name.log" 2>&1 || rc=$?
+  [ "$rc" = "$code" ] || fail "$name: exit $rc, expected $code"
+  grep -q -- "$pattern" "$tmp/$name.log" || fail "$name: no '$pattern' in its output"
+  echo "ok: $name (exit $rc): $(grep -m1 -o -- "$pattern.*" "$tmp/$name.log" | cut -c1-150)"
+}
+
+if [ "$mode" = refuse ]; then
+  cfg=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1 --server_addresses=tcp://127.0.0.1:1)
+  expect_refusal rank_past_bound 2 "cluster.max_workers = 3" \
+    "$bin/tether-worker" "${cfg[@]}" --max_workers=3 --rank=3
+  expect_refusal rank_past_default 2 "i.e. cluster.num_workers" \
+    "$bin/tether-worker" "${cfg[@]}" --rank=1
+  expect_refusal joiner_without_data 2 "needs train.data_on_demand" \
+    "$bin/tether-worker" "${cfg[@]}" --max_workers=3 --rank=2
+  expect_refusal max_below_num 2 "cluster.max_workers: is 1: must be ≥ cluster.num_workers = 2" \
+    "$bin/tether-worker" "${cfg[@]}" --num_workers=2 --max_workers=1 --rank=0
+  expect_refusal schedule_syntax 2 "expected EPOCH:+N" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --elastic_schedule=2+2
+  expect_refusal schedule_past_bound 2 "beyond cluster.max_workers = 3" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+3
+  expect_refusal schedule_no_worker_left 2 "at least one must stay" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --elastic_schedule=2:-1
+  expect_refusal schedule_without_data 2 "needs train.data_on_demand" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+2
+  expect_refusal schedule_inproc 2 "not with --transport=inproc" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=2 --transport=inproc --elastic_schedule=2:-1
+  exit 0
+fi
+
+check_metrics() {  # metrics.json expected_joins: the gates shared by grow and launch
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+joins = int(sys.argv[2])
+servers = m.get("servers", [])
+v = sum(s.get("bound_violations", 0) for s in servers)
+joined = [s.get("workers_joined", 0) for s in servers]
+workers = m.get("workers", [])
+samples = [w.get("samples", 0) for w in workers]
+print(f"P@1 {m['precision_at_1']:.4f}, bound violations {v}, workers_joined per shard {joined}, "
+      f"samples per rank {samples}")
+# SSP timing moves Bibtex's P@1 by about ±0.01 from run to run: one run is
+# gated at 0.58; the acceptance figure (≥ 0.60) is the median of 3 runs,
+# docs/OPERATIONS.md "Joining and leaving".
+ok = v == 0 and len(servers) == 2 and all(j == joins for j in joined) and m["precision_at_1"] >= 0.58
+ok = ok and len(workers) >= 2 and samples[1] > 0  # rank 1 joined and trained
+# Every training row once per epoch: 7 epochs of Bibtex's 4880 rows, over
+# every worker (those that left included), counted by shard 0's dealer.
+epoch_rows = servers[0].get("chunk_epoch_rows") if servers else None
+print(f"rows per epoch {epoch_rows}, rows re-dealt {m.get('rows_redealt')}")
+ok = ok and epoch_rows == [4880] * 7
+sys.exit(0 if ok else 1)
+PY
+}
+
+if [ "$mode" = launch ]; then
+  rc=0
+  timeout -k 10 280 "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 \
+    --data_on_demand=true --elastic_schedule=2:+2,4:-1 --metrics_out="$tmp/m.json" --timeout_s=240 \
+    > "$tmp/launch.log" 2>&1 || rc=$?
+  grep -E "\[launch\] (epoch|worker).*(starting|stopping|left the job)" "$tmp/launch.log" || true
+  [ "$rc" = 0 ] || fail "tether-launch exited $rc"
+  grep -q "starting 2 worker(s) with new ranks 1..2" "$tmp/launch.log" || fail "the launcher never added 2 workers"
+  grep -q "stopping worker 2 " "$tmp/launch.log" || fail "the launcher never stopped worker 2"
+  grep -q "worker 2 (pid [0-9]*) left the job as scheduled" "$tmp/launch.log" || fail "worker 2 did not leave"
+  check_metrics "$tmp/m.json" 2 || fail "metrics gates"
+  exit 0
+fi
+
+if [ "$mode" = grow ]; then
+  flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=1 --max_workers=2 --data_on_demand=true
+         --staleness=2 --request_timeout_ms=30000)
+  for s in 0 1; do
+    timeout -k 5 240 "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
+      --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 1 100); do [ -s "$tmp/s0.port" ] && [ -s "$tmp/s1.port" ] && break; sleep 0.1; done
+  [ -s "$tmp/s0.port" ] && [ -s "$tmp/s1.port" ] || fail "the servers wrote no port files"
+  addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+  timeout -k 5 240 "$bin/tether-worker" "${flags[@]}" --rank=0 --server_addresses="$addrs" \
+    --metrics_out="$tmp/m.json" > "$tmp/w0.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 1200); do grep -q "epoch 1/" "$tmp/w0.log" 2>/dev/null && break; sleep 0.05; done
+  grep -q "epoch 1/" "$tmp/w0.log" || fail "worker 0 never finished its first epoch"
+  timeout -k 5 240 "$bin/tether-worker" "${flags[@]}" --rank=1 --server_addresses="$addrs" \
+    --metrics_out="$tmp/m.json" > "$tmp/w1.log" 2>&1 &
+  pids+=($!)
+  rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  pids=()
+  grep -h "joined the running job" "$tmp"/server*.log || true
+  [ "$rc" = 0 ] || fail "a process exited with $rc"
+  for s in 0 1; do
+    grep -q "worker 1 joined the running job at clock" "$tmp/server$s.log" || fail "server $s never logged the join"
+  done
+  check_metrics "$tmp/m.json" 1 || fail "metrics gates"
+  exit 0
+fi
+
+[ "$mode" = evaluator ] || { echo "usage: $0 refuse|evaluator|grow|launch BIN_DIR"; exit 2; }
+flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --staleness=2 --epochs=6
+       --minibatch_size=32 --request_timeout_ms=30000)
+timeout -k 5 240 "$bin/tether-server" "${flags[@]}" --shard=0 --listen=tcp://127.0.0.1:0 \
+  --port_file="$tmp/s0.port" > "$tmp/server0.log" 2>&1 &
+server=$!
+pids+=($server)
+for _ in $(seq 1 100); do [ -s "$tmp/s0.port" ] && break; sleep 0.1; done
+[ -s "$tmp/s0.port" ] || fail "the server wrote no port file"
+addr=$(cat "$tmp/s0.port")
+for r in 0 1; do
+  timeout -k 5 240 "$bin/tether-worker" "${flags[@]}" --rank=$r --server_addresses="$addr" \
+    --metrics_out="$tmp/m.json" > "$tmp/w$r.log" 2>&1 &
+  pids+=($!)
+done
+w0=${pids[1]}
+w1=${pids[2]}
+for _ in $(seq 1 1200); do grep -q "epoch 2/" "$tmp/w0.log" 2>/dev/null && break; sleep 0.05; done
+grep -q "epoch 2/" "$tmp/w0.log" || fail "worker 0 never finished its second epoch"
+# `timeout` runs the worker as its child: signal the worker itself.
+kill -TERM "$(pgrep -P "$w0" tether-worker || echo "$w0")"
+rc0=0; wait "$w0" || rc0=$?
+rc1=0; wait "$w1" || rc1=$?
+rcs=0; wait "$server" || rcs=$?
+pids=()
+echo "exit codes: worker 0 $rc0, worker 1 $rc1, server $rcs"
+[ "$rc0" = 143 ] || fail "worker 0 exited $rc0 after SIGTERM, expected 143"
+[ "$rc1" = 1 ] || fail "worker 1 exited $rc1, expected 1 (the job did not finish under the static split)"
+[ "$rcs" = 1 ] || fail "the server exited $rcs, expected 1 (worker 1 told it the job did not finish)"
+grep -q "job aborted: worker 1 failed: the job did not finish" "$tmp/server0.log" || fail "the server never logged the abort"
+grep -q "worker 0 left" "$tmp/server0.log" || fail "the server never logged worker 0 leaving"
+grep -q "rank 0 left the job: this worker evaluates and writes the metrics" "$tmp/w1.log" \
+  || fail "worker 1 did not take over the evaluation"
+grep -q "did not finish: worker(s) 0 left before the end" "$tmp/w1.log" || fail "worker 1 did not say the job did not finish"
+[ -s "$tmp/m.json" ] || fail "no metrics written"
+python3 - "$tmp/m.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+v = sum(s.get("bound_violations", 0) for s in m.get("servers", []))
+p1, rows = m["precision_at_1"], m["test_rows"]
+print(f"evaluator's metrics: P@1 {p1:.4f} over {rows} test rows, bound violations {v}")
+# Rank 1's half of Bibtex's 2515 test rows (split as the training file is).
+ok = v == 0 and 1200 <= rows <= 1300 and p1 >= 0.55
+sys.exit(0 if ok else 1)
+PY
