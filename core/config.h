@@ -113,4 +113,8 @@ ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string
 /// The job's identity on the wire: cluster.job_id, or the config's name.
 std::string JobId(const JobConfig& config);
 
+/// train.adaptive_batch with b_min and b_max resolved (0: minibatch_size / 4,
+/// at least 1; 4 × minibatch_size). The rest as configured.
+AdaptiveBatchConfig ResolvedAdaptiveBatch(const TrainConfig& train);
+
 }  // namespace tether
