@@ -299,6 +299,8 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"adaptive_batch_min", "train.adaptive_batch.b_min", "adaptive batch: smallest minibatch size (0: minibatch_size / 4)"},
       {"adaptive_batch_max", "train.adaptive_batch.b_max", "adaptive batch: largest minibatch size (0: 4 x minibatch_size)"},
       {"adaptive_batch_step", "train.adaptive_batch.step_scaling", "adaptive batch: how a push's step follows its size: linear | server_weight | unscaled"},
+      {"data_on_demand", "train.data_on_demand", "shard 0 deals the training rows in chunks as workers ask (faster workers train more rows): true | false"},
+      {"chunk_rows", "train.chunk_rows", "rows per chunk with --data_on_demand (0: 4 x minibatch_size)"},
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
       {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
       {"liveness_timeout_ms", "cluster.liveness_timeout_ms", "a worker gives up a server whose connection is down this long (0: off)"},
@@ -601,6 +603,19 @@ Status ValidateJobConfig(const JobConfig& c) {
       return bad("train.adaptive_batch.smoothing", "must be in (0, 1] (1: move to the new size at once)");
   }
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
+  if (c.train().chunk_rows() < 0)
+    return bad("train.chunk_rows", "must be ≥ 0 (0: 4 x train.minibatch_size), got " +
+                                       std::to_string(c.train().chunk_rows()));
+  if (c.train().data_on_demand()) {
+    if (c.data().streaming())
+      return bad("train.data_on_demand", "cannot be combined with data.streaming yet: chunks are rows of the "
+                                         "training set in memory; set data.streaming: false (or leave "
+                                         "train.data_on_demand off for the static split)");
+    if (!c.checkpoint().dir().empty())
+      return bad("checkpoint.dir", "is set but train.data_on_demand is true: which chunks were completed lives "
+                                   "on shard 0 and is not checkpointed, so a resume could not train every row "
+                                   "exactly once; leave checkpoint.dir unset with data on demand");
+  }
   if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
     return bad("train.divergence_factor", "must be a finite number > 1");
   if (!(c.train().psp_a() > 0) || !std::isfinite(c.train().psp_a()))
@@ -740,6 +755,10 @@ AdaptiveBatchConfig ResolvedAdaptiveBatch(const TrainConfig& train) {
   if (r.b_min() == 0) r.set_b_min(std::max(1, train.minibatch_size() / 4));
   if (r.b_max() == 0) r.set_b_max(4 * train.minibatch_size());
   return r;
+}
+
+int64_t EffectiveChunkRows(const TrainConfig& train) {
+  return train.chunk_rows() > 0 ? train.chunk_rows() : 4 * static_cast<int64_t>(std::max(1, train.minibatch_size()));
 }
 
 }  // namespace tether

@@ -332,6 +332,33 @@ TEST(ConfigTest, AdaptiveBatchFlagsDefaultsAndBounds) {
   EXPECT_NE(st.message().find("--adaptive_batch_step"), std::string::npos) << st.message();
 }
 
+// Data on demand (train.data_on_demand): the chunk size's default and the
+// combinations refused at start, each naming its field.
+TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  JobConfig j = *c;
+  j.mutable_train()->set_data_on_demand(true);
+  EXPECT_TRUE(ValidateJobConfig(j).ok());
+  EXPECT_EQ(EffectiveChunkRows(j.train()), 4 * 64);  // 0: 4 x minibatch_size
+  j.mutable_train()->set_chunk_rows(100);
+  EXPECT_EQ(EffectiveChunkRows(j.train()), 100);
+  j.mutable_train()->set_chunk_rows(-1);
+  EXPECT_NE(ValidateJobConfig(j).message().find("train.chunk_rows: must be ≥ 0"), std::string::npos)
+      << ValidateJobConfig(j).message();
+  j = *c;
+  j.mutable_train()->set_data_on_demand(true);
+  j.mutable_checkpoint()->set_dir("/tmp/ckpt");
+  EXPECT_NE(ValidateJobConfig(j).message().find("checkpoint.dir"), std::string::npos);
+  j = *c;
+  j.mutable_train()->set_data_on_demand(true);
+  j.mutable_data()->set_streaming(true);
+  j.mutable_data()->clear_train_split();
+  EXPECT_NE(ValidateJobConfig(j).message().find("train.data_on_demand: cannot be combined with data.streaming"),
+            std::string::npos)
+      << ValidateJobConfig(j).message();
+}
+
 TEST(ConfigTest, ClosestName) {
   EXPECT_EQ(ClosestName("stalenes", {"staleness", "seed", "epochs"}), "staleness");
   EXPECT_EQ(ClosestName("zzzzzzzz", {"staleness", "seed"}), "");

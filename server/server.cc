@@ -103,6 +103,7 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
     : config_(config),
       shard_(shard),
       eval_book_(config.cluster().num_workers()),
+      chunks_("[server " + std::to_string(shard) + "] "),
       num_shards_(config.cluster().num_servers()),
       job_id_(JobId(config)),
       log_prefix_("[server " + std::to_string(shard) + "] "),
@@ -461,6 +462,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
         start_clock = clocks_.MinClockExcluding(rank);
         if (start_clock == ClockTracker::kNoWorkers) start_clock = clocks_.clock(rank);
         ++stats_.workers_rejoined;
+        chunks_.Leave(rank);  // the new process holds none of the old one's chunks
         LOG(WARNING) << log_prefix_ << "worker " << rank << " rejoined at clock " << start_clock
                      << " (was at " << clocks_.clock(rank) << (w.dead ? ", timed out" : "") << ")";
       } else {
@@ -562,6 +564,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
                      pending_.end());
       if (clocks_.Remove(rank)) ServeReadyPulls();
       ForgetAdaptiveBatch(rank);
+      chunks_.Leave(rank);
       LOG(INFO) << log_prefix_ << "worker " << rank << " left";
       Message reply;
       reply.header.set_type(BYE_REPLY);
@@ -576,6 +579,9 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       return;
     case EVAL_GATHER:
       HandleEvalGather(identity, *m);
+      return;
+    case CHUNK_NEXT:
+      HandleChunkNext(identity, *m);
       return;
     case STATS: {
       Message reply;
@@ -1195,11 +1201,40 @@ Status ServerShard::CheckWorkerTimeouts() {
                  << (others == ClockTracker::kNoWorkers ? std::string("none") : std::to_string(others)) << ")";
     if (clocks_.Remove(rank)) ServeReadyPulls();
     ForgetAdaptiveBatch(rank);
+    chunks_.Leave(rank);
     MaybeWriteCheckpoint();
     MaybeReleaseBarrier();
     AnswerEvalWaiters();
   }
   return Status::OK();
+}
+
+void ServerShard::HandleChunkNext(const std::string& identity, const Message& m) {
+  const MessageHeader& h = m.header;
+  const int rank = h.sender_rank();
+  if (shard_ != 0) {
+    ++stats_.bad_messages;
+    ReplyError(identity, h, "CHUNK_NEXT from worker " + std::to_string(rank) + " sent to shard " +
+                                std::to_string(shard_) + ": shard 0 deals the chunks of data on demand");
+    return;
+  }
+  // A waiting worker catches up to the fastest counting worker with empty
+  // clocks (DataOnDemandChunk.max_clock), never past it.
+  int64_t max_clock = 0;
+  for (int r = 0; r < clocks_.num_workers(); ++r)
+    if (clocks_.Counts(r)) max_clock = std::max(max_clock, clocks_.clock(r));
+  StatusOr<DataOnDemandChunk> out = chunks_.Next(rank, h.chunk(), max_clock);
+  if (!out.ok()) {
+    ++stats_.bad_messages;
+    LOG(ERROR) << log_prefix_ << out.status().message();
+    ReplyError(identity, h, out.status().message());
+    return;
+  }
+  Message reply;
+  reply.header.set_type(CHUNK_REPLY);
+  reply.header.set_request_id(h.request_id());
+  *reply.header.mutable_chunk() = std::move(out).value();
+  Reply(identity, &reply, rank);
 }
 
 ShardStats ServerShard::SnapshotStats() const {
@@ -1218,6 +1253,7 @@ ShardStats ServerShard::SnapshotStats() const {
     *s.add_workers() = w.stats;
   }
   for (const auto& t : tables_) s.add_table_rows(IsRowTable(t->spec()) ? t->num_rows() : 0);
+  chunks_.FillStats(&s);
   return s;
 }
 

@@ -26,6 +26,7 @@
 #include "core/net/zap_handler.h"
 #include "core/status.h"
 #include "server/batch_controller.h"
+#include "server/chunk_service.h"
 #include "server/clock_tracker.h"
 #include "server/eval_book.h"
 #include "server/table.h"
@@ -215,6 +216,9 @@ class ServerShard {
   // Partitioned evaluation (EVAL_GATHER, shard 0 only; server/eval_book.h):
   // stores the sender's partial and answers as it asked (ack, poll, wait).
   void HandleEvalGather(const std::string& identity, const Message& m);
+  // Data on demand (CHUNK_NEXT, shard 0 only; server/chunk_service.h):
+  // counts the completion the request carries and deals the next chunk.
+  void HandleChunkNext(const std::string& identity, const Message& m);
   // Answers the EVAL_WAIT requests whose round is now complete (after a
   // partial arrived, or a worker left or was removed).
   void AnswerEvalWaiters();
@@ -228,6 +232,7 @@ class ServerShard {
   JobConfig config_;
   int shard_;
   EvalBook eval_book_;  // partitioned evaluation (shard 0)
+  ChunkService chunks_;  // data on demand (shard 0)
   int num_shards_;
   std::string job_id_;
   std::string log_prefix_;

@@ -427,6 +427,9 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         eval_complete_ = h.eval_complete();
         st = UnpackEvalPartials(*reply, "server " + options_.servers[r.shard], &eval_partials_);
         break;
+      case CHUNK_REPLY:
+        chunk_reply_ = h.chunk();
+        break;
       case BARRIER_REPLY:
         barrier_total_ = h.samples();
         if (r.shard == 0) barrier_clock_ = h.clock();
@@ -570,6 +573,18 @@ StatusOr<bool> WorkerClient::EvalGather(int64_t round, const EvalPartial* mine, 
   if (all != nullptr) *all = std::move(eval_partials_);
   eval_partials_.clear();
   return eval_complete_;
+}
+
+StatusOr<DataOnDemandChunk> WorkerClient::ChunkNext(const DataOnDemandChunk& request) {
+  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
+  chunk_reply_.Clear();
+  Message m;
+  m.header.set_type(CHUNK_NEXT);
+  *m.header.mutable_chunk() = request;
+  RequestHandle next = channel_.NewRequest(/*sticky=*/false);
+  SendPart(0, &m, next, NewShardRequest(CHUNK_REPLY, 0, 0));
+  TETHER_RETURN_IF_ERROR(next.Wait());
+  return chunk_reply_;
 }
 
 StatusOr<std::vector<ShardStats>> WorkerClient::FetchServerStats() {

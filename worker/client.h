@@ -277,6 +277,14 @@ class WorkerClient {
   StatusOr<bool> EvalGather(int64_t round, const EvalPartial* mine, MessageHeader::EvalWant want,
                             std::vector<EvalPartial>* all);
 
+  /// Data on demand: sends CHUNK_NEXT with `request` (the job's shape and
+  /// the completion of the previous chunk, if any) to shard 0 and returns
+  /// its CHUNK_REPLY body (a chunk, WAIT or DONE; server/chunk_service.h).
+  /// Blocks for the reply, bounded by cluster.request_timeout_ms. Errors:
+  /// the sticky error, then as RequestHandle::Wait (a refused shape comes
+  /// back as the server's error).
+  StatusOr<DataOnDemandChunk> ChunkNext(const DataOnDemandChunk& request);
+
   /// Leaves the job: waits for outstanding requests, then BYE to every
   /// shard. Errors: the sticky error, then as RequestHandle::Wait.
   Status Bye();
@@ -379,6 +387,7 @@ class WorkerClient {
   std::vector<ShardStats> server_stats_;   // STATS_REPLY per shard
   std::vector<EvalPartial> eval_partials_;  // EVAL_GATHER_REPLY's
   bool eval_complete_ = false;
+  DataOnDemandChunk chunk_reply_;  // CHUNK_REPLY's
   bool leaving_ = false;                   // Leave or Abort was called: pull replies are dropped
 };
 

@@ -86,7 +86,7 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
   (*j)["workers"] = std::move(workers);
 
   nlohmann::json servers = nlohmann::json::array();
-  uint64_t pushes = 0, tau_sum = 0, tau_max = 0, violations = 0;
+  uint64_t pushes = 0, tau_sum = 0, tau_max = 0, violations = 0, chunks_redealt = 0, rows_redealt = 0;
   std::vector<uint64_t> histogram;
   for (const ShardStats& s : shards) {
     nlohmann::json sj = ScalarFieldsJson(s, {"staleness_sum", "send_failures"});
@@ -96,6 +96,8 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
     tau_sum += s.staleness_sum();
     tau_max = std::max(tau_max, s.staleness_max());
     violations += s.bound_violations();
+    chunks_redealt += s.chunks_redealt();
+    rows_redealt += s.rows_redealt();
     if (histogram.size() < static_cast<size_t>(s.staleness_histogram_size()))
       histogram.resize(s.staleness_histogram_size());
     for (int i = 0; i < s.staleness_histogram_size(); ++i) histogram[i] += s.staleness_histogram(i);
@@ -105,6 +107,10 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
   (*j)["staleness_max"] = tau_max;
   (*j)["staleness_histogram"] = histogram;
   (*j)["bound_violations"] = violations;
+  // Data on demand (train.data_on_demand): chunks dealt again after their
+  // holder left or was declared gone, and their rows, job-wide.
+  (*j)["chunks_redealt"] = chunks_redealt;
+  (*j)["rows_redealt"] = rows_redealt;
 }
 
 }  // namespace

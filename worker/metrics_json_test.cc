@@ -64,6 +64,21 @@ TEST(MetricsJsonFromStatsTest, MergesTheShardsStaleness) {
   EXPECT_TRUE(j["bound_violations"].is_number_integer());
 }
 
+// Data on demand: the chunks and rows re-dealt, summed over the shards
+// (only shard 0 deals, but the sum does not depend on that).
+TEST(MetricsJsonFromStatsTest, SumsTheRedealtChunksAndRows) {
+  TrainReport r;
+  r.servers.push_back(Shard("shard: 0 chunks_dealt: 40 chunks_redealt: 2 rows_redealt: 128 "
+                            "chunk_epoch_rows: [4880, 4880]"));
+  r.servers.push_back(Shard("shard: 1"));
+  const nlohmann::json j = MetricsJson(r, TwoByThreeConfig());
+  EXPECT_EQ(j["chunks_redealt"], 2);
+  EXPECT_EQ(j["rows_redealt"], 128);
+  EXPECT_TRUE(j["rows_redealt"].is_number_integer());
+  EXPECT_EQ(j["servers"][0]["chunk_epoch_rows"], nlohmann::json::parse("[4880, 4880]"));
+  EXPECT_EQ(j["servers"][1]["chunk_epoch_rows"], nlohmann::json::array());
+}
+
 TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
   const nlohmann::json j = MetricsJson(TwoShardReport(), TwoByThreeConfig());
   ASSERT_EQ(j["servers"].size(), 2u);
@@ -72,7 +87,8 @@ TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
       "rows_pushed": 30, "updates_applied": 31, "bytes_in": 500, "bytes_out": 600, "deferred_pulls": 2,
       "bound_violations": 0, "bad_messages": 1, "workers_timed_out": 0, "workers_rejoined": 0,
       "staleness_histogram": [1, 2, 1], "staleness_max": 2, "staleness_mean": 1.0,
-      "bound_wait_seconds": [0.5, 0.25, 0.0], "table_rows": []})"));
+      "bound_wait_seconds": [0.5, 0.25, 0.0], "table_rows": [], "chunks_dealt": 0, "chunks_redealt": 0,
+      "rows_redealt": 0, "chunk_epoch_rows": []})"));
   EXPECT_TRUE(s0["staleness_mean"].is_number_float());  // 1.0, not 1
   EXPECT_TRUE(s0["bound_wait_seconds"][2].is_number_float());
   EXPECT_TRUE(s0["pulls"].is_number_integer());
@@ -89,8 +105,9 @@ TEST(MetricsJsonFromStatsTest, WorkersGetTheLongestBoundWaitOverShards) {
       "pulls": 7, "rows_pulled": 70, "rows_read": 90, "cache_hits": 20, "pushes": 6, "rows_pushed": 60,
       "bytes_sent": 1000, "bytes_received": 2000, "wait_seconds": 1.0, "wait_fraction": 0.5,
       "cache_capacity_bytes": 0, "cache_peak_bytes": 0, "cache_evictions": 0, "cache_hit_rate": 0.0,
-      "bound_wait_seconds": 0.75, "bound_wait_fraction": 0.375, "epoch_rows": [60, 40], "minibatches": 4,
-      "batch_size_final": 30, "batch_size_min": 20, "batch_size_max": 30, "batch_size_mean": 25.0})"));
+      "bound_wait_seconds": 0.75, "bound_wait_fraction": 0.375, "epoch_rows": [60, 40],
+      "chunks_completed": 0, "chunks_refused": 0, "minibatches": 4, "batch_size_final": 30, "batch_size_min": 20,
+      "batch_size_max": 30, "batch_size_mean": 25.0})"));
   EXPECT_TRUE(j["workers"][0]["batch_size_mean"].is_number_float());
   EXPECT_TRUE(j["workers"][0]["train_seconds"].is_number_float());
   EXPECT_TRUE(j["workers"][0]["rank"].is_number_integer());
@@ -135,9 +152,9 @@ TEST(MetricsJsonFromStatsTest, SamplesPerSecondSpansFirstStartToLastEnd) {
   // The stamps are inputs, not keys: the workers' objects keep the schema's.
   EXPECT_FALSE(j["workers"][0].contains("train_start_unix_s"));
   EXPECT_FALSE(j["workers"][0].contains("train_end_unix_s"));
-  // 15 + the four cache figures + epoch_rows + the four batch figures and
-  // batch_size_mean.
-  EXPECT_EQ(j["workers"][0].size(), 25u);
+  // 15 + the four cache figures + epoch_rows + data on demand's two + the
+  // four batch figures and batch_size_mean.
+  EXPECT_EQ(j["workers"][0].size(), 27u);
 }
 
 // Without every worker's span (a rank never reached the barrier, a worker
@@ -161,7 +178,7 @@ TEST(MetricsJsonFromStatsTest, NoServerStatsNoServerKeys) {
   r.train_seconds = 1.0;
   const nlohmann::json j = MetricsJson(r, TwoByThreeConfig());
   for (const char* k : {"servers", "workers", "staleness_mean", "staleness_max", "staleness_histogram",
-                        "bound_violations"})
+                        "bound_violations", "chunks_redealt", "rows_redealt"})
     EXPECT_FALSE(j.contains(k)) << k;
   // The run's figures (diverged and diverged_at_epoch too, and the
   // partitioned evaluation's eval_workers, eval_seconds and

@@ -35,6 +35,7 @@
 #include "server/checkpoint.h"
 #include "sparse/reader.h"
 #include "sparse/row_stream.h"
+#include "worker/chunk_feed.h"
 #include "worker/client.h"
 #include "worker/evaluator.h"
 #include "worker/metrics_json.h"
@@ -532,11 +533,18 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   std::unique_ptr<RowStream> stream;
   if (config.data().streaming() && !options.resume_from.empty())
     return Status::InvalidArgument(who + "--resume_from: a streamed job (data.streaming) has no checkpoints to resume");
+  // Data on demand (worker/chunk_feed.h): every worker holds the whole
+  // training set; shard 0 deals it out in chunks.
+  const bool on_demand = config.train().data_on_demand();
+  if (on_demand && !options.resume_from.empty())
+    return Status::InvalidArgument(who + "--resume_from: data on demand (train.data_on_demand) keeps which chunks "
+                                         "were completed on shard 0, not in checkpoints: it cannot resume");
   TETHER_ASSIGN_OR_RETURN(Dataset train, config.data().streaming()
                                              ? OpenTrainStream(config, rank, &stream)
                                              : LoadSplit(config, config.data().train_file(),
                                                          config.data().train_label_file(),
-                                                         config.data().train_split(), rank, num_workers));
+                                                         config.data().train_split(), on_demand ? 0 : rank,
+                                                         on_demand ? 1 : num_workers));
   // Every worker evaluates its own part of the test set (partitioned
   // evaluation), split as the training file is.
   Dataset test;
@@ -667,6 +675,11 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
               << SecondsSince(count_start) << " s";
   } else if (LabelKindOf(config) == LabelKind::kMultiLabel) {
     label_counts = CountLabels(train.labels);
+  }
+  if (on_demand && rank != 0) {
+    // Every worker holds the whole set: rank 0's counts are the split's.
+    std::fill(label_counts.begin(), label_counts.end(), 0);
+    counted_rows = 0;
   }
   TETHER_ASSIGN_OR_RETURN(const EvalSetup eval_setup,
                           ExchangeEvalSetup(rank, num_workers, LabelKindOf(config), config.train().psp_a(),
@@ -879,6 +892,28 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
   const std::vector<int64_t> dealt_lines(resume.dealt_rows().begin(), resume.dealt_rows().end());
 
+  // Data on demand: the epoch's rows come in chunks from shard 0; a worker
+  // (re)joining mid-job starts at the epoch in progress.
+  std::unique_ptr<ChunkFeed> feed;
+  if (on_demand) {
+    DataOnDemandChunk shape;
+    shape.set_train_rows(static_cast<uint64_t>(train.features.rows));
+    shape.set_chunk_rows(static_cast<uint64_t>(EffectiveChunkRows(config.train())));
+    shape.set_epochs(config.train().epochs());
+    shape.set_seed(config.train().seed());
+    ChunkFeedHooks hooks;
+    hooks.ask = [&client](const DataOnDemandChunk& r) { return client->ChunkNext(r); };
+    hooks.idle = [&client](int ms) { return client->Idle(ms); };
+    hooks.clock = [&client] { return client->clock(); };
+    hooks.empty_clock = [&client] { return client->Clock(); };
+    hooks.stop = options.stop_requested;
+    feed = std::make_unique<ChunkFeed>(shape, &train.features, &train.labels, std::move(hooks));
+    TETHER_ASSIGN_OR_RETURN(start_epoch, feed->FirstEpoch());
+    LOG(INFO) << who << "data on demand: " << train.features.rows << " training rows in chunks of "
+              << shape.chunk_rows() << " rows from shard 0"
+              << (start_epoch > 0 ? ", joining at epoch " + std::to_string(start_epoch + 1) : std::string());
+  }
+
   std::vector<int64_t> epoch_rows;  // rows trained per epoch (WorkerStats.epoch_rows)
   for (int epoch = start_epoch; epoch < config.train().epochs(); ++epoch) {
     const bool first = epoch == start_epoch && !resume_dir.empty();
@@ -895,8 +930,19 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       *b = 0;
       return more.ok() && *more;
     };
+    // Data on demand: x / y hold one chunk at a time, like a streamed block.
+    Status feed_status;
+    auto next_chunk = [&](int64_t* b) {
+      StatusOr<bool> more = feed->Next(epoch, &x, &y);
+      if (!more.ok()) feed_status = more.status();
+      *b = 0;
+      return more.ok() && *more;
+    };
     if (stream != nullptr) {
       TETHER_RETURN_IF_ERROR(StartStreamEpoch(config, rank, epoch, stream.get()));
+      epoch_line_scratch.clear();
+      epoch_lines = &epoch_line_scratch;
+    } else if (feed != nullptr) {
       epoch_line_scratch.clear();
       epoch_lines = &epoch_line_scratch;
     } else if (dealt_epoch) {
@@ -920,7 +966,8 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     // The next minibatch starts where this one ended: its size may change
     // at a clock (adaptive batch sizes).
     int64_t next_b = first ? start_row : 0;
-    for (int64_t b = next_b; b < x.rows || (stream != nullptr && next_block(&b)); b = next_b) {
+    for (int64_t b = next_b;
+         b < x.rows || (stream != nullptr && next_block(&b)) || (feed != nullptr && next_chunk(&b)); b = next_b) {
       if (!stop_pending && options.stop_requested && options.stop_requested()) {
         if (!checkpointing) {
           LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
@@ -1023,7 +1070,23 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       }
     }
     TETHER_RETURN_IF_ERROR(stream_status);
+    TETHER_RETURN_IF_ERROR(feed_status);
+    if (feed != nullptr && feed->stopped()) {
+      LOG(WARNING) << who << "stop requested at clock " << client->clock()
+                   << " while waiting for a chunk: leaving the job";
+      report.left_early = true;
+      if (metrics_log != nullptr) (void)metrics_log->Flush();
+      if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+        LOG(WARNING) << who << "goodbye incomplete: " << st.message();
+      return report;
+    }
     epoch_rows.push_back(static_cast<int64_t>(report.samples - epoch_samples_from));
+    if (feed != nullptr) {
+      LOG(INFO) << who << "epoch " << epoch + 1 << " on demand: " << feed->epoch_rows()[static_cast<size_t>(epoch)]
+                << " rows counted (" << epoch_rows.back() << " trained), " << feed->chunks_completed()
+                << " chunks completed so far, " << feed->chunks_redealt() << " of them re-dealt, "
+                << feed->wait_seconds() << " s waiting for the epoch's last chunks";
+    }
     if (stream != nullptr) {
       if (epoch == start_epoch) report.train_rows = static_cast<int64_t>(report.samples - epoch_samples_from);
       std::string per_piece;
@@ -1113,11 +1176,17 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     mine.set_cache_peak_bytes(cs.cache_peak_bytes);
     mine.set_cache_evictions(cs.cache_evictions);
     mine.set_cache_hit_rate(cs.rows_read > 0 ? static_cast<double>(cs.cache_hits) / cs.rows_read : 0.0);
+    // Data on demand: the rows of the chunks shard 0 counted, by epoch.
+    if (feed != nullptr) epoch_rows = feed->epoch_rows();
     for (int64_t r : epoch_rows) mine.add_epoch_rows(r);
     mine.set_minibatches(run_minibatches);
     mine.set_batch_size_final(static_cast<int32_t>(bs));
     mine.set_batch_size_min(static_cast<int32_t>(bs_min));
     mine.set_batch_size_max(static_cast<int32_t>(bs_max));
+    if (feed != nullptr) {
+      mine.set_chunks_completed(feed->chunks_completed());
+      mine.set_chunks_refused(feed->chunks_refused());
+    }
     TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
