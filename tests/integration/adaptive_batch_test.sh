@@ -7,9 +7,13 @@
 # within the bounds); the per-clock metrics log carries the sizes; every
 # minibatch is counted (samples = sum of the clock log's rows); no pull
 # broke the bound; and the job's accuracy gate holds (P@1 >= 0.55).
-# Usage: adaptive_batch_test.sh BIN_DIR
+# Mode on_demand adds --data_on_demand: the rows are dealt in chunks by
+# shard 0, so the fast worker also trains on more rows than the slow one,
+# and every row is used once per epoch (the rows sum to 7 x 4880).
+# Usage: adaptive_batch_test.sh static|on_demand BIN_DIR
 set -euo pipefail
-bin=$(cd "$1" && pwd)
+mode=$1
+bin=$(cd "$2" && pwd)
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -21,6 +25,7 @@ trap cleanup EXIT
 flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --slowdown=2
        --slowdown_rank=1 --adaptive_batch=true --adaptive_batch_min=16 --adaptive_batch_max=160
        --adaptive_batch_step=server_weight --metrics_dir="$tmp/jsonl" --request_timeout_ms=30000)
+[ "$mode" = on_demand ] && flags+=(--data_on_demand=true --chunk_rows=320)
 for s in 0 1; do
   timeout -k 5 120 "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
     --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
@@ -43,7 +48,7 @@ pids=()
 grep -h "adaptive batch sizes in \[16, 160\], mean 64" "$tmp/server0.log" \
   || { echo "FAIL: shard 0 never set up the controller"; exit 1; }
 grep -h "epoch 7/7" "$tmp"/w*.log || true
-python3 - "$tmp/m.json" "$tmp/jsonl" <<'PY'
+python3 - "$tmp/m.json" "$tmp/jsonl" "$mode" <<'PY'
 import json, os, sys
 m = json.load(open(sys.argv[1]))
 w = {x["rank"]: x for x in m["workers"]}
@@ -80,6 +85,10 @@ for r in (0, 1):
         fail.append(f"worker {r}: {clocks} clock lines for {w[r]['minibatches']} minibatches")
 if m["bound_violations"] != 0:
     fail.append(f"bound_violations {m['bound_violations']}")
+if sys.argv[3] == "on_demand" and not w[0]["samples"] > w[1]["samples"]:
+    fail.append("on demand, the fast worker did not train on more rows than the slow one")
+if sys.argv[3] == "on_demand" and [a + b for a, b in zip(w[0]["epoch_rows"], w[1]["epoch_rows"])] != [4880] * 7:
+    fail.append(f"epoch rows {w[0]['epoch_rows']} + {w[1]['epoch_rows']} are not 4880 each")
 if m["total_samples"] != 7 * 4880:
     fail.append(f"total_samples {m['total_samples']} != 7 x 4880")
 if not m["precision_at_1"] >= 0.55:
