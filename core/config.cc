@@ -299,6 +299,10 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"request_timeout_ms", "cluster.request_timeout_ms", "timeout for a reply from a server"},
       {"slowdown", "train.slowdown", "straggler: worker --slowdown_rank runs this many times slower"},
       {"slowdown_rank", "train.slowdown_rank", "the worker slowed by --slowdown"},
+      {"adaptive_batch", "train.adaptive_batch.enabled", "adaptive minibatch sizes per worker from measured throughput: true | false (docs/CONSISTENCY.md)"},
+      {"adaptive_batch_min", "train.adaptive_batch.b_min", "adaptive batch: smallest minibatch size (0: minibatch_size / 4)"},
+      {"adaptive_batch_max", "train.adaptive_batch.b_max", "adaptive batch: largest minibatch size (0: 4 x minibatch_size)"},
+      {"adaptive_batch_step", "train.adaptive_batch.step_scaling", "adaptive batch: how a push's step follows its size: linear | server_weight | unscaled"},
       {"data_on_demand", "train.data_on_demand", "shard 0 deals the training rows in chunks as workers ask (faster workers train more rows): true | false"},
       {"chunk_rows", "train.chunk_rows", "rows per chunk with --data_on_demand (0: 4 x minibatch_size)"},
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
@@ -593,6 +597,23 @@ Status ValidateJobConfig(const JobConfig& c) {
       (c.train().slowdown_rank() < 0 || c.train().slowdown_rank() >= c.cluster().num_workers()))
     return bad("train.slowdown_rank", "must name a worker in [0, cluster.num_workers = " +
                                           std::to_string(c.cluster().num_workers()) + ")");
+  {
+    const AdaptiveBatchConfig& ab = c.train().adaptive_batch();
+    const AdaptiveBatchConfig r = ResolvedAdaptiveBatch(c.train());
+    const std::string mb = "train.minibatch_size (" + std::to_string(c.train().minibatch_size()) + ")";
+    if (ab.b_min() < 0) return bad("train.adaptive_batch.b_min", "must be ≥ 1, or 0 (minibatch_size / 4)");
+    if (ab.b_max() < 0) return bad("train.adaptive_batch.b_max", "must be ≥ 1, or 0 (4 × minibatch_size)");
+    if (r.b_min() > c.train().minibatch_size())
+      return bad("train.adaptive_batch.b_min", std::to_string(r.b_min()) + " is above " + mb +
+                                                   ", the mean batch the workers keep");
+    if (r.b_max() < c.train().minibatch_size())
+      return bad("train.adaptive_batch.b_max", std::to_string(r.b_max()) + " is below " + mb +
+                                                   ", the mean batch the workers keep");
+    if (ab.warmup_clocks() < 0) return bad("train.adaptive_batch.warmup_clocks", "must be ≥ 0");
+    if (ab.window_clocks() < 1) return bad("train.adaptive_batch.window_clocks", "must be ≥ 1");
+    if (!(ab.smoothing() > 0 && ab.smoothing() <= 1))
+      return bad("train.adaptive_batch.smoothing", "must be in (0, 1] (1: move to the new size at once)");
+  }
   if (c.train().eval_minibatch_size() < 1) return bad("train.eval_minibatch_size", "must be ≥ 1");
   if (c.train().chunk_rows() < 0)
     return bad("train.chunk_rows", "must be ≥ 0 (0: 4 x train.minibatch_size), got " +
@@ -763,6 +784,13 @@ Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data) {
         " initial worker(s), but the job takes checkpoints (checkpoint.dir): a checkpoint and its resume know the "
         "initial ranks only, so joins and checkpoints do not combine yet");
   return Status::OK();
+}
+
+AdaptiveBatchConfig ResolvedAdaptiveBatch(const TrainConfig& train) {
+  AdaptiveBatchConfig r = train.adaptive_batch();
+  if (r.b_min() == 0) r.set_b_min(std::max(1, train.minibatch_size() / 4));
+  if (r.b_max() == 0) r.set_b_max(4 * train.minibatch_size());
+  return r;
 }
 
 int64_t EffectiveChunkRows(const TrainConfig& train) {

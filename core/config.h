@@ -127,6 +127,9 @@ int MaxWorkers(const ClusterConfig& cluster);
 /// cluster.max_workers.
 Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data);
 
+/// train.adaptive_batch with b_min and b_max resolved (0: minibatch_size / 4,
+/// at least 1; 4 × minibatch_size). The rest as configured.
+AdaptiveBatchConfig ResolvedAdaptiveBatch(const TrainConfig& train);
 /// Rows per chunk with train.data_on_demand: train.chunk_rows, or 4 x
 /// train.minibatch_size when it is 0 (so a chunk is a few minibatches: fine
 /// enough to balance, one request to shard 0 per 4 minibatches). ≥ 1 for a

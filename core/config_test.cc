@@ -292,6 +292,46 @@ TEST(ConfigTest, ValidationNamesTheField) {
   EXPECT_TRUE(ValidateJobConfig(j).ok());
 }
 
+// train.adaptive_batch: flags set it, b_min / b_max resolve from the
+// minibatch size, and bounds that cannot hold the mean batch are refused.
+TEST(ConfigTest, AdaptiveBatchFlagsDefaultsAndBounds) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");  // minibatch_size 64
+  ASSERT_TRUE(c.ok());
+  JobConfig j = *c;
+  ASSERT_TRUE(ApplyOverride(&j, "train.adaptive_batch.enabled", "true", "flag --adaptive_batch").ok());
+  ASSERT_TRUE(ApplyOverride(&j, "train.adaptive_batch.step_scaling", "server_weight", "flag --adaptive_batch_step").ok());
+  EXPECT_TRUE(j.train().adaptive_batch().enabled());
+  EXPECT_EQ(j.train().adaptive_batch().step_scaling(), AdaptiveBatchConfig::SERVER_WEIGHT);
+  EXPECT_TRUE(ValidateJobConfig(j).ok());
+  const AdaptiveBatchConfig r = ResolvedAdaptiveBatch(j.train());
+  EXPECT_EQ(r.b_min(), 16);
+  EXPECT_EQ(r.b_max(), 256);
+  EXPECT_EQ(r.warmup_clocks(), 5);
+  j.mutable_train()->set_minibatch_size(3);
+  EXPECT_EQ(ResolvedAdaptiveBatch(j.train()).b_min(), 1);  // at least 1
+  j = *c;
+  j.mutable_train()->mutable_adaptive_batch()->set_b_min(65);
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field train.adaptive_batch.b_min: 65 is above train.minibatch_size (64), the mean batch the "
+            "workers keep");
+  j = *c;
+  j.mutable_train()->mutable_adaptive_batch()->set_b_max(32);
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field train.adaptive_batch.b_max: 32 is below train.minibatch_size (64), the mean batch the "
+            "workers keep");
+  j = *c;
+  j.mutable_train()->mutable_adaptive_batch()->set_smoothing(0);
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field train.adaptive_batch.smoothing: must be in (0, 1] (1: move to the new size at once)");
+  j = *c;
+  j.mutable_train()->mutable_adaptive_batch()->set_window_clocks(0);
+  EXPECT_EQ(ValidateJobConfig(j).message(), "config field train.adaptive_batch.window_clocks: must be ≥ 1");
+  j = *c;
+  Status st = ApplyOverride(&j, "train.adaptive_batch.step_scaling", "quadratic", "flag --adaptive_batch_step");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--adaptive_batch_step"), std::string::npos) << st.message();
+}
+
 // Data on demand (train.data_on_demand): the chunk size's default and the
 // combinations refused at start, each naming its field.
 TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {

@@ -400,6 +400,9 @@ Status ServerShard::CheckRequest(const std::string& identity, const Message& m) 
 
 Status ServerShard::CheckPeer(const std::string& identity, const Message& m) const {
   const MessageHeader& h = m.header;
+  if (h.type() == PUSH && h.has_push_weight() && !(std::isfinite(h.push_weight()) && h.push_weight() > 0))
+    return Status::InvalidArgument("PUSH from worker " + std::to_string(h.sender_rank()) + ": push_weight " +
+                                   std::to_string(h.push_weight()) + " must be a finite number > 0; nothing applied");
   if (h.type() == PUSH) {
     // No non-finite value ever reaches a table (case C08): one NaN would
     // spread to every worker that pulls the row.
@@ -500,6 +503,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.identity = identity;
       w.last_seen = std::chrono::steady_clock::now();
       if (clocks_.Join(rank, start_clock)) ServeReadyPulls();
+      ForgetAdaptiveBatch(rank);
       Message reply;
       reply.header.set_type(HELLO_REPLY);
       reply.header.set_request_id(h.request_id());
@@ -554,6 +558,14 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       reply.header.set_request_id(h.request_id());
       reply.header.set_min_clock(clocks_.min_clock());
       if (due_checkpoint_clock_ >= 0) reply.header.set_checkpoint_clock(due_checkpoint_clock_);
+      if (h.has_adaptive_batch()) {
+        if (Status ab = ReportAdaptiveBatch(rank, h.adaptive_batch(), &reply.header); !ab.ok()) {
+          ++stats_.bad_messages;
+          LOG(ERROR) << log_prefix_ << ab.message();
+          ReplyError(identity, h, ab.message());
+          return;
+        }
+      }
       Reply(identity, &reply, rank);
       return;
     }
@@ -569,6 +581,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.finished = true;
       w.data_done = h.has_chunk() && h.chunk().kind() == DataOnDemandChunk::DONE;
       if (clocks_.Remove(rank)) ServeReadyPulls();
+      ForgetAdaptiveBatch(rank);
       MaybeReleaseBarrier();
       MaybeWriteCheckpoint();
       return;
@@ -581,6 +594,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
                                     [&](const PendingPull& p) { return p.identity == identity; }),
                      pending_.end());
       if (clocks_.Remove(rank)) ServeReadyPulls();
+      ForgetAdaptiveBatch(rank);
       chunks_.Leave(rank);
       LOG(INFO) << log_prefix_ << "worker " << rank << " left";
       Message reply;
@@ -1110,6 +1124,55 @@ void StalenessHistogram::Add(uint64_t tau) {
   max = std::max(max, tau);
 }
 
+Status ServerShard::ReportAdaptiveBatch(int rank, const AdaptiveBatchClock& report, MessageHeader* reply) {
+  AdaptiveBatchClock settings = report;
+  settings.clear_rows();
+  settings.clear_batch_size();
+  if (batch_controller_ == nullptr) {
+    BatchControllerOptions o;
+    o.minibatch_size = settings.minibatch_size();
+    o.b_min = settings.config().b_min();
+    o.b_max = settings.config().b_max();
+    o.warmup_clocks = settings.config().warmup_clocks();
+    o.window_clocks = settings.config().window_clocks();
+    o.smoothing = settings.config().smoothing();
+    if (Status st = CheckBatchControllerOptions(o); !st.ok())
+      return Status::InvalidArgument("CLOCK from worker " + std::to_string(rank) +
+                                     ": train.adaptive_batch refused: " + st.message());
+    batch_controller_ = std::make_unique<BatchController>(o);
+    adaptive_settings_ = settings;
+    LOG(INFO) << log_prefix_ << "adaptive batch sizes in [" << o.b_min << ", " << o.b_max << "], mean "
+              << o.minibatch_size << ", after " << o.warmup_clocks << " warm-up clocks (from worker " << rank << ")";
+  } else if (settings.SerializeAsString() != adaptive_settings_.SerializeAsString()) {
+    return Status::InvalidArgument("CLOCK from worker " + std::to_string(rank) +
+                                   ": train.adaptive_batch differs from the job's (first reported): worker " +
+                                   std::to_string(rank) + " has {" + settings.ShortDebugString() + "}, the job {" +
+                                   adaptive_settings_.ShortDebugString() + "}");
+  }
+  const auto now = std::chrono::steady_clock::now();
+  const double bound_wait = workers_[rank].bound_wait_s;
+  double busy = 0;
+  auto [it, first] = batch_timing_.try_emplace(rank);
+  if (!first) {
+    busy = std::chrono::duration<double>(now - it->second.last_clock).count() - (bound_wait - it->second.bound_wait_s);
+    busy = std::max(0.0, busy);
+  }
+  it->second.last_clock = now;
+  it->second.bound_wait_s = bound_wait;
+  const int before = batch_controller_->batch(rank);
+  const int b = batch_controller_->Report(rank, report.rows(), busy);
+  if (b != before)
+    VLOG(1) << log_prefix_ << "worker " << rank << " batch " << before << " -> " << b << " ("
+            << batch_controller_->rate(rank) << " rows/s)";
+  reply->set_batch_size(b);
+  return Status::OK();
+}
+
+void ServerShard::ForgetAdaptiveBatch(int rank) {
+  batch_timing_.erase(rank);
+  if (batch_controller_ != nullptr) batch_controller_->Remove(rank);
+}
+
 void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
   const MessageHeader& h = m.header;
   ++stats_.pushes;
@@ -1124,6 +1187,9 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
     case INVERSE_PLUS_ONE: lr_scale = 1.0f / static_cast<float>(tau + 1); break;
     default: break;
   }
+  // Adaptive batch sizes, step_scaling SERVER_WEIGHT: the push's batch size
+  // over the job's mean (CheckPeer refused a weight that is not finite > 0).
+  if (h.has_push_weight()) lr_scale *= h.push_weight();
   const float* g = m.ValueData(&value_scratch_);
   const uint64_t* keys = nullptr;
   Status st;
@@ -1182,6 +1248,7 @@ Status ServerShard::CheckWorkerTimeouts() {
                  << clocks_.clock(rank) << " (slowest other worker at "
                  << (others == ClockTracker::kNoWorkers ? std::string("none") : std::to_string(others)) << ")";
     if (clocks_.Remove(rank)) ServeReadyPulls();
+    ForgetAdaptiveBatch(rank);
     chunks_.Leave(rank);
     MaybeWriteCheckpoint();
     MaybeReleaseBarrier();

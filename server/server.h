@@ -25,6 +25,7 @@
 #include "core/net/message.h"
 #include "core/net/zap_handler.h"
 #include "core/status.h"
+#include "server/batch_controller.h"
 #include "server/chunk_service.h"
 #include "server/clock_tracker.h"
 #include "server/eval_book.h"
@@ -274,6 +275,22 @@ class ServerShard {
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;  // event loop only
   Status aborted_;  // set by a worker's ABORT: Run() returns it
   std::function<void(int64_t)> clock_listener_;
+  // Adaptive batch sizes (shard 0; server/batch_controller.h): made at the
+  // first CLOCK that carries a report, with its settings (adaptive_settings_).
+  std::unique_ptr<BatchController> batch_controller_;
+  AdaptiveBatchClock adaptive_settings_;  // rows and batch_size cleared
+  struct BatchTiming {
+    std::chrono::steady_clock::time_point last_clock;  // its previous CLOCK
+    double bound_wait_s = 0;                            // WorkerState::bound_wait_s then
+  };
+  std::map<int, BatchTiming> batch_timing_;  // by rank
+  // A CLOCK's report: feeds the controller (busy time = time since the
+  // rank's previous CLOCK less its bound wait since) and puts the size it
+  // answers into `reply`. Errors: settings that differ from the first
+  // report's, or that the controller refuses (InvalidArgument).
+  Status ReportAdaptiveBatch(int rank, const AdaptiveBatchClock& report, MessageHeader* reply);
+  // Takes `rank` out of the controller (finished, left, removed, rejoined).
+  void ForgetAdaptiveBatch(int rank);
   std::function<void(bool)> tick_listener_;
   ServerStats stats_;
   // Reply values frames. Frames still queued in ZeroMQ when the shard is

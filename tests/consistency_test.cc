@@ -535,6 +535,55 @@ TEST(ConsistencyTest, StalenessPolicyScalesTheStepByTau) {
   }
 }
 
+// Adaptive batch sizes on the wire (server/batch_controller.h): a push's
+// step follows its batch size (LINEAR scales the gradient on the worker,
+// SERVER_WEIGHT the shard's step, exactly, under SGD with rate 1); shard 0
+// answers a CLOCK that carries a report with a size (B during warm-up), and
+// refuses a worker whose settings differ from the job's, naming both.
+TEST(ConsistencyTest, AdaptiveBatchScalesPushesAndShardZeroAnswersSizes) {
+  Cluster cluster(Job(2, 2, -1));
+  auto a = cluster.Connect(0);
+  auto b = cluster.Connect(1);
+  ASSERT_TRUE(a && b);
+  const std::vector<uint64_t> key = {9};
+  float before = 0, after = 0;
+  ASSERT_TRUE(a->PullRows(kW1, key, &before).Wait().ok());
+  const float g = -2.0f;
+  a->SetPushScaling(0.5f, 1.0f);  // LINEAR, b / B = 1/2: +1
+  a->PushRows(kW1, key, &g);
+  a->SetPushScaling(1.0f, 0.25f);  // SERVER_WEIGHT, b / B = 1/4: +0.5
+  a->PushRows(kW1, key, &g);
+  a->SetPushScaling(1.0f, 1.0f);  // unscaled: +2
+  a->PushRows(kW1, key, &g);
+  ASSERT_TRUE(a->WaitAll().ok());
+  ASSERT_TRUE(a->PullRows(kW1, key, &after).Wait().ok());
+  EXPECT_FLOAT_EQ(after, before + 1.0f + 0.5f + 2.0f);
+
+  AdaptiveBatchClock report;
+  report.set_rows(60);
+  report.set_batch_size(60);
+  report.set_minibatch_size(60);
+  report.mutable_config()->set_enabled(true);
+  report.mutable_config()->set_b_min(10);
+  report.mutable_config()->set_b_max(200);
+  report.mutable_config()->set_warmup_clocks(1);
+  for (int c = 0; c < 2; ++c) {
+    a->SetAdaptiveBatchReport(report);
+    ASSERT_TRUE(a->Clock().ok());
+  }
+  ASSERT_TRUE(a->WaitAll().ok());
+  EXPECT_EQ(a->adaptive_batch_size(), 60);  // alone (and warming up): B
+  AdaptiveBatchClock other = report;
+  other.mutable_config()->set_b_max(100);
+  b->SetAdaptiveBatchReport(other);
+  ASSERT_TRUE(b->Clock().ok());  // the answer is waited for at the next clock
+  const Status st = b->Clock();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("train.adaptive_batch differs from the job's"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("b_max: 100"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("b_max: 200"), std::string::npos) << st.message();
+}
+
 // C18 in one process: 4 workers, s = 3. Worker 2 stops (no BYE) at clock 5;
 // the others advance at most s + 1 clocks past it, block, and are released
 // once the servers drop it after worker_timeout_ms; a new worker 2 rejoins at

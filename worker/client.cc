@@ -275,6 +275,20 @@ RequestHandle WorkerClient::PullRowsIfPresent(uint32_t table, const std::vector<
   return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/true);
 }
 
+void WorkerClient::ScalePush(Message* m) const {
+  if (push_weight_ != 1.0f) m->header.set_push_weight(push_weight_);
+  if (gradient_scale_ == 1.0f) return;
+  // A frame under 34 bytes lives inside the zmq::message_t and may be
+  // unaligned: each float goes through memcpy.
+  auto* bytes = static_cast<unsigned char*>(m->values.data());
+  for (uint64_t i = 0; i < m->header.num_values(); ++i) {
+    float v;
+    std::memcpy(&v, bytes + i * sizeof(float), sizeof(float));
+    v *= gradient_scale_;
+    std::memcpy(bytes + i * sizeof(float), &v, sizeof(float));
+  }
+}
+
 RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {
   RequestHandle request = channel_.NewRequest(/*sticky=*/true);
   const uint32_t dim = options_.tables[table].dim();
@@ -297,6 +311,7 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
       m.values = channel_.frame_pool().Take(n * dim * sizeof(float));
       GatherPushRows(grads, split_pos_[s].data() + c0, n, dim, static_cast<float*>(m.values.data()));
     }
+    ScalePush(&m);
     const uint64_t tag = NewShardRequest(PUSH_REPLY, s, table);
     ShardRequest& r = requests_[tag];
     r.dim = dim;
@@ -349,6 +364,7 @@ RequestHandle WorkerClient::PushDense(uint32_t table, const float* grad) {
     m.header.set_num_values(e - b);
     m.header.set_version(cache_.PushVersion(table, s));
     m.values = CopyFrame(channel_.frame_pool(), grad + b, (e - b) * sizeof(float));
+    ScalePush(&m);
     const uint64_t tag = NewShardRequest(PUSH_REPLY, s, table);
     ShardRequest& r = requests_[tag];
     r.dense = true;
@@ -423,6 +439,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         break;
       case CLOCK_REPLY:
         if (h.checkpoint_clock() >= 0) due_checkpoint_clock_ = h.checkpoint_clock();
+        if (h.batch_size() > 0) adaptive_batch_size_ = h.batch_size();
         break;
       case CHECKPOINT_REPLY:
         if (h.checkpoint_files_size() > 0) checkpoint_reply_.shard_files[r.shard] = h.checkpoint_files(0);
@@ -485,6 +502,10 @@ Status WorkerClient::Clock(bool want_checkpoint) {
     m.header.set_type(CLOCK);
     if (s == 0) {
       if (want_checkpoint) m.header.set_want_checkpoint(true);
+      if (adaptive_report_) {
+        *m.header.mutable_adaptive_batch() = *adaptive_report_;
+        adaptive_report_.reset();
+      }
       SendPart(0, &m, clock_reply_, NewShardRequest(CLOCK_REPLY, 0, 0));
     } else {
       (void)channel_.Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky

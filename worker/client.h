@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,22 @@ class WorkerClient {
   /// The clock of a checkpoint shard 0 asked every worker to take (−1:
   /// none). Take it when clock() equals it.
   int64_t due_checkpoint_clock() const { return due_checkpoint_clock_; }
+
+  /// Adaptive batch sizes (train.adaptive_batch; server/batch_controller.h).
+  /// The next Clock() carries `report` (the clock's rows, the batch size they
+  /// were trained with, the job's settings) to shard 0, once.
+  void SetAdaptiveBatchReport(const AdaptiveBatchClock& report) { adaptive_report_ = report; }
+  /// The minibatch size shard 0 last answered a CLOCK with (0: none yet).
+  int adaptive_batch_size() const { return adaptive_batch_size_; }
+  /// How the next pushes' steps follow their batch size (AdaptiveBatchConfig
+  /// step_scaling): every gradient pushed is multiplied by
+  /// `gradient_scale` as it is copied (LINEAR), and every PUSH carries
+  /// `push_weight`, by which the shard multiplies its step (SERVER_WEIGHT;
+  /// 1 sends none). Both finite and > 0; both 1 by default.
+  void SetPushScaling(float gradient_scale, float push_weight) {
+    gradient_scale_ = gradient_scale;
+    push_weight_ = push_weight;
+  }
   /// Takes part in the checkpoint at clock() (or, `final`, the end-of-job
   /// checkpoint that worker 0 takes alone after the barrier): waits for
   /// every request in flight, sends CHECKPOINT (with `state_file`, this
@@ -350,6 +367,8 @@ class WorkerClient {
   RequestHandle PullRowsFrom(uint32_t table, const std::vector<uint64_t>& keys, float* out, bool absent_as_zeros);
   template <typename Piece>
   void ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece);
+  // SetPushScaling on a PUSH whose values frame holds the gradients.
+  void ScalePush(Message* m) const;
 
   ClientOptions options_;
   int num_shards_;
@@ -368,6 +387,10 @@ class WorkerClient {
   int evaluator_rank_ = 0;                 // BARRIER_REPLY's evaluator_rank (shard 0's)
   RequestHandle clock_reply_;              // shard 0's answer to the last CLOCK
   int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
+  std::optional<AdaptiveBatchClock> adaptive_report_;  // for the next CLOCK to shard 0
+  int adaptive_batch_size_ = 0;            // from CLOCK_REPLY
+  float gradient_scale_ = 1.0f;            // SetPushScaling
+  float push_weight_ = 1.0f;
   CheckpointReply checkpoint_reply_;       // filled by CHECKPOINT_REPLYs
   std::vector<ShardStats> server_stats_;   // STATS_REPLY per shard
   std::vector<EvalPartial> eval_partials_;  // EVAL_GATHER_REPLY's

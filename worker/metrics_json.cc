@@ -78,6 +78,9 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
       if (r < s.bound_wait_seconds_size()) bound_wait = std::max(bound_wait, s.bound_wait_seconds(r));
     wj["bound_wait_seconds"] = bound_wait;
     wj["bound_wait_fraction"] = w.train_seconds() > 0 ? std::min(1.0, bound_wait / w.train_seconds()) : 0.0;
+    // Rows per minibatch over the run (adaptive batch sizes move it).
+    if (w.has_rank())
+      wj["batch_size_mean"] = w.minibatches() > 0 ? static_cast<double>(w.samples()) / w.minibatches() : 0.0;
     workers.push_back(std::move(wj));
   }
   (*j)["workers"] = std::move(workers);

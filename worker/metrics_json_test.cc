@@ -25,7 +25,8 @@ TrainReport TwoShardReport() {
   const std::string workers = R"(
     workers { rank: 0 samples: 100 train_seconds: 2.0 pulls: 7 rows_pulled: 70 rows_read: 90 cache_hits: 20
               pushes: 6 rows_pushed: 60 bytes_sent: 1000 bytes_received: 2000 wait_seconds: 1.0
-              wait_fraction: 0.5 epoch_rows: 60 epoch_rows: 40 }
+              wait_fraction: 0.5 epoch_rows: 60 epoch_rows: 40 minibatches: 4 batch_size_final: 30
+              batch_size_min: 20 batch_size_max: 30 }
     workers { rank: 1 samples: 50 train_seconds: 0.2 }
     workers { })";
   TrainReport r;
@@ -105,7 +106,9 @@ TEST(MetricsJsonFromStatsTest, WorkersGetTheLongestBoundWaitOverShards) {
       "bytes_sent": 1000, "bytes_received": 2000, "wait_seconds": 1.0, "wait_fraction": 0.5,
       "cache_capacity_bytes": 0, "cache_peak_bytes": 0, "cache_evictions": 0, "cache_hit_rate": 0.0,
       "bound_wait_seconds": 0.75, "bound_wait_fraction": 0.375, "epoch_rows": [60, 40],
-      "chunks_completed": 0, "chunks_refused": 0})"));
+      "chunks_completed": 0, "chunks_refused": 0, "minibatches": 4, "batch_size_final": 30, "batch_size_min": 20,
+      "batch_size_max": 30, "batch_size_mean": 25.0})"));
+  EXPECT_TRUE(j["workers"][0]["batch_size_mean"].is_number_float());
   EXPECT_TRUE(j["workers"][0]["train_seconds"].is_number_float());
   EXPECT_TRUE(j["workers"][0]["rank"].is_number_integer());
   // Waited 0.25 s on shard 0 in 0.2 s of training: the fraction stops at 1.
@@ -149,8 +152,9 @@ TEST(MetricsJsonFromStatsTest, SamplesPerSecondSpansFirstStartToLastEnd) {
   // The stamps are inputs, not keys: the workers' objects keep the schema's.
   EXPECT_FALSE(j["workers"][0].contains("train_start_unix_s"));
   EXPECT_FALSE(j["workers"][0].contains("train_end_unix_s"));
-  // 15 + the four cache figures + epoch_rows + data on demand's two
-  EXPECT_EQ(j["workers"][0].size(), 22u);
+  // 15 + the four cache figures + epoch_rows + data on demand's two + the
+  // four batch figures and batch_size_mean.
+  EXPECT_EQ(j["workers"][0].size(), 27u);
 }
 
 // Without every worker's span (a rank never reached the barrier, a worker

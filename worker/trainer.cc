@@ -760,7 +760,16 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   };
 
   std::vector<int64_t> order(train.features.rows);
-  const int64_t bs = config.train().minibatch_size();
+  // The minibatch size: train.minibatch_size, or with train.adaptive_batch
+  // what shard 0 last answered a CLOCK with (server/batch_controller.h).
+  int64_t bs = config.train().minibatch_size();
+  const AdaptiveBatchConfig adaptive = ResolvedAdaptiveBatch(config.train());
+  int64_t clock_rows = 0;  // rows trained in the clock in progress
+  int64_t bs_min = bs, bs_max = bs;
+  uint64_t run_minibatches = 0;  // this run's (WorkerStats.minibatches)
+  if (adaptive.enabled())
+    LOG(INFO) << who << "adaptive batch sizes in [" << adaptive.b_min() << ", " << adaptive.b_max() << "], mean "
+              << bs << ", step scaling " << AdaptiveBatchConfig::StepScaling_Name(adaptive.step_scaling());
   const int per_clock = config.train().minibatches_per_clock();
   const int log_every = std::max(1, config.train().log_every_clocks());
   int64_t minibatches = 0;
@@ -973,8 +982,11 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     }
     double loss_sum = first ? start_loss_sum : 0;
     int64_t loss_batches = first ? start_loss_batches : 0;
-    for (int64_t b = first ? start_row : 0;
-         b < x.rows || (stream != nullptr && next_block(&b)) || (feed != nullptr && next_chunk(&b)); b += bs) {
+    // The next minibatch starts where this one ended: its size may change
+    // at a clock (adaptive batch sizes).
+    int64_t next_b = first ? start_row : 0;
+    for (int64_t b = next_b;
+         b < x.rows || (stream != nullptr && next_block(&b)) || (feed != nullptr && next_chunk(&b)); b = next_b) {
       if (!stop_pending && options.stop_requested && options.stop_requested()) {
         if (!checkpointing) {
           LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
@@ -991,6 +1003,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                      << ": asking for a checkpoint, then leaving the job";
       }
       const Minibatch batch{&x, &y, b, std::min(x.rows, b + bs)};
+      next_b = batch.end;
       const auto pull_start = SteadyClock::now();
       TETHER_RETURN_IF_ERROR(model->Pull(batch, client.get()));
       pull_wait += SecondsSince(pull_start);
@@ -998,10 +1011,21 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       if (minibatches == 0) first_loss = loss;
       loss_sum += loss;
       ++loss_batches;
+      if (adaptive.enabled()) {
+        // The gradients are means over the batch: a push of b rows steps
+        // b / B as far as one of the mean size B (AdaptiveBatchConfig).
+        const float w = static_cast<float>(batch.rows()) / static_cast<float>(config.train().minibatch_size());
+        if (adaptive.step_scaling() == AdaptiveBatchConfig::LINEAR) client->SetPushScaling(w, 1.0f);
+        if (adaptive.step_scaling() == AdaptiveBatchConfig::SERVER_WEIGHT) client->SetPushScaling(1.0f, w);
+      }
       model->Push(client.get());
       if (slowdown > 1.0)
         TETHER_RETURN_IF_ERROR(client->Idle(static_cast<int>(1000.0 * (slowdown - 1.0) * SecondsSince(pull_start))));
       report.samples += static_cast<uint64_t>(batch.rows());
+      clock_rows += batch.rows();
+      ++run_minibatches;
+      bs_min = std::min(bs_min, bs);
+      bs_max = std::max(bs_max, bs);
       clock_loss += loss;
       ++clock_batches;
       if (++minibatches % per_clock == 0) {
@@ -1014,13 +1038,26 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
           want = true;
           checkpoint_asked = true;
         }
+        const int64_t clock_bs = bs;
+        if (adaptive.enabled()) {
+          AdaptiveBatchClock r;
+          r.set_rows(clock_rows);
+          r.set_batch_size(static_cast<int32_t>(bs));
+          r.set_minibatch_size(config.train().minibatch_size());
+          *r.mutable_config() = adaptive;
+          client->SetAdaptiveBatchReport(r);
+        }
+        clock_rows = 0;
         TETHER_RETURN_IF_ERROR(client->Clock(want));
-        if (client->clock() % log_every == 0) VLOG(1) << who << "clock " << client->clock() << " loss " << loss;
+        if (adaptive.enabled() && client->adaptive_batch_size() > 0) bs = client->adaptive_batch_size();
+        if (client->clock() % log_every == 0)
+          VLOG(1) << who << "clock " << client->clock() << " loss " << loss << " batch " << clock_bs;
         const double train_s = SecondsSince(train_start) - eval_seconds;
         if (metrics_log != nullptr) {
           metrics_log->Write({{"kind", "clock"}, {"clock", client->clock()}, {"epoch", epoch + 1},
                               {"loss", clock_loss / clock_batches}, {"samples", report.samples},
-                              {"train_s", train_s}, {"pull_wait_s", pull_wait}});
+                              {"train_s", train_s}, {"pull_wait_s", pull_wait}, {"batch_size", clock_bs},
+                              {"minibatches", minibatches}});
         }
         progress_now.clock_loss = clock_loss / clock_batches;
         progress_now.minibatches = minibatches;
@@ -1091,7 +1128,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     const double t = SecondsSince(train_start);
     LOG(INFO) << who << "epoch " << epoch + 1 << "/" << config.train().epochs() << " clock " << client->clock()
               << " loss " << report.final_loss << ", " << static_cast<int64_t>(report.samples / t)
-              << " samples/s, " << static_cast<int>(100 * pull_wait / t) << "% waiting on pulls, " << t << " s";
+              << " samples/s, " << static_cast<int>(100 * pull_wait / t) << "% waiting on pulls, " << t << " s"
+              << (adaptive.enabled() ? ", batch " + std::to_string(bs) + " (" + std::to_string(epoch_rows.back()) +
+                                           " rows this epoch)"
+                                     : std::string());
     const double reference = std::isfinite(first_loss) ? std::max(first_loss, uniform_loss) : uniform_loss;
     if (!report.diverged && LossDiverged(report.final_loss, reference, config.train().divergence_factor())) {
       report.diverged = true;
@@ -1158,6 +1198,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     // Data on demand: the rows of the chunks shard 0 counted, by epoch.
     if (feed != nullptr) epoch_rows = feed->epoch_rows();
     for (int64_t r : epoch_rows) mine.add_epoch_rows(r);
+    mine.set_minibatches(run_minibatches);
+    mine.set_batch_size_final(static_cast<int32_t>(bs));
+    mine.set_batch_size_min(static_cast<int32_t>(bs_min));
+    mine.set_batch_size_max(static_cast<int32_t>(bs_max));
     if (feed != nullptr) {
       mine.set_chunks_completed(feed->chunks_completed());
       mine.set_chunks_refused(feed->chunks_refused());
