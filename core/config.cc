@@ -441,6 +441,15 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
   if (!parser.ParseFieldValueFromString(text, field, scratch.get()))
     return bad("expected " + ExpectedValue(field) + (staleness ? ", inf or asp" : ""));
   msg->GetReflection()->SwapFields(msg, scratch.get(), {field});
+  if (field_path == "consistency.model" && config->consistency().model() == AVERAGE) {
+    // --consistency_model=average: rounds replace the config's bound (a
+    // staleness or per-table model would be refused under AVERAGE).
+    config->mutable_consistency()->clear_staleness();
+    for (auto& t : *config->mutable_table()) {
+      t.mutable_consistency()->clear_model();
+      t.mutable_consistency()->clear_staleness();
+    }
+  }
   if (staleness) {
     // One bound for the whole run: the model follows the number and
     // per-table bounds give way to it.

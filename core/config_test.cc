@@ -257,6 +257,15 @@ TEST(ConfigTest, AverageIsJobWideAndValidated) {
   j.mutable_table(0)->mutable_consistency()->set_period_rows(5);
   EXPECT_EQ(ValidateServerConfig(j).message(),
             "config field table[w2].consistency.period_rows: is job-wide: set it in the job's consistency section");
+  // The flag --consistency_model=average takes the place of the config's
+  // bound (which AVERAGE would refuse).
+  j = *c;
+  j.mutable_consistency()->set_model(SSP);
+  j.mutable_consistency()->set_staleness(2);
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.model", "average", "flag --consistency_model").ok());
+  EXPECT_EQ(j.consistency().model(), AVERAGE);
+  EXPECT_FALSE(j.consistency().has_staleness());
+  EXPECT_TRUE(ValidateServerConfig(j).ok()) << ValidateServerConfig(j).ToString();
   // Not AVERAGE: its fields are refused rather than ignored.
   j = *c;
   j.mutable_consistency()->set_model(SSP);
