@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Weighted model averaging (consistency model AVERAGE) with real processes,
 # started one by one with flags: 2 tether-servers + 2 tether-workers on the
-# bundled Bibtex data (examples/bibtex_average.pbtxt). Gates: P@1 >= 0.55,
+# bundled Bibtex data (examples/bibtex_average.pbtxt), 4 epochs by default
+# (under 30 s on an idle 2-core host). Gates: P@1 >= 0.55,
 # every shard merged rounds (its log says so) and no bound violation.
 # Usage: average_test.sh BIN_DIR [EPOCHS]
 # Every process is started under `timeout` and killed on exit.
 set -euo pipefail
 bin=$(cd "$1" && pwd)
-epochs=${2:-7}
+epochs=${2:-4}  # 4 epochs: P@1 0.575 (deterministic: rounds fix the order); 7 epochs: 0.615
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
