@@ -2,7 +2,7 @@
 # Weighted model averaging (consistency model AVERAGE) with real processes,
 # started one by one with flags: 2 tether-servers + 2 tether-workers on the
 # bundled Bibtex data (examples/bibtex_average.pbtxt), 4 epochs by default
-# (69 s here on a 2-core host at load ~18, 4 processes). Gates: P@1 >= 0.55,
+# (12 s here; 69 s with the 2-core host at load ~18). Gates: P@1 >= 0.55,
 # every shard merged rounds (its log says so) and no bound violation.
 # Usage: average_test.sh BIN_DIR [EPOCHS]
 # Every process is started under `timeout` and killed on exit.
