@@ -306,6 +306,9 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"data_on_demand", "train.data_on_demand", "shard 0 deals the training rows in chunks as workers ask (faster workers train more rows): true | false"},
       {"chunk_rows", "train.chunk_rows", "rows per chunk with --data_on_demand (0: 4 x minibatch_size)"},
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
+      {"consistency_model", "consistency.model", "consistency model: ssp | bsp | asp | average (weighted model averaging)"},
+      {"period_rows", "consistency.period_rows", "model AVERAGE: rows a worker trains its replica on per round"},
+      {"model_momentum", "consistency.model_momentum", "model AVERAGE: momentum m of the merge, in [0, 1)"},
       {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
       {"liveness_timeout_ms", "cluster.liveness_timeout_ms", "a worker gives up a server whose connection is down this long (0: off)"},
       {"startup_timeout_ms", "cluster.startup_timeout_ms", "servers: every worker joins within this of the first HELLO; workers: the servers are found and reached within this"},
@@ -448,6 +451,15 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
   if (!parser.ParseFieldValueFromString(text, field, scratch.get()))
     return bad("expected " + ExpectedValue(field) + (staleness ? ", inf or asp" : ""));
   msg->GetReflection()->SwapFields(msg, scratch.get(), {field});
+  if (field_path == "consistency.model" && config->consistency().model() == AVERAGE) {
+    // --consistency_model=average: rounds replace the config's bound (a
+    // staleness or per-table model would be refused under AVERAGE).
+    config->mutable_consistency()->clear_staleness();
+    for (auto& t : *config->mutable_table()) {
+      t.mutable_consistency()->clear_model();
+      t.mutable_consistency()->clear_staleness();
+    }
+  }
   if (staleness) {
     // One bound for the whole run: the model follows the number and
     // per-table bounds give way to it.
@@ -459,6 +471,64 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
   }
   return Status::OK();
 }
+
+namespace {
+
+// Consistency model AVERAGE (server/model_average.h): job-wide, rounds
+// closed like BSP, and an optimizer whose step a local replica can take.
+Status ValidateAverage(const JobConfig& c) {
+  auto bad = [](const std::string& field, const std::string& why) {
+    return Status::InvalidArgument("config field " + field + ": " + why);
+  };
+  const ConsistencyConfig& j = c.consistency();
+  const bool average = j.model() == AVERAGE;
+  for (const auto& t : c.table()) {
+    const ConsistencyConfig& tc = t.consistency();
+    const std::string where = "table[" + t.name() + "].consistency.";
+    if (tc.has_model() && tc.model() == AVERAGE)
+      return bad(where + "model", "AVERAGE is job-wide (one merge round for every table): set it in the job's "
+                                  "consistency section");
+    if (tc.has_period_rows() || tc.has_model_momentum())
+      return bad(where + (tc.has_period_rows() ? "period_rows" : "model_momentum"),
+                 "is job-wide: set it in the job's consistency section");
+    if (average && (tc.has_model() || tc.has_staleness()))
+      return bad(where + (tc.has_model() ? "model" : "staleness"),
+                 "consistency.model is AVERAGE: every table merges on the job's rounds, so a table may not name "
+                 "its own model or staleness");
+    if (average && t.has_optimizer() &&
+        (t.optimizer().type() == FTRL || t.optimizer().type() == SUM || t.optimizer().type() == NOOP))
+      return bad("table[" + t.name() + "].optimizer.type",
+                 OptimizerType_Name(t.optimizer().type()) +
+                     " cannot train a local replica under consistency.model AVERAGE (use SGD, ADAGRAD or ADAM)");
+  }
+  if (!average) {
+    if (j.has_period_rows()) return bad("consistency.period_rows", "is only read with consistency.model AVERAGE");
+    if (j.has_model_momentum())
+      return bad("consistency.model_momentum", "is only read with consistency.model AVERAGE");
+    return Status::OK();
+  }
+  if (j.period_rows() < 1)
+    return bad("consistency.period_rows", "must be ≥ 1 with consistency.model AVERAGE (rows a worker trains its "
+                                          "replica on before it pushes its delta), got " +
+                                              std::to_string(j.period_rows()));
+  if (!(j.model_momentum() >= 0 && j.model_momentum() < 1))
+    return bad("consistency.model_momentum", "must be in [0, 1), got " + std::to_string(j.model_momentum()));
+  if (j.staleness() != 0)
+    return bad("consistency.staleness", "must be 0 (or unset) with consistency.model AVERAGE: a round's pulls "
+                                        "wait for the previous round's merge (got " +
+                                            std::to_string(j.staleness()) + ")");
+  if (j.staleness_policy() != NONE)
+    return bad("consistency.staleness_policy", "does not apply with consistency.model AVERAGE (deltas are merged "
+                                               "by round, not stepped by staleness)");
+  const OptimizerType o = c.optimizer().type();
+  if (o == FTRL || o == SUM || o == NOOP)
+    return bad("optimizer.type", OptimizerType_Name(o) +
+                                     " cannot train a local replica under consistency.model AVERAGE (use SGD, "
+                                     "ADAGRAD or ADAM)");
+  return Status::OK();
+}
+
+}  // namespace
 
 Status ValidateServerConfig(const JobConfig& c) {
   auto bad = [](const std::string& field, const std::string& why) {
@@ -480,6 +550,7 @@ Status ValidateServerConfig(const JobConfig& c) {
                                                " entries but cluster.num_servers is " +
                                                std::to_string(c.cluster().num_servers()));
   if (c.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+  TETHER_RETURN_IF_ERROR(ValidateAverage(c));
   for (const auto& t : c.table()) {
     if (t.consistency().staleness() < -1)
       return bad("table[" + t.name() + "].consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");

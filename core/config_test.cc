@@ -222,6 +222,57 @@ TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {
   }
 }
 
+// Consistency model AVERAGE: job-wide, validated with the field named.
+TEST(ConfigTest, AverageIsJobWideAndValidated) {
+  auto c = ParseJobConfig("cluster { num_servers: 2 num_workers: 2 }\n"
+                          "consistency { model: AVERAGE period_rows: 64 model_momentum: 0.5 }\n",
+                          "a.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(ValidateServerConfig(*c).ok()) << ValidateServerConfig(*c).ToString();
+  EXPECT_EQ(EffectiveStaleness(c->consistency()), 0);
+  JobConfig j = *c;
+  j.mutable_consistency()->clear_period_rows();
+  EXPECT_NE(ValidateServerConfig(j).message().find("consistency.period_rows: must be ≥ 1"), std::string::npos)
+      << ValidateServerConfig(j).message();
+  j = *c;
+  j.mutable_consistency()->set_model_momentum(1.0);
+  EXPECT_EQ(ValidateServerConfig(j).message(), "config field consistency.model_momentum: must be in [0, 1), got 1.000000");
+  j = *c;
+  j.mutable_consistency()->set_staleness(2);
+  EXPECT_NE(ValidateServerConfig(j).message().find("config field consistency.staleness: must be 0"), std::string::npos);
+  j = *c;
+  j.mutable_optimizer()->set_type(FTRL);
+  EXPECT_NE(ValidateServerConfig(j).message().find("config field optimizer.type: FTRL cannot train a local replica"),
+            std::string::npos);
+  j = *c;
+  j.add_table()->set_name("w1");
+  j.mutable_table(0)->mutable_consistency()->set_model(AVERAGE);
+  EXPECT_NE(ValidateServerConfig(j).message().find("config field table[w1].consistency.model: AVERAGE is job-wide"),
+            std::string::npos);
+  j.mutable_table(0)->mutable_consistency()->set_model(SSP);
+  EXPECT_NE(ValidateServerConfig(j).message().find("table[w1].consistency.model: consistency.model is AVERAGE"),
+            std::string::npos);
+  j = *c;
+  j.add_table()->set_name("w2");
+  j.mutable_table(0)->mutable_consistency()->set_period_rows(5);
+  EXPECT_EQ(ValidateServerConfig(j).message(),
+            "config field table[w2].consistency.period_rows: is job-wide: set it in the job's consistency section");
+  // The flag --consistency_model=average takes the place of the config's
+  // bound (which AVERAGE would refuse).
+  j = *c;
+  j.mutable_consistency()->set_model(SSP);
+  j.mutable_consistency()->set_staleness(2);
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.model", "average", "flag --consistency_model").ok());
+  EXPECT_EQ(j.consistency().model(), AVERAGE);
+  EXPECT_FALSE(j.consistency().has_staleness());
+  EXPECT_TRUE(ValidateServerConfig(j).ok()) << ValidateServerConfig(j).ToString();
+  // Not AVERAGE: its fields are refused rather than ignored.
+  j = *c;
+  j.mutable_consistency()->set_model(SSP);
+  EXPECT_EQ(ValidateServerConfig(j).message(),
+            "config field consistency.period_rows: is only read with consistency.model AVERAGE");
+}
+
 // A server checks the sections it reads, cluster and consistency, and
 // nothing about data or the model.
 TEST(ConfigTest, ServerValidationReadsOnlyClusterAndConsistency) {

@@ -79,7 +79,7 @@ std::string Names(const google::protobuf::RepeatedPtrField<TableSpec>& tables) {
 }  // namespace
 
 int64_t EffectiveStaleness(const ConsistencyConfig& c) {
-  if (c.model() == BSP) return 0;
+  if (c.model() == BSP || c.model() == AVERAGE) return 0;  // AVERAGE: a round's pulls wait for the last merge
   if (c.model() == ASP) return -1;
   return c.staleness();
 }

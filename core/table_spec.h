@@ -19,7 +19,8 @@
 
 namespace tether {
 
-/// Effective staleness bound of a consistency setting: BSP → 0, ASP → −1,
+/// Effective staleness bound of a consistency setting: BSP and AVERAGE → 0
+/// (AVERAGE: a round's pulls wait for the previous round's merge), ASP → −1,
 /// SSP → its `staleness` field.
 int64_t EffectiveStaleness(const ConsistencyConfig& c);
 

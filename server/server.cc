@@ -333,7 +333,8 @@ Status ServerShard::CheckRequest(const std::string& identity, const Message& m) 
   if (h.sender_rank() >= static_cast<int>(workers_.size()) && h.type() != HELLO)
     return Status::FailedPrecondition(TypeName(h.type()) + " from worker " + std::to_string(h.sender_rank()) +
                                       " before its HELLO");
-  if (h.type() != PULL && h.type() != PUSH) return CheckPeer(identity, m);
+  const bool push = h.type() == PUSH || h.type() == PUSH_DELTA;
+  if (h.type() != PULL && !push) return CheckPeer(identity, m);
   if (h.table_id() >= tables_.size())
     return Status::InvalidArgument(TypeName(h.type()) + " from " + who + ": unknown table id " +
                                    std::to_string(h.table_id()));
@@ -341,8 +342,8 @@ Status ServerShard::CheckRequest(const std::string& identity, const Message& m) 
   if (IsDenseTable(t.spec())) {
     const uint64_t n = t.dense_end() - t.dense_begin();
     if (h.num_keys() != 0) return Status::InvalidArgument("dense table " + t.spec().name() + " takes no keys");
-    if (h.type() == PUSH && h.num_values() != n)
-      return Status::InvalidArgument("PUSH from " + who + " to dense table " + t.spec().name() + " has " +
+    if (push && h.num_values() != n)
+      return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " to dense table " + t.spec().name() + " has " +
                                      std::to_string(h.num_values()) + " values; this shard holds " +
                                      std::to_string(n));
     return CheckPeer(identity, m);
@@ -353,8 +354,8 @@ Status ServerShard::CheckRequest(const std::string& identity, const Message& m) 
                                    std::to_string(t.spec().dim()));
   // num_keys is bounded by its frame's size (ValidateFrames), dim by the
   // config: the product cannot wrap, and the reply is sized from it.
-  if (h.type() == PUSH && h.num_values() != h.num_keys() * t.spec().dim())
-    return Status::InvalidArgument("PUSH from " + who + " for table " + t.spec().name() + ": " +
+  if (push && h.num_values() != h.num_keys() * t.spec().dim())
+    return Status::InvalidArgument(TypeName(h.type()) + " from " + who + " for table " + t.spec().name() + ": " +
                                    std::to_string(h.num_values()) + " values for " + std::to_string(h.num_keys()) +
                                    " keys of dim " + std::to_string(t.spec().dim()));
   if (h.type() == PULL && h.num_keys() * t.spec().dim() * sizeof(float) > kMaxFrameBytes)
@@ -403,7 +404,7 @@ Status ServerShard::CheckPeer(const std::string& identity, const Message& m) con
   if (h.type() == PUSH && h.has_push_weight() && !(std::isfinite(h.push_weight()) && h.push_weight() > 0))
     return Status::InvalidArgument("PUSH from worker " + std::to_string(h.sender_rank()) + ": push_weight " +
                                    std::to_string(h.push_weight()) + " must be a finite number > 0; nothing applied");
-  if (h.type() == PUSH) {
+  if (h.type() == PUSH || h.type() == PUSH_DELTA) {
     // No non-finite value ever reaches a table (case C08): one NaN would
     // spread to every worker that pulls the row.
     std::vector<float> scratch;
@@ -417,7 +418,7 @@ Status ServerShard::CheckPeer(const std::string& identity, const Message& m) con
         where += " (key " + std::to_string(m.KeyData(&key_scratch)[i / t.spec().dim()]) + ", column " +
                  std::to_string(i % t.spec().dim()) + ")";
       }
-      return Status::InvalidArgument("PUSH from worker " + std::to_string(h.sender_rank()) + " to table " +
+      return Status::InvalidArgument(TypeName(h.type()) + " from worker " + std::to_string(h.sender_rank()) + " to table " +
                                      t.spec().name() + ": " + where + " is " + (std::isnan(v[i]) ? "NaN" : "infinite") +
                                      "; nothing applied");
     }
@@ -498,6 +499,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       } else {
         LOG(INFO) << log_prefix_ << "worker " << rank << " joined";
       }
+      if (w.said_hello) DropAverageDeltas(rank, "rejoined");
       w = WorkerState();
       w.said_hello = true;
       w.identity = identity;
@@ -532,7 +534,16 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     case PUSH:
       ApplyPush(identity, *m);
       return;
+    case PUSH_DELTA:
+      AddDelta(identity, *m);
+      return;
     case CLOCK: {
+      // AVERAGE: the CLOCK ending a round carries the sender's weight; its
+      // deltas join the round before the round can close (Advance below).
+      if (averager_ != nullptr) {
+        if (Status st = averager_->Complete(rank, h.clock() - 1, h.average_updates()); !st.ok())
+          LOG(ERROR) << log_prefix_ << st.message();
+      }
       if (clocks_.Advance(rank, h.clock())) {
         ServeReadyPulls();
         if (clock_listener_) clock_listener_(clocks_.min_clock());
@@ -593,6 +604,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                     [&](const PendingPull& p) { return p.identity == identity; }),
                      pending_.end());
+      DropAverageDeltas(rank, "left");
       if (clocks_.Remove(rank)) ServeReadyPulls();
       ForgetAdaptiveBatch(rank);
       chunks_.Leave(rank);
@@ -774,10 +786,26 @@ bool ServerShard::ConnectionLive(const std::string& identity) {
 
 void ServerShard::DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs) {
   job_tables_ = specs;
+  // AVERAGE (ValidateJobConfig makes it job-wide): the tables take merged
+  // deltas as they are (SUM, no optimizer state here: the job's optimizer
+  // runs on the workers' replicas), and the averager merges the rounds.
+  const bool average = !specs.empty() && specs[0].consistency().model() == AVERAGE;
   for (const TableSpec& spec : specs) {
     uint64_t begin = 0, end = 0;
     if (IsDenseTable(spec)) std::tie(begin, end) = DenseRange(spec.size(), shard_, num_shards_);
-    tables_.push_back(std::make_unique<ServerTable>(spec, begin, end));
+    if (!average) {
+      tables_.push_back(std::make_unique<ServerTable>(spec, begin, end));
+      continue;
+    }
+    TableSpec merged = spec;
+    merged.mutable_optimizer()->Clear();
+    merged.mutable_optimizer()->set_type(SUM);
+    tables_.push_back(std::make_unique<ServerTable>(merged, begin, end));
+  }
+  if (average) {
+    averager_ = std::make_unique<ModelAverager>(specs[0].consistency().model_momentum());
+    LOG(INFO) << log_prefix_ << "consistency AVERAGE: merging the workers' deltas per round, model momentum "
+              << specs[0].consistency().model_momentum();
   }
   LOG(INFO) << log_prefix_ << "tables from worker 0: " << DescribeTables(specs);
 }
@@ -974,6 +1002,9 @@ Status ServerShard::FillValuesIfPresent(const ServerTable& t, const uint64_t* ke
 }
 
 void ServerShard::ServeReadyPulls() {
+  // AVERAGE: rounds every counted worker ended are merged before any pull
+  // of the next round is answered.
+  MergeAverageRounds();
   // Pulls wait in arrival order; serve every one the new min_clock admits.
   for (auto it = pending_.begin(); it != pending_.end();) {
     const MessageHeader& rh = it->request.header;
@@ -1171,6 +1202,63 @@ Status ServerShard::ReportAdaptiveBatch(int rank, const AdaptiveBatchClock& repo
 void ServerShard::ForgetAdaptiveBatch(int rank) {
   batch_timing_.erase(rank);
   if (batch_controller_ != nullptr) batch_controller_->Remove(rank);
+void ServerShard::AddDelta(const std::string& identity, const Message& m) {
+  const MessageHeader& h = m.header;
+  const ServerTable& t = *tables_[h.table_id()];
+  Status st;
+  if (averager_ == nullptr) {
+    st = Status::FailedPrecondition("table " + t.spec().name() +
+                                    " is not trained with consistency.model AVERAGE: model deltas are refused");
+  } else if (IsDenseTable(t.spec())) {
+    st = averager_->AddDense(h.sender_rank(), h.clock(), h.table_id(), m.ValueData(&value_scratch_), h.num_values());
+  } else {
+    st = averager_->AddRows(h.sender_rank(), h.clock(), h.table_id(), m.KeyData(&key_scratch_), h.num_keys(),
+                            t.spec().dim(), m.ValueData(&value_scratch_));
+  }
+  if (!st.ok()) {
+    ++stats_.bad_messages;
+    LOG(ERROR) << log_prefix_ << "PUSH_DELTA from worker " << h.sender_rank() << ": " << st.message();
+    ReplyError(identity, h, "PUSH_DELTA from worker " + std::to_string(h.sender_rank()) + ": " + st.message());
+    return;
+  }
+  ++stats_.pushes;
+  if (!IsDenseTable(t.spec())) stats_.rows_pushed += h.num_keys();
+  Message reply;
+  reply.header.set_type(PUSH_DELTA_REPLY);
+  reply.header.set_request_id(h.request_id());
+  reply.header.set_table_id(h.table_id());
+  reply.header.set_min_clock(clocks_.min_clock());
+  Reply(identity, &reply, h.sender_rank());
+}
+
+void ServerShard::MergeAverageRounds() {
+  if (averager_ == nullptr) return;
+  const auto rows = [this](uint32_t table, const uint64_t* keys, uint64_t n, uint32_t, const float* step) {
+    stats_.updates_applied += n;
+    return tables_[table]->PushRows(keys, n, step);
+  };
+  const auto dense = [this](uint32_t table, const float* step, uint64_t) {
+    ++stats_.updates_applied;
+    return tables_[table]->PushDense(step);
+  };
+  StatusOr<int64_t> merged = averager_->MergeThrough(clocks_.min_clock(), rows, dense);
+  if (!merged.ok()) {
+    // A merged step that is not finite (SUM refuses it, C22): the job
+    // cannot go on with a model that lost a round.
+    fatal_ = Status::FailedPrecondition(log_prefix_ + "merging a round of model deltas: " + merged.status().message());
+    LOG(ERROR) << fatal_.message();
+    return;
+  }
+  if (*merged > 0)
+    VLOG(1) << log_prefix_ << "merged " << *merged << " round(s); " << averager_->rounds_merged() << " so far";
+}
+
+void ServerShard::DropAverageDeltas(int rank, const char* why) {
+  if (averager_ == nullptr) return;
+  const uint64_t dropped = averager_->Drop(rank);
+  if (dropped > 0)
+    LOG(WARNING) << log_prefix_ << "worker " << rank << " " << why << " before ending its round: " << dropped
+                 << " row(s) of its model delta discarded";
 }
 
 void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
@@ -1243,6 +1331,7 @@ Status ServerShard::CheckWorkerTimeouts() {
                                  ", on_worker_timeout: FAIL_JOB)");
     w.dead = true;
     ++stats_.workers_timed_out;
+    DropAverageDeltas(rank, "timed out");
     int64_t others = clocks_.MinClockExcluding(rank);
     LOG(WARNING) << log_prefix_ << "worker " << rank << " silent for " << silent_ms << " ms: removed from the min clock at its clock "
                  << clocks_.clock(rank) << " (slowest other worker at "

@@ -29,6 +29,7 @@
 #include "server/chunk_service.h"
 #include "server/clock_tracker.h"
 #include "server/eval_book.h"
+#include "server/model_average.h"
 #include "server/table.h"
 
 namespace tether {
@@ -190,6 +191,13 @@ class ServerShard {
   void Reply(const std::string& identity, Message* reply, int rank);
   void MaybeReleaseBarrier();
   void ApplyPush(const std::string& identity, const Message& m);
+  // Consistency model AVERAGE (server/model_average.h): a PUSH_DELTA joins
+  // the sender's pending delta; rounds below the min clock are merged into
+  // the tables (called by ServeReadyPulls, before any pull is answered); a
+  // worker gone mid-round loses its pending delta.
+  void AddDelta(const std::string& identity, const Message& m);
+  void MergeAverageRounds();
+  void DropAverageDeltas(int rank, const char* why);
   // Puts the current values into reply's values frame: the shard's whole
   // slice (dense tables) or the rows of `keys` (n keys, row tables).
   // Errors: the table's (rows past its limit); nothing is filled then.
@@ -239,6 +247,7 @@ class ServerShard {
 
   JobConfig config_;
   int shard_;
+  std::unique_ptr<ModelAverager> averager_;  // AVERAGE jobs only (set by DefineTables)
   EvalBook eval_book_;  // partitioned evaluation (shard 0)
   ChunkService chunks_;  // data on demand (shard 0)
   int num_shards_;

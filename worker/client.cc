@@ -1,4 +1,5 @@
 #include "worker/client.h"
+#include "worker/local_replica.h"
 
 #include <algorithm>
 #include <cstring>
@@ -220,6 +221,7 @@ void WorkerClient::ForEachRowMessage(const std::vector<uint64_t>& keys, bool who
 }
 
 RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
+  if (replica_ != nullptr && !replica_paused_) return replica_->PullRows(table, keys, out);
   return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/false);
 }
 
@@ -290,6 +292,13 @@ void WorkerClient::ScalePush(Message* m) const {
 }
 
 RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads) {
+  if (replica_ != nullptr && !replica_paused_) return replica_->PushRows(table, keys, grads);
+  return PushRowsAs(PUSH, table, keys, grads);
+}
+
+RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys,
+                                       const float* grads) {
+  const bool delta = type == PUSH_DELTA;
   RequestHandle request = channel_.NewRequest(/*sticky=*/true);
   const uint32_t dim = options_.tables[table].dim();
   // One shard: the keys and gradients go as they are, in contiguous blocks.
@@ -297,12 +306,12 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
   ForEachRowMessage(keys, whole, dim, [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
     const size_t n = c1 - c0;
     Message m;
-    m.header.set_type(PUSH);
+    m.header.set_type(type);
     m.header.set_table_id(table);
     m.header.set_num_keys(n);
     m.header.set_value_dim(dim);
     m.header.set_num_values(n * dim);
-    m.header.set_version(cache_.PushVersion(table, s));
+    if (!delta) m.header.set_version(cache_.PushVersion(table, s));
     m.keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
     // The gradients are copied now (the caller may reuse `grads` at once).
     if (whole) {
@@ -311,12 +320,12 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
       m.values = channel_.frame_pool().Take(n * dim * sizeof(float));
       GatherPushRows(grads, split_pos_[s].data() + c0, n, dim, static_cast<float*>(m.values.data()));
     }
-    ScalePush(&m);
-    const uint64_t tag = NewShardRequest(PUSH_REPLY, s, table);
+    if (!delta) ScalePush(&m);  // a model delta is the replica's, never rescaled
+    const uint64_t tag = NewShardRequest(delta ? PUSH_DELTA_REPLY : PUSH_REPLY, s, table);
     ShardRequest& r = requests_[tag];
     r.dim = dim;
     r.updates = n;
-    if (cache_.StartPushRows(table, ks, n)) {
+    if (!delta && cache_.StartPushRows(table, ks, n)) {
       m.header.set_want_values(true);
       r.want_values = true;
       r.keys.assign(ks, ks + n);
@@ -329,6 +338,11 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
 }
 
 RequestHandle WorkerClient::PullDense(uint32_t table, float* out) {
+  if (replica_ != nullptr && !replica_paused_) return replica_->PullDense(table, out);
+  return PullDenseFrom(table, out);
+}
+
+RequestHandle WorkerClient::PullDenseFrom(uint32_t table, float* out) {
   RequestHandle request = StartPull(table);
   const uint64_t size = options_.tables[table].size();
   for (int s = 0; s < num_shards_; ++s) {
@@ -353,23 +367,29 @@ RequestHandle WorkerClient::PullDense(uint32_t table, float* out) {
 }
 
 RequestHandle WorkerClient::PushDense(uint32_t table, const float* grad) {
+  if (replica_ != nullptr && !replica_paused_) return replica_->PushDense(table, grad);
+  return PushDenseAs(PUSH, table, grad);
+}
+
+RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const float* grad) {
+  const bool delta = type == PUSH_DELTA;
   RequestHandle request = channel_.NewRequest(/*sticky=*/true);
   const uint64_t size = options_.tables[table].size();
   for (int s = 0; s < num_shards_; ++s) {
     auto [b, e] = DenseRange(size, s, num_shards_);
     if (b == e) continue;
     Message m;
-    m.header.set_type(PUSH);
+    m.header.set_type(type);
     m.header.set_table_id(table);
     m.header.set_num_values(e - b);
-    m.header.set_version(cache_.PushVersion(table, s));
+    if (!delta) m.header.set_version(cache_.PushVersion(table, s));
     m.values = CopyFrame(channel_.frame_pool(), grad + b, (e - b) * sizeof(float));
-    ScalePush(&m);
-    const uint64_t tag = NewShardRequest(PUSH_REPLY, s, table);
+    if (!delta) ScalePush(&m);  // a model delta is the replica's, never rescaled
+    const uint64_t tag = NewShardRequest(delta ? PUSH_DELTA_REPLY : PUSH_REPLY, s, table);
     ShardRequest& r = requests_[tag];
     r.dense = true;
     r.updates = 1;
-    if (cache_.StartPushDense(table, s)) {
+    if (!delta && cache_.StartPushDense(table, s)) {
       m.header.set_want_values(true);
       r.want_values = true;
     }
@@ -450,7 +470,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         break;
     }
   }
-  if (!st.ok() && r.expect == PUSH_REPLY) {
+  if (!st.ok() && (r.expect == PUSH_REPLY || r.expect == PUSH_DELTA_REPLY)) {
     stats_.updates_failed += r.updates;
     LOG(ERROR) << channel_.log_prefix() << "push of " << r.updates << " update(s) to server " << r.shard << " ("
                << options_.servers[r.shard] << "), table " << options_.tables[r.table].name()
@@ -492,7 +512,16 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
 
 Status WorkerClient::WaitAll() { return channel_.WaitAll(); }
 
+void WorkerClient::AttachReplica(std::unique_ptr<LocalReplica> replica) {
+  owned_replica_ = std::move(replica);
+  replica_ = owned_replica_.get();
+}
+
 Status WorkerClient::Clock(bool want_checkpoint) {
+  // AVERAGE: the round's deltas go first (sent at this round's clock), and
+  // the CLOCK that ends the round carries the replica's update count.
+  uint64_t average_updates = 0;
+  if (replica_ != nullptr) average_updates = replica_->EndPeriod();
   channel_.set_clock(channel_.clock() + 1);
   // Shard 0 answers; the others only count the clock.
   RequestHandle previous = clock_reply_;
@@ -500,6 +529,7 @@ Status WorkerClient::Clock(bool want_checkpoint) {
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(CLOCK);
+    if (replica_ != nullptr) m.header.set_average_updates(average_updates);
     if (s == 0) {
       if (want_checkpoint) m.header.set_want_checkpoint(true);
       if (adaptive_report_) {

@@ -60,6 +60,8 @@
 
 namespace tether {
 
+class LocalReplica;  // worker/local_replica.h
+
 struct ClientOptions {
   int rank = 0;
   int heartbeat_interval_ms = 1000;  // heartbeat while blocked longer than this
@@ -315,6 +317,19 @@ class WorkerClient {
   /// Each shard then ends its Run() with an error (server/server.h).
   void Abort(const std::string& why, int timeout_ms);
 
+  /// Consistency model AVERAGE: from now on PullRows, PullDense, PushRows
+  /// and PushDense go to `replica` (worker/local_replica.h), which trains a
+  /// local copy and reaches the servers through this client; Clock() first
+  /// has the replica push its period's deltas (PUSH_DELTA) and sends its
+  /// local update count with the CLOCK. PullRowsIfPresent always
+  /// reads the servers.
+  /// Owned by the client from here on (destroyed with it).
+  void AttachReplica(std::unique_ptr<LocalReplica> replica);
+  LocalReplica* replica() const { return replica_; }
+  /// While paused (evaluation), reads go to the servers (the merged model of
+  /// the rounds closed so far), not to the replica. Pushes must not happen.
+  void set_replica_paused(bool paused) { replica_paused_ = paused; }
+
   /// Counters (a snapshot, valid until the next call on this client).
   const ClientStats& stats() const;
   /// The pool of outgoing keys and push values frames (its counters say how
@@ -341,7 +356,16 @@ class WorkerClient {
     uint64_t updates = 0;       // pushes: rows (dense: 1), for the update counters
   };
 
+  friend class LocalReplica;  // reaches the servers through the *To/*From paths below
+
   explicit WorkerClient(const ClientOptions& options);
+  // The server paths of PullDense / PushRows / PushDense (`type` PUSH, or
+  // PUSH_DELTA for a replica's deltas: no cache refresh, no version).
+  RequestHandle PullDenseFrom(uint32_t table, float* out);
+  RequestHandle PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys, const float* values);
+  RequestHandle PushDenseAs(MessageType type, uint32_t table, const float* values);
+  // A request with nothing to wait for: completed, OK.
+  RequestHandle DoneRequest() { return channel_.NewRequest(/*sticky=*/false); }
   // A cleared record for a message to `shard`; returns its tag.
   uint64_t NewShardRequest(MessageType expect, int shard, uint32_t table);
   // Sends `m` as part of `request` with record `tag`; a failed send frees the
@@ -397,6 +421,9 @@ class WorkerClient {
   bool eval_complete_ = false;
   DataOnDemandChunk chunk_reply_;  // CHUNK_REPLY's
   bool leaving_ = false;                   // Leave or Abort was called: pull replies are dropped
+  std::unique_ptr<LocalReplica> owned_replica_;  // AVERAGE: the local replica (AttachReplica)
+  LocalReplica* replica_ = nullptr;
+  bool replica_paused_ = false;
 };
 
 }  // namespace tether

@@ -38,6 +38,7 @@
 #include "worker/chunk_feed.h"
 #include "worker/client.h"
 #include "worker/evaluator.h"
+#include "worker/local_replica.h"
 #include "worker/metrics_json.h"
 #include "worker/model.h"
 #include "worker/model_registry.h"
@@ -153,6 +154,13 @@ StatusOr<bool> Evaluate(const JobConfig& config, const Dataset& test, const Eval
   std::vector<float> scores;
   const int64_t bs = config.train().eval_minibatch_size();
   const int64_t rows = RowsToEvaluate(setup.test_offset, test.features.rows, config.train().eval_max_rows());
+  // AVERAGE: evaluation reads the servers' merged model, not this worker's
+  // replica (restored on every path out).
+  struct PauseReplica {
+    WorkerClient* c;
+    ~PauseReplica() { c->set_replica_paused(false); }
+  } pause{client};
+  client->set_replica_paused(true);
   TETHER_RETURN_IF_ERROR(model->BeginEvaluation(client));
   const Status st = [&]() -> Status {
     for (int64_t b = 0; b < rows; b += bs) {
@@ -255,7 +263,8 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
   // finish; it starts on its own partition at the next one.
   out.set_epoch(mine.empty() && !rest.empty() ? epoch + 1 : epoch);
   out.set_next_row(0);
-  out.set_minibatches(m.clock() * config.train().minibatches_per_clock());
+  out.set_minibatches(m.clock() * (config.consistency().model() == AVERAGE ? AveragePeriodMinibatches(config)
+                                                                           : config.train().minibatches_per_clock()));
   out.set_samples(rank == 0 ? samples : 0);
   out.set_train_seconds(train_seconds);
   for (int64_t i : shuffle) out.add_dealt_rows(mine[static_cast<size_t>(i)]);
@@ -402,6 +411,12 @@ bool RowsDealtOnDemand(const JobConfig& config) {
   // has no share for a rank beyond the initial ones; shard 0's chunks
   // (worker/chunk_feed.h) go to whichever rank asks.
   return config.train().data_on_demand();
+}
+
+int AveragePeriodMinibatches(const JobConfig& config) {
+  const int64_t bs = std::max<int64_t>(1, config.train().minibatch_size());
+  const int64_t rows = std::max<int64_t>(1, config.consistency().period_rows());
+  return static_cast<int>(std::min<int64_t>((rows + bs - 1) / bs, std::numeric_limits<int>::max()));
 }
 
 bool LossDiverged(double loss, double reference, double factor) {
@@ -674,6 +689,14 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   if (stream != nullptr) stream->set_between_chunks([&client] { return client->Idle(1); });
   LOG(INFO) << who << "connected to " << options.servers.size() << " server(s), model " << model->name()
             << ", staleness " << StalenessName(copts.staleness);
+  if (config.consistency().model() == AVERAGE) {
+    // Weighted model averaging: the model trains a local replica
+    // (worker/local_replica.h); every clock is a round.
+    client->AttachReplica(std::make_unique<LocalReplica>(copts.tables, client.get()));
+    LOG(INFO) << who << "consistency AVERAGE: local replica, a round every "
+              << AveragePeriodMinibatches(config) << " minibatch(es) (period_rows "
+              << config.consistency().period_rows() << "), model momentum " << config.consistency().model_momentum();
+  }
 
   // Partitioned evaluation's round 0 (worker/partitioned_eval.h): PSP@k
   // (multi-label) needs the training labels' frequencies over the whole
@@ -770,7 +793,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   if (adaptive.enabled())
     LOG(INFO) << who << "adaptive batch sizes in [" << adaptive.b_min() << ", " << adaptive.b_max() << "], mean "
               << bs << ", step scaling " << AdaptiveBatchConfig::StepScaling_Name(adaptive.step_scaling());
-  const int per_clock = config.train().minibatches_per_clock();
+  // AVERAGE: a clock is a round of period_rows rows (whole minibatches).
+  const int per_clock = config.consistency().model() == AVERAGE ? AveragePeriodMinibatches(config)
+                                                                 : config.train().minibatches_per_clock();
   const int log_every = std::max(1, config.train().log_every_clocks());
   int64_t minibatches = 0;
   const auto train_start = SteadyClock::now();

@@ -134,6 +134,10 @@ struct TrainReport {
   double Metric(const std::string& name) const;
 };
 
+/// Consistency model AVERAGE: the minibatches of a round,
+/// ceil(consistency.period_rows / train.minibatch_size) (at least 1).
+int AveragePeriodMinibatches(const JobConfig& config);
+
 /// Case C24: whether an epoch's mean loss `loss` shows divergence: NaN,
 /// infinite, or above factor × reference (see TrainConfig.divergence_factor).
 /// Whether the job deals its training rows on demand to whichever worker

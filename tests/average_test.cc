@@ -1,0 +1,281 @@
+// Weighted model averaging (consistency model AVERAGE) end to end with real
+// ServerShards (threads, 127.0.0.1, port 0) and WorkerClients with a
+// LocalReplica attached: the exact equivalence with synchronous SGD, the
+// weighting by updates, and a worker that leaves mid-round.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "server/server.h"
+#include "worker/client.h"
+#include "worker/local_replica.h"
+#include "worker/trainer.h"
+
+namespace tether {
+namespace {
+
+constexpr uint32_t kW1 = 0, kB1 = 1;  // XMC tables with hidden 1: w1 rows of 1 float, b1 dense of 1
+constexpr float kLr = 0.1f;
+
+JobConfig AverageJob(int servers, int workers, int64_t period_rows, double momentum = 0) {
+  JobConfig c;
+  c.mutable_cluster()->set_num_servers(servers);
+  c.mutable_cluster()->set_num_workers(workers);
+  c.mutable_cluster()->set_idle_timeout_ms(30000);
+  c.mutable_cluster()->set_startup_timeout_ms(30000);
+  c.mutable_data()->set_num_features(50);
+  c.mutable_data()->set_num_labels(4);
+  c.mutable_model()->set_hidden(1);
+  c.mutable_optimizer()->set_type(SGD);
+  c.mutable_optimizer()->set_learning_rate(kLr);
+  c.mutable_consistency()->set_model(AVERAGE);
+  c.mutable_consistency()->set_period_rows(period_rows);
+  if (momentum > 0) c.mutable_consistency()->set_model_momentum(momentum);
+  return c;
+}
+
+class Cluster {
+ public:
+  explicit Cluster(const JobConfig& c) : config_(c) {
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << ValidateServerConfig(c).ToString();
+    for (int s = 0; s < c.cluster().num_servers(); ++s) {
+      servers_.push_back(std::make_unique<ServerShard>(c, s));
+      Status st = servers_.back()->Bind("tcp://127.0.0.1:0");
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      endpoints_.push_back(servers_.back()->endpoint());
+    }
+    for (auto& s : servers_) {
+      ServerShard* p = s.get();
+      threads_.emplace_back([p] { (void)p->Run(); });
+    }
+  }
+  ~Cluster() {
+    for (auto& s : servers_) s->Stop();
+    for (auto& t : threads_) t.join();
+  }
+  // A client with a LocalReplica attached, as the trainer makes it.
+  std::unique_ptr<WorkerClient> Connect(int rank) const {
+    ClientOptions o = ClientOptionsFor(config_, rank, endpoints_);
+    o.request_timeout_ms = 10000;
+    auto c = WorkerClient::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (!c.ok()) return nullptr;
+    std::unique_ptr<WorkerClient> client = std::move(c).value();
+    client->AttachReplica(std::make_unique<LocalReplica>(o.tables, client.get()));
+    return client;
+  }
+
+ private:
+  JobConfig config_;
+  std::vector<std::unique_ptr<ServerShard>> servers_;
+  std::vector<std::string> endpoints_;
+  std::vector<std::thread> threads_;
+};
+
+// A tiny linear regression: p = Σ x_f·w_f + b, loss mean ½(p − y)² over the
+// minibatch; w in table w1 (feature f = key f), b in dense b1.
+struct Row {
+  std::vector<std::pair<uint64_t, float>> x;
+  float y = 0;
+};
+using Batch = std::vector<Row>;
+
+Batch MakeBatch(std::mt19937* rng) {
+  std::uniform_real_distribution<float> val(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> feat(0, 9);  // overlapping features between workers
+  Batch b(3);
+  for (Row& r : b) {
+    std::map<uint64_t, float> x;
+    for (int k = 0; k < 3; ++k) x[static_cast<uint64_t>(feat(*rng))] = val(*rng);
+    r.x.assign(x.begin(), x.end());
+    r.y = val(*rng);
+  }
+  return b;
+}
+
+std::vector<uint64_t> KeysOf(const Batch& b) {
+  std::map<uint64_t, int> k;
+  for (const Row& r : b)
+    for (auto& [f, v] : r.x) k[f] = 1;
+  std::vector<uint64_t> keys;
+  for (auto& [f, one] : k) keys.push_back(f);
+  return keys;
+}
+
+// Mean gradient of the batch at (w, b): per key of KeysOf(batch), and db.
+template <typename W>
+void Gradient(const Batch& batch, const W& w, double b, std::map<uint64_t, double>* gw, double* gb) {
+  gw->clear();
+  *gb = 0;
+  for (const Row& r : batch) {
+    double p = b;
+    for (auto& [f, v] : r.x) p += v * w(f);
+    const double e = (p - r.y) / batch.size();
+    for (auto& [f, v] : r.x) (*gw)[f] += e * v;
+    *gb += e;
+  }
+}
+
+// One minibatch step of a worker through its client (replica attached):
+// pull, gradient, push, and (period = 1 minibatch) Clock.
+Status WorkerStep(WorkerClient* c, const Batch& batch) {
+  const std::vector<uint64_t> keys = KeysOf(batch);
+  std::vector<float> w(keys.size()), b(1);
+  TETHER_RETURN_IF_ERROR(WaitAllOf({c->PullRows(kW1, keys, w.data()), c->PullDense(kB1, b.data())}));
+  std::map<uint64_t, float> wm;
+  for (size_t i = 0; i < keys.size(); ++i) wm[keys[i]] = w[i];
+  std::map<uint64_t, double> gw;
+  double gb;
+  Gradient(batch, [&](uint64_t f) { return static_cast<double>(wm[f]); }, b[0], &gw, &gb);
+  std::vector<float> g(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) g[i] = static_cast<float>(gw[keys[i]]);
+  const float gbf = static_cast<float>(gb);
+  (void)c->PushRows(kW1, keys, g.data());
+  (void)c->PushDense(kB1, &gbf);
+  return Status::OK();
+}
+
+// The servers' model (keys 0..9 of w1, and b1), read with the replica paused.
+Status ReadModel(WorkerClient* c, std::vector<float>* w, float* b) {
+  std::vector<uint64_t> keys(10);
+  for (uint64_t k = 0; k < 10; ++k) keys[k] = k;
+  w->assign(10, 0.0f);
+  std::vector<float> bb(1);
+  c->set_replica_paused(true);
+  Status st = WaitAllOf({c->PullRows(kW1, keys, w->data()), c->PullDense(kB1, bb.data())});
+  c->set_replica_paused(false);
+  *b = bb[0];
+  return st;
+}
+
+// Acceptance (issue 13): equal-speed workers, plain SGD without momentum,
+// a period of 1 minibatch: the merged model is synchronous SGD with the
+// gradient averaged over both workers' minibatches, value by value, 1e-6.
+TEST(Average, TwoEqualWorkersPeriodOneMatchSynchronousSgd) {
+  const JobConfig job = AverageJob(/*servers=*/2, /*workers=*/2, /*period_rows=*/3);
+  ASSERT_EQ(AveragePeriodMinibatches([&] { JobConfig j = job; j.mutable_train()->set_minibatch_size(3); return j; }()), 1);
+  Cluster cluster(job);
+  auto w0 = cluster.Connect(0);
+  auto w1 = cluster.Connect(1);
+  ASSERT_TRUE(w0 && w1);
+  std::vector<float> start;
+  float start_b = 0;
+  ASSERT_TRUE(ReadModel(w0.get(), &start, &start_b).ok());
+
+  constexpr int kSteps = 12;
+  std::vector<Batch> batches[2];
+  std::mt19937 rng(7);
+  for (int t = 0; t < kSteps; ++t)
+    for (int r = 0; r < 2; ++r) batches[r].push_back(MakeBatch(&rng));
+
+  // Reference: synchronous SGD on the union of the two minibatches (each of
+  // 3 rows): θ ← θ − lr·(g₀ + g₁)/2, in double.
+  std::vector<double> w(start.begin(), start.end());
+  double b = start_b;
+  for (int t = 0; t < kSteps; ++t) {
+    std::map<uint64_t, double> g[2];
+    double gb[2];
+    for (int r = 0; r < 2; ++r) Gradient(batches[r][t], [&](uint64_t f) { return w[f]; }, b, &g[r], &gb[r]);
+    for (int r = 0; r < 2; ++r)
+      for (auto& [f, v] : g[r]) w[f] -= kLr * v / 2;
+    b -= kLr * (gb[0] + gb[1]) / 2;
+  }
+
+  Status status[2];
+  std::thread threads[2];
+  WorkerClient* clients[2] = {w0.get(), w1.get()};
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      for (int t = 0; t < kSteps && status[r].ok(); ++t) {
+        status[r] = WorkerStep(clients[r], batches[r][t]);
+        if (status[r].ok()) status[r] = clients[r]->Clock();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(status[0].ok()) << status[0].ToString();
+  ASSERT_TRUE(status[1].ok()) << status[1].ToString();
+  EXPECT_EQ(w0->replica()->stats().periods, static_cast<uint64_t>(kSteps));
+  EXPECT_EQ(w0->replica()->stats().local_updates, static_cast<uint64_t>(kSteps));
+
+  // Worker 0 at clock kSteps reads once round kSteps − 1 is merged.
+  std::vector<float> got;
+  float got_b = 0;
+  ASSERT_TRUE(ReadModel(w0.get(), &got, &got_b).ok());
+  bool moved = false;
+  for (size_t f = 0; f < 10; ++f) {
+    EXPECT_NEAR(got[f], w[f], 1e-6) << "w1 row " << f;
+    moved |= std::fabs(w[f] - start[f]) > 1e-3;
+  }
+  EXPECT_NEAR(got_b, b, 1e-6) << "b1";
+  EXPECT_TRUE(moved) << "the model did not train";
+  ASSERT_TRUE(w0->Bye().ok());
+  ASSERT_TRUE(w1->Bye().ok());
+}
+
+// Weights by updates: worker 0 does 3 local steps in the round, worker 1
+// one; the merged delta is (3·Δ₀ + 1·Δ₁)/4 for each row.
+TEST(Average, MergeWeighsByLocalUpdates) {
+  Cluster cluster(AverageJob(1, 2, /*period_rows=*/1));
+  auto w0 = cluster.Connect(0);
+  auto w1 = cluster.Connect(1);
+  ASSERT_TRUE(w0 && w1);
+  std::vector<float> start;
+  float start_b = 0;
+  ASSERT_TRUE(ReadModel(w0.get(), &start, &start_b).ok());
+  const std::vector<uint64_t> key{4};
+  std::vector<float> v(1);
+  // Worker 0: three steps of gradient 1 on row 4 (Δ₀ = −0.3); worker 1: one
+  // step of gradient −2 (Δ₁ = +0.2).
+  const float g0 = 1.0f, g1 = -2.0f;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(w0->PullRows(kW1, key, v.data()).Wait().ok());
+    (void)w0->PushRows(kW1, key, &g0);
+  }
+  ASSERT_TRUE(w1->PullRows(kW1, key, v.data()).Wait().ok());
+  (void)w1->PushRows(kW1, key, &g1);
+  ASSERT_TRUE(w0->Clock().ok());
+  ASSERT_TRUE(w1->Clock().ok());
+  std::vector<float> got;
+  float got_b = 0;
+  ASSERT_TRUE(ReadModel(w0.get(), &got, &got_b).ok());
+  EXPECT_NEAR(got[4], start[4] + (3 * (-0.3f) + 1 * 0.2f) / 4, 1e-6);
+  EXPECT_FLOAT_EQ(got[5], start[5]);
+  EXPECT_FLOAT_EQ(got_b, start_b);
+  ASSERT_TRUE(w0->Bye().ok());
+  ASSERT_TRUE(w1->Bye().ok());
+}
+
+// A worker that pushed its delta but left before ending the round (no
+// CLOCK): its delta is discarded, the round closes on the others, and the
+// survivor's next pull is answered.
+TEST(Average, WorkerLeavingMidRoundIsDiscarded) {
+  Cluster cluster(AverageJob(1, 2, /*period_rows=*/1));
+  auto w0 = cluster.Connect(0);
+  auto w1 = cluster.Connect(1);
+  ASSERT_TRUE(w0 && w1);
+  std::vector<float> start;
+  float start_b = 0;
+  ASSERT_TRUE(ReadModel(w0.get(), &start, &start_b).ok());
+  const std::vector<uint64_t> key{2};
+  std::vector<float> v(1);
+  const float g0 = 1.0f, g1 = 100.0f;
+  ASSERT_TRUE(w0->PullRows(kW1, key, v.data()).Wait().ok());
+  (void)w0->PushRows(kW1, key, &g0);
+  ASSERT_TRUE(w1->PullRows(kW1, key, v.data()).Wait().ok());
+  (void)w1->PushRows(kW1, key, &g1);
+  EXPECT_EQ(w1->replica()->EndPeriod(), 1u);  // its delta goes out ...
+  ASSERT_TRUE(w1->Bye().ok());                // ... but it leaves without its CLOCK
+  ASSERT_TRUE(w0->Clock().ok());
+  std::vector<float> got;
+  float got_b = 0;
+  ASSERT_TRUE(ReadModel(w0.get(), &got, &got_b).ok());
+  EXPECT_NEAR(got[2], start[2] - kLr * g0, 1e-6);
+  ASSERT_TRUE(w0->Bye().ok());
+}
+
+}  // namespace
+}  // namespace tether
