@@ -579,8 +579,12 @@ def write_outputs(args, modes, skipped, results, plt):
         w = csv.writer(f)
         w.writerow(run_cols)
         for r in results:
-            w.writerow([fmt_list(r[c], ".4g") if isinstance(r.get(c), list) else
-                        csv_number(r.get(c)) if isinstance(r.get(c), float) else r.get(c, "") for c in run_cols])
+            cell = {"slowdown": f"{r['slowdown']:g}"}
+            for c in ("updates", "rows", "wait"):
+                if c in r:
+                    cell[c] = fmt_list(r[c], ".4f" if c == "wait" else ".0f")
+            w.writerow([cell[c] if c in cell else csv_number(r.get(c)) if isinstance(r.get(c), float)
+                        else r.get(c, "") for c in run_cols])
     with open(os.path.join(args.out, "study.json"), "w") as f:
         json.dump({"datasets": args.datasets, "slowdowns": args.slowdowns, "modes": modes, "skipped": skipped,
                    "repeats": args.repeats, "epochs": args.epochs, "acceptance": accept,

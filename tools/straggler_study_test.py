@@ -204,6 +204,10 @@ class StragglerStudyTest(unittest.TestCase):
             runs = list(csv.DictReader(f))
         self.assertEqual(sorted((r["mode"], r["status"], r["exit"]) for r in runs),
                          [("fixed_s2", "ok", "0")] * 2 + [("fixed_sinf", "failed", "3")] * 2)
+        ok = next(r for r in runs if r["status"] == "ok")
+        self.assertEqual((ok["slowdown"], ok["updates"], ok["rows"], ok["wait"], ok["final"]),
+                         ("2", "60/30", "400/200", "0.5000/0.1000", "0.6000"))
+        self.assertEqual(next(r for r in runs if r["status"] == "failed")["why"], "exit 3")
 
     def test_config_only_mode_gets_a_copy_with_absolute_paths(self):
         args = study.parse_args(["--build", self.bin, "--datasets", f"tiny={self.config}", "--target", "tiny=0.5"])
