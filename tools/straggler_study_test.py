@@ -190,6 +190,21 @@ class StragglerStudyTest(unittest.TestCase):
         del table[("bibtex", 2.0, "adaptive")]
         self.assertIn("NOT MEASURED (no finished run of adaptive at slowdown 2)", study.acceptance(args, table)[0])
 
+    @unittest.skipUnless(subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"], stderr=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL).returncode == 0,
+                         "SKIP: Debian's python3-matplotlib is not installed (scripts/setup.sh installs it)")
+    def test_plots_with_matplotlib(self):
+        cmd = [sys.executable, TOOL, "--build", self.bin, "--out", self.out, "--datasets", f"tiny={self.config}",
+               "--target", "tiny=0.58", "--slowdowns", "2,4", "--modes", "fixed_s2", "--quick"]
+        r = subprocess.run(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        for png in ("tiny-x2.png", "tiny-x4.png"):
+            with open(os.path.join(self.out, png), "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        with open(os.path.join(self.out, "study.md")) as f:
+            self.assertIn("![P@1 against training time](tiny-x4.png)", f.read())
+
     def test_a_failed_run_is_counted_and_the_exit_is_nonzero(self):
         self.env.update(FAKE_BEHAVIOUR="fail", FAKE_FAIL_STALENESS="inf")
         r = self.run_tool("--modes", "fixed_s2,fixed_sinf", "--repeats", "2", "--epochs", "2")
