@@ -34,9 +34,10 @@ Columns (medians over the runs that finished):
                at or above the target (staleness_sweep.py's convention); a run
                that never reached it counts as infinitely slow, so the median
                is "not reached" when at least half the runs did not;
-  updates      clocks per worker, rank order (last "clock" line of each
-               worker's JSON-lines metrics; both example configs tick every
-               minibatch, so a clock is one update);
+  updates      minibatches per worker, rank order: workers[].minibatches
+               where the metrics JSON has it, else the worker's clocks (the
+               last "clock" line of its JSON-lines metrics; both example
+               configs tick every minibatch, so a clock is one update);
   rows         rows trained per worker, all epochs (workers[].samples);
   waiting      share of training time each worker was blocked on pulls
                (workers[].wait_fraction: the bound, transport and busy
@@ -386,6 +387,9 @@ def run_one(args, dataset, slowdown, mode, rep):
     epochs = m.get("epochs") or args.epochs
     clocks = []
     for w in workers:
+        if isinstance(w.get("minibatches"), int):  # a per-worker count, where the metrics JSON has one
+            clocks.append(w["minibatches"])
+            continue
         rows = [r for r in read_jsonl(os.path.join(run_dir, f"worker-{w.get('rank', 0)}.jsonl"))
                 if r.get("kind") == "clock"]
         clocks.append(max((int(r.get("clock", 0)) for r in rows), default=0))
