@@ -154,6 +154,10 @@ def parse_args(argv=None):
         p.error("--epochs must be at least 1")
     if args.timeout_s < 1:
         p.error("--timeout_s must be at least 1")
+    if args.workers < 1 or args.servers < 1:
+        p.error("--workers and --servers must be at least 1")
+    if not 0 <= args.slowdown_rank < args.workers:
+        p.error(f"--slowdown_rank {args.slowdown_rank}: not a worker rank in [0, {args.workers})")
     try:
         args.slowdowns = [float(x) for x in args.slowdowns.split(",") if x.strip()]
     except ValueError:

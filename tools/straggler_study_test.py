@@ -7,7 +7,9 @@ out or a Ctrl-C. The real binaries are exercised by straggler_study_test.sh.
 
 Run: python3 tools/straggler_study_test.py (ctest: tools.straggler_study).
 """
+import contextlib
 import csv
+import io
 import json
 import os
 import signal
@@ -142,6 +144,20 @@ class StragglerStudyTest(unittest.TestCase):
         self.assertEqual([row["mode"] for row in self.study_csv()], ["fixed_s2", "adaptive"])
         with open(os.path.join(self.out, "study.md")) as f:
             self.assertIn("- mode `on_demand` skipped: this build lacks --chunk_rows", f.read())
+
+    def test_bad_options_are_refused_naming_the_option(self):
+        for argv, message in ((["--modes", "fixed_s2,adaptve"], "--modes: unknown mode(s) adaptve; known: fixed_s0"),
+                              (["--slowdown_rank", "2"], "--slowdown_rank 2: not a worker rank in [0, 2)"),
+                              (["--slowdowns", "2,0.5"], "--slowdowns: factors must be finite and >= 1"),
+                              (["--datasets", "mnist"], "--datasets: unknown dataset 'mnist'; known: bibtex, a9a"),
+                              (["--datasets", "bibtex", "--target", "a9a=0.8"], "--target/--metric name 'a9a' is "
+                               "not one of the datasets (bibtex)"),
+                              (["--datasets", f"tiny={self.config}"], "give its target with --target tiny=VALUE")):
+            err = io.StringIO()
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(err):
+                study.parse_args(["--build", self.bin, *argv])
+            self.assertEqual(e.exception.code, 2, err.getvalue())
+            self.assertIn(message, err.getvalue())
 
     def test_no_runnable_mode_fails(self):
         r = self.run_tool("--modes", "adaptive")
