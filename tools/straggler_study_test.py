@@ -26,8 +26,9 @@ import straggler_study as study  # noqa: E402
 
 TOOL = os.path.join(HERE, "straggler_study.py")
 
-# A fake tether-launch (and tether-worker: the same script): --help lists
-# the flags of $FAKE_FLAGS; a run does what $FAKE_BEHAVIOUR says:
+# A fake tether-launch (and tether-worker: the same script; FAKE_HELP
+# answers --help with the flags of $FAKE_FLAGS); a run does what
+# $FAKE_BEHAVIOUR says:
 #   ok:    writes the metrics JSON and JSON-lines metrics of a 2-worker job
 #          whose figures depend on the mode's flags (see below), exit 0;
 #   fail:  exit 3 on the run whose --staleness is $FAKE_FAIL_STALENESS,
@@ -37,11 +38,6 @@ FAKE = textwrap.dedent(r'''
     #!/usr/bin/env python3
     import json, os, subprocess, sys, time
     flags = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
-    if "--help" in sys.argv:
-        print("usage: fake\nflags:")
-        for f in os.environ.get("FAKE_FLAGS", "").split(","):
-            print(f"  --{f}        help of {f}")
-        sys.exit(0)
     with open(os.environ["FAKE_CALLS"], "a") as f:
         f.write(json.dumps(flags) + "\n")
     behaviour = os.environ.get("FAKE_BEHAVIOUR", "ok")
@@ -82,6 +78,17 @@ FAKE = textwrap.dedent(r'''
         json.dump({"precision_at_1": 0.5 + 0.05 * epochs, "epochs": epochs, "workers": workers}, f)
 ''').lstrip()
 
+FAKE_HELP = textwrap.dedent(r'''
+    #!/usr/bin/env bash
+    if [ "${1:-}" = --help ]; then
+      printf 'usage: fake\nflags:\n'
+      IFS=, read -ra flags <<<"$FAKE_FLAGS"
+      for f in "${flags[@]}"; do printf '  --%s        help of %s\n' "$f" "$f"; done
+      exit 0
+    fi
+    exec python3 FAKE_PY "$@"
+''').lstrip()
+
 ALL_FLAGS = "config,metrics_out,metrics_dir,eval_every_epochs,timeout_s,workers,servers,slowdown,slowdown_rank," \
             "epochs,staleness"
 
@@ -101,10 +108,14 @@ class StragglerStudyTest(unittest.TestCase):
         self.dir = self.tmp.name
         self.bin = os.path.join(self.dir, "bin")
         os.makedirs(self.bin)
+        # The binaries are bash (--help, answered without starting Python:
+        # the probes are most of the fake's calls), handing a run to fake.py.
+        with open(os.path.join(self.bin, "fake.py"), "w") as f:
+            f.write(FAKE)
         for b in ("tether-launch", "tether-worker"):
             path = os.path.join(self.bin, b)
             with open(path, "w") as f:
-                f.write(FAKE)
+                f.write(FAKE_HELP.replace("FAKE_PY", os.path.join(self.bin, "fake.py")))
             os.chmod(path, 0o755)
         self.env = dict(os.environ, FAKE_CALLS=os.path.join(self.dir, "calls"),
                         FAKE_PIDS=os.path.join(self.dir, "pids"), FAKE_FLAGS=ALL_FLAGS)
