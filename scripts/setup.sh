@@ -22,7 +22,7 @@ packages=(
   libcpp-httplib-dev                     # /metrics endpoints for Prometheus (core/metrics_endpoint.h)
   python3                                # test scripts read the metrics JSON
   python3-numpy                          # the npz model-file test scores a model with numpy
-  python3-matplotlib                     # tools/plot_metrics.py, tools/staleness_sweep.py's plot
+  python3-matplotlib                     # plots of tools/plot_metrics.py, staleness_sweep.py, straggler_study.py
   procps                                 # pgrep/ps in the launcher tests
   clang libclang-rt-14-dev               # libFuzzer + sanitizers (scripts/fuzz.sh)
 )

@@ -10,11 +10,13 @@ import sys
 DEBIAN_PYTHON = "/usr/bin/python3"
 
 
-def import_pyplot(tool):
+def import_pyplot(tool, required=True):
     """Returns matplotlib.pyplot (Agg backend). When this interpreter has no
     matplotlib but Debian's /usr/bin/python3 has (a python3 from pyenv or a
     venv first on PATH), re-runs the tool under Debian's; otherwise exits
-    with one line naming the Debian package (scripts/setup.sh installs it)."""
+    with one line naming the Debian package (scripts/setup.sh installs it),
+    or, with required=False, prints that line to stderr and returns None (a
+    tool whose plots are an extra, tools/straggler_study.py)."""
     try:
         import matplotlib
     except ImportError:
@@ -27,8 +29,12 @@ def import_pyplot(tool):
                   file=sys.stderr)
             os.environ["TETHER_PLOT_REEXEC"] = "1"
             os.execv(DEBIAN_PYTHON, [DEBIAN_PYTHON, os.path.abspath(sys.argv[0])] + sys.argv[1:])
-        sys.exit(f"{tool}: matplotlib is missing: install Debian's python3-matplotlib (scripts/setup.sh does: "
-                 f"apt-get install python3-matplotlib) and run with {DEBIAN_PYTHON}")
+        line = (f"{tool}: matplotlib is missing: install Debian's python3-matplotlib (scripts/setup.sh does: "
+                f"apt-get install python3-matplotlib) and run with {DEBIAN_PYTHON}")
+        if required:
+            sys.exit(line)
+        print(line + "; no plots", file=sys.stderr)
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
