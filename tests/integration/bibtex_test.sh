@@ -7,6 +7,13 @@
 #                  metrics; 2 workers inproc: P@1 >= 0.55; a failing
 #                  in-process worker (all of them, or only one) ends the
 #                  job at once (exit 1, naming it); SIGTERM ends it cleanly
+#   transports_by_hand
+#                  1 worker + 1 server started one by one with flags, under
+#                  the example's SSP bound (staleness 2), over tcp, ipc and
+#                  in one process (tether-worker --in_process): the same
+#                  loss at every clock, P@1/P@3/P@5/nDCG and final loss, bit
+#                  for bit (what any prefetching or batching on the tcp
+#                  path must keep, issue 14 item 3)
 #   config_errors  config typo / unknown flag / flag without value refused, exit != 0
 # Every process is started under `timeout` and killed on exit.
 set -euo pipefail
@@ -125,6 +132,57 @@ transports)
   if pgrep -f "tether-worker --config=examples/bibtex.pbtxt --in_process" > /dev/null; then
     echo "FAIL: the in-process job outlived the launcher"; exit 1; fi
   echo "transports agree; a failing in-process worker ended the job in $elapsed s; SIGTERM ended it cleanly"
+  ;;
+transports_by_hand)
+  # One worker: every read sees every earlier push of its own (read-my-
+  # writes) and nothing else changes the rows, so the transport must not
+  # change a single bit. Two epochs: 154 clocks of one minibatch each.
+  common=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1 --epochs=2 --seed=7 --progress_every_s=0)
+  by_hand() {  # by_hand NAME LISTEN: one tether-server, then one tether-worker
+    local name=$1 listen=$2
+    timeout -k 5 200 "$bin/tether-server" "${common[@]}" --shard=0 --listen="$listen" \
+      --port_file="$tmp/$name.port" > "$tmp/$name-server.log" 2>&1 &
+    local sp=$!; pids+=($sp)
+    for _ in $(seq 1 300); do [ -s "$tmp/$name.port" ] && break; sleep 0.1; done
+    [ -s "$tmp/$name.port" ] || { echo "FAIL: the $name server wrote no port file"; cat "$tmp/$name-server.log"; exit 1; }
+    timeout -k 5 200 "$bin/tether-worker" "${common[@]}" --rank=0 --server_addresses="$(cat "$tmp/$name.port")" \
+      --metrics_dir="$tmp/$name" --metrics_out="$tmp/$name.json" > "$tmp/$name-worker.log" 2>&1 ||
+      { echo "FAIL: the $name worker failed"; tail -20 "$tmp/$name-worker.log"; exit 1; }
+    wait "$sp" || { echo "FAIL: the $name server exited non-zero"; tail -20 "$tmp/$name-server.log"; exit 1; }
+  }
+  by_hand tcp tcp://127.0.0.1:0
+  by_hand ipc "ipc://$tmp/shard0.sock"
+  timeout -k 5 200 "$bin/tether-worker" "${common[@]}" --in_process --metrics_dir="$tmp/inproc" \
+    --metrics_out="$tmp/inproc.json" > "$tmp/inproc.log" 2>&1 ||
+    { echo "FAIL: the in-process job failed"; tail -20 "$tmp/inproc.log"; exit 1; }
+  # Every metric, and the loss of every clock and evaluation (repr: all 17
+  # digits), in one Python run (a start of python3 can take seconds on a
+  # loaded machine).
+  python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+def series(name):
+    out = []
+    for line in open(f"{tmp}/{name}/worker-0.jsonl"):
+        r = json.loads(line)
+        if r.get("kind") == "clock": out.append(("clock", r["clock"], repr(r["loss"])))
+        elif r.get("kind") == "eval": out.append(("eval", repr(r.get("precision_at_1")), repr(r.get("loss"))))
+    return out
+m = {t: json.load(open(f"{tmp}/{t}.json")) for t in ("tcp", "ipc", "inproc")}
+for k in ("precision_at_1", "precision_at_3", "precision_at_5", "ndcg_at_3", "ndcg_at_5", "final_loss", "total_samples"):
+    print(f"{k}: tcp {m['tcp'][k]!r} ipc {m['ipc'][k]!r} inproc {m['inproc'][k]!r}")
+    if not m["tcp"][k] == m["ipc"][k] == m["inproc"][k]: sys.exit(f"FAIL: {k} differs between transports")
+if m["tcp"]["total_samples"] != 9760: sys.exit("FAIL: expected 2 x 4880 samples")
+s = {t: series(t) for t in m}
+clocks = sum(1 for x in s["tcp"] if x[0] == "clock")
+if clocks != 154: sys.exit(f"FAIL: expected 154 clocks (2 x 77 minibatches of 64), got {clocks}")
+for t in ("ipc", "inproc"):
+    diff = [(a, b) for a, b in zip(s["tcp"], s[t]) if a != b]
+    if diff or len(s["tcp"]) != len(s[t]):
+        sys.exit(f"FAIL: per-clock losses differ, tcp against {t}: first {diff[:1]}, {len(s['tcp'])} against {len(s[t])} rows")
+print(f"{clocks} clock losses and {len(s['tcp']) - clocks} evaluations identical")
+PY
+  echo "1 worker, 1 server, staleness 2, by hand: tcp, ipc and in-process agree bit for bit"
   ;;
 config_errors)
   # C20: a typo in the config file names file:line and the closest field.
