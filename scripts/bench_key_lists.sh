@@ -6,7 +6,7 @@
 #
 #   scripts/bench_key_lists.sh [--build DIR] [--rounds N] [--shapes S] [--min_time_s T] [--timeout_s T]
 #
-# "on": tether-server's default --key_list_cache_bytes (the bench's pushes and
+# "on": tether-server --key_list_cache_bytes=67108864, the default (the bench's pushes and
 # pulls repeat one key list per shape, so after the first request they name
 # it); "off": --key_list_cache_bytes=0 (every request carries its keys and is
 # looked up). Each round runs the four jobs (SGD on, SGD off, NOOP on, NOOP
@@ -88,7 +88,7 @@ for r in $(seq 1 "$rounds"); do
     echo "$me: round $r/$rounds: $job" >&2
     opt=${job%-*}
     bytes=0
-    [ "${job#*-}" = on ] && bytes=33554432
+    [ "${job#*-}" = on ] && bytes=67108864
     run_tether "$job-r$r" "$opt" "$bytes"
   done
 done

@@ -474,7 +474,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       }
       w = WorkerState();
       key_lists_.erase(rank);  // a (re)joining worker's client starts with no lists
-      key_lists_.emplace(rank, KeyListCache(key_list_cache_bytes_));
+      key_lists_.emplace(rank, KeyListCache(key_list_bytes_per_worker()));
       w.said_hello = true;
       w.identity = identity;
       w.last_seen = std::chrono::steady_clock::now();
@@ -489,7 +489,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       reply.header.set_job_id(job_id_);
       reply.header.set_generation(config_.cluster().generation());
       reply.header.set_protocol_version(kProtocolVersion);
-      if (key_list_cache_bytes_ > 0) reply.header.set_key_list_cache_bytes(key_list_cache_bytes_);
+      if (key_list_bytes_per_worker() > 0) reply.header.set_key_list_cache_bytes(key_list_bytes_per_worker());
       Reply(identity, &reply, rank);
       if (!waiting_hellos_.empty()) AdmitWaitingHellos();
       return;

@@ -7,6 +7,7 @@
 // Stop() may be called from any thread; nothing else is thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -159,11 +160,16 @@ class ServerShard {
   const FramePool& reply_pool() const { return reply_pool_; }
 
   /// Key-list caching (core/net/key_list_cache.h): the bytes of key lists
-  /// kept per connected worker, announced at HELLO_REPLY; 0 turns it off
-  /// (every request then carries its keys). Default
-  /// kDefaultKeyListCacheBytes. Call before Run().
+  /// this shard keeps in all, split evenly over the job's workers
+  /// (cluster.num_workers); each worker's share is announced at its
+  /// HELLO_REPLY. 0 turns it off (every request then carries its keys).
+  /// Default kDefaultKeyListCacheBytes. Call before Run().
   void set_key_list_cache_bytes(uint64_t bytes) { key_list_cache_bytes_ = bytes; }
   uint64_t key_list_cache_bytes() const { return key_list_cache_bytes_; }
+  /// Each worker's share of key_list_cache_bytes().
+  uint64_t key_list_bytes_per_worker() const {
+    return key_list_cache_bytes_ / std::max<uint64_t>(1, workers_.size());
+  }
   /// Key-list counters over all workers so far: lists defined (kept),
   /// requests served from a kept list, uses answered key_list_unknown.
   struct KeyListStats {
@@ -314,7 +320,10 @@ class ServerShard {
   bool first_hello_done_ = false;  // every rank joined in time
   std::map<int, std::string> refusals_;
   std::vector<uint64_t> key_scratch_;
-  // Key lists kept per rank (reset at its HELLO, dropped at its BYE).
+  // Key lists kept per rank (reset at its HELLO, dropped at its BYE). They
+  // hold row offsets, valid because a row never moves while its table
+  // lives (server/table.h): anything that moves or drops rows of a live
+  // shard must clear key_lists_.
   uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
   std::map<int, KeyListCache> key_lists_;
   KeyListStats key_list_stats_;

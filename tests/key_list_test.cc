@@ -82,6 +82,7 @@ class Shard {
   const std::string& endpoint() const { return server_.endpoint(); }
   // Valid once Join returned.
   const ServerShard::KeyListStats& key_list_stats() const { return server_.key_list_stats(); }
+  uint64_t key_list_bytes_per_worker() const { return server_.key_list_bytes_per_worker(); }
 
  private:
   ServerShard server_;
@@ -304,6 +305,7 @@ TEST(KeyListTest, WorkersKeepListsOfTheirOwn) {
   ASSERT_TRUE(s0.Join(10000).ok());
   EXPECT_EQ(s0.key_list_stats().defined, 4u);
   EXPECT_EQ(s0.key_list_stats().used, 12u);
+  EXPECT_EQ(s0.key_list_bytes_per_worker(), kDefaultKeyListCacheBytes / 2);  // the shard's budget, split
 }
 
 }  // namespace

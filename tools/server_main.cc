@@ -52,8 +52,9 @@ DEFINE_string(resume_from, "",
               "from, sent at HELLO)");
 
 DEFINE_uint64(key_list_cache_bytes, tether::kDefaultKeyListCacheBytes,
-              "bytes of key lists kept per connected worker (key-list caching: a request that repeats a "
-              "key list sends its id, not its keys, and is not looked up again; docs/OPERATIONS.md); 0: off");
+              "bytes of key lists this shard keeps, split evenly over the job's workers (key-list caching: a "
+              "request that repeats a key list sends its id, not its keys, and is not looked up again; "
+              "docs/OPERATIONS.md); 0: off");
 
 DEFINE_bool(rendezvous_serve, false,
             "also serve the rendezvous store at the --rendezvous address (tcp://HOST:PORT, HOST one of this "

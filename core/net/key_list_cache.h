@@ -31,8 +31,9 @@
 // n uint64 values, keys on the worker or row offsets on the shard, plus the
 // entry); entries are evicted least recently used first so that bytes()
 // stays ≤ capacity_bytes(); a list larger than the capacity is not kept.
-// Capacity 0: nothing is kept. A shard holds at most its capacity per
-// connected worker (tether-server --key_list_cache_bytes).
+// Capacity 0: nothing is kept. A shard's budget (tether-server
+// --key_list_cache_bytes) is split evenly over the job's workers, so it
+// holds at most that much in all; each worker holds its share per shard.
 //
 // Ownership and thread-safety: lists are shared, immutable vectors (a
 // deferred pull keeps its list alive after an eviction). Not thread-safe:
@@ -48,9 +49,9 @@
 
 namespace tether {
 
-/// Default capacity of one worker's key lists on one shard: 32 MiB (four
-/// lists of 10⁶ keys).
-inline constexpr uint64_t kDefaultKeyListCacheBytes = uint64_t{32} << 20;
+/// Default bytes of key lists one shard keeps, over all its workers (each
+/// gets an even share): 64 MiB, eight lists of 10⁶ keys for one worker.
+inline constexpr uint64_t kDefaultKeyListCacheBytes = uint64_t{64} << 20;
 /// Requests with fewer keys are sent with their keys and no list id: below
 /// this the lookups cost less than the bookkeeping.
 inline constexpr uint64_t kMinKeyListKeys = 256;
