@@ -69,7 +69,7 @@ class Shard {
       done_.store(true);
     });
   }
-  ~Shard() { Join(5000); }
+  ~Shard() { (void)Join(5000); }
   // Waits (bounded) for Run() to end after the workers' BYE; stops it otherwise.
   Status Join(int timeout_ms) {
     const auto end = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
