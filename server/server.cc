@@ -276,6 +276,9 @@ Status ServerShard::RunLoop() {
   for (const auto& t : tables_)
     if (IsRowTable(t->spec())) held += (held.empty() ? "" : ", ") + t->spec().name() + " " + std::to_string(t->num_rows());
   if (!held.empty()) LOG(INFO) << log_prefix_ << "rows held at exit: " << held;
+  if (key_list_stats_.defined + key_list_stats_.unknown > 0)
+    LOG(INFO) << log_prefix_ << "key lists: " << key_list_stats_.defined << " defined, " << key_list_stats_.used
+              << " requests served from one, " << key_list_stats_.unknown << " named a list not held";
   const FramePool::Stats pool = reply_pool_.stats();
   LOG(INFO) << log_prefix_ << "reply frames: " << pool.takes << " pooled, " << pool.reuses << " reused, "
             << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6 << " MB idle";
@@ -364,6 +367,9 @@ Status ServerShard::CheckRequest(const std::string& identity, const Message& m) 
                                    " make a " + std::to_string(h.num_keys() * t.spec().dim() * sizeof(float)) +
                                    "-byte reply, above the " + std::to_string(kMaxFrameBytes) +
                                    "-byte message limit; split the keys over several pulls");
+  // A request naming a cached key list without its keys: they were
+  // checked when the list was defined (ResolveKeyList finds it).
+  if (h.key_list() != 0 && m.keys.size() == 0) return CheckPeer(identity, m);
   std::vector<uint64_t> scratch;
   const uint64_t* keys = m.KeyData(&scratch);
   const uint64_t n = h.num_keys();
@@ -413,7 +419,10 @@ Status ServerShard::CheckPeer(const std::string& identity, const Message& m) con
     if (i < h.num_values()) {
       const ServerTable& t = *tables_[h.table_id()];
       std::string where = "value " + std::to_string(i);
-      if (IsRowTable(t.spec())) {
+      if (IsRowTable(t.spec()) && m.keys.size() == 0) {
+        where += " (row " + std::to_string(i / t.spec().dim()) + " of key list " + std::to_string(h.key_list()) +
+                 ", column " + std::to_string(i % t.spec().dim()) + ")";
+      } else if (IsRowTable(t.spec())) {
         std::vector<uint64_t> key_scratch;
         where += " (key " + std::to_string(m.KeyData(&key_scratch)[i / t.spec().dim()]) + ", column " +
                  std::to_string(i % t.spec().dim()) + ")";
@@ -501,6 +510,8 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       }
       if (w.said_hello) DropAverageDeltas(rank, "rejoined");
       w = WorkerState();
+      key_lists_.erase(rank);  // a (re)joining worker's client starts with no lists
+      key_lists_.emplace(rank, KeyListCache(key_list_bytes_per_worker()));
       w.said_hello = true;
       w.identity = identity;
       w.last_seen = std::chrono::steady_clock::now();
@@ -516,24 +527,33 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       reply.header.set_job_id(job_id_);
       reply.header.set_generation(config_.cluster().generation());
       reply.header.set_protocol_version(kProtocolVersion);
+      if (key_list_bytes_per_worker() > 0) reply.header.set_key_list_cache_bytes(key_list_bytes_per_worker());
       Reply(identity, &reply, rank);
       if (!waiting_hellos_.empty()) AdmitWaitingHellos();
       return;
     }
-    case PULL:
+    case PULL: {
+      // A key list is resolved on arrival, also for a pull that then waits:
+      // the worker's mirror of the kept lists follows the send order.
+      KeyListCache::List offsets;
+      if (!ResolveKeyList(identity, *m, &offsets)) return;
       ++stats_.pulls;
       if (clocks_.PullReady(h.clock(), tables_[h.table_id()]->staleness())) {
-        ServePull(identity, *m);
+        ServePull(identity, *m, offsets.get());
       } else {
         ++stats_.deferred_pulls;
         VLOG(2) << log_prefix_ << "pull from worker " << rank << " at clock " << h.clock()
                 << " waits: min_clock " << clocks_.min_clock();
-        pending_.push_back({identity, std::move(*m), std::chrono::steady_clock::now()});
+        pending_.push_back({identity, std::move(*m), std::chrono::steady_clock::now(), std::move(offsets)});
       }
       return;
-    case PUSH:
-      ApplyPush(identity, *m);
+    }
+    case PUSH: {
+      KeyListCache::List offsets;
+      if (!ResolveKeyList(identity, *m, &offsets)) return;
+      ApplyPush(identity, *m, offsets.get());
       return;
+    }
     case PUSH_DELTA:
       AddDelta(identity, *m);
       return;
@@ -599,6 +619,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     }
     case BYE: {
       w.said_bye = true;
+      key_lists_.erase(rank);
       // A worker leaving early (a stop request) may leave pulls parked on
       // the bound: nobody is there to take their replies any more.
       pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
@@ -699,7 +720,7 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
       // them first: this HELLO waits for worker 0's.
       if (waiting_hellos_.count(rank) == 0)
         LOG(INFO) << log_prefix_ << who << " waits for worker 0, whose HELLO defines the job's tables";
-      waiting_hellos_[rank] = {identity, std::move(*m), SteadyClock::now()};
+      waiting_hellos_[rank] = {identity, std::move(*m), SteadyClock::now(), nullptr};
       return false;
     }
     std::vector<TableSpec> specs(h.tables().begin(), h.tables().end());
@@ -952,7 +973,65 @@ void ServerShard::AdmitWaitingHellos() {
   for (auto& [rank, hello] : waiting) Handle(hello.identity, &hello.request);
 }
 
-void ServerShard::ServePull(const std::string& identity, const Message& m) {
+bool ServerShard::ResolveKeyList(const std::string& identity, const Message& m, KeyListCache::List* offsets) {
+  const MessageHeader& h = m.header;
+  if (h.key_list() == 0) return true;
+  ServerTable& t = *tables_[h.table_id()];  // CheckRequest: a known table
+  const bool omitted = m.keys.size() == 0;  // CheckRequest: a dense table has num_keys 0
+  const uint64_t n = h.num_keys();
+  if (!IsRowTable(t.spec()) || n == 0) return true;
+  if (h.absent_as_zeros()) {
+    if (!omitted) return true;  // served as a plain absent-as-zeros pull
+    ++stats_.bad_messages;
+    ReplyError(identity, h, "PULL from worker " + std::to_string(h.sender_rank()) +
+                                ": an absent_as_zeros pull must carry its keys, not name key list " +
+                                std::to_string(h.key_list()));
+    return false;
+  }
+  auto lists = key_lists_.find(h.sender_rank());  // CheckPeer: the rank said HELLO
+  if (!omitted) {
+    // Define: kept when it fits; otherwise served as a plain request (the
+    // worker's mirror, of the same capacity, does not keep it either).
+    if (lists == key_lists_.end() || KeyListCache::Charge(n) > lists->second.capacity_bytes()) return true;
+    auto list = std::make_shared<std::vector<uint64_t>>();
+    const Status st = t.ResolveRows(m.KeyData(&key_scratch_), n, list.get());
+    if (!st.ok()) {
+      ++stats_.bad_messages;
+      LOG(ERROR) << log_prefix_ << TypeName(h.type()) << " from worker " << h.sender_rank() << ": " << st.message();
+      ReplyError(identity, h, TypeName(h.type()) + " from worker " + std::to_string(h.sender_rank()) + ": " +
+                                  st.message());
+      return false;
+    }
+    (void)lists->second.Put(h.table_id(), h.key_list(), list);
+    ++key_list_stats_.defined;
+    *offsets = std::move(list);
+    return true;
+  }
+  KeyListCache::List list = lists == key_lists_.end() ? nullptr : lists->second.Find(h.table_id(), h.key_list());
+  if (list != nullptr && list->size() == n) {
+    DCHECK(t.ValidOffsets(list->data(), n));  // rows never move (server/table.h)
+    ++key_list_stats_.used;
+    *offsets = std::move(list);
+    return true;
+  }
+  // Not kept here (evicted, this shard restarted, or its define failed):
+  // the worker sends the request again with its keys. No bad message.
+  ++key_list_stats_.unknown;
+  VLOG(1) << log_prefix_ << "worker " << h.sender_rank() << " named key list " << h.key_list() << " of table "
+          << t.spec().name() << " (" << n << " keys), which this shard does not hold";
+  Message reply;
+  reply.header.set_type(ERROR_REPLY);
+  reply.header.set_request_id(h.request_id());
+  reply.header.set_table_id(h.table_id());
+  reply.header.set_key_list_unknown(true);
+  reply.header.set_error(log_prefix_ + TypeName(h.type()) + " names key list " + std::to_string(h.key_list()) +
+                         " of table " + t.spec().name() + " (" + std::to_string(n) + " keys), which server " +
+                         std::to_string(shard_) + " does not hold; send the keys");
+  Reply(identity, &reply, h.sender_rank());
+  return false;
+}
+
+void ServerShard::ServePull(const std::string& identity, const Message& m, const std::vector<uint64_t>* offsets) {
   const MessageHeader& h = m.header;
   ServerTable& t = *tables_[h.table_id()];
   Message reply;
@@ -965,7 +1044,8 @@ void ServerShard::ServePull(const std::string& identity, const Message& m) {
   if (s >= 0 && clocks_.min_clock() < h.clock() - s) ++stats_.bound_violations;  // invariant check
   const Status filled = IsRowTable(t.spec()) && h.absent_as_zeros()
                             ? FillValuesIfPresent(t, m.KeyData(&key_scratch_), h.num_keys(), &reply)
-                            : FillValues(t, IsDenseTable(t.spec()) ? nullptr : m.KeyData(&key_scratch_), h.num_keys(), &reply);
+                            : FillValues(t, IsDenseTable(t.spec()) || offsets != nullptr ? nullptr : m.KeyData(&key_scratch_),
+                                         h.num_keys(), &reply, offsets);
   if (!filled.ok()) {
     ++stats_.bad_messages;
     LOG(ERROR) << log_prefix_ << "PULL from worker " << h.sender_rank() << ": " << filled.message();
@@ -976,7 +1056,8 @@ void ServerShard::ServePull(const std::string& identity, const Message& m) {
   Reply(identity, &reply, h.sender_rank());
 }
 
-Status ServerShard::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply) {
+Status ServerShard::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply,
+                               const std::vector<uint64_t>* offsets) {
   if (IsDenseTable(t.spec())) {
     const uint64_t size = t.dense_end() - t.dense_begin();
     reply->values = reply_pool_.Take(size * sizeof(float));
@@ -986,7 +1067,11 @@ Status ServerShard::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n,
   }
   const uint32_t dim = t.spec().dim();
   reply->values = reply_pool_.Take(n * dim * sizeof(float));
-  TETHER_RETURN_IF_ERROR(t.PullRows(keys, n, static_cast<float*>(reply->values.data())));
+  if (offsets != nullptr) {
+    t.PullRowsAt(offsets->data(), n, static_cast<float*>(reply->values.data()));
+  } else {
+    TETHER_RETURN_IF_ERROR(t.PullRows(keys, n, static_cast<float*>(reply->values.data())));
+  }
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
   return Status::OK();
@@ -1016,7 +1101,7 @@ void ServerShard::ServeReadyPulls() {
       const auto from = std::max(it->since, w.wait_counted_until);
       if (now > from) w.bound_wait_s += std::chrono::duration<double>(now - from).count();
       w.wait_counted_until = now;
-      ServePull(it->identity, it->request);
+      ServePull(it->identity, it->request, it->offsets.get());
       it = pending_.erase(it);
     } else {
       ++it;
@@ -1202,6 +1287,8 @@ Status ServerShard::ReportAdaptiveBatch(int rank, const AdaptiveBatchClock& repo
 void ServerShard::ForgetAdaptiveBatch(int rank) {
   batch_timing_.erase(rank);
   if (batch_controller_ != nullptr) batch_controller_->Remove(rank);
+}
+
 void ServerShard::AddDelta(const std::string& identity, const Message& m) {
   const MessageHeader& h = m.header;
   const ServerTable& t = *tables_[h.table_id()];
@@ -1261,7 +1348,7 @@ void ServerShard::DropAverageDeltas(int rank, const char* why) {
                  << " row(s) of its model delta discarded";
 }
 
-void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
+void ServerShard::ApplyPush(const std::string& identity, const Message& m, const std::vector<uint64_t>* offsets) {
   const MessageHeader& h = m.header;
   ++stats_.pushes;
   ServerTable& t = *tables_[h.table_id()];
@@ -1283,6 +1370,10 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
   Status st;
   if (IsDenseTable(t.spec())) {
     st = t.PushDense(g, lr_scale);
+  } else if (offsets != nullptr) {
+    // A key list's rows: no lookups (keys, when sent, only name a row in an error).
+    if (m.keys.size() != 0) keys = m.KeyData(&key_scratch_);
+    st = t.PushRowsAt(offsets->data(), h.num_keys(), g, lr_scale, keys);
   } else {
     keys = m.KeyData(&key_scratch_);
     st = t.PushRows(keys, h.num_keys(), g, lr_scale);
@@ -1310,7 +1401,7 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m) {
   if (h.want_values()) {
     // The rows as they are now, own update included: the worker's cache
     // takes them instead of pulling again (read-my-writes).
-    (void)FillValues(t, keys, h.num_keys(), &reply);  // the push just created every row: cannot fail
+    (void)FillValues(t, keys, h.num_keys(), &reply, offsets);  // the push just created every row: cannot fail
   }
   Reply(identity, &reply, h.sender_rank());
 }

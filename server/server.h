@@ -7,6 +7,7 @@
 // Stop() may be called from any thread; nothing else is thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +23,7 @@
 
 #include "core/config.h"
 #include "core/net/frame_pool.h"
+#include "core/net/key_list_cache.h"
 #include "core/net/message.h"
 #include "core/net/zap_handler.h"
 #include "core/status.h"
@@ -162,11 +164,35 @@ class ServerShard {
   /// sent them, at most kDefaultFramePoolIdleBytes idle (core/net/frame_pool.h).
   const FramePool& reply_pool() const { return reply_pool_; }
 
+  /// Key-list caching (core/net/key_list_cache.h): the bytes of key lists
+  /// this shard keeps in all, split evenly over the job's workers
+  /// (cluster.num_workers); each worker's share is announced at its
+  /// HELLO_REPLY. 0 turns it off (every request then carries its keys).
+  /// Default kDefaultKeyListCacheBytes. Call before Run().
+  void set_key_list_cache_bytes(uint64_t bytes) { key_list_cache_bytes_ = bytes; }
+  uint64_t key_list_cache_bytes() const { return key_list_cache_bytes_; }
+  /// Each worker's share of key_list_cache_bytes().
+  uint64_t key_list_bytes_per_worker() const {
+    return key_list_cache_bytes_ / std::max<uint64_t>(1, workers_.size());
+  }
+  /// Key-list counters over all workers so far: lists defined (kept),
+  /// requests served from a kept list, uses answered key_list_unknown.
+  struct KeyListStats {
+    uint64_t defined = 0, used = 0, unknown = 0;
+  };
+  const KeyListStats& key_list_stats() const { return key_list_stats_; }
+  /// Rank's kept key lists (null before its HELLO). Run()'s thread.
+  const KeyListCache* key_lists(int rank) const {
+    auto it = key_lists_.find(rank);
+    return it == key_lists_.end() ? nullptr : &it->second;
+  }
+
  private:
   struct PendingPull {
     std::string identity;
     Message request;
     std::chrono::steady_clock::time_point since;  // when it started waiting
+    KeyListCache::List offsets;  // a pull naming a key list: its rows (kept alive past an eviction)
   };
   struct WorkerState {
     bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
@@ -185,12 +211,13 @@ class ServerShard {
   void Handle(const std::string& identity, Message* m);
   Status CheckRequest(const std::string& identity, const Message& m) const;
   Status CheckPeer(const std::string& identity, const Message& m) const;  // values, membership
-  void ServePull(const std::string& identity, const Message& m);
+  // `offsets`: the rows of the pull's key list (ResolveKeyList), or null.
+  void ServePull(const std::string& identity, const Message& m, const std::vector<uint64_t>* offsets = nullptr);
   void ServeReadyPulls();
   void ReplyError(const std::string& identity, const MessageHeader& req, const std::string& error);
   void Reply(const std::string& identity, Message* reply, int rank);
   void MaybeReleaseBarrier();
-  void ApplyPush(const std::string& identity, const Message& m);
+  void ApplyPush(const std::string& identity, const Message& m, const std::vector<uint64_t>* offsets = nullptr);
   // Consistency model AVERAGE (server/model_average.h): a PUSH_DELTA joins
   // the sender's pending delta; rounds below the min clock are merged into
   // the tables (called by ServeReadyPulls, before any pull is answered); a
@@ -198,10 +225,18 @@ class ServerShard {
   void AddDelta(const std::string& identity, const Message& m);
   void MergeAverageRounds();
   void DropAverageDeltas(int rank, const char* why);
+  // A PULL or PUSH with MessageHeader.key_list: a define (keys present)
+  // resolves and keeps its rows, a use (keys left out) finds them; either
+  // sets *offsets. Plain requests leave it null. Returns false when it has
+  // answered the request: ERROR_REPLY with key_list_unknown for a list not
+  // kept here, or the define's lookup error.
+  bool ResolveKeyList(const std::string& identity, const Message& m, KeyListCache::List* offsets);
   // Puts the current values into reply's values frame: the shard's whole
   // slice (dense tables) or the rows of `keys` (n keys, row tables).
   // Errors: the table's (rows past its limit); nothing is filled then.
-  Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
+  // With `offsets` (a key list's rows) the keys are not looked up.
+  Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply,
+                    const std::vector<uint64_t>* offsets = nullptr);
   // FillValues for a PULL with absent_as_zeros (row tables): absent keys
   // come back as zeros and are not created. Cannot fail.
   Status FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
@@ -328,6 +363,13 @@ class ServerShard {
   bool first_hello_done_ = false;  // every rank joined in time
   std::map<int, std::string> refusals_;
   std::vector<uint64_t> key_scratch_;
+  // Key lists kept per rank (reset at its HELLO, dropped at its BYE). They
+  // hold row offsets, valid because a row never moves while its table
+  // lives (server/table.h): anything that moves or drops rows of a live
+  // shard must clear key_lists_.
+  uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
+  std::map<int, KeyListCache> key_lists_;
+  KeyListStats key_list_stats_;
   std::vector<float> value_scratch_;
 };
 

@@ -325,25 +325,49 @@ Status ServerTable::RestoreRow(uint64_t key, const float* values) {
   return Status::OK();
 }
 
-Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
-  const uint32_t dim = dim_;
+Status ServerTable::ResolveRows(const uint64_t* keys, uint64_t n, std::vector<uint64_t>* offsets) {
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+  offsets->assign(offsets_.begin(), offsets_.begin() + n);
+  return Status::OK();
+}
+
+bool ServerTable::ValidOffsets(const uint64_t* offsets, uint64_t n) const {
+  const uint64_t rows = index_.size();
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) bad |= static_cast<uint64_t>(offsets[i] % stride_ != 0 || offsets[i] / stride_ >= rows);
+  return bad == 0;
+}
+
+uint64_t ServerTable::KeyAtOffset(uint64_t offset) const {
+  uint64_t key = 0;
+  index_.ForEach([&](uint64_t k, uint64_t row) {
+    if (row * stride_ == offset) key = k;
+  });
+  return key;
+}
+
+Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
+  TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+  PullRowsAt(offsets_.data(), n, out);
+  return Status::OK();
+}
+
+void ServerTable::PullRowsAt(const uint64_t* offsets, uint64_t n, float* out) const {
+  const uint32_t dim = dim_;
   const float* base = data_.data();
-  const uint64_t* offsets = offsets_.data();
   if (dim == 1) {  // a call per float would dominate
     for (uint64_t i = 0; i < n; ++i) out[i] = base[offsets[i]];
-    return Status::OK();
+    return;
   }
   if (dim <= Optimizer::kMaxGatheredDim) {
     for (uint64_t i = 0; i < n; ++i)
       for (uint32_t j = 0; j < dim; ++j) out[i * dim + j] = base[offsets[i] + j];
-    return Status::OK();
+    return;
   }
   for (uint64_t i = 0; i < n; ++i) {
-    if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], dim, 4, /*for_write=*/false);
-    std::memcpy(out + i * dim, base + offsets_[i], dim * sizeof(float));
+    if (i + kRowsAhead < n) PrefetchSpan(base + offsets[i + kRowsAhead], dim, 4, /*for_write=*/false);
+    std::memcpy(out + i * dim, base + offsets[i], dim * sizeof(float));
   }
-  return Status::OK();
 }
 
 void ServerTable::PullRowsIfPresent(const uint64_t* keys, uint64_t n, float* out) const {
@@ -381,10 +405,16 @@ Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::stri
 }
 
 Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
+  TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+  return PushRowsAt(offsets_.data(), n, g, lr_scale, keys);
+}
+
+Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,
+                               const uint64_t* keys) {
   const uint32_t dim = dim_;
   const uint32_t stride = stride_;
-  TETHER_RETURN_IF_ERROR(LookUp(keys, n));
   float* base = data_.data();
+  auto key_of = [&](uint64_t i) { return keys != nullptr ? keys[i] : KeyAtOffset(offsets[i]); };
   // No non-finite value enters a table (C22): each row is copied aside
   // just before its step (into one row of scratch that stays in L1), the
   // step's kernel reports whether it stored a NaN or an infinity, and then
@@ -399,29 +429,29 @@ Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, f
     // calls, copies and hints cost more than the step at dim 1). A row
     // whose step is not finite is left as it was; its step is redone on a
     // copy to name the value.
-    const uint64_t bad = optimizer_.ApplyGathered(base, offsets_.data(), n, g, dim, lr_scale);
+    const uint64_t bad = optimizer_.ApplyGathered(base, offsets, n, g, dim, lr_scale);
     if (__builtin_expect(bad < n, 0)) {
-      std::memcpy(undo, base + offsets_[bad], dim * sizeof(float));
+      std::memcpy(undo, base + offsets[bad], dim * sizeof(float));
       (void)optimizer_.Apply(undo, undo + dim, g + bad * dim, dim, lr_scale);
       uint64_t j = 0;
       while (j + 1 < dim && std::isfinite(undo[j])) ++j;
       if (bad > 0) ++version_;
-      return NonFiniteStep(undo, j, "key " + std::to_string(keys[bad]), bad);
+      return NonFiniteStep(undo, j, "key " + std::to_string(key_of(bad)), bad);
     }
     ++version_;
     return Status::OK();
   }
   // The whole row (weights and state) is hinted: its parts are separate
   // streams to the hardware prefetcher, and the last line holds Adam's step.
-  for (uint64_t i = 0; i < std::min(n, kRowsAhead); ++i) PrefetchSpan(base + offsets_[i], stride, ~0ull, true);
+  for (uint64_t i = 0; i < std::min(n, kRowsAhead); ++i) PrefetchSpan(base + offsets[i], stride, ~0ull, true);
   for (uint64_t i = 0; i < n; ++i) {
-    if (i + kRowsAhead < n) PrefetchSpan(base + offsets_[i + kRowsAhead], stride, ~0ull, true);
-    float* row = base + offsets_[i];
+    if (i + kRowsAhead < n) PrefetchSpan(base + offsets[i + kRowsAhead], stride, ~0ull, true);
+    float* row = base + offsets[i];
     std::memcpy(undo, row, stride * sizeof(float));
     if (__builtin_expect(!optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale), 0)) {
       uint64_t j = 0;
       while (std::isfinite(row[j])) ++j;
-      const Status st = NonFiniteStep(row, j, "key " + std::to_string(keys[i]), i);
+      const Status st = NonFiniteStep(row, j, "key " + std::to_string(key_of(i)), i);
       std::memcpy(row, undo, stride * sizeof(float));
       if (i > 0) ++version_;  // the rows before it were updated
       return st;

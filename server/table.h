@@ -109,6 +109,28 @@ class ServerTable {
   /// step, so that row is left as it was and no non-finite value stays in
   /// the table; the push's rows before it keep their (finite) updates.
   [[nodiscard]] Status PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f);
+  // ---- Resolved rows (key-list caching, core/net/key_list_cache.h). A
+  // row's offset in the table's data (row number × stride()) never changes
+  // while the table lives: rows are only appended (data_ may move, so
+  // offsets, not pointers, are kept), and the index's growth and
+  // re-placement move slots, not rows. So offsets resolved once stay valid
+  // for every later request of the same keys to the same table.
+  /// Row tables: the offsets of the rows of `n` keys into *offsets (n
+  /// values), creating untouched rows as PullRows does. Errors: as PullRows
+  /// (nothing created then).
+  Status ResolveRows(const uint64_t* keys, uint64_t n, std::vector<uint64_t>* offsets);
+  /// True when every offset of offsets[0..n) points at a row of this table
+  /// (offsets resolved by this table; a check, O(n)).
+  bool ValidOffsets(const uint64_t* offsets, uint64_t n) const;
+  /// PullRows of rows resolved by ResolveRows (no lookups): out gets
+  /// n × dim floats, the same bits PullRows gives for the same keys.
+  void PullRowsAt(const uint64_t* offsets, uint64_t n, float* out) const;
+  /// PushRows of rows resolved by ResolveRows: the same arithmetic and
+  /// errors as PushRows (not ResourceExhausted: the rows exist). `keys`
+  /// (n, or null) name a row in an error; with null the key is found from
+  /// the row (slow, on errors only).
+  [[nodiscard]] Status PushRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,
+                                  const uint64_t* keys);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
   /// Dense slice: applies g (end−begin floats). Errors: FailedPrecondition,
@@ -220,6 +242,8 @@ class ServerTable {
   // in offsets_; afterwards data_ does not move until the next call.
   // ResourceExhausted (nothing created) past max_rows_.
   Status LookUp(const uint64_t* keys, uint64_t n);
+  // The key of the row at data_[offset] (a scan of the index: errors only).
+  uint64_t KeyAtOffset(uint64_t offset) const;
   // The FailedPrecondition for a step that made span[j] non-finite; `where`
   // names the span ("key 9" or "" for a dense slice starting at begin_);
   // `rows_applied`: rows of the push updated before this one.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -314,6 +315,61 @@ TEST(ServerTableTest, C22NarrowSgdRowsGatheredAsRowByRow) {
       EXPECT_EQ(after[2 * dim + j], before[2 * dim + j]);
     }
   }
+}
+
+// Key-list caching: rows resolved once (ResolveRows) are served and
+// updated by offset with the same bits as by key, stay valid while the
+// index grows and re-places its slots around them, and a step that
+// overflows is still named by its key (found from the row).
+TEST(ServerTableTest, ResolvedRowsMatchRowsByKeyThroughIndexGrowth) {
+  for (auto [dim, type] : {std::pair<uint32_t, OptimizerType>{1, SGD}, {6, ADAM}}) {
+    TableSpec spec = RowSpec(dim, type);
+    ServerTable by_key(spec, 0, 0), by_offset(spec, 0, 0);
+    std::mt19937_64 rng(17);
+    std::vector<uint64_t> keys(400);
+    for (auto& k : keys) k = rng();
+    std::sort(keys.begin(), keys.end());
+    std::vector<uint64_t> offsets;
+    ASSERT_TRUE(by_offset.ResolveRows(keys.data(), keys.size(), &offsets).ok());
+    ASSERT_EQ(offsets.size(), keys.size());
+    EXPECT_TRUE(by_offset.ValidOffsets(offsets.data(), offsets.size()));
+    std::vector<float> g(keys.size() * dim), a(keys.size() * dim), b(keys.size() * dim);
+    for (int step = 0; step < 5; ++step) {
+      for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>((i * 7 + step) % 13) - 0.06f;
+      ASSERT_TRUE(by_key.PushRows(keys.data(), keys.size(), g.data()).ok());
+      ASSERT_TRUE(by_offset.PushRowsAt(offsets.data(), keys.size(), g.data(), 1.0f, nullptr).ok());
+      // Other keys all over the range: the index grows and re-places its
+      // slots (and data_ reallocates) between the cached requests.
+      std::vector<uint64_t> more(3000);
+      for (auto& k : more) k = rng();
+      std::sort(more.begin(), more.end());
+      more.erase(std::unique(more.begin(), more.end()), more.end());
+      std::vector<float> sink(more.size() * dim);
+      ASSERT_TRUE(by_offset.PullRows(more.data(), more.size(), sink.data()).ok());
+      ASSERT_TRUE(by_offset.ValidOffsets(offsets.data(), offsets.size()));
+    }
+    ASSERT_TRUE(by_key.PullRows(keys.data(), keys.size(), a.data()).ok());
+    by_offset.PullRowsAt(offsets.data(), offsets.size(), b.data());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "dim " << dim;
+    ASSERT_TRUE(by_offset.PullRows(keys.data(), keys.size(), b.data()).ok());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "dim " << dim;
+    EXPECT_EQ(by_key.version(), 5u);
+    EXPECT_EQ(by_offset.version(), 5u);
+    // An offset past the rows is refused by the check.
+    std::vector<uint64_t> bad = {by_offset.num_rows() * by_offset.stride()};
+    EXPECT_FALSE(by_offset.ValidOffsets(bad.data(), 1));
+  }
+  // A step that overflows, by offset without keys: named by its key.
+  TableSpec spec = RowSpec(1, SGD);
+  spec.mutable_optimizer()->set_learning_rate(4.0f);
+  ServerTable t(spec, 0, 0);
+  const std::vector<uint64_t> keys = {4, 9, 12};
+  std::vector<uint64_t> offsets;
+  ASSERT_TRUE(t.ResolveRows(keys.data(), 3, &offsets).ok());
+  const std::vector<float> g = {0.5f, 3e38f, 0.5f};
+  const Status st = t.PushRowsAt(offsets.data(), 3, g.data(), 1.0f, nullptr);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("step made key 9, column 0 infinite"), std::string::npos) << st.message();
 }
 
 TEST(ServerTableTest, C22OptimizerStepThatOverflowsADenseSliceAppliesNothing) {

@@ -94,6 +94,9 @@ DEFINE_bool(curve, false,
 DEFINE_string(client_key_file, "", "kv: this client's CURVE key pair (NAME.key); with --server_public_key_file: CURVE on");
 DEFINE_string(server_public_key_file, "", "kv: the server's CURVE public key (NAME.pub)");
 DEFINE_double(push_value, 0.5, "kv: the value of every pushed float (a recognisable pattern for wire captures)");
+DEFINE_bool(key_list_cache, true,
+            "kv: name repeated key lists instead of sending their keys, where the server keeps lists "
+            "(tether-server --key_list_cache_bytes; core/net/key_list_cache.h); false: every request carries its keys");
 DEFINE_uint64(key_seed, 1, "kv: seed of the random sorted uint64 keys (tools/pslite_kv/kv_bench.cc draws the same)");
 DEFINE_uint64(seed, 1, "order: train.seed");
 DEFINE_string(ckpt_dir, "", "checkpoint: where to write (default: $TMPDIR/tether-bench-checkpoint.PID); removed after");
@@ -828,6 +831,7 @@ int RunKv() {
   copts.staleness = -1;
   copts.job_id = FLAGS_job_id;
   copts.request_timeout_ms = 120000;
+  copts.key_lists = FLAGS_key_list_cache;
   if (FLAGS_chunk_bytes > 0) copts.max_message_bytes = static_cast<uint64_t>(FLAGS_chunk_bytes);
   if (FLAGS_max_outstanding > 0) copts.max_outstanding = FLAGS_max_outstanding;
   if (!FLAGS_client_key_file.empty() || !FLAGS_server_public_key_file.empty()) {

@@ -51,6 +51,11 @@ DEFINE_string(resume_from, "",
               "the checkpoint to load rows from, as this host sees it (default: the path worker 0 resumes "
               "from, sent at HELLO)");
 
+DEFINE_uint64(key_list_cache_bytes, tether::kDefaultKeyListCacheBytes,
+              "bytes of key lists this shard keeps, split evenly over the job's workers (key-list caching: a "
+              "request that repeats a key list sends its id, not its keys, and is not looked up again; "
+              "docs/OPERATIONS.md); 0: off");
+
 DEFINE_bool(rendezvous_serve, false,
             "also serve the rendezvous store at the --rendezvous address (tcp://HOST:PORT, HOST one of this "
             "machine's) in this process, for the whole job (docs/DEPLOY.md)");
@@ -122,6 +127,7 @@ int main(int argc, char** argv) {
   }
   tether::ServerShard server(*config, FLAGS_shard);
   server.set_resume_from(FLAGS_resume_from);
+  server.set_key_list_cache_bytes(FLAGS_key_list_cache_bytes);
   std::unique_ptr<tether::MetricsLog> metrics_log;
   if (!config->train().metrics_dir().empty()) {
     auto log = tether::MetricsLog::Open(config->train().metrics_dir(), "server", FLAGS_shard);

@@ -93,7 +93,9 @@ WorkerClient::WorkerClient(const ClientOptions& options)
       num_shards_(static_cast<int>(options.servers.size())),
       channel_(ChannelOptions(options),
                [this](uint64_t tag, const Status& verdict, Message* reply) { return OnReply(tag, verdict, reply); }),
-      cache_(CacheOptions(options.tables), std::max(1, num_shards_), options.cache_capacity_bytes) {}
+      cache_(CacheOptions(options.tables), std::max(1, num_shards_), options.cache_capacity_bytes) {
+  key_lists_.resize(std::max(1, num_shards_));  // capacity 0 until HELLO_REPLY
+}
 
 WorkerClient::~WorkerClient() = default;
 
@@ -144,7 +146,82 @@ uint64_t WorkerClient::NewShardRequest(MessageType expect, int shard, uint32_t t
   r.keys.clear();
   r.want_values = false;
   r.updates = 0;
+  r.key_list = 0;
+  r.push_version = 0;
   return tag;
+}
+
+void WorkerClient::Release(uint64_t tag) {
+  ShardRequest& r = requests_[tag];
+  r.list_keys.reset();
+  r.resend_values = zmq::message_t();
+  requests_.Give(static_cast<uint32_t>(tag));
+}
+
+void WorkerClient::SetRequestKeys(int s, uint32_t table, const uint64_t* ks, size_t n, Message* m, uint64_t tag) {
+  KeyListCache& lists = key_lists_[s];
+  if (!options_.key_lists || n < kMinKeyListKeys || KeyListCache::Charge(n) > lists.capacity_bytes()) {
+    m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
+    return;
+  }
+  const uint64_t id = KeyListSignature(ks, n);
+  if (KeyListCache::List held = lists.Peek(table, id)) {
+    if (held->size() == n && std::equal(ks, ks + n, held->begin())) {
+      // Use: the shard holds these keys' rows. Touched as the shard will.
+      (void)lists.Find(table, id);
+      m->header.set_key_list(id);
+      ShardRequest& r = requests_[tag];
+      r.key_list = id;
+      r.list_keys = std::move(held);
+      ++stats_.key_lists_used;
+      return;
+    }
+    // Another list with the same signature (a 64-bit collision): sent
+    // plainly, the held one left as it is, on both ends.
+    m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
+    return;
+  }
+  // Define: the keys and the id; the shard keeps the list (same capacity,
+  // same order of puts and uses, so it holds what this mirror holds).
+  (void)lists.Put(table, id, std::make_shared<const std::vector<uint64_t>>(ks, ks + n));
+  m->header.set_key_list(id);
+  m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
+  ++stats_.key_lists_defined;
+}
+
+Status WorkerClient::ResendWithKeys(uint64_t tag) {
+  ShardRequest& r = requests_[tag];
+  const int s = r.shard;
+  key_lists_[s].Erase(r.table, r.key_list);  // the next request of these keys defines the list again
+  const KeyListCache::List keys = std::move(r.list_keys);
+  const uint64_t n = keys->size();
+  Message m;
+  m.header.set_type(r.expect == PUSH_REPLY ? PUSH : PULL);
+  m.header.set_table_id(r.table);
+  m.header.set_num_keys(n);
+  m.header.set_value_dim(r.dim);
+  m.keys = CopyFrame(channel_.frame_pool(), keys->data(), n * sizeof(uint64_t));
+  if (r.expect == PUSH_REPLY) {
+    m.header.set_num_values(n * r.dim);
+    m.header.set_version(r.push_version);
+    if (r.want_values) m.header.set_want_values(true);
+    m.values = std::move(r.resend_values);
+  }
+  r.key_list = 0;
+  ++stats_.key_lists_resent;
+  VLOG(1) << channel_.log_prefix() << "server " << s << " did not hold a key list of table "
+          << options_.tables[r.table].name() << " (" << n << " keys): sent again with its keys";
+  // The record stays taken: the new part answers to the same tag.
+  const Status st = channel_.SendFromReply(s, &m, r.expect, tag);
+  if (st.ok()) return st;
+  // Never sent: as SendPart's failure (requests_ may have grown: look the record up again).
+  ShardRequest& again = requests_[tag];
+  if (again.expect == PUSH_REPLY) {
+    NoteLostPush(s, m, again.updates, st);
+    if (again.want_values) cache_.FinishPushRows(again.table, keys->data(), n);
+  }
+  Release(tag);
+  return st;
 }
 
 void WorkerClient::SendPart(int shard, Message* m, const RequestHandle& request, uint64_t tag) {
@@ -167,7 +244,7 @@ void WorkerClient::SendPart(int shard, Message* m, const RequestHandle& request,
       }
     }
   }
-  requests_.Give(static_cast<uint32_t>(tag));
+  Release(tag);
 }
 
 void WorkerClient::NoteLostPush(int shard, const Message& m, uint64_t updates, const Status& why) {
@@ -249,9 +326,13 @@ RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint6
     m.header.set_table_id(table);
     m.header.set_num_keys(c1 - c0);
     m.header.set_value_dim(dim);
-    if (absent_as_zeros) m.header.set_absent_as_zeros(true);
-    m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
     const uint64_t tag = NewShardRequest(PULL_REPLY, s, table);
+    if (absent_as_zeros) {
+      m.header.set_absent_as_zeros(true);  // its zeros are no rows: never a key list
+      m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
+    } else {
+      SetRequestKeys(s, table, ks, c1 - c0, &m, tag);
+    }
     ShardRequest& r = requests_[tag];
     r.out = out;
     r.dim = dim;
@@ -312,7 +393,6 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     m.header.set_value_dim(dim);
     m.header.set_num_values(n * dim);
     if (!delta) m.header.set_version(cache_.PushVersion(table, s));
-    m.keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
     // The gradients are copied now (the caller may reuse `grads` at once).
     if (whole) {
       m.values = CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
@@ -322,9 +402,19 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     }
     if (!delta) ScalePush(&m);  // a model delta is the replica's, never rescaled
     const uint64_t tag = NewShardRequest(delta ? PUSH_DELTA_REPLY : PUSH_REPLY, s, table);
+    // A model delta always carries its keys (PUSH_DELTA names no key list).
+    if (delta)
+      m.keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
+    else
+      SetRequestKeys(s, table, ks, n, &m, tag);
     ShardRequest& r = requests_[tag];
     r.dim = dim;
     r.updates = n;
+    if (r.key_list != 0) {
+      // Kept (shared, not copied) for a resend with the keys.
+      r.resend_values.copy(m.values);
+      r.push_version = m.header.version();
+    }
     if (!delta && cache_.StartPushRows(table, ks, n)) {
       m.header.set_want_values(true);
       r.want_values = true;
@@ -400,6 +490,10 @@ RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const 
 }
 
 Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply) {
+  // A list the shard did not hold: the same request again, with its keys
+  // (the user sees no failure; the push is still pending in the cache).
+  if (!verdict.ok() && reply->header.key_list_unknown() && requests_[tag].list_keys != nullptr && !leaving_)
+    return ResendWithKeys(tag);
   const ShardRequest& r = requests_[tag];
   if (r.want_values) {
     if (r.dense) {
@@ -424,6 +518,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
                                           options_.job_id + "' in --server_addresses");
         }
         channel_.set_clock(std::max(channel_.clock(), h.clock()));
+        key_lists_[r.shard] = KeyListCache(options_.key_lists ? h.key_list_cache_bytes() : 0);
         break;
       case PUSH_REPLY:
         if (r.want_values && h.num_values() > 0) {
@@ -476,7 +571,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
                << options_.servers[r.shard] << "), table " << options_.tables[r.table].name()
                << " refused: " << st.message();
   }
-  requests_.Give(static_cast<uint32_t>(tag));
+  Release(tag);
   return st;
 }
 

@@ -52,6 +52,7 @@
 
 #include "core/config.h"
 #include "core/net/frame_pool.h"
+#include "core/net/key_list_cache.h"
 #include "core/net/message.h"
 #include "core/status.h"
 #include "worker/param_cache.h"
@@ -127,6 +128,16 @@ struct ClientOptions {
   /// consistency.cache_capacity_bytes / _fraction resolved by
   /// ResolveCacheCapacity, core/memory_fit.h); 0: unbounded.
   uint64_t cache_capacity_bytes = 0;
+  /// Key-list caching (core/net/key_list_cache.h): a row pull or push of at
+  /// least kMinKeyListKeys keys to a shard that keeps key lists
+  /// (HELLO_REPLY.key_list_cache_bytes > 0) names its list; when the shard
+  /// already holds the list the keys are left out and not looked up again
+  /// (a push after the pull of the same keys, a repeated request). The
+  /// worker keeps a mirror of each shard's lists (keys, compared before a
+  /// list is named; as many bytes as the shard keeps). false: every request
+  /// carries its keys (tether-bench kv --key_list_cache=false); a shard
+  /// started with --key_list_cache_bytes=0 turns it off for every worker.
+  bool key_lists = true;
 };
 
 /// What a checkpoint's CHECKPOINT_REPLYs carried: every shard's file and
@@ -156,6 +167,10 @@ struct ClientStats {
   uint64_t updates_sent = 0;    // handed to a socket
   uint64_t updates_failed = 0;  // could not be sent, or refused by the server (logged as errors)
   uint64_t send_waits = 0;      // sends that waited for room in the in-flight window (back-pressure)
+  // Key-list caching: messages that defined a list (sent keys and its id),
+  // that named a list the shard held (no keys sent), and that were sent
+  // again with their keys because the shard did not hold the list.
+  uint64_t key_lists_defined = 0, key_lists_used = 0, key_lists_resent = 0;
 };
 
 class WorkerClient {
@@ -354,6 +369,13 @@ class WorkerClient {
     std::vector<uint64_t> keys;       // row pulls/pushes whose rows go into the cache
     bool want_values = false;   // pushes: refresh_on_push (the cache counts it pending)
     uint64_t updates = 0;       // pushes: rows (dense: 1), for the update counters
+    // A message that named a key list and left its keys out: the list (its
+    // keys), and for a push its values and version, to send it again with
+    // its keys if the shard does not hold the list (ResendWithKeys).
+    uint64_t key_list = 0;
+    KeyListCache::List list_keys;
+    zmq::message_t resend_values;
+    uint64_t push_version = 0;
   };
 
   friend class LocalReplica;  // reaches the servers through the *To/*From paths below
@@ -371,6 +393,15 @@ class WorkerClient {
   // Sends `m` as part of `request` with record `tag`; a failed send frees the
   // record (and accounts a lost push).
   void SendPart(int shard, Message* m, const RequestHandle& request, uint64_t tag);
+  // Gives record `tag` back, dropping what it holds for a resend.
+  void Release(uint64_t tag);
+  // The keys of a row message: ks[0..n) into m->keys or, when shard s holds
+  // the list (key_lists_), none and the list's id (record `tag` keeps the
+  // list for a resend); a new list is named and sent with its keys.
+  void SetRequestKeys(int s, uint32_t table, const uint64_t* ks, size_t n, Message* m, uint64_t tag);
+  // The shard did not hold the list record `tag` named: sends the request
+  // again with its keys, as another part of the same request and record.
+  Status ResendWithKeys(uint64_t tag);
   // The channel's ReplyHandler.
   Status OnReply(uint64_t tag, const Status& verdict, Message* reply);
   Status OnPullReply(const ShardRequest& r, Message* reply);
@@ -406,6 +437,7 @@ class WorkerClient {
   std::vector<uint64_t> fetch_keys_;  // cache misses of a row pull, and their positions
   std::vector<uint32_t> fetch_pos_;
   std::vector<float> scratch_;
+  std::vector<KeyListCache> key_lists_;  // per shard: the lists it holds (capacity from HELLO_REPLY)
   uint64_t barrier_total_ = 0;             // BARRIER_REPLY's total
   int64_t barrier_clock_ = 0;              // BARRIER_REPLY's clock (shard 0's)
   int evaluator_rank_ = 0;                 // BARRIER_REPLY's evaluator_rank (shard 0's)

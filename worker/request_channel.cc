@@ -303,9 +303,18 @@ void RequestChannel::Dispatch(Message* reply) {
     verdict = Status::DataLoss("server " + std::to_string(p.shard) + " answered " + TypeName(h.type()) +
                                " to a request expecting " + TypeName(p.expect));
   }
+  RequestState* const outer = replying_to_;  // a reply handled inside a handler's Send (nested Progress)
+  replying_to_ = p.request;
   Status st = on_reply_(p.tag, verdict, reply);
+  replying_to_ = outer;
   if (!st.ok()) FailState(p.request, st);
   PartDone(p.request);
+}
+
+Status RequestChannel::SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag) {
+  if (replying_to_ == nullptr) return Status::FailedPrecondition(log_prefix_ + "SendFromReply outside a reply handler");
+  const RequestHandle request(replying_to_);  // its part in hand keeps it from being recycled
+  return Send(shard, m, &request, expect, tag);
 }
 
 void RequestChannel::SendHeartbeats() {

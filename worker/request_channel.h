@@ -200,6 +200,15 @@ class RequestChannel {
   /// socket. On error the frames of `m` are left in place.
   Status Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag);
 
+  /// From inside the ReplyHandler only: sends `m` as one more part of the
+  /// request whose reply is being handled (a request sent again in another
+  /// form, e.g. with the keys of a key list the shard did not hold), owed a
+  /// reply of type `expect` with `tag`. The part being answered has just
+  /// freed its place in `shard`'s window, so a send to the same shard does
+  /// not wait. Errors: as Send (also recorded on the request);
+  /// FailedPrecondition outside a ReplyHandler.
+  Status SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag);
+
   /// Records `error` on `request` (its first error wins) and, when the
   /// request is sticky, as the sticky error.
   void Fail(const RequestHandle& request, const Status& error);
@@ -319,6 +328,7 @@ class RequestChannel {
   std::vector<int> monitor_shard_;
   Status gone_;          // the first shard found gone: every wait fails with it
   bool leaving_ = false;  // BeginLeaving was called
+  RequestState* replying_to_ = nullptr;  // the request whose reply the handler is handling (SendFromReply)
 };
 
 }  // namespace tether

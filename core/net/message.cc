@@ -29,7 +29,11 @@ Status ValidateFrames(const Message& m, const std::string& peer) {
   if (!MessageType_IsValid(h.type()) || h.type() == MSG_UNKNOWN)
     return Status::DataLoss("message from " + peer + ": unknown message type " + std::to_string(h.type()));
   // Compared by division: num_keys × 8 could wrap around to the frame size.
-  if (m.keys.size() % sizeof(uint64_t) != 0 || m.keys.size() / sizeof(uint64_t) != h.num_keys())
+  // A request naming a cached key list (MessageHeader.key_list) may leave
+  // its keys out: num_keys is then the list's count.
+  const bool keys_omitted = m.keys.size() == 0 && h.key_list() != 0 && (h.type() == PULL || h.type() == PUSH);
+  if (!keys_omitted &&
+      (m.keys.size() % sizeof(uint64_t) != 0 || m.keys.size() / sizeof(uint64_t) != h.num_keys()))
     return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": keys frame has " +
                             std::to_string(m.keys.size()) + " bytes but the header says " +
                             std::to_string(h.num_keys()) + " keys");

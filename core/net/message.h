@@ -33,7 +33,8 @@ struct Message {
   const float* ValueData(std::vector<float>* scratch) const;
 };
 
-/// Checks the header against the frame sizes: keys frame = num_keys × 8,
+/// Checks the header against the frame sizes: keys frame = num_keys × 8
+/// (or empty for a PULL/PUSH naming a cached key list, MessageHeader.key_list),
 /// values frame = num_values × 4, known message type. `peer` names the sender
 /// in the error. Errors: DataLoss.
 Status ValidateFrames(const Message& m, const std::string& peer);
