@@ -17,7 +17,9 @@ struct Model {
     return [this](uint32_t t, const uint64_t* keys, uint64_t n, uint32_t dim, const float* step) {
       ++row_calls;
       for (uint64_t i = 0; i < n; ++i) {
-        if (i > 0) EXPECT_LT(keys[i - 1], keys[i]) << "keys must come sorted";
+        if (i > 0) {
+          EXPECT_LT(keys[i - 1], keys[i]) << "keys must come sorted";
+        }
         auto& r = rows[t][keys[i]];
         r.resize(dim, 0.0f);
         for (uint32_t j = 0; j < dim; ++j) r[j] += step[i * dim + j];
