@@ -137,7 +137,7 @@ CFG
     server=$!; pids+=($server)
     wait_for_file "$tmp/$run.port" "$server" || fail "$run: tether-server did not start"
     endpoint=$(cat "$tmp/$run.port")
-    timeout -k 5 60 tcpdump -i lo -U -w "$tmp/$run.pcap" "tcp port ${endpoint##*:}" 2> "$tmp/$run.tcpdump.log" &
+    timeout -k 5 60 tcpdump -i lo -U --immediate-mode -w "$tmp/$run.pcap" "tcp port ${endpoint##*:}" 2> "$tmp/$run.tcpdump.log" &
     dump=$!; pids+=($dump)
     for _ in $(seq 1 100); do grep -q "listening on lo" "$tmp/$run.tcpdump.log" && break; sleep 0.1; done
     grep -q "listening on lo" "$tmp/$run.tcpdump.log" || fail "tcpdump did not start: $(cat "$tmp/$run.tcpdump.log")"
