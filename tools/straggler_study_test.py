@@ -89,6 +89,7 @@ FAKE_HELP = textwrap.dedent(r'''
     exec python3 FAKE_PY "$@"
 ''').lstrip()
 
+ADAPTIVE_FLAGS = "adaptive_batch,adaptive_batch_min,adaptive_batch_max,adaptive_batch_step"
 ALL_FLAGS = "config,metrics_out,metrics_dir,eval_every_epochs,timeout_s,workers,servers,slowdown,slowdown_rank," \
             "epochs,staleness"
 
@@ -145,16 +146,16 @@ class StragglerStudyTest(unittest.TestCase):
             return list(csv.DictReader(f))
 
     def test_modes_the_build_lacks_are_skipped_with_a_message(self):
-        self.env["FAKE_FLAGS"] = ALL_FLAGS + ",data_on_demand,adaptive_batch"  # no --chunk_rows, no AVERAGE
+        self.env["FAKE_FLAGS"] = ALL_FLAGS + ",data_on_demand,chunk_rows"  # nothing of adaptive or AVERAGE
         r = self.run_tool("--modes", "fixed_s2,on_demand,adaptive,average", "--repeats", "1", "--epochs", "2")
         self.assertEqual(r.returncode, 0, r.stdout)
-        self.assertIn("mode on_demand SKIPPED: this build lacks --chunk_rows (not listed by tether-launch and "
+        self.assertIn("mode adaptive SKIPPED: this build lacks --adaptive_batch (not listed by tether-launch and "
                       "tether-worker --help)", r.stdout)
-        self.assertIn("mode average SKIPPED: this build lacks config field 'period_rows'", r.stdout)
-        self.assertEqual([c.get("adaptive_batch") for c in self.calls()], [None, "true"])
-        self.assertEqual([row["mode"] for row in self.study_csv()], ["fixed_s2", "adaptive"])
+        self.assertIn("mode average SKIPPED: this build lacks --consistency_model", r.stdout)
+        self.assertEqual([c.get("data_on_demand") for c in self.calls()], [None, "true"])
+        self.assertEqual([row["mode"] for row in self.study_csv()], ["fixed_s2", "on_demand"])
         with open(os.path.join(self.out, "study.md")) as f:
-            self.assertIn("- mode `on_demand` skipped: this build lacks --chunk_rows", f.read())
+            self.assertIn("- mode `adaptive` skipped: this build lacks --adaptive_batch", f.read())
 
     def test_bad_options_are_refused_naming_the_option(self):
         for argv, message in ((["--modes", "fixed_s2,adaptve"], "--modes: unknown mode(s) adaptve; known: fixed_s0"),
@@ -176,7 +177,7 @@ class StragglerStudyTest(unittest.TestCase):
         self.assertIn("no mode can run with this build", r.stdout)
 
     def test_alternated_repeats_medians_and_acceptance(self):
-        self.env["FAKE_FLAGS"] = ALL_FLAGS + ",data_on_demand,adaptive_batch"
+        self.env["FAKE_FLAGS"] = ALL_FLAGS + ",data_on_demand,chunk_rows," + ADAPTIVE_FLAGS
         r = self.run_tool("--modes", "fixed_s2,adaptive", "--repeats", "3", "--epochs", "3")
         self.assertEqual(r.returncode, 0, r.stdout)
         calls = self.calls()
@@ -265,7 +266,7 @@ class StragglerStudyTest(unittest.TestCase):
         self.assertIn(f'train_file: "{os.path.join(self.dir, "d", "train.txt")},/abs/more.txt"', text)
         self.assertIn(f'train_split: "{os.path.join(conf, "s.txt")}"', text)
         # Into the job's consistency block, not the table's.
-        self.assertIn("consistency {\n  model: AVERAGE\n  period_rows: 640\n\n  staleness: 2\n}", text)
+        self.assertIn("consistency {\n  period_rows: 64\n\n  staleness: 2\n}", text)
         self.assertIn("  consistency { cache: false }\n", text)
 
     def wait_for_pids(self, n, bound_s=20):
