@@ -460,6 +460,11 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
       t.mutable_consistency()->clear_staleness();
     }
   }
+  if (field_path == "consistency.model" && config->consistency().model() != AVERAGE) {
+    // Leaving AVERAGE by flag: its own fields go with it.
+    config->mutable_consistency()->clear_period_rows();
+    config->mutable_consistency()->clear_model_momentum();
+  }
   if (staleness) {
     // One bound for the whole run: the model follows the number and
     // per-table bounds give way to it.

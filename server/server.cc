@@ -686,6 +686,22 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
     return refuse("server " + endpoint_ + " is shard " + std::to_string(shard_) + " of " +
                   std::to_string(num_shards_) + " but " + who + " lists it as shard " + std::to_string(h.shard()) +
                   " of " + std::to_string(h.num_shards()) + " in --server_addresses");
+  if (h.has_consistency_model() &&
+      (h.consistency_model() == AVERAGE) != (config_.consistency().model() == AVERAGE))
+    return refuse("consistency model differs: " + who + " trains with " +
+                  ConsistencyModel_Name(h.consistency_model()) + ", server " + std::to_string(shard_) + " with " +
+                  ConsistencyModel_Name(config_.consistency().model()) +
+                  " (consistency.model / --consistency_model must be the same on every server and worker)");
+  if (h.has_data_on_demand()) {
+    if (!hello_data_on_demand_.has_value()) {
+      hello_data_on_demand_ = h.data_on_demand();
+    } else if (*hello_data_on_demand_ != h.data_on_demand()) {
+      auto mode = [](bool on) { return std::string(on ? "draws its rows on demand" : "trains its static split"); };
+      return refuse("train.data_on_demand differs: " + who + " " + mode(h.data_on_demand()) +
+                    ", the job's workers so far " + mode(*hello_data_on_demand_) +
+                    " (give every worker the same --data_on_demand: mixed, rows would be trained twice)");
+    }
+  }
   if (h.staleness() != clocks_.staleness())
     return refuse("staleness differs: " + who + " has " + StalenessName(h.staleness()) + ", server " +
                   std::to_string(shard_) + " has " + StalenessName(clocks_.staleness()));
@@ -1213,6 +1229,10 @@ void ServerShard::MaybeReleaseBarrier() {
     if (evaluator < 0 && w.at_barrier && !w.said_bye && !w.dead) evaluator = static_cast<int>(r);
   }
   if (evaluator < 0) return;  // nobody is waiting
+  // Once the job's evaluator is chosen, it stays: a late joiner at a later
+  // release must not evaluate (and overwrite the metrics of) a finished job.
+  if (job_evaluator_ < 0) job_evaluator_ = evaluator;
+  evaluator = job_evaluator_;
   int64_t latest = 0;
   for (int r = 0; r < clocks_.num_workers(); ++r) latest = std::max(latest, clocks_.clock(r));
   for (size_t r = 0; r < workers_.size(); ++r) {

@@ -352,6 +352,13 @@ class ServerShard {
   int64_t due_checkpoint_clock_ = -1;   // shard 0: the clock picked on a want_checkpoint
   int64_t last_checkpoint_clock_ = -1;
   std::string resume_from_;             // set_resume_from
+  // The first admitted HELLO's train.data_on_demand: every later HELLO
+  // must agree (MessageHeader.data_on_demand).
+  std::optional<bool> hello_data_on_demand_;
+  // The rank that evaluates, fixed by the first release of the barrier: a
+  // worker reaching the barrier after it (a late joiner) is told the same
+  // rank, never made the evaluator of a job already reported.
+  int job_evaluator_ = -1;
   int64_t resume_clock_ = -1;           // the clock this shard resumed at, or −1
   // Shard 0: each rank's state file at the last checkpoint it took part in,
   // and that checkpoint's directory (a rank that leaves is LEFT from it).

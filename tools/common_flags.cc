@@ -3,6 +3,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <deque>
 #include <utility>
 
@@ -120,6 +121,26 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
   if (FLAGS_config.empty()) return Status::InvalidArgument("flag --config is required");
   TETHER_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(FLAGS_config));
   std::string set_by_flags;
+  {
+    // --staleness is a bound of SSP/ASP: with AVERAGE (rounds, no bound) it
+    // is refused, not silently dropped, whichever way AVERAGE was chosen.
+    std::string staleness, model;
+    for (const OverrideFlag& f : OverrideFlags()) {
+      if (f.value.empty()) continue;
+      if (std::string(f.row->flag) == "staleness") staleness = f.value;
+      if (std::string(f.row->flag) == "consistency_model") model = f.value;
+    }
+    std::string lower_model = model;
+    std::transform(lower_model.begin(), lower_model.end(), lower_model.begin(), ::tolower);
+    if (!staleness.empty() && lower_model == "average")
+      return Status::InvalidArgument("flags --staleness=" + staleness +
+                                     " and --consistency_model=average contradict: AVERAGE has no staleness bound "
+                                     "(its rounds close like BSP); drop --staleness");
+    if (!staleness.empty() && model.empty() && config.consistency().model() == AVERAGE)
+      return Status::InvalidArgument("flag --staleness=" + staleness + ": " + FLAGS_config +
+                                     " trains with consistency.model AVERAGE, which has no staleness bound; drop "
+                                     "--staleness, or leave AVERAGE with --consistency_model=ssp|asp|bsp");
+  }
   for (const OverrideFlag& f : OverrideFlags()) {
     if (f.value.empty()) continue;
     TETHER_RETURN_IF_ERROR(ApplyOverride(&config, f.row->field_path, f.value, std::string("flag --") + f.row->flag));

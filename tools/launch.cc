@@ -152,6 +152,10 @@ struct LaunchOptions {
   // --elastic_schedule: steps by epoch (tools/elastic_schedule.h); empty:
   // the job keeps its cluster.num_workers workers.
   std::vector<ElasticStep> elastic;
+  // train.data_on_demand: a worker killed by a signal does not fail the job
+  // (shard 0 deals its chunks again; the job ends when the data is used),
+  // as when the processes are started by hand.
+  bool data_on_demand = false;
 };
 
 // A worker whose loss diverged under train.fail_on_divergence exits with
@@ -325,6 +329,7 @@ class Launcher {
   std::string phase_ = "starting";
   std::string server_addresses_;  // the shards' endpoints, for workers started later
   size_t next_step_ = 0;          // the first --elastic_schedule step not applied
+  bool worker_finished_ = false;  // a worker exited 0: the job's data is used
   int next_rank_ = 0;             // the next unused worker rank
   Clock::time_point start_ = Clock::now();
   Clock::time_point deadline_;
@@ -675,6 +680,13 @@ std::optional<int> Launcher::Monitor() {
         LOG(INFO) << "[launch] " << c->Name() << " left the job as scheduled (--elastic_schedule)";
         continue;
       }
+      if (options_.data_on_demand && c->role == "worker" && WIFSIGNALED(c->wait_status) && Live("worker") > 0) {
+        // Its held chunks go to the others once the servers declare it
+        // gone (cluster.worker_timeout_ms); every row is still trained.
+        LOG(WARNING) << "[launch] " << c->Name() << " " << c->HowItEnded()
+                     << ": the job goes on without it (train.data_on_demand: its chunks are dealt again)";
+        continue;
+      }
       if (!c->Succeeded()) {
         LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded()
                    << (c->role == "server" && !c->endpoint.empty() ? "; it was shard " + std::to_string(c->index) +
@@ -684,6 +696,15 @@ std::optional<int> Launcher::Monitor() {
         return 1;
       }
       LOG(INFO) << "[launch] " << c->Name() << " finished";
+      if (c->role == "worker") worker_finished_ = true;
+    }
+    // A worker that finished means the job's data is used: a joiner started
+    // now would find the job over (and its servers perhaps gone).
+    if (worker_finished_ && next_step_ < options_.elastic.size()) {
+      LOG(WARNING) << "[launch] the job's workers are finishing: " << options_.elastic.size() - next_step_
+                   << " --elastic_schedule step(s) from epoch " << options_.elastic[next_step_].epoch
+                   << " not applied";
+      next_step_ = options_.elastic.size();
     }
     if (Live("worker") > 0 && !ApplyElasticSteps()) return 1;
     if (Live() == 0) return std::nullopt;
@@ -821,7 +842,7 @@ std::vector<std::string> Launcher::WorkerArgs(int rank) const {
   // Elastic: the evaluator is the lowest rank still there at the end (rank
   // 0 unless it left), so every worker is told where the metrics go; only
   // the evaluator writes them.
-  if (!options_.metrics_out.empty() && (rank == 0 || !options_.elastic.empty()))
+  if (!options_.metrics_out.empty() && (rank == 0 || !options_.elastic.empty() || options_.data_on_demand))
     args.push_back("--metrics_out=" + options_.metrics_out);
   if (!options_.elastic.empty()) args.push_back("--progress_file=" + tmp_dir_ + "/progress_" + std::to_string(rank));
   AddMetricsFlags("worker", rank, &args);
@@ -1184,6 +1205,7 @@ int main(int argc, char** argv) {
   options.bin_dir = *bin_dir;
   options.num_servers = config->cluster().num_servers();
   options.num_workers = config->cluster().num_workers();
+  options.data_on_demand = config->train().data_on_demand();
   options.metrics_out = FLAGS_metrics_out;
   options.model_out = FLAGS_model_out;
   if (!FLAGS_elastic_schedule.empty()) {

@@ -108,6 +108,8 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
     Message m;
     m.header.set_type(HELLO);
     m.header.set_staleness(options.staleness);
+    m.header.set_data_on_demand(options.data_on_demand);
+    m.header.set_consistency_model(options.consistency_model);
     m.header.set_protocol_version(kProtocolVersion);
     m.header.set_job_id(options.job_id);
     m.header.set_generation(options.generation);

@@ -68,6 +68,10 @@ struct ClientOptions {
   int heartbeat_interval_ms = 1000;  // heartbeat while blocked longer than this
   std::vector<std::string> servers;  // endpoint per shard, in shard order
   int64_t staleness = 0;             // must equal the servers' bound
+  // Sent with HELLO so a shard refuses a worker that disagrees with the
+  // job's (train.data_on_demand; ConsistencyConfig.model).
+  bool data_on_demand = false;
+  ConsistencyModel consistency_model = SSP;
   std::string job_id;                // the job's identity (JobId(config)): must equal the servers'
   uint64_t generation = 0;           // cluster.generation: must equal the servers'
   int request_timeout_ms = 120000;   // Wait fails after this long with no reply

@@ -119,6 +119,12 @@ Status MergeEvalResults(const JobConfig& config, const std::vector<EvalPartial>&
                         const std::vector<double>& inv_propensity, TrainReport* report) {
   Evaluator merged(model->label_kind(), model->num_outputs(), backend, inv_propensity);
   TETHER_RETURN_IF_ERROR(MergeEvalPartials(all, &merged));
+  if (merged.rows() == 0 && static_cast<int>(all.size()) < config.cluster().num_workers())
+    // A P@k of 0 over no rows would read as a score: fail instead.
+    return Status::FailedPrecondition(
+        "evaluation covered 0 test rows: the " + std::to_string(config.cluster().num_workers()) +
+        " initial worker(s) hold the test set's parts and every one of them left the job (joiners evaluate "
+        "none); no test metrics to report");
   report->test_metrics = merged.Results();
   report->eval_counts = merged.Counts();
   report->test_rows = merged.rows();
@@ -1382,6 +1388,8 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   o.rank = rank;
   o.servers = std::move(servers);
   o.staleness = EffectiveStaleness(config.consistency());
+  o.data_on_demand = config.train().data_on_demand();
+  o.consistency_model = config.consistency().model();
   o.job_id = JobId(config);
   o.generation = config.cluster().generation();
   o.tables = TablesForJob(config);

@@ -68,6 +68,33 @@ if [ "$mode" = refuse ]; then
     "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+2
   expect_refusal schedule_inproc 2 "not with --transport=inproc" \
     "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=2 --transport=inproc --elastic_schedule=2:-1
+  # --staleness is a bound of SSP/ASP: with AVERAGE it is refused, never dropped.
+  expect_refusal average_and_staleness 2 "and --consistency_model=average contradict" \
+    "$bin/tether-worker" "${cfg[@]}" --rank=0 --consistency_model=average --staleness=2
+  expect_refusal staleness_on_average_config 2 "trains with consistency.model AVERAGE, which has no staleness bound" \
+    "$bin/tether-worker" --config=examples/bibtex_average.pbtxt --num_servers=1 --num_workers=1 \
+    --server_addresses=tcp://127.0.0.1:1 --rank=0 --staleness=2
+  # Workers that disagree on train.data_on_demand (one on its static share,
+  # one drawing chunks) would train rows twice: the shard refuses the second
+  # HELLO, naming the setting, and the job fails within the start-up bound.
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --startup_timeout_ms=4000)
+  timeout -k 5 60 "$bin/tether-server" "${flags[@]}" --listen=tcp://127.0.0.1:0 --port_file="$tmp/mix.port" \
+    > "$tmp/mix_server.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do [ -s "$tmp/mix.port" ] && break; sleep 0.1; done
+  [ -s "$tmp/mix.port" ] || fail "the server wrote no port file"
+  timeout -k 5 60 "$bin/tether-worker" "${flags[@]}" --server_addresses="$(cat "$tmp/mix.port")" --rank=1 \
+    > "$tmp/mix_w1.log" 2>&1 &
+  pids+=($!)
+  timeout -k 5 60 "$bin/tether-worker" "${flags[@]}" --server_addresses="$(cat "$tmp/mix.port")" --rank=0 \
+    --data_on_demand=true > "$tmp/mix_w0.log" 2>&1 &
+  pids+=($!)
+  failed=0
+  for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+  pids=()
+  [ "$failed" -ge 2 ] || fail "mixed data_on_demand: only $failed process(es) failed"
+  grep -q "train.data_on_demand differs" "$tmp/mix_server.log" || fail "the server did not name train.data_on_demand"
+  echo "ok: mixed data_on_demand refused: $(grep -m1 -o "train.data_on_demand differs.*" "$tmp/mix_server.log" | cut -c1-150)"
   exit 0
 fi
 
