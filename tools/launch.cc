@@ -676,7 +676,10 @@ std::optional<int> Launcher::Monitor() {
         diverged_.push_back(c->Name());
         continue;
       }
-      if (c->leaving && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == 128 + SIGTERM) {
+      // A scheduled stop: the worker leaves on SIGTERM (exit 143), or dies of
+      // it when it came before the worker's handler was in place.
+      if (c->leaving && ((WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == 128 + SIGTERM) ||
+                         (WIFSIGNALED(c->wait_status) && WTERMSIG(c->wait_status) == SIGTERM))) {
         LOG(INFO) << "[launch] " << c->Name() << " left the job as scheduled (--elastic_schedule)";
         continue;
       }
