@@ -882,11 +882,25 @@ bool Launcher::ApplyElasticSteps() {
       }
       continue;
     }
-    // The most recently started workers still running leave first.
+    // The most recently started workers still running leave first, once
+    // they are in the job (they wrote their progress file: connected and
+    // training). A worker started but not yet in it would die of the
+    // SIGTERM before it ever joined, so the step waits for it instead.
     int to_stop = -step.delta;
+    auto in_job = [this](const Child& c) {
+      std::ifstream in(tmp_dir_ + "/progress_" + std::to_string(c.index));
+      int e = 0;
+      return static_cast<bool>(in >> e);
+    };
+    int ready = 0, starting = 0;
+    for (const Child& c : children_) {
+      if (c.role != "worker" || !c.running || c.leaving) continue;
+      (in_job(c) ? ready : starting) += 1;
+    }
+    if (ready < to_stop && starting > 0) break;  // retried at the next progress event
     std::string names;
     for (auto it = children_.rbegin(); it != children_.rend() && to_stop > 0; ++it) {
-      if (it->role != "worker" || !it->running || it->leaving) continue;
+      if (it->role != "worker" || !it->running || it->leaving || !in_job(*it)) continue;
       it->leaving = true;
       kill(it->pid, SIGTERM);
       names += " " + it->Name();
