@@ -709,6 +709,19 @@ std::optional<int> Launcher::Monitor() {
                    << " not applied";
       next_step_ = options_.elastic.size();
     }
+    if (worker_finished_ && !options_.elastic.empty()) {
+      // A joiner not yet in the job (no progress file) when the data is
+      // used would wait for servers that are exiting: stop it instead.
+      for (Child& c : children_) {
+        if (c.role != "worker" || !c.running || c.leaving || c.index < options_.num_workers) continue;
+        std::ifstream in(tmp_dir_ + "/progress_" + std::to_string(c.index));
+        int e = 0;
+        if (in >> e) continue;
+        LOG(WARNING) << "[launch] " << c.Name() << " had not joined when the job's data was used: stopping it";
+        c.leaving = true;
+        kill(c.pid, SIGTERM);
+      }
+    }
     if (Live("worker") > 0 && !ApplyElasticSteps()) return 1;
     if (Live() == 0) return std::nullopt;
     if (Live("worker") == 0 && !servers_deadline) {

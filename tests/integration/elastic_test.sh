@@ -128,6 +128,7 @@ if [ "$mode" = launch ]; then
   rc=0
   timeout -k 10 280 "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 \
     --data_on_demand=true --elastic_schedule=2:+2,4:-1 --metrics_out="$tmp/m.json" --timeout_s=240 \
+    --slowdown=4 --slowdown_rank=0 \
     > "$tmp/launch.log" 2>&1 || rc=$?
   grep -E "\[launch\] (epoch|worker).*(starting|stopping|left the job)" "$tmp/launch.log" || true
   [ "$rc" = 0 ] || fail "tether-launch exited $rc"
