@@ -910,7 +910,9 @@ bool Launcher::ApplyElasticSteps() {
       if (c.role != "worker" || !c.running || c.leaving) continue;
       (in_job(c) ? ready : starting) += 1;
     }
-    if (ready < to_stop && starting > 0) break;  // retried at the next progress event
+    // Never stop the job's last workers in it while joiners are starting:
+    // the job would end before they join (retried at the next progress event).
+    if (ready - to_stop < 1 && starting > 0) break;
     std::string names;
     for (auto it = children_.rbegin(); it != children_.rend() && to_stop > 0; ++it) {
       if (it->role != "worker" || !it->running || it->leaving || !in_job(*it)) continue;
