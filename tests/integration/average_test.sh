@@ -32,6 +32,7 @@ for s in 0 1; do
   pids+=($!)
 done
 for _ in $(seq 1 100); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
+[ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] || { echo "FAIL: the servers wrote no port files within 10 s"; cat "$tmp"/server*.log; exit 1; }
 addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
 timeout -k 5 120 "$bin/tether-worker" --config=$cfg --rank=1 --server_addresses="$addrs" --epochs=$epochs \
   > "$tmp/worker1.log" 2>&1 &
