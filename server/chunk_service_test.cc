@@ -106,6 +106,104 @@ TEST(ChunkServiceTest, WaitCarriesTheMaxClockAndALeaverIsRedealt) {
   EXPECT_EQ(stats.rows_redealt(), 4u);
 }
 
+// A worker killed mid-epoch for good and a worker with a new rank joining
+// in the same epoch (issue 13 acceptance), step by step with exact counts:
+// 11 rows in chunks of 2 (5 of 2 rows and one of 1, shuffled), 2 epochs,
+// ranks 0, 1, 2, then 2 dies holding a chunk of epoch 2 and rank 7 (never
+// seen before) takes it. Every row once per epoch; per-worker rows exact;
+// exactly the held chunk is re-dealt, once.
+TEST(ChunkServiceTest, KillThenJoinOfANewRankInTheSameEpochCountsExactly) {
+  ChunkService s;
+  const DataOnDemandChunk shape = Ask(11, 2, 2);
+  const auto rows = [](const DataOnDemandChunk& c) { return static_cast<int64_t>(c.end() - c.begin()); };
+  std::map<int, int64_t> epoch1;  // rank → rows of the chunks it completed in epoch 1
+  // Epoch 1: ranks 0, 1, 2 take two chunks each (the 6 chunks of the epoch).
+  std::map<int, DataOnDemandChunk> held;
+  for (int r = 0; r < 3; ++r) held[r] = *s.Next(r, shape, 0);
+  for (int r = 0; r < 3; ++r) {
+    epoch1[r] += rows(held[r]);
+    held[r] = *s.Next(r, Completing(shape, held[r]), 0);
+    ASSERT_EQ(held[r].kind(), DataOnDemandChunk::CHUNK);
+    EXPECT_EQ(held[r].epoch(), 0);
+  }
+  // 0 and 1 complete theirs and wait: rank 2 still holds one of epoch 1.
+  for (int r = 0; r < 2; ++r) {
+    epoch1[r] += rows(held[r]);
+    DataOnDemandChunk w = *s.Next(r, Completing(shape, held[r]), 5);
+    EXPECT_TRUE(w.completion_counted());
+    EXPECT_EQ(w.kind(), DataOnDemandChunk::WAIT) << "rank " << r;
+    held.erase(r);
+  }
+  // Rank 2 completes the last of epoch 1 and is dealt the first of epoch 2.
+  epoch1[2] += rows(held[2]);
+  held[2] = *s.Next(2, Completing(shape, held[2]), 0);
+  ASSERT_EQ(held[2].kind(), DataOnDemandChunk::CHUNK);
+  EXPECT_EQ(held[2].epoch(), 1);
+  EXPECT_EQ(epoch1[0] + epoch1[1] + epoch1[2], 11);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(s.WorkerEpochRows(r, 0), epoch1[r]) << "rank " << r;
+  ASSERT_EQ(s.coordinator()->completed_epochs(), 1);
+
+  // Epoch 2: 0 and 1 take one each; 2 completes its first and takes another,
+  // then is killed holding it (declared gone: Leave).
+  held[0] = *s.Next(0, shape, 0);
+  held[1] = *s.Next(1, shape, 0);
+  const int64_t killed_rows = rows(held[2]);
+  const DataOnDemandChunk lost = *s.Next(2, Completing(shape, held[2]), 0);
+  ASSERT_EQ(lost.kind(), DataOnDemandChunk::CHUNK);
+  EXPECT_EQ(lost.epoch(), 1);
+  held.erase(2);
+  EXPECT_EQ(s.Leave(2), 1);
+  EXPECT_EQ(s.Leave(2), 0);  // once is all: a second declaration finds nothing
+  // Rank 7 joins: it is dealt the lost chunk first, marked re-dealt.
+  DataOnDemandChunk joined = *s.Next(7, shape, 0);
+  ASSERT_EQ(joined.kind(), DataOnDemandChunk::CHUNK);
+  EXPECT_TRUE(joined.redealt());
+  EXPECT_EQ(joined.epoch(), 1);
+  EXPECT_EQ(joined.begin(), lost.begin());
+  EXPECT_EQ(joined.end(), lost.end());
+  EXPECT_NE(joined.id(), lost.id());
+  held[7] = joined;
+  // Ranks 0, 1 and 7 finish the job in turn.
+  std::map<int, int64_t> epoch2;
+  bool done = false;
+  for (int turn = 0; turn < 100 && !done; ++turn) {
+    for (int r : {0, 1, 7}) {
+      auto h = held.find(r);
+      DataOnDemandChunk req = shape;
+      if (h != held.end()) {
+        req = Completing(shape, h->second);
+        epoch2[r] += rows(h->second);
+        held.erase(h);
+      }
+      DataOnDemandChunk g = *s.Next(r, req, 0);
+      if (req.completed_id() != 0) {
+        EXPECT_TRUE(g.completion_counted()) << "rank " << r;
+      }
+      if (g.kind() == DataOnDemandChunk::CHUNK) {
+        EXPECT_EQ(g.epoch(), 1);
+        EXPECT_FALSE(g.redealt());
+        held[r] = g;
+      }
+      done = done || g.kind() == DataOnDemandChunk::DONE;
+    }
+  }
+  ASSERT_TRUE(done);
+  ASSERT_TRUE(held.empty());
+  EXPECT_EQ(epoch2[0] + epoch2[1] + epoch2[7] + killed_rows, 11);
+  for (int r : {0, 1, 7}) EXPECT_EQ(s.WorkerEpochRows(r, 1), epoch2[r]) << "rank " << r;
+  EXPECT_EQ(s.WorkerEpochRows(2, 1), killed_rows);
+  EXPECT_GE(s.WorkerEpochRows(7, 1), rows(lost));
+  EXPECT_EQ(s.WorkerEpochRows(7, 0), 0);
+  ShardStats stats;
+  s.FillStats(&stats);
+  EXPECT_EQ(stats.chunks_dealt(), 13u);  // 6 chunks × 2 epochs, one of them twice
+  EXPECT_EQ(stats.chunks_redealt(), 1u);
+  EXPECT_EQ(stats.rows_redealt(), static_cast<uint64_t>(rows(lost)));
+  ASSERT_EQ(stats.chunk_epoch_rows_size(), 2);
+  EXPECT_EQ(stats.chunk_epoch_rows(0), 11);
+  EXPECT_EQ(stats.chunk_epoch_rows(1), 11);
+}
+
 // Random speeds, leaves and rejoins through the service, as the server
 // drives it: per epoch the counted rows of every worker sum to the set.
 TEST(ChunkServiceTest, RandomLeavesCountEveryRowOncePerEpoch) {
