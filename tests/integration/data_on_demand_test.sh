@@ -19,22 +19,8 @@
 #           gone after cluster.worker_timeout_ms (1.5 s) and deals its chunk
 #           again; the job finishes (exit 0) with the same exact counts.
 # Usage: data_on_demand_test.sh speeds|kill|gone BIN_DIR   (from the repository root)
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do echo "== $f"; tail -n 8 "$f"; done
-  exit 1
-}
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$@"
 
 if [ "$mode" = speeds ]; then servers=2; epochs=3; else servers=1; epochs=4; fi
 flags=(--config=examples/bibtex.pbtxt --num_servers=$servers --num_workers=3 --staleness=inf
@@ -44,24 +30,7 @@ flags=(--config=examples/bibtex.pbtxt --num_servers=$servers --num_workers=3 --s
 # timeout) takes the chunk back.
 if [ "$mode" = kill ]; then flags+=(--worker_timeout_ms=20000); else flags+=(--worker_timeout_ms=1500); fi
 [ "$mode" = speeds ] && flags+=(--slowdown=4 --slowdown_rank=2)
-for s in $(seq 0 $((servers - 1))); do
-  timeout -k 5 100 "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
-    --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
-  pids+=($!)
-done
-addrs=
-for s in $(seq 0 $((servers - 1))); do
-  for _ in $(seq 1 100); do [ -f "$tmp/s$s.port" ] && break; sleep 0.1; done
-  [ -f "$tmp/s$s.port" ] || fail "server $s wrote no port file"
-  addrs="$addrs${addrs:+,}$(cat "$tmp/s$s.port")"
-done
-started=
-start_worker() {  # rank logfile [extra flags]; sets $started to the pid
-  local r=$1 log=$2; shift 2
-  timeout -k 5 100 "$bin/tether-worker" "${flags[@]}" --rank="$r" --server_addresses="$addrs" "$@" > "$log" 2>&1 &
-  started=$!
-  pids+=($started)
-}
+start_servers $servers
 start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started
 start_worker 1 "$tmp/w1.log"; w1=$started
 start_worker 2 "$tmp/w2.log"; w2=$started
@@ -70,10 +39,8 @@ waits=("$w0" "$w1" "$w2")
 if [ "$mode" != speeds ]; then
   # Kill worker 2 once it is into its second epoch (it holds a chunk: it
   # asks for the next only when it completes one).
-  for _ in $(seq 1 600); do grep -q "epoch 1 on demand" "$tmp/w2.log" 2>/dev/null && break; sleep 0.05; done
-  grep -q "epoch 1 on demand" "$tmp/w2.log" || fail "worker 2 never finished an epoch"
-  victim=$(pgrep -P "$w2" tether-worker || echo "$w2")  # `timeout` runs the worker as its child
-  kill -9 "$victim"
+  poll 600 grep -q "epoch 1 on demand" "$tmp/w2.log" || fail "worker 2 never finished an epoch"
+  kill -9 "$(worker_pid "$w2")"
   wait "$w2" 2>/dev/null || true
   echo "worker 2 killed"
   if [ "$mode" = kill ]; then
@@ -85,7 +52,7 @@ if [ "$mode" != speeds ]; then
 fi
 
 rc=0
-for p in "${waits[@]}" "${pids[@]:0:$servers}"; do wait "$p" || rc=$?; done
+for p in "${waits[@]}" "${server_pids[@]}"; do wait "$p" || rc=$?; done
 pids=()
 [ "$rc" = 0 ] || fail "a process exited with $rc"
 grep -h "data on demand" "$tmp"/server0.log | sed 's/^.*\] //' || true
