@@ -335,6 +335,7 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"checkpoint_every_seconds", "checkpoint.every_seconds", "a checkpoint every N seconds (0: not by time)"},
       {"checkpoint_keep_last", "checkpoint.keep_last", "complete checkpoints kept (older ones are deleted)"},
       {"cache_capacity", "consistency.cache_capacity_bytes", "worker parameter cache capacity over all tables: 64MiB, 1.5GB, bytes, or 10% of the model (0: unbounded)"},
+      {"key_list_cache", "consistency.key_list_cache", "workers name repeated key lists instead of sending the keys (core/net/key_list_cache.h): true | false"},
       {"memory_limit", "consistency.memory_limit_bytes", "memory this process may count on for the job's tables or cache, checked at start-up: 8GiB, ... (0: MemAvailable)"},
   };
   return kOverrides;
@@ -559,7 +560,8 @@ Status ValidateServerConfig(const JobConfig& c) {
   for (const auto& t : c.table()) {
     if (t.consistency().staleness() < -1)
       return bad("table[" + t.name() + "].consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
-    for (const char* field : {"cache_capacity_bytes", "cache_capacity_fraction", "memory_limit_bytes"}) {
+    for (const char* field :
+         {"cache_capacity_bytes", "cache_capacity_fraction", "memory_limit_bytes", "key_list_cache"}) {
       const google::protobuf::FieldDescriptor* f = ConsistencyConfig::descriptor()->FindFieldByName(field);
       if (t.consistency().GetReflection()->HasField(t.consistency(), f))
         return bad("table[" + t.name() + "].consistency." + field,

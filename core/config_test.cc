@@ -200,6 +200,22 @@ TEST(ConfigTest, CacheCapacityIsJobWideAndOneFormAtATime) {
       << ValidateServerConfig(*c).message();
 }
 
+// Key lists off on the workers (consistency.key_list_cache): on by default,
+// the flag sets it, a table may not.
+TEST(ConfigTest, KeyListCacheIsAJobWideSwitch) {
+  JobConfig j;
+  EXPECT_TRUE(j.consistency().key_list_cache());
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.key_list_cache", "false", "flag --key_list_cache").ok());
+  EXPECT_FALSE(j.consistency().key_list_cache());
+  EXPECT_EQ(ApplyOverride(&j, "consistency.key_list_cache", "off", "flag --key_list_cache").message(),
+            "flag --key_list_cache=off: expected true or false (field consistency.key_list_cache)");
+  auto c = ParseJobConfig("table { name: \"w2\" consistency { key_list_cache: false } }\n", "t.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NE(ValidateServerConfig(*c).message().find("config field table[w2].consistency.key_list_cache: is job-wide"),
+            std::string::npos)
+      << ValidateServerConfig(*c).message();
+}
+
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
 // config file) and are refused there, naming the field.
 TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {
