@@ -1513,6 +1513,13 @@ ShardStats ServerShard::SnapshotStats() const {
   kl->set_used(key_list_stats_.used);
   kl->set_unknown(key_list_stats_.unknown);
   kl->set_bytes_saved(key_list_stats_.bytes_saved);
+  if (averager_ != nullptr) {
+    ShardAverageStats* av = s.mutable_average();
+    av->set_rounds_merged(static_cast<uint64_t>(averager_->rounds_merged()));
+    av->set_deltas_merged(averager_->deltas_merged());
+    av->set_deltas_discarded(averager_->deltas_discarded());
+    av->set_rows_discarded(averager_->deltas_dropped());
+  }
   return s;
 }
 

@@ -1242,6 +1242,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     kl->set_used(cs.key_lists_used);
     kl->set_resent(cs.key_lists_resent);
     kl->set_bytes_saved(cs.key_list_bytes_saved);
+    if (const LocalReplica* replica = client->replica()) {  // model AVERAGE
+      mine.mutable_average()->set_local_steps(replica->stats().local_updates);
+      mine.mutable_average()->set_deltas_pushed(replica->stats().deltas_pushed);
+    }
     TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine, feed != nullptr));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
