@@ -478,6 +478,37 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
   return Status::OK();
 }
 
+Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<std::string, std::string>>& set) {
+  struct Needs {
+    const char* flag;
+    const char* setting;  // what the flag needs, as a user reads it
+    const char* enable;   // the flag that turns it on
+    bool (*holds)(const JobConfig&);
+  };
+  static const Needs kNeeds[] = {
+      {"chunk_rows", "train.data_on_demand true", "--data_on_demand=true",
+       [](const JobConfig& c) { return c.train().data_on_demand(); }},
+      {"adaptive_batch_min", "train.adaptive_batch.enabled true", "--adaptive_batch=true",
+       [](const JobConfig& c) { return c.train().adaptive_batch().enabled(); }},
+      {"adaptive_batch_max", "train.adaptive_batch.enabled true", "--adaptive_batch=true",
+       [](const JobConfig& c) { return c.train().adaptive_batch().enabled(); }},
+      {"adaptive_batch_step", "train.adaptive_batch.enabled true", "--adaptive_batch=true",
+       [](const JobConfig& c) { return c.train().adaptive_batch().enabled(); }},
+      {"period_rows", "consistency.model AVERAGE", "--consistency_model=average",
+       [](const JobConfig& c) { return c.consistency().model() == AVERAGE; }},
+      {"model_momentum", "consistency.model AVERAGE", "--consistency_model=average",
+       [](const JobConfig& c) { return c.consistency().model() == AVERAGE; }},
+      {"slowdown_rank", "train.slowdown > 1", "--slowdown=F",
+       [](const JobConfig& c) { return c.train().slowdown() > 1.0f; }},
+  };
+  for (const auto& [flag, value] : set)
+    for (const Needs& n : kNeeds)
+      if (flag == n.flag && !n.holds(config))
+        return Status::InvalidArgument("flag --" + flag + "=" + value + " is only read with " + n.setting +
+                                       ", which this job does not set: add " + n.enable + ", or drop --" + flag);
+  return Status::OK();
+}
+
 namespace {
 
 // Consistency model AVERAGE (server/model_average.h): job-wide, rounds

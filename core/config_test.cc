@@ -216,6 +216,30 @@ TEST(ConfigTest, KeyListCacheIsAJobWideSwitch) {
       << ValidateServerConfig(*c).message();
 }
 
+// A flag only one mode reads is refused without that mode, naming the flag,
+// the setting and the flag that turns it on; with the mode on it passes.
+TEST(ConfigTest, FlagsTheJobWouldIgnoreAreRefused) {
+  JobConfig j;
+  EXPECT_EQ(CheckOverridesApply(j, {{"chunk_rows", "64"}}).message(),
+            "flag --chunk_rows=64 is only read with train.data_on_demand true, which this job does not set: add "
+            "--data_on_demand=true, or drop --chunk_rows");
+  EXPECT_EQ(CheckOverridesApply(j, {{"epochs", "2"}, {"adaptive_batch_step", "linear"}}).message(),
+            "flag --adaptive_batch_step=linear is only read with train.adaptive_batch.enabled true, which this job "
+            "does not set: add --adaptive_batch=true, or drop --adaptive_batch_step");
+  EXPECT_NE(CheckOverridesApply(j, {{"period_rows", "64"}}).message().find("consistency.model AVERAGE"),
+            std::string::npos);
+  EXPECT_NE(CheckOverridesApply(j, {{"slowdown_rank", "1"}}).message().find("train.slowdown > 1"),
+            std::string::npos);
+  EXPECT_TRUE(CheckOverridesApply(j, {{"epochs", "2"}, {"staleness", "3"}}).ok());
+  j.mutable_train()->set_data_on_demand(true);
+  j.mutable_train()->mutable_adaptive_batch()->set_enabled(true);
+  j.mutable_train()->set_slowdown(2);
+  j.mutable_consistency()->set_model(AVERAGE);
+  EXPECT_TRUE(CheckOverridesApply(j, {{"chunk_rows", "64"}, {"adaptive_batch_min", "8"}, {"adaptive_batch_max", "80"},
+                                      {"period_rows", "64"}, {"model_momentum", "0.5"}, {"slowdown_rank", "1"}})
+                  .ok());
+}
+
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
 // config file) and are refused there, naming the field.
 TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {
