@@ -10,31 +10,11 @@
 set -euo pipefail
 bin=$(cd "$1" && pwd)
 epochs=${2:-4}  # 4 epochs: P@1 0.575 (deterministic: rounds fix the order); 7 epochs: 0.615
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-metric() {  # metric FILE KEY
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
-}
-gate() {  # gate VALUE MIN NAME
-  python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
-}
+# tmp, pids and their cleanup; start_servers, metric, gate.
+source "$(dirname "$0")/lib.sh"
 
 cfg=examples/bibtex_average.pbtxt
-for s in 0 1; do
-  timeout -k 5 120 "$bin/tether-server" --config=$cfg --shard=$s \
-    --listen=tcp://127.0.0.1:0 --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 1 100); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
-[ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] || { echo "FAIL: the servers wrote no port files within 10 s"; cat "$tmp"/server*.log; exit 1; }
-addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+start_servers 2 120 --config=$cfg
 timeout -k 5 120 "$bin/tether-worker" --config=$cfg --rank=1 --server_addresses="$addrs" --epochs=$epochs \
   > "$tmp/worker1.log" 2>&1 &
 w1=$!; pids+=($w1)
