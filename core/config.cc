@@ -335,6 +335,7 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"checkpoint_every_seconds", "checkpoint.every_seconds", "a checkpoint every N seconds (0: not by time)"},
       {"checkpoint_keep_last", "checkpoint.keep_last", "complete checkpoints kept (older ones are deleted)"},
       {"cache_capacity", "consistency.cache_capacity_bytes", "worker parameter cache capacity over all tables: 64MiB, 1.5GB, bytes, or 10% of the model (0: unbounded)"},
+      {"key_list_cache", "consistency.key_list_cache", "workers name repeated key lists instead of sending the keys (core/net/key_list_cache.h): true | false"},
       {"memory_limit", "consistency.memory_limit_bytes", "memory this process may count on for the job's tables or cache, checked at start-up: 8GiB, ... (0: MemAvailable)"},
   };
   return kOverrides;
@@ -477,6 +478,37 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
   return Status::OK();
 }
 
+Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<std::string, std::string>>& set) {
+  struct Needs {
+    const char* flag;
+    const char* setting;  // what the flag needs, as a user reads it
+    const char* enable;   // the flag that turns it on
+    bool (*holds)(const JobConfig&);
+  };
+  static const Needs kNeeds[] = {
+      {"chunk_rows", "train.data_on_demand true", "--data_on_demand=true",
+       [](const JobConfig& c) { return c.train().data_on_demand(); }},
+      {"adaptive_batch_min", "train.adaptive_batch.enabled true", "--adaptive_batch=true",
+       [](const JobConfig& c) { return c.train().adaptive_batch().enabled(); }},
+      {"adaptive_batch_max", "train.adaptive_batch.enabled true", "--adaptive_batch=true",
+       [](const JobConfig& c) { return c.train().adaptive_batch().enabled(); }},
+      {"adaptive_batch_step", "train.adaptive_batch.enabled true", "--adaptive_batch=true",
+       [](const JobConfig& c) { return c.train().adaptive_batch().enabled(); }},
+      {"period_rows", "consistency.model AVERAGE", "--consistency_model=average",
+       [](const JobConfig& c) { return c.consistency().model() == AVERAGE; }},
+      {"model_momentum", "consistency.model AVERAGE", "--consistency_model=average",
+       [](const JobConfig& c) { return c.consistency().model() == AVERAGE; }},
+      {"slowdown_rank", "train.slowdown > 1", "--slowdown=F",
+       [](const JobConfig& c) { return c.train().slowdown() > 1.0f; }},
+  };
+  for (const auto& [flag, value] : set)
+    for (const Needs& n : kNeeds)
+      if (flag == n.flag && !n.holds(config))
+        return Status::InvalidArgument("flag --" + flag + "=" + value + " is only read with " + n.setting +
+                                       ", which this job does not set: add " + n.enable + ", or drop --" + flag);
+  return Status::OK();
+}
+
 namespace {
 
 // Consistency model AVERAGE (server/model_average.h): job-wide, rounds
@@ -559,7 +591,8 @@ Status ValidateServerConfig(const JobConfig& c) {
   for (const auto& t : c.table()) {
     if (t.consistency().staleness() < -1)
       return bad("table[" + t.name() + "].consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
-    for (const char* field : {"cache_capacity_bytes", "cache_capacity_fraction", "memory_limit_bytes"}) {
+    for (const char* field :
+         {"cache_capacity_bytes", "cache_capacity_fraction", "memory_limit_bytes", "key_list_cache"}) {
       const google::protobuf::FieldDescriptor* f = ConsistencyConfig::descriptor()->FindFieldByName(field);
       if (t.consistency().GetReflection()->HasField(t.consistency(), f))
         return bad("table[" + t.name() + "].consistency." + field,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -66,6 +67,20 @@ const std::vector<ConfigOverride>& ConfigOverrides();
 /// Internal when `field_path` names no scalar field (a bug in the table).
 Status ApplyOverride(JobConfig* config, const std::string& field_path,
                      const std::string& value, const std::string& source);
+
+/// Refuses override flags the job in force would ignore: `set` holds the
+/// (flag, value) pairs the user gave (names without dashes, as in
+/// ConfigOverrides()), `config` the job with every override applied. A flag
+/// that only a mode reads (--chunk_rows: train.data_on_demand;
+/// --adaptive_batch_min, _max, _step: train.adaptive_batch.enabled;
+/// --period_rows, --model_momentum: consistency.model AVERAGE;
+/// --slowdown_rank: train.slowdown > 1) without that mode is an
+/// InvalidArgument naming the flag, the setting it needs and the flag that
+/// turns it on: "flag --chunk_rows=64 is only read with train.data_on_demand
+/// true, which this job does not set: add --data_on_demand=true, or drop
+/// --chunk_rows". Config fields themselves are not checked here (a config may
+/// keep a mode's settings with the mode off). Pure; thread-safe.
+Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<std::string, std::string>>& set);
 
 /// Checks ranges, finiteness and required fields of the whole job (data,
 /// training, optimizers, per-table overrides), starting with

@@ -200,6 +200,46 @@ TEST(ConfigTest, CacheCapacityIsJobWideAndOneFormAtATime) {
       << ValidateServerConfig(*c).message();
 }
 
+// Key lists off on the workers (consistency.key_list_cache): on by default,
+// the flag sets it, a table may not.
+TEST(ConfigTest, KeyListCacheIsAJobWideSwitch) {
+  JobConfig j;
+  EXPECT_TRUE(j.consistency().key_list_cache());
+  ASSERT_TRUE(ApplyOverride(&j, "consistency.key_list_cache", "false", "flag --key_list_cache").ok());
+  EXPECT_FALSE(j.consistency().key_list_cache());
+  EXPECT_EQ(ApplyOverride(&j, "consistency.key_list_cache", "off", "flag --key_list_cache").message(),
+            "flag --key_list_cache=off: expected true or false (field consistency.key_list_cache)");
+  auto c = ParseJobConfig("table { name: \"w2\" consistency { key_list_cache: false } }\n", "t.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NE(ValidateServerConfig(*c).message().find("config field table[w2].consistency.key_list_cache: is job-wide"),
+            std::string::npos)
+      << ValidateServerConfig(*c).message();
+}
+
+// A flag only one mode reads is refused without that mode, naming the flag,
+// the setting and the flag that turns it on; with the mode on it passes.
+TEST(ConfigTest, FlagsTheJobWouldIgnoreAreRefused) {
+  JobConfig j;
+  EXPECT_EQ(CheckOverridesApply(j, {{"chunk_rows", "64"}}).message(),
+            "flag --chunk_rows=64 is only read with train.data_on_demand true, which this job does not set: add "
+            "--data_on_demand=true, or drop --chunk_rows");
+  EXPECT_EQ(CheckOverridesApply(j, {{"epochs", "2"}, {"adaptive_batch_step", "linear"}}).message(),
+            "flag --adaptive_batch_step=linear is only read with train.adaptive_batch.enabled true, which this job "
+            "does not set: add --adaptive_batch=true, or drop --adaptive_batch_step");
+  EXPECT_NE(CheckOverridesApply(j, {{"period_rows", "64"}}).message().find("consistency.model AVERAGE"),
+            std::string::npos);
+  EXPECT_NE(CheckOverridesApply(j, {{"slowdown_rank", "1"}}).message().find("train.slowdown > 1"),
+            std::string::npos);
+  EXPECT_TRUE(CheckOverridesApply(j, {{"epochs", "2"}, {"staleness", "3"}}).ok());
+  j.mutable_train()->set_data_on_demand(true);
+  j.mutable_train()->mutable_adaptive_batch()->set_enabled(true);
+  j.mutable_train()->set_slowdown(2);
+  j.mutable_consistency()->set_model(AVERAGE);
+  EXPECT_TRUE(CheckOverridesApply(j, {{"chunk_rows", "64"}, {"adaptive_batch_min", "8"}, {"adaptive_batch_max", "80"},
+                                      {"period_rows", "64"}, {"model_momentum", "0.5"}, {"slowdown_rank", "1"}})
+                  .ok());
+}
+
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
 // config file) and are refused there, naming the field.
 TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {

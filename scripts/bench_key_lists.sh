@@ -39,42 +39,15 @@ for bin in tether-server tether-bench; do
   [ -x "$build/bin/$bin" ] || { echo "$me: $build/bin/$bin missing: build first" >&2; exit 1; }
 done
 build=$(cd "$build" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/bench_key_lists.XXXXXX")
-cleanup() {
-  local p
-  for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
-  for p in $(jobs -p); do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# The temporary directory, its cleanup and Tether's runs (bench_kv_*).
+bench_args=(--min_time_s="$min_time_s")
+# shellcheck source=scripts/lib/bench_kv.sh
+source scripts/lib/bench_kv.sh
+bench_kv_setup bench_key_lists
 
 # Runs one job into $work/$1.txt: optimizer $2, server key-list bytes $3.
-run_tether() {
-  local out="$work/$1.txt" port_file="$work/$1.port"
-  cat > "$work/$1.pbtxt" <<CFG
-name: "tether-bench-kv"
-cluster { num_servers: 1 num_workers: 1 startup_timeout_ms: 60000 idle_timeout_ms: ${timeout_s}000
-          worker_timeout_ms: ${timeout_s}000 }
-consistency { model: ASP staleness: -1 cache: false }
-CFG
-  timeout -k 5 "$timeout_s" "$build/bin/tether-server" --config="$work/$1.pbtxt" --port_file="$port_file" \
-    --key_list_cache_bytes="$3" > /dev/null 2> "$work/$1-server.log" &
-  local server=$! waited=0
-  until [ -s "$port_file" ]; do
-    if ! kill -0 "$server" 2>/dev/null || [ "$waited" -ge 300 ]; then
-      echo "$me: tether-server did not start in $1; its log:" >&2
-      tail -n 10 "$work/$1-server.log" >&2
-      exit 1
-    fi
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  timeout -k 5 "$timeout_s" "$build/bin/tether-bench" kv --server="$(cat "$port_file")" --shapes="$shapes" \
-    --optimizer="$2" --min_time_s="$min_time_s" > "$out" 2> "$work/$1-worker.log" ||
-    { echo "$me: tether-bench kv failed in $1; its log:" >&2; tail -n 10 "$work/$1-worker.log" >&2; exit 1; }
-  wait "$server" ||
-    { echo "$me: tether-server failed in $1; its log:" >&2; tail -n 10 "$work/$1-server.log" >&2; exit 1; }
+run_job() {
+  bench_kv_run_tether "$1" "$2" --key_list_cache_bytes="$3"
   grep -h "key lists:" "$work/$1-server.log" | sed 's/.*\] /  /' >&2 || true
 }
 
@@ -89,7 +62,7 @@ for r in $(seq 1 "$rounds"); do
     opt=${job%-*}
     bytes=0
     [ "${job#*-}" = on ] && bytes=67108864
-    run_tether "$job-r$r" "$opt" "$bytes"
+    run_job "$job-r$r" "$opt" "$bytes"
   done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -100,26 +73,15 @@ echo
 echo "Commit $commit; $rounds alternated rounds (medians of each run's medians), $(nproc) cores, load average"
 echo "$load_before before and $load_after after, ${elapsed_s} s in all. Times in ms, push / pull; off ÷ on above 1: the cache gains."
 echo
-/usr/bin/python3 - "$work" "$rounds" "$shapes" <<'PY'
-import statistics, sys
+PYTHONPATH=scripts/lib /usr/bin/python3 - "$work" "$rounds" "$shapes" <<'PY'
+import sys
+from bench_kv_results import load, ms, shape_of
 work, rounds, shapes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
-def load(job):
-    out = {}
-    for r in range(1, rounds + 1):
-        for line in open(f"{work}/{job}-r{r}.txt"):
-            f = line.split()
-            if f and f[0] == "RESULT":
-                a, b = out.setdefault((int(f[1]), int(f[2])), ([], []))
-                a.append(float(f[3]))
-                b.append(float(f[4]))
-    return {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in out.items()}
-def ms(v):
-    return f"{v:.3f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
-res = {j: load(j) for j in ("sgd-on", "sgd-off", "noop-on", "noop-off")}
+res = {j: load(work, j, rounds) for j in ("sgd-on", "sgd-off", "noop-on", "noop-off")}
 print("| request | SGD off | SGD on | SGD off ÷ on | NOOP off | NOOP on | NOOP off ÷ on |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 for shape in shapes:
-    n, d = (int(float(x)) for x in shape.split("x"))
+    n, d = shape_of(shape)
     cells = []
     for opt in ("sgd", "noop"):
         off, on = res[f"{opt}-off"][(n, d)], res[f"{opt}-on"][(n, d)]

@@ -83,18 +83,11 @@ for bin in tether-server tether-bench; do
 done
 build=$(cd "$build" && pwd)
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/bench_pslite.XXXXXX")
-# On any exit: stop this shell's own background jobs that are still running
-# (each a `timeout`, which passes the signal on to its process), reap them,
-# and remove the temporary files.
-cleanup() {
-  local p
-  for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
-  for p in $(jobs -p); do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# The temporary directory, its cleanup and Tether's runs (bench_kv_*).
+bench_args=(--min_reps="$min_reps" --max_reps="$max_reps" --min_time_s="$min_time_s")
+# shellcheck source=scripts/lib/bench_kv.sh
+source "$repo/scripts/lib/bench_kv.sh"
+bench_kv_setup bench_pslite
 
 # ---------------------------------------------------------------- build ps-lite
 cache="$build/pslite-15b8adf"
@@ -120,13 +113,6 @@ fi
 
 free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Waits for the processes in "$@" (pids) and says whether all exited 0.
-wait_all() {
-  local rc=0 p
-  for p in "$@"; do wait "$p" || rc=1; done
-  return $rc
 }
 
 pslite_retries=0
@@ -158,7 +144,7 @@ run_pslite() {
       waited=$((waited + 1))
     done
     if grep -q '^READY' "$out"; then
-      if wait_all "$worker" "$sched" "$server"; then return 0; fi
+      if bench_kv_wait_all "$worker" "$sched" "$server"; then return 0; fi
       echo "$me: ps-lite failed in $1 after it started; its logs:" >&2
       tail -n 5 "$work/$1-worker.log" "$work/$1-scheduler.log" "$work/$1-server.log" >&2
       exit 1
@@ -177,38 +163,6 @@ run_pslite() {
   done
 }
 
-# Runs Tether once into $work/$1.txt with tables of optimizer $2.
-run_tether() {
-  local out="$work/$1.txt" port_file="$work/$1.port"
-  cat > "$work/$1.pbtxt" <<EOF
-name: "tether-bench-kv"
-cluster { num_servers: 1 num_workers: 1 startup_timeout_ms: 60000 idle_timeout_ms: ${timeout_s}000
-          worker_timeout_ms: ${timeout_s}000 }
-consistency { model: ASP staleness: -1 cache: false }
-EOF
-  timeout -k 5 "$timeout_s" "$build/bin/tether-server" --config="$work/$1.pbtxt" --port_file="$port_file" \
-    > /dev/null 2> "$work/$1-server.log" &
-  local server=$!
-  # The server writes its endpoint once it listens (or dies trying); wait
-  # for either, at most 30 s.
-  local waited=0
-  until [ -s "$port_file" ]; do
-    if ! kill -0 "$server" 2>/dev/null || [ "$waited" -ge 300 ]; then
-      echo "$me: tether-server did not start in $1; its log:" >&2
-      tail -n 10 "$work/$1-server.log" >&2
-      exit 1
-    fi
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  timeout -k 5 "$timeout_s" "$build/bin/tether-bench" kv --server="$(cat "$port_file")" --shapes="$shapes" \
-    --optimizer="$2" --min_reps="$min_reps" --max_reps="$max_reps" --min_time_s="$min_time_s" \
-    > "$out" 2> "$work/$1-worker.log" ||
-    { echo "$me: tether-bench kv failed in $1; its log:" >&2; tail -n 10 "$work/$1-worker.log" >&2; exit 1; }
-  wait_all "$server" ||
-    { echo "$me: tether-server failed in $1; its log:" >&2; tail -n 10 "$work/$1-server.log" >&2; exit 1; }
-}
-
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 start_s=$(date +%s)
@@ -219,8 +173,8 @@ for r in $(seq 1 "$rounds"); do
     echo "$me: round $r/$rounds: $side" >&2
     case "$side" in
       pslite) run_pslite "pslite-r$r" ;;
-      sgd) run_tether "sgd-r$r" sgd ;;
-      noop) run_tether "noop-r$r" noop ;;
+      sgd) bench_kv_run_tether "sgd-r$r" sgd ;;
+      noop) bench_kv_run_tether "noop-r$r" noop ;;
     esac
   done
 done
@@ -234,20 +188,10 @@ echo "Commit $commit; ps-lite 15b8adf with an empty server handler; $rounds alte
 echo "run's medians), $(nproc) cores, load average $load_before before and $load_after after, ${elapsed_s} s in all;"
 echo "ps-lite launches retried: $pslite_retries. Times in ms for one request in flight; ratio = Tether ÷ ps-lite."
 echo
-/usr/bin/python3 - "$work" "$rounds" "$shapes" <<'EOF'
-import statistics, sys
+PYTHONPATH="$repo/scripts/lib" /usr/bin/python3 - "$work" "$rounds" "$shapes" <<'EOF'
+import sys
+from bench_kv_results import load, ms, shape_of
 work, rounds, shapes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
-
-def load(side):
-    out = {}  # (keys, dim) -> ([push ms], [pull ms])
-    for r in range(1, rounds + 1):
-        for line in open(f"{work}/{side}-r{r}.txt"):
-            f = line.split()
-            if f and f[0] == "RESULT":
-                push, pull = out.setdefault((int(f[1]), int(f[2])), ([], []))
-                push.append(float(f[3]))
-                pull.append(float(f[4]))
-    return {k: (statistics.median(a), statistics.median(b)) for k, (a, b) in out.items()}
 
 def count(n, unit):
     sup = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -257,14 +201,12 @@ def count(n, unit):
         s = f"{n:,}"
     return f"{s} {unit}{'' if n == 1 else 's'}"
 
-ps, sgd, noop = load("pslite"), load("sgd"), load("noop")
+ps, sgd, noop = (load(work, side, rounds) for side in ("pslite", "sgd", "noop"))
 print("| request | Tether push / pull, SGD | Tether push / pull, no-op apply | ps-lite push / pull "
       "| ratio SGD push / pull | ratio no-op push / pull |")
 print("|---|---:|---:|---:|---:|---:|")
-def ms(v):
-    return f"{v:.3f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
 for shape in shapes:
-    n, d = (int(float(x)) for x in shape.split("x"))
+    n, d = shape_of(shape)
     p, s, o = ps[(n, d)], sgd[(n, d)], noop[(n, d)]
     print(f"| {count(n, 'key')} × {count(d, 'float')} | {ms(s[0])} / {ms(s[1])} | {ms(o[0])} / {ms(o[1])} "
           f"| {ms(p[0])} / {ms(p[1])} | {s[0] / p[0]:.2f} / {s[1] / p[1]:.2f} | {o[0] / p[0]:.2f} / {o[1] / p[1]:.2f} |")

@@ -57,6 +57,7 @@ Status ModelAverager::Complete(int rank, int64_t round, uint64_t updates) {
   TETHER_RETURN_IF_ERROR(CheckRound(rank, round));
   Round& r = rounds_[round];
   r.weight += static_cast<double>(updates);
+  if (updates > 0) ++r.deltas;
   auto it = pending_.find(rank);
   if (it == pending_.end()) return Status::OK();
   const float w = static_cast<float>(updates);
@@ -86,6 +87,7 @@ uint64_t ModelAverager::Drop(int rank) {
   for (const auto& [id, t] : it->second.tables) dropped += t.is_dense ? 1 : t.rows.size();
   pending_.erase(it);
   deltas_dropped_ += dropped;
+  ++deltas_discarded_;
   return dropped;
 }
 
@@ -103,6 +105,7 @@ StatusOr<int64_t> ModelAverager::MergeThrough(int64_t through, const RowsFn& app
     const float inv = static_cast<float>(1.0 / r.weight);
     ++merged;
     ++rounds_merged_;
+    deltas_merged_ += r.deltas;
     if (momentum_ == 0) {
       for (auto& [id, t] : r.tables) {
         if (t.is_dense) {

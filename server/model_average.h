@@ -86,6 +86,11 @@ class ModelAverager {
   int64_t next_round() const { return merged_before_; }
   /// Rows (dense slices count 1) Drop discarded so far.
   uint64_t deltas_dropped() const { return deltas_dropped_; }
+  /// Deltas (one per worker that ended a merged round with updates > 0,
+  /// whether or not it sent rows of this shard) merged so far.
+  uint64_t deltas_merged() const { return deltas_merged_; }
+  /// Calls of Drop that discarded pending deltas (a worker left mid-round).
+  uint64_t deltas_discarded() const { return deltas_discarded_; }
 
  private:
   // Row deltas or sums of one table: key → dim floats; dense: one slice.
@@ -101,8 +106,9 @@ class ModelAverager {
     Sums tables;
   };
   struct Round {
-    double weight = 0;  // Σ wᵢ
-    Sums tables;        // Σ wᵢ Δᵢ
+    double weight = 0;    // Σ wᵢ
+    uint64_t deltas = 0;  // workers with wᵢ > 0
+    Sums tables;          // Σ wᵢ Δᵢ
   };
   Status CheckRound(int rank, int64_t round) const;
 
@@ -113,6 +119,8 @@ class ModelAverager {
   int64_t merged_before_ = 0;                 // rounds < this are merged
   int64_t rounds_merged_ = 0;
   uint64_t deltas_dropped_ = 0;
+  uint64_t deltas_merged_ = 0;
+  uint64_t deltas_discarded_ = 0;
 };
 
 }  // namespace tether

@@ -63,6 +63,8 @@ TEST(ModelAverager, WeightsByUpdates) {
   EXPECT_FLOAT_EQ(model.rows[2][9][0], 1.0f);
   EXPECT_FLOAT_EQ(model.rows[2][9][1], 1.0f);
   EXPECT_EQ(avg.rounds_merged(), 1);
+  EXPECT_EQ(avg.deltas_merged(), 2u);
+  EXPECT_EQ(avg.deltas_discarded(), 0u);
   EXPECT_EQ(avg.next_round(), 1);
   // A late delta for the merged round is refused, naming the round.
   const Status late = avg.AddRows(0, 0, 2, k0, 1, 2, d0);
@@ -121,7 +123,11 @@ TEST(ModelAverager, WorkerLeavingMidRoundIsDiscarded) {
   ASSERT_TRUE(avg.Complete(0, 0, 1).ok());
   EXPECT_EQ(avg.Drop(1), 2u);  // worker 1 left before ending round 0
   EXPECT_EQ(avg.deltas_dropped(), 2u);
+  EXPECT_EQ(avg.deltas_discarded(), 1u);
+  EXPECT_EQ(avg.Drop(1), 0u);  // nothing pending any more: nothing discarded
+  EXPECT_EQ(avg.deltas_discarded(), 1u);
   ASSERT_EQ(*avg.MergeThrough(1, model.Rows(), model.Dense()), 1);
+  EXPECT_EQ(avg.deltas_merged(), 1u);
   // Only worker 0's delta, with only its weight.
   EXPECT_FLOAT_EQ(model.rows[0][3][0], 2.0f);
   EXPECT_FLOAT_EQ(model.rows[0][4][0], 2.0f);
@@ -140,6 +146,8 @@ TEST(ModelAverager, ZeroWeightRoundAndOrdering) {
   ASSERT_TRUE(avg.Complete(0, 1, 1).ok());
   ASSERT_EQ(*avg.MergeThrough(2, model.Rows(), model.Dense()), 1);
   EXPECT_FLOAT_EQ(model.rows[0][1][0], 5.0f);
+  EXPECT_EQ(avg.rounds_merged(), 1);  // the empty round is not counted, nor a delta in it
+  EXPECT_EQ(avg.deltas_merged(), 1u);
   // A rank cannot start a round before ending the one it is in.
   ASSERT_TRUE(avg.AddRows(1, 2, 0, k, 1, 1, d).ok());
   EXPECT_EQ(avg.AddRows(1, 3, 0, k, 1, 1, d).code(), Status::Code::kFailedPrecondition);

@@ -1027,6 +1027,7 @@ bool ServerShard::ResolveKeyList(const std::string& identity, const Message& m, 
   if (list != nullptr && list->size() == n) {
     DCHECK(t.ValidOffsets(list->data(), n));  // rows never move (server/table.h)
     ++key_list_stats_.used;
+    key_list_stats_.bytes_saved += n * sizeof(uint64_t);
     *offsets = std::move(list);
     return true;
   }
@@ -1507,6 +1508,18 @@ ShardStats ServerShard::SnapshotStats() const {
   }
   for (const auto& t : tables_) s.add_table_rows(IsRowTable(t->spec()) ? t->num_rows() : 0);
   chunks_.FillStats(&s);
+  ShardKeyListStats* kl = s.mutable_key_lists();
+  kl->set_defined(key_list_stats_.defined);
+  kl->set_used(key_list_stats_.used);
+  kl->set_unknown(key_list_stats_.unknown);
+  kl->set_bytes_saved(key_list_stats_.bytes_saved);
+  if (averager_ != nullptr) {
+    ShardAverageStats* av = s.mutable_average();
+    av->set_rounds_merged(static_cast<uint64_t>(averager_->rounds_merged()));
+    av->set_deltas_merged(averager_->deltas_merged());
+    av->set_deltas_discarded(averager_->deltas_discarded());
+    av->set_rows_discarded(averager_->deltas_dropped());
+  }
   return s;
 }
 

@@ -179,6 +179,7 @@ class ServerShard {
   /// requests served from a kept list, uses answered key_list_unknown.
   struct KeyListStats {
     uint64_t defined = 0, used = 0, unknown = 0;
+    uint64_t bytes_saved = 0;  // 8 × keys of the requests in `used`
   };
   const KeyListStats& key_list_stats() const { return key_list_stats_; }
   /// Rank's kept key lists (null before its HELLO). Run()'s thread.

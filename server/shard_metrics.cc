@@ -88,6 +88,14 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
        "Workers removed from the min clock for silence."},
       {"tether_server_workers_rejoined_total", s.workers_rejoined(), "HELLOs again from a known rank."},
       {"tether_server_workers_joined_total", s.workers_joined(), "HELLOs from new ranks beyond cluster.num_workers."},
+      {"tether_server_key_lists_defined_total", s.key_lists().defined(),
+       "Requests whose key list this shard kept (core/net/key_list_cache.h)."},
+      {"tether_server_key_lists_used_total", s.key_lists().used(),
+       "Requests served from a kept key list (no keys received, no lookups)."},
+      {"tether_server_key_lists_unknown_total", s.key_lists().unknown(),
+       "Requests that named a key list this shard did not hold (the worker sent them again with their keys)."},
+      {"tether_server_key_lists_saved_bytes_total", s.key_lists().bytes_saved(),
+       "Bytes of keys frames not received thanks to kept key lists."},
   };
   for (const Counter& c : counters) w.Counter(c.name, c.help, base, static_cast<double>(c.value));
   w.Gauge("tether_server_min_clock",

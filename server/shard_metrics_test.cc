@@ -21,6 +21,9 @@ ShardMetricsSnapshot Snapshot() {
   s.set_bytes_in(123456789);
   s.set_bytes_out(987654321);
   s.set_deferred_pulls(2);
+  s.mutable_key_lists()->set_used(4);
+  s.mutable_key_lists()->set_unknown(1);
+  s.mutable_key_lists()->set_bytes_saved(32768);
   // τ = 0: 3 pushes, τ = 1: 2, τ = 4: 1, τ ≥ 63: 1 (the last of 64 buckets).
   for (int tau = 0; tau < StalenessHistogram::kBuckets; ++tau)
     s.add_staleness_histogram(tau == 0 ? 3 : tau == 1 ? 2 : tau == 4 ? 1 : tau == 63 ? 1 : 0);
@@ -46,6 +49,10 @@ TEST(ShardMetricsTest, RendersCountersClocksAndACumulativeStalenessHistogram) {
            "tether_server_sent_bytes_total" + l + "} 987654321\n",
            "tether_server_deferred_pulls_total" + l + "} 2\n",
            "tether_server_bound_violations_total" + l + "} 0\n",
+           "tether_server_key_lists_defined_total" + l + "} 0\n",
+           "tether_server_key_lists_used_total" + l + "} 4\n",
+           "tether_server_key_lists_unknown_total" + l + "} 1\n",
+           "tether_server_key_lists_saved_bytes_total" + l + "} 32768\n",
            "tether_server_min_clock" + l + "} 5\n",
            "tether_server_worker_clock" + l + ",worker_rank=\"0\"} 7\n",
            "tether_server_worker_clock" + l + ",worker_rank=\"1\"} 5\n",

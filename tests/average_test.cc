@@ -52,9 +52,19 @@ class Cluster {
       threads_.emplace_back([p] { (void)p->Run(); });
     }
   }
-  ~Cluster() {
+  ~Cluster() { Stop(); }
+  void Stop() {
     for (auto& s : servers_) s->Stop();
     for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  // Each shard's AVERAGE counters (the metrics JSON's servers[].average_*),
+  // read once the shards stopped.
+  std::vector<ShardAverageStats> StopAndAverageStats() {
+    Stop();
+    std::vector<ShardAverageStats> out;
+    for (auto& s : servers_) out.push_back(s->SnapshotStats().average());
+    return out;
   }
   // A client with a LocalReplica attached, as the trainer makes it.
   std::unique_ptr<WorkerClient> Connect(int rank) const {
@@ -214,6 +224,22 @@ TEST(Average, TwoEqualWorkersPeriodOneMatchSynchronousSgd) {
   EXPECT_TRUE(moved) << "the model did not train";
   ASSERT_TRUE(w0->Bye().ok());
   ASSERT_TRUE(w1->Bye().ok());
+  // The counters: every worker did kSteps local steps, one per round, and
+  // ended every round with a delta; each shard merged the kSteps rounds,
+  // each with both workers' deltas (a worker's weight counts on a shard
+  // even in a round it sent no rows there), and discarded none.
+  for (WorkerClient* c : clients) {
+    EXPECT_EQ(c->replica()->stats().local_updates, static_cast<uint64_t>(kSteps));
+    EXPECT_EQ(c->replica()->stats().deltas_pushed, static_cast<uint64_t>(kSteps));
+  }
+  const std::vector<ShardAverageStats> shards = cluster.StopAndAverageStats();
+  ASSERT_EQ(shards.size(), 2u);
+  for (const ShardAverageStats& s : shards) {
+    EXPECT_EQ(s.rounds_merged(), static_cast<uint64_t>(kSteps));
+    EXPECT_EQ(s.deltas_merged(), 2u * kSteps);
+    EXPECT_EQ(s.deltas_discarded(), 0u);
+    EXPECT_EQ(s.rows_discarded(), 0u);
+  }
 }
 
 // Weights by updates: worker 0 does 3 local steps in the round, worker 1
@@ -247,6 +273,15 @@ TEST(Average, MergeWeighsByLocalUpdates) {
   EXPECT_FLOAT_EQ(got_b, start_b);
   ASSERT_TRUE(w0->Bye().ok());
   ASSERT_TRUE(w1->Bye().ok());
+  EXPECT_EQ(w0->replica()->stats().local_updates, 3u);
+  EXPECT_EQ(w0->replica()->stats().deltas_pushed, 1u);
+  EXPECT_EQ(w1->replica()->stats().local_updates, 1u);
+  EXPECT_EQ(w1->replica()->stats().deltas_pushed, 1u);
+  const std::vector<ShardAverageStats> shards = cluster.StopAndAverageStats();
+  ASSERT_EQ(shards.size(), 1u);
+  EXPECT_EQ(shards[0].rounds_merged(), 1u);
+  EXPECT_EQ(shards[0].deltas_merged(), 2u);
+  EXPECT_EQ(shards[0].deltas_discarded(), 0u);
 }
 
 // A worker that pushed its delta but left before ending the round (no
@@ -275,6 +310,15 @@ TEST(Average, WorkerLeavingMidRoundIsDiscarded) {
   ASSERT_TRUE(ReadModel(w0.get(), &got, &got_b).ok());
   EXPECT_NEAR(got[2], start[2] - kLr * g0, 1e-6);
   ASSERT_TRUE(w0->Bye().ok());
+  // Worker 1 pushed one delta (row 2), which the shard discarded: one
+  // round merged, with worker 0's delta only.
+  EXPECT_EQ(w1->replica()->stats().deltas_pushed, 1u);
+  const std::vector<ShardAverageStats> shards = cluster.StopAndAverageStats();
+  ASSERT_EQ(shards.size(), 1u);
+  EXPECT_EQ(shards[0].rounds_merged(), 1u);
+  EXPECT_EQ(shards[0].deltas_merged(), 1u);
+  EXPECT_EQ(shards[0].deltas_discarded(), 1u);
+  EXPECT_EQ(shards[0].rows_discarded(), 1u);
 }
 
 }  // namespace

@@ -189,6 +189,12 @@ TEST(KeyListTest, RowsBitIdenticalToPlainRequests) {
   EXPECT_LT(lists.client.bytes_sent, plain.client.bytes_sent);
   EXPECT_EQ(plain.client.bytes_sent - lists.client.bytes_sent,
             (4 * 2 * 2 - 2) * (3000 + 5000 + 700) * sizeof(uint64_t));
+  // The metrics' bytes saved say exactly that, on the worker and summed
+  // over the shards; nothing is saved without lists.
+  EXPECT_EQ(lists.client.key_list_bytes_saved, (4 * 2 * 2 - 2) * (3000 + 5000 + 700) * sizeof(uint64_t));
+  EXPECT_EQ(lists.shards[0].bytes_saved + lists.shards[1].bytes_saved, lists.client.key_list_bytes_saved);
+  EXPECT_EQ(plain.client.key_list_bytes_saved + off.client.key_list_bytes_saved, 0u);
+  EXPECT_EQ(plain.shards[0].bytes_saved + off.shards[0].bytes_saved + off.shards[1].bytes_saved, 0u);
 }
 
 // One shard keeps two lists of 300 keys: a third evicts the least recently
@@ -253,6 +259,7 @@ TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
   EXPECT_TRUE(push.Wait().ok()) << push.status().ToString();
   EXPECT_EQ(client->stats().key_lists_used, 1u);
   EXPECT_EQ(client->stats().key_lists_resent, 1u);
+  EXPECT_EQ(client->stats().key_list_bytes_saved, 0u);  // the use was resent: its keys went after all
   ASSERT_TRUE(client->PullRows(0, keys, rows.data()).Wait().ok());  // defines the list again
   EXPECT_EQ(std::memcmp(rows.data(), good.data(), rows.size() * sizeof(float)), 0);
   ASSERT_TRUE(client->PullRows(0, keys, rows.data()).Wait().ok());  // a use
@@ -260,6 +267,7 @@ TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
   EXPECT_EQ(client->stats().key_lists_defined, 2u);
   EXPECT_EQ(client->stats().key_lists_used, 2u);
   EXPECT_EQ(client->stats().key_lists_resent, 1u);
+  EXPECT_EQ(client->stats().key_list_bytes_saved, 1000 * sizeof(uint64_t));  // the last pull's keys
   EXPECT_EQ(client->stats().updates_failed, 1000u);  // only the NaN push
   EXPECT_FALSE(client->WaitAll().ok());  // the refused push is sticky: the run failed
   (void)client->Leave(5000);            // BYE all the same, so the shard ends
@@ -267,6 +275,7 @@ TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
   EXPECT_EQ(s0.key_list_stats().unknown, 1u);
   EXPECT_EQ(s0.key_list_stats().defined, 1u);
   EXPECT_EQ(s0.key_list_stats().used, 1u);
+  EXPECT_EQ(s0.key_list_stats().bytes_saved, 1000 * sizeof(uint64_t));
 }
 
 // Two workers push the same keys, each through lists of its own (a list is

@@ -141,11 +141,16 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
                                      " trains with consistency.model AVERAGE, which has no staleness bound; drop "
                                      "--staleness, or leave AVERAGE with --consistency_model=ssp|asp|bsp");
   }
+  std::vector<std::pair<std::string, std::string>> flags_set;
   for (const OverrideFlag& f : OverrideFlags()) {
     if (f.value.empty()) continue;
     TETHER_RETURN_IF_ERROR(ApplyOverride(&config, f.row->field_path, f.value, std::string("flag --") + f.row->flag));
     set_by_flags += std::string(" --") + f.row->flag + "=" + f.value;
+    flags_set.emplace_back(f.row->flag, f.value);
   }
+  // A flag the job in force would ignore (--chunk_rows without data on
+  // demand) is refused, not silently dropped.
+  TETHER_RETURN_IF_ERROR(CheckOverridesApply(config, flags_set));
   if (scope == ConfigScope::kJob) TETHER_RETURN_IF_ERROR(ResolveXmcWidths(&config));
   Status valid = scope == ConfigScope::kServer ? ValidateServerConfig(config) : ValidateJobConfig(config);
   if (!valid.ok()) {

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include "core/config.h"
@@ -51,10 +52,21 @@ DEFINE_string(resume_from, "",
               "the checkpoint to load rows from, as this host sees it (default: the path worker 0 resumes "
               "from, sent at HELLO)");
 
-DEFINE_uint64(key_list_cache_bytes, tether::kDefaultKeyListCacheBytes,
-              "bytes of key lists this shard keeps, split evenly over the job's workers (key-list caching: a "
-              "request that repeats a key list sends its id, not its keys, and is not looked up again; "
-              "docs/OPERATIONS.md); 0: off");
+// Signed so that a negative value reaches the validator, which names the
+// flag and the range, instead of gflags' "illegal value" for a uint64.
+DEFINE_int64(key_list_cache_bytes, static_cast<int64_t>(tether::kDefaultKeyListCacheBytes),
+             "bytes of key lists this shard keeps, split evenly over the job's workers (key-list caching: a "
+             "request that repeats a key list sends its id, not its keys, and is not looked up again; "
+             "docs/OPERATIONS.md); 0: off");
+static bool ValidKeyListCacheBytes(const char* flag, int64_t value) {
+  if (value >= 0) return true;
+  std::fprintf(stderr,
+               "error: --%s=%lld: must be a number of bytes >= 0 (0 turns key lists off; the default %llu is "
+               "64 MiB per shard)\n",
+               flag, static_cast<long long>(value), static_cast<unsigned long long>(tether::kDefaultKeyListCacheBytes));
+  return false;
+}
+DEFINE_validator(key_list_cache_bytes, &ValidKeyListCacheBytes);
 
 DEFINE_bool(rendezvous_serve, false,
             "also serve the rendezvous store at the --rendezvous address (tcp://HOST:PORT, HOST one of this "
@@ -127,7 +139,7 @@ int main(int argc, char** argv) {
   }
   tether::ServerShard server(*config, FLAGS_shard);
   server.set_resume_from(FLAGS_resume_from);
-  server.set_key_list_cache_bytes(FLAGS_key_list_cache_bytes);
+  server.set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));  // ≥ 0: validated
   std::unique_ptr<tether::MetricsLog> metrics_log;
   if (!config->train().metrics_dir().empty()) {
     auto log = tether::MetricsLog::Open(config->train().metrics_dir(), "server", FLAGS_shard);

@@ -27,11 +27,10 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
-import time
 
 from plot_env import import_pyplot
+from tether_runs import eval_curve, run_launch
 
 
 def parse_args():
@@ -52,30 +51,6 @@ def parse_args():
     p.add_argument("--no_plot", action="store_true", help="write no sweep.png (and need no matplotlib)")
     p.add_argument("extra", nargs="*", help="more flags for tether-launch, after --")
     return p.parse_args()
-
-
-def read_jsonl(path):
-    rows = []
-    if not os.path.exists(path):
-        return rows
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass  # a torn last line of a killed run
-    return rows
-
-
-def curve(metrics_dir, metric):
-    """(train seconds, metric) points from rank 0's per-epoch evaluations."""
-    pts = []
-    for row in read_jsonl(os.path.join(metrics_dir, "worker-0.jsonl")):
-        if row.get("kind") == "eval" and row.get(metric) is not None:
-            pts.append((float(row.get("train_s", row.get("t", 0.0))), float(row[metric])))
-    return pts
 
 
 def seconds_to(pts, target):
@@ -108,19 +83,13 @@ def run_one(args, s, rep):
         if f.endswith(".jsonl"):
             os.remove(os.path.join(run_dir, f))
     print(f"[sweep] s={s} run {rep + 1}/{args.repeat}: {' '.join(cmd)}", flush=True)
-    start = time.time()
-    with open(os.path.join(run_dir, "log.txt"), "w") as log:
-        try:
-            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout_s + 30).returncode
-        except subprocess.TimeoutExpired:
-            rc = 124
-    wall = time.time() - start
+    rc, wall = run_launch(cmd, os.path.join(run_dir, "log.txt"), args.timeout_s)
     if rc != 0 or not os.path.exists(metrics_out):
         print(f"[sweep] s={s}: run failed (exit {rc}); see {run_dir}/log.txt", flush=True)
         return None
     with open(metrics_out) as f:
         m = json.load(f)
-    pts = curve(run_dir, args.metric)
+    pts = eval_curve(run_dir, args.metric)
     workers = m.get("workers", [])
     result = {
         "staleness": s,

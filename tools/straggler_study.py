@@ -66,9 +66,9 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 from plot_env import import_pyplot
+from tether_runs import current, eval_curve, kill_group, read_jsonl, run_launch
 
 # ---------------------------------------------------------------------------
 # The modes: what each passes to tether-launch. Adjust names here.
@@ -310,40 +310,6 @@ def config_for(dataset, mode, run_dir):
 
 # --------------------------------------------------------------------------- running
 
-_current = {"proc": None}
-
-
-def kill_group(proc, grace_s=5.0):
-    """TERM then KILL the process group of proc (its own session), and reap it."""
-    if proc is None or proc.returncode is not None:
-        return
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def read_jsonl(path):
-    rows = []
-    if not os.path.exists(path):
-        return rows
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass  # a torn last line of a killed run
-    return rows
-
-
 def run_one(args, dataset, slowdown, mode, rep):
     tag = f"{dataset['name']}-x{slowdown:g}-{mode}-r{rep + 1}"
     run_dir = os.path.join(args.out, "runs", tag)
@@ -364,22 +330,8 @@ def run_one(args, dataset, slowdown, mode, rep):
     result = {"dataset": dataset["name"], "slowdown": slowdown, "mode": mode, "repeat": rep + 1,
               "dir": run_dir, "status": "failed", "exit": None}
     log(f"{tag}: {' '.join(cmd)}")
-    start = time.time()
-    with open(os.path.join(run_dir, "log.txt"), "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        _current["proc"] = proc
-        try:
-            # tether-launch's own --timeout_s ends the job first; this
-            # bound is for a launcher that does not.
-            rc = proc.wait(timeout=args.timeout_s + min(30, 5 + args.timeout_s // 10))
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            rc = 124
-        finally:
-            kill_group(proc)  # no-op once reaped; on Ctrl-C or an error it ends the job
-            _current["proc"] = None
+    rc, result["wall_s"] = run_launch(cmd, os.path.join(run_dir, "log.txt"), args.timeout_s)
     result["exit"] = rc
-    result["wall_s"] = time.time() - start
     if rc != 0 or not os.path.exists(metrics_out):
         why = "timed out" if rc == 124 else f"exit {rc}" + ("" if rc != 0 else ", no metrics JSON")
         result["why"] = why
@@ -393,9 +345,7 @@ def run_one(args, dataset, slowdown, mode, rep):
         log(f"{tag}: FAILED ({result['why']})")
         return result
     metric = dataset["metric"]
-    curve = [(float(r.get("train_s", 0.0)), float(r[metric]))
-             for r in read_jsonl(os.path.join(run_dir, "worker-0.jsonl"))
-             if r.get("kind") == "eval" and r.get(metric) is not None]
+    curve = eval_curve(run_dir, metric)
     workers = sorted(m.get("workers", []), key=lambda w: w.get("rank", 0))
     epochs = m.get("epochs") or args.epochs
     clocks = []
@@ -664,7 +614,7 @@ def main(argv=None):
             log(f"run {i + 1}/{len(plan)}")
             results.append(run_one(args, d, s, m, rep))
     except KeyboardInterrupt:
-        kill_group(_current["proc"])
+        kill_group(current())
         log(f"interrupted after {len(results)} of {len(plan)} runs; writing what finished")
         write_outputs(args, modes, skipped, results, None)
         return 130

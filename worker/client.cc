@@ -176,6 +176,7 @@ void WorkerClient::SetRequestKeys(int s, uint32_t table, const uint64_t* ks, siz
       r.key_list = id;
       r.list_keys = std::move(held);
       ++stats_.key_lists_used;
+      stats_.key_list_bytes_saved += n * sizeof(uint64_t);
       return;
     }
     // Another list with the same signature (a 64-bit collision): sent
@@ -211,6 +212,7 @@ Status WorkerClient::ResendWithKeys(uint64_t tag) {
   }
   r.key_list = 0;
   ++stats_.key_lists_resent;
+  stats_.key_list_bytes_saved -= std::min<uint64_t>(stats_.key_list_bytes_saved, n * sizeof(uint64_t));
   VLOG(1) << channel_.log_prefix() << "server " << s << " did not hold a key list of table "
           << options_.tables[r.table].name() << " (" << n << " keys): sent again with its keys";
   // The record stays taken: the new part answers to the same tag.

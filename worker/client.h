@@ -139,7 +139,8 @@ struct ClientOptions {
   /// (a push after the pull of the same keys, a repeated request). The
   /// worker keeps a mirror of each shard's lists (keys, compared before a
   /// list is named; as many bytes as the shard keeps). false: every request
-  /// carries its keys (tether-bench kv --key_list_cache=false); a shard
+  /// carries its keys (tether-bench kv --key_list_cache=false; in a job
+  /// consistency.key_list_cache, flag --key_list_cache); a shard
   /// started with --key_list_cache_bytes=0 turns it off for every worker.
   bool key_lists = true;
 };
@@ -175,6 +176,8 @@ struct ClientStats {
   // that named a list the shard held (no keys sent), and that were sent
   // again with their keys because the shard did not hold the list.
   uint64_t key_lists_defined = 0, key_lists_used = 0, key_lists_resent = 0;
+  // Bytes of keys frames not sent: 8 × keys of every use not resent.
+  uint64_t key_list_bytes_saved = 0;
 };
 
 class WorkerClient {

@@ -152,6 +152,7 @@ uint64_t LocalReplica::EndPeriod() {
   }
   ++stats_.periods;
   stats_.local_updates += updates;
+  if (updates > 0) ++stats_.deltas_pushed;
   return updates;
 }
 

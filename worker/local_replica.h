@@ -74,9 +74,12 @@ class LocalReplica {
 
   struct Stats {
     uint64_t periods = 0;         // EndPeriod calls
-    uint64_t local_updates = 0;   // summed over periods
+    uint64_t local_updates = 0;   // summed over periods (local optimizer steps)
     uint64_t rows_fetched = 0;    // rows read from the servers
     uint64_t delta_rows = 0;      // rows (dense tables count 1) of deltas pushed
+    // Periods that ended with updates > 0: this worker's deltas, each a
+    // weight in its round's merge (WorkerStats.average.deltas_pushed).
+    uint64_t deltas_pushed = 0;
   };
   const Stats& stats() const { return stats_; }
 

@@ -39,25 +39,38 @@ nlohmann::json FieldValue(const google::protobuf::Message& m, const FieldDescrip
 }
 
 // Every scalar and repeated scalar field of `m` but those in `skip`, under
-// its proto name, set or not (so the keys do not depend on the values).
-// Message fields are left to the caller.
-nlohmann::json ScalarFieldsJson(const google::protobuf::Message& m, const std::vector<std::string>& skip = {}) {
+// its proto name, set or not (so the keys do not depend on the values). A
+// singular message field's own fields are written the same way, flattened
+// under "<field>_<name>" (WorkerStats.key_lists.used → "key_lists_used"),
+// so users' scripts read flat objects. Repeated message fields are left to
+// the caller.
+void AddScalarFields(const google::protobuf::Message& m, const std::vector<std::string>& skip,
+                     const std::string& prefix, nlohmann::json* out) {
   const google::protobuf::Descriptor* d = m.GetDescriptor();
-  nlohmann::json j = nlohmann::json::object();
+  nlohmann::json& j = *out;
   for (int k = 0; k < d->field_count(); ++k) {
     const FieldDescriptor* f = d->field(k);
-    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
-        std::find(skip.begin(), skip.end(), f->name()) != skip.end())
+    if (std::find(skip.begin(), skip.end(), f->name()) != skip.end()) continue;
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      // An unset message reads as its defaults: the keys stay the same.
+      if (!f->is_repeated())
+        AddScalarFields(m.GetReflection()->GetMessage(m, f), {}, prefix + f->name() + "_", out);
       continue;
+    }
     if (!f->is_repeated()) {
-      j[f->name()] = FieldValue(m, f, 0);
+      j[prefix + f->name()] = FieldValue(m, f, 0);
       continue;
     }
     nlohmann::json values = nlohmann::json::array();
     const int n = m.GetReflection()->FieldSize(m, f);
     for (int i = 0; i < n; ++i) values.push_back(FieldValue(m, f, i));
-    j[f->name()] = std::move(values);
+    j[prefix + f->name()] = std::move(values);
   }
+}
+
+nlohmann::json ScalarFieldsJson(const google::protobuf::Message& m, const std::vector<std::string>& skip = {}) {
+  nlohmann::json j = nlohmann::json::object();
+  AddScalarFields(m, skip, "", &j);
   return j;
 }
 
@@ -87,6 +100,7 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
 
   nlohmann::json servers = nlohmann::json::array();
   uint64_t pushes = 0, tau_sum = 0, tau_max = 0, violations = 0, chunks_redealt = 0, rows_redealt = 0;
+  ShardKeyListStats key_lists;  // summed over the shards
   std::vector<uint64_t> histogram;
   for (const ShardStats& s : shards) {
     nlohmann::json sj = ScalarFieldsJson(s, {"staleness_sum", "send_failures"});
@@ -98,6 +112,10 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
     violations += s.bound_violations();
     chunks_redealt += s.chunks_redealt();
     rows_redealt += s.rows_redealt();
+    key_lists.set_defined(key_lists.defined() + s.key_lists().defined());
+    key_lists.set_used(key_lists.used() + s.key_lists().used());
+    key_lists.set_unknown(key_lists.unknown() + s.key_lists().unknown());
+    key_lists.set_bytes_saved(key_lists.bytes_saved() + s.key_lists().bytes_saved());
     if (histogram.size() < static_cast<size_t>(s.staleness_histogram_size()))
       histogram.resize(s.staleness_histogram_size());
     for (int i = 0; i < s.staleness_histogram_size(); ++i) histogram[i] += s.staleness_histogram(i);
@@ -111,6 +129,9 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
   // holder left or was declared gone, and their rows, job-wide.
   (*j)["chunks_redealt"] = chunks_redealt;
   (*j)["rows_redealt"] = rows_redealt;
+  // Key-list caching, job-wide: the shards' counts summed (they include the
+  // requests of workers that left before the barrier).
+  AddScalarFields(key_lists, {}, "key_lists_", j);
 }
 
 }  // namespace

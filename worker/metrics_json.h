@@ -9,8 +9,10 @@
 // a fraction, 0.0 not 0), a NaN test metric is null. tests/data/
 // metrics_schema/ holds the key/type tree, and integration.metrics_schema
 // checks real jobs against it. The stats messages' field names are the keys
-// (proto/tether.proto); protobuf's own JSON printer is not used because it
-// writes 64-bit integers as strings, names in camelCase and 0.0 as 0.
+// (proto/tether.proto), a nested message's fields flattened under
+// "<field>_<name>" (WorkerStats.key_lists.used → "key_lists_used");
+// protobuf's own JSON printer is not used because it writes 64-bit integers
+// as strings, names in camelCase and 0.0 as 0.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -42,7 +44,10 @@ namespace tether {
 ///    when train_seconds is 0;
 ///    "staleness_histogram" (the shards' histograms added bucket by bucket,
 ///    as long as the longest), "staleness_mean" (Σ staleness_sum / Σ pushes),
-///    "staleness_max", "bound_violations" (summed) over all shards.
+///    "staleness_max", "bound_violations" (summed) over all shards;
+///    "chunks_redealt", "rows_redealt" and the key-list counters
+///    "key_lists_defined", "key_lists_used", "key_lists_unknown",
+///    "key_lists_bytes_saved", summed over the shards.
 nlohmann::json MetricsJson(const TrainReport& report, const JobConfig& config);
 
 /// The job's training throughput in samples per second: report.total_samples

@@ -26,7 +26,8 @@ TrainReport TwoShardReport() {
     workers { rank: 0 samples: 100 train_seconds: 2.0 pulls: 7 rows_pulled: 70 rows_read: 90 cache_hits: 20
               pushes: 6 rows_pushed: 60 bytes_sent: 1000 bytes_received: 2000 wait_seconds: 1.0
               wait_fraction: 0.5 epoch_rows: 60 epoch_rows: 40 minibatches: 4 batch_size_final: 30
-              batch_size_min: 20 batch_size_max: 30 }
+              batch_size_min: 20 batch_size_max: 30
+              key_lists { defined: 5 used: 13 resent: 1 bytes_saved: 24576 } }
     workers { rank: 1 samples: 50 train_seconds: 0.2 }
     workers { })";
   TrainReport r;
@@ -38,8 +39,10 @@ TrainReport TwoShardReport() {
       bytes_in: 500 bytes_out: 600 deferred_pulls: 2 bound_violations: 0 bad_messages: 1 send_failures: 3
       workers_timed_out: 0 workers_rejoined: 0 workers_joined: 0
       staleness_histogram: [1, 2, 1] staleness_sum: 4 staleness_max: 2
-      bound_wait_seconds: [0.5, 0.25, 0.0])" + workers));
+      bound_wait_seconds: [0.5, 0.25, 0.0]
+      key_lists { defined: 3 used: 9 unknown: 1 bytes_saved: 18432 })" + workers));
   r.servers.push_back(Shard(R"(shard: 1 pulls: 8 pushes: 2 bound_violations: 1
+      key_lists { defined: 2 used: 4 bytes_saved: 8192 }
       staleness_histogram: [0, 0, 0, 1, 1] staleness_sum: 7 staleness_max: 4
       bound_wait_seconds: [0.75, 0.125, 0.0])" + workers));
   return r;
@@ -79,6 +82,23 @@ TEST(MetricsJsonFromStatsTest, SumsTheRedealtChunksAndRows) {
   EXPECT_EQ(j["servers"][1]["chunk_epoch_rows"], nlohmann::json::array());
 }
 
+// Key-list caching: each shard's and each worker's counters, flattened
+// under key_lists_, and the shards' sums job-wide (the worker's figures are
+// its own: its uses answered key_list_unknown are resent and saved nothing).
+TEST(MetricsJsonFromStatsTest, SumsTheKeyListCountersOverShards) {
+  const nlohmann::json j = MetricsJson(TwoShardReport(), TwoByThreeConfig());
+  EXPECT_EQ(j["key_lists_defined"], 5);
+  EXPECT_EQ(j["key_lists_used"], 13);
+  EXPECT_EQ(j["key_lists_unknown"], 1);
+  EXPECT_EQ(j["key_lists_bytes_saved"], 26624);
+  EXPECT_TRUE(j["key_lists_bytes_saved"].is_number_integer());
+  EXPECT_EQ(j["servers"][1]["key_lists_unknown"], 0);  // unset: 0, the key still there
+  EXPECT_EQ(j["workers"][0]["key_lists_resent"], 1);
+  EXPECT_FALSE(j["workers"][0].contains("key_lists"));
+  EXPECT_FALSE(j["workers"][0].contains("key_lists_unknown"));
+  EXPECT_FALSE(j["servers"][0].contains("key_lists_resent"));
+}
+
 TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
   const nlohmann::json j = MetricsJson(TwoShardReport(), TwoByThreeConfig());
   ASSERT_EQ(j["servers"].size(), 2u);
@@ -88,7 +108,9 @@ TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
       "bound_violations": 0, "bad_messages": 1, "workers_timed_out": 0, "workers_rejoined": 0, "workers_joined": 0,
       "staleness_histogram": [1, 2, 1], "staleness_max": 2, "staleness_mean": 1.0,
       "bound_wait_seconds": [0.5, 0.25, 0.0], "table_rows": [], "chunks_dealt": 0, "chunks_redealt": 0,
-      "rows_redealt": 0, "chunk_epoch_rows": []})"));
+      "rows_redealt": 0, "chunk_epoch_rows": [], "key_lists_defined": 3, "key_lists_used": 9,
+      "key_lists_unknown": 1, "key_lists_bytes_saved": 18432, "average_rounds_merged": 0,
+      "average_deltas_merged": 0, "average_deltas_discarded": 0, "average_rows_discarded": 0})"));
   EXPECT_TRUE(s0["staleness_mean"].is_number_float());  // 1.0, not 1
   EXPECT_TRUE(s0["bound_wait_seconds"][2].is_number_float());
   EXPECT_TRUE(s0["pulls"].is_number_integer());
@@ -107,7 +129,9 @@ TEST(MetricsJsonFromStatsTest, WorkersGetTheLongestBoundWaitOverShards) {
       "cache_capacity_bytes": 0, "cache_peak_bytes": 0, "cache_evictions": 0, "cache_hit_rate": 0.0,
       "bound_wait_seconds": 0.75, "bound_wait_fraction": 0.375, "epoch_rows": [60, 40],
       "chunks_completed": 0, "chunks_refused": 0, "minibatches": 4, "batch_size_final": 30, "batch_size_min": 20,
-      "batch_size_max": 30, "batch_size_mean": 25.0})"));
+      "batch_size_max": 30, "batch_size_mean": 25.0, "key_lists_defined": 5, "key_lists_used": 13,
+      "key_lists_resent": 1, "key_lists_bytes_saved": 24576, "average_local_steps": 0,
+      "average_deltas_pushed": 0})"));
   EXPECT_TRUE(j["workers"][0]["batch_size_mean"].is_number_float());
   EXPECT_TRUE(j["workers"][0]["train_seconds"].is_number_float());
   EXPECT_TRUE(j["workers"][0]["rank"].is_number_integer());
@@ -153,8 +177,9 @@ TEST(MetricsJsonFromStatsTest, SamplesPerSecondSpansFirstStartToLastEnd) {
   EXPECT_FALSE(j["workers"][0].contains("train_start_unix_s"));
   EXPECT_FALSE(j["workers"][0].contains("train_end_unix_s"));
   // 15 + the four cache figures + epoch_rows + data on demand's two + the
-  // four batch figures and batch_size_mean.
-  EXPECT_EQ(j["workers"][0].size(), 27u);
+  // four batch figures and batch_size_mean + the four key-list counters +
+  // AVERAGE's two.
+  EXPECT_EQ(j["workers"][0].size(), 33u);
 }
 
 // Without every worker's span (a rank never reached the barrier, a worker
@@ -178,7 +203,7 @@ TEST(MetricsJsonFromStatsTest, NoServerStatsNoServerKeys) {
   r.train_seconds = 1.0;
   const nlohmann::json j = MetricsJson(r, TwoByThreeConfig());
   for (const char* k : {"servers", "workers", "staleness_mean", "staleness_max", "staleness_histogram",
-                        "bound_violations", "chunks_redealt", "rows_redealt"})
+                        "bound_violations", "chunks_redealt", "rows_redealt", "key_lists_used"})
     EXPECT_FALSE(j.contains(k)) << k;
   // The run's figures (diverged and diverged_at_epoch too, and the
   // partitioned evaluation's eval_workers, eval_seconds and

@@ -1237,6 +1237,15 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       mine.set_chunks_completed(feed->chunks_completed());
       mine.set_chunks_refused(feed->chunks_refused());
     }
+    WorkerKeyListStats* kl = mine.mutable_key_lists();
+    kl->set_defined(cs.key_lists_defined);
+    kl->set_used(cs.key_lists_used);
+    kl->set_resent(cs.key_lists_resent);
+    kl->set_bytes_saved(cs.key_list_bytes_saved);
+    if (const LocalReplica* replica = client->replica()) {  // model AVERAGE
+      mine.mutable_average()->set_local_steps(replica->stats().local_updates);
+      mine.mutable_average()->set_deltas_pushed(replica->stats().deltas_pushed);
+    }
     TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine, feed != nullptr));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
@@ -1402,6 +1411,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   // A fraction of the model needs the tables' sizes: RunWorker resolves it
   // (ResolveCacheCapacity) and sets the capacity in bytes.
   o.cache_capacity_bytes = config.consistency().cache_capacity_bytes();
+  o.key_lists = config.consistency().key_list_cache();
   return o;
 }
 

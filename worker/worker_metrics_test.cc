@@ -25,6 +25,8 @@ TEST(WorkerMetricsTest, RendersCountersLossAndRate) {
   p.client.bytes_received = 8192;
   p.client.updates_sent = 480;
   p.client.wait_seconds = 1.5;
+  p.client.key_lists_used = 9;
+  p.client.key_list_bytes_saved = 73728;
   p.clock = 42;
   p.epoch = 3;
   p.samples = 3000;
@@ -52,6 +54,9 @@ TEST(WorkerMetricsTest, RendersCountersLossAndRate) {
            "tether_worker_sent_bytes_total" + l + " 4096\n",
            "tether_worker_received_bytes_total" + l + " 8192\n",
            "tether_worker_updates_sent_total" + l + " 480\n",
+           "tether_worker_key_lists_used_total" + l + " 9\n",
+           "tether_worker_key_lists_saved_bytes_total" + l + " 73728\n",
+           "tether_worker_key_lists_resent_total" + l + " 0\n",
            "tether_worker_wait_seconds_total" + l + " 1.5\n",
            "tether_worker_pull_wait_seconds_total" + l + " 0.75\n",
            "tether_worker_train_seconds_total" + l + " 4\n",

@@ -12,28 +12,15 @@
 # and every row is used once per epoch (the rows sum to 7 x 4880).
 # Usage: adaptive_batch_test.sh static|on_demand BIN_DIR
 set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
+# tmp, pids and their cleanup; start_servers.
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+limit_s=120
 flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --slowdown=2
        --slowdown_rank=1 --adaptive_batch=true --adaptive_batch_min=16 --adaptive_batch_max=160
        --adaptive_batch_step=server_weight --metrics_dir="$tmp/jsonl" --request_timeout_ms=30000)
 [ "$mode" = on_demand ] && flags+=(--data_on_demand=true --chunk_rows=320)
-for s in 0 1; do
-  timeout -k 5 120 "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
-    --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 1 100); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
-[ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] || { echo "FAIL: servers did not start"; cat "$tmp"/server*.log; exit 1; }
-addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+start_servers 2
 for r in 0 1; do
   extra=()
   [ "$r" = 0 ] && extra=(--metrics_out="$tmp/m.json")

@@ -3,37 +3,20 @@
 # started one by one with flags: 2 tether-servers + 2 tether-workers on the
 # bundled Bibtex data (examples/bibtex_average.pbtxt), 4 epochs by default
 # (12 s here; 69 s with the 2-core host at load ~18). Gates: P@1 >= 0.55,
-# every shard merged rounds (its log says so) and no bound violation.
+# every shard merged rounds (its log says so), no bound violation, and the
+# metrics JSON's AVERAGE counters (average_*) exact.
 # Usage: average_test.sh BIN_DIR [EPOCHS]
 # Every process is started under `timeout` and killed on exit.
 set -euo pipefail
-bin=$(cd "$1" && pwd)
+# tmp, pids and their cleanup; start_servers, metric, gate.
+source "$(dirname "$0")/lib.sh"
+tether_test_init average "$1"
 epochs=${2:-4}  # 4 epochs: P@1 0.575 (deterministic: rounds fix the order); 7 epochs: 0.615
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-metric() {  # metric FILE KEY
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
-}
-gate() {  # gate VALUE MIN NAME
-  python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
-}
+limit_s=120
 
 cfg=examples/bibtex_average.pbtxt
-for s in 0 1; do
-  timeout -k 5 120 "$bin/tether-server" --config=$cfg --shard=$s \
-    --listen=tcp://127.0.0.1:0 --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 1 100); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
-[ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] || { echo "FAIL: the servers wrote no port files within 10 s"; cat "$tmp"/server*.log; exit 1; }
-addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+flags=(--config=$cfg)
+start_servers 2
 timeout -k 5 120 "$bin/tether-worker" --config=$cfg --rank=1 --server_addresses="$addrs" --epochs=$epochs \
   > "$tmp/worker1.log" 2>&1 &
 w1=$!; pids+=($w1)
@@ -50,3 +33,26 @@ for s in 0 1; do
 done
 [ "$(metric "$tmp/m.json" bound_violations)" = 0 ] || { echo "FAIL: bound violations"; exit 1; }
 gate "$(metric "$tmp/m.json" precision_at_1)" 0.55 "P@1 (AVERAGE, 2 servers + 2 workers by hand)"
+# The AVERAGE counters of the metrics JSON, exactly: a period of one
+# minibatch (period_rows 64 = minibatch_size), so every minibatch is a local
+# step and a round with a delta; each shard merges every round, with both
+# workers' deltas, and discards none.
+python3 - "$tmp/m.json" <<'PY'
+import json, math, sys
+m = json.load(open(sys.argv[1]))
+def expect(what, got, want):
+    print(f"{what}: {got} (want {want})")
+    if got != want:
+        sys.exit(f"FAIL: {what}")
+rounds = []
+for w in m["workers"]:
+    steps = sum(math.ceil(rows / 64) for rows in w["epoch_rows"])
+    expect(f"worker {w['rank']}: average_local_steps", w["average_local_steps"], steps)
+    expect(f"worker {w['rank']}: average_deltas_pushed", w["average_deltas_pushed"], steps)
+    rounds.append(steps)
+for s in m["servers"]:
+    expect(f"shard {s['shard']}: average_rounds_merged", s["average_rounds_merged"], max(rounds))
+    expect(f"shard {s['shard']}: average_deltas_merged", s["average_deltas_merged"], sum(rounds))
+    expect(f"shard {s['shard']}: average_deltas_discarded", s["average_deltas_discarded"], 0)
+    expect(f"shard {s['shard']}: average_rows_discarded", s["average_rows_discarded"], 0)
+PY

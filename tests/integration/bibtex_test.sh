@@ -218,6 +218,26 @@ config_errors)
     echo "FAIL: unwritable metrics path accepted"; exit 1; fi
   echo "$out" | grep -q "/nonexistent-dir/m.json: cannot write the metrics file there" || { echo "FAIL: $out"; exit 1; }
   if echo "$out" | grep -q "epoch 1/"; then echo "FAIL: trained before refusing the metrics path"; exit 1; fi
+  # Flags the job in force would ignore are refused, naming the flag and
+  # the setting it needs (core/config.h CheckOverridesApply), by every binary.
+  expect_refused() {  # expect_refused MESSAGE COMMAND...
+    local want=$1; shift
+    if out=$(timeout 20 "$@" 2>&1); then echo "FAIL: accepted: $*"; exit 1; fi
+    echo "$out" | grep -qF "$want" || { echo "FAIL: $*: $out"; exit 1; }
+  }
+  expect_refused "flag --chunk_rows=64 is only read with train.data_on_demand true, which this job does not set: add --data_on_demand=true, or drop --chunk_rows" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --chunk_rows=64
+  expect_refused "flag --adaptive_batch_min=16 is only read with train.adaptive_batch.enabled true" \
+    "$bin/tether-worker" --config=examples/bibtex.pbtxt --adaptive_batch_min=16 --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9
+  expect_refused "flag --period_rows=64 is only read with consistency.model AVERAGE, which this job does not set: add --consistency_model=average" \
+    "$bin/tether-server" --config=examples/bibtex.pbtxt --period_rows=64
+  expect_refused "flag --model_momentum=0.5 is only read with consistency.model AVERAGE" \
+    "$bin/tether-launch" --config=examples/bibtex_average.pbtxt --consistency_model=ssp --model_momentum=0.5
+  expect_refused "flag --slowdown_rank=1 is only read with train.slowdown > 1" \
+    "$bin/tether-launch" --config=examples/bibtex.pbtxt --slowdown_rank=1
+  # A negative byte count names the flag and its range.
+  expect_refused "error: --key_list_cache_bytes=-1: must be a number of bytes >= 0" \
+    "$bin/tether-server" --config=examples/bibtex.pbtxt --key_list_cache_bytes=-1
   echo "config and flag errors refused as expected"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;

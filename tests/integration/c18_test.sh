@@ -8,32 +8,13 @@
 # (bound_violations 0); the job finishes with metrics.
 # Usage: c18_test.sh kill|term BIN_DIR
 set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
+# tmp, pids and their cleanup; start_servers, start_worker.
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+limit_s=240
 flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=4 --staleness=3 --epochs=20
        --worker_timeout_ms=1500 --minibatch_size=32 --request_timeout_ms=30000)
-for s in 0 1; do
-  timeout -k 5 240 "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
-    --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 1 100); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
-addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
-started=
-start_worker() {  # rank logfile [extra flags]; sets $started to the pid
-  local r=$1 log=$2; shift 2
-  timeout -k 5 240 "$bin/tether-worker" "${flags[@]}" --rank="$r" --server_addresses="$addrs" "$@" > "$log" 2>&1 &
-  started=$!
-  pids+=($started)
-}
+start_servers 2
 start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started
 start_worker 1 "$tmp/w1.log"; w1=$started
 start_worker 2 "$tmp/w2.log"; w2=$started

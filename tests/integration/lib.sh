@@ -26,6 +26,10 @@
 #   worker_pid PID
 #       the tether-worker that `timeout` (PID) runs, to signal the worker
 #       itself (a SIGKILL to `timeout` would leave it running).
+#   metric FILE KEY
+#       the top-level KEY of the metrics JSON FILE, as Python prints it.
+#   gate VALUE MIN NAME
+#       prints "NAME = VALUE (gate >= MIN)"; fails unless VALUE >= MIN.
 limit_s=100
 fail_lines=8
 
@@ -94,4 +98,12 @@ start_worker() {
 
 worker_pid() {
   pgrep -P "$1" tether-worker || echo "$1"
+}
+
+metric() {
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
+}
+
+gate() {
+  python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
 }
