@@ -258,8 +258,10 @@ std::string Optimizer::Describe() const {
 }
 
 bool Optimizer::CanApplyGathered(uint64_t dim) const {
-  if (dim == 0 || dim > kMaxGatheredStepDim) return false;
-  return config_.type() == NOOP || config_.type() == SUM || (config_.type() == SGD && config_.momentum() <= 0);
+  if (dim == 0) return false;
+  if (config_.type() == NOOP) return true;  // nothing to do, at any width
+  if (dim > kMaxGatheredStepDim) return false;
+  return config_.type() == SUM || (config_.type() == SGD && config_.momentum() <= 0);
 }
 
 uint64_t Optimizer::ApplyGathered(float* base, const uint64_t* offsets, uint64_t n, const float* g, uint32_t dim,

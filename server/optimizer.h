@@ -64,8 +64,8 @@ class Optimizer {
   /// Rows without optimizer state of at most this many weights take one
   /// call per push instead of one per row (ApplyGathered).
   static constexpr uint32_t kMaxGatheredStepDim = 1024;
-  /// True when ApplyGathered serves rows of `dim` weights: 0 < dim ≤
-  /// kMaxGatheredStepDim and an optimizer without state (plain SGD, SUM, NOOP).
+  /// True when ApplyGathered serves rows of `dim` weights: NOOP at any
+  /// dim > 0; plain SGD and SUM (no state) at 0 < dim ≤ kMaxGatheredStepDim.
   bool CanApplyGathered(uint64_t dim) const;
   /// Applies one step to each of n rows with no state: row i's `dim` weights
   /// at base + offsets[i], its gradients at g + i·dim. The same bits as

@@ -380,6 +380,22 @@ TEST(ServerTableTest, RowRunsSteppedAsRowByRow) {
   }
 }
 
+// NOOP (benchmarks) looks its rows up or creates them and leaves them as
+// they are, at any width (no per-row pass over a wide row either).
+TEST(ServerTableTest, NoopRowsStayAsTheyAre) {
+  for (uint32_t dim : {1u, 64u, 4096u}) {
+    ServerTable t(RowSpec(dim, NOOP), 0, 0);
+    const std::vector<uint64_t> keys = {5, 6, 90};
+    std::vector<float> before(3 * dim), after(3 * dim), g(3 * dim, 1.5f);
+    ASSERT_TRUE(t.PullRows(keys.data(), 3, before.data()).ok());
+    ASSERT_TRUE(t.PushRows(keys.data(), 3, g.data()).ok());
+    EXPECT_EQ(t.version(), 1u);
+    ASSERT_TRUE(t.PullRows(keys.data(), 3, after.data()).ok());
+    EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0) << "dim " << dim;
+    EXPECT_EQ(after[0], InitialWeight(1, 3, 5, 0, 0.5f));
+  }
+}
+
 // Key-list caching: rows resolved once (ResolveRows) are served and
 // updated by offset with the same bits as by key, stay valid while the
 // index grows and re-places its slots around them, and a step that
