@@ -145,26 +145,47 @@ TETHER_OPT_CLONES uint32_t FtrlKernel(float* __restrict w, float* __restrict z, 
   return bad;
 }
 
-// Narrow rows of a push, gathered: row i is w[offsets[i], + dim) with
-// gradients g[i·dim, + dim), dim ≤ kMaxGatheredDim. The same arithmetic as
-// SgdKernel (l2 ≥ 0) or SumKernel (sum), element by element, so the results
-// are the same bits; each row is computed in registers and stored only if
-// finite. Returns the first row whose step is not finite (left as it was),
-// or n.
+// Rows of a push without optimizer state, gathered: row i is
+// w[offsets[i], + dim) with gradients g[i·dim, + dim), dim ≤
+// Optimizer::kMaxGatheredStepDim. The same arithmetic as SgdKernel (l2 ≥ 0)
+// or SumKernel (sum), element by element, so the results are the same bits.
+// Rows whose offsets follow one another (offsets[i + 1] = offsets[i] + dim:
+// rows created in the order of a sorted key list, the common case for a
+// list's first rows) are taken as one run of up to kRunFloats floats, which
+// is one contiguous span of the table and of g, and the loop over it runs 8
+// floats wide; a scattered row is a run of one. Each run is computed into
+// `run` (4 KB, in L1) and stored only if every value is finite. Returns the
+// first row whose step is not finite (left as it was; the rows before it
+// stored), or n.
+constexpr uint64_t kRunFloats = Optimizer::kMaxGatheredStepDim;
+
 TETHER_OPT_CLONES uint64_t GatheredKernel(float* __restrict w, const uint64_t* __restrict offsets, uint64_t n,
                                           const float* __restrict g, uint32_t dim, float l2, float lr, bool sum) {
-  float row[Optimizer::kMaxGatheredDim];
-  for (uint64_t i = 0; i < n; ++i) {
-    float* __restrict wr = w + offsets[i];
+  float run[kRunFloats];
+  const uint64_t max_rows = kRunFloats / dim;  // ≥ 1: dim ≤ kRunFloats
+  for (uint64_t i = 0; i < n;) {
+    const uint64_t first = offsets[i];
+    const uint64_t limit = std::min(n - i, max_rows);
+    uint64_t rows = 1;
+    while (rows < limit && offsets[i + rows] == first + rows * dim) ++rows;
+    float* __restrict wr = w + first;
     const float* __restrict gr = g + i * dim;
+    const uint64_t m = rows * dim;
     uint32_t bad = 0;
-    for (uint32_t j = 0; j < dim; ++j) {
+    for (uint64_t j = 0; j < m; ++j) {
       const float wi = sum ? wr[j] + gr[j] : wr[j] - lr * (gr[j] + l2 * wr[j]);
-      row[j] = wi;
+      run[j] = wi;
       bad |= NonFinite(wi);
     }
-    if (__builtin_expect(bad != 0, 0)) return i;
-    for (uint32_t j = 0; j < dim; ++j) wr[j] = row[j];
+    if (__builtin_expect(bad != 0, 0)) {
+      uint64_t j = 0;
+      while (!NonFinite(run[j])) ++j;
+      const uint64_t ok = j / dim;  // rows of this run before the bad one
+      std::memcpy(wr, run, ok * dim * sizeof(float));
+      return i + ok;
+    }
+    std::memcpy(wr, run, m * sizeof(float));
+    i += rows;
   }
   return n;
 }
@@ -237,8 +258,10 @@ std::string Optimizer::Describe() const {
 }
 
 bool Optimizer::CanApplyGathered(uint64_t dim) const {
-  if (dim > kMaxGatheredDim) return false;
-  return config_.type() == NOOP || config_.type() == SUM || (config_.type() == SGD && config_.momentum() <= 0);
+  if (dim == 0) return false;
+  if (config_.type() == NOOP) return true;  // nothing to do, at any width
+  if (dim > kMaxGatheredStepDim) return false;
+  return config_.type() == SUM || (config_.type() == SGD && config_.momentum() <= 0);
 }
 
 uint64_t Optimizer::ApplyGathered(float* base, const uint64_t* offsets, uint64_t n, const float* g, uint32_t dim,

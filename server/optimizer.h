@@ -58,17 +58,23 @@ class Optimizer {
   /// caller (ServerTable) keeps what it needs to undo a push.
   bool Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
 
-  /// Narrowest rows take one call per push instead of one per row.
+  /// Rows of at most this many floats are gathered by a loop of their own
+  /// instead of a memcpy per row (ServerTable::PullRowsAt).
   static constexpr uint32_t kMaxGatheredDim = 16;
-  /// True when ApplyGathered serves rows of `dim` weights: dim ≤
-  /// kMaxGatheredDim and an optimizer without state (plain SGD, SUM, NOOP).
+  /// Rows without optimizer state of at most this many weights take one
+  /// call per push instead of one per row (ApplyGathered).
+  static constexpr uint32_t kMaxGatheredStepDim = 1024;
+  /// True when ApplyGathered serves rows of `dim` weights: NOOP at any
+  /// dim > 0; plain SGD and SUM (no state) at 0 < dim ≤ kMaxGatheredStepDim.
   bool CanApplyGathered(uint64_t dim) const;
   /// Applies one step to each of n rows with no state: row i's `dim` weights
   /// at base + offsets[i], its gradients at g + i·dim. The same bits as
-  /// Apply on each row in turn. Stops at the first row whose step would
-  /// store a NaN or an infinity, leaves that row as it was, and returns its
-  /// index (the rows before it keep their updates); n when all were finite.
-  /// Requires CanApplyGathered(dim).
+  /// Apply on each row in turn. Rows that lie one after the other in the
+  /// table (offsets[i + 1] = offsets[i] + dim) are stepped as one span, up
+  /// to kMaxGatheredStepDim floats at a time. Stops at the first row whose
+  /// step would store a NaN or an infinity, leaves that row as it was, and
+  /// returns its index (the rows before it keep their updates); n when all
+  /// were finite. Requires CanApplyGathered(dim). Uses 4 KB of stack.
   uint64_t ApplyGathered(float* base, const uint64_t* offsets, uint64_t n, const float* g, uint32_t dim,
                          float lr_scale = 1.0f) const;
 

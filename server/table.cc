@@ -364,9 +364,16 @@ void ServerTable::PullRowsAt(const uint64_t* offsets, uint64_t n, float* out) co
       for (uint32_t j = 0; j < dim; ++j) out[i * dim + j] = base[offsets[i] + j];
     return;
   }
-  for (uint64_t i = 0; i < n; ++i) {
+  // Rows that lie one after the other in the table (no state between them,
+  // and created in the order of the keys asked for) are copied as one span.
+  const bool runs = stride_ == dim;
+  for (uint64_t i = 0; i < n;) {
     if (i + kRowsAhead < n) PrefetchSpan(base + offsets[i + kRowsAhead], dim, 4, /*for_write=*/false);
-    std::memcpy(out + i * dim, base + offsets[i], dim * sizeof(float));
+    uint64_t rows = 1;
+    if (runs)
+      while (i + rows < n && offsets[i + rows] == offsets[i] + rows * dim) ++rows;
+    std::memcpy(out + i * dim, base + offsets[i], rows * dim * sizeof(float));
+    i += rows;
   }
 }
 
@@ -425,8 +432,9 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
   if (undo_.size() < stride) undo_.resize(stride);
   float* undo = undo_.data();
   if (stride == dim && optimizer_.CanApplyGathered(dim)) {
-    // Narrow rows without state: one call for the whole push (per-row
-    // calls, copies and hints cost more than the step at dim 1). A row
+    // Rows without state: one call for the whole push (per-row calls,
+    // copies and hints cost more than the step at dim 1), and rows that
+    // follow one another in the table stepped as one span. A row
     // whose step is not finite is left as it was; its step is redone on a
     // copy to name the value.
     const uint64_t bad = optimizer_.ApplyGathered(base, offsets, n, g, dim, lr_scale);

@@ -317,6 +317,85 @@ TEST(ServerTableTest, C22NarrowSgdRowsGatheredAsRowByRow) {
   }
 }
 
+// Rows without state that lie one after the other in the table (created in
+// the order of a sorted key list) are stepped and pulled as spans: the same
+// bits as a row-by-row step, for runs of every length (offsets partly
+// swapped, so scattered rows sit between runs), and a row that overflows in
+// the middle of a run is left as it was with the rows before it updated.
+TEST(ServerTableTest, RowRunsSteppedAsRowByRow) {
+  for (uint32_t dim : {1u, 3u, 64u, 1024u, 1500u}) {
+    TableSpec spec = RowSpec(dim, SGD);
+    spec.mutable_optimizer()->set_l2(0.125f);
+    ServerTable t(spec, 0, 0);
+    const uint64_t n = dim >= 1024 ? 9 : 2500;
+    std::vector<uint64_t> keys(n);
+    for (uint64_t i = 0; i < n; ++i) keys[i] = 1000 + 17 * i;
+    std::vector<uint64_t> offsets;
+    ASSERT_TRUE(t.ResolveRows(keys.data(), n, &offsets).ok());
+    for (uint64_t i = 1; i < n; ++i) ASSERT_EQ(offsets[i], offsets[i - 1] + dim) << "rows created in key order";
+    for (uint64_t i = 3; i + 1 < n; i += 7) {
+      std::swap(offsets[i], offsets[i + 1]);
+      std::swap(keys[i], keys[i + 1]);
+    }
+    std::vector<float> before(n * dim), after(n * dim), g(n * dim);
+    for (uint64_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>((i * 7) % 13) - 0.06f;
+    t.PullRowsAt(offsets.data(), n, before.data());
+    std::vector<float> by_key(n * dim);
+    ASSERT_TRUE(t.PullRows(keys.data(), n, by_key.data()).ok());
+    EXPECT_EQ(std::memcmp(before.data(), by_key.data(), before.size() * sizeof(float)), 0) << "dim " << dim;
+    ASSERT_TRUE(t.PushRowsAt(offsets.data(), n, g.data(), 1.0f, keys.data()).ok());
+    t.PullRowsAt(offsets.data(), n, after.data());
+    const Optimizer opt(spec.optimizer());
+    std::vector<float> want = before;
+    for (uint64_t i = 0; i < n; ++i) ASSERT_TRUE(opt.Apply(&want[i * dim], nullptr, &g[i * dim], dim));
+    EXPECT_EQ(std::memcmp(after.data(), want.data(), want.size() * sizeof(float)), 0) << "dim " << dim;
+
+    // An overflow at row `bad`, inside a run (rows bad − 1, bad, bad + 1
+    // are neighbours in the table).
+    const uint64_t bad = n >= 100 ? 99 : 6;
+    ASSERT_EQ(offsets[bad + 1], offsets[bad] + dim);
+    ASSERT_EQ(offsets[bad], offsets[bad - 1] + dim);
+    std::vector<float> huge = g;
+    huge[bad * dim + dim / 2] = 3e38f;
+    spec.mutable_optimizer()->set_learning_rate(4.0f);
+    ServerTable u(spec, 0, 0);
+    std::vector<uint64_t> u_offsets;
+    std::vector<uint64_t> sorted = keys;
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_TRUE(u.ResolveRows(sorted.data(), n, &u_offsets).ok());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(u_offsets[i], i * dim) << "the same rows as t's";
+    u.PullRowsAt(offsets.data(), n, before.data());
+    const Status st = u.PushRowsAt(offsets.data(), n, huge.data(), 1.0f, keys.data());
+    EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+    EXPECT_NE(st.message().find("step made key " + std::to_string(keys[bad]) + ", column " +
+                                std::to_string(dim / 2) + " infinite; that row was left as it was, and the push's " +
+                                std::to_string(bad) + " earlier row(s) kept their updates"),
+              std::string::npos)
+        << st.message();
+    u.PullRowsAt(offsets.data(), n, after.data());
+    const Optimizer big(spec.optimizer());
+    want = before;
+    for (uint64_t i = 0; i < bad; ++i) ASSERT_TRUE(big.Apply(&want[i * dim], nullptr, &huge[i * dim], dim));
+    EXPECT_EQ(std::memcmp(after.data(), want.data(), want.size() * sizeof(float)), 0) << "dim " << dim;
+  }
+}
+
+// NOOP (benchmarks) looks its rows up or creates them and leaves them as
+// they are, at any width (no per-row pass over a wide row either).
+TEST(ServerTableTest, NoopRowsStayAsTheyAre) {
+  for (uint32_t dim : {1u, 64u, 4096u}) {
+    ServerTable t(RowSpec(dim, NOOP), 0, 0);
+    const std::vector<uint64_t> keys = {5, 6, 90};
+    std::vector<float> before(3 * dim), after(3 * dim), g(3 * dim, 1.5f);
+    ASSERT_TRUE(t.PullRows(keys.data(), 3, before.data()).ok());
+    ASSERT_TRUE(t.PushRows(keys.data(), 3, g.data()).ok());
+    EXPECT_EQ(t.version(), 1u);
+    ASSERT_TRUE(t.PullRows(keys.data(), 3, after.data()).ok());
+    EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * sizeof(float)), 0) << "dim " << dim;
+    EXPECT_EQ(after[0], InitialWeight(1, 3, 5, 0, 0.5f));
+  }
+}
+
 // Key-list caching: rows resolved once (ResolveRows) are served and
 // updated by offset with the same bits as by key, stay valid while the
 // index grows and re-places its slots around them, and a step that
