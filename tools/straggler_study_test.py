@@ -89,7 +89,7 @@ FAKE_HELP = textwrap.dedent(r'''
     exec python3 FAKE_PY "$@"
 ''').lstrip()
 
-ADAPTIVE_FLAGS = "adaptive_batch,adaptive_batch_min,adaptive_batch_max,adaptive_batch_step"
+ADAPTIVE_FLAGS = "chunk_taper,adaptive_batch,adaptive_batch_min,adaptive_batch_max,adaptive_batch_step"
 ALL_FLAGS = "config,metrics_out,metrics_dir,eval_every_epochs,timeout_s,workers,servers,slowdown,slowdown_rank," \
             "epochs,staleness"
 

@@ -953,6 +953,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     shape.set_chunk_rows(static_cast<uint64_t>(EffectiveChunkRows(config.train())));
     shape.set_epochs(config.train().epochs());
     shape.set_seed(config.train().seed());
+    shape.set_taper(config.train().chunk_taper());
     ChunkFeedHooks hooks;
     hooks.ask = [&client](const DataOnDemandChunk& r) { return client->ChunkNext(r); };
     hooks.idle = [&client](int ms) { return client->Idle(ms); };
