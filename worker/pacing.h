@@ -5,7 +5,7 @@
 // (s − 1) × its own minibatch time after each minibatch. A Bibtex minibatch
 // takes a few milliseconds while the idle is asked in whole milliseconds, so
 // rounding each idle down lost up to a millisecond per minibatch: a worker
-// meant to be 2× slower ran about 1.6–1.8× slower. The idler keeps what it
+// meant to be 2× slower ran about 1.8× slow at 2.5 ms of work per minibatch. The idler keeps what it
 // owes (seconds, a fraction of a millisecond carried to the next minibatch),
 // so the idle time over a run is (s − 1) × the work time to within 1 ms.
 //
