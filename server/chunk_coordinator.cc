@@ -22,6 +22,24 @@ std::vector<DataChunk> MakeRowChunks(uint32_t file, uint64_t num_rows, uint64_t 
   return out;
 }
 
+std::vector<DataChunk> MakeTaperedRowChunks(uint32_t file, uint64_t num_rows, uint64_t chunk_rows) {
+  CHECK_GT(chunk_rows, 0u);
+  const uint64_t least = std::max<uint64_t>(1, chunk_rows / 8);
+  std::vector<DataChunk> out;
+  for (uint64_t b = 0; b < num_rows;) {
+    const uint64_t left = num_rows - b;
+    const uint64_t n = std::min(left, std::max(least, std::min(chunk_rows, (left + 3) / 4)));
+    DataChunk c;
+    c.unit = DataChunk::Unit::kRows;
+    c.file = file;
+    c.begin = b;
+    c.end = b + n;
+    out.push_back(c);
+    b += n;
+  }
+  return out;
+}
+
 ChunkCoordinator::ChunkCoordinator(std::vector<DataChunk> chunks, int64_t epochs, uint64_t seed, bool shuffle,
                                    bool epoch_barrier)
     : chunks_(std::move(chunks)),
@@ -48,6 +66,10 @@ void ChunkCoordinator::EnsureEpoch(int64_t e) {
     std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(e) + 1);
     for (size_t i = ep.order.size() - 1; i > 0; --i) std::swap(ep.order[i], ep.order[rng() % (i + 1)]);
   }
+  if (largest_first_)
+    std::stable_sort(ep.order.begin(), ep.order.end(), [this](uint32_t a, uint32_t b) {
+      return chunks_[a].end - chunks_[a].begin > chunks_[b].end - chunks_[b].begin;
+    });
   open_.emplace(e, std::move(ep));
 }
 

@@ -61,6 +61,19 @@ struct DataChunk {
 /// row chunks of chunk_rows rows (the last may be shorter). chunk_rows > 0.
 std::vector<DataChunk> MakeRowChunks(uint32_t file, uint64_t num_rows, uint64_t chunk_rows);
 
+/// Splits rows [0, num_rows) of `file` into chunks that taper: from the
+/// start, each chunk is a quarter of the rows not yet split, rounded up,
+/// capped at chunk_rows and at least max(1, chunk_rows / 8) (or the rest).
+/// Dealt largest first (ChunkCoordinator::set_deal_largest_first), the last
+/// chunks of an epoch are small, so the workers finish it together: guided
+/// self-scheduling (Polychronopoulos & Kuck, IEEE Trans. Computers 1987:
+/// chunk = remaining / P) with factoring's divisor 2P for P = 2 (Hummel,
+/// Schonberg & Flynn, CACM 1992), which leaves room for a worker half as
+/// fast as the other. At most 8 chunks more than MakeRowChunks's
+/// ceil(num_rows / chunk_rows) (checked by brute force over sizes up to
+/// 4,096). chunk_rows > 0.
+std::vector<DataChunk> MakeTaperedRowChunks(uint32_t file, uint64_t num_rows, uint64_t chunk_rows);
+
 class ChunkCoordinator {
  public:
   enum class GrantKind { kChunk, kWait, kDone };
@@ -82,6 +95,10 @@ class ChunkCoordinator {
   /// programmer errors (CHECK).
   ChunkCoordinator(std::vector<DataChunk> chunks, int64_t epochs, uint64_t seed, bool shuffle,
                    bool epoch_barrier);
+
+  /// Deals each epoch's chunks largest first (ties in the shuffled order),
+  /// for MakeTaperedRowChunks. Call before the first Next; off by default.
+  void set_deal_largest_first(bool on) { largest_first_ = on; }
 
   /// What worker `rank` (>= 0) does next. Never fails.
   Grant Next(int rank);
@@ -129,6 +146,7 @@ class ChunkCoordinator {
   uint64_t seed_;
   bool shuffle_;
   bool barrier_;
+  bool largest_first_ = false;
   std::map<int64_t, Epoch> open_;  // epochs begun and not yet completed
   std::vector<int64_t> epoch_rows_;
   std::vector<bool> epoch_done_;

@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace tether {
@@ -23,6 +24,63 @@ TEST(ChunkCoordinatorTest, MakeRowChunksCoversEveryRowOnce) {
   EXPECT_EQ(c[2].end, 10u);
   EXPECT_EQ(c[1].file, 3u);
   EXPECT_TRUE(MakeRowChunks(0, 0, 4).empty());
+}
+
+TEST(ChunkCoordinatorTest, TaperedChunksShrinkTowardTheEndAndCoverEveryRowOnce) {
+  // Bibtex's 4,880 rows in chunks of 640: a quarter of what is left each,
+  // down to 640 / 8 = 80 rows, then the rest.
+  std::vector<uint64_t> sizes;
+  uint64_t next = 0;
+  for (const DataChunk& c : MakeTaperedRowChunks(2, 4880, 640)) {
+    EXPECT_EQ(c.begin, next);
+    EXPECT_EQ(c.file, 2u);
+    next = c.end;
+    sizes.push_back(Rows(c));
+  }
+  EXPECT_EQ(next, 4880u);
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{640, 640, 640, 640, 580, 435, 327, 245, 184, 138, 103, 80, 80, 80, 68}));
+  EXPECT_TRUE(MakeTaperedRowChunks(0, 0, 4).empty());
+  // Chunks of 1 row stay 1 row; a set smaller than a chunk is one chunk.
+  EXPECT_EQ(MakeTaperedRowChunks(0, 5, 1).size(), 5u);
+  ASSERT_EQ(MakeTaperedRowChunks(0, 3, 64).size(), 1u);
+  for (uint64_t rows = 1; rows < 300; rows += 7) {
+    for (uint64_t chunk : {1u, 2u, 5u, 16u, 64u}) {
+      const auto c = MakeTaperedRowChunks(0, rows, chunk);
+      uint64_t sum = 0;
+      for (const DataChunk& d : c) {
+        ASSERT_GT(d.end, d.begin);
+        ASSERT_LE(Rows(d), chunk);
+        sum += Rows(d);
+      }
+      EXPECT_EQ(sum, rows) << rows << " rows, chunks of " << chunk;
+      EXPECT_LE(c.size(), MakeRowChunks(0, rows, chunk).size() + 8);
+    }
+  }
+}
+
+TEST(ChunkCoordinatorTest, LargestFirstDealsTheTaperLastAndShufflesTies) {
+  auto order = [](uint64_t seed) {
+    ChunkCoordinator co(MakeTaperedRowChunks(0, 4880, 640), 1, seed, /*shuffle=*/true, /*barrier=*/true);
+    co.set_deal_largest_first(true);
+    std::vector<std::pair<uint64_t, uint64_t>> out;  // (rows, begin)
+    for (auto g = co.Next(0); g.kind == Kind::kChunk; g = co.Next(0)) {
+      out.emplace_back(Rows(g.chunk), g.chunk.begin);
+      EXPECT_TRUE(co.Complete(0, g.id, static_cast<int64_t>(Rows(g.chunk))).ok());
+    }
+    EXPECT_TRUE(co.done());
+    return out;
+  };
+  const auto a = order(1);
+  ASSERT_EQ(a.size(), 15u);
+  for (size_t i = 1; i < a.size(); ++i) EXPECT_GE(a[i - 1].first, a[i].first) << i;
+  EXPECT_EQ(a.back().first, 68u);
+  // The four 640-row chunks come first, in an order the seed draws.
+  bool differs = false;
+  for (uint64_t seed = 2; seed < 10 && !differs; ++seed) {
+    const auto b = order(seed);
+    for (size_t i = 0; i < 4; ++i) differs |= a[i].second != b[i].second;
+  }
+  EXPECT_TRUE(differs);
 }
 
 TEST(ChunkCoordinatorTest, DealsInOrderWithoutShuffleAndEndsWithDone) {

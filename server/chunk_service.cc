@@ -10,7 +10,8 @@ namespace {
 
 std::string Shape(const DataOnDemandChunk& c) {
   return std::to_string(c.train_rows()) + " training rows in chunks of " + std::to_string(c.chunk_rows()) +
-         " rows, " + std::to_string(c.epochs()) + " epochs, seed " + std::to_string(c.seed());
+         (c.taper() ? " rows tapering toward each epoch's end" : " rows") + ", " + std::to_string(c.epochs()) +
+         " epochs, seed " + std::to_string(c.seed());
 }
 
 }  // namespace
@@ -26,18 +27,22 @@ StatusOr<DataOnDemandChunk> ChunkService::Next(int rank, const DataOnDemandChunk
     shape_.set_chunk_rows(request.chunk_rows());
     shape_.set_epochs(request.epochs());
     shape_.set_seed(request.seed());
-    std::vector<DataChunk> chunks = MakeRowChunks(0, request.train_rows(), request.chunk_rows());
+    shape_.set_taper(request.taper());
+    std::vector<DataChunk> chunks = request.taper() ? MakeTaperedRowChunks(0, request.train_rows(), request.chunk_rows())
+                                                    : MakeRowChunks(0, request.train_rows(), request.chunk_rows());
     const size_t n = chunks.size();
     coordinator_ = std::make_unique<ChunkCoordinator>(std::move(chunks), request.epochs(), request.seed(),
                                                       /*shuffle=*/true, /*epoch_barrier=*/true);
+    coordinator_->set_deal_largest_first(request.taper());
     LOG(INFO) << log_prefix_ << "data on demand: " << Shape(request) << " (" << n << " chunks per epoch), from "
               << who << "'s first request";
   } else if (request.train_rows() != shape_.train_rows() || request.chunk_rows() != shape_.chunk_rows() ||
-             request.epochs() != shape_.epochs() || request.seed() != shape_.seed()) {
+             request.epochs() != shape_.epochs() || request.seed() != shape_.seed() ||
+             request.taper() != shape_.taper()) {
     return Status::InvalidArgument("data on demand: " + who + " has " + Shape(request) + " but the job has " +
                                    Shape(shape_) +
                                    " (every worker must read the same training set with the same train.chunk_rows, "
-                                   "train.epochs and train.seed)");
+                                   "train.chunk_taper, train.epochs and train.seed)");
   }
   DataOnDemandChunk reply;
   if (request.completed_id() != 0) {

@@ -5,6 +5,8 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace tether {
 namespace {
@@ -73,6 +75,27 @@ TEST(ChunkServiceTest, RefusesAnotherShapeNamingBoth) {
   EXPECT_FALSE(s.Next(1, Ask(10, 4, 2, 8), 0).ok());
   EXPECT_FALSE(s.Next(2, Ask(0, 4, 2), 0).ok());
   EXPECT_FALSE(s.Next(-1, Ask(10, 4, 2), 0).ok());
+}
+
+TEST(ChunkServiceTest, TaperedShapeDealsLargestFirstAndMustMatch) {
+  ChunkService s;
+  DataOnDemandChunk shape = Ask(4880, 640, 1);
+  shape.set_taper(true);
+  std::vector<uint64_t> sizes;
+  DataOnDemandChunk req = shape;
+  for (;;) {
+    StatusOr<DataOnDemandChunk> r = s.Next(0, req, 0);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    if (r->kind() != DataOnDemandChunk::CHUNK) break;
+    sizes.push_back(r->end() - r->begin());
+    req = Completing(shape, *r);
+  }
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{640, 640, 640, 640, 580, 435, 327, 245, 184, 138, 103, 80, 80, 80, 68}));
+  EXPECT_EQ(s.WorkerEpochRows(0, 0), 4880);
+  StatusOr<DataOnDemandChunk> other = s.Next(1, Ask(4880, 640, 1), 0);  // no taper
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("train.chunk_taper"), std::string::npos) << other.status().message();
+  EXPECT_NE(other.status().message().find("tapering"), std::string::npos) << other.status().message();
 }
 
 TEST(ChunkServiceTest, WaitCarriesTheMaxClockAndALeaverIsRedealt) {
@@ -207,12 +230,13 @@ TEST(ChunkServiceTest, KillThenJoinOfANewRankInTheSameEpochCountsExactly) {
 // Random speeds, leaves and rejoins through the service, as the server
 // drives it: per epoch the counted rows of every worker sum to the set.
 TEST(ChunkServiceTest, RandomLeavesCountEveryRowOncePerEpoch) {
-  for (uint64_t seed = 1; seed <= 20; ++seed) {
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
     ChunkService s;
     const uint64_t rows = 1 + rng() % 200;
     const int64_t epochs = 1 + static_cast<int64_t>(rng() % 4);
-    const DataOnDemandChunk shape = Ask(rows, 1 + rng() % 17, epochs, seed);
+    DataOnDemandChunk shape = Ask(rows, 1 + rng() % 17, epochs, seed);
+    shape.set_taper(seed > 20);  // train.chunk_taper: the same guarantees
     std::map<int, DataOnDemandChunk> holding;  // rank → its chunk
     bool done = false;
     for (int step = 0; step < 100000 && !done; ++step) {

@@ -90,9 +90,11 @@ MODES = {
     # Bibtex trains with Adam: its step hardly follows a gradient's scale, so
     # the push is weighed by its batch on the server (docs/CONSISTENCY.md,
     # "Adaptive batch sizes"). Chunks of 10 minibatches: a minibatch does not
-    # cross a chunk, so larger chunks leave fewer short ones.
-    "adaptive": {"flags": ["--staleness=2", "--data_on_demand=true", "--chunk_rows=640", "--adaptive_batch=true",
-                           "--adaptive_batch_min=16", "--adaptive_batch_max=160",
+    # cross a chunk, so larger chunks leave fewer short ones; they taper
+    # toward each epoch's end (--chunk_taper) so the fast worker does not
+    # wait long for the slow one's last chunk.
+    "adaptive": {"flags": ["--staleness=2", "--data_on_demand=true", "--chunk_rows=640", "--chunk_taper=true",
+                           "--adaptive_batch=true", "--adaptive_batch_min=16", "--adaptive_batch_max=160",
                            "--adaptive_batch_step=server_weight"],
                  "label": "adaptive batches on demand, s = 2"},
     # --consistency_model=average clears the config's staleness (AVERAGE

@@ -89,7 +89,7 @@ FAKE_HELP = textwrap.dedent(r'''
     exec python3 FAKE_PY "$@"
 ''').lstrip()
 
-ADAPTIVE_FLAGS = "adaptive_batch,adaptive_batch_min,adaptive_batch_max,adaptive_batch_step"
+ADAPTIVE_FLAGS = "chunk_taper,adaptive_batch,adaptive_batch_min,adaptive_batch_max,adaptive_batch_step"
 ALL_FLAGS = "config,metrics_out,metrics_dir,eval_every_epochs,timeout_s,workers,servers,slowdown,slowdown_rank," \
             "epochs,staleness"
 
@@ -149,13 +149,15 @@ class StragglerStudyTest(unittest.TestCase):
         self.env["FAKE_FLAGS"] = ALL_FLAGS + ",data_on_demand,chunk_rows"  # nothing of adaptive or AVERAGE
         r = self.run_tool("--modes", "fixed_s2,on_demand,adaptive,average", "--repeats", "1", "--epochs", "2")
         self.assertEqual(r.returncode, 0, r.stdout)
-        self.assertIn("mode adaptive SKIPPED: this build lacks --adaptive_batch (not listed by tether-launch and "
-                      "tether-worker --help)", r.stdout)
+        self.assertIn("mode adaptive SKIPPED: this build lacks --chunk_taper (not listed by tether-launch and "
+                      "tether-worker --help), --adaptive_batch (not listed by tether-launch and tether-worker --help)",
+                      r.stdout)
         self.assertIn("mode average SKIPPED: this build lacks --consistency_model", r.stdout)
         self.assertEqual([c.get("data_on_demand") for c in self.calls()], [None, "true"])
         self.assertEqual([row["mode"] for row in self.study_csv()], ["fixed_s2", "on_demand"])
         with open(os.path.join(self.out, "study.md")) as f:
-            self.assertIn("- mode `adaptive` skipped: this build lacks --adaptive_batch", f.read())
+            self.assertIn("- mode `adaptive` skipped: this build lacks --chunk_taper (not listed by tether-launch and "
+                          "tether-worker --help), --adaptive_batch", f.read())
 
     def test_bad_options_are_refused_naming_the_option(self):
         for argv, message in ((["--modes", "fixed_s2,adaptve"], "--modes: unknown mode(s) adaptve; known: fixed_s0"),

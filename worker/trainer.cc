@@ -42,6 +42,7 @@
 #include "worker/metrics_json.h"
 #include "worker/model.h"
 #include "worker/model_registry.h"
+#include "worker/pacing.h"
 #include "worker/partitioned_eval.h"
 #include "worker/sampling.h"
 
@@ -811,6 +812,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // minibatch time, heartbeating, so it is slow but alive.
   const double slowdown = rank == config.train().slowdown_rank() ? config.train().slowdown() : 1.0;
   if (slowdown > 1.0) LOG(INFO) << who << "simulating a straggler: " << slowdown << "x slower";
+  SlowdownIdler slow_idle(slowdown);  // worker/pacing.h: the fraction of a ms carried over
   // C24: the loss itself tells divergence, not only a NaN. Its reference is
   // the untrained model's loss (the first minibatch's) or a uniform
   // softmax's, whichever is larger, so a first minibatch already blown up
@@ -951,6 +953,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     shape.set_chunk_rows(static_cast<uint64_t>(EffectiveChunkRows(config.train())));
     shape.set_epochs(config.train().epochs());
     shape.set_seed(config.train().seed());
+    shape.set_taper(config.train().chunk_taper());
     ChunkFeedHooks hooks;
     hooks.ask = [&client](const DataOnDemandChunk& r) { return client->ChunkNext(r); };
     hooks.idle = [&client](int ms) { return client->Idle(ms); };
@@ -1033,7 +1036,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
         LOG(WARNING) << who << "stop requested at clock " << client->clock()
                      << ": asking for a checkpoint, then leaving the job";
       }
-      const Minibatch batch{&x, &y, b, std::min(x.rows, b + bs)};
+      const Minibatch batch{&x, &y, b, AdaptiveBatchEnd(adaptive, x.rows, b, bs)};
       next_b = batch.end;
       const auto pull_start = SteadyClock::now();
       TETHER_RETURN_IF_ERROR(model->Pull(batch, client.get()));
@@ -1051,7 +1054,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       }
       model->Push(client.get());
       if (slowdown > 1.0)
-        TETHER_RETURN_IF_ERROR(client->Idle(static_cast<int>(1000.0 * (slowdown - 1.0) * SecondsSince(pull_start))));
+        TETHER_RETURN_IF_ERROR(slow_idle.Idle(SecondsSince(pull_start), [&](int ms) { return client->Idle(ms); }));
       report.samples += static_cast<uint64_t>(batch.rows());
       clock_rows += batch.rows();
       ++run_minibatches;

@@ -5,7 +5,9 @@
 #   speeds  2 servers; worker 2 is 4x slower (--slowdown=4 --slowdown_rank=2).
 #           Every epoch the workers' epoch_rows sum to 4880 exactly, shard 0
 #           counted 4880 rows per epoch, nothing was re-dealt, and worker 2
-#           trained on fewer rows than either other worker.
+#           trained on fewer rows than either other worker. The chunks
+#           taper (--chunk_taper=true): shard 0 splits the 4880 rows into 84
+#           chunks (77 without the taper) and the exact counts still hold.
 #   kill    1 server; worker 2 is killed (SIGKILL) in its second epoch and
 #           restarted at once with the same rank: its new HELLO gives the
 #           chunk the dead process held back, and the others wait for it at
@@ -29,7 +31,7 @@ flags=(--config=examples/bibtex.pbtxt --num_servers=$servers --num_workers=3 --s
 # kill: a timeout longer than the restart takes, so the rejoin (not the
 # timeout) takes the chunk back.
 if [ "$mode" = kill ]; then flags+=(--worker_timeout_ms=20000); else flags+=(--worker_timeout_ms=1500); fi
-[ "$mode" = speeds ] && flags+=(--slowdown=4 --slowdown_rank=2)
+[ "$mode" = speeds ] && flags+=(--slowdown=4 --slowdown_rank=2 --chunk_taper=true)
 start_servers $servers
 start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started
 start_worker 1 "$tmp/w1.log"; w1=$started
@@ -105,5 +107,9 @@ if [ "$mode" = kill ]; then
 fi
 if [ "$mode" = gone ]; then
   grep -q "worker 2 silent for" "$tmp/server0.log" || fail "the server never declared worker 2 gone"
+fi
+if [ "$mode" = speeds ]; then
+  grep -q "chunks of 64 rows tapering toward each epoch's end, 3 epochs, seed 5 (84 chunks per epoch)" \
+    "$tmp/server0.log" || fail "shard 0 did not taper the chunks (84 per epoch)"
 fi
 echo PASS
