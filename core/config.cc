@@ -733,10 +733,6 @@ Status ValidateJobConfig(const JobConfig& c) {
       return bad("train.data_on_demand", "cannot be combined with data.streaming yet: chunks are rows of the "
                                          "training set in memory; set data.streaming: false (or leave "
                                          "train.data_on_demand off for the static split)");
-    if (!c.checkpoint().dir().empty())
-      return bad("checkpoint.dir", "is set but train.data_on_demand is true: which chunks were completed lives "
-                                   "on shard 0 and is not checkpointed, so a resume could not train every row "
-                                   "exactly once; leave checkpoint.dir unset with data on demand");
   }
   if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
     return bad("train.divergence_factor", "must be a finite number > 1");
@@ -891,8 +887,10 @@ Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data) {
   if (rank >= initial && !config.checkpoint().dir().empty())
     return Status::FailedPrecondition(
         "rank " + std::to_string(rank) + " joins beyond the job's " + std::to_string(initial) +
-        " initial worker(s), but the job takes checkpoints (checkpoint.dir): a checkpoint and its resume know the "
-        "initial ranks only, so joins and checkpoints do not combine yet");
+        " initial worker(s), but the job takes checkpoints (checkpoint.dir): a worker that joins while a "
+        "checkpoint is being cut could start at the cut's clock and never take part in it (the checkpoint would "
+        "wait for it) or push updates past the cut into it, so joins and checkpoints do not combine yet "
+        "(data on demand itself checkpoints and resumes with any number of workers: docs/OPERATIONS.md)");
   return Status::OK();
 }
 

@@ -440,7 +440,13 @@ TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {
   j = *c;
   j.mutable_train()->set_data_on_demand(true);
   j.mutable_checkpoint()->set_dir("/tmp/ckpt");
-  EXPECT_NE(ValidateJobConfig(j).message().find("checkpoint.dir"), std::string::npos);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << "data on demand checkpoints (server/chunk_state.h): "
+                                         << ValidateJobConfig(j).message();
+  // Joins still do not combine with checkpoints (the cut, not the data).
+  j.mutable_cluster()->set_max_workers(j.cluster().num_workers() + 1);
+  EXPECT_EQ(CheckWorkerRank(j, j.cluster().num_workers(), /*has_data=*/true).code(),
+            Status::Code::kFailedPrecondition);
+  EXPECT_TRUE(CheckWorkerRank(j, 0, /*has_data=*/true).ok());
   j = *c;
   j.mutable_train()->set_data_on_demand(true);
   j.mutable_data()->set_streaming(true);

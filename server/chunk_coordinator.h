@@ -45,6 +45,8 @@
 
 namespace tether {
 
+class ChunkCoordinatorState;  // proto/tether.proto
+
 struct DataChunk {
   enum class Unit { kRows, kBytes };
   Unit unit = Unit::kRows;
@@ -123,6 +125,25 @@ class ChunkCoordinator {
   uint64_t redealt_units() const { return redealt_units_; }
   /// Per worker (every rank that ever asked).
   const std::map<int, WorkerCounts>& workers() const { return workers_; }
+
+  // ---- Checkpoints (server/chunk_state.h; defined in chunk_state.cc).
+  /// Fills the dealing fields of `state` (chunks_per_epoch, epochs, seed,
+  /// shuffle, epoch_barrier, completed_epochs, epoch_rows, open, done_ahead,
+  /// next_id, redealt counts, workers' counts); the shape fields of the
+  /// wire (train_rows, chunk_rows) are the caller's. Chunks held now are
+  /// saved as held, not completed.
+  void SaveState(ChunkCoordinatorState* state) const;
+  /// Continues from `state` (a SaveState of a coordinator over the same
+  /// chunk list and seed) in a coordinator that has dealt nothing yet: the
+  /// completed chunks stay completed, the held ones are dealt again first
+  /// (and count as re-dealt), the rest are dealt in the epoch's order.
+  /// `state.epochs` may differ from this coordinator's: epochs past its own
+  /// are dropped. Errors: FailedPrecondition when this coordinator has
+  /// dealt a chunk; InvalidArgument naming the field when the state does
+  /// not fit (chunks_per_epoch, seed, shuffle, epoch_barrier) or is
+  /// malformed (a chunk index out of range or listed twice, an epoch out of
+  /// order); the coordinator is unchanged then.
+  Status RestoreState(const ChunkCoordinatorState& state);
 
  private:
   struct Epoch {

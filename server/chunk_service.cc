@@ -22,6 +22,8 @@ StatusOr<DataOnDemandChunk> ChunkService::Next(int rank, const DataOnDemandChunk
   if (request.train_rows() < 1 || request.chunk_rows() < 1 || request.epochs() < 1)
     return Status::InvalidArgument("CHUNK_NEXT from " + who + ": malformed shape (" + Shape(request) +
                                    "): train_rows, chunk_rows and epochs must be ≥ 1");
+  // A resumed job: the checkpoint's dealing state, if its shape agrees.
+  if (coordinator_ == nullptr && resume_ != nullptr) TETHER_RETURN_IF_ERROR(StartFromCheckpoint(request, who));
   if (coordinator_ == nullptr) {
     shape_.set_train_rows(request.train_rows());
     shape_.set_chunk_rows(request.chunk_rows());

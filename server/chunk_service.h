@@ -63,6 +63,18 @@ class ChunkService {
   /// The coordinator, or null before the first request.
   const ChunkCoordinator* coordinator() const { return coordinator_.get(); }
 
+  // ---- Checkpoints (server/chunk_state.h; defined in chunk_state.cc).
+  /// The dealing state now, with the job's shape and `clock`; false (and
+  /// `*state` untouched) before the first request.
+  bool SaveState(int64_t clock, ChunkCoordinatorState* state) const;
+  /// A resumed job: the first request creates the coordinator from `state`
+  /// (a checkpoint's), after checking that its shape agrees (DiffChunkShape:
+  /// train_rows, chunk_rows, seed); a request of another shape is refused
+  /// with InvalidArgument naming the field and nothing is created, so the
+  /// next request is checked again. Errors: FailedPrecondition once a
+  /// request has created the coordinator.
+  Status Resume(ChunkCoordinatorState state);
+
  private:
   // The log line of an epoch just completed: its rows by worker and the
   // re-dealt counts so far.
@@ -76,6 +88,10 @@ class ChunkService {
   // per-epoch per-worker counts; a left worker's entries go with Leave.
   std::map<uint64_t, std::pair<int, int64_t>> open_;
   std::map<int, std::vector<int64_t>> epoch_rows_;  // rank → rows completed per epoch
+  // Resume: the checkpoint's state, applied by the first request.
+  std::unique_ptr<ChunkCoordinatorState> resume_;
+  // Creates the coordinator from resume_ for `request` (its shape checked).
+  Status StartFromCheckpoint(const DataOnDemandChunk& request, const std::string& who);
 };
 
 }  // namespace tether

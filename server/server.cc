@@ -13,6 +13,7 @@
 #include "core/net/transport.h"
 #include "core/partition.h"
 #include "server/checkpoint.h"
+#include "server/chunk_state.h"
 #include "server/shard_memory.h"
 
 namespace tether {
@@ -877,6 +878,7 @@ std::string ServerShard::Resume(const MessageHeader& h) {
     fatal_ = st;
     return "cannot resume: " + st.message();
   }
+  if (const std::string why = ResumeChunkState(dir, *m); !why.empty()) return why;
   resume_clock_ = m->clock();
   last_checkpoint_clock_ = m->clock();
   for (int r = 0; r < clocks_.num_workers(); ++r) clocks_.Rejoin(r, resume_clock_);
@@ -926,6 +928,10 @@ void ServerShard::MaybeWriteCheckpoint() {
               : tables_.empty() ? Status::FailedPrecondition("no tables defined yet")
                               : WriteShardCheckpoint(FileSystem::Default(), round_.dir, shard_, num_shards_,
                                                      round_.clock, tables_, &file);
+  // Data on demand: shard 0's dealing state, in this same turn of the loop
+  // as its rows (server/chunk_state.h says why the two agree).
+  CheckpointFile chunk_file;
+  if (st.ok()) st = WriteChunkStateIfDealing(&chunk_file);
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
   if (st.ok()) {
     LOG(INFO) << log_prefix_ << "checkpoint at clock " << round_.clock << (round_.final ? " (final)" : "") << ": "
@@ -947,6 +953,7 @@ void ServerShard::MaybeWriteCheckpoint() {
     reply.header.set_request_id(peer.second);
     reply.header.set_checkpoint_clock(round_.clock);
     *reply.header.add_checkpoint_files() = file;
+    if (chunk_file.has_name()) *reply.header.add_checkpoint_files() = chunk_file;
     if (shard_ == 0) {
       for (int r = 0; r < static_cast<int>(workers_.size()); ++r) {
         if (!Member(r)) continue;  // a joiner's slot that was never taken
@@ -981,6 +988,29 @@ void ServerShard::MaybeWriteCheckpoint() {
   round_ = CheckpointRound();
   // The write held the event loop: nobody was silent meanwhile.
   for (WorkerState& w : workers_) w.last_seen = SteadyClock::now();
+}
+
+Status ServerShard::WriteChunkStateIfDealing(CheckpointFile* written) {
+  ChunkCoordinatorState state;
+  if (shard_ != 0 || !chunks_.SaveState(round_.clock, &state)) return Status::OK();
+  TETHER_RETURN_IF_ERROR(WriteChunkState(FileSystem::Default(), round_.dir, state, written));
+  LOG(INFO) << log_prefix_ << "checkpoint at clock " << round_.clock << ": data on demand at epoch "
+            << state.completed_epochs() + 1 << ", " << (state.open_size() > 0 ? state.open(0).completed_size() : 0)
+            << " chunk(s) of it completed, " << (state.open_size() > 0 ? state.open(0).held_size() : 0)
+            << " dealt and not completed (dealt again on a resume): " << round_.dir << "/" << kChunkStateName;
+  return Status::OK();
+}
+
+std::string ServerShard::ResumeChunkState(const std::string& dir, const CheckpointManifest& m) {
+  if (shard_ != 0) return "";
+  StatusOr<std::optional<ChunkCoordinatorState>> state = ReadChunkState(dir, m);
+  if (!state.ok()) {
+    fatal_ = state.status();
+    return "cannot resume: " + state.status().message();
+  }
+  if (!state->has_value()) return "";
+  if (Status st = chunks_.Resume(std::move(**state)); !st.ok()) return "cannot resume: " + st.message();
+  return "";
 }
 
 void ServerShard::AdmitWaitingHellos() {

@@ -277,6 +277,12 @@ class ServerShard {
   // never taken is not: it holds no barrier, evaluation or exit back.
   bool Member(size_t rank) const;
   void MaybeWriteCheckpoint();
+  // Data on demand in checkpoints (server/chunk_state.h), shard 0 only:
+  // writes chunks.state into the round's directory when chunks are being
+  // dealt (*written keeps no name otherwise), and on a resume hands the
+  // checkpoint's state to chunks_ ("" or why the resume is refused).
+  Status WriteChunkStateIfDealing(CheckpointFile* written);
+  std::string ResumeChunkState(const std::string& dir, const CheckpointManifest& m);
   // Worker 0's HELLO of a resumed job: loads this shard's rows. Returns
   // "" or why the HELLO is refused (also recorded in fatal_).
   std::string Resume(const MessageHeader& hello);

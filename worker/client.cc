@@ -562,6 +562,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         break;
       case CHECKPOINT_REPLY:
         if (h.checkpoint_files_size() > 0) checkpoint_reply_.shard_files[r.shard] = h.checkpoint_files(0);
+        for (int i = 1; i < h.checkpoint_files_size(); ++i) checkpoint_reply_.extra_files.push_back(h.checkpoint_files(i));
         if (r.shard == 0)
           checkpoint_reply_.workers.assign(h.checkpoint_workers().begin(), h.checkpoint_workers().end());
         break;

@@ -149,6 +149,9 @@ struct ClientOptions {
 /// (from shard 0) every rank's entry.
 struct CheckpointReply {
   std::vector<CheckpointFile> shard_files;  // in shard order
+  // Further files a shard wrote into the checkpoint (shard 0's chunks.state
+  // with data on demand: server/chunk_state.h); the manifest lists them.
+  std::vector<CheckpointFile> extra_files;
   std::vector<CheckpointWorker> workers;    // one per rank
 };
 

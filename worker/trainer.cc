@@ -42,6 +42,7 @@
 #include "worker/metrics_json.h"
 #include "worker/model.h"
 #include "worker/model_registry.h"
+#include "worker/on_demand_resume.h"
 #include "worker/pacing.h"
 #include "worker/partitioned_eval.h"
 #include "worker/sampling.h"
@@ -575,9 +576,6 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // Data on demand (worker/chunk_feed.h): every worker holds the whole
   // training set; shard 0 deals it out in chunks.
   const bool on_demand = config.train().data_on_demand();
-  if (on_demand && !options.resume_from.empty())
-    return Status::InvalidArgument(who + "--resume_from: data on demand (train.data_on_demand) keeps which chunks "
-                                         "were completed on shard 0, not in checkpoints: it cannot resume");
   TETHER_ASSIGN_OR_RETURN(Dataset train, config.data().streaming()
                                              ? OpenTrainStream(config, rank, &stream)
                                              : LoadSplit(config, config.data().train_file(),
@@ -633,7 +631,18 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       LOG(WARNING) << who << "resuming with another train.seed, data.train_file or data.train_split than the "
                    << "checkpoint's: the rows left of the epoch are those of the checkpoint's order, the model's "
                    << "state continues, but the run is not the one that was stopped";
-    TETHER_ASSIGN_OR_RETURN(resume, ResumeState(manifest, resume_dir, config, rank, train, &resume_finished));
+    // Data on demand: shard 0 resumes the dealing (server/chunk_state.h);
+    // this worker's state is its counters (worker/on_demand_resume.h).
+    if (Status st = CheckDataOnDemandResume(manifest, resume_dir, config, train.features.rows); !st.ok())
+      return st.WithPrefix("[worker " + std::to_string(rank) + "]");
+    if (on_demand) {
+      TETHER_ASSIGN_OR_RETURN(resume, OnDemandResumeState(manifest, resume_dir, config, rank, train.features.rows,
+                                                          config.consistency().model() == AVERAGE
+                                                              ? AveragePeriodMinibatches(config)
+                                                              : config.train().minibatches_per_clock()));
+    } else {
+      TETHER_ASSIGN_OR_RETURN(resume, ResumeState(manifest, resume_dir, config, rank, train, &resume_finished));
+    }
     LOG(INFO) << who << "resuming from " << resume_dir << " at clock " << manifest.clock() << ": "
               << (resume_finished ? std::string("nothing left to train")
                                   : "epoch " + std::to_string(resume.epoch() + 1) + ", row " +
@@ -877,6 +886,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     for (const TableSpec& t : tables) *m.add_tables() = t;
     *m.mutable_config() = config;
     for (const CheckpointFile& f : reply.shard_files) *m.add_files() = f;
+    for (const CheckpointFile& f : reply.extra_files) *m.add_files() = f;  // shard 0's chunks.state
     for (const CheckpointWorker& w : reply.workers) {
       CheckpointWorker* e = m.add_workers();
       *e = w;
@@ -947,6 +957,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // Data on demand: the epoch's rows come in chunks from shard 0; a worker
   // (re)joining mid-job starts at the epoch in progress.
   std::unique_ptr<ChunkFeed> feed;
+  int feed_epoch = std::max(0, resume.epoch());  // the epoch in progress, for a checkpoint taken while waiting
   if (on_demand) {
     DataOnDemandChunk shape;
     shape.set_train_rows(static_cast<uint64_t>(train.features.rows));
@@ -958,10 +969,21 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     hooks.ask = [&client](const DataOnDemandChunk& r) { return client->ChunkNext(r); };
     hooks.idle = [&client](int ms) { return client->Idle(ms); };
     hooks.clock = [&client] { return client->clock(); };
-    hooks.empty_clock = [&client] { return client->Clock(); };
+    // A checkpoint clock reached while waiting for a chunk is taken here:
+    // every worker still training takes part in each cut.
+    hooks.empty_clock = [&]() -> Status {
+      TETHER_RETURN_IF_ERROR(client->Clock());
+      const int64_t c = client->clock();
+      if (checkpointing && ((ckpt.every_clocks() > 0 && c % ckpt.every_clocks() == 0) ||
+                            c == client->due_checkpoint_clock()))
+        return take_checkpoint(feed_epoch, 0, 0, 0, nullptr);
+      return Status::OK();
+    };
     hooks.stop = options.stop_requested;
     feed = std::make_unique<ChunkFeed>(shape, &train.features, &train.labels, std::move(hooks));
     TETHER_ASSIGN_OR_RETURN(start_epoch, feed->FirstEpoch());
+    // A resume continues the epoch's loss only when shard 0 deals that epoch.
+    if (!resume_dir.empty() && resume.epoch() != start_epoch) start_loss_sum = 0, start_loss_batches = 0;
     LOG(INFO) << who << "data on demand: " << train.features.rows << " training rows in chunks of "
               << shape.chunk_rows() << " rows from shard 0"
               << (start_epoch > 0 ? ", joining at epoch " + std::to_string(start_epoch + 1) : std::string());
@@ -971,6 +993,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   for (int epoch = start_epoch; epoch < config.train().epochs(); ++epoch) {
     const bool first = epoch == start_epoch && !resume_dir.empty();
     const bool dealt_epoch = first && !dealt_lines.empty();
+    feed_epoch = epoch;
     const uint64_t epoch_samples_from = report.samples;
     CsrMatrix x, y;
     // data.streaming: x / y hold one block at a time; the minibatch loop
@@ -1268,7 +1291,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     for (const CheckpointWorker& w : reply.workers)
       if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE)
         left += (left.empty() ? "" : ", ") + std::to_string(w.rank());
-    const bool final = left.empty();
+    // Data on demand: this worker reached the barrier because shard 0 said
+    // DONE, so every chunk of every epoch was completed, whoever left.
+    const bool final = left.empty() || feed != nullptr;
     if (!final) {
       const std::string plain = ckpt.dir() + "/" + CheckpointDirName(clock, false);
       std::error_code ec;
