@@ -117,7 +117,7 @@ RequestChannel::RequestChannel(const Options& options, ReplyHandler on_reply)
       ctx_(options.context == nullptr ? own_ctx_.get() : options.context),
       frame_pool_(FramePool::Options{options.frame_pool_idle_bytes, kMinPooledFrameBytes}),
       outstanding_(options.servers.size(), 0),
-      last_send_(SteadyClock::now()),
+      last_send_(options.servers.size(), SteadyClock::now()),
       links_(options.servers.size()) {}
 
 RequestChannel::~RequestChannel() {
@@ -245,7 +245,7 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
   }
   const uint32_t slot = state != nullptr ? pending_.Take() : 0;
   const uint64_t id = (next_sequence_++ << kSlotBits) | slot;
-  last_send_ = SteadyClock::now();
+  last_send_[shard] = SteadyClock::now();
   m->header.set_request_id(id);
   m->header.set_sender_rank(options_.rank);
   m->header.set_clock(clock_);
@@ -318,7 +318,10 @@ Status RequestChannel::SendFromReply(int shard, Message* m, MessageType expect, 
 }
 
 void RequestChannel::SendHeartbeats() {
+  const auto now = SteadyClock::now();
+  const auto interval = std::chrono::milliseconds(options_.heartbeat_interval_ms);
   for (int s = 0; s < num_shards(); ++s) {
+    if (now - last_send_[s] < interval) continue;  // it heard from us lately
     if (!shard_up(s)) continue;  // queued for a reconnect that may never come
     Message m;
     m.header.set_type(HEARTBEAT);
@@ -506,8 +509,10 @@ Status RequestChannel::Progress(int timeout_ms) {
   while (true) {
     TETHER_RETURN_IF_ERROR(CheckInterrupts());
     // Poll in short slices: a worker blocked on the staleness bound must
-    // still look alive to the servers (heartbeats), and see an abort, a
-    // stop request or a gone shard within kStopPollMs.
+    // still look alive to the servers (heartbeats, to every shard it has
+    // not sent to for an interval, whichever shards it talks to meanwhile),
+    // and see an abort, a stop request or a gone shard within kStopPollMs.
+    SendHeartbeats();
     const int64_t waited = MillisecondsSince(start);
     const int64_t slice = std::max<int64_t>(
         0, std::min<int64_t>({timeout_ms - waited, int64_t{options_.heartbeat_interval_ms}, int64_t{kStopPollMs}}));
@@ -527,8 +532,6 @@ Status RequestChannel::Progress(int timeout_ms) {
       if (data) break;
     }
     if (MillisecondsSince(start) >= timeout_ms) break;
-    if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
-      SendHeartbeats();
   }
   if (!data) {
     TETHER_RETURN_IF_ERROR(CheckInterrupts());
@@ -599,8 +602,6 @@ Status RequestChannel::Idle(int ms) {
   while (true) {
     const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now()).count();
     if (left <= 0) return sticky_error_;
-    if (SteadyClock::now() - last_send_ >= std::chrono::milliseconds(options_.heartbeat_interval_ms))
-      SendHeartbeats();
     Status st = Progress(static_cast<int>(std::min<int64_t>(left, options_.heartbeat_interval_ms)));
     if (!st.ok() && st.code() != Status::Code::kDeadlineExceeded) return st;
   }

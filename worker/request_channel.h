@@ -297,6 +297,8 @@ class RequestChannel {
   void Dispatch(Message* reply);
   void PartDone(RequestState* request);  // one part answered or failed
   void Recycle(RequestState* request);
+  // A HEARTBEAT to each shard that is up and has had no message from this
+  // worker for options_.heartbeat_interval_ms (last_send_).
   void SendHeartbeats();
   int Window() const;
 
@@ -318,7 +320,11 @@ class RequestChannel {
   std::vector<RequestState*> free_states_;  // no handle, nothing in flight
   Status sticky_error_;
   int64_t clock_ = 0;
-  std::chrono::steady_clock::time_point last_send_;
+  // Per shard: when the last message went to it. A shard that heard
+  // nothing for a heartbeat interval gets a HEARTBEAT (SendHeartbeats),
+  // even while requests keep going to other shards (a worker polling
+  // shard 0 for a chunk must stay alive on every shard).
+  std::vector<std::chrono::steady_clock::time_point> last_send_;
   Stats stats_;
   // Liveness: per shard; the monitors' PAIR sockets follow the data sockets
   // in poll_items_ (monitor_shard_[i] is the shard of poll item

@@ -117,6 +117,71 @@ TEST_F(ChannelTest, WaitWithATimeoutLeavesTheRequestOutstanding) {
   EXPECT_TRUE(a.Wait(2000).ok());
 }
 
+// A worker that keeps talking to one shard (polling shard 0 for a chunk,
+// or waiting on it) must still heartbeat the others: the servers drop a
+// worker they have not heard from for cluster.worker_timeout_ms. Heartbeats
+// go per shard, to a shard silent for an interval, and no oftener.
+TEST(ChannelHeartbeatTest, AShardNotSentToGetsHeartbeatsWhileAnotherIsBusy) {
+  zmq::context_t ctx;
+  std::vector<zmq::socket_t> routers;
+  RequestChannel::Options o;
+  for (int s = 0; s < 2; ++s) {
+    std::string endpoint;
+    auto router = BindRouter(ctx, "inproc://heartbeat-test-" + std::to_string(s), SocketOptions{}, &endpoint);
+    ASSERT_TRUE(router.ok()) << router.status().ToString();
+    routers.push_back(std::move(router).value());
+    o.servers.push_back(endpoint);
+  }
+  o.context = &ctx;
+  o.request_timeout_ms = 2000;
+  constexpr int kIntervalMs = 20;
+  o.heartbeat_interval_ms = kIntervalMs;
+  RequestChannel channel(o, [](uint64_t, const Status& verdict, Message*) { return verdict; });
+  ASSERT_TRUE(channel.Connect().ok());
+  // Like a worker waiting for a chunk: a request to shard 0 answered at
+  // once, a short idle, again; shard 1 hears nothing else.
+  const auto start = std::chrono::steady_clock::now();
+  const auto ms_since_start = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  };
+  int heartbeats_1 = 0, other_1 = 0, requests_0 = 0;
+  while (heartbeats_1 < 3 && ms_since_start() < 5000) {
+    const RequestHandle h = channel.NewRequest(/*sticky=*/false);
+    Message m;
+    m.header.set_type(PULL);
+    ASSERT_TRUE(channel.Send(0, &m, &h, PULL_REPLY, 1).ok());
+    std::string peer;
+    uint64_t id = 0;
+    // Shard 0 may see heartbeats too (an iteration slower than the
+    // interval); the PULL is the one to answer.
+    while (id == 0) {
+      Message in;
+      zmq::pollitem_t item = {routers[0].handle(), 0, ZMQ_POLLIN, 0};
+      ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(2000)), 1);
+      ASSERT_TRUE(RecvMessage(routers[0], &in, &peer).ok());
+      if (in.header.type() == PULL) id = in.header.request_id();
+    }
+    ++requests_0;
+    Message reply;
+    reply.header.set_type(PULL_REPLY);
+    reply.header.set_request_id(id);
+    ASSERT_TRUE(SendMessage(routers[0], &reply, &peer, "worker").ok());
+    ASSERT_TRUE(h.Wait(2000).ok());
+    ASSERT_TRUE(channel.Idle(2).ok());
+    while (true) {
+      zmq::pollitem_t item = {routers[1].handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(0)) != 1) break;
+      Message in;
+      ASSERT_TRUE(RecvMessage(routers[1], &in, &peer).ok());
+      (in.header.type() == HEARTBEAT ? heartbeats_1 : other_1) += 1;
+    }
+  }
+  EXPECT_EQ(heartbeats_1, 3) << "within 5 s, over " << requests_0 << " requests to shard 0";
+  EXPECT_EQ(other_1, 0);
+  // Three heartbeats, each an interval after the one before: never sooner.
+  EXPECT_GE(ms_since_start(), 3 * kIntervalMs);
+}
+
 // Liveness over tcp: the test thread's ROUTER on 127.0.0.1 (port 0) plays
 // the server; closing it is a dead server (its connection closes), not
 // answering is a busy one (ZeroMQ's I/O thread still answers heartbeats).
