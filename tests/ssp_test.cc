@@ -175,6 +175,40 @@ TEST(SspTest, PullRowsAtLandsAtItsRowsAndReadsAheadUnderTheLaterClocksBound) {
   ASSERT_TRUE(slow->Bye().ok());
 }
 
+// train.pipeline's read versions: a read ahead (PullRowsAt for a clock,
+// after StartReadAhead) does not tag the pushes sent before UseReadAhead,
+// which carry the version of the read their gradients came from; after it
+// the pushes carry the read ahead's. The shard's τ = its table version −
+// the push's, one version per applied push.
+TEST(SspTest, ReadAheadVersionsTagPushesOnlyOnceUsed) {
+  JobConfig c = SmallJob(1, 2);
+  ServerThread server(c);
+  auto w = Connect(c, 0, server.endpoint());
+  ASSERT_TRUE(w);
+  float row[2], ahead[2];
+  const float g[2] = {0.5f, 0.5f};
+  const uint32_t at[] = {0};
+  ASSERT_TRUE(w->PullRows(kW1, {1}, row).Wait().ok());  // the current read, at version 0
+  w->PushRows(kW1, {1}, g);                             // τ 0 - 0 = 0; version 1
+  ASSERT_TRUE(w->WaitAll().ok());
+  w->StartReadAhead(kW1);
+  ASSERT_TRUE(w->PullRowsAt(kW1, {2}, at, ahead, /*read_clock=*/1).Wait(2000).ok());  // read ahead at version 1
+  w->PushRows(kW1, {1}, g);  // still from the read at 0: τ 1 - 0 = 1; version 2
+  w->PushRows(kW1, {3}, g);  // τ 2 - 0 = 2; version 3
+  ASSERT_TRUE(w->WaitAll().ok());
+  w->UseReadAhead(kW1);
+  w->PushRows(kW1, {2}, g);  // from the read ahead at 1: τ 3 - 1 = 2; version 4
+  ASSERT_TRUE(w->WaitAll().ok());
+  const StalenessHistogram& tau = server.server().stats().staleness;
+  EXPECT_EQ(tau.pushes, 4u);
+  EXPECT_EQ(tau.count[0], 1u);
+  EXPECT_EQ(tau.count[1], 1u);
+  EXPECT_EQ(tau.count[2], 2u);
+  EXPECT_EQ(tau.sum, 5u);
+  EXPECT_EQ(tau.max, 2u);
+  ASSERT_TRUE(w->Bye().ok());
+}
+
 TEST(SspTest, DenseTableIsSplitAcrossShardsAndSummedOnPush) {
   JobConfig c = SmallJob(1, 0);
   ServerThread server(c);

@@ -151,6 +151,7 @@ uint64_t WorkerClient::NewShardRequest(MessageType expect, int shard, uint32_t t
   r.key_list = 0;
   r.push_version = 0;
   r.stamp_clock = -1;
+  r.ahead = false;
   return tag;
 }
 
@@ -272,11 +273,11 @@ size_t WorkerClient::RowsPerMessage(uint32_t dim) const {
   return static_cast<size_t>(std::max<uint64_t>(1, limit / (uint64_t{dim} * sizeof(float))));
 }
 
-RequestHandle WorkerClient::StartPull(uint32_t table) {
+RequestHandle WorkerClient::StartPull(uint32_t table, bool ahead) {
   RequestHandle request = channel_.NewRequest(/*sticky=*/false);
   Status drained = AwaitOwnPushes(table);
   if (!drained.ok()) channel_.Fail(request, drained);
-  cache_.StartRead(table);
+  if (!ahead) cache_.StartRead(table);  // a read ahead was begun by StartReadAhead
   return request;
 }
 
@@ -318,7 +319,8 @@ RequestHandle WorkerClient::PullRowsAt(uint32_t table, const std::vector<uint64_
 
 RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint64_t>& keys, float* out,
                                          bool absent_as_zeros, const uint32_t* out_rows, int64_t read_clock) {
-  RequestHandle request = StartPull(table);
+  const bool ahead = read_clock >= 0;
+  RequestHandle request = StartPull(table, ahead);
   // A read ahead (PullRowsAt) is stamped with its clock; a read now with none.
   const int64_t stamp = read_clock > channel_.clock() ? read_clock : -1;
   const int64_t at = stamp >= 0 ? stamp : channel_.clock();
@@ -336,7 +338,8 @@ RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint6
       at_scratch_.resize(keys.size() * size_t{dim});
       read_out = at_scratch_.data();
     }
-    const size_t hits = cache_.ReadRows(table, keys.data(), keys.size(), at, read_out, &fetch_keys_, &fetch_pos_);
+    const size_t hits =
+        cache_.ReadRows(table, keys.data(), keys.size(), at, read_out, &fetch_keys_, &fetch_pos_, ahead);
     stats_.cache_hits += hits;
     if (out_rows != nullptr && hits > 0) {
       size_t miss = 0;  // fetch_pos_ is ascending
@@ -373,6 +376,7 @@ RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint6
     r.dim = dim;
     r.num_rows = c1 - c0;
     r.stamp_clock = stamp;
+    r.ahead = ahead;
     if (whole && out_rows == nullptr) {
       r.identity = true;
       r.first_position = static_cast<uint32_t>(c0);
@@ -638,7 +642,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
 Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
   const MessageHeader& h = reply->header;
   const float* v = reply->ValueData(&scratch_);
-  cache_.NoteReadVersion(r.table, r.shard, h.version());
+  cache_.NoteReadVersion(r.table, r.shard, h.version(), r.ahead);
   if (r.dense) {
     // The reply must fill exactly this shard's slice: fewer floats would
     // leave stale values, more would write past the caller's buffer.

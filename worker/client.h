@@ -34,7 +34,10 @@
 //
 // Versions: every pull reply carries the table's version on the shard; each
 // push carries the oldest version among the rows of that shard the caller
-// last read, so the server can measure the push's staleness τ.
+// last read, so the server can measure the push's staleness τ. A pipelined
+// worker's read of its next minibatch (PullRowsAt for a clock, between
+// StartReadAhead and UseReadAhead) is kept apart until it is used, so the
+// current minibatch's pushes still carry the read they were computed from.
 //
 // Not thread-safe: one client per worker thread; its handles belong to the
 // same thread and may outlive the client (see RequestHandle).
@@ -219,8 +222,18 @@ class WorkerClient {
   /// caller must not read ahead a row it pushes before it uses it
   /// (read-my-writes). Not with a replica (AVERAGE): the handle fails
   /// FailedPrecondition. Other errors as PullRows.
+  ///
+  /// Read versions (the staleness τ pushes report, see "Versions" above):
+  /// a pull with read_clock ≥ 0 belongs to the table's read ahead, which
+  /// StartReadAhead begins and UseReadAhead makes current once its pulls
+  /// are answered; until then pushes carry the current read's versions.
   [[nodiscard]] RequestHandle PullRowsAt(uint32_t table, const std::vector<uint64_t>& keys, const uint32_t* out_rows,
                                          float* out, int64_t read_clock = -1);
+  /// Begins a read ahead of `table` (forgets the last one's versions).
+  void StartReadAhead(uint32_t table) { cache_.StartReadAhead(table); }
+  /// The read ahead becomes the current read: later pushes of `table` carry
+  /// its versions (call once every pull of it is answered).
+  void UseReadAhead(uint32_t table) { cache_.UseReadAhead(table); }
   /// Pushes gradients `grads` (keys.size() × dim, copied at once) for `keys`
   /// (sorted, unique). The handle may be dropped (failures are also sticky).
   RequestHandle PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads);
@@ -404,6 +417,7 @@ class WorkerClient {
     zmq::message_t resend_values;
     uint64_t push_version = 0;
     int64_t stamp_clock = -1;   // pulls read ahead (PullRowsAt): the clock stamped, kept for a resend
+    bool ahead = false;         // pulls: part of the table's read ahead (its versions)
   };
 
   friend class LocalReplica;  // reaches the servers through the *To/*From paths below
@@ -437,7 +451,7 @@ class WorkerClient {
   Status OnPullReply(const ShardRequest& r, Message* reply);
   // A new pull request of `table`: waits for the table's own pushes when
   // they carry rows back, and begins a read (read versions).
-  RequestHandle StartPull(uint32_t table);
+  RequestHandle StartPull(uint32_t table, bool ahead = false);
   // refresh_on_push tables: waits for the table's push replies, which carry
   // the rows with the worker's own updates, before the cache is consulted.
   Status AwaitOwnPushes(uint32_t table);

@@ -65,7 +65,8 @@ class XmcMlpModel final : public Model {
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
     const int64_t h = shape_.hidden, l = shape_.num_labels;
     pulls_.clear();
-    if (TakePrefetch(batch)) {
+    const bool read_ahead = TakePrefetch(batch);  // this batch's w1 was read ahead
+    if (read_ahead) {
       // Prefetch localized the batch and pulled the rows the last push did
       // not touch into the other buffer; the rows it pushed come now, after
       // that push (read-my-writes).
@@ -78,7 +79,8 @@ class XmcMlpModel final : public Model {
       prefetch_ = RequestHandle();
       rest_pull_ = RequestHandle();
       if (!rest_sent_ && !rest_keys_.empty())
-        pulls_.push_back(client->PullRowsAt(w1_id_, rest_keys_, rest_rows_.data(), params_->host()));
+        pulls_.push_back(
+            client->PullRowsAt(w1_id_, rest_keys_, rest_rows_.data(), params_->host(), next_read_clock_));
       rest_sent_ = false;
     } else {
       TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
@@ -92,6 +94,7 @@ class XmcMlpModel final : public Model {
     const Status st = WaitAllOf(pulls_);
     pulls_.clear();  // hands the request states back to the client for reuse
     TETHER_RETURN_IF_ERROR(st);
+    if (read_ahead) client->UseReadAhead(w1_id_);  // w1's pushes now carry this batch's read versions
     // w2 rows are [weights(H), bias]: the model reads the weights in place
     // (row stride H + 1); only the L biases are gathered.
     for (int64_t j = 0; j < l; ++j) host[off_b2_ + j] = host[off_w2_ + j * (h + 1) + h];
@@ -131,6 +134,7 @@ class XmcMlpModel final : public Model {
       }
     }
     TETHER_RETURN_IF_ERROR(next_params_->Resize(TotalFor(next_keys_.size())));
+    client->StartReadAhead(w1_id_);  // this batch's pushes still carry its own read's versions
     if (!early_keys_.empty())
       prefetch_ = client->PullRowsAt(w1_id_, early_keys_, early_rows_.data(), next_params_->host(), read_clock);
     next_batch_ = next;
