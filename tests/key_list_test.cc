@@ -7,6 +7,7 @@
 // failure for the caller; several workers keep lists of their own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -83,6 +84,7 @@ class Shard {
   // Valid once Join returned.
   const ServerShard::KeyListStats& key_list_stats() const { return server_.key_list_stats(); }
   uint64_t key_list_bytes_per_worker() const { return server_.key_list_bytes_per_worker(); }
+  const ServerStats& stats() const { return server_.stats(); }
 
  private:
   ServerShard server_;
@@ -276,6 +278,46 @@ TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
   EXPECT_EQ(s0.key_list_stats().defined, 1u);
   EXPECT_EQ(s0.key_list_stats().used, 1u);
   EXPECT_EQ(s0.key_list_stats().bytes_saved, 1000 * sizeof(uint64_t));
+}
+
+// A read ahead (train.pipeline: PullRowsAt for a clock, between
+// StartReadAhead and UseReadAhead) that names a list the shard does not
+// hold is sent again with its keys and stays a read ahead: the push after
+// UseReadAhead carries its reply's version. τ per applied push (the NaN
+// push is refused before it is applied): 0, 1, then 0 (a reply taken for a
+// plain read would leave the read ahead empty: version 0, τ 2).
+TEST(KeyListTest, AReadAheadSentAgainKeepsItsVersions) {
+  JobConfig c = ServerJob(1);
+  c.mutable_cluster()->set_num_servers(1);
+  Shard s0(c, 0, kDefaultKeyListCacheBytes);
+  const std::vector<TableSpec> tables = {RowTable(0, 2, SUM, TableInitializer::ZEROS)};
+  auto client = Connect(Options(c, 0, {s0.endpoint()}, tables));
+  ASSERT_NE(client, nullptr);
+  const std::vector<uint64_t> keys = SortedKeys(1000, 21), other = {5};
+  ASSERT_EQ(std::count(keys.begin(), keys.end(), uint64_t{5}), 0);
+  std::vector<float> bad(2000, 1.0f), rows(2000, -1.0f);
+  bad[777] = std::numeric_limits<float>::quiet_NaN();
+  const float g[2] = {1.0f, 1.0f};
+  EXPECT_FALSE(client->PushRows(0, keys, bad.data()).Wait().ok());  // the list is defined here only
+  // Nothing read yet (version 0): τ 0, then 1; the table's version is 2.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(client->PushRows(0, other, g).Wait().ok());
+  std::vector<uint32_t> at(keys.size());  // reversed
+  for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<uint32_t>(at.size() - 1 - i);
+  client->StartReadAhead(0);
+  RequestHandle pull = client->PullRowsAt(0, keys, at.data(), rows.data(), /*read_clock=*/0);
+  ASSERT_TRUE(pull.Wait().ok()) << pull.status().ToString();
+  EXPECT_EQ(client->stats().key_lists_resent, 1u);
+  for (float v : rows) EXPECT_EQ(v, 0.0f);  // ZEROS; the refused push applied nothing
+  client->UseReadAhead(0);
+  ASSERT_TRUE(client->PushRows(0, other, g).Wait().ok());  // read at version 2, applied at 2: τ 0
+  (void)client->Leave(5000);
+  EXPECT_TRUE(s0.Join(10000).ok());
+  EXPECT_EQ(s0.key_list_stats().unknown, 1u);
+  const StalenessHistogram& tau = s0.stats().staleness;
+  EXPECT_EQ(tau.pushes, 3u);
+  EXPECT_EQ(tau.count[0], 2u);
+  EXPECT_EQ(tau.count[1], 1u);
+  EXPECT_EQ(tau.max, 1u);
 }
 
 // Two workers push the same keys, each through lists of its own (a list is

@@ -116,6 +116,99 @@ TEST(SspTest, ReadMyWritesAndAspNeverBlocks) {
   ASSERT_TRUE(w->Bye().ok());
 }
 
+// PullRowsAt (train.pipeline's read ahead): rows land at the rows named,
+// and a read for a later clock waits for that clock's bound, not the
+// current one's.
+TEST(SspTest, PullRowsAtLandsAtItsRowsAndReadsAheadUnderTheLaterClocksBound) {
+  JobConfig c = SmallJob(2, 1);
+  ServerThread server(c);
+  auto fast = Connect(c, 0, server.endpoint());
+  auto slow = Connect(c, 1, server.endpoint());
+  ASSERT_TRUE(fast && slow);
+  const std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> plain(6);
+  ASSERT_TRUE(fast->PullRows(kW1, keys, plain.data()).Wait().ok());  // and keeps keys 1..3 in the cache
+
+  // Now, at clock 0: key i lands at row out_rows[i] of 5 (dim 2); rows 1
+  // and 3 are not written. Keys 1..3 are cache hits, key 4 a miss.
+  const std::vector<uint64_t> more = {1, 2, 3, 4};
+  const uint32_t out_rows[] = {4, 0, 2, 3};
+  std::vector<float> out(10, -7.0f);
+  ASSERT_TRUE(fast->PullRowsAt(kW1, {1, 2, 3}, out_rows, out.data()).Wait(2000).ok());
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_EQ(out[4 * 2 + d], plain[0 * 2 + d]);
+    EXPECT_EQ(out[0 * 2 + d], plain[1 * 2 + d]);
+    EXPECT_EQ(out[2 * 2 + d], plain[2 * 2 + d]);
+    EXPECT_EQ(out[1 * 2 + d], -7.0f);
+    EXPECT_EQ(out[3 * 2 + d], -7.0f);
+  }
+  std::vector<float> mixed(10, -7.0f);
+  ASSERT_TRUE(fast->PullRowsAt(kW1, more, out_rows, mixed.data()).Wait(2000).ok());
+  std::vector<float> key4(2);
+  ASSERT_TRUE(fast->PullRows(kW1, {4}, key4.data()).Wait(2000).ok());
+  EXPECT_EQ(mixed[3 * 2], key4[0]);
+  EXPECT_EQ(mixed[3 * 2 + 1], key4[1]);
+  EXPECT_EQ(mixed[4 * 2], plain[0]);
+
+  // Ahead, for clock 2 (bound s = 1: min clock ≥ 1) while both are at clock
+  // 0: the shard holds it, though a read at clock 0 or 1 would be answered.
+  // Key 5 is not cached, so the read goes to the shard.
+  std::vector<float> ahead(4, -7.0f);
+  const uint32_t ahead_rows[] = {1};
+  const RequestHandle held = fast->PullRowsAt(kW1, {5}, ahead_rows, ahead.data(), /*read_clock=*/2);
+  EXPECT_EQ(held.Wait(500).code(), Status::Code::kDeadlineExceeded);
+  // The slow worker's clock-0 update of key 5, then both clock: min clock 1.
+  float before5[2];
+  ASSERT_TRUE(slow->PullRows(kW1, {5}, before5).Wait().ok());
+  const float grad[2] = {-1.0f, -1.0f};
+  slow->PushRows(kW1, {5}, grad);
+  ASSERT_TRUE(slow->Clock().ok());
+  EXPECT_EQ(held.Wait(300).code(), Status::Code::kDeadlineExceeded);  // the fast worker is still at 0
+  ASSERT_TRUE(fast->Clock().ok());
+  const Status st = held.Wait(5000);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FLOAT_EQ(ahead[2], before5[0] + 1.0f);
+  EXPECT_FLOAT_EQ(ahead[3], before5[1] + 1.0f);
+  EXPECT_EQ(ahead[0], -7.0f);
+  EXPECT_EQ(server.server().stats().deferred_pulls, 1u);
+  ASSERT_TRUE(fast->Bye().ok());
+  ASSERT_TRUE(slow->Bye().ok());
+}
+
+// train.pipeline's read versions: a read ahead (PullRowsAt for a clock,
+// after StartReadAhead) does not tag the pushes sent before UseReadAhead,
+// which carry the version of the read their gradients came from; after it
+// the pushes carry the read ahead's. The shard's τ = its table version −
+// the push's, one version per applied push.
+TEST(SspTest, ReadAheadVersionsTagPushesOnlyOnceUsed) {
+  JobConfig c = SmallJob(1, 2);
+  ServerThread server(c);
+  auto w = Connect(c, 0, server.endpoint());
+  ASSERT_TRUE(w);
+  float row[2], ahead[2];
+  const float g[2] = {0.5f, 0.5f};
+  const uint32_t at[] = {0};
+  ASSERT_TRUE(w->PullRows(kW1, {1}, row).Wait().ok());  // the current read, at version 0
+  w->PushRows(kW1, {1}, g);                             // τ 0 - 0 = 0; version 1
+  ASSERT_TRUE(w->WaitAll().ok());
+  w->StartReadAhead(kW1);
+  ASSERT_TRUE(w->PullRowsAt(kW1, {2}, at, ahead, /*read_clock=*/1).Wait(2000).ok());  // read ahead at version 1
+  w->PushRows(kW1, {1}, g);  // still from the read at 0: τ 1 - 0 = 1; version 2
+  w->PushRows(kW1, {3}, g);  // τ 2 - 0 = 2; version 3
+  ASSERT_TRUE(w->WaitAll().ok());
+  w->UseReadAhead(kW1);
+  w->PushRows(kW1, {2}, g);  // from the read ahead at 1: τ 3 - 1 = 2; version 4
+  ASSERT_TRUE(w->WaitAll().ok());
+  const StalenessHistogram& tau = server.server().stats().staleness;
+  EXPECT_EQ(tau.pushes, 4u);
+  EXPECT_EQ(tau.count[0], 1u);
+  EXPECT_EQ(tau.count[1], 1u);
+  EXPECT_EQ(tau.count[2], 2u);
+  EXPECT_EQ(tau.sum, 5u);
+  EXPECT_EQ(tau.max, 2u);
+  ASSERT_TRUE(w->Bye().ok());
+}
+
 TEST(SspTest, DenseTableIsSplitAcrossShardsAndSummedOnPush) {
   JobConfig c = SmallJob(1, 0);
   ServerThread server(c);

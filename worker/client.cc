@@ -150,6 +150,8 @@ uint64_t WorkerClient::NewShardRequest(MessageType expect, int shard, uint32_t t
   r.updates = 0;
   r.key_list = 0;
   r.push_version = 0;
+  r.stamp_clock = -1;
+  r.ahead = false;
   return tag;
 }
 
@@ -216,7 +218,7 @@ Status WorkerClient::ResendWithKeys(uint64_t tag) {
   VLOG(1) << channel_.log_prefix() << "server " << s << " did not hold a key list of table "
           << options_.tables[r.table].name() << " (" << n << " keys): sent again with its keys";
   // The record stays taken: the new part answers to the same tag.
-  const Status st = channel_.SendFromReply(s, &m, r.expect, tag);
+  const Status st = channel_.SendFromReply(s, &m, r.expect, tag, r.stamp_clock);
   if (st.ok()) return st;
   // Never sent: as SendPart's failure (requests_ may have grown: look the record up again).
   ShardRequest& again = requests_[tag];
@@ -228,10 +230,10 @@ Status WorkerClient::ResendWithKeys(uint64_t tag) {
   return st;
 }
 
-void WorkerClient::SendPart(int shard, Message* m, const RequestHandle& request, uint64_t tag) {
+void WorkerClient::SendPart(int shard, Message* m, const RequestHandle& request, uint64_t tag, int64_t stamp_clock) {
   const MessageType expect = requests_[tag].expect;
   const uint64_t updates = requests_[tag].updates;
-  const Status st = channel_.Send(shard, m, &request, expect, tag);
+  const Status st = channel_.Send(shard, m, &request, expect, tag, stamp_clock);
   if (st.ok()) {
     if (expect == PUSH_REPLY) stats_.updates_sent += updates;
     return;
@@ -273,11 +275,11 @@ size_t WorkerClient::RowsPerMessage(uint32_t dim) const {
   return static_cast<size_t>(std::max<uint64_t>(1, limit / (uint64_t{dim} * sizeof(float))));
 }
 
-RequestHandle WorkerClient::StartPull(uint32_t table) {
+RequestHandle WorkerClient::StartPull(uint32_t table, bool ahead) {
   RequestHandle request = channel_.NewRequest(/*sticky=*/false);
   Status drained = AwaitOwnPushes(table);
   if (!drained.ok()) channel_.Fail(request, drained);
-  cache_.StartRead(table);
+  if (!ahead) cache_.StartRead(table);  // a read ahead was begun by StartReadAhead
   return request;
 }
 
@@ -306,17 +308,51 @@ RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>
   return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/false);
 }
 
+RequestHandle WorkerClient::PullRowsAt(uint32_t table, const std::vector<uint64_t>& keys, const uint32_t* out_rows,
+                                       float* out, int64_t read_clock) {
+  if (replica_ != nullptr && !replica_paused_) {
+    RequestHandle failed = DoneRequest();
+    channel_.Fail(failed, Status::FailedPrecondition("PullRowsAt: a worker training a local replica (consistency "
+                                                     "model AVERAGE) reads it with PullRows"));
+    return failed;
+  }
+  return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/false, out_rows, read_clock);
+}
+
 RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint64_t>& keys, float* out,
-                                         bool absent_as_zeros) {
-  RequestHandle request = StartPull(table);
+                                         bool absent_as_zeros, const uint32_t* out_rows, int64_t read_clock) {
+  const bool ahead = read_clock >= 0;
+  RequestHandle request = StartPull(table, ahead);
+  // A read ahead (PullRowsAt) is stamped with its clock; a read now with none.
+  const int64_t stamp = read_clock > channel_.clock() ? read_clock : -1;
+  const int64_t at = stamp >= 0 ? stamp : channel_.clock();
+  // Where row i of `keys` lands in `out` (PullRowsAt), in rows.
+  const auto row_of = [out_rows](size_t i) { return out_rows != nullptr ? out_rows[i] : static_cast<uint32_t>(i); };
   const uint32_t dim = options_.tables[table].dim();
   // An absent-as-zeros pull bypasses the cache both ways: its zeros are not
   // rows, and it must not serve or keep them.
   const bool cached = !absent_as_zeros && cache_.enabled(table);
   stats_.rows_read += keys.size();
   if (cached) {
-    stats_.cache_hits +=
-        cache_.ReadRows(table, keys.data(), keys.size(), channel_.clock(), out, &fetch_keys_, &fetch_pos_);
+    // Hits land at row i; with out_rows, in scratch first, then at out_rows[i].
+    float* read_out = out;
+    if (out_rows != nullptr) {
+      at_scratch_.resize(keys.size() * size_t{dim});
+      read_out = at_scratch_.data();
+    }
+    const size_t hits =
+        cache_.ReadRows(table, keys.data(), keys.size(), at, read_out, &fetch_keys_, &fetch_pos_, ahead);
+    stats_.cache_hits += hits;
+    if (out_rows != nullptr && hits > 0) {
+      size_t miss = 0;  // fetch_pos_ is ascending
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (miss < fetch_pos_.size() && fetch_pos_[miss] == i) {
+          ++miss;
+          continue;
+        }
+        std::memcpy(out + size_t{out_rows[i]} * dim, read_out + i * dim, dim * sizeof(float));
+      }
+    }
   }
   // One shard and nothing from the cache: every key goes to shard 0 in
   // order, so the rows of each reply land in one contiguous block and there
@@ -341,19 +377,25 @@ RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint6
     r.out = out;
     r.dim = dim;
     r.num_rows = c1 - c0;
-    if (whole) {
+    r.stamp_clock = stamp;
+    r.ahead = ahead;
+    if (whole && out_rows == nullptr) {
       r.identity = true;
       r.first_position = static_cast<uint32_t>(c0);
+    } else if (whole) {
+      r.positions.assign(out_rows + c0, out_rows + c1);
     } else if (cached) {
       // Positions among the misses, back to positions in `keys`.
-      for (size_t i = c0; i < c1; ++i) r.positions.push_back(fetch_pos_[split_pos_[s][i]]);
+      for (size_t i = c0; i < c1; ++i) r.positions.push_back(row_of(fetch_pos_[split_pos_[s][i]]));
       r.keys.assign(ks, ks + (c1 - c0));
-    } else {
+    } else if (out_rows == nullptr) {
       r.positions.assign(split_pos_[s].begin() + c0, split_pos_[s].begin() + c1);
+    } else {
+      for (size_t i = c0; i < c1; ++i) r.positions.push_back(row_of(split_pos_[s][i]));
     }
     ++stats_.pulls;
     stats_.rows_pulled += c1 - c0;
-    SendPart(s, &m, request, tag);
+    SendPart(s, &m, request, tag, stamp);
   });
   return request;
 }
@@ -381,8 +423,20 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
   return PushRowsAs(PUSH, table, keys, grads);
 }
 
-RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys,
+RequestHandle WorkerClient::PushRowsAt(uint32_t table, const std::vector<uint64_t>& keys, const uint32_t* in_rows,
                                        const float* grads) {
+  if (replica_ != nullptr && !replica_paused_) {
+    // The replica takes contiguous rows.
+    const uint32_t dim = options_.tables[table].dim();
+    at_scratch_.resize(keys.size() * size_t{dim});
+    GatherPushRows(grads, in_rows, keys.size(), dim, at_scratch_.data());
+    return replica_->PushRows(table, keys, at_scratch_.data());
+  }
+  return PushRowsAs(PUSH, table, keys, grads, in_rows);
+}
+
+RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys,
+                                       const float* grads, const uint32_t* in_rows) {
   const bool delta = type == PUSH_DELTA;
   RequestHandle request = channel_.NewRequest(/*sticky=*/true);
   const uint32_t dim = options_.tables[table].dim();
@@ -398,11 +452,19 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     m.header.set_num_values(n * dim);
     if (!delta) m.header.set_version(cache_.PushVersion(table, s));
     // The gradients are copied now (the caller may reuse `grads` at once).
-    if (whole) {
+    if (whole && in_rows == nullptr) {
       m.values = CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
     } else {
+      // The rows of this message in `grads`: split_pos_ (several shards),
+      // then through in_rows (PushRowsAt).
+      const uint32_t* rows = whole ? in_rows + c0 : split_pos_[s].data() + c0;
+      if (!whole && in_rows != nullptr) {
+        at_rows_.resize(n);
+        for (size_t i = 0; i < n; ++i) at_rows_[i] = in_rows[split_pos_[s][c0 + i]];
+        rows = at_rows_.data();
+      }
       m.values = channel_.frame_pool().Take(n * dim * sizeof(float));
-      GatherPushRows(grads, split_pos_[s].data() + c0, n, dim, static_cast<float*>(m.values.data()));
+      GatherPushRows(grads, rows, n, dim, static_cast<float*>(m.values.data()));
     }
     if (!delta) ScalePush(&m);  // a model delta is the replica's, never rescaled
     const uint64_t tag = NewShardRequest(delta ? PUSH_DELTA_REPLY : PUSH_REPLY, s, table);
@@ -583,7 +645,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
 Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
   const MessageHeader& h = reply->header;
   const float* v = reply->ValueData(&scratch_);
-  cache_.NoteReadVersion(r.table, r.shard, h.version());
+  cache_.NoteReadVersion(r.table, r.shard, h.version(), r.ahead);
   if (r.dense) {
     // The reply must fill exactly this shard's slice: fewer floats would
     // leave stale values, more would write past the caller's buffer.

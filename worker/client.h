@@ -34,7 +34,10 @@
 //
 // Versions: every pull reply carries the table's version on the shard; each
 // push carries the oldest version among the rows of that shard the caller
-// last read, so the server can measure the push's staleness τ.
+// last read, so the server can measure the push's staleness τ. A pipelined
+// worker's read of its next minibatch (PullRowsAt for a clock, between
+// StartReadAhead and UseReadAhead) is kept apart until it is used, so the
+// current minibatch's pushes still carry the read they were computed from.
 //
 // Not thread-safe: one client per worker thread; its handles belong to the
 // same thread and may outlive the client (see RequestHandle).
@@ -211,9 +214,42 @@ class WorkerClient {
   /// training creates later). Counted in pulls/rows_pulled/rows_read like
   /// PullRows. Errors as PullRows.
   [[nodiscard]] RequestHandle PullRowsIfPresent(uint32_t table, const std::vector<uint64_t>& keys, float* out);
+  /// PullRows of part of a buffer, possibly ahead of its clock (a pipelined
+  /// worker, train.pipeline, pulls the rows of its next minibatch that the
+  /// current one does not push while the current one computes): row i of
+  /// `keys` (sorted, unique) lands at out + out_rows[i]·dim (`out_rows`:
+  /// keys.size() distinct row indices, read during the call only).
+  /// `read_clock` > clock() reads for that later clock: the cache serves
+  /// rows fresh at it, and the messages carry it, so a shard answers under
+  /// that clock's staleness bound (it defers the pull until its min clock is
+  /// ≥ read_clock − s, as it would the pull made at that clock); otherwise
+  /// a read now. Requests from one worker to one shard stay in order, so
+  /// the pull sees every push sent before it and none sent after: the
+  /// caller must not read ahead a row it pushes before it uses it
+  /// (read-my-writes). Not with a replica (AVERAGE): the handle fails
+  /// FailedPrecondition. Other errors as PullRows.
+  ///
+  /// Read versions (the staleness τ pushes report, see "Versions" above):
+  /// a pull with read_clock ≥ 0 belongs to the table's read ahead, which
+  /// StartReadAhead begins and UseReadAhead makes current once its pulls
+  /// are answered; until then pushes carry the current read's versions.
+  [[nodiscard]] RequestHandle PullRowsAt(uint32_t table, const std::vector<uint64_t>& keys, const uint32_t* out_rows,
+                                         float* out, int64_t read_clock = -1);
+  /// Begins a read ahead of `table` (forgets the last one's versions).
+  void StartReadAhead(uint32_t table) { cache_.StartReadAhead(table); }
+  /// The read ahead becomes the current read: later pushes of `table` carry
+  /// its versions (call once every pull of it is answered).
+  void UseReadAhead(uint32_t table) { cache_.UseReadAhead(table); }
   /// Pushes gradients `grads` (keys.size() × dim, copied at once) for `keys`
   /// (sorted, unique). The handle may be dropped (failures are also sticky).
   RequestHandle PushRows(uint32_t table, const std::vector<uint64_t>& keys, const float* grads);
+  /// PushRows of part of a buffer: row i's gradient is at grads + in_rows[i]
+  /// · dim (`in_rows`: keys.size() row indices, read during the call). A
+  /// pipelined worker (train.pipeline) pushes the rows its next minibatch
+  /// reads first, then pulls them, then pushes the others. As PushRows
+  /// otherwise (also with a replica).
+  RequestHandle PushRowsAt(uint32_t table, const std::vector<uint64_t>& keys, const uint32_t* in_rows,
+                           const float* grads);
   /// Pulls a whole dense table into `out` (size floats). Errors as PullRows.
   [[nodiscard]] RequestHandle PullDense(uint32_t table, float* out);
   /// Pushes a gradient for a whole dense table (size floats, copied at once).
@@ -386,6 +422,8 @@ class WorkerClient {
     KeyListCache::List list_keys;
     zmq::message_t resend_values;
     uint64_t push_version = 0;
+    int64_t stamp_clock = -1;   // pulls read ahead (PullRowsAt): the clock stamped, kept for a resend
+    bool ahead = false;         // pulls: part of the table's read ahead (its versions)
   };
 
   friend class LocalReplica;  // reaches the servers through the *To/*From paths below
@@ -394,7 +432,9 @@ class WorkerClient {
   // The server paths of PullDense / PushRows / PushDense (`type` PUSH, or
   // PUSH_DELTA for a replica's deltas: no cache refresh, no version).
   RequestHandle PullDenseFrom(uint32_t table, float* out);
-  RequestHandle PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys, const float* values);
+  // `in_rows`: PushRowsAt's (null: row i at values + i·dim).
+  RequestHandle PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys, const float* values,
+                           const uint32_t* in_rows = nullptr);
   RequestHandle PushDenseAs(MessageType type, uint32_t table, const float* values);
   // A request with nothing to wait for: completed, OK.
   RequestHandle DoneRequest() { return channel_.NewRequest(/*sticky=*/false); }
@@ -402,7 +442,7 @@ class WorkerClient {
   uint64_t NewShardRequest(MessageType expect, int shard, uint32_t table);
   // Sends `m` as part of `request` with record `tag`; a failed send frees the
   // record (and accounts a lost push).
-  void SendPart(int shard, Message* m, const RequestHandle& request, uint64_t tag);
+  void SendPart(int shard, Message* m, const RequestHandle& request, uint64_t tag, int64_t stamp_clock = -1);
   // Gives record `tag` back, dropping what it holds for a resend.
   void Release(uint64_t tag);
   // The keys of a row message: ks[0..n) into m->keys or, when shard s holds
@@ -417,7 +457,7 @@ class WorkerClient {
   Status OnPullReply(const ShardRequest& r, Message* reply);
   // A new pull request of `table`: waits for the table's own pushes when
   // they carry rows back, and begins a read (read versions).
-  RequestHandle StartPull(uint32_t table);
+  RequestHandle StartPull(uint32_t table, bool ahead = false);
   // refresh_on_push tables: waits for the table's push replies, which carry
   // the rows with the worker's own updates, before the cache is consulted.
   Status AwaitOwnPushes(uint32_t table);
@@ -429,7 +469,9 @@ class WorkerClient {
   // otherwise split_keys_/split_pos_ hold the split.
   // PullRows and PullRowsIfPresent: one path; `absent_as_zeros` sets the
   // header flag and bypasses the cache.
-  RequestHandle PullRowsFrom(uint32_t table, const std::vector<uint64_t>& keys, float* out, bool absent_as_zeros);
+  // `out_rows` and `read_clock`: PullRowsAt's (null and −1: PullRows').
+  RequestHandle PullRowsFrom(uint32_t table, const std::vector<uint64_t>& keys, float* out, bool absent_as_zeros,
+                             const uint32_t* out_rows = nullptr, int64_t read_clock = -1);
   template <typename Piece>
   void ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece);
   // SetPushScaling on a PUSH whose values frame holds the gradients.
@@ -447,6 +489,8 @@ class WorkerClient {
   std::vector<uint64_t> fetch_keys_;  // cache misses of a row pull, and their positions
   std::vector<uint32_t> fetch_pos_;
   std::vector<float> scratch_;
+  std::vector<float> at_scratch_;  // PullRowsAt: cache hits before they go to their rows
+  std::vector<uint32_t> at_rows_;  // PushRowsAt: a message's rows in the caller's buffer
   std::vector<KeyListCache> key_lists_;  // per shard: the lists it holds (capacity from HELLO_REPLY)
   uint64_t barrier_total_ = 0;             // BARRIER_REPLY's total
   int64_t barrier_clock_ = 0;              // BARRIER_REPLY's clock (shard 0's)

@@ -5,6 +5,7 @@
 #include "worker/model.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -46,9 +47,11 @@ RequestHandle PullInputRows(WorkerClient* client, uint32_t table, const std::vec
 // transfer. On the CPU backend none of these copies happen.
 class XmcMlpModel final : public Model {
  public:
-  XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2, bool hashed)
+  // pipeline: train.pipeline where it is exact (CreateXmcMlpModel).
+  XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2, bool hashed,
+              bool pipeline)
       : shape_(shape), model_(shape, backend), backend_(backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), hashed_(hashed),
-        params_(backend), grads_(backend) {
+        pipeline_(pipeline), params_a_(backend), params_b_(backend), grads_(backend) {
     const int64_t l = shape.num_labels;
     label_keys_.resize(l);
     std::iota(label_keys_.begin(), label_keys_.end(), 0);
@@ -57,23 +60,141 @@ class XmcMlpModel final : public Model {
   std::string name() const override { return "xmc_mlp"; }
   LabelKind label_kind() const override { return LabelKind::kMultiLabel; }
   int64_t num_outputs() const override { return shape_.num_labels; }
+  bool Pipelines() const override { return pipeline_; }
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
-    TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
     const int64_t h = shape_.hidden, l = shape_.num_labels;
-    SetLayout();
-    TETHER_RETURN_IF_ERROR(params_.Resize(total_));
-    float* host = params_.host();
-    TETHER_RETURN_IF_ERROR(WaitAllOf({PullInputRows(client, w1_id_, keys_, host, hashed_, evaluating_),
-                                      client->PullDense(b1_id_, host + off_b1_),
-                                      client->PullRows(w2_id_, label_keys_, host + off_w2_)}));
+    pulls_.clear();
+    const bool read_ahead = TakePrefetch(batch);  // this batch's w1 was read ahead
+    if (read_ahead) {
+      // Prefetch localized the batch and pulled the rows the last push did
+      // not touch into the other buffer; the rows it pushed come now, after
+      // that push (read-my-writes).
+      std::swap(params_, next_params_);
+      keys_.swap(next_keys_);
+      std::swap(x_local_, next_x_local_);
+      SetLayout();
+      if (!prefetch_.empty()) pulls_.push_back(prefetch_);
+      if (!rest_pull_.empty()) pulls_.push_back(rest_pull_);  // sent by ComputeAndPush
+      prefetch_ = RequestHandle();
+      rest_pull_ = RequestHandle();
+      if (!rest_sent_ && !rest_keys_.empty())
+        pulls_.push_back(
+            client->PullRowsAt(w1_id_, rest_keys_, rest_rows_.data(), params_->host(), next_read_clock_));
+      rest_sent_ = false;
+    } else {
+      TETHER_RETURN_IF_ERROR(LocalizeBatch(*batch.features, batch.begin, batch.end, &keys_, &x_local_));
+      SetLayout();
+      TETHER_RETURN_IF_ERROR(params_->Resize(total_));
+      pulls_.push_back(PullInputRows(client, w1_id_, keys_, params_->host(), hashed_, evaluating_));
+    }
+    float* host = params_->host();
+    pulls_.push_back(client->PullDense(b1_id_, host + off_b1_));
+    pulls_.push_back(client->PullRows(w2_id_, label_keys_, host + off_w2_));
+    const Status st = WaitAllOf(pulls_);
+    pulls_.clear();  // hands the request states back to the client for reuse
+    TETHER_RETURN_IF_ERROR(st);
+    if (read_ahead) client->UseReadAhead(w1_id_);  // w1's pushes now carry this batch's read versions
     // w2 rows are [weights(H), bias]: the model reads the weights in place
     // (row stride H + 1); only the L biases are gathered.
     for (int64_t j = 0; j < l; ++j) host[off_b2_ + j] = host[off_w2_ + j * (h + 1) + h];
-    return params_.Upload();
+    return params_->Upload();
   }
 
-  StatusOr<float> ComputeGradients(const Minibatch& batch) override {
+  // The rows of `next` the last Pull's batch does not push (it pushes
+  // exactly keys_) are read now, for next's clock; the others (rest_keys_)
+  // at Pull(next). With one worker nothing else changes a row, so the rows
+  // read now are the rows Pull(next) would read.
+  Status Prefetch(const Minibatch& next, int64_t read_clock, WorkerClient* client) override {
+    if (!pipeline_ || evaluating_) return Status::OK();
+    DropPrefetch();
+    TETHER_RETURN_IF_ERROR(LocalizeBatch(*next.features, next.begin, next.end, &next_keys_, &next_x_local_));
+    early_keys_.clear();
+    early_rows_.clear();
+    rest_keys_.clear();
+    rest_rows_.clear();
+    rest_grad_rows_.clear();
+    other_keys_.clear();
+    other_grad_rows_.clear();
+    // One merge of the two sorted, unique key lists: next's keys that this
+    // batch pushes (rest_*, with their rows in both batches), next's others
+    // (early_*), and this batch's keys that next does not read (other_*).
+    size_t i = 0, j = 0;
+    while (i < next_keys_.size() || j < keys_.size()) {
+      if (j == keys_.size() || (i < next_keys_.size() && next_keys_[i] < keys_[j])) {
+        early_keys_.push_back(next_keys_[i]);
+        early_rows_.push_back(static_cast<uint32_t>(i++));
+      } else if (i == next_keys_.size() || keys_[j] < next_keys_[i]) {
+        other_keys_.push_back(keys_[j]);
+        other_grad_rows_.push_back(static_cast<uint32_t>(j++));
+      } else {
+        rest_keys_.push_back(keys_[j]);
+        rest_rows_.push_back(static_cast<uint32_t>(i++));
+        rest_grad_rows_.push_back(static_cast<uint32_t>(j++));
+      }
+    }
+    TETHER_RETURN_IF_ERROR(next_params_->Resize(TotalFor(next_keys_.size())));
+    client->StartReadAhead(w1_id_);  // this batch's pushes still carry its own read's versions
+    if (!early_keys_.empty())
+      prefetch_ = client->PullRowsAt(w1_id_, early_keys_, early_rows_.data(), next_params_->host(), read_clock);
+    next_batch_ = next;
+    next_read_clock_ = read_clock;
+    prefetch_pending_ = true;
+    rest_sent_ = false;
+    return Status::OK();
+  }
+
+  StatusOr<float> ComputeGradients(const Minibatch& batch) override { return Compute(batch, nullptr); }
+
+  // The output layer (b1, w2 with b2) goes as soon as its gradients are
+  // final, so the shard applies it while dW1 is computed; then w1. On a
+  // device backend everything goes after the pass (one download), as Push.
+  StatusOr<float> ComputeAndPush(const Minibatch& batch, WorkerClient* client) override {
+    if (!pipeline_ || !backend_->buffers_host_visible()) {
+      TETHER_ASSIGN_OR_RETURN(const float loss, Compute(batch, nullptr));
+      Push(client);
+      return loss;
+    }
+    TETHER_ASSIGN_OR_RETURN(const float loss, Compute(batch, [&] {
+      PushOutputLayer(client);
+      return Status::OK();
+    }));
+    const float* g = grads_.host();
+    if (!prefetch_pending_ || rest_keys_.empty()) {
+      client->PushRows(w1_id_, keys_, g);
+      return loss;
+    }
+    // The rows the next batch reads go first, then their pull for the next
+    // clock (it sees that push: one worker's requests to a shard stay in
+    // order), then the other rows, whose transfer and update no longer
+    // hold up the next batch.
+    client->PushRowsAt(w1_id_, rest_keys_, rest_grad_rows_.data(), g);
+    rest_pull_ = client->PullRowsAt(w1_id_, rest_keys_, rest_rows_.data(), next_params_->host(), next_read_clock_);
+    rest_sent_ = true;
+    if (!other_keys_.empty()) client->PushRowsAt(w1_id_, other_keys_, other_grad_rows_.data(), g);
+    return loss;
+  }
+
+  void Push(WorkerClient* client) override {
+    client->PushRows(w1_id_, keys_, grads_.host());
+    PushOutputLayer(client);
+  }
+
+  Status Predict(const Minibatch& batch, std::vector<float>* scores) override {
+    (void)batch;
+    TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMM, &x_dev_));
+    return model_.Predict(x_dev_, Params(), scores);
+  }
+
+  Status BeginEvaluation(WorkerClient* /*client*/) override {
+    DropPrefetch();
+    evaluating_ = true;
+    return Status::OK();
+  }
+  void EndEvaluation() override { evaluating_ = false; }
+
+ private:
+  StatusOr<float> Compute(const Minibatch& batch, const std::function<Status()>& output_done) {
     TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMMAndTransposed, &x_dev_));
     TETHER_RETURN_IF_ERROR(
         backend_->UploadCsr(RowSliceOf(*batch.labels, batch.begin, batch.end), CsrUse::kLabels, &y_dev_));
@@ -81,34 +202,47 @@ class XmcMlpModel final : public Model {
     float* g = grads_.device();
     TETHER_ASSIGN_OR_RETURN(const float loss,
                             model_.ComputeGradients(x_dev_, y_dev_, Params(),
-                                                    XmcGradPtrs{g, g + off_b1_, g + off_w2_, g + off_b2_}));
+                                                    XmcGradPtrs{g, g + off_b1_, g + off_w2_, g + off_b2_},
+                                                    output_done));
     TETHER_RETURN_IF_ERROR(grads_.Download());
     return loss;
   }
 
-  void Push(WorkerClient* client) override {
-    // The w2 gradient has the table's row layout (stride H + 1, see
-    // Params()); each row's last float takes the bias gradient.
+  // b1 and w2 (each row [weights, bias]: the w2 gradient has the table's
+  // row layout, stride H + 1, see Params(); each row's last float takes the
+  // bias gradient).
+  void PushOutputLayer(WorkerClient* client) {
     const int64_t h = shape_.hidden;
     float* g = grads_.host();
     for (int64_t j = 0; j < shape_.num_labels; ++j) g[off_w2_ + j * (h + 1) + h] = g[off_b2_ + j];
-    client->PushRows(w1_id_, keys_, g);
     client->PushDense(b1_id_, g + off_b1_);
     client->PushRows(w2_id_, label_keys_, g + off_w2_);
   }
 
-  Status Predict(const Minibatch& /*batch*/, std::vector<float>* scores) override {
-    TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMM, &x_dev_));
-    return model_.Predict(x_dev_, Params(), scores);
+  // Whether a prefetch of `batch` is pending (consumed: false afterwards).
+  // A prefetch of another batch is waited for and dropped.
+  bool TakePrefetch(const Minibatch& batch) {
+    if (!prefetch_pending_) return false;
+    if (batch.features == next_batch_.features && batch.labels == next_batch_.labels &&
+        batch.begin == next_batch_.begin && batch.end == next_batch_.end && !evaluating_) {
+      prefetch_pending_ = false;
+      return true;
+    }
+    DropPrefetch();
+    return false;
   }
 
-  Status BeginEvaluation(WorkerClient* /*client*/) override {
-    evaluating_ = true;
-    return Status::OK();
+  // Waits for a pending prefetch (its reply writes next_params_) and forgets
+  // it: its error, if any, is also the next pull's (the same shard).
+  void DropPrefetch() {
+    if (!prefetch_.empty()) (void)prefetch_.Wait();
+    if (!rest_pull_.empty()) (void)rest_pull_.Wait();
+    prefetch_ = RequestHandle();
+    rest_pull_ = RequestHandle();
+    prefetch_pending_ = false;
+    rest_sent_ = false;
   }
-  void EndEvaluation() override { evaluating_ = false; }
 
- private:
   // Offsets (floats) of the packed parameter / gradient arrays for U = keys_.size().
   void SetLayout() {
     const int64_t h = shape_.hidden, l = shape_.num_labels;
@@ -117,9 +251,13 @@ class XmcMlpModel final : public Model {
     off_b2_ = off_w2_ + l * (h + 1);
     total_ = off_b2_ + l;
   }
+  int64_t TotalFor(size_t u) const {
+    const int64_t h = shape_.hidden, l = shape_.num_labels;
+    return static_cast<int64_t>(u) * h + h + l * (h + 1) + l;
+  }
 
   XmcParams Params() const {
-    const float* p = params_.device();
+    const float* p = params_->device();
     return XmcParams{p, static_cast<int64_t>(keys_.size()), p + off_b1_, p + off_w2_, p + off_b2_,
                      /*w2_stride=*/shape_.hidden + 1};
   }
@@ -129,12 +267,33 @@ class XmcMlpModel final : public Model {
   Backend* backend_;
   uint32_t w1_id_, b1_id_, w2_id_;
   bool hashed_;             // data.hashed_features
+  bool pipeline_;           // train.pipeline, where exact
   bool evaluating_ = false;  // between BeginEvaluation and EndEvaluation
   std::vector<uint64_t> keys_, label_keys_;
   CsrMatrix x_local_;
   BackendCsr x_dev_, y_dev_;
   int64_t off_b1_ = 0, off_w2_ = 0, off_b2_ = 0, total_ = 0;
-  MirroredArray<float> params_, grads_;  // packed as described above
+  // Pulled parameters, packed as described above: the current minibatch's
+  // (params_) and, while a prefetch is pending, the next one's.
+  MirroredArray<float> params_a_, params_b_;
+  MirroredArray<float>* params_ = &params_a_;
+  MirroredArray<float>* next_params_ = &params_b_;
+  MirroredArray<float> grads_;  // packed as the parameters
+  std::vector<RequestHandle> pulls_;
+  // Pipelining: the prefetched batch, read at next_read_clock_, its keys and
+  // local rows; its keys read early (early_*) and those the current batch
+  // pushes (rest_*: read after that push), with their rows in next's packed
+  // w1 (and rest_grad_rows_ in the current gradient); the current batch's
+  // keys that next does not read (other_*). rest_sent_: ComputeAndPush sent
+  // the rest's pull (rest_pull_).
+  bool prefetch_pending_ = false;
+  bool rest_sent_ = false;
+  Minibatch next_batch_;
+  int64_t next_read_clock_ = 0;
+  RequestHandle prefetch_, rest_pull_;
+  std::vector<uint64_t> next_keys_, early_keys_, rest_keys_, other_keys_;
+  std::vector<uint32_t> early_rows_, rest_rows_, rest_grad_rows_, other_grad_rows_;
+  CsrMatrix next_x_local_;
 };
 
 // ---------------------------------------------------------- sparse LR
@@ -358,8 +517,17 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
   TETHER_ASSIGN_OR_RETURN(uint32_t w1, FindTable(tables, "w1", TableSpec::ROW, h));
   TETHER_ASSIGN_OR_RETURN(uint32_t b1, FindTable(tables, "b1", TableSpec::DENSE, h));
   TETHER_ASSIGN_OR_RETURN(uint32_t w2, FindTable(tables, "w2", TableSpec::ROW, h + 1));
+  // Pipelining keeps every bit where nothing but the worker's own pushes
+  // changes the step: not with a staleness-scaled step (a prefetched row's
+  // read version is older), adaptive batch sizes (the next batch's size is
+  // known only at the clock) or a local replica (AVERAGE).
+  const bool pipeline = config.train().pipeline() && !config.train().adaptive_batch().enabled() &&
+                        config.consistency().model() != AVERAGE &&
+                        std::all_of(tables.begin(), tables.end(), [w1](const TableSpec& t) {
+                          return t.id() != w1 || t.consistency().staleness_policy() == NONE;
+                        });
   return std::unique_ptr<Model>(
-      std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2, config.data().hashed_features()));
+      std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2, config.data().hashed_features(), pipeline));
 }
 
 }  // namespace tether

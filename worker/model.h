@@ -72,6 +72,34 @@ class Model {
   /// Barrier or Bye (see WorkerClient).
   virtual void Push(WorkerClient* client) = 0;
 
+  /// Pipelining (train.pipeline; docs/PERFORMANCE.md section 16). A model
+  /// that pipelines returns true from Pipelines(); the trainer then, for
+  /// each training minibatch t:
+  ///   Pull(t) → Prefetch(t + 1, its clock) → ComputeAndPush(t) → Clock
+  /// where Prefetch starts fetching what minibatch t + 1 needs that t's
+  /// push does not change (the input rows t does not push), so that Pull(t
+  /// + 1) fetches only the rest, after t's push (read-my-writes), and
+  /// ComputeAndPush may push part of the gradients (the output layer's)
+  /// before it computes the rest. For one worker the result is that of
+  /// Pull → ComputeGradients → Push, bit for bit. A Pull of another batch
+  /// than the one prefetched (evaluation, a changed batch size) waits for
+  /// the prefetch, drops it and pulls everything. Defaults: no pipelining.
+  virtual bool Pipelines() const { return false; }
+  /// `next`: the minibatch after the one the last Pull fetched; `read_clock`:
+  /// the clock at which it will be read (the client's clock, plus one when
+  /// the current minibatch ends a clock). Asynchronous: errors of the
+  /// fetch surface at Pull(next). Errors: as Pull's LocalizeBatch.
+  virtual Status Prefetch(const Minibatch& /*next*/, int64_t /*read_clock*/, WorkerClient* /*client*/) {
+    return Status::OK();
+  }
+  /// ComputeGradients then Push (the default), or the same with part of the
+  /// push sent before the compute ends. Errors as ComputeGradients.
+  virtual StatusOr<float> ComputeAndPush(const Minibatch& batch, WorkerClient* client) {
+    TETHER_ASSIGN_OR_RETURN(const float loss, ComputeGradients(batch));
+    Push(client);
+    return loss;
+  }
+
   /// Forward only on what the last Pull fetched: *scores = batch.rows() ×
   /// num_outputs() logits, row-major, resized. Errors as ComputeGradients.
   virtual Status Predict(const Minibatch& batch, std::vector<float>* scores) = 0;

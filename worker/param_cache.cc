@@ -16,6 +16,7 @@ ParamCache::ParamCache(std::vector<TableOptions> tables, int num_shards, uint64_
     t.enabled = t.options.cache && t.options.staleness >= 0;
     t.dense.resize(num_shards);
     t.read_version.assign(num_shards, UINT64_MAX);
+    t.ahead_version.assign(num_shards, UINT64_MAX);
   }
 }
 
@@ -24,6 +25,7 @@ void ParamCache::Clear() {
     t.rows.clear();
     for (CachedRow& d : t.dense) d = CachedRow();
     t.read_version.assign(num_shards_, UINT64_MAX);
+    t.ahead_version.assign(num_shards_, UINT64_MAX);
   }
   lru_.clear();
   bytes_ = 0;
@@ -82,8 +84,19 @@ void ParamCache::StartRead(uint32_t table) {
   std::fill(rv.begin(), rv.end(), UINT64_MAX);
 }
 
+void ParamCache::StartReadAhead(uint32_t table) {
+  std::vector<uint64_t>& av = tables_[table].ahead_version;
+  std::fill(av.begin(), av.end(), UINT64_MAX);
+}
+
+void ParamCache::UseReadAhead(uint32_t table) {
+  Table& t = tables_[table];
+  t.read_version = t.ahead_version;
+  std::fill(t.ahead_version.begin(), t.ahead_version.end(), UINT64_MAX);
+}
+
 size_t ParamCache::ReadRows(uint32_t table, const uint64_t* keys, size_t n, int64_t clock, float* out,
-                            std::vector<uint64_t>* miss_keys, std::vector<uint32_t>* miss_positions) {
+                            std::vector<uint64_t>* miss_keys, std::vector<uint32_t>* miss_positions, bool ahead) {
   miss_keys->clear();
   miss_positions->clear();
   Table& t = tables_[table];
@@ -99,7 +112,7 @@ size_t ParamCache::ReadRows(uint32_t table, const uint64_t* keys, size_t n, int6
     if (it != t.rows.end() && Fresh(t, it->second, clock)) {
       std::memcpy(out + i * size_t{dim}, it->second.values.data(), dim * sizeof(float));
       Touch(&it->second);
-      uint64_t& rv = t.read_version[ShardForKey(keys[i], num_shards_)];
+      uint64_t& rv = (ahead ? t.ahead_version : t.read_version)[ShardForKey(keys[i], num_shards_)];
       rv = std::min(rv, it->second.version);
       ++hits;
     } else {
@@ -120,8 +133,8 @@ bool ParamCache::ReadDense(uint32_t table, int shard, int64_t clock, float* out)
   return true;
 }
 
-void ParamCache::NoteReadVersion(uint32_t table, int shard, uint64_t version) {
-  uint64_t& rv = tables_[table].read_version[shard];
+void ParamCache::NoteReadVersion(uint32_t table, int shard, uint64_t version, bool ahead) {
+  uint64_t& rv = (ahead ? tables_[table].ahead_version : tables_[table].read_version)[shard];
   rv = std::min(rv, version);
 }
 

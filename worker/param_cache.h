@@ -25,7 +25,10 @@
 // memory and every pull reply lowers the table's read version of that shard
 // to the version it carried. A push to that shard carries PushVersion(): the
 // oldest version among what the caller last read there (0 when nothing).
-// Tracked for every table, cached or not.
+// Tracked for every table, cached or not. A read ahead (StartReadAhead: a
+// pipelined worker reading its next minibatch while the current one still
+// pushes) lowers versions of its own, which become the read's at
+// UseReadAhead; until then pushes carry the current read's.
 //
 // Memory. Every kept row or dense slice is charged its values' bytes plus
 // kEntryOverheadBytes of bookkeeping (hash-map node, LRU link, allocator
@@ -116,6 +119,13 @@ class ParamCache {
 
   /// A new read of `table` begins: forgets its read versions.
   void StartRead(uint32_t table);
+  /// Reads ahead (a pipelined worker reading its next minibatch before the
+  /// current one pushed): StartReadAhead begins the next read, whose
+  /// versions ReadRows / NoteReadVersion with `ahead` lower, apart from the
+  /// current read's, which the current pushes still carry; UseReadAhead
+  /// makes it the current read (its versions are what PushVersion gives).
+  void StartReadAhead(uint32_t table);
+  void UseReadAhead(uint32_t table);
   /// Serves the fresh rows among `keys` (n keys) of row table `table` for a
   /// read at clock `clock`: copies each into `out` + i·dim (out: n × dim
   /// floats, row i ↔ keys[i]) and lowers the read version of its shard. The
@@ -123,13 +133,13 @@ class ParamCache {
   /// *miss_positions (both cleared first). Returns the rows served. A table
   /// that is not enabled serves nothing.
   size_t ReadRows(uint32_t table, const uint64_t* keys, size_t n, int64_t clock, float* out,
-                  std::vector<uint64_t>* miss_keys, std::vector<uint32_t>* miss_positions);
+                  std::vector<uint64_t>* miss_keys, std::vector<uint32_t>* miss_positions, bool ahead = false);
   /// Dense table: copies shard `shard`'s slice into `out` (the slice's
   /// floats, DenseRange) when it is fresh at `clock`, setting the shard's
   /// read version; returns whether it did.
   bool ReadDense(uint32_t table, int shard, int64_t clock, float* out);
   /// A pull reply from `shard` carried `version`: lowers the read version.
-  void NoteReadVersion(uint32_t table, int shard, uint64_t version);
+  void NoteReadVersion(uint32_t table, int shard, uint64_t version, bool ahead = false);
   /// Keeps `n` rows (`values`: n × dim) of `keys`, read when the shard's min
   /// clock was `row_clock`, at table version `version`, evicting as the
   /// capacity requires. No-op when the table is not enabled.
@@ -183,6 +193,7 @@ class ParamCache {
     std::unordered_map<uint64_t, CachedRow> rows;  // row tables
     std::vector<CachedRow> dense;                  // dense tables: one per shard
     std::vector<uint64_t> read_version;            // per shard: oldest version last read
+    std::vector<uint64_t> ahead_version;           // the same for the read ahead (StartReadAhead)
   };
 
   bool Fresh(const Table& t, const CachedRow& row, int64_t clock) const {

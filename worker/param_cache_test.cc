@@ -192,6 +192,62 @@ TEST(ParamCacheTest, ReadVersionsAreTheOldestOfTheLastReadPerShard) {
   EXPECT_EQ(off.PushVersion(kRows, 0), 3u);
 }
 
+// train.pipeline: the next minibatch's rows are read ahead while the current
+// one's pushes go out. The read ahead's versions (ReadRows / NoteReadVersion
+// with `ahead`) stay apart, so those pushes keep the current read's; a
+// plain read of the table in between does not touch them; UseReadAhead
+// makes them the current read's and forgets them; StartReadAhead starts
+// them over.
+TEST(ParamCacheTest, ReadAheadVersionsTagPushesOnlyOnceUsed) {
+  ParamCache c = MakeCache(8, true, 2);
+  std::vector<uint64_t> shard0, shard1;
+  for (uint64_t k = 0; shard0.empty() || shard1.empty(); ++k) (ShardForKey(k, 2) == 0 ? shard0 : shard1).push_back(k);
+  const float v[2] = {0, 0};
+  c.InsertRows(kRows, &shard1[0], 1, v, 0, /*version=*/2);
+
+  c.StartRead(kRows);  // the current read: versions 5 and 6
+  c.NoteReadVersion(kRows, 0, 5);
+  c.NoteReadVersion(kRows, 1, 6);
+  c.StartReadAhead(kRows);
+  c.NoteReadVersion(kRows, 0, 9, /*ahead=*/true);
+  c.NoteReadVersion(kRows, 0, 3, /*ahead=*/true);
+  c.NoteReadVersion(kRows, 0, 4, /*ahead=*/true);
+  std::vector<float> out(2, -1.0f);
+  std::vector<uint64_t> miss;
+  std::vector<uint32_t> pos;
+  EXPECT_EQ(c.ReadRows(kRows, &shard1[0], 1, 0, out.data(), &miss, &pos, /*ahead=*/true), 1u);  // version 2
+  EXPECT_TRUE(miss.empty());
+  EXPECT_EQ(c.PushVersion(kRows, 0), 5u) << "the read ahead must not tag the current minibatch's pushes";
+  EXPECT_EQ(c.PushVersion(kRows, 1), 6u);
+  c.NoteReadVersion(kRows, 1, 1);  // a plain pull reply still lowers the current read
+  EXPECT_EQ(c.PushVersion(kRows, 1), 1u);
+
+  c.UseReadAhead(kRows);
+  EXPECT_EQ(c.PushVersion(kRows, 0), 3u);
+  EXPECT_EQ(c.PushVersion(kRows, 1), 2u);
+  c.UseReadAhead(kRows);  // nothing read ahead since: as a read of nothing
+  EXPECT_EQ(c.PushVersion(kRows, 0), 0u);
+  EXPECT_EQ(c.PushVersion(kRows, 1), 0u);
+
+  c.StartRead(kRows);
+  c.NoteReadVersion(kRows, 0, 7);
+  c.NoteReadVersion(kRows, 0, 1, /*ahead=*/true);
+  c.StartReadAhead(kRows);  // forgets version 1
+  c.NoteReadVersion(kRows, 0, 8, /*ahead=*/true);
+  c.StartRead(kRows);  // a plain read of the table keeps the read ahead
+  c.NoteReadVersion(kRows, 0, 10);
+  EXPECT_EQ(c.PushVersion(kRows, 0), 10u);
+  c.UseReadAhead(kRows);
+  EXPECT_EQ(c.PushVersion(kRows, 0), 8u);
+  EXPECT_EQ(c.PushVersion(kRows, 1), 0u);
+  // Clear forgets both.
+  c.StartReadAhead(kRows);
+  c.NoteReadVersion(kRows, 0, 11, /*ahead=*/true);
+  c.Clear();
+  c.UseReadAhead(kRows);
+  EXPECT_EQ(c.PushVersion(kRows, 0), 0u);
+}
+
 // ---- capacity (LRU)
 
 // Charged bytes of a row of dim 2 and of a dense slice of n floats.

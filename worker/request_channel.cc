@@ -222,7 +222,8 @@ int RequestChannel::Window() const {
   return std::max(window, 1);
 }
 
-Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag) {
+Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag,
+                            int64_t stamp_clock) {
   RequestState* state = request != nullptr ? request->state_ : nullptr;
   // A gone shard takes nothing more: its queue would only fill and block.
   if (!gone_.ok() && !leaving_) {
@@ -248,7 +249,7 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
   last_send_[shard] = SteadyClock::now();
   m->header.set_request_id(id);
   m->header.set_sender_rank(options_.rank);
-  m->header.set_clock(clock_);
+  m->header.set_clock(stamp_clock >= 0 ? stamp_clock : clock_);
   stats_.bytes_sent += m->keys.size() + m->values.size();
   if (state != nullptr) {
     pending_[slot] = Pending{id, state, shard, expect, tag};
@@ -311,10 +312,10 @@ void RequestChannel::Dispatch(Message* reply) {
   PartDone(p.request);
 }
 
-Status RequestChannel::SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag) {
+Status RequestChannel::SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag, int64_t stamp_clock) {
   if (replying_to_ == nullptr) return Status::FailedPrecondition(log_prefix_ + "SendFromReply outside a reply handler");
   const RequestHandle request(replying_to_);  // its part in hand keeps it from being recycled
-  return Send(shard, m, &request, expect, tag);
+  return Send(shard, m, &request, expect, tag, stamp_clock);
 }
 
 void RequestChannel::SendHeartbeats() {

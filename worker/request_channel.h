@@ -198,7 +198,11 @@ class RequestChannel {
   /// C13). Errors (also recorded on the request, or as sticky without one):
   /// those of Progress while waiting for room, Unavailable/IOError from the
   /// socket. On error the frames of `m` are left in place.
-  Status Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag);
+  /// `stamp_clock` ≥ 0 is stamped instead of clock(): a pull read ahead for
+  /// a later clock (WorkerClient::PrefetchRows) is answered under that
+  /// clock's staleness bound.
+  Status Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag,
+              int64_t stamp_clock = -1);
 
   /// From inside the ReplyHandler only: sends `m` as one more part of the
   /// request whose reply is being handled (a request sent again in another
@@ -206,8 +210,8 @@ class RequestChannel {
   /// reply of type `expect` with `tag`. The part being answered has just
   /// freed its place in `shard`'s window, so a send to the same shard does
   /// not wait. Errors: as Send (also recorded on the request);
-  /// FailedPrecondition outside a ReplyHandler.
-  Status SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag);
+  /// FailedPrecondition outside a ReplyHandler. `stamp_clock` as Send's.
+  Status SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag, int64_t stamp_clock = -1);
 
   /// Records `error` on `request` (its first error wins) and, when the
   /// request is sticky, as the sticky error.

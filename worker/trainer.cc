@@ -822,6 +822,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   const double slowdown = rank == config.train().slowdown_rank() ? config.train().slowdown() : 1.0;
   if (slowdown > 1.0) LOG(INFO) << who << "simulating a straggler: " << slowdown << "x slower";
   SlowdownIdler slow_idle(slowdown);  // worker/pacing.h: the fraction of a ms carried over
+  LOG(INFO) << who << "minibatches "
+            << (model->Pipelines() ? "pipelined: the next one's input rows are pulled while one computes"
+                                   : "one after the other")
+            << " (train.pipeline " << (config.train().pipeline() ? "true" : "false") << ")";
   // C24: the loss itself tells divergence, not only a NaN. Its reference is
   // the untrained model's loss (the first minibatch's) or a uniform
   // softmax's, whichever is larger, so a first minibatch already blown up
@@ -1064,7 +1068,16 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       const auto pull_start = SteadyClock::now();
       TETHER_RETURN_IF_ERROR(model->Pull(batch, client.get()));
       pull_wait += SecondsSince(pull_start);
-      TETHER_ASSIGN_OR_RETURN(float loss, model->ComputeGradients(batch));
+      // train.pipeline (Model::Pipelines): the next minibatch of this block
+      // starts arriving while this one computes, read at its own clock.
+      const bool pipelined = model->Pipelines();
+      if (pipelined && batch.end < x.rows) {
+        const int64_t next_clock = client->clock() + ((minibatches + 1) % per_clock == 0 ? 1 : 0);
+        TETHER_RETURN_IF_ERROR(
+            model->Prefetch(Minibatch{&x, &y, batch.end, std::min(x.rows, batch.end + bs)}, next_clock, client.get()));
+      }
+      TETHER_ASSIGN_OR_RETURN(float loss,
+                              pipelined ? model->ComputeAndPush(batch, client.get()) : model->ComputeGradients(batch));
       if (minibatches == 0) first_loss = loss;
       loss_sum += loss;
       ++loss_batches;
@@ -1075,7 +1088,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
         if (adaptive.step_scaling() == AdaptiveBatchConfig::LINEAR) client->SetPushScaling(w, 1.0f);
         if (adaptive.step_scaling() == AdaptiveBatchConfig::SERVER_WEIGHT) client->SetPushScaling(1.0f, w);
       }
-      model->Push(client.get());
+      if (!pipelined) model->Push(client.get());
       if (slowdown > 1.0)
         TETHER_RETURN_IF_ERROR(slow_idle.Idle(SecondsSince(pull_start), [&](int ms) { return client->Idle(ms); }));
       report.samples += static_cast<uint64_t>(batch.rows());

@@ -84,7 +84,7 @@ StatusOr<float> XmcMlp::ComputeGradients(const CsrMatrix& x_local, const CsrMatr
 }
 
 StatusOr<float> XmcMlp::ComputeGradients(const BackendCsr& x, const BackendCsr& y, const XmcParams& p,
-                                         const XmcGradPtrs& g) {
+                                         const XmcGradPtrs& g, const std::function<Status()>& output_done) {
   const int64_t batch = x.rows, hidden = shape_.hidden, labels = shape_.num_labels;
   if (batch == 0) return Status::InvalidArgument("XmcMlp: empty minibatch (0 rows)");
   if (y.rows != batch || y.cols > labels) {
@@ -118,10 +118,12 @@ StatusOr<float> XmcMlp::ComputeGradients(const BackendCsr& x, const BackendCsr& 
   TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, labels, dscores, 0.0f, g.b2));
   TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kNo, batch, hidden, labels, 1.0f, dscores, labels, p.w2,
                                  w2_stride, 0.0f, da1_.data(), hidden));
-  // dz1 = da1 ⊙ [a1 > 0]; dW1 = x_localᵀ·dz1 (U × H, pulled rows only); db1 = Σ dz1.
+  // dz1 = da1 ⊙ [a1 > 0]; db1 = Σ dz1; dW1 = x_localᵀ·dz1 (U × H, pulled
+  // rows only). db1 and dW1 both only read dz1: their order changes no bit.
   TETHER_RETURN_IF_ERROR(be.ReluBackward(batch * hidden, a1_.data(), da1_.data()));
-  TETHER_RETURN_IF_ERROR(be.SpMMTransposed(x, da1_.data(), hidden, 1.0f, 0.0f, g.w1));
   TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, hidden, da1_.data(), 0.0f, g.b1));
+  if (output_done) TETHER_RETURN_IF_ERROR(output_done());
+  TETHER_RETURN_IF_ERROR(be.SpMMTransposed(x, da1_.data(), hidden, 1.0f, 0.0f, g.w1));
   return static_cast<float>(loss_sum / static_cast<double>(batch));
 }
 

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
@@ -117,8 +118,16 @@ class XmcMlp {
   /// p and g point into host memory or the backend's buffers (in buffers, the
   /// pass makes no host↔device transfer but the loss's readback). Same
   /// semantics and errors as the CsrMatrix form.
+  ///
+  /// `output_done`, when set, is called once in the middle of the pass, when
+  /// g.w2, g.b2 and g.b1 hold their final values and before g.w1 is
+  /// computed (the x_localᵀ SpMM, the pass's last op; on a device backend
+  /// the ops writing them are queued, so a Download then reads them): a pipelined worker
+  /// pushes the output layer then, so the shard applies it while this pass
+  /// computes dW1 (train.pipeline). The values are those of a pass without
+  /// it, bit for bit. An error it returns ends the pass with that error.
   StatusOr<float> ComputeGradients(const BackendCsr& x, const BackendCsr& y, const XmcParams& p,
-                                   const XmcGradPtrs& g);
+                                   const XmcGradPtrs& g, const std::function<Status()>& output_done = nullptr);
 
   /// Predict on an uploaded x (kSpMM or more): one download of the scores
   /// on a device backend, none on the CPU.

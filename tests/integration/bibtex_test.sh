@@ -13,7 +13,9 @@
 #                  in one process (tether-worker --in_process): the same
 #                  loss at every clock, P@1/P@3/P@5/nDCG and final loss, bit
 #                  for bit (what any prefetching or batching on the tcp
-#                  path must keep, issue 14 item 3)
+#                  path must keep, issue 14 item 3); and in one process
+#                  with train.pipeline off (--pipeline=false): the same bits
+#                  as pipelined
 #   config_errors  config typo / unknown flag / flag without value refused, exit != 0
 # Every process is started under `timeout` and killed on exit.
 set -euo pipefail
@@ -155,6 +157,12 @@ transports_by_hand)
   timeout -k 5 200 "$bin/tether-worker" "${common[@]}" --in_process --metrics_dir="$tmp/inproc" \
     --metrics_out="$tmp/inproc.json" > "$tmp/inproc.log" 2>&1 ||
     { echo "FAIL: the in-process job failed"; tail -20 "$tmp/inproc.log"; exit 1; }
+  timeout -k 5 200 "$bin/tether-worker" "${common[@]}" --in_process --pipeline=false --metrics_dir="$tmp/inproc_off" \
+    --metrics_out="$tmp/inproc_off.json" > "$tmp/inproc_off.log" 2>&1 ||
+    { echo "FAIL: the in-process job with --pipeline=false failed"; tail -20 "$tmp/inproc_off.log"; exit 1; }
+  grep -q "minibatches pipelined" "$tmp/inproc.log" || { echo "FAIL: the pipelined run did not pipeline"; exit 1; }
+  grep -q "minibatches one after the other" "$tmp/inproc_off.log" ||
+    { echo "FAIL: --pipeline=false still pipelined"; exit 1; }
   # Every metric, and the loss of every clock and evaluation (repr: all 17
   # digits), in one Python run (a start of python3 can take seconds on a
   # loaded machine).
@@ -168,21 +176,22 @@ def series(name):
         if r.get("kind") == "clock": out.append(("clock", r["clock"], repr(r["loss"])))
         elif r.get("kind") == "eval": out.append(("eval", repr(r.get("precision_at_1")), repr(r.get("loss"))))
     return out
-m = {t: json.load(open(f"{tmp}/{t}.json")) for t in ("tcp", "ipc", "inproc")}
+m = {t: json.load(open(f"{tmp}/{t}.json")) for t in ("tcp", "ipc", "inproc", "inproc_off")}
 for k in ("precision_at_1", "precision_at_3", "precision_at_5", "ndcg_at_3", "ndcg_at_5", "final_loss", "total_samples"):
-    print(f"{k}: tcp {m['tcp'][k]!r} ipc {m['ipc'][k]!r} inproc {m['inproc'][k]!r}")
-    if not m["tcp"][k] == m["ipc"][k] == m["inproc"][k]: sys.exit(f"FAIL: {k} differs between transports")
+    print(f"{k}: tcp {m['tcp'][k]!r} ipc {m['ipc'][k]!r} inproc {m['inproc'][k]!r} inproc, pipeline off {m['inproc_off'][k]!r}")
+    if not m["tcp"][k] == m["ipc"][k] == m["inproc"][k] == m["inproc_off"][k]:
+        sys.exit(f"FAIL: {k} differs between transports or pipeline settings")
 if m["tcp"]["total_samples"] != 9760: sys.exit("FAIL: expected 2 x 4880 samples")
 s = {t: series(t) for t in m}
 clocks = sum(1 for x in s["tcp"] if x[0] == "clock")
 if clocks != 154: sys.exit(f"FAIL: expected 154 clocks (2 x 77 minibatches of 64), got {clocks}")
-for t in ("ipc", "inproc"):
+for t in ("ipc", "inproc", "inproc_off"):
     diff = [(a, b) for a, b in zip(s["tcp"], s[t]) if a != b]
     if diff or len(s["tcp"]) != len(s[t]):
         sys.exit(f"FAIL: per-clock losses differ, tcp against {t}: first {diff[:1]}, {len(s['tcp'])} against {len(s[t])} rows")
 print(f"{clocks} clock losses and {len(s['tcp']) - clocks} evaluations identical")
 PY
-  echo "1 worker, 1 server, staleness 2, by hand: tcp, ipc and in-process agree bit for bit"
+  echo "1 worker, 1 server, staleness 2, by hand: tcp, ipc and in-process (pipelined or not) agree bit for bit"
   ;;
 config_errors)
   # C20: a typo in the config file names file:line and the closest field.
