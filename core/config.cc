@@ -502,6 +502,11 @@ Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<
        [](const JobConfig& c) { return c.consistency().model() == AVERAGE; }},
       {"slowdown_rank", "train.slowdown > 1", "--slowdown=F",
        [](const JobConfig& c) { return c.train().slowdown() > 1.0f; }},
+      {"chunk_taper", "train.data_on_demand true", "--data_on_demand=true",
+       [](const JobConfig& c) { return c.train().data_on_demand(); }},
+      // AVERAGE's round (period_rows) is its clock.
+      {"minibatches_per_clock", "consistency.model SSP, BSP or ASP (AVERAGE clocks once per round of period_rows)",
+       "--consistency_model=ssp", [](const JobConfig& c) { return c.consistency().model() != AVERAGE; }},
   };
   for (const auto& [flag, value] : set)
     for (const Needs& n : kNeeds)

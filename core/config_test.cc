@@ -230,7 +230,19 @@ TEST(ConfigTest, FlagsTheJobWouldIgnoreAreRefused) {
             std::string::npos);
   EXPECT_NE(CheckOverridesApply(j, {{"slowdown_rank", "1"}}).message().find("train.slowdown > 1"),
             std::string::npos);
+  EXPECT_EQ(CheckOverridesApply(j, {{"chunk_taper", "true"}}).message(),
+            "flag --chunk_taper=true is only read with train.data_on_demand true, which this job does not set: add "
+            "--data_on_demand=true, or drop --chunk_taper");
   EXPECT_TRUE(CheckOverridesApply(j, {{"epochs", "2"}, {"staleness", "3"}}).ok());
+  EXPECT_TRUE(CheckOverridesApply(j, {{"minibatches_per_clock", "4"}}).ok()) << "SSP reads it";
+  {
+    JobConfig avg;
+    avg.mutable_consistency()->set_model(AVERAGE);
+    EXPECT_EQ(CheckOverridesApply(avg, {{"minibatches_per_clock", "4"}}).message(),
+              "flag --minibatches_per_clock=4 is only read with consistency.model SSP, BSP or ASP (AVERAGE clocks "
+              "once per round of period_rows), which this job does not set: add --consistency_model=ssp, or drop "
+              "--minibatches_per_clock");
+  }
   j.mutable_train()->set_data_on_demand(true);
   j.mutable_train()->mutable_adaptive_batch()->set_enabled(true);
   j.mutable_train()->set_slowdown(2);

@@ -87,6 +87,10 @@ std::string DiffChunkShape(const ChunkCoordinatorState& checkpoint, const DataOn
   if (checkpoint.chunk_rows() != job.chunk_rows())
     return Both("train.chunk_rows", std::to_string(checkpoint.chunk_rows()), std::to_string(job.chunk_rows()),
                 "the completed chunks are rows [begin, end) of that size: resume with the checkpoint's chunk_rows");
+  if (checkpoint.taper() != job.taper())
+    return Both("train.chunk_taper", checkpoint.taper() ? "true" : "false", job.taper() ? "true" : "false",
+                "the completed chunks are indices into the epoch's chunk list, which the taper changes: resume "
+                "with the checkpoint's chunk_taper");
   if (checkpoint.seed() != job.seed())
     return Both("train.seed", std::to_string(checkpoint.seed()), std::to_string(job.seed()),
                 "each epoch's dealing order is drawn from the seed: resume with the checkpoint's seed");
@@ -233,6 +237,7 @@ bool ChunkService::SaveState(int64_t clock, ChunkCoordinatorState* state) const 
   state->set_format_version(kChunkStateFormatVersion);
   state->set_train_rows(shape_.train_rows());
   state->set_chunk_rows(shape_.chunk_rows());
+  state->set_taper(shape_.taper());
   state->set_clock(clock);
   coordinator_->SaveState(state);
   state->set_chunks_dealt(dealt_);
@@ -265,9 +270,11 @@ Status ChunkService::StartFromCheckpoint(const DataOnDemandChunk& request, const
   if (!diff.empty())
     return Status::InvalidArgument("data on demand: " + who + " cannot continue the checkpoint's " +
                                    std::string(kChunkStateName) + ": " + diff);
-  auto c = std::make_unique<ChunkCoordinator>(MakeRowChunks(0, request.train_rows(), request.chunk_rows()),
-                                              request.epochs(), request.seed(), /*shuffle=*/true,
-                                              /*epoch_barrier=*/true);
+  auto c = std::make_unique<ChunkCoordinator>(
+      request.taper() ? MakeTaperedRowChunks(0, request.train_rows(), request.chunk_rows())
+                      : MakeRowChunks(0, request.train_rows(), request.chunk_rows()),
+      request.epochs(), request.seed(), /*shuffle=*/true, /*epoch_barrier=*/true);
+  c->set_deal_largest_first(request.taper());
   if (Status st = c->RestoreState(s); !st.ok())
     return Status::InvalidArgument("data on demand: cannot continue the checkpoint's " +
                                    std::string(kChunkStateName) + ": " + st.message());
@@ -276,6 +283,7 @@ Status ChunkService::StartFromCheckpoint(const DataOnDemandChunk& request, const
   shape_.set_chunk_rows(request.chunk_rows());
   shape_.set_epochs(request.epochs());
   shape_.set_seed(request.seed());
+  shape_.set_taper(request.taper());
   dealt_ = s.chunks_dealt();
   for (const ChunkCoordinatorState::Worker& w : s.workers())
     if (w.epoch_rows_size() > 0) epoch_rows_[w.rank()].assign(w.epoch_rows().begin(), w.epoch_rows().end());

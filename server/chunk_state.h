@@ -51,9 +51,10 @@ StatusOr<std::optional<ChunkCoordinatorState>> ReadChunkState(const std::string&
                                                               const CheckpointManifest& manifest);
 
 /// Compares the job's shape (`job`: DataOnDemandChunk's train_rows,
-/// chunk_rows, seed as a worker sends them) with a checkpoint's state:
+/// chunk_rows, taper, seed as a worker sends them) with a checkpoint's state:
 /// "" when a resume may continue it, else a message naming the field
-/// (train_rows, chunk_rows, seed) with both values. epochs may differ.
+/// (train_rows, chunk_rows, chunk_taper, seed) with both values. epochs
+/// may differ.
 std::string DiffChunkShape(const ChunkCoordinatorState& checkpoint, const DataOnDemandChunk& job);
 
 }  // namespace tether

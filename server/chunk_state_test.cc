@@ -337,6 +337,61 @@ TEST(ChunkStateTest, ServiceResumesFromAStateAndRefusesAnotherShapeNamingTheFiel
   EXPECT_EQ(b.Resume(s).code(), Status::Code::kFailedPrecondition);
 }
 
+// train.chunk_taper: the state records it, a resume without it (or with it
+// where the checkpoint had none) is refused naming the field, and a tapered
+// resume deals the same tapered chunk list: every row of each epoch once.
+TEST(ChunkStateTest, TaperedChunksResumeTaperedAndAnotherTaperIsRefused) {
+  constexpr uint64_t kTaperRows = 1000, kTaperChunk = 64;
+  DataOnDemandChunk shape = Shape(kTaperRows, kTaperChunk, 2, 3);
+  shape.set_taper(true);
+  const size_t tapered = MakeTaperedRowChunks(0, kTaperRows, kTaperChunk).size();
+  ASSERT_GT(tapered, MakeRowChunks(0, kTaperRows, kTaperChunk).size()) << "the taper adds chunks";
+  ChunkService a;
+  std::set<uint64_t> rows_before;
+  DataOnDemandChunk req = shape;
+  for (int i = 0; i < 5; ++i) {  // 5 chunks of epoch 0 completed
+    auto r = a.Next(0, req, 0);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->kind(), DataOnDemandChunk::CHUNK);
+    for (uint64_t x = r->begin(); x < r->end(); ++x) ASSERT_TRUE(rows_before.insert(x).second);
+    req = shape;
+    req.set_completed_id(r->id());
+    req.set_completed_rows(static_cast<int64_t>(r->end() - r->begin()));
+  }
+  ASSERT_TRUE(a.Next(0, req, 0).ok());  // the fifth completed, a sixth held at the checkpoint
+  ChunkCoordinatorState s;
+  ASSERT_TRUE(a.SaveState(20, &s));
+  EXPECT_TRUE(s.taper());
+  EXPECT_EQ(s.chunks_per_epoch(), tapered);
+  EXPECT_EQ(s.epoch_rows(0), static_cast<int64_t>(rows_before.size()));
+
+  ChunkService b;
+  ASSERT_TRUE(b.Resume(s).ok());
+  DataOnDemandChunk plain = shape;
+  plain.set_taper(false);
+  auto refused = b.Next(0, plain, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("train.chunk_taper: the checkpoint has true, the job has false"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(b.active());
+  std::map<int64_t, std::set<uint64_t>> after;
+  req = shape;
+  for (;;) {
+    auto r = b.Next(1, req, 0);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    if (r->kind() == DataOnDemandChunk::DONE) break;
+    ASSERT_EQ(r->kind(), DataOnDemandChunk::CHUNK);
+    for (uint64_t x = r->begin(); x < r->end(); ++x) EXPECT_TRUE(after[r->epoch()].insert(x).second);
+    req = shape;
+    req.set_completed_id(r->id());
+    req.set_completed_rows(static_cast<int64_t>(r->end() - r->begin()));
+  }
+  EXPECT_EQ(rows_before.size() + after[0].size(), kTaperRows);
+  for (uint64_t x : rows_before) EXPECT_EQ(after[0].count(x), 0u) << "row " << x << " trained twice in epoch 0";
+  EXPECT_EQ(after[1].size(), kTaperRows);
+}
+
 TEST(ChunkStateTest, FileRoundTripChecksTheManifestEntry) {
   const std::string dir = ::testing::TempDir() + "/chunk_state_test_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);

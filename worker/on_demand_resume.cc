@@ -29,6 +29,7 @@ Status CheckDataOnDemandResume(const CheckpointManifest& m, const std::string& d
   job.set_chunk_rows(static_cast<uint64_t>(EffectiveChunkRows(config.train())));
   job.set_epochs(config.train().epochs());
   job.set_seed(config.train().seed());
+  job.set_taper(config.train().chunk_taper());
   const std::string diff = DiffChunkShape(*state, job);
   if (!diff.empty())
     return Status::FailedPrecondition("cannot resume from " + dir + " (" + kChunkStateName + "): field " + diff);
