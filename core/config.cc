@@ -244,6 +244,9 @@ StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& n
 }
 
 StatusOr<JobConfig> LoadJobConfig(const std::string& path) {
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(path, dir_ec))
+    return Status::InvalidArgument(path + ": is a directory, not a config file (a .pbtxt job config)");
   std::ifstream in(path);
   if (!in) return Status::NotFound(path + ": cannot open config file");
   std::stringstream ss;

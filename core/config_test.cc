@@ -85,6 +85,12 @@ TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(c.status().code(), Status::Code::kNotFound);
 }
 
+TEST(ConfigTest, ADirectoryIsRefusedAsSuch) {
+  auto c = LoadJobConfig("examples");
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), "examples: is a directory, not a config file (a .pbtxt job config)");
+}
+
 TEST(ConfigTest, OverridesParseByFieldType) {
   JobConfig c;
   ASSERT_TRUE(ApplyOverride(&c, "consistency.staleness", "inf", "flag --staleness").ok());

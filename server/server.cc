@@ -994,9 +994,15 @@ Status ServerShard::WriteChunkStateIfDealing(CheckpointFile* written) {
   ChunkCoordinatorState state;
   if (shard_ != 0 || !chunks_.SaveState(round_.clock, &state)) return Status::OK();
   TETHER_RETURN_IF_ERROR(WriteChunkState(FileSystem::Default(), round_.dir, state, written));
+  if (state.completed_epochs() >= state.epochs()) {
+    LOG(INFO) << log_prefix_ << "checkpoint at clock " << round_.clock << ": data on demand, all "
+              << state.epochs() << " epochs' chunks completed: " << round_.dir << "/" << kChunkStateName;
+    return Status::OK();
+  }
   LOG(INFO) << log_prefix_ << "checkpoint at clock " << round_.clock << ": data on demand at epoch "
-            << state.completed_epochs() + 1 << ", " << (state.open_size() > 0 ? state.open(0).completed_size() : 0)
-            << " chunk(s) of it completed, " << (state.open_size() > 0 ? state.open(0).held_size() : 0)
+            << state.completed_epochs() + 1 << " of " << state.epochs() << ", "
+            << (state.open_size() > 0 ? state.open(0).completed_size() : 0) << " chunk(s) of it completed, "
+            << (state.open_size() > 0 ? state.open(0).held_size() : 0)
             << " dealt and not completed (dealt again on a resume): " << round_.dir << "/" << kChunkStateName;
   return Status::OK();
 }

@@ -72,8 +72,8 @@ for _ in $(seq 1 1200); do
   latest=$(ls -d "$ck"/ckpt-*/MANIFEST 2>/dev/null | sort | tail -1 || true)
   if [ -n "$latest" ]; then
     clock=$(basename "$(dirname "$latest")" | sed -E 's/^ckpt-0*([0-9]+).*/\1/')
-    # "checkpoint at clock N: data on demand at epoch E, K chunk(s) of it completed, H dealt ..."
-    read -r epoch done_chunks < <(sed -nE "s/.*checkpoint at clock $clock: data on demand at epoch ([0-9]+), ([0-9]+) chunk.*/\1 \2/p" \
+    # "checkpoint at clock N: data on demand at epoch E of N, K chunk(s) of it completed, H dealt ..."
+    read -r epoch done_chunks < <(sed -nE "s/.*checkpoint at clock $clock: data on demand at epoch ([0-9]+) of [0-9]+, ([0-9]+) chunk.*/\1 \2/p" \
                                     "$tmp/first-server0.log" | tail -1) || true
     if [ "${epoch:-0}" -ge 2 ] && [ "${done_chunks:-0}" -gt 0 ]; then cut=$clock; break; fi
   fi
