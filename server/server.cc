@@ -171,8 +171,40 @@ Status ServerShard::Bind(const std::string& endpoint) {
 
 Status ServerShard::Run() {
   Status st = RunLoop();
+  if (!st.ok()) FailWaitingRequests(st);
   if (tick_listener_) tick_listener_(true);
   return st;
+}
+
+void ServerShard::FailWaitingRequests(const Status& why) {
+  // The workers this shard holds waiting (a HELLO for worker 0's, a pull on
+  // the staleness bound, the barrier, an evaluation gather) learn why the job ends, rather than
+  // only that this shard's connection dropped.
+  int told = 0;
+  auto fail = [&](const std::string& identity, uint64_t request_id, int rank) {
+    Message reply;
+    reply.header.set_type(ERROR_REPLY);
+    reply.header.set_request_id(request_id);
+    reply.header.set_error(why.message());
+    Reply(identity, &reply, rank);
+    ++told;
+  };
+  for (const auto& [rank, p] : waiting_hellos_) fail(p.identity, p.request.header.request_id(), rank);
+  for (const PendingPull& p : pending_) fail(p.identity, p.request.header.request_id(), p.request.header.sender_rank());
+  for (size_t r = 0; r < workers_.size(); ++r) {
+    const WorkerState& w = workers_[r];
+    if (w.at_barrier && !w.identity.empty()) fail(w.identity, w.barrier_request, static_cast<int>(r));
+  }
+  for (const int64_t round : eval_book_.WaitingRounds())  // label counts and evaluations gathered on shard 0
+    for (const EvalBook::Waiter& w : eval_book_.TakeWaiters(round)) fail(w.identity, w.request_id, w.rank);
+  if (told == 0) return;
+  LOG(INFO) << log_prefix_ << "told " << told << " waiting request(s) why the job ends";
+  // The socket closes with the shard: give those replies a bounded time to
+  // leave (its linger is 0 otherwise).
+  try {
+    socket_.set(zmq::sockopt::linger, 1000);
+  } catch (const zmq::error_t&) {
+  }
 }
 
 Status ServerShard::RunLoop() {

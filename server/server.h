@@ -209,6 +209,8 @@ class ServerShard {
   };
 
   Status RunLoop();  // Run() less the final tick
+  // Run() ended with `why`: every request held waiting gets it as an ERROR_REPLY.
+  void FailWaitingRequests(const Status& why);
   void Handle(const std::string& identity, Message* m);
   Status CheckRequest(const std::string& identity, const Message& m) const;
   Status CheckPeer(const std::string& identity, const Message& m) const;  // values, membership

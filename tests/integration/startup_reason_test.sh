@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A job that cannot start tells its waiting workers why (found by a fresh
+# user: the good worker only said that shard 0's connection dropped).
+# Real processes started one by one with flags: 2 servers, num_workers 2,
+# cluster.startup_timeout_ms 2000. Worker 1 comes with another staleness
+# and is refused; worker 0 joins and waits for it.
+# Asserts: worker 1 exits ≠ 0 naming the mismatch; both shards end the job
+# naming worker 1 and its refusal; worker 0 exits ≠ 0 and its own log gives
+# the same reason (from a shard's ERROR_REPLY to the request it held
+# waiting), not only a dropped connection; every server exits ≠ 0.
+# Usage: startup_reason_test.sh refused BIN_DIR   (from the repository root)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$@"
+[ "$mode" = refused ] || { echo "usage: $0 refused BIN_DIR"; exit 2; }
+limit_s=60
+flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=1
+       --startup_timeout_ms=2000)
+start_servers 2
+start_worker 1 "$tmp/w1.log" --staleness=3; w1=$started
+rc=0; wait "$w1" || rc=$?
+[ "$rc" != 0 ] || fail "worker 1, refused, exited 0"
+grep -q "staleness differs" "$tmp/w1.log" || fail "worker 1 did not say why it was refused"
+start_worker 0 "$tmp/w0.log"; w0=$started
+rc=0; wait "$w0" || rc=$?
+[ "$rc" != 0 ] || fail "worker 0 exited 0 from a job that could not run"
+why="the job cannot run: worker 1 (refused: staleness differs"
+for s in 0 1; do
+  rc=0; wait "${server_pids[$s]}" || rc=$?
+  [ "$rc" != 0 ] || fail "server $s exited 0 from a job that could not run"
+  grep -q "$why" "$tmp/server$s.log" || fail "server $s did not name worker 1's refusal"
+done
+grep "^E" "$tmp/w0.log" | grep -q "$why" || fail "worker 0 did not say why the job ended: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
+echo "worker 0: $(grep "^E" "$tmp/w0.log" | grep -o "$why[^)]*)" | head -1)"
+pids=()
+echo PASS
