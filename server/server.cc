@@ -735,6 +735,15 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
                     " (give every worker the same --data_on_demand: mixed, rows would be trained twice)");
     }
   }
+  if (h.has_train_epochs()) {
+    if (!hello_epochs_.has_value()) {
+      hello_epochs_ = h.train_epochs();
+    } else if (*hello_epochs_ != h.train_epochs()) {
+      return refuse("train.epochs differs: " + who + " trains " + std::to_string(h.train_epochs()) +
+                    " epoch(s), the job's workers so far " + std::to_string(*hello_epochs_) +
+                    " (give every worker the same --epochs)");
+    }
+  }
   if (h.staleness() != clocks_.staleness())
     return refuse("staleness differs: " + who + " has " + StalenessName(h.staleness()) + ", server " +
                   std::to_string(shard_) + " has " + StalenessName(clocks_.staleness()));

@@ -364,6 +364,9 @@ class ServerShard {
   // The first admitted HELLO's train.data_on_demand: every later HELLO
   // must agree (MessageHeader.data_on_demand).
   std::optional<bool> hello_data_on_demand_;
+  // The first HELLO's train.epochs (MessageHeader.train_epochs): every
+  // later HELLO that carries it must agree.
+  std::optional<int64_t> hello_epochs_;
   // The rank that evaluates, fixed by the first release of the barrier: a
   // worker reaching the barrier after it (a late joiner) is told the same
   // rank, never made the evaluator of a job already reported.

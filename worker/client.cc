@@ -109,6 +109,7 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
     m.header.set_type(HELLO);
     m.header.set_staleness(options.staleness);
     m.header.set_data_on_demand(options.data_on_demand);
+    if (options.epochs > 0) m.header.set_train_epochs(options.epochs);
     m.header.set_consistency_model(options.consistency_model);
     m.header.set_protocol_version(kProtocolVersion);
     m.header.set_job_id(options.job_id);

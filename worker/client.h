@@ -75,6 +75,9 @@ struct ClientOptions {
   // job's (train.data_on_demand; ConsistencyConfig.model).
   bool data_on_demand = false;
   ConsistencyModel consistency_model = SSP;
+  // train.epochs, sent with HELLO: every worker of a job trains the same
+  // number of epochs (0: not sent, as a tool's client).
+  int64_t epochs = 0;
   std::string job_id;                // the job's identity (JobId(config)): must equal the servers'
   uint64_t generation = 0;           // cluster.generation: must equal the servers'
   int request_timeout_ms = 120000;   // Wait fails after this long with no reply

@@ -1439,6 +1439,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   o.servers = std::move(servers);
   o.staleness = EffectiveStaleness(config.consistency());
   o.data_on_demand = config.train().data_on_demand();
+  o.epochs = config.train().epochs();
   o.consistency_model = config.consistency().model();
   o.job_id = JobId(config);
   o.generation = config.cluster().generation();

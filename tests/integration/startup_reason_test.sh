@@ -3,33 +3,43 @@
 # user: the good worker only said that shard 0's connection dropped).
 # Real processes started one by one with flags: 2 servers, num_workers 2,
 # cluster.startup_timeout_ms 2000. Worker 1 comes with another staleness
-# and is refused; worker 0 joins and waits for it.
+# (mode refused) or another train.epochs (mode epochs: with the static
+# split it would train on after the others finished) and is refused;
+# worker 0 joins and waits for it.
 # Asserts: worker 1 exits ≠ 0 naming the mismatch; both shards end the job
 # naming worker 1 and its refusal; worker 0 exits ≠ 0 and its own log gives
 # the same reason (from a shard's ERROR_REPLY to the request it held
 # waiting), not only a dropped connection; every server exits ≠ 0.
-# Usage: startup_reason_test.sh refused BIN_DIR   (from the repository root)
+# Usage: startup_reason_test.sh refused|epochs BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
-[ "$mode" = refused ] || { echo "usage: $0 refused BIN_DIR"; exit 2; }
+case "$mode" in
+  refused) odd=(--staleness=3); differs="staleness differs" ;;
+  epochs) odd=(--epochs=3); differs="train.epochs differs: worker 1 trains 3 epoch(s)" ;;
+  *) echo "usage: $0 refused|epochs BIN_DIR"; exit 2 ;;
+esac
 limit_s=60
 flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=1
        --startup_timeout_ms=2000)
 start_servers 2
-start_worker 1 "$tmp/w1.log" --staleness=3; w1=$started
+# Worker 0 first: its HELLO sets the job's tables and, being the first
+# admitted, the epochs every later worker must have.
+start_worker 0 "$tmp/w0.log"; w0=$started
+joined() { grep -q "worker 0 joined" "$tmp/server0.log" && grep -q "worker 0 joined" "$tmp/server1.log"; }
+poll 400 joined || fail "worker 0 did not join both shards within 20 s"
+start_worker 1 "$tmp/w1.log" "${odd[@]}"; w1=$started
 rc=0; wait "$w1" || rc=$?
 [ "$rc" != 0 ] || fail "worker 1, refused, exited 0"
-grep -q "staleness differs" "$tmp/w1.log" || fail "worker 1 did not say why it was refused"
-start_worker 0 "$tmp/w0.log"; w0=$started
+grep -qF "$differs" "$tmp/w1.log" || fail "worker 1 did not say why it was refused"
 rc=0; wait "$w0" || rc=$?
 [ "$rc" != 0 ] || fail "worker 0 exited 0 from a job that could not run"
-why="the job cannot run: worker 1 (refused: staleness differs"
+why="the job cannot run: worker 1 (refused: $differs"
 for s in 0 1; do
   rc=0; wait "${server_pids[$s]}" || rc=$?
   [ "$rc" != 0 ] || fail "server $s exited 0 from a job that could not run"
-  grep -q "$why" "$tmp/server$s.log" || fail "server $s did not name worker 1's refusal"
+  grep -qF "$why" "$tmp/server$s.log" || fail "server $s did not name worker 1's refusal"
 done
-grep "^E" "$tmp/w0.log" | grep -q "$why" || fail "worker 0 did not say why the job ended: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
-echo "worker 0: $(grep "^E" "$tmp/w0.log" | grep -o "$why[^)]*)" | head -1)"
+grep "^E" "$tmp/w0.log" | grep -qF "$why" || fail "worker 0 did not say why the job ended: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
+echo "worker 0: $(grep "^E" "$tmp/w0.log" | grep -oF "$why" | head -1) ..."
 pids=()
 echo PASS
