@@ -15,21 +15,10 @@
 #      completed before the checkpoint) are exactly [4880] * 4; the chunks
 #      held at the checkpoint were dealt again (chunks_redealt ≥ 1); P@1 ≥ 0.5.
 # Usage: on_demand_resume_test.sh BIN_DIR   (from the repository root)
-set -euo pipefail
-bin=$(cd "$1" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do echo "== $f"; tail -n 12 "$f"; done
-  exit 1
-}
+# tmp, pids and their reaping, fail, poll.
+source "$(dirname "$0")/lib.sh"
+tether_test_init resume "$1"
+fail_lines=12
 
 ck=$tmp/ck
 flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=4 --seed=5
@@ -50,8 +39,7 @@ start_job() {
   done
   local addrs=
   for s in 0 1; do
-    for _ in $(seq 1 200); do [ -f "$tmp/$name-s$s.port" ] && break; sleep 0.05; done
-    [ -f "$tmp/$name-s$s.port" ] || fail "server $s of $name wrote no port file"
+    poll 200 test -f "$tmp/$name-s$s.port" || fail "server $s of $name wrote no port file within 10 s"
     addrs="$addrs${addrs:+,}$(cat "$tmp/$name-s$s.port")"
   done
   for r in 0 1; do
@@ -67,19 +55,23 @@ start_job() {
 # 1. Train until a checkpoint cut mid-epoch (epoch ≥ 2, some chunks of it
 # completed) is complete, then SIGKILL everything.
 start_job first
+# cut_or_end: sets $cut once the latest complete checkpoint is a cut in
+# epoch 2 or later with chunks of it completed; true then, or once the job
+# wrote its final checkpoint (too late).
 cut=
-for _ in $(seq 1 1200); do
+cut_or_end() {
+  local latest clock epoch done_chunks
   latest=$(ls -d "$ck"/ckpt-*/MANIFEST 2>/dev/null | sort | tail -1 || true)
   if [ -n "$latest" ]; then
     clock=$(basename "$(dirname "$latest")" | sed -E 's/^ckpt-0*([0-9]+).*/\1/')
     # "checkpoint at clock N: data on demand at epoch E of N, K chunk(s) of it completed, H dealt ..."
     read -r epoch done_chunks < <(sed -nE "s/.*checkpoint at clock $clock: data on demand at epoch ([0-9]+) of [0-9]+, ([0-9]+) chunk.*/\1 \2/p" \
                                     "$tmp/first-server0.log" | tail -1) || true
-    if [ "${epoch:-0}" -ge 2 ] && [ "${done_chunks:-0}" -gt 0 ]; then cut=$clock; break; fi
+    if [ "${epoch:-0}" -ge 2 ] && [ "${done_chunks:-0}" -gt 0 ]; then cut=$clock; return 0; fi
   fi
-  ls -d "$ck"/ckpt-*-final >/dev/null 2>&1 && break
-  sleep 0.02
-done
+  ls -d "$ck"/ckpt-*-final >/dev/null 2>&1
+}
+poll 1200 cut_or_end || true  # 60 s at most
 [ -n "$cut" ] || fail "no complete checkpoint cut mid-epoch (epoch ≥ 2) before the job ended"
 for p in "${worker_pids[@]}" "${server_pids[@]}"; do
   for c in $(pgrep -P "$p" 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done  # `timeout` runs it as its child
