@@ -19,6 +19,17 @@
 #include "server/optimizer.h"
 
 namespace tether {
+
+std::string ChecksumHex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
+  return buf;
+}
+
+std::string CheckpointJoinPath(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
 namespace {
 
 constexpr char kShardMagic[8] = {'T', 'T', 'H', 'R', 'C', 'K', 'P', 'T'};
@@ -41,16 +52,6 @@ class Checksum {
 };
 
 uint64_t ChecksumOf(const void* p, size_t n) { return XXH3_64bits(p, n); }
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
-  return buf;
-}
-
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
-}
 
 // Appends through a WritableFile in large pieces, keeping size and CRC.
 class CheckedWriter {
@@ -114,8 +115,8 @@ class CheckedReader {
       return Status::DataLoss(path_ + ": " + std::to_string(bytes_) + " bytes, but the manifest says " +
                               std::to_string(expected.bytes()) + " (a truncated or replaced file)");
     if (sum_.Digest() != expected.xxh3())
-      return Status::DataLoss(path_ + ": checksum mismatch: XXH3-64 " + Hex(sum_.Digest()) + ", the manifest says " +
-                              Hex(expected.xxh3()) + " (the file is corrupt)");
+      return Status::DataLoss(path_ + ": checksum mismatch: XXH3-64 " + ChecksumHex(sum_.Digest()) + ", the manifest says " +
+                              ChecksumHex(expected.xxh3()) + " (the file is corrupt)");
     return Status::OK();
   }
   const std::string& path() const { return path_; }
@@ -176,7 +177,7 @@ std::vector<Found> ListCheckpoints(const std::string& parent) {
     Found f;
     if (!ParseCheckpointName(e.path().filename().string(), &f.clock, &f.final)) continue;
     f.path = e.path().string();
-    f.complete = std::filesystem::exists(JoinPath(f.path, kManifestName), ec);
+    f.complete = std::filesystem::exists(CheckpointJoinPath(f.path, kManifestName), ec);
     out.push_back(f);
   }
   std::sort(out.begin(), out.end(),
@@ -226,7 +227,7 @@ Status WriteShardCheckpoint(FileSystem* fs, const std::string& ckpt_dir, int sha
   const uint32_t len = static_cast<uint32_t>(head.size());
   const uint8_t len_le[4] = {static_cast<uint8_t>(len), static_cast<uint8_t>(len >> 8),
                              static_cast<uint8_t>(len >> 16), static_cast<uint8_t>(len >> 24)};
-  const std::string path = JoinPath(ckpt_dir, name);
+  const std::string path = CheckpointJoinPath(ckpt_dir, name);
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, fs->NewAtomicFile(path));
   CheckedWriter w(f.get());
   TETHER_RETURN_IF_ERROR(w.Append(kShardMagic, sizeof(kShardMagic)));
@@ -248,19 +249,19 @@ Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const Worke
                         CheckpointFile* written) {
   TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
   const std::string name = WorkerFileName(state.rank());
-  return WriteSmallFile(fs, JoinPath(ckpt_dir, name), state.SerializeAsString(), written, name);
+  return WriteSmallFile(fs, CheckpointJoinPath(ckpt_dir, name), state.SerializeAsString(), written, name);
 }
 
 Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
                           const CheckpointFile& file) {
-  CheckedReader r(JoinPath(from_dir, file.name()));
+  CheckedReader r(CheckpointJoinPath(from_dir, file.name()));
   TETHER_RETURN_IF_ERROR(r.Open());
   std::string bytes(file.bytes(), '\0');
   TETHER_RETURN_IF_ERROR(r.Read(bytes.data(), bytes.size(), "the file"));
   TETHER_RETURN_IF_ERROR(r.Finish());
   TETHER_RETURN_IF_ERROR(r.Check(file));
   TETHER_RETURN_IF_ERROR(fs->CreateDirs(to_dir));
-  return WriteSmallFile(fs, JoinPath(to_dir, file.name()), bytes, nullptr, file.name());
+  return WriteSmallFile(fs, CheckpointJoinPath(to_dir, file.name()), bytes, nullptr, file.name());
 }
 
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest) {
@@ -268,12 +269,12 @@ Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const Checkpoi
   if (!google::protobuf::TextFormat::PrintToString(manifest, &text))
     return Status::Internal("cannot print the checkpoint manifest");
   text = "# Tether checkpoint manifest (server/checkpoint.h); the last line checks the rest.\n" + text;
-  text += "# xxh3 " + Hex(ChecksumOf(text.data(), text.size())) + "\n";
-  return WriteSmallFile(fs, JoinPath(ckpt_dir, kManifestName), text, nullptr, kManifestName);
+  text += "# xxh3 " + ChecksumHex(ChecksumOf(text.data(), text.size())) + "\n";
+  return WriteSmallFile(fs, CheckpointJoinPath(ckpt_dir, kManifestName), text, nullptr, kManifestName);
 }
 
 StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
-  const std::string path = JoinPath(ckpt_dir, kManifestName);
+  const std::string path = CheckpointJoinPath(ckpt_dir, kManifestName);
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(ckpt_dir + " is not a checkpoint: it has no " + kManifestName);
   std::stringstream ss;
@@ -283,7 +284,7 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
   if (trailer == std::string::npos || text.size() < trailer + 7 + 16)
     return Status::DataLoss(path + ": no checksum line (\"# xxh3 ...\") at the end: truncated or edited");
   const std::string want = text.substr(trailer + 7, 16);
-  const std::string have = Hex(ChecksumOf(text.data(), trailer));
+  const std::string have = ChecksumHex(ChecksumOf(text.data(), trailer));
   if (want != have)
     return Status::DataLoss(path + ": checksum mismatch: XXH3-64 " + have + " of its contents, the file says " + want +
                             " (the manifest is corrupt or was edited)");
@@ -300,7 +301,7 @@ StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec))
     return Status::NotFound(path + ": no such checkpoint directory");
-  if (std::filesystem::exists(JoinPath(path, kManifestName), ec)) return path;
+  if (std::filesystem::exists(CheckpointJoinPath(path, kManifestName), ec)) return path;
   const std::vector<Found> all = ListCheckpoints(path);
   for (auto it = all.rbegin(); it != all.rend(); ++it)
     if (it->complete) return it->path;
@@ -311,7 +312,7 @@ StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
 
 Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManifest& manifest) {
   for (const CheckpointFile& f : manifest.files()) {
-    CheckedReader r(JoinPath(ckpt_dir, f.name()));
+    CheckedReader r(CheckpointJoinPath(ckpt_dir, f.name()));
     TETHER_RETURN_IF_ERROR(r.Open());
     TETHER_RETURN_IF_ERROR(r.Finish());
     TETHER_RETURN_IF_ERROR(r.Check(f));
@@ -323,7 +324,7 @@ StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const Checkpo
   const std::string name = WorkerFileName(rank);
   const CheckpointFile* f = FindFile(manifest, name);
   if (f == nullptr) return Status::NotFound(ckpt_dir + ": worker " + std::to_string(rank) + " has no state file");
-  const std::string path = JoinPath(ckpt_dir, name);
+  const std::string path = CheckpointJoinPath(ckpt_dir, name);
   CheckedReader r(path);
   TETHER_RETURN_IF_ERROR(r.Open());
   std::string bytes(f->bytes(), '\0');
@@ -380,8 +381,8 @@ Status ReadShardFile(const std::string& ckpt_dir, const CheckpointManifest& mani
                      DenseFn&& dense) {
   const std::string name = ShardFileName(old_shard);
   const CheckpointFile* expected = FindFile(manifest, name);
-  const std::string path = JoinPath(ckpt_dir, name);
-  if (expected == nullptr) return Status::DataLoss(JoinPath(ckpt_dir, kManifestName) + ": lists no " + name);
+  const std::string path = CheckpointJoinPath(ckpt_dir, name);
+  if (expected == nullptr) return Status::DataLoss(CheckpointJoinPath(ckpt_dir, kManifestName) + ": lists no " + name);
   CheckedReader r(path);
   TETHER_RETURN_IF_ERROR(r.Open());
   char magic[8];

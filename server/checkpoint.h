@@ -46,6 +46,11 @@ inline constexpr uint32_t kCheckpointFormatVersion = 1;
 std::string CheckpointDirName(int64_t clock, bool final);
 std::string ShardFileName(int shard);   // "shard-3.tables"
 std::string WorkerFileName(int rank);   // "worker-2.state"
+// A file's path in a checkpoint directory: `dir` + "/" + `name` (no second
+// slash when `dir` ends in one; `name` alone when `dir` is empty).
+std::string CheckpointJoinPath(const std::string& dir, const std::string& name);
+// A checksum as the manifest's messages print it: 16 lower-case hex digits.
+std::string ChecksumHex(uint64_t v);
 inline constexpr char kManifestName[] = "MANIFEST";
 
 /// Writes `tables` (this shard's part of every table, in id order) to

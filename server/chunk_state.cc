@@ -11,21 +11,12 @@
 #include <sstream>
 #include <utility>
 
+#include "server/checkpoint.h"
 #include "server/chunk_coordinator.h"
 #include "server/chunk_service.h"
 
 namespace tether {
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
-  return buf;
-}
-
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
-}
 
 std::string Both(const std::string& field, const std::string& checkpoint, const std::string& job,
                  const std::string& why) {
@@ -38,7 +29,7 @@ Status WriteChunkState(FileSystem* fs, const std::string& ckpt_dir, const ChunkC
                        CheckpointFile* written) {
   TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
   const std::string bytes = state.SerializeAsString();
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, fs->NewAtomicFile(JoinPath(ckpt_dir, kChunkStateName)));
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, fs->NewAtomicFile(CheckpointJoinPath(ckpt_dir, kChunkStateName)));
   TETHER_RETURN_IF_ERROR(f->Append(bytes));
   TETHER_RETURN_IF_ERROR(f->Commit());
   if (written != nullptr) {
@@ -55,7 +46,7 @@ StatusOr<std::optional<ChunkCoordinatorState>> ReadChunkState(const std::string&
   for (const CheckpointFile& f : manifest.files())
     if (f.name() == kChunkStateName) entry = &f;
   if (entry == nullptr) return std::optional<ChunkCoordinatorState>();
-  const std::string path = JoinPath(ckpt_dir, kChunkStateName);
+  const std::string path = CheckpointJoinPath(ckpt_dir, kChunkStateName);
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(path + ": missing, but the checkpoint's MANIFEST lists it");
   std::stringstream ss;
@@ -66,8 +57,8 @@ StatusOr<std::optional<ChunkCoordinatorState>> ReadChunkState(const std::string&
                             std::to_string(entry->bytes()) + " (a truncated or replaced file)");
   const uint64_t sum = XXH3_64bits(bytes.data(), bytes.size());
   if (sum != entry->xxh3())
-    return Status::DataLoss(path + ": checksum mismatch: XXH3-64 " + Hex(sum) + ", the manifest says " +
-                            Hex(entry->xxh3()) + " (the file is corrupt)");
+    return Status::DataLoss(path + ": checksum mismatch: XXH3-64 " + ChecksumHex(sum) + ", the manifest says " +
+                            ChecksumHex(entry->xxh3()) + " (the file is corrupt)");
   ChunkCoordinatorState state;
   if (!state.ParseFromString(bytes)) return Status::DataLoss(path + ": not a data-on-demand state");
   if (state.format_version() != kChunkStateFormatVersion)
