@@ -97,6 +97,9 @@ DEFINE_double(push_value, 0.5, "kv: the value of every pushed float (a recognisa
 DEFINE_bool(key_list_cache, true,
             "kv: name repeated key lists instead of sending their keys, where the server keeps lists "
             "(tether-server --key_list_cache_bytes; core/net/key_list_cache.h); false: every request carries its keys");
+DEFINE_bool(push_copy, false,
+            "kv: push from a plain buffer that the client copies into each push (PushRows(const float*)); "
+            "default false pushes a PushValues buffer by reference, as ps-lite's ZPush sends its SArray");
 DEFINE_uint64(key_seed, 1, "kv: seed of the random sorted uint64 keys (tools/pslite_kv/kv_bench.cc draws the same)");
 DEFINE_uint64(seed, 1, "order: train.seed");
 DEFINE_string(ckpt_dir, "", "checkpoint: where to write (default: $TMPDIR/tether-bench-checkpoint.PID); removed after");
@@ -875,9 +878,22 @@ int RunKv() {
     const uint32_t table = static_cast<uint32_t>(
         std::find(table_dims.begin(), table_dims.end(), dim) - table_dims.begin());
     const std::vector<uint64_t> keys = RandomSortedKeys(n, FLAGS_key_seed);
-    std::vector<float> push_vals(static_cast<size_t>(n * dim), static_cast<float>(FLAGS_push_value)), pull_vals(static_cast<size_t>(n * dim));
+    const size_t num_values = static_cast<size_t>(n * dim);
+    std::vector<float> push_vals, pull_vals(num_values);
+    // The same gradient every push: filled once, as kv_bench.cc fills its
+    // SArray, and sent by reference unless --push_copy.
+    PushValues shared;
+    if (FLAGS_push_copy) {
+      push_vals.assign(num_values, static_cast<float>(FLAGS_push_value));
+    } else {
+      shared = client->NewPushValues(num_values);
+      std::fill(shared.data(), shared.data() + num_values, static_cast<float>(FLAGS_push_value));
+    }
     auto push = [&]() -> Status {
-      client->PushRows(table, keys, push_vals.data());
+      if (FLAGS_push_copy)
+        client->PushRows(table, keys, push_vals.data());
+      else
+        client->PushRows(table, keys, shared);
       return client->WaitAll();
     };
     auto pull = [&]() -> Status { return client->PullRows(table, keys, pull_vals.data()).Wait(); };

@@ -22,6 +22,17 @@ zmq::message_t CopyFrame(FramePool& pool, const void* data, size_t bytes) {
   return f;
 }
 
+// Frees a SharedSlice: drops its reference to the whole buffer (on
+// ZeroMQ's I/O thread for tcp:// and ipc://; the count is atomic).
+void ReleaseSlice(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<zmq::message_t>*>(hint); }
+
+// A frame of `bytes` bytes at `offset` of `buffer`'s data, without a copy:
+// it keeps the buffer alive until ZeroMQ frees the frame.
+zmq::message_t SharedSlice(const std::shared_ptr<zmq::message_t>& buffer, size_t offset, size_t bytes) {
+  auto* hint = new std::shared_ptr<zmq::message_t>(buffer);
+  return zmq::message_t(static_cast<char*>(buffer->data()) + offset, bytes, &ReleaseSlice, hint);
+}
+
 // Row i of `rows` (n rows of dim floats) → out + pos[i]·dim. Consecutive
 // positions are copied with one memcpy per run (a single shard's keys are
 // all one run); dim 1 is a plain loop, a call per float would dominate.
@@ -436,8 +447,28 @@ RequestHandle WorkerClient::PushRowsAt(uint32_t table, const std::vector<uint64_
   return PushRowsAs(PUSH, table, keys, grads, in_rows);
 }
 
+PushValues WorkerClient::NewPushValues(size_t num_floats) {
+  PushValues v;
+  v.frame_ = std::make_shared<zmq::message_t>(channel_.frame_pool().Take(num_floats * sizeof(float)));
+  v.size_ = num_floats;
+  return v;
+}
+
+RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>& keys, const PushValues& values) {
+  const uint64_t need = uint64_t{keys.size()} * options_.tables[table].dim();
+  if (values.size() < need || (need > 0 && values.data() == nullptr)) {
+    RequestHandle failed = DoneRequest();
+    channel_.Fail(failed, Status::InvalidArgument("PushRows: " + std::to_string(keys.size()) + " keys of table " +
+                                                  std::to_string(table) + " need " + std::to_string(need) +
+                                                  " values, the PushValues holds " + std::to_string(values.size())));
+    return failed;
+  }
+  if (replica_ != nullptr && !replica_paused_) return replica_->PushRows(table, keys, values.data());
+  return PushRowsAs(PUSH, table, keys, values.data(), nullptr, &values);
+}
+
 RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys,
-                                       const float* grads, const uint32_t* in_rows) {
+                                       const float* grads, const uint32_t* in_rows, const PushValues* shared) {
   const bool delta = type == PUSH_DELTA;
   RequestHandle request = channel_.NewRequest(/*sticky=*/true);
   const uint32_t dim = options_.tables[table].dim();
@@ -453,7 +484,13 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     m.header.set_num_values(n * dim);
     if (!delta) m.header.set_version(cache_.PushVersion(table, s));
     // The gradients are copied now (the caller may reuse `grads` at once).
-    if (whole && in_rows == nullptr) {
+    if (whole && in_rows == nullptr && shared != nullptr && gradient_scale_ == 1.0f && n > 0) {
+      // A block of the caller's buffer, by reference: the message holds a
+      // reference to the buffer until ZeroMQ frees it (ScalePush below
+      // leaves the values alone at scale 1).
+      m.values = SharedSlice(shared->frame_, c0 * dim * sizeof(float), n * dim * sizeof(float));
+      stats_.push_bytes_shared += n * dim * sizeof(float);
+    } else if (whole && in_rows == nullptr) {
       m.values = CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
     } else {
       // The rows of this message in `grads`: split_pos_ (several shards),

@@ -187,6 +187,45 @@ struct ClientStats {
   uint64_t key_lists_defined = 0, key_lists_used = 0, key_lists_resent = 0;
   // Bytes of keys frames not sent: 8 × keys of every use not resent.
   uint64_t key_list_bytes_saved = 0;
+  // Bytes of push values sent by reference to the caller's PushValues
+  // buffer instead of copied into a frame (PushRows(PushValues)).
+  uint64_t push_bytes_shared = 0;
+};
+
+/// Push values that the caller fills in place and pushes without a copy:
+/// ps-lite's ZPush contract (its SArray values are sent zero-copy), for
+/// gradients that are computed straight into the buffer or pushed again
+/// unchanged. Made by WorkerClient::NewPushValues: a pooled, pre-faulted
+/// buffer of `size()` floats, 64-byte aligned, contents undefined until the
+/// caller writes them.
+///
+/// Ownership: a handle to a shared buffer (copies share it). A push from it
+/// hands ZeroMQ references to the buffer itself, not a copy; the buffer is
+/// given back to the client's frame pool when the last handle and the last
+/// message referring to it are gone (ZeroMQ frees a message on its I/O
+/// thread once written; the reference count is atomic).
+///
+/// Contract: after a push from these values, the caller must not write to
+/// them until that push's handle completed (Wait returned), or WaitAll,
+/// Clock or Barrier returned: the bytes may still be on their way, and a
+/// push the shard has to be sent again (a key list it no longer holds)
+/// sends them again. in_flight() says whether a message still refers to
+/// the buffer. Thread-safety: as the client (one thread), except that the
+/// buffer's release may run on ZeroMQ's I/O thread.
+class PushValues {
+ public:
+  PushValues() = default;
+  float* data() { return static_cast<float*>(frame_ ? frame_->data() : nullptr); }
+  const float* data() const { return static_cast<const float*>(frame_ ? frame_->data() : nullptr); }
+  /// Floats in the buffer.
+  size_t size() const { return size_; }
+  /// True while a message sent from the buffer has not been freed yet.
+  bool in_flight() const { return frame_ && frame_.use_count() > 1; }
+
+ private:
+  friend class WorkerClient;
+  std::shared_ptr<zmq::message_t> frame_;
+  size_t size_ = 0;
 };
 
 class WorkerClient {
@@ -253,6 +292,21 @@ class WorkerClient {
   /// otherwise (also with a replica).
   RequestHandle PushRowsAt(uint32_t table, const std::vector<uint64_t>& keys, const uint32_t* in_rows,
                            const float* grads);
+  /// A buffer of `num_floats` floats for PushRows(table, keys, values)
+  /// below, from the client's frame pool (see PushValues). Throws
+  /// std::bad_alloc when the mapping fails.
+  PushValues NewPushValues(size_t num_floats);
+  /// PushRows of `values` (at least keys.size() × dim floats; row i's
+  /// gradient at values.data() + i·dim) without copying them: a message to
+  /// a shard whose rows are a contiguous block of the buffer (every message
+  /// of a one-shard job) refers to the buffer itself. Rows of several
+  /// shards, which hash partitioning interleaves, are gathered per shard as
+  /// PushRows does; so are pushes rescaled on the worker (adaptive batches,
+  /// step_scaling LINEAR) and a replica's (AVERAGE). The values must stay
+  /// unmodified until the handle completed (PushValues). Counted in
+  /// ClientStats::push_bytes_shared. Errors as PushRows; fewer values than
+  /// the keys need fails the handle with InvalidArgument.
+  RequestHandle PushRows(uint32_t table, const std::vector<uint64_t>& keys, const PushValues& values);
   /// Pulls a whole dense table into `out` (size floats). Errors as PullRows.
   [[nodiscard]] RequestHandle PullDense(uint32_t table, float* out);
   /// Pushes a gradient for a whole dense table (size floats, copied at once).
@@ -436,8 +490,10 @@ class WorkerClient {
   // PUSH_DELTA for a replica's deltas: no cache refresh, no version).
   RequestHandle PullDenseFrom(uint32_t table, float* out);
   // `in_rows`: PushRowsAt's (null: row i at values + i·dim).
+  // `shared`: PushRows(PushValues)'s buffer (values == shared->data()),
+  // sent by reference where a message's rows are one block of it.
   RequestHandle PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys, const float* values,
-                           const uint32_t* in_rows = nullptr);
+                           const uint32_t* in_rows = nullptr, const PushValues* shared = nullptr);
   RequestHandle PushDenseAs(MessageType type, uint32_t table, const float* values);
   // A request with nothing to wait for: completed, OK.
   RequestHandle DoneRequest() { return channel_.NewRequest(/*sticky=*/false); }
