@@ -401,6 +401,28 @@ TEST(TransportTest, C15RowRequestsAboveTheLimitAreSplitAndJoined) {
   ASSERT_TRUE(w->Bye().ok());
 }
 
+// `servers` shards of ExactJob(servers, 1, dim) over a 2^20-row key space
+// and a worker whose messages hold at most `max_message_bytes`; `keys`:
+// 200k floats' worth of rows (800 KB of values, 8 bytes per key besides).
+struct LargeRequestJob {
+  LargeRequestJob(int servers, int dim, uint64_t max_message_bytes) : keys(200000 / dim) {
+    JobConfig c = ExactJob(servers, 1, dim);
+    c.mutable_data()->set_num_features(1 << 20);
+    std::vector<std::string> endpoints;
+    for (int s = 0; s < servers; ++s) {
+      shards.push_back(std::make_unique<ServerThread>(c, s));
+      endpoints.push_back(shards.back()->endpoint());
+    }
+    ClientOptions o = OptionsFor(c, 0, endpoints);
+    o.max_message_bytes = max_message_bytes;
+    w = Connect(o);
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 5 + 2;
+  }
+  std::vector<std::unique_ptr<ServerThread>> shards;
+  std::unique_ptr<WorkerClient> w;  // null when Connect failed
+  std::vector<uint64_t> keys;
+};
+
 // Large requests go through the frame pools: push values and keys on the
 // worker, pull replies on the servers. The results are exact (SUM from 0),
 // for one shard (rows travel as contiguous blocks, no positions) and for two
@@ -411,22 +433,12 @@ TEST(TransportTest, LargeRequestsReusePooledFramesAndStayExact) {
   for (int servers : {1, 2}) {
     for (int dim : {1, 64}) {
       SCOPED_TRACE("servers " + std::to_string(servers) + ", dim " + std::to_string(dim));
-      JobConfig c = ExactJob(servers, 1, dim);
-      c.mutable_data()->set_num_features(1 << 20);
-      std::vector<std::unique_ptr<ServerThread>> shards;
-      std::vector<std::string> endpoints;
-      for (int s = 0; s < servers; ++s) {
-        shards.push_back(std::make_unique<ServerThread>(c, s));
-        endpoints.push_back(shards.back()->endpoint());
-      }
-      ClientOptions o = OptionsFor(c, 0, endpoints);
-      o.max_message_bytes = 512 << 10;  // several pooled messages per shard
-      auto w = Connect(o);
-      ASSERT_TRUE(w);
-      // 200k floats per request: 800 KB of values, 8 bytes per key besides.
-      const size_t n = 200000 / dim;
-      std::vector<uint64_t> keys(n);
-      for (size_t i = 0; i < n; ++i) keys[i] = i * 5 + 2;
+      LargeRequestJob job(servers, dim, 512 << 10);  // several pooled messages per shard
+      ASSERT_TRUE(job.w);
+      auto& shards = job.shards;
+      auto& w = job.w;
+      const size_t n = job.keys.size();
+      const std::vector<uint64_t>& keys = job.keys;
       std::vector<float> grad(n * dim), want(n * dim, 0.0f), got(n * dim);
       for (int round = 1; round <= 3; ++round) {
         for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>((i * 7 + round) % 1000);
@@ -475,21 +487,11 @@ TEST(TransportTest, PushValuesAreSentByReferenceAndStayExact) {
   for (int servers : {1, 2}) {
     for (int dim : {1, 64}) {
       SCOPED_TRACE("servers " + std::to_string(servers) + ", dim " + std::to_string(dim));
-      JobConfig c = ExactJob(servers, 1, dim);
-      c.mutable_data()->set_num_features(1 << 20);
-      std::vector<std::unique_ptr<ServerThread>> shards;
-      std::vector<std::string> endpoints;
-      for (int s = 0; s < servers; ++s) {
-        shards.push_back(std::make_unique<ServerThread>(c, s));
-        endpoints.push_back(shards.back()->endpoint());
-      }
-      ClientOptions o = OptionsFor(c, 0, endpoints);
-      o.max_message_bytes = 256 << 10;  // 200k floats: 4 messages per shard of one
-      auto w = Connect(o);
-      ASSERT_TRUE(w);
-      const size_t n = 200000 / dim;
-      std::vector<uint64_t> keys(n);
-      for (size_t i = 0; i < n; ++i) keys[i] = i * 5 + 2;
+      LargeRequestJob job(servers, dim, 256 << 10);  // 4 messages per shard of one
+      ASSERT_TRUE(job.w);
+      auto& w = job.w;
+      const size_t n = job.keys.size();
+      const std::vector<uint64_t>& keys = job.keys;
       PushValues grad = w->NewPushValues(n * dim);
       ASSERT_EQ(grad.size(), n * dim);
       std::vector<float> want(n * dim, 0.0f), got(n * dim);
