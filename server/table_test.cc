@@ -380,6 +380,37 @@ TEST(ServerTableTest, RowRunsSteppedAsRowByRow) {
   }
 }
 
+// PullRowsAt copies rows whose offsets follow one another as one span and
+// the others row by row: every row read holds its own key's values, for
+// runs of every length between swapped rows and for single scattered rows,
+// at widths below, at and above the short-copy cut (16 floats).
+TEST(ServerTableTest, PulledRunsHoldEachRowsOwnValues) {
+  for (uint32_t dim : {1u, 3u, 15u, 16u, 17u, 64u, 2000u}) {
+    TableSpec spec = RowSpec(dim, SUM);
+    spec.mutable_init()->set_kind(TableInitializer::ZEROS);  // a row is what was pushed to it
+    ServerTable t(spec, 0, 0);
+    const uint64_t n = dim >= 1024 ? 12 : 900;
+    std::vector<uint64_t> keys(n);
+    for (uint64_t i = 0; i < n; ++i) keys[i] = 5 + 3 * i;
+    std::vector<uint64_t> offsets;
+    ASSERT_TRUE(t.ResolveRows(keys.data(), n, &offsets).ok());
+    std::vector<float> g(n * dim);
+    for (uint64_t i = 0; i < n; ++i)
+      for (uint32_t j = 0; j < dim; ++j) g[i * dim + j] = static_cast<float>(keys[i] * 4096 + j);
+    ASSERT_TRUE(t.PushRowsAt(offsets.data(), n, g.data(), 1.0f, keys.data()).ok());
+    // Swap pairs at growing gaps: runs of 1, 2, 3, ... rows between them.
+    for (uint64_t i = 1, gap = 1; i + 1 < n; gap += 1, i += gap + 2) {
+      std::swap(offsets[i], offsets[i + 1]);
+      std::swap(keys[i], keys[i + 1]);
+    }
+    std::vector<float> out(n * dim, -1.0f);
+    t.PullRowsAt(offsets.data(), n, out.data());
+    for (uint64_t i = 0; i < n; ++i)
+      for (uint32_t j = 0; j < dim; ++j)
+        ASSERT_EQ(out[i * dim + j], static_cast<float>(keys[i] * 4096 + j)) << "dim " << dim << ", row " << i;
+  }
+}
+
 // NOOP (benchmarks) looks its rows up or creates them and leaves them as
 // they are, at any width (no per-row pass over a wide row either).
 TEST(ServerTableTest, NoopRowsStayAsTheyAre) {
