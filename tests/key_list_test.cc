@@ -239,6 +239,43 @@ TEST(KeyListTest, EvictionsFollowedExactlyByTheWorker) {
   EXPECT_EQ(s0.key_list_stats().unknown, 0u);
 }
 
+// Two lists that differ only between the keys a probe samples share a
+// probe (KeyListProbe): the first is named by it, the second by its full
+// signature, and each is used as its own list afterwards, with exact rows.
+TEST(KeyListTest, ListsSharingAProbeAreNamedApart) {
+  JobConfig c = ServerJob(1);
+  c.mutable_cluster()->set_num_servers(1);
+  Shard s0(c, 0, kDefaultKeyListCacheBytes);
+  const std::vector<TableSpec> tables = {RowTable(0, 2, SUM, TableInitializer::ZEROS)};
+  auto client = Connect(Options(c, 0, {s0.endpoint()}, tables));
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> a(1000);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 10 * i + 100;
+  std::vector<uint64_t> b = a;
+  b[1] += 1;  // position 1 is not among the 64 sampled of 1000
+  ASSERT_EQ(KeyListProbe(a.data(), a.size()), KeyListProbe(b.data(), b.size()));
+  ASSERT_NE(KeyListSignature(a.data(), a.size()), KeyListSignature(b.data(), b.size()));
+  std::vector<float> ga(2000, 1.0f), gb(2000, 3.0f), rows(2000);
+  for (int round = 0; round < 2; ++round) {
+    client->PushRows(0, a, ga.data());
+    client->PushRows(0, b, gb.data());
+  }
+  ASSERT_TRUE(client->WaitAll().ok());
+  ASSERT_TRUE(client->PullRows(0, a, rows.data()).Wait().ok());
+  // SUM from zeros: the keys both lists hold got 2 × 1 + 2 × 3, their own key 2 × theirs.
+  for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i], i / 2 == 1 ? 2.0f : 8.0f) << i;
+  ASSERT_TRUE(client->PullRows(0, b, rows.data()).Wait().ok());
+  for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i], i / 2 == 1 ? 6.0f : 8.0f) << i;
+  EXPECT_EQ(client->stats().key_lists_defined, 2u);
+  EXPECT_EQ(client->stats().key_lists_used, 4u);
+  EXPECT_EQ(client->stats().key_lists_resent, 0u);
+  ASSERT_TRUE(client->Bye().ok());
+  ASSERT_TRUE(s0.Join(10000).ok());
+  EXPECT_EQ(s0.key_list_stats().defined, 2u);
+  EXPECT_EQ(s0.key_list_stats().used, 4u);
+  EXPECT_EQ(s0.key_list_stats().unknown, 0u);
+}
+
 // The shard refuses a define (a NaN gradient is checked before the list is
 // kept), so the worker's mirror holds a list the shard does not: the next
 // push and pull of those keys name it, are answered key_list_unknown, and

@@ -180,8 +180,14 @@ void WorkerClient::SetRequestKeys(int s, uint32_t table, const uint64_t* ks, siz
     m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
     return;
   }
-  const uint64_t id = KeyListSignature(ks, n);
-  if (KeyListCache::List held = lists.Peek(table, id)) {
+  // The name: the probe (64 of the keys), or, where this mirror holds
+  // another list under the probe, the signature of every key, top bit set
+  // (key_list_cache.h). Either way the whole list is compared with the one
+  // held before it is named.
+  uint64_t id = KeyListProbe(ks, n);
+  for (bool probe = true;; probe = false) {
+    KeyListCache::List held = lists.Peek(table, id);
+    if (!held) break;  // define it under id
     if (held->size() == n && std::equal(ks, ks + n, held->begin())) {
       // Use: the shard holds these keys' rows. Touched as the shard will.
       (void)lists.Find(table, id);
@@ -193,10 +199,13 @@ void WorkerClient::SetRequestKeys(int s, uint32_t table, const uint64_t* ks, siz
       stats_.key_list_bytes_saved += n * sizeof(uint64_t);
       return;
     }
-    // Another list with the same signature (a 64-bit collision): sent
-    // plainly, the held one left as it is, on both ends.
-    m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
-    return;
+    if (!probe) {
+      // Another list with the same signature too (a 64-bit collision):
+      // sent plainly, the held ones left as they are, on both ends.
+      m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
+      return;
+    }
+    id = KeyListSignature(ks, n) | (uint64_t{1} << 63);
   }
   // Define: the keys and the id; the shard keeps the list (same capacity,
   // same order of puts and uses, so it holds what this mirror holds).

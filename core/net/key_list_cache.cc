@@ -34,6 +34,19 @@ uint64_t KeyListSignature(const uint64_t* keys, size_t n) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t KeyListProbe(const uint64_t* keys, size_t n) {
+  uint64_t sample[kKeyListProbes];
+  size_t m = 0;
+  if (n <= kKeyListProbes) {
+    for (; m < n; ++m) sample[m] = keys[m];
+  } else {
+    for (; m < kKeyListProbes; ++m) sample[m] = keys[(n - 1) * m / (kKeyListProbes - 1)];
+  }
+  const uint64_t h = KeyListSignature(sample, m) ^ (static_cast<uint64_t>(n) * 0xd6e8feb86659fd93ull);
+  const uint64_t id = h & ~(uint64_t{1} << 63);
+  return id == 0 ? 1 : id;
+}
+
 void KeyListCache::Drop(std::unordered_map<Key, std::list<Entry>::iterator, KeyHash>::iterator it) {
   bytes_ -= Charge(it->second->list->size());
   lru_.erase(it->second);

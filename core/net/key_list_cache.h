@@ -5,8 +5,11 @@
 // time (ps-lite's key-list caching, Li et al., OSDI 2014, §3.5).
 //
 // Protocol (MessageHeader.key_list, proto/tether.proto). A list is named by
-// (table, id), id = KeyListSignature(keys): a 64-bit hash of the keys and
-// their count, never 0.
+// (table, id), id ≠ 0 chosen by the worker: KeyListProbe(keys), a hash of
+// the count and 64 of the keys (two loads per cache line of a 10⁶-key list
+// instead of a pass over all of it), or, when the worker holds another
+// list under that probe, KeyListSignature(keys), a hash of every key, with
+// the top bit set. The shard takes ids as opaque names.
 //  - Define: a PULL or PUSH carries its keys and key_list = id. The shard
 //    checks the keys as any request's, looks them up (creating rows as a
 //    pull or push does) and keeps their row offsets under (table, id).
@@ -58,6 +61,13 @@ inline constexpr uint64_t kMinKeyListKeys = 256;
 
 /// The signature of n keys: a 64-bit hash of the keys and n; never 0.
 uint64_t KeyListSignature(const uint64_t* keys, size_t n);
+/// The probe of n keys: a hash of n and of the keys at kKeyListProbes
+/// evenly spaced positions (the first and the last among them; all of them
+/// when n ≤ kKeyListProbes), in [1, 2⁶³): top bit clear. Lists that differ
+/// only between those positions share it, so a worker compares a list with
+/// the one held under its probe before naming it (WorkerClient).
+inline constexpr size_t kKeyListProbes = 64;
+uint64_t KeyListProbe(const uint64_t* keys, size_t n);
 
 class KeyListCache {
  public:

@@ -15,6 +15,29 @@ KeyListCache::List ListOf(size_t n, uint64_t first = 0) {
   return v;
 }
 
+TEST(KeyListProbeTest, DependsOnTheCountAndTheSampledKeysOnly) {
+  std::vector<uint64_t> keys(1000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = 3 * i + 7;
+  const uint64_t p = KeyListProbe(keys.data(), keys.size());
+  EXPECT_NE(p, 0u);
+  EXPECT_EQ(p >> 63, 0u);  // top bit clear: signatures named with it set never meet a probe
+  EXPECT_NE(p, KeyListProbe(keys.data(), keys.size() - 1));
+  for (size_t m = 0; m < kKeyListProbes; ++m) {  // every sampled position, the first and the last among them
+    std::vector<uint64_t> other = keys;
+    other[(keys.size() - 1) * m / (kKeyListProbes - 1)] += 1;
+    EXPECT_NE(p, KeyListProbe(other.data(), other.size())) << "sample " << m;
+  }
+  std::vector<uint64_t> between = keys;
+  between[1] += 1;  // not sampled
+  EXPECT_EQ(p, KeyListProbe(between.data(), between.size()));
+  // Short lists: every key counts.
+  for (size_t i = 0; i < kKeyListProbes; ++i) {
+    std::vector<uint64_t> s(keys.begin(), keys.begin() + kKeyListProbes), t = s;
+    t[i] += 1;
+    EXPECT_NE(KeyListProbe(s.data(), s.size()), KeyListProbe(t.data(), t.size())) << i;
+  }
+}
+
 TEST(KeyListSignatureTest, DependsOnEveryKeyAndTheCount) {
   std::vector<uint64_t> keys(1001);
   std::iota(keys.begin(), keys.end(), 7);
