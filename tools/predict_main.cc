@@ -85,7 +85,16 @@ int Run() {
   const auto load_start = std::chrono::steady_clock::now();
   StatusOr<Dataset> data = LoadSplit(config, FLAGS_input, "", FLAGS_split, 0, 1);
   if (!data.ok()) {
-    LOG(ERROR) << who << data.status().message();
+    // The widths come from the model file here, not from a config the
+    // user wrote: say so where the reader names the config's fields.
+    std::string msg = data.status().message();
+    for (const char* field : {"data.num_features", "data.num_labels"}) {
+      const std::string named = std::string("config field ") + field;
+      const size_t at = msg.find(named);
+      if (at != std::string::npos)
+        msg.replace(at, named.size(), "the model " + FLAGS_model + "'s " + (field + 5));
+    }
+    LOG(ERROR) << who << msg;
     return 1;
   }
   LOG(INFO) << who << "read " << data->features.rows << " rows in "

@@ -55,6 +55,16 @@ if not 0 < pred["psp_at_1"] < 1:
     print("psp_at_1 out of (0, 1)"); bad += 1
 sys.exit(1 if bad else 0)
 PY
+  # Data of another width than the model's: refused (exit 1), naming the
+  # model file as what set the width (predict takes no config).
+  printf '2 10 159\n0 0:1\n1 1:1\n' > "$tmp/narrow.txt"
+  rc=0
+  timeout -k 5 60 "$bin/tether-predict" --model="$tmp/m.safetensors" --input="$tmp/narrow.txt" --format=xmc \
+    --index_base=0 --output="$tmp/narrow.tsv" 2> "$tmp/narrow.log" || rc=$?
+  if [ "$rc" != 1 ] || ! grep -q "has 10 features but the model $tmp/m.safetensors's num_features is 1836" "$tmp/narrow.log"; then
+    echo "FAIL: predict on 10-feature data: exit $rc; log:"; tail -3 "$tmp/narrow.log"; exit 1
+  fi
+  test ! -e "$tmp/narrow.tsv" || { echo "FAIL: a refused predict left $tmp/narrow.tsv"; exit 1; }
   ;;
 numpy)
   predict 1 p
