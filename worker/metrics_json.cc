@@ -84,7 +84,7 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
   const int num_ranks = shards.empty() ? 0 : shards[0].workers_size();
   for (int r = 0; r < num_ranks; ++r) {
     const WorkerStats& w = shards[0].workers(r);
-    nlohmann::json wj = w.has_rank() ? ScalarFieldsJson(w, {"train_start_unix_s", "train_end_unix_s"})
+    nlohmann::json wj = w.has_rank() ? ScalarFieldsJson(w, {"train_start_unix_s", "train_end_unix_s", "run_samples"})
                                      : nlohmann::json::object();
     double bound_wait = 0;
     for (const ShardStats& s : shards)
@@ -139,14 +139,21 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
 double JobSamplesPerSecond(const TrainReport& r) {
   if (r.servers.empty() || r.servers[0].workers_size() == 0) return r.samples_per_second;
   double first_start = 0, last_end = 0;
+  // The rows trained in this run (a resumed job's total_samples also holds
+  // those before its checkpoint, which the span does not cover).
+  uint64_t run_samples = 0;
+  bool every_run = true;
   for (int i = 0; i < r.servers[0].workers_size(); ++i) {
     const WorkerStats& w = r.servers[0].workers(i);
     if (!w.has_rank() || !w.has_train_start_unix_s() || !w.has_train_end_unix_s()) return r.samples_per_second;
     first_start = i == 0 ? w.train_start_unix_s() : std::min(first_start, w.train_start_unix_s());
     last_end = i == 0 ? w.train_end_unix_s() : std::max(last_end, w.train_end_unix_s());
+    every_run = every_run && w.has_run_samples();
+    run_samples += w.run_samples();
   }
   const double span_s = last_end - first_start;
-  return span_s > 0 ? static_cast<double>(r.total_samples) / span_s : r.samples_per_second;
+  const uint64_t samples = every_run ? run_samples : r.total_samples;
+  return span_s > 0 ? static_cast<double>(samples) / span_s : r.samples_per_second;
 }
 
 nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {

@@ -1260,6 +1260,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     mine.set_wait_seconds(cs.wait_seconds);
     mine.set_wait_fraction(std::min(1.0, cs.wait_seconds / my_train_s));
     mine.set_train_start_unix_s(train_start_unix_s);
+    mine.set_run_samples(report.samples - samples_before);
     mine.set_train_end_unix_s(UnixSeconds() - eval_seconds);
     mine.set_cache_capacity_bytes(cs.cache_capacity_bytes);
     mine.set_cache_peak_bytes(cs.cache_peak_bytes);
