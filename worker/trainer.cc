@@ -766,7 +766,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     LOG(INFO) << who << "counted the labels of " << counted_rows << " streamed rows for PSP@k in "
               << SecondsSince(count_start) << " s";
   } else if (demand_streamed && LabelKindOf(config) == LabelKind::kMultiLabel) {
-    // Rank 0 counts the whole list (the others' counts are zeroed below).
+    // Rank 0 counts the whole list; the others send zeros of the same width.
+    label_counts.assign(static_cast<size_t>(config.data().num_labels()), 0);
+    counted_rows = 0;
     if (rank == 0) {
       const auto count_start = SteadyClock::now();
       TETHER_RETURN_IF_ERROR(CountLabelsStreamed(config, 0, 1, [&client] { return client->Idle(1); },
