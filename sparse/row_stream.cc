@@ -454,8 +454,8 @@ StatusOr<uint64_t> EstimateBytesPerRow(const DataFile& file, bool xmc, size_t sa
   }
   const size_t last_nl = sample.rfind('\n');
   if (last_nl == std::string_view::npos || last_nl < from) return std::max<uint64_t>(1, have - from);
-  const uint64_t lines = static_cast<uint64_t>(std::count(sample.begin() + static_cast<std::ptrdiff_t>(from),
-                                                          sample.begin() + static_cast<std::ptrdiff_t>(last_nl) + 1, '\n'));
+  const std::string_view rows = sample.substr(from, last_nl + 1 - from);
+  const uint64_t lines = static_cast<uint64_t>(std::count(rows.begin(), rows.end(), '\n'));
   const uint64_t bytes = last_nl + 1 - from;
   return std::max<uint64_t>(1, (bytes + lines - 1) / lines);
 }
