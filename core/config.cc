@@ -308,6 +308,7 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"adaptive_batch_step", "train.adaptive_batch.step_scaling", "adaptive batch: how a push's step follows its size: linear | server_weight | unscaled"},
       {"data_on_demand", "train.data_on_demand", "shard 0 deals the training rows in chunks as workers ask (faster workers train more rows): true | false"},
       {"chunk_rows", "train.chunk_rows", "rows per chunk with --data_on_demand (0: 4 x minibatch_size)"},
+      {"chunk_bytes", "train.chunk_bytes", "bytes per chunk with --data_on_demand and data.streaming (0: chunk_rows x the mean bytes per row of the first training file; a gzip file is one chunk)"},
       {"chunk_taper", "train.chunk_taper", "with --data_on_demand, smaller chunks toward each epoch's end so no worker waits long for a slow one's last chunk: true | false"},
       {"pipeline", "train.pipeline", "overlap the next minibatch's input-row pull and the output layer's push with compute (exact; docs/PERFORMANCE.md section 16): true | false"},
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
@@ -507,6 +508,9 @@ Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<
        [](const JobConfig& c) { return c.train().slowdown() > 1.0f; }},
       {"chunk_taper", "train.data_on_demand true", "--data_on_demand=true",
        [](const JobConfig& c) { return c.train().data_on_demand(); }},
+      {"chunk_bytes", "train.data_on_demand true and data.streaming true",
+       "--data_on_demand=true (with data.streaming: true in the config)",
+       [](const JobConfig& c) { return c.train().data_on_demand() && c.data().streaming(); }},
       // AVERAGE's round (period_rows) is its clock.
       {"minibatches_per_clock", "consistency.model SSP, BSP or ASP (AVERAGE clocks once per round of period_rows)",
        "--consistency_model=ssp", [](const JobConfig& c) { return c.consistency().model() != AVERAGE; }},
@@ -662,9 +666,10 @@ Status ValidateJobConfig(const JobConfig& c) {
                             "): list the split's rows as files instead");
   }
   if (c.data().streaming() && !c.checkpoint().dir().empty())
-    return bad("checkpoint.dir", "is set but data.streaming is true: a streamed epoch has no row list to record, "
-                                 "so a checkpoint could not be resumed; train in memory (data.streaming: false) "
-                                 "to checkpoint");
+    return bad("checkpoint.dir", "is set but data.streaming is true: a streamed epoch has no row list to record "
+                                 "(and with train.data_on_demand the dealing state numbers rows in memory), so a "
+                                 "checkpoint could not be resumed; train in memory (data.streaming: false) to "
+                                 "checkpoint");
   if (IsFileList(c.data().train_file()) && !c.checkpoint().dir().empty())
     return bad("checkpoint.dir", "is set but data.train_file names several files, whose rows a checkpoint cannot "
                                  "number yet; concatenate them into one file to checkpoint");
@@ -737,12 +742,9 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (c.train().chunk_rows() < 0)
     return bad("train.chunk_rows", "must be ≥ 0 (0: 4 x train.minibatch_size), got " +
                                        std::to_string(c.train().chunk_rows()));
-  if (c.train().data_on_demand()) {
-    if (c.data().streaming())
-      return bad("train.data_on_demand", "cannot be combined with data.streaming yet: chunks are rows of the "
-                                         "training set in memory; set data.streaming: false (or leave "
-                                         "train.data_on_demand off for the static split)");
-  }
+  if (c.train().chunk_bytes() < 0)
+    return bad("train.chunk_bytes", "must be ≥ 0 (0: train.chunk_rows x the mean bytes per row of the first "
+                                    "training file), got " + std::to_string(c.train().chunk_bytes()));
   if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
     return bad("train.divergence_factor", "must be a finite number > 1");
   if (!(c.train().psp_a() > 0) || !std::isfinite(c.train().psp_a()))

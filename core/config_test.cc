@@ -469,9 +469,29 @@ TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {
   j.mutable_train()->set_data_on_demand(true);
   j.mutable_data()->set_streaming(true);
   j.mutable_data()->clear_train_split();
-  EXPECT_NE(ValidateJobConfig(j).message().find("train.data_on_demand: cannot be combined with data.streaming"),
-            std::string::npos)
+  // Streamed files are dealt as byte ranges (server/chunk_coordinator.h
+  // MakeByteChunks), in chunks of train.chunk_bytes (0: derived).
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
+  j.mutable_train()->set_chunk_bytes(65536);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
+  EXPECT_TRUE(CheckOverridesApply(j, {{"chunk_bytes", "65536"}}).ok());
+  j.mutable_train()->set_chunk_bytes(-1);
+  EXPECT_EQ(ValidateJobConfig(j).message().rfind("config field train.chunk_bytes: must be ≥ 0", 0), 0u)
       << ValidateJobConfig(j).message();
+  j.mutable_train()->set_chunk_bytes(0);
+  // Still no checkpoints for streamed data: the dealing state numbers rows
+  // in memory.
+  j.mutable_checkpoint()->set_dir("/tmp/ckpt");
+  EXPECT_EQ(ValidateJobConfig(j).message().rfind("config field checkpoint.dir: is set but data.streaming is true", 0),
+            0u)
+      << ValidateJobConfig(j).message();
+  j.mutable_checkpoint()->clear_dir();
+  // --chunk_bytes is read only by streamed data on demand.
+  j.mutable_data()->set_streaming(false);
+  EXPECT_EQ(CheckOverridesApply(j, {{"chunk_bytes", "4096"}}).message(),
+            "flag --chunk_bytes=4096 is only read with train.data_on_demand true and data.streaming true, which "
+            "this job does not set: add --data_on_demand=true (with data.streaming: true in the config), or drop "
+            "--chunk_bytes");
 }
 
 TEST(ConfigTest, ClosestName) {

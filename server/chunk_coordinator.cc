@@ -40,6 +40,28 @@ std::vector<DataChunk> MakeTaperedRowChunks(uint32_t file, uint64_t num_rows, ui
   return out;
 }
 
+std::vector<DataChunk> MakeByteChunks(const std::vector<uint64_t>& file_bytes, const std::vector<bool>& gzip,
+                                      uint64_t chunk_bytes, bool taper) {
+  CHECK_GT(chunk_bytes, 0u);
+  CHECK_EQ(gzip.size(), file_bytes.size());
+  CHECK_LT(file_bytes.size(), static_cast<size_t>(UINT32_MAX));
+  std::vector<DataChunk> out;
+  for (size_t i = 0; i < file_bytes.size(); ++i) {
+    CHECK_GT(file_bytes[i], 0u) << "file " << i;
+    const uint32_t file = static_cast<uint32_t>(i);
+    std::vector<DataChunk> pieces;
+    if (gzip[i]) {
+      pieces.push_back(DataChunk{DataChunk::Unit::kBytes, file, 0, file_bytes[i]});
+    } else {
+      pieces = taper ? MakeTaperedRowChunks(file, file_bytes[i], chunk_bytes)
+                     : MakeRowChunks(file, file_bytes[i], chunk_bytes);
+      for (DataChunk& c : pieces) c.unit = DataChunk::Unit::kBytes;
+    }
+    out.insert(out.end(), pieces.begin(), pieces.end());
+  }
+  return out;
+}
+
 ChunkCoordinator::ChunkCoordinator(std::vector<DataChunk> chunks, int64_t epochs, uint64_t seed, bool shuffle,
                                    bool epoch_barrier)
     : chunks_(std::move(chunks)),

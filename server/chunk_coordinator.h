@@ -76,6 +76,18 @@ std::vector<DataChunk> MakeRowChunks(uint32_t file, uint64_t num_rows, uint64_t 
 /// 4,096). chunk_rows > 0.
 std::vector<DataChunk> MakeTaperedRowChunks(uint32_t file, uint64_t num_rows, uint64_t chunk_rows);
 
+/// A streamed training set's chunks (data.streaming): byte ranges
+/// [begin, end) of each file in turn (unit kBytes; the file's index in
+/// `file_bytes`). A plain file of B bytes is cut into ceil(B / chunk_bytes)
+/// ranges of chunk_bytes bytes (the last may be shorter), or with `taper`
+/// as MakeTaperedRowChunks cuts rows; a gzip file (`gzip[i]`), which cannot
+/// be entered in the middle, is one chunk [0, B). Each row of a file lies
+/// in exactly one range (sparse/row_stream.h: a row belongs to the range
+/// holding its first byte). Requires chunk_bytes > 0, every size > 0 and
+/// gzip.size() == file_bytes.size() (CHECK).
+std::vector<DataChunk> MakeByteChunks(const std::vector<uint64_t>& file_bytes, const std::vector<bool>& gzip,
+                                      uint64_t chunk_bytes, bool taper);
+
 class ChunkCoordinator {
  public:
   enum class GrantKind { kChunk, kWait, kDone };

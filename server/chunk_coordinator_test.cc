@@ -26,6 +26,29 @@ TEST(ChunkCoordinatorTest, MakeRowChunksCoversEveryRowOnce) {
   EXPECT_TRUE(MakeRowChunks(0, 0, 4).empty());
 }
 
+// Streamed files: byte ranges that tile each plain file, a gzip file whole.
+TEST(ChunkCoordinatorTest, MakeByteChunksTilesPlainFilesAndKeepsGzipWhole) {
+  const std::vector<DataChunk> c = MakeByteChunks({250, 90, 100, 1}, {false, true, false, false}, 100, false);
+  const std::vector<DataChunk> want = {
+      {DataChunk::Unit::kBytes, 0, 0, 100}, {DataChunk::Unit::kBytes, 0, 100, 200},
+      {DataChunk::Unit::kBytes, 0, 200, 250}, {DataChunk::Unit::kBytes, 1, 0, 90},
+      {DataChunk::Unit::kBytes, 2, 0, 100}, {DataChunk::Unit::kBytes, 3, 0, 1}};
+  EXPECT_EQ(c, want);
+  // A gzip file larger than a chunk is still one chunk.
+  EXPECT_EQ(MakeByteChunks({1000}, {true}, 10, false), (std::vector<DataChunk>{{DataChunk::Unit::kBytes, 0, 0, 1000}}));
+  // Tapered: each plain file's ranges taper and still tile it.
+  const std::vector<DataChunk> t = MakeByteChunks({1000, 50, 700}, {false, true, false}, 128, true);
+  std::vector<uint64_t> covered(3, 0);
+  for (const DataChunk& ch : t) {
+    EXPECT_EQ(ch.unit, DataChunk::Unit::kBytes);
+    EXPECT_EQ(ch.begin, covered[ch.file]) << "contiguous";
+    EXPECT_LE(ch.end - ch.begin, ch.file == 1 ? 50u : 128u);
+    covered[ch.file] = ch.end;
+  }
+  EXPECT_EQ(covered, (std::vector<uint64_t>{1000, 50, 700}));
+  EXPECT_LT(t.back().end - t.back().begin, 128u);
+}
+
 TEST(ChunkCoordinatorTest, TaperedChunksShrinkTowardTheEndAndCoverEveryRowOnce) {
   // Bibtex's 4,880 rows in chunks of 640: a quarter of what is left each,
   // down to 640 / 8 = 80 rows, then the rest.

@@ -8,10 +8,60 @@
 namespace tether {
 namespace {
 
+bool Streamed(const DataOnDemandChunk& c) { return c.file_bytes_size() > 0; }
+
 std::string Shape(const DataOnDemandChunk& c) {
-  return std::to_string(c.train_rows()) + " training rows in chunks of " + std::to_string(c.chunk_rows()) +
-         (c.taper() ? " rows tapering toward each epoch's end" : " rows") + ", " + std::to_string(c.epochs()) +
-         " epochs, seed " + std::to_string(c.seed());
+  const std::string tail = (c.taper() ? " tapering toward each epoch's end" : "") + std::string(", ") +
+                           std::to_string(c.epochs()) + " epochs, seed " + std::to_string(c.seed());
+  if (!Streamed(c))
+    return std::to_string(c.train_rows()) + " training rows in chunks of " + std::to_string(c.chunk_rows()) +
+           " rows" + tail;
+  std::string files;
+  for (int i = 0; i < c.file_bytes_size(); ++i)
+    files += (i > 0 ? ", " : "") + std::to_string(c.file_bytes(i)) +
+             (i < c.file_gzip_size() && c.file_gzip(i) ? " (gzip)" : "");
+  return std::to_string(c.file_bytes_size()) + " streamed training file(s) of " + files +
+         " bytes in chunks of " + std::to_string(c.chunk_bytes()) + " bytes" + tail;
+}
+
+// The shape fields of a CHUNK_NEXT (what every worker must agree on).
+DataOnDemandChunk ShapeOf(const DataOnDemandChunk& r) {
+  DataOnDemandChunk s;
+  s.set_train_rows(r.train_rows());
+  s.set_chunk_rows(r.chunk_rows());
+  s.set_epochs(r.epochs());
+  s.set_seed(r.seed());
+  s.set_taper(r.taper());
+  *s.mutable_file_bytes() = r.file_bytes();
+  *s.mutable_file_gzip() = r.file_gzip();
+  s.set_chunk_bytes(r.chunk_bytes());
+  return s;
+}
+
+bool SameShape(const DataOnDemandChunk& a, const DataOnDemandChunk& b) {
+  return ShapeOf(a).SerializeAsString() == ShapeOf(b).SerializeAsString();
+}
+
+// "" when `r`'s shape can be dealt, else why not.
+std::string Malformed(const DataOnDemandChunk& r) {
+  if (r.epochs() < 1 || r.chunk_rows() < 1) return "chunk_rows and epochs must be ≥ 1";
+  if (!Streamed(r)) return r.train_rows() < 1 ? "train_rows must be ≥ 1" : "";
+  if (r.file_gzip_size() != r.file_bytes_size())
+    return std::to_string(r.file_bytes_size()) + " file sizes but " + std::to_string(r.file_gzip_size()) +
+           " gzip flags";
+  if (r.chunk_bytes() < 1) return "chunk_bytes must be ≥ 1";
+  if (r.train_rows() != 0) return "train_rows must be 0 for streamed files";
+  for (int i = 0; i < r.file_bytes_size(); ++i)
+    if (r.file_bytes(i) == 0) return "training file " + std::to_string(i + 1) + " is empty";
+  return "";
+}
+
+std::vector<DataChunk> MakeChunks(const DataOnDemandChunk& r) {
+  if (Streamed(r))
+    return MakeByteChunks({r.file_bytes().begin(), r.file_bytes().end()}, {r.file_gzip().begin(), r.file_gzip().end()},
+                          r.chunk_bytes(), r.taper());
+  return r.taper() ? MakeTaperedRowChunks(0, r.train_rows(), r.chunk_rows())
+                   : MakeRowChunks(0, r.train_rows(), r.chunk_rows());
 }
 
 }  // namespace
@@ -19,32 +69,25 @@ std::string Shape(const DataOnDemandChunk& c) {
 StatusOr<DataOnDemandChunk> ChunkService::Next(int rank, const DataOnDemandChunk& request, int64_t max_clock) {
   const std::string who = "worker " + std::to_string(rank);
   if (rank < 0) return Status::InvalidArgument("CHUNK_NEXT from negative rank " + std::to_string(rank));
-  if (request.train_rows() < 1 || request.chunk_rows() < 1 || request.epochs() < 1)
-    return Status::InvalidArgument("CHUNK_NEXT from " + who + ": malformed shape (" + Shape(request) +
-                                   "): train_rows, chunk_rows and epochs must be ≥ 1");
+  if (const std::string why = Malformed(request); !why.empty())
+    return Status::InvalidArgument("CHUNK_NEXT from " + who + ": malformed shape (" + Shape(request) + "): " + why);
   // A resumed job: the checkpoint's dealing state, if its shape agrees.
   if (coordinator_ == nullptr && resume_ != nullptr) TETHER_RETURN_IF_ERROR(StartFromCheckpoint(request, who));
   if (coordinator_ == nullptr) {
-    shape_.set_train_rows(request.train_rows());
-    shape_.set_chunk_rows(request.chunk_rows());
-    shape_.set_epochs(request.epochs());
-    shape_.set_seed(request.seed());
-    shape_.set_taper(request.taper());
-    std::vector<DataChunk> chunks = request.taper() ? MakeTaperedRowChunks(0, request.train_rows(), request.chunk_rows())
-                                                    : MakeRowChunks(0, request.train_rows(), request.chunk_rows());
+    shape_ = ShapeOf(request);
+    std::vector<DataChunk> chunks = MakeChunks(request);
     const size_t n = chunks.size();
     coordinator_ = std::make_unique<ChunkCoordinator>(std::move(chunks), request.epochs(), request.seed(),
                                                       /*shuffle=*/true, /*epoch_barrier=*/true);
     coordinator_->set_deal_largest_first(request.taper());
     LOG(INFO) << log_prefix_ << "data on demand: " << Shape(request) << " (" << n << " chunks per epoch), from "
               << who << "'s first request";
-  } else if (request.train_rows() != shape_.train_rows() || request.chunk_rows() != shape_.chunk_rows() ||
-             request.epochs() != shape_.epochs() || request.seed() != shape_.seed() ||
-             request.taper() != shape_.taper()) {
+  } else if (!SameShape(request, shape_)) {
     return Status::InvalidArgument("data on demand: " + who + " has " + Shape(request) + " but the job has " +
                                    Shape(shape_) +
                                    " (every worker must read the same training set with the same train.chunk_rows, "
-                                   "train.chunk_taper, train.epochs and train.seed)");
+                                   "train.chunk_bytes, train.chunk_taper, data.streaming, train.epochs and "
+                                   "train.seed)");
   }
   DataOnDemandChunk reply;
   if (request.completed_id() != 0) {
@@ -59,6 +102,9 @@ StatusOr<DataOnDemandChunk> ChunkService::Next(int rank, const DataOnDemandChunk
         if (rows.size() <= e) rows.resize(e + 1, 0);
         rows[e] += request.completed_rows();
         open_.erase(it);
+        // Streamed: a re-dealt chunk's rows are known once it is completed.
+        if (redealt_open_.erase(request.completed_id()) > 0)
+          redealt_rows_ += static_cast<uint64_t>(request.completed_rows());
       }
       for (int64_t e = before; e < coordinator_->completed_epochs(); ++e) LogEpoch(e);
     } else {
@@ -77,9 +123,13 @@ StatusOr<DataOnDemandChunk> ChunkService::Next(int rank, const DataOnDemandChunk
       reply.set_redealt(g.redealt);
       open_[g.id] = {rank, g.epoch};
       ++dealt_;
-      if (g.redealt)
-        LOG(INFO) << log_prefix_ << "data on demand: rows [" << g.chunk.begin << ", " << g.chunk.end << ") of epoch "
-                  << g.epoch + 1 << ", held by a worker that left, dealt again to " << who;
+      if (g.redealt) {
+        if (Streamed(shape_)) redealt_open_.insert(g.id);
+        LOG(INFO) << log_prefix_ << "data on demand: "
+                  << (Streamed(shape_) ? "bytes [" : "rows [") << g.chunk.begin << ", " << g.chunk.end << ")"
+                  << (Streamed(shape_) ? " of training file " + std::to_string(g.chunk.file + 1) : std::string())
+                  << " of epoch " << g.epoch + 1 << ", held by a worker that left, dealt again to " << who;
+      }
       break;
     case ChunkCoordinator::GrantKind::kWait:
       reply.set_kind(DataOnDemandChunk::WAIT);
@@ -96,6 +146,8 @@ int ChunkService::Leave(int rank) {
   if (coordinator_ == nullptr) return 0;
   const int n = coordinator_->Leave(rank);
   for (auto it = open_.begin(); it != open_.end();) it = it->second.first == rank ? open_.erase(it) : std::next(it);
+  for (auto it = redealt_open_.begin(); it != redealt_open_.end();)
+    it = open_.count(*it) ? std::next(it) : redealt_open_.erase(it);
   if (n > 0)
     LOG(WARNING) << log_prefix_ << "data on demand: worker " << rank << " left holding " << n
                  << " chunk(s): they are dealt again (their pushes so far stay applied)";
@@ -105,7 +157,11 @@ int ChunkService::Leave(int rank) {
 void ChunkService::FillStats(ShardStats* stats) const {
   stats->set_chunks_dealt(dealt_);
   stats->set_chunks_redealt(coordinator_ ? static_cast<uint64_t>(coordinator_->redealt_chunks()) : 0);
-  stats->set_rows_redealt(coordinator_ ? coordinator_->redealt_units() : 0);
+  // Streamed chunks are bytes: their rows are those the re-dealt chunks'
+  // completions counted.
+  stats->set_rows_redealt(coordinator_ == nullptr ? 0
+                          : Streamed(shape_)      ? redealt_rows_
+                                                  : coordinator_->redealt_units());
   if (coordinator_ != nullptr)
     for (int64_t e = 0; e < coordinator_->epochs(); ++e) stats->add_chunk_epoch_rows(coordinator_->epoch_rows(e));
 }
@@ -124,7 +180,10 @@ void ChunkService::LogEpoch(int64_t e) const {
   LOG(INFO) << log_prefix_ << "data on demand: epoch " << e + 1 << "/" << coordinator_->epochs() << " complete, "
             << coordinator_->epoch_rows(e) << " rows in " << coordinator_->chunks_per_epoch()
             << " chunks; rows by worker " << by_worker << "; re-dealt so far " << coordinator_->redealt_chunks()
-            << " chunk(s), " << coordinator_->redealt_units() << " rows";
+            << " chunk(s), "
+            << (Streamed(shape_) ? std::to_string(coordinator_->redealt_units()) + " bytes (" +
+                                       std::to_string(redealt_rows_) + " rows completed)"
+                                 : std::to_string(coordinator_->redealt_units()) + " rows");
 }
 
 }  // namespace tether

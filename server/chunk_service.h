@@ -10,8 +10,12 @@
 // that request carries (train_rows, chunk_rows, epochs, seed): the workers
 // read the training set, the server does not, so no server flag has to
 // repeat the data's size. A later request of another shape is refused,
-// naming both. Chunks are rows [begin, end) of the whole training set, in
-// an order drawn from (seed, epoch), with an epoch barrier: no chunk of
+// naming both. Chunks are rows [begin, end) of the whole training set, or
+// for streamed files (data.streaming: the request carries the files' sizes
+// and gzip flags and chunk_bytes) byte ranges [begin, end) of one file
+// (MakeByteChunks; a gzip file whole), completed with the rows the worker
+// read of them; the files' count and sizes are part of the shape. Chunks
+// are dealt in an order drawn from (seed, epoch), with an epoch barrier: no chunk of
 // epoch e + 1 is dealt before every chunk of epoch e is completed (so the
 // evaluation after an epoch sees all of it, and a worker learns that an
 // epoch is over from a chunk of the next one or DONE).
@@ -23,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,8 +47,9 @@ class ChunkService {
   /// WAIT or DONE. `max_clock`: the largest clock of the workers counting on
   /// this shard, returned with WAIT (DataOnDemandChunk.max_clock).
   /// Errors (nothing is dealt or counted): InvalidArgument for a shape that
-  /// is malformed (train_rows, chunk_rows or epochs < 1) or differs from the
-  /// job's (the first request's), naming both. A completion the coordinator
+  /// is malformed (train_rows, chunk_rows or epochs < 1; streamed: an empty
+  /// file, chunk_bytes < 1, sizes and gzip flags of different counts) or
+  /// differs from the job's (the first request's), naming both. A completion the coordinator
   /// refuses (the worker no longer holds the chunk) is no error: the reply
   /// says completion_counted false, and it is logged.
   StatusOr<DataOnDemandChunk> Next(int rank, const DataOnDemandChunk& request, int64_t max_clock);
@@ -56,7 +62,8 @@ class ChunkService {
   /// Whether a request has created the coordinator (data on demand in use).
   bool active() const { return coordinator_ != nullptr; }
   /// Sets chunks_dealt, chunks_redealt, rows_redealt and chunk_epoch_rows
-  /// of `stats` (zeros and no epochs when inactive).
+  /// of `stats` (zeros and no epochs when inactive). Streamed: rows_redealt
+  /// counts the rows of re-dealt chunks as they are completed.
   void FillStats(ShardStats* stats) const;
   /// Rows completed by worker `rank` in epoch `e` (0 when none).
   int64_t WorkerEpochRows(int rank, int64_t e) const;
@@ -88,6 +95,10 @@ class ChunkService {
   // per-epoch per-worker counts; a left worker's entries go with Leave.
   std::map<uint64_t, std::pair<int, int64_t>> open_;
   std::map<int, std::vector<int64_t>> epoch_rows_;  // rank → rows completed per epoch
+  // Streamed: the open chunks that were re-dealt, and the rows counted at
+  // the completion of re-dealt chunks (ShardStats.rows_redealt).
+  std::set<uint64_t> redealt_open_;
+  uint64_t redealt_rows_ = 0;
   // Resume: the checkpoint's state, applied by the first request.
   std::unique_ptr<ChunkCoordinatorState> resume_;
   // Creates the coordinator from resume_ for `request` (its shape checked).

@@ -71,6 +71,10 @@ StatusOr<std::optional<ChunkCoordinatorState>> ReadChunkState(const std::string&
 }
 
 std::string DiffChunkShape(const ChunkCoordinatorState& checkpoint, const DataOnDemandChunk& job) {
+  if (job.file_bytes_size() > 0)
+    return Both("data.streaming", "false", "true",
+                "a checkpoint's dealing state numbers rows of a training set in memory; streamed data on demand "
+                "has no checkpoints");
   if (checkpoint.train_rows() != job.train_rows())
     return Both("train_rows (rows of the training set)", std::to_string(checkpoint.train_rows()),
                 std::to_string(job.train_rows()),

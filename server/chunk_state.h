@@ -54,7 +54,9 @@ StatusOr<std::optional<ChunkCoordinatorState>> ReadChunkState(const std::string&
 /// chunk_rows, taper, seed as a worker sends them) with a checkpoint's state:
 /// "" when a resume may continue it, else a message naming the field
 /// (train_rows, chunk_rows, chunk_taper, seed) with both values. epochs
-/// may differ.
+/// may differ. A streamed job (job.file_bytes set) never continues a
+/// checkpoint: its chunks are byte ranges, the state's are rows in memory
+/// (the message names data.streaming).
 std::string DiffChunkShape(const ChunkCoordinatorState& checkpoint, const DataOnDemandChunk& job);
 
 }  // namespace tether

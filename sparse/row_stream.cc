@@ -410,21 +410,63 @@ StatusOr<bool> RowStream::Next(Dataset* block) {
   return any;
 }
 
+StatusOr<std::vector<DataFile>> OpenDataFileList(const std::string& spec, const std::string& field,
+                                                 ReadOptions* opts) {
+  if (opts->format == DataFormat::kArff)
+    return Status::InvalidArgument("config field " + field + ": ARFF files cannot be listed or streamed");
+  TETHER_ASSIGN_OR_RETURN(std::vector<std::string> paths, ExpandFileList(spec, field));
+  TETHER_ASSIGN_OR_RETURN(std::vector<DataFile> files, StatDataFiles(paths));
+  if (opts->format == DataFormat::kXmc && (opts->num_features == 0 || opts->num_labels == 0)) {
+    TETHER_ASSIGN_OR_RETURN(auto hdr, ReadXmcHeader(paths.front()));
+    if (opts->num_features == 0 && !opts->hashed_features) opts->num_features = static_cast<int64_t>(hdr[1]);
+    if (opts->num_labels == 0) opts->num_labels = static_cast<int64_t>(hdr[2]);
+  }
+  return files;
+}
+
+StatusOr<uint64_t> EstimateBytesPerRow(const DataFile& file, bool xmc, size_t sample_bytes) {
+  // zlib reads a plain file as it is, a gzip one decoded.
+  errno = 0;
+  gzFile gz = gzopen(file.path.c_str(), "rb");
+  if (gz == nullptr) {
+    if (errno == ENOENT) return Status::NotFound(file.path + ": no such file");
+    return Status::IOError(file.path + ": cannot open: " + std::strerror(errno));
+  }
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(gz, &gzclose);
+  std::string buf(std::min<size_t>(std::max<size_t>(sample_bytes, 1), size_t{1} << 30), '\0');
+  size_t have = 0;
+  while (have < buf.size()) {
+    const int k = gzread(gz, buf.data() + have, static_cast<unsigned>(buf.size() - have));
+    if (k < 0) {
+      int err = Z_OK;
+      const char* msg = gzerror(gz, &err);
+      if (err == Z_ERRNO) return Status::IOError(file.path + ": read failed: " + std::strerror(errno));
+      return Status::DataLoss(file.path + ": corrupt gzip stream: " + (msg != nullptr ? msg : "?"));
+    }
+    if (k == 0) break;
+    have += static_cast<size_t>(k);
+  }
+  const std::string_view sample(buf.data(), have);
+  size_t from = 0;
+  if (xmc) {  // the header line is no row
+    const size_t nl = sample.find('\n');
+    from = nl == std::string_view::npos ? have : nl + 1;
+  }
+  const size_t last_nl = sample.rfind('\n');
+  if (last_nl == std::string_view::npos || last_nl < from) return std::max<uint64_t>(1, have - from);
+  const std::string_view rows = sample.substr(from, last_nl + 1 - from);
+  const uint64_t lines = static_cast<uint64_t>(std::count(rows.begin(), rows.end(), '\n'));
+  const uint64_t bytes = last_nl + 1 - from;
+  return std::max<uint64_t>(1, (bytes + lines - 1) / lines);
+}
+
 StatusOr<std::unique_ptr<RowStream>> OpenFileListShare(const std::string& spec, const std::string& field,
                                                        ReadOptions opts, int partition, int num_partitions,
                                                        RowStreamOptions options) {
   if (num_partitions < 1 || partition < 0 || partition >= num_partitions)
     return Status::InvalidArgument(spec + ": partition " + std::to_string(partition) + " of " +
                                    std::to_string(num_partitions) + " is invalid");
-  if (opts.format == DataFormat::kArff)
-    return Status::InvalidArgument("config field " + field + ": ARFF files cannot be listed or streamed");
-  TETHER_ASSIGN_OR_RETURN(std::vector<std::string> paths, ExpandFileList(spec, field));
-  TETHER_ASSIGN_OR_RETURN(std::vector<DataFile> files, StatDataFiles(paths));
-  if (opts.format == DataFormat::kXmc && (opts.num_features == 0 || opts.num_labels == 0)) {
-    TETHER_ASSIGN_OR_RETURN(auto hdr, ReadXmcHeader(paths.front()));
-    if (opts.num_features == 0 && !opts.hashed_features) opts.num_features = static_cast<int64_t>(hdr[1]);
-    if (opts.num_labels == 0) opts.num_labels = static_cast<int64_t>(hdr[2]);
-  }
+  TETHER_ASSIGN_OR_RETURN(std::vector<DataFile> files, OpenDataFileList(spec, field, &opts));
   std::vector<FilePiece> pieces = AssignFilePieces(files, partition, num_partitions);
   return std::make_unique<RowStream>(std::move(files), std::move(pieces), std::move(opts), options);
 }

@@ -146,6 +146,21 @@ class RowStream {
   std::function<Status()> between_chunks_;
 };
 
+/// The files `spec` names (one file, or a list or globs: core/data_files.h;
+/// `field` names it in messages, e.g. "data.train_file"), stat'ed in order;
+/// XMC widths left at 0 in `*opts` are set from the first file's header.
+/// Errors: those of ExpandFileList, StatDataFiles and ReadXmcHeader, and
+/// InvalidArgument for ARFF.
+[[nodiscard]] StatusOr<std::vector<DataFile>> OpenDataFileList(const std::string& spec, const std::string& field,
+                                                               ReadOptions* opts);
+
+/// The mean bytes per data row of `file` over its first `sample_bytes`
+/// bytes (decoded for gzip), rounded up: the complete lines read, less an
+/// XMC header line when `xmc`; at least 1. A sample without a complete data
+/// line gives the bytes read (at least 1). Errors: IOError/NotFound naming
+/// the file, DataLoss for a corrupt gzip stream.
+[[nodiscard]] StatusOr<uint64_t> EstimateBytesPerRow(const DataFile& file, bool xmc, size_t sample_bytes = 65536);
+
 /// A RowStream over partition `partition` of `num_partitions` (a worker's
 /// share, AssignFilePieces) of the files `spec` names (one file, or a list
 /// or globs: core/data_files.h; `field` names it in messages, e.g.

@@ -368,5 +368,26 @@ TEST(RowStreamTest, HashedIdsStayExactAcrossPiecesFilesAndBlocks) {
   EXPECT_EQ(row, 120u);
 }
 
+// Data on demand's default chunk size over streamed files: bytes per row
+// from a file's first bytes, the XMC header left out, gzip decoded.
+TEST(EstimateBytesPerRowTest, MeanRowBytesOfTheSampleRoundedUp) {
+  testing::ScopedTempDir dir;
+  const std::string header = "3 50 9\n";
+  WritePlain(dir.path() + "/a.txt", header + "0 1:1\n0 2:2\n0 3:33\n");  // 6 + 6 + 7 bytes
+  const auto a = *StatDataFiles({dir.path() + "/a.txt"});
+  EXPECT_EQ(*EstimateBytesPerRow(a[0], /*xmc=*/true), 7u);  // ceil(19 / 3)
+  EXPECT_EQ(*EstimateBytesPerRow(a[0], /*xmc=*/false), 7u);  // ceil(26 / 4)
+  // A sample cut mid-line counts its complete lines only.
+  EXPECT_EQ(*EstimateBytesPerRow(a[0], /*xmc=*/true, /*sample_bytes=*/16), 6u);  // header + "0 1:1\n" + "0 2"
+  WriteGzip(dir.path() + "/b.gz", header + std::string(99, 'x') + "\n");
+  const auto b = *StatDataFiles({dir.path() + "/b.gz"});
+  EXPECT_EQ(*EstimateBytesPerRow(b[0], /*xmc=*/true), 100u);
+  // No complete data line: the bytes read.
+  WritePlain(dir.path() + "/c.txt", "1 2 3");
+  EXPECT_EQ(*EstimateBytesPerRow((*StatDataFiles({dir.path() + "/c.txt"}))[0], /*xmc=*/false), 5u);
+  DataFile missing{dir.path() + "/none.txt", 10, false};
+  EXPECT_EQ(EstimateBytesPerRow(missing, true).status().message(), dir.path() + "/none.txt: no such file");
+}
+
 }  // namespace
 }  // namespace tether

@@ -386,6 +386,22 @@ StatusOr<bool> NextStreamBlock(const JobConfig& config, int rank, int epoch, Row
   return true;
 }
 
+// Data on demand over streamed files: bytes per chunk, train.chunk_bytes or
+// chunk_rows x the mean bytes per row of the first plain file's first
+// 64 KiB (the first file when all are gzip, which go whole anyway). Every
+// worker reads the same bytes, so every worker finds the same size.
+StatusOr<uint64_t> ChunkBytesFor(const JobConfig& config, const std::vector<DataFile>& files) {
+  if (config.train().chunk_bytes() > 0) return static_cast<uint64_t>(config.train().chunk_bytes());
+  const DataFile* sample = &files.front();
+  for (const DataFile& f : files)
+    if (!f.gzip) {
+      sample = &f;
+      break;
+    }
+  TETHER_ASSIGN_OR_RETURN(const uint64_t per_row, EstimateBytesPerRow(*sample, config.data().format() == XMC));
+  return per_row * static_cast<uint64_t>(EffectiveChunkRows(config.train()));
+}
+
 // PSP@k's label counts of worker `rank`'s streamed share (no worker holds
 // it whole): one extra pass over the share, block by block, before training;
 // `between_chunks` keeps the connections alive meanwhile (RowStream).
@@ -576,7 +592,27 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // Data on demand (worker/chunk_feed.h): every worker holds the whole
   // training set; shard 0 deals it out in chunks.
   const bool on_demand = config.train().data_on_demand();
-  TETHER_ASSIGN_OR_RETURN(Dataset train, config.data().streaming()
+  // Data on demand over streamed files: no worker holds a share; shard 0
+  // deals byte ranges of the files (StreamedChunkSource), read as dealt.
+  std::vector<DataFile> demand_files;
+  ReadOptions demand_read_options;
+  const bool demand_streamed = on_demand && config.data().streaming();
+  if (demand_streamed) {
+    demand_read_options = StreamReadOptions(config);
+    TETHER_ASSIGN_OR_RETURN(demand_files,
+                            OpenDataFileList(config.data().train_file(), "data.train_file", &demand_read_options));
+    uint64_t bytes = 0;
+    for (const DataFile& f : demand_files) {
+      if (f.bytes == 0)
+        return Status::InvalidArgument(who + "data.train_file: " + f.path + " is empty (no examples): drop it from "
+                                             "the list");
+      bytes += f.bytes;
+    }
+    LOG(INFO) << who << "data on demand over " << demand_files.size() << " streamed file(s), " << bytes
+              << " bytes on disk, read in blocks of " << config.data().shuffle_buffer_rows() << " rows";
+  }
+  TETHER_ASSIGN_OR_RETURN(Dataset train, demand_streamed ? StatusOr<Dataset>(Dataset())
+                                         : config.data().streaming()
                                              ? OpenTrainStream(config, rank, &stream)
                                              : LoadSplit(config, config.data().train_file(),
                                                          config.data().train_label_file(),
@@ -596,7 +632,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   LOG(INFO) << who << "read " << train.features.rows << " training rows (" << train.features.nnz()
             << " non-zeros) in " << SecondsSince(load_start) << " s"
             << ", " << test.features.rows << " test rows";
-  if (train.features.rows == 0 && stream == nullptr)
+  if (train.features.rows == 0 && stream == nullptr && !demand_streamed)
     return Status::InvalidArgument(who + "partition " + std::to_string(rank) + " of " +
                                    config.data().train_file() + " has no rows; use fewer workers");
 
@@ -729,6 +765,17 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                                                &label_counts, &counted_rows));
     LOG(INFO) << who << "counted the labels of " << counted_rows << " streamed rows for PSP@k in "
               << SecondsSince(count_start) << " s";
+  } else if (demand_streamed && LabelKindOf(config) == LabelKind::kMultiLabel) {
+    // Rank 0 counts the whole list; the others send zeros of the same width.
+    label_counts.assign(static_cast<size_t>(config.data().num_labels()), 0);
+    counted_rows = 0;
+    if (rank == 0) {
+      const auto count_start = SteadyClock::now();
+      TETHER_RETURN_IF_ERROR(CountLabelsStreamed(config, 0, 1, [&client] { return client->Idle(1); },
+                                                 &label_counts, &counted_rows));
+      LOG(INFO) << who << "counted the labels of " << counted_rows << " streamed rows for PSP@k in "
+                << SecondsSince(count_start) << " s";
+    }
   } else if (LabelKindOf(config) == LabelKind::kMultiLabel) {
     label_counts = CountLabels(train.labels);
   }
@@ -984,12 +1031,29 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       return Status::OK();
     };
     hooks.stop = options.stop_requested;
-    feed = std::make_unique<ChunkFeed>(shape, &train.features, &train.labels, std::move(hooks));
+    std::string what = std::to_string(train.features.rows) + " training rows in chunks of " +
+                       std::to_string(shape.chunk_rows()) + " rows";
+    if (demand_streamed) {
+      TETHER_ASSIGN_OR_RETURN(const uint64_t chunk_bytes, ChunkBytesFor(config, demand_files));
+      SetStreamedShape(demand_files, chunk_bytes, &shape);
+      RowStreamOptions so;
+      so.block_rows = config.data().shuffle_buffer_rows();
+      feed = std::make_unique<ChunkFeed>(
+          shape,
+          std::make_unique<StreamedChunkSource>(
+              demand_files, demand_read_options, so, [&config](Dataset* d) { return PrepareStreamBlock(config, d); },
+              [&client] { return client->Idle(1); }),
+          std::move(hooks));
+      what = std::to_string(demand_files.size()) + " streamed training file(s) in chunks of " +
+             std::to_string(chunk_bytes) + " bytes (a gzip file whole)" +
+             (config.train().chunk_bytes() > 0 ? " (train.chunk_bytes)" : " (chunk_rows x bytes per row)");
+    } else {
+      feed = std::make_unique<ChunkFeed>(shape, &train.features, &train.labels, std::move(hooks));
+    }
     TETHER_ASSIGN_OR_RETURN(start_epoch, feed->FirstEpoch());
     // A resume continues the epoch's loss only when shard 0 deals that epoch.
     if (!resume_dir.empty() && resume.epoch() != start_epoch) start_loss_sum = 0, start_loss_batches = 0;
-    LOG(INFO) << who << "data on demand: " << train.features.rows << " training rows in chunks of "
-              << shape.chunk_rows() << " rows from shard 0"
+    LOG(INFO) << who << "data on demand: " << what << " from shard 0"
               << (start_epoch > 0 ? ", joining at epoch " + std::to_string(start_epoch + 1) : std::string());
   }
 
