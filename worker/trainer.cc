@@ -822,10 +822,15 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   const double slowdown = rank == config.train().slowdown_rank() ? config.train().slowdown() : 1.0;
   if (slowdown > 1.0) LOG(INFO) << who << "simulating a straggler: " << slowdown << "x slower";
   SlowdownIdler slow_idle(slowdown);  // worker/pacing.h: the fraction of a ms carried over
-  LOG(INFO) << who << "minibatches "
-            << (model->Pipelines() ? "pipelined: the next one's input rows are pulled while one computes"
-                                   : "one after the other")
-            << " (train.pipeline " << (config.train().pipeline() ? "true" : "false") << ")";
+  // Which, and when train.pipeline asks for it but the job cannot, why.
+  if (model->Pipelines())
+    LOG(INFO) << who << "minibatches pipelined: the next one's input rows are pulled while one computes"
+              << " (train.pipeline true)";
+  else if (!config.train().pipeline())
+    LOG(INFO) << who << "minibatches one after the other (train.pipeline false)";
+  else
+    LOG(INFO) << who << "minibatches one after the other (train.pipeline true, but " << model->PipelineOffReason()
+              << ")";
   // C24: the loss itself tells divergence, not only a NaN. Its reference is
   // the untrained model's loss (the first minibatch's) or a uniform
   // softmax's, whichever is larger, so a first minibatch already blown up
