@@ -43,6 +43,7 @@
 // same thread and may outlive the client (see RequestHandle).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -293,7 +294,8 @@ class WorkerClient {
     push_weight_ = push_weight;
   }
   /// Takes part in the checkpoint at clock() (or, `final`, the end-of-job
-  /// checkpoint that worker 0 takes alone after the barrier): waits for
+  /// checkpoint that worker 0 takes alone after the barrier, at
+  /// final_checkpoint_clock(): the clock its folder names): waits for
   /// every request in flight, sends CHECKPOINT (with `state_file`, this
   /// worker's own file, unless `final`) to every shard, and blocks until
   /// every shard wrote its files, which happens once every worker still
@@ -330,6 +332,11 @@ class WorkerClient {
   StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false);
   /// After Barrier: the largest clock any worker reached (shard 0's view).
   int64_t barrier_clock() const { return barrier_clock_; }
+  /// After Barrier: the clock of the end-of-job checkpoint (its folder's
+  /// name, the shards' files and their log lines): barrier_clock() or this
+  /// worker's own clock, whichever is larger. A worker that trained fewer
+  /// clocks than another (data on demand, a smaller share) is behind it.
+  int64_t final_checkpoint_clock() const { return std::max(barrier_clock_, channel_.clock()); }
   /// After Barrier: the rank that evaluates at the end and writes the
   /// metrics — the lowest rank at the barrier (rank 0 unless it left;
   /// shard 0's view, elastic membership).

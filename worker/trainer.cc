@@ -1299,7 +1299,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     // The end of the job: every worker is at the barrier, so the shards hold
     // the trained model; worker 0 takes the final checkpoint alone.
     const auto t0 = SteadyClock::now();
-    const int64_t clock = std::max(client->barrier_clock(), client->clock());
+    const int64_t clock = client->final_checkpoint_clock();  // the shards write their files at it too
     std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, true);
     TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/true, nullptr));
     // Workers that left before the end: the job did not finish. The
