@@ -496,9 +496,10 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   WorkerState& w = workers_[rank];
   w.last_seen = std::chrono::steady_clock::now();
   if (h.type() == ABORT) {
-    // A worker failed and says so (also one removed for silence): the job
-    // cannot finish, and this shard ends with that worker's reason.
-    // Run() returns it, and the caller logs it (tools/server_main.cc).
+    // A worker failed and says so (not one removed for silence, which only
+    // leaves: RunWorker): the job cannot finish, and this shard ends with
+    // that worker's reason. Run() returns it, and the caller logs it
+    // (tools/server_main.cc).
     if (aborted_.ok()) aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error());
     return;
   }
@@ -506,8 +507,8 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     // A worker declared dead must rejoin with HELLO; until then its
     // messages would corrupt the clock bookkeeping.
     ++stats_.bad_messages;
-    ReplyError(identity, h, "worker " + std::to_string(rank) + " was removed after cluster.worker_timeout_ms=" +
-                                std::to_string(config_.cluster().worker_timeout_ms()) + "; rejoin with HELLO");
+    ReplyError(identity, h, "worker " + std::to_string(rank) + " " + w.removed_why +
+                                "; only a HELLO (the worker started again) takes its place back");
     return;
   }
   if ((h.type() == PULL || h.type() == PUSH) && config_.cluster().debug_request_delay_ms() > 0) {
@@ -1519,7 +1520,19 @@ Status ServerShard::CheckWorkerTimeouts() {
                                  " (cluster.worker_timeout_ms=" + std::to_string(timeout_ms) +
                                  ", on_worker_timeout: FAIL_JOB)");
     w.dead = true;
+    w.removed_why = "removed: silent for " + std::to_string(silent_ms) + " ms at clock " +
+                    std::to_string(clocks_.clock(rank)) + " (cluster.worker_timeout_ms=" + std::to_string(timeout_ms) +
+                    ")";
     ++stats_.workers_timed_out;
+    // Told now, unasked: a worker that was stopped (SIGSTOP, a swapped-out
+    // host) reads it when it wakes, before it finds this shard gone. A dead
+    // one's connection is closed: nobody to tell.
+    if (!w.identity.empty() && ConnectionLive(w.identity)) {
+      Message removed;
+      removed.header.set_type(REMOVED);
+      removed.header.set_error(log_prefix_ + "worker " + std::to_string(rank) + " " + w.removed_why);
+      Reply(w.identity, &removed, rank);
+    }
     DropAverageDeltas(rank, "timed out");
     int64_t others = clocks_.MinClockExcluding(rank);
     LOG(WARNING) << log_prefix_ << "worker " << rank << " silent for " << silent_ms << " ms: removed from the min clock at its clock "

@@ -197,6 +197,7 @@ class ServerShard {
   };
   struct WorkerState {
     bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
+    std::string removed_why;  // set with `dead`: "removed: silent for N ms ..."
     bool finished = false;  // reached the barrier (stays set once released)
     bool data_done = false;  // BARRIER said data on demand is DONE (chunk.kind)
     uint64_t samples = 0;

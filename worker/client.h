@@ -330,6 +330,9 @@ class WorkerClient {
   /// epoch completed); the shards then do not count a worker that fell
   /// silent and never came back as a failed job (server/chunk_service.h).
   StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false);
+  /// True once a shard removed this worker for silence (its REMOVED
+  /// message; cluster.worker_timeout_ms): every call fails with the reason.
+  bool removed() const { return channel_.removed(); }
   /// After Barrier: the largest clock any worker reached (shard 0's view).
   int64_t barrier_clock() const { return barrier_clock_; }
   /// After Barrier: the clock of the end-of-job checkpoint (its folder's

@@ -1430,6 +1430,14 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     report.left_early = true;
     return report;
   }
+  if (client->removed()) {
+    // The servers removed this worker (silent past cluster.worker_timeout_ms)
+    // and went on without it: with data on demand its chunks were dealt
+    // again and the job can still finish; with the static split the servers
+    // end the job as failed themselves. An ABORT would only end it early.
+    LOG(ERROR) << who << "removed from the job by the servers; leaving without aborting it";
+    return result;
+  }
   // A job that failed tells its servers so, or they would wait for this
   // worker until cluster.worker_timeout_ms and then end as if all went well.
   client->Abort("worker " + std::to_string(options.rank) + " failed: " +

@@ -11,7 +11,15 @@
 #            resumed from it (nothing left to train) evaluates to the same
 #            P@1 (its shard file carried clock 6 against the manifest's 7,
 #            and a resume refused it).
-# Usage: worker_end_test.sh final_clock BIN_DIR   (from the repository root)
+#   removed  1 server, 2 workers, data on demand, cluster.worker_timeout_ms
+#            1.5 s: worker 1 is stopped (SIGSTOP) in its second epoch; the
+#            shard removes it and deals its chunk again; worker 0 and the
+#            server finish the job and exit 0 while worker 1 is still
+#            stopped. Then SIGCONT: worker 1 reads the shard's REMOVED (sent
+#            at the removal, waiting in its socket) and exits non-zero with
+#            "removed: silent for N ms at clock C (cluster.worker_timeout_ms=
+#            1500)", not "shard gone", and does not abort the job.
+# Usage: worker_end_test.sh final_clock|removed BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 fail_lines=12
@@ -50,8 +58,30 @@ final_clock)
   [ "$p1" = "$p1_loaded" ] || fail "P@1 $p1_loaded from the final checkpoint, $p1 at the end of the job"
   echo "resumed from $(basename "$final"): P@1 $p1_loaded, as at the end of the job"
   ;;
+removed)
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=3 --seed=5 --minibatch_size=32
+         --data_on_demand=true --chunk_rows=64 --request_timeout_ms=30000 --worker_timeout_ms=1500)
+  start_servers 1
+  start_worker 0 "$tmp/w0.log"; w0=$started
+  start_worker 1 "$tmp/w1.log"; w1=$started
+  poll 1200 grep -q "epoch 1 on demand" "$tmp/w1.log" || fail "worker 1 never finished an epoch"
+  kill -STOP "$(worker_pid "$w1")"
+  rc=0
+  for p in "$w0" "${server_pids[@]}"; do wait "$p" || rc=$?; done
+  [ "$rc" = 0 ] || fail "worker 0 or the server exited $rc (worker 1 stopped)"
+  grep -q "worker 1 silent for [0-9]* ms" "$tmp/server0.log" || fail "the shard did not remove worker 1"
+  kill -CONT "$(worker_pid "$w1")"
+  rc=0
+  wait "$w1" || rc=$?
+  pids=()
+  [ "$rc" = 1 ] || fail "worker 1, removed, exited $rc (want 1)"
+  why="\[server 0\] worker 1 removed: silent for [0-9]+ ms at clock [0-9]+ \(cluster.worker_timeout_ms=1500\)"
+  grep -Eq "$why" "$tmp/w1.log" || fail "worker 1 did not say it was removed: $(grep "^[EF]" "$tmp/w1.log" | tail -n 2)"
+  ! grep -q "is gone\|ABORT" "$tmp/w1.log" || fail "worker 1 said a shard is gone or aborted the job"
+  grep -Eo "$why" "$tmp/w1.log" | head -n 1
+  ;;
 *)
-  echo "usage: $0 final_clock BIN_DIR"
+  echo "usage: $0 final_clock|removed BIN_DIR"
   exit 2
   ;;
 esac
