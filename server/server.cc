@@ -171,9 +171,30 @@ Status ServerShard::Bind(const std::string& endpoint) {
 
 Status ServerShard::Run() {
   Status st = RunLoop();
+  AnswerHeldByes(st);
   if (!st.ok()) FailWaitingRequests(st);
   if (tick_listener_) tick_listener_(true);
   return st;
+}
+
+void ServerShard::AnswerHeldByes(const Status& outcome) {
+  if (held_byes_.empty()) return;
+  for (const HeldBye& b : held_byes_) {
+    Message reply;
+    reply.header.set_type(outcome.ok() ? BYE_REPLY : ERROR_REPLY);
+    reply.header.set_request_id(b.request_id);
+    if (!outcome.ok()) reply.header.set_error(outcome.message());
+    Reply(b.identity, &reply, b.rank);
+  }
+  if (!outcome.ok())
+    LOG(INFO) << log_prefix_ << "told " << held_byes_.size() << " finished worker(s) that the job failed";
+  held_byes_.clear();
+  // The socket closes with the shard: give the replies a bounded time to
+  // leave (its linger is 0 otherwise).
+  try {
+    socket_.set(zmq::sockopt::linger, 1000);
+  } catch (const zmq::error_t&) {
+  }
 }
 
 void ServerShard::FailWaitingRequests(const Status& why) {
@@ -664,10 +685,19 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       ForgetAdaptiveBatch(rank);
       chunks_.Leave(rank);
       LOG(INFO) << log_prefix_ << "worker " << rank << " left";
-      Message reply;
-      reply.header.set_type(BYE_REPLY);
-      reply.header.set_request_id(h.request_id());
-      Reply(identity, &reply, rank);
+      if (w.finished) {
+        // It finished (passed the barrier): its goodbye is answered with
+        // the job's outcome once this shard's part of the job ends, so it
+        // exits non-zero when the job fails after it (a worker removed
+        // during the evaluation). Every worker left by then: no wait.
+        held_byes_.push_back({identity, h.request_id(), rank});
+      } else {
+        // Leaving early on purpose (a stop, elastic): no outcome to wait for.
+        Message reply;
+        reply.header.set_type(BYE_REPLY);
+        reply.header.set_request_id(h.request_id());
+        Reply(identity, &reply, rank);
+      }
       MaybeReleaseBarrier();
       MaybeWriteCheckpoint();
       AnswerEvalWaiters();

@@ -799,6 +799,7 @@ StatusOr<std::vector<ShardStats>> WorkerClient::FetchServerStats() {
 
 Status WorkerClient::Bye() {
   TETHER_RETURN_IF_ERROR(WaitAll());
+  bye_sent_ = true;
   RequestHandle bye = channel_.NewRequest(/*sticky=*/false);
   for (int s = 0; s < num_shards_; ++s) {
     Message m;

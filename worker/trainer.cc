@@ -1430,6 +1430,12 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     report.left_early = true;
     return report;
   }
+  if (client->bye_sent()) {
+    // The goodbye's answer failed: the shards ended the job as failed after
+    // this worker finished (another removed during the evaluation), or one
+    // is gone. They know: nothing to tell them.
+    return result;
+  }
   if (client->removed()) {
     // The servers removed this worker (silent past cluster.worker_timeout_ms)
     // and went on without it: with data on demand its chunks were dealt

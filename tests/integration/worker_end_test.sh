@@ -19,7 +19,15 @@
 #            at the removal, waiting in its socket) and exits non-zero with
 #            "removed: silent for N ms at clock C (cluster.worker_timeout_ms=
 #            1500)", not "shard gone", and does not abort the job.
-# Usage: worker_end_test.sh final_clock|removed BIN_DIR   (from the repository root)
+#   failed_after_bye  1 server, 3 workers, the static split, 2 epochs,
+#            cluster.worker_timeout_ms 1.5 s: worker 2 is SIGKILLed in its
+#            second epoch and never comes back; the shard removes it, the
+#            barrier lets workers 0 and 1 through, they evaluate, worker 1
+#            says BYE, and worker 0 fails the job (worker 2's rows of the
+#            static split were never trained: ABORT). Every process exits
+#            non-zero, worker 1 too, with worker 0's reason: the shard held
+#            its BYE's answer until the job's end (it exited 0 before).
+# Usage: worker_end_test.sh final_clock|removed|failed_after_bye BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 fail_lines=12
@@ -80,8 +88,31 @@ removed)
   ! grep -q "is gone\|ABORT" "$tmp/w1.log" || fail "worker 1 said a shard is gone or aborted the job"
   grep -Eo "$why" "$tmp/w1.log" | head -n 1
   ;;
+failed_after_bye)
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=3 --epochs=2 --seed=5 --minibatch_size=32
+         --request_timeout_ms=30000 --worker_timeout_ms=1500)
+  start_servers 1
+  start_worker 0 "$tmp/w0.log"; w0=$started
+  start_worker 1 "$tmp/w1.log"; w1=$started
+  start_worker 2 "$tmp/w2.log"; w2=$started
+  poll 1200 grep -q "epoch 1/2" "$tmp/w2.log" || fail "worker 2 never finished an epoch"
+  kill -9 "$(worker_pid "$w2")"
+  wait "$w2" 2>/dev/null || true
+  declare -A rcs
+  for p in "$w0" "$w1" "${server_pids[@]}"; do rcs[$p]=0; wait "$p" || rcs[$p]=$?; done
+  pids=()
+  why="the job did not finish: worker(s) 2 left before the end of training"
+  grep -q "job aborted: worker 0 failed: $why" "$tmp/server0.log" || fail "the shard did not fail the job on worker 2"
+  [ "${rcs[${server_pids[0]}]}" != 0 ] || fail "the server exited 0"
+  for r in 0 1; do
+    p=$w0; [ "$r" = 1 ] && p=$w1
+    [ "${rcs[$p]}" = 1 ] || fail "worker $r exited ${rcs[$p]} (want 1)"
+    grep -q "$why" "$tmp/w$r.log" || fail "worker $r did not give the shard's reason: $(grep "^[EF]" "$tmp/w$r.log" | tail -n 2)"
+  done
+  echo "workers 0 and 1 exited 1: $(grep -o "$why[^;]*" "$tmp/w1.log" | head -n 1)"
+  ;;
 *)
-  echo "usage: $0 final_clock|removed BIN_DIR"
+  echo "usage: $0 final_clock|removed|failed_after_bye BIN_DIR"
   exit 2
   ;;
 esac
