@@ -171,9 +171,30 @@ Status ServerShard::Bind(const std::string& endpoint) {
 
 Status ServerShard::Run() {
   Status st = RunLoop();
+  AnswerHeldByes(st);
   if (!st.ok()) FailWaitingRequests(st);
   if (tick_listener_) tick_listener_(true);
   return st;
+}
+
+void ServerShard::AnswerHeldByes(const Status& outcome) {
+  if (held_byes_.empty()) return;
+  for (const HeldBye& b : held_byes_) {
+    Message reply;
+    reply.header.set_type(outcome.ok() ? BYE_REPLY : ERROR_REPLY);
+    reply.header.set_request_id(b.request_id);
+    if (!outcome.ok()) reply.header.set_error(outcome.message());
+    Reply(b.identity, &reply, b.rank);
+  }
+  if (!outcome.ok())
+    LOG(INFO) << log_prefix_ << "told " << held_byes_.size() << " finished worker(s) that the job failed";
+  held_byes_.clear();
+  // The socket closes with the shard: give the replies a bounded time to
+  // leave (its linger is 0 otherwise).
+  try {
+    socket_.set(zmq::sockopt::linger, 1000);
+  } catch (const zmq::error_t&) {
+  }
 }
 
 void ServerShard::FailWaitingRequests(const Status& why) {
@@ -496,9 +517,10 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   WorkerState& w = workers_[rank];
   w.last_seen = std::chrono::steady_clock::now();
   if (h.type() == ABORT) {
-    // A worker failed and says so (also one removed for silence): the job
-    // cannot finish, and this shard ends with that worker's reason.
-    // Run() returns it, and the caller logs it (tools/server_main.cc).
+    // A worker failed and says so (not one removed for silence, which only
+    // leaves: RunWorker): the job cannot finish, and this shard ends with
+    // that worker's reason. Run() returns it, and the caller logs it
+    // (tools/server_main.cc).
     if (aborted_.ok()) aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error());
     return;
   }
@@ -506,8 +528,8 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     // A worker declared dead must rejoin with HELLO; until then its
     // messages would corrupt the clock bookkeeping.
     ++stats_.bad_messages;
-    ReplyError(identity, h, "worker " + std::to_string(rank) + " was removed after cluster.worker_timeout_ms=" +
-                                std::to_string(config_.cluster().worker_timeout_ms()) + "; rejoin with HELLO");
+    ReplyError(identity, h, "worker " + std::to_string(rank) + " " + w.removed_why +
+                                "; only a HELLO (the worker started again) takes its place back");
     return;
   }
   if ((h.type() == PULL || h.type() == PUSH) && config_.cluster().debug_request_delay_ms() > 0) {
@@ -663,10 +685,19 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       ForgetAdaptiveBatch(rank);
       chunks_.Leave(rank);
       LOG(INFO) << log_prefix_ << "worker " << rank << " left";
-      Message reply;
-      reply.header.set_type(BYE_REPLY);
-      reply.header.set_request_id(h.request_id());
-      Reply(identity, &reply, rank);
+      if (w.finished) {
+        // It finished (passed the barrier): its goodbye is answered with
+        // the job's outcome once this shard's part of the job ends, so it
+        // exits non-zero when the job fails after it (a worker removed
+        // during the evaluation). Every worker left by then: no wait.
+        held_byes_.push_back({identity, h.request_id(), rank});
+      } else {
+        // Leaving early on purpose (a stop, elastic): no outcome to wait for.
+        Message reply;
+        reply.header.set_type(BYE_REPLY);
+        reply.header.set_request_id(h.request_id());
+        Reply(identity, &reply, rank);
+      }
       MaybeReleaseBarrier();
       MaybeWriteCheckpoint();
       AnswerEvalWaiters();
@@ -1519,7 +1550,19 @@ Status ServerShard::CheckWorkerTimeouts() {
                                  " (cluster.worker_timeout_ms=" + std::to_string(timeout_ms) +
                                  ", on_worker_timeout: FAIL_JOB)");
     w.dead = true;
+    w.removed_why = "removed: silent for " + std::to_string(silent_ms) + " ms at clock " +
+                    std::to_string(clocks_.clock(rank)) + " (cluster.worker_timeout_ms=" + std::to_string(timeout_ms) +
+                    ")";
     ++stats_.workers_timed_out;
+    // Told now, unasked: a worker that was stopped (SIGSTOP, a swapped-out
+    // host) reads it when it wakes, before it finds this shard gone. A dead
+    // one's connection is closed: nobody to tell.
+    if (!w.identity.empty() && ConnectionLive(w.identity)) {
+      Message removed;
+      removed.header.set_type(REMOVED);
+      removed.header.set_error(log_prefix_ + "worker " + std::to_string(rank) + " " + w.removed_why);
+      Reply(w.identity, &removed, rank);
+    }
     DropAverageDeltas(rank, "timed out");
     int64_t others = clocks_.MinClockExcluding(rank);
     LOG(WARNING) << log_prefix_ << "worker " << rank << " silent for " << silent_ms << " ms: removed from the min clock at its clock "

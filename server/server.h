@@ -197,6 +197,7 @@ class ServerShard {
   };
   struct WorkerState {
     bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
+    std::string removed_why;  // set with `dead`: "removed: silent for N ms ..."
     bool finished = false;  // reached the barrier (stays set once released)
     bool data_done = false;  // BARRIER said data on demand is DONE (chunk.kind)
     uint64_t samples = 0;
@@ -303,6 +304,17 @@ class ServerShard {
   std::vector<std::unique_ptr<ServerTable>> tables_;
   // HELLOs of other workers that came before worker 0's, by rank.
   std::map<int, PendingPull> waiting_hellos_;
+  // BYEs of workers that finished (passed the barrier), answered when this
+  // shard's part of the job ends: BYE_REPLY if the job did its job, else
+  // the reason (a worker removed later, with the static split), so that no
+  // worker of a failed job exits 0 (Run, AnswerHeldByes).
+  struct HeldBye {
+    std::string identity;
+    uint64_t request_id = 0;
+    int rank = -1;
+  };
+  std::vector<HeldBye> held_byes_;
+  void AnswerHeldByes(const Status& outcome);
   ClockTracker clocks_;
   // One slot per rank: the initial ones, grown by a joiner's HELLO to its
   // rank + 1 (elastic membership; at most max_workers_).

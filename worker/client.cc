@@ -766,7 +766,7 @@ StatusOr<CheckpointReply> WorkerClient::Checkpoint(const std::string& dir, bool 
     Message m;
     m.header.set_type(CHECKPOINT);
     m.header.set_checkpoint_dir(dir);
-    m.header.set_checkpoint_clock(channel_.clock());
+    m.header.set_checkpoint_clock(final ? final_checkpoint_clock() : channel_.clock());
     m.header.set_checkpoint_final(final);
     if (state_file != nullptr) *m.header.add_checkpoint_files() = *state_file;
     SendPart(s, &m, ckpt, NewShardRequest(CHECKPOINT_REPLY, s, 0));
@@ -845,6 +845,7 @@ StatusOr<std::vector<ShardStats>> WorkerClient::FetchServerStats() {
 
 Status WorkerClient::Bye() {
   TETHER_RETURN_IF_ERROR(WaitAll());
+  bye_sent_ = true;
   RequestHandle bye = channel_.NewRequest(/*sticky=*/false);
   for (int s = 0; s < num_shards_; ++s) {
     Message m;

@@ -43,6 +43,7 @@
 // same thread and may outlive the client (see RequestHandle).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -347,7 +348,8 @@ class WorkerClient {
     push_weight_ = push_weight;
   }
   /// Takes part in the checkpoint at clock() (or, `final`, the end-of-job
-  /// checkpoint that worker 0 takes alone after the barrier): waits for
+  /// checkpoint that worker 0 takes alone after the barrier, at
+  /// final_checkpoint_clock(): the clock its folder names): waits for
   /// every request in flight, sends CHECKPOINT (with `state_file`, this
   /// worker's own file, unless `final`) to every shard, and blocks until
   /// every shard wrote its files, which happens once every worker still
@@ -382,8 +384,19 @@ class WorkerClient {
   /// epoch completed); the shards then do not count a worker that fell
   /// silent and never came back as a failed job (server/chunk_service.h).
   StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false);
+  /// True once Bye sent its goodbye: the shards know this worker's part is
+  /// done, and a Bye that failed carries the job's outcome (no ABORT then).
+  bool bye_sent() const { return bye_sent_; }
+  /// True once a shard removed this worker for silence (its REMOVED
+  /// message; cluster.worker_timeout_ms): every call fails with the reason.
+  bool removed() const { return channel_.removed(); }
   /// After Barrier: the largest clock any worker reached (shard 0's view).
   int64_t barrier_clock() const { return barrier_clock_; }
+  /// After Barrier: the clock of the end-of-job checkpoint (its folder's
+  /// name, the shards' files and their log lines): barrier_clock() or this
+  /// worker's own clock, whichever is larger. A worker that trained fewer
+  /// clocks than another (data on demand, a smaller share) is behind it.
+  int64_t final_checkpoint_clock() const { return std::max(barrier_clock_, channel_.clock()); }
   /// After Barrier: the rank that evaluates at the end and writes the
   /// metrics — the lowest rank at the barrier (rank 0 unless it left;
   /// shard 0's view, elastic membership).
@@ -413,7 +426,13 @@ class WorkerClient {
   StatusOr<DataOnDemandChunk> ChunkNext(const DataOnDemandChunk& request);
 
   /// Leaves the job: waits for outstanding requests, then BYE to every
-  /// shard. Errors: the sticky error, then as RequestHandle::Wait.
+  /// shard. A worker that passed the barrier gets each shard's answer when
+  /// that shard's part of the job ends (every worker left or was removed):
+  /// the wait lasts until the last worker's BYE (rank 0's, after it merged
+  /// the evaluation), heartbeating, bounded by cluster.request_timeout_ms.
+  /// Errors: the sticky error, then as RequestHandle::Wait; a shard that
+  /// ended the job as failed (a worker removed after this one finished,
+  /// with the static split) answers with its reason.
   Status Bye();
 
   /// Leaves the job promptly (a stop request, or a wait given up): BYE to
@@ -552,6 +571,7 @@ class WorkerClient {
   std::vector<uint32_t> at_rows_;  // PushRowsAt: a message's rows in the caller's buffer
   std::vector<KeyListCache> key_lists_;  // per shard: the lists it holds (capacity from HELLO_REPLY)
   uint64_t barrier_total_ = 0;             // BARRIER_REPLY's total
+  bool bye_sent_ = false;                  // Bye sent its BYE
   int64_t barrier_clock_ = 0;              // BARRIER_REPLY's clock (shard 0's)
   int evaluator_rank_ = 0;                 // BARRIER_REPLY's evaluator_rank (shard 0's)
   RequestHandle clock_reply_;              // shard 0's answer to the last CLOCK

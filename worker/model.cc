@@ -47,11 +47,13 @@ RequestHandle PullInputRows(WorkerClient* client, uint32_t table, const std::vec
 // transfer. On the CPU backend none of these copies happen.
 class XmcMlpModel final : public Model {
  public:
-  // pipeline: train.pipeline where it is exact (CreateXmcMlpModel).
+  // pipeline_off: why it does not pipeline, empty when it does:
+  // train.pipeline where it is exact (CreateXmcMlpModel).
   XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2, bool hashed,
-              bool pipeline)
+              std::string pipeline_off)
       : shape_(shape), model_(shape, backend), backend_(backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), hashed_(hashed),
-        pipeline_(pipeline), params_a_(backend), params_b_(backend), grads_(backend) {
+        pipeline_(pipeline_off.empty()), pipeline_off_(std::move(pipeline_off)), params_a_(backend),
+        params_b_(backend), grads_(backend) {
     const int64_t l = shape.num_labels;
     label_keys_.resize(l);
     std::iota(label_keys_.begin(), label_keys_.end(), 0);
@@ -61,6 +63,7 @@ class XmcMlpModel final : public Model {
   LabelKind label_kind() const override { return LabelKind::kMultiLabel; }
   int64_t num_outputs() const override { return shape_.num_labels; }
   bool Pipelines() const override { return pipeline_; }
+  std::string PipelineOffReason() const override { return pipeline_off_; }
 
   Status Pull(const Minibatch& batch, WorkerClient* client) override {
     const int64_t h = shape_.hidden, l = shape_.num_labels;
@@ -268,6 +271,7 @@ class XmcMlpModel final : public Model {
   uint32_t w1_id_, b1_id_, w2_id_;
   bool hashed_;             // data.hashed_features
   bool pipeline_;           // train.pipeline, where exact
+  std::string pipeline_off_;  // why not, empty when pipeline_
   bool evaluating_ = false;  // between BeginEvaluation and EndEvaluation
   std::vector<uint64_t> keys_, label_keys_;
   CsrMatrix x_local_;
@@ -521,13 +525,23 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
   // changes the step: not with a staleness-scaled step (a prefetched row's
   // read version is older), adaptive batch sizes (the next batch's size is
   // known only at the clock) or a local replica (AVERAGE).
-  const bool pipeline = config.train().pipeline() && !config.train().adaptive_batch().enabled() &&
-                        config.consistency().model() != AVERAGE &&
-                        std::all_of(tables.begin(), tables.end(), [w1](const TableSpec& t) {
-                          return t.id() != w1 || t.consistency().staleness_policy() == NONE;
-                        });
-  return std::unique_ptr<Model>(
-      std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2, config.data().hashed_features(), pipeline));
+  std::string pipeline_off;
+  if (!config.train().pipeline()) {
+    pipeline_off = "train.pipeline false";
+  } else if (config.train().adaptive_batch().enabled()) {
+    pipeline_off = "train.adaptive_batch is on: the next minibatch's size is known only at its clock";
+  } else if (config.consistency().model() == AVERAGE) {
+    pipeline_off = "consistency AVERAGE keeps a local replica";
+  } else {
+    for (const TableSpec& t : tables) {
+      if (t.id() == w1 && t.consistency().staleness_policy() != NONE)
+        pipeline_off = "table w1's staleness_policy is " +
+                       StalenessPolicy_Name(t.consistency().staleness_policy()) +
+                       ": a row read ahead has an older version";
+    }
+  }
+  return std::unique_ptr<Model>(std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2,
+                                                              config.data().hashed_features(), std::move(pipeline_off)));
 }
 
 }  // namespace tether

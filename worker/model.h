@@ -85,6 +85,12 @@ class Model {
   /// than the one prefetched (evaluation, a changed batch size) waits for
   /// the prefetch, drops it and pulls everything. Defaults: no pipelining.
   virtual bool Pipelines() const { return false; }
+  /// Why Pipelines() is false, for the worker's start-up log line: e.g.
+  /// "consistency AVERAGE keeps a local replica". Empty when it pipelines.
+  /// Default: the model has no pipelined path.
+  virtual std::string PipelineOffReason() const {
+    return Pipelines() ? "" : "model " + name() + " has no pipelined path (only xmc_mlp without sampled labels has)";
+  }
   /// `next`: the minibatch after the one the last Pull fetched; `read_clock`:
   /// the clock at which it will be read (the client's clock, plus one when
   /// the current minibatch ends a clock). Asynchronous: errors of the

@@ -563,6 +563,18 @@ Status RequestChannel::DrainReplies(int s) {
     // a second claim on this rank (ServerShard::ConnectionLive): nothing to
     // answer.
     if (reply.header.type() == HEARTBEAT) continue;
+    if (reply.header.type() == REMOVED) {
+      // The shard removed this worker (silent past cluster.worker_timeout_ms):
+      // every wait fails with the shard's reason, not with what follows
+      // (refused requests, the shard's connection dropping when it ends).
+      if (removed_.ok()) {
+        removed_ = Status::FailedPrecondition(log_prefix_ + reply.header.error());
+        LOG(ERROR) << removed_.message();
+      }
+      gone_ = removed_;
+      sticky_error_ = removed_;
+      continue;
+    }
     stats_.bytes_received += reply.values.size() + reply.keys.size();
     Dispatch(&reply);
   }

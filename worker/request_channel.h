@@ -246,6 +246,9 @@ class RequestChannel {
   /// False once `shard`'s connection is known to be down (disconnected and
   /// not back, or gone); true for unmonitored (inproc) shards.
   bool shard_up(int shard) const;
+  /// True once a shard said it removed this worker (REMOVED: silent past
+  /// cluster.worker_timeout_ms); every wait then fails with its reason.
+  bool removed() const { return !removed_.ok(); }
 
   /// The first failure of a sticky request or of a reply-less send.
   const Status& sticky_error() const { return sticky_error_; }
@@ -337,6 +340,7 @@ class RequestChannel {
   std::vector<zmq::socket_t> monitors_;
   std::vector<int> monitor_shard_;
   Status gone_;          // the first shard found gone: every wait fails with it
+  Status removed_;       // a shard's REMOVED (its reason); gone_ and sticky_error_ then
   bool leaving_ = false;  // BeginLeaving was called
   RequestState* replying_to_ = nullptr;  // the request whose reply the handler is handling (SendFromReply)
 };

@@ -869,10 +869,15 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   const double slowdown = rank == config.train().slowdown_rank() ? config.train().slowdown() : 1.0;
   if (slowdown > 1.0) LOG(INFO) << who << "simulating a straggler: " << slowdown << "x slower";
   SlowdownIdler slow_idle(slowdown);  // worker/pacing.h: the fraction of a ms carried over
-  LOG(INFO) << who << "minibatches "
-            << (model->Pipelines() ? "pipelined: the next one's input rows are pulled while one computes"
-                                   : "one after the other")
-            << " (train.pipeline " << (config.train().pipeline() ? "true" : "false") << ")";
+  // Which, and when train.pipeline asks for it but the job cannot, why.
+  if (model->Pipelines())
+    LOG(INFO) << who << "minibatches pipelined: the next one's input rows are pulled while one computes"
+              << " (train.pipeline true)";
+  else if (!config.train().pipeline())
+    LOG(INFO) << who << "minibatches one after the other (train.pipeline false)";
+  else
+    LOG(INFO) << who << "minibatches one after the other (train.pipeline true, but " << model->PipelineOffReason()
+              << ")";
   // C24: the loss itself tells divergence, not only a NaN. Its reference is
   // the untrained model's loss (the first minibatch's) or a uniform
   // softmax's, whichever is larger, so a first minibatch already blown up
@@ -1359,7 +1364,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     // The end of the job: every worker is at the barrier, so the shards hold
     // the trained model; worker 0 takes the final checkpoint alone.
     const auto t0 = SteadyClock::now();
-    const int64_t clock = std::max(client->barrier_clock(), client->clock());
+    const int64_t clock = client->final_checkpoint_clock();  // the shards write their files at it too
     std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, true);
     TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/true, nullptr));
     // Workers that left before the end: the job did not finish. The
@@ -1489,6 +1494,20 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     TrainReport report;
     report.left_early = true;
     return report;
+  }
+  if (client->bye_sent()) {
+    // The goodbye's answer failed: the shards ended the job as failed after
+    // this worker finished (another removed during the evaluation), or one
+    // is gone. They know: nothing to tell them.
+    return result;
+  }
+  if (client->removed()) {
+    // The servers removed this worker (silent past cluster.worker_timeout_ms)
+    // and went on without it: with data on demand its chunks were dealt
+    // again and the job can still finish; with the static split the servers
+    // end the job as failed themselves. An ABORT would only end it early.
+    LOG(ERROR) << who << "removed from the job by the servers; leaving without aborting it";
+    return result;
   }
   // A job that failed tells its servers so, or they would wait for this
   // worker until cluster.worker_timeout_ms and then end as if all went well.

@@ -163,6 +163,34 @@ TEST(CreateModelTest, ChecksTheTablesItIsGiven) {
   EXPECT_FALSE(CreateModel(c, tables, &backend).ok());
 }
 
+// The worker's start-up line names why minibatches are not pipelined
+// (Model::PipelineOffReason): each check CreateXmcMlpModel makes.
+TEST(CreateModelTest, SaysWhyItDoesNotPipeline) {
+  const std::string xmc = "model { type: XMC_MLP hidden: 4 } data { format: LIBSVM index_base: 1 num_features: 3 "
+                          "num_labels: 2 train_file: \"x\" } ";
+  CpuBackend backend(1);
+  auto reason = [&](const std::string& text, bool scaled_w1) {
+    const JobConfig c = Config(text);
+    std::vector<TableSpec> tables = TablesForJob(c);
+    if (scaled_w1) tables[0].mutable_consistency()->set_staleness_policy(INVERSE);
+    StatusOr<std::unique_ptr<Model>> m = CreateModel(c, tables, &backend);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return std::string("?");
+    EXPECT_EQ((*m)->Pipelines(), (*m)->PipelineOffReason().empty());
+    return (*m)->PipelineOffReason();
+  };
+  EXPECT_EQ(reason(xmc, false), "");
+  EXPECT_EQ(reason(xmc + "train { pipeline: false }", false), "train.pipeline false");
+  EXPECT_EQ(reason(xmc + "consistency { model: AVERAGE }", false), "consistency AVERAGE keeps a local replica");
+  EXPECT_EQ(reason(xmc + "train { adaptive_batch { enabled: true } }", false),
+            "train.adaptive_batch is on: the next minibatch's size is known only at its clock");
+  EXPECT_EQ(reason(xmc, true), "table w1's staleness_policy is INVERSE: a row read ahead has an older version");
+  EXPECT_EQ(reason("model { type: DENSE_MLP hidden: 5 } data { format: LIBSVM index_base: 1 num_features: 3 "
+                   "num_labels: 2 train_file: \"x\" }",
+                   false),
+            "model dense_mlp has no pipelined path (only xmc_mlp without sampled labels has)");
+}
+
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
