@@ -73,11 +73,11 @@ TEST(MessageSignalTest, SendsAndReceivesRideOutSignals) {
   std::thread signaller([&] {
     while (!done.load()) {
       pthread_kill(self, SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      std::this_thread::sleep_for(std::chrono::microseconds(5));
     }
   });
 
-  constexpr uint64_t kMessages = 20000;
+  constexpr uint64_t kMessages = 150000;
   uint64_t received = 0, replies = 0;
   Status failure;
   for (uint64_t i = 0; i < kMessages && failure.ok(); ++i) {
