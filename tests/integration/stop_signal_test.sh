@@ -168,15 +168,17 @@ launch_corrupt)
 blocked)
   for round in 1 2; do
     flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=3 --staleness=0
-           --checkpoint_dir="$tmp/ck$round" --slowdown=40 --slowdown_rank=1)
+           --checkpoint_dir="$tmp/ck$round" --slowdown=40 --slowdown_rank=1 --progress_every_s=1)
     rm -f "$tmp/s0.port"
     start_servers 1
     start_worker 0 "$tmp/worker0.log"
     w0=$started
     start_worker 1 "$tmp/worker1.log"
     w1=$started
-    poll 600 grep -q "minibatches " "$tmp/worker0.log" || fail "round $round: worker 0 never started training"
-    poll 600 grep -q "minibatches " "$tmp/worker1.log" || fail "round $round: worker 1 never started training"
+    # Training well under way (clock 3 or later): both workers are past
+    # the start, so the stop's checkpoint clock is ahead of both.
+    poll 1200 grep -q "%, clock \([3-9]\|[1-9][0-9]\)," "$tmp/worker0.log" \
+      || fail "round $round: worker 0 never reached clock 3"
     i0=$(pgrep -P "$w0" || echo "$w0")
     i1=$(pgrep -P "$w1" || echo "$w1")
     # SIGTERMs for 0.5 s at worker 0, blocked on the staleness bound (more
