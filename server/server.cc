@@ -277,6 +277,16 @@ Status ServerShard::RunLoop() {
       // checkpoint and BYE first (StopAfterWorkers).
       int staying = 0;
       for (const auto& w : workers_) staying += w.said_hello && !w.said_bye && !w.dead;
+      // Before every worker joined nobody trains (the first evaluation
+      // exchange waits for all): there is no stop checkpoint to serve.
+      int missing = 0;
+      for (size_t r = 0; r < static_cast<size_t>(initial_workers_) && r < workers_.size(); ++r)
+        missing += !workers_[r].said_hello;
+      if (missing > 0 && staying > 0) {
+        LOG(INFO) << log_prefix_ << "stop requested before " << missing
+                  << " worker(s) joined: nothing to checkpoint, stopping now";
+        break;
+      }
       if (!drain_deadline_) {
         drain_deadline_ = SteadyClock::now() + std::chrono::milliseconds(drain_grace_ms_.load());
         LOG(INFO) << log_prefix_ << "stop requested: serving " << staying << " worker(s) for up to "

@@ -710,19 +710,23 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   }
   copts.context = options.zmq_context;
   copts.abort = options.abort;
+  // A stop request cuts the client's waits short (within ~100 ms). With
+  // checkpoints on, a worker that is training first trains on to the stop's
+  // checkpoint clock: from the start of training its waits go on, for
+  // kStopCheckpointGraceS at most, then give up too. Before training starts
+  // (HELLO, the resume handshake, waiting for the other workers to join)
+  // there is nothing to checkpoint: a stop ends those waits at once. (A
+  // second signal a second later exits the process at once.)
+  struct StopGrace {
+    bool armed = false;  // set when training starts, with checkpoints on
+    bool noticed = false;
+    SteadyClock::time_point since;
+  };
+  auto stop_grace = std::make_shared<StopGrace>();
   if (options.stop_requested) {
-    // A stop request cuts the client's waits short (within ~100 ms). With
-    // checkpoints on, the worker first trains on to the stop's checkpoint
-    // clock: its waits go on, for kStopCheckpointGraceS at most, then give
-    // up too. (A second signal a second later exits the process at once.)
-    struct StopState {
-      bool noticed = false;
-      SteadyClock::time_point since;
-    };
-    auto state = std::make_shared<StopState>();
-    copts.stop_requested = [stop = options.stop_requested, grace = !config.checkpoint().dir().empty(), state] {
+    copts.stop_requested = [stop = options.stop_requested, state = stop_grace] {
       if (!stop()) return false;
-      if (!grace) return true;
+      if (!state->armed) return true;
       if (!state->noticed) {
         state->noticed = true;
         state->since = SteadyClock::now();
@@ -924,6 +928,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // clock shard 0 picks for rank 0's every_seconds or a stop, and at the end.
   const CheckpointConfig& ckpt = config.checkpoint();
   const bool checkpointing = !ckpt.dir().empty();
+  // Training starts here: a stop now leads to a checkpoint, which the
+  // worker's waits are given the time to reach.
+  stop_grace->armed = checkpointing;
   auto last_checkpoint_at = SteadyClock::now();
   bool stop_pending = false, checkpoint_asked = false;
   // The rows of the epoch in progress, in training order (global row ids),
@@ -1487,8 +1494,14 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     // The stop request cut a wait short (or the wait failed meanwhile): the
     // worker leaves as it would between minibatches.
     const bool cut_short = why.size() >= 14 && why.compare(why.size() - 14, 14, "stop requested") == 0;
+    // With checkpoints on, a wait gives up on a stop only before training
+    // starts or after kStopCheckpointGraceS: no stop checkpoint then.
     LOG(WARNING) << who << "stop requested at clock " << client->clock() << " while waiting"
-                 << (cut_short ? "" : " (the wait ended with: " + why + ")") << ": leaving the job";
+                 << (cut_short ? "" : " (the wait ended with: " + why + ")") << ": leaving the job"
+                 << (config.checkpoint().dir().empty()
+                         ? std::string()
+                         : " without a stop checkpoint (a resume starts from the latest complete one in " +
+                               config.checkpoint().dir() + ")");
     if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
       LOG(WARNING) << who << "goodbye incomplete: " << st.message();
     TrainReport report;

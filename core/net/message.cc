@@ -1,8 +1,29 @@
 #include "core/net/message.h"
 
+#include <cerrno>
 #include <cstring>
 
 namespace tether {
+namespace {
+
+// A signal handled on this thread (SIGTERM, SIGINT: the stop request)
+// interrupts a ZeroMQ send or receive with EINTR before it moved its frame
+// (libzmq looks at its command pipe first): the call is repeated, and the
+// caller's wait loop looks at the stop request the signal made. An EINTR
+// taken for an error once ended a worker's stop wait and lost its stop
+// checkpoint.
+template <typename Call>
+auto Uninterrupted(Call&& call) -> decltype(call()) {
+  while (true) {
+    try {
+      return call();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+
+}  // namespace
 
 const uint64_t* Message::KeyData(std::vector<uint64_t>* scratch) const {
   const void* p = keys.data();
@@ -58,12 +79,15 @@ Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identit
   try {
     // Blocking sends: a full queue makes the sender wait (bounded by the
     // socket's ZMQ_SNDTIMEO) instead of dropping the update.
+    // Frame by frame: an interrupted frame is sent again, the ones before
+    // it are queued already.
     if (identity != nullptr) {
-      if (!socket.send(zmq::buffer(*identity), zmq::send_flags::sndmore))
+      if (!Uninterrupted([&] { return socket.send(zmq::buffer(*identity), zmq::send_flags::sndmore); }))
         return Status::Unavailable("send to " + peer + " timed out (queue full)");
     }
-    if (!socket.send(zmq::buffer(header_bytes), zmq::send_flags::sndmore) ||
-        !socket.send(m->keys, zmq::send_flags::sndmore) || !socket.send(m->values, zmq::send_flags::none))
+    if (!Uninterrupted([&] { return socket.send(zmq::buffer(header_bytes), zmq::send_flags::sndmore); }) ||
+        !Uninterrupted([&] { return socket.send(m->keys, zmq::send_flags::sndmore); }) ||
+        !Uninterrupted([&] { return socket.send(m->values, zmq::send_flags::none); }))
       return Status::Unavailable("send to " + peer + " timed out (queue full)");
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer " + peer + " is gone (EHOSTUNREACH)");
@@ -77,7 +101,7 @@ Status RecvMessage(zmq::socket_t& socket, Message* m, std::string* identity) {
   try {
     while (true) {
       zmq::message_t f;
-      if (!socket.recv(f, zmq::recv_flags::dontwait)) {
+      if (!Uninterrupted([&] { return socket.recv(f, zmq::recv_flags::dontwait); })) {
         if (frames.empty()) return Status::Unavailable("no message ready");
         return Status::DataLoss("truncated multipart message");
       }
@@ -87,7 +111,7 @@ Status RecvMessage(zmq::socket_t& socket, Message* m, std::string* identity) {
       if (frames.size() > 8) {
         // Drain the rest so the next receive starts on a message boundary.
         zmq::message_t rest;
-        while (socket.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {}
+        while (Uninterrupted([&] { return socket.recv(rest, zmq::recv_flags::dontwait); }) && rest.more()) {}
         break;
       }
     }

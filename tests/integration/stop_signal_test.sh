@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# A stop signal is honoured within about a second whatever a process waits
+# for, and a stopped job with checkpoint.dir writes its stop checkpoint
+# (docs/OPERATIONS.md, "A dead server" and "Checkpoints"). Bibtex, by hand
+# on 127.0.0.1 unless said otherwise. Usage: stop_signal_test.sh MODE BIN_DIR
+#   waiting      checkpoint.dir set, 1 server, worker 1 never started.
+#                A fresh worker 0 waiting for worker 1 to join: SIGTERM, exit
+#                143 within 3 s; then SIGTERM to its server, still waiting
+#                for worker 1: exit 143 within 3 s. The same resumed from a
+#                checkpoint (--resume_from). Resumed again, the server
+#                signalled first while worker 0 is joined: exit 143 within
+#                3 s, and worker 0 exits 1 naming the gone shard. (The stop
+#                checkpoint's grace, 60 s on a worker and 20 s on a server,
+#                is for a job that trains, not for one waiting to start.)
+#   launch_corrupt  tether-launch --resume_from a checkpoint whose
+#                worker-1.state is corrupt: worker 1 exits 1 naming the file,
+#                the launcher stops the rest, and exits 1 within 5 s of that,
+#                with every child reaped.
+#   blocked      1 server, 2 workers, BSP, checkpoint.dir set, worker 1 slowed
+#                (train.slowdown 40, so worker 0 is blocked in a wait on the
+#                staleness bound nearly all the time). SIGTERMs for 0.5 s at
+#                worker 0, then one to worker 1, twice over: every time both
+#                write the stop checkpoint (its MANIFEST exists, both
+#                workers' state in it) and exit 143, and the server exits 0
+#                (both said BYE). (A signal inside a receive, which once lost
+#                the stop checkpoint, is a narrow race here; message_test
+#                provokes it at will.)
+# No fixed sleeps wait for an event: every wait polls with a bound.
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+limit_s=60
+
+now_ms() { date +%s%3N; }
+# exits_within PID BOUND_MS: true once PID (a child of this shell) has exited.
+exits_within() {
+  local end=$(($(now_ms) + $2))
+  while (($(now_ms) < end)); do
+    [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null || return 0
+    sleep 0.02
+  done
+  return 1
+}
+# wait_code PID: waits for PID (a child of this shell, not of a subshell)
+# and sets $rc to its exit code.
+wait_code() { rc=0; wait "$1" 2>/dev/null || rc=$?; }
+# stop_within PID WHAT BOUND_MS: SIGTERM to the process `timeout` (PID) runs;
+# it must exit 143 within BOUND_MS.
+stop_within() {
+  local pid=$1 what=$2 bound=$3 inner t0 took
+  inner=$(pgrep -P "$pid" || echo "$pid")
+  t0=$(now_ms)
+  kill -TERM "$inner" 2>/dev/null || true
+  exits_within "$pid" "$bound" || fail "$what still runs $bound ms after SIGTERM"
+  took=$(($(now_ms) - t0))
+  wait_code "$pid"
+  [ "$rc" = 143 ] || fail "$what exited $rc after SIGTERM, want 143"
+  echo "$what: exit 143 ${took} ms after SIGTERM"
+}
+wait_log() {  # FILE PATTERN TRIES (0.05 s each)
+  poll "$3" grep -qs "$2" "$1" || fail "no '$2' in $1"
+}
+
+case "$mode" in
+waiting)
+  # A checkpoint of a 2-worker job to resume from.
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
+         --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20)
+  start_servers 1
+  start_worker 1 "$tmp/first-worker1.log"
+  w1=$started
+  start_worker 0 "$tmp/first-worker0.log"
+  w0=$started
+  for p in "$w0" "$w1" "${server_pids[0]}"; do
+    wait_code "$p"
+    [ "$rc" = 0 ] || fail "the job making the checkpoint exited $rc"
+  done
+  ckpt="$tmp/ck/ckpt-000000000020"
+  [ -f "$ckpt/MANIFEST" ] || fail "no checkpoint at clock 20 in $tmp/ck: $(ls "$tmp/ck")"
+  pids=()
+
+  # A fresh job: worker 0 joined and waits for worker 1.
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
+         --checkpoint_dir="$tmp/ck-fresh")
+  rm -f "$tmp/s0.port"
+  start_servers 1
+  start_worker 0 "$tmp/fresh-worker0.log"
+  w0=$started
+  wait_log "$tmp/fresh-worker0.log" "connected to 1 server" 400
+  stop_within "$w0" "fresh worker 0 (waiting for worker 1)" 3000
+  grep -q "stop requested" "$tmp/fresh-worker0.log" || fail "worker 0 did not log the stop"
+  wait_log "$tmp/server0.log" "worker 0 left" 100
+  stop_within "${server_pids[0]}" "server 0 (waiting for worker 1)" 3000
+  pids=()
+
+  # Resumed: worker 0 joined and waits for worker 1; SIGTERM to it, then
+  # to its server.
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
+         --checkpoint_dir="$tmp/ck" --resume_from="$ckpt")
+  mv "$tmp/server0.log" "$tmp/fresh-server0.log"
+  rm -f "$tmp/s0.port"
+  start_servers 1
+  start_worker 0 "$tmp/resumed-worker0.log"
+  w0=$started
+  wait_log "$tmp/resumed-worker0.log" "connected to 1 server" 400
+  grep -q "resuming from $ckpt" "$tmp/resumed-worker0.log" || fail "worker 0 did not resume from $ckpt"
+  stop_within "$w0" "resumed worker 0 (waiting for worker 1)" 3000
+  wait_log "$tmp/server0.log" "worker 0 left" 100
+  stop_within "${server_pids[0]}" "resumed server 0 (waiting for worker 1)" 3000
+  pids=()
+
+  # Resumed again, the server signalled first, with worker 0 joined: it has
+  # no stop checkpoint to serve; worker 0 then names the gone shard.
+  mv "$tmp/server0.log" "$tmp/resumed-server0.log"
+  rm -f "$tmp/s0.port"
+  start_servers 1
+  start_worker 0 "$tmp/again-worker0.log"
+  w0=$started
+  wait_log "$tmp/again-worker0.log" "connected to 1 server" 400
+  stop_within "${server_pids[0]}" "resumed server 0 (worker 0 joined, waiting for worker 1)" 3000
+  grep -q "stop requested before 1 worker(s) joined: nothing to checkpoint" "$tmp/server0.log" \
+    || fail "server 0 did not say why it stopped at once"
+  exits_within "$w0" 3000 || fail "worker 0 still runs 3 s after its server stopped"
+  wait_code "$w0"
+  [ "$rc" = 1 ] || fail "worker 0 exited $rc after its server stopped, want 1"
+  grep -q "server shard 0 at .* is gone" "$tmp/again-worker0.log" || fail "worker 0 did not name the gone shard"
+  echo "worker 0: exit 1 after its server stopped, naming the gone shard"
+  # Nothing was trained: no new checkpoint beside the one resumed from.
+  [ "$(ls "$tmp/ck" | grep -v final)" = "ckpt-000000000020" ] || fail "checkpoints after the stop: $(ls "$tmp/ck")"
+  pids=()
+  ;;
+launch_corrupt)
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
+         --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20)
+  start_servers 1
+  start_worker 1 "$tmp/first-worker1.log"
+  w1=$started
+  start_worker 0 "$tmp/first-worker0.log"
+  w0=$started
+  for p in "$w0" "$w1" "${server_pids[0]}"; do
+    wait_code "$p"
+    [ "$rc" = 0 ] || fail "the job making the checkpoint exited $rc"
+  done
+  pids=()
+  ckpt="$tmp/ck/ckpt-000000000020"
+  [ -f "$ckpt/worker-1.state" ] || fail "no worker-1.state in $ckpt"
+  # One byte flipped in the middle: the manifest's XXH3 no longer matches.
+  size=$(stat -c %s "$ckpt/worker-1.state")
+  printf '\xff' | dd of="$ckpt/worker-1.state" bs=1 seek=$((size / 2)) conv=notrunc status=none
+  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=examples/bibtex.pbtxt --servers=1 --workers=2 --epochs=1 \
+    --checkpoint_dir="$tmp/ck" --resume_from="$ckpt" > "$tmp/launch.log" 2>&1 &
+  launcher=$!
+  pids+=($launcher)
+  poll 1000 grep -q "\[launch\] worker 1 (pid [0-9]*) exited with code 1" "$tmp/launch.log" \
+    || fail "worker 1 did not fail on the corrupt worker-1.state"
+  t0=$(now_ms)
+  exits_within "$launcher" 5000 || fail "the launcher still runs 5 s after worker 1 failed"
+  took=$(($(now_ms) - t0))
+  wait_code "$launcher"
+  [ "$rc" = 1 ] || fail "the launcher exited $rc, want 1"
+  grep -q "worker-1.state" "$tmp/launch.log" || fail "nobody named the corrupt worker-1.state"
+  for p in $(sed -n 's/.*\[launch\] started \(server\|worker\) [0-9]* (pid \([0-9]*\)).*/\2/p' "$tmp/launch.log"); do
+    [ -r "/proc/$p/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" && fail "child $p outlived the launcher"
+  done
+  pids=()
+  grep -q "checksum mismatch" "$tmp/launch.log" || fail "worker 1 did not say the file is corrupt"
+  echo "launcher: exit 1 ${took} ms after worker 1 refused the corrupt worker-1.state"
+  ;;
+blocked)
+  for round in 1 2; do
+    flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=3 --staleness=0
+           --checkpoint_dir="$tmp/ck$round" --slowdown=40 --slowdown_rank=1 --progress_every_s=1)
+    rm -f "$tmp/s0.port"
+    start_servers 1
+    start_worker 0 "$tmp/worker0.log"
+    w0=$started
+    start_worker 1 "$tmp/worker1.log"
+    w1=$started
+    # Training well under way (clock 3 or later): both workers are past
+    # the start, so the stop's checkpoint clock is ahead of both.
+    poll 1200 grep -q "%, clock \([3-9]\|[1-9][0-9]\)," "$tmp/worker0.log" \
+      || fail "round $round: worker 0 never reached clock 3"
+    i0=$(pgrep -P "$w0" || echo "$w0")
+    i1=$(pgrep -P "$w1" || echo "$w1")
+    # SIGTERMs for 0.5 s at worker 0, blocked on the staleness bound (more
+    # within a second of the first are the same stop request): some land
+    # inside its receives and sends. Then worker 1.
+    t0=$(now_ms)
+    while (($(now_ms) - t0 < 500)); do kill -TERM "$i0" 2>/dev/null || break; sleep 0.01; done
+    kill -TERM "$i1"
+    exits_within "$w0" 20000 || fail "round $round: worker 0 still runs 20 s after SIGTERM"
+    exits_within "$w1" 20000 || fail "round $round: worker 1 still runs 20 s after SIGTERM"
+    wait_code "$w0"
+    rc0=$rc
+    wait_code "$w1"
+    rc1=$rc
+    exits_within "${server_pids[0]}" 5000 || fail "round $round: server 0 still runs after both workers left"
+    wait_code "${server_pids[0]}"
+    rcs=$rc
+    [ "$rc0 $rc1 $rcs" = "143 143 0" ] \
+      || fail "round $round: exit codes (worker 0, worker 1, server) $rc0 $rc1 $rcs, want 143 143 0"
+    ck=$(ls -d "$tmp/ck$round"/ckpt-* 2>/dev/null | tail -1)
+    [ -n "$ck" ] && [ -f "$ck/MANIFEST" ] || fail "round $round: no stop checkpoint in $tmp/ck$round"
+    [ -f "$ck/worker-0.state" ] && [ -f "$ck/worker-1.state" ] || fail "round $round: $ck lacks a worker's state"
+    for r in 0 1; do
+      grep -q "leaving the job after the checkpoint at clock" "$tmp/worker$r.log" \
+        || fail "round $round: worker $r left without its stop checkpoint"
+    done
+    echo "round $round: stop checkpoint $(basename "$ck"); exits 143 143 0"
+    for f in worker0 worker1 server0; do mv "$tmp/$f.log" "$tmp/$f.round$round"; done
+    pids=()
+  done
+  ;;
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
