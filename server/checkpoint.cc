@@ -264,6 +264,13 @@ Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std
   return WriteSmallFile(fs, CheckpointJoinPath(to_dir, file.name()), bytes, nullptr, file.name());
 }
 
+int ManifestWriterRank(const std::vector<CheckpointWorker>& workers) {
+  int writer = -1;
+  for (const CheckpointWorker& w : workers)
+    if (w.kind() == CheckpointWorker::TRAINING && (writer < 0 || w.rank() < writer)) writer = w.rank();
+  return writer;
+}
+
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest) {
   std::string text;
   if (!google::protobuf::TextFormat::PrintToString(manifest, &text))

@@ -71,6 +71,14 @@ Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const Worke
 Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
                           const CheckpointFile& file);
 
+/// The rank that writes a periodic checkpoint's MANIFEST, from shard 0's
+/// CHECKPOINT_REPLY entries (one per rank): the lowest rank that took part
+/// in the cut (kind TRAINING). Worker 0 while it trains; once it has
+/// finished its share (or left) the next one, so such a cut is still
+/// completed. −1 when no entry is TRAINING (the end-of-job checkpoint: its
+/// one taker writes the manifest).
+int ManifestWriterRank(const std::vector<CheckpointWorker>& workers);
+
 /// Writes ckpt_dir/MANIFEST (the last file of a checkpoint). Errors: IOError.
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest);
 

@@ -333,5 +333,24 @@ TEST(CheckpointTest, PruneKeepsTheNewestCompleteOnes) {
   EXPECT_FALSE(ResolveCheckpoint(tmp.path() + "/nope").ok());
 }
 
+// Worker 0 writes the manifest while it trains; a cut it is not part of
+// (it finished its share, or left) is written by the lowest rank in it.
+TEST(CheckpointTest, TheLowestRankInTheCutWritesTheManifest) {
+  auto entry = [](int rank, CheckpointWorker::Kind kind) {
+    CheckpointWorker w;
+    w.set_rank(rank);
+    w.set_kind(kind);
+    return w;
+  };
+  using W = CheckpointWorker;
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::TRAINING), entry(1, W::TRAINING), entry(2, W::TRAINING)}), 0);
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::FINISHED), entry(1, W::TRAINING), entry(2, W::TRAINING)}), 1);
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::LEFT), entry(1, W::GONE), entry(2, W::TRAINING)}), 2);
+  EXPECT_EQ(ManifestWriterRank({entry(3, W::TRAINING), entry(0, W::FINISHED), entry(2, W::TRAINING)}), 2);
+  // The end-of-job checkpoint: nobody is in a cut.
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::FINISHED), entry(1, W::LEFT)}), -1);
+  EXPECT_EQ(ManifestWriterRank({}), -1);
+}
+
 }  // namespace
 }  // namespace tether

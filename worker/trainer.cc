@@ -938,14 +938,17 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     CheckpointFile mine;
     TETHER_RETURN_IF_ERROR(WriteWorkerState(FileSystem::Default(), dir, st, &mine));
     TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/false, &mine));
-    if (rank == 0) TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, false, reply));
+    // Worker 0 while it trains; once it has finished its share (or left),
+    // the lowest rank in the cut (ManifestWriterRank).
+    const bool writer = ManifestWriterRank(reply.workers) == rank;
+    if (writer) TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, false, reply));
     const double pause = SecondsSince(t0);
     report.checkpoint_seconds += pause;
     ++report.checkpoints;
     report.last_checkpoint = dir;
     last_checkpoint_at = SteadyClock::now();
     checkpoint_asked = false;
-    LOG(INFO) << who << "checkpoint at clock " << clock << (rank == 0 ? " written: " : ": ") << dir << " (" << pause
+    LOG(INFO) << who << "checkpoint at clock " << clock << (writer ? " written: " : ": ") << dir << " (" << pause
               << " s of training paused)";
     return Status::OK();
   };
@@ -1290,9 +1293,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);
   std::string incomplete;  // set when workers left before the end (checkpoints on)
-  if (checkpointing && rank == 0) {
+  if (checkpointing && rank == client->evaluator_rank()) {
     // The end of the job: every worker is at the barrier, so the shards hold
-    // the trained model; worker 0 takes the final checkpoint alone.
+    // the trained model; worker 0 (or, when it left, the evaluator: the
+    // lowest rank at the barrier) takes the final checkpoint alone.
     const auto t0 = SteadyClock::now();
     const int64_t clock = std::max(client->barrier_clock(), client->clock());
     std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, true);

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Checkpoint faults a user's trial found, with processes started by hand
+# (tcp on 127.0.0.1); Bibtex, 2 servers unless said.
+#   killed   2 workers, SSP 2, 5 epochs, a checkpoint every 20 clocks,
+#            cluster.worker_timeout_ms 3 s: worker 1 is SIGKILLed in epoch
+#            3. Worker 0 trains to the end and exits 1 naming worker 1; the
+#            end checkpoint keeps worker 1's place (LEFT, from its last
+#            checkpoint). The resume starts worker 0 finished and worker 1
+#            trailing: the periodic checkpoints past worker 0's end are cut
+#            by worker 1 alone, which writes their manifests. Every process
+#            of the resume exits 0, a final checkpoint with every worker
+#            FINISHED is complete, and the two runs train exactly
+#            5 x 4880 rows.
+# Usage: checkpoint_faults_test.sh killed BIN_DIR   (from the repository root)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$@"
+fail_lines=12
+limit_s=60
+
+# wait_codes PIDS...: waits for each; sets $codes to their exit codes.
+wait_codes() {
+  local list=() p rc
+  for p in "$@"; do
+    rc=0
+    wait "$p" || rc=$?
+    list+=("$rc")
+  done
+  codes="${list[*]}"
+}
+
+case "$mode" in
+  killed)
+    flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=5 --seed=3
+           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --worker_timeout_ms=3000)
+    start_servers 2
+    start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/first.json"; w0=$started
+    start_worker 1 "$tmp/w1.log" --progress_file="$tmp/w1.progress"; w1=$started
+    in_epoch() { [ -s "$tmp/w1.progress" ] && [ "$(cut -d' ' -f1 "$tmp/w1.progress")" -ge "$1" ]; }
+    poll 1200 in_epoch 3 || fail "worker 1 never reached epoch 3"
+    kill -9 "$(worker_pid "$w1")"
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    echo "first run, worker 1 SIGKILLed at epoch/clock $(cat "$tmp/w1.progress"): exit codes (w0 w1 s0 s1) $codes"
+    read -r c0 c1 _ _ <<< "$codes"
+    [ "$c0" = 1 ] && [ "$c1" = 137 ] || fail "first run: worker 0 exited $c0 (expected 1), worker 1 $c1 (expected 137)"
+    grep -q "the job did not finish: worker(s) 1 left before the end of training" "$tmp/w0.log" \
+      || fail "worker 0 did not name worker 1"
+    end=$(ls -d "$tmp"/ck/ckpt-* | tail -1)
+    grep -q "kind: LEFT" "$end/MANIFEST" || fail "the end checkpoint $end has no LEFT entry"
+    first=$(metric "$tmp/first.json" total_samples)
+
+    pids=()
+    rm -f "$tmp"/s*.port
+    start_servers 2
+    start_worker 0 "$tmp/r0.log" --metrics_out="$tmp/resumed.json" --resume_from="$tmp/ck"; w0=$started
+    start_worker 1 "$tmp/r1.log" --resume_from="$tmp/ck"; w1=$started
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    echo "resumed run: exit codes (w0 w1 s0 s1) $codes"
+    [ "$codes" = "0 0 0 0" ] || fail "the resumed run exited $codes"
+    grep -q "resuming from .*: nothing left to train" "$tmp/r0.log" || fail "worker 0 did not resume finished"
+    # Worker 1 cut and wrote at least one periodic checkpoint alone.
+    alone=$(grep -c "checkpoint at clock [0-9]* written: " "$tmp/r1.log" || true)
+    [ "$alone" -ge 1 ] || fail "worker 1 wrote no checkpoint's manifest after worker 0 finished"
+    grep -h "checkpoint at clock [0-9]* written: " "$tmp/r1.log" | sed 's/^.*\] //'
+    final=$(ls -d "$tmp"/ck/ckpt-*-final | tail -1)
+    [ -f "$final/MANIFEST" ] || fail "no complete final checkpoint"
+    grep -q "^final: true" "$final/MANIFEST" || fail "$final/MANIFEST is not a final one"
+    [ "$(grep -c "kind: FINISHED" "$final/MANIFEST")" = 2 ] || fail "$final/MANIFEST: not every worker FINISHED"
+    total=$(metric "$tmp/resumed.json" total_samples)
+    echo "first run trained $first rows in all, the resumed job $total; final checkpoint $(basename "$final")"
+    [ "$total" = 24400 ] || fail "expected 5 x 4880 = 24400 rows over the job, got $total"
+    echo "PASS"
+    ;;
+  *)
+    echo "usage: $0 killed BIN_DIR"
+    exit 2
+    ;;
+esac
