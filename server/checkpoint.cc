@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include <google/protobuf/text_format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/partition.h"
 #include "core/table_spec.h"
@@ -191,6 +193,41 @@ std::string CheckpointDirName(int64_t clock, bool final) {
   char buf[48];
   std::snprintf(buf, sizeof(buf), "ckpt-%012" PRId64 "%s", clock, final ? "-final" : "");
   return buf;
+}
+
+Status CheckCheckpointDir(const std::string& dir) {
+  const std::string what = "checkpoint.dir (--checkpoint_dir) " + dir + ": ";
+  // The nearest part of the path that exists must be a directory this
+  // process may write (the rest is created at the first checkpoint).
+  std::string at = dir;
+  for (;;) {
+    struct stat st;
+    if (::stat(at.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return Status::InvalidArgument(what + (at == dir ? std::string("is a file, not a directory")
+                                                          : at + " is a file, not a directory, so it cannot be "
+                                                                 "created"));
+      if (::access(at.c_str(), W_OK | X_OK) != 0)
+        return Status::InvalidArgument(what + (at == dir ? "cannot write there" : "cannot be created in " + at) + ": " +
+                                       std::strerror(errno));
+      return Status::OK();
+    }
+    if (errno != ENOENT && errno != ENOTDIR)
+      return Status::InvalidArgument(what + "cannot check " + at + ": " + std::strerror(errno));
+    std::string parent = std::filesystem::path(at).parent_path().string();
+    if (parent.empty()) parent = ".";
+    if (parent == at) return Status::InvalidArgument(what + "no part of the path exists");
+    at = parent;
+  }
+}
+
+Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_from) {
+  if (!dir.empty()) TETHER_RETURN_IF_ERROR(CheckCheckpointDir(dir));
+  if (!resume_from.empty()) {
+    StatusOr<std::string> found = ResolveCheckpoint(resume_from);
+    if (!found.ok()) return Status::InvalidArgument("--resume_from=" + resume_from + ": " + found.status().message());
+  }
+  return Status::OK();
 }
 
 std::string ShardFileName(int shard) { return "shard-" + std::to_string(shard) + ".tables"; }

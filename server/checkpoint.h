@@ -44,6 +44,21 @@ inline constexpr uint32_t kCheckpointFormatVersion = 1;
 
 /// "ckpt-000000000120" or "ckpt-000000000120-final".
 std::string CheckpointDirName(int64_t clock, bool final);
+/// Checked at start, before any training: checkpoints can be written under
+/// `dir` (checkpoint.dir): it is a directory this process may write
+/// (access W_OK: permissions, a read-only file system), or it does not exist
+/// and the nearest part of its path that does is such a directory.
+/// Errors: InvalidArgument naming `dir` and why (a file on the way, not
+/// writable).
+Status CheckCheckpointDir(const std::string& dir);
+
+/// What a process checks at start, before any training (exit 2 on error):
+/// CheckCheckpointDir(dir) when `dir` (checkpoint.dir) is set, and that
+/// `resume_from` (--resume_from), when set, names a complete checkpoint or a
+/// directory holding one (ResolveCheckpoint). Errors: InvalidArgument naming
+/// the flag, the path and why.
+Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_from);
+
 std::string ShardFileName(int shard);   // "shard-3.tables"
 std::string WorkerFileName(int rank);   // "worker-2.state"
 // A file's path in a checkpoint directory: `dir` + "/" + `name` (no second

@@ -352,5 +352,21 @@ TEST(CheckpointTest, TheLowestRankInTheCutWritesTheManifest) {
   EXPECT_EQ(ManifestWriterRank({}), -1);
 }
 
+// Bad checkpoint paths are refused at start, naming the path and why.
+TEST(CheckpointTest, BadCheckpointPathsAreRefusedNamingWhy) {
+  testing::ScopedTempDir tmp;
+  const std::string file = tmp.path() + "/afile";
+  std::ofstream(file) << "x";
+  EXPECT_TRUE(CheckCheckpointDir(tmp.path()).ok());
+  EXPECT_TRUE(CheckCheckpointDir(tmp.path() + "/new/deeper").ok());
+  const std::string what = "checkpoint.dir (--checkpoint_dir) ";
+  EXPECT_EQ(CheckCheckpointDir(file).message(), what + file + ": is a file, not a directory");
+  EXPECT_EQ(CheckCheckpointDir(file + "/ck").message(),
+            what + file + "/ck: " + file + " is a file, not a directory, so it cannot be created");
+  EXPECT_EQ(CheckCheckpointPaths("", tmp.path() + "/none").message(),
+            "--resume_from=" + tmp.path() + "/none: " + tmp.path() + "/none: no such checkpoint directory");
+  EXPECT_TRUE(CheckCheckpointPaths(tmp.path(), "").ok());
+}
+
 }  // namespace
 }  // namespace tether

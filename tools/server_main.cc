@@ -28,6 +28,7 @@
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
+#include "server/checkpoint.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "tools/common_flags.h"
@@ -136,6 +137,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     LOG(INFO) << "[server " << FLAGS_shard << "] serving the rendezvous store at " << store->endpoint();
+  }
+  // The server writes checkpoints where the workers say (its own
+  // checkpoint.dir is not used); a --resume_from it cannot read is refused
+  // before it listens.
+  if (tether::Status st = tether::CheckCheckpointPaths("", FLAGS_resume_from); !st.ok()) {
+    LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
+    return 2;
   }
   tether::ServerShard server(*config, FLAGS_shard);
   server.set_resume_from(FLAGS_resume_from);

@@ -97,6 +97,10 @@ int RunInProcess() {
     LOG(ERROR) << who << st.message();
     return 2;
   }
+  if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from); !st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 2;
+  }
   LOG(INFO) << who << config->cluster().num_servers() << " shard(s) and " << config->cluster().num_workers()
             << " worker(s) as threads of this process, over inproc://";
   std::signal(SIGTERM, RequestStop);
@@ -162,6 +166,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 2;
+  }
+  if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from); !st.ok()) {
     LOG(ERROR) << who << st.message();
     return 2;
   }

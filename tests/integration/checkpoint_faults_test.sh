@@ -70,8 +70,46 @@ case "$mode" in
     [ "$total" = 24400 ] || fail "expected 5 x 4880 = 24400 rows over the job, got $total"
     echo "PASS"
     ;;
+  bad_paths)
+    # Each refused with exit 2 before any training (a worker before it
+    # connects: no server runs; tether-launch before it starts a process).
+    echo x > "$tmp/afile"
+    mkdir -p "$tmp/ro"
+    chmod 555 "$tmp/ro"
+    chmod 755 "$tmp"
+    as_other=()  # root may write a mode-555 directory: the check runs as nobody
+    [ "$(id -u)" = 0 ] && as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    job=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1)
+    refused() {  # refused LOG EXPECTED COMMAND...: exit 2 with EXPECTED in LOG
+      local log=$1 want=$2 rc=0
+      shift 2
+      timeout -k 5 30 "$@" > "$log" 2>&1 || rc=$?
+      [ "$rc" = 2 ] || fail "$* exited $rc, expected 2"
+      grep -qF -- "$want" "$log" || fail "$log lacks: $want"
+      grep -h -- "$want" "$log" | head -1 | sed 's/^.*\] //'
+    }
+    w=("$bin/tether-worker" "${job[@]}" --rank=0 --server_addresses=tcp://127.0.0.1:9)
+    refused "$tmp/file.log" "$tmp/afile: is a file, not a directory" "${w[@]}" --checkpoint_dir="$tmp/afile"
+    refused "$tmp/under.log" "$tmp/afile/ck: $tmp/afile is a file, not a directory, so it cannot be created" \
+      "${w[@]}" --checkpoint_dir="$tmp/afile/ck"
+    refused "$tmp/ro.log" "$tmp/ro: cannot write there: Permission denied" \
+      "${as_other[@]}" "${w[@]}" --checkpoint_dir="$tmp/ro"
+    refused "$tmp/ro2.log" "$tmp/ro/ck: cannot be created in $tmp/ro: Permission denied" \
+      "${as_other[@]}" "${w[@]}" --checkpoint_dir="$tmp/ro/ck"
+    refused "$tmp/resume.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
+      "${w[@]}" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/nonexist"
+    refused "$tmp/server.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
+      "$bin/tether-server" "${job[@]}" --shard=0 --listen=tcp://127.0.0.1:0 --resume_from="$tmp/nonexist"
+    refused "$tmp/launch1.log" "$tmp/afile: is a file, not a directory" \
+      "$bin/tether-launch" "${job[@]}" --checkpoint_dir="$tmp/afile"
+    refused "$tmp/launch2.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
+      "$bin/tether-launch" "${job[@]}" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/nonexist"
+    ! grep -q "started server" "$tmp"/launch*.log || fail "tether-launch started a process before refusing"
+    [ ! -e "$tmp/ck" ] && [ ! -e "$tmp/ro/ck" ] || fail "a refused run created a checkpoint directory"
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed BIN_DIR"
+    echo "usage: $0 killed|bad_paths BIN_DIR"
     exit 2
     ;;
 esac
