@@ -151,10 +151,18 @@ Status WriteSmallFile(FileSystem* fs, const std::string& path, const std::string
 }
 
 // Parses "ckpt-<clock>[-final]"; false for anything else.
-bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final) {
+bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final, int* attempt) {
   if (name.rfind("ckpt-", 0) != 0) return false;
   std::string rest = name.substr(5);
   *final = false;
+  *attempt = 0;
+  // "-r<N>": the N-th checkpoint of this clock (FreeCheckpointDir).
+  if (const size_t r = rest.rfind("-r"); r != std::string::npos && r + 2 < rest.size() && rest.size() - r - 2 <= 6 &&
+                                         rest.find_first_not_of("0123456789", r + 2) == std::string::npos) {
+    *attempt = std::stoi(rest.substr(r + 2));
+    if (*attempt < 1) return false;
+    rest.resize(r);
+  }
   if (rest.size() > 6 && rest.compare(rest.size() - 6, 6, "-final") == 0) {
     *final = true;
     rest.resize(rest.size() - 6);
@@ -167,6 +175,7 @@ bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final) {
 struct Found {
   int64_t clock;
   bool final;
+  int attempt;
   std::string path;
   bool complete;
 };
@@ -177,13 +186,15 @@ std::vector<Found> ListCheckpoints(const std::string& parent) {
   for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
     if (!e.is_directory(ec)) continue;
     Found f;
-    if (!ParseCheckpointName(e.path().filename().string(), &f.clock, &f.final)) continue;
+    if (!ParseCheckpointName(e.path().filename().string(), &f.clock, &f.final, &f.attempt)) continue;
     f.path = e.path().string();
     f.complete = std::filesystem::exists(CheckpointJoinPath(f.path, kManifestName), ec);
     out.push_back(f);
   }
   std::sort(out.begin(), out.end(),
-            [](const Found& a, const Found& b) { return std::tie(a.clock, a.final) < std::tie(b.clock, b.final); });
+            [](const Found& a, const Found& b) {
+              return std::tie(a.clock, a.final, a.attempt) < std::tie(b.clock, b.final, b.attempt);
+            });
   return out;
 }
 
@@ -228,6 +239,15 @@ Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_fr
     if (!found.ok()) return Status::InvalidArgument("--resume_from=" + resume_from + ": " + found.status().message());
   }
   return Status::OK();
+}
+
+std::string FreeCheckpointDir(const std::string& parent, int64_t clock, bool final) {
+  const std::string base = CheckpointJoinPath(parent, CheckpointDirName(clock, final));
+  std::string dir = base;
+  std::error_code ec;
+  for (int attempt = 1; std::filesystem::exists(CheckpointJoinPath(dir, kManifestName), ec); ++attempt)
+    dir = base + "-r" + std::to_string(attempt);
+  return dir;
 }
 
 std::string ShardFileName(int shard) { return "shard-" + std::to_string(shard) + ".tables"; }

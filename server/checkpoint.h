@@ -59,6 +59,14 @@ Status CheckCheckpointDir(const std::string& dir);
 /// the flag, the path and why.
 Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_from);
 
+/// Where a new checkpoint of `clock` goes under `parent`: parent/
+/// CheckpointDirName(clock, final), or, when that already holds a complete
+/// checkpoint (a MANIFEST: a resumed job reaching the clock of one written
+/// before), the first of "...-r1", "...-r2", ... that does not. A complete
+/// checkpoint is never written over in place. ResolveCheckpoint and
+/// PruneCheckpoints order "-rN" after the plain name of the same clock.
+std::string FreeCheckpointDir(const std::string& parent, int64_t clock, bool final);
+
 std::string ShardFileName(int shard);   // "shard-3.tables"
 std::string WorkerFileName(int rank);   // "worker-2.state"
 // A file's path in a checkpoint directory: `dir` + "/" + `name` (no second

@@ -368,5 +368,35 @@ TEST(CheckpointTest, BadCheckpointPathsAreRefusedNamingWhy) {
   EXPECT_TRUE(CheckCheckpointPaths(tmp.path(), "").ok());
 }
 
+// A checkpoint is never written into a complete one of the same clock: a
+// resumed job reaching it writes "-r1", "-r2", ... beside it, and "the
+// latest" and pruning take those after the plain name.
+TEST(CheckpointTest, ANewCheckpointNeverGoesIntoACompleteOne) {
+  testing::ScopedTempDir tmp;
+  const auto shards = TrainedShards(1, 2);
+  const std::string base = tmp.path() + "/" + CheckpointDirName(40, true);
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, true), base);
+  std::filesystem::create_directories(base);  // begun, not complete: written into
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, true), base);
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  m.set_clock(40);
+  m.set_final(true);
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), base, m).ok());
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, true), base + "-r1");
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, false), tmp.path() + "/" + CheckpointDirName(40, false));
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), base + "-r1", m).ok());
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, true), base + "-r2");
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 30, shards).ok());
+  StatusOr<std::string> latest = ResolveCheckpoint(tmp.path());
+  ASSERT_TRUE(latest.ok()) << latest.status().message();
+  EXPECT_EQ(*latest, base + "-r1");
+  ASSERT_TRUE(PruneCheckpoints(FileSystem::Default(), tmp.path(), 2).ok());
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{CheckpointDirName(40, true), CheckpointDirName(40, true) + "-r1"}));
+}
+
 }  // namespace
 }  // namespace tether

@@ -913,7 +913,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                              const std::vector<int64_t>* dealt) -> Status {
     const auto t0 = SteadyClock::now();
     const int64_t clock = client->clock();
-    const std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, false);
+    // Never into a complete checkpoint of this clock (a resumed job
+    // reaching one written before): every worker sees the same directory.
+    const std::string dir = FreeCheckpointDir(ckpt.dir(), clock, false);
     WorkerState st;
     st.set_rank(rank);
     st.set_num_workers(num_workers);
@@ -1299,33 +1301,48 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     // lowest rank at the barrier) takes the final checkpoint alone.
     const auto t0 = SteadyClock::now();
     const int64_t clock = std::max(client->barrier_clock(), client->clock());
-    std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, true);
-    TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/true, nullptr));
-    // Workers that left before the end: the job did not finish. The
-    // checkpoint keeps their places (LEFT) and is not a final one, so a
-    // resume trains what they left; the run then ends in an error.
-    std::string left;
-    for (const CheckpointWorker& w : reply.workers)
-      if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE)
-        left += (left.empty() ? "" : ", ") + std::to_string(w.rank());
-    // Data on demand: this worker reached the barrier because shard 0 said
-    // DONE, so every chunk of every epoch was completed, whoever left.
-    const bool final = left.empty() || feed != nullptr;
-    if (!final) {
-      const std::string plain = ckpt.dir() + "/" + CheckpointDirName(clock, false);
-      std::error_code ec;
-      if (!std::filesystem::exists(plain, ec) && (std::filesystem::rename(dir, plain, ec), !ec)) dir = plain;
-    }
-    TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, final, reply));
-    ++report.checkpoints;
-    report.last_checkpoint = dir;
-    if (final) {
-      LOG(INFO) << who << "final checkpoint written: " << dir << " (" << SecondsSince(t0) << " s)";
+    std::string dir = FreeCheckpointDir(ckpt.dir(), clock, true);
+    const std::string same = CheckpointJoinPath(ckpt.dir(), CheckpointDirName(clock, true));
+    std::error_code same_ec;
+    if (manifest.final() && manifest.clock() == clock &&
+        std::filesystem::equivalent(std::filesystem::path(resume_dir).parent_path(), ckpt.dir(), same_ec)) {
+      // Resumed from a final checkpoint of this clock in checkpoint.dir:
+      // every worker had finished and nothing was trained since, so it
+      // already is this job's final one.
+      LOG(INFO) << who << "the job resumed from the final checkpoint " << resume_dir
+                << " and trained nothing since: it stays the final checkpoint (not written again)";
+      report.last_checkpoint = resume_dir;
     } else {
-      incomplete = "the job did not finish: worker(s) " + left +
-                   " left before the end of training; their places are in " + dir + ": resume with --resume_from=" +
-                   ckpt.dir() + " to train the rows they left";
-      LOG(ERROR) << who << incomplete;
+      if (dir != same)
+        LOG(WARNING) << who << same << " already holds a complete checkpoint (written before this job resumed): "
+                     << "the final checkpoint goes to " << dir << " instead of over it";
+      TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/true, nullptr));
+      // Workers that left before the end: the job did not finish. The
+      // checkpoint keeps their places (LEFT) and is not a final one, so a
+      // resume trains what they left; the run then ends in an error.
+      std::string left;
+      for (const CheckpointWorker& w : reply.workers)
+        if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE)
+          left += (left.empty() ? "" : ", ") + std::to_string(w.rank());
+      // Data on demand: this worker reached the barrier because shard 0 said
+      // DONE, so every chunk of every epoch was completed, whoever left.
+      const bool final = left.empty() || feed != nullptr;
+      if (!final) {
+        const std::string plain = FreeCheckpointDir(ckpt.dir(), clock, false);
+        std::error_code ec;
+        if (!std::filesystem::exists(plain, ec) && (std::filesystem::rename(dir, plain, ec), !ec)) dir = plain;
+      }
+      TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, final, reply));
+      ++report.checkpoints;
+      report.last_checkpoint = dir;
+      if (final) {
+        LOG(INFO) << who << "final checkpoint written: " << dir << " (" << SecondsSince(t0) << " s)";
+      } else {
+        incomplete = "the job did not finish: worker(s) " + left +
+                     " left before the end of training; their places are in " + dir + ": resume with --resume_from=" +
+                     ckpt.dir() + " to train the rows they left";
+        LOG(ERROR) << who << incomplete;
+      }
     }
   }
   report.pull_wait_fraction = pull_wait / std::max(1e-9, report.train_seconds);

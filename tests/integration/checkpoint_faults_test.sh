@@ -108,8 +108,51 @@ case "$mode" in
     [ ! -e "$tmp/ck" ] && [ ! -e "$tmp/ro/ck" ] || fail "a refused run created a checkpoint directory"
     echo "PASS"
     ;;
+  final_twice)
+    # 1 server, 1 worker, BSP, 2 epochs, a checkpoint every 20 clocks, all
+    # kept. (a) A resume from the finished job's final checkpoint (on 2
+    # servers) trains nothing and leaves that checkpoint untouched. (b) A
+    # resume from the checkpoint at clock 20 reaches clocks whose complete
+    # checkpoints the first run wrote: the new ones go to "-r1" beside them,
+    # and every old file stays byte for byte.
+    flags=(--config=examples/bibtex.pbtxt --num_workers=1 --staleness=0 --epochs=2 --seed=4
+           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
+    run_job() {  # run_job NAME NUM_SERVERS [WORKER FLAGS...]: exit codes in $codes
+      local name=$1 ns=$2
+      shift 2
+      flags+=(--num_servers="$ns")
+      start_servers "$ns"
+      start_worker 0 "$tmp/$name.w0.log" --metrics_out="$tmp/$name.json" "$@"
+      wait_codes "$started" "${server_pids[@]}"
+      pids=()
+      rm -f "$tmp"/s*.port
+      unset 'flags[-1]'
+    }
+    run_job first 1
+    [ "$codes" = "0 0" ] || fail "the first run exited $codes"
+    final=$(ls -d "$tmp"/ck/ckpt-*-final)
+    (cd "$tmp/ck" && find . -type f | sort | xargs sha256sum) > "$tmp/before.sum"
+    run_job again 2 --resume_from="$tmp/ck"
+    [ "$codes" = "0 0 0" ] || fail "the resume from the final checkpoint exited $codes"
+    grep -q "trained nothing since: it stays the final checkpoint" "$tmp/again.w0.log" \
+      || fail "the worker did not keep the final checkpoint"
+    (cd "$tmp/ck" && find . -type f | sort | xargs sha256sum) > "$tmp/after.sum"
+    diff "$tmp/before.sum" "$tmp/after.sum" || fail "a resume that trained nothing changed the checkpoints"
+    echo "(a) resumed from $(basename "$final"): nothing trained, $(wc -l < "$tmp/after.sum") files unchanged"
+    run_job older 1 --resume_from="$tmp/ck/ckpt-000000000020"
+    [ "$codes" = "0 0" ] || fail "the resume from clock 20 exited $codes"
+    (cd "$tmp/ck" && sha256sum -c --quiet "$tmp/before.sum") || fail "a complete checkpoint was written over"
+    [ -f "$final-r1/MANIFEST" ] || fail "no complete $(basename "$final")-r1"
+    [ -f "$tmp/ck/ckpt-000000000040-r1/MANIFEST" ] || fail "no complete ckpt-000000000040-r1"
+    grep -q "already holds a complete checkpoint .*: the final checkpoint goes to $final-r1" "$tmp/older.w0.log" \
+      || fail "the worker did not say why the final checkpoint went to -r1"
+    [ "$(metric "$tmp/older.json" total_samples)" = "$(metric "$tmp/first.json" total_samples)" ] \
+      || fail "the resume from clock 20 trained another number of rows"
+    echo "(b) resumed from clock 20: $(cd "$tmp/ck" && ls -d *-r1 | tr '\n' ' ')written beside the old ones"
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed|bad_paths BIN_DIR"
+    echo "usage: $0 killed|bad_paths|final_twice BIN_DIR"
     exit 2
     ;;
 esac
