@@ -250,6 +250,15 @@ std::string FreeCheckpointDir(const std::string& parent, int64_t clock, bool fin
   return dir;
 }
 
+std::string AbsoluteCheckpointPath(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
+  if (ec) return path;
+  while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+  return abs;
+}
+
 std::string ShardFileName(int shard) { return "shard-" + std::to_string(shard) + ".tables"; }
 std::string WorkerFileName(int rank) { return "worker-" + std::to_string(rank) + ".state"; }
 
@@ -329,6 +338,9 @@ int ManifestWriterRank(const std::vector<CheckpointWorker>& workers) {
 }
 
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest) {
+  // Across hosts without a shared file system the directory may hold only
+  // the files the servers wrote elsewhere: nothing yet on this host.
+  TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
   std::string text;
   if (!google::protobuf::TextFormat::PrintToString(manifest, &text))
     return Status::Internal("cannot print the checkpoint manifest");

@@ -67,6 +67,11 @@ Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_fr
 /// PruneCheckpoints order "-rN" after the plain name of the same clock.
 std::string FreeCheckpointDir(const std::string& parent, int64_t clock, bool final);
 
+/// `path` made absolute against this process's working directory (no
+/// trailing slash); "" stays "". A worker sends checkpoint paths to the
+/// servers, whose working directories may differ.
+std::string AbsoluteCheckpointPath(const std::string& path);
+
 std::string ShardFileName(int shard);   // "shard-3.tables"
 std::string WorkerFileName(int rank);   // "worker-2.state"
 // A file's path in a checkpoint directory: `dir` + "/" + `name` (no second

@@ -398,5 +398,23 @@ TEST(CheckpointTest, ANewCheckpointNeverGoesIntoACompleteOne) {
   EXPECT_EQ(left, (std::vector<std::string>{CheckpointDirName(40, true), CheckpointDirName(40, true) + "-r1"}));
 }
 
+// Across hosts: the manifest's writer creates the directory when it holds
+// nothing on its host yet (the servers wrote their files on theirs), and a
+// worker's relative paths are made absolute before the servers see them.
+TEST(CheckpointTest, AcrossHostsTheManifestMakesItsDirectoryAndPathsGoAbsolute) {
+  EXPECT_EQ(AbsoluteCheckpointPath("/a/b/"), "/a/b");
+  EXPECT_EQ(AbsoluteCheckpointPath(""), "");
+  EXPECT_EQ(AbsoluteCheckpointPath("ck/./x"), (std::filesystem::current_path() / "ck/x").string());
+  testing::ScopedTempDir tmp;
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  m.set_clock(7);
+  const std::string dir = tmp.path() + "/ck/" + CheckpointDirName(7, true);
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), dir, m).ok());
+  StatusOr<CheckpointManifest> back = ReadManifest(dir);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->clock(), 7);
+}
+
 }  // namespace
 }  // namespace tether

@@ -151,8 +151,32 @@ case "$mode" in
     echo "(b) resumed from clock 20: $(cd "$tmp/ck" && ls -d *-r1 | tr '\n' ' ')written beside the old ones"
     echo "PASS"
     ;;
+  relative)
+    # A relative --checkpoint_dir, servers and workers in different working
+    # directories (as on hosts without a shared file system): the workers
+    # resolve it against their own and send it absolute, so every file of
+    # every checkpoint lands in the workers' ck/, none in the servers'.
+    mkdir -p "$tmp/srv" "$tmp/wrk"
+    flags=(--config="$PWD/examples/bibtex.pbtxt" --num_servers=2 --num_workers=2 --epochs=1
+           --checkpoint_dir=ck --checkpoint_every_clocks=10)
+    cd "$tmp/srv"
+    start_servers 2
+    cd "$tmp/wrk"
+    start_worker 0 "$tmp/w0.log"; w0=$started
+    start_worker 1 "$tmp/w1.log"; w1=$started
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    pids=()
+    cd /
+    [ "$codes" = "0 0 0 0" ] || fail "the job exited $codes"
+    grep -q "checkpoint.dir ck is relative: $tmp/wrk/ck" "$tmp/w0.log" || fail "worker 0 did not resolve ck"
+    [ ! -e "$tmp/srv/ck" ] || fail "a server wrote under its own working directory: $(find "$tmp/srv/ck" | head -3)"
+    final=$(ls -d "$tmp"/wrk/ck/ckpt-*-final)
+    for f in MANIFEST shard-0.tables shard-1.tables; do [ -f "$final/$f" ] || fail "$final lacks $f"; done
+    echo "every checkpoint in the workers' directory: $(ls "$tmp/wrk/ck" | tr '\n' ' ')"
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed|bad_paths|final_twice BIN_DIR"
+    echo "usage: $0 killed|bad_paths|final_twice|relative BIN_DIR"
     exit 2
     ;;
 esac
