@@ -150,7 +150,7 @@ Status WriteSmallFile(FileSystem* fs, const std::string& path, const std::string
   return Status::OK();
 }
 
-// Parses "ckpt-<clock>[-final]"; false for anything else.
+// Parses "ckpt-<clock>[-final][-r<N>]"; false for anything else.
 bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final, int* attempt) {
   if (name.rfind("ckpt-", 0) != 0) return false;
   std::string rest = name.substr(5);

@@ -108,6 +108,13 @@ int main(int argc, char** argv) {
                << ") (cluster.num_servers)";
     return 2;
   }
+  // The server writes checkpoints where the workers say (its own
+  // checkpoint.dir is not used); a --resume_from it cannot read is refused
+  // before it listens.
+  if (tether::Status st = tether::CheckCheckpointPaths("", FLAGS_resume_from); !st.ok()) {
+    LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
+    return 2;
+  }
   const std::string& rendezvous = config->cluster().rendezvous();
   // With security.curve, the store (served here or elsewhere) is a CURVE
   // server too: only key holders may read or publish (core/net/rendezvous.h).
@@ -137,13 +144,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     LOG(INFO) << "[server " << FLAGS_shard << "] serving the rendezvous store at " << store->endpoint();
-  }
-  // The server writes checkpoints where the workers say (its own
-  // checkpoint.dir is not used); a --resume_from it cannot read is refused
-  // before it listens.
-  if (tether::Status st = tether::CheckCheckpointPaths("", FLAGS_resume_from); !st.ok()) {
-    LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
-    return 2;
   }
   tether::ServerShard server(*config, FLAGS_shard);
   server.set_resume_from(FLAGS_resume_from);
