@@ -908,7 +908,8 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     return PruneCheckpoints(FileSystem::Default(), ckpt.dir(), ckpt.keep_last());
   };
   // Takes the checkpoint at client->clock(): this worker's state, then the
-  // shards' rows once every worker is here; rank 0 writes the manifest.
+  // shards' rows once every worker is here; the lowest rank in the cut
+  // (worker 0 while it trains) writes the manifest.
   auto take_checkpoint = [&](int epoch, int64_t next_row, double loss_sum, int64_t loss_batches,
                              const std::vector<int64_t>* dealt) -> Status {
     const auto t0 = SteadyClock::now();
