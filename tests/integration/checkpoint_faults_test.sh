@@ -92,10 +92,15 @@ case "$mode" in
     refused "$tmp/file.log" "$tmp/afile: is a file, not a directory" "${w[@]}" --checkpoint_dir="$tmp/afile"
     refused "$tmp/under.log" "$tmp/afile/ck: $tmp/afile is a file, not a directory, so it cannot be created" \
       "${w[@]}" --checkpoint_dir="$tmp/afile/ck"
-    refused "$tmp/ro.log" "$tmp/ro: cannot write there: Permission denied" \
+    # As nobody, a parent of $tmp may be closed too (ctest's TMPDIR): then the
+    # refusal says it cannot check the path, also with "Permission denied".
+    refused "$tmp/ro.log" "checkpoint.dir (--checkpoint_dir) $tmp/ro: " \
       "${as_other[@]}" "${w[@]}" --checkpoint_dir="$tmp/ro"
-    refused "$tmp/ro2.log" "$tmp/ro/ck: cannot be created in $tmp/ro: Permission denied" \
+    grep -qE "$tmp/ro: (cannot write there|cannot check .*): Permission denied" "$tmp/ro.log" || fail "ro: no reason"
+    refused "$tmp/ro2.log" "checkpoint.dir (--checkpoint_dir) $tmp/ro/ck: " \
       "${as_other[@]}" "${w[@]}" --checkpoint_dir="$tmp/ro/ck"
+    grep -qE "$tmp/ro/ck: (cannot be created in $tmp/ro|cannot check .*): Permission denied" "$tmp/ro2.log" \
+      || fail "ro/ck: no reason"
     refused "$tmp/resume.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
       "${w[@]}" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/nonexist"
     refused "$tmp/server.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
@@ -109,13 +114,13 @@ case "$mode" in
     echo "PASS"
     ;;
   final_twice)
-    # 1 server, 1 worker, BSP, 2 epochs, a checkpoint every 20 clocks, all
+    # 1 server, 1 worker, BSP, 1 epoch, a checkpoint every 20 clocks, all
     # kept. (a) A resume from the finished job's final checkpoint (on 2
     # servers) trains nothing and leaves that checkpoint untouched. (b) A
     # resume from the checkpoint at clock 20 reaches clocks whose complete
     # checkpoints the first run wrote: the new ones go to "-r1" beside them,
     # and every old file stays byte for byte.
-    flags=(--config=examples/bibtex.pbtxt --num_workers=1 --staleness=0 --epochs=2 --seed=4
+    flags=(--config=examples/bibtex.pbtxt --num_workers=1 --staleness=0 --epochs=1 --seed=4
            --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
     run_job() {  # run_job NAME NUM_SERVERS [WORKER FLAGS...]: exit codes in $codes
       local name=$1 ns=$2
