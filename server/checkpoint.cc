@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include <google/protobuf/text_format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/partition.h"
 #include "core/table_spec.h"
@@ -148,11 +150,19 @@ Status WriteSmallFile(FileSystem* fs, const std::string& path, const std::string
   return Status::OK();
 }
 
-// Parses "ckpt-<clock>[-final]"; false for anything else.
-bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final) {
+// Parses "ckpt-<clock>[-final][-r<N>]"; false for anything else.
+bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final, int* attempt) {
   if (name.rfind("ckpt-", 0) != 0) return false;
   std::string rest = name.substr(5);
   *final = false;
+  *attempt = 0;
+  // "-r<N>": the N-th checkpoint of this clock (FreeCheckpointDir).
+  if (const size_t r = rest.rfind("-r"); r != std::string::npos && r + 2 < rest.size() && rest.size() - r - 2 <= 6 &&
+                                         rest.find_first_not_of("0123456789", r + 2) == std::string::npos) {
+    *attempt = std::stoi(rest.substr(r + 2));
+    if (*attempt < 1) return false;
+    rest.resize(r);
+  }
   if (rest.size() > 6 && rest.compare(rest.size() - 6, 6, "-final") == 0) {
     *final = true;
     rest.resize(rest.size() - 6);
@@ -165,6 +175,7 @@ bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final) {
 struct Found {
   int64_t clock;
   bool final;
+  int attempt;
   std::string path;
   bool complete;
 };
@@ -175,13 +186,15 @@ std::vector<Found> ListCheckpoints(const std::string& parent) {
   for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
     if (!e.is_directory(ec)) continue;
     Found f;
-    if (!ParseCheckpointName(e.path().filename().string(), &f.clock, &f.final)) continue;
+    if (!ParseCheckpointName(e.path().filename().string(), &f.clock, &f.final, &f.attempt)) continue;
     f.path = e.path().string();
     f.complete = std::filesystem::exists(CheckpointJoinPath(f.path, kManifestName), ec);
     out.push_back(f);
   }
   std::sort(out.begin(), out.end(),
-            [](const Found& a, const Found& b) { return std::tie(a.clock, a.final) < std::tie(b.clock, b.final); });
+            [](const Found& a, const Found& b) {
+              return std::tie(a.clock, a.final, a.attempt) < std::tie(b.clock, b.final, b.attempt);
+            });
   return out;
 }
 
@@ -191,6 +204,59 @@ std::string CheckpointDirName(int64_t clock, bool final) {
   char buf[48];
   std::snprintf(buf, sizeof(buf), "ckpt-%012" PRId64 "%s", clock, final ? "-final" : "");
   return buf;
+}
+
+Status CheckCheckpointDir(const std::string& dir) {
+  const std::string what = "checkpoint.dir (--checkpoint_dir) " + dir + ": ";
+  // The nearest part of the path that exists must be a directory this
+  // process may write (the rest is created at the first checkpoint).
+  std::string at = dir;
+  for (;;) {
+    struct stat st;
+    if (::stat(at.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return Status::InvalidArgument(what + (at == dir ? std::string("is a file, not a directory")
+                                                          : at + " is a file, not a directory, so it cannot be "
+                                                                 "created"));
+      if (::access(at.c_str(), W_OK | X_OK) != 0)
+        return Status::InvalidArgument(what + (at == dir ? "cannot write there" : "cannot be created in " + at) + ": " +
+                                       std::strerror(errno));
+      return Status::OK();
+    }
+    if (errno != ENOENT && errno != ENOTDIR)
+      return Status::InvalidArgument(what + "cannot check " + at + ": " + std::strerror(errno));
+    std::string parent = std::filesystem::path(at).parent_path().string();
+    if (parent.empty()) parent = ".";
+    if (parent == at) return Status::InvalidArgument(what + "no part of the path exists");
+    at = parent;
+  }
+}
+
+Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_from) {
+  if (!dir.empty()) TETHER_RETURN_IF_ERROR(CheckCheckpointDir(dir));
+  if (!resume_from.empty()) {
+    StatusOr<std::string> found = ResolveCheckpoint(resume_from);
+    if (!found.ok()) return Status::InvalidArgument("--resume_from=" + resume_from + ": " + found.status().message());
+  }
+  return Status::OK();
+}
+
+std::string FreeCheckpointDir(const std::string& parent, int64_t clock, bool final) {
+  const std::string base = CheckpointJoinPath(parent, CheckpointDirName(clock, final));
+  std::string dir = base;
+  std::error_code ec;
+  for (int attempt = 1; std::filesystem::exists(CheckpointJoinPath(dir, kManifestName), ec); ++attempt)
+    dir = base + "-r" + std::to_string(attempt);
+  return dir;
+}
+
+std::string AbsoluteCheckpointPath(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
+  if (ec) return path;
+  while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+  return abs;
 }
 
 std::string ShardFileName(int shard) { return "shard-" + std::to_string(shard) + ".tables"; }
@@ -264,7 +330,17 @@ Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std
   return WriteSmallFile(fs, CheckpointJoinPath(to_dir, file.name()), bytes, nullptr, file.name());
 }
 
+int ManifestWriterRank(const std::vector<CheckpointWorker>& workers) {
+  int writer = -1;
+  for (const CheckpointWorker& w : workers)
+    if (w.kind() == CheckpointWorker::TRAINING && (writer < 0 || w.rank() < writer)) writer = w.rank();
+  return writer;
+}
+
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest) {
+  // Across hosts without a shared file system the directory may hold only
+  // the files the servers wrote elsewhere: nothing yet on this host.
+  TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
   std::string text;
   if (!google::protobuf::TextFormat::PrintToString(manifest, &text))
     return Status::Internal("cannot print the checkpoint manifest");

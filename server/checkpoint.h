@@ -44,6 +44,34 @@ inline constexpr uint32_t kCheckpointFormatVersion = 1;
 
 /// "ckpt-000000000120" or "ckpt-000000000120-final".
 std::string CheckpointDirName(int64_t clock, bool final);
+/// Checked at start, before any training: checkpoints can be written under
+/// `dir` (checkpoint.dir): it is a directory this process may write
+/// (access W_OK: permissions, a read-only file system), or it does not exist
+/// and the nearest part of its path that does is such a directory.
+/// Errors: InvalidArgument naming `dir` and why (a file on the way, not
+/// writable).
+Status CheckCheckpointDir(const std::string& dir);
+
+/// What a process checks at start, before any training (exit 2 on error):
+/// CheckCheckpointDir(dir) when `dir` (checkpoint.dir) is set, and that
+/// `resume_from` (--resume_from), when set, names a complete checkpoint or a
+/// directory holding one (ResolveCheckpoint). Errors: InvalidArgument naming
+/// the flag, the path and why.
+Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_from);
+
+/// Where a new checkpoint of `clock` goes under `parent`: parent/
+/// CheckpointDirName(clock, final), or, when that already holds a complete
+/// checkpoint (a MANIFEST: a resumed job reaching the clock of one written
+/// before), the first of "...-r1", "...-r2", ... that does not. A complete
+/// checkpoint is never written over in place. ResolveCheckpoint and
+/// PruneCheckpoints order "-rN" after the plain name of the same clock.
+std::string FreeCheckpointDir(const std::string& parent, int64_t clock, bool final);
+
+/// `path` made absolute against this process's working directory (no
+/// trailing slash); "" stays "". A worker sends checkpoint paths to the
+/// servers, whose working directories may differ.
+std::string AbsoluteCheckpointPath(const std::string& path);
+
 std::string ShardFileName(int shard);   // "shard-3.tables"
 std::string WorkerFileName(int rank);   // "worker-2.state"
 // A file's path in a checkpoint directory: `dir` + "/" + `name` (no second
@@ -70,6 +98,14 @@ Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const Worke
 /// checksum. Errors: as VerifyCheckpointFiles, IOError.
 Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
                           const CheckpointFile& file);
+
+/// The rank that writes a periodic checkpoint's MANIFEST, from shard 0's
+/// CHECKPOINT_REPLY entries (one per rank): the lowest rank that took part
+/// in the cut (kind TRAINING). Worker 0 while it trains; once it has
+/// finished its share (or left) the next one, so such a cut is still
+/// completed. −1 when no entry is TRAINING (the end-of-job checkpoint: its
+/// one taker writes the manifest).
+int ManifestWriterRank(const std::vector<CheckpointWorker>& workers);
 
 /// Writes ckpt_dir/MANIFEST (the last file of a checkpoint). Errors: IOError.
 Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest);

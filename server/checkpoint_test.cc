@@ -333,5 +333,88 @@ TEST(CheckpointTest, PruneKeepsTheNewestCompleteOnes) {
   EXPECT_FALSE(ResolveCheckpoint(tmp.path() + "/nope").ok());
 }
 
+// Worker 0 writes the manifest while it trains; a cut it is not part of
+// (it finished its share, or left) is written by the lowest rank in it.
+TEST(CheckpointTest, TheLowestRankInTheCutWritesTheManifest) {
+  auto entry = [](int rank, CheckpointWorker::Kind kind) {
+    CheckpointWorker w;
+    w.set_rank(rank);
+    w.set_kind(kind);
+    return w;
+  };
+  using W = CheckpointWorker;
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::TRAINING), entry(1, W::TRAINING), entry(2, W::TRAINING)}), 0);
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::FINISHED), entry(1, W::TRAINING), entry(2, W::TRAINING)}), 1);
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::LEFT), entry(1, W::GONE), entry(2, W::TRAINING)}), 2);
+  EXPECT_EQ(ManifestWriterRank({entry(3, W::TRAINING), entry(0, W::FINISHED), entry(2, W::TRAINING)}), 2);
+  // The end-of-job checkpoint: nobody is in a cut.
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::FINISHED), entry(1, W::LEFT)}), -1);
+  EXPECT_EQ(ManifestWriterRank({}), -1);
+}
+
+// Bad checkpoint paths are refused at start, naming the path and why.
+TEST(CheckpointTest, BadCheckpointPathsAreRefusedNamingWhy) {
+  testing::ScopedTempDir tmp;
+  const std::string file = tmp.path() + "/afile";
+  std::ofstream(file) << "x";
+  EXPECT_TRUE(CheckCheckpointDir(tmp.path()).ok());
+  EXPECT_TRUE(CheckCheckpointDir(tmp.path() + "/new/deeper").ok());
+  const std::string what = "checkpoint.dir (--checkpoint_dir) ";
+  EXPECT_EQ(CheckCheckpointDir(file).message(), what + file + ": is a file, not a directory");
+  EXPECT_EQ(CheckCheckpointDir(file + "/ck").message(),
+            what + file + "/ck: " + file + " is a file, not a directory, so it cannot be created");
+  EXPECT_EQ(CheckCheckpointPaths("", tmp.path() + "/none").message(),
+            "--resume_from=" + tmp.path() + "/none: " + tmp.path() + "/none: no such checkpoint directory");
+  EXPECT_TRUE(CheckCheckpointPaths(tmp.path(), "").ok());
+}
+
+// A checkpoint is never written into a complete one of the same clock: a
+// resumed job reaching it writes "-r1", "-r2", ... beside it, and "the
+// latest" and pruning take those after the plain name.
+TEST(CheckpointTest, ANewCheckpointNeverGoesIntoACompleteOne) {
+  testing::ScopedTempDir tmp;
+  const auto shards = TrainedShards(1, 2);
+  const std::string base = tmp.path() + "/" + CheckpointDirName(40, true);
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, true), base);
+  std::filesystem::create_directories(base);  // begun, not complete: written into
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, true), base);
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  m.set_clock(40);
+  m.set_final(true);
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), base, m).ok());
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, true), base + "-r1");
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, false), tmp.path() + "/" + CheckpointDirName(40, false));
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), base + "-r1", m).ok());
+  EXPECT_EQ(FreeCheckpointDir(tmp.path(), 40, true), base + "-r2");
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 30, shards).ok());
+  StatusOr<std::string> latest = ResolveCheckpoint(tmp.path());
+  ASSERT_TRUE(latest.ok()) << latest.status().message();
+  EXPECT_EQ(*latest, base + "-r1");
+  ASSERT_TRUE(PruneCheckpoints(FileSystem::Default(), tmp.path(), 2).ok());
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{CheckpointDirName(40, true), CheckpointDirName(40, true) + "-r1"}));
+}
+
+// Across hosts: the manifest's writer creates the directory when it holds
+// nothing on its host yet (the servers wrote their files on theirs), and a
+// worker's relative paths are made absolute before the servers see them.
+TEST(CheckpointTest, AcrossHostsTheManifestMakesItsDirectoryAndPathsGoAbsolute) {
+  EXPECT_EQ(AbsoluteCheckpointPath("/a/b/"), "/a/b");
+  EXPECT_EQ(AbsoluteCheckpointPath(""), "");
+  EXPECT_EQ(AbsoluteCheckpointPath("ck/./x"), (std::filesystem::current_path() / "ck/x").string());
+  testing::ScopedTempDir tmp;
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  m.set_clock(7);
+  const std::string dir = tmp.path() + "/ck/" + CheckpointDirName(7, true);
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), dir, m).ok());
+  StatusOr<CheckpointManifest> back = ReadManifest(dir);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->clock(), 7);
+}
+
 }  // namespace
 }  // namespace tether

@@ -1000,14 +1000,11 @@ void ServerShard::MaybeWriteCheckpoint() {
     if (clocks_.Counts(r) && round_.waiting.count(r) == 0) return;
   const auto start = SteadyClock::now();
   CheckpointFile file;
-  // Worker 0 writes every checkpoint's manifest: without it no checkpoint
-  // can be completed (and no job finished), so the round fails rather than
-  // leaving manifest-less directories behind.
-  const bool writer_here = round_.waiting.count(0) != 0;
-  Status st = !writer_here ? Status::FailedPrecondition(
-                                 "worker 0, which writes each checkpoint's manifest, has left the job: the checkpoint "
-                                 "at clock " + std::to_string(round_.clock) + " cannot be completed")
-              : tables_.empty() ? Status::FailedPrecondition("no tables defined yet")
+  // The manifest is written by the lowest rank in the round
+  // (ManifestWriterRank): worker 0 when it is still training, else the
+  // next one, so a cut after worker 0 finished its share (or left) is
+  // still completed.
+  Status st = tables_.empty() ? Status::FailedPrecondition("no tables defined yet")
                               : WriteShardCheckpoint(FileSystem::Default(), round_.dir, shard_, num_shards_,
                                                      round_.clock, tables_, &file);
   // Data on demand: shard 0's dealing state, in this same turn of the loop

@@ -1232,6 +1232,11 @@ int main(int argc, char** argv) {
     return tether::RunEngineTask(**engine_task, *config, *bin_dir);
   }
 
+  // Bad checkpoint paths are refused before any process starts.
+  if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from); !st.ok()) {
+    LOG(ERROR) << "[launch] " << st.message();
+    return 2;
+  }
   tether::LaunchOptions options;
   gflags::GetCommandLineOption("config", &options.config_path);
   options.bin_dir = *bin_dir;

@@ -28,6 +28,7 @@
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
+#include "server/checkpoint.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "tools/common_flags.h"
@@ -105,6 +106,13 @@ int main(int argc, char** argv) {
   if (FLAGS_shard < 0 || FLAGS_shard >= config->cluster().num_servers()) {
     LOG(ERROR) << "[server] flag --shard=" << FLAGS_shard << " outside [0, " << config->cluster().num_servers()
                << ") (cluster.num_servers)";
+    return 2;
+  }
+  // The server writes checkpoints where the workers say (its own
+  // checkpoint.dir is not used); a --resume_from it cannot read is refused
+  // before it listens.
+  if (tether::Status st = tether::CheckCheckpointPaths("", FLAGS_resume_from); !st.ok()) {
+    LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
     return 2;
   }
   const std::string& rendezvous = config->cluster().rendezvous();

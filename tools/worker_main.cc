@@ -97,6 +97,10 @@ int RunInProcess() {
     LOG(ERROR) << who << st.message();
     return 2;
   }
+  if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from); !st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 2;
+  }
   LOG(INFO) << who << config->cluster().num_servers() << " shard(s) and " << config->cluster().num_workers()
             << " worker(s) as threads of this process, over inproc://";
   std::signal(SIGTERM, RequestStop);
@@ -165,6 +169,20 @@ int main(int argc, char** argv) {
     LOG(ERROR) << who << st.message();
     return 2;
   }
+  if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from); !st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 2;
+  }
+  // The servers write where this worker's CHECKPOINT says and read the
+  // checkpoint its HELLO names: relative paths would be resolved against
+  // each server's working directory, so they go out absolute.
+  if (const std::string& d = config->checkpoint().dir(); !d.empty() && d.front() != '/') {
+    const std::string abs = tether::AbsoluteCheckpointPath(d);
+    LOG(INFO) << who << "checkpoint.dir " << d << " is relative: " << abs << " (this worker's working directory)";
+    config->mutable_checkpoint()->set_dir(abs);
+  }
+  if (!FLAGS_resume_from.empty() && FLAGS_resume_from.front() != '/')
+    FLAGS_resume_from = tether::AbsoluteCheckpointPath(FLAGS_resume_from);
   tether::TrainerOptions options;
   options.rank = FLAGS_rank;
   options.metrics_out = FLAGS_metrics_out;

@@ -967,12 +967,15 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     return PruneCheckpoints(FileSystem::Default(), ckpt.dir(), ckpt.keep_last());
   };
   // Takes the checkpoint at client->clock(): this worker's state, then the
-  // shards' rows once every worker is here; rank 0 writes the manifest.
+  // shards' rows once every worker is here; the lowest rank in the cut
+  // (worker 0 while it trains) writes the manifest.
   auto take_checkpoint = [&](int epoch, int64_t next_row, double loss_sum, int64_t loss_batches,
                              const std::vector<int64_t>* dealt) -> Status {
     const auto t0 = SteadyClock::now();
     const int64_t clock = client->clock();
-    const std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, false);
+    // Never into a complete checkpoint of this clock (a resumed job
+    // reaching one written before): every worker sees the same directory.
+    const std::string dir = FreeCheckpointDir(ckpt.dir(), clock, false);
     WorkerState st;
     st.set_rank(rank);
     st.set_num_workers(num_workers);
@@ -997,14 +1000,17 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     CheckpointFile mine;
     TETHER_RETURN_IF_ERROR(WriteWorkerState(FileSystem::Default(), dir, st, &mine));
     TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/false, &mine));
-    if (rank == 0) TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, false, reply));
+    // Worker 0 while it trains; once it has finished its share (or left),
+    // the lowest rank in the cut (ManifestWriterRank).
+    const bool writer = ManifestWriterRank(reply.workers) == rank;
+    if (writer) TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, false, reply));
     const double pause = SecondsSince(t0);
     report.checkpoint_seconds += pause;
     ++report.checkpoints;
     report.last_checkpoint = dir;
     last_checkpoint_at = SteadyClock::now();
     checkpoint_asked = false;
-    LOG(INFO) << who << "checkpoint at clock " << clock << (rank == 0 ? " written: " : ": ") << dir << " (" << pause
+    LOG(INFO) << who << "checkpoint at clock " << clock << (writer ? " written: " : ": ") << dir << " (" << pause
               << " s of training paused)";
     return Status::OK();
   };
@@ -1367,38 +1373,54 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);
   std::string incomplete;  // set when workers left before the end (checkpoints on)
-  if (checkpointing && rank == 0) {
+  if (checkpointing && rank == client->evaluator_rank()) {
     // The end of the job: every worker is at the barrier, so the shards hold
-    // the trained model; worker 0 takes the final checkpoint alone.
+    // the trained model; worker 0 (or, when it left, the evaluator: the
+    // lowest rank at the barrier) takes the final checkpoint alone.
     const auto t0 = SteadyClock::now();
     const int64_t clock = client->final_checkpoint_clock();  // the shards write their files at it too
-    std::string dir = ckpt.dir() + "/" + CheckpointDirName(clock, true);
-    TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/true, nullptr));
-    // Workers that left before the end: the job did not finish. The
-    // checkpoint keeps their places (LEFT) and is not a final one, so a
-    // resume trains what they left; the run then ends in an error.
-    std::string left;
-    for (const CheckpointWorker& w : reply.workers)
-      if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE)
-        left += (left.empty() ? "" : ", ") + std::to_string(w.rank());
-    // Data on demand: this worker reached the barrier because shard 0 said
-    // DONE, so every chunk of every epoch was completed, whoever left.
-    const bool final = left.empty() || feed != nullptr;
-    if (!final) {
-      const std::string plain = ckpt.dir() + "/" + CheckpointDirName(clock, false);
-      std::error_code ec;
-      if (!std::filesystem::exists(plain, ec) && (std::filesystem::rename(dir, plain, ec), !ec)) dir = plain;
-    }
-    TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, final, reply));
-    ++report.checkpoints;
-    report.last_checkpoint = dir;
-    if (final) {
-      LOG(INFO) << who << "final checkpoint written: " << dir << " (" << SecondsSince(t0) << " s)";
+    std::string dir = FreeCheckpointDir(ckpt.dir(), clock, true);
+    const std::string same = CheckpointJoinPath(ckpt.dir(), CheckpointDirName(clock, true));
+    std::error_code same_ec;
+    if (manifest.final() && manifest.clock() == clock &&
+        std::filesystem::equivalent(std::filesystem::path(resume_dir).parent_path(), ckpt.dir(), same_ec)) {
+      // Resumed from a final checkpoint of this clock in checkpoint.dir:
+      // every worker had finished and nothing was trained since, so it
+      // already is this job's final one.
+      LOG(INFO) << who << "the job resumed from the final checkpoint " << resume_dir
+                << " and trained nothing since: it stays the final checkpoint (not written again)";
+      report.last_checkpoint = resume_dir;
     } else {
-      incomplete = "the job did not finish: worker(s) " + left +
-                   " left before the end of training; their places are in " + dir + ": resume with --resume_from=" +
-                   ckpt.dir() + " to train the rows they left";
-      LOG(ERROR) << who << incomplete;
+      if (dir != same)
+        LOG(WARNING) << who << same << " already holds a complete checkpoint (written before this job resumed): "
+                     << "the final checkpoint goes to " << dir << " instead of over it";
+      TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/true, nullptr));
+      // Workers that left before the end: the job did not finish. The
+      // checkpoint keeps their places (LEFT) and is not a final one, so a
+      // resume trains what they left; the run then ends in an error.
+      std::string left;
+      for (const CheckpointWorker& w : reply.workers)
+        if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE)
+          left += (left.empty() ? "" : ", ") + std::to_string(w.rank());
+      // Data on demand: this worker reached the barrier because shard 0 said
+      // DONE, so every chunk of every epoch was completed, whoever left.
+      const bool final = left.empty() || feed != nullptr;
+      if (!final) {
+        const std::string plain = FreeCheckpointDir(ckpt.dir(), clock, false);
+        std::error_code ec;
+        if (!std::filesystem::exists(plain, ec) && (std::filesystem::rename(dir, plain, ec), !ec)) dir = plain;
+      }
+      TETHER_RETURN_IF_ERROR(write_manifest(dir, clock, final, reply));
+      ++report.checkpoints;
+      report.last_checkpoint = dir;
+      if (final) {
+        LOG(INFO) << who << "final checkpoint written: " << dir << " (" << SecondsSince(t0) << " s)";
+      } else {
+        incomplete = "the job did not finish: worker(s) " + left +
+                     " left before the end of training; their places are in " + dir + ": resume with --resume_from=" +
+                     ckpt.dir() + " to train the rows they left";
+        LOG(ERROR) << who << incomplete;
+      }
     }
   }
   report.pull_wait_fraction = pull_wait / std::max(1e-9, report.train_seconds);

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Checkpoint faults a user's trial found, with processes started by hand
+# (tcp on 127.0.0.1); Bibtex, 2 servers unless said.
+#   killed   2 workers, SSP 2, 5 epochs, a checkpoint every 20 clocks,
+#            cluster.worker_timeout_ms 3 s: worker 1 is SIGKILLed in epoch
+#            3. Worker 0 trains to the end and exits 1 naming worker 1; the
+#            end checkpoint keeps worker 1's place (LEFT, from its last
+#            checkpoint). The resume starts worker 0 finished and worker 1
+#            trailing: the periodic checkpoints past worker 0's end are cut
+#            by worker 1 alone, which writes their manifests. Every process
+#            of the resume exits 0, a final checkpoint with every worker
+#            FINISHED is complete, and the two runs train exactly
+#            5 x 4880 rows.
+# Usage: checkpoint_faults_test.sh killed BIN_DIR   (from the repository root)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$@"
+fail_lines=12
+limit_s=60
+
+# wait_codes PIDS...: waits for each; sets $codes to their exit codes.
+wait_codes() {
+  local list=() p rc
+  for p in "$@"; do
+    rc=0
+    wait "$p" || rc=$?
+    list+=("$rc")
+  done
+  codes="${list[*]}"
+}
+
+case "$mode" in
+  killed)
+    flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=5 --seed=3
+           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --worker_timeout_ms=3000)
+    start_servers 2
+    start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/first.json"; w0=$started
+    start_worker 1 "$tmp/w1.log" --progress_file="$tmp/w1.progress"; w1=$started
+    in_epoch() { [ -s "$tmp/w1.progress" ] && [ "$(cut -d' ' -f1 "$tmp/w1.progress")" -ge "$1" ]; }
+    poll 1200 in_epoch 3 || fail "worker 1 never reached epoch 3"
+    kill -9 "$(worker_pid "$w1")"
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    echo "first run, worker 1 SIGKILLed at epoch/clock $(cat "$tmp/w1.progress"): exit codes (w0 w1 s0 s1) $codes"
+    read -r c0 c1 _ _ <<< "$codes"
+    [ "$c0" = 1 ] && [ "$c1" = 137 ] || fail "first run: worker 0 exited $c0 (expected 1), worker 1 $c1 (expected 137)"
+    grep -q "the job did not finish: worker(s) 1 left before the end of training" "$tmp/w0.log" \
+      || fail "worker 0 did not name worker 1"
+    end=$(ls -d "$tmp"/ck/ckpt-* | tail -1)
+    grep -q "kind: LEFT" "$end/MANIFEST" || fail "the end checkpoint $end has no LEFT entry"
+    first=$(metric "$tmp/first.json" total_samples)
+
+    pids=()
+    rm -f "$tmp"/s*.port
+    start_servers 2
+    start_worker 0 "$tmp/r0.log" --metrics_out="$tmp/resumed.json" --resume_from="$tmp/ck"; w0=$started
+    start_worker 1 "$tmp/r1.log" --resume_from="$tmp/ck"; w1=$started
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    echo "resumed run: exit codes (w0 w1 s0 s1) $codes"
+    [ "$codes" = "0 0 0 0" ] || fail "the resumed run exited $codes"
+    grep -q "resuming from .*: nothing left to train" "$tmp/r0.log" || fail "worker 0 did not resume finished"
+    # Worker 1 cut and wrote at least one periodic checkpoint alone.
+    alone=$(grep -c "checkpoint at clock [0-9]* written: " "$tmp/r1.log" || true)
+    [ "$alone" -ge 1 ] || fail "worker 1 wrote no checkpoint's manifest after worker 0 finished"
+    grep -h "checkpoint at clock [0-9]* written: " "$tmp/r1.log" | sed 's/^.*\] //'
+    final=$(ls -d "$tmp"/ck/ckpt-*-final | tail -1)
+    [ -f "$final/MANIFEST" ] || fail "no complete final checkpoint"
+    grep -q "^final: true" "$final/MANIFEST" || fail "$final/MANIFEST is not a final one"
+    [ "$(grep -c "kind: FINISHED" "$final/MANIFEST")" = 2 ] || fail "$final/MANIFEST: not every worker FINISHED"
+    total=$(metric "$tmp/resumed.json" total_samples)
+    echo "first run trained $first rows in all, the resumed job $total; final checkpoint $(basename "$final")"
+    [ "$total" = 24400 ] || fail "expected 5 x 4880 = 24400 rows over the job, got $total"
+    echo "PASS"
+    ;;
+  bad_paths)
+    # Each refused with exit 2 before any training (a worker before it
+    # connects: no server runs; tether-launch before it starts a process).
+    echo x > "$tmp/afile"
+    mkdir -p "$tmp/ro"
+    chmod 555 "$tmp/ro"
+    chmod 755 "$tmp"
+    as_other=()  # root may write a mode-555 directory: the check runs as nobody
+    [ "$(id -u)" = 0 ] && as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    job=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1)
+    refused() {  # refused LOG EXPECTED COMMAND...: exit 2 with EXPECTED in LOG
+      local log=$1 want=$2 rc=0
+      shift 2
+      timeout -k 5 30 "$@" > "$log" 2>&1 || rc=$?
+      [ "$rc" = 2 ] || fail "$* exited $rc, expected 2"
+      grep -qF -- "$want" "$log" || fail "$log lacks: $want"
+      grep -h -- "$want" "$log" | head -1 | sed 's/^.*\] //'
+    }
+    w=("$bin/tether-worker" "${job[@]}" --rank=0 --server_addresses=tcp://127.0.0.1:9)
+    refused "$tmp/file.log" "$tmp/afile: is a file, not a directory" "${w[@]}" --checkpoint_dir="$tmp/afile"
+    refused "$tmp/under.log" "$tmp/afile/ck: $tmp/afile is a file, not a directory, so it cannot be created" \
+      "${w[@]}" --checkpoint_dir="$tmp/afile/ck"
+    # As nobody, a parent of $tmp may be closed too (ctest's TMPDIR): then the
+    # refusal says it cannot check the path, also with "Permission denied".
+    refused "$tmp/ro.log" "checkpoint.dir (--checkpoint_dir) $tmp/ro: " \
+      "${as_other[@]}" "${w[@]}" --checkpoint_dir="$tmp/ro"
+    grep -qE "$tmp/ro: (cannot write there|cannot check .*): Permission denied" "$tmp/ro.log" || fail "ro: no reason"
+    refused "$tmp/ro2.log" "checkpoint.dir (--checkpoint_dir) $tmp/ro/ck: " \
+      "${as_other[@]}" "${w[@]}" --checkpoint_dir="$tmp/ro/ck"
+    grep -qE "$tmp/ro/ck: (cannot be created in $tmp/ro|cannot check .*): Permission denied" "$tmp/ro2.log" \
+      || fail "ro/ck: no reason"
+    refused "$tmp/resume.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
+      "${w[@]}" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/nonexist"
+    refused "$tmp/server.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
+      "$bin/tether-server" "${job[@]}" --shard=0 --listen=tcp://127.0.0.1:0 --resume_from="$tmp/nonexist"
+    refused "$tmp/launch1.log" "$tmp/afile: is a file, not a directory" \
+      "$bin/tether-launch" "${job[@]}" --checkpoint_dir="$tmp/afile"
+    refused "$tmp/launch2.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
+      "$bin/tether-launch" "${job[@]}" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/nonexist"
+    ! grep -q "started server" "$tmp"/launch*.log || fail "tether-launch started a process before refusing"
+    [ ! -e "$tmp/ck" ] && [ ! -e "$tmp/ro/ck" ] || fail "a refused run created a checkpoint directory"
+    echo "PASS"
+    ;;
+  final_twice)
+    # 1 server, 1 worker, BSP, 1 epoch, a checkpoint every 20 clocks, all
+    # kept. (a) A resume from the finished job's final checkpoint (on 2
+    # servers) trains nothing and leaves that checkpoint untouched. (b) A
+    # resume from the checkpoint at clock 20 reaches clocks whose complete
+    # checkpoints the first run wrote: the new ones go to "-r1" beside them,
+    # and every old file stays byte for byte.
+    flags=(--config=examples/bibtex.pbtxt --num_workers=1 --staleness=0 --epochs=1 --seed=4
+           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
+    run_job() {  # run_job NAME NUM_SERVERS [WORKER FLAGS...]: exit codes in $codes
+      local name=$1 ns=$2
+      shift 2
+      flags+=(--num_servers="$ns")
+      start_servers "$ns"
+      start_worker 0 "$tmp/$name.w0.log" --metrics_out="$tmp/$name.json" "$@"
+      wait_codes "$started" "${server_pids[@]}"
+      pids=()
+      rm -f "$tmp"/s*.port
+      unset 'flags[-1]'
+    }
+    run_job first 1
+    [ "$codes" = "0 0" ] || fail "the first run exited $codes"
+    final=$(ls -d "$tmp"/ck/ckpt-*-final)
+    (cd "$tmp/ck" && find . -type f | sort | xargs sha256sum) > "$tmp/before.sum"
+    run_job again 2 --resume_from="$tmp/ck"
+    [ "$codes" = "0 0 0" ] || fail "the resume from the final checkpoint exited $codes"
+    grep -q "trained nothing since: it stays the final checkpoint" "$tmp/again.w0.log" \
+      || fail "the worker did not keep the final checkpoint"
+    (cd "$tmp/ck" && find . -type f | sort | xargs sha256sum) > "$tmp/after.sum"
+    diff "$tmp/before.sum" "$tmp/after.sum" || fail "a resume that trained nothing changed the checkpoints"
+    echo "(a) resumed from $(basename "$final"): nothing trained, $(wc -l < "$tmp/after.sum") files unchanged"
+    run_job older 1 --resume_from="$tmp/ck/ckpt-000000000020"
+    [ "$codes" = "0 0" ] || fail "the resume from clock 20 exited $codes"
+    (cd "$tmp/ck" && sha256sum -c --quiet "$tmp/before.sum") || fail "a complete checkpoint was written over"
+    [ -f "$final-r1/MANIFEST" ] || fail "no complete $(basename "$final")-r1"
+    [ -f "$tmp/ck/ckpt-000000000040-r1/MANIFEST" ] || fail "no complete ckpt-000000000040-r1"
+    grep -q "already holds a complete checkpoint .*: the final checkpoint goes to $final-r1" "$tmp/older.w0.log" \
+      || fail "the worker did not say why the final checkpoint went to -r1"
+    [ "$(metric "$tmp/older.json" total_samples)" = "$(metric "$tmp/first.json" total_samples)" ] \
+      || fail "the resume from clock 20 trained another number of rows"
+    echo "(b) resumed from clock 20: $(cd "$tmp/ck" && ls -d *-r1 | tr '\n' ' ')written beside the old ones"
+    echo "PASS"
+    ;;
+  relative)
+    # A relative --checkpoint_dir, servers and workers in different working
+    # directories (as on hosts without a shared file system): the workers
+    # resolve it against their own and send it absolute, so every file of
+    # every checkpoint lands in the workers' ck/, none in the servers'.
+    mkdir -p "$tmp/srv" "$tmp/wrk"
+    flags=(--config="$PWD/examples/bibtex.pbtxt" --num_servers=2 --num_workers=2 --epochs=1
+           --checkpoint_dir=ck --checkpoint_every_clocks=10)
+    cd "$tmp/srv"
+    start_servers 2
+    cd "$tmp/wrk"
+    start_worker 0 "$tmp/w0.log"; w0=$started
+    start_worker 1 "$tmp/w1.log"; w1=$started
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    pids=()
+    cd /
+    [ "$codes" = "0 0 0 0" ] || fail "the job exited $codes"
+    grep -q "checkpoint.dir ck is relative: $tmp/wrk/ck" "$tmp/w0.log" || fail "worker 0 did not resolve ck"
+    [ ! -e "$tmp/srv/ck" ] || fail "a server wrote under its own working directory: $(find "$tmp/srv/ck" | head -3)"
+    final=$(ls -d "$tmp"/wrk/ck/ckpt-*-final)
+    for f in MANIFEST shard-0.tables shard-1.tables; do [ -f "$final/$f" ] || fail "$final lacks $f"; done
+    echo "every checkpoint in the workers' directory: $(ls "$tmp/wrk/ck" | tr '\n' ' ')"
+    echo "PASS"
+    ;;
+  *)
+    echo "usage: $0 killed|bad_paths|final_twice|relative BIN_DIR"
+    exit 2
+    ;;
+esac
