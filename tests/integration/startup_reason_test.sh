@@ -2,7 +2,7 @@
 # A job that cannot start tells its waiting workers why (found by a fresh
 # user: the good worker only said that shard 0's connection dropped).
 # Real processes started one by one with flags: 2 servers, num_workers 2,
-# cluster.startup_timeout_ms 2000. Worker 1 comes with another staleness
+# cluster.startup_timeout_ms 5000 (2000 failed when worker 0 took 3 s to read its data on a loaded machine). Worker 1 comes with another staleness
 # (mode refused) or another train.epochs (mode epochs: with the static
 # split it would train on after the others finished) and is refused;
 # worker 0 joins and waits for it.
@@ -20,7 +20,7 @@ case "$mode" in
 esac
 limit_s=60
 flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=1
-       --startup_timeout_ms=2000)
+       --startup_timeout_ms=5000)
 start_servers 2
 # Worker 0 first: its HELLO sets the job's tables and, being the first
 # admitted, the epochs every later worker must have.
