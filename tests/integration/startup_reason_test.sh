@@ -2,8 +2,9 @@
 # A job that cannot start tells its waiting workers why (found by a fresh
 # user: the good worker only said that shard 0's connection dropped).
 # Real processes started one by one with flags: 2 servers, num_workers 2,
-# cluster.startup_timeout_ms 5000 (2000 failed when worker 0 took 3 s to read its data on a loaded machine). Worker 1 comes with another staleness
-# (mode refused) or another train.epochs (mode epochs: with the static
+# cluster.startup_timeout_ms 5000 (at 2000 the servers gave up before
+# worker 0, 3 s reading its data on a loaded machine, said HELLO).
+# Worker 1 comes with another staleness (mode refused) or another train.epochs (mode epochs: with the static
 # split it would train on after the others finished) and is refused;
 # worker 0 joins and waits for it.
 # Asserts: worker 1 exits ≠ 0 naming the mismatch; both shards end the job
