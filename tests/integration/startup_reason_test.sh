@@ -4,9 +4,9 @@
 # Real processes started one by one with flags: 2 servers, num_workers 2,
 # cluster.startup_timeout_ms 5000 (at 2000 the servers gave up before
 # worker 0, 3 s reading its data on a loaded machine, said HELLO).
-# Worker 1 comes with another staleness (mode refused) or another train.epochs (mode epochs: with the static
-# split it would train on after the others finished) and is refused;
-# worker 0 joins and waits for it.
+# Worker 1 comes with another staleness (mode refused) or another
+# train.epochs (mode epochs: with the static split it would train on after
+# the others finished) and is refused; worker 0 joins and waits for it.
 # Asserts: worker 1 exits ≠ 0 naming the mismatch; both shards end the job
 # naming worker 1 and its refusal; worker 0 exits ≠ 0 and its own log gives
 # the same reason (from a shard's ERROR_REPLY to the request it held
