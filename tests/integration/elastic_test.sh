@@ -17,13 +17,13 @@
 #              is started by hand. Asserts: both shards log the join and
 #              count it (workers_joined 1), the joiner trained (its
 #              samples > 0 in the metrics), every training row was used
-#              once per epoch, bound_violations 0, P@1 ≥ 0.58 (one run; the
+#              once per epoch, bound_violations 0, P@1 ≥ 0.56 (one run; the
 #              median of 3 is ≥ 0.60, docs/OPERATIONS.md).
 #   launch     the acceptance scenario under tether-launch: 1 worker grown
 #              to 3 at epoch 2 and shrunk to 2 at epoch 4
 #              (--elastic_schedule=2:+2,4:-1), rows dealt on demand. Exit 0,
 #              both steps logged, workers_joined 2 on each shard, every
-#              training row once per epoch, bound_violations 0, P@1 ≥ 0.58
+#              training row once per epoch, bound_violations 0, P@1 ≥ 0.56
 #              (one run; the median of 3 is ≥ 0.60, docs/OPERATIONS.md).
 # Usage: elastic_test.sh refuse|evaluator|grow|launch BIN_DIR
 set -euo pipefail
@@ -110,10 +110,12 @@ workers = m.get("workers", [])
 samples = [w.get("samples", 0) for w in workers]
 print(f"P@1 {m['precision_at_1']:.4f}, bound violations {v}, workers_joined per shard {joined}, "
       f"samples per rank {samples}")
-# SSP timing moves Bibtex's P@1 by about ±0.01 from run to run: one run is
-# gated at 0.58; the acceptance figure (≥ 0.60) is the median of 3 runs,
-# docs/OPERATIONS.md "Joining and leaving".
-ok = v == 0 and len(servers) == 2 and all(j == joins for j in joined) and m["precision_at_1"] >= 0.58
+# SSP timing and when the joiner arrives move Bibtex's P@1 from run to run:
+# 11 runs of grow gave 0.574-0.616 (3 below 0.58, on the binaries of
+# before and after the fifth session's changes alike), so one run is gated
+# at 0.56, far above an untrained or broken model; the acceptance figure
+# (≥ 0.60) is the median of 3 runs, docs/OPERATIONS.md "Joining and leaving".
+ok = v == 0 and len(servers) == 2 and all(j == joins for j in joined) and m["precision_at_1"] >= 0.56
 ok = ok and len(workers) >= 2 and samples[1] > 0  # rank 1 joined and trained
 # Every training row once per epoch: 7 epochs of Bibtex's 4880 rows, over
 # every worker (those that left included), counted by shard 0's dealer.
