@@ -11,7 +11,7 @@
 #   reshard  2 servers, 2 workers, SSP 2, a checkpoint every 60 clocks;
 #            resume from the first on 3 servers and 3 workers: the rows left
 #            of the epoch are dealt out, so the job trains exactly
-#            epochs x 4880 rows in all, and P@1 stays above 0.55.
+#            epochs x 4880 rows in all, and P@1 stays above 0.53.
 #   restart  tether-launch, 2 servers, 2 workers, SSP 2, 10 epochs, a
 #            checkpoint every 50 clocks, --max_restarts=1: a random server is
 #            SIGKILLed once the checkpoint at a random clock is complete; the
@@ -170,8 +170,13 @@ case "$mode" in
     p1=$(metric "$tmp/three.json" precision_at_1)
     echo "resumed on 3 servers, 3 workers: total_samples $total, P@1 $p1"
     [ "$total" = 14640 ] || { echo "FAIL: trained $total rows, expected 3 epochs x 4880 = 14640"; exit 1; }
-    python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.55 else 1)" "$p1" \
-      || { echo "FAIL: P@1 $p1 <= 0.55"; exit 1; }
+    # 9 runs gave 0.549-0.582 (a clean-clone CI run 0.549, on this gate's
+    # edge, with the binaries of before and after the fifth session alike);
+    # 1 epoch from scratch on 3 x 3 gives 0.457, so 0.53 still catches a
+    # resume that lost the checkpoint's rows. The exact row count above and
+    # mode exact's bit-identity are the sharp checks.
+    python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.53 else 1)" "$p1" \
+      || { echo "FAIL: P@1 $p1 <= 0.53"; exit 1; }
     # The final checkpoint of 2 servers, loaded by 3 (nothing left to train)
     # and written again: every row equal.
     final2=$(ls -d "$tmp"/ck/ckpt-*-final)
