@@ -31,15 +31,11 @@ tether_test_init "$1" "$2"
 limit_s=60
 
 now_ms() { date +%s%3N; }
-# exits_within PID BOUND_MS: true once PID (a child of this shell) has exited.
-exits_within() {
-  local end=$(($(now_ms) + $2))
-  while (($(now_ms) < end)); do
-    [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null || return 0
-    sleep 0.02
-  done
-  return 1
-}
+# exited PID: true once PID (a child of this shell) has exited (a zombie
+# not yet waited for counts).
+exited() { ! [ -r "/proc/$1/status" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+# exits_within PID BOUND_MS: polls (lib.sh's poll, 50 ms a try) for its exit.
+exits_within() { poll $(($2 / 50)) exited "$1"; }
 # wait_code PID: waits for PID (a child of this shell, not of a subshell)
 # and sets $rc to its exit code.
 wait_code() { rc=0; wait "$1" 2>/dev/null || rc=$?; }
@@ -60,9 +56,10 @@ wait_log() {  # FILE PATTERN TRIES (0.05 s each)
   poll "$3" grep -qs "$2" "$1" || fail "no '$2' in $1"
 }
 
-case "$mode" in
-waiting)
-  # A checkpoint of a 2-worker job to resume from.
+# make_checkpoint: a 1-epoch job of 1 server and 2 workers with a
+# checkpoint every 20 clocks; sets flags (the job's) and ckpt (its
+# checkpoint at clock 20, which must be complete).
+make_checkpoint() {
   flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
          --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20)
   start_servers 1
@@ -74,9 +71,15 @@ waiting)
     wait_code "$p"
     [ "$rc" = 0 ] || fail "the job making the checkpoint exited $rc"
   done
+  pids=()
   ckpt="$tmp/ck/ckpt-000000000020"
   [ -f "$ckpt/MANIFEST" ] || fail "no checkpoint at clock 20 in $tmp/ck: $(ls "$tmp/ck")"
-  pids=()
+}
+
+case "$mode" in
+waiting)
+  # A checkpoint of a 2-worker job to resume from.
+  make_checkpoint
 
   # A fresh job: worker 0 joined and waits for worker 1.
   flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
@@ -129,19 +132,7 @@ waiting)
   pids=()
   ;;
 launch_corrupt)
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
-         --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20)
-  start_servers 1
-  start_worker 1 "$tmp/first-worker1.log"
-  w1=$started
-  start_worker 0 "$tmp/first-worker0.log"
-  w0=$started
-  for p in "$w0" "$w1" "${server_pids[0]}"; do
-    wait_code "$p"
-    [ "$rc" = 0 ] || fail "the job making the checkpoint exited $rc"
-  done
-  pids=()
-  ckpt="$tmp/ck/ckpt-000000000020"
+  make_checkpoint
   [ -f "$ckpt/worker-1.state" ] || fail "no worker-1.state in $ckpt"
   # One byte flipped in the middle: the manifest's XXH3 no longer matches.
   size=$(stat -c %s "$ckpt/worker-1.state")
