@@ -552,11 +552,13 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       if (!AdmitHello(identity, m)) return;
       // A resumed job starts every worker at the checkpoint's clock.
       int64_t start_clock = std::max<int64_t>(0, resume_clock_);
+      int64_t rejoin_clock = -1;
       if (w.said_hello) {
         // A worker rejoining (after a crash or a timeout) starts at the
         // slowest live clock, so nobody waits for clocks it will never
         // replay, and pulls fresh rows (its cache starts empty).
         start_clock = clocks_.StartClock(rank);
+        rejoin_clock = clocks_.clock(rank);
         ++stats_.workers_rejoined;
         chunks_.Leave(rank);  // the new process holds none of the old one's chunks
         LOG(WARNING) << log_prefix_ << "worker " << rank << " rejoined at clock " << start_clock
@@ -586,6 +588,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       reply.header.set_type(HELLO_REPLY);
       reply.header.set_request_id(h.request_id());
       reply.header.set_clock(start_clock);
+      if (rejoin_clock >= 0) reply.header.set_rejoin_clock(rejoin_clock);
       reply.header.set_min_clock(clocks_.min_clock());
       reply.header.set_shard(shard_);
       reply.header.set_num_shards(num_shards_);

@@ -631,6 +631,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
                                           options_.job_id + "' in --server_addresses");
         }
         channel_.set_clock(std::max(channel_.clock(), h.clock()));
+        if (h.has_rejoin_clock()) rejoin_clock_ = std::max(rejoin_clock_, h.rejoin_clock());
         key_lists_[r.shard] = KeyListCache(options_.key_lists ? h.key_list_cache_bytes() : 0);
         break;
       case PUSH_REPLY:

@@ -360,6 +360,11 @@ class WorkerClient {
   /// Completed clocks. A worker rejoining a running job starts at the clock
   /// the servers assign (the slowest live worker's), not 0.
   int64_t clock() const { return channel_.clock(); }
+  /// When this process took the place of an earlier process of the same
+  /// rank in a running job (a restart by hand or by a launcher), the clock
+  /// that process had reached, as the shards told at HELLO (the largest of
+  /// their answers); −1 for a first start. Set by Connect, then constant.
+  int64_t rejoin_clock() const { return rejoin_clock_; }
 
   /// Sleeps `ms` milliseconds while keeping the worker alive (heartbeats) and
   /// processing replies; used to simulate a straggler (--slowdown). Returns
@@ -576,6 +581,7 @@ class WorkerClient {
   int evaluator_rank_ = 0;                 // BARRIER_REPLY's evaluator_rank (shard 0's)
   RequestHandle clock_reply_;              // shard 0's answer to the last CLOCK
   int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
+  int64_t rejoin_clock_ = -1;              // from HELLO_REPLY (rejoin_clock)
   std::optional<AdaptiveBatchClock> adaptive_report_;  // for the next CLOCK to shard 0
   int adaptive_batch_size_ = 0;            // from CLOCK_REPLY
   float gradient_scale_ = 1.0f;            // SetPushScaling

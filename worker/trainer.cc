@@ -1075,9 +1075,47 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
               << (start_epoch > 0 ? ", joining at epoch " + std::to_string(start_epoch + 1) : std::string());
   }
 
+  // A new process in the place of one that died, timed out or left (a
+  // restart by hand or by a launcher, without --resume_from): with the
+  // static split its share of the data continues where the previous process
+  // stopped, not from epoch 1. The shards tell the clock that process
+  // reached; with a fixed minibatch size the clock fixes the position:
+  // minibatches M = clock × minibatches_per_clock, run across epochs of
+  // ceil(rows ÷ minibatch) each, in the same per-(seed, rank, epoch) order.
+  // The minibatch in flight when it died may be trained twice or not at all
+  // (its push may or may not have reached every shard).
+  bool rejoin_skip = false;
+  if (resume_dir.empty() && client->rejoin_clock() > 0) {
+    const int64_t prev = client->rejoin_clock();
+    if (feed != nullptr) {
+      // Data on demand: shard 0 deals what is left (FirstEpoch above).
+    } else if (stream != nullptr || adaptive.enabled() || train.features.rows == 0) {
+      LOG(WARNING) << who << "restarted in the running job (its previous process reached clock " << prev
+                   << ") without a checkpoint: its share of the data starts again at epoch 1, because "
+                   << (stream != nullptr ? "a streamed share (data.streaming)"
+                                         : "adaptive minibatch sizes (train.adaptive_batch)")
+                   << " has no position a clock can name; checkpoints (--resume_from) or data on demand "
+                      "(--data_on_demand) continue where it stopped";
+    } else {
+      const int64_t batches_per_epoch = (train.features.rows + bs - 1) / bs;
+      const int64_t done = prev * per_clock;
+      const int64_t epochs = config.train().epochs();
+      start_epoch = static_cast<int>(std::min<int64_t>(epochs, done / batches_per_epoch));
+      start_row = start_epoch < epochs ? std::min(train.features.rows, (done % batches_per_epoch) * bs) : 0;
+      minibatches = done;
+      rejoin_skip = true;
+      LOG(WARNING) << who << "restarted in the running job without a checkpoint: its previous process reached clock "
+                   << prev << " (" << done << " minibatches of " << bs << " rows), so its share continues at "
+                   << (start_epoch < epochs ? "epoch " + std::to_string(start_epoch + 1) + ", row " +
+                                                  std::to_string(start_row) + " of " +
+                                                  std::to_string(train.features.rows)
+                                            : std::string("the end (nothing left to train)"));
+    }
+  }
+
   std::vector<int64_t> epoch_rows;  // rows trained per epoch (WorkerStats.epoch_rows)
   for (int epoch = start_epoch; epoch < config.train().epochs(); ++epoch) {
-    const bool first = epoch == start_epoch && !resume_dir.empty();
+    const bool first = epoch == start_epoch && (!resume_dir.empty() || rejoin_skip);
     const bool dealt_epoch = first && !dealt_lines.empty();
     feed_epoch = epoch;
     const uint64_t epoch_samples_from = report.samples;
