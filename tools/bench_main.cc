@@ -295,7 +295,12 @@ class RawClient {
 
 // ------------------------------------------------------------------ transport
 
-JobConfig TransportConfig(int servers, int64_t dim) {
+// keys: the most keys one request of the run sends. They are every third
+// id from 0 (so a shard's part is not one dense block), and the key space is
+// sized to them: the server checks that its shard of every table fits in
+// memory at full size (server/shard_memory.h), so a key space of 2^40 rows
+// was refused.
+JobConfig TransportConfig(int servers, int64_t dim, int64_t keys) {
   JobConfig c;
   c.set_name("tether-bench-transport");
   c.mutable_cluster()->set_num_servers(servers);
@@ -303,7 +308,7 @@ JobConfig TransportConfig(int servers, int64_t dim) {
   c.mutable_cluster()->set_idle_timeout_ms(3600 * 1000);
   c.mutable_cluster()->set_worker_timeout_ms(3600 * 1000);
   c.mutable_data()->set_index_base(0);
-  c.mutable_data()->set_num_features(int64_t{1} << 40);
+  c.mutable_data()->set_num_features(3 * std::max<int64_t>(1, keys));
   c.mutable_data()->set_num_labels(1);
   c.mutable_data()->set_train_file("unused");
   c.mutable_model()->set_hidden(static_cast<int32_t>(dim));  // table 0 ("w1") has rows of `dim` floats
@@ -409,7 +414,7 @@ int RunTransportCurve() {
   std::fflush(stdout);
   for (int64_t servers : ParseList(FLAGS_servers)) {
     for (const auto& [n, dim] : shapes) {
-      JobConfig config = TransportConfig(static_cast<int>(servers), dim);
+      JobConfig config = TransportConfig(static_cast<int>(servers), dim, n);
       std::unique_ptr<BenchCluster> side[2];
       for (int on = 0; on < 2; ++on) {
         JobConfig c = config;
@@ -471,6 +476,10 @@ int RunTransportCurve() {
 int RunTransport() {
   if (FLAGS_curve) return RunTransportCurve();
   const std::vector<int64_t> keys_list = ParseList(FLAGS_keys);
+  if (keys_list.empty()) {
+    std::fprintf(stderr, "tether-bench transport: --keys names no request size (e.g. --keys=100,100000)\n");
+    return 2;
+  }
   const std::vector<int64_t> dims = ParseList(FLAGS_dims.empty() ? "1,16,64,256" : FLAGS_dims);
   const std::vector<int64_t> servers_list = ParseList(FLAGS_servers);
   const std::vector<std::string> ops = ParseNames(FLAGS_ops);
@@ -492,7 +501,8 @@ int RunTransport() {
   std::fflush(stdout);
   for (int64_t servers : servers_list) {
     for (int64_t dim : dims) {
-      const JobConfig config = TransportConfig(static_cast<int>(servers), dim);
+      const JobConfig config =
+          TransportConfig(static_cast<int>(servers), dim, *std::max_element(keys_list.begin(), keys_list.end()));
       std::vector<std::unique_ptr<ServerShard>> shards;
       std::vector<std::thread> threads;
       ClientOptions copts = ClientOptionsFor(config, 0, {});

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# tether-bench transport (docs/PERFORMANCE.md §1) and its --curve mode run
+# their documented commands on small cells and print one table row per
+# cell: servers × keys × dims × {pull, push}, each with at least the asked
+# repetitions and a positive time on both sides. Functional only: no time
+# is asserted. It guards the commands themselves: until the sixth session
+# every cell was refused at start-up (a key space of 2^40 rows did not fit
+# the server's memory check). Usage: bench_transport_test.sh BIN_DIR
+set -euo pipefail
+bin=$(cd "$1" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; tail -n 5 "$tmp"/*.log 2>/dev/null; exit 1; }
+TMPDIR=$tmp timeout -k 5 120 "$bin/tether-bench" transport --keys=100,1000 --dims=1,4 --servers=1,2 \
+  --min_reps=2 --min_time_s=0 > "$tmp/plain.out" 2> "$tmp/plain.log" || fail "tether-bench transport failed"
+# | servers | keys | dim | op | reps | Tether p50 ms | ... | raw p50 ms | raw GB/s | ratio |
+rows=$(awk -F'|' '$2 ~ /^ *[0-9]+ *$/ && $6 >= 2 && $7 > 0 && $11 > 0 { n++ } END { print n + 0 }' "$tmp/plain.out")
+echo "transport: $rows of 16 cells measured"
+[ "$rows" = 16 ] || { cat "$tmp/plain.out"; fail "expected 16 measured cells, got $rows"; }
+TMPDIR=$tmp timeout -k 5 120 "$bin/tether-bench" transport --curve --shapes=100x1,1000x4 --servers=1 \
+  --min_reps=2 --min_time_s=0 > "$tmp/curve.out" 2> "$tmp/curve.log" || fail "tether-bench transport --curve failed"
+# | servers | keys | dim | op | reps | off p50 ms | off GB/s | on p50 ms | on GB/s | on/off |
+rows=$(awk -F'|' '$2 ~ /^ *[0-9]+ *$/ && $6 >= 2 && $7 > 0 && $9 > 0 { n++ } END { print n + 0 }' "$tmp/curve.out")
+echo "transport --curve: $rows of 4 cells measured"
+[ "$rows" = 4 ] || { cat "$tmp/curve.out"; fail "expected 4 measured cells, got $rows"; }
