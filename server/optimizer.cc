@@ -38,7 +38,16 @@ inline uint32_t NonFinite(float x) {
   return static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
 }
 
-template <bool kL2>
+// kStore: false runs the step without storing anything and only reports
+// whether a value of it would be a NaN or an infinity (the check pass);
+// true stores it (the store pass). Apply runs the first, then the second:
+// a row that misses the cache is read by the check pass with no store
+// waiting on it (stores that wait on loads from DRAM fill the store buffer
+// and stop the loads of the rows after it: copying a row aside before an
+// in-place step cost more than the step, docs/PERFORMANCE.md §2), and the
+// store pass finds it in L1. Both passes compute the same expressions, so
+// the stored values are the bits one pass gave.
+template <bool kL2, bool kStore>
 inline uint32_t AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
                          const float* __restrict g, uint64_t n, float l2, float b1, float b2,
                          float step, float inv_c2, float eps) {
@@ -48,10 +57,12 @@ inline uint32_t AdamLoop(float* __restrict w, float* __restrict m, float* __rest
     const float gi = kL2 ? g[i] + l2 * w[i] : g[i];
     const float mi = b1 * m[i] + a1 * gi;
     const float vi = b2 * v[i] + a2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
     const float wi = w[i] - step * mi / (std::sqrt(vi * inv_c2) + eps);
-    w[i] = wi;
+    if (kStore) {
+      m[i] = mi;
+      v[i] = vi;
+      w[i] = wi;
+    }
     bad |= NonFinite(wi) | NonFinite(mi) | NonFinite(vi);
   }
   return bad;
@@ -59,59 +70,75 @@ inline uint32_t AdamLoop(float* __restrict w, float* __restrict m, float* __rest
 
 TETHER_OPT_CLONES uint32_t AdamKernel(float* __restrict w, float* __restrict m, float* __restrict v,
                                       const float* __restrict g, uint64_t n, float l2, float b1, float b2,
-                                      float step, float inv_c2, float eps) {
-  if (l2 != 0.0f) return AdamLoop<true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
-  return AdamLoop<false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
+                                      float step, float inv_c2, float eps, bool store) {
+  if (l2 != 0.0f) {
+    return store ? AdamLoop<true, true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps)
+                 : AdamLoop<true, false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
+  }
+  return store ? AdamLoop<false, true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps)
+               : AdamLoop<false, false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
 }
 
-TETHER_OPT_CLONES uint32_t AdagradKernel(float* __restrict w, float* __restrict h,
-                                         const float* __restrict g, uint64_t n, float l2, float lr,
-                                         float eps) {
+template <bool kStore>
+inline uint32_t AdagradLoop(float* __restrict w, float* __restrict h, const float* __restrict g, uint64_t n,
+                            float l2, float lr, float eps) {
   uint32_t bad = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const float gi = g[i] + l2 * w[i];
     const float hi = h[i] + gi * gi;
-    h[i] = hi;
     const float wi = w[i] - lr * gi / (std::sqrt(hi) + eps);
-    w[i] = wi;
+    if (kStore) {
+      h[i] = hi;
+      w[i] = wi;
+    }
     bad |= NonFinite(wi) | NonFinite(hi);
+  }
+  return bad;
+}
+
+TETHER_OPT_CLONES uint32_t AdagradKernel(float* __restrict w, float* __restrict h,
+                                         const float* __restrict g, uint64_t n, float l2, float lr,
+                                         float eps, bool store) {
+  return store ? AdagradLoop<true>(w, h, g, n, l2, lr, eps) : AdagradLoop<false>(w, h, g, n, l2, lr, eps);
+}
+
+template <bool kStore>
+inline uint32_t MomentumLoop(float* __restrict w, float* __restrict vel, const float* __restrict g, uint64_t n,
+                             float l2, float lr, float mu) {
+  uint32_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const float vi = mu * vel[i] + (g[i] + l2 * w[i]);
+    const float wi = w[i] - lr * vi;
+    if (kStore) {
+      vel[i] = vi;
+      w[i] = wi;
+    }
+    bad |= NonFinite(wi) | NonFinite(vi);
   }
   return bad;
 }
 
 TETHER_OPT_CLONES uint32_t MomentumKernel(float* __restrict w, float* __restrict vel,
                                           const float* __restrict g, uint64_t n, float l2, float lr,
-                                          float mu) {
+                                          float mu, bool store) {
+  return store ? MomentumLoop<true>(w, vel, g, n, l2, lr, mu) : MomentumLoop<false>(w, vel, g, n, l2, lr, mu);
+}
+
+// SGD without momentum (sum = false) and SUM (sum = true), as one loop.
+template <bool kStore>
+inline uint32_t SgdLoop(float* __restrict w, const float* __restrict g, uint64_t n, float l2, float lr, bool sum) {
   uint32_t bad = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    const float vi = mu * vel[i] + (g[i] + l2 * w[i]);
-    vel[i] = vi;
-    const float wi = w[i] - lr * vi;
-    w[i] = wi;
-    bad |= NonFinite(wi) | NonFinite(vi);
+    const float wi = sum ? w[i] + g[i] : w[i] - lr * (g[i] + l2 * w[i]);
+    if (kStore) w[i] = wi;
+    bad |= NonFinite(wi);
   }
   return bad;
 }
 
 TETHER_OPT_CLONES uint32_t SgdKernel(float* __restrict w, const float* __restrict g, uint64_t n,
-                                     float l2, float lr) {
-  uint32_t bad = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    const float wi = w[i] - lr * (g[i] + l2 * w[i]);
-    w[i] = wi;
-    bad |= NonFinite(wi);
-  }
-  return bad;
-}
-
-TETHER_OPT_CLONES uint32_t SumKernel(float* __restrict w, const float* __restrict g, uint64_t n) {
-  uint32_t bad = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    const float wi = w[i] + g[i];
-    w[i] = wi;
-    bad |= NonFinite(wi);
-  }
-  return bad;
+                                     float l2, float lr, bool sum, bool store) {
+  return store ? SgdLoop<true>(w, g, n, l2, lr, sum) : SgdLoop<false>(w, g, n, l2, lr, sum);
 }
 
 // FTRL-Proximal (McMahan et al., KDD 2013, Algorithm 1), per coordinate,
@@ -120,9 +147,9 @@ TETHER_OPT_CLONES uint32_t SumKernel(float* __restrict w, const float* __restric
 // table's initializer (random rows of a hidden layer) is where FTRL starts,
 // as the paper's w_1 = 0 is for a zero-initialised table. The branch on
 // |z| ≤ λ1 compiles to a select, so the loop still vectorises.
-TETHER_OPT_CLONES uint32_t FtrlKernel(float* __restrict w, float* __restrict z, float* __restrict nsum,
-                                      const float* __restrict g, uint64_t n, float alpha, float beta, float l1,
-                                      float l2) {
+template <bool kStore>
+inline uint32_t FtrlLoop(float* __restrict w, float* __restrict z, float* __restrict nsum,
+                        const float* __restrict g, uint64_t n, float alpha, float beta, float l1, float l2) {
   const float inv_alpha = 1.0f / alpha;
   const float base = beta * inv_alpha + l2;
   uint32_t bad = 0;
@@ -137,54 +164,66 @@ TETHER_OPT_CLONES uint32_t FtrlKernel(float* __restrict w, float* __restrict z, 
     const float zi = zi0 + (gi - sigma * wi);
     const float sgn_z = zi > 0.0f ? 1.0f : -1.0f;
     const float w_new = std::fabs(zi) <= l1 ? 0.0f : -(zi - sgn_z * l1) / ((beta + sqrt_new) * inv_alpha + l2);
-    z[i] = zi;
-    nsum[i] = n_new;
-    w[i] = w_new;
+    if (kStore) {
+      z[i] = zi;
+      nsum[i] = n_new;
+      w[i] = w_new;
+    }
     bad |= NonFinite(w_new) | NonFinite(zi) | NonFinite(n_new);
   }
   return bad;
 }
 
+TETHER_OPT_CLONES uint32_t FtrlKernel(float* __restrict w, float* __restrict z, float* __restrict nsum,
+                                      const float* __restrict g, uint64_t n, float alpha, float beta, float l1,
+                                      float l2, bool store) {
+  return store ? FtrlLoop<true>(w, z, nsum, g, n, alpha, beta, l1, l2)
+               : FtrlLoop<false>(w, z, nsum, g, n, alpha, beta, l1, l2);
+}
+
 // Rows of a push without optimizer state, gathered: row i is
 // w[offsets[i], + dim) with gradients g[i·dim, + dim), dim ≤
 // Optimizer::kMaxGatheredStepDim. The same arithmetic as SgdKernel (l2 ≥ 0)
-// or SumKernel (sum), element by element, so the results are the same bits.
+// or SUM (sum = true), element by element, so the results are the same bits.
 // Rows whose offsets follow one another (offsets[i + 1] = offsets[i] + dim:
 // rows created in the order of a sorted key list, the common case for a
 // list's first rows) are taken as one run of up to kRunFloats floats, which
 // is one contiguous span of the table and of g, and the loop over it runs 8
-// floats wide; a scattered row is a run of one. Each run is computed into
-// `run` (4 KB, in L1) and stored only if every value is finite. Returns the
-// first row whose step is not finite (left as it was; the rows before it
-// stored), or n.
+// floats wide; a scattered row is a run of one. Each run is checked (the
+// step computed, nothing stored) and then stored only if every value is
+// finite, as Apply does. Returns the first row whose step is not finite
+// (left as it was; the rows before it stored), or n.
 constexpr uint64_t kRunFloats = Optimizer::kMaxGatheredStepDim;
 
 TETHER_OPT_CLONES uint64_t GatheredKernel(float* __restrict w, const uint64_t* __restrict offsets, uint64_t n,
                                           const float* __restrict g, uint32_t dim, float l2, float lr, bool sum) {
-  float run[kRunFloats];
   const uint64_t max_rows = kRunFloats / dim;  // ≥ 1: dim ≤ kRunFloats
+  const uint64_t lines = (uint64_t{dim} * sizeof(float) + 63) / 64;
+  // Scattered rows miss the cache one after the other: the rows
+  // kGatheredAhead further on are hinted (every line, for writing), so
+  // their loads overlap this one's step. Without the hints a push of
+  // scattered rows ran at one DRAM round trip a row (~550 ns at dim 256).
+  constexpr uint64_t kGatheredAhead = 4;
+  for (uint64_t i = 0; i < std::min(n, kGatheredAhead); ++i)
+    for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(w + offsets[i] + l * 16, 1, 3);
   for (uint64_t i = 0; i < n;) {
     const uint64_t first = offsets[i];
     const uint64_t limit = std::min(n - i, max_rows);
     uint64_t rows = 1;
     while (rows < limit && offsets[i + rows] == first + rows * dim) ++rows;
+    for (uint64_t k = i + kGatheredAhead; k < std::min(n, i + rows + kGatheredAhead); ++k)
+      for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(w + offsets[k] + l * 16, 1, 3);
     float* __restrict wr = w + first;
     const float* __restrict gr = g + i * dim;
     const uint64_t m = rows * dim;
-    uint32_t bad = 0;
-    for (uint64_t j = 0; j < m; ++j) {
-      const float wi = sum ? wr[j] + gr[j] : wr[j] - lr * (gr[j] + l2 * wr[j]);
-      run[j] = wi;
-      bad |= NonFinite(wi);
-    }
-    if (__builtin_expect(bad != 0, 0)) {
-      uint64_t j = 0;
-      while (!NonFinite(run[j])) ++j;
-      const uint64_t ok = j / dim;  // rows of this run before the bad one
-      std::memcpy(wr, run, ok * dim * sizeof(float));
+    if (__builtin_expect(SgdLoop<false>(wr, gr, m, l2, lr, sum) != 0, 0)) {
+      // Store the rows before the first bad one, row by row.
+      uint64_t ok = 0;
+      while (SgdLoop<false>(wr + ok * dim, gr + ok * dim, dim, l2, lr, sum) == 0) ++ok;
+      (void)SgdLoop<true>(wr, gr, ok * dim, l2, lr, sum);
       return i + ok;
     }
-    std::memcpy(wr, run, m * sizeof(float));
+    (void)SgdLoop<true>(wr, gr, m, l2, lr, sum);
     i += rows;
   }
   return n;
@@ -271,27 +310,39 @@ uint64_t Optimizer::ApplyGathered(float* base, const uint64_t* offsets, uint64_t
                         config_.type() == SUM);
 }
 
+uint32_t Optimizer::Kernel(float* w, float* state, const float* g, uint64_t n, float lr_scale, bool store) const {
+  if (config_.type() == SUM) return SgdKernel(w, g, n, 0.0f, 0.0f, /*sum=*/true, store);
+  const float lr = config_.learning_rate() * lr_scale;
+  const float l2 = config_.l2();
+  if (config_.type() == ADAM) {
+    // The step count is stored with the row (its last float of state).
+    const float t = state[2 * n] + 1.0f;
+    if (store) state[2 * n] = t;
+    const float c1 = BiasCorrection(t, log_beta1_, one_after1_);
+    const float c2 = BiasCorrection(t, log_beta2_, one_after2_);
+    return AdamKernel(w, state, state + n, g, n, l2, config_.beta1(), config_.beta2(), lr / c1, 1.0f / c2,
+                      config_.epsilon(), store);
+  }
+  if (config_.type() == FTRL)
+    return FtrlKernel(w, state, state + n, g, n, config_.alpha() * lr_scale, config_.beta(), config_.l1(), l2, store);
+  if (config_.type() == ADAGRAD) return AdagradKernel(w, state, g, n, l2, lr, config_.epsilon(), store);
+  const float mu = config_.momentum();
+  if (mu > 0) return MomentumKernel(w, state, g, n, l2, lr, mu, store);
+  return SgdKernel(w, g, n, l2, lr, /*sum=*/false, store);
+}
+
 bool Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {
   // Every check happened before Apply (server.cc), and the row was looked
   // up or created by the table: NOOP leaves out only the arithmetic.
   if (config_.type() == NOOP) return true;
-  if (config_.type() == SUM) return SumKernel(w, g, n) == 0;
-  const float lr = config_.learning_rate() * lr_scale;
-  const float l2 = config_.l2();
-  if (config_.type() == ADAM) {
-    float& t = state[2 * n];
-    t += 1.0f;
-    const float c1 = BiasCorrection(t, log_beta1_, one_after1_);
-    const float c2 = BiasCorrection(t, log_beta2_, one_after2_);
-    return AdamKernel(w, state, state + n, g, n, l2, config_.beta1(), config_.beta2(), lr / c1, 1.0f / c2,
-                      config_.epsilon()) == 0;
-  }
-  if (config_.type() == FTRL)
-    return FtrlKernel(w, state, state + n, g, n, config_.alpha() * lr_scale, config_.beta(), config_.l1(), l2) == 0;
-  if (config_.type() == ADAGRAD) return AdagradKernel(w, state, g, n, l2, lr, config_.epsilon()) == 0;
-  const float mu = config_.momentum();
-  if (mu > 0) return MomentumKernel(w, state, g, n, l2, lr, mu) == 0;
-  return SgdKernel(w, g, n, l2, lr) == 0;
+  if (Kernel(w, state, g, n, lr_scale, /*store=*/false) != 0) return false;
+  (void)Kernel(w, state, g, n, lr_scale, /*store=*/true);
+  return true;
+}
+
+bool Optimizer::ApplyUnchecked(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {
+  if (config_.type() == NOOP) return true;
+  return Kernel(w, state, g, n, lr_scale, /*store=*/true) == 0;
 }
 
 }  // namespace tether

@@ -432,30 +432,31 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
   const uint32_t stride = stride_;
   float* base = data_.data();
   auto key_of = [&](uint64_t i) { return keys != nullptr ? keys[i] : KeyAtOffset(offsets[i]); };
-  // No non-finite value enters a table (C22): each row is copied aside
-  // just before its step (into one row of scratch that stays in L1), the
-  // step's kernel reports whether it stored a NaN or an infinity, and then
-  // that row is restored and the push fails, naming the key. The rows
-  // before it in this push keep their (finite) updates: keeping a copy of
-  // every row of a push to undo it whole cost 12 % of Bibtex's samples/s
-  // (docs/PERFORMANCE.md §9), and the failed push fails the worker's run.
+  // No non-finite value enters a table (C22): a row whose step would store
+  // a NaN or an infinity is left as it was (rows without state: the step
+  // is checked before it is stored, Optimizer::ApplyGathered; rows with
+  // state: undone from a copy), and the push fails, naming the key. The
+  // rows before it in this push keep their (finite) updates: keeping a copy
+  // of every row of a push to undo it whole cost 12 % of Bibtex's
+  // samples/s (docs/PERFORMANCE.md §9), and the failed push fails the
+  // worker's run. The refused step is computed again
+  // on a copy of the row (`undo`, one row of scratch) to name the value.
   if (undo_.size() < stride) undo_.resize(stride);
   float* undo = undo_.data();
+  auto refused = [&](uint64_t i) {
+    std::memcpy(undo, base + offsets[i], stride * sizeof(float));
+    (void)optimizer_.ApplyUnchecked(undo, undo + dim, g + i * dim, dim, lr_scale);
+    uint64_t j = 0;
+    while (j + 1 < stride && std::isfinite(undo[j])) ++j;
+    if (i > 0) ++version_;  // the rows before it were updated
+    return NonFiniteStep(undo, j, "key " + std::to_string(key_of(i)), i);
+  };
   if (stride == dim && optimizer_.CanApplyGathered(dim)) {
-    // Rows without state: one call for the whole push (per-row calls,
-    // copies and hints cost more than the step at dim 1), and rows that
-    // follow one another in the table stepped as one span. A row
-    // whose step is not finite is left as it was; its step is redone on a
-    // copy to name the value.
+    // Rows without state: one call for the whole push (per-row calls and
+    // hints cost more than the step at dim 1), and rows that follow one
+    // another in the table stepped as one span.
     const uint64_t bad = optimizer_.ApplyGathered(base, offsets, n, g, dim, lr_scale);
-    if (__builtin_expect(bad < n, 0)) {
-      std::memcpy(undo, base + offsets[bad], dim * sizeof(float));
-      (void)optimizer_.Apply(undo, undo + dim, g + bad * dim, dim, lr_scale);
-      uint64_t j = 0;
-      while (j + 1 < dim && std::isfinite(undo[j])) ++j;
-      if (bad > 0) ++version_;
-      return NonFiniteStep(undo, j, "key " + std::to_string(key_of(bad)), bad);
-    }
+    if (__builtin_expect(bad < n, 0)) return refused(bad);
     ++version_;
     return Status::OK();
   }
@@ -465,14 +466,14 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
   for (uint64_t i = 0; i < n; ++i) {
     if (i + kRowsAhead < n) PrefetchSpan(base + offsets[i + kRowsAhead], stride, ~0ull, true);
     float* row = base + offsets[i];
+    // A row with state is copied aside (into `undo`, in L1) and stepped in
+    // place in one pass; a refused step is undone from the copy. (Apply's
+    // check-then-store passes cost Adam a second computation of the step:
+    // 870-1,080 against 700 ns a row on rows that miss the cache.)
     std::memcpy(undo, row, stride * sizeof(float));
-    if (__builtin_expect(!optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale), 0)) {
-      uint64_t j = 0;
-      while (std::isfinite(row[j])) ++j;
-      const Status st = NonFiniteStep(row, j, "key " + std::to_string(key_of(i)), i);
+    if (__builtin_expect(!optimizer_.ApplyUnchecked(row, row + dim, g + i * dim, dim, lr_scale), 0)) {
       std::memcpy(row, undo, stride * sizeof(float));
-      if (i > 0) ++version_;  // the rows before it were updated
-      return st;
+      return refused(i);
     }
   }
   ++version_;
@@ -485,14 +486,14 @@ void ServerTable::PullDense(float* out) const {
 
 Status ServerTable::PushDense(const float* g, float lr_scale) {
   const uint64_t n = end_ - begin_;
-  // As PushRows: undone whole if the step made a NaN or an infinity.
-  undo_.assign(data_.begin(), data_.end());
+  // As PushRowsAt: a step with a NaN or an infinity stores nothing, and is
+  // computed again on a copy to name the value.
   if (__builtin_expect(!optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale), 0)) {
+    undo_.assign(data_.begin(), data_.end());
+    (void)optimizer_.ApplyUnchecked(undo_.data(), undo_.data() + n, g, n, lr_scale);
     uint64_t j = 0;
-    while (std::isfinite(data_[j])) ++j;
-    const Status st = NonFiniteStep(data_.data(), j, "", 0);
-    std::copy(undo_.begin(), undo_.end(), data_.begin());
-    return st;
+    while (j + 1 < undo_.size() && std::isfinite(undo_[j])) ++j;
+    return NonFiniteStep(undo_.data(), j, "", 0);
   }
   ++version_;
   return Status::OK();
