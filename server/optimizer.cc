@@ -39,14 +39,16 @@ inline uint32_t NonFinite(float x) {
 }
 
 // kStore: false runs the step without storing anything and only reports
-// whether a value of it would be a NaN or an infinity (the check pass);
-// true stores it (the store pass). Apply runs the first, then the second:
-// a row that misses the cache is read by the check pass with no store
-// waiting on it (stores that wait on loads from DRAM fill the store buffer
-// and stop the loads of the rows after it: copying a row aside before an
-// in-place step cost more than the step, docs/PERFORMANCE.md §2), and the
-// store pass finds it in L1. Both passes compute the same expressions, so
-// the stored values are the bits one pass gave.
+// whether a value of it would be a NaN or an infinity (a check pass); true
+// stores it. Apply stores in one pass (the caller undoes a refused step);
+// GatheredKernel checks a run of rows, then stores it: on scattered rows
+// that miss the cache, with the next rows hinted, that ran 1.5-2.3x faster
+// than computing each run into a buffer and copying it back (ServerTable,
+// SGD at dims 16-256, 2 M-8 M rows; docs/PERFORMANCE.md §17). Both passes
+// compute the same expressions, so the stored values are the bits one pass
+// gives. (A check pass before every in-place step, without hints, ran
+// 2-12x slower on rows that miss the cache, and costs Adam a second
+// computation of its step: Apply does not take it.)
 template <bool kL2, bool kStore>
 inline uint32_t AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
                          const float* __restrict g, uint64_t n, float l2, float b1, float b2,
@@ -334,13 +336,6 @@ uint32_t Optimizer::Kernel(float* w, float* state, const float* g, uint64_t n, f
 bool Optimizer::Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {
   // Every check happened before Apply (server.cc), and the row was looked
   // up or created by the table: NOOP leaves out only the arithmetic.
-  if (config_.type() == NOOP) return true;
-  if (Kernel(w, state, g, n, lr_scale, /*store=*/false) != 0) return false;
-  (void)Kernel(w, state, g, n, lr_scale, /*store=*/true);
-  return true;
-}
-
-bool Optimizer::ApplyUnchecked(float* w, float* state, const float* g, uint64_t n, float lr_scale) const {
   if (config_.type() == NOOP) return true;
   return Kernel(w, state, g, n, lr_scale, /*store=*/true) == 0;
 }

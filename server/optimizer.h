@@ -52,18 +52,11 @@ class Optimizer {
   /// w, state and g must not overlap. Cost (dim 256, in cache, one core):
   /// about 0.1 µs per row for Adam with AVX2 (one exp for the bias
   /// correction, none once βᵗ rounds away; the loop runs 8 floats wide).
-  /// Returns false when a value of the step (a weight or the state) would
-  /// be a NaN or an infinity (case C22), and then stores nothing: w and
-  /// state are as they were. The step is computed twice, first without
-  /// storing to check every value (in registers), then storing: on a row
-  /// that misses the cache the first pass reads it with no store waiting
-  /// on the load, which costs less than copying the row aside to undo the
-  /// step (docs/PERFORMANCE.md §2); the second pass finds it in L1.
+  /// Returns false when the step wrote a NaN or an infinity to a weight or
+  /// to the state (case C22); the kernels check every value they store, in
+  /// registers, at no extra pass over memory. Nothing is undone here: the
+  /// caller (ServerTable) keeps what it needs to undo a push.
   bool Apply(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
-  /// The step of Apply stored whatever its values: returns false when one
-  /// of them is a NaN or an infinity, which is then in w or state. For the
-  /// message that names the value (on a copy of the row) and for tests.
-  bool ApplyUnchecked(float* w, float* state, const float* g, uint64_t n, float lr_scale = 1.0f) const;
 
   /// Rows of at most this many floats are gathered by a loop of their own
   /// instead of a memcpy per row (ServerTable::PullRowsAt).

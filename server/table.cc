@@ -439,13 +439,13 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
   // rows before it in this push keep their (finite) updates: keeping a copy
   // of every row of a push to undo it whole cost 12 % of Bibtex's
   // samples/s (docs/PERFORMANCE.md §9), and the failed push fails the
-  // worker's run. The refused step is computed again
-  // on a copy of the row (`undo`, one row of scratch) to name the value.
+  // worker's run. The refused step is computed again on a copy of the row
+  // (`undo`, one row of scratch) to name the value.
   if (undo_.size() < stride) undo_.resize(stride);
   float* undo = undo_.data();
   auto refused = [&](uint64_t i) {
     std::memcpy(undo, base + offsets[i], stride * sizeof(float));
-    (void)optimizer_.ApplyUnchecked(undo, undo + dim, g + i * dim, dim, lr_scale);
+    (void)optimizer_.Apply(undo, undo + dim, g + i * dim, dim, lr_scale);
     uint64_t j = 0;
     while (j + 1 < stride && std::isfinite(undo[j])) ++j;
     if (i > 0) ++version_;  // the rows before it were updated
@@ -467,11 +467,11 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
     if (i + kRowsAhead < n) PrefetchSpan(base + offsets[i + kRowsAhead], stride, ~0ull, true);
     float* row = base + offsets[i];
     // A row with state is copied aside (into `undo`, in L1) and stepped in
-    // place in one pass; a refused step is undone from the copy. (Apply's
-    // check-then-store passes cost Adam a second computation of the step:
+    // place in one pass; a refused step is undone from the copy. (A check
+    // pass before the step instead costs Adam a second computation of it:
     // 870-1,080 against 700 ns a row on rows that miss the cache.)
     std::memcpy(undo, row, stride * sizeof(float));
-    if (__builtin_expect(!optimizer_.ApplyUnchecked(row, row + dim, g + i * dim, dim, lr_scale), 0)) {
+    if (__builtin_expect(!optimizer_.Apply(row, row + dim, g + i * dim, dim, lr_scale), 0)) {
       std::memcpy(row, undo, stride * sizeof(float));
       return refused(i);
     }
@@ -486,14 +486,14 @@ void ServerTable::PullDense(float* out) const {
 
 Status ServerTable::PushDense(const float* g, float lr_scale) {
   const uint64_t n = end_ - begin_;
-  // As PushRowsAt: a step with a NaN or an infinity stores nothing, and is
-  // computed again on a copy to name the value.
+  // As PushRows: undone whole if the step made a NaN or an infinity.
+  undo_.assign(data_.begin(), data_.end());
   if (__builtin_expect(!optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale), 0)) {
-    undo_.assign(data_.begin(), data_.end());
-    (void)optimizer_.ApplyUnchecked(undo_.data(), undo_.data() + n, g, n, lr_scale);
     uint64_t j = 0;
-    while (j + 1 < undo_.size() && std::isfinite(undo_[j])) ++j;
-    return NonFiniteStep(undo_.data(), j, "", 0);
+    while (std::isfinite(data_[j])) ++j;
+    const Status st = NonFiniteStep(data_.data(), j, "", 0);
+    std::copy(undo_.begin(), undo_.end(), data_.begin());
+    return st;
   }
   ++version_;
   return Status::OK();
