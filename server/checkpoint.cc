@@ -373,10 +373,41 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
   return m;
 }
 
+namespace {
+
+// The latest complete checkpoint under `dir` ("" when none).
+std::string LatestComplete(const std::string& dir) {
+  const std::vector<Found> all = ListCheckpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (it->complete) return it->path;
+  return "";
+}
+
+// Why `path`, which exists but is no directory, is not a checkpoint, and
+// which directory to give instead: its own directory when that is a
+// checkpoint (a shard file, the MANIFEST) or holds complete ones.
+std::string NotADirectory(const std::string& path, const std::filesystem::file_status& st) {
+  std::string msg = path + ": is " + (std::filesystem::is_regular_file(st) ? "a file" : "not a directory") +
+                    ", not a checkpoint directory";
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (std::filesystem::exists(CheckpointJoinPath(parent, kManifestName), ec))
+    return msg + "; give the checkpoint directory that holds it: " + parent;
+  const std::string latest = LatestComplete(parent);
+  if (!latest.empty())
+    return msg + "; give a checkpoint directory (one holding a " + kManifestName + ") or a directory of them, such as " +
+           parent + " (its latest complete checkpoint is " + latest + ")";
+  return msg + "; give a checkpoint directory (one holding a " + kManifestName + ") or a directory of them";
+}
+
+}  // namespace
+
 StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec))
-    return Status::NotFound(path + ": no such checkpoint directory");
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return Status::NotFound(path + ": no such checkpoint directory");
+  if (!std::filesystem::is_directory(st)) return Status::InvalidArgument(NotADirectory(path, st));
   if (std::filesystem::exists(CheckpointJoinPath(path, kManifestName), ec)) return path;
   const std::vector<Found> all = ListCheckpoints(path);
   for (auto it = all.rbegin(); it != all.rend(); ++it)

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "core/model_file.h"
 #include "core/partition.h"
 #include "core/table_spec.h"
 #include "tests/testing/temp_dir.h"
@@ -366,6 +367,56 @@ TEST(CheckpointTest, BadCheckpointPathsAreRefusedNamingWhy) {
   EXPECT_EQ(CheckCheckpointPaths("", tmp.path() + "/none").message(),
             "--resume_from=" + tmp.path() + "/none: " + tmp.path() + "/none: no such checkpoint directory");
   EXPECT_TRUE(CheckCheckpointPaths(tmp.path(), "").ok());
+}
+
+// A file of a checkpoint (a shard file, the MANIFEST) given where a
+// checkpoint directory goes (tether-export --checkpoint, --resume_from) is
+// refused saying it is a file and which directory to give; a checkpoint
+// given where a model file goes (tether-predict --model) names the
+// tether-export command that writes one.
+TEST(CheckpointTest, TheWrongKindOfPathSaysWhatToGiveInstead) {
+  testing::ScopedTempDir tmp;
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 30, TrainedShards(2, 3)).ok());
+  const std::string ck = tmp.path() + "/" + CheckpointDirName(30, false);
+  const std::string shard = ck + "/" + ShardFileName(1);
+  const std::string manifest = ck + "/" + kManifestName;
+  const std::string notes = tmp.path() + "/notes.txt";
+  std::ofstream(notes) << "x";
+  const std::string other = tmp.path() + "/other";
+  std::filesystem::create_directories(other);
+  std::ofstream(other + "/afile") << "x";
+  const std::string is_file = ": is a file, not a checkpoint directory; ";
+  StatusOr<std::string> r = ResolveCheckpoint(shard);
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), shard + is_file + "give the checkpoint directory that holds it: " + ck);
+  EXPECT_EQ(ResolveCheckpoint(manifest).status().message(),
+            manifest + is_file + "give the checkpoint directory that holds it: " + ck);
+  EXPECT_EQ(ResolveCheckpoint(notes).status().message(),
+            notes + is_file + "give a checkpoint directory (one holding a MANIFEST) or a directory of them, such as " +
+                tmp.path() + " (its latest complete checkpoint is " + ck + ")");
+  EXPECT_EQ(ResolveCheckpoint(other + "/afile").status().message(),
+            other + "/afile" + is_file + "give a checkpoint directory (one holding a MANIFEST) or a directory of them");
+  EXPECT_EQ(CheckCheckpointPaths("", shard).message(),
+            "--resume_from=" + shard + ": " + shard + is_file + "give the checkpoint directory that holds it: " + ck);
+  // The directory it names is the one that works.
+  StatusOr<std::string> ok = ResolveCheckpoint(ck);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, ck);
+
+  const std::string out = " --out=model.safetensors";
+  EXPECT_EQ(CheckModelFilePath(ck).message(), ck + ": is a directory, not a model file; it is a checkpoint; write "
+                                              "its model file with tether-export --checkpoint=" + ck + out);
+  EXPECT_EQ(CheckModelFilePath(tmp.path()).message(),
+            tmp.path() + ": is a directory, not a model file; it holds checkpoints: write the latest one's model "
+                         "file with tether-export --checkpoint=" + tmp.path() + out);
+  EXPECT_EQ(CheckModelFilePath(other).message(), other + ": is a directory, not a model file");
+  const std::string then = ", not a model file; write the checkpoint's model file with tether-export --checkpoint=";
+  EXPECT_EQ(CheckModelFilePath(shard).message(), shard + ": is a checkpoint's shard file" + then + ck + out);
+  EXPECT_EQ(CheckModelFilePath(manifest).message(), manifest + ": is a checkpoint's MANIFEST" + then + ck + out);
+  const std::string state = ck + "/" + WorkerFileName(0);
+  EXPECT_EQ(CheckModelFilePath(state).message(), state + ": is a checkpoint's worker state file" + then + ck + out);
+  EXPECT_EQ(CheckModelFilePath(tmp.path() + "/none").code(), Status::Code::kNotFound);
+  EXPECT_TRUE(CheckModelFilePath(notes).ok());  // not refused by its path: read as safetensors next
 }
 
 // A checkpoint is never written into a complete one of the same clock: a

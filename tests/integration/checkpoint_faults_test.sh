@@ -72,7 +72,10 @@ case "$mode" in
     ;;
   bad_paths)
     # Each refused with exit 2 before any training (a worker before it
-    # connects: no server runs; tether-launch before it starts a process).
+    # connects: no server runs; tether-launch before it starts a process);
+    # a checkpoint's file given for its directory (tether-export, every
+    # --resume_from) and a checkpoint given for a model file (tether-predict)
+    # are refused naming what to give instead.
     echo x > "$tmp/afile"
     mkdir -p "$tmp/ro"
     chmod 555 "$tmp/ro"
@@ -109,6 +112,35 @@ case "$mode" in
       "$bin/tether-launch" "${job[@]}" --checkpoint_dir="$tmp/afile"
     refused "$tmp/launch2.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
       "$bin/tether-launch" "${job[@]}" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/nonexist"
+    # A file of a checkpoint where its directory goes, and a checkpoint where
+    # a model file goes: refused by the path's kind alone (before a byte of
+    # a table is read), so the checkpoint is the files' first bytes only.
+    c=$tmp/old/ckpt-000000000010-final
+    mkdir -p "$c"
+    echo "# Tether checkpoint manifest (server/checkpoint.h); the last line checks the rest." > "$c/MANIFEST"
+    printf 'TTHRCKPT' > "$c/shard-0.tables"
+    give="is a file, not a checkpoint directory; give the checkpoint directory that holds it: $c"
+    refused "$tmp/export1.log" "--checkpoint=$c/shard-0.tables: $c/shard-0.tables: $give" \
+      "$bin/tether-export" --checkpoint="$c/shard-0.tables" --out="$tmp/m.safetensors"
+    refused "$tmp/export2.log" "--checkpoint=$c/MANIFEST: $c/MANIFEST: $give" \
+      "$bin/tether-export" --checkpoint="$c/MANIFEST" --out="$tmp/m.safetensors"
+    refused "$tmp/resume2.log" "--resume_from=$c/shard-0.tables: $c/shard-0.tables: $give" \
+      "${w[@]}" --resume_from="$c/shard-0.tables"
+    refused "$tmp/server2.log" "--resume_from=$c/MANIFEST: $c/MANIFEST: $give" \
+      "$bin/tether-server" "${job[@]}" --shard=0 --listen=tcp://127.0.0.1:0 --resume_from="$c/MANIFEST"
+    refused "$tmp/launch3.log" "--resume_from=$c/MANIFEST: $c/MANIFEST: $give" \
+      "$bin/tether-launch" "${job[@]}" --resume_from="$c/MANIFEST"
+    export_it="write its model file with tether-export --checkpoint=$c --out=model.safetensors"
+    predict=("$bin/tether-predict" --input="$tmp/afile" --format=xmc --index_base=0 --output="$tmp/p.tsv")
+    refused "$tmp/predict1.log" "--model=$c: $c: is a directory, not a model file; it is a checkpoint; $export_it" \
+      "${predict[@]}" --model="$c"
+    refused "$tmp/predict2.log" "--model=$c/shard-0.tables: $c/shard-0.tables: is a checkpoint's shard file, not \
+a model file; write the checkpoint's model file with tether-export --checkpoint=$c --out=model.safetensors" \
+      "${predict[@]}" --model="$c/shard-0.tables"
+    refused "$tmp/predict3.log" "--model=$tmp/old: $tmp/old: is a directory, not a model file; it holds \
+checkpoints: write the latest one's model file with tether-export --checkpoint=$tmp/old --out=model.safetensors" \
+      "${predict[@]}" --model="$tmp/old"
+    [ ! -e "$tmp/m.safetensors" ] && [ ! -e "$tmp/p.tsv" ] || fail "a refused export or prediction wrote a file"
     ! grep -q "started server" "$tmp"/launch*.log || fail "tether-launch started a process before refusing"
     [ ! -e "$tmp/ck" ] && [ ! -e "$tmp/ro/ck" ] || fail "a refused run created a checkpoint directory"
     echo "PASS"
