@@ -303,6 +303,47 @@ TEST(CheckpointTest, AFlippedByteIsRefusedNamingTheFileAndTheChecksum) {
   EXPECT_NE(bad.status().message().find("MANIFEST: checksum mismatch"), std::string::npos) << bad.status().message();
 }
 
+// A truncated file is refused before it is parsed, naming the file, the
+// size its manifest entry records and the size on disk; by every reader
+// (the servers' restore, the verification of tether-export, a worker's
+// state).
+TEST(CheckpointTest, ATruncatedFileIsRefusedNamingBothSizes) {
+  testing::ScopedTempDir tmp;
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 5, TrainedShards(2, 5)).ok());
+  const std::string dir = tmp.path() + "/" + CheckpointDirName(5, false);
+  StatusOr<CheckpointManifest> m = ReadManifest(dir);
+  ASSERT_TRUE(m.ok());
+  auto manifest_bytes = [&](const std::string& name) {
+    for (const CheckpointFile& f : m->files())
+      if (f.name() == name) return f.bytes();
+    ADD_FAILURE() << name << " not in the manifest";
+    return uint64_t{0};
+  };
+  const std::string shard = dir + "/" + ShardFileName(1);
+  const uint64_t full = manifest_bytes(ShardFileName(1));
+  ASSERT_GT(full, 1000u);
+  std::filesystem::resize_file(shard, full - 700);  // ends inside the rows
+  const std::string want = shard + ": " + std::to_string(full - 700) + " bytes on disk, but the manifest says " +
+                           std::to_string(full) + " (a truncated or replaced file)";
+  Status st;
+  (void)Restore(dir, 2, &st);
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+  EXPECT_EQ(st.message(), want);
+  EXPECT_EQ(VerifyCheckpointFiles(dir, *m).message(), want);
+  EXPECT_EQ(LoadTrainedModel(dir).status().message(), want);
+  std::filesystem::resize_file(shard, full + 3);  // longer: replaced or appended to
+  (void)Restore(dir, 2, &st);
+  EXPECT_EQ(st.message(), shard + ": " + std::to_string(full + 3) + " bytes on disk, but the manifest says " +
+                              std::to_string(full) + " (a truncated or replaced file)");
+
+  const std::string state = dir + "/" + WorkerFileName(0);
+  const uint64_t state_bytes = manifest_bytes(WorkerFileName(0));
+  std::filesystem::resize_file(state, 1);
+  EXPECT_EQ(ReadWorkerState(dir, *m, 0).status().message(),
+            state + ": 1 bytes on disk, but the manifest says " + std::to_string(state_bytes) +
+                " (a truncated or replaced file)");
+}
+
 TEST(CheckpointTest, ShapeChangesAreRefusedNamingTheField) {
   google::protobuf::RepeatedPtrField<TableSpec> a, b;
   for (const TableSpec& s : Specs()) *a.Add() = s;
