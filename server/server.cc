@@ -674,6 +674,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.samples = h.samples();
       w.barrier_request = h.request_id();
       w.stats = h.worker_stats();
+      w.finished_entry = h.finished();
       w.finished = true;
       w.data_done = h.has_chunk() && h.chunk().kind() == DataOnDemandChunk::DONE;
       if (clocks_.Remove(rank)) ServeReadyPulls();
@@ -1043,6 +1044,8 @@ void ServerShard::MaybeWriteCheckpoint() {
           e->set_kind(CheckpointWorker::TRAINING);
           *e->mutable_file() = f->second;
         } else if (workers_[r].finished) {
+          *e = workers_[r].finished_entry;
+          e->set_rank(r);
           e->set_kind(CheckpointWorker::FINISHED);
           e->set_samples(workers_[r].samples);
         } else if (auto last = last_state_.find(r); last != last_state_.end()) {

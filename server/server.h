@@ -204,6 +204,9 @@ class ServerShard {
     uint64_t barrier_request = 0;
     std::string identity;
     WorkerStats stats;  // the worker's counters, from its BARRIER
+    // Its BARRIER's `finished`: its entry in a checkpoint cut after it
+    // finished (final_loss, diverged), without rank, kind and samples.
+    CheckpointWorker finished_entry;
     double bound_wait_s = 0;  // time its pulls waited on the staleness bound here
     std::chrono::steady_clock::time_point wait_counted_until;  // bound_wait_s covers up to here
     std::chrono::steady_clock::time_point last_seen;

@@ -780,7 +780,8 @@ StatusOr<CheckpointReply> WorkerClient::Checkpoint(const std::string& dir, bool 
 
 Status WorkerClient::Idle(int ms) { return channel_.Idle(ms); }
 
-StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& stats, bool data_done) {
+StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& stats, bool data_done,
+                                         const CheckpointWorker& finished) {
   TETHER_RETURN_IF_ERROR(WaitAll());
   barrier_total_ = 0;
   RequestHandle barrier = channel_.NewRequest(/*sticky=*/false);
@@ -789,6 +790,7 @@ StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& st
     m.header.set_type(BARRIER);
     m.header.set_samples(samples);
     *m.header.mutable_worker_stats() = stats;
+    *m.header.mutable_finished() = finished;
     if (data_done) m.header.mutable_chunk()->set_kind(DataOnDemandChunk::DONE);
     SendPart(s, &m, barrier, NewShardRequest(BARRIER_REPLY, s, 0));
   }

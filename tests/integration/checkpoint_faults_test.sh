@@ -9,8 +9,9 @@
 #            trailing: the periodic checkpoints past worker 0's end are cut
 #            by worker 1 alone, which writes their manifests. Every process
 #            of the resume exits 0, a final checkpoint with every worker
-#            FINISHED is complete, and the two runs train exactly
-#            5 x 4880 rows.
+#            FINISHED is complete, the two runs train exactly 5 x 4880
+#            rows, and worker 0, which trains nothing, reports the
+#            final_loss of its first run (from the checkpoint).
 # Usage: checkpoint_faults_test.sh killed BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -57,6 +58,11 @@ case "$mode" in
     echo "resumed run: exit codes (w0 w1 s0 s1) $codes"
     [ "$codes" = "0 0 0 0" ] || fail "the resumed run exited $codes"
     grep -q "resuming from .*: nothing left to train" "$tmp/r0.log" || fail "worker 0 did not resume finished"
+    # Worker 0 trained nothing: it reports the loss it finished the first
+    # run with (its entry in the checkpoint), not 0.0.
+    [ "$(metric "$tmp/resumed.json" final_loss_from)" = checkpoint ] || fail "resumed final_loss_from"
+    [ "$(metric "$tmp/resumed.json" final_loss)" = "$(metric "$tmp/first.json" final_loss)" ] \
+      || fail "resumed final_loss $(metric "$tmp/resumed.json" final_loss), first run's $(metric "$tmp/first.json" final_loss)"
     # Worker 1 cut and wrote at least one periodic checkpoint alone.
     alone=$(grep -c "checkpoint at clock [0-9]* written: " "$tmp/r1.log" || true)
     [ "$alone" -ge 1 ] || fail "worker 1 wrote no checkpoint's manifest after worker 0 finished"
@@ -176,6 +182,15 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
     (cd "$tmp/ck" && find . -type f | sort | xargs sha256sum) > "$tmp/after.sum"
     diff "$tmp/before.sum" "$tmp/after.sum" || fail "a resume that trained nothing changed the checkpoints"
     echo "(a) resumed from $(basename "$final"): nothing trained, $(wc -l < "$tmp/after.sum") files unchanged"
+    # It reports the loss of the model as resumed, the one the first run
+    # ended with (the final checkpoint records it), not a made-up 0.0.
+    loss1=$(metric "$tmp/first.json" final_loss)
+    loss2=$(metric "$tmp/again.json" final_loss)
+    echo "final_loss: first run $loss1 ($(metric "$tmp/first.json" final_loss_from)), resume $loss2" \
+         "($(metric "$tmp/again.json" final_loss_from))"
+    [ "$(metric "$tmp/first.json" final_loss_from)" = training ] || fail "the first run's final_loss is not its own"
+    [ "$(metric "$tmp/again.json" final_loss_from)" = checkpoint ] || fail "the resume's final_loss_from"
+    [ "$loss2" = "$loss1" ] || fail "the resume that trained nothing reports final_loss $loss2, not $loss1"
     run_job older 1 --resume_from="$tmp/ck/ckpt-000000000020"
     [ "$codes" = "0 0" ] || fail "the resume from clock 20 exited $codes"
     (cd "$tmp/ck" && sha256sum -c --quiet "$tmp/before.sum") || fail "a complete checkpoint was written over"
