@@ -589,6 +589,7 @@ class WorkerClient {
   bool eval_complete_ = false;
   DataOnDemandChunk chunk_reply_;  // CHUNK_REPLY's
   bool leaving_ = false;                   // Leave or Abort was called: pull replies are dropped
+  std::vector<bool> hello_refused_;        // by shard: it refused this worker's HELLO (Connect)
   std::unique_ptr<LocalReplica> owned_replica_;  // AVERAGE: the local replica (AttachReplica)
   LocalReplica* replica_ = nullptr;
   bool replica_paused_ = false;

@@ -227,8 +227,61 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
     echo "every checkpoint in the workers' directory: $(ls "$tmp/wrk/ck" | tr '\n' ' ')"
     echo "PASS"
     ;;
+  bad_shard)
+    # 2 servers, 2 workers, 1 epoch, a checkpoint every 20 clocks. The
+    # resume from the one at clock 20 finds server 1's shard file (a) with
+    # a flipped byte, (b) truncated by 100 bytes. Server 1 refuses every
+    # worker naming itself and the file; the workers ABORT server 0 with
+    # that reason, so it names server 1 and the file too, never a worker
+    # gone silent. Every process exits 1, within seconds.
+    flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5
+           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
+    start_servers 2
+    start_worker 0 "$tmp/w0.log"; w0=$started
+    start_worker 1 "$tmp/w1.log"; w1=$started
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    [ "$codes" = "0 0 0 0" ] || fail "the first run exited $codes"
+    c=$tmp/ck/ckpt-000000000020
+    f=$c/shard-1.tables
+    [ -f "$c/MANIFEST" ] || fail "no complete checkpoint at clock 20"
+    cp "$f" "$tmp/shard-1.good"
+    full=$(stat -c %s "$f")
+    resume_bad() {  # resume_bad NAME WHAT: resumes from $c; WHAT is the file's fault as the logs name it
+      local name=$1 what=$2 log
+      pids=()
+      rm -f "$tmp"/s*.port
+      start_servers 2
+      local s1=$(cat "$tmp/s1.port")
+      start_worker 0 "$tmp/$name.w0.log" --resume_from="$c"; w0=$started
+      start_worker 1 "$tmp/$name.w1.log" --resume_from="$c"; w1=$started
+      wait_codes "$w0" "$w1" "${server_pids[@]}"
+      for s in 0 1; do cp "$tmp/server$s.log" "$tmp/$name.server$s.log"; done
+      echo "($name) exit codes (w0 w1 s0 s1) $codes"
+      [ "$codes" = "1 1 1 1" ] || fail "($name) the resume exited $codes, expected 1 1 1 1"
+      local why="cannot resume: server 1 failed to load its part of $c: $f: $what"
+      grep -qF -- "[server 1] $why" "$tmp/$name.server1.log" || fail "($name) server 1 does not say: $why"
+      grep -qF -- "[server 1] told 2 of 2 worker(s) that this server could not load its checkpoint" \
+        "$tmp/$name.server1.log" || fail "($name) server 1 did not tell both workers"
+      for log in "$tmp/$name.w0.log" "$tmp/$name.w1.log"; do
+        grep -qF -- "server $s1 (listed as shard 1) refused to pair: [server 1] $why" "$log" \
+          || fail "($name) $(basename "$log") does not name server 1 and its file"
+      done
+      grep -qE -- "\[server 0\] job aborted: worker [01] could not join: " "$tmp/$name.server0.log" \
+        || fail "($name) server 0 was not told why"
+      grep -qF -- "could not join: server $s1 (listed as shard 1) refused to pair: [server 1] $why" \
+        "$tmp/$name.server0.log" || fail "($name) server 0 does not name server 1 and its file"
+      ! grep -q "silent for" "$tmp/$name.server0.log" || fail "($name) server 0 blamed a silent worker"
+      grep -h "job aborted" "$tmp/$name.server0.log" | head -1 | sed 's/^.*\] //'
+    }
+    python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-9]^=0x10; open(p,"wb").write(b)' "$f"
+    resume_bad flipped "checksum mismatch: XXH3-64 "
+    cp "$tmp/shard-1.good" "$f"
+    truncate -s $((full - 100)) "$f"
+    resume_bad truncated "$((full - 100)) bytes on disk, but the manifest says $full (a truncated or replaced file)"
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed|bad_paths|final_twice|relative BIN_DIR"
+    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard BIN_DIR"
     exit 2
     ;;
 esac
