@@ -410,8 +410,8 @@ std::string NotADirectory(const std::string& path, const std::filesystem::file_s
     return msg + "; give the checkpoint directory that holds it: " + parent;
   const std::string latest = LatestComplete(parent);
   if (!latest.empty())
-    return msg + "; give a checkpoint directory (one holding a " + kManifestName + ") or a directory of them, such as " +
-           parent + " (its latest complete checkpoint is " + latest + ")";
+    return msg + "; give a checkpoint directory (one holding a " + kManifestName +
+           ") or a directory of them, such as " + parent + " (its latest complete checkpoint is " + latest + ")";
   return msg + "; give a checkpoint directory (one holding a " + kManifestName + ") or a directory of them";
 }
 
