@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -326,7 +327,49 @@ Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, cons
                                                  : WriteNpz(tensors, meta, path);
 }
 
+Status CheckModelFilePath(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) return Status::NotFound(path + ": no such file");
+  // The names and first bytes of a checkpoint's files (server/checkpoint.h:
+  // kManifestName, the shard files' magic number, WorkerFileName).
+  const std::string manifest = "MANIFEST";
+  const std::string export_cmd = "; write its model file with tether-export --checkpoint=";
+  const std::string out = " --out=model.safetensors";
+  if (fs::is_directory(st)) {
+    const std::string msg = path + ": is a directory, not a model file";
+    if (fs::exists(fs::path(path) / manifest, ec))
+      return Status::InvalidArgument(msg + "; it is a checkpoint" + export_cmd + path + out);
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_directory(ec) && e.path().filename().string().rfind("ckpt-", 0) == 0)
+        return Status::InvalidArgument(msg + "; it holds checkpoints: write the latest one's model file with "
+                                             "tether-export --checkpoint=" + path + out);
+    return Status::InvalidArgument(msg);
+  }
+  if (!fs::is_regular_file(st)) return Status::InvalidArgument(path + ": is not a regular file, not a model file");
+  char head[28] = {};
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.read(head, sizeof(head));
+  }
+  const std::string first(head, sizeof(head));
+  const std::string name = fs::path(path).filename().string();
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  std::string what;
+  if (first.compare(0, 8, "TTHRCKPT") == 0) what = "shard file";
+  else if (first.compare(0, 28, "# Tether checkpoint manifest") == 0) what = manifest;
+  else if (name.rfind("worker-", 0) == 0 && name.size() > 6 && name.compare(name.size() - 6, 6, ".state") == 0 &&
+           fs::exists(fs::path(dir) / manifest, ec))
+    what = "worker state file";
+  if (what.empty()) return Status::OK();
+  return Status::InvalidArgument(path + ": is a checkpoint's " + what + ", not a model file; write the checkpoint's "
+                                 "model file with tether-export --checkpoint=" + dir + out);
+}
+
 StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
+  TETHER_RETURN_IF_ERROR(CheckModelFilePath(path));
   std::string file;
   {
     std::ifstream in(path, std::ios::binary);

@@ -78,13 +78,22 @@ std::map<std::string, std::string> ModelFileMetadata(const TrainedModel& model, 
 Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, const std::string& path,
                       ModelFileFormat format);
 
+/// Checks that `path` can be a model file before it is read: it exists and
+/// is no directory, and it is no file of a Tether checkpoint (a shard file,
+/// the MANIFEST, a worker state file). Errors: NotFound "PATH: no such file";
+/// InvalidArgument "PATH: is a directory, not a model file" or "PATH: is a
+/// checkpoint's shard file, not a model file", each followed, for a
+/// checkpoint or a directory of them, by the tether-export command that
+/// writes its model file.
+Status CheckModelFilePath(const std::string& path);
+
 /// Reads a safetensors model file written by WriteModelFile back, bit for
 /// bit. Checks the layout (header length within the file, a JSON object,
 /// every tensor's dtype F32/U64/I64, shape, data_offsets in range,
 /// contiguous from 0 to the end of the data, and their size matching
 /// dtype × shape) and the model (metadata present and parseable, every
 /// table's tensors present with the shapes of its spec, keys sorted and
-/// unique). Errors: NotFound / IOError naming the file; DataLoss
+/// unique). Errors: those of CheckModelFilePath; IOError naming the file; DataLoss
 /// "FILE: tensor 'NAME': ..." or "FILE: header: ..." for a malformed file;
 /// InvalidArgument "FILE: ..." for a well-formed file that is not a Tether
 /// model (e.g. a missing table).

@@ -83,19 +83,29 @@ class CheckedWriter {
 // Reads a file in order, keeping size and CRC; errors name the file.
 class CheckedReader {
  public:
-  explicit CheckedReader(std::string path) : path_(std::move(path)), f_(std::fopen(path_.c_str(), "rb")) {}
+  // `expected`: the file's manifest entry (name, bytes, xxh3); it must
+  // outlive the reader.
+  CheckedReader(std::string path, const CheckpointFile& expected)
+      : path_(std::move(path)), expected_(expected), f_(std::fopen(path_.c_str(), "rb")) {}
   ~CheckedReader() {
     if (f_ != nullptr) std::fclose(f_);
   }
+  // The file opens and its size on disk is the manifest's: a truncated (or
+  // replaced) file is refused before a byte of it is parsed.
   Status Open() const {
     if (f_ == nullptr) return Status::NotFound(path_ + ": cannot open: " + std::strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f_), &st) != 0) return Status::IOError(path_ + ": cannot stat: " + std::strerror(errno));
+    if (static_cast<uint64_t>(st.st_size) != expected_.bytes()) return SizeMismatch(static_cast<uint64_t>(st.st_size));
     return Status::OK();
   }
   Status Read(void* p, size_t n, const char* what) {
     const size_t got = std::fread(p, 1, n, f_);
     if (got != n)
       return Status::DataLoss(path_ + ": truncated: the file ends inside " + what + " (at byte " +
-                              std::to_string(bytes_ + got) + ", " + std::to_string(bytes_ + n) + " expected)");
+                              std::to_string(bytes_ + got) + ", " + std::to_string(bytes_ + n) +
+                              " expected); the manifest says the file has " + std::to_string(expected_.bytes()) +
+                              " bytes");
     sum_.Update(p, n);
     bytes_ += n;
     return Status::OK();
@@ -112,19 +122,23 @@ class CheckedReader {
     return Status::OK();
   }
   // After Finish: the file against its manifest entry.
-  Status Check(const CheckpointFile& expected) const {
-    if (bytes_ != expected.bytes())
-      return Status::DataLoss(path_ + ": " + std::to_string(bytes_) + " bytes, but the manifest says " +
-                              std::to_string(expected.bytes()) + " (a truncated or replaced file)");
-    if (sum_.Digest() != expected.xxh3())
+  Status Check() const {
+    if (bytes_ != expected_.bytes()) return SizeMismatch(bytes_);
+    if (sum_.Digest() != expected_.xxh3())
       return Status::DataLoss(path_ + ": checksum mismatch: XXH3-64 " + ChecksumHex(sum_.Digest()) + ", the manifest says " +
-                              ChecksumHex(expected.xxh3()) + " (the file is corrupt)");
+                              ChecksumHex(expected_.xxh3()) + " (the file is corrupt)");
     return Status::OK();
   }
   const std::string& path() const { return path_; }
 
  private:
+  Status SizeMismatch(uint64_t on_disk) const {
+    return Status::DataLoss(path_ + ": " + std::to_string(on_disk) + " bytes on disk, but the manifest says " +
+                            std::to_string(expected_.bytes()) + " (a truncated or replaced file)");
+  }
+
   std::string path_;
+  const CheckpointFile& expected_;
   FILE* f_;
   uint64_t bytes_ = 0;
   Checksum sum_;
@@ -320,12 +334,12 @@ Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const Worke
 
 Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
                           const CheckpointFile& file) {
-  CheckedReader r(CheckpointJoinPath(from_dir, file.name()));
+  CheckedReader r(CheckpointJoinPath(from_dir, file.name()), file);
   TETHER_RETURN_IF_ERROR(r.Open());
   std::string bytes(file.bytes(), '\0');
   TETHER_RETURN_IF_ERROR(r.Read(bytes.data(), bytes.size(), "the file"));
   TETHER_RETURN_IF_ERROR(r.Finish());
-  TETHER_RETURN_IF_ERROR(r.Check(file));
+  TETHER_RETURN_IF_ERROR(r.Check());
   TETHER_RETURN_IF_ERROR(fs->CreateDirs(to_dir));
   return WriteSmallFile(fs, CheckpointJoinPath(to_dir, file.name()), bytes, nullptr, file.name());
 }
@@ -373,10 +387,41 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
   return m;
 }
 
+namespace {
+
+// The latest complete checkpoint under `dir` ("" when none).
+std::string LatestComplete(const std::string& dir) {
+  const std::vector<Found> all = ListCheckpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (it->complete) return it->path;
+  return "";
+}
+
+// Why `path`, which exists but is no directory, is not a checkpoint, and
+// which directory to give instead: its own directory when that is a
+// checkpoint (a shard file, the MANIFEST) or holds complete ones.
+std::string NotADirectory(const std::string& path, const std::filesystem::file_status& st) {
+  std::string msg = path + ": is " + (std::filesystem::is_regular_file(st) ? "a file" : "not a directory") +
+                    ", not a checkpoint directory";
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (std::filesystem::exists(CheckpointJoinPath(parent, kManifestName), ec))
+    return msg + "; give the checkpoint directory that holds it: " + parent;
+  const std::string latest = LatestComplete(parent);
+  if (!latest.empty())
+    return msg + "; give a checkpoint directory (one holding a " + kManifestName +
+           ") or a directory of them, such as " + parent + " (its latest complete checkpoint is " + latest + ")";
+  return msg + "; give a checkpoint directory (one holding a " + kManifestName + ") or a directory of them";
+}
+
+}  // namespace
+
 StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec))
-    return Status::NotFound(path + ": no such checkpoint directory");
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return Status::NotFound(path + ": no such checkpoint directory");
+  if (!std::filesystem::is_directory(st)) return Status::InvalidArgument(NotADirectory(path, st));
   if (std::filesystem::exists(CheckpointJoinPath(path, kManifestName), ec)) return path;
   const std::vector<Found> all = ListCheckpoints(path);
   for (auto it = all.rbegin(); it != all.rend(); ++it)
@@ -388,10 +433,10 @@ StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
 
 Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManifest& manifest) {
   for (const CheckpointFile& f : manifest.files()) {
-    CheckedReader r(CheckpointJoinPath(ckpt_dir, f.name()));
+    CheckedReader r(CheckpointJoinPath(ckpt_dir, f.name()), f);
     TETHER_RETURN_IF_ERROR(r.Open());
     TETHER_RETURN_IF_ERROR(r.Finish());
-    TETHER_RETURN_IF_ERROR(r.Check(f));
+    TETHER_RETURN_IF_ERROR(r.Check());
   }
   return Status::OK();
 }
@@ -401,12 +446,12 @@ StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const Checkpo
   const CheckpointFile* f = FindFile(manifest, name);
   if (f == nullptr) return Status::NotFound(ckpt_dir + ": worker " + std::to_string(rank) + " has no state file");
   const std::string path = CheckpointJoinPath(ckpt_dir, name);
-  CheckedReader r(path);
+  CheckedReader r(path, *f);
   TETHER_RETURN_IF_ERROR(r.Open());
   std::string bytes(f->bytes(), '\0');
   TETHER_RETURN_IF_ERROR(r.Read(bytes.data(), bytes.size(), "the worker state"));
   TETHER_RETURN_IF_ERROR(r.Finish());
-  TETHER_RETURN_IF_ERROR(r.Check(*f));
+  TETHER_RETURN_IF_ERROR(r.Check());
   WorkerState s;
   if (!s.ParseFromString(bytes)) return Status::DataLoss(path + ": not a worker state");
   if (s.rank() != rank)
@@ -459,7 +504,7 @@ Status ReadShardFile(const std::string& ckpt_dir, const CheckpointManifest& mani
   const CheckpointFile* expected = FindFile(manifest, name);
   const std::string path = CheckpointJoinPath(ckpt_dir, name);
   if (expected == nullptr) return Status::DataLoss(CheckpointJoinPath(ckpt_dir, kManifestName) + ": lists no " + name);
-  CheckedReader r(path);
+  CheckedReader r(path, *expected);
   TETHER_RETURN_IF_ERROR(r.Open());
   char magic[8];
   uint8_t len_le[4];
@@ -507,7 +552,7 @@ Status ReadShardFile(const std::string& ckpt_dir, const CheckpointManifest& mani
     }
   }
   TETHER_RETURN_IF_ERROR(r.Finish());
-  return r.Check(*expected);
+  return r.Check();
 }
 
 }  // namespace

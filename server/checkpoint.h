@@ -118,7 +118,11 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir);
 
 /// `path` itself when it holds a MANIFEST, else the latest complete
 /// checkpoint under it (the highest clock; a final one after a periodic one
-/// of the same clock). Errors: NotFound naming `path` when there is none.
+/// of the same clock). Errors: NotFound naming `path` when it does not
+/// exist or holds no complete checkpoint; InvalidArgument when it is a file
+/// (say a shard file or the MANIFEST), "PATH: is a file, not a checkpoint
+/// directory; give the checkpoint directory that holds it: DIR" (or, when
+/// its directory is no checkpoint, whether that directory holds any).
 StatusOr<std::string> ResolveCheckpoint(const std::string& path);
 
 /// Verifies every file the manifest lists (size and XXH3-64). Errors:

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "core/model_file.h"
 #include "core/partition.h"
 #include "core/table_spec.h"
 #include "tests/testing/temp_dir.h"
@@ -302,6 +303,47 @@ TEST(CheckpointTest, AFlippedByteIsRefusedNamingTheFileAndTheChecksum) {
   EXPECT_NE(bad.status().message().find("MANIFEST: checksum mismatch"), std::string::npos) << bad.status().message();
 }
 
+// A truncated file is refused before it is parsed, naming the file, the
+// size its manifest entry records and the size on disk; by every reader
+// (the servers' restore, the verification of tether-export, a worker's
+// state).
+TEST(CheckpointTest, ATruncatedFileIsRefusedNamingBothSizes) {
+  testing::ScopedTempDir tmp;
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 5, TrainedShards(2, 5)).ok());
+  const std::string dir = tmp.path() + "/" + CheckpointDirName(5, false);
+  StatusOr<CheckpointManifest> m = ReadManifest(dir);
+  ASSERT_TRUE(m.ok());
+  auto manifest_bytes = [&](const std::string& name) {
+    for (const CheckpointFile& f : m->files())
+      if (f.name() == name) return f.bytes();
+    ADD_FAILURE() << name << " not in the manifest";
+    return uint64_t{0};
+  };
+  const std::string shard = dir + "/" + ShardFileName(1);
+  const uint64_t full = manifest_bytes(ShardFileName(1));
+  ASSERT_GT(full, 1000u);
+  std::filesystem::resize_file(shard, full - 700);  // ends inside the rows
+  const std::string want = shard + ": " + std::to_string(full - 700) + " bytes on disk, but the manifest says " +
+                           std::to_string(full) + " (a truncated or replaced file)";
+  Status st;
+  (void)Restore(dir, 2, &st);
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+  EXPECT_EQ(st.message(), want);
+  EXPECT_EQ(VerifyCheckpointFiles(dir, *m).message(), want);
+  EXPECT_EQ(LoadTrainedModel(dir).status().message(), want);
+  std::filesystem::resize_file(shard, full + 3);  // longer: replaced or appended to
+  (void)Restore(dir, 2, &st);
+  EXPECT_EQ(st.message(), shard + ": " + std::to_string(full + 3) + " bytes on disk, but the manifest says " +
+                              std::to_string(full) + " (a truncated or replaced file)");
+
+  const std::string state = dir + "/" + WorkerFileName(0);
+  const uint64_t state_bytes = manifest_bytes(WorkerFileName(0));
+  std::filesystem::resize_file(state, 1);
+  EXPECT_EQ(ReadWorkerState(dir, *m, 0).status().message(),
+            state + ": 1 bytes on disk, but the manifest says " + std::to_string(state_bytes) +
+                " (a truncated or replaced file)");
+}
+
 TEST(CheckpointTest, ShapeChangesAreRefusedNamingTheField) {
   google::protobuf::RepeatedPtrField<TableSpec> a, b;
   for (const TableSpec& s : Specs()) *a.Add() = s;
@@ -366,6 +408,56 @@ TEST(CheckpointTest, BadCheckpointPathsAreRefusedNamingWhy) {
   EXPECT_EQ(CheckCheckpointPaths("", tmp.path() + "/none").message(),
             "--resume_from=" + tmp.path() + "/none: " + tmp.path() + "/none: no such checkpoint directory");
   EXPECT_TRUE(CheckCheckpointPaths(tmp.path(), "").ok());
+}
+
+// A file of a checkpoint (a shard file, the MANIFEST) given where a
+// checkpoint directory goes (tether-export --checkpoint, --resume_from) is
+// refused saying it is a file and which directory to give; a checkpoint
+// given where a model file goes (tether-predict --model) names the
+// tether-export command that writes one.
+TEST(CheckpointTest, TheWrongKindOfPathSaysWhatToGiveInstead) {
+  testing::ScopedTempDir tmp;
+  ASSERT_TRUE(WriteAll(FileSystem::Default(), tmp.path(), 30, TrainedShards(2, 3)).ok());
+  const std::string ck = tmp.path() + "/" + CheckpointDirName(30, false);
+  const std::string shard = ck + "/" + ShardFileName(1);
+  const std::string manifest = ck + "/" + kManifestName;
+  const std::string notes = tmp.path() + "/notes.txt";
+  std::ofstream(notes) << "x";
+  const std::string other = tmp.path() + "/other";
+  std::filesystem::create_directories(other);
+  std::ofstream(other + "/afile") << "x";
+  const std::string is_file = ": is a file, not a checkpoint directory; ";
+  StatusOr<std::string> r = ResolveCheckpoint(shard);
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), shard + is_file + "give the checkpoint directory that holds it: " + ck);
+  EXPECT_EQ(ResolveCheckpoint(manifest).status().message(),
+            manifest + is_file + "give the checkpoint directory that holds it: " + ck);
+  EXPECT_EQ(ResolveCheckpoint(notes).status().message(),
+            notes + is_file + "give a checkpoint directory (one holding a MANIFEST) or a directory of them, such as " +
+                tmp.path() + " (its latest complete checkpoint is " + ck + ")");
+  EXPECT_EQ(ResolveCheckpoint(other + "/afile").status().message(),
+            other + "/afile" + is_file + "give a checkpoint directory (one holding a MANIFEST) or a directory of them");
+  EXPECT_EQ(CheckCheckpointPaths("", shard).message(),
+            "--resume_from=" + shard + ": " + shard + is_file + "give the checkpoint directory that holds it: " + ck);
+  // The directory it names is the one that works.
+  StatusOr<std::string> ok = ResolveCheckpoint(ck);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, ck);
+
+  const std::string out = " --out=model.safetensors";
+  EXPECT_EQ(CheckModelFilePath(ck).message(), ck + ": is a directory, not a model file; it is a checkpoint; write "
+                                              "its model file with tether-export --checkpoint=" + ck + out);
+  EXPECT_EQ(CheckModelFilePath(tmp.path()).message(),
+            tmp.path() + ": is a directory, not a model file; it holds checkpoints: write the latest one's model "
+                         "file with tether-export --checkpoint=" + tmp.path() + out);
+  EXPECT_EQ(CheckModelFilePath(other).message(), other + ": is a directory, not a model file");
+  const std::string then = ", not a model file; write the checkpoint's model file with tether-export --checkpoint=";
+  EXPECT_EQ(CheckModelFilePath(shard).message(), shard + ": is a checkpoint's shard file" + then + ck + out);
+  EXPECT_EQ(CheckModelFilePath(manifest).message(), manifest + ": is a checkpoint's MANIFEST" + then + ck + out);
+  const std::string state = ck + "/" + WorkerFileName(0);
+  EXPECT_EQ(CheckModelFilePath(state).message(), state + ": is a checkpoint's worker state file" + then + ck + out);
+  EXPECT_EQ(CheckModelFilePath(tmp.path() + "/none").code(), Status::Code::kNotFound);
+  EXPECT_TRUE(CheckModelFilePath(notes).ok());  // not refused by its path: read as safetensors next
 }
 
 // A checkpoint is never written into a complete one of the same clock: a

@@ -53,7 +53,7 @@ StatusOr<std::optional<ChunkCoordinatorState>> ReadChunkState(const std::string&
   ss << in.rdbuf();
   const std::string bytes = ss.str();
   if (bytes.size() != entry->bytes())
-    return Status::DataLoss(path + ": " + std::to_string(bytes.size()) + " bytes, but the manifest says " +
+    return Status::DataLoss(path + ": " + std::to_string(bytes.size()) + " bytes on disk, but the manifest says " +
                             std::to_string(entry->bytes()) + " (a truncated or replaced file)");
   const uint64_t sum = XXH3_64bits(bytes.data(), bytes.size());
   if (sum != entry->xxh3())

@@ -266,6 +266,32 @@ Status ServerShard::RunLoop() {
     }
     if (num_items > 1 && (items[1].revents & ZMQ_POLLIN)) TakeHandshakeFailures();
     if (tick_listener_) tick_listener_(false);
+    if (!load_failed_.ok()) {
+      // HELLOs held for worker 0's are refused now; the shard ends once
+      // every initial rank was told, or after cluster.worker_timeout_ms.
+      for (auto& [rank, p] : waiting_hellos_) {
+        LOG(ERROR) << log_prefix_ << "refusing worker " << rank << ": " << load_failed_why_;
+        if (rank >= 0 && rank < initial_workers_) refusals_[rank] = load_failed_why_;
+        ReplyError(p.identity, p.request.header, load_failed_why_);
+      }
+      waiting_hellos_.clear();
+      // The last refusal is given half a second to reach its worker before
+      // the socket closes (a worker that sees the shard disconnect first
+      // would wait out its liveness timeout instead of reading why).
+      int told = 0;
+      for (int r = 0; r < initial_workers_; ++r) told += refusals_.count(r) > 0;
+      if ((told == initial_workers_ && MsSince(last_message) > 500) ||
+          MsSince(load_failed_at_) > config_.cluster().worker_timeout_ms()) {
+        LOG(ERROR) << log_prefix_ << "told " << told << " of " << initial_workers_
+                   << " worker(s) that this server could not load its checkpoint";
+        try {
+          socket_.set(zmq::sockopt::linger, 1000);  // the refusals leave before the socket closes
+        } catch (const zmq::error_t&) {
+        }
+        return load_failed_;
+      }
+      continue;
+    }
     if (!aborted_.ok()) return aborted_;
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
     bool all_gone = true;
@@ -531,7 +557,9 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     // leaves: RunWorker): the job cannot finish, and this shard ends with
     // that worker's reason. Run() returns it, and the caller logs it
     // (tools/server_main.cc).
-    if (aborted_.ok()) aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error());
+    // A shard that failed to load its checkpoint is the cause: it stays to
+    // tell the workers still to come (their ABORTs follow its refusals).
+    if (aborted_.ok() && load_failed_.ok()) aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error());
     return;
   }
   if (w.dead && h.type() != HELLO) {
@@ -677,6 +705,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.samples = h.samples();
       w.barrier_request = h.request_id();
       w.stats = h.worker_stats();
+      w.finished_entry = h.finished();
       w.finished = true;
       w.data_done = h.has_chunk() && h.chunk().kind() == DataOnDemandChunk::DONE;
       if (clocks_.Remove(rank)) ServeReadyPulls();
@@ -748,6 +777,8 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
     ReplyError(identity, h, why);
     return false;
   };
+  // This shard could not load its checkpoint: every worker is told so.
+  if (!load_failed_.ok()) return refuse(load_failed_why_);
   // Who is talking to whom (case C26): the same protocol, the same job and
   // generation, and this shard where the worker's list puts it.
   if (h.protocol_version() != kProtocolVersion)
@@ -933,6 +964,13 @@ void ServerShard::DefineTables(const google::protobuf::RepeatedPtrField<TableSpe
   LOG(INFO) << log_prefix_ << "tables from worker 0: " << DescribeTables(specs);
 }
 
+std::string ServerShard::LoadFailed(const std::string& why) {
+  load_failed_ = Status::DataLoss(log_prefix_ + why);
+  load_failed_why_ = why;
+  load_failed_at_ = SteadyClock::now();
+  return why;
+}
+
 std::string ServerShard::Resume(const MessageHeader& h) {
   const auto start = SteadyClock::now();
   if (h.resume_from().empty())
@@ -941,17 +979,11 @@ std::string ServerShard::Resume(const MessageHeader& h) {
   std::string dir = h.resume_from();
   if (!resume_from_.empty()) {
     StatusOr<std::string> local = ResolveCheckpoint(resume_from_);
-    if (!local.ok()) {
-      fatal_ = local.status();
-      return local.status().message();
-    }
+    if (!local.ok()) return LoadFailed(local.status().message());
     dir = *local;
   }
   StatusOr<CheckpointManifest> m = ReadManifest(dir);
-  if (!m.ok()) {
-    fatal_ = m.status();
-    return "cannot resume: " + m.status().message();
-  }
+  if (!m.ok()) return LoadFailed("cannot resume: " + m.status().message());
   if (m->clock() != h.resume_clock())
     return "worker 0 resumes at clock " + std::to_string(h.resume_clock()) + " but the checkpoint this server reads (" +
            dir + ") is at clock " + std::to_string(m->clock());
@@ -960,8 +992,8 @@ std::string ServerShard::Resume(const MessageHeader& h) {
   DefineTables(h.tables());
   const Status st = RestoreShardTables(dir, *m, shard_, num_shards_, &tables_);
   if (!st.ok()) {
-    fatal_ = st;
-    return "cannot resume: " + st.message();
+    return LoadFailed("cannot resume: server " + std::to_string(shard_) + " failed to load its part of " + dir + ": " +
+                      st.message());
   }
   if (const std::string why = ResumeChunkState(dir, *m); !why.empty()) return why;
   resume_clock_ = m->clock();
@@ -1046,6 +1078,8 @@ void ServerShard::MaybeWriteCheckpoint() {
           e->set_kind(CheckpointWorker::TRAINING);
           *e->mutable_file() = f->second;
         } else if (workers_[r].finished) {
+          *e = workers_[r].finished_entry;
+          e->set_rank(r);
           e->set_kind(CheckpointWorker::FINISHED);
           e->set_samples(workers_[r].samples);
         } else if (auto last = last_state_.find(r); last != last_state_.end()) {

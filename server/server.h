@@ -204,6 +204,9 @@ class ServerShard {
     uint64_t barrier_request = 0;
     std::string identity;
     WorkerStats stats;  // the worker's counters, from its BARRIER
+    // Its BARRIER's `finished`: its entry in a checkpoint cut after it
+    // finished (final_loss, diverged), without rank, kind and samples.
+    CheckpointWorker finished_entry;
     double bound_wait_s = 0;  // time its pulls waited on the staleness bound here
     std::chrono::steady_clock::time_point wait_counted_until;  // bound_wait_s covers up to here
     std::chrono::steady_clock::time_point last_seen;
@@ -287,8 +290,12 @@ class ServerShard {
   Status WriteChunkStateIfDealing(CheckpointFile* written);
   std::string ResumeChunkState(const std::string& dir, const CheckpointManifest& m);
   // Worker 0's HELLO of a resumed job: loads this shard's rows. Returns
-  // "" or why the HELLO is refused (also recorded in fatal_).
+  // "" or why the HELLO is refused (a failed load is also recorded in
+  // load_failed_: LoadFailed).
   std::string Resume(const MessageHeader& hello);
+  // Records that this shard could not load its checkpoint (load_failed_);
+  // returns `why`, the refusal every worker's HELLO gets from then on.
+  std::string LoadFailed(const std::string& why);
 
   JobConfig config_;
   int shard_;
@@ -388,6 +395,14 @@ class ServerShard {
   // and that checkpoint's directory (a rank that leaves is LEFT from it).
   std::map<int, std::pair<std::string, CheckpointFile>> last_state_;
   Status fatal_;                        // ends Run() with this error
+  // This shard could not load its part of the checkpoint (--resume_from or
+  // worker 0's): it refuses every HELLO with `load_failed_why_`, so that
+  // every worker learns which server failed and on which file, and ends
+  // Run() with load_failed_ once each initial rank was told or after
+  // cluster.worker_timeout_ms. An ABORT meanwhile does not end it sooner.
+  Status load_failed_;
+  std::string load_failed_why_;
+  std::chrono::steady_clock::time_point load_failed_at_;
   // Every rank must say HELLO within cluster.startup_timeout_ms of the
   // first one (why a rank was refused is kept to name it then).
   std::optional<std::chrono::steady_clock::time_point> first_hello_;

@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
   LOG(INFO) << who << "checkpoint=" << FLAGS_checkpoint << " model=" << FLAGS_model << " out=" << FLAGS_out
             << " format=" << FLAGS_format << " label_counts=" << (FLAGS_label_counts ? "true" : "false");
   if (!FLAGS_model.empty()) {
+    if (const tether::Status path_ok = tether::CheckModelFilePath(FLAGS_model); !path_ok.ok()) {
+      LOG(ERROR) << who << "--model=" << FLAGS_model << ": " << path_ok.message();
+      return 2;
+    }
     tether::StatusOr<tether::ModelFileContents> file = tether::ReadSafetensorsModel(FLAGS_model);
     tether::Status st = file.status();
     if (st.ok())
@@ -56,7 +60,15 @@ int main(int argc, char** argv) {
     LOG(INFO) << who << "wrote " << FLAGS_out;
     return 0;
   }
-  tether::StatusOr<tether::TrainedModel> model = tether::LoadTrainedModel(FLAGS_checkpoint);
+  // A path that is no checkpoint (missing, a file such as a shard file or
+  // the MANIFEST, a directory with none) is a bad flag: exit 2, naming the
+  // directory to give instead where there is one.
+  const tether::StatusOr<std::string> dir = tether::ResolveCheckpoint(FLAGS_checkpoint);
+  if (!dir.ok()) {
+    LOG(ERROR) << who << "--checkpoint=" << FLAGS_checkpoint << ": " << dir.status().message();
+    return 2;
+  }
+  tether::StatusOr<tether::TrainedModel> model = tether::LoadTrainedModel(*dir);
   if (!model.ok()) {
     LOG(ERROR) << who << model.status().message();
     return 1;

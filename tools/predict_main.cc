@@ -72,6 +72,12 @@ int Run() {
             << " index_base=" << FLAGS_index_base << " split='" << FLAGS_split << "' top_k=" << FLAGS_top_k
             << " output=" << FLAGS_output << " threads=" << FLAGS_threads << " device=" << FLAGS_device
             << " psp_a=" << FLAGS_psp_a << " psp_b=" << FLAGS_psp_b;
+  // A path that cannot be a model file (missing, a directory, a file of a
+  // checkpoint) is a bad flag: exit 2, naming what to run instead.
+  if (const Status path_ok = CheckModelFilePath(FLAGS_model); !path_ok.ok()) {
+    LOG(ERROR) << who << "--model=" << FLAGS_model << ": " << path_ok.message();
+    return 2;
+  }
   StatusOr<ModelFileContents> file = ReadSafetensorsModel(FLAGS_model);
   if (!file.ok()) {
     LOG(ERROR) << who << file.status().message();

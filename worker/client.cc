@@ -134,9 +134,18 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
     }
     c->SendPart(s, &m, hello, c->NewShardRequest(HELLO_REPLY, s, 0));
   }
-  Status st = hello.Wait();
+  // The first refusal ends the wait: another shard may never answer (it
+  // was told by another worker that the job cannot run, and ended).
+  Status st = hello.WaitFirstError();
   if (!st.ok()) {
     if (st.code() == Status::Code::kDeadlineExceeded) return st;
+    // A shard refused (say it could not load its checkpoint): the shards
+    // that took this worker in learn why the job cannot run, naming that
+    // shard, rather than waiting for a worker that fell silent. A shard
+    // that failed on its own ignores the ABORT (server/server.h).
+    c->leaving_ = true;
+    c->channel_.SendAbort("worker " + std::to_string(options.rank) + " could not join: " + st.message(),
+                          /*bound_ms=*/1000, options.job_id, options.generation, c->hello_refused_);
     return Status::FailedPrecondition(st.message());
   }
   return c;
@@ -618,6 +627,8 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
   Status st = verdict;
   const MessageHeader& h = reply->header;
   if (!st.ok() && r.expect == HELLO_REPLY) {
+    if (hello_refused_.size() < static_cast<size_t>(num_shards_)) hello_refused_.resize(num_shards_);
+    hello_refused_[static_cast<size_t>(r.shard)] = true;
     st = Status::FailedPrecondition("server " + options_.servers[r.shard] + " (listed as shard " +
                                     std::to_string(r.shard) + ") refused to pair: " + st.message());
   }
@@ -781,7 +792,8 @@ StatusOr<CheckpointReply> WorkerClient::Checkpoint(const std::string& dir, bool 
 
 Status WorkerClient::Idle(int ms) { return channel_.Idle(ms); }
 
-StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& stats, bool data_done) {
+StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& stats, bool data_done,
+                                         const CheckpointWorker& finished) {
   TETHER_RETURN_IF_ERROR(WaitAll());
   barrier_total_ = 0;
   RequestHandle barrier = channel_.NewRequest(/*sticky=*/false);
@@ -790,6 +802,7 @@ StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& st
     m.header.set_type(BARRIER);
     m.header.set_samples(samples);
     *m.header.mutable_worker_stats() = stats;
+    *m.header.mutable_finished() = finished;
     if (data_done) m.header.mutable_chunk()->set_kind(DataOnDemandChunk::DONE);
     SendPart(s, &m, barrier, NewShardRequest(BARRIER_REPLY, s, 0));
   }

@@ -388,7 +388,10 @@ class WorkerClient {
   /// `data_done`: data on demand told this worker DONE (every chunk of every
   /// epoch completed); the shards then do not count a worker that fell
   /// silent and never came back as a failed job (server/chunk_service.h).
-  StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false);
+  /// `finished`: this worker's entry in a checkpoint cut after it finished
+  /// (its final_loss, diverged; the shards set rank, kind and samples).
+  StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false,
+                             const CheckpointWorker& finished = CheckpointWorker());
   /// True once Bye sent its goodbye: the shards know this worker's part is
   /// done, and a Bye that failed carries the job's outcome (no ABORT then).
   bool bye_sent() const { return bye_sent_; }
@@ -592,6 +595,7 @@ class WorkerClient {
   bool eval_complete_ = false;
   DataOnDemandChunk chunk_reply_;  // CHUNK_REPLY's
   bool leaving_ = false;                   // Leave or Abort was called: pull replies are dropped
+  std::vector<bool> hello_refused_;        // by shard: it refused this worker's HELLO (Connect)
   std::unique_ptr<LocalReplica> owned_replica_;  // AVERAGE: the local replica (AttachReplica)
   LocalReplica* replica_ = nullptr;
   bool replica_paused_ = false;

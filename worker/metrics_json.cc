@@ -172,6 +172,7 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   j["eval_seconds_slowest_worker"] = r.eval_seconds_slowest;
   // JSON has no NaN: a non-finite loss (diverged) is written as null.
   j["final_loss"] = std::isfinite(r.final_loss) ? nlohmann::json(r.final_loss) : nullptr;
+  j["final_loss_from"] = r.final_loss_from;
   j["diverged"] = r.diverged;
   j["diverged_at_epoch"] = r.diverged_at_epoch;
   j["pull_wait_fraction_rank0"] = r.pull_wait_fraction;

@@ -26,8 +26,10 @@ namespace tether {
 
 /// The metrics JSON object of a finished job, keys in alphabetical order:
 ///  - report.test_metrics by name (NaN or infinite → null);
-///  - train_seconds, total_samples, test_rows, final_loss,
-///    pull_wait_fraction_rank0 from `report`, samples_per_second from
+///  - train_seconds, total_samples, test_rows, final_loss (null when not
+///    finite or not known), final_loss_from ("training", "checkpoint" or
+///    "none": TrainReport::final_loss_from), pull_wait_fraction_rank0 from
+///    `report`, samples_per_second from
 ///    JobSamplesPerSecond(report); num_workers,
 ///    num_servers, staleness (-1 = ASP), epochs, seed from `config`;
 ///  - when report.servers holds the shards' stats (in shard order):

@@ -34,6 +34,8 @@ TrainReport TwoShardReport() {
   r.test_metrics = {{"precision_at_1", 0.5}, {"auc", std::nan("")}};
   r.train_seconds = 2.5;
   r.total_samples = 150;
+  r.final_loss = 1.25;
+  r.final_loss_from = "training";
   // τ 0, 1, 1, 2 on shard 0 (sum 4); τ 3 and 4 on shard 1 (sum 7).
   r.servers.push_back(Shard(R"(shard: 0 pulls: 10 pushes: 4 rows_pulled: 40 rows_pushed: 30 updates_applied: 31
       bytes_in: 500 bytes_out: 600 deferred_pulls: 2 bound_violations: 0 bad_messages: 1 send_failures: 3
@@ -153,7 +155,23 @@ TEST(MetricsJsonFromStatsTest, RunFiguresAndNaNMetrics) {
   EXPECT_EQ(j["staleness"], 2);
   EXPECT_EQ(j["epochs"], 3);
   EXPECT_EQ(j["seed"], 1);
-  EXPECT_TRUE(j["final_loss"].is_number_float());
+  EXPECT_EQ(j["final_loss"].get<double>(), 1.25);
+  EXPECT_EQ(j["final_loss_from"], "training");
+}
+
+// A run that trained no minibatch reports the loss its checkpoint recorded,
+// saying so, and one that knows no loss writes null and "none", never a
+// made-up 0.
+TEST(MetricsJsonFromStatsTest, FinalLossSaysWhereItComesFrom) {
+  TrainReport r;
+  nlohmann::json j = MetricsJson(r, TwoByThreeConfig());
+  EXPECT_TRUE(j["final_loss"].is_null());
+  EXPECT_EQ(j["final_loss_from"], "none");
+  r.final_loss = 4.25;
+  r.final_loss_from = "checkpoint";
+  j = MetricsJson(r, TwoByThreeConfig());
+  EXPECT_EQ(j["final_loss"].get<double>(), 4.25);
+  EXPECT_EQ(j["final_loss_from"], "checkpoint");
 }
 
 // samples_per_second spans the job, first worker's start to last worker's
@@ -223,10 +241,10 @@ TEST(MetricsJsonFromStatsTest, NoServerStatsNoServerKeys) {
   for (const char* k : {"servers", "workers", "staleness_mean", "staleness_max", "staleness_histogram",
                         "bound_violations", "chunks_redealt", "rows_redealt", "key_lists_used"})
     EXPECT_FALSE(j.contains(k)) << k;
-  // The run's figures (diverged and diverged_at_epoch too, and the
-  // partitioned evaluation's eval_workers, eval_seconds and
+  // The run's figures (diverged and diverged_at_epoch too, final_loss_from,
+  // and the partitioned evaluation's eval_workers, eval_seconds and
   // eval_seconds_slowest_worker) and the config's.
-  EXPECT_EQ(j.size(), 16u);
+  EXPECT_EQ(j.size(), 17u);
   EXPECT_EQ(j["diverged"], false);
   EXPECT_EQ(j["diverged_at_epoch"], 0);
 }

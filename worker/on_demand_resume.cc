@@ -63,7 +63,14 @@ StatusOr<WorkerState> OnDemandResumeState(const CheckpointManifest& m, const std
     out.set_rank(rank);
     out.set_epoch(0);
     out.set_minibatches(m.clock() * minibatches_per_clock);
-    if (entry != nullptr) out.set_samples(entry->samples());
+    if (entry != nullptr) {
+      out.set_samples(entry->samples());
+      // A FINISHED entry's loss: what this worker reports if it trains no
+      // minibatch (no chunk left).
+      if (entry->has_final_loss()) out.set_final_loss(entry->final_loss());
+      out.set_diverged(entry->diverged());
+      out.set_diverged_at_epoch(entry->diverged_at_epoch());
+    }
   }
   out.clear_remaining_rows();
   out.clear_dealt_rows();

@@ -83,6 +83,11 @@ Status RequestHandle::Wait(int timeout_ms) const {
   return state_->channel->WaitFor(state_, timeout_ms);
 }
 
+Status RequestHandle::WaitFirstError() const {
+  if (state_ == nullptr || state_->channel == nullptr) return status();
+  return state_->channel->WaitFor(state_, state_->channel->options_.request_timeout_ms, /*first_error=*/true);
+}
+
 Status RequestHandle::status() const {
   if (state_ == nullptr) return Status::FailedPrecondition("empty request handle: no request was made");
   if (state_->remaining > 0) return Status::Unavailable("request in flight");
@@ -486,11 +491,11 @@ void RequestChannel::BeginLeaving(int bound_ms) {
 }
 
 int RequestChannel::SendAbort(const std::string& why, int bound_ms, const std::string& job_id,
-                              uint64_t generation) {
+                              uint64_t generation, const std::vector<bool>& skip) {
   BeginLeaving(bound_ms);
   int sent = 0;
   for (int s = 0; s < num_shards(); ++s) {
-    if (!shard_up(s)) continue;
+    if (!shard_up(s) || (static_cast<size_t>(s) < skip.size() && skip[static_cast<size_t>(s)])) continue;
     Message m;
     m.header.set_type(ABORT);
     m.header.set_error(why);
@@ -581,11 +586,11 @@ Status RequestChannel::DrainReplies(int s) {
   return Status::OK();
 }
 
-Status RequestChannel::WaitFor(RequestState* request, int timeout_ms) {
+Status RequestChannel::WaitFor(RequestState* request, int timeout_ms, bool first_error) {
   const auto start = SteadyClock::now();
   Status result;
   while (true) {
-    if (request->remaining == 0) {
+    if (request->remaining == 0 || (first_error && !request->status.ok())) {
       result = request->status;
       break;
     }
@@ -597,7 +602,7 @@ Status RequestChannel::WaitFor(RequestState* request, int timeout_ms) {
     }
     Status st = Progress(static_cast<int>(left_ms));
     if (!st.ok()) {
-      result = st;
+      result = first_error && !request->status.ok() ? request->status : st;
       break;
     }
   }

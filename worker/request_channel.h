@@ -99,6 +99,10 @@ class RequestHandle {
   /// Like Wait() but gives up after `timeout_ms` (≥ 0) with
   /// DeadlineExceeded, leaving the request outstanding.
   Status Wait(int timeout_ms) const;
+  /// Like Wait() but returns a part's error as soon as it is answered, not
+  /// waiting for the other parts (which stay outstanding): a HELLO refused
+  /// by one shard is reported while another shard may never answer.
+  Status WaitFirstError() const;
   /// The request's outcome once completed (see Wait); before that,
   /// Unavailable ("in flight"). Does not take replies.
   Status status() const;
@@ -242,7 +246,10 @@ class RequestChannel {
   /// when the channel is closed. Returns the number of shards sent to.
   /// `job_id`/`generation` identify the job, so that a shard accepts the
   /// ABORT of a worker it refused at HELLO only when it is of this job.
-  int SendAbort(const std::string& why, int bound_ms, const std::string& job_id = "", uint64_t generation = 0);
+  /// `skip`: shards not to send to (those that refused this worker's HELLO:
+  /// they know why), by shard index; may be empty.
+  int SendAbort(const std::string& why, int bound_ms, const std::string& job_id = "", uint64_t generation = 0,
+                const std::vector<bool>& skip = {});
   /// False once `shard`'s connection is known to be down (disconnected and
   /// not back, or gone); true for unmonitored (inproc) shards.
   bool shard_up(int shard) const;
@@ -290,7 +297,10 @@ class RequestChannel {
   static constexpr int kKnownBadHandshakes = 3;
   SteadyClock::time_point connect_time_;  // set by Connect()
 
-  Status WaitFor(RequestState* request, int timeout_ms);
+  // `first_error`: return as soon as a part failed (WaitFirstError); a wait
+  // that fails (a shard gone) after a part's own error then returns that
+  // error: the answer says more than the lost connection.
+  Status WaitFor(RequestState* request, int timeout_ms, bool first_error = false);
   // Abort, stop and liveness verdicts, checked at every wake-up of a wait.
   Status CheckInterrupts();
   Status CheckLiveness();

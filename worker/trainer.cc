@@ -194,6 +194,16 @@ StatusOr<bool> Evaluate(const JobConfig& config, const Dataset& test, const Eval
   return true;
 }
 
+// A FINISHED entry's loss and divergence into `s` (its final_loss only when
+// the entry has one: a checkpoint of an older build does not).
+void CopyFinishedLoss(const CheckpointWorker& entry, WorkerState* s) {
+  if (entry.has_final_loss()) s->set_final_loss(entry.final_loss());
+  if (entry.diverged()) {
+    s->set_diverged(true);
+    s->set_diverged_at_epoch(entry.diverged_at_epoch());
+  }
+}
+
 // Where worker `rank` starts in a resumed job (see WorkerState). With the
 // checkpoint's number of workers: its own state, exactly. With another: the
 // rows no worker had trained yet in its epoch in progress (by global row
@@ -213,6 +223,7 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
       *finished = true;
       WorkerState s;
       s.set_samples(entry->samples());
+      CopyFinishedLoss(*entry, &s);
       return s;
     }
     TETHER_ASSIGN_OR_RETURN(WorkerState s, ReadWorkerState(dir, m, rank));
@@ -231,6 +242,11 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
   for (const CheckpointWorker& w : m.workers()) {
     if (w.kind() != CheckpointWorker::TRAINING && w.kind() != CheckpointWorker::LEFT) {
       samples += w.samples();
+      if (w.rank() == 0) CopyFinishedLoss(w, &out);
+      if (w.diverged() && !out.diverged()) {
+        out.set_diverged(true);
+        out.set_diverged_at_epoch(w.diverged_at_epoch());
+      }
       continue;
     }
     TETHER_ASSIGN_OR_RETURN(WorkerState s, ReadWorkerState(dir, m, w.rank()));
@@ -240,7 +256,7 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
     train_seconds = std::max(train_seconds, s.train_seconds());
     if (w.rank() == 0) {
       out.set_first_loss(s.first_loss());
-      out.set_final_loss(s.final_loss());
+      if (s.has_final_loss()) out.set_final_loss(s.final_loss());
     }
     if (s.diverged() && !out.diverged()) {
       out.set_diverged(true);
@@ -255,6 +271,11 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
     *finished = true;
     WorkerState done;
     done.set_samples(rank == 0 ? samples : 0);
+    if (rank == 0) {
+      if (out.has_final_loss()) done.set_final_loss(out.final_loss());
+      done.set_diverged(out.diverged());
+      done.set_diverged_at_epoch(out.diverged_at_epoch());
+    }
     return done;
   }
   std::sort(rest.begin(), rest.end());
@@ -907,7 +928,13 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     first_loss = resume.first_loss();
     report.diverged = resume.diverged();
     report.diverged_at_epoch = resume.diverged_at_epoch();
-    report.final_loss = resume.final_loss();
+    // The model's loss as the checkpoint recorded it: what this run reports
+    // when it trains no minibatch (nothing left to train), never a made-up
+    // 0. Unknown (NaN, "none") when the checkpoint has none.
+    if (resume.has_final_loss()) {
+      report.final_loss = resume.final_loss();
+      report.final_loss_from = "checkpoint";
+    }
     train_s_before = resume.train_seconds();
   }
   // tether-worker's /metrics (TrainerOptions::on_progress).
@@ -989,7 +1016,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     st.set_first_loss(first_loss);
     st.set_diverged(report.diverged);
     st.set_diverged_at_epoch(report.diverged_at_epoch);
-    st.set_final_loss(report.final_loss);
+    if (report.final_loss_from != "none") st.set_final_loss(report.final_loss);
     st.set_train_seconds(train_s_before + SecondsSince(train_start) - eval_seconds);
     st.set_partition_rows(train.features.rows);
     if (epoch_lines != nullptr)
@@ -1311,7 +1338,12 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                 << epoch_rows.back() << " trained) from " << stream->pieces().size() << " piece(s); rows per piece: "
                 << per_piece;
     }
-    report.final_loss = loss_sum / std::max<int64_t>(1, loss_batches);
+    // An epoch in which this worker trained no minibatch (no rows dealt to
+    // it, no chunk left) keeps the loss it had: 0/0 is no loss.
+    if (loss_batches > 0) {
+      report.final_loss = loss_sum / static_cast<double>(loss_batches);
+      report.final_loss_from = "training";
+    }
     progress_now.epoch_loss = report.final_loss;
     progress_now.minibatches = minibatches;
     publish_progress(epoch + 1);
@@ -1323,7 +1355,8 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                                            " rows this epoch)"
                                      : std::string());
     const double reference = std::isfinite(first_loss) ? std::max(first_loss, uniform_loss) : uniform_loss;
-    if (!report.diverged && LossDiverged(report.final_loss, reference, config.train().divergence_factor())) {
+    if (!report.diverged && loss_batches > 0 &&
+        LossDiverged(report.final_loss, reference, config.train().divergence_factor())) {
       report.diverged = true;
       report.diverged_at_epoch = epoch + 1;
       LOG(WARNING) << who << "training diverged at epoch " << epoch + 1 << ": mean loss " << report.final_loss
@@ -1406,7 +1439,14 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       mine.mutable_average()->set_local_steps(replica->stats().local_updates);
       mine.mutable_average()->set_deltas_pushed(replica->stats().deltas_pushed);
     }
-    TETHER_ASSIGN_OR_RETURN(report.total_samples, client->Barrier(report.samples, mine, feed != nullptr));
+    // This worker's entry in a checkpoint cut after it finished: a resume
+    // with nothing left to train reports its loss from there.
+    CheckpointWorker finished_entry;
+    if (report.final_loss_from != "none") finished_entry.set_final_loss(report.final_loss);
+    finished_entry.set_diverged(report.diverged);
+    finished_entry.set_diverged_at_epoch(report.diverged_at_epoch);
+    TETHER_ASSIGN_OR_RETURN(report.total_samples,
+                            client->Barrier(report.samples, mine, feed != nullptr, finished_entry));
   }
   report.train_seconds = SecondsSince(train_start) - eval_seconds;
   report.samples_per_second = report.total_samples / std::max(1e-9, report.train_seconds);

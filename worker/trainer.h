@@ -89,7 +89,14 @@ struct TrainReport {
   // total_samples / train_seconds; on rank 0, once the shards' stats are
   // in, over the job's span instead (JobSamplesPerSecond, metrics_json.h)
   double samples_per_second = 0;
-  double final_loss = 0;             // mean minibatch loss over the last epoch
+  /// The mean minibatch loss over the last epoch this worker trained a
+  /// minibatch in; NaN when not known (final_loss_from "none").
+  double final_loss = std::numeric_limits<double>::quiet_NaN();
+  /// Where final_loss comes from: "training" (an epoch this run trained,
+  /// its part before a resume included), "checkpoint" (this run trained no
+  /// minibatch, as after a resume with nothing left to train: the loss the
+  /// checkpoint recorded for the model it resumed), "none" (not known).
+  std::string final_loss_from = "none";
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls
   bool left_early = false;           // stop_requested ended training

@@ -210,8 +210,8 @@ TEST(MetricsJsonTest, KeysFollowTheModelsMetrics) {
   EXPECT_TRUE(j["auc"].is_null());  // JSON has no NaN
   EXPECT_EQ(j["log_loss"].get<double>(), 0.33);
   EXPECT_EQ(j["train_seconds"].get<double>(), 2.5);
-  for (const char* k : {"samples_per_second", "total_samples", "test_rows", "final_loss", "pull_wait_fraction_rank0",
-                        "num_workers", "num_servers", "staleness", "epochs", "seed"})
+  for (const char* k : {"samples_per_second", "total_samples", "test_rows", "final_loss", "final_loss_from",
+                        "pull_wait_fraction_rank0", "num_workers", "num_servers", "staleness", "epochs", "seed"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_FALSE(j.contains("precision_at_1"));
   EXPECT_EQ(r.Metric("log_loss"), 0.33);

@@ -9,8 +9,9 @@
 #            trailing: the periodic checkpoints past worker 0's end are cut
 #            by worker 1 alone, which writes their manifests. Every process
 #            of the resume exits 0, a final checkpoint with every worker
-#            FINISHED is complete, and the two runs train exactly
-#            5 x 4880 rows.
+#            FINISHED is complete, the two runs train exactly 5 x 4880
+#            rows, and worker 0, which trains nothing, reports the
+#            final_loss of its first run (from the checkpoint).
 # Usage: checkpoint_faults_test.sh killed BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -57,6 +58,11 @@ case "$mode" in
     echo "resumed run: exit codes (w0 w1 s0 s1) $codes"
     [ "$codes" = "0 0 0 0" ] || fail "the resumed run exited $codes"
     grep -q "resuming from .*: nothing left to train" "$tmp/r0.log" || fail "worker 0 did not resume finished"
+    # Worker 0 trained nothing: it reports the loss it finished the first
+    # run with (its entry in the checkpoint), not 0.0.
+    [ "$(metric "$tmp/resumed.json" final_loss_from)" = checkpoint ] || fail "resumed final_loss_from"
+    [ "$(metric "$tmp/resumed.json" final_loss)" = "$(metric "$tmp/first.json" final_loss)" ] \
+      || fail "resumed final_loss $(metric "$tmp/resumed.json" final_loss), first run's $(metric "$tmp/first.json" final_loss)"
     # Worker 1 cut and wrote at least one periodic checkpoint alone.
     alone=$(grep -c "checkpoint at clock [0-9]* written: " "$tmp/r1.log" || true)
     [ "$alone" -ge 1 ] || fail "worker 1 wrote no checkpoint's manifest after worker 0 finished"
@@ -72,7 +78,10 @@ case "$mode" in
     ;;
   bad_paths)
     # Each refused with exit 2 before any training (a worker before it
-    # connects: no server runs; tether-launch before it starts a process).
+    # connects: no server runs; tether-launch before it starts a process);
+    # a checkpoint's file given for its directory (tether-export, every
+    # --resume_from) and a checkpoint given for a model file (tether-predict)
+    # are refused naming what to give instead.
     echo x > "$tmp/afile"
     mkdir -p "$tmp/ro"
     chmod 555 "$tmp/ro"
@@ -109,6 +118,35 @@ case "$mode" in
       "$bin/tether-launch" "${job[@]}" --checkpoint_dir="$tmp/afile"
     refused "$tmp/launch2.log" "--resume_from=$tmp/nonexist: $tmp/nonexist: no such checkpoint directory" \
       "$bin/tether-launch" "${job[@]}" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/nonexist"
+    # A file of a checkpoint where its directory goes, and a checkpoint where
+    # a model file goes: refused by the path's kind alone (before a byte of
+    # a table is read), so the checkpoint is the files' first bytes only.
+    c=$tmp/old/ckpt-000000000010-final
+    mkdir -p "$c"
+    echo "# Tether checkpoint manifest (server/checkpoint.h); the last line checks the rest." > "$c/MANIFEST"
+    printf 'TTHRCKPT' > "$c/shard-0.tables"
+    give="is a file, not a checkpoint directory; give the checkpoint directory that holds it: $c"
+    refused "$tmp/export1.log" "--checkpoint=$c/shard-0.tables: $c/shard-0.tables: $give" \
+      "$bin/tether-export" --checkpoint="$c/shard-0.tables" --out="$tmp/m.safetensors"
+    refused "$tmp/export2.log" "--checkpoint=$c/MANIFEST: $c/MANIFEST: $give" \
+      "$bin/tether-export" --checkpoint="$c/MANIFEST" --out="$tmp/m.safetensors"
+    refused "$tmp/resume2.log" "--resume_from=$c/shard-0.tables: $c/shard-0.tables: $give" \
+      "${w[@]}" --resume_from="$c/shard-0.tables"
+    refused "$tmp/server2.log" "--resume_from=$c/MANIFEST: $c/MANIFEST: $give" \
+      "$bin/tether-server" "${job[@]}" --shard=0 --listen=tcp://127.0.0.1:0 --resume_from="$c/MANIFEST"
+    refused "$tmp/launch3.log" "--resume_from=$c/MANIFEST: $c/MANIFEST: $give" \
+      "$bin/tether-launch" "${job[@]}" --resume_from="$c/MANIFEST"
+    export_it="write its model file with tether-export --checkpoint=$c --out=model.safetensors"
+    predict=("$bin/tether-predict" --input="$tmp/afile" --format=xmc --index_base=0 --output="$tmp/p.tsv")
+    refused "$tmp/predict1.log" "--model=$c: $c: is a directory, not a model file; it is a checkpoint; $export_it" \
+      "${predict[@]}" --model="$c"
+    refused "$tmp/predict2.log" "--model=$c/shard-0.tables: $c/shard-0.tables: is a checkpoint's shard file, not \
+a model file; write the checkpoint's model file with tether-export --checkpoint=$c --out=model.safetensors" \
+      "${predict[@]}" --model="$c/shard-0.tables"
+    refused "$tmp/predict3.log" "--model=$tmp/old: $tmp/old: is a directory, not a model file; it holds \
+checkpoints: write the latest one's model file with tether-export --checkpoint=$tmp/old --out=model.safetensors" \
+      "${predict[@]}" --model="$tmp/old"
+    [ ! -e "$tmp/m.safetensors" ] && [ ! -e "$tmp/p.tsv" ] || fail "a refused export or prediction wrote a file"
     ! grep -q "started server" "$tmp"/launch*.log || fail "tether-launch started a process before refusing"
     [ ! -e "$tmp/ck" ] && [ ! -e "$tmp/ro/ck" ] || fail "a refused run created a checkpoint directory"
     echo "PASS"
@@ -144,6 +182,15 @@ case "$mode" in
     (cd "$tmp/ck" && find . -type f | sort | xargs sha256sum) > "$tmp/after.sum"
     diff "$tmp/before.sum" "$tmp/after.sum" || fail "a resume that trained nothing changed the checkpoints"
     echo "(a) resumed from $(basename "$final"): nothing trained, $(wc -l < "$tmp/after.sum") files unchanged"
+    # It reports the loss of the model as resumed, the one the first run
+    # ended with (the final checkpoint records it), not a made-up 0.0.
+    loss1=$(metric "$tmp/first.json" final_loss)
+    loss2=$(metric "$tmp/again.json" final_loss)
+    echo "final_loss: first run $loss1 ($(metric "$tmp/first.json" final_loss_from)), resume $loss2" \
+         "($(metric "$tmp/again.json" final_loss_from))"
+    [ "$(metric "$tmp/first.json" final_loss_from)" = training ] || fail "the first run's final_loss is not its own"
+    [ "$(metric "$tmp/again.json" final_loss_from)" = checkpoint ] || fail "the resume's final_loss_from"
+    [ "$loss2" = "$loss1" ] || fail "the resume that trained nothing reports final_loss $loss2, not $loss1"
     run_job older 1 --resume_from="$tmp/ck/ckpt-000000000020"
     [ "$codes" = "0 0" ] || fail "the resume from clock 20 exited $codes"
     (cd "$tmp/ck" && sha256sum -c --quiet "$tmp/before.sum") || fail "a complete checkpoint was written over"
@@ -180,8 +227,61 @@ case "$mode" in
     echo "every checkpoint in the workers' directory: $(ls "$tmp/wrk/ck" | tr '\n' ' ')"
     echo "PASS"
     ;;
+  bad_shard)
+    # 2 servers, 2 workers, 1 epoch, a checkpoint every 20 clocks. The
+    # resume from the one at clock 20 finds server 1's shard file (a) with
+    # a flipped byte, (b) truncated by 100 bytes. Server 1 refuses every
+    # worker naming itself and the file; the workers ABORT server 0 with
+    # that reason, so it names server 1 and the file too, never a worker
+    # gone silent. Every process exits 1, within seconds.
+    flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5
+           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
+    start_servers 2
+    start_worker 0 "$tmp/w0.log"; w0=$started
+    start_worker 1 "$tmp/w1.log"; w1=$started
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    [ "$codes" = "0 0 0 0" ] || fail "the first run exited $codes"
+    c=$tmp/ck/ckpt-000000000020
+    f=$c/shard-1.tables
+    [ -f "$c/MANIFEST" ] || fail "no complete checkpoint at clock 20"
+    cp "$f" "$tmp/shard-1.good"
+    full=$(stat -c %s "$f")
+    resume_bad() {  # resume_bad NAME WHAT: resumes from $c; WHAT is the file's fault as the logs name it
+      local name=$1 what=$2 log
+      pids=()
+      rm -f "$tmp"/s*.port
+      start_servers 2
+      local s1=$(cat "$tmp/s1.port")
+      start_worker 0 "$tmp/$name.w0.log" --resume_from="$c"; w0=$started
+      start_worker 1 "$tmp/$name.w1.log" --resume_from="$c"; w1=$started
+      wait_codes "$w0" "$w1" "${server_pids[@]}"
+      for s in 0 1; do cp "$tmp/server$s.log" "$tmp/$name.server$s.log"; done
+      echo "($name) exit codes (w0 w1 s0 s1) $codes"
+      [ "$codes" = "1 1 1 1" ] || fail "($name) the resume exited $codes, expected 1 1 1 1"
+      local why="cannot resume: server 1 failed to load its part of $c: $f: $what"
+      grep -qF -- "[server 1] $why" "$tmp/$name.server1.log" || fail "($name) server 1 does not say: $why"
+      grep -qF -- "[server 1] told 2 of 2 worker(s) that this server could not load its checkpoint" \
+        "$tmp/$name.server1.log" || fail "($name) server 1 did not tell both workers"
+      for log in "$tmp/$name.w0.log" "$tmp/$name.w1.log"; do
+        grep -qF -- "server $s1 (listed as shard 1) refused to pair: [server 1] $why" "$log" \
+          || fail "($name) $(basename "$log") does not name server 1 and its file"
+      done
+      grep -qE -- "\[server 0\] job aborted: worker [01] could not join: " "$tmp/$name.server0.log" \
+        || fail "($name) server 0 was not told why"
+      grep -qF -- "could not join: server $s1 (listed as shard 1) refused to pair: [server 1] $why" \
+        "$tmp/$name.server0.log" || fail "($name) server 0 does not name server 1 and its file"
+      ! grep -q "silent for" "$tmp/$name.server0.log" || fail "($name) server 0 blamed a silent worker"
+      grep -h "job aborted" "$tmp/$name.server0.log" | head -1 | sed 's/^.*\] //'
+    }
+    python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-9]^=0x10; open(p,"wb").write(b)' "$f"
+    resume_bad flipped "checksum mismatch: XXH3-64 "
+    cp "$tmp/shard-1.good" "$f"
+    truncate -s $((full - 100)) "$f"
+    resume_bad truncated "$((full - 100)) bytes on disk, but the manifest says $full (a truncated or replaced file)"
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed|bad_paths|final_twice|relative BIN_DIR"
+    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard BIN_DIR"
     exit 2
     ;;
 esac
