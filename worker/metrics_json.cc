@@ -173,6 +173,8 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   // JSON has no NaN: a non-finite loss (diverged) is written as null.
   j["final_loss"] = std::isfinite(r.final_loss) ? nlohmann::json(r.final_loss) : nullptr;
   j["final_loss_from"] = r.final_loss_from;
+  // Only in the metrics of a job that failed (the run exits non-zero).
+  if (!r.failure.empty()) j["failure"] = r.failure;
   j["diverged"] = r.diverged;
   j["diverged_at_epoch"] = r.diverged_at_epoch;
   j["pull_wait_fraction_rank0"] = r.pull_wait_fraction;

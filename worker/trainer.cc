@@ -1568,13 +1568,24 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
             << cs.rows_pushed << " rows), " << cs.bytes_sent / 1e6 << " MB sent, " << cs.bytes_received / 1e6
             << " MB received";
   if (!incomplete.empty()) {
-    // The metrics of what was trained are still written; the run fails (and
-    // RunWorker tells the servers so).
+    // The metrics of what was trained are still written, saying why the
+    // job failed; the run fails (and RunWorker tells the servers so).
+    report.failure = incomplete;
     if (rank == evaluator && !options.metrics_out.empty())
       TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
     return Status::FailedPrecondition(who + incomplete);
   }
-  TETHER_RETURN_IF_ERROR(client->Bye());
+  if (Status bye = client->Bye(); !bye.ok()) {
+    // The servers answered the goodbye with the job's failure (another
+    // worker failed after this one's barrier): the metrics of what was
+    // trained are still written, saying so, and the run fails.
+    report.failure = bye.message();
+    if (rank == evaluator && !options.metrics_out.empty()) {
+      if (Status st = WriteMetricsJson(report, config, options.metrics_out); !st.ok())
+        LOG(ERROR) << who << st.message();
+    }
+    return bye;
+  }
   if (rank == evaluator && !options.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(WriteMetricsJson(report, config, options.metrics_out));
   progress_now.minibatches = minibatches;

@@ -97,6 +97,11 @@ struct TrainReport {
   /// minibatch, as after a resume with nothing left to train: the loss the
   /// checkpoint recorded for the model it resumed), "none" (not known).
   std::string final_loss_from = "none";
+  /// Why the job did not do its job ("" when it did): workers left before
+  /// the end, or the servers answered this worker's goodbye with the job's
+  /// failure. The metrics file is still written, with it as "failure", and
+  /// the run exits non-zero.
+  std::string failure;
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls
   bool left_early = false;           // stop_requested ended training

@@ -92,7 +92,7 @@ failed_after_bye)
   flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=3 --epochs=2 --seed=5 --minibatch_size=32
          --request_timeout_ms=30000 --worker_timeout_ms=1500)
   start_servers 1
-  start_worker 0 "$tmp/w0.log"; w0=$started
+  start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started
   start_worker 1 "$tmp/w1.log"; w1=$started
   start_worker 2 "$tmp/w2.log"; w2=$started
   poll 1200 grep -q "epoch 1/2" "$tmp/w2.log" || fail "worker 2 never finished an epoch"
@@ -110,6 +110,11 @@ failed_after_bye)
     grep -q "$why" "$tmp/w$r.log" || fail "worker $r did not give the shard's reason: $(grep "^[EF]" "$tmp/w$r.log" | tail -n 2)"
   done
   echo "workers 0 and 1 exited 1: $(grep -o "$why[^;]*" "$tmp/w1.log" | head -n 1)"
+  # Rank 0 still wrote the metrics of what was trained, saying why the job failed.
+  [ -s "$tmp/m.json" ] || fail "rank 0 wrote no metrics file"
+  failure=$(metric "$tmp/m.json" failure 2>/dev/null || true)
+  case "$failure" in "$why"*) ;; *) fail "the metrics' failure is '$failure', want '$why...'" ;; esac
+  echo "metrics: failure = $failure"
   ;;
 *)
   echo "usage: $0 final_clock|removed|failed_after_bye BIN_DIR"
