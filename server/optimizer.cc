@@ -206,15 +206,20 @@ TETHER_OPT_CLONES uint64_t GatheredKernel(float* __restrict w, const uint64_t* _
   // their loads overlap this one's step. Without the hints a push of
   // scattered rows ran at one DRAM round trip a row (~550 ns at dim 256).
   constexpr uint64_t kGatheredAhead = 4;
-  for (uint64_t i = 0; i < std::min(n, kGatheredAhead); ++i)
-    for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(w + offsets[i] + l * 16, 1, 3);
+  // A row that follows the one before it in the table is part of a run the
+  // hardware prefetcher streams: only the first row of a run is hinted (a
+  // 10^6-key push of one run hints nothing but its start).
+  const auto hint = [&](uint64_t k) {
+    if (k > 0 && offsets[k] == offsets[k - 1] + dim) return;
+    for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(w + offsets[k] + l * 16, 1, 3);
+  };
+  for (uint64_t i = 0; i < std::min(n, kGatheredAhead); ++i) hint(i);
   for (uint64_t i = 0; i < n;) {
     const uint64_t first = offsets[i];
     const uint64_t limit = std::min(n - i, max_rows);
     uint64_t rows = 1;
     while (rows < limit && offsets[i + rows] == first + rows * dim) ++rows;
-    for (uint64_t k = i + kGatheredAhead; k < std::min(n, i + rows + kGatheredAhead); ++k)
-      for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(w + offsets[k] + l * 16, 1, 3);
+    for (uint64_t k = i + kGatheredAhead; k < std::min(n, i + rows + kGatheredAhead); ++k) hint(k);
     float* __restrict wr = w + first;
     const float* __restrict gr = g + i * dim;
     const uint64_t m = rows * dim;
