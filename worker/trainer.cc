@@ -1116,14 +1116,14 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     const int64_t prev = client->rejoin_clock();
     if (feed != nullptr) {
       // Data on demand: shard 0 deals what is left (FirstEpoch above).
-    } else if (stream != nullptr || adaptive.enabled() || train.features.rows == 0) {
+    } else if (stream != nullptr || adaptive.enabled()) {
       LOG(WARNING) << who << "restarted in the running job (its previous process reached clock " << prev
                    << ") without a checkpoint: its share of the data starts again at epoch 1, because "
                    << (stream != nullptr ? "a streamed share (data.streaming)"
                                          : "adaptive minibatch sizes (train.adaptive_batch)")
                    << " has no position a clock can name; checkpoints (--resume_from) or data on demand "
                       "(--data_on_demand) continue where it stopped";
-    } else {
+    } else if (train.features.rows > 0) {  // (an empty share has nothing to continue)
       const int64_t batches_per_epoch = (train.features.rows + bs - 1) / bs;
       const int64_t done = prev * per_clock;
       const int64_t epochs = config.train().epochs();
