@@ -30,6 +30,12 @@
 #       the top-level KEY of the metrics JSON FILE, as Python prints it.
 #   gate VALUE MIN NAME
 #       prints "NAME = VALUE (gate >= MIN)"; fails unless VALUE >= MIN.
+#   bibtex_parts DIR
+#       Bibtex's splits as XMC files (run from the repository root): the
+#       rows in DIR/train.rows and DIR/test.rows (no header), and under
+#       DIR/data: train.txt, test.txt and the training rows cut into
+#       part-0.txt (rows 1-2000), part-1.txt.gz (2001-3500, gzip) and
+#       part-2.txt (3501-4880). Fails unless the train split has 4880 rows.
 limit_s=100
 fail_lines=8
 
@@ -106,4 +112,25 @@ metric() {
 
 gate() {
   python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
+}
+
+bibtex_parts() {
+  local d=$1
+  mkdir -p "$d/data"
+  # The split lists 0-based data rows; the data file's line 1 is its header.
+  local split
+  for split in tr tst; do
+    awk 'NR==FNR { want[$1 + 1] = 1; next } FNR in want' "data/bibtex/bibtex_${split}Split.txt" \
+      <(zcat data/bibtex/Bibtex_data.txt.gz) > "$d/$([ $split = tr ] && echo train || echo test).rows"
+  done
+  [ "$(wc -l < "$d/train.rows")" = 4880 ] || fail "train split has $(wc -l < "$d/train.rows") rows"
+  with_header() { echo "$(wc -l < "$1") 1836 159"; cat "$1"; }
+  with_header "$d/train.rows" > "$d/data/train.txt"
+  with_header "$d/test.rows" > "$d/data/test.txt"
+  sed -n '1,2000p' "$d/train.rows" > "$d/p0"
+  sed -n '2001,3500p' "$d/train.rows" > "$d/p1"
+  sed -n '3501,$p' "$d/train.rows" > "$d/p2"
+  with_header "$d/p0" > "$d/data/part-0.txt"
+  with_header "$d/p1" | gzip -c > "$d/data/part-1.txt.gz"
+  with_header "$d/p2" > "$d/data/part-2.txt"
 }

@@ -19,23 +19,10 @@ source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 limit_s=60
 
-# The split's rows as XMC files: the split lists 0-based data rows, the
-# data file's line 1 is its header (as stream_test.sh does).
+# The split's rows as XMC files, the training rows cut into three parts
+# (bibtex_parts, lib.sh).
 mkdir -p "$tmp/data" "$tmp/cfg"
-rows_of() {  # rows_of SPLIT > rows (no header)
-  awk 'NR==FNR { want[$1 + 1] = 1; next } FNR in want' "$1" <(zcat data/bibtex/Bibtex_data.txt.gz)
-}
-rows_of data/bibtex/bibtex_trSplit.txt > "$tmp/train.rows"
-rows_of data/bibtex/bibtex_tstSplit.txt > "$tmp/test.rows"
-[ "$(wc -l < "$tmp/train.rows")" = 4880 ] || fail "train split has $(wc -l < "$tmp/train.rows") rows"
-with_header() { echo "$(wc -l < "$1") 1836 159"; cat "$1"; }
-with_header "$tmp/test.rows" > "$tmp/data/test.txt"
-sed -n '1,2000p' "$tmp/train.rows" > "$tmp/p0"
-sed -n '2001,3500p' "$tmp/train.rows" > "$tmp/p1"
-sed -n '3501,$p' "$tmp/train.rows" > "$tmp/p2"
-with_header "$tmp/p0" > "$tmp/data/part-0.txt"
-with_header "$tmp/p1" | gzip -c > "$tmp/data/part-1.txt.gz"
-with_header "$tmp/p2" > "$tmp/data/part-2.txt"
+bibtex_parts "$tmp"
 chunk_bytes=16384
 chunks=1  # the gzip file, whole
 for f in "$tmp/data/part-0.txt" "$tmp/data/part-2.txt"; do
