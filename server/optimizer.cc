@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/prefetch.h"
+
 namespace tether {
 namespace {
 
@@ -211,7 +213,7 @@ TETHER_OPT_CLONES uint64_t GatheredKernel(float* __restrict w, const uint64_t* _
   // 10^6-key push of one run hints nothing but its start).
   const auto hint = [&](uint64_t k) {
     if (k > 0 && offsets[k] == offsets[k - 1] + dim) return;
-    for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(w + offsets[k] + l * 16, 1, 3);
+    for (uint64_t l = 0; l < lines; ++l) HintWrite(w + offsets[k] + l * 16);
   };
   for (uint64_t i = 0; i < std::min(n, kGatheredAhead); ++i) hint(i);
   for (uint64_t i = 0; i < n;) {

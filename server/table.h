@@ -183,6 +183,12 @@ class ServerTable {
     uint64_t FindOrInsert(uint64_t key, bool* inserted);
     // Hints the slot of `key` into the cache (no effect on the contents).
     void Prefetch(uint64_t key) const;
+    // True when sorted keys spread from `lo` to `hi` (lo <= hi, covered)
+    // land on average `lines` cache lines or more apart in the slots, or
+    // the index is hashed: a lookup pass then misses the cache on every
+    // key unless its slots are hinted ahead (the hardware prefetcher
+    // follows only near-sequential walks).
+    bool Scattered(uint64_t lo, uint64_t hi, uint64_t n, uint64_t lines) const;
     bool Contains(uint64_t key) const;
     // The row number of `key`, or kAbsent; inserts nothing.
     static constexpr uint64_t kAbsent = ~uint64_t{0};
