@@ -46,6 +46,7 @@
 #include "core/config.h"
 #include "core/net/rendezvous.h"
 #include "core/partition.h"
+#include "core/prefetch.h"
 #include "core/table_spec.h"
 #include "core/net/curve.h"
 #include "server/checkpoint.h"
@@ -691,10 +692,13 @@ int RunUpdates() {
   std::printf("Last-level cache %.1f MiB (%s); each cell's table has at least %s rows and enough that its rows'\n"
               "weights and state (the working set) are at least %.3g × the LLC = %.1f MiB. Each push is %lld\n"
               "sorted unique rows; the pushes walk a random permutation of all rows, so every row is touched\n"
-              "once per pass. `table` is ServerTable::PushRows (hash lookup + optimizer); `apply` is\n"
-              "Optimizer::Apply on the same rows of a plain array (no lookup). GB/s counts the bytes an update\n"
-              "must move: weights and state read and written, the gradient read. `÷ triad` = GB/s over the\n"
-              "STREAM triad probe of the same run (probed before and after; the mean is used).\n\n",
+              "once per pass. `table` is ServerTable::PushRows (row lookup, optimizer step, finiteness check).\n"
+              "`bare` is Optimizer::Apply alone on a plain array of the same rows (huge pages, hinted two rows\n"
+              "ahead, no lookup, no check): `scattered` in the table path's order, the most that path could\n"
+              "reach here; `in order` the same rows one after another, so the two differ by what scattering\n"
+              "costs the memory system. GB/s counts the bytes an update must move: weights and state read\n"
+              "and written, the gradient read. `÷ triad` = GB/s over the STREAM triad probe of the same run\n"
+              "(probed before and after; the mean is used).\n\n",
               llc.bytes / 1048576.0, llc.source.c_str(), Si(static_cast<double>(FLAGS_rows)).c_str(),
               FLAGS_llc_multiple, target_bytes / 1048576.0, static_cast<long long>(FLAGS_batch));
   std::fflush(stdout);
@@ -709,7 +713,7 @@ int RunUpdates() {
     std::string opt;
     int64_t dim, rows;
     double working_set_bytes;
-    double table_rows_s, table_gbs, apply_rows_s, apply_gbs;
+    double table_rows_s, scattered_rows_s, in_order_rows_s;  // rows/s
   };
   std::vector<Row> results;
   for (const std::string& name : names) {
@@ -738,7 +742,6 @@ int RunUpdates() {
       *spec.mutable_optimizer() = oc;
       ServerTable table(spec, 0, 0);
       const uint64_t state = optimizer.StateFloats(dim);
-      const double bytes_per_row = (2.0 * (dim + state) + dim) * 4;
       const double resident_row_bytes = (dim + state) * 4.0;
       const int64_t rows =
           std::max<int64_t>(FLAGS_rows, static_cast<int64_t>(std::ceil(target_bytes / resident_row_bytes)));
@@ -772,25 +775,43 @@ int RunUpdates() {
         elapsed = Now() - t0;
       }
       const double table_rows_s = done / elapsed;
-      // Apply-only path: the same rows, laid out contiguously [w | state].
+      // The bare step: Optimizer::Apply on the same rows of a plain array
+      // laid out as the table's ([w | state] a row, on huge pages), with
+      // no lookup and no finiteness check, rows hinted two ahead as the
+      // table does. Scattered: in the table path's order, so it is the
+      // most the table path could reach on this machine. In order: the same
+      // rows one after another, so the gap between the two is what
+      // scattering the rows costs the memory system (translation and DRAM
+      // pages), not the step's arithmetic.
       const uint64_t stride = dim + state;
-      std::vector<float> plain(static_cast<size_t>(rows * stride), 0.01f);
+      std::vector<float, table_internal::HugePageAllocator<float>> plain(static_cast<size_t>(rows * stride), 0.01f);
       for (int64_t r = 0; r < rows; ++r) optimizer.InitState(plain.data() + r * stride + dim, dim);
-      done = 0;
-      t0 = Now();
-      elapsed = 0;
-      for (int64_t i = 0; elapsed < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
-        const uint64_t* ks = perm.data() + (i % num_batches) * batch;
-        for (int64_t j = 0; j < batch; ++j) {
-          float* row = plain.data() + ks[j] * stride;
-          optimizer.Apply(row, row + dim, g.data() + j * dim, dim);
+      const auto bare_rows_s = [&](const std::vector<uint64_t>& order) {
+        constexpr int64_t kAhead = 2;
+        const uint64_t lines = (stride * sizeof(float) + 63) / 64;
+        int64_t rows_done = 0;
+        const double start = Now();
+        double taken = 0;
+        for (int64_t i = 0; taken < FLAGS_min_time_s || i < FLAGS_min_reps; ++i) {
+          const uint64_t* ks = order.data() + (i % num_batches) * batch;
+          for (int64_t j = 0; j < batch; ++j) {
+            if (j + kAhead < batch) {
+              const char* next = reinterpret_cast<const char*>(plain.data() + ks[j + kAhead] * stride);
+              for (uint64_t l = 0; l < lines; ++l) HintWrite(next + l * 64);
+            }
+            float* row = plain.data() + ks[j] * stride;
+            (void)optimizer.Apply(row, row + dim, g.data() + j * dim, dim);
+          }
+          rows_done += batch;
+          taken = Now() - start;
         }
-        done += batch;
-        elapsed = Now() - t0;
-      }
-      const double apply_rows_s = done / elapsed;
-      results.push_back({name, dim, rows, rows * resident_row_bytes, table_rows_s,
-                         table_rows_s * bytes_per_row / 1e9, apply_rows_s, apply_rows_s * bytes_per_row / 1e9});
+        return rows_done / taken;
+      };
+      const double scattered_rows_s = bare_rows_s(perm);
+      std::vector<uint64_t> in_order(perm.size());
+      for (size_t i = 0; i < in_order.size(); ++i) in_order[i] = i;
+      const double in_order_rows_s = bare_rows_s(in_order);
+      results.push_back({name, dim, rows, rows * resident_row_bytes, table_rows_s, scattered_rows_s, in_order_rows_s});
     }
   }
   const Stream after = ProbeBandwidth(stream_floats);
@@ -799,16 +820,19 @@ int RunUpdates() {
   std::printf("Bandwidth probe (one core): copy %.2f GB/s (%.2f before, %.2f after), triad %.2f GB/s (%.2f, %.2f)\n\n",
               copy, before.copy_gbs, after.copy_gbs, triad, before.triad_gbs, after.triad_gbs);
   std::printf("| optimizer | dim | bytes/row | rows | working set MiB | ÷ LLC | table rows/s | table GB/s | ÷ triad "
-              "| apply rows/s | apply GB/s | ÷ triad |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+              "| bare scattered rows/s | ÷ triad | bare in order rows/s | ÷ triad | table ÷ bare scattered |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : results) {
     OptimizerConfig oc;
     oc.set_type(r.opt == "sgd" ? SGD : r.opt == "adagrad" ? ADAGRAD : ADAM);
     const double bytes_per_row = (2.0 * (r.dim + Optimizer(oc).StateFloats(r.dim)) + r.dim) * 4;
-    std::printf("| %s | %lld | %.0f | %s | %.0f | %.1f | %s | %.2f | %.2f | %s | %.2f | %.2f |\n", r.opt.c_str(),
-                static_cast<long long>(r.dim), bytes_per_row, Si(static_cast<double>(r.rows)).c_str(),
+    const auto of_triad = [&](double rows_s) { return rows_s * bytes_per_row / 1e9 / triad; };
+    std::printf("| %s | %lld | %.0f | %s | %.0f | %.1f | %s | %.2f | %.2f | %s | %.2f | %s | %.2f | %.2f |\n",
+                r.opt.c_str(), static_cast<long long>(r.dim), bytes_per_row, Si(static_cast<double>(r.rows)).c_str(),
                 r.working_set_bytes / 1048576.0, r.working_set_bytes / llc.bytes, Si(r.table_rows_s).c_str(),
-                r.table_gbs, r.table_gbs / triad, Si(r.apply_rows_s).c_str(), r.apply_gbs, r.apply_gbs / triad);
+                r.table_rows_s * bytes_per_row / 1e9, of_triad(r.table_rows_s), Si(r.scattered_rows_s).c_str(),
+                of_triad(r.scattered_rows_s), Si(r.in_order_rows_s).c_str(), of_triad(r.in_order_rows_s),
+                r.table_rows_s / r.scattered_rows_s);
   }
   return 0;
 }
