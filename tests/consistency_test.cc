@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -314,8 +315,13 @@ void RunCheckpointSchedule(int64_t s, int workers, int clocks, uint32_t seed) {
         const float g = -1.0f;  // SGD, lr 1: +1
         c->PushRows(kW1, key, &g);
         if (Status st = c->PullRows(kW1, key, &out).Wait(); !st.ok()) return fail("pull", st);
-        // Jitter, so that workers drift apart within the bound.
-        for (uint32_t spin = rng() % 2000; spin > 0; --spin) std::this_thread::yield();
+        // Jitter, so that workers drift apart within the bound: up to 1 ms
+        // of yielding, bounded in time. A count of 2,000 yields took
+        // seconds on a loaded machine (each yield gives up a time slice),
+        // past the client's 10 s request timeout while the other workers
+        // waited at the checkpoint's cut.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(rng() % 1000);
+        while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
         const bool want = rng() % 17 == 0;
         requested_clocks[r] += want ? 1 : 0;
         if (Status st = c->Clock(want); !st.ok()) return fail("clock", st);
