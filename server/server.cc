@@ -268,7 +268,7 @@ Status ServerShard::RunLoop() {
     if (tick_listener_) tick_listener_(false);
     if (!load_failed_.ok()) {
       // HELLOs held for worker 0's are refused now; the shard ends once
-      // every initial rank was told, or after cluster.worker_timeout_ms.
+      // every initial rank was told, or kLoadFailedLingerMs after the failure.
       for (auto& [rank, p] : waiting_hellos_) {
         LOG(ERROR) << log_prefix_ << "refusing worker " << rank << ": " << load_failed_why_;
         if (rank >= 0 && rank < initial_workers_) refusals_[rank] = load_failed_why_;
@@ -280,10 +280,15 @@ Status ServerShard::RunLoop() {
       // would wait out its liveness timeout instead of reading why).
       int told = 0;
       for (int r = 0; r < initial_workers_; ++r) told += refusals_.count(r) > 0;
-      if ((told == initial_workers_ && MsSince(last_message) > 500) ||
-          MsSince(load_failed_at_) > config_.cluster().worker_timeout_ms()) {
+      // A rank that never comes (not started, or stopped by the others'
+      // failure) holds it at most kLoadFailedLingerMs: the job cannot run
+      // anyway, and whoever started this server by hand learns it now.
+      if ((told == initial_workers_ && MsSince(last_message) > 500) || MsSince(load_failed_at_) > kLoadFailedLingerMs) {
         LOG(ERROR) << log_prefix_ << "told " << told << " of " << initial_workers_
-                   << " worker(s) that this server could not load its checkpoint";
+                   << " worker(s) that this server could not load its checkpoint"
+                   << (told < initial_workers_ ? "; not waiting for the others (" +
+                                                     std::to_string(kLoadFailedLingerMs) + " ms since it failed)"
+                                               : std::string());
         try {
           socket_.set(zmq::sockopt::linger, 1000);  // the refusals leave before the socket closes
         } catch (const zmq::error_t&) {

@@ -398,8 +398,11 @@ class ServerShard {
   // This shard could not load its part of the checkpoint (--resume_from or
   // worker 0's): it refuses every HELLO with `load_failed_why_`, so that
   // every worker learns which server failed and on which file, and ends
-  // Run() with load_failed_ once each initial rank was told or after
-  // cluster.worker_timeout_ms. An ABORT meanwhile does not end it sooner.
+  // Run() with load_failed_ once each initial rank was told or
+  // kLoadFailedLingerMs after the failure, whichever comes first (ranks not
+  // started by then find no server). An ABORT meanwhile does not end it
+  // sooner.
+  static constexpr int64_t kLoadFailedLingerMs = 3000;
   Status load_failed_;
   std::string load_failed_why_;
   std::chrono::steady_clock::time_point load_failed_at_;
