@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include <algorithm>
@@ -98,6 +100,21 @@ std::string PeerName(const std::string& identity, Message& m) {
   return DescribeIdentity(identity) + (address != nullptr ? std::string(" (from ") + address + ")" : "");
 }
 
+// The id of this shard's process (ServerShard::incarnation): 64 random
+// bits, never 0 (0 means "none" on the wire).
+uint64_t DrawIncarnation() {
+  std::random_device rd;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t{rd()} << 32) ^ rd();
+  return id;
+}
+
+std::string IncarnationHex(uint64_t id) {
+  char hex[24];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(id));
+  return hex;
+}
+
 }  // namespace
 
 ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context)
@@ -107,6 +124,7 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
       chunks_("[server " + std::to_string(shard) + "] "),
       num_shards_(config.cluster().num_servers()),
       job_id_(JobId(config)),
+      incarnation_(DrawIncarnation()),
       log_prefix_("[server " + std::to_string(shard) + "] "),
       clocks_(config.cluster().num_workers(), EffectiveStaleness(config.consistency())),
       workers_(config.cluster().num_workers()),
@@ -165,7 +183,7 @@ Status ServerShard::Bind(const std::string& endpoint) {
   LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
             << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
             << StalenessName(clocks_.staleness()) << ", " << workers_.size()
-            << " workers; tables come with worker 0's HELLO";
+            << " workers; tables come with worker 0's HELLO; process start id " << IncarnationHex(incarnation_);
   return Status::OK();
 }
 
@@ -268,7 +286,7 @@ Status ServerShard::RunLoop() {
     if (tick_listener_) tick_listener_(false);
     if (!load_failed_.ok()) {
       // HELLOs held for worker 0's are refused now; the shard ends once
-      // every initial rank was told, or after cluster.worker_timeout_ms.
+      // every initial rank was told, or kLoadFailedLingerMs after the failure.
       for (auto& [rank, p] : waiting_hellos_) {
         LOG(ERROR) << log_prefix_ << "refusing worker " << rank << ": " << load_failed_why_;
         if (rank >= 0 && rank < initial_workers_) refusals_[rank] = load_failed_why_;
@@ -280,10 +298,15 @@ Status ServerShard::RunLoop() {
       // would wait out its liveness timeout instead of reading why).
       int told = 0;
       for (int r = 0; r < initial_workers_; ++r) told += refusals_.count(r) > 0;
-      if ((told == initial_workers_ && MsSince(last_message) > 500) ||
-          MsSince(load_failed_at_) > config_.cluster().worker_timeout_ms()) {
+      // A rank that never comes (not started, or stopped by the others'
+      // failure) holds it at most kLoadFailedLingerMs: the job cannot run
+      // anyway, and whoever started this server by hand learns it now.
+      if ((told == initial_workers_ && MsSince(last_message) > 500) || MsSince(load_failed_at_) > kLoadFailedLingerMs) {
         LOG(ERROR) << log_prefix_ << "told " << told << " of " << initial_workers_
-                   << " worker(s) that this server could not load its checkpoint";
+                   << " worker(s) that this server could not load its checkpoint"
+                   << (told < initial_workers_ ? "; not waiting for the others (" +
+                                                     std::to_string(kLoadFailedLingerMs) + " ms since it failed)"
+                                               : std::string());
         try {
           socket_.set(zmq::sockopt::linger, 1000);  // the refusals leave before the socket closes
         } catch (const zmq::error_t&) {
@@ -397,6 +420,7 @@ Status ServerShard::RunLoop() {
 
 void ServerShard::Reply(const std::string& identity, Message* reply, int rank) {
   stats_.bytes_out += reply->keys.size() + reply->values.size();
+  reply->header.set_server_incarnation(incarnation_);
   const std::string peer = rank >= 0 ? "worker " + std::to_string(rank) : "unregistered peer";
   Status st = SendMessage(socket_, reply, &identity, peer);
   if (!st.ok()) {
@@ -539,6 +563,19 @@ Status ServerShard::CheckPeer(const std::string& identity, const Message& m) con
 void ServerShard::Handle(const std::string& identity, Message* m) {
   const MessageHeader& h = m->header;
   if (h.type() == HEARTBEAT && waiting_hellos_.count(h.sender_rank()) != 0) return;  // still joining
+  if (h.type() == ABORT && h.server_incarnation() != 0 && h.server_incarnation() != incarnation_ &&
+      h.job_id() == job_id_ && h.generation() == config_.cluster().generation()) {
+    // A worker of this job failed, and it had joined another process on
+    // this shard's address: this one replaced it (killed and started again
+    // by hand) and the job it would serve is gone. It ends too, rather than
+    // wait cluster.startup_timeout_ms for a HELLO that never comes.
+    if (aborted_.ok() && load_failed_.ok())
+      aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error() + " (this server, process start id " +
+                                     IncarnationHex(incarnation_) + ", replaced the one worker " +
+                                     std::to_string(h.sender_rank()) + " had joined, start id " +
+                                     IncarnationHex(h.server_incarnation()) + ")");
+    return;
+  }
   Status st = CheckRequest(identity, *m);
   if (!st.ok()) {
     ++stats_.bad_messages;
@@ -926,6 +963,7 @@ bool ServerShard::ConnectionLive(const std::string& identity) {
   // peer's connection is gone; a full queue (EAGAIN) means it is there.
   MessageHeader probe;
   probe.set_type(HEARTBEAT);
+  probe.set_server_incarnation(incarnation_);
   const std::string header = probe.SerializeAsString();
   try {
     if (!socket_.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return true;

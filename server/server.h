@@ -155,6 +155,13 @@ class ServerShard {
   const ClockTracker& clocks() const { return clocks_; }
   /// The job id this shard serves (cluster.job_id, or the config's name).
   const std::string& job_id() const { return job_id_; }
+  /// The id this shard drew when it was made (random, never 0), stamped on
+  /// every message it sends (MessageHeader.server_incarnation): a worker
+  /// that sees another one on the shard's address knows the shard is a new
+  /// process that holds none of the job's tables. An ABORT that names
+  /// another id of this job ends this shard: its workers joined the process
+  /// it replaced (docs/OPERATIONS.md "A server restarted by hand").
+  uint64_t incarnation() const { return incarnation_; }
   /// Table `id` of the job (valid once worker 0's HELLO defined them; see
   /// num_tables()).
   const ServerTable& table(uint32_t id) const { return *tables_[id]; }
@@ -304,6 +311,7 @@ class ServerShard {
   ChunkService chunks_;  // data on demand (shard 0)
   int num_shards_;
   std::string job_id_;
+  uint64_t incarnation_;
   std::string log_prefix_;
   // The job's tables as worker 0 declared them, and the shard's part of
   // each; empty until worker 0's HELLO.
@@ -398,8 +406,11 @@ class ServerShard {
   // This shard could not load its part of the checkpoint (--resume_from or
   // worker 0's): it refuses every HELLO with `load_failed_why_`, so that
   // every worker learns which server failed and on which file, and ends
-  // Run() with load_failed_ once each initial rank was told or after
-  // cluster.worker_timeout_ms. An ABORT meanwhile does not end it sooner.
+  // Run() with load_failed_ once each initial rank was told or
+  // kLoadFailedLingerMs after the failure, whichever comes first (ranks not
+  // started by then find no server). An ABORT meanwhile does not end it
+  // sooner.
+  static constexpr int64_t kLoadFailedLingerMs = 3000;
   Status load_failed_;
   std::string load_failed_why_;
   std::chrono::steady_clock::time_point load_failed_at_;

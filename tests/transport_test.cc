@@ -72,8 +72,9 @@ JobConfig ExactJob(int servers, int workers, int hidden) {
 
 class ServerThread {
  public:
-  ServerThread(const JobConfig& c, int shard) : server_(c, shard) {
-    Status st = server_.Bind("tcp://127.0.0.1:0");
+  ServerThread(const JobConfig& c, int shard, const std::string& endpoint = "tcp://127.0.0.1:0")
+      : server_(c, shard) {
+    Status st = server_.Bind(endpoint);
     EXPECT_TRUE(st.ok()) << st.ToString();
     thread_ = std::thread([this] {
       result_ = server_.Run();
@@ -95,6 +96,7 @@ class ServerThread {
     if (thread_.joinable()) thread_.join();
   }
   const std::string& endpoint() const { return server_.endpoint(); }
+  uint64_t incarnation() const { return server_.incarnation(); }
   const ServerStats& stats() const { return server_.stats(); }
   const FramePool& reply_pool() const { return server_.reply_pool(); }
 
@@ -1296,6 +1298,59 @@ TEST(TransportTest, SecondClaimOnALiveRankIsRefusedAndARestartedWorkerRejoins) {
   EXPECT_EQ(server.stats().workers_rejoined, 1u);
   EXPECT_EQ(log.Count(google::GLOG_WARNING, "worker 0 rejoined at clock 0"), 1u);
   EXPECT_EQ(log.Count(google::GLOG_ERROR, "second claim"), 1u);
+}
+
+// A server killed and started again on its address while its worker runs
+// (here: the shard's ZeroMQ context closed, and a new shard bound to the
+// same port). The worker, idle with nothing in flight, reconnects and
+// learns from the new process's first answer (to a heartbeat it sends on
+// reconnecting) that the shard is another process holding no tables: every
+// wait then fails naming the shard, not with the new process's "before its
+// HELLO". Its ABORT names the process it joined, so the new shard, which
+// no worker said HELLO to, ends too; an ABORT naming the shard's own start
+// id (or none) before HELLO is refused as before.
+TEST(TransportTest, AServerStartedAgainOnItsAddressIsNamedAndEndsOnTheWorkersAbort) {
+  JobConfig c = ExactJob(1, 2, 2);
+  auto first = std::make_unique<ServerThread>(c, 0);
+  const std::string endpoint = first->endpoint();
+  auto w0 = Connect(OptionsFor(c, 0, {endpoint}));
+  ASSERT_TRUE(w0);
+  const std::vector<uint64_t> key = {7};
+  const float ones[2] = {1.0f, 1.0f};
+  ASSERT_TRUE(w0->PushRows(kW1, key, ones).Wait().ok());
+  const uint64_t joined = first->incarnation();
+  first.reset();
+  ServerThread again(c, 0, endpoint);
+  ASSERT_NE(again.incarnation(), joined);
+  {
+    // Before HELLO, an ABORT naming this process (or no process) is a
+    // stray's: refused, the shard goes on.
+    BadPeer stray(endpoint);
+    MessageHeader h;
+    h.set_type(ABORT);
+    h.set_sender_rank(1);
+    h.set_request_id(1);
+    h.set_job_id(JobId(c));
+    h.set_error("worker 1 failed: nothing");
+    h.set_server_incarnation(again.incarnation());
+    EXPECT_EQ(stray.SendAndGetError({"own id", {h.SerializeAsString(), "", ""}, ""}),
+              "[server 0] ABORT from worker 1 before its HELLO");
+  }
+  Status st;
+  for (int i = 0; i < 100 && st.ok(); ++i) st = w0->Idle(50);
+  char now_id[24], joined_id[24];
+  std::snprintf(now_id, sizeof(now_id), "%016llx", static_cast<unsigned long long>(again.incarnation()));
+  std::snprintf(joined_id, sizeof(joined_id), "%016llx", static_cast<unsigned long long>(joined));
+  EXPECT_EQ(st.message(), "[worker 0] server shard 0 at " + endpoint + " restarted (new process, start id " + now_id +
+                              "; this worker joined " + joined_id + ") and holds none of the job's tables; resume the job from a checkpoint (start every "
+                              "server and worker again, the workers with --resume_from=CHECKPOINT_DIR; a job without "
+                              "checkpoint.dir starts over)");
+  w0->Abort("worker 0 failed: " + st.message(), 500);
+  const Status ended = again.WaitForExit(5000);
+  EXPECT_EQ(ended.code(), Status::Code::kUnavailable) << ended.ToString();
+  EXPECT_EQ(ended.message(), "[server 0] job aborted: worker 0 failed: " + st.message() +
+                                 " (this server, process start id " + now_id +
+                                 ", replaced the one worker 0 had joined, start id " + joined_id + ")");
 }
 
 }  // namespace

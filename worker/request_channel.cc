@@ -379,9 +379,13 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
     // the kernel of a stopped (or hung) process too, and proves nothing.
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       link.failed_handshakes = 0;
-      if (link.ever_connected && !link.connected)
+      if (link.ever_connected && !link.connected) {
         LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                      << " is back after " << MillisecondsSince(link.down_since) << " ms";
+        // A heartbeat at the next turn of the wait loop: a new process on
+        // the address answers it (SameServerProcess), the same one does not.
+        last_send_[shard] = SteadyClock::time_point{};
+      }
       link.ever_connected = link.connected = true;
     } else if (id == ZMQ_EVENT_DISCONNECTED && (link.connected || !link.ever_connected)) {
       link.ever_connected = true;
@@ -499,6 +503,8 @@ int RequestChannel::SendAbort(const std::string& why, int bound_ms, const std::s
     Message m;
     m.header.set_type(ABORT);
     m.header.set_error(why);
+    // The process this worker knew on the shard: a new one there ends too.
+    if (links_[s].incarnation != 0) m.header.set_server_incarnation(links_[s].incarnation);
     if (!job_id.empty()) {
       m.header.set_job_id(job_id);
       m.header.set_generation(generation);
@@ -564,6 +570,7 @@ Status RequestChannel::DrainReplies(int s) {
     Status st = RecvMessage(sockets_[s], &reply, nullptr);
     if (st.code() == Status::Code::kUnavailable) break;
     if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
+    if (!SameServerProcess(s, reply.header.server_incarnation())) continue;
     // A server checks that this connection is still live before it refuses
     // a second claim on this rank (ServerShard::ConnectionLive): nothing to
     // answer.
@@ -584,6 +591,29 @@ Status RequestChannel::DrainReplies(int s) {
     Dispatch(&reply);
   }
   return Status::OK();
+}
+
+bool RequestChannel::SameServerProcess(int shard, uint64_t incarnation) {
+  Link& link = links_[shard];
+  if (incarnation == 0 || incarnation == link.incarnation) return true;
+  if (link.incarnation == 0) {
+    link.incarnation = incarnation;
+    return true;
+  }
+  // The first verdict stands (a connection that dropped with requests in
+  // flight was already given up, before the new process answered).
+  if (gone_.ok()) {
+    char ids[80];
+    std::snprintf(ids, sizeof(ids), "start id %016llx; this worker joined %016llx",
+                  static_cast<unsigned long long>(incarnation), static_cast<unsigned long long>(link.incarnation));
+    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
+                                options_.servers[shard] + " restarted (new process, " + ids +
+                                ") and holds none of the job's tables; resume the job from a checkpoint (start "
+                                "every server and worker again, the workers with --resume_from=CHECKPOINT_DIR; a "
+                                "job without checkpoint.dir starts over)");
+    if (sticky_error_.ok()) sticky_error_ = gone_;
+  }
+  return false;
 }
 
 Status RequestChannel::WaitFor(RequestState* request, int timeout_ms, bool first_error) {

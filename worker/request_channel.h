@@ -37,7 +37,21 @@
 // is merely busy (a long checkpoint write) keeps its connection and its
 // heartbeats answered, so it is waited for (request_timeout_ms) and never
 // given up. inproc:// endpoints have no connection to lose and keep
-// request_timeout_ms only. The wait loop wakes at least every
+// request_timeout_ms only.
+//
+// A server restarted on its address (killed and started again by hand) is
+// a new process that holds none of the job's tables and knows no worker.
+// Each server process draws a start id that it stamps on every message it
+// sends (MessageHeader.server_incarnation); the channel keeps each shard's
+// first and checks every message against it. Another id makes the shard
+// gone, with the message "server shard N at ADDR restarted (new process)
+// and holds none of the job's tables; resume the job from a checkpoint
+// ...", and the message is dropped, so no request fails with the new
+// process's confusion ("unknown table id 0"). A shard whose connection
+// comes back gets a heartbeat at once: a new process answers it (a
+// HEARTBEAT from a worker that never said HELLO to it is an error), so an
+// idle worker learns it within one round trip. ABORT carries the id the
+// worker knew, so that the new process ends as well. The wait loop wakes at least every
 // kStopPollMs to look at `abort`, `stop_requested` and the shards' liveness,
 // and a signal interrupting its poll (EINTR) is no error.
 //
@@ -291,6 +305,10 @@ class RequestChannel {
     bool connected = false;
     SteadyClock::time_point down_since;  // valid while ever_connected && !connected
     int failed_handshakes = 0;    // in a row, since the last one that succeeded
+    // The server process's start id (MessageHeader.server_incarnation) from
+    // its first message; 0 until one came. Kept for every shard, watched
+    // or not.
+    uint64_t incarnation = 0;
   };
   // Handshakes failing without detail this many times in a row end the
   // shard (see TakeMonitorEvents).
@@ -309,6 +327,10 @@ class RequestChannel {
   // Receives and dispatches every reply already queued on shard's socket
   // (without waiting). Errors: DataLoss (a malformed reply).
   Status DrainReplies(int shard);
+  // False (and gone_ set, naming the shard) when `incarnation` (a message's
+  // server_incarnation, 0: none) is not the one `shard` sent first: a new
+  // process answers on its address. The message is then dropped.
+  bool SameServerProcess(int shard, uint64_t incarnation);
   void TakeMonitorEvents(int shard);
   void FailState(RequestState* request, const Status& error);
   void Dispatch(Message* reply);

@@ -107,6 +107,49 @@ TEST_F(ChannelTest, WrongTypeFailsItsRequestUnknownIdsAreIgnoredStickyFailuresSt
   EXPECT_EQ(channel_->WaitAll().message(), st.message());
 }
 
+// A shard's address answered by another server process (killed and started
+// again by hand): its replies carry another start id. The shard is given
+// up naming it, and the new process's reply (its confusion: it knows no
+// table) reaches no handler. ABORT names the process the worker knew.
+TEST_F(ChannelTest, AReplyFromAnotherServerProcessGivesTheShardUp) {
+  auto reply = [this](uint64_t request_id, MessageType type, uint64_t incarnation, const std::string& error) {
+    Message m;
+    m.header.set_type(type);
+    m.header.set_request_id(request_id);
+    m.header.set_error(error);
+    if (incarnation != 0) m.header.set_server_incarnation(incarnation);
+    ASSERT_TRUE(SendMessage(router_, &m, &peer_, "worker").ok());
+  };
+  const RequestHandle a = channel_->NewRequest(false);
+  SendPull(a, 1);
+  reply(Receive().request_id(), PULL_REPLY, 0x7a, "");
+  EXPECT_TRUE(a.Wait().ok());
+  const RequestHandle b = channel_->NewRequest(false);
+  SendPull(b, 2);
+  reply(Receive().request_id(), PULL_REPLY, 0, "");  // no id (an older server): not checked
+  EXPECT_TRUE(b.Wait().ok());
+  const RequestHandle c = channel_->NewRequest(/*sticky=*/true);
+  SendPull(c, 3);
+  reply(Receive().request_id(), ERROR_REPLY, 0x9b, "PULL from worker 0: unknown table id 0");
+  const Status st = c.Wait();
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_EQ(st.message(), "[worker 0] server shard 0 at " + endpoint_ +
+                              " restarted (new process, start id 000000000000009b; this worker joined "
+                              "000000000000007a) and holds none of the job's tables; resume the job from a checkpoint "
+                              "(start every server and worker again, the workers with --resume_from=CHECKPOINT_DIR; "
+                              "a job without checkpoint.dir starts over)");
+  EXPECT_EQ(tags_, (std::vector<uint64_t>{1, 2})) << "the new process's reply reached no handler";
+  EXPECT_EQ(channel_->sticky_error().message(), st.message());
+  const RequestHandle d = channel_->NewRequest(false);
+  Message m;
+  m.header.set_type(PULL);
+  EXPECT_EQ(channel_->Send(0, &m, &d, PULL_REPLY, 4).message(), st.message()) << "a given-up shard takes nothing";
+  EXPECT_EQ(channel_->SendAbort("worker 0 failed: " + st.message(), 500, "job", 0), 1);
+  const MessageHeader abort = Receive();
+  EXPECT_EQ(abort.type(), ABORT);
+  EXPECT_EQ(abort.server_incarnation(), 0x7au) << "the process this worker joined";
+}
+
 TEST_F(ChannelTest, WaitWithATimeoutLeavesTheRequestOutstanding) {
   const RequestHandle a = channel_->NewRequest(false);
   SendPull(a, 1);

@@ -280,8 +280,58 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
     resume_bad truncated "$((full - 100)) bytes on disk, but the manifest says $full (a truncated or replaced file)"
     echo "PASS"
     ;;
+  bad_shard_alone)
+    # 2 servers, 2 workers, 1 epoch, a checkpoint every 20 clocks; server 1's
+    # shard file of the one at clock 20 gets a flipped byte. The resume
+    # starts worker 0 only (worker 1 never comes), with
+    # cluster.worker_timeout_ms 60 s: server 1 refuses worker 0 naming the
+    # file, and exits 1 within 5 s of its failure, saying why and that it
+    # does not wait for worker 1 (it used to wait worker_timeout_ms). Worker 0
+    # exits 1 naming server 1 and the file; server 0, told by its ABORT,
+    # exits 1 too.
+    flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5
+           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
+    start_servers 2
+    start_worker 0 "$tmp/w0.log"; w0=$started
+    start_worker 1 "$tmp/w1.log"; w1=$started
+    wait_codes "$w0" "$w1" "${server_pids[@]}"
+    [ "$codes" = "0 0 0 0" ] || fail "the first run exited $codes"
+    c=$tmp/ck/ckpt-000000000020
+    f=$c/shard-1.tables
+    [ -f "$c/MANIFEST" ] || fail "no complete checkpoint at clock 20"
+    python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-9]^=0x10; open(p,"wb").write(b)' "$f"
+    pids=()
+    rm -f "$tmp"/s*.port
+    for s in 0 1; do mv "$tmp/server$s.log" "$tmp/first.server$s.log"; done
+    flags+=(--worker_timeout_ms=60000)
+    start_servers 2
+    s1=$(cat "$tmp/s1.port")
+    start_worker 0 "$tmp/r0.log" --resume_from="$c"; w0=$started
+    why="cannot resume: server 1 failed to load its part of $c: $f: checksum mismatch: XXH3-64 "
+    poll 600 grep -qF -- "[server 1] refusing worker 0: $why" "$tmp/server1.log" \
+      || fail "server 1 did not refuse worker 0 within 30 s naming its file"
+    failed_at=$(date +%s%3N)
+    # Server 1 exits within 5 s of its failure, worker 1 or not.
+    exited() { ! kill -0 "${server_pids[1]}" 2>/dev/null; }
+    poll 100 exited || fail "server 1 still runs 5 s after it failed to load its checkpoint (worker 1 never came)"
+    took=$(($(date +%s%3N) - failed_at))
+    wait_codes "$w0" "${server_pids[@]}"
+    echo "resume with worker 0 alone: exit codes (w0 s0 s1) $codes; server 1 exited ${took} ms after its failure"
+    [ "$codes" = "1 1 1" ] || fail "the resume exited $codes, expected 1 1 1"
+    grep -qF -- "[server 1] told 1 of 2 worker(s) that this server could not load its checkpoint; not waiting for \
+the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did not say it stops waiting"
+    grep -qE -- "\[server 1\] cannot resume: server 1 failed to load its part of .*: checksum mismatch" \
+      "$tmp/server1.log" || fail "server 1's last word is not why it failed"
+    tail -n 1 "$tmp/server1.log" | grep -qF -- "$why" || fail "server 1's exit line does not say why"
+    grep -qF -- "server $s1 (listed as shard 1) refused to pair: [server 1] $why" "$tmp/r0.log" \
+      || fail "worker 0 does not name server 1 and its file"
+    grep -qF -- "[server 0] job aborted: worker 0 could not join: server $s1 (listed as shard 1) refused to pair: \
+[server 1] $why" "$tmp/server0.log" || fail "server 0 does not name server 1 and its file"
+    tail -n 1 "$tmp/server1.log" | sed -E 's/^[IWE][0-9]+ [0-9:.]+ //'
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard BIN_DIR"
+    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard|bad_shard_alone BIN_DIR"
     exit 2
     ;;
 esac
