@@ -123,6 +123,7 @@ ChunkFeed::ChunkFeed(DataOnDemandChunk shape, std::unique_ptr<ChunkSource> sourc
 Status ChunkFeed::Fetch() {
   int backoff_ms = 2;
   int64_t last_max_clock = -1;
+  bool waited = false;
   while (!next_ && !done_ && !stopped_) {
     DataOnDemandChunk req = shape_;
     if (current_) {
@@ -156,6 +157,8 @@ Status ChunkFeed::Fetch() {
         break;
       case DataOnDemandChunk::WAIT: {
         const auto t0 = std::chrono::steady_clock::now();
+        if (!waited && hooks_.on_wait) hooks_.on_wait();
+        waited = true;
         while (hooks_.clock() < reply.max_clock()) {
           TETHER_RETURN_IF_ERROR(hooks_.empty_clock());
           ++empty_clocks_;

@@ -46,6 +46,9 @@ struct ChunkFeedHooks {
   /// (WorkerClient::clock / Clock).
   std::function<int64_t()> clock;
   std::function<Status()> empty_clock;
+  /// Called when a wait begins (the first WAIT of a request for a chunk).
+  /// May be empty.
+  std::function<void()> on_wait;
   /// Polled while waiting; true ends the wait (stopped()). May be empty.
   std::function<bool()> stop;
 };

@@ -1076,6 +1076,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       return Status::OK();
     };
     hooks.stop = options.stop_requested;
+    hooks.on_wait = [&] {
+      LOG(INFO) << who << "waiting for a chunk at clock " << client->clock()
+                << ": every chunk of the epoch is dealt and others still train theirs";
+    };
     std::string what = std::to_string(train.features.rows) + " training rows in chunks of " +
                        std::to_string(shape.chunk_rows()) + " rows";
     if (demand_streamed) {
