@@ -25,6 +25,18 @@
 #                (both said BYE). (A signal inside a receive, which once lost
 #                the stop checkpoint, is a narrow race here; message_test
 #                provokes it at will.)
+#   chunk_wait   data on demand, 1 server, 2 workers, BSP, 2 epochs of 2
+#                chunks (3500 and 1380 rows): the worker with the small
+#                chunk waits for the other's at each epoch's end. SIGTERM to
+#                the waiting worker alone, while it waits in the middle of
+#                the job (it trained a chunk before): it asks for the
+#                checkpoint itself (shard 0 logs its request), takes it with
+#                the other worker and exits 143 within 10 s; the other then
+#                stops too (143), the server exits 0. Resumed from the
+#                waiter's stop checkpoint, the worker that gets no chunk
+#                waits for its first one: SIGTERM to it there, the same.
+#                Resumed from that one, the job ends (exit 0) with exactly
+#                4880 rows counted in each epoch by shard 0.
 # No fixed sleeps wait for an event: every wait polls with a bound.
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -200,6 +212,78 @@ blocked)
     for f in worker0 worker1 server0; do mv "$tmp/$f.log" "$tmp/$f.round$round"; done
     pids=()
   done
+  ;;
+chunk_wait)
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=2 --seed=5 --staleness=0
+         --data_on_demand=true --chunk_rows=3500 --minibatch_size=8 --checkpoint_dir="$tmp/ck"
+         --checkpoint_keep_last=20)
+  base=("${flags[@]}")
+  # stop_waiter RUN [FLAGS...]: runs the job; the first worker to log that
+  # it waits for a chunk gets a SIGTERM (alone); it must leave after a stop
+  # checkpoint it asked for, exit 143 within 10 s; then the other worker is
+  # stopped (143) and the server exits 0. Sets $stop_ck (the waiter's stop
+  # checkpoint).
+  stop_waiter() {
+    local run=$1 waiter= other r c
+    local -a w=()
+    shift
+    flags=("${base[@]}" "$@")
+    rm -f "$tmp/s0.port"
+    start_servers 1
+    start_worker 0 "$tmp/$run-worker0.log"
+    w[0]=$started
+    start_worker 1 "$tmp/$run-worker1.log"
+    w[1]=$started
+    first_waiter() {
+      for r in 0 1; do grep -qs "waiting for a chunk at clock" "$tmp/$run-worker$r.log" && { waiter=$r; return 0; }; done
+      return 1
+    }
+    poll 600 first_waiter || fail "$run: no worker waited for a chunk within 30 s"
+    other=$((1 - waiter))
+    stop_within "${w[$waiter]}" "$run: worker $waiter (waiting for a chunk)" 10000
+    c=$(sed -n 's/.*leaving the job after the checkpoint at clock \([0-9]*\).*/\1/p' "$tmp/$run-worker$waiter.log")
+    [ -n "$c" ] || fail "$run: worker $waiter left without its stop checkpoint"
+    grep -q "worker $waiter asked for a checkpoint: every worker takes it at clock $c" "$tmp/server0.log" \
+      || fail "$run: shard 0 did not take worker $waiter's request for the checkpoint at clock $c"
+    stop_ck=$(sed -n "s/.*checkpoint at clock $c\( written\)\?: \([^ ]*\) (.*/\2/p" "$tmp/$run-worker$waiter.log" | tail -1)
+    [ -n "$stop_ck" ] || fail "$run: worker $waiter did not log its stop checkpoint's folder"
+    for f in MANIFEST worker-0.state worker-1.state chunks.state shard-0.tables; do
+      [ -f "$stop_ck/$f" ] || fail "$run: the stop checkpoint $stop_ck has no $f"
+    done
+    stop_within "${w[$other]}" "$run: worker $other (training)" 10000
+    exits_within "${server_pids[0]}" 5000 || fail "$run: server 0 still runs after both workers left"
+    wait_code "${server_pids[0]}"
+    [ "$rc" = 0 ] || fail "$run: server 0 exited $rc after both workers left, want 0"
+    echo "$run: worker $waiter stopped while waiting for a chunk: stop checkpoint $(basename "$stop_ck"), exit 143"
+    mv "$tmp/server0.log" "$tmp/$run-server0.log"
+    pids=()
+  }
+  # In the middle of epoch 1 (the waiter trained its chunk).
+  stop_waiter first
+  # Resumed: the chunk held at the cut is dealt again, to one worker; the
+  # other waits for its first chunk.
+  stop_waiter resumed --resume_from="$stop_ck"
+  # Resumed again, to the end.
+  flags=("${base[@]}" --resume_from="$stop_ck")
+  rm -f "$tmp/s0.port"
+  start_servers 1
+  start_worker 0 "$tmp/last-worker0.log" --metrics_out="$tmp/m.json"
+  w0=$started
+  start_worker 1 "$tmp/last-worker1.log"
+  w1=$started
+  for p in "$w0" "$w1" "${server_pids[0]}"; do
+    wait_code "$p"
+    [ "$rc" = 0 ] || fail "the job resumed to its end: a process exited $rc"
+  done
+  pids=()
+  python3 - "$tmp/m.json" <<'PY' || fail "the resumed job's counts"
+import json, sys
+m = json.load(open(sys.argv[1]))
+counted = m["servers"][0]["chunk_epoch_rows"]
+print("rows shard 0 counted per epoch across two stops and resumes:", counted,
+      "; re-dealt:", m["chunks_redealt"], "chunks,", m["rows_redealt"], "rows")
+assert counted == [4880, 4880], counted
+PY
   ;;
 *)
   fail "unknown mode $mode"
