@@ -37,6 +37,19 @@
 #                waits for its first one: SIGTERM to it there, the same.
 #                Resumed from that one, the job ends (exit 0) with exactly
 #                4880 rows counted in each epoch by shard 0.
+#   early        a job stopped just after its start: 1 server, 2 workers,
+#                1 epoch, 10 minibatches of 8 rows a clock, worker 1
+#                slowed 4 times (clocks about 0.2 s apart), checkpoint.dir set, for K = 0, 1, 2, 3 in turn:
+#                once shard 0's /metrics says a worker reached clock K (K =
+#                0: once both joined), SIGTERM to the server and both
+#                workers (a launcher's stop). Within 15 s every process has
+#                exited: each worker 143, after a stop checkpoint whose
+#                MANIFEST exists, or saying why it has none; the server 0 or
+#                143. The job resumed from the latest complete checkpoint
+#                ends (exit 0) with exactly 4880 samples trained.
+#   early_on_demand  the same with data on demand in one chunk an epoch:
+#                one worker trains it, the other waits for its first chunk
+#                all along; the resumed job's shard 0 counts 4880 rows.
 # No fixed sleeps wait for an event: every wait polls with a bound.
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -284,6 +297,91 @@ print("rows shard 0 counted per epoch across two stops and resumes:", counted,
       "; re-dealt:", m["chunks_redealt"], "chunks,", m["rows_redealt"], "rows")
 assert counted == [4880, 4880], counted
 PY
+  ;;
+early|early_on_demand)
+  job=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1 --minibatch_size=8
+       --minibatches_per_clock=10)
+  # On demand, one chunk an epoch: one worker trains it, the other waits
+  # for its first chunk from the start.
+  [ "$mode" = early_on_demand ] && job+=(--data_on_demand=true --chunk_rows=4880)
+  # clock_at_least K: a worker's clock on shard 0's /metrics is K or more.
+  clock_at_least() {
+    curl -sf "http://$(cat "$tmp/s0.metrics")/metrics" 2>/dev/null |
+      awk -v k="$1" '/^tether_server_worker_clock/ && $2 >= k { found = 1 } END { exit !found }'
+  }
+  for k in 0 1 2 3; do
+    ck="$tmp/ck$k"
+    # Worker 1 four times slower: the clocks come about 0.2 s apart, so a
+    # stop lands within a clock of K.
+    flags=("${job[@]}" --checkpoint_dir="$ck" --slowdown=4 --slowdown_rank=1)
+    rm -f "$tmp/s0.port" "$tmp/s0.metrics"
+    timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --shard=0 --listen=tcp://127.0.0.1:0 \
+      --port_file="$tmp/s0.port" --metrics_port=0 --metrics_port_file="$tmp/s0.metrics" --metrics_linger_s=0 \
+      > "$tmp/server0.log" 2>&1 &
+    s0=$!
+    pids+=($s0)
+    poll 200 test -s "$tmp/s0.port" || fail "K=$k: server 0 wrote no port file"
+    poll 200 test -s "$tmp/s0.metrics" || fail "K=$k: server 0 wrote no metrics port file"
+    addrs=$(cat "$tmp/s0.port")
+    start_worker 0 "$tmp/worker0.log"
+    w0=$started
+    start_worker 1 "$tmp/worker1.log"
+    w1=$started
+    wait_log "$tmp/server0.log" "worker 0 joined" 600
+    wait_log "$tmp/server0.log" "worker 1 joined" 600
+    if [ "$k" -gt 0 ]; then poll 600 clock_at_least "$k" || fail "K=$k: no worker reached clock $k"; fi
+    t0=$(now_ms)
+    for p in "$s0" "$w0" "$w1"; do kill -TERM "$(pgrep -P "$p" || echo "$p")" 2>/dev/null || true; done
+    for p in "$w0" "$w1" "$s0"; do
+      exits_within "$p" 15000 || fail "K=$k: a process still runs 15 s after the stop (a stuck stop checkpoint?)"
+    done
+    took=$(($(now_ms) - t0))
+    wait_code "$w0"; rc0=$rc
+    wait_code "$w1"; rc1=$rc
+    wait_code "$s0"; rcs=$rc
+    pids=()
+    [ "$rc0 $rc1" = "143 143" ] || fail "K=$k: workers exited $rc0 $rc1, want 143 143"
+    [ "$rcs" = 0 ] || [ "$rcs" = 143 ] || fail "K=$k: server 0 exited $rcs, want 0 or 143"
+    outcome=
+    for r in 0 1; do
+      c=$(sed -n 's/.*leaving the job after the checkpoint at clock \([0-9]*\).*/\1/p' "$tmp/worker$r.log")
+      if [ -n "$c" ]; then
+        d=$(sed -n "s/.*checkpoint at clock $c\( written\)\?: \([^ ]*\) (.*/\2/p" "$tmp/worker$r.log" | tail -1)
+        [ -n "$d" ] && [ -f "$d/MANIFEST" ] || fail "K=$k: worker $r left after the checkpoint at clock $c, which is not complete"
+        outcome="$outcome worker $r: stop checkpoint at clock $c;"
+      else
+        grep -q "without a stop checkpoint" "$tmp/worker$r.log" || fail "K=$k: worker $r left without a stop checkpoint and without saying why"
+        outcome="$outcome worker $r: no stop checkpoint (said why);"
+      fi
+    done
+    echo "K=$k: every process exited within $took ms;$outcome server $rcs"
+    for f in worker0 worker1 server0; do mv "$tmp/$f.log" "$tmp/stop$k-$f.log"; done
+    # Resumable: the job resumed from the latest complete checkpoint ends.
+    if ls "$ck"/ckpt-*/MANIFEST > /dev/null 2>&1; then
+      flags=("${job[@]}" --checkpoint_dir="$ck" --resume_from="$ck")
+      rm -f "$tmp/s0.port"
+      start_servers 1
+      start_worker 0 "$tmp/worker0.log" --metrics_out="$tmp/m$k.json"
+      w0=$started
+      start_worker 1 "$tmp/worker1.log"
+      w1=$started
+      for p in "$w0" "$w1" "${server_pids[0]}"; do
+        wait_code "$p"
+        [ "$rc" = 0 ] || fail "K=$k: the job resumed from $(ls -d "$ck"/ckpt-* | tail -1): a process exited $rc"
+      done
+      pids=()
+      if [ "$mode" = early_on_demand ]; then
+        samples=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["servers"][0]["chunk_epoch_rows"])' "$tmp/m$k.json")
+        [ "$samples" = "[4880]" ] || fail "K=$k: shard 0 counted $samples rows per epoch across the stop, want [4880]"
+      else
+        samples=$(metric "$tmp/m$k.json" total_samples)
+        [ "$samples" = 4880 ] || fail "K=$k: the resumed job trained $samples samples in all, want 4880"
+      fi
+      echo "K=$k: resumed from $(grep -o "resuming from [^ ]*" "$tmp/worker0.log" | head -1 | sed 's#.*/##') to the end:" \
+        "$([ "$mode" = early_on_demand ] && echo "rows per epoch $samples" || echo "$samples samples")"
+      for f in worker0 worker1 server0; do mv "$tmp/$f.log" "$tmp/resume$k-$f.log"; done
+    fi
+  done
   ;;
 *)
   fail "unknown mode $mode"
