@@ -123,6 +123,7 @@ ChunkFeed::ChunkFeed(DataOnDemandChunk shape, std::unique_ptr<ChunkSource> sourc
 Status ChunkFeed::Fetch() {
   int backoff_ms = 2;
   int64_t last_max_clock = -1;
+  bool waited = false;
   while (!next_ && !done_ && !stopped_) {
     DataOnDemandChunk req = shape_;
     if (current_) {
@@ -156,6 +157,8 @@ Status ChunkFeed::Fetch() {
         break;
       case DataOnDemandChunk::WAIT: {
         const auto t0 = std::chrono::steady_clock::now();
+        if (!waited && hooks_.on_wait) hooks_.on_wait();
+        waited = true;
         while (hooks_.clock() < reply.max_clock()) {
           TETHER_RETURN_IF_ERROR(hooks_.empty_clock());
           ++empty_clocks_;
@@ -164,6 +167,13 @@ Status ChunkFeed::Fetch() {
         // wait on this worker's clock), poll at the shortest interval.
         if (reply.max_clock() > last_max_clock) backoff_ms = 2;
         last_max_clock = reply.max_clock();
+        // A request waiting to go out on a CLOCK (a stop's or a timer's
+        // checkpoint clock) cannot wait for the others to move: it goes on
+        // one more empty clock now.
+        if (hooks_.want_clock && hooks_.want_clock()) {
+          TETHER_RETURN_IF_ERROR(hooks_.empty_clock());
+          ++empty_clocks_;
+        }
         TETHER_RETURN_IF_ERROR(hooks_.idle(backoff_ms));
         backoff_ms = std::min(50, 2 * backoff_ms);
         wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -17,7 +17,10 @@
 // again after a bounded backoff (2 ms doubling to 50 ms; 2 ms again while
 // the fastest worker's clock moves), heartbeating, and meanwhile completes
 // empty clocks up to the fastest worker's clock, so a finite staleness bound
-// never has the last chunks' holders wait on it for long.
+// never has the last chunks' holders wait on it for long. A request the
+// worker must carry on a CLOCK (hooks.want_clock: a stop's checkpoint clock)
+// is sent on one more empty clock at once, so a stop while waiting is
+// checkpointed like one while training.
 //
 // The network is behind ChunkFeedHooks (tests drive a ChunkService
 // directly). Not thread-safe: the training thread owns it.
@@ -46,7 +49,19 @@ struct ChunkFeedHooks {
   /// (WorkerClient::clock / Clock).
   std::function<int64_t()> clock;
   std::function<Status()> empty_clock;
+  /// Called when a wait begins (the first WAIT of a request for a chunk).
+  /// May be empty.
+  std::function<void()> on_wait;
+  /// Polled while waiting, once the clocks have caught up with the
+  /// fastest worker's: true makes the feed complete one more empty clock at
+  /// once, ahead of the others, because the worker has a request to carry
+  /// on a CLOCK (a checkpoint clock asked of shard 0 for a stop or a timer).
+  /// May be empty (never).
+  std::function<bool()> want_clock;
   /// Polled while waiting; true ends the wait (stopped()). May be empty.
+  /// A worker with checkpoints on answers true only once its stop
+  /// checkpoint is taken (or could not be), so that a stop while waiting
+  /// leaves the same way as one between minibatches.
   std::function<bool()> stop;
 };
 
@@ -149,7 +164,9 @@ class ChunkFeed {
   /// Asks for the first chunk and returns the epoch it is of: 0 at the
   /// start of a job, the epoch in progress for a worker that joins or
   /// rejoins mid-job (it skips the epochs already done), `epochs` when the
-  /// job's chunks are all done. Call once, before Next. Errors: the hooks'.
+  /// job's chunks are all done, and `epochs` too when a stop ended the wait
+  /// for the first chunk (stopped(): the job is not done). Call once,
+  /// before Next. Errors: the hooks'.
   StatusOr<int> FirstEpoch();
 
   /// The next block of rows of `epoch` into *x / *y, returning true: the

@@ -129,6 +129,44 @@ TEST(ChunkFeedTest, AWaitingWorkerCatchesUpToTheFastestClockWithEmptyClocks) {
   EXPECT_EQ(waiter.epoch_rows()[0], 4);  // its chunk counted before it waited
 }
 
+// A request the worker must carry on a CLOCK (a stop's checkpoint clock)
+// goes out on one empty clock at once, ahead of the fastest worker; the
+// stop then ends the wait only when the worker's stop hook says so (its
+// checkpoint taken).
+TEST(ChunkFeedTest, AWaitingWorkerWithARequestCompletesOneClockAheadAtOnce) {
+  ChunkService service;
+  const CsrMatrix x_all = Numbered(8), y_all = Numbered(8);
+  int64_t c0 = 0, c1 = 0;
+  ChunkFeed holder(Shape(8, 4, 1), &x_all, &y_all, Hooks(&service, 0, &c0));
+  ChunkFeedHooks h = Hooks(&service, 1, &c1, /*max_clock=*/2);
+  bool want = false;
+  int polls = 0, waits_begun = 0;
+  h.on_wait = [&] { ++waits_begun; };
+  h.want_clock = [&] { return want; };
+  h.empty_clock = [&] {
+    ++c1;
+    want = false;  // the request went out on this clock
+    return Status::OK();
+  };
+  // The stop is noticed at the first poll (a request to carry); the wait
+  // ends at the fourth (its checkpoint taken).
+  h.stop = [&] {
+    if (++polls == 1) want = true;
+    return polls == 4;
+  };
+  ChunkFeed waiter(Shape(8, 4, 1), &x_all, &y_all, h);
+  CsrMatrix x, y;
+  ASSERT_EQ(*holder.FirstEpoch(), 0);
+  ASSERT_EQ(*waiter.FirstEpoch(), 0);
+  ASSERT_TRUE(*holder.Next(0, &x, &y));
+  ASSERT_TRUE(*waiter.Next(0, &x, &y));
+  ASSERT_FALSE(*waiter.Next(0, &x, &y));
+  EXPECT_TRUE(waiter.stopped());
+  EXPECT_EQ(c1, 3);  // caught up to 2, then one ahead for the request
+  EXPECT_EQ(waiter.empty_clocks(), 3);
+  EXPECT_EQ(waits_begun, 1);  // one wait, logged once
+}
+
 // ---- Streamed files (data.streaming): chunks are byte ranges of files.
 
 constexpr int kFeatures = 50, kLabels = 9;

@@ -1041,6 +1041,64 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
               << " s of training paused)";
     return Status::OK();
   };
+  // A stop request, noticed between minibatches or while waiting for a chunk
+  // (data on demand): true once one is requested. Without checkpoints the
+  // worker leaves at once; with them it asks shard 0 for a checkpoint clock
+  // (stop_pending) and leaves once that checkpoint is taken
+  // (stop_checkpointed), whichever state it is in when the clock comes.
+  bool stop_checkpointed = false;
+  int64_t stop_clock = -1;  // the clock of the stop checkpoint, once taken
+  auto notice_stop = [&]() -> bool {
+    if (stop_pending) return true;
+    if (!options.stop_requested || !options.stop_requested()) return false;
+    stop_pending = true;
+    if (!stop_grace->noticed) {  // the grace of the stop checkpoint starts now
+      stop_grace->noticed = true;
+      stop_grace->since = SteadyClock::now();
+    }
+    LOG(WARNING) << who << "stop requested at clock " << client->clock()
+                 << (checkpointing ? ": asking for a checkpoint, then leaving the job" : ": leaving the job");
+    return true;
+  };
+  // Whether this worker's next CLOCK asks shard 0 for a checkpoint clock (a
+  // stop, or rank 0's every_seconds timer); `take` marks it asked (once per
+  // request, until the checkpoint is taken).
+  auto checkpoint_wanted = [&](bool take) {
+    if (!checkpointing || checkpoint_asked || stop_checkpointed) return false;
+    const bool want = stop_pending || (rank == 0 && ckpt.every_seconds() > 0 &&
+                                       SecondsSince(last_checkpoint_at) >= ckpt.every_seconds());
+    if (want && take) checkpoint_asked = true;
+    return want;
+  };
+  // Leaves the job early (a stop): flushes the metrics log and says BYE,
+  // bounded (a stalled or dead shard must not hold up a stop).
+  auto leave_job = [&]() -> TrainReport {
+    report.left_early = true;
+    if (metrics_log != nullptr) (void)metrics_log->Flush();
+    if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+      LOG(WARNING) << who << "goodbye incomplete: " << st.message();
+    return report;
+  };
+  // Data on demand: the stop ended a wait for a chunk (ChunkFeed::stopped).
+  auto leave_stopped_feed = [&]() -> TrainReport {
+    if (!checkpointing) {
+      LOG(WARNING) << who << "stop requested at clock " << client->clock()
+                   << " while waiting for a chunk: leaving the job";
+    } else if (stop_checkpointed) {
+      LOG(WARNING) << who << "leaving the job after the checkpoint at clock " << stop_clock
+                   << " (resume with --resume_from=" << ckpt.dir() << ")";
+    } else {
+      LOG(WARNING) << who << "stop requested: the stop checkpoint"
+                   << (client->due_checkpoint_clock() >= 0
+                           ? " at clock " + std::to_string(client->due_checkpoint_clock())
+                           : std::string())
+                   << " was not reached within " << kStopCheckpointGraceS
+                   << " s while waiting for a chunk at clock " << client->clock()
+                   << ": leaving the job without a stop checkpoint (a resume starts from the latest complete one in "
+                   << ckpt.dir() << ")";
+    }
+    return leave_job();
+  };
 
   // Rows dealt to this worker by a resume with another number of workers:
   // the rest of that epoch, trained before this worker's own partition.
@@ -1066,16 +1124,37 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     hooks.idle = [&client](int ms) { return client->Idle(ms); };
     hooks.clock = [&client] { return client->clock(); };
     // A checkpoint clock reached while waiting for a chunk is taken here:
-    // every worker still training takes part in each cut.
+    // every worker still training takes part in each cut. The empty clock
+    // carries this worker's request for one (a stop, rank 0's timer).
     hooks.empty_clock = [&]() -> Status {
-      TETHER_RETURN_IF_ERROR(client->Clock());
+      TETHER_RETURN_IF_ERROR(client->Clock(checkpoint_wanted(/*take=*/true)));
       const int64_t c = client->clock();
       if (checkpointing && ((ckpt.every_clocks() > 0 && c % ckpt.every_clocks() == 0) ||
-                            c == client->due_checkpoint_clock()))
-        return take_checkpoint(feed_epoch, 0, 0, 0, nullptr);
+                            c == client->due_checkpoint_clock())) {
+        TETHER_RETURN_IF_ERROR(take_checkpoint(feed_epoch, 0, 0, 0, nullptr));
+        if (stop_pending) {
+          stop_checkpointed = true;
+          stop_clock = c;
+        }
+      }
       return Status::OK();
     };
-    hooks.stop = options.stop_requested;
+    // A request waiting in the worker (not yet on a CLOCK) makes the feed
+    // complete a clock now, ahead of the others if need be.
+    hooks.want_clock = [&] { return checkpoint_wanted(/*take=*/false); };
+    hooks.on_wait = [&] {
+      LOG(INFO) << who << "waiting for a chunk at clock " << client->clock()
+                << ": every chunk of the epoch is dealt and others still train theirs";
+    };
+    // A stop while waiting for a chunk: without checkpoints it ends the
+    // wait at once; with them once its checkpoint is taken (the feed's
+    // empty clocks reach the clock shard 0 picked), or when the stop
+    // checkpoint's grace is over (the run says so and exits non-zero).
+    hooks.stop = [&] {
+      if (!notice_stop()) return false;
+      if (!checkpointing || stop_checkpointed) return true;
+      return SecondsSince(stop_grace->since) > kStopCheckpointGraceS;
+    };
     std::string what = std::to_string(train.features.rows) + " training rows in chunks of " +
                        std::to_string(shape.chunk_rows()) + " rows";
     if (demand_streamed) {
@@ -1096,6 +1175,8 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       feed = std::make_unique<ChunkFeed>(shape, &train.features, &train.labels, std::move(hooks));
     }
     TETHER_ASSIGN_OR_RETURN(start_epoch, feed->FirstEpoch());
+    // Stopped while waiting for its first chunk: the job is not over.
+    if (feed->stopped()) return leave_stopped_feed();
     // A resume continues the epoch's loss only when shard 0 deals that epoch.
     if (!resume_dir.empty() && resume.epoch() != start_epoch) start_loss_sum = 0, start_loss_batches = 0;
     LOG(INFO) << who << "data on demand: " << what << " from shard 0"
@@ -1195,21 +1276,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     int64_t next_b = first ? start_row : 0;
     for (int64_t b = next_b;
          b < x.rows || (stream != nullptr && next_block(&b)) || (feed != nullptr && next_chunk(&b)); b = next_b) {
-      if (!stop_pending && options.stop_requested && options.stop_requested()) {
-        if (!checkpointing) {
-          LOG(WARNING) << who << "stop requested at clock " << client->clock() << ": leaving the job";
-          report.left_early = true;
-          if (metrics_log != nullptr) (void)metrics_log->Flush();
-          // Bounded: a stalled or dead shard must not hold up a stop.
-          if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
-            LOG(WARNING) << who << "goodbye incomplete: " << st.message();
-          return report;
-        }
-        // Leave after a checkpoint, so the job resumes from here.
-        stop_pending = true;
-        LOG(WARNING) << who << "stop requested at clock " << client->clock()
-                     << ": asking for a checkpoint, then leaving the job";
-      }
+      // With checkpoints on, leave after a checkpoint, so the job resumes
+      // from here; without, at once.
+      if (notice_stop() && !checkpointing) return leave_job();
       const Minibatch batch{&x, &y, b, AdaptiveBatchEnd(adaptive, x.rows, b, bs)};
       next_b = batch.end;
       const auto pull_start = SteadyClock::now();
@@ -1248,13 +1317,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       if (++minibatches % per_clock == 0) {
         // Ask shard 0 for a checkpoint clock (once per request): a stop, or
         // rank 0's timer.
-        bool want = false;
-        if (checkpointing && !checkpoint_asked &&
-            (stop_pending || (rank == 0 && ckpt.every_seconds() > 0 &&
-                              SecondsSince(last_checkpoint_at) >= ckpt.every_seconds()))) {
-          want = true;
-          checkpoint_asked = true;
-        }
+        const bool want = checkpoint_wanted(/*take=*/true);
         const int64_t clock_bs = bs;
         if (adaptive.enabled()) {
           AdaptiveBatchClock r;
@@ -1296,26 +1359,14 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
           if (stop_pending) {
             LOG(WARNING) << who << "leaving the job after the checkpoint at clock " << c
                          << " (resume with --resume_from=" << ckpt.dir() << ")";
-            report.left_early = true;
-            if (metrics_log != nullptr) (void)metrics_log->Flush();
-            if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
-              LOG(WARNING) << who << "goodbye incomplete: " << st.message();
-            return report;
+            return leave_job();
           }
         }
       }
     }
     TETHER_RETURN_IF_ERROR(stream_status);
     TETHER_RETURN_IF_ERROR(feed_status);
-    if (feed != nullptr && feed->stopped()) {
-      LOG(WARNING) << who << "stop requested at clock " << client->clock()
-                   << " while waiting for a chunk: leaving the job";
-      report.left_early = true;
-      if (metrics_log != nullptr) (void)metrics_log->Flush();
-      if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
-        LOG(WARNING) << who << "goodbye incomplete: " << st.message();
-      return report;
-    }
+    if (feed != nullptr && feed->stopped()) return leave_stopped_feed();
     epoch_rows.push_back(static_cast<int64_t>(report.samples - epoch_samples_from));
     if (feed != nullptr) {
       LOG(INFO) << who << "epoch " << epoch + 1 << " on demand: " << feed->epoch_rows()[static_cast<size_t>(epoch)]

@@ -25,6 +25,31 @@
 #                (both said BYE). (A signal inside a receive, which once lost
 #                the stop checkpoint, is a narrow race here; message_test
 #                provokes it at will.)
+#   chunk_wait   data on demand, 1 server, 2 workers, BSP, 2 epochs of 2
+#                chunks (3500 and 1380 rows): the worker with the small
+#                chunk waits for the other's at each epoch's end. SIGTERM to
+#                the waiting worker alone, while it waits in the middle of
+#                the job (it trained a chunk before): it asks for the
+#                checkpoint itself (shard 0 logs its request), takes it with
+#                the other worker and exits 143 within 10 s; the other then
+#                stops too (143), the server exits 0. Resumed from the
+#                waiter's stop checkpoint, the worker that gets no chunk
+#                waits for its first one: SIGTERM to it there, the same.
+#                Resumed from that one, the job ends (exit 0) with exactly
+#                4880 rows counted in each epoch by shard 0.
+#   early        a job stopped just after its start: 1 server, 2 workers,
+#                1 epoch, 10 minibatches of 8 rows a clock, worker 1
+#                slowed 4 times (clocks about 0.2 s apart), checkpoint.dir set, for K = 0, 1, 2, 3 in turn:
+#                once shard 0's /metrics says a worker reached clock K (K =
+#                0: once both joined), SIGTERM to the server and both
+#                workers (a launcher's stop). Within 15 s every process has
+#                exited: each worker 143, after a stop checkpoint whose
+#                MANIFEST exists, or saying why it has none; the server 0 or
+#                143. The job resumed from the latest complete checkpoint
+#                ends (exit 0) with exactly 4880 samples trained.
+#   early_on_demand  the same with data on demand in one chunk an epoch:
+#                one worker trains it, the other waits for its first chunk
+#                all along; the resumed job's shard 0 counts 4880 rows.
 # No fixed sleeps wait for an event: every wait polls with a bound.
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -199,6 +224,163 @@ blocked)
     echo "round $round: stop checkpoint $(basename "$ck"); exits 143 143 0"
     for f in worker0 worker1 server0; do mv "$tmp/$f.log" "$tmp/$f.round$round"; done
     pids=()
+  done
+  ;;
+chunk_wait)
+  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=2 --seed=5 --staleness=0
+         --data_on_demand=true --chunk_rows=3500 --minibatch_size=8 --checkpoint_dir="$tmp/ck"
+         --checkpoint_keep_last=20)
+  base=("${flags[@]}")
+  # stop_waiter RUN [FLAGS...]: runs the job; the first worker to log that
+  # it waits for a chunk gets a SIGTERM (alone); it must leave after a stop
+  # checkpoint it asked for, exit 143 within 10 s; then the other worker is
+  # stopped (143) and the server exits 0. Sets $stop_ck (the waiter's stop
+  # checkpoint).
+  stop_waiter() {
+    local run=$1 waiter= other r c
+    local -a w=()
+    shift
+    flags=("${base[@]}" "$@")
+    rm -f "$tmp/s0.port"
+    start_servers 1
+    start_worker 0 "$tmp/$run-worker0.log"
+    w[0]=$started
+    start_worker 1 "$tmp/$run-worker1.log"
+    w[1]=$started
+    first_waiter() {
+      for r in 0 1; do grep -qs "waiting for a chunk at clock" "$tmp/$run-worker$r.log" && { waiter=$r; return 0; }; done
+      return 1
+    }
+    poll 600 first_waiter || fail "$run: no worker waited for a chunk within 30 s"
+    other=$((1 - waiter))
+    stop_within "${w[$waiter]}" "$run: worker $waiter (waiting for a chunk)" 10000
+    c=$(sed -n 's/.*leaving the job after the checkpoint at clock \([0-9]*\).*/\1/p' "$tmp/$run-worker$waiter.log")
+    [ -n "$c" ] || fail "$run: worker $waiter left without its stop checkpoint"
+    grep -q "worker $waiter asked for a checkpoint: every worker takes it at clock $c" "$tmp/server0.log" \
+      || fail "$run: shard 0 did not take worker $waiter's request for the checkpoint at clock $c"
+    stop_ck=$(sed -n "s/.*checkpoint at clock $c\( written\)\?: \([^ ]*\) (.*/\2/p" "$tmp/$run-worker$waiter.log" | tail -1)
+    [ -n "$stop_ck" ] || fail "$run: worker $waiter did not log its stop checkpoint's folder"
+    for f in MANIFEST worker-0.state worker-1.state chunks.state shard-0.tables; do
+      [ -f "$stop_ck/$f" ] || fail "$run: the stop checkpoint $stop_ck has no $f"
+    done
+    stop_within "${w[$other]}" "$run: worker $other (training)" 10000
+    exits_within "${server_pids[0]}" 5000 || fail "$run: server 0 still runs after both workers left"
+    wait_code "${server_pids[0]}"
+    [ "$rc" = 0 ] || fail "$run: server 0 exited $rc after both workers left, want 0"
+    echo "$run: worker $waiter stopped while waiting for a chunk: stop checkpoint $(basename "$stop_ck"), exit 143"
+    mv "$tmp/server0.log" "$tmp/$run-server0.log"
+    pids=()
+  }
+  # In the middle of epoch 1 (the waiter trained its chunk).
+  stop_waiter first
+  # Resumed: the chunk held at the cut is dealt again, to one worker; the
+  # other waits for its first chunk.
+  stop_waiter resumed --resume_from="$stop_ck"
+  # Resumed again, to the end.
+  flags=("${base[@]}" --resume_from="$stop_ck")
+  rm -f "$tmp/s0.port"
+  start_servers 1
+  start_worker 0 "$tmp/last-worker0.log" --metrics_out="$tmp/m.json"
+  w0=$started
+  start_worker 1 "$tmp/last-worker1.log"
+  w1=$started
+  for p in "$w0" "$w1" "${server_pids[0]}"; do
+    wait_code "$p"
+    [ "$rc" = 0 ] || fail "the job resumed to its end: a process exited $rc"
+  done
+  pids=()
+  python3 - "$tmp/m.json" <<'PY' || fail "the resumed job's counts"
+import json, sys
+m = json.load(open(sys.argv[1]))
+counted = m["servers"][0]["chunk_epoch_rows"]
+print("rows shard 0 counted per epoch across two stops and resumes:", counted,
+      "; re-dealt:", m["chunks_redealt"], "chunks,", m["rows_redealt"], "rows")
+assert counted == [4880, 4880], counted
+PY
+  ;;
+early|early_on_demand)
+  job=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1 --minibatch_size=8
+       --minibatches_per_clock=10)
+  # On demand, one chunk an epoch: one worker trains it, the other waits
+  # for its first chunk from the start.
+  [ "$mode" = early_on_demand ] && job+=(--data_on_demand=true --chunk_rows=4880)
+  # clock_at_least K: a worker's clock on shard 0's /metrics is K or more.
+  clock_at_least() {
+    curl -sf "http://$(cat "$tmp/s0.metrics")/metrics" 2>/dev/null |
+      awk -v k="$1" '/^tether_server_worker_clock/ && $2 >= k { found = 1 } END { exit !found }'
+  }
+  for k in 0 1 2 3; do
+    ck="$tmp/ck$k"
+    # Worker 1 four times slower: the clocks come about 0.2 s apart, so a
+    # stop lands within a clock of K.
+    flags=("${job[@]}" --checkpoint_dir="$ck" --slowdown=4 --slowdown_rank=1)
+    rm -f "$tmp/s0.port" "$tmp/s0.metrics"
+    timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --shard=0 --listen=tcp://127.0.0.1:0 \
+      --port_file="$tmp/s0.port" --metrics_port=0 --metrics_port_file="$tmp/s0.metrics" --metrics_linger_s=0 \
+      > "$tmp/server0.log" 2>&1 &
+    s0=$!
+    pids+=($s0)
+    poll 200 test -s "$tmp/s0.port" || fail "K=$k: server 0 wrote no port file"
+    poll 200 test -s "$tmp/s0.metrics" || fail "K=$k: server 0 wrote no metrics port file"
+    addrs=$(cat "$tmp/s0.port")
+    start_worker 0 "$tmp/worker0.log"
+    w0=$started
+    start_worker 1 "$tmp/worker1.log"
+    w1=$started
+    wait_log "$tmp/server0.log" "worker 0 joined" 600
+    wait_log "$tmp/server0.log" "worker 1 joined" 600
+    if [ "$k" -gt 0 ]; then poll 600 clock_at_least "$k" || fail "K=$k: no worker reached clock $k"; fi
+    t0=$(now_ms)
+    for p in "$s0" "$w0" "$w1"; do kill -TERM "$(pgrep -P "$p" || echo "$p")" 2>/dev/null || true; done
+    for p in "$w0" "$w1" "$s0"; do
+      exits_within "$p" 15000 || fail "K=$k: a process still runs 15 s after the stop (a stuck stop checkpoint?)"
+    done
+    took=$(($(now_ms) - t0))
+    wait_code "$w0"; rc0=$rc
+    wait_code "$w1"; rc1=$rc
+    wait_code "$s0"; rcs=$rc
+    pids=()
+    [ "$rc0 $rc1" = "143 143" ] || fail "K=$k: workers exited $rc0 $rc1, want 143 143"
+    [ "$rcs" = 0 ] || [ "$rcs" = 143 ] || fail "K=$k: server 0 exited $rcs, want 0 or 143"
+    outcome=
+    for r in 0 1; do
+      c=$(sed -n 's/.*leaving the job after the checkpoint at clock \([0-9]*\).*/\1/p' "$tmp/worker$r.log")
+      if [ -n "$c" ]; then
+        d=$(sed -n "s/.*checkpoint at clock $c\( written\)\?: \([^ ]*\) (.*/\2/p" "$tmp/worker$r.log" | tail -1)
+        [ -n "$d" ] && [ -f "$d/MANIFEST" ] || fail "K=$k: worker $r left after the checkpoint at clock $c, which is not complete"
+        outcome="$outcome worker $r: stop checkpoint at clock $c;"
+      else
+        grep -q "without a stop checkpoint" "$tmp/worker$r.log" || fail "K=$k: worker $r left without a stop checkpoint and without saying why"
+        outcome="$outcome worker $r: no stop checkpoint (said why);"
+      fi
+    done
+    echo "K=$k: every process exited within $took ms;$outcome server $rcs"
+    for f in worker0 worker1 server0; do mv "$tmp/$f.log" "$tmp/stop$k-$f.log"; done
+    # Resumable: the job resumed from the latest complete checkpoint ends.
+    if ls "$ck"/ckpt-*/MANIFEST > /dev/null 2>&1; then
+      flags=("${job[@]}" --checkpoint_dir="$ck" --resume_from="$ck")
+      rm -f "$tmp/s0.port"
+      start_servers 1
+      start_worker 0 "$tmp/worker0.log" --metrics_out="$tmp/m$k.json"
+      w0=$started
+      start_worker 1 "$tmp/worker1.log"
+      w1=$started
+      for p in "$w0" "$w1" "${server_pids[0]}"; do
+        wait_code "$p"
+        [ "$rc" = 0 ] || fail "K=$k: the job resumed from $(ls -d "$ck"/ckpt-* | tail -1): a process exited $rc"
+      done
+      pids=()
+      if [ "$mode" = early_on_demand ]; then
+        samples=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["servers"][0]["chunk_epoch_rows"])' "$tmp/m$k.json")
+        [ "$samples" = "[4880]" ] || fail "K=$k: shard 0 counted $samples rows per epoch across the stop, want [4880]"
+      else
+        samples=$(metric "$tmp/m$k.json" total_samples)
+        [ "$samples" = 4880 ] || fail "K=$k: the resumed job trained $samples samples in all, want 4880"
+      fi
+      echo "K=$k: resumed from $(grep -o "resuming from [^ ]*" "$tmp/worker0.log" | head -1 | sed 's#.*/##') to the end:" \
+        "$([ "$mode" = early_on_demand ] && echo "rows per epoch $samples" || echo "$samples samples")"
+      for f in worker0 worker1 server0; do mv "$tmp/$f.log" "$tmp/resume$k-$f.log"; done
+    fi
   done
   ;;
 *)
