@@ -338,16 +338,24 @@ Status ServerShard::RunLoop() {
       }
       if (!drain_deadline_) {
         drain_deadline_ = SteadyClock::now() + std::chrono::milliseconds(drain_grace_ms_.load());
-        LOG(INFO) << log_prefix_ << "stop requested: serving " << staying << " worker(s) for up to "
-                  << drain_grace_ms_.load() / 1000.0 << " s while they checkpoint and leave";
+        checkpoint_before_stop_ = last_checkpoint_clock_;
+        // The stop may have reached this server alone (a preempted node):
+        // every worker is told now (and by each reply from here on), and
+        // leaves as on its own stop signal, after a stop checkpoint when it
+        // has a checkpoint dir (RequestChannel::server_stopping).
+        for (const auto& w : workers_)
+          if (w.said_hello && !w.said_bye && !w.dead) TellStopping(w.identity);
+        LOG(INFO) << log_prefix_ << "stop requested: asking " << staying
+                  << " worker(s) to take a stop checkpoint (with a checkpoint dir) and leave; serving them for up to "
+                  << drain_grace_ms_.load() / 1000.0 << " s (tether-server --stop_grace_s)";
       }
-      if (staying == 0) {
-        LOG(INFO) << log_prefix_ << "stop requested: every worker has left";
-        break;
-      }
+      if (staying == 0) break;
       if (SteadyClock::now() >= *drain_deadline_) {
         LOG(WARNING) << log_prefix_ << "stop requested: " << staying << " worker(s) still here after "
-                     << drain_grace_ms_.load() / 1000.0 << " s (tether-server --stop_grace_s); stopping";
+                     << drain_grace_ms_.load() / 1000.0 << " s (tether-server --stop_grace_s); stopping"
+                     << (last_checkpoint_clock_ > checkpoint_before_stop_
+                             ? std::string()
+                             : " without a stop checkpoint (a resume starts from the latest complete one)");
         break;
       }
     }
@@ -376,6 +384,27 @@ Status ServerShard::RunLoop() {
     if (MsSince(last_message) > config_.cluster().idle_timeout_ms())
       return Status::DeadlineExceeded(log_prefix_ + "no message for cluster.idle_timeout_ms=" +
                                       std::to_string(config_.cluster().idle_timeout_ms()) + "; workers gone?");
+  }
+  {
+    bool any = false, all_finished = true;
+    for (size_t r = 0; r < workers_.size(); ++r) {
+      if (!workers_[r].said_hello) continue;
+      any = true;
+      all_finished = all_finished && workers_[r].finished && !workers_[r].dead;
+    }
+    job_finished_ = any && all_finished;
+  }
+  if (drain_requested_.load() && !stop_.load() && drain_deadline_) {
+    bool gone = true;
+    for (const auto& w : workers_) gone = gone && (!w.said_hello || w.said_bye || w.dead);
+    if (job_finished_)
+      LOG(INFO) << log_prefix_ << "stop requested, but every worker finished the job meanwhile";
+    else if (gone && last_checkpoint_clock_ > checkpoint_before_stop_)
+      LOG(INFO) << log_prefix_ << "stop requested: every worker has left after the stop checkpoint at clock "
+                << last_checkpoint_clock_;
+    else if (gone)
+      LOG(WARNING) << log_prefix_ << "stop requested: every worker has left without a stop checkpoint (none has a "
+                   << "checkpoint dir, or it was not reached): the job ends without one";
   }
   LOG(INFO) << log_prefix_ << "done: " << stats_.pulls << " pulls (" << stats_.rows_pulled << " rows, "
             << stats_.deferred_pulls << " waited on the bound), " << stats_.pushes << " pushes ("
@@ -421,6 +450,8 @@ Status ServerShard::RunLoop() {
 void ServerShard::Reply(const std::string& identity, Message* reply, int rank) {
   stats_.bytes_out += reply->keys.size() + reply->values.size();
   reply->header.set_server_incarnation(incarnation_);
+  // A reply's want_checkpoint: this shard was told to stop (TellStopping).
+  if (drain_requested_.load()) reply->header.set_want_checkpoint(true);
   const std::string peer = rank >= 0 ? "worker " + std::to_string(rank) : "unregistered peer";
   Status st = SendMessage(socket_, reply, &identity, peer);
   if (!st.ok()) {
@@ -955,6 +986,17 @@ void ServerShard::TakeHandshakeFailures() {
                  << "): a peer without CURVE (plain frames) or without this server's public key "
                  << "(security.curve.server_public_key_file)" << (n > 1 ? " (" + std::to_string(n) + " times)" : "");
   }
+}
+
+void ServerShard::TellStopping(const std::string& identity) {
+  // A HEARTBEAT whose want_checkpoint says this shard was told to stop
+  // (RequestChannel::DrainReplies reads it before dropping the probe).
+  Message probe;
+  probe.header.set_type(HEARTBEAT);
+  probe.header.set_server_incarnation(incarnation_);
+  probe.header.set_want_checkpoint(true);
+  if (Status st = SendMessage(socket_, &probe, &identity, "worker"); !st.ok())
+    LOG(WARNING) << log_prefix_ << "could not tell a worker of the stop: " << st.message();
 }
 
 bool ServerShard::ConnectionLive(const std::string& identity) {

@@ -134,6 +134,11 @@ class ServerShard {
     drain_requested_.store(true);
   }
 
+  /// After Run(): whether every worker that joined finished the job (passed
+  /// the barrier, none removed), so a stop signal that came meanwhile did
+  /// not cut it short (tether-server exits 0 then).
+  bool job_finished() const { return job_finished_; }
+
   const ServerStats& stats() const { return stats_; }
   /// The shard's counters as STATS_REPLY carries them: stats() (histogram
   /// cut after its last non-empty bucket), each rank's seconds waited on the
@@ -220,6 +225,9 @@ class ServerShard {
   };
 
   Status RunLoop();  // Run() less the final tick
+  // Tells the worker at `identity`, unasked, that this shard was told to
+  // stop (StopAfterWorkers): a HEARTBEAT with want_checkpoint set.
+  void TellStopping(const std::string& identity);
   // Run() ended with `why`: every request held waiting gets it as an ERROR_REPLY.
   void FailWaitingRequests(const Status& why);
   void Handle(const std::string& identity, Message* m);
@@ -387,6 +395,10 @@ class ServerShard {
   CheckpointRound round_;
   int64_t due_checkpoint_clock_ = -1;   // shard 0: the clock picked on a want_checkpoint
   int64_t last_checkpoint_clock_ = -1;
+  // StopAfterWorkers: last_checkpoint_clock_ when the stop was first seen (a
+  // larger one since is the stop checkpoint), and job_finished().
+  int64_t checkpoint_before_stop_ = -1;
+  bool job_finished_ = false;
   std::string resume_from_;             // set_resume_from
   // The first admitted HELLO's train.data_on_demand: every later HELLO
   // must agree (MessageHeader.data_on_demand).

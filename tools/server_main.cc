@@ -7,7 +7,9 @@
 // whatever its workers are doing, since the job did not finish. With
 // checkpoint.dir set it first serves its workers, stopped by the same
 // signal, while they write their stop checkpoint and say BYE (at most
-// --stop_grace_s); a second signal stops it at once.
+// --stop_grace_s); a second signal stops it at once. A signal that reaches
+// this server alone asks every worker to take that stop checkpoint and
+// leave (they exit 143). Workers that finish the job during the grace: 0.
 //
 // With --metrics_port the shard serves /metrics (tools/metrics_flags.h) and
 // keeps serving its final values --metrics_linger_s seconds after Run()
@@ -88,8 +90,9 @@ void RequestStop(int sig) {
   else
     s->Stop();
 }
-// The exit code of a Run() that returned `st` (logs why it is not 0).
-int ExitCode(const tether::Status& st);
+// The exit code of a Run() that returned `st` (logs why it is not 0);
+// `finished`: every worker finished the job (ServerShard::job_finished).
+int ExitCode(const tether::Status& st, bool finished);
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -245,7 +248,7 @@ int main(int argc, char** argv) {
                 << " (another process of this shard): left in place";
     }
   }
-  const int code = ExitCode(st);
+  const int code = ExitCode(st, ran && server.job_finished());
   // A signal that stopped the job ends the process at once; one during the
   // linger only cuts the linger short. A shard that never ran (bind error)
   // has nothing to show.
@@ -255,7 +258,12 @@ int main(int argc, char** argv) {
 }
 
 namespace {
-int ExitCode(const tether::Status& st) {
+int ExitCode(const tether::Status& st, bool finished) {
+  if (const int sig = g_signal.load(); sig != 0 && st.ok() && finished) {
+    LOG(INFO) << "[server " << FLAGS_shard << "] stop signal " << sig << " (" << strsignal(sig)
+              << ") came while the workers finished the job: the job finished, exit 0";
+    return 0;
+  }
   if (const int sig = g_signal.load(); sig != 0) {
     LOG(WARNING) << "[server " << FLAGS_shard << "] stopped by signal " << sig << " (" << strsignal(sig)
                  << ") before the job finished: exit " << 128 + sig

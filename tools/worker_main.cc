@@ -324,6 +324,16 @@ int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     return 1;
   }
+  if (report->left_early && g_signal.load() == 0 && report->stopped_by_shard >= 0) {
+    // A server was told to stop (SIGTERM, a preempted node): the job stops
+    // as on this worker's own SIGTERM, with its exit code.
+    LOG(WARNING) << who << "left the job before the end of training (server shard " << report->stopped_by_shard
+                 << " was told to stop)"
+                 << (report->last_checkpoint.empty() ? std::string()
+                                                      : "; resume with --resume_from=" + config.checkpoint().dir())
+                 << ": exit " << 128 + SIGTERM;
+    return 128 + SIGTERM;
+  }
   if (report->left_early) {
     const int sig = g_signal.load();
     LOG(WARNING) << who << "left the job before the end of training (stop requested by signal " << sig

@@ -398,6 +398,8 @@ class WorkerClient {
   /// True once a shard removed this worker for silence (its REMOVED
   /// message; cluster.worker_timeout_ms): every call fails with the reason.
   bool removed() const { return channel_.removed(); }
+  /// The shard told to stop (RequestChannel::stopping_shard), or −1.
+  int stopping_shard() const { return channel_.stopping_shard(); }
   /// After Barrier: the largest clock any worker reached (shard 0's view).
   int64_t barrier_clock() const { return barrier_clock_; }
   /// After Barrier: the clock of the end-of-job checkpoint (its folder's

@@ -571,6 +571,11 @@ Status RequestChannel::DrainReplies(int s) {
     if (st.code() == Status::Code::kUnavailable) break;
     if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
     if (!SameServerProcess(s, reply.header.server_incarnation())) continue;
+    if (reply.header.want_checkpoint() && stopping_shard_ < 0) {
+      stopping_shard_ = s;
+      LOG(WARNING) << log_prefix_ << "server " << options_.servers[s] << " (shard " << s
+                   << ") was told to stop: the job ends now";
+    }
     // A server checks that this connection is still live before it refuses
     // a second claim on this rank (ServerShard::ConnectionLive): nothing to
     // answer.

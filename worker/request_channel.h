@@ -270,6 +270,10 @@ class RequestChannel {
   /// True once a shard said it removed this worker (REMOVED: silent past
   /// cluster.worker_timeout_ms); every wait then fails with its reason.
   bool removed() const { return !removed_.ok(); }
+  /// The first shard that said it was told to stop (a reply, or an unasked
+  /// HEARTBEAT, with want_checkpoint set: tether-server's stop signal), or
+  /// −1. The worker then stops as on its own stop signal.
+  int stopping_shard() const { return stopping_shard_; }
 
   /// The first failure of a sticky request or of a reply-less send.
   const Status& sticky_error() const { return sticky_error_; }
@@ -372,6 +376,7 @@ class RequestChannel {
   std::vector<zmq::socket_t> monitors_;
   std::vector<int> monitor_shard_;
   Status gone_;          // the first shard found gone: every wait fails with it
+  int stopping_shard_ = -1;  // stopping_shard()
   Status removed_;       // a shard's REMOVED (its reason); gone_ and sticky_error_ then
   bool leaving_ = false;  // BeginLeaving was called
   RequestState* replying_to_ = nullptr;  // the request whose reply the handler is handling (SendFromReply)

@@ -1050,14 +1050,23 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   int64_t stop_clock = -1;  // the clock of the stop checkpoint, once taken
   auto notice_stop = [&]() -> bool {
     if (stop_pending) return true;
-    if (!options.stop_requested || !options.stop_requested()) return false;
+    // A server told to stop (its stop signal, a preempted node) ends the job
+    // as this worker's own stop signal would.
+    const bool own = options.stop_requested && options.stop_requested();
+    if (!own && client->stopping_shard() < 0) return false;
     stop_pending = true;
+    if (!own) report.stopped_by_shard = client->stopping_shard();
     if (!stop_grace->noticed) {  // the grace of the stop checkpoint starts now
       stop_grace->noticed = true;
       stop_grace->since = SteadyClock::now();
     }
-    LOG(WARNING) << who << "stop requested at clock " << client->clock()
-                 << (checkpointing ? ": asking for a checkpoint, then leaving the job" : ": leaving the job");
+    LOG(WARNING) << who
+                 << (own ? std::string("stop requested")
+                         : "server shard " + std::to_string(client->stopping_shard()) + " was told to stop")
+                 << " at clock " << client->clock()
+                 << (checkpointing ? ": asking for a stop checkpoint, then leaving the job"
+                                   : ": leaving the job without a checkpoint (no checkpoint dir: a rerun starts "
+                                     "from the beginning)");
     return true;
   };
   // Whether this worker's next CLOCK asks shard 0 for a checkpoint clock (a

@@ -105,6 +105,9 @@ struct TrainReport {
   int64_t test_rows = 0;
   double pull_wait_fraction = 0;     // share of train time blocked waiting for pulls
   bool left_early = false;           // stop_requested ended training
+  /// With left_early: the shard whose stop ended training (a server told to
+  /// stop, RequestChannel::stopping_shard), or −1 (this worker's own stop).
+  int stopped_by_shard = -1;
   /// The last checkpoint this worker took part in (its directory), or "".
   std::string last_checkpoint;
   int checkpoints = 0;               // checkpoints taken (the final one included)

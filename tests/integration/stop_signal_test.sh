@@ -50,6 +50,14 @@
 #   early_on_demand  the same with data on demand in one chunk an epoch:
 #                one worker trains it, the other waits for its first chunk
 #                all along; the resumed job's shard 0 counts 4880 rows.
+#   server_stop  2 servers, 2 workers, 1 epoch, 10 minibatches of 8 rows a
+#                clock, staleness 2, worker 1 slowed 20 times, checkpoint.dir set. Once
+#                worker 0 reached clock 3, SIGTERM to server 1 alone (a
+#                preempted server node): it asks both workers to take a
+#                stop checkpoint; they take it and exit 143 within 15 s,
+#                server 1 exits 143, server 0 exits 0, and the checkpoint's
+#                MANIFEST and both shards' files exist. Resumed from it, the
+#                job ends (exit 0) with exactly 4880 samples trained.
 # No fixed sleeps wait for an event: every wait polls with a bound.
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -382,6 +390,65 @@ early|early_on_demand)
       for f in worker0 worker1 server0; do mv "$tmp/$f.log" "$tmp/resume$k-$f.log"; done
     fi
   done
+  ;;
+server_stop)
+  job=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --minibatch_size=8
+       --minibatches_per_clock=10 --checkpoint_dir="$tmp/ck")
+  flags=("${job[@]}" --staleness=2 --slowdown=20 --slowdown_rank=1 --progress_every_s=1)
+  start_servers 2
+  start_worker 0 "$tmp/worker0.log"
+  w0=$started
+  start_worker 1 "$tmp/worker1.log"
+  w1=$started
+  poll 600 grep -q "%, clock \([3-9]\|[1-9][0-9]\)," "$tmp/worker0.log" || fail "worker 0 never reached clock 3"
+  s1=${server_pids[1]}
+  t0=$(now_ms)
+  kill -TERM "$(pgrep -P "$s1" || echo "$s1")"
+  for p in "$w0" "$w1" "$s1" "${server_pids[0]}"; do
+    exits_within "$p" 15000 || fail "a process still runs 15 s after SIGTERM to server 1"
+  done
+  took=$(($(now_ms) - t0))
+  wait_code "$w0"; rc0=$rc
+  wait_code "$w1"; rc1=$rc
+  wait_code "$s1"; rcs1=$rc
+  wait_code "${server_pids[0]}"; rcs0=$rc
+  pids=()
+  [ "$rc0 $rc1 $rcs1 $rcs0" = "143 143 143 0" ] \
+    || fail "exit codes (worker 0, worker 1, server 1, server 0) $rc0 $rc1 $rcs1 $rcs0, want 143 143 143 0"
+  grep -q "stop requested: asking 2 worker(s) to take a stop checkpoint" "$tmp/server1.log" \
+    || fail "server 1 did not ask the workers for a stop checkpoint"
+  grep -q "every worker has left after the stop checkpoint at clock" "$tmp/server1.log" \
+    || fail "server 1 does not say the workers left after the stop checkpoint"
+  c=
+  for r in 0 1; do
+    grep -q "server shard 1 was told to stop at clock" "$tmp/worker$r.log" || fail "worker $r did not log server 1's stop"
+    cr=$(sed -n 's/.*leaving the job after the checkpoint at clock \([0-9]*\).*/\1/p' "$tmp/worker$r.log")
+    [ -n "$cr" ] || fail "worker $r left without the stop checkpoint"
+    [ -z "$c" ] || [ "$c" = "$cr" ] || fail "the workers left after checkpoints at clocks $c and $cr"
+    c=$cr
+    grep -q "server shard 1 was told to stop); resume with --resume_from=$tmp/ck: exit 143" "$tmp/worker$r.log" \
+      || fail "worker $r gave no resume hint"
+  done
+  ck=$(printf "%s/ckpt-%012d" "$tmp/ck" "$c")
+  [ -f "$ck/MANIFEST" ] || fail "the stop checkpoint $ck is not complete: $(ls "$ck" 2>&1)"
+  [ "$(ls "$ck" | grep -c '^shard-[01]')" -ge 2 ] || fail "$ck lacks a shard's files: $(ls "$ck")"
+  echo "SIGTERM to server 1 at clock 3 or later: stop checkpoint at clock $c, exits 143 143 143 0 within $took ms"
+  for f in worker0 worker1 server0 server1; do mv "$tmp/$f.log" "$tmp/stop-$f.log"; done
+  flags=("${job[@]}" --resume_from="$tmp/ck")
+  rm -f "$tmp"/s*.port
+  start_servers 2
+  start_worker 0 "$tmp/worker0.log" --metrics_out="$tmp/m.json"
+  w0=$started
+  start_worker 1 "$tmp/worker1.log"
+  w1=$started
+  for p in "$w0" "$w1" "${server_pids[@]}"; do
+    wait_code "$p"
+    [ "$rc" = 0 ] || fail "the job resumed from $ck: a process exited $rc"
+  done
+  pids=()
+  samples=$(metric "$tmp/m.json" total_samples)
+  [ "$samples" = 4880 ] || fail "the resumed job trained $samples samples in all, want 4880"
+  echo "resumed from $(basename "$ck") to the end: $samples samples"
   ;;
 *)
   fail "unknown mode $mode"
