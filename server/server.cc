@@ -345,9 +345,19 @@ Status ServerShard::RunLoop() {
         // has a checkpoint dir (RequestChannel::server_stopping).
         for (const auto& w : workers_)
           if (w.said_hello && !w.said_bye && !w.dead) TellStopping(w.identity);
-        LOG(INFO) << log_prefix_ << "stop requested: asking " << staying
-                  << " worker(s) to take a stop checkpoint (with a checkpoint dir) and leave; serving them for up to "
-                  << drain_grace_ms_.load() / 1000.0 << " s (tether-server --stop_grace_s)";
+        if (drain_grace_ms_.load() > 0) {
+          LOG(INFO) << log_prefix_ << "stop requested: asking " << staying
+                    << " worker(s) to take a stop checkpoint and leave; serving them for up to "
+                    << drain_grace_ms_.load() / 1000.0 << " s (tether-server --stop_grace_s)";
+        } else {
+          LOG(WARNING) << log_prefix_ << "stop requested: checkpoint.dir is not set, so the job ends without a "
+                       << "checkpoint; told " << staying << " worker(s) to leave, stopping now";
+          try {
+            socket_.set(zmq::sockopt::linger, 1000);  // the workers are told before the socket closes
+          } catch (const zmq::error_t&) {
+          }
+          break;
+        }
       }
       if (staying == 0) break;
       if (SteadyClock::now() >= *drain_deadline_) {

@@ -85,7 +85,9 @@ void RequestStop(int sig) {
   const bool first = g_signal.exchange(sig) == 0;
   tether::ServerShard* s = g_server.load();
   if (s == nullptr) return;
-  if (first && g_stop_grace_ms.load() > 0)
+  // The first signal tells the workers (a grace of 0 without checkpoint.dir:
+  // they leave without a checkpoint); a second stops the shard at once.
+  if (first)
     s->StopAfterWorkers(std::chrono::milliseconds(g_stop_grace_ms.load()));
   else
     s->Stop();

@@ -1679,6 +1679,21 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
     report.left_early = true;
     return report;
   }
+  if (client->stopping_shard() >= 0) {
+    // A server told to stop went (no checkpoint.dir: at once) before this
+    // worker could leave between minibatches.
+    LOG(WARNING) << who << "server shard " << client->stopping_shard() << " was told to stop and is gone ("
+                 << (why.rfind(who, 0) == 0 ? why.substr(who.size()) : why) << "): leaving the job without a checkpoint"
+                 << (config.checkpoint().dir().empty() ? " (no checkpoint dir: a rerun starts from the beginning)"
+                                                       : " (a resume starts from the latest complete one in " +
+                                                             config.checkpoint().dir() + ")");
+    if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+      LOG(WARNING) << who << "goodbye incomplete: " << st.message();
+    TrainReport report;
+    report.left_early = true;
+    report.stopped_by_shard = client->stopping_shard();
+    return report;
+  }
   if (client->bye_sent()) {
     // The goodbye's answer failed: the shards ended the job as failed after
     // this worker finished (another removed during the evaluation), or one
