@@ -687,6 +687,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       key_lists_.emplace(rank, KeyListCache(key_list_bytes_per_worker()));
       w.said_hello = true;
       w.identity = identity;
+      w.joined_clock = start_clock;
       w.last_seen = std::chrono::steady_clock::now();
       if (clocks_.Join(rank, start_clock)) ServeReadyPulls();
       ForgetAdaptiveBatch(rank);
@@ -704,6 +705,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       if (key_list_bytes_per_worker() > 0) reply.header.set_key_list_cache_bytes(key_list_bytes_per_worker());
       Reply(identity, &reply, rank);
       if (!waiting_hellos_.empty()) AdmitWaitingHellos();
+      MaybeWriteCheckpoint();  // a round this process cannot take part in ends
       return;
     }
     case PULL: {
@@ -1119,6 +1121,23 @@ void ServerShard::HandleCheckpoint(const std::string& identity, const Message& m
 
 void ServerShard::MaybeWriteCheckpoint() {
   if (round_.clock < 0) return;
+  // A rank whose process started at or past the cut (restarted by hand or
+  // joined while the round was pending) never sends its state for it: a
+  // worker takes a checkpoint only on reaching a clock, and the HELLO can
+  // reach one shard before or after the round's first CHECKPOINT, or name
+  // a lower clock than the worker then runs at (it passes the cut without
+  // a CHECKPOINT). The round cannot complete: it is abandoned, the workers
+  // waiting at it train on, and its folder never gets a MANIFEST.
+  if (!round_.final) {
+    for (int r = 0; r < clocks_.num_workers(); ++r) {
+      if (!clocks_.Counts(r) || round_.waiting.count(r) > 0) continue;
+      const WorkerState& w = workers_[r];
+      if (w.joined_clock < round_.clock && clocks_.clock(r) <= round_.clock) continue;
+      AbandonCheckpoint("worker " + std::to_string(r) + " was restarted before it wrote its state (its process started at clock " +
+                        std::to_string(w.joined_clock) + ")");
+      return;
+    }
+  }
   // Every worker still training must be at the cut; one that has finished
   // (barrier), left or was removed has nothing more to apply.
   for (int r = 0; r < clocks_.num_workers(); ++r)
@@ -1194,6 +1213,22 @@ void ServerShard::MaybeWriteCheckpoint() {
   round_ = CheckpointRound();
   // The write held the event loop: nobody was silent meanwhile.
   for (WorkerState& w : workers_) w.last_seen = SteadyClock::now();
+}
+
+void ServerShard::AbandonCheckpoint(const std::string& why) {
+  LOG(WARNING) << log_prefix_ << "checkpoint at clock " << round_.clock << " abandoned: " << why << "; "
+               << round_.dir << " stays incomplete (no MANIFEST, never resumed from); training goes on";
+  for (const auto& [rank, peer] : round_.waiting) {
+    Message reply;
+    reply.header.set_type(CHECKPOINT_REPLY);
+    reply.header.set_request_id(peer.second);
+    reply.header.set_checkpoint_clock(round_.clock);
+    reply.header.set_checkpoint_abandoned(true);
+    reply.header.set_error("checkpoint at clock " + std::to_string(round_.clock) + " abandoned: " + why);
+    Reply(peer.first, &reply, rank);
+  }
+  if (due_checkpoint_clock_ >= 0 && due_checkpoint_clock_ <= round_.clock) due_checkpoint_clock_ = -1;
+  round_ = CheckpointRound();
 }
 
 Status ServerShard::WriteChunkStateIfDealing(CheckpointFile* written) {

@@ -214,6 +214,9 @@ class ServerShard {
     bool data_done = false;  // BARRIER said data on demand is DONE (chunk.kind)
     uint64_t samples = 0;
     uint64_t barrier_request = 0;
+    // The clock this process (re)joined at: it takes no checkpoint at or
+    // before it (a cut pending there cannot have its state).
+    int64_t joined_clock = -1;
     std::string identity;
     WorkerStats stats;  // the worker's counters, from its BARRIER
     // Its BARRIER's `finished`: its entry in a checkpoint cut after it
@@ -298,6 +301,9 @@ class ServerShard {
   // never taken is not: it holds no barrier, evaluation or exit back.
   bool Member(size_t rank) const;
   void MaybeWriteCheckpoint();
+  // Ends the pending round without writing it: every worker waiting at it
+  // gets a CHECKPOINT_REPLY with checkpoint_abandoned and `why`.
+  void AbandonCheckpoint(const std::string& why);
   // Data on demand in checkpoints (server/chunk_state.h), shard 0 only:
   // writes chunks.state into the round's directory when chunks are being
   // dealt (*written keeps no name otherwise), and on a resume hands the

@@ -682,6 +682,10 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         if (h.batch_size() > 0) adaptive_batch_size_ = h.batch_size();
         break;
       case CHECKPOINT_REPLY:
+        if (h.checkpoint_abandoned()) {
+          checkpoint_reply_.abandoned = true;
+          if (checkpoint_reply_.abandoned_why.empty()) checkpoint_reply_.abandoned_why = h.error();
+        }
         if (h.checkpoint_files_size() > 0) checkpoint_reply_.shard_files[r.shard] = h.checkpoint_files(0);
         for (int i = 1; i < h.checkpoint_files_size(); ++i) checkpoint_reply_.extra_files.push_back(h.checkpoint_files(i));
         if (r.shard == 0)

@@ -160,6 +160,11 @@ struct CheckpointReply {
   // with data on demand: server/chunk_state.h); the manifest lists them.
   std::vector<CheckpointFile> extra_files;
   std::vector<CheckpointWorker> workers;    // one per rank
+  // A shard abandoned the round (a worker that had to take part was
+  // restarted at or past its clock): nothing of it is usable, no MANIFEST
+  // is written, and training goes on. `abandoned_why` says which worker.
+  bool abandoned = false;
+  std::string abandoned_why;
 };
 
 /// Per-client counters.

@@ -996,6 +996,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // Takes the checkpoint at client->clock(): this worker's state, then the
   // shards' rows once every worker is here; the lowest rank in the cut
   // (worker 0 while it trains) writes the manifest.
+  bool checkpoint_abandoned = false;  // the last take_checkpoint's round was abandoned
   auto take_checkpoint = [&](int epoch, int64_t next_row, double loss_sum, int64_t loss_batches,
                              const std::vector<int64_t>* dealt) -> Status {
     const auto t0 = SteadyClock::now();
@@ -1027,6 +1028,16 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     CheckpointFile mine;
     TETHER_RETURN_IF_ERROR(WriteWorkerState(FileSystem::Default(), dir, st, &mine));
     TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/false, &mine));
+    checkpoint_abandoned = reply.abandoned;
+    if (reply.abandoned) {
+      // A worker was restarted at or past this clock and never sends its
+      // state: the folder stays without a MANIFEST (never resumed from), and
+      // the next checkpoint (or a stop's new request) is taken as usual.
+      report.checkpoint_seconds += SecondsSince(t0);
+      checkpoint_asked = false;
+      LOG(WARNING) << who << reply.abandoned_why << " (" << dir << " has no MANIFEST); training goes on";
+      return Status::OK();
+    }
     // Worker 0 while it trains; once it has finished its share (or left),
     // the lowest rank in the cut (ManifestWriterRank).
     const bool writer = ManifestWriterRank(reply.workers) == rank;
@@ -1141,7 +1152,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       if (checkpointing && ((ckpt.every_clocks() > 0 && c % ckpt.every_clocks() == 0) ||
                             c == client->due_checkpoint_clock())) {
         TETHER_RETURN_IF_ERROR(take_checkpoint(feed_epoch, 0, 0, 0, nullptr));
-        if (stop_pending) {
+        if (stop_pending && !checkpoint_abandoned) {
           stop_checkpointed = true;
           stop_clock = c;
         }
@@ -1365,7 +1376,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                               c == client->due_checkpoint_clock())) {
           TETHER_RETURN_IF_ERROR(take_checkpoint(epoch, batch.end, loss_sum, loss_batches,
                                                  dealt_epoch ? &dealt_lines : nullptr));
-          if (stop_pending) {
+          if (stop_pending && !checkpoint_abandoned) {
             LOG(WARNING) << who << "leaving the job after the checkpoint at clock " << c
                          << " (resume with --resume_from=" << ckpt.dir() << ")";
             return leave_job();
