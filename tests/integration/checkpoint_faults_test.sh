@@ -18,15 +18,20 @@ tether_test_init "$@"
 fail_lines=12
 limit_s=60
 
-# wait_codes PIDS...: waits for each; sets $codes to their exit codes.
-wait_codes() {
-  local list=() p rc
-  for p in "$@"; do
-    rc=0
-    wait "$p" || rc=$?
-    list+=("$rc")
-  done
-  codes="${list[*]}"
+# first_run_to_clock_20: a 2-server, 2-worker, 1-epoch job with a checkpoint
+# every 20 clocks, run to its end (every process exits 0); sets $c to the
+# complete checkpoint at clock 20 and $f to its server-1 shard file.
+first_run_to_clock_20() {
+  flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5
+         --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
+  start_servers 2
+  start_worker 0 "$tmp/w0.log"; w0=$started
+  start_worker 1 "$tmp/w1.log"; w1=$started
+  wait_codes "$w0" "$w1" "${server_pids[@]}"
+  [ "$codes" = "0 0 0 0" ] || fail "the first run exited $codes"
+  c=$tmp/ck/ckpt-000000000020
+  f=$c/shard-1.tables
+  [ -f "$c/MANIFEST" ] || fail "no complete checkpoint at clock 20"
 }
 
 case "$mode" in
@@ -234,16 +239,7 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
     # worker naming itself and the file; the workers ABORT server 0 with
     # that reason, so it names server 1 and the file too, never a worker
     # gone silent. Every process exits 1, within seconds.
-    flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5
-           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
-    start_servers 2
-    start_worker 0 "$tmp/w0.log"; w0=$started
-    start_worker 1 "$tmp/w1.log"; w1=$started
-    wait_codes "$w0" "$w1" "${server_pids[@]}"
-    [ "$codes" = "0 0 0 0" ] || fail "the first run exited $codes"
-    c=$tmp/ck/ckpt-000000000020
-    f=$c/shard-1.tables
-    [ -f "$c/MANIFEST" ] || fail "no complete checkpoint at clock 20"
+    first_run_to_clock_20
     cp "$f" "$tmp/shard-1.good"
     full=$(stat -c %s "$f")
     resume_bad() {  # resume_bad NAME WHAT: resumes from $c; WHAT is the file's fault as the logs name it
@@ -289,16 +285,7 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
     # does not wait for worker 1 (it used to wait worker_timeout_ms). Worker 0
     # exits 1 naming server 1 and the file; server 0, told by its ABORT,
     # exits 1 too.
-    flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5
-           --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
-    start_servers 2
-    start_worker 0 "$tmp/w0.log"; w0=$started
-    start_worker 1 "$tmp/w1.log"; w1=$started
-    wait_codes "$w0" "$w1" "${server_pids[@]}"
-    [ "$codes" = "0 0 0 0" ] || fail "the first run exited $codes"
-    c=$tmp/ck/ckpt-000000000020
-    f=$c/shard-1.tables
-    [ -f "$c/MANIFEST" ] || fail "no complete checkpoint at clock 20"
+    first_run_to_clock_20
     python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-9]^=0x10; open(p,"wb").write(b)' "$f"
     pids=()
     rm -f "$tmp"/s*.port

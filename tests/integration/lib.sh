@@ -30,6 +30,9 @@
 #       the top-level KEY of the metrics JSON FILE, as Python prints it.
 #   gate VALUE MIN NAME
 #       prints "NAME = VALUE (gate >= MIN)"; fails unless VALUE >= MIN.
+#   wait_codes PIDS...
+#       waits for each (children of this shell) and sets $codes to their exit
+#       codes, space-separated, in the order given.
 #   bibtex_parts DIR
 #       Bibtex's splits as XMC files (run from the repository root): the
 #       rows in DIR/train.rows and DIR/test.rows (no header), and under
@@ -112,6 +115,16 @@ metric() {
 
 gate() {
   python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
+}
+
+wait_codes() {
+  local list=() p rc
+  for p in "$@"; do
+    rc=0
+    wait "$p" || rc=$?
+    list+=("$rc")
+  done
+  codes="${list[*]}"
 }
 
 bibtex_parts() {

@@ -33,16 +33,6 @@ tether_test_init "$@"
 fail_lines=12
 limit_s=60
 
-# wait_codes PIDS...: waits for each; sets $codes to their exit codes.
-wait_codes() {
-  local list=() p rc
-  for p in "$@"; do
-    rc=0
-    wait "$p" || rc=$?
-    list+=("$rc")
-  done
-  codes="${list[*]}"
-}
 now_ms() { date +%s%3N; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 # start_id LOG: the process start id a server logged when it started listening.

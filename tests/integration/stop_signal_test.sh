@@ -89,6 +89,25 @@ wait_log() {  # FILE PATTERN TRIES (0.05 s each)
   poll "$3" grep -qs "$2" "$1" || fail "no '$2' in $1"
 }
 
+# run_to_end SERVERS PREFIX METRICS WHAT: starts SERVERS servers and
+# workers 0 and 1 with ${flags[@]} (logs $tmp/PREFIXworker{0,1}.log; worker 0
+# writes the metrics file METRICS) and waits for every process; one that
+# exits non-zero fails the test: "WHAT: a process exited N".
+run_to_end() {
+  local servers=$1 prefix=$2 metrics=$3 what=$4 p
+  rm -f "$tmp"/s*.port
+  start_servers "$servers"
+  start_worker 0 "$tmp/${prefix}worker0.log" --metrics_out="$metrics"
+  w0=$started
+  start_worker 1 "$tmp/${prefix}worker1.log"
+  w1=$started
+  for p in "$w0" "$w1" "${server_pids[@]}"; do
+    wait_code "$p"
+    [ "$rc" = 0 ] || fail "$what: a process exited $rc"
+  done
+  pids=()
+}
+
 # make_checkpoint: a 1-epoch job of 1 server and 2 workers with a
 # checkpoint every 20 clocks; sets flags (the job's) and ckpt (its
 # checkpoint at clock 20, which must be complete).
@@ -286,17 +305,7 @@ chunk_wait)
   stop_waiter resumed --resume_from="$stop_ck"
   # Resumed again, to the end.
   flags=("${base[@]}" --resume_from="$stop_ck")
-  rm -f "$tmp/s0.port"
-  start_servers 1
-  start_worker 0 "$tmp/last-worker0.log" --metrics_out="$tmp/m.json"
-  w0=$started
-  start_worker 1 "$tmp/last-worker1.log"
-  w1=$started
-  for p in "$w0" "$w1" "${server_pids[0]}"; do
-    wait_code "$p"
-    [ "$rc" = 0 ] || fail "the job resumed to its end: a process exited $rc"
-  done
-  pids=()
+  run_to_end 1 last- "$tmp/m.json" "the job resumed to its end"
   python3 - "$tmp/m.json" <<'PY' || fail "the resumed job's counts"
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -367,17 +376,7 @@ early|early_on_demand)
     # Resumable: the job resumed from the latest complete checkpoint ends.
     if ls "$ck"/ckpt-*/MANIFEST > /dev/null 2>&1; then
       flags=("${job[@]}" --checkpoint_dir="$ck" --resume_from="$ck")
-      rm -f "$tmp/s0.port"
-      start_servers 1
-      start_worker 0 "$tmp/worker0.log" --metrics_out="$tmp/m$k.json"
-      w0=$started
-      start_worker 1 "$tmp/worker1.log"
-      w1=$started
-      for p in "$w0" "$w1" "${server_pids[0]}"; do
-        wait_code "$p"
-        [ "$rc" = 0 ] || fail "K=$k: the job resumed from $(ls -d "$ck"/ckpt-* | tail -1): a process exited $rc"
-      done
-      pids=()
+      run_to_end 1 "" "$tmp/m$k.json" "K=$k: the job resumed from $(ls -d "$ck"/ckpt-* | tail -1)"
       if [ "$mode" = early_on_demand ]; then
         samples=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["servers"][0]["chunk_epoch_rows"])' "$tmp/m$k.json")
         [ "$samples" = "[4880]" ] || fail "K=$k: shard 0 counted $samples rows per epoch across the stop, want [4880]"
@@ -435,17 +434,7 @@ server_stop)
   echo "SIGTERM to server 1 at clock 3 or later: stop checkpoint at clock $c, exits 143 143 143 0 within $took ms"
   for f in worker0 worker1 server0 server1; do mv "$tmp/$f.log" "$tmp/stop-$f.log"; done
   flags=("${job[@]}" --resume_from="$tmp/ck")
-  rm -f "$tmp"/s*.port
-  start_servers 2
-  start_worker 0 "$tmp/worker0.log" --metrics_out="$tmp/m.json"
-  w0=$started
-  start_worker 1 "$tmp/worker1.log"
-  w1=$started
-  for p in "$w0" "$w1" "${server_pids[@]}"; do
-    wait_code "$p"
-    [ "$rc" = 0 ] || fail "the job resumed from $ck: a process exited $rc"
-  done
-  pids=()
+  run_to_end 2 "" "$tmp/m.json" "the job resumed from $ck"
   samples=$(metric "$tmp/m.json" total_samples)
   [ "$samples" = 4880 ] || fail "the resumed job trained $samples samples in all, want 4880"
   echo "resumed from $(basename "$ck") to the end: $samples samples"
