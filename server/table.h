@@ -34,7 +34,7 @@
 
 #include "core/status.h"
 #include "core/table_spec.h"
-#include "server/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace tether {
 

@@ -13,9 +13,9 @@
 
 #include "core/env.h"
 #include "server/checkpoint.h"
-#include "server/optimizer.h"
+#include "optim/optimizer.h"
 #include "server/server.h"
-#include "sparse/cpu_backend.h"
+#include "compute/cpu_backend.h"
 #include "worker/client.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"

@@ -50,7 +50,7 @@
 #include "core/table_spec.h"
 #include "core/net/curve.h"
 #include "server/checkpoint.h"
-#include "server/optimizer.h"
+#include "optim/optimizer.h"
 #include "server/server.h"
 #include "server/table.h"
 #include "worker/client.h"

@@ -8,9 +8,9 @@
 #include <mutex>
 #include <thread>
 
-#include "core/metrics.h"
+#include "eval/metrics.h"
 #include "server/table.h"
-#include "sparse/backend.h"
+#include "compute/backend.h"
 #include "worker/dense_mlp.h"
 #include "worker/evaluator.h"
 #include "worker/model_registry.h"
