@@ -54,7 +54,7 @@
 #include "server/server.h"
 #include "server/table.h"
 #include "worker/client.h"
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 #include "worker/sampling.h"
 #include "worker/trainer.h"
 #include "tools/random_keys.h"
