@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "server/table.h"
+#include "core/table_spec.h"
 #include "worker/dense_mlp.h"
 #include "worker/model_registry.h"
 #include "worker/sparse_lr.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/trained_model.h"
+#include "checkpoint/trained_model.h"
 #include "sparse/backend.h"
 #include "sparse/csr.h"
 

@@ -14,7 +14,7 @@
 #include "core/file_util.h"
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "cli/config_flags.h"
 #include "cli/metrics_flags.h"
 #include "local/local_job.h"
