@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tcp path against one process (issue 14, item 3): Bibtex
+# The tcp path against one process : Bibtex
 # (examples/bibtex.pbtxt), 1 worker + 1 server, run alternately in one
 # process (--transport inproc: the shard and the worker are threads passing
 # messages by pointer) and as two processes over loopback tcp (tether-server
