@@ -22,7 +22,7 @@
 #
 #   scripts/bench_tcp.sh [--build DIR] [--out DIR] [--repeats N] [--pipeline on|off|both]
 #
-# --pipeline (train.pipeline, docs/PERFORMANCE.md section 16): the worker's
+# --pipeline (train.pipeline, docs/RUNNING.md): the worker's
 # pipelined minibatches on (the default, as jobs run), off, or both: each
 # transport then runs with it off and on, alternated, for the before/after.
 #

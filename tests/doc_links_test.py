@@ -12,6 +12,10 @@
               glob at least one file. Placeholders (<target>, DIR, N, ...)
               and what a build makes (build/...) are not checked.
 
+  doc refs    in any tracked file (a code comment, a script, a message), a
+              page cited as docs/<page>.md exists; `docs/<page>.md §N` names a
+              numbered heading; `docs/<page>.md, "Title"` a heading or table row
+
 Fenced code blocks are skipped (their commands are checked where they run).
 Usage: doc_links_test.py [REPO_ROOT]. Exit 0 clean, 1 on any broken
 reference, 77 (skipped) when REPO_ROOT is not a git checkout.
@@ -141,6 +145,38 @@ def path_exists(word, files, dirs):
     return True
 
 
+DOC_REF = re.compile(r"\bdocs/([A-Za-z0-9_/-]+\.md)`?,?(?:\s+(?:§ ?(\d+)|section (\d+)|\\?\"([^\"\\]+)\\?\"))?")
+
+
+def doc_refs(root, tracked, files, texts):
+    """References to a docs page from any tracked text file (code comments,
+    scripts, messages): the page exists; a section number names a numbered
+    heading of it; a quoted title names one of its headings or table rows."""
+    bad = []
+    for rel in tracked:
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        if b"\0" in data[:8192] or b"docs/" not in data:
+            continue
+        for no, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            for m in DOC_REF.finditer(line):
+                page = "docs/" + m.group(1)
+                if page not in files:
+                    bad.append(f"{rel}:{no}: {page} is no tracked page")
+                    continue
+                text = texts.get(page, "")
+                num = m.group(2) or m.group(3)
+                if num and not re.search(r"^#+\s+" + num + r"\.", text, re.M):
+                    bad.append(f"{rel}:{no}: {page} has no section {num}")
+                title = m.group(4)
+                if title and title.rstrip(".").lower() not in re.sub(r"[`*]", "", text).lower():
+                    bad.append(f"{rel}:{no}: {page} has no section \"{title}\"")
+    return bad
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
     tracked, err = git_files(root)
@@ -187,6 +223,7 @@ def main():
                     spans += 1
                     if not path_exists(word, files, dirs):
                         bad.append(f"{page}:{no}: `{word}` names no tracked file or folder")
+    bad += doc_refs(root, tracked, files, texts)
     for b in bad:
         print(b)
     if bad:

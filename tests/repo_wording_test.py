@@ -8,9 +8,9 @@ text (an upstream project's report is cited as owner/repo#N).
   issue-number    "issue N" / "issues N" / "issue #N", any case
   session         an ordinal, or this/previous/last/same/each/every,
                   followed by "session"
-  helper-name     "helper" followed by a letter naming someone
-                  ("helper D", "helper-f")
-  device-loan     the device tool's words for a machine not lent
+  helper-name     the word for a helper followed by a letter that names
+                  someone (joined by a dash, or a capital letter)
+  device-loan     the device tool's words for a machine it did not hand out
   shared-folder   the relative path of the development machines' shared folder
   machine-path    absolute paths of the development machines
 

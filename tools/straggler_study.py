@@ -22,6 +22,8 @@ It writes, under --out:
                each mode (matplotlib: Debian's python3-matplotlib, which
                scripts/setup.sh installs; without it the plots are skipped
                with a message);
+  spread.png   every finished run's time per epoch and time to the target,
+               per mode, with the medians (tools/plot_spread.py);
   runs/DATASET-xSLOWDOWN-MODE-rN/  each run's log.txt, metrics.json and
                JSON-lines metrics.
 
@@ -68,6 +70,7 @@ import subprocess
 import sys
 
 from plot_env import import_pyplot
+from plot_spread import draw_straggler, read_study
 from tether_runs import current, eval_curve, kill_group, read_jsonl, run_launch
 
 # ---------------------------------------------------------------------------
@@ -528,6 +531,8 @@ def write_outputs(args, modes, skipped, results, plt):
             if plt is not None:
                 plot(plt, args, d, s, modes, table)
                 lines += [f"![{label} against training time]({d['name']}-x{s:g}.png)", ""]
+    if plt is not None:
+        lines += ["![every run's time per epoch and time to the target, per mode](spread.png)", ""]
     accept_line, accept = criterion(args, table)
     lines += [accept_line, ""]
     failed = [r for r in results if r["status"] != "ok"]
@@ -548,12 +553,18 @@ def write_outputs(args, modes, skipped, results, plt):
         w = csv.writer(f)
         w.writerow(run_cols)
         for r in results:
-            cell = {"slowdown": f"{r['slowdown']:g}"}
+            # The run's folder relative to --out, so the file reads the same
+            # wherever the study ran.
+            cell = {"slowdown": f"{r['slowdown']:g}", "dir": os.path.relpath(r["dir"], args.out)}
             for c in ("updates", "rows", "wait"):
                 if c in r:
                     cell[c] = fmt_list(r[c], ".4f" if c == "wait" else ".0f")
             w.writerow([cell[c] if c in cell else csv_number(r.get(c)) if isinstance(r.get(c), float)
                         else r.get(c, "") for c in run_cols])
+    if plt is not None:
+        targets = {d["name"]: f"{METRIC_LABEL.get(d['metric'], d['metric'])} {d['target']:g}" for d in args.datasets}
+        draw_straggler(plt, read_study(os.path.join(args.out, "runs.csv")), os.path.join(args.out, "spread.png"),
+                       targets)
     with open(os.path.join(args.out, "study.json"), "w") as f:
         json.dump({"datasets": args.datasets, "slowdowns": args.slowdowns, "modes": modes, "skipped": skipped,
                    "repeats": args.repeats, "epochs": args.epochs, "criterion": accept,
