@@ -12,14 +12,14 @@
 //
 // Cores: S shards + W workers are S + W busy threads; on a host with fewer
 // cores they share them, which is still cheaper than the same number of
-// processes talking over loopback TCP (docs/PERFORMANCE.md §3).
+// processes talking over loopback TCP (docs/PERFORMANCE.md, training).
 #pragma once
 
 #include <atomic>
 #include <string>
 
 #include "core/status.h"
-#include "core/trained_model.h"
+#include "checkpoint/trained_model.h"
 #include "proto/tether.pb.h"
 #include "worker/trainer.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tether-bench transport (docs/PERFORMANCE.md §1) and its --curve mode run
+# tether-bench transport (docs/PERFORMANCE.md) and its --curve mode run
 # their documented commands on small cells and print one table row per
 # cell: servers × keys × dims × {pull, push}, each with at least the asked
 # repetitions and a positive time on both sides. Functional only: no time

@@ -102,8 +102,8 @@ samples = [w.get("samples", 0) for w in workers]
 print(f"P@1 {m['precision_at_1']:.4f}, bound violations {v}, workers_joined per shard {joined}, "
       f"samples per rank {samples}")
 # SSP timing and when the joiner arrives move Bibtex's P@1 from run to run:
-# 11 runs of grow gave 0.574-0.616 (3 below 0.58), so one run is gated at
-# 0.56, far above an untrained or broken model; the documented figure
+# 11 runs of grow gave 0.574-0.616 (3 below 0.58), so one run is gated
+# at 0.56, far above an untrained or broken model; the documented figure
 # (≥ 0.60) is the median of 3 runs, docs/OPERATIONS.md "Joining and leaving".
 ok = v == 0 and len(servers) == 2 and all(j == joins for j in joined) and m["precision_at_1"] >= 0.56
 ok = ok and len(workers) >= 2 and samples[1] > 0  # rank 1 joined and trained

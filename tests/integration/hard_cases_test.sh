@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Second-round hard cases through the real binaries (cases in
+# Hard cases C21, C24, C25 through the real binaries (cases in
 # tests/data/cases/). Usage: hard_cases_test.sh MODE BIN_DIR
 #   c21_ties   a model that scores every label alike (zero init, unlabeled
 #              training rows) gets the same P@1 on two test files that differ
