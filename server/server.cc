@@ -903,7 +903,7 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   if (h.staleness() != clocks_.staleness())
     return refuse("staleness differs: " + who + " has " + StalenessName(h.staleness()) + ", server " +
                   std::to_string(shard_) + " has " + StalenessName(clocks_.staleness()));
-  // One rank, one connection (issue 12): a HELLO for a rank that another
+  // One rank, one connection: a HELLO for a rank that another
   // connection holds is a second claim, refused while that connection is
   // live, so a stray or hostile process cannot take over a working rank's
   // clock and updates. A worker restarted after a crash comes on a new

@@ -161,7 +161,7 @@ Status ReadModel(WorkerClient* c, std::vector<float>* w, float* b) {
   return st;
 }
 
-// Acceptance (issue 13): equal-speed workers, plain SGD without momentum,
+// Equal-speed workers, plain SGD without momentum,
 // a period of 1 minibatch: the merged model is synchronous SGD with the
 // gradient averaged over both workers' minibatches, value by value, 1e-6.
 TEST(Average, TwoEqualWorkersPeriodOneMatchSynchronousSgd) {

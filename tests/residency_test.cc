@@ -1,4 +1,4 @@
-// Device residency of the three built-in models (issue 14, item 5), checked
+// Device residency of the three built-in models, checked
 // without a GPU: each model trains one minibatch against a real ServerShard
 // (127.0.0.1, port 0, in a thread) on a CountingBackend, which behaves like a
 // discrete device for memory and counts every host↔device transfer. The

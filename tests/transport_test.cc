@@ -1,6 +1,6 @@
 // Transport under stress and abuse, in one process: real ServerShards on
 // 127.0.0.1 (port 0) in threads, WorkerClients and raw ZeroMQ sockets as
-// peers. Cases from ../shared/cases (tests/data/cases/README in docs/ERRORS.md):
+// peers. Cases from tests/data/cases/ (see docs/ERRORS.md):
 //   C13  back-pressure at a small high-water mark never drops an update;
 //        updates sent == updates applied; a lost update is counted, logged
 //        with its peer and key range, and fails the run;
@@ -1215,7 +1215,7 @@ TEST(TransportTest, C22ServerStepThatOverflowsFailsThePushAndNamesTheKey) {
   EXPECT_EQ(server.stats().bad_messages, 1u);
 }
 
-// Issue 11: a job that failed tells its servers so. A worker's ABORT ends
+// A job that failed tells its servers so. A worker's ABORT ends
 // the shard's Run() with the worker's reason (tether-server exits 1).
 TEST(TransportTest, AbortFromAWorkerEndsTheShardWithItsReason) {
   JobConfig c = ExactJob(1, 2, 4);
@@ -1228,7 +1228,7 @@ TEST(TransportTest, AbortFromAWorkerEndsTheShardWithItsReason) {
   EXPECT_EQ(st.message(), "[server 0] job aborted: worker 0 failed: disk full");
 }
 
-// Issue 11: a shard whose workers are all gone, one of them removed for
+// A shard whose workers are all gone, one of them removed for
 // silence and never back, did not finish its job: Run() says so (exit 1)
 // instead of OK.
 TEST(TransportTest, ShardWhoseRemovedWorkerNeverCameBackEndsWithAnError) {
@@ -1251,7 +1251,7 @@ TEST(TransportTest, ShardWhoseRemovedWorkerNeverCameBackEndsWithAnError) {
       << st.message();
 }
 
-// Issue 12: one rank, one connection. A peer that says HELLO as a working
+// One rank, one connection. A peer that says HELLO as a working
 // rank (here a raw socket, as a process on another host would) is refused
 // while that rank's connection is live, the server names both connections,
 // and the real worker goes on unharmed (it drops the server's liveness

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# tether-bench transport (docs/PERFORMANCE.md §1) and its --curve mode run
+# tether-bench transport (docs/PERFORMANCE.md) and its --curve mode run
 # their documented commands on small cells and print one table row per
 # cell: servers × keys × dims × {pull, push}, each with at least the asked
 # repetitions and a positive time on both sides. Functional only: no time
-# is asserted. It guards the commands themselves: until the sixth session
-# every cell was refused at start-up (a key space of 2^40 rows did not fit
+# is asserted. It guards the commands themselves: a
+# build once refused every cell at start-up (a key space of 2^40 rows did not fit
 # the server's memory check). Usage: bench_transport_test.sh BIN_DIR
 set -euo pipefail
 bin=$(cd "$1" && pwd)

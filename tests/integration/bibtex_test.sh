@@ -13,7 +13,7 @@
 #                  in one process (tether-worker --in_process): the same
 #                  loss at every clock, P@1/P@3/P@5/nDCG and final loss, bit
 #                  for bit (what any prefetching or batching on the tcp
-#                  path must keep, issue 14 item 3); and in one process
+#                  path must keep); and in one process
 #                  with train.pipeline off (--pipeline=false): the same bits
 #                  as pipelined
 #   config_errors  config typo / unknown flag / flag without value refused, exit != 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded worker memory (issue 15, item 4). Usage: bounded_cache_test.sh MODE BIN_DIR
+# Bounded worker memory. Usage: bounded_cache_test.sh MODE BIN_DIR
 #   bibtex  Bibtex, 2 servers + 2 workers started by hand, each worker's cache
 #           capped at 10% of the model (--cache_capacity=10%), the input layer
 #           cached too so that rows compete for the room: P@1 >= 0.60, and the

@@ -33,7 +33,7 @@ echo "worker 2 stopped ($mode)"
 # survivors must still be training for the restart to rejoin (20 epochs
 # leave them seconds of margin).
 # (A SIGTERM that lands while the worker is blocked in a wait ends that wait
-# and the worker still says BYE: issue 11.)
+# and the worker still says BYE.)
 if [ "$mode" = kill ]; then gone="worker 2 silent for"; else gone="worker 2 left"; fi
 for _ in $(seq 1 400); do
   grep -q "$gone" "$tmp/server0.log" && grep -q "$gone" "$tmp/server1.log" && break

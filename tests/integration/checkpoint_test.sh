@@ -171,7 +171,7 @@ case "$mode" in
     echo "resumed on 3 servers, 3 workers: total_samples $total, P@1 $p1"
     [ "$total" = 14640 ] || { echo "FAIL: trained $total rows, expected 3 epochs x 4880 = 14640"; exit 1; }
     # 9 runs gave 0.549-0.582 (a clean-clone CI run 0.549, on this gate's
-    # edge, with the binaries of before and after the fifth session alike);
+    # edge);
     # 1 epoch from scratch on 3 x 3 gives 0.457, so 0.53 still catches a
     # resume that lost the checkpoint's rows. The exact row count above and
     # mode exact's bit-identity are the sharp checks.

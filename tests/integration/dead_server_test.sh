@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A dead server does not hang or silently end the job (issue 11, item 3),
+# A dead server does not hang or silently end the job,
 # with real processes on 127.0.0.1 and the bundled Bibtex data (200 epochs,
 # so every kill lands mid-training). Usage: dead_server_test.sh MODE BIN_DIR
 #   launch_kill   tether-launch, 2 servers + 2 workers; SIGKILL server 1 once

@@ -19,7 +19,7 @@
 #              samples > 0 in the metrics), every training row was used
 #              once per epoch, bound_violations 0, P@1 ≥ 0.56 (one run; the
 #              median of 3 is ≥ 0.60, docs/OPERATIONS.md).
-#   launch     the acceptance scenario under tether-launch: 1 worker grown
+#   launch     the documented scenario under tether-launch: 1 worker grown
 #              to 3 at epoch 2 and shrunk to 2 at epoch 4
 #              (--elastic_schedule=2:+2,4:-1), rows dealt on demand. Exit 0,
 #              both steps logged, workers_joined 2 on each shard, every
@@ -111,9 +111,8 @@ samples = [w.get("samples", 0) for w in workers]
 print(f"P@1 {m['precision_at_1']:.4f}, bound violations {v}, workers_joined per shard {joined}, "
       f"samples per rank {samples}")
 # SSP timing and when the joiner arrives move Bibtex's P@1 from run to run:
-# 11 runs of grow gave 0.574-0.616 (3 below 0.58, on the binaries of
-# before and after the fifth session's changes alike), so one run is gated
-# at 0.56, far above an untrained or broken model; the acceptance figure
+# 11 runs of grow gave 0.574-0.616 (3 below 0.58), so one run is gated
+# at 0.56, far above an untrained or broken model; the documented figure
 # (≥ 0.60) is the median of 3 runs, docs/OPERATIONS.md "Joining and leaving".
 ok = v == 0 and len(servers) == 2 and all(j == joins for j in joined) and m["precision_at_1"] >= 0.56
 ok = ok and len(workers) >= 2 and samples[1] > 0  # rank 1 joined and trained

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bibtex in three formats trains to the same model (issue 15, item 3):
+# Bibtex in three formats trains to the same model:
 # MULAN's bibtex.arff (with its label XML), and that file converted to
 # multi-label LIBSVM by `tether-data convert`, each train with one worker
 # exactly like the XMC file: every figure of the metrics JSON is compared as

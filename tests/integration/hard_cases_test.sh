@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Second-round hard cases through the real binaries (cases in
-# ../shared/cases, copies in tests/data/cases/). Usage: hard_cases_test.sh MODE BIN_DIR
+# Hard cases C21, C24, C25 through the real binaries (cases in
+# tests/data/cases/). Usage: hard_cases_test.sh MODE BIN_DIR
 #   c21_ties   a model that scores every label alike (zero init, unlabeled
 #              training rows) gets the same P@1 on two test files that differ
 #              only in the true label's number: the expected value under a

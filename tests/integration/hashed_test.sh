@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hashed 64-bit feature ids end to end (issue 15 item 1), with 2 servers and
+# Hashed 64-bit feature ids end to end, with 2 servers and
 # 2 workers started one by one with flags. Usage: hashed_test.sh BIN_DIR
 #  - an XMC file whose feature ids include 2^63+1, 2^63+2 (equal once rounded
 #    through a double) and 2^64-1 trains with data.hashed_features: true;

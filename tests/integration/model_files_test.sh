@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model files end to end on the bundled Bibtex data (issue 11, export and
+# Model files end to end on the bundled Bibtex data (export and
 # prediction). Usage: model_files_test.sh MODE BIN_DIR
 #   predict  train in one process (1 worker, 2 shards) with --model_out, then
 #            tether-predict on the test split with 2 threads: every test

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Partitioned evaluation (issue 15, item 5) with real processes started by
+# Partitioned evaluation with real processes started by
 # hand (tcp on 127.0.0.1), Bibtex:
 #   1. train 3 epochs with 2 servers and 2 workers, SSP 2, a test evaluation
 #      after every epoch (train.eval_every_epochs 1) and checkpoints on: the

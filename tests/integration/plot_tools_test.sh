@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The plot tools right after the quick start (scripts/setup.sh installs
 # python3-matplotlib). Usage: plot_tools_test.sh BIN_DIR
+#  - tools/plot_spread.py redraws the studies' figures from docs/sweeps/;
 #  - tools/plot_metrics.py draws a PNG from a job's --metrics_dir, run as
 #    `python3 tools/plot_metrics.py` (whatever python3 is first on PATH: one
 #    without matplotlib hands over to Debian's /usr/bin/python3);
@@ -23,6 +24,14 @@ timeout 120 python3 tools/plot_metrics.py -o "$tmp/bibtex.png" "bibtex=$tmp/run"
 head -c 8 "$tmp/bibtex.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" || { echo "FAIL: no PNG written"; exit 1; }
 echo "plot_metrics.py wrote a PNG of $(stat -c %s "$tmp/bibtex.png") bytes"
 
+# The studies' figures redraw from the files committed under docs/sweeps/.
+for kind in sweep straggler; do
+  if [ "$kind" = sweep ]; then in=docs/sweeps/bibtex/sweep.json; else in=docs/sweeps/straggler/runs.csv; fi
+  timeout 120 python3 tools/plot_spread.py "$kind" "$in" -o "$tmp/$kind.png"
+  head -c 8 "$tmp/$kind.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
+    { echo "FAIL: plot_spread.py $kind wrote no PNG"; exit 1; }
+done
+
 check_missing() {  # check_missing NAME COMMAND...
   local name=$1; shift
   rc=0
@@ -34,6 +43,8 @@ check_missing() {  # check_missing NAME COMMAND...
     { echo "FAIL: $name did not say in one line which package is missing"; exit 1; }
 }
 check_missing plot_metrics.py timeout 60 /usr/bin/python3 -S tools/plot_metrics.py -o "$tmp/x.png" "$tmp/run"
+check_missing plot_spread.py timeout 60 /usr/bin/python3 -S tools/plot_spread.py sweep \
+  docs/sweeps/bibtex/sweep.json -o "$tmp/x.png"
 check_missing staleness_sweep.py timeout 60 /usr/bin/python3 -S tools/staleness_sweep.py \
   --config examples/bibtex.pbtxt --bin "$bin" --out "$tmp/sweep"
 [ ! -e "$tmp/sweep" ] || { echo "FAIL: the sweep started training without matplotlib"; exit 1; }

@@ -69,5 +69,5 @@ assert len(waits) == 2 and all(0 <= w <= 1 for w in waits), waits
 assert 0 <= float(r["wait_share"]) <= 1 and 0 <= float(r["bound_wait_share"]) <= 1, r
 print(f"PASS: {epoch_s:.3f} s/epoch, final P@1 {final:.4f}, P@1 >= 0.3 after {ttt:.3f} s, waiting {waits}")
 EOF
-grep -q "^Acceptance (issue 13: bibtex.*NOT MEASURED (bibtex not in --datasets)" "$tmp/out/study.md" ||
-  { echo "FAIL: no acceptance line in study.md"; exit 1; }
+grep -q "^Criterion (bibtex.*NOT MEASURED (bibtex not in --datasets)" "$tmp/out/study.md" ||
+  { echo "FAIL: no criterion line in study.md"; exit 1; }
