@@ -12,6 +12,8 @@
               glob at least one file. Placeholders (<target>, DIR, N, ...)
               and what a build makes (build/...) are not checked.
 
+  figures     every picture a page shows has, on the same page, the command
+              that draws it (tools/ or scripts/, naming the picture or its folder)
   doc refs    in any tracked file (a code comment, a script, a message), a
               page cited as docs/<page>.md exists; `docs/<page>.md §N` names a
               numbered heading; `docs/<page>.md, "Title"` a heading or table row
@@ -177,6 +179,40 @@ def doc_refs(root, tracked, files, texts):
     return bad
 
 
+IMAGE = re.compile(r"!\[[^\]]*\]\(\s*([^)\s]+)\s*\)")
+
+
+def figure_commands(page, text):
+    """Every picture a page shows has the command that draws it on the same
+    page: a command (in a code span or block, running something under
+    tools/ or scripts/) that names the picture's path or its folder."""
+    here = os.path.dirname(page)
+    commands = []
+    fenced = False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        spans = [line] if fenced else [m.group(2) for m in SPAN.finditer(line)]
+        commands += [s for s in spans if "tools/" in s or "scripts/" in s]
+    bad = []
+    for no, line in lines_outside_fences(text):
+        for m in IMAGE.finditer(line):
+            target = m.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue
+            path = os.path.normpath(os.path.join(here, target))
+            names = {path, os.path.dirname(path), os.path.relpath(path, here), os.path.dirname(os.path.relpath(path, here))}
+            names = {n.rstrip("/") for n in names if n and n != "."}
+            def names_it(cmd):
+                words = {w.strip("'\"").rstrip("/") for w in re.split(r"[\s=]+", cmd)}
+                return bool(words & names)
+            if not any(names_it(c) for c in commands):
+                bad.append(f"{page}:{no}: picture {target} has no command on the page that draws it "
+                           f"(a tools/ or scripts/ command naming {path} or its folder)")
+    return bad
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
     tracked, err = git_files(root)
@@ -223,6 +259,8 @@ def main():
                     spans += 1
                     if not path_exists(word, files, dirs):
                         bad.append(f"{page}:{no}: `{word}` names no tracked file or folder")
+    for page in pages:
+        bad += figure_commands(page, texts[page])
     bad += doc_refs(root, tracked, files, texts)
     for b in bad:
         print(b)

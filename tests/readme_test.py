@@ -8,10 +8,11 @@ under test. Outputs (metrics files, checkpoints, models) land in that
 folder, so a later block sees what an earlier one wrote, as a reader
 pasting them one after the other would. A block preceded by the line
 
-    <!-- not run by the README test: REASON -->
+    _Not run by the README test: REASON._
 
-is skipped, and the REASON (several hosts, SLURM, a GPU, ...) is printed;
-a marker without a reason fails. Every block runs in a process group of its
+(in italics, so the reader sees it too) is skipped, and the REASON
+(several hosts, SLURM, a GPU, ...) is printed; a marker without a reason
+fails. Every block runs in a process group of its
 own, bounded by --timeout_s, and whatever it left running is killed.
 
 Usage: readme_test.py BIN_DIR [--readme README.md] [--timeout_s 300]
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import time
 
-MARKER = re.compile(r"^<!--\s*not run by the README test:(.*?)-->\s*$")
+MARKER = re.compile(r"^_Not run by the README test: (.*?)\.?_\s*$")
 FENCE = re.compile(r"^\s{0,3}(```|~~~)\s*([\w+-]*)")
 SHELLS = {"sh", "bash", "shell"}
 

@@ -65,6 +65,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -159,6 +160,9 @@ def parse_args(argv=None):
     p.add_argument("--no_plot", action="store_true", help="write no plots (and need no matplotlib)")
     p.add_argument("extra", nargs="*", help="more flags for every tether-launch, after --")
     args = p.parse_args(argv)
+    # The command as given, for study.md: the page that shows the plots names what drew them.
+    args.command = shlex.join(["python3", "tools/straggler_study.py"]
+                              + list(sys.argv[1:] if argv is None else argv))
     if args.quick:
         args.repeats = 1
         args.epochs = 2 if args.epochs is None else args.epochs
@@ -490,7 +494,8 @@ def write_outputs(args, modes, skipped, results, plt):
     lines = ["# Straggler study", "",
              f"{args.workers} workers + {args.servers} servers, worker {args.slowdown_rank} slowed, rank 0 "
              f"evaluating after every epoch; medians of up to {args.repeats} alternated run(s) per mode"
-             + (f", {args.epochs} epochs" if args.epochs else ", the configs' epochs") + ".", ""]
+             + (f", {args.epochs} epochs" if args.epochs else ", the configs' epochs") + ".", "",
+             f"Command: `{args.command}`", ""]
     for m, why in skipped.items():
         lines.append(f"- mode `{m}` skipped: {why}")
     if skipped:

@@ -9,14 +9,12 @@
 #    dist-packages), each tool exits 1 with one line naming the Debian
 #    package, no traceback, and the sweep says so before training anything.
 # Skips (exit 77) when Debian's python3-matplotlib is not installed.
-set -euo pipefail
-bin=$(cd "$1" && pwd)
 if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   echo "SKIP: Debian's python3-matplotlib is not installed (scripts/setup.sh installs it)"
   exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/lib.sh"
+tether_test_init plot "$1"
 
 timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --epochs=2 --eval_every_epochs=1 \
   --metrics_dir="$tmp/run" >/dev/null 2>"$tmp/launch.err" || { tail -5 "$tmp/launch.err"; exit 1; }

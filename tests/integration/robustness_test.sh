@@ -14,19 +14,9 @@
 #                     stray positional argument and a typo (exit 1, named);
 #                     log lines carry one prefix
 # Every process runs under `timeout`; the listener is killed on exit.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
 cases=tests/data/cases
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # expect_ok NAME "ARGS..." "key: value" ...: exit 0 and every line present.
 expect_ok() {
@@ -121,7 +111,7 @@ with open(sys.argv[2], "w") as f:
     f.write(str(n))
 EOF
   pids+=($!)
-  for _ in $(seq 1 100); do [ -f "$tmp/port" ] && break; sleep 0.1; done
+  wait_port "$tmp/port" "$!" || fail "the listener wrote no port file"
   addr="tcp://127.0.0.1:$(cat "$tmp/port")"
   # refused NAME WANT CMD...: non-zero exit, WANT in the output, no bind.
   refused() {
