@@ -107,7 +107,8 @@ def parse_layers(path):
 
 
 def room_of(layers, relpath):
-    """The room whose folder is the longest prefix of relpath, or None."""
+    """The room whose folder (or file) is the longest prefix of relpath, or
+    None."""
     best, best_len = None, -1
     for room in layers.order:
         for folder in layers.folders[room]:
@@ -272,7 +273,7 @@ def check_links(root, files, layers, problems, unowned):
     defined = {}   # target or alias -> room
     calls = []     # (file, room, target, lib, line)
     for rel in lists:
-        room = room_of(layers, os.path.dirname(rel)) if os.path.dirname(rel) else None
+        room = room_of(layers, rel) if os.path.dirname(rel) else None
         if room is None and os.path.dirname(rel):
             unowned.add(os.path.dirname(rel))
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
