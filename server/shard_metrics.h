@@ -1,6 +1,6 @@
 // Metrics of one server shard:
 //  - JSON-lines rows `tether-server` (and the in-process job of
-//    tools/local_job.h) write to train.metrics_dir (LogShardClocks);
+//    local/local_job.h) write to train.metrics_dir (LogShardClocks);
 //  - the shard's /metrics page in the Prometheus text format
 //    (tether-server --metrics_port; docs/OPERATIONS.md, "Prometheus").
 //

@@ -1,4 +1,4 @@
-#include "tools/common_flags.h"
+#include "cli/config_flags.h"
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
