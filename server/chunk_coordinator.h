@@ -45,7 +45,7 @@
 
 namespace tether {
 
-class ChunkCoordinatorState;  // proto/tether.proto
+class ChunkCoordinatorState;  // proto/checkpoint.proto
 
 struct DataChunk {
   enum class Unit { kRows, kBytes };

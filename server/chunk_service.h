@@ -32,7 +32,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/stats.pb.h"
+#include "proto/wire.pb.h"
 #include "server/chunk_coordinator.h"
 
 namespace tether {

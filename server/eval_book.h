@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/net/eval_frames.h"
-#include "proto/tether.pb.h"
+#include "proto/wire.pb.h"
 
 namespace tether {
 

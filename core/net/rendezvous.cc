@@ -17,7 +17,7 @@
 
 #include "core/file_util.h"
 #include "core/net/curve.h"
-#include "proto/tether.pb.h"
+#include "proto/rendezvous.pb.h"
 
 namespace tether {
 
