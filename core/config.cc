@@ -16,7 +16,7 @@
 
 #include "core/memory_fit.h"
 #include "core/data_files.h"
-#include "core/net/limits.h"
+#include "core/wire_limits.h"
 
 namespace tether {
 namespace {

@@ -24,6 +24,7 @@ packages=(
   python3-numpy                          # the npz model-file test scores a model with numpy
   python3-matplotlib                     # plots of tools/plot_metrics.py, staleness_sweep.py, straggler_study.py
   procps                                 # pgrep/ps in the launcher tests
+  graphviz                               # docs/layers.svg from LAYERS (tools/layering.py dot | dot -Tsvg)
   clang libclang-rt-14-dev               # libFuzzer + sanitizers (scripts/fuzz.sh)
 )
 missing=()
