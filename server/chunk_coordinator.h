@@ -46,6 +46,7 @@
 namespace tether {
 
 class ChunkCoordinatorState;  // proto/tether.proto
+class ChunkDealingState;      // proto/coordinator.proto
 
 struct DataChunk {
   enum class Unit { kRows, kBytes };
@@ -156,6 +157,21 @@ class ChunkCoordinator {
   /// malformed (a chunk index out of range or listed twice, an epoch out of
   /// order); the coordinator is unchanged then.
   Status RestoreState(const ChunkCoordinatorState& state);
+
+  // ---- Copies (JobCoordinator::Snapshot / Restore).
+  /// The whole dealing state, exactly: each open epoch's order still to
+  /// deal and its chunks given back, every held chunk under its grant id
+  /// and holder, the counts. Fills those fields of `state` (not shape and
+  /// the service's counts).
+  void Snapshot(ChunkDealingState* state) const;
+  /// Continues exactly from `state` (a Snapshot of a coordinator over the
+  /// same chunk list, epochs and seed) in a coordinator that has dealt
+  /// nothing: held chunks stay held by their ranks, nothing is dealt again.
+  /// Errors: FailedPrecondition when this one has dealt a chunk;
+  /// InvalidArgument naming the field when `state` does not fit (an epoch
+  /// out of range, a chunk index past the list or listed twice); the
+  /// coordinator is unchanged then.
+  Status Restore(const ChunkDealingState& state);
 
  private:
   struct Epoch {

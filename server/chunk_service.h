@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "proto/coordinator.pb.h"
 #include "proto/tether.pb.h"
 #include "server/chunk_coordinator.h"
 
@@ -81,6 +82,16 @@ class ChunkService {
   /// next request is checked again. Errors: FailedPrecondition once a
   /// request has created the coordinator.
   Status Resume(ChunkCoordinatorState state);
+
+  // ---- Copies (JobCoordinator::Snapshot / Restore).
+  /// Everything, exactly (ChunkDealingState: the shape, the coordinator's
+  /// dealing, the counts, a checkpoint's state not yet applied).
+  void Snapshot(ChunkDealingState* state) const;
+  /// Replaces everything with `state` (a Snapshot's). Errors:
+  /// InvalidArgument naming the field when it does not fit its shape's
+  /// chunk list (ChunkCoordinator::Restore) or the shape is malformed;
+  /// nothing changes then.
+  Status Restore(const ChunkDealingState& state);
 
  private:
   // The log line of an epoch just completed: its rows by worker and the

@@ -120,8 +120,6 @@ std::string IncarnationHex(uint64_t id) {
 ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context)
     : config_(config),
       shard_(shard),
-      eval_book_(MaxWorkers(config.cluster())),
-      chunks_("[server " + std::to_string(shard) + "] "),
       num_shards_(config.cluster().num_servers()),
       job_id_(JobId(config)),
       incarnation_(DrawIncarnation()),
@@ -131,7 +129,12 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
       initial_workers_(config.cluster().num_workers()),
       max_workers_(MaxWorkers(config.cluster())),
       own_ctx_(context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
-      ctx_(context == nullptr ? own_ctx_.get() : context) {}
+      ctx_(context == nullptr ? own_ctx_.get() : context),
+      outbox_(log_prefix_, incarnation_, &drain_requested_, &stats_),
+      coordinator_(shard == kCoordinatorShard
+                       ? MakeLocalCoordinator({config.cluster().num_workers(), MaxWorkers(config.cluster()), log_prefix_},
+                                              &outbox_)
+                       : nullptr) {}
 
 ServerShard::~ServerShard() {
   // Stop the monitor before the socket it watches closes (its PAIR end
@@ -172,6 +175,7 @@ Status ServerShard::Bind(const std::string& endpoint) {
     }
   }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
+  outbox_.set_socket(&socket_);
   if (opts.curve.enabled()) {
     LOG(INFO) << log_prefix_ << "CURVE on: traffic encrypted, " << authorized
               << " worker key(s) admitted (security.curve.authorized_keys), server public key "
@@ -207,12 +211,7 @@ void ServerShard::AnswerHeldByes(const Status& outcome) {
   if (!outcome.ok())
     LOG(INFO) << log_prefix_ << "told " << held_byes_.size() << " finished worker(s) that the job failed";
   held_byes_.clear();
-  // The socket closes with the shard: give the replies a bounded time to
-  // leave (its linger is 0 otherwise).
-  try {
-    socket_.set(zmq::sockopt::linger, 1000);
-  } catch (const zmq::error_t&) {
-  }
+  outbox_.LingerOnClose();  // the socket closes with the shard
 }
 
 void ServerShard::FailWaitingRequests(const Status& why) {
@@ -234,16 +233,10 @@ void ServerShard::FailWaitingRequests(const Status& why) {
     const WorkerState& w = workers_[r];
     if (w.at_barrier && !w.identity.empty()) fail(w.identity, w.barrier_request, static_cast<int>(r));
   }
-  for (const int64_t round : eval_book_.WaitingRounds())  // label counts and evaluations gathered on shard 0
-    for (const EvalBook::Waiter& w : eval_book_.TakeWaiters(round)) fail(w.identity, w.request_id, w.rank);
+  if (coordinator_ != nullptr) told += coordinator_->FailWaiting(why.message());  // evaluation gathers
   if (told == 0) return;
   LOG(INFO) << log_prefix_ << "told " << told << " waiting request(s) why the job ends";
-  // The socket closes with the shard: give those replies a bounded time to
-  // leave (its linger is 0 otherwise).
-  try {
-    socket_.set(zmq::sockopt::linger, 1000);
-  } catch (const zmq::error_t&) {
-  }
+  outbox_.LingerOnClose();  // the socket closes with the shard
 }
 
 Status ServerShard::RunLoop() {
@@ -307,10 +300,7 @@ Status ServerShard::RunLoop() {
                    << (told < initial_workers_ ? "; not waiting for the others (" +
                                                      std::to_string(kLoadFailedLingerMs) + " ms since it failed)"
                                                : std::string());
-        try {
-          socket_.set(zmq::sockopt::linger, 1000);  // the refusals leave before the socket closes
-        } catch (const zmq::error_t&) {
-        }
+        outbox_.LingerOnClose();  // the refusals leave before the socket closes
         return load_failed_;
       }
       continue;
@@ -344,7 +334,7 @@ Status ServerShard::RunLoop() {
         // leaves as on its own stop signal, after a stop checkpoint when it
         // has a checkpoint dir (RequestChannel::server_stopping).
         for (const auto& w : workers_)
-          if (w.said_hello && !w.said_bye && !w.dead) TellStopping(w.identity);
+          if (w.said_hello && !w.said_bye && !w.dead) outbox_.TellStopping(w.identity);
         if (drain_grace_ms_.load() > 0) {
           LOG(INFO) << log_prefix_ << "stop requested: asking " << staying
                     << " worker(s) to take a stop checkpoint and leave; serving them for up to "
@@ -352,10 +342,7 @@ Status ServerShard::RunLoop() {
         } else {
           LOG(WARNING) << log_prefix_ << "stop requested: checkpoint.dir is not set, so the job ends without a "
                        << "checkpoint; told " << staying << " worker(s) to leave, stopping now";
-          try {
-            socket_.set(zmq::sockopt::linger, 1000);  // the workers are told before the socket closes
-          } catch (const zmq::error_t&) {
-          }
+          outbox_.LingerOnClose();  // the workers are told before the socket closes
           break;
         }
       }
@@ -440,7 +427,7 @@ Status ServerShard::RunLoop() {
   std::string removed;
   for (size_t r = 0; r < workers_.size(); ++r)
     if (workers_[r].dead) removed += (removed.empty() ? "" : ", ") + std::to_string(r);
-  bool data_done = chunks_.active() && chunks_.coordinator()->done();
+  bool data_done = coordinator_ != nullptr && coordinator_->DataDone();
   for (const auto& w : workers_) data_done = data_done || w.data_done;
   if (!removed.empty() && data_done) {
     // Data on demand: their chunks were dealt again and every row of every
@@ -458,25 +445,11 @@ Status ServerShard::RunLoop() {
 }
 
 void ServerShard::Reply(const std::string& identity, Message* reply, int rank) {
-  stats_.bytes_out += reply->keys.size() + reply->values.size();
-  reply->header.set_server_incarnation(incarnation_);
-  // A reply's want_checkpoint: this shard was told to stop (TellStopping).
-  if (drain_requested_.load()) reply->header.set_want_checkpoint(true);
-  const std::string peer = rank >= 0 ? "worker " + std::to_string(rank) : "unregistered peer";
-  Status st = SendMessage(socket_, reply, &identity, peer);
-  if (!st.ok()) {
-    ++stats_.send_failures;
-    LOG(ERROR) << log_prefix_ << "reply " << TypeName(reply->header.type()) << " lost: " << st.message();
-  }
+  outbox_.Send(identity, reply, rank);
 }
 
 void ServerShard::ReplyError(const std::string& identity, const MessageHeader& req, const std::string& error) {
-  Message reply;
-  reply.header.set_type(ERROR_REPLY);
-  reply.header.set_request_id(req.request_id());
-  reply.header.set_table_id(req.table_id());
-  reply.header.set_error(log_prefix_ + error);
-  Reply(identity, &reply, req.has_sender_rank() ? req.sender_rank() : -1);
+  outbox_.SendError(identity, req, error);
 }
 
 Status ServerShard::CheckRequest(const std::string& identity, const Message& m) const {
@@ -656,6 +629,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   switch (h.type()) {
     case HELLO: {
       if (!AdmitHello(identity, m)) return;
+      if (coordinator_ != nullptr) coordinator_->WorkerJoined(rank, w.said_hello);
       // A resumed job starts every worker at the checkpoint's clock.
       int64_t start_clock = std::max<int64_t>(0, resume_clock_);
       int64_t rejoin_clock = -1;
@@ -666,7 +640,6 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
         start_clock = clocks_.StartClock(rank);
         rejoin_clock = clocks_.clock(rank);
         ++stats_.workers_rejoined;
-        chunks_.Leave(rank);  // the new process holds none of the old one's chunks
         LOG(WARNING) << log_prefix_ << "worker " << rank << " rejoined at clock " << start_clock
                      << " (was at " << clocks_.clock(rank) << (w.dead ? ", timed out" : "") << ")";
       } else if (rank >= initial_workers_) {
@@ -690,7 +663,6 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.joined_clock = start_clock;
       w.last_seen = std::chrono::steady_clock::now();
       if (clocks_.Join(rank, start_clock)) ServeReadyPulls();
-      ForgetAdaptiveBatch(rank);
       Message reply;
       reply.header.set_type(HELLO_REPLY);
       reply.header.set_request_id(h.request_id());
@@ -744,32 +716,23 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
         ServeReadyPulls();
         if (clock_listener_) clock_listener_(clocks_.min_clock());
       }
-      if (shard_ != 0) return;
-      // Shard 0 picks the clock of a requested checkpoint (rank 0's
-      // every_seconds, or a graceful stop): two past the largest clock any
-      // worker has reported here. A worker waits for the answer to its
-      // previous CLOCK before it works at a new clock (WorkerClient::Clock),
-      // so one that reported clock L can work at L + 1 unaware, but not at
-      // L + 2 without this answer: every worker learns the clock before it
-      // gets there, whatever the staleness bound.
-      if (h.want_checkpoint() && due_checkpoint_clock_ < 0) {
-        int64_t latest = 0;
-        for (int r = 0; r < clocks_.num_workers(); ++r)
-          if (clocks_.Counts(r)) latest = std::max(latest, clocks_.clock(r));
-        due_checkpoint_clock_ = std::max(latest + 2, last_checkpoint_clock_ + 1);
-        LOG(INFO) << log_prefix_ << "worker " << rank << " asked for a checkpoint: every worker takes it at clock "
-                  << due_checkpoint_clock_;
-      }
       Message reply;
       reply.header.set_type(CLOCK_REPLY);
       reply.header.set_request_id(h.request_id());
       reply.header.set_min_clock(clocks_.min_clock());
-      if (due_checkpoint_clock_ >= 0) reply.header.set_checkpoint_clock(due_checkpoint_clock_);
-      if (h.has_adaptive_batch()) {
-        if (Status ab = ReportAdaptiveBatch(rank, h.adaptive_batch(), &reply.header); !ab.ok()) {
+      if (coordinator_ != nullptr) {
+        // The job's part: the due checkpoint's clock, the next batch size.
+        ClockReport report;
+        report.rank = rank;
+        report.want_checkpoint = h.want_checkpoint();
+        report.adaptive = h.has_adaptive_batch() ? &h.adaptive_batch() : nullptr;
+        report.latest_clock = LatestCountingClock();
+        report.bound_wait_s = w.bound_wait_s;
+        report.now = std::chrono::steady_clock::now();
+        if (Status st = coordinator_->Clock(report, &reply.header); !st.ok()) {
           ++stats_.bad_messages;
-          LOG(ERROR) << log_prefix_ << ab.message();
-          ReplyError(identity, h, ab.message());
+          LOG(ERROR) << log_prefix_ << st.message();
+          ReplyError(identity, h, st.message());
           return;
         }
       }
@@ -789,7 +752,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       w.finished = true;
       w.data_done = h.has_chunk() && h.chunk().kind() == DataOnDemandChunk::DONE;
       if (clocks_.Remove(rank)) ServeReadyPulls();
-      ForgetAdaptiveBatch(rank);
+      if (coordinator_ != nullptr) coordinator_->WorkerFinished(rank, h.samples(), h.finished());
       MaybeReleaseBarrier();
       MaybeWriteCheckpoint();
       return;
@@ -804,8 +767,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
                      pending_.end());
       DropAverageDeltas(rank, "left");
       if (clocks_.Remove(rank)) ServeReadyPulls();
-      ForgetAdaptiveBatch(rank);
-      chunks_.Leave(rank);
+      if (coordinator_ != nullptr) coordinator_->WorkerLeft(rank);
       LOG(INFO) << log_prefix_ << "worker " << rank << " left";
       if (w.finished) {
         // It finished (passed the barrier): its goodbye is answered with
@@ -822,17 +784,29 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
       }
       MaybeReleaseBarrier();
       MaybeWriteCheckpoint();
-      AnswerEvalWaiters();
       return;
     }
     case HEARTBEAT:
       return;
     case EVAL_GATHER:
-      HandleEvalGather(identity, *m);
+    case CHUNK_NEXT: {
+      Status st;
+      if (coordinator_ == nullptr) {
+        st = Status::FailedPrecondition(
+            h.type() == EVAL_GATHER
+                ? "EVAL_GATHER from worker " + std::to_string(rank) + " sent to shard " + std::to_string(shard_) +
+                      "; evaluation partials are gathered by shard 0"
+                : "CHUNK_NEXT from worker " + std::to_string(rank) + " sent to shard " + std::to_string(shard_) +
+                      ": shard 0 deals the chunks of data on demand");
+        ReplyError(identity, h, st.message());
+      } else if (h.type() == EVAL_GATHER) {
+        st = coordinator_->EvalGather(identity, *m);
+      } else {
+        st = coordinator_->ChunkNext(identity, h, LatestCountingClock());
+      }
+      if (!st.ok()) ++stats_.bad_messages;
       return;
-    case CHUNK_NEXT:
-      HandleChunkNext(identity, *m);
-      return;
+    }
     case STATS: {
       Message reply;
       reply.header.set_type(STATS_REPLY);
@@ -914,7 +888,7 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
     holder = &workers_[rank].identity;
   auto waiting = waiting_hellos_.find(rank);
   if (waiting != waiting_hellos_.end()) holder = &waiting->second.identity;
-  if (holder != nullptr && *holder != identity && ConnectionLive(*holder)) {
+  if (holder != nullptr && *holder != identity && outbox_.ConnectionLive(*holder)) {
     const std::string held_by = *holder;
     LOG(ERROR) << log_prefix_ << "second claim on " << who << " refused: connection " << PeerName(identity, *m)
                << " says HELLO as " << who << ", which connection " << DescribeIdentity(held_by)
@@ -1000,36 +974,6 @@ void ServerShard::TakeHandshakeFailures() {
   }
 }
 
-void ServerShard::TellStopping(const std::string& identity) {
-  // A HEARTBEAT whose want_checkpoint says this shard was told to stop
-  // (RequestChannel::DrainReplies reads it before dropping the probe).
-  Message probe;
-  probe.header.set_type(HEARTBEAT);
-  probe.header.set_server_incarnation(incarnation_);
-  probe.header.set_want_checkpoint(true);
-  if (Status st = SendMessage(socket_, &probe, &identity, "worker"); !st.ok())
-    LOG(WARNING) << log_prefix_ << "could not tell a worker of the stop: " << st.message();
-}
-
-bool ServerShard::ConnectionLive(const std::string& identity) {
-  // A HEARTBEAT the worker drops (RequestChannel::DrainReplies). With
-  // ROUTER_MANDATORY the identity frame fails with EHOSTUNREACH once the
-  // peer's connection is gone; a full queue (EAGAIN) means it is there.
-  MessageHeader probe;
-  probe.set_type(HEARTBEAT);
-  probe.set_server_incarnation(incarnation_);
-  const std::string header = probe.SerializeAsString();
-  try {
-    if (!socket_.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return true;
-    (void)socket_.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    (void)socket_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    (void)socket_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
-    return true;
-  } catch (const zmq::error_t& e) {
-    return e.num() != EHOSTUNREACH;
-  }
-}
-
 void ServerShard::DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs) {
   job_tables_ = specs;
   // AVERAGE (ValidateJobConfig makes it job-wide): the tables take merged
@@ -1087,7 +1031,7 @@ std::string ServerShard::Resume(const MessageHeader& h) {
     return LoadFailed("cannot resume: server " + std::to_string(shard_) + " failed to load its part of " + dir + ": " +
                       st.message());
   }
-  if (const std::string why = ResumeChunkState(dir, *m); !why.empty()) return why;
+  if (const std::string why = ResumeCoordinator(dir, *m); !why.empty()) return why;
   resume_clock_ = m->clock();
   last_checkpoint_clock_ = m->clock();
   for (int r = 0; r < clocks_.num_workers(); ++r) clocks_.Rejoin(r, resume_clock_);
@@ -1177,39 +1121,13 @@ void ServerShard::MaybeWriteCheckpoint() {
     reply.header.set_checkpoint_clock(round_.clock);
     *reply.header.add_checkpoint_files() = file;
     if (chunk_file.has_name()) *reply.header.add_checkpoint_files() = chunk_file;
-    if (shard_ == 0) {
-      for (int r = 0; r < static_cast<int>(workers_.size()); ++r) {
-        if (!Member(r)) continue;  // a joiner's slot that was never taken
-        CheckpointWorker* e = reply.header.add_checkpoint_workers();
-        e->set_rank(r);
-        auto f = round_.files.find(r);
-        if (f != round_.files.end()) {
-          e->set_kind(CheckpointWorker::TRAINING);
-          *e->mutable_file() = f->second;
-        } else if (workers_[r].finished) {
-          *e = workers_[r].finished_entry;
-          e->set_rank(r);
-          e->set_kind(CheckpointWorker::FINISHED);
-          e->set_samples(workers_[r].samples);
-        } else if (auto last = last_state_.find(r); last != last_state_.end()) {
-          e->set_kind(CheckpointWorker::LEFT);
-          *e->mutable_file() = last->second.second;
-          e->set_from_dir(last->second.first);
-        } else {
-          e->set_kind(CheckpointWorker::GONE);
-        }
-      }
-    }
+    if (coordinator_ != nullptr) coordinator_->ManifestEntries(round_.files, reply.header.mutable_checkpoint_workers());
     Reply(peer.first, &reply, rank);
   }
-  if (st.ok() && shard_ == 0) {
-    // Ranks here now have their state in this checkpoint; worker 0 copies
-    // those that left into it too, so it holds every rank's place.
-    for (auto& [r, last] : last_state_) last.first = round_.dir;
-    for (const auto& [r, f] : round_.files) last_state_[r] = {round_.dir, f};
-  }
+  // Ranks here now have their state in this checkpoint; worker 0 copies
+  // those that left into it too, so it holds every rank's place.
+  if (coordinator_ != nullptr) coordinator_->RoundEnded(round_.clock, st.ok(), round_.dir, round_.files);
   last_checkpoint_clock_ = std::max(last_checkpoint_clock_, round_.clock);
-  if (due_checkpoint_clock_ >= 0 && due_checkpoint_clock_ <= round_.clock) due_checkpoint_clock_ = -1;
   round_ = CheckpointRound();
   // The write held the event loop: nobody was silent meanwhile.
   for (WorkerState& w : workers_) w.last_seen = SteadyClock::now();
@@ -1227,13 +1145,13 @@ void ServerShard::AbandonCheckpoint(const std::string& why) {
     reply.header.set_error("checkpoint at clock " + std::to_string(round_.clock) + " abandoned: " + why);
     Reply(peer.first, &reply, rank);
   }
-  if (due_checkpoint_clock_ >= 0 && due_checkpoint_clock_ <= round_.clock) due_checkpoint_clock_ = -1;
+  if (coordinator_ != nullptr) coordinator_->RoundAbandoned(round_.clock);
   round_ = CheckpointRound();
 }
 
 Status ServerShard::WriteChunkStateIfDealing(CheckpointFile* written) {
   ChunkCoordinatorState state;
-  if (shard_ != 0 || !chunks_.SaveState(round_.clock, &state)) return Status::OK();
+  if (coordinator_ == nullptr || !coordinator_->ChunkState(round_.clock, &state)) return Status::OK();
   TETHER_RETURN_IF_ERROR(WriteChunkState(FileSystem::Default(), round_.dir, state, written));
   if (state.completed_epochs() >= state.epochs()) {
     LOG(INFO) << log_prefix_ << "checkpoint at clock " << round_.clock << ": data on demand, all "
@@ -1248,16 +1166,22 @@ Status ServerShard::WriteChunkStateIfDealing(CheckpointFile* written) {
   return Status::OK();
 }
 
-std::string ServerShard::ResumeChunkState(const std::string& dir, const CheckpointManifest& m) {
-  if (shard_ != 0) return "";
+std::string ServerShard::ResumeCoordinator(const std::string& dir, const CheckpointManifest& m) {
+  if (coordinator_ == nullptr) return "";
   StatusOr<std::optional<ChunkCoordinatorState>> state = ReadChunkState(dir, m);
   if (!state.ok()) {
     fatal_ = state.status();
     return "cannot resume: " + state.status().message();
   }
-  if (!state->has_value()) return "";
-  if (Status st = chunks_.Resume(std::move(**state)); !st.ok()) return "cannot resume: " + st.message();
+  if (Status st = coordinator_->Resumed(m.clock(), std::move(*state)); !st.ok()) return "cannot resume: " + st.message();
   return "";
+}
+
+int64_t ServerShard::LatestCountingClock() const {
+  int64_t latest = 0;
+  for (int r = 0; r < clocks_.num_workers(); ++r)
+    if (clocks_.Counts(r)) latest = std::max(latest, clocks_.clock(r));
+  return latest;
 }
 
 void ServerShard::AdmitWaitingHellos() {
@@ -1403,95 +1327,8 @@ void ServerShard::ServeReadyPulls() {
   }
 }
 
-bool ServerShard::EvalExcused(int rank) const {
-  // Joiners hold no part of the test set (it is split over the initial
-  // ranks): they owe no partial, and one they send is merged all the same.
-  if (rank >= initial_workers_ || rank >= static_cast<int>(workers_.size())) return true;
-  const WorkerState& w = workers_[rank];
-  return w.said_bye || w.dead;
-}
-
 bool ServerShard::Member(size_t rank) const {
   return rank < static_cast<size_t>(initial_workers_) || (rank < workers_.size() && workers_[rank].said_hello);
-}
-
-void ServerShard::HandleEvalGather(const std::string& identity, const Message& m) {
-  const MessageHeader& h = m.header;
-  const int rank = h.sender_rank();
-  const std::string who = "worker " + std::to_string(rank);
-  if (shard_ != 0) {
-    ++stats_.bad_messages;
-    ReplyError(identity, h, "EVAL_GATHER from " + who + " sent to shard " + std::to_string(shard_) +
-                                "; evaluation partials are gathered by shard 0");
-    return;
-  }
-  std::vector<EvalPartial> mine;
-  if (Status st = UnpackEvalPartials(m, who, &mine); !st.ok()) {
-    ++stats_.bad_messages;
-    ReplyError(identity, h, st.message());
-    return;
-  }
-  for (const EvalPartial& p : mine) {
-    if (p.rank() != rank) {
-      ++stats_.bad_messages;
-      ReplyError(identity, h, "EVAL_GATHER from " + who + " carries the partial of rank " + std::to_string(p.rank()));
-      return;
-    }
-    (void)eval_book_.Put(h.eval_round(), p);  // rank checked above (CheckRequest)
-  }
-  const auto excused = [this](int r) { return EvalExcused(r); };
-  Message reply;
-  reply.header.set_type(EVAL_GATHER_REPLY);
-  reply.header.set_request_id(h.request_id());
-  reply.header.set_eval_round(h.eval_round());
-  switch (h.eval_want()) {
-    case MessageHeader::EVAL_WAIT:
-      eval_book_.Park(h.eval_round(), {identity, h.request_id(), rank});
-      AnswerEvalWaiters();
-      return;
-    case MessageHeader::EVAL_POLL: {
-      std::vector<EvalPartial> all;
-      const bool complete = eval_book_.TakeComplete(h.eval_round(), excused, &all);
-      reply.header.set_eval_complete(complete);
-      if (complete) {
-        if (Status st = PackEvalPartials(all, &reply); !st.ok()) {
-          ReplyError(identity, h, st.message());
-          return;
-        }
-      }
-      break;
-    }
-    default:
-      reply.header.set_eval_complete(eval_book_.Complete(h.eval_round(), excused));
-      break;
-  }
-  Reply(identity, &reply, rank);
-}
-
-void ServerShard::AnswerEvalWaiters() {
-  if (shard_ != 0) return;
-  const auto excused = [this](int r) { return EvalExcused(r); };
-  for (const int64_t round : eval_book_.WaitingRounds()) {
-    std::vector<EvalPartial> all;
-    if (!eval_book_.TakeComplete(round, excused, &all)) continue;
-    for (const EvalBook::Waiter& w : eval_book_.TakeWaiters(round)) {
-      const WorkerState& ws = workers_[w.rank];
-      if (ws.said_bye || ws.dead) continue;  // left meanwhile: nobody to answer
-      Message reply;
-      reply.header.set_type(EVAL_GATHER_REPLY);
-      reply.header.set_request_id(w.request_id);
-      reply.header.set_eval_round(round);
-      reply.header.set_eval_complete(true);
-      MessageHeader req;
-      req.set_request_id(w.request_id);
-      req.set_sender_rank(w.rank);
-      if (Status st = PackEvalPartials(all, &reply); !st.ok()) {
-        ReplyError(w.identity, req, st.message());
-        continue;
-      }
-      Reply(w.identity, &reply, w.rank);
-    }
-  }
 }
 
 void ServerShard::MaybeReleaseBarrier() {
@@ -1507,10 +1344,9 @@ void ServerShard::MaybeReleaseBarrier() {
     if (evaluator < 0 && w.at_barrier && !w.said_bye && !w.dead) evaluator = static_cast<int>(r);
   }
   if (evaluator < 0) return;  // nobody is waiting
-  // Once the job's evaluator is chosen, it stays: a late joiner at a later
-  // release must not evaluate (and overwrite the metrics of) a finished job.
-  if (job_evaluator_ < 0) job_evaluator_ = evaluator;
-  evaluator = job_evaluator_;
+  // The job coordinator fixes the evaluator (its first release's); the
+  // workers read it from the coordinator's shard only.
+  if (coordinator_ != nullptr) evaluator = coordinator_->Evaluator(evaluator);
   int64_t latest = 0;
   for (int r = 0; r < clocks_.num_workers(); ++r) latest = std::max(latest, clocks_.clock(r));
   for (size_t r = 0; r < workers_.size(); ++r) {
@@ -1521,7 +1357,7 @@ void ServerShard::MaybeReleaseBarrier() {
     reply.header.set_request_id(w.barrier_request);
     reply.header.set_samples(total);
     reply.header.set_clock(latest);  // the largest clock any worker reached
-    reply.header.set_evaluator_rank(evaluator);
+    if (coordinator_ != nullptr) reply.header.set_evaluator_rank(evaluator);
     Reply(w.identity, &reply, static_cast<int>(r));
     w.at_barrier = false;
   }
@@ -1530,62 +1366,6 @@ void ServerShard::MaybeReleaseBarrier() {
 }  // namespace tether
 
 namespace tether {
-
-void StalenessHistogram::Add(uint64_t tau) {
-  ++count[std::min<uint64_t>(tau, kBuckets - 1)];
-  ++pushes;
-  sum += tau;
-  max = std::max(max, tau);
-}
-
-Status ServerShard::ReportAdaptiveBatch(int rank, const AdaptiveBatchClock& report, MessageHeader* reply) {
-  AdaptiveBatchClock settings = report;
-  settings.clear_rows();
-  settings.clear_batch_size();
-  if (batch_controller_ == nullptr) {
-    BatchControllerOptions o;
-    o.minibatch_size = settings.minibatch_size();
-    o.b_min = settings.config().b_min();
-    o.b_max = settings.config().b_max();
-    o.warmup_clocks = settings.config().warmup_clocks();
-    o.window_clocks = settings.config().window_clocks();
-    o.smoothing = settings.config().smoothing();
-    if (Status st = CheckBatchControllerOptions(o); !st.ok())
-      return Status::InvalidArgument("CLOCK from worker " + std::to_string(rank) +
-                                     ": train.adaptive_batch refused: " + st.message());
-    batch_controller_ = std::make_unique<BatchController>(o);
-    adaptive_settings_ = settings;
-    LOG(INFO) << log_prefix_ << "adaptive batch sizes in [" << o.b_min << ", " << o.b_max << "], mean "
-              << o.minibatch_size << ", after " << o.warmup_clocks << " warm-up clocks (from worker " << rank << ")";
-  } else if (settings.SerializeAsString() != adaptive_settings_.SerializeAsString()) {
-    return Status::InvalidArgument("CLOCK from worker " + std::to_string(rank) +
-                                   ": train.adaptive_batch differs from the job's (first reported): worker " +
-                                   std::to_string(rank) + " has {" + settings.ShortDebugString() + "}, the job {" +
-                                   adaptive_settings_.ShortDebugString() + "}");
-  }
-  const auto now = std::chrono::steady_clock::now();
-  const double bound_wait = workers_[rank].bound_wait_s;
-  double busy = 0;
-  auto [it, first] = batch_timing_.try_emplace(rank);
-  if (!first) {
-    busy = std::chrono::duration<double>(now - it->second.last_clock).count() - (bound_wait - it->second.bound_wait_s);
-    busy = std::max(0.0, busy);
-  }
-  it->second.last_clock = now;
-  it->second.bound_wait_s = bound_wait;
-  const int before = batch_controller_->batch(rank);
-  const int b = batch_controller_->Report(rank, report.rows(), busy);
-  if (b != before)
-    VLOG(1) << log_prefix_ << "worker " << rank << " batch " << before << " -> " << b << " ("
-            << batch_controller_->rate(rank) << " rows/s)";
-  reply->set_batch_size(b);
-  return Status::OK();
-}
-
-void ServerShard::ForgetAdaptiveBatch(int rank) {
-  batch_timing_.erase(rank);
-  if (batch_controller_ != nullptr) batch_controller_->Remove(rank);
-}
 
 void ServerShard::AddDelta(const std::string& identity, const Message& m) {
   const MessageHeader& h = m.header;
@@ -1726,7 +1506,7 @@ Status ServerShard::CheckWorkerTimeouts() {
     // Told now, unasked: a worker that was stopped (SIGSTOP, a swapped-out
     // host) reads it when it wakes, before it finds this shard gone. A dead
     // one's connection is closed: nobody to tell.
-    if (!w.identity.empty() && ConnectionLive(w.identity)) {
+    if (!w.identity.empty() && outbox_.ConnectionLive(w.identity)) {
       Message removed;
       removed.header.set_type(REMOVED);
       removed.header.set_error(log_prefix_ + "worker " + std::to_string(rank) + " " + w.removed_why);
@@ -1738,41 +1518,11 @@ Status ServerShard::CheckWorkerTimeouts() {
                  << clocks_.clock(rank) << " (slowest other worker at "
                  << (others == ClockTracker::kNoWorkers ? std::string("none") : std::to_string(others)) << ")";
     if (clocks_.Remove(rank)) ServeReadyPulls();
-    ForgetAdaptiveBatch(rank);
-    chunks_.Leave(rank);
+    if (coordinator_ != nullptr) coordinator_->WorkerRemoved(rank);
     MaybeWriteCheckpoint();
     MaybeReleaseBarrier();
-    AnswerEvalWaiters();
   }
   return Status::OK();
-}
-
-void ServerShard::HandleChunkNext(const std::string& identity, const Message& m) {
-  const MessageHeader& h = m.header;
-  const int rank = h.sender_rank();
-  if (shard_ != 0) {
-    ++stats_.bad_messages;
-    ReplyError(identity, h, "CHUNK_NEXT from worker " + std::to_string(rank) + " sent to shard " +
-                                std::to_string(shard_) + ": shard 0 deals the chunks of data on demand");
-    return;
-  }
-  // A waiting worker catches up to the fastest counting worker with empty
-  // clocks (DataOnDemandChunk.max_clock), never past it.
-  int64_t max_clock = 0;
-  for (int r = 0; r < clocks_.num_workers(); ++r)
-    if (clocks_.Counts(r)) max_clock = std::max(max_clock, clocks_.clock(r));
-  StatusOr<DataOnDemandChunk> out = chunks_.Next(rank, h.chunk(), max_clock);
-  if (!out.ok()) {
-    ++stats_.bad_messages;
-    LOG(ERROR) << log_prefix_ << out.status().message();
-    ReplyError(identity, h, out.status().message());
-    return;
-  }
-  Message reply;
-  reply.header.set_type(CHUNK_REPLY);
-  reply.header.set_request_id(h.request_id());
-  *reply.header.mutable_chunk() = std::move(out).value();
-  Reply(identity, &reply, rank);
 }
 
 ShardStats ServerShard::SnapshotStats() const {
@@ -1796,7 +1546,13 @@ ShardStats ServerShard::SnapshotStats() const {
     *s.add_workers() = workers_[r].stats;
   }
   for (const auto& t : tables_) s.add_table_rows(IsRowTable(t->spec()) ? t->num_rows() : 0);
-  chunks_.FillStats(&s);
+  if (coordinator_ != nullptr) {
+    coordinator_->FillStats(&s);
+  } else {  // deals no chunks
+    s.set_chunks_dealt(0);
+    s.set_chunks_redealt(0);
+    s.set_rows_redealt(0);
+  }
   ShardKeyListStats* kl = s.mutable_key_lists();
   kl->set_defined(key_list_stats_.defined);
   kl->set_used(key_list_stats_.used);

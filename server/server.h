@@ -27,54 +27,14 @@
 #include "core/net/message.h"
 #include "core/net/zap_handler.h"
 #include "core/status.h"
-#include "server/batch_controller.h"
-#include "server/chunk_service.h"
 #include "server/clock_tracker.h"
-#include "server/eval_book.h"
+#include "server/coordinator/job_coordinator.h"
 #include "server/model_average.h"
+#include "server/shard_outbox.h"
+#include "server/shard_stats.h"
 #include "server/table.h"
 
 namespace tether {
-
-/// Staleness τ of applied pushes (Zhang et al., IJCAI 2016): how many
-/// updates to the table landed between the version a gradient was computed
-/// from and its own application.
-struct StalenessHistogram {
-  static constexpr int kBuckets = 64;  // τ = 0..62 exactly, the last bucket ≥ 63
-  uint64_t count[kBuckets] = {};
-  uint64_t pushes = 0, sum = 0, max = 0;
-  void Add(uint64_t tau);
-  double mean() const { return pushes ? static_cast<double>(sum) / pushes : 0.0; }
-};
-
-// The shard's counters, listed once: each is a uint64_t member of
-// ServerStats and the ShardStats field of the same name (proto/tether.proto
-// says what each counts), so STATS_REPLY cannot leave one out.
-#define TETHER_SERVER_COUNTERS(X)                                                      \
-  X(pulls)             /* PULL requests served */                                      \
-  X(pushes)            /* PUSH requests applied */                                     \
-  X(rows_pulled)       /* rows sent in pull replies (row tables) */                    \
-  X(rows_pushed)       /* rows of gradients applied (row tables) */                    \
-  X(updates_applied)   /* rows applied, a dense push counting 1; equals the */         \
-                       /* workers' ClientStats::updates_sent once all are answered */  \
-  X(bytes_in)          /* keys and values frames received */                           \
-  X(bytes_out)         /* keys and values frames sent */                               \
-  X(deferred_pulls)    /* pulls that waited on the staleness bound */                  \
-  X(bound_violations)  /* pulls answered past their bound: must stay 0 */              \
-  X(bad_messages)      /* answered with ERROR_REPLY */                                 \
-  X(send_failures)     /* replies that could not be delivered */                       \
-  X(workers_timed_out) /* removed from the min clock for silence */                    \
-  X(workers_rejoined)  /* HELLO again from a known rank */                           \
-  X(workers_joined)    /* HELLO from a new rank beyond cluster.num_workers */
-
-/// Counters a shard keeps; logged at exit and sent in STATS_REPLY as a
-/// ShardStats (SnapshotStats()).
-struct ServerStats {
-#define TETHER_DECLARE_COUNTER(name) uint64_t name = 0;
-  TETHER_SERVER_COUNTERS(TETHER_DECLARE_COUNTER)
-#undef TETHER_DECLARE_COUNTER
-  StalenessHistogram staleness;  // over all tables of the shard
-};
 
 class ServerShard {
  public:
@@ -228,9 +188,6 @@ class ServerShard {
   };
 
   Status RunLoop();  // Run() less the final tick
-  // Tells the worker at `identity`, unasked, that this shard was told to
-  // stop (StopAfterWorkers): a HEARTBEAT with want_checkpoint set.
-  void TellStopping(const std::string& identity);
   // Run() ended with `why`: every request held waiting gets it as an ERROR_REPLY.
   void FailWaitingRequests(const Status& why);
   void Handle(const std::string& identity, Message* m);
@@ -272,9 +229,6 @@ class ServerShard {
   // (defining them from worker 0's, or comparing with them). Returns false when the HELLO was refused (error reply sent) or
   // must wait for worker 0's (kept in waiting_hellos_).
   bool AdmitHello(const std::string& identity, Message* m);
-  // Whether the ROUTER still has a connection for `identity` (a message
-  // the worker ignores is sent to it; see AdmitHello).
-  bool ConnectionLive(const std::string& identity);
   // Logs and counts the handshake failures the monitor reported.
   void TakeHandshakeFailures();
   void DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs);
@@ -284,18 +238,6 @@ class ServerShard {
   // answers them all (MaybeWriteCheckpoint, also called when a worker
   // reaches the barrier, leaves or is removed).
   void HandleCheckpoint(const std::string& identity, const Message& m);
-  // Partitioned evaluation (EVAL_GATHER, shard 0 only; server/eval_book.h):
-  // stores the sender's partial and answers as it asked (ack, poll, wait).
-  void HandleEvalGather(const std::string& identity, const Message& m);
-  // Data on demand (CHUNK_NEXT, shard 0 only; server/chunk_service.h):
-  // counts the completion the request carries and deals the next chunk.
-  void HandleChunkNext(const std::string& identity, const Message& m);
-  // Answers the EVAL_WAIT requests whose round is now complete (after a
-  // partial arrived, or a worker left or was removed).
-  void AnswerEvalWaiters();
-  // Rank r owes no partials: it left (BYE), was removed, or joined beyond
-  // the initial ranks (joiners hold no part of the test set).
-  bool EvalExcused(int rank) const;
   // Whether rank r is in the job's membership: an initial rank (joined or
   // still expected), or one that joined later. A joiner's slot that was
   // never taken is not: it holds no barrier, evaluation or exit back.
@@ -304,12 +246,15 @@ class ServerShard {
   // Ends the pending round without writing it: every worker waiting at it
   // gets a CHECKPOINT_REPLY with checkpoint_abandoned and `why`.
   void AbandonCheckpoint(const std::string& why);
-  // Data on demand in checkpoints (server/chunk_state.h), shard 0 only:
-  // writes chunks.state into the round's directory when chunks are being
-  // dealt (*written keeps no name otherwise), and on a resume hands the
-  // checkpoint's state to chunks_ ("" or why the resume is refused).
+  // Data on demand in checkpoints (server/chunk_state.h), with a job
+  // coordinator: writes chunks.state into the round's directory when
+  // chunks are being dealt (*written keeps no name otherwise), and on a
+  // resume hands the checkpoint's clock and state to the coordinator ("" or
+  // why the resume is refused).
   Status WriteChunkStateIfDealing(CheckpointFile* written);
-  std::string ResumeChunkState(const std::string& dir, const CheckpointManifest& m);
+  std::string ResumeCoordinator(const std::string& dir, const CheckpointManifest& m);
+  // The largest clock of the workers that count (0 when none).
+  int64_t LatestCountingClock() const;
   // Worker 0's HELLO of a resumed job: loads this shard's rows. Returns
   // "" or why the HELLO is refused (a failed load is also recorded in
   // load_failed_: LoadFailed).
@@ -321,8 +266,6 @@ class ServerShard {
   JobConfig config_;
   int shard_;
   std::unique_ptr<ModelAverager> averager_;  // AVERAGE jobs only (set by DefineTables)
-  EvalBook eval_book_;  // partitioned evaluation (shard 0)
-  ChunkService chunks_;  // data on demand (shard 0)
   int num_shards_;
   std::string job_id_;
   uint64_t incarnation_;
@@ -369,24 +312,13 @@ class ServerShard {
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;  // event loop only
   Status aborted_;  // set by a worker's ABORT: Run() returns it
   std::function<void(int64_t)> clock_listener_;
-  // Adaptive batch sizes (shard 0; server/batch_controller.h): made at the
-  // first CLOCK that carries a report, with its settings (adaptive_settings_).
-  std::unique_ptr<BatchController> batch_controller_;
-  AdaptiveBatchClock adaptive_settings_;  // rows and batch_size cleared
-  struct BatchTiming {
-    std::chrono::steady_clock::time_point last_clock;  // its previous CLOCK
-    double bound_wait_s = 0;                            // WorkerState::bound_wait_s then
-  };
-  std::map<int, BatchTiming> batch_timing_;  // by rank
-  // A CLOCK's report: feeds the controller (busy time = time since the
-  // rank's previous CLOCK less its bound wait since) and puts the size it
-  // answers into `reply`. Errors: settings that differ from the first
-  // report's, or that the controller refuses (InvalidArgument).
-  Status ReportAdaptiveBatch(int rank, const AdaptiveBatchClock& report, MessageHeader* reply);
-  // Takes `rank` out of the controller (finished, left, removed, rejoined).
-  void ForgetAdaptiveBatch(int rank);
   std::function<void(bool)> tick_listener_;
   ServerStats stats_;
+  ShardOutbox outbox_;  // on socket_, once bound
+  // The job coordinator when this shard's process hosts it (shard
+  // kCoordinatorShard), else null: this shard then refuses the requests
+  // that are the coordinator's.
+  std::unique_ptr<JobCoordinator> coordinator_;
   // Reply values frames. Frames still queued in ZeroMQ when the shard is
   // destroyed keep the pool's state alive until they are sent or dropped.
   FramePool reply_pool_;
@@ -399,7 +331,6 @@ class ServerShard {
     std::map<int, CheckpointFile> files;                       // rank → its state file
   };
   CheckpointRound round_;
-  int64_t due_checkpoint_clock_ = -1;   // shard 0: the clock picked on a want_checkpoint
   int64_t last_checkpoint_clock_ = -1;
   // StopAfterWorkers: last_checkpoint_clock_ when the stop was first seen (a
   // larger one since is the stop checkpoint), and job_finished().
@@ -412,14 +343,7 @@ class ServerShard {
   // The first HELLO's train.epochs (MessageHeader.train_epochs): every
   // later HELLO that carries it must agree.
   std::optional<int64_t> hello_epochs_;
-  // The rank that evaluates, fixed by the first release of the barrier: a
-  // worker reaching the barrier after it (a late joiner) is told the same
-  // rank, never made the evaluator of a job already reported.
-  int job_evaluator_ = -1;
   int64_t resume_clock_ = -1;           // the clock this shard resumed at, or −1
-  // Shard 0: each rank's state file at the last checkpoint it took part in,
-  // and that checkpoint's directory (a rank that leaves is LEFT from it).
-  std::map<int, std::pair<std::string, CheckpointFile>> last_state_;
   Status fatal_;                        // ends Run() with this error
   // This shard could not load its part of the checkpoint (--resume_from or
   // worker 0's): it refuses every HELLO with `load_failed_why_`, so that
