@@ -458,7 +458,7 @@ TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {
   j = *c;
   j.mutable_train()->set_data_on_demand(true);
   j.mutable_checkpoint()->set_dir("/tmp/ckpt");
-  EXPECT_TRUE(ValidateJobConfig(j).ok()) << "data on demand checkpoints (server/chunk_state.h): "
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << "data on demand checkpoints (checkpoint/chunk_state.h): "
                                          << ValidateJobConfig(j).message();
   // Joins still do not combine with checkpoints (the cut, not the data).
   j.mutable_cluster()->set_max_workers(j.cluster().num_workers() + 1);

@@ -139,7 +139,7 @@ class ChunkCoordinator {
   /// Per worker (every rank that ever asked).
   const std::map<int, WorkerCounts>& workers() const { return workers_; }
 
-  // ---- Checkpoints (server/chunk_state.h; defined in chunk_state.cc).
+  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/chunk_state.cc).
   /// Fills the dealing fields of `state` (chunks_per_epoch, epochs, seed,
   /// shuffle, epoch_barrier, completed_epochs, epoch_rows, open, done_ahead,
   /// next_id, redealt counts, workers' counts); the shape fields of the

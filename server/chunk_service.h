@@ -71,7 +71,7 @@ class ChunkService {
   /// The coordinator, or null before the first request.
   const ChunkCoordinator* coordinator() const { return coordinator_.get(); }
 
-  // ---- Checkpoints (server/chunk_state.h; defined in chunk_state.cc).
+  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/chunk_state.cc).
   /// The dealing state now, with the job's shape and `clock`; false (and
   /// `*state` untouched) before the first request.
   bool SaveState(int64_t clock, ChunkCoordinatorState* state) const;

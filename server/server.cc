@@ -14,9 +14,10 @@
 #include "core/net/eval_frames.h"
 #include "core/net/transport.h"
 #include "core/partition.h"
-#include "server/checkpoint.h"
-#include "server/chunk_state.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/chunk_state.h"
 #include "server/shard_memory.h"
+#include "server/table_checkpoint.h"
 
 namespace tether {
 namespace {
@@ -1096,7 +1097,7 @@ void ServerShard::MaybeWriteCheckpoint() {
                               : WriteShardCheckpoint(FileSystem::Default(), round_.dir, shard_, num_shards_,
                                                      round_.clock, tables_, &file);
   // Data on demand: shard 0's dealing state, in this same turn of the loop
-  // as its rows (server/chunk_state.h says why the two agree).
+  // as its rows (checkpoint/chunk_state.h says why the two agree).
   CheckpointFile chunk_file;
   if (st.ok()) st = WriteChunkStateIfDealing(&chunk_file);
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();

@@ -246,7 +246,7 @@ class ServerShard {
   // Ends the pending round without writing it: every worker waiting at it
   // gets a CHECKPOINT_REPLY with checkpoint_abandoned and `why`.
   void AbandonCheckpoint(const std::string& why);
-  // Data on demand in checkpoints (server/chunk_state.h), with a job
+  // Data on demand in checkpoints (checkpoint/chunk_state.h), with a job
   // coordinator: writes chunks.state into the round's directory when
   // chunks are being dealt (*written keeps no name otherwise), and on a
   // resume hands the checkpoint's clock and state to the coordinator ("" or

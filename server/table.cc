@@ -42,14 +42,6 @@ void HugePageDeallocate(void* p, size_t bytes) {
 
 }  // namespace table_internal
 
-float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, float bound) {
-  uint64_t h = MixKey(MixKey(seed ^ (static_cast<uint64_t>(table_id) << 56)) ^ key);
-  h = MixKey(h + j);
-  // Top 24 bits → uniform in [0, 1).
-  float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
-  return (2.0f * u - 1.0f) * bound;
-}
-
 ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, uint64_t max_rows)
     : spec_(spec),
       optimizer_(spec.optimizer()),

@@ -12,8 +12,9 @@
 #include <thread>
 
 #include "core/env.h"
-#include "server/checkpoint.h"
-#include "server/optimizer.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/trained_model.h"
+#include "optim/optimizer.h"
 #include "server/server.h"
 #include "sparse/cpu_backend.h"
 #include "worker/client.h"
@@ -285,7 +286,7 @@ TEST(ConsistencyTest, AspWithJoinsAndLeavesNeverBlocks) {
   RunRandomSchedule(-1, true, 2, 400, 15, 0, true, /*max_workers=*/6);
 }
 
-// Checkpoints are a consistent cut (server/checkpoint.h), whatever the
+// Checkpoints are a consistent cut (checkpoint/checkpoint.h), whatever the
 // bound: W workers, each on its own thread, own key w and push +1 to it once
 // per clock for K clocks, with random jitter and a pull per clock (so SSP
 // makes them wait on each other); every 7th clock is a checkpoint clock

@@ -68,7 +68,7 @@
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/status.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "tools/common_flags.h"
 #include "tools/elastic_schedule.h"
 #include "tools/metrics_flags.h"

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "core/trained_model.h"
+#include "checkpoint/trained_model.h"
 #include "proto/tether.pb.h"
 #include "worker/trainer.h"
 

@@ -1,14 +1,14 @@
 // Writing model files from a job: what tether-export, tether-worker
-// --model_out and the tests share (core/model_file.h writes the bytes).
+// --model_out and the tests share (checkpoint/model_file.h writes the bytes).
 //
 // Thread-safety: the functions share no state.
 #pragma once
 
 #include <string>
 
-#include "core/model_file.h"
+#include "checkpoint/model_file.h"
 #include "core/status.h"
-#include "core/trained_model.h"
+#include "checkpoint/trained_model.h"
 #include "proto/tether.pb.h"
 
 namespace tether {

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
-#include "core/model_file.h"
+#include "checkpoint/model_file.h"
 #include "tools/flag_parser.h"
 #include "tools/predictor.h"
 #include "worker/model_registry.h"

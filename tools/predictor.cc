@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "core/metrics.h"
-#include "server/table.h"
+#include "core/table_spec.h"
 #include "sparse/backend.h"
 #include "worker/dense_mlp.h"
 #include "worker/evaluator.h"

@@ -3,7 +3,7 @@
 // compute backend (sparse/backend.h), fed from a TrainedModel's tables
 // instead of the parameter server. A row absent from a row table (a feature
 // or label never trained) takes its initializer's value, as the server
-// would have created it (InitialWeight, server/table.h).
+// would have created it (InitialWeight, core/table_spec.h).
 //
 // Work is split into blocks of rows dealt to `threads` threads, each with
 // its own backend and compute object. Metrics are added to one Evaluator
@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/model_file.h"
+#include "checkpoint/model_file.h"
 #include "core/status.h"
-#include "core/trained_model.h"
+#include "checkpoint/trained_model.h"
 #include "sparse/reader.h"
 
 namespace tether {

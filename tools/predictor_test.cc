@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "server/table.h"
+#include "core/table_spec.h"
 #include "worker/model_registry.h"
 
 namespace tether {

@@ -30,7 +30,7 @@
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "tools/common_flags.h"

@@ -14,7 +14,7 @@
 #include "core/file_util.h"
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "tools/common_flags.h"
 #include "tools/metrics_flags.h"
 #include "tools/local_job.h"

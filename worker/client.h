@@ -132,7 +132,7 @@ struct ClientOptions {
   /// between requests. 0 maps a fresh buffer per message.
   uint64_t frame_pool_idle_bytes = kDefaultFramePoolIdleBytes;
   /// A resumed job: the checkpoint directory and its clock, sent at HELLO
-  /// (every shard loads its rows from there; see server/checkpoint.h).
+  /// (every shard loads its rows from there; see checkpoint/checkpoint.h).
   std::string resume_from;
   int64_t resume_clock = -1;
   /// The parameter cache's capacity in bytes over all tables (ParamCache;
@@ -157,7 +157,7 @@ struct ClientOptions {
 struct CheckpointReply {
   std::vector<CheckpointFile> shard_files;  // in shard order
   // Further files a shard wrote into the checkpoint (shard 0's chunks.state
-  // with data on demand: server/chunk_state.h); the manifest lists them.
+  // with data on demand: checkpoint/chunk_state.h); the manifest lists them.
   std::vector<CheckpointFile> extra_files;
   std::vector<CheckpointWorker> workers;    // one per rank
   // A shard abandoned the round (a worker that had to take part was

@@ -32,7 +32,7 @@
 #include "core/net/eval_frames.h"
 #include "sparse/backend.h"
 #include "sparse/idx_reader.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "sparse/reader.h"
 #include "sparse/row_stream.h"
 #include "worker/chunk_feed.h"
@@ -688,7 +688,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       LOG(WARNING) << who << "resuming with another train.seed, data.train_file or data.train_split than the "
                    << "checkpoint's: the rows left of the epoch are those of the checkpoint's order, the model's "
                    << "state continues, but the run is not the one that was stopped";
-    // Data on demand: shard 0 resumes the dealing (server/chunk_state.h);
+    // Data on demand: shard 0 resumes the dealing (checkpoint/chunk_state.h);
     // this worker's state is its counters (worker/on_demand_resume.h).
     if (Status st = CheckDataOnDemandResume(manifest, resume_dir, config, train.features.rows); !st.ok())
       return st.WithPrefix("[worker " + std::to_string(rank) + "]");

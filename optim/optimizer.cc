@@ -1,4 +1,4 @@
-#include "server/optimizer.h"
+#include "optim/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@ namespace {
 
 // The update loops are compiled twice, for baseline x86-64 and for
 // x86-64-v3 (AVX2 + FMA), and picked at load time (as in
-// sparse/cpu_backend.cc): 8-wide sqrt and division without requiring
+// compute/cpu_backend.cc): 8-wide sqrt and division without requiring
 // -march=native at build time. A server applies these to every pushed row,
 // so they sit on the critical path of each minibatch. The AVX2 clone fuses
 // multiply-adds, so its results differ from the baseline clone's in the

@@ -1,4 +1,4 @@
-// Model files: a TrainedModel (core/trained_model.h) as the files users keep
+// Model files: a TrainedModel (checkpoint/trained_model.h) as the files users keep
 // and load elsewhere (tether-export writes them, tether-predict reads them).
 //
 //  - safetensors (https://github.com/huggingface/safetensors, the published
@@ -25,7 +25,7 @@
 // "tables" (JSON array: per table its id, name, kind, dim, size, num_keys,
 // key_base and initializer {kind, bound, seed}: a row absent from "t.keys"
 // was never trained and its value is InitialWeight(seed, id, key, column,
-// bound) for UNIFORM, 0 for ZEROS; server/table.h), "table_spec.NAME" (the
+// bound) for UNIFORM, 0 for ZEROS; core/table_spec.h), "table_spec.NAME" (the
 // TableSpec as Protobuf text), "job_config" (the JobConfig as Protobuf
 // text), and "label_counts_rows" (N, the training rows counted) with the
 // counts. Floats are printed with 9 significant digits (exact for float).
@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/trained_model.h"
+#include "checkpoint/trained_model.h"
 
 namespace tether {
 

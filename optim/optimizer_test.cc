@@ -1,4 +1,4 @@
-#include "server/optimizer.h"
+#include "optim/optimizer.h"
 
 #include <gtest/gtest.h>
 

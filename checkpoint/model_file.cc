@@ -1,4 +1,4 @@
-#include "core/model_file.h"
+#include "checkpoint/model_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -332,7 +332,7 @@ Status CheckModelFilePath(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) return Status::NotFound(path + ": no such file");
-  // The names and first bytes of a checkpoint's files (server/checkpoint.h:
+  // The names and first bytes of a checkpoint's files (checkpoint/checkpoint.h:
   // kManifestName, the shard files' magic number, WorkerFileName).
   const std::string manifest = "MANIFEST";
   const std::string export_cmd = "; write its model file with tether-export --checkpoint=";

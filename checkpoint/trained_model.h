@@ -1,13 +1,13 @@
 // A trained model as plain tensors in memory: the job's config and every
 // table's trained values, without optimizer state. The one type between
-// checkpoints (server/checkpoint.h: LoadTrainedModel reads one) and the
-// model files users keep (tools: tether-export writes safetensors or npz,
+// checkpoints (LoadTrainedModel below reads one) and the model files users
+// keep (checkpoint/model_file.h: tether-export writes safetensors or npz,
 // tether-predict reads them back).
 //
 // Shapes: a ROW table holds `keys.size()` rows, sorted by key, each of
 // spec.dim() floats (values is keys.size() × dim, row-major); a key absent
 // from `keys` was never trained, and its row is spec.init()'s value for it
-// (InitialWeight, server/table.h). A DENSE table holds spec.size() floats in
+// (InitialWeight, core/table_spec.h). A DENSE table holds spec.size() floats in
 // `values` and no keys.
 //
 // Ownership: plain values. Thread-safety: as any struct.
@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "proto/tether.pb.h"
 
 namespace tether {
@@ -34,5 +35,12 @@ struct TrainedModel {
   int64_t clock = 0;                 // the checkpoint's clock (completed clocks of every worker)
   std::vector<TrainedTable> tables;  // in table id order
 };
+
+/// The trained weights of a checkpoint (`path` as for ResolveCheckpoint,
+/// checkpoint/checkpoint.h), optimizer state left out; every file is
+/// verified. Needs no server: it reads the shard files
+/// (checkpoint/shard_file.h) of any number of shards. Errors: as
+/// ResolveCheckpoint, ReadManifest, ReadShardFile.
+StatusOr<TrainedModel> LoadTrainedModel(const std::string& path);
 
 }  // namespace tether

@@ -1,12 +1,18 @@
 // Checkpoint files: what a consistent cut of a job looks like on disk, and
-// how it is written, found, verified, loaded and pruned. The protocol that
+// how it is written, found, verified and pruned; the manifest and the
+// workers' state files. Shard files have their own header
+// (checkpoint/shard_file.h; a server's tables go through
+// server/table_checkpoint.h), as do data on demand's chunks.state
+// (checkpoint/chunk_state.h) and the weights read for export
+// (checkpoint/trained_model.h). Both roles use this library; it uses
+// neither. The protocol that
 // takes the cut (every worker at clock c, every shard then writes) lives in
 // server/server.cc, worker/client.cc and worker/trainer.cc; docs/OPERATIONS.md
 // tells users what a checkpoint holds.
 //
 // Layout: DIR/ckpt-<clock, 12 digits>[-final]/ holds
 //   shard-<s>.tables  per server shard: its rows and optimizer state
-//                     (ShardCheckpointHeader in proto/tether.proto);
+//                     (checkpoint/shard_file.h);
 //   worker-<r>.state  per worker that took part: its place in the data
 //                     (WorkerState, binary protobuf);
 //   MANIFEST          written last (CheckpointManifest, text format, then a
@@ -27,15 +33,12 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/env.h"
 #include "core/status.h"
-#include "core/trained_model.h"
 #include "proto/tether.pb.h"
-#include "server/table.h"
 
 namespace tether {
 
@@ -80,14 +83,6 @@ std::string CheckpointJoinPath(const std::string& dir, const std::string& name);
 // A checksum as the manifest's messages print it: 16 lower-case hex digits.
 std::string ChecksumHex(uint64_t v);
 inline constexpr char kManifestName[] = "MANIFEST";
-
-/// Writes `tables` (this shard's part of every table, in id order) to
-/// ckpt_dir/shard-<shard>.tables; `*written` gets its name, size and XXH3-64 checksum.
-/// Cost: one sequential pass over the tables (the rows are written as they
-/// lie in memory). Errors: IOError naming the file (nothing is left under
-/// the final name then).
-Status WriteShardCheckpoint(FileSystem* fs, const std::string& ckpt_dir, int shard, int num_shards, int64_t clock,
-                            const std::vector<std::unique_ptr<ServerTable>>& tables, CheckpointFile* written);
 
 /// Writes ckpt_dir/worker-<state.rank()>.state. Errors: IOError.
 Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const WorkerState& state,
@@ -134,16 +129,6 @@ Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManife
 /// (it had finished or left).
 StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const CheckpointManifest& manifest, int rank);
 
-/// Loads the rows of shard `shard` of `num_shards` (any number: rows are
-/// re-sharded by key, dense slices re-cut by range) from every shard file
-/// of the checkpoint into `tables` (this shard's tables, already made from
-/// the job's specs, whose shapes must equal the manifest's). Table versions
-/// are restored when the number of shards is the checkpoint's. Each file's
-/// checksum is checked as it is read. Errors: DataLoss naming the file (checksum,
-/// truncation, a header that disagrees with the manifest), IOError.
-Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest& manifest, int shard, int num_shards,
-                          std::vector<std::unique_ptr<ServerTable>>* tables);
-
 /// Compares the fields of a table that a resume may not change (id, name,
 /// kind, dim, size, num_keys, key_base, optimizer type, whether SGD has
 /// momentum): "" when they agree, else a message naming the table and the
@@ -151,11 +136,6 @@ Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest&
 /// initializer of rows never trained may change.
 std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>& checkpoint,
                             const google::protobuf::RepeatedPtrField<TableSpec>& job);
-
-/// The trained weights of a checkpoint (`path` as for ResolveCheckpoint),
-/// optimizer state left out; every file is verified. Errors: as
-/// ResolveCheckpoint, VerifyCheckpointFiles, RestoreShardTables.
-StatusOr<TrainedModel> LoadTrainedModel(const std::string& path);
 
 /// Deletes all but the `keep_last` newest complete checkpoints under
 /// `parent`, and incomplete ones older than the newest complete one; only

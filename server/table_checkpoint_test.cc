@@ -1,4 +1,4 @@
-#include "server/checkpoint.h"
+#include "server/table_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,9 @@
 #include <map>
 #include <random>
 
-#include "core/model_file.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_file.h"
+#include "checkpoint/trained_model.h"
 #include "core/partition.h"
 #include "core/table_spec.h"
 #include "tests/testing/temp_dir.h"
@@ -344,22 +346,6 @@ TEST(CheckpointTest, ATruncatedFileIsRefusedNamingBothSizes) {
                 " (a truncated or replaced file)");
 }
 
-TEST(CheckpointTest, ShapeChangesAreRefusedNamingTheField) {
-  google::protobuf::RepeatedPtrField<TableSpec> a, b;
-  for (const TableSpec& s : Specs()) *a.Add() = s;
-  b = a;
-  b[2].mutable_optimizer()->set_learning_rate(0.5f);  // may change
-  b[1].mutable_consistency()->set_staleness(3);
-  EXPECT_EQ(DiffTableShapes(a, b), "");
-  b[0].set_dim(8);
-  EXPECT_NE(DiffTableShapes(a, b).find("table 'w1', field dim: the checkpoint has 7, the job has 8"),
-            std::string::npos)
-      << DiffTableShapes(a, b);
-  b = a;
-  b[2].mutable_optimizer()->set_type(ADAM);
-  EXPECT_NE(DiffTableShapes(a, b).find("field optimizer.type"), std::string::npos);
-}
-
 TEST(CheckpointTest, PruneKeepsTheNewestCompleteOnes) {
   testing::ScopedTempDir tmp;
   const auto shards = TrainedShards(1, 2);
@@ -373,41 +359,6 @@ TEST(CheckpointTest, PruneKeepsTheNewestCompleteOnes) {
   EXPECT_EQ(left, (std::vector<std::string>{CheckpointDirName(30, false), CheckpointDirName(40, false),
                                             CheckpointDirName(50, false)}));
   EXPECT_FALSE(ResolveCheckpoint(tmp.path() + "/nope").ok());
-}
-
-// Worker 0 writes the manifest while it trains; a cut it is not part of
-// (it finished its share, or left) is written by the lowest rank in it.
-TEST(CheckpointTest, TheLowestRankInTheCutWritesTheManifest) {
-  auto entry = [](int rank, CheckpointWorker::Kind kind) {
-    CheckpointWorker w;
-    w.set_rank(rank);
-    w.set_kind(kind);
-    return w;
-  };
-  using W = CheckpointWorker;
-  EXPECT_EQ(ManifestWriterRank({entry(0, W::TRAINING), entry(1, W::TRAINING), entry(2, W::TRAINING)}), 0);
-  EXPECT_EQ(ManifestWriterRank({entry(0, W::FINISHED), entry(1, W::TRAINING), entry(2, W::TRAINING)}), 1);
-  EXPECT_EQ(ManifestWriterRank({entry(0, W::LEFT), entry(1, W::GONE), entry(2, W::TRAINING)}), 2);
-  EXPECT_EQ(ManifestWriterRank({entry(3, W::TRAINING), entry(0, W::FINISHED), entry(2, W::TRAINING)}), 2);
-  // The end-of-job checkpoint: nobody is in a cut.
-  EXPECT_EQ(ManifestWriterRank({entry(0, W::FINISHED), entry(1, W::LEFT)}), -1);
-  EXPECT_EQ(ManifestWriterRank({}), -1);
-}
-
-// Bad checkpoint paths are refused at start, naming the path and why.
-TEST(CheckpointTest, BadCheckpointPathsAreRefusedNamingWhy) {
-  testing::ScopedTempDir tmp;
-  const std::string file = tmp.path() + "/afile";
-  std::ofstream(file) << "x";
-  EXPECT_TRUE(CheckCheckpointDir(tmp.path()).ok());
-  EXPECT_TRUE(CheckCheckpointDir(tmp.path() + "/new/deeper").ok());
-  const std::string what = "checkpoint.dir (--checkpoint_dir) ";
-  EXPECT_EQ(CheckCheckpointDir(file).message(), what + file + ": is a file, not a directory");
-  EXPECT_EQ(CheckCheckpointDir(file + "/ck").message(),
-            what + file + "/ck: " + file + " is a file, not a directory, so it cannot be created");
-  EXPECT_EQ(CheckCheckpointPaths("", tmp.path() + "/none").message(),
-            "--resume_from=" + tmp.path() + "/none: " + tmp.path() + "/none: no such checkpoint directory");
-  EXPECT_TRUE(CheckCheckpointPaths(tmp.path(), "").ok());
 }
 
 // A file of a checkpoint (a shard file, the MANIFEST) given where a
@@ -488,24 +439,6 @@ TEST(CheckpointTest, ANewCheckpointNeverGoesIntoACompleteOne) {
   for (const auto& e : std::filesystem::directory_iterator(tmp.path())) left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{CheckpointDirName(40, true), CheckpointDirName(40, true) + "-r1"}));
-}
-
-// Across hosts: the manifest's writer creates the directory when it holds
-// nothing on its host yet (the servers wrote their files on theirs), and a
-// worker's relative paths are made absolute before the servers see them.
-TEST(CheckpointTest, AcrossHostsTheManifestMakesItsDirectoryAndPathsGoAbsolute) {
-  EXPECT_EQ(AbsoluteCheckpointPath("/a/b/"), "/a/b");
-  EXPECT_EQ(AbsoluteCheckpointPath(""), "");
-  EXPECT_EQ(AbsoluteCheckpointPath("ck/./x"), (std::filesystem::current_path() / "ck/x").string());
-  testing::ScopedTempDir tmp;
-  CheckpointManifest m;
-  m.set_format_version(kCheckpointFormatVersion);
-  m.set_clock(7);
-  const std::string dir = tmp.path() + "/ck/" + CheckpointDirName(7, true);
-  ASSERT_TRUE(WriteManifest(FileSystem::Default(), dir, m).ok());
-  StatusOr<CheckpointManifest> back = ReadManifest(dir);
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->clock(), 7);
 }
 
 }  // namespace

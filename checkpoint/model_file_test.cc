@@ -1,7 +1,7 @@
 // Model files: a safetensors round trip is bit for bit; the file follows the
 // published layout (parsed here by hand, not by the reader); malformed files
 // are refused naming the file and the tensor; an npz is a zip of NPY files.
-#include "core/model_file.h"
+#include "checkpoint/model_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
