@@ -575,7 +575,7 @@ TEST(ConfigTest, C22EveryOptimizerFieldIsCheckedForFinitenessAndRange) {
   }
 }
 
-// Issue 15 item 6: a missing data file is found before anything starts,
+// A missing data file is found before anything starts,
 // naming the field and the full path tried.
 TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
   auto c = LoadJobConfig("examples/bibtex.pbtxt");
@@ -596,7 +596,7 @@ TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
   EXPECT_EQ(CheckDataFilesExist(j).message().rfind("config field data.train_file: 'data' is not a file (tried ", 0), 0u);
 }
 
-// Issue 15 item 6: relative data paths in a config file are taken against
+// Relative data paths in a config file are taken against
 // the file's folder, so a config works from any current directory; flags
 // and configs built in memory stay relative to the current directory.
 TEST(ConfigTest, RelativeDataPathsFollowTheConfigFilesFolder) {
@@ -630,7 +630,7 @@ TEST(ConfigTest, RelativeDataPathsFollowTheConfigFilesFolder) {
   EXPECT_EQ(text->data().train_file(), "x.txt");
 }
 
-// Issue 15 item 2: lists and globs of data files resolve entry by entry,
+// Lists and globs of data files resolve entry by entry,
 // every file is checked, and what cannot be listed or streamed is refused.
 TEST(ConfigTest, DataFileListsResolveCheckAndValidate) {
   const std::string root = std::filesystem::current_path().string();  // the repository

@@ -46,7 +46,7 @@ inline uint32_t NonFinite(float x) {
 // GatheredKernel checks a run of rows, then stores it: on scattered rows
 // that miss the cache, with the next rows hinted, that ran 1.5-2.3x faster
 // than computing each run into a buffer and copying it back (ServerTable,
-// SGD at dims 16-256, 2 M-8 M rows; docs/PERFORMANCE.md §17). Both passes
+// SGD at dims 16-256, 2 M-8 M rows). Both passes
 // compute the same expressions, so the stored values are the bits one pass
 // gives. (A check pass before every in-place step, without hints, ran
 // 2-12x slower on rows that miss the cache, and costs Adam a second

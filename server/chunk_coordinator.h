@@ -4,7 +4,7 @@
 // joins or leaves. The remedy for stragglers of Sandblaster (Dean et al.,
 // "Large Scale Distributed Deep Networks", NIPS 2012: small portions handed
 // out on demand) and of Adaptive SGD (Ma et al., arXiv 2110.07029: batches
-// routed by relative speed); issue 13 item 1.
+// routed by relative speed).
 //
 // The protocol, per epoch e (0-based, e < epochs):
 //   - the epoch's chunks are dealt in an order drawn from (seed, e) when

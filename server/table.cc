@@ -450,7 +450,7 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
   // state: undone from a copy), and the push fails, naming the key. The
   // rows before it in this push keep their (finite) updates: keeping a copy
   // of every row of a push to undo it whole cost 12 % of Bibtex's
-  // samples/s (docs/PERFORMANCE.md §9), and the failed push fails the
+  // samples/s in one process, and the failed push fails the
   // worker's run. The refused step is computed again on a copy of the row
   // (`undo`, one row of scratch) to name the value.
   if (undo_.size() < stride) undo_.resize(stride);

@@ -55,7 +55,7 @@
 #include "server/table.h"
 #include "server/table_checkpoint.h"
 #include "worker/client.h"
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 #include "worker/sampling.h"
 #include "worker/trainer.h"
 #include "tools/random_keys.h"

@@ -11,11 +11,11 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-#include "checkpoint/model_file.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/model_file.h"
 #include "checkpoint/trained_model.h"
-#include "tools/flag_parser.h"
-#include "tools/model_export.h"
+#include "cli/flag_parser.h"
+#include "serving/model_export.h"
 
 DEFINE_string(checkpoint, "", "A checkpoint, or a directory of checkpoints (the latest complete one)");
 DEFINE_string(model, "", "Instead of --checkpoint: a safetensors model file to write again in --format "

@@ -7,7 +7,7 @@
 // metrics of the model's label kind and writes the metrics JSON.
 //
 // Thread-safety: RunWorker may run on several threads of one process at once
-// (tools/local_job.h), one call per rank; each call owns its backend, model
+// (local/local_job.h), one call per rank; each call owns its backend, model
 // and client. CPU backends share OpenBLAS's process-wide thread count.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "tools/common_flags.h"
+#include "cli/config_flags.h"
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -49,7 +49,7 @@ bool RegisterOverrideFlags() {
 namespace {
 
 // num_features / num_labels of 0 (the default) take the XMC header's widths,
-// as proto/tether.proto promises (issue 15, item 6); the header of the
+// as proto/tether.proto promises; the header of the
 // training file is read (its first line only) before validation, so the
 // values in force and every check see the real widths.
 // ARFF likewise, from its @attribute lines and label XML (the header only).

@@ -1,4 +1,4 @@
-#include "tools/model_export.h"
+#include "serving/model_export.h"
 
 #include <glog/logging.h>
 

@@ -1,4 +1,4 @@
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -9,11 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ostream>
-#include <string>
-#include <vector>
 #include <fstream>
 #include <iomanip>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/config.h"  // ClosestName
 #include "tether/build_config.h"
@@ -120,11 +121,30 @@ const char* ProgramName(const char* argv0) {
 }
 
 // True for flags defined in Tether's own sources, false for glog's and
-// gflags' own. Tether defines flags only in tools/ (STYLE.md: gflags only in
-// main() files, plus tools/common_flags.cc). The file name is __FILE__ as
-// the compiler saw it: absolute, or relative when ccache rewrites paths.
+// gflags' own. Tether defines flags only in the main() files (tools/) and in
+// this folder's cli/config_flags.cc and cli/metrics_flags.cc (STYLE.md:
+// gflags only in main() files and the one room that maps them). The file
+// name is __FILE__ as the compiler saw it: absolute, or relative when ccache
+// rewrites paths.
+bool InFolder(const std::string& filename, const std::string& folder) {
+  return filename.rfind(folder + "/", 0) == 0 || filename.find("/" + folder + "/") != std::string::npos;
+}
+
 bool IsTetherFlag(const gflags::CommandLineFlagInfo& f) {
-  return f.filename.rfind("tools/", 0) == 0 || f.filename.find("/tools/") != std::string::npos;
+  return InFolder(f.filename, "tools") || InFolder(f.filename, "cli");
+}
+
+bool IsConfigFlag(const gflags::CommandLineFlagInfo& f) {
+  return f.filename.find("cli/config_flags.cc") != std::string::npos;
+}
+
+// The file name without its folder: --help lists a binary's own flags by
+// file and then by name, as gflags orders them, but with the folder left
+// out, so a main() file's flags and cli/metrics_flags.cc's keep the order
+// they had when every flag was defined in tools/.
+std::string BaseName(const std::string& filename) {
+  const size_t slash = filename.rfind('/');
+  return slash == std::string::npos ? filename : filename.substr(slash + 1);
 }
 
 void PrintFlag(const gflags::CommandLineFlagInfo& f) {
@@ -148,8 +168,11 @@ void PrintFlag(const gflags::CommandLineFlagInfo& f) {
   std::vector<gflags::CommandLineFlagInfo> own, config;
   for (const auto& f : all) {
     if (!IsTetherFlag(f)) continue;
-    (f.filename.find("tools/common_flags.cc") != std::string::npos ? config : own).push_back(f);
+    (IsConfigFlag(f) ? config : own).push_back(f);
   }
+  std::stable_sort(own.begin(), own.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(BaseName(a.filename), a.name) < std::make_pair(BaseName(b.filename), b.name);
+  });
   if (!own.empty()) {
     std::printf("\nflags:\n");
     for (const auto& f : own) PrintFlag(f);

@@ -4,6 +4,7 @@
 // string flag here at start-up, so adding an override is one table row.
 // Only main() files include this.
 //
+// Ownership: the flags' storage is process-global and lives until exit.
 // Thread-safety: call from main() (the flags are process-global).
 #pragma once
 
@@ -12,7 +13,7 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 
 namespace tether {
 

@@ -7,6 +7,10 @@
 //   --metrics_linger_s=S    after training, keep serving the final values S seconds (default 15)
 // tether-launch links this file too, for the flag definitions it forwards.
 // Only main() files include this (gflags).
+//
+// Ownership: the caller owns the endpoint StartMetricsEndpointFromFlags
+// returns. Thread-safety: call from main() (the flags are process-global);
+// the endpoint's render callback runs on its own threads.
 #pragma once
 
 #include <gflags/gflags.h>

@@ -12,7 +12,7 @@
 //
 // Cores: S shards + W workers are S + W busy threads; on a host with fewer
 // cores they share them, which is still cheaper than the same number of
-// processes talking over loopback TCP (docs/PERFORMANCE.md §3).
+// processes talking over loopback TCP (docs/PERFORMANCE.md, training).
 #pragma once
 
 #include <atomic>

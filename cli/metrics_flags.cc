@@ -1,4 +1,4 @@
-#include "tools/metrics_flags.h"
+#include "cli/metrics_flags.h"
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>

@@ -2,7 +2,7 @@
 // pass written out by hand (rows absent from the model take their
 // initializer's value), any number of threads gives the same output and the
 // same metrics bit for bit, and the binary and multiclass models score too.
-#include "tools/predictor.h"
+#include "serving/predictor.h"
 
 #include <gtest/gtest.h>
 
