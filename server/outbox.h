@@ -3,6 +3,9 @@
 // process id, counts the bytes and lost replies); a unit test implements it
 // with a vector, so that a room's protocol logic runs without sockets.
 //
+// Header only: the job coordinator (server/coordinator/) sends through it
+// without linking the server.
+//
 // Ownership: a room holds an Outbox* it was given; the Outbox outlives it.
 // Thread-safety: that of the implementation (the shard's is used on Run()'s
 // thread only).
@@ -32,7 +35,14 @@ class Outbox {
   /// An ERROR_REPLY to `request` (its request id and table id echoed) with
   /// `error` after the log prefix ("[server 0] "), sent to `identity` as
   /// worker request.sender_rank() (−1 when unset).
-  void SendError(const std::string& identity, const MessageHeader& request, const std::string& error);
+  void SendError(const std::string& identity, const MessageHeader& request, const std::string& error) {
+    Message reply;
+    reply.header.set_type(ERROR_REPLY);
+    reply.header.set_request_id(request.request_id());
+    reply.header.set_table_id(request.table_id());
+    reply.header.set_error(log_prefix_ + error);
+    Send(identity, &reply, request.has_sender_rank() ? request.sender_rank() : -1);
+  }
 
   /// What starts the errors and log lines ("[server 0] ").
   const std::string& log_prefix() const { return log_prefix_; }

@@ -133,6 +133,9 @@ class ServerShard {
   void SetTickListener(std::function<void(bool done)> listener) { tick_listener_ = std::move(listener); }
   /// The shard's view of the workers' clocks. Call on Run()'s thread.
   const ClockTracker& clocks() const { return clocks_; }
+  /// The job coordinator this shard hosts (shard kCoordinatorShard), or
+  /// null. Call on Run()'s thread, or once Run() returned.
+  const JobCoordinator* coordinator() const { return coordinator_.get(); }
   /// The job id this shard serves (cluster.job_id, or the config's name).
   const std::string& job_id() const { return job_id_; }
   /// The id this shard drew when it was made (random, never 0), stamped on

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/net/eval_frames.h"
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_service.h"
 #include "server/coordinator/adaptive_batches.h"
 #include "server/coordinator/checkpoint_clock.h"
 #include "server/coordinator/eval_book.h"

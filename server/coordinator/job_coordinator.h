@@ -1,7 +1,7 @@
 // The job coordinator: the one place that decides for the whole job, where
 // a shard decides only for its own keys (the role ps-lite calls the
 // scheduler). It owns
-//   - data dealing (data on demand: CHUNK_NEXT; server/chunk_service.h),
+//   - data dealing (data on demand: CHUNK_NEXT; server/coordinator/chunk_service.h),
 //   - evaluation gathering (EVAL_GATHER; server/coordinator/eval_book.h),
 //   - adaptive batch sizes (a CLOCK's report;
 //     server/coordinator/adaptive_batches.h),

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -251,143 +250,153 @@ class Schedule {
     const uint64_t request = ++request_id_;
     switch (rng_() % 12) {
       case 0:
-      case 1: {  // CLOCK
-        ++counts_["clock"];
-        clock_[rank] += 1;
-        ClockReport r;
-        r.rank = rank;
-        r.want_checkpoint = rng_() % 9 == 0;
-        const AdaptiveBatchClock report = Adaptive(16 + rng_() % 64);
-        r.adaptive = rng_() % 4 != 0 ? &report : nullptr;
-        r.latest_clock = clock_[rank];
-        r.bound_wait_s = 0.001 * (wait_ms_[rank] += rng_() % 5);
-        r.now = At(now_ms_ += 1 + rng_() % 20);
-        MessageHeader ra, rb;
-        Both([&](JobCoordinator* c) { return c->Clock(r, c == a_.get() ? &ra : &rb); });
-        if (b_) {
-          EXPECT_EQ(rb.SerializeAsString(), ra.SerializeAsString()) << "step " << step_;
-        }
-        return;
-      }
+      case 1: return ClockEvent(rank);
       case 2:
-      case 3: {  // CHUNK_NEXT, completing what it holds
-        ++counts_["chunk"];
-        const uint64_t done = held_[rank];
-        MessageHeader h = ChunkRequest(rank, request, done, done != 0 ? 10 + rng_() % 6 : 0);
-        Both([&](JobCoordinator* c) { return c->ChunkNext(id, h, static_cast<int64_t>(rng_copy() % 30)); });
-        const MessageHeader& last = out_a_.headers.back();
-        held_[rank] = last.type() == CHUNK_REPLY && last.chunk().kind() == DataOnDemandChunk::CHUNK ? last.chunk().id() : 0;
-        return;
-      }
+      case 3: return ChunkEvent(rank, id, request);
       case 4:
-      case 5: {  // EVAL_GATHER
-        ++counts_["gather"];
-        const int64_t round = static_cast<int64_t>(rng_() % 3);
-        const auto want = static_cast<MessageHeader::EvalWant>(rng_() % 3);
-        Message m = Gather(rank, round, want, request, 1 + rng_() % 100);
-        Both([&](JobCoordinator* c) {
-          Message copy;
-          copy.header = m.header;
-          copy.values.copy(m.values);
-          return c->EvalGather(id, copy);
-        });
-        return;
-      }
-      case 6: {  // BARRIER
-        ++counts_["barrier"];
-        CheckpointWorker entry;
-        entry.set_final_loss(0.01 * (rng_() % 100));
-        const uint64_t samples = rng_() % 1000;
-        Both([&](JobCoordinator* c) { c->WorkerFinished(rank, samples, entry); return Status::OK(); });
-        return;
-      }
-      case 7: {  // BYE or removal
-        const bool bye = rng_() % 2 == 0;
-        ++counts_[bye ? "leave" : "remove"];
-        Both([&](JobCoordinator* c) {
-          bye ? c->WorkerLeft(rank) : c->WorkerRemoved(rank);
-          return Status::OK();
-        });
-        held_[rank] = 0;
-        return;
-      }
-      case 8: {  // HELLO (a join, or a restarted process)
-        ++counts_["join"];
-        const bool rejoined = joined_[rank];
-        joined_[rank] = true;
-        ++incarnation_[rank];
-        Both([&](JobCoordinator* c) { c->WorkerJoined(rank, rejoined); return Status::OK(); });
-        held_[rank] = 0;
-        return;
-      }
-      case 9: {  // a checkpoint round ends: written, failed or abandoned
-        ++counts_["round"];
-        std::map<int, CheckpointFile> files;
-        for (int r = 0; r < 5; ++r) {
-          if (rng_() % 2) continue;
-          files[r].set_name("worker-" + std::to_string(r) + ".state");
-          files[r].set_bytes(rng_() % 5000);
-        }
-        const int64_t at = static_cast<int64_t>(rng_() % 40);
-        const int how = static_cast<int>(rng_() % 3);
-        const std::string dir = "ckpt-" + std::to_string(at);
-        google::protobuf::RepeatedPtrField<CheckpointWorker> ea, eb;
-        ChunkCoordinatorState ca, cb;
-        Both([&](JobCoordinator* c) {
-          const bool a = c == a_.get();
-          c->ManifestEntries(files, a ? &ea : &eb);
-          (void)c->ChunkState(at, a ? &ca : &cb);
-          if (how == 2) {
-            c->RoundAbandoned(at);
-          } else {
-            c->RoundEnded(at, how == 0, dir, files);
-          }
-          return Status::OK();
-        });
-        if (b_) {
-          ASSERT_EQ(ea.size(), eb.size());
-          for (int i = 0; i < ea.size(); ++i) EXPECT_EQ(eb[i].SerializeAsString(), ea[i].SerializeAsString());
-          EXPECT_EQ(cb.SerializeAsString(), ca.SerializeAsString());
-        }
-        return;
-      }
-      case 10: {  // the barrier's release
-        ++counts_["evaluator"];
-        const int lowest = static_cast<int>(rng_() % 3);
-        int ea = -1;
-        Both([&](JobCoordinator* c) {
-          const int e = c->Evaluator(lowest);
-          if (c == a_.get()) {
-            ea = e;
-          } else {
-            EXPECT_EQ(e, ea);
-          }
-          return Status::OK();
-        });
-        return;
-      }
-      default: {  // the counters
-        ShardStats sa, sb;
-        Both([&](JobCoordinator* c) {
-          c->FillStats(c == a_.get() ? &sa : &sb);
-          return Status::OK();
-        });
-        if (b_) {
-          EXPECT_EQ(sb.SerializeAsString(), sa.SerializeAsString());
-          EXPECT_EQ(b_->DataDone(), a_->DataDone());
-        }
-        return;
-      }
+      case 5: return GatherEvent(rank, id, request);
+      case 6: return BarrierEvent(rank);
+      case 7: return LeaveEvent(rank);
+      case 8: return JoinEvent(rank);
+      case 9: return RoundEvent();
+      case 10: return EvaluatorEvent();
+      default: return StatsEvent();
     }
   }
 
-  // A draw made once per step and used by both coordinators alike.
-  uint32_t rng_copy() {
-    if (!drawn_at_.has_value() || *drawn_at_ != step_) {
-      drawn_ = rng_();
-      drawn_at_ = step_;
+  void ClockEvent(int rank) {
+    ++counts_["clock"];
+    clock_[rank] += 1;
+    ClockReport r;
+    r.rank = rank;
+    r.want_checkpoint = rng_() % 9 == 0;
+    const AdaptiveBatchClock report = Adaptive(16 + rng_() % 64);
+    r.adaptive = rng_() % 4 != 0 ? &report : nullptr;
+    r.latest_clock = clock_[rank];
+    r.bound_wait_s = 0.001 * (wait_ms_[rank] += rng_() % 5);
+    r.now = At(now_ms_ += 1 + rng_() % 20);
+    MessageHeader ra, rb;
+    Both([&](JobCoordinator* c) { return c->Clock(r, c == a_.get() ? &ra : &rb); });
+    if (b_) {
+      EXPECT_EQ(rb.SerializeAsString(), ra.SerializeAsString()) << "step " << step_;
     }
-    return drawn_;
+  }
+
+  // CHUNK_NEXT, completing what the rank holds.
+  void ChunkEvent(int rank, const std::string& id, uint64_t request) {
+    ++counts_["chunk"];
+    const uint64_t done = held_[rank];
+    MessageHeader h = ChunkRequest(rank, request, done, done != 0 ? 10 + rng_() % 6 : 0);
+    const int64_t max_clock = static_cast<int64_t>(rng_() % 30);
+    Both([&](JobCoordinator* c) { return c->ChunkNext(id, h, max_clock); });
+    const MessageHeader& last = out_a_.headers.back();
+    held_[rank] = last.type() == CHUNK_REPLY && last.chunk().kind() == DataOnDemandChunk::CHUNK ? last.chunk().id() : 0;
+  }
+
+  void GatherEvent(int rank, const std::string& id, uint64_t request) {
+    ++counts_["gather"];
+    const int64_t round = static_cast<int64_t>(rng_() % 3);
+    const auto want = static_cast<MessageHeader::EvalWant>(rng_() % 3);
+    Message m = Gather(rank, round, want, request, 1 + rng_() % 100);
+    Both([&](JobCoordinator* c) {
+      Message copy;
+      copy.header = m.header;
+      copy.values.copy(m.values);
+      return c->EvalGather(id, copy);
+    });
+  }
+
+  void BarrierEvent(int rank) {
+    ++counts_["barrier"];
+    CheckpointWorker entry;
+    entry.set_final_loss(0.01 * (rng_() % 100));
+    const uint64_t samples = rng_() % 1000;
+    Both([&](JobCoordinator* c) {
+      c->WorkerFinished(rank, samples, entry);
+      return Status::OK();
+    });
+  }
+
+  // A BYE or a removal for silence.
+  void LeaveEvent(int rank) {
+    const bool bye = rng_() % 2 == 0;
+    ++counts_[bye ? "leave" : "remove"];
+    Both([&](JobCoordinator* c) {
+      bye ? c->WorkerLeft(rank) : c->WorkerRemoved(rank);
+      return Status::OK();
+    });
+    held_[rank] = 0;
+  }
+
+  // A HELLO: a join, or a restarted process.
+  void JoinEvent(int rank) {
+    ++counts_["join"];
+    const bool rejoined = joined_[rank];
+    joined_[rank] = true;
+    ++incarnation_[rank];
+    Both([&](JobCoordinator* c) {
+      c->WorkerJoined(rank, rejoined);
+      return Status::OK();
+    });
+    held_[rank] = 0;
+  }
+
+  // A checkpoint round ends: written, failed or abandoned.
+  void RoundEvent() {
+    ++counts_["round"];
+    std::map<int, CheckpointFile> files;
+    for (int r = 0; r < 5; ++r) {
+      if (rng_() % 2) continue;
+      files[r].set_name("worker-" + std::to_string(r) + ".state");
+      files[r].set_bytes(rng_() % 5000);
+    }
+    const int64_t at = static_cast<int64_t>(rng_() % 40);
+    const int how = static_cast<int>(rng_() % 3);
+    const std::string dir = "ckpt-" + std::to_string(at);
+    google::protobuf::RepeatedPtrField<CheckpointWorker> ea, eb;
+    ChunkCoordinatorState ca, cb;
+    Both([&](JobCoordinator* c) {
+      const bool a = c == a_.get();
+      c->ManifestEntries(files, a ? &ea : &eb);
+      (void)c->ChunkState(at, a ? &ca : &cb);
+      if (how == 2) {
+        c->RoundAbandoned(at);
+      } else {
+        c->RoundEnded(at, how == 0, dir, files);
+      }
+      return Status::OK();
+    });
+    if (!b_) return;
+    ASSERT_EQ(ea.size(), eb.size());
+    for (int i = 0; i < ea.size(); ++i) EXPECT_EQ(eb[i].SerializeAsString(), ea[i].SerializeAsString());
+    EXPECT_EQ(cb.SerializeAsString(), ca.SerializeAsString());
+  }
+
+  // The barrier's release.
+  void EvaluatorEvent() {
+    ++counts_["evaluator"];
+    const int lowest = static_cast<int>(rng_() % 3);
+    int ea = -1;
+    Both([&](JobCoordinator* c) {
+      const int e = c->Evaluator(lowest);
+      if (c == a_.get()) {
+        ea = e;
+      } else {
+        EXPECT_EQ(e, ea);
+      }
+      return Status::OK();
+    });
+  }
+
+  void StatsEvent() {
+    ShardStats sa, sb;
+    Both([&](JobCoordinator* c) {
+      c->FillStats(c == a_.get() ? &sa : &sb);
+      return Status::OK();
+    });
+    if (!b_) return;
+    EXPECT_EQ(sb.SerializeAsString(), sa.SerializeAsString());
+    EXPECT_EQ(b_->DataDone(), a_->DataDone());
   }
 
   std::mt19937 rng_;
@@ -402,8 +411,6 @@ class Schedule {
   std::map<int, int> incarnation_;
   int64_t now_ms_ = 1000;
   uint64_t request_id_ = 0;
-  uint32_t drawn_ = 0;
-  std::optional<int> drawn_at_;
 };
 
 TEST(JobCoordinatorTest, ARestoredCoordinatorAnswersExactlyAsTheOriginal) {

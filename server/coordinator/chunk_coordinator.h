@@ -32,8 +32,8 @@
 //
 // Units: a chunk's [begin, end) are rows of an in-memory set or bytes of a
 // streamed file (DataChunk::unit says which); `rows` at completion is what
-// the worker read. Not thread-safe: owned by the event loop of the process
-// that coordinates (shard 0).
+// the worker read. Not thread-safe: owned by the job coordinator
+// (server/coordinator/chunk_service.h).
 #pragma once
 
 #include <cstdint>
@@ -139,7 +139,7 @@ class ChunkCoordinator {
   /// Per worker (every rank that ever asked).
   const std::map<int, WorkerCounts>& workers() const { return workers_; }
 
-  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/chunk_state.cc).
+  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/coordinator/chunk_checkpoint.cc).
   /// Fills the dealing fields of `state` (chunks_per_epoch, epochs, seed,
   /// shuffle, epoch_barrier, completed_epochs, epoch_rows, open, done_ahead,
   /// next_id, redealt counts, workers' counts); the shape fields of the

@@ -1,4 +1,4 @@
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_service.h"
 
 #include <gtest/gtest.h>
 
