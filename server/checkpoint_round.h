@@ -35,7 +35,7 @@
 #include "server/coordinator/job_coordinator.h"
 #include "server/kv_service.h"
 #include "server/membership.h"
-#include "server/outbox.h"
+#include "core/net/outbox.h"
 #include "server/shard_stats.h"
 
 namespace tether {

@@ -35,7 +35,7 @@
 #include "proto/tether.pb.h"
 #include "server/clock_tracker.h"
 #include "server/model_average.h"
-#include "server/outbox.h"
+#include "core/net/outbox.h"
 #include "server/shard_stats.h"
 #include "server/table.h"
 

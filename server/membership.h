@@ -37,7 +37,7 @@
 #include "proto/tether.pb.h"
 #include "server/clock_tracker.h"
 #include "server/coordinator/job_coordinator.h"
-#include "server/outbox.h"
+#include "core/net/outbox.h"
 #include "server/shard_stats.h"
 
 namespace tether {

@@ -16,7 +16,7 @@
 
 #include <zmq.hpp>
 
-#include "server/outbox.h"
+#include "core/net/outbox.h"
 #include "server/shard_stats.h"
 
 namespace tether {

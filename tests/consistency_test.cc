@@ -16,7 +16,7 @@
 #include "checkpoint/trained_model.h"
 #include "optim/optimizer.h"
 #include "server/server.h"
-#include "sparse/cpu_backend.h"
+#include "compute/cpu_backend.h"
 #include "worker/client.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"

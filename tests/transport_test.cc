@@ -35,7 +35,7 @@
 #include "core/net/transport.h"
 #include "core/partition.h"
 #include "server/server.h"
-#include "sparse/reader.h"
+#include "input/reader.h"
 #include "worker/client.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"

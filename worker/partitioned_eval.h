@@ -22,7 +22,7 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/csr.h"
+#include "input/csr.h"
 #include "worker/client.h"
 #include "worker/evaluator.h"
 #include "worker/model.h"

@@ -26,15 +26,15 @@
 #include "core/env.h"
 #include "core/file_util.h"
 #include "core/memory_fit.h"
-#include "core/metrics.h"
-#include "core/metrics_log.h"
+#include "eval/metrics.h"
+#include "telemetry/metrics_log.h"
 #include "core/net/curve.h"
 #include "core/net/eval_frames.h"
-#include "sparse/backend.h"
-#include "sparse/idx_reader.h"
+#include "compute/backend.h"
+#include "input/idx_reader.h"
 #include "checkpoint/checkpoint.h"
-#include "sparse/reader.h"
-#include "sparse/row_stream.h"
+#include "input/reader.h"
+#include "input/row_stream.h"
 #include "worker/chunk_feed.h"
 #include "worker/client.h"
 #include "worker/evaluator.h"
@@ -326,7 +326,7 @@ StatusOr<Dataset> DealtRows(const JobConfig& config, const WorkerState& state) {
   return d;
 }
 
-// ---- data.streaming (sparse/row_stream.h): the worker's share is read again
+// ---- data.streaming (input/row_stream.h): the worker's share is read again
 // every epoch in blocks of data.shuffle_buffer_rows rows.
 
 ReadOptions StreamReadOptions(const JobConfig& config) {

@@ -36,7 +36,7 @@
 #include "core/status.h"
 #include "proto/coordinator.pb.h"
 #include "proto/tether.pb.h"
-#include "server/outbox.h"
+#include "core/net/outbox.h"
 
 namespace tether {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "server/outbox.h"
+#include "core/net/outbox.h"
 
 namespace tether::testing {
 
