@@ -465,8 +465,9 @@ StatusOr<SafetensorsContents> ParseSafetensors(const std::string& path, const st
                " bytes, shorter than the 8-byte header length (not a safetensors file)");
   if (file.compare(0, 4, "PK\x03\x04") == 0)
     return Status::InvalidArgument(path +
-                                   ": a zip archive (a NumPy .npz?), not a safetensors file; model files are read "
-                                   "in safetensors form (write one with tether-export --format=safetensors)");
+                                   ": a zip archive (a NumPy .npz?), not a safetensors file: Tether's tools read model "
+                                   "files in safetensors form only (npz is written for NumPy); export the "
+                                   "checkpoint again as one: tether-export --checkpoint=DIR --out=MODEL.safetensors");
   uint64_t n = 0;
   std::memcpy(&n, file.data(), 8);
   if (n > file.size() - 8)

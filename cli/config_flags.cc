@@ -17,13 +17,18 @@ DEFINE_string(config, "", "job config, Protobuf text format (see proto/config.pr
 namespace tether {
 namespace {
 
-// One string flag per ConfigOverrides() row; "" means "not set, keep the
-// config's value". gflags keeps pointers to the name, help and both values
-// until exit, so the storage is never freed (as DEFINE_string's is not).
+// One flag per ConfigOverrides() row: a boolean for a bool field (so that
+// "--data_on_demand" alone means true and "--nodata_on_demand" false, as
+// gflags' own booleans), a string otherwise, where "" means "not set, keep
+// the config's value". gflags keeps pointers to the name, help and both
+// values until exit, so the storage is never freed (as DEFINE_string's is
+// not).
 struct OverrideFlag {
   const ConfigOverride* row;
   std::string help;  // "consistency.staleness: staleness bound ..."
-  std::string value, default_value;
+  bool is_bool = false;
+  std::string value, default_value;       // string flags
+  bool bool_value = false, bool_default = false;  // boolean flags
 };
 
 std::deque<OverrideFlag>& OverrideFlags() {
@@ -38,11 +43,26 @@ bool RegisterOverrideFlags() {
     OverrideFlag& f = OverrideFlags().emplace_back();
     f.row = &row;
     f.help = std::string(row.field_path) + ": " + row.help;
-    gflags::FlagRegisterer(row.flag, f.help.c_str(), __FILE__, &f.value, &f.default_value);
+    f.is_bool = OverrideIsBool(row);
+    if (f.is_bool) {
+      gflags::FlagRegisterer(row.flag, f.help.c_str(), __FILE__, &f.bool_value, &f.bool_default);
+    } else {
+      gflags::FlagRegisterer(row.flag, f.help.c_str(), __FILE__, &f.value, &f.default_value);
+    }
   }
   return true;
 }
 [[maybe_unused]] const bool kOverrideFlagsRegistered = RegisterOverrideFlags();
+
+// The value the user gave, as text ("true", "0.05"), or "" when the flag was
+// not given. A boolean counts as given when set at all, even to its default
+// ("--nodata_on_demand" overrides a config that says true).
+std::string ValueSet(const OverrideFlag& f) {
+  if (!f.is_bool) return f.value;
+  gflags::CommandLineFlagInfo info;
+  if (!gflags::GetCommandLineFlagInfo(f.row->flag, &info) || info.is_default) return "";
+  return f.bool_value ? "true" : "false";
+}
 
 }  // namespace
 
@@ -109,6 +129,8 @@ Status ResolveXmcWidths(JobConfig* config) {
     return Status::OK();
   }
   TETHER_ASSIGN_OR_RETURN(auto header, ReadXmcHeader(d->train_file()));
+  if (!d->hashed_features() && d->num_features() == 0 && header[1] == 0 && header[0] > 0)
+    return XmcZeroFeatures(d->train_file(), std::to_string(header[0]) + " 0 " + std::to_string(header[2]));
   // Hashed features: the header's F is not a width (ids are any uint64).
   if (d->num_features() == 0 && !d->hashed_features()) d->set_num_features(static_cast<int64_t>(header[1]));
   if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header[2]));
@@ -126,9 +148,8 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
     // is refused, not silently dropped, whichever way AVERAGE was chosen.
     std::string staleness, model;
     for (const OverrideFlag& f : OverrideFlags()) {
-      if (f.value.empty()) continue;
-      if (std::string(f.row->flag) == "staleness") staleness = f.value;
-      if (std::string(f.row->flag) == "consistency_model") model = f.value;
+      if (std::string(f.row->flag) == "staleness") staleness = ValueSet(f);
+      if (std::string(f.row->flag) == "consistency_model") model = ValueSet(f);
     }
     std::string lower_model = model;
     std::transform(lower_model.begin(), lower_model.end(), lower_model.begin(), ::tolower);
@@ -143,10 +164,11 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
   }
   std::vector<std::pair<std::string, std::string>> flags_set;
   for (const OverrideFlag& f : OverrideFlags()) {
-    if (f.value.empty()) continue;
-    TETHER_RETURN_IF_ERROR(ApplyOverride(&config, f.row->field_path, f.value, std::string("flag --") + f.row->flag));
-    set_by_flags += std::string(" --") + f.row->flag + "=" + f.value;
-    flags_set.emplace_back(f.row->flag, f.value);
+    const std::string value = ValueSet(f);
+    if (value.empty()) continue;
+    TETHER_RETURN_IF_ERROR(ApplyOverride(&config, f.row->field_path, value, std::string("flag --") + f.row->flag));
+    set_by_flags += std::string(" --") + f.row->flag + "=" + value;
+    flags_set.emplace_back(f.row->flag, value);
   }
   // A flag the job in force would ignore (--chunk_rows without data on
   // demand) is refused, not silently dropped.
@@ -156,9 +178,10 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
   if (!valid.ok()) {
     // Validation names the field; when a flag set it, name the flag too.
     for (const OverrideFlag& f : OverrideFlags())
-      if (!f.value.empty() &&
+      if (const std::string value = ValueSet(f);
+          !value.empty() &&
           valid.message().find(std::string("config field ") + f.row->field_path + ":") != std::string::npos)
-        return Status::InvalidArgument(valid.message() + " (set by flag --" + f.row->flag + "=" + f.value + ")");
+        return Status::InvalidArgument(valid.message() + " (set by flag --" + f.row->flag + "=" + value + ")");
     return valid;
   }
   if (log == ConfigLog::kInForce)
@@ -170,7 +193,8 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
 std::vector<std::string> OverrideFlagsSet() {
   std::vector<std::string> out;
   for (const OverrideFlag& f : OverrideFlags())
-    if (!f.value.empty()) out.push_back(std::string("--") + f.row->flag + "=" + f.value);
+    if (const std::string value = ValueSet(f); !value.empty())
+      out.push_back(std::string("--") + f.row->flag + "=" + value);
   return out;
 }
 

@@ -149,7 +149,13 @@ std::string BaseName(const std::string& filename) {
 
 void PrintFlag(const gflags::CommandLineFlagInfo& f) {
   std::string left = "  --" + f.name;
-  if (!f.default_value.empty()) left += "=" + f.default_value;
+  if (IsConfigFlag(f) && f.type == "bool") {
+    // An override boolean has no default of its own: unset, the config's
+    // value holds.
+    left = "  --[no]" + f.name;
+  } else if (!f.default_value.empty()) {
+    left += "=" + f.default_value;
+  }
   constexpr size_t kColumn = 34;
   if (left.size() + 2 > kColumn) {
     std::printf("%s\n%*s%s\n", left.c_str(), static_cast<int>(kColumn), "", f.description.c_str());
@@ -231,7 +237,12 @@ void ParseFlagsOrDie(int* argc, char*** argv, const CommandLine& command_line) {
   const auto& want = command_line.positional;
   if (static_cast<size_t>(*argc - 1) > want.size()) {
     const std::string extra = (*argv)[1 + want.size()];
-    FlagError("", "unexpected argument '" + extra + "' (" + program +
+    // "--data_on_demand false": a boolean flag takes no separate value.
+    const bool word = extra == "true" || extra == "false";
+    FlagError("", "unexpected argument '" + extra + "' (" +
+                      (word ? "a boolean flag takes its value after '=', as --NAME=" + extra + ", or --NAME / --noNAME; "
+                            : std::string()) +
+                      program +
                       (want.empty() ? std::string(" takes flags only") : " takes " + std::to_string(want.size()) +
                                                                             " argument(s)") +
                       "; usage: " + command_line.usage + ")");

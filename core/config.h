@@ -49,8 +49,14 @@ struct ConfigOverride {
 };
 
 /// The flag → field table shared by every binary (cli/config_flags.cc
-/// defines one string flag per entry).
+/// defines one flag per entry: a boolean flag for a bool field, a string
+/// flag otherwise).
 const std::vector<ConfigOverride>& ConfigOverrides();
+
+/// True when `row` sets a bool field (train.data_on_demand): its flag is a
+/// boolean, so "--data_on_demand" alone means true and "--nodata_on_demand"
+/// false, as gflags' own booleans. Pure.
+bool OverrideIsBool(const ConfigOverride& row);
 
 /// Sets the scalar field at dotted `field_path` from `value`, parsed by
 /// protobuf's text format for the field's type (TextFormat::

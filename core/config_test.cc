@@ -23,6 +23,43 @@ TEST(ConfigTest, ExampleBibtexConfigLoadsAndValidates) {
   EXPECT_TRUE(ValidateJobConfig(*c).ok());
 }
 
+TEST(ConfigTest, ByteOrderMarkIsNamedWithTheFix) {
+  auto c = ParseJobConfig("\xEF\xBB\xBFname: \"x\"\n", "job.pbtxt");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "job.pbtxt:1: the file starts with a UTF-8 byte-order mark (bytes EF BB BF), which Protobuf's text "
+            "format does not read: save it without one (UTF-8 without BOM), e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' "
+            "job.pbtxt");
+}
+
+TEST(ConfigTest, BoolOverridesAreBooleanFlags) {
+  int bools = 0;
+  for (const ConfigOverride& o : ConfigOverrides()) {
+    const std::string flag = o.flag;
+    if (OverrideIsBool(o)) ++bools;
+    if (flag == "data_on_demand" || flag == "adaptive_batch" || flag == "pipeline") {
+      EXPECT_TRUE(OverrideIsBool(o)) << flag;
+    }
+    if (flag == "staleness" || flag == "optimizer" || flag == "train_file") {
+      EXPECT_FALSE(OverrideIsBool(o)) << flag;
+    }
+  }
+  // normalize_rows, adaptive_batch, data_on_demand, chunk_taper, pipeline,
+  // fail_on_divergence, key_list_cache.
+  EXPECT_EQ(bools, 7);
+}
+
+TEST(ConfigTest, NegativeProgressAndEvalCountsAreRefused) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  c->mutable_train()->set_progress_every_s(-1);
+  EXPECT_EQ(ValidateJobConfig(*c).message(),
+            "config field train.progress_every_s: must be ≥ 0 seconds (0: no progress lines), got -1");
+  c->mutable_train()->set_progress_every_s(0);
+  c->mutable_train()->set_eval_max_rows(-2);
+  EXPECT_EQ(ValidateJobConfig(*c).message(), "config field train.eval_max_rows: must be ≥ 0 (0: every test row), got -2");
+}
+
 TEST(ConfigTest, UnknownFieldNamesFileLineAndSuggestion) {
   const std::string text = "name: \"x\"\nconsistency { staleness_bond: 3 }\n";
   auto c = ParseJobConfig(text, "job.pbtxt");

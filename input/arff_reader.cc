@@ -753,9 +753,7 @@ StatusOr<Dataset> ReadArff(const std::string& path, const ReadOptions& opts, Reo
   if (data_rows == 0) return Status::InvalidArgument(path + ": no examples found (no rows after @data on line " +
                                                      std::to_string(schema.data_line) + ")");
   if (opts.row_subset != nullptr && !opts.row_subset->empty() && opts.row_subset->back() >= data_rows)
-    return Status::InvalidArgument(path + ": row_subset entry " + std::to_string(opts.row_subset->back()) +
-                                   " (0-based) is past the last of the file's " + std::to_string(data_rows) +
-                                   " data rows");
+    return RowSubsetPastEnd(path, opts, data_rows);
   if (ds.unlabeled_rows > 0)
     LOG(INFO) << path << ": " << ds.unlabeled_rows << " rows have no labels"
               << (opts.skip_unlabeled ? " (skipped)" : " (kept as all-negative)");

@@ -90,10 +90,12 @@ void AppendFloat(std::string* out, float v) {
   out->append(b, r.ptr);
 }
 
+// Hashed features (col_keys): each column is written as its 64-bit id,
+// which the reader gave as id + index base.
 void AppendFeatures(std::string* out, const CsrMatrix& f, int64_t row, uint64_t base, bool space_first) {
   for (int64_t k = f.row_ptr[row]; k < f.row_ptr[row + 1]; ++k) {
     if (space_first || k > f.row_ptr[row]) *out += ' ';
-    AppendInt(out, f.col_idx[k] + base);
+    AppendInt(out, (f.col_keys ? (*f.col_keys)[f.col_idx[k]] : uint64_t{f.col_idx[k]}) + base);
     *out += ':';
     AppendFloat(out, f.values[k]);
   }
@@ -204,6 +206,9 @@ Status WriteLibsvm(const Dataset& ds, const std::string& path, int index_base) {
 }
 
 Status WriteArff(const Dataset& ds, const std::string& path, const std::string& xml_path, const std::string& relation) {
+  if (ds.features.col_keys)
+    return Status::InvalidArgument(path + ": the input has hashed 64-bit feature ids, which ARFF (one attribute "
+                                   "per feature) cannot hold: convert it to XMC or LIBSVM");
   TETHER_RETURN_IF_ERROR(NeedLabels(ds, path, "ARFF (MULAN, multi-label)"));
   if (xml_path.empty()) return Status::InvalidArgument(path + ": ARFF output needs a path for its label XML");
   const auto fname = [&ds](int64_t j) {

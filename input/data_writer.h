@@ -24,6 +24,9 @@ namespace tether {
 /// XMC: header "rows features labels", then "l1,l2,... f:v f:v ..." per row,
 /// ids written with `index_base` (0 or 1; 0 is the repository's convention).
 /// Requires a label matrix (labels.cols > 0 or an XMC/ARFF source).
+/// Hashed features (features.col_keys): ids are written as they were read,
+/// and the header's feature count is the number of distinct ids (a reader
+/// with hashed_features does not use it).
 [[nodiscard]] Status WriteXmc(const Dataset& ds, const std::string& path, int index_base = 0);
 
 /// LIBSVM: a single-label dataset (targets) as "target f:v ...", a
@@ -37,7 +40,8 @@ namespace tether {
 /// nominal {0,1} attributes, rows "{i v,...,j 1}" with 0-based attribute
 /// indices; and MULAN's label XML at `xml_path`. Names are
 /// Dataset::feature_names / label_names when present (an ARFF source), else
-/// f0, f1, ... and label0, label1, .... Requires a label matrix.
+/// f0, f1, ... and label0, label1, .... Requires a label matrix and
+/// refuses hashed features (InvalidArgument).
 [[nodiscard]] Status WriteArff(const Dataset& ds, const std::string& path, const std::string& xml_path,
                                const std::string& relation);
 

@@ -91,6 +91,18 @@ Status ParseXmcHeader(const std::string& path, std::string_view line, uint64_t o
   return Status::InvalidArgument(msg);
 }
 
+}  // namespace
+
+Status XmcZeroFeatures(const std::string& path, std::string_view header_line) {
+  return Status::InvalidArgument(At(path, 1) + "the XMC header " + Quote(header_line) +
+                                 " declares 0 features, but the file has rows: the header is 'num_examples "
+                                 "num_features num_labels'; write the feature count there (or, for 64-bit "
+                                 "feature ids, read it with data.hashed_features: true, tether-data "
+                                 "--hashed_features)");
+}
+
+namespace {
+
 Status ValidateOptions(const std::string& path, const ReadOptions& opts) {
   if (opts.index_base != 0 && opts.index_base != 1) {
     return Status::InvalidArgument(
@@ -181,6 +193,7 @@ Status ApplyXmcHeader(const std::string& path, const ReadOptions& opts, const Li
   TETHER_RETURN_IF_ERROR(ParseXmcHeader(path, scan.header_line, hdr));
   // Hashed features: the header's F is not used (ids are any uint64).
   if (opts.hashed_features) hdr[1] = 0;
+  if (!opts.hashed_features && hdr[1] == 0 && hdr[0] > 0) return XmcZeroFeatures(path, scan.header_line);
   if (hdr[1] > kMaxDim || hdr[2] > kMaxDim) {
     return Status::InvalidArgument(At(path, 1) + "header dimensions " + std::to_string(hdr[1]) + " x " +
                                    std::to_string(hdr[2]) + " exceed the 32-bit column limit");
@@ -226,9 +239,7 @@ Status CheckScan(const std::string& path, const ReadOptions& opts, const LineSca
                "(num_partitions > 1 or row_subset): each share would infer its own width");
   }
   if (opts.row_subset != nullptr && !opts.row_subset->empty() && opts.row_subset->back() >= scan.data_rows) {
-    return Status::InvalidArgument(path + ": row_subset entry " + std::to_string(opts.row_subset->back()) +
-                                   " (0-based) is past the last of the file's " + std::to_string(scan.data_rows) +
-                                   " data rows");
+    return RowSubsetPastEnd(path, opts, scan.data_rows);
   }
   return Status::OK();
 }
@@ -515,7 +526,21 @@ StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path) {
   return std::array<uint64_t, 3>{hdr[0], hdr[1], hdr[2]};
 }
 
-StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path) {
+Status RowSubsetPastEnd(const std::string& path, const ReadOptions& opts, int64_t data_rows) {
+  const std::vector<int64_t>& rows = *opts.row_subset;
+  // The first entry past the end: the split file's line that is wrong.
+  const auto past = std::lower_bound(rows.begin(), rows.end(), data_rows);
+  const auto i = static_cast<size_t>(past - rows.begin());
+  if (!opts.row_subset_file.empty() && opts.row_subset_lines != nullptr && i < opts.row_subset_lines->size())
+    return Status::InvalidArgument(At(opts.row_subset_file, (*opts.row_subset_lines)[i]) + "row " +
+                                   std::to_string(rows[i] + 1) + " is past the end of " + path + ", which has " +
+                                   std::to_string(data_rows) + " data rows (split files are 1-based)");
+  return Status::InvalidArgument(path + ": row_subset entry " + std::to_string(rows.back()) +
+                                 " (0-based) is past the last of the file's " + std::to_string(data_rows) +
+                                 " data rows");
+}
+
+StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path, std::vector<int64_t>* lines) {
   std::string raw;
   TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw));
   std::string inflated;
@@ -572,6 +597,7 @@ StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path) {
                                      std::to_string(earlier) + ")");
     }
     out.push_back(rows[i].first);
+    if (lines != nullptr) lines->push_back(rows[i].second);
   }
   return out;
 }

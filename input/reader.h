@@ -103,6 +103,12 @@ struct ReadOptions {
   /// lines. Partitioning then splits this list: partition p gets entries
   /// [p*K/n, (p+1)*K/n) of its K entries.
   const std::vector<int64_t>* row_subset = nullptr;
+  /// Optional, for messages: where row_subset came from (a split file) and,
+  /// borrowed and parallel to *row_subset, the 1-based line of each entry
+  /// there (ReadSplitFile's `lines`). An entry past the data's last row is
+  /// then reported as "SPLIT:LINE: row N is past the end of ...".
+  std::string row_subset_file;
+  const std::vector<int64_t>* row_subset_lines = nullptr;
 
   DuplicatePolicy duplicates = DuplicatePolicy::kError;
   NonFinitePolicy non_finite = NonFinitePolicy::kError;
@@ -206,11 +212,25 @@ struct Dataset {
 /// repeated index, or a file with no indices; NotFound/IOError/DataLoss as
 /// for ReadDataset. Indices past the data file's end are caught by
 /// ReadDataset, which knows the row count.
-[[nodiscard]] StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path);
+/// `lines`, when given, receives the 1-based line of each returned index,
+/// for ReadOptions::row_subset_lines.
+[[nodiscard]] StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path,
+                                                           std::vector<int64_t>* lines = nullptr);
+
+/// The error for a row subset whose last entry lies past the `data_rows`
+/// rows of the data file at `path`: "SPLIT:LINE: row N is past the end of
+/// PATH, which has R data rows (split files are 1-based)" when
+/// opts.row_subset_file names the split file, else naming the 0-based entry.
+Status RowSubsetPastEnd(const std::string& path, const ReadOptions& opts, int64_t data_rows);
 
 /// The header "N F L" of the XMC file at `path` (plain or gzip), reading
 /// only its first line. Errors: NotFound, IOError, and InvalidArgument
 /// "path:1: malformed XMC header ..." as ReadDataset.
 [[nodiscard]] StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path);
+
+/// The error for an XMC file at `path` whose header `header_line` ("N 0 L",
+/// N > 0) declares no features: InvalidArgument "path:1: the XMC header
+/// '...' declares 0 features, ..." with the fix.
+Status XmcZeroFeatures(const std::string& path, std::string_view header_line);
 
 }  // namespace tether

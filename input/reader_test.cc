@@ -224,8 +224,9 @@ TEST(ReaderTest, XmcZeroDimensionsInHeaderAreEnforced) {
   auto ds = ReadDataset(path, Xmc(0));
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().message(),
-            path + ":2: feature index 1 is out of range (token '1:0.5'): 0 features declared; 2 lines are "
-                   "malformed, also line 3: feature index 0 is out of range (token '0:1'): 0 features declared");
+            path + ":1: the XMC header '2 0 0' declares 0 features, but the file has rows: the header is "
+                   "'num_examples num_features num_labels'; write the feature count there (or, for 64-bit feature "
+                   "ids, read it with data.hashed_features: true, tether-data --hashed_features)");
 }
 
 TEST(ReaderTest, XmcLeadingSpaceMeansNoLabels) {
@@ -675,6 +676,25 @@ TEST(SplitFileTest, ErrorsNameFileAndLine) {
   auto e = ReadSplitFile(kCases + "C11_empty_file.txt");
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().message(), kCases + "C11_empty_file.txt: no row indices found");
+}
+
+TEST(SplitFileTest, RowPastTheDataNamesTheSplitLine) {
+  std::vector<int64_t> lines;
+  auto rows = ReadSplitFile(kFixtures + "split_small.txt", &lines);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(lines, (std::vector<int64_t>{2, 3, 1}));  // rows 1, 2, 3 are on lines 2, 3, 1
+  const std::string data = kFixtures + "xmc_partition.txt";
+  auto whole = ReadDataset(data, Xmc(0));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  const std::vector<int64_t> past = {0, whole->features.rows + 4};
+  const std::vector<int64_t> past_lines = {1, 7};
+  ReadOptions o = Xmc(0);
+  o.row_subset = &past;
+  o.row_subset_file = "s.txt";
+  o.row_subset_lines = &past_lines;
+  EXPECT_EQ(ReadDataset(data, o).status().message(),
+            "s.txt:7: row " + std::to_string(whole->features.rows + 5) + " is past the end of " + data +
+                ", which has " + std::to_string(whole->features.rows) + " data rows (split files are 1-based)");
 }
 
 TEST(SplitFileTest, BibtexSplitsPartitionTheRows) {

@@ -262,6 +262,14 @@ TEST(LaunchRequestTest, RefusesFlagsBeforeAnythingStarts) {
             "--servers and --workers must be positive (0 = take the config's value)");
   EXPECT_EQ(CheckLaunchCommandLine(0, 0, "udp", 10).message(), "--transport=udp: expected tcp, ipc or inproc");
   EXPECT_EQ(CheckLaunchCommandLine(0, 0, "tcp", 0).message(), "--timeout_s must be positive, got 0");
+  EXPECT_TRUE(CheckCountGiven("workers", 0, /*given=*/false).ok());
+  EXPECT_TRUE(CheckCountGiven("workers", 2, /*given=*/true).ok());
+  EXPECT_EQ(CheckCountGiven("workers", 0, /*given=*/true).message(),
+            "--workers=0: a job needs at least one worker; give a count ≥ 1, or leave the flag out to take the "
+            "config's");
+  EXPECT_EQ(CheckCountGiven("servers", 0, /*given=*/true).message(),
+            "--servers=0: a job needs at least one server shard; give a count ≥ 1, or leave the flag out to take "
+            "the config's");
   LaunchRequest r;
   r.resume_if_present = true;
   EXPECT_EQ(ResolveResumeIfPresent(TwoByTwo(), &r).message(),

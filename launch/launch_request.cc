@@ -15,6 +15,13 @@ Status CheckLaunchCommandLine(int servers, int workers, const std::string& trans
   return Status::OK();
 }
 
+Status CheckCountGiven(const std::string& flag, int value, bool given) {
+  if (!given || value != 0) return Status::OK();
+  return Status::InvalidArgument("--" + flag + "=0: a job needs at least one " +
+                                 (flag == "servers" ? "server shard" : "worker") +
+                                 "; give a count ≥ 1, or leave the flag out to take the config's");
+}
+
 Status ResolveResumeIfPresent(const JobConfig& config, LaunchRequest* request) {
   if (!request->resume_if_present) return Status::OK();
   if (!request->resume_from.empty())

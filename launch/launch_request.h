@@ -52,6 +52,11 @@ struct LaunchRequest {
 /// --timeout_s. Errors: InvalidArgument naming the flag and what it takes.
 Status CheckLaunchCommandLine(int servers, int workers, const std::string& transport, int timeout_s);
 
+/// --servers or --workers given on the command line (`given`) with `value`
+/// 0: refused, since a job needs at least one of each; left out, the
+/// config's count holds. Errors: InvalidArgument naming the flag and the fix.
+Status CheckCountGiven(const std::string& flag, int value, bool given);
+
 /// --resume_if_present: sets request->resume_from to the latest complete
 /// checkpoint under checkpoint.dir when there is one (logged either way).
 /// Errors: InvalidArgument with --resume_from, or without checkpoint.dir.

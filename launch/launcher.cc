@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/net/endpoint_check.h"
 #include "launch/elastic_run.h"
 #include "launch/job_summary.h"
 #include "launch/launch_events.h"
@@ -240,6 +241,13 @@ std::optional<int> Launcher::StartServers() {
     const std::string listen = options_.transport == "ipc"
                                    ? "ipc://" + tmp_dir_ + "/server_" + std::to_string(i) + ".ipc"
                                    : std::string("tcp://127.0.0.1:0");
+    // A socket path too long for a Unix socket address (a long TMPDIR) is
+    // refused here, with the fix, rather than by each server's bind.
+    if (Status st = CheckEndpoint(listen, "--transport=ipc (under TMPDIR)", EndpointUse::kBind); !st.ok()) {
+      LOG(ERROR) << "[launch] " << st.message();
+      Teardown("could not start server " + std::to_string(i));
+      return 2;
+    }
     std::vector<std::string> args = {"--config=" + options_.config_path, "--shard=" + std::to_string(i),
                                      "--listen=" + listen,
                                      "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <cctype>
 #include <chrono>
 
 #include "worker/evaluator.h"
@@ -25,6 +26,23 @@ ModelFileFormat ModelFileFormatForPath(const std::string& path) {
   return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0
              ? ModelFileFormat::kNpz
              : ModelFileFormat::kSafetensors;
+}
+
+StatusOr<ModelFileFormat> ModelFileFormatFor(const std::string& path, const std::string& format_name) {
+  const ModelFileFormat by_name = ModelFileFormatForPath(path);
+  if (format_name.empty()) return by_name;
+  std::string lower = format_name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  TETHER_ASSIGN_OR_RETURN(const ModelFileFormat asked, ParseModelFileFormat(lower));
+  const std::string ext = ".safetensors";
+  const bool says_safetensors =
+      path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  if ((by_name == ModelFileFormat::kNpz && asked != ModelFileFormat::kNpz) ||
+      (says_safetensors && asked != ModelFileFormat::kSafetensors))
+    return Status::InvalidArgument("--format=" + format_name + " contradicts the file name '" + path +
+                                   "': name the file after its format (.npz for npz, .safetensors for "
+                                   "safetensors), or leave --format out to take it from the name");
+  return asked;
 }
 
 Status ExportModel(const TrainedModel& model, const std::string& path, ModelFileFormat format,

@@ -24,6 +24,14 @@ StatusOr<LabelCounts> TrainingLabelCounts(const JobConfig& config);
 /// The format a path asks for: ".npz" → npz, anything else → safetensors.
 ModelFileFormat ModelFileFormatForPath(const std::string& path);
 
+/// The format of a model file written to `path` when the user asked for
+/// `format_name` ("" when not given): "" → by the name
+/// (ModelFileFormatForPath); "safetensors" or "npz" (any case) → that one,
+/// unless the name's extension (".npz", ".safetensors") says the other.
+/// Errors: InvalidArgument for an unknown name, or "--format=npz
+/// contradicts the file name 'm.safetensors': ..." with the fix.
+StatusOr<ModelFileFormat> ModelFileFormatFor(const std::string& path, const std::string& format_name);
+
 /// Writes `model` to `path` (format from `format`), with the training label
 /// counts when `with_label_counts` and the model is multi-label. Logs one
 /// INFO line with the path, the tensors' size and the time taken. Errors:

@@ -12,6 +12,7 @@
 //
 // --format may be left out for names ending in .arff or .arff.gz. Exit 0, or
 // the error ("FILE:line: ...") on stderr and exit 1.
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -27,7 +28,7 @@
 #include "input/reader.h"
 #include "cli/flag_parser.h"
 
-DEFINE_string(format, "", "Input format: xmc, libsvm or arff (may be left out for *.arff and *.arff.gz)");
+DEFINE_string(format, "", "Input format: xmc, libsvm or arff, in any case (may be left out for *.arff and *.arff.gz)");
 DEFINE_int32(index_base, -1,
              "Index base, required for xmc and libsvm: 0 or 1. Applies to feature indices and to XMC label "
              "ids; never guessed from the data (ARFF indices are 0-based)");
@@ -54,11 +55,20 @@ DEFINE_string(non_finite, "error",
               "NaN, inf or overflowing values: error, or drop_row (drop and count the row)");
 DEFINE_bool(header_mismatch_is_error, true,
             "XMC: stop when the header's example count disagrees with the body (else warn)");
+DEFINE_bool(hashed_features, false,
+            "XMC and LIBSVM: feature ids are hashed 64-bit integers (as the config's data.hashed_features); "
+            "the XMC header's feature count is not used");
 DEFINE_bool(skip_unlabeled, false,
             "Leave out rows with no labels (default: keep them as all-negative rows)");
 
 namespace tether {
 namespace {
+
+// Format names in any case, as configs and override flags take enum names.
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
 
 // The one place where flags become ReadOptions.
 bool IsArffName(const std::string& p) {
@@ -68,7 +78,7 @@ bool IsArffName(const std::string& p) {
 
 StatusOr<ReadOptions> OptionsFromFlags(const std::string& path) {
   ReadOptions o;
-  const std::string format = FLAGS_format.empty() && IsArffName(path) ? "arff" : FLAGS_format;
+  const std::string format = FLAGS_format.empty() && IsArffName(path) ? "arff" : Lower(FLAGS_format);
   if (format == "xmc") {
     o.format = DataFormat::kXmc;
   } else if (format == "libsvm") {
@@ -117,6 +127,12 @@ StatusOr<ReadOptions> OptionsFromFlags(const std::string& path) {
                                    FLAGS_non_finite + "'");
   }
   o.header_mismatch_is_error = FLAGS_header_mismatch_is_error;
+  if (FLAGS_hashed_features && o.format == DataFormat::kArff)
+    return Status::InvalidArgument("--hashed_features applies to XMC and LIBSVM input only (ARFF names its features)");
+  if (FLAGS_hashed_features && FLAGS_num_features != 0)
+    return Status::InvalidArgument("--num_features must be 0 with --hashed_features (feature ids are any 64-bit "
+                                   "integer), got " + std::to_string(FLAGS_num_features));
+  o.hashed_features = FLAGS_hashed_features;
   o.skip_unlabeled = FLAGS_skip_unlabeled;
   return o;
 }
@@ -135,16 +151,19 @@ bool Load(const std::string& path, Dataset* ds, double* ms) {
             << "' partition=" << FLAGS_partition << "/" << FLAGS_num_partitions
             << " duplicates=" << FLAGS_duplicates << " non_finite=" << FLAGS_non_finite
             << " header_mismatch_is_error=" << FLAGS_header_mismatch_is_error
-            << " skip_unlabeled=" << FLAGS_skip_unlabeled << " label_xml='" << FLAGS_label_xml << "'";
-  std::vector<int64_t> subset;
+            << " skip_unlabeled=" << FLAGS_skip_unlabeled << " hashed_features=" << FLAGS_hashed_features
+            << " label_xml='" << FLAGS_label_xml << "'";
+  std::vector<int64_t> subset, subset_lines;
   if (!FLAGS_split.empty()) {
-    StatusOr<std::vector<int64_t>> rows = ReadSplitFile(FLAGS_split);
+    StatusOr<std::vector<int64_t>> rows = ReadSplitFile(FLAGS_split, &subset_lines);
     if (!rows.ok()) {
       std::fprintf(stderr, "tether-data: %s\n", rows.status().message().c_str());
       return false;
     }
     subset = std::move(rows).value();
     opts->row_subset = &subset;
+    opts->row_subset_file = FLAGS_split;
+    opts->row_subset_lines = &subset_lines;
   }
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<Dataset> read = ReadDataset(path, *opts);
@@ -158,7 +177,7 @@ bool Load(const std::string& path, Dataset* ds, double* ms) {
 }
 
 std::string FormatName(const std::string& path) {
-  return FLAGS_format.empty() && IsArffName(path) ? "arff" : FLAGS_format;
+  return FLAGS_format.empty() && IsArffName(path) ? "arff" : Lower(FLAGS_format);
 }
 
 int Check(const std::string& path) {
@@ -174,7 +193,8 @@ int Check(const std::string& path) {
     std::printf("partition: %d/%d\n", FLAGS_partition, FLAGS_num_partitions);
   }
   std::printf("rows: %lld\n", static_cast<long long>(ds->features.rows));
-  std::printf("features: %lld\n", static_cast<long long>(ds->features.cols));
+  std::printf("features: %lld%s\n", static_cast<long long>(ds->features.cols),
+              ds->features.col_keys ? " (distinct hashed ids)" : "");
   std::printf("labels: %lld\n", static_cast<long long>(ds->labels.cols));
   std::printf("nnz: %lld\n", static_cast<long long>(ds->features.nnz()));
   std::printf("label_nnz: %lld\n", static_cast<long long>(ds->labels.nnz()));
@@ -223,6 +243,7 @@ int Convert() {
   };
   if (FLAGS_in.empty()) return fail("convert: --in is required");
   if (FLAGS_out.empty()) return fail("convert: --out is required");
+  FLAGS_to = Lower(FLAGS_to);
   if (FLAGS_to != "xmc" && FLAGS_to != "libsvm" && FLAGS_to != "arff")
     return fail("convert: --to must be xmc, libsvm or arff, got '" + FLAGS_to + "'");
   if (FLAGS_out_index_base != -1 && FLAGS_out_index_base != 0 && FLAGS_out_index_base != 1)

@@ -21,7 +21,9 @@ DEFINE_string(checkpoint, "", "A checkpoint, or a directory of checkpoints (the 
 DEFINE_string(model, "", "Instead of --checkpoint: a safetensors model file to write again in --format "
                          "(its label counts are kept)");
 DEFINE_string(out, "", "Required: the model file to write (atomically: temporary file, fsync, rename)");
-DEFINE_string(format, "safetensors", "safetensors or npz (a NumPy .npz archive of .npy files)");
+DEFINE_string(format, "",
+              "safetensors or npz (a NumPy .npz archive of .npy files); default: from --out's name (FILE.npz: "
+              "npz, else safetensors); one that contradicts the name is refused");
 DEFINE_bool(label_counts, true,
             "multi-label models: count the training labels of the split the config names (data.train_file, "
             "data.train_split) and store them for PSP@k; false: skip (no training data needed)");
@@ -37,13 +39,13 @@ int main(int argc, char** argv) {
     LOG(ERROR) << who << "--out and one of --checkpoint or --model are required";
     return 2;
   }
-  const tether::StatusOr<tether::ModelFileFormat> format = tether::ParseModelFileFormat(FLAGS_format);
+  const tether::StatusOr<tether::ModelFileFormat> format = tether::ModelFileFormatFor(FLAGS_out, FLAGS_format);
   if (!format.ok()) {
-    LOG(ERROR) << who << "--format: " << format.status().message();
+    LOG(ERROR) << who << format.status().message();
     return 2;
   }
   LOG(INFO) << who << "checkpoint=" << FLAGS_checkpoint << " model=" << FLAGS_model << " out=" << FLAGS_out
-            << " format=" << FLAGS_format << " label_counts=" << (FLAGS_label_counts ? "true" : "false");
+            << " format=" << (*format == tether::ModelFileFormat::kNpz ? "npz" : "safetensors") << " label_counts=" << (FLAGS_label_counts ? "true" : "false");
   if (!FLAGS_model.empty()) {
     if (const tether::Status path_ok = tether::CheckModelFilePath(FLAGS_model); !path_ok.ok()) {
       LOG(ERROR) << who << "--model=" << FLAGS_model << ": " << path_ok.message();

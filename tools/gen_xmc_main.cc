@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "input/synthetic_xmc.h"
 #include "cli/flag_parser.h"
@@ -36,6 +37,17 @@ int main(int argc, char** argv) {
   if (FLAGS_out_prefix.empty()) {
     std::fprintf(stderr, "error: flag --out_prefix is required (usage: %s)\n", gflags::ProgramUsage());
     return 2;
+  }
+  // -1 is "not given" (the shape's or the built-in size); a size given as
+  // 0 or below is refused rather than silently replaced by the default.
+  for (const char* flag : {"train_rows", "test_rows", "num_features", "num_labels", "features_per_row",
+                           "labels_per_row"}) {
+    const gflags::CommandLineFlagInfo info = gflags::GetCommandLineFlagInfoOrDie(flag);
+    if (!info.is_default && !(std::stod(info.current_value) > 0)) {
+      std::fprintf(stderr, "tether-gen-xmc: flag --%s=%s: must be > 0 (leave it out for the shape's or the default)\n",
+                   flag, info.current_value.c_str());
+      return 2;
+    }
   }
   tether::SyntheticXmcOptions o;
   int64_t train = 10000, test = 2000;

@@ -178,6 +178,8 @@ int main(int argc, char** argv) {
        "   or, as every task of srun/mpirun (engine mode): srun -n $((S+W)) tether-launch --config=JOB.pbtxt "
        "--num_servers=S [--rendezvous=...]: task i < S is server shard i, the others workers i-S."});
   if (Refused(tether::CheckLaunchCommandLine(FLAGS_servers, FLAGS_workers, FLAGS_transport, FLAGS_timeout_s)) ||
+      Refused(tether::CheckCountGiven("servers", FLAGS_servers, FlagGiven("servers"))) ||
+      Refused(tether::CheckCountGiven("workers", FLAGS_workers, FlagGiven("workers"))) ||
       !ApplyCountAliases())
     return 2;
   auto config = LoadLaunchConfig();

@@ -28,6 +28,7 @@
 #include "core/file_util.h"
 #include "telemetry/metrics_log.h"
 #include "core/net/curve.h"
+#include "core/net/endpoint_check.h"
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
 #include "checkpoint/checkpoint.h"
@@ -252,6 +253,10 @@ int Prepare(tether::StatusOr<tether::JobConfig>* config, RendezvousSockets* sock
   if (FLAGS_shard < 0 || FLAGS_shard >= c.cluster().num_servers()) {
     LOG(ERROR) << "[server] flag --shard=" << FLAGS_shard << " outside [0, " << c.cluster().num_servers()
                << ") (cluster.num_servers)";
+    return 2;
+  }
+  if (tether::Status st = tether::CheckEndpoint(FLAGS_listen, "flag --listen", tether::EndpointUse::kBind); !st.ok()) {
+    LOG(ERROR) << Who() << st.message();
     return 2;
   }
   // The server writes checkpoints where the workers say (its own

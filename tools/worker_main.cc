@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/file_util.h"
 #include "core/net/curve.h"
+#include "core/net/endpoint_check.h"
 #include "core/net/rendezvous.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/config_flags.h"
@@ -280,6 +281,14 @@ int FindServers(const std::string& who, const tether::JobConfig& config, tether:
                << " endpoint(s) but cluster.num_servers is " << config.cluster().num_servers();
     return 2;
   }
+  const std::string source = !FLAGS_server_addresses.empty()              ? "flag --server_addresses"
+                             : config.cluster().server_addresses_size() > 0 ? "config field cluster.server_addresses"
+                                                                            : "the rendezvous";
+  for (const std::string& ep : options->servers)
+    if (tether::Status st = tether::CheckEndpoint(ep, source, tether::EndpointUse::kConnect); !st.ok()) {
+      LOG(ERROR) << who << st.message();
+      return 2;
+    }
   return 0;
 }
 

@@ -42,6 +42,12 @@ Status ValidateXmcMlp(const JobConfig& c) {
       {c.data().num_labels() <= 0, "data.num_labels", "must be > 0 (the model's output width)"},
       {c.model().sampled_labels() > 0 && c.model().loss() != SOFTMAX, "model.sampled_labels",
        "a sampled softmax needs model.loss SOFTMAX"},
+      {c.model().sampled_labels() < 0, "model.sampled_labels",
+       "must be ≥ 0 (0: the full softmax), got " + std::to_string(c.model().sampled_labels())},
+      {c.model().sampled_labels() > c.data().num_labels(), "model.sampled_labels",
+       std::to_string(c.model().sampled_labels()) + " is above data.num_labels (" +
+           std::to_string(c.data().num_labels()) + "), the rows a minibatch can sample from: use at most " +
+           std::to_string(c.data().num_labels()) + ", or 0 for the full softmax"},
   });
 }
 

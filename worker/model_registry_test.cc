@@ -99,6 +99,20 @@ TEST(ModelRegistryTest, PerTableOverridesAreMergedIntoTheSpecs) {
                                                "b1, w2)");
 }
 
+TEST(ModelRegistryTest, SampledLabelsWithinTheLabelCount) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  c->mutable_model()->set_sampled_labels(159);
+  EXPECT_TRUE(ValidateModelConfig(*c).ok());
+  c->mutable_model()->set_sampled_labels(500);
+  EXPECT_EQ(ValidateModelConfig(*c).message(),
+            "config field model.sampled_labels: 500 is above data.num_labels (159), the rows a minibatch can sample "
+            "from: use at most 159, or 0 for the full softmax");
+  c->mutable_model()->set_sampled_labels(-1);
+  EXPECT_EQ(ValidateModelConfig(*c).message(),
+            "config field model.sampled_labels: must be ≥ 0 (0: the full softmax), got -1");
+}
+
 TEST(TableSpecTest, DiffNamesTheTableTheFieldAndBothValues) {
   auto c = LoadJobConfig("examples/bibtex.pbtxt");
   ASSERT_TRUE(c.ok());

@@ -97,6 +97,21 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
   return kOverrides;
 }
 
+bool OverrideIsBool(const ConfigOverride& row) {
+  const google::protobuf::Descriptor* type = JobConfig::descriptor();
+  const std::string path = row.field_path;
+  size_t begin = 0;
+  while (type != nullptr) {
+    const size_t dot = path.find('.', begin);
+    const FieldDescriptor* field = type->FindFieldByName(path.substr(begin, dot - begin));
+    if (field == nullptr) return false;
+    if (dot == std::string::npos) return field->cpp_type() == FieldDescriptor::CPPTYPE_BOOL && !field->is_repeated();
+    type = field->message_type();
+    begin = dot + 1;
+  }
+  return false;
+}
+
 namespace {
 
 // What a flag value of each field type must look like, for messages.

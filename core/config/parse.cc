@@ -197,6 +197,13 @@ std::string ClosestName(const std::string& word, const std::vector<std::string>&
 }
 
 StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& name) {
+  // Editors on some systems save UTF-8 with a byte-order mark, which
+  // Protobuf's text format reports only as "non ascii codepoint 239".
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0)
+    return Status::InvalidArgument(name +
+                                   ":1: the file starts with a UTF-8 byte-order mark (bytes EF BB BF), which "
+                                   "Protobuf's text format does not read: save it without one (UTF-8 without "
+                                   "BOM), e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' " + name);
   JobConfig config;
   google::protobuf::TextFormat::Parser parser;
   FirstErrorCollector errors;

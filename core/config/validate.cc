@@ -255,6 +255,15 @@ Status ValidateAdaptiveBatch(const JobConfig& c) {
 // Evaluation and chunk sizes, divergence, PSP constants and the device.
 Status ValidateTrainLimits(const JobConfig& c) {
   if (c.train().eval_minibatch_size() < 1) return FieldError("train.eval_minibatch_size", "must be ≥ 1");
+  if (c.train().progress_every_s() < 0)
+    return FieldError("train.progress_every_s", "must be ≥ 0 seconds (0: no progress lines), got " +
+                                                std::to_string(c.train().progress_every_s()));
+  if (c.train().eval_max_rows() < 0)
+    return FieldError("train.eval_max_rows", "must be ≥ 0 (0: every test row), got " +
+                                             std::to_string(c.train().eval_max_rows()));
+  if (c.train().eval_every_epochs() < 0)
+    return FieldError("train.eval_every_epochs", "must be ≥ 0 (0: at the end only), got " +
+                                                 std::to_string(c.train().eval_every_epochs()));
   if (c.train().chunk_rows() < 0)
     return FieldError("train.chunk_rows", "must be ≥ 0 (0: 4 x train.minibatch_size), got " +
                                        std::to_string(c.train().chunk_rows()));

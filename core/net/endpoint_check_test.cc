@@ -1,0 +1,58 @@
+// CheckEndpoint: each kind of bad endpoint is refused with the value and the
+// fix; good ones of every scheme pass.
+#include "core/net/endpoint_check.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace tether {
+namespace {
+
+std::string Why(const std::string& endpoint, EndpointUse use = EndpointUse::kConnect) {
+  const Status st = CheckEndpoint(endpoint, "flag --server_addresses", use);
+  return st.ok() ? "ok" : st.message();
+}
+
+TEST(EndpointCheck, GoodEndpointsPass) {
+  EXPECT_EQ(Why("tcp://127.0.0.1:5550"), "ok");
+  EXPECT_EQ(Why("tcp://[::1]:5550"), "ok");
+  EXPECT_EQ(Why("tcp://localhost:1"), "ok");
+  EXPECT_EQ(Why("tcp://*:0", EndpointUse::kBind), "ok");
+  EXPECT_EQ(Why("tcp://127.0.0.1:0", EndpointUse::kBind), "ok");
+  EXPECT_EQ(Why("ipc:///run/x.ipc"), "ok");
+  EXPECT_EQ(Why("inproc://server_0"), "ok");
+}
+
+TEST(EndpointCheck, NoSchemeSaysWhatToWrite) {
+  EXPECT_EQ(Why("127.0.0.1:5550"),
+            "flag --server_addresses: endpoint '127.0.0.1:5550': no transport scheme: write tcp://127.0.0.1:5550 "
+            "(or ipc://PATH, inproc://NAME)");
+  EXPECT_NE(Why("udp://h:1").find("unknown transport scheme 'udp'"), std::string::npos);
+}
+
+TEST(EndpointCheck, BadPorts) {
+  EXPECT_NE(Why("tcp://127.0.0.1").find("expected tcp://HOST:PORT"), std::string::npos);
+  EXPECT_NE(Why("tcp://127.0.0.1:0").find("port '0' is not a number in [1, 65535]"), std::string::npos);
+  EXPECT_NE(Why("tcp://127.0.0.1:70000").find("port '70000'"), std::string::npos);
+  EXPECT_NE(Why("tcp://127.0.0.1:5x").find("port '5x'"), std::string::npos);
+}
+
+TEST(EndpointCheck, UnresolvableHost) {
+  // ".invalid" never resolves (RFC 6761).
+  const std::string why = Why("tcp://no-such-host.invalid:5550");
+  EXPECT_NE(why.find("host 'no-such-host.invalid' does not resolve ("), std::string::npos) << why;
+  EXPECT_NE(why.find("give the server's IP address"), std::string::npos) << why;
+}
+
+TEST(EndpointCheck, IpcPathLength) {
+  EXPECT_EQ(MaxIpcPathBytes(), 107u);
+  EXPECT_EQ(Why("ipc:///" + std::string(106, 'x')), "ok");
+  const std::string why = Why("ipc:///" + std::string(107, 'x'));
+  EXPECT_NE(why.find("the socket path is 108 bytes, over the 107"), std::string::npos) << why;
+  EXPECT_NE(why.find("set TMPDIR"), std::string::npos) << why;
+  EXPECT_NE(Why("ipc://").find("expected ipc://PATH"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tether

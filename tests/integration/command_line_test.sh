@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The command line a new user types: boolean override flags given alone,
+# and every start-up mistake refused at once with the value and the fix,
+# before a process trains or waits.
+#   flags  tether-launch and tether-worker/-server by hand: --data_on_demand
+#          alone means true and --nopipeline false (the config in force says
+#          so); refused with exit 2 and their message: --server_addresses
+#          without a scheme, an unresolvable host, --transport=ipc under a
+#          TMPDIR too long for a socket path, a config with a UTF-8 BOM,
+#          --workers=0, --sampled_labels above the label count, a negative
+#          --progress_every_s; exit 1 for "--data_on_demand false".
+#   tools  tether-gen-xmc sizes ≤ 0 (exit 2), an XMC header with 0 features
+#          (tether-data and a job), tether-data --format=XMC, a split file's
+#          row past the data (named as SPLIT:LINE), and tether-data
+#          check|stats|convert of a file with hashed 64-bit feature ids.
+# Usage: command_line_test.sh flags|tools BIN_DIR   (from the repository root)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$@"
+
+# refused RC TEXT COMMAND...: COMMAND (bounded: 60 s) exits RC and its
+# output holds TEXT.
+n=0
+refused() {
+  local want=$1 text=$2; shift 2
+  n=$((n + 1))
+  local log="$tmp/refused$n.log" rc=0
+  timeout -k 5 60 "$@" >"$log" 2>&1 || rc=$?
+  [ "$rc" = "$want" ] || fail "$* exited $rc, expected $want"
+  grep -qF -- "$text" "$log" || fail "$* did not say: $text (said: $(grep -v '^I' "$log" | tail -n 3))"
+  echo "exit $rc: $text"
+}
+
+bibtex=(--config=examples/bibtex.pbtxt)
+case "$mode" in
+flags)
+  # Boolean overrides: the values in force name them (then the job is
+  # stopped by --epochs=1 on two workers, one server: a short run).
+  timeout -k 5 120 "$bin/tether-launch" "${bibtex[@]}" --servers=1 --epochs=1 --data_on_demand --nopipeline \
+    --timeout_s=110 >"$tmp/bool.log" 2>&1 || fail "a job with --data_on_demand --nopipeline failed"
+  grep -q "config in force (.*--data_on_demand=true --pipeline=false" "$tmp/bool.log" ||
+    fail "--data_on_demand alone did not mean true, or --nopipeline false"
+  echo "--data_on_demand --nopipeline: data_on_demand=true pipeline=false in force"
+  refused 1 "unexpected argument 'false' (a boolean flag takes its value after '=', as --NAME=false" \
+    "$bin/tether-launch" "${bibtex[@]}" --data_on_demand false
+  refused 2 "flag --server_addresses: endpoint '127.0.0.1:5550': no transport scheme: write tcp://127.0.0.1:5550" \
+    "$bin/tether-worker" "${bibtex[@]}" --rank=0 --server_addresses=127.0.0.1:5550,127.0.0.1:5551
+  refused 2 "endpoint 'tcp://no-such-host.invalid:5550': host 'no-such-host.invalid' does not resolve" \
+    "$bin/tether-worker" "${bibtex[@]}" --rank=0 --server_addresses=tcp://no-such-host.invalid:5550,tcp://127.0.0.1:5551
+  refused 2 "flag --listen: endpoint 'tcp://127.0.0.1': expected tcp://HOST:PORT" \
+    "$bin/tether-server" "${bibtex[@]}" --shard=0 --listen=tcp://127.0.0.1
+  long="$tmp/$(printf 'd%.0s' $(seq 1 110))"
+  mkdir -p "$long"
+  TMPDIR=$long refused 2 "over the 107 a Unix socket address holds: use a shorter directory (for tether-launch --transport=ipc, set TMPDIR" \
+    "$bin/tether-launch" "${bibtex[@]}" --transport=ipc
+  printf '\xef\xbb\xbf' >"$tmp/bom.pbtxt"
+  sed 's#"\.\./data/#"'"$PWD"'/data/#' examples/bibtex.pbtxt >>"$tmp/bom.pbtxt"
+  refused 2 "bom.pbtxt:1: the file starts with a UTF-8 byte-order mark (bytes EF BB BF)" \
+    "$bin/tether-launch" --config="$tmp/bom.pbtxt"
+  refused 2 "--workers=0: a job needs at least one worker; give a count ≥ 1, or leave the flag out" \
+    "$bin/tether-launch" "${bibtex[@]}" --workers=0
+  refused 2 "config field model.sampled_labels: 500 is above data.num_labels (159)" \
+    "$bin/tether-launch" "${bibtex[@]}" --sampled_labels=500
+  refused 2 "config field train.progress_every_s: must be ≥ 0 seconds (0: no progress lines), got -1 (set by flag --progress_every_s=-1)" \
+    "$bin/tether-launch" "${bibtex[@]}" --progress_every_s=-1
+  ;;
+tools)
+  for flag in --num_features=0 --num_labels=-5 --train_rows=0 --test_rows=-1; do
+    refused 2 "tether-gen-xmc: flag ${flag}: must be > 0" "$bin/tether-gen-xmc" --out_prefix="$tmp/g" "$flag"
+  done
+  [ ! -e "$tmp/g.train.txt" ] || fail "tether-gen-xmc wrote a file after refusing its sizes"
+  printf '2 0 3\n0 1:1\n1 2:1\n' >"$tmp/zero.txt"
+  refused 1 "zero.txt:1: the XMC header '2 0 3' declares 0 features, but the file has rows" \
+    "$bin/tether-data" check --format=xmc --index_base=0 "$tmp/zero.txt"
+  # A job whose config takes the widths from the header (num_features 0).
+  grep -v "num_features\|num_labels\|_split\|train_file\|test_file" examples/bibtex.pbtxt >"$tmp/zero.pbtxt"
+  refused 2 "zero.txt:1: the XMC header '2 0 3' declares 0 features" \
+    "$bin/tether-launch" --config="$tmp/zero.pbtxt" --train_file="$tmp/zero.txt" --test_file="$tmp/zero.txt"
+  timeout 60 "$bin/tether-data" check --format=XMC --index_base=0 data/bibtex/Bibtex_data.txt.gz >"$tmp/upper.log" 2>&1 ||
+    fail "tether-data --format=XMC was refused: $(tail -n 2 "$tmp/upper.log")"
+  grep -qx "rows: 7395" "$tmp/upper.log" || fail "tether-data --format=XMC did not read 7395 rows"
+  echo "tether-data --format=XMC: rows: 7395"
+  printf '1\n2\n9000\n' >"$tmp/split.txt"
+  refused 1 "split.txt:3: row 9000 is past the end of data/bibtex/Bibtex_data.txt.gz, which has 7395 data rows" \
+    "$bin/tether-data" check --format=xmc --index_base=0 --split="$tmp/split.txt" data/bibtex/Bibtex_data.txt.gz
+  # Hashed 64-bit ids: 3 rows, ids above 2^63; read, counted and converted.
+  printf '3 0 2\n0 18446744073709551615:1 9223372036854775808:0.5\n1 7:2\n0,1 18446744073709551615:3\n' >"$tmp/hashed.txt"
+  for cmd in check stats; do
+    timeout 60 "$bin/tether-data" "$cmd" --format=xmc --index_base=0 --hashed_features "$tmp/hashed.txt" \
+      >"$tmp/hashed-$cmd.log" 2>&1 || fail "tether-data $cmd --hashed_features failed: $(tail -n 2 "$tmp/hashed-$cmd.log")"
+    grep -q "^features: 3" "$tmp/hashed-$cmd.log" || fail "tether-data $cmd --hashed_features: not 3 distinct ids"
+    grep -qx "nnz: 4" "$tmp/hashed-$cmd.log" || fail "tether-data $cmd --hashed_features: nnz is not 4"
+  done
+  timeout 60 "$bin/tether-data" convert --format=xmc --index_base=0 --hashed_features --in="$tmp/hashed.txt" \
+    --out="$tmp/hashed.svm" --to=LIBSVM --out_index_base=0 >"$tmp/convert.log" 2>&1 ||
+    fail "tether-data convert --hashed_features failed: $(tail -n 2 "$tmp/convert.log")"
+  grep -qx "0 9223372036854775808:0.5 18446744073709551615:1" "$tmp/hashed.svm" ||
+    fail "the converted file lost the 64-bit ids: $(head -n 1 "$tmp/hashed.svm")"
+  echo "tether-data check|stats|convert --hashed_features: 3 distinct ids, nnz 4, ids written back"
+  ;;
+*) echo "usage: $0 flags|tools BIN_DIR"; exit 2 ;;
+esac
+echo PASS
