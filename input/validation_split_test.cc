@@ -38,7 +38,9 @@ TEST(ValidationSplitTest, FixedSeedGivesAFixedCount) {
   for (int64_t line = 1; line <= 1000; ++line) EXPECT_FALSE(IsValidationRow(line, 0.0, 1));
   // A smaller fraction chooses a subset of a larger one's rows.
   for (int64_t line = 1; line <= 1000; ++line)
-    if (IsValidationRow(line, 0.1, 1)) EXPECT_TRUE(IsValidationRow(line, 0.2, 1)) << line;
+    if (IsValidationRow(line, 0.1, 1)) {
+      EXPECT_TRUE(IsValidationRow(line, 0.2, 1)) << line;
+    }
 }
 
 // Workers carve their own shares and together set aside exactly the rows

@@ -16,6 +16,7 @@
 #include "core/partition.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/chunk_state.h"
+#include "optim/schedule.h"
 #include "server/shard_memory.h"
 #include "server/table_checkpoint.h"
 
@@ -1664,6 +1665,9 @@ void ServerShard::ApplyPush(const std::string& identity, const Message& m, const
   // Adaptive batch sizes, step_scaling SERVER_WEIGHT: the push's batch size
   // over the job's mean (CheckPeer refused a weight that is not finite > 0).
   if (h.has_push_weight()) lr_scale *= h.push_weight();
+  // The learning-rate schedule's factor at the clock the gradient was
+  // computed at (optim/schedule.h; 1 without a schedule).
+  lr_scale *= ScheduleFactor(t.spec().optimizer().schedule(), h.clock());
   const float* g = m.ValueData(&value_scratch_);
   const uint64_t* keys = nullptr;
   Status st;

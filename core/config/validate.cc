@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/data_files.h"
+#include "core/schedule_config.h"
 
 namespace tether {
 namespace {
@@ -73,6 +74,16 @@ Status ValidateAverage(const JobConfig& c) {
     return FieldError("optimizer.type", OptimizerType_Name(o) +
                                      " cannot train a local replica under consistency.model AVERAGE (use SGD, "
                                      "ADAGRAD or ADAM)");
+  // A schedule is the servers' factor on a pushed gradient's step; under
+  // AVERAGE the steps are the local replicas', which take none.
+  if (ScheduleActive(c.optimizer().schedule()))
+    return FieldError("optimizer.schedule", "is applied by the servers to pushed gradients; under consistency.model "
+                                           "AVERAGE the workers' replicas take the steps: drop the schedule");
+  for (const auto& t : c.table())
+    if (ScheduleActive(t.optimizer().schedule()))
+      return FieldError("table[" + t.name() + "].optimizer.schedule",
+                        "is applied by the servers to pushed gradients; under consistency.model AVERAGE the "
+                        "workers' replicas take the steps: drop the schedule");
   return Status::OK();
 }
 
