@@ -1,4 +1,4 @@
-// The conversion between the server's dealing objects (ChunkCoordinator,
+// The conversion between the job coordinator's dealing objects (ChunkCoordinator,
 // ChunkService) and the ChunkCoordinatorState of a checkpoint; the file
 // itself and its checks are checkpoint/chunk_state.h.
 #include "checkpoint/chunk_state.h"
@@ -10,8 +10,8 @@
 #include <set>
 #include <utility>
 
-#include "server/chunk_coordinator.h"
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_coordinator.h"
+#include "server/coordinator/chunk_service.h"
 
 namespace tether {
 

@@ -1,4 +1,4 @@
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_service.h"
 
 #include <glog/logging.h>
 
@@ -184,6 +184,49 @@ void ChunkService::LogEpoch(int64_t e) const {
             << (Streamed(shape_) ? std::to_string(coordinator_->redealt_units()) + " bytes (" +
                                        std::to_string(redealt_rows_) + " rows completed)"
                                  : std::to_string(coordinator_->redealt_units()) + " rows");
+}
+
+void ChunkService::Snapshot(ChunkDealingState* state) const {
+  state->Clear();
+  if (resume_ != nullptr) *state->mutable_resume() = *resume_;
+  if (coordinator_ == nullptr) return;
+  *state->mutable_shape() = shape_;
+  coordinator_->Snapshot(state);
+  state->set_chunks_dealt(dealt_);
+  for (const auto& [rank, rows] : epoch_rows_) {
+    ChunkDealingState::RankRows* o = state->add_rank_rows();
+    o->set_rank(rank);
+    *o->mutable_epoch_rows() = {rows.begin(), rows.end()};
+  }
+  for (uint64_t id : redealt_open_) state->add_redealt_open(id);
+  state->set_redealt_rows(redealt_rows_);
+}
+
+Status ChunkService::Restore(const ChunkDealingState& state) {
+  std::unique_ptr<ChunkCoordinator> coordinator;
+  if (state.has_shape()) {
+    const DataOnDemandChunk& shape = state.shape();
+    if (const std::string why = Malformed(shape); !why.empty())
+      return Status::InvalidArgument("data-on-demand copy: malformed shape (" + Shape(shape) + "): " + why);
+    coordinator = std::make_unique<ChunkCoordinator>(MakeChunks(shape), shape.epochs(), shape.seed(),
+                                                     /*shuffle=*/true, /*epoch_barrier=*/true);
+    coordinator->set_deal_largest_first(shape.taper());
+    TETHER_RETURN_IF_ERROR(coordinator->Restore(state));
+  }
+  std::map<uint64_t, std::pair<int, int64_t>> open;
+  for (const ChunkDealingState::Grant& g : state.held()) open[g.id()] = {g.rank(), g.epoch()};
+  std::map<int, std::vector<int64_t>> epoch_rows;
+  for (const ChunkDealingState::RankRows& r : state.rank_rows())
+    epoch_rows[r.rank()].assign(r.epoch_rows().begin(), r.epoch_rows().end());
+  coordinator_ = std::move(coordinator);
+  shape_ = state.has_shape() ? state.shape() : DataOnDemandChunk();
+  dealt_ = state.chunks_dealt();
+  open_ = std::move(open);
+  epoch_rows_ = std::move(epoch_rows);
+  redealt_open_ = {state.redealt_open().begin(), state.redealt_open().end()};
+  redealt_rows_ = state.redealt_rows();
+  resume_ = state.has_resume() ? std::make_unique<ChunkCoordinatorState>(state.resume()) : nullptr;
+  return Status::OK();
 }
 
 }  // namespace tether
