@@ -259,7 +259,7 @@ TEST(CpuBackendTest, DropoutMaskWithAFixedSeed) {
     ASSERT_EQ(x[i], keeps ? 2.0f : 0.0f) << i;
     kept += keeps ? 1 : 0;
   }
-  EXPECT_EQ(kept, 50058);  // this hash's draw for seed 42: within 0.2 % of half
+  EXPECT_EQ(kept, 49936);  // this hash's draw for seed 42: within 0.2 % of half
   EXPECT_EQ(DropoutThreshold(0.5f), 1u << 23);
   EXPECT_EQ(DropoutThreshold(0.0f), 0u);
   // The same seed again on a gradient: the same mask and scale.

@@ -31,7 +31,7 @@ Dataset Read(const std::string& text, int partition, int partitions) {
 TEST(ValidationSplitTest, FixedSeedGivesAFixedCount) {
   int chosen = 0;
   for (int64_t line = 1; line <= 10000; ++line) chosen += IsValidationRow(line, 0.2, 1) ? 1 : 0;
-  EXPECT_EQ(chosen, 1975);  // this hash's draw: within 1.3 % of 2000
+  EXPECT_EQ(chosen, 1960);  // this hash's draw: within 2 % of 2000
   int other = 0;
   for (int64_t line = 1; line <= 10000; ++line) other += IsValidationRow(line, 0.2, 2) ? 1 : 0;
   EXPECT_NE(other, chosen);
