@@ -283,6 +283,23 @@ Status ValidateTrainLimits(const JobConfig& c) {
   return Status::OK();
 }
 
+// Fields of the schema whose training side is not in this version: set,
+// they would be ignored, so they are refused.
+Status ValidateNotYetRead(const JobConfig& c) {
+  const auto unread = [](const std::string& field) {
+    return FieldError(field, "is not read by the trainer in this version: leave it unset");
+  };
+  if (c.model().has_dropout()) return unread("model.dropout");
+  if (c.model().has_label_smoothing()) return unread("model.label_smoothing");
+  if (c.data().has_tf_idf()) return unread("data.tf_idf");
+  if (c.data().has_validation_split()) return unread("data.validation_split");
+  if (c.train().has_validation_fraction()) return unread("train.validation_fraction");
+  if (c.train().has_validation_seed()) return unread("train.validation_seed");
+  if (c.train().has_early_stopping()) return unread("train.early_stopping");
+  if (c.train().has_refit()) return unread("train.refit");
+  return Status::OK();
+}
+
 Status ValidateOptimizers(const JobConfig& c) {
   // The same checks as a server runs on the table specs at HELLO (C22).
   auto check_opt = [&](const OptimizerConfig& o, const std::string& where) -> Status {
@@ -306,7 +323,8 @@ Status ValidateJobConfig(const JobConfig& c) {
   // then each section in turn, the first problem reported.
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
   for (Status (*check)(const JobConfig&) : {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateModelAndTrain,
-                                            ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers})
+                                            ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers,
+                                            ValidateNotYetRead})
     TETHER_RETURN_IF_ERROR(check(c));
   return Status::OK();
 }
