@@ -1,6 +1,6 @@
 // The job's nominal epoch in clocks, for settings given in epochs that the
 // servers read in clocks (a learning-rate schedule's warm-up and decay,
-// LearningRateSchedule in proto/tether.proto). Every worker and the
+// LearningRateSchedule in proto/tables.proto). Every worker and the
 // launcher resolve the same config to the same clocks: the count uses the
 // job-wide number of training rows, never a worker's own share.
 //
@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 
 namespace tether {
 

@@ -1,5 +1,5 @@
 // Learning-rate schedules as configured (LearningRateSchedule in
-// proto/tether.proto): their checks, and the epochs a job config may give
+// proto/tables.proto): their checks, and the epochs a job config may give
 // turned into the clocks a shard reads. The factor itself is computed by
 // optim/schedule.h.
 //
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 

@@ -1,6 +1,6 @@
 // Learning-rate schedules: the factor a parameter-server shard multiplies a
 // push's step by, as a function of the clock the push was computed at
-// (LearningRateSchedule in proto/tether.proto says the shapes and cites the
+// (LearningRateSchedule in proto/tables.proto says the shapes and cites the
 // sources: a linear warm-up, Goyal et al. 2017; a cosine decay, Loshchilov &
 // Hutter, ICLR 2017; or a linear one). The checks and the epochs-to-clocks
 // step of a job config are core/schedule_config.h's.
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "proto/tether.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 

@@ -296,7 +296,6 @@ Status ValidateNotYetRead(const JobConfig& c) {
   if (c.train().has_validation_fraction()) return unread("train.validation_fraction");
   if (c.train().has_validation_seed()) return unread("train.validation_seed");
   if (c.train().has_early_stopping()) return unread("train.early_stopping");
-  if (c.train().has_refit()) return unread("train.refit");
   return Status::OK();
 }
 
