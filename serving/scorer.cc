@@ -32,20 +32,6 @@ StatusOr<const TrainedTable*> Table(const TrainedModel& m, const std::string& na
   return t;
 }
 
-// Row `key` of a trained row table into out (dim floats): the trained row,
-// or the initializer's value for a key never trained.
-void RowOf(const TrainedTable& t, uint64_t key, float* out) {
-  const uint32_t dim = t.spec.dim();
-  const auto it = std::lower_bound(t.keys.begin(), t.keys.end(), key);
-  if (it != t.keys.end() && *it == key) {
-    std::copy_n(t.values.data() + (it - t.keys.begin()) * dim, dim, out);
-    return;
-  }
-  const bool zeros = t.spec.init().kind() == TableInitializer::ZEROS;
-  for (uint32_t j = 0; j < dim; ++j)
-    out[j] = zeros ? 0.0f : InitialWeight(t.spec.init().seed(), t.spec.id(), key, j, t.spec.init().bound());
-}
-
 // XMC MLP (and its sampled-softmax variant, which has the same tables):
 // w2 (L × (H + 1), bias last) is gathered once and shared; each block
 // gathers the w1 rows of its features.
@@ -63,7 +49,7 @@ class XmcScorer final : public Scorer {
     TETHER_RETURN_IF_ERROR(LocalizeBatch(x, begin, end, &keys_, &x_local_));
     const int64_t h = shared_->shape.hidden;
     w1_.resize(keys_.size() * h);
-    for (size_t i = 0; i < keys_.size(); ++i) RowOf(*shared_->w1, keys_[i], w1_.data() + i * h);
+    for (size_t i = 0; i < keys_.size(); ++i) TrainedRow(*shared_->w1, keys_[i], w1_.data() + i * h);
     const XmcParams p{w1_.data(), static_cast<int64_t>(keys_.size()), shared_->b1.data(), shared_->w2.data(),
                       shared_->b2.data(), /*w2_stride=*/h + 1};
     return model_.Predict(x_local_, p, scores);
@@ -91,7 +77,7 @@ class LrScorer final : public Scorer {
   Status Score(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* scores) override {
     TETHER_RETURN_IF_ERROR(LocalizeBatch(x, begin, end, &keys_, &x_local_));
     w_.resize(keys_.size());
-    for (size_t i = 0; i < keys_.size(); ++i) RowOf(*shared_->w, keys_[i], &w_[i]);
+    for (size_t i = 0; i < keys_.size(); ++i) TrainedRow(*shared_->w, keys_[i], &w_[i]);
     const SparseLrParams p{w_.data(), static_cast<int64_t>(keys_.size()), &shared_->b};
     return model_.Predict(x_local_, p, scores);
   }
@@ -145,7 +131,7 @@ StatusOr<ScorerSet> XmcScorers(const TrainedModel& model) {
   xmc->w2.resize(l * (h + 1));
   xmc->b2.resize(l);
   for (int64_t i = 0; i < l; ++i) {
-    RowOf(*w2, static_cast<uint64_t>(i), xmc->w2.data() + i * (h + 1));
+    TrainedRow(*w2, static_cast<uint64_t>(i), xmc->w2.data() + i * (h + 1));
     xmc->b2[i] = xmc->w2[i * (h + 1) + h];
   }
   ScorerSet set;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include "core/data_files.h"
 #include "core/schedule_config.h"
@@ -225,8 +226,26 @@ Status ValidateFeatures(const JobConfig& c) {
   return Status::OK();
 }
 
+// Dropout and label smoothing: in range, and only where a model reads them
+// (the built-in XMC_MLP without sampled labels, and DENSE_MLP).
+Status ValidateRegularization(const JobConfig& c) {
+  for (const auto& [field, value] : {std::pair<const char*, float>{"model.dropout", c.model().dropout()},
+                                     {"model.label_smoothing", c.model().label_smoothing()}}) {
+    if (!(value >= 0.0f && value < 1.0f)) return FieldError(field, "must be in [0, 1)");
+    if (value == 0.0f) continue;
+    const bool named = !c.model().name().empty() && c.model().name() != "xmc_mlp" && c.model().name() != "dense_mlp";
+    if (named || c.model().type() == SPARSE_LR)
+      return FieldError(field, std::string("is read by the XMC_MLP and DENSE_MLP models only, not ") +
+                                   (named ? "model '" + c.model().name() + "'" : std::string("SPARSE_LR")));
+    if (c.model().type() == XMC_MLP && c.model().sampled_labels() > 0)
+      return FieldError(field, "is not read with model.sampled_labels > 0 (the sampled softmax)");
+  }
+  return Status::OK();
+}
+
 // The model's width and init, and the training loop's counts and straggler.
 Status ValidateModelAndTrain(const JobConfig& c) {
+  TETHER_RETURN_IF_ERROR(ValidateRegularization(c));
   if (c.model().hidden() < 1) return FieldError("model.hidden", "must be ≥ 1");
   if (!(c.model().init_scale() >= 0) || !std::isfinite(c.model().init_scale()))
     return FieldError("model.init_scale", "must be a finite number ≥ 0");
@@ -289,8 +308,6 @@ Status ValidateNotYetRead(const JobConfig& c) {
   const auto unread = [](const std::string& field) {
     return FieldError(field, "is not read by the trainer in this version: leave it unset");
   };
-  if (c.model().has_dropout()) return unread("model.dropout");
-  if (c.model().has_label_smoothing()) return unread("model.label_smoothing");
   if (c.data().has_tf_idf()) return unread("data.tf_idf");
   if (c.data().has_validation_split()) return unread("data.validation_split");
   if (c.train().has_validation_fraction()) return unread("train.validation_fraction");
