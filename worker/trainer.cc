@@ -46,6 +46,9 @@
 #include "worker/pacing.h"
 #include "worker/partitioned_eval.h"
 #include "worker/sampling.h"
+#include "worker/train/job_outcome.h"
+#include "worker/train/resume_plan.h"
+#include "worker/train/stop_control.h"
 
 namespace tether {
 namespace {
@@ -192,116 +195,6 @@ StatusOr<bool> Evaluate(const JobConfig& config, const Dataset& test, const Eval
   TETHER_RETURN_IF_ERROR(MergeEvalResults(config, all, model, backend, inv_propensity, report));
   report->eval_seconds = SecondsSince(start);
   return true;
-}
-
-// A FINISHED entry's loss and divergence into `s` (its final_loss only when
-// the entry has one: a checkpoint of an older build does not).
-void CopyFinishedLoss(const CheckpointWorker& entry, WorkerState* s) {
-  if (entry.has_final_loss()) s->set_final_loss(entry.final_loss());
-  if (entry.diverged()) {
-    s->set_diverged(true);
-    s->set_diverged_at_epoch(entry.diverged_at_epoch());
-  }
-}
-
-// Where worker `rank` starts in a resumed job (see WorkerState). With the
-// checkpoint's number of workers: its own state, exactly. With another: the
-// rows no worker had trained yet in its epoch in progress (by global row
-// id, sorted) are dealt round-robin to the new workers, who train them
-// first (as `dealt_rows`, shuffled per worker) and then their own
-// partitions from the next epoch on; rank 0 carries the samples so far.
-StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string& dir, const JobConfig& config,
-                                  int rank, const Dataset& train, bool* finished) {
-  const int num_workers = config.cluster().num_workers();
-  *finished = false;
-  if (m.num_workers() == num_workers) {
-    const CheckpointWorker* entry = nullptr;
-    for (const CheckpointWorker& w : m.workers())
-      if (w.rank() == rank) entry = &w;
-    if (entry == nullptr) return Status::DataLoss(dir + "/MANIFEST: has no entry for worker " + std::to_string(rank));
-    if (entry->kind() != CheckpointWorker::TRAINING && entry->kind() != CheckpointWorker::LEFT) {
-      *finished = true;
-      WorkerState s;
-      s.set_samples(entry->samples());
-      CopyFinishedLoss(*entry, &s);
-      return s;
-    }
-    TETHER_ASSIGN_OR_RETURN(WorkerState s, ReadWorkerState(dir, m, rank));
-    if (s.partition_rows() != train.features.rows)
-      return Status::FailedPrecondition("worker " + std::to_string(rank) + "'s partition of " +
-                                        config.data().train_file() + " has " + std::to_string(train.features.rows) +
-                                        " rows; at the checkpoint (" + dir + ") it had " +
-                                        std::to_string(s.partition_rows()) + ": the training data changed");
-    return s;
-  }
-  std::vector<int64_t> rest;
-  int epoch = 0;
-  uint64_t samples = 0;
-  double train_seconds = 0;
-  WorkerState out;
-  for (const CheckpointWorker& w : m.workers()) {
-    if (w.kind() != CheckpointWorker::TRAINING && w.kind() != CheckpointWorker::LEFT) {
-      samples += w.samples();
-      if (w.rank() == 0) CopyFinishedLoss(w, &out);
-      if (w.diverged() && !out.diverged()) {
-        out.set_diverged(true);
-        out.set_diverged_at_epoch(w.diverged_at_epoch());
-      }
-      continue;
-    }
-    TETHER_ASSIGN_OR_RETURN(WorkerState s, ReadWorkerState(dir, m, w.rank()));
-    epoch = std::max(epoch, s.epoch() + (s.remaining_rows_size() == 0 ? 1 : 0));
-    rest.insert(rest.end(), s.remaining_rows().begin(), s.remaining_rows().end());
-    samples += s.samples();
-    train_seconds = std::max(train_seconds, s.train_seconds());
-    if (w.rank() == 0) {
-      out.set_first_loss(s.first_loss());
-      if (s.has_final_loss()) out.set_final_loss(s.final_loss());
-    }
-    if (s.diverged() && !out.diverged()) {
-      out.set_diverged(true);
-      out.set_diverged_at_epoch(s.diverged_at_epoch());
-    }
-  }
-  bool any_training = false;
-  for (const CheckpointWorker& w : m.workers())
-    any_training |= w.kind() == CheckpointWorker::TRAINING || w.kind() == CheckpointWorker::LEFT;
-  if (!any_training) {
-    // Every worker had finished (a final checkpoint): nothing left to train.
-    *finished = true;
-    WorkerState done;
-    done.set_samples(rank == 0 ? samples : 0);
-    if (rank == 0) {
-      if (out.has_final_loss()) done.set_final_loss(out.final_loss());
-      done.set_diverged(out.diverged());
-      done.set_diverged_at_epoch(out.diverged_at_epoch());
-    }
-    return done;
-  }
-  std::sort(rest.begin(), rest.end());
-  rest.erase(std::unique(rest.begin(), rest.end()), rest.end());
-  std::vector<int64_t> mine;
-  for (size_t i = static_cast<size_t>(rank); i < rest.size(); i += static_cast<size_t>(num_workers))
-    mine.push_back(rest[i]);
-  std::vector<int64_t> shuffle;
-  EpochOrder(config.train().seed(), rank, epoch, static_cast<int64_t>(mine.size()), &shuffle);
-  out.set_rank(rank);
-  out.set_num_workers(num_workers);
-  out.set_clock(m.clock());
-  // No rows dealt to this worker: the epoch in progress is the others' to
-  // finish; it starts on its own partition at the next one.
-  out.set_epoch(mine.empty() && !rest.empty() ? epoch + 1 : epoch);
-  out.set_next_row(0);
-  out.set_minibatches(m.clock() * (config.consistency().model() == AVERAGE ? AveragePeriodMinibatches(config)
-                                                                           : config.train().minibatches_per_clock()));
-  out.set_samples(rank == 0 ? samples : 0);
-  out.set_train_seconds(train_seconds);
-  for (int64_t i : shuffle) out.add_dealt_rows(mine[static_cast<size_t>(i)]);
-  *finished = out.epoch() >= config.train().epochs();
-  LOG(INFO) << "[worker " << rank << "] resuming a checkpoint of " << m.num_workers() << " workers with "
-            << num_workers << ": " << rest.size() << " rows of the epoch in progress were left, " << mine.size()
-            << " dealt to this worker";
-  return out;
 }
 
 // The rows `state.dealt_rows()` (global row ids, in training order) of the
@@ -551,9 +444,6 @@ namespace {
 // ABORT to be flushed: a stop request is honoured within about a second even
 // when a shard is stalled or gone.
 constexpr int kLeaveTimeoutMs = 1000;
-// With checkpoints on, how long a stopped worker may still wait for the
-// others to reach the stop's checkpoint clock and for the shards' writes.
-constexpr double kStopCheckpointGraceS = 60;
 
 // RunWorker's body; `*client_out` holds the client once connected, so that
 // RunWorker can say goodbye (stop) or ABORT (failure) on any error path.
@@ -698,7 +588,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                                                               ? AveragePeriodMinibatches(config)
                                                               : config.train().minibatches_per_clock()));
     } else {
-      TETHER_ASSIGN_OR_RETURN(resume, ResumeState(manifest, resume_dir, config, rank, train, &resume_finished));
+      const WorkerStateReader read = [&](int r) { return ReadWorkerState(resume_dir, manifest, r); };
+      TETHER_ASSIGN_OR_RETURN(resume, ResumeState(manifest, resume_dir, config, rank, train.features.rows, read,
+                                                  &resume_finished));
     }
     LOG(INFO) << who << "resuming from " << resume_dir << " at clock " << manifest.clock() << ": "
               << (resume_finished ? std::string("nothing left to train")
@@ -738,21 +630,13 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // (HELLO, the resume handshake, waiting for the other workers to join)
   // there is nothing to checkpoint: a stop ends those waits at once. (A
   // second signal a second later exits the process at once.)
-  struct StopGrace {
-    bool armed = false;  // set when training starts, with checkpoints on
-    bool noticed = false;
-    SteadyClock::time_point since;
-  };
-  auto stop_grace = std::make_shared<StopGrace>();
+  StopControl::Options stop_options;
+  stop_options.checkpointing = !config.checkpoint().dir().empty();
+  stop_options.every_seconds = rank == 0 ? config.checkpoint().every_seconds() : 0;
+  auto stop_control = std::make_shared<StopControl>(stop_options);
   if (options.stop_requested) {
-    copts.stop_requested = [stop = options.stop_requested, state = stop_grace] {
-      if (!stop()) return false;
-      if (!state->armed) return true;
-      if (!state->noticed) {
-        state->noticed = true;
-        state->since = SteadyClock::now();
-      }
-      return SecondsSince(state->since) > kStopCheckpointGraceS;
+    copts.stop_requested = [stop = options.stop_requested, control = stop_control] {
+      return control->WaitGivesUp(stop(), SteadyClock::now());
     };
   }
   if (!resume_dir.empty()) {
@@ -957,9 +841,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   const bool checkpointing = !ckpt.dir().empty();
   // Training starts here: a stop now leads to a checkpoint, which the
   // worker's waits are given the time to reach.
-  stop_grace->armed = checkpointing;
-  auto last_checkpoint_at = SteadyClock::now();
-  bool stop_pending = false, checkpoint_asked = false;
+  stop_control->StartTraining(SteadyClock::now());
   // The rows of the epoch in progress, in training order (global row ids),
   // and how many of them are done: what a checkpoint records.
   const std::vector<int64_t>* epoch_lines = nullptr;
@@ -996,9 +878,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // Takes the checkpoint at client->clock(): this worker's state, then the
   // shards' rows once every worker is here; the lowest rank in the cut
   // (worker 0 while it trains) writes the manifest.
-  bool checkpoint_abandoned = false;  // the last take_checkpoint's round was abandoned
+  // *stop_checkpoint: it was the stop's checkpoint (leave now).
   auto take_checkpoint = [&](int epoch, int64_t next_row, double loss_sum, int64_t loss_batches,
-                             const std::vector<int64_t>* dealt) -> Status {
+                             const std::vector<int64_t>* dealt, bool* stop_checkpoint) -> Status {
+    *stop_checkpoint = false;
     const auto t0 = SteadyClock::now();
     const int64_t clock = client->clock();
     // Never into a complete checkpoint of this clock (a resumed job
@@ -1028,13 +911,12 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     CheckpointFile mine;
     TETHER_RETURN_IF_ERROR(WriteWorkerState(FileSystem::Default(), dir, st, &mine));
     TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client->Checkpoint(dir, /*final=*/false, &mine));
-    checkpoint_abandoned = reply.abandoned;
     if (reply.abandoned) {
       // A worker was restarted at or past this clock and never sends its
       // state: the folder stays without a MANIFEST (never resumed from), and
       // the next checkpoint (or a stop's new request) is taken as usual.
       report.checkpoint_seconds += SecondsSince(t0);
-      checkpoint_asked = false;
+      *stop_checkpoint = stop_control->CheckpointDone(clock, /*abandoned=*/true, SteadyClock::now());
       LOG(WARNING) << who << reply.abandoned_why << " (" << dir << " has no MANIFEST); training goes on";
       return Status::OK();
     }
@@ -1046,31 +928,20 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     report.checkpoint_seconds += pause;
     ++report.checkpoints;
     report.last_checkpoint = dir;
-    last_checkpoint_at = SteadyClock::now();
-    checkpoint_asked = false;
+    *stop_checkpoint = stop_control->CheckpointDone(clock, /*abandoned=*/false, SteadyClock::now());
     LOG(INFO) << who << "checkpoint at clock " << clock << (writer ? " written: " : ": ") << dir << " (" << pause
               << " s of training paused)";
     return Status::OK();
   };
   // A stop request, noticed between minibatches or while waiting for a chunk
-  // (data on demand): true once one is requested. Without checkpoints the
-  // worker leaves at once; with them it asks shard 0 for a checkpoint clock
-  // (stop_pending) and leaves once that checkpoint is taken
-  // (stop_checkpointed), whichever state it is in when the clock comes.
-  bool stop_checkpointed = false;
-  int64_t stop_clock = -1;  // the clock of the stop checkpoint, once taken
+  // (data on demand): true once one is requested (StopControl decides
+  // what follows).
   auto notice_stop = [&]() -> bool {
-    if (stop_pending) return true;
-    // A server told to stop (its stop signal, a preempted node) ends the job
-    // as this worker's own stop signal would.
+    bool first = false;
     const bool own = options.stop_requested && options.stop_requested();
-    if (!own && client->stopping_shard() < 0) return false;
-    stop_pending = true;
-    if (!own) report.stopped_by_shard = client->stopping_shard();
-    if (!stop_grace->noticed) {  // the grace of the stop checkpoint starts now
-      stop_grace->noticed = true;
-      stop_grace->since = SteadyClock::now();
-    }
+    if (!stop_control->Notice(own, client->stopping_shard(), SteadyClock::now(), &first)) return false;
+    if (!first) return true;
+    report.stopped_by_shard = stop_control->stopped_by_shard();
     LOG(WARNING) << who
                  << (own ? std::string("stop requested")
                          : "server shard " + std::to_string(client->stopping_shard()) + " was told to stop")
@@ -1081,15 +952,8 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     return true;
   };
   // Whether this worker's next CLOCK asks shard 0 for a checkpoint clock (a
-  // stop, or rank 0's every_seconds timer); `take` marks it asked (once per
-  // request, until the checkpoint is taken).
-  auto checkpoint_wanted = [&](bool take) {
-    if (!checkpointing || checkpoint_asked || stop_checkpointed) return false;
-    const bool want = stop_pending || (rank == 0 && ckpt.every_seconds() > 0 &&
-                                       SecondsSince(last_checkpoint_at) >= ckpt.every_seconds());
-    if (want && take) checkpoint_asked = true;
-    return want;
-  };
+  // stop, or rank 0's every_seconds timer); `take` marks it asked.
+  auto checkpoint_wanted = [&](bool take) { return stop_control->WantCheckpoint(SteadyClock::now(), take); };
   // Leaves the job early (a stop): flushes the metrics log and says BYE,
   // bounded (a stalled or dead shard must not hold up a stop).
   auto leave_job = [&]() -> TrainReport {
@@ -1101,11 +965,12 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   };
   // Data on demand: the stop ended a wait for a chunk (ChunkFeed::stopped).
   auto leave_stopped_feed = [&]() -> TrainReport {
-    if (!checkpointing) {
+    const StopControl::ChunkWaitExit exit = stop_control->chunk_wait_exit();
+    if (exit == StopControl::ChunkWaitExit::kNoCheckpoints) {
       LOG(WARNING) << who << "stop requested at clock " << client->clock()
                    << " while waiting for a chunk: leaving the job";
-    } else if (stop_checkpointed) {
-      LOG(WARNING) << who << "leaving the job after the checkpoint at clock " << stop_clock
+    } else if (exit == StopControl::ChunkWaitExit::kAfterCheckpoint) {
+      LOG(WARNING) << who << "leaving the job after the checkpoint at clock " << stop_control->stop_clock()
                    << " (resume with --resume_from=" << ckpt.dir() << ")";
     } else {
       LOG(WARNING) << who << "stop requested: the stop checkpoint"
@@ -1149,13 +1014,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     hooks.empty_clock = [&]() -> Status {
       TETHER_RETURN_IF_ERROR(client->Clock(checkpoint_wanted(/*take=*/true)));
       const int64_t c = client->clock();
-      if (checkpointing && ((ckpt.every_clocks() > 0 && c % ckpt.every_clocks() == 0) ||
-                            c == client->due_checkpoint_clock())) {
-        TETHER_RETURN_IF_ERROR(take_checkpoint(feed_epoch, 0, 0, 0, nullptr));
-        if (stop_pending && !checkpoint_abandoned) {
-          stop_checkpointed = true;
-          stop_clock = c;
-        }
+      if (stop_control->CheckpointDue(c, ckpt.every_clocks(), client->due_checkpoint_clock())) {
+        bool stop_checkpoint = false;  // StopControl remembers it: the feed's stop hook ends the wait
+        TETHER_RETURN_IF_ERROR(take_checkpoint(feed_epoch, 0, 0, 0, nullptr, &stop_checkpoint));
       }
       return Status::OK();
     };
@@ -1171,9 +1032,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     // empty clocks reach the clock shard 0 picked), or when the stop
     // checkpoint's grace is over (the run says so and exits non-zero).
     hooks.stop = [&] {
-      if (!notice_stop()) return false;
-      if (!checkpointing || stop_checkpointed) return true;
-      return SecondsSince(stop_grace->since) > kStopCheckpointGraceS;
+      return notice_stop() && stop_control->WaitForChunkEnds(SteadyClock::now());
     };
     std::string what = std::to_string(train.features.rows) + " training rows in chunks of " +
                        std::to_string(shape.chunk_rows()) + " rows";
@@ -1213,24 +1072,24 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
   // The minibatch in flight when it died may be trained twice or not at all
   // (its push may or may not have reached every shard).
   bool rejoin_skip = false;
-  if (resume_dir.empty() && client->rejoin_clock() > 0) {
+  const RejoinCase rejoin = ClassifyRejoin(client->rejoin_clock(), !resume_dir.empty(), feed != nullptr,
+                                           stream != nullptr, adaptive.enabled(), train.features.rows);
+  {
     const int64_t prev = client->rejoin_clock();
-    if (feed != nullptr) {
-      // Data on demand: shard 0 deals what is left (FirstEpoch above).
-    } else if (stream != nullptr || adaptive.enabled()) {
+    if (rejoin == RejoinCase::kStartsAgain) {
       LOG(WARNING) << who << "restarted in the running job (its previous process reached clock " << prev
                    << ") without a checkpoint: its share of the data starts again at epoch 1, because "
                    << (stream != nullptr ? "a streamed share (data.streaming)"
                                          : "adaptive minibatch sizes (train.adaptive_batch)")
                    << " has no position a clock can name; checkpoints (--resume_from) or data on demand "
                       "(--data_on_demand) continue where it stopped";
-    } else if (train.features.rows > 0) {  // (an empty share has nothing to continue)
-      const int64_t batches_per_epoch = (train.features.rows + bs - 1) / bs;
-      const int64_t done = prev * per_clock;
-      const int64_t epochs = config.train().epochs();
-      start_epoch = static_cast<int>(std::min<int64_t>(epochs, done / batches_per_epoch));
-      start_row = start_epoch < epochs ? std::min(train.features.rows, (done % batches_per_epoch) * bs) : 0;
-      minibatches = done;
+    } else if (rejoin == RejoinCase::kContinues) {
+      const int epochs = config.train().epochs();
+      const RejoinPoint at = RejoinPosition(prev, per_clock, train.features.rows, bs, epochs);
+      const int64_t done = at.minibatches;
+      start_epoch = at.epoch;
+      start_row = at.row;
+      minibatches = at.minibatches;
       rejoin_skip = true;
       LOG(WARNING) << who << "restarted in the running job without a checkpoint: its previous process reached clock "
                    << prev << " (" << done << " minibatches of " << bs << " rows), so its share continues at "
@@ -1298,7 +1157,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
          b < x.rows || (stream != nullptr && next_block(&b)) || (feed != nullptr && next_chunk(&b)); b = next_b) {
       // With checkpoints on, leave after a checkpoint, so the job resumes
       // from here; without, at once.
-      if (notice_stop() && !checkpointing) return leave_job();
+      if (notice_stop() && stop_control->LeavesAtOnce()) return leave_job();
       const Minibatch batch{&x, &y, b, AdaptiveBatchEnd(adaptive, x.rows, b, bs)};
       next_b = batch.end;
       const auto pull_start = SteadyClock::now();
@@ -1372,11 +1231,11 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
                     << "% waiting on pulls";
         }
         const int64_t c = client->clock();
-        if (checkpointing && ((ckpt.every_clocks() > 0 && c % ckpt.every_clocks() == 0) ||
-                              c == client->due_checkpoint_clock())) {
+        if (stop_control->CheckpointDue(c, ckpt.every_clocks(), client->due_checkpoint_clock())) {
+          bool stop_checkpoint = false;
           TETHER_RETURN_IF_ERROR(take_checkpoint(epoch, batch.end, loss_sum, loss_batches,
-                                                 dealt_epoch ? &dealt_lines : nullptr));
-          if (stop_pending && !checkpoint_abandoned) {
+                                                 dealt_epoch ? &dealt_lines : nullptr, &stop_checkpoint));
+          if (stop_checkpoint) {
             LOG(WARNING) << who << "leaving the job after the checkpoint at clock " << c
                          << " (resume with --resume_from=" << ckpt.dir() << ")";
             return leave_job();
@@ -1531,8 +1390,9 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     std::string dir = FreeCheckpointDir(ckpt.dir(), clock, true);
     const std::string same = CheckpointJoinPath(ckpt.dir(), CheckpointDirName(clock, true));
     std::error_code same_ec;
-    if (manifest.final() && manifest.clock() == clock &&
-        std::filesystem::equivalent(std::filesystem::path(resume_dir).parent_path(), ckpt.dir(), same_ec)) {
+    if (ResumedFinalStays(manifest, clock,
+                          std::filesystem::equivalent(std::filesystem::path(resume_dir).parent_path(), ckpt.dir(),
+                                                      same_ec))) {
       // Resumed from a final checkpoint of this clock in checkpoint.dir:
       // every worker had finished and nothing was trained since, so it
       // already is this job's final one.
@@ -1547,13 +1407,10 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
       // Workers that left before the end: the job did not finish. The
       // checkpoint keeps their places (LEFT) and is not a final one, so a
       // resume trains what they left; the run then ends in an error.
-      std::string left;
-      for (const CheckpointWorker& w : reply.workers)
-        if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE)
-          left += (left.empty() ? "" : ", ") + std::to_string(w.rank());
+      const std::string left = RanksLeftBeforeEnd(reply.workers);
       // Data on demand: this worker reached the barrier because shard 0 said
       // DONE, so every chunk of every epoch was completed, whoever left.
-      const bool final = left.empty() || feed != nullptr;
+      const bool final = FinalCheckpointIsFinal(left, feed != nullptr);
       if (!final) {
         const std::string plain = FreeCheckpointDir(ckpt.dir(), clock, false);
         std::error_code ec;
@@ -1596,24 +1453,13 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
     // A worker that never reached the barrier left (or was removed) before
     // the end: its rows were not all trained, so the job did not finish.
     // (Rows dealt on demand are dealt again when their worker leaves.)
-    if (incomplete.empty() && !report.servers.empty() && !RowsDealtOnDemand(config)) {
-      std::string missing;
-      const ShardStats& s0 = report.servers[0];
-      for (int r = 0; r < s0.workers_size(); ++r)
-        if (!s0.workers(r).has_rank()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      // Data on demand: their chunks were dealt again; shard 0 counted
-      // every row of every epoch, so the job did finish.
-      bool all_rows = feed != nullptr && s0.chunk_epoch_rows_size() == config.train().epochs();
-      for (int e = 0; all_rows && e < s0.chunk_epoch_rows_size(); ++e)
-        all_rows = s0.chunk_epoch_rows(e) == train.features.rows;
-      if (!missing.empty() && all_rows) {
-        LOG(WARNING) << who << "worker(s) " << missing << " left before the end of training; data on demand dealt "
-                     << "their chunks again, and every epoch's " << train.features.rows << " rows were trained";
-      } else if (!missing.empty()) {
-        incomplete = "the job did not finish: worker(s) " + missing +
-                     " left before the end of training, so their rows were not all trained" +
-                     (checkpointing ? "" : " (with checkpoint.dir set, a resume trains what they left)");
-      }
+    if (incomplete.empty() && !report.servers.empty()) {
+      const BarrierVerdict verdict = JudgeBarrier(report.servers[0], RowsDealtOnDemand(config), feed != nullptr,
+                                                  config.train().epochs(), train.features.rows, checkpointing);
+      if (verdict.rows_redealt)
+        LOG(WARNING) << who << "worker(s) " << verdict.missing << " left before the end of training; data on demand "
+                     << "dealt their chunks again, and every epoch's " << train.features.rows << " rows were trained";
+      incomplete = verdict.incomplete;
     }
     // With every worker's span in hand, the job's throughput is measured
     // from the first start to the last end, not over rank 0's own span.
@@ -1666,58 +1512,62 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
 
 }  // namespace
 
+namespace {
+
+// Says goodbye after a stop (bounded), and returns the report of a worker
+// that left early.
+TrainReport LeaveStopped(WorkerClient* client, const std::string& who, int stopped_by_shard) {
+  if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+    LOG(WARNING) << who << "goodbye incomplete: " << st.message();
+  TrainReport report;
+  report.left_early = true;
+  report.stopped_by_shard = stopped_by_shard;
+  return report;
+}
+
+}  // namespace
+
 StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options) {
   std::unique_ptr<WorkerClient> client;
   StatusOr<TrainReport> result = RunWorkerWith(config, options, &client);
   if (result.ok() || client == nullptr) return result;
   const std::string who = "[worker " + std::to_string(options.rank) + "] ";
   const std::string& why = result.status().message();
-  if (options.stop_requested && options.stop_requested()) {
-    // The stop request cut a wait short (or the wait failed meanwhile): the
-    // worker leaves as it would between minibatches.
-    const bool cut_short = why.size() >= 14 && why.compare(why.size() - 14, 14, "stop requested") == 0;
-    // With checkpoints on, a wait gives up on a stop only before training
-    // starts or after kStopCheckpointGraceS: no stop checkpoint then.
-    LOG(WARNING) << who << "stop requested at clock " << client->clock() << " while waiting"
-                 << (cut_short ? "" : " (the wait ended with: " + why + ")") << ": leaving the job"
-                 << (config.checkpoint().dir().empty()
-                         ? std::string()
-                         : " without a stop checkpoint (a resume starts from the latest complete one in " +
-                               config.checkpoint().dir() + ")");
-    if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
-      LOG(WARNING) << who << "goodbye incomplete: " << st.message();
-    TrainReport report;
-    report.left_early = true;
-    return report;
-  }
-  if (client->stopping_shard() >= 0) {
-    // A server told to stop went (no checkpoint.dir: at once) before this
-    // worker could leave between minibatches.
-    LOG(WARNING) << who << "server shard " << client->stopping_shard() << " was told to stop and is gone ("
-                 << (why.rfind(who, 0) == 0 ? why.substr(who.size()) : why) << "): leaving the job without a checkpoint"
-                 << (config.checkpoint().dir().empty() ? " (no checkpoint dir: a rerun starts from the beginning)"
-                                                       : " (a resume starts from the latest complete one in " +
-                                                             config.checkpoint().dir() + ")");
-    if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
-      LOG(WARNING) << who << "goodbye incomplete: " << st.message();
-    TrainReport report;
-    report.left_early = true;
-    report.stopped_by_shard = client->stopping_shard();
-    return report;
-  }
-  if (client->bye_sent()) {
-    // The goodbye's answer failed: the shards ended the job as failed after
-    // this worker finished (another removed during the evaluation), or one
-    // is gone. They know: nothing to tell them.
-    return result;
-  }
-  if (client->removed()) {
-    // The servers removed this worker (silent past cluster.worker_timeout_ms)
-    // and went on without it: with data on demand its chunks were dealt
-    // again and the job can still finish; with the static split the servers
-    // end the job as failed themselves. An ABORT would only end it early.
-    LOG(ERROR) << who << "removed from the job by the servers; leaving without aborting it";
-    return result;
+  const std::string& ckpt_dir = config.checkpoint().dir();
+  const bool stop_requested = options.stop_requested && options.stop_requested();
+  switch (OnRunFailure(stop_requested, client->stopping_shard(), client->bye_sent(), client->removed())) {
+    case FailureAction::kLeaveStopped:
+      // The stop request cut a wait short (or the wait failed meanwhile):
+      // the worker leaves as it would between minibatches. With checkpoints
+      // on, a wait gives up on a stop only before training starts or after
+      // kStopCheckpointGraceS: no stop checkpoint then.
+      LOG(WARNING) << who << "stop requested at clock " << client->clock() << " while waiting"
+                   << (CutShortByStop(why) ? "" : " (the wait ended with: " + why + ")") << ": leaving the job"
+                   << (ckpt_dir.empty() ? std::string()
+                                        : " without a stop checkpoint (a resume starts from the latest complete one in " +
+                                              ckpt_dir + ")");
+      return LeaveStopped(client.get(), who, -1);
+    case FailureAction::kLeaveShardStopped:
+      // A server told to stop went (no checkpoint.dir: at once) before this
+      // worker could leave between minibatches.
+      LOG(WARNING) << who << "server shard " << client->stopping_shard() << " was told to stop and is gone ("
+                   << (why.rfind(who, 0) == 0 ? why.substr(who.size()) : why)
+                   << "): leaving the job without a checkpoint"
+                   << (ckpt_dir.empty() ? " (no checkpoint dir: a rerun starts from the beginning)"
+                                        : " (a resume starts from the latest complete one in " + ckpt_dir + ")");
+      return LeaveStopped(client.get(), who, client->stopping_shard());
+    case FailureAction::kReturn:
+      // The goodbye's answer failed (the shards ended the job as failed
+      // after this worker finished, or one is gone), or the servers removed
+      // this worker (silent past cluster.worker_timeout_ms) and went on
+      // without it: with data on demand its chunks were dealt again and the
+      // job can still finish; with the static split the servers end the job
+      // as failed themselves. They know: an ABORT would only end it early.
+      if (!client->bye_sent())
+        LOG(ERROR) << who << "removed from the job by the servers; leaving without aborting it";
+      return result;
+    case FailureAction::kAbort:
+      break;
   }
   // A job that failed tells its servers so, or they would wait for this
   // worker until cluster.worker_timeout_ms and then end as if all went well.
