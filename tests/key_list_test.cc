@@ -23,6 +23,7 @@
 #include "core/net/key_list_cache.h"
 #include "server/server.h"
 #include "worker/client.h"
+#include "worker/client/job_session.h"
 
 namespace tether {
 namespace {
@@ -155,7 +156,7 @@ RunResult TrainingRun(uint64_t key_list_bytes, bool client_key_lists) {
   }
   EXPECT_TRUE(client->WaitAll().ok());
   out.client = client->stats();
-  EXPECT_TRUE(client->Bye().ok());
+  EXPECT_TRUE(JobSession(client.get()).Bye().ok());
   EXPECT_TRUE(s0.Join(10000).ok());
   EXPECT_TRUE(s1.Join(10000).ok());
   out.shards[0] = s0.key_list_stats();
@@ -232,7 +233,7 @@ TEST(KeyListTest, EvictionsFollowedExactlyByTheWorker) {
   client->PushRows(0, small, ones.data());
   ASSERT_TRUE(client->WaitAll().ok());
   EXPECT_EQ(client->stats().key_lists_defined, 6u);
-  ASSERT_TRUE(client->Bye().ok());
+  ASSERT_TRUE(JobSession(client.get()).Bye().ok());
   ASSERT_TRUE(s0.Join(10000).ok());
   EXPECT_EQ(s0.key_list_stats().defined, 6u);
   EXPECT_EQ(s0.key_list_stats().used, 2u);
@@ -269,7 +270,7 @@ TEST(KeyListTest, ListsSharingAProbeAreNamedApart) {
   EXPECT_EQ(client->stats().key_lists_defined, 2u);
   EXPECT_EQ(client->stats().key_lists_used, 4u);
   EXPECT_EQ(client->stats().key_lists_resent, 0u);
-  ASSERT_TRUE(client->Bye().ok());
+  ASSERT_TRUE(JobSession(client.get()).Bye().ok());
   ASSERT_TRUE(s0.Join(10000).ok());
   EXPECT_EQ(s0.key_list_stats().defined, 2u);
   EXPECT_EQ(s0.key_list_stats().used, 4u);
@@ -309,7 +310,7 @@ TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
   EXPECT_EQ(client->stats().key_list_bytes_saved, 1000 * sizeof(uint64_t));  // the last pull's keys
   EXPECT_EQ(client->stats().updates_failed, 1000u);  // only the NaN push
   EXPECT_FALSE(client->WaitAll().ok());  // the refused push is sticky: the run failed
-  (void)client->Leave(5000);            // BYE all the same, so the shard ends
+  (void)JobSession(client.get()).Leave(5000);            // BYE all the same, so the shard ends
   EXPECT_TRUE(s0.Join(10000).ok());
   EXPECT_EQ(s0.key_list_stats().unknown, 1u);
   EXPECT_EQ(s0.key_list_stats().defined, 1u);
@@ -347,7 +348,7 @@ TEST(KeyListTest, AReadAheadSentAgainKeepsItsVersions) {
   for (float v : rows) EXPECT_EQ(v, 0.0f);  // ZEROS; the refused push applied nothing
   client->UseReadAhead(0);
   ASSERT_TRUE(client->PushRows(0, other, g).Wait().ok());  // read at version 2, applied at 2: τ 0
-  (void)client->Leave(5000);
+  (void)JobSession(client.get()).Leave(5000);
   EXPECT_TRUE(s0.Join(10000).ok());
   EXPECT_EQ(s0.key_list_stats().unknown, 1u);
   const StalenessHistogram& tau = s0.stats().staleness;
@@ -387,8 +388,8 @@ TEST(KeyListTest, WorkersKeepListsOfTheirOwn) {
     EXPECT_EQ(w[r]->stats().key_lists_defined, 2u);  // one per table
     EXPECT_EQ(w[r]->stats().key_lists_used, 6u);     // 2 more pushes and 1 pull per table
   }
-  std::thread b1([&] { EXPECT_TRUE(w[1]->Bye().ok()); });
-  EXPECT_TRUE(w[0]->Bye().ok());
+  std::thread b1([&] { EXPECT_TRUE(JobSession(w[1].get()).Bye().ok()); });
+  EXPECT_TRUE(JobSession(w[0].get()).Bye().ok());
   b1.join();
   ASSERT_TRUE(s0.Join(10000).ok());
   EXPECT_EQ(s0.key_list_stats().defined, 4u);

@@ -20,6 +20,7 @@
 #include "sparse/counting_backend.h"
 #include "sparse/cpu_backend.h"
 #include "worker/client.h"
+#include "worker/client/job_session.h"
 #include "worker/model.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"
@@ -187,8 +188,8 @@ void CheckModel(const JobConfig& c, const CsrMatrix& x, const CsrMatrix& y, cons
   EXPECT_EQ(n.download_bytes, predict.download_bytes);
   EXPECT_EQ(n.host_operands, 0);
   EXPECT_EQ(n.readbacks, 0);
-  ASSERT_TRUE(a.client->Bye().ok());
-  ASSERT_TRUE(b.client->Bye().ok());
+  ASSERT_TRUE(JobSession(a.client.get()).Bye().ok());
+  ASSERT_TRUE(JobSession(b.client.get()).Bye().ok());
 }
 
 // Distinct feature ids in rows [begin, end) and their non-zeros.

@@ -54,6 +54,7 @@
 #include "server/server.h"
 #include "server/table.h"
 #include "worker/client.h"
+#include "worker/client/job_session.h"
 #include "tools/flag_parser.h"
 #include "worker/sampling.h"
 #include "worker/trainer.h"
@@ -330,7 +331,7 @@ JobConfig TransportConfig(int servers, int64_t dim, int64_t keys) {
 class BenchCluster {
  public:
   ~BenchCluster() {
-    if (client_ != nullptr) (void)client_->Bye();
+    if (client_ != nullptr) (void)JobSession(client_.get()).Bye();
     client_.reset();
     for (auto& sh : shards_) sh->Stop();
     for (auto& t : threads_) t.join();
@@ -593,7 +594,7 @@ int RunTransport() {
           std::fflush(stdout);
         }
       }
-      Status st = client->Bye();
+      Status st = JobSession(client.get()).Bye();
       if (!st.ok()) std::fprintf(stderr, "tether-bench: %s\n", st.message().c_str());
       for (auto& sh : shards) sh->Stop();
       for (auto& t : threads) t.join();
@@ -954,7 +955,7 @@ int RunKv() {
                 Summarize(t_push).median * 1e3, Summarize(t_pull).median * 1e3, static_cast<int>(t_push.size()));
     std::fflush(stdout);
   }
-  const Status bye = client->Bye();
+  const Status bye = JobSession(client.get()).Bye();
   if (!bye.ok()) {
     std::fprintf(stderr, "tether-bench kv: %s\n", bye.message().c_str());
     return 1;

@@ -41,7 +41,7 @@
 namespace tether {
 
 struct ChunkFeedHooks {
-  /// One CHUNK_NEXT round trip to shard 0 (WorkerClient::ChunkNext).
+  /// One CHUNK_NEXT round trip to shard 0 (JobSession::ChunkNext).
   std::function<StatusOr<DataOnDemandChunk>(const DataOnDemandChunk&)> ask;
   /// Waits `ms` milliseconds, keeping the worker alive (WorkerClient::Idle).
   std::function<Status(int ms)> idle;

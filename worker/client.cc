@@ -6,7 +6,6 @@
 
 #include <glog/logging.h>
 
-#include "core/net/eval_frames.h"
 #include "core/partition.h"
 
 namespace tether {
@@ -612,6 +611,8 @@ RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const 
 }
 
 Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply) {
+  if ((tag & kControlTag) != 0)  // a JobSession's
+    return control_replies_ ? control_replies_(tag & ~kControlTag, verdict, reply) : verdict;
   // A list the shard did not hold: the same request again, with its keys
   // (the user sees no failure; the push is still pending in the cache).
   if (!verdict.ok() && reply->header.key_list_unknown() && requests_[tag].list_keys != nullptr && !leaving_)
@@ -660,36 +661,9 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         // replies still arriving are taken and dropped.
         if (!leaving_) st = OnPullReply(r, reply);
         break;
-      case STATS_REPLY:
-        server_stats_[r.shard] = h.shard_stats();
-        break;
-      case EVAL_GATHER_REPLY:
-        eval_complete_ = h.eval_complete();
-        st = UnpackEvalPartials(*reply, "server " + options_.servers[r.shard], &eval_partials_);
-        break;
-      case CHUNK_REPLY:
-        chunk_reply_ = h.chunk();
-        break;
-      case BARRIER_REPLY:
-        barrier_total_ = h.samples();
-        if (r.shard == 0) {
-          barrier_clock_ = h.clock();
-          if (h.has_evaluator_rank()) evaluator_rank_ = h.evaluator_rank();
-        }
-        break;
       case CLOCK_REPLY:
         if (h.checkpoint_clock() >= 0) due_checkpoint_clock_ = h.checkpoint_clock();
         if (h.batch_size() > 0) adaptive_batch_size_ = h.batch_size();
-        break;
-      case CHECKPOINT_REPLY:
-        if (h.checkpoint_abandoned()) {
-          checkpoint_reply_.abandoned = true;
-          if (checkpoint_reply_.abandoned_why.empty()) checkpoint_reply_.abandoned_why = h.error();
-        }
-        if (h.checkpoint_files_size() > 0) checkpoint_reply_.shard_files[r.shard] = h.checkpoint_files(0);
-        for (int i = 1; i < h.checkpoint_files_size(); ++i) checkpoint_reply_.extra_files.push_back(h.checkpoint_files(i));
-        if (r.shard == 0)
-          checkpoint_reply_.workers.assign(h.checkpoint_workers().begin(), h.checkpoint_workers().end());
         break;
       default:
         break;
@@ -772,144 +746,17 @@ Status WorkerClient::Clock(bool want_checkpoint) {
   return channel_.sticky_error();
 }
 
-StatusOr<CheckpointReply> WorkerClient::Checkpoint(const std::string& dir, bool final,
-                                                   const CheckpointFile* state_file) {
-  TETHER_RETURN_IF_ERROR(WaitAll());
-  checkpoint_reply_ = CheckpointReply();
-  checkpoint_reply_.shard_files.resize(num_shards_);
-  RequestHandle ckpt = channel_.NewRequest(/*sticky=*/false);
-  for (int s = 0; s < num_shards_; ++s) {
-    Message m;
-    m.header.set_type(CHECKPOINT);
-    m.header.set_checkpoint_dir(dir);
-    m.header.set_checkpoint_clock(final ? final_checkpoint_clock() : channel_.clock());
-    m.header.set_checkpoint_final(final);
-    if (state_file != nullptr) *m.header.add_checkpoint_files() = *state_file;
-    SendPart(s, &m, ckpt, NewShardRequest(CHECKPOINT_REPLY, s, 0));
-  }
-  TETHER_RETURN_IF_ERROR(ckpt.Wait());
-  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
+void WorkerClient::CheckpointTaken() {
   cache_.Clear();
   if (due_checkpoint_clock_ <= channel_.clock()) due_checkpoint_clock_ = -1;
-  return checkpoint_reply_;
+}
+
+void WorkerClient::BeginLeaving(int bound_ms) {
+  leaving_ = true;
+  channel_.BeginLeaving(bound_ms);
 }
 
 Status WorkerClient::Idle(int ms) { return channel_.Idle(ms); }
-
-StatusOr<uint64_t> WorkerClient::Barrier(uint64_t samples, const WorkerStats& stats, bool data_done,
-                                         const CheckpointWorker& finished) {
-  TETHER_RETURN_IF_ERROR(WaitAll());
-  barrier_total_ = 0;
-  RequestHandle barrier = channel_.NewRequest(/*sticky=*/false);
-  for (int s = 0; s < num_shards_; ++s) {
-    Message m;
-    m.header.set_type(BARRIER);
-    m.header.set_samples(samples);
-    *m.header.mutable_worker_stats() = stats;
-    *m.header.mutable_finished() = finished;
-    if (data_done) m.header.mutable_chunk()->set_kind(DataOnDemandChunk::DONE);
-    SendPart(s, &m, barrier, NewShardRequest(BARRIER_REPLY, s, 0));
-  }
-  TETHER_RETURN_IF_ERROR(barrier.Wait());
-  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
-  cache_.Clear();  // every push is applied: the final reads see the trained model
-  return barrier_total_;
-}
-
-StatusOr<bool> WorkerClient::EvalGather(int64_t round, const EvalPartial* mine, MessageHeader::EvalWant want,
-                                        std::vector<EvalPartial>* all) {
-  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
-  eval_partials_.clear();
-  eval_complete_ = false;
-  Message m;
-  m.header.set_type(EVAL_GATHER);
-  m.header.set_eval_round(round);
-  m.header.set_eval_want(want);
-  std::vector<EvalPartial> out;
-  if (mine != nullptr) out.push_back(*mine);
-  TETHER_RETURN_IF_ERROR(PackEvalPartials(out, &m));
-  RequestHandle gather = channel_.NewRequest(/*sticky=*/false);
-  SendPart(0, &m, gather, NewShardRequest(EVAL_GATHER_REPLY, 0, 0));
-  TETHER_RETURN_IF_ERROR(gather.Wait());
-  if (all != nullptr) *all = std::move(eval_partials_);
-  eval_partials_.clear();
-  return eval_complete_;
-}
-
-StatusOr<DataOnDemandChunk> WorkerClient::ChunkNext(const DataOnDemandChunk& request) {
-  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
-  chunk_reply_.Clear();
-  Message m;
-  m.header.set_type(CHUNK_NEXT);
-  *m.header.mutable_chunk() = request;
-  RequestHandle next = channel_.NewRequest(/*sticky=*/false);
-  SendPart(0, &m, next, NewShardRequest(CHUNK_REPLY, 0, 0));
-  TETHER_RETURN_IF_ERROR(next.Wait());
-  return chunk_reply_;
-}
-
-StatusOr<std::vector<ShardStats>> WorkerClient::FetchServerStats() {
-  TETHER_RETURN_IF_ERROR(WaitAll());
-  server_stats_.assign(num_shards_, ShardStats());
-  RequestHandle stats = channel_.NewRequest(/*sticky=*/false);
-  for (int s = 0; s < num_shards_; ++s) {
-    Message m;
-    m.header.set_type(STATS);
-    SendPart(s, &m, stats, NewShardRequest(STATS_REPLY, s, 0));
-  }
-  TETHER_RETURN_IF_ERROR(stats.Wait());
-  return server_stats_;
-}
-
-Status WorkerClient::Bye() {
-  TETHER_RETURN_IF_ERROR(WaitAll());
-  bye_sent_ = true;
-  RequestHandle bye = channel_.NewRequest(/*sticky=*/false);
-  for (int s = 0; s < num_shards_; ++s) {
-    Message m;
-    m.header.set_type(BYE);
-    SendPart(s, &m, bye, NewShardRequest(BYE_REPLY, s, 0));
-  }
-  Status st = bye.Wait();
-  if (st.ok()) st = channel_.sticky_error();
-  // The worker's half of "updates sent == updates applied" (the servers log theirs).
-  LOG(INFO) << channel_.log_prefix() << "leaving: " << stats_.updates_sent << " updates sent, "
-            << stats_.updates_failed << " lost, " << channel_.stats().send_waits << " sends waited on back-pressure";
-  const FramePool::Stats pool = channel_.frame_pool().stats();
-  LOG(INFO) << channel_.log_prefix() << "request frames: " << pool.takes << " pooled, " << pool.reuses
-            << " reused, " << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6
-            << " MB idle";
-  return st;
-}
-
-Status WorkerClient::Leave(int timeout_ms) {
-  leaving_ = true;
-  channel_.BeginLeaving(timeout_ms);
-  RequestHandle bye = channel_.NewRequest(/*sticky=*/false);
-  std::string down;
-  for (int s = 0; s < num_shards_; ++s) {
-    if (!channel_.shard_up(s)) {
-      down += (down.empty() ? "" : ", ") + std::to_string(s) + " (" + options_.servers[s] + ")";
-      continue;
-    }
-    Message m;
-    m.header.set_type(BYE);
-    SendPart(s, &m, bye, NewShardRequest(BYE_REPLY, s, 0));
-  }
-  Status st = bye.Wait(timeout_ms);
-  LOG(INFO) << channel_.log_prefix() << "leaving early: " << stats_.updates_sent << " updates sent, "
-            << stats_.updates_failed << " lost" << (st.ok() ? ", every reachable shard said goodbye" : "");
-  if (st.ok() && !down.empty())
-    st = Status::Unavailable(channel_.log_prefix() + "no goodbye to server shard(s) " + down + ": connection down");
-  return st;
-}
-
-void WorkerClient::Abort(const std::string& why, int timeout_ms) {
-  leaving_ = true;
-  const int sent = channel_.SendAbort(why, timeout_ms, options_.job_id, options_.generation);
-  LOG(WARNING) << channel_.log_prefix() << "told " << sent << " of " << num_shards_
-               << " server shard(s) that the job failed (ABORT)";
-}
 
 const ClientStats& WorkerClient::stats() const {
   const RequestChannel::Stats& c = channel_.stats();

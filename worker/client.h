@@ -8,6 +8,10 @@
 // read-my-writes from the cache), and any send waits while its shard has a
 // full in-flight window (back-pressure, case C13).
 //
+// The data path: HELLO (Connect), pull, push and clock. The control calls
+// (checkpoint, barrier, evaluation gather, chunks, stats, goodbyes) are a
+// JobSession's (worker/client/job_session.h), over this client's channel.
+//
 // Layers: WorkerClient splits keys by owner shard, builds the messages and
 // scatters replies back into the caller's buffer; RequestChannel
 // (worker/request_channel.h) owns the sockets, request ids, window,
@@ -29,8 +33,8 @@
 //
 // Errors: a failed push is logged (shard, table, key range), counted in
 // updates_failed, reported on its own handle, and also fails the worker's
-// next Clock, Barrier, Bye, Idle or WaitAll (sticky), so a lost update never
-// ends in exit 0 even when nobody waits on the push.
+// next Clock, Idle or WaitAll, and the session's Barrier or Bye (sticky),
+// so a lost update never ends in exit 0 even when nobody waits on the push.
 //
 // Versions: every pull reply carries the table's version on the shard; each
 // push carries the oldest version among the rows of that shard the caller
@@ -124,7 +128,7 @@ struct ClientOptions {
   CurveOptions curve;
   /// A stop request (a signal), polled every 100 ms while a call waits:
   /// when true, waits give up with Unavailable ("stop requested"), and the
-  /// caller leaves with Leave(). May be empty.
+  /// caller leaves with JobSession::Leave(). May be empty.
   std::function<bool()> stop_requested;
   /// Push values and request keys of at least kMinPooledFrameBytes are
   /// built in recycled, pre-faulted buffers that ZeroMQ sends zero-copy
@@ -150,21 +154,6 @@ struct ClientOptions {
   /// consistency.key_list_cache, flag --key_list_cache); a shard
   /// started with --key_list_cache_bytes=0 turns it off for every worker.
   bool key_lists = true;
-};
-
-/// What a checkpoint's CHECKPOINT_REPLYs carried: every shard's file and
-/// (from shard 0) every rank's entry.
-struct CheckpointReply {
-  std::vector<CheckpointFile> shard_files;  // in shard order
-  // Further files a shard wrote into the checkpoint (shard 0's chunks.state
-  // with data on demand: server/chunk_state.h); the manifest lists them.
-  std::vector<CheckpointFile> extra_files;
-  std::vector<CheckpointWorker> workers;    // one per rank
-  // A shard abandoned the round (a worker that had to take part was
-  // restarted at or past its clock): nothing of it is usable, no MANIFEST
-  // is written, and training goes on. `abandoned_why` says which worker.
-  bool abandoned = false;
-  std::string abandoned_why;
 };
 
 /// Per-client counters.
@@ -213,9 +202,9 @@ struct ClientStats {
 ///
 /// Contract: after a push from these values, the caller must not write to
 /// them until that push's handle completed (Wait returned), or WaitAll,
-/// Clock or Barrier returned: the bytes may still be on their way, and a
-/// push the shard has to be sent again (a key list it no longer holds)
-/// sends them again. in_flight() says whether a message still refers to
+/// Clock or JobSession::Barrier returned: the bytes may still be on their
+/// way, and a push the shard has to be sent again (a key list it no longer
+/// holds) sends them again. in_flight() says whether a message still refers to
 /// the buffer. Thread-safety: as the client (one thread), except that the
 /// buffer's release may run on ZeroMQ's I/O thread.
 class PushValues {
@@ -352,16 +341,6 @@ class WorkerClient {
     gradient_scale_ = gradient_scale;
     push_weight_ = push_weight;
   }
-  /// Takes part in the checkpoint at clock() (or, `final`, the end-of-job
-  /// checkpoint that worker 0 takes alone after the barrier, at
-  /// final_checkpoint_clock(): the clock its folder names): waits for
-  /// every request in flight, sends CHECKPOINT (with `state_file`, this
-  /// worker's own file, unless `final`) to every shard, and blocks until
-  /// every shard wrote its files, which happens once every worker still
-  /// training is at this clock: a consistent cut. Then empties the cache.
-  /// Errors: the sticky error, a shard's (a write that failed, naming the
-  /// file), as RequestHandle::Wait.
-  StatusOr<CheckpointReply> Checkpoint(const std::string& dir, bool final, const CheckpointFile* state_file);
   /// Completed clocks. A worker rejoining a running job starts at the clock
   /// the servers assign (the slowest live worker's), not 0.
   int64_t clock() const { return channel_.clock(); }
@@ -376,99 +355,35 @@ class WorkerClient {
   /// the sticky error.
   Status Idle(int ms);
 
-  /// Asks every shard for its counters (STATS), all shards at once after
-  /// every outstanding request: one ShardStats per shard, in shard order,
-  /// each with the WorkerStats every worker sent at its Barrier. Errors: the
-  /// sticky error, then as RequestHandle::Wait.
-  StatusOr<std::vector<ShardStats>> FetchServerStats();
-
-  /// Says this worker finished training (it stops counting towards the
-  /// servers' min clock) and blocks until every worker has. `samples`: rows
-  /// this worker trained on; `stats`: its counters, which every shard keeps
-  /// for FetchServerStats. Returns the total samples over all workers.
-  /// Then empties the cache: every worker's pushes are applied by now, so
-  /// the reads that follow (the final evaluation) see the trained model,
-  /// not rows up to s clocks old.
-  /// Errors: the sticky error, then as RequestHandle::Wait.
-  /// `data_done`: data on demand told this worker DONE (every chunk of every
-  /// epoch completed); the shards then do not count a worker that fell
-  /// silent and never came back as a failed job (server/chunk_service.h).
-  /// `finished`: this worker's entry in a checkpoint cut after it finished
-  /// (its final_loss, diverged; the shards set rank, kind and samples).
-  StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false,
-                             const CheckpointWorker& finished = CheckpointWorker());
-  /// True once Bye sent its goodbye: the shards know this worker's part is
-  /// done, and a Bye that failed carries the job's outcome (no ABORT then).
-  bool bye_sent() const { return bye_sent_; }
   /// True once a shard removed this worker for silence (its REMOVED
   /// message; cluster.worker_timeout_ms): every call fails with the reason.
   bool removed() const { return channel_.removed(); }
   /// The shard told to stop (RequestChannel::stopping_shard), or −1.
   int stopping_shard() const { return channel_.stopping_shard(); }
-  /// After Barrier: the largest clock any worker reached (shard 0's view).
-  int64_t barrier_clock() const { return barrier_clock_; }
-  /// After Barrier: the clock of the end-of-job checkpoint (its folder's
-  /// name, the shards' files and their log lines): barrier_clock() or this
-  /// worker's own clock, whichever is larger. A worker that trained fewer
-  /// clocks than another (data on demand, a smaller share) is behind it.
-  int64_t final_checkpoint_clock() const { return std::max(barrier_clock_, channel_.clock()); }
-  /// After Barrier: the rank that evaluates at the end and writes the
-  /// metrics — the lowest rank at the barrier (rank 0 unless it left;
-  /// shard 0's view, elastic membership).
-  int evaluator_rank() const { return evaluator_rank_; }
 
-  /// Partitioned evaluation: sends `mine` (this worker's partial sums of
-  /// evaluation `round`; null: none, e.g. a second poll) to shard 0
-  /// (EVAL_GATHER, server/eval_book.h), and gets back, per `want`:
-  ///   EVAL_ACK:  nothing (the reply says the partial is stored);
-  ///   EVAL_POLL: every worker's partial in rank order if the round is
-  ///              complete (returns true), else at once false;
-  ///   EVAL_WAIT: blocks until the round is complete (every worker sent its
-  ///              partial or left the job), then every partial, true.
-  /// `all` (may be null for EVAL_ACK) receives the partials; workers that
-  /// left without sending theirs are missing from it. A wait is bounded by
-  /// cluster.request_timeout_ms like the barrier's. Errors: the sticky
-  /// error, then as RequestHandle::Wait; DataLoss for a malformed reply.
-  StatusOr<bool> EvalGather(int64_t round, const EvalPartial* mine, MessageHeader::EvalWant want,
-                            std::vector<EvalPartial>* all);
-
-  /// Data on demand: sends CHUNK_NEXT with `request` (the job's shape and
-  /// the completion of the previous chunk, if any) to shard 0 and returns
-  /// its CHUNK_REPLY body (a chunk, WAIT or DONE; server/chunk_service.h).
-  /// Blocks for the reply, bounded by cluster.request_timeout_ms. Errors:
-  /// the sticky error, then as RequestHandle::Wait (a refused shape comes
-  /// back as the server's error).
-  StatusOr<DataOnDemandChunk> ChunkNext(const DataOnDemandChunk& request);
-
-  /// Leaves the job: waits for outstanding requests, then BYE to every
-  /// shard. A worker that passed the barrier gets each shard's answer when
-  /// that shard's part of the job ends (every worker left or was removed):
-  /// the wait lasts until the last worker's BYE (rank 0's, after it merged
-  /// the evaluation), heartbeating, bounded by cluster.request_timeout_ms.
-  /// Errors: the sticky error, then as RequestHandle::Wait; a shard that
-  /// ended the job as failed (a worker removed after this one finished,
-  /// with the static split) answers with its reason.
-  Status Bye();
-
-  /// Leaves the job promptly (a stop request, or a wait given up): BYE to
-  /// every shard whose connection is up, without first waiting for the
-  /// requests in flight (a shard handles one worker's messages in order, so
-  /// its pushes before the BYE are applied), then waits at most
-  /// `timeout_ms` for the BYE_REPLYs, whatever the stop request. Closing the
-  /// client afterwards waits at most `timeout_ms` more for unsent messages.
-  /// From Leave (and Abort) on, pull replies still arriving are dropped,
-  /// never written: the pulls' buffers may be gone with the model that
-  /// owned them (RunWorker leaves after its model was destroyed).
-  /// Errors: DeadlineExceeded (a reply did not come), Unavailable (a shard
-  /// was down: no BYE sent to it).
-  Status Leave(int timeout_ms);
-
-  /// Tells every shard still reachable that this worker failed: ABORT with
-  /// `why` (which should name the worker), best effort, no reply awaited;
-  /// closing the client waits at most `timeout_ms` for the messages to go.
-  /// Each shard then ends its Run() with an error (server/server.h).
-  void Abort(const std::string& why, int timeout_ms);
-
+  /// The control side of the connection: a JobSession
+  /// (worker/client/job_session.h) sends its control messages (checkpoint,
+  /// barrier, evaluation gather, chunks, stats, goodbyes) over this
+  /// client's channel, so that each shard gets them in order with the data
+  /// path's, and their replies come back here, to the handler below.
+  RequestChannel& channel() { return channel_; }
+  const ClientOptions& options() const { return options_; }
+  /// Messages sent over channel() with a tag that has kControlTag set are
+  /// answered to `handler` (the tag as sent, kControlTag cleared); null
+  /// drops such replies with their verdict.
+  static constexpr uint64_t kControlTag = uint64_t{1} << 63;
+  void set_control_replies(RequestChannel::ReplyHandler handler) { control_replies_ = std::move(handler); }
+  /// Empties the parameter cache: the reads that follow see the servers'
+  /// rows (after a checkpoint's cut, after the barrier).
+  void ClearCache() { cache_.Clear(); }
+  /// The checkpoint at clock() was taken: empties the cache, and forgets a
+  /// due checkpoint clock (due_checkpoint_clock()) it reached.
+  void CheckpointTaken();
+  /// Leaving the job (a prompt BYE or an ABORT follows): from now on pull
+  /// replies still arriving are dropped, never written (the pulls' buffers
+  /// may be gone with the model that owned them), and the channel's sends
+  /// and close are bounded by `bound_ms` (RequestChannel::BeginLeaving).
+  void BeginLeaving(int bound_ms);
   /// Consistency model AVERAGE: from now on PullRows, PullDense, PushRows
   /// and PushDense go to `replica` (worker/local_replica.h), which trains a
   /// local copy and reaches the servers through this client; Clock() first
@@ -585,10 +500,6 @@ class WorkerClient {
   std::vector<float> at_scratch_;  // PullRowsAt: cache hits before they go to their rows
   std::vector<uint32_t> at_rows_;  // PushRowsAt: a message's rows in the caller's buffer
   std::vector<KeyListCache> key_lists_;  // per shard: the lists it holds (capacity from HELLO_REPLY)
-  uint64_t barrier_total_ = 0;             // BARRIER_REPLY's total
-  bool bye_sent_ = false;                  // Bye sent its BYE
-  int64_t barrier_clock_ = 0;              // BARRIER_REPLY's clock (shard 0's)
-  int evaluator_rank_ = 0;                 // BARRIER_REPLY's evaluator_rank (shard 0's)
   RequestHandle clock_reply_;              // shard 0's answer to the last CLOCK
   int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
   int64_t rejoin_clock_ = -1;              // from HELLO_REPLY (rejoin_clock)
@@ -596,12 +507,8 @@ class WorkerClient {
   int adaptive_batch_size_ = 0;            // from CLOCK_REPLY
   float gradient_scale_ = 1.0f;            // SetPushScaling
   float push_weight_ = 1.0f;
-  CheckpointReply checkpoint_reply_;       // filled by CHECKPOINT_REPLYs
-  std::vector<ShardStats> server_stats_;   // STATS_REPLY per shard
-  std::vector<EvalPartial> eval_partials_;  // EVAL_GATHER_REPLY's
-  bool eval_complete_ = false;
-  DataOnDemandChunk chunk_reply_;  // CHUNK_REPLY's
-  bool leaving_ = false;                   // Leave or Abort was called: pull replies are dropped
+  RequestChannel::ReplyHandler control_replies_;  // JobSession's (set_control_replies)
+  bool leaving_ = false;                   // BeginLeaving was called: pull replies are dropped
   std::vector<bool> hello_refused_;        // by shard: it refused this worker's HELLO (Connect)
   std::unique_ptr<LocalReplica> owned_replica_;  // AVERAGE: the local replica (AttachReplica)
   LocalReplica* replica_ = nullptr;

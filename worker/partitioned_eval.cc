@@ -52,26 +52,26 @@ StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank,
 }
 
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
-                                      const CsrMatrix& train_labels, int64_t test_rows, WorkerClient* client) {
+                                      const CsrMatrix& train_labels, int64_t test_rows, JobSession* session) {
   return ExchangeEvalSetup(rank, num_workers, kind, psp_a, psp_b,
                            kind == LabelKind::kMultiLabel ? CountLabels(train_labels) : std::vector<uint64_t>{},
-                           train_labels.rows, test_rows, client);
+                           train_labels.rows, test_rows, session);
 }
 
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
                                       const std::vector<uint64_t>& label_counts, int64_t train_rows,
-                                      int64_t test_rows, WorkerClient* client) {
+                                      int64_t test_rows, JobSession* session) {
   const EvalPartial mine = SetupPartial(rank, kind, label_counts, train_rows, test_rows);
   std::vector<EvalPartial> all;
-  TETHER_ASSIGN_OR_RETURN(bool complete, client->EvalGather(kSetupEvalRound, &mine, MessageHeader::EVAL_WAIT, &all));
+  TETHER_ASSIGN_OR_RETURN(bool complete, session->EvalGather(kSetupEvalRound, &mine, MessageHeader::EVAL_WAIT, &all));
   if (!complete) return Status::Internal("evaluation setup: shard 0 answered before every worker's counts were in");
   return EvalSetupFrom(all, rank, num_workers, kind, psp_a, psp_b);
 }
 
 StatusOr<EvalSetup> JoinEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
-                                  WorkerClient* client) {
+                                  JobSession* session) {
   std::vector<EvalPartial> all;
-  TETHER_ASSIGN_OR_RETURN(bool complete, client->EvalGather(kSetupEvalRound, nullptr, MessageHeader::EVAL_WAIT, &all));
+  TETHER_ASSIGN_OR_RETURN(bool complete, session->EvalGather(kSetupEvalRound, nullptr, MessageHeader::EVAL_WAIT, &all));
   if (!complete) return Status::Internal("evaluation setup: shard 0 answered before every worker's counts were in");
   // A joiner's empty partial sent by mistake would be rank-ordered last:
   // only the initial ranks' counts make the setup.

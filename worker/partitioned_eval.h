@@ -13,7 +13,7 @@
 // worker's number of test rows (its offset in the test set, so
 // train.eval_max_rows keeps the first N rows of the whole set).
 //
-// Thread-safety: functions of their arguments, apart from the client's
+// Thread-safety: functions of their arguments, apart from the session's
 // calls (one thread, the worker's).
 #pragma once
 
@@ -23,7 +23,7 @@
 #include "core/status.h"
 #include "proto/tether.pb.h"
 #include "sparse/csr.h"
-#include "worker/client.h"
+#include "worker/client/job_session.h"
 #include "worker/evaluator.h"
 #include "worker/model.h"
 
@@ -57,22 +57,22 @@ StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank,
                                   double psp_a, double psp_b);
 
 /// Sends this worker's SetupPartial and waits for every worker's (round 0),
-/// then EvalSetupFrom. Errors: the client's, EvalSetupFrom's.
+/// then EvalSetupFrom. Errors: the session's, EvalSetupFrom's.
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
-                                      const CsrMatrix& train_labels, int64_t test_rows, WorkerClient* client);
+                                      const CsrMatrix& train_labels, int64_t test_rows, JobSession* session);
 /// The same from counts already taken (the SetupPartial overload above).
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
                                       const std::vector<uint64_t>& label_counts, int64_t train_rows,
-                                      int64_t test_rows, WorkerClient* client);
+                                      int64_t test_rows, JobSession* session);
 
 /// Round 0 for a worker that joined the running job with a rank beyond the
 /// `num_workers` initial ones (elastic membership): it holds no part of the
 /// test set and sends no counts (they would change the sums the others
 /// already took); it waits for the initial workers' partials and takes
 /// EvalSetupFrom of them (its test offset is the whole set: it evaluates no
-/// row). Errors: the client's, EvalSetupFrom's.
+/// row). Errors: the session's, EvalSetupFrom's.
 StatusOr<EvalSetup> JoinEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
-                                  WorkerClient* client);
+                                  JobSession* session);
 
 /// This worker's test rows to evaluate: all `local_rows`, or with
 /// max_rows > 0 those of its rows whose index in the whole set is below

@@ -253,7 +253,7 @@ class RequestChannel {
   /// window and give up after `bound_ms` on a full queue, and closing the
   /// channel waits up to `bound_ms` for what is queued to reachable shards
   /// (ZMQ_LINGER), 0 for shards that are down. Messages that follow are
-  /// best effort: BYE (WorkerClient::Leave) or ABORT (SendAbort).
+  /// best effort: BYE (JobSession::Leave) or ABORT (SendAbort).
   void BeginLeaving(int bound_ms);
   /// Sends ABORT carrying `why` to every shard whose connection is up, best
   /// effort: no reply is awaited; BeginLeaving's linger bounds the flush

@@ -43,8 +43,8 @@ namespace {
 
 // Says goodbye after a stop (bounded), and returns the report of a worker
 // that left early.
-TrainReport LeaveStopped(WorkerClient* client, const std::string& who, int stopped_by_shard) {
-  if (Status st = client->Leave(kLeaveTimeoutMs); !st.ok())
+TrainReport LeaveStopped(JobSession* session, const std::string& who, int stopped_by_shard) {
+  if (Status st = session->Leave(kLeaveTimeoutMs); !st.ok())
     LOG(WARNING) << who << "goodbye incomplete: " << st.message();
   TrainReport report;
   report.left_early = true;
@@ -57,20 +57,22 @@ TrainReport LeaveStopped(WorkerClient* client, const std::string& who, int stopp
 StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options) {
   // The run (its model, data and rows) is gone before the client leaves or
   // aborts: pull replies still arriving are dropped, never written
-  // (WorkerClient::Leave).
+  // (JobSession::Leave).
   std::unique_ptr<WorkerClient> client;
+  std::unique_ptr<JobSession> session;  // over `client`: goes first
   StatusOr<TrainReport> result = Status::Internal("not run");
   {
     TrainingRun run(config, options);
     result = run.Run();
     client = run.TakeClient();
+    session = run.TakeSession();
   }
   if (result.ok() || client == nullptr) return result;
   const std::string who = "[worker " + std::to_string(options.rank) + "] ";
   const std::string& why = result.status().message();
   const std::string& ckpt_dir = config.checkpoint().dir();
   const bool stop_requested = options.stop_requested && options.stop_requested();
-  switch (OnRunFailure(stop_requested, client->stopping_shard(), client->bye_sent(), client->removed())) {
+  switch (OnRunFailure(stop_requested, client->stopping_shard(), session->bye_sent(), client->removed())) {
     case FailureAction::kLeaveStopped:
       // The stop request cut a wait short (or the wait failed meanwhile):
       // the worker leaves as it would between minibatches. With checkpoints
@@ -81,7 +83,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
                    << (ckpt_dir.empty() ? std::string()
                                         : " without a stop checkpoint (a resume starts from the latest complete one in " +
                                               ckpt_dir + ")");
-      return LeaveStopped(client.get(), who, -1);
+      return LeaveStopped(session.get(), who, -1);
     case FailureAction::kLeaveShardStopped:
       // A server told to stop went (no checkpoint.dir: at once) before this
       // worker could leave between minibatches.
@@ -90,7 +92,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
                    << "): leaving the job without a checkpoint"
                    << (ckpt_dir.empty() ? " (no checkpoint dir: a rerun starts from the beginning)"
                                         : " (a resume starts from the latest complete one in " + ckpt_dir + ")");
-      return LeaveStopped(client.get(), who, client->stopping_shard());
+      return LeaveStopped(session.get(), who, client->stopping_shard());
     case FailureAction::kReturn:
       // The goodbye's answer failed (the shards ended the job as failed
       // after this worker finished, or one is gone), or the servers removed
@@ -98,7 +100,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
       // without it: with data on demand its chunks were dealt again and the
       // job can still finish; with the static split the servers end the job
       // as failed themselves. They know: an ABORT would only end it early.
-      if (!client->bye_sent())
+      if (!session->bye_sent())
         LOG(ERROR) << who << "removed from the job by the servers; leaving without aborting it";
       return result;
     case FailureAction::kAbort:
@@ -106,7 +108,7 @@ StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& o
   }
   // A job that failed tells its servers so, or they would wait for this
   // worker until cluster.worker_timeout_ms and then end as if all went well.
-  client->Abort("worker " + std::to_string(options.rank) + " failed: " +
+  session->Abort("worker " + std::to_string(options.rank) + " failed: " +
                     (why.rfind(who, 0) == 0 ? why.substr(who.size()) : why),
                 kLeaveTimeoutMs);
   return result;

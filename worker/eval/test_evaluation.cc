@@ -67,7 +67,7 @@ Status MergeEvalResults(const JobConfig& config, const std::vector<EvalPartial>&
 }
 
 TestEvaluation::TestEvaluation(const JobConfig& config, int rank, Dataset test, Model* model, Backend* backend,
-                               WorkerClient* client)
+                               WorkerClient* client, JobSession* session)
     : config_(config),
       rank_(rank),
       joiner_(rank >= config.cluster().num_workers()),
@@ -75,15 +75,16 @@ TestEvaluation::TestEvaluation(const JobConfig& config, int rank, Dataset test, 
       test_(std::move(test)),
       model_(model),
       backend_(backend),
-      client_(client) {}
+      client_(client),
+      session_(session) {}
 
 Status TestEvaluation::Setup(const std::vector<uint64_t>& label_counts, int64_t counted_rows) {
   const int num_workers = config_.cluster().num_workers();
   const LabelKind kind = LabelKindOf(config_);
   const double psp_a = config_.train().psp_a(), psp_b = config_.train().psp_b();
-  TETHER_ASSIGN_OR_RETURN(setup_, joiner_ ? JoinEvalSetup(rank_, num_workers, kind, psp_a, psp_b, client_)
+  TETHER_ASSIGN_OR_RETURN(setup_, joiner_ ? JoinEvalSetup(rank_, num_workers, kind, psp_a, psp_b, session_)
                                           : ExchangeEvalSetup(rank_, num_workers, kind, psp_a, psp_b, label_counts,
-                                                              counted_rows, test_.features.rows, client_));
+                                                              counted_rows, test_.features.rows, session_));
   return Status::OK();
 }
 
@@ -117,7 +118,7 @@ StatusOr<bool> TestEvaluation::Evaluate(int64_t round, MessageHeader::EvalWant w
   std::vector<EvalPartial> all;
   // A worker that joined beyond the initial ranks holds no test rows and
   // owes no partial (it only gathers, when it is the evaluator).
-  TETHER_ASSIGN_OR_RETURN(bool complete, client_->EvalGather(round, joiner_ ? nullptr : &mine, want, &all));
+  TETHER_ASSIGN_OR_RETURN(bool complete, session_->EvalGather(round, joiner_ ? nullptr : &mine, want, &all));
   if (want == MessageHeader::EVAL_ACK || !complete) return false;
   TETHER_RETURN_IF_ERROR(MergeEvalResults(config_, all, model_, backend_, setup_.inv_propensity, report));
   report->eval_seconds = SecondsSince(start);
@@ -141,7 +142,7 @@ Status TestEvaluation::CollectPending(MessageHeader::EvalWant want) {
     PendingRound& e = pending_.front();
     if (!e.merged) {
       std::vector<EvalPartial> all;
-      TETHER_ASSIGN_OR_RETURN(bool complete, client_->EvalGather(e.epoch, nullptr, want, &all));
+      TETHER_ASSIGN_OR_RETURN(bool complete, session_->EvalGather(e.epoch, nullptr, want, &all));
       if (!complete) return Status::OK();
       TrainReport r;
       TETHER_RETURN_IF_ERROR(MergeEvalResults(config_, all, model_, backend_, setup_.inv_propensity, &r));

@@ -13,8 +13,8 @@
 // on which worker finished first. Evaluation time is the caller's to keep
 // out of the training time.
 //
-// Ownership: owns the test set; borrows the model, backend, client and
-// metrics log (may be null), which outlive it. Thread-safety: not
+// Ownership: owns the test set; borrows the model, backend, client, session
+// and metrics log (may be null), which outlive it. Thread-safety: not
 // thread-safe; the training thread owns it.
 #pragma once
 
@@ -30,6 +30,7 @@
 #include "sparse/backend.h"
 #include "sparse/reader.h"
 #include "worker/client.h"
+#include "worker/client/job_session.h"
 #include "worker/model.h"
 #include "worker/partitioned_eval.h"
 
@@ -49,8 +50,9 @@ class TestEvaluation {
  public:
   /// `test`: this worker's part of the test set (empty for a worker that
   /// joined beyond the initial ranks).
+  /// The model reads through `client`; the parts travel by `session`.
   TestEvaluation(const JobConfig& config, int rank, Dataset test, Model* model, Backend* backend,
-                 WorkerClient* client);
+                 WorkerClient* client, JobSession* session);
 
   /// Where the rounds' results are logged ("kind": "eval"); may be null.
   void set_metrics_log(MetricsLog* log) { metrics_log_ = log; }
@@ -108,6 +110,7 @@ class TestEvaluation {
   Model* model_;
   Backend* backend_;
   WorkerClient* client_;
+  JobSession* session_;
   MetricsLog* metrics_log_ = nullptr;
   EvalSetup setup_;
   std::deque<PendingRound> pending_;

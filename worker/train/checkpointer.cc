@@ -28,12 +28,13 @@ double UnixSeconds() {
 }  // namespace
 
 Checkpointer::Checkpointer(const JobConfig& config, int rank, int num_servers, std::vector<TableSpec> tables,
-                           WorkerClient* client)
+                           WorkerClient* client, JobSession* session)
     : config_(config),
       rank_(rank),
       num_servers_(num_servers),
       tables_(std::move(tables)),
       client_(client),
+      session_(session),
       who_("[worker " + std::to_string(rank) + "] ") {}
 
 Status Checkpointer::WriteManifest(const std::string& dir, int64_t clock, bool final, const CheckpointReply& reply) {
@@ -77,7 +78,7 @@ StatusOr<bool> Checkpointer::Take(WorkerState state, TrainReport* report) {
   state.set_clock(clock);
   CheckpointFile mine;
   TETHER_RETURN_IF_ERROR(WriteWorkerState(FileSystem::Default(), dir, state, &mine));
-  TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client_->Checkpoint(dir, /*final=*/false, &mine));
+  TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, session_->Checkpoint(dir, /*final=*/false, &mine));
   if (reply.abandoned) {
     // A worker was restarted at or past this clock and never sends its
     // state: the folder stays without a MANIFEST (never resumed from), and
@@ -103,7 +104,7 @@ StatusOr<std::string> Checkpointer::TakeFinal(const CheckpointManifest& resumed,
                                               bool dealt_by_shard0, TrainReport* report) {
   const std::string& parent = config_.checkpoint().dir();
   const auto t0 = SteadyClock::now();
-  const int64_t clock = client_->final_checkpoint_clock();  // the shards write their files at it too
+  const int64_t clock = session_->final_checkpoint_clock();  // the shards write their files at it too
   std::string dir = FreeCheckpointDir(parent, clock, true);
   const std::string same = CheckpointJoinPath(parent, CheckpointDirName(clock, true));
   std::error_code same_ec;
@@ -121,7 +122,7 @@ StatusOr<std::string> Checkpointer::TakeFinal(const CheckpointManifest& resumed,
   if (dir != same)
     LOG(WARNING) << who_ << same << " already holds a complete checkpoint (written before this job resumed): "
                  << "the final checkpoint goes to " << dir << " instead of over it";
-  TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, client_->Checkpoint(dir, /*final=*/true, nullptr));
+  TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, session_->Checkpoint(dir, /*final=*/true, nullptr));
   // Workers that left before the end: the job did not finish. The
   // checkpoint keeps their places (LEFT) and is not a final one, so a
   // resume trains what they left; the run then ends in an error.

@@ -9,8 +9,8 @@
 // barrier.
 //
 // When to checkpoint is decided elsewhere (StopControl, the clock);
-// this class writes, asks and records. Ownership: borrows the client and
-// the config (both outlive it). Thread-safety: not thread-safe; the
+// this class writes, asks and records. Ownership: borrows the client, the
+// session and the config (they outlive it). Thread-safety: not thread-safe; the
 // training thread owns it.
 #pragma once
 
@@ -21,6 +21,7 @@
 #include "core/status.h"
 #include "proto/tether.pb.h"
 #include "worker/client.h"
+#include "worker/client/job_session.h"
 
 namespace tether {
 
@@ -29,9 +30,9 @@ struct TrainReport;  // worker/trainer.h
 class Checkpointer {
  public:
   /// `num_servers`: shards of the job; `tables`: the job's (the manifest
-  /// records both). `client` takes part in the rounds.
+  /// records both). `session` takes part in the rounds at `client`'s clock.
   Checkpointer(const JobConfig& config, int rank, int num_servers, std::vector<TableSpec> tables,
-               WorkerClient* client);
+               WorkerClient* client, JobSession* session);
 
   /// checkpoint.dir is set.
   bool enabled() const { return !config_.checkpoint().dir().empty(); }
@@ -68,6 +69,7 @@ class Checkpointer {
   int num_servers_;
   std::vector<TableSpec> tables_;
   WorkerClient* client_;
+  JobSession* session_;
   std::string who_;
 };
 

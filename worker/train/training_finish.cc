@@ -24,7 +24,7 @@ Status TrainingRun::Finish() {
   report_.train_seconds = TrainSeconds();
   report_.samples_per_second = report_.total_samples / std::max(1e-9, report_.train_seconds);
   std::string incomplete;  // set when workers left before the end
-  if (checkpointer_->enabled() && rank_ == client_->evaluator_rank()) {
+  if (checkpointer_->enabled() && rank_ == session_->evaluator_rank()) {
     // The end of the job: every worker is at the barrier, so the shards hold
     // the trained model; worker 0 (or, when it left, the evaluator: the
     // lowest rank at the barrier) takes the final checkpoint alone.
@@ -95,19 +95,19 @@ Status TrainingRun::Barrier() {
   finished.set_diverged(report_.diverged);
   finished.set_diverged_at_epoch(report_.diverged_at_epoch);
   TETHER_ASSIGN_OR_RETURN(report_.total_samples,
-                          client_->Barrier(report_.samples, mine, source_->dealt_by_shard0(), finished));
+                          session_->Barrier(report_.samples, mine, source_->dealt_by_shard0(), finished));
   return Status::OK();
 }
 
 Status TrainingRun::Evaluate(std::string* incomplete) {
   // Rank 0 evaluates and reports, or, when it left the job, the lowest rank
   // at the barrier (shard 0 names it in the barrier's reply).
-  const int evaluator = client_->evaluator_rank();
+  const int evaluator = session_->evaluator_rank();
   if (evaluator != 0 && rank_ == evaluator)
     LOG(INFO) << who_ << "rank 0 left the job: this worker evaluates and writes the metrics"
               << (options_.metrics_out.empty() ? " (no --metrics_out given to it: the metrics are logged only)" : "");
   if (rank_ != evaluator) return eval_->SendFinalPart();
-  TETHER_ASSIGN_OR_RETURN(report_.servers, client_->FetchServerStats());
+  TETHER_ASSIGN_OR_RETURN(report_.servers, session_->FetchServerStats());
   // A worker that never reached the barrier left (or was removed) before
   // the end: its rows were not all trained, so the job did not finish.
   // (Rows dealt on demand are dealt again when their worker leaves.)
@@ -129,7 +129,7 @@ Status TrainingRun::Evaluate(std::string* incomplete) {
 }
 
 Status TrainingRun::Report(const std::string& incomplete) {
-  const bool writes_metrics = rank_ == client_->evaluator_rank() && !options_.metrics_out.empty();
+  const bool writes_metrics = rank_ == session_->evaluator_rank() && !options_.metrics_out.empty();
   if (metrics_log_ != nullptr) TETHER_RETURN_IF_ERROR(metrics_log_->Flush());
   const ClientStats& cs = client_->stats();
   LOG(INFO) << who_ << cs.pulls << " pulls (" << cs.rows_pulled << " rows), " << cs.pushes << " pushes ("
@@ -142,7 +142,7 @@ Status TrainingRun::Report(const std::string& incomplete) {
     if (writes_metrics) TETHER_RETURN_IF_ERROR(WriteMetricsJson(report_, config_, options_.metrics_out));
     return Status::FailedPrecondition(who_ + incomplete);
   }
-  if (Status bye = client_->Bye(); !bye.ok()) {
+  if (Status bye = session_->Bye(); !bye.ok()) {
     // The servers answered the goodbye with the job's failure (another
     // worker failed after this one's barrier): the metrics of what was
     // trained are still written, saying so, and the run fails.

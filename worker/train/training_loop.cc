@@ -282,7 +282,7 @@ Status TrainingRun::EmptyClock() {
 
 RowSourceHooks TrainingRun::SourceHooks() {
   RowSourceHooks hooks;
-  hooks.feed.ask = [this](const DataOnDemandChunk& r) { return client_->ChunkNext(r); };
+  hooks.feed.ask = [this](const DataOnDemandChunk& r) { return session_->ChunkNext(r); };
   hooks.feed.idle = [this](int ms) { return client_->Idle(ms); };
   hooks.feed.clock = [this] { return client_->clock(); };
   hooks.feed.empty_clock = [this] { return EmptyClock(); };
@@ -306,7 +306,7 @@ void TrainingRun::Leave() {
   report_.left_early = true;
   left_ = true;
   if (metrics_log_ != nullptr) (void)metrics_log_->Flush();
-  if (Status st = client_->Leave(kLeaveTimeoutMs); !st.ok()) LOG(WARNING) << who_ << "goodbye incomplete: " << st.message();
+  if (Status st = session_->Leave(kLeaveTimeoutMs); !st.ok()) LOG(WARNING) << who_ << "goodbye incomplete: " << st.message();
 }
 
 void TrainingRun::LeaveStoppedFeed() {

@@ -224,6 +224,7 @@ Status TrainingRun::Connect() {
               << copts.curve.server_public_key;
   }
   TETHER_ASSIGN_OR_RETURN(client_, WorkerClient::Connect(copts));
+  session_ = std::make_unique<JobSession>(client_.get());
   // Reading a streamed block can take seconds: heartbeat the servers between
   // buffers, or they would take this worker for dead (worker_timeout_ms).
   data_.HeartbeatWith([this] { return client_->Idle(1); });
@@ -238,7 +239,7 @@ Status TrainingRun::Connect() {
               << config_.consistency().model_momentum();
   }
   checkpointer_ = std::make_unique<Checkpointer>(config_, rank_, static_cast<int>(options_.servers.size()), tables_,
-                                                 client_.get());
+                                                 client_.get(), session_.get());
   // Partitioned evaluation's round 0 (worker/partitioned_eval.h): PSP@k
   // (multi-label) needs the training labels' frequencies over the whole
   // training split, which no single worker holds; likewise each worker's
@@ -248,7 +249,7 @@ Status TrainingRun::Connect() {
   TETHER_RETURN_IF_ERROR(CountTrainingLabels(config_, rank_, data_, [this] { return client_->Idle(1); },
                                              &label_counts, &counted_rows));
   eval_ = std::make_unique<TestEvaluation>(config_, rank_, std::move(test_), model_.get(), backend_.get(),
-                                           client_.get());
+                                           client_.get(), session_.get());
   return eval_->Setup(label_counts, counted_rows);
 }
 

@@ -20,10 +20,11 @@
 //
 // A stop request ends Train early with a report marked left_early (the
 // worker said goodbye). Any error ends the run; RunWorker then uses the
-// client (TakeClient) to leave or to tell the servers the job failed.
+// connection (TakeClient, TakeSession) to leave or to tell the servers the
+// job failed.
 //
 // Ownership: borrows the config and options (they outlive the run); owns
-// the backend, model, data, client and the rooms above. Thread-safety: not
+// the backend, model, data, client, session and the rooms above. Thread-safety: not
 // thread-safe; one run per worker thread (several runs may share a process,
 // tools/local_job.h).
 #pragma once
@@ -40,6 +41,7 @@
 #include "proto/tether.pb.h"
 #include "sparse/backend.h"
 #include "worker/client.h"
+#include "worker/client/job_session.h"
 #include "worker/eval/test_evaluation.h"
 #include "worker/model.h"
 #include "worker/pacing.h"
@@ -68,9 +70,11 @@ class TrainingRun {
   /// Runs every phase (once). Errors: RunWorker's (worker/trainer.h).
   StatusOr<TrainReport> Run();
 
-  /// The client once connected (null before): after a failed Run, RunWorker
-  /// leaves or aborts with it. The run must not be used afterwards.
+  /// The connection once made (null before): after a failed Run, RunWorker
+  /// leaves or aborts with them. The session must go before the client; the
+  /// run must not be used afterwards.
   std::unique_ptr<WorkerClient> TakeClient() { return std::move(client_); }
+  std::unique_ptr<JobSession> TakeSession() { return std::move(session_); }
 
  private:
   using SteadyClock = std::chrono::steady_clock;
@@ -147,6 +151,7 @@ class TrainingRun {
   // Connect. The stop control is shared with the client's stop callback.
   std::shared_ptr<StopControl> stop_;
   std::unique_ptr<WorkerClient> client_;
+  std::unique_ptr<JobSession> session_;  // the control calls, over client_
   std::unique_ptr<TestEvaluation> eval_;
   std::unique_ptr<Checkpointer> checkpointer_;
 
