@@ -310,7 +310,7 @@ const std::vector<ConfigOverride>& ConfigOverrides() {
       {"chunk_rows", "train.chunk_rows", "rows per chunk with --data_on_demand (0: 4 x minibatch_size)"},
       {"chunk_bytes", "train.chunk_bytes", "bytes per chunk with --data_on_demand and data.streaming (0: chunk_rows x the mean bytes per row of the first training file; a gzip file is one chunk)"},
       {"chunk_taper", "train.chunk_taper", "with --data_on_demand, smaller chunks toward each epoch's end so no worker waits long for a slow one's last chunk: true | false"},
-      {"pipeline", "train.pipeline", "overlap the next minibatch's input-row pull and the output layer's push with compute (exact; docs/PERFORMANCE.md section 16): true | false"},
+      {"pipeline", "train.pipeline", "overlap the next minibatch's input-row pull and the output layer's push with compute (exact; docs/RUNNING.md): true | false"},
       {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
       {"consistency_model", "consistency.model", "consistency model: ssp | bsp | asp | average (weighted model averaging)"},
       {"period_rows", "consistency.period_rows", "model AVERAGE: rows a worker trains its replica on per round"},

@@ -47,7 +47,7 @@ struct ConfigOverride {
   const char* help;
 };
 
-/// The flag → field table shared by every binary (tools/common_flags.cc
+/// The flag → field table shared by every binary (cli/config_flags.cc
 /// defines one string flag per entry).
 const std::vector<ConfigOverride>& ConfigOverrides();
 

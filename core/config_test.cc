@@ -458,7 +458,7 @@ TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {
   j = *c;
   j.mutable_train()->set_data_on_demand(true);
   j.mutable_checkpoint()->set_dir("/tmp/ckpt");
-  EXPECT_TRUE(ValidateJobConfig(j).ok()) << "data on demand checkpoints (server/chunk_state.h): "
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << "data on demand checkpoints (checkpoint/chunk_state.h): "
                                          << ValidateJobConfig(j).message();
   // Joins still do not combine with checkpoints (the cut, not the data).
   j.mutable_cluster()->set_max_workers(j.cluster().num_workers() + 1);
@@ -575,7 +575,7 @@ TEST(ConfigTest, C22EveryOptimizerFieldIsCheckedForFinitenessAndRange) {
   }
 }
 
-// Issue 15 item 6: a missing data file is found before anything starts,
+// A missing data file is found before anything starts,
 // naming the field and the full path tried.
 TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
   auto c = LoadJobConfig("examples/bibtex.pbtxt");
@@ -596,7 +596,7 @@ TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
   EXPECT_EQ(CheckDataFilesExist(j).message().rfind("config field data.train_file: 'data' is not a file (tried ", 0), 0u);
 }
 
-// Issue 15 item 6: relative data paths in a config file are taken against
+// Relative data paths in a config file are taken against
 // the file's folder, so a config works from any current directory; flags
 // and configs built in memory stay relative to the current directory.
 TEST(ConfigTest, RelativeDataPathsFollowTheConfigFilesFolder) {
@@ -630,7 +630,7 @@ TEST(ConfigTest, RelativeDataPathsFollowTheConfigFilesFolder) {
   EXPECT_EQ(text->data().train_file(), "x.txt");
 }
 
-// Issue 15 item 2: lists and globs of data files resolve entry by entry,
+// Lists and globs of data files resolve entry by entry,
 // every file is checked, and what cannot be listed or streamed is refused.
 TEST(ConfigTest, DataFileListsResolveCheckAndValidate) {
   const std::string root = std::filesystem::current_path().string();  // the repository

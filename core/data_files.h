@@ -3,7 +3,7 @@
 // (glob(3): *, ?, [...]; a pattern's matches come in name order). This is
 // where such a value is split, resolved against a folder and expanded, so
 // that the config loader, the start-up checks and the readers agree on
-// which files a job reads (issue 15, "many files, streamed").
+// which files a job reads (docs/OPERATIONS.md, "Many files, streamed").
 //
 // A value with no comma and no glob character is one file, exactly as
 // before. Commas therefore cannot appear in data file names.

@@ -1,4 +1,4 @@
-// Memory sizing at start-up (issue 15, "bounded worker memory"): byte sizes
+// Memory sizing at start-up (bounded worker memory): byte sizes
 // as users write them, the memory a process may count on, the worker
 // cache's capacity, and the check that a worker's cache and dense tables
 // fit. A server's own check (its shard of the tables) is CheckShardFits in

@@ -8,6 +8,8 @@
 #include <limits>
 #include <string>
 
+#include "core/top_k.h"
+
 namespace tether {
 
 RankingMetrics::RankingMetrics(std::vector<int> ks) : ks_(std::move(ks)) {
@@ -58,30 +60,10 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
     const int64_t num_true = le - lb;
     if (num_true == 0) continue;  // 0 for every metric, still counted
     const float* s = scores + r * num_labels;
-    // Rank the top `depth` labels with the Backend::TopK order (score desc,
-    // smaller index first on ties, NaN last), via a bounded heap in top_;
+    // Rank the top `depth` labels in the Backend::TopK order (core/top_k.h);
     // the index order only groups the ties, which are then scored by
     // their expected value below.
-    auto better = [s](uint32_t a, uint32_t b) {
-      const float x = s[a], y = s[b];
-      const bool xn = std::isnan(x), yn = std::isnan(y);
-      if (xn != yn) return yn;
-      if (!xn && x != y) return x > y;
-      return a < b;
-    };
-    if (depth > 0) {
-      for (int64_t j = 0; j < depth; ++j) top_[j] = static_cast<uint32_t>(j);
-      std::make_heap(top_.begin(), top_.end(), better);
-      for (int64_t j = depth; j < num_labels; ++j) {
-        const uint32_t cand = static_cast<uint32_t>(j);
-        if (better(cand, top_.front())) {
-          std::pop_heap(top_.begin(), top_.end(), better);
-          top_.back() = cand;
-          std::push_heap(top_.begin(), top_.end(), better);
-        }
-      }
-      std::sort_heap(top_.begin(), top_.end(), better);
-    }
+    SelectTopK(s, num_labels, depth, top_.data());
     // Ties (C21): labels of equal score have no order of their own, so each
     // position of a tie group holds a relevant label with probability
     // R / G (G labels in the group, R of them relevant): the expected value
@@ -89,7 +71,6 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
     // sums over positions, hence linear in those probabilities. Groups that
     // end inside the top `depth` are whole in top_; only the last one may
     // go on past it, so its G and R are counted over the whole row.
-    const auto same = [](float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); };
     bool tied = false;
     // hits: relevant labels at untied positions (an integer); tied_hits:
     // the R/G of positions held by tie groups.
@@ -111,14 +92,14 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
       if (i < depth && i == group_end) {
         const float v = s[top_[i]];
         group_end = i + 1;
-        while (group_end < depth && same(s[top_[group_end]], v)) ++group_end;
+        while (group_end < depth && SameScore(s[top_[group_end]], v)) ++group_end;
         int64_t g = group_end - i, rel = 0;
         double rel_w = 0.0;  // Σ w over the group's labels in Y
         if (group_end == depth) {
           g = 0;
-          for (int64_t j = 0; j < num_labels; ++j) g += same(s[j], v) ? 1 : 0;
+          for (int64_t j = 0; j < num_labels; ++j) g += SameScore(s[j], v) ? 1 : 0;
           for (int64_t y = lb; y < le; ++y) {
-            if (col_idx[y] < num_labels && same(s[col_idx[y]], v)) {
+            if (col_idx[y] < num_labels && SameScore(s[col_idx[y]], v)) {
               ++rel;
               if (ps) rel_w += weight(col_idx[y]);
             }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/net/limits.h"
+#include "core/partition.h"
 
 namespace tether {
 namespace {
@@ -77,6 +78,14 @@ std::string Names(const google::protobuf::RepeatedPtrField<TableSpec>& tables) {
 }
 
 }  // namespace
+
+float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, float bound) {
+  uint64_t h = MixKey(MixKey(seed ^ (static_cast<uint64_t>(table_id) << 56)) ^ key);
+  h = MixKey(h + j);
+  // Top 24 bits → uniform in [0, 1).
+  float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+  return (2.0f * u - 1.0f) * bound;
+}
 
 int64_t EffectiveStaleness(const ConsistencyConfig& c) {
   if (c.model() == BSP || c.model() == AVERAGE) return 0;  // AVERAGE: a round's pulls wait for the last merge

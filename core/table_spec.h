@@ -30,6 +30,13 @@ inline int64_t TableStaleness(const TableSpec& t) { return EffectiveStaleness(t.
 inline bool IsRowTable(const TableSpec& t) { return t.kind() == TableSpec::ROW; }
 inline bool IsDenseTable(const TableSpec& t) { return t.kind() == TableSpec::DENSE; }
 
+/// Deterministic initial value of weight `j` of row `key` in table
+/// `table_id` (a TableInitializer of kind UNIFORM, `bound` its bound): a
+/// counter-based hash of (seed, table, key, j), so the model is identical
+/// for any number of shards and any order of first touch. The servers
+/// create rows with it; a predictor fills rows never trained with it.
+float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, float bound);
+
 /// Case C22: checks every field of an optimizer setting, each finite and in
 /// its range, whatever the type (a field the type does not read today must
 /// still be a value it could read): learning_rate > 0, momentum in [0, 1),

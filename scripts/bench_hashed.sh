@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Acceptance benchmark for hashed 64-bit feature ids (issue 15 item 1):
+# Benchmark of hashed 64-bit feature ids:
 # synthetic XMC data whose feature ids are spread over the whole 64-bit range
 # (tether-gen-xmc --feature_id_bits=64), ~10^7 distinct ids, hidden width 16,
 # trained with data.hashed_features: true by 2 servers and 2 workers started

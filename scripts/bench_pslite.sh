@@ -7,10 +7,13 @@
 #                           [--min_reps N] [--max_reps N] [--min_time_s T] [--timeout_s T]
 #
 #   --build DIR       Tether's build (default build); needs bin/tether-server, bin/tether-bench
-#   --peers DIR       where ps-lite-15b8adf.tar.gz lies (default /work/shared/peers, else
-#                     ../shared/peers); if there is none, the script says so and exits 0
+#   --peers DIR       the folder holding ps-lite-15b8adf.tar.gz, ps-lite's source at
+#                     commit 15b8adf under a top folder ps-lite/ (default $TETHER_PEERS);
+#                     without it the script says how to make one and exits 2. To make it:
+#                       git clone https://github.com/dmlc/ps-lite && cd ps-lite &&
+#                       git archive --prefix=ps-lite/ -o DIR/ps-lite-15b8adf.tar.gz 15b8adf
 #   --rounds N        alternated rounds (default 5); each side's figure is the median over rounds
-#   --shapes S        KEYSxDIM,... (default the six of issue 14)
+#   --shapes S        KEYSxDIM,... (default the six of docs/PERFORMANCE.md)
 #   --min_reps N      timed pushes and pulls per shape and run, at least (default 5)
 #   --max_reps N      and at most (default 300)
 #   --min_time_s T    each shape's pushes and pulls run for at least 2·T seconds (default 0.3)
@@ -33,7 +36,7 @@
 # gets one untimed push and pull, then timed pushes and pulls alternately,
 # one request in flight; both sides send the same random sorted uint64 keys.
 # A ps-lite launch that fails or hangs before its first request (its
-# start-up registration race, see the peers' README) is stopped after 60 s
+# start-up registration race) is stopped after 60 s
 # at most and retried, up to 3 times per run; the retries are reported. Every process runs under `timeout` and
 # is reaped; temporary files live in a mktemp -d directory removed on exit.
 #
@@ -44,7 +47,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 build=build
-peers=""
+peers="${TETHER_PEERS:-}"
 rounds=5
 shapes="1x1,100000x1,1000000x1,1024x4096,100000x64,100000x256"
 min_reps=5
@@ -67,15 +70,13 @@ while [ $# -gt 0 ]; do
 done
 me=scripts/bench_pslite.sh
 tarball_name=ps-lite-15b8adf.tar.gz
-if [ -z "$peers" ]; then
-  for d in /work/shared/peers ../shared/peers; do
-    if [ -f "$d/$tarball_name" ]; then peers="$d"; break; fi
-  done
-fi
 if [ -z "$peers" ] || [ ! -f "$peers/$tarball_name" ]; then
-  echo "$me: skipped: no $tarball_name in /work/shared/peers or ../shared/peers (or --peers DIR);" \
-       "ps-lite's source snapshot lives only on the project's machines" >&2
-  exit 0
+  where="${peers:-no folder given}"
+  echo "$me: no $tarball_name ($where): pass --peers DIR or set TETHER_PEERS=DIR, DIR holding" \
+       "ps-lite's source at commit 15b8adf as $tarball_name; make it with" \
+       "'git clone https://github.com/dmlc/ps-lite && cd ps-lite &&" \
+       "git archive --prefix=ps-lite/ -o DIR/$tarball_name 15b8adf'" >&2
+  exit 2
 fi
 peers=$(cd "$peers" && pwd)
 for bin in tether-server tether-bench; do

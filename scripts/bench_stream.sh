@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Acceptance benchmark for issue 15 item 2 ("many files, streamed"): a
+# Benchmark of many files, streamed (data.streaming): a
 # synthetic XMC training set of about 2 GB uncompressed, in 64 gzip files,
 # trains with data.streaming; each worker's peak RSS is measured with
 # /usr/bin/time -v, and the workers' rows per epoch must sum to the set's

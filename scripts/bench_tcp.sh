@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tcp path against one process (issue 14, item 3): Bibtex
+# The tcp path against one process : Bibtex
 # (examples/bibtex.pbtxt), 1 worker + 1 server, run alternately in one
 # process (--transport inproc: the shard and the worker are threads passing
 # messages by pointer) and as two processes over loopback tcp (tether-server
@@ -22,7 +22,7 @@
 #
 #   scripts/bench_tcp.sh [--build DIR] [--out DIR] [--repeats N] [--pipeline on|off|both]
 #
-# --pipeline (train.pipeline, docs/PERFORMANCE.md section 16): the worker's
+# --pipeline (train.pipeline, docs/RUNNING.md): the worker's
 # pipelined minibatches on (the default, as jobs run), off, or both: each
 # transport then runs with it off and on, alternated, for the before/after.
 #

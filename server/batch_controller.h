@@ -1,5 +1,5 @@
 // BatchController: adaptive minibatch sizes per worker (Adaptive SGD: Ma et
-// al., "Adaptive Distributed SGD" arXiv 2110.07029; issue 13 item 2;
+// al., "Adaptive Distributed SGD" arXiv 2110.07029;
 // train.adaptive_batch). Shard 0 owns one and feeds it every worker's CLOCK.
 //
 // Why: with one worker twice as slow, every finite staleness bound makes the

@@ -4,7 +4,7 @@
 // joins or leaves. The remedy for stragglers of Sandblaster (Dean et al.,
 // "Large Scale Distributed Deep Networks", NIPS 2012: small portions handed
 // out on demand) and of Adaptive SGD (Ma et al., arXiv 2110.07029: batches
-// routed by relative speed); issue 13 item 1.
+// routed by relative speed).
 //
 // The protocol, per epoch e (0-based, e < epochs):
 //   - the epoch's chunks are dealt in an order drawn from (seed, e) when
@@ -138,7 +138,7 @@ class ChunkCoordinator {
   /// Per worker (every rank that ever asked).
   const std::map<int, WorkerCounts>& workers() const { return workers_; }
 
-  // ---- Checkpoints (server/chunk_state.h; defined in chunk_state.cc).
+  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/chunk_state.cc).
   /// Fills the dealing fields of `state` (chunks_per_epoch, epochs, seed,
   /// shuffle, epoch_barrier, completed_epochs, epoch_rows, open, done_ahead,
   /// next_id, redealt counts, workers' counts); the shape fields of the

@@ -216,7 +216,7 @@ TEST(ChunkCoordinatorTest, ShuffledOrderIsAPermutationFixedBySeedAndEpoch) {
 
 // Three workers at speeds 1×, 1× and 4× slower (a chunk takes 1, 1 and 4
 // ticks): every row is used exactly once per epoch, and the slow worker
-// trains on fewer rows. The acceptance case as a pure schedule.
+// trains on fewer rows. The straggler case of docs/OPERATIONS.md as a pure schedule.
 TEST(ChunkCoordinatorTest, SlowWorkerTrainsOnFewerRowsAndEveryRowOnce) {
   const uint64_t kRows = 1000;
   ChunkCoordinator co(MakeRowChunks(0, kRows, 10), /*epochs=*/2, 3, true, false);

@@ -1,5 +1,5 @@
-// ChunkService: data on demand on the wire (train.data_on_demand; issue 13
-// item 1). Shard 0 owns one; it turns each CHUNK_NEXT (worker → shard 0)
+// ChunkService: data on demand on the wire (train.data_on_demand).
+// Shard 0 owns one; it turns each CHUNK_NEXT (worker → shard 0)
 // into calls on a ChunkCoordinator (server/chunk_coordinator.h: the
 // protocol, with its exactly-once proof by property tests) and builds the
 // CHUNK_REPLY body. The server's event loop calls Leave when a worker says
@@ -70,7 +70,7 @@ class ChunkService {
   /// The coordinator, or null before the first request.
   const ChunkCoordinator* coordinator() const { return coordinator_.get(); }
 
-  // ---- Checkpoints (server/chunk_state.h; defined in chunk_state.cc).
+  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/chunk_state.cc).
   /// The dealing state now, with the job's shape and `clock`; false (and
   /// `*state` untouched) before the first request.
   bool SaveState(int64_t clock, ChunkCoordinatorState* state) const;

@@ -130,7 +130,7 @@ TEST(ChunkServiceTest, WaitCarriesTheMaxClockAndALeaverIsRedealt) {
 }
 
 // A worker killed mid-epoch for good and a worker with a new rank joining
-// in the same epoch (issue 13 acceptance), step by step with exact counts:
+// in the same epoch, step by step with exact counts:
 // 11 rows in chunks of 2 (5 of 2 rows and one of 1, shuffled), 2 epochs,
 // ranks 0, 1, 2, then 2 dies holding a chunk of epoch 2 and rank 7 (never
 // seen before) takes it. Every row once per epoch; per-worker rows exact;

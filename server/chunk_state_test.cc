@@ -1,10 +1,7 @@
-#include "server/chunk_state.h"
+#include "checkpoint/chunk_state.h"
 
 #include <gtest/gtest.h>
-#include <xxhash.h>
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -390,43 +387,6 @@ TEST(ChunkStateTest, TaperedChunksResumeTaperedAndAnotherTaperIsRefused) {
   EXPECT_EQ(rows_before.size() + after[0].size(), kTaperRows);
   for (uint64_t x : rows_before) EXPECT_EQ(after[0].count(x), 0u) << "row " << x << " trained twice in epoch 0";
   EXPECT_EQ(after[1].size(), kTaperRows);
-}
-
-TEST(ChunkStateTest, FileRoundTripChecksTheManifestEntry) {
-  const std::string dir = ::testing::TempDir() + "/chunk_state_test_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  ChunkCoordinatorState s;
-  s.set_format_version(kChunkStateFormatVersion);
-  s.set_clock(120);
-  s.set_train_rows(4880);
-  s.add_epoch_rows(4880);
-  CheckpointFile f;
-  ASSERT_TRUE(WriteChunkState(FileSystem::Default(), dir, s, &f).ok());
-  EXPECT_EQ(f.name(), kChunkStateName);
-  CheckpointManifest m;
-  m.set_clock(120);
-  auto none = ReadChunkState(dir, m);
-  ASSERT_TRUE(none.ok());
-  EXPECT_FALSE(none->has_value()) << "no entry: a checkpoint without data on demand";
-  *m.add_files() = f;
-  auto back = ReadChunkState(dir, m);
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  ASSERT_TRUE(back->has_value());
-  EXPECT_EQ((*back)->SerializeAsString(), s.SerializeAsString());
-  m.set_clock(121);
-  EXPECT_EQ(ReadChunkState(dir, m).status().code(), Status::Code::kDataLoss);
-  m.set_clock(120);
-  {
-    std::fstream io(dir + "/" + kChunkStateName, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekp(2);
-    io.put('\x7f');
-  }
-  auto corrupt = ReadChunkState(dir, m);
-  EXPECT_EQ(corrupt.status().code(), Status::Code::kDataLoss);
-  EXPECT_NE(corrupt.status().message().find("checksum mismatch"), std::string::npos) << corrupt.status().message();
-  std::filesystem::remove(dir + "/" + kChunkStateName);
-  EXPECT_EQ(ReadChunkState(dir, m).status().code(), Status::Code::kNotFound);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

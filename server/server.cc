@@ -14,9 +14,10 @@
 #include "core/net/eval_frames.h"
 #include "core/net/transport.h"
 #include "core/partition.h"
-#include "server/checkpoint.h"
-#include "server/chunk_state.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/chunk_state.h"
 #include "server/shard_memory.h"
+#include "server/table_checkpoint.h"
 
 namespace tether {
 namespace {
@@ -902,7 +903,7 @@ bool ServerShard::AdmitHello(const std::string& identity, Message* m) {
   if (h.staleness() != clocks_.staleness())
     return refuse("staleness differs: " + who + " has " + StalenessName(h.staleness()) + ", server " +
                   std::to_string(shard_) + " has " + StalenessName(clocks_.staleness()));
-  // One rank, one connection (issue 12): a HELLO for a rank that another
+  // One rank, one connection: a HELLO for a rank that another
   // connection holds is a second claim, refused while that connection is
   // live, so a stray or hostile process cannot take over a working rank's
   // clock and updates. A worker restarted after a crash comes on a new
@@ -1152,7 +1153,7 @@ void ServerShard::MaybeWriteCheckpoint() {
                               : WriteShardCheckpoint(FileSystem::Default(), round_.dir, shard_, num_shards_,
                                                      round_.clock, tables_, &file);
   // Data on demand: shard 0's dealing state, in this same turn of the loop
-  // as its rows (server/chunk_state.h says why the two agree).
+  // as its rows (checkpoint/chunk_state.h says why the two agree).
   CheckpointFile chunk_file;
   if (st.ok()) st = WriteChunkStateIfDealing(&chunk_file);
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();

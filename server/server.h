@@ -304,7 +304,7 @@ class ServerShard {
   // Ends the pending round without writing it: every worker waiting at it
   // gets a CHECKPOINT_REPLY with checkpoint_abandoned and `why`.
   void AbandonCheckpoint(const std::string& why);
-  // Data on demand in checkpoints (server/chunk_state.h), shard 0 only:
+  // Data on demand in checkpoints (checkpoint/chunk_state.h), shard 0 only:
   // writes chunks.state into the round's directory when chunks are being
   // dealt (*written keeps no name otherwise), and on a resume hands the
   // checkpoint's state to chunks_ ("" or why the resume is refused).

@@ -2,7 +2,7 @@
 
 #include "core/partition.h"
 #include "core/table_spec.h"
-#include "server/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace tether {
 

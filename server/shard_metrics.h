@@ -1,6 +1,6 @@
 // Metrics of one server shard:
 //  - JSON-lines rows `tether-server` (and the in-process job of
-//    tools/local_job.h) write to train.metrics_dir (LogShardClocks);
+//    local/local_job.h) write to train.metrics_dir (LogShardClocks);
 //  - the shard's /metrics page in the Prometheus text format
 //    (tether-server --metrics_port; docs/OPERATIONS.md, "Prometheus").
 //
@@ -26,7 +26,7 @@ namespace tether {
 /// Makes `server` write one row to `log` each time its min clock advances:
 /// {"kind": "clock", "min_clock", "pulls", "pushes", "rows_pulled",
 /// "rows_pushed", "bytes_in", "bytes_out", "deferred_pulls",
-/// "staleness_mean"}, the shard's counters so far (docs/PERFORMANCE.md §6).
+/// "staleness_mean"}, the shard's counters so far (docs/METRICS.md).
 /// Both must outlive server.Run(); rows are written on Run()'s thread.
 void LogShardClocks(ServerShard* server, MetricsLog* log);
 

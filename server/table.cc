@@ -42,14 +42,6 @@ void HugePageDeallocate(void* p, size_t bytes) {
 
 }  // namespace table_internal
 
-float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, float bound) {
-  uint64_t h = MixKey(MixKey(seed ^ (static_cast<uint64_t>(table_id) << 56)) ^ key);
-  h = MixKey(h + j);
-  // Top 24 bits → uniform in [0, 1).
-  float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
-  return (2.0f * u - 1.0f) * bound;
-}
-
 ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, uint64_t max_rows)
     : spec_(spec),
       optimizer_(spec.optimizer()),
@@ -458,7 +450,7 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
   // state: undone from a copy), and the push fails, naming the key. The
   // rows before it in this push keep their (finite) updates: keeping a copy
   // of every row of a push to undo it whole cost 12 % of Bibtex's
-  // samples/s (docs/PERFORMANCE.md §9), and the failed push fails the
+  // samples/s in one process, and the failed push fails the
   // worker's run. The refused step is computed again on a copy of the row
   // (`undo`, one row of scratch) to name the value.
   if (undo_.size() < stride) undo_.resize(stride);

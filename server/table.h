@@ -34,14 +34,9 @@
 
 #include "core/status.h"
 #include "core/table_spec.h"
-#include "server/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace tether {
-
-/// Deterministic initial value of weight `j` of row `key` in table
-/// `table_id`: a counter-based hash of (seed, table, key, j), so the model
-/// is identical for any number of shards and any order of first touch.
-float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, float bound);
 
 namespace table_internal {
 
@@ -142,7 +137,7 @@ class ServerTable {
   /// file comment).
   bool index_hashed() const { return index_.hashed(); }
 
-  // ---- Checkpoints (server/checkpoint.h): the table's whole state, raw.
+  // ---- Checkpoints (server/table_checkpoint.h): the table's whole state, raw.
   /// Floats per row of a row table: dim, then the optimizer's state
   /// (Optimizer::StateFloats(dim)).
   uint32_t stride() const { return stride_; }

@@ -9,6 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/top_k.h"
+
 namespace tether {
 namespace {
 
@@ -374,30 +376,10 @@ Status CpuBackend::TopK(int64_t rows, int64_t cols, const float* scores, int k, 
   }
   TETHER_RETURN_IF_ERROR(CheckDense(scores, rows * cols, "TopK", "scores"));
   TETHER_RETURN_IF_ERROR(CheckDense(indices, rows * k, "TopK", "indices"));
+  // The order of core/top_k.h; each output row doubles as the selection's
+  // heap (O(cols log k), no scratch memory).
   for (int64_t r = 0; r < rows; ++r) {
-    const float* s = scores + r * cols;
-    // better(a, b): a ranks before b. A strict weak order even with NaN.
-    auto better = [s](uint32_t a, uint32_t b) {
-      const float x = s[a], y = s[b];
-      const bool xn = std::isnan(x), yn = std::isnan(y);
-      if (xn != yn) return yn;
-      if (!xn && x != y) return x > y;
-      return a < b;
-    };
-    uint32_t* out = indices + r * k;
-    // The output row doubles as a heap of the k best so far, worst on top:
-    // O(cols log k), no scratch memory.
-    for (int j = 0; j < k; ++j) out[j] = static_cast<uint32_t>(j);
-    std::make_heap(out, out + k, better);
-    for (int64_t j = k; j < cols; ++j) {
-      const uint32_t cand = static_cast<uint32_t>(j);
-      if (better(cand, out[0])) {
-        std::pop_heap(out, out + k, better);
-        out[k - 1] = cand;
-        std::push_heap(out, out + k, better);
-      }
-    }
-    std::sort_heap(out, out + k, better);
+    SelectTopK(scores + r * cols, cols, k, indices + r * k);
   }
   return Status::OK();
 }

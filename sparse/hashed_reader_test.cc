@@ -1,4 +1,4 @@
-// Hashed 64-bit feature ids (ReadOptions::hashed_features, issue 15 item 1):
+// Hashed 64-bit feature ids (ReadOptions::hashed_features):
 // ids are read exactly as uint64 (never through a double), each distinct id
 // of a share gets a column in id order (CsrMatrix::col_keys), and an id past
 // 2^64 - 1 is refused with path:line and the token.

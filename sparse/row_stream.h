@@ -1,4 +1,4 @@
-// Many data files, streamed (issue 15): which worker reads which bytes of
+// Many data files, streamed: which worker reads which bytes of
 // which file, and a reader that hands the rows over in blocks of bounded
 // size, so a worker's memory does not grow with the dataset.
 //

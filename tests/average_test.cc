@@ -14,6 +14,7 @@
 #include "worker/client/job_session.h"
 #include "worker/local_replica.h"
 #include "worker/trainer.h"
+#include "tests/testing/cluster.h"
 
 namespace tether {
 namespace {
@@ -22,69 +23,13 @@ constexpr uint32_t kW1 = 0, kB1 = 1;  // XMC tables with hidden 1: w1 rows of 1 
 constexpr float kLr = 0.1f;
 
 JobConfig AverageJob(int servers, int workers, int64_t period_rows, double momentum = 0) {
-  JobConfig c;
-  c.mutable_cluster()->set_num_servers(servers);
-  c.mutable_cluster()->set_num_workers(workers);
-  c.mutable_cluster()->set_idle_timeout_ms(30000);
-  c.mutable_cluster()->set_startup_timeout_ms(30000);
-  c.mutable_data()->set_num_features(50);
-  c.mutable_data()->set_num_labels(4);
-  c.mutable_model()->set_hidden(1);
-  c.mutable_optimizer()->set_type(SGD);
-  c.mutable_optimizer()->set_learning_rate(kLr);
+  JobConfig c = testing::SgdJob(servers, workers, /*features=*/50, /*labels=*/4, /*hidden=*/1, kLr, /*timeout_ms=*/30000);
   c.mutable_consistency()->set_model(AVERAGE);
   c.mutable_consistency()->set_period_rows(period_rows);
   if (momentum > 0) c.mutable_consistency()->set_model_momentum(momentum);
   return c;
 }
 
-class Cluster {
- public:
-  explicit Cluster(const JobConfig& c) : config_(c) {
-    EXPECT_TRUE(ValidateServerConfig(c).ok()) << ValidateServerConfig(c).ToString();
-    for (int s = 0; s < c.cluster().num_servers(); ++s) {
-      servers_.push_back(std::make_unique<ServerShard>(c, s));
-      Status st = servers_.back()->Bind("tcp://127.0.0.1:0");
-      EXPECT_TRUE(st.ok()) << st.ToString();
-      endpoints_.push_back(servers_.back()->endpoint());
-    }
-    for (auto& s : servers_) {
-      ServerShard* p = s.get();
-      threads_.emplace_back([p] { (void)p->Run(); });
-    }
-  }
-  ~Cluster() { Stop(); }
-  void Stop() {
-    for (auto& s : servers_) s->Stop();
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-  }
-  // Each shard's AVERAGE counters (the metrics JSON's servers[].average_*),
-  // read once the shards stopped.
-  std::vector<ShardAverageStats> StopAndAverageStats() {
-    Stop();
-    std::vector<ShardAverageStats> out;
-    for (auto& s : servers_) out.push_back(s->SnapshotStats().average());
-    return out;
-  }
-  // A client with a LocalReplica attached, as the trainer makes it.
-  std::unique_ptr<WorkerClient> Connect(int rank) const {
-    ClientOptions o = ClientOptionsFor(config_, rank, endpoints_);
-    o.request_timeout_ms = 10000;
-    auto c = WorkerClient::Connect(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    if (!c.ok()) return nullptr;
-    std::unique_ptr<WorkerClient> client = std::move(c).value();
-    client->AttachReplica(std::make_unique<LocalReplica>(o.tables, client.get()));
-    return client;
-  }
-
- private:
-  JobConfig config_;
-  std::vector<std::unique_ptr<ServerShard>> servers_;
-  std::vector<std::string> endpoints_;
-  std::vector<std::thread> threads_;
-};
 
 // A tiny linear regression: p = Σ x_f·w_f + b, loss mean ½(p − y)² over the
 // minibatch; w in table w1 (feature f = key f), b in dense b1.
@@ -162,19 +107,47 @@ Status ReadModel(WorkerClient* c, std::vector<float>* w, float* b) {
   return st;
 }
 
-// Acceptance (issue 13): equal-speed workers, plain SGD without momentum,
-// a period of 1 minibatch: the merged model is synchronous SGD with the
-// gradient averaged over both workers' minibatches, value by value, 1e-6.
-TEST(Average, TwoEqualWorkersPeriodOneMatchSynchronousSgd) {
-  const JobConfig job = AverageJob(/*servers=*/2, /*workers=*/2, /*period_rows=*/3);
-  ASSERT_EQ(AveragePeriodMinibatches([&] { JobConfig j = job; j.mutable_train()->set_minibatch_size(3); return j; }()), 1);
-  Cluster cluster(job);
-  auto w0 = cluster.Connect(0);
-  auto w1 = cluster.Connect(1);
-  ASSERT_TRUE(w0 && w1);
+// Workers 0 and 1 of a job under AVERAGE on real shards, each client with a
+// LocalReplica attached as the trainer makes it, and the model they start
+// from (ReadModel).
+class Average : public ::testing::Test {
+ protected:
+  void Start(const JobConfig& job) {
+    cluster_ = std::make_unique<testing::InProcessCluster>(job, /*validate=*/true);
+    w0 = ConnectWithReplica(0);
+    w1 = ConnectWithReplica(1);
+    ASSERT_TRUE(w0 && w1);
+    ASSERT_TRUE(ReadModel(w0.get(), &start, &start_b).ok());
+  }
+  // Each shard's AVERAGE counters (the metrics JSON's servers[].average_*),
+  // read once the shards stopped.
+  std::vector<ShardAverageStats> StopAndAverageStats() {
+    cluster_->Stop();
+    std::vector<ShardAverageStats> out;
+    for (int s = 0; s < cluster_->size(); ++s) out.push_back(cluster_->server(s).SnapshotStats().average());
+    return out;
+  }
+
+  std::unique_ptr<testing::InProcessCluster> cluster_;
+  std::unique_ptr<WorkerClient> w0, w1;
   std::vector<float> start;
   float start_b = 0;
-  ASSERT_TRUE(ReadModel(w0.get(), &start, &start_b).ok());
+
+ private:
+  std::unique_ptr<WorkerClient> ConnectWithReplica(int rank) {
+    std::unique_ptr<WorkerClient> client = cluster_->Connect(rank);
+    if (client) client->AttachReplica(std::make_unique<LocalReplica>(cluster_->Options(rank).tables, client.get()));
+    return client;
+  }
+};
+
+// The exact equivalence: equal-speed workers, plain SGD without momentum,
+// a period of 1 minibatch: the merged model is synchronous SGD with the
+// gradient averaged over both workers' minibatches, value by value, 1e-6.
+TEST_F(Average, TwoEqualWorkersPeriodOneMatchSynchronousSgd) {
+  const JobConfig job = AverageJob(/*servers=*/2, /*workers=*/2, /*period_rows=*/3);
+  ASSERT_EQ(AveragePeriodMinibatches([&] { JobConfig j = job; j.mutable_train()->set_minibatch_size(3); return j; }()), 1);
+  ASSERT_NO_FATAL_FAILURE(Start(job));
 
   constexpr int kSteps = 12;
   std::vector<Batch> batches[2];
@@ -233,7 +206,7 @@ TEST(Average, TwoEqualWorkersPeriodOneMatchSynchronousSgd) {
     EXPECT_EQ(c->replica()->stats().local_updates, static_cast<uint64_t>(kSteps));
     EXPECT_EQ(c->replica()->stats().deltas_pushed, static_cast<uint64_t>(kSteps));
   }
-  const std::vector<ShardAverageStats> shards = cluster.StopAndAverageStats();
+  const std::vector<ShardAverageStats> shards = StopAndAverageStats();
   ASSERT_EQ(shards.size(), 2u);
   for (const ShardAverageStats& s : shards) {
     EXPECT_EQ(s.rounds_merged(), static_cast<uint64_t>(kSteps));
@@ -245,14 +218,8 @@ TEST(Average, TwoEqualWorkersPeriodOneMatchSynchronousSgd) {
 
 // Weights by updates: worker 0 does 3 local steps in the round, worker 1
 // one; the merged delta is (3·Δ₀ + 1·Δ₁)/4 for each row.
-TEST(Average, MergeWeighsByLocalUpdates) {
-  Cluster cluster(AverageJob(1, 2, /*period_rows=*/1));
-  auto w0 = cluster.Connect(0);
-  auto w1 = cluster.Connect(1);
-  ASSERT_TRUE(w0 && w1);
-  std::vector<float> start;
-  float start_b = 0;
-  ASSERT_TRUE(ReadModel(w0.get(), &start, &start_b).ok());
+TEST_F(Average, MergeWeighsByLocalUpdates) {
+  ASSERT_NO_FATAL_FAILURE(Start(AverageJob(1, 2, /*period_rows=*/1)));
   const std::vector<uint64_t> key{4};
   std::vector<float> v(1);
   // Worker 0: three steps of gradient 1 on row 4 (Δ₀ = −0.3); worker 1: one
@@ -278,7 +245,7 @@ TEST(Average, MergeWeighsByLocalUpdates) {
   EXPECT_EQ(w0->replica()->stats().deltas_pushed, 1u);
   EXPECT_EQ(w1->replica()->stats().local_updates, 1u);
   EXPECT_EQ(w1->replica()->stats().deltas_pushed, 1u);
-  const std::vector<ShardAverageStats> shards = cluster.StopAndAverageStats();
+  const std::vector<ShardAverageStats> shards = StopAndAverageStats();
   ASSERT_EQ(shards.size(), 1u);
   EXPECT_EQ(shards[0].rounds_merged(), 1u);
   EXPECT_EQ(shards[0].deltas_merged(), 2u);
@@ -288,14 +255,8 @@ TEST(Average, MergeWeighsByLocalUpdates) {
 // A worker that pushed its delta but left before ending the round (no
 // CLOCK): its delta is discarded, the round closes on the others, and the
 // survivor's next pull is answered.
-TEST(Average, WorkerLeavingMidRoundIsDiscarded) {
-  Cluster cluster(AverageJob(1, 2, /*period_rows=*/1));
-  auto w0 = cluster.Connect(0);
-  auto w1 = cluster.Connect(1);
-  ASSERT_TRUE(w0 && w1);
-  std::vector<float> start;
-  float start_b = 0;
-  ASSERT_TRUE(ReadModel(w0.get(), &start, &start_b).ok());
+TEST_F(Average, WorkerLeavingMidRoundIsDiscarded) {
+  ASSERT_NO_FATAL_FAILURE(Start(AverageJob(1, 2, /*period_rows=*/1)));
   const std::vector<uint64_t> key{2};
   std::vector<float> v(1);
   const float g0 = 1.0f, g1 = 100.0f;
@@ -314,7 +275,7 @@ TEST(Average, WorkerLeavingMidRoundIsDiscarded) {
   // Worker 1 pushed one delta (row 2), which the shard discarded: one
   // round merged, with worker 0's delta only.
   EXPECT_EQ(w1->replica()->stats().deltas_pushed, 1u);
-  const std::vector<ShardAverageStats> shards = cluster.StopAndAverageStats();
+  const std::vector<ShardAverageStats> shards = StopAndAverageStats();
   ASSERT_EQ(shards.size(), 1u);
   EXPECT_EQ(shards[0].rounds_merged(), 1u);
   EXPECT_EQ(shards[0].deltas_merged(), 1u);

@@ -12,8 +12,9 @@
 #include <thread>
 
 #include "core/env.h"
-#include "server/checkpoint.h"
-#include "server/optimizer.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/trained_model.h"
+#include "optim/optimizer.h"
 #include "server/server.h"
 #include "sparse/cpu_backend.h"
 #include "worker/client.h"
@@ -21,6 +22,7 @@
 #include "worker/model_registry.h"
 #include "worker/trainer.h"
 #include "worker/xmc_mlp.h"
+#include "tests/testing/cluster.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
@@ -29,55 +31,24 @@ namespace {
 constexpr uint32_t kW1 = 0, kB1 = 1, kW2 = 2;
 
 JobConfig Job(int servers, int workers, int64_t staleness, int hidden = 1) {
-  JobConfig c;
-  c.mutable_cluster()->set_num_servers(servers);
-  c.mutable_cluster()->set_num_workers(workers);
-  c.mutable_cluster()->set_idle_timeout_ms(30000);
-  c.mutable_cluster()->set_startup_timeout_ms(30000);
-  c.mutable_data()->set_num_features(50);
-  c.mutable_data()->set_num_labels(4);
-  c.mutable_model()->set_hidden(hidden);
-  c.mutable_optimizer()->set_type(SGD);
-  c.mutable_optimizer()->set_learning_rate(1.0f);
+  JobConfig c = testing::SgdJob(servers, workers, /*features=*/50, /*labels=*/4, hidden, /*learning_rate=*/1.0f,
+                                /*timeout_ms=*/30000);
   c.mutable_consistency()->set_staleness(staleness);
   if (staleness < 0) c.mutable_consistency()->set_model(ASP);
   return c;
 }
 
-class Cluster {
- public:
-  explicit Cluster(const JobConfig& c) : config_(c) {
-    for (int s = 0; s < c.cluster().num_servers(); ++s) {
-      servers_.push_back(std::make_unique<ServerShard>(c, s));
-      Status st = servers_.back()->Bind("tcp://127.0.0.1:0");
-      EXPECT_TRUE(st.ok()) << st.ToString();
-      endpoints_.push_back(servers_.back()->endpoint());
-    }
-    for (auto& s : servers_) {
-      ServerShard* p = s.get();
-      threads_.emplace_back([p] { (void)p->Run(); });
-    }
-  }
-  ~Cluster() {
-    for (auto& s : servers_) s->Stop();
-    for (auto& t : threads_) t.join();
-  }
-  std::unique_ptr<WorkerClient> Connect(int rank, uint64_t cache_capacity_bytes = 0) const {
-    ClientOptions o = ClientOptionsFor(config_, rank, endpoints_);
-    o.request_timeout_ms = 10000;
-    o.cache_capacity_bytes = cache_capacity_bytes;
-    auto c = WorkerClient::Connect(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  }
-  ServerShard& server(int s) { return *servers_[s]; }
+using Cluster = testing::InProcessCluster;
 
- private:
-  JobConfig config_;
-  std::vector<std::unique_ptr<ServerShard>> servers_;
-  std::vector<std::string> endpoints_;
-  std::vector<std::thread> threads_;
-};
+// Connects workers 0 and 1 of `cluster` and reads `key` of w1 through worker
+// 0 into *before; a fatal failure unless all of it succeeds.
+void ConnectPairAndRead(const Cluster& cluster, const std::vector<uint64_t>& key, std::unique_ptr<WorkerClient>* a,
+                        std::unique_ptr<WorkerClient>* b, float* before) {
+  *a = cluster.Connect(0);
+  *b = cluster.Connect(1);
+  ASSERT_TRUE(*a && *b);
+  ASSERT_TRUE((*a)->PullRows(kW1, key, before).Wait().ok());
+}
 
 // W workers; worker w owns key w and pushes +1 to it once per clock. On a
 // random schedule every read is checked: a read at clock c includes at least
@@ -286,7 +257,7 @@ TEST(ConsistencyTest, AspWithJoinsAndLeavesNeverBlocks) {
   RunRandomSchedule(-1, true, 2, 400, 15, 0, true, /*max_workers=*/6);
 }
 
-// Checkpoints are a consistent cut (server/checkpoint.h), whatever the
+// Checkpoints are a consistent cut (checkpoint/checkpoint.h), whatever the
 // bound: W workers, each on its own thread, own key w and push +1 to it once
 // per clock for K clocks, with random jitter and a pull per clock (so SSP
 // makes them wait on each other); every 7th clock is a checkpoint clock
@@ -518,12 +489,10 @@ TEST(ConsistencyTest, StalenessPolicyScalesTheStepByTau) {
     JobConfig job = Job(1, 2, -1);
     job.mutable_consistency()->set_staleness_policy(policy);
     Cluster cluster(job);
-    auto a = cluster.Connect(0);
-    auto b = cluster.Connect(1);
-    ASSERT_TRUE(a && b);
     const std::vector<uint64_t> key = {9};
+    std::unique_ptr<WorkerClient> a, b;
     float before = 0, after = 0;
-    ASSERT_TRUE(a->PullRows(kW1, key, &before).Wait().ok());
+    ASSERT_NO_FATAL_FAILURE(ConnectPairAndRead(cluster, key, &a, &b, &before));
     const float g_b = -1.0f;  // +1 each, each computed from a fresh read (τ = 0)
     for (int i = 0; i < 2; ++i) {
       float seen = 0;
@@ -549,12 +518,10 @@ TEST(ConsistencyTest, StalenessPolicyScalesTheStepByTau) {
 // refuses a worker whose settings differ from the job's, naming both.
 TEST(ConsistencyTest, AdaptiveBatchScalesPushesAndShardZeroAnswersSizes) {
   Cluster cluster(Job(2, 2, -1));
-  auto a = cluster.Connect(0);
-  auto b = cluster.Connect(1);
-  ASSERT_TRUE(a && b);
   const std::vector<uint64_t> key = {9};
+  std::unique_ptr<WorkerClient> a, b;
   float before = 0, after = 0;
-  ASSERT_TRUE(a->PullRows(kW1, key, &before).Wait().ok());
+  ASSERT_NO_FATAL_FAILURE(ConnectPairAndRead(cluster, key, &a, &b, &before));
   const float g = -2.0f;
   a->SetPushScaling(0.5f, 1.0f);  // LINEAR, b / B = 1/2: +1
   a->PushRows(kW1, key, &g);

@@ -1,4 +1,4 @@
-// Hashed 64-bit feature ids (issue 15 item 1), below the process level:
+// Hashed 64-bit feature ids, below the process level:
 // the server's create-nothing pull (evaluation), a minibatch's 64-bit keys
 // from a hashed matrix, the tables a hashed job declares, and the config
 // checks. tests/integration/hashed_test.sh runs the whole job.

@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -24,11 +22,10 @@
 #include "server/server.h"
 #include "worker/client.h"
 #include "worker/client/job_session.h"
+#include "tests/testing/cluster.h"
 
 namespace tether {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 JobConfig ServerJob(int workers) {
   JobConfig c;
@@ -60,39 +57,21 @@ TableSpec RowTable(uint32_t id, uint32_t dim, OptimizerType type, TableInitializ
   return spec;
 }
 
-class Shard {
- public:
-  Shard(const JobConfig& c, int shard, uint64_t key_list_bytes) : server_(c, shard) {
-    server_.set_key_list_cache_bytes(key_list_bytes);
-    const Status st = server_.Bind("tcp://127.0.0.1:0");
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    thread_ = std::thread([this] {
-      result_ = server_.Run();
-      done_.store(true);
-    });
-  }
-  ~Shard() { (void)Join(5000); }
-  // Waits (bounded) for Run() to end after the workers' BYE; stops it otherwise.
-  Status Join(int timeout_ms) {
-    const auto end = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
-    while (!done_.load() && SteadyClock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    const bool exited = done_.load();
-    server_.Stop();
-    if (thread_.joinable()) thread_.join();
-    return exited ? result_ : Status::DeadlineExceeded("the shard did not exit");
-  }
-  const std::string& endpoint() const { return server_.endpoint(); }
-  // Valid once Join returned.
-  const ServerShard::KeyListStats& key_list_stats() const { return server_.key_list_stats(); }
-  uint64_t key_list_bytes_per_worker() const { return server_.key_list_bytes_per_worker(); }
-  const ServerStats& stats() const { return server_.stats(); }
+// A job of one shard for `workers` workers.
+JobConfig OneShardJob(int workers) {
+  JobConfig c = ServerJob(workers);
+  c.mutable_cluster()->set_num_servers(1);
+  return c;
+}
 
- private:
-  ServerShard server_;
-  std::thread thread_;
-  Status result_;
-  std::atomic<bool> done_{false};
-};
+// A shard on a free port whose key-list cache holds `bytes`.
+testing::ShardOptions KeyListBudget(uint64_t bytes) {
+  testing::ShardOptions o;
+  o.key_list_cache_bytes = bytes;
+  return o;
+}
+
+;
 
 ClientOptions Options(const JobConfig& c, int rank, const std::vector<std::string>& servers,
                       const std::vector<TableSpec>& tables) {
@@ -106,11 +85,26 @@ ClientOptions Options(const JobConfig& c, int rank, const std::vector<std::strin
   return o;
 }
 
-std::unique_ptr<WorkerClient> Connect(const ClientOptions& o) {
-  auto client = WorkerClient::Connect(o);
-  EXPECT_TRUE(client.ok()) << client.status().ToString();
-  return client.ok() ? std::move(client).value() : nullptr;
-}
+// A one-shard job for one worker: its shard, with a key-list cache of
+// `budget` bytes, and worker 0 declaring one SUM table of `dim` from zeros.
+struct OneWorker {
+  explicit OneWorker(uint32_t dim, uint64_t budget = kDefaultKeyListCacheBytes)
+      : job(OneShardJob(1)),
+        shard(job, 0, KeyListBudget(budget)),
+        client(testing::ConnectClient(Options(job, 0, {shard.endpoint()}, {RowTable(0, dim, SUM, TableInitializer::ZEROS)}))) {}
+
+  // The shard's key-list counters, once it stopped.
+  void ExpectShardLists(uint64_t defined, uint64_t used, uint64_t unknown) const {
+    const ServerShard::KeyListStats& s = shard.shard().key_list_stats();
+    EXPECT_EQ(s.defined, defined);
+    EXPECT_EQ(s.used, used);
+    EXPECT_EQ(s.unknown, unknown);
+  }
+
+  const JobConfig job;
+  testing::ShardThread shard;
+  const std::unique_ptr<WorkerClient> client;
+};
 
 std::vector<uint64_t> SortedKeys(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -135,12 +129,12 @@ struct RunResult {
 RunResult TrainingRun(uint64_t key_list_bytes, bool client_key_lists) {
   const JobConfig c = ServerJob(1);
   RunResult out;
-  Shard s0(c, 0, key_list_bytes), s1(c, 1, key_list_bytes);
+  testing::ShardThread s0(c, 0, KeyListBudget(key_list_bytes)), s1(c, 1, KeyListBudget(key_list_bytes));
   const std::vector<TableSpec> tables = {RowTable(0, 1, SGD, TableInitializer::UNIFORM),
                                          RowTable(1, 8, ADAM, TableInitializer::UNIFORM)};
   ClientOptions o = Options(c, 0, {s0.endpoint(), s1.endpoint()}, tables);
   o.key_lists = client_key_lists;
-  auto client = Connect(o);
+  auto client = testing::ConnectClient(o);
   if (client == nullptr) return out;
   const std::vector<std::vector<uint64_t>> sets = {SortedKeys(3000, 1), SortedKeys(5000, 2), SortedKeys(700, 3)};
   for (int step = 0; step < 12; ++step) {
@@ -157,10 +151,10 @@ RunResult TrainingRun(uint64_t key_list_bytes, bool client_key_lists) {
   EXPECT_TRUE(client->WaitAll().ok());
   out.client = client->stats();
   EXPECT_TRUE(JobSession(client.get()).Bye().ok());
-  EXPECT_TRUE(s0.Join(10000).ok());
-  EXPECT_TRUE(s1.Join(10000).ok());
-  out.shards[0] = s0.key_list_stats();
-  out.shards[1] = s1.key_list_stats();
+  EXPECT_TRUE(s0.WaitForExit(10000).ok());
+  EXPECT_TRUE(s1.WaitForExit(10000).ok());
+  out.shards[0] = s0.shard().key_list_stats();
+  out.shards[1] = s1.shard().key_list_stats();
   return out;
 }
 
@@ -204,12 +198,8 @@ TEST(KeyListTest, RowsBitIdenticalToPlainRequests) {
 // used, on the shard and in the worker's mirror alike, so no request ever
 // names a list the shard dropped.
 TEST(KeyListTest, EvictionsFollowedExactlyByTheWorker) {
-  JobConfig c = ServerJob(1);
-  c.mutable_cluster()->set_num_servers(1);
-  const uint64_t capacity = 2 * KeyListCache::Charge(300) + 100;
-  Shard s0(c, 0, capacity);
-  const std::vector<TableSpec> tables = {RowTable(0, 4, SUM, TableInitializer::ZEROS)};
-  auto client = Connect(Options(c, 0, {s0.endpoint()}, tables));
+  OneWorker one(/*dim=*/4, /*budget=*/2 * KeyListCache::Charge(300) + 100);
+  WorkerClient* client = one.client.get();
   ASSERT_NE(client, nullptr);
   const std::vector<uint64_t> a = SortedKeys(300, 11), b = SortedKeys(300, 12), d = SortedKeys(300, 13);
   std::vector<float> ones(300 * 4, 1.0f), rows(300 * 4);
@@ -234,21 +224,16 @@ TEST(KeyListTest, EvictionsFollowedExactlyByTheWorker) {
   ASSERT_TRUE(client->WaitAll().ok());
   EXPECT_EQ(client->stats().key_lists_defined, 6u);
   ASSERT_TRUE(JobSession(client.get()).Bye().ok());
-  ASSERT_TRUE(s0.Join(10000).ok());
-  EXPECT_EQ(s0.key_list_stats().defined, 6u);
-  EXPECT_EQ(s0.key_list_stats().used, 2u);
-  EXPECT_EQ(s0.key_list_stats().unknown, 0u);
+  ASSERT_TRUE(one.shard.WaitForExit(10000).ok());
+  one.ExpectShardLists(/*defined=*/6, /*used=*/2, /*unknown=*/0);
 }
 
 // Two lists that differ only between the keys a probe samples share a
 // probe (KeyListProbe): the first is named by it, the second by its full
 // signature, and each is used as its own list afterwards, with exact rows.
 TEST(KeyListTest, ListsSharingAProbeAreNamedApart) {
-  JobConfig c = ServerJob(1);
-  c.mutable_cluster()->set_num_servers(1);
-  Shard s0(c, 0, kDefaultKeyListCacheBytes);
-  const std::vector<TableSpec> tables = {RowTable(0, 2, SUM, TableInitializer::ZEROS)};
-  auto client = Connect(Options(c, 0, {s0.endpoint()}, tables));
+  OneWorker one(/*dim=*/2);
+  WorkerClient* client = one.client.get();
   ASSERT_NE(client, nullptr);
   std::vector<uint64_t> a(1000);
   for (size_t i = 0; i < a.size(); ++i) a[i] = 10 * i + 100;
@@ -271,10 +256,8 @@ TEST(KeyListTest, ListsSharingAProbeAreNamedApart) {
   EXPECT_EQ(client->stats().key_lists_used, 4u);
   EXPECT_EQ(client->stats().key_lists_resent, 0u);
   ASSERT_TRUE(JobSession(client.get()).Bye().ok());
-  ASSERT_TRUE(s0.Join(10000).ok());
-  EXPECT_EQ(s0.key_list_stats().defined, 2u);
-  EXPECT_EQ(s0.key_list_stats().used, 4u);
-  EXPECT_EQ(s0.key_list_stats().unknown, 0u);
+  ASSERT_TRUE(one.shard.WaitForExit(10000).ok());
+  one.ExpectShardLists(/*defined=*/2, /*used=*/4, /*unknown=*/0);
 }
 
 // The shard refuses a define (a NaN gradient is checked before the list is
@@ -282,11 +265,8 @@ TEST(KeyListTest, ListsSharingAProbeAreNamedApart) {
 // push and pull of those keys name it, are answered key_list_unknown, and
 // go again with their keys, transparently.
 TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
-  JobConfig c = ServerJob(1);
-  c.mutable_cluster()->set_num_servers(1);
-  Shard s0(c, 0, kDefaultKeyListCacheBytes);
-  const std::vector<TableSpec> tables = {RowTable(0, 2, SUM, TableInitializer::ZEROS)};
-  auto client = Connect(Options(c, 0, {s0.endpoint()}, tables));
+  OneWorker one(/*dim=*/2);
+  WorkerClient* client = one.client.get();
   ASSERT_NE(client, nullptr);
   const std::vector<uint64_t> keys = SortedKeys(1000, 21);
   std::vector<float> bad(2000, 1.0f), good(2000), rows(2000);
@@ -311,11 +291,9 @@ TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
   EXPECT_EQ(client->stats().updates_failed, 1000u);  // only the NaN push
   EXPECT_FALSE(client->WaitAll().ok());  // the refused push is sticky: the run failed
   (void)JobSession(client.get()).Leave(5000);            // BYE all the same, so the shard ends
-  EXPECT_TRUE(s0.Join(10000).ok());
-  EXPECT_EQ(s0.key_list_stats().unknown, 1u);
-  EXPECT_EQ(s0.key_list_stats().defined, 1u);
-  EXPECT_EQ(s0.key_list_stats().used, 1u);
-  EXPECT_EQ(s0.key_list_stats().bytes_saved, 1000 * sizeof(uint64_t));
+  EXPECT_TRUE(one.shard.WaitForExit(10000).ok());
+  one.ExpectShardLists(/*defined=*/1, /*used=*/1, /*unknown=*/1);
+  EXPECT_EQ(one.shard.shard().key_list_stats().bytes_saved, 1000 * sizeof(uint64_t));
 }
 
 // A read ahead (train.pipeline: PullRowsAt for a clock, between
@@ -325,11 +303,8 @@ TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
 // push is refused before it is applied): 0, 1, then 0 (a reply taken for a
 // plain read would leave the read ahead empty: version 0, τ 2).
 TEST(KeyListTest, AReadAheadSentAgainKeepsItsVersions) {
-  JobConfig c = ServerJob(1);
-  c.mutable_cluster()->set_num_servers(1);
-  Shard s0(c, 0, kDefaultKeyListCacheBytes);
-  const std::vector<TableSpec> tables = {RowTable(0, 2, SUM, TableInitializer::ZEROS)};
-  auto client = Connect(Options(c, 0, {s0.endpoint()}, tables));
+  OneWorker one(/*dim=*/2);
+  WorkerClient* client = one.client.get();
   ASSERT_NE(client, nullptr);
   const std::vector<uint64_t> keys = SortedKeys(1000, 21), other = {5};
   ASSERT_EQ(std::count(keys.begin(), keys.end(), uint64_t{5}), 0);
@@ -349,9 +324,9 @@ TEST(KeyListTest, AReadAheadSentAgainKeepsItsVersions) {
   client->UseReadAhead(0);
   ASSERT_TRUE(client->PushRows(0, other, g).Wait().ok());  // read at version 2, applied at 2: τ 0
   (void)JobSession(client.get()).Leave(5000);
-  EXPECT_TRUE(s0.Join(10000).ok());
-  EXPECT_EQ(s0.key_list_stats().unknown, 1u);
-  const StalenessHistogram& tau = s0.stats().staleness;
+  EXPECT_TRUE(one.shard.WaitForExit(10000).ok());
+  EXPECT_EQ(one.shard.shard().key_list_stats().unknown, 1u);
+  const StalenessHistogram& tau = one.shard.stats().staleness;
   EXPECT_EQ(tau.pushes, 3u);
   EXPECT_EQ(tau.count[0], 2u);
   EXPECT_EQ(tau.count[1], 1u);
@@ -361,14 +336,13 @@ TEST(KeyListTest, AReadAheadSentAgainKeepsItsVersions) {
 // Two workers push the same keys, each through lists of its own (a list is
 // kept per worker connection): the shard sums both exactly.
 TEST(KeyListTest, WorkersKeepListsOfTheirOwn) {
-  JobConfig c = ServerJob(2);
-  c.mutable_cluster()->set_num_servers(1);
-  Shard s0(c, 0, kDefaultKeyListCacheBytes);
+  const JobConfig c = OneShardJob(2);
+  testing::ShardThread s0(c, 0, KeyListBudget(kDefaultKeyListCacheBytes));
   const std::vector<TableSpec> tables = {RowTable(0, 1, SUM, TableInitializer::ZEROS),
                                          RowTable(1, 3, SUM, TableInitializer::ZEROS)};
   std::unique_ptr<WorkerClient> w[2];
-  std::thread t1([&] { w[1] = Connect(Options(c, 1, {s0.endpoint()}, tables)); });
-  w[0] = Connect(Options(c, 0, {s0.endpoint()}, tables));
+  std::thread t1([&] { w[1] = testing::ConnectClient(Options(c, 1, {s0.endpoint()}, tables)); });
+  w[0] = testing::ConnectClient(Options(c, 0, {s0.endpoint()}, tables));
   t1.join();
   ASSERT_NE(w[0], nullptr);
   ASSERT_NE(w[1], nullptr);
@@ -391,10 +365,10 @@ TEST(KeyListTest, WorkersKeepListsOfTheirOwn) {
   std::thread b1([&] { EXPECT_TRUE(JobSession(w[1].get()).Bye().ok()); });
   EXPECT_TRUE(JobSession(w[0].get()).Bye().ok());
   b1.join();
-  ASSERT_TRUE(s0.Join(10000).ok());
-  EXPECT_EQ(s0.key_list_stats().defined, 4u);
-  EXPECT_EQ(s0.key_list_stats().used, 12u);
-  EXPECT_EQ(s0.key_list_bytes_per_worker(), kDefaultKeyListCacheBytes / 2);  // the shard's budget, split
+  ASSERT_TRUE(s0.WaitForExit(10000).ok());
+  EXPECT_EQ(s0.shard().key_list_stats().defined, 4u);
+  EXPECT_EQ(s0.shard().key_list_stats().used, 12u);
+  EXPECT_EQ(s0.shard().key_list_bytes_per_worker(), kDefaultKeyListCacheBytes / 2);  // the shard's budget, split
 }
 
 }  // namespace

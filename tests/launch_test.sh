@@ -99,13 +99,14 @@ expect_all_gone() {
   done
 }
 
-# Waits up to $3 s until $1 logs $2 started workers and they are all alive.
+# Waits up to $3 s until $1 logs $2 started workers, each past start-up
+# (data loaded, connected to the servers: training under way), and they are
+# all alive.
 wait_for_workers() {
   local log=$1 want=$2 deadline=$((SECONDS + $(budget "$3"))) n p
   while ((SECONDS < deadline)); do
-    n=$(grep -c '\[launch\] started worker' "$log")
+    n=$(grep -c '\] connected to [0-9]* server' "$log")
     if ((n >= want)); then
-      sleep 1  # past start-up: data loaded, training under way
       for p in $(child_pids "$log"); do
         alive "$p" || { fail "$(basename "$log"): child $p died before the signal was sent"; return 1; }
       done

@@ -1,4 +1,4 @@
-// Device residency of the three built-in models (issue 14, item 5), checked
+// Device residency of the three built-in models, checked
 // without a GPU: each model trains one minibatch against a real ServerShard
 // (127.0.0.1, port 0, in a thread) on a CountingBackend, which behaves like a
 // discrete device for memory and counts every host↔device transfer. The
@@ -24,41 +24,15 @@
 #include "worker/model.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"
+#include "tests/testing/cluster.h"
 
 namespace tether {
 namespace {
 
-class ServerThread {
- public:
-  explicit ServerThread(const JobConfig& c) : server_(c, 0) {
-    const Status st = server_.Bind("tcp://127.0.0.1:0");
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    thread_ = std::thread([this] { result_ = server_.Run(); });
-  }
-  ~ServerThread() {
-    server_.Stop();
-    thread_.join();
-  }
-  const std::string& endpoint() const { return server_.endpoint(); }
-
- private:
-  ServerShard server_;
-  std::thread thread_;
-  Status result_;
-};
-
 JobConfig Job(ModelType type, int64_t features, int64_t labels) {
-  JobConfig c;
-  c.mutable_cluster()->set_num_servers(1);
-  c.mutable_cluster()->set_num_workers(1);
-  c.mutable_cluster()->set_idle_timeout_ms(20000);
-  c.mutable_cluster()->set_startup_timeout_ms(20000);
-  c.mutable_data()->set_num_features(features);
-  c.mutable_data()->set_num_labels(labels);
+  JobConfig c = testing::SgdJob(/*servers=*/1, /*workers=*/1, features, labels, /*hidden=*/8, /*learning_rate=*/0.5f,
+                                /*timeout_ms=*/20000);
   c.mutable_model()->set_type(type);
-  c.mutable_model()->set_hidden(8);
-  c.mutable_optimizer()->set_type(SGD);
-  c.mutable_optimizer()->set_learning_rate(0.5f);
   c.mutable_consistency()->set_staleness(0);
   return c;
 }
@@ -103,19 +77,15 @@ CsrMatrix OneColumn(int64_t rows, int64_t classes, uint32_t seed, bool binary) {
 }
 
 struct Worker {
-  std::unique_ptr<ServerThread> server;
+  std::unique_ptr<testing::InProcessCluster> server;
   std::unique_ptr<WorkerClient> client;
   std::unique_ptr<Model> model;
 };
 
 Worker Start(const JobConfig& c, Backend* backend) {
   Worker w;
-  w.server = std::make_unique<ServerThread>(c);
-  ClientOptions o = ClientOptionsFor(c, 0, {w.server->endpoint()});
-  o.request_timeout_ms = 10000;
-  StatusOr<std::unique_ptr<WorkerClient>> client = WorkerClient::Connect(o);
-  EXPECT_TRUE(client.ok()) << client.status().ToString();
-  if (client.ok()) w.client = std::move(client).value();
+  w.server = std::make_unique<testing::InProcessCluster>(c);
+  w.client = w.server->Connect(0);
   static std::list<std::vector<TableSpec>> keep;  // tables must outlive the model (stable addresses)
   keep.push_back(TablesForJob(c));
   StatusOr<std::unique_ptr<Model>> m = CreateModel(c, keep.back(), backend);
@@ -130,6 +100,18 @@ bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 struct Expected {
   int64_t uploads, csr_uploads, upload_bytes, downloads, download_bytes;
 };
+
+// The transfers counted against those expected, no operand in host memory,
+// and `readbacks` values read back.
+void ExpectCounts(const TransferCounts& n, const Expected& e, int64_t readbacks) {
+  EXPECT_EQ(n.uploads, e.uploads);
+  EXPECT_EQ(n.csr_uploads, e.csr_uploads);
+  EXPECT_EQ(n.upload_bytes, e.upload_bytes);
+  EXPECT_EQ(n.downloads, e.downloads);
+  EXPECT_EQ(n.download_bytes, e.download_bytes);
+  EXPECT_EQ(n.host_operands, 0) << "an op was given host memory: a per-op copy on a GPU";
+  EXPECT_EQ(n.readbacks, readbacks);
+}
 
 // Two minibatches (pull, gradients, push, clock), then a prediction, on the
 // CPU backend and on the counting one, each against its own server (same
@@ -158,14 +140,7 @@ void CheckModel(const JobConfig& c, const CsrMatrix& x, const CsrMatrix& y, cons
     ASSERT_TRUE(a.client->Clock().ok());
     ASSERT_TRUE(b.client->Clock().ok());
     const Expected& e = i == 0 ? first : second;
-    const TransferCounts& n = counting.counts();
-    EXPECT_EQ(n.uploads, e.uploads);
-    EXPECT_EQ(n.csr_uploads, e.csr_uploads);
-    EXPECT_EQ(n.upload_bytes, e.upload_bytes);
-    EXPECT_EQ(n.downloads, e.downloads);
-    EXPECT_EQ(n.download_bytes, e.download_bytes);
-    EXPECT_EQ(n.host_operands, 0) << "an op was given host memory: a per-op copy on a GPU";
-    EXPECT_EQ(n.readbacks, 1) << "the loss";
+    ExpectCounts(counting.counts(), e, /*readbacks=*/1);  // the loss
   }
   // After two pushes the parameters have moved: equal scores mean equal
   // gradients were applied.
@@ -180,14 +155,7 @@ void CheckModel(const JobConfig& c, const CsrMatrix& x, const CsrMatrix& y, cons
   ASSERT_EQ(sa.size(), sb.size());
   ASSERT_EQ(sa.size(), static_cast<size_t>(x.rows * a.model->num_outputs()));
   for (size_t i = 0; i < sa.size(); ++i) ASSERT_TRUE(SameBits(sa[i], sb[i])) << i << ": " << sa[i] << " vs " << sb[i];
-  const TransferCounts& n = counting.counts();
-  EXPECT_EQ(n.uploads, predict.uploads);
-  EXPECT_EQ(n.csr_uploads, predict.csr_uploads);
-  EXPECT_EQ(n.upload_bytes, predict.upload_bytes);
-  EXPECT_EQ(n.downloads, predict.downloads);
-  EXPECT_EQ(n.download_bytes, predict.download_bytes);
-  EXPECT_EQ(n.host_operands, 0);
-  EXPECT_EQ(n.readbacks, 0);
+  ExpectCounts(counting.counts(), predict, /*readbacks=*/0);
   ASSERT_TRUE(JobSession(a.client.get()).Bye().ok());
   ASSERT_TRUE(JobSession(b.client.get()).Bye().ok());
 }

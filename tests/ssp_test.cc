@@ -12,6 +12,7 @@
 #include "worker/client/job_session.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"
+#include "tests/testing/cluster.h"
 
 namespace tether {
 namespace {
@@ -19,54 +20,18 @@ namespace {
 constexpr uint32_t kW1 = 0;
 
 JobConfig SmallJob(int workers, int64_t staleness) {
-  JobConfig c;
-  c.mutable_cluster()->set_num_servers(1);
-  c.mutable_cluster()->set_num_workers(workers);
-  c.mutable_cluster()->set_idle_timeout_ms(20000);
-  c.mutable_cluster()->set_startup_timeout_ms(20000);
-  c.mutable_data()->set_num_features(10);
-  c.mutable_data()->set_num_labels(3);
-  c.mutable_model()->set_hidden(2);
-  c.mutable_optimizer()->set_type(SGD);
-  c.mutable_optimizer()->set_learning_rate(1.0f);
+  JobConfig c = testing::SgdJob(/*servers=*/1, workers, /*features=*/10, /*labels=*/3, /*hidden=*/2,
+                                /*learning_rate=*/1.0f, /*timeout_ms=*/20000);
   c.mutable_consistency()->set_staleness(staleness);
   return c;
-}
-
-class ServerThread {
- public:
-  explicit ServerThread(const JobConfig& c) : server_(c, 0) {
-    Status st = server_.Bind("tcp://127.0.0.1:0");
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    thread_ = std::thread([this] { result_ = server_.Run(); });
-  }
-  ~ServerThread() {
-    server_.Stop();
-    thread_.join();
-  }
-  const std::string& endpoint() const { return server_.endpoint(); }
-  ServerShard& server() { return server_; }
-
- private:
-  ServerShard server_;
-  std::thread thread_;
-  Status result_;
-};
-
-std::unique_ptr<WorkerClient> Connect(const JobConfig& c, int rank, const std::string& ep) {
-  ClientOptions o = ClientOptionsFor(c, rank, {ep});
-  o.request_timeout_ms = 10000;
-  auto client = WorkerClient::Connect(o);
-  EXPECT_TRUE(client.ok()) << client.status().ToString();
-  return client.ok() ? std::move(client).value() : nullptr;
 }
 
 TEST(SspTest, FastWorkerBlocksExactlyPastSlowestPlusStalenessAndIsReleased) {
   const int64_t s = 2;
   JobConfig c = SmallJob(2, s);
-  ServerThread server(c);
-  auto fast = Connect(c, 0, server.endpoint());
-  auto slow = Connect(c, 1, server.endpoint());
+  testing::InProcessCluster cluster(c);
+  auto fast = cluster.Connect(0);
+  auto slow = cluster.Connect(1);
   ASSERT_TRUE(fast && slow);
   const std::vector<uint64_t> key = {5};
   float initial[2], row[2];
@@ -96,15 +61,15 @@ TEST(SspTest, FastWorkerBlocksExactlyPastSlowestPlusStalenessAndIsReleased) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_FLOAT_EQ(row[0], initial[0] + 1.0f);
   EXPECT_FLOAT_EQ(row[1], initial[1] + 1.0f);
-  EXPECT_EQ(server.server().stats().deferred_pulls, 1u);
+  EXPECT_EQ(cluster.server(0).stats().deferred_pulls, 1u);
   ASSERT_TRUE(JobSession(fast.get()).Bye().ok());
   ASSERT_TRUE(JobSession(slow.get()).Bye().ok());
 }
 
 TEST(SspTest, ReadMyWritesAndAspNeverBlocks) {
   JobConfig c = SmallJob(2, -1);
-  ServerThread server(c);
-  auto w = Connect(c, 0, server.endpoint());
+  testing::InProcessCluster cluster(c);
+  auto w = cluster.Connect(0);
   ASSERT_TRUE(w);
   const std::vector<uint64_t> keys = {1, 2, 3};
   std::vector<float> before(6), after(6), g(6, 0.5f);
@@ -122,9 +87,9 @@ TEST(SspTest, ReadMyWritesAndAspNeverBlocks) {
 // current one's.
 TEST(SspTest, PullRowsAtLandsAtItsRowsAndReadsAheadUnderTheLaterClocksBound) {
   JobConfig c = SmallJob(2, 1);
-  ServerThread server(c);
-  auto fast = Connect(c, 0, server.endpoint());
-  auto slow = Connect(c, 1, server.endpoint());
+  testing::InProcessCluster cluster(c);
+  auto fast = cluster.Connect(0);
+  auto slow = cluster.Connect(1);
   ASSERT_TRUE(fast && slow);
   const std::vector<uint64_t> keys = {1, 2, 3};
   std::vector<float> plain(6);
@@ -171,7 +136,7 @@ TEST(SspTest, PullRowsAtLandsAtItsRowsAndReadsAheadUnderTheLaterClocksBound) {
   EXPECT_FLOAT_EQ(ahead[2], before5[0] + 1.0f);
   EXPECT_FLOAT_EQ(ahead[3], before5[1] + 1.0f);
   EXPECT_EQ(ahead[0], -7.0f);
-  EXPECT_EQ(server.server().stats().deferred_pulls, 1u);
+  EXPECT_EQ(cluster.server(0).stats().deferred_pulls, 1u);
   ASSERT_TRUE(JobSession(fast.get()).Bye().ok());
   ASSERT_TRUE(JobSession(slow.get()).Bye().ok());
 }
@@ -183,8 +148,8 @@ TEST(SspTest, PullRowsAtLandsAtItsRowsAndReadsAheadUnderTheLaterClocksBound) {
 // the push's, one version per applied push.
 TEST(SspTest, ReadAheadVersionsTagPushesOnlyOnceUsed) {
   JobConfig c = SmallJob(1, 2);
-  ServerThread server(c);
-  auto w = Connect(c, 0, server.endpoint());
+  testing::InProcessCluster cluster(c);
+  auto w = cluster.Connect(0);
   ASSERT_TRUE(w);
   float row[2], ahead[2];
   const float g[2] = {0.5f, 0.5f};
@@ -200,7 +165,7 @@ TEST(SspTest, ReadAheadVersionsTagPushesOnlyOnceUsed) {
   w->UseReadAhead(kW1);
   w->PushRows(kW1, {2}, g);  // from the read ahead at 1: τ 3 - 1 = 2; version 4
   ASSERT_TRUE(w->WaitAll().ok());
-  const StalenessHistogram& tau = server.server().stats().staleness;
+  const StalenessHistogram& tau = cluster.server(0).stats().staleness;
   EXPECT_EQ(tau.pushes, 4u);
   EXPECT_EQ(tau.count[0], 1u);
   EXPECT_EQ(tau.count[1], 1u);
@@ -212,8 +177,8 @@ TEST(SspTest, ReadAheadVersionsTagPushesOnlyOnceUsed) {
 
 TEST(SspTest, DenseTableIsSplitAcrossShardsAndSummedOnPush) {
   JobConfig c = SmallJob(1, 0);
-  ServerThread server(c);
-  auto w = Connect(c, 0, server.endpoint());
+  testing::InProcessCluster cluster(c);
+  auto w = cluster.Connect(0);
   ASSERT_TRUE(w);
   float b1[2] = {7, 7};
   ASSERT_TRUE(w->PullDense(1, b1).Wait().ok());
@@ -228,22 +193,20 @@ TEST(SspTest, DenseTableIsSplitAcrossShardsAndSummedOnPush) {
 
 TEST(SspTest, ServerRefusesWorkerWithDifferentStalenessNamingBoth) {
   JobConfig c = SmallJob(1, 2);
-  ServerThread server(c);
+  testing::InProcessCluster cluster(c);
   JobConfig other = c;
   other.mutable_consistency()->set_staleness(5);
-  ClientOptions o = ClientOptionsFor(other, 0, {server.endpoint()});
-  o.request_timeout_ms = 5000;
-  auto client = WorkerClient::Connect(o);
-  ASSERT_FALSE(client.ok());
-  EXPECT_EQ(client.status().code(), Status::Code::kFailedPrecondition);
-  EXPECT_NE(client.status().message().find("5 (SSP)"), std::string::npos) << client.status().message();
-  EXPECT_NE(client.status().message().find("2 (SSP)"), std::string::npos) << client.status().message();
+  const Status refused = testing::HelloRefusal(ClientOptionsFor(other, 0, cluster.endpoints()));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("5 (SSP)"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("2 (SSP)"), std::string::npos) << refused.message();
 }
 
 TEST(SspTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {
   JobConfig c = SmallJob(2, -1);
-  ServerThread server(c);
-  auto good = Connect(c, 0, server.endpoint());
+  testing::InProcessCluster cluster(c);
+  auto good = cluster.Connect(0);
   ASSERT_TRUE(good);
   const std::vector<uint64_t> key = {4};
   float ref[2];
@@ -253,7 +216,7 @@ TEST(SspTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {
   zmq::socket_t bad(ctx, zmq::socket_type::dealer);
   bad.set(zmq::sockopt::linger, 0);
   bad.set(zmq::sockopt::rcvtimeo, 5000);
-  bad.connect(server.endpoint());
+  bad.connect(cluster.endpoints()[0]);
   auto expect_error = [&](const std::string& what) -> std::string {
     zmq::message_t header, k, v;
     if (!bad.recv(header)) {
@@ -303,7 +266,7 @@ TEST(SspTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {
   ASSERT_TRUE(good->PullRows(kW1, key, again).Wait().ok());
   EXPECT_EQ(again[0], ref[0]);
   EXPECT_EQ(again[1], ref[1]);
-  EXPECT_EQ(server.server().stats().bad_messages, 4u);
+  EXPECT_EQ(cluster.server(0).stats().bad_messages, 4u);
 }
 
 }  // namespace

@@ -49,13 +49,14 @@
 #include "core/prefetch.h"
 #include "core/table_spec.h"
 #include "core/net/curve.h"
-#include "server/checkpoint.h"
-#include "server/optimizer.h"
+#include "checkpoint/checkpoint.h"
+#include "optim/optimizer.h"
 #include "server/server.h"
 #include "server/table.h"
+#include "server/table_checkpoint.h"
 #include "worker/client.h"
 #include "worker/client/job_session.h"
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 #include "worker/sampling.h"
 #include "worker/trainer.h"
 #include "tools/random_keys.h"
@@ -986,7 +987,7 @@ int RunOrder() {
 
 
 // tether-bench checkpoint: writes and loads an XMC-MLP-shaped model (Adam
-// state included) through server/checkpoint.h, against dd's sequential
+// state included) through checkpoint/checkpoint.h, against dd's sequential
 // write speed to the same directory, measured in the same run.
 double RunDd(const std::string& dir, uint64_t bytes) {
   const uint64_t mib = std::max<uint64_t>(1, bytes >> 20);

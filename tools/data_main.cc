@@ -25,7 +25,7 @@
 #include "sparse/arff_reader.h"
 #include "sparse/data_writer.h"
 #include "sparse/reader.h"
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 
 DEFINE_string(format, "", "Input format: xmc, libsvm or arff (may be left out for *.arff and *.arff.gz)");
 DEFINE_int32(index_base, -1,

@@ -1,6 +1,6 @@
 // tether-export: a checkpoint's trained tables as a model file users load
 // elsewhere (safetensors for PyTorch / Hugging Face, or a NumPy .npz), with
-// everything needed to score new data in its metadata (core/model_file.h).
+// everything needed to score new data in its metadata (checkpoint/model_file.h).
 //
 //   tether-export --checkpoint=DIR --out=model.safetensors [--format=safetensors|npz]
 //                 [--label_counts=true]
@@ -11,10 +11,11 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-#include "core/model_file.h"
-#include "server/checkpoint.h"
-#include "tools/flag_parser.h"
-#include "tools/model_export.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_file.h"
+#include "checkpoint/trained_model.h"
+#include "cli/flag_parser.h"
+#include "serving/model_export.h"
 
 DEFINE_string(checkpoint, "", "A checkpoint, or a directory of checkpoints (the latest complete one)");
 DEFINE_string(model, "", "Instead of --checkpoint: a safetensors model file to write again in --format "

@@ -10,7 +10,7 @@
 #include <cstdio>
 
 #include "sparse/synthetic_xmc.h"
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 
 DEFINE_string(shape, "", "preset shape: eurlex4k | wiki10-31k | amazon670k (flags below override it)");
 DEFINE_string(out_prefix, "", "write PREFIX.train.txt and PREFIX.test.txt (required)");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issues 4 and 14): on a machine with one CUDA GPU,
+# The prepared GPU check: on a machine with one CUDA GPU,
 # within a time budget (default 540 s, so the whole script fits in a
 # 10-minute device slot),
 #   1. builds Tether with the CUDA backend (only the targets used below);

@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "core/net/curve.h"
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 
 DEFINE_string(out, ".", "directory to write NAME.key and NAME.pub into (created, mode 0700, when missing)");
 DEFINE_string(name, "", "base name of the pair (required): letters, digits, '.', '_', '-'");

@@ -10,7 +10,7 @@
 //           process per shard and worker as with tcp, less kernel work per byte;
 //   inproc  one `tether-worker --in_process` child that runs every shard and
 //           every worker as threads, passing messages by pointer
-//           (tools/local_job.h). The fastest on one host; a single process,
+//           (local/local_job.h). The fastest on one host; a single process,
 //           so a crash takes the whole job with it.
 //
 // The child binaries are taken from the launcher's own directory
@@ -68,10 +68,10 @@
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/status.h"
-#include "server/checkpoint.h"
-#include "tools/common_flags.h"
+#include "checkpoint/checkpoint.h"
+#include "cli/config_flags.h"
 #include "tools/elastic_schedule.h"
-#include "tools/metrics_flags.h"
+#include "cli/metrics_flags.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"
 
@@ -85,7 +85,7 @@ DEFINE_string(model_out, "",
               "safetensors; docs/OPERATIONS.md, Export)");
 DEFINE_string(transport, "tcp",
               "tcp (127.0.0.1, as between hosts), ipc (Unix-domain sockets, one process per shard and worker) "
-              "or inproc (one process, shards and workers as threads; see tools/local_job.h)");
+              "or inproc (one process, shards and workers as threads; see local/local_job.h)");
 DEFINE_int32(timeout_s, 1800, "bound on the whole job in seconds; on expiry every child is killed (exit 124)");
 DEFINE_string(resume_from, "",
               "resume the job from this checkpoint, or the latest complete one under this directory "
@@ -1347,7 +1347,7 @@ int main(int argc, char** argv) {
     }
     LOG(INFO) << "[launch] serving the rendezvous store at " << store->endpoint();
   }
-  // /metrics: each child gets its own port (tools/metrics_flags.h); host
+  // /metrics: each child gets its own port (cli/metrics_flags.h); host
   // and linger are the same for all.
   for (const char* flag : {"metrics_port_file", "metrics_sd_file"}) {
     if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {

@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
-#include "core/model_file.h"
-#include "tools/flag_parser.h"
-#include "tools/predictor.h"
+#include "checkpoint/model_file.h"
+#include "cli/flag_parser.h"
+#include "serving/predictor.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"
 
@@ -49,29 +49,87 @@ std::string Number(double v) {
   return os.str();
 }
 
-int Run() {
-  const char* who = "[predict] ";
+constexpr const char* kWho = "[predict] ";
+
+// The flags' checks (exit 2 on a bad one), then the values in force.
+bool FlagsValid() {
+  const char* who = kWho;
   if (FLAGS_model.empty() || FLAGS_input.empty() || FLAGS_output.empty()) {
     LOG(ERROR) << who << "--model, --input and --output are required";
-    return 2;
+    return false;
   }
   if (FLAGS_format != "xmc" && FLAGS_format != "libsvm") {
     LOG(ERROR) << who << "--format must be xmc or libsvm, got '" << FLAGS_format << "'";
-    return 2;
+    return false;
   }
   if (FLAGS_index_base != 0 && FLAGS_index_base != 1) {
     LOG(ERROR) << who << "--index_base must be 0 or 1, got " << FLAGS_index_base
                << (FLAGS_index_base == -1 ? " (unset; it is required, never guessed)" : "");
-    return 2;
+    return false;
   }
   if (FLAGS_top_k < 1 || FLAGS_threads < 1) {
     LOG(ERROR) << who << "--top_k and --threads must be >= 1";
-    return 2;
+    return false;
   }
   LOG(INFO) << who << "model=" << FLAGS_model << " input=" << FLAGS_input << " format=" << FLAGS_format
             << " index_base=" << FLAGS_index_base << " split='" << FLAGS_split << "' top_k=" << FLAGS_top_k
             << " output=" << FLAGS_output << " threads=" << FLAGS_threads << " device=" << FLAGS_device
             << " psp_a=" << FLAGS_psp_a << " psp_b=" << FLAGS_psp_b;
+  return true;
+}
+
+// A reader's error about the config's widths: they come from the model file
+// here, not from a config the user wrote, so the message says so.
+std::string WidthsFromModel(std::string msg) {
+  for (const char* field : {"data.num_features", "data.num_labels"}) {
+    const std::string named = std::string("config field ") + field;
+    const size_t at = msg.find(named);
+    if (at != std::string::npos) msg.replace(at, named.size(), "the model " + FLAGS_model + "'s " + (field + 5));
+  }
+  return msg;
+}
+
+// --output: one line per row, LABEL:SCORE entries separated by tabs. The
+// model's config knows the label numbering; the input's base wins.
+Status WritePredictions(const JobConfig& config, const Predictions& p) {
+  std::string out;
+  char buf[64];
+  for (int64_t r = 0; r < p.rows; ++r) {
+    for (int j = 0; j < p.k; ++j) {
+      const int64_t id = OutputLabelId(config, p.labels[r * p.k + j]);
+      std::snprintf(buf, sizeof(buf), "%s%lld:%.7g", j == 0 ? "" : "\t", static_cast<long long>(id),
+                    static_cast<double>(p.scores[r * p.k + j]));
+      out += buf;
+    }
+    out += '\n';
+  }
+  return WriteFileAtomically(FLAGS_output, out);
+}
+
+// The metrics on stdout ("NAME VALUE" lines), with warnings about what they
+// lack; then --metrics_out.
+Status ReportMetrics(const JobConfig& config, const ModelFileContents& file, const Predictions& p, double seconds) {
+  if (p.metrics.empty()) {
+    LOG(INFO) << kWho << "the input carries no labels: no metrics";
+  } else {
+    if (p.tied_rows > 0)
+      LOG(WARNING) << kWho << p.tied_rows << " of " << p.rows
+                   << " rows have tied scores at the top of their ranking; ties are scored by their expected value";
+    if (file.label_counts.empty() && LabelKindOf(config) == LabelKind::kMultiLabel)
+      LOG(WARNING) << kWho << FLAGS_model << " holds no training label counts: no PSP@k (export with --label_counts)";
+    for (const auto& [name, value] : p.metrics) std::printf("%s %s\n", name.c_str(), Number(value).c_str());
+    std::fflush(stdout);
+  }
+  if (FLAGS_metrics_out.empty()) return Status::OK();
+  nlohmann::json j{{"rows", p.rows}, {"seconds", seconds}, {"rows_per_second", p.rows / std::max(1e-9, seconds)},
+                   {"threads", FLAGS_threads}};
+  for (const auto& [name, value] : p.metrics) j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
+  return WriteFileAtomically(FLAGS_metrics_out, j.dump(2) + "\n");
+}
+
+int Run() {
+  const char* who = kWho;
+  if (!FlagsValid()) return 2;
   // A path that cannot be a model file (missing, a directory, a file of a
   // checkpoint) is a bad flag: exit 2, naming what to run instead.
   if (const Status path_ok = CheckModelFilePath(FLAGS_model); !path_ok.ok()) {
@@ -83,24 +141,15 @@ int Run() {
     LOG(ERROR) << who << file.status().message();
     return 1;
   }
-  // The input is read as training read its data (LoadSplit: the model's
-  // feature scale and row normalisation), in the input's own format and base.
   JobConfig config = file->model.config;
   config.mutable_data()->set_format(FLAGS_format == "xmc" ? XMC : LIBSVM);
   config.mutable_data()->set_index_base(FLAGS_index_base);
+  // The input is read as training read its data (LoadSplit: the model's
+  // feature scale and row normalisation), in the input's own format and base.
   const auto load_start = std::chrono::steady_clock::now();
   StatusOr<Dataset> data = LoadSplit(config, FLAGS_input, "", FLAGS_split, 0, 1);
   if (!data.ok()) {
-    // The widths come from the model file here, not from a config the
-    // user wrote: say so where the reader names the config's fields.
-    std::string msg = data.status().message();
-    for (const char* field : {"data.num_features", "data.num_labels"}) {
-      const std::string named = std::string("config field ") + field;
-      const size_t at = msg.find(named);
-      if (at != std::string::npos)
-        msg.replace(at, named.size(), "the model " + FLAGS_model + "'s " + (field + 5));
-    }
-    LOG(ERROR) << who << msg;
+    LOG(ERROR) << who << WidthsFromModel(data.status().message());
     return 1;
   }
   LOG(INFO) << who << "read " << data->features.rows << " rows in "
@@ -121,42 +170,11 @@ int Run() {
   LOG(INFO) << who << "scored " << p->rows << " rows in " << seconds << " s ("
             << static_cast<int64_t>(p->rows / std::max(1e-9, seconds)) << " rows/s, " << FLAGS_threads
             << " thread(s), " << FLAGS_device << ")";
-
-  // The model's config knows the label numbering; the input's base wins.
-  std::string out;
-  char buf[64];
-  for (int64_t r = 0; r < p->rows; ++r) {
-    for (int j = 0; j < p->k; ++j) {
-      const int64_t id = OutputLabelId(config, p->labels[r * p->k + j]);
-      std::snprintf(buf, sizeof(buf), "%s%lld:%.7g", j == 0 ? "" : "\t", static_cast<long long>(id),
-                    static_cast<double>(p->scores[r * p->k + j]));
-      out += buf;
-    }
-    out += '\n';
-  }
-  if (Status st = WriteFileAtomically(FLAGS_output, out); !st.ok()) {
+  Status st = WritePredictions(config, *p);
+  if (st.ok()) st = ReportMetrics(config, *file, *p, seconds);
+  if (!st.ok()) {
     LOG(ERROR) << who << st.message();
     return 1;
-  }
-  if (p->metrics.empty()) {
-    LOG(INFO) << who << "the input carries no labels: no metrics";
-  } else {
-    if (p->tied_rows > 0)
-      LOG(WARNING) << who << p->tied_rows << " of " << p->rows
-                   << " rows have tied scores at the top of their ranking; ties are scored by their expected value";
-    if (file->label_counts.empty() && LabelKindOf(config) == LabelKind::kMultiLabel)
-      LOG(WARNING) << who << FLAGS_model << " holds no training label counts: no PSP@k (export with --label_counts)";
-    for (const auto& [name, value] : p->metrics) std::printf("%s %s\n", name.c_str(), Number(value).c_str());
-    std::fflush(stdout);
-  }
-  if (!FLAGS_metrics_out.empty()) {
-    nlohmann::json j{{"rows", p->rows}, {"seconds", seconds}, {"rows_per_second", p->rows / std::max(1e-9, seconds)},
-                     {"threads", FLAGS_threads}};
-    for (const auto& [name, value] : p->metrics) j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
-    if (Status st = WriteFileAtomically(FLAGS_metrics_out, j.dump(2) + "\n"); !st.ok()) {
-      LOG(ERROR) << who << st.message();
-      return 1;
-    }
   }
   return 0;
 }

@@ -17,7 +17,7 @@
 #include "core/file_util.h"
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
-#include "tools/flag_parser.h"
+#include "cli/flag_parser.h"
 
 DEFINE_string(listen, "", "tcp://HOST:PORT to serve on (IPv6: tcp://[ADDR]:PORT; port 0 picks a free port)");
 DEFINE_string(port_file, "", "if set, the endpoint served is written here (atomically) once listening");

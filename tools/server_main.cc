@@ -11,7 +11,7 @@
 // this server alone asks every worker to take that stop checkpoint and
 // leave (they exit 143). Workers that finish the job during the grace: 0.
 //
-// With --metrics_port the shard serves /metrics (tools/metrics_flags.h) and
+// With --metrics_port the shard serves /metrics (cli/metrics_flags.h) and
 // keeps serving its final values --metrics_linger_s seconds after Run()
 // returns, then exits with the code above (a stop signal during the linger
 // ends it at once, without changing the code).
@@ -30,11 +30,11 @@
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
-#include "tools/common_flags.h"
-#include "tools/metrics_flags.h"
+#include "cli/config_flags.h"
+#include "cli/metrics_flags.h"
 
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
 DEFINE_string(listen, "tcp://127.0.0.1:0",

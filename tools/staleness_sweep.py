@@ -12,9 +12,11 @@ epoch. It then writes:
                   pulls at all (bound + transport + busy servers), and bytes
                   on the wire;
   OUT/sweep.json  the same numbers, machine-readable;
-  OUT/sweep.png   the metric against training time, one line per s
-                  (matplotlib, from Debian's python3-matplotlib, which
-                  scripts/setup.sh installs; --no_plot to go without).
+  OUT/sweep.png   every run's time to the target and final metric per s,
+                  and its metric against training time, one panel per s
+                  (tools/plot_spread.py; matplotlib, from Debian's
+                  python3-matplotlib, which scripts/setup.sh installs;
+                  --no_plot to go without).
 
 Example:
   tools/staleness_sweep.py --config examples/bibtex.pbtxt --slowdown 2 --out sweep-bibtex
@@ -30,6 +32,7 @@ import os
 import sys
 
 from plot_env import import_pyplot
+from plot_spread import draw_sweep
 from tether_runs import eval_curve, run_launch
 
 
@@ -164,26 +167,17 @@ def main():
     print(table)
     with open(os.path.join(args.out, "sweep.md"), "w") as f:
         f.write(table)
+    sweep = {"config": args.config, "metric": args.metric, "target": args.target,
+             "slowdown": args.slowdown, "rows": rows,
+             "runs": {s: [{k: r[k] for k in ("seconds_to_target", "final", "train_seconds")} for r in runs]
+                      for s, runs in results.items()},
+             "curves": {s: [r["curve"] for r in runs] for s, runs in results.items()}}
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
-        json.dump({"config": args.config, "metric": args.metric, "target": args.target,
-                   "slowdown": args.slowdown, "rows": rows,
-                   "curves": {s: [r["curve"] for r in runs] for s, runs in results.items()}}, f, indent=1)
+        json.dump(sweep, f, indent=1)
     if plt is None:
         print(f"[sweep] wrote {args.out}/sweep.md, sweep.json (--no_plot)")
         return 0
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for s, runs in results.items():
-        pts = runs[0]["curve"]
-        if pts:
-            ax.plot([t for t, _ in pts], [v for _, v in pts], marker="o", ms=3, label=f"s = {s}")
-    ax.axhline(args.target, color="gray", ls="--", lw=0.8)
-    ax.set_xlabel("training time (s)")
-    ax.set_ylabel(args.metric)
-    ax.set_title(title, fontsize=9)
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(args.out, "sweep.png"), dpi=110)
+    draw_sweep(plt, sweep, os.path.join(args.out, "sweep.png"))
     print(f"[sweep] wrote {args.out}/sweep.md, sweep.json, sweep.png")
     return 0
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Straggler study (issue 13, item 5): one worker slowed, several remedies compared.
+"""Straggler study: one worker slowed, several remedies compared.
 
 For every dataset (--datasets: Bibtex, a9a), every slowdown (--slowdowns: the
 slowed worker, --slowdown_rank, runs 2x and 4x slower) and every mode of the
@@ -14,7 +14,7 @@ It writes, under --out:
   study.md     one table per (dataset, slowdown): medians over the repeats of
                the time per epoch, the final metric, the time to the target,
                the updates (clocks) and rows per worker and the waiting share,
-               then the issue's acceptance line;
+               then the criterion line;
   study.csv    the same medians, one row per (dataset, slowdown, mode);
   runs.csv     every run, failed ones included (status, exit code, log);
   study.json   all of it with the curves, machine-readable;
@@ -22,6 +22,8 @@ It writes, under --out:
                each mode (matplotlib: Debian's python3-matplotlib, which
                scripts/setup.sh installs; without it the plots are skipped
                with a message);
+  spread.png   every finished run's time per epoch and time to the target,
+               per mode, with the medians (tools/plot_spread.py);
   runs/DATASET-xSLOWDOWN-MODE-rN/  each run's log.txt, metrics.json and
                JSON-lines metrics.
 
@@ -63,11 +65,13 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 
 from plot_env import import_pyplot
+from plot_spread import draw_straggler, read_study
 from tether_runs import current, eval_curve, kill_group, read_jsonl, run_launch
 
 # ---------------------------------------------------------------------------
@@ -103,7 +107,7 @@ MODES = {
     "average": {"flags": ["--consistency_model=average"], "config": {"consistency": "period_rows: 64"},
                 "probe": ["period_rows"], "label": "weighted model averaging (period 64 rows)"},
 }
-# The fixed split with s = 2: the baseline of the acceptance ratios.
+# The fixed split with s = 2: the baseline of the criterion's ratios.
 BASELINE_MODE = "fixed_s2"
 
 # The datasets: job config (relative to the repository root), the metric rank
@@ -114,9 +118,9 @@ DATASETS = {
 }
 METRIC_LABEL = {"precision_at_1": "P@1", "accuracy": "accuracy"}
 
-# Issue 13's acceptance criterion: Bibtex, one worker slowed 2x, s = 2,
+# The criterion a remedy must meet: Bibtex, one worker slowed 2x, s = 2,
 # 2 workers + 2 servers, medians of 3 alternated runs.
-ACCEPTANCE = {"dataset": "bibtex", "slowdown": 2.0, "mode": "adaptive", "baseline": BASELINE_MODE,
+CRITERION = {"dataset": "bibtex", "slowdown": 2.0, "mode": "adaptive", "baseline": BASELINE_MODE,
               "max_epoch_ratio": 0.75, "max_target_ratio": 0.75, "min_final": 0.60}
 
 # Fields of the data section whose relative paths are resolved against the
@@ -156,6 +160,9 @@ def parse_args(argv=None):
     p.add_argument("--no_plot", action="store_true", help="write no plots (and need no matplotlib)")
     p.add_argument("extra", nargs="*", help="more flags for every tether-launch, after --")
     args = p.parse_args(argv)
+    # The command as given, for study.md: the page that shows the plots names what drew them.
+    args.command = shlex.join(["python3", "tools/straggler_study.py"]
+                              + list(sys.argv[1:] if argv is None else argv))
     if args.quick:
         args.repeats = 1
         args.epochs = 2 if args.epochs is None else args.epochs
@@ -435,9 +442,9 @@ def summarise(runs):
     return row
 
 
-def acceptance(args, table):
-    a = ACCEPTANCE
-    head = (f"Acceptance (issue 13: {a['dataset']}, one worker slowed {a['slowdown']:g}x, {args.workers} workers + "
+def criterion(args, table):
+    a = CRITERION
+    head = (f"Criterion ({a['dataset']}, one worker slowed {a['slowdown']:g}x, {args.workers} workers + "
             f"{args.servers} servers, s = 2, medians of {args.repeats} alternated runs)")
     ds = next((d for d in args.datasets if d["name"] == a["dataset"]), None)
     key = lambda m: (a["dataset"], a["slowdown"], m)  # noqa: E731
@@ -487,7 +494,8 @@ def write_outputs(args, modes, skipped, results, plt):
     lines = ["# Straggler study", "",
              f"{args.workers} workers + {args.servers} servers, worker {args.slowdown_rank} slowed, rank 0 "
              f"evaluating after every epoch; medians of up to {args.repeats} alternated run(s) per mode"
-             + (f", {args.epochs} epochs" if args.epochs else ", the configs' epochs") + ".", ""]
+             + (f", {args.epochs} epochs" if args.epochs else ", the configs' epochs") + ".", "",
+             f"Command: `{args.command}`", ""]
     for m, why in skipped.items():
         lines.append(f"- mode `{m}` skipped: {why}")
     if skipped:
@@ -528,7 +536,9 @@ def write_outputs(args, modes, skipped, results, plt):
             if plt is not None:
                 plot(plt, args, d, s, modes, table)
                 lines += [f"![{label} against training time]({d['name']}-x{s:g}.png)", ""]
-    accept_line, accept = acceptance(args, table)
+    if plt is not None:
+        lines += ["![every run's time per epoch and time to the target, per mode](spread.png)", ""]
+    accept_line, accept = criterion(args, table)
     lines += [accept_line, ""]
     failed = [r for r in results if r["status"] != "ok"]
     if failed:
@@ -548,15 +558,21 @@ def write_outputs(args, modes, skipped, results, plt):
         w = csv.writer(f)
         w.writerow(run_cols)
         for r in results:
-            cell = {"slowdown": f"{r['slowdown']:g}"}
+            # The run's folder relative to --out, so the file reads the same
+            # wherever the study ran.
+            cell = {"slowdown": f"{r['slowdown']:g}", "dir": os.path.relpath(r["dir"], args.out)}
             for c in ("updates", "rows", "wait"):
                 if c in r:
                     cell[c] = fmt_list(r[c], ".4f" if c == "wait" else ".0f")
             w.writerow([cell[c] if c in cell else csv_number(r.get(c)) if isinstance(r.get(c), float)
                         else r.get(c, "") for c in run_cols])
+    if plt is not None:
+        targets = {d["name"]: f"{METRIC_LABEL.get(d['metric'], d['metric'])} {d['target']:g}" for d in args.datasets}
+        draw_straggler(plt, read_study(os.path.join(args.out, "runs.csv")), os.path.join(args.out, "spread.png"),
+                       targets)
     with open(os.path.join(args.out, "study.json"), "w") as f:
         json.dump({"datasets": args.datasets, "slowdowns": args.slowdowns, "modes": modes, "skipped": skipped,
-                   "repeats": args.repeats, "epochs": args.epochs, "acceptance": accept,
+                   "repeats": args.repeats, "epochs": args.epochs, "criterion": accept,
                    "modes_table": {m: MODES[m] for m in modes},
                    "runs": [{k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in r.items()}
                             for r in results]}, f, indent=1)

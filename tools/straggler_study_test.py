@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of tools/straggler_study.py against fake binaries (no training, a
 few seconds): which modes a build can run, the config copy of a config-only
-mode, the alternated order, the medians and the acceptance line, a failed
+mode, the alternated order, the medians and the criterion line, a failed
 run counted and the exit status, and no process outliving a run that timed
 out or a Ctrl-C. The real binaries are exercised by straggler_study_test.sh.
 
@@ -178,7 +178,7 @@ class StragglerStudyTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout)
         self.assertIn("no mode can run with this build", r.stdout)
 
-    def test_alternated_repeats_medians_and_acceptance(self):
+    def test_alternated_repeats_medians_and_criterion(self):
         self.env["FAKE_FLAGS"] = ALL_FLAGS + ",data_on_demand,chunk_rows," + ADAPTIVE_FLAGS
         r = self.run_tool("--modes", "fixed_s2,adaptive", "--repeats", "3", "--epochs", "3")
         self.assertEqual(r.returncode, 0, r.stdout)
@@ -203,25 +203,25 @@ class StragglerStudyTest(unittest.TestCase):
         self.assertEqual(fixed["rows_per_worker"], "600/300")
         self.assertEqual((fixed["wait_per_worker"], fixed["wait_share"], fixed["bound_wait_share"]),
                          ("0.5000/0.1000", "0.3000", "0.2000"))
-        # The acceptance line names a dataset called bibtex; "tiny" is not it.
+        # The criterion line names a dataset called bibtex; "tiny" is not it.
         self.assertIn("NOT MEASURED (bibtex not in --datasets)", r.stdout)
         args = study.parse_args(["--build", self.bin, "--datasets", "bibtex", "--repeats", "3"])
         table = {("bibtex", 2.0, "fixed_s2"): {"runs": 3, "epoch_s": 2.0, "time_to_target": 8.0, "final": 0.61},
                  ("bibtex", 2.0, "adaptive"): {"runs": 3, "epoch_s": 1.4, "time_to_target": 5.6, "final": 0.605}}
-        line, res = study.acceptance(args, table)
-        self.assertEqual(line, "Acceptance (issue 13: bibtex, one worker slowed 2x, 2 workers + 2 servers, s = 2, "
+        line, res = study.criterion(args, table)
+        self.assertEqual(line, "Criterion (bibtex, one worker slowed 2x, 2 workers + 2 servers, s = 2, "
                          "medians of 3 alternated runs): PASS. time per epoch adaptive / fixed_s2 = 0.700 "
                          "(≤ 0.75 needed); time to P@1 0.55 ratio = 0.700 (≤ 0.75 needed); adaptive final P@1 "
                          "0.6050 (≥ 0.6 needed)")
         self.assertTrue(res["pass"])
         table[("bibtex", 2.0, "adaptive")]["time_to_target"] = 6.4  # 0.8 of the baseline's
-        self.assertFalse(study.acceptance(args, table)[1]["pass"])
+        self.assertFalse(study.criterion(args, table)[1]["pass"])
         table[("bibtex", 2.0, "adaptive")].update(time_to_target=5.6, final=0.59)
-        self.assertFalse(study.acceptance(args, table)[1]["pass"])
+        self.assertFalse(study.criterion(args, table)[1]["pass"])
         table[("bibtex", 2.0, "fixed_s2")]["time_to_target"] = float("inf")  # the baseline never got there
-        self.assertIn("ratio = n/a (baseline did not reach it)", study.acceptance(args, table)[0])
+        self.assertIn("ratio = n/a (baseline did not reach it)", study.criterion(args, table)[0])
         del table[("bibtex", 2.0, "adaptive")]
-        self.assertIn("NOT MEASURED (no finished run of adaptive at slowdown 2)", study.acceptance(args, table)[0])
+        self.assertIn("NOT MEASURED (no finished run of adaptive at slowdown 2)", study.criterion(args, table)[0])
 
     @unittest.skipUnless(subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"], stderr=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL).returncode == 0,

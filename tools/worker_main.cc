@@ -14,11 +14,11 @@
 #include "core/file_util.h"
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
-#include "server/checkpoint.h"
-#include "tools/common_flags.h"
-#include "tools/metrics_flags.h"
-#include "tools/local_job.h"
-#include "tools/model_export.h"
+#include "checkpoint/checkpoint.h"
+#include "cli/config_flags.h"
+#include "cli/metrics_flags.h"
+#include "local/local_job.h"
+#include "serving/model_export.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
 
@@ -41,7 +41,7 @@ DEFINE_string(progress_file, "",
               "atomically at each new epoch: how tether-launch --elastic_schedule follows the job's progress");
 DEFINE_bool(in_process, false,
             "run the whole job in this process: cluster.num_servers shards and cluster.num_workers workers "
-            "as threads over inproc:// (one host; see tools/local_job.h); excludes --rank and "
+            "as threads over inproc:// (one host; see local/local_job.h); excludes --rank and "
             "--server_addresses");
 
 namespace {

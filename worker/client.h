@@ -136,7 +136,7 @@ struct ClientOptions {
   /// between requests. 0 maps a fresh buffer per message.
   uint64_t frame_pool_idle_bytes = kDefaultFramePoolIdleBytes;
   /// A resumed job: the checkpoint directory and its clock, sent at HELLO
-  /// (every shard loads its rows from there; see server/checkpoint.h).
+  /// (every shard loads its rows from there; see checkpoint/checkpoint.h).
   std::string resume_from;
   int64_t resume_clock = -1;
   /// The parameter cache's capacity in bytes over all tables (ParamCache;

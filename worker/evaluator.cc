@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/top_k.h"
+
 namespace tether {
 
 Evaluator::Evaluator(LabelKind kind, int64_t num_outputs, Backend* backend, std::vector<double> inv_propensity)
@@ -36,11 +38,10 @@ Status Evaluator::Add(const float* scores, const CsrMatrix& labels, int64_t begi
         // class among G tied ones is right with probability 1/G.
         const float* s = scores + r * outputs_;
         const float v = s[top_[r]];
-        const auto same = [v](float x) { return x == v || (std::isnan(x) && std::isnan(v)); };
         int64_t g = 0;
-        for (int64_t j = 0; j < outputs_; ++j) g += same(s[j]) ? 1 : 0;
+        for (int64_t j = 0; j < outputs_; ++j) g += SameScore(s[j], v) ? 1 : 0;
         if (g > 1) ++tied_rows_;
-        if (labels.col_idx[p] < outputs_ && same(s[labels.col_idx[p]])) {
+        if (labels.col_idx[p] < outputs_ && SameScore(s[labels.col_idx[p]], v)) {
           if (g == 1) {
             ++correct_;
           } else {

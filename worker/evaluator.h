@@ -1,6 +1,6 @@
 // Evaluator: the test-set metrics of a model's label kind, accumulated over
 // minibatches of scores. The one implementation shared by training's
-// evaluation (worker/trainer.cc) and tether-predict (tools/predictor.h), so
+// evaluation (worker/trainer.cc) and tether-predict (serving/predictor.h), so
 // both print the same figures for the same scores:
 //   multi-label (XMC): precision_at_{1,3,5}, ndcg_at_{1,3,5}, and, when the
 //                      training labels' inverse propensities are given,

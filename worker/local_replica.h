@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "server/optimizer.h"
+#include "optim/optimizer.h"
 #include "worker/request_channel.h"
 
 namespace tether {

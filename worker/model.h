@@ -72,7 +72,7 @@ class Model {
   /// Barrier or Bye (see WorkerClient).
   virtual void Push(WorkerClient* client) = 0;
 
-  /// Pipelining (train.pipeline; docs/PERFORMANCE.md section 16). A model
+  /// Pipelining (train.pipeline; docs/RUNNING.md). A model
   /// that pipelines returns true from Pipelines(); the trainer then, for
   /// each training minibatch t:
   ///   Pull(t) → Prefetch(t + 1, its clock) → ComputeAndPush(t) → Clock

@@ -3,8 +3,8 @@
 #include <optional>
 
 #include "core/config.h"
-#include "server/checkpoint.h"
-#include "server/chunk_state.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/chunk_state.h"
 
 namespace tether {
 

@@ -1,6 +1,6 @@
 // Resuming a job with data on demand (train.data_on_demand with
 // checkpoint.dir): where a worker starts. Its place in the data is not its
-// own: shard 0 keeps which chunks were completed (server/chunk_state.h) and
+// own: shard 0 keeps which chunks were completed (checkpoint/chunk_state.h) and
 // deals the rest, so a worker's state file only carries its counters (rows
 // trained, loss, training time, the model's own state), and a resume may
 // use any number of workers. Thread-safety: re-entrant.

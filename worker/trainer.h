@@ -9,7 +9,7 @@
 // phases and rooms are described there.
 //
 // Thread-safety: RunWorker may run on several threads of one process at once
-// (tools/local_job.h), one call per rank; each call owns its backend, model
+// (local/local_job.h), one call per rank; each call owns its backend, model
 // and client. CPU backends share OpenBLAS's process-wide thread count.
 #pragma once
 

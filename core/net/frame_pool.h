@@ -5,7 +5,7 @@
 // fault per 4 KiB the first time it is written, and glibc hands big blocks
 // back to the kernel when they are freed, so the next message faults them in
 // again. On loopback that cost rivalled the TCP copy itself
-// (docs/PERFORMANCE.md §1). A pooled buffer is mapped and faulted in once
+// (docs/PERFORMANCE.md, transport). A pooled buffer is mapped and faulted in once
 // (with transparent huge pages where the kernel offers them on request) and
 // then reused; ZeroMQ sends it zero-copy and gives it back through the
 // frame's free function once the frame is sent (TCP: on ZeroMQ's I/O thread;

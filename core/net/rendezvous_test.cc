@@ -123,7 +123,7 @@ TEST(RendezvousTest, StoreOverIpv6) {
   ExerciseBackend(store.endpoint());
 }
 
-// With security.curve the store admits key holders only (issue 12): the
+// With security.curve the store admits key holders only: the
 // servers (their key pair) publish, a listed worker looks them up, and a
 // process with an unlisted key or no CURVE at all can neither overwrite an
 // entry (a poisoned endpoint would redirect workers) nor read one.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Adaptive batch sizes (train.adaptive_batch, issue 13 item 2) with real
+# Adaptive batch sizes (train.adaptive_batch) with real
 # processes started one by one: 2 servers and 2 workers on Bibtex, s = 2,
 # worker 1 slowed 2x (--slowdown). Asserts: every process exits 0; shard 0
 # moved the sizes apart (the slow worker's final and smallest size below the

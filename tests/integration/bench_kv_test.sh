@@ -6,17 +6,9 @@
 # per shape); a bad --optimizer is refused. Functional only: no time is
 # asserted. Usage: bench_kv_test.sh BIN_DIR
 # Every process runs under `timeout` and is reaped; waits poll with a bound.
-set -euo pipefail
-bin=$(cd "$1" && pwd)
-tmp=$(mktemp -d)
-cleanup() {
-  local p
-  for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
+tether_test_init kv "$1"
+limit_s=120
 
 cat > "$tmp/server.pbtxt" <<'CFG'
 name: "tether-bench-kv"
@@ -25,12 +17,12 @@ consistency { model: ASP staleness: -1 cache: false }
 CFG
 
 for optimizer in sgd noop; do
-  timeout -k 5 120 "$bin/tether-server" --config="$tmp/server.pbtxt" --port_file="$tmp/$optimizer.port" \
+  timeout -k 5 "$limit_s" "$bin/tether-server" --config="$tmp/server.pbtxt" --port_file="$tmp/$optimizer.port" \
     2> "$tmp/$optimizer.server.log" &
   server=$!
-  for _ in $(seq 1 300); do [ -s "$tmp/$optimizer.port" ] && break; kill -0 "$server" || break; sleep 0.1; done
-  [ -s "$tmp/$optimizer.port" ] || fail "$optimizer: tether-server did not start: $(tail -3 "$tmp/$optimizer.server.log")"
-  timeout -k 5 120 "$bin/tether-bench" kv --server="$(cat "$tmp/$optimizer.port")" --optimizer=$optimizer \
+  pids+=($server)
+  wait_port "$tmp/$optimizer.port" "$server" || fail "$optimizer: tether-server did not start"
+  timeout -k 5 "$limit_s" "$bin/tether-bench" kv --server="$(cat "$tmp/$optimizer.port")" --optimizer=$optimizer \
     --shapes=1x1,1000x4,10x3 --min_reps=2 --max_reps=2 --min_time_s=0 > "$tmp/$optimizer.out" \
     2> "$tmp/$optimizer.bench.log" || fail "$optimizer: tether-bench kv failed: $(tail -3 "$tmp/$optimizer.bench.log")"
   wait "$server" || fail "$optimizer: tether-server exited non-zero: $(tail -3 "$tmp/$optimizer.server.log")"
@@ -43,7 +35,7 @@ for optimizer in sgd noop; do
   echo "$optimizer: $got; server: 9 pulls, 9 pushes, 3033 rows each way"
 done
 
-if "$bin/tether-bench" kv --server=tcp://127.0.0.1:1 --optimizer=adam 2> "$tmp/bad.log"; then
+if timeout 60 "$bin/tether-bench" kv --server=tcp://127.0.0.1:1 --optimizer=adam 2> "$tmp/bad.log"; then
   fail "--optimizer=adam was accepted"
 fi
 grep -q "unknown --optimizer=adam (sgd, noop)" "$tmp/bad.log" || fail "bad optimizer message: $(cat "$tmp/bad.log")"

@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
-# tether-bench transport (docs/PERFORMANCE.md §1) and its --curve mode run
+# tether-bench transport (docs/PERFORMANCE.md) and its --curve mode run
 # their documented commands on small cells and print one table row per
 # cell: servers × keys × dims × {pull, push}, each with at least the asked
 # repetitions and a positive time on both sides. Functional only: no time
-# is asserted. It guards the commands themselves: until the sixth session
-# every cell was refused at start-up (a key space of 2^40 rows did not fit
-# the server's memory check). Usage: bench_transport_test.sh BIN_DIR
-set -euo pipefail
-bin=$(cd "$1" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; tail -n 5 "$tmp"/*.log 2>/dev/null; exit 1; }
+# is asserted. It guards the commands themselves: every cell was once
+# refused at start-up (a key space of 2^40 rows did not fit the server's
+# memory check). Usage: bench_transport_test.sh BIN_DIR
+source "$(dirname "$0")/lib.sh"
+tether_test_init transport "$1"
+fail_lines=5
 TMPDIR=$tmp timeout -k 5 120 "$bin/tether-bench" transport --keys=100,1000 --dims=1,4 --servers=1,2 \
   --min_reps=2 --min_time_s=0 > "$tmp/plain.out" 2> "$tmp/plain.log" || fail "tether-bench transport failed"
 # | servers | keys | dim | op | reps | Tether p50 ms | ... | raw p50 ms | raw GB/s | ratio |

@@ -13,29 +13,14 @@
 #                  in one process (tether-worker --in_process): the same
 #                  loss at every clock, P@1/P@3/P@5/nDCG and final loss, bit
 #                  for bit (what any prefetching or batching on the tcp
-#                  path must keep, issue 14 item 3); and in one process
+#                  path must keep); and in one process
 #                  with train.pipeline off (--pipeline=false): the same bits
 #                  as pipelined
 #   config_errors  config typo / unknown flag / flag without value refused, exit != 0
 # Every process is started under `timeout` and killed on exit.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-metric() {  # metric FILE KEY
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
-}
-gate() {  # gate VALUE MIN NAME
-  python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
-}
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+limit_s=400
 
 case "$mode" in
 launch)
@@ -43,13 +28,8 @@ launch)
   gate "$(metric "$tmp/m.json" precision_at_1)" 0.55 "P@1 (tether-launch, 2 servers, 2 workers)"
   ;;
 by_hand)
-  for s in 0 1; do
-    timeout -k 5 400 "$bin/tether-server" --config=examples/bibtex.pbtxt --shard=$s \
-      --listen=tcp://127.0.0.1:0 --port_file="$tmp/s$s.port" &
-    pids+=($!)
-  done
-  for _ in $(seq 1 100); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
-  addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+  flags=(--config=examples/bibtex.pbtxt)
+  start_servers 2
   timeout -k 5 400 "$bin/tether-worker" --config=examples/bibtex.pbtxt --rank=1 --server_addresses="$addrs" &
   w1=$!; pids+=($w1)
   timeout -k 5 400 "$bin/tether-worker" --config=examples/bibtex.pbtxt --rank=0 --server_addresses="$addrs" \
@@ -123,7 +103,7 @@ transports)
   timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport inproc --epochs=200 \
     > "$tmp/term.log" 2>&1 &
   lp=$!; pids+=($lp)
-  for _ in $(seq 1 100); do grep -q "epoch 1/200" "$tmp/term.log" && break; sleep 0.1; done
+  wait_log "$tmp/term.log" "epoch 1/200" 200
   # Signal the launcher itself: signalling `timeout` would also signal its
   # process group, and a second stop signal makes the launcher SIGKILL.
   launcher=$(pgrep -P "$lp" -f tether-launch)
@@ -145,8 +125,7 @@ transports_by_hand)
     timeout -k 5 200 "$bin/tether-server" "${common[@]}" --shard=0 --listen="$listen" \
       --port_file="$tmp/$name.port" > "$tmp/$name-server.log" 2>&1 &
     local sp=$!; pids+=($sp)
-    for _ in $(seq 1 300); do [ -s "$tmp/$name.port" ] && break; sleep 0.1; done
-    [ -s "$tmp/$name.port" ] || { echo "FAIL: the $name server wrote no port file"; cat "$tmp/$name-server.log"; exit 1; }
+    wait_port "$tmp/$name.port" "$sp" || fail "the $name server wrote no port file"
     timeout -k 5 200 "$bin/tether-worker" "${common[@]}" --rank=0 --server_addresses="$(cat "$tmp/$name.port")" \
       --metrics_dir="$tmp/$name" --metrics_out="$tmp/$name.json" > "$tmp/$name-worker.log" 2>&1 ||
       { echo "FAIL: the $name worker failed"; tail -20 "$tmp/$name-worker.log"; exit 1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded worker memory (issue 15, item 4). Usage: bounded_cache_test.sh MODE BIN_DIR
+# Bounded worker memory. Usage: bounded_cache_test.sh MODE BIN_DIR
 #   bibtex  Bibtex, 2 servers + 2 workers started by hand, each worker's cache
 #           capped at 10% of the model (--cache_capacity=10%), the input layer
 #           cached too so that rows compete for the room: P@1 >= 0.60, and the
@@ -11,37 +11,20 @@
 #           it reads data or connects), and a server shard whose tables do (it refuses
 #           worker 0's HELLO and exits 1; the worker exits 1 too).
 # Every process is started under `timeout` and killed on exit.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+limit_s=120
 
 # The example with absolute data paths and the input layer cached.
 sed -e "s#\"\.\./data/#\"$PWD/data/#" -e 's/consistency { cache: false }/consistency { cache: true }/' \
   examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
 grep -q "consistency { cache: true }" "$tmp/bibtex.pbtxt" || { echo "FAIL: the example changed: no w1 cache line"; exit 1; }
 
-start_servers() {  # start_servers EXTRA_FLAGS...
-  for s in 0 1; do
-    timeout -k 5 120 "$bin/tether-server" --config="$tmp/bibtex.pbtxt" --shard=$s \
-      --listen=tcp://127.0.0.1:0 --port_file="$tmp/s$s.port" "$@" > "$tmp/server$s.log" 2>&1 &
-    pids+=($!)
-  done
-  for _ in $(seq 1 100); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
-  [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] || { echo "FAIL: servers did not bind"; cat "$tmp"/server*.log; exit 1; }
-  addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
-}
+flags=(--config="$tmp/bibtex.pbtxt")
 
 case "$mode" in
 bibtex)
-  start_servers
+  start_servers 2
   timeout -k 5 120 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=1 --server_addresses="$addrs" \
     --cache_capacity=10% > "$tmp/worker1.log" 2>&1 &
   w1=$!; pids+=($w1)
@@ -104,15 +87,15 @@ fit)
   # their state, and 80 rows of w2 (3120 bytes each): 3.0 MiB, over a 2 MiB
   # limit. It refuses worker 0's HELLO
   # and exits 1; the worker exits 1 with the server's message.
-  start_servers --memory_limit=2MiB
+  start_servers 2 --memory_limit=2MiB
   rc=0
   out=$(timeout -k 5 60 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 --server_addresses="$addrs" 2>&1) || rc=$?
   [ "$rc" = 1 ] || { echo "FAIL: worker exit $rc (expected 1): $out"; exit 1; }
   want="does not fit in memory: the job's tables need"
   echo "$out" | grep -qF "$want" || { echo "FAIL: worker message was: $out"; exit 1; }
   for s in 0 1; do
-    rc=0; wait "${pids[$s]}" || rc=$?
-    [ "$rc" = 1 ] || { echo "FAIL: server $s exit $rc (expected 1)"; cat "$tmp/server$s.log"; exit 1; }
+    wait_code "${server_pids[$s]}"
+    [ "$rc" = 1 ] || fail "server $s exit $rc (expected 1)"
   done
   pids=()
   grep -qF "server shard 0 of 2 does not fit in memory: the job's tables need 3.0 MiB (3104284 bytes) on this shard (weights, optimizer state and row index, in bytes: w1 918 rows 2853144, b1 1540, w2 80 rows 249600), but 2.0 MiB (2097152 bytes) are available (consistency.memory_limit_bytes (--memory_limit))" "$tmp/server0.log" ||

@@ -20,10 +20,9 @@ start_worker 1 "$tmp/w1.log"; w1=$started
 start_worker 2 "$tmp/w2.log"; w2=$started
 start_worker 3 "$tmp/w3.log"; w3=$started
 # Stop worker 2 once it is into its second epoch.
-for _ in $(seq 1 600); do grep -q "epoch 1/" "$tmp/w2.log" 2>/dev/null && break; sleep 0.05; done
-grep -q "epoch 1/" "$tmp/w2.log" || { echo "FAIL: worker 2 never finished an epoch"; cat "$tmp/w2.log"; exit 1; }
+wait_log "$tmp/w2.log" "epoch 1/" 600
 # `timeout` runs the worker as its child: signal the worker itself.
-victim=$(pgrep -P "$w2" tether-worker || echo "$w2")
+victim=$(worker_pid "$w2")
 if [ "$mode" = kill ]; then kill -9 "$victim"; else kill -TERM "$victim"; fi
 wait "$w2" 2>/dev/null || true
 echo "worker 2 stopped ($mode)"
@@ -33,14 +32,9 @@ echo "worker 2 stopped ($mode)"
 # survivors must still be training for the restart to rejoin (20 epochs
 # leave them seconds of margin).
 # (A SIGTERM that lands while the worker is blocked in a wait ends that wait
-# and the worker still says BYE: issue 11.)
+# and the worker still says BYE.)
 if [ "$mode" = kill ]; then gone="worker 2 silent for"; else gone="worker 2 left"; fi
-for _ in $(seq 1 400); do
-  grep -q "$gone" "$tmp/server0.log" && grep -q "$gone" "$tmp/server1.log" && break
-  sleep 0.05
-done
-grep -q "$gone" "$tmp/server0.log" && grep -q "$gone" "$tmp/server1.log" \
-  || { echo "FAIL: the servers never logged '$gone'"; cat "$tmp"/server*.log; exit 1; }
+for s in 0 1; do wait_log "$tmp/server$s.log" "$gone" 400; done
 start_worker 2 "$tmp/w2b.log"; w2b=$started
 rc=0
 for p in "$w0" "$w1" "$w3" "$w2b" "${pids[0]}" "${pids[1]}"; do wait "$p" || rc=$?; done

@@ -15,29 +15,14 @@
 #          garbled key file and a missing authorized key are refused at start
 #          (exit != 0) naming the file (and line, mode).
 # Every process runs under `timeout` and is reaped; waits poll with a bound.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  # Each pid is a `timeout` process: its child first, then itself.
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && { pkill -KILL -P "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; } || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-metric() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-wait_for_file() {  # wait_for_file FILE PID: until FILE is non-empty (10 s), or PID exited
-  for _ in $(seq 1 100); do [ -s "$1" ] && return 0; kill -0 "$2" 2>/dev/null || return 1; sleep 0.1; done
-  return 1
-}
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+limit_s=300
 
 keys="$tmp/keys"
-"$bin/tether-keygen" --out="$keys" --name=server > /dev/null
-"$bin/tether-keygen" --out="$keys" --name=worker > /dev/null
-"$bin/tether-keygen" --out="$keys" --name=stranger > /dev/null
+timeout 30 "$bin/tether-keygen" --out="$keys" --name=server > /dev/null
+timeout 30 "$bin/tether-keygen" --out="$keys" --name=worker > /dev/null
+timeout 30 "$bin/tether-keygen" --out="$keys" --name=stranger > /dev/null
 mkdir "$keys/authorized"
 cp "$keys/worker.pub" "$keys/authorized/"
 # security.curve for every process of the job: the servers read the server
@@ -74,14 +59,8 @@ train)
   done
 
   # By hand: 2 servers, 2 workers, CURVE.
-  for s in 0 1; do
-    timeout -k 5 300 "$bin/tether-server" --config="$tmp/curve.pbtxt" --shard=$s \
-      --listen=tcp://127.0.0.1:0 --port_file="$tmp/s$s.port" 2> "$tmp/server$s.log" &
-    spid[$s]=$!; pids+=(${spid[$s]})
-  done
-  wait_for_file "$tmp/s0.port" "${spid[0]}" || fail "server 0 did not start: $(tail -3 "$tmp/server0.log")"
-  wait_for_file "$tmp/s1.port" "${spid[1]}" || fail "server 1 did not start: $(tail -3 "$tmp/server1.log")"
-  addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+  flags=(--config="$tmp/curve.pbtxt")
+  start_servers 2
   # A worker whose key is not in authorized_keys: refused at once, non-zero.
   rc=0
   out=$(timeout -k 5 60 "$bin/tether-worker" --config="$tmp/curve.pbtxt" --rank=1 --server_addresses="$addrs" \
@@ -100,7 +79,7 @@ train)
     fail "plain client: exit $rc, message: $(echo "$out" | tail -3)"
   echo "[$SECONDS s] plain client: exit $rc: $(echo "$out" | grep -oE "server shard 0 at [^ ]+ (uses another security mechanism|failed the handshake)" | head -1)"
   # Both refusals are in the servers' logs, and the servers go on serving.
-  for _ in $(seq 1 50); do grep -q "its CURVE handshake failed" "$tmp/server0.log" && break; sleep 0.1; done
+  poll 100 grep -qs "its CURVE handshake failed" "$tmp/server0.log" || true
   # The worker gives up at the first shard that refuses it: one of the two
   # logs the key.
   cat "$tmp/server0.log" "$tmp/server1.log" |
@@ -114,8 +93,8 @@ train)
   timeout -k 5 300 "$bin/tether-worker" --config="$tmp/curve.pbtxt" --rank=0 --server_addresses="$addrs" \
     --metrics_out="$tmp/by_hand.json" 2> "$tmp/worker0.log" || fail "worker 0 failed: $(tail -3 "$tmp/worker0.log")"
   wait "$w1" || fail "worker 1 failed: $(tail -3 "$tmp/worker1.log")"
-  wait "${spid[0]}" || fail "server 0 exited non-zero: $(tail -3 "$tmp/server0.log")"
-  wait "${spid[1]}" || fail "server 1 exited non-zero: $(tail -3 "$tmp/server1.log")"
+  wait "${server_pids[0]}" || fail "server 0 exited non-zero: $(tail -3 "$tmp/server0.log")"
+  wait "${server_pids[1]}" || fail "server 1 exited non-zero: $(tail -3 "$tmp/server1.log")"
   pids=()
   python3 -c 'import sys; v=float(sys.argv[1]); print(f"P@1 with CURVE, 2 servers, 2 workers by hand = {v:.4f} (gate >= 0.58)"); sys.exit(0 if v >= 0.58 else 1)' \
     "$(metric "$tmp/by_hand.json" precision_at_1)" || fail "P@1 below the gate"
@@ -135,12 +114,11 @@ CFG
     timeout -k 5 60 "$bin/tether-server" --config="$tmp/$run.pbtxt" --port_file="$tmp/$run.port" \
       2> "$tmp/$run.server.log" &
     server=$!; pids+=($server)
-    wait_for_file "$tmp/$run.port" "$server" || fail "$run: tether-server did not start"
+    wait_port "$tmp/$run.port" "$server" || fail "$run: tether-server did not start"
     endpoint=$(cat "$tmp/$run.port")
     timeout -k 5 60 tcpdump -i lo -U --immediate-mode -w "$tmp/$run.pcap" "tcp port ${endpoint##*:}" 2> "$tmp/$run.tcpdump.log" &
     dump=$!; pids+=($dump)
-    for _ in $(seq 1 100); do grep -q "listening on lo" "$tmp/$run.tcpdump.log" && break; sleep 0.1; done
-    grep -q "listening on lo" "$tmp/$run.tcpdump.log" || fail "tcpdump did not start: $(cat "$tmp/$run.tcpdump.log")"
+    wait_log "$tmp/$run.tcpdump.log" "listening on lo" 200
     key_flags=()
     [ $run = curve ] && key_flags=(--client_key_file="$keys/worker.key" --server_public_key_file="$keys/server.pub")
     timeout -k 5 60 "$bin/tether-bench" kv --server="$endpoint" --job_id=wire --shapes=1000x4 --push_value=1234.5 \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data on demand (train.data_on_demand; issue 13 item 1) with real processes
+# Data on demand (train.data_on_demand) with real processes
 # started one by one with flags, on Bibtex's 4880 training rows, 3 workers,
 # ASP (so a fast worker is never held to the slow one's clock).
 #   speeds  2 servers; worker 2 is 4x slower (--slowdown=4 --slowdown_rank=2).

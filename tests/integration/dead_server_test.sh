@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A dead server does not hang or silently end the job (issue 11, item 3),
+# A dead server does not hang or silently end the job,
 # with real processes on 127.0.0.1 and the bundled Bibtex data (200 epochs,
 # so every kill lands mid-training). Usage: dead_server_test.sh MODE BIN_DIR
 #   launch_kill   tether-launch, 2 servers + 2 workers; SIGKILL server 1 once
@@ -20,69 +20,17 @@
 #                 naming the gone shard.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  # Only processes that are still this shell's children: a pid already
-  # reaped may belong to someone else by now (pids are reused quickly).
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] || continue
-    [ "$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')" = "$$" ] || continue
-    pkill -KILL -P "$p" 2>/dev/null || true
-    kill -9 "$p" 2>/dev/null || true
-  done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 15 "$f"; }; done
-  exit 1
-}
-now_ms() { date +%s%3N; }
-# wait_for FILE PATTERN BOUND_S: polls until FILE matches PATTERN.
-wait_for() {
-  local end=$((SECONDS + $3))
-  while ((SECONDS < end)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
-# exits_within PID BOUND_MS: true once PID (a child of this shell) is gone.
-exits_within() {
-  local end=$(($(now_ms) + $2))
-  while (($(now_ms) < end)); do
-    [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null || return 0
-    sleep 0.02
-  done
-  return 1
-}
-# The process `timeout` runs (signals go to it, not to `timeout`).
-inner() { pgrep -P "$1" || echo "$1"; }
-code_of() { local rc=0; wait "$1" 2>/dev/null || rc=$?; echo "$rc"; }
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+limit_s=90
+fail_lines=15
 
 job=(--config=examples/bibtex.pbtxt --epochs=200 --staleness=2)
-start_servers() {  # N
-  for ((s = 0; s < $1; s++)); do
-    timeout -k 5 90 "$bin/tether-server" "${job[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
-      --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
-    spid[$s]=$!
-    pids+=($!)
-  done
-  for ((s = 0; s < $1; s++)); do
-    for _ in $(seq 1 200); do [ -s "$tmp/s$s.port" ] && break; sleep 0.05; done
-    [ -s "$tmp/s$s.port" ] || fail "server $s wrote no port file"
-  done
-  addrs=$(for ((s = 0; s < $1; s++)); do cat "$tmp/s$s.port"; done | paste -sd,)
-}
-start_workers() {  # N
+flags=("${job[@]}")
+start_workers() {  # N: workers 0..N-1 (logs $tmp/workerR.log), pids in wpid[R]
   for ((r = 0; r < $1; r++)); do
-    timeout -k 5 90 "$bin/tether-worker" "${job[@]}" --rank=$r --server_addresses="$addrs" \
-      > "$tmp/worker$r.log" 2>&1 &
-    wpid[$r]=$!
-    pids+=($!)
+    start_worker "$r" "$tmp/worker$r.log"
+    wpid[$r]=$started
   done
 }
 
@@ -91,48 +39,48 @@ launch_kill)
   timeout -k 5 90 "$bin/tether-launch" "${job[@]}" --servers 2 --workers 2 > "$tmp/launch.log" 2>&1 &
   launcher=$!
   pids+=($launcher)
-  wait_for "$tmp/launch.log" "epoch 1/200" 30 || fail "training never got going"
+  wait_log "$tmp/launch.log" "epoch 1/200" 600
   victim=$(sed -n 's/.*\[launch\] started server 1 (pid \([0-9]*\)).*/\1/p' "$tmp/launch.log")
   [ -n "$victim" ] || fail "no pid for server 1 in the launcher's log"
   kill -9 "$victim"
   t0=$(now_ms)
   exits_within "$launcher" 30000 || fail "the launcher still runs 30 s after server 1 was killed"
   took=$(($(now_ms) - t0))
-  rc=$(code_of "$launcher")
+  wait_code "$launcher"
   [ "$rc" != 0 ] || fail "the launcher exited 0 after a server was killed"
   grep -q "server 1 (pid $victim) was killed by signal 9.*shard 1 at tcp://127.0.0.1:" "$tmp/launch.log" \
     || fail "the launcher's log does not name the dead shard and its endpoint"
   grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
   for p in $(sed -n 's/.*\[launch\] started \(server\|worker\) [0-9]* (pid \([0-9]*\)).*/\2/p' "$tmp/launch.log"); do
-    [ -r "/proc/$p/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" && fail "child $p outlived the launcher"
+    exited "$p" || fail "child $p outlived the launcher"
   done
   pids=()
   echo "launcher exited $rc ${took} ms after server 1 was killed"
   ;;
 by_hand_kill)
-  job+=(--num_servers=3 --num_workers=4)
+  flags+=(--num_servers=3 --num_workers=4)
   start_servers 3
   start_workers 4
-  wait_for "$tmp/worker0.log" "epoch 1/200" 30 || fail "training never got going"
-  kill -9 "$(inner "${spid[1]}")"
+  wait_log "$tmp/worker0.log" "epoch 1/200" 600
+  kill -9 "$(inner "${server_pids[1]}")"
   t0=$(now_ms)
   end=$((t0 + 30000))
-  survivors=("${wpid[@]}" "${spid[0]}" "${spid[2]}")
+  survivors=("${wpid[@]}" "${server_pids[0]}" "${server_pids[2]}")
   for p in "${survivors[@]}"; do
     left=$((end - $(now_ms)))
     ((left > 0)) && exits_within "$p" "$left" || fail "process $p still runs 30 s after server 1 was killed"
   done
   took=$(($(now_ms) - t0))
   for r in 0 1 2 3; do
-    rc=$(code_of "${wpid[$r]}")
+    wait_code "${wpid[$r]}"
     [ "$rc" != 0 ] || fail "worker $r exited 0"
   done
   for s in 0 2; do
-    rc=$(code_of "${spid[$s]}")
+    wait_code "${server_pids[$s]}"
     [ "$rc" != 0 ] || fail "server $s exited 0"
     grep -q "job aborted: worker [0-9] failed" "$tmp/server$s.log" || fail "server $s logged no ABORT"
   done
-  wait "${spid[1]}" 2>/dev/null || true
+  wait "${server_pids[1]}" 2>/dev/null || true
   pids=()
   ep1=$(cat "$tmp/s1.port")
   grep -q "server shard 1 at $ep1 is gone: " "$tmp"/worker*.log \
@@ -143,57 +91,52 @@ by_hand_kill)
 stop_signals)
   start_servers 2
   start_workers 2
-  wait_for "$tmp/worker1.log" "epoch 1/200" 30 || fail "training never got going"
+  wait_log "$tmp/worker1.log" "epoch 1/200" 600
   # (1) SIGTERM to a training worker.
-  kill -TERM "$(inner "${wpid[1]}")"
-  t0=$(now_ms)
-  exits_within "${wpid[1]}" 2000 || fail "worker 1 still runs 2 s after SIGTERM"
-  took=$(($(now_ms) - t0))
-  rc=$(code_of "${wpid[1]}")
-  [ "$rc" = 143 ] || fail "worker 1 exited $rc after SIGTERM, want 143"
-  for s in 0 1; do wait_for "$tmp/server$s.log" "worker 1 left" 5 || fail "server $s did not log worker 1's goodbye"; done
-  echo "worker 1: exit 143 ${took} ms after SIGTERM; both servers logged its goodbye"
+  stop_within "${wpid[1]}" "worker 1" 2000
+  for s in 0 1; do wait_log "$tmp/server$s.log" "worker 1 left" 100; done
+  echo "both servers logged worker 1's goodbye"
   # (2) A stalled server, and SIGTERM to the worker blocked on it.
-  kill -STOP "$(inner "${spid[1]}")"
+  kill -STOP "$(inner "${server_pids[1]}")"
   kill -TERM "$(inner "${wpid[0]}")"
   t0=$(now_ms)
-  exits_within "${wpid[0]}" 2500 || { kill -CONT "$(inner "${spid[1]}")"; fail "worker 0 still runs 2.5 s after SIGTERM"; }
+  exits_within "${wpid[0]}" 2500 || { kill -CONT "$(inner "${server_pids[1]}")"; fail "worker 0 still runs 2.5 s after SIGTERM"; }
   took=$(($(now_ms) - t0))
-  rc=$(code_of "${wpid[0]}")
+  wait_code "${wpid[0]}"
   [ "$rc" = 143 ] || fail "worker 0 exited $rc after SIGTERM, want 143"
   echo "worker 0 (server 1 stalled): exit 143 ${took} ms after SIGTERM"
-  exits_within "${spid[0]}" 5000 || fail "server 0 still runs after both workers said goodbye"
-  rc=$(code_of "${spid[0]}")
+  exits_within "${server_pids[0]}" 5000 || fail "server 0 still runs after both workers said goodbye"
+  wait_code "${server_pids[0]}"
   [ "$rc" = 0 ] || fail "server 0 exited $rc, want 0 (every worker said BYE)"
   grep -q "worker 0 left" "$tmp/server0.log" || fail "server 0 did not log worker 0's goodbye"
   # (3) SIGTERM to a server (delivered when it resumes).
-  kill -TERM "$(inner "${spid[1]}")"
-  kill -CONT "$(inner "${spid[1]}")"
+  kill -TERM "$(inner "${server_pids[1]}")"
+  kill -CONT "$(inner "${server_pids[1]}")"
   t0=$(now_ms)
-  exits_within "${spid[1]}" 2000 || fail "server 1 still runs 2 s after SIGTERM"
+  exits_within "${server_pids[1]}" 2000 || fail "server 1 still runs 2 s after SIGTERM"
   took=$(($(now_ms) - t0))
-  rc=$(code_of "${spid[1]}")
+  wait_code "${server_pids[1]}"
   [ "$rc" = 143 ] || fail "server 1 exited $rc after SIGTERM, want 143"
   pids=()
   echo "server 1: exit 143 ${took} ms after SIGTERM"
   ;;
 stalled_server)
-  job+=(--num_servers=1 --num_workers=1 --liveness_timeout_ms=1000)
+  flags+=(--num_servers=1 --num_workers=1 --liveness_timeout_ms=1000)
   start_servers 1
   start_workers 1
-  wait_for "$tmp/worker0.log" "epoch 1/200" 30 || fail "training never got going"
-  kill -STOP "$(inner "${spid[0]}")"
+  wait_log "$tmp/worker0.log" "epoch 1/200" 600
+  kill -STOP "$(inner "${server_pids[0]}")"
   t0=$(now_ms)
-  exits_within "${wpid[0]}" 10000 || { kill -CONT "$(inner "${spid[0]}")"; fail "worker 0 still runs 10 s after its server stopped"; }
+  exits_within "${wpid[0]}" 10000 || { kill -CONT "$(inner "${server_pids[0]}")"; fail "worker 0 still runs 10 s after its server stopped"; }
   took=$(($(now_ms) - t0))
-  rc=$(code_of "${wpid[0]}")
+  wait_code "${wpid[0]}"
   [ "$rc" = 1 ] || fail "worker 0 exited $rc, want 1"
   grep -q "server shard 0 at $(cat "$tmp/s0.port") is gone: " "$tmp/worker0.log" \
     || fail "worker 0 did not name the gone shard"
-  kill -TERM "$(inner "${spid[0]}")"
-  kill -CONT "$(inner "${spid[0]}")"
-  exits_within "${spid[0]}" 5000 || fail "server 0 still runs after SIGTERM"
-  wait "${spid[0]}" 2>/dev/null || true
+  kill -TERM "$(inner "${server_pids[0]}")"
+  kill -CONT "$(inner "${server_pids[0]}")"
+  exits_within "${server_pids[0]}" 5000 || fail "server 0 still runs after SIGTERM"
+  wait "${server_pids[0]}" 2>/dev/null || true
   pids=()
   echo "worker 0 gave its stopped server up after ${took} ms (liveness 1000 ms)"
   ;;

@@ -15,35 +15,24 @@
 #            every task has exec'd its role likewise
 # Skips (exit 77) when mpirun is missing. Every process is bounded by
 # `timeout` and reaped on exit.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-repo=$(pwd)
-if [ "$mode" != slurm_env ] && [ "$mode" != stale_entry ] && ! command -v mpirun >/dev/null; then
+if [ "$1" != slurm_env ] && [ "$1" != stale_entry ] && ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun not found (Debian package openmpi-bin)"
   exit 77
 fi
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  # Anything of this test's job still running is a failure already reported;
-  # do not leave it behind either.
-  pkill -9 -f -- "--config=$tmp/" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+repo=$(pwd)
+# Anything of this test's job still running is a failure already reported;
+# do not leave it behind either.
+trap 'pkill -9 -f -- "--config=$tmp/" 2>/dev/null || true; tether_test_cleanup' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe)
-metric() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-gate() {
-  python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
-}
 # The job's config with absolute data paths, so tasks may run in $tmp.
 sed "s|\"\.\./data/|\"$repo/data/|g" examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
 left_behind() { pgrep -fa -- "--config=$tmp/bibtex.pbtxt" || true; }
+all_execd() { [ "$(grep -c "exec $bin" "$tmp/log2" 2>/dev/null)" = 4 ]; }
+nothing_left() { [ -z "$(left_behind)" ]; }
 wait_gone() {  # no process of this job within 10 s
-  for _ in $(seq 1 100); do [ -z "$(left_behind)" ] && return 0; sleep 0.1; done
+  poll 200 nothing_left && return 0
   echo "FAIL: processes left behind:"; left_behind; return 1
 }
 
@@ -95,13 +84,13 @@ kill)
   timeout -k 5 120 "${mpi[@]}" -np 4 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --num_servers 2 \
     --epochs=1000 --rendezvous "file:$tmp/rdzv" > "$tmp/log" 2>&1 &
   mp=$!; pids+=($mp)
-  for _ in $(seq 1 300); do grep -q "servers from the rendezvous" "$tmp/log" 2>/dev/null && break; sleep 0.1; done
+  poll 600 grep -qs "servers from the rendezvous" "$tmp/log" || true
   victim=$(pgrep -f -- "tether-worker --config=$tmp/bibtex.pbtxt --rank=1" || true)
   [ -n "$victim" ] || { echo "FAIL: worker 1 never started"; cat "$tmp/log"; exit 1; }
   start=$(date +%s)
   kill -9 "$victim"
-  for _ in $(seq 1 300); do kill -0 "$mp" 2>/dev/null || break; sleep 0.1; done
-  set +e; wait "$mp"; rc=$?; set -e
+  exits_within "$mp" 30000 || true
+  wait_code "$mp"
   echo "mpirun exited $rc, $(( $(date +%s) - start )) s after worker 1 was SIGKILLed"
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "FAIL: expected a non-zero exit before the bound"; cat "$tmp/log"; exit 1; }
   wait_gone
@@ -111,9 +100,9 @@ kill)
   mp=$!; pids+=($mp)
   # Early, while mpirun may still be launching: it then exits without
   # signalling the tasks it started, which must go with it all the same.
-  for _ in $(seq 1 300); do [ "$(grep -c "exec $bin" "$tmp/log2" 2>/dev/null)" = 4 ] && break; sleep 0.1; done
+  poll 600 all_execd || true
   kill -TERM "$mp"
-  set +e; wait "$mp"; rc=$?; set -e
+  wait_code "$mp"
   echo "mpirun exited $rc after SIGTERM"
   [ "$rc" -ne 0 ] || { echo "FAIL: a stopped job exited 0"; exit 1; }
   wait_gone

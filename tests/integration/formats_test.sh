@@ -1,21 +1,14 @@
 #!/usr/bin/env bash
-# Bibtex in three formats trains to the same model (issue 15, item 3):
+# Bibtex in three formats trains to the same model:
 # MULAN's bibtex.arff (with its label XML), and that file converted to
 # multi-label LIBSVM by `tether-data convert`, each train with one worker
 # exactly like the XMC file: every figure of the metrics JSON is compared as
 # text, so P@1 is equal bit for bit. Also: convert's output reads back with
 # `tether-data check`/`stats`, and a failed convert leaves no output file.
 # Usage: formats_test.sh BIN_DIR   (run from the repository root)
-set -euo pipefail
-bin=$(cd "$1" && pwd)
+source "$(dirname "$0")/lib.sh"
+tether_test_init formats "$1"
 root=$PWD
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-
-metric() {  # metric FILE KEY
-  python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$1" "$2"
-}
 
 # The ARFF file converted to multi-label LIBSVM (1-based features).
 timeout 120 "$bin/tether-data" convert --in=data/bibtex/bibtex.arff.gz --label_xml=data/bibtex/bibtex.xml \
@@ -45,7 +38,7 @@ sed -e "s#^  format: XMC#  format: LIBSVM#" -e "s#index_base: 0 .*#index_base: 1
 sed -e "s#\"\.\./data/bibtex/#\"$root/data/bibtex/#" examples/bibtex.pbtxt > "$tmp/xmc.pbtxt"
 for f in xmc arff libsvm; do
   timeout -k 5 300 "$bin/tether-launch" --config "$tmp/$f.pbtxt" --servers 2 --workers 1 --transport inproc \
-    --epochs=3 --seed=7 --metrics_out "$tmp/$f.json" > "$tmp/$f.log" 2>&1 || { tail -20 "$tmp/$f.log"; fail "$f job"; }
+    --epochs=3 --seed=7 --metrics_out "$tmp/$f.json" > "$tmp/$f.log" 2>&1 || fail "$f job"
 done
 for k in precision_at_1 precision_at_3 precision_at_5 ndcg_at_3 ndcg_at_5 final_loss total_samples; do
   a=$(metric "$tmp/xmc.json" $k); b=$(metric "$tmp/arff.json" $k); c=$(metric "$tmp/libsvm.json" $k)

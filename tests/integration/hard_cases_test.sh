@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Second-round hard cases through the real binaries (cases in
-# ../shared/cases, copies in tests/data/cases/). Usage: hard_cases_test.sh MODE BIN_DIR
+# Hard cases C21, C24, C25 through the real binaries (cases in
+# tests/data/cases/). Usage: hard_cases_test.sh MODE BIN_DIR
 #   c21_ties   a model that scores every label alike (zero init, unlabeled
 #              training rows) gets the same P@1 on two test files that differ
 #              only in the true label's number: the expected value under a
@@ -16,21 +16,9 @@
 #   c25_dead_launcher  a launcher killed with SIGKILL leaves its temp folder;
 #              the next start removes it (keyed by the dead owner's pid)
 # Every process runs under `timeout`; everything is written under one mktemp dir.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
 cases=tests/data/cases
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# json FILE KEY: the value of a top-level key of a metrics JSON.
-json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 case "$mode" in
 c21_ties)
@@ -39,9 +27,9 @@ c21_ties)
       --test_file="$cases/C21/$f.txt" --metrics_out "$tmp/$f.json" > "$tmp/$f.log" 2>&1 ||
       fail "$f: exit $?:"$'\n'"$(cat "$tmp/$f.log")"
     # 4 rows, each with 2 true labels among 8 tied ones: P@1 = 2/8.
-    p1=$(json "$tmp/$f.json" precision_at_1)
+    p1=$(metric "$tmp/$f.json" precision_at_1)
     python3 -c "import sys; sys.exit(abs($p1 - 0.25) > 1e-12)" || fail "$f: precision_at_1 $p1, expected 0.25"
-    p5=$(json "$tmp/$f.json" precision_at_5)
+    p5=$(metric "$tmp/$f.json" precision_at_5)
     python3 -c "import sys; sys.exit(abs($p5 - 0.25) > 1e-12)" || fail "$f: precision_at_5 $p5, expected 0.25"
     [ "$(grep -c "evaluation: 4 of 4 test rows have tied scores" "$tmp/$f.log")" = 1 ] ||
       fail "$f: no single tie warning:"$'\n'"$(cat "$tmp/$f.log")"
@@ -58,18 +46,18 @@ c24_divergence)
     [ -s "$tmp/$name.json" ] || fail "$name: no metrics written"
   }
   run sane 0
-  [ "$(json "$tmp/sane.json" diverged)" = False ] || fail "sane run marked diverged"
-  [ "$(json "$tmp/sane.json" diverged_at_epoch)" = 0 ] || fail "sane run: diverged_at_epoch is not 0"
+  [ "$(metric "$tmp/sane.json" diverged)" = False ] || fail "sane run marked diverged"
+  [ "$(metric "$tmp/sane.json" diverged_at_epoch)" = 0 ] || fail "sane run: diverged_at_epoch is not 0"
   ! grep -q "training diverged" "$tmp/sane.log" || fail "sane run warned of divergence"
   echo "ok   C24 example settings: not diverged"
   run warn 0 --optimizer=sgd --learning_rate=100
-  [ "$(json "$tmp/warn.json" diverged)" = True ] || fail "lr 100: not marked diverged"
-  [ "$(json "$tmp/warn.json" diverged_at_epoch)" = 1 ] || fail "lr 100: diverged_at_epoch $(json "$tmp/warn.json" diverged_at_epoch)"
+  [ "$(metric "$tmp/warn.json" diverged)" = True ] || fail "lr 100: not marked diverged"
+  [ "$(metric "$tmp/warn.json" diverged_at_epoch)" = 1 ] || fail "lr 100: diverged_at_epoch $(metric "$tmp/warn.json" diverged_at_epoch)"
   grep -qE "W.*\[worker 0\] training diverged at epoch 1: mean loss [0-9.e+]+ is above train.divergence_factor 10 x 5\.[0-9]+ \(the larger of the first minibatch's loss 5\.[0-9]+ and log\(159\) = 5\.0689\)" \
     "$tmp/warn.log" || fail "lr 100: no divergence warning naming the epoch and values:"$'\n'"$(grep -i diverg "$tmp/warn.log")"
   echo "ok   C24 lr 100: warned, marked diverged at epoch 1, exit 0"
   run fail 3 --optimizer=sgd --learning_rate=100 --fail_on_divergence=true
-  [ "$(json "$tmp/fail.json" diverged)" = True ] || fail "fail_on_divergence: metrics not marked"
+  [ "$(metric "$tmp/fail.json" diverged)" = True ] || fail "fail_on_divergence: metrics not marked"
   grep -qF "training loss diverged" "$tmp/fail.log" || fail "fail_on_divergence: launcher did not say why"
   echo "ok   C24 --fail_on_divergence=true: exit 3, metrics written and marked"
   ;;
@@ -82,7 +70,7 @@ c25_closed_pipe)
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || fail "closed pipe: tether-launch exit $rc (expected 0; 141 is SIGPIPE)"
   [ "$(wc -l < "$tmp/head.txt")" = 3 ] || fail "head did not get its 3 lines"
-  p1=$(json "$tmp/m.json" precision_at_1) || fail "no metrics JSON written"
+  p1=$(metric "$tmp/m.json" precision_at_1) || fail "no metrics JSON written"
   python3 -c "import sys; sys.exit(not $p1 > 0.4)" || fail "precision_at_1 $p1"
   [ -z "$(ls -A "$TMPDIR")" ] || fail "temp state left: $(ls -A "$TMPDIR")"
   echo "ok   C25 | head -3: exit 0, metrics written (P@1 $p1), no temp state left"
@@ -97,17 +85,17 @@ c25_dead_launcher)
   lp=$!
   pids+=("$lp")
   # Poll (bounded) until it owns its temp folder and has started its child.
-  for _ in $(seq 1 400); do
-    compgen -G "$TMPDIR/tether-launch.$lp.*/owner" > /dev/null && grep -q "started worker 0 (pid" "$tmp/long.log" && break
-    sleep 0.05
-  done
+  owns_and_started() {
+    compgen -G "$TMPDIR/tether-launch.$lp.*/owner" > /dev/null && grep -q "started worker 0 (pid" "$tmp/long.log"
+  }
+  poll 400 owns_and_started || true
   compgen -G "$TMPDIR/tether-launch.$lp.*/owner" > /dev/null || { kill -9 "$lp"; fail "no temp folder for pid $lp"; }
   child=$(sed -n 's/.*started worker 0 (pid \([0-9]*\)).*/\1/p' "$tmp/long.log" | head -1)
   kill -9 "$lp"
   wait "$lp" 2>/dev/null || true
   # Its child dies with it (PR_SET_PDEATHSIG); bounded wait, then make sure.
   if [ -n "$child" ]; then
-    for _ in $(seq 1 200); do kill -0 "$child" 2>/dev/null || break; sleep 0.05; done
+    poll 200 gone "$child" || true
     if kill -0 "$child" 2>/dev/null; then kill -9 "$child"; fail "child $child outlived its launcher"; fi
   fi
   left=$(compgen -G "$TMPDIR/tether-launch.$lp.*") || fail "the killed launcher left nothing to clean (test is moot)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hashed 64-bit feature ids end to end (issue 15 item 1), with 2 servers and
+# Hashed 64-bit feature ids end to end, with 2 servers and
 # 2 workers started one by one with flags. Usage: hashed_test.sh BIN_DIR
 #  - an XMC file whose feature ids include 2^63+1, 2^63+2 (equal once rounded
 #    through a double) and 2^64-1 trains with data.hashed_features: true;
@@ -12,16 +12,8 @@
 #    (the counts at exit equal those after training);
 #  - an id of 2^64 fails the job (exit non-zero) with file:line and the token.
 # Every process runs under `timeout` and is reaped.
-set -euo pipefail
-bin=$(cd "$1" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+tether_test_init hashed "$1"
 
 # Data and the expected per-shard row counts.
 python3 - "$tmp" <<'PY'
@@ -82,13 +74,8 @@ consistency { staleness: 1 }
 train { epochs: 3 minibatch_size: 16 seed: 3 threads: 1 }
 EOF2
 
-for s in 0 1; do
-  timeout -k 5 100 "$bin/tether-server" --config="$tmp/job.pbtxt" --shard=$s \
-    --listen=tcp://127.0.0.1:0 --port_file="$tmp/s$s.port" 2> "$tmp/server$s.log" &
-  pids+=($!)
-done
-for _ in $(seq 1 200); do [ -f "$tmp/s0.port" ] && [ -f "$tmp/s1.port" ] && break; sleep 0.1; done
-addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
+flags=(--config="$tmp/job.pbtxt")
+start_servers 2
 timeout -k 5 100 "$bin/tether-worker" --config="$tmp/job.pbtxt" --rank=1 --server_addresses="$addrs" \
   2> "$tmp/worker1.log" &
 w1=$!; pids+=($w1)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Data on demand (train.data_on_demand) when a worker dies for good mid-epoch
-# and a worker with a new rank joins in its place (issue 13, acceptance:
-# "every training row is used exactly once per epoch ... also when a worker
-# is killed and another joins mid-epoch"). Real processes started one by one
+# and a worker with a new rank joins in its place (what must
+# hold: every training row is used exactly once per epoch, also when a
+# worker is killed and another joins mid-epoch). Real processes started one by one
 # with flags: Bibtex (4880 training rows, chunks of 64), 2 servers, SSP
 # s = 2, 3 initial workers (cluster.max_workers 4), 4 epochs.
 #   Worker 2, 4x slower (--slowdown), is SIGKILLed as soon as its

@@ -1,11 +1,20 @@
 # Set-up shared by the by-hand integration tests (processes started one by
 # one with flags): sourced, never run. Bash only.
 #
+# Every process a test starts is bounded in time (run under `timeout`) and
+# reaped, also when the test fails; no test sleeps a fixed time to wait for
+# an event: it polls with a bound (poll, wait_port, wait_log, exits_within).
+#
 #   tether_test_init MODE BIN_DIR
 #       sets $mode, $bin (absolute), $tmp (a fresh mktemp -d: everything a
 #       test writes goes there), pids=() and an EXIT trap that kills every
-#       process in $pids, with the one `timeout` runs under it, reaps them
-#       and removes $tmp (KEEP_TMP=1 keeps it and says where).
+#       process in $pids that is still this shell's child, with all its
+#       descendants (kill_tree: the process `timeout` runs, and the jobs a
+#       launcher started), reaps them and removes $tmp (KEEP_TMP=1 keeps it
+#       and says where). Scripts without a mode pass one of their own name.
+#   kill_tree PID
+#       SIGKILL to PID and every descendant, all at once (the tree is read
+#       first, so no parent can start another child in between).
 #   fail MESSAGE...
 #       prints "FAIL: MESSAGE" and the last $fail_lines (8) lines of every
 #       log under $tmp, then exits 1.
@@ -13,19 +22,41 @@
 #       runs COMMAND every 0.05 s until it succeeds, at most TRIES times;
 #       returns its last status (the bounded wait of a test, never a fixed
 #       sleep).
-#   start_servers COUNT
-#       starts shards 0..COUNT-1 of tether-server with ${flags[@]} on
-#       ephemeral ports, each bounded by `timeout -k 5 $limit_s` (100 s
+#   wait_port FILE [PID]
+#       polls (20 s) until FILE (a --port_file) is non-empty; fails early,
+#       returning 1, once PID (the process that writes it) has exited.
+#   wait_until SECONDS WHAT COMMAND...
+#       polls COMMAND (every 0.05 s) until it succeeds; after SECONDS prints
+#       "FAIL: no WHAT within SECONDS s" and returns 1.
+#   wait_log FILE PATTERN TRIES
+#       polls (TRIES × 0.05 s) until FILE has a line matching PATTERN (grep);
+#       fails the test naming both otherwise.
+#   start_servers COUNT [FLAGS...]
+#       starts shards 0..COUNT-1 of tether-server with ${flags[@]} and FLAGS
+#       on ephemeral ports, each bounded by `timeout -k 5 $limit_s` (100 s
 #       unless the test sets limit_s), logging to $tmp/serverS.log; waits
-#       (bounded: 10 s) for their port files and sets $addrs (the
-#       --server_addresses value) and server_pids=(...). A missing port
-#       file fails the test, naming the shard.
+#       (bounded: 20 s) for their port files ($tmp/sS.port, removed first)
+#       and sets $addrs (the --server_addresses value) and
+#       server_pids=(...). A missing port file fails the test, naming the
+#       shard.
+#   start_job NAME SERVERS WORKERS FLAGS...
+#       a job by hand: SERVERS tether-servers, then WORKERS tether-workers,
+#       each with FLAGS, --num_servers/--num_workers and its --shard/--rank,
+#       bounded like start_servers; logs $tmp/NAME-serverS.log and
+#       $tmp/NAME-workerR.log, worker 0's metrics in $tmp/NAME.json; sets
+#       server_pids=(...) and worker_pids=(...). A server that writes no
+#       port file within 20 s fails the test.
+#   wait_job WHAT
+#       waits for every process of the last start_job and fails the test
+#       ("WHAT exited ...") unless each exited 0; pids=().
 #   start_worker RANK LOGFILE [EXTRA FLAGS...]
 #       starts tether-worker --rank=RANK with ${flags[@]} and $addrs, bounded
 #       like the servers; sets $started to the pid (`timeout`'s).
 #   worker_pid PID
 #       the tether-worker that `timeout` (PID) runs, to signal the worker
 #       itself (a SIGKILL to `timeout` would leave it running).
+#   inner PID
+#       the process `timeout` (PID) runs, whatever it is (PID where none).
 #   metric FILE KEY
 #       the top-level KEY of the metrics JSON FILE, as Python prints it.
 #   gate VALUE MIN NAME
@@ -33,6 +64,21 @@
 #   wait_codes PIDS...
 #       waits for each (children of this shell) and sets $codes to their exit
 #       codes, space-separated, in the order given.
+#   wait_code PID
+#       waits for PID (a child of this shell) and sets $rc to its exit code.
+#   now_ms
+#       the wall clock in milliseconds.
+#   exited PID
+#       true once PID (a child of this shell) has exited (a zombie not yet
+#       waited for counts).
+#   gone PID
+#       true once no process PID exists (any process; a zombie still counts
+#       as one).
+#   exits_within PID BOUND_MS
+#       polls (50 ms a try) until PID has exited; false after BOUND_MS.
+#   stop_within PID WHAT BOUND_MS
+#       SIGTERM to the process `timeout` (PID) runs; it must exit 143 within
+#       BOUND_MS, or the test fails naming WHAT.
 #   bibtex_parts DIR
 #       Bibtex's splits as XMC files (run from the repository root): the
 #       rows in DIR/train.rows and DIR/test.rows (no header), and under
@@ -51,12 +97,29 @@ tether_test_init() {
   trap tether_test_cleanup EXIT
 }
 
+descendants() {
+  local c
+  for c in $(pgrep -P "$1"); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
+kill_tree() {
+  local tree
+  tree="$1 $(descendants "$1")"
+  # shellcheck disable=SC2086  # a list of pids
+  kill -9 $tree 2>/dev/null || true
+}
+
 tether_test_cleanup() {
   local p
   for p in "${pids[@]:-}"; do
     [ -n "$p" ] || continue
-    pkill -9 -P "$p" 2>/dev/null || true  # the process `timeout` runs
-    kill -9 "$p" 2>/dev/null || true
+    # Only a process that is still this shell's child: a pid already reaped
+    # may belong to someone else by now (pids are reused quickly).
+    [ "$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')" = "$$" ] || continue
+    kill_tree "$p"
   done
   wait 2>/dev/null || true
   if [ -n "${KEEP_TMP:-}" ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
@@ -79,20 +142,75 @@ poll() {
   "$@"
 }
 
+wait_port() {
+  local file=$1 pid=${2:-} i
+  for ((i = 0; i < 400; ++i)); do
+    [ -s "$file" ] && return 0
+    [ -z "$pid" ] || kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  [ -s "$file" ]
+}
+
+wait_until() {
+  local seconds=$1 what=$2
+  shift 2
+  poll $((seconds * 20)) "$@" && return 0
+  echo "FAIL: no $what within $seconds s"
+  return 1
+}
+
+wait_log() {
+  poll "$3" grep -qs -- "$2" "$1" || fail "no '$2' in $1"
+}
+
 start_servers() {
   local count=$1 s
+  shift
   server_pids=()
   for ((s = 0; s < count; ++s)); do
-    timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
+    rm -f "$tmp/s$s.port"
+    timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" "$@" --shard=$s --listen=tcp://127.0.0.1:0 \
       --port_file="$tmp/s$s.port" > "$tmp/server$s.log" 2>&1 &
     pids+=($!)
     server_pids+=($!)
   done
   addrs=
   for ((s = 0; s < count; ++s)); do
-    poll 200 test -s "$tmp/s$s.port" || fail "server $s wrote no port file ($tmp/s$s.port) within 10 s"
+    wait_port "$tmp/s$s.port" || fail "server $s wrote no port file ($tmp/s$s.port) within 20 s"
     addrs="$addrs${addrs:+,}$(cat "$tmp/s$s.port")"
   done
+}
+
+start_job() {
+  local name=$1 ns=$2 nw=$3 s r job_addrs=
+  shift 3
+  server_pids=()
+  worker_pids=()
+  for ((s = 0; s < ns; ++s)); do
+    timeout -k 5 "$limit_s" "$bin/tether-server" "$@" --num_servers="$ns" --num_workers="$nw" --shard="$s" \
+      --listen=tcp://127.0.0.1:0 --port_file="$tmp/$name-s$s.port" > "$tmp/$name-server$s.log" 2>&1 &
+    server_pids+=($!)
+    pids+=($!)
+  done
+  for ((s = 0; s < ns; ++s)); do
+    wait_port "$tmp/$name-s$s.port" || fail "server $s of $name never listened"
+    job_addrs="$job_addrs${job_addrs:+,}$(cat "$tmp/$name-s$s.port")"
+  done
+  for ((r = 0; r < nw; ++r)); do
+    local extra=()
+    [ "$r" = 0 ] && extra=(--metrics_out="$tmp/$name.json")
+    timeout -k 5 "$limit_s" "$bin/tether-worker" "$@" --num_servers="$ns" --num_workers="$nw" --rank="$r" \
+      --server_addresses="$job_addrs" "${extra[@]}" > "$tmp/$name-worker$r.log" 2>&1 &
+    worker_pids+=($!)
+    pids+=($!)
+  done
+}
+
+wait_job() {
+  wait_codes "${worker_pids[@]}" "${server_pids[@]}"
+  [[ "$codes" =~ ^0( 0)*$ ]] || fail "$1 exited $codes (workers, then servers)"
+  pids=()
 }
 
 started=
@@ -107,6 +225,10 @@ start_worker() {
 
 worker_pid() {
   pgrep -P "$1" tether-worker || echo "$1"
+}
+
+inner() {
+  pgrep -P "$1" || echo "$1"
 }
 
 metric() {
@@ -125,6 +247,30 @@ wait_codes() {
     list+=("$rc")
   done
   codes="${list[*]}"
+}
+
+wait_code() {
+  rc=0
+  wait "$1" 2>/dev/null || rc=$?
+}
+
+now_ms() { date +%s%3N; }
+
+exited() { ! [ -r "/proc/$1/status" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+exits_within() { poll $(($2 / 50)) exited "$1"; }
+
+stop_within() {
+  local pid=$1 what=$2 bound=$3 t0 took
+  t0=$(now_ms)
+  kill -TERM "$(inner "$pid")" 2>/dev/null || true
+  exits_within "$pid" "$bound" || fail "$what still runs $bound ms after SIGTERM"
+  took=$(($(now_ms) - t0))
+  wait_code "$pid"
+  [ "$rc" = 143 ] || fail "$what exited $rc after SIGTERM, want 143"
+  echo "$what: exit 143 ${took} ms after SIGTERM"
 }
 
 bibtex_parts() {

@@ -10,21 +10,19 @@
 # Usage: metrics_schema_test.sh BIN_DIR   (run from the repository root)
 # Every process is started under `timeout`; everything is written under a
 # temporary directory that is removed on exit.
-set -euo pipefail
-bin=$(cd "$1" && pwd)
+source "$(dirname "$0")/lib.sh"
+tether_test_init schema "$1"
 fixtures=tests/data/metrics_schema
 schema=tests/integration/metrics_schema.py
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
-fail=0
+failed=0
 timeout -k 5 200 "$bin/tether-launch" --config examples/bibtex.pbtxt --epochs=2 --eval_every_epochs=1 \
   --metrics_dir="$tmp/mdir" --timeout_s=180 --metrics_out "$tmp/bibtex.json" >"$tmp/bibtex.log" 2>&1 ||
   { tail -20 "$tmp/bibtex.log"; exit 1; }
-python3 "$schema" check "$fixtures/bibtex.json" "$tmp/bibtex.json" || fail=1
+python3 "$schema" check "$fixtures/bibtex.json" "$tmp/bibtex.json" || failed=1
 # The typed stats made it through BARRIER and STATS_REPLY with their values:
 # what the workers and shards counted adds up across the file.
-python3 - "$tmp/bibtex.json" <<'PY' || fail=1
+python3 - "$tmp/bibtex.json" <<'PY' || failed=1
 import json, sys
 m = json.load(open(sys.argv[1]))
 def expect(what, got, want):
@@ -56,10 +54,10 @@ print(f"samples_per_second: {m['samples_per_second']:.1f} (want <= total_samples
 if not 0 < m["samples_per_second"] <= bound * 1.001:
     sys.exit("FAIL: samples_per_second")
 PY
-python3 "$schema" check "$fixtures/metrics_dir.json" "$tmp/mdir" || fail=1
+python3 "$schema" check "$fixtures/metrics_dir.json" "$tmp/mdir" || failed=1
 for job in a9a pendigits; do
   timeout -k 5 200 "$bin/tether-launch" --config "examples/$job.pbtxt" --epochs=1 --timeout_s=180 \
     --metrics_out "$tmp/$job.json" >"$tmp/$job.log" 2>&1 || { tail -20 "$tmp/$job.log"; exit 1; }
-  python3 "$schema" check "$fixtures/$job.json" "$tmp/$job.json" || fail=1
+  python3 "$schema" check "$fixtures/$job.json" "$tmp/$job.json" || failed=1
 done
-exit $fail
+exit $failed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model files end to end on the bundled Bibtex data (issue 11, export and
+# Model files end to end on the bundled Bibtex data (export and
 # prediction). Usage: model_files_test.sh MODE BIN_DIR
 #   predict  train in one process (1 worker, 2 shards) with --model_out, then
 #            tether-predict on the test split with 2 threads: every test
@@ -10,16 +10,12 @@
 #            forward pass and P@1/3/5 and pyxclib's PSP@1/3/5 on its own:
 #            within 1e-4 of tether-predict. Skipped (exit 77, ctest SKIP) when
 #            /usr/bin/python3 has no numpy.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-if [ "$mode" = numpy ] && ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+if [ "$1" = numpy ] && ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   echo "SKIP: /usr/bin/python3 has no numpy (apt-get install python3-numpy; scripts/setup.sh does)"
   exit 77
 fi
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
 
 # One worker: its pulls see its own pushes, so the model training evaluated
 # is exactly the one the shards hold at the end (--model_out).

@@ -11,11 +11,8 @@
 #              runs on the CPU and logs that choice (where a GPU is visible:
 #              both run on it instead)
 # Every process runs under `timeout` (tether-launch reaps its children).
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
 
 check() {  # check FILE NAME KEY>=MIN|KEY==VALUE ...: one python3 for every gate of a run
   python3 - "$@" <<'PY'

@@ -14,23 +14,14 @@
 # reach"), the servers' logs must contain it.
 # Needs root and `ip netns` (iproute2); skips (exit 77) otherwise. The
 # namespaces (and with them the veth pair) are removed on exit.
-set -euo pipefail
-bin=$(cd "$1" && pwd)
-repo=$(pwd)
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (ip netns)"; exit 77; fi
 if ! command -v ip >/dev/null; then echo "SKIP: ip (iproute2) not found"; exit 77; fi
-tmp=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
+tether_test_init netns "$1"
+repo=$(pwd)
 ns_s=tether-srv-$$
 ns_w=tether-wrk-$$
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  ip netns del "$ns_s" 2>/dev/null || true
-  ip netns del "$ns_w" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'tether_test_cleanup; ip netns del "$ns_s" 2>/dev/null || true; ip netns del "$ns_w" 2>/dev/null || true' EXIT
 if ! ip netns add "$ns_s" 2>"$tmp/err"; then echo "SKIP: ip netns add failed: $(cat "$tmp/err")"; exit 77; fi
 ip netns add "$ns_w"
 ip link add tvs$$ type veth peer name tvw$$
@@ -50,16 +41,12 @@ link_ready() {
   ip -n "$ns_s" link show tvs$$ | grep -q LOWER_UP && ip -n "$ns_w" link show tvw$$ | grep -q LOWER_UP &&
     ! ip -n "$ns_s" addr show | grep -q tentative && ! ip -n "$ns_w" addr show | grep -q tentative
 }
-for _ in $(seq 1 50); do link_ready && break; sleep 0.1; done
+poll 100 link_ready || true
 link_ready || { echo "FAIL: the veth pair is not up"; ip -n "$ns_s" addr; ip -n "$ns_w" addr; exit 1; }
 
 warning_expected=0
 if git -C "$repo" grep -q "anyone who can reach" -- '*.cc' '*.h' 2>/dev/null; then warning_expected=1; fi
 cfg=examples/bibtex.pbtxt
-metric() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-gate() {
-  python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
-}
 
 # run NAME RENDEZVOUS SERVER0_EXTRA LISTEN [SERVER_EXTRA...]: 2 servers in
 # ns_s, 2 workers in ns_w given only the rendezvous (and the job id).

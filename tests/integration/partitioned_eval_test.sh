@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Partitioned evaluation (issue 15, item 5) with real processes started by
+# Partitioned evaluation with real processes started by
 # hand (tcp on 127.0.0.1), Bibtex:
 #   1. train 3 epochs with 2 servers and 2 workers, SSP 2, a test evaluation
 #      after every epoch (train.eval_every_epochs 1) and checkpoints on: the
@@ -14,56 +14,9 @@
 # Every process is bounded by `timeout` and reaped; no fixed sleep waits
 # for an event (port files are polled with a bound).
 # Usage: partitioned_eval_test.sh BIN_DIR
-set -euo pipefail
-bin=$(cd "$1" && pwd)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
-show_logs() { for f in "$tmp"/*.log; do echo "== $f"; tail -n 8 "$f"; done; }
-
-# start_job NAME NUM_SERVERS NUM_WORKERS FLAGS...: servers then workers, by
-# hand; sets $server_pids and $worker_pids; logs in $tmp/NAME-*.log.
-start_job() {
-  local name=$1 ns=$2 nw=$3; shift 3
-  server_pids=()
-  worker_pids=()
-  for s in $(seq 0 $((ns - 1))); do
-    timeout -k 5 150 "$bin/tether-server" "$@" --num_servers="$ns" --num_workers="$nw" --shard="$s" \
-      --listen=tcp://127.0.0.1:0 --port_file="$tmp/$name-s$s.port" > "$tmp/$name-server$s.log" 2>&1 &
-    server_pids+=($!)
-    pids+=($!)
-  done
-  local addrs=""
-  for s in $(seq 0 $((ns - 1))); do
-    for _ in $(seq 1 400); do [ -f "$tmp/$name-s$s.port" ] && break; sleep 0.05; done
-    [ -f "$tmp/$name-s$s.port" ] || { echo "FAIL: server $s of $name never listened"; show_logs; exit 1; }
-    addrs="$addrs${addrs:+,}$(cat "$tmp/$name-s$s.port")"
-  done
-  for r in $(seq 0 $((nw - 1))); do
-    local extra=()
-    [ "$r" = 0 ] && extra=(--metrics_out="$tmp/$name.json")
-    timeout -k 5 150 "$bin/tether-worker" "$@" --num_servers="$ns" --num_workers="$nw" --rank="$r" \
-      --server_addresses="$addrs" "${extra[@]}" > "$tmp/$name-worker$r.log" 2>&1 &
-    worker_pids+=($!)
-    pids+=($!)
-  done
-}
-
-# wait_job NAME: every process of the job exits 0.
-wait_job() {
-  local rc bad=""
-  for p in "${worker_pids[@]}" "${server_pids[@]}"; do
-    rc=0
-    wait "$p" || rc=$?
-    [ "$rc" = 0 ] || bad="$bad $p:$rc"
-  done
-  [ -z "$bad" ] || { echo "FAIL: $1 exited non-zero:$bad"; show_logs; exit 1; }
-}
+source "$(dirname "$0")/lib.sh"
+tether_test_init eval "$1"
+limit_s=150
 
 flags=(--config=examples/bibtex.pbtxt --staleness=2 --epochs=3)
 start_job train 2 2 "${flags[@]}" --eval_every_epochs=1 --metrics_dir="$tmp/mlog" --checkpoint_dir="$tmp/ck"
@@ -84,7 +37,7 @@ for w in 1 2 4; do
   cp -r "$tmp/ck" "$tmp/ck$w"
   start_job eval$w 2 "$w" "${flags[@]}" --checkpoint_dir="$tmp/ck$w" --resume_from="$tmp/ck$w"
   wait_job "eval$w"
-  grep -q "nothing left to train" "$tmp/eval$w-worker0.log" || { echo "FAIL: eval$w trained"; show_logs; exit 1; }
+  grep -q "nothing left to train" "$tmp/eval$w-worker0.log" || fail "eval$w trained"
 done
 
 python3 - "$tmp" <<'PY'

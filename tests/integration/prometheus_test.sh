@@ -21,18 +21,17 @@
 #    job's own exit code (0), and the target files are removed.
 # Skips (exit 77) when prometheus is not installed. Every process runs under
 # `timeout` and is killed on exit; waits are polls with bounds.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
+if [ "$1" != failed_job ] && ! command -v prometheus >/dev/null 2>&1; then
+  echo "SKIP: prometheus not installed (Debian package prometheus; scripts/setup_cluster.sh)"
+  exit 77
+fi
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
 if [ "$mode" = failed_job ]; then
-  tmp=$(mktemp -d)
-  pids=()
-  trap 'for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
   flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1 --epochs=1 --job_id="diverge-$$")
   timeout -k 5 100 "$bin/tether-server" "${flags[@]}" --port_file="$tmp/s0.port" 2>"$tmp/server.err" &
   pids+=($!)
-  for _ in $(seq 1 300); do [ -s "$tmp/s0.port" ] && break; sleep 0.1; done
-  [ -s "$tmp/s0.port" ] || { echo "FAIL: the server did not start"; exit 1; }
+  wait_port "$tmp/s0.port" "$!" || fail "the server did not start"
   timeout -k 5 100 "$bin/tether-worker" "${flags[@]}" --rank=0 --server_addresses="$(cat "$tmp/s0.port")" \
     --optimizer=sgd --learning_rate=100 --fail_on_divergence=true \
     --metrics_port=0 --metrics_port_file="$tmp/w0.metrics" --metrics_linger_s=4 2>"$tmp/worker.err" &
@@ -66,32 +65,27 @@ EOF2
   echo PASS
   exit 0
 fi
-if ! command -v prometheus >/dev/null 2>&1; then
-  echo "SKIP: prometheus not installed (Debian package prometheus; scripts/setup_cluster.sh)"
-  exit 77
-fi
-tmp=$(mktemp -d)
 prom_pid=""
 launch_pid=""
-pids=()
-cleanup() {
+none_alive() {
+  local p
+  for p in "$@"; do [ -n "$p" ] && ! gone "$p" && return 1; done
+  return 0
+}
+stop_gently() {
   # SIGTERM first (timeout passes it on: tether-launch tears its children
-  # down, a lingering process exits at once), SIGKILL what is left.
+  # down, a lingering process exits at once), for 10 s at most; then the
+  # lib's cleanup SIGKILLs what is left, with its children.
   local all=($launch_pid "${pids[@]:-}" $prom_pid) p
   for p in "${all[@]}"; do [ -n "$p" ] && kill -TERM "$p" 2>/dev/null || true; done
-  for _ in $(seq 1 100); do
-    local alive=0
-    for p in "${all[@]}"; do [ -n "$p" ] && kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && break
-    sleep 0.1
-  done
-  for p in "${all[@]}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
+  poll 200 none_alive "${all[@]}" || true
+  pids+=($launch_pid $prom_pid)
+  tether_test_cleanup
 }
-trap cleanup EXIT
+trap stop_gently EXIT
 
 ready() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" 2>/dev/null; }
+ready_or_gone() { ready "$1" || gone "$2"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 mkdir -p "$tmp/sd"
@@ -114,12 +108,8 @@ for attempt in 1 2 3; do
   timeout -k 5 170 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb$attempt" \
     --web.listen-address="127.0.0.1:$port" --log.level=warn >"$tmp/prometheus$attempt.log" 2>&1 &
   prom_pid=$!
-  for _ in $(seq 1 300); do  # 30 s
-    if ready "http://127.0.0.1:$port/-/ready"; then prom_url="http://127.0.0.1:$port"; break; fi
-    kill -0 "$prom_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$prom_url" ] && break
+  poll 600 ready_or_gone "http://127.0.0.1:$port/-/ready" "$prom_pid" || true  # 30 s at least
+  ready "http://127.0.0.1:$port/-/ready" && prom_url="http://127.0.0.1:$port" && break
   kill -9 "$prom_pid" 2>/dev/null || true
   wait "$prom_pid" 2>/dev/null || true
   echo "prometheus did not start on port $port (attempt $attempt):"; tail -5 "$tmp/prometheus$attempt.log"
@@ -144,8 +134,7 @@ by_hand)
       --port_file="$tmp/s$s.port" --metrics_sd_file="$tmp/sd/server-$s.json" 2>"$tmp/server$s.err" &
     pids+=($!)
   done
-  for _ in $(seq 1 300); do [ -s "$tmp/s0.port" ] && [ -s "$tmp/s1.port" ] && break; sleep 0.1; done
-  [ -s "$tmp/s0.port" ] && [ -s "$tmp/s1.port" ] || { echo "FAIL: servers did not start"; exit 1; }
+  for s in 0 1; do wait_port "$tmp/s$s.port" "${pids[$s]}" || fail "server $s did not start"; done
   addrs="$(cat "$tmp/s0.port"),$(cat "$tmp/s1.port")"
   for r in 1 0; do
     extra=()
@@ -159,10 +148,7 @@ by_hand)
 esac
 
 # The job's end: worker 0 writes the metrics JSON.
-for _ in $(seq 1 1200); do  # 120 s
-  [ -s "$tmp/m.json" ] && break
-  sleep 0.1
-done
+poll 2400 test -s "$tmp/m.json" || true  # 120 s
 [ -s "$tmp/m.json" ] || { echo "FAIL: the job wrote no metrics JSON"; tail -20 "$tmp"/*.err; exit 1; }
 
 python3 - "$prom_url" "$tmp/m.json" "$tmp/sd" docs/grafana/tether.json "$start_unix" <<'EOF'

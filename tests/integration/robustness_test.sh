@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad input through the real binaries (cases in ../shared/cases, copies in
+# Bad input through the real binaries (cases in
 # tests/data/cases/). Usage: robustness_test.sh MODE BIN_DIR
 #   data_cases        tether-data check on every data case: exact counts, or
 #                     the exact error and a non-zero exit
@@ -14,19 +14,9 @@
 #                     stray positional argument and a typo (exit 1, named);
 #                     log lines carry one prefix
 # Every process runs under `timeout`; the listener is killed on exit.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
 cases=tests/data/cases
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # expect_ok NAME "ARGS..." "key: value" ...: exit 0 and every line present.
 expect_ok() {
@@ -121,7 +111,7 @@ with open(sys.argv[2], "w") as f:
     f.write(str(n))
 EOF
   pids+=($!)
-  for _ in $(seq 1 100); do [ -f "$tmp/port" ] && break; sleep 0.1; done
+  wait_port "$tmp/port" "$!" || fail "the listener wrote no port file"
   addr="tcp://127.0.0.1:$(cat "$tmp/port")"
   # refused NAME WANT CMD...: non-zero exit, WANT in the output, no bind.
   refused() {
@@ -173,7 +163,7 @@ EOF
     "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt"
   timeout 30 "$bin/tether-launch" --config="$cases/C23_dup_table_staleness.pbtxt" >/dev/null 2>&1 || rc=$?
   [ "$rc" = 2 ] || fail "C23: tether-launch exit $rc (expected 2)"
-  # Item 6: a config's relative data paths are taken against its own folder;
+  # A config's relative data paths are taken against its own folder;
   # a missing data file stops the launcher before any process starts (exit
   # 2), with the full path it tried; a worker refuses it the same way.
   mkdir -p "$tmp/cfg"
@@ -218,7 +208,7 @@ EOF
   grep -qF "no worker said hello within cluster.startup_timeout_ms=1000" <<<"$out" || fail "server: $out"
   echo "ok   config in force logged once (index_base: 0, staleness: 3)"
 
-  # Item 6: num_features / num_labels left at 0 take the XMC header's widths
+  # num_features / num_labels left at 0 take the XMC header's widths
   # (10 and 5 here), in the values in force and in training.
   cat > "$tmp/widths.pbtxt" <<EOF
 cluster { num_servers: 1 num_workers: 1 }

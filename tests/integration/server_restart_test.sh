@@ -33,8 +33,6 @@ tether_test_init "$@"
 fail_lines=12
 limit_s=60
 
-now_ms() { date +%s%3N; }
-gone() { ! kill -0 "$1" 2>/dev/null; }
 # start_id LOG: the process start id a server logged when it started listening.
 start_id() { sed -nE 's/.*listening on .*; process start id ([0-9a-f]{16})$/\1/p' "$1" | head -1; }
 

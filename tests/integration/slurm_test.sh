@@ -18,16 +18,14 @@
 # Skips (exit 77, "SKIP: reason") when not root or SLURM/munge is missing
 # (scripts/setup_cluster.sh installs them). Every wait is bounded; every
 # process of the test's jobs is checked gone; the daemons are stopped on exit.
-set -euo pipefail
-mode=$1
-bin=$(cd "$2" && pwd)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
 repo=$(pwd)
-[ -f "$repo/examples/slurm/bibtex.sbatch" ] || { echo "FAIL: run from the repository root"; exit 1; }
+[ -f "$repo/examples/slurm/bibtex.sbatch" ] || fail "run from the repository root"
 
 # shellcheck source-path=SCRIPTDIR source=../cluster/slurm_cluster.sh
 source "$repo/tests/cluster/slurm_cluster.sh"
 
-tmp=$(mktemp -d)
 sbatch_pid=
 cleanup() {
   local rc=$?
@@ -40,7 +38,7 @@ cleanup() {
     echo "---- job output ($tmp/job.out, last 60 lines)"
     tail -n 60 "$tmp/job.out"
   fi
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+  tether_test_cleanup
 }
 trap cleanup EXIT
 
@@ -50,25 +48,6 @@ done
 t0=$SECONDS
 slurm_cluster_start || exit $?
 echo "slurm_test: cluster up in $((SECONDS - t0)) s"
-
-metric() {  # metric FILE KEY
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
-}
-gate() {  # gate VALUE MIN NAME
-  python3 -c 'import sys; v,m=float(sys.argv[1]),float(sys.argv[2]); print(f"{sys.argv[3]} = {v:.4f} (gate >= {m})"); sys.exit(0 if v >= m else 1)' "$1" "$2" "$3"
-}
-# wait_for SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s, fails naming WHAT.
-wait_for() {
-  local limit=$1 what=$2; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@"; do
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      echo "FAIL: no $what within $limit s"
-      return 1
-    fi
-    sleep 0.2
-  done
-}
 
 # The processes of this cluster's jobs (batch scripts, srun, tasks and their
 # children): their environment has the cluster's own SLURM_CONF (in its
@@ -120,7 +99,7 @@ submit() {
   timeout -k 5 300 sbatch --wait --output="$tmp/job.out" "$@" "$script" > "$tmp/sbatch.out" 2>&1 &
   sbatch_pid=$!
   job_listed() { [ -n "$(squeue -h -o %i 2>/dev/null)" ] || ! kill -0 "$sbatch_pid" 2>/dev/null; }
-  wait_for 30 "job in squeue" job_listed
+  wait_until 30 "job in squeue" job_listed
   job_id=$(squeue -h -o %i 2>/dev/null | head -n 1)
   [ -n "$job_id" ] || { echo "FAIL: sbatch did not queue a job"; cat "$tmp/sbatch.out"; exit 1; }
   echo "slurm_test: submitted job $job_id ($(basename "$script"))"
@@ -129,7 +108,7 @@ sbatch_running() { kill -0 "$sbatch_pid" 2>/dev/null; }
 # finish LIMIT_S: waits for sbatch --wait to return; sets $sbatch_rc.
 finish() {
   sbatch_ended() { ! sbatch_running; }
-  wait_for "$1" "end of job $job_id (sbatch --wait returning)" sbatch_ended
+  wait_until "$1" "end of job $job_id (sbatch --wait returning)" sbatch_ended
   sbatch_rc=0
   wait "$sbatch_pid" || sbatch_rc=$?
   sbatch_pid=
@@ -152,14 +131,14 @@ run)
   [ "$(metric metrics.json num_servers)" = 2 ] && [ "$(metric metrics.json num_workers)" = 2 ] ||
     { echo "FAIL: the job did not run 2 servers and 2 workers"; exit 1; }
   gate "$(metric metrics.json precision_at_1)" 0.58 "P@1 (sbatch examples/slurm/bibtex.sbatch, 2 servers, 2 workers)"
-  wait_for 30 "exit of every process of the job" no_job_process_left || { show_job_processes; exit 1; }
+  wait_until 30 "exit of every process of the job" no_job_process_left || { show_job_processes; exit 1; }
   ;;
 kill)
   # Worker 0 runs 10 times slower, so the job lasts long enough to be killed
   # mid-run; JSON-lines metrics show when worker 1 is training.
   export TETHER_ARGS="--slowdown=10 --slowdown_rank=0 --metrics_dir=$tmp/jsonl"
   submit "$repo/examples/slurm/bibtex.sbatch"
-  wait_for 120 "clock row from worker 1 ($tmp/jsonl/worker-1.jsonl)" \
+  wait_until 120 "clock row from worker 1 ($tmp/jsonl/worker-1.jsonl)" \
     grep -qs '"clock"' "$tmp/jsonl/worker-1.jsonl"
   victim=$(task_pid 3) || { echo "FAIL: no task with SLURM_PROCID=3 found"; exit 1; }
   echo "slurm_test: SIGKILL to task 3 (worker 1), pid $victim: $(tr '\0' ' ' < "/proc/$victim/cmdline")"
@@ -178,7 +157,7 @@ kill)
     { echo "FAIL: srun did not report task 3 killed"; exit 1; }
   [ ! -f metrics.json ] || { echo "FAIL: a killed job wrote final metrics"; exit 1; }
   # The whole bound is 60 s from the kill to no process left.
-  wait_for $((60 - elapsed > 1 ? 60 - elapsed : 1)) "exit of every process of the job" no_job_process_left ||
+  wait_until $((60 - elapsed > 1 ? 60 - elapsed : 1)) "exit of every process of the job" no_job_process_left ||
     { show_job_processes; exit 1; }
   echo "slurm_test: no process of the job left $((SECONDS - t)) s after the kill"
   ;;
@@ -199,7 +178,7 @@ requeue)
     esac
     return 1
   }
-  wait_for 120 "complete checkpoint (MANIFEST) under $tmp/ckpt" first_ckpt
+  wait_until 120 "complete checkpoint (MANIFEST) under $tmp/ckpt" first_ckpt
   echo "slurm_test: first checkpoint $(find "$tmp/ckpt" -name MANIFEST | head -n 1) after $((SECONDS - t)) s"
   [ "$(job_field JobState)" = RUNNING ] || { echo "FAIL: job $job_id is $(job_field JobState), not RUNNING"; exit 1; }
   [ ! -f metrics.json ] || { echo "FAIL: the job finished before the requeue (make it slower)"; exit 1; }
@@ -238,7 +217,7 @@ requeue)
   samples=$(metric metrics.json total_samples)
   echo "slurm_test: total_samples $samples (7 epochs x 4880 rows = $((7 * 4880)))"
   [ "$samples" = $((7 * 4880)) ] || { echo "FAIL: total_samples $samples, not $((7 * 4880))"; exit 1; }
-  wait_for 30 "exit of every process of the job" no_job_process_left || { show_job_processes; exit 1; }
+  wait_until 30 "exit of every process of the job" no_job_process_left || { show_job_processes; exit 1; }
   ;;
 *)
   echo "usage: $0 run|kill|requeue BIN_DIR" >&2

@@ -63,32 +63,6 @@ source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=60
 
-now_ms() { date +%s%3N; }
-# exited PID: true once PID (a child of this shell) has exited (a zombie
-# not yet waited for counts).
-exited() { ! [ -r "/proc/$1/status" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-# exits_within PID BOUND_MS: polls (lib.sh's poll, 50 ms a try) for its exit.
-exits_within() { poll $(($2 / 50)) exited "$1"; }
-# wait_code PID: waits for PID (a child of this shell, not of a subshell)
-# and sets $rc to its exit code.
-wait_code() { rc=0; wait "$1" 2>/dev/null || rc=$?; }
-# stop_within PID WHAT BOUND_MS: SIGTERM to the process `timeout` (PID) runs;
-# it must exit 143 within BOUND_MS.
-stop_within() {
-  local pid=$1 what=$2 bound=$3 inner t0 took
-  inner=$(pgrep -P "$pid" || echo "$pid")
-  t0=$(now_ms)
-  kill -TERM "$inner" 2>/dev/null || true
-  exits_within "$pid" "$bound" || fail "$what still runs $bound ms after SIGTERM"
-  took=$(($(now_ms) - t0))
-  wait_code "$pid"
-  [ "$rc" = 143 ] || fail "$what exited $rc after SIGTERM, want 143"
-  echo "$what: exit 143 ${took} ms after SIGTERM"
-}
-wait_log() {  # FILE PATTERN TRIES (0.05 s each)
-  poll "$3" grep -qs "$2" "$1" || fail "no '$2' in $1"
-}
-
 # run_to_end SERVERS PREFIX METRICS WHAT: starts SERVERS servers and
 # workers 0 and 1 with ${flags[@]} (logs $tmp/PREFIXworker{0,1}.log; worker 0
 # writes the metrics file METRICS) and waits for every process; one that

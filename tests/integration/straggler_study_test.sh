@@ -8,16 +8,15 @@
 # (positive times, P@1 in [0, 1], waiting shares in [0, 1]); the target was
 # reached; no process of the study outlives it. Usage:
 # straggler_study_test.sh BIN_DIR
-set -euo pipefail
-bin=$(cd "$1" && pwd)
-tmp=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
+tether_test_init study "$1"
 cleanup() {
   # Nothing should be left; if something is, it is ours (its command line
-  # names $tmp): report it, then kill it by pid.
+  # names $tmp): kill it by pid.
   local left
   left=$(pgrep -f -- "$tmp/" || true)
   if [ -n "$left" ]; then kill -9 $left 2>/dev/null || true; fi
-  rm -rf "$tmp"
+  tether_test_cleanup
 }
 trap cleanup EXIT
 
@@ -69,5 +68,5 @@ assert len(waits) == 2 and all(0 <= w <= 1 for w in waits), waits
 assert 0 <= float(r["wait_share"]) <= 1 and 0 <= float(r["bound_wait_share"]) <= 1, r
 print(f"PASS: {epoch_s:.3f} s/epoch, final P@1 {final:.4f}, P@1 >= 0.3 after {ttt:.3f} s, waiting {waits}")
 EOF
-grep -q "^Acceptance (issue 13: bibtex.*NOT MEASURED (bibtex not in --datasets)" "$tmp/out/study.md" ||
-  { echo "FAIL: no acceptance line in study.md"; exit 1; }
+grep -q "^Criterion (bibtex.*NOT MEASURED (bibtex not in --datasets)" "$tmp/out/study.md" ||
+  { echo "FAIL: no criterion line in study.md"; exit 1; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data on demand over streamed files (train.data_on_demand with
-# data.streaming; issue 13 item 1), real processes started one by one with
+# data.streaming), real processes started one by one with
 # flags. Bibtex's 4880 training rows are cut into three XMC files, each
 # with its own header: part-0.txt (2000 rows), part-1.txt.gz (1500 rows,
 # gzip: one chunk, whole) and part-2.txt (1380 rows). 2 servers, 3 workers,

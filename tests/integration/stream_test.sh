@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many files, streamed (issue 15, item 2). Bibtex's training split is cut
+# Many files, streamed. Bibtex's training split is cut
 # into three files (two plain, one gzip) under $TMPDIR:
 #   1. in memory, one worker: the three files (a glob, relative to the
 #      config's folder, run from another directory) train bit for bit like

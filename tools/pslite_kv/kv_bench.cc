@@ -2,7 +2,7 @@
 // ps-lite's environment variables (DMLC_ROLE and the rest), its scheduler,
 // a server, or the worker that times pushes and pulls. Built by the script
 // against a ps-lite source snapshot outside Tether's CMake build (ps-lite is
-// not a dependency of Tether; see /work/shared/peers/README.md).
+// not a dependency of Tether; scripts/bench_pslite.sh builds it).
 //
 //   kv_bench SHAPES MIN_REPS MAX_REPS MIN_TIME_S SEED
 //

@@ -42,7 +42,7 @@ namespace tether {
 struct CheckpointReply {
   std::vector<CheckpointFile> shard_files;  // in shard order
   // Further files a shard wrote into the checkpoint (shard 0's chunks.state
-  // with data on demand: server/chunk_state.h); the manifest lists them.
+  // with data on demand: checkpoint/chunk_state.h); the manifest lists them.
   std::vector<CheckpointFile> extra_files;
   std::vector<CheckpointWorker> workers;    // one per rank
   // A shard abandoned the round (a worker that had to take part was

@@ -7,7 +7,7 @@
 
 #include "core/config.h"
 #include "core/file_util.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "worker/train/job_outcome.h"
 #include "worker/trainer.h"
 

@@ -15,7 +15,7 @@
 #include "core/config.h"
 #include "core/memory_fit.h"
 #include "core/net/curve.h"
-#include "server/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "worker/local_replica.h"
 #include "worker/model_registry.h"
 #include "worker/on_demand_resume.h"

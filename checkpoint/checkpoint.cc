@@ -1,0 +1,338 @@
+#include "checkpoint/checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <google/protobuf/text_format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/checked_file.h"
+#include "core/table_spec.h"
+#include "optim/optimizer.h"
+
+namespace tether {
+
+std::string ChecksumHex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
+  return buf;
+}
+
+std::string CheckpointJoinPath(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+using checkpoint_internal::CheckedReader;
+using checkpoint_internal::ChecksumOf;
+using checkpoint_internal::FindFile;
+using checkpoint_internal::WriteSmallFile;
+
+namespace {
+
+// Parses "ckpt-<clock>[-final][-r<N>]"; false for anything else.
+bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final, int* attempt) {
+  if (name.rfind("ckpt-", 0) != 0) return false;
+  std::string rest = name.substr(5);
+  *final = false;
+  *attempt = 0;
+  // "-r<N>": the N-th checkpoint of this clock (FreeCheckpointDir).
+  if (const size_t r = rest.rfind("-r"); r != std::string::npos && r + 2 < rest.size() && rest.size() - r - 2 <= 6 &&
+                                         rest.find_first_not_of("0123456789", r + 2) == std::string::npos) {
+    *attempt = std::stoi(rest.substr(r + 2));
+    if (*attempt < 1) return false;
+    rest.resize(r);
+  }
+  if (rest.size() > 6 && rest.compare(rest.size() - 6, 6, "-final") == 0) {
+    *final = true;
+    rest.resize(rest.size() - 6);
+  }
+  if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) return false;
+  *clock = std::stoll(rest);
+  return true;
+}
+
+struct Found {
+  int64_t clock;
+  bool final;
+  int attempt;
+  std::string path;
+  bool complete;
+};
+
+std::vector<Found> ListCheckpoints(const std::string& parent) {
+  std::vector<Found> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
+    if (!e.is_directory(ec)) continue;
+    Found f;
+    if (!ParseCheckpointName(e.path().filename().string(), &f.clock, &f.final, &f.attempt)) continue;
+    f.path = e.path().string();
+    f.complete = std::filesystem::exists(CheckpointJoinPath(f.path, kManifestName), ec);
+    out.push_back(f);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Found& a, const Found& b) {
+              return std::tie(a.clock, a.final, a.attempt) < std::tie(b.clock, b.final, b.attempt);
+            });
+  return out;
+}
+
+}  // namespace
+
+std::string CheckpointDirName(int64_t clock, bool final) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "ckpt-%012" PRId64 "%s", clock, final ? "-final" : "");
+  return buf;
+}
+
+Status CheckCheckpointDir(const std::string& dir) {
+  const std::string what = "checkpoint.dir (--checkpoint_dir) " + dir + ": ";
+  // The nearest part of the path that exists must be a directory this
+  // process may write (the rest is created at the first checkpoint).
+  std::string at = dir;
+  for (;;) {
+    struct stat st;
+    if (::stat(at.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return Status::InvalidArgument(what + (at == dir ? std::string("is a file, not a directory")
+                                                          : at + " is a file, not a directory, so it cannot be "
+                                                                 "created"));
+      if (::access(at.c_str(), W_OK | X_OK) != 0)
+        return Status::InvalidArgument(what + (at == dir ? "cannot write there" : "cannot be created in " + at) + ": " +
+                                       std::strerror(errno));
+      return Status::OK();
+    }
+    if (errno != ENOENT && errno != ENOTDIR)
+      return Status::InvalidArgument(what + "cannot check " + at + ": " + std::strerror(errno));
+    std::string parent = std::filesystem::path(at).parent_path().string();
+    if (parent.empty()) parent = ".";
+    if (parent == at) return Status::InvalidArgument(what + "no part of the path exists");
+    at = parent;
+  }
+}
+
+Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_from) {
+  if (!dir.empty()) TETHER_RETURN_IF_ERROR(CheckCheckpointDir(dir));
+  if (!resume_from.empty()) {
+    StatusOr<std::string> found = ResolveCheckpoint(resume_from);
+    if (!found.ok()) return Status::InvalidArgument("--resume_from=" + resume_from + ": " + found.status().message());
+  }
+  return Status::OK();
+}
+
+std::string FreeCheckpointDir(const std::string& parent, int64_t clock, bool final) {
+  const std::string base = CheckpointJoinPath(parent, CheckpointDirName(clock, final));
+  std::string dir = base;
+  std::error_code ec;
+  for (int attempt = 1; std::filesystem::exists(CheckpointJoinPath(dir, kManifestName), ec); ++attempt)
+    dir = base + "-r" + std::to_string(attempt);
+  return dir;
+}
+
+std::string AbsoluteCheckpointPath(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
+  if (ec) return path;
+  while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+  return abs;
+}
+
+std::string ShardFileName(int shard) { return "shard-" + std::to_string(shard) + ".tables"; }
+std::string WorkerFileName(int rank) { return "worker-" + std::to_string(rank) + ".state"; }
+
+Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const WorkerState& state,
+                        CheckpointFile* written) {
+  TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
+  const std::string name = WorkerFileName(state.rank());
+  return WriteSmallFile(fs, CheckpointJoinPath(ckpt_dir, name), state.SerializeAsString(), written, name);
+}
+
+Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
+                          const CheckpointFile& file) {
+  CheckedReader r(CheckpointJoinPath(from_dir, file.name()), file);
+  TETHER_RETURN_IF_ERROR(r.Open());
+  std::string bytes(file.bytes(), '\0');
+  TETHER_RETURN_IF_ERROR(r.Read(bytes.data(), bytes.size(), "the file"));
+  TETHER_RETURN_IF_ERROR(r.Finish());
+  TETHER_RETURN_IF_ERROR(r.Check());
+  TETHER_RETURN_IF_ERROR(fs->CreateDirs(to_dir));
+  return WriteSmallFile(fs, CheckpointJoinPath(to_dir, file.name()), bytes, nullptr, file.name());
+}
+
+int ManifestWriterRank(const std::vector<CheckpointWorker>& workers) {
+  int writer = -1;
+  for (const CheckpointWorker& w : workers)
+    if (w.kind() == CheckpointWorker::TRAINING && (writer < 0 || w.rank() < writer)) writer = w.rank();
+  return writer;
+}
+
+Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest) {
+  // Across hosts without a shared file system the directory may hold only
+  // the files the servers wrote elsewhere: nothing yet on this host.
+  TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(manifest, &text))
+    return Status::Internal("cannot print the checkpoint manifest");
+  // The first line is part of the manifest's bytes and stays as every
+  // release wrote it (the file that defines the format has moved since).
+  text = "# Tether checkpoint manifest (server/checkpoint.h); the last line checks the rest.\n" + text;
+  text += "# xxh3 " + ChecksumHex(ChecksumOf(text.data(), text.size())) + "\n";
+  return WriteSmallFile(fs, CheckpointJoinPath(ckpt_dir, kManifestName), text, nullptr, kManifestName);
+}
+
+StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
+  const std::string path = CheckpointJoinPath(ckpt_dir, kManifestName);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(ckpt_dir + " is not a checkpoint: it has no " + kManifestName);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const size_t trailer = text.rfind("# xxh3 ");
+  if (trailer == std::string::npos || text.size() < trailer + 7 + 16)
+    return Status::DataLoss(path + ": no checksum line (\"# xxh3 ...\") at the end: truncated or edited");
+  const std::string want = text.substr(trailer + 7, 16);
+  const std::string have = ChecksumHex(ChecksumOf(text.data(), trailer));
+  if (want != have)
+    return Status::DataLoss(path + ": checksum mismatch: XXH3-64 " + have + " of its contents, the file says " + want +
+                            " (the manifest is corrupt or was edited)");
+  CheckpointManifest m;
+  if (!google::protobuf::TextFormat::ParseFromString(text.substr(0, trailer), &m))
+    return Status::DataLoss(path + ": not a checkpoint manifest (text format)");
+  if (m.format_version() != kCheckpointFormatVersion)
+    return Status::FailedPrecondition(path + ": checkpoint format version " + std::to_string(m.format_version()) +
+                                      "; this build reads version " + std::to_string(kCheckpointFormatVersion));
+  return m;
+}
+
+namespace {
+
+// The latest complete checkpoint under `dir` ("" when none).
+std::string LatestComplete(const std::string& dir) {
+  const std::vector<Found> all = ListCheckpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (it->complete) return it->path;
+  return "";
+}
+
+// Why `path`, which exists but is no directory, is not a checkpoint, and
+// which directory to give instead: its own directory when that is a
+// checkpoint (a shard file, the MANIFEST) or holds complete ones.
+std::string NotADirectory(const std::string& path, const std::filesystem::file_status& st) {
+  std::string msg = path + ": is " + (std::filesystem::is_regular_file(st) ? "a file" : "not a directory") +
+                    ", not a checkpoint directory";
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (std::filesystem::exists(CheckpointJoinPath(parent, kManifestName), ec))
+    return msg + "; give the checkpoint directory that holds it: " + parent;
+  const std::string latest = LatestComplete(parent);
+  if (!latest.empty())
+    return msg + "; give a checkpoint directory (one holding a " + kManifestName +
+           ") or a directory of them, such as " + parent + " (its latest complete checkpoint is " + latest + ")";
+  return msg + "; give a checkpoint directory (one holding a " + kManifestName + ") or a directory of them";
+}
+
+}  // namespace
+
+StatusOr<std::string> ResolveCheckpoint(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return Status::NotFound(path + ": no such checkpoint directory");
+  if (!std::filesystem::is_directory(st)) return Status::InvalidArgument(NotADirectory(path, st));
+  if (std::filesystem::exists(CheckpointJoinPath(path, kManifestName), ec)) return path;
+  const std::vector<Found> all = ListCheckpoints(path);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (it->complete) return it->path;
+  return Status::NotFound(path + ": holds no complete checkpoint (a ckpt-* directory with a " +
+                          std::string(kManifestName) + ")" +
+                          (all.empty() ? "" : "; " + std::to_string(all.size()) + " incomplete ones were left"));
+}
+
+Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManifest& manifest) {
+  for (const CheckpointFile& f : manifest.files()) {
+    CheckedReader r(CheckpointJoinPath(ckpt_dir, f.name()), f);
+    TETHER_RETURN_IF_ERROR(r.Open());
+    TETHER_RETURN_IF_ERROR(r.Finish());
+    TETHER_RETURN_IF_ERROR(r.Check());
+  }
+  return Status::OK();
+}
+
+StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const CheckpointManifest& manifest, int rank) {
+  const std::string name = WorkerFileName(rank);
+  const CheckpointFile* f = FindFile(manifest, name);
+  if (f == nullptr) return Status::NotFound(ckpt_dir + ": worker " + std::to_string(rank) + " has no state file");
+  const std::string path = CheckpointJoinPath(ckpt_dir, name);
+  CheckedReader r(path, *f);
+  TETHER_RETURN_IF_ERROR(r.Open());
+  std::string bytes(f->bytes(), '\0');
+  TETHER_RETURN_IF_ERROR(r.Read(bytes.data(), bytes.size(), "the worker state"));
+  TETHER_RETURN_IF_ERROR(r.Finish());
+  TETHER_RETURN_IF_ERROR(r.Check());
+  WorkerState s;
+  if (!s.ParseFromString(bytes)) return Status::DataLoss(path + ": not a worker state");
+  if (s.rank() != rank)
+    return Status::DataLoss(path + ": holds the state of worker " + std::to_string(s.rank()) + ", not " +
+                            std::to_string(rank));
+  return s;
+}
+
+std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>& checkpoint,
+                            const google::protobuf::RepeatedPtrField<TableSpec>& job) {
+  if (checkpoint.size() != job.size())
+    return "the checkpoint has " + std::to_string(checkpoint.size()) + " tables, the job " + std::to_string(job.size());
+  for (int i = 0; i < job.size(); ++i) {
+    const TableSpec& a = checkpoint[i];
+    const TableSpec& b = job[i];
+    const std::string t = "table '" + a.name() + "'";
+    auto differ = [&](const std::string& field, const std::string& x, const std::string& y) {
+      return t + ", field " + field + ": the checkpoint has " + x + ", the job has " + y +
+             " (a table's shape and optimizer type cannot change on resume)";
+    };
+    if (a.name() != b.name()) return differ("name", a.name(), b.name());
+    if (a.id() != b.id()) return differ("id", std::to_string(a.id()), std::to_string(b.id()));
+    if (a.kind() != b.kind())
+      return differ("kind", TableSpec::Kind_Name(a.kind()), TableSpec::Kind_Name(b.kind()));
+    if (IsRowTable(a) && a.dim() != b.dim()) return differ("dim", std::to_string(a.dim()), std::to_string(b.dim()));
+    if (IsDenseTable(a) && a.size() != b.size())
+      return differ("size", std::to_string(a.size()), std::to_string(b.size()));
+    if (a.num_keys() != b.num_keys())
+      return differ("num_keys", std::to_string(a.num_keys()), std::to_string(b.num_keys()));
+    if (a.key_base() != b.key_base())
+      return differ("key_base", std::to_string(a.key_base()), std::to_string(b.key_base()));
+    if (a.optimizer().type() != b.optimizer().type())
+      return differ("optimizer.type", OptimizerType_Name(a.optimizer().type()),
+                    OptimizerType_Name(b.optimizer().type()));
+    if (Optimizer(a.optimizer()).StatePerWeight() != Optimizer(b.optimizer()).StatePerWeight())
+      return differ("optimizer.momentum", std::to_string(a.optimizer().momentum()),
+                    std::to_string(b.optimizer().momentum()));
+  }
+  return "";
+}
+
+Status PruneCheckpoints(FileSystem* fs, const std::string& parent, int keep_last) {
+  const std::vector<Found> all = ListCheckpoints(parent);
+  int complete_seen = 0;
+  bool newer_complete = false;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (it->complete) {
+      ++complete_seen;
+      if (complete_seen > std::max(1, keep_last)) TETHER_RETURN_IF_ERROR(fs->RemoveAll(it->path));
+      newer_complete = true;
+    } else if (newer_complete) {
+      TETHER_RETURN_IF_ERROR(fs->RemoveAll(it->path));  // an abandoned, older attempt
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace tether

@@ -1,0 +1,145 @@
+// Checkpoint files: what a consistent cut of a job looks like on disk, and
+// how it is written, found, verified and pruned; the manifest and the
+// workers' state files. Shard files have their own header
+// (checkpoint/shard_file.h; a server's tables go through
+// server/table_checkpoint.h), as do data on demand's chunks.state
+// (checkpoint/chunk_state.h) and the weights read for export
+// (checkpoint/trained_model.h). Both roles use this library; it uses
+// neither. The protocol that
+// takes the cut (every worker at clock c, every shard then writes) lives in
+// server/server.cc, worker/client.cc and worker/trainer.cc; docs/OPERATIONS.md
+// tells users what a checkpoint holds.
+//
+// Layout: DIR/ckpt-<clock, 12 digits>[-final]/ holds
+//   shard-<s>.tables  per server shard: its rows and optimizer state
+//                     (checkpoint/shard_file.h);
+//   worker-<r>.state  per worker that took part: its place in the data
+//                     (WorkerState, binary protobuf);
+//   MANIFEST          written last (CheckpointManifest, text format, then a
+//                     "# xxh3 <16 hex digits>" line over the bytes before it).
+// Every file goes to a temporary name, is fsynced, then renamed (AtomicFile),
+// so a file either exists whole or not at all, and a directory without a
+// MANIFEST is not a checkpoint. Each file's size and XXH3-64 (zlib) are in the
+// manifest; a file that does not match is refused, naming the file and both
+// checksums.
+//
+// Across hosts, DIR is a shared file system (NFS and the like) mounted at one
+// path everywhere; or each host writes its own files under the same local
+// path and they are gathered into one directory (rsync) before a resume or
+// an export; the manifest lists every file, so a partial gather is refused.
+//
+// Thread-safety: functions are re-entrant; different checkpoints may be
+// written from different threads (one-process jobs: one per shard).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+#include "proto/tether.pb.h"
+
+namespace tether {
+
+/// Bumped when the layout of a checkpoint changes incompatibly.
+inline constexpr uint32_t kCheckpointFormatVersion = 1;
+
+/// "ckpt-000000000120" or "ckpt-000000000120-final".
+std::string CheckpointDirName(int64_t clock, bool final);
+/// Checked at start, before any training: checkpoints can be written under
+/// `dir` (checkpoint.dir): it is a directory this process may write
+/// (access W_OK: permissions, a read-only file system), or it does not exist
+/// and the nearest part of its path that does is such a directory.
+/// Errors: InvalidArgument naming `dir` and why (a file on the way, not
+/// writable).
+Status CheckCheckpointDir(const std::string& dir);
+
+/// What a process checks at start, before any training (exit 2 on error):
+/// CheckCheckpointDir(dir) when `dir` (checkpoint.dir) is set, and that
+/// `resume_from` (--resume_from), when set, names a complete checkpoint or a
+/// directory holding one (ResolveCheckpoint). Errors: InvalidArgument naming
+/// the flag, the path and why.
+Status CheckCheckpointPaths(const std::string& dir, const std::string& resume_from);
+
+/// Where a new checkpoint of `clock` goes under `parent`: parent/
+/// CheckpointDirName(clock, final), or, when that already holds a complete
+/// checkpoint (a MANIFEST: a resumed job reaching the clock of one written
+/// before), the first of "...-r1", "...-r2", ... that does not. A complete
+/// checkpoint is never written over in place. ResolveCheckpoint and
+/// PruneCheckpoints order "-rN" after the plain name of the same clock.
+std::string FreeCheckpointDir(const std::string& parent, int64_t clock, bool final);
+
+/// `path` made absolute against this process's working directory (no
+/// trailing slash); "" stays "". A worker sends checkpoint paths to the
+/// servers, whose working directories may differ.
+std::string AbsoluteCheckpointPath(const std::string& path);
+
+std::string ShardFileName(int shard);   // "shard-3.tables"
+std::string WorkerFileName(int rank);   // "worker-2.state"
+// A file's path in a checkpoint directory: `dir` + "/" + `name` (no second
+// slash when `dir` ends in one; `name` alone when `dir` is empty).
+std::string CheckpointJoinPath(const std::string& dir, const std::string& name);
+// A checksum as the manifest's messages print it: 16 lower-case hex digits.
+std::string ChecksumHex(uint64_t v);
+inline constexpr char kManifestName[] = "MANIFEST";
+
+/// Writes ckpt_dir/worker-<state.rank()>.state. Errors: IOError.
+Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const WorkerState& state,
+                        CheckpointFile* written);
+
+/// Copies `file` from checkpoint directory from_dir into to_dir (a worker
+/// that left: its state at its last checkpoint), checking its size and
+/// checksum. Errors: as VerifyCheckpointFiles, IOError.
+Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
+                          const CheckpointFile& file);
+
+/// The rank that writes a periodic checkpoint's MANIFEST, from shard 0's
+/// CHECKPOINT_REPLY entries (one per rank): the lowest rank that took part
+/// in the cut (kind TRAINING). Worker 0 while it trains; once it has
+/// finished its share (or left) the next one, so such a cut is still
+/// completed. −1 when no entry is TRAINING (the end-of-job checkpoint: its
+/// one taker writes the manifest).
+int ManifestWriterRank(const std::vector<CheckpointWorker>& workers);
+
+/// Writes ckpt_dir/MANIFEST (the last file of a checkpoint). Errors: IOError.
+Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const CheckpointManifest& manifest);
+
+/// Reads and checks ckpt_dir/MANIFEST (its trailing checksum, its format
+/// version). Errors: NotFound (no MANIFEST: not a checkpoint), DataLoss
+/// naming the file (a bad checksum or text), FailedPrecondition (another
+/// format version).
+StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir);
+
+/// `path` itself when it holds a MANIFEST, else the latest complete
+/// checkpoint under it (the highest clock; a final one after a periodic one
+/// of the same clock). Errors: NotFound naming `path` when it does not
+/// exist or holds no complete checkpoint; InvalidArgument when it is a file
+/// (say a shard file or the MANIFEST), "PATH: is a file, not a checkpoint
+/// directory; give the checkpoint directory that holds it: DIR" (or, when
+/// its directory is no checkpoint, whether that directory holds any).
+StatusOr<std::string> ResolveCheckpoint(const std::string& path);
+
+/// Verifies every file the manifest lists (size and XXH3-64). Errors:
+/// DataLoss naming the file and both values, NotFound for a missing file.
+Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManifest& manifest);
+
+/// Reads worker `rank`'s state file (checked against the manifest).
+/// Errors: as VerifyCheckpointFiles; NotFound when the rank has no state
+/// (it had finished or left).
+StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const CheckpointManifest& manifest, int rank);
+
+/// Compares the fields of a table that a resume may not change (id, name,
+/// kind, dim, size, num_keys, key_base, optimizer type, whether SGD has
+/// momentum): "" when they agree, else a message naming the table and the
+/// field with both values. Learning rates, l2, ε, β, the consistency and the
+/// initializer of rows never trained may change.
+std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>& checkpoint,
+                            const google::protobuf::RepeatedPtrField<TableSpec>& job);
+
+/// Deletes all but the `keep_last` newest complete checkpoints under
+/// `parent`, and incomplete ones older than the newest complete one; only
+/// ever after a newer checkpoint is complete. Errors: IOError.
+Status PruneCheckpoints(FileSystem* fs, const std::string& parent, int keep_last);
+
+}  // namespace tether

@@ -1,0 +1,115 @@
+// The checkpoint library without a server: names and paths, manifests,
+// the manifest's writer, shape checks on resume. Writing and restoring a
+// server's tables is server/table_checkpoint_test.cc; the shard-file format
+// on its own is shard_file_test.cc.
+#include "checkpoint/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/testing/temp_dir.h"
+
+namespace tether {
+namespace {
+
+TableSpec Row(uint32_t id, const std::string& name, uint32_t dim, OptimizerType type) {
+  TableSpec s;
+  s.set_id(id);
+  s.set_name(name);
+  s.set_kind(TableSpec::ROW);
+  s.set_dim(dim);
+  s.mutable_init()->set_kind(TableInitializer::UNIFORM);
+  s.mutable_init()->set_bound(0.5f);
+  s.mutable_optimizer()->set_type(type);
+  return s;
+}
+
+TableSpec Dense(uint32_t id, const std::string& name, uint64_t size, OptimizerType type) {
+  TableSpec s;
+  s.set_id(id);
+  s.set_name(name);
+  s.set_kind(TableSpec::DENSE);
+  s.set_size(size);
+  s.mutable_optimizer()->set_type(type);
+  return s;
+}
+
+std::vector<TableSpec> Specs() {
+  return {Row(0, "w1", 7, ADAM), Dense(1, "b1", 13, ADAM), Row(2, "w2", 3, ADAGRAD), Row(3, "w3", 5, FTRL)};
+}
+
+TEST(CheckpointTest, ShapeChangesAreRefusedNamingTheField) {
+  google::protobuf::RepeatedPtrField<TableSpec> a, b;
+  for (const TableSpec& s : Specs()) *a.Add() = s;
+  b = a;
+  b[2].mutable_optimizer()->set_learning_rate(0.5f);  // may change
+  b[1].mutable_consistency()->set_staleness(3);
+  EXPECT_EQ(DiffTableShapes(a, b), "");
+  b[0].set_dim(8);
+  EXPECT_NE(DiffTableShapes(a, b).find("table 'w1', field dim: the checkpoint has 7, the job has 8"),
+            std::string::npos)
+      << DiffTableShapes(a, b);
+  b = a;
+  b[2].mutable_optimizer()->set_type(ADAM);
+  EXPECT_NE(DiffTableShapes(a, b).find("field optimizer.type"), std::string::npos);
+}
+
+// Worker 0 writes the manifest while it trains; a cut it is not part of
+// (it finished its share, or left) is written by the lowest rank in it.
+TEST(CheckpointTest, TheLowestRankInTheCutWritesTheManifest) {
+  auto entry = [](int rank, CheckpointWorker::Kind kind) {
+    CheckpointWorker w;
+    w.set_rank(rank);
+    w.set_kind(kind);
+    return w;
+  };
+  using W = CheckpointWorker;
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::TRAINING), entry(1, W::TRAINING), entry(2, W::TRAINING)}), 0);
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::FINISHED), entry(1, W::TRAINING), entry(2, W::TRAINING)}), 1);
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::LEFT), entry(1, W::GONE), entry(2, W::TRAINING)}), 2);
+  EXPECT_EQ(ManifestWriterRank({entry(3, W::TRAINING), entry(0, W::FINISHED), entry(2, W::TRAINING)}), 2);
+  // The end-of-job checkpoint: nobody is in a cut.
+  EXPECT_EQ(ManifestWriterRank({entry(0, W::FINISHED), entry(1, W::LEFT)}), -1);
+  EXPECT_EQ(ManifestWriterRank({}), -1);
+}
+
+// Bad checkpoint paths are refused at start, naming the path and why.
+TEST(CheckpointTest, BadCheckpointPathsAreRefusedNamingWhy) {
+  testing::ScopedTempDir tmp;
+  const std::string file = tmp.path() + "/afile";
+  std::ofstream(file) << "x";
+  EXPECT_TRUE(CheckCheckpointDir(tmp.path()).ok());
+  EXPECT_TRUE(CheckCheckpointDir(tmp.path() + "/new/deeper").ok());
+  const std::string what = "checkpoint.dir (--checkpoint_dir) ";
+  EXPECT_EQ(CheckCheckpointDir(file).message(), what + file + ": is a file, not a directory");
+  EXPECT_EQ(CheckCheckpointDir(file + "/ck").message(),
+            what + file + "/ck: " + file + " is a file, not a directory, so it cannot be created");
+  EXPECT_EQ(CheckCheckpointPaths("", tmp.path() + "/none").message(),
+            "--resume_from=" + tmp.path() + "/none: " + tmp.path() + "/none: no such checkpoint directory");
+  EXPECT_TRUE(CheckCheckpointPaths(tmp.path(), "").ok());
+}
+
+// Across hosts: the manifest's writer creates the directory when it holds
+// nothing on its host yet (the servers wrote their files on theirs), and a
+// worker's relative paths are made absolute before the servers see them.
+TEST(CheckpointTest, AcrossHostsTheManifestMakesItsDirectoryAndPathsGoAbsolute) {
+  EXPECT_EQ(AbsoluteCheckpointPath("/a/b/"), "/a/b");
+  EXPECT_EQ(AbsoluteCheckpointPath(""), "");
+  EXPECT_EQ(AbsoluteCheckpointPath("ck/./x"), (std::filesystem::current_path() / "ck/x").string());
+  testing::ScopedTempDir tmp;
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  m.set_clock(7);
+  const std::string dir = tmp.path() + "/ck/" + CheckpointDirName(7, true);
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), dir, m).ok());
+  StatusOr<CheckpointManifest> back = ReadManifest(dir);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->clock(), 7);
+}
+
+}  // namespace
+}  // namespace tether

@@ -1,0 +1,548 @@
+#include "checkpoint/model_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <google/protobuf/text_format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "core/table_spec.h"
+
+namespace tether {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "model files are little-endian and written from memory as they are");
+
+constexpr char kFormatName[] = "tether-model";
+constexpr char kFormatVersion[] = "1";
+constexpr char kMetadataKey[] = "__metadata__";
+constexpr char kSpecPrefix[] = "table_spec.";
+
+enum class DType { kF32, kU64, kI64, kU8 };
+
+const char* SafetensorsName(DType t) {
+  switch (t) {
+    case DType::kF32: return "F32";
+    case DType::kU64: return "U64";
+    case DType::kI64: return "I64";
+    case DType::kU8: return "U8";
+  }
+  return "?";
+}
+
+const char* NpyDescr(DType t) {
+  switch (t) {
+    case DType::kF32: return "<f4";
+    case DType::kU64: return "<u8";
+    case DType::kI64: return "<i8";
+    case DType::kU8: return "|u1";
+  }
+  return "?";
+}
+
+size_t ItemBytes(DType t) { return t == DType::kF32 ? 4 : t == DType::kU8 ? 1 : 8; }
+
+// One tensor to write: borrowed bytes.
+struct Tensor {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;
+  const void* data;
+  size_t bytes;
+};
+
+std::string FloatText(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+std::string Text(const google::protobuf::Message& m) {
+  std::string s;
+  google::protobuf::TextFormat::PrintToString(m, &s);
+  return s;
+}
+
+// The model's tensors, in table order then label_counts; checks each
+// table's values against its spec.
+StatusOr<std::vector<Tensor>> TensorsOf(const TrainedModel& model, const LabelCounts& counts) {
+  std::vector<Tensor> out;
+  for (const TrainedTable& t : model.tables) {
+    const std::string& name = t.spec.name();
+    if (IsRowTable(t.spec)) {
+      const uint64_t n = t.keys.size(), dim = t.spec.dim();
+      if (t.values.size() != n * dim)
+        return Status::InvalidArgument("table '" + name + "': " + std::to_string(t.values.size()) +
+                                       " values for " + std::to_string(n) + " keys of dim " + std::to_string(dim));
+      for (size_t i = 1; i < t.keys.size(); ++i)
+        if (t.keys[i] <= t.keys[i - 1])
+          return Status::InvalidArgument("table '" + name + "': keys not sorted and unique at position " +
+                                         std::to_string(i));
+      out.push_back({name + ".keys", DType::kU64, {n}, t.keys.data(), n * sizeof(uint64_t)});
+      out.push_back({name, DType::kF32, {n, dim}, t.values.data(), t.values.size() * sizeof(float)});
+    } else {
+      if (!t.keys.empty() || t.values.size() != t.spec.size())
+        return Status::InvalidArgument("dense table '" + name + "': " + std::to_string(t.values.size()) +
+                                       " values and " + std::to_string(t.keys.size()) + " keys; its spec has size " +
+                                       std::to_string(t.spec.size()) + " and no keys");
+      out.push_back({name, DType::kF32, {t.values.size()}, t.values.data(), t.values.size() * sizeof(float)});
+    }
+  }
+  if (!counts.empty()) {
+    const int64_t labels = model.config.data().num_labels();
+    if (static_cast<int64_t>(counts.counts.size()) != labels)
+      return Status::InvalidArgument("label_counts has " + std::to_string(counts.counts.size()) +
+                                     " entries but the model has data.num_labels " + std::to_string(labels));
+    out.push_back({"label_counts", DType::kU64, {counts.counts.size()}, counts.counts.data(),
+                   counts.counts.size() * sizeof(uint64_t)});
+  }
+  for (const Tensor& t : out)
+    if (t.name == kMetadataKey || t.name == "label_counts.keys")
+      return Status::InvalidArgument("a table may not be named '" + t.name + "'");
+  return out;
+}
+
+std::string SafetensorsHeader(const std::vector<Tensor>& tensors, const std::map<std::string, std::string>& meta) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : meta) m[k] = v;
+  h[kMetadataKey] = std::move(m);
+  uint64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    h[t.name] = {{"dtype", SafetensorsName(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
+  }
+  std::string s = h.dump();
+  // The reference writer pads the header with spaces so the data starts
+  // 8-byte aligned; readers that map the file rely on it.
+  s.append((8 - s.size() % 8) % 8, ' ');
+  return s;
+}
+
+Status WriteSafetensors(const std::vector<Tensor>& tensors, const std::map<std::string, std::string>& meta,
+                        const std::string& path) {
+  const std::string header = SafetensorsHeader(tensors, meta);
+  uint64_t n = header.size();
+  char len[8];
+  std::memcpy(len, &n, 8);
+  TETHER_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::Create(path));
+  TETHER_RETURN_IF_ERROR(f.Append(std::string_view(len, 8)));
+  TETHER_RETURN_IF_ERROR(f.Append(header));
+  // AtomicFile::Append is unbuffered; pieces of at most 64 MiB keep each
+  // write large without one giant syscall.
+  constexpr size_t kPiece = size_t{64} << 20;
+  for (const Tensor& t : tensors) {
+    const char* p = static_cast<const char*>(t.data);
+    for (size_t off = 0; off < t.bytes; off += kPiece)
+      TETHER_RETURN_IF_ERROR(f.Append(std::string_view(p + off, std::min(kPiece, t.bytes - off))));
+  }
+  return f.Commit();
+}
+
+// NPY format 1.0: magic, version, header length (uint16 LE), a Python dict
+// literal padded with spaces and ended by '\n' so the data is 64-aligned.
+std::string NpyBytes(DType dtype, const std::vector<uint64_t>& shape, const void* data, size_t bytes) {
+  std::string dims;
+  for (uint64_t d : shape) dims += std::to_string(d) + ", ";
+  if (shape.size() > 1) dims.resize(dims.size() - 2);  // "(n, d)"; 1-D keeps "(n,)"
+  if (shape.size() == 1) dims.resize(dims.size() - 1);
+  std::string dict = std::string("{'descr': '") + NpyDescr(dtype) + "', 'fortran_order': False, 'shape': (" + dims +
+                     "), }";
+  const size_t unpadded = 10 + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  const auto hl = static_cast<uint16_t>(dict.size());
+  out += static_cast<char>(hl & 0xff);
+  out += static_cast<char>(hl >> 8);
+  out += dict;
+  out.append(static_cast<const char*>(data), bytes);
+  return out;
+}
+
+Status SyncPath(const std::string& path, bool directory) {
+  const int fd = open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return Status::IOError(path + ": " + std::strerror(errno));
+  const int rc = fsync(fd);
+  const int saved = errno;
+  close(fd);
+  if (rc != 0) return Status::IOError(path + ": fsync: " + std::strerror(saved));
+  return Status::OK();
+}
+
+Status WriteNpz(const std::vector<Tensor>& tensors, const std::map<std::string, std::string>& meta,
+                const std::string& path) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + ".npz";
+  int err = 0;
+  zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  if (z == nullptr) {
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, err);
+    Status st = Status::IOError(tmp + ": cannot create the archive: " + zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+    return st;
+  }
+  // libzip reads each entry's buffer at zip_close: keep them alive until then.
+  std::deque<std::string> entries;
+  nlohmann::ordered_json mj = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : meta) mj[k] = v;
+  const std::string meta_json = mj.dump();
+  auto add = [&](const std::string& name, DType dtype, const std::vector<uint64_t>& shape, const void* data,
+                 size_t bytes) -> Status {
+    entries.push_back(NpyBytes(dtype, shape, data, bytes));
+    zip_source_t* src = zip_source_buffer(z, entries.back().data(), entries.back().size(), 0);
+    if (src == nullptr) return Status::IOError(tmp + ": " + name + ": " + zip_strerror(z));
+    const zip_int64_t idx = zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_OVERWRITE | ZIP_FL_ENC_UTF_8);
+    if (idx < 0) {
+      zip_source_free(src);
+      return Status::IOError(tmp + ": " + name + ": " + zip_strerror(z));
+    }
+    if (zip_set_file_compression(z, idx, ZIP_CM_STORE, 0) != 0)
+      return Status::IOError(tmp + ": " + name + ": " + zip_strerror(z));
+    return Status::OK();
+  };
+  Status st = Status::OK();
+  for (const Tensor& t : tensors) {
+    st = add(t.name, t.dtype, t.shape, t.data, t.bytes);
+    if (!st.ok()) break;
+  }
+  if (st.ok()) st = add(kMetadataKey, DType::kU8, {meta_json.size()}, meta_json.data(), meta_json.size());
+  if (!st.ok()) {
+    zip_discard(z);
+    std::remove(tmp.c_str());
+    return st;
+  }
+  if (zip_close(z) != 0) {
+    st = Status::IOError(tmp + ": writing the archive: " + zip_strerror(z));
+    zip_discard(z);
+    std::remove(tmp.c_str());
+    return st;
+  }
+  st = SyncPath(tmp, false);
+  if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    st = Status::IOError(path + ": rename from " + tmp + ": " + std::strerror(errno));
+  if (!st.ok()) {
+    std::remove(tmp.c_str());
+    return st;
+  }
+  const size_t slash = path.find_last_of('/');
+  return SyncPath(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash), true);
+}
+
+// ------------------------------------------------------------------ reader
+
+bool ParseInt(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+struct TensorView {
+  DType dtype;
+  std::vector<uint64_t> shape;
+  uint64_t begin, end;  // in the data section
+};
+
+}  // namespace
+
+StatusOr<ModelFileFormat> ParseModelFileFormat(const std::string& name) {
+  if (name == "safetensors") return ModelFileFormat::kSafetensors;
+  if (name == "npz") return ModelFileFormat::kNpz;
+  return Status::InvalidArgument("model file format must be safetensors or npz, got '" + name + "'");
+}
+
+std::map<std::string, std::string> ModelFileMetadata(const TrainedModel& model, const LabelCounts& counts) {
+  const JobConfig& c = model.config;
+  std::map<std::string, std::string> m;
+  m["format"] = kFormatName;
+  m["format_version"] = kFormatVersion;
+  m["model_type"] = ModelType_Name(c.model().type());
+  m["model_name"] = c.model().name();
+  m["loss"] = LossType_Name(c.model().loss());
+  m["hidden"] = std::to_string(c.model().hidden());
+  nlohmann::json layers = nlohmann::json::array();
+  if (c.model().hidden_layers_size() > 0) {
+    for (int w : c.model().hidden_layers()) layers.push_back(w);
+  } else {
+    layers.push_back(c.model().hidden());
+  }
+  m["hidden_layers"] = layers.dump();
+  m["num_features"] = std::to_string(c.data().num_features());
+  m["num_labels"] = std::to_string(c.data().num_labels());
+  m["data_format"] = FileFormat_Name(c.data().format());
+  m["index_base"] = std::to_string(c.data().index_base());
+  m["label_base"] = std::to_string(c.data().label_base());
+  m["normalize_rows"] = c.data().normalize_rows() ? "true" : "false";
+  m["feature_scale"] = FloatText(c.data().feature_scale());
+  m["feature_offset"] = FloatText(c.data().feature_offset());
+  m["job_id"] = model.job_id;
+  m["generation"] = std::to_string(model.generation);
+  m["clock"] = std::to_string(model.clock);
+  nlohmann::json tables = nlohmann::json::array();
+  for (const TrainedTable& t : model.tables) {
+    const TableSpec& s = t.spec;
+    tables.push_back({{"id", s.id()},
+                      {"name", s.name()},
+                      {"kind", IsRowTable(s) ? "ROW" : "DENSE"},
+                      {"dim", s.dim()},
+                      {"size", s.size()},
+                      {"num_keys", s.num_keys()},
+                      {"key_base", s.key_base()},
+                      {"rows", t.keys.size()},
+                      {"init",
+                       {{"kind", TableInitializer::Kind_Name(s.init().kind())},
+                        {"bound", std::stod(FloatText(s.init().bound()))},
+                        {"seed", s.init().seed()}}}});
+    m[kSpecPrefix + s.name()] = Text(s);
+  }
+  m["tables"] = tables.dump();
+  m["job_config"] = Text(c);
+  if (!counts.empty()) m["label_counts_rows"] = std::to_string(counts.num_rows);
+  return m;
+}
+
+Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, const std::string& path,
+                      ModelFileFormat format) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, TensorsOf(model, counts));
+  const std::map<std::string, std::string> meta = ModelFileMetadata(model, counts);
+  return format == ModelFileFormat::kSafetensors ? WriteSafetensors(tensors, meta, path)
+                                                 : WriteNpz(tensors, meta, path);
+}
+
+Status CheckModelFilePath(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) return Status::NotFound(path + ": no such file");
+  // The names and first bytes of a checkpoint's files (checkpoint/checkpoint.h:
+  // kManifestName, the shard files' magic number, WorkerFileName).
+  const std::string manifest = "MANIFEST";
+  const std::string export_cmd = "; write its model file with tether-export --checkpoint=";
+  const std::string out = " --out=model.safetensors";
+  if (fs::is_directory(st)) {
+    const std::string msg = path + ": is a directory, not a model file";
+    if (fs::exists(fs::path(path) / manifest, ec))
+      return Status::InvalidArgument(msg + "; it is a checkpoint" + export_cmd + path + out);
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_directory(ec) && e.path().filename().string().rfind("ckpt-", 0) == 0)
+        return Status::InvalidArgument(msg + "; it holds checkpoints: write the latest one's model file with "
+                                             "tether-export --checkpoint=" + path + out);
+    return Status::InvalidArgument(msg);
+  }
+  if (!fs::is_regular_file(st)) return Status::InvalidArgument(path + ": is not a regular file, not a model file");
+  char head[28] = {};
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.read(head, sizeof(head));
+  }
+  const std::string first(head, sizeof(head));
+  const std::string name = fs::path(path).filename().string();
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  std::string what;
+  if (first.compare(0, 8, "TTHRCKPT") == 0) what = "shard file";
+  else if (first.compare(0, 28, "# Tether checkpoint manifest") == 0) what = manifest;
+  else if (name.rfind("worker-", 0) == 0 && name.size() > 6 && name.compare(name.size() - 6, 6, ".state") == 0 &&
+           fs::exists(fs::path(dir) / manifest, ec))
+    what = "worker state file";
+  if (what.empty()) return Status::OK();
+  return Status::InvalidArgument(path + ": is a checkpoint's " + what + ", not a model file; write the checkpoint's "
+                                 "model file with tether-export --checkpoint=" + dir + out);
+}
+
+StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
+  TETHER_RETURN_IF_ERROR(CheckModelFilePath(path));
+  std::string file;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      const int e = errno;
+      if (e == ENOENT) return Status::NotFound(path + ": no such file");
+      return Status::IOError(path + ": cannot open: " + std::strerror(e));
+    }
+    in.seekg(0, std::ios::end);
+    const std::streamoff size = in.tellg();
+    in.seekg(0);
+    if (size < 0) return Status::IOError(path + ": cannot read its size");
+    file.resize(static_cast<size_t>(size));
+    if (size > 0 && !in.read(&file[0], size)) return Status::IOError(path + ": read failed");
+  }
+  const auto bad = [&path](const std::string& what) { return Status::DataLoss(path + ": " + what); };
+  if (file.size() < 8)
+    return bad("header: the file is " + std::to_string(file.size()) +
+               " bytes, shorter than the 8-byte header length (not a safetensors file)");
+  if (file.compare(0, 4, "PK\x03\x04") == 0)
+    return Status::InvalidArgument(path +
+                                   ": a zip archive (a NumPy .npz?), not a safetensors file; model files are read "
+                                   "in safetensors form (write one with tether-export --format=safetensors)");
+  uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  if (n > file.size() - 8)
+    return bad("header: header length " + std::to_string(n) + " runs past the end of the file (" +
+               std::to_string(file.size()) + " bytes)");
+  const nlohmann::json h = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<std::ptrdiff_t>(n),
+                                                 nullptr, /*allow_exceptions=*/false);
+  if (h.is_discarded()) return bad("header: not valid JSON");
+  if (!h.is_object()) return bad("header: not a JSON object");
+  const uint64_t data_size = file.size() - 8 - n;
+  const char* data = file.data() + 8 + n;
+
+  std::map<std::string, std::string> meta;
+  std::map<std::string, TensorView> tensors;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& name = it.key();
+    const nlohmann::json& e = it.value();
+    if (name == kMetadataKey) {
+      if (!e.is_object()) return bad("header: __metadata__ is not an object");
+      for (auto m = e.begin(); m != e.end(); ++m) {
+        if (!m.value().is_string()) return bad("header: __metadata__ '" + m.key() + "' is not a string");
+        meta[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const auto tbad = [&](const std::string& what) { return bad("tensor '" + name + "': " + what); };
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+      return tbad("needs dtype, shape and data_offsets");
+    if (!e["dtype"].is_string()) return tbad("dtype is not a string");
+    const std::string dt = e["dtype"].get<std::string>();
+    TensorView v{};
+    if (dt == "F32") {
+      v.dtype = DType::kF32;
+    } else if (dt == "U64") {
+      v.dtype = DType::kU64;
+    } else if (dt == "I64") {
+      v.dtype = DType::kI64;
+    } else {
+      return tbad("dtype " + dt + " is not one of F32, U64, I64");
+    }
+    if (!e["shape"].is_array()) return tbad("shape is not an array");
+    uint64_t count = 1;
+    for (const auto& d : e["shape"]) {
+      if (!d.is_number_unsigned()) return tbad("shape holds something other than a non-negative integer");
+      const uint64_t x = d.get<uint64_t>();
+      if (x != 0 && count > std::numeric_limits<uint64_t>::max() / 8 / x) return tbad("shape overflows");
+      count *= x;
+      v.shape.push_back(x);
+    }
+    const auto& off = e["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      return tbad("data_offsets is not [begin, end]");
+    v.begin = off[0].get<uint64_t>();
+    v.end = off[1].get<uint64_t>();
+    if (v.begin > v.end || v.end > data_size)
+      return tbad("data_offsets [" + std::to_string(v.begin) + ", " + std::to_string(v.end) +
+                  "] outside the data section of " + std::to_string(data_size) + " bytes");
+    if (v.end - v.begin != count * ItemBytes(v.dtype))
+      return tbad("data_offsets span " + std::to_string(v.end - v.begin) + " bytes but dtype " + dt + " x shape is " +
+                  std::to_string(count * ItemBytes(v.dtype)) + " bytes");
+    tensors[name] = std::move(v);
+  }
+  {
+    std::vector<std::pair<uint64_t, std::string>> order;
+    for (const auto& [name, v] : tensors) order.push_back({v.begin, name});
+    std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : tensors[a.second].end < tensors[b.second].end;
+    });
+    uint64_t at = 0;
+    for (const auto& [begin, name] : order) {
+      if (begin != at)
+        return bad("tensor '" + name + "': data_offsets begin at " + std::to_string(begin) + ", expected " +
+                   std::to_string(at) + " (tensors must be contiguous, without gaps or overlaps)");
+      at = tensors[name].end;
+    }
+    if (at != data_size)
+      return bad("header: the tensors end at byte " + std::to_string(at) + " of a data section of " +
+                 std::to_string(data_size) + " bytes");
+  }
+
+  const auto notmodel = [&path](const std::string& what) { return Status::InvalidArgument(path + ": " + what); };
+  if (meta["format"] != kFormatName)
+    return notmodel("not a Tether model file (metadata 'format' is '" + meta["format"] + "', expected '" +
+                    kFormatName + "')");
+  if (meta["format_version"] != kFormatVersion)
+    return notmodel("model file format_version '" + meta["format_version"] + "' is not supported (this build reads " +
+                    kFormatVersion + ")");
+  ModelFileContents out;
+  if (!google::protobuf::TextFormat::ParseFromString(meta["job_config"], &out.model.config))
+    return notmodel("metadata 'job_config' is not a JobConfig in Protobuf text format");
+  out.model.job_id = meta["job_id"];
+  int64_t gen = 0, clock = 0;
+  if (!ParseInt(meta["generation"], &gen) || !ParseInt(meta["clock"], &clock))
+    return notmodel("metadata 'generation' or 'clock' is not an integer");
+  out.model.generation = static_cast<uint64_t>(gen);
+  out.model.clock = clock;
+  for (const auto& [k, v] : meta) {
+    if (k.compare(0, std::strlen(kSpecPrefix), kSpecPrefix) != 0) continue;
+    TrainedTable t;
+    if (!google::protobuf::TextFormat::ParseFromString(v, &t.spec))
+      return notmodel("metadata '" + k + "' is not a TableSpec in Protobuf text format");
+    out.model.tables.push_back(std::move(t));
+  }
+  std::sort(out.model.tables.begin(), out.model.tables.end(),
+            [](const TrainedTable& a, const TrainedTable& b) { return a.spec.id() < b.spec.id(); });
+  const auto find = [&](const std::string& name, DType dtype, size_t rank) -> StatusOr<const TensorView*> {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) return notmodel("tensor '" + name + "' is missing");
+    if (it->second.dtype != dtype || it->second.shape.size() != rank)
+      return Status::DataLoss(path + ": tensor '" + name + "': expected dtype " + SafetensorsName(dtype) + " of rank " +
+                              std::to_string(rank));
+    return &it->second;
+  };
+  for (TrainedTable& t : out.model.tables) {
+    const std::string& name = t.spec.name();
+    if (IsRowTable(t.spec)) {
+      TETHER_ASSIGN_OR_RETURN(const TensorView* keys, find(name + ".keys", DType::kU64, 1));
+      TETHER_ASSIGN_OR_RETURN(const TensorView* rows, find(name, DType::kF32, 2));
+      if (rows->shape[0] != keys->shape[0] || rows->shape[1] != t.spec.dim())
+        return Status::DataLoss(path + ": tensor '" + name + "': shape [" + std::to_string(rows->shape[0]) + ", " +
+                                std::to_string(rows->shape[1]) + "], expected [" + std::to_string(keys->shape[0]) +
+                                ", " + std::to_string(t.spec.dim()) + "] (its keys and its spec's dim)");
+      t.keys.resize(keys->shape[0]);
+      std::memcpy(t.keys.data(), data + keys->begin, keys->end - keys->begin);
+      for (size_t i = 1; i < t.keys.size(); ++i)
+        if (t.keys[i] <= t.keys[i - 1])
+          return Status::DataLoss(path + ": tensor '" + name + ".keys': not sorted and unique at position " +
+                                  std::to_string(i));
+      t.values.resize(rows->shape[0] * rows->shape[1]);
+      std::memcpy(t.values.data(), data + rows->begin, rows->end - rows->begin);
+    } else {
+      TETHER_ASSIGN_OR_RETURN(const TensorView* v, find(name, DType::kF32, 1));
+      if (v->shape[0] != t.spec.size())
+        return Status::DataLoss(path + ": tensor '" + name + "': shape [" + std::to_string(v->shape[0]) +
+                                "], expected [" + std::to_string(t.spec.size()) + "] (its spec's size)");
+      t.values.resize(v->shape[0]);
+      std::memcpy(t.values.data(), data + v->begin, v->end - v->begin);
+    }
+  }
+  if (tensors.count("label_counts") > 0) {
+    const TensorView& v = tensors["label_counts"];
+    if (v.shape.size() != 1 || v.dtype == DType::kF32)
+      return Status::DataLoss(path + ": tensor 'label_counts': expected U64 or I64 of rank 1");
+    out.label_counts.counts.resize(v.shape[0]);
+    std::memcpy(out.label_counts.counts.data(), data + v.begin, v.end - v.begin);  // I64 counts are ≥ 0
+    if (!ParseInt(meta["label_counts_rows"], &out.label_counts.num_rows))
+      return notmodel("metadata 'label_counts_rows' is missing or not an integer");
+  }
+  out.metadata = std::move(meta);
+  return out;
+}
+
+}  // namespace tether

@@ -1,0 +1,102 @@
+// Model files: a TrainedModel (checkpoint/trained_model.h) as the files users keep
+// and load elsewhere (tether-export writes them, tether-predict reads them).
+//
+//  - safetensors (https://github.com/huggingface/safetensors, the published
+//    layout): an 8-byte little-endian header length N, N bytes of JSON
+//    header {"NAME": {"dtype", "shape", "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {string: string}} padded with spaces to a multiple of
+//    8, then the tensors' little-endian bytes, contiguous, in header order.
+//    PyTorch users load it with safetensors.torch.load_file(path).
+//  - NumPy .npz: a zip (stored, not deflated, as numpy.savez writes) of one
+//    NPY 1.0 file per tensor, "NAME.npy", plus "__metadata__.npy", a uint8
+//    array holding the metadata as a JSON object (json.loads(bytes(a))).
+//    numpy.load(path) reads it.
+//
+// Tensors (the same in both):
+//   ROW table t:   "t.keys" U64 [n] (sorted, unique), "t" F32 [n, dim]
+//   DENSE table t: "t" F32 [size]
+//   "label_counts" U64 [num_labels]: training rows carrying each label (for
+//                  PSP@k), when known.
+// Metadata (strings): "format" = "tether-model", "format_version" = "1",
+// "model_type" (XMC_MLP, SPARSE_LR, DENSE_MLP), "model_name", "loss",
+// "hidden", "hidden_layers" (JSON array), "num_features", "num_labels",
+// "data_format", "index_base", "label_base", "normalize_rows" (true|false),
+// "feature_scale", "feature_offset", "job_id", "generation", "clock",
+// "tables" (JSON array: per table its id, name, kind, dim, size, num_keys,
+// key_base and initializer {kind, bound, seed}: a row absent from "t.keys"
+// was never trained and its value is InitialWeight(seed, id, key, column,
+// bound) for UNIFORM, 0 for ZEROS; core/table_spec.h), "table_spec.NAME" (the
+// TableSpec as Protobuf text), "job_config" (the JobConfig as Protobuf
+// text), and "label_counts_rows" (N, the training rows counted) with the
+// counts. Floats are printed with 9 significant digits (exact for float).
+//
+// Thread-safety: the functions share no state. Ownership: plain values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "checkpoint/trained_model.h"
+
+namespace tether {
+
+/// Training label frequencies, for the propensity-scored metrics
+/// (InversePropensity, core/metrics.h). Empty when unknown.
+struct LabelCounts {
+  std::vector<uint64_t> counts;  // counts[l]: training rows carrying label l (0-based)
+  int64_t num_rows = 0;          // N: training rows counted
+  bool empty() const { return counts.empty(); }
+};
+
+/// A model file's contents.
+struct ModelFileContents {
+  TrainedModel model;
+  LabelCounts label_counts;
+  std::map<std::string, std::string> metadata;  // as stored
+};
+
+enum class ModelFileFormat { kSafetensors, kNpz };
+
+/// "safetensors" or "npz" → the format. Errors: InvalidArgument naming the
+/// value.
+StatusOr<ModelFileFormat> ParseModelFileFormat(const std::string& name);
+
+/// The metadata written for `model` (see above).
+std::map<std::string, std::string> ModelFileMetadata(const TrainedModel& model, const LabelCounts& counts);
+
+/// Writes `model` (and `counts` when not empty) to `path` in `format`,
+/// atomically: a temporary file next to `path`, fsynced, renamed over it
+/// (AtomicFile, core/file_util.h; libzip's own rename for npz, then fsync of
+/// the file and the directory). Memory: the npz writer holds a copy of each
+/// tensor until the archive is closed; safetensors streams. Errors:
+/// InvalidArgument when a table's values or keys do not match its spec
+/// (naming the table), or counts.size() != data.num_labels; IOError naming
+/// the path.
+Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, const std::string& path,
+                      ModelFileFormat format);
+
+/// Checks that `path` can be a model file before it is read: it exists and
+/// is no directory, and it is no file of a Tether checkpoint (a shard file,
+/// the MANIFEST, a worker state file). Errors: NotFound "PATH: no such file";
+/// InvalidArgument "PATH: is a directory, not a model file" or "PATH: is a
+/// checkpoint's shard file, not a model file", each followed, for a
+/// checkpoint or a directory of them, by the tether-export command that
+/// writes its model file.
+Status CheckModelFilePath(const std::string& path);
+
+/// Reads a safetensors model file written by WriteModelFile back, bit for
+/// bit. Checks the layout (header length within the file, a JSON object,
+/// every tensor's dtype F32/U64/I64, shape, data_offsets in range,
+/// contiguous from 0 to the end of the data, and their size matching
+/// dtype × shape) and the model (metadata present and parseable, every
+/// table's tensors present with the shapes of its spec, keys sorted and
+/// unique). Errors: those of CheckModelFilePath; IOError naming the file; DataLoss
+/// "FILE: tensor 'NAME': ..." or "FILE: header: ..." for a malformed file;
+/// InvalidArgument "FILE: ..." for a well-formed file that is not a Tether
+/// model (e.g. a missing table).
+StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path);
+
+}  // namespace tether

@@ -1,0 +1,177 @@
+#include "cli/config_flags.h"
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <deque>
+#include <utility>
+
+#include "core/config.h"
+#include "core/data_files.h"
+#include "sparse/arff_reader.h"
+#include "sparse/reader.h"
+
+DEFINE_string(config, "", "job config, Protobuf text format (see proto/tether.proto and examples/)");
+
+namespace tether {
+namespace {
+
+// One string flag per ConfigOverrides() row; "" means "not set, keep the
+// config's value". gflags keeps pointers to the name, help and both values
+// until exit, so the storage is never freed (as DEFINE_string's is not).
+struct OverrideFlag {
+  const ConfigOverride* row;
+  std::string help;  // "consistency.staleness: staleness bound ..."
+  std::string value, default_value;
+};
+
+std::deque<OverrideFlag>& OverrideFlags() {
+  static auto* flags = new std::deque<OverrideFlag>();  // deque: stable addresses
+  return *flags;
+}
+
+// Runs at static initialisation, like the DEFINE_ macros, so the flags exist
+// before main() parses the command line.
+bool RegisterOverrideFlags() {
+  for (const ConfigOverride& row : ConfigOverrides()) {
+    OverrideFlag& f = OverrideFlags().emplace_back();
+    f.row = &row;
+    f.help = std::string(row.field_path) + ": " + row.help;
+    gflags::FlagRegisterer(row.flag, f.help.c_str(), __FILE__, &f.value, &f.default_value);
+  }
+  return true;
+}
+[[maybe_unused]] const bool kOverrideFlagsRegistered = RegisterOverrideFlags();
+
+}  // namespace
+
+namespace {
+
+// num_features / num_labels of 0 (the default) take the XMC header's widths,
+// as proto/tether.proto promises; the header of the
+// training file is read (its first line only) before validation, so the
+// values in force and every check see the real widths.
+// ARFF likewise, from its @attribute lines and label XML (the header only).
+// A train_file named *.arff or *.arff.gz is ARFF when data.format is unset.
+// Several XMC files (data.train_file or test_file a list or glob,
+// core/data_files.h): every header must give the same widths, which must
+// equal the config's where it sets them; checked here, before any process
+// starts, reading each file's first line only.
+Status CheckXmcListWidths(JobConfig* config) {
+  DataConfig* d = config->mutable_data();
+  for (const auto& [field, spec] : {std::pair<const char*, std::string>{"data.train_file", d->train_file()},
+                                    {"data.test_file", d->test_file()}}) {
+    if (!IsFileList(spec)) continue;
+    TETHER_ASSIGN_OR_RETURN(std::vector<std::string> paths, ExpandFileList(spec, field));
+    std::string first;
+    for (const std::string& path : paths) {
+      TETHER_ASSIGN_OR_RETURN(auto header, ReadXmcHeader(path));
+      // Hashed features: the header's F is not a width; only L must agree.
+      if (d->hashed_features()) header[1] = 0;
+      if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header[1]));
+      if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header[2]));
+      if (first.empty()) first = path;
+      if (header[1] != static_cast<uint64_t>(d->num_features()) || header[2] != static_cast<uint64_t>(d->num_labels()))
+        return Status::InvalidArgument(
+            path + ":1: header declares " + std::to_string(header[1]) + " features and " +
+            std::to_string(header[2]) + " labels, but " +
+            (first == path ? std::string("the config says ") : "the job's widths (" + first + ", or the config) are ") +
+            std::to_string(d->num_features()) + " and " + std::to_string(d->num_labels()) +
+            ": the files of config field " + field + " must all have the same widths");
+    }
+  }
+  return Status::OK();
+}
+
+Status ResolveXmcWidths(JobConfig* config) {
+  DataConfig* d = config->mutable_data();
+  if (d->format() == XMC && (IsFileList(d->train_file()) || IsFileList(d->test_file()))) {
+    TETHER_RETURN_IF_ERROR(CheckDataFilesExist(*config));
+    return CheckXmcListWidths(config);
+  }
+  const std::string& f = d->train_file();
+  const auto ends = [&f](const std::string& e) { return f.size() >= e.size() && f.compare(f.size() - e.size(), e.size(), e) == 0; };
+  if (!d->has_format() && (ends(".arff") || ends(".arff.gz"))) d->set_format(ARFF);
+  if ((d->format() != XMC && d->format() != ARFF) || (d->num_features() != 0 && d->num_labels() != 0) ||
+      d->train_file().empty())
+    return Status::OK();
+  if (d->format() == ARFF && d->label_xml().empty()) return Status::OK();  // validation names the field
+  TETHER_RETURN_IF_ERROR(CheckDataFilesExist(*config));
+  if (d->format() == ARFF) {
+    ReadOptions opts;
+    opts.format = DataFormat::kArff;
+    opts.label_xml = d->label_xml();
+    opts.num_labels = d->num_labels();
+    TETHER_ASSIGN_OR_RETURN(ArffHeader header, ReadArffHeader(d->train_file(), opts));
+    if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header.feature_names.size()));
+    if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header.label_names.size()));
+    return Status::OK();
+  }
+  TETHER_ASSIGN_OR_RETURN(auto header, ReadXmcHeader(d->train_file()));
+  // Hashed features: the header's F is not a width (ids are any uint64).
+  if (d->num_features() == 0 && !d->hashed_features()) d->set_num_features(static_cast<int64_t>(header[1]));
+  if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header[2]));
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope scope, ConfigLog log) {
+  if (FLAGS_config.empty()) return Status::InvalidArgument("flag --config is required");
+  TETHER_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(FLAGS_config));
+  std::string set_by_flags;
+  {
+    // --staleness is a bound of SSP/ASP: with AVERAGE (rounds, no bound) it
+    // is refused, not silently dropped, whichever way AVERAGE was chosen.
+    std::string staleness, model;
+    for (const OverrideFlag& f : OverrideFlags()) {
+      if (f.value.empty()) continue;
+      if (std::string(f.row->flag) == "staleness") staleness = f.value;
+      if (std::string(f.row->flag) == "consistency_model") model = f.value;
+    }
+    std::string lower_model = model;
+    std::transform(lower_model.begin(), lower_model.end(), lower_model.begin(), ::tolower);
+    if (!staleness.empty() && lower_model == "average")
+      return Status::InvalidArgument("flags --staleness=" + staleness +
+                                     " and --consistency_model=average contradict: AVERAGE has no staleness bound "
+                                     "(its rounds close like BSP); drop --staleness");
+    if (!staleness.empty() && model.empty() && config.consistency().model() == AVERAGE)
+      return Status::InvalidArgument("flag --staleness=" + staleness + ": " + FLAGS_config +
+                                     " trains with consistency.model AVERAGE, which has no staleness bound; drop "
+                                     "--staleness, or leave AVERAGE with --consistency_model=ssp|asp|bsp");
+  }
+  std::vector<std::pair<std::string, std::string>> flags_set;
+  for (const OverrideFlag& f : OverrideFlags()) {
+    if (f.value.empty()) continue;
+    TETHER_RETURN_IF_ERROR(ApplyOverride(&config, f.row->field_path, f.value, std::string("flag --") + f.row->flag));
+    set_by_flags += std::string(" --") + f.row->flag + "=" + f.value;
+    flags_set.emplace_back(f.row->flag, f.value);
+  }
+  // A flag the job in force would ignore (--chunk_rows without data on
+  // demand) is refused, not silently dropped.
+  TETHER_RETURN_IF_ERROR(CheckOverridesApply(config, flags_set));
+  if (scope == ConfigScope::kJob) TETHER_RETURN_IF_ERROR(ResolveXmcWidths(&config));
+  Status valid = scope == ConfigScope::kServer ? ValidateServerConfig(config) : ValidateJobConfig(config);
+  if (!valid.ok()) {
+    // Validation names the field; when a flag set it, name the flag too.
+    for (const OverrideFlag& f : OverrideFlags())
+      if (!f.value.empty() &&
+          valid.message().find(std::string("config field ") + f.row->field_path + ":") != std::string::npos)
+        return Status::InvalidArgument(valid.message() + " (set by flag --" + f.row->flag + "=" + f.value + ")");
+    return valid;
+  }
+  if (log == ConfigLog::kInForce)
+    LOG(INFO) << "[" << role << "] config in force (" << FLAGS_config
+              << (set_by_flags.empty() ? "" : ", flags" + set_by_flags) << "):\n" << ConfigSummary(config);
+  return config;
+}
+
+std::vector<std::string> OverrideFlagsSet() {
+  std::vector<std::string> out;
+  for (const OverrideFlag& f : OverrideFlags())
+    if (!f.value.empty()) out.push_back(std::string("--") + f.row->flag + "=" + f.value);
+  return out;
+}
+
+}  // namespace tether

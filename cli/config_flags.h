@@ -1,0 +1,45 @@
+// Flags shared by the binaries that run a job: --config and one flag per
+// config field that may be overridden from the command line. The table in
+// core/config.cc (ConfigOverrides) is the only list: each row becomes a
+// string flag here at start-up, so adding an override is one table row.
+// Only main() files include this.
+//
+// Ownership: the flags' storage is process-global and lives until exit.
+// Thread-safety: call from main() (the flags are process-global).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "proto/tether.pb.h"
+#include "cli/flag_parser.h"
+
+namespace tether {
+
+/// Which checks LoadConfigFromFlags runs after applying the overrides.
+enum class ConfigScope {
+  kJob,     // ValidateJobConfig: every section (workers, launcher)
+  kServer,  // ValidateServerConfig: cluster and consistency only (tether-server)
+};
+
+/// Whether LoadConfigFromFlags logs the values in force.
+enum class ConfigLog {
+  kInForce,  // once, as a short block tagged with the role (every process that runs part of the job)
+  kQuiet,    // not at all (tether-launch: its children log theirs)
+};
+
+/// Loads --config, applies every override flag the user set (in the table's
+/// order), validates per `scope`, and logs the values in force per `log`,
+/// tagged with `role` ("server 0"). A validation error on a field a flag set
+/// also names the flag ("(set by flag --learning_rate=nan)").
+/// Errors: InvalidArgument when --config is missing; those of LoadJobConfig,
+/// ApplyOverride and the validation.
+StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope scope = ConfigScope::kJob,
+                                        ConfigLog log = ConfigLog::kInForce);
+
+/// The override flags the user set, as "--name=value" arguments, for a
+/// launcher to forward to its children.
+std::vector<std::string> OverrideFlagsSet();
+
+}  // namespace tether

@@ -1,0 +1,183 @@
+// PredictRows: the XMC forward pass from a TrainedModel equals the same
+// pass written out by hand (rows absent from the model take their
+// initializer's value), any number of threads gives the same output and the
+// same metrics bit for bit, and the binary and multiclass models score too.
+#include "serving/predictor.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/table_spec.h"
+#include "worker/model_registry.h"
+
+namespace tether {
+namespace {
+
+JobConfig XmcConfig() {
+  JobConfig c;
+  c.mutable_data()->set_index_base(1);
+  c.mutable_data()->set_num_features(4);
+  c.mutable_data()->set_num_labels(3);
+  c.mutable_model()->set_type(XMC_MLP);
+  c.mutable_model()->set_hidden(2);
+  c.mutable_train()->set_seed(5);
+  return c;
+}
+
+// The model's tables as TablesForJob declares them; row tables hold only
+// the keys given (the rest must come from the initializer).
+TrainedModel ModelWithRows(const JobConfig& c, const std::map<std::string, std::vector<uint64_t>>& keys) {
+  TrainedModel m;
+  m.config = c;
+  for (const TableSpec& s : TablesForJob(c)) {
+    TrainedTable t;
+    t.spec = s;
+    if (IsRowTable(s)) {
+      t.keys = keys.at(s.name());
+      for (size_t i = 0; i < t.keys.size() * s.dim(); ++i)
+        t.values.push_back(std::sin(0.7f * static_cast<float>(i) + static_cast<float>(s.id())));
+    } else {
+      for (uint64_t i = 0; i < s.size(); ++i) t.values.push_back(0.05f * static_cast<float>(i) - 0.02f);
+    }
+    m.tables.push_back(std::move(t));
+  }
+  return m;
+}
+
+float Weight(const TrainedTable& t, uint64_t key, uint32_t j) {
+  const auto it = std::find(t.keys.begin(), t.keys.end(), key);
+  if (it != t.keys.end()) return t.values[(it - t.keys.begin()) * t.spec.dim() + j];
+  if (t.spec.init().kind() == TableInitializer::ZEROS) return 0.0f;
+  return InitialWeight(t.spec.init().seed(), t.spec.id(), key, j, t.spec.init().bound());
+}
+
+Dataset Rows() {
+  Dataset d;
+  d.features.cols = 4;
+  d.labels.cols = 3;
+  const std::vector<std::vector<std::pair<uint32_t, float>>> x = {
+      {{0, 1.0f}, {3, 0.5f}}, {{1, 2.0f}}, {{2, -1.0f}, {3, 1.5f}}, {}};
+  const std::vector<std::vector<uint32_t>> y = {{2}, {0, 1}, {1}, {}};
+  for (size_t r = 0; r < x.size(); ++r) {
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (auto [i, v] : x[r]) idx.push_back(i), val.push_back(v);
+    d.features.AppendRow(idx.data(), val.data(), idx.size());
+    const std::vector<float> ones(y[r].size(), 1.0f);
+    d.labels.AppendRow(y[r].data(), ones.data(), y[r].size());  // AppendRow counts the rows
+  }
+  return d;
+}
+
+TEST(PredictorTest, XmcForwardPassEqualsTheHandWrittenOneWithInitialRowsForAbsentKeys) {
+  const JobConfig c = XmcConfig();
+  // w1 lacks features 1 and 3, w2 lacks label 2: they take InitialWeight.
+  const TrainedModel m = ModelWithRows(c, {{"w1", {0, 2}}, {"w2", {0, 1}}});
+  const Dataset d = Rows();
+  PredictOptions o;
+  o.top_k = 3;
+  StatusOr<Predictions> p = PredictRows(m, LabelCounts{}, d, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->rows, 4);
+  ASSERT_EQ(p->k, 3);
+  const TrainedTable &w1 = m.tables[0], &b1 = m.tables[1], &w2 = m.tables[2];
+  ASSERT_EQ(w1.spec.name(), "w1");
+  ASSERT_EQ(w2.spec.name(), "w2");
+  for (int64_t r = 0; r < 4; ++r) {
+    float a[2];
+    for (uint32_t j = 0; j < 2; ++j) {
+      float z = b1.values[j];
+      for (int64_t q = d.features.row_ptr[r]; q < d.features.row_ptr[r + 1]; ++q)
+        z += d.features.values[q] * Weight(w1, d.features.col_idx[q], j);
+      a[j] = std::max(z, 0.0f);
+    }
+    std::vector<float> s(3);
+    for (uint32_t l = 0; l < 3; ++l) s[l] = a[0] * Weight(w2, l, 0) + a[1] * Weight(w2, l, 1) + Weight(w2, l, 2);
+    for (int j = 0; j < 3; ++j) {
+      const uint32_t l = p->labels[r * 3 + j];
+      EXPECT_NEAR(p->scores[r * 3 + j], s[l], 1e-5) << "row " << r << " position " << j;
+      if (j > 0) {
+        EXPECT_GE(p->scores[r * 3 + j - 1], p->scores[r * 3 + j]);
+      }
+    }
+  }
+  EXPECT_EQ(OutputLabelId(c, 0), 1);  // index_base 1
+  ASSERT_FALSE(p->metrics.empty());
+  EXPECT_EQ(p->metrics[0].first, "precision_at_1");
+}
+
+TEST(PredictorTest, ThreadsAndBlocksChangeNothing) {
+  const JobConfig c = XmcConfig();
+  const TrainedModel m = ModelWithRows(c, {{"w1", {0, 1, 2}}, {"w2", {0, 1, 2}}});
+  const Dataset d = Rows();
+  LabelCounts counts;
+  counts.counts = {3, 1, 2};
+  counts.num_rows = 5;
+  PredictOptions one;
+  StatusOr<Predictions> a = PredictRows(m, counts, d, one);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  PredictOptions many;
+  many.threads = 3;
+  many.block_rows = 1;
+  StatusOr<Predictions> b = PredictRows(m, counts, d, many);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(a->labels, b->labels);
+  ASSERT_EQ(a->scores.size(), b->scores.size());
+  EXPECT_EQ(std::memcmp(a->scores.data(), b->scores.data(), a->scores.size() * 4), 0);
+  ASSERT_EQ(a->metrics.size(), 12u);  // P, nDCG, PSP, PSnDCG at 1, 3, 5
+  for (size_t i = 0; i < a->metrics.size(); ++i) {
+    EXPECT_EQ(a->metrics[i].first, b->metrics[i].first);
+    EXPECT_EQ(a->metrics[i].second, b->metrics[i].second) << a->metrics[i].first;
+  }
+  EXPECT_EQ(a->metrics[6].first, "psp_at_1");
+}
+
+TEST(PredictorTest, BinaryAndMulticlassModelsScore) {
+  JobConfig lr;
+  lr.mutable_data()->set_index_base(1);
+  lr.mutable_data()->set_num_features(4);
+  lr.mutable_model()->set_type(SPARSE_LR);
+  TrainedModel m = ModelWithRows(lr, {{"w", {0, 1, 2, 3}}});
+  Dataset d = Rows();
+  d.labels = CsrMatrix();
+  d.labels.cols = 1;
+  const uint32_t pos = 0;
+  const float one = 1.0f;
+  for (int r = 0; r < 4; ++r) d.labels.AppendRow(&pos, &one, r % 2);
+  StatusOr<Predictions> p = PredictRows(m, LabelCounts{}, d, PredictOptions{});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->k, 1);
+  const float b = m.tables[1].values[0];
+  EXPECT_NEAR(p->scores[1], 2.0f * m.tables[0].values[1] + b, 1e-6);  // row 1: x1 = 2
+  ASSERT_EQ(p->metrics.size(), 3u);
+  EXPECT_EQ(p->metrics[0].first, "accuracy");
+
+  JobConfig mlp;
+  mlp.mutable_data()->set_num_features(4);
+  mlp.mutable_data()->set_num_labels(3);
+  mlp.mutable_data()->set_label_base(1);
+  mlp.mutable_model()->set_type(DENSE_MLP);
+  mlp.mutable_model()->set_hidden(5);
+  m = ModelWithRows(mlp, {});
+  p = PredictRows(m, LabelCounts{}, Rows(), PredictOptions{});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->k, 3);
+  EXPECT_EQ(OutputLabelId(mlp, 2), 3);  // label_base 1
+
+  JobConfig other = XmcConfig();
+  other.mutable_model()->set_name("my_model");
+  EXPECT_FALSE(PredictRows(ModelWithRows(XmcConfig(), {{"w1", {}}, {"w2", {}}}), LabelCounts{}, Rows(),
+                           [] { PredictOptions o; o.top_k = 0; return o; }())
+                   .ok());
+  TrainedModel named = ModelWithRows(XmcConfig(), {{"w1", {}}, {"w2", {}}});
+  named.config = other;
+  const StatusOr<Predictions> refused = PredictRows(named, LabelCounts{}, Rows(), PredictOptions{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("my_model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tether

@@ -1,0 +1,51 @@
+// Per-thread scorers of a trained model (PredictRows, serving/predictor.h):
+// the forward pass of the model's compute class (XmcMlp, SparseLr, DenseMlp:
+// worker/) on one compute backend, fed from a TrainedModel's tables instead
+// of the parameter server.
+//
+// Ownership: a ScorerSet borrows the TrainedModel (it must outlive the set
+// and every scorer made from it) and owns what it gathers once for all
+// threads (XMC's w2, biases). Each Scorer owns its backend and scratch.
+// Thread-safety: ScorerSet::Make may be called from several threads at once;
+// a Scorer is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "checkpoint/trained_model.h"
+#include "sparse/backend.h"
+#include "sparse/csr.h"
+
+namespace tether {
+
+/// One thread's scorer: its backend, its compute object and scratch.
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  /// *scores = (end − begin) × outputs logits (row-major) of rows [begin,
+  /// end) of x (rows × num_features CSR). Errors: the compute class's.
+  virtual Status Score(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* scores) = 0;
+};
+
+/// A factory of per-thread scorers over one model's tables.
+struct ScorerSet {
+  int64_t outputs = 0;  // score columns of the model
+  /// A scorer that computes on `backend` (taken over).
+  std::function<std::unique_ptr<Scorer>(std::unique_ptr<Backend> backend)> make;
+};
+
+/// The name PredictRows knows the model by: model.name when set, else the
+/// type's ("xmc_mlp", "sparse_lr", "dense_mlp").
+std::string ModelKindName(const JobConfig& config);
+
+/// The scorers of `model` (kind from ModelKindName). Errors: InvalidArgument
+/// for a kind that cannot be scored ("model 'NAME' cannot be scored here"),
+/// or a missing or mis-shaped table (naming it and the width needed).
+StatusOr<ScorerSet> MakeScorerSet(const TrainedModel& model);
+
+}  // namespace tether
