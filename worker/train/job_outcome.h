@@ -4,7 +4,8 @@
 // not do its job never exits 0: these say when that is.
 //
 // Pure functions of the replies and flags they are given; the training run
-// (worker/train/training_run.h) logs and acts. Thread-safety: re-entrant.
+// (worker/train/training_run.h) logs and acts. Ownership: values in, values
+// out. Thread-safety: re-entrant.
 #pragma once
 
 #include <cstdint>

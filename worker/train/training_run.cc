@@ -342,6 +342,11 @@ Status TrainingRun::PlanStart() {
   // A resume continues the epoch's loss only when shard 0 deals that epoch.
   if (source_->dealt_by_shard0() && !resume_dir_.empty() && resume_.epoch() != start_.epoch)
     start_.loss_sum = 0, start_.loss_batches = 0;
+  ApplyRejoin(streamed);
+  return Status::OK();
+}
+
+void TrainingRun::ApplyRejoin(bool streamed) {
   // A new process in the place of one that died, timed out or left (a
   // restart by hand or by a launcher, without --resume_from): with the
   // static split its share of the data continues where the previous process
@@ -369,7 +374,6 @@ Status TrainingRun::PlanStart() {
                                              std::to_string(at.row) + " of " + std::to_string(partition_rows_)
                                        : std::string("the end (nothing left to train)"));
   }
-  return Status::OK();
 }
 
 }  // namespace tether

@@ -88,6 +88,9 @@ class TrainingRun {
   ClientOptions MakeClientOptions() const;
   Status StartTraining();
   Status PlanStart();
+  // A process restarted in the running job continues its predecessor's
+  // share (RejoinPosition), or says why it starts again.
+  void ApplyRejoin(bool streamed);
   void LogPipelining() const;
 
   // ---- Training (training_loop.cc).
