@@ -695,7 +695,7 @@ Status ValidateJobConfig(const JobConfig& c) {
     return bad("data.num_features", "must be > 0 (the model's input width)");
   }
   // What the labels and widths must look like depends on the model: the
-  // model registry checks those (ValidateModelConfig, worker/model_registry.h).
+  // model registry checks those (ValidateModelConfig, worker/models/model_registry.h).
   if (c.data().format() == IDX) {
     if (c.data().train_label_file().empty()) return bad("data.train_label_file", "is required with data.format IDX");
     if (!c.data().test_file().empty() && c.data().test_label_file().empty())

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "core/table_spec.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 
 namespace tether {
 namespace {

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "server/server.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/client/job_session.h"
-#include "worker/local_replica.h"
+#include "worker/client/local_replica.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 

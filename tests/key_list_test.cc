@@ -20,7 +20,7 @@
 #include "core/config.h"
 #include "core/net/key_list_cache.h"
 #include "server/server.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/client/job_session.h"
 #include "tests/testing/cluster.h"
 

@@ -19,10 +19,10 @@
 #include "server/server.h"
 #include "sparse/counting_backend.h"
 #include "sparse/cpu_backend.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/client/job_session.h"
-#include "worker/model.h"
-#include "worker/model_registry.h"
+#include "worker/models/model.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 

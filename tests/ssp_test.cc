@@ -8,9 +8,9 @@
 
 #include "core/net/message.h"
 #include "server/server.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/client/job_session.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 

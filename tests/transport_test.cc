@@ -36,9 +36,9 @@
 #include "core/partition.h"
 #include "server/server.h"
 #include "sparse/reader.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/client/job_session.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 

@@ -54,7 +54,7 @@
 #include "server/server.h"
 #include "server/table.h"
 #include "server/table_checkpoint.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/client/job_session.h"
 #include "cli/flag_parser.h"
 #include "worker/sampling.h"

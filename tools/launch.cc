@@ -72,7 +72,7 @@
 #include "cli/config_flags.h"
 #include "tools/elastic_schedule.h"
 #include "cli/metrics_flags.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 
 DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers); 0: from the config");
@@ -1174,7 +1174,7 @@ int main(int argc, char** argv) {
   // Each child logs the values in force; the launcher would only repeat them.
   auto config = tether::LoadConfigFromFlags("launch", tether::ConfigScope::kJob, tether::ConfigLog::kQuiet);
   if (config.ok()) {
-    // The model's checks (worker/model_registry.h) before anything starts.
+    // The model's checks (worker/models/model_registry.h) before anything starts.
     if (tether::Status st = tether::ValidateModelConfig(*config); !st.ok()) config = st;
   }
   // A missing data file is found before any server starts, with the full

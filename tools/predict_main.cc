@@ -22,7 +22,7 @@
 #include "checkpoint/model_file.h"
 #include "cli/flag_parser.h"
 #include "serving/predictor.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 
 DEFINE_string(model, "", "Required: the model file (safetensors, as tether-export writes it)");

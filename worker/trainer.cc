@@ -10,7 +10,7 @@
 #include "core/config.h"
 #include "core/file_util.h"
 #include "worker/metrics_json.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 #include "worker/train/job_outcome.h"
 #include "worker/train/training_run.h"
 
@@ -19,7 +19,7 @@ namespace tether {
 bool RowsDealtOnDemand(const JobConfig& config) {
   // The static split (data.train_split by rank over cluster.num_workers)
   // has no share for a rank beyond the initial ones; shard 0's chunks
-  // (worker/chunk_feed.h) go to whichever rank asks.
+  // (worker/train/chunk_feed.h) go to whichever rank asks.
   return config.train().data_on_demand();
 }
 

@@ -1,5 +1,5 @@
 // The training loop of one worker (`tether-worker`), the same for every
-// model (worker/model.h): read this worker's partition of the training rows;
+// model (worker/models/model.h): read this worker's partition of the training rows;
 // per epoch, shuffle them; per minibatch, let the model pull what it needs,
 // compute gradients on the compute backend and push them; advance the clock
 // every train.minibatches_per_clock minibatches. At the end every worker
@@ -24,7 +24,7 @@
 #include "core/status.h"
 #include "proto/tether.pb.h"
 #include "sparse/reader.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/train/training_data.h"  // LoadSplit
 
 namespace zmq {
@@ -135,7 +135,7 @@ struct TrainReport {
   ///                      them, its expected value under a random order, as
   ///                      for P@k), log_loss (mean softmax cross-entropy).
   /// Rows with tied top scores are counted and logged with a warning (C21).
-  /// Computed by worker/evaluator.h, which tether-predict shares.
+  /// Computed by worker/eval/evaluator.h, which tether-predict shares.
   std::vector<std::pair<std::string, double>> test_metrics;
   /// The exact integer counts behind test_metrics (Evaluator::Counts):
   /// precision_hits_at_{1,3,5} (multi-label) or correct (binary,

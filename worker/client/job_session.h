@@ -1,5 +1,5 @@
 // JobSession: a worker's control calls to the job — the ones that are not
-// the data path (pull, push, clock: WorkerClient, worker/client.h). Each is
+// the data path (pull, push, clock: WorkerClient, worker/client/client.h). Each is
 // a round trip that blocks until answered: taking part in a checkpoint, the
 // barrier at the end of training, the evaluation gather, asking for a chunk
 // (data on demand), the servers' counters, and leaving (BYE, a prompt BYE
@@ -33,7 +33,7 @@
 #include "core/net/message.h"
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 
 namespace tether {
 

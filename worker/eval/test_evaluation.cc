@@ -10,8 +10,8 @@
 
 #include "core/config.h"
 #include "core/net/eval_frames.h"
-#include "worker/evaluator.h"
-#include "worker/model_registry.h"
+#include "worker/eval/evaluator.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 
 namespace tether {

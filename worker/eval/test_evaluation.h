@@ -1,5 +1,5 @@
 // TestEvaluation: the evaluation rounds of one training run on the test set
-// (partitioned evaluation, worker/partitioned_eval.h). Every initial worker
+// (partitioned evaluation, worker/eval/partitioned_eval.h). Every initial worker
 // holds its part of the test set; round 0 at the start gathers what no
 // worker holds alone (PSP@k's label counts, the test offsets); after every
 // train.eval_every_epochs epochs each worker evaluates its part and rank 0
@@ -29,10 +29,10 @@
 #include "proto/tether.pb.h"
 #include "sparse/backend.h"
 #include "sparse/reader.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/client/job_session.h"
-#include "worker/model.h"
-#include "worker/partitioned_eval.h"
+#include "worker/models/model.h"
+#include "worker/eval/partitioned_eval.h"
 
 namespace tether {
 

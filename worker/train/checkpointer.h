@@ -20,7 +20,7 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 #include "worker/client/job_session.h"
 
 namespace tether {

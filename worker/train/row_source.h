@@ -10,7 +10,7 @@
 //   streamed       data.streaming: this rank's share of the files read again
 //                  every epoch in blocks of data.shuffle_buffer_rows
 //   on demand      train.data_on_demand: chunks dealt by shard 0
-//                  (worker/chunk_feed.h), from the whole set in memory or
+//                  (worker/train/chunk_feed.h), from the whole set in memory or
 //                  from byte ranges of streamed files
 //
 // A block is a few thousand rows or a whole epoch: the virtual calls here
@@ -28,7 +28,7 @@
 #include "core/status.h"
 #include "proto/tether.pb.h"
 #include "sparse/csr.h"
-#include "worker/chunk_feed.h"
+#include "worker/train/chunk_feed.h"
 #include "worker/train/training_data.h"
 
 namespace tether {

@@ -11,9 +11,9 @@
 #include "core/config.h"
 #include "core/data_files.h"
 #include "sparse/idx_reader.h"
-#include "worker/evaluator.h"
-#include "worker/model_registry.h"
-#include "worker/model.h"
+#include "worker/eval/evaluator.h"
+#include "worker/models/model_registry.h"
+#include "worker/models/model.h"
 #include "worker/sampling.h"
 
 namespace tether {
@@ -39,7 +39,7 @@ std::string FormatNumber(double v) {
   return os.str();
 }
 
-// Single-label targets → the label CSR of worker/model.h (binary: N × 1 with
+// Single-label targets → the label CSR of worker/models/model.h (binary: N × 1 with
 // the entry 0 on positives; multiclass: one-hot N × classes).
 Status TargetsToLabels(const JobConfig& config, LabelKind kind, const std::string& file, Dataset* d) {
   if (d->targets.size() != static_cast<size_t>(d->features.rows)) {
@@ -320,7 +320,7 @@ StatusOr<TrainingData> LoadTrainingData(const JobConfig& config, int rank, bool 
   const bool streaming = config.data().streaming();
   if (streaming && resuming)
     return Status::InvalidArgument(who + "--resume_from: a streamed job (data.streaming) has no checkpoints to resume");
-  // Data on demand (worker/chunk_feed.h): every worker holds the whole
+  // Data on demand (worker/train/chunk_feed.h): every worker holds the whole
   // training set, or over streamed files none does; shard 0 deals it out
   // in chunks.
   const bool on_demand = config.train().data_on_demand();

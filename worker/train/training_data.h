@@ -29,7 +29,7 @@ namespace tether {
 /// optional split file; `partition` of `num_partitions`), reads
 /// `file` (XMC, LIBSVM, or IDX images with `label_file`), applies
 /// data.feature_scale and data.normalize_rows, and turns the labels into the
-/// CSR form of worker/model.h: multi-label as read; binary N × 1 (entry 0 on
+/// CSR form of worker/models/model.h: multi-label as read; binary N × 1 (entry 0 on
 /// rows labelled > 0; labels must be -1, 0 or 1); multiclass one-hot N ×
 /// data.num_labels (class = label − data.label_base, an integer in range).
 /// Errors: the readers'; InvalidArgument "file:line: ..." for a label that
@@ -73,7 +73,7 @@ StatusOr<TrainingData> LoadTrainingData(const JobConfig& config, int rank, bool 
 
 /// PSP@k's label counts (multi-label only; otherwise `counts` stays empty)
 /// of what worker `rank` holds, for round 0 of the partitioned evaluation
-/// (worker/partitioned_eval.h): its partition's; a streamed share's in one
+/// (worker/eval/partitioned_eval.h): its partition's; a streamed share's in one
 /// extra pass over it; with data on demand rank 0 counts the whole set and
 /// the others send zeros of the same width. `idle` keeps the connections
 /// alive during a pass over files. Errors: the readers'.

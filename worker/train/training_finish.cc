@@ -6,7 +6,7 @@
 
 #include <glog/logging.h>
 
-#include "worker/local_replica.h"
+#include "worker/client/local_replica.h"
 #include "worker/metrics_json.h"
 #include "worker/train/job_outcome.h"
 

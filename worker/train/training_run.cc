@@ -16,9 +16,9 @@
 #include "core/memory_fit.h"
 #include "core/net/curve.h"
 #include "checkpoint/checkpoint.h"
-#include "worker/local_replica.h"
-#include "worker/model_registry.h"
-#include "worker/on_demand_resume.h"
+#include "worker/client/local_replica.h"
+#include "worker/models/model_registry.h"
+#include "worker/train/on_demand_resume.h"
 
 namespace tether {
 namespace {
@@ -153,7 +153,7 @@ Status TrainingRun::Resume() {
                    << "checkpoint's: the rows left of the epoch are those of the checkpoint's order, the model's "
                    << "state continues, but the run is not the one that was stopped";
     // Data on demand: shard 0 resumes the dealing (server/chunk_state.h);
-    // this worker's state is its counters (worker/on_demand_resume.h).
+    // this worker's state is its counters (worker/train/on_demand_resume.h).
     if (Status st = CheckDataOnDemandResume(manifest_, resume_dir_, config_, partition_rows_); !st.ok())
       return st.WithPrefix("[worker " + std::to_string(rank_) + "]");
     if (config_.train().data_on_demand()) {
@@ -232,7 +232,7 @@ Status TrainingRun::Connect() {
             << ", staleness " << StalenessName(copts.staleness);
   if (config_.consistency().model() == AVERAGE) {
     // Weighted model averaging: the model trains a local replica
-    // (worker/local_replica.h); every clock is a round.
+    // (worker/client/local_replica.h); every clock is a round.
     client_->AttachReplica(std::make_unique<LocalReplica>(copts.tables, client_.get()));
     LOG(INFO) << who_ << "consistency AVERAGE: local replica, a round every " << AveragePeriodMinibatches(config_)
               << " minibatch(es) (period_rows " << config_.consistency().period_rows() << "), model momentum "
@@ -240,7 +240,7 @@ Status TrainingRun::Connect() {
   }
   checkpointer_ = std::make_unique<Checkpointer>(config_, rank_, static_cast<int>(options_.servers.size()), tables_,
                                                  client_.get(), session_.get());
-  // Partitioned evaluation's round 0 (worker/partitioned_eval.h): PSP@k
+  // Partitioned evaluation's round 0 (worker/eval/partitioned_eval.h): PSP@k
   // (multi-label) needs the training labels' frequencies over the whole
   // training split, which no single worker holds; likewise each worker's
   // offset in the test set.
