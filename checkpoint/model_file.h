@@ -44,7 +44,7 @@
 namespace tether {
 
 /// Training label frequencies, for the propensity-scored metrics
-/// (InversePropensity, core/metrics.h). Empty when unknown.
+/// (InversePropensity, eval/metrics.h). Empty when unknown.
 struct LabelCounts {
   std::vector<uint64_t> counts;  // counts[l]: training rows carrying label l (0-based)
   int64_t num_rows = 0;          // N: training rows counted

@@ -9,8 +9,8 @@
 
 #include "core/config.h"
 #include "core/data_files.h"
-#include "sparse/arff_reader.h"
-#include "sparse/reader.h"
+#include "input/arff_reader.h"
+#include "input/reader.h"
 
 DEFINE_string(config, "", "job config, Protobuf text format (see proto/tether.proto and examples/)");
 

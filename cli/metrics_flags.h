@@ -19,8 +19,8 @@
 #include <memory>
 #include <string>
 
-#include "core/metrics_endpoint.h"
-#include "core/prometheus.h"
+#include "telemetry/metrics_endpoint.h"
+#include "telemetry/prometheus.h"
 #include "core/status.h"
 
 DECLARE_int32(metrics_port);

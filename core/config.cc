@@ -16,7 +16,7 @@
 
 #include "core/memory_fit.h"
 #include "core/data_files.h"
-#include "core/net/limits.h"
+#include "core/wire_limits.h"
 
 namespace tether {
 namespace {
@@ -650,7 +650,7 @@ Status ValidateJobConfig(const JobConfig& c) {
   if (!c.data().label_xml().empty() && c.data().format() != ARFF)
     return bad("data.label_xml", "applies to data.format ARFF only");
   if (c.data().train_file().empty()) return bad("data.train_file", "is required");
-  // Many files and streaming (core/data_files.h, sparse/row_stream.h).
+  // Many files and streaming (core/data_files.h, input/row_stream.h).
   if (c.data().shuffle_buffer_rows() < 1) return bad("data.shuffle_buffer_rows", "must be ≥ 1");
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"data.train_file", &c.data().train_file()},
                                      {"data.test_file", &c.data().test_file()}}) {

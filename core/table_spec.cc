@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "core/net/limits.h"
+#include "core/wire_limits.h"
 #include "core/partition.h"
 
 namespace tether {

@@ -57,7 +57,7 @@ std::string OptimizerProblem(const OptimizerConfig& o, std::string* why);
 Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers);
 
 /// Case C15: refuses tables that cannot travel within the transport's
-/// message limit (kMaxFrameBytes, core/net/limits.h): a dense table whose
+/// message limit (kMaxFrameBytes, core/wire_limits.h): a dense table whose
 /// largest shard slice is larger (the message names the table, its size, the
 /// limit and the number of servers that would do), or a row table whose
 /// single row is. Row pulls and pushes of many rows are split by the client

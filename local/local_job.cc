@@ -14,7 +14,7 @@
 #include <zmq.hpp>
 
 #include "core/config.h"
-#include "core/metrics_log.h"
+#include "telemetry/metrics_log.h"
 #include "core/table_spec.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"

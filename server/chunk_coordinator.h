@@ -82,7 +82,7 @@ std::vector<DataChunk> MakeTaperedRowChunks(uint32_t file, uint64_t num_rows, ui
 /// ranges of chunk_bytes bytes (the last may be shorter), or with `taper`
 /// as MakeTaperedRowChunks cuts rows; a gzip file (`gzip[i]`), which cannot
 /// be entered in the middle, is one chunk [0, B). Each row of a file lies
-/// in exactly one range (sparse/row_stream.h: a row belongs to the range
+/// in exactly one range (input/row_stream.h: a row belongs to the range
 /// holding its first byte). Requires chunk_bytes > 0, every size > 0 and
 /// gzip.size() == file_bytes.size() (CHECK).
 std::vector<DataChunk> MakeByteChunks(const std::vector<uint64_t>& file_bytes, const std::vector<bool>& gzip,

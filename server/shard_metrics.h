@@ -9,7 +9,7 @@
 // publishes a copy (ShardMetricsSnapshot: the counters, the staleness
 // histogram, each rank's clock and bound wait) at most every
 // kShardMetricsPublishMs and once as Run() returns; a scrape copies the
-// latest under one mutex (PublishedSnapshot, core/prometheus.h). Values are
+// latest under one mutex (PublishedSnapshot, telemetry/prometheus.h). Values are
 // thus up to that interval old while the shard runs, and final after.
 #pragma once
 
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "core/metrics_log.h"
-#include "core/prometheus.h"
+#include "telemetry/metrics_log.h"
+#include "telemetry/prometheus.h"
 #include "server/server.h"
 
 namespace tether {

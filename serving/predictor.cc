@@ -7,9 +7,9 @@
 #include <mutex>
 #include <thread>
 
-#include "core/metrics.h"
+#include "eval/metrics.h"
 #include "serving/scorer.h"
-#include "sparse/backend.h"
+#include "compute/backend.h"
 #include "worker/eval/evaluator.h"
 #include "worker/models/model_registry.h"
 

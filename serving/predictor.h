@@ -1,6 +1,6 @@
 // Scoring new rows with a trained model (tether-predict): the forward pass
 // of the model's compute class (XmcMlp, SparseLr, DenseMlp: worker/) on a
-// compute backend (sparse/backend.h), fed from a TrainedModel's tables
+// compute backend (compute/backend.h), fed from a TrainedModel's tables
 // instead of the parameter server. A row absent from a row table (a feature
 // or label never trained) takes its initializer's value, as the server
 // would have created it (InitialWeight, core/table_spec.h).
@@ -23,7 +23,7 @@
 #include "checkpoint/model_file.h"
 #include "core/status.h"
 #include "checkpoint/trained_model.h"
-#include "sparse/reader.h"
+#include "input/reader.h"
 
 namespace tether {
 
@@ -34,7 +34,7 @@ struct PredictOptions {
   /// Rows per block; 0: train.eval_minibatch_size of the model's config,
   /// lowered so a block's scores stay within 256 MiB.
   int64_t block_rows = 0;
-  /// Propensity model of PSP@k (InversePropensity, core/metrics.h), used
+  /// Propensity model of PSP@k (InversePropensity, eval/metrics.h), used
   /// when the model file carries label counts.
   double psp_a = 0.55, psp_b = 1.5;
 };

@@ -18,8 +18,8 @@
 
 #include "core/status.h"
 #include "checkpoint/trained_model.h"
-#include "sparse/backend.h"
-#include "sparse/csr.h"
+#include "compute/backend.h"
+#include "input/csr.h"
 
 namespace tether {
 

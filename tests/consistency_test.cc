@@ -16,7 +16,7 @@
 #include "checkpoint/trained_model.h"
 #include "optim/optimizer.h"
 #include "server/server.h"
-#include "sparse/cpu_backend.h"
+#include "compute/cpu_backend.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
 #include "worker/models/model_registry.h"

@@ -13,7 +13,7 @@
 #include "core/config.h"
 #include "core/partition.h"
 #include "server/table.h"
-#include "sparse/reader.h"
+#include "input/reader.h"
 #include "worker/models/model_registry.h"
 #include "worker/models/xmc_mlp.h"
 

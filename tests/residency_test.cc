@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "server/server.h"
-#include "sparse/counting_backend.h"
-#include "sparse/cpu_backend.h"
+#include "compute/counting_backend.h"
+#include "compute/cpu_backend.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
 #include "worker/models/model.h"

@@ -35,7 +35,7 @@
 #include "core/net/transport.h"
 #include "core/partition.h"
 #include "server/server.h"
-#include "sparse/reader.h"
+#include "input/reader.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
 #include "worker/models/model_registry.h"

@@ -7,7 +7,7 @@
 //     Rows, features, labels, non-zeros per row (min/mean/max), labels per
 //     row, label frequency quantiles.
 //   tether-data convert --in=F --out=G --to=xmc|libsvm|arff [same flags]
-//     Writes F in another format (sparse/data_writer.h); G is written under a
+//     Writes F in another format (input/data_writer.h); G is written under a
 //     temporary name and renamed when complete, so an error leaves no G.
 //
 // --format may be left out for names ending in .arff or .arff.gz. Exit 0, or
@@ -22,9 +22,9 @@
 #include <glog/logging.h>
 
 #include "core/status.h"
-#include "sparse/arff_reader.h"
-#include "sparse/data_writer.h"
-#include "sparse/reader.h"
+#include "input/arff_reader.h"
+#include "input/data_writer.h"
+#include "input/reader.h"
 #include "cli/flag_parser.h"
 
 DEFINE_string(format, "", "Input format: xmc, libsvm or arff (may be left out for *.arff and *.arff.gz)");

@@ -1,5 +1,5 @@
 // tether-gen-xmc: writes a synthetic XMC train/test pair with power-law
-// label frequencies (sparse/synthetic_xmc.h), in the Extreme Classification
+// label frequencies (input/synthetic_xmc.h), in the Extreme Classification
 // Repository text format that tether-worker reads.
 //
 //   tether-gen-xmc --shape=amazon670k --out_prefix=build/synthetic/amazon670k
@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "sparse/synthetic_xmc.h"
+#include "input/synthetic_xmc.h"
 #include "cli/flag_parser.h"
 
 DEFINE_string(shape, "", "preset shape: eurlex4k | wiki10-31k | amazon670k (flags below override it)");

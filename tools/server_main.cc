@@ -26,7 +26,7 @@
 
 #include "core/config.h"
 #include "core/file_util.h"
-#include "core/metrics_log.h"
+#include "telemetry/metrics_log.h"
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "sparse/csr.h"
+#include "input/csr.h"
 
 namespace tether {
 

@@ -23,7 +23,7 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/reader.h"
+#include "input/reader.h"
 #include "worker/client/client.h"
 #include "worker/train/training_data.h"  // LoadSplit
 
@@ -124,7 +124,7 @@ struct TrainReport {
   std::vector<ShardStats> servers;
   /// Test-set metrics in the order they are logged, by the model's label kind:
   ///   multi-label (XMC): precision_at_1, precision_at_3, precision_at_5,
-  ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (core/metrics.h),
+  ///                      ndcg_at_1, ndcg_at_3, ndcg_at_5 (eval/metrics.h),
   ///                      psp_at_{1,3,5}, psndcg_at_{1,3,5} (propensity-
   ///                      scored, train.psp_a / psp_b; the label counts of
   ///                      the whole training split, summed over every

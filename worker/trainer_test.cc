@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
-#include "sparse/cpu_backend.h"
+#include "compute/cpu_backend.h"
 #include "tests/testing/temp_dir.h"
 #include "worker/models/model.h"
 #include "worker/models/model_registry.h"

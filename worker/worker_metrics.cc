@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/prometheus.h"
+#include "telemetry/prometheus.h"
 
 namespace tether {
 

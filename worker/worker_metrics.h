@@ -4,7 +4,7 @@
 // Thread-safety: the training thread publishes a WorkerMetricsSnapshot
 // (a copy of its WorkerProgress, TrainerOptions::on_progress) after every
 // clock and epoch and once at the end; a scrape copies the latest under
-// one mutex (PublishedSnapshot, core/prometheus.h) and renders it on the
+// one mutex (PublishedSnapshot, telemetry/prometheus.h) and renders it on the
 // HTTP thread. Values are as of the worker's last clock.
 #pragma once
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/net/limits.h"
+#include "core/wire_limits.h"
 
 namespace tether {
 

@@ -15,7 +15,7 @@
 
 #include <zmq.hpp>
 
-#include "core/net/limits.h"
+#include "core/wire_limits.h"
 #include "core/status.h"
 #include "proto/tether.pb.h"
 

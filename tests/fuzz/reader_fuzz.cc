@@ -1,4 +1,4 @@
-// libFuzzer targets for the XMC and LIBSVM readers (sparse/reader.h), built
+// libFuzzer targets for the XMC and LIBSVM readers (input/reader.h), built
 // twice: TETHER_FUZZ_FORMAT selects the format (xmc_reader_fuzz,
 // libsvm_reader_fuzz).
 //
@@ -17,7 +17,7 @@
 
 #include <glog/logging.h>
 
-#include "sparse/reader.h"
+#include "input/reader.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 # Bounded worker memory. Usage: bounded_cache_test.sh MODE BIN_DIR
 #   bibtex  Bibtex, 2 servers + 2 workers started by hand, each worker's cache
 #           capped at 10% of the model (--cache_capacity=10%), the input layer
-#           cached too so that rows compete for the room: P@1 >= 0.60, and the
+#           cached too so that rows compete for the room: P@1 >= 0.58, and the
 #           metrics JSON reports for every worker evictions > 0, a hit rate
 #           > 0, and peak cache bytes <= the capacity (= 10% of the model's
 #           bytes, exactly).
@@ -46,7 +46,11 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     ok = ok and cond
 p1 = m["precision_at_1"]
-check(p1 >= 0.60, f"P@1 = {p1:.4f} (gate >= 0.60) with each worker's cache at 10% of the model")
+# One run, so the gate sits well below the run-to-run spread: 8 runs of
+# `ctest -R 'integration.bounded_cache_bibtex$' -V` gave 0.612-0.620, and the
+# same job without a cache bound (`tether-launch --config
+# examples/bibtex.pbtxt`, 8 runs) 0.608-0.622; an untrained model is near 0.
+check(p1 >= 0.58, f"P@1 = {p1:.4f} (gate >= 0.58) with each worker's cache at 10% of the model")
 check(len(m["workers"]) == 2, "two workers in the metrics")
 for w in m["workers"]:
     r = w["rank"]

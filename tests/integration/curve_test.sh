@@ -96,8 +96,11 @@ train)
   wait "${server_pids[0]}" || fail "server 0 exited non-zero: $(tail -3 "$tmp/server0.log")"
   wait "${server_pids[1]}" || fail "server 1 exited non-zero: $(tail -3 "$tmp/server1.log")"
   pids=()
-  python3 -c 'import sys; v=float(sys.argv[1]); print(f"P@1 with CURVE, 2 servers, 2 workers by hand = {v:.4f} (gate >= 0.58)"); sys.exit(0 if v >= 0.58 else 1)' \
-    "$(metric "$tmp/by_hand.json" precision_at_1)" || fail "P@1 below the gate"
+  # One run per gate: Bibtex with 2 servers and 2 workers gave P@1 0.608-0.622
+  # over 8 runs of `tether-launch --config examples/bibtex.pbtxt`, 0.602-0.616
+  # over 6 with `--servers 1`, so 0.58 sits well below the run-to-run spread.
+  gate "$(metric "$tmp/by_hand.json" precision_at_1)" 0.58 "P@1 with CURVE, 2 servers, 2 workers by hand" ||
+    fail "P@1 below the gate"
   ;;
 wire)
   if [ "$(id -u)" != 0 ]; then echo "SKIP: capturing on loopback needs root"; exit 77; fi

@@ -36,6 +36,9 @@ wait_gone() {  # no process of this job within 10 s
   echo "FAIL: processes left behind:"; left_behind; return 1
 }
 
+# One run per gate: Bibtex with 2 servers and 2 workers gave P@1 0.608-0.622
+# over 8 runs of `tether-launch --config examples/bibtex.pbtxt`, 0.602-0.616
+# over 6 with `--servers 1`, so 0.58 sits well below the run-to-run spread.
 case "$mode" in
 mpirun)
   timeout -k 5 120 "${mpi[@]}" -np 4 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --num_servers 2 \

@@ -49,6 +49,9 @@
 #   wait_job WHAT
 #       waits for every process of the last start_job and fails the test
 #       ("WHAT exited ...") unless each exited 0; pids=().
+#   wait_zero WHAT PIDS...
+#       waits for each (children of this shell) and fails the test ("WHAT
+#       exited ...") unless each exited 0.
 #   start_worker RANK LOGFILE [EXTRA FLAGS...]
 #       starts tether-worker --rank=RANK with ${flags[@]} and $addrs, bounded
 #       like the servers; sets $started to the pid (`timeout`'s).
@@ -76,6 +79,9 @@
 #       as one).
 #   exits_within PID BOUND_MS
 #       polls (50 ms a try) until PID has exited; false after BOUND_MS.
+#   expect_exit PID CODE BOUND_MS WHAT
+#       PID (a child of this shell) must exit with CODE within BOUND_MS from
+#       now, or the test fails naming WHAT; sets $took (ms) and $rc.
 #   stop_within PID WHAT BOUND_MS
 #       SIGTERM to the process `timeout` (PID) runs; it must exit 143 within
 #       BOUND_MS, or the test fails naming WHAT.
@@ -207,9 +213,15 @@ start_job() {
   done
 }
 
+wait_zero() {
+  local what=$1
+  shift
+  wait_codes "$@"
+  [[ "$codes" =~ ^0( 0)*$ ]] || fail "$what exited $codes"
+}
+
 wait_job() {
-  wait_codes "${worker_pids[@]}" "${server_pids[@]}"
-  [[ "$codes" =~ ^0( 0)*$ ]] || fail "$1 exited $codes (workers, then servers)"
+  wait_zero "$1 (workers, then servers)" "${worker_pids[@]}" "${server_pids[@]}"
   pids=()
 }
 
@@ -262,14 +274,19 @@ gone() { ! kill -0 "$1" 2>/dev/null; }
 
 exits_within() { poll $(($2 / 50)) exited "$1"; }
 
-stop_within() {
-  local pid=$1 what=$2 bound=$3 t0 took
+expect_exit() {
+  local pid=$1 code=$2 bound=$3 what=$4 t0
   t0=$(now_ms)
-  kill -TERM "$(inner "$pid")" 2>/dev/null || true
-  exits_within "$pid" "$bound" || fail "$what still runs $bound ms after SIGTERM"
+  exits_within "$pid" "$bound" || fail "$what still runs after $bound ms"
   took=$(($(now_ms) - t0))
   wait_code "$pid"
-  [ "$rc" = 143 ] || fail "$what exited $rc after SIGTERM, want 143"
+  [ "$rc" = "$code" ] || fail "$what exited $rc, want $code"
+}
+
+stop_within() {
+  local pid=$1 what=$2 bound=$3
+  kill -TERM "$(inner "$pid")" 2>/dev/null || true
+  expect_exit "$pid" 143 "$bound" "$what (SIGTERM)"
   echo "$what: exit 143 ${took} ms after SIGTERM"
 }
 

@@ -72,6 +72,9 @@ run() {
   wait "$w1" || { echo "FAIL ($name): worker 1 failed"; tail -n 20 "$d/worker1.log"; return 1; }
   for s in "${spids[@]}"; do wait "$s" || { echo "FAIL ($name): a server failed"; tail -n 20 "$d"/server*.log; return 1; }; done
   grep -h "servers from the rendezvous" "$d"/worker*.log
+  # One run per gate: Bibtex with 2 servers and 2 workers gave P@1 0.608-0.622
+  # over 8 runs of `tether-launch --config examples/bibtex.pbtxt`, 0.602-0.616
+  # over 6 with `--servers 1`, so 0.58 sits well below the run-to-run spread.
   gate "$(metric "$d/m.json" precision_at_1)" 0.58 "P@1 ($name: servers in $ns_s, workers in $ns_w, rendezvous $rdzv)"
   if [ "$warning_expected" = 1 ]; then
     grep -q "anyone who can reach" "$d/server0.log" ||

@@ -75,10 +75,7 @@ run_to_end() {
   w0=$started
   start_worker 1 "$tmp/${prefix}worker1.log"
   w1=$started
-  for p in "$w0" "$w1" "${server_pids[@]}"; do
-    wait_code "$p"
-    [ "$rc" = 0 ] || fail "$what: a process exited $rc"
-  done
+  wait_zero "$what (workers 0, 1, then the servers)" "$w0" "$w1" "${server_pids[@]}"
   pids=()
 }
 
@@ -93,10 +90,7 @@ make_checkpoint() {
   w1=$started
   start_worker 0 "$tmp/first-worker0.log"
   w0=$started
-  for p in "$w0" "$w1" "${server_pids[0]}"; do
-    wait_code "$p"
-    [ "$rc" = 0 ] || fail "the job making the checkpoint exited $rc"
-  done
+  wait_zero "the job making the checkpoint (workers 0, 1, server 0)" "$w0" "$w1" "${server_pids[0]}"
   pids=()
   ckpt="$tmp/ck/ckpt-000000000020"
   [ -f "$ckpt/MANIFEST" ] || fail "no checkpoint at clock 20 in $tmp/ck: $(ls "$tmp/ck")"

@@ -5,7 +5,7 @@
 //   multi-label (XMC): precision_at_{1,3,5}, ndcg_at_{1,3,5}, and, when the
 //                      training labels' inverse propensities are given,
 //                      psp_at_{1,3,5} and psndcg_at_{1,3,5} (Jain, Prabhu &
-//                      Varma, KDD 2016, as pyxclib; core/metrics.h);
+//                      Varma, KDD 2016, as pyxclib; eval/metrics.h);
 //   binary:            accuracy, auc, log_loss (BinaryMetrics);
 //   multiclass:        accuracy (arg max; a tie of G classes at the top
 //                      counts 1/G when the true class is among them, C21),
@@ -20,18 +20,18 @@
 #include <utility>
 #include <vector>
 
-#include "core/metrics.h"
+#include "eval/metrics.h"
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/backend.h"
-#include "sparse/csr.h"
+#include "compute/backend.h"
+#include "input/csr.h"
 #include "worker/models/model.h"
 
 namespace tether {
 
 class Evaluator {
  public:
-  /// inv_propensity: per label, 1/p_l (InversePropensity, core/metrics.h);
+  /// inv_propensity: per label, 1/p_l (InversePropensity, eval/metrics.h);
   /// empty: no propensity-scored metrics. Used for multi-label only.
   Evaluator(LabelKind kind, int64_t num_outputs, Backend* backend, std::vector<double> inv_propensity = {});
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/metrics.h"
+#include "eval/metrics.h"
 #include "core/net/eval_frames.h"
 
 namespace tether {

@@ -22,7 +22,7 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/csr.h"
+#include "input/csr.h"
 #include "worker/client/job_session.h"
 #include "worker/eval/evaluator.h"
 #include "worker/models/model.h"

@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "core/metrics.h"
-#include "sparse/cpu_backend.h"
+#include "eval/metrics.h"
+#include "compute/cpu_backend.h"
 
 namespace tether {
 namespace {

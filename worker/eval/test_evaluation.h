@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "core/metrics_log.h"
+#include "telemetry/metrics_log.h"
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/backend.h"
-#include "sparse/reader.h"
+#include "compute/backend.h"
+#include "input/reader.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
 #include "worker/models/model.h"

@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/backend.h"
+#include "compute/backend.h"
 #include "worker/models/model.h"
 
 namespace tether {

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "sparse/backend.h"
-#include "sparse/csr.h"
+#include "compute/backend.h"
+#include "input/csr.h"
 
 namespace tether {
 

@@ -40,7 +40,7 @@ RequestHandle PullInputRows(WorkerClient* client, uint32_t table, const std::vec
 // label id, H + 1: the label's weights then its bias). Every minibatch
 // pulls the w1 rows of its features, b1, and all of w2.
 //
-// Residency (sparse/backend.h): the pulled parameters are packed in one
+// Residency (compute/backend.h): the pulled parameters are packed in one
 // MirroredArray [w1 (U × H) | b1 (H) | w2 rows (L × (H + 1)) | b2 (L)], so
 // they go up in one transfer right after the pull; x and y go up once each
 // (UploadCsr); the gradients, packed the same way, come down in one

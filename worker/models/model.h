@@ -25,8 +25,8 @@
 
 #include "core/config.h"
 #include "core/status.h"
-#include "sparse/backend.h"
-#include "sparse/csr.h"
+#include "compute/backend.h"
+#include "input/csr.h"
 #include "worker/client/client.h"
 
 namespace tether {

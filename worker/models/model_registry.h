@@ -24,7 +24,7 @@
 #include "core/status.h"
 #include "core/table_spec.h"
 #include "proto/tether.pb.h"
-#include "sparse/backend.h"
+#include "compute/backend.h"
 #include "worker/models/model.h"
 
 namespace tether {

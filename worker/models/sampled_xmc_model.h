@@ -22,7 +22,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
-#include "sparse/backend.h"
+#include "compute/backend.h"
 #include "worker/models/model.h"
 
 namespace tether {

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "sparse/cpu_backend.h"
+#include "compute/cpu_backend.h"
 
 namespace tether {
 namespace {

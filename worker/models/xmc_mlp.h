@@ -9,7 +9,7 @@
 // Parameters live on the parameter server; a worker pulls them into host
 // buffers it owns and passes them in as XmcParams (borrowed for the call).
 // The model computes mean gradients into an XmcGrads the caller owns and
-// pushes back. All compute goes through a Backend (sparse/backend.h).
+// pushes back. All compute goes through a Backend (compute/backend.h).
 //
 // Residency: activations (a1, scores, da1) live in the backend's buffers
 // between ops, so on a GPU one minibatch moves nothing but what the caller
@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "sparse/backend.h"
-#include "sparse/csr.h"
+#include "compute/backend.h"
+#include "input/csr.h"
 
 namespace tether {
 

@@ -14,7 +14,7 @@
 #include <set>
 #include <vector>
 
-#include "sparse/cpu_backend.h"
+#include "compute/cpu_backend.h"
 
 namespace tether {
 namespace {

@@ -35,8 +35,8 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/csr.h"
-#include "sparse/row_stream.h"
+#include "input/csr.h"
+#include "input/row_stream.h"
 
 namespace tether {
 

@@ -27,7 +27,7 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/csr.h"
+#include "input/csr.h"
 #include "worker/train/chunk_feed.h"
 #include "worker/train/training_data.h"
 

@@ -10,7 +10,7 @@
 
 #include "core/config.h"
 #include "core/data_files.h"
-#include "sparse/idx_reader.h"
+#include "input/idx_reader.h"
 #include "worker/eval/evaluator.h"
 #include "worker/models/model_registry.h"
 #include "worker/models/model.h"

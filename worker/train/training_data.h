@@ -19,8 +19,8 @@
 
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/reader.h"
-#include "sparse/row_stream.h"
+#include "input/reader.h"
+#include "input/row_stream.h"
 
 namespace tether {
 

@@ -36,10 +36,10 @@
 #include <string>
 #include <vector>
 
-#include "core/metrics_log.h"
+#include "telemetry/metrics_log.h"
 #include "core/status.h"
 #include "proto/tether.pb.h"
-#include "sparse/backend.h"
+#include "compute/backend.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
 #include "worker/eval/test_evaluation.h"

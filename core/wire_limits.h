@@ -1,0 +1,30 @@
+// Size limits of Tether's wire messages and the protocol version: in core,
+// not beside the transport (core/net/, which uses them), so that config
+// validation (core/config.cc, core/table_spec.cc) can check a model against
+// them without pulling in ZeroMQ. Constants only; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace tether {
+
+/// Largest values or keys frame a single message may carry (bytes): far
+/// below ZeroMQ's and the kernel's 2 GB int limits; the Protobuf header is
+/// never near it (kMaxHeaderBytes). Row pulls and pushes above it are split
+/// by the client; a dense slice or a single row above it is refused at
+/// set-up (CheckMessageSizes in core/config.h).
+inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
+
+/// The wire protocol's version, carried by HELLO and its reply: a worker
+/// and a server of different versions refuse to pair, naming both. Bump it
+/// whenever a message's meaning changes. 1: up to 0.1.0 (model fingerprint
+/// strings); 2: table specs, job identity and shard index at HELLO; 3:
+/// shard 0 answers CLOCK (CLOCK_REPLY), checkpoints and resume.
+inline constexpr uint32_t kProtocolVersion = 3;
+
+/// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO
+/// with its model fingerprint a few KB); anything larger is refused before
+/// Protobuf parses it, far below Protobuf's 64 MB and 2 GB limits.
+inline constexpr uint64_t kMaxHeaderBytes = 1ull << 20;
+
+}  // namespace tether

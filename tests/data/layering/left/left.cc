@@ -1,0 +1,7 @@
+#include "left/left.h"
+
+#include <vector>
+
+#include "right/right.h"
+
+int Left() { return Base() + Right(); }

@@ -1,0 +1,3 @@
+#pragma once
+#include "base/base.h"
+int Left();

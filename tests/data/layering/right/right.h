@@ -1,0 +1,3 @@
+#pragma once
+#include "base/base.h"
+inline int Right() { return Base() + 1; }
