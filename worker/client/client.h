@@ -397,6 +397,34 @@ class WorkerClient {
   /// the rounds closed so far), not to the replica. Pushes must not happen.
   void set_replica_paused(bool paused) { replica_paused_ = paused; }
 
+  /// The servers' side of this client, past an attached replica: what a
+  /// LocalReplica fetches its period's rows from and pushes its deltas to
+  /// (PUSH_DELTA: no version, no scaling, no cache refresh). The same
+  /// paths PullRows / PullDense / PushRows / PushDense take without a
+  /// replica; errors as theirs (a delta's are sticky). A view over the
+  /// client, cheap to copy, valid while the client is.
+  class ServerPath {
+   public:
+    RequestHandle PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
+      return c_->PullRowsFrom(table, keys, out, /*absent_as_zeros=*/false);
+    }
+    RequestHandle PullDense(uint32_t table, float* out) { return c_->PullDenseFrom(table, out); }
+    RequestHandle PushRowDeltas(uint32_t table, const std::vector<uint64_t>& keys, const float* deltas) {
+      return c_->PushRowsAs(PUSH_DELTA, table, keys, deltas);
+    }
+    RequestHandle PushDenseDelta(uint32_t table, const float* delta) {
+      return c_->PushDenseAs(PUSH_DELTA, table, delta);
+    }
+    /// A request with nothing to wait for: completed, OK.
+    RequestHandle Done() { return c_->DoneRequest(); }
+
+   private:
+    friend class WorkerClient;
+    explicit ServerPath(WorkerClient* c) : c_(c) {}
+    WorkerClient* c_;
+  };
+  ServerPath servers() { return ServerPath(this); }
+
   /// Counters (a snapshot, valid until the next call on this client).
   const ClientStats& stats() const;
   /// The pool of outgoing keys and push values frames (its counters say how
@@ -431,8 +459,6 @@ class WorkerClient {
     int64_t stamp_clock = -1;   // pulls read ahead (PullRowsAt): the clock stamped, kept for a resend
     bool ahead = false;         // pulls: part of the table's read ahead (its versions)
   };
-
-  friend class LocalReplica;  // reaches the servers through the *To/*From paths below
 
   explicit WorkerClient(const ClientOptions& options);
   // The server paths of PullDense / PushRows / PushDense (`type` PUSH, or

@@ -24,10 +24,10 @@ RequestHandle LocalReplica::Fetch(Table& t, uint32_t table, const std::vector<ui
   missing_.clear();
   for (uint64_t k : keys)
     if (t.slot.find(k) == t.slot.end()) missing_.push_back(k);
-  if (missing_.empty()) return client_->DoneRequest();
+  if (missing_.empty()) return client_->servers().Done();
   const uint64_t dim = t.width;
   fetched_.resize(missing_.size() * dim);
-  RequestHandle h = client_->PullRowsFrom(table, missing_, fetched_.data(), /*absent_as_zeros=*/false);
+  RequestHandle h = client_->servers().PullRows(table, missing_, fetched_.data());
   if (!h.Wait().ok()) return h;
   for (size_t i = 0; i < missing_.size(); ++i) {
     const uint32_t s = static_cast<uint32_t>(t.keys.size());
@@ -41,9 +41,9 @@ RequestHandle LocalReplica::Fetch(Table& t, uint32_t table, const std::vector<ui
 }
 
 RequestHandle LocalReplica::FetchDense(Table& t, uint32_t table) {
-  if (t.dense_held) return client_->DoneRequest();
+  if (t.dense_held) return client_->servers().Done();
   t.theta.resize(t.width);
-  RequestHandle h = client_->PullDenseFrom(table, t.theta.data());
+  RequestHandle h = client_->servers().PullDense(table, t.theta.data());
   if (!h.Wait().ok()) return h;
   t.base = t.theta;
   t.dense_held = true;
@@ -120,7 +120,7 @@ uint64_t LocalReplica::EndPeriod() {
       if (t.dense_held && t.pushes > 0) {
         delta.resize(dim);
         for (uint64_t j = 0; j < dim; ++j) delta[j] = t.theta[j] - t.base[j];
-        (void)client_->PushDenseAs(PUSH_DELTA, id, delta.data());  // errors are sticky
+        (void)client_->servers().PushDenseDelta(id, delta.data());  // errors are sticky
         ++stats_.delta_rows;
       }
     } else if (t.pushes > 0) {
@@ -140,7 +140,7 @@ uint64_t LocalReplica::EndPeriod() {
         keys.push_back(t.keys[s]);
         for (uint64_t j = 0; j < dim; ++j) delta.push_back(th[j] - b0[j]);
       }
-      if (!keys.empty()) (void)client_->PushRowsAs(PUSH_DELTA, id, keys, delta.data());
+      if (!keys.empty()) (void)client_->servers().PushRowDeltas(id, keys, delta.data());
       stats_.delta_rows += keys.size();
     }
     t.slot.clear();

@@ -3,7 +3,9 @@
 // between a Model and its WorkerClient (WorkerClient::AttachReplica), so the
 // models need no change: their PullRows / PullDense read the replica, and
 // their PushRows / PushDense take a step of the local optimizer on it
-// instead of sending gradients.
+// instead of sending gradients. The replica reaches the servers through
+// the client's ServerPath (WorkerClient::servers()), the path the client's
+// calls take without a replica.
 //
 // A period (a round, one clock): the first read of a row or dense table in
 // the period fetches it from the servers (a pull at the round's clock,
