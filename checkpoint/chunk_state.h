@@ -4,7 +4,7 @@
 // (chunks.state, beside shard-0.tables), and how a resume reads and checks
 // it. ChunkCoordinator::SaveState / RestoreState and ChunkService::SaveState
 // / Resume (the conversion from the server's objects) are defined in
-// server/chunk_state.cc.
+// server/coordinator/chunk_checkpoint.cc.
 //
 // What the state holds, and why it is consistent with the model rows of the
 // same checkpoint: shard 0 writes it in the same turn of its event loop as

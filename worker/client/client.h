@@ -326,7 +326,7 @@ class WorkerClient {
   /// none). Take it when clock() equals it.
   int64_t due_checkpoint_clock() const { return due_checkpoint_clock_; }
 
-  /// Adaptive batch sizes (train.adaptive_batch; server/batch_controller.h).
+  /// Adaptive batch sizes (train.adaptive_batch; server/coordinator/batch_controller.h).
   /// The next Clock() carries `report` (the clock's rows, the batch size they
   /// were trained with, the job's settings) to shard 0, once.
   void SetAdaptiveBatchReport(const AdaptiveBatchClock& report) { adaptive_report_ = report; }

@@ -81,7 +81,7 @@ class JobSession {
   /// not rows up to s clocks old.
   /// `data_done`: data on demand told this worker DONE (every chunk of every
   /// epoch completed); the shards then do not count a worker that fell
-  /// silent and never came back as a failed job (server/chunk_service.h).
+  /// silent and never came back as a failed job (server/coordinator/chunk_service.h).
   /// `finished`: this worker's entry in a checkpoint cut after it finished
   /// (its final_loss, diverged; the shards set rank, kind and samples).
   /// Errors: the sticky error, then as RequestHandle::Wait.
@@ -101,7 +101,7 @@ class JobSession {
 
   /// Partitioned evaluation: sends `mine` (this worker's partial sums of
   /// evaluation `round`; null: none, e.g. a second poll) to shard 0
-  /// (EVAL_GATHER, server/eval_book.h), and gets back, per `want`:
+  /// (EVAL_GATHER, server/coordinator/eval_book.h), and gets back, per `want`:
   ///   EVAL_ACK:  nothing (the reply says the partial is stored);
   ///   EVAL_POLL: every worker's partial in rank order if the round is
   ///              complete (returns true), else at once false;
@@ -116,7 +116,7 @@ class JobSession {
 
   /// Data on demand: sends CHUNK_NEXT with `request` (the job's shape and
   /// the completion of the previous chunk, if any) to shard 0 and returns
-  /// its CHUNK_REPLY body (a chunk, WAIT or DONE; server/chunk_service.h).
+  /// its CHUNK_REPLY body (a chunk, WAIT or DONE; server/coordinator/chunk_service.h).
   /// Blocks for the reply, bounded by cluster.request_timeout_ms. Errors:
   /// the sticky error, then as RequestHandle::Wait (a refused shape comes
   /// back as the server's error).

@@ -276,7 +276,7 @@ Status TrainingRun::StartTraining() {
   eval_->set_metrics_log(metrics_log_.get());
   progress_.emplace(config_.train().progress_every_s());
   // The minibatch size: train.minibatch_size, or with train.adaptive_batch
-  // what shard 0 last answered a CLOCK with (server/batch_controller.h).
+  // what shard 0 last answered a CLOCK with (server/coordinator/batch_controller.h).
   bs_ = bs_min_ = bs_max_ = config_.train().minibatch_size();
   adaptive_ = ResolvedAdaptiveBatch(config_.train());
   if (adaptive_.enabled())
