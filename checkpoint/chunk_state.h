@@ -1,6 +1,6 @@
 // Data on demand in checkpoints (train.data_on_demand with checkpoint.dir):
 // the chunk coordinator's state (ChunkCoordinatorState in
-// proto/tether.proto) as shard 0 writes it into each checkpoint
+// proto/checkpoint.proto) as shard 0 writes it into each checkpoint
 // (chunks.state, beside shard-0.tables), and how a resume reads and checks
 // it. ChunkCoordinator::SaveState / RestoreState and ChunkService::SaveState
 // / Resume (the conversion from the server's objects) are defined in
@@ -9,7 +9,7 @@
 // What the state holds, and why it is consistent with the model rows of the
 // same checkpoint: shard 0 writes it in the same turn of its event loop as
 // its table file, once every worker still training has sent CHECKPOINT at
-// the cut's clock c (server/server.cc MaybeWriteCheckpoint). A worker sends
+// the cut's clock c (server/checkpoint_round.cc). A worker sends
 // a chunk's completion (CHUNK_NEXT, synchronous) only after every push of
 // that chunk's rows, and its CHECKPOINT after that; each shard applies a
 // worker's messages in order. So a chunk completed in the state has all
@@ -26,7 +26,8 @@
 
 #include "core/env.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/wire.pb.h"
 
 namespace tether {
 

@@ -16,10 +16,12 @@
 //     part (checkpoint clock, adaptive batch size), the evaluator rank.
 // Replies leave through the shard's Outbox (server/shard_outbox.h).
 //
-// Run() is a single-threaded event loop: one shard is one core's worth of
-// update work, and scaling is by adding shards (see docs/ARCHITECTURE.md).
-// Stop() and StopAfterWorkers() may be called from any thread; nothing else
-// is thread-safe.
+// Ownership: the shard owns its socket, its rooms and (on shard 0) the job
+// coordinator, and the ZeroMQ context when none is given. Run() is a
+// single-threaded event loop: one shard is one core's worth of update work,
+// and scaling is by adding shards (see docs/ARCHITECTURE.md). Stop() and
+// StopAfterWorkers() may be called from any thread; nothing else is
+// thread-safe.
 #pragma once
 
 #include <algorithm>

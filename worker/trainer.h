@@ -22,7 +22,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/stats.pb.h"
 #include "input/reader.h"
 #include "worker/client/client.h"
 #include "worker/train/training_data.h"  // LoadSplit

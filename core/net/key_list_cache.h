@@ -4,7 +4,7 @@
 // carrying its keys, and the shard reuses the rows it looked up the first
 // time (ps-lite's key-list caching, Li et al., OSDI 2014, §3.5).
 //
-// Protocol (MessageHeader.key_list, proto/tether.proto). A list is named by
+// Protocol (MessageHeader.key_list, proto/wire.proto). A list is named by
 // (table, id), id ≠ 0 chosen by the worker: KeyListProbe(keys), a hash of
 // the count and 64 of the keys (two loads per cache line of a 10⁶-key list
 // instead of a pass over all of it), or, when the worker holds another

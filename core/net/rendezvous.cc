@@ -20,7 +20,7 @@
 
 #include "core/file_util.h"
 #include "core/net/curve.h"
-#include "proto/tether.pb.h"
+#include "proto/rendezvous.pb.h"
 
 namespace tether {
 

@@ -90,56 +90,60 @@ StatusOr<DataOnDemandChunk> ChunkService::Next(int rank, const DataOnDemandChunk
                                    "train.seed)");
   }
   DataOnDemandChunk reply;
-  if (request.completed_id() != 0) {
-    const int64_t before = coordinator_->completed_epochs();
-    const Status st = coordinator_->Complete(rank, request.completed_id(), request.completed_rows());
-    reply.set_completion_counted(st.ok());
-    if (st.ok()) {
-      auto it = open_.find(request.completed_id());
-      if (it != open_.end()) {
-        std::vector<int64_t>& rows = epoch_rows_[rank];
-        const size_t e = static_cast<size_t>(it->second.second);
-        if (rows.size() <= e) rows.resize(e + 1, 0);
-        rows[e] += request.completed_rows();
-        open_.erase(it);
-        // Streamed: a re-dealt chunk's rows are known once it is completed.
-        if (redealt_open_.erase(request.completed_id()) > 0)
-          redealt_rows_ += static_cast<uint64_t>(request.completed_rows());
-      }
-      for (int64_t e = before; e < coordinator_->completed_epochs(); ++e) LogEpoch(e);
-    } else {
-      LOG(WARNING) << log_prefix_ << "data on demand: " << st.message();
-    }
+  if (request.completed_id() != 0) reply.set_completion_counted(CountCompletion(rank, request));
+  Deal(rank, who, max_clock, &reply);
+  return reply;
+}
+
+bool ChunkService::CountCompletion(int rank, const DataOnDemandChunk& request) {
+  const int64_t before = coordinator_->completed_epochs();
+  const Status st = coordinator_->Complete(rank, request.completed_id(), request.completed_rows());
+  if (!st.ok()) {
+    LOG(WARNING) << log_prefix_ << "data on demand: " << st.message();
+    return false;
   }
+  auto it = open_.find(request.completed_id());
+  if (it != open_.end()) {
+    std::vector<int64_t>& rows = epoch_rows_[rank];
+    const size_t e = static_cast<size_t>(it->second.second);
+    if (rows.size() <= e) rows.resize(e + 1, 0);
+    rows[e] += request.completed_rows();
+    open_.erase(it);
+    // Streamed: a re-dealt chunk's rows are known once it is completed.
+    if (redealt_open_.erase(request.completed_id()) > 0) redealt_rows_ += static_cast<uint64_t>(request.completed_rows());
+  }
+  for (int64_t e = before; e < coordinator_->completed_epochs(); ++e) LogEpoch(e);
+  return true;
+}
+
+void ChunkService::Deal(int rank, const std::string& who, int64_t max_clock, DataOnDemandChunk* reply) {
   const ChunkCoordinator::Grant g = coordinator_->Next(rank);
   switch (g.kind) {
     case ChunkCoordinator::GrantKind::kChunk:
-      reply.set_kind(DataOnDemandChunk::CHUNK);
-      reply.set_id(g.id);
-      reply.set_epoch(g.epoch);
-      reply.set_file(g.chunk.file);
-      reply.set_begin(g.chunk.begin);
-      reply.set_end(g.chunk.end);
-      reply.set_redealt(g.redealt);
-      open_[g.id] = {rank, g.epoch};
-      ++dealt_;
-      if (g.redealt) {
-        if (Streamed(shape_)) redealt_open_.insert(g.id);
-        LOG(INFO) << log_prefix_ << "data on demand: "
-                  << (Streamed(shape_) ? "bytes [" : "rows [") << g.chunk.begin << ", " << g.chunk.end << ")"
-                  << (Streamed(shape_) ? " of training file " + std::to_string(g.chunk.file + 1) : std::string())
-                  << " of epoch " << g.epoch + 1 << ", held by a worker that left, dealt again to " << who;
-      }
       break;
     case ChunkCoordinator::GrantKind::kWait:
-      reply.set_kind(DataOnDemandChunk::WAIT);
-      reply.set_max_clock(max_clock);
-      break;
+      reply->set_kind(DataOnDemandChunk::WAIT);
+      reply->set_max_clock(max_clock);
+      return;
     case ChunkCoordinator::GrantKind::kDone:
-      reply.set_kind(DataOnDemandChunk::DONE);
-      break;
+      reply->set_kind(DataOnDemandChunk::DONE);
+      return;
   }
-  return reply;
+  reply->set_kind(DataOnDemandChunk::CHUNK);
+  reply->set_id(g.id);
+  reply->set_epoch(g.epoch);
+  reply->set_file(g.chunk.file);
+  reply->set_begin(g.chunk.begin);
+  reply->set_end(g.chunk.end);
+  reply->set_redealt(g.redealt);
+  open_[g.id] = {rank, g.epoch};
+  ++dealt_;
+  if (!g.redealt) return;
+  if (Streamed(shape_)) redealt_open_.insert(g.id);
+  LOG(INFO) << log_prefix_ << "data on demand: " << (Streamed(shape_) ? "bytes [" : "rows [") << g.chunk.begin << ", "
+            << g.chunk.end << ")"
+            << (Streamed(shape_) ? " of training file " + std::to_string(g.chunk.file + 1) : std::string())
+            << " of epoch " << g.epoch + 1 << ", held by a worker that left, dealt again to " << who;
 }
 
 int ChunkService::Leave(int rank) {

@@ -34,7 +34,9 @@
 
 #include "core/status.h"
 #include "proto/coordinator.pb.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/stats.pb.h"
+#include "proto/wire.pb.h"
 #include "server/coordinator/chunk_coordinator.h"
 
 namespace tether {
@@ -98,6 +100,12 @@ class ChunkService {
   // The log line of an epoch just completed: its rows by worker and the
   // re-dealt counts so far.
   void LogEpoch(int64_t e) const;
+  // The completion `request` carries (completed_id ≠ 0): whether it counted
+  // (false, logged: `rank` no longer holds the chunk).
+  bool CountCompletion(int rank, const DataOnDemandChunk& request);
+  // Deals `rank` (named `who` in the logs) its next chunk, WAIT (with
+  // `max_clock`) or DONE into `reply`.
+  void Deal(int rank, const std::string& who, int64_t max_clock, DataOnDemandChunk* reply);
 
   std::string log_prefix_;
   DataOnDemandChunk shape_;  // the job's shape (train_rows, chunk_rows, epochs, seed)

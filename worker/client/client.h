@@ -318,7 +318,7 @@ class WorkerClient {
   /// Shard 0 answers CLOCK (CLOCK_REPLY); before returning, Clock waits for
   /// the answer to the previous clock's CLOCK (normally long arrived), so a
   /// checkpoint clock that shard 0 picks (want_checkpoint) is known to every
-  /// worker before it can pass it (server/server.cc, "Checkpoints").
+  /// worker before it can pass it (server/coordinator/checkpoint_clock.h).
   /// `want_checkpoint`: ask shard 0 for a checkpoint at a clock it picks for
   /// every worker; see due_checkpoint_clock().
   Status Clock(bool want_checkpoint = false);
