@@ -32,7 +32,9 @@
 
 #include "core/net/message.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/stats.pb.h"
+#include "proto/wire.pb.h"
 #include "worker/client/client.h"
 
 namespace tether {

@@ -26,7 +26,8 @@
 
 #include "telemetry/metrics_log.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/wire.pb.h"
 #include "compute/backend.h"
 #include "input/reader.h"
 #include "worker/client/client.h"

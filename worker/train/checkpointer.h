@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/config.pb.h"
+#include "proto/tables.pb.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
 

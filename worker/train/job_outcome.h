@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/stats.pb.h"
 
 namespace tether {
 

@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/stats.pb.h"
+#include "proto/wire.pb.h"
 #include "input/csr.h"
 #include "worker/train/chunk_feed.h"
 #include "worker/train/training_data.h"

@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/config.pb.h"
 #include "input/reader.h"
 #include "input/row_stream.h"
 

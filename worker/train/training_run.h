@@ -38,7 +38,9 @@
 
 #include "telemetry/metrics_log.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/config.pb.h"
+#include "proto/tables.pb.h"
 #include "compute/backend.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
