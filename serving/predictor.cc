@@ -10,8 +10,8 @@
 #include "eval/metrics.h"
 #include "serving/scorer.h"
 #include "compute/backend.h"
-#include "worker/evaluator.h"
-#include "worker/model_registry.h"
+#include "worker/eval/evaluator.h"
+#include "worker/models/model_registry.h"
 
 namespace tether {
 namespace {

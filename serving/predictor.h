@@ -7,7 +7,7 @@
 //
 // Work is split into blocks of rows dealt to `threads` threads, each with
 // its own backend and compute object. Metrics are added to one Evaluator
-// (worker/evaluator.h, the one training's evaluation uses) block by block
+// (worker/eval/evaluator.h, the one training's evaluation uses) block by block
 // in row order, so they are the same sums, bit for bit, whatever the number
 // of threads.
 //

@@ -12,7 +12,7 @@
 
 #include "core/table_spec.h"
 #include "serving/scorer.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 
 namespace tether {
 namespace {

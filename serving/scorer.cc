@@ -5,10 +5,10 @@
 #include <sstream>
 
 #include "core/table_spec.h"
-#include "worker/dense_mlp.h"
-#include "worker/model_registry.h"
-#include "worker/sparse_lr.h"
-#include "worker/xmc_mlp.h"
+#include "worker/models/dense_mlp.h"
+#include "worker/models/model_registry.h"
+#include "worker/models/sparse_lr.h"
+#include "worker/models/xmc_mlp.h"
 
 namespace tether {
 namespace {

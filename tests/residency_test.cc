@@ -19,9 +19,10 @@
 #include "server/server.h"
 #include "compute/counting_backend.h"
 #include "compute/cpu_backend.h"
-#include "worker/client.h"
-#include "worker/model.h"
-#include "worker/model_registry.h"
+#include "worker/client/client.h"
+#include "worker/client/job_session.h"
+#include "worker/models/model.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 
@@ -155,8 +156,8 @@ void CheckModel(const JobConfig& c, const CsrMatrix& x, const CsrMatrix& y, cons
   ASSERT_EQ(sa.size(), static_cast<size_t>(x.rows * a.model->num_outputs()));
   for (size_t i = 0; i < sa.size(); ++i) ASSERT_TRUE(SameBits(sa[i], sb[i])) << i << ": " << sa[i] << " vs " << sb[i];
   ExpectCounts(counting.counts(), predict, /*readbacks=*/0);
-  ASSERT_TRUE(a.client->Bye().ok());
-  ASSERT_TRUE(b.client->Bye().ok());
+  ASSERT_TRUE(JobSession(a.client.get()).Bye().ok());
+  ASSERT_TRUE(JobSession(b.client.get()).Bye().ok());
 }
 
 // Distinct feature ids in rows [begin, end) and their non-zeros.

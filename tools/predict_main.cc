@@ -28,7 +28,7 @@
 #include "checkpoint/model_file.h"
 #include "cli/flag_parser.h"
 #include "serving/predictor.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 
 DEFINE_string(model, "",

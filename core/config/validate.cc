@@ -210,7 +210,7 @@ Status ValidateFeatures(const JobConfig& c) {
     return FieldError("data.num_features", "must be > 0 (the model's input width)");
   }
   // What the labels and widths must look like depends on the model: the
-  // model registry checks those (ValidateModelConfig, worker/model_registry.h).
+  // model registry checks those (ValidateModelConfig, worker/models/model_registry.h).
   if (c.data().format() == IDX) {
     if (c.data().train_label_file().empty()) return FieldError("data.train_label_file", "is required with data.format IDX");
     if (!c.data().test_file().empty() && c.data().test_label_file().empty())
