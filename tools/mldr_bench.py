@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Multi-label benchmark over a folder of data sets in the Extreme
 Classification Repository's text format with fixed splits (six Stack
-Exchange, RCV1 and Corel16k sets; docs/RUNNING.md, "Choosing settings").
+Exchange, RCV1 and Corel16k sets; docs/MODELS.md, "Choosing settings").
 
 The folder (--data_dir, never named by the repository) holds for each set
 NAME: NAME_data.txt.xz (header "N F L", 0-based features and labels),

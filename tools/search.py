@@ -2,7 +2,7 @@
 """Settings search: runs a stated space of settings through tether-launch
 and ranks them by a validation metric only.
 
-The space is a text file in Protobuf text format (docs/RUNNING.md,
+The space is a text file in Protobuf text format (docs/MODELS.md,
 "Choosing settings"):
 
   config: "../bibtex.pbtxt"          # base job config(s), relative to this file;
