@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "checkpoint/checked_file.h"
+#include "core/output_path.h"
 #include "core/table_spec.h"
 #include "optim/optimizer.h"
 
@@ -108,7 +109,8 @@ Status CheckCheckpointDir(const std::string& dir) {
       if (::access(at.c_str(), W_OK | X_OK) != 0)
         return Status::InvalidArgument(what + (at == dir ? "cannot write there" : "cannot be created in " + at) + ": " +
                                        std::strerror(errno));
-      return Status::OK();
+      // Root may "write" /proc and /sys, which take no checkpoint.
+      return CheckWritableDir(dir, "checkpoint.dir (--checkpoint_dir)");
     }
     if (errno != ENOENT && errno != ENOTDIR)
       return Status::InvalidArgument(what + "cannot check " + at + ": " + std::strerror(errno));

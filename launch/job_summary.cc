@@ -32,6 +32,16 @@ int PrintJobSummary(const JobSummary& summary) {
       LOG(WARNING) << "[launch] the training loss diverged at epoch " << metrics.value("diverged_at_epoch", 0)
                    << " (\"diverged\" in " << metrics_out << "); the metrics describe a diverged model";
     }
+    if (metrics.contains("accepted"))
+      LOG(WARNING) << "[launch] accepted by the job's config: " << metrics["accepted"].dump() << " (\"accepted\" in "
+                   << metrics_out << ")";
+  }
+  if (!summary.partial_eval.empty()) {
+    std::printf("tether-launch: job finished, but its evaluation covered only part of the test set (%s; "
+                "--accept_partial_eval accepts that): exit %d\n",
+                summary.partial_eval.front().c_str(), kExitPartialEval);
+    std::fflush(stdout);
+    return kExitPartialEval;
   }
   if (!summary.diverged.empty()) {
     std::string who;

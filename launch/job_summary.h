@@ -15,15 +15,18 @@ namespace tether {
 struct JobSummary {
   std::string metrics_out;            // "" = no metrics file was asked for
   std::vector<std::string> diverged;  // names of the workers that exited kExitDiverged
+  std::vector<std::string> partial_eval;  // the evaluator, when it exited kExitPartialEval
   int num_servers = 0;
   int num_workers = 0;
   std::chrono::steady_clock::duration wall{};  // the job's wall time
 };
 
 /// Prints "metrics (FILE):" and the file's JSON (2-space indent) on stdout,
-/// warning when it says "diverged"; then "tether-launch: job finished: ..."
-/// or, when a worker's loss diverged, the line saying so. Returns the exit
-/// code: 0; 1 when the metrics file is missing or not JSON (logged);
+/// warning when it says "diverged" or lists what the user "accepted"; then
+/// "tether-launch: job finished: ..." or, when the evaluation covered part
+/// of the test set or a worker's loss diverged, the line saying so. Returns
+/// the exit code: 0; 1 when the metrics file is missing or not JSON
+/// (logged); kExitPartialEval (4) when the evaluator exited so;
 /// kExitDiverged (3) when a worker diverged.
 int PrintJobSummary(const JobSummary& summary);
 

@@ -25,6 +25,7 @@
 #include "launch/launch_request.h"
 #include "launch/port_file.h"
 #include "launch/process_table.h"
+#include "launch/restarts.h"
 #include "launch/temp_dir.h"
 
 namespace tether {
@@ -297,6 +298,17 @@ TEST(LaunchRequestTest, RefusesFlagsBeforeAnythingStarts) {
   EXPECT_EQ(CheckCountGiven("servers", 0, /*given=*/true).message(),
             "--servers=0: a job needs at least one server shard; give a count ≥ 1, or leave the flag out to take "
             "the config's");
+  {
+    LaunchRequest out;
+    out.model_out = "/proc/m.safetensors";
+    EXPECT_EQ(CheckOutputPaths(out, TwoByTwo()).message(),
+              "flag --model_out=/proc/m.safetensors: /proc is on /proc (procfs), which holds no files of ours: "
+              "choose a folder on a disk");
+    out.model_out.clear();
+    JobConfig c = TwoByTwo();
+    c.mutable_checkpoint()->set_dir("/sys/ck");
+    EXPECT_NE(CheckOutputPaths(out, c).message().find("is on sysfs"), std::string::npos);
+  }
   LaunchRequest r;
   r.resume_if_present = true;
   EXPECT_EQ(ResolveResumeIfPresent(TwoByTwo(), &r).message(),
@@ -385,6 +397,19 @@ TEST(JobSummaryTest, ExitCodesSayWhatHappened) {
   EXPECT_EQ(PrintJobSummary(s), 0);
   s.diverged = {"worker 1 (pid 5)"};
   EXPECT_EQ(PrintJobSummary(s), 3);
+  s.partial_eval = {"worker 0 (pid 4)"};  // the evaluation's verdict first
+  EXPECT_EQ(PrintJobSummary(s), 4);
+}
+
+TEST(RestartsTest, NoCheckpointYetUntilAFolderHasAManifest) {
+  ScratchDir dir;
+  EXPECT_TRUE(NoCheckpointYet(""));
+  EXPECT_TRUE(NoCheckpointYet(dir.path() + "/none"));
+  EXPECT_TRUE(NoCheckpointYet(dir.path()));
+  fs::create_directories(dir.path() + "/ckpt-000000000040");  // begun, never complete
+  EXPECT_TRUE(NoCheckpointYet(dir.path()));
+  dir.Write("ckpt-000000000040/MANIFEST", "x");
+  EXPECT_FALSE(NoCheckpointYet(dir.path()));
 }
 
 TEST(ElasticRunTest, StartsJoinersAndStopsTheNewestAtTheirEpochs) {

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "checkpoint/checkpoint.h"
+#include "core/output_path.h"
 
 namespace tether {
 
@@ -20,6 +21,19 @@ Status CheckCountGiven(const std::string& flag, int value, bool given) {
   return Status::InvalidArgument("--" + flag + "=0: a job needs at least one " +
                                  (flag == "servers" ? "server shard" : "worker") +
                                  "; give a count ≥ 1, or leave the flag out to take the config's");
+}
+
+Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config) {
+  if (!request.model_out.empty())
+    TETHER_RETURN_IF_ERROR(CheckWritableFile(request.model_out, "flag --model_out", false));
+  if (!request.metrics_out.empty())
+    TETHER_RETURN_IF_ERROR(CheckWritableFile(request.metrics_out, "flag --metrics_out", false));
+  if (const std::string& dir = config.train().metrics_dir(); !dir.empty()) {
+    TETHER_RETURN_IF_ERROR(CheckWritableDir(dir, "train.metrics_dir (--metrics_dir)"));
+    TETHER_RETURN_IF_ERROR(CheckMetricsDirFresh(dir, "train.metrics_dir (--metrics_dir)"));
+  }
+  if (!config.checkpoint().dir().empty()) TETHER_RETURN_IF_ERROR(CheckCheckpointDir(config.checkpoint().dir()));
+  return Status::OK();
 }
 
 Status ResolveResumeIfPresent(const JobConfig& config, LaunchRequest* request) {

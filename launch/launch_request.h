@@ -57,6 +57,14 @@ Status CheckLaunchCommandLine(int servers, int workers, const std::string& trans
 /// config's count holds. Errors: InvalidArgument naming the flag and the fix.
 Status CheckCountGiven(const std::string& flag, int value, bool given);
 
+/// The paths a launched job writes, checked before any process starts:
+/// --model_out and --metrics_out can be written (their folders exist and
+/// take files), train.metrics_dir can be made, and it holds no earlier
+/// run's JSON-lines files (CheckMetricsDirFresh), and checkpoint.dir can be
+/// made (CheckCheckpointDir). Not for engine mode, whose tasks start apart.
+/// Errors: InvalidArgument naming the flag or field, the path and the fix.
+Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config);
+
 /// --resume_if_present: sets request->resume_from to the latest complete
 /// checkpoint under checkpoint.dir when there is one (logged either way).
 /// Errors: InvalidArgument with --resume_from, or without checkpoint.dir.

@@ -88,6 +88,7 @@ class Launcher {
   int devnull_fd_ = -1;
   bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
   std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
+  std::vector<std::string> partial_eval_;  // the evaluator, when it exited kExitPartialEval
   std::string phase_ = "starting";
   std::string server_addresses_;  // the shards' endpoints, for workers started later
   Clock::time_point start_ = Clock::now();
@@ -335,6 +336,12 @@ std::optional<int> Launcher::Exited(Child* c) {
     diverged_.push_back(c->Name());
     return std::nullopt;
   }
+  if (c->role == "worker" && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == kExitPartialEval) {
+    LOG(WARNING) << "[launch] " << c->Name() << " finished, but its evaluation covered only part of the test set "
+                 << "(train.accept_partial_eval is false): the job will exit " << kExitPartialEval;
+    partial_eval_.push_back(c->Name());
+    return std::nullopt;
+  }
   // A scheduled stop: the worker leaves on SIGTERM (exit 143), or dies of
   // it when it came before the worker's handler was in place.
   if (c->leaving && ((WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == 128 + SIGTERM) ||
@@ -402,6 +409,7 @@ int Launcher::PrintSummary() {
   JobSummary summary;
   summary.metrics_out = options_.metrics_out;
   summary.diverged = diverged_;
+  summary.partial_eval = partial_eval_;
   summary.num_servers = options_.num_servers;
   summary.num_workers = options_.num_workers;
   summary.wall = Clock::now() - start_;

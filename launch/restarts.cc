@@ -4,11 +4,20 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
 
 namespace tether {
+
+bool NoCheckpointYet(const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty() || !std::filesystem::exists(dir, ec)) return true;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (std::filesystem::exists(it->path() / kManifestName, ec)) return false;
+  return true;
+}
 
 int RunWithRestarts(LaunchOptions options, const RestartPolicy& policy) {
   const std::vector<std::string> forwarded = options.forwarded;
@@ -23,6 +32,26 @@ int RunWithRestarts(LaunchOptions options, const RestartPolicy& policy) {
       return code;
     }
     auto ckpt = ResolveCheckpoint(policy.checkpoint_dir);
+    if (!ckpt.ok() && NoCheckpointYet(policy.checkpoint_dir)) {
+      // Failed before its first checkpoint was complete: start over.
+      const uint64_t generation = policy.generation + static_cast<uint64_t>(attempt) + 1;
+      LOG(WARNING) << "[launch] the job failed before its first checkpoint under " << policy.checkpoint_dir
+                   << " was complete; restart " << attempt + 1 << " of " << policy.max_restarts
+                   << " from the start (everything trained is redone), as generation " << generation;
+      std::fprintf(stderr, "[launch] restart %d of %d from the start: no checkpoint was taken yet\n", attempt + 1,
+                   policy.max_restarts);
+      options.forwarded = forwarded;
+      if (!policy.resume_from.empty()) options.forwarded.push_back("--resume_from=" + policy.resume_from);
+      options.forwarded.push_back("--generation=" + std::to_string(generation));
+      const auto left = total_timeout - std::chrono::duration_cast<std::chrono::seconds>(
+                                            std::chrono::steady_clock::now() - job_start);
+      if (left <= std::chrono::seconds(0)) {
+        LOG(ERROR) << "[launch] no time left (--timeout_s) to restart the job";
+        return 124;
+      }
+      options.timeout = left;
+      continue;
+    }
     if (!ckpt.ok()) {
       LOG(ERROR) << "[launch] the job failed and cannot be restarted: " << ckpt.status().message();
       return code;

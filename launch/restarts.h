@@ -1,7 +1,8 @@
 // tether-launch --max_restarts: when a run of the job fails (exit 1: a
 // process died or failed), run it again from the latest complete checkpoint
-// under checkpoint.dir, as the next cluster.generation, within what is left
-// of --timeout_s. Success, bad flags, a timeout, a stop signal or a
+// under checkpoint.dir, or from its start when it failed before its first
+// checkpoint, as the next cluster.generation, within what is left of
+// --timeout_s. Success, bad flags, a timeout, a stop signal or a
 // diverged loss are never restarted, nor a job that failed after its final
 // checkpoint.
 //
@@ -23,6 +24,11 @@ struct RestartPolicy {
   uint64_t generation = 0;     // cluster.generation of the first run
   std::string resume_from;     // the first run resumes from this ("" = afresh)
 };
+
+/// Whether `dir` (checkpoint.dir) holds no complete checkpoint yet: it is
+/// missing, or no folder in it has a MANIFEST. A job that fails then
+/// is restarted from its start (policy.resume_from, or afresh).
+bool NoCheckpointYet(const std::string& dir);
 
 /// Runs `options` (RunLaunch), restarting per `policy`; returns the exit
 /// code of the last run, or 124 when no time was left to restart. Prints

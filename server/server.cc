@@ -262,8 +262,8 @@ bool ServerShard::DrainDone() {
     // dir (RequestChannel::server_stopping).
     for (const std::string& identity : members_.StayingIdentities()) outbox_.TellStopping(identity);
     if (grace_ms <= 0) {
-      LOG(WARNING) << log_prefix_ << "stop requested: checkpoint.dir is not set, so the job ends without a "
-                   << "checkpoint; told " << staying << " worker(s) to leave, stopping now";
+      LOG(WARNING) << log_prefix_ << "stop requested with no grace to serve a stop checkpoint (tether-server "
+                   << "--stop_grace_s=0): told " << staying << " worker(s) to leave, stopping now";
       outbox_.LingerOnClose();  // the workers are told before the socket closes
       return true;
     }

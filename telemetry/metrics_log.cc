@@ -1,5 +1,7 @@
 #include "telemetry/metrics_log.h"
 
+#include <filesystem>
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -12,8 +14,10 @@ MetricsLog::MetricsLog(std::string path, std::string role, int rank)
 
 StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& dir, const std::string& role, int rank) {
   if (dir.empty()) return Status::InvalidArgument("metrics directory is empty");
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return Status::IOError("cannot create metrics directory " + dir + ": " + std::strerror(errno));
+  // Its parents too: "--metrics_dir=out/bibtex" in a fresh clone.
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError("cannot create metrics directory " + dir + ": " + ec.message());
   const std::string path = dir + "/" + role + "-" + std::to_string(rank) + ".jsonl";
   std::unique_ptr<MetricsLog> log(new MetricsLog(path, role, rank));
   log->out_.open(path, std::ios::app);

@@ -27,7 +27,7 @@ namespace tether {
 
 class MetricsLog {
  public:
-  /// Creates `dir` if needed (one level) and opens DIR/ROLE-RANK.jsonl for
+  /// Creates `dir` and its parents if needed and opens DIR/ROLE-RANK.jsonl for
   /// appending ("worker-0.jsonl"). Errors: IOError naming the path.
   static StatusOr<std::unique_ptr<MetricsLog>> Open(const std::string& dir, const std::string& role, int rank);
 

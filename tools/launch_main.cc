@@ -196,6 +196,7 @@ int main(int argc, char** argv) {
   if (engine_task->has_value())
     return tether::RunEngineTask(**engine_task, *config, tether::EngineOptionsFor(request), *bin_dir);
 
+  if (Refused(tether::CheckOutputPaths(request, *config))) return 2;
   auto options = tether::PlanLaunch(request, *config, *bin_dir);
   if (Refused(options.status()) || Refused(tether::CheckRendezvousServe(request, *config))) return 2;
   auto store = tether::StartRendezvousStore(request, *config);

@@ -48,9 +48,10 @@ DEFINE_string(advertise_host, "",
               "for a wildcard --listen: the host (name or address) workers connect to, written to --port_file "
               "and published to --rendezvous; default: this machine's hostname");
 DEFINE_int32(stop_grace_s, 20,
-             "with checkpoint.dir set: on the first SIGTERM/SIGINT, keep serving up to this long while the "
+             "on the first SIGTERM/SIGINT, keep serving up to this long while the "
              "workers (stopped by the same signal, as under SLURM's scancel or requeue) write their stop "
-             "checkpoint and say BYE; a second signal stops at once. 0: stop at once. Keep it below the "
+             "checkpoint (where the job checkpoints: the workers' checkpoint.dir, whatever this server's) and "
+             "say BYE; a second signal stops at once. 0: stop at once. Keep it below the "
              "scheduler's kill wait (SLURM's KillWait, 30 s by default)");
 DEFINE_string(resume_from, "",
               "the checkpoint to load rows from, as this host sees it (default: the path worker 0 resumes "
@@ -303,7 +304,10 @@ int main(int argc, char** argv) {
     LOG(ERROR) << Who() << "flag --stop_grace_s=" << FLAGS_stop_grace_s << " is negative";
     return 2;
   }
-  if (!config->checkpoint().dir().empty()) g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
+  // Whether the job checkpoints is the workers' to say (a server learns the
+  // folder from them, whatever its own config): every server serves their
+  // stop checkpoint, and workers without a checkpoint dir just leave.
+  g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
   g_server.store(&server);
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);

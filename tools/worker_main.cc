@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "core/file_util.h"
+#include "core/output_path.h"
 #include "core/net/curve.h"
 #include "core/net/endpoint_check.h"
 #include "core/net/rendezvous.h"
@@ -62,6 +63,18 @@ int64_t MonotonicMs() {
   clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
   return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000;
 }
+// The paths this run writes, checked before it trains (exit 2): a path
+// found bad at the end would lose the run's results.
+tether::Status CheckOutputs(const tether::JobConfig& c) {
+  if (!FLAGS_metrics_out.empty())
+    TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_metrics_out, "flag --metrics_out", false));
+  if (!FLAGS_model_out.empty())
+    TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_model_out, "flag --model_out", false));
+  if (!c.train().metrics_dir().empty())
+    TETHER_RETURN_IF_ERROR(tether::CheckWritableDir(c.train().metrics_dir(), "train.metrics_dir (--metrics_dir)"));
+  return tether::Status::OK();
+}
+
 void RequestStop(int sig) {
   const int64_t now = MonotonicMs();
   if (g_stop.exchange(true)) {
@@ -103,7 +116,8 @@ int RunInProcess() {
     LOG(ERROR) << who << st.message();
     return 2;
   }
-  if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from); !st.ok()) {
+  if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from);
+      !st.ok() || !(st = CheckOutputs(*config)).ok()) {
     LOG(ERROR) << who << st.message();
     return 2;
   }
@@ -136,10 +150,9 @@ int RunInProcess() {
       return 1;
     }
   }
-  if (report->diverged && config->train().fail_on_divergence()) {
-    LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
-               << " (train.fail_on_divergence): exit " << tether::kExitDiverged;
-    return tether::kExitDiverged;
+  if (const tether::RunVerdict verdict = tether::JudgeReport(*report, *config); verdict.exit_code != 0) {
+    LOG(ERROR) << who << verdict.why;
+    return verdict.exit_code;
   }
   return 0;
 }
@@ -184,6 +197,7 @@ int LoadAndCheck(const std::string& who, tether::StatusOr<tether::JobConfig>* co
   }
   tether::Status st = tether::CheckDataFilesExist(c);
   if (st.ok()) st = tether::CheckCheckpointPaths(c.checkpoint().dir(), FLAGS_resume_from);
+  if (st.ok()) st = CheckOutputs(c);
   if (!st.ok()) {
     LOG(ERROR) << who << st.message();
     return 2;
@@ -389,10 +403,9 @@ int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>
                  << "): exit " << 128 + sig;
     return 128 + sig;
   }
-  if (report->diverged && config.train().fail_on_divergence()) {
-    LOG(ERROR) << who << "training diverged at epoch " << report->diverged_at_epoch
-               << " (train.fail_on_divergence): exit " << tether::kExitDiverged;
-    return tether::kExitDiverged;
+  if (const tether::RunVerdict verdict = tether::JudgeReport(*report, config); verdict.exit_code != 0) {
+    LOG(ERROR) << who << verdict.why;
+    return verdict.exit_code;
   }
   return 0;
 }

@@ -177,6 +177,9 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   if (!r.failure.empty()) j["failure"] = r.failure;
   j["diverged"] = r.diverged;
   j["diverged_at_epoch"] = r.diverged_at_epoch;
+  // Only where the user accepted a run that fell short (a diverged loss,
+  // a partial evaluation): what was accepted.
+  if (const RunVerdict verdict = JudgeReport(r, config); !verdict.accepted.empty()) j["accepted"] = verdict.accepted;
   j["pull_wait_fraction_rank0"] = r.pull_wait_fraction;
   j["num_workers"] = config.cluster().num_workers();
   j["num_servers"] = config.cluster().num_servers();

@@ -138,6 +138,19 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   return o;
 }
 
+RunVerdict JudgeReport(const TrainReport& report, const JobConfig& config) {
+  FinishedRun run;
+  run.diverged = report.diverged;
+  run.diverged_at_epoch = report.diverged_at_epoch;
+  run.evaluated = !report.test_metrics.empty();
+  run.eval_workers = report.eval_workers;
+  run.num_workers = config.cluster().num_workers();
+  run.test_rows = report.test_rows;
+  run.fail_on_divergence = config.train().fail_on_divergence();
+  run.accept_partial_eval = config.train().accept_partial_eval();
+  return JudgeFinishedRun(run);
+}
+
 Status WriteMetricsJson(const TrainReport& r, const JobConfig& config, const std::string& path) {
   const nlohmann::json j = MetricsJson(r, config);
   return WriteFileAtomically(path, j.dump(2) + "\n");

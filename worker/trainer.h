@@ -23,6 +23,7 @@
 
 #include "core/status.h"
 #include "proto/config.pb.h"
+#include "worker/train/job_outcome.h"
 #include "proto/stats.pb.h"
 #include "input/reader.h"
 #include "worker/client/client.h"
@@ -167,9 +168,8 @@ bool RowsDealtOnDemand(const JobConfig& config);
 /// infinite, or above factor × reference (see TrainConfig.divergence_factor).
 bool LossDiverged(double loss, double reference, double factor);
 
-/// The exit code of a worker (and of tether-launch) whose loss diverged with
-/// train.fail_on_divergence set.
-constexpr int kExitDiverged = 3;
+// kExitDiverged (3) and kExitPartialEval (4), the exit codes of a run that
+// trained to its end but did not do its job: worker/train/job_outcome.h.
 
 /// Runs one worker of the job end to end. With config.checkpoint.dir set,
 /// it takes part in coordinated checkpoints (every every_clocks clocks; at a
@@ -200,5 +200,9 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
 /// stats) via a temporary file and rename, so a reader never sees half a
 /// file. Errors: IOError naming the path.
 Status WriteMetricsJson(const TrainReport& report, const JobConfig& config, const std::string& path);
+
+/// The verdict on a run that returned `report` (JudgeFinishedRun, with the
+/// report's divergence and evaluation and the config's fields).
+RunVerdict JudgeReport(const TrainReport& report, const JobConfig& config);
 
 }  // namespace tether

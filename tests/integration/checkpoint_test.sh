@@ -25,7 +25,10 @@
 #            worker 1, the servers fail too, and the end checkpoint keeps
 #            worker 1's place. The resume trains what worker 1 left: the
 #            two runs together train exactly 5 x 4880 rows.
-# Usage: checkpoint_test.sh exact|reshard|restart|restart_study|left BIN_DIR
+#   restart_early  tether-launch --max_restarts=1 with a server killed
+#            before the first checkpoint: the job starts over ("restart 1
+#            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
+# Usage: checkpoint_test.sh exact|reshard|restart|restart_study|left|restart_early BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=120
@@ -220,5 +223,30 @@ PY2
     fi
     echo "PASS"
     ;;
-  *) echo "usage: $0 exact|reshard|restart|restart_study|left BIN_DIR"; exit 2 ;;
+  restart_early)
+    # A server dies before the first checkpoint is complete: the launcher
+    # starts the job over (never "no such checkpoint directory").
+    timeout -k 5 160 "$bin/tether-launch" --config=examples/bibtex.pbtxt --epochs=2 --checkpoint_dir="$tmp/early" \
+      --checkpoint_every_clocks=100000 --max_restarts=1 --metrics_out="$tmp/early.json" > "$tmp/early.log" 2>&1 &
+    launcher=$!
+    pids+=($launcher)
+    poll 1200 grep -q "\[worker 0\] epoch 1/2" "$tmp/early.log" || fail "worker 0 never finished epoch 1"
+    [ -z "$(find "$tmp/early" -name MANIFEST 2>/dev/null)" ] || fail "a checkpoint was complete before the kill"
+    lpid=$(pgrep -P "$launcher" tether-launch || echo "$launcher")
+    victim=$(pgrep -P "$lpid" -f "tether-server.*--shard=0 " | head -1 || true)
+    [ -n "$victim" ] || fail "no server 0 under launcher $lpid"
+    kill -9 "$victim"
+    rc=0
+    wait "$launcher" || rc=$?
+    pids=()
+    [ "$rc" = 0 ] || fail "the job restarted from its start exited $rc"
+    grep -q "restart 1 of 1 from the start: no checkpoint was taken yet" "$tmp/early.log" ||
+      fail "the launcher did not say it starts over"
+    ! grep -q "no such checkpoint directory" "$tmp/early.log" || fail "the launcher looked for a checkpoint"
+    total=$(metric "$tmp/early.json" total_samples)
+    [ "$total" = 9760 ] || fail "the restarted job trained $total rows, expected 2 epochs x 4880 = 9760"
+    echo "server 0 killed in epoch 2 before any checkpoint: restarted from the start, $total rows"
+    echo "PASS"
+    ;;
+  *) echo "usage: $0 exact|reshard|restart|restart_study|left|restart_early BIN_DIR"; exit 2 ;;
 esac

@@ -13,7 +13,11 @@
 #          (tether-data and a job), tether-data --format=XMC, a split file's
 #          row past the data (named as SPLIT:LINE), and tether-data
 #          check|stats|convert of a file with hashed 64-bit feature ids.
-# Usage: command_line_test.sh flags|tools BIN_DIR   (from the repository root)
+#   paths  output paths checked before training (exit 2): --model_out and
+#          --checkpoint_dir under /proc, --metrics_out in a missing folder
+#          (launcher and worker by hand); --metrics_dir makes its parents,
+#          and a second run into the same folder is refused, never appended.
+# Usage: command_line_test.sh flags|tools|paths BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 
@@ -82,6 +86,11 @@ tools)
   printf '1\n2\n9000\n' >"$tmp/split.txt"
   refused 1 "split.txt:3: row 9000 is past the end of data/bibtex/Bibtex_data.txt.gz, which has 7395 data rows" \
     "$bin/tether-data" check --format=xmc --index_base=0 --split="$tmp/split.txt" data/bibtex/Bibtex_data.txt.gz
+  # The same split in a job: the worker names the split file's line.
+  sed -e 's#"\.\./data/#"'"$PWD"'/data/#' -e 's#[^"]*bibtex_trSplit.txt#'"$tmp"'/split.txt#' \
+    examples/bibtex.pbtxt >"$tmp/split.pbtxt"
+  refused 1 "split.txt:3: row 9000 is past the end of $PWD/data/bibtex/Bibtex_data.txt.gz, which has 7395 data rows" \
+    "$bin/tether-launch" --config="$tmp/split.pbtxt" --epochs=1
   # Hashed 64-bit ids: 3 rows, ids above 2^63; read, counted and converted.
   printf '3 0 2\n0 18446744073709551615:1 9223372036854775808:0.5\n1 7:2\n0,1 18446744073709551615:3\n' >"$tmp/hashed.txt"
   for cmd in check stats; do
@@ -96,7 +105,36 @@ tools)
   grep -qx "0 9223372036854775808:0.5 18446744073709551615:1" "$tmp/hashed.svm" ||
     fail "the converted file lost the 64-bit ids: $(head -n 1 "$tmp/hashed.svm")"
   echo "tether-data check|stats|convert --hashed_features: 3 distinct ids, nnz 4, ids written back"
+  # Model files: the format follows the name; a contradiction is refused,
+  # and an npz given to a reader names the command that writes safetensors.
+  refused 2 "--format=safetensors contradicts the file name '$tmp/x.npz'" \
+    "$bin/tether-export" --checkpoint="$tmp" --out="$tmp/x.npz" --format=safetensors
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1], "w").writestr("w1.npy", b"")' "$tmp/m.npz"
+  refused 1 "not a safetensors file: Tether's tools read model files in safetensors form only (npz is written for NumPy); export the checkpoint again as one: tether-export --checkpoint=DIR --out=MODEL.safetensors" \
+    "$bin/tether-export" --model="$tmp/m.npz" --out="$tmp/y.safetensors"
   ;;
-*) echo "usage: $0 flags|tools BIN_DIR"; exit 2 ;;
+paths)
+  # Every output path is checked before training: nothing trains, exit 2.
+  refused 2 "flag --model_out=/proc/m.safetensors: /proc is on /proc (procfs), which holds no files of ours" \
+    "$bin/tether-launch" "${bibtex[@]}" --transport=inproc --model_out=/proc/m.safetensors
+  ! grep -q "epoch 1/" "$tmp/refused$n.log" || fail "a bad --model_out was found after training"
+  refused 2 "checkpoint.dir (--checkpoint_dir)=/proc/ck: /proc is on /proc (procfs)" \
+    "$bin/tether-launch" "${bibtex[@]}" --checkpoint_dir=/proc/ck --checkpoint_every_clocks=50
+  refused 2 "flag --metrics_out=$tmp/none/m.json: its folder $tmp/none does not exist" \
+    "$bin/tether-launch" "${bibtex[@]}" --metrics_out="$tmp/none/m.json"
+  refused 2 "flag --metrics_out=$tmp/none/m.json: its folder $tmp/none does not exist" \
+    "$bin/tether-worker" "${bibtex[@]}" --rank=0 --server_addresses=tcp://127.0.0.1:5550,tcp://127.0.0.1:5551 \
+    --metrics_out="$tmp/none/m.json"
+  # --metrics_dir makes its parents; a second run into the same folder is
+  # refused, never appended (the plot would join the two).
+  timeout -k 5 120 "$bin/tether-launch" "${bibtex[@]}" --servers=1 --epochs=1 --metrics_dir="$tmp/out/bibtex" \
+    --timeout_s=110 >"$tmp/first.log" 2>&1 || fail "a run with --metrics_dir=$tmp/out/bibtex failed"
+  [ -s "$tmp/out/bibtex/worker-0.jsonl" ] || fail "no worker-0.jsonl under the new folder"
+  lines=$(wc -l <"$tmp/out/bibtex/worker-0.jsonl")
+  refused 2 "train.metrics_dir (--metrics_dir)=$tmp/out/bibtex: already holds a run (server-0.jsonl, worker-0.jsonl, worker-1.jsonl)" \
+    "$bin/tether-launch" "${bibtex[@]}" --servers=1 --epochs=1 --metrics_dir="$tmp/out/bibtex"
+  [ "$(wc -l <"$tmp/out/bibtex/worker-0.jsonl")" = "$lines" ] || fail "the refused run appended to the folder"
+  ;;
+*) echo "usage: $0 flags|tools|paths BIN_DIR"; exit 2 ;;
 esac
 echo PASS

@@ -7,9 +7,10 @@
 #              random order of the ties, with one warning counting the rows
 #   c24_divergence  Bibtex (one worker) with SGD at learning rate 100 (the case): the loss
 #              diverges without a NaN; a warning names the epoch and the values,
-#              the metrics JSON says "diverged": true, and with
-#              --fail_on_divergence=true the job exits 3 (metrics still written);
-#              the same job at the example's settings is not marked
+#              the metrics JSON says "diverged": true, and the job exits 3
+#              by default (metrics still written); with --nofail_on_divergence
+#              it exits 0 and the metrics say "accepted": ["diverged"]; the
+#              same job at the example's settings is not marked
 #   c25_closed_pipe  tether-launch ... 2>&1 | head -3 (the case): the closed
 #              pipe does not stop the job; exit 0, the metrics are written, and
 #              the launcher's temp folder is gone
@@ -53,12 +54,26 @@ c24_divergence)
   [ "$(metric "$tmp/sane.json" diverged_at_epoch)" = 0 ] || fail "sane run: diverged_at_epoch is not 0"
   ! grep -q "training diverged" "$tmp/sane.log" || fail "sane run warned of divergence"
   echo "ok   C24 example settings: not diverged"
-  run warn 0 --optimizer=sgd --learning_rate=100
+  run warn 3 --optimizer=sgd --learning_rate=100
   [ "$(metric "$tmp/warn.json" diverged)" = True ] || fail "lr 100: not marked diverged"
   [ "$(metric "$tmp/warn.json" diverged_at_epoch)" = 1 ] || fail "lr 100: diverged_at_epoch $(metric "$tmp/warn.json" diverged_at_epoch)"
   grep -qE "W.*\[worker 0\] training diverged at epoch 1: mean loss [0-9.e+]+ is above train.divergence_factor 10 x 5\.[0-9]+ \(the larger of the first minibatch's loss 5\.[0-9]+ and log\(159\) = 5\.0689\)" \
     "$tmp/warn.log" || fail "lr 100: no divergence warning naming the epoch and values:"$'\n'"$(grep -i diverg "$tmp/warn.log")"
-  echo "ok   C24 lr 100: warned, marked diverged at epoch 1, exit 0"
+  grep -qF "training diverged at epoch 1: exit 3 (accept a diverged run with --nofail_on_divergence" "$tmp/warn.log" ||
+    fail "lr 100: the worker did not say why it exits 3"
+  grep -qF "training loss diverged" "$tmp/warn.log" || fail "lr 100: launcher did not say why"
+  echo "ok   C24 lr 100: warned, marked diverged at epoch 1, exit 3 by default"
+  run accepted 0 --optimizer=sgd --learning_rate=100 --nofail_on_divergence
+  [ "$(metric "$tmp/accepted.json" accepted)" = "['diverged']" ] ||
+    fail "--nofail_on_divergence: the metrics do not say the divergence was accepted"
+  grep -qF 'accepted by the job'"'"'s config: ["diverged"]' "$tmp/accepted.log" ||
+    fail "--nofail_on_divergence: the launcher did not repeat what was accepted"
+  echo "ok   C24 --nofail_on_divergence: exit 0, \"accepted\": [\"diverged\"]"
+  # Without --metrics_out the exit code is the same.
+  rc=0
+  timeout 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport=inproc --epochs=2 --workers=1 \
+    --optimizer=sgd --learning_rate=100 > "$tmp/nometrics.log" 2>&1 || rc=$?
+  [ "$rc" = 3 ] || fail "diverged run without --metrics_out exited $rc, expected 3"
   run fail 3 --optimizer=sgd --learning_rate=100 --fail_on_divergence=true
   [ "$(metric "$tmp/fail.json" diverged)" = True ] || fail "fail_on_divergence: metrics not marked"
   grep -qF "training loss diverged" "$tmp/fail.log" || fail "fail_on_divergence: launcher did not say why"

@@ -58,6 +58,9 @@
 #                server 1 exits 143, server 0 exits 0, and the checkpoint's
 #                MANIFEST and both shards' files exist. Resumed from it, the
 #                job ends (exit 0) with exactly 4880 samples trained.
+#   server_stop_no_dir  the same with --checkpoint_dir given to the workers
+#                only: the servers learn the folder from them and serve the
+#                stop checkpoint all the same.
 # No fixed sleeps wait for an event: every wait polls with a bound.
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -358,14 +361,18 @@ early|early_on_demand)
     fi
   done
   ;;
-server_stop)
+server_stop|server_stop_no_dir)
   job=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --minibatch_size=8
-       --minibatches_per_clock=10 --checkpoint_dir="$tmp/ck")
+       --minibatches_per_clock=10)
+  # server_stop_no_dir: only the workers are given the folder; the servers
+  # learn it from them.
+  worker_dir=()
+  if [ "$mode" = server_stop ]; then job+=(--checkpoint_dir="$tmp/ck"); else worker_dir=(--checkpoint_dir="$tmp/ck"); fi
   flags=("${job[@]}" --staleness=2 --slowdown=20 --slowdown_rank=1 --progress_every_s=1)
   start_servers 2
-  start_worker 0 "$tmp/worker0.log"
+  start_worker 0 "$tmp/worker0.log" "${worker_dir[@]}"
   w0=$started
-  start_worker 1 "$tmp/worker1.log"
+  start_worker 1 "$tmp/worker1.log" "${worker_dir[@]}"
   w1=$started
   poll 600 grep -q "%, clock \([3-9]\|[1-9][0-9]\)," "$tmp/worker0.log" || fail "worker 0 never reached clock 3"
   s1=${server_pids[1]}

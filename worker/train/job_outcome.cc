@@ -55,4 +55,32 @@ bool CutShortByStop(const std::string& why) {
   return why.size() >= kStop.size() && why.compare(why.size() - kStop.size(), kStop.size(), kStop) == 0;
 }
 
+RunVerdict JudgeFinishedRun(const FinishedRun& run) {
+  RunVerdict v;
+  const bool partial = run.evaluated && run.eval_workers < run.num_workers;
+  // Partial evaluation first: its P@k would be reported as the job's, the
+  // more misleading of the two; a diverged loss is marked in the metrics.
+  if (partial && !run.accept_partial_eval) {
+    v.exit_code = kExitPartialEval;
+    v.why = "the final evaluation covered only " + std::to_string(run.test_rows) + " test rows, the parts of " +
+            std::to_string(run.eval_workers) + " of " + std::to_string(run.num_workers) +
+            " workers (the others left): the metrics are not the whole test set's; exit " +
+            std::to_string(kExitPartialEval) + " (accept such a run with --accept_partial_eval, "
+            "train.accept_partial_eval: true)";
+  } else if (partial) {
+    v.accepted.push_back("partial_evaluation");
+  }
+  if (run.diverged && run.fail_on_divergence) {
+    if (v.exit_code == 0) {
+      v.exit_code = kExitDiverged;
+      v.why = "training diverged at epoch " + std::to_string(run.diverged_at_epoch) + ": exit " +
+              std::to_string(kExitDiverged) +
+              " (accept a diverged run with --nofail_on_divergence, train.fail_on_divergence: false)";
+    }
+  } else if (run.diverged) {
+    v.accepted.push_back("diverged");
+  }
+  return v;
+}
+
 }  // namespace tether

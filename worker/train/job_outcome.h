@@ -52,6 +52,40 @@ struct BarrierVerdict {
 BarrierVerdict JudgeBarrier(const ShardStats& s0, bool dealt_on_demand, bool fed, int epochs, int64_t train_rows,
                             bool checkpointing);
 
+/// How a run that trained to its end is judged at exit. A run that did not
+/// do its job never exits 0 unless the user accepted that way of falling
+/// short by a config field (then the metrics JSON lists it in "accepted"):
+///   - its training loss diverged (train.divergence_factor): exit 3 unless
+///     train.fail_on_divergence is false ("diverged");
+///   - it evaluated (this worker merged the test metrics) but fewer workers
+///     than cluster.num_workers sent their part of the test set, so the
+///     metrics cover only part of it: exit 4 unless
+///     train.accept_partial_eval ("partial_evaluation").
+/// (Runs that stop early, fail or cannot finish exit non-zero before this:
+/// a signal 128 + N, an error 1, a bad start 2.)
+struct FinishedRun {
+  bool diverged = false;
+  int diverged_at_epoch = 0;
+  bool evaluated = false;  // this worker merged and reports the test metrics
+  int eval_workers = 0;    // workers whose part of the test set was scored
+  int num_workers = 0;     // cluster.num_workers: the parts there are
+  int64_t test_rows = 0;   // test rows scored
+  bool fail_on_divergence = true;
+  bool accept_partial_eval = false;
+};
+struct RunVerdict {
+  int exit_code = 0;                  // 0, kExitDiverged or kExitPartialEval
+  std::string why;                    // the ERROR line's text when exit_code != 0
+  std::vector<std::string> accepted;  // "diverged", "partial_evaluation"
+};
+/// The exit code of a worker (and of tether-launch) whose loss diverged with
+/// train.fail_on_divergence set (the default).
+constexpr int kExitDiverged = 3;
+/// The exit code of a worker (and of tether-launch) whose final evaluation
+/// covered only part of the test set, without train.accept_partial_eval.
+constexpr int kExitPartialEval = 4;
+RunVerdict JudgeFinishedRun(const FinishedRun& run);
+
 /// What a worker whose run failed does before it returns the error.
 enum class FailureAction {
   kLeaveStopped,       // its stop request cut a wait short: BYE, a report with left_early

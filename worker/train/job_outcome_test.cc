@@ -89,5 +89,42 @@ TEST(JobOutcomeTest, AWaitCutShortByTheStopSaysSoAtItsEnd) {
   EXPECT_FALSE(CutShortByStop("requested"));
 }
 
+TEST(JobOutcomeTest, ARunThatFellShortExitsNonZeroUnlessAccepted) {
+  FinishedRun run;
+  run.num_workers = 2;
+  run.evaluated = true;
+  run.eval_workers = 2;
+  run.test_rows = 2515;
+  EXPECT_EQ(JudgeFinishedRun(run).exit_code, 0);
+  EXPECT_TRUE(JudgeFinishedRun(run).accepted.empty());
+  // Diverged: exit 3 by default, accepted with fail_on_divergence false.
+  run.diverged = true;
+  run.diverged_at_epoch = 2;
+  RunVerdict v = JudgeFinishedRun(run);
+  EXPECT_EQ(v.exit_code, kExitDiverged);
+  EXPECT_EQ(v.why, "training diverged at epoch 2: exit 3 (accept a diverged run with --nofail_on_divergence, "
+                   "train.fail_on_divergence: false)");
+  run.fail_on_divergence = false;
+  v = JudgeFinishedRun(run);
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.accepted, (std::vector<std::string>{"diverged"}));
+  // Part of the test set: exit 4 first, whatever the loss did.
+  run.eval_workers = 1;
+  run.test_rows = 1257;
+  v = JudgeFinishedRun(run);
+  EXPECT_EQ(v.exit_code, kExitPartialEval);
+  EXPECT_EQ(v.why, "the final evaluation covered only 1257 test rows, the parts of 1 of 2 workers (the others "
+                   "left): the metrics are not the whole test set's; exit 4 (accept such a run with "
+                   "--accept_partial_eval, train.accept_partial_eval: true)");
+  run.accept_partial_eval = true;
+  v = JudgeFinishedRun(run);
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.accepted, (std::vector<std::string>{"partial_evaluation", "diverged"}));
+  // A worker that did not evaluate is not judged by the evaluation.
+  run.accept_partial_eval = false;
+  run.evaluated = false;
+  EXPECT_EQ(JudgeFinishedRun(run).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace tether

@@ -221,9 +221,9 @@ StatusOr<uint64_t> ChunkBytesFor(const JobConfig& config, const std::vector<Data
 StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& label_file,
                             const std::string& split, int partition, int num_partitions) {
   const LabelKind kind = LabelKindOf(config);
-  std::vector<int64_t> subset;
+  std::vector<int64_t> subset, subset_lines;
   if (!split.empty()) {
-    TETHER_ASSIGN_OR_RETURN(subset, ReadSplitFile(split));
+    TETHER_ASSIGN_OR_RETURN(subset, ReadSplitFile(split, &subset_lines));
   }
   Dataset d;
   if (config.data().format() == IDX) {
@@ -241,6 +241,8 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
     opts.partition = partition;
     opts.num_partitions = num_partitions;
     opts.row_subset = split.empty() ? nullptr : &subset;
+    opts.row_subset_file = split;
+    opts.row_subset_lines = split.empty() ? nullptr : &subset_lines;
     opts.duplicates = config.data().duplicates() == DUPLICATES_SUM         ? DuplicatePolicy::kSum
                       : config.data().duplicates() == DUPLICATES_KEEP_LAST ? DuplicatePolicy::kKeepLast
                                                                            : DuplicatePolicy::kError;
