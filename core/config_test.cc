@@ -758,3 +758,34 @@ TEST(ConfigTest, DataFileListsResolveCheckAndValidate) {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST(ConfigTest, ValidationSplitRefusesWhatWouldReadTheTestSplitEarly) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  const auto message = [](const JobConfig& j) { return ValidateJobConfig(j).message(); };
+  JobConfig j = *c;
+  j.mutable_train()->set_validation_fraction(0.2);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << message(j);
+  j.mutable_train()->mutable_early_stopping()->set_patience(2);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << message(j);
+  j.mutable_train()->set_validation_fraction(1.0);
+  EXPECT_EQ(message(j), "config field train.validation_fraction: must be in [0, 1)");
+  j.mutable_train()->set_validation_fraction(0);
+  EXPECT_EQ(message(j), "config field train.early_stopping: needs a validation split: set train.validation_fraction");
+  j = *c;
+  j.mutable_train()->set_validation_fraction(0.2);
+  j.mutable_train()->set_eval_every_epochs(1);
+  EXPECT_NE(message(j).find("drop train.eval_every_epochs"), std::string::npos) << message(j);
+  j.mutable_train()->set_eval_every_epochs(0);
+  j.mutable_train()->set_eval_max_rows(100);
+  EXPECT_NE(message(j).find("drop train.eval_max_rows"), std::string::npos) << message(j);
+  j.mutable_train()->set_eval_max_rows(0);
+  j.mutable_train()->mutable_early_stopping()->set_patience(-1);
+  EXPECT_EQ(message(j), "config field train.early_stopping.patience: must be ≥ 0 (0: never stops early)");
+}
+
+}  // namespace
+}  // namespace tether

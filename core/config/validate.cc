@@ -319,9 +319,35 @@ Status ValidateNotYetRead(const JobConfig& c) {
   };
   if (c.data().has_tf_idf()) return unread("data.tf_idf");
   if (c.data().has_validation_split()) return unread("data.validation_split");
-  if (c.train().has_validation_fraction()) return unread("train.validation_fraction");
-  if (c.train().has_validation_seed()) return unread("train.validation_seed");
-  if (c.train().has_early_stopping()) return unread("train.early_stopping");
+  return Status::OK();
+}
+
+// The validation split (train.validation_fraction) and early stopping on
+// it: rows carved from each worker's partition in memory, evaluated after
+// every epoch; the test split read only at the end.
+Status ValidateValidation(const JobConfig& c) {
+  const TrainConfig& t = c.train();
+  const double f = t.validation_fraction();
+  if (!(f >= 0 && f < 1)) return FieldError("train.validation_fraction", "must be in [0, 1)");
+  if (f == 0) {
+    if (t.has_early_stopping())
+      return FieldError("train.early_stopping", "needs a validation split: set train.validation_fraction");
+    return Status::OK();
+  }
+  const auto refused = [](const std::string& why) { return FieldError("train.validation_fraction", why); };
+  if (c.data().streaming())
+    return refused("needs the training rows in memory: not with data.streaming");
+  if (t.data_on_demand())
+    return refused("needs each worker's own partition: not with train.data_on_demand");
+  if (t.eval_every_epochs() > 0)
+    return refused("reads the test split only at the end: drop train.eval_every_epochs (the validation split is "
+                   "evaluated after every epoch)");
+  if (t.eval_max_rows() > 0)
+    return refused("reads the test split only at the end, whole: drop train.eval_max_rows");
+  const EarlyStopping& es = t.early_stopping();
+  if (es.patience() < 0) return FieldError("train.early_stopping.patience", "must be ≥ 0 (0: never stops early)");
+  if (!(es.min_delta() >= 0) || !std::isfinite(es.min_delta()))
+    return FieldError("train.early_stopping.min_delta", "must be a finite number ≥ 0");
   return Status::OK();
 }
 
@@ -349,7 +375,7 @@ Status ValidateJobConfig(const JobConfig& c) {
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
   for (Status (*check)(const JobConfig&) : {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateModelAndTrain,
                                             ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers,
-                                            ValidateNotYetRead})
+                                            ValidateNotYetRead, ValidateValidation})
     TETHER_RETURN_IF_ERROR(check(c));
   return Status::OK();
 }
