@@ -57,6 +57,11 @@ class TestEvaluation {
 
   /// Where the rounds' results are logged ("kind": "eval"); may be null.
   void set_metrics_log(MetricsLog* log) { metrics_log_ = log; }
+  /// This worker's part of the test set, read at the end (a run with a
+  /// validation split reads the test split only for the final evaluation,
+  /// and sent no test rows in round 0: train.eval_max_rows is refused
+  /// there, so no offset is needed).
+  void set_test(Dataset test) { test_ = std::move(test); }
 
   /// Round 0: sends this worker's training label counts (`label_counts`
   /// over `counted_rows` rows; CountTrainingLabels) and test rows, and
