@@ -196,7 +196,9 @@ Status TestEvaluation::Final(TrainReport* report) {
   LOG(INFO) << who_ << "evaluation by " << report->eval_workers << " worker(s): " << report->eval_seconds
             << " s (the slowest worker's part: " << report->eval_seconds_slowest << " s)";
   LOG(INFO) << who_ << "test (" << report->test_rows << " rows):" << MetricsLine(report->test_metrics);
-  Log(report->test_metrics, report->test_rows, config_.train().epochs(), report->train_seconds, false,
+  // After early stopping the model is that of the last epoch trained.
+  const int epoch = report->stopped_early ? report->epochs_trained : config_.train().epochs();
+  Log(report->test_metrics, report->test_rows, epoch, report->train_seconds, false,
       report->samples, report->final_loss);
   return Status::OK();
 }
