@@ -134,8 +134,13 @@ StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const Checkpo
 /// momentum): "" when they agree, else a message naming the table and the
 /// field with both values. Learning rates, l2, ε, β, the consistency and the
 /// initializer of rows never trained may change.
+/// `checkpoint_name`, `job_name` and `why` word the message for other
+/// pairs (a model file's tables against its own config).
 std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>& checkpoint,
-                            const google::protobuf::RepeatedPtrField<TableSpec>& job);
+                            const google::protobuf::RepeatedPtrField<TableSpec>& job,
+                            const std::string& checkpoint_name = "the checkpoint",
+                            const std::string& job_name = "the job",
+                            const std::string& why = " (a table's shape and optimizer type cannot change on resume)");
 
 /// Deletes all but the `keep_last` newest complete checkpoints under
 /// `parent`, and incomplete ones older than the newest complete one; only
