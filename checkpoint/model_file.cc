@@ -393,32 +393,102 @@ Status CheckFinite(const std::string& path, const TrainedTable& t) {
   return Status::OK();
 }
 
-}  // namespace
-
-StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
-  TETHER_RETURN_IF_ERROR(CheckModelFilePath(path));
-  std::string file;
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      const int e = errno;
-      if (e == ENOENT) return Status::NotFound(path + ": no such file");
-      return Status::IOError(path + ": cannot open: " + std::strerror(e));
-    }
-    in.seekg(0, std::ios::end);
-    const std::streamoff size = in.tellg();
-    in.seekg(0);
-    if (size < 0) return Status::IOError(path + ": cannot read its size");
-    // The whole file is held in memory: one that cannot fit is refused
-    // before a byte is allocated, naming the limit.
-    const MemoryBudget budget = MemoryBudgetFor(JobConfig{});
-    if (budget.bytes > 0 && static_cast<uint64_t>(size) > budget.bytes)
-      return Status::ResourceExhausted(path + ": the model file is " + FormatBytes(static_cast<uint64_t>(size)) +
-                                       ", more than the " + FormatBytes(budget.bytes) +
-                                       " this process may use (" + budget.source + ")");
-    file.resize(static_cast<size_t>(size));
-    if (size > 0 && !in.read(&file[0], size)) return Status::IOError(path + ": read failed");
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int e = errno;
+    if (e == ENOENT) return Status::NotFound(path + ": no such file");
+    return Status::IOError(path + ": cannot open: " + std::strerror(e));
   }
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0);
+  if (size < 0) return Status::IOError(path + ": cannot read its size");
+  // The whole file is held in memory: one that cannot fit is refused
+  // before a byte is allocated, naming the limit.
+  const MemoryBudget budget = MemoryBudgetFor(JobConfig{});
+  if (budget.bytes > 0 && static_cast<uint64_t>(size) > budget.bytes)
+    return Status::ResourceExhausted(path + ": the model file is " + FormatBytes(static_cast<uint64_t>(size)) +
+                                     ", more than the " + FormatBytes(budget.bytes) + " this process may use (" +
+                                     budget.source + ")");
+  std::string file(static_cast<size_t>(size), '\0');
+  if (size > 0 && !in.read(&file[0], size)) return Status::IOError(path + ": read failed");
+  return file;
+}
+
+// A safetensors file's header, checked against its data section.
+struct SafetensorsContents {
+  std::map<std::string, std::string> meta;   // __metadata__
+  std::map<std::string, TensorView> tensors;
+  const char* data = nullptr;  // the data section (in the file's bytes)
+  uint64_t data_size = 0;
+};
+
+// One tensor entry of the header: dtype, shape and data_offsets that fit
+// the data section and the dtype × shape.
+StatusOr<TensorView> ParseTensorEntry(const std::string& path, const std::string& name, const nlohmann::json& e,
+                                      uint64_t data_size) {
+  const auto tbad = [&](const std::string& what) { return Status::DataLoss(path + ": tensor '" + name + "': " + what); };
+  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+    return tbad("needs dtype, shape and data_offsets");
+  if (!e["dtype"].is_string()) return tbad("dtype is not a string");
+  const std::string dt = e["dtype"].get<std::string>();
+  TensorView v{};
+  if (dt == "F32") {
+    v.dtype = DType::kF32;
+  } else if (dt == "U64") {
+    v.dtype = DType::kU64;
+  } else if (dt == "I64") {
+    v.dtype = DType::kI64;
+  } else {
+    return tbad("dtype " + dt + " is not one of F32, U64, I64");
+  }
+  if (!e["shape"].is_array()) return tbad("shape is not an array");
+  uint64_t count = 1;
+  for (const auto& d : e["shape"]) {
+    if (!d.is_number_unsigned()) return tbad("shape holds something other than a non-negative integer");
+    const uint64_t x = d.get<uint64_t>();
+    if (x != 0 && count > std::numeric_limits<uint64_t>::max() / 8 / x) return tbad("shape overflows");
+    count *= x;
+    v.shape.push_back(x);
+  }
+  const auto& off = e["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    return tbad("data_offsets is not [begin, end]");
+  v.begin = off[0].get<uint64_t>();
+  v.end = off[1].get<uint64_t>();
+  if (v.begin > v.end || v.end > data_size)
+    return tbad("data_offsets [" + std::to_string(v.begin) + ", " + std::to_string(v.end) +
+                "] outside the data section of " + std::to_string(data_size) + " bytes");
+  if (v.end - v.begin != count * ItemBytes(v.dtype))
+    return tbad("data_offsets span " + std::to_string(v.end - v.begin) + " bytes but dtype " + dt + " x shape is " +
+                std::to_string(count * ItemBytes(v.dtype)) + " bytes");
+  return v;
+}
+
+// The tensors cover the data section exactly, one after another.
+Status CheckContiguous(const std::string& path, std::map<std::string, TensorView>& tensors, uint64_t data_size) {
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (const auto& [name, v] : tensors) order.push_back({v.begin, name});
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : tensors[a.second].end < tensors[b.second].end;
+  });
+  uint64_t at = 0;
+  for (const auto& [begin, name] : order) {
+    if (begin != at)
+      return Status::DataLoss(path + ": tensor '" + name + "': data_offsets begin at " + std::to_string(begin) +
+                              ", expected " + std::to_string(at) +
+                              " (tensors must be contiguous, without gaps or overlaps)");
+    at = tensors[name].end;
+  }
+  if (at != data_size)
+    return Status::DataLoss(path + ": header: the tensors end at byte " + std::to_string(at) +
+                            " of a data section of " + std::to_string(data_size) + " bytes");
+  return Status::OK();
+}
+
+// The header of `file` (the whole file's bytes, which must outlive the result).
+StatusOr<SafetensorsContents> ParseSafetensors(const std::string& path, const std::string& file) {
   const auto bad = [&path](const std::string& what) { return Status::DataLoss(path + ": " + what); };
   if (file.size() < 8)
     return bad("header: the file is " + std::to_string(file.size()) +
@@ -439,77 +509,29 @@ StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
                                                  nullptr, /*allow_exceptions=*/false);
   if (h.is_discarded()) return bad("header: not valid JSON");
   if (!h.is_object()) return bad("header: not a JSON object");
-  const uint64_t data_size = file.size() - 8 - n;
-  const char* data = file.data() + 8 + n;
-
-  std::map<std::string, std::string> meta;
-  std::map<std::string, TensorView> tensors;
+  SafetensorsContents out;
+  out.data_size = file.size() - 8 - n;
+  out.data = file.data() + 8 + n;
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();
     const nlohmann::json& e = it.value();
-    if (name == kMetadataKey) {
-      if (!e.is_object()) return bad("header: __metadata__ is not an object");
-      for (auto m = e.begin(); m != e.end(); ++m) {
-        if (!m.value().is_string()) return bad("header: __metadata__ '" + m.key() + "' is not a string");
-        meta[m.key()] = m.value().get<std::string>();
-      }
+    if (name != kMetadataKey) {
+      TETHER_ASSIGN_OR_RETURN(out.tensors[name], ParseTensorEntry(path, name, e, out.data_size));
       continue;
     }
-    const auto tbad = [&](const std::string& what) { return bad("tensor '" + name + "': " + what); };
-    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
-      return tbad("needs dtype, shape and data_offsets");
-    if (!e["dtype"].is_string()) return tbad("dtype is not a string");
-    const std::string dt = e["dtype"].get<std::string>();
-    TensorView v{};
-    if (dt == "F32") {
-      v.dtype = DType::kF32;
-    } else if (dt == "U64") {
-      v.dtype = DType::kU64;
-    } else if (dt == "I64") {
-      v.dtype = DType::kI64;
-    } else {
-      return tbad("dtype " + dt + " is not one of F32, U64, I64");
+    if (!e.is_object()) return bad("header: __metadata__ is not an object");
+    for (auto m = e.begin(); m != e.end(); ++m) {
+      if (!m.value().is_string()) return bad("header: __metadata__ '" + m.key() + "' is not a string");
+      out.meta[m.key()] = m.value().get<std::string>();
     }
-    if (!e["shape"].is_array()) return tbad("shape is not an array");
-    uint64_t count = 1;
-    for (const auto& d : e["shape"]) {
-      if (!d.is_number_unsigned()) return tbad("shape holds something other than a non-negative integer");
-      const uint64_t x = d.get<uint64_t>();
-      if (x != 0 && count > std::numeric_limits<uint64_t>::max() / 8 / x) return tbad("shape overflows");
-      count *= x;
-      v.shape.push_back(x);
-    }
-    const auto& off = e["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      return tbad("data_offsets is not [begin, end]");
-    v.begin = off[0].get<uint64_t>();
-    v.end = off[1].get<uint64_t>();
-    if (v.begin > v.end || v.end > data_size)
-      return tbad("data_offsets [" + std::to_string(v.begin) + ", " + std::to_string(v.end) +
-                  "] outside the data section of " + std::to_string(data_size) + " bytes");
-    if (v.end - v.begin != count * ItemBytes(v.dtype))
-      return tbad("data_offsets span " + std::to_string(v.end - v.begin) + " bytes but dtype " + dt + " x shape is " +
-                  std::to_string(count * ItemBytes(v.dtype)) + " bytes");
-    tensors[name] = std::move(v);
   }
-  {
-    std::vector<std::pair<uint64_t, std::string>> order;
-    for (const auto& [name, v] : tensors) order.push_back({v.begin, name});
-    std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : tensors[a.second].end < tensors[b.second].end;
-    });
-    uint64_t at = 0;
-    for (const auto& [begin, name] : order) {
-      if (begin != at)
-        return bad("tensor '" + name + "': data_offsets begin at " + std::to_string(begin) + ", expected " +
-                   std::to_string(at) + " (tensors must be contiguous, without gaps or overlaps)");
-      at = tensors[name].end;
-    }
-    if (at != data_size)
-      return bad("header: the tensors end at byte " + std::to_string(at) + " of a data section of " +
-                 std::to_string(data_size) + " bytes");
-  }
+  TETHER_RETURN_IF_ERROR(CheckContiguous(path, out.tensors, out.data_size));
+  return out;
+}
 
+// The model's config, identity and table specs from the metadata (tables
+// sorted by id, without values yet).
+StatusOr<ModelFileContents> ModelOfMetadata(const std::string& path, std::map<std::string, std::string>& meta) {
   const auto notmodel = [&path](const std::string& what) { return Status::InvalidArgument(path + ": " + what); };
   if (meta["format"] != kFormatName)
     return notmodel("not a Tether model file (metadata 'format' is '" + meta["format"] + "', expected '" +
@@ -535,52 +557,64 @@ StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
   }
   std::sort(out.model.tables.begin(), out.model.tables.end(),
             [](const TrainedTable& a, const TrainedTable& b) { return a.spec.id() < b.spec.id(); });
+  return out;
+}
+
+// Table `t`'s values (and a row table's keys) from its tensors.
+Status FillTable(const std::string& path, const SafetensorsContents& st, TrainedTable* t) {
   const auto find = [&](const std::string& name, DType dtype, size_t rank) -> StatusOr<const TensorView*> {
-    auto it = tensors.find(name);
-    if (it == tensors.end()) return notmodel("tensor '" + name + "' is missing");
+    auto it = st.tensors.find(name);
+    if (it == st.tensors.end()) return Status::InvalidArgument(path + ": tensor '" + name + "' is missing");
     if (it->second.dtype != dtype || it->second.shape.size() != rank)
       return Status::DataLoss(path + ": tensor '" + name + "': expected dtype " + SafetensorsName(dtype) + " of rank " +
                               std::to_string(rank));
     return &it->second;
   };
-  for (TrainedTable& t : out.model.tables) {
-    const std::string& name = t.spec.name();
-    if (IsRowTable(t.spec)) {
-      TETHER_ASSIGN_OR_RETURN(const TensorView* keys, find(name + ".keys", DType::kU64, 1));
-      TETHER_ASSIGN_OR_RETURN(const TensorView* rows, find(name, DType::kF32, 2));
-      if (rows->shape[0] != keys->shape[0] || rows->shape[1] != t.spec.dim())
-        return Status::DataLoss(path + ": tensor '" + name + "': shape [" + std::to_string(rows->shape[0]) + ", " +
-                                std::to_string(rows->shape[1]) + "], expected [" + std::to_string(keys->shape[0]) +
-                                ", " + std::to_string(t.spec.dim()) + "] (its keys and its spec's dim)");
-      t.keys.resize(keys->shape[0]);
-      std::memcpy(t.keys.data(), data + keys->begin, keys->end - keys->begin);
-      for (size_t i = 1; i < t.keys.size(); ++i)
-        if (t.keys[i] <= t.keys[i - 1])
-          return Status::DataLoss(path + ": tensor '" + name + ".keys': not sorted and unique at position " +
-                                  std::to_string(i));
-      t.values.resize(rows->shape[0] * rows->shape[1]);
-      std::memcpy(t.values.data(), data + rows->begin, rows->end - rows->begin);
-      TETHER_RETURN_IF_ERROR(CheckFinite(path, t));
-    } else {
-      TETHER_ASSIGN_OR_RETURN(const TensorView* v, find(name, DType::kF32, 1));
-      if (v->shape[0] != t.spec.size())
-        return Status::DataLoss(path + ": tensor '" + name + "': shape [" + std::to_string(v->shape[0]) +
-                                "], expected [" + std::to_string(t.spec.size()) + "] (its spec's size)");
-      t.values.resize(v->shape[0]);
-      std::memcpy(t.values.data(), data + v->begin, v->end - v->begin);
-      TETHER_RETURN_IF_ERROR(CheckFinite(path, t));
-    }
+  const std::string& name = t->spec.name();
+  if (!IsRowTable(t->spec)) {
+    TETHER_ASSIGN_OR_RETURN(const TensorView* v, find(name, DType::kF32, 1));
+    if (v->shape[0] != t->spec.size())
+      return Status::DataLoss(path + ": tensor '" + name + "': shape [" + std::to_string(v->shape[0]) +
+                              "], expected [" + std::to_string(t->spec.size()) + "] (its spec's size)");
+    t->values.resize(v->shape[0]);
+    std::memcpy(t->values.data(), st.data + v->begin, v->end - v->begin);
+    return CheckFinite(path, *t);
   }
-  if (tensors.count("label_counts") > 0) {
-    const TensorView& v = tensors["label_counts"];
+  TETHER_ASSIGN_OR_RETURN(const TensorView* keys, find(name + ".keys", DType::kU64, 1));
+  TETHER_ASSIGN_OR_RETURN(const TensorView* rows, find(name, DType::kF32, 2));
+  if (rows->shape[0] != keys->shape[0] || rows->shape[1] != t->spec.dim())
+    return Status::DataLoss(path + ": tensor '" + name + "': shape [" + std::to_string(rows->shape[0]) + ", " +
+                            std::to_string(rows->shape[1]) + "], expected [" + std::to_string(keys->shape[0]) + ", " +
+                            std::to_string(t->spec.dim()) + "] (its keys and its spec's dim)");
+  t->keys.resize(keys->shape[0]);
+  std::memcpy(t->keys.data(), st.data + keys->begin, keys->end - keys->begin);
+  for (size_t i = 1; i < t->keys.size(); ++i)
+    if (t->keys[i] <= t->keys[i - 1])
+      return Status::DataLoss(path + ": tensor '" + name + ".keys': not sorted and unique at position " +
+                              std::to_string(i));
+  t->values.resize(rows->shape[0] * rows->shape[1]);
+  std::memcpy(t->values.data(), st.data + rows->begin, rows->end - rows->begin);
+  return CheckFinite(path, *t);
+}
+
+}  // namespace
+
+StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
+  TETHER_RETURN_IF_ERROR(CheckModelFilePath(path));
+  TETHER_ASSIGN_OR_RETURN(const std::string file, ReadWholeFile(path));
+  TETHER_ASSIGN_OR_RETURN(SafetensorsContents st, ParseSafetensors(path, file));
+  TETHER_ASSIGN_OR_RETURN(ModelFileContents out, ModelOfMetadata(path, st.meta));
+  for (TrainedTable& t : out.model.tables) TETHER_RETURN_IF_ERROR(FillTable(path, st, &t));
+  if (st.tensors.count("label_counts") > 0) {
+    const TensorView& v = st.tensors["label_counts"];
     if (v.shape.size() != 1 || v.dtype == DType::kF32)
       return Status::DataLoss(path + ": tensor 'label_counts': expected U64 or I64 of rank 1");
     out.label_counts.counts.resize(v.shape[0]);
-    std::memcpy(out.label_counts.counts.data(), data + v.begin, v.end - v.begin);  // I64 counts are ≥ 0
-    if (!ParseInt(meta["label_counts_rows"], &out.label_counts.num_rows))
-      return notmodel("metadata 'label_counts_rows' is missing or not an integer");
+    std::memcpy(out.label_counts.counts.data(), st.data + v.begin, v.end - v.begin);  // I64 counts are ≥ 0
+    if (!ParseInt(st.meta["label_counts_rows"], &out.label_counts.num_rows))
+      return Status::InvalidArgument(path + ": metadata 'label_counts_rows' is missing or not an integer");
   }
-  out.metadata = std::move(meta);
+  out.metadata = std::move(st.meta);
   return out;
 }
 

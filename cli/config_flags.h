@@ -1,7 +1,8 @@
 // Flags shared by the binaries that run a job: --config and one flag per
 // config field that may be overridden from the command line. The table in
-// core/config.cc (ConfigOverrides) is the only list: each row becomes a
-// string flag here at start-up, so adding an override is one table row.
+// core/config/overrides.cc (ConfigOverrides) is the only list: each row
+// becomes a string flag here at start-up, so adding an override is one
+// table row.
 // Only main() files include this.
 //
 // Ownership: the flags' storage is process-global and lives until exit.

@@ -1,6 +1,6 @@
 // Size limits of Tether's wire messages and the protocol version: in core,
 // not beside the transport (core/net/, which uses them), so that config
-// validation (core/config.cc, core/table_spec.cc) can check a model against
+// validation (core/config/validate.cc, core/table_spec.cc) can check a model against
 // them without pulling in ZeroMQ. Constants only; thread-safe.
 #pragma once
 

@@ -22,7 +22,7 @@
 # ps-lite is built from the unmodified snapshot with CMake against Debian's
 # libzmq3-dev and libprotobuf-dev, outside Tether's build, into
 # DIR/pslite-15b8adf (kept, so later runs skip the ~30 s build), and so is
-# our KV program on its public API, tools/pslite_kv/kv_bench.cc. Its server
+# our KV program on its public API, bench/pslite_kv/kv_bench.cc. Its server
 # uses an empty handler (a push is dropped, a pull answered from a reused
 # zero buffer), as ps-lite's own benchmark does.
 #
@@ -101,10 +101,10 @@ if [ ! -f "$cache/ps-lite/b/libpslite.a" ]; then
     cmake --build "$cache/ps-lite/b" -j "$(nproc)" --target pslite; } > "$cache/build.log" 2>&1 ||
     { echo "$me: ps-lite did not build, see $cache/build.log" >&2; exit 1; }
 fi
-kv_src="$repo/tools/pslite_kv/kv_bench.cc"
+kv_src="$repo/bench/pslite_kv/kv_bench.cc"
 kv_bin="$cache/kv_bench"
-if [ ! -x "$kv_bin" ] || [ "$kv_src" -nt "$kv_bin" ] || [ "$repo/tools/random_keys.h" -nt "$kv_bin" ]; then
-  echo "$me: compiling tools/pslite_kv/kv_bench.cc against ps-lite" >&2
+if [ ! -x "$kv_bin" ] || [ "$kv_src" -nt "$kv_bin" ] || [ "$repo/bench/random_keys.h" -nt "$kv_bin" ]; then
+  echo "$me: compiling bench/pslite_kv/kv_bench.cc against ps-lite" >&2
   g++ -std=c++17 -O2 -Wall -I"$cache/ps-lite/include" -I"$repo" "$kv_src" "$cache/ps-lite/b/libpslite.a" \
     -lzmq -lprotobuf -lpthread -o "$kv_bin" 2> "$cache/kv_bench.log" ||
     { echo "$me: kv_bench did not compile, see $cache/kv_bench.log" >&2; exit 1; }

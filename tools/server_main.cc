@@ -97,19 +97,160 @@ void RequestStop(int sig) {
 int ExitCode(const tether::Status& st, bool finished);
 }  // namespace
 
-int main(int argc, char** argv) {
-  tether::ParseFlagsOrDie(
-      &argc, &argv,
-      {"tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F] "
-       "[--rendezvous=file:DIR|tcp://HOST:PORT [--rendezvous_serve]] [--advertise_host=HOST]\n"
-       "One parameter-server shard of a job; reads the config's cluster and consistency sections."});
-  auto config = tether::LoadConfigFromFlags("server " + std::to_string(FLAGS_shard), tether::ConfigScope::kServer);
-  if (!config.ok()) {
-    LOG(ERROR) << "[server " << FLAGS_shard << "] " << config.status().message();
+namespace {
+
+std::string Who() { return "[server " + std::to_string(FLAGS_shard) + "] "; }
+
+// The shard's sockets to the rendezvous store (as its client) and, with
+// --rendezvous_serve, the store's own: with security.curve the store,
+// served here or elsewhere, is a CURVE server too, and only key holders may
+// read or publish (core/net/rendezvous.h).
+struct RendezvousSockets {
+  tether::SocketOptions client;
+  tether::SocketOptions store;
+  std::vector<std::string> admitted;  // the keys the store admits
+};
+
+tether::Status RendezvousSocketsFor(const tether::JobConfig& config, RendezvousSockets* sockets) {
+  const std::string& rendezvous = config.cluster().rendezvous();
+  if (!config.security().has_curve() || rendezvous.empty() || rendezvous.rfind("tcp://", 0) != 0)
+    return tether::Status::OK();
+  auto client = tether::RendezvousCurveClient(config.security().curve(), /*as_server=*/true);
+  auto served = tether::RendezvousCurveServer(config.security().curve(), &sockets->admitted);
+  if (!client.ok() || !served.ok()) return client.ok() ? served.status() : client.status();
+  sockets->client.curve = *client;
+  sockets->store.curve = *served;
+  return tether::Status::OK();
+}
+
+// --rendezvous_serve: the store in this process, for the whole job. The
+// exit code when it cannot be served (logged), else 0.
+int ServeRendezvous(const std::string& rendezvous, const RendezvousSockets& sockets,
+                    std::unique_ptr<tether::RendezvousStore>* store) {
+  if (!FLAGS_rendezvous_serve) return 0;
+  if (rendezvous.rfind("tcp://", 0) != 0) {
+    LOG(ERROR) << Who() << "--rendezvous_serve needs --rendezvous=tcp://HOST:PORT (the store's address), got '"
+               << rendezvous << "'";
     return 2;
   }
-  if (FLAGS_shard < 0 || FLAGS_shard >= config->cluster().num_servers()) {
-    LOG(ERROR) << "[server] flag --shard=" << FLAGS_shard << " outside [0, " << config->cluster().num_servers()
+  *store = std::make_unique<tether::RendezvousStore>();
+  if (tether::Status st = (*store)->Start(rendezvous, sockets.store, sockets.admitted); !st.ok()) {
+    LOG(ERROR) << Who() << st.message();
+    return 1;
+  }
+  LOG(INFO) << Who() << "serving the rendezvous store at " << (*store)->endpoint();
+  return 0;
+}
+
+// train.metrics_dir: the shard's clock rows (null without it). Errors:
+// MetricsLog::Open's.
+tether::StatusOr<std::unique_ptr<tether::MetricsLog>> OpenMetricsLog(const tether::JobConfig& config,
+                                                                     tether::ServerShard* server) {
+  if (config.train().metrics_dir().empty()) return std::unique_ptr<tether::MetricsLog>();
+  TETHER_ASSIGN_OR_RETURN(auto log, tether::MetricsLog::Open(config.train().metrics_dir(), "server", FLAGS_shard));
+  tether::LogShardClocks(server, log.get());
+  return log;
+}
+
+// --metrics_port: /metrics from a copy the shard publishes (null when
+// --metrics_port is -1; the flags are still checked).
+tether::StatusOr<std::unique_ptr<tether::MetricsEndpoint>> StartEndpoint(
+    tether::ServerShard* server, tether::PublishedSnapshot<tether::ShardMetricsSnapshot>* published) {
+  TETHER_ASSIGN_OR_RETURN(
+      auto endpoint, tether::StartMetricsEndpointFromFlags(
+                         Who(), {server->job_id(), "server", "shard", FLAGS_shard},
+                         [published, job = server->job_id(), shard = FLAGS_shard] {
+                           return tether::RenderShardMetrics(published->Get(), job, shard);
+                         }));
+  if (endpoint != nullptr) tether::PublishShardMetrics(server, published);
+  return endpoint;
+}
+
+// Binds --listen and writes --port_file; *reachable: what peers connect to,
+// the bound endpoint or, for a wildcard bind (which names no host a peer
+// can reach), the advertised host's.
+tether::Status Listen(tether::ServerShard* server, std::string* reachable) {
+  TETHER_RETURN_IF_ERROR(server->Bind(FLAGS_listen));
+  *reachable = tether::AdvertisedEndpoint(server->endpoint(), FLAGS_advertise_host);
+  if (*reachable != server->endpoint())
+    LOG(INFO) << Who() << "bound " << server->endpoint() << " (every interface); workers are told to connect to "
+              << *reachable
+              << (FLAGS_advertise_host.empty() ? " (this machine's hostname; set --advertise_host to change it)"
+                                               : " (--advertise_host)");
+  if (!FLAGS_port_file.empty()) return tether::WriteFileAtomically(FLAGS_port_file, *reachable + "\n");
+  return tether::Status::OK();
+}
+
+// The shard's entry in the rendezvous, published once it listens, and
+// withdrawn when it stops.
+class RendezvousEntry {
+ public:
+  RendezvousEntry(const tether::JobConfig& config, std::string reachable)
+      : config_(config), job_id_(tether::JobId(config)), reachable_(std::move(reachable)) {}
+
+  // Bounded by cluster.startup_timeout_ms (a store not up yet is waited
+  // for), in slices so that a stop signal is honoured within one.
+  tether::Status Publish(const tether::SocketOptions& socket_options) {
+    const std::string& rendezvous = config_.cluster().rendezvous();
+    TETHER_ASSIGN_OR_RETURN(rdzv_, tether::Rendezvous::Open(rendezvous, socket_options));
+    const auto give_up =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.cluster().startup_timeout_ms());
+    tether::Status st;
+    do {
+      st = tether::PublishServer(rdzv_.get(), job_id_, generation(), FLAGS_shard, reachable_, 500);
+    } while (st.code() == tether::Status::Code::kDeadlineExceeded && g_signal.load() == 0 &&
+             std::chrono::steady_clock::now() < give_up);
+    if (st.code() == tether::Status::Code::kDeadlineExceeded)
+      st = tether::Status::DeadlineExceeded(st.message() + " (gave up after cluster.startup_timeout_ms = " +
+                                            std::to_string(config_.cluster().startup_timeout_ms()) + " ms)");
+    published_ = st.ok();
+    if (st.ok())
+      LOG(INFO) << Who() << "published " << reachable_ << " to rendezvous " << rendezvous << " (job '" << job_id_
+                << "' generation " << generation() << ")";
+    return st;
+  }
+
+  // The entry names a port about to close: withdraw it (best effort; a
+  // crashed server's stays, see core/net/rendezvous.h). Only an entry this
+  // shard published and that still names it: a shard started again
+  // meanwhile (same job, generation and shard) has replaced it with its
+  // own, which must stay.
+  void Withdraw() {
+    if (rdzv_ == nullptr || !published_) return;
+    const tether::RendezvousKey key{job_id_, generation(), tether::ServerEntryName(FLAGS_shard)};
+    auto current = rdzv_->WaitAll({key}, 500, nullptr);
+    if (current.ok() && current->size() == 1 && (*current)[0] == reachable_) {
+      if (tether::Status del = rdzv_->Delete(key, 1000); !del.ok())
+        LOG(WARNING) << Who() << "could not withdraw the rendezvous entry: " << del.message();
+    } else if (current.ok() && current->size() == 1) {
+      LOG(INFO) << Who() << "the rendezvous entry now names " << (*current)[0]
+                << " (another process of this shard): left in place";
+    }
+  }
+
+ private:
+  uint64_t generation() const { return config_.cluster().generation(); }
+
+  const tether::JobConfig& config_;
+  const std::string job_id_;
+  const std::string reachable_;
+  std::unique_ptr<tether::Rendezvous> rdzv_;
+  bool published_ = false;
+};
+
+// Everything before the shard listens: the config, the flags, the
+// rendezvous store. The exit code when the shard must not start (logged),
+// else 0.
+int Prepare(tether::StatusOr<tether::JobConfig>* config, RendezvousSockets* sockets,
+            std::unique_ptr<tether::RendezvousStore>* store) {
+  *config = tether::LoadConfigFromFlags("server " + std::to_string(FLAGS_shard), tether::ConfigScope::kServer);
+  if (!config->ok()) {
+    LOG(ERROR) << Who() << config->status().message();
+    return 2;
+  }
+  const tether::JobConfig& c = **config;
+  if (FLAGS_shard < 0 || FLAGS_shard >= c.cluster().num_servers()) {
+    LOG(ERROR) << "[server] flag --shard=" << FLAGS_shard << " outside [0, " << c.cluster().num_servers()
                << ") (cluster.num_servers)";
     return 2;
   }
@@ -117,145 +258,67 @@ int main(int argc, char** argv) {
   // checkpoint.dir is not used); a --resume_from it cannot read is refused
   // before it listens.
   if (tether::Status st = tether::CheckCheckpointPaths("", FLAGS_resume_from); !st.ok()) {
-    LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
+    LOG(ERROR) << Who() << st.message();
     return 2;
   }
-  const std::string& rendezvous = config->cluster().rendezvous();
-  // With security.curve, the store (served here or elsewhere) is a CURVE
-  // server too: only key holders may read or publish (core/net/rendezvous.h).
-  tether::SocketOptions rendezvous_socket_options;  // this shard as the store's client
-  tether::SocketOptions store_socket_options;       // the store, with --rendezvous_serve
-  std::vector<std::string> store_admitted;
-  if (config->security().has_curve() && !rendezvous.empty() && rendezvous.rfind("tcp://", 0) == 0) {
-    auto client = tether::RendezvousCurveClient(config->security().curve(), /*as_server=*/true);
-    auto served = tether::RendezvousCurveServer(config->security().curve(), &store_admitted);
-    if (!client.ok() || !served.ok()) {
-      LOG(ERROR) << "[server " << FLAGS_shard << "] rendezvous: " << (client.ok() ? served.status() : client.status()).message();
-      return 1;
-    }
-    rendezvous_socket_options.curve = *client;
-    store_socket_options.curve = *served;
+  if (tether::Status st = RendezvousSocketsFor(c, sockets); !st.ok()) {
+    LOG(ERROR) << Who() << "rendezvous: " << st.message();
+    return 1;
   }
+  return ServeRendezvous(c.cluster().rendezvous(), *sockets, store);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tether::ParseFlagsOrDie(
+      &argc, &argv,
+      {"tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F] "
+       "[--rendezvous=file:DIR|tcp://HOST:PORT [--rendezvous_serve]] [--advertise_host=HOST]\n"
+       "One parameter-server shard of a job; reads the config's cluster and consistency sections."});
+  tether::StatusOr<tether::JobConfig> config = tether::Status::Internal("not loaded");
+  RendezvousSockets sockets;
   std::unique_ptr<tether::RendezvousStore> store;
-  if (FLAGS_rendezvous_serve) {
-    if (rendezvous.rfind("tcp://", 0) != 0) {
-      LOG(ERROR) << "[server " << FLAGS_shard << "] --rendezvous_serve needs --rendezvous=tcp://HOST:PORT (the "
-                 << "store's address), got '" << rendezvous << "'";
-      return 2;
-    }
-    store = std::make_unique<tether::RendezvousStore>();
-    if (tether::Status st = store->Start(rendezvous, store_socket_options, store_admitted); !st.ok()) {
-      LOG(ERROR) << "[server " << FLAGS_shard << "] " << st.message();
-      return 1;
-    }
-    LOG(INFO) << "[server " << FLAGS_shard << "] serving the rendezvous store at " << store->endpoint();
-  }
+  if (const int code = Prepare(&config, &sockets, &store); code != 0) return code;
   tether::ServerShard server(*config, FLAGS_shard);
   server.set_resume_from(FLAGS_resume_from);
   server.set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));  // ≥ 0: validated
-  std::unique_ptr<tether::MetricsLog> metrics_log;
-  if (!config->train().metrics_dir().empty()) {
-    auto log = tether::MetricsLog::Open(config->train().metrics_dir(), "server", FLAGS_shard);
-    if (!log.ok()) {
-      LOG(ERROR) << "[server " << FLAGS_shard << "] " << log.status().message();
-      return 2;
-    }
-    metrics_log = std::move(*log);
-    tether::LogShardClocks(&server, metrics_log.get());
+  auto metrics_log = OpenMetricsLog(*config, &server);
+  if (!metrics_log.ok()) {
+    LOG(ERROR) << Who() << metrics_log.status().message();
+    return 2;
   }
   tether::PublishedSnapshot<tether::ShardMetricsSnapshot> published;
-  std::unique_ptr<tether::MetricsEndpoint> endpoint;
-  {
-    // Null when --metrics_port is -1 (the flags are still checked).
-    auto ep = tether::StartMetricsEndpointFromFlags(
-        "[server " + std::to_string(FLAGS_shard) + "] ", {server.job_id(), "server", "shard", FLAGS_shard},
-        [&published, job = server.job_id(), shard = FLAGS_shard] {
-          return tether::RenderShardMetrics(published.Get(), job, shard);
-        });
-    if (!ep.ok()) {
-      LOG(ERROR) << "[server " << FLAGS_shard << "] " << ep.status().message();
-      return 2;
-    }
-    endpoint = std::move(*ep);
-    if (endpoint != nullptr) tether::PublishShardMetrics(&server, &published);
+  auto endpoint = StartEndpoint(&server, &published);
+  if (!endpoint.ok()) {
+    LOG(ERROR) << Who() << endpoint.status().message();
+    return 2;
   }
   if (FLAGS_stop_grace_s < 0) {
-    LOG(ERROR) << "[server " << FLAGS_shard << "] flag --stop_grace_s=" << FLAGS_stop_grace_s << " is negative";
+    LOG(ERROR) << Who() << "flag --stop_grace_s=" << FLAGS_stop_grace_s << " is negative";
     return 2;
   }
   if (!config->checkpoint().dir().empty()) g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
   g_server.store(&server);
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);
-  tether::Status st = server.Bind(FLAGS_listen);
-  // What peers connect to: the bound endpoint, or for a wildcard bind
-  // (which names no host a peer can reach) the advertised host's.
   std::string reachable;
-  if (st.ok()) {
-    reachable = tether::AdvertisedEndpoint(server.endpoint(), FLAGS_advertise_host);
-    if (reachable != server.endpoint())
-      LOG(INFO) << "[server " << FLAGS_shard << "] bound " << server.endpoint()
-                << " (every interface); workers are told to connect to " << reachable
-                << (FLAGS_advertise_host.empty() ? " (this machine's hostname; set --advertise_host to change it)"
-                                                 : " (--advertise_host)");
-  }
-  if (st.ok() && !FLAGS_port_file.empty()) st = tether::WriteFileAtomically(FLAGS_port_file, reachable + "\n");
-  std::unique_ptr<tether::Rendezvous> rdzv;
-  bool entry_published = false;
-  const std::string job_id = tether::JobId(*config);
-  const uint64_t generation = config->cluster().generation();
-  if (st.ok() && !rendezvous.empty()) {
-    auto opened = tether::Rendezvous::Open(rendezvous, rendezvous_socket_options);
-    if (opened.ok()) {
-      rdzv = std::move(*opened);
-      // Bounded by cluster.startup_timeout_ms (a store not up yet is
-      // waited for), in slices so that a stop signal is honoured within one.
-      const auto give_up = std::chrono::steady_clock::now() +
-                           std::chrono::milliseconds(config->cluster().startup_timeout_ms());
-      do {
-        st = tether::PublishServer(rdzv.get(), job_id, generation, FLAGS_shard, reachable, 500);
-      } while (st.code() == tether::Status::Code::kDeadlineExceeded && g_signal.load() == 0 &&
-               std::chrono::steady_clock::now() < give_up);
-      if (st.code() == tether::Status::Code::kDeadlineExceeded)
-        st = tether::Status::DeadlineExceeded(st.message() + " (gave up after cluster.startup_timeout_ms = " +
-                                              std::to_string(config->cluster().startup_timeout_ms()) + " ms)");
-    } else {
-      st = opened.status();
-    }
-    entry_published = st.ok();
-    if (st.ok())
-      LOG(INFO) << "[server " << FLAGS_shard << "] published " << reachable << " to rendezvous " << rendezvous
-                << " (job '" << job_id << "' generation " << generation << ")";
-  }
+  tether::Status st = Listen(&server, &reachable);
+  RendezvousEntry entry(*config, reachable);
+  if (st.ok() && !config->cluster().rendezvous().empty()) st = entry.Publish(sockets.client);
   bool ran = false;
   if (st.ok() && g_signal.load() == 0) {
     ran = true;
     st = server.Run();
   }
-  if (st.ok() && metrics_log != nullptr) st = metrics_log->Flush();
+  if (st.ok() && *metrics_log != nullptr) st = (*metrics_log)->Flush();
   g_server.store(nullptr);
-  // The entry names a port about to close: withdraw it (best effort; a
-  // crashed server's stays, see core/net/rendezvous.h).
-  // Only an entry this shard published and that still names it: a shard
-  // started again meanwhile (same job, generation and shard) has replaced
-  // it with its own, which must stay.
-  if (rdzv != nullptr && entry_published) {
-    const tether::RendezvousKey key{job_id, generation, tether::ServerEntryName(FLAGS_shard)};
-    auto current = rdzv->WaitAll({key}, 500, nullptr);
-    if (current.ok() && current->size() == 1 && (*current)[0] == reachable) {
-      if (tether::Status del = rdzv->Delete(key, 1000); !del.ok())
-        LOG(WARNING) << "[server " << FLAGS_shard << "] could not withdraw the rendezvous entry: " << del.message();
-    } else if (current.ok() && current->size() == 1) {
-      LOG(INFO) << "[server " << FLAGS_shard << "] the rendezvous entry now names " << (*current)[0]
-                << " (another process of this shard): left in place";
-    }
-  }
+  entry.Withdraw();
   const int code = ExitCode(st, ran && server.job_finished());
   // A signal that stopped the job ends the process at once; one during the
   // linger only cuts the linger short. A shard that never ran (bind error)
   // has nothing to show.
-  if (ran && g_signal.load() == 0)
-    tether::LingerForScrapes("[server " + std::to_string(FLAGS_shard) + "] ", endpoint.get(), g_signal);
+  if (ran && g_signal.load() == 0) tether::LingerForScrapes(Who(), endpoint->get(), g_signal);
   return code;
 }
 

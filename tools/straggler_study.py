@@ -124,7 +124,7 @@ CRITERION = {"dataset": "bibtex", "slowdown": 2.0, "mode": "adaptive", "baseline
               "max_epoch_ratio": 0.75, "max_target_ratio": 0.75, "min_final": 0.60}
 
 # Fields of the data section whose relative paths are resolved against the
-# config's folder (core/config.cc, ResolveDataPaths); a copy of the config
+# config's folder (core/config/parse.cc, ResolveDataPaths); a copy of the config
 # elsewhere gets them absolute.
 PATH_FIELDS = ("train_file", "test_file", "train_split", "test_split", "train_label_file", "test_label_file",
                "label_xml")

@@ -72,22 +72,27 @@ void RequestStop(int sig) {
 }
 int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>& report,
              const tether::JobConfig& config);
-int RunInProcess() {
-  const char* who = "[in-process job] ";
+// The flags an in-process job cannot take; false (logged) when one is given.
+bool InProcessFlagsValid(const char* who) {
   for (const char* flag : {"metrics_port", "metrics_port_file", "metrics_sd_file"}) {
     if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
       LOG(ERROR) << who << "flag --" << flag << " is not served by an in-process job: run servers and workers "
                  << "as processes (tether-launch --transport tcp, or by hand) for /metrics";
-      return 2;
+      return false;
     }
   }
   for (const char* flag : {"rank", "server_addresses"}) {
     if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
       LOG(ERROR) << who << "flag --" << flag << " cannot be combined with --in_process (every rank and shard "
                  << "runs in this process)";
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+int RunInProcess() {
+  const char* who = "[in-process job] ";
+  if (!InProcessFlagsValid(who)) return 2;
   auto config = tether::LoadConfigFromFlags("in-process job");
   if (!config.ok()) {
     LOG(ERROR) << who << config.status().message();
@@ -140,6 +145,163 @@ int RunInProcess() {
 
 }  // namespace
 
+namespace {
+
+// Checkpoint paths as the servers must see them: the servers write where
+// this worker's CHECKPOINT says and read the checkpoint its HELLO names, so
+// relative paths (which each server would resolve against its own working
+// directory) go out absolute.
+void MakeCheckpointPathsAbsolute(const std::string& who, tether::JobConfig* config) {
+  if (const std::string& d = config->checkpoint().dir(); !d.empty() && d.front() != '/') {
+    const std::string abs = tether::AbsoluteCheckpointPath(d);
+    LOG(INFO) << who << "checkpoint.dir " << d << " is relative: " << abs << " (this worker's working directory)";
+    config->mutable_checkpoint()->set_dir(abs);
+  }
+  if (!FLAGS_resume_from.empty() && FLAGS_resume_from.front() != '/')
+    FLAGS_resume_from = tether::AbsoluteCheckpointPath(FLAGS_resume_from);
+}
+
+// The config and the flags checked before anything connects. The exit
+// code when the worker must not start (logged), else 0.
+int LoadAndCheck(const std::string& who, tether::StatusOr<tether::JobConfig>* config) {
+  if (!FLAGS_model_out.empty()) {
+    // Only the in-process job sees the shards' tables at its end; a job of
+    // several processes exports from a checkpoint (tether-export).
+    LOG(ERROR) << who << "--model_out needs --in_process (one process); for a job of several processes, "
+               << "export a checkpoint with tether-export";
+    return 2;
+  }
+  *config = tether::LoadConfigFromFlags("worker " + std::to_string(FLAGS_rank));
+  if (!config->ok()) {
+    LOG(ERROR) << who << config->status().message();
+    return 2;
+  }
+  const tether::JobConfig& c = **config;
+  if (tether::Status st = tether::CheckWorkerRank(c, FLAGS_rank, tether::RowsDealtOnDemand(c)); !st.ok()) {
+    LOG(ERROR) << who << "flag --rank=" << FLAGS_rank << ": " << st.message();
+    return 2;
+  }
+  tether::Status st = tether::CheckDataFilesExist(c);
+  if (st.ok()) st = tether::CheckCheckpointPaths(c.checkpoint().dir(), FLAGS_resume_from);
+  if (!st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 2;
+  }
+  MakeCheckpointPathsAbsolute(who, &**config);
+  return 0;
+}
+
+// --resume_if_present: the latest complete checkpoint under checkpoint.dir
+// into options->resume_from when there is one. The exit code on a bad flag
+// (logged), else 0.
+int ResumeIfPresent(const std::string& who, const tether::JobConfig& config, tether::TrainerOptions* options) {
+  if (!FLAGS_resume_if_present) return 0;
+  if (!FLAGS_resume_from.empty()) {
+    LOG(ERROR) << who << "--resume_if_present and --resume_from exclude each other";
+    return 2;
+  }
+  if (config.checkpoint().dir().empty()) {
+    LOG(ERROR) << who << "--resume_if_present needs checkpoint.dir (--checkpoint_dir): where to look for one";
+    return 2;
+  }
+  if (auto latest = tether::ResolveCheckpoint(config.checkpoint().dir()); latest.ok()) {
+    LOG(INFO) << who << "--resume_if_present: resuming from " << *latest;
+    options->resume_from = *latest;
+  } else {
+    LOG(INFO) << who << "--resume_if_present: no complete checkpoint under " << config.checkpoint().dir()
+              << "; starting afresh";
+  }
+  return 0;
+}
+
+// The servers from the rendezvous, where they publish their endpoints once
+// bound (core/net/rendezvous.h). The exit code when they cannot be found
+// (logged), else 0.
+int LookUpServers(const std::string& who, const tether::JobConfig& config, tether::TrainerOptions* options) {
+  const std::string& spec = config.cluster().rendezvous();
+  // With security.curve the store admits key holders only: this worker
+  // reaches it with its own key pair, as it reaches the servers.
+  tether::SocketOptions rendezvous_socket_options;
+  if (config.security().has_curve() && spec.rfind("tcp://", 0) == 0) {
+    auto curve = tether::RendezvousCurveClient(config.security().curve(), /*as_server=*/false);
+    if (!curve.ok()) {
+      LOG(ERROR) << who << "rendezvous: " << curve.status().message();
+      return 1;
+    }
+    rendezvous_socket_options.curve = *curve;
+  }
+  auto rdzv = tether::Rendezvous::Open(spec, rendezvous_socket_options);
+  if (!rdzv.ok()) {
+    LOG(ERROR) << who << rdzv.status().message();
+    return 2;
+  }
+  const std::string job_id = tether::JobId(config);
+  LOG(INFO) << who << "looking up " << config.cluster().num_servers() << " server(s) of job '" << job_id
+            << "' generation " << config.cluster().generation() << " in rendezvous " << spec << " (up to "
+            << config.cluster().startup_timeout_ms() << " ms, cluster.startup_timeout_ms)";
+  auto found = tether::LookupServers(rdzv->get(), job_id, config.cluster().generation(),
+                                     config.cluster().num_servers(), config.cluster().startup_timeout_ms(),
+                                     [] { return g_stop.load(); });
+  if (!found.ok()) {
+    if (const int sig = g_signal.load(); sig != 0) {
+      LOG(WARNING) << who << "stopped by signal " << sig << " while looking up the servers: exit " << 128 + sig;
+      return 128 + sig;
+    }
+    LOG(ERROR) << who << found.status().message();
+    return 1;
+  }
+  options->servers = *found;
+  options->servers_source = "rendezvous " + spec;
+  std::string list;
+  for (const auto& ep : options->servers) list += (list.empty() ? "" : ",") + ep;
+  LOG(INFO) << who << "servers from the rendezvous: " << list;
+  return 0;
+}
+
+// The servers' endpoints in shard order: --server_addresses, else
+// cluster.server_addresses, else the rendezvous. The exit code when there
+// are none or not cluster.num_servers (logged), else 0.
+int FindServers(const std::string& who, const tether::JobConfig& config, tether::TrainerOptions* options) {
+  if (!FLAGS_server_addresses.empty()) {
+    std::stringstream ss(FLAGS_server_addresses);
+    std::string ep;
+    while (std::getline(ss, ep, ',')) options->servers.push_back(ep);
+  } else if (config.cluster().server_addresses_size() > 0) {
+    options->servers.assign(config.cluster().server_addresses().begin(), config.cluster().server_addresses().end());
+  } else if (!config.cluster().rendezvous().empty()) {
+    if (const int code = LookUpServers(who, config, options); code != 0) return code;
+  } else {
+    LOG(ERROR) << who << "no servers: give --server_addresses, cluster.server_addresses, or --rendezvous "
+               << "(docs/DEPLOY.md)";
+    return 2;
+  }
+  if (static_cast<int>(options->servers.size()) != config.cluster().num_servers()) {
+    LOG(ERROR) << who << "flag --server_addresses has " << options->servers.size()
+               << " endpoint(s) but cluster.num_servers is " << config.cluster().num_servers();
+    return 2;
+  }
+  return 0;
+}
+
+// --progress_file: one small file per new epoch (not per clock), "EPOCH
+// CLOCK", replaced atomically; a reader polls it.
+void WriteProgressFile(const std::string& who, tether::TrainerOptions* options) {
+  auto metrics = std::move(options->on_progress);
+  options->on_progress = [metrics, last_epoch = 0, who](const tether::WorkerProgress& p) mutable {
+    if (metrics) metrics(p);
+    if (p.epoch == last_epoch) return;
+    last_epoch = p.epoch;
+    tether::Status st = [&]() -> tether::Status {
+      TETHER_ASSIGN_OR_RETURN(tether::AtomicFile f, tether::AtomicFile::Create(FLAGS_progress_file));
+      TETHER_RETURN_IF_ERROR(f.Append(std::to_string(p.epoch) + " " + std::to_string(p.clock) + "\n"));
+      return f.Commit();
+    }();
+    if (!st.ok()) LOG(WARNING) << who << "--progress_file: " << st.message();
+  };
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
                           {"tether-worker --config=JOB.pbtxt --rank=R (--server_addresses=tcp://H:P,... | "
@@ -148,156 +310,34 @@ int main(int argc, char** argv) {
                            "One trainer of a job, or (--in_process) the whole job as threads of one process."});
   if (FLAGS_in_process) return RunInProcess();
   const std::string who = "[worker " + std::to_string(FLAGS_rank) + "] ";
-  if (!FLAGS_model_out.empty()) {
-    // Only the in-process job sees the shards' tables at its end; a job of
-    // several processes exports from a checkpoint (tether-export).
-    LOG(ERROR) << who << "--model_out needs --in_process (one process); for a job of several processes, "
-               << "export a checkpoint with tether-export";
-    return 2;
-  }
-  auto config = tether::LoadConfigFromFlags("worker " + std::to_string(FLAGS_rank));
-  if (!config.ok()) {
-    LOG(ERROR) << who << config.status().message();
-    return 2;
-  }
-  if (tether::Status st = tether::CheckWorkerRank(*config, FLAGS_rank, tether::RowsDealtOnDemand(*config));
-      !st.ok()) {
-    LOG(ERROR) << who << "flag --rank=" << FLAGS_rank << ": " << st.message();
-    return 2;
-  }
-  if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) {
-    LOG(ERROR) << who << st.message();
-    return 2;
-  }
-  if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from); !st.ok()) {
-    LOG(ERROR) << who << st.message();
-    return 2;
-  }
-  // The servers write where this worker's CHECKPOINT says and read the
-  // checkpoint its HELLO names: relative paths would be resolved against
-  // each server's working directory, so they go out absolute.
-  if (const std::string& d = config->checkpoint().dir(); !d.empty() && d.front() != '/') {
-    const std::string abs = tether::AbsoluteCheckpointPath(d);
-    LOG(INFO) << who << "checkpoint.dir " << d << " is relative: " << abs << " (this worker's working directory)";
-    config->mutable_checkpoint()->set_dir(abs);
-  }
-  if (!FLAGS_resume_from.empty() && FLAGS_resume_from.front() != '/')
-    FLAGS_resume_from = tether::AbsoluteCheckpointPath(FLAGS_resume_from);
+  tether::StatusOr<tether::JobConfig> config = tether::Status::Internal("not loaded");
+  if (const int code = LoadAndCheck(who, &config); code != 0) return code;
   tether::TrainerOptions options;
   options.rank = FLAGS_rank;
   options.metrics_out = FLAGS_metrics_out;
   options.resume_from = FLAGS_resume_from;
-  if (FLAGS_resume_if_present) {
-    if (!FLAGS_resume_from.empty()) {
-      LOG(ERROR) << who << "--resume_if_present and --resume_from exclude each other";
-      return 2;
-    }
-    if (config->checkpoint().dir().empty()) {
-      LOG(ERROR) << who << "--resume_if_present needs checkpoint.dir (--checkpoint_dir): where to look for one";
-      return 2;
-    }
-    if (auto latest = tether::ResolveCheckpoint(config->checkpoint().dir()); latest.ok()) {
-      LOG(INFO) << who << "--resume_if_present: resuming from " << *latest;
-      options.resume_from = *latest;
-    } else {
-      LOG(INFO) << who << "--resume_if_present: no complete checkpoint under " << config->checkpoint().dir()
-                << "; starting afresh";
-    }
-  }
+  if (const int code = ResumeIfPresent(who, *config, &options); code != 0) return code;
   std::signal(SIGTERM, RequestStop);
   std::signal(SIGINT, RequestStop);
-  if (!FLAGS_server_addresses.empty()) {
-    std::stringstream ss(FLAGS_server_addresses);
-    std::string ep;
-    while (std::getline(ss, ep, ',')) options.servers.push_back(ep);
-  } else if (config->cluster().server_addresses_size() > 0) {
-    options.servers.assign(config->cluster().server_addresses().begin(), config->cluster().server_addresses().end());
-  } else if (!config->cluster().rendezvous().empty()) {
-    // The servers publish their endpoints there once bound (core/net/rendezvous.h).
-    const std::string& spec = config->cluster().rendezvous();
-    // With security.curve the store admits key holders only: this worker
-    // reaches it with its own key pair, as it reaches the servers.
-    tether::SocketOptions rendezvous_socket_options;
-    if (config->security().has_curve() && spec.rfind("tcp://", 0) == 0) {
-      auto curve = tether::RendezvousCurveClient(config->security().curve(), /*as_server=*/false);
-      if (!curve.ok()) {
-        LOG(ERROR) << who << "rendezvous: " << curve.status().message();
-        return 1;
-      }
-      rendezvous_socket_options.curve = *curve;
-    }
-    auto rdzv = tether::Rendezvous::Open(spec, rendezvous_socket_options);
-    if (!rdzv.ok()) {
-      LOG(ERROR) << who << rdzv.status().message();
-      return 2;
-    }
-    const std::string job_id = tether::JobId(*config);
-    LOG(INFO) << who << "looking up " << config->cluster().num_servers() << " server(s) of job '" << job_id
-              << "' generation " << config->cluster().generation() << " in rendezvous " << spec << " (up to "
-              << config->cluster().startup_timeout_ms() << " ms, cluster.startup_timeout_ms)";
-    auto found = tether::LookupServers(rdzv->get(), job_id, config->cluster().generation(),
-                                       config->cluster().num_servers(), config->cluster().startup_timeout_ms(),
-                                       [] { return g_stop.load(); });
-    if (!found.ok()) {
-      if (const int sig = g_signal.load(); sig != 0) {
-        LOG(WARNING) << who << "stopped by signal " << sig << " while looking up the servers: exit " << 128 + sig;
-        return 128 + sig;
-      }
-      LOG(ERROR) << who << found.status().message();
-      return 1;
-    }
-    options.servers = *found;
-    options.servers_source = "rendezvous " + spec;
-    std::string list;
-    for (const auto& ep : options.servers) list += (list.empty() ? "" : ",") + ep;
-    LOG(INFO) << who << "servers from the rendezvous: " << list;
-  } else {
-    LOG(ERROR) << who << "no servers: give --server_addresses, cluster.server_addresses, or --rendezvous "
-               << "(docs/DEPLOY.md)";
-    return 2;
-  }
-  if (static_cast<int>(options.servers.size()) != config->cluster().num_servers()) {
-    LOG(ERROR) << who << "flag --server_addresses has " << options.servers.size()
-               << " endpoint(s) but cluster.num_servers is " << config->cluster().num_servers();
-    return 2;
-  }
+  if (const int code = FindServers(who, *config, &options); code != 0) return code;
   // /metrics (--metrics_port): the training thread publishes its progress
-  // every clock; a scrape renders the latest copy.
+  // every clock; a scrape renders the latest copy. Null when --metrics_port
+  // is -1 (the flags are still checked).
   tether::PublishedSnapshot<tether::WorkerMetricsSnapshot> published;
-  std::unique_ptr<tether::MetricsEndpoint> endpoint;
-  {
-    // Null when --metrics_port is -1 (the flags are still checked).
-    const std::string job = tether::JobId(*config);
-    auto ep = tether::StartMetricsEndpointFromFlags(who, {job, "worker", "rank", FLAGS_rank},
-                                                    [&published, job, rank = FLAGS_rank] {
-                                                      return tether::RenderWorkerMetrics(published.Get(), job, rank);
-                                                    });
-    if (!ep.ok()) {
-      LOG(ERROR) << who << ep.status().message();
-      return 2;
-    }
-    endpoint = std::move(*ep);
-    if (endpoint != nullptr)
-      options.on_progress = [&published](const tether::WorkerProgress& p) { published.Publish({true, p}); };
+  const std::string job = tether::JobId(*config);
+  auto endpoint = tether::StartMetricsEndpointFromFlags(
+      who, {job, "worker", "rank", FLAGS_rank},
+      [&published, job, rank = FLAGS_rank] { return tether::RenderWorkerMetrics(published.Get(), job, rank); });
+  if (!endpoint.ok()) {
+    LOG(ERROR) << who << endpoint.status().message();
+    return 2;
   }
-  if (!FLAGS_progress_file.empty()) {
-    // One small file per new epoch (not per clock): a reader polls it.
-    auto metrics = std::move(options.on_progress);
-    options.on_progress = [metrics, last_epoch = 0, who](const tether::WorkerProgress& p) mutable {
-      if (metrics) metrics(p);
-      if (p.epoch == last_epoch) return;
-      last_epoch = p.epoch;
-      tether::Status st = [&]() -> tether::Status {
-        TETHER_ASSIGN_OR_RETURN(tether::AtomicFile f, tether::AtomicFile::Create(FLAGS_progress_file));
-        TETHER_RETURN_IF_ERROR(f.Append(std::to_string(p.epoch) + " " + std::to_string(p.clock) + "\n"));
-        return f.Commit();
-      }();
-      if (!st.ok()) LOG(WARNING) << who << "--progress_file: " << st.message();
-    };
-  }
+  if (*endpoint != nullptr)
+    options.on_progress = [&published](const tether::WorkerProgress& p) { published.Publish({true, p}); };
+  if (!FLAGS_progress_file.empty()) WriteProgressFile(who, &options);
   options.stop_requested = [] { return g_stop.load(); };
   auto report = tether::RunWorker(*config, options);
-  if (endpoint != nullptr) {
+  if (*endpoint != nullptr) {
     tether::WorkerMetricsSnapshot last = published.Get();
     last.running = false;
     published.Publish(std::move(last));
@@ -305,7 +345,7 @@ int main(int argc, char** argv) {
   const int code = ExitCode(who, report, *config);
   // A stop signal ends the process at once; one during the linger only cuts
   // the linger short (the job's exit code stands).
-  if (g_signal.load() == 0) tether::LingerForScrapes(who, endpoint.get(), g_signal);
+  if (g_signal.load() == 0) tether::LingerForScrapes(who, endpoint->get(), g_signal);
   return code;
 }
 

@@ -11,6 +11,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -396,16 +399,121 @@ void RendezvousStore::Stop() {
   if (socket_) socket_.close();
 }
 
-void RendezvousStore::Serve() {
+namespace {
+
+// The store's keys and the GETs waiting for one (held until the key is set
+// or their wait ends). `reply` sends a reply to a peer.
+class StoreBook {
+ public:
+  using Reply = std::function<void(const std::string& peer, const RendezvousReply& reply)>;
+  explicit StoreBook(Reply reply) : reply_(std::move(reply)) {}
+
+  // Answers "not found" to every held GET whose wait ended by `now`.
+  void Expire(Clock::time_point now) {
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (it->until > now) {
+        ++it;
+        continue;
+      }
+      RendezvousReply r;
+      r.set_request_id(it->request_id);
+      r.set_found(false);
+      reply_(it->peer, r);
+      it = held_.erase(it);
+    }
+  }
+
+  // The reply to `req` from `peer`, or nullopt for a GET held until its
+  // key is set.
+  std::optional<RendezvousReply> Handle(const std::string& peer, const RendezvousRequest& req,
+                                        Clock::time_point now) {
+    RendezvousReply reply;
+    reply.set_request_id(req.request_id());
+    switch (req.op()) {
+      case RendezvousRequest::SET:
+        Set(req, &reply);
+        break;
+      case RendezvousRequest::GET: {
+        auto it = values_.find(req.key());
+        if (it != values_.end()) {
+          reply.set_found(true);
+          reply.set_value(it->second);
+        } else if (req.wait_ms() > 0 && held_.size() < kMaxKeys) {
+          held_.push_back(
+              Held{peer, req.request_id(), req.key(), now + std::chrono::milliseconds(std::min(req.wait_ms(), 60000))});
+          return std::nullopt;
+        }
+        break;
+      }
+      case RendezvousRequest::DELETE:
+        values_.erase(req.key());
+        break;
+      default:
+        reply.set_error("unknown op " + std::to_string(static_cast<int>(req.op())));
+    }
+    return reply;
+  }
+
+ private:
   struct Held {
     std::string peer;
     uint64_t request_id;
     std::string key;
     Clock::time_point until;
   };
-  std::map<std::string, std::string> values;
-  std::vector<Held> held;
-  int warnings = 0;
+
+  // Stores the value and answers every GET held for its key.
+  void Set(const RendezvousRequest& req, RendezvousReply* reply) {
+    if (values_.size() >= kMaxKeys && values_.count(req.key()) == 0) {
+      reply->set_error("store full (" + std::to_string(kMaxKeys) + " keys)");
+      return;
+    }
+    values_[req.key()] = req.value();
+    VLOG(1) << "rendezvous store: " << req.key() << " = " << req.value();
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (it->key != req.key()) {
+        ++it;
+        continue;
+      }
+      RendezvousReply r;
+      r.set_request_id(it->request_id);
+      r.set_found(true);
+      r.set_value(req.value());
+      reply_(it->peer, r);
+      it = held_.erase(it);
+    }
+  }
+
+  Reply reply_;
+  std::map<std::string, std::string> values_;
+  std::vector<Held> held_;
+};
+
+enum class Received { kRequest, kNone, kInterrupted, kError };
+
+// One request's frames from the ROUTER socket, without waiting. Logs a
+// receive error (kError).
+Received ReceiveFrames(zmq::socket_t& socket, const std::string& endpoint, std::vector<zmq::message_t>* frames) {
+  try {
+    zmq::message_t m;
+    if (!socket.recv(m, zmq::recv_flags::dontwait)) return Received::kNone;
+    frames->push_back(std::move(m));
+    while (frames->back().more()) {
+      zmq::message_t part;
+      if (!socket.recv(part)) break;
+      frames->push_back(std::move(part));
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return Received::kInterrupted;
+    LOG(ERROR) << "rendezvous store " << endpoint << ": receive: " << e.what();
+    return Received::kError;
+  }
+  return Received::kRequest;
+}
+
+}  // namespace
+
+void RendezvousStore::Serve() {
   auto reply_to = [&](const std::string& peer, const RendezvousReply& reply) {
     std::string bytes;
     reply.SerializeToString(&bytes);
@@ -417,6 +525,8 @@ void RendezvousStore::Serve() {
       // asks again on a fresh socket if it still cares.
     }
   };
+  StoreBook book(reply_to);
+  int warnings = 0;
   while (!stop_) {
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
     int n = 0;
@@ -428,34 +538,13 @@ void RendezvousStore::Serve() {
       return;
     }
     const Clock::time_point now = Clock::now();
-    for (auto it = held.begin(); it != held.end();) {
-      if (it->until > now) {
-        ++it;
-        continue;
-      }
-      RendezvousReply r;
-      r.set_request_id(it->request_id);
-      r.set_found(false);
-      reply_to(it->peer, r);
-      it = held.erase(it);
-    }
+    book.Expire(now);
     if (n <= 0) continue;
     for (int burst = 0; burst < 1000; ++burst) {
       std::vector<zmq::message_t> frames;
-      try {
-        zmq::message_t m;
-        if (!socket_.recv(m, zmq::recv_flags::dontwait)) break;
-        frames.push_back(std::move(m));
-        while (frames.back().more()) {
-          zmq::message_t part;
-          if (!socket_.recv(part)) break;
-          frames.push_back(std::move(part));
-        }
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        LOG(ERROR) << "rendezvous store " << endpoint_ << ": receive: " << e.what();
-        break;
-      }
+      const Received got = ReceiveFrames(socket_, endpoint_, &frames);
+      if (got == Received::kNone || got == Received::kError) break;
+      if (got == Received::kInterrupted) continue;
       ++requests_;
       const std::string peer = frames[0].to_string();
       RendezvousRequest req;
@@ -466,49 +555,7 @@ void RendezvousStore::Serve() {
                        << " frame(s)) from a peer";
         continue;
       }
-      RendezvousReply reply;
-      reply.set_request_id(req.request_id());
-      switch (req.op()) {
-        case RendezvousRequest::SET: {
-          if (values.size() >= kMaxKeys && values.count(req.key()) == 0) {
-            reply.set_error("store full (" + std::to_string(kMaxKeys) + " keys)");
-            break;
-          }
-          values[req.key()] = req.value();
-          VLOG(1) << "rendezvous store: " << req.key() << " = " << req.value();
-          for (auto it = held.begin(); it != held.end();) {
-            if (it->key != req.key()) {
-              ++it;
-              continue;
-            }
-            RendezvousReply r;
-            r.set_request_id(it->request_id);
-            r.set_found(true);
-            r.set_value(req.value());
-            reply_to(it->peer, r);
-            it = held.erase(it);
-          }
-          break;
-        }
-        case RendezvousRequest::GET: {
-          auto it = values.find(req.key());
-          if (it != values.end()) {
-            reply.set_found(true);
-            reply.set_value(it->second);
-          } else if (req.wait_ms() > 0 && held.size() < kMaxKeys) {
-            held.push_back(
-                Held{peer, req.request_id(), req.key(), now + std::chrono::milliseconds(std::min(req.wait_ms(), 60000))});
-            continue;
-          }
-          break;
-        }
-        case RendezvousRequest::DELETE:
-          values.erase(req.key());
-          break;
-        default:
-          reply.set_error("unknown op " + std::to_string(static_cast<int>(req.op())));
-      }
-      reply_to(peer, reply);
+      if (std::optional<RendezvousReply> reply = book.Handle(peer, req, now)) reply_to(peer, *reply);
     }
   }
 }

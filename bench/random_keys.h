@@ -1,6 +1,6 @@
 // Random request keys for the transport benchmarks: `tether-bench kv` and
 // the ps-lite program scripts/bench_pslite.sh compiles
-// (tools/pslite_kv/kv_bench.cc) include this one header, so both sides send
+// (bench/pslite_kv/kv_bench.cc) include this one header, so both sides send
 // the same keys for the same seed. Header-only and standard C++ only (the
 // ps-lite program is built outside Tether's build). Thread-compatible.
 #pragma once

@@ -35,7 +35,7 @@
 
 #include "ps/ps.h"
 
-#include "tools/random_keys.h"
+#include "bench/random_keys.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "tools/elastic_schedule.h"
+#include "launch/elastic_schedule.h"
 
 #include <algorithm>
 #include <cerrno>

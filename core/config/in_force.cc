@@ -1,0 +1,114 @@
+// What a job config says once in force: a table's consistency, the summary
+// every process logs at start-up, the job's id, and the sizes derived from
+// fields left at 0 (core/config.h).
+#include "core/config.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+
+namespace tether {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+}  // namespace
+
+ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string& name) {
+  ConsistencyConfig c = config.consistency();
+  for (const auto& t : config.table())
+    if (t.name() == name && t.has_consistency()) {
+      // A table that names its model without a bound inherits none.
+      if (t.consistency().has_model() && !t.consistency().has_staleness()) c.clear_staleness();
+      c.MergeFrom(t.consistency());
+    }
+  return c;
+}
+
+std::string StalenessName(int64_t s) {
+  if (s < 0) return "inf (ASP)";
+  if (s == 0) return "0 (BSP)";
+  return std::to_string(s) + " (SSP)";
+}
+
+std::string ConfigSummary(const JobConfig& config) {
+  // One entry per set section, in the schema's order, its fields packed into
+  // lines of at most ~100 characters: a reader finds "  data {" at once, and
+  // no line runs off the screen.
+  constexpr size_t kWidth = 100;
+  std::string out;
+  google::protobuf::TextFormat::Printer printer;
+  printer.SetSingleLineMode(true);
+  // `head` then `items` separated by spaces, wrapped with a 6-space indent.
+  auto emit = [&](const std::string& head, const std::vector<std::string>& items, const std::string& tail) {
+    std::string line = "  " + head;
+    for (const std::string& item : items) {
+      if (line.size() + 1 + item.size() > kWidth && line.find_first_not_of(' ') != line.size() - head.size()) {
+        out += line + "\n";
+        line = "     ";
+      }
+      line += " " + item;
+    }
+    out += line + tail + "\n";
+  };
+  auto fields_of = [&](const Message& m) {
+    std::vector<const FieldDescriptor*> set;
+    m.GetReflection()->ListFields(m, &set);
+    std::vector<std::string> items;
+    for (const FieldDescriptor* f : set) {
+      const int n = f->is_repeated() ? m.GetReflection()->FieldSize(m, f) : 1;
+      for (int i = 0; i < n; ++i) {
+        std::string v;
+        printer.PrintFieldValueToString(m, f, f->is_repeated() ? i : -1, &v);
+        while (!v.empty() && v.back() == ' ') v.pop_back();
+        items.push_back(f->name() + (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ? " { " + v + " }" : ": " + v));
+      }
+    }
+    return items;
+  };
+  const Reflection* r = config.GetReflection();
+  std::vector<const FieldDescriptor*> sections;
+  r->ListFields(config, &sections);
+  for (const FieldDescriptor* f : sections) {
+    const int n = f->is_repeated() ? r->FieldSize(config, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const Message& m = f->is_repeated() ? r->GetRepeatedMessage(config, f, i) : r->GetMessage(config, f);
+        emit(f->name() + " {", fields_of(m), " }");
+      } else {
+        std::string v;
+        printer.PrintFieldValueToString(config, f, f->is_repeated() ? i : -1, &v);
+        emit(f->name() + ":", {v}, "");
+      }
+    }
+  }
+  out += "  staleness in force: " + StalenessName(EffectiveStaleness(config.consistency()));
+  for (const auto& t : config.table())
+    if (t.has_consistency())
+      out += ", table " + t.name() + ": " + StalenessName(EffectiveStaleness(ConsistencyForTable(config, t.name())));
+  return out;
+}
+
+std::string JobId(const JobConfig& config) {
+  return config.cluster().job_id().empty() ? config.name() : config.cluster().job_id();
+}
+
+int MaxWorkers(const ClusterConfig& cluster) {
+  return cluster.max_workers() > 0 ? cluster.max_workers() : cluster.num_workers();
+}
+
+AdaptiveBatchConfig ResolvedAdaptiveBatch(const TrainConfig& train) {
+  AdaptiveBatchConfig r = train.adaptive_batch();
+  if (r.b_min() == 0) r.set_b_min(std::max(1, train.minibatch_size() / 4));
+  if (r.b_max() == 0) r.set_b_max(4 * train.minibatch_size());
+  return r;
+}
+
+int64_t EffectiveChunkRows(const TrainConfig& train) {
+  return train.chunk_rows() > 0 ? train.chunk_rows() : 4 * static_cast<int64_t>(std::max(1, train.minibatch_size()));
+}
+
+}  // namespace tether

@@ -1,0 +1,357 @@
+// Checking a job config: the sections a server reads (ValidateServerConfig),
+// the whole job (ValidateJobConfig), the data files on disk, and a worker's
+// rank (core/config.h).
+#include "core/config.h"
+
+#include <google/protobuf/descriptor.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/data_files.h"
+
+namespace tether {
+namespace {
+
+// cluster.max_workers' ceiling: servers keep a slot per rank that joined.
+constexpr int kMaxWorkerRanks = 1 << 16;
+
+// "config field FIELD: WHY", the form of every message here.
+Status FieldError(const std::string& field, const std::string& why) {
+  return Status::InvalidArgument("config field " + field + ": " + why);
+}
+
+}  // namespace
+
+namespace {
+
+// Consistency model AVERAGE (server/model_average.h): job-wide, rounds
+// closed like BSP, and an optimizer whose step a local replica can take.
+Status ValidateAverage(const JobConfig& c) {
+  const ConsistencyConfig& j = c.consistency();
+  const bool average = j.model() == AVERAGE;
+  for (const auto& t : c.table()) {
+    const ConsistencyConfig& tc = t.consistency();
+    const std::string where = "table[" + t.name() + "].consistency.";
+    if (tc.has_model() && tc.model() == AVERAGE)
+      return FieldError(where + "model", "AVERAGE is job-wide (one merge round for every table): set it in the job's "
+                                  "consistency section");
+    if (tc.has_period_rows() || tc.has_model_momentum())
+      return FieldError(where + (tc.has_period_rows() ? "period_rows" : "model_momentum"),
+                 "is job-wide: set it in the job's consistency section");
+    if (average && (tc.has_model() || tc.has_staleness()))
+      return FieldError(where + (tc.has_model() ? "model" : "staleness"),
+                 "consistency.model is AVERAGE: every table merges on the job's rounds, so a table may not name "
+                 "its own model or staleness");
+    if (average && t.has_optimizer() &&
+        (t.optimizer().type() == FTRL || t.optimizer().type() == SUM || t.optimizer().type() == NOOP))
+      return FieldError("table[" + t.name() + "].optimizer.type",
+                 OptimizerType_Name(t.optimizer().type()) +
+                     " cannot train a local replica under consistency.model AVERAGE (use SGD, ADAGRAD or ADAM)");
+  }
+  if (!average) {
+    if (j.has_period_rows()) return FieldError("consistency.period_rows", "is only read with consistency.model AVERAGE");
+    if (j.has_model_momentum())
+      return FieldError("consistency.model_momentum", "is only read with consistency.model AVERAGE");
+    return Status::OK();
+  }
+  if (j.period_rows() < 1)
+    return FieldError("consistency.period_rows", "must be ≥ 1 with consistency.model AVERAGE (rows a worker trains its "
+                                          "replica on before it pushes its delta), got " +
+                                              std::to_string(j.period_rows()));
+  if (!(j.model_momentum() >= 0 && j.model_momentum() < 1))
+    return FieldError("consistency.model_momentum", "must be in [0, 1), got " + std::to_string(j.model_momentum()));
+  if (j.staleness() != 0)
+    return FieldError("consistency.staleness", "must be 0 (or unset) with consistency.model AVERAGE: a round's pulls "
+                                        "wait for the previous round's merge (got " +
+                                            std::to_string(j.staleness()) + ")");
+  if (j.staleness_policy() != NONE)
+    return FieldError("consistency.staleness_policy", "does not apply with consistency.model AVERAGE (deltas are merged "
+                                               "by round, not stepped by staleness)");
+  const OptimizerType o = c.optimizer().type();
+  if (o == FTRL || o == SUM || o == NOOP)
+    return FieldError("optimizer.type", OptimizerType_Name(o) +
+                                     " cannot train a local replica under consistency.model AVERAGE (use SGD, "
+                                     "ADAGRAD or ADAM)");
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ValidateServerConfig(const JobConfig& c) {
+  if (c.cluster().num_servers() < 1) return FieldError("cluster.num_servers", "must be ≥ 1");
+  if (c.cluster().num_workers() < 1) return FieldError("cluster.num_workers", "must be ≥ 1");
+  if (c.cluster().max_workers() < 0 ||
+      (c.cluster().max_workers() > 0 && c.cluster().max_workers() < c.cluster().num_workers()))
+    return FieldError("cluster.max_workers", "is " + std::to_string(c.cluster().max_workers()) +
+                                          ": must be ≥ cluster.num_workers = " +
+                                          std::to_string(c.cluster().num_workers()) + " (or 0: num_workers)");
+  if (c.cluster().max_workers() > kMaxWorkerRanks)
+    return FieldError("cluster.max_workers", "is " + std::to_string(c.cluster().max_workers()) + ", above the limit " +
+                                          std::to_string(kMaxWorkerRanks));
+  if (c.cluster().server_addresses_size() != 0 &&
+      c.cluster().server_addresses_size() != c.cluster().num_servers())
+    return FieldError("cluster.server_addresses", "has " + std::to_string(c.cluster().server_addresses_size()) +
+                                               " entries but cluster.num_servers is " +
+                                               std::to_string(c.cluster().num_servers()));
+  if (c.consistency().staleness() < -1) return FieldError("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+  TETHER_RETURN_IF_ERROR(ValidateAverage(c));
+  for (const auto& t : c.table()) {
+    if (t.consistency().staleness() < -1)
+      return FieldError("table[" + t.name() + "].consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+    for (const char* field :
+         {"cache_capacity_bytes", "cache_capacity_fraction", "memory_limit_bytes", "key_list_cache"}) {
+      const google::protobuf::FieldDescriptor* f = ConsistencyConfig::descriptor()->FindFieldByName(field);
+      if (t.consistency().GetReflection()->HasField(t.consistency(), f))
+        return FieldError("table[" + t.name() + "].consistency." + field,
+                   "is job-wide (one cache and one process for all tables): set it in the job's consistency "
+                   "section");
+    }
+  }
+  const double fraction = c.consistency().cache_capacity_fraction();
+  if (!(fraction >= 0 && fraction <= 1))
+    return FieldError("consistency.cache_capacity_fraction", "must be in (0, 1], or 0 (not set)");
+  if (fraction > 0 && c.consistency().cache_capacity_bytes() > 0)
+    return FieldError("consistency.cache_capacity_fraction",
+               "and consistency.cache_capacity_bytes are both set: give one (the flag --cache_capacity sets "
+               "either and clears the other)");
+  if (c.cluster().heartbeat_interval_ms() < 1) return FieldError("cluster.heartbeat_interval_ms", "must be ≥ 1");
+  if (c.cluster().worker_timeout_ms() <= c.cluster().heartbeat_interval_ms())
+    return FieldError("cluster.worker_timeout_ms", "must exceed cluster.heartbeat_interval_ms (" +
+                                                std::to_string(c.cluster().heartbeat_interval_ms()) + ")");
+  // Below ~100 ms a reconnect after a transient drop (ZeroMQ retries every
+  // 100 ms) could not come back in time.
+  if (c.cluster().liveness_timeout_ms() != 0 && c.cluster().liveness_timeout_ms() < 100)
+    return FieldError("cluster.liveness_timeout_ms", "must be ≥ 100, or 0 (off)");
+  return Status::OK();
+}
+
+namespace {
+
+// The data section: format, index base, the training file, file lists and
+// streaming.
+Status ValidateData(const JobConfig& c) {
+  if (c.data().format() == ARFF) {
+    if (c.data().index_base() != -1 && c.data().index_base() != 0)
+      return FieldError("data.index_base", "must be unset or 0 with data.format ARFF (ARFF attribute indices are 0-based)");
+    if (c.data().label_xml().empty() && c.data().num_labels() <= 0)
+      return FieldError("data.label_xml", "is required with data.format ARFF unless data.num_labels is set (then the last "
+                                   "num_labels attributes are the labels)");
+  } else if (c.data().index_base() != 0 && c.data().index_base() != 1) {
+    return FieldError("data.index_base", "must be set to 0 or 1 (it is never guessed from the data)");
+  }
+  if (!c.data().label_xml().empty() && c.data().format() != ARFF)
+    return FieldError("data.label_xml", "applies to data.format ARFF only");
+  if (c.data().train_file().empty()) return FieldError("data.train_file", "is required");
+  // Many files and streaming (core/data_files.h, input/row_stream.h).
+  if (c.data().shuffle_buffer_rows() < 1) return FieldError("data.shuffle_buffer_rows", "must be ≥ 1");
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"data.train_file", &c.data().train_file()},
+                                     {"data.test_file", &c.data().test_file()}}) {
+    if (!IsFileList(*value) && !(c.data().streaming() && field == std::string("data.train_file"))) continue;
+    const std::string why = IsFileList(*value) ? "names several files" : "is streamed (data.streaming)";
+    if (c.data().format() != XMC && c.data().format() != LIBSVM)
+      return FieldError(field, why + ", which XMC and LIBSVM files support, not data.format " +
+                            FileFormat_Name(c.data().format()));
+    const std::string& split = field == std::string("data.train_file") ? c.data().train_split() : c.data().test_split();
+    if (!split.empty())
+      return FieldError(field, why + ", so its rows have no single numbering for a split file (" + field +
+                            " with " + (field == std::string("data.train_file") ? "data.train_split" : "data.test_split") +
+                            "): list the split's rows as files instead");
+  }
+  return Status::OK();
+}
+
+// The checkpoint section, and what data settings it cannot be combined with.
+Status ValidateCheckpoint(const JobConfig& c) {
+  if (c.data().streaming() && !c.checkpoint().dir().empty())
+    return FieldError("checkpoint.dir", "is set but data.streaming is true: a streamed epoch has no row list to record "
+                                 "(and with train.data_on_demand the dealing state numbers rows in memory), so a "
+                                 "checkpoint could not be resumed; train in memory (data.streaming: false) to "
+                                 "checkpoint");
+  if (IsFileList(c.data().train_file()) && !c.checkpoint().dir().empty())
+    return FieldError("checkpoint.dir", "is set but data.train_file names several files, whose rows a checkpoint cannot "
+                                 "number yet; concatenate them into one file to checkpoint");
+  if (c.checkpoint().every_clocks() < 0) return FieldError("checkpoint.every_clocks", "must be ≥ 0 (0: not by clocks)");
+  if (c.checkpoint().every_seconds() < 0) return FieldError("checkpoint.every_seconds", "must be ≥ 0 (0: not by time)");
+  if (c.checkpoint().keep_last() < 1) return FieldError("checkpoint.keep_last", "must be ≥ 1");
+  if (c.checkpoint().dir().empty() && (c.checkpoint().every_clocks() > 0 || c.checkpoint().every_seconds() > 0))
+    return FieldError("checkpoint.dir", "is empty, so checkpoint.every_clocks / every_seconds would write nothing: set "
+                                 "checkpoint.dir (--checkpoint_dir)");
+  return Status::OK();
+}
+
+// The input's width and values: hashed features, IDX labels, scale and offset.
+Status ValidateFeatures(const JobConfig& c) {
+  if (c.data().hashed_features()) {
+    // Refused, not ignored: a declared width would promise a bound that no
+    // id is checked against.
+    if (c.data().format() == IDX || c.data().format() == ARFF)
+      return FieldError("data.hashed_features",
+                 std::string("applies to XMC and LIBSVM text; data.format ") +
+                     (c.data().format() == IDX ? "IDX is dense pixels" : "ARFF declares its columns") +
+                     ", not 64-bit feature ids");
+    if (c.data().num_features() != 0)
+      return FieldError("data.num_features", "must be 0 (unset) with data.hashed_features: true: feature ids are any "
+                                      "64-bit integer and the model has no input width; got " +
+                                          std::to_string(c.data().num_features()));
+  } else if (c.data().num_features() <= 0) {
+    return FieldError("data.num_features", "must be > 0 (the model's input width)");
+  }
+  // What the labels and widths must look like depends on the model: the
+  // model registry checks those (ValidateModelConfig, worker/model_registry.h).
+  if (c.data().format() == IDX) {
+    if (c.data().train_label_file().empty()) return FieldError("data.train_label_file", "is required with data.format IDX");
+    if (!c.data().test_file().empty() && c.data().test_label_file().empty())
+      return FieldError("data.test_label_file", "is required with data.format IDX when data.test_file is set");
+  }
+  if (!(c.data().feature_scale() > 0) || !std::isfinite(c.data().feature_scale()))
+    return FieldError("data.feature_scale", "must be a finite number > 0");
+  if (!std::isfinite(c.data().feature_offset()))
+    return FieldError("data.feature_offset", "must be a finite number");
+  if (c.data().feature_offset() != 0 && c.model().type() != DENSE_MLP && c.model().name().empty())
+    return FieldError("data.feature_offset", "applies to dense input only (model.type DENSE_MLP); a sparse model "
+                                      "would lose its sparsity");
+  return Status::OK();
+}
+
+// The model's width and init, and the training loop's counts and straggler.
+Status ValidateModelAndTrain(const JobConfig& c) {
+  if (c.model().hidden() < 1) return FieldError("model.hidden", "must be ≥ 1");
+  if (!(c.model().init_scale() >= 0) || !std::isfinite(c.model().init_scale()))
+    return FieldError("model.init_scale", "must be a finite number ≥ 0");
+  if (c.train().epochs() < 1) return FieldError("train.epochs", "must be ≥ 1");
+  if (c.train().minibatch_size() < 1) return FieldError("train.minibatch_size", "must be ≥ 1");
+  if (c.train().minibatches_per_clock() < 1) return FieldError("train.minibatches_per_clock", "must be ≥ 1");
+  if (c.train().threads() < 1) return FieldError("train.threads", "must be ≥ 1");
+  if (!(c.train().slowdown() >= 1.0f) || !std::isfinite(c.train().slowdown()))
+    return FieldError("train.slowdown", "must be a finite factor ≥ 1");
+  if (c.train().slowdown() > 1.0f &&
+      (c.train().slowdown_rank() < 0 || c.train().slowdown_rank() >= c.cluster().num_workers()))
+    return FieldError("train.slowdown_rank", "must name a worker in [0, cluster.num_workers = " +
+                                          std::to_string(c.cluster().num_workers()) + ")");
+  return Status::OK();
+}
+
+// train.adaptive_batch, against the mean batch train.minibatch_size.
+Status ValidateAdaptiveBatch(const JobConfig& c) {
+  const AdaptiveBatchConfig& ab = c.train().adaptive_batch();
+  const AdaptiveBatchConfig r = ResolvedAdaptiveBatch(c.train());
+  const std::string mb = "train.minibatch_size (" + std::to_string(c.train().minibatch_size()) + ")";
+  if (ab.b_min() < 0) return FieldError("train.adaptive_batch.b_min", "must be ≥ 1, or 0 (minibatch_size / 4)");
+  if (ab.b_max() < 0) return FieldError("train.adaptive_batch.b_max", "must be ≥ 1, or 0 (4 × minibatch_size)");
+  if (r.b_min() > c.train().minibatch_size())
+    return FieldError("train.adaptive_batch.b_min", std::to_string(r.b_min()) + " is above " + mb +
+                                                 ", the mean batch the workers keep");
+  if (r.b_max() < c.train().minibatch_size())
+    return FieldError("train.adaptive_batch.b_max", std::to_string(r.b_max()) + " is below " + mb +
+                                                 ", the mean batch the workers keep");
+  if (ab.warmup_clocks() < 0) return FieldError("train.adaptive_batch.warmup_clocks", "must be ≥ 0");
+  if (ab.window_clocks() < 1) return FieldError("train.adaptive_batch.window_clocks", "must be ≥ 1");
+  if (!(ab.smoothing() > 0 && ab.smoothing() <= 1))
+    return FieldError("train.adaptive_batch.smoothing", "must be in (0, 1] (1: move to the new size at once)");
+  return Status::OK();
+}
+
+// Evaluation and chunk sizes, divergence, PSP constants and the device.
+Status ValidateTrainLimits(const JobConfig& c) {
+  if (c.train().eval_minibatch_size() < 1) return FieldError("train.eval_minibatch_size", "must be ≥ 1");
+  if (c.train().chunk_rows() < 0)
+    return FieldError("train.chunk_rows", "must be ≥ 0 (0: 4 x train.minibatch_size), got " +
+                                       std::to_string(c.train().chunk_rows()));
+  if (c.train().chunk_bytes() < 0)
+    return FieldError("train.chunk_bytes", "must be ≥ 0 (0: train.chunk_rows x the mean bytes per row of the first "
+                                    "training file), got " + std::to_string(c.train().chunk_bytes()));
+  if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
+    return FieldError("train.divergence_factor", "must be a finite number > 1");
+  if (!(c.train().psp_a() > 0) || !std::isfinite(c.train().psp_a()))
+    return FieldError("train.psp_a", "must be a finite number > 0");
+  if (!(c.train().psp_b() > 0) || !std::isfinite(c.train().psp_b()))
+    return FieldError("train.psp_b", "must be a finite number > 0");
+  const std::string& dev = c.train().device();
+  if (dev != "auto" && dev != "cpu" && dev != "cuda") return FieldError("train.device", "must be auto, cpu or cuda, got '" + dev + "'");
+  return Status::OK();
+}
+
+Status ValidateOptimizers(const JobConfig& c) {
+  // The same checks as a server runs on the table specs at HELLO (C22).
+  auto check_opt = [&](const OptimizerConfig& o, const std::string& where) -> Status {
+    std::string why;
+    const std::string field = OptimizerProblem(o, &why);
+    if (!field.empty()) return FieldError(where + "." + field, why);
+    return Status::OK();
+  };
+  TETHER_RETURN_IF_ERROR(check_opt(c.optimizer(), "optimizer"));
+  for (const auto& t : c.table()) {
+    if (t.name().empty()) return FieldError("table.name", "is required in every table { } section");
+    TETHER_RETURN_IF_ERROR(check_opt(t.optimizer(), "table[" + t.name() + "].optimizer"));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ValidateJobConfig(const JobConfig& c) {
+  // The sections a server reads come first, as a server checks them alone;
+  // then each section in turn, the first problem reported.
+  TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
+  for (Status (*check)(const JobConfig&) : {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateModelAndTrain,
+                                            ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers})
+    TETHER_RETURN_IF_ERROR(check(c));
+  return Status::OK();
+}
+
+Status CheckDataFilesExist(const JobConfig& config) {
+  const DataConfig& d = config.data();
+  const std::pair<const char*, const std::string*> files[] = {
+      {"train_file", &d.train_file()},         {"test_file", &d.test_file()},
+      {"train_split", &d.train_split()},       {"test_split", &d.test_split()},
+      {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()},
+      {"label_xml", &d.label_xml()}};
+  for (const auto& [field, spec] : files) {
+    if (spec->empty()) continue;
+    // train_file / test_file may list several files or patterns: each must
+    // exist (a pattern matching nothing is ExpandFileList's NotFound).
+    std::vector<std::string> paths{*spec};
+    if ((std::string(field) == "train_file" || std::string(field) == "test_file") && IsFileList(*spec)) {
+      TETHER_ASSIGN_OR_RETURN(paths, ExpandFileList(*spec, std::string("data.") + field));
+    }
+    for (const std::string& path : paths) {
+      std::error_code ec;
+      const std::filesystem::path p(path);
+      if (std::filesystem::is_regular_file(p, ec)) continue;
+      const std::filesystem::path full = std::filesystem::absolute(p, ec).lexically_normal();
+      std::string msg = std::string("config field data.") + field + ": '" + path + "' " +
+                        (std::filesystem::exists(p, ec) ? "is not a file" : "does not exist");
+      if (p.is_relative()) {
+        msg += " (tried " + full.string() + ", relative to the current directory " +
+               std::filesystem::current_path(ec).string() + ")";
+      }
+      return Status::NotFound(msg);
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data) {
+  const int initial = config.cluster().num_workers(), bound = MaxWorkers(config.cluster());
+  if (rank < 0 || rank >= bound)
+    return Status::InvalidArgument(
+        "rank " + std::to_string(rank) + " outside [0, " + std::to_string(bound) + ") (cluster.max_workers = " +
+        std::to_string(bound) + (config.cluster().max_workers() > 0 ? "" : ", i.e. cluster.num_workers") +
+        "): raise cluster.max_workers to let more workers join");
+  if (rank >= initial && !has_data)
+    return Status::FailedPrecondition(
+        "rank " + std::to_string(rank) + " joins beyond the job's " + std::to_string(initial) +
+        " initial worker(s) (cluster.num_workers), but the static split of the data (data.train_split) has no "
+        "share for it: a joining worker needs train.data_on_demand, which deals rows to any rank");
+  if (rank >= initial && !config.checkpoint().dir().empty())
+    return Status::FailedPrecondition(
+        "rank " + std::to_string(rank) + " joins beyond the job's " + std::to_string(initial) +
+        " initial worker(s), but the job takes checkpoints (checkpoint.dir): a worker that joins while a "
+        "checkpoint is being cut could start at the cut's clock and never take part in it (the checkpoint would "
+        "wait for it) or push updates past the cut into it, so joins and checkpoints do not combine yet "
+        "(data on demand itself checkpoints and resumes with any number of workers: docs/OPERATIONS.md)");
+  return Status::OK();
+}
+
+}  // namespace tether

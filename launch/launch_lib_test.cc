@@ -1,0 +1,391 @@
+// The launcher's library apart from a running job: port files, the process
+// table (real short-lived children), the launcher's folder, engine-mode
+// tasks from the environment and the role's command line, the checks
+// before a job starts, the elastic schedule applied to real children, and
+// the summary's exit codes. Every child is bounded (sleep 30 at most) and
+// reaped before the test ends.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "launch/elastic_run.h"
+#include "launch/engine_task.h"
+#include "launch/job_plan.h"
+#include "launch/job_summary.h"
+#include "launch/launch_request.h"
+#include "launch/port_file.h"
+#include "launch/process_table.h"
+#include "launch/temp_dir.h"
+
+namespace tether {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh folder under $TMPDIR, removed at the end of the test.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const char* t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t != nullptr && *t ? t : "/tmp") + "/launch_lib_test.XXXXXX";
+    EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ + "/" + name) << text;
+    return path_ + "/" + name;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(PortFileTest, ReadsBoundEndpointsAndRefusesOthers) {
+  ScratchDir dir;
+  auto missing = ReadPortFile(dir.path() + "/none.port");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+  auto tcp = ReadPortFile(dir.Write("a.port", "tcp://127.0.0.1:4242\n"));
+  ASSERT_TRUE(tcp.ok());
+  EXPECT_EQ(**tcp, "tcp://127.0.0.1:4242");
+  auto ipc = ReadPortFile(dir.Write("b.port", "ipc:///x/server_0.ipc"));
+  ASSERT_TRUE(ipc.ok());
+  EXPECT_EQ(**ipc, "ipc:///x/server_0.ipc");
+  for (const std::string text : {"", "tcp://127.0.0.1:0", "tcp://host:", "tcp://host:12a", "ipc://", "udp://h:1"}) {
+    auto bad = ReadPortFile(dir.Write("c.port", text));
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_EQ(bad.status().code(), Status::Code::kDataLoss);
+    EXPECT_NE(bad.status().message().find("got '" + text + "'"), std::string::npos) << bad.status().message();
+  }
+}
+
+TEST(ProcessTableTest, FormatsDurationsAndEnds) {
+  EXPECT_EQ(FormatDuration(std::chrono::seconds(3725) + std::chrono::milliseconds(999)), "1:02:05");
+  Child c;
+  c.role = "worker";
+  c.index = 2;
+  c.pid = 77;
+  EXPECT_EQ(c.Name(), "worker 2 (pid 77)");
+  c.wait_status = 3 << 8;  // exited with code 3
+  EXPECT_EQ(c.HowItEnded(), "exited with code 3");
+  EXPECT_FALSE(c.Succeeded());
+  c.wait_status = SIGKILL;
+  EXPECT_EQ(c.HowItEnded(), "was killed by signal 9 (Killed)");
+}
+
+// Reaps until no child of the table runs, for at most 10 s.
+bool ReapAll(ProcessTable* table) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (table->Live() > 0 && std::chrono::steady_clock::now() < until) {
+    table->ReapExited();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return table->Live() == 0;
+}
+
+TEST(ProcessTableTest, StartsReapsAndReportsTheKilledFirst) {
+  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  sigset_t mask;
+  sigemptyset(&mask);
+  ProcessTable table("/bin", devnull, mask);
+  ASSERT_TRUE(table.Start("server", 0, "true", {}).ok());
+  ASSERT_TRUE(table.Start("worker", 0, "sh", {"-c", "kill -9 $$"}).ok());
+  EXPECT_EQ(table.group(), table.children()[0].pid);
+  ASSERT_TRUE(ReapAll(&table));
+  Child* first = table.NextExited();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->role, "worker");  // killed by a signal: the cause, reported first
+  EXPECT_TRUE(WIFSIGNALED(first->wait_status));
+  Child* second = table.NextExited();
+  ASSERT_NE(second, nullptr);
+  EXPECT_TRUE(second->Succeeded());
+  EXPECT_EQ(table.NextExited(), nullptr);
+  close(devnull);
+}
+
+TEST(TempDirTest, RemovesOnlyDeadLaunchersFolders) {
+  ScratchDir parent;
+  // A pid that has exited (a reaped child) names a dead launcher.
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  waitpid(dead, nullptr, 0);
+  const std::string gone = parent.path() + "/tether-launch.1.aaaaaa";
+  const std::string alive = parent.path() + "/tether-launch.2.bbbbbb";
+  const std::string no_owner = parent.path() + "/tether-launch.3.cccccc";
+  for (const auto& d : {gone, alive, no_owner}) fs::create_directory(d);
+  std::ofstream(gone + "/owner") << dead << " 12345\n";
+  std::ofstream(alive + "/owner") << getpid() << " " << ProcessStartTime(getpid()) << "\n";
+  ASSERT_FALSE(ProcessStartTime(getpid()).empty());
+  RemoveDeadLaunchersTempDirs(parent.path());
+  EXPECT_FALSE(fs::exists(gone));
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_TRUE(fs::exists(no_owner));
+}
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  void Set(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old == nullptr ? nullptr : new std::string(old));
+    if (value == nullptr)
+      unsetenv(name);
+    else
+      setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second == nullptr) {
+        unsetenv(it->first.c_str());
+      } else {
+        setenv(it->first.c_str(), it->second->c_str(), 1);
+        delete it->second;
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string*>> saved_;
+};
+
+void ClearSchedulerEnv(ScopedEnv* env) {
+  for (const char* v : {"SLURM_STEP_ID", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_RESTART_COUNT",
+                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"})
+    env->Set(v, nullptr);
+}
+
+TEST(EngineTaskTest, TakesItsPlaceFromTheScheduler) {
+  ScopedEnv env;
+  ClearSchedulerEnv(&env);
+  auto none = DetectEngineTask();
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  env.Set("SLURM_STEP_ID", "4294967294");  // the batch script's step: not a task
+  env.Set("SLURM_PROCID", "3");
+  env.Set("SLURM_NTASKS", "8");
+  ASSERT_FALSE(DetectEngineTask()->has_value());
+  env.Set("SLURM_STEP_ID", "0");
+  env.Set("SLURM_JOB_ID", "77");
+  env.Set("SLURM_RESTART_COUNT", "2");
+  auto slurm = DetectEngineTask();
+  ASSERT_TRUE(slurm.ok() && slurm->has_value());
+  EXPECT_EQ((*slurm)->scheduler, "SLURM");
+  EXPECT_EQ((*slurm)->rank, 3);
+  EXPECT_EQ((*slurm)->ntasks, 8);
+  EXPECT_EQ((*slurm)->job_id, "slurm-77.0");
+  EXPECT_EQ((*slurm)->generation, 2u);
+  env.Set("SLURM_PROCID", "x");
+  auto bad = DetectEngineTask();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "environment variable SLURM_PROCID='x': expected a non-negative integer");
+  ClearSchedulerEnv(&env);
+  env.Set("OMPI_COMM_WORLD_RANK", "1");
+  env.Set("OMPI_COMM_WORLD_SIZE", "2");
+  env.Set("PMIX_NAMESPACE", "ns");
+  auto ompi = DetectEngineTask();
+  ASSERT_TRUE(ompi.ok() && ompi->has_value());
+  EXPECT_EQ((*ompi)->scheduler, "Open MPI");
+  EXPECT_EQ((*ompi)->job_id, "ompi-ns");
+}
+
+JobConfig TwoByTwo() {
+  JobConfig c;
+  c.set_name("job");
+  c.mutable_cluster()->set_num_servers(2);
+  c.mutable_cluster()->set_num_workers(2);
+  c.mutable_cluster()->set_rendezvous("tcp://10.0.0.1:5555");
+  return c;
+}
+
+TEST(EngineTaskTest, BuildsTheRolesCommandLine) {
+  EngineTask task;
+  task.scheduler = "SLURM";
+  task.rank = 3;
+  task.ntasks = 4;
+  task.job_id = "slurm-9.0";
+  EngineOptions o;
+  o.config_path = "job.pbtxt";
+  o.overrides = {"--staleness=2", "--num_workers=2"};
+  o.resume_from = "ckpt";
+  o.metrics_port = 9100;
+  o.metrics_host = "0.0.0.0";
+  o.metrics_linger_s = 5;
+  auto worker = EngineRoleCommand(task, TwoByTwo(), o, "/opt/bin");
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  const std::vector<std::string> want = {
+      "/opt/bin/tether-worker", "--config=job.pbtxt",        "--rank=1",         "--num_servers=2",
+      "--num_workers=2",        "--job_id=slurm-9.0",        "--generation=0",   "--rendezvous=tcp://10.0.0.1:5555",
+      "--staleness=2",          "--resume_from=ckpt",        "--metrics_port=9103", "--metrics_host=0.0.0.0",
+      "--metrics_linger_s=5"};
+  EXPECT_EQ(*worker, want);
+  task.rank = 0;
+  o.rendezvous_serve = true;
+  o.listen = "tcp://*:0";
+  auto server = EngineRoleCommand(task, TwoByTwo(), o, "/opt/bin");
+  ASSERT_TRUE(server.ok());
+  EXPECT_EQ((*server)[0], "/opt/bin/tether-server");
+  EXPECT_EQ((*server)[2], "--shard=0");
+  EXPECT_NE(std::find(server->begin(), server->end(), "--rendezvous_serve"), server->end());
+  task.ntasks = 2;
+  auto no_worker = EngineRoleCommand(task, TwoByTwo(), o, "/opt/bin");
+  ASSERT_FALSE(no_worker.ok());
+  EXPECT_EQ(no_worker.status().message(),
+            "2 task(s) and --num_servers=2 leave no worker: start num_servers + num_workers tasks (srun -n / mpirun "
+            "-np)");
+  task.ntasks = 5;
+  o.num_workers_flag = "2";
+  auto contradicts = EngineRoleCommand(task, TwoByTwo(), o, "/opt/bin");
+  ASSERT_FALSE(contradicts.ok());
+  EXPECT_EQ(contradicts.status().message(), "--num_workers=2 contradicts the 5 tasks less 2 server(s) = 3 worker(s)");
+}
+
+TEST(LaunchRequestTest, RefusesFlagsBeforeAnythingStarts) {
+  EXPECT_TRUE(CheckLaunchCommandLine(0, 3, "ipc", 10).ok());
+  EXPECT_EQ(CheckLaunchCommandLine(-1, 0, "tcp", 10).message(),
+            "--servers and --workers must be positive (0 = take the config's value)");
+  EXPECT_EQ(CheckLaunchCommandLine(0, 0, "udp", 10).message(), "--transport=udp: expected tcp, ipc or inproc");
+  EXPECT_EQ(CheckLaunchCommandLine(0, 0, "tcp", 0).message(), "--timeout_s must be positive, got 0");
+  LaunchRequest r;
+  r.resume_if_present = true;
+  EXPECT_EQ(ResolveResumeIfPresent(TwoByTwo(), &r).message(),
+            "--resume_if_present needs checkpoint.dir (--checkpoint_dir): where to look for one");
+  r.engine = "maybe";
+  EXPECT_EQ(SelectEngineTask(r).status().message(), "--engine=maybe: expected auto, on or off");
+  ScopedEnv env;
+  ClearSchedulerEnv(&env);
+  r.engine = "on";
+  EXPECT_NE(SelectEngineTask(r).status().message().find("--engine=on, but this process is not a task"),
+            std::string::npos);
+  env.Set("OMPI_COMM_WORLD_RANK", "0");
+  env.Set("OMPI_COMM_WORLD_SIZE", "4");
+  r.not_for_engine = {"timeout_s"};
+  EXPECT_NE(SelectEngineTask(r).status().message().find("--timeout_s does not apply in engine mode"),
+            std::string::npos);
+  r.engine = "off";
+  auto off = SelectEngineTask(r);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->has_value());
+}
+
+TEST(JobPlanTest, ForwardsCountsAndOverridesAndRefusesBadCombinations) {
+  LaunchRequest r;
+  r.config_path = "job.pbtxt";
+  r.overrides = {"--num_workers=2", "--staleness=1"};
+  auto options = PlanLaunch(r, TwoByTwo(), "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  ASSERT_EQ(options->forwarded.size(), 4u);
+  EXPECT_EQ(options->forwarded[0], "--num_servers=2");
+  EXPECT_EQ(options->forwarded[1], "--num_workers=2");
+  EXPECT_EQ(options->forwarded[2], "--staleness=1");
+  EXPECT_EQ(options->forwarded[3].rfind("--job_id=job-" + std::to_string(getpid()) + "-", 0), 0u);
+  EXPECT_EQ(options->worker_stop_grace.count(), 0);  // no checkpoint.dir
+  r.model_out = "m.npz";
+  EXPECT_NE(PlanLaunch(r, TwoByTwo(), "/b").status().message().find("--model_out needs --transport=inproc"),
+            std::string::npos);
+  r.model_out.clear();
+  r.max_restarts = 1;
+  EXPECT_NE(PlanLaunch(r, TwoByTwo(), "/b").status().message().find("--max_restarts=1 restarts from checkpoints"),
+            std::string::npos);
+  r.max_restarts = 0;
+  r.elastic_schedule = "2:+1";
+  r.transport = "inproc";
+  JobConfig elastic = TwoByTwo();
+  elastic.mutable_cluster()->set_max_workers(4);
+  EXPECT_EQ(PlanLaunch(r, elastic, "/b").status().message(),
+            "--elastic_schedule needs a process per worker: not with --transport=inproc");
+}
+
+TEST(JobPlanTest, LaysOutMetricsPorts) {
+  LaunchRequest r;
+  LaunchOptions o;
+  o.num_servers = 2;
+  o.num_workers = 2;
+  r.metrics_sd_dir = "sd";
+  EXPECT_EQ(PlanMetrics(r, TwoByTwo(), &o).message(), "--metrics_sd_dir needs --metrics_port (0: a free port per process)");
+  r.metrics_sd_file_set = true;
+  EXPECT_EQ(PlanMetrics(r, TwoByTwo(), &o).message(),
+            "flag --metrics_sd_file names one process's file; tether-launch takes --metrics_sd_dir (one file_sd "
+            "target file per process)");
+  r.metrics_sd_file_set = false;
+  r.metrics_sd_dir.clear();
+  r.metrics_port = 65534;
+  EXPECT_EQ(PlanMetrics(r, TwoByTwo(), &o).message(),
+            "--metrics_port=65534 gives the last of 4 processes port 65537, past 65535");
+  r.metrics_port = 9100;
+  r.metrics_host = "127.0.0.1";
+  r.metrics_linger_s = 3;
+  ASSERT_TRUE(PlanMetrics(r, TwoByTwo(), &o).ok());
+  EXPECT_EQ(o.metrics_port, 9100);
+  EXPECT_EQ(o.metrics_linger.count(), 3);
+  EXPECT_EQ(o.forwarded, (std::vector<std::string>{"--metrics_host=127.0.0.1", "--metrics_linger_s=3"}));
+}
+
+TEST(JobSummaryTest, ExitCodesSayWhatHappened) {
+  ScratchDir dir;
+  JobSummary s;
+  s.num_servers = 1;
+  s.num_workers = 1;
+  s.metrics_out = dir.path() + "/none.json";
+  EXPECT_EQ(PrintJobSummary(s), 1);  // no metrics file
+  s.metrics_out = dir.Write("bad.json", "{not json");
+  EXPECT_EQ(PrintJobSummary(s), 1);
+  s.metrics_out = dir.Write("m.json", "{\"precision_at_1\": 0.5}");
+  EXPECT_EQ(PrintJobSummary(s), 0);
+  s.diverged = {"worker 1 (pid 5)"};
+  EXPECT_EQ(PrintJobSummary(s), 3);
+}
+
+TEST(ElasticRunTest, StartsJoinersAndStopsTheNewestAtTheirEpochs) {
+  ScratchDir dir;
+  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  sigset_t mask;
+  sigemptyset(&mask);
+  ProcessTable table("/bin", devnull, mask);
+  ElasticRun run({{2, +1}, {3, -1}}, /*num_workers=*/1, dir.path());
+  EXPECT_TRUE(run.enabled());
+  EXPECT_EQ(run.ProgressFile(4), dir.path() + "/progress_4");
+  ASSERT_TRUE(table.Start("worker", 0, "sleep", {"30"}).ok());
+  std::vector<int> started;
+  const auto start = [&](int rank) {
+    started.push_back(rank);
+    return table.Start("worker", rank, "sleep", {"30"});
+  };
+  dir.Write("progress_0", "1 0\n");
+  EXPECT_FALSE(run.Poll(&table, true, start).has_value());
+  EXPECT_TRUE(started.empty());
+  dir.Write("progress_0", "2 5\n");
+  EXPECT_FALSE(run.Poll(&table, true, start).has_value());
+  EXPECT_EQ(started, std::vector<int>{1});
+  // Epoch 3, but the joiner is not in the job yet: the stop waits.
+  dir.Write("progress_0", "3 9\n");
+  EXPECT_FALSE(run.Poll(&table, true, start).has_value());
+  EXPECT_TRUE(run.pending());
+  dir.Write("progress_1", "3 9\n");
+  EXPECT_FALSE(run.Poll(&table, true, start).has_value());
+  EXPECT_FALSE(run.pending());
+  EXPECT_FALSE(table.children()[0].leaving);
+  EXPECT_TRUE(table.children()[1].leaving);  // the newest worker leaves
+  table.SignalAll(SIGKILL);
+  EXPECT_TRUE(ReapAll(&table));
+  close(devnull);
+}
+
+}  // namespace
+}  // namespace tether

@@ -1,0 +1,69 @@
+#include "launch/launch_request.h"
+
+#include <glog/logging.h>
+
+#include "checkpoint/checkpoint.h"
+
+namespace tether {
+
+Status CheckLaunchCommandLine(int servers, int workers, const std::string& transport, int timeout_s) {
+  if (servers < 0 || workers < 0)
+    return Status::InvalidArgument("--servers and --workers must be positive (0 = take the config's value)");
+  if (transport != "tcp" && transport != "ipc" && transport != "inproc")
+    return Status::InvalidArgument("--transport=" + transport + ": expected tcp, ipc or inproc");
+  if (timeout_s <= 0) return Status::InvalidArgument("--timeout_s must be positive, got " + std::to_string(timeout_s));
+  return Status::OK();
+}
+
+Status ResolveResumeIfPresent(const JobConfig& config, LaunchRequest* request) {
+  if (!request->resume_if_present) return Status::OK();
+  if (!request->resume_from.empty())
+    return Status::InvalidArgument("--resume_if_present and --resume_from exclude each other");
+  if (config.checkpoint().dir().empty())
+    return Status::InvalidArgument(
+        "--resume_if_present needs checkpoint.dir (--checkpoint_dir): where to look for one");
+  if (auto latest = ResolveCheckpoint(config.checkpoint().dir()); latest.ok()) {
+    LOG(INFO) << "[launch] --resume_if_present: resuming from " << *latest;
+    request->resume_from = *latest;
+  } else {
+    LOG(INFO) << "[launch] --resume_if_present: no complete checkpoint under " << config.checkpoint().dir()
+              << "; starting afresh";
+  }
+  return Status::OK();
+}
+
+StatusOr<std::optional<EngineTask>> SelectEngineTask(const LaunchRequest& request) {
+  if (request.engine != "auto" && request.engine != "on" && request.engine != "off")
+    return Status::InvalidArgument("--engine=" + request.engine + ": expected auto, on or off");
+  auto task = DetectEngineTask();
+  if (!task.ok()) return Status::InvalidArgument("engine mode: " + task.status().message());
+  if (request.engine == "off") task->reset();
+  if (request.engine == "on" && !task->has_value())
+    return Status::InvalidArgument(
+        "--engine=on, but this process is not a task of srun (SLURM_STEP_ID unset, or the batch step) or mpirun "
+        "(OMPI_COMM_WORLD_RANK unset)");
+  if (task->has_value() && !request.not_for_engine.empty())
+    return Status::InvalidArgument("--" + request.not_for_engine.front() +
+                                   " does not apply in engine mode (one task of srun/mpirun runs one role; the "
+                                   "scheduler bounds and restarts the job)");
+  return task;
+}
+
+EngineOptions EngineOptionsFor(const LaunchRequest& request) {
+  EngineOptions o;
+  o.config_path = request.config_path;
+  o.num_workers_flag = request.num_workers_flag;
+  o.overrides = request.overrides;
+  o.listen = request.listen;
+  o.advertise_host = request.advertise_host;
+  o.rendezvous_serve = request.rendezvous_serve;
+  o.metrics_out = request.metrics_out;
+  o.resume_from = request.resume_from;
+  o.metrics_port = request.metrics_port;
+  o.metrics_host = request.metrics_host;
+  o.metrics_linger_s = request.metrics_linger_s;
+  o.metrics_sd_dir = request.metrics_sd_dir;
+  return o;
+}
+
+}  // namespace tether

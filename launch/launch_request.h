@@ -1,0 +1,69 @@
+// What tether-launch was asked to do: its command line as plain values
+// (launch_main.cc maps the flags in; no gflags here), and the first
+// decisions taken on it before any process starts: the flags' own ranges,
+// --resume_if_present, and whether this process is one task of srun/mpirun
+// (engine mode, launch/engine_task.h) or the launcher of a whole job
+// (launch/job_plan.h).
+//
+// Thread-safety: no shared state (DetectEngineTask reads the environment).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "launch/engine_task.h"
+#include "proto/tether.pb.h"
+
+namespace tether {
+
+struct LaunchRequest {
+  std::string config_path;            // --config
+  std::vector<std::string> overrides;  // the config override flags set, "--name=value", in the table's order
+  std::string num_workers_flag;        // --num_workers as given (or set by --workers); "" = unset
+  std::string transport = "tcp";       // tcp | ipc | inproc
+  int timeout_s = 1800;
+  std::string metrics_out;
+  std::string model_out;
+  std::string resume_from;
+  bool resume_if_present = false;
+  std::string elastic_schedule;
+  int max_restarts = 0;
+  // Engine mode.
+  std::string engine = "auto";  // auto | on | off
+  std::string listen;
+  std::string advertise_host;
+  bool rendezvous_serve = false;
+  // The flags that do not apply in engine mode and were given, in the order
+  // --transport, --max_restarts, --model_out, --timeout_s, --elastic_schedule.
+  std::vector<std::string> not_for_engine;
+  // /metrics.
+  int metrics_port = -1;
+  std::string metrics_host;
+  int metrics_linger_s = 15;
+  std::string metrics_sd_dir;
+  bool metrics_port_file_set = false;  // --metrics_port_file was given (one process's file)
+  bool metrics_sd_file_set = false;    // --metrics_sd_file was given
+};
+
+/// --servers and --workers (≥ 0; 0: the config's), --transport and
+/// --timeout_s. Errors: InvalidArgument naming the flag and what it takes.
+Status CheckLaunchCommandLine(int servers, int workers, const std::string& transport, int timeout_s);
+
+/// --resume_if_present: sets request->resume_from to the latest complete
+/// checkpoint under checkpoint.dir when there is one (logged either way).
+/// Errors: InvalidArgument with --resume_from, or without checkpoint.dir.
+Status ResolveResumeIfPresent(const JobConfig& config, LaunchRequest* request);
+
+/// This process's task of srun/mpirun per --engine (auto: when the
+/// environment says so), or nullopt to launch the whole job. Errors:
+/// InvalidArgument for a bad --engine, an environment that names no valid
+/// task ("engine mode: ..."), --engine=on outside srun/mpirun, or a flag
+/// that does not apply in engine mode.
+StatusOr<std::optional<EngineTask>> SelectEngineTask(const LaunchRequest& request);
+
+/// The options an engine task starts its role with.
+EngineOptions EngineOptionsFor(const LaunchRequest& request);
+
+}  // namespace tether

@@ -1,0 +1,441 @@
+#include "launch/launcher.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "launch/elastic_run.h"
+#include "launch/job_summary.h"
+#include "launch/launch_events.h"
+#include "launch/port_file.h"
+#include "launch/process_table.h"
+#include "launch/temp_dir.h"
+#include "worker/trainer.h"
+
+namespace tether {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long each bounded wait of the launcher lasts. Not flags: they bound
+// local process start-up and shutdown, not training, which --timeout_s covers.
+constexpr std::chrono::seconds kPortFileWait{30};     // server start → port file written
+constexpr std::chrono::seconds kServerExitWait{60};   // last worker done → servers gone
+constexpr std::chrono::seconds kWorkerStopGrace{3};   // workers: SIGTERM → BYE → exit (≈ 1 s)
+constexpr std::chrono::seconds kServerStopGrace{2};   // then servers: SIGTERM → exit (≈ 0.1 s)
+constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
+constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
+constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
+
+class Launcher {
+ public:
+  explicit Launcher(const LaunchOptions& options) : options_(options) {}
+  ~Launcher();
+
+  int Run();
+
+ private:
+  int RunJob();
+  int RunInProcess();
+  Status Setup();
+  Status StartChild(const std::string& role, int index, const std::string& binary, std::vector<std::string> args);
+
+  // Waits until a signal arrives, the folder changes, or `until` (whichever
+  // is first), then reaps every child that exited and prints the progress
+  // line when due.
+  void Pump(Clock::time_point until);
+  void PrintStatusLine();
+  int Live(const std::string& role) const { return table_ ? table_->Live(role) : 0; }
+  int Live() const { return table_ ? table_->Live() : 0; }
+
+  // SIGTERM to the workers, up to kWorkerStopGrace (each says BYE, so the
+  // servers stop waiting for it), then to the servers, up to
+  // kServerStopGrace, then SIGKILL to the group and up to kKillWait. A second
+  // stop signal meanwhile skips straight to SIGKILL.
+  void Teardown(const std::string& why);
+
+  // Phases; each returns the exit code to end with, or nullopt to go on.
+  std::optional<int> StartServers();
+  std::optional<int> WaitForPortFiles(std::vector<std::string>* endpoints);
+  std::optional<int> StartWorkers();
+  std::optional<int> Monitor();
+  // A child that exited while training: nullopt to go on, or the exit code.
+  std::optional<int> Exited(Child* c);
+  std::optional<int> Interrupted(const std::string& phase);
+  // --metrics_port (and --metrics_sd_file) of one child.
+  void AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const;
+  std::vector<std::string> WorkerArgs(int rank) const;
+  int PrintSummary();
+
+  const LaunchOptions& options_;
+  std::unique_ptr<ProcessTable> table_;  // made once the signal mask is known
+  LaunchEvents events_;
+  ElasticRun elastic_{options_.elastic, options_.num_workers, ""};
+  std::string tmp_dir_;
+  int devnull_fd_ = -1;
+  bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
+  std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
+  std::string phase_ = "starting";
+  std::string server_addresses_;  // the shards' endpoints, for workers started later
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point deadline_;
+  Clock::time_point next_status_;
+};
+
+Launcher::~Launcher() {
+  // Run() tears down on every path; this is the last line of defence for the
+  // process group if a future early return forgets to.
+  if (Live() > 0 && !torn_down_) Teardown("launcher exiting");
+  if (devnull_fd_ >= 0) close(devnull_fd_);
+  if (!tmp_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_dir_, ec);
+    if (ec) LOG(WARNING) << "[launch] could not remove " << tmp_dir_ << ": " << ec.message();
+  }
+}
+
+Status Launcher::Setup() {
+  start_ = Clock::now();
+  deadline_ = start_ + options_.timeout;
+  next_status_ = start_ + kStatusEvery;
+  TETHER_RETURN_IF_ERROR(events_.Open());
+  devnull_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull_fd_ < 0) return Status::IOError(ErrnoText("/dev/null"));
+  table_ = std::make_unique<ProcessTable>(options_.bin_dir, devnull_fd_, events_.original_mask());
+
+  TETHER_ASSIGN_OR_RETURN(tmp_dir_, MakeLaunchTempDir());
+  elastic_ = ElasticRun(options_.elastic, options_.num_workers, tmp_dir_);
+  events_.Watch(tmp_dir_, kPortFilePoll);
+
+  for (const char* binary : {"tether-server", "tether-worker"}) {
+    const std::string path = options_.bin_dir + "/" + binary;
+    if (access(path.c_str(), X_OK) != 0) return Status::NotFound(ErrnoText(path + " (expected next to tether-launch)"));
+  }
+  if (!options_.metrics_out.empty()) {
+    // A file left by an earlier run must not pass for this run's metrics.
+    if (unlink(options_.metrics_out.c_str()) == 0)
+      LOG(INFO) << "[launch] removed old metrics file " << options_.metrics_out;
+    else if (errno != ENOENT)
+      return Status::IOError(ErrnoText("cannot remove old metrics file " + options_.metrics_out));
+  }
+  return Status::OK();
+}
+
+Status Launcher::StartChild(const std::string& role, int index, const std::string& binary,
+                            std::vector<std::string> args) {
+  return table_->Start(role, index, binary, std::move(args));
+}
+
+void Launcher::PrintStatusLine() {
+  // Straight to stderr rather than through glog: a progress line, meant to be
+  // seen whatever the log settings, between the children's own log lines.
+  if (options_.transport == "inproc") {
+    std::fprintf(stderr, "[launch] %s elapsed, %s: one process (%d worker(s), %d server(s) as threads) %s\n",
+                 FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), options_.num_workers,
+                 options_.num_servers, Live() > 0 ? "live" : "exited");
+  } else {
+    std::fprintf(stderr, "[launch] %s elapsed, %s: workers %d/%d live, servers %d/%d live\n",
+                 FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), Live("worker"), options_.num_workers,
+                 Live("server"), options_.num_servers);
+  }
+  std::fflush(stderr);
+}
+
+void Launcher::Pump(Clock::time_point until) {
+  const Clock::time_point now = Clock::now();
+  Clock::time_point wake = std::min(until, next_status_);
+  if (!events_.watching() && (phase_ == "servers starting" || elastic_.pending()))
+    wake = std::min(wake, now + kPortFilePoll);  // port and progress files
+  const long timeout_ms =
+      wake <= now ? 0 : static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(wake - now).count());
+  events_.Wait(timeout_ms);
+  table_->ReapExited();
+  if (Clock::now() >= next_status_) {
+    PrintStatusLine();
+    next_status_ = Clock::now() + kStatusEvery;
+  }
+}
+
+void Launcher::Teardown(const std::string& why) {
+  if (Live() == 0) return;
+  const std::string old_phase = phase_;
+  phase_ = "tearing down";
+  const auto worker_grace = std::max(kWorkerStopGrace, options_.worker_stop_grace);
+  LOG(WARNING) << "[launch] " << why << ": stopping " << Live() << " child process(es) (SIGTERM to the workers, "
+               << "then after at most " << worker_grace.count() << " s to the servers, then SIGKILL after at most "
+               << kServerStopGrace.count() << " s more)";
+  events_.reset_escalate();
+  // Workers first: a worker stopped gracefully says BYE, and a server that
+  // went first would leave it waiting on a dead shard.
+  for (const auto& [role, grace] : {std::pair{"worker", worker_grace}, std::pair{"server", kServerStopGrace}}) {
+    if (events_.escalate() || Live(role) == 0) continue;
+    table_->Terminate(role);
+    const Clock::time_point grace_end = Clock::now() + grace;
+    while (Live(role) > 0 && !events_.escalate() && Clock::now() < grace_end) Pump(grace_end);
+  }
+  if (Live() > 0) {
+    std::string names;
+    for (const auto& c : table_->children())
+      if (c.running) names += " " + c.Name();
+    LOG(WARNING) << "[launch] " << (events_.escalate() ? "second stop signal" : "still running after SIGTERM")
+                 << "; sending SIGKILL to:" << names;
+    table_->SignalAll(SIGKILL);
+    const Clock::time_point kill_end = Clock::now() + kKillWait;
+    while (Live() > 0 && Clock::now() < kill_end) Pump(kill_end);
+  }
+  for (const auto& c : table_->children())
+    if (c.running) LOG(ERROR) << "[launch] " << c.Name() << " did not die after SIGKILL; giving up on it";
+  phase_ = old_phase;
+  torn_down_ = true;
+}
+
+std::optional<int> Launcher::Interrupted(const std::string& phase) {
+  if (const int sig = events_.stop_signal(); sig != 0) {
+    Teardown(std::string("interrupted by ") + strsignal(sig) + " while " + phase);
+    return 128 + sig;
+  }
+  if (Clock::now() >= deadline_) {
+    LOG(ERROR) << "[launch] job timed out after " << options_.timeout.count() << " s (--timeout_s) while " << phase;
+    Teardown("timeout");
+    return 124;
+  }
+  return std::nullopt;
+}
+
+void Launcher::AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const {
+  if (options_.metrics_port < 0) return;
+  const int offset = role == "server" ? index : options_.num_servers + index;
+  args->push_back("--metrics_port=" + std::to_string(options_.metrics_port == 0 ? 0 : options_.metrics_port + offset));
+  if (!options_.metrics_sd_dir.empty())
+    args->push_back("--metrics_sd_file=" + options_.metrics_sd_dir + "/" + options_.metrics_sd_prefix + "-" + role +
+                    "-" + std::to_string(index) + ".json");
+}
+
+std::vector<std::string> Launcher::WorkerArgs(int rank) const {
+  std::vector<std::string> args = {"--config=" + options_.config_path, "--rank=" + std::to_string(rank),
+                                   "--server_addresses=" + server_addresses_};
+  // Elastic: the evaluator is the lowest rank still there at the end (rank
+  // 0 unless it left), so every worker is told where the metrics go; only
+  // the evaluator writes them.
+  if (!options_.metrics_out.empty() && (rank == 0 || !options_.elastic.empty() || options_.data_on_demand))
+    args.push_back("--metrics_out=" + options_.metrics_out);
+  if (elastic_.enabled()) args.push_back("--progress_file=" + elastic_.ProgressFile(rank));
+  AddMetricsFlags("worker", rank, &args);
+  args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+  return args;
+}
+
+std::optional<int> Launcher::StartServers() {
+  for (int i = 0; i < options_.num_servers; ++i) {
+    const std::string listen = options_.transport == "ipc"
+                                   ? "ipc://" + tmp_dir_ + "/server_" + std::to_string(i) + ".ipc"
+                                   : std::string("tcp://127.0.0.1:0");
+    std::vector<std::string> args = {"--config=" + options_.config_path, "--shard=" + std::to_string(i),
+                                     "--listen=" + listen,
+                                     "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};
+    AddMetricsFlags("server", i, &args);
+    args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+    if (Status st = StartChild("server", i, "tether-server", std::move(args)); !st.ok()) {
+      LOG(ERROR) << "[launch] " << st.ToString();
+      Teardown("could not start server " + std::to_string(i));
+      return 1;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<int> Launcher::WaitForPortFiles(std::vector<std::string>* endpoints) {
+  phase_ = "servers starting";
+  endpoints->assign(options_.num_servers, "");
+  const Clock::time_point port_deadline = std::min(deadline_, Clock::now() + kPortFileWait);
+  while (true) {
+    int missing = 0;
+    for (int i = 0; i < options_.num_servers; ++i) {
+      if (!(*endpoints)[i].empty()) continue;
+      auto ep = ReadPortFile(tmp_dir_ + "/server_" + std::to_string(i) + ".port");
+      if (!ep.ok()) {
+        LOG(ERROR) << "[launch] server " << i << ": " << ep.status().message();
+        Teardown("bad port file");
+        return 1;
+      }
+      if (ep->has_value()) {
+        (*endpoints)[i] = **ep;
+        LOG(INFO) << "[launch] server " << i << " listening on " << (*endpoints)[i];
+      } else {
+        ++missing;
+      }
+    }
+    // Any exit before the job runs is a failure, even with code 0.
+    if (Child* c = table_->NextExited()) {
+      LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded() << " before the job started";
+      Teardown(c->Name() + " failed");
+      return 1;
+    }
+    if (missing == 0) return std::nullopt;
+    if (auto code = Interrupted("waiting for servers")) return code;
+    if (Clock::now() >= port_deadline) {
+      LOG(ERROR) << "[launch] " << missing << " server(s) did not write their port file within "
+                 << kPortFileWait.count() << " s";
+      Teardown("servers did not start");
+      return 1;
+    }
+    Pump(port_deadline);
+  }
+}
+
+std::optional<int> Launcher::StartWorkers() {
+  std::vector<std::string> endpoints;
+  if (auto code = WaitForPortFiles(&endpoints)) return code;
+  std::string addresses;
+  for (const auto& ep : endpoints) addresses += (addresses.empty() ? "" : ",") + ep;
+  for (auto& c : table_->children())
+    if (c.role == "server") c.endpoint = endpoints[c.index];
+  server_addresses_ = addresses;
+  for (int r = 0; r < options_.num_workers; ++r) {
+    if (Status st = StartChild("worker", r, "tether-worker", WorkerArgs(r)); !st.ok()) {
+      LOG(ERROR) << "[launch] " << st.ToString();
+      Teardown("could not start worker " + std::to_string(r));
+      return 1;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<int> Launcher::Exited(Child* c) {
+  if (c->role == "worker" && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == kExitDiverged) {
+    LOG(WARNING) << "[launch] " << c->Name() << " finished, but its training loss diverged "
+                 << "(train.fail_on_divergence): the job will exit " << kExitDiverged;
+    diverged_.push_back(c->Name());
+    return std::nullopt;
+  }
+  // A scheduled stop: the worker leaves on SIGTERM (exit 143), or dies of
+  // it when it came before the worker's handler was in place.
+  if (c->leaving && ((WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == 128 + SIGTERM) ||
+                     (WIFSIGNALED(c->wait_status) && WTERMSIG(c->wait_status) == SIGTERM))) {
+    LOG(INFO) << "[launch] " << c->Name() << " left the job as scheduled (--elastic_schedule)";
+    return std::nullopt;
+  }
+  if (options_.data_on_demand && c->role == "worker" && WIFSIGNALED(c->wait_status) && Live("worker") > 0) {
+    // Its held chunks go to the others once the servers declare it
+    // gone (cluster.worker_timeout_ms); every row is still trained.
+    LOG(WARNING) << "[launch] " << c->Name() << " " << c->HowItEnded()
+                 << ": the job goes on without it (train.data_on_demand: its chunks are dealt again)";
+    return std::nullopt;
+  }
+  if (!c->Succeeded()) {
+    LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded()
+               << (c->role == "server" && !c->endpoint.empty()
+                       ? "; it was shard " + std::to_string(c->index) + " at " + c->endpoint
+                       : std::string());
+    Teardown(c->Name() + " failed");
+    return 1;
+  }
+  LOG(INFO) << "[launch] " << c->Name() << " finished";
+  if (c->role == "worker") elastic_.WorkerFinished();
+  return std::nullopt;
+}
+
+std::optional<int> Launcher::Monitor() {
+  phase_ = "training";
+  std::optional<Clock::time_point> servers_deadline;
+  const auto start_worker = [this](int rank) { return StartChild("worker", rank, "tether-worker", WorkerArgs(rank)); };
+  while (true) {
+    while (Child* c = table_->NextExited())
+      if (auto code = Exited(c)) return code;
+    if (auto failed = elastic_.Poll(table_.get(), Live("worker") > 0, start_worker)) {
+      LOG(ERROR) << "[launch] " << failed->second.ToString();
+      Teardown("could not start worker " + std::to_string(failed->first));
+      return 1;
+    }
+    if (Live() == 0) return std::nullopt;
+    if (Live("worker") == 0 && !servers_deadline) {
+      phase_ = "waiting for servers to exit";
+      // Servers serving /metrics stay up --metrics_linger_s more.
+      servers_deadline = Clock::now() + kServerExitWait + options_.metrics_linger;
+      LOG(INFO) << "[launch] all workers finished; waiting up to "
+                << (kServerExitWait + options_.metrics_linger).count() << " s for the servers to exit";
+    }
+    if (auto code = Interrupted(phase_)) return code;
+    if (servers_deadline && Clock::now() >= *servers_deadline) {
+      LOG(ERROR) << "[launch] " << Live("server") << " server(s) still running " << kServerExitWait.count()
+                 << " s after the last worker finished";
+      Teardown("servers did not exit");
+      return 1;
+    }
+    Pump(servers_deadline ? std::min(deadline_, *servers_deadline) : deadline_);
+  }
+}
+
+int Launcher::PrintSummary() {
+  JobSummary summary;
+  summary.metrics_out = options_.metrics_out;
+  summary.diverged = diverged_;
+  summary.num_servers = options_.num_servers;
+  summary.num_workers = options_.num_workers;
+  summary.wall = Clock::now() - start_;
+  return PrintJobSummary(summary);
+}
+
+int Launcher::Run() {
+  const int code = RunJob();
+  if (code > 128) {
+    LOG(WARNING) << "[launch] job stopped by " << strsignal(code - 128) << " after "
+                 << FormatDuration(Clock::now() - start_) << " (exit code " << code << ")";
+  } else if (code != 0) {
+    LOG(ERROR) << "[launch] job failed after " << FormatDuration(Clock::now() - start_) << " (exit code " << code
+               << ")";
+  }
+  return code;
+}
+
+int Launcher::RunInProcess() {
+  // One child runs the whole job; it is monitored like a worker, and there
+  // are no server processes to wait for.
+  std::vector<std::string> args = {"--config=" + options_.config_path, "--in_process"};
+  if (!options_.metrics_out.empty()) args.push_back("--metrics_out=" + options_.metrics_out);
+  if (!options_.model_out.empty()) args.push_back("--model_out=" + options_.model_out);
+  args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+  LOG(INFO) << "[launch] transport inproc: one tether-worker process runs the " << options_.num_servers
+            << " shard(s) and " << options_.num_workers << " worker(s) as threads";
+  if (Status st = StartChild("worker", 0, "tether-worker", std::move(args)); !st.ok()) {
+    LOG(ERROR) << "[launch] " << st.ToString();
+    Teardown("could not start the in-process job");
+    return 1;
+  }
+  if (auto code = Monitor()) return *code;
+  return PrintSummary();
+}
+
+int Launcher::RunJob() {
+  if (Status st = Setup(); !st.ok()) {
+    LOG(ERROR) << "[launch] " << st.ToString();
+    return 1;
+  }
+  LOG(INFO) << "[launch] " << options_.num_servers << " server(s), " << options_.num_workers
+            << " worker(s), timeout " << options_.timeout.count() << " s, binaries from " << options_.bin_dir
+            << ", port files in " << tmp_dir_;
+  if (options_.transport == "inproc") return RunInProcess();
+  if (auto code = StartServers()) return *code;
+  if (auto code = StartWorkers()) return *code;
+  if (auto code = Monitor()) return *code;
+  return PrintSummary();
+}
+
+}  // namespace
+
+int RunLaunch(const LaunchOptions& options) {
+  Launcher launcher(options);
+  return launcher.Run();
+}
+
+}  // namespace tether

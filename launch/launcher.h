@@ -1,0 +1,66 @@
+// One run of a job on this machine (tether-launch): starts
+// cluster.num_servers tether-server shards on 127.0.0.1 port 0 (or ipc://
+// sockets in the launcher's folder), reads their bound endpoints back from
+// port files, starts cluster.num_workers tether-worker ranks pointed at
+// them, follows every child to its end, applies --elastic_schedule, and
+// prints the metrics of the evaluating worker and the wall time on success.
+// With --transport=inproc one tether-worker --in_process child runs the
+// whole job (local/local_job.h). Restarts from checkpoints are a loop
+// around Launcher (launch/restarts.h).
+//
+// Every wait is bounded: port files within kPortFileWait, the servers'
+// exit kServerExitWait after the last worker, and the whole job
+// LaunchOptions::timeout. Teardown stops the workers first (SIGTERM: each
+// says BYE), then the servers, then SIGKILLs the process group.
+//
+// Ownership: a Launcher owns its children (process_table.h), its folder
+// (temp_dir.h, removed when it is destroyed) and its signal handling
+// (launch_events.h). Thread-safety: single-threaded: one event loop over a
+// signalfd and an inotify watch.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "launch/elastic_schedule.h"
+
+namespace tether {
+
+struct LaunchOptions {
+  std::string config_path;
+  // How long stopped workers may take to leave before the servers are
+  // stopped: longer with checkpoints on, as a stop first takes one.
+  std::chrono::seconds worker_stop_grace{0};
+  std::string bin_dir;                  // holds tether-server and tether-worker
+  int num_servers = 0;
+  int num_workers = 0;
+  std::string metrics_out;              // "" = none
+  std::string model_out;                // "" = none; --transport=inproc only
+  std::chrono::seconds timeout{1800};
+  std::string transport = "tcp";        // tcp | ipc | inproc (--transport)
+  std::vector<std::string> forwarded;   // "--flag=value" for every child
+  // /metrics (--metrics_port): -1 none; 0 a free port per process; else
+  // server i at base + i, worker r at base + num_servers + r.
+  int metrics_port = -1;
+  std::string metrics_sd_dir;           // "" = no file_sd target files
+  std::string metrics_sd_prefix;        // file name prefix there (the job id)
+  std::chrono::seconds metrics_linger{0};  // children serve this long after training
+  // --elastic_schedule: steps by epoch (launch/elastic_schedule.h); empty:
+  // the job keeps its cluster.num_workers workers.
+  std::vector<ElasticStep> elastic;
+  // train.data_on_demand: a worker killed by a signal does not fail the job
+  // (shard 0 deals its chunks again; the job ends when the data is used),
+  // as when the processes are started by hand.
+  bool data_on_demand = false;
+};
+
+/// Runs the job once with `options` (checked by the caller, launch/job_plan.h)
+/// and returns the process exit code: 0 success; 1 a child failed, the
+/// servers did not exit after the workers, the metrics file is missing, or
+/// a start-up error; 3 a worker's loss diverged (train.fail_on_divergence);
+/// 124 the timeout expired; 128+N on stop signal N. Never returns with a
+/// child still running that it could reap. Logs why it did not succeed.
+int RunLaunch(const LaunchOptions& options);
+
+}  // namespace tether
