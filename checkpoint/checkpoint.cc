@@ -235,9 +235,18 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
   const std::string path = CheckpointJoinPath(ckpt_dir, kManifestName);
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(ckpt_dir + " is not a checkpoint: it has no " + kManifestName);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  // Read at most one byte past the limit: a file that large is not a
+  // manifest, and is never read whole.
+  std::string text(kMaxManifestBytes + 1, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxManifestBytes)
+    return Status::DataLoss(path + ": larger than a manifest can be (" + std::to_string(kMaxManifestBytes) +
+                            " bytes)");
+  return ParseManifest(path, text);
+}
+
+StatusOr<CheckpointManifest> ParseManifest(const std::string& path, const std::string& text) {
   const size_t trailer = text.rfind("# xxh3 ");
   if (trailer == std::string::npos || text.size() < trailer + 7 + 16)
     return Status::DataLoss(path + ": no checksum line (\"# xxh3 ...\") at the end: truncated or edited");
@@ -253,6 +262,29 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
     return Status::FailedPrecondition(path + ": checkpoint format version " + std::to_string(m.format_version()) +
                                       "; this build reads version " + std::to_string(kCheckpointFormatVersion));
   return m;
+}
+
+Status CheckManifestSizes(const std::string& path, const CheckpointManifest& m) {
+  uint64_t dense_bytes = 0, file_bytes = 0;
+  for (const TableSpec& t : m.tables()) {
+    if (!IsDenseTable(t)) continue;
+    if (t.size() > (uint64_t{1} << 40))
+      return Status::DataLoss(path + ": dense table '" + t.name() + "' claims " + std::to_string(t.size()) + " weights");
+    dense_bytes += t.size() * sizeof(float);
+  }
+  for (const CheckpointFile& f : m.files()) {
+    if (f.bytes() > (uint64_t{1} << 50))
+      return Status::DataLoss(path + ": file '" + f.name() + "' claims " + std::to_string(f.bytes()) + " bytes");
+    file_bytes += f.bytes();
+  }
+  // Every weight of a dense table is in some shard file.
+  if (dense_bytes > file_bytes)
+    return Status::DataLoss(path + ": its dense tables hold " + std::to_string(dense_bytes) +
+                            " bytes of weights, more than its files' " + std::to_string(file_bytes) + " bytes");
+  if (m.num_servers() < 1 || m.num_servers() > m.files_size())
+    return Status::DataLoss(path + ": " + std::to_string(m.num_servers()) + " servers, but " +
+                            std::to_string(m.files_size()) + " files listed");
+  return Status::OK();
 }
 
 namespace {

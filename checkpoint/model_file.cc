@@ -602,6 +602,10 @@ Status FillTable(const std::string& path, const SafetensorsContents& st, Trained
 StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
   TETHER_RETURN_IF_ERROR(CheckModelFilePath(path));
   TETHER_ASSIGN_OR_RETURN(const std::string file, ReadWholeFile(path));
+  return ParseSafetensorsModel(path, file);
+}
+
+StatusOr<ModelFileContents> ParseSafetensorsModel(const std::string& path, const std::string& file) {
   TETHER_ASSIGN_OR_RETURN(SafetensorsContents st, ParseSafetensors(path, file));
   TETHER_ASSIGN_OR_RETURN(ModelFileContents out, ModelOfMetadata(path, st.meta));
   for (TrainedTable& t : out.model.tables) TETHER_RETURN_IF_ERROR(FillTable(path, st, &t));

@@ -18,14 +18,11 @@ namespace {
 // dense table is in some shard file) or that the process cannot hold are
 // refused first, naming the manifest.
 Status CheckDenseSizes(const std::string& dir, const CheckpointManifest& m) {
-  uint64_t dense_bytes = 0, file_bytes = 0;
+  const std::string manifest = CheckpointJoinPath(dir, kManifestName);
+  TETHER_RETURN_IF_ERROR(CheckManifestSizes(manifest, m));
+  uint64_t dense_bytes = 0;
   for (const TableSpec& t : m.tables())
     if (IsDenseTable(t)) dense_bytes += t.size() * sizeof(float);
-  for (const CheckpointFile& f : m.files()) file_bytes += f.bytes();
-  const std::string manifest = CheckpointJoinPath(dir, kManifestName);
-  if (dense_bytes > file_bytes)
-    return Status::DataLoss(manifest + ": its dense tables hold " + std::to_string(dense_bytes) +
-                            " bytes of weights, more than its files' " + std::to_string(file_bytes) + " bytes");
   const MemoryBudget budget = MemoryBudgetFor(JobConfig{});
   if (budget.bytes > 0 && dense_bytes > budget.bytes)
     return Status::ResourceExhausted(manifest + ": its dense tables need " + FormatBytes(dense_bytes) + ", more than the " +

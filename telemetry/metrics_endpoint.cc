@@ -80,6 +80,7 @@ StatusOr<int> Listen(const std::string& host, int port, int backlog) {
 
 struct MetricsEndpoint::Impl {
   EndpointLimits limits;
+  PrometheusLabels labels;
   Render render;
   MHD_Daemon* daemon = nullptr;
   int listen_fd = -1;
@@ -168,7 +169,7 @@ struct MetricsEndpoint::Impl {
       return Refuse(c, MHD_HTTP_NOT_FOUND, "Tether serves GET /metrics only (Prometheus text format 0.0.4)\n", "path",
                     false);
     self->scrapes.fetch_add(1);
-    const std::string page = self->render() + PeerLimitsPage();
+    const std::string page = self->render() + PeerLimitsPage(self->labels);
     MHD_Response* r = MHD_create_response_from_buffer(page.size(), const_cast<char*>(page.data()), MHD_RESPMEM_MUST_COPY);
     if (r == nullptr) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, kPrometheusContentType);
@@ -178,13 +179,17 @@ struct MetricsEndpoint::Impl {
   }
 
   // The peer-limit families every page ends with.
-  static std::string PeerLimitsPage() {
+  static std::string PeerLimitsPage(const PrometheusLabels& labels) {
     ExpositionWriter w;
     w.Family("tether_peers_dropped_total", ExpositionWriter::Type::kCounter,
              "Peers dropped at a bound of a listening socket (docs/SECURITY.md), by listener and bound.");
-    for (const auto& [listener, reason, n] : PeerDrops())
-      w.Sample("tether_peers_dropped_total", {{"listener", listener}, {"reason", reason}}, static_cast<double>(n));
-    w.Gauge("tether_peer_connections", "Connections of peers open now, all listening sockets of the process.", {},
+    for (const auto& [listener, reason, n] : PeerDrops()) {
+      PrometheusLabels l = labels;
+      l.emplace_back("listener", listener);
+      l.emplace_back("reason", reason);
+      w.Sample("tether_peers_dropped_total", l, static_cast<double>(n));
+    }
+    w.Gauge("tether_peer_connections", "Connections of peers open now, all listening sockets of the process.", labels,
             static_cast<double>(ConnectionBudget::Process().in_use()));
     return w.text();
   }
@@ -208,7 +213,8 @@ struct MetricsEndpoint::Impl {
 };
 
 StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& host, int port, Render render,
-                                                                  const EndpointLimits& limits) {
+                                                                  const EndpointLimits& limits,
+                                                                  const PrometheusLabels& labels) {
   if (host.empty()) return Status::InvalidArgument("metrics endpoint: empty host");
   if (port < 0 || port > 65535)
     return Status::InvalidArgument("metrics endpoint: port " + std::to_string(port) + " outside [0, 65535]");
@@ -221,6 +227,7 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::str
   ep->impl_ = std::make_unique<Impl>();
   Impl* impl = ep->impl_.get();
   impl->limits = limits;
+  impl->labels = labels;
   impl->render = std::move(render);
   TETHER_ASSIGN_OR_RETURN(impl->listen_fd, Listen(host, port, limits.max_connections));
   sockaddr_storage bound{};

@@ -40,6 +40,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "telemetry/prometheus.h"
 
 namespace tether {
 
@@ -64,8 +65,11 @@ class MetricsEndpoint {
   /// Errors: InvalidArgument (port outside [0, 65535], empty host, a limit
   /// below 1), IOError naming host:port when the bind fails (taken, no such
   /// address) or the server cannot start.
+  /// `labels` (tether_job, role, shard or rank) go on the peer-limit
+  /// families the endpoint adds to the page.
   static StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& host, int port, Render render,
-                                                          const EndpointLimits& limits = EndpointLimits{});
+                                                          const EndpointLimits& limits = EndpointLimits{},
+                                                          const PrometheusLabels& labels = {});
   ~MetricsEndpoint();
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
