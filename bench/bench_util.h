@@ -4,6 +4,7 @@
 // never assert a speed; each figure stands beside a baseline measured in
 // the same run (docs/PERFORMANCE.md).
 //
+// Ownership: returns values.
 // Thread-safety: pure functions.
 #pragma once
 

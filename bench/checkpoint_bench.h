@@ -6,6 +6,8 @@
 // as many shards and on another count (re-sharded). Prints Markdown on
 // stdout; the directory it made is removed after.
 //
+// Ownership: the benchmark owns what it makes (tables, files) and removes
+// its directory when it succeeds.
 // Thread-safety: call from one thread; it runs one thread per shard.
 #pragma once
 

@@ -9,6 +9,7 @@
 // (medians) on stdout for the script to merge, then says BYE (the server
 // exits).
 //
+// Ownership: the benchmark owns its client; the server is the caller's.
 // Thread-safety: one thread.
 #pragma once
 

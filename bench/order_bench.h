@@ -2,6 +2,7 @@
 // epoch per line on stdout (EpochOrder, worker/sampling.h), so that
 // baselines outside Tether see the same minibatches (scripts/bench_train.sh).
 //
+// Ownership: returns an exit code; prints to stdout.
 // Thread-safety: no shared state.
 #pragma once
 

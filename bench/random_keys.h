@@ -2,7 +2,9 @@
 // the ps-lite program scripts/bench_pslite.sh compiles
 // (bench/pslite_kv/kv_bench.cc) include this one header, so both sides send
 // the same keys for the same seed. Header-only and standard C++ only (the
-// ps-lite program is built outside Tether's build). Thread-compatible.
+// ps-lite program is built outside Tether's build).
+//
+// Ownership: returns values. Thread-compatible.
 #pragma once
 
 #include <algorithm>

@@ -4,6 +4,8 @@
 // beside the same processes doing no rendezvous (the baseline). Prints
 // Markdown on stdout.
 //
+// Ownership: the benchmark owns and reaps every process it forks and
+// removes its directory.
 // Thread-safety: forks; call from a process's one thread, before any
 // ZeroMQ context exists (a context must not cross a fork).
 #pragma once

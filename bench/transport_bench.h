@@ -4,6 +4,7 @@
 // against CURVE off instead. Prints a Markdown table on stdout
 // (docs/PERFORMANCE.md gives the commands behind its tables).
 //
+// Ownership: the benchmark owns its shards, clients and key directory.
 // Thread-safety: call from one thread; the shards run on threads of their own.
 #pragma once
 

@@ -7,6 +7,7 @@
 // set is a multiple of the last-level cache, so memory, not cache, is
 // measured. Prints Markdown on stdout.
 //
+// Ownership: the benchmark owns its tables and arrays.
 // Thread-safety: one thread (the measurement is single-core by design).
 #pragma once
 

@@ -4,12 +4,12 @@
 // (chunks.state, beside shard-0.tables), and how a resume reads and checks
 // it. ChunkCoordinator::SaveState / RestoreState and ChunkService::SaveState
 // / Resume (the conversion from the server's objects) are defined in
-// server/chunk_state.cc.
+// server/coordinator/chunk_checkpoint.cc.
 //
 // What the state holds, and why it is consistent with the model rows of the
 // same checkpoint: shard 0 writes it in the same turn of its event loop as
 // its table file, once every worker still training has sent CHECKPOINT at
-// the cut's clock c (server/server.cc MaybeWriteCheckpoint). A worker sends
+// the cut's clock c (server/checkpoint_round.cc). A worker sends
 // a chunk's completion (CHUNK_NEXT, synchronous) only after every push of
 // that chunk's rows, and its CHECKPOINT after that; each shard applies a
 // worker's messages in order. So a chunk completed in the state has all

@@ -1,6 +1,6 @@
 // The chunk-state file on its own: written, read back against its manifest
 // entry, refused when it does not match. The conversion from the server's
-// dealing objects is tested in server/chunk_state_test.cc.
+// dealing objects is tested in server/coordinator/chunk_checkpoint_test.cc.
 #include "checkpoint/chunk_state.h"
 
 #include <gtest/gtest.h>

@@ -3,6 +3,7 @@
 // arguments, prints the same --help (Tether's flags first) and --version,
 // and logs with the same prefix. Only main() files include this.
 //
+// Ownership: the CommandLine is read during the call only.
 // Thread-safety: call ParseFlagsOrDie once, from main(), before any thread
 // starts (it sets global gflags and glog state).
 #pragma once

@@ -469,7 +469,7 @@ TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {
   j.mutable_train()->set_data_on_demand(true);
   j.mutable_data()->set_streaming(true);
   j.mutable_data()->clear_train_split();
-  // Streamed files are dealt as byte ranges (server/chunk_coordinator.h
+  // Streamed files are dealt as byte ranges (server/coordinator/chunk_coordinator.h
   // MakeByteChunks), in chunks of train.chunk_bytes (0: derived).
   EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
   j.mutable_train()->set_chunk_bytes(65536);

@@ -8,6 +8,7 @@
 // says BYE). Example "2:+2,4:-1". Epochs ≥ 2 (epoch 1 is the job's start,
 // with cluster.num_workers workers); steps of one epoch apply in order.
 //
+// Ownership: returns values.
 // Pure functions; no state, thread-safe.
 #pragma once
 

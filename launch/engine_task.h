@@ -9,6 +9,7 @@
 // the task's, a SIGTERM from srun/mpirun reaches it directly, and nothing
 // is left behind when the step is killed.
 //
+// Ownership: returns values; RunEngineTask replaces this process (exec).
 // Thread-safety: reads the process environment; call from main() before
 // any thread starts.
 #pragma once

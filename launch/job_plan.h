@@ -5,6 +5,8 @@
 // already holds checkpoints, the /metrics layout. Also the rendezvous store
 // a launcher may serve for the whole job (--rendezvous_serve).
 //
+// Ownership: the caller owns the options and the store returned (keep the
+// store alive while the job runs).
 // Thread-safety: no shared state; StartRendezvousStore starts the store's
 // thread with every signal blocked, so it never takes the launcher's.
 #pragma once

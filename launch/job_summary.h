@@ -2,6 +2,7 @@
 // evaluating worker wrote (printed, indented), a diverged loss, and the
 // one-line summary on stdout (scripts read it).
 //
+// Ownership: borrows the summary.
 // Thread-safety: no shared state.
 #pragma once
 

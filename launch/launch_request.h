@@ -5,6 +5,7 @@
 // (engine mode, launch/engine_task.h) or the launcher of a whole job
 // (launch/job_plan.h).
 //
+// Ownership: plain values; the functions borrow them.
 // Thread-safety: no shared state (DetectEngineTask reads the environment).
 #pragma once
 

@@ -2,6 +2,7 @@
 // it bound to --port_file (renaming a complete file into place), and the
 // launcher reads it back to tell the workers where the shards are.
 //
+// Ownership: returns values.
 // Thread-safety: no shared state.
 #pragma once
 

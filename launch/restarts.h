@@ -5,6 +5,8 @@
 // diverged loss are never restarted, nor a job that failed after its final
 // checkpoint.
 //
+// Ownership: takes the options by value (each run's forwarded flags and
+// timeout are its own).
 // Thread-safety: call from one thread (it runs the launcher's event loop).
 #pragma once
 

@@ -13,6 +13,11 @@
 // Cores: S shards + W workers are S + W busy threads; on a host with fewer
 // cores they share them, which is still cheaper than the same number of
 // processes talking over loopback TCP (docs/PERFORMANCE.md, training).
+//
+// Ownership: RunLocalJob owns the shards, workers and their ZeroMQ context
+// for the call; it borrows the options (LocalJobOptions::model_out and
+// stop stay the caller's). Thread-safety: RunLocalJob may run in any
+// thread; LocalJobOptions::stop may be set from any thread.
 #pragma once
 
 #include <atomic>

@@ -2,22 +2,36 @@
 // its partition of every table, applies pushes with each table's optimizer,
 // tracks worker clocks and answers pulls within the staleness bound.
 //
-// Run() is a single-threaded event loop: one shard is one core's worth of
-// update work, and scaling is by adding shards (see docs/ARCHITECTURE.md).
-// Stop() may be called from any thread; nothing else is thread-safe.
+// ServerShard is the socket loop and a dispatch: each message goes, once
+// checked (server/request_check.h), to the room that owns it:
+//   - membership (server/membership.h): HELLO, joins and rejoins, BYE (held
+//     until the job's outcome once a worker finished), BARRIER, silence,
+//     the startup deadline, CURVE handshake failures;
+//   - the key-value service (server/kv_service.h): PULL (deferred on the
+//     staleness bound), PUSH, PUSH_DELTA (model averaging), key lists;
+//   - the checkpoint round (server/checkpoint_round.h): CHECKPOINT, this
+//     shard's file, the resume;
+//   - the job coordinator (server/coordinator/job_coordinator.h), on the
+//     shard that hosts it (shard 0): CHUNK_NEXT, EVAL_GATHER, a CLOCK's job
+//     part (checkpoint clock, adaptive batch size), the evaluator rank.
+// Replies leave through the shard's Outbox (server/shard_outbox.h).
+//
+// Ownership: the shard owns its socket, its rooms and (on shard 0) the job
+// coordinator, and the ZeroMQ context when none is given. Run() is a
+// single-threaded event loop: one shard is one core's worth of update work,
+// and scaling is by adding shards (see docs/ARCHITECTURE.md). Stop() and
+// StopAfterWorkers() may be called from any thread; nothing else is
+// thread-safe.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include <zmq.hpp>
 
@@ -27,54 +41,17 @@
 #include "core/net/message.h"
 #include "core/net/zap_handler.h"
 #include "core/status.h"
-#include "server/batch_controller.h"
-#include "server/chunk_service.h"
+#include "server/checkpoint_round.h"
 #include "server/clock_tracker.h"
-#include "server/eval_book.h"
-#include "server/model_average.h"
+#include "server/coordinator/job_coordinator.h"
+#include "server/kv_service.h"
+#include "server/membership.h"
+#include "server/request_check.h"
+#include "server/shard_outbox.h"
+#include "server/shard_stats.h"
 #include "server/table.h"
 
 namespace tether {
-
-/// Staleness τ of applied pushes (Zhang et al., IJCAI 2016): how many
-/// updates to the table landed between the version a gradient was computed
-/// from and its own application.
-struct StalenessHistogram {
-  static constexpr int kBuckets = 64;  // τ = 0..62 exactly, the last bucket ≥ 63
-  uint64_t count[kBuckets] = {};
-  uint64_t pushes = 0, sum = 0, max = 0;
-  void Add(uint64_t tau);
-  double mean() const { return pushes ? static_cast<double>(sum) / pushes : 0.0; }
-};
-
-// The shard's counters, listed once: each is a uint64_t member of
-// ServerStats and the ShardStats field of the same name (proto/tether.proto
-// says what each counts), so STATS_REPLY cannot leave one out.
-#define TETHER_SERVER_COUNTERS(X)                                                      \
-  X(pulls)             /* PULL requests served */                                      \
-  X(pushes)            /* PUSH requests applied */                                     \
-  X(rows_pulled)       /* rows sent in pull replies (row tables) */                    \
-  X(rows_pushed)       /* rows of gradients applied (row tables) */                    \
-  X(updates_applied)   /* rows applied, a dense push counting 1; equals the */         \
-                       /* workers' ClientStats::updates_sent once all are answered */  \
-  X(bytes_in)          /* keys and values frames received */                           \
-  X(bytes_out)         /* keys and values frames sent */                               \
-  X(deferred_pulls)    /* pulls that waited on the staleness bound */                  \
-  X(bound_violations)  /* pulls answered past their bound: must stay 0 */              \
-  X(bad_messages)      /* answered with ERROR_REPLY */                                 \
-  X(send_failures)     /* replies that could not be delivered */                       \
-  X(workers_timed_out) /* removed from the min clock for silence */                    \
-  X(workers_rejoined)  /* HELLO again from a known rank */                           \
-  X(workers_joined)    /* HELLO from a new rank beyond cluster.num_workers */
-
-/// Counters a shard keeps; logged at exit and sent in STATS_REPLY as a
-/// ShardStats (SnapshotStats()).
-struct ServerStats {
-#define TETHER_DECLARE_COUNTER(name) uint64_t name = 0;
-  TETHER_SERVER_COUNTERS(TETHER_DECLARE_COUNTER)
-#undef TETHER_DECLARE_COUNTER
-  StalenessHistogram staleness;  // over all tables of the shard
-};
 
 class ServerShard {
  public:
@@ -98,7 +75,7 @@ class ServerShard {
   Status Bind(const std::string& endpoint);
   /// Connections refused at the CURVE handshake so far (unlisted keys,
   /// peers without CURVE or with another server key). Run()'s thread.
-  uint64_t handshakes_refused() const { return handshakes_refused_; }
+  uint64_t handshakes_refused() const { return handshakes_.refused(); }
   /// The endpoint actually bound (with the real port), after Bind.
   const std::string& endpoint() const { return endpoint_; }
 
@@ -118,7 +95,7 @@ class ServerShard {
   /// the path worker 0 sends at HELLO (tether-server --resume_from). With it
   /// set, worker 0 must resume from a checkpoint of the same clock. Call
   /// before Run().
-  void set_resume_from(const std::string& path) { resume_from_ = path; }
+  void set_resume_from(const std::string& path) { round_.set_resume_from(path); }
   /// Asks Run() to return at its next poll (≤ 100 ms). Thread-safe.
   void Stop() { stop_.store(true); }
   /// Asks Run() to return (OK, as for Stop()) once every worker that joined
@@ -158,6 +135,9 @@ class ServerShard {
   void SetTickListener(std::function<void(bool done)> listener) { tick_listener_ = std::move(listener); }
   /// The shard's view of the workers' clocks. Call on Run()'s thread.
   const ClockTracker& clocks() const { return clocks_; }
+  /// The job coordinator this shard hosts (shard kCoordinatorShard), or
+  /// null. Call on Run()'s thread, or once Run() returned.
+  const JobCoordinator* coordinator() const { return coordinator_.get(); }
   /// The job id this shard serves (cluster.job_id, or the config's name).
   const std::string& job_id() const { return job_id_; }
   /// The id this shard drew when it was made (random, never 0), stamped on
@@ -169,12 +149,12 @@ class ServerShard {
   uint64_t incarnation() const { return incarnation_; }
   /// Table `id` of the job (valid once worker 0's HELLO defined them; see
   /// num_tables()).
-  const ServerTable& table(uint32_t id) const { return *tables_[id]; }
-  size_t num_tables() const { return tables_.size(); }
+  const ServerTable& table(uint32_t id) const { return *kv_.tables()[id]; }
+  size_t num_tables() const { return kv_.tables().size(); }
   /// The pool that holds the values frames of pull replies (and of push
   /// replies that carry rows): pre-faulted buffers recycled once ZeroMQ has
   /// sent them, at most kDefaultFramePoolIdleBytes idle (core/net/frame_pool.h).
-  const FramePool& reply_pool() const { return reply_pool_; }
+  const FramePool& reply_pool() const { return kv_.reply_pool(); }
 
   /// Key-list caching (core/net/key_list_cache.h): the bytes of key lists
   /// this shard keeps in all, split evenly over the job's workers
@@ -185,172 +165,72 @@ class ServerShard {
   uint64_t key_list_cache_bytes() const { return key_list_cache_bytes_; }
   /// Each worker's share of key_list_cache_bytes().
   uint64_t key_list_bytes_per_worker() const {
-    return key_list_cache_bytes_ / std::max<uint64_t>(1, workers_.size());
+    return key_list_cache_bytes_ / std::max<uint64_t>(1, members_.slots());
   }
   /// Key-list counters over all workers so far: lists defined (kept),
   /// requests served from a kept list, uses answered key_list_unknown.
-  struct KeyListStats {
-    uint64_t defined = 0, used = 0, unknown = 0;
-    uint64_t bytes_saved = 0;  // 8 × keys of the requests in `used`
-  };
-  const KeyListStats& key_list_stats() const { return key_list_stats_; }
+  using KeyListStats = KvService::KeyListStats;
+  const KeyListStats& key_list_stats() const { return kv_.key_list_stats(); }
   /// Rank's kept key lists (null before its HELLO). Run()'s thread.
-  const KeyListCache* key_lists(int rank) const {
-    auto it = key_lists_.find(rank);
-    return it == key_lists_.end() ? nullptr : &it->second;
-  }
+  const KeyListCache* key_lists(int rank) const { return kv_.key_lists(rank); }
 
  private:
-  struct PendingPull {
-    std::string identity;
-    Message request;
-    std::chrono::steady_clock::time_point since;  // when it started waiting
-    KeyListCache::List offsets;  // a pull naming a key list: its rows (kept alive past an eviction)
-  };
-  struct WorkerState {
-    bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
-    std::string removed_why;  // set with `dead`: "removed: silent for N ms ..."
-    bool finished = false;  // reached the barrier (stays set once released)
-    bool data_done = false;  // BARRIER said data on demand is DONE (chunk.kind)
-    uint64_t samples = 0;
-    uint64_t barrier_request = 0;
-    // The clock this process (re)joined at: it takes no checkpoint at or
-    // before it (a cut pending there cannot have its state).
-    int64_t joined_clock = -1;
-    std::string identity;
-    WorkerStats stats;  // the worker's counters, from its BARRIER
-    // Its BARRIER's `finished`: its entry in a checkpoint cut after it
-    // finished (final_loss, diverged), without rank, kind and samples.
-    CheckpointWorker finished_entry;
-    double bound_wait_s = 0;  // time its pulls waited on the staleness bound here
-    std::chrono::steady_clock::time_point wait_counted_until;  // bound_wait_s covers up to here
-    std::chrono::steady_clock::time_point last_seen;
-  };
-
-  Status RunLoop();  // Run() less the final tick
-  // Tells the worker at `identity`, unasked, that this shard was told to
-  // stop (StopAfterWorkers): a HEARTBEAT with want_checkpoint set.
-  void TellStopping(const std::string& identity);
+  // The loop: Run() less the final tick.
+  Status RunLoop();
+  // Receives and handles every message queued (false: a fatal error, in
+  // *why).
+  bool DrainSocket(Status* why);
+  // A load failure (CheckpointRound::load_failed): refuses the waiting
+  // HELLOs; true once the shard should end (every initial rank told, or
+  // kLoadFailedLingerMs passed).
+  bool LoadFailedDone();
+  // StopAfterWorkers: true once the shard should end (every worker gone,
+  // the grace spent, or nothing to checkpoint).
+  bool DrainDone();
+  // The outcome once the loop ends: logs, job_finished(), and whether a
+  // worker removed for silence leaves the job undone.
+  Status Finish();
   // Run() ended with `why`: every request held waiting gets it as an ERROR_REPLY.
   void FailWaitingRequests(const Status& why);
-  void Handle(const std::string& identity, Message* m);
-  Status CheckRequest(const std::string& identity, const Message& m) const;
-  Status CheckPeer(const std::string& identity, const Message& m) const;  // values, membership
-  // `offsets`: the rows of the pull's key list (ResolveKeyList), or null.
-  void ServePull(const std::string& identity, const Message& m, const std::vector<uint64_t>* offsets = nullptr);
-  void ServeReadyPulls();
-  void ReplyError(const std::string& identity, const MessageHeader& req, const std::string& error);
-  void Reply(const std::string& identity, Message* reply, int rank);
-  void MaybeReleaseBarrier();
-  void ApplyPush(const std::string& identity, const Message& m, const std::vector<uint64_t>* offsets = nullptr);
-  // Consistency model AVERAGE (server/model_average.h): a PUSH_DELTA joins
-  // the sender's pending delta; rounds below the min clock are merged into
-  // the tables (called by ServeReadyPulls, before any pull is answered); a
-  // worker gone mid-round loses its pending delta.
-  void AddDelta(const std::string& identity, const Message& m);
-  void MergeAverageRounds();
-  void DropAverageDeltas(int rank, const char* why);
-  // A PULL or PUSH with MessageHeader.key_list: a define (keys present)
-  // resolves and keeps its rows, a use (keys left out) finds them; either
-  // sets *offsets. Plain requests leave it null. Returns false when it has
-  // answered the request: ERROR_REPLY with key_list_unknown for a list not
-  // kept here, or the define's lookup error.
-  bool ResolveKeyList(const std::string& identity, const Message& m, KeyListCache::List* offsets);
-  // Puts the current values into reply's values frame: the shard's whole
-  // slice (dense tables) or the rows of `keys` (n keys, row tables).
-  // Errors: the table's (rows past its limit); nothing is filled then.
-  // With `offsets` (a key list's rows) the keys are not looked up.
-  Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply,
-                    const std::vector<uint64_t>* offsets = nullptr);
-  // FillValues for a PULL with absent_as_zeros (row tables): absent keys
-  // come back as zeros and are not created. Cannot fail.
-  Status FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
-  Status CheckWorkerTimeouts();
-  // HELLO: checks protocol version, job and generation, shard index,
-  // staleness, that no other live connection holds the rank (a second
-  // claim is refused and logged, naming both connections), and tables
-  // (defining them from worker 0's, or comparing with them). Returns false when the HELLO was refused (error reply sent) or
-  // must wait for worker 0's (kept in waiting_hellos_).
-  bool AdmitHello(const std::string& identity, Message* m);
-  // Whether the ROUTER still has a connection for `identity` (a message
-  // the worker ignores is sent to it; see AdmitHello).
-  bool ConnectionLive(const std::string& identity);
-  // Logs and counts the handshake failures the monitor reported.
+  // Reads the CURVE monitor's handshake failures (HandshakeFailures).
   void TakeHandshakeFailures();
-  void DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>& specs);
-  void AdmitWaitingHellos();
-  // Checkpoints: a worker's CHECKPOINT joins the round at its clock; once
-  // every worker still training has joined, the shard writes its file and
-  // answers them all (MaybeWriteCheckpoint, also called when a worker
-  // reaches the barrier, leaves or is removed).
-  void HandleCheckpoint(const std::string& identity, const Message& m);
-  // Partitioned evaluation (EVAL_GATHER, shard 0 only; server/eval_book.h):
-  // stores the sender's partial and answers as it asked (ack, poll, wait).
-  void HandleEvalGather(const std::string& identity, const Message& m);
-  // Data on demand (CHUNK_NEXT, shard 0 only; server/chunk_service.h):
-  // counts the completion the request carries and deals the next chunk.
-  void HandleChunkNext(const std::string& identity, const Message& m);
-  // Answers the EVAL_WAIT requests whose round is now complete (after a
-  // partial arrived, or a worker left or was removed).
-  void AnswerEvalWaiters();
-  // Rank r owes no partials: it left (BYE), was removed, or joined beyond
-  // the initial ranks (joiners hold no part of the test set).
-  bool EvalExcused(int rank) const;
-  // Whether rank r is in the job's membership: an initial rank (joined or
-  // still expected), or one that joined later. A joiner's slot that was
-  // never taken is not: it holds no barrier, evaluation or exit back.
-  bool Member(size_t rank) const;
-  void MaybeWriteCheckpoint();
-  // Ends the pending round without writing it: every worker waiting at it
-  // gets a CHECKPOINT_REPLY with checkpoint_abandoned and `why`.
-  void AbandonCheckpoint(const std::string& why);
-  // Data on demand in checkpoints (checkpoint/chunk_state.h), shard 0 only:
-  // writes chunks.state into the round's directory when chunks are being
-  // dealt (*written keeps no name otherwise), and on a resume hands the
-  // checkpoint's state to chunks_ ("" or why the resume is refused).
-  Status WriteChunkStateIfDealing(CheckpointFile* written);
-  std::string ResumeChunkState(const std::string& dir, const CheckpointManifest& m);
-  // Worker 0's HELLO of a resumed job: loads this shard's rows. Returns
-  // "" or why the HELLO is refused (a failed load is also recorded in
-  // load_failed_: LoadFailed).
-  std::string Resume(const MessageHeader& hello);
-  // Records that this shard could not load its checkpoint (load_failed_);
-  // returns `why`, the refusal every worker's HELLO gets from then on.
-  std::string LoadFailed(const std::string& why);
+  // The fatal error one of the rooms recorded (OK when none).
+  Status Fatal() const;
+
+  // Dispatch: each message type to the room that owns it, in the order the
+  // event needs (server.cc).
+  void Handle(const std::string& identity, Message* m);
+  // An ABORT naming another process of this job on this address, before
+  // any check (this process replaced the one its workers joined).
+  bool AbortFromReplacedProcess(const MessageHeader& h);
+  void OnHello(const std::string& identity, Message* m);
+  // The HELLO's tables: worker 0's define the job's (or resume it); the
+  // others' must match. "" or why the HELLO is refused.
+  std::string SetUpTables(const MessageHeader& h);
+  std::string MatchJob(const MessageHeader& h) const;
+  void OnClock(const std::string& identity, const MessageHeader& h);
+  void OnBarrier(const std::string& identity, const MessageHeader& h);
+  void OnBye(const std::string& identity, const MessageHeader& h);
+  // EVAL_GATHER and CHUNK_NEXT: the job coordinator's, refused by a shard
+  // without one.
+  void OnCoordinatorRequest(const std::string& identity, const Message& m);
+  void OnStats(const std::string& identity, const MessageHeader& h);
+  // A worker fell silent (Membership::NextSilent): the other rooms let go.
+  Status CheckWorkerTimeouts();
+  // The min clock may have moved: parked pulls and AVERAGE rounds.
+  void MinClockChanged(bool changed);
+  // The largest clock of the workers that count (0 when none).
+  int64_t LatestCountingClock() const;
 
   JobConfig config_;
   int shard_;
-  std::unique_ptr<ModelAverager> averager_;  // AVERAGE jobs only (set by DefineTables)
-  EvalBook eval_book_;  // partitioned evaluation (shard 0)
-  ChunkService chunks_;  // data on demand (shard 0)
   int num_shards_;
   std::string job_id_;
   uint64_t incarnation_;
   std::string log_prefix_;
-  // The job's tables as worker 0 declared them, and the shard's part of
-  // each; empty until worker 0's HELLO.
-  google::protobuf::RepeatedPtrField<TableSpec> job_tables_;
-  std::vector<std::unique_ptr<ServerTable>> tables_;
-  // HELLOs of other workers that came before worker 0's, by rank.
-  std::map<int, PendingPull> waiting_hellos_;
-  // BYEs of workers that finished (passed the barrier), answered when this
-  // shard's part of the job ends: BYE_REPLY if the job did its job, else
-  // the reason (a worker removed later, with the static split), so that no
-  // worker of a failed job exits 0 (Run, AnswerHeldByes).
-  struct HeldBye {
-    std::string identity;
-    uint64_t request_id = 0;
-    int rank = -1;
-  };
-  std::vector<HeldBye> held_byes_;
-  void AnswerHeldByes(const Status& outcome);
-  ClockTracker clocks_;
-  // One slot per rank: the initial ones, grown by a joiner's HELLO to its
-  // rank + 1 (elastic membership; at most max_workers_).
-  std::vector<WorkerState> workers_;
   int initial_workers_;  // cluster.num_workers: the ranks the job waits for
-  int max_workers_;      // MaxWorkers(cluster): ranks ≥ this are refused
-  std::deque<PendingPull> pending_;
+  ClockTracker clocks_;
+  ServerStats stats_;
   std::unique_ptr<zmq::context_t> own_ctx_;  // when no context was passed in
   zmq::context_t* ctx_;
   // security.curve: admits the listed worker keys. Declared before socket_
@@ -360,92 +240,40 @@ class ServerShard {
   // With CURVE: the ROUTER's handshake failures (a peer without CURVE, or
   // with another server key), read in Run() and logged.
   zmq::socket_t monitor_;
-  uint64_t handshakes_refused_ = 0;
-  uint64_t handshake_failures_logged_ = 0;  // failures other than ZAP refusals (logged 1st, 10th, 100th ...)
   std::string endpoint_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> drain_requested_{false};  // StopAfterWorkers
   std::atomic<int64_t> drain_grace_ms_{0};
-  std::optional<std::chrono::steady_clock::time_point> drain_deadline_;  // event loop only
-  Status aborted_;  // set by a worker's ABORT: Run() returns it
-  std::function<void(int64_t)> clock_listener_;
-  // Adaptive batch sizes (shard 0; server/batch_controller.h): made at the
-  // first CLOCK that carries a report, with its settings (adaptive_settings_).
-  std::unique_ptr<BatchController> batch_controller_;
-  AdaptiveBatchClock adaptive_settings_;  // rows and batch_size cleared
-  struct BatchTiming {
-    std::chrono::steady_clock::time_point last_clock;  // its previous CLOCK
-    double bound_wait_s = 0;                            // WorkerState::bound_wait_s then
-  };
-  std::map<int, BatchTiming> batch_timing_;  // by rank
-  // A CLOCK's report: feeds the controller (busy time = time since the
-  // rank's previous CLOCK less its bound wait since) and puts the size it
-  // answers into `reply`. Errors: settings that differ from the first
-  // report's, or that the controller refuses (InvalidArgument).
-  Status ReportAdaptiveBatch(int rank, const AdaptiveBatchClock& report, MessageHeader* reply);
-  // Takes `rank` out of the controller (finished, left, removed, rejoined).
-  void ForgetAdaptiveBatch(int rank);
-  std::function<void(bool)> tick_listener_;
-  ServerStats stats_;
-  // Reply values frames. Frames still queued in ZeroMQ when the shard is
-  // destroyed keep the pool's state alive until they are sent or dropped.
-  FramePool reply_pool_;
-  // Checkpoints (see HandleCheckpoint).
-  struct CheckpointRound {
-    int64_t clock = -1;  // −1: none in progress
-    bool final = false;
-    std::string dir;
-    std::map<int, std::pair<std::string, uint64_t>> waiting;  // rank → identity, request id
-    std::map<int, CheckpointFile> files;                       // rank → its state file
-  };
+  ShardOutbox outbox_;  // on socket_, once bound
+  // The rooms (each header says what it owns).
+  Membership members_;
+  HandshakeFailures handshakes_;
+  KvService kv_;
+  RequestCheck checks_;
+  // The job coordinator when this shard's process hosts it (shard
+  // kCoordinatorShard), else null: this shard then refuses the requests
+  // that are the coordinator's.
+  std::unique_ptr<JobCoordinator> coordinator_;
   CheckpointRound round_;
-  int64_t due_checkpoint_clock_ = -1;   // shard 0: the clock picked on a want_checkpoint
-  int64_t last_checkpoint_clock_ = -1;
-  // StopAfterWorkers: last_checkpoint_clock_ when the stop was first seen (a
-  // larger one since is the stop checkpoint), and job_finished().
+  uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
+  // The loop's own state (event loop only).
+  std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
+  // StopAfterWorkers: the last checkpoint's clock when the stop was first
+  // seen (a larger one since is the stop checkpoint), and job_finished().
   int64_t checkpoint_before_stop_ = -1;
   bool job_finished_ = false;
-  std::string resume_from_;             // set_resume_from
-  // The first admitted HELLO's train.data_on_demand: every later HELLO
-  // must agree (MessageHeader.data_on_demand).
-  std::optional<bool> hello_data_on_demand_;
-  // The first HELLO's train.epochs (MessageHeader.train_epochs): every
-  // later HELLO that carries it must agree.
-  std::optional<int64_t> hello_epochs_;
-  // The rank that evaluates, fixed by the first release of the barrier: a
-  // worker reaching the barrier after it (a late joiner) is told the same
-  // rank, never made the evaluator of a job already reported.
-  int job_evaluator_ = -1;
-  int64_t resume_clock_ = -1;           // the clock this shard resumed at, or −1
-  // Shard 0: each rank's state file at the last checkpoint it took part in,
-  // and that checkpoint's directory (a rank that leaves is LEFT from it).
-  std::map<int, std::pair<std::string, CheckpointFile>> last_state_;
-  Status fatal_;                        // ends Run() with this error
-  // This shard could not load its part of the checkpoint (--resume_from or
-  // worker 0's): it refuses every HELLO with `load_failed_why_`, so that
-  // every worker learns which server failed and on which file, and ends
-  // Run() with load_failed_ once each initial rank was told or
-  // kLoadFailedLingerMs after the failure, whichever comes first (ranks not
-  // started by then find no server). An ABORT meanwhile does not end it
-  // sooner.
+  Status aborted_;  // set by a worker's ABORT: Run() returns it
+  Status fatal_;    // ends Run() with this error (tables this shard cannot hold)
+  std::chrono::steady_clock::time_point started_, last_message_;
+  bool any_hello_ = false;
+  std::function<void(int64_t)> clock_listener_;
+  std::function<void(bool)> tick_listener_;
+  // This shard could not load its part of the checkpoint: it refuses every
+  // HELLO (so that every worker learns which server failed and on which
+  // file) and ends Run() once each initial rank was told or this long after
+  // the failure, whichever comes first (ranks not started by then find no
+  // server). An ABORT meanwhile does not end it sooner.
   static constexpr int64_t kLoadFailedLingerMs = 3000;
-  Status load_failed_;
-  std::string load_failed_why_;
-  std::chrono::steady_clock::time_point load_failed_at_;
-  // Every rank must say HELLO within cluster.startup_timeout_ms of the
-  // first one (why a rank was refused is kept to name it then).
-  std::optional<std::chrono::steady_clock::time_point> first_hello_;
-  bool first_hello_done_ = false;  // every rank joined in time
-  std::map<int, std::string> refusals_;
-  std::vector<uint64_t> key_scratch_;
-  // Key lists kept per rank (reset at its HELLO, dropped at its BYE). They
-  // hold row offsets, valid because a row never moves while its table
-  // lives (server/table.h): anything that moves or drops rows of a live
-  // shard must clear key_lists_.
-  uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
-  std::map<int, KeyListCache> key_lists_;
-  KeyListStats key_list_stats_;
-  std::vector<float> value_scratch_;
 };
 
 }  // namespace tether

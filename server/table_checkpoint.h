@@ -1,7 +1,7 @@
 // A server shard's tables in a checkpoint: its ServerTables written to, and
 // restored from, shard files (checkpoint/shard_file.h says the format;
 // checkpoint/checkpoint.h the layout of a checkpoint). The protocol that
-// takes the cut lives in server/server.cc.
+// takes the cut lives in server/checkpoint_round.cc.
 //
 // Thread-safety: functions are re-entrant; the tables passed belong to the
 // caller (a shard's event loop) for the duration of the call.

@@ -1,6 +1,7 @@
 // Writing model files from a job: what tether-export, tether-worker
 // --model_out and the tests share (checkpoint/model_file.h writes the bytes).
 //
+// Ownership: the functions borrow their inputs and return values.
 // Thread-safety: the functions share no state.
 #pragma once
 

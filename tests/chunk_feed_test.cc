@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_service.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {

@@ -214,6 +214,34 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     for (int sh = 0; sh < 2; ++sh) EXPECT_EQ(cluster.server(sh).stats().workers_joined, static_cast<uint64_t>(joins));
   }
   for (int sh = 0; sh < 2; ++sh) EXPECT_EQ(cluster.server(sh).stats().bound_violations, 0u);
+  // Read exactly once the shards stopped. Every push reached the one shard
+  // that owns its key and was applied there (a CLOCK's answer follows it);
+  // and the job coordinator, which learns membership only from the events
+  // its shard forwards, knows every rank as the test does: joined, and left
+  // when it said BYE.
+  cluster.Stop();
+  uint64_t applied = 0, rows = 0, made = 0;
+  for (int sh = 0; sh < 2; ++sh) {
+    applied += cluster.server(sh).stats().pushes;
+    rows += cluster.server(sh).stats().updates_applied;
+  }
+  for (int r = 0; r < ranks; ++r) made += static_cast<uint64_t>(pushes[r]);
+  EXPECT_EQ(applied, made);
+  EXPECT_EQ(rows, made);
+  ASSERT_NE(cluster.server(0).coordinator(), nullptr);
+  EXPECT_EQ(cluster.server(1).coordinator(), nullptr);
+  const CoordinatorState state = cluster.server(0).coordinator()->Snapshot();
+  std::vector<bool> joined(ranks, false), said_bye(ranks, false);
+  for (const CoordinatorRank& c : state.ranks()) {
+    ASSERT_LT(c.rank(), ranks);
+    joined[c.rank()] = c.joined();
+    said_bye[c.rank()] = c.left();
+    EXPECT_FALSE(c.removed()) << "rank " << c.rank();
+  }
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(joined[r], live[r] || left[r]) << "rank " << r;
+    EXPECT_EQ(said_bye[r], left[r]) << "rank " << r;
+  }
   if (capacity > 0 && cache && s >= 0) {
     uint64_t evictions = 0, hits = 0;
     for (auto& c : w) {
@@ -510,7 +538,7 @@ TEST(ConsistencyTest, StalenessPolicyScalesTheStepByTau) {
   }
 }
 
-// Adaptive batch sizes on the wire (server/batch_controller.h): a push's
+// Adaptive batch sizes on the wire (server/coordinator/batch_controller.h): a push's
 // step follows its batch size (LINEAR scales the gradient on the worker,
 // SERVER_WEIGHT the shard's step, exactly, under SGD with rate 1); shard 0
 // answers a CLOCK that carries a report with a size (B during warm-up), and

@@ -1,5 +1,5 @@
 // ChunkFeed: one worker's side of data on demand (train.data_on_demand;
-// shard 0's side is server/chunk_service.h). Per epoch the
+// shard 0's side is server/coordinator/chunk_service.h). Per epoch the
 // worker asks shard 0 for chunks until the epoch is over for it, trains
 // each chunk's rows, and completes it with its next request, counting the
 // rows it read. So a fast worker trains on more rows than a slow one, and

@@ -329,7 +329,7 @@ class WorkerClient {
   /// Shard 0 answers CLOCK (CLOCK_REPLY); before returning, Clock waits for
   /// the answer to the previous clock's CLOCK (normally long arrived), so a
   /// checkpoint clock that shard 0 picks (want_checkpoint) is known to every
-  /// worker before it can pass it (server/server.cc, "Checkpoints").
+  /// worker before it can pass it (server/coordinator/checkpoint_clock.h).
   /// `want_checkpoint`: ask shard 0 for a checkpoint at a clock it picks for
   /// every worker; see due_checkpoint_clock().
   Status Clock(bool want_checkpoint = false);
@@ -337,7 +337,7 @@ class WorkerClient {
   /// none). Take it when clock() equals it.
   int64_t due_checkpoint_clock() const { return due_checkpoint_clock_; }
 
-  /// Adaptive batch sizes (train.adaptive_batch; server/batch_controller.h).
+  /// Adaptive batch sizes (train.adaptive_batch; server/coordinator/batch_controller.h).
   /// The next Clock() carries `report` (the clock's rows, the batch size they
   /// were trained with, the job's settings) to shard 0, once.
   void SetAdaptiveBatchReport(const AdaptiveBatchClock& report) { adaptive_report_ = report; }
@@ -392,7 +392,7 @@ class WorkerClient {
   /// Errors: the sticky error, then as RequestHandle::Wait.
   /// `data_done`: data on demand told this worker DONE (every chunk of every
   /// epoch completed); the shards then do not count a worker that fell
-  /// silent and never came back as a failed job (server/chunk_service.h).
+  /// silent and never came back as a failed job (server/coordinator/chunk_service.h).
   /// `finished`: this worker's entry in a checkpoint cut after it finished
   /// (its final_loss, diverged; the shards set rank, kind and samples).
   StatusOr<uint64_t> Barrier(uint64_t samples, const WorkerStats& stats, bool data_done = false,
@@ -419,7 +419,7 @@ class WorkerClient {
 
   /// Partitioned evaluation: sends `mine` (this worker's partial sums of
   /// evaluation `round`; null: none, e.g. a second poll) to shard 0
-  /// (EVAL_GATHER, server/eval_book.h), and gets back, per `want`:
+  /// (EVAL_GATHER, server/coordinator/eval_book.h), and gets back, per `want`:
   ///   EVAL_ACK:  nothing (the reply says the partial is stored);
   ///   EVAL_POLL: every worker's partial in rank order if the round is
   ///              complete (returns true), else at once false;
@@ -434,7 +434,7 @@ class WorkerClient {
 
   /// Data on demand: sends CHUNK_NEXT with `request` (the job's shape and
   /// the completion of the previous chunk, if any) to shard 0 and returns
-  /// its CHUNK_REPLY body (a chunk, WAIT or DONE; server/chunk_service.h).
+  /// its CHUNK_REPLY body (a chunk, WAIT or DONE; server/coordinator/chunk_service.h).
   /// Blocks for the reply, bounded by cluster.request_timeout_ms. Errors:
   /// the sticky error, then as RequestHandle::Wait (a refused shape comes
   /// back as the server's error).

@@ -872,7 +872,7 @@ StatusOr<TrainReport> RunWorkerWith(const JobConfig& config, const TrainerOption
 
   std::vector<int64_t> order(train.features.rows);
   // The minibatch size: train.minibatch_size, or with train.adaptive_batch
-  // what shard 0 last answered a CLOCK with (server/batch_controller.h).
+  // what shard 0 last answered a CLOCK with (server/coordinator/batch_controller.h).
   int64_t bs = config.train().minibatch_size();
   const AdaptiveBatchConfig adaptive = ResolvedAdaptiveBatch(config.train());
   int64_t clock_rows = 0;  // rows trained in the clock in progress

@@ -1,6 +1,7 @@
 // What the files of core/config/ share and nothing else needs (the public
 // interface is core/config.h).
 //
+// Ownership: a collector owns the error it keeps.
 // Thread-safety: an error collector belongs to one parse.
 #pragma once
 

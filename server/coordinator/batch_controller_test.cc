@@ -1,7 +1,7 @@
 // BatchController: exact sizes from exact throughputs (proportional split,
 // clamping with water-filling, warm-up, smoothing, window, membership), and
 // convergence to equal clock times under a cost model with a fixed part.
-#include "server/batch_controller.h"
+#include "server/coordinator/batch_controller.h"
 
 #include <cmath>
 
@@ -145,6 +145,40 @@ TEST(BatchControllerTest, OptionsAreChecked) {
   EXPECT_EQ(CheckBatchControllerOptions(Opts(64, 16, 256, 0, 0, 0.5)).message(), "window_clocks 0 must be ≥ 1");
   EXPECT_FALSE(CheckBatchControllerOptions(Opts(64, 16, 256, 0, 1, 0.0)).ok());
   EXPECT_TRUE(CheckBatchControllerOptions(Opts(64, 16, 256, 0, 1, 1.0)).ok());
+}
+
+// A copy (Snapshot, Restore into a fresh controller) reports exactly as
+// the original from then on: same sizes, same rates, same window.
+TEST(BatchControllerTest, ARestoredCopyReportsExactlyAsTheOriginal) {
+  const BatchControllerOptions o = Opts(64, 8, 256, /*warmup=*/2, /*window=*/3, /*smoothing=*/0.5);
+  BatchController a(o);
+  for (int i = 0; i < 7; ++i) {
+    a.Report(0, 64, 0.5 + 0.1 * i);
+    a.Report(1, 64, i == 0 ? 0.0 : 1.3);  // its first clock has no busy time
+    if (i == 4) a.Report(2, 64, 0.7);
+  }
+  AdaptiveBatchState state;
+  a.Snapshot(&state);
+  BatchController b(o);
+  ASSERT_TRUE(b.Restore(state).ok());
+  for (int i = 0; i < 20; ++i) {
+    const int rank = i % 3;
+    const double busy = 0.2 + 0.05 * ((i * 7) % 11);
+    EXPECT_EQ(a.Report(rank, 40 + i, busy), b.Report(rank, 40 + i, busy)) << "report " << i;
+    EXPECT_EQ(a.rate(rank), b.rate(rank));
+    if (i == 9) {
+      a.Remove(1);
+      b.Remove(1);
+    }
+  }
+  AdaptiveBatchState sa, sb;
+  a.Snapshot(&sa);
+  b.Snapshot(&sb);
+  EXPECT_EQ(sa.SerializeAsString(), sb.SerializeAsString());
+  // A malformed window is refused and changes nothing.
+  state.mutable_workers(0)->add_window_rows(5);
+  EXPECT_EQ(b.Restore(state).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(b.num_workers(), a.num_workers());
 }
 
 }  // namespace

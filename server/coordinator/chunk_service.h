@@ -1,10 +1,11 @@
-// ChunkService: data on demand on the wire (train.data_on_demand).
-// Shard 0 owns one; it turns each CHUNK_NEXT (worker → shard 0)
-// into calls on a ChunkCoordinator (server/chunk_coordinator.h: the
-// protocol, with its exactly-once proof by property tests) and builds the
-// CHUNK_REPLY body. The server's event loop calls Leave when a worker says
-// BYE, is declared gone (cluster.worker_timeout_ms) or rejoins with a new
-// HELLO, so the chunks it held are dealt again.
+// ChunkService: data on demand on the wire (train.data_on_demand). The job
+// coordinator owns one (server/coordinator/job_coordinator.h); it turns each
+// CHUNK_NEXT (worker → shard 0) into calls on a ChunkCoordinator
+// (server/coordinator/chunk_coordinator.h: the protocol, with its
+// exactly-once proof by property tests) and builds the CHUNK_REPLY body.
+// The coordinator calls Leave when a worker says BYE, is declared gone
+// (cluster.worker_timeout_ms) or rejoins with a new HELLO, so the chunks it
+// held are dealt again.
 //
 // The coordinator is created by the first CHUNK_NEXT from the job's shape
 // that request carries (train_rows, chunk_rows, epochs, seed): the workers
@@ -21,7 +22,7 @@
 // epoch is over from a chunk of the next one or DONE).
 //
 // Workers are any non-negative rank; nothing is sized by a worker count.
-// Not thread-safe: the event loop of shard 0 owns it.
+// Not thread-safe: the job coordinator owns it.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "proto/coordinator.pb.h"
 #include "proto/tether.pb.h"
-#include "server/chunk_coordinator.h"
+#include "server/coordinator/chunk_coordinator.h"
 
 namespace tether {
 
@@ -70,7 +72,7 @@ class ChunkService {
   /// The coordinator, or null before the first request.
   const ChunkCoordinator* coordinator() const { return coordinator_.get(); }
 
-  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/chunk_state.cc).
+  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/coordinator/chunk_checkpoint.cc).
   /// The dealing state now, with the job's shape and `clock`; false (and
   /// `*state` untouched) before the first request.
   bool SaveState(int64_t clock, ChunkCoordinatorState* state) const;
@@ -82,10 +84,26 @@ class ChunkService {
   /// request has created the coordinator.
   Status Resume(ChunkCoordinatorState state);
 
+  // ---- Copies (JobCoordinator::Snapshot / Restore).
+  /// Everything, exactly (ChunkDealingState: the shape, the coordinator's
+  /// dealing, the counts, a checkpoint's state not yet applied).
+  void Snapshot(ChunkDealingState* state) const;
+  /// Replaces everything with `state` (a Snapshot's). Errors:
+  /// InvalidArgument naming the field when it does not fit its shape's
+  /// chunk list (ChunkCoordinator::Restore) or the shape is malformed;
+  /// nothing changes then.
+  Status Restore(const ChunkDealingState& state);
+
  private:
   // The log line of an epoch just completed: its rows by worker and the
   // re-dealt counts so far.
   void LogEpoch(int64_t e) const;
+  // The completion `request` carries (completed_id ≠ 0): whether it counted
+  // (false, logged: `rank` no longer holds the chunk).
+  bool CountCompletion(int rank, const DataOnDemandChunk& request);
+  // Deals `rank` (named `who` in the logs) its next chunk, WAIT (with
+  // `max_clock`) or DONE into `reply`.
+  void Deal(int rank, const std::string& who, int64_t max_clock, DataOnDemandChunk* reply);
 
   std::string log_prefix_;
   DataOnDemandChunk shape_;  // the job's shape (train_rows, chunk_rows, epochs, seed)

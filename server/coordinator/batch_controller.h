@@ -1,6 +1,7 @@
 // BatchController: adaptive minibatch sizes per worker (Adaptive SGD: Ma et
 // al., "Adaptive Distributed SGD" arXiv 2110.07029;
-// train.adaptive_batch). Shard 0 owns one and feeds it every worker's CLOCK.
+// train.adaptive_batch). The job coordinator owns one and feeds it every
+// worker's CLOCK (server/coordinator/adaptive_batches.h).
 //
 // Why: with one worker twice as slow, every finite staleness bound makes the
 // fast worker wait for the slow one every clock (docs/CONSISTENCY.md). Giving
@@ -27,8 +28,8 @@
 // report; Remove() takes a finished, departed or dead worker out of n. Nothing
 // is sized by a worker count, so a worker joining mid-job simply reports.
 //
-// Units: rows, seconds, rows per second. Not thread-safe: owned by the event
-// loop of shard 0.
+// Units: rows, seconds, rows per second. Not thread-safe: owned by the job
+// coordinator.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "proto/coordinator.pb.h"
 
 namespace tether {
 
@@ -77,6 +79,15 @@ class BatchController {
   /// Workers taking part (reported, not removed).
   int num_workers() const { return static_cast<int>(workers_.size()); }
   const BatchControllerOptions& options() const { return options_; }
+
+  /// Every worker's window, counts and size into state->workers (replaced),
+  /// for JobCoordinator::Snapshot; the options are the caller's.
+  void Snapshot(AdaptiveBatchState* state) const;
+  /// Replaces the workers with state.workers (a Snapshot's, under the same
+  /// options). Errors: InvalidArgument naming the rank when a rank is
+  /// negative or listed twice, or its window's rows and seconds differ in
+  /// length; nothing changes then.
+  Status Restore(const AdaptiveBatchState& state);
 
  private:
   struct Worker {

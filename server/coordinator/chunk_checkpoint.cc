@@ -1,4 +1,4 @@
-// The conversion between the server's dealing objects (ChunkCoordinator,
+// The conversion between the job coordinator's dealing objects (ChunkCoordinator,
 // ChunkService) and the ChunkCoordinatorState of a checkpoint; the file
 // itself and its checks are checkpoint/chunk_state.h.
 #include "checkpoint/chunk_state.h"
@@ -10,8 +10,8 @@
 #include <set>
 #include <utility>
 
-#include "server/chunk_coordinator.h"
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_coordinator.h"
+#include "server/coordinator/chunk_service.h"
 
 namespace tether {
 
@@ -58,11 +58,12 @@ void ChunkCoordinator::SaveState(ChunkCoordinatorState* s) const {
   }
 }
 
-Status ChunkCoordinator::RestoreState(const ChunkCoordinatorState& s) {
-  if (!held_.empty() || !open_.empty() || !workers_.empty() || next_id_ != 1 || completed_epochs_ != 0)
-    return Status::FailedPrecondition("the chunk coordinator has dealt chunks already: a checkpoint's state is "
-                                      "restored before the first request only");
-  const size_t n = chunks_.size();
+namespace {
+
+// The checks of a checkpoint's state against a coordinator over `n` chunks
+// per epoch with `seed`, `shuffle` and `barrier` (ChunkCoordinator::
+// RestoreState): OK, or InvalidArgument naming the field.
+Status CheckCheckpointState(const ChunkCoordinatorState& s, size_t n, uint64_t seed, bool shuffle, bool barrier) {
   auto bad = [](const std::string& field, const std::string& why) {
     return Status::InvalidArgument("data-on-demand state, field " + field + ": " + why);
   };
@@ -71,10 +72,10 @@ Status ChunkCoordinator::RestoreState(const ChunkCoordinatorState& s) {
   };
   if (s.chunks_per_epoch() != n)
     return differ("chunks_per_epoch", std::to_string(s.chunks_per_epoch()), std::to_string(n));
-  if (s.seed() != seed_) return differ("seed", std::to_string(s.seed()), std::to_string(seed_));
-  if (s.shuffle() != shuffle_) return differ("shuffle", s.shuffle() ? "true" : "false", shuffle_ ? "true" : "false");
-  if (s.epoch_barrier() != barrier_)
-    return differ("epoch_barrier", s.epoch_barrier() ? "true" : "false", barrier_ ? "true" : "false");
+  if (s.seed() != seed) return differ("seed", std::to_string(s.seed()), std::to_string(seed));
+  if (s.shuffle() != shuffle) return differ("shuffle", s.shuffle() ? "true" : "false", shuffle ? "true" : "false");
+  if (s.epoch_barrier() != barrier)
+    return differ("epoch_barrier", s.epoch_barrier() ? "true" : "false", barrier ? "true" : "false");
   if (s.epochs() < 1) return bad("epochs", "must be ≥ 1, got " + std::to_string(s.epochs()));
   if (s.completed_epochs() < 0 || s.completed_epochs() > s.epochs())
     return bad("completed_epochs", std::to_string(s.completed_epochs()) + " outside [0, " +
@@ -110,7 +111,17 @@ Status ChunkCoordinator::RestoreState(const ChunkCoordinatorState& s) {
                                    std::to_string(s.completed_epochs()) + " and not in progress");
   for (const ChunkCoordinatorState::Worker& w : s.workers())
     if (w.rank() < 0) return bad("workers", "a negative rank " + std::to_string(w.rank()));
+  return Status::OK();
+}
 
+}  // namespace
+
+Status ChunkCoordinator::RestoreState(const ChunkCoordinatorState& s) {
+  if (!held_.empty() || !open_.empty() || !workers_.empty() || next_id_ != 1 || completed_epochs_ != 0)
+    return Status::FailedPrecondition("the chunk coordinator has dealt chunks already: a checkpoint's state is "
+                                      "restored before the first request only");
+  const size_t n = chunks_.size();
+  TETHER_RETURN_IF_ERROR(CheckCheckpointState(s, n, seed_, shuffle_, barrier_));
   // Checked: now apply. Epochs past this job's train.epochs are dropped.
   const int64_t keep = std::min(s.epochs(), epochs_);
   for (int64_t e = 0; e < keep; ++e) epoch_rows_[static_cast<size_t>(e)] = s.epoch_rows(static_cast<int>(e));

@@ -1,4 +1,4 @@
-#include "server/eval_book.h"
+#include "server/coordinator/eval_book.h"
 
 #include <gtest/gtest.h>
 
@@ -111,6 +111,40 @@ TEST(EvalBookTest, SlotsNeverJoinedAndJoinersAreExcused) {
   ASSERT_TRUE(book.TakeComplete(kFinalEvalRound, zero_left, &out));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rank(), 1);
+}
+
+TEST(EvalBookTest, SnapshotRestoresPartialsAndWaitersExactly) {
+  EvalBook book(3);
+  const auto none = [](int) { return false; };
+  ASSERT_TRUE(book.Put(kSetupEvalRound, Part(0, 1)));
+  ASSERT_TRUE(book.Put(2, Part(2, 20)));
+  ASSERT_TRUE(book.Put(2, Part(0, 5)));
+  book.Park(2, {"w0", 17, 0});
+  book.Park(2, {std::string("\0\x01", 2), 18, 2});
+  EvalBookState state;
+  book.Snapshot(&state);
+  EvalBook copy(3);
+  ASSERT_TRUE(copy.Restore(state).ok());
+  EvalBookState again;
+  copy.Snapshot(&again);
+  EXPECT_EQ(again.SerializeAsString(), state.SerializeAsString());
+  // Both complete round 2 alike, in rank order, with the same waiters.
+  for (EvalBook* b : {&book, &copy}) {
+    ASSERT_TRUE(b->Put(2, Part(1, 7)));
+    std::vector<EvalPartial> out;
+    ASSERT_TRUE(b->TakeComplete(2, none, &out));
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[1].rows(), 7);
+    const std::vector<EvalBook::Waiter> w = b->TakeWaiters(2);
+    ASSERT_EQ(w.size(), 2u);
+    EXPECT_EQ(w[1].identity, std::string("\0\x01", 2));
+    EXPECT_EQ(w[1].request_id, 18u);
+    EXPECT_EQ(b->rounds(), 1u);  // round 0 stays
+  }
+  // A partial of a rank outside [0, 3) is refused; nothing changes.
+  state.mutable_rounds(0)->mutable_partials(0)->set_rank(3);
+  EXPECT_EQ(copy.Restore(state).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(copy.rounds(), 1u);
 }
 
 }  // namespace

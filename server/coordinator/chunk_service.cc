@@ -1,4 +1,4 @@
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_service.h"
 
 #include <glog/logging.h>
 
@@ -90,56 +90,60 @@ StatusOr<DataOnDemandChunk> ChunkService::Next(int rank, const DataOnDemandChunk
                                    "train.seed)");
   }
   DataOnDemandChunk reply;
-  if (request.completed_id() != 0) {
-    const int64_t before = coordinator_->completed_epochs();
-    const Status st = coordinator_->Complete(rank, request.completed_id(), request.completed_rows());
-    reply.set_completion_counted(st.ok());
-    if (st.ok()) {
-      auto it = open_.find(request.completed_id());
-      if (it != open_.end()) {
-        std::vector<int64_t>& rows = epoch_rows_[rank];
-        const size_t e = static_cast<size_t>(it->second.second);
-        if (rows.size() <= e) rows.resize(e + 1, 0);
-        rows[e] += request.completed_rows();
-        open_.erase(it);
-        // Streamed: a re-dealt chunk's rows are known once it is completed.
-        if (redealt_open_.erase(request.completed_id()) > 0)
-          redealt_rows_ += static_cast<uint64_t>(request.completed_rows());
-      }
-      for (int64_t e = before; e < coordinator_->completed_epochs(); ++e) LogEpoch(e);
-    } else {
-      LOG(WARNING) << log_prefix_ << "data on demand: " << st.message();
-    }
+  if (request.completed_id() != 0) reply.set_completion_counted(CountCompletion(rank, request));
+  Deal(rank, who, max_clock, &reply);
+  return reply;
+}
+
+bool ChunkService::CountCompletion(int rank, const DataOnDemandChunk& request) {
+  const int64_t before = coordinator_->completed_epochs();
+  const Status st = coordinator_->Complete(rank, request.completed_id(), request.completed_rows());
+  if (!st.ok()) {
+    LOG(WARNING) << log_prefix_ << "data on demand: " << st.message();
+    return false;
   }
+  auto it = open_.find(request.completed_id());
+  if (it != open_.end()) {
+    std::vector<int64_t>& rows = epoch_rows_[rank];
+    const size_t e = static_cast<size_t>(it->second.second);
+    if (rows.size() <= e) rows.resize(e + 1, 0);
+    rows[e] += request.completed_rows();
+    open_.erase(it);
+    // Streamed: a re-dealt chunk's rows are known once it is completed.
+    if (redealt_open_.erase(request.completed_id()) > 0) redealt_rows_ += static_cast<uint64_t>(request.completed_rows());
+  }
+  for (int64_t e = before; e < coordinator_->completed_epochs(); ++e) LogEpoch(e);
+  return true;
+}
+
+void ChunkService::Deal(int rank, const std::string& who, int64_t max_clock, DataOnDemandChunk* reply) {
   const ChunkCoordinator::Grant g = coordinator_->Next(rank);
   switch (g.kind) {
     case ChunkCoordinator::GrantKind::kChunk:
-      reply.set_kind(DataOnDemandChunk::CHUNK);
-      reply.set_id(g.id);
-      reply.set_epoch(g.epoch);
-      reply.set_file(g.chunk.file);
-      reply.set_begin(g.chunk.begin);
-      reply.set_end(g.chunk.end);
-      reply.set_redealt(g.redealt);
-      open_[g.id] = {rank, g.epoch};
-      ++dealt_;
-      if (g.redealt) {
-        if (Streamed(shape_)) redealt_open_.insert(g.id);
-        LOG(INFO) << log_prefix_ << "data on demand: "
-                  << (Streamed(shape_) ? "bytes [" : "rows [") << g.chunk.begin << ", " << g.chunk.end << ")"
-                  << (Streamed(shape_) ? " of training file " + std::to_string(g.chunk.file + 1) : std::string())
-                  << " of epoch " << g.epoch + 1 << ", held by a worker that left, dealt again to " << who;
-      }
       break;
     case ChunkCoordinator::GrantKind::kWait:
-      reply.set_kind(DataOnDemandChunk::WAIT);
-      reply.set_max_clock(max_clock);
-      break;
+      reply->set_kind(DataOnDemandChunk::WAIT);
+      reply->set_max_clock(max_clock);
+      return;
     case ChunkCoordinator::GrantKind::kDone:
-      reply.set_kind(DataOnDemandChunk::DONE);
-      break;
+      reply->set_kind(DataOnDemandChunk::DONE);
+      return;
   }
-  return reply;
+  reply->set_kind(DataOnDemandChunk::CHUNK);
+  reply->set_id(g.id);
+  reply->set_epoch(g.epoch);
+  reply->set_file(g.chunk.file);
+  reply->set_begin(g.chunk.begin);
+  reply->set_end(g.chunk.end);
+  reply->set_redealt(g.redealt);
+  open_[g.id] = {rank, g.epoch};
+  ++dealt_;
+  if (!g.redealt) return;
+  if (Streamed(shape_)) redealt_open_.insert(g.id);
+  LOG(INFO) << log_prefix_ << "data on demand: " << (Streamed(shape_) ? "bytes [" : "rows [") << g.chunk.begin << ", "
+            << g.chunk.end << ")"
+            << (Streamed(shape_) ? " of training file " + std::to_string(g.chunk.file + 1) : std::string())
+            << " of epoch " << g.epoch + 1 << ", held by a worker that left, dealt again to " << who;
 }
 
 int ChunkService::Leave(int rank) {
@@ -184,6 +188,49 @@ void ChunkService::LogEpoch(int64_t e) const {
             << (Streamed(shape_) ? std::to_string(coordinator_->redealt_units()) + " bytes (" +
                                        std::to_string(redealt_rows_) + " rows completed)"
                                  : std::to_string(coordinator_->redealt_units()) + " rows");
+}
+
+void ChunkService::Snapshot(ChunkDealingState* state) const {
+  state->Clear();
+  if (resume_ != nullptr) *state->mutable_resume() = *resume_;
+  if (coordinator_ == nullptr) return;
+  *state->mutable_shape() = shape_;
+  coordinator_->Snapshot(state);
+  state->set_chunks_dealt(dealt_);
+  for (const auto& [rank, rows] : epoch_rows_) {
+    ChunkDealingState::RankRows* o = state->add_rank_rows();
+    o->set_rank(rank);
+    *o->mutable_epoch_rows() = {rows.begin(), rows.end()};
+  }
+  for (uint64_t id : redealt_open_) state->add_redealt_open(id);
+  state->set_redealt_rows(redealt_rows_);
+}
+
+Status ChunkService::Restore(const ChunkDealingState& state) {
+  std::unique_ptr<ChunkCoordinator> coordinator;
+  if (state.has_shape()) {
+    const DataOnDemandChunk& shape = state.shape();
+    if (const std::string why = Malformed(shape); !why.empty())
+      return Status::InvalidArgument("data-on-demand copy: malformed shape (" + Shape(shape) + "): " + why);
+    coordinator = std::make_unique<ChunkCoordinator>(MakeChunks(shape), shape.epochs(), shape.seed(),
+                                                     /*shuffle=*/true, /*epoch_barrier=*/true);
+    coordinator->set_deal_largest_first(shape.taper());
+    TETHER_RETURN_IF_ERROR(coordinator->Restore(state));
+  }
+  std::map<uint64_t, std::pair<int, int64_t>> open;
+  for (const ChunkDealingState::Grant& g : state.held()) open[g.id()] = {g.rank(), g.epoch()};
+  std::map<int, std::vector<int64_t>> epoch_rows;
+  for (const ChunkDealingState::RankRows& r : state.rank_rows())
+    epoch_rows[r.rank()].assign(r.epoch_rows().begin(), r.epoch_rows().end());
+  coordinator_ = std::move(coordinator);
+  shape_ = state.has_shape() ? state.shape() : DataOnDemandChunk();
+  dealt_ = state.chunks_dealt();
+  open_ = std::move(open);
+  epoch_rows_ = std::move(epoch_rows);
+  redealt_open_ = {state.redealt_open().begin(), state.redealt_open().end()};
+  redealt_rows_ = state.redealt_rows();
+  resume_ = state.has_resume() ? std::make_unique<ChunkCoordinatorState>(state.resume()) : nullptr;
+  return Status::OK();
 }
 
 }  // namespace tether

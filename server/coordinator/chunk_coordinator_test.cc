@@ -1,4 +1,4 @@
-#include "server/chunk_coordinator.h"
+#include "server/coordinator/chunk_coordinator.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/batch_controller.h"
+#include "server/coordinator/batch_controller.h"
 
 #include <algorithm>
 #include <cmath>
@@ -112,6 +112,40 @@ std::map<int, double> BatchController::Targets() const {
     break;
   }
   return targets;
+}
+
+void BatchController::Snapshot(AdaptiveBatchState* state) const {
+  state->clear_workers();
+  for (const auto& [rank, w] : workers_) {
+    AdaptiveBatchState::Worker* o = state->add_workers();
+    o->set_rank(rank);
+    for (const auto& [rows, seconds] : w.window) {
+      o->add_window_rows(rows);
+      o->add_window_seconds(seconds);
+    }
+    o->set_pending_rows(w.pending_rows);
+    o->set_clocks(w.clocks);
+    o->set_batch(w.batch);
+  }
+}
+
+Status BatchController::Restore(const AdaptiveBatchState& state) {
+  std::map<int, Worker> workers;
+  for (const AdaptiveBatchState::Worker& o : state.workers()) {
+    if (o.rank() < 0 || o.window_rows_size() != o.window_seconds_size())
+      return Status::InvalidArgument("adaptive batch state of rank " + std::to_string(o.rank()) +
+                                     ": a negative rank, or a window of " + std::to_string(o.window_rows_size()) +
+                                     " row counts and " + std::to_string(o.window_seconds_size()) + " times");
+    auto [it, added] = workers.try_emplace(o.rank());
+    if (!added) return Status::InvalidArgument("adaptive batch state: rank " + std::to_string(o.rank()) + " listed twice");
+    Worker& w = it->second;
+    for (int i = 0; i < o.window_rows_size(); ++i) w.window.emplace_back(o.window_rows(i), o.window_seconds(i));
+    w.pending_rows = o.pending_rows();
+    w.clocks = o.clocks();
+    w.batch = o.batch();
+  }
+  workers_ = std::move(workers);
+  return Status::OK();
 }
 
 }  // namespace tether

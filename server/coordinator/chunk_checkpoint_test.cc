@@ -7,8 +7,8 @@
 #include <set>
 #include <vector>
 
-#include "server/chunk_coordinator.h"
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_coordinator.h"
+#include "server/coordinator/chunk_service.h"
 
 namespace tether {
 namespace {

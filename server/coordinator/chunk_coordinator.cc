@@ -1,6 +1,8 @@
-#include "server/chunk_coordinator.h"
+#include "server/coordinator/chunk_coordinator.h"
 
 #include <glog/logging.h>
+
+#include "proto/coordinator.pb.h"
 
 #include <algorithm>
 #include <random>
@@ -174,6 +176,100 @@ int ChunkCoordinator::Leave(int rank) {
   auto w = workers_.find(rank);
   if (w != workers_.end()) w->second.chunks_held = 0;
   return n;
+}
+
+void ChunkCoordinator::Snapshot(ChunkDealingState* s) const {
+  s->set_completed_epochs(completed_epochs_);
+  s->clear_epoch_rows();
+  for (int64_t r : epoch_rows_) s->add_epoch_rows(r);
+  s->clear_epochs_done();
+  for (int64_t e = completed_epochs_; e < epochs_; ++e)
+    if (epoch_done_[static_cast<size_t>(e)]) s->add_epochs_done(e);
+  s->clear_open();
+  for (const auto& [e, ep] : open_) {
+    ChunkDealingState::Epoch* o = s->add_open();
+    o->set_epoch(e);
+    for (size_t i = ep.next; i < ep.order.size(); ++i) o->add_undealt(ep.order[i]);
+    for (uint32_t c : ep.returned) o->add_returned(c);
+    o->set_completed(ep.completed);
+  }
+  s->clear_held();
+  for (const auto& [id, h] : held_) {
+    ChunkDealingState::Grant* g = s->add_held();
+    g->set_id(id);
+    g->set_rank(h.rank);
+    g->set_epoch(h.epoch);
+    g->set_chunk(h.chunk);
+    g->set_redealt(h.redealt);
+  }
+  s->set_next_id(next_id_);
+  s->set_redealt_chunks(redealt_chunks_);
+  s->set_redealt_units(redealt_units_);
+  s->clear_workers();
+  for (const auto& [rank, w] : workers_) {
+    ChunkDealingState::Worker* o = s->add_workers();
+    o->set_rank(rank);
+    o->set_chunks_completed(w.chunks_completed);
+    o->set_rows_completed(w.rows_completed);
+    o->set_chunks_held(w.chunks_held);
+  }
+}
+
+Status ChunkCoordinator::Restore(const ChunkDealingState& s) {
+  if (!held_.empty() || !open_.empty() || !workers_.empty() || next_id_ != 1 || completed_epochs_ != 0)
+    return Status::FailedPrecondition("the chunk coordinator has dealt chunks already: a copy is restored into a "
+                                      "fresh one only");
+  const size_t n = chunks_.size();
+  auto bad = [](const std::string& field, const std::string& why) {
+    return Status::InvalidArgument("data-on-demand copy, field " + field + ": " + why);
+  };
+  if (s.completed_epochs() < 0 || s.completed_epochs() > epochs_)
+    return bad("completed_epochs", std::to_string(s.completed_epochs()) + " outside [0, " + std::to_string(epochs_) + "]");
+  if (s.epoch_rows_size() != epochs_)
+    return bad("epoch_rows", std::to_string(s.epoch_rows_size()) + " entries for " + std::to_string(epochs_) + " epochs");
+  for (int64_t e : s.epochs_done())
+    if (e < s.completed_epochs() || e >= epochs_) return bad("epochs_done", "epoch " + std::to_string(e) + " out of range");
+  std::map<int64_t, Epoch> open;
+  for (const ChunkDealingState::Epoch& o : s.open()) {
+    const std::string field = "open (epoch " + std::to_string(o.epoch()) + ")";
+    if (o.epoch() < s.completed_epochs() || o.epoch() >= epochs_ || open.count(o.epoch()))
+      return bad(field, "not an epoch in progress, or listed twice");
+    Epoch ep;
+    for (const auto* list : {&o.undealt(), &o.returned()})
+      for (uint32_t c : *list)
+        if (c >= n) return bad(field, "chunk " + std::to_string(c) + " outside the " + std::to_string(n) + " chunks");
+    ep.order.assign(o.undealt().begin(), o.undealt().end());
+    ep.returned.assign(o.returned().begin(), o.returned().end());
+    ep.completed = o.completed();
+    if (ep.completed >= n) return bad(field, "every chunk completed, yet the epoch is in progress");
+    open.emplace(o.epoch(), std::move(ep));
+  }
+  std::map<uint64_t, Held> held;
+  for (const ChunkDealingState::Grant& g : s.held()) {
+    if (g.rank() < 0 || g.chunk() >= n || open.count(g.epoch()) == 0 || g.id() == 0 || g.id() >= s.next_id() ||
+        !held.emplace(g.id(), Held{g.rank(), g.epoch(), g.chunk(), g.redealt()}).second)
+      return bad("held", "grant " + std::to_string(g.id()) + " (rank " + std::to_string(g.rank()) + ", epoch " +
+                             std::to_string(g.epoch()) + ", chunk " + std::to_string(g.chunk()) +
+                             ") does not fit the open epochs or next_id, or is listed twice");
+  }
+  std::map<int, WorkerCounts> workers;
+  for (const ChunkDealingState::Worker& w : s.workers()) {
+    if (w.rank() < 0 || workers.count(w.rank())) return bad("workers", "rank " + std::to_string(w.rank()));
+    workers[w.rank()] = {w.chunks_completed(), w.rows_completed(), w.chunks_held()};
+  }
+  for (int64_t e = 0; e < epochs_; ++e) {
+    epoch_rows_[static_cast<size_t>(e)] = s.epoch_rows(static_cast<int>(e));
+    epoch_done_[static_cast<size_t>(e)] = e < s.completed_epochs();
+  }
+  for (int64_t e : s.epochs_done()) epoch_done_[static_cast<size_t>(e)] = true;
+  completed_epochs_ = s.completed_epochs();
+  open_ = std::move(open);
+  held_ = std::move(held);
+  workers_ = std::move(workers);
+  next_id_ = s.next_id();
+  redealt_chunks_ = s.redealt_chunks();
+  redealt_units_ = s.redealt_units();
+  return Status::OK();
 }
 
 }  // namespace tether

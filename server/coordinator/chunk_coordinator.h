@@ -32,8 +32,8 @@
 //
 // Units: a chunk's [begin, end) are rows of an in-memory set or bytes of a
 // streamed file (DataChunk::unit says which); `rows` at completion is what
-// the worker read. Not thread-safe: owned by the event loop of the process
-// that coordinates (shard 0).
+// the worker read. Not thread-safe: owned by the job coordinator
+// (server/coordinator/chunk_service.h).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +46,7 @@
 namespace tether {
 
 class ChunkCoordinatorState;  // proto/tether.proto
+class ChunkDealingState;      // proto/coordinator.proto
 
 struct DataChunk {
   enum class Unit { kRows, kBytes };
@@ -138,7 +139,7 @@ class ChunkCoordinator {
   /// Per worker (every rank that ever asked).
   const std::map<int, WorkerCounts>& workers() const { return workers_; }
 
-  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/chunk_state.cc).
+  // ---- Checkpoints (checkpoint/chunk_state.h; defined in server/coordinator/chunk_checkpoint.cc).
   /// Fills the dealing fields of `state` (chunks_per_epoch, epochs, seed,
   /// shuffle, epoch_barrier, completed_epochs, epoch_rows, open, done_ahead,
   /// next_id, redealt counts, workers' counts); the shape fields of the
@@ -156,6 +157,21 @@ class ChunkCoordinator {
   /// malformed (a chunk index out of range or listed twice, an epoch out of
   /// order); the coordinator is unchanged then.
   Status RestoreState(const ChunkCoordinatorState& state);
+
+  // ---- Copies (JobCoordinator::Snapshot / Restore).
+  /// The whole dealing state, exactly: each open epoch's order still to
+  /// deal and its chunks given back, every held chunk under its grant id
+  /// and holder, the counts. Fills those fields of `state` (not shape and
+  /// the service's counts).
+  void Snapshot(ChunkDealingState* state) const;
+  /// Continues exactly from `state` (a Snapshot of a coordinator over the
+  /// same chunk list, epochs and seed) in a coordinator that has dealt
+  /// nothing: held chunks stay held by their ranks, nothing is dealt again.
+  /// Errors: FailedPrecondition when this one has dealt a chunk;
+  /// InvalidArgument naming the field when `state` does not fit (an epoch
+  /// out of range, a chunk index past the list or listed twice); the
+  /// coordinator is unchanged then.
+  Status Restore(const ChunkDealingState& state);
 
  private:
   struct Epoch {

@@ -1,4 +1,5 @@
-// EvalBook: shard 0's record of partitioned evaluation (EVAL_GATHER): each
+// EvalBook: the job coordinator's record of partitioned evaluation
+// (EVAL_GATHER; server/coordinator/job_coordinator.h): each
 // worker's partial sums per evaluation round, and the requests waiting for a
 // round to complete. A round is complete once every rank has sent its
 // partial or is excused (it left the job or was removed for silence, never
@@ -14,7 +15,7 @@
 //
 // Memory: the partials of the rounds not yet handed out (a binary
 // partial holds its rows' scores, 5 bytes each).
-// Thread-safety: none; the shard's event loop owns it.
+// Thread-safety: none; the job coordinator owns it.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +25,11 @@
 #include <vector>
 
 #include "core/net/eval_frames.h"
+#include "core/status.h"
+#include "proto/coordinator.pb.h"
 #include "proto/tether.pb.h"
 
 namespace tether {
-
 
 class EvalBook {
  public:
@@ -64,6 +66,13 @@ class EvalBook {
 
   /// Rounds held (for tests and counters).
   size_t rounds() const { return partials_.size(); }
+
+  /// Everything held (partials and waiters), for JobCoordinator::Snapshot.
+  void Snapshot(EvalBookState* state) const;
+  /// Replaces what is held with `state` (a Snapshot's). Errors:
+  /// InvalidArgument naming the round when a partial's rank is outside
+  /// [0, num_workers) or listed twice; nothing changes then.
+  Status Restore(const EvalBookState& state);
 
  private:
   int num_workers_;

@@ -1,8 +1,9 @@
-#include "server/chunk_service.h"
+#include "server/coordinator/chunk_service.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -265,6 +266,119 @@ TEST(ChunkServiceTest, RandomLeavesCountEveryRowOncePerEpoch) {
       EXPECT_EQ(sum, static_cast<int64_t>(rows)) << "seed " << seed << " epoch " << e;
     }
   }
+}
+
+// A copy of the dealing (Snapshot, Restore into a fresh service) deals
+// exactly as the original from then on, on random schedules of requests,
+// completions (some stale), leaves and rejoins: same replies, same counts.
+// In rows (plain and tapered) and in bytes of streamed files.
+void CheckCopyDealsAlike(const DataOnDemandChunk& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  ChunkService a;
+  std::unique_ptr<ChunkService> b;
+  std::map<int, DataOnDemandChunk> held;  // rank → its last reply
+  const int copy_at = 5 + static_cast<int>(rng() % 40);
+  int compared = 0;
+  for (int step = 0; step < 400; ++step) {
+    if (step == copy_at || (step > copy_at && step % 29 == 0)) {  // copied again now and then
+      ChunkDealingState state;
+      a.Snapshot(&state);
+      b = std::make_unique<ChunkService>();
+      ASSERT_TRUE(b->Restore(state).ok());
+      ChunkDealingState again;
+      b->Snapshot(&again);
+      ASSERT_EQ(again.SerializeAsString(), state.SerializeAsString());
+    }
+    const int rank = static_cast<int>(rng() % 4);
+    if (rng() % 13 == 0) {
+      const int n = a.Leave(rank);
+      if (b) {
+        EXPECT_EQ(b->Leave(rank), n);
+      }
+      held.erase(rank);
+      continue;
+    }
+    DataOnDemandChunk req = shape;
+    auto it = held.find(rank);
+    if (it != held.end() && it->second.kind() == DataOnDemandChunk::CHUNK) {
+      req.set_completed_id(rng() % 17 == 0 ? it->second.id() + 1000 : it->second.id());  // now and then a stale one
+      req.set_completed_rows(static_cast<int64_t>(it->second.end() - it->second.begin()) % 50 + 1);
+    }
+    const int64_t max_clock = static_cast<int64_t>(rng() % 9);
+    StatusOr<DataOnDemandChunk> ra = a.Next(rank, req, max_clock);
+    ASSERT_TRUE(ra.ok()) << ra.status().message();
+    held[rank] = *ra;
+    if (!b) continue;
+    StatusOr<DataOnDemandChunk> rb = b->Next(rank, req, max_clock);
+    ASSERT_TRUE(rb.ok()) << rb.status().message();
+    EXPECT_EQ(rb->SerializeAsString(), ra->SerializeAsString()) << "step " << step;
+    ++compared;
+  }
+  ASSERT_TRUE(b);
+  EXPECT_GT(compared, 300);
+  ShardStats sa, sb;
+  a.FillStats(&sa);
+  b->FillStats(&sb);
+  EXPECT_EQ(sb.SerializeAsString(), sa.SerializeAsString());
+  EXPECT_GT(sa.chunks_redealt(), 0u) << "the schedule never re-dealt a chunk";
+  ChunkDealingState ea, eb;
+  a.Snapshot(&ea);
+  b->Snapshot(&eb);
+  EXPECT_EQ(eb.SerializeAsString(), ea.SerializeAsString());
+}
+
+TEST(ChunkServiceTest, ACopyDealsExactlyAsTheOriginal) {
+  for (uint32_t seed = 1; seed <= 4; ++seed) CheckCopyDealsAlike(Ask(300, 16, 3, seed), seed);
+}
+
+TEST(ChunkServiceTest, ACopyOfTaperedChunksDealsExactlyAsTheOriginal) {
+  DataOnDemandChunk shape = Ask(500, 40, 2, 9);
+  shape.set_taper(true);
+  CheckCopyDealsAlike(shape, 21);
+}
+
+TEST(ChunkServiceTest, ACopyOfStreamedChunksDealsExactlyAsTheOriginal) {
+  DataOnDemandChunk shape = Ask(0, 100, 2, 5);
+  for (uint64_t bytes : {4000, 900, 2500}) shape.add_file_bytes(bytes);
+  for (bool gz : {false, true, false}) shape.add_file_gzip(gz);
+  shape.set_chunk_bytes(300);
+  CheckCopyDealsAlike(shape, 33);
+}
+
+TEST(ChunkServiceTest, ACopyKeepsACheckpointStateNotYetApplied) {
+  // A resumed job copied before its first request: the copy applies the
+  // checkpoint's state at that request as the original does.
+  ChunkService first;
+  const DataOnDemandChunk shape = Ask(100, 10, 2);
+  DataOnDemandChunk held = *first.Next(0, shape, 0);
+  held = *first.Next(0, Completing(shape, held), 0);
+  ChunkCoordinatorState saved;
+  ASSERT_TRUE(first.SaveState(4, &saved));
+  ChunkService a;
+  ASSERT_TRUE(a.Resume(saved).ok());
+  ChunkDealingState state;
+  a.Snapshot(&state);
+  EXPECT_TRUE(state.has_resume());
+  ChunkService b;
+  ASSERT_TRUE(b.Restore(state).ok());
+  const StatusOr<DataOnDemandChunk> ra = a.Next(1, shape, 0), rb = b.Next(1, shape, 0);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_TRUE(ra->redealt());  // the held chunk, dealt again first
+  EXPECT_EQ(rb->SerializeAsString(), ra->SerializeAsString());
+}
+
+TEST(ChunkServiceTest, ACopyThatDoesNotFitItsShapeIsRefused) {
+  ChunkService a;
+  const DataOnDemandChunk shape = Ask(100, 10, 2);
+  (void)*a.Next(0, shape, 0);
+  ChunkDealingState state;
+  a.Snapshot(&state);
+  state.mutable_open(0)->add_undealt(10);  // chunk 10 of 10
+  ChunkService b;
+  const Status st = b.Restore(state);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("chunk 10 outside the 10 chunks"), std::string::npos) << st.message();
+  EXPECT_FALSE(b.active());
 }
 
 }  // namespace

@@ -1,0 +1,214 @@
+#include "server/checkpoint_round.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "checkpoint/chunk_state.h"
+#include "core/env.h"
+#include "server/table_checkpoint.h"
+
+namespace tether {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+}  // namespace
+
+CheckpointRound::CheckpointRound(int shard, int num_shards, const Rooms& rooms, ServerStats* stats, Outbox* outbox)
+    : shard_(shard), num_shards_(num_shards), rooms_(rooms), stats_(stats), outbox_(outbox) {}
+
+void CheckpointRound::Join(const std::string& identity, const MessageHeader& h) {
+  const int rank = h.sender_rank();
+  if (round_.clock < 0) {
+    round_.clock = h.checkpoint_clock();
+    round_.final = h.checkpoint_final();
+    round_.dir = h.checkpoint_dir();
+  } else if (h.checkpoint_clock() != round_.clock || h.checkpoint_dir() != round_.dir) {
+    ++stats_->bad_messages;
+    outbox_->SendError(identity, h,
+                       "CHECKPOINT from worker " + std::to_string(rank) + " at clock " +
+                           std::to_string(h.checkpoint_clock()) + " (" + h.checkpoint_dir() + ") while the one at clock " +
+                           std::to_string(round_.clock) + " (" + round_.dir + ") is in progress");
+    return;
+  }
+  round_.waiting[rank] = {identity, h.request_id()};
+  if (h.checkpoint_files_size() > 0) round_.files[rank] = h.checkpoint_files(0);
+  MaybeWrite();
+}
+
+std::string CheckpointRound::WhyItCannotComplete() const {
+  // A rank whose process started at or past the cut (restarted by hand or
+  // joined while the round was pending) never sends its state for it: a
+  // worker takes a checkpoint only on reaching a clock, and the HELLO can
+  // reach one shard before or after the round's first CHECKPOINT, or name
+  // a lower clock than the worker then runs at (it passes the cut without
+  // a CHECKPOINT). A final round waits for whoever is still training.
+  if (round_.final) return "";
+  const ClockTracker& clocks = *rooms_.clocks;
+  for (int r = 0; r < clocks.num_workers(); ++r) {
+    if (!clocks.Counts(r) || round_.waiting.count(r) > 0) continue;
+    const int64_t joined = rooms_.members->worker(r).joined_clock;
+    if (joined < round_.clock && clocks.clock(r) <= round_.clock) continue;
+    return "worker " + std::to_string(r) + " was restarted before it wrote its state (its process started at clock " +
+           std::to_string(joined) + ")";
+  }
+  return "";
+}
+
+void CheckpointRound::MaybeWrite() {
+  if (round_.clock < 0) return;
+  if (const std::string why = WhyItCannotComplete(); !why.empty()) {
+    Abandon(why);
+    return;
+  }
+  // Every worker still training must be at the cut; one that has finished
+  // (barrier), left or was removed has nothing more to apply.
+  const ClockTracker& clocks = *rooms_.clocks;
+  for (int r = 0; r < clocks.num_workers(); ++r)
+    if (clocks.Counts(r) && round_.waiting.count(r) == 0) return;
+  Write();
+}
+
+void CheckpointRound::Write() {
+  const auto start = SteadyClock::now();
+  CheckpointFile file;
+  // The manifest is written by the lowest rank in the round
+  // (ManifestWriterRank): worker 0 when it is still training, else the
+  // next one, so a cut after worker 0 finished its share (or left) is
+  // still completed.
+  Status st = !rooms_.kv->defined() ? Status::FailedPrecondition("no tables defined yet")
+                                    : WriteShardCheckpoint(FileSystem::Default(), round_.dir, shard_, num_shards_,
+                                                           round_.clock, rooms_.kv->tables(), &file);
+  // Data on demand: the coordinator's dealing state, in this same turn of
+  // the loop as the rows (checkpoint/chunk_state.h says why the two agree).
+  CheckpointFile chunk_file;
+  if (st.ok()) st = WriteChunkState(&chunk_file);
+  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  const std::string& prefix = outbox_->log_prefix();
+  if (st.ok()) {
+    LOG(INFO) << prefix << "checkpoint at clock " << round_.clock << (round_.final ? " (final)" : "") << ": "
+              << round_.dir << "/" << file.name() << ", " << file.bytes() / 1e6 << " MB in " << seconds << " s ("
+              << file.bytes() / 1e6 / std::max(seconds, 1e-9) << " MB/s)";
+  } else {
+    LOG(ERROR) << prefix << "checkpoint at clock " << round_.clock << " failed: " << st.message();
+  }
+  for (const auto& [rank, peer] : round_.waiting) {
+    MessageHeader req;
+    req.set_request_id(peer.second);
+    req.set_sender_rank(rank);
+    if (!st.ok()) {
+      outbox_->SendError(peer.first, req, "checkpoint at clock " + std::to_string(round_.clock) + ": " + st.message());
+      continue;
+    }
+    Message reply;
+    reply.header.set_type(CHECKPOINT_REPLY);
+    reply.header.set_request_id(peer.second);
+    reply.header.set_checkpoint_clock(round_.clock);
+    *reply.header.add_checkpoint_files() = file;
+    if (chunk_file.has_name()) *reply.header.add_checkpoint_files() = chunk_file;
+    if (rooms_.coordinator != nullptr)
+      rooms_.coordinator->ManifestEntries(round_.files, reply.header.mutable_checkpoint_workers());
+    outbox_->Send(peer.first, &reply, rank);
+  }
+  // Ranks here now have their state in this checkpoint; worker 0 copies
+  // those that left into it too, so it holds every rank's place.
+  if (rooms_.coordinator != nullptr) rooms_.coordinator->RoundEnded(round_.clock, st.ok(), round_.dir, round_.files);
+  last_clock_ = std::max(last_clock_, round_.clock);
+  round_ = Round();
+  // The write held the event loop: nobody was silent meanwhile.
+  rooms_.members->SeenAll();
+}
+
+void CheckpointRound::Abandon(const std::string& why) {
+  LOG(WARNING) << outbox_->log_prefix() << "checkpoint at clock " << round_.clock << " abandoned: " << why << "; "
+               << round_.dir << " stays incomplete (no MANIFEST, never resumed from); training goes on";
+  for (const auto& [rank, peer] : round_.waiting) {
+    Message reply;
+    reply.header.set_type(CHECKPOINT_REPLY);
+    reply.header.set_request_id(peer.second);
+    reply.header.set_checkpoint_clock(round_.clock);
+    reply.header.set_checkpoint_abandoned(true);
+    reply.header.set_error("checkpoint at clock " + std::to_string(round_.clock) + " abandoned: " + why);
+    outbox_->Send(peer.first, &reply, rank);
+  }
+  if (rooms_.coordinator != nullptr) rooms_.coordinator->RoundAbandoned(round_.clock);
+  round_ = Round();
+}
+
+Status CheckpointRound::WriteChunkState(CheckpointFile* written) {
+  ChunkCoordinatorState state;
+  if (rooms_.coordinator == nullptr || !rooms_.coordinator->ChunkState(round_.clock, &state)) return Status::OK();
+  TETHER_RETURN_IF_ERROR(tether::WriteChunkState(FileSystem::Default(), round_.dir, state, written));
+  const std::string& prefix = outbox_->log_prefix();
+  if (state.completed_epochs() >= state.epochs()) {
+    LOG(INFO) << prefix << "checkpoint at clock " << round_.clock << ": data on demand, all " << state.epochs()
+              << " epochs' chunks completed: " << round_.dir << "/" << kChunkStateName;
+    return Status::OK();
+  }
+  LOG(INFO) << prefix << "checkpoint at clock " << round_.clock << ": data on demand at epoch "
+            << state.completed_epochs() + 1 << " of " << state.epochs() << ", "
+            << (state.open_size() > 0 ? state.open(0).completed_size() : 0) << " chunk(s) of it completed, "
+            << (state.open_size() > 0 ? state.open(0).held_size() : 0)
+            << " dealt and not completed (dealt again on a resume): " << round_.dir << "/" << kChunkStateName;
+  return Status::OK();
+}
+
+std::string CheckpointRound::LoadFailed(const std::string& why) {
+  load_failed_ = Status::DataLoss(outbox_->log_prefix() + why);
+  load_failed_why_ = why;
+  load_failed_at_ = SteadyClock::now();
+  return why;
+}
+
+std::string CheckpointRound::Resume(const MessageHeader& h) {
+  const auto start = SteadyClock::now();
+  if (h.resume_from().empty())
+    return "server " + std::to_string(shard_) + " resumes from " + resume_from_ +
+           " (--resume_from) but worker 0 starts afresh: give worker 0 the same --resume_from";
+  std::string dir = h.resume_from();
+  if (!resume_from_.empty()) {
+    StatusOr<std::string> local = ResolveCheckpoint(resume_from_);
+    if (!local.ok()) return LoadFailed(local.status().message());
+    dir = *local;
+  }
+  StatusOr<CheckpointManifest> m = ReadManifest(dir);
+  if (!m.ok()) return LoadFailed("cannot resume: " + m.status().message());
+  if (m->clock() != h.resume_clock())
+    return "worker 0 resumes at clock " + std::to_string(h.resume_clock()) + " but the checkpoint this server reads (" +
+           dir + ") is at clock " + std::to_string(m->clock());
+  const std::string diff = DiffTableShapes(m->tables(), h.tables());
+  if (!diff.empty()) return "cannot resume from " + dir + ": " + diff;
+  rooms_.kv->DefineTables(h.tables());
+  const Status st = RestoreShardTables(dir, *m, shard_, num_shards_, &rooms_.kv->tables());
+  if (!st.ok()) {
+    return LoadFailed("cannot resume: server " + std::to_string(shard_) + " failed to load its part of " + dir + ": " +
+                      st.message());
+  }
+  if (const std::string why = ResumeCoordinator(dir, *m); !why.empty()) return why;
+  resume_clock_ = m->clock();
+  last_clock_ = m->clock();
+  ClockTracker& clocks = *rooms_.clocks;
+  for (int r = 0; r < clocks.num_workers(); ++r) clocks.Rejoin(r, resume_clock_);
+  uint64_t rows = 0;
+  for (const auto& t : rooms_.kv->tables()) rows += t->num_rows();
+  LOG(INFO) << outbox_->log_prefix() << "resumed from " << dir << " (clock " << resume_clock_ << ", written by "
+            << m->num_servers() << " server(s) and " << m->num_workers() << " worker(s)): " << rows << " rows in "
+            << std::chrono::duration<double>(SteadyClock::now() - start).count() << " s";
+  return "";
+}
+
+std::string CheckpointRound::ResumeCoordinator(const std::string& dir, const CheckpointManifest& m) {
+  if (rooms_.coordinator == nullptr) return "";
+  StatusOr<std::optional<ChunkCoordinatorState>> state = ReadChunkState(dir, m);
+  if (!state.ok()) {
+    fatal_ = state.status();
+    return "cannot resume: " + state.status().message();
+  }
+  if (Status st = rooms_.coordinator->Resumed(m.clock(), std::move(*state)); !st.ok())
+    return "cannot resume: " + st.message();
+  return "";
+}
+
+}  // namespace tether

@@ -1,0 +1,171 @@
+// This shard's part of a checkpoint without sockets: the round is written
+// once every counting worker joined it (and not before), answered with the
+// shard file, the coordinator's chunks.state and the manifest entries;
+// abandoned when a rank restarted past the cut; a CHECKPOINT of another
+// round refused; a failed write answered with the error; a resume that
+// cannot load recorded as the shard's refusal.
+#include "server/checkpoint_round.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/chunk_state.h"
+#include "server/testing/recording_outbox.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tether {
+namespace {
+
+using testing::RecordingOutbox;
+
+MessageHeader Checkpoint(int rank, int64_t clock, const std::string& dir, uint64_t request_id) {
+  MessageHeader h;
+  h.set_type(CHECKPOINT);
+  h.set_sender_rank(rank);
+  h.set_request_id(request_id);
+  h.set_checkpoint_clock(clock);
+  h.set_checkpoint_dir(dir);
+  CheckpointFile* f = h.add_checkpoint_files();
+  f->set_name("worker-" + std::to_string(rank) + ".state");
+  f->set_bytes(10 + rank);
+  return h;
+}
+
+class CheckpointRoundTest : public ::testing::Test {
+ protected:
+  CheckpointRoundTest()
+      : clocks_(2, 0),
+        members_(Options(), &clocks_, &stats_, &out_),
+        kv_(0, 1, &clocks_, &stats_, &out_),
+        coordinator_(MakeLocalCoordinator({2, 2, "[test] "}, &out_)),
+        round_(0, 1, {&kv_, &clocks_, &members_, coordinator_.get()}, &stats_, &out_) {
+    google::protobuf::RepeatedPtrField<TableSpec> specs;
+    TableSpec* t = specs.Add();
+    t->set_id(0);
+    t->set_name("w");
+    t->set_dim(2);
+    t->mutable_optimizer()->set_type(SGD);
+    kv_.DefineTables(specs);
+    for (int r = 0; r < 2; ++r) {
+      members_.Admit(r, "w" + std::to_string(r), -1);
+      coordinator_->WorkerJoined(r, false);
+    }
+  }
+  static MembershipOptions Options() {
+    MembershipOptions o;
+    o.initial_workers = 2;
+    o.max_workers = 2;
+    return o;
+  }
+  std::string Dir(int64_t clock) const { return tmp_.path() + "/ckpt-" + std::to_string(clock); }
+
+  ::tether::testing::ScopedTempDir tmp_;
+  ClockTracker clocks_;
+  ServerStats stats_;
+  RecordingOutbox out_;
+  Membership members_;
+  KvService kv_;
+  std::unique_ptr<JobCoordinator> coordinator_;
+  CheckpointRound round_;
+};
+
+TEST_F(CheckpointRoundTest, TheRoundIsWrittenOnceEveryCountingWorkerJoinedIt) {
+  clocks_.Advance(0, 4);
+  clocks_.Advance(1, 3);
+  round_.Join("w0", Checkpoint(0, 4, Dir(4), 7));
+  EXPECT_TRUE(out_.sent.empty());
+  EXPECT_FALSE(std::filesystem::exists(Dir(4) + "/shard-0.tables"));
+  clocks_.Advance(1, 4);
+  round_.Join("w1", Checkpoint(1, 4, Dir(4), 8));
+  ASSERT_EQ(out_.sent.size(), 2u);
+  EXPECT_TRUE(std::filesystem::exists(Dir(4) + "/shard-0.tables"));
+  for (const auto& s : out_.sent) {
+    EXPECT_EQ(s.header.type(), CHECKPOINT_REPLY);
+    EXPECT_EQ(s.header.checkpoint_clock(), 4);
+    ASSERT_EQ(s.header.checkpoint_files_size(), 1);  // no chunk was dealt: no chunks.state
+    EXPECT_EQ(s.header.checkpoint_files(0).name(), "shard-0.tables");
+    EXPECT_EQ(s.header.checkpoint_files(0).bytes(), std::filesystem::file_size(Dir(4) + "/shard-0.tables"));
+    ASSERT_EQ(s.header.checkpoint_workers_size(), 2);
+    EXPECT_EQ(s.header.checkpoint_workers(1).kind(), CheckpointWorker::TRAINING);
+    EXPECT_EQ(s.header.checkpoint_workers(1).file().bytes(), 11u);
+  }
+  EXPECT_EQ(out_.sent[0].header.request_id(), 7u);
+  EXPECT_EQ(round_.last_clock(), 4);
+}
+
+TEST_F(CheckpointRoundTest, AFinishedWorkerIsNotWaitedForAndTheChunkStateIsWritten) {
+  MessageHeader chunk;
+  chunk.set_sender_rank(0);
+  chunk.mutable_chunk()->set_train_rows(100);
+  chunk.mutable_chunk()->set_chunk_rows(10);
+  chunk.mutable_chunk()->set_epochs(1);
+  ASSERT_TRUE(coordinator_->ChunkNext("w0", chunk, 0).ok());
+  out_.sent.clear();
+  clocks_.Advance(0, 2);
+  clocks_.Remove(1);  // worker 1 finished (barrier)
+  round_.Join("w0", Checkpoint(0, 2, Dir(2), 1));
+  ASSERT_EQ(out_.sent.size(), 1u);
+  ASSERT_EQ(out_.last().header.checkpoint_files_size(), 2);
+  EXPECT_EQ(out_.last().header.checkpoint_files(1).name(), kChunkStateName);
+  EXPECT_TRUE(std::filesystem::exists(Dir(2) + "/" + kChunkStateName));
+}
+
+TEST_F(CheckpointRoundTest, ARoundOfAnotherClockIsRefusedWhileOneIsOpen) {
+  clocks_.Advance(0, 8);
+  round_.Join("w0", Checkpoint(0, 8, Dir(8), 1));
+  round_.Join("w1", Checkpoint(1, 12, Dir(12), 2));
+  ASSERT_EQ(out_.sent.size(), 1u);
+  EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
+  EXPECT_EQ(out_.last().header.error(), "[test] CHECKPOINT from worker 1 at clock 12 (" + Dir(12) +
+                                            ") while the one at clock 8 (" + Dir(8) + ") is in progress");
+  EXPECT_EQ(stats_.bad_messages, 1u);
+}
+
+TEST_F(CheckpointRoundTest, ARoundThatCannotCompleteIsAbandoned) {
+  clocks_.Advance(0, 8);
+  round_.Join("w0", Checkpoint(0, 8, Dir(8), 1));
+  EXPECT_TRUE(out_.sent.empty());
+  // Worker 1 passed the cut without a CHECKPOINT (its process restarted).
+  clocks_.Advance(1, 9);
+  round_.MaybeWrite();
+  ASSERT_EQ(out_.sent.size(), 1u);
+  EXPECT_EQ(out_.last().header.type(), CHECKPOINT_REPLY);
+  EXPECT_TRUE(out_.last().header.checkpoint_abandoned());
+  EXPECT_EQ(out_.last().header.error(),
+            "checkpoint at clock 8 abandoned: worker 1 was restarted before it wrote its state (its process started "
+            "at clock 0)");
+  EXPECT_FALSE(std::filesystem::exists(Dir(8)));
+  EXPECT_EQ(round_.last_clock(), -1);
+}
+
+TEST_F(CheckpointRoundTest, AFailedWriteIsAnsweredWithItsError) {
+  std::ofstream(tmp_.path() + "/file") << "x";
+  clocks_.Remove(1);
+  round_.Join("w0", Checkpoint(0, 0, tmp_.path() + "/file/ckpt-0", 3));
+  ASSERT_EQ(out_.sent.size(), 1u);
+  EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
+  EXPECT_NE(out_.last().header.error().find("checkpoint at clock 0: "), std::string::npos);
+  EXPECT_EQ(round_.last_clock(), 0);  // counted as the last, as a written one
+}
+
+TEST_F(CheckpointRoundTest, AResumeThatCannotLoadIsTheShardsRefusal) {
+  MessageHeader hello;
+  hello.set_type(HELLO);
+  round_.set_resume_from(tmp_.path() + "/none");
+  EXPECT_TRUE(round_.Resuming(hello));
+  EXPECT_EQ(round_.Resume(hello), "server 0 resumes from " + tmp_.path() +
+                                      "/none (--resume_from) but worker 0 starts afresh: give worker 0 the same "
+                                      "--resume_from");
+  EXPECT_TRUE(round_.load_failed().ok());  // the worker's mistake, not the shard's
+  hello.set_resume_from(tmp_.path() + "/none");
+  const std::string why = round_.Resume(hello);
+  EXPECT_FALSE(why.empty());
+  EXPECT_EQ(round_.load_failed().code(), Status::Code::kDataLoss);
+  EXPECT_EQ(round_.load_failed_why(), why);
+  EXPECT_EQ(round_.resume_clock(), -1);
+}
+
+}  // namespace
+}  // namespace tether

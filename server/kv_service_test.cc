@@ -1,0 +1,187 @@
+// The key-value service without sockets: pulls now or parked on the bound
+// (and answered in order once the min clock admits them), pushes with the
+// staleness τ, key lists (define, use, unknown), a leaving worker's parked
+// pulls, and refusals, with exact values and counts.
+#include "server/kv_service.h"
+
+#include <gtest/gtest.h>
+
+#include "server/testing/recording_outbox.h"
+
+namespace tether {
+namespace {
+
+using testing::RecordingOutbox;
+
+constexpr uint32_t kRows = 0, kDense = 1;
+
+google::protobuf::RepeatedPtrField<TableSpec> Tables(StalenessPolicy policy = NONE) {
+  google::protobuf::RepeatedPtrField<TableSpec> specs;
+  TableSpec* rows = specs.Add();
+  rows->set_id(kRows);
+  rows->set_name("w");
+  rows->set_kind(TableSpec::ROW);
+  rows->set_dim(2);
+  rows->mutable_init()->set_kind(TableInitializer::ZEROS);
+  rows->mutable_optimizer()->set_type(SGD);
+  rows->mutable_optimizer()->set_learning_rate(1.0f);
+  rows->mutable_consistency()->set_staleness(0);
+  rows->mutable_consistency()->set_staleness_policy(policy);
+  TableSpec* dense = specs.Add();
+  *dense = *rows;
+  dense->set_id(kDense);
+  dense->set_name("b");
+  dense->set_kind(TableSpec::DENSE);
+  dense->set_size(3);
+  return specs;
+}
+
+Message Request(MessageType type, int rank, uint32_t table, const std::vector<uint64_t>& keys,
+                const std::vector<float>& values, int64_t clock = 0) {
+  Message m;
+  m.header.set_type(type);
+  m.header.set_sender_rank(rank);
+  m.header.set_request_id(1000);
+  m.header.set_table_id(table);
+  m.header.set_clock(clock);
+  m.header.set_num_keys(keys.size());
+  m.header.set_num_values(values.size());
+  if (table == kRows) m.header.set_value_dim(2);
+  if (!keys.empty()) m.keys.rebuild(keys.data(), keys.size() * sizeof(uint64_t));
+  if (!values.empty()) m.values.rebuild(values.data(), values.size() * sizeof(float));
+  return m;
+}
+
+class KvServiceTest : public ::testing::Test {
+ protected:
+  KvServiceTest() : clocks_(2, 0), kv_(0, 1, &clocks_, &stats_, &out_) {}
+  void SetUp() override {
+    kv_.DefineTables(Tables());
+    kv_.WorkerJoined(0, false, 1 << 20);
+    kv_.WorkerJoined(1, false, 1 << 20);
+  }
+  ClockTracker clocks_;
+  ServerStats stats_;
+  RecordingOutbox out_;
+  KvService kv_;
+};
+
+TEST_F(KvServiceTest, APushIsAppliedAndAPullReadsIt) {
+  kv_.Push("w0", Request(PUSH, 0, kRows, {3, 7}, {-1, -2, -3, -4}));
+  ASSERT_EQ(out_.sent.size(), 1u);
+  EXPECT_EQ(out_.last().header.type(), PUSH_REPLY);
+  EXPECT_EQ(out_.last().header.version(), 1u);  // one version per push applied
+  Message pull = Request(PULL, 1, kRows, {3, 7, 9}, {});
+  kv_.Pull("w1", &pull);
+  ASSERT_EQ(out_.last().header.type(), PULL_REPLY);
+  EXPECT_EQ(out_.floats(1), (std::vector<float>{1, 2, 3, 4, 0, 0}));
+  kv_.Push("w0", Request(PUSH, 0, kDense, {}, {1, 1, 1}));
+  Message dense = Request(PULL, 0, kDense, {}, {});
+  kv_.Pull("w0", &dense);
+  EXPECT_EQ(out_.floats(3), (std::vector<float>{-1, -1, -1}));
+  EXPECT_EQ(stats_.pulls, 2u);
+  EXPECT_EQ(stats_.pushes, 2u);
+  EXPECT_EQ(stats_.rows_pushed, 2u);
+  EXPECT_EQ(stats_.rows_pulled, 3u);
+  EXPECT_EQ(stats_.updates_applied, 3u);  // 2 rows + 1 dense push
+  ShardStats s;
+  kv_.FillStats(&s);
+  ASSERT_EQ(s.table_rows_size(), 2);
+  EXPECT_EQ(s.table_rows(0), 3u);  // rows 3, 7 and 9 (a pull creates rows)
+  EXPECT_EQ(s.table_rows(1), 0u);
+}
+
+TEST_F(KvServiceTest, APullPastTheBoundWaitsAndIsAnsweredOnceItHolds) {
+  // BSP: worker 0 at clock 1 reads what every worker did before clock 1.
+  clocks_.Advance(0, 1);
+  Message early = Request(PULL, 0, kRows, {1}, {}, /*clock=*/1);
+  kv_.Pull("w0", &early);
+  EXPECT_TRUE(out_.sent.empty());
+  EXPECT_EQ(stats_.deferred_pulls, 1u);
+  kv_.Push("w1", Request(PUSH, 1, kRows, {1}, {-5, -5}));
+  kv_.ServeReadyPulls();  // the min clock did not move: still parked
+  ASSERT_EQ(out_.sent.size(), 1u);
+  ASSERT_TRUE(clocks_.Advance(1, 1));
+  kv_.ServeReadyPulls();
+  ASSERT_EQ(out_.sent.size(), 2u);
+  EXPECT_EQ(out_.last().identity, "w0");
+  EXPECT_EQ(out_.floats(1), (std::vector<float>{5, 5}));  // worker 1's clock-0 push is in
+  EXPECT_EQ(stats_.bound_violations, 0u);
+  EXPECT_GE(kv_.bound_wait_s(0), 0.0);
+}
+
+TEST_F(KvServiceTest, ALeavingWorkersParkedPullsGoAndTheRestFailWithTheJob) {
+  clocks_.Advance(0, 1);
+  clocks_.Advance(1, 2);
+  Message a = Request(PULL, 0, kRows, {1}, {}, 1), b = Request(PULL, 1, kRows, {2}, {}, 2);
+  kv_.Pull("w0", &a);  // min clock 1: answered
+  kv_.Pull("w1", &b);  // clock 2 > min 1: parked
+  ASSERT_EQ(out_.sent.size(), 1u);
+  kv_.WorkerLeft(1, "w1");
+  EXPECT_EQ(kv_.FailWaiting("the job ends"), 0);
+  Message c = Request(PULL, 1, kRows, {2}, {}, 2);
+  kv_.Pull("w1-new", &c);
+  EXPECT_EQ(kv_.FailWaiting("the job ends"), 1);
+  EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
+  EXPECT_EQ(out_.last().header.error(), "the job ends");
+  EXPECT_EQ(out_.last().identity, "w1-new");
+}
+
+TEST_F(KvServiceTest, AKeyListIsDefinedOnceThenUsedWithoutItsKeys) {
+  Message define = Request(PULL, 0, kRows, {2, 4, 6}, {});
+  define.header.set_key_list(5);
+  kv_.Pull("w0", &define);
+  EXPECT_EQ(kv_.key_list_stats().defined, 1u);
+  // A push naming the list: no keys sent.
+  Message use = Request(PUSH, 0, kRows, {}, {-1, -1, -2, -2, -3, -3});
+  use.header.set_num_keys(3);
+  use.header.set_key_list(5);
+  kv_.Push("w0", use);
+  ASSERT_EQ(out_.last().header.type(), PUSH_REPLY);
+  EXPECT_EQ(kv_.key_list_stats().used, 1u);
+  EXPECT_EQ(kv_.key_list_stats().bytes_saved, 3 * sizeof(uint64_t));
+  Message read = Request(PULL, 1, kRows, {2, 4, 6}, {});
+  kv_.Pull("w1", &read);
+  EXPECT_EQ(out_.floats(out_.sent.size() - 1), (std::vector<float>{1, 1, 2, 2, 3, 3}));
+  // Another worker naming a list it never defined here: told to send the keys.
+  Message unknown = Request(PULL, 1, kRows, {}, {});
+  unknown.header.set_num_keys(3);
+  unknown.header.set_key_list(5);
+  kv_.Pull("w1", &unknown);
+  EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
+  EXPECT_TRUE(out_.last().header.key_list_unknown());
+  EXPECT_EQ(kv_.key_list_stats().unknown, 1u);
+  EXPECT_EQ(stats_.bad_messages, 0u);  // not a bad message
+  // A rejoining worker starts with no lists.
+  kv_.WorkerJoined(0, true, 1 << 20);
+  EXPECT_EQ(kv_.key_lists(0)->size(), 0u);
+}
+
+TEST_F(KvServiceTest, StalenessScalesTheStepUnderInverse) {
+  KvService kv(0, 1, &clocks_, &stats_, &out_);
+  kv.DefineTables(Tables(INVERSE));
+  kv.WorkerJoined(0, false, 0);
+  // Two pushes computed from version 0: the second is 1 update stale (τ = 1: full step);
+  // a third from version 0 is 2 stale: half a step.
+  Message p = Request(PUSH, 0, kDense, {}, {-1, -1, -1});
+  kv.Push("w0", p);
+  kv.Push("w0", Request(PUSH, 0, kDense, {}, {-1, -1, -1}));
+  kv.Push("w0", Request(PUSH, 0, kDense, {}, {-2, -2, -2}));
+  Message pull = Request(PULL, 0, kDense, {}, {});
+  kv.Pull("w0", &pull);
+  EXPECT_EQ(out_.floats(out_.sent.size() - 1), (std::vector<float>{3, 3, 3}));
+  EXPECT_EQ(stats_.staleness.pushes, 3u);
+  EXPECT_EQ(stats_.staleness.sum, 3u);  // τ = 0, 1, 2
+  EXPECT_EQ(stats_.staleness.max, 2u);
+}
+
+TEST_F(KvServiceTest, ADeltaOutsideAveragingIsRefused) {
+  kv_.PushDelta("w0", Request(PUSH_DELTA, 0, kRows, {1}, {1, 1}));
+  EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
+  EXPECT_NE(out_.last().header.error().find("is not trained with consistency.model AVERAGE"), std::string::npos);
+  EXPECT_EQ(stats_.bad_messages, 1u);
+  EXPECT_EQ(stats_.pushes, 0u);
+}
+
+}  // namespace
+}  // namespace tether

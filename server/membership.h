@@ -1,0 +1,237 @@
+// Membership: who is in the job, as one shard sees it. One slot per rank
+// (the initial ranks [0, cluster.num_workers), grown by a joiner's HELLO
+// up to cluster.max_workers), and what each rank did: its HELLO (checked:
+// the same protocol, job, generation, consistency model, data mode,
+// epochs and staleness, this shard where the worker's list puts it, one
+// live connection per rank), its BARRIER, its BYE (held and answered with
+// the job's outcome when it had finished), its silence (removed after
+// cluster.worker_timeout_ms, or the job fails under FAIL_JOB), and the
+// deadline for every initial rank to join (cluster.startup_timeout_ms of
+// the first HELLO). Workers join at the slowest clock that counts
+// (docs/CONSISTENCY.md "Joining and leaving"): Membership moves them in
+// and out of the shard's ClockTracker.
+//
+// HELLOs of other ranks that come before worker 0's wait for it: worker 0
+// declares the job's tables (the authority), so two shards never adopt
+// different tables because different workers reached them first.
+//
+// Protocol logic only: it sends through an Outbox and reads no socket, so
+// membership_test.cc drives it in one process. The caller (ServerShard)
+// does what other rooms do on each event, in the order the event needs.
+//
+// Ownership: the shard owns it; the ClockTracker, ServerStats and Outbox
+// it is given are the shard's and outlive it. Thread-safety: none (Run()'s
+// thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/net/message.h"
+#include "core/status.h"
+#include "proto/tether.pb.h"
+#include "server/clock_tracker.h"
+#include "server/coordinator/job_coordinator.h"
+#include "core/net/outbox.h"
+#include "server/shard_stats.h"
+
+namespace tether {
+
+/// What a shard's membership checks a HELLO against (from the job config).
+struct MembershipOptions {
+  int shard = 0, num_shards = 1;
+  std::string job_id;
+  uint64_t generation = 0;
+  ConsistencyModel model = SSP;          // consistency.model
+  int initial_workers = 1;               // cluster.num_workers
+  int max_workers = 1;                   // MaxWorkers(cluster)
+  int64_t startup_timeout_ms = 0;        // cluster.startup_timeout_ms
+  int64_t worker_timeout_ms = 0;         // cluster.worker_timeout_ms
+  int64_t liveness_timeout_ms = 0;       // cluster.liveness_timeout_ms (named in a refusal)
+  WorkerTimeoutAction on_worker_timeout = REMOVE_WORKER;
+};
+
+/// The shard's CURVE handshake failures (peers without CURVE, or with
+/// another server key; refused keys are the ZAP handler's to log): counted,
+/// and logged at the 1st, 10th, 100th ... (a refused peer reconnects every
+/// 100 ms or so).
+class HandshakeFailures {
+ public:
+  /// One ZMQ_EVENT_HANDSHAKE_FAILED_* monitor event (`event`, its `value`)
+  /// on `endpoint`; `log_prefix` starts the line.
+  void Record(uint16_t event, uint32_t value, const std::string& endpoint, const std::string& log_prefix);
+  /// Every failure so far, refused keys included.
+  uint64_t refused() const { return refused_; }
+  /// Those that are not refused keys (the ones logged at powers of ten).
+  uint64_t failures() const { return failures_; }
+
+ private:
+  uint64_t refused_ = 0, failures_ = 0;
+};
+
+class Membership {
+ public:
+  struct Worker {
+    bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
+    std::string removed_why;  // set with `dead`: "removed: silent for N ms ..."
+    bool finished = false;    // reached the barrier (stays set once released)
+    bool data_done = false;   // BARRIER said data on demand is DONE (chunk.kind)
+    uint64_t samples = 0;
+    uint64_t barrier_request = 0;
+    // The clock this process (re)joined at: it takes no checkpoint at or
+    // before it (a cut pending there cannot have its state).
+    int64_t joined_clock = -1;
+    std::string identity;
+    WorkerStats stats;  // the worker's counters, from its BARRIER
+    std::chrono::steady_clock::time_point last_seen;
+  };
+
+  Membership(const MembershipOptions& o, ClockTracker* clocks, ServerStats* stats, Outbox* outbox);
+  /// The endpoint this shard serves (named when a worker lists it wrongly).
+  void set_endpoint(const std::string& endpoint) { endpoint_ = endpoint; }
+
+  // ---- Slots.
+  /// Slots held: the initial ranks, grown to the highest rank heard + 1.
+  int slots() const { return static_cast<int>(workers_.size()); }
+  /// Grows the slots to hold `rank` (< max_workers; a request checked).
+  void EnsureSlot(int rank);
+  const Worker& worker(int rank) const { return workers_[rank]; }
+  /// `rank` was heard from now (a request of any kind).
+  void Seen(int rank) { workers_[rank].last_seen = std::chrono::steady_clock::now(); }
+  /// Every worker was heard from now (the loop was held, e.g. by a
+  /// checkpoint write: nobody was silent meanwhile).
+  void SeenAll();
+  /// An initial rank (joined or still expected), or one that joined later.
+  bool Member(int rank) const;
+
+  // ---- HELLO.
+  enum class Hello { kAdmit, kRefused, kWaiting };
+  /// Checks `m` (a HELLO from `identity`): refused (ERROR_REPLY sent),
+  /// waiting for worker 0's (kept; `tables_defined` false and rank ≠ 0), or
+  /// to be admitted once the caller's own checks (the tables) pass.
+  Hello Check(const std::string& identity, Message* m, bool tables_defined);
+  /// Refuses HELLO `h` from `identity` with `why` (logged; an initial rank
+  /// not yet joined keeps it, to name it if the job cannot start). Returns
+  /// false.
+  bool Refuse(const std::string& identity, const MessageHeader& h, const std::string& why);
+  /// What an admitted HELLO made of its rank.
+  struct Admission {
+    int64_t start_clock = 0;    // the clock the worker starts at
+    int64_t rejoin_clock = -1;  // a rejoin: the clock the rank was at
+    bool rejoined = false;
+    bool min_clock_changed = false;
+  };
+  /// Admits the checked HELLO of `rank` from `identity`: a first join
+  /// starts at `resume_clock` (0 afresh), a rejoin or a rank beyond the
+  /// initial ones at the slowest clock that counts; counted, logged, and
+  /// the rank's slot starts afresh.
+  Admission Admit(int rank, const std::string& identity, int64_t resume_clock);
+  /// The HELLO_REPLY of admission `a` to request `h`.
+  void Welcome(const std::string& identity, const MessageHeader& h, const Admission& a,
+               uint64_t key_list_bytes);
+  /// Whether `rank`'s HELLO waits for worker 0's.
+  bool Waiting(int rank) const { return waiting_.count(rank) != 0; }
+  /// The HELLOs that waited for worker 0's, in rank order, with their
+  /// connections (handed back to be handled again).
+  std::vector<std::pair<std::string, Message>> TakeWaiting();
+  /// Refuses every waiting HELLO with `why` (this shard cannot serve).
+  void RefuseWaiting(const std::string& why);
+  /// Initial ranks refused so far (each told why).
+  int InitialRanksRefused() const;
+
+  // ---- BARRIER and BYE.
+  /// `rank`'s BARRIER `h` from `identity`. Returns whether the min clock changed.
+  bool Arrive(int rank, const std::string& identity, const MessageHeader& h);
+  /// Releases the barrier once every member is at it, left or removed:
+  /// each waiting worker gets the job's rows, the largest clock reached
+  /// and, with a coordinator, the evaluator rank it fixes.
+  void ReleaseBarrier(JobCoordinator* coordinator);
+  /// `rank` said BYE: it no longer counts. Returns whether the min clock
+  /// changed.
+  bool Leave(int rank);
+  /// Answers `rank`'s BYE `h` from `identity` (logged): now, or, when it
+  /// finished, once the job's outcome is known (AnswerHeldByes).
+  void AnswerBye(int rank, const std::string& identity, const MessageHeader& h);
+  /// Answers the held BYEs: BYE_REPLY when `outcome` is OK, else its
+  /// error, so that no worker of a failed job exits 0. Returns how many.
+  int AnswerHeldByes(const Status& outcome);
+
+  // ---- Silence.
+  struct Silent {
+    int rank = -1;  // −1: nobody past cluster.worker_timeout_ms
+    int64_t silent_ms = 0;
+  };
+  /// The first worker silent past cluster.worker_timeout_ms at `now`
+  /// (skipping those at the barrier): marked removed and told so (REMOVED,
+  /// when its connection is live). Errors: Unavailable naming the worker
+  /// and its clock under on_worker_timeout FAIL_JOB.
+  StatusOr<Silent> NextSilent(std::chrono::steady_clock::time_point now);
+  /// Takes the worker NextSilent marked out of the min clock (logged).
+  /// Returns whether the min clock changed.
+  bool RemoveSilent(const Silent& s);
+
+  // ---- The loop's conditions.
+  /// The initial ranks must join within cluster.startup_timeout_ms of the
+  /// first HELLO (`any_hello`: one came). Errors: DeadlineExceeded naming
+  /// the ranks missing and why any was refused.
+  Status CheckStartup(bool any_hello, std::chrono::steady_clock::time_point now);
+  /// Every member said BYE or was removed.
+  bool AllGone() const;
+  /// Workers that joined and have not left (nor been removed).
+  int Staying() const;
+  /// Initial ranks that have not said HELLO.
+  int MissingInitial() const;
+  /// The connections of the workers staying.
+  std::vector<std::string> StayingIdentities() const;
+  /// Whether every worker that joined finished the job (none removed).
+  bool JobFinished() const;
+  /// The ranks removed for silence, "1, 3" ("" for none).
+  std::string Removed() const;
+  /// Whether a worker's BARRIER said data on demand is DONE.
+  bool AnyDataDone() const;
+  /// Every request held (waiting HELLOs, BARRIERs) gets an ERROR_REPLY with
+  /// `why` (as it is). Returns how many.
+  int FailWaiting(const std::string& why);
+  /// Ranks STATS_REPLY lists: up to the highest that took part.
+  int StatsRanks() const;
+
+ private:
+  struct Parked {
+    std::string identity;
+    Message hello;
+  };
+  // The checks of HELLO `h` that need no tables: "" or why it is refused.
+  std::string CheckPeerHello(const MessageHeader& h, const std::string& who);
+  // Whether another live connection holds `rank` (refused, logged, sent).
+  bool SecondClaim(const std::string& identity, Message* m, const std::string& who);
+
+  MembershipOptions options_;
+  ClockTracker* clocks_;
+  ServerStats* stats_;
+  Outbox* outbox_;
+  std::string endpoint_;
+  std::vector<Worker> workers_;
+  std::map<int, Parked> waiting_;  // HELLOs waiting for worker 0's, by rank
+  struct HeldBye {
+    std::string identity;
+    uint64_t request_id = 0;
+    int rank = -1;
+  };
+  std::vector<HeldBye> held_byes_;
+  // The first admitted HELLO's train.data_on_demand and train.epochs:
+  // every later HELLO that carries them must agree.
+  std::optional<bool> data_on_demand_;
+  std::optional<int64_t> epochs_;
+  // Every rank must say HELLO within cluster.startup_timeout_ms of the
+  // first one (why a rank was refused is kept to name it then).
+  std::optional<std::chrono::steady_clock::time_point> first_hello_;
+  bool first_hello_done_ = false;  // every rank joined in time
+  std::map<int, std::string> refusals_;
+};
+
+}  // namespace tether

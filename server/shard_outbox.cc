@@ -1,0 +1,56 @@
+#include "server/shard_outbox.h"
+
+#include <glog/logging.h>
+
+
+namespace tether {
+
+void ShardOutbox::Send(const std::string& identity, Message* reply, int rank) {
+  stats_->bytes_out += reply->keys.size() + reply->values.size();
+  reply->header.set_server_incarnation(incarnation_);
+  // A reply's want_checkpoint: this shard was told to stop (TellStopping).
+  if (stopping_->load()) reply->header.set_want_checkpoint(true);
+  const std::string peer = rank >= 0 ? "worker " + std::to_string(rank) : "unregistered peer";
+  Status st = SendMessage(*socket_, reply, &identity, peer);
+  if (!st.ok()) {
+    ++stats_->send_failures;
+    LOG(ERROR) << log_prefix() << "reply " << TypeName(reply->header.type()) << " lost: " << st.message();
+  }
+}
+
+void ShardOutbox::TellStopping(const std::string& identity) {
+  // RequestChannel::DrainReplies reads want_checkpoint before dropping the probe.
+  Message probe;
+  probe.header.set_type(HEARTBEAT);
+  probe.header.set_server_incarnation(incarnation_);
+  probe.header.set_want_checkpoint(true);
+  if (Status st = SendMessage(*socket_, &probe, &identity, "worker"); !st.ok())
+    LOG(WARNING) << log_prefix() << "could not tell a worker of the stop: " << st.message();
+}
+
+bool ShardOutbox::ConnectionLive(const std::string& identity) {
+  // A HEARTBEAT the worker drops (RequestChannel::DrainReplies); a full
+  // queue (EAGAIN) means the connection is there.
+  MessageHeader probe;
+  probe.set_type(HEARTBEAT);
+  probe.set_server_incarnation(incarnation_);
+  const std::string header = probe.SerializeAsString();
+  try {
+    if (!socket_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return true;
+    (void)socket_->send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket_->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket_->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
+    return true;
+  } catch (const zmq::error_t& e) {
+    return e.num() != EHOSTUNREACH;
+  }
+}
+
+void ShardOutbox::LingerOnClose() {
+  try {
+    socket_->set(zmq::sockopt::linger, 1000);
+  } catch (const zmq::error_t&) {
+  }
+}
+
+}  // namespace tether

@@ -1,0 +1,53 @@
+// ShardOutbox: the shard's Outbox on its ROUTER socket. Every message it
+// sends carries the shard's process start id (MessageHeader.
+// server_incarnation), and, once the shard was told to stop
+// (ServerShard::StopAfterWorkers), want_checkpoint, so each worker learns
+// of the stop from any reply. It counts the bytes of keys and values
+// frames sent and the replies it could not deliver (ServerStats).
+//
+// Ownership: the shard owns it; the socket, the stats and the stop flag it
+// is given are the shard's and outlive it. Thread-safety: Run()'s thread
+// only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "core/net/outbox.h"
+#include "server/shard_stats.h"
+
+namespace tether {
+
+class ShardOutbox final : public Outbox {
+ public:
+  /// `stopping`: set when the shard was told to stop (read at each send).
+  ShardOutbox(std::string log_prefix, uint64_t incarnation, const std::atomic<bool>* stopping, ServerStats* stats)
+      : Outbox(std::move(log_prefix)), incarnation_(incarnation), stopping_(stopping), stats_(stats) {}
+
+  /// The socket to send on (the shard's, once bound).
+  void set_socket(zmq::socket_t* socket) { socket_ = socket; }
+
+  void Send(const std::string& identity, Message* reply, int rank) override;
+  /// Tells the worker at `identity`, unasked, that this shard was told to
+  /// stop: a HEARTBEAT with want_checkpoint set (the worker reads it before
+  /// dropping the probe). A failure is logged, nothing more.
+  void TellStopping(const std::string& identity);
+  /// Whether the ROUTER still has a connection for `identity`: a HEARTBEAT
+  /// the worker drops is sent to it; with ROUTER_MANDATORY it fails with
+  /// EHOSTUNREACH once the peer's connection is gone.
+  bool ConnectionLive(const std::string& identity) override;
+  /// Gives the replies still queued up to 1 s to leave once the socket
+  /// closes (its linger is 0 otherwise).
+  void LingerOnClose();
+
+ private:
+  uint64_t incarnation_;
+  const std::atomic<bool>* stopping_;
+  ServerStats* stats_;
+  zmq::socket_t* socket_ = nullptr;
+};
+
+}  // namespace tether
