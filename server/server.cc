@@ -110,8 +110,8 @@ Status ServerShard::Bind(const std::string& endpoint) {
                                                       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
                                                 : 0;
-    TETHER_ASSIGN_OR_RETURN(guard_, ListenerGuard::Create(*ctx_, log_prefix_ + "server " + std::to_string(shard_),
-                                                          ListenerGuard::Limits{}, handshakes, &opts));
+    TETHER_ASSIGN_OR_RETURN(guard_, ListenerGuard::Create(*ctx_, "server", ListenerGuard::Limits{}, handshakes, &opts,
+                                                          log_prefix_));
   }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
   outbox_.set_socket(&socket_);

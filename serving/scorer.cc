@@ -199,6 +199,8 @@ std::string ModelKindName(const JobConfig& c) {
 }
 
 Status CheckModelShape(const TrainedModel& model) {
+  const std::string name = ModelKindName(model.config);
+  if (name != "xmc_mlp" && name != "sparse_lr" && name != "dense_mlp") return Status::OK();
   google::protobuf::RepeatedPtrField<TableSpec> from_config, in_file;
   for (const TableSpec& t : TablesForJob(model.config)) *from_config.Add() = t;
   for (const TrainedTable& t : model.tables) *in_file.Add() = t.spec;
@@ -221,7 +223,7 @@ Status CheckModelShape(const TrainedModel& model) {
 
 StatusOr<ScorerSet> MakeScorerSet(const TrainedModel& model) {
   const std::string name = ModelKindName(model.config);
-  if (name == "xmc_mlp" || name == "sparse_lr" || name == "dense_mlp") TETHER_RETURN_IF_ERROR(CheckModelShape(model));
+  TETHER_RETURN_IF_ERROR(CheckModelShape(model));
   if (name == "xmc_mlp") return XmcScorers(model);
   if (name == "sparse_lr") return LrScorers(model);
   if (name == "dense_mlp") return DenseScorers(model);

@@ -22,6 +22,7 @@
 #include "checkpoint/model_file.h"
 #include "cli/flag_parser.h"
 #include "serving/predictor.h"
+#include "serving/scorer.h"
 #include "worker/model_registry.h"
 #include "worker/trainer.h"
 
@@ -139,6 +140,12 @@ int Run() {
   StatusOr<ModelFileContents> file = ReadSafetensorsModel(FLAGS_model);
   if (!file.ok()) {
     LOG(ERROR) << who << file.status().message();
+    return 1;
+  }
+  // Before the input is read: what the model claims must hold (its file is
+  // untrusted input too).
+  if (const Status shape = CheckModelShape(file->model); !shape.ok()) {
+    LOG(ERROR) << who << FLAGS_model << ": " << shape.message();
     return 1;
   }
   JobConfig config = file->model.config;

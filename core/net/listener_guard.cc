@@ -32,7 +32,8 @@ bool StillAccepted(int fd, const std::string& endpoint) {
 }  // namespace
 
 StatusOr<std::unique_ptr<ListenerGuard>> ListenerGuard::Create(zmq::context_t& ctx, std::string listener, Limits limits,
-                                                               int extra_events, SocketOptions* opts) {
+                                                               int extra_events, SocketOptions* opts,
+                                                               std::string log_prefix) {
   static std::atomic<uint64_t> serial{0};
   opts->monitor_endpoint = "inproc://tether-listener-guard-" + std::to_string(serial.fetch_add(1)) + "-" +
                            std::to_string(reinterpret_cast<uintptr_t>(&ctx));
@@ -42,7 +43,8 @@ StatusOr<std::unique_ptr<ListenerGuard>> ListenerGuard::Create(zmq::context_t& c
     monitor.set(zmq::sockopt::linger, 0);
     monitor.set(zmq::sockopt::rcvhwm, 0);  // never lose an ACCEPTED or a DISCONNECTED
     monitor.connect(opts->monitor_endpoint);
-    return std::unique_ptr<ListenerGuard>(new ListenerGuard(std::move(monitor), std::move(listener), limits));
+    return std::unique_ptr<ListenerGuard>(
+        new ListenerGuard(std::move(monitor), std::move(listener), limits, std::move(log_prefix)));
   } catch (const zmq::error_t& e) {
     return Status::IOError(listener + ": cannot watch the connections of its socket: " + e.what());
   }
@@ -67,7 +69,7 @@ void ListenerGuard::Accepted(int fd, const std::string& endpoint) {
   uint64_t p = 1;
   while (p < cut_) p *= 10;
   if (p == cut_)
-    LOG(WARNING) << listener_ << " " << endpoint << ": cut a connection past "
+    LOG(WARNING) << log_prefix_ << listener_ << " " << endpoint << ": cut a connection past "
                  << (std::strcmp(reason, "connections_per_port") == 0
                          ? "its cap of " + std::to_string(limits_.max_connections) + " connections"
                          : "the process's descriptor budget (" + std::to_string(ConnectionBudget::Process().capacity()) +

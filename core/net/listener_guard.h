@@ -53,8 +53,10 @@ class ListenerGuard {
   /// `*opts`' monitor_endpoint and monitor_events (ACCEPTED, DISCONNECTED and
   /// `extra_events`). `listener` names the socket in counters ("server").
   /// Errors: IOError when the monitor socket cannot be made.
+  /// `log_prefix` starts its log lines ("[server 0] ").
   static StatusOr<std::unique_ptr<ListenerGuard>> Create(zmq::context_t& ctx, std::string listener, Limits limits,
-                                                         int extra_events, SocketOptions* opts);
+                                                         int extra_events, SocketOptions* opts,
+                                                         std::string log_prefix = "");
   ~ListenerGuard();
   ListenerGuard(const ListenerGuard&) = delete;
   ListenerGuard& operator=(const ListenerGuard&) = delete;
@@ -69,14 +71,15 @@ class ListenerGuard {
   uint64_t cut() const { return cut_; }
 
  private:
-  ListenerGuard(zmq::socket_t monitor, std::string listener, Limits limits)
-      : monitor_(std::move(monitor)), listener_(std::move(listener)), limits_(limits) {}
+  ListenerGuard(zmq::socket_t monitor, std::string listener, Limits limits, std::string log_prefix)
+      : monitor_(std::move(monitor)), listener_(std::move(listener)), limits_(limits), log_prefix_(std::move(log_prefix)) {}
   void Accepted(int fd, const std::string& endpoint);
   void Gone(int fd);
 
   zmq::socket_t monitor_;
   std::string listener_;
   Limits limits_;
+  std::string log_prefix_;
   std::set<int> open_;      // descriptors of open connections (each holds one of the budget)
   uint64_t cut_ = 0;
 };

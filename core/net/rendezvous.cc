@@ -443,7 +443,8 @@ Status RendezvousStore::Start(const std::string& listen, const SocketOptions& so
     // Before the bind: libzmq admits every key while no handler runs.
     TETHER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(ctx_, admitted_keys, "[rendezvous store] "));
   }
-  TETHER_ASSIGN_OR_RETURN(guard_, ListenerGuard::Create(ctx_, "rendezvous", ListenerGuard::Limits{}, 0, &opts));
+  TETHER_ASSIGN_OR_RETURN(
+      guard_, ListenerGuard::Create(ctx_, "rendezvous", ListenerGuard::Limits{}, 0, &opts, "[rendezvous store] "));
   auto s = BindRouter(ctx_, listen, opts, &endpoint_);
   if (!s.ok()) return Status::IOError("rendezvous store: " + s.status().message());
   socket_ = std::move(*s);
