@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 #include "server/server.h"
 #include "worker/client.h"
 

@@ -25,7 +25,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/env.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
 
 namespace tether {
 namespace checkpoint_internal {

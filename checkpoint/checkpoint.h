@@ -38,7 +38,8 @@
 
 #include "core/env.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 

@@ -1,6 +1,6 @@
 // Data on demand in checkpoints (train.data_on_demand with checkpoint.dir):
 // the chunk coordinator's state (ChunkCoordinatorState in
-// proto/tether.proto) as shard 0 writes it into each checkpoint
+// proto/checkpoint.proto) as shard 0 writes it into each checkpoint
 // (chunks.state, beside shard-0.tables), and how a resume reads and checks
 // it. ChunkCoordinator::SaveState / RestoreState and ChunkService::SaveState
 // / Resume (the conversion from the server's objects) are defined in
@@ -26,7 +26,8 @@
 
 #include "core/env.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/wire.pb.h"
 
 namespace tether {
 

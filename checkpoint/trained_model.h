@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 

@@ -12,7 +12,7 @@
 #include "input/arff_reader.h"
 #include "input/reader.h"
 
-DEFINE_string(config, "", "job config, Protobuf text format (see proto/tether.proto and examples/)");
+DEFINE_string(config, "", "job config, Protobuf text format (see proto/config.proto and examples/)");
 
 namespace tether {
 namespace {
@@ -49,7 +49,7 @@ bool RegisterOverrideFlags() {
 namespace {
 
 // num_features / num_labels of 0 (the default) take the XMC header's widths,
-// as proto/tether.proto promises; the header of the
+// as proto/config.proto promises; the header of the
 // training file is read (its first line only) before validation, so the
 // values in force and every check see the real widths.
 // ARFF likewise, from its @attribute lines and label XML (the header only).

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 #include "cli/flag_parser.h"
 
 namespace tether {

@@ -535,8 +535,6 @@ class HostArray {
   T* data() { return data_; }
   const T* data() const { return data_; }
   size_t size() const { return size_; }
-  T& operator[](size_t i) { return data_[i]; }
-  const T& operator[](size_t i) const { return data_[i]; }
 
  private:
   Backend* backend_;

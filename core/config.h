@@ -14,7 +14,8 @@
 
 #include "core/status.h"
 #include "core/table_spec.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 

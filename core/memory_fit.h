@@ -21,7 +21,8 @@
 
 #include "core/process_limits.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 

@@ -1,6 +1,6 @@
 // Table specs: the contract between a model (worker side) and a server
 // shard, which knows no model. A worker declares its tables as TableSpec
-// messages (proto/tether.proto) at HELLO; a shard adopts those of the job's
+// messages (proto/tables.proto) at HELLO; a shard adopts those of the job's
 // authority (worker 0) and compares every other worker's field by field.
 // The same checks run on the worker before it connects, so a bad table is
 // refused there first, and a bad HELLO gets an error reply naming the field.
@@ -15,7 +15,7 @@
 #include <google/protobuf/repeated_field.h>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 

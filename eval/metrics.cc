@@ -41,6 +41,63 @@ std::vector<double> InversePropensity(const std::vector<uint64_t>& label_counts,
   return w;
 }
 
+namespace {
+
+// One tie group of a row's ranking: top[begin, end) are the group's
+// positions, labels of one score; `g` labels of that score, `rel` of them in
+// the row's Y, `rel_w` their summed propensity weights.
+struct TieGroup {
+  int64_t end = 0;
+  int64_t g = 0;
+  int64_t rel = 0;
+  double rel_w = 0.0;
+};
+
+// The group that starts at ranked position `begin` (< depth). Groups that
+// end inside the top `depth` are whole in top; only the last one may go on
+// past it, so its G and R are counted over the whole row. `w`: the labels'
+// inverse propensities (nullptr: no propensity-scored metrics).
+TieGroup GroupAt(const float* s, int64_t num_labels, const uint32_t* top, int64_t depth, int64_t begin,
+                 const uint32_t* labels, int64_t num_true, const std::vector<double>* w) {
+  const auto weight = [w](uint32_t l) { return l < w->size() ? (*w)[l] : 0.0; };
+  const float v = s[top[begin]];
+  TieGroup t;
+  t.end = begin + 1;
+  while (t.end < depth && SameScore(s[top[t.end]], v)) ++t.end;
+  t.g = t.end - begin;
+  if (t.end == depth) {
+    t.g = 0;
+    for (int64_t j = 0; j < num_labels; ++j) t.g += SameScore(s[j], v) ? 1 : 0;
+    for (int64_t y = 0; y < num_true; ++y) {
+      if (labels[y] < num_labels && SameScore(s[labels[y]], v)) {
+        ++t.rel;
+        if (w != nullptr) t.rel_w += weight(labels[y]);
+      }
+    }
+  } else {
+    for (int64_t j = begin; j < t.end; ++j) {
+      if (std::find(labels, labels + num_true, top[j]) != labels + num_true) {
+        ++t.rel;
+        if (w != nullptr) t.rel_w += weight(top[j]);
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+// One row's sums over its ranked positions so far (AddRow).
+struct RankingMetrics::RowSums {
+  // hits: relevant labels at untied positions (an integer); tied_hits: the
+  // R/G of positions held by tie groups.
+  int64_t hits = 0;
+  double tied_hits = 0.0, dcg = 0.0, idcg = 0.0;
+  // Propensity-scored: gains g_i of the ranking and g*_i of the best one
+  // (ideal_: the row's weights, largest first).
+  double ps_hits = 0.0, ps_dcg = 0.0, ideal_hits = 0.0, ideal_dcg = 0.0;
+};
+
 void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
                          const int64_t* row_ptr, const uint32_t* col_idx) {
   CHECK_GE(rows, 0);
@@ -50,106 +107,81 @@ void RankingMetrics::Add(const float* scores, int64_t rows, int64_t num_labels,
   CHECK(row_ptr != nullptr);
   const int64_t depth = std::min<int64_t>(ks_.back(), num_labels);
   top_.resize(depth);
-  const bool ps = !inv_propensity_.empty();
-  const auto weight = [this](uint32_t l) {
-    return l < inv_propensity_.size() ? inv_propensity_[l] : 0.0;
-  };
   for (int64_t r = 0; r < rows; ++r) {
     ++count_;
     const int64_t lb = row_ptr[r], le = row_ptr[r + 1];
-    const int64_t num_true = le - lb;
-    if (num_true == 0) continue;  // 0 for every metric, still counted
-    const float* s = scores + r * num_labels;
-    // Rank the top `depth` labels in the Backend::TopK order (core/top_k.h);
-    // the index order only groups the ties, which are then scored by
-    // their expected value below.
-    SelectTopK(s, num_labels, depth, top_.data());
-    // Ties (C21): labels of equal score have no order of their own, so each
-    // position of a tie group holds a relevant label with probability
-    // R / G (G labels in the group, R of them relevant): the expected value
-    // under a uniformly random order of the tied labels. P@k and DCG@k are
-    // sums over positions, hence linear in those probabilities. Groups that
-    // end inside the top `depth` are whole in top_; only the last one may
-    // go on past it, so its G and R are counted over the whole row.
-    bool tied = false;
-    // hits: relevant labels at untied positions (an integer); tied_hits:
-    // the R/G of positions held by tie groups.
-    int64_t hits = 0;
-    double tied_hits = 0.0, dcg = 0.0, idcg = 0.0;
-    // Propensity-scored: gains g_i (pw) of the ranking and g*_i of the best
-    // one (ideal_: the row's weights, largest first).
-    double ps_hits = 0.0, ps_dcg = 0.0, ideal_hits = 0.0, ideal_dcg = 0.0;
-    if (ps) {
-      ideal_.clear();
-      for (int64_t y = lb; y < le; ++y) ideal_.push_back(weight(col_idx[y]));
-      std::sort(ideal_.begin(), ideal_.end(), std::greater<double>());
+    if (le == lb) continue;  // 0 for every metric, still counted
+    AddRow(scores + r * num_labels, num_labels, depth, col_idx + lb, le - lb);
+  }
+}
+
+void RankingMetrics::AddRow(const float* s, int64_t num_labels, int64_t depth, const uint32_t* labels,
+                            int64_t num_true) {
+  const bool ps = !inv_propensity_.empty();
+  // Rank the top `depth` labels in the Backend::TopK order (core/top_k.h);
+  // the index order only groups the ties, which are then scored by their
+  // expected value below.
+  SelectTopK(s, num_labels, depth, top_.data());
+  if (ps) {
+    ideal_.clear();
+    for (int64_t y = 0; y < num_true; ++y)
+      ideal_.push_back(labels[y] < inv_propensity_.size() ? inv_propensity_[labels[y]] : 0.0);
+    std::sort(ideal_.begin(), ideal_.end(), std::greater<double>());
+  }
+  // Ties (C21): labels of equal score have no order of their own, so each
+  // position of a tie group holds a relevant label with probability R / G
+  // (G labels in the group, R of them relevant): the expected value under a
+  // uniformly random order of the tied labels. P@k and DCG@k are sums over
+  // positions, hence linear in those probabilities.
+  bool tied = false;
+  RowSums sums;
+  size_t next_k = 0;
+  int64_t group_end = 0;  // positions [i, group_end) share the group's p
+  double p = 0.0, pw = 0.0;
+  bool in_tie = false;  // the current group has more than one label
+  for (int64_t i = 0; i < ks_.back(); ++i) {
+    if (i < depth && i == group_end) {
+      const TieGroup t =
+          GroupAt(s, num_labels, top_.data(), depth, i, labels, num_true, ps ? &inv_propensity_ : nullptr);
+      group_end = t.end;
+      tied = tied || t.g > 1;
+      in_tie = t.g > 1;
+      p = static_cast<double>(t.rel) / static_cast<double>(t.g);
+      pw = t.rel_w / static_cast<double>(t.g);
     }
-    size_t next_k = 0;
-    int64_t group_end = 0;  // positions [i, group_end) share the group's p
-    double p = 0.0, pw = 0.0;
-    bool in_tie = false;  // the current group has more than one label
-    for (int64_t i = 0; i < ks_.back(); ++i) {
-      if (i < depth && i == group_end) {
-        const float v = s[top_[i]];
-        group_end = i + 1;
-        while (group_end < depth && SameScore(s[top_[group_end]], v)) ++group_end;
-        int64_t g = group_end - i, rel = 0;
-        double rel_w = 0.0;  // Σ w over the group's labels in Y
-        if (group_end == depth) {
-          g = 0;
-          for (int64_t j = 0; j < num_labels; ++j) g += SameScore(s[j], v) ? 1 : 0;
-          for (int64_t y = lb; y < le; ++y) {
-            if (col_idx[y] < num_labels && SameScore(s[col_idx[y]], v)) {
-              ++rel;
-              if (ps) rel_w += weight(col_idx[y]);
-            }
-          }
-        } else {
-          for (int64_t j = i; j < group_end; ++j) {
-            if (std::find(col_idx + lb, col_idx + le, top_[j]) != col_idx + le) {
-              ++rel;
-              if (ps) rel_w += weight(top_[j]);
-            }
-          }
-        }
-        tied = tied || g > 1;
-        in_tie = g > 1;
-        p = static_cast<double>(rel) / static_cast<double>(g);
-        pw = rel_w / static_cast<double>(g);
+    if (i < depth) {
+      if (in_tie) {
+        sums.tied_hits += p;
+      } else {
+        sums.hits += p > 0.0 ? 1 : 0;  // an untied group of one: rel is 0 or 1
       }
-      if (i < depth) {
-        if (in_tie) {
-          tied_hits += p;
-        } else {
-          hits += p > 0.0 ? 1 : 0;  // an untied group of one: rel is 0 or 1
-        }
-        dcg += p * discount_[i];
-        if (ps) {
-          ps_hits += pw;
-          ps_dcg += pw * discount_[i];
-        }
-      }
-      if (i < num_true) {
-        idcg += discount_[i];
-        if (ps) {
-          ideal_hits += ideal_[i];
-          ideal_dcg += ideal_[i] * discount_[i];
-        }
-      }
-      if (i + 1 == ks_[next_k]) {
-        hits_[next_k] += hits;
-        tied_hits_[next_k] += tied_hits;
-        ndcg_sum_[next_k] += dcg / idcg;
-        if (ps) {
-          psp_num_[next_k] += ps_hits / ks_[next_k];
-          psp_den_[next_k] += ideal_hits / ks_[next_k];
-          psndcg_num_[next_k] += ps_dcg / idcg;
-          psndcg_den_[next_k] += ideal_dcg / idcg;
-        }
-        ++next_k;
+      sums.dcg += p * discount_[i];
+      if (ps) {
+        sums.ps_hits += pw;
+        sums.ps_dcg += pw * discount_[i];
       }
     }
-    if (tied) ++tied_rows_;
+    if (i < num_true) {
+      sums.idcg += discount_[i];
+      if (ps) {
+        sums.ideal_hits += ideal_[i];
+        sums.ideal_dcg += ideal_[i] * discount_[i];
+      }
+    }
+    if (i + 1 == ks_[next_k]) AddAtK(next_k++, sums, ps);
+  }
+  if (tied) ++tied_rows_;
+}
+
+void RankingMetrics::AddAtK(size_t k_index, const RowSums& sums, bool ps) {
+  hits_[k_index] += sums.hits;
+  tied_hits_[k_index] += sums.tied_hits;
+  ndcg_sum_[k_index] += sums.dcg / sums.idcg;
+  if (ps) {
+    psp_num_[k_index] += sums.ps_hits / ks_[k_index];
+    psp_den_[k_index] += sums.ideal_hits / ks_[k_index];
+    psndcg_num_[k_index] += sums.ps_dcg / sums.idcg;
+    psndcg_den_[k_index] += sums.ideal_dcg / sums.idcg;
   }
 }
 

@@ -122,7 +122,14 @@ class RankingMetrics {
   double TiedHitsAt(int k) const { return tied_hits_[IndexOf(k)]; }
 
  private:
+  struct RowSums;  // one row's sums over its ranked positions (metrics.cc)
+
   int IndexOf(int k) const;
+  // Adds one row with labels: s its num_labels scores, labels[0, num_true)
+  // its Y; the top `depth` = min(max k, num_labels) positions are ranked.
+  void AddRow(const float* s, int64_t num_labels, int64_t depth, const uint32_t* labels, int64_t num_true);
+  // Adds a row's sums at cut-off ks_[k_index] to the per-k totals.
+  void AddAtK(size_t k_index, const RowSums& sums, bool ps);
 
   std::vector<int> ks_;                // sorted, unique
   std::vector<double> discount_;       // discount_[i] = 1 / log2(i + 2), i < max k

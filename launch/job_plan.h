@@ -18,7 +18,7 @@
 #include "core/status.h"
 #include "launch/launch_request.h"
 #include "launch/launcher.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 
 namespace tether {
 

@@ -15,7 +15,7 @@
 
 #include "core/status.h"
 #include "launch/engine_task.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 
 namespace tether {
 

@@ -25,7 +25,7 @@
 
 #include "core/status.h"
 #include "checkpoint/trained_model.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 #include "worker/trainer.h"
 
 namespace tether {

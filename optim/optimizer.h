@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "proto/tether.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 
@@ -47,7 +47,7 @@ class Optimizer {
   ///            and checkpoints see it; z and n are the state.
   ///  SUM:      w += g   (no learning rate, l2 or lr_scale: exact totals)
   ///  NOOP:     nothing (benchmarks: the push is still checked and its rows
-  ///            looked up by the caller; see proto/tether.proto)
+  ///            looked up by the caller; see proto/tables.proto)
   /// `lr_scale` multiplies the step (staleness-aware rates scale it).
   /// w, state and g must not overlap. Cost (dim 256, in cache, one core):
   /// about 0.1 µs per row for Adam with AVX2 (one exp for the bias

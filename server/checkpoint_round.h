@@ -30,7 +30,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/wire.pb.h"
 #include "server/clock_tracker.h"
 #include "server/coordinator/job_coordinator.h"
 #include "server/kv_service.h"

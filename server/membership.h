@@ -34,7 +34,10 @@
 
 #include "core/net/message.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/stats.pb.h"
+#include "proto/tables.pb.h"
+#include "proto/wire.pb.h"
 #include "server/clock_tracker.h"
 #include "server/coordinator/job_coordinator.h"
 #include "core/net/outbox.h"

@@ -14,7 +14,7 @@
 
 #include "core/memory_fit.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 

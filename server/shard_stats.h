@@ -29,7 +29,7 @@ struct StalenessHistogram {
 };
 
 // The shard's counters, listed once: each is a uint64_t member of
-// ServerStats and the ShardStats field of the same name (proto/tether.proto
+// ServerStats and the ShardStats field of the same name (proto/stats.proto
 // says what each counts), so STATS_REPLY cannot leave one out.
 #define TETHER_SERVER_COUNTERS(X)                                                      \
   X(pulls)             /* PULL requests served */                                      \

@@ -14,7 +14,7 @@
 
 #include "core/env.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
 #include "server/table.h"
 
 namespace tether {

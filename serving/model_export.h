@@ -10,7 +10,7 @@
 #include "checkpoint/model_file.h"
 #include "core/status.h"
 #include "checkpoint/trained_model.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 
 namespace tether {
 

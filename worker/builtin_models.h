@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/tables.pb.h"
 #include "compute/backend.h"
 #include "worker/model.h"
 

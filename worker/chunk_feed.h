@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/wire.pb.h"
 #include "input/csr.h"
 #include "input/row_stream.h"
 

@@ -22,7 +22,7 @@
 
 #include "eval/metrics.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/wire.pb.h"
 #include "compute/backend.h"
 #include "input/csr.h"
 #include "worker/model.h"

@@ -9,7 +9,7 @@
 // a fraction, 0.0 not 0), a NaN test metric is null. tests/data/
 // metrics_schema/ holds the key/type tree, and integration.metrics_schema
 // checks real jobs against it. The stats messages' field names are the keys
-// (proto/tether.proto), a nested message's fields flattened under
+// (proto/stats.proto), a nested message's fields flattened under
 // "<field>_<name>" (WorkerStats.key_lists.used → "key_lists_used");
 // protobuf's own JSON printer is not used because it writes 64-bit integers
 // as strings, names in camelCase and 0.0 as 0.
@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 #include "worker/trainer.h"
 
 namespace tether {

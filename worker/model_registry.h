@@ -23,7 +23,8 @@
 
 #include "core/status.h"
 #include "core/table_spec.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
+#include "proto/tables.pb.h"
 #include "compute/backend.h"
 #include "worker/model.h"
 

@@ -9,7 +9,8 @@
 #include <string>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/config.pb.h"
 
 namespace tether {
 

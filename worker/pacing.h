@@ -23,7 +23,7 @@
 #include <functional>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 
 namespace tether {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/wire.pb.h"
 #include "input/csr.h"
 #include "worker/client.h"
 #include "worker/evaluator.h"

@@ -26,7 +26,7 @@
 
 #include "core/net/transport.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/config.pb.h"
 
 namespace tether {
 

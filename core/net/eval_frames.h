@@ -14,7 +14,7 @@
 
 #include "core/net/message.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/wire.pb.h"
 
 namespace tether {
 

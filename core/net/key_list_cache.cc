@@ -47,7 +47,7 @@ uint64_t KeyListProbe(const uint64_t* keys, size_t n) {
   return id == 0 ? 1 : id;
 }
 
-void KeyListCache::Drop(std::unordered_map<Key, std::list<Entry>::iterator, KeyHash>::iterator it) {
+void KeyListCache::Drop(Index::iterator it) {
   bytes_ -= Charge(it->second->list->size());
   lru_.erase(it->second);
   index_.erase(it);

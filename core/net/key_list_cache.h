@@ -4,7 +4,7 @@
 // carrying its keys, and the shard reuses the rows it looked up the first
 // time (ps-lite's key-list caching, Li et al., OSDI 2014, §3.5).
 //
-// Protocol (MessageHeader.key_list, proto/tether.proto). A list is named by
+// Protocol (MessageHeader.key_list, proto/wire.proto). A list is named by
 // (table, id), id ≠ 0 chosen by the worker: KeyListProbe(keys), a hash of
 // the count and 64 of the keys (two loads per cache line of a 10⁶-key list
 // instead of a pass over all of it), or, when the worker holds another
@@ -46,8 +46,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace tether {
@@ -117,20 +118,16 @@ class KeyListCache {
     uint64_t id;
     List list;
   };
-  struct Key {
-    uint32_t table;
-    uint64_t id;
-    bool operator==(const Key& o) const { return table == o.table && id == o.id; }
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const { return static_cast<size_t>(k.id ^ (uint64_t{k.table} * 0x9e3779b97f4a7c15ull)); }
-  };
-  void Drop(std::unordered_map<Key, std::list<Entry>::iterator, KeyHash>::iterator it);
+  // (table, id). An ordered index: a cache holds few lists (each is large),
+  // and a pair needs no hash or equality of its own.
+  using Key = std::pair<uint32_t, uint64_t>;
+  using Index = std::map<Key, std::list<Entry>::iterator>;
+  void Drop(Index::iterator it);
 
   uint64_t capacity_;
   uint64_t bytes_ = 0;
   std::list<Entry> lru_;  // most recently used first
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+  Index index_;
   Stats stats_;
 };
 

@@ -17,7 +17,7 @@
 
 #include "core/wire_limits.h"
 #include "core/status.h"
-#include "proto/tether.pb.h"
+#include "proto/wire.pb.h"
 
 namespace tether {
 

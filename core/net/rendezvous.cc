@@ -22,7 +22,7 @@
 #include "core/file_util.h"
 #include "core/net/curve.h"
 #include "core/peer_limits.h"
-#include "proto/tether.pb.h"
+#include "proto/rendezvous.pb.h"
 
 namespace tether {
 

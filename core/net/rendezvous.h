@@ -11,7 +11,7 @@
 //                                tether-server/tether-launch given
 //                                --rendezvous_serve), reached over ZeroMQ
 //                                with the RendezvousRequest/Reply messages
-//                                (proto/tether.proto); IPv6 "tcp://[ADDR]:PORT".
+//                                (proto/rendezvous.proto); IPv6 "tcp://[ADDR]:PORT".
 // (This is the c10d/torchrun convention: a shared file or a TCP store.)
 //
 // Entries are keyed by (job id, generation, name), so a restarted or

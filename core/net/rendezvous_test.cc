@@ -4,7 +4,7 @@
 #include "core/net/rendezvous.h"
 
 #include "core/net/curve.h"
-#include "proto/tether.pb.h"
+#include "proto/rendezvous.pb.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -19,7 +19,7 @@
 
 #include "core/status.h"
 #include "proto/coordinator.pb.h"
-#include "proto/tether.pb.h"
+#include "proto/wire.pb.h"
 #include "server/coordinator/batch_controller.h"
 
 namespace tether {

@@ -26,7 +26,7 @@
 
 #include "core/status.h"
 #include "proto/coordinator.pb.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
 #include "server/coordinator/rank_ledger.h"
 
 namespace tether {

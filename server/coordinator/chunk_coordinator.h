@@ -45,7 +45,7 @@
 
 namespace tether {
 
-class ChunkCoordinatorState;  // proto/tether.proto
+class ChunkCoordinatorState;  // proto/checkpoint.proto
 class ChunkDealingState;      // proto/coordinator.proto
 
 struct DataChunk {

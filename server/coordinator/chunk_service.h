@@ -34,7 +34,9 @@
 
 #include "core/status.h"
 #include "proto/coordinator.pb.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/stats.pb.h"
+#include "proto/wire.pb.h"
 #include "server/coordinator/chunk_coordinator.h"
 
 namespace tether {

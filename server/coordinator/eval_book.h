@@ -27,7 +27,7 @@
 #include "core/net/eval_frames.h"
 #include "core/status.h"
 #include "proto/coordinator.pb.h"
-#include "proto/tether.pb.h"
+#include "proto/wire.pb.h"
 
 namespace tether {
 

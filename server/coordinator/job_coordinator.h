@@ -35,7 +35,9 @@
 #include "core/net/message.h"
 #include "core/status.h"
 #include "proto/coordinator.pb.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/stats.pb.h"
+#include "proto/wire.pb.h"
 #include "core/net/outbox.h"
 
 namespace tether {

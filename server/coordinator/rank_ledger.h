@@ -20,7 +20,7 @@
 
 #include "core/status.h"
 #include "proto/coordinator.pb.h"
-#include "proto/tether.pb.h"
+#include "proto/checkpoint.pb.h"
 
 namespace tether {
 

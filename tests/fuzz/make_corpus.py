@@ -7,7 +7,7 @@ the fixtures change.
 
 message_fuzz: byte 0 = flags (bit 0: first frame is a peer identity), then
 frames as [u16 LE length][bytes]. Headers are MessageHeader (proto/
-tether.proto) encoded by hand: field numbers and types must match it.
+wire.proto) encoded by hand: field numbers and types must match it.
 reader fuzzers: byte 0 = option bits (see reader_fuzz.cc), then the file.
 """
 import os
@@ -17,7 +17,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-# MessageType values (proto/tether.proto).
+# MessageType values (proto/wire.proto).
 HELLO, PULL, PUSH, CLOCK, BARRIER, BYE, ERROR_REPLY, PULL_REPLY = 1, 5, 7, 9, 11, 3, 16, 6
 
 
