@@ -275,7 +275,11 @@ TEST(RendezvousTest, AnEntryALiveProcessHoldsIsNeverReplaced) {
     auto got = LookupServers(rdzv->get(), "same", 0, 1, 1000, nullptr);
     ASSERT_TRUE(got.ok());
     EXPECT_EQ((*got)[0], first);
-    live->close();  // the first run is gone (its entry stays, as after a crash)
+    // The first run is gone (its entry stays, as after a crash). A socket's
+    // close completes in ZeroMQ's I/O thread; ending the context waits for
+    // it, so that the listener no longer answers when the next one probes.
+    live->close();
+    ctx.close();
     ASSERT_TRUE(PublishServer(rdzv->get(), "same", 0, 0, "tcp://127.0.0.1:1", 5000).ok());
     got = LookupServers(rdzv->get(), "same", 0, 1, 1000, nullptr);
     ASSERT_TRUE(got.ok());
