@@ -6,6 +6,7 @@
 
 #include <glog/logging.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "core/peer_limits.h"
@@ -31,20 +32,34 @@ bool StillAccepted(int fd, const std::string& endpoint) {
 
 }  // namespace
 
+const char* ListenerGuard::DropReason(int event, int value) {
+  // ZeroMQ (4.3) reports a handshake that timed out (ZMQ_HANDSHAKE_IVL) as
+  // a failure without detail whose value is EAGAIN, and a peer that is not
+  // ZMTP or speaks another mechanism as a protocol failure. A frame above
+  // ZMQ_MAXMSGSIZE ends the connection with no event of its own: it shows
+  // only as a disconnection.
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && (value == EAGAIN || value == ETIMEDOUT))
+    return "handshake_timeout";
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+    return "handshake";
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return "authentication";  // seen when the owner asks for it
+  return nullptr;
+}
+
 StatusOr<std::unique_ptr<ListenerGuard>> ListenerGuard::Create(zmq::context_t& ctx, std::string listener, Limits limits,
                                                                int extra_events, SocketOptions* opts,
                                                                std::string log_prefix) {
   static std::atomic<uint64_t> serial{0};
   opts->monitor_endpoint = "inproc://tether-listener-guard-" + std::to_string(serial.fetch_add(1)) + "-" +
                            std::to_string(reinterpret_cast<uintptr_t>(&ctx));
-  opts->monitor_events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | extra_events;
+  opts->monitor_events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | kCountedEvents | extra_events;
   try {
     zmq::socket_t monitor(ctx, zmq::socket_type::pair);
     monitor.set(zmq::sockopt::linger, 0);
     monitor.set(zmq::sockopt::rcvhwm, 0);  // never lose an ACCEPTED or a DISCONNECTED
     monitor.connect(opts->monitor_endpoint);
     return std::unique_ptr<ListenerGuard>(
-        new ListenerGuard(std::move(monitor), std::move(listener), limits, std::move(log_prefix)));
+        new ListenerGuard(std::move(monitor), std::move(listener), limits, extra_events, std::move(log_prefix)));
   } catch (const zmq::error_t& e) {
     return Status::IOError(listener + ": cannot watch the connections of its socket: " + e.what());
   }
@@ -98,9 +113,16 @@ std::vector<ListenerGuard::Event> ListenerGuard::Poll() {
     std::memcpy(&event, head.data(), 2);
     std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
     const std::string endpoint = address.to_string();
-    if (event == ZMQ_EVENT_ACCEPTED) Accepted(value, endpoint);
-    else if (event == ZMQ_EVENT_DISCONNECTED) Gone(value);
-    else out.push_back(Event{event, value, endpoint});
+    if (event == ZMQ_EVENT_ACCEPTED) {
+      Accepted(value, endpoint);
+      continue;
+    }
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      Gone(value);
+      continue;
+    }
+    if (const char* reason = DropReason(event, value); reason != nullptr) CountPeerDrop(listener_, reason);
+    if ((event & extra_events_) != 0) out.push_back(Event{event, value, endpoint});
   }
   return out;
 }

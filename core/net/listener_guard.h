@@ -11,7 +11,12 @@
 // peer's close. Each cut counts in tether_peers_dropped_total{listener,
 // reason="connections_per_port"|"process_descriptors"}. A connection whose
 // handshake does not complete within SocketOptions::handshake_timeout_ms is
-// closed by ZeroMQ itself (ZMQ_HANDSHAKE_IVL).
+// closed by ZeroMQ itself (ZMQ_HANDSHAKE_IVL; counted as
+// reason="handshake_timeout"), and so is one that fails the handshake
+// (garbage, another mechanism: reason="handshake"; a refused CURVE key,
+// when the owner asks for ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+// reason="authentication"). A frame above ZMQ_MAXMSGSIZE also ends its
+// connection, but ZeroMQ gives no event that tells it apart from a close.
 //
 // The guard owns the monitor's receiving end (a socket has one monitor):
 // other events asked for (CURVE handshake failures) are handed to the
@@ -71,14 +76,24 @@ class ListenerGuard {
   uint64_t cut() const { return cut_; }
 
  private:
-  ListenerGuard(zmq::socket_t monitor, std::string listener, Limits limits, std::string log_prefix)
-      : monitor_(std::move(monitor)), listener_(std::move(listener)), limits_(limits), log_prefix_(std::move(log_prefix)) {}
+  // The handshake failures counted as drops (DropReason), asked for always.
+  static constexpr int kCountedEvents = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
+  // The tether_peers_dropped_total reason of a monitor event, or nullptr.
+  static const char* DropReason(int event, int value);
+
+  ListenerGuard(zmq::socket_t monitor, std::string listener, Limits limits, int extra_events, std::string log_prefix)
+      : monitor_(std::move(monitor)),
+        listener_(std::move(listener)),
+        limits_(limits),
+        extra_events_(extra_events),
+        log_prefix_(std::move(log_prefix)) {}
   void Accepted(int fd, const std::string& endpoint);
   void Gone(int fd);
 
   zmq::socket_t monitor_;
   std::string listener_;
   Limits limits_;
+  int extra_events_ = 0;  // events handed to the owner by Poll()
   std::string log_prefix_;
   std::set<int> open_;      // descriptors of open connections (each holds one of the budget)
   uint64_t cut_ = 0;

@@ -26,6 +26,7 @@ and how the peer answered; it never runs longer than its --seconds bound.
 import argparse
 import os
 import random
+import signal
 import socket
 import struct
 import sys
@@ -165,6 +166,14 @@ def soak(a):
     def tally(kind):
         counts[kind] = counts.get(kind, 0) + 1
 
+    def report(*_):
+        print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())), flush=True)
+        sys.exit(0)
+
+    # The caller ends the attack with SIGTERM when the job is done: the
+    # counts are printed then too.
+    signal.signal(signal.SIGTERM, report)
+
     while time.monotonic() < deadline:
         for p in zmq_ports:
             for kind in ("frame", "garbage", "idle"):
@@ -205,7 +214,7 @@ def soak(a):
         time.sleep(0.05)  # a pace, not a wait for an event
     for s in held:
         s.close()
-    print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    report()
 
 
 def main():
