@@ -6,6 +6,7 @@
 
 #include "core/net/curve.h"
 #include "worker/trainer.h"
+#include "worker/client/job_session.h"
 
 namespace tether {
 
@@ -30,7 +31,7 @@ JobConfig TransportConfig(int servers, int64_t dim, int64_t keys) {
 }
 
 BenchCluster::~BenchCluster() {
-  if (client_ != nullptr && !said_bye_) (void)client_->Bye();
+  if (client_ != nullptr && !said_bye_) (void)JobSession(client_.get()).Bye();
   client_.reset();
   for (auto& sh : shards_) sh->Stop();
   for (auto& t : threads_) t.join();
@@ -38,7 +39,7 @@ BenchCluster::~BenchCluster() {
 
 Status BenchCluster::Bye() {
   said_bye_ = true;
-  return client_->Bye();
+  return JobSession(client_.get()).Bye();
 }
 
 StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(const JobConfig& config,

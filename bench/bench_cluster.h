@@ -17,7 +17,7 @@
 #include "core/status.h"
 #include "proto/config.pb.h"
 #include "server/server.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 
 namespace tether {
 

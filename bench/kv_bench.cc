@@ -7,7 +7,8 @@
 
 #include "bench/random_keys.h"
 #include "core/net/curve.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
+#include "worker/client/job_session.h"
 
 namespace tether {
 namespace {
@@ -134,7 +135,7 @@ int RunKvBench(const KvBenchOptions& options) {
       return 1;
     }
   }
-  const Status bye = (*client)->Bye();
+  const Status bye = JobSession(client->get()).Bye();
   if (!bye.ok()) {
     std::fprintf(stderr, "tether-bench kv: %s\n", bye.message().c_str());
     return 1;

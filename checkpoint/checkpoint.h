@@ -7,7 +7,7 @@
 // (checkpoint/trained_model.h). Both roles use this library; it uses
 // neither. The protocol that
 // takes the cut (every worker at clock c, every shard then writes) lives in
-// server/server.cc, worker/client.cc and worker/trainer.cc; docs/OPERATIONS.md
+// server/server.cc, worker/client/client.cc and worker/trainer.cc; docs/OPERATIONS.md
 // tells users what a checkpoint holds.
 //
 // Layout: DIR/ckpt-<clock, 12 digits>[-final]/ holds

@@ -1,7 +1,7 @@
 // Job configuration: loading a JobConfig from Protobuf text, applying
 // command-line overrides and validating. What a model makes of the config
 // (its tables, its own checks) lives in the worker's model registry
-// (worker/model_registry.h); servers never need it.
+// (worker/models/model_registry.h); servers never need it.
 //
 // Everything here is a pure function of its inputs; thread-compatible.
 // Errors name the file and line (config text), the flag, or the field.
@@ -87,7 +87,7 @@ Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<
 /// training, optimizers, per-table overrides), starting with
 /// ValidateServerConfig's checks; the model's own fields, its tables and
 /// their message sizes are checked by ValidateModelConfig
-/// (worker/model_registry.h). Errors: InvalidArgument
+/// (worker/models/model_registry.h). Errors: InvalidArgument
 /// "config field FIELD: why".
 Status ValidateJobConfig(const JobConfig& config);
 

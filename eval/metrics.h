@@ -98,7 +98,7 @@ class RankingMetrics {
   void Reset();
 
   /// The partial sums, per k in ks() order, as they travel between workers
-  /// (partitioned evaluation, worker/evaluator.h). P@k = (hits + tied_hits)
+  /// (partitioned evaluation, worker/eval/evaluator.h). P@k = (hits + tied_hits)
   /// / (k · count): `hits` counts the relevant labels ranked at untied
   /// positions of the top k, an exact integer whatever the partition;
   /// `tied_hits` sums the expected R/G of positions held by tie groups

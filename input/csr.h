@@ -12,7 +12,7 @@
 // increasing id order, and keep the ids in col_keys, so column j stands for
 // the id (*col_keys)[j]. The kernels and every invariant above are those of
 // an ordinary matrix (cols == col_keys->size()); LocalizeBatch
-// (worker/xmc_mlp.h) turns a minibatch's columns back into its ids, the keys
+// (worker/models/xmc_mlp.h) turns a minibatch's columns back into its ids, the keys
 // of the input row table. The 32-bit column limit thus applies to the
 // distinct ids of one reader's share, never to the model's key space. An
 // ordinary matrix has no col_keys and pays nothing for them.

@@ -119,6 +119,33 @@ TEST(ProcessTableTest, StartsReapsAndReportsTheKilledFirst) {
   close(devnull);
 }
 
+TEST(ProcessTableTest, AwaitsAKilledChildBehindAFailedOne) {
+  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  sigset_t mask;
+  sigemptyset(&mask);
+  ProcessTable table("/bin", devnull, mask);
+  ASSERT_TRUE(table.Start("server", 0, "sh", {"-c", "exit 1"}).ok());
+  ASSERT_TRUE(table.Start("server", 1, "sleep", {"30"}).ok());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (table.Live() == 2 && std::chrono::steady_clock::now() < until) {
+    table.ReapExited();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Child* failed = table.NextExited();
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ(failed->HowItEnded(), "exited with code 1");
+  // Nothing else ends within the window: no cause besides the failed one.
+  EXPECT_EQ(table.AwaitSignalled(std::chrono::milliseconds(20)), nullptr);
+  kill(table.children()[1].pid, SIGKILL);
+  Child* cause = table.AwaitSignalled(std::chrono::seconds(10));
+  ASSERT_NE(cause, nullptr);
+  EXPECT_EQ(cause->index, 1);
+  EXPECT_EQ(cause->HowItEnded(), "was killed by signal 9 (Killed)");
+  EXPECT_EQ(table.NextExited(), nullptr);
+  close(devnull);
+}
+
 TEST(TempDirTest, RemovesOnlyDeadLaunchersFolders) {
   ScratchDir parent;
   // A pid that has exited (a reaped child) names a dead launcher.

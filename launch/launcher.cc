@@ -36,6 +36,7 @@ constexpr std::chrono::seconds kServerStopGrace{2};   // then servers: SIGTERM â
 constexpr std::chrono::seconds kKillWait{5};          // SIGKILL â†’ reaped
 constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
 constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
+constexpr std::chrono::milliseconds kCauseSettle{300};  // a failure by exit code: how long a signalled death may still surface as its cause
 
 class Launcher {
  public:
@@ -71,6 +72,7 @@ class Launcher {
   std::optional<int> Monitor();
   // A child that exited while training: nullopt to go on, or the exit code.
   std::optional<int> Exited(Child* c);
+  void LogFailure(const Child& c);
   std::optional<int> Interrupted(const std::string& phase);
   // --metrics_port (and --metrics_sd_file) of one child.
   void AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const;
@@ -311,6 +313,13 @@ std::optional<int> Launcher::StartWorkers() {
   return std::nullopt;
 }
 
+void Launcher::LogFailure(const Child& c) {
+  LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded()
+             << (c.role == "server" && !c.endpoint.empty()
+                     ? "; it was shard " + std::to_string(c.index) + " at " + c.endpoint
+                     : std::string());
+}
+
 std::optional<int> Launcher::Exited(Child* c) {
   if (c->role == "worker" && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == kExitDiverged) {
     LOG(WARNING) << "[launch] " << c->Name() << " finished, but its training loss diverged "
@@ -333,10 +342,15 @@ std::optional<int> Launcher::Exited(Child* c) {
     return std::nullopt;
   }
   if (!c->Succeeded()) {
-    LOG(ERROR) << "[launch] " << c->Name() << " " << c->HowItEnded()
-               << (c->role == "server" && !c->endpoint.empty()
-                       ? "; it was shard " + std::to_string(c->index) + " at " + c->endpoint
-                       : std::string());
+    if (!WIFSIGNALED(c->wait_status)) {
+      if (Child* cause = table_->AwaitSignalled(kCauseSettle)) {
+        LogFailure(*cause);
+        LogFailure(*c);
+        Teardown(cause->Name() + " failed");
+        return 1;
+      }
+    }
+    LogFailure(*c);
     Teardown(c->Name() + " failed");
     return 1;
   }

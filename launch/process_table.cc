@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 namespace tether {
 
@@ -117,6 +118,21 @@ Child* ProcessTable::NextExited() {
     }
   }
   return nullptr;
+}
+
+Child* ProcessTable::AwaitSignalled(std::chrono::milliseconds within) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  while (true) {
+    ReapExited();
+    for (auto& c : children_) {
+      if (!c.running && !c.reported && WIFSIGNALED(c.wait_status)) {
+        c.reported = true;
+        return &c;
+      }
+    }
+    if (Live() == 0 || std::chrono::steady_clock::now() >= until) return nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a bounded poll, not a wait for an event we get
+  }
 }
 
 int ProcessTable::Live(const std::string& role) const {

@@ -67,6 +67,13 @@ class ProcessTable {
   /// between two looks (a SIGKILLed server, and a shard that then failed
   /// because its workers aborted), the killed one is the cause.
   Child* NextExited();
+  /// After a child failed with an exit code while others still run: waits
+  /// up to `within`, reaping, for a child that a signal ends, and returns it
+  /// (marked looked at) or null. A SIGKILLed server closes its sockets
+  /// before the kernel lets it be reaped, so the shard it takes down with it
+  /// (told by a worker that saw the connection drop) can exit first; the
+  /// killed one is still the cause to name.
+  Child* AwaitSignalled(std::chrono::milliseconds within);
 
   /// Children of `role` still running (not reaped).
   int Live(const std::string& role) const;

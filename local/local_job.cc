@@ -18,7 +18,7 @@
 #include "core/table_spec.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 
 namespace tether {
 

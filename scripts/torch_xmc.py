@@ -6,7 +6,7 @@ hyperparameters, thread count and data order, and writes the same JSON-lines
 metrics (one line per minibatch, one per evaluation) so that
 tools/plot_metrics.py draws both.
 
-Model (worker/xmc_mlp.h): sparse x (F) -> EmbeddingBag(sum, feature values as
+Model (worker/models/xmc_mlp.h): sparse x (F) -> EmbeddingBag(sum, feature values as
 weights) + b1 -> ReLU (H) -> W2 a + b2 (L); softmax cross-entropy against the
 label set normalised to sum 1; rows without labels count 0 but stay in the
 batch mean. Init: W1 ~ U(+-sqrt(6/(F+H))), W2 and b2 ~ U(+-sqrt(6/(H+L)))

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/partition.h"
+#include "optim/schedule.h"
 
 namespace tether {
 
@@ -218,6 +219,9 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   // Adaptive batch sizes, step_scaling SERVER_WEIGHT: the push's batch size
   // over the job's mean (the check refused a weight that is not finite > 0).
   if (h.has_push_weight()) lr_scale *= h.push_weight();
+  // The learning-rate schedule's factor at the clock the gradient was
+  // computed at (optim/schedule.h; 1 without a schedule).
+  lr_scale *= ScheduleFactor(t.spec().optimizer().schedule(), h.clock());
   const float* g = m.ValueData(&value_scratch_);
   const uint64_t* keys = nullptr;
   Status st;

@@ -4,8 +4,8 @@
 
 #include <chrono>
 
-#include "worker/evaluator.h"
-#include "worker/model_registry.h"
+#include "worker/eval/evaluator.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 
 namespace tether {

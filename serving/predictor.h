@@ -7,7 +7,7 @@
 //
 // Work is split into blocks of rows dealt to `threads` threads, each with
 // its own backend and compute object. Metrics are added to one Evaluator
-// (worker/evaluator.h, the one training's evaluation uses) block by block
+// (worker/eval/evaluator.h, the one training's evaluation uses) block by block
 // in row order, so they are the same sums, bit for bit, whatever the number
 // of threads.
 //
@@ -57,6 +57,15 @@ struct Predictions {
 /// (e.g. Unavailable for --device=cuda without a GPU).
 StatusOr<Predictions> PredictRows(const TrainedModel& model, const LabelCounts& counts, const Dataset& data,
                                   const PredictOptions& options);
+
+/// PredictRows with an ensemble of `models` (MakeEnsembleScorerSet,
+/// serving/scorer.h: the mean of their probabilities, as log probabilities
+/// or logits); the settings (block size, label numbering) of models[0]; the
+/// propensities from `counts`. Each thread makes one backend per model.
+/// Errors: PredictRows' for any model, and InvalidArgument when the models
+/// disagree on what they score (naming the field).
+StatusOr<Predictions> PredictEnsemble(const std::vector<const TrainedModel*>& models, const LabelCounts& counts,
+                                      const Dataset& data, const PredictOptions& options);
 
 /// The label id of output `index` in the data's own numbering: index +
 /// data.index_base for multi-label models, + data.label_base for

@@ -10,8 +10,9 @@
 #include <thread>
 
 #include "server/server.h"
-#include "worker/client.h"
-#include "worker/local_replica.h"
+#include "worker/client/client.h"
+#include "worker/client/job_session.h"
+#include "worker/client/local_replica.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 
@@ -195,8 +196,8 @@ TEST_F(Average, TwoEqualWorkersPeriodOneMatchSynchronousSgd) {
   }
   EXPECT_NEAR(got_b, b, 1e-6) << "b1";
   EXPECT_TRUE(moved) << "the model did not train";
-  ASSERT_TRUE(w0->Bye().ok());
-  ASSERT_TRUE(w1->Bye().ok());
+  ASSERT_TRUE(JobSession(w0.get()).Bye().ok());
+  ASSERT_TRUE(JobSession(w1.get()).Bye().ok());
   // The counters: every worker did kSteps local steps, one per round, and
   // ended every round with a delta; each shard merged the kSteps rounds,
   // each with both workers' deltas (a worker's weight counts on a shard
@@ -238,8 +239,8 @@ TEST_F(Average, MergeWeighsByLocalUpdates) {
   EXPECT_NEAR(got[4], start[4] + (3 * (-0.3f) + 1 * 0.2f) / 4, 1e-6);
   EXPECT_FLOAT_EQ(got[5], start[5]);
   EXPECT_FLOAT_EQ(got_b, start_b);
-  ASSERT_TRUE(w0->Bye().ok());
-  ASSERT_TRUE(w1->Bye().ok());
+  ASSERT_TRUE(JobSession(w0.get()).Bye().ok());
+  ASSERT_TRUE(JobSession(w1.get()).Bye().ok());
   EXPECT_EQ(w0->replica()->stats().local_updates, 3u);
   EXPECT_EQ(w0->replica()->stats().deltas_pushed, 1u);
   EXPECT_EQ(w1->replica()->stats().local_updates, 1u);
@@ -264,13 +265,13 @@ TEST_F(Average, WorkerLeavingMidRoundIsDiscarded) {
   ASSERT_TRUE(w1->PullRows(kW1, key, v.data()).Wait().ok());
   (void)w1->PushRows(kW1, key, &g1);
   EXPECT_EQ(w1->replica()->EndPeriod(), 1u);  // its delta goes out ...
-  ASSERT_TRUE(w1->Bye().ok());                // ... but it leaves without its CLOCK
+  ASSERT_TRUE(JobSession(w1.get()).Bye().ok());                // ... but it leaves without its CLOCK
   ASSERT_TRUE(w0->Clock().ok());
   std::vector<float> got;
   float got_b = 0;
   ASSERT_TRUE(ReadModel(w0.get(), &got, &got_b).ok());
   EXPECT_NEAR(got[2], start[2] - kLr * g0, 1e-6);
-  ASSERT_TRUE(w0->Bye().ok());
+  ASSERT_TRUE(JobSession(w0.get()).Bye().ok());
   // Worker 1 pushed one delta (row 2), which the shard discarded: one
   // round merged, with worker 0's delta only.
   EXPECT_EQ(w1->replica()->stats().deltas_pushed, 1u);

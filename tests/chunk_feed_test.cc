@@ -1,4 +1,4 @@
-#include "worker/chunk_feed.h"
+#include "worker/train/chunk_feed.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

@@ -17,10 +17,11 @@
 #include "optim/optimizer.h"
 #include "server/server.h"
 #include "compute/cpu_backend.h"
-#include "worker/client.h"
-#include "worker/model_registry.h"
+#include "worker/client/client.h"
+#include "worker/client/job_session.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
-#include "worker/xmc_mlp.h"
+#include "worker/models/xmc_mlp.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/temp_dir.h"
 
@@ -152,7 +153,7 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
         if (live[r] && !pending[r].active) can.push_back(r);
       if (live_count() > 1 && !can.empty()) {
         const int r = can[rng() % can.size()];
-        ASSERT_TRUE(w[r]->Bye().ok()) << "worker " << r << " leaving";
+        ASSERT_TRUE(JobSession(w[r].get()).Bye().ok()) << "worker " << r << " leaving";
         live[r] = false;
         left[r] = true;
         ++leaves;
@@ -332,7 +333,7 @@ void RunCheckpointSchedule(int64_t s, int workers, int clocks, uint32_t seed) {
         state.set_clock(now);
         CheckpointFile file;
         if (Status st = WriteWorkerState(FileSystem::Default(), dir, state, &file); !st.ok()) return fail("state", st);
-        StatusOr<CheckpointReply> reply = c->Checkpoint(dir, false, &file);
+        StatusOr<CheckpointReply> reply = JobSession(c.get()).Checkpoint(dir, false, &file);
         if (!reply.ok()) return fail("checkpoint at " + std::to_string(now), reply.status());
         taken[r].push_back(now);
         if (r != 0) continue;
@@ -351,7 +352,7 @@ void RunCheckpointSchedule(int64_t s, int workers, int clocks, uint32_t seed) {
           return fail("manifest", Status::DataLoss("entries for " + std::to_string(reply->workers.size()) + " ranks"));
         if (Status st = WriteManifest(FileSystem::Default(), dir, m); !st.ok()) return fail("manifest", st);
       }
-      if (Status st = c->Bye(); !st.ok()) return fail("bye", st);
+      if (Status st = JobSession(c.get()).Bye(); !st.ok()) return fail("bye", st);
     });
   }
   for (auto& t : threads) t.join();
@@ -634,7 +635,7 @@ TEST(ConsistencyTest, DeadWorkerIsRemovedAndRejoinsAtSlowestClock) {
   ASSERT_TRUE(w[2]->PullRows(kW1, keys, out.data()).Wait(2000).ok());
   EXPECT_EQ(w[2]->stats().cache_hits, 0u) << "a rejoining worker pulls fresh rows";
   EXPECT_EQ(cluster.server(1).stats().workers_rejoined, 1u);
-  for (int r = 0; r < 4; ++r) ASSERT_TRUE(w[r]->Bye().ok());
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(JobSession(w[r].get()).Bye().ok());
 }
 
 }  // namespace

@@ -14,8 +14,8 @@
 #include "core/partition.h"
 #include "server/table.h"
 #include "input/reader.h"
-#include "worker/model_registry.h"
-#include "worker/xmc_mlp.h"
+#include "worker/models/model_registry.h"
+#include "worker/models/xmc_mlp.h"
 
 namespace tether {
 namespace {

@@ -20,7 +20,8 @@
 #include "core/config.h"
 #include "core/net/key_list_cache.h"
 #include "server/server.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
+#include "worker/client/job_session.h"
 #include "tests/testing/cluster.h"
 
 namespace tether {
@@ -149,7 +150,7 @@ RunResult TrainingRun(uint64_t key_list_bytes, bool client_key_lists) {
   }
   EXPECT_TRUE(client->WaitAll().ok());
   out.client = client->stats();
-  EXPECT_TRUE(client->Bye().ok());
+  EXPECT_TRUE(JobSession(client.get()).Bye().ok());
   EXPECT_TRUE(s0.WaitForExit(10000).ok());
   EXPECT_TRUE(s1.WaitForExit(10000).ok());
   out.shards[0] = s0.shard().key_list_stats();
@@ -222,7 +223,7 @@ TEST(KeyListTest, EvictionsFollowedExactlyByTheWorker) {
   client->PushRows(0, small, ones.data());
   ASSERT_TRUE(client->WaitAll().ok());
   EXPECT_EQ(client->stats().key_lists_defined, 6u);
-  ASSERT_TRUE(client->Bye().ok());
+  ASSERT_TRUE(JobSession(client).Bye().ok());
   ASSERT_TRUE(one.shard.WaitForExit(10000).ok());
   one.ExpectShardLists(/*defined=*/6, /*used=*/2, /*unknown=*/0);
 }
@@ -254,7 +255,7 @@ TEST(KeyListTest, ListsSharingAProbeAreNamedApart) {
   EXPECT_EQ(client->stats().key_lists_defined, 2u);
   EXPECT_EQ(client->stats().key_lists_used, 4u);
   EXPECT_EQ(client->stats().key_lists_resent, 0u);
-  ASSERT_TRUE(client->Bye().ok());
+  ASSERT_TRUE(JobSession(client).Bye().ok());
   ASSERT_TRUE(one.shard.WaitForExit(10000).ok());
   one.ExpectShardLists(/*defined=*/2, /*used=*/4, /*unknown=*/0);
 }
@@ -289,7 +290,7 @@ TEST(KeyListTest, UnknownListIsSentAgainWithItsKeys) {
   EXPECT_EQ(client->stats().key_list_bytes_saved, 1000 * sizeof(uint64_t));  // the last pull's keys
   EXPECT_EQ(client->stats().updates_failed, 1000u);  // only the NaN push
   EXPECT_FALSE(client->WaitAll().ok());  // the refused push is sticky: the run failed
-  (void)client->Leave(5000);            // BYE all the same, so the shard ends
+  (void)JobSession(client).Leave(5000);            // BYE all the same, so the shard ends
   EXPECT_TRUE(one.shard.WaitForExit(10000).ok());
   one.ExpectShardLists(/*defined=*/1, /*used=*/1, /*unknown=*/1);
   EXPECT_EQ(one.shard.shard().key_list_stats().bytes_saved, 1000 * sizeof(uint64_t));
@@ -322,7 +323,7 @@ TEST(KeyListTest, AReadAheadSentAgainKeepsItsVersions) {
   for (float v : rows) EXPECT_EQ(v, 0.0f);  // ZEROS; the refused push applied nothing
   client->UseReadAhead(0);
   ASSERT_TRUE(client->PushRows(0, other, g).Wait().ok());  // read at version 2, applied at 2: τ 0
-  (void)client->Leave(5000);
+  (void)JobSession(client).Leave(5000);
   EXPECT_TRUE(one.shard.WaitForExit(10000).ok());
   EXPECT_EQ(one.shard.shard().key_list_stats().unknown, 1u);
   const StalenessHistogram& tau = one.shard.stats().staleness;
@@ -361,8 +362,8 @@ TEST(KeyListTest, WorkersKeepListsOfTheirOwn) {
     EXPECT_EQ(w[r]->stats().key_lists_defined, 2u);  // one per table
     EXPECT_EQ(w[r]->stats().key_lists_used, 6u);     // 2 more pushes and 1 pull per table
   }
-  std::thread b1([&] { EXPECT_TRUE(w[1]->Bye().ok()); });
-  EXPECT_TRUE(w[0]->Bye().ok());
+  std::thread b1([&] { EXPECT_TRUE(JobSession(w[1].get()).Bye().ok()); });
+  EXPECT_TRUE(JobSession(w[0].get()).Bye().ok());
   b1.join();
   ASSERT_TRUE(s0.WaitForExit(10000).ok());
   EXPECT_EQ(s0.shard().key_list_stats().defined, 4u);

@@ -20,7 +20,7 @@
 
 #include "core/config.h"
 #include "tests/testing/temp_dir.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 
 extern char** environ;

@@ -19,9 +19,10 @@
 #include "server/server.h"
 #include "compute/counting_backend.h"
 #include "compute/cpu_backend.h"
-#include "worker/client.h"
-#include "worker/model.h"
-#include "worker/model_registry.h"
+#include "worker/client/client.h"
+#include "worker/client/job_session.h"
+#include "worker/models/model.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 
@@ -155,8 +156,8 @@ void CheckModel(const JobConfig& c, const CsrMatrix& x, const CsrMatrix& y, cons
   ASSERT_EQ(sa.size(), static_cast<size_t>(x.rows * a.model->num_outputs()));
   for (size_t i = 0; i < sa.size(); ++i) ASSERT_TRUE(SameBits(sa[i], sb[i])) << i << ": " << sa[i] << " vs " << sb[i];
   ExpectCounts(counting.counts(), predict, /*readbacks=*/0);
-  ASSERT_TRUE(a.client->Bye().ok());
-  ASSERT_TRUE(b.client->Bye().ok());
+  ASSERT_TRUE(JobSession(a.client.get()).Bye().ok());
+  ASSERT_TRUE(JobSession(b.client.get()).Bye().ok());
 }
 
 // Distinct feature ids in rows [begin, end) and their non-zeros.
@@ -195,6 +196,13 @@ TEST(ResidencyTest, XmcMlpMinibatchMovesEachTensorOnceAndMatchesCpu) {
     }
   }
   CheckModel(c, x, y, e[0], e[1], e[2]);
+  // Dropout's masks are drawn on the backend and label smoothing is the
+  // loss op's: the same transfers, and the CPU and counting backends agree
+  // bit for bit.
+  JobConfig regularized = c;
+  regularized.mutable_model()->set_dropout(0.3f);
+  regularized.mutable_model()->set_label_smoothing(0.1f);
+  CheckModel(regularized, x, y, e[0], e[1], e[2]);
 }
 
 TEST(ResidencyTest, SparseLrMinibatchMovesEachTensorOnceAndMatchesCpu) {
@@ -228,6 +236,10 @@ TEST(ResidencyTest, DenseMlpMinibatchMovesEachTensorOnceAndMatchesCpu) {
   const Expected mb = {3, 1, packed + 4 * half * f + CsrBytes(half, half, false), 1, packed};
   const Expected predict = {2, 0, packed + 4 * rows * f, 1, 4 * rows * classes};
   CheckModel(c, x, y, mb, mb, predict);
+  JobConfig regularized = c;
+  regularized.mutable_model()->set_dropout(0.3f);
+  regularized.mutable_model()->set_label_smoothing(0.1f);
+  CheckModel(regularized, x, y, mb, mb, predict);
 }
 
 TEST(ResidencyTest, CountingBackendBuffersAreNotHostMemory) {

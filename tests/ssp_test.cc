@@ -8,8 +8,9 @@
 
 #include "core/net/message.h"
 #include "server/server.h"
-#include "worker/client.h"
-#include "worker/model_registry.h"
+#include "worker/client/client.h"
+#include "worker/client/job_session.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 
@@ -61,8 +62,8 @@ TEST(SspTest, FastWorkerBlocksExactlyPastSlowestPlusStalenessAndIsReleased) {
   EXPECT_FLOAT_EQ(row[0], initial[0] + 1.0f);
   EXPECT_FLOAT_EQ(row[1], initial[1] + 1.0f);
   EXPECT_EQ(cluster.server(0).stats().deferred_pulls, 1u);
-  ASSERT_TRUE(fast->Bye().ok());
-  ASSERT_TRUE(slow->Bye().ok());
+  ASSERT_TRUE(JobSession(fast.get()).Bye().ok());
+  ASSERT_TRUE(JobSession(slow.get()).Bye().ok());
 }
 
 TEST(SspTest, ReadMyWritesAndAspNeverBlocks) {
@@ -78,7 +79,7 @@ TEST(SspTest, ReadMyWritesAndAspNeverBlocks) {
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(w->Clock().ok());
   ASSERT_TRUE(w->PullRows(kW1, keys, after.data()).Wait(2000).ok()) << "ASP must not block";
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(after[i], before[i] - 0.5f);
-  ASSERT_TRUE(w->Bye().ok());
+  ASSERT_TRUE(JobSession(w.get()).Bye().ok());
 }
 
 // PullRowsAt (train.pipeline's read ahead): rows land at the rows named,
@@ -136,8 +137,8 @@ TEST(SspTest, PullRowsAtLandsAtItsRowsAndReadsAheadUnderTheLaterClocksBound) {
   EXPECT_FLOAT_EQ(ahead[3], before5[1] + 1.0f);
   EXPECT_EQ(ahead[0], -7.0f);
   EXPECT_EQ(cluster.server(0).stats().deferred_pulls, 1u);
-  ASSERT_TRUE(fast->Bye().ok());
-  ASSERT_TRUE(slow->Bye().ok());
+  ASSERT_TRUE(JobSession(fast.get()).Bye().ok());
+  ASSERT_TRUE(JobSession(slow.get()).Bye().ok());
 }
 
 // train.pipeline's read versions: a read ahead (PullRowsAt for a clock,
@@ -171,7 +172,7 @@ TEST(SspTest, ReadAheadVersionsTagPushesOnlyOnceUsed) {
   EXPECT_EQ(tau.count[2], 2u);
   EXPECT_EQ(tau.sum, 5u);
   EXPECT_EQ(tau.max, 2u);
-  ASSERT_TRUE(w->Bye().ok());
+  ASSERT_TRUE(JobSession(w.get()).Bye().ok());
 }
 
 TEST(SspTest, DenseTableIsSplitAcrossShardsAndSummedOnPush) {
@@ -187,7 +188,7 @@ TEST(SspTest, DenseTableIsSplitAcrossShardsAndSummedOnPush) {
   ASSERT_TRUE(w->PullDense(1, b1).Wait().ok());
   EXPECT_FLOAT_EQ(b1[0], -0.25f);
   EXPECT_FLOAT_EQ(b1[1], 0.5f);
-  ASSERT_TRUE(w->Bye().ok());
+  ASSERT_TRUE(JobSession(w.get()).Bye().ok());
 }
 
 TEST(SspTest, ServerRefusesWorkerWithDifferentStalenessNamingBoth) {

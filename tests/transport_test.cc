@@ -37,8 +37,9 @@
 #include "core/partition.h"
 #include "server/server.h"
 #include "input/reader.h"
-#include "worker/client.h"
-#include "worker/model_registry.h"
+#include "worker/client/client.h"
+#include "worker/client/job_session.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 #include "tests/testing/cluster.h"
 
@@ -169,7 +170,7 @@ TEST(TransportTest, C13BackPressureAtASmallHighWaterMarkDropsNothing) {
   EXPECT_EQ(w->stats().updates_failed, 0u);
   EXPECT_GT(w->stats().send_waits, 1000u);  // the worker blocked, it did not drop
   EXPECT_GE(seconds, 2001 * 0.002);         // the server's pace set the worker's
-  ASSERT_TRUE(w->Bye().ok());
+  ASSERT_TRUE(JobSession(w.get()).Bye().ok());
   server->Stop();
   EXPECT_EQ(server->stats().updates_applied, 2000u);
   EXPECT_EQ(server->stats().pushes, 2000u);
@@ -334,7 +335,7 @@ TEST(TransportTest, C15EightyMegabyteDenseBlockCrossesIntactInOneMessage) {
   EXPECT_EQ(w->stats().pulls, 1u);  // one message each way
   EXPECT_EQ(w->stats().pushes, 1u);
   EXPECT_EQ(server.stats().bytes_out, uint64_t{kHidden} * sizeof(float));
-  ASSERT_TRUE(w->Bye().ok());
+  ASSERT_TRUE(JobSession(w.get()).Bye().ok());
 }
 
 // Row pulls and pushes above the message limit are split into messages under
@@ -367,7 +368,7 @@ TEST(TransportTest, C15RowRequestsAboveTheLimitAreSplitAndJoined) {
   EXPECT_EQ(w->stats().pushes, expected);
   EXPECT_EQ(w->stats().updates_sent, keys.size());
   EXPECT_EQ(s0.stats().updates_applied + s1.stats().updates_applied, keys.size());
-  ASSERT_TRUE(w->Bye().ok());
+  ASSERT_TRUE(JobSession(w.get()).Bye().ok());
 }
 
 // `servers` shards of ExactJob(servers, 1, dim) over a 2^20-row key space
@@ -441,7 +442,7 @@ TEST(TransportTest, LargeRequestsReusePooledFramesAndStayExact) {
         EXPECT_GE(ps.takes, 3u) << "shard " << s;         // one per reply message, 3 rounds
         EXPECT_GE(ps.reuses, ps.takes / 3) << "shard " << s;  // rounds 2 and 3 reuse round 1's
       }
-      ASSERT_TRUE(w->Bye().ok());
+      ASSERT_TRUE(JobSession(w.get()).Bye().ok());
     }
   }
 }
@@ -498,7 +499,7 @@ TEST(TransportTest, PushValuesAreSentByReferenceAndStayExact) {
                 std::string::npos)
           << refused.ToString();
       EXPECT_EQ(w->stats().pushes, pushes);
-      ASSERT_TRUE(w->Bye().ok());
+      ASSERT_TRUE(JobSession(w.get()).Bye().ok());
     }
   }
 }
@@ -539,7 +540,7 @@ TEST(TransportTest, DISABLED_C15LargestRowPullSplitAtTheRealLimit) {
   EXPECT_EQ(Crc(data.data(), data.size()), want);
   EXPECT_EQ(w->stats().pulls, 2u);
   EXPECT_EQ(w->stats().pushes, 2u);
-  ASSERT_TRUE(w->Bye().ok());
+  ASSERT_TRUE(JobSession(w.get()).Bye().ok());
 }
 
 // ------------------------------------------------------------------ C02
@@ -574,8 +575,8 @@ TEST(TransportTest, C02WorkerWithAnotherIndexBaseThanTheModelIsRefused) {
             std::string::npos) << m;
   auto same = WorkerClient::Connect(OptionsFor(c, 1, {server.endpoint()}));
   ASSERT_TRUE(same.ok()) << same.status().ToString();
-  ASSERT_TRUE((*same)->Bye().ok());
-  ASSERT_TRUE(first->Bye().ok());
+  ASSERT_TRUE(JobSession(same->get()).Bye().ok());
+  ASSERT_TRUE(JobSession(first.get()).Bye().ok());
 }
 
 // C20's last point: a worker whose model shape differs from the job's is
@@ -589,7 +590,7 @@ TEST(TransportTest, C20WorkerWithAnotherModelShapeIsRefusedNamingBoth) {
   ASSERT_NO_FATAL_FAILURE(RefuseSecondWorker(c, ExactJob(1, 2, 3), server, &first, &m));
   EXPECT_NE(m.find("table 'w1', field dim: worker 1 has 3, the job (from worker 0) has 2"), std::string::npos) << m;
   EXPECT_NE(m.find("server " + server.endpoint() + " (listed as shard 0) refused to pair"), std::string::npos) << m;
-  ASSERT_TRUE(first->Bye().ok());
+  ASSERT_TRUE(JobSession(first.get()).Bye().ok());
 }
 
 // ------------------------------------------------------------------ C08
@@ -724,10 +725,10 @@ TEST(TransportTest, EachHandleReportsItsOwnRequestsStatus) {
   // The worker-level sticky error is the refused push's.
   EXPECT_EQ(w->WaitAll().message(), own.message());
   EXPECT_EQ(w->Clock().message(), own.message());
-  auto barrier = w->Barrier(1, WorkerStats());
+  auto barrier = JobSession(w.get()).Barrier(1, WorkerStats());
   ASSERT_FALSE(barrier.ok());
   EXPECT_EQ(barrier.status().message(), own.message());
-  EXPECT_EQ(w->Bye().message(), own.message());
+  EXPECT_EQ(JobSession(w.get()).Bye().message(), own.message());
   EXPECT_EQ(w->stats().updates_failed, 2u);  // the refused push's 2 rows
   EXPECT_EQ(server.stats().updates_applied, 5u);  // 2 good row pushes × 2 rows + 1 dense slice
 }
@@ -786,7 +787,7 @@ TEST(TransportTest, HandlesOutliveTheClient) {
   const RequestHandle empty;
   EXPECT_TRUE(empty.is_completed());
   EXPECT_EQ(empty.Wait().code(), Status::Code::kFailedPrecondition);
-  ASSERT_TRUE(w1->Bye().ok());
+  ASSERT_TRUE(JobSession(w1.get()).Bye().ok());
 }
 
 // ------------------------------------------------------------------ C10
@@ -833,7 +834,7 @@ TEST(TransportTest, C10SharesPushedOnceGiveTheSingleReadersPerKeyTotals) {
     std::vector<float> t(10, -1.0f);
     ASSERT_TRUE(workers[0]->PullRows(kW1, all, t.data()).Wait().ok());
     totals.push_back(t);
-    for (auto& w : workers) ASSERT_TRUE(w->Bye().ok());
+    for (auto& w : workers) ASSERT_TRUE(JobSession(w.get()).Bye().ok());
   }
   EXPECT_EQ(totals[0], (std::vector<float>{1, 0.1f, 1, 0.2f, 1, 0.3f, 1, 0.4f, 1, 0.5f}));
   EXPECT_EQ(totals[1], totals[0]);
@@ -1028,7 +1029,7 @@ TEST(TransportTest, ServerKeepsServingAGoodWorkerUnchangedWhileAnotherPeerSendsG
   EXPECT_EQ(with_bad_peer, reference);
   EXPECT_EQ(server.stats().bad_messages, all.size());
   EXPECT_EQ(server.stats().updates_applied, 48u);  // 12 rounds × (3 rows + 1 dense slice)
-  ASSERT_TRUE(good->Bye().ok());
+  ASSERT_TRUE(JobSession(good.get()).Bye().ok());
 }
 
 // ------------------------------------------------------------------ C26
@@ -1053,7 +1054,7 @@ TEST(TransportTest, C26SwappedServerAddressesAreRefusedAtHello) {
   auto right = WorkerClient::Connect(OptionsFor(c, 0, {s0.endpoint(), s1.endpoint()}));
   ASSERT_TRUE(right.ok()) << right.status().ToString();
   EXPECT_EQ(s0.stats().updates_applied + s1.stats().updates_applied, 0u);
-  ASSERT_TRUE((*right)->Bye().ok());
+  ASSERT_TRUE(JobSession(right->get()).Bye().ok());
 }
 
 // A worker of another job (or another generation of the same job) never
@@ -1101,7 +1102,7 @@ TEST(TransportTest, AnotherProtocolVersionIsRefusedAtHello) {
                 " (run the same Tether build on both sides)");
   auto good = ConnectClient(OptionsFor(c, 0, {server.endpoint()}));
   ASSERT_TRUE(good);
-  ASSERT_TRUE(good->Bye().ok());
+  ASSERT_TRUE(JobSession(good.get()).Bye().ok());
 }
 
 // Worker 0 defines the tables: another worker's HELLO that arrives first
@@ -1125,8 +1126,8 @@ TEST(TransportTest, HelloBeforeWorkerZerosWaitsForItsTables) {
   ASSERT_TRUE(first);
   t.join();
   ASSERT_TRUE(second.ok()) << second.status().ToString();
-  ASSERT_TRUE((*second)->Bye().ok());
-  ASSERT_TRUE(first->Bye().ok());
+  ASSERT_TRUE(JobSession(second->get()).Bye().ok());
+  ASSERT_TRUE(JobSession(first.get()).Bye().ok());
   EXPECT_EQ(server.stats().bad_messages, 0u);
 }
 
@@ -1152,7 +1153,7 @@ TEST(TransportTest, BadTableSpecsInHelloAreRefusedNamingTheField) {
             "[server 0] worker 0 declared no tables");
   auto good = ConnectClient(OptionsFor(c, 0, {server.endpoint()}));
   ASSERT_TRUE(good);
-  ASSERT_TRUE(good->Bye().ok());
+  ASSERT_TRUE(JobSession(good.get()).Bye().ok());
 }
 
 // ZeroMQ would take a TCP port modulo 2^16 and bind another one: a port
@@ -1205,7 +1206,7 @@ TEST(TransportTest, AbortFromAWorkerEndsTheShardWithItsReason) {
   ShardThread server(c, 0);
   auto w0 = ConnectClient(OptionsFor(c, 0, {server.endpoint()}));
   ASSERT_TRUE(w0);
-  w0->Abort("worker 0 failed: disk full", 500);
+  JobSession(w0.get()).Abort("worker 0 failed: disk full", 500);
   const Status st = server.WaitForExit(5000);
   EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
   EXPECT_EQ(st.message(), "[server 0] job aborted: worker 0 failed: disk full");
@@ -1226,7 +1227,7 @@ TEST(TransportTest, ShardWhoseRemovedWorkerNeverCameBackEndsWithAnError) {
   w1.reset();  // dies: no BYE, no heartbeats
   for (int i = 0; i < 100 && server.stats().workers_timed_out == 0; ++i) ASSERT_TRUE(w0->Idle(50).ok());
   ASSERT_EQ(server.stats().workers_timed_out, 1u);
-  ASSERT_TRUE(w0->Bye().ok());
+  ASSERT_TRUE(JobSession(w0.get()).Bye().ok());
   const Status st = server.WaitForExit(5000);
   EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
   EXPECT_NE(st.message().find("the job did not finish: worker(s) 1 fell silent (cluster.worker_timeout_ms=300)"),
@@ -1330,7 +1331,7 @@ TEST(TransportTest, AServerStartedAgainOnItsAddressIsNamedAndEndsOnTheWorkersAbo
                               "; this worker joined " + joined_id + ") and holds none of the job's tables; resume the job from a checkpoint (start every "
                               "server and worker again, the workers with --resume_from=CHECKPOINT_DIR; a job without "
                               "checkpoint.dir starts over)");
-  w0->Abort("worker 0 failed: " + st.message(), 500);
+  JobSession(w0.get()).Abort("worker 0 failed: " + st.message(), 500);
   const Status ended = again.WaitForExit(5000);
   EXPECT_EQ(ended.code(), Status::Code::kUnavailable) << ended.ToString();
   EXPECT_EQ(ended.message(), "[server 0] job aborted: worker 0 failed: " + st.message() +

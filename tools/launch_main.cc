@@ -47,7 +47,7 @@
 #include "launch/job_plan.h"
 #include "launch/launch_request.h"
 #include "launch/restarts.h"
-#include "worker/model_registry.h"
+#include "worker/models/model_registry.h"
 
 DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers); 0: from the config");
 DEFINE_int32(workers, 0, "number of workers (overrides cluster.num_workers); 0: from the config");

@@ -1,10 +1,12 @@
 // The training loop of one worker (`tether-worker`), the same for every
-// model (worker/model.h): read this worker's partition of the training rows;
+// model (worker/models/model.h): read this worker's partition of the training rows;
 // per epoch, shuffle them; per minibatch, let the model pull what it needs,
 // compute gradients on the compute backend and push them; advance the clock
 // every train.minibatches_per_clock minibatches. At the end every worker
 // meets at a barrier; rank 0 then evaluates on the test split with the
 // metrics of the model's label kind and writes the metrics JSON.
+// RunWorker drives a TrainingRun (worker/train/training_run.h), whose
+// phases and rooms are described there.
 //
 // Thread-safety: RunWorker may run on several threads of one process at once
 // (local/local_job.h), one call per rank; each call owns its backend, model
@@ -23,7 +25,8 @@
 #include "proto/config.pb.h"
 #include "proto/stats.pb.h"
 #include "input/reader.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
+#include "worker/train/training_data.h"  // LoadSplit
 
 namespace zmq {
 class context_t;
@@ -133,7 +136,7 @@ struct TrainReport {
   ///                      them, its expected value under a random order, as
   ///                      for P@k), log_loss (mean softmax cross-entropy).
   /// Rows with tied top scores are counted and logged with a warning (C21).
-  /// Computed by worker/evaluator.h, which tether-predict shares.
+  /// Computed by worker/eval/evaluator.h, which tether-predict shares.
   std::vector<std::pair<std::string, double>> test_metrics;
   /// The exact integer counts behind test_metrics (Evaluator::Counts):
   /// precision_hits_at_{1,3,5} (multi-label) or correct (binary,
@@ -146,6 +149,20 @@ struct TrainReport {
   double eval_seconds = 0;
   double eval_seconds_slowest = 0;
 
+  /// The validation split (train.validation_fraction; worker/eval/
+  /// validation_evaluation.h), evaluated after every epoch: its rows over
+  /// all workers (0: no validation split), the metric early stopping
+  /// watches, the best epoch on it (1-based) and that epoch's figures, and
+  /// the epochs trained (fewer than train.epochs when early stopping ended
+  /// training). The test split is scored once, after the last epoch
+  /// trained, with the servers' model at that point.
+  int64_t validation_rows = 0;
+  std::string validation_metric;
+  int best_epoch = 0;
+  std::vector<std::pair<std::string, double>> validation_metrics;
+  int epochs_trained = 0;
+  bool stopped_early = false;
+
   /// The value of test metric `name`, or NaN when absent.
   double Metric(const std::string& name) const;
 };
@@ -154,14 +171,14 @@ struct TrainReport {
 /// ceil(consistency.period_rows / train.minibatch_size) (at least 1).
 int AveragePeriodMinibatches(const JobConfig& config);
 
-/// Case C24: whether an epoch's mean loss `loss` shows divergence: NaN,
-/// infinite, or above factor × reference (see TrainConfig.divergence_factor).
 /// Whether the job deals its training rows on demand to whichever worker
 /// asks (train.data_on_demand), so that a worker joining with a rank beyond
 /// cluster.num_workers gets rows, and the rows of one that leaves are dealt
 /// again (the job still finishes). False under the static split.
 bool RowsDealtOnDemand(const JobConfig& config);
 
+/// Case C24: whether an epoch's mean loss `loss` shows divergence: NaN,
+/// infinite, or above factor × reference (see TrainConfig.divergence_factor).
 bool LossDiverged(double loss, double reference, double factor);
 
 /// The exit code of a worker (and of tether-launch) whose loss diverged with
@@ -182,19 +199,6 @@ constexpr int kExitDiverged = 3;
 /// it can reach (ABORT, best effort, at most a second), so the servers end
 /// too instead of waiting for it.
 StatusOr<TrainReport> RunWorker(const JobConfig& config, const TrainerOptions& options);
-
-/// Reads one split the way the job's model wants it (the trainer's reader;
-/// exposed for tests and tools). Selects rows like the data readers (`split`:
-/// optional split file; `partition` of `num_partitions`), reads
-/// `file` (XMC, LIBSVM, or IDX images with `label_file`), applies
-/// data.feature_scale and data.normalize_rows, and turns the labels into the
-/// CSR form of worker/model.h: multi-label as read; binary N × 1 (entry 0 on
-/// rows labelled > 0; labels must be -1, 0 or 1); multiclass one-hot N ×
-/// data.num_labels (class = label − data.label_base, an integer in range).
-/// Errors: the readers'; InvalidArgument "file:line: ..." for a label that
-/// does not fit, or a feature / label width different from the config's.
-StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& label_file,
-                            const std::string& split, int partition, int num_partitions);
 
 /// The client options of worker `rank` of the job (one place for the config
 /// → ClientOptions mapping): its tables (TablesForJob), staleness, job id

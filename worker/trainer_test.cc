@@ -15,8 +15,8 @@
 #include "core/config.h"
 #include "compute/cpu_backend.h"
 #include "tests/testing/temp_dir.h"
-#include "worker/model.h"
-#include "worker/model_registry.h"
+#include "worker/models/model.h"
+#include "worker/models/model_registry.h"
 
 namespace tether {
 namespace {

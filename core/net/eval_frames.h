@@ -19,9 +19,11 @@
 namespace tether {
 
 /// Evaluation rounds (MessageHeader.eval_round): the job's start (training
-/// label counts, test row counts), e >= 1 after epoch e, and the final one.
+/// label counts, test row counts), e >= 1 after epoch e, and the final one;
+/// kValidationEvalRound + e: the validation split after epoch e.
 inline constexpr int64_t kSetupEvalRound = 0;
 inline constexpr int64_t kFinalEvalRound = int64_t{1} << 40;
+inline constexpr int64_t kValidationEvalRound = int64_t{1} << 41;
 
 /// Writes `partials` into m->values and m->header (eval_partial_bytes,
 /// num_values); replaces any values m held. Errors: InvalidArgument when

@@ -19,6 +19,9 @@
 #   paused      a worker stopped (SIGSTOP) past cluster.worker_timeout_ms
 #               (2 s here) and continued: it exits non-zero naming its
 #               removal, the other worker and both servers exit 0
+#   paused_default  as paused, with the default cluster.worker_timeout_ms
+#               (10 s), six times: the worker stopped 1.5 s after it
+#               connected, for 11 s (label slow)
 #   limits      ulimit -n 64: every binary refuses to start naming the limit
 #               (exit 2); SIGUSR1 to a worker stops it like SIGTERM (138)
 # Every process runs under `timeout` and is reaped; waits poll with a bound.
@@ -156,6 +159,34 @@ paused)
   grep -q "job aborted" "$tmp/server0.log" "$tmp/server1.log" && fail "a server took the paused worker's ABORT"
   wait_zero "the other worker and both servers" "$w0" "${server_pids[@]}"
   echo "paused worker: exit $paused_rc, $(grep -o 'worker 1 removed: silent for [^)]*)' "$tmp/worker1.log" | head -1)"
+  ;;
+paused_default)
+  summary=()
+  for run in 1 2 3 4 5 6; do
+    flags=(--config="$tmp/bibtex.pbtxt" --num_servers=2 --num_workers=2 --epochs=40 --data_on_demand=true)
+    start_servers 2
+    start_worker 0 "$tmp/r$run-worker0.log" --metrics_out="$tmp/r$run.json"
+    w0=$started
+    start_worker 1 "$tmp/r$run-worker1.log"
+    w1=$started
+    wait_log "$tmp/r$run-worker1.log" "connected to" 400
+    # The scenario's own times (not waits for an event): stopped 1.5 s
+    # after it connected, for 11 s, past the 10 s timeout.
+    sleep 1.5
+    kill -STOP "$(worker_pid "$w1")"
+    sleep 11
+    kill -CONT "$(worker_pid "$w1")"
+    wait_code "$w1"
+    paused_rc=$rc
+    [ "$paused_rc" != 0 ] || fail "run $run: the paused worker exited 0"
+    grep -q "worker 1 removed: silent for" "$tmp/r$run-worker1.log" ||
+      fail "run $run: the paused worker did not name its removal: $(tail -2 "$tmp/r$run-worker1.log")"
+    wait_zero "run $run: the other worker and both servers" "$w0" "${server_pids[@]}"
+    grep -q "job aborted" "$tmp"/server*.log && fail "run $run: a server took the paused worker's ABORT"
+    summary+=("run $run: paused worker exit $paused_rc, the others 0")
+    pids=()
+  done
+  printf '%s\n' "${summary[@]}"
   ;;
 limits)
   for cmd in "tether-server --config=$tmp/bibtex.pbtxt" "tether-worker --config=$tmp/bibtex.pbtxt" \

@@ -43,7 +43,7 @@
 
 #include "core/status.h"
 #include "server/server.h"
-#include "worker/client.h"
+#include "worker/client/client.h"
 
 namespace tether::testing {
 

@@ -1,0 +1,663 @@
+#include "worker/client/request_channel.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include <glog/logging.h>
+
+#include "core/net/transport.h"
+
+namespace tether {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The shared state of one request. Handles count in `refs`; the channel keeps
+// it while parts are in flight (`remaining` > 0) and recycles it when both
+// are zero. `channel` is null once the channel is gone: the last handle then
+// deletes it.
+struct RequestState {
+  RequestChannel* channel = nullptr;
+  int refs = 0;
+  int remaining = 0;
+  bool sticky = false;
+  Status status;
+};
+
+namespace {
+
+// A request's id: a sequence number above the slot of its record in the
+// pending table, so that ids never repeat and the slot is found at once.
+constexpr int kSlotBits = 32;
+constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
+
+int64_t MillisecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ RequestHandle
+
+RequestHandle::RequestHandle(RequestState* state) : state_(state) {
+  if (state_ != nullptr) ++state_->refs;
+}
+
+RequestHandle::RequestHandle(const RequestHandle& other) : RequestHandle(other.state_) {}
+
+RequestHandle::RequestHandle(RequestHandle&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+
+RequestHandle& RequestHandle::operator=(RequestHandle other) noexcept {
+  std::swap(state_, other.state_);
+  return *this;
+}
+
+RequestHandle::~RequestHandle() {
+  if (state_ == nullptr || --state_->refs > 0) return;
+  if (state_->channel == nullptr) {
+    delete state_;
+  } else if (state_->remaining == 0) {
+    state_->channel->Recycle(state_);
+  }
+}
+
+bool RequestHandle::is_completed() const {
+  if (state_ == nullptr) return true;
+  // Take what has arrived; an error here is the channel's, and the next Wait
+  // reports it.
+  if (state_->remaining > 0 && state_->channel != nullptr) (void)state_->channel->Progress(0);
+  return state_->remaining == 0;
+}
+
+Status RequestHandle::Wait() const {
+  if (state_ == nullptr || state_->channel == nullptr) return status();
+  return Wait(state_->channel->options_.request_timeout_ms);
+}
+
+Status RequestHandle::Wait(int timeout_ms) const {
+  if (state_ == nullptr || state_->channel == nullptr) return status();
+  return state_->channel->WaitFor(state_, timeout_ms);
+}
+
+Status RequestHandle::WaitFirstError() const {
+  if (state_ == nullptr || state_->channel == nullptr) return status();
+  return state_->channel->WaitFor(state_, state_->channel->options_.request_timeout_ms, /*first_error=*/true);
+}
+
+Status RequestHandle::status() const {
+  if (state_ == nullptr) return Status::FailedPrecondition("empty request handle: no request was made");
+  if (state_->remaining > 0) return Status::Unavailable("request in flight");
+  return state_->status;
+}
+
+Status WaitAllOf(std::initializer_list<RequestHandle> handles) {
+  Status first;
+  for (const RequestHandle& h : handles) {
+    Status st = h.Wait();
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+Status WaitAllOf(const std::vector<RequestHandle>& handles) {
+  Status first;
+  for (const RequestHandle& h : handles) {
+    Status st = h.Wait();
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+// ------------------------------------------------------------ RequestChannel
+
+RequestChannel::RequestChannel(const Options& options, ReplyHandler on_reply)
+    : options_(options),
+      on_reply_(std::move(on_reply)),
+      log_prefix_("[worker " + std::to_string(options.rank) + "] "),
+      own_ctx_(options.context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
+      ctx_(options.context == nullptr ? own_ctx_.get() : options.context),
+      frame_pool_(FramePool::Options{options.frame_pool_idle_bytes, kMinPooledFrameBytes}),
+      outstanding_(options.servers.size(), 0),
+      last_send_(options.servers.size(), SteadyClock::now()),
+      links_(options.servers.size()) {}
+
+RequestChannel::~RequestChannel() {
+  // Stop the monitors before their sockets close (the PAIR ends close first).
+  for (int shard : monitor_shard_)
+    if (shard < static_cast<int>(sockets_.size())) (void)zmq_socket_monitor(sockets_[shard].handle(), nullptr, 0);
+  monitors_.clear();
+  for (RequestState* s : states_) {
+    if (s->refs == 0) {
+      delete s;
+      continue;
+    }
+    // A handle outlives the channel: it keeps its outcome, or learns that
+    // its reply will never come.
+    s->channel = nullptr;
+    if (s->remaining > 0) {
+      s->remaining = 0;
+      if (s->status.ok())
+        s->status = Status::Unavailable(log_prefix_ + "request abandoned: the worker's client was closed before "
+                                                      "every reply arrived");
+    }
+  }
+}
+
+Status RequestChannel::Connect() {
+  connect_time_ = SteadyClock::now();
+  SocketOptions so;
+  so.send_timeout_ms = options_.request_timeout_ms;
+  so.send_hwm = options_.send_hwm;
+  so.recv_hwm = options_.recv_hwm;
+  std::random_device rd;
+  const std::string identity =
+      "w" + std::to_string(options_.rank) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  const int liveness = options_.liveness_timeout_ms;
+  for (size_t shard = 0; shard < options_.servers.size(); ++shard) {
+    const std::string& ep = options_.servers[shard];
+    SocketOptions o = so;
+    const bool networked = ep.rfind("tcp://", 0) == 0 || ep.rfind("ipc://", 0) == 0;
+    if (networked) o.curve = options_.curve;
+    // inproc:// has no connection that could drop: nothing to watch. With
+    // CURVE the monitor also says why a server refused the handshake.
+    if ((liveness > 0 || options_.curve.enabled()) && networked) {
+      // A vanished host is found by ZMTP heartbeats (closed after
+      // liveness_timeout_ms without traffic), a dead process by its closed
+      // connection; either way the disconnect must then last
+      // liveness_timeout_ms. libzmq counts a message as traffic only once it
+      // has arrived whole, so the timeout must outlast the transfer of the
+      // largest message: rows travel in messages of at most
+      // ClientOptions::max_message_bytes (64 MiB by default), well under a
+      // second each; with liveness/2 a 345 MB reply on a loaded host took
+      // longer and the connection was dropped under it.
+      if (liveness > 0) {
+        o.heartbeat_ivl_ms = std::max(25, liveness / 4);
+        o.heartbeat_timeout_ms = std::max(50, liveness);
+      }
+      o.monitor_events |= ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                          ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+      o.monitor_endpoint = "inproc://tether-monitor-" + identity + "-" + std::to_string(shard);
+      try {
+        // Connected before the monitor binds (inproc allows it), so the
+        // first event already has a reader.
+        zmq::socket_t pair(*ctx_, zmq::socket_type::pair);
+        pair.set(zmq::sockopt::linger, 0);
+        pair.connect(o.monitor_endpoint);
+        monitors_.push_back(std::move(pair));
+      } catch (const zmq::error_t& e) {
+        return Status::IOError(log_prefix_ + "cannot watch the connection to server " + ep + ": " + e.what());
+      }
+      monitor_shard_.push_back(static_cast<int>(shard));
+      links_[shard].monitored = true;
+    }
+    TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, o));
+    sockets_.push_back(std::move(s));
+  }
+  for (auto& s : sockets_) poll_items_.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  for (auto& m : monitors_) poll_items_.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+  return Status::OK();
+}
+
+RequestHandle RequestChannel::NewRequest(bool sticky) {
+  RequestState* s;
+  if (free_states_.empty()) {
+    s = new RequestState;
+    states_.push_back(s);
+  } else {
+    s = free_states_.back();
+    free_states_.pop_back();
+  }
+  s->channel = this;
+  s->remaining = 0;
+  s->sticky = sticky;
+  s->status = Status::OK();
+  return RequestHandle(s);
+}
+
+void RequestChannel::Recycle(RequestState* request) { free_states_.push_back(request); }
+
+int RequestChannel::Window() const {
+  int window = options_.max_outstanding;
+  for (int hwm : {options_.send_hwm, options_.recv_hwm})
+    if (hwm > 0) window = std::min(window, hwm);
+  return std::max(window, 1);
+}
+
+Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag,
+                            int64_t stamp_clock) {
+  RequestState* state = request != nullptr ? request->state_ : nullptr;
+  // A gone shard takes nothing more: its queue would only fill and block.
+  if (!gone_.ok() && !leaving_) {
+    FailState(state, gone_);
+    return gone_;
+  }
+  // Heartbeats (sent from inside Progress) skip the window: they are owed no
+  // reply, so they cannot fill the receive queue the window protects. So do
+  // a leaving worker's goodbyes, which must not wait on a stalled shard.
+  if (m->header.type() != HEARTBEAT && !leaving_) {
+    const int window = Window();
+    if (outstanding_[shard] >= window) ++stats_.send_waits;
+    while (outstanding_[shard] >= window) {
+      Status st = Progress(options_.request_timeout_ms);
+      if (!st.ok()) {
+        FailState(state, st);
+        return st;
+      }
+    }
+  }
+  const uint32_t slot = state != nullptr ? pending_.Take() : 0;
+  const uint64_t id = (next_sequence_++ << kSlotBits) | slot;
+  last_send_[shard] = SteadyClock::now();
+  m->header.set_request_id(id);
+  m->header.set_sender_rank(options_.rank);
+  m->header.set_clock(stamp_clock >= 0 ? stamp_clock : clock_);
+  stats_.bytes_sent += m->keys.size() + m->values.size();
+  if (state != nullptr) {
+    pending_[slot] = Pending{id, state, shard, expect, tag};
+    ++state->remaining;
+    ++outstanding_[shard];
+    ++in_flight_;
+  }
+  Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
+                                                         options_.servers[shard] + ")");
+  if (st.ok()) return st;
+  if (state != nullptr) {
+    pending_[slot].id = 0;
+    pending_.Give(slot);
+    --state->remaining;
+    --outstanding_[shard];
+    --in_flight_;
+  }
+  FailState(state, st);
+  return st;
+}
+
+void RequestChannel::Fail(const RequestHandle& request, const Status& error) { FailState(request.state_, error); }
+
+void RequestChannel::FailState(RequestState* request, const Status& error) {
+  if (request == nullptr || request->sticky) {
+    if (sticky_error_.ok()) sticky_error_ = error;
+  }
+  if (request != nullptr && request->status.ok()) request->status = error;
+}
+
+void RequestChannel::PartDone(RequestState* request) {
+  if (--request->remaining == 0 && request->refs == 0) Recycle(request);
+}
+
+void RequestChannel::Dispatch(Message* reply) {
+  const MessageHeader& h = reply->header;
+  const uint64_t id = h.request_id();
+  const uint64_t slot = id & kSlotMask;
+  if (id == 0 || slot >= pending_.size() || pending_[static_cast<uint32_t>(slot)].id != id) {
+    LOG(WARNING) << log_prefix_ << "reply " << TypeName(h.type()) << " for unknown request " << id << "; ignored";
+    return;
+  }
+  const Pending p = pending_[static_cast<uint32_t>(slot)];
+  pending_[static_cast<uint32_t>(slot)].id = 0;
+  pending_.Give(static_cast<uint32_t>(slot));
+  --outstanding_[p.shard];
+  --in_flight_;
+  Status verdict;
+  if (h.type() == ERROR_REPLY) {
+    verdict = Status::FailedPrecondition(h.error());
+  } else if (h.type() != p.expect) {
+    verdict = Status::DataLoss("server " + std::to_string(p.shard) + " answered " + TypeName(h.type()) +
+                               " to a request expecting " + TypeName(p.expect));
+  }
+  RequestState* const outer = replying_to_;  // a reply handled inside a handler's Send (nested Progress)
+  replying_to_ = p.request;
+  Status st = on_reply_(p.tag, verdict, reply);
+  replying_to_ = outer;
+  if (!st.ok()) FailState(p.request, st);
+  PartDone(p.request);
+}
+
+Status RequestChannel::SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag, int64_t stamp_clock) {
+  if (replying_to_ == nullptr) return Status::FailedPrecondition(log_prefix_ + "SendFromReply outside a reply handler");
+  const RequestHandle request(replying_to_);  // its part in hand keeps it from being recycled
+  return Send(shard, m, &request, expect, tag, stamp_clock);
+}
+
+void RequestChannel::SendHeartbeats() {
+  const auto now = SteadyClock::now();
+  const auto interval = std::chrono::milliseconds(options_.heartbeat_interval_ms);
+  for (int s = 0; s < num_shards(); ++s) {
+    if (now - last_send_[s] < interval) continue;  // it heard from us lately
+    if (!shard_up(s)) continue;  // queued for a reconnect that may never come
+    Message m;
+    m.header.set_type(HEARTBEAT);
+    (void)Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
+  }
+}
+
+bool RequestChannel::shard_up(int shard) const {
+  const Link& l = links_[shard];
+  return !l.monitored || l.connected || !l.ever_connected;
+}
+
+void RequestChannel::TakeMonitorEvents(int monitor) {
+  const int shard = monitor_shard_[monitor];
+  Link& link = links_[shard];
+  while (true) {
+    zmq::message_t event, address;
+    try {
+      if (!monitors_[monitor].recv(event, zmq::recv_flags::dontwait)) return;
+      // The second frame (the endpoint) comes with the first.
+      if (event.more()) (void)monitors_[monitor].recv(address, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      return;
+    }
+    if (event.size() < sizeof(uint16_t) + sizeof(uint32_t)) continue;
+    uint16_t id;
+    uint32_t value;
+    std::memcpy(&id, event.data(), sizeof(id));
+    std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof(id), sizeof(value));
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+        id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+      // A refused handshake is no passing outage: ZeroMQ would retry it
+      // forever and every wait would end only at request_timeout_ms. A
+      // refused key or another mechanism is final at once; a handshake cut
+      // short without detail may be a server dying at that moment, so only
+      // kKnownBadHandshakes of them in a row (ZeroMQ retries every 100 ms
+      // or so) are.
+      ++link.failed_handshakes;
+      const bool final = id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                         (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) ||
+                         link.failed_handshakes >= kKnownBadHandshakes;
+      if (final && gone_.ok()) {
+        gone_ = Status::FailedPrecondition(log_prefix_ + HandshakeFailure(shard, id, value));
+        if (sticky_error_.ok()) sticky_error_ = gone_;
+      }
+      continue;
+    }
+    // Up means a ZMTP handshake succeeded: a TCP connect alone is accepted by
+    // the kernel of a stopped (or hung) process too, and proves nothing.
+    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      link.failed_handshakes = 0;
+      if (link.ever_connected && !link.connected) {
+        LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                     << " is back after " << MillisecondsSince(link.down_since) << " ms";
+        // A heartbeat at the next turn of the wait loop: a new process on
+        // the address answers it (SameServerProcess), the same one does not.
+        last_send_[shard] = SteadyClock::time_point{};
+      }
+      link.ever_connected = link.connected = true;
+    } else if (id == ZMQ_EVENT_DISCONNECTED && (link.connected || !link.ever_connected)) {
+      link.ever_connected = true;
+      link.connected = false;
+      link.down_since = SteadyClock::now();
+      LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                   << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
+                   << options_.liveness_timeout_ms;
+      // What was in flight on the dropped connection is lost: ZeroMQ drops
+      // the old pipe's messages, and a reply sent meanwhile has no route.
+      // Waiting for those replies would last request_timeout_ms (minutes)
+      // and a lost push can never be told from an applied one, so the run
+      // fails now, naming the shard.
+      // Replies that arrived before the connection closed are already in
+      // the socket's queue (TCP delivers them before the close): take them
+      // first, so that only what is really lost counts.
+      if (Status st = DrainReplies(shard); !st.ok() && gone_.ok()) gone_ = st;
+      // A connection whose handshake failed never carried a request: what
+      // is queued stays queued for the next one (the handshake verdict is
+      // the failure events' above).
+      if (!leaving_ && outstanding_[shard] > 0 && gone_.ok() && link.failed_handshakes == 0) {
+        gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
+                                    options_.servers[shard] + " is gone: its connection dropped with " +
+                                    std::to_string(outstanding_[shard]) +
+                                    " request(s) in flight, whose replies are lost");
+        if (sticky_error_.ok()) sticky_error_ = gone_;
+      }
+    }
+  }
+}
+
+std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t value) const {
+  const std::string who = "server shard " + std::to_string(shard) + " at " + options_.servers[shard];
+  const bool curve = options_.curve.enabled();
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+    return who + " refused this worker's CURVE key (ZAP status " + std::to_string(value) + "): its public key " +
+           options_.curve.public_key + " is not in the server's security.curve.authorized_keys";
+  char code[16];
+  std::snprintf(code, sizeof(code), "0x%x", value);
+  const std::string detail = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? std::string("protocol error ") + code
+                                                                           : "no detail, errno " + std::to_string(value);
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+    return who + " uses another security mechanism: this worker has " +
+           (curve ? "security.curve, the server not" : "no security.curve, the server has it") + " (" + detail + ")";
+  if (curve)
+    return who + " failed the CURVE handshake (" + detail + "): does security.curve.server_public_key_file hold " +
+           "that server's public key, and does the server use CURVE?";
+  return who + " failed the handshake (" + detail + "): the server may require CURVE (security.curve)";
+}
+
+Status RequestChannel::CheckLiveness() {
+  if (!gone_.ok()) return gone_;
+  if (options_.first_connect_timeout_ms > 0 && !leaving_ &&
+      MillisecondsSince(connect_time_) >= options_.first_connect_timeout_ms) {
+    for (int s = 0; s < num_shards(); ++s) {
+      const Link& l = links_[s];
+      if (!l.monitored || l.ever_connected) continue;
+      gone_ = Status::Unavailable(
+          log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] +
+          " never answered: no connection within " + std::to_string(options_.first_connect_timeout_ms) +
+          " ms (cluster.startup_timeout_ms) " +
+          (options_.servers_source.empty()
+               ? std::string("(is that server up, and is this its address?)")
+               : "(the address came from " + options_.servers_source +
+                     ": the entry may be stale, left by a server of an earlier run with the same job id and "
+                     "generation that died; give each run its own cluster.job_id)"));
+      if (sticky_error_.ok()) sticky_error_ = gone_;
+      return gone_;
+    }
+  }
+  if (options_.liveness_timeout_ms <= 0 || leaving_) return Status::OK();
+  for (int s = 0; s < num_shards(); ++s) {
+    const Link& l = links_[s];
+    if (!l.monitored || !l.ever_connected || l.connected) continue;
+    const int64_t down_ms = MillisecondsSince(l.down_since);
+    if (down_ms < options_.liveness_timeout_ms) continue;
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f", down_ms / 1000.0);
+    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] +
+                                " is gone: disconnected " + seconds + " s ago and not back (cluster.liveness_timeout_ms=" +
+                                std::to_string(options_.liveness_timeout_ms) + ")");
+    if (sticky_error_.ok()) sticky_error_ = gone_;
+    return gone_;
+  }
+  return Status::OK();
+}
+
+Status RequestChannel::CheckInterrupts() {
+  if (options_.abort != nullptr && options_.abort->load())
+    return Status::Unavailable(log_prefix_ + "aborted: another worker of this process failed");
+  if (!leaving_ && options_.stop_requested && options_.stop_requested())
+    return Status::Unavailable(log_prefix_ + "stop requested");
+  return CheckLiveness();
+}
+
+void RequestChannel::BeginLeaving(int bound_ms) {
+  leaving_ = true;
+  bound_ms = std::max(0, bound_ms);
+  for (int s = 0; s < num_shards(); ++s) {
+    try {
+      sockets_[s].set(zmq::sockopt::sndtimeo, bound_ms);
+      sockets_[s].set(zmq::sockopt::linger, shard_up(s) ? bound_ms : 0);
+    } catch (const zmq::error_t&) {
+      // A socket that refuses an option keeps its own bounds (linger 0).
+    }
+  }
+}
+
+int RequestChannel::SendAbort(const std::string& why, int bound_ms, const std::string& job_id,
+                              uint64_t generation, const std::vector<bool>& skip) {
+  BeginLeaving(bound_ms);
+  int sent = 0;
+  for (int s = 0; s < num_shards(); ++s) {
+    if (!shard_up(s) || (static_cast<size_t>(s) < skip.size() && skip[static_cast<size_t>(s)])) continue;
+    Message m;
+    m.header.set_type(ABORT);
+    m.header.set_error(why);
+    // The process this worker knew on the shard: a new one there ends too.
+    if (links_[s].incarnation != 0) m.header.set_server_incarnation(links_[s].incarnation);
+    if (!job_id.empty()) {
+      m.header.set_job_id(job_id);
+      m.header.set_generation(generation);
+    }
+    if (Send(s, &m, nullptr, MSG_UNKNOWN, 0).ok()) ++sent;
+  }
+  return sent;
+}
+
+Status RequestChannel::Progress(int timeout_ms) {
+  const auto start = SteadyClock::now();
+  const size_t num_data = sockets_.size();
+  bool data = false;
+  while (true) {
+    TETHER_RETURN_IF_ERROR(CheckInterrupts());
+    // Poll in short slices: a worker blocked on the staleness bound must
+    // still look alive to the servers (heartbeats, to every shard it has
+    // not sent to for an interval, whichever shards it talks to meanwhile),
+    // and see an abort, a stop request or a gone shard within kStopPollMs.
+    SendHeartbeats();
+    const int64_t waited = MillisecondsSince(start);
+    const int64_t slice = std::max<int64_t>(
+        0, std::min<int64_t>({timeout_ms - waited, int64_t{options_.heartbeat_interval_ms}, int64_t{kStopPollMs}}));
+    int n = 0;
+    try {
+      n = zmq::poll(poll_items_.data(), poll_items_.size(), std::chrono::milliseconds(slice));
+    } catch (const zmq::error_t& e) {
+      // A signal (SIGTERM, SIGINT) interrupted the poll: not an error; the
+      // top of the loop looks at the stop request it may have made.
+      if (e.num() == EINTR) continue;
+      return Status::IOError(log_prefix_ + "poll: " + e.what());
+    }
+    if (n > 0) {
+      for (size_t i = num_data; i < poll_items_.size(); ++i)
+        if (poll_items_[i].revents & ZMQ_POLLIN) TakeMonitorEvents(static_cast<int>(i - num_data));
+      for (size_t i = 0; i < num_data; ++i) data = data || (poll_items_[i].revents & ZMQ_POLLIN) != 0;
+      if (data) break;
+    }
+    if (MillisecondsSince(start) >= timeout_ms) break;
+  }
+  if (!data) {
+    TETHER_RETURN_IF_ERROR(CheckInterrupts());
+    std::string silent;
+    for (int s = 0; s < num_shards(); ++s)
+      if (outstanding_[s] > 0) silent += (silent.empty() ? "" : ", ") + options_.servers[s];
+    return Status::DeadlineExceeded(log_prefix_ + "no reply within " + std::to_string(timeout_ms) +
+                                    " ms from server(s) " + silent);
+  }
+  for (int s = 0; s < num_shards(); ++s) {
+    if (!(poll_items_[s].revents & ZMQ_POLLIN)) continue;
+    Link& link = links_[s];
+    if (!link.ever_connected) link.ever_connected = link.connected = true;  // its handshake event was missed
+    TETHER_RETURN_IF_ERROR(DrainReplies(s));
+  }
+  return Status::OK();
+}
+
+Status RequestChannel::DrainReplies(int s) {
+  // A reply's frames are freed when `reply` goes (or is overwritten): over
+  // inproc they are the shard's pooled buffers, which it can reuse only then.
+  Message reply;
+  while (true) {
+    Status st = RecvMessage(sockets_[s], &reply, nullptr);
+    if (st.code() == Status::Code::kUnavailable) break;
+    if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
+    if (!SameServerProcess(s, reply.header.server_incarnation())) continue;
+    if (reply.header.want_checkpoint() && stopping_shard_ < 0) {
+      stopping_shard_ = s;
+      LOG(WARNING) << log_prefix_ << "server " << options_.servers[s] << " (shard " << s
+                   << ") was told to stop: the job ends now";
+    }
+    // A server checks that this connection is still live before it refuses
+    // a second claim on this rank (ServerShard::ConnectionLive): nothing to
+    // answer.
+    if (reply.header.type() == HEARTBEAT) continue;
+    if (reply.header.type() == REMOVED) {
+      // The shard removed this worker (silent past cluster.worker_timeout_ms):
+      // every wait fails with the shard's reason, not with what follows
+      // (refused requests, the shard's connection dropping when it ends).
+      if (removed_.ok()) {
+        removed_ = Status::FailedPrecondition(log_prefix_ + reply.header.error());
+        LOG(ERROR) << removed_.message();
+      }
+      gone_ = removed_;
+      sticky_error_ = removed_;
+      continue;
+    }
+    stats_.bytes_received += reply.values.size() + reply.keys.size();
+    Dispatch(&reply);
+  }
+  return Status::OK();
+}
+
+bool RequestChannel::SameServerProcess(int shard, uint64_t incarnation) {
+  Link& link = links_[shard];
+  if (incarnation == 0 || incarnation == link.incarnation) return true;
+  if (link.incarnation == 0) {
+    link.incarnation = incarnation;
+    return true;
+  }
+  // The first verdict stands (a connection that dropped with requests in
+  // flight was already given up, before the new process answered).
+  if (gone_.ok()) {
+    char ids[80];
+    std::snprintf(ids, sizeof(ids), "start id %016llx; this worker joined %016llx",
+                  static_cast<unsigned long long>(incarnation), static_cast<unsigned long long>(link.incarnation));
+    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
+                                options_.servers[shard] + " restarted (new process, " + ids +
+                                ") and holds none of the job's tables; resume the job from a checkpoint (start "
+                                "every server and worker again, the workers with --resume_from=CHECKPOINT_DIR; a "
+                                "job without checkpoint.dir starts over)");
+    if (sticky_error_.ok()) sticky_error_ = gone_;
+  }
+  return false;
+}
+
+Status RequestChannel::WaitFor(RequestState* request, int timeout_ms, bool first_error) {
+  const auto start = SteadyClock::now();
+  Status result;
+  while (true) {
+    if (request->remaining == 0 || (first_error && !request->status.ok())) {
+      result = request->status;
+      break;
+    }
+    const int64_t left_ms = timeout_ms - MillisecondsSince(start);
+    if (left_ms <= 0) {
+      result = Status::DeadlineExceeded(log_prefix_ + "request not answered within " + std::to_string(timeout_ms) +
+                                        " ms");
+      break;
+    }
+    Status st = Progress(static_cast<int>(left_ms));
+    if (!st.ok()) {
+      result = first_error && !request->status.ok() ? request->status : st;
+      break;
+    }
+  }
+  stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
+  return result;
+}
+
+Status RequestChannel::WaitAll() {
+  while (in_flight_ > 0) TETHER_RETURN_IF_ERROR(Progress(options_.request_timeout_ms));
+  return sticky_error_;
+}
+
+Status RequestChannel::Idle(int ms) {
+  const auto until = SteadyClock::now() + std::chrono::milliseconds(ms);
+  while (true) {
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now()).count();
+    if (left <= 0) return sticky_error_;
+    Status st = Progress(static_cast<int>(std::min<int64_t>(left, options_.heartbeat_interval_ms)));
+    if (!st.ok() && st.code() != Status::Code::kDeadlineExceeded) return st;
+  }
+}
+
+}  // namespace tether

@@ -1,0 +1,385 @@
+// RequestChannel: a worker's request layer to every server shard: one ZeroMQ
+// DEALER socket per shard, request ids, the in-flight window per shard
+// (back-pressure), heartbeats, the progress loop that receives replies and
+// hands each to its owner, and the RequestHandle of every user call (the
+// manner of PyTorch c10d's Work: is_completed(), Wait(timeout), status()).
+//
+// It knows nothing about tables, keys or the SSP cache: WorkerClient
+// (worker/client/client.h) builds the messages, keeps per message what it needs to
+// use the reply (a `tag`), and composes this channel with the cache
+// (worker/client/param_cache.h).
+//
+// Requests and handles. A user call (one PullRows, one PushDense, one
+// Barrier) is one request: NewRequest() makes its handle, and each message of
+// it sent with Send() counts as one part owed a reply. The request completes
+// when every part is answered or failed; its status is its first failure, and
+// nothing else: no call can observe another request's outcome. A request
+// marked `sticky` (pushes) also records its first failure as the worker's
+// sticky error, which every later Clock, Barrier, Bye, Idle and WaitAll
+// returns, so a lost push can never end in exit 0 even when nobody waits on
+// its handle (fire-and-forget, as the models push). Messages that expect no
+// reply (CLOCK, HEARTBEAT) have no request; their send failures are sticky.
+//
+// Memory: a request's state is allocated once and recycled: once no handle
+// refers to it and every part is answered it goes back to a free list, so a
+// warm worker allocates no request state per minibatch. Likewise the record
+// of a message in flight is a recycled slot; its index is part of the request
+// id, so a reply finds its record without a hash table. Requests in flight
+// are bounded by the window: max_outstanding per shard (see Send).
+//
+// Liveness (case "a dead server", docs/OPERATIONS.md). Over tcp:// and
+// ipc:// each DEALER socket sends ZMTP heartbeats and is watched by a socket
+// monitor whose events (ZMTP handshake done, disconnected) are read in the
+// channel's own wait loop. A shard whose connection went down and has not come back
+// within liveness_timeout_ms is gone: every later wait fails with
+// Unavailable naming the shard index and endpoint, also a wait on other
+// shards' replies, and so does the sticky error. A server whose event loop
+// is merely busy (a long checkpoint write) keeps its connection and its
+// heartbeats answered, so it is waited for (request_timeout_ms) and never
+// given up. inproc:// endpoints have no connection to lose and keep
+// request_timeout_ms only.
+//
+// A server restarted on its address (killed and started again by hand) is
+// a new process that holds none of the job's tables and knows no worker.
+// Each server process draws a start id that it stamps on every message it
+// sends (MessageHeader.server_incarnation); the channel keeps each shard's
+// first and checks every message against it. Another id makes the shard
+// gone, with the message "server shard N at ADDR restarted (new process)
+// and holds none of the job's tables; resume the job from a checkpoint
+// ...", and the message is dropped, so no request fails with the new
+// process's confusion ("unknown table id 0"). A shard whose connection
+// comes back gets a heartbeat at once: a new process answers it (a
+// HEARTBEAT from a worker that never said HELLO to it is an error), so an
+// idle worker learns it within one round trip. ABORT carries the id the
+// worker knew, so that the new process ends as well. The wait loop wakes at least every
+// kStopPollMs to look at `abort`, `stop_requested` and the shards' liveness,
+// and a signal interrupting its poll (EINTR) is no error.
+//
+// Ownership and thread-safety: not thread-safe. The channel, its handles and
+// the reply handler are used on one thread (the worker's). A handle may
+// outlive the channel: it then keeps the outcome it had; a request that was
+// still in flight when the channel was destroyed reports Unavailable
+// ("abandoned"). The ZeroMQ context is the channel's own or the caller's
+// (Options::context, which must outlive the channel).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/net/frame_pool.h"
+#include "core/net/message.h"
+#include "core/net/transport.h"
+#include "core/status.h"
+#include "worker/client/slot_pool.h"
+
+namespace tether {
+
+class RequestChannel;
+struct RequestState;
+
+/// The handle of one asynchronous request (c10d's Work). Cheap to copy (a
+/// pointer and a reference count, no allocation). An empty handle
+/// (default-constructed) is completed, and its status is FailedPrecondition.
+/// Not thread-safe: use it on the thread of the channel that made it.
+class RequestHandle {
+ public:
+  RequestHandle() = default;
+  RequestHandle(const RequestHandle& other);
+  RequestHandle(RequestHandle&& other) noexcept;
+  RequestHandle& operator=(RequestHandle other) noexcept;
+  ~RequestHandle();
+
+  /// True for a default-constructed handle (no request).
+  bool empty() const { return state_ == nullptr; }
+  /// True once every part of the request is answered or failed. Does not
+  /// block: it first takes the replies that have already arrived.
+  bool is_completed() const;
+  /// Blocks until the request completed (at most the channel's
+  /// request_timeout_ms without a reply) and returns its own status: the
+  /// server's ERROR_REPLY text (FailedPrecondition), DataLoss for a reply that
+  /// does not fit the request, or the send's error. Waiting again returns the
+  /// same status. While waiting it returns DeadlineExceeded naming the silent
+  /// shard(s), IOError/DataLoss for a socket failure, or Unavailable when the
+  /// job was aborted; the request then stays outstanding.
+  Status Wait() const;
+  /// Like Wait() but gives up after `timeout_ms` (≥ 0) with
+  /// DeadlineExceeded, leaving the request outstanding.
+  Status Wait(int timeout_ms) const;
+  /// Like Wait() but returns a part's error as soon as it is answered, not
+  /// waiting for the other parts (which stay outstanding): a HELLO refused
+  /// by one shard is reported while another shard may never answer.
+  Status WaitFirstError() const;
+  /// The request's outcome once completed (see Wait); before that,
+  /// Unavailable ("in flight"). Does not take replies.
+  Status status() const;
+
+ private:
+  friend class RequestChannel;
+  explicit RequestHandle(RequestState* state);
+  RequestState* state_ = nullptr;
+};
+
+/// Waits for every handle in turn and returns the first error (every handle
+/// is waited on even after an error, so none is left half-read).
+Status WaitAllOf(std::initializer_list<RequestHandle> handles);
+Status WaitAllOf(const std::vector<RequestHandle>& handles);
+
+class RequestChannel {
+ public:
+  using SteadyClock = std::chrono::steady_clock;
+
+  struct Options {
+    int rank = 0;
+    std::vector<std::string> servers;  // endpoint per shard, in shard order
+    int heartbeat_interval_ms = 1000;  // heartbeat while blocked longer than this
+    int request_timeout_ms = 120000;   // a wait fails after this long with no reply
+    int max_outstanding = 64;          // requests in flight per shard (≤ the HWMs, see Send)
+    int send_hwm = 1000;               // ZeroMQ high-water marks, in messages
+    int recv_hwm = 1000;
+    zmq::context_t* context = nullptr;  // null: the channel's own
+    const std::atomic<bool>* abort = nullptr;  // set by another thread: waits give up
+    uint64_t frame_pool_idle_bytes = kDefaultFramePoolIdleBytes;
+    /// A shard whose connection has been down this long is gone (see the
+    /// file comment); 0: off. Heartbeats go every liveness/4 and time out
+    /// after liveness/2 of silence. tcp:// and ipc:// endpoints only.
+    int liveness_timeout_ms = 0;
+    /// A monitored shard (see `liveness_timeout_ms`) that has never completed
+    /// a ZMTP handshake this long after Connect() is gone: every wait fails
+    /// with Unavailable naming it, and `servers_source` when set (a stale
+    /// rendezvous entry points at a port nobody serves). 0: off.
+    int first_connect_timeout_ms = 0;
+    std::string servers_source;
+    /// CURVE keys for tcp:// and ipc:// endpoints (core/net/transport.h);
+    /// empty: plain. With them, every such shard is watched by a socket
+    /// monitor (also with liveness off), and a handshake the server refuses
+    /// makes every wait fail with FailedPrecondition naming the shard and
+    /// why: at once for an unlisted key or CURVE on one side only, after
+    /// kKnownBadHandshakes failures in a row for one without detail (another
+    /// server key). Without CURVE the same events are watched when liveness
+    /// is on (a plain worker meeting a CURVE server).
+    CurveOptions curve;
+    /// Polled every kStopPollMs while waiting; when it returns true every
+    /// wait gives up with Unavailable ("stop requested") until Leave or
+    /// Abort. May be empty. Called on the channel's thread.
+    std::function<bool()> stop_requested;
+  };
+
+  /// How often a wait looks at abort, stop_requested and liveness, at most.
+  static constexpr int kStopPollMs = 100;
+
+  /// Counters since construction.
+  struct Stats {
+    uint64_t bytes_sent = 0, bytes_received = 0;  // keys + values frames
+    uint64_t send_waits = 0;   // sends that waited for room in the window
+    double wait_seconds = 0;   // time blocked in RequestHandle::Wait
+  };
+
+  /// Called once per reply, in Progress, with the `tag` given to Send and
+  /// the channel's verdict: FailedPrecondition carrying an ERROR_REPLY's
+  /// text, DataLoss when the reply's type is not the one expected, else OK.
+  /// Returns the part's status (the verdict, or an error of its own, e.g. a
+  /// reply of the wrong size). The reply's frames may be taken.
+  using ReplyHandler = std::function<Status(uint64_t tag, const Status& verdict, Message* reply)>;
+
+  /// Sockets are connected by Connect(). `on_reply` must outlive the channel.
+  RequestChannel(const Options& options, ReplyHandler on_reply);
+  /// Closes the sockets (linger as set by core/net/transport.h). Requests
+  /// still in flight are abandoned: their handles report Unavailable.
+  ~RequestChannel();
+  RequestChannel(const RequestChannel&) = delete;
+  RequestChannel& operator=(const RequestChannel&) = delete;
+
+  /// Connects one DEALER socket per shard, all with one fresh identity (so a
+  /// restarted worker never collides with its dead predecessor's routing
+  /// entry). Errors: InvalidArgument naming a malformed endpoint.
+  Status Connect();
+
+  /// A new request; `sticky`: its failures are also the worker's sticky
+  /// error. The handle is complete until a part is sent.
+  RequestHandle NewRequest(bool sticky);
+
+  /// Sends `m` to `shard`, stamped with a request id, the rank and clock().
+  /// With `request` non-null the message is one part of it, owed a reply of
+  /// type `expect`, and `tag` comes back with the reply (ReplyHandler);
+  /// with null, no reply is expected (CLOCK). Blocks while `shard` has
+  /// min(max_outstanding, send_hwm, recv_hwm) requests in flight: the replies
+  /// owed then always fit the receive queue, so the shard never blocks
+  /// sending to this worker and back-pressure never deadlocks or drops (case
+  /// C13). Errors (also recorded on the request, or as sticky without one):
+  /// those of Progress while waiting for room, Unavailable/IOError from the
+  /// socket. On error the frames of `m` are left in place.
+  /// `stamp_clock` ≥ 0 is stamped instead of clock(): a pull read ahead for
+  /// a later clock (WorkerClient::PrefetchRows) is answered under that
+  /// clock's staleness bound.
+  Status Send(int shard, Message* m, const RequestHandle* request, MessageType expect, uint64_t tag,
+              int64_t stamp_clock = -1);
+
+  /// From inside the ReplyHandler only: sends `m` as one more part of the
+  /// request whose reply is being handled (a request sent again in another
+  /// form, e.g. with the keys of a key list the shard did not hold), owed a
+  /// reply of type `expect` with `tag`. The part being answered has just
+  /// freed its place in `shard`'s window, so a send to the same shard does
+  /// not wait. Errors: as Send (also recorded on the request);
+  /// FailedPrecondition outside a ReplyHandler. `stamp_clock` as Send's.
+  Status SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag, int64_t stamp_clock = -1);
+
+  /// Records `error` on `request` (its first error wins) and, when the
+  /// request is sticky, as the sticky error.
+  void Fail(const RequestHandle& request, const Status& error);
+
+  /// Receives and dispatches what arrives within `timeout_ms`, sending
+  /// heartbeats every heartbeat_interval_ms meanwhile. Errors:
+  /// DeadlineExceeded naming the shards owing replies when nothing arrived,
+  /// Unavailable when aborted, IOError (poll), DataLoss (a malformed reply).
+  Status Progress(int timeout_ms);
+  /// Waits (request_timeout_ms at most per reply) until nothing is in flight,
+  /// then returns the sticky error. Errors: those of Progress.
+  Status WaitAll();
+  /// Sleeps `ms` milliseconds while answering heartbeats and taking replies
+  /// (a simulated straggler). Returns the sticky error; errors of Progress
+  /// other than DeadlineExceeded.
+  Status Idle(int ms);
+
+  /// Getting ready to leave (a stop request, or a failure): from now on a
+  /// stop request no longer cuts waits short, sends skip the in-flight
+  /// window and give up after `bound_ms` on a full queue, and closing the
+  /// channel waits up to `bound_ms` for what is queued to reachable shards
+  /// (ZMQ_LINGER), 0 for shards that are down. Messages that follow are
+  /// best effort: BYE (JobSession::Leave) or ABORT (SendAbort).
+  void BeginLeaving(int bound_ms);
+  /// Sends ABORT carrying `why` to every shard whose connection is up, best
+  /// effort: no reply is awaited; BeginLeaving's linger bounds the flush
+  /// when the channel is closed. Returns the number of shards sent to.
+  /// `job_id`/`generation` identify the job, so that a shard accepts the
+  /// ABORT of a worker it refused at HELLO only when it is of this job.
+  /// `skip`: shards not to send to (those that refused this worker's HELLO:
+  /// they know why), by shard index; may be empty.
+  int SendAbort(const std::string& why, int bound_ms, const std::string& job_id = "", uint64_t generation = 0,
+                const std::vector<bool>& skip = {});
+  /// False once `shard`'s connection is known to be down (disconnected and
+  /// not back, or gone); true for unmonitored (inproc) shards.
+  bool shard_up(int shard) const;
+  /// True once a shard said it removed this worker (REMOVED: silent past
+  /// cluster.worker_timeout_ms); every wait then fails with its reason.
+  bool removed() const { return !removed_.ok(); }
+  /// The first shard that said it was told to stop (a reply, or an unasked
+  /// HEARTBEAT, with want_checkpoint set: tether-server's stop signal), or
+  /// −1. The worker then stops as on its own stop signal.
+  int stopping_shard() const { return stopping_shard_; }
+
+  /// The first failure of a sticky request or of a reply-less send.
+  const Status& sticky_error() const { return sticky_error_; }
+  /// The worker's SSP clock stamped on every message (completed clocks).
+  int64_t clock() const { return clock_; }
+  void set_clock(int64_t clock) { clock_ = clock; }
+
+  int num_shards() const { return static_cast<int>(sockets_.size()); }
+  const std::string& server(int shard) const { return options_.servers[shard]; }
+  const std::string& log_prefix() const { return log_prefix_; }
+  /// Requests in flight (sent, not yet answered), over all shards.
+  size_t in_flight() const { return in_flight_; }
+  const Stats& stats() const { return stats_; }
+  /// Pool of outgoing large keys/values frames (the caller builds them here).
+  FramePool& frame_pool() { return frame_pool_; }
+  const FramePool& frame_pool() const { return frame_pool_; }
+
+ private:
+  friend class RequestHandle;
+  // One message in flight: slot `id & 0xffffffff` of pending_.
+  struct Pending {
+    uint64_t id = 0;  // 0: free
+    RequestState* request = nullptr;
+    int shard = 0;
+    MessageType expect = MSG_UNKNOWN;
+    uint64_t tag = 0;
+  };
+
+  // The connection to one shard, as its socket monitor reports it.
+  struct Link {
+    bool monitored = false;       // tcp:// or ipc:// with liveness or CURVE on
+    bool ever_connected = false;  // a handshake event or a reply came
+    bool connected = false;
+    SteadyClock::time_point down_since;  // valid while ever_connected && !connected
+    int failed_handshakes = 0;    // in a row, since the last one that succeeded
+    // The server process's start id (MessageHeader.server_incarnation) from
+    // its first message; 0 until one came. Kept for every shard, watched
+    // or not.
+    uint64_t incarnation = 0;
+  };
+  // Handshakes failing without detail this many times in a row end the
+  // shard (see TakeMonitorEvents).
+  static constexpr int kKnownBadHandshakes = 3;
+  SteadyClock::time_point connect_time_;  // set by Connect()
+
+  // `first_error`: return as soon as a part failed (WaitFirstError); a wait
+  // that fails (a shard gone) after a part's own error then returns that
+  // error: the answer says more than the lost connection.
+  Status WaitFor(RequestState* request, int timeout_ms, bool first_error = false);
+  // Abort, stop and liveness verdicts, checked at every wake-up of a wait.
+  Status CheckInterrupts();
+  Status CheckLiveness();
+  // Why the handshake with `shard` failed (a monitor event and its value).
+  std::string HandshakeFailure(int shard, int event, uint32_t value) const;
+  // Receives and dispatches every reply already queued on shard's socket
+  // (without waiting). Errors: DataLoss (a malformed reply).
+  Status DrainReplies(int shard);
+  // False (and gone_ set, naming the shard) when `incarnation` (a message's
+  // server_incarnation, 0: none) is not the one `shard` sent first: a new
+  // process answers on its address. The message is then dropped.
+  bool SameServerProcess(int shard, uint64_t incarnation);
+  void TakeMonitorEvents(int shard);
+  void FailState(RequestState* request, const Status& error);
+  void Dispatch(Message* reply);
+  void PartDone(RequestState* request);  // one part answered or failed
+  void Recycle(RequestState* request);
+  // A HEARTBEAT to each shard that is up and has had no message from this
+  // worker for options_.heartbeat_interval_ms (last_send_).
+  void SendHeartbeats();
+  int Window() const;
+
+  Options options_;
+  ReplyHandler on_reply_;
+  std::string log_prefix_;
+  std::unique_ptr<zmq::context_t> own_ctx_;  // when options.context is null
+  zmq::context_t* ctx_;
+  // Outgoing keys and values frames; frames ZeroMQ has not sent yet when the
+  // channel goes keep the pool's buffers alive on their own.
+  FramePool frame_pool_;
+  std::vector<zmq::socket_t> sockets_;
+  std::vector<zmq::pollitem_t> poll_items_;
+  std::vector<int> outstanding_;  // per shard
+  SlotPool<Pending> pending_;
+  size_t in_flight_ = 0;
+  uint64_t next_sequence_ = 1;
+  std::vector<RequestState*> states_;       // every state made (deleted or orphaned at the end)
+  std::vector<RequestState*> free_states_;  // no handle, nothing in flight
+  Status sticky_error_;
+  int64_t clock_ = 0;
+  // Per shard: when the last message went to it. A shard that heard
+  // nothing for a heartbeat interval gets a HEARTBEAT (SendHeartbeats),
+  // even while requests keep going to other shards (a worker polling
+  // shard 0 for a chunk must stay alive on every shard).
+  std::vector<std::chrono::steady_clock::time_point> last_send_;
+  Stats stats_;
+  // Liveness: per shard; the monitors' PAIR sockets follow the data sockets
+  // in poll_items_ (monitor_shard_[i] is the shard of poll item
+  // num_shards() + i).
+  std::vector<Link> links_;
+  std::vector<zmq::socket_t> monitors_;
+  std::vector<int> monitor_shard_;
+  Status gone_;          // the first shard found gone: every wait fails with it
+  int stopping_shard_ = -1;  // stopping_shard()
+  Status removed_;       // a shard's REMOVED (its reason); gone_ and sticky_error_ then
+  bool leaving_ = false;  // BeginLeaving was called
+  RequestState* replying_to_ = nullptr;  // the request whose reply the handler is handling (SendFromReply)
+};
+
+}  // namespace tether

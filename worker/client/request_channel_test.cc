@@ -1,0 +1,374 @@
+// RequestChannel against a raw ROUTER socket in the test thread (inproc, one
+// ZeroMQ context): the test reads each request and answers as it likes.
+#include "worker/client/request_channel.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/net/transport.h"
+
+namespace tether {
+namespace {
+
+class ChannelTest : public ::testing::Test {
+ protected:
+  ChannelTest() {
+    SocketOptions so;
+    auto router = BindRouter(ctx_, "inproc://request-channel-test", so, &endpoint_);
+    EXPECT_TRUE(router.ok()) << router.status().ToString();
+    router_ = std::move(router).value();
+    RequestChannel::Options o;
+    o.servers = {endpoint_};
+    o.context = &ctx_;
+    o.request_timeout_ms = 2000;
+    channel_ = std::make_unique<RequestChannel>(o, [this](uint64_t tag, const Status& verdict, Message*) {
+      tags_.push_back(tag);
+      return verdict;
+    });
+    EXPECT_TRUE(channel_->Connect().ok());
+  }
+
+  // Sends a PULL as a part of `request` with `tag`.
+  void SendPull(const RequestHandle& request, uint64_t tag) {
+    Message m;
+    m.header.set_type(PULL);
+    ASSERT_TRUE(channel_->Send(0, &m, &request, PULL_REPLY, tag).ok());
+  }
+  // Receives the next request at the peer; returns its header.
+  MessageHeader Receive() {
+    Message m;
+    zmq::pollitem_t item = {router_.handle(), 0, ZMQ_POLLIN, 0};
+    EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(2000)), 1);
+    EXPECT_TRUE(RecvMessage(router_, &m, &peer_).ok());
+    return m.header;
+  }
+  void Reply(uint64_t request_id, MessageType type, const std::string& error = "") {
+    Message m;
+    m.header.set_type(type);
+    m.header.set_request_id(request_id);
+    m.header.set_error(error);
+    ASSERT_TRUE(SendMessage(router_, &m, &peer_, "worker").ok());
+  }
+
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  std::string endpoint_, peer_;
+  std::unique_ptr<RequestChannel> channel_;
+  std::vector<uint64_t> tags_;
+};
+
+TEST_F(ChannelTest, RequestCompletesWhenEveryPartIsAnsweredWithItsOwnStatus) {
+  const RequestHandle a = channel_->NewRequest(/*sticky=*/false);
+  const RequestHandle b = channel_->NewRequest(/*sticky=*/false);
+  EXPECT_TRUE(a.is_completed()) << "nothing sent yet";
+  SendPull(a, 10);
+  SendPull(a, 11);
+  SendPull(b, 20);
+  EXPECT_EQ(channel_->in_flight(), 3u);
+  const MessageHeader a1 = Receive(), a2 = Receive(), b1 = Receive();
+  EXPECT_NE(a1.request_id(), a2.request_id());
+  EXPECT_FALSE(a.is_completed());
+  EXPECT_EQ(a.status().code(), Status::Code::kUnavailable) << "in flight";
+  Reply(b1.request_id(), ERROR_REPLY, "no such row");
+  Reply(a2.request_id(), PULL_REPLY);
+  EXPECT_EQ(b.Wait().message(), "no such row");
+  EXPECT_FALSE(a.is_completed()) << "one part of a still owed";
+  Reply(a1.request_id(), PULL_REPLY);
+  EXPECT_TRUE(a.Wait().ok()) << "b's error is not a's";
+  EXPECT_EQ(tags_, (std::vector<uint64_t>{20, 11, 10}));
+  EXPECT_EQ(channel_->in_flight(), 0u);
+  EXPECT_TRUE(channel_->sticky_error().ok()) << "b was not sticky";
+  EXPECT_EQ(b.Wait().message(), "no such row") << "same answer twice";
+}
+
+TEST_F(ChannelTest, WrongTypeFailsItsRequestUnknownIdsAreIgnoredStickyFailuresStick) {
+  const RequestHandle push = channel_->NewRequest(/*sticky=*/true);
+  const RequestHandle pull = channel_->NewRequest(/*sticky=*/false);
+  SendPull(push, 1);
+  SendPull(pull, 2);
+  const MessageHeader p1 = Receive(), p2 = Receive();
+  Reply(p1.request_id() + (uint64_t{1} << 40), PULL_REPLY);  // nobody's id
+  Reply(p1.request_id(), BYE_REPLY);
+  Reply(p2.request_id(), PULL_REPLY);
+  const Status st = push.Wait();
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+  EXPECT_NE(st.message().find("answered BYE_REPLY to a request expecting PULL_REPLY"), std::string::npos)
+      << st.message();
+  EXPECT_TRUE(pull.Wait().ok());
+  EXPECT_EQ(tags_.size(), 2u) << "the unknown reply reached no handler";
+  EXPECT_EQ(channel_->sticky_error().message(), st.message());
+  EXPECT_EQ(channel_->WaitAll().message(), st.message());
+}
+
+// A shard's address answered by another server process (killed and started
+// again by hand): its replies carry another start id. The shard is given
+// up naming it, and the new process's reply (its confusion: it knows no
+// table) reaches no handler. ABORT names the process the worker knew.
+TEST_F(ChannelTest, AReplyFromAnotherServerProcessGivesTheShardUp) {
+  auto reply = [this](uint64_t request_id, MessageType type, uint64_t incarnation, const std::string& error) {
+    Message m;
+    m.header.set_type(type);
+    m.header.set_request_id(request_id);
+    m.header.set_error(error);
+    if (incarnation != 0) m.header.set_server_incarnation(incarnation);
+    ASSERT_TRUE(SendMessage(router_, &m, &peer_, "worker").ok());
+  };
+  const RequestHandle a = channel_->NewRequest(false);
+  SendPull(a, 1);
+  reply(Receive().request_id(), PULL_REPLY, 0x7a, "");
+  EXPECT_TRUE(a.Wait().ok());
+  const RequestHandle b = channel_->NewRequest(false);
+  SendPull(b, 2);
+  reply(Receive().request_id(), PULL_REPLY, 0, "");  // no id (an older server): not checked
+  EXPECT_TRUE(b.Wait().ok());
+  const RequestHandle c = channel_->NewRequest(/*sticky=*/true);
+  SendPull(c, 3);
+  reply(Receive().request_id(), ERROR_REPLY, 0x9b, "PULL from worker 0: unknown table id 0");
+  const Status st = c.Wait();
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_EQ(st.message(), "[worker 0] server shard 0 at " + endpoint_ +
+                              " restarted (new process, start id 000000000000009b; this worker joined "
+                              "000000000000007a) and holds none of the job's tables; resume the job from a checkpoint "
+                              "(start every server and worker again, the workers with --resume_from=CHECKPOINT_DIR; "
+                              "a job without checkpoint.dir starts over)");
+  EXPECT_EQ(tags_, (std::vector<uint64_t>{1, 2})) << "the new process's reply reached no handler";
+  EXPECT_EQ(channel_->sticky_error().message(), st.message());
+  const RequestHandle d = channel_->NewRequest(false);
+  Message m;
+  m.header.set_type(PULL);
+  EXPECT_EQ(channel_->Send(0, &m, &d, PULL_REPLY, 4).message(), st.message()) << "a given-up shard takes nothing";
+  EXPECT_EQ(channel_->SendAbort("worker 0 failed: " + st.message(), 500, "job", 0), 1);
+  const MessageHeader abort = Receive();
+  EXPECT_EQ(abort.type(), ABORT);
+  EXPECT_EQ(abort.server_incarnation(), 0x7au) << "the process this worker joined";
+}
+
+TEST_F(ChannelTest, WaitWithATimeoutLeavesTheRequestOutstanding) {
+  const RequestHandle a = channel_->NewRequest(false);
+  SendPull(a, 1);
+  const MessageHeader h = Receive();
+  EXPECT_EQ(a.Wait(20).code(), Status::Code::kDeadlineExceeded);
+  EXPECT_EQ(channel_->in_flight(), 1u);
+  Reply(h.request_id(), PULL_REPLY);
+  EXPECT_TRUE(a.Wait(2000).ok());
+}
+
+// A worker that keeps talking to one shard (polling shard 0 for a chunk,
+// or waiting on it) must still heartbeat the others: the servers drop a
+// worker they have not heard from for cluster.worker_timeout_ms. Heartbeats
+// go per shard, to a shard silent for an interval, and no oftener.
+TEST(ChannelHeartbeatTest, AShardNotSentToGetsHeartbeatsWhileAnotherIsBusy) {
+  zmq::context_t ctx;
+  std::vector<zmq::socket_t> routers;
+  RequestChannel::Options o;
+  for (int s = 0; s < 2; ++s) {
+    std::string endpoint;
+    auto router = BindRouter(ctx, "inproc://heartbeat-test-" + std::to_string(s), SocketOptions{}, &endpoint);
+    ASSERT_TRUE(router.ok()) << router.status().ToString();
+    routers.push_back(std::move(router).value());
+    o.servers.push_back(endpoint);
+  }
+  o.context = &ctx;
+  o.request_timeout_ms = 2000;
+  constexpr int kIntervalMs = 20;
+  o.heartbeat_interval_ms = kIntervalMs;
+  RequestChannel channel(o, [](uint64_t, const Status& verdict, Message*) { return verdict; });
+  ASSERT_TRUE(channel.Connect().ok());
+  // Like a worker waiting for a chunk: a request to shard 0 answered at
+  // once, a short idle, again; shard 1 hears nothing else.
+  const auto start = std::chrono::steady_clock::now();
+  const auto ms_since_start = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  };
+  int heartbeats_1 = 0, other_1 = 0, requests_0 = 0;
+  while (heartbeats_1 < 3 && ms_since_start() < 5000) {
+    const RequestHandle h = channel.NewRequest(/*sticky=*/false);
+    Message m;
+    m.header.set_type(PULL);
+    ASSERT_TRUE(channel.Send(0, &m, &h, PULL_REPLY, 1).ok());
+    std::string peer;
+    uint64_t id = 0;
+    // Shard 0 may see heartbeats too (an iteration slower than the
+    // interval); the PULL is the one to answer.
+    while (id == 0) {
+      Message in;
+      zmq::pollitem_t item = {routers[0].handle(), 0, ZMQ_POLLIN, 0};
+      ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(2000)), 1);
+      ASSERT_TRUE(RecvMessage(routers[0], &in, &peer).ok());
+      if (in.header.type() == PULL) id = in.header.request_id();
+    }
+    ++requests_0;
+    Message reply;
+    reply.header.set_type(PULL_REPLY);
+    reply.header.set_request_id(id);
+    ASSERT_TRUE(SendMessage(routers[0], &reply, &peer, "worker").ok());
+    ASSERT_TRUE(h.Wait(2000).ok());
+    ASSERT_TRUE(channel.Idle(2).ok());
+    while (true) {
+      zmq::pollitem_t item = {routers[1].handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(0)) != 1) break;
+      Message in;
+      ASSERT_TRUE(RecvMessage(routers[1], &in, &peer).ok());
+      (in.header.type() == HEARTBEAT ? heartbeats_1 : other_1) += 1;
+    }
+  }
+  EXPECT_EQ(heartbeats_1, 3) << "within 5 s, over " << requests_0 << " requests to shard 0";
+  EXPECT_EQ(other_1, 0);
+  // Three heartbeats, each an interval after the one before: never sooner.
+  EXPECT_GE(ms_since_start(), 3 * kIntervalMs);
+}
+
+// Liveness over tcp: the test thread's ROUTER on 127.0.0.1 (port 0) plays
+// the server; closing it is a dead server (its connection closes), not
+// answering is a busy one (ZeroMQ's I/O thread still answers heartbeats).
+class LivenessTest : public ::testing::Test {
+ protected:
+  void Start(int liveness_ms, std::function<bool()> stop = {}) {
+    auto router = BindRouter(ctx_, "tcp://127.0.0.1:0", SocketOptions{}, &endpoint_);
+    ASSERT_TRUE(router.ok()) << router.status().ToString();
+    router_ = std::move(router).value();
+    RequestChannel::Options o;
+    o.servers = {endpoint_};
+    o.context = &ctx_;
+    o.request_timeout_ms = 20000;
+    o.liveness_timeout_ms = liveness_ms;
+    o.stop_requested = std::move(stop);
+    channel_ = std::make_unique<RequestChannel>(o, [](uint64_t, const Status& verdict, Message*) { return verdict; });
+    ASSERT_TRUE(channel_->Connect().ok());
+  }
+  // A PULL that the router has received (so the connection is up).
+  RequestHandle Pull() {
+    const RequestHandle h = channel_->NewRequest(/*sticky=*/false);
+    Message m;
+    m.header.set_type(PULL);
+    EXPECT_TRUE(channel_->Send(0, &m, &h, PULL_REPLY, 1).ok());
+    header_ = Receive(&m);
+    return h;
+  }
+  MessageHeader Receive(Message* m) {
+    zmq::pollitem_t item = {router_.handle(), 0, ZMQ_POLLIN, 0};
+    EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1);
+    EXPECT_TRUE(RecvMessage(router_, m, &peer_).ok());
+    return m->header;
+  }
+  static int64_t MsSince(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  std::string endpoint_, peer_;
+  MessageHeader header_;
+  std::unique_ptr<RequestChannel> channel_;
+};
+
+// A server that dies under a request: what was in flight on the dropped
+// connection is lost, so the wait fails at once, naming shard and endpoint
+// (not after request_timeout_ms, and not as if the push might have landed).
+TEST_F(LivenessTest, DeadServerWithARequestInFlightFailsAtOnceNamingShardAndEndpoint) {
+  Start(300);
+  const RequestHandle pull = Pull();
+  EXPECT_TRUE(channel_->shard_up(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  router_.close();  // the server dies: its connections close
+  const Status st = pull.Wait();  // request_timeout_ms is 20 s
+  const int64_t took = MsSince(t0);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("server shard 0 at " + endpoint_ +
+                              " is gone: its connection dropped with 1 request(s) in flight, whose replies are lost"),
+            std::string::npos)
+      << st.message();
+  EXPECT_LT(took, 3000);
+  EXPECT_FALSE(channel_->shard_up(0));
+  EXPECT_EQ(channel_->sticky_error().message(), st.message()) << "every later Clock/Barrier/Bye fails too";
+}
+
+TEST_F(LivenessTest, BusyServerIsWaitedForNotGivenUp) {
+  Start(300);
+  const RequestHandle pull = Pull();
+  // The server's loop does not answer for 4 liveness timeouts (a long
+  // checkpoint write), but its process (and ZeroMQ's I/O thread) is alive.
+  const Status st = pull.Wait(1200);
+  EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
+  EXPECT_TRUE(channel_->shard_up(0));
+  Message reply;
+  reply.header.set_type(PULL_REPLY);
+  reply.header.set_request_id(header_.request_id());
+  ASSERT_TRUE(SendMessage(router_, &reply, &peer_, "worker").ok());
+  EXPECT_TRUE(pull.Wait(5000).ok());
+}
+
+TEST_F(LivenessTest, StopRequestEndsABlockedWaitPromptlyThenLeavingIgnoresIt) {
+  std::atomic<bool> stop{false};
+  Start(300, [&stop] { return stop.load(); });
+  const RequestHandle pull = Pull();
+  std::thread signaller([&stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the "signal" lands mid-wait
+    stop.store(true);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = pull.Wait();
+  const int64_t took = MsSince(t0);
+  signaller.join();
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_NE(st.message().find("stop requested"), std::string::npos) << st.message();
+  EXPECT_LT(took, 200 + 2 * RequestChannel::kStopPollMs + 200);
+  // Leaving: the goodbye's own wait is not cut short by the stop request.
+  channel_->BeginLeaving(300);
+  const RequestHandle bye = channel_->NewRequest(false);
+  Message m;
+  m.header.set_type(BYE);
+  ASSERT_TRUE(channel_->Send(0, &m, &bye, BYE_REPLY, 3).ok());
+  Message got;
+  EXPECT_EQ(Receive(&got).type(), BYE);
+  Message reply;
+  reply.header.set_type(BYE_REPLY);
+  reply.header.set_request_id(got.header.request_id());
+  ASSERT_TRUE(SendMessage(router_, &reply, &peer_, "worker").ok());
+  EXPECT_TRUE(bye.Wait(3000).ok());
+}
+
+TEST_F(LivenessTest, AbortReachesTheServerWithItsReason) {
+  Start(300);
+  (void)Pull();
+  EXPECT_EQ(channel_->SendAbort("worker 0 failed: out of memory", 500), 1);
+  Message m;
+  const MessageHeader h = Receive(&m);
+  EXPECT_EQ(h.type(), ABORT);
+  EXPECT_EQ(h.error(), "worker 0 failed: out of memory");
+}
+
+void NoOp(int) {}
+
+// A signal that interrupts the wait's poll (EINTR) is no error.
+TEST_F(LivenessTest, SignalDuringAWaitIsNoError) {
+  struct sigaction sa {};
+  sa.sa_handler = NoOp;  // no SA_RESTART: poll returns EINTR
+  struct sigaction old {};
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  Start(300);
+  const RequestHandle pull = Pull();
+  const pthread_t waiter = pthread_self();
+  std::atomic<bool> done{false};
+  std::thread signaller([&] {
+    for (int i = 0; i < 20 && !done.load(); ++i) {
+      pthread_kill(waiter, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  const Status st = pull.Wait(500);
+  done.store(true);
+  signaller.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
+}
+
+}  // namespace
+}  // namespace tether

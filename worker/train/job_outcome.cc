@@ -1,0 +1,58 @@
+#include "worker/train/job_outcome.h"
+
+namespace tether {
+namespace {
+
+void AppendRank(int rank, std::string* list) { *list += (list->empty() ? "" : ", ") + std::to_string(rank); }
+
+}  // namespace
+
+std::string RanksLeftBeforeEnd(const std::vector<CheckpointWorker>& workers) {
+  std::string left;
+  for (const CheckpointWorker& w : workers)
+    if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE) AppendRank(w.rank(), &left);
+  return left;
+}
+
+bool FinalCheckpointIsFinal(const std::string& left_before_end, bool on_demand) {
+  return left_before_end.empty() || on_demand;
+}
+
+bool ResumedFinalStays(const CheckpointManifest& resumed, int64_t clock, bool same_dir) {
+  return resumed.final() && resumed.clock() == clock && same_dir;
+}
+
+BarrierVerdict JudgeBarrier(const ShardStats& s0, bool dealt_on_demand, bool fed, int epochs, int64_t train_rows,
+                            bool checkpointing) {
+  BarrierVerdict v;
+  if (dealt_on_demand) return v;
+  for (int r = 0; r < s0.workers_size(); ++r)
+    if (!s0.workers(r).has_rank()) AppendRank(r, &v.missing);
+  if (v.missing.empty()) return v;
+  // Data on demand: their chunks were dealt again; shard 0 counted every
+  // row of every epoch, so the job did finish.
+  bool all_rows = fed && s0.chunk_epoch_rows_size() == epochs;
+  for (int e = 0; all_rows && e < s0.chunk_epoch_rows_size(); ++e) all_rows = s0.chunk_epoch_rows(e) == train_rows;
+  if (all_rows) {
+    v.rows_redealt = true;
+    return v;
+  }
+  v.incomplete = "the job did not finish: worker(s) " + v.missing +
+                 " left before the end of training, so their rows were not all trained" +
+                 (checkpointing ? "" : " (with checkpoint.dir set, a resume trains what they left)");
+  return v;
+}
+
+FailureAction OnRunFailure(bool stop_requested, int stopping_shard, bool bye_sent, bool removed) {
+  if (stop_requested) return FailureAction::kLeaveStopped;
+  if (stopping_shard >= 0) return FailureAction::kLeaveShardStopped;
+  if (bye_sent || removed) return FailureAction::kReturn;
+  return FailureAction::kAbort;
+}
+
+bool CutShortByStop(const std::string& why) {
+  static const std::string kStop = "stop requested";
+  return why.size() >= kStop.size() && why.compare(why.size() - kStop.size(), kStop.size(), kStop) == 0;
+}
+
+}  // namespace tether

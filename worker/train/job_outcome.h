@@ -1,0 +1,68 @@
+// Whether the job did its job: the verdicts a worker draws at the end (the
+// final checkpoint's cut, the servers' counters at the barrier) and after a
+// failure (leave quietly, or tell the servers with ABORT). A run that did
+// not do its job never exits 0: these say when that is.
+//
+// Pure functions of the replies and flags they are given; the training run
+// (worker/train/training_run.h) logs and acts. Ownership: values in, values
+// out. Thread-safety: re-entrant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/checkpoint.pb.h"
+#include "proto/stats.pb.h"
+
+namespace tether {
+
+/// The ranks of a final checkpoint's cut that left before the end (LEFT or
+/// GONE), as "1, 3"; "" when none did.
+std::string RanksLeftBeforeEnd(const std::vector<CheckpointWorker>& workers);
+
+/// Whether the end-of-job checkpoint is a final one: nobody left before the
+/// end, or data on demand (its workers reached the barrier because shard 0
+/// said DONE: every chunk of every epoch was completed, whoever left).
+bool FinalCheckpointIsFinal(const std::string& left_before_end, bool on_demand);
+
+/// Whether a job resumed from the final checkpoint `resumed` and reaching
+/// its end at `clock` keeps that checkpoint as its final one (it trained
+/// nothing since): the resumed checkpoint is final, of that clock, and in
+/// the job's checkpoint.dir (`same_dir`).
+bool ResumedFinalStays(const CheckpointManifest& resumed, int64_t clock, bool same_dir);
+
+/// The evaluator's verdict from shard 0's counters after the barrier
+/// (`s0`: its ShardStats, one WorkerStats per rank; a rank without one
+/// never reached the barrier).
+struct BarrierVerdict {
+  std::string missing;     // ranks that never reached the barrier, "1, 3"
+  /// Why the job did not finish ("" when it did).
+  std::string incomplete;
+  /// Ranks left, yet every epoch's rows were trained (data on demand dealt
+  /// theirs again): said as a warning, the job finished.
+  bool rows_redealt = false;
+};
+/// `dealt_on_demand`: the job deals rows on demand (then a rank that left
+/// is not a failure: its chunks were dealt again, and this verdict is not
+/// drawn: empty); `fed`: this worker trained from a chunk feed, and
+/// `epochs` × `train_rows` are the rows shard 0 must have counted;
+/// `checkpointing`: checkpoint.dir is set (the message says a resume trains
+/// what was left).
+BarrierVerdict JudgeBarrier(const ShardStats& s0, bool dealt_on_demand, bool fed, int epochs, int64_t train_rows,
+                            bool checkpointing);
+
+/// What a worker whose run failed does before it returns the error.
+enum class FailureAction {
+  kLeaveStopped,       // its stop request cut a wait short: BYE, a report with left_early
+  kLeaveShardStopped,  // a server told to stop went: BYE, left_early, stopped_by_shard
+  kReturn,             // the goodbye was sent or the servers removed it: they know
+  kAbort,              // tell every shard the job failed (ABORT), then return the error
+};
+FailureAction OnRunFailure(bool stop_requested, int stopping_shard, bool bye_sent, bool removed);
+
+/// Whether a failed wait's message says that the stop request cut it short
+/// (it ends with "stop requested").
+bool CutShortByStop(const std::string& why);
+
+}  // namespace tether
