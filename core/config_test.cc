@@ -746,6 +746,9 @@ TEST(ConfigTest, ValidationSplitRefusesWhatWouldReadTheTestSplitEarly) {
   j.mutable_train()->set_eval_max_rows(100);
   EXPECT_NE(message(j).find("drop train.eval_max_rows"), std::string::npos) << message(j);
   j.mutable_train()->set_eval_max_rows(0);
+  j.mutable_cluster()->set_max_workers(3);
+  EXPECT_NE(message(j).find("not with cluster.max_workers"), std::string::npos) << message(j);
+  j.mutable_cluster()->set_max_workers(0);
   j.mutable_train()->mutable_early_stopping()->set_patience(-1);
   EXPECT_EQ(message(j), "config field train.early_stopping.patience: must be ≥ 0 (0: never stops early)");
 }

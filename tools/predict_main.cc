@@ -176,7 +176,8 @@ int Run() {
   }
   for (const std::string& path : paths) {
     if (const Status path_ok = CheckModelFilePath(path); !path_ok.ok()) {
-      LOG(ERROR) << who << "--model=" << FLAGS_model << ": " << path << ": " << path_ok.message();
+      // The message starts with the path, which names the model at fault.
+      LOG(ERROR) << who << "--model=" << FLAGS_model << ": " << path_ok.message();
       return 2;
     }
   }

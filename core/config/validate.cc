@@ -340,6 +340,10 @@ Status ValidateValidation(const JobConfig& c) {
     return refused("needs the training rows in memory: not with data.streaming");
   if (t.data_on_demand())
     return refused("needs each worker's own partition: not with train.data_on_demand");
+  // Every worker waits on each validation round; a rank joining beyond the
+  // initial ones could ask after the round was handed out.
+  if (c.cluster().max_workers() > c.cluster().num_workers())
+    return refused("is evaluated by the initial workers only: not with cluster.max_workers above num_workers");
   if (t.eval_every_epochs() > 0)
     return refused("reads the test split only at the end: drop train.eval_every_epochs (the validation split is "
                    "evaluated after every epoch)");

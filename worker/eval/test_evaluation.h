@@ -101,10 +101,10 @@ class TestEvaluation {
   };
   // Evaluates this worker's part for `round` and sends it; `want` as
   // EvalGather's. Returns whether every part was merged into *report.
-  StatusOr<bool> Evaluate(int64_t round, MessageHeader::EvalWant want, TrainReport* report);
+  StatusOr<bool> Evaluate(int64_t round, EvalGatherBody::EvalWant want, TrainReport* report);
   // Logs the open rounds in order (EVAL_POLL: as far as they are complete;
   // EVAL_WAIT: all, waiting for each).
-  Status CollectPending(MessageHeader::EvalWant want);
+  Status CollectPending(EvalGatherBody::EvalWant want);
   void Log(const std::vector<std::pair<std::string, double>>& metrics, int64_t test_rows, int epoch, double train_s,
            bool log_line, uint64_t samples, double loss);
 

@@ -101,7 +101,7 @@ Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
   std::vector<EvalPartial> all;
   TETHER_ASSIGN_OR_RETURN(const bool complete, session_->EvalGather(kValidationEvalRound + epoch,
                                                                     owes ? &mine : nullptr,
-                                                                    MessageHeader::EVAL_WAIT, &all));
+                                                                    EvalGatherBody::EVAL_WAIT, &all));
   if (!complete)
     return Status::Internal(who_ + "shard 0 answered the validation round of epoch " + std::to_string(epoch) +
                             " before every part was in");
