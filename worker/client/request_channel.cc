@@ -391,9 +391,16 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       link.ever_connected = true;
       link.connected = false;
       link.down_since = SteadyClock::now();
-      LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
-                   << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
-                   << options_.liveness_timeout_ms;
+      // Once this worker is leaving (the job is over for it, BYE said),
+      // the servers exiting close their connections: that is the end of
+      // the job, not a fault.
+      if (leaving_)
+        VLOG(1) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                << " closed its connection (this worker is leaving)";
+      else
+        LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                     << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
+                     << options_.liveness_timeout_ms;
       // What was in flight on the dropped connection is lost: ZeroMQ drops
       // the old pipe's messages, and a reply sent meanwhile has no route.
       // Waiting for those replies would last request_timeout_ms (minutes)

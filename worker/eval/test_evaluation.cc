@@ -193,7 +193,7 @@ Status TestEvaluation::Final(TrainReport* report) {
   TETHER_RETURN_IF_ERROR(CollectPending(MessageHeader::EVAL_WAIT));
   TETHER_ASSIGN_OR_RETURN(bool merged, Evaluate(kFinalEvalRound, MessageHeader::EVAL_WAIT, report));
   if (!merged) return Status::Internal(who_ + "shard 0 answered the final evaluation before it was complete");
-  LOG(INFO) << who_ << "evaluation by " << report->eval_workers << " worker(s): " << report->eval_seconds
+  VLOG(1) << who_ << "evaluation by " << report->eval_workers << " worker(s): " << report->eval_seconds
             << " s (the slowest worker's part: " << report->eval_seconds_slowest << " s)";
   LOG(INFO) << who_ << "test (" << report->test_rows << " rows):" << MetricsLine(report->test_metrics);
   Log(report->test_metrics, report->test_rows, config_.train().epochs(), report->train_seconds, false,
