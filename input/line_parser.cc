@@ -226,38 +226,39 @@ Status LineParser::ParseFeature(const char* b, const char* e, bool line_starts_w
   // Counted before the value is judged: a width inferred from the data then
   // covers dropped rows too, so the same width reads every share.
   max_col_ = std::max<int64_t>(max_col_, static_cast<int64_t>(col));
+  float v = 0;
+  bool kept = false;
+  TETHER_RETURN_IF_ERROR(ParseValue(tok, colon, e, &v, &kept, bad));
+  if (!kept) return Status::OK();
+  feats_.emplace_back(static_cast<uint32_t>(col), v);
+  return Status::OK();
+}
+
+Status LineParser::ParseValue(std::string_view tok, const char* colon, const char* e, float* v, bool* kept,
+                              std::string* bad) const {
+  *kept = false;
   if (colon + 1 == e) {
     return Status::InvalidArgument(At(path_, line_no_) + "missing value in token " + Quote(tok));
   }
-  float v = 0;
-  const NumKind k = ParseFloat(colon + 1, e, &v);
+  const NumKind k = ParseFloat(colon + 1, e, v);
   if (k == NumKind::kSyntax) {
     return Status::InvalidArgument(At(path_, line_no_) + "invalid value in token " + Quote(tok) +
                                    ": expected a number");
   }
-  if (k != NumKind::kOk) {
+  if (k != NumKind::kOk) {  // not finite or out of range: the row is dropped, the first such token named
     if (bad->empty()) *bad = Quote(tok) + " " + NumKindText(k);
     return Status::OK();
   }
-  feats_.emplace_back(static_cast<uint32_t>(col), v);
+  *kept = true;
   return Status::OK();
 }
 
 Status LineParser::ParseHashedValue(std::string_view tok, uint64_t id, const char* colon, const char* e,
                                     std::string* bad) {
-  if (colon + 1 == e) {
-    return Status::InvalidArgument(At(path_, line_no_) + "missing value in token " + Quote(tok));
-  }
   float v = 0;
-  const NumKind k = ParseFloat(colon + 1, e, &v);
-  if (k == NumKind::kSyntax) {
-    return Status::InvalidArgument(At(path_, line_no_) + "invalid value in token " + Quote(tok) +
-                                   ": expected a number");
-  }
-  if (k != NumKind::kOk) {
-    if (bad->empty()) *bad = Quote(tok) + " " + NumKindText(k);
-    return Status::OK();
-  }
+  bool kept = false;
+  TETHER_RETURN_IF_ERROR(ParseValue(tok, colon, e, &v, &kept, bad));
+  if (!kept) return Status::OK();
   hashed_feats_.emplace_back(id, v);
   return Status::OK();
 }

@@ -61,6 +61,11 @@ class LineParser {
   Status FeatureColumn(std::string_view tok, const char* b, const char* colon, uint64_t* idx, uint64_t* col);
   Status ParseFeature(const char* b, const char* e, bool line_starts_with_space, std::string* bad);
   // The value part of a hashed feature token (the id is checked already).
+  // The value after `colon` of feature token `tok` (ending at `e`): a syntax
+  // error is an error; a value that is not finite or out of range leaves
+  // `*kept` false and names the token in `*bad` (the first one per row).
+  Status ParseValue(std::string_view tok, const char* colon, const char* e, float* v, bool* kept,
+                    std::string* bad) const;
   Status ParseHashedValue(std::string_view tok, uint64_t id, const char* colon, const char* e, std::string* bad);
   template <typename Id>
   Status SortFeatures(std::vector<std::pair<Id, float>>* feats, std::vector<Id>* ids, std::string* bad);
