@@ -7,11 +7,8 @@
 
 namespace tether {
 
-double AdaptiveBatches::BusySeconds(double between_clocks_s, double bound_wait_s, double idle_s) {
-  // A worker that waited longer than the span (its idle counted across a
-  // CLOCK the coordinator timed late) was busy for none of it: no rate
-  // from this clock, its rows carry over to the next.
-  return std::max(0.0, between_clocks_s - bound_wait_s - idle_s);
+double AdaptiveBatches::BusySeconds(double between_clocks_s, double bound_wait_s) {
+  return std::max(0.0, between_clocks_s - bound_wait_s);
 }
 
 StatusOr<std::unique_ptr<BatchController>> AdaptiveBatches::MakeController(const AdaptiveBatchClock& settings) {
@@ -55,9 +52,14 @@ StatusOr<int> AdaptiveBatches::Report(int rank, const AdaptiveBatchClock& report
   auto [it, first] = timing_.try_emplace(rank);
   if (!first)
     busy = BusySeconds(std::chrono::duration<double>(now - it->second.last_clock).count(),
-                       bound_wait_s - it->second.bound_wait_s, report.idle_s());
+                       bound_wait_s - it->second.bound_wait_s);
   it->second.last_clock = now;
   it->second.bound_wait_s = bound_wait_s;
+  // A clock in which the worker was idle (waiting for a data chunk) is no
+  // measure of its pace: its wait, timed by the worker, is typically tens
+  // of times the clock's work, timed here, so their difference would be
+  // mostly the jitter between the two clocks. It keeps its size.
+  if (!first && report.idle_s() > 0) return controller_->batch(rank);
   const int before = controller_->batch(rank);
   const int b = controller_->Report(rank, report.rows(), busy);
   if (b != before)

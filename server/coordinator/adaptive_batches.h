@@ -4,9 +4,9 @@
 // the first report's settings become the job's (a later report with other
 // settings is refused), its rows feed the controller with the worker's busy
 // time (BusySeconds: the time since its previous CLOCK less what its pulls
-// waited on the staleness bound meanwhile and less the idle time the worker
-// reports, such as its waits for a data chunk), and the size it should
-// train with next goes back in the CLOCK_REPLY.
+// waited on the staleness bound meanwhile), and the size it should train
+// with next goes back in the CLOCK_REPLY. A clock in which the worker
+// reports idle time (idle_s: waiting for a data chunk, evaluating) is no measurement: the worker keeps its size.
 //
 // Time is an argument (`now`), never read here, so a test drives it
 // exactly. Snapshot/Restore carry the whole state (CoordinatorState.adaptive).
@@ -42,11 +42,10 @@ class AdaptiveBatches {
   StatusOr<int> Report(int rank, const AdaptiveBatchClock& report, double bound_wait_s, TimePoint now);
   /// The busy seconds of one clock: `between_clocks_s` (the time between
   /// the worker's two CLOCKs, as shard 0 saw them) less `bound_wait_s` (its
-  /// pulls' wait on the staleness bound in that time) and `idle_s` (what it
-  /// reports it spent waiting rather than training), never below 0. A
+  /// pulls' wait on the staleness bound in that time), never below 0. A
   /// worker's pace is its rows over this: time it spent waiting for others
-  /// or for data would make a fast worker look slow.
-  static double BusySeconds(double between_clocks_s, double bound_wait_s, double idle_s);
+  /// would make a fast worker look slow.
+  static double BusySeconds(double between_clocks_s, double bound_wait_s);
   /// `rank` no longer reports (finished, left, removed, or rejoined afresh).
   void Forget(int rank);
 

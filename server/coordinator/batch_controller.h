@@ -10,9 +10,9 @@
 //
 // The rule. For each worker w the controller keeps its last `window_clocks`
 // clocks' rows and busy seconds (the time between two of its CLOCKs less the
-// time its pulls waited on the staleness bound, which the shard measures, and
-// the time the worker reports it was idle, such as waiting for a data chunk;
-// AdaptiveBatches::BusySeconds), and
+// time its pulls waited on the staleness bound, which the shard measures;
+// AdaptiveBatches::BusySeconds; a clock in which the worker was idle, such
+// as waiting for a data chunk, is not reported), and
 // its throughput r_w = Σ rows / Σ busy seconds. Once w has reported
 // `warmup_clocks` clocks (its own count, so a worker joining late warms up
 // too; those clocks are not measured), at each of its clocks its target is

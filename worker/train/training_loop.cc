@@ -21,7 +21,7 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 
 double TrainingRun::TrainSeconds() const { return SecondsSince(train_start_) - eval_seconds_; }
 
-double TrainingRun::IdleSeconds() const { return source_->wait_seconds() + eval_seconds_ + checkpoint_seconds_; }
+double TrainingRun::IdleSeconds() const { return source_->wait_seconds() + eval_seconds_; }
 
 void TrainingRun::PublishProgress(int epoch_1based) {
   // tether-worker's /metrics (TrainerOptions::on_progress).
@@ -136,10 +136,10 @@ Status TrainingRun::EndClock(int epoch, const Minibatch& batch, float loss) {
     r.set_batch_size(static_cast<int32_t>(bs_));
     r.set_minibatch_size(config_.train().minibatch_size());
     *r.mutable_config() = adaptive_;
-    // Shard 0 times this worker from CLOCK to CLOCK; what it spent waiting
-    // for a chunk (or evaluating, checkpointing) meanwhile is no measure of
-    // its pace, and would make a fast worker that waited on a slow one's
-    // last chunks look slow.
+    // Shard 0 times this worker from CLOCK to CLOCK; a clock in which it
+    // waited for a chunk (or evaluated) is no measure of its pace, and
+    // would make a fast worker that waited on a slow one's last chunks look
+    // slow. (Checkpoints are not counted: every worker takes each one.)
     const double idle_s = IdleSeconds();
     r.set_idle_s(std::max(0.0, idle_s - idle_reported_s_));
     idle_reported_s_ = idle_s;
@@ -170,9 +170,7 @@ Status TrainingRun::EndClock(int epoch, const Minibatch& batch, float loss) {
               << "% waiting on pulls";
   }
   bool stop_checkpoint = false;
-  const auto checkpoint_start = SteadyClock::now();
   TETHER_RETURN_IF_ERROR(CheckpointIfDue(epoch, batch.end, loss_sum_, loss_batches_, &stop_checkpoint));
-  checkpoint_seconds_ += SecondsSince(checkpoint_start);
   if (stop_checkpoint) {
     LOG(WARNING) << who_ << "leaving the job after the checkpoint at clock " << client_->clock()
                  << " (resume with --resume_from=" << config_.checkpoint().dir() << ")";
