@@ -10,6 +10,18 @@
 
 namespace tether {
 
+void TrainedRow(const TrainedTable& t, uint64_t key, float* out) {
+  const uint32_t dim = t.spec.dim();
+  const auto it = std::lower_bound(t.keys.begin(), t.keys.end(), key);
+  if (it != t.keys.end() && *it == key) {
+    std::copy_n(t.values.data() + (it - t.keys.begin()) * dim, dim, out);
+    return;
+  }
+  const bool zeros = t.spec.init().kind() == TableInitializer::ZEROS;
+  for (uint32_t j = 0; j < dim; ++j)
+    out[j] = zeros ? 0.0f : InitialWeight(t.spec.init().seed(), t.spec.id(), key, j, t.spec.init().bound());
+}
+
 StatusOr<TrainedModel> LoadTrainedModel(const std::string& path) {
   TETHER_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpoint(path));
   TETHER_ASSIGN_OR_RETURN(CheckpointManifest m, ReadManifest(dir));

@@ -37,6 +37,12 @@ struct TrainedModel {
   std::vector<TrainedTable> tables;  // in table id order
 };
 
+/// Row `key` of row table `t` into out (t.spec.dim() floats): the trained
+/// row, or, for a key never trained, its initializer's value (0 for ZEROS,
+/// InitialWeight for UNIFORM), as a server would have created it.
+/// O(log rows).
+void TrainedRow(const TrainedTable& t, uint64_t key, float* out);
+
 /// The trained weights of a checkpoint (`path` as for ResolveCheckpoint,
 /// checkpoint/checkpoint.h), optimizer state left out; every file is
 /// verified. Needs no server: it reads the shard files

@@ -7,6 +7,7 @@
 #include <deque>
 #include <utility>
 
+#include "cli/nominal_epoch.h"
 #include "core/config.h"
 #include "core/data_files.h"
 #include "input/arff_reader.h"
@@ -154,7 +155,12 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
   // A flag the job in force would ignore (--chunk_rows without data on
   // demand) is refused, not silently dropped.
   TETHER_RETURN_IF_ERROR(CheckOverridesApply(config, flags_set));
-  if (scope == ConfigScope::kJob) TETHER_RETURN_IF_ERROR(ResolveXmcWidths(&config));
+  if (scope == ConfigScope::kJob) {
+    TETHER_RETURN_IF_ERROR(ResolveXmcWidths(&config));
+    // Schedules given in epochs become the clocks the servers read, from the
+    // job's row count (the same on every process: cli/nominal_epoch.h).
+    TETHER_RETURN_IF_ERROR(ResolveScheduleClocks(&config));
+  }
   Status valid = scope == ConfigScope::kServer ? ValidateServerConfig(config) : ValidateJobConfig(config);
   if (!valid.ok()) {
     // Validation names the field; when a flag set it, name the flag too.

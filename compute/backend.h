@@ -82,6 +82,39 @@ inline CsrView RowSliceOf(const CsrMatrix& m, int64_t begin, int64_t end) {
                  m.values.empty() ? nullptr : m.values.data()};
 }
 
+/// Dropout's mask (Backend::Dropout): element i of a call with `seed` is
+/// kept when the top 24 bits of a SplitMix64 hash (Steele, Lea & Flood,
+/// OOPSLA 2014) of (seed, i) are ≥ DropoutThreshold(rate), so a fraction
+/// 1 − threshold / 2^24 of the elements is kept on average. The CUDA
+/// backend's kernel computes the same bits (compute/cuda/cuda_backend.cu),
+/// so every backend draws the same mask; pure and thread-safe.
+inline uint64_t DropoutHash(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+/// round(rate · 2^24) for a rate in [0, 1).
+inline uint32_t DropoutThreshold(float rate) {
+  return static_cast<uint32_t>(static_cast<double>(rate) * 16777216.0 + 0.5);
+}
+inline bool DropoutKeeps(uint64_t seed, uint64_t i, uint32_t threshold) {
+  return static_cast<uint32_t>(DropoutHash(seed, i) >> 40) >= threshold;
+}
+/// The Status of a Dropout call's arguments (every backend's check).
+inline Status CheckDropoutArgs(int64_t n, float rate, const float* x) {
+  if (!(rate >= 0.0f && rate < 1.0f))
+    return Status::InvalidArgument("Dropout: rate " + std::to_string(rate) + " outside [0, 1)");
+  if (n < 0) return Status::InvalidArgument("Dropout: negative n");
+  if (n > 0 && x == nullptr) return Status::InvalidArgument("Dropout: null x");
+  return Status::OK();
+}
+/// The Status of a loss's label_smoothing (every backend's check).
+inline Status CheckLabelSmoothing(float eps, const char* op) {
+  if (eps >= 0.0f && eps < 1.0f) return Status::OK();
+  return Status::InvalidArgument(std::string(op) + ": label_smoothing " + std::to_string(eps) + " outside [0, 1)");
+}
+
 /// Whether a dense operand of Gemm is used as stored or transposed.
 enum class Transpose { kNo, kYes };
 
@@ -307,6 +340,17 @@ class Backend {
   /// Relu OUTPUT of the forward pass (n elements).
   virtual Status ReluBackward(int64_t n, const float* y, float* dy) = 0;
 
+  /// Inverted dropout (Srivastava et al., "Dropout: A Simple Way to Prevent
+  /// Neural Networks from Overfitting", JMLR 15, 2014), in place on n
+  /// elements: x[i] = DropoutKeeps(seed, i, DropoutThreshold(rate)) ?
+  /// x[i] · (1 / (1 − rate)) : 0 (the scale a float, 1.0f / (1.0f − rate)).
+  /// The mask is a counter-based hash of (seed, i), so it is never stored or
+  /// transferred: the backward pass calls Dropout again with the same seed
+  /// on the gradient (the same mask and scale), and every backend computes
+  /// the same mask. rate 0 leaves x untouched. Errors: InvalidArgument for
+  /// a rate outside [0, 1) or not finite, a negative n or a null x.
+  virtual Status Dropout(int64_t n, float rate, uint64_t seed, float* x) = 0;
+
   /// Row-wise softmax cross-entropy against a normalised multi-label target:
   /// for row r with label set Y_r (labels: rows × cols CSR, values ignored),
   /// target t_r = 1/|Y_r| on Y_r and 0 elsewhere, p_r = softmax(scores_r),
@@ -316,21 +360,29 @@ class Backend {
   /// unique within a row (a repeated label counts twice in the target).
   /// scores, dscores: rows × cols row-major; dscores may equal scores (in
   /// place) or be null (loss only). *loss_sum = Σ_r loss_r (natural log,
-  /// not scaled by grad_scale), accumulated in double. Errors:
-  /// InvalidArgument (shapes, nulls, a label index >= cols).
+  /// not scaled by grad_scale), accumulated in double.
+  /// label_smoothing ε in [0, 1) (Szegedy et al., "Rethinking the Inception
+  /// Architecture for Computer Vision", CVPR 2016): the target of a row with
+  /// labels is t'_r = (1 − ε)·t_r + ε/cols, so loss_r = logsumexp(scores_r)
+  /// − (1 − ε)·mean_{j∈Y_r} scores_rj − ε·mean_j scores_rj and dscores_r =
+  /// grad_scale · (p_r − t'_r); ε = 0 is the loss above, bit for bit.
+  /// Errors: InvalidArgument (shapes, nulls, a label index >= cols, ε
+  /// outside [0, 1)).
   virtual Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores,
                                      const CsrView& labels, float grad_scale, float* dscores,
-                                     double* loss_sum) = 0;
+                                     double* loss_sum, float label_smoothing = 0.0f) = 0;
 
   /// Independent sigmoid binary cross-entropy per (row, label), target
   /// y_rj = 1 for j ∈ Y_r, else 0 (labels: rows × cols CSR, values ignored;
   /// rows with empty Y_r are all-negative):
   ///   loss_r = Σ_j [softplus(s_rj) − y_rj · s_rj]   (computed stably),
   ///   dscores_rj = grad_scale · (sigmoid(s_rj) − y_rj).
-  /// In-place / null dscores, loss_sum and errors as SoftmaxCrossEntropy.
+  /// label_smoothing ε: the targets become y'_rj = (1 − ε)·y_rj + ε/2 in
+  /// both (ε = 0: bit for bit the above). In-place / null dscores, loss_sum
+  /// and errors as SoftmaxCrossEntropy.
   virtual Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores,
                                      const CsrView& labels, float grad_scale, float* dscores,
-                                     double* loss_sum) = 0;
+                                     double* loss_sum, float label_smoothing = 0.0f) = 0;
 
   /// Per row of scores (rows × cols), the column indices of the k largest
   /// scores in decreasing order of score; ties go to the smaller index; NaN
@@ -413,14 +465,16 @@ class Backend {
     return SpMMTransposed(a.view, d, n, alpha, beta, c);
   }
   virtual Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
-                                     float grad_scale, float* dscores, double* loss_sum) {
+                                     float grad_scale, float* dscores, double* loss_sum,
+                                     float label_smoothing = 0.0f) {
     TETHER_RETURN_IF_ERROR(CheckUsable(labels, CsrUse::kLabels, "SoftmaxCrossEntropy"));
-    return SoftmaxCrossEntropy(rows, cols, scores, labels.view, grad_scale, dscores, loss_sum);
+    return SoftmaxCrossEntropy(rows, cols, scores, labels.view, grad_scale, dscores, loss_sum, label_smoothing);
   }
   virtual Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
-                                     float grad_scale, float* dscores, double* loss_sum) {
+                                     float grad_scale, float* dscores, double* loss_sum,
+                                     float label_smoothing = 0.0f) {
     TETHER_RETURN_IF_ERROR(CheckUsable(labels, CsrUse::kLabels, "SigmoidCrossEntropy"));
-    return SigmoidCrossEntropy(rows, cols, scores, labels.view, grad_scale, dscores, loss_sum);
+    return SigmoidCrossEntropy(rows, cols, scores, labels.view, grad_scale, dscores, loss_sum, label_smoothing);
   }
 
   /// Host memory for buffers that cross to the device every minibatch

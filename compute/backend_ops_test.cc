@@ -218,6 +218,57 @@ TEST_P(BackendOpsTest, ElementwiseOpsMatchCpu) {
   }
 }
 
+// Dropout's mask is a hash of (seed, index) on every backend: the same bits
+// as the CPU backend, in place, on host memory and on a resident buffer.
+TEST_P(BackendOpsTest, DropoutIsTheCpuMaskBitForBit) {
+  for (int64_t n : {int64_t{1}, int64_t{37 * 159}, int64_t{128 * 256}}) {
+    for (float rate : {0.0f, 0.1f, 0.5f, 0.9f}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " rate=" + std::to_string(rate));
+      const std::vector<float> x = Random(n);
+      std::vector<float> g = x, c = x;
+      ASSERT_TRUE(dev_->Dropout(n, rate, 12345, g.data()).ok());
+      ASSERT_TRUE(cpu_.Dropout(n, rate, 12345, c.data()).ok());
+      EXPECT_EQ(g, c);
+      BackendArray<float> resident(dev_.get());
+      ASSERT_TRUE(resident.Resize(n).ok());
+      ASSERT_TRUE(dev_->Upload(x.data(), resident.buffer(), 0, n * sizeof(float)).ok());
+      ASSERT_TRUE(dev_->Dropout(n, rate, 12345, resident.data()).ok());
+      std::vector<float> back(n);
+      ASSERT_TRUE(dev_->Download(*resident.buffer(), 0, back.data(), n * sizeof(float)).ok());
+      EXPECT_EQ(back, c);
+    }
+  }
+  float x = 1.0f;
+  EXPECT_FALSE(dev_->Dropout(1, 1.0f, 1, &x).ok());
+  EXPECT_FALSE(dev_->Dropout(1, -0.1f, 1, &x).ok());
+  EXPECT_FALSE(dev_->Dropout(1, std::nanf(""), 1, &x).ok());
+}
+
+TEST_P(BackendOpsTest, SmoothedLossesMatchCpu) {
+  for (auto [rows, cols, density] : {std::tuple<int64_t, int64_t, double>{64, 159, 0.02}, {3, 1000, 0.01}}) {
+    SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols));
+    const std::vector<float> s = Random(rows * cols, -6, 6);
+    const CsrMatrix y = RandomCsr(rows, cols, density);
+    for (bool softmax : {true, false}) {
+      auto run = [&](Backend* be, float* d, double* loss) {
+        return softmax ? be->SoftmaxCrossEntropy(rows, cols, s.data(), ViewOf(y), 0.5f, d, loss, 0.1f)
+                       : be->SigmoidCrossEntropy(rows, cols, s.data(), ViewOf(y), 0.5f, d, loss, 0.1f);
+      };
+      std::vector<float> dg(rows * cols), dc(rows * cols);
+      double lg = 0, lc = 0;
+      ASSERT_TRUE(run(dev_.get(), dg.data(), &lg).ok());
+      ASSERT_TRUE(run(&cpu_, dc.data(), &lc).ok());
+      EXPECT_LE(std::fabs(lg - lc), kTol * std::max(1.0, std::fabs(lc))) << (softmax ? "softmax" : "sigmoid");
+      EXPECT_LE(RelErr(dg, dc), kTol) << (softmax ? "softmax" : "sigmoid");
+    }
+  }
+  double loss = 0;
+  const std::vector<float> s = Random(4);
+  const CsrMatrix y = RandomCsr(1, 4, 0.5);
+  EXPECT_FALSE(dev_->SoftmaxCrossEntropy(1, 4, s.data(), ViewOf(y), 1.0f, nullptr, &loss, 1.0f).ok());
+  EXPECT_FALSE(dev_->SigmoidCrossEntropy(1, 4, s.data(), ViewOf(y), 1.0f, nullptr, &loss, -0.5f).ok());
+}
+
 TEST_P(BackendOpsTest, LossesMatchCpu) {
   // (rows, cols, label density): one row of two classes, the XMC output,
   // one-hot-like classes, wide rows.

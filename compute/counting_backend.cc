@@ -209,50 +209,59 @@ Status CountingBackend::ReluBackward(int64_t n, const float* y, float* dy) {
   return cpu_.ReluBackward(n, y, dy);
 }
 
+// The mask is a hash of (seed, index): nothing crosses, as on the CUDA
+// backend, where the kernel draws it on the device.
+Status CountingBackend::Dropout(int64_t n, float rate, uint64_t seed, float* x) {
+  Unlocked u(this);
+  ++counts_.ops;
+  Operand(x, n, sizeof(float));
+  return cpu_.Dropout(n, rate, seed, x);
+}
+
 Status CountingBackend::SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
-                                            float grad_scale, float* dscores, double* loss_sum) {
+                                            float grad_scale, float* dscores, double* loss_sum, float label_smoothing) {
   Unlocked u(this);
   ++counts_.ops;
   ++counts_.host_operands;  // the label arrays
   ++counts_.readbacks;
   Operand(scores, rows * cols, sizeof(float));
   if (dscores != scores) Operand(dscores, rows * cols, sizeof(float));
-  return cpu_.SoftmaxCrossEntropy(rows, cols, scores, labels, grad_scale, dscores, loss_sum);
+  return cpu_.SoftmaxCrossEntropy(rows, cols, scores, labels, grad_scale, dscores, loss_sum, label_smoothing);
 }
 
 Status CountingBackend::SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
-                                            float grad_scale, float* dscores, double* loss_sum) {
+                                            float grad_scale, float* dscores, double* loss_sum, float label_smoothing) {
   Unlocked u(this);
   ++counts_.ops;
   ++counts_.host_operands;
   ++counts_.readbacks;
   Operand(scores, rows * cols, sizeof(float));
   if (dscores != scores) Operand(dscores, rows * cols, sizeof(float));
-  return cpu_.SigmoidCrossEntropy(rows, cols, scores, labels, grad_scale, dscores, loss_sum);
+  return cpu_.SigmoidCrossEntropy(rows, cols, scores, labels, grad_scale, dscores, loss_sum, label_smoothing);
 }
 
 Status CountingBackend::SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores,
                                             const BackendCsr& labels, float grad_scale, float* dscores,
-                                            double* loss_sum) {
+                                            double* loss_sum, float label_smoothing) {
   Unlocked u(this);
   TETHER_ASSIGN_OR_RETURN(const CsrView v, StoredView(labels, CsrUse::kLabels, "SoftmaxCrossEntropy"));
   ++counts_.ops;
   ++counts_.readbacks;
   Operand(scores, rows * cols, sizeof(float));
   if (dscores != scores) Operand(dscores, rows * cols, sizeof(float));
-  return cpu_.SoftmaxCrossEntropy(rows, cols, scores, v, grad_scale, dscores, loss_sum);
+  return cpu_.SoftmaxCrossEntropy(rows, cols, scores, v, grad_scale, dscores, loss_sum, label_smoothing);
 }
 
 Status CountingBackend::SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores,
                                             const BackendCsr& labels, float grad_scale, float* dscores,
-                                            double* loss_sum) {
+                                            double* loss_sum, float label_smoothing) {
   Unlocked u(this);
   TETHER_ASSIGN_OR_RETURN(const CsrView v, StoredView(labels, CsrUse::kLabels, "SigmoidCrossEntropy"));
   ++counts_.ops;
   ++counts_.readbacks;
   Operand(scores, rows * cols, sizeof(float));
   if (dscores != scores) Operand(dscores, rows * cols, sizeof(float));
-  return cpu_.SigmoidCrossEntropy(rows, cols, scores, v, grad_scale, dscores, loss_sum);
+  return cpu_.SigmoidCrossEntropy(rows, cols, scores, v, grad_scale, dscores, loss_sum, label_smoothing);
 }
 
 Status CountingBackend::TopK(int64_t rows, int64_t cols, const float* scores, int k, uint32_t* indices) {

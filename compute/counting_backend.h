@@ -68,14 +68,19 @@ class CountingBackend final : public Backend {
   Status ColumnSum(int64_t rows, int64_t cols, const float* x, float beta, float* out) override;
   Status Relu(int64_t n, const float* x, float* y) override;
   Status ReluBackward(int64_t n, const float* y, float* dy) override;
+  Status Dropout(int64_t n, float rate, uint64_t seed, float* x) override;
   Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
-                             float grad_scale, float* dscores, double* loss_sum) override;
+                             float grad_scale, float* dscores, double* loss_sum,
+                             float label_smoothing = 0.0f) override;
   Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
-                             float grad_scale, float* dscores, double* loss_sum) override;
+                             float grad_scale, float* dscores, double* loss_sum,
+                             float label_smoothing = 0.0f) override;
   Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
-                             float grad_scale, float* dscores, double* loss_sum) override;
+                             float grad_scale, float* dscores, double* loss_sum,
+                             float label_smoothing = 0.0f) override;
   Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
-                             float grad_scale, float* dscores, double* loss_sum) override;
+                             float grad_scale, float* dscores, double* loss_sum,
+                             float label_smoothing = 0.0f) override;
   Status TopK(int64_t rows, int64_t cols, const float* scores, int k, uint32_t* indices) override;
 
  private:

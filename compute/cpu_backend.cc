@@ -284,11 +284,23 @@ Status CpuBackend::ReluBackward(int64_t n, const float* y, float* dy) {
   return Status::OK();
 }
 
+Status CpuBackend::Dropout(int64_t n, float rate, uint64_t seed, float* x) {
+  TETHER_RETURN_IF_ERROR(CheckDropoutArgs(n, rate, x));
+  if (rate == 0.0f) return Status::OK();
+  const uint32_t threshold = DropoutThreshold(rate);
+  const float scale = 1.0f / (1.0f - rate);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = DropoutKeeps(seed, static_cast<uint64_t>(i), threshold) ? x[i] * scale : 0.0f;
+  return Status::OK();
+}
+
 Status CpuBackend::SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores,
                                        const CsrView& labels, float grad_scale, float* dscores,
-                                       double* loss_sum) {
+                                       double* loss_sum, float label_smoothing) {
   TETHER_RETURN_IF_ERROR(
       CheckLossArgs("SoftmaxCrossEntropy", rows, cols, scores, labels, loss_sum));
+  TETHER_RETURN_IF_ERROR(CheckLabelSmoothing(label_smoothing, "SoftmaxCrossEntropy"));
+  const double eps = label_smoothing;
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* s = scores + r * cols;
@@ -301,6 +313,11 @@ Status CpuBackend::SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* 
     // Read the label scores before d (which may alias s) is written.
     double label_sum = 0.0;
     for (int64_t p = lb; p < le; ++p) label_sum += s[labels.col_idx[p]];
+    // Smoothing's uniform part of the target reads every score, also
+    // before d is written.
+    double all_sum = 0.0;
+    if (eps != 0.0)
+      for (int64_t j = 0; j < cols; ++j) all_sum += s[j];
     const float mx = *std::max_element(s, s + cols);
     double sum = 0.0;
     if (d != nullptr) {
@@ -313,11 +330,20 @@ Status CpuBackend::SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* 
       for (int64_t j = 0; j < cols; ++j) sum += std::exp(s[j] - mx);
     }
     const double num_labels = static_cast<double>(le - lb);
-    total += static_cast<double>(mx) + std::log(sum) - label_sum / num_labels;
+    if (eps == 0.0) {
+      total += static_cast<double>(mx) + std::log(sum) - label_sum / num_labels;
+    } else {
+      total += static_cast<double>(mx) + std::log(sum) - (1.0 - eps) * label_sum / num_labels -
+               eps * all_sum / static_cast<double>(cols);
+    }
     if (d != nullptr) {
       const float f = static_cast<float>(grad_scale / sum);
       for (int64_t j = 0; j < cols; ++j) d[j] *= f;
-      const float t = static_cast<float>(grad_scale / num_labels);
+      if (eps != 0.0) {
+        const float u = static_cast<float>(grad_scale * eps / static_cast<double>(cols));
+        for (int64_t j = 0; j < cols; ++j) d[j] -= u;
+      }
+      const float t = static_cast<float>(grad_scale * (1.0 - eps) / num_labels);
       for (int64_t p = lb; p < le; ++p) d[labels.col_idx[p]] -= t;
     }
   }
@@ -327,9 +353,15 @@ Status CpuBackend::SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* 
 
 Status CpuBackend::SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores,
                                        const CsrView& labels, float grad_scale, float* dscores,
-                                       double* loss_sum) {
+                                       double* loss_sum, float label_smoothing) {
   TETHER_RETURN_IF_ERROR(
       CheckLossArgs("SigmoidCrossEntropy", rows, cols, scores, labels, loss_sum));
+  TETHER_RETURN_IF_ERROR(CheckLabelSmoothing(label_smoothing, "SigmoidCrossEntropy"));
+  // Smoothed targets y' = (1 − ε)·y + ε/2: every element's target gains
+  // ε/2 (its loss −ε/2·s, its gradient −ε/2) and a label's 1 becomes 1 − ε.
+  const double eps = label_smoothing;
+  const float half_eps = static_cast<float>(grad_scale * eps / 2.0);
+  const float label_target = static_cast<float>(grad_scale * (1.0 - eps));
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     const float* s = scores + r * cols;
@@ -337,6 +369,9 @@ Status CpuBackend::SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* 
     const int64_t lb = labels.row_ptr[r], le = labels.row_ptr[r + 1];
     double label_sum = 0.0;  // read before d (which may alias s) is written
     for (int64_t p = lb; p < le; ++p) label_sum += s[labels.col_idx[p]];
+    double all_sum = 0.0;
+    if (eps != 0.0)
+      for (int64_t j = 0; j < cols; ++j) all_sum += s[j];
     // softplus(x) = max(x, 0) + log1p(exp(-|x|)) and sigmoid from the same
     // exp(-|x|): no overflow for any x. Σ log1p(e_j) is taken as the log of
     // a running double product of (1 + e_j) ∈ (1, 2], flushed long before
@@ -359,9 +394,17 @@ Status CpuBackend::SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* 
       }
     }
     row_loss += std::log(prod);
-    total += row_loss - label_sum;
-    if (d != nullptr) {
-      for (int64_t p = lb; p < le; ++p) d[labels.col_idx[p]] -= grad_scale;
+    if (eps == 0.0) {
+      total += row_loss - label_sum;
+      if (d != nullptr) {
+        for (int64_t p = lb; p < le; ++p) d[labels.col_idx[p]] -= grad_scale;
+      }
+    } else {
+      total += row_loss - (1.0 - eps) * label_sum - eps / 2.0 * all_sum;
+      if (d != nullptr) {
+        for (int64_t j = 0; j < cols; ++j) d[j] -= half_eps;
+        for (int64_t p = lb; p < le; ++p) d[labels.col_idx[p]] -= label_target;
+      }
     }
   }
   *loss_sum = total;

@@ -245,6 +245,42 @@ TEST(CpuBackendTest, BiasColumnSumAndRelu) {
   EXPECT_EQ(inplace, y);
 }
 
+// Dropout with a fixed seed: the mask is DropoutKeeps(seed, i, threshold),
+// about 1 − rate of the elements kept, each scaled by 1 / (1 − rate); a
+// second call with the same seed (the backward pass) keeps the same ones.
+TEST(CpuBackendTest, DropoutMaskWithAFixedSeed) {
+  CpuBackend be(1);
+  constexpr int64_t kN = 100000;
+  std::vector<float> x(kN, 1.0f);
+  ASSERT_TRUE(be.Dropout(kN, 0.5f, 42, x.data()).ok());
+  int64_t kept = 0;
+  for (int64_t i = 0; i < kN; ++i) {
+    const bool keeps = DropoutKeeps(42, static_cast<uint64_t>(i), DropoutThreshold(0.5f));
+    ASSERT_EQ(x[i], keeps ? 2.0f : 0.0f) << i;
+    kept += keeps ? 1 : 0;
+  }
+  EXPECT_EQ(kept, 49936);  // this hash's draw for seed 42: within 0.2 % of half
+  EXPECT_EQ(DropoutThreshold(0.5f), 1u << 23);
+  EXPECT_EQ(DropoutThreshold(0.0f), 0u);
+  // The same seed again on a gradient: the same mask and scale.
+  std::vector<float> dy(kN, 3.0f);
+  ASSERT_TRUE(be.Dropout(kN, 0.5f, 42, dy.data()).ok());
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(dy[i], x[i] * 3.0f) << i;
+  // Another seed, another mask; rate 0 touches nothing.
+  std::vector<float> other(kN, 1.0f);
+  ASSERT_TRUE(be.Dropout(kN, 0.5f, 43, other.data()).ok());
+  EXPECT_NE(other, x);
+  std::vector<float> same(kN, 1.0f);
+  ASSERT_TRUE(be.Dropout(kN, 0.0f, 42, same.data()).ok());
+  EXPECT_EQ(same, std::vector<float>(kN, 1.0f));
+  // A quarter dropped: kept values scaled by 1/0.75.
+  std::vector<float> q(8, 3.0f);
+  ASSERT_TRUE(be.Dropout(8, 0.25f, 7, q.data()).ok());
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(q[i], DropoutKeeps(7, static_cast<uint64_t>(i), DropoutThreshold(0.25f)) ? 3.0f * (1.0f / 0.75f) : 0.0f);
+  EXPECT_EQ(be.Dropout(1, 1.0f, 1, q.data()).message(), "Dropout: rate 1.000000 outside [0, 1)");
+}
+
 // Labels as CSR: row r holds the listed columns.
 CsrMatrix Labels(int64_t cols, const std::vector<std::vector<uint32_t>>& rows) {
   CsrMatrix y;
@@ -291,6 +327,45 @@ TEST(CpuBackendTest, SoftmaxCrossEntropyHandComputed) {
   const CsrMatrix y1 = Labels(2, {{0}});
   ASSERT_TRUE(be.SoftmaxCrossEntropy(1, 2, big.data(), ViewOf(y1), 1.0f, nullptr, &loss).ok());
   EXPECT_NEAR(loss, 0.0, 1e-12);
+}
+
+// Label smoothing ε = 0.3 on the rows above: t' = 0.7·t + 0.1.
+// Row 0: t' = [0.1, 0.1, 0.8]; loss = 3.4076059 − (0.1 + 0.2 + 2.4) = 0.7076059;
+//   d = p − t' = [−0.0099694, 0.1447285, −0.1347590].
+// Row 1: t' = [0.45, 0.1, 0.45]; loss = log 3 = 1.0986123;
+//   d = [1/3 − 0.45, 1/3 − 0.1, 1/3 − 0.45]. Row 2 (no labels): 0, as before.
+TEST(CpuBackendTest, SmoothedSoftmaxCrossEntropyHandComputed) {
+  CpuBackend be(1);
+  const std::vector<float> s = {1, 2, 3, 0, 0, 0, 5, -1, 2};
+  const CsrMatrix y = Labels(3, {{2}, {0, 2}, {}});
+  std::vector<float> d(9, kNaN);
+  double loss = -1;
+  ASSERT_TRUE(be.SoftmaxCrossEntropy(3, 3, s.data(), ViewOf(y), 1.0f, d.data(), &loss, 0.3f).ok());
+  EXPECT_NEAR(loss, 0.7076059 + 1.0986123, 1e-6);
+  const double want[] = {-0.0099694, 0.1447285, -0.1347590, 1.0 / 3 - 0.45, 1.0 / 3 - 0.1, 1.0 / 3 - 0.45, 0, 0, 0};
+  for (int i = 0; i < 9; ++i) EXPECT_NEAR(d[i], want[i], 1e-6) << i;
+  // ε = 0 is the unsmoothed loss, bit for bit.
+  std::vector<float> d0(9), d1(9);
+  double l0 = 0, l1 = 0;
+  ASSERT_TRUE(be.SoftmaxCrossEntropy(3, 3, s.data(), ViewOf(y), 0.5f, d0.data(), &l0, 0.0f).ok());
+  ASSERT_TRUE(be.SoftmaxCrossEntropy(3, 3, s.data(), ViewOf(y), 0.5f, d1.data(), &l1).ok());
+  EXPECT_EQ(l0, l1);
+  EXPECT_EQ(0, std::memcmp(d0.data(), d1.data(), 9 * sizeof(float)));
+}
+
+// ε = 0.2: targets y' = 0.8·y + 0.1. s = [0, 2], Y = {1}: y' = [0.1, 0.9];
+// loss = softplus(0) + softplus(2) − 0.9·2 = 0.6931472 + 2.1269280 − 1.8;
+// d = [0.5 − 0.1, sigmoid(2) − 0.9] = [0.4, −0.0192029].
+TEST(CpuBackendTest, SmoothedSigmoidCrossEntropyHandComputed) {
+  CpuBackend be(1);
+  const std::vector<float> s = {0, 2};
+  const CsrMatrix y = Labels(2, {{1}});
+  std::vector<float> d(2, kNaN);
+  double loss = -1;
+  ASSERT_TRUE(be.SigmoidCrossEntropy(1, 2, s.data(), ViewOf(y), 1.0f, d.data(), &loss, 0.2f).ok());
+  EXPECT_NEAR(loss, 0.6931472 + 2.1269280 - 1.8, 1e-6);
+  EXPECT_NEAR(d[0], 0.4, 1e-6);
+  EXPECT_NEAR(d[1], -0.0192029, 1e-6);
 }
 
 TEST(CpuBackendTest, SigmoidCrossEntropyHandComputed) {

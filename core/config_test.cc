@@ -588,6 +588,46 @@ TEST(ConfigTest, C22EveryOptimizerFieldIsCheckedForFinitenessAndRange) {
   }
 }
 
+// AdamW's decay and the learning-rate schedule: ranges, the types that read
+// them, epochs that were never resolved into clocks, and AVERAGE.
+TEST(ConfigTest, WeightDecayAndScheduleAreValidated) {
+  auto base = LoadJobConfig("tests/data/cases/C22_lr_base.pbtxt");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  struct Case {
+    const char* text;
+    const char* message;  // "" when valid
+  };
+  for (const Case& k :
+       {Case{"optimizer { type: ADAM weight_decay: 0.01 }", ""},
+        Case{"optimizer { type: ADAM weight_decay: -0.01 }",
+             "config field optimizer.weight_decay: must be a finite number ≥ 0 with learning_rate × weight_decay < 1"},
+        Case{"optimizer { type: ADAM learning_rate: 0.5 weight_decay: 2 }",
+             "config field optimizer.weight_decay: must be a finite number ≥ 0 with learning_rate × weight_decay < 1"},
+        Case{"optimizer { type: ADAGRAD weight_decay: 0.01 }",
+             "config field optimizer.weight_decay: is read by type ADAM only (decoupled weight decay, AdamW), not "
+             "ADAGRAD: use l2 with the others"},
+        Case{"optimizer { type: ADAM schedule { decay: COSINE warmup_clocks: 10 decay_clocks: 100 } }", ""},
+        Case{"optimizer { type: ADAM schedule { decay: COSINE } }",
+             "config field optimizer.schedule.decay_clocks: must be ≥ 1 with decay COSINE (the training is shorter "
+             "than its warm-up?)"},
+        Case{"optimizer { type: SGD schedule { final_factor: 2 } }",
+             "config field optimizer.schedule.final_factor: must be in [0, 1]"},
+        Case{"optimizer { type: FTRL schedule { warmup_clocks: 5 } }",
+             "config field optimizer.schedule.decay: a schedule needs optimizer type ADAM, ADAGRAD or SGD, not FTRL "
+             "(FTRL divides by its rate alpha)"},
+        Case{"optimizer { type: ADAM schedule { warmup_epochs: 1 } }",
+             "config field optimizer.schedule.warmup_epochs: was not resolved into clocks (a shard reads clocks "
+             "only)"},
+        Case{"optimizer { type: ADAM schedule { warmup_clocks: 5 } } consistency { model: AVERAGE period_rows: 64 "
+             "staleness: 0 }",
+             "config field optimizer.schedule: is applied by the servers to pushed gradients; under "
+             "consistency.model AVERAGE the workers' replicas take the steps: drop the schedule"}}) {
+    JobConfig j = *base;
+    ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(k.text, &j)) << k.text;
+    EXPECT_EQ(ValidateJobConfig(j).message(), k.message) << k.text;
+  }
+}
+
 // A missing data file is found before anything starts,
 // naming the field and the full path tried.
 TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
@@ -690,6 +730,40 @@ TEST(ConfigTest, DataFileListsResolveCheckAndValidate) {
   EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
   j.mutable_data()->set_shuffle_buffer_rows(0);
   EXPECT_EQ(ValidateJobConfig(j).message(), "config field data.shuffle_buffer_rows: must be ≥ 1");
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST(ConfigTest, ValidationSplitRefusesWhatWouldReadTheTestSplitEarly) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  const auto message = [](const JobConfig& j) { return ValidateJobConfig(j).message(); };
+  JobConfig j = *c;
+  j.mutable_train()->set_validation_fraction(0.2);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << message(j);
+  j.mutable_train()->mutable_early_stopping()->set_patience(2);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << message(j);
+  j.mutable_train()->set_validation_fraction(1.0);
+  EXPECT_EQ(message(j), "config field train.validation_fraction: must be in [0, 1)");
+  j.mutable_train()->set_validation_fraction(0);
+  EXPECT_EQ(message(j), "config field train.early_stopping: needs a validation split: set train.validation_fraction");
+  j = *c;
+  j.mutable_train()->set_validation_fraction(0.2);
+  j.mutable_train()->set_eval_every_epochs(1);
+  EXPECT_NE(message(j).find("drop train.eval_every_epochs"), std::string::npos) << message(j);
+  j.mutable_train()->set_eval_every_epochs(0);
+  j.mutable_train()->set_eval_max_rows(100);
+  EXPECT_NE(message(j).find("drop train.eval_max_rows"), std::string::npos) << message(j);
+  j.mutable_train()->set_eval_max_rows(0);
+  j.mutable_cluster()->set_max_workers(3);
+  EXPECT_NE(message(j).find("not with cluster.max_workers"), std::string::npos) << message(j);
+  j.mutable_cluster()->set_max_workers(0);
+  j.mutable_train()->mutable_early_stopping()->set_patience(-1);
+  EXPECT_EQ(message(j), "config field train.early_stopping.patience: must be ≥ 0 (0: never stops early)");
 }
 
 }  // namespace

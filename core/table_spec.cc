@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/schedule_config.h"
 #include "core/wire_limits.h"
 #include "core/partition.h"
 
@@ -151,6 +152,24 @@ std::string OptimizerProblem(const OptimizerConfig& o, std::string* why) {
       *why = c.why;
       return c.field;
     }
+  }
+  // Decoupled weight decay (AdamW): a step shrinks a weight by 1 − lr·λ,
+  // which must stay a shrink (lr·λ < 1), and only Adam's step has it.
+  const float wd = o.weight_decay();
+  if (!(wd >= 0 && std::isfinite(wd)) || !(static_cast<double>(wd) * o.learning_rate() < 1.0)) {
+    *why = "must be a finite number ≥ 0 with learning_rate × weight_decay < 1";
+    return "weight_decay";
+  }
+  if (wd > 0 && o.type() != ADAM) {
+    *why = "is read by type ADAM only (decoupled weight decay, AdamW), not " + OptimizerType_Name(o.type()) +
+           ": use l2 with the others";
+    return "weight_decay";
+  }
+  const std::string schedule = ScheduleProblem(o.schedule(), o.type());
+  if (!schedule.empty()) {
+    const size_t colon = schedule.find(": ");
+    *why = schedule.substr(colon + 2);
+    return "schedule." + schedule.substr(0, colon);
   }
   return "";
 }

@@ -40,7 +40,10 @@ float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, 
 /// Case C22: checks every field of an optimizer setting, each finite and in
 /// its range, whatever the type (a field the type does not read today must
 /// still be a value it could read): learning_rate > 0, momentum in [0, 1),
-/// initial_accumulator ≥ 0, epsilon > 0, l2 ≥ 0, beta1 and beta2 in [0, 1).
+/// initial_accumulator ≥ 0, epsilon > 0, l2 ≥ 0, beta1 and beta2 in [0, 1);
+/// weight_decay ≥ 0 with learning_rate × weight_decay < 1, and > 0 only for
+/// ADAM; the schedule (ScheduleProblem, core/schedule_config.h) as
+/// "schedule.FIELD".
 /// epsilon > 0 is what keeps AdaGrad's step defined when
 /// initial_accumulator is 0 and a coordinate's gradient is 0 (0/0), and
 /// Adam's when a moment is 0. Returns "" when all is well, else the field's

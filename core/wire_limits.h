@@ -19,8 +19,12 @@ inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
 /// and a server of different versions refuse to pair, naming both. Bump it
 /// whenever a message's meaning changes. 1: up to 0.1.0 (model fingerprint
 /// strings); 2: table specs, job identity and shard index at HELLO; 3:
-/// shard 0 answers CLOCK (CLOCK_REPLY), checkpoints and resume.
-inline constexpr uint32_t kProtocolVersion = 3;
+/// shard 0 answers CLOCK (CLOCK_REPLY), checkpoints and resume; 4: each
+/// message type's fields in its own body (MessageHeader.body), the header
+/// keeps what every message needs. MessageHeader.protocol_version keeps its
+/// field number in every version, so a peer of any version is refused at
+/// HELLO naming both.
+inline constexpr uint32_t kProtocolVersion = 4;
 
 /// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO
 /// with its model fingerprint a few KB); anything larger is refused before

@@ -51,17 +51,21 @@ inline uint32_t NonFinite(float x) {
 // gives. (A check pass before every in-place step, without hints, ran
 // 2-12x slower on rows that miss the cache, and costs Adam a second
 // computation of its step: Apply does not take it.)
-template <bool kL2, bool kStore>
+// kDecay: decoupled weight decay (AdamW), the weight shrunk by `keep` =
+// 1 − lr·weight_decay before the step; the moments never see it. A
+// separate instantiation keeps weight_decay = 0 the very loop it was.
+template <bool kL2, bool kDecay, bool kStore>
 inline uint32_t AdamLoop(float* __restrict w, float* __restrict m, float* __restrict v,
                          const float* __restrict g, uint64_t n, float l2, float b1, float b2,
-                         float step, float inv_c2, float eps) {
+                         float step, float inv_c2, float eps, float keep) {
   const float a1 = 1.0f - b1, a2 = 1.0f - b2;
   uint32_t bad = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const float gi = kL2 ? g[i] + l2 * w[i] : g[i];
     const float mi = b1 * m[i] + a1 * gi;
     const float vi = b2 * v[i] + a2 * gi * gi;
-    const float wi = w[i] - step * mi / (std::sqrt(vi * inv_c2) + eps);
+    const float wd = kDecay ? w[i] * keep : w[i];
+    const float wi = wd - step * mi / (std::sqrt(vi * inv_c2) + eps);
     if (kStore) {
       m[i] = mi;
       v[i] = vi;
@@ -72,15 +76,24 @@ inline uint32_t AdamLoop(float* __restrict w, float* __restrict m, float* __rest
   return bad;
 }
 
+template <bool kDecay>
+inline uint32_t AdamLoops(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict g,
+                          uint64_t n, float l2, float b1, float b2, float step, float inv_c2, float eps, float keep,
+                          bool store) {
+  if (l2 != 0.0f) {
+    return store ? AdamLoop<true, kDecay, true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps, keep)
+                 : AdamLoop<true, kDecay, false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps, keep);
+  }
+  return store ? AdamLoop<false, kDecay, true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps, keep)
+               : AdamLoop<false, kDecay, false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps, keep);
+}
+
+// keep = 1 exactly when there is no weight decay: the loop without it.
 TETHER_OPT_CLONES uint32_t AdamKernel(float* __restrict w, float* __restrict m, float* __restrict v,
                                       const float* __restrict g, uint64_t n, float l2, float b1, float b2,
-                                      float step, float inv_c2, float eps, bool store) {
-  if (l2 != 0.0f) {
-    return store ? AdamLoop<true, true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps)
-                 : AdamLoop<true, false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
-  }
-  return store ? AdamLoop<false, true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps)
-               : AdamLoop<false, false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps);
+                                      float step, float inv_c2, float eps, float keep, bool store) {
+  if (keep != 1.0f) return AdamLoops<true>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps, keep, store);
+  return AdamLoops<false>(w, m, v, g, n, l2, b1, b2, step, inv_c2, eps, keep, store);
 }
 
 template <bool kStore>
@@ -301,7 +314,8 @@ std::string Optimizer::Describe() const {
       return "FTRL (alpha " + num(c.alpha()) + ", beta " + num(c.beta()) + ", l1 " + num(c.l1()) + ", " + l2 + ")";
     case ADAM:
       return "ADAM (" + lr + ", beta1 " + num(c.beta1()) + ", beta2 " + num(c.beta2()) + ", epsilon " +
-             num(c.epsilon()) + ", " + l2 + ")";
+             num(c.epsilon()) + ", " + l2 + (c.weight_decay() > 0 ? ", weight_decay " + num(c.weight_decay()) : "") +
+             ")";
     default:
       return "SGD (" + lr + ", momentum " + num(c.momentum()) + ", " + l2 + ")";
   }
@@ -331,8 +345,10 @@ uint32_t Optimizer::Kernel(float* w, float* state, const float* g, uint64_t n, f
     if (store) state[2 * n] = t;
     const float c1 = BiasCorrection(t, log_beta1_, one_after1_);
     const float c2 = BiasCorrection(t, log_beta2_, one_after2_);
+    // No decay: keep is exactly 1 and the loop without it runs.
+    const float keep = config_.weight_decay() > 0.0f ? 1.0f - lr * config_.weight_decay() : 1.0f;
     return AdamKernel(w, state, state + n, g, n, l2, config_.beta1(), config_.beta2(), lr / c1, 1.0f / c2,
-                      config_.epsilon(), store);
+                      config_.epsilon(), keep, store);
   }
   if (config_.type() == FTRL)
     return FtrlKernel(w, state, state + n, g, n, config_.alpha() * lr_scale, config_.beta(), config_.l1(), l2, store);

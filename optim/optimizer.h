@@ -37,6 +37,9 @@ class Optimizer {
   ///            (Duchi, Hazan & Singer, JMLR 12, 2011)
   ///  Adam:     t += 1; m = β1·m + (1−β1)·g'; v = β2·v + (1−β2)·g'²;
   ///            w -= lr·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + ε)   (Kingma & Ba, ICLR 2015)
+  ///            with weight_decay λ > 0 (AdamW: Loshchilov & Hutter, ICLR
+  ///            2019) the weight is first shrunk, w ← w·(1 − lr·λ), lr the
+  ///            step's rate (lr_scale included); m and v never see λ
   ///  FTRL:     per coordinate (McMahan et al., KDD 2013, Algorithm 1), with
   ///            α = alpha·lr_scale, β = beta, λ1 = l1, λ2 = l2:
   ///            σ = (√(n + g²) − √n)/α;  z += g − σ·w;  n += g²;

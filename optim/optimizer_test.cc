@@ -161,6 +161,66 @@ TEST(OptimizerTest, AdamTwoStepsMatchHandComputed) {
 namespace tether {
 namespace {
 
+// AdamW (Loshchilov & Hutter, ICLR 2019): the weight shrinks by 1 − lr·λ
+// before Adam's step, and the moments are those of plain Adam.
+TEST(OptimizerTest, AdamWTwoStepsMatchHandComputed) {
+  OptimizerConfig c;
+  c.set_type(ADAM);
+  c.set_learning_rate(0.1f);
+  c.set_epsilon(0.0f);
+  c.set_weight_decay(0.5f);
+  Optimizer opt(c);
+  ASSERT_EQ(opt.StateFloats(1), 3u);
+  float w[1] = {1.0f};
+  float state[3];
+  opt.InitState(state, 1);
+  const float g1[1] = {0.5f};
+  ASSERT_TRUE(opt.Apply(w, state, g1, 1));
+  // t=1: m = 0.05 (as without decay); w = 1·(1 − 0.1·0.5) − 0.1·0.5/0.5 = 0.95 − 0.1 = 0.85
+  EXPECT_FLOAT_EQ(state[0], 0.05f);
+  EXPECT_NEAR(w[0], 0.85f, 1e-6);
+  const float g2[1] = {-1.0f};
+  ASSERT_TRUE(opt.Apply(w, state, g2, 1));
+  // t=2: the moments as without decay (m̂ = −0.2894737, √v̂ = 0.7906881);
+  // w = 0.85·0.95 + 0.1·0.2894737/0.7906881 = 0.8075 + 0.0366106 = 0.8441106
+  EXPECT_NEAR(state[0], -0.055f, 1e-7);
+  EXPECT_NEAR(state[1], 0.00124975f, 5e-8);
+  EXPECT_NEAR(w[0], 0.8441106f, 2e-6);
+  // lr_scale (a schedule's factor) scales the decay with the step:
+  // keep = 1 − 0.5·0.1·0.5 = 0.975.
+  // A zero gradient (with ε > 0, so Adam's own step is 0) leaves only it.
+  c.set_epsilon(1e-8f);
+  const Optimizer with_eps(c);
+  float w2[1] = {2.0f};
+  float state2[3];
+  with_eps.InitState(state2, 1);
+  const float g0[1] = {0.0f};
+  ASSERT_TRUE(with_eps.Apply(w2, state2, g0, 1, /*lr_scale=*/0.5f));
+  EXPECT_FLOAT_EQ(w2[0], 2.0f * 0.975f);
+}
+
+// weight_decay 0 is the loop without decay: the same bits as an optimizer
+// that never heard of it, on a long row with a vector tail.
+TEST(OptimizerTest, AdamWithoutDecayIsUnchangedBitForBit) {
+  OptimizerConfig a;
+  a.set_type(ADAM);
+  a.set_learning_rate(0.01f);
+  OptimizerConfig b = a;
+  b.set_weight_decay(0.0f);
+  Optimizer oa(a), ob(b);
+  constexpr int kN = 37;
+  float wa[kN], wb[kN], sa[2 * kN + 1], sb[2 * kN + 1], g[kN];
+  for (int i = 0; i < kN; ++i) wa[i] = wb[i] = 0.03f * static_cast<float>(i - 17);
+  oa.InitState(sa, kN);
+  ob.InitState(sb, kN);
+  for (int t = 0; t < 50; ++t) {
+    for (int i = 0; i < kN; ++i) g[i] = std::cos(0.7f * static_cast<float>(t * kN + i));
+    ASSERT_TRUE(oa.Apply(wa, sa, g, kN, 0.75f));
+    ASSERT_TRUE(ob.Apply(wb, sb, g, kN, 0.75f));
+  }
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(wa[i], wb[i]) << i;
+}
+
 // A double-precision Adam with std::pow for the bias correction, to check
 // the float kernel (8-wide, exp-based correction, exactly 1 once βᵗ rounds
 // away) over many steps, with l2 and a width that leaves a vector tail.

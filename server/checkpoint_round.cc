@@ -21,20 +21,21 @@ CheckpointRound::CheckpointRound(int shard, int num_shards, const Rooms& rooms, 
 
 void CheckpointRound::Join(const std::string& identity, const MessageHeader& h) {
   const int rank = h.sender_rank();
+  const CheckpointBody& body = h.checkpoint();
   if (round_.clock < 0) {
-    round_.clock = h.checkpoint_clock();
-    round_.final = h.checkpoint_final();
-    round_.dir = h.checkpoint_dir();
-  } else if (h.checkpoint_clock() != round_.clock || h.checkpoint_dir() != round_.dir) {
+    round_.clock = body.clock();
+    round_.final = body.is_final();
+    round_.dir = body.dir();
+  } else if (body.clock() != round_.clock || body.dir() != round_.dir) {
     ++stats_->bad_messages;
     outbox_->SendError(identity, h,
                        "CHECKPOINT from worker " + std::to_string(rank) + " at clock " +
-                           std::to_string(h.checkpoint_clock()) + " (" + h.checkpoint_dir() + ") while the one at clock " +
+                           std::to_string(body.clock()) + " (" + body.dir() + ") while the one at clock " +
                            std::to_string(round_.clock) + " (" + round_.dir + ") is in progress");
     return;
   }
   round_.waiting[rank] = {identity, h.request_id()};
-  if (h.checkpoint_files_size() > 0) round_.files[rank] = h.checkpoint_files(0);
+  if (body.has_state_file()) round_.files[rank] = body.state_file();
   MaybeWrite();
 }
 
@@ -105,11 +106,11 @@ void CheckpointRound::Write() {
     Message reply;
     reply.header.set_type(CHECKPOINT_REPLY);
     reply.header.set_request_id(peer.second);
-    reply.header.set_checkpoint_clock(round_.clock);
-    *reply.header.add_checkpoint_files() = file;
-    if (chunk_file.has_name()) *reply.header.add_checkpoint_files() = chunk_file;
-    if (rooms_.coordinator != nullptr)
-      rooms_.coordinator->ManifestEntries(round_.files, reply.header.mutable_checkpoint_workers());
+    CheckpointReplyBody& body = *reply.header.mutable_checkpoint_reply();
+    body.set_clock(round_.clock);
+    *body.add_files() = file;
+    if (chunk_file.has_name()) *body.add_files() = chunk_file;
+    if (rooms_.coordinator != nullptr) rooms_.coordinator->ManifestEntries(round_.files, body.mutable_workers());
     outbox_->Send(peer.first, &reply, rank);
   }
   // Ranks here now have their state in this checkpoint; worker 0 copies
@@ -128,9 +129,10 @@ void CheckpointRound::Abandon(const std::string& why) {
     Message reply;
     reply.header.set_type(CHECKPOINT_REPLY);
     reply.header.set_request_id(peer.second);
-    reply.header.set_checkpoint_clock(round_.clock);
-    reply.header.set_checkpoint_abandoned(true);
-    reply.header.set_error("checkpoint at clock " + std::to_string(round_.clock) + " abandoned: " + why);
+    CheckpointReplyBody& body = *reply.header.mutable_checkpoint_reply();
+    body.set_clock(round_.clock);
+    body.set_abandoned(true);
+    body.set_abandoned_why("checkpoint at clock " + std::to_string(round_.clock) + " abandoned: " + why);
     outbox_->Send(peer.first, &reply, rank);
   }
   if (rooms_.coordinator != nullptr) rooms_.coordinator->RoundAbandoned(round_.clock);
@@ -162,7 +164,7 @@ std::string CheckpointRound::LoadFailed(const std::string& why) {
   return why;
 }
 
-std::string CheckpointRound::Resume(const MessageHeader& h) {
+std::string CheckpointRound::Resume(const HelloBody& h) {
   const auto start = SteadyClock::now();
   if (h.resume_from().empty())
     return "server " + std::to_string(shard_) + " resumes from " + resume_from_ +

@@ -57,7 +57,7 @@ class CheckpointRound {
   /// --resume_from: a checkpoint or a directory of them); "" for worker 0's.
   void set_resume_from(const std::string& path) { resume_from_ = path; }
   /// Whether worker 0's HELLO `h` starts a resumed job here.
-  bool Resuming(const MessageHeader& h) const { return !h.resume_from().empty() || !resume_from_.empty(); }
+  bool Resuming(const HelloBody& h) const { return !h.resume_from().empty() || !resume_from_.empty(); }
 
   /// A worker's CHECKPOINT `h` from `identity` joins the round at its clock
   /// (one of another clock or folder while a round is open is refused),
@@ -71,7 +71,7 @@ class CheckpointRound {
   /// loads this shard's rows, hands the coordinator its part, and starts
   /// every rank at the checkpoint's clock. Returns "" or why the HELLO is
   /// refused (a failed load is also recorded: load_failed()).
-  std::string Resume(const MessageHeader& h);
+  std::string Resume(const HelloBody& h);
 
   /// The clock this shard resumed at, or −1.
   int64_t resume_clock() const { return resume_clock_; }

@@ -25,9 +25,9 @@ MessageHeader Checkpoint(int rank, int64_t clock, const std::string& dir, uint64
   h.set_type(CHECKPOINT);
   h.set_sender_rank(rank);
   h.set_request_id(request_id);
-  h.set_checkpoint_clock(clock);
-  h.set_checkpoint_dir(dir);
-  CheckpointFile* f = h.add_checkpoint_files();
+  h.mutable_checkpoint()->set_clock(clock);
+  h.mutable_checkpoint()->set_dir(dir);
+  CheckpointFile* f = h.mutable_checkpoint()->mutable_state_file();
   f->set_name("worker-" + std::to_string(rank) + ".state");
   f->set_bytes(10 + rank);
   return h;
@@ -83,13 +83,13 @@ TEST_F(CheckpointRoundTest, TheRoundIsWrittenOnceEveryCountingWorkerJoinedIt) {
   EXPECT_TRUE(std::filesystem::exists(Dir(4) + "/shard-0.tables"));
   for (const auto& s : out_.sent) {
     EXPECT_EQ(s.header.type(), CHECKPOINT_REPLY);
-    EXPECT_EQ(s.header.checkpoint_clock(), 4);
-    ASSERT_EQ(s.header.checkpoint_files_size(), 1);  // no chunk was dealt: no chunks.state
-    EXPECT_EQ(s.header.checkpoint_files(0).name(), "shard-0.tables");
-    EXPECT_EQ(s.header.checkpoint_files(0).bytes(), std::filesystem::file_size(Dir(4) + "/shard-0.tables"));
-    ASSERT_EQ(s.header.checkpoint_workers_size(), 2);
-    EXPECT_EQ(s.header.checkpoint_workers(1).kind(), CheckpointWorker::TRAINING);
-    EXPECT_EQ(s.header.checkpoint_workers(1).file().bytes(), 11u);
+    EXPECT_EQ(s.header.checkpoint_reply().clock(), 4);
+    ASSERT_EQ(s.header.checkpoint_reply().files_size(), 1);  // no chunk was dealt: no chunks.state
+    EXPECT_EQ(s.header.checkpoint_reply().files(0).name(), "shard-0.tables");
+    EXPECT_EQ(s.header.checkpoint_reply().files(0).bytes(), std::filesystem::file_size(Dir(4) + "/shard-0.tables"));
+    ASSERT_EQ(s.header.checkpoint_reply().workers_size(), 2);
+    EXPECT_EQ(s.header.checkpoint_reply().workers(1).kind(), CheckpointWorker::TRAINING);
+    EXPECT_EQ(s.header.checkpoint_reply().workers(1).file().bytes(), 11u);
   }
   EXPECT_EQ(out_.sent[0].header.request_id(), 7u);
   EXPECT_EQ(round_.last_clock(), 4);
@@ -98,17 +98,17 @@ TEST_F(CheckpointRoundTest, TheRoundIsWrittenOnceEveryCountingWorkerJoinedIt) {
 TEST_F(CheckpointRoundTest, AFinishedWorkerIsNotWaitedForAndTheChunkStateIsWritten) {
   MessageHeader chunk;
   chunk.set_sender_rank(0);
-  chunk.mutable_chunk()->set_train_rows(100);
-  chunk.mutable_chunk()->set_chunk_rows(10);
-  chunk.mutable_chunk()->set_epochs(1);
+  chunk.mutable_chunk_next()->set_train_rows(100);
+  chunk.mutable_chunk_next()->set_chunk_rows(10);
+  chunk.mutable_chunk_next()->set_epochs(1);
   ASSERT_TRUE(coordinator_->ChunkNext("w0", chunk, 0).ok());
   out_.sent.clear();
   clocks_.Advance(0, 2);
   clocks_.Remove(1);  // worker 1 finished (barrier)
   round_.Join("w0", Checkpoint(0, 2, Dir(2), 1));
   ASSERT_EQ(out_.sent.size(), 1u);
-  ASSERT_EQ(out_.last().header.checkpoint_files_size(), 2);
-  EXPECT_EQ(out_.last().header.checkpoint_files(1).name(), kChunkStateName);
+  ASSERT_EQ(out_.last().header.checkpoint_reply().files_size(), 2);
+  EXPECT_EQ(out_.last().header.checkpoint_reply().files(1).name(), kChunkStateName);
   EXPECT_TRUE(std::filesystem::exists(Dir(2) + "/" + kChunkStateName));
 }
 
@@ -118,7 +118,7 @@ TEST_F(CheckpointRoundTest, ARoundOfAnotherClockIsRefusedWhileOneIsOpen) {
   round_.Join("w1", Checkpoint(1, 12, Dir(12), 2));
   ASSERT_EQ(out_.sent.size(), 1u);
   EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
-  EXPECT_EQ(out_.last().header.error(), "[test] CHECKPOINT from worker 1 at clock 12 (" + Dir(12) +
+  EXPECT_EQ(out_.last().header.error_reply().error(), "[test] CHECKPOINT from worker 1 at clock 12 (" + Dir(12) +
                                             ") while the one at clock 8 (" + Dir(8) + ") is in progress");
   EXPECT_EQ(stats_.bad_messages, 1u);
 }
@@ -132,8 +132,8 @@ TEST_F(CheckpointRoundTest, ARoundThatCannotCompleteIsAbandoned) {
   round_.MaybeWrite();
   ASSERT_EQ(out_.sent.size(), 1u);
   EXPECT_EQ(out_.last().header.type(), CHECKPOINT_REPLY);
-  EXPECT_TRUE(out_.last().header.checkpoint_abandoned());
-  EXPECT_EQ(out_.last().header.error(),
+  EXPECT_TRUE(out_.last().header.checkpoint_reply().abandoned());
+  EXPECT_EQ(out_.last().header.checkpoint_reply().abandoned_why(),
             "checkpoint at clock 8 abandoned: worker 1 was restarted before it wrote its state (its process started "
             "at clock 0)");
   EXPECT_FALSE(std::filesystem::exists(Dir(8)));
@@ -146,13 +146,12 @@ TEST_F(CheckpointRoundTest, AFailedWriteIsAnsweredWithItsError) {
   round_.Join("w0", Checkpoint(0, 0, tmp_.path() + "/file/ckpt-0", 3));
   ASSERT_EQ(out_.sent.size(), 1u);
   EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
-  EXPECT_NE(out_.last().header.error().find("checkpoint at clock 0: "), std::string::npos);
+  EXPECT_NE(out_.last().header.error_reply().error().find("checkpoint at clock 0: "), std::string::npos);
   EXPECT_EQ(round_.last_clock(), 0);  // counted as the last, as a written one
 }
 
 TEST_F(CheckpointRoundTest, AResumeThatCannotLoadIsTheShardsRefusal) {
-  MessageHeader hello;
-  hello.set_type(HELLO);
+  HelloBody hello;
   round_.set_resume_from(tmp_.path() + "/none");
   EXPECT_TRUE(round_.Resuming(hello));
   EXPECT_EQ(round_.Resume(hello), "server 0 resumes from " + tmp_.path() +

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/partition.h"
+#include "optim/schedule.h"
 
 namespace tether {
 
@@ -72,7 +73,7 @@ bool KvService::ResolveKeyList(const std::string& identity, const Message& m, Ke
   const bool omitted = m.keys.size() == 0;  // checked: a dense table has num_keys 0
   const uint64_t n = h.num_keys();
   if (!IsRowTable(t.spec()) || n == 0) return true;
-  if (h.absent_as_zeros()) {
+  if (h.pull().absent_as_zeros()) {
     if (!omitted) return true;  // served as a plain absent-as-zeros pull
     ++stats_->bad_messages;
     outbox_->SendError(identity, h, "PULL from worker " + std::to_string(h.sender_rank()) +
@@ -113,8 +114,8 @@ bool KvService::ResolveKeyList(const std::string& identity, const Message& m, Ke
   reply.header.set_type(ERROR_REPLY);
   reply.header.set_request_id(h.request_id());
   reply.header.set_table_id(h.table_id());
-  reply.header.set_key_list_unknown(true);
-  reply.header.set_error(outbox_->log_prefix() + TypeName(h.type()) + " names key list " +
+  reply.header.mutable_error_reply()->set_key_list_unknown(true);
+  reply.header.mutable_error_reply()->set_error(outbox_->log_prefix() + TypeName(h.type()) + " names key list " +
                          std::to_string(h.key_list()) + " of table " + t.spec().name() + " (" + std::to_string(n) +
                          " keys), which server " + std::to_string(shard_) + " does not hold; send the keys");
   outbox_->Send(identity, &reply, h.sender_rank());
@@ -129,11 +130,11 @@ void KvService::ServePull(const std::string& identity, const Message& m, const s
   reply.header.set_request_id(h.request_id());
   reply.header.set_table_id(h.table_id());
   reply.header.set_min_clock(clocks_->min_clock());
-  reply.header.set_version(t.version());
+  reply.header.mutable_pull_reply()->set_table_version(t.version());
   const int64_t s = t.staleness();
   if (s >= 0 && clocks_->min_clock() < h.clock() - s) ++stats_->bound_violations;  // invariant check
   Status filled;
-  if (IsRowTable(t.spec()) && h.absent_as_zeros()) {
+  if (IsRowTable(t.spec()) && h.pull().absent_as_zeros()) {
     FillValuesIfPresent(t, m.KeyData(&key_scratch_), h.num_keys(), &reply);
   } else {
     filled = FillValues(t, IsDenseTable(t.spec()) || offsets != nullptr ? nullptr : m.KeyData(&key_scratch_),
@@ -207,7 +208,8 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   ServerTable& t = *tables_[h.table_id()];
   // τ: updates to this table applied since the version the gradient was
   // computed from (a version from the future means a confused peer: τ = 0).
-  const uint64_t tau = h.version() <= t.version() ? t.version() - h.version() : 0;
+  const PushBody& body = h.push();
+  const uint64_t tau = body.base_version() <= t.version() ? t.version() - body.base_version() : 0;
   stats_->staleness.Add(tau);
   float lr_scale = 1.0f;
   switch (t.spec().consistency().staleness_policy()) {
@@ -217,7 +219,10 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   }
   // Adaptive batch sizes, step_scaling SERVER_WEIGHT: the push's batch size
   // over the job's mean (the check refused a weight that is not finite > 0).
-  if (h.has_push_weight()) lr_scale *= h.push_weight();
+  if (body.has_push_weight()) lr_scale *= body.push_weight();
+  // The learning-rate schedule's factor at the clock the gradient was
+  // computed at (optim/schedule.h; 1 without a schedule).
+  lr_scale *= ScheduleFactor(t.spec().optimizer().schedule(), h.clock());
   const float* g = m.ValueData(&value_scratch_);
   const uint64_t* keys = nullptr;
   Status st;
@@ -247,9 +252,9 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   reply.header.set_type(PUSH_REPLY);
   reply.header.set_request_id(h.request_id());
   reply.header.set_table_id(h.table_id());
-  reply.header.set_version(t.version());
+  reply.header.mutable_push_reply()->set_table_version(t.version());
   reply.header.set_min_clock(clocks_->min_clock());
-  if (h.want_values()) {
+  if (body.want_values()) {
     // The rows as they are now, own update included: the worker's cache
     // takes them instead of pulling again (read-my-writes).
     (void)FillValues(t, keys, h.num_keys(), &reply, offsets);  // the push just created every row: cannot fail
@@ -348,7 +353,7 @@ int KvService::FailWaiting(const std::string& why) {
     Message reply;
     reply.header.set_type(ERROR_REPLY);
     reply.header.set_request_id(p.request.header.request_id());
-    reply.header.set_error(why);
+    reply.header.mutable_error_reply()->set_error(why);
     outbox_->Send(p.identity, &reply, p.request.header.sender_rank());
   }
   return static_cast<int>(parked_.size());

@@ -70,7 +70,7 @@ TEST_F(KvServiceTest, APushIsAppliedAndAPullReadsIt) {
   kv_.Push("w0", Request(PUSH, 0, kRows, {3, 7}, {-1, -2, -3, -4}));
   ASSERT_EQ(out_.sent.size(), 1u);
   EXPECT_EQ(out_.last().header.type(), PUSH_REPLY);
-  EXPECT_EQ(out_.last().header.version(), 1u);  // one version per push applied
+  EXPECT_EQ(out_.last().header.push_reply().table_version(), 1u);  // one version per push applied
   Message pull = Request(PULL, 1, kRows, {3, 7, 9}, {});
   kv_.Pull("w1", &pull);
   ASSERT_EQ(out_.last().header.type(), PULL_REPLY);
@@ -123,7 +123,7 @@ TEST_F(KvServiceTest, ALeavingWorkersParkedPullsGoAndTheRestFailWithTheJob) {
   kv_.Pull("w1-new", &c);
   EXPECT_EQ(kv_.FailWaiting("the job ends"), 1);
   EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
-  EXPECT_EQ(out_.last().header.error(), "the job ends");
+  EXPECT_EQ(out_.last().header.error_reply().error(), "the job ends");
   EXPECT_EQ(out_.last().identity, "w1-new");
 }
 
@@ -149,7 +149,7 @@ TEST_F(KvServiceTest, AKeyListIsDefinedOnceThenUsedWithoutItsKeys) {
   unknown.header.set_key_list(5);
   kv_.Pull("w1", &unknown);
   EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
-  EXPECT_TRUE(out_.last().header.key_list_unknown());
+  EXPECT_TRUE(out_.last().header.error_reply().key_list_unknown());
   EXPECT_EQ(kv_.key_list_stats().unknown, 1u);
   EXPECT_EQ(stats_.bad_messages, 0u);  // not a bad message
   // A rejoining worker starts with no lists.
@@ -178,7 +178,7 @@ TEST_F(KvServiceTest, StalenessScalesTheStepUnderInverse) {
 TEST_F(KvServiceTest, ADeltaOutsideAveragingIsRefused) {
   kv_.PushDelta("w0", Request(PUSH_DELTA, 0, kRows, {1}, {1, 1}));
   EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
-  EXPECT_NE(out_.last().header.error().find("is not trained with consistency.model AVERAGE"), std::string::npos);
+  EXPECT_NE(out_.last().header.error_reply().error().find("is not trained with consistency.model AVERAGE"), std::string::npos);
   EXPECT_EQ(stats_.bad_messages, 1u);
   EXPECT_EQ(stats_.pushes, 0u);
 }

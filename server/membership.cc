@@ -88,10 +88,16 @@ bool Membership::Refuse(const std::string& identity, const MessageHeader& h, con
 std::string Membership::CheckPeerHello(const MessageHeader& h, const std::string& who) {
   // Who is talking to whom (case C26): the same protocol, the same job and
   // generation, and this shard where the worker's list puts it.
+  // The version first: a peer of another version sends no HelloBody this
+  // build can read (protocol_version keeps its number in every version).
   const std::string server = "server " + std::to_string(options_.shard);
   if (h.protocol_version() != kProtocolVersion)
     return "protocol version differs: " + who + " speaks version " + std::to_string(h.protocol_version()) + ", " +
            server + " speaks version " + std::to_string(kProtocolVersion) + " (run the same Tether build on both sides)";
+  return CheckHelloBody(h.hello(), who, server);
+}
+
+std::string Membership::CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server) {
   if (h.job_id() != options_.job_id || h.generation() != options_.generation)
     return "job differs: " + who + " is of job '" + h.job_id() + "' generation " + std::to_string(h.generation()) +
            ", " + server + " serves job '" + options_.job_id + "' generation " + std::to_string(options_.generation) +
@@ -212,15 +218,16 @@ void Membership::Welcome(const std::string& identity, const MessageHeader& h, co
   Message reply;
   reply.header.set_type(HELLO_REPLY);
   reply.header.set_request_id(h.request_id());
-  reply.header.set_clock(a.start_clock);
-  if (a.rejoin_clock >= 0) reply.header.set_rejoin_clock(a.rejoin_clock);
   reply.header.set_min_clock(clocks_->min_clock());
-  reply.header.set_shard(options_.shard);
-  reply.header.set_num_shards(options_.num_shards);
-  reply.header.set_job_id(options_.job_id);
-  reply.header.set_generation(options_.generation);
   reply.header.set_protocol_version(kProtocolVersion);
-  if (key_list_bytes > 0) reply.header.set_key_list_cache_bytes(key_list_bytes);
+  HelloReplyBody& body = *reply.header.mutable_hello_reply();
+  body.set_start_clock(a.start_clock);
+  if (a.rejoin_clock >= 0) body.set_rejoin_clock(a.rejoin_clock);
+  body.set_shard(options_.shard);
+  body.set_num_shards(options_.num_shards);
+  body.set_job_id(options_.job_id);
+  body.set_generation(options_.generation);
+  if (key_list_bytes > 0) body.set_key_list_cache_bytes(key_list_bytes);
   outbox_->Send(identity, &reply, h.sender_rank());
 }
 
@@ -250,11 +257,11 @@ bool Membership::Arrive(int rank, const std::string& identity, const MessageHead
   Worker& w = workers_[rank];
   w.at_barrier = true;
   w.identity = identity;
-  w.samples = h.samples();
+  w.samples = h.barrier().samples();
   w.barrier_request = h.request_id();
-  w.stats = h.worker_stats();
+  w.stats = h.barrier().worker_stats();
   w.finished = true;
-  w.data_done = h.has_chunk() && h.chunk().kind() == DataOnDemandChunk::DONE;
+  w.data_done = h.barrier().data_done();
   return clocks_->Remove(rank);
 }
 
@@ -282,9 +289,10 @@ void Membership::ReleaseBarrier(JobCoordinator* coordinator) {
     Message reply;
     reply.header.set_type(BARRIER_REPLY);
     reply.header.set_request_id(w.barrier_request);
-    reply.header.set_samples(total);
-    reply.header.set_clock(latest);  // the largest clock any worker reached
-    if (coordinator != nullptr) reply.header.set_evaluator_rank(evaluator);
+    BarrierReplyBody& body = *reply.header.mutable_barrier_reply();
+    body.set_total_samples(total);
+    body.set_max_clock(latest);
+    if (coordinator != nullptr) body.set_evaluator_rank(evaluator);
     outbox_->Send(w.identity, &reply, r);
     w.at_barrier = false;
   }
@@ -317,7 +325,7 @@ int Membership::AnswerHeldByes(const Status& outcome) {
     Message reply;
     reply.header.set_type(outcome.ok() ? BYE_REPLY : ERROR_REPLY);
     reply.header.set_request_id(b.request_id);
-    if (!outcome.ok()) reply.header.set_error(outcome.message());
+    if (!outcome.ok()) reply.header.mutable_error_reply()->set_error(outcome.message());
     outbox_->Send(b.identity, &reply, b.rank);
   }
   const int n = static_cast<int>(held_byes_.size());
@@ -348,7 +356,7 @@ StatusOr<Membership::Silent> Membership::NextSilent(std::chrono::steady_clock::t
     if (!w.identity.empty() && outbox_->ConnectionLive(w.identity)) {
       Message removed;
       removed.header.set_type(REMOVED);
-      removed.header.set_error(outbox_->log_prefix() + "worker " + std::to_string(rank) + " " + w.removed_why);
+      removed.header.mutable_removed()->set_reason(outbox_->log_prefix() + "worker " + std::to_string(rank) + " " + w.removed_why);
       outbox_->Send(w.identity, &removed, rank);
     }
     return Silent{rank, silent_ms};
@@ -440,7 +448,7 @@ int Membership::FailWaiting(const std::string& why) {
     Message reply;
     reply.header.set_type(ERROR_REPLY);
     reply.header.set_request_id(request_id);
-    reply.header.set_error(why);
+    reply.header.mutable_error_reply()->set_error(why);
     outbox_->Send(identity, &reply, rank);
     ++told;
   };

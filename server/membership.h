@@ -83,7 +83,7 @@ class Membership {
     bool said_hello = false, at_barrier = false, said_bye = false, dead = false;
     std::string removed_why;  // set with `dead`: "removed: silent for N ms ..."
     bool finished = false;    // reached the barrier (stays set once released)
-    bool data_done = false;   // BARRIER said data on demand is DONE (chunk.kind)
+    bool data_done = false;   // BARRIER said data on demand is DONE (BarrierBody.data_done)
     uint64_t samples = 0;
     uint64_t barrier_request = 0;
     // The clock this process (re)joined at: it takes no checkpoint at or
@@ -210,6 +210,8 @@ class Membership {
   };
   // The checks of HELLO `h` that need no tables: "" or why it is refused.
   std::string CheckPeerHello(const MessageHeader& h, const std::string& who);
+  // Those of its body (the same protocol version): "" or why it is refused.
+  std::string CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server);
   // Whether another live connection holds `rank` (refused, logged, sent).
   bool SecondClaim(const std::string& identity, Message* m, const std::string& who);
 

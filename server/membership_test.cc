@@ -34,11 +34,11 @@ Message Hello(int rank) {
   m.header.set_sender_rank(rank);
   m.header.set_request_id(100 + rank);
   m.header.set_protocol_version(kProtocolVersion);
-  m.header.set_job_id("job");
-  m.header.set_generation(3);
-  m.header.set_shard(1);
-  m.header.set_num_shards(2);
-  m.header.set_staleness(2);
+  m.header.mutable_hello()->set_job_id("job");
+  m.header.mutable_hello()->set_generation(3);
+  m.header.mutable_hello()->set_shard(1);
+  m.header.mutable_hello()->set_num_shards(2);
+  m.header.mutable_hello()->set_staleness(2);
   return m;
 }
 
@@ -57,7 +57,7 @@ class MembershipTest : public ::testing::Test {
   std::string Refusal(Message& m) {
     members_.EnsureSlot(m.header.sender_rank());
     EXPECT_EQ(members_.Check("w", &m, true), Membership::Hello::kRefused);
-    return out_.last().header.error();
+    return out_.last().header.error_reply().error();
   }
 
   ClockTracker clocks_;
@@ -71,36 +71,52 @@ TEST_F(MembershipTest, AHelloOfAnotherJobShardOrSettingIsRefusedNamingBoth) {
   m.header.set_protocol_version(kProtocolVersion + 1);
   EXPECT_NE(Refusal(m).find("protocol version differs: worker 0 speaks version"), std::string::npos);
   m = Hello(0);
-  m.header.set_generation(4);
+  m.header.mutable_hello()->set_generation(4);
   EXPECT_EQ(Refusal(m), "[test] job differs: worker 0 is of job 'job' generation 4, server 1 serves job 'job' "
                         "generation 3 (cluster.job_id / cluster.generation, or the config's name)");
   m = Hello(0);
-  m.header.set_shard(0);
+  m.header.mutable_hello()->set_shard(0);
   EXPECT_EQ(Refusal(m), "[test] server tcp://127.0.0.1:5555 is shard 1 of 2 but worker 0 lists it as shard 0 of 2 "
                         "in --server_addresses");
   m = Hello(0);
-  m.header.set_consistency_model(AVERAGE);
+  m.header.mutable_hello()->set_consistency_model(AVERAGE);
   EXPECT_NE(Refusal(m).find("consistency model differs: worker 0 trains with AVERAGE, server 1 with SSP"),
             std::string::npos);
   m = Hello(0);
-  m.header.set_staleness(0);
+  m.header.mutable_hello()->set_staleness(0);
   EXPECT_NE(Refusal(m).find("staleness differs: worker 0 has"), std::string::npos);
   // The first HELLO that carries the data mode and epochs sets them.
   m = Hello(0);
-  m.header.set_data_on_demand(true);
-  m.header.set_train_epochs(5);
+  m.header.mutable_hello()->set_data_on_demand(true);
+  m.header.mutable_hello()->set_train_epochs(5);
   EXPECT_EQ(members_.Check("w0", &m, true), Membership::Hello::kAdmit);
   m = Hello(1);
-  m.header.set_data_on_demand(false);
+  m.header.mutable_hello()->set_data_on_demand(false);
   EXPECT_NE(Refusal(m).find("train.data_on_demand differs: worker 1 trains its static split, the job's workers so "
                             "far draws its rows on demand"),
             std::string::npos);
   m = Hello(1);
-  m.header.set_train_epochs(4);
+  m.header.mutable_hello()->set_train_epochs(4);
   EXPECT_NE(Refusal(m).find("train.epochs differs: worker 1 trains 4 epoch(s), the job's workers so far 5"),
             std::string::npos);
   EXPECT_EQ(out_.sent.size(), 7u);
   for (const auto& s : out_.sent) EXPECT_EQ(s.header.type(), ERROR_REPLY);
+}
+
+// A HELLO of protocol version 3 carries no body (its fields sit at numbers
+// version 4 reserves): the version is checked first, and the refusal names
+// both versions, in the body and at the error's old field number.
+TEST_F(MembershipTest, AHelloOfTheOldProtocolIsRefusedNamingBothVersions) {
+  Message m = Hello(0);
+  m.header.clear_body();
+  m.header.set_protocol_version(3);
+  const std::string want = "[test] protocol version differs: worker 0 speaks version 3, server 1 speaks version " +
+                           std::to_string(kProtocolVersion) + " (run the same Tether build on both sides)";
+  EXPECT_EQ(Refusal(m), want);
+  MessageHeader without_body = out_.last().header;
+  without_body.clear_body();
+  EXPECT_EQ(ErrorText(without_body), want);
+  EXPECT_EQ(members_.InitialRanksRefused(), 1);
 }
 
 TEST_F(MembershipTest, OtherRanksWaitForWorkerZerosHello) {
@@ -125,10 +141,10 @@ TEST_F(MembershipTest, ASecondLiveConnectionForARankIsRefusedAndARestartedOneRej
   clocks_.Advance(1, 3);
   Message again = Hello(0);
   EXPECT_EQ(members_.Check("w0-b", &again, true), Membership::Hello::kRefused);
-  EXPECT_NE(out_.last().header.error().find("worker 0 is already connected to server 1 from another connection that "
+  EXPECT_NE(out_.last().header.error_reply().error().find("worker 0 is already connected to server 1 from another connection that "
                                             "is still live"),
             std::string::npos);
-  EXPECT_NE(out_.last().header.error().find("cluster.liveness_timeout_ms=700"), std::string::npos);
+  EXPECT_NE(out_.last().header.error_reply().error().find("cluster.liveness_timeout_ms=700"), std::string::npos);
   // Once the old connection is gone, the new process rejoins at the
   // slowest clock of the others, told where it was.
   out_.gone.insert("w0-a");
@@ -157,10 +173,10 @@ TEST_F(MembershipTest, JoinersStartAtTheSlowestCountingClockAndCount) {
   EXPECT_EQ(members_.StatsRanks(), 4);
   members_.Welcome("w3", Hello(3).header, a, 4096);
   EXPECT_EQ(out_.last().header.type(), HELLO_REPLY);
-  EXPECT_EQ(out_.last().header.clock(), 12);
+  EXPECT_EQ(out_.last().header.hello_reply().start_clock(), 12);
   EXPECT_EQ(out_.last().header.min_clock(), 12);
-  EXPECT_EQ(out_.last().header.key_list_cache_bytes(), 4096u);
-  EXPECT_FALSE(out_.last().header.has_rejoin_clock());
+  EXPECT_EQ(out_.last().header.hello_reply().key_list_cache_bytes(), 4096u);
+  EXPECT_FALSE(out_.last().header.hello_reply().has_rejoin_clock());
 }
 
 TEST_F(MembershipTest, TheBarrierIsReleasedOnceEveryMemberIsThereOrGone) {
@@ -169,7 +185,7 @@ TEST_F(MembershipTest, TheBarrierIsReleasedOnceEveryMemberIsThereOrGone) {
   Join(2, "w2");
   MessageHeader b;
   b.set_type(BARRIER);
-  b.set_samples(70);
+  b.mutable_barrier()->set_samples(70);
   b.set_request_id(9);
   members_.Arrive(1, "w1", b);
   members_.ReleaseBarrier(nullptr);
@@ -178,14 +194,14 @@ TEST_F(MembershipTest, TheBarrierIsReleasedOnceEveryMemberIsThereOrGone) {
   members_.AnswerBye(2, "w2", b);  // left early: answered at once
   ASSERT_EQ(out_.sent.size(), 1u);
   EXPECT_EQ(out_.last().header.type(), BYE_REPLY);
-  b.set_samples(30);
+  b.mutable_barrier()->set_samples(30);
   members_.Arrive(0, "w0", b);
   members_.ReleaseBarrier(nullptr);
   ASSERT_EQ(out_.sent.size(), 3u);
   for (size_t i = 1; i < 3; ++i) {
     EXPECT_EQ(out_.sent[i].header.type(), BARRIER_REPLY);
-    EXPECT_EQ(out_.sent[i].header.samples(), 100u);
-    EXPECT_FALSE(out_.sent[i].header.has_evaluator_rank());  // no coordinator here
+    EXPECT_EQ(out_.sent[i].header.barrier_reply().total_samples(), 100u);
+    EXPECT_FALSE(out_.sent[i].header.barrier_reply().has_evaluator_rank());  // no coordinator here
   }
   // A finished worker's BYE waits for the job's outcome.
   members_.Leave(0);
@@ -193,7 +209,7 @@ TEST_F(MembershipTest, TheBarrierIsReleasedOnceEveryMemberIsThereOrGone) {
   EXPECT_EQ(out_.sent.size(), 3u);
   EXPECT_EQ(members_.AnswerHeldByes(Status::Unavailable("the job failed")), 1);
   EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);
-  EXPECT_EQ(out_.last().header.error(), "the job failed");
+  EXPECT_EQ(out_.last().header.error_reply().error(), "the job failed");
   EXPECT_FALSE(members_.JobFinished());  // rank 2 left before finishing
 }
 
@@ -210,7 +226,7 @@ TEST_F(MembershipTest, TheEvaluatorIsTheCoordinatorsToFix) {
   members_.Arrive(1, "w1", b);
   members_.Leave(0);
   members_.ReleaseBarrier(coordinator.get());
-  EXPECT_EQ(out_.last().header.evaluator_rank(), 1);
+  EXPECT_EQ(out_.last().header.barrier_reply().evaluator_rank(), 1);
   EXPECT_EQ(coordinator->Evaluator(0), 1);  // fixed by the first release
 }
 
@@ -229,7 +245,7 @@ TEST_F(MembershipTest, ASilentWorkerIsRemovedAndToldOrFailsTheJob) {
   EXPECT_EQ(s->rank, 0);
   EXPECT_TRUE(members_.worker(0).dead);
   EXPECT_EQ(out_.last().header.type(), REMOVED);
-  EXPECT_NE(out_.last().header.error().find("worker 0 removed: silent for"), std::string::npos);
+  EXPECT_NE(out_.last().header.removed().reason().find("worker 0 removed: silent for"), std::string::npos);
   EXPECT_TRUE(members_.RemoveSilent(*s));  // the slowest left: min clock 2 → 6
   EXPECT_EQ(clocks_.min_clock(), 6);
   EXPECT_EQ(stats_.workers_timed_out, 1u);
@@ -244,7 +260,7 @@ TEST_F(MembershipTest, ASilentWorkerIsRemovedAndToldOrFailsTheJob) {
   o.on_worker_timeout = FAIL_JOB;
   Membership strict(o, &clocks, &stats_, &out_);
   Message m = Hello(0);
-  m.header.set_staleness(0);
+  m.header.mutable_hello()->set_staleness(0);
   ASSERT_EQ(strict.Check("w0", &m, true), Membership::Hello::kAdmit);
   strict.Admit(0, "w0", -1);
   const StatusOr<Membership::Silent> fail = strict.NextSilent(later);
@@ -255,7 +271,7 @@ TEST_F(MembershipTest, ASilentWorkerIsRemovedAndToldOrFailsTheJob) {
 
 TEST_F(MembershipTest, TheStartupDeadlineNamesTheRanksMissingAndWhy) {
   Message m = Hello(1);
-  m.header.set_generation(9);
+  m.header.mutable_hello()->set_generation(9);
   Refusal(m);
   Join(0, "w0");
   const auto t0 = Clock::now();

@@ -149,8 +149,9 @@ Status RequestCheck::CheckKeys(const Message& m, const ServerTable& t, const std
 Status RequestCheck::CheckPeer(const std::string& identity, const Message& m) const {
   const MessageHeader& h = m.header;
   const std::string from = " from worker " + std::to_string(h.sender_rank());
-  if (h.type() == PUSH && h.has_push_weight() && !(std::isfinite(h.push_weight()) && h.push_weight() > 0))
-    return Status::InvalidArgument("PUSH" + from + ": push_weight " + std::to_string(h.push_weight()) +
+  const PushBody& push = h.push();
+  if (h.type() == PUSH && push.has_push_weight() && !(std::isfinite(push.push_weight()) && push.push_weight() > 0))
+    return Status::InvalidArgument("PUSH" + from + ": push_weight " + std::to_string(push.push_weight()) +
                                    " must be a finite number > 0; nothing applied");
   if (h.type() == PUSH || h.type() == PUSH_DELTA) {
     // No non-finite value ever reaches a table (case C08).

@@ -138,7 +138,7 @@ TEST_F(RequestCheckTest, ValuesMustBeFiniteAndWeightsPositive) {
   EXPECT_EQ(Refusal(Request(PUSH_DELTA, 0, 1, {}, {0, 0, std::numeric_limits<float>::infinity(), 0, 0}, 1)),
             "PUSH_DELTA from worker 0 to table b: value 2 is infinite; nothing applied");
   Message weighted = Request(PUSH, 0, 0, {mine_[0]}, {1, 2});
-  weighted.header.set_push_weight(-1);
+  weighted.header.mutable_push()->set_push_weight(-1);
   EXPECT_EQ(Refusal(weighted), "PUSH from worker 0: push_weight -1.000000 must be a finite number > 0; nothing applied");
   // A long push with one NaN deep inside: found at its exact place.
   std::vector<uint64_t> keys;

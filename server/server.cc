@@ -374,7 +374,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     // the cause: it stays to tell the workers still to come (their ABORTs
     // follow its refusals).
     if (aborted_.ok() && round_.load_failed().ok())
-      aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error());
+      aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.job_abort().reason());
     return;
   }
   if (members_.worker(rank).dead && h.type() != HELLO) {
@@ -410,18 +410,19 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
 }
 
 bool ServerShard::AbortFromReplacedProcess(const MessageHeader& h) {
-  if (h.type() != ABORT || h.server_incarnation() == 0 || h.server_incarnation() == incarnation_ ||
-      h.job_id() != job_id_ || h.generation() != config_.cluster().generation())
+  const AbortBody& abort = h.job_abort();
+  if (h.type() != ABORT || abort.known_server_incarnation() == 0 || abort.known_server_incarnation() == incarnation_ ||
+      abort.job_id() != job_id_ || abort.generation() != config_.cluster().generation())
     return false;
   // A worker of this job failed, and it had joined another process on this
   // shard's address: this one replaced it (killed and started again by
   // hand) and the job it would serve is gone. It ends too, rather than wait
   // cluster.startup_timeout_ms for a HELLO that never comes.
   if (aborted_.ok() && round_.load_failed().ok())
-    aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.error() + " (this server, process start id " +
+    aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + abort.reason() + " (this server, process start id " +
                                    IncarnationHex(incarnation_) + ", replaced the one worker " +
                                    std::to_string(h.sender_rank()) + " had joined, start id " +
-                                   IncarnationHex(h.server_incarnation()) + ")");
+                                   IncarnationHex(abort.known_server_incarnation()) + ")");
   return true;
 }
 
@@ -435,7 +436,7 @@ void ServerShard::OnHello(const std::string& identity, Message* m) {
   }
   if (members_.Check(identity, m, kv_.defined()) != Membership::Hello::kAdmit) return;
   const bool defines = !kv_.defined();  // worker 0's first HELLO
-  if (const std::string why = defines ? SetUpTables(h) : MatchJob(h); !why.empty()) {
+  if (const std::string why = defines ? SetUpTables(h.hello()) : MatchJob(h.hello(), rank); !why.empty()) {
     members_.Refuse(identity, h, why);
     return;
   }
@@ -449,7 +450,7 @@ void ServerShard::OnHello(const std::string& identity, Message* m) {
   round_.MaybeWrite();  // a round this process cannot take part in ends
 }
 
-std::string ServerShard::SetUpTables(const MessageHeader& h) {
+std::string ServerShard::SetUpTables(const HelloBody& h) {
   std::vector<TableSpec> specs(h.tables().begin(), h.tables().end());
   if (specs.empty()) return "worker 0 declared no tables";
   const Status valid = ValidateTableSpecs(specs, num_shards_);
@@ -466,8 +467,8 @@ std::string ServerShard::SetUpTables(const MessageHeader& h) {
   return "";
 }
 
-std::string ServerShard::MatchJob(const MessageHeader& h) const {
-  const std::string who = "worker " + std::to_string(h.sender_rank());
+std::string ServerShard::MatchJob(const HelloBody& h, int rank) const {
+  const std::string who = "worker " + std::to_string(rank);
   const int64_t resumed = round_.resume_clock();
   if (h.resume_clock() != resumed)
     return "resume differs: " + who +
@@ -483,7 +484,8 @@ void ServerShard::OnClock(const std::string& identity, const MessageHeader& h) {
   const int rank = h.sender_rank();
   // AVERAGE: the CLOCK ending a round carries the sender's weight; its
   // deltas join the round before the round can close (Advance below).
-  kv_.RoundEnded(rank, h.clock(), h.average_updates());
+  const ClockBody& body = h.clock_report();
+  kv_.RoundEnded(rank, h.clock(), body.average_updates());
   if (clocks_.Advance(rank, h.clock())) {
     kv_.ServeReadyPulls();
     if (clock_listener_) clock_listener_(clocks_.min_clock());
@@ -499,12 +501,12 @@ void ServerShard::OnClock(const std::string& identity, const MessageHeader& h) {
   // The job's part: the due checkpoint's clock, the next batch size.
   ClockReport report;
   report.rank = rank;
-  report.want_checkpoint = h.want_checkpoint();
-  report.adaptive = h.has_adaptive_batch() ? &h.adaptive_batch() : nullptr;
+  report.want_checkpoint = body.want_checkpoint();
+  report.adaptive = body.has_adaptive_batch() ? &body.adaptive_batch() : nullptr;
   report.latest_clock = LatestCountingClock();
   report.bound_wait_s = kv_.bound_wait_s(rank);
   report.now = SteadyClock::now();
-  if (Status st = coordinator_->Clock(report, &reply.header); !st.ok()) {
+  if (Status st = coordinator_->Clock(report, reply.header.mutable_clock_reply()); !st.ok()) {
     ++stats_.bad_messages;
     LOG(ERROR) << log_prefix_ << st.message();
     outbox_.SendError(identity, h, st.message());
@@ -516,7 +518,7 @@ void ServerShard::OnClock(const std::string& identity, const MessageHeader& h) {
 void ServerShard::OnBarrier(const std::string& identity, const MessageHeader& h) {
   const int rank = h.sender_rank();
   MinClockChanged(members_.Arrive(rank, identity, h));
-  if (coordinator_ != nullptr) coordinator_->WorkerFinished(rank, h.samples(), h.finished());
+  if (coordinator_ != nullptr) coordinator_->WorkerFinished(rank, h.barrier().samples(), h.barrier().finished());
   members_.ReleaseBarrier(coordinator_.get());
   round_.MaybeWrite();
 }
@@ -555,7 +557,7 @@ void ServerShard::OnStats(const std::string& identity, const MessageHeader& h) {
   Message reply;
   reply.header.set_type(STATS_REPLY);
   reply.header.set_request_id(h.request_id());
-  *reply.header.mutable_shard_stats() = SnapshotStats();
+  *reply.header.mutable_stats_reply()->mutable_shard_stats() = SnapshotStats();
   outbox_.Send(identity, &reply, h.sender_rank());
 }
 

@@ -206,8 +206,8 @@ class ServerShard {
   void OnHello(const std::string& identity, Message* m);
   // The HELLO's tables: worker 0's define the job's (or resume it); the
   // others' must match. "" or why the HELLO is refused.
-  std::string SetUpTables(const MessageHeader& h);
-  std::string MatchJob(const MessageHeader& h) const;
+  std::string SetUpTables(const HelloBody& h);
+  std::string MatchJob(const HelloBody& h, int rank) const;
   void OnClock(const std::string& identity, const MessageHeader& h);
   void OnBarrier(const std::string& identity, const MessageHeader& h);
   void OnBye(const std::string& identity, const MessageHeader& h);

@@ -8,8 +8,8 @@ namespace tether {
 void ShardOutbox::Send(const std::string& identity, Message* reply, int rank) {
   stats_->bytes_out += reply->keys.size() + reply->values.size();
   reply->header.set_server_incarnation(incarnation_);
-  // A reply's want_checkpoint: this shard was told to stop (TellStopping).
-  if (stopping_->load()) reply->header.set_want_checkpoint(true);
+  // A reply's server_stopping: this shard was told to stop (TellStopping).
+  if (stopping_->load()) reply->header.set_server_stopping(true);
   const std::string peer = rank >= 0 ? "worker " + std::to_string(rank) : "unregistered peer";
   Status st = SendMessage(*socket_, reply, &identity, peer);
   if (!st.ok()) {
@@ -19,11 +19,11 @@ void ShardOutbox::Send(const std::string& identity, Message* reply, int rank) {
 }
 
 void ShardOutbox::TellStopping(const std::string& identity) {
-  // RequestChannel::DrainReplies reads want_checkpoint before dropping the probe.
+  // RequestChannel::DrainReplies reads server_stopping before dropping the probe.
   Message probe;
   probe.header.set_type(HEARTBEAT);
   probe.header.set_server_incarnation(incarnation_);
-  probe.header.set_want_checkpoint(true);
+  probe.header.set_server_stopping(true);
   if (Status st = SendMessage(*socket_, &probe, &identity, "worker"); !st.ok())
     LOG(WARNING) << log_prefix() << "could not tell a worker of the stop: " << st.message();
 }

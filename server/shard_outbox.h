@@ -1,7 +1,7 @@
 // ShardOutbox: the shard's Outbox on its ROUTER socket. Every message it
 // sends carries the shard's process start id (MessageHeader.
 // server_incarnation), and, once the shard was told to stop
-// (ServerShard::StopAfterWorkers), want_checkpoint, so each worker learns
+// (ServerShard::StopAfterWorkers), server_stopping, so each worker learns
 // of the stop from any reply. It counts the bytes of keys and values
 // frames sent and the replies it could not deliver (ServerStats).
 //
@@ -32,7 +32,7 @@ class ShardOutbox final : public Outbox {
 
   void Send(const std::string& identity, Message* reply, int rank) override;
   /// Tells the worker at `identity`, unasked, that this shard was told to
-  /// stop: a HEARTBEAT with want_checkpoint set (the worker reads it before
+  /// stop: a HEARTBEAT with server_stopping set (the worker reads it before
   /// dropping the probe). A failure is logged, nothing more.
   void TellStopping(const std::string& identity);
   /// Whether the ROUTER still has a connection for `identity`: a HEARTBEAT

@@ -89,7 +89,7 @@ class ServerTable {
   Status PullRows(const uint64_t* keys, uint64_t n, float* out);
   /// Row tables: copies the rows of `n` keys into out (n × dim floats),
   /// writing dim zeros for a key this shard does not hold and creating
-  /// nothing: evaluation of a hashed model (MessageHeader.absent_as_zeros),
+  /// nothing: evaluation of a hashed model (PullBody.absent_as_zeros),
   /// where an id never trained contributes nothing to the scores and must
   /// not grow the table. Cannot fail.
   void PullRowsIfPresent(const uint64_t* keys, uint64_t n, float* out) const;

@@ -118,6 +118,11 @@ class BlockRun {
   Status first_error_;       // guarded by mu_
 };
 
+// Scores `data` with `scorers` (one model's or an ensemble's), the model
+// settings from `c`.
+StatusOr<Predictions> PredictWith(const JobConfig& c, const ScorerSet& scorers, const LabelCounts& counts,
+                                  const Dataset& data, const PredictOptions& options);
+
 Status CheckPredictInput(const TrainedModel& model, const PredictOptions& options) {
   if (options.threads < 1)
     return Status::InvalidArgument("threads must be >= 1, got " + std::to_string(options.threads));
@@ -142,10 +147,23 @@ int64_t OutputLabelId(const JobConfig& config, uint32_t index) {
 
 StatusOr<Predictions> PredictRows(const TrainedModel& model, const LabelCounts& counts, const Dataset& data,
                                   const PredictOptions& options) {
-  const JobConfig& c = model.config;
   TETHER_RETURN_IF_ERROR(CheckPredictInput(model, options));
-  const LabelKind kind = LabelKindOf(c);
   TETHER_ASSIGN_OR_RETURN(const ScorerSet scorers, MakeScorerSet(model));
+  return PredictWith(model.config, scorers, counts, data, options);
+}
+
+StatusOr<Predictions> PredictEnsemble(const std::vector<const TrainedModel*>& models, const LabelCounts& counts,
+                                      const Dataset& data, const PredictOptions& options) {
+  for (const TrainedModel* m : models) TETHER_RETURN_IF_ERROR(CheckPredictInput(*m, options));
+  TETHER_ASSIGN_OR_RETURN(const ScorerSet scorers, MakeEnsembleScorerSet(models, options.device));
+  return PredictWith(models[0]->config, scorers, counts, data, options);
+}
+
+namespace {
+
+StatusOr<Predictions> PredictWith(const JobConfig& c, const ScorerSet& scorers, const LabelCounts& counts,
+                                  const Dataset& data, const PredictOptions& options) {
+  const LabelKind kind = LabelKindOf(c);
   if (data.features.cols != c.data().num_features())
     return Status::InvalidArgument("the input has " + std::to_string(data.features.cols) +
                                    " features; the model was trained on " + std::to_string(c.data().num_features()));
@@ -183,5 +201,7 @@ StatusOr<Predictions> PredictRows(const TrainedModel& model, const LabelCounts& 
   }
   return out;
 }
+
+}  // namespace
 
 }  // namespace tether

@@ -58,6 +58,15 @@ struct Predictions {
 StatusOr<Predictions> PredictRows(const TrainedModel& model, const LabelCounts& counts, const Dataset& data,
                                   const PredictOptions& options);
 
+/// PredictRows with an ensemble of `models` (MakeEnsembleScorerSet,
+/// serving/scorer.h: the mean of their probabilities, as log probabilities
+/// or logits); the settings (block size, label numbering) of models[0]; the
+/// propensities from `counts`. Each thread makes one backend per model.
+/// Errors: PredictRows' for any model, and InvalidArgument when the models
+/// disagree on what they score (naming the field).
+StatusOr<Predictions> PredictEnsemble(const std::vector<const TrainedModel*>& models, const LabelCounts& counts,
+                                      const Dataset& data, const PredictOptions& options);
+
 /// The label id of output `index` in the data's own numbering: index +
 /// data.index_base for multi-label models, + data.label_base for
 /// multiclass; a binary model's one output is 1.

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/table_spec.h"
+#include "serving/scorer.h"
 #include "worker/models/model_registry.h"
 
 namespace tether {
@@ -177,6 +178,97 @@ TEST(PredictorTest, BinaryAndMulticlassModelsScore) {
   const StatusOr<Predictions> refused = PredictRows(named, LabelCounts{}, Rows(), PredictOptions{});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("my_model"), std::string::npos);
+}
+
+// Per-row scores of a model, straight from its scorer.
+std::vector<float> Logits(const TrainedModel& m, const Dataset& d) {
+  StatusOr<ScorerSet> set = MakeScorerSet(m);
+  EXPECT_TRUE(set.ok()) << set.status().ToString();
+  StatusOr<std::unique_ptr<Backend>> b = CreateBackend("cpu", 1);
+  EXPECT_TRUE(b.ok());
+  std::vector<float> s;
+  EXPECT_TRUE(set->make(std::move(b).value())->Score(d.features, 0, d.features.rows, &s).ok());
+  return s;
+}
+
+// An ensemble of two XMC models (different weights, as different seeds
+// give): each row's scores are log of the mean softmax probabilities.
+TEST(PredictorTest, EnsembleAveragesSoftmaxProbabilities) {
+  const JobConfig c = XmcConfig();
+  const TrainedModel a = ModelWithRows(c, {{"w1", {0, 1, 2, 3}}, {"w2", {0, 1, 2}}});
+  TrainedModel b = a;
+  for (TrainedTable& t : b.tables)
+    for (float& v : t.values) v = -0.5f * v + 0.1f;
+  const Dataset d = Rows();
+  const std::vector<float> sa = Logits(a, d), sb = Logits(b, d);
+  ASSERT_EQ(sa.size(), 12u);
+  StatusOr<ScorerSet> set = MakeEnsembleScorerSet({&a, &b}, "cpu");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  StatusOr<std::unique_ptr<Backend>> be = CreateBackend("cpu", 1);
+  ASSERT_TRUE(be.ok());
+  std::vector<float> se;
+  ASSERT_TRUE(set->make(std::move(be).value())->Score(d.features, 0, 4, &se).ok());
+  for (int r = 0; r < 4; ++r) {
+    double za = 0, zb = 0;
+    for (int j = 0; j < 3; ++j) za += std::exp(sa[r * 3 + j]), zb += std::exp(sb[r * 3 + j]);
+    for (int j = 0; j < 3; ++j) {
+      const double want = std::log((std::exp(sa[r * 3 + j]) / za + std::exp(sb[r * 3 + j]) / zb) / 2);
+      EXPECT_NEAR(se[r * 3 + j], want, 1e-6) << r << "," << j;
+    }
+  }
+  // Through PredictEnsemble: the same top-k, and metrics beside each model's.
+  PredictOptions o;
+  o.top_k = 3;
+  StatusOr<Predictions> p = PredictEnsemble({&a, &b}, LabelCounts{}, d, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  for (int r = 0; r < 4; ++r)
+    EXPECT_NEAR(p->scores[r * 3], std::max({se[r * 3], se[r * 3 + 1], se[r * 3 + 2]}), 1e-7);
+  EXPECT_EQ(p->metrics[0].first, "precision_at_1");
+  // One model alone: its log-softmax, the same ranking as its logits.
+  StatusOr<Predictions> alone = PredictEnsemble({&a}, LabelCounts{}, d, o);
+  StatusOr<Predictions> single = PredictRows(a, LabelCounts{}, d, o);
+  ASSERT_TRUE(alone.ok() && single.ok());
+  EXPECT_EQ(alone->labels, single->labels);
+}
+
+// Binary models: the logit of the mean sigmoid probability.
+TEST(PredictorTest, EnsembleOfBinaryModelsAveragesProbabilities) {
+  JobConfig lr;
+  lr.mutable_data()->set_index_base(1);
+  lr.mutable_data()->set_num_features(4);
+  lr.mutable_model()->set_type(SPARSE_LR);
+  const TrainedModel a = ModelWithRows(lr, {{"w", {0, 1, 2, 3}}});
+  TrainedModel b = a;
+  for (float& v : b.tables[0].values) v *= 3.0f;
+  const Dataset d = Rows();
+  const std::vector<float> sa = Logits(a, d), sb = Logits(b, d);
+  StatusOr<ScorerSet> set = MakeEnsembleScorerSet({&a, &b}, "cpu");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  StatusOr<std::unique_ptr<Backend>> be = CreateBackend("cpu", 1);
+  ASSERT_TRUE(be.ok());
+  std::vector<float> se;
+  ASSERT_TRUE(set->make(std::move(be).value())->Score(d.features, 0, 4, &se).ok());
+  for (int r = 0; r < 4; ++r) {
+    const double p = (1 / (1 + std::exp(-sa[r])) + 1 / (1 + std::exp(-sb[r]))) / 2;
+    EXPECT_NEAR(se[r], std::log(p / (1 - p)), 1e-5) << r;
+  }
+}
+
+TEST(PredictorTest, EnsembleRefusesModelsThatScoreDifferently) {
+  const JobConfig c = XmcConfig();
+  const TrainedModel a = ModelWithRows(c, {{"w1", {}}, {"w2", {}}});
+  JobConfig wider = c;
+  wider.mutable_data()->set_num_labels(4);
+  TrainedModel b = ModelWithRows(wider, {{"w1", {}}, {"w2", {}}});
+  const StatusOr<ScorerSet> s = MakeEnsembleScorerSet({&a, &b}, "cpu");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "model 2 of the ensemble differs from model 1 in data.num_labels: 3 vs 4: an ensemble averages models "
+            "that score the same outputs from the same input");
+  JobConfig tfidf = c;
+  tfidf.mutable_data()->set_tf_idf(true);
+  EXPECT_EQ(EnsembleMismatch(c, tfidf), "data.tf_idf: false vs true");
+  EXPECT_EQ(EnsembleMismatch(c, c), "");
 }
 
 }  // namespace

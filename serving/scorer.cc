@@ -1,6 +1,8 @@
 #include "serving/scorer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <sstream>
 
 #include "core/table_spec.h"
 #include "worker/models/dense_mlp.h"
@@ -30,20 +32,6 @@ StatusOr<const TrainedTable*> Table(const TrainedModel& m, const std::string& na
   return t;
 }
 
-// Row `key` of a trained row table into out (dim floats): the trained row,
-// or the initializer's value for a key never trained.
-void RowOf(const TrainedTable& t, uint64_t key, float* out) {
-  const uint32_t dim = t.spec.dim();
-  const auto it = std::lower_bound(t.keys.begin(), t.keys.end(), key);
-  if (it != t.keys.end() && *it == key) {
-    std::copy_n(t.values.data() + (it - t.keys.begin()) * dim, dim, out);
-    return;
-  }
-  const bool zeros = t.spec.init().kind() == TableInitializer::ZEROS;
-  for (uint32_t j = 0; j < dim; ++j)
-    out[j] = zeros ? 0.0f : InitialWeight(t.spec.init().seed(), t.spec.id(), key, j, t.spec.init().bound());
-}
-
 // XMC MLP (and its sampled-softmax variant, which has the same tables):
 // w2 (L × (H + 1), bias last) is gathered once and shared; each block
 // gathers the w1 rows of its features.
@@ -61,7 +49,7 @@ class XmcScorer final : public Scorer {
     TETHER_RETURN_IF_ERROR(LocalizeBatch(x, begin, end, &keys_, &x_local_));
     const int64_t h = shared_->shape.hidden;
     w1_.resize(keys_.size() * h);
-    for (size_t i = 0; i < keys_.size(); ++i) RowOf(*shared_->w1, keys_[i], w1_.data() + i * h);
+    for (size_t i = 0; i < keys_.size(); ++i) TrainedRow(*shared_->w1, keys_[i], w1_.data() + i * h);
     const XmcParams p{w1_.data(), static_cast<int64_t>(keys_.size()), shared_->b1.data(), shared_->w2.data(),
                       shared_->b2.data(), /*w2_stride=*/h + 1};
     return model_.Predict(x_local_, p, scores);
@@ -89,7 +77,7 @@ class LrScorer final : public Scorer {
   Status Score(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* scores) override {
     TETHER_RETURN_IF_ERROR(LocalizeBatch(x, begin, end, &keys_, &x_local_));
     w_.resize(keys_.size());
-    for (size_t i = 0; i < keys_.size(); ++i) RowOf(*shared_->w, keys_[i], &w_[i]);
+    for (size_t i = 0; i < keys_.size(); ++i) TrainedRow(*shared_->w, keys_[i], &w_[i]);
     const SparseLrParams p{w_.data(), static_cast<int64_t>(keys_.size()), &shared_->b};
     return model_.Predict(x_local_, p, scores);
   }
@@ -143,7 +131,7 @@ StatusOr<ScorerSet> XmcScorers(const TrainedModel& model) {
   xmc->w2.resize(l * (h + 1));
   xmc->b2.resize(l);
   for (int64_t i = 0; i < l; ++i) {
-    RowOf(*w2, static_cast<uint64_t>(i), xmc->w2.data() + i * (h + 1));
+    TrainedRow(*w2, static_cast<uint64_t>(i), xmc->w2.data() + i * (h + 1));
     xmc->b2[i] = xmc->w2[i * (h + 1) + h];
   }
   ScorerSet set;
@@ -185,6 +173,140 @@ StatusOr<ScorerSet> DenseScorers(const TrainedModel& model) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------- ensemble
+
+// How an ensemble averages a model's scores.
+enum class Link { kSoftmax, kSigmoid };
+
+Link LinkOf(const JobConfig& c) {
+  const LabelKind kind = LabelKindOf(c);
+  if (kind == LabelKind::kBinary) return Link::kSigmoid;
+  if (kind == LabelKind::kMultiLabel && c.model().loss() == BCE) return Link::kSigmoid;
+  return Link::kSoftmax;
+}
+
+// log(exp(a) + exp(b)) without overflow; -inf is the empty sum.
+double LogAdd(double a, double b) {
+  if (a == -INFINITY) return b;
+  if (b == -INFINITY) return a;
+  const double m = std::max(a, b);
+  return m + std::log1p(std::exp(-std::fabs(a - b)));
+}
+
+// log σ(x) = −softplus(−x), stably.
+double LogSigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
+
+class EnsembleScorer final : public Scorer {
+ public:
+  // made: OK, or why a member's backend could not be made (Score returns it).
+  EnsembleScorer(std::vector<std::unique_ptr<Scorer>> members, int64_t outputs, Link link, Status made)
+      : members_(std::move(members)), outputs_(outputs), link_(link), made_(std::move(made)) {}
+
+  Status Score(const CsrMatrix& x, int64_t begin, int64_t end, std::vector<float>* scores) override {
+    TETHER_RETURN_IF_ERROR(made_);
+    const int64_t n = (end - begin) * outputs_;
+    // Running log of the summed probabilities (and, for sigmoid models, of
+    // the summed complements), in double.
+    log_p_.assign(n, -INFINITY);
+    log_q_.assign(link_ == Link::kSigmoid ? n : 0, -INFINITY);
+    for (auto& m : members_) {
+      TETHER_RETURN_IF_ERROR(m->Score(x, begin, end, &one_));
+      if (link_ == Link::kSigmoid) {
+        for (int64_t i = 0; i < n; ++i) {
+          log_p_[i] = LogAdd(log_p_[i], LogSigmoid(one_[i]));
+          log_q_[i] = LogAdd(log_q_[i], LogSigmoid(-static_cast<double>(one_[i])));
+        }
+        continue;
+      }
+      for (int64_t r = 0; r < end - begin; ++r) {
+        const float* s = one_.data() + r * outputs_;
+        double lse = -INFINITY;
+        for (int64_t j = 0; j < outputs_; ++j) lse = LogAdd(lse, s[j]);
+        for (int64_t j = 0; j < outputs_; ++j) log_p_[r * outputs_ + j] = LogAdd(log_p_[r * outputs_ + j], s[j] - lse);
+      }
+    }
+    // The mean's 1/N cancels in the logit; for softmax it is log N off
+    // every score of a row, kept so the scores are log probabilities.
+    const double log_n = std::log(static_cast<double>(members_.size()));
+    scores->resize(n);
+    for (int64_t i = 0; i < n; ++i)
+      (*scores)[i] = static_cast<float>(link_ == Link::kSigmoid ? log_p_[i] - log_q_[i] : log_p_[i] - log_n);
+    return Status::OK();
+  }
+
+ private:
+  std::vector<std::unique_ptr<Scorer>> members_;
+  const int64_t outputs_;
+  const Link link_;
+  const Status made_;
+  std::vector<float> one_;
+  std::vector<double> log_p_, log_q_;
+};
+
+}  // namespace
+
+std::string EnsembleMismatch(const JobConfig& a, const JobConfig& b) {
+  const auto differ = [](const std::string& field, const std::string& x, const std::string& y) {
+    return x == y ? std::string() : field + ": " + x + " vs " + y;
+  };
+  const auto num = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  for (const std::string& d :
+       {differ("model", ModelKindName(a), ModelKindName(b)),
+        differ("data.num_features", std::to_string(a.data().num_features()), std::to_string(b.data().num_features())),
+        differ("data.num_labels", std::to_string(a.data().num_labels()), std::to_string(b.data().num_labels())),
+        differ("model.loss", LossType_Name(a.model().loss()), LossType_Name(b.model().loss())),
+        differ("data.index_base", std::to_string(a.data().index_base()), std::to_string(b.data().index_base())),
+        differ("data.label_base", std::to_string(a.data().label_base()), std::to_string(b.data().label_base())),
+        differ("data.feature_scale", num(a.data().feature_scale()), num(b.data().feature_scale())),
+        differ("data.feature_offset", num(a.data().feature_offset()), num(b.data().feature_offset())),
+        differ("data.normalize_rows", a.data().normalize_rows() ? "true" : "false",
+               b.data().normalize_rows() ? "true" : "false"),
+        differ("data.tf_idf", a.data().tf_idf() ? "true" : "false", b.data().tf_idf() ? "true" : "false")}) {
+    if (!d.empty()) return d;
+  }
+  return "";
+}
+
+StatusOr<ScorerSet> MakeEnsembleScorerSet(const std::vector<const TrainedModel*>& models, const std::string& device) {
+  if (models.empty()) return Status::InvalidArgument("an ensemble needs at least one model");
+  std::vector<ScorerSet> sets;
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (i > 0) {
+      const std::string d = EnsembleMismatch(models[0]->config, models[i]->config);
+      if (!d.empty())
+        return Status::InvalidArgument("model " + std::to_string(i + 1) + " of the ensemble differs from model 1 in " +
+                                       d + ": an ensemble averages models that score the same outputs from the "
+                                       "same input");
+    }
+    TETHER_ASSIGN_OR_RETURN(ScorerSet s, MakeScorerSet(*models[i]));
+    sets.push_back(std::move(s));
+  }
+  ScorerSet set;
+  set.outputs = sets[0].outputs;
+  const Link link = LinkOf(models[0]->config);
+  set.make = [sets, link, device, outputs = set.outputs](std::unique_ptr<Backend> backend) -> std::unique_ptr<Scorer> {
+    std::vector<std::unique_ptr<Scorer>> members;
+    members.push_back(sets[0].make(std::move(backend)));
+    Status made;
+    for (size_t i = 1; i < sets.size() && made.ok(); ++i) {
+      StatusOr<std::unique_ptr<Backend>> b = CreateBackend(device, 1);
+      if (!b.ok()) {
+        made = b.status();
+        break;
+      }
+      members.push_back(sets[i].make(std::move(b).value()));
+    }
+    return std::make_unique<EnsembleScorer>(std::move(members), outputs, link, std::move(made));
+  };
+  return set;
+}
 
 std::string ModelKindName(const JobConfig& c) {
   if (!c.model().name().empty()) return c.model().name();

@@ -48,4 +48,25 @@ std::string ModelKindName(const JobConfig& config);
 /// or a missing or mis-shaped table (naming it and the width needed).
 StatusOr<ScorerSet> MakeScorerSet(const TrainedModel& model);
 
+/// An ensemble's scorers (Dietterich, "Ensemble Methods in Machine
+/// Learning", MCS 2000: models of different seeds averaged): each row's
+/// scores are the mean of the models' probabilities, written back as
+/// scores of the kind a single model gives, so ranking, top-k and the
+/// evaluator take them as they are: log of the mean softmax probability
+/// for SOFTMAX multi-label and multiclass models; logit of the mean sigmoid
+/// probability for BCE multi-label and binary ones (both computed from log
+/// probabilities, so no probability rounds to 0 or 1 on the way). A scorer
+/// made from the set takes one backend and makes one more per further
+/// model on `device` (each model's scorer owns its backend).
+/// `models` are borrowed and must outlive the set. Errors: MakeScorerSet's
+/// for each model, and InvalidArgument when the models disagree on what
+/// they score (EnsembleMismatch), naming the field and both values.
+StatusOr<ScorerSet> MakeEnsembleScorerSet(const std::vector<const TrainedModel*>& models, const std::string& device);
+
+/// The first setting on which `other` would score rows differently from
+/// `first` as a member of one ensemble (model kind, widths, loss, label
+/// numbering, the input's scale, offset, row normalisation and TF-IDF), as
+/// "FIELD: A vs B", or "" when they agree.
+std::string EnsembleMismatch(const JobConfig& first, const JobConfig& other);
+
 }  // namespace tether

@@ -196,6 +196,13 @@ TEST(ResidencyTest, XmcMlpMinibatchMovesEachTensorOnceAndMatchesCpu) {
     }
   }
   CheckModel(c, x, y, e[0], e[1], e[2]);
+  // Dropout's masks are drawn on the backend and label smoothing is the
+  // loss op's: the same transfers, and the CPU and counting backends agree
+  // bit for bit.
+  JobConfig regularized = c;
+  regularized.mutable_model()->set_dropout(0.3f);
+  regularized.mutable_model()->set_label_smoothing(0.1f);
+  CheckModel(regularized, x, y, e[0], e[1], e[2]);
 }
 
 TEST(ResidencyTest, SparseLrMinibatchMovesEachTensorOnceAndMatchesCpu) {
@@ -229,6 +236,10 @@ TEST(ResidencyTest, DenseMlpMinibatchMovesEachTensorOnceAndMatchesCpu) {
   const Expected mb = {3, 1, packed + 4 * half * f + CsrBytes(half, half, false), 1, packed};
   const Expected predict = {2, 0, packed + 4 * rows * f, 1, 4 * rows * classes};
   CheckModel(c, x, y, mb, mb, predict);
+  JobConfig regularized = c;
+  regularized.mutable_model()->set_dropout(0.3f);
+  regularized.mutable_model()->set_label_smoothing(0.1f);
+  CheckModel(regularized, x, y, mb, mb, predict);
 }
 
 TEST(ResidencyTest, CountingBackendBuffersAreNotHostMemory) {

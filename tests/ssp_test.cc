@@ -227,7 +227,7 @@ TEST(SspTest, MalformedMessagesGetErrorRepliesAndServerKeepsServing) {
     EXPECT_TRUE(h.ParseFromArray(header.data(), static_cast<int>(header.size())));
     EXPECT_EQ(h.type(), ERROR_REPLY) << what;
     while (header.more() && bad.recv(k) && k.more()) {}
-    return h.error();
+    return h.error_reply().error();
   };
   // Garbage bytes in one frame.
   bad.send(zmq::str_buffer("garbage"), zmq::send_flags::none);

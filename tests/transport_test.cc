@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <glog/logging.h>
+#include <google/protobuf/unknown_field_set.h>
 #include <zmq.hpp>
 
 #include "core/net/message.h"
@@ -83,12 +84,13 @@ std::string HelloHeader(const JobConfig& c, int rank, int shard) {
   h.set_type(HELLO);
   h.set_sender_rank(rank);
   h.set_request_id(1);
-  h.set_staleness(EffectiveStaleness(c.consistency()));
   h.set_protocol_version(kProtocolVersion);
-  h.set_job_id(JobId(c));
-  h.set_shard(shard);
-  h.set_num_shards(c.cluster().num_servers());
-  for (const TableSpec& t : TablesForJob(c)) *h.add_tables() = t;
+  HelloBody& body = *h.mutable_hello();
+  body.set_staleness(EffectiveStaleness(c.consistency()));
+  body.set_job_id(JobId(c));
+  body.set_shard(shard);
+  body.set_num_shards(c.cluster().num_servers());
+  for (const TableSpec& t : TablesForJob(c)) *body.add_tables() = t;
   return h.SerializeAsString();
 }
 
@@ -216,12 +218,13 @@ TEST(TransportTest, C13RawSocketAtTheHighWaterMarkWaitsAndNeverDrops) {
     h.set_type(HELLO);
     h.set_sender_rank(0);
     h.set_request_id(1);
-    h.set_staleness(c.consistency().staleness());
     h.set_protocol_version(kProtocolVersion);
-    h.set_job_id(JobId(c));
-    h.set_shard(0);
-    h.set_num_shards(1);
-    for (const TableSpec& t : TablesForJob(c)) *h.add_tables() = t;
+    HelloBody& body = *h.mutable_hello();
+    body.set_staleness(c.consistency().staleness());
+    body.set_job_id(JobId(c));
+    body.set_shard(0);
+    body.set_num_shards(1);
+    for (const TableSpec& t : TablesForJob(c)) *body.add_tables() = t;
     const std::string hb = h.SerializeAsString();
     s.send(zmq::buffer(hb), zmq::send_flags::sndmore);
     s.send(zmq::message_t(), zmq::send_flags::sndmore);
@@ -231,7 +234,7 @@ TEST(TransportTest, C13RawSocketAtTheHighWaterMarkWaitsAndNeverDrops) {
     ASSERT_TRUE(s.recv(k) && s.recv(v));
     MessageHeader rh;
     ASSERT_TRUE(rh.ParseFromArray(reply.data(), static_cast<int>(reply.size())));
-    ASSERT_EQ(rh.type(), HELLO_REPLY) << rh.error();
+    ASSERT_EQ(rh.type(), HELLO_REPLY) << ErrorText(rh);
   }
   const uint64_t key = 7;
   const std::vector<float> plus_one(kHidden, 1.0f);
@@ -245,7 +248,7 @@ TEST(TransportTest, C13RawSocketAtTheHighWaterMarkWaitsAndNeverDrops) {
       ASSERT_TRUE(s.recv(reply) && s.recv(k) && s.recv(v));
       MessageHeader rh;
       ASSERT_TRUE(rh.ParseFromArray(reply.data(), static_cast<int>(reply.size())));
-      ASSERT_EQ(rh.type(), PUSH_REPLY) << rh.error();
+      ASSERT_EQ(rh.type(), PUSH_REPLY) << ErrorText(rh);
       ++answered;
     }
     // Send until the socket refuses: a refusal is the high-water mark.
@@ -908,7 +911,19 @@ class BadPeer {
     const bool parsed = h.ParseFromArray(header.data(), static_cast<int>(header.size()));
     while (header.more() && socket_.recv(header)) {}
     if (!parsed || h.type() != ERROR_REPLY) return "(not an ERROR_REPLY)";
-    return h.error();
+    return h.error_reply().error();
+  }
+
+  // Sends `frames`; the reply's header as the peer receives it (empty when
+  // none came or it does not parse).
+  MessageHeader Exchange(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i)
+      socket_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    zmq::message_t header;
+    MessageHeader h;
+    if (!socket_.recv(header) || !h.ParseFromArray(header.data(), static_cast<int>(header.size()))) h.Clear();
+    while (header.more() && socket_.recv(header)) {}
+    return h;
   }
 
  private:
@@ -1090,6 +1105,37 @@ TEST(TransportTest, AnotherProtocolVersionIsRefusedAtHello) {
   ASSERT_TRUE(JobSession(good.get()).Bye().ok());
 }
 
+// A worker of protocol version 3 (every field in the header, at the numbers
+// version 4 reserves) is refused at HELLO naming both versions; the refusal
+// also travels at the error's old field number, where that worker reads it.
+// Shard 0 is the one that hosts the job coordinator.
+TEST(TransportTest, AHelloOfTheOldProtocolIsRefusedNamingBothVersions) {
+  JobConfig c = ExactJob(1, 1, 2);
+  ShardThread server(c, 0);
+  BadPeer peer(server.endpoint());
+  MessageHeader h;
+  h.set_type(HELLO);
+  h.set_sender_rank(0);
+  h.set_request_id(1);
+  h.set_protocol_version(3);
+  google::protobuf::UnknownFieldSet* old = h.GetReflection()->MutableUnknownFields(&h);
+  old->AddVarint(10, static_cast<uint64_t>(EffectiveStaleness(c.consistency())));  // staleness
+  old->AddLengthDelimited(30, JobId(c));                                          // job_id
+  old->AddVarint(33, 0);                                                          // shard
+  old->AddVarint(34, 1);                                                          // num_shards
+  const MessageHeader reply = peer.Exchange({h.SerializeAsString(), "", ""});
+  const std::string want = "[server 0] protocol version differs: worker 0 speaks version 3, server 0 speaks version " +
+                           std::to_string(kProtocolVersion) + " (run the same Tether build on both sides)";
+  ASSERT_EQ(reply.type(), ERROR_REPLY);
+  EXPECT_EQ(reply.error_reply().error(), want);
+  MessageHeader without_body = reply;
+  without_body.clear_body();
+  EXPECT_EQ(ErrorText(without_body), want) << "the text at field " << kLegacyErrorField;
+  auto good = ConnectClient(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(good);
+  ASSERT_TRUE(JobSession(good.get()).Bye().ok());
+}
+
 // Worker 0 defines the tables: another worker's HELLO that arrives first
 // waits for it (so two shards can never adopt different tables), then pairs.
 TEST(TransportTest, HelloBeforeWorkerZerosWaitsForItsTables) {
@@ -1125,15 +1171,15 @@ TEST(TransportTest, BadTableSpecsInHelloAreRefusedNamingTheField) {
   BadPeer peer(server.endpoint());
   MessageHeader h;
   ASSERT_TRUE(h.ParseFromString(HelloHeader(c, 0, 0)));
-  h.mutable_tables(0)->set_dim(0);
+  h.mutable_hello()->mutable_tables(0)->set_dim(0);
   EXPECT_EQ(peer.SendAndGetError({"dim 0", {h.SerializeAsString(), "", ""}, ""}),
             "[server 0] worker 0 declared a bad table: table 'w1': field dim: must be ≥ 1, got 0");
   ASSERT_TRUE(h.ParseFromString(HelloHeader(c, 0, 0)));
-  h.mutable_tables(1)->set_size(700000000);  // C15: one slice above the message limit
+  h.mutable_hello()->mutable_tables(1)->set_size(700000000);  // C15: one slice above the message limit
   const std::string big = peer.SendAndGetError({"C15", {h.SerializeAsString(), "", ""}, ""});
   EXPECT_NE(big.find("dense table 'b1' is 2800000000 bytes (700000000 floats); split over cluster.num_servers=1"),
             std::string::npos) << big;
-  h.clear_tables();
+  h.mutable_hello()->clear_tables();
   EXPECT_EQ(peer.SendAndGetError({"none", {h.SerializeAsString(), "", ""}, ""}),
             "[server 0] worker 0 declared no tables");
   auto good = ConnectClient(OptionsFor(c, 0, {server.endpoint()}));
@@ -1301,9 +1347,9 @@ TEST(TransportTest, AServerStartedAgainOnItsAddressIsNamedAndEndsOnTheWorkersAbo
     h.set_type(ABORT);
     h.set_sender_rank(1);
     h.set_request_id(1);
-    h.set_job_id(JobId(c));
-    h.set_error("worker 1 failed: nothing");
-    h.set_server_incarnation(again.shard().incarnation());
+    h.mutable_job_abort()->set_job_id(JobId(c));
+    h.mutable_job_abort()->set_reason("worker 1 failed: nothing");
+    h.mutable_job_abort()->set_known_server_incarnation(again.shard().incarnation());
     EXPECT_EQ(stray.SendAndGetError({"own id", {h.SerializeAsString(), "", ""}, ""}),
               "[server 0] ABORT from worker 1 before its HELLO");
   }

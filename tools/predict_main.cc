@@ -4,6 +4,11 @@
 // nDCG@k and the propensity-scored PSP@k / PSnDCG@k (Jain, Prabhu & Varma,
 // KDD 2016, as pyxclib computes them), like training's log.
 //
+// With several models (--model=a.safetensors,b.safetensors: different
+// seeds of one job), the rows are scored by their ensemble (the mean of the
+// models' probabilities, serving/scorer.h), and each model's own metrics
+// are printed first ("model N FILE: NAME VALUE"), then the ensemble's.
+//
 //   tether-predict --model=model.safetensors --input=FILE --format=xmc|libsvm --index_base=0|1
 //                  [--split=ROWS_FILE] --top_k=K --output=preds.tsv [--threads=N] [--device=cpu|cuda]
 //                  [--psp_a=0.55 --psp_b=1.5] [--metrics_out=FILE.json]
@@ -13,6 +18,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -25,7 +31,9 @@
 #include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 
-DEFINE_string(model, "", "Required: the model file (safetensors, as tether-export writes it)");
+DEFINE_string(model, "",
+              "Required: the model file (safetensors, as tether-export writes it); several, comma-separated, "
+              "score as an ensemble (the mean of their probabilities), each model's metrics printed beside");
 DEFINE_string(input, "", "Required: the rows to score (text or gzip)");
 DEFINE_string(format, "", "Required: the input's format, xmc or libsvm");
 DEFINE_int32(index_base, -1, "Required: the input's index base, 0 or 1 (feature indices and XMC label ids); "
@@ -78,6 +86,16 @@ bool FlagsValid() {
   return true;
 }
 
+// --model's comma-separated paths (empty entries dropped).
+std::vector<std::string> SplitModelList(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
 // A reader's error about the config's widths: they come from the model file
 // here, not from a config the user wrote, so the message says so.
 std::string WidthsFromModel(std::string msg) {
@@ -108,7 +126,15 @@ Status WritePredictions(const JobConfig& config, const Predictions& p) {
 
 // The metrics on stdout ("NAME VALUE" lines), with warnings about what they
 // lack; then --metrics_out.
-Status ReportMetrics(const JobConfig& config, const ModelFileContents& file, const Predictions& p, double seconds) {
+// Each model's metrics alone (an ensemble's members), printed as "model N
+// FILE: NAME VALUE" lines and kept for --metrics_out.
+struct MemberMetrics {
+  std::string path;
+  std::vector<std::pair<std::string, double>> metrics;
+};
+
+Status ReportMetrics(const JobConfig& config, const ModelFileContents& file, const Predictions& p, double seconds,
+                     const std::vector<MemberMetrics>& members) {
   if (p.metrics.empty()) {
     LOG(INFO) << kWho << "the input carries no labels: no metrics";
   } else {
@@ -124,6 +150,16 @@ Status ReportMetrics(const JobConfig& config, const ModelFileContents& file, con
   nlohmann::json j{{"rows", p.rows}, {"seconds", seconds}, {"rows_per_second", p.rows / std::max(1e-9, seconds)},
                    {"threads", FLAGS_threads}};
   for (const auto& [name, value] : p.metrics) j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
+  if (!members.empty()) {
+    j["ensemble_size"] = members.size();
+    nlohmann::json list = nlohmann::json::array();
+    for (const MemberMetrics& m : members) {
+      nlohmann::json one{{"model", m.path}};
+      for (const auto& [name, value] : m.metrics) one[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
+      list.push_back(one);
+    }
+    j["models"] = list;
+  }
   return WriteFileAtomically(FLAGS_metrics_out, j.dump(2) + "\n");
 }
 
@@ -132,15 +168,28 @@ int Run() {
   if (!FlagsValid()) return 2;
   // A path that cannot be a model file (missing, a directory, a file of a
   // checkpoint) is a bad flag: exit 2, naming what to run instead.
-  if (const Status path_ok = CheckModelFilePath(FLAGS_model); !path_ok.ok()) {
-    LOG(ERROR) << who << "--model=" << FLAGS_model << ": " << path_ok.message();
+  const std::vector<std::string> paths = SplitModelList(FLAGS_model);
+  if (paths.empty()) {
+    LOG(ERROR) << who << "--model=" << FLAGS_model << ": names no model file";
     return 2;
   }
-  StatusOr<ModelFileContents> file = ReadSafetensorsModel(FLAGS_model);
-  if (!file.ok()) {
-    LOG(ERROR) << who << file.status().message();
-    return 1;
+  for (const std::string& path : paths) {
+    if (const Status path_ok = CheckModelFilePath(path); !path_ok.ok()) {
+      // The message starts with the path, which names the model at fault.
+      LOG(ERROR) << who << "--model=" << FLAGS_model << ": " << path_ok.message();
+      return 2;
+    }
   }
+  std::vector<ModelFileContents> files;
+  for (const std::string& path : paths) {
+    StatusOr<ModelFileContents> one = ReadSafetensorsModel(path);
+    if (!one.ok()) {
+      LOG(ERROR) << who << one.status().message();
+      return 1;
+    }
+    files.push_back(std::move(one).value());
+  }
+  const ModelFileContents* file = &files[0];
   JobConfig config = file->model.config;
   config.mutable_data()->set_format(FLAGS_format == "xmc" ? XMC : LIBSVM);
   config.mutable_data()->set_index_base(FLAGS_index_base);
@@ -160,18 +209,35 @@ int Run() {
   options.top_k = FLAGS_top_k;
   options.psp_a = FLAGS_psp_a;
   options.psp_b = FLAGS_psp_b;
+  // An ensemble: each model alone first, for its metrics beside the
+  // ensemble's (and to name a model that fails).
+  std::vector<MemberMetrics> members;
+  std::vector<const TrainedModel*> models;
+  for (size_t i = 0; paths.size() > 1 && i < files.size(); ++i) {
+    StatusOr<Predictions> one = PredictRows(files[i].model, file->label_counts, *data, options);
+    if (!one.ok()) {
+      LOG(ERROR) << who << paths[i] << ": " << one.status().message();
+      return 1;
+    }
+    for (const auto& [name, value] : one->metrics)
+      std::printf("model %zu %s: %s %s\n", i + 1, paths[i].c_str(), name.c_str(), Number(value).c_str());
+    members.push_back({paths[i], one->metrics});
+    models.push_back(&files[i].model);
+  }
   const auto start = std::chrono::steady_clock::now();
-  StatusOr<Predictions> p = PredictRows(file->model, file->label_counts, *data, options);
+  StatusOr<Predictions> p = paths.size() > 1 ? PredictEnsemble(models, file->label_counts, *data, options)
+                                             : PredictRows(file->model, file->label_counts, *data, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!p.ok()) {
     LOG(ERROR) << who << p.status().message();
     return 1;
   }
+  if (paths.size() > 1) LOG(INFO) << who << "an ensemble of " << paths.size() << " models: its metrics follow";
   LOG(INFO) << who << "scored " << p->rows << " rows in " << seconds << " s ("
             << static_cast<int64_t>(p->rows / std::max(1e-9, seconds)) << " rows/s, " << FLAGS_threads
             << " thread(s), " << FLAGS_device << ")";
   Status st = WritePredictions(config, *p);
-  if (st.ok()) st = ReportMetrics(config, *file, *p, seconds);
+  if (st.ok()) st = ReportMetrics(config, *file, *p, seconds, members);
   if (!st.ok()) {
     LOG(ERROR) << who << st.message();
     return 1;
@@ -184,7 +250,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
-                          {"tether-predict --model=model.safetensors --input=FILE --format=xmc|libsvm "
+                          {"tether-predict --model=model.safetensors[,more.safetensors] --input=FILE --format=xmc|libsvm "
                            "--index_base=0|1 [--split=ROWS] --top_k=K --output=preds.tsv [--threads=N] "
                            "[--device=cpu|cuda] [--psp_a=0.55 --psp_b=1.5] [--metrics_out=FILE]\n"
                            "Scores rows with a trained model; prints P@k, nDCG@k, PSP@k when the rows carry labels."});

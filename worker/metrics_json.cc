@@ -183,6 +183,17 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   j["staleness"] = EffectiveStaleness(config.consistency());
   j["epochs"] = config.train().epochs();
   j["seed"] = config.train().seed();
+  if (r.validation_rows > 0) {
+    // The validation split's own keys; precision_at_* and the others above
+    // stay the test split's.
+    for (const auto& [name, value] : r.validation_metrics)
+      j["validation_" + name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
+    j["validation_rows"] = r.validation_rows;
+    j["validation_metric"] = r.validation_metric;
+    j["best_epoch"] = r.best_epoch;
+    j["epochs_trained"] = r.epochs_trained;
+    j["stopped_early"] = r.stopped_early;
+  }
   if (!r.servers.empty()) AddServerStats(r.servers, &j);
   return j;
 }

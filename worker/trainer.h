@@ -149,6 +149,20 @@ struct TrainReport {
   double eval_seconds = 0;
   double eval_seconds_slowest = 0;
 
+  /// The validation split (train.validation_fraction; worker/eval/
+  /// validation_evaluation.h), evaluated after every epoch: its rows over
+  /// all workers (0: no validation split), the metric early stopping
+  /// watches, the best epoch on it (1-based) and that epoch's figures, and
+  /// the epochs trained (fewer than train.epochs when early stopping ended
+  /// training). The test split is scored once, after the last epoch
+  /// trained, with the servers' model at that point.
+  int64_t validation_rows = 0;
+  std::string validation_metric;
+  int best_epoch = 0;
+  std::vector<std::pair<std::string, double>> validation_metrics;
+  int epochs_trained = 0;
+  bool stopped_early = false;
+
   /// The value of test metric `name`, or NaN when absent.
   double Metric(const std::string& name) const;
 };

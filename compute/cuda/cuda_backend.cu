@@ -104,12 +104,31 @@ __global__ void ReluBackwardKernel(int64_t n, const float* y, float* dy) {
   }
 }
 
+// Dropout's mask: DropoutHash / DropoutKeeps of compute/backend.h, the same
+// bits on the device (that header's functions are host code); the mask is
+// drawn here from (seed, i), so it never crosses the bus.
+__device__ bool KeepsOnDevice(uint64_t seed, uint64_t i, uint32_t threshold) {
+  uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<uint32_t>(z >> 40) >= threshold;
+}
+
+__global__ void DropoutKernel(int64_t n, uint64_t seed, uint32_t threshold, float scale, float* x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{blockDim.x} * gridDim.x) {
+    x[i] = KeepsOnDevice(seed, static_cast<uint64_t>(i), threshold) ? x[i] * scale : 0.0f;
+  }
+}
+
 // labels: row_ptr (int64 or int32) rebased to start at 0. d may alias s or
-// be null.
+// be null. eps: label smoothing, as the CPU backend (eps 0: its loss and
+// gradient without the smoothing terms, the same operations).
 template <typename I>
 __global__ void SoftmaxCeKernel(int64_t rows, int64_t cols, const float* scores,
                                 const I* row_ptr, const uint32_t* col_idx, float grad_scale,
-                                float* dscores, double* row_loss) {
+                                float* dscores, double* row_loss, double eps) {
   for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
        r += int64_t{blockDim.x} * gridDim.x) {
     const float* s = scores + r * cols;
@@ -124,6 +143,9 @@ __global__ void SoftmaxCeKernel(int64_t rows, int64_t cols, const float* scores,
     }
     double label_sum = 0.0;
     for (int64_t p = lb; p < le; ++p) label_sum += s[col_idx[p]];
+    double all_sum = 0.0;
+    if (eps != 0.0)
+      for (int64_t j = 0; j < cols; ++j) all_sum += s[j];
     float mx = s[0];
     for (int64_t j = 1; j < cols; ++j) mx = fmaxf(mx, s[j]);
     double sum = 0.0;
@@ -133,11 +155,20 @@ __global__ void SoftmaxCeKernel(int64_t rows, int64_t cols, const float* scores,
       sum += e;
     }
     const double num_labels = static_cast<double>(le - lb);
-    row_loss[r] = static_cast<double>(mx) + log(sum) - label_sum / num_labels;
+    if (eps == 0.0) {
+      row_loss[r] = static_cast<double>(mx) + log(sum) - label_sum / num_labels;
+    } else {
+      row_loss[r] = static_cast<double>(mx) + log(sum) - (1.0 - eps) * label_sum / num_labels -
+                    eps * all_sum / static_cast<double>(cols);
+    }
     if (d != nullptr) {
       const float f = static_cast<float>(grad_scale / sum);
       for (int64_t j = 0; j < cols; ++j) d[j] *= f;
-      const float t = static_cast<float>(grad_scale / num_labels);
+      if (eps != 0.0) {
+        const float u = static_cast<float>(grad_scale * eps / static_cast<double>(cols));
+        for (int64_t j = 0; j < cols; ++j) d[j] -= u;
+      }
+      const float t = static_cast<float>(grad_scale * (1.0 - eps) / num_labels);
       for (int64_t p = lb; p < le; ++p) d[col_idx[p]] -= t;
     }
   }
@@ -146,7 +177,9 @@ __global__ void SoftmaxCeKernel(int64_t rows, int64_t cols, const float* scores,
 template <typename I>
 __global__ void SigmoidCeKernel(int64_t rows, int64_t cols, const float* scores,
                                 const I* row_ptr, const uint32_t* col_idx, float grad_scale,
-                                float* dscores, double* row_loss) {
+                                float* dscores, double* row_loss, double eps) {
+  const float half_eps = static_cast<float>(grad_scale * eps / 2.0);
+  const float label_target = static_cast<float>(grad_scale * (1.0 - eps));
   for (int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; r < rows;
        r += int64_t{blockDim.x} * gridDim.x) {
     const float* s = scores + r * cols;
@@ -154,6 +187,9 @@ __global__ void SigmoidCeKernel(int64_t rows, int64_t cols, const float* scores,
     const int64_t lb = row_ptr[r], le = row_ptr[r + 1];
     double label_sum = 0.0;
     for (int64_t p = lb; p < le; ++p) label_sum += s[col_idx[p]];
+    double all_sum = 0.0;
+    if (eps != 0.0)
+      for (int64_t j = 0; j < cols; ++j) all_sum += s[j];
     double loss = 0.0;
     for (int64_t j = 0; j < cols; ++j) {
       const float x = s[j];
@@ -161,9 +197,17 @@ __global__ void SigmoidCeKernel(int64_t rows, int64_t cols, const float* scores,
       loss += static_cast<double>(x > 0.0f ? x : 0.0f) + log1pf(e);
       if (d != nullptr) d[j] = grad_scale * (x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e));
     }
-    row_loss[r] = loss - label_sum;
-    if (d != nullptr) {
-      for (int64_t p = lb; p < le; ++p) d[col_idx[p]] -= grad_scale;
+    if (eps == 0.0) {
+      row_loss[r] = loss - label_sum;
+      if (d != nullptr) {
+        for (int64_t p = lb; p < le; ++p) d[col_idx[p]] -= grad_scale;
+      }
+    } else {
+      row_loss[r] = loss - (1.0 - eps) * label_sum - eps / 2.0 * all_sum;
+      if (d != nullptr) {
+        for (int64_t j = 0; j < cols; ++j) d[j] -= half_eps;
+        for (int64_t p = lb; p < le; ++p) d[col_idx[p]] -= label_target;
+      }
     }
   }
 }
@@ -584,21 +628,40 @@ class CudaBackend final : public Backend {
     return Finish(dy, d_dy, n * sizeof(float));
   }
 
+  Status Dropout(int64_t n, float rate, uint64_t seed, float* x) override {
+    TETHER_RETURN_IF_ERROR(CheckDropoutArgs(n, rate, x));
+    if (rate == 0.0f || n == 0) return Status::OK();
+    TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    TETHER_ASSIGN_OR_RETURN(const float* staged, In(x, n, &d_a_));
+    float* dx = const_cast<float*>(staged);  // in place, on the staged copy for host memory
+    DropoutKernel<<<Blocks(n), kThreads, 0, stream_>>>(n, seed, DropoutThreshold(rate), 1.0f / (1.0f - rate), dx);
+    TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return Finish(x, dx, n * sizeof(float));
+  }
+
   Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
-                             float grad_scale, float* dscores, double* loss_sum) override {
-    return HostLabelsLoss(/*softmax=*/true, rows, cols, scores, labels, grad_scale, dscores, loss_sum);
+                             float grad_scale, float* dscores, double* loss_sum,
+                             float label_smoothing = 0.0f) override {
+    return HostLabelsLoss(/*softmax=*/true, rows, cols, scores, labels, grad_scale, dscores, loss_sum,
+                          label_smoothing);
   }
   Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
-                             float grad_scale, float* dscores, double* loss_sum) override {
-    return HostLabelsLoss(/*softmax=*/false, rows, cols, scores, labels, grad_scale, dscores, loss_sum);
+                             float grad_scale, float* dscores, double* loss_sum,
+                             float label_smoothing = 0.0f) override {
+    return HostLabelsLoss(/*softmax=*/false, rows, cols, scores, labels, grad_scale, dscores, loss_sum,
+                          label_smoothing);
   }
   Status SoftmaxCrossEntropy(int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
-                             float grad_scale, float* dscores, double* loss_sum) override {
-    return UploadedLabelsLoss(/*softmax=*/true, rows, cols, scores, labels, grad_scale, dscores, loss_sum);
+                             float grad_scale, float* dscores, double* loss_sum,
+                             float label_smoothing = 0.0f) override {
+    return UploadedLabelsLoss(/*softmax=*/true, rows, cols, scores, labels, grad_scale, dscores, loss_sum,
+                              label_smoothing);
   }
   Status SigmoidCrossEntropy(int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
-                             float grad_scale, float* dscores, double* loss_sum) override {
-    return UploadedLabelsLoss(/*softmax=*/false, rows, cols, scores, labels, grad_scale, dscores, loss_sum);
+                             float grad_scale, float* dscores, double* loss_sum,
+                             float label_smoothing = 0.0f) override {
+    return UploadedLabelsLoss(/*softmax=*/false, rows, cols, scores, labels, grad_scale, dscores, loss_sum,
+                              label_smoothing);
   }
 
   Status TopK(int64_t rows, int64_t cols, const float* scores, int k, uint32_t* indices) override {
@@ -752,9 +815,10 @@ class CudaBackend final : public Backend {
   }
 
   Status HostLabelsLoss(bool softmax, int64_t rows, int64_t cols, const float* scores, const CsrView& labels,
-                        float grad_scale, float* dscores, double* loss_sum) {
+                        float grad_scale, float* dscores, double* loss_sum, float eps) {
     const char* op = softmax ? "SoftmaxCrossEntropy" : "SigmoidCrossEntropy";
     TETHER_RETURN_IF_ERROR(CheckLossArgs(op, rows, cols, scores, labels.rows, labels.cols, loss_sum));
+    TETHER_RETURN_IF_ERROR(CheckLabelSmoothing(eps, op));
     TETHER_RETURN_IF_ERROR(CheckCsr(labels, /*need_values=*/false, op, "labels"));
     *loss_sum = 0.0;
     if (rows == 0) return Status::OK();
@@ -765,21 +829,22 @@ class CudaBackend final : public Backend {
     TETHER_RETURN_IF_ERROR(Stage(&d_rowptr_, h_rowptr64_.data(), (rows + 1) * sizeof(int64_t)));
     TETHER_RETURN_IF_ERROR(Stage(&d_col_, labels.col_idx + base, nnz * sizeof(uint32_t)));
     return RunLoss(softmax, rows, cols, scores, d_rowptr_.as<int64_t>(), d_col_.as<uint32_t>(), grad_scale, dscores,
-                   loss_sum);
+                   loss_sum, eps);
   }
 
   Status UploadedLabelsLoss(bool softmax, int64_t rows, int64_t cols, const float* scores, const BackendCsr& labels,
-                            float grad_scale, float* dscores, double* loss_sum) {
+                            float grad_scale, float* dscores, double* loss_sum, float eps) {
     const char* op = softmax ? "SoftmaxCrossEntropy" : "SigmoidCrossEntropy";
     TETHER_RETURN_IF_ERROR(CheckUsable(labels, CsrUse::kLabels, op));
     TETHER_RETURN_IF_ERROR(CheckLossArgs(op, rows, cols, scores, labels.rows, labels.cols, loss_sum));
+    TETHER_RETURN_IF_ERROR(CheckLabelSmoothing(eps, op));
     *loss_sum = 0.0;
     if (rows == 0) return Status::OK();
     TETHER_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     const CsrLayout lay(labels);
     const int32_t* w = static_cast<const int32_t*>(labels.storage->data());
     return RunLoss(softmax, rows, cols, scores, w + lay.row_ptr, reinterpret_cast<const uint32_t*>(w + lay.col),
-                   grad_scale, dscores, loss_sum);
+                   grad_scale, dscores, loss_sum, eps);
   }
 
   // The loss kernels on device labels (row_ptr from 0); scores / dscores
@@ -787,7 +852,7 @@ class CudaBackend final : public Backend {
   // the host in row order (deterministic): this op always waits.
   template <typename I>
   Status RunLoss(bool softmax, int64_t rows, int64_t cols, const float* scores, const I* row_ptr,
-                 const uint32_t* col_idx, float grad_scale, float* dscores, double* loss_sum) {
+                 const uint32_t* col_idx, float grad_scale, float* dscores, double* loss_sum, float eps) {
     TETHER_ASSIGN_OR_RETURN(const float* ds, In(scores, rows * cols, &d_a_));
     float* dd = nullptr;
     if (dscores != nullptr) {
@@ -800,7 +865,7 @@ class CudaBackend final : public Backend {
     TETHER_RETURN_IF_ERROR(d_loss_.Reserve(rows * sizeof(double)));
     auto kernel = softmax ? SoftmaxCeKernel<I> : SigmoidCeKernel<I>;
     kernel<<<Blocks(rows), kThreads, 0, stream_>>>(rows, cols, ds, row_ptr, col_idx, grad_scale, dd,
-                                                   d_loss_.as<double>());
+                                                   d_loss_.as<double>(), static_cast<double>(eps));
     TETHER_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     if (dscores != nullptr && dd != dscores) {
       TETHER_CUDA_RETURN_IF_ERROR(

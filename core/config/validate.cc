@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include "core/data_files.h"
+#include "core/schedule_config.h"
 
 namespace tether {
 namespace {
@@ -73,6 +75,16 @@ Status ValidateAverage(const JobConfig& c) {
     return FieldError("optimizer.type", OptimizerType_Name(o) +
                                      " cannot train a local replica under consistency.model AVERAGE (use SGD, "
                                      "ADAGRAD or ADAM)");
+  // A schedule is the servers' factor on a pushed gradient's step; under
+  // AVERAGE the steps are the local replicas', which take none.
+  if (ScheduleActive(c.optimizer().schedule()))
+    return FieldError("optimizer.schedule", "is applied by the servers to pushed gradients; under consistency.model "
+                                           "AVERAGE the workers' replicas take the steps: drop the schedule");
+  for (const auto& t : c.table())
+    if (ScheduleActive(t.optimizer().schedule()))
+      return FieldError("table[" + t.name() + "].optimizer.schedule",
+                        "is applied by the servers to pushed gradients; under consistency.model AVERAGE the "
+                        "workers' replicas take the steps: drop the schedule");
   return Status::OK();
 }
 
@@ -214,8 +226,26 @@ Status ValidateFeatures(const JobConfig& c) {
   return Status::OK();
 }
 
+// Dropout and label smoothing: in range, and only where a model reads them
+// (the built-in XMC_MLP without sampled labels, and DENSE_MLP).
+Status ValidateRegularization(const JobConfig& c) {
+  for (const auto& [field, value] : {std::pair<const char*, float>{"model.dropout", c.model().dropout()},
+                                     {"model.label_smoothing", c.model().label_smoothing()}}) {
+    if (!(value >= 0.0f && value < 1.0f)) return FieldError(field, "must be in [0, 1)");
+    if (value == 0.0f) continue;
+    const bool named = !c.model().name().empty() && c.model().name() != "xmc_mlp" && c.model().name() != "dense_mlp";
+    if (named || c.model().type() == SPARSE_LR)
+      return FieldError(field, std::string("is read by the XMC_MLP and DENSE_MLP models only, not ") +
+                                   (named ? "model '" + c.model().name() + "'" : std::string("SPARSE_LR")));
+    if (c.model().type() == XMC_MLP && c.model().sampled_labels() > 0)
+      return FieldError(field, "is not read with model.sampled_labels > 0 (the sampled softmax)");
+  }
+  return Status::OK();
+}
+
 // The model's width and init, and the training loop's counts and straggler.
 Status ValidateModelAndTrain(const JobConfig& c) {
+  TETHER_RETURN_IF_ERROR(ValidateRegularization(c));
   if (c.model().hidden() < 1) return FieldError("model.hidden", "must be ≥ 1");
   if (!(c.model().init_scale() >= 0) || !std::isfinite(c.model().init_scale()))
     return FieldError("model.init_scale", "must be a finite number ≥ 0");
@@ -272,6 +302,50 @@ Status ValidateTrainLimits(const JobConfig& c) {
   return Status::OK();
 }
 
+// Fields of the schema whose training side is not in this version: set,
+// they would be ignored, so they are refused.
+Status ValidateNotYetRead(const JobConfig& c) {
+  const auto unread = [](const std::string& field) {
+    return FieldError(field, "is not read by the trainer in this version: leave it unset");
+  };
+  if (c.data().has_tf_idf()) return unread("data.tf_idf");
+  if (c.data().has_validation_split()) return unread("data.validation_split");
+  return Status::OK();
+}
+
+// The validation split (train.validation_fraction) and early stopping on
+// it: rows carved from each worker's partition in memory, evaluated after
+// every epoch; the test split read only at the end.
+Status ValidateValidation(const JobConfig& c) {
+  const TrainConfig& t = c.train();
+  const double f = t.validation_fraction();
+  if (!(f >= 0 && f < 1)) return FieldError("train.validation_fraction", "must be in [0, 1)");
+  if (f == 0) {
+    if (t.has_early_stopping())
+      return FieldError("train.early_stopping", "needs a validation split: set train.validation_fraction");
+    return Status::OK();
+  }
+  const auto refused = [](const std::string& why) { return FieldError("train.validation_fraction", why); };
+  if (c.data().streaming())
+    return refused("needs the training rows in memory: not with data.streaming");
+  if (t.data_on_demand())
+    return refused("needs each worker's own partition: not with train.data_on_demand");
+  // Every worker waits on each validation round; a rank joining beyond the
+  // initial ones could ask after the round was handed out.
+  if (c.cluster().max_workers() > c.cluster().num_workers())
+    return refused("is evaluated by the initial workers only: not with cluster.max_workers above num_workers");
+  if (t.eval_every_epochs() > 0)
+    return refused("reads the test split only at the end: drop train.eval_every_epochs (the validation split is "
+                   "evaluated after every epoch)");
+  if (t.eval_max_rows() > 0)
+    return refused("reads the test split only at the end, whole: drop train.eval_max_rows");
+  const EarlyStopping& es = t.early_stopping();
+  if (es.patience() < 0) return FieldError("train.early_stopping.patience", "must be ≥ 0 (0: never stops early)");
+  if (!(es.min_delta() >= 0) || !std::isfinite(es.min_delta()))
+    return FieldError("train.early_stopping.min_delta", "must be a finite number ≥ 0");
+  return Status::OK();
+}
+
 Status ValidateOptimizers(const JobConfig& c) {
   // The same checks as a server runs on the table specs at HELLO (C22).
   auto check_opt = [&](const OptimizerConfig& o, const std::string& where) -> Status {
@@ -295,7 +369,8 @@ Status ValidateJobConfig(const JobConfig& c) {
   // then each section in turn, the first problem reported.
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
   for (Status (*check)(const JobConfig&) : {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateModelAndTrain,
-                                            ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers})
+                                            ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers,
+                                            ValidateNotYetRead, ValidateValidation})
     TETHER_RETURN_IF_ERROR(check(c));
   return Status::OK();
 }

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <google/protobuf/unknown_field_set.h>
+
 namespace tether {
 namespace {
 
@@ -43,6 +45,23 @@ const float* Message::ValueData(std::vector<float>* scratch) const {
 
 std::string TypeName(MessageType type) {
   return MessageType_IsValid(type) ? MessageType_Name(type) : "type#" + std::to_string(type);
+}
+
+void SetErrorText(const MessageHeader& request, const std::string& error, MessageHeader* reply) {
+  reply->mutable_error_reply()->set_error(error);
+  if (request.has_protocol_version() && request.protocol_version() < kProtocolVersion)
+    reply->GetReflection()->MutableUnknownFields(reply)->AddLengthDelimited(kLegacyErrorField, error);
+}
+
+std::string ErrorText(const MessageHeader& h) {
+  if (h.has_error_reply()) return h.error_reply().error();
+  const google::protobuf::UnknownFieldSet& unknown = h.GetReflection()->GetUnknownFields(h);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField& f = unknown.field(i);
+    if (f.number() == kLegacyErrorField && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      return f.length_delimited();
+  }
+  return "";
 }
 
 Status ValidateFrames(const Message& m, const std::string& peer) {

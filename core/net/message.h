@@ -67,4 +67,19 @@ Status DecodeMessage(std::vector<zmq::message_t>* frames, Message* m, std::strin
 /// Short readable name for a message type ("PULL").
 std::string TypeName(MessageType type);
 
+/// The header field number protocol versions 1 to 3 carried an
+/// ERROR_REPLY's text at (reserved since version 4).
+inline constexpr int kLegacyErrorField = 9;
+
+/// Makes `reply` carry `error` (ErrorReplyBody.error). When `request` came
+/// from a peer of an older protocol version (a HELLO names its version),
+/// the text is also written at kLegacyErrorField, where that peer reads it:
+/// its refusal names both versions on its side too.
+void SetErrorText(const MessageHeader& request, const std::string& error, MessageHeader* reply);
+
+/// An ERROR_REPLY's text: its body's, or that of a server of protocol
+/// version 3 or older (kLegacyErrorField: its refusal of this build's HELLO
+/// names both versions).
+std::string ErrorText(const MessageHeader& h);
+
 }  // namespace tether

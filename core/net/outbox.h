@@ -39,7 +39,7 @@ class Outbox {
     reply.header.set_type(ERROR_REPLY);
     reply.header.set_request_id(request.request_id());
     reply.header.set_table_id(request.table_id());
-    reply.header.set_error(log_prefix_ + error);
+    SetErrorText(request, log_prefix_ + error, &reply.header);
     Send(identity, &reply, request.has_sender_rank() ? request.sender_rank() : -1);
   }
 

@@ -7,7 +7,9 @@
 // is tested in one process (eval_book_test.cc).
 //
 // Rounds: 0 = the job's start (training label counts, test row counts),
-// e >= 1 = the evaluation after epoch e, kFinalEvalRound = the final one.
+// e >= 1 = the evaluation after epoch e, kFinalEvalRound = the final one,
+// kValidationEvalRound + e = the validation split after epoch e (every
+// worker waits on it: all its waiters are answered at once).
 // A round's partials are dropped once they were handed out complete
 // (TakeComplete): the reporting worker asks once. Round 0 is kept for the
 // job's life (every worker asks for it, and a worker that rejoins after a

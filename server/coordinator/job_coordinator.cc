@@ -43,7 +43,7 @@ class LocalCoordinator final : public JobCoordinator {
     Lost(rank);
   }
 
-  Status Clock(const ClockReport& c, MessageHeader* reply) override;
+  Status Clock(const ClockReport& c, ClockReplyBody* reply) override;
   Status ChunkNext(const std::string& identity, const MessageHeader& h, int64_t max_clock) override;
   Status EvalGather(const std::string& identity, const Message& m) override;
   int Evaluator(int lowest) override {
@@ -100,7 +100,7 @@ class LocalCoordinator final : public JobCoordinator {
   int evaluator_ = -1;
 };
 
-Status LocalCoordinator::Clock(const ClockReport& c, MessageHeader* reply) {
+Status LocalCoordinator::Clock(const ClockReport& c, ClockReplyBody* reply) {
   if (c.want_checkpoint && checkpoint_.Want(c.latest_clock))
     LOG(INFO) << options_.log_prefix << "worker " << c.rank
               << " asked for a checkpoint: every worker takes it at clock " << checkpoint_.due();
@@ -114,7 +114,7 @@ Status LocalCoordinator::Clock(const ClockReport& c, MessageHeader* reply) {
 
 Status LocalCoordinator::ChunkNext(const std::string& identity, const MessageHeader& h, int64_t max_clock) {
   const int rank = h.sender_rank();
-  StatusOr<DataOnDemandChunk> out = chunks_.Next(rank, h.chunk(), max_clock);
+  StatusOr<DataOnDemandChunk> out = chunks_.Next(rank, h.chunk_next(), max_clock);
   if (!out.ok()) {
     LOG(ERROR) << options_.log_prefix << out.status().message();
     outbox_->SendError(identity, h, out.status().message());
@@ -123,13 +123,14 @@ Status LocalCoordinator::ChunkNext(const std::string& identity, const MessageHea
   Message reply;
   reply.header.set_type(CHUNK_REPLY);
   reply.header.set_request_id(h.request_id());
-  *reply.header.mutable_chunk() = std::move(out).value();
+  *reply.header.mutable_chunk_reply() = std::move(out).value();
   outbox_->Send(identity, &reply, rank);
   return Status::OK();
 }
 
 Status LocalCoordinator::EvalGather(const std::string& identity, const Message& m) {
   const MessageHeader& h = m.header;
+  const EvalGatherBody& body = h.eval_gather();
   const int rank = h.sender_rank();
   const std::string who = "worker " + std::to_string(rank);
   std::vector<EvalPartial> mine;
@@ -143,22 +144,23 @@ Status LocalCoordinator::EvalGather(const std::string& identity, const Message& 
       outbox_->SendError(identity, h, why);
       return Status::InvalidArgument(why);
     }
-    (void)eval_book_.Put(h.eval_round(), p);  // the host checked the rank (< max_workers)
+    (void)eval_book_.Put(body.round(), p);  // the host checked the rank (< max_workers)
   }
   const auto excused = [this](int r) { return Excused(r); };
   Message reply;
   reply.header.set_type(EVAL_GATHER_REPLY);
   reply.header.set_request_id(h.request_id());
-  reply.header.set_eval_round(h.eval_round());
-  switch (h.eval_want()) {
-    case MessageHeader::EVAL_WAIT:
-      eval_book_.Park(h.eval_round(), {identity, h.request_id(), rank});
+  EvalGatherReplyBody& answer = *reply.header.mutable_eval_gather_reply();
+  answer.set_round(body.round());
+  switch (body.want()) {
+    case EvalGatherBody::EVAL_WAIT:
+      eval_book_.Park(body.round(), {identity, h.request_id(), rank});
       AnswerEvalWaiters();
       return Status::OK();
-    case MessageHeader::EVAL_POLL: {
+    case EvalGatherBody::EVAL_POLL: {
       std::vector<EvalPartial> all;
-      const bool complete = eval_book_.TakeComplete(h.eval_round(), excused, &all);
-      reply.header.set_eval_complete(complete);
+      const bool complete = eval_book_.TakeComplete(body.round(), excused, &all);
+      answer.set_complete(complete);
       if (complete) {
         if (Status st = PackEvalPartials(all, &reply); !st.ok()) {
           outbox_->SendError(identity, h, st.message());  // too large to send: not the worker's fault
@@ -168,7 +170,7 @@ Status LocalCoordinator::EvalGather(const std::string& identity, const Message& 
       break;
     }
     default:
-      reply.header.set_eval_complete(eval_book_.Complete(h.eval_round(), excused));
+      answer.set_complete(eval_book_.Complete(body.round(), excused));
       break;
   }
   outbox_->Send(identity, &reply, rank);
@@ -185,8 +187,8 @@ void LocalCoordinator::AnswerEvalWaiters() {
       Message reply;
       reply.header.set_type(EVAL_GATHER_REPLY);
       reply.header.set_request_id(w.request_id);
-      reply.header.set_eval_round(round);
-      reply.header.set_eval_complete(true);
+      reply.header.mutable_eval_gather_reply()->set_round(round);
+      reply.header.mutable_eval_gather_reply()->set_complete(true);
       MessageHeader req;
       req.set_request_id(w.request_id);
       req.set_sender_rank(w.rank);
@@ -206,7 +208,7 @@ int LocalCoordinator::FailWaiting(const std::string& why) {
       Message reply;
       reply.header.set_type(ERROR_REPLY);
       reply.header.set_request_id(w.request_id);
-      reply.header.set_error(why);
+      reply.header.mutable_error_reply()->set_error(why);
       outbox_->Send(w.identity, &reply, w.rank);
       ++told;
     }

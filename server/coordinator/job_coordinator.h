@@ -80,7 +80,7 @@ class JobCoordinator {
   /// due checkpoint, picked now on want_checkpoint) and, with a report,
   /// reply->batch_size. Sends nothing: the host replies (or, on an error,
   /// refuses). Errors: AdaptiveBatches::Report's.
-  virtual Status Clock(const ClockReport& report, MessageHeader* reply) = 0;
+  virtual Status Clock(const ClockReport& report, ClockReplyBody* reply) = 0;
   /// CHUNK_NEXT from `identity`; `max_clock` as ClockReport::latest_clock.
   /// Answers with CHUNK_REPLY. Errors: ChunkService::Next's.
   virtual Status ChunkNext(const std::string& identity, const MessageHeader& request, int64_t max_clock) = 0;

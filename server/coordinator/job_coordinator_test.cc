@@ -45,13 +45,13 @@ CoordinatorOptions Options(int initial = 3, int max = 5) {
   return o;
 }
 
-Message Gather(int rank, int64_t round, MessageHeader::EvalWant want, uint64_t request_id, int64_t rows) {
+Message Gather(int rank, int64_t round, EvalGatherBody::EvalWant want, uint64_t request_id, int64_t rows) {
   Message m;
   m.header.set_type(EVAL_GATHER);
   m.header.set_sender_rank(rank);
   m.header.set_request_id(request_id);
-  m.header.set_eval_round(round);
-  m.header.set_eval_want(want);
+  m.header.mutable_eval_gather()->set_round(round);
+  m.header.mutable_eval_gather()->set_want(want);
   EvalPartial p;
   p.set_rank(rank);
   p.set_rows(rows);
@@ -64,7 +64,7 @@ MessageHeader ChunkRequest(int rank, uint64_t request_id, uint64_t completed_id 
   h.set_type(CHUNK_NEXT);
   h.set_sender_rank(rank);
   h.set_request_id(request_id);
-  DataOnDemandChunk* c = h.mutable_chunk();
+  DataOnDemandChunk* c = h.mutable_chunk_next();
   c->set_train_rows(200);
   c->set_chunk_rows(16);
   c->set_epochs(2);
@@ -99,7 +99,7 @@ TEST(JobCoordinatorTest, ClockPicksTheCheckpointClockAndTheBatchSize) {
   r.rank = 1;
   r.want_checkpoint = true;
   r.latest_clock = 9;
-  MessageHeader reply;
+  ClockReplyBody reply;
   ASSERT_TRUE(c->Clock(r, &reply).ok());
   EXPECT_EQ(reply.checkpoint_clock(), 11);
   EXPECT_FALSE(reply.has_batch_size());
@@ -135,18 +135,18 @@ TEST(JobCoordinatorTest, AWaitingGatherIsAnsweredWhenTheLastRankLeaves) {
   RecordingOutbox out;
   auto c = MakeLocalCoordinator(Options(3, 3), &out);
   for (int r = 0; r < 3; ++r) c->WorkerJoined(r, false);
-  ASSERT_TRUE(c->EvalGather("w0", Gather(0, 1, MessageHeader::EVAL_WAIT, 5, 10)).ok());
-  ASSERT_TRUE(c->EvalGather("w1", Gather(1, 1, MessageHeader::EVAL_ACK, 6, 20)).ok());
+  ASSERT_TRUE(c->EvalGather("w0", Gather(0, 1, EvalGatherBody::EVAL_WAIT, 5, 10)).ok());
+  ASSERT_TRUE(c->EvalGather("w1", Gather(1, 1, EvalGatherBody::EVAL_ACK, 6, 20)).ok());
   ASSERT_EQ(out.headers.size(), 1u);  // the ACK's answer only
-  EXPECT_FALSE(out.headers[0].eval_complete());
+  EXPECT_FALSE(out.headers[0].eval_gather_reply().complete());
   c->WorkerLeft(2);  // rank 2 owes nothing now: the round is complete
   ASSERT_EQ(out.headers.size(), 2u);
   EXPECT_EQ(out.headers[1].request_id(), 5u);
-  EXPECT_TRUE(out.headers[1].eval_complete());
+  EXPECT_TRUE(out.headers[1].eval_gather_reply().complete());
   ASSERT_EQ(out.partials.size(), 2u);
   EXPECT_EQ(out.partials[0].rows() + out.partials[1].rows(), 30);
   // A partial of another rank is refused.
-  Message m = Gather(1, 2, MessageHeader::EVAL_POLL, 7, 1);
+  Message m = Gather(1, 2, EvalGatherBody::EVAL_POLL, 7, 1);
   m.header.set_sender_rank(0);
   EXPECT_EQ(c->EvalGather("w0", m).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(out.headers.back().type(), ERROR_REPLY);
@@ -155,12 +155,12 @@ TEST(JobCoordinatorTest, AWaitingGatherIsAnsweredWhenTheLastRankLeaves) {
 TEST(JobCoordinatorTest, FailWaitingTellsEveryParkedGather) {
   RecordingOutbox out;
   auto c = MakeLocalCoordinator(Options(2, 2), &out);
-  ASSERT_TRUE(c->EvalGather("w0", Gather(0, 1, MessageHeader::EVAL_WAIT, 5, 10)).ok());
-  ASSERT_TRUE(c->EvalGather("w0", Gather(0, 2, MessageHeader::EVAL_WAIT, 6, 10)).ok());
+  ASSERT_TRUE(c->EvalGather("w0", Gather(0, 1, EvalGatherBody::EVAL_WAIT, 5, 10)).ok());
+  ASSERT_TRUE(c->EvalGather("w0", Gather(0, 2, EvalGatherBody::EVAL_WAIT, 6, 10)).ok());
   EXPECT_EQ(c->FailWaiting("the job failed"), 2);
   ASSERT_EQ(out.headers.size(), 2u);
   EXPECT_EQ(out.headers[1].type(), ERROR_REPLY);
-  EXPECT_EQ(out.headers[1].error(), "the job failed");
+  EXPECT_EQ(out.headers[1].error_reply().error(), "the job failed");
   EXPECT_EQ(c->FailWaiting("again"), 0);
 }
 
@@ -169,18 +169,18 @@ TEST(JobCoordinatorTest, ChunksOfALeavingRankAreDealtAgain) {
   auto c = MakeLocalCoordinator(Options(2, 2), &out);
   ASSERT_TRUE(c->ChunkNext("w0", ChunkRequest(0, 1), 0).ok());
   ASSERT_EQ(out.headers.back().type(), CHUNK_REPLY);
-  const uint64_t first = out.headers.back().chunk().id();
+  const uint64_t first = out.headers.back().chunk_reply().id();
   c->WorkerLeft(0);
   ASSERT_TRUE(c->ChunkNext("w1", ChunkRequest(1, 2), 0).ok());
-  EXPECT_TRUE(out.headers.back().chunk().redealt());
-  EXPECT_NE(out.headers.back().chunk().id(), first);
+  EXPECT_TRUE(out.headers.back().chunk_reply().redealt());
+  EXPECT_NE(out.headers.back().chunk_reply().id(), first);
   ShardStats stats;
   c->FillStats(&stats);
   EXPECT_EQ(stats.chunks_dealt(), 2u);
   EXPECT_EQ(stats.chunks_redealt(), 1u);
   // A request of another shape is refused.
   MessageHeader other = ChunkRequest(1, 3);
-  other.mutable_chunk()->set_train_rows(201);
+  other.mutable_chunk_next()->set_train_rows(201);
   EXPECT_EQ(c->ChunkNext("w1", other, 0).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(out.headers.back().type(), ERROR_REPLY);
 }
@@ -275,7 +275,7 @@ class Schedule {
     r.latest_clock = clock_[rank];
     r.bound_wait_s = 0.001 * (wait_ms_[rank] += rng_() % 5);
     r.now = At(now_ms_ += 1 + rng_() % 20);
-    MessageHeader ra, rb;
+    ClockReplyBody ra, rb;
     Both([&](JobCoordinator* c) { return c->Clock(r, c == a_.get() ? &ra : &rb); });
     if (b_) {
       EXPECT_EQ(rb.SerializeAsString(), ra.SerializeAsString()) << "step " << step_;
@@ -290,13 +290,13 @@ class Schedule {
     const int64_t max_clock = static_cast<int64_t>(rng_() % 30);
     Both([&](JobCoordinator* c) { return c->ChunkNext(id, h, max_clock); });
     const MessageHeader& last = out_a_.headers.back();
-    held_[rank] = last.type() == CHUNK_REPLY && last.chunk().kind() == DataOnDemandChunk::CHUNK ? last.chunk().id() : 0;
+    held_[rank] = last.type() == CHUNK_REPLY && last.chunk_reply().kind() == DataOnDemandChunk::CHUNK ? last.chunk_reply().id() : 0;
   }
 
   void GatherEvent(int rank, const std::string& id, uint64_t request) {
     ++counts_["gather"];
     const int64_t round = static_cast<int64_t>(rng_() % 3);
-    const auto want = static_cast<MessageHeader::EvalWant>(rng_() % 3);
+    const auto want = static_cast<EvalGatherBody::EvalWant>(rng_() % 3);
     Message m = Gather(rank, round, want, request, 1 + rng_() % 100);
     Both([&](JobCoordinator* c) {
       Message copy;

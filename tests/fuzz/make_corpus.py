@@ -43,7 +43,7 @@ def field_bytes(num, data):
 
 
 def header(type_, table=0, request=1, rank=0, clock=0, num_keys=None, dim=None, num_values=None,
-           staleness=None, job_id=None, shard=None, tables=(), samples=None):
+           body=None, version=None):
     h = field_varint(1, type_) + field_varint(2, table) + field_varint(3, request)
     h += field_varint(4, rank) + field_varint(5, clock)
     if num_keys is not None:
@@ -52,17 +52,30 @@ def header(type_, table=0, request=1, rank=0, clock=0, num_keys=None, dim=None, 
         h += field_varint(7, dim)
     if num_values is not None:
         h += field_varint(8, num_values)
-    if staleness is not None:
-        h += field_varint(10, staleness)
-    if job_id is not None:  # HELLO: job id (30), protocol version (32), shard and count (33, 34)
-        h += field_bytes(30, job_id) + field_varint(32, 2)
-    if shard is not None:
-        h += field_varint(33, shard) + field_varint(34, 1)
-    for t in tables:  # HELLO: repeated TableSpec tables = 35
-        h += field_bytes(35, t)
-    if samples is not None:
-        h += field_varint(12, samples)
+    if version is not None:  # protocol_version = 32, the same number in every version
+        h += field_varint(32, version)
+    if body is not None:  # (oneof member number, body bytes)
+        h += field_bytes(body[0], body[1])
     return h
+
+
+# MessageHeader.body members (proto/wire.proto) and their bodies' fields.
+HELLO_BODY, BARRIER_BODY, ERROR_REPLY_BODY = 200, 208, 211
+
+
+def hello_body(staleness, job_id, shard, tables):
+    # HelloBody: job_id (1), shard (3), num_shards (4), tables (5), staleness (6)
+    b = field_bytes(1, job_id) + field_varint(3, shard) + field_varint(4, 1)
+    for t in tables:
+        b += field_bytes(5, t)
+    return b + field_varint(6, staleness)
+
+
+def hello_v3(staleness, job_id, shard):
+    # A HELLO of protocol version 3: every field in the header (staleness 10,
+    # job id 30, protocol version 32, shard and count 33, 34).
+    return (field_varint(10, staleness) + field_bytes(30, job_id) + field_varint(32, 3) +
+            field_varint(33, shard) + field_varint(34, 1))
 
 
 def message(frames, routed=False):
@@ -91,19 +104,21 @@ def message_corpus():
     ident = b'w0-123-456'
     seeds = {
         # TableSpec: id (1), name (2), kind (3: 0 row, 1 dense), dim (4), size (5)
-        'hello': [header(HELLO, staleness=2, job_id=b'job', shard=0,
-                         tables=(field_varint(1, 0) + field_bytes(2, b'w1') + field_varint(4, 2),
-                                 field_varint(1, 1) + field_bytes(2, b'b1') + field_varint(3, 1) + field_varint(5, 2))),
+        'hello': [header(HELLO, version=4, body=(HELLO_BODY, hello_body(
+                      2, b'job', 0, (field_varint(1, 0) + field_bytes(2, b'w1') + field_varint(4, 2),
+                                     field_varint(1, 1) + field_bytes(2, b'b1') + field_varint(3, 1) +
+                                     field_varint(5, 2))))),
                   b'', b''],
+        'hello_v3': [header(HELLO) + hello_v3(2, b'job', 0), b'', b''],
         'pull_rows': [header(PULL, num_keys=3, dim=2), keys(1, 5, 9), b''],
         'pull_dense': [header(PULL, table=1), b'', b''],
         'push_rows': [header(PUSH, num_keys=2, dim=2, num_values=4), keys(3, 7), floats(1, -1, 0.5, 2)],
         'push_dense': [header(PUSH, table=1, num_values=2), b'', floats(0.25, -0.5)],
         'clock': [header(CLOCK, clock=3), b'', b''],
-        'barrier': [header(BARRIER, samples=4880), b'', b''],
+        'barrier': [header(BARRIER, body=(BARRIER_BODY, field_varint(1, 4880))), b'', b''],
         'bye': [header(BYE), b'', b''],
         'pull_reply': [header(PULL_REPLY, num_values=2, dim=2), b'', floats(0.1, 0.2)],
-        'error_reply': [header(ERROR_REPLY) + field_bytes(9, b'bad'), b'', b''],
+        'error_reply': [header(ERROR_REPLY, body=(ERROR_REPLY_BODY, field_bytes(1, b'bad'))), b'', b''],
         'wrong_count': [header(PULL, num_keys=3, dim=2), keys(1, 2), b''],
         'huge_count': [header(PULL, num_keys=1 << 61, dim=2), b'', b''],
         'two_frames': [header(PULL), b''],

@@ -3,7 +3,9 @@
 # of one-worker BSP jobs through tether-launch equals, on every key but
 # times, rates, memory peaks and byte counts, the one recorded in
 # tests/data/golden/. A change that moves code must leave them equal.
-#   bibtex, a9a, pendigits  the example's job, --workers=1 --staleness=0
+#   bibtex, a9a, pendigits  the example's job as pinned (a frozen copy of the
+#                           example config, tests/data/golden/NAME.pbtxt),
+#                           --workers=1 --staleness=0
 #   bibtex_resume           Bibtex checkpointed at clock 100 on 2 servers,
 #                           resumed from there on 3 servers
 #   fixture                 a checkpoint and a safetensors model committed
@@ -25,21 +27,21 @@ launch() {
 
 case $mode in
   bibtex | a9a | pendigits)
-    launch run --config="examples/$mode.pbtxt" --metrics_out="$tmp/m.json"
+    launch run --config="$golden/$mode.pbtxt" --metrics_out="$tmp/m.json"
     compare "$golden/$mode.json" "$tmp/m.json"
     ;;
   bibtex_resume)
-    launch first --config=examples/bibtex.pbtxt --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=100 \
+    launch first --config="$golden/bibtex.pbtxt" --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=100 \
       --checkpoint_keep_last=10
     test -f "$tmp/ck/ckpt-000000000100/MANIFEST" || fail "no checkpoint at clock 100"
-    launch resumed --config=examples/bibtex.pbtxt --servers=3 --resume_from="$tmp/ck/ckpt-000000000100" \
+    launch resumed --config="$golden/bibtex.pbtxt" --servers=3 --resume_from="$tmp/ck/ckpt-000000000100" \
       --metrics_out="$tmp/m.json"
     compare "$golden/bibtex_resume_3_servers.json" "$tmp/m.json"
     ;;
   fixture)
     # A copy: a resume must never depend on writing into its checkpoint.
     cp -r "$golden/bibtex_h16/ckpt-000000000100" "$tmp/"
-    launch resumed --config=examples/bibtex.pbtxt --hidden=16 --resume_from="$tmp/ckpt-000000000100" \
+    launch resumed --config="$golden/bibtex.pbtxt" --hidden=16 --resume_from="$tmp/ckpt-000000000100" \
       --metrics_out="$tmp/m.json"
     compare "$golden/fixture_resume.json" "$tmp/m.json"
     timeout -k 5 120 "$bin/tether-predict" --model="$golden/bibtex_h16/bibtex_h16.safetensors" \

@@ -96,6 +96,25 @@ std::vector<ParamCache::TableOptions> CacheOptions(const std::vector<TableSpec>&
   return out;
 }
 
+// The body of this worker's HELLO to shard `shard` of `num_shards`.
+HelloBody HelloFor(const ClientOptions& options, int shard, int num_shards) {
+  HelloBody h;
+  h.set_staleness(options.staleness);
+  h.set_data_on_demand(options.data_on_demand);
+  if (options.epochs > 0) h.set_train_epochs(options.epochs);
+  h.set_consistency_model(options.consistency_model);
+  h.set_job_id(options.job_id);
+  h.set_generation(options.generation);
+  h.set_shard(shard);
+  h.set_num_shards(num_shards);
+  for (const TableSpec& t : options.tables) *h.add_tables() = t;
+  if (!options.resume_from.empty()) {
+    h.set_resume_from(options.resume_from);
+    h.set_resume_clock(options.resume_clock);
+  }
+  return h;
+}
+
 }  // namespace
 
 WorkerClient::WorkerClient(const ClientOptions& options)
@@ -117,20 +136,8 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
   for (int s = 0; s < c->num_shards_; ++s) {
     Message m;
     m.header.set_type(HELLO);
-    m.header.set_staleness(options.staleness);
-    m.header.set_data_on_demand(options.data_on_demand);
-    if (options.epochs > 0) m.header.set_train_epochs(options.epochs);
-    m.header.set_consistency_model(options.consistency_model);
     m.header.set_protocol_version(kProtocolVersion);
-    m.header.set_job_id(options.job_id);
-    m.header.set_generation(options.generation);
-    m.header.set_shard(s);
-    m.header.set_num_shards(c->num_shards_);
-    for (const TableSpec& t : options.tables) *m.header.add_tables() = t;
-    if (!options.resume_from.empty()) {
-      m.header.set_resume_from(options.resume_from);
-      m.header.set_resume_clock(options.resume_clock);
-    }
+    *m.header.mutable_hello() = HelloFor(options, s, c->num_shards_);
     c->SendPart(s, &m, hello, c->NewShardRequest(HELLO_REPLY, s, 0));
   }
   // The first refusal ends the wait: another shard may never answer (it
@@ -237,8 +244,8 @@ Status WorkerClient::ResendWithKeys(uint64_t tag) {
   m.keys = CopyFrame(channel_.frame_pool(), keys->data(), n * sizeof(uint64_t));
   if (r.expect == PUSH_REPLY) {
     m.header.set_num_values(n * r.dim);
-    m.header.set_version(r.push_version);
-    if (r.want_values) m.header.set_want_values(true);
+    m.header.mutable_push()->set_base_version(r.push_version);
+    if (r.want_values) m.header.mutable_push()->set_want_values(true);
     m.values = std::move(r.resend_values);
   }
   r.key_list = 0;
@@ -397,7 +404,7 @@ RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint6
     m.header.set_value_dim(dim);
     const uint64_t tag = NewShardRequest(PULL_REPLY, s, table);
     if (absent_as_zeros) {
-      m.header.set_absent_as_zeros(true);  // its zeros are no rows: never a key list
+      m.header.mutable_pull()->set_absent_as_zeros(true);  // its zeros are no rows: never a key list
       m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
     } else {
       SetRequestKeys(s, table, ks, c1 - c0, &m, tag);
@@ -434,7 +441,7 @@ RequestHandle WorkerClient::PullRowsIfPresent(uint32_t table, const std::vector<
 }
 
 void WorkerClient::ScalePush(Message* m) const {
-  if (push_weight_ != 1.0f) m->header.set_push_weight(push_weight_);
+  if (push_weight_ != 1.0f) m->header.mutable_push()->set_push_weight(push_weight_);
   if (gradient_scale_ == 1.0f) return;
   // A frame under 34 bytes lives inside the zmq::message_t and may be
   // unaligned: each float goes through memcpy.
@@ -499,7 +506,7 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     m.header.set_num_keys(n);
     m.header.set_value_dim(dim);
     m.header.set_num_values(n * dim);
-    if (!delta) m.header.set_version(cache_.PushVersion(table, s));
+    if (!delta) m.header.mutable_push()->set_base_version(cache_.PushVersion(table, s));
     // The gradients are copied now (the caller may reuse `grads` at once).
     if (whole && in_rows == nullptr && shared != nullptr && gradient_scale_ == 1.0f && n > 0) {
       // A block of the caller's buffer, by reference: the message holds a
@@ -534,10 +541,10 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     if (r.key_list != 0) {
       // Kept (shared, not copied) for a resend with the keys.
       r.resend_values.copy(m.values);
-      r.push_version = m.header.version();
+      r.push_version = m.header.push().base_version();
     }
     if (!delta && cache_.StartPushRows(table, ks, n)) {
-      m.header.set_want_values(true);
+      m.header.mutable_push()->set_want_values(true);
       r.want_values = true;
       r.keys.assign(ks, ks + n);
     }
@@ -593,7 +600,7 @@ RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const 
     m.header.set_type(type);
     m.header.set_table_id(table);
     m.header.set_num_values(e - b);
-    if (!delta) m.header.set_version(cache_.PushVersion(table, s));
+    if (!delta) m.header.mutable_push()->set_base_version(cache_.PushVersion(table, s));
     m.values = CopyFrame(channel_.frame_pool(), grad + b, (e - b) * sizeof(float));
     if (!delta) ScalePush(&m);  // a model delta is the replica's, never rescaled
     const uint64_t tag = NewShardRequest(delta ? PUSH_DELTA_REPLY : PUSH_REPLY, s, table);
@@ -601,7 +608,7 @@ RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const 
     r.dense = true;
     r.updates = 1;
     if (!delta && cache_.StartPushDense(table, s)) {
-      m.header.set_want_values(true);
+      m.header.mutable_push()->set_want_values(true);
       r.want_values = true;
     }
     ++stats_.pushes;
@@ -615,7 +622,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
     return control_replies_ ? control_replies_(tag & ~kControlTag, verdict, reply) : verdict;
   // A list the shard did not hold: the same request again, with its keys
   // (the user sees no failure; the push is still pending in the cache).
-  if (!verdict.ok() && reply->header.key_list_unknown() && requests_[tag].list_keys != nullptr && !leaving_)
+  if (!verdict.ok() && reply->header.error_reply().key_list_unknown() && requests_[tag].list_keys != nullptr && !leaving_)
     return ResendWithKeys(tag);
   const ShardRequest& r = requests_[tag];
   if (r.want_values) {
@@ -636,23 +643,16 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
   if (st.ok()) {
     switch (r.expect) {
       case HELLO_REPLY:
-        if (h.shard() != r.shard || h.job_id() != options_.job_id) {
-          st = Status::FailedPrecondition("server " + options_.servers[r.shard] + " is shard " +
-                                          std::to_string(h.shard()) + " of job '" + h.job_id() +
-                                          "' but is listed as shard " + std::to_string(r.shard) + " of job '" +
-                                          options_.job_id + "' in --server_addresses");
-        }
-        channel_.set_clock(std::max(channel_.clock(), h.clock()));
-        if (h.has_rejoin_clock()) rejoin_clock_ = std::max(rejoin_clock_, h.rejoin_clock());
-        key_lists_[r.shard] = KeyListCache(options_.key_lists ? h.key_list_cache_bytes() : 0);
+        st = OnHelloReply(r, h.hello_reply());
         break;
       case PUSH_REPLY:
         if (r.want_values && h.num_values() > 0) {
           const float* v = reply->ValueData(&scratch_);
           if (r.dense) {
-            cache_.InsertDense(r.table, r.shard, v, h.num_values(), h.min_clock(), h.version());
+            cache_.InsertDense(r.table, r.shard, v, h.num_values(), h.min_clock(), h.push_reply().table_version());
           } else if (h.num_values() == r.keys.size() * size_t{r.dim}) {
-            cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), v, h.min_clock(), h.version());
+            cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), v, h.min_clock(),
+                              h.push_reply().table_version());
           }
         }
         break;
@@ -662,8 +662,8 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
         if (!leaving_) st = OnPullReply(r, reply);
         break;
       case CLOCK_REPLY:
-        if (h.checkpoint_clock() >= 0) due_checkpoint_clock_ = h.checkpoint_clock();
-        if (h.batch_size() > 0) adaptive_batch_size_ = h.batch_size();
+        if (h.clock_reply().checkpoint_clock() >= 0) due_checkpoint_clock_ = h.clock_reply().checkpoint_clock();
+        if (h.clock_reply().batch_size() > 0) adaptive_batch_size_ = h.clock_reply().batch_size();
         break;
       default:
         break;
@@ -679,10 +679,24 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
   return st;
 }
 
+Status WorkerClient::OnHelloReply(const ShardRequest& r, const HelloReplyBody& h) {
+  Status st;
+  if (h.shard() != r.shard || h.job_id() != options_.job_id) {
+    st = Status::FailedPrecondition("server " + options_.servers[r.shard] + " is shard " + std::to_string(h.shard()) +
+                                    " of job '" + h.job_id() + "' but is listed as shard " + std::to_string(r.shard) +
+                                    " of job '" + options_.job_id + "' in --server_addresses");
+  }
+  channel_.set_clock(std::max(channel_.clock(), h.start_clock()));
+  if (h.has_rejoin_clock()) rejoin_clock_ = std::max(rejoin_clock_, h.rejoin_clock());
+  key_lists_[r.shard] = KeyListCache(options_.key_lists ? h.key_list_cache_bytes() : 0);
+  return st;
+}
+
 Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
   const MessageHeader& h = reply->header;
   const float* v = reply->ValueData(&scratch_);
-  cache_.NoteReadVersion(r.table, r.shard, h.version(), r.ahead);
+  const uint64_t version = h.pull_reply().table_version();
+  cache_.NoteReadVersion(r.table, r.shard, version, r.ahead);
   if (r.dense) {
     // The reply must fill exactly this shard's slice: fewer floats would
     // leave stale values, more would write past the caller's buffer.
@@ -693,7 +707,7 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
                               std::to_string(e - b));
     }
     std::memcpy(r.out + r.dense_begin, v, h.num_values() * sizeof(float));
-    cache_.InsertDense(r.table, r.shard, v, h.num_values(), h.min_clock(), h.version());
+    cache_.InsertDense(r.table, r.shard, v, h.num_values(), h.min_clock(), version);
     return Status::OK();
   }
   if (h.num_values() != r.num_rows * r.dim) {
@@ -705,7 +719,7 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
   } else {
     ScatterRows(v, r.positions.data(), r.num_rows, r.dim, r.out);
   }
-  if (!r.keys.empty()) cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), v, h.min_clock(), h.version());
+  if (!r.keys.empty()) cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), v, h.min_clock(), version);
   return Status::OK();
 }
 
@@ -728,11 +742,11 @@ Status WorkerClient::Clock(bool want_checkpoint) {
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(CLOCK);
-    if (replica_ != nullptr) m.header.set_average_updates(average_updates);
+    if (replica_ != nullptr) m.header.mutable_clock_report()->set_average_updates(average_updates);
     if (s == 0) {
-      if (want_checkpoint) m.header.set_want_checkpoint(true);
+      if (want_checkpoint) m.header.mutable_clock_report()->set_want_checkpoint(true);
       if (adaptive_report_) {
-        *m.header.mutable_adaptive_batch() = *adaptive_report_;
+        *m.header.mutable_clock_report()->mutable_adaptive_batch() = *adaptive_report_;
         adaptive_report_.reset();
       }
       SendPart(0, &m, clock_reply_, NewShardRequest(CLOCK_REPLY, 0, 0));

@@ -246,7 +246,7 @@ class WorkerClient {
   [[nodiscard]] RequestHandle PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out);
   /// PullRows for evaluating a hashed model: a key the server does not hold
   /// comes back as dim zeros and is not created there (PULL with
-  /// MessageHeader.absent_as_zeros). Bypasses the cache both ways (reads the
+  /// PullBody.absent_as_zeros). Bypasses the cache both ways (reads the
   /// servers' rows; stores nothing, so a zero row never stands in for a row
   /// training creates later). Counted in pulls/rows_pulled/rows_read like
   /// PullRows. Errors as PullRows.
@@ -489,6 +489,9 @@ class WorkerClient {
   // The channel's ReplyHandler.
   Status OnReply(uint64_t tag, const Status& verdict, Message* reply);
   Status OnPullReply(const ShardRequest& r, Message* reply);
+  // HELLO_REPLY `h` to request `r`: the shard it names, the clock to start
+  // at, the key-list capacity it grants.
+  Status OnHelloReply(const ShardRequest& r, const HelloReplyBody& h);
   // A new pull request of `table`: waits for the table's own pushes when
   // they carry rows back, and begins a read (read versions).
   RequestHandle StartPull(uint32_t table, bool ahead = false);

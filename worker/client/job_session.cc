@@ -27,35 +27,37 @@ Status JobSession::OnReply(uint64_t tag, const Status& verdict, Message* reply) 
   // call given up (a wait that timed out) never writes out of bounds.
   switch (h.type()) {
     case STATS_REPLY:
-      if (shard < server_stats_.size()) server_stats_[shard] = h.shard_stats();
+      if (shard < server_stats_.size()) server_stats_[shard] = h.stats_reply().shard_stats();
       return Status::OK();
     case EVAL_GATHER_REPLY:
-      eval_complete_ = h.eval_complete();
+      eval_complete_ = h.eval_gather_reply().complete();
       return UnpackEvalPartials(*reply, "server " + channel_.server(static_cast<int>(shard)), &eval_partials_);
     case CHUNK_REPLY:
-      chunk_reply_ = h.chunk();
+      chunk_reply_ = h.chunk_reply();
       return Status::OK();
     case BARRIER_REPLY:
-      barrier_total_ = h.samples();
+      barrier_total_ = h.barrier_reply().total_samples();
       if (shard == 0) {
-        barrier_clock_ = h.clock();
-        if (h.has_evaluator_rank()) evaluator_rank_ = h.evaluator_rank();
+        barrier_clock_ = h.barrier_reply().max_clock();
+        if (h.barrier_reply().has_evaluator_rank()) evaluator_rank_ = h.barrier_reply().evaluator_rank();
       }
       return Status::OK();
     case CHECKPOINT_REPLY:
-      if (h.checkpoint_abandoned()) {
-        checkpoint_reply_.abandoned = true;
-        if (checkpoint_reply_.abandoned_why.empty()) checkpoint_reply_.abandoned_why = h.error();
-      }
-      if (h.checkpoint_files_size() > 0 && shard < checkpoint_reply_.shard_files.size())
-        checkpoint_reply_.shard_files[shard] = h.checkpoint_files(0);
-      for (int i = 1; i < h.checkpoint_files_size(); ++i)
-        checkpoint_reply_.extra_files.push_back(h.checkpoint_files(i));
-      if (shard == 0) checkpoint_reply_.workers.assign(h.checkpoint_workers().begin(), h.checkpoint_workers().end());
+      OnCheckpointReply(shard, h.checkpoint_reply());
       return Status::OK();
     default:  // BYE_REPLY
       return Status::OK();
   }
+}
+
+void JobSession::OnCheckpointReply(size_t shard, const CheckpointReplyBody& h) {
+  if (h.abandoned()) {
+    checkpoint_reply_.abandoned = true;
+    if (checkpoint_reply_.abandoned_why.empty()) checkpoint_reply_.abandoned_why = h.abandoned_why();
+  }
+  if (h.files_size() > 0 && shard < checkpoint_reply_.shard_files.size()) checkpoint_reply_.shard_files[shard] = h.files(0);
+  for (int i = 1; i < h.files_size(); ++i) checkpoint_reply_.extra_files.push_back(h.files(i));
+  if (shard == 0) checkpoint_reply_.workers.assign(h.workers().begin(), h.workers().end());
 }
 
 StatusOr<CheckpointReply> JobSession::Checkpoint(const std::string& dir, bool final,
@@ -67,10 +69,11 @@ StatusOr<CheckpointReply> JobSession::Checkpoint(const std::string& dir, bool fi
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(CHECKPOINT);
-    m.header.set_checkpoint_dir(dir);
-    m.header.set_checkpoint_clock(final ? final_checkpoint_clock() : channel_.clock());
-    m.header.set_checkpoint_final(final);
-    if (state_file != nullptr) *m.header.add_checkpoint_files() = *state_file;
+    CheckpointBody& body = *m.header.mutable_checkpoint();
+    body.set_dir(dir);
+    body.set_clock(final ? final_checkpoint_clock() : channel_.clock());
+    body.set_is_final(final);
+    if (state_file != nullptr) *body.mutable_state_file() = *state_file;
     Send(s, &m, ckpt, CHECKPOINT_REPLY);
   }
   TETHER_RETURN_IF_ERROR(ckpt.Wait());
@@ -87,10 +90,11 @@ StatusOr<uint64_t> JobSession::Barrier(uint64_t samples, const WorkerStats& stat
   for (int s = 0; s < num_shards_; ++s) {
     Message m;
     m.header.set_type(BARRIER);
-    m.header.set_samples(samples);
-    *m.header.mutable_worker_stats() = stats;
-    *m.header.mutable_finished() = finished;
-    if (data_done) m.header.mutable_chunk()->set_kind(DataOnDemandChunk::DONE);
+    BarrierBody& body = *m.header.mutable_barrier();
+    body.set_samples(samples);
+    *body.mutable_worker_stats() = stats;
+    *body.mutable_finished() = finished;
+    if (data_done) body.set_data_done(true);
     Send(s, &m, barrier, BARRIER_REPLY);
   }
   TETHER_RETURN_IF_ERROR(barrier.Wait());
@@ -99,15 +103,15 @@ StatusOr<uint64_t> JobSession::Barrier(uint64_t samples, const WorkerStats& stat
   return barrier_total_;
 }
 
-StatusOr<bool> JobSession::EvalGather(int64_t round, const EvalPartial* mine, MessageHeader::EvalWant want,
+StatusOr<bool> JobSession::EvalGather(int64_t round, const EvalPartial* mine, EvalGatherBody::EvalWant want,
                                       std::vector<EvalPartial>* all) {
   TETHER_RETURN_IF_ERROR(channel_.sticky_error());
   eval_partials_.clear();
   eval_complete_ = false;
   Message m;
   m.header.set_type(EVAL_GATHER);
-  m.header.set_eval_round(round);
-  m.header.set_eval_want(want);
+  m.header.mutable_eval_gather()->set_round(round);
+  m.header.mutable_eval_gather()->set_want(want);
   std::vector<EvalPartial> out;
   if (mine != nullptr) out.push_back(*mine);
   TETHER_RETURN_IF_ERROR(PackEvalPartials(out, &m));
@@ -124,7 +128,7 @@ StatusOr<DataOnDemandChunk> JobSession::ChunkNext(const DataOnDemandChunk& reque
   chunk_reply_.Clear();
   Message m;
   m.header.set_type(CHUNK_NEXT);
-  *m.header.mutable_chunk() = request;
+  *m.header.mutable_chunk_next() = request;
   RequestHandle next = channel_.NewRequest(/*sticky=*/false);
   Send(0, &m, next, CHUNK_REPLY);
   TETHER_RETURN_IF_ERROR(next.Wait());

@@ -113,7 +113,7 @@ class JobSession {
   /// left without sending theirs are missing from it. A wait is bounded by
   /// cluster.request_timeout_ms like the barrier's. Errors: the sticky
   /// error, then as RequestHandle::Wait; DataLoss for a malformed reply.
-  StatusOr<bool> EvalGather(int64_t round, const EvalPartial* mine, MessageHeader::EvalWant want,
+  StatusOr<bool> EvalGather(int64_t round, const EvalPartial* mine, EvalGatherBody::EvalWant want,
                             std::vector<EvalPartial>* all);
 
   /// Data on demand: sends CHUNK_NEXT with `request` (the job's shape and
@@ -167,6 +167,9 @@ class JobSession {
   // The client's control-reply handler: `tag` is the shard (kControlTag
   // cleared).
   Status OnReply(uint64_t tag, const Status& verdict, Message* reply);
+  // Shard `shard`'s CHECKPOINT_REPLY: its files, abandonment and (shard 0)
+  // the ranks' entries, into checkpoint_reply_.
+  void OnCheckpointReply(size_t shard, const CheckpointReplyBody& h);
 
   WorkerClient* client_;
   RequestChannel& channel_;

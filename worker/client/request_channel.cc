@@ -305,7 +305,7 @@ void RequestChannel::Dispatch(Message* reply) {
   --in_flight_;
   Status verdict;
   if (h.type() == ERROR_REPLY) {
-    verdict = Status::FailedPrecondition(h.error());
+    verdict = Status::FailedPrecondition(ErrorText(h));
   } else if (h.type() != p.expect) {
     verdict = Status::DataLoss("server " + std::to_string(p.shard) + " answered " + TypeName(h.type()) +
                                " to a request expecting " + TypeName(p.expect));
@@ -510,12 +510,13 @@ int RequestChannel::SendAbort(const std::string& why, int bound_ms, const std::s
     if (!shard_up(s) || (static_cast<size_t>(s) < skip.size() && skip[static_cast<size_t>(s)])) continue;
     Message m;
     m.header.set_type(ABORT);
-    m.header.set_error(why);
+    AbortBody& body = *m.header.mutable_job_abort();
+    body.set_reason(why);
     // The process this worker knew on the shard: a new one there ends too.
-    if (links_[s].incarnation != 0) m.header.set_server_incarnation(links_[s].incarnation);
+    if (links_[s].incarnation != 0) body.set_known_server_incarnation(links_[s].incarnation);
     if (!job_id.empty()) {
-      m.header.set_job_id(job_id);
-      m.header.set_generation(generation);
+      body.set_job_id(job_id);
+      body.set_generation(generation);
     }
     if (Send(s, &m, nullptr, MSG_UNKNOWN, 0).ok()) ++sent;
   }
@@ -579,7 +580,7 @@ Status RequestChannel::DrainReplies(int s) {
     if (st.code() == Status::Code::kUnavailable) break;
     if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
     if (!SameServerProcess(s, reply.header.server_incarnation())) continue;
-    if (reply.header.want_checkpoint() && stopping_shard_ < 0) {
+    if (reply.header.server_stopping() && stopping_shard_ < 0) {
       stopping_shard_ = s;
       LOG(WARNING) << log_prefix_ << "server " << options_.servers[s] << " (shard " << s
                    << ") was told to stop: the job ends now";
@@ -593,7 +594,7 @@ Status RequestChannel::DrainReplies(int s) {
       // every wait fails with the shard's reason, not with what follows
       // (refused requests, the shard's connection dropping when it ends).
       if (removed_.ok()) {
-        removed_ = Status::FailedPrecondition(log_prefix_ + reply.header.error());
+        removed_ = Status::FailedPrecondition(log_prefix_ + reply.header.removed().reason());
         LOG(ERROR) << removed_.message();
       }
       gone_ = removed_;

@@ -271,7 +271,7 @@ class RequestChannel {
   /// cluster.worker_timeout_ms); every wait then fails with its reason.
   bool removed() const { return !removed_.ok(); }
   /// The first shard that said it was told to stop (a reply, or an unasked
-  /// HEARTBEAT, with want_checkpoint set: tether-server's stop signal), or
+  /// HEARTBEAT, with server_stopping set: tether-server's stop signal), or
   /// −1. The worker then stops as on its own stop signal.
   int stopping_shard() const { return stopping_shard_; }
 

@@ -53,7 +53,7 @@ class ChannelTest : public ::testing::Test {
     Message m;
     m.header.set_type(type);
     m.header.set_request_id(request_id);
-    m.header.set_error(error);
+    if (type == ERROR_REPLY) m.header.mutable_error_reply()->set_error(error);
     ASSERT_TRUE(SendMessage(router_, &m, &peer_, "worker").ok());
   }
 
@@ -116,7 +116,7 @@ TEST_F(ChannelTest, AReplyFromAnotherServerProcessGivesTheShardUp) {
     Message m;
     m.header.set_type(type);
     m.header.set_request_id(request_id);
-    m.header.set_error(error);
+    if (type == ERROR_REPLY) m.header.mutable_error_reply()->set_error(error);
     if (incarnation != 0) m.header.set_server_incarnation(incarnation);
     ASSERT_TRUE(SendMessage(router_, &m, &peer_, "worker").ok());
   };
@@ -147,7 +147,7 @@ TEST_F(ChannelTest, AReplyFromAnotherServerProcessGivesTheShardUp) {
   EXPECT_EQ(channel_->SendAbort("worker 0 failed: " + st.message(), 500, "job", 0), 1);
   const MessageHeader abort = Receive();
   EXPECT_EQ(abort.type(), ABORT);
-  EXPECT_EQ(abort.server_incarnation(), 0x7au) << "the process this worker joined";
+  EXPECT_EQ(abort.job_abort().known_server_incarnation(), 0x7au) << "the process this worker joined";
 }
 
 TEST_F(ChannelTest, WaitWithATimeoutLeavesTheRequestOutstanding) {
@@ -342,7 +342,7 @@ TEST_F(LivenessTest, AbortReachesTheServerWithItsReason) {
   Message m;
   const MessageHeader h = Receive(&m);
   EXPECT_EQ(h.type(), ABORT);
-  EXPECT_EQ(h.error(), "worker 0 failed: out of memory");
+  EXPECT_EQ(h.job_abort().reason(), "worker 0 failed: out of memory");
 }
 
 void NoOp(int) {}

@@ -63,7 +63,7 @@ StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind,
                                       int64_t test_rows, JobSession* session) {
   const EvalPartial mine = SetupPartial(rank, kind, label_counts, train_rows, test_rows);
   std::vector<EvalPartial> all;
-  TETHER_ASSIGN_OR_RETURN(bool complete, session->EvalGather(kSetupEvalRound, &mine, MessageHeader::EVAL_WAIT, &all));
+  TETHER_ASSIGN_OR_RETURN(bool complete, session->EvalGather(kSetupEvalRound, &mine, EvalGatherBody::EVAL_WAIT, &all));
   if (!complete) return Status::Internal("evaluation setup: shard 0 answered before every worker's counts were in");
   return EvalSetupFrom(all, rank, num_workers, kind, psp_a, psp_b);
 }
@@ -71,7 +71,7 @@ StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind,
 StatusOr<EvalSetup> JoinEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
                                   JobSession* session) {
   std::vector<EvalPartial> all;
-  TETHER_ASSIGN_OR_RETURN(bool complete, session->EvalGather(kSetupEvalRound, nullptr, MessageHeader::EVAL_WAIT, &all));
+  TETHER_ASSIGN_OR_RETURN(bool complete, session->EvalGather(kSetupEvalRound, nullptr, EvalGatherBody::EVAL_WAIT, &all));
   if (!complete) return Status::Internal("evaluation setup: shard 0 answered before every worker's counts were in");
   // A joiner's empty partial sent by mistake would be rank-ordered last:
   // only the initial ranks' counts make the setup.

@@ -88,7 +88,7 @@ Status TestEvaluation::Setup(const std::vector<uint64_t>& label_counts, int64_t 
   return Status::OK();
 }
 
-StatusOr<bool> TestEvaluation::Evaluate(int64_t round, MessageHeader::EvalWant want, TrainReport* report) {
+StatusOr<bool> TestEvaluation::Evaluate(int64_t round, EvalGatherBody::EvalWant want, TrainReport* report) {
   const auto start = SteadyClock::now();
   Evaluator eval(model_->label_kind(), model_->num_outputs(), backend_, setup_.inv_propensity);
   std::vector<float> scores;
@@ -119,7 +119,7 @@ StatusOr<bool> TestEvaluation::Evaluate(int64_t round, MessageHeader::EvalWant w
   // A worker that joined beyond the initial ranks holds no test rows and
   // owes no partial (it only gathers, when it is the evaluator).
   TETHER_ASSIGN_OR_RETURN(bool complete, session_->EvalGather(round, joiner_ ? nullptr : &mine, want, &all));
-  if (want == MessageHeader::EVAL_ACK || !complete) return false;
+  if (want == EvalGatherBody::EVAL_ACK || !complete) return false;
   TETHER_RETURN_IF_ERROR(MergeEvalResults(config_, all, model_, backend_, setup_.inv_propensity, report));
   report->eval_seconds = SecondsSince(start);
   return true;
@@ -137,7 +137,7 @@ void TestEvaluation::Log(const std::vector<std::pair<std::string, double>>& metr
   metrics_log_->Write(std::move(j));
 }
 
-Status TestEvaluation::CollectPending(MessageHeader::EvalWant want) {
+Status TestEvaluation::CollectPending(EvalGatherBody::EvalWant want) {
   while (!pending_.empty()) {
     PendingRound& e = pending_.front();
     if (!e.merged) {
@@ -167,7 +167,7 @@ Status TestEvaluation::AfterEpoch(int epoch, double train_s, uint64_t samples, d
   pending_.push_back({epoch, train_s, samples, loss, false, {}, 0});
   TrainReport mid;
   TETHER_ASSIGN_OR_RETURN(bool merged,
-                          Evaluate(epoch, rank_ == 0 ? MessageHeader::EVAL_POLL : MessageHeader::EVAL_ACK, &mid));
+                          Evaluate(epoch, rank_ == 0 ? EvalGatherBody::EVAL_POLL : EvalGatherBody::EVAL_ACK, &mid));
   if (rank_ != 0) {
     pending_.clear();  // only rank 0 reports
     return Status::OK();
@@ -178,25 +178,27 @@ Status TestEvaluation::AfterEpoch(int epoch, double train_s, uint64_t samples, d
     pending_.back().test_rows = mid.test_rows;
   }
   // Older open rounds first, so the metrics log stays in epoch order.
-  return CollectPending(MessageHeader::EVAL_POLL);
+  return CollectPending(EvalGatherBody::EVAL_POLL);
 }
 
 Status TestEvaluation::SendFinalPart() {
   if (joiner_) return Status::OK();
   // The trained model: every worker is past the barrier.
   TrainReport mine;
-  return Evaluate(kFinalEvalRound, MessageHeader::EVAL_ACK, &mine).status();
+  return Evaluate(kFinalEvalRound, EvalGatherBody::EVAL_ACK, &mine).status();
 }
 
 Status TestEvaluation::Final(TrainReport* report) {
   // Mid-training rounds still open: every worker is past them now.
-  TETHER_RETURN_IF_ERROR(CollectPending(MessageHeader::EVAL_WAIT));
-  TETHER_ASSIGN_OR_RETURN(bool merged, Evaluate(kFinalEvalRound, MessageHeader::EVAL_WAIT, report));
+  TETHER_RETURN_IF_ERROR(CollectPending(EvalGatherBody::EVAL_WAIT));
+  TETHER_ASSIGN_OR_RETURN(bool merged, Evaluate(kFinalEvalRound, EvalGatherBody::EVAL_WAIT, report));
   if (!merged) return Status::Internal(who_ + "shard 0 answered the final evaluation before it was complete");
   VLOG(1) << who_ << "evaluation by " << report->eval_workers << " worker(s): " << report->eval_seconds
             << " s (the slowest worker's part: " << report->eval_seconds_slowest << " s)";
   LOG(INFO) << who_ << "test (" << report->test_rows << " rows):" << MetricsLine(report->test_metrics);
-  Log(report->test_metrics, report->test_rows, config_.train().epochs(), report->train_seconds, false,
+  // After early stopping the model is that of the last epoch trained.
+  const int epoch = report->stopped_early ? report->epochs_trained : config_.train().epochs();
+  Log(report->test_metrics, report->test_rows, epoch, report->train_seconds, false,
       report->samples, report->final_loss);
   return Status::OK();
 }

@@ -57,6 +57,11 @@ class TestEvaluation {
 
   /// Where the rounds' results are logged ("kind": "eval"); may be null.
   void set_metrics_log(MetricsLog* log) { metrics_log_ = log; }
+  /// This worker's part of the test set, read at the end (a run with a
+  /// validation split reads the test split only for the final evaluation,
+  /// and sent no test rows in round 0: train.eval_max_rows is refused
+  /// there, so no offset is needed).
+  void set_test(Dataset test) { test_ = std::move(test); }
 
   /// Round 0: sends this worker's training label counts (`label_counts`
   /// over `counted_rows` rows; CountTrainingLabels) and test rows, and
@@ -96,10 +101,10 @@ class TestEvaluation {
   };
   // Evaluates this worker's part for `round` and sends it; `want` as
   // EvalGather's. Returns whether every part was merged into *report.
-  StatusOr<bool> Evaluate(int64_t round, MessageHeader::EvalWant want, TrainReport* report);
+  StatusOr<bool> Evaluate(int64_t round, EvalGatherBody::EvalWant want, TrainReport* report);
   // Logs the open rounds in order (EVAL_POLL: as far as they are complete;
   // EVAL_WAIT: all, waiting for each).
-  Status CollectPending(MessageHeader::EvalWant want);
+  Status CollectPending(EvalGatherBody::EvalWant want);
   void Log(const std::vector<std::pair<std::string, double>>& metrics, int64_t test_rows, int epoch, double train_s,
            bool log_line, uint64_t samples, double loss);
 

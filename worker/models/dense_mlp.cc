@@ -14,7 +14,7 @@ DenseMlp::DenseMlp(std::vector<int64_t> widths, Backend* backend)
   for (size_t i = 0; i + 2 < widths_.size(); ++i) act_.emplace_back(backend);
 }
 
-Status DenseMlp::Forward(const float* x, int64_t batch, const DenseMlpParams& p, float* scores) {
+Status DenseMlp::Forward(const float* x, int64_t batch, const DenseMlpParams& p, float* scores, bool train) {
   const int n = num_layers();
   if (batch < 0) return Status::InvalidArgument("DenseMlp: negative batch size");
   if (static_cast<int>(p.w.size()) != n || static_cast<int>(p.b.size()) != n) {
@@ -41,6 +41,8 @@ Status DenseMlp::Forward(const float* x, int64_t batch, const DenseMlpParams& p,
                                    p.w[i], fan_out, 0.0f, out, fan_out));
     TETHER_RETURN_IF_ERROR(be.AddBias(batch, fan_out, p.b[i], out));
     if (i + 1 < n) TETHER_RETURN_IF_ERROR(be.Relu(batch * fan_out, out, out));
+    if (i + 1 < n && train && dropout_ > 0.0f)
+      TETHER_RETURN_IF_ERROR(be.Dropout(batch * fan_out, dropout_, LayerSeed(i), out));
     in = out;
   }
   return Status::OK();
@@ -85,13 +87,13 @@ StatusOr<float> DenseMlp::ComputeGradients(const float* x, const BackendCsr& y, 
                                    std::to_string(n));
   }
   TETHER_RETURN_IF_ERROR(scores_.Resize(batch * classes));
-  TETHER_RETURN_IF_ERROR(Forward(x, batch, p, scores_.data()));
+  TETHER_RETURN_IF_ERROR(Forward(x, batch, p, scores_.data(), /*train=*/true));
   Backend& be = *backend_;
   double loss_sum = 0.0;
   // dL/ds in place, divided by B so every gradient below is a mean (labels
   // may name fewer classes than the model has: labels.cols <= cols).
   TETHER_RETURN_IF_ERROR(be.SoftmaxCrossEntropy(batch, classes, scores_.data(), y, 1.0f / static_cast<float>(batch),
-                                                scores_.data(), &loss_sum));
+                                                scores_.data(), &loss_sum, label_smoothing_));
   // delta = dL/dz_i, walking down from the output layer; two buffers below
   // the top take turns holding it.
   float* delta = scores_.data();
@@ -109,6 +111,8 @@ StatusOr<float> DenseMlp::ComputeGradients(const float* x, const BackendCsr& y, 
     TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kYes, batch, fan_in, fan_out, 1.0f, delta, fan_out,
                                    p.w[i], fan_out, 0.0f, spare->data(), fan_in));
     TETHER_RETURN_IF_ERROR(be.ReluBackward(batch * fan_in, act_[i - 1].data(), spare->data()));
+    // Dropout's backward: the forward mask and scale again (the same seed).
+    if (dropout_ > 0.0f) TETHER_RETURN_IF_ERROR(be.Dropout(batch * fan_in, dropout_, LayerSeed(i - 1), spare->data()));
     delta = spare->data();
     spare = spare == &delta_ ? &delta_prev_ : &delta_;
   }

@@ -60,6 +60,18 @@ class DenseMlp {
   const std::vector<int64_t>& widths() const { return widths_; }
   int num_layers() const { return static_cast<int>(widths_.size()) - 1; }
 
+  /// Training-time regularisation (model.dropout, model.label_smoothing;
+  /// both 0 by default, which is the pass without them, bit for bit):
+  /// dropout in [0, 1) on every hidden layer's activations (Backend::Dropout,
+  /// the mask drawn from the seed set by set_dropout_seed and the layer), and
+  /// the loss's label smoothing in [0, 1). Prediction uses every unit.
+  void set_regularization(float dropout, float label_smoothing) {
+    dropout_ = dropout;
+    label_smoothing_ = label_smoothing;
+  }
+  /// The seed of the next ComputeGradients' dropout masks.
+  void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
+
   /// One forward + backward pass on `batch` rows.
   ///   x: batch × d0 dense row-major (borrowed).
   ///   y: batch × dn label view (values ignored); row r's entry names its
@@ -89,10 +101,15 @@ class DenseMlp {
  private:
   // Validates and computes every layer: act_[i] (i < n − 1, post-ReLU) and
   // scores (batch × dn).
-  Status Forward(const float* x, int64_t batch, const DenseMlpParams& p, float* scores);
+  // train: with dropout on the hidden activations.
+  Status Forward(const float* x, int64_t batch, const DenseMlpParams& p, float* scores, bool train = false);
+  // Hidden layer i's dropout seed for the current pass.
+  uint64_t LayerSeed(int i) const { return DropoutHash(dropout_seed_, static_cast<uint64_t>(i)); }
 
   std::vector<int64_t> widths_;
   Backend* backend_;
+  float dropout_ = 0.0f, label_smoothing_ = 0.0f;
+  uint64_t dropout_seed_ = 0;
   // Scratch in backend memory, grown to the largest batch and reused.
   std::vector<BackendArray<float>> act_;    // hidden activations a_1..a_(n-1), batch × d_i
   BackendArray<float> scores_;              // batch × dn: logits, then dL/ds in place

@@ -30,6 +30,8 @@ CsrMatrix OneHot(const std::vector<int>& cls, int64_t classes) {
 struct DoubleNet {
   std::vector<int64_t> widths;
   std::vector<std::vector<double>> w, b;
+  float dropout = 0.0f, label_smoothing = 0.0f;
+  uint64_t seed = 0;  // the pass's dropout seed (DenseMlp::set_dropout_seed)
 };
 
 // Mean softmax cross-entropy straight from the definitions.
@@ -44,24 +46,35 @@ double ReferenceLoss(const DoubleNet& net, const std::vector<double>& x, int64_t
         for (int64_t k = 0; k < net.widths[i]; ++k) z[o] += a[k] * net.w[i][k * net.widths[i + 1] + o];
       if (i + 1 < n)
         for (double& v : z) v = std::max(v, 0.0);
+      if (i + 1 < n && net.dropout > 0) {
+        // Layer i's mask: DropoutKeeps on the layer's seed, element r·width + o.
+        const uint64_t layer_seed = DropoutHash(net.seed, static_cast<uint64_t>(i));
+        const float scale = 1.0f / (1.0f - net.dropout);
+        for (int64_t o = 0; o < net.widths[i + 1]; ++o)
+          if (!DropoutKeeps(layer_seed, static_cast<uint64_t>(r * net.widths[i + 1] + o), DropoutThreshold(net.dropout)))
+            z[o] = 0;
+          else
+            z[o] *= scale;
+      }
       a = z;
     }
     if (cls[r] < 0) continue;
     double mx = a[0];
     for (double v : a) mx = std::max(mx, v);
-    double sum = 0;
-    for (double v : a) sum += std::exp(v - mx);
-    total += mx + std::log(sum) - a[cls[r]];
+    double sum = 0, mean = 0;
+    for (double v : a) sum += std::exp(v - mx), mean += v / static_cast<double>(a.size());
+    const double eps = net.label_smoothing;
+    total += mx + std::log(sum) - (1 - eps) * a[cls[r]] - eps * mean;
   }
   return total / batch;
 }
 
-void CheckGradients(const std::vector<int64_t>& widths) {
+void CheckGradients(const std::vector<int64_t>& widths, float dropout = 0.0f, float label_smoothing = 0.0f) {
   std::mt19937 rng(17);
   std::normal_distribution<double> normal(0.0, 0.8);
   const int64_t batch = 5;
   const int n = static_cast<int>(widths.size()) - 1;
-  DoubleNet net{widths, {}, {}};
+  DoubleNet net{widths, {}, {}, dropout, label_smoothing, /*seed=*/31};
   for (int i = 0; i < n; ++i) {
     net.w.emplace_back(widths[i] * widths[i + 1]);
     net.b.emplace_back(widths[i + 1]);
@@ -84,6 +97,8 @@ void CheckGradients(const std::vector<int64_t>& widths) {
   const std::vector<float> x(xd.begin(), xd.end());
   CpuBackend backend(1);
   DenseMlp model(widths, &backend);
+  model.set_regularization(dropout, label_smoothing);
+  model.set_dropout_seed(net.seed);
   DenseMlpGrads g;
   StatusOr<float> loss = model.ComputeGradients(x.data(), batch, ViewOf(y), p, &g);
   ASSERT_TRUE(loss.ok()) << loss.status().ToString();
@@ -118,6 +133,8 @@ void CheckGradients(const std::vector<int64_t>& widths) {
 TEST(DenseMlpTest, OneHiddenLayerGradientsMatchFiniteDifferences) { CheckGradients({4, 6, 3}); }
 TEST(DenseMlpTest, TwoHiddenLayersGradientsMatchFiniteDifferences) { CheckGradients({5, 7, 4, 3}); }
 TEST(DenseMlpTest, NoHiddenLayerIsSoftmaxRegression) { CheckGradients({6, 3}); }
+// Dropout on both hidden layers (each its own mask) and label smoothing.
+TEST(DenseMlpTest, DropoutAndSmoothingGradientsMatchFiniteDifferences) { CheckGradients({5, 7, 4, 3}, 0.3f, 0.2f); }
 
 TEST(DenseMlpTest, PredictMatchesHandComputation) {
   // 2 inputs → 2 hidden (ReLU) → 2 classes.

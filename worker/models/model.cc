@@ -8,6 +8,8 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <cstdlib>
+#include <string>
 
 #include "worker/models/builtin_models.h"
 #include "worker/models/dense_mlp.h"
@@ -34,6 +36,32 @@ RequestHandle PullInputRows(WorkerClient* client, uint32_t table, const std::vec
   return hashed && evaluating ? client->PullRowsIfPresent(table, keys, out) : client->PullRows(table, keys, out);
 }
 
+// The dropout masks' seeds (model.dropout): minibatch t of worker `rank`
+// draws its masks from Hash(Hash(train.seed, rank), t), t counting this
+// worker's training minibatches, so every minibatch of every worker has a
+// mask of its own and a run repeats exactly. The count is the model's
+// state in a checkpoint: a resumed run draws the masks the uninterrupted
+// one would have.
+class DropoutSeeds {
+ public:
+  DropoutSeeds(uint64_t seed, int rank) : base_(DropoutHash(seed, static_cast<uint64_t>(rank))) {}
+  uint64_t Next() { return DropoutHash(base_, count_++); }
+  std::string Save() const { return std::to_string(count_); }
+  Status Restore(const std::string& state) {
+    if (state.empty()) return Status::OK();
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(state.c_str(), &end, 10);
+    if (end == state.c_str() || *end != '\0')
+      return Status::InvalidArgument("dropout: the checkpoint's minibatch count '" + state + "' is unreadable");
+    count_ = v;
+    return Status::OK();
+  }
+
+ private:
+  uint64_t base_;
+  uint64_t count_ = 0;
+};
+
 // ---------------------------------------------------------------- XMC MLP
 
 // Tables: w1 (row, key = feature id, H), b1 (dense, H), w2 (row, key =
@@ -50,8 +78,9 @@ class XmcMlpModel final : public Model {
   // pipeline_off: why it does not pipeline, empty when it does:
   // train.pipeline where it is exact (CreateXmcMlpModel).
   XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2, bool hashed,
-              std::string pipeline_off)
-      : shape_(shape), model_(shape, backend), backend_(backend), w1_id_(w1), b1_id_(b1), w2_id_(w2), hashed_(hashed),
+              std::string pipeline_off, DropoutSeeds seeds)
+      : shape_(shape), model_(shape, backend), backend_(backend), seeds_(seeds), w1_id_(w1), b1_id_(b1), w2_id_(w2),
+        hashed_(hashed),
         pipeline_(pipeline_off.empty()), pipeline_off_(std::move(pipeline_off)), params_a_(backend),
         params_b_(backend), grads_(backend) {
     const int64_t l = shape.num_labels;
@@ -60,6 +89,9 @@ class XmcMlpModel final : public Model {
   }
 
   std::string name() const override { return "xmc_mlp"; }
+  // With dropout, its minibatch count (DropoutSeeds); else nothing.
+  std::string SaveState() const override { return shape_.dropout > 0 ? seeds_.Save() : ""; }
+  Status RestoreState(const std::string& state) override { return seeds_.Restore(state); }
   LabelKind label_kind() const override { return LabelKind::kMultiLabel; }
   int64_t num_outputs() const override { return shape_.num_labels; }
   bool Pipelines() const override { return pipeline_; }
@@ -202,6 +234,7 @@ class XmcMlpModel final : public Model {
     TETHER_RETURN_IF_ERROR(
         backend_->UploadCsr(RowSliceOf(*batch.labels, batch.begin, batch.end), CsrUse::kLabels, &y_dev_));
     TETHER_RETURN_IF_ERROR(grads_.Resize(total_));
+    if (shape_.dropout > 0) model_.set_dropout_seed(seeds_.Next());
     float* g = grads_.device();
     TETHER_ASSIGN_OR_RETURN(const float loss,
                             model_.ComputeGradients(x_dev_, y_dev_, Params(),
@@ -268,6 +301,7 @@ class XmcMlpModel final : public Model {
   XmcMlpShape shape_;
   XmcMlp model_;
   Backend* backend_;
+  DropoutSeeds seeds_;
   uint32_t w1_id_, b1_id_, w2_id_;
   bool hashed_;             // data.hashed_features
   bool pipeline_;           // train.pipeline, where exact
@@ -380,9 +414,10 @@ class DenseMlpModel final : public Model {
  public:
   // offset: data.feature_offset, added to every input after densifying.
   DenseMlpModel(std::vector<int64_t> widths, Backend* backend, std::vector<uint32_t> w_ids,
-                std::vector<uint32_t> b_ids, float offset)
+                std::vector<uint32_t> b_ids, float offset, float dropout, float label_smoothing, DropoutSeeds seeds)
       : model_(widths, backend), backend_(backend), w_ids_(std::move(w_ids)), b_ids_(std::move(b_ids)),
-        offset_(offset), params_(backend), grads_(backend), x_(backend) {
+        offset_(offset), dropout_(dropout), seeds_(seeds), params_(backend), grads_(backend), x_(backend) {
+    model_.set_regularization(dropout, label_smoothing);
     const int n = model_.num_layers();
     int64_t at = 0;
     for (int i = 0; i < n; ++i) {
@@ -396,6 +431,9 @@ class DenseMlpModel final : public Model {
   }
 
   std::string name() const override { return "dense_mlp"; }
+  // With dropout, its minibatch count (DropoutSeeds); else nothing.
+  std::string SaveState() const override { return dropout_ > 0 ? seeds_.Save() : ""; }
+  Status RestoreState(const std::string& state) override { return seeds_.Restore(state); }
   LabelKind label_kind() const override { return LabelKind::kMultiClass; }
   int64_t num_outputs() const override { return model_.widths().back(); }
 
@@ -432,6 +470,7 @@ class DenseMlpModel final : public Model {
   StatusOr<float> ComputeGradients(const Minibatch& batch) override {
     TETHER_RETURN_IF_ERROR(
         backend_->UploadCsr(RowSliceOf(*batch.labels, batch.begin, batch.end), CsrUse::kLabels, &y_dev_));
+    if (dropout_ > 0) model_.set_dropout_seed(seeds_.Next());
     TETHER_ASSIGN_OR_RETURN(const float loss, model_.ComputeGradients(x_.device(), y_dev_, params_ptrs_, grad_ptrs_));
     TETHER_RETURN_IF_ERROR(grads_.Download());
     return loss;
@@ -454,6 +493,8 @@ class DenseMlpModel final : public Model {
   Backend* backend_;
   std::vector<uint32_t> w_ids_, b_ids_;
   float offset_;
+  float dropout_;
+  DropoutSeeds seeds_;
   std::vector<int64_t> w_off_, b_off_;  // layer i's w / b in the packed arrays (floats)
   int64_t total_ = 0;
   // Pulled parameters and their gradients, packed; sized on the first Pull.
@@ -492,7 +533,7 @@ StatusOr<std::unique_ptr<Model>> CreateSparseLrModel(const JobConfig& config, co
 }
 
 StatusOr<std::unique_ptr<Model>> CreateDenseMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
-                                                     Backend* backend, int /*rank*/) {
+                                                     Backend* backend, int rank) {
   const std::vector<int64_t> widths = DenseMlpLayerWidths(config);
   std::vector<uint32_t> w_ids, b_ids;
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
@@ -505,8 +546,9 @@ StatusOr<std::unique_ptr<Model>> CreateDenseMlpModel(const JobConfig& config, co
     w_ids.push_back(w);
     b_ids.push_back(b);
   }
-  return std::unique_ptr<Model>(std::make_unique<DenseMlpModel>(widths, backend, std::move(w_ids), std::move(b_ids),
-                                                                config.data().feature_offset()));
+  return std::unique_ptr<Model>(std::make_unique<DenseMlpModel>(
+      widths, backend, std::move(w_ids), std::move(b_ids), config.data().feature_offset(), config.model().dropout(),
+      config.model().label_smoothing(), DropoutSeeds(config.train().seed(), rank)));
 }
 
 StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, const std::vector<TableSpec>& tables,
@@ -517,6 +559,8 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
   shape.hidden = config.model().hidden();
   shape.num_labels = config.data().num_labels();
   shape.loss = config.model().loss() == BCE ? XmcLoss::kBce : XmcLoss::kSoftmax;
+  shape.dropout = config.model().dropout();
+  shape.label_smoothing = config.model().label_smoothing();
   const auto h = static_cast<uint64_t>(shape.hidden);
   TETHER_ASSIGN_OR_RETURN(uint32_t w1, FindTable(tables, "w1", TableSpec::ROW, h));
   TETHER_ASSIGN_OR_RETURN(uint32_t b1, FindTable(tables, "b1", TableSpec::DENSE, h));
@@ -541,7 +585,8 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
     }
   }
   return std::unique_ptr<Model>(std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2,
-                                                              config.data().hashed_features(), std::move(pipeline_off)));
+                                                              config.data().hashed_features(), std::move(pipeline_off),
+                                                              DropoutSeeds(config.train().seed(), rank)));
 }
 
 }  // namespace tether

@@ -40,7 +40,7 @@ XmcMlp::XmcMlp(XmcMlpShape shape, Backend* backend)
   CHECK_GT(shape_.num_labels, 0);
 }
 
-Status XmcMlp::Forward(const BackendCsr& x, const XmcParams& p, float* scores) {
+Status XmcMlp::Forward(const BackendCsr& x, const XmcParams& p, float* scores, bool train) {
   if (x.cols != p.num_rows_w1) {
     return Status::InvalidArgument("XmcMlp: x_local has " + std::to_string(x.cols) + " columns but " +
                                    std::to_string(p.num_rows_w1) + " rows of w1 were given");
@@ -63,6 +63,8 @@ Status XmcMlp::Forward(const BackendCsr& x, const XmcParams& p, float* scores) {
   TETHER_RETURN_IF_ERROR(be.SpMM(x, p.w1, hidden, 1.0f, 0.0f, a1_.data()));
   TETHER_RETURN_IF_ERROR(be.AddBias(batch, hidden, p.b1, a1_.data()));
   TETHER_RETURN_IF_ERROR(be.Relu(batch * hidden, a1_.data(), a1_.data()));
+  if (train && shape_.dropout > 0.0f)
+    TETHER_RETURN_IF_ERROR(be.Dropout(batch * hidden, shape_.dropout, dropout_seed_, a1_.data()));
   TETHER_RETURN_IF_ERROR(be.Gemm(Transpose::kNo, Transpose::kYes, batch, labels, hidden, 1.0f, a1_.data(), hidden,
                                  p.w2, w2_stride, 0.0f, scores, labels));
   return be.AddBias(batch, labels, p.b2, scores);
@@ -93,7 +95,7 @@ StatusOr<float> XmcMlp::ComputeGradients(const BackendCsr& x, const BackendCsr& 
                                    std::to_string(labels) + " label columns");
   }
   TETHER_RETURN_IF_ERROR(scores_.Resize(batch * labels));
-  TETHER_RETURN_IF_ERROR(Forward(x, p, scores_.data()));
+  TETHER_RETURN_IF_ERROR(Forward(x, p, scores_.data(), /*train=*/true));
 
   // Loss gradient in place: scores_ becomes dL/dscores, already divided by B
   // so every gradient below is a minibatch mean. y may name fewer label
@@ -103,10 +105,11 @@ StatusOr<float> XmcMlp::ComputeGradients(const BackendCsr& x, const BackendCsr& 
   double loss_sum = 0.0;
   if (shape_.loss == XmcLoss::kSoftmax) {
     TETHER_RETURN_IF_ERROR(
-        be.SoftmaxCrossEntropy(batch, labels, scores_.data(), y, inv_batch, scores_.data(), &loss_sum));
+        be.SoftmaxCrossEntropy(batch, labels, scores_.data(), y, inv_batch, scores_.data(), &loss_sum,
+                               shape_.label_smoothing));
   } else {
-    TETHER_RETURN_IF_ERROR(
-        be.SigmoidCrossEntropy(batch, labels, scores_.data(), y, inv_batch, scores_.data(), &loss_sum));
+    TETHER_RETURN_IF_ERROR(be.SigmoidCrossEntropy(batch, labels, scores_.data(), y, inv_batch, scores_.data(),
+                                                  &loss_sum, shape_.label_smoothing));
   }
   const float* dscores = scores_.data();
 
@@ -121,6 +124,9 @@ StatusOr<float> XmcMlp::ComputeGradients(const BackendCsr& x, const BackendCsr& 
   // dz1 = da1 ⊙ [a1 > 0]; db1 = Σ dz1; dW1 = x_localᵀ·dz1 (U × H, pulled
   // rows only). db1 and dW1 both only read dz1: their order changes no bit.
   TETHER_RETURN_IF_ERROR(be.ReluBackward(batch * hidden, a1_.data(), da1_.data()));
+  // Dropout's backward: the forward mask and scale again (the same seed).
+  if (shape_.dropout > 0.0f)
+    TETHER_RETURN_IF_ERROR(be.Dropout(batch * hidden, shape_.dropout, dropout_seed_, da1_.data()));
   TETHER_RETURN_IF_ERROR(be.ColumnSum(batch, hidden, da1_.data(), 0.0f, g.b1));
   if (output_done) TETHER_RETURN_IF_ERROR(output_done());
   TETHER_RETURN_IF_ERROR(be.SpMMTransposed(x, da1_.data(), hidden, 1.0f, 0.0f, g.w1));

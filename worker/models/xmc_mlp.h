@@ -47,6 +47,12 @@ struct XmcMlpShape {
   int64_t hidden = 0;        // H: hidden width
   int64_t num_labels = 0;    // L: output dimension
   XmcLoss loss = XmcLoss::kSoftmax;
+  // Training only (model.dropout, model.label_smoothing); 0 is the pass
+  // without them, bit for bit. dropout in [0, 1): the hidden activations'
+  // (Backend::Dropout, seeded by XmcMlp::set_dropout_seed); label_smoothing
+  // in [0, 1): the loss's (Backend::SoftmaxCrossEntropy, SigmoidCrossEntropy).
+  float dropout = 0.0f;
+  float label_smoothing = 0.0f;
 };
 
 /// Borrowed parameter buffers, row-major floats, valid for the call.
@@ -91,6 +97,9 @@ class XmcMlp {
   XmcMlp(XmcMlpShape shape, Backend* backend);
 
   const XmcMlpShape& shape() const { return shape_; }
+
+  /// The seed of the next ComputeGradients' dropout mask (shape.dropout > 0).
+  void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
 
   /// One forward + backward pass.
   ///   x_local: B × U CSR, col_idx already remapped to 0..U-1 (positions in
@@ -138,10 +147,12 @@ class XmcMlp {
   int64_t W2Stride(const XmcParams& p) const;
   // Validates shapes and computes a1_ (B × H) and scores (B × L; host or
   // backend memory).
-  Status Forward(const BackendCsr& x, const XmcParams& p, float* scores);
+  // train: with dropout on the hidden activations.
+  Status Forward(const BackendCsr& x, const XmcParams& p, float* scores, bool train = false);
 
   XmcMlpShape shape_;
   Backend* backend_;
+  uint64_t dropout_seed_ = 0;
   // Scratch in backend memory, grown to the largest batch seen and reused.
   BackendArray<float> a1_;      // B × H: z1, then relu(z1) in place
   BackendArray<float> scores_;  // B × L: scores, then dscores in place

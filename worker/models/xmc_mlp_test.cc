@@ -52,9 +52,11 @@ struct DoubleParams {
 };
 
 // Independent reference: the mean loss in double precision, straight from
-// the definitions (dense loops, no backend).
+// the definitions (dense loops, no backend); with s.dropout, hidden unit h
+// of row r is kept when DropoutKeeps(seed, r·H + h) and scaled by
+// 1 / (1 − dropout); with s.label_smoothing, the smoothed targets.
 double ReferenceLoss(const XmcMlpShape& s, const CsrMatrix& x, const CsrMatrix& y,
-                     const DoubleParams& p) {
+                     const DoubleParams& p, uint64_t seed = 0) {
   const int64_t H = s.hidden, L = s.num_labels;
   double total = 0;
   for (int64_t r = 0; r < x.rows; ++r) {
@@ -63,6 +65,11 @@ double ReferenceLoss(const XmcMlpShape& s, const CsrMatrix& x, const CsrMatrix& 
       for (int64_t h = 0; h < H; ++h) a1[h] += x.values[q] * p.w1[x.col_idx[q] * H + h];
     }
     for (double& v : a1) v = std::max(v, 0.0);
+    if (s.dropout > 0) {
+      const float scale = 1.0f / (1.0f - s.dropout);
+      for (int64_t h = 0; h < H; ++h)
+        a1[h] = DropoutKeeps(seed, static_cast<uint64_t>(r * H + h), DropoutThreshold(s.dropout)) ? a1[h] * scale : 0;
+    }
     std::vector<double> sc(L);
     for (int64_t l = 0; l < L; ++l) {
       sc[l] = p.b2[l];
@@ -73,6 +80,8 @@ double ReferenceLoss(const XmcMlpShape& s, const CsrMatrix& x, const CsrMatrix& 
     for (int64_t q = y.row_ptr[r]; q < y.row_ptr[r + 1]; ++q) {
       t[y.col_idx[q]] = s.loss == XmcLoss::kSoftmax ? 1.0 / ny : 1.0;
     }
+    const double eps = s.label_smoothing;
+    for (double& v : t) v = (1 - eps) * v + eps * (s.loss == XmcLoss::kSoftmax ? 1.0 / L : 0.5);
     if (s.loss == XmcLoss::kSoftmax) {
       if (ny == 0) continue;
       double z = 0;
@@ -90,10 +99,11 @@ double ReferenceLoss(const XmcMlpShape& s, const CsrMatrix& x, const CsrMatrix& 
 
 std::vector<float> ToFloat(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
-void CheckGradients(XmcLoss loss) {
+void CheckGradients(XmcLoss loss, float dropout = 0.0f, float label_smoothing = 0.0f) {
   std::mt19937 rng(11);
   std::normal_distribution<double> normal(0.0, 0.7);
-  const XmcMlpShape shape{/*num_features=*/50, /*hidden=*/6, /*num_labels=*/5, loss};
+  const XmcMlpShape shape{/*num_features=*/50, /*hidden=*/6, /*num_labels=*/5, loss, dropout, label_smoothing};
+  constexpr uint64_t kSeed = 77;
   const int64_t U = 7, H = shape.hidden, L = shape.num_labels;
   // 5 rows over U = 7 local features; row 2 has no labels, row 4 has three.
   const CsrMatrix x = MakeCsr(U, {{{0, 1.0f}, {3, -0.5f}, {6, 2.0f}},
@@ -116,11 +126,12 @@ void CheckGradients(XmcLoss loss) {
 
   CpuBackend backend(1);
   XmcMlp model(shape, &backend);
+  model.set_dropout_seed(kSeed);
   XmcGrads g;
   StatusOr<float> got =
       model.ComputeGradients(x, y, {w1.data(), U, b1.data(), w2.data(), b2.data()}, &g);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  const double ref_loss = ReferenceLoss(shape, x, y, dp);
+  const double ref_loss = ReferenceLoss(shape, x, y, dp, kSeed);
   EXPECT_NEAR(got.value(), ref_loss, 1e-5 * std::max(1.0, ref_loss));
 
   ASSERT_EQ(g.w1.size(), static_cast<size_t>(U * H));
@@ -137,9 +148,9 @@ void CheckGradients(XmcLoss loss) {
     for (size_t i = 0; i < param->size(); ++i) {
       const double saved = (*param)[i];
       (*param)[i] = saved + h;
-      const double up = ReferenceLoss(shape, x, y, dp);
+      const double up = ReferenceLoss(shape, x, y, dp, kSeed);
       (*param)[i] = saved - h;
-      const double down = ReferenceLoss(shape, x, y, dp);
+      const double down = ReferenceLoss(shape, x, y, dp, kSeed);
       (*param)[i] = saved;
       const double fd = (up - down) / (2 * h);
       EXPECT_NEAR(grad[i], fd, 1e-6 + 1e-5 * std::fabs(fd)) << name << "[" << i << "]";
@@ -160,6 +171,12 @@ void CheckGradients(XmcLoss loss) {
 }
 
 TEST(XmcMlpTest, SoftmaxGradientsMatchFiniteDifferences) { CheckGradients(XmcLoss::kSoftmax); }
+// Dropout's mask (the same seed forward and backward) and label smoothing:
+// the gradients of the loss they define.
+TEST(XmcMlpTest, DropoutAndSmoothingGradientsMatchFiniteDifferences) {
+  CheckGradients(XmcLoss::kSoftmax, 0.4f, 0.2f);
+  CheckGradients(XmcLoss::kBce, 0.4f, 0.2f);
+}
 TEST(XmcMlpTest, BceGradientsMatchFiniteDifferences) { CheckGradients(XmcLoss::kBce); }
 
 TEST(XmcMlpTest, SoftmaxRowWithoutLabelsHasZeroLossAndGradient) {

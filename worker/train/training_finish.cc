@@ -103,6 +103,12 @@ Status TrainingRun::Evaluate(std::string* incomplete) {
   // Rank 0 evaluates and reports, or, when it left the job, the lowest rank
   // at the barrier (shard 0 names it in the barrier's reply).
   const int evaluator = session_->evaluator_rank();
+  if (test_deferred_) {
+    // The first read of the test split: training is over.
+    TETHER_ASSIGN_OR_RETURN(Dataset test, LoadTestPart());
+    LOG(INFO) << who_ << "read " << test.features.rows << " test rows after training";
+    eval_->set_test(std::move(test));
+  }
   if (evaluator != 0 && rank_ == evaluator)
     LOG(INFO) << who_ << "rank 0 left the job: this worker evaluates and writes the metrics"
               << (options_.metrics_out.empty() ? " (no --metrics_out given to it: the metrics are logged only)" : "");

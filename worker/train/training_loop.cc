@@ -37,9 +37,26 @@ void TrainingRun::PublishProgress(int epoch_1based) {
 }
 
 Status TrainingRun::Train() {
+  report_.epochs_trained = start_.epoch;
   for (int epoch = start_.epoch; epoch < config_.train().epochs(); ++epoch) {
     TETHER_RETURN_IF_ERROR(TrainEpoch(epoch));
     if (left_) return Status::OK();
+    report_.epochs_trained = epoch + 1;
+    // Every worker merged the same validation figures, so every worker
+    // stops after the same epoch.
+    if (validation_ != nullptr && validation_->ShouldStop()) {
+      report_.stopped_early = true;
+      LOG(INFO) << who_ << "early stopping after epoch " << epoch + 1 << " of " << config_.train().epochs() << ": "
+                << validation_->metric() << " on the validation split was best at epoch "
+                << validation_->best_epoch();
+      break;
+    }
+  }
+  if (validation_ != nullptr) {
+    report_.validation_rows = validation_->best().rows;
+    report_.validation_metric = validation_->metric();
+    report_.best_epoch = validation_->best_epoch();
+    report_.validation_metrics = validation_->best().metrics;
   }
   if (minibatches_ % per_clock_ != 0) TETHER_RETURN_IF_ERROR(client_->Clock());
   return Status::OK();
@@ -204,6 +221,11 @@ Status TrainingRun::EndEpoch(int epoch, uint64_t samples_from) {
     // training.
     const auto eval_start = SteadyClock::now();
     TETHER_RETURN_IF_ERROR(eval_->AfterEpoch(epoch + 1, TrainSeconds(), report_.samples, report_.final_loss));
+    eval_seconds_ += SecondsSince(eval_start);
+  }
+  if (validation_ != nullptr) {
+    const auto eval_start = SteadyClock::now();
+    TETHER_RETURN_IF_ERROR(validation_->AfterEpoch(epoch + 1, TrainSeconds()));
     eval_seconds_ += SecondsSince(eval_start);
   }
   return Status::OK();

@@ -16,6 +16,8 @@
 #include "core/memory_fit.h"
 #include "core/net/curve.h"
 #include "checkpoint/checkpoint.h"
+#include "eval/early_stopping.h"
+#include "input/validation_split.h"
 #include "worker/client/local_replica.h"
 #include "worker/models/model_registry.h"
 #include "worker/train/on_demand_resume.h"
@@ -115,25 +117,56 @@ Status TrainingRun::CheckBeforeStart() {
 Status TrainingRun::LoadData() {
   const auto load_start = SteadyClock::now();
   TETHER_ASSIGN_OR_RETURN(data_, LoadTrainingData(config_, rank_, !options_.resume_from.empty()));
+  TETHER_RETURN_IF_ERROR(CarveValidation());
   partition_rows_ = data_.held_rows();
   // Every worker evaluates its own part of the test set (partitioned
-  // evaluation), split as the training file is.
-  if (!joiner_) {
-    const DataConfig& d = config_.data();
-    const bool same_file = d.test_file().empty();
-    TETHER_ASSIGN_OR_RETURN(test_, LoadSplit(config_, same_file ? d.train_file() : d.test_file(),
-                                             same_file ? d.train_label_file() : d.test_label_file(), d.test_split(),
-                                             rank_, num_workers_));
+  // evaluation), split as the training file is; with a validation split,
+  // only at the end (Evaluate), so nothing chosen during training saw it.
+  if (!test_deferred_) {
+    TETHER_ASSIGN_OR_RETURN(test_, LoadTestPart());
   }
   report_.train_rows = partition_rows_;
   LOG(INFO) << who_ << "read " << partition_rows_ << " training rows (" << data_.rows.features.nnz()
             << " non-zeros) in " << SecondsSince(load_start) << " s"
-            << ", " << test_.features.rows << " test rows";
+            << (test_deferred_ ? ", " + std::to_string(validation_rows_.features.rows) +
+                                     " validation rows; the test split is read after training"
+                               : ", " + std::to_string(test_.features.rows) + " test rows");
   const bool in_memory =
       data_.mode == TrainingData::Mode::kStaticSplit || data_.mode == TrainingData::Mode::kOnDemand;
   if (in_memory && partition_rows_ == 0)
     return Status::InvalidArgument(who_ + "partition " + std::to_string(rank_) + " of " +
                                    config_.data().train_file() + " has no rows; use fewer workers");
+  return Status::OK();
+}
+
+StatusOr<Dataset> TrainingRun::LoadTestPart() const {
+  if (joiner_) return Dataset();  // a rank beyond the initial ones holds no test rows
+  const DataConfig& d = config_.data();
+  const bool same_file = d.test_file().empty();
+  return LoadSplit(config_, same_file ? d.train_file() : d.test_file(),
+                   same_file ? d.train_label_file() : d.test_label_file(), d.test_split(), rank_, num_workers_);
+}
+
+Status TrainingRun::CarveValidation() {
+  const double fraction = config_.train().validation_fraction();
+  if (fraction <= 0) return Status::OK();
+  // The rule's metric must be one the model's evaluation gives, before any
+  // server is contacted.
+  const std::string metric = ValidationMetric(config_);
+  if (const std::string problem = EarlyStopper::MetricProblem(metric, LabelKindName(LabelKindOf(config_)));
+      !problem.empty())
+    return Status::InvalidArgument("train.early_stopping.metric: '" + metric + "' " + problem);
+  // The same rows whatever the number of workers: a hash of each row's
+  // line in the data file (input/validation_split.h).
+  validation_rows_ = TakeValidationRows(&data_.rows, fraction, config_.train().validation_seed());
+  test_deferred_ = true;
+  LOG(INFO) << who_ << "validation split: " << validation_rows_.features.rows << " of this partition's "
+            << validation_rows_.features.rows + data_.rows.features.rows
+            << " rows set aside (train.validation_fraction " << fraction << ", validation_seed "
+            << config_.train().validation_seed() << "), evaluated after every epoch on " << metric
+            << (config_.train().early_stopping().patience() > 0
+                    ? ", patience " + std::to_string(config_.train().early_stopping().patience()) + " epoch(s)"
+                    : std::string());
   return Status::OK();
 }
 
@@ -250,6 +283,9 @@ Status TrainingRun::Connect() {
                                              &label_counts, &counted_rows));
   eval_ = std::make_unique<TestEvaluation>(config_, rank_, std::move(test_), model_.get(), backend_.get(),
                                            client_.get(), session_.get());
+  if (config_.train().validation_fraction() > 0)
+    validation_ = std::make_unique<ValidationEvaluation>(config_, rank_, std::move(validation_rows_), model_.get(),
+                                                         backend_.get(), client_.get(), session_.get());
   return eval_->Setup(label_counts, counted_rows);
 }
 
@@ -274,6 +310,7 @@ Status TrainingRun::StartTraining() {
     TETHER_ASSIGN_OR_RETURN(metrics_log_, MetricsLog::Open(config_.train().metrics_dir(), "worker", rank_));
   }
   eval_->set_metrics_log(metrics_log_.get());
+  if (validation_ != nullptr) validation_->set_metrics_log(metrics_log_.get());
   progress_.emplace(config_.train().progress_every_s());
   // The minibatch size: train.minibatch_size, or with train.adaptive_batch
   // what shard 0 last answered a CLOCK with (server/coordinator/batch_controller.h).

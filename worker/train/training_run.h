@@ -45,6 +45,7 @@
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
 #include "worker/eval/test_evaluation.h"
+#include "worker/eval/validation_evaluation.h"
 #include "worker/models/model.h"
 #include "worker/train/pacing.h"
 #include "worker/train/checkpointer.h"
@@ -85,6 +86,12 @@ class TrainingRun {
   Status Prepare();
   Status CheckBeforeStart();
   Status LoadData();
+  // The validation rows out of the training partition (a validation
+  // split), and the early-stopping metric checked.
+  Status CarveValidation();
+  // This worker's part of the test set (at the start; with a validation
+  // split, at the end).
+  StatusOr<Dataset> LoadTestPart() const;
   Status Resume();
   Status Connect();
   ClientOptions MakeClientOptions() const;
@@ -148,6 +155,9 @@ class TrainingRun {
   TrainingData data_;  // moved into source_ by StartTraining
   int64_t partition_rows_ = 0;  // rows held in memory (the checkpoint's partition_rows)
   Dataset test_;       // moved into eval_ by Connect
+  // A validation split: the test split is read only at the end.
+  bool test_deferred_ = false;
+  Dataset validation_rows_;  // moved into validation_ by Connect
   std::unique_ptr<Model> model_;
 
   // Resume.
@@ -161,6 +171,7 @@ class TrainingRun {
   std::unique_ptr<WorkerClient> client_;
   std::unique_ptr<JobSession> session_;  // the control calls, over client_
   std::unique_ptr<TestEvaluation> eval_;
+  std::unique_ptr<ValidationEvaluation> validation_;  // null without a validation split
   std::unique_ptr<Checkpointer> checkpointer_;
 
   // Observability (train.metrics_dir, progress_every_s, on_progress).

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""tools/pbtxt.py, tools/search.py and tools/mldr_bench.py without running a
+job: the text format round trip on the shipped example configs, field
+edits, the search space's draws (fixed for a seed, inside their ranges,
+every GRID combination once), the ranking by the validation metric only,
+data paths made absolute, and the benchmark's reading of a data folder."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import mldr_bench  # noqa: E402
+import pbtxt  # noqa: E402
+import search  # noqa: E402
+
+EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
+
+
+class PbtxtTest(unittest.TestCase):
+    def test_examples_round_trip(self):
+        for name in sorted(os.listdir(EXAMPLES)):
+            if not name.endswith(".pbtxt"):
+                continue
+            with open(os.path.join(EXAMPLES, name)) as f:
+                tree = pbtxt.parse(f.read(), name)
+            self.assertEqual(pbtxt.parse(pbtxt.dump(tree), name), tree, name)
+
+    def test_get_set_remove(self):
+        tree = pbtxt.parse('a { b: 1 c: "x y" }  # note\nd: ENUM\nr: 1 r: 2\nl: [3, 4]\n', "t")
+        self.assertEqual(pbtxt.get(tree, "a.b"), "1")
+        self.assertEqual(pbtxt.unquote(pbtxt.get(tree, "a.c")), "x y")
+        self.assertEqual(pbtxt.get_all(tree, "r"), ["1", "2"])
+        self.assertEqual(pbtxt.get_all(tree, "l"), ["3", "4"])
+        pbtxt.set_field(tree, "r", "5")
+        self.assertEqual(pbtxt.get_all(tree, "r"), ["5"])
+        pbtxt.set_field(tree, "e.f.g", "0.5")
+        self.assertEqual(pbtxt.get(tree, "e.f.g"), "0.5")
+        pbtxt.remove_field(tree, "a.b")
+        self.assertIsNone(pbtxt.get(tree, "a.b"))
+        self.assertEqual(pbtxt.unquote(pbtxt.quote('say "hi"\\')), 'say "hi"\\')
+
+    def test_errors_name_the_line(self):
+        with self.assertRaisesRegex(ValueError, r"^f:2: missing '}'"):
+            pbtxt.parse("a {\n b: 1\n", "f")
+        with self.assertRaisesRegex(ValueError, r"^f:1: field a: expected ':' or '\{'"):
+            pbtxt.parse("a 1", "f")
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+class SearchTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        write(os.path.join(self.dir, "data", "x.txt"), "")
+        self.base = write(os.path.join(self.dir, "cfg", "job.pbtxt"),
+                          'data { train_file: "../data/x.txt" index_base: 0 }\ntrain { epochs: 3 }\n')
+
+    def space(self, body):
+        return write(os.path.join(self.dir, "space.pbtxt"), 'config: "cfg/job.pbtxt"\n' + body)
+
+    def test_random_draws_are_fixed_and_in_range(self):
+        path = self.space('trials: 30 seed: 4\n'
+                          'param { field: "optimizer.learning_rate" log_uniform { min: 0.001 max: 0.01 } }\n'
+                          'param { field: "train.epochs" int_uniform { min: 5 max: 9 } }\n'
+                          'param { field: "model.dropout" choice: 0 choice: 0.5 }\n')
+        s = search.Space(path, [])
+        draws = s.draws()
+        self.assertEqual(len(draws), 30)
+        self.assertEqual(draws, search.Space(path, []).draws())
+        for d in draws:
+            v = dict(d)
+            self.assertTrue(0.001 <= float(v["optimizer.learning_rate"]) <= 0.01)
+            self.assertIn(int(v["train.epochs"]), range(5, 10))
+            self.assertIn(v["model.dropout"], ("0", "0.5"))
+        self.assertEqual(s.configs, [os.path.join(self.dir, "cfg", "job.pbtxt")])
+
+    def test_grid_is_every_combination(self):
+        s = search.Space(self.space('strategy: GRID\nparam { field: "a.b" choice: 1 choice: 2 }\n'
+                                    'param { field: "c" choice: X choice: Y choice: Z }\n'), [])
+        self.assertEqual(len(s.draws()), 6)
+        self.assertEqual(len({tuple(d) for d in s.draws()}), 6)
+
+    def test_metric_must_be_a_validation_key(self):
+        with self.assertRaisesRegex(ValueError, "validation split only"):
+            search.Space(self.space('metric: "precision_at_1"\n'), [])
+
+    def test_data_paths_become_absolute(self):
+        tree = search.load_config(self.base)
+        self.assertEqual(pbtxt.unquote(pbtxt.get(tree, "data.train_file")), os.path.join(self.dir, "data", "x.txt"))
+
+    def test_ranking_uses_the_validation_metric(self):
+        s = search.Space(self.space('metric: "validation_log_loss" maximize: false\n'), [])
+        trials = [{"id": 0, "score": 0.5}, {"id": 1, "score": None}, {"id": 2, "score": 0.3}]
+        ranked = sorted(trials, key=lambda t: search.rank_key(s, t))
+        self.assertEqual([t["id"] for t in ranked], [2, 0, 1])
+
+    def test_finished_runs_are_reused(self):
+        s = search.Space(self.space(""), [])
+        tree = search.with_settings(search.load_config(self.base), [("model.dropout", "0.5")])
+        run_dir = os.path.join(self.dir, "out", "trial-000", "job")
+        write(os.path.join(run_dir, "config.pbtxt"), pbtxt.dump(tree))
+        write(os.path.join(run_dir, "metrics.json"), json.dumps({"validation_precision_at_1": 0.6}))
+        args = search.parse_args(["--space", "x", "--bin", "/nonexistent"])
+        self.assertEqual(search.run_config(args, s, tree, run_dir)["validation_precision_at_1"], 0.6)
+
+
+class MldrTest(unittest.TestCase):
+    def test_reads_sets_splits_and_references(self):
+        d = tempfile.mkdtemp()
+        for name in ("aa", "bb_x"):
+            write(os.path.join(d, f"{name}_data.txt.xz"), "")
+            write(os.path.join(d, f"{name}_trSplit_seed1.txt"), "1\n")
+            write(os.path.join(d, f"{name}_tstSplit_seed1.txt"), "2\n")
+        write(os.path.join(d, "README.md"), "| files | rows |\n|---|---|\n| aa_* | 9 (6 / 3) |\n\n"
+                                            "| data set | popularity | kNN (k = 10) |\n|---|---|---|\n"
+                                            "| aa | 1.00 / 2.00 / 3.00 | 47.96 / 33.93 / 25.44 |\n")
+        sets = mldr_bench.find_sets(d, [])
+        self.assertEqual(sorted(sets), ["aa", "bb_x"])
+        self.assertTrue(sets["aa"]["train_split"].endswith("aa_trSplit_seed1.txt"))
+        self.assertEqual(mldr_bench.knn_reference(d), {"aa": (47.96, 33.93, 25.44)})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,132 @@
+#include "worker/eval/validation_evaluation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include <glog/logging.h>
+#include <nlohmann/json.hpp>
+
+#include "core/net/eval_frames.h"
+#include "worker/eval/evaluator.h"
+#include "worker/eval/partitioned_eval.h"
+#include "worker/models/model_registry.h"
+
+namespace tether {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
+std::string MetricsLine(const std::vector<std::pair<std::string, double>>& metrics) {
+  std::ostringstream os;
+  for (const auto& [name, value] : metrics) os << " " << name << " " << value;
+  return os.str();
+}
+
+}  // namespace
+
+double MetricNamed(const std::vector<std::pair<std::string, double>>& metrics, const std::string& name) {
+  for (const auto& [n, v] : metrics)
+    if (n == name) return v;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string LabelKindName(LabelKind kind) {
+  switch (kind) {
+    case LabelKind::kMultiLabel:
+      return "multi-label";
+    case LabelKind::kBinary:
+      return "binary";
+    default:
+      return "multiclass";
+  }
+}
+
+std::string ValidationMetric(const JobConfig& config) {
+  const EarlyStopping& es = config.train().early_stopping();
+  if (es.has_metric()) return es.metric();
+  return LabelKindOf(config) == LabelKind::kMultiLabel ? "precision_at_1" : "accuracy";
+}
+
+ValidationEvaluation::ValidationEvaluation(const JobConfig& config, int rank, Dataset rows, Model* model,
+                                           Backend* backend, WorkerClient* client, JobSession* session)
+    : config_(config),
+      rank_(rank),
+      who_("[worker " + std::to_string(rank) + "] "),
+      rows_(std::move(rows)),
+      model_(model),
+      backend_(backend),
+      client_(client),
+      session_(session),
+      stopper_(ValidationMetric(config), config.train().early_stopping().patience(),
+               config.train().early_stopping().min_delta()) {}
+
+Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
+  const auto start = SteadyClock::now();
+  // No propensities: PSP@k is left out of the validation figures.
+  Evaluator eval(model_->label_kind(), model_->num_outputs(), backend_, {});
+  std::vector<float> scores;
+  const int64_t bs = config_.train().eval_minibatch_size();
+  const int64_t n = rows_.features.rows;
+  // AVERAGE: the servers' merged model is evaluated, not this worker's
+  // replica (restored on every path out), as for the test split.
+  struct PauseReplica {
+    WorkerClient* c;
+    ~PauseReplica() { c->set_replica_paused(false); }
+  } pause{client_};
+  client_->set_replica_paused(true);
+  TETHER_RETURN_IF_ERROR(model_->BeginEvaluation(client_));
+  const Status st = [&]() -> Status {
+    for (int64_t b = 0; b < n; b += bs) {
+      const Minibatch batch{&rows_.features, &rows_.labels, b, std::min(n, b + bs)};
+      TETHER_RETURN_IF_ERROR(model_->Pull(batch, client_));
+      TETHER_RETURN_IF_ERROR(model_->Predict(batch, &scores));
+      TETHER_RETURN_IF_ERROR(eval.Add(scores, rows_.labels, batch.begin, batch.end));
+    }
+    return Status::OK();
+  }();
+  model_->EndEvaluation();
+  TETHER_RETURN_IF_ERROR(st);
+  // Every worker waits for every part and merges them in rank order: the
+  // same figures everywhere, so the same decision to stop. A joiner
+  // (beyond the initial ranks) holds no validation rows and sends none.
+  EvalPartial mine = eval.Partial(rank_);
+  const bool owes = rank_ < config_.cluster().num_workers();
+  std::vector<EvalPartial> all;
+  TETHER_ASSIGN_OR_RETURN(const bool complete, session_->EvalGather(kValidationEvalRound + epoch,
+                                                                    owes ? &mine : nullptr,
+                                                                    EvalGatherBody::EVAL_WAIT, &all));
+  if (!complete)
+    return Status::Internal(who_ + "shard 0 answered the validation round of epoch " + std::to_string(epoch) +
+                            " before every part was in");
+  Evaluator merged(model_->label_kind(), model_->num_outputs(), backend_, {});
+  TETHER_RETURN_IF_ERROR(MergeEvalPartials(all, &merged));
+  if (merged.rows() == 0)
+    return Status::FailedPrecondition(who_ + "the validation split has no row (train.validation_fraction " +
+                                      std::to_string(config_.train().validation_fraction()) +
+                                      " of the training rows chose none): raise it");
+  last_ = ValidationEpoch{epoch, merged.rows(), merged.Results()};
+  if (stopper_.Add(epoch, MetricNamed(last_.metrics, stopper_.metric()))) best_ = last_;
+  if (rank_ == 0) {
+    LOG(INFO) << who_ << "validation after epoch " << epoch << " (" << last_.rows << " rows):"
+              << MetricsLine(last_.metrics) << "; best " << stopper_.metric() << " "
+              << stopper_.best_value() << " at epoch " << stopper_.best_epoch()
+              << (stopper_.ShouldStop() ? " (early stopping: training ends here)" : "");
+    if (metrics_log_ != nullptr) {
+      nlohmann::json j{{"kind", "validation"}, {"epoch", epoch},       {"train_s", train_s},
+                       {"rows", last_.rows},   {"eval_s", SecondsSince(start)}, {"best_epoch", best_epoch()}};
+      for (const auto& [name, value] : last_.metrics)
+        j[name] = std::isfinite(value) ? nlohmann::json(value) : nullptr;
+      metrics_log_->Write(std::move(j));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace tether
