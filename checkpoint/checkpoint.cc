@@ -7,9 +7,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 
+#include <glog/logging.h>
 #include <google/protobuf/text_format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,26 +41,39 @@ using checkpoint_internal::WriteSmallFile;
 
 namespace {
 
-// Parses "ckpt-<clock>[-final][-r<N>]"; false for anything else.
+// Digits only, at most `max_digits` of them, as a non-negative int64.
+bool ParseDigits(const std::string& s, size_t max_digits, int64_t* out) {
+  if (s.empty() || s.size() > max_digits || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (v > (std::numeric_limits<int64_t>::max() - (c - '0')) / 10) return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// Parses the names CheckpointDirName and FreeCheckpointDir write,
+// "ckpt-<clock: 12 to 19 digits>[-final][-r<N: 1 to 6 digits>]"; false for
+// anything else, such as a clock past int64 ("ckpt-99999999999999999999"),
+// which a person or another tool may have made.
 bool ParseCheckpointName(const std::string& name, int64_t* clock, bool* final, int* attempt) {
   if (name.rfind("ckpt-", 0) != 0) return false;
   std::string rest = name.substr(5);
   *final = false;
   *attempt = 0;
   // "-r<N>": the N-th checkpoint of this clock (FreeCheckpointDir).
-  if (const size_t r = rest.rfind("-r"); r != std::string::npos && r + 2 < rest.size() && rest.size() - r - 2 <= 6 &&
-                                         rest.find_first_not_of("0123456789", r + 2) == std::string::npos) {
-    *attempt = std::stoi(rest.substr(r + 2));
-    if (*attempt < 1) return false;
+  if (const size_t r = rest.rfind("-r"); r != std::string::npos) {
+    int64_t n = 0;
+    if (!ParseDigits(rest.substr(r + 2), 6, &n) || n < 1) return false;
+    *attempt = static_cast<int>(n);
     rest.resize(r);
   }
   if (rest.size() > 6 && rest.compare(rest.size() - 6, 6, "-final") == 0) {
     *final = true;
     rest.resize(rest.size() - 6);
   }
-  if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) return false;
-  *clock = std::stoll(rest);
-  return true;
+  return rest.size() >= 12 && ParseDigits(rest, 19, clock);
 }
 
 struct Found {
@@ -67,17 +84,42 @@ struct Found {
   bool complete;
 };
 
+// Says once per process and folder which of its entries Tether did not
+// write (they are left alone, never read, never pruned).
+void WarnForeignEntries(const std::string& parent, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!warned.insert(parent).second) return;
+  }
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 10; ++i) list += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > 10) list += " and " + std::to_string(names.size() - 10) + " more";
+  LOG(WARNING) << "checkpoint folder " << parent << ": ignoring " << names.size()
+               << " entr" << (names.size() == 1 ? "y" : "ies") << " that Tether did not write: " << list
+               << " (a checkpoint is a directory named ckpt-<12 to 19 digits>[-final][-rN]; these are never read, "
+                  "resumed from or pruned)";
+}
+
 std::vector<Found> ListCheckpoints(const std::string& parent) {
   std::vector<Found> out;
+  std::vector<std::string> foreign;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
-    if (!e.is_directory(ec)) continue;
+    const std::string name = e.path().filename().string();
     Found f;
-    if (!ParseCheckpointName(e.path().filename().string(), &f.clock, &f.final, &f.attempt)) continue;
+    if (!e.is_directory(ec) || !ParseCheckpointName(name, &f.clock, &f.final, &f.attempt)) {
+      foreign.push_back(name);
+      continue;
+    }
     f.path = e.path().string();
     f.complete = std::filesystem::exists(CheckpointJoinPath(f.path, kManifestName), ec);
     out.push_back(f);
   }
+  std::sort(foreign.begin(), foreign.end());
+  WarnForeignEntries(parent, foreign);
   std::sort(out.begin(), out.end(),
             [](const Found& a, const Found& b) {
               return std::tie(a.clock, a.final, a.attempt) < std::tie(b.clock, b.final, b.attempt);
@@ -193,9 +235,18 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
   const std::string path = CheckpointJoinPath(ckpt_dir, kManifestName);
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(ckpt_dir + " is not a checkpoint: it has no " + kManifestName);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  // Read at most one byte past the limit: a file that large is not a
+  // manifest, and is never read whole.
+  std::string text(kMaxManifestBytes + 1, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxManifestBytes)
+    return Status::DataLoss(path + ": larger than a manifest can be (" + std::to_string(kMaxManifestBytes) +
+                            " bytes)");
+  return ParseManifest(path, text);
+}
+
+StatusOr<CheckpointManifest> ParseManifest(const std::string& path, const std::string& text) {
   const size_t trailer = text.rfind("# xxh3 ");
   if (trailer == std::string::npos || text.size() < trailer + 7 + 16)
     return Status::DataLoss(path + ": no checksum line (\"# xxh3 ...\") at the end: truncated or edited");
@@ -211,6 +262,29 @@ StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
     return Status::FailedPrecondition(path + ": checkpoint format version " + std::to_string(m.format_version()) +
                                       "; this build reads version " + std::to_string(kCheckpointFormatVersion));
   return m;
+}
+
+Status CheckManifestSizes(const std::string& path, const CheckpointManifest& m) {
+  uint64_t dense_bytes = 0, file_bytes = 0;
+  for (const TableSpec& t : m.tables()) {
+    if (!IsDenseTable(t)) continue;
+    if (t.size() > (uint64_t{1} << 40))
+      return Status::DataLoss(path + ": dense table '" + t.name() + "' claims " + std::to_string(t.size()) + " weights");
+    dense_bytes += t.size() * sizeof(float);
+  }
+  for (const CheckpointFile& f : m.files()) {
+    if (f.bytes() > (uint64_t{1} << 50))
+      return Status::DataLoss(path + ": file '" + f.name() + "' claims " + std::to_string(f.bytes()) + " bytes");
+    file_bytes += f.bytes();
+  }
+  // Every weight of a dense table is in some shard file.
+  if (dense_bytes > file_bytes)
+    return Status::DataLoss(path + ": its dense tables hold " + std::to_string(dense_bytes) +
+                            " bytes of weights, more than its files' " + std::to_string(file_bytes) + " bytes");
+  if (m.num_servers() < 1 || m.num_servers() > m.files_size())
+    return Status::DataLoss(path + ": " + std::to_string(m.num_servers()) + " servers, but " +
+                            std::to_string(m.files_size()) + " files listed");
+  return Status::OK();
 }
 
 namespace {
@@ -287,16 +361,17 @@ StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const Checkpo
 }
 
 std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>& checkpoint,
-                            const google::protobuf::RepeatedPtrField<TableSpec>& job) {
+                            const google::protobuf::RepeatedPtrField<TableSpec>& job,
+                            const std::string& checkpoint_name, const std::string& job_name, const std::string& why) {
   if (checkpoint.size() != job.size())
-    return "the checkpoint has " + std::to_string(checkpoint.size()) + " tables, the job " + std::to_string(job.size());
+    return checkpoint_name + " has " + std::to_string(checkpoint.size()) + " tables, " + job_name + " " +
+           std::to_string(job.size());
   for (int i = 0; i < job.size(); ++i) {
     const TableSpec& a = checkpoint[i];
     const TableSpec& b = job[i];
     const std::string t = "table '" + a.name() + "'";
     auto differ = [&](const std::string& field, const std::string& x, const std::string& y) {
-      return t + ", field " + field + ": the checkpoint has " + x + ", the job has " + y +
-             " (a table's shape and optimizer type cannot change on resume)";
+      return t + ", field " + field + ": " + checkpoint_name + " has " + x + ", " + job_name + " has " + y + why;
     };
     if (a.name() != b.name()) return differ("name", a.name(), b.name());
     if (a.id() != b.id()) return differ("id", std::to_string(a.id()), std::to_string(b.id()));

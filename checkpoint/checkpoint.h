@@ -108,9 +108,22 @@ Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const Checkpoi
 
 /// Reads and checks ckpt_dir/MANIFEST (its trailing checksum, its format
 /// version). Errors: NotFound (no MANIFEST: not a checkpoint), DataLoss
-/// naming the file (a bad checksum or text), FailedPrecondition (another
-/// format version).
+/// naming the file (a bad checksum or text, or a file above
+/// kMaxManifestBytes, which is never read whole), FailedPrecondition
+/// (another format version).
 StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir);
+inline constexpr size_t kMaxManifestBytes = 16u << 20;
+
+/// ReadManifest's checks on a manifest's bytes; `path` names it in errors.
+/// A pure function (tests/fuzz/manifest_fuzz.cc runs it on any bytes).
+StatusOr<CheckpointManifest> ParseManifest(const std::string& path, const std::string& text);
+
+/// The sizes a reader allocates from before it reads a file: no dense table
+/// or file claims more than 2^40 weights or 2^50 bytes, the dense tables'
+/// weights fit in the files listed (each is in some shard file), and there
+/// are between 1 and as many servers as files. Errors: DataLoss naming
+/// `path` and the size.
+Status CheckManifestSizes(const std::string& path, const CheckpointManifest& m);
 
 /// `path` itself when it holds a MANIFEST, else the latest complete
 /// checkpoint under it (the highest clock; a final one after a periodic one
@@ -135,8 +148,13 @@ StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const Checkpo
 /// momentum): "" when they agree, else a message naming the table and the
 /// field with both values. Learning rates, l2, ε, β, the consistency and the
 /// initializer of rows never trained may change.
+/// `checkpoint_name`, `job_name` and `why` word the message for other
+/// pairs (a model file's tables against its own config).
 std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>& checkpoint,
-                            const google::protobuf::RepeatedPtrField<TableSpec>& job);
+                            const google::protobuf::RepeatedPtrField<TableSpec>& job,
+                            const std::string& checkpoint_name = "the checkpoint",
+                            const std::string& job_name = "the job",
+                            const std::string& why = " (a table's shape and optimizer type cannot change on resume)");
 
 /// Deletes all but the `keep_last` newest complete checkpoints under
 /// `parent`, and incomplete ones older than the newest complete one; only

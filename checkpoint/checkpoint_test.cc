@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/log_capture.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
@@ -109,6 +110,39 @@ TEST(CheckpointTest, AcrossHostsTheManifestMakesItsDirectoryAndPathsGoAbsolute) 
   StatusOr<CheckpointManifest> back = ReadManifest(dir);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->clock(), 7);
+}
+
+// A checkpoint folder is shared with people and other tools: entries that
+// Tether did not write (a clock past int64, too few digits, a stray file, a
+// look-alike file) are never taken for checkpoints, never pruned, and named
+// in one warning; the real checkpoints are still found and pruned.
+TEST(CheckpointTest, EntriesTetherDidNotWriteAreIgnoredWithOneWarning) {
+  testing::ScopedTempDir tmp;
+  const std::string parent = tmp.path() + "/ck";
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  for (int64_t clock : {10, 20, 30}) {
+    m.set_clock(clock);
+    ASSERT_TRUE(WriteManifest(FileSystem::Default(), CheckpointJoinPath(parent, CheckpointDirName(clock, false)), m).ok());
+  }
+  const std::vector<std::string> foreign = {"ckpt-99999999999999999999", "ckpt-12", "ckpt-000000000040-r0",
+                                            "ckpt-00000000004x", "notes"};
+  for (const std::string& name : foreign) std::filesystem::create_directories(parent + "/" + name);
+  std::ofstream(parent + "/ckpt-000000000050") << "a file, not a directory";
+  testing::LogCapture log;
+  StatusOr<std::string> latest = ResolveCheckpoint(parent);
+  ASSERT_TRUE(latest.ok()) << latest.status().message();
+  EXPECT_EQ(*latest, CheckpointJoinPath(parent, CheckpointDirName(30, false)));
+  ASSERT_TRUE(PruneCheckpoints(FileSystem::Default(), parent, 1).ok());
+  EXPECT_FALSE(std::filesystem::exists(CheckpointJoinPath(parent, CheckpointDirName(10, false))));
+  EXPECT_FALSE(std::filesystem::exists(CheckpointJoinPath(parent, CheckpointDirName(20, false))));
+  EXPECT_TRUE(std::filesystem::exists(CheckpointJoinPath(parent, CheckpointDirName(30, false))));
+  for (const std::string& name : foreign) EXPECT_TRUE(std::filesystem::exists(parent + "/" + name)) << name;
+  const std::vector<std::string> warned = log.Matching({"checkpoint folder " + parent + ": ignoring 6 entries"});
+  ASSERT_EQ(warned.size(), 1u);
+  for (const std::string& name : foreign) EXPECT_NE(warned[0].find("'" + name + "'"), std::string::npos) << name;
+  EXPECT_NE(warned[0].find("'ckpt-000000000050'"), std::string::npos);
+  EXPECT_TRUE(CheckCheckpointPaths(parent, parent).ok());
 }
 
 }  // namespace

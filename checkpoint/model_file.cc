@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "core/memory_fit.h"
 #include "core/table_spec.h"
 
 namespace tether {
@@ -370,6 +372,27 @@ Status CheckModelFilePath(const std::string& path) {
 
 namespace {
 
+// safetensors' own bound on the JSON header (its reference reader refuses
+// longer ones): a length field is never trusted to size an allocation.
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+
+// A weight that is NaN or infinite would score every row it touches as
+// NaN: such a file is refused, naming the tensor and the place.
+Status CheckFinite(const std::string& path, const TrainedTable& t) {
+  for (size_t i = 0; i < t.values.size(); ++i) {
+    if (std::isfinite(t.values[i])) continue;
+    const std::string value = std::isnan(t.values[i]) ? "NaN" : (t.values[i] > 0 ? "+inf" : "-inf");
+    if (!IsRowTable(t.spec))
+      return Status::DataLoss(path + ": tensor '" + t.spec.name() + "' holds " + value + " at index " +
+                              std::to_string(i) + ": a model's weights must be finite");
+    const uint32_t dim = t.spec.dim();
+    return Status::DataLoss(path + ": tensor '" + t.spec.name() + "' holds " + value + " in the row of key " +
+                            std::to_string(t.keys[i / dim]) + ", column " + std::to_string(i % dim) +
+                            ": a model's weights must be finite");
+  }
+  return Status::OK();
+}
+
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -381,6 +404,13 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
   const std::streamoff size = in.tellg();
   in.seekg(0);
   if (size < 0) return Status::IOError(path + ": cannot read its size");
+  // The whole file is held in memory: one that cannot fit is refused
+  // before a byte is allocated, naming the limit.
+  const MemoryBudget budget = MemoryBudgetFor(JobConfig{});
+  if (budget.bytes > 0 && static_cast<uint64_t>(size) > budget.bytes)
+    return Status::ResourceExhausted(path + ": the model file is " + FormatBytes(static_cast<uint64_t>(size)) +
+                                     ", more than the " + FormatBytes(budget.bytes) + " this process may use (" +
+                                     budget.source + ")");
   std::string file(static_cast<size_t>(size), '\0');
   if (size > 0 && !in.read(&file[0], size)) return Status::IOError(path + ": read failed");
   return file;
@@ -469,6 +499,9 @@ StatusOr<SafetensorsContents> ParseSafetensors(const std::string& path, const st
                                    "in safetensors form (write one with tether-export --format=safetensors)");
   uint64_t n = 0;
   std::memcpy(&n, file.data(), 8);
+  if (n > kMaxSafetensorsHeaderBytes)
+    return bad("header: header length " + std::to_string(n) + " is above the " + std::to_string(kMaxSafetensorsHeaderBytes) +
+               "-byte limit of safetensors headers");
   if (n > file.size() - 8)
     return bad("header: header length " + std::to_string(n) + " runs past the end of the file (" +
                std::to_string(file.size()) + " bytes)");
@@ -545,7 +578,7 @@ Status FillTable(const std::string& path, const SafetensorsContents& st, Trained
                               "], expected [" + std::to_string(t->spec.size()) + "] (its spec's size)");
     t->values.resize(v->shape[0]);
     std::memcpy(t->values.data(), st.data + v->begin, v->end - v->begin);
-    return Status::OK();
+    return CheckFinite(path, *t);
   }
   TETHER_ASSIGN_OR_RETURN(const TensorView* keys, find(name + ".keys", DType::kU64, 1));
   TETHER_ASSIGN_OR_RETURN(const TensorView* rows, find(name, DType::kF32, 2));
@@ -561,7 +594,7 @@ Status FillTable(const std::string& path, const SafetensorsContents& st, Trained
                               std::to_string(i));
   t->values.resize(rows->shape[0] * rows->shape[1]);
   std::memcpy(t->values.data(), st.data + rows->begin, rows->end - rows->begin);
-  return Status::OK();
+  return CheckFinite(path, *t);
 }
 
 }  // namespace
@@ -569,6 +602,10 @@ Status FillTable(const std::string& path, const SafetensorsContents& st, Trained
 StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
   TETHER_RETURN_IF_ERROR(CheckModelFilePath(path));
   TETHER_ASSIGN_OR_RETURN(const std::string file, ReadWholeFile(path));
+  return ParseSafetensorsModel(path, file);
+}
+
+StatusOr<ModelFileContents> ParseSafetensorsModel(const std::string& path, const std::string& file) {
   TETHER_ASSIGN_OR_RETURN(SafetensorsContents st, ParseSafetensors(path, file));
   TETHER_ASSIGN_OR_RETURN(ModelFileContents out, ModelOfMetadata(path, st.meta));
   for (TrainedTable& t : out.model.tables) TETHER_RETURN_IF_ERROR(FillTable(path, st, &t));

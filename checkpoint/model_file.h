@@ -99,4 +99,9 @@ Status CheckModelFilePath(const std::string& path);
 /// model (e.g. a missing table).
 StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path);
 
+/// ReadSafetensorsModel's checks on a file's bytes (`path` names it in
+/// errors): a pure function (tests/fuzz/model_file_fuzz.cc runs it on any
+/// bytes).
+StatusOr<ModelFileContents> ParseSafetensorsModel(const std::string& path, const std::string& file);
+
 }  // namespace tether

@@ -35,8 +35,9 @@ void WriteAll(const std::string& path, const std::string& bytes) {
 }
 
 // An XMC-shaped model: w1 (row, dim 3, keys 2, 5, 9), b1 (dense, 3), w2
-// (row, dim 4, keys 0, 1); values include a NaN payload, -0 and a denormal
-// so "bit for bit" means it.
+// (row, dim 4, keys 0, 1); values include the largest float, -0 and a
+// denormal so "bit for bit" means it (a NaN is refused: see
+// NonFiniteWeightsAreRefused).
 TrainedModel SmallModel() {
   TrainedModel m;
   m.config.set_name("small");
@@ -66,8 +67,8 @@ TrainedModel SmallModel() {
   TrainedTable w1 = table(0, "w1", true, 3);
   w1.keys = {2, 5, 9};
   w1.values = {1.5f, -0.0f, std::numeric_limits<float>::denorm_min(), 3, 4, 5, 6, 7, 8};
-  uint32_t nan_bits = 0x7fc01234;
-  std::memcpy(&w1.values[4], &nan_bits, 4);
+  uint32_t max_bits = 0x7f7fffff;
+  std::memcpy(&w1.values[4], &max_bits, 4);
   TrainedTable b1 = table(1, "b1", false, 3);
   b1.values = {0.5f, -0.5f, 1e-30f};
   TrainedTable w2 = table(2, "w2", true, 4);
@@ -232,6 +233,38 @@ TEST(ModelFileTest, MalformedFilesAreRefusedNamingFileAndTensor) {
     x.erase("b1");
     refused(WithHeader(x, data), "must be contiguous");
   }
+  std::remove(path.c_str());
+}
+
+// Every size in a model file is checked before anything is allocated, and
+// a weight that is not finite is refused, naming the tensor and the place.
+TEST(ModelFileTest, NonFiniteWeightsAndOversizedHeadersAreRefused) {
+  const std::string path = TempPath("nonfinite.safetensors");
+  TrainedModel m = SmallModel();
+  m.tables[0].values[4] = std::numeric_limits<float>::quiet_NaN();  // key 5, column 1
+  m.tables[1].values[2] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(WriteModelFile(m, SmallCounts(), path, ModelFileFormat::kSafetensors).ok());
+  StatusOr<ModelFileContents> r = ReadSafetensorsModel(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kDataLoss);
+  EXPECT_EQ(r.status().message(),
+            path + ": tensor 'w1' holds NaN in the row of key 5, column 1: a model's weights must be finite");
+  m.tables[0].values[4] = 1.0f;
+  ASSERT_TRUE(WriteModelFile(m, SmallCounts(), path, ModelFileFormat::kSafetensors).ok());
+  r = ReadSafetensorsModel(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), path + ": tensor 'b1' holds +inf at index 2: a model's weights must be finite");
+  // A header length past safetensors' 100 MiB bound is refused as such, even
+  // in a file that is long enough (sparse: nothing is written in between).
+  std::string bytes(8, '\0');
+  const uint64_t n = (100ull << 20) + 1;
+  std::memcpy(&bytes[0], &n, 8);
+  WriteAll(path, bytes);
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(n + 64)), 0);
+  r = ReadSafetensorsModel(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            path + ": header: header length 104857601 is above the 104857600-byte limit of safetensors headers");
   std::remove(path.c_str());
 }
 

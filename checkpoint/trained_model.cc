@@ -6,6 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/shard_file.h"
+#include "core/memory_fit.h"
 #include "core/table_spec.h"
 
 namespace tether {
@@ -22,6 +23,27 @@ void TrainedRow(const TrainedTable& t, uint64_t key, float* out) {
     out[j] = zeros ? 0.0f : InitialWeight(t.spec.init().seed(), t.spec.id(), key, j, t.spec.init().bound());
 }
 
+namespace {
+
+// The dense tables are allocated whole from the manifest's sizes before the
+// shard files are read: sizes that the files cannot hold (every weight of a
+// dense table is in some shard file) or that the process cannot hold are
+// refused first, naming the manifest.
+Status CheckDenseSizes(const std::string& dir, const CheckpointManifest& m) {
+  const std::string manifest = CheckpointJoinPath(dir, kManifestName);
+  TETHER_RETURN_IF_ERROR(CheckManifestSizes(manifest, m));
+  uint64_t dense_bytes = 0;
+  for (const TableSpec& t : m.tables())
+    if (IsDenseTable(t)) dense_bytes += t.size() * sizeof(float);
+  const MemoryBudget budget = MemoryBudgetFor(JobConfig{});
+  if (budget.bytes > 0 && dense_bytes > budget.bytes)
+    return Status::ResourceExhausted(manifest + ": its dense tables need " + FormatBytes(dense_bytes) + ", more than the " +
+                                     FormatBytes(budget.bytes) + " this process may use (" + budget.source + ")");
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<TrainedModel> LoadTrainedModel(const std::string& path) {
   TETHER_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpoint(path));
   TETHER_ASSIGN_OR_RETURN(CheckpointManifest m, ReadManifest(dir));
@@ -30,6 +52,7 @@ StatusOr<TrainedModel> LoadTrainedModel(const std::string& path) {
   model.job_id = m.job_id();
   model.generation = m.generation();
   model.clock = m.clock();
+  TETHER_RETURN_IF_ERROR(CheckDenseSizes(dir, m));
   std::vector<std::vector<std::pair<uint64_t, size_t>>> order(m.tables_size());
   model.tables.resize(m.tables_size());
   for (int i = 0; i < m.tables_size(); ++i) {

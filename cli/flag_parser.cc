@@ -16,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "cli/signals.h"
 #include "core/config.h"  // ClosestName
+#include "core/process_limits.h"
 #include "tether/build_config.h"
 
 namespace tether {
@@ -200,6 +202,28 @@ std::string VersionString() {
          (TETHER_WITH_CUDA ? "on" : "off") + ")";
 }
 
+namespace {
+
+// The process's own limits, read and fitted once at start
+// (core/process_limits.h): a start they cannot carry is refused naming the
+// limit, before any file or connection is opened.
+void FitProcessLimitsOrDie(const char* program) {
+  ProcessLimits limits = ReadProcessLimits();
+  const Status st = FitProcessLimits(LimitNeeds{}, &limits);
+  if (!st.ok()) {
+    std::fprintf(stderr, "error: %s cannot start: %s\n", program, st.message().c_str());
+    std::exit(2);
+  }
+  VLOG(1) << program << ": open files " << limits.open_files << ", file size "
+          << (limits.file_size_bytes ? std::to_string(limits.file_size_bytes) : "unlimited") << ", address space "
+          << (limits.address_space_bytes ? std::to_string(limits.address_space_bytes) : "unlimited")
+          << ", cgroup memory "
+          << (limits.cgroup_memory_bytes ? std::to_string(limits.cgroup_memory_bytes) + " (" + limits.cgroup_file + ")"
+                                         : std::string("unlimited"));
+}
+
+}  // namespace
+
 void ParseFlagsOrDie(int* argc, char*** argv, const CommandLine& command_line) {
   const char* program = ProgramName((*argv)[0]);
   gflags::SetUsageMessage(command_line.usage);
@@ -242,10 +266,12 @@ void ParseFlagsOrDie(int* argc, char*** argv, const CommandLine& command_line) {
   // stop a run (case C25): with SIGPIPE ignored, a write to a closed pipe
   // fails with EPIPE and the line is dropped, while training, the metrics
   // file and the exit status go on. (ZeroMQ sends with MSG_NOSIGNAL anyway.)
-  std::signal(SIGPIPE, SIG_IGN);
+  // Every other signal that ends a process says so (cli/signals.h).
+  InstallSignalReports(program);
   // Command-line programs log to stderr unless told otherwise.
   if (gflags::GetCommandLineFlagInfoOrDie("logtostderr").is_default) FLAGS_logtostderr = true;
   google::InitGoogleLogging((*argv)[0], &LogPrefix);
+  FitProcessLimitsOrDie(program);
 }
 
 }  // namespace tether

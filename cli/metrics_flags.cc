@@ -43,7 +43,10 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpointFromFlags(const s
         return Status::InvalidArgument(std::string("flag --") + flag + " needs --metrics_port (0: a free port)");
     return std::unique_ptr<MetricsEndpoint>();
   }
-  TETHER_ASSIGN_OR_RETURN(auto ep, MetricsEndpoint::Start(FLAGS_metrics_host, FLAGS_metrics_port, std::move(render)));
+  const PrometheusLabels labels = {
+      {"tether_job", target.job}, {"role", target.role}, {target.index_name, std::to_string(target.index)}};
+  TETHER_ASSIGN_OR_RETURN(auto ep, MetricsEndpoint::Start(FLAGS_metrics_host, FLAGS_metrics_port, std::move(render),
+                                                          EndpointLimits{}, labels));
   const bool v6 = FLAGS_metrics_host.find(':') != std::string::npos;
   const std::string host_port =
       (v6 ? "[" + FLAGS_metrics_host + "]" : FLAGS_metrics_host) + ":" + std::to_string(ep->port());

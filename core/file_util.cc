@@ -10,11 +10,17 @@
 #include <cstring>
 #include <utility>
 
+#include "core/process_limits.h"
+
 namespace tether {
 namespace {
 
 Status ErrnoError(const std::string& what, const std::string& path) {
-  return Status::IOError(path + ": cannot " + what + ": " + std::strerror(errno));
+  const int err = errno;
+  // A write past RLIMIT_FSIZE fails with EFBIG (SIGXFSZ is ignored,
+  // cli/flag_parser.cc): say which limit, not only "File too large".
+  return Status::IOError(path + ": cannot " + what + ": " + std::strerror(err) +
+                         (err == EFBIG ? FileSizeLimitNote() : std::string()));
 }
 
 // The directory part of `path` ("." for a bare file name), to fsync after the

@@ -75,7 +75,7 @@ StatusOr<uint64_t> ReadMemAvailableBytes(const std::string& meminfo_path) {
   return Status::DataLoss(meminfo_path + " has no MemAvailable line");
 }
 
-MemoryBudget MemoryBudgetFor(const JobConfig& config, const std::string& meminfo_path) {
+MemoryBudget MemoryBudgetFor(const JobConfig& config, const std::string& meminfo_path, const ProcessLimits* limits) {
   MemoryBudget b;
   if (config.consistency().memory_limit_bytes() > 0) {
     b.bytes = config.consistency().memory_limit_bytes();
@@ -85,6 +85,14 @@ MemoryBudget MemoryBudgetFor(const JobConfig& config, const std::string& meminfo
   StatusOr<uint64_t> available = ReadMemAvailableBytes(meminfo_path);
   if (available.ok()) b.bytes = *available;
   b.source = "MemAvailable in " + meminfo_path;
+  // A container's or a job's limit is often far below the host's free
+  // memory: the process is killed at its cgroup limit, not at MemAvailable.
+  std::string source;
+  const uint64_t limited = LimitedMemoryBytes(limits != nullptr ? *limits : CurrentProcessLimits(), &source);
+  if (limited > 0 && (b.bytes == 0 || limited < b.bytes)) {
+    b.bytes = limited;
+    b.source = source;
+  }
   return b;
 }
 

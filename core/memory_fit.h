@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/process_limits.h"
 #include "core/status.h"
 #include "proto/config.pb.h"
 #include "proto/tables.pb.h"
@@ -46,15 +47,19 @@ std::string FormatBytes(uint64_t bytes);
 StatusOr<uint64_t> ReadMemAvailableBytes(const std::string& meminfo_path = "/proc/meminfo");
 
 /// The memory a process counts on: consistency.memory_limit_bytes when set,
-/// else MemAvailable of `meminfo_path` now. `bytes` 0 means unknown (the file
-/// could not be read: no check is made). `source` says which, for messages:
-/// "consistency.memory_limit_bytes (--memory_limit)" or "MemAvailable in
-/// /proc/meminfo".
+/// else MemAvailable of `meminfo_path` now or, when lower, what the
+/// process's cgroup and address-space limits leave (LimitedMemoryBytes of
+/// `*limits`, CurrentProcessLimits() when null; core/process_limits.h).
+/// `bytes` 0 means unknown (nothing could be read: no check is made).
+/// `source` says which, for messages: "consistency.memory_limit_bytes
+/// (--memory_limit)", "MemAvailable in /proc/meminfo", "the cgroup memory
+/// limit (FILE)" or "the address-space limit (RLIMIT_AS, ulimit -v)".
 struct MemoryBudget {
   uint64_t bytes = 0;
   std::string source;
 };
-MemoryBudget MemoryBudgetFor(const JobConfig& config, const std::string& meminfo_path = "/proc/meminfo");
+MemoryBudget MemoryBudgetFor(const JobConfig& config, const std::string& meminfo_path = "/proc/meminfo",
+                             const ProcessLimits* limits = nullptr);
 
 /// Bytes of a table's weights: ROW num_keys × dim floats (0 when num_keys
 /// is 0: unbounded), DENSE size floats.

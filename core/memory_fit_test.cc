@@ -42,16 +42,25 @@ TEST(MemoryFitTest, ReadsMemAvailableAndPrefersTheConfiguredLimit) {
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(*v, 2000u * 1024);
   JobConfig c;
-  MemoryBudget b = MemoryBudgetFor(c, meminfo);
+  const ProcessLimits none;  // no cgroup or address-space limit
+  MemoryBudget b = MemoryBudgetFor(c, meminfo, &none);
   EXPECT_EQ(b.bytes, 2000u * 1024);
   EXPECT_EQ(b.source, "MemAvailable in " + meminfo);
   c.mutable_consistency()->set_memory_limit_bytes(12345);
-  b = MemoryBudgetFor(c, meminfo);
+  b = MemoryBudgetFor(c, meminfo, &none);
   EXPECT_EQ(b.bytes, 12345u);
   EXPECT_EQ(b.source, "consistency.memory_limit_bytes (--memory_limit)");
   // Unreadable or without the line: unknown (0), and no check.
   c.clear_consistency();
-  EXPECT_EQ(MemoryBudgetFor(c, dir.path() + "/none").bytes, 0u);
+  EXPECT_EQ(MemoryBudgetFor(c, dir.path() + "/none", &none).bytes, 0u);
+  // A cgroup limit below MemAvailable decides, and is named.
+  ProcessLimits cgroup;
+  cgroup.cgroup_memory_bytes = 1500 * 1024;
+  cgroup.cgroup_memory_used_bytes = 500 * 1024;
+  cgroup.cgroup_file = "/sys/fs/cgroup/job/memory.max";
+  b = MemoryBudgetFor(c, meminfo, &cgroup);
+  EXPECT_EQ(b.bytes, 1000u * 1024);
+  EXPECT_EQ(b.source, "the cgroup memory limit (/sys/fs/cgroup/job/memory.max)");
   std::ofstream(meminfo) << "MemTotal: 1 kB\n";
   EXPECT_EQ(ReadMemAvailableBytes(meminfo).status().code(), Status::Code::kDataLoss);
   // This host's own file reads (Linux).

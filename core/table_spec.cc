@@ -8,6 +8,7 @@
 
 #include "core/schedule_config.h"
 #include "core/wire_limits.h"
+#include "core/names.h"
 #include "core/partition.h"
 
 namespace tether {
@@ -178,12 +179,14 @@ Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers)
   std::set<std::string> names;
   for (size_t i = 0; i < tables.size(); ++i) {
     const TableSpec& t = tables[i];
-    const std::string name = t.name().empty() ? "#" + std::to_string(i) : t.name();
+    // A peer's HELLO brings these: a name is quoted until it is checked.
+    const std::string name = t.name().empty() ? "'#" + std::to_string(i) + "'" : QuoteForLog(t.name());
     auto bad = [&](const std::string& field, const std::string& why) {
-      return Status::InvalidArgument("table '" + name + "': field " + field + ": " + why);
+      return Status::InvalidArgument("table " + name + ": field " + field + ": " + why);
     };
     if (t.id() != i) return bad("id", "is " + std::to_string(t.id()) + " but the table is number " + std::to_string(i) + " (ids are 0, 1, ... in order)");
     if (t.name().empty()) return bad("name", "is empty");
+    if (const std::string why = NameProblem(t.name()); !why.empty()) return bad("name", why);
     if (!names.insert(t.name()).second) return bad("name", "is used by two tables");
     if (IsRowTable(t)) {
       if (t.dim() < 1) return bad("dim", "must be ≥ 1, got " + std::to_string(t.dim()));

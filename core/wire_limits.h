@@ -26,6 +26,17 @@ inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
 /// HELLO naming both.
 inline constexpr uint32_t kProtocolVersion = 4;
 
+/// Largest frame a listening socket takes from a peer (bytes): its
+/// ZMQ_MAXMSGSIZE, less kListenerFrameSlackBytes for ZMTP and CURVE framing.
+/// ZeroMQ applies it to every frame of every connection, before a CURVE
+/// handshake completes too, so a peer that has not authenticated (or has
+/// not said HELLO) can make a process buffer at most this much per
+/// connection. A message whose frames are larger travels in chunks of this
+/// size, which the receiving side joins only for admitted peers
+/// (core/net/inbox.h); a HELLO must fit unchunked.
+inline constexpr uint64_t kListenerFrameBytes = 16u << 10;
+inline constexpr uint64_t kListenerFrameSlackBytes = 256;
+
 /// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO
 /// with its model fingerprint a few KB); anything larger is refused before
 /// Protobuf parses it, far below Protobuf's 64 MB and 2 GB limits.

@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "core/process_limits.h"
+
 namespace tether {
 namespace {
 
@@ -31,10 +33,10 @@ class AtomicFile {
     f->gzip_ = EndsWith(path, ".gz");
     if (f->gzip_) {
       f->gz_ = gzopen(f->tmp_.c_str(), "wb9");
-      if (f->gz_ == nullptr) return Status::IOError(path + ": cannot write: " + std::strerror(errno));
+      if (f->gz_ == nullptr) return Status::IOError(path + ": cannot write: " + std::strerror(errno) + (errno == EFBIG ? FileSizeLimitNote() : std::string()));
     } else {
       f->file_ = std::fopen(f->tmp_.c_str(), "wb");
-      if (f->file_ == nullptr) return Status::IOError(path + ": cannot write: " + std::strerror(errno));
+      if (f->file_ == nullptr) return Status::IOError(path + ": cannot write: " + std::strerror(errno) + (errno == EFBIG ? FileSizeLimitNote() : std::string()));
     }
     return f;
   }
@@ -51,7 +53,7 @@ class AtomicFile {
     const int rc = gzip_ ? gzclose(gz_) : std::fclose(file_);
     gz_ = nullptr;
     file_ = nullptr;
-    if (rc != 0) return Status::IOError(path_ + ": cannot write: " + std::strerror(errno));
+    if (rc != 0) return Status::IOError(path_ + ": cannot write: " + std::strerror(errno) + (errno == EFBIG ? FileSizeLimitNote() : std::string()));
     if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
       return Status::IOError(path_ + ": cannot rename " + tmp_ + " onto it: " + std::strerror(errno));
     committed_ = true;
@@ -64,7 +66,7 @@ class AtomicFile {
     if (buf_.empty()) return Status::OK();
     const bool ok = gzip_ ? gzwrite(gz_, buf_.data(), static_cast<unsigned>(buf_.size())) == static_cast<int>(buf_.size())
                           : std::fwrite(buf_.data(), 1, buf_.size(), file_) == buf_.size();
-    if (!ok) return Status::IOError(path_ + ": cannot write: " + std::strerror(errno));
+    if (!ok) return Status::IOError(path_ + ": cannot write: " + std::strerror(errno) + (errno == EFBIG ? FileSizeLimitNote() : std::string()));
     buf_.clear();
     return Status::OK();
   }

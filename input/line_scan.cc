@@ -99,7 +99,11 @@ StatusOr<LineScan> ScanLines(const std::string& path, std::string_view content, 
       return Status::InvalidArgument(At(path, 1) + "line 1 " + Quote(std::string_view(data + first, end - first)) +
                                      " looks like an XMC header (examples, features, labels), not a LIBSVM row: "
                                      "read the file as XMC (format XMC, --format=xmc)");
-    if (blank) continue;
+    // An XMC line is a row even when blank: a row with neither labels nor
+    // features (EURLex and Mediamill have them) counts, as the header does.
+    // LIBSVM has no such row: a blank line there is no row.
+    if (blank && !xmc) continue;
+    scan.trailing_blank_rows = blank ? scan.trailing_blank_rows + 1 : 0;
     const int64_t row = scan.data_rows++;
     if (!xmc && !scan.multilabel) {
       for (size_t i = first; i < end && !IsSpace(data[i]) && data[i] != ':' && data[i] != '#'; ++i) {

@@ -34,6 +34,7 @@ struct LineScan {
   bool multilabel = false;       // LIBSVM: label lists (num_labels set, or a comma seen)
   std::string multilabel_why;    // why: "num_labels is set", "line N has ..."
   int64_t data_rows = 0;         // data lines in the whole text
+  int64_t trailing_blank_rows = 0;  // XMC: blank rows that end the text
   std::vector<LineRef> mine;     // this reader's share, in order
 };
 

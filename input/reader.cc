@@ -175,7 +175,7 @@ Status AssignHashedColumns(const std::string& path, std::vector<uint64_t>* ids, 
 
 // The widths from line 1 of a whole XMC file, checked against the options
 // and against the data rows the scan found.
-Status ApplyXmcHeader(const std::string& path, const ReadOptions& opts, const LineScan& scan,
+Status ApplyXmcHeader(const std::string& path, const ReadOptions& opts, LineScan& scan,
                       uint64_t* num_features, uint64_t* num_labels) {
   uint64_t hdr[3] = {0, 0, 0};
   TETHER_RETURN_IF_ERROR(ParseXmcHeader(path, scan.header_line, hdr));
@@ -195,6 +195,13 @@ Status ApplyXmcHeader(const std::string& path, const ReadOptions& opts, const Li
   }
   *num_features = hdr[1];
   *num_labels = hdr[2];
+  // Blank lines after the last declared row are an editor's, not rows.
+  if (hdr[0] < static_cast<uint64_t>(scan.data_rows) &&
+      static_cast<uint64_t>(scan.data_rows - scan.trailing_blank_rows) <= hdr[0]) {
+    scan.data_rows = static_cast<int64_t>(hdr[0]);
+    // Line 1 is the header: row r is line r + 2.
+    while (!scan.mine.empty() && scan.mine.back().line_no - 2 >= scan.data_rows) scan.mine.pop_back();
+  }
   if (scan.data_rows == 0) {
     return Status::InvalidArgument(path + ": no examples found (the header declares " + std::to_string(hdr[0]) +
                                    ")");
@@ -427,8 +434,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content, c
   // A block's reader (input/row_stream.cc) checks its file for binary input.
   if (!text_pos.block) TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
   const bool xmc = opts.format == DataFormat::kXmc;
-  TETHER_ASSIGN_OR_RETURN(const LineScan scan,
-                          ScanLines(path, content, opts, text_pos.first_line_no, text_pos.block));
+  TETHER_ASSIGN_OR_RETURN(LineScan scan, ScanLines(path, content, opts, text_pos.first_line_no, text_pos.block));
   if (!scan.have_content && !text_pos.block) {
     return Status::InvalidArgument(path + ": no examples found (the file is " +
                                    (content.empty() ? "empty)" : "blank)"));

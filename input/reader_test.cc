@@ -549,17 +549,18 @@ TEST(ReaderTest, C10ByteRangeSharesCoverEveryRowOnce) {
 }
 
 TEST(ReaderTest, ByteRangeSharesForAnyPartitionCount) {
-  // XMC with a header, a CRLF line and a blank line; up to more shares than bytes.
+  // XMC with a header, a CRLF line and a blank line (a row with neither
+  // labels nor features); up to more shares than bytes.
   const std::string path = kFixtures + "xmc_partition.txt";
   for (int n = 1; n <= 100; ++n) {
     const std::vector<int64_t> lines = ReadAllShares(path, Xmc(0), n, nullptr);
-    EXPECT_EQ(lines, (std::vector<int64_t>{2, 3, 5, 6, 7, 8})) << "n=" << n;
+    EXPECT_EQ(lines, (std::vector<int64_t>{2, 3, 4, 5, 6, 7, 8})) << "n=" << n;
   }
 }
 
 TEST(ReaderTest, RowSubsetIsSplitIntoContiguousBlocks) {
   const std::string path = kFixtures + "xmc_partition.txt";
-  const std::vector<int64_t> subset = {0, 2, 5};
+  const std::vector<int64_t> subset = {0, 3, 6};  // lines 2, 5 and 8
   ReadOptions o = Xmc(0);
   o.row_subset = &subset;
   o.num_partitions = 2;
@@ -578,15 +579,38 @@ TEST(ReaderTest, RowSubsetIsSplitIntoContiguousBlocks) {
   EXPECT_EQ(p1->labels.cols, 4);
 }
 
+// Real XMC files hold rows with neither labels nor features, written as
+// blank lines: each is a row (the header counts it), kept as an all-negative
+// row or skipped like any unlabeled row; blank lines after the declared rows
+// are not rows. LIBSVM has no such row (a blank line there is none).
+TEST(ReaderTest, BlankXmcLinesAreRowsWithNeitherLabelsNorFeatures) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("blank_rows.txt");
+  std::ofstream(path) << "4 3 2\n0 1:1\n\n  \n1 2:0.5\n\n\n";
+  auto ds = ReadDataset(path, Xmc(0));
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_EQ(ds->features.rows, 4);
+  EXPECT_EQ(ds->source_lines, (std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(ds->unlabeled_rows, 2);
+  EXPECT_EQ(RowCols(ds->features, 1), std::vector<uint32_t>{});
+  EXPECT_EQ(RowCols(ds->features, 2), std::vector<uint32_t>{});
+  // Declared 5: the blank lines at the end are still short of it.
+  std::ofstream(path) << "5 3 2\n0 1:1\n\n1 2:0.5\n";
+  ds = ReadDataset(path, Xmc(0));
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().message(),
+            path + ":1: header declares 5 examples but the file has 3 data rows (declared 5, found 3)");
+}
+
 TEST(ReaderTest, RowSubsetPastTheEndIsAnError) {
-  const std::vector<int64_t> subset = {0, 6};
+  const std::vector<int64_t> subset = {0, 7};
   ReadOptions o = Xmc(0);
   o.row_subset = &subset;
   const std::string path = kFixtures + "xmc_partition.txt";
   auto ds = ReadDataset(path, o);
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().message(),
-            path + ": row_subset entry 6 (0-based) is past the last of the file's 6 data rows");
+            path + ": row_subset entry 7 (0-based) is past the last of the file's 7 data rows");
   const std::vector<int64_t> unsorted = {2, 1};
   o.row_subset = &unsorted;
   EXPECT_FALSE(ReadDataset(path, o).ok());

@@ -175,12 +175,21 @@ StatusOr<std::optional<EngineTask>> DetectEngineTask() {
   // ids from 0xfffffff0 up) are not srun task steps: a tether-launch run
   // straight from an sbatch script runs the job on its node, as elsewhere.
   const std::string step = Env("SLURM_STEP_ID");
-  if (!step.empty() && !(step.size() >= 10 && step >= "4294967280")) {
-    TETHER_ASSIGN_OR_RETURN(EngineTask t, SlurmTask());
-    return std::optional<EngineTask>(t);
-  }
+  const bool slurm = !step.empty() && !(step.size() >= 10 && step >= "4294967280");
   if (!Env("OMPI_COMM_WORLD_RANK").empty()) {
     TETHER_ASSIGN_OR_RETURN(EngineTask t, OpenMpiTask());
+    if (slurm || !Env("SLURM_PROCID").empty()) {
+      // Both: mpirun is the launcher that started this process.
+      t.chosen_over = "Open MPI's OMPI_COMM_WORLD_RANK=" + Env("OMPI_COMM_WORLD_RANK") + " OMPI_COMM_WORLD_SIZE=" +
+                      Env("OMPI_COMM_WORLD_SIZE") + " used; SLURM's SLURM_PROCID=" + Env("SLURM_PROCID") +
+                      " SLURM_NTASKS=" + Env("SLURM_NTASKS") + " SLURM_STEP_ID=" + Env("SLURM_STEP_ID") +
+                      " ignored (mpirun started this process: the SLURM variables are its allocation's or leaked "
+                      "into its environment)";
+    }
+    return std::optional<EngineTask>(t);
+  }
+  if (slurm) {
+    TETHER_ASSIGN_OR_RETURN(EngineTask t, SlurmTask());
     return std::optional<EngineTask>(t);
   }
   return std::optional<EngineTask>();
@@ -204,6 +213,7 @@ int RunEngineTask(const EngineTask& task, const JobConfig& config, const EngineO
   std::string cmdline;
   for (const auto& a : role->args) cmdline += (cmdline.empty() ? "" : " ") + a;
   const char* what = role->is_server ? "server" : "worker";
+  if (!task.chosen_over.empty()) LOG(WARNING) << where << "both launchers' variables are set: " << task.chosen_over;
   LOG(INFO) << where << (role->is_server ? "server shard " : "worker rank ") << role->index << " of " << role->count
             << ", job '" << role->job_id << "' generation " << role->generation << ", rendezvous "
             << role->rendezvous << ": exec " << cmdline;

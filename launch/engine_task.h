@@ -32,12 +32,19 @@ struct EngineTask {
   int ntasks = 0;
   std::string job_id;      // "" when the scheduler gives none
   uint64_t generation = 0;  // SLURM_RESTART_COUNT (a requeued job)
+  /// When another launcher's variables are set too: which were used and
+  /// which ignored, for the task's start-up line ("" otherwise).
+  std::string chosen_over;
 };
 
 /// The task's place, or nullopt when this process is not a task of srun (a
 /// step: SLURM_STEP_ID; SLURM's special steps such as the batch script are
-/// not) or of mpirun (OMPI_COMM_WORLD_RANK). Errors: InvalidArgument naming
-/// a variable that is not a non-negative integer.
+/// not) or of mpirun (OMPI_COMM_WORLD_RANK). When both are set (mpirun run
+/// inside a SLURM allocation, or SLURM variables leaked into mpirun's
+/// environment), Open MPI's are used: mpirun started this process, and
+/// SLURM's then describe the allocation or the step of mpirun's own
+/// daemons, not this rank. `chosen_over` names both sets. Errors:
+/// InvalidArgument naming a variable that is not a non-negative integer.
 StatusOr<std::optional<EngineTask>> DetectEngineTask();
 
 /// What the task's role is started with, from tether-launch's command line.

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cli/signals.h"
 #include "launch/process_table.h"
 
 namespace tether {
@@ -24,11 +25,13 @@ Status LaunchEvents::Open() {
   signal(SIGCHLD, SIG_DFL);
   sigemptyset(&handled_);
   sigaddset(&handled_, SIGCHLD);
-  sigaddset(&handled_, SIGINT);
-  sigaddset(&handled_, SIGTERM);
-  // Respect nohup: only take SIGHUP over when it is not ignored.
-  struct sigaction hup {};
-  if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaddset(&handled_, SIGHUP);
+  // Every stop signal (cli/signals.h: SIGTERM, SIGINT, SIGHUP, SIGUSR1/2,
+  // SIGXCPU, SIGPWR) stops the job; respect nohup: one inherited as ignored
+  // stays ignored.
+  for (int sig : StopSignals()) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&handled_, sig);
+  }
   if (sigprocmask(SIG_BLOCK, &handled_, &original_mask_) != 0) return Status::Internal(ErrnoText("sigprocmask"));
   signal_fd_ = signalfd(-1, &handled_, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd_ < 0) return Status::Internal(ErrnoText("signalfd"));

@@ -230,6 +230,21 @@ TEST(EngineTaskTest, TakesItsPlaceFromTheScheduler) {
   ASSERT_TRUE(ompi.ok() && ompi->has_value());
   EXPECT_EQ((*ompi)->scheduler, "Open MPI");
   EXPECT_EQ((*ompi)->job_id, "ompi-ns");
+  EXPECT_EQ((*ompi)->chosen_over, "");
+  // SLURM's variables leaked into mpirun's tasks (every task sees
+  // SLURM_PROCID 0): Open MPI's ranks are used, and both sets are named.
+  env.Set("SLURM_STEP_ID", "0");
+  env.Set("SLURM_PROCID", "0");
+  env.Set("SLURM_NTASKS", "1");
+  auto both = DetectEngineTask();
+  ASSERT_TRUE(both.ok() && both->has_value());
+  EXPECT_EQ((*both)->scheduler, "Open MPI");
+  EXPECT_EQ((*both)->rank, 1);
+  EXPECT_EQ((*both)->ntasks, 2);
+  EXPECT_EQ((*both)->chosen_over,
+            "Open MPI's OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 used; SLURM's SLURM_PROCID=0 SLURM_NTASKS=1 "
+            "SLURM_STEP_ID=0 ignored (mpirun started this process: the SLURM variables are its allocation's or "
+            "leaked into its environment)");
 }
 
 JobConfig TwoByTwo() {

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(message_fuzz xmc_reader_fuzz libsvm_reader_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(message_fuzz xmc_reader_fuzz libsvm_reader_fuzz model_file_fuzz manifest_fuzz http_request_fuzz)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 command -v clang++ >/dev/null || { echo "scripts/fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 2; }

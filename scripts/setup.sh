@@ -19,7 +19,7 @@ packages=(
   libxxhash-dev                          # checkpoint checksums (XXH3-64)
   nlohmann-json3-dev                     # metrics JSON, safetensors headers
   libzip-dev                             # NumPy .npz model files (tether-export --format npz)
-  libcpp-httplib-dev                     # /metrics endpoints for Prometheus (telemetry/metrics_endpoint.h)
+  libmicrohttpd-dev                      # /metrics endpoints for Prometheus (telemetry/metrics_endpoint.h)
   python3                                # test scripts read the metrics JSON
   python3-numpy                          # the npz model-file test scores a model with numpy
   python3-matplotlib                     # plots of tools/plot_metrics.py, staleness_sweep.py, straggler_study.py

@@ -22,7 +22,7 @@ packages=(
   slurmctld slurmd slurm-client          # a real SLURM on one machine (sbatch, srun, scontrol)
   openmpi-bin                            # mpirun -np N launches a job (ranks from its environment)
   prometheus                             # a real Prometheus scrapes /metrics in the tests
-  libcpp-httplib-dev                     # the /metrics HTTP endpoint
+  libmicrohttpd-dev                      # the /metrics HTTP endpoint
   tcpdump                                # captures the wire to check CURVE encrypts it
   iproute2                               # ip netns + veth: two "hosts" on one machine
   procps                                 # pgrep/pkill in the cluster tests

@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "core/config.h"
+#include "core/names.h"
 
 namespace tether {
 namespace {
@@ -99,7 +100,7 @@ std::string Membership::CheckPeerHello(const MessageHeader& h, const std::string
 
 std::string Membership::CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server) {
   if (h.job_id() != options_.job_id || h.generation() != options_.generation)
-    return "job differs: " + who + " is of job '" + h.job_id() + "' generation " + std::to_string(h.generation()) +
+    return "job differs: " + who + " is of job " + QuoteForLog(h.job_id()) + " generation " + std::to_string(h.generation()) +
            ", " + server + " serves job '" + options_.job_id + "' generation " + std::to_string(options_.generation) +
            " (cluster.job_id / cluster.generation, or the config's name)";
   if (h.shard() != options_.shard || h.num_shards() != options_.num_shards)

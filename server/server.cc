@@ -79,7 +79,7 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
 ServerShard::~ServerShard() {
   // Stop the monitor before the socket it watches closes (its PAIR end
   // closes first).
-  if (monitor_.handle() != nullptr && socket_.handle() != nullptr) (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);
+  if (guard_ != nullptr && socket_.handle() != nullptr) (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);
 }
 
 Status ServerShard::Bind(const std::string& endpoint) {
@@ -103,16 +103,15 @@ Status ServerShard::Bind(const std::string& endpoint) {
     // Running before the bind: libzmq admits every CURVE client while no
     // ZAP handler is there.
     TETHER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*ctx_, keys, log_prefix_));
-    opts.monitor_endpoint = "inproc://tether-server-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
-    opts.monitor_events =
-        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
-    try {
-      monitor_ = zmq::socket_t(*ctx_, zmq::socket_type::pair);
-      monitor_.set(zmq::sockopt::linger, 0);
-      monitor_.connect(opts.monitor_endpoint);  // inproc allows connecting first
-    } catch (const zmq::error_t& e) {
-      return Status::IOError(log_prefix_ + "cannot watch the handshakes of " + endpoint + ": " + e.what());
-    }
+  }
+  if (endpoint.rfind("inproc://", 0) != 0) {
+    // Before the bind, so that no connection is accepted unseen.
+    const int handshakes = opts.curve.enabled() ? ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                                      ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                                                : 0;
+    TETHER_ASSIGN_OR_RETURN(guard_, ListenerGuard::Create(*ctx_, "server", ListenerGuard::Limits{}, handshakes, &opts,
+                                                          log_prefix_));
   }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
   outbox_.set_socket(&socket_);
@@ -154,10 +153,12 @@ void ServerShard::FailWaitingRequests(const Status& why) {
 }
 
 Status ServerShard::RunLoop() {
-  started_ = last_message_ = SteadyClock::now();
-  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
-  const size_t num_items = monitor_.handle() != nullptr ? 2 : 1;
+  started_ = last_message_ = last_poll_ = SteadyClock::now();
+  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                             {guard_ != nullptr ? guard_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+  const size_t num_items = guard_ != nullptr ? 2 : 1;
   while (!stop_.load()) {
+    ForgiveOwnStall(SteadyClock::now());
     try {
       zmq::poll(items, num_items, std::chrono::milliseconds(100));
     } catch (const zmq::error_t& e) {
@@ -167,7 +168,7 @@ Status ServerShard::RunLoop() {
     }
     Status why;
     if ((items[0].revents & ZMQ_POLLIN) && !DrainSocket(&why)) return why;
-    if (num_items > 1 && (items[1].revents & ZMQ_POLLIN)) TakeHandshakeFailures();
+    if (num_items > 1 && (items[1].revents & ZMQ_POLLIN)) TakeListenerEvents();
     if (tick_listener_) tick_listener_(false);
     if (!round_.load_failed().ok()) {
       if (LoadFailedDone()) return round_.load_failed();
@@ -193,7 +194,7 @@ bool ServerShard::DrainSocket(Status* why) {
   std::string identity;
   // Everything queued is handled before going back to poll.
   while (true) {
-    Status st = RecvMessage(socket_, &m, &identity);
+    Status st = inbox_.Recv(socket_, &m, &identity);
     if (st.code() == Status::Code::kUnavailable) return true;
     last_message_ = SteadyClock::now();
     if (!st.ok()) {
@@ -320,22 +321,42 @@ Status ServerShard::Finish() {
                              ") and never came back to reach the barrier or say BYE");
 }
 
-void ServerShard::TakeHandshakeFailures() {
-  while (true) {
-    zmq::message_t event, address;
-    try {
-      if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return;
-      if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::dontwait);
-    } catch (const zmq::error_t&) {
-      return;
-    }
-    if (event.size() < 6) continue;
-    uint16_t id;
-    uint32_t value;
-    std::memcpy(&id, event.data(), sizeof(id));
-    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof(value));
-    handshakes_.Record(id, value, endpoint_, log_prefix_);
+void ServerShard::TakeListenerEvents() {
+  for (const ListenerGuard::Event& e : guard_->Poll())
+    handshakes_.Record(static_cast<uint16_t>(e.event), static_cast<uint32_t>(e.value), endpoint_, log_prefix_);
+}
+
+bool ServerShard::ForgiveOwnStall(SteadyClock::time_point now) {
+  const int64_t gap_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_poll_).count();
+  last_poll_ = now;
+  // The loop comes back every 100 ms at most, but for a long drain or a
+  // checkpoint write (which mark everyone seen themselves): half the
+  // workers' timeout without a turn is this process's own stall.
+  const int64_t timeout_ms = config_.cluster().worker_timeout_ms();
+  if (timeout_ms <= 0 || gap_ms <= timeout_ms / 2) return false;
+  members_.SeenAll();
+  LOG(WARNING) << log_prefix_ << "this server did not run for " << gap_ms
+               << " ms (the process was stopped or starved): its workers' silence meanwhile is not theirs, and "
+               << "none is removed for it (cluster.worker_timeout_ms=" << timeout_ms << ")";
+  return true;
+}
+
+void ServerShard::AnswerRemoved(const std::string& identity, const MessageHeader& h, int rank) {
+  const std::string why = "worker " + std::to_string(rank) + " " + members_.worker(rank).removed_why;
+  if (h.type() == ABORT) {
+    // A removed worker that fails is no longer the job's failure: the
+    // others went on without it (its data on demand was dealt again).
+    LOG(WARNING) << log_prefix_ << "ABORT from " << why << " ignored: the job goes on without it ("
+                 << h.job_abort().reason() << ")";
+    return;
   }
+  ++stats_.bad_messages;
+  Message removed;
+  removed.header.set_type(REMOVED);
+  removed.header.set_request_id(h.request_id());
+  removed.header.mutable_removed()->set_reason(log_prefix_ + why +
+                                              "; only a HELLO (the worker started again) takes its place back");
+  outbox_.Send(identity, &removed, rank);
 }
 
 Status ServerShard::CheckWorkerTimeouts() {
@@ -366,6 +387,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
   const int rank = h.sender_rank();
   members_.EnsureSlot(rank);
   members_.Seen(rank);
+  if (members_.worker(rank).dead && h.type() != HELLO) return AnswerRemoved(identity, h, rank);
   if (h.type() == ABORT) {
     // A worker failed and says so (not one removed for silence, which only
     // leaves: RunWorker): the job cannot finish, and this shard ends with
@@ -375,14 +397,6 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     // follow its refusals).
     if (aborted_.ok() && round_.load_failed().ok())
       aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.job_abort().reason());
-    return;
-  }
-  if (members_.worker(rank).dead && h.type() != HELLO) {
-    // A worker declared dead must rejoin with HELLO; until then its
-    // messages would corrupt the clock bookkeeping.
-    ++stats_.bad_messages;
-    outbox_.SendError(identity, h, "worker " + std::to_string(rank) + " " + members_.worker(rank).removed_why +
-                                       "; only a HELLO (the worker started again) takes its place back");
     return;
   }
   if ((h.type() == PULL || h.type() == PUSH) && config_.cluster().debug_request_delay_ms() > 0) {
@@ -442,6 +456,7 @@ void ServerShard::OnHello(const std::string& identity, Message* m) {
   }
   if (coordinator_ != nullptr) coordinator_->WorkerJoined(rank, members_.worker(rank).said_hello);
   const Membership::Admission a = members_.Admit(rank, identity, round_.resume_clock());
+  inbox_.Admit(identity);  // its messages may now come in chunks
   kv_.WorkerJoined(rank, a.rejoined, key_list_bytes_per_worker());
   MinClockChanged(a.min_clock_changed);
   members_.Welcome(identity, h, a, key_list_bytes_per_worker());

@@ -39,6 +39,8 @@
 #include "core/net/frame_pool.h"
 #include "core/net/key_list_cache.h"
 #include "core/net/message.h"
+#include "core/net/inbox.h"
+#include "core/net/listener_guard.h"
 #include "core/net/zap_handler.h"
 #include "core/status.h"
 #include "server/checkpoint_round.h"
@@ -193,7 +195,16 @@ class ServerShard {
   // Run() ended with `why`: every request held waiting gets it as an ERROR_REPLY.
   void FailWaitingRequests(const Status& why);
   // Reads the CURVE monitor's handshake failures (HandshakeFailures).
-  void TakeHandshakeFailures();
+  void TakeListenerEvents();
+  // A message from a worker this shard removed for silence (`rank` dead):
+  // REMOVED, with why and how to come back, never an error it would fail
+  // on and abort the job for; its ABORT is ignored (the job goes on).
+  void AnswerRemoved(const std::string& identity, const MessageHeader& h, int rank);
+  // This shard's own loop did not run for longer than the workers may be
+  // silent (the process was stopped, or starved): their silence meanwhile
+  // is not theirs, so it is forgiven. Returns whether it was.
+  bool ForgiveOwnStall(std::chrono::steady_clock::time_point now);
+  std::chrono::steady_clock::time_point last_poll_;
   // The fatal error one of the rooms recorded (OK when none).
   Status Fatal() const;
 
@@ -237,9 +248,13 @@ class ServerShard {
   // so that it outlives the socket it guards (core/net/zap_handler.h).
   std::unique_ptr<ZapHandler> zap_;
   zmq::socket_t socket_;
-  // With CURVE: the ROUTER's handshake failures (a peer without CURVE, or
-  // with another server key), read in Run() and logged.
-  zmq::socket_t monitor_;
+  // The listener's connection caps (core/net/listener_guard.h; tcp:// and
+  // ipc://), which also hands over the CURVE handshake failures (a peer
+  // without CURVE, or with another server key), logged in Run().
+  std::unique_ptr<ListenerGuard> guard_;
+  // The socket's messages in two stages (core/net/inbox.h): chunked
+  // messages are joined only for workers whose HELLO was accepted.
+  Inbox inbox_{"server"};
   std::string endpoint_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> drain_requested_{false};  // StopAfterWorkers

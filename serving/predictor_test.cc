@@ -110,6 +110,35 @@ TEST(PredictorTest, XmcForwardPassEqualsTheHandWrittenOneWithInitialRowsForAbsen
   EXPECT_EQ(p->metrics[0].first, "precision_at_1");
 }
 
+// A model's sizes come from its config: a config that claims more than its
+// tables hold (2,000,000,000 labels over a w2 of 3), or that the tables
+// agree with but no process could hold, is refused before anything is
+// allocated, naming what disagrees or what is needed.
+TEST(PredictorTest, AModelWhoseConfigClaimsMoreThanItsTablesIsRefused) {
+  const JobConfig c = XmcConfig();
+  TrainedModel m = ModelWithRows(c, {{"w1", {0, 2}}, {"w2", {0, 1}}});
+  m.config.mutable_data()->set_num_labels(2000000000);
+  PredictOptions o;
+  StatusOr<Predictions> p = PredictRows(m, LabelCounts{}, Rows(), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(p.status().message(),
+            "the model's config and its tables disagree: table 'w2', field num_keys: the file's tables has 3, its "
+            "job_config has 2000000000");
+  // Tables that agree with the claim: the output layer alone would need
+  // 2e9 × 1026 floats (8 TB), which no process here may hold.
+  JobConfig huge = XmcConfig();
+  huge.mutable_data()->set_num_labels(2000000000);
+  huge.mutable_model()->set_hidden(1024);
+  m = ModelWithRows(huge, {{"w1", {}}, {"w2", {}}});
+  p = PredictRows(m, LabelCounts{}, Rows(), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(p.status().message().rfind("scoring needs the output layer of 2000000000 labels × 1025 weights, 7.5 TiB "
+                                       "(8208000000000 bytes), more than the ", 0), 0u)
+      << p.status().message();
+}
+
 TEST(PredictorTest, ThreadsAndBlocksChangeNothing) {
   const JobConfig c = XmcConfig();
   const TrainedModel m = ModelWithRows(c, {{"w1", {0, 1, 2}}, {"w2", {0, 1, 2}}});

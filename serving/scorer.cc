@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "checkpoint/checkpoint.h"
+#include "core/memory_fit.h"
 #include "core/table_spec.h"
 #include "worker/models/dense_mlp.h"
 #include "worker/models/model_registry.h"
@@ -318,8 +320,32 @@ std::string ModelKindName(const JobConfig& c) {
   return "?";
 }
 
+Status CheckModelShape(const TrainedModel& model) {
+  const std::string name = ModelKindName(model.config);
+  if (name != "xmc_mlp" && name != "sparse_lr" && name != "dense_mlp") return Status::OK();
+  google::protobuf::RepeatedPtrField<TableSpec> from_config, in_file;
+  for (const TableSpec& t : TablesForJob(model.config)) *from_config.Add() = t;
+  for (const TrainedTable& t : model.tables) *in_file.Add() = t.spec;
+  if (const std::string diff = DiffTableShapes(in_file, from_config, "the file's tables", "its job_config", "");
+      !diff.empty())
+    return Status::InvalidArgument("the model's config and its tables disagree: " + diff);
+  // What scoring allocates beyond the tables: XMC gathers the whole output
+  // layer, every label's row (trained or not) and bias.
+  if (ModelKindName(model.config) != "xmc_mlp") return Status::OK();
+  const uint64_t labels = static_cast<uint64_t>(model.config.data().num_labels());
+  const uint64_t bytes = labels * (static_cast<uint64_t>(model.config.model().hidden()) + 2) * sizeof(float);
+  const MemoryBudget budget = MemoryBudgetFor(JobConfig{});
+  if (budget.bytes > 0 && bytes > budget.bytes)
+    return Status::ResourceExhausted("scoring needs the output layer of " + std::to_string(labels) + " labels × " +
+                                     std::to_string(model.config.model().hidden() + 1) + " weights, " +
+                                     FormatBytes(bytes) + ", more than the " + FormatBytes(budget.bytes) +
+                                     " this process may use (" + budget.source + ")");
+  return Status::OK();
+}
+
 StatusOr<ScorerSet> MakeScorerSet(const TrainedModel& model) {
   const std::string name = ModelKindName(model.config);
+  TETHER_RETURN_IF_ERROR(CheckModelShape(model));
   if (name == "xmc_mlp") return XmcScorers(model);
   if (name == "sparse_lr") return LrScorers(model);
   if (name == "dense_mlp") return DenseScorers(model);

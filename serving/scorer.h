@@ -48,6 +48,16 @@ std::string ModelKindName(const JobConfig& config);
 /// or a missing or mis-shaped table (naming it and the width needed).
 StatusOr<ScorerSet> MakeScorerSet(const TrainedModel& model);
 
+/// What MakeScorerSet checks before it allocates anything, for a model whose
+/// kind tether-predict knows: its tables are the ones its own config
+/// declares (TablesForJob; shapes, key counts, optimizer type), and what
+/// scoring gathers beyond them (XMC's whole output layer) fits in the
+/// memory the process may use. A model file is untrusted: a config that
+/// claims 2e9 labels over a table of 159 keys is refused here.
+/// Errors: InvalidArgument "the model's config and its tables disagree:
+/// ...", ResourceExhausted "scoring needs ...".
+Status CheckModelShape(const TrainedModel& model);
+
 /// An ensemble's scorers (Dietterich, "Ensemble Methods in Machine
 /// Learning", MCS 2000: models of different seeds averaged): each row's
 /// scores are the mean of the models' probabilities, written back as

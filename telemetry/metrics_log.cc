@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/process_limits.h"
+
 namespace tether {
 
 MetricsLog::MetricsLog(std::string path, std::string role, int rank)
@@ -43,7 +45,12 @@ void MetricsLog::Write(nlohmann::json fields) {
 Status MetricsLog::Flush() {
   out_.flush();
   lines_since_flush_ = 0;
-  if (!out_) return Status::IOError("cannot write metrics file " + path_);
+  if (!out_) {
+    // ofstream keeps no errno of its own; the last write's is the best guess.
+    const int err = errno;
+    return Status::IOError("cannot write metrics file " + path_ + (err != 0 ? ": " + std::string(std::strerror(err)) : "") +
+                           (err == EFBIG ? FileSizeLimitNote() : std::string()));
+  }
   return Status::OK();
 }
 

@@ -28,6 +28,7 @@
 #include "checkpoint/model_file.h"
 #include "cli/flag_parser.h"
 #include "serving/predictor.h"
+#include "serving/scorer.h"
 #include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 
@@ -185,6 +186,12 @@ int Run() {
     StatusOr<ModelFileContents> one = ReadSafetensorsModel(path);
     if (!one.ok()) {
       LOG(ERROR) << who << one.status().message();
+      return 1;
+    }
+    // Before the input is read: what the model claims must hold (its file
+    // is untrusted input too).
+    if (const Status shape = CheckModelShape(one->model); !shape.ok()) {
+      LOG(ERROR) << who << path << ": " << shape.message();
       return 1;
     }
     files.push_back(std::move(one).value());

@@ -18,6 +18,7 @@
 #include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "cli/flag_parser.h"
+#include "cli/signals.h"
 
 DEFINE_string(listen, "", "tcp://HOST:PORT to serve on (IPv6: tcp://[ADDR]:PORT; port 0 picks a free port)");
 DEFINE_string(port_file, "", "if set, the endpoint served is written here (atomically) once listening");
@@ -39,8 +40,10 @@ int main(int argc, char** argv) {
   // store's thread starts so that only this thread receives them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
+  for (int sig : tether::StopSignals()) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&stop_signals, sig);  // nohup
+  }
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   tether::SocketOptions options;
   std::vector<std::string> admitted;

@@ -35,6 +35,7 @@
 #include "server/shard_metrics.h"
 #include "cli/config_flags.h"
 #include "cli/metrics_flags.h"
+#include "cli/signals.h"
 
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
 DEFINE_string(listen, "tcp://127.0.0.1:0",
@@ -300,8 +301,7 @@ int main(int argc, char** argv) {
   }
   if (!config->checkpoint().dir().empty()) g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
   g_server.store(&server);
-  std::signal(SIGTERM, RequestStop);
-  std::signal(SIGINT, RequestStop);
+  tether::InstallStopSignals(RequestStop);  // SIGTERM, SIGINT, SIGHUP, SIGUSR1/2, SIGXCPU, SIGPWR
   std::string reachable;
   tether::Status st = Listen(&server, &reachable);
   RendezvousEntry entry(*config, reachable);

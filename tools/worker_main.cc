@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/config_flags.h"
 #include "cli/metrics_flags.h"
+#include "cli/signals.h"
 #include "local/local_job.h"
 #include "serving/model_export.h"
 #include "worker/trainer.h"
@@ -108,8 +109,7 @@ int RunInProcess() {
   }
   LOG(INFO) << who << config->cluster().num_servers() << " shard(s) and " << config->cluster().num_workers()
             << " worker(s) as threads of this process, over inproc://";
-  std::signal(SIGTERM, RequestStop);
-  std::signal(SIGINT, RequestStop);
+  tether::InstallStopSignals(RequestStop);  // SIGTERM, SIGINT, SIGHUP, SIGUSR1/2, SIGXCPU, SIGPWR
   tether::LocalJobOptions options;
   options.metrics_out = FLAGS_metrics_out;
   options.resume_from = FLAGS_resume_from;
@@ -317,8 +317,7 @@ int main(int argc, char** argv) {
   options.metrics_out = FLAGS_metrics_out;
   options.resume_from = FLAGS_resume_from;
   if (const int code = ResumeIfPresent(who, *config, &options); code != 0) return code;
-  std::signal(SIGTERM, RequestStop);
-  std::signal(SIGINT, RequestStop);
+  tether::InstallStopSignals(RequestStop);  // SIGTERM, SIGINT, SIGHUP, SIGUSR1/2, SIGXCPU, SIGPWR
   if (const int code = FindServers(who, *config, &options); code != 0) return code;
   // /metrics (--metrics_port): the training thread publishes its progress
   // every clock; a scrape renders the latest copy. Null when --metrics_port

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/data_files.h"
+#include "core/names.h"
 #include "core/schedule_config.h"
 
 namespace tether {
@@ -91,6 +92,15 @@ Status ValidateAverage(const JobConfig& c) {
 }  // namespace
 
 Status ValidateServerConfig(const JobConfig& c) {
+  // Job ids and names reach log lines, file names and Prometheus labels.
+  if (!c.name().empty())
+    if (const std::string why = NameProblem(c.name()); !why.empty()) return FieldError("name", why);
+  if (!c.cluster().job_id().empty())
+    if (const std::string why = NameProblem(c.cluster().job_id()); !why.empty())
+      return FieldError("cluster.job_id", why);
+  for (const auto& t : c.table())
+    if (!t.name().empty())
+      if (const std::string why = NameProblem(t.name()); !why.empty()) return FieldError("table.name", why);
   if (c.cluster().num_servers() < 1) return FieldError("cluster.num_servers", "must be ≥ 1");
   if (c.cluster().num_workers() < 1) return FieldError("cluster.num_workers", "must be ≥ 1");
   if (c.cluster().max_workers() < 0 ||

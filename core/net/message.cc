@@ -1,7 +1,13 @@
 #include "core/net/message.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/net/chunk_wire.h"
 
 #include <google/protobuf/unknown_field_set.h>
 
@@ -23,6 +29,61 @@ auto Uninterrupted(Call&& call) -> decltype(call()) {
       if (e.num() != EINTR) throw;
     }
   }
+}
+
+// The frames of one chunked message, shared by its chunks' zero-copy ZeroMQ
+// messages until the last of them has left.
+struct ChunkedBody {
+  std::string header;
+  zmq::message_t keys, values;
+};
+
+void ReleaseBody(void*, void* hint) { delete static_cast<std::shared_ptr<ChunkedBody>*>(hint); }
+
+// A DEALER talks to a listening socket, which takes frames of at most
+// kListenerFrameBytes; inproc:// has no such limit (no wire, no decoder).
+bool NeedsChunks(zmq::socket_t& socket, size_t header_bytes, const Message& m) {
+  if (header_bytes <= kListenerFrameBytes && m.keys.size() <= kListenerFrameBytes &&
+      m.values.size() <= kListenerFrameBytes)
+    return false;
+  try {
+    return socket.get(zmq::sockopt::type) == ZMQ_DEALER &&
+           socket.get(zmq::sockopt::last_endpoint).rfind("inproc://", 0) != 0;
+  } catch (const zmq::error_t&) {
+    return true;
+  }
+}
+
+// Header, keys and values as one byte stream in chunk messages ([tag]
+// [payload ≤ kListenerFrameBytes]); the lead tag gives the three sizes
+// (core/net/chunk_wire.h). No chunk spans two of the frames, so every
+// payload is sent from its frame's own bytes.
+Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes, const std::string& peer) {
+  auto body = std::make_shared<ChunkedBody>();
+  body->header = std::move(*header_bytes);
+  body->keys = std::move(m->keys);
+  body->values = std::move(m->values);
+  const std::string lead = ChunkLeadTag(body->header.size(), body->keys.size(), body->values.size());
+  std::vector<std::pair<const char*, size_t>> chunks;
+  for (const auto& [data, size] : {std::pair<const char*, size_t>{body->header.data(), body->header.size()},
+                                   {static_cast<const char*>(body->keys.data()), body->keys.size()},
+                                   {static_cast<const char*>(body->values.data()), body->values.size()}})
+    for (size_t off = 0; off < size; off += kListenerFrameBytes)
+      chunks.emplace_back(data + off, std::min<size_t>(kListenerFrameBytes, size - off));
+  try {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      zmq::message_t tag(i == 0 ? lead.data() : kChunkContinueTag, i == 0 ? lead.size() : kChunkTagBytes);
+      zmq::message_t payload(const_cast<char*>(chunks[i].first), chunks[i].second, &ReleaseBody,
+                             new std::shared_ptr<ChunkedBody>(body));
+      if (!Uninterrupted([&] { return socket.send(tag, zmq::send_flags::sndmore); }) ||
+          !Uninterrupted([&] { return socket.send(payload, zmq::send_flags::none); }))
+        return Status::Unavailable("send to " + peer + " timed out (queue full)");
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer " + peer + " is gone (EHOSTUNREACH)");
+    return Status::IOError("send to " + peer + ": " + e.what());
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -95,6 +156,7 @@ Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identit
                                    std::to_string(m->values.size() + m->keys.size()) +
                                    " bytes, above the " + std::to_string(kMaxFrameBytes) +
                                    "-byte frame limit; use more server shards");
+  if (identity == nullptr && NeedsChunks(socket, header_bytes.size(), *m)) return SendChunked(socket, m, &header_bytes, peer);
   try {
     // Blocking sends: a full queue makes the sender wait (bounded by the
     // socket's ZMQ_SNDTIMEO) instead of dropping the update.

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,6 +21,7 @@
 
 #include "core/file_util.h"
 #include "core/net/curve.h"
+#include "core/peer_limits.h"
 #include "proto/rendezvous.pb.h"
 
 namespace tether {
@@ -28,8 +30,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxRequestBytes = 1 << 20;
-constexpr size_t kMaxKeys = 1000000;
+// The store's bounds (docs/SECURITY.md): a request is one frame of at most
+// kListenerFrameBytes (ZMQ_MAXMSGSIZE of its socket); an entry's key and
+// value, the entries and their bytes, and the GETs held, in all and per
+// connection, are bounded; a request past one is refused with an error
+// reply naming it and counted.
+constexpr size_t kMaxKeys = 65536;
+constexpr size_t kMaxTotalBytes = 64u << 20;
+constexpr size_t kMaxHeld = 65536;
+constexpr size_t kMaxHeldPerPeer = 1024;
+// How long a process holding an entry has to answer before its entry counts
+// as left by a crash (a live one answers a ZMTP handshake from its I/O
+// thread, however busy its shard is).
+constexpr int kOwnerProbeMs = 2000;
 // A store request is re-sent on a fresh socket after this long unanswered
 // (the store restarted, or was not up when the first one was queued).
 constexpr int kStoreRetryMs = 2000;
@@ -60,6 +73,16 @@ std::string JoinNames(const std::vector<RendezvousKey>& keys, const std::vector<
   return out;
 }
 
+Status CheckEntry(const std::string& spec, const RendezvousKey& key, const std::string& value) {
+  if (key.ToString().size() > kRendezvousKeyBytes || value.size() > kRendezvousValueBytes)
+    return Status::InvalidArgument("rendezvous " + spec + ": entry " + key.ToString().substr(0, 64) + " (" +
+                                   std::to_string(key.ToString().size()) + "-byte key, " +
+                                   std::to_string(value.size()) + "-byte value) is above the limits of " +
+                                   std::to_string(kRendezvousKeyBytes) + " and " +
+                                   std::to_string(kRendezvousValueBytes) + " bytes");
+  return Status::OK();
+}
+
 // ---- Directory backend ----------------------------------------------------
 
 class FileRendezvous : public Rendezvous {
@@ -67,6 +90,7 @@ class FileRendezvous : public Rendezvous {
   FileRendezvous(std::string spec, std::string dir) : Rendezvous(std::move(spec)), dir_(std::move(dir)) {}
 
   Status Set(const RendezvousKey& key, const std::string& value, int /*timeout_ms*/) override {
+    TETHER_RETURN_IF_ERROR(CheckEntry(spec_, key, value));
     const std::filesystem::path path = Path(key);
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
@@ -107,9 +131,14 @@ class FileRendezvous : public Rendezvous {
         }
         std::ifstream in(path);
         if (!in) return Status::IOError("rendezvous " + spec_ + ": cannot read " + path);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        std::string text = ss.str();
+        // Anyone who can write the folder can plant a file: one larger than
+        // an entry can be is refused, never read whole.
+        std::string text(kRendezvousValueBytes + 2, '\0');
+        in.read(&text[0], static_cast<std::streamsize>(text.size()));
+        text.resize(static_cast<size_t>(in.gcount()));
+        if (text.size() > kRendezvousValueBytes + 1)
+          return Status::DataLoss("rendezvous " + spec_ + ": " + path + " is larger than an entry (" +
+                                  std::to_string(kRendezvousValueBytes) + " bytes): not written by Tether");
         while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
         values[i] = text;
         have[i] = true;
@@ -143,6 +172,7 @@ class StoreRendezvous : public Rendezvous {
   }
 
   Status Set(const RendezvousKey& key, const std::string& value, int timeout_ms) override {
+    TETHER_RETURN_IF_ERROR(CheckEntry(spec_, key, value));
     RendezvousRequest req;
     req.set_op(RendezvousRequest::SET);
     req.set_key(key.ToString());
@@ -341,9 +371,44 @@ StatusOr<std::unique_ptr<Rendezvous>> Rendezvous::Open(const std::string& spec, 
   return std::unique_ptr<Rendezvous>(new FileRendezvous(spec, dir));
 }
 
+std::string EntryOwnerLine(const std::string& endpoint, const std::string& start_id) {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char when[32] = {0};
+  struct tm tm {};
+  gmtime_r(&now, &tm);
+  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return "pid " + std::to_string(getpid()) + " on host " + (host[0] ? host : "?") +
+         (start_id.empty() ? std::string() : ", process start id " + start_id) + ", at " + endpoint + ", since " +
+         when;
+}
+
 Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
-                     const std::string& endpoint, int timeout_ms) {
-  return rdzv->Set(RendezvousKey{job_id, generation, ServerEntryName(shard)}, endpoint, timeout_ms);
+                     const std::string& endpoint, int timeout_ms, const std::string& start_id) {
+  const RendezvousKey key{job_id, generation, ServerEntryName(shard)};
+  const RendezvousKey owner_key{job_id, generation, ServerEntryName(shard) + ".owner"};
+  // An entry another process holds is replaced only once that process no
+  // longer answers at it (it crashed and left it): two runs that share a
+  // job id, a generation and a rendezvous must not take each other's
+  // workers.
+  StatusOr<std::vector<std::string>> current = rdzv->WaitAll({key}, 0, nullptr);
+  if (current.ok() && (*current)[0] != endpoint) {
+    const std::string held = (*current)[0];
+    if (EndpointAnswers(held, kOwnerProbeMs)) {
+      StatusOr<std::vector<std::string>> owner = rdzv->WaitAll({owner_key}, 0, nullptr);
+      return Status::FailedPrecondition(
+          "rendezvous " + rdzv->spec() + ": entry " + key.ToString() + " is already held by a live process (" +
+          (owner.ok() ? (*owner)[0] : "at " + held) + "): this server of job '" + job_id + "' generation " +
+          std::to_string(generation) + " does not replace it; give this run its own --job_id (config name) or "
+          "--generation, or stop that process");
+    }
+    LOG(WARNING) << "rendezvous " << rdzv->spec() << ": entry " << key.ToString() << " names " << held
+                 << ", where no process answers within " << kOwnerProbeMs << " ms (one that crashed and left it): "
+                 << "replacing it";
+  }
+  TETHER_RETURN_IF_ERROR(rdzv->Set(owner_key, EntryOwnerLine(endpoint, start_id), timeout_ms));
+  return rdzv->Set(key, endpoint, timeout_ms);
 }
 
 StatusOr<std::vector<std::string>> LookupServers(Rendezvous* rdzv, const std::string& job_id, uint64_t generation,
@@ -378,6 +443,8 @@ Status RendezvousStore::Start(const std::string& listen, const SocketOptions& so
     // Before the bind: libzmq admits every key while no handler runs.
     TETHER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(ctx_, admitted_keys, "[rendezvous store] "));
   }
+  TETHER_ASSIGN_OR_RETURN(
+      guard_, ListenerGuard::Create(ctx_, "rendezvous", ListenerGuard::Limits{}, 0, &opts, "[rendezvous store] "));
   auto s = BindRouter(ctx_, listen, opts, &endpoint_);
   if (!s.ok()) return Status::IOError("rendezvous store: " + s.status().message());
   socket_ = std::move(*s);
@@ -419,6 +486,7 @@ class StoreBook {
       r.set_request_id(it->request_id);
       r.set_found(false);
       reply_(it->peer, r);
+      Unhold(it->peer);
       it = held_.erase(it);
     }
   }
@@ -438,7 +506,13 @@ class StoreBook {
         if (it != values_.end()) {
           reply.set_found(true);
           reply.set_value(it->second);
-        } else if (req.wait_ms() > 0 && held_.size() < kMaxKeys) {
+        } else if (req.wait_ms() > 0) {
+          if (held_.size() >= kMaxHeld || held_per_peer_[peer] >= kMaxHeldPerPeer) {
+            Refuse(&reply, "held_gets", "too many GETs waiting (" + std::to_string(kMaxHeldPerPeer) +
+                                            " per connection, " + std::to_string(kMaxHeld) + " in all)");
+            break;
+          }
+          ++held_per_peer_[peer];
           held_.push_back(
               Held{peer, req.request_id(), req.key(), now + std::chrono::milliseconds(std::min(req.wait_ms(), 60000))});
           return std::nullopt;
@@ -446,7 +520,10 @@ class StoreBook {
         break;
       }
       case RendezvousRequest::DELETE:
-        values_.erase(req.key());
+        if (auto it = values_.find(req.key()); it != values_.end()) {
+          bytes_ -= it->first.size() + it->second.size();
+          values_.erase(it);
+        }
         break;
       default:
         reply.set_error("unknown op " + std::to_string(static_cast<int>(req.op())));
@@ -462,12 +539,24 @@ class StoreBook {
     Clock::time_point until;
   };
 
+  void Refuse(RendezvousReply* reply, const char* reason, const std::string& why) {
+    CountPeerDrop("rendezvous", reason);
+    reply->set_error(why);
+  }
+
   // Stores the value and answers every GET held for its key.
   void Set(const RendezvousRequest& req, RendezvousReply* reply) {
-    if (values_.size() >= kMaxKeys && values_.count(req.key()) == 0) {
-      reply->set_error("store full (" + std::to_string(kMaxKeys) + " keys)");
-      return;
-    }
+    if (req.key().size() > kRendezvousKeyBytes || req.value().size() > kRendezvousValueBytes)
+      return Refuse(reply, "entry_bytes", "entry above the limits (a key of at most " +
+                                              std::to_string(kRendezvousKeyBytes) + " bytes, a value of at most " +
+                                              std::to_string(kRendezvousValueBytes) + ")");
+    auto old = values_.find(req.key());
+    const size_t freed = old == values_.end() ? 0 : old->first.size() + old->second.size();
+    if (old == values_.end() && values_.size() >= kMaxKeys)
+      return Refuse(reply, "entries", "store full (" + std::to_string(kMaxKeys) + " keys)");
+    if (bytes_ - freed + req.key().size() + req.value().size() > kMaxTotalBytes)
+      return Refuse(reply, "store_bytes", "store full (" + std::to_string(kMaxTotalBytes) + " bytes of entries)");
+    bytes_ += req.key().size() + req.value().size() - freed;
     values_[req.key()] = req.value();
     VLOG(1) << "rendezvous store: " << req.key() << " = " << req.value();
     for (auto it = held_.begin(); it != held_.end();) {
@@ -480,13 +569,20 @@ class StoreBook {
       r.set_found(true);
       r.set_value(req.value());
       reply_(it->peer, r);
+      Unhold(it->peer);
       it = held_.erase(it);
     }
   }
 
+  void Unhold(const std::string& peer) {
+    if (--held_per_peer_[peer] == 0) held_per_peer_.erase(peer);
+  }
+
   Reply reply_;
   std::map<std::string, std::string> values_;
+  size_t bytes_ = 0;  // of values_' keys and values
   std::vector<Held> held_;
+  std::map<std::string, size_t> held_per_peer_;
 };
 
 enum class Received { kRequest, kNone, kInterrupted, kError };
@@ -528,10 +624,12 @@ void RendezvousStore::Serve() {
   StoreBook book(reply_to);
   int warnings = 0;
   while (!stop_) {
-    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {guard_->handle(), 0, ZMQ_POLLIN, 0}};
     int n = 0;
     try {
-      n = zmq::poll(items, 1, std::chrono::milliseconds(100));
+      n = zmq::poll(items, 2, std::chrono::milliseconds(100));
+      guard_->Poll();
+      n = (items[0].revents & ZMQ_POLLIN) ? 1 : 0;
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       LOG(ERROR) << "rendezvous store " << endpoint_ << ": poll: " << e.what();
@@ -548,8 +646,9 @@ void RendezvousStore::Serve() {
       ++requests_;
       const std::string peer = frames[0].to_string();
       RendezvousRequest req;
-      if (frames.size() != 2 || frames[1].size() > kMaxRequestBytes ||
-          !req.ParseFromArray(frames[1].data(), static_cast<int>(frames[1].size())) || req.key().empty()) {
+      if (frames.size() != 2 || !req.ParseFromArray(frames[1].data(), static_cast<int>(frames[1].size())) ||
+          req.key().empty()) {
+        CountPeerDrop("rendezvous", "malformed");
         if (warnings++ < 10)
           LOG(WARNING) << "rendezvous store " << endpoint_ << ": ignored a malformed request (" << frames.size()
                        << " frame(s)) from a peer";

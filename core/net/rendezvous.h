@@ -42,11 +42,17 @@
 
 #include <zmq.hpp>
 
+#include "core/net/listener_guard.h"
 #include "core/net/transport.h"
 #include "core/net/zap_handler.h"
 #include "core/status.h"
 
 namespace tether {
+
+/// An entry's key ("JOB/GEN/NAME", escaped) and value are at most these
+/// many bytes (a longer job id is refused when the config is read).
+inline constexpr size_t kRendezvousKeyBytes = 1024;
+inline constexpr size_t kRendezvousValueBytes = 4096;
 
 /// One entry's place: job id (any string; escaped where it becomes a path),
 /// generation, and the entry's name within them ("server-0").
@@ -102,10 +108,17 @@ class Rendezvous {
   std::string spec_;
 };
 
-/// Publishes server shard `shard`'s endpoint for (job_id, generation).
-/// Errors: as Rendezvous::Set.
+/// Publishes server shard `shard`'s endpoint for (job_id, generation), and
+/// beside it who holds the entry ("server-S.owner": pid, host, `start_id`,
+/// endpoint, time). An entry that already names another endpoint is
+/// replaced only when no process answers there within 2 s
+/// (EndpointAnswers: the process that published it crashed), with a
+/// warning; while one does, nothing is written.
+/// Errors: FailedPrecondition "rendezvous SPEC: entry JOB/GEN/server-S is
+/// already held by a live process (pid P on host H, ..., at ENDPOINT, since
+/// T): this server ... does not replace it; ..."; as Rendezvous::Set.
 Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
-                     const std::string& endpoint, int timeout_ms);
+                     const std::string& endpoint, int timeout_ms, const std::string& start_id = "");
 
 /// Waits for the endpoints of shards 0 .. num_servers-1 of (job_id,
 /// generation), in shard order. Each must be a tcp:// or ipc:// endpoint.
@@ -120,8 +133,12 @@ StatusOr<std::vector<std::string>> LookupServers(Rendezvous* rdzv, const std::st
 /// given SocketOptions). GETs for missing keys are held until the key is
 /// set or their wait_ms passes (then answered found=false). Lost with the
 /// process: it only ever holds the endpoints of live jobs.
-/// Bounds: at most 1 MiB per request, and 1,000,000 keys (a SET beyond is
-/// refused with an error reply).
+/// Bounds (a request past one gets an error reply naming it, and counts in
+/// tether_peers_dropped_total{listener="rendezvous"}): a request is one frame
+/// of at most kListenerFrameBytes (16 KiB); a key of at most
+/// kRendezvousKeyBytes and a value of at most kRendezvousValueBytes; 65,536
+/// entries and 64 MiB of them; 65,536 GETs held, 1,024 per connection;
+/// 1,024 connections (ListenerGuard), each handshake within 5 s.
 class RendezvousStore {
  public:
   RendezvousStore() = default;
@@ -153,6 +170,7 @@ class RendezvousStore {
 
   zmq::context_t ctx_;
   std::unique_ptr<ZapHandler> zap_;  // in ctx_; destroyed before it
+  std::unique_ptr<ListenerGuard> guard_;  // the connection caps; in ctx_
   zmq::socket_t socket_;
   std::string endpoint_;
   std::thread thread_;

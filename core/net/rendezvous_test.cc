@@ -4,11 +4,13 @@
 #include "core/net/rendezvous.h"
 
 #include "core/net/curve.h"
+#include "proto/rendezvous.pb.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -240,6 +242,119 @@ TEST(RendezvousTest, StoreSurvivesMalformedRequests) {
   auto got = LookupServers(r->get(), "j", 0, 1, 5000, nullptr);
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ((*got)[0], "tcp://h:1");
+}
+
+// Two runs that share a job id, a generation and a rendezvous: the second
+// server refuses to take the entry while the first one's process answers
+// at it, naming that process; once it is gone, the entry is replaced.
+TEST(RendezvousTest, AnEntryALiveProcessHoldsIsNeverReplaced) {
+  const std::string dir = TempDir();
+  RendezvousStore store;
+  ASSERT_TRUE(store.Start("tcp://127.0.0.1:0").ok());
+  for (const std::string& spec : {"file:" + dir, store.endpoint()}) {
+    SCOPED_TRACE(spec);
+    auto rdzv = Rendezvous::Open(spec);
+    ASSERT_TRUE(rdzv.ok());
+    zmq::context_t ctx;
+    std::string first;
+    auto live = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &first);
+    ASSERT_TRUE(live.ok());
+    ASSERT_TRUE(PublishServer(rdzv->get(), "same", 0, 0, first, 5000, "abc123").ok());
+    ASSERT_TRUE(PublishServer(rdzv->get(), "same", 0, 0, first, 5000, "abc123").ok());  // its own: fine
+    Status st = PublishServer(rdzv->get(), "same", 0, 0, "tcp://127.0.0.1:1", 5000);
+    ASSERT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.message();
+    const std::string held = "rendezvous " + spec + ": entry same/0/server-0 is already held by a live process (pid " +
+                             std::to_string(getpid()) + " on host ";
+    EXPECT_EQ(st.message().rfind(held, 0), 0u) << st.message();
+    EXPECT_NE(st.message().find(", process start id abc123, at " + first + ", since 20"), std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find("): this server of job 'same' generation 0 does not replace it; give this run its "
+                                "own --job_id (config name) or --generation, or stop that process"),
+              std::string::npos)
+        << st.message();
+    auto got = LookupServers(rdzv->get(), "same", 0, 1, 1000, nullptr);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ((*got)[0], first);
+    // The first run is gone (its entry stays, as after a crash). A socket's
+    // close completes in ZeroMQ's I/O thread; ending the context waits for
+    // it, so that the listener no longer answers when the next one probes.
+    live->close();
+    ctx.close();
+    ASSERT_TRUE(PublishServer(rdzv->get(), "same", 0, 0, "tcp://127.0.0.1:1", 5000).ok());
+    got = LookupServers(rdzv->get(), "same", 0, 1, 1000, nullptr);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ((*got)[0], "tcp://127.0.0.1:1");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The store's bounds: an entry above 4 KiB is refused before it is sent;
+// a raw client past a bound gets an error reply naming it; a frame above the
+// listener's 16 KiB costs its sender the connection, not the store memory.
+// A file planted in a rendezvous folder is never read whole.
+TEST(RendezvousTest, EntriesAndRequestsPastTheBoundsAreRefused) {
+  RendezvousStore store;
+  ASSERT_TRUE(store.Start("tcp://127.0.0.1:0").ok());
+  auto r = Rendezvous::Open(store.endpoint());
+  ASSERT_TRUE(r.ok());
+  Status st = (*r)->Set(RendezvousKey{"j", 0, "big"}, std::string(5000, 'x'), 1000);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), "rendezvous " + store.endpoint() +
+                              ": entry j/0/big (7-byte key, 5000-byte value) is above the limits of 1024 and 4096 bytes");
+  zmq::context_t ctx;
+  auto raw = ConnectDealer(ctx, store.endpoint(), "raw", SocketOptions{});
+  ASSERT_TRUE(raw.ok());
+  auto ask = [&](const RendezvousRequest& req) {
+    std::string bytes;
+    req.SerializeToString(&bytes);
+    raw->send(zmq::buffer(bytes), zmq::send_flags::none);
+  };
+  auto answer = [&](RendezvousReply* reply) {
+    zmq::pollitem_t items[] = {{raw->handle(), 0, ZMQ_POLLIN, 0}};
+    if (zmq::poll(items, 1, std::chrono::milliseconds(5000)) <= 0) return false;
+    zmq::message_t m;
+    return raw->recv(m, zmq::recv_flags::dontwait) && reply->ParseFromArray(m.data(), static_cast<int>(m.size()));
+  };
+  RendezvousRequest set;
+  set.set_op(RendezvousRequest::SET);
+  set.set_request_id(1);
+  set.set_key("j/0/raw");
+  set.set_value(std::string(4097, 'v'));
+  ask(set);
+  RendezvousReply reply;
+  ASSERT_TRUE(answer(&reply));
+  EXPECT_EQ(reply.request_id(), 1u);
+  EXPECT_EQ(reply.error(), "entry above the limits (a key of at most 1024 bytes, a value of at most 4096)");
+  // 1,025 held GETs from one connection: the last one is refused.
+  for (int i = 0; i < 1025; ++i) {
+    RendezvousRequest get;
+    get.set_op(RendezvousRequest::GET);
+    get.set_request_id(100 + i);
+    get.set_key("j/0/missing");
+    get.set_wait_ms(30000);
+    ask(get);
+  }
+  ASSERT_TRUE(answer(&reply));
+  EXPECT_EQ(reply.request_id(), 1124u);
+  EXPECT_EQ(reply.error(), "too many GETs waiting (1024 per connection, 65536 in all)");
+  // A 1 MiB frame: ZeroMQ drops that connection at the frame's size.
+  auto flood = ConnectDealer(ctx, store.endpoint(), "flood", SocketOptions{});
+  ASSERT_TRUE(flood.ok());
+  flood->send(zmq::buffer(std::string(1 << 20, 'f')), zmq::send_flags::none);
+  ASSERT_TRUE(PublishServer(r->get(), "j", 0, 0, "tcp://h:1", 5000).ok());
+  auto got = LookupServers(r->get(), "j", 0, 1, 5000, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)[0], "tcp://h:1");
+
+  const std::string dir = TempDir();
+  std::filesystem::create_directories(dir + "/j/0");
+  std::ofstream(dir + "/j/0/server-0") << std::string(1 << 20, 'p');
+  auto file = Rendezvous::Open("file:" + dir);
+  auto planted = LookupServers(file->get(), "j", 0, 1, 1000, nullptr);
+  ASSERT_FALSE(planted.ok());
+  EXPECT_EQ(planted.status().message(), "rendezvous file:" + dir + ": " + dir +
+                                            "/j/0/server-0 is larger than an entry (4096 bytes): not written by Tether");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RendezvousTest, BadSpecs) {

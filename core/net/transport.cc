@@ -10,7 +10,11 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <vector>
+
+#include "core/wire_limits.h"
 
 namespace tether {
 
@@ -141,6 +145,12 @@ StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpo
   try {
     zmq::socket_t s(ctx, zmq::socket_type::router);
     s.set(zmq::sockopt::router_mandatory, 1);
+    // Per listener (ZeroMQ copies a socket's options when it binds): every
+    // frame of every accepted connection, during the handshake too.
+    s.set(zmq::sockopt::maxmsgsize, opts.max_frame_bytes > 0
+                                        ? opts.max_frame_bytes
+                                        : static_cast<int64_t>(kListenerFrameBytes + kListenerFrameSlackBytes));
+    s.set(zmq::sockopt::handshake_ivl, opts.handshake_timeout_ms);
     s.set(zmq::sockopt::sndhwm, opts.send_hwm);
     s.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
     s.set(zmq::sockopt::sndtimeo, opts.send_timeout_ms);
@@ -196,6 +206,12 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
   try {
     zmq::socket_t s(ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::routing_id, identity);
+    // A reply's frames are at most kMaxFrameBytes: whatever answers at the
+    // endpoint (a rendezvous entry may be false) cannot make this process
+    // buffer more.
+    s.set(zmq::sockopt::maxmsgsize, opts.max_frame_bytes > 0
+                                        ? opts.max_frame_bytes
+                                        : static_cast<int64_t>(kMaxFrameBytes + kMaxHeaderBytes));
     s.set(zmq::sockopt::sndhwm, opts.send_hwm);
     s.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
     s.set(zmq::sockopt::sndtimeo, opts.send_timeout_ms);
@@ -223,6 +239,41 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
   } catch (const zmq::error_t& e) {
     return Status::InvalidArgument("cannot connect to server " + endpoint + ": " + e.what());
   }
+}
+
+bool EndpointAnswers(const std::string& endpoint, int timeout_ms) {
+  try {
+    zmq::context_t ctx;
+    SocketOptions opts;
+    opts.monitor_endpoint = "inproc://tether-probe";
+    opts.monitor_events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                          ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                          ZMQ_EVENT_CONNECT_RETRIED;
+    zmq::socket_t monitor(ctx, zmq::socket_type::pair);
+    monitor.set(zmq::sockopt::linger, 0);
+    monitor.connect(opts.monitor_endpoint);
+    StatusOr<zmq::socket_t> probe = ConnectDealer(ctx, endpoint, "tether-probe", opts);
+    if (!probe.ok()) return false;
+    zmq::pollitem_t items[] = {{monitor.handle(), 0, ZMQ_POLLIN, 0}};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (zmq::poll(items, 1, std::max(left, std::chrono::milliseconds(1))) <= 0) continue;
+      zmq::message_t event, address;
+      if (!monitor.recv(event, zmq::recv_flags::dontwait)) continue;
+      if (event.more()) (void)monitor.recv(address, zmq::recv_flags::dontwait);
+      uint16_t id = 0;
+      if (event.size() >= 2) std::memcpy(&id, event.data(), 2);
+      // A NO_DETAIL failure is also what a plain TCP server that closes the
+      // connection gives: only the others prove a ZeroMQ peer.
+      if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+          id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return true;
+      if (id == ZMQ_EVENT_CONNECT_RETRIED) return false;  // refused: nothing listens there
+    }
+  } catch (const zmq::error_t&) {
+  }
+  return false;
 }
 
 }  // namespace tether

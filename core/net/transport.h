@@ -59,6 +59,15 @@ struct SocketOptions {
   /// CURVE keys (see CurveOptions); applied on tcp:// and ipc:// endpoints,
   /// ignored on inproc://. ROUTER: secret_key; DEALER: all three.
   CurveOptions curve;
+  /// ZMQ_MAXMSGSIZE: the largest frame this socket takes from a peer; a
+  /// peer that sends a larger one is disconnected by ZeroMQ before the frame
+  /// is buffered. 0: the default for the socket's role: BindRouter
+  /// kListenerFrameBytes + kListenerFrameSlackBytes (core/wire_limits.h),
+  /// ConnectDealer kMaxFrameBytes + kMaxHeaderBytes (a server's reply).
+  int64_t max_frame_bytes = 0;
+  /// ZMQ_HANDSHAKE_IVL of a listening socket: a connection whose ZMTP (and
+  /// CURVE) handshake has not completed by then is closed.
+  int handshake_timeout_ms = 5000;
 };
 
 /// Binds a ROUTER socket to `endpoint` ("tcp://127.0.0.1:0" picks a free
@@ -87,6 +96,13 @@ StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpo
 /// Errors: InvalidArgument for a malformed endpoint or a bad key, naming it.
 StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& endpoint,
                                       const std::string& identity, const SocketOptions& opts);
+
+/// Whether a live ZeroMQ peer answers at `endpoint` within `timeout_ms`: a
+/// ZMTP handshake completes, or fails in a way only a live peer can fail it
+/// (another security mechanism, a refused key). A closed port, a host that
+/// does not answer and a stopped process (whose kernel still accepts the
+/// TCP connection) are not live. Uses a context of its own; sends nothing.
+bool EndpointAnswers(const std::string& endpoint, int timeout_ms);
 
 /// The host part of a tcp:// endpoint, without IPv6 brackets
 /// ("tcp://[::1]:5" → "::1", "tcp://h:5" → "h"); "" for other transports.

@@ -1,0 +1,51 @@
+// The chunk framing of messages sent to a listening socket whose frames
+// exceed kListenerFrameBytes (core/wire_limits.h). A Tether message is then
+// the byte stream header | keys | values, cut into ZeroMQ messages of two
+// frames each, [tag][payload ≤ kListenerFrameBytes]:
+//   lead  tag: "TQCL", u32 header bytes, u64 keys bytes, u64 values bytes
+//              (little-endian; 24 bytes); its payload starts the stream
+//   more  tag: "TQCC" (4 bytes); its payload continues it
+// The stream ends when the three sizes are filled. A plain message has
+// three frames (header, keys, values) and never starts with a tag.
+// Constants and pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace tether {
+
+inline constexpr size_t kChunkTagBytes = 4;
+inline constexpr size_t kChunkLeadTagBytes = 24;
+inline constexpr char kChunkLeadMagic[] = "TQCL";
+inline constexpr char kChunkContinueTag[] = "TQCC";
+
+/// The lead tag for a stream of these sizes.
+inline std::string ChunkLeadTag(uint32_t header_bytes, uint64_t keys_bytes, uint64_t values_bytes) {
+  std::string t(kChunkLeadTagBytes, '\0');
+  std::memcpy(&t[0], kChunkLeadMagic, 4);
+  for (int i = 0; i < 4; ++i) t[4 + i] = static_cast<char>((header_bytes >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) t[8 + i] = static_cast<char>((keys_bytes >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) t[16 + i] = static_cast<char>((values_bytes >> (8 * i)) & 0xff);
+  return t;
+}
+
+enum class ChunkKind { kNone, kLead, kMore };
+
+/// What the first frame of a two-frame message is; for kLead the sizes.
+inline ChunkKind ParseChunkTag(const void* data, size_t size, uint32_t* header_bytes, uint64_t* keys_bytes,
+                               uint64_t* values_bytes) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  if (size == kChunkTagBytes && std::memcmp(b, kChunkContinueTag, 4) == 0) return ChunkKind::kMore;
+  if (size != kChunkLeadTagBytes || std::memcmp(b, kChunkLeadMagic, 4) != 0) return ChunkKind::kNone;
+  *header_bytes = 0;
+  *keys_bytes = 0;
+  *values_bytes = 0;
+  for (int i = 0; i < 4; ++i) *header_bytes |= static_cast<uint32_t>(b[4 + i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) *keys_bytes |= static_cast<uint64_t>(b[8 + i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) *values_bytes |= static_cast<uint64_t>(b[16 + i]) << (8 * i);
+  return ChunkKind::kLead;
+}
+
+}  // namespace tether

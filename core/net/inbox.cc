@@ -1,0 +1,184 @@
+#include "core/net/inbox.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/net/chunk_wire.h"
+#include "core/peer_limits.h"
+#include "core/wire_limits.h"
+
+namespace tether {
+namespace {
+
+std::string PeerName(const std::string& identity) {
+  return "peer " + std::to_string(identity.size()) + "-byte identity";
+}
+
+// One multipart message off the socket; false when none is queued. More
+// than 8 frames: the rest is drained, so the next read starts on a message
+// boundary (no Tether message has more than 4).
+bool ReadFrames(zmq::socket_t& socket, std::vector<zmq::message_t>* frames) {
+  frames->clear();
+  while (true) {
+    zmq::message_t f;
+    bool got = false;
+    while (true) {
+      try {
+        got = socket.recv(f, zmq::recv_flags::dontwait).has_value();
+        break;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+    }
+    if (!got) return !frames->empty();
+    const bool more = f.more();
+    frames->push_back(std::move(f));
+    if (!more) return true;
+    if (frames->size() > 8) {
+      zmq::message_t rest;
+      while (socket.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
+      }
+      return true;
+    }
+  }
+}
+
+}  // namespace
+
+void Inbox::Forget(const std::string& identity) {
+  admitted_.erase(identity);
+  partial_.erase(identity);
+}
+
+uint64_t Inbox::partial_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [id, p] : partial_) n += p.refused ? 0 : p.total();
+  return n;
+}
+
+Status Inbox::Recv(zmq::socket_t& socket, Message* m, std::string* identity) {
+  std::vector<zmq::message_t> frames;
+  while (true) {
+    try {
+      if (!ReadFrames(socket, &frames)) return Status::Unavailable("no message ready");
+    } catch (const zmq::error_t& e) {
+      return Status::IOError(std::string("receive: ") + e.what());
+    }
+    uint32_t h = 0;
+    uint64_t k = 0, v = 0;
+    if (frames.size() != 3 || ParseChunkTag(frames[1].data(), frames[1].size(), &h, &k, &v) == ChunkKind::kNone)
+      return DecodeMessage(&frames, m, identity);
+    bool complete = false;
+    Status st = TakeChunk(&frames, m, identity, &complete);
+    if (!st.ok() || complete) return st;
+  }
+}
+
+void Inbox::Fill(Partial* p, const char* data, size_t n) {
+  while (n > 0) {
+    uint64_t at = p->filled, take = 0;
+    if (at < p->header_bytes) {
+      take = std::min<uint64_t>(n, p->header_bytes - at);
+      p->header.append(data, take);
+    } else if ((at -= p->header_bytes) < p->keys_bytes) {
+      take = std::min<uint64_t>(n, p->keys_bytes - at);
+      if (!p->refused) std::memcpy(static_cast<char*>(p->keys.data()) + at, data, take);
+    } else {
+      at -= p->keys_bytes;
+      take = std::min<uint64_t>(n, p->values_bytes - at);
+      if (!p->refused) std::memcpy(static_cast<char*>(p->values.data()) + at, data, take);
+    }
+    p->filled += take;
+    data += take;
+    n -= take;
+  }
+}
+
+Status Inbox::StartMessage(const std::string& identity, const zmq::message_t& tag) {
+  uint32_t h = 0;
+  uint64_t k = 0, v = 0;
+  ParseChunkTag(tag.data(), tag.size(), &h, &k, &v);
+  if (partial_.erase(identity) > 0) CountPeerDrop(listener_, "interrupted_message");
+  const bool admitted = admitted_.count(identity) > 0;
+  // Before HELLO the header must come whole in the lead chunk, and nothing
+  // else is kept: the rest of the stream is only counted as it comes.
+  if (h > kMaxHeaderBytes || k > kMaxFrameBytes || v > kMaxFrameBytes || (!admitted && h > kListenerFrameBytes)) {
+    CountPeerDrop(listener_, admitted ? "frame_bytes" : "not_admitted");
+    return Status::DataLoss("message from " + PeerName(identity) + " announces a header of " + std::to_string(h) +
+                            " bytes and frames of " + std::to_string(k) + " and " + std::to_string(v) +
+                            " bytes: above the limits (" + std::to_string(kMaxHeaderBytes) + ", " +
+                            std::to_string(kMaxFrameBytes) + (admitted ? "" : "; before HELLO a header of at most " +
+                                                                                 std::to_string(kListenerFrameBytes)) +
+                            ")");
+  }
+  Partial& p = partial_[identity];
+  p.header_bytes = h;
+  p.keys_bytes = k;
+  p.values_bytes = v;
+  p.refused = !admitted;
+  p.header.reserve(h);
+  if (admitted) {
+    p.keys.rebuild(k);
+    p.values.rebuild(v);
+  }
+  return Status::OK();
+}
+
+Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::string* identity, bool* complete) {
+  *identity = (*frames)[0].to_string();
+  const zmq::message_t& tag = (*frames)[1];
+  const zmq::message_t& payload = (*frames)[2];
+  uint32_t h = 0;
+  uint64_t k = 0, v = 0;
+  const ChunkKind kind = ParseChunkTag(tag.data(), tag.size(), &h, &k, &v);
+  m->header.Clear();
+  m->keys.rebuild(size_t{0});
+  m->values.rebuild(size_t{0});
+  if (kind == ChunkKind::kLead) TETHER_RETURN_IF_ERROR(StartMessage(*identity, tag));
+  auto it = partial_.find(*identity);
+  if (it == partial_.end()) {
+    CountPeerDrop(listener_, "stray_chunk");  // the rest of a message refused or dropped before
+    return Status::OK();
+  }
+  Partial& p = it->second;
+  if (payload.size() > p.total() - p.filled) {
+    partial_.erase(it);
+    CountPeerDrop(listener_, "frame_bytes");
+    return Status::DataLoss("message from " + PeerName(*identity) + ": its chunks carry more bytes than announced");
+  }
+  Fill(&p, static_cast<const char*>(payload.data()), payload.size());
+  const bool done = p.filled == p.total();
+  if (p.refused) {
+    // Answer once, when the header is whole: the sender learns why.
+    if (!p.reported && p.filled >= p.header_bytes) {
+      p.reported = true;
+      if (!m->header.ParseFromString(p.header)) m->header.Clear();
+      if (done) partial_.erase(it);
+      *complete = true;
+      CountPeerDrop(listener_, "not_admitted");
+      return Status::DataLoss("message " + (m->header.has_type() ? TypeName(m->header.type()) + " " : std::string()) +
+                              "from " + PeerName(*identity) + " has frames above the " +
+                              std::to_string(kListenerFrameBytes) +
+                              " bytes a server takes from a peer whose HELLO it has not accepted (a worker that "
+                              "was removed, or never said HELLO)");
+    }
+    if (done) partial_.erase(it);
+    return Status::OK();
+  }
+  if (!done) return Status::OK();
+  *complete = true;
+  Partial whole = std::move(p);
+  partial_.erase(it);
+  if (!m->header.ParseFromString(whole.header)) {
+    m->header.Clear();
+    return Status::DataLoss("message from " + PeerName(*identity) + ": header does not parse (" +
+                            std::to_string(whole.header.size()) + " bytes)");
+  }
+  m->keys = std::move(whole.keys);
+  m->values = std::move(whole.values);
+  return ValidateFrames(*m, m->header.has_sender_rank() ? "worker " + std::to_string(m->header.sender_rank())
+                                                        : PeerName(*identity));
+}
+
+}  // namespace tether

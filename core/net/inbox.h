@@ -1,0 +1,84 @@
+// Inbox: the receiving side of a listening ROUTER socket, in two stages.
+//
+// Stage one, every peer: ZeroMQ takes frames of at most kListenerFrameBytes
+// (ZMQ_MAXMSGSIZE, set by BindRouter; core/wire_limits.h) on every
+// connection, before a CURVE handshake completes too, so a peer that has
+// not authenticated or said HELLO makes the process buffer at most one such
+// frame per connection (and per message at most the three frames of a plain
+// message). Its plain messages (a HELLO) are delivered as before.
+// Stage two, admitted peers (Admit: the server accepted its HELLO): larger
+// messages arrive as chunks (core/net/chunk_wire.h) and are joined here, one
+// message in progress per peer, frames up to kMaxFrameBytes.
+// A chunked message from a peer that is not admitted (a removed worker, one
+// that never said HELLO) is not joined: its header is read (it must fit in
+// the lead chunk), the message is refused naming why, so that the sender
+// gets an answer, and its other chunks are dropped as they come; each such
+// message counts in tether_peers_dropped_total{listener,reason=
+// "not_admitted"} (core/peer_limits.h).
+//
+// Thread-safety: one thread (the socket's). Ownership: holds the partial
+// messages' bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <zmq.hpp>
+
+#include "core/net/message.h"
+#include "core/status.h"
+
+namespace tether {
+
+class Inbox {
+ public:
+  /// `listener` names the socket in counters and messages ("server").
+  explicit Inbox(std::string listener) : listener_(std::move(listener)) {}
+
+  /// Receives the next complete message without blocking (call when a poll
+  /// says readable; call again until Unavailable). Chunks that do not yet
+  /// complete a message are taken and kept. Errors: Unavailable (nothing
+  /// complete is queued); DataLoss for a malformed message or chunk (as
+  /// DecodeMessage; a chunk stream longer than announced or sizes above the
+  /// limits), and for a chunked message from a peer that is not admitted,
+  /// naming the bound; `*identity` is set and `m->header` holds the header
+  /// when it parsed, so that the caller can answer.
+  Status Recv(zmq::socket_t& socket, Message* m, std::string* identity);
+
+  /// The server accepted `identity`'s HELLO: its chunked messages are joined.
+  void Admit(const std::string& identity) { admitted_.insert(identity); }
+  /// `identity` left or was removed: its partial message is dropped and its
+  /// chunked messages are refused again.
+  void Forget(const std::string& identity);
+  bool admitted(const std::string& identity) const { return admitted_.count(identity) > 0; }
+  /// Messages in progress, and the bytes they hold.
+  size_t partial_messages() const { return partial_.size(); }
+  uint64_t partial_bytes() const;
+
+ private:
+  struct Partial {
+    uint32_t header_bytes = 0;
+    uint64_t keys_bytes = 0, values_bytes = 0;
+    uint64_t filled = 0;  // bytes of the stream taken so far
+    std::string header;
+    zmq::message_t keys, values;
+    bool refused = false;   // not admitted: the rest is dropped as it comes
+    bool reported = false;  // the refusal was returned once
+    uint64_t total() const { return header_bytes + keys_bytes + values_bytes; }
+  };
+
+  // One chunk ([identity][tag][payload]); true in *complete when `m` holds
+  // a finished message (or a refusal to report).
+  Status TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::string* identity, bool* complete);
+  Status StartMessage(const std::string& identity, const zmq::message_t& tag);
+  // Appends `n` bytes of the stream to `p`.
+  static void Fill(Partial* p, const char* data, size_t n);
+
+  std::string listener_;
+  std::unordered_set<std::string> admitted_;
+  std::unordered_map<std::string, Partial> partial_;
+};
+
+}  // namespace tether

@@ -1,0 +1,232 @@
+// A listening socket in two stages, over real TCP: before HELLO a peer's
+// frames are bounded by ZMQ_MAXMSGSIZE (a raw ZMTP peer announcing a 3 GB
+// frame, plain or CURVE, is cut off before anything is buffered), and its
+// chunked messages are refused with an answer naming the bound; an admitted
+// peer's large messages arrive whole, bit for bit, interleaved with another
+// peer's. Every wait polls with a bound.
+#include "core/net/inbox.h"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/net/chunk_wire.h"
+#include "core/net/curve.h"
+#include "core/net/transport.h"
+#include "core/net/zap_handler.h"
+#include "core/peer_limits.h"
+#include "core/wire_limits.h"
+
+namespace tether {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t Dropped(const std::string& reason) {
+  for (const auto& [listener, r, n] : PeerDrops())
+    if (listener == "test" && r == reason) return n;
+  return 0;
+}
+
+Message Push(uint64_t request_id, size_t floats, float seed) {
+  Message m;
+  m.header.set_type(PUSH);
+  m.header.set_request_id(request_id);
+  m.header.set_num_values(floats);
+  m.header.set_num_keys(1);
+  const uint64_t key = 7;
+  m.keys.rebuild(&key, sizeof(key));
+  m.values.rebuild(floats * sizeof(float));
+  float* v = static_cast<float*>(m.values.data());
+  for (size_t i = 0; i < floats; ++i) v[i] = seed + static_cast<float>(i);
+  return m;
+}
+
+// Polls `inbox` until a message (or an error) comes, at most `ms`.
+Status Next(zmq::socket_t& router, Inbox& inbox, Message* m, std::string* id, int ms = 10000) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+  while (Clock::now() < deadline) {
+    zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, std::chrono::milliseconds(20));
+    Status st = inbox.Recv(router, m, id);
+    if (st.code() != Status::Code::kUnavailable) return st;
+  }
+  return Status::DeadlineExceeded("nothing in " + std::to_string(ms) + " ms");
+}
+
+TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &endpoint);
+  ASSERT_TRUE(router.ok()) << router.status().message();
+  auto a = ConnectDealer(ctx, endpoint, "worker-a", SocketOptions{});
+  auto b = ConnectDealer(ctx, endpoint, "worker-b", SocketOptions{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  Inbox inbox("test");
+  Message m;
+  std::string id;
+
+  // Not admitted: 1 MiB of values in chunks is refused, answered by its
+  // header, and nothing of it is kept.
+  const uint64_t refused = Dropped("not_admitted");
+  Message big = Push(41, 1 << 18, 0.5f);
+  ASSERT_TRUE(SendMessage(*a, &big, nullptr, "server").ok());
+  Status st = Next(*router, inbox, &m, &id);
+  ASSERT_EQ(st.code(), Status::Code::kDataLoss) << st.message();
+  EXPECT_EQ(id, "worker-a");
+  EXPECT_EQ(m.header.request_id(), 41u);
+  EXPECT_EQ(st.message(),
+            "message PUSH from peer 8-byte identity has frames above the 16384 bytes a server takes from a peer "
+            "whose HELLO it has not accepted (a worker that was removed, or never said HELLO)");
+  EXPECT_EQ(Dropped("not_admitted"), refused + 1);
+  // A plain message still comes (a HELLO is one), and nothing is in progress.
+  Message small = Push(42, 16, 1.0f);
+  ASSERT_TRUE(SendMessage(*a, &small, nullptr, "server").ok());
+  ASSERT_TRUE(Next(*router, inbox, &m, &id).ok());
+  EXPECT_EQ(m.header.request_id(), 42u);
+  EXPECT_EQ(inbox.partial_messages(), 0u);
+
+  // Admitted: two peers' large messages interleave and arrive bit for bit.
+  inbox.Admit("worker-a");
+  inbox.Admit("worker-b");
+  const size_t floats = (3 << 20) / 4 + 3;  // 3 MiB and a bit: 193 chunks
+  Message ma = Push(1, floats, 2.0f), mb = Push(2, floats, -5.0f);
+  std::thread ta([&] { ASSERT_TRUE(SendMessage(*a, &ma, nullptr, "server").ok()); });
+  std::thread tb([&] { ASSERT_TRUE(SendMessage(*b, &mb, nullptr, "server").ok()); });
+  std::vector<uint64_t> got;
+  for (int i = 0; i < 2; ++i) {
+    st = Next(*router, inbox, &m, &id);
+    ASSERT_TRUE(st.ok()) << st.message();
+    const float seed = id == "worker-a" ? 2.0f : -5.0f;
+    ASSERT_EQ(m.values.size(), floats * sizeof(float));
+    const Message want = Push(0, floats, seed);
+    EXPECT_EQ(std::memcmp(m.values.data(), want.values.data(), m.values.size()), 0) << id;
+    got.push_back(m.header.request_id());
+  }
+  ta.join();
+  tb.join();
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(inbox.partial_messages(), 0u);
+  // Forgotten (removed): refused again.
+  inbox.Forget("worker-a");
+  Message again = Push(43, 1 << 16, 0.0f);
+  ASSERT_TRUE(SendMessage(*a, &again, nullptr, "server").ok());
+  EXPECT_EQ(Next(*router, inbox, &m, &id).code(), Status::Code::kDataLoss);
+  EXPECT_EQ(m.header.request_id(), 43u);
+}
+
+TEST(InboxTest, ChunksThatBreakTheStreamAreRefusedAndCounted) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &endpoint);
+  ASSERT_TRUE(router.ok());
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::routing_id, "raw");
+  raw.connect(endpoint);
+  Inbox inbox("test");
+  inbox.Admit("raw");
+  Message m;
+  std::string id;
+  auto send = [&](const std::string& tag, const std::string& payload) {
+    raw.send(zmq::buffer(tag), zmq::send_flags::sndmore);
+    raw.send(zmq::buffer(payload), zmq::send_flags::none);
+  };
+  // A continuation with no message started.
+  const uint64_t stray = Dropped("stray_chunk");
+  send(std::string(kChunkContinueTag, kChunkTagBytes), "abc");
+  // Sizes above the frame limit, announced by an admitted peer.
+  send(ChunkLeadTag(10, kMaxFrameBytes + 1, 0), "x");
+  Status st = Next(*router, inbox, &m, &id);
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+  EXPECT_NE(st.message().find("above the limits"), std::string::npos) << st.message();
+  EXPECT_EQ(Dropped("stray_chunk"), stray + 1);
+  // More bytes than announced.
+  send(ChunkLeadTag(4, 0, 0), "abcdef");
+  st = Next(*router, inbox, &m, &id);
+  EXPECT_EQ(st.message(), "message from peer 3-byte identity: its chunks carry more bytes than announced");
+  EXPECT_EQ(inbox.partial_messages(), 0u);
+}
+
+// A raw ZMTP 3.0 peer: the 64-byte greeting for `mechanism`, then one
+// command frame announced as `announced` bytes (8-byte size) and some of its
+// bytes. Returns whether the server closed the connection within 3 s.
+bool ServerCutsOff(int port, const char* mechanism, uint64_t announced, uint64_t* sent) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return false;
+  std::string greeting(64, '\0');
+  greeting[0] = static_cast<char>(0xff);
+  greeting[9] = 0x7f;
+  greeting[10] = 3;
+  std::memcpy(&greeting[12], mechanism, std::strlen(mechanism));
+  std::string frame(9, '\0');
+  frame[0] = 0x06;  // a long command frame
+  for (int i = 0; i < 8; ++i) frame[1 + i] = static_cast<char>((announced >> (8 * (7 - i))) & 0xff);
+  send(fd, greeting.data(), greeting.size(), MSG_NOSIGNAL);
+  send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+  const std::string block(1 << 16, 'z');
+  *sent = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  bool closed = false;
+  while (!closed && Clock::now() < deadline) {
+    pollfd p{fd, POLLIN | POLLOUT, 0};
+    poll(&p, 1, 50);
+    if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[256];
+      const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+      closed = n == 0 || (n < 0 && errno != EAGAIN);
+    }
+    if (!closed && (p.revents & POLLOUT) && *sent < (64u << 20)) {
+      const ssize_t n = send(fd, block.data(), block.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) *sent += static_cast<uint64_t>(n);
+      if (n < 0 && errno != EAGAIN) closed = true;
+    }
+  }
+  close(fd);
+  return closed;
+}
+
+int PortOf(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+
+TEST(InboxTest, APeerThatAnnouncesA3GBFrameBeforeItsHandshakeIsCutOff) {
+  zmq::context_t ctx;
+  std::string plain;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &plain);
+  ASSERT_TRUE(router.ok());
+  uint64_t sent = 0;
+  EXPECT_TRUE(ServerCutsOff(PortOf(plain), "NULL", 3000000000ull, &sent));
+  EXPECT_LT(sent, 64u << 20);
+  // The same under CURVE, before any authentication.
+  StatusOr<CurveKeyPair> keys = NewCurveKeyPair();
+  ASSERT_TRUE(keys.ok());
+  const CurveKeyPair& server = *keys;
+  auto zap = ZapHandler::Start(ctx, {}, "[test] ");
+  ASSERT_TRUE(zap.ok());
+  SocketOptions so;
+  so.curve.secret_key = server.secret_key;
+  so.curve.public_key = server.public_key;
+  std::string curve;
+  auto curve_router = BindRouter(ctx, "tcp://127.0.0.1:0", so, &curve);
+  ASSERT_TRUE(curve_router.ok());
+  EXPECT_TRUE(ServerCutsOff(PortOf(curve), "CURVE", 3000000000ull, &sent));
+  EXPECT_LT(sent, 64u << 20);
+  // A frame of exactly the bound is taken (then refused by the handshake).
+  EXPECT_TRUE(ServerCutsOff(PortOf(plain), "NULL", kListenerFrameBytes + kListenerFrameSlackBytes + 1, &sent));
+}
+
+}  // namespace
+}  // namespace tether
