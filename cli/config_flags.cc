@@ -14,6 +14,9 @@
 #include "input/reader.h"
 
 DEFINE_string(config, "", "job config, Protobuf text format (see proto/config.proto and examples/)");
+DEFINE_bool(log_config, true,
+            "log the config in force at start-up in one line (every field at --v=1); tether-launch logs it once "
+            "for the job and passes false to its servers and workers");
 
 namespace tether {
 namespace {
@@ -190,9 +193,16 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
         return Status::InvalidArgument(valid.message() + " (set by flag --" + f.row->flag + "=" + value + ")");
     return valid;
   }
-  if (log == ConfigLog::kInForce)
-    LOG(INFO) << "[" << role << "] config in force (" << FLAGS_config
-              << (set_by_flags.empty() ? "" : ", flags" + set_by_flags) << "):\n" << ConfigSummary(config);
+  if (log == ConfigLog::kInForce) {
+    const std::string head = "[" + role + "] config in force (" + FLAGS_config +
+                             (set_by_flags.empty() ? "" : ", flags" + set_by_flags) + ")";
+    // One line a person reads; every field for whoever asks (--v=1),
+    // instead of it, so that either way it is logged once.
+    if (VLOG_IS_ON(1))
+      LOG(INFO) << head << ":\n" << ConfigSummary(config);
+    else if (FLAGS_log_config)
+      LOG(INFO) << head << ": " << ConfigOneLine(config);
+  }
   return config;
 }
 

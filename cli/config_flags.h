@@ -26,8 +26,9 @@ enum class ConfigScope {
 
 /// Whether LoadConfigFromFlags logs the values in force.
 enum class ConfigLog {
-  kInForce,  // once, as a short block tagged with the role (every process that runs part of the job)
-  kQuiet,    // not at all (tether-launch: its children log theirs)
+  kInForce,  // once, tagged with the role: one line (ConfigOneLine), or at --v=1 every field
+             // (ConfigSummary); --log_config=false (tether-launch's children) logs only the latter
+  kQuiet,    // not at all
 };
 
 /// Loads --config, applies every override flag the user set (in the table's

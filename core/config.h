@@ -121,6 +121,15 @@ Status ValidateServerConfig(const JobConfig& config);
 /// consistency). No trailing newline.
 std::string ConfigSummary(const JobConfig& config);
 
+/// The config in force in one line, for the default log: the job's name,
+/// model, optimizer, staleness in force, cluster size, epochs and
+/// minibatch, and the training file's name, e.g. "bibtex: XMC_MLP hidden
+/// 256 SOFTMAX, ADAM lr 0.001, staleness 2 (SSP), 2 server(s), 2 worker(s),
+/// 7 epochs of minibatch 64, data Bibtex_data.txt.gz (XMC, index_base 0,
+/// 1836 features, 159 labels)".
+/// ConfigSummary has every field set.
+std::string ConfigOneLine(const JobConfig& config);
+
 /// Staleness bound for display: "0 (BSP)", "2 (SSP)", "inf (ASP)".
 std::string StalenessName(int64_t staleness);
 

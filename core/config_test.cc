@@ -419,6 +419,19 @@ TEST(ConfigTest, SummaryIsOneShortLinePerSection) {
   EXPECT_EQ(lines.back(), "  staleness in force: 2 (SSP), table w1: 2 (SSP)");
 }
 
+TEST(ConfigTest, OneLineNamesWhatAPersonChecksFirst) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(ConfigOneLine(*c),
+            "bibtex: XMC_MLP hidden 256 SOFTMAX, ADAM lr 0.001, staleness 2 (SSP), 2 server(s), 2 worker(s), "
+            "7 epochs of minibatch 64, data Bibtex_data.txt.gz (XMC, index_base 0, 1836 features, 159 labels)");
+  JobConfig j = *c;
+  j.mutable_consistency()->set_staleness(-1);
+  j.mutable_data()->clear_num_labels();
+  EXPECT_NE(ConfigOneLine(j).find("staleness inf (ASP)"), std::string::npos) << ConfigOneLine(j);
+  EXPECT_NE(ConfigOneLine(j).find("(XMC, index_base 0, 1836 features)"), std::string::npos) << ConfigOneLine(j);
+}
+
 TEST(ConfigTest, ValidationNamesTheField) {
   auto c = LoadJobConfig("examples/bibtex.pbtxt");
   ASSERT_TRUE(c.ok());

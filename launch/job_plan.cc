@@ -100,6 +100,7 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
   options.num_workers = config.cluster().num_workers();
   options.data_on_demand = config.train().data_on_demand();
   options.metrics_out = request.metrics_out;
+  options.print_metrics = request.print_metrics;
   options.model_out = request.model_out;
   if (!request.elastic_schedule.empty()) {
     TETHER_ASSIGN_OR_RETURN(options.elastic, PlanElastic(request, config));

@@ -11,10 +11,31 @@
 
 namespace tether {
 
+std::string HeadlineMetrics(const nlohmann::json& metrics) {
+  static const std::pair<const char*, const char*> kHeadline[] = {
+      {"precision_at_1", "P@1"}, {"precision_at_3", "P@3"}, {"precision_at_5", "P@5"},
+      {"ndcg_at_5", "nDCG@5"},   {"accuracy", "accuracy"},  {"auc", "AUC"},
+      {"log_loss", "log loss"}};
+  std::string out;
+  char buf[64];
+  for (const auto& [key, name] : kHeadline) {
+    const auto it = metrics.find(key);
+    if (it == metrics.end() || !it->is_number()) continue;
+    std::snprintf(buf, sizeof(buf), "%s %.4f", name, it->get<double>());
+    out += (out.empty() ? "" : ", ") + std::string(buf);
+  }
+  if (const auto it = metrics.find("train_seconds"); it != metrics.end() && it->is_number()) {
+    std::snprintf(buf, sizeof(buf), "train %.1f s", it->get<double>());
+    out += (out.empty() ? "" : ", ") + std::string(buf);
+  }
+  return out;
+}
+
 int PrintJobSummary(const JobSummary& summary) {
   const std::string wall = FormatDuration(summary.wall);
   const double wall_s = std::chrono::duration<double>(summary.wall).count();
   const std::string& metrics_out = summary.metrics_out;
+  std::string headline;
   if (!metrics_out.empty()) {
     std::ifstream in(metrics_out);
     if (!in) {
@@ -27,7 +48,8 @@ int PrintJobSummary(const JobSummary& summary) {
       LOG(ERROR) << "[launch] " << metrics_out << ": not valid JSON";
       return 1;
     }
-    std::printf("metrics (%s):\n%s\n", metrics_out.c_str(), metrics.dump(2).c_str());
+    if (summary.print_metrics) std::printf("metrics (%s):\n%s\n", metrics_out.c_str(), metrics.dump(2).c_str());
+    headline = HeadlineMetrics(metrics);
     if (metrics.value("diverged", false)) {
       LOG(WARNING) << "[launch] the training loss diverged at epoch " << metrics.value("diverged_at_epoch", 0)
                    << " (\"diverged\" in " << metrics_out << "); the metrics describe a diverged model";
@@ -51,8 +73,10 @@ int PrintJobSummary(const JobSummary& summary) {
     std::fflush(stdout);
     return kExitDiverged;
   }
-  std::printf("tether-launch: job finished: %d server(s), %d worker(s), wall time %s (%.1f s)\n",
-              summary.num_servers, summary.num_workers, wall.c_str(), wall_s);
+  // One line: what the job reached, how long it took, where the rest is.
+  std::printf("tether-launch: job finished: %s%swall time %s (%.1f s), %d server(s), %d worker(s)%s\n",
+              headline.c_str(), headline.empty() ? "" : ", ", wall.c_str(), wall_s, summary.num_servers,
+              summary.num_workers, metrics_out.empty() ? "" : ("; metrics in " + metrics_out).c_str());
   std::fflush(stdout);
   return 0;
 }

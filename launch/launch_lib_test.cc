@@ -427,6 +427,19 @@ TEST(RestartsTest, NoCheckpointYetUntilAFolderHasAManifest) {
   EXPECT_FALSE(NoCheckpointYet(dir.path()));
 }
 
+TEST(JobSummaryTest, HeadlineNamesTheMetricsPresentAndTheTrainTime) {
+  const nlohmann::json xmc = {{"precision_at_1", 0.61351888}, {"precision_at_3", 0.38475811},
+                              {"precision_at_5", 0.2845328}, {"ndcg_at_5", 0.61071553},
+                              {"train_seconds", 4.2806}, {"psp_at_1", 0.49}, {"workers", nlohmann::json::array()}};
+  EXPECT_EQ(HeadlineMetrics(xmc), "P@1 0.6135, P@3 0.3848, P@5 0.2845, nDCG@5 0.6107, train 4.3 s");
+  const nlohmann::json binary = {{"accuracy", 0.8475}, {"auc", 0.90125}, {"log_loss", 0.33333}, {"train_seconds", 12}};
+  EXPECT_EQ(HeadlineMetrics(binary), "accuracy 0.8475, AUC 0.9012, log loss 0.3333, train 12.0 s");
+  // Undefined metrics are null in the file: left out, not printed as 0.
+  const nlohmann::json undefined = {{"precision_at_1", nullptr}, {"accuracy", 0.5}};
+  EXPECT_EQ(HeadlineMetrics(undefined), "accuracy 0.5000");
+  EXPECT_EQ(HeadlineMetrics(nlohmann::json::object()), "");
+}
+
 TEST(ElasticRunTest, StartsJoinersAndStopsTheNewestAtTheirEpochs) {
   ScratchDir dir;
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -26,6 +26,7 @@ struct LaunchRequest {
   std::string transport = "tcp";       // tcp | ipc | inproc
   int timeout_s = 1800;
   std::string metrics_out;
+  bool print_metrics = false;  // --print_metrics
   std::string model_out;
   std::string resume_from;
   bool resume_if_present = false;

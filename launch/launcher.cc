@@ -38,6 +38,8 @@ constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
 constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
 constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
 constexpr std::chrono::milliseconds kCauseSettle{300};  // a failure by exit code: how long a signalled death may still surface as its cause
+// The launcher logs the config in force once for the job (tools/launch_main.cc).
+constexpr const char* kChildLogConfig = "--log_config=false";
 
 class Launcher {
  public:
@@ -227,7 +229,7 @@ void Launcher::AddMetricsFlags(const std::string& role, int index, std::vector<s
 
 std::vector<std::string> Launcher::WorkerArgs(int rank) const {
   std::vector<std::string> args = {"--config=" + options_.config_path, "--rank=" + std::to_string(rank),
-                                   "--server_addresses=" + server_addresses_};
+                                   "--server_addresses=" + server_addresses_, kChildLogConfig};
   // Elastic: the evaluator is the lowest rank still there at the end (rank
   // 0 unless it left), so every worker is told where the metrics go; only
   // the evaluator writes them.
@@ -252,7 +254,7 @@ std::optional<int> Launcher::StartServers() {
       return 2;
     }
     std::vector<std::string> args = {"--config=" + options_.config_path, "--shard=" + std::to_string(i),
-                                     "--listen=" + listen,
+                                     "--listen=" + listen, kChildLogConfig,
                                      "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};
     AddMetricsFlags("server", i, &args);
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
@@ -281,7 +283,8 @@ std::optional<int> Launcher::WaitForPortFiles(std::vector<std::string>* endpoint
       }
       if (ep->has_value()) {
         (*endpoints)[i] = **ep;
-        LOG(INFO) << "[launch] server " << i << " listening on " << (*endpoints)[i];
+        // The server logs its own "listening on" line; this one is for --v=1.
+        VLOG(1) << "[launch] server " << i << " listening on " << (*endpoints)[i];
       } else {
         ++missing;
       }
@@ -369,7 +372,7 @@ std::optional<int> Launcher::Exited(Child* c) {
     Teardown(c->Name() + " failed");
     return 1;
   }
-  LOG(INFO) << "[launch] " << c->Name() << " finished";
+  VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();
   return std::nullopt;
 }
@@ -408,6 +411,7 @@ std::optional<int> Launcher::Monitor() {
 int Launcher::PrintSummary() {
   JobSummary summary;
   summary.metrics_out = options_.metrics_out;
+  summary.print_metrics = options_.print_metrics;
   summary.diverged = diverged_;
   summary.partial_eval = partial_eval_;
   summary.num_servers = options_.num_servers;
@@ -431,7 +435,7 @@ int Launcher::Run() {
 int Launcher::RunInProcess() {
   // One child runs the whole job; it is monitored like a worker, and there
   // are no server processes to wait for.
-  std::vector<std::string> args = {"--config=" + options_.config_path, "--in_process"};
+  std::vector<std::string> args = {"--config=" + options_.config_path, "--in_process", kChildLogConfig};
   if (!options_.metrics_out.empty()) args.push_back("--metrics_out=" + options_.metrics_out);
   if (!options_.model_out.empty()) args.push_back("--model_out=" + options_.model_out);
   args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());

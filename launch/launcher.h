@@ -36,6 +36,7 @@ struct LaunchOptions {
   int num_servers = 0;
   int num_workers = 0;
   std::string metrics_out;              // "" = none
+  bool print_metrics = false;           // print the metrics file's JSON at the end (--print_metrics)
   std::string model_out;                // "" = none; --transport=inproc only
   std::chrono::seconds timeout{1800};
   std::string transport = "tcp";        // tcp | ipc | inproc (--transport)

@@ -391,10 +391,10 @@ void KvService::LogExit() const {
     if (IsRowTable(t->spec())) held += (held.empty() ? "" : ", ") + t->spec().name() + " " + std::to_string(t->num_rows());
   if (!held.empty()) LOG(INFO) << prefix << "rows held at exit: " << held;
   if (key_list_stats_.defined + key_list_stats_.unknown > 0)
-    LOG(INFO) << prefix << "key lists: " << key_list_stats_.defined << " defined, " << key_list_stats_.used
+    VLOG(1) << prefix << "key lists: " << key_list_stats_.defined << " defined, " << key_list_stats_.used
               << " requests served from one, " << key_list_stats_.unknown << " named a list not held";
   const FramePool::Stats pool = reply_pool_.stats();
-  LOG(INFO) << prefix << "reply frames: " << pool.takes << " pooled, " << pool.reuses << " reused, " << pool.maps
+  VLOG(1) << prefix << "reply frames: " << pool.takes << " pooled, " << pool.reuses << " reused, " << pool.maps
             << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6 << " MB idle";
 }
 

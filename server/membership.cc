@@ -172,7 +172,7 @@ Membership::Hello Membership::Check(const std::string& identity, Message* m, boo
   if (SecondClaim(identity, m, who)) return Hello::kRefused;
   if (tables_defined || rank == 0) return Hello::kAdmit;
   if (waiting_.count(rank) == 0)
-    LOG(INFO) << outbox_->log_prefix() << who << " waits for worker 0, whose HELLO defines the job's tables";
+    VLOG(1) << outbox_->log_prefix() << who << " waits for worker 0, whose HELLO defines the job's tables";
   waiting_[rank] = {identity, std::move(*m)};
   return Hello::kWaiting;
 }

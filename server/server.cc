@@ -505,25 +505,27 @@ void ServerShard::OnClock(const std::string& identity, const MessageHeader& h) {
     kv_.ServeReadyPulls();
     if (clock_listener_) clock_listener_(clocks_.min_clock());
   }
+  // Only the shard hosting the job coordinator (shard 0) answers a CLOCK;
+  // the others only count it, and the worker waits for no reply from them
+  // (WorkerClient::Clock): an answer would reach it as one for no request.
+  if (coordinator_ == nullptr) return;
   Message reply;
   reply.header.set_type(CLOCK_REPLY);
   reply.header.set_request_id(h.request_id());
   reply.header.set_min_clock(clocks_.min_clock());
-  if (coordinator_ != nullptr) {
-    // The job's part: the due checkpoint's clock, the next batch size.
-    ClockReport report;
-    report.rank = rank;
-    report.want_checkpoint = body.want_checkpoint();
-    report.adaptive = body.has_adaptive_batch() ? &body.adaptive_batch() : nullptr;
-    report.latest_clock = LatestCountingClock();
-    report.bound_wait_s = kv_.bound_wait_s(rank);
-    report.now = SteadyClock::now();
-    if (Status st = coordinator_->Clock(report, reply.header.mutable_clock_reply()); !st.ok()) {
-      ++stats_.bad_messages;
-      LOG(ERROR) << log_prefix_ << st.message();
-      outbox_.SendError(identity, h, st.message());
-      return;
-    }
+  // The job's part: the due checkpoint's clock, the next batch size.
+  ClockReport report;
+  report.rank = rank;
+  report.want_checkpoint = body.want_checkpoint();
+  report.adaptive = body.has_adaptive_batch() ? &body.adaptive_batch() : nullptr;
+  report.latest_clock = LatestCountingClock();
+  report.bound_wait_s = kv_.bound_wait_s(rank);
+  report.now = SteadyClock::now();
+  if (Status st = coordinator_->Clock(report, reply.header.mutable_clock_reply()); !st.ok()) {
+    ++stats_.bad_messages;
+    LOG(ERROR) << log_prefix_ << st.message();
+    outbox_.SendError(identity, h, st.message());
+    return;
   }
   outbox_.Send(identity, &reply, rank);
 }

@@ -53,7 +53,11 @@ DEFINE_int32(servers, 0, "number of server shards (overrides cluster.num_servers
 DEFINE_int32(workers, 0, "number of workers (overrides cluster.num_workers); 0: from the config");
 DEFINE_string(metrics_out, "",
               "passed to worker 0 (with --elastic_schedule: to every worker; the evaluator writes it), which "
-              "writes the final metrics JSON there; printed on success");
+              "writes the final metrics JSON there; the summary line names its headline metrics and the file "
+              "(--print_metrics: the whole JSON too)");
+DEFINE_bool(print_metrics, false,
+            "at the end, print the metrics file's JSON (--metrics_out) on stdout before the summary line; "
+            "by default only the summary line names the headline metrics and where the file is");
 DEFINE_string(model_out, "",
               "with --transport=inproc: the trained model is written here at the end (FILE.npz: NumPy npz, else "
               "safetensors; docs/OPERATIONS.md, Export)");
@@ -110,8 +114,8 @@ bool ApplyCountAliases() {
 }
 
 // --config with the overrides, validated as a whole job, the model's checks
-// and the data files: refused before any server starts. Each child logs
-// the values in force; the launcher would only repeat them.
+// and the data files: refused before any server starts. The launcher logs
+// the values in force once, after the plan (main), not each child.
 tether::StatusOr<tether::JobConfig> LoadLaunchConfig() {
   auto config = tether::LoadConfigFromFlags("launch", tether::ConfigScope::kJob, tether::ConfigLog::kQuiet);
   if (!config.ok()) return config;
@@ -138,6 +142,7 @@ tether::LaunchRequest RequestFromFlags() {
   r.transport = FLAGS_transport;
   r.timeout_s = FLAGS_timeout_s;
   r.metrics_out = FLAGS_metrics_out;
+  r.print_metrics = FLAGS_print_metrics;
   r.model_out = FLAGS_model_out;
   r.resume_from = FLAGS_resume_from;
   r.resume_if_present = FLAGS_resume_if_present;
@@ -202,6 +207,16 @@ int main(int argc, char** argv) {
   auto store = tether::StartRendezvousStore(request, *config);
   if (Refused(store.status())) return 1;
   if (Refused(tether::PlanMetrics(request, *config, &*options))) return 2;
+  // Once for the job; its servers and workers are started with
+  // --log_config=false and log theirs only at --v=1.
+  std::string flags;
+  for (const std::string& f : request.overrides) flags += " " + f;
+  if (VLOG_IS_ON(1))
+    LOG(INFO) << "[launch] config in force (" << request.config_path << (flags.empty() ? "" : ", flags" + flags)
+              << "):\n" << tether::ConfigSummary(*config);
+  else
+    LOG(INFO) << "[launch] config in force (" << request.config_path << (flags.empty() ? "" : ", flags" + flags)
+              << "): " << tether::ConfigOneLine(*config);
   tether::RestartPolicy restarts;
   restarts.max_restarts = request.max_restarts;
   restarts.checkpoint_dir = config->checkpoint().dir();

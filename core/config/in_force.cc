@@ -7,6 +7,8 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <sstream>
 
 namespace tether {
 namespace {
@@ -90,6 +92,28 @@ std::string ConfigSummary(const JobConfig& config) {
     if (t.has_consistency())
       out += ", table " + t.name() + ": " + StalenessName(EffectiveStaleness(ConsistencyForTable(config, t.name())));
   return out;
+}
+
+std::string ConfigOneLine(const JobConfig& config) {
+  std::ostringstream out;
+  const ModelConfig& m = config.model();
+  out << (config.name().empty() ? "job" : config.name()) << ": " << ModelType_Name(m.type());
+  if (m.type() == XMC_MLP) out << " hidden " << m.hidden() << " " << LossType_Name(m.loss());
+  out << ", " << OptimizerType_Name(config.optimizer().type()) << " lr " << config.optimizer().learning_rate()
+      << ", " << (config.consistency().model() == AVERAGE ? std::string("AVERAGE")
+                                                          : "staleness " + StalenessName(EffectiveStaleness(config.consistency())))
+      << ", " << config.cluster().num_servers() << " server(s), " << config.cluster().num_workers() << " worker(s), "
+      << config.train().epochs() << " epochs of minibatch " << config.train().minibatch_size();
+  if (config.has_data()) {
+    const DataConfig& d = config.data();
+    out << ", data";
+    if (d.has_train_file()) out << " " << std::filesystem::path(d.train_file()).filename().string();
+    out << " (" << FileFormat_Name(d.format()) << ", index_base " << d.index_base();
+    if (d.num_features() > 0) out << ", " << d.num_features() << " features";
+    if (d.num_labels() > 0) out << ", " << d.num_labels() << " labels";
+    out << ")";
+  }
+  return out.str();
 }
 
 std::string JobId(const JobConfig& config) {

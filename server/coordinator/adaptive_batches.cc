@@ -3,8 +3,13 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace tether {
+
+double AdaptiveBatches::BusySeconds(double between_clocks_s, double bound_wait_s) {
+  return std::max(0.0, between_clocks_s - bound_wait_s);
+}
 
 StatusOr<std::unique_ptr<BatchController>> AdaptiveBatches::MakeController(const AdaptiveBatchClock& settings) {
   BatchControllerOptions o;
@@ -20,9 +25,13 @@ StatusOr<std::unique_ptr<BatchController>> AdaptiveBatches::MakeController(const
 
 StatusOr<int> AdaptiveBatches::Report(int rank, const AdaptiveBatchClock& report, double bound_wait_s,
                                       TimePoint now) {
+  if (!std::isfinite(report.idle_s()) || report.idle_s() < 0)
+    return Status::InvalidArgument("CLOCK from worker " + std::to_string(rank) + ": adaptive batch idle_s " +
+                                   std::to_string(report.idle_s()) + " is not a duration (finite, >= 0)");
   AdaptiveBatchClock settings = report;
   settings.clear_rows();
   settings.clear_batch_size();
+  settings.clear_idle_s();
   if (controller_ == nullptr) {
     StatusOr<std::unique_ptr<BatchController>> made = MakeController(settings);
     if (!made.ok())
@@ -41,13 +50,16 @@ StatusOr<int> AdaptiveBatches::Report(int rank, const AdaptiveBatchClock& report
   }
   double busy = 0;
   auto [it, first] = timing_.try_emplace(rank);
-  if (!first) {
-    busy = std::chrono::duration<double>(now - it->second.last_clock).count() -
-           (bound_wait_s - it->second.bound_wait_s);
-    busy = std::max(0.0, busy);
-  }
+  if (!first)
+    busy = BusySeconds(std::chrono::duration<double>(now - it->second.last_clock).count(),
+                       bound_wait_s - it->second.bound_wait_s);
   it->second.last_clock = now;
   it->second.bound_wait_s = bound_wait_s;
+  // A clock in which the worker was idle (waiting for a data chunk) is no
+  // measure of its pace: its wait, timed by the worker, is typically tens
+  // of times the clock's work, timed here, so their difference would be
+  // mostly the jitter between the two clocks. It keeps its size.
+  if (!first && report.idle_s() > 0) return controller_->batch(rank);
   const int before = controller_->batch(rank);
   const int b = controller_->Report(rank, report.rows(), busy);
   if (b != before)

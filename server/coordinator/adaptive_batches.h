@@ -3,9 +3,10 @@
 // 2110.07029). Each worker's CLOCK carries an AdaptiveBatchClock report:
 // the first report's settings become the job's (a later report with other
 // settings is refused), its rows feed the controller with the worker's busy
-// time (the time since its previous CLOCK less what its pulls waited on the
-// staleness bound meanwhile), and the size it should train with next goes
-// back in the CLOCK_REPLY.
+// time (BusySeconds: the time since its previous CLOCK less what its pulls
+// waited on the staleness bound meanwhile), and the size it should train
+// with next goes back in the CLOCK_REPLY. A clock in which the worker
+// reports idle time (idle_s: waiting for a data chunk, evaluating) is no measurement: the worker keeps its size.
 //
 // Time is an argument (`now`), never read here, so a test drives it
 // exactly. Snapshot/Restore carry the whole state (CoordinatorState.adaptive).
@@ -36,8 +37,15 @@ class AdaptiveBatches {
   /// non-decreasing). Returns the minibatch size it trains with next.
   /// Errors (nothing recorded): InvalidArgument, naming the rank, when the
   /// settings differ from the job's (the first report's) or, on the first
-  /// report, BatchController refuses them.
+  /// report, BatchController refuses them; when the report's idle_s is
+  /// negative or not finite.
   StatusOr<int> Report(int rank, const AdaptiveBatchClock& report, double bound_wait_s, TimePoint now);
+  /// The busy seconds of one clock: `between_clocks_s` (the time between
+  /// the worker's two CLOCKs, as shard 0 saw them) less `bound_wait_s` (its
+  /// pulls' wait on the staleness bound in that time), never below 0. A
+  /// worker's pace is its rows over this: time it spent waiting for others
+  /// would make a fast worker look slow.
+  static double BusySeconds(double between_clocks_s, double bound_wait_s);
   /// `rank` no longer reports (finished, left, removed, or rejoined afresh).
   void Forget(int rank);
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 namespace tether {
 namespace {
 
@@ -38,6 +41,55 @@ TEST(AdaptiveBatchesTest, BusyTimeLeavesTheBoundWaitOut) {
   // The first clock's rows count toward the first measured one.
   EXPECT_DOUBLE_EQ(a.controller()->rate(0), 2.0);
   EXPECT_DOUBLE_EQ(a.controller()->rate(1), 4.0);
+}
+
+TEST(AdaptiveBatchesTest, BusySecondsLeaveTheBoundWaitOut) {
+  EXPECT_DOUBLE_EQ(AdaptiveBatches::BusySeconds(10.0, 0.0), 10.0);
+  EXPECT_DOUBLE_EQ(AdaptiveBatches::BusySeconds(10.0, 3.0), 7.0);
+  EXPECT_DOUBLE_EQ(AdaptiveBatches::BusySeconds(10.0, 12.0), 0.0);  // never negative
+}
+
+// A fast worker that waited for a data chunk between two CLOCKs reports
+// the wait: that clock is no measure of its pace, so it keeps its rate and
+// its larger batch instead of looking as slow as the worker it waited on.
+TEST(AdaptiveBatchesTest, AClockWithIdleTimeIsNoMeasure) {
+  AdaptiveBatches a;
+  EXPECT_EQ(*a.Report(0, Report(60), 0.0, At(100)), 60);
+  EXPECT_EQ(*a.Report(1, Report(60), 0.0, At(100)), 60);
+  EXPECT_EQ(*a.Report(0, Report(60), 0.0, At(130)), 60);  // 4 rows/s, alone: B
+  EXPECT_EQ(*a.Report(1, Report(60), 0.0, At(160)), 40);  // 2 rows/s against 4: 120 · 1/3
+  EXPECT_EQ(*a.Report(0, Report(60), 0.0, At(145)), 80);  // 4 rows/s: 120 · 2/3
+  // Rank 0 then waits 45 s for a chunk: its clock is left out.
+  AdaptiveBatchClock idle = Report(60);
+  idle.set_idle_s(45.0);
+  EXPECT_EQ(*a.Report(0, idle, 0.0, At(200)), 80);
+  EXPECT_DOUBLE_EQ(a.controller()->rate(0), 4.0);
+  // Its next clock is timed from the idle one: 60 rows in 15 s.
+  EXPECT_EQ(*a.Report(0, Report(60), 0.0, At(215)), 80);
+  EXPECT_DOUBLE_EQ(a.controller()->rate(0), 4.0);
+}
+
+TEST(AdaptiveBatchesTest, IdleTimeIsNoSettingAndMustBeADuration) {
+  AdaptiveBatches a;
+  AdaptiveBatchClock first = Report(60);
+  first.set_idle_s(2.0);
+  ASSERT_TRUE(a.Report(0, first, 0, At(1)).ok());
+  // Another idle time is not other settings.
+  AdaptiveBatchClock other = Report(60);
+  other.set_idle_s(7.0);
+  EXPECT_TRUE(a.Report(1, other, 0, At(2)).ok());
+  AdaptiveBatchState state;
+  a.Snapshot(&state);
+  EXPECT_FALSE(state.settings().has_idle_s());
+  for (const double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    AdaptiveBatchClock r = Report(60);
+    r.set_idle_s(bad);
+    const StatusOr<int> refused = a.Report(0, r, 0, At(3));
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("CLOCK from worker 0: adaptive batch idle_s"), std::string::npos)
+        << refused.status().message();
+  }
 }
 
 TEST(AdaptiveBatchesTest, OtherSettingsAreRefusedNamingBoth) {

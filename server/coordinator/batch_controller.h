@@ -10,7 +10,9 @@
 //
 // The rule. For each worker w the controller keeps its last `window_clocks`
 // clocks' rows and busy seconds (the time between two of its CLOCKs less the
-// time its pulls waited on the staleness bound, which the shard measures), and
+// time its pulls waited on the staleness bound, which the shard measures;
+// AdaptiveBatches::BusySeconds; a clock in which the worker was idle, such
+// as waiting for a data chunk, is not reported), and
 // its throughput r_w = Σ rows / Σ busy seconds. Once w has reported
 // `warmup_clocks` clocks (its own count, so a worker joining late warms up
 // too; those clocks are not measured), at each of its clocks its target is
@@ -60,7 +62,7 @@ class BatchController {
   explicit BatchController(const BatchControllerOptions& o);
 
   /// Worker `rank` (≥ 0) completed a clock: it trained `rows` rows in
-  /// `busy_seconds` of work (≥ 0; its wait on the staleness bound left out).
+  /// `busy_seconds` of work (≥ 0; its waits left out).
   /// Returns the minibatch size it trains with from its next clock on, in
   /// [b_min, b_max] (B during its warm-up). A clock with no busy time (0 s:
   /// the first, which has no previous CLOCK to time from) counts its rows

@@ -197,9 +197,17 @@ EOF
 
   # The values in force are logged once at start-up, with the index base (C02)
   # and a flag's override; this server stops itself (no worker comes).
+  # By default in one line, naming the index base and the staleness in force.
   out=$(timeout 30 "$bin/tether-server" --config="$tmp/job.pbtxt" --staleness=3 2>&1) && fail "server without workers: exit 0"
   [ "$(grep -c "config in force" <<<"$out")" = 1 ] || fail "config in force not logged exactly once:"$'\n'"$out"
-  # The block: its header line, then one indented line per config section.
+  line=$(grep "config in force" <<<"$out")
+  for part in "index_base 0" "staleness 3 (SSP)" "flags --staleness=3"; do
+    grep -qF "$part" <<<"$line" || fail "config in force lacks '$part': $line"
+  done
+  # At --v=1, every field instead: its header line, then one indented line
+  # per config section.
+  out=$(timeout 30 "$bin/tether-server" --config="$tmp/job.pbtxt" --staleness=3 --v=1 2>&1) && fail "server without workers: exit 0"
+  [ "$(grep -c "config in force" <<<"$out")" = 1 ] || fail "config in force not logged exactly once at --v=1:"$'\n'"$out"
   line=$(awk '/config in force/ {on = 1; print; next} on && /^  / {print; next} {on = 0}' <<<"$out")
   for part in "index_base: 0" "staleness: 3" "num_features: 10" "flags --staleness=3"; do
     grep -qF "$part" <<<"$line" || fail "config in force lacks '$part': $line"
@@ -218,7 +226,7 @@ train { epochs: 1 minibatch_size: 2 }
 EOF
   out=$(timeout 60 "$bin/tether-launch" --config="$tmp/widths.pbtxt" --transport=inproc --metrics_out="$tmp/w.json" 2>&1) ||
     fail "widths from the XMC header: exit $?:"$'\n'"$out"
-  grep -qF "num_features: 10 num_labels: 5" <<<"$out" || fail "widths not taken from the header:"$'\n'"$out"
+  grep -qF "10 features, 5 labels" <<<"$out" || fail "widths not taken from the header:"$'\n'"$out"
   [ -s "$tmp/w.json" ] || fail "widths from the XMC header: no metrics"
   echo "ok   num_features/num_labels 0 take the XMC header's widths (10, 5)"
   ;;

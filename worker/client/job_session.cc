@@ -164,7 +164,7 @@ Status JobSession::Bye() {
   LOG(INFO) << channel_.log_prefix() << "leaving: " << cs.updates_sent << " updates sent, " << cs.updates_failed
             << " lost, " << cs.send_waits << " sends waited on back-pressure";
   const FramePool::Stats pool = channel_.frame_pool().stats();
-  LOG(INFO) << channel_.log_prefix() << "request frames: " << pool.takes << " pooled, " << pool.reuses
+  VLOG(1) << channel_.log_prefix() << "request frames: " << pool.takes << " pooled, " << pool.reuses
             << " reused, " << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6
             << " MB idle";
   return st;

@@ -238,6 +238,7 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
   // Heartbeats (sent from inside Progress) skip the window: they are owed no
   // reply, so they cannot fill the receive queue the window protects. So do
   // a leaving worker's goodbyes, which must not wait on a stalled shard.
+  if (m->header.type() == BYE) said_bye_ = true;
   if (m->header.type() != HEARTBEAT && !leaving_) {
     const int window = Window();
     if (outstanding_[shard] >= window) ++stats_.send_waits;
@@ -391,9 +392,16 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       link.ever_connected = true;
       link.connected = false;
       link.down_since = SteadyClock::now();
-      LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
-                   << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
-                   << options_.liveness_timeout_ms;
+      // Once this worker is leaving or said BYE, the job is over for it: a
+      // server exiting closes its connection, which is the end of the job,
+      // not a fault. A BYE whose reply is lost with it still fails below.
+      if (leaving_ || said_bye_)
+        VLOG(1) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                << " closed its connection (this worker is leaving)";
+      else
+        LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                     << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
+                     << options_.liveness_timeout_ms;
       // What was in flight on the dropped connection is lost: ZeroMQ drops
       // the old pipe's messages, and a reply sent meanwhile has no route.
       // Waiting for those replies would last request_timeout_ms (minutes)

@@ -379,6 +379,7 @@ class RequestChannel {
   int stopping_shard_ = -1;  // stopping_shard()
   Status removed_;       // a shard's REMOVED (its reason); gone_ and sticky_error_ then
   bool leaving_ = false;  // BeginLeaving was called
+  bool said_bye_ = false;  // a BYE was sent: the servers may exit once they answered it
   RequestState* replying_to_ = nullptr;  // the request whose reply the handler is handling (SendFromReply)
 };
 

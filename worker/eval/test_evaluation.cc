@@ -193,7 +193,7 @@ Status TestEvaluation::Final(TrainReport* report) {
   TETHER_RETURN_IF_ERROR(CollectPending(EvalGatherBody::EVAL_WAIT));
   TETHER_ASSIGN_OR_RETURN(bool merged, Evaluate(kFinalEvalRound, EvalGatherBody::EVAL_WAIT, report));
   if (!merged) return Status::Internal(who_ + "shard 0 answered the final evaluation before it was complete");
-  LOG(INFO) << who_ << "evaluation by " << report->eval_workers << " worker(s): " << report->eval_seconds
+  VLOG(1) << who_ << "evaluation by " << report->eval_workers << " worker(s): " << report->eval_seconds
             << " s (the slowest worker's part: " << report->eval_seconds_slowest << " s)";
   LOG(INFO) << who_ << "test (" << report->test_rows << " rows):" << MetricsLine(report->test_metrics);
   // After early stopping the model is that of the last epoch trained.

@@ -124,12 +124,17 @@ Status ChunkFeed::Fetch() {
   int backoff_ms = 2;
   int64_t last_max_clock = -1;
   bool waited = false;
+  // The wait runs from the request answered by the first WAIT to the
+  // answer that ends it, the requests between included: time the worker
+  // would have spent training (the adaptive batch report's idle_s).
+  std::chrono::steady_clock::time_point wait_start;
   while (!next_ && !done_ && !stopped_) {
     DataOnDemandChunk req = shape_;
     if (current_) {
       req.set_completed_id(current_->id());
       req.set_completed_rows(source_->rows());
     }
+    const auto asked = std::chrono::steady_clock::now();
     TETHER_ASSIGN_OR_RETURN(DataOnDemandChunk reply, hooks_.ask(req));
     if (current_) {
       if (reply.completion_counted()) {
@@ -156,8 +161,10 @@ Status ChunkFeed::Fetch() {
         done_ = true;
         break;
       case DataOnDemandChunk::WAIT: {
-        const auto t0 = std::chrono::steady_clock::now();
-        if (!waited && hooks_.on_wait) hooks_.on_wait();
+        if (!waited) {
+          wait_start = asked;
+          if (hooks_.on_wait) hooks_.on_wait();
+        }
         waited = true;
         while (hooks_.clock() < reply.max_clock()) {
           TETHER_RETURN_IF_ERROR(hooks_.empty_clock());
@@ -176,7 +183,6 @@ Status ChunkFeed::Fetch() {
         }
         TETHER_RETURN_IF_ERROR(hooks_.idle(backoff_ms));
         backoff_ms = std::min(50, 2 * backoff_ms);
-        wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (hooks_.stop && hooks_.stop()) stopped_ = true;
         break;
       }
@@ -184,6 +190,7 @@ Status ChunkFeed::Fetch() {
         return Status::Internal("shard 0 answered CHUNK_NEXT with unknown kind " + std::to_string(reply.kind()));
     }
   }
+  if (waited) wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   return Status::OK();
 }
 

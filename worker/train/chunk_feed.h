@@ -191,7 +191,8 @@ class ChunkFeed {
   uint64_t chunks_refused() const { return chunks_refused_; }
   /// Chunks dealt to this worker that had been dealt to a worker that left.
   uint64_t chunks_redealt() const { return chunks_redealt_; }
-  /// Time spent waiting (WAIT replies), in seconds, and the empty clocks
+  /// Time spent waiting (from a WAIT reply to the answer that ended the
+  /// wait, the requests between included), in seconds, and the empty clocks
   /// completed meanwhile.
   double wait_seconds() const { return wait_seconds_; }
   int64_t empty_clocks() const { return empty_clocks_; }

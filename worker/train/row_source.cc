@@ -173,6 +173,7 @@ class OnDemandSource : public RowSource {
   }
 
   bool stopped() const override { return feed_->stopped(); }
+  double wait_seconds() const override { return feed_->wait_seconds(); }
   const std::vector<int64_t>& epoch_lines() const override { return none_; }
 
   void EndEpoch(int epoch, int64_t trained, TrainReport* /*report*/) override {

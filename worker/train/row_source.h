@@ -56,6 +56,9 @@ class RowSource {
   virtual StatusOr<bool> NextBlock(CsrMatrix* x, CsrMatrix* y, int64_t* begin) = 0;
   /// A stop ended a wait for a chunk: the worker leaves (data on demand).
   virtual bool stopped() const { return false; }
+  /// Seconds this source has waited for rows so far (data on demand: shard
+  /// 0's WAIT for a chunk; 0 for the others), non-decreasing.
+  virtual double wait_seconds() const { return 0; }
 
   /// What a checkpoint records of the epoch in progress: its rows in
   /// training order (global row ids; empty where shard 0 or a stream keeps

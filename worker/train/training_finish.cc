@@ -138,7 +138,7 @@ Status TrainingRun::Report(const std::string& incomplete) {
   const bool writes_metrics = rank_ == session_->evaluator_rank() && !options_.metrics_out.empty();
   if (metrics_log_ != nullptr) TETHER_RETURN_IF_ERROR(metrics_log_->Flush());
   const ClientStats& cs = client_->stats();
-  LOG(INFO) << who_ << cs.pulls << " pulls (" << cs.rows_pulled << " rows), " << cs.pushes << " pushes ("
+  VLOG(1) << who_ << cs.pulls << " pulls (" << cs.rows_pulled << " rows), " << cs.pushes << " pushes ("
             << cs.rows_pushed << " rows), " << cs.bytes_sent / 1e6 << " MB sent, " << cs.bytes_received / 1e6
             << " MB received";
   if (!incomplete.empty()) {

@@ -21,6 +21,8 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 
 double TrainingRun::TrainSeconds() const { return SecondsSince(train_start_) - eval_seconds_; }
 
+double TrainingRun::IdleSeconds() const { return source_->wait_seconds() + eval_seconds_; }
+
 void TrainingRun::PublishProgress(int epoch_1based) {
   // tether-worker's /metrics (TrainerOptions::on_progress).
   if (!options_.on_progress) return;
@@ -151,6 +153,13 @@ Status TrainingRun::EndClock(int epoch, const Minibatch& batch, float loss) {
     r.set_batch_size(static_cast<int32_t>(bs_));
     r.set_minibatch_size(config_.train().minibatch_size());
     *r.mutable_config() = adaptive_;
+    // Shard 0 times this worker from CLOCK to CLOCK; a clock in which it
+    // waited for a chunk (or evaluated) is no measure of its pace, and
+    // would make a fast worker that waited on a slow one's last chunks look
+    // slow. (Checkpoints are not counted: every worker takes each one.)
+    const double idle_s = IdleSeconds();
+    r.set_idle_s(std::max(0.0, idle_s - idle_reported_s_));
+    idle_reported_s_ = idle_s;
     client_->SetAdaptiveBatchReport(r);
   }
   clock_rows_ = 0;

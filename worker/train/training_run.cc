@@ -209,7 +209,7 @@ Status TrainingRun::Resume() {
       LOG(WARNING) << who_ << "the checkpoint is in epoch " << resume_.epoch() + 1 << " but train.epochs is "
                    << config_.train().epochs() << ": nothing is left to train";
   }
-  LOG(INFO) << who_ << "model " << model_->name() << ", tables "
+  VLOG(1) << who_ << "model " << model_->name() << ", tables "
             << DescribeTables(google::protobuf::RepeatedPtrField<TableSpec>(tables_.begin(), tables_.end()));
   report_.model = model_->name();
   return Status::OK();

@@ -127,6 +127,9 @@ class TrainingRun {
   void Leave();
   void LeaveStoppedFeed();
   double TrainSeconds() const;
+  // Seconds so far not spent training: waits for a chunk, evaluations
+  // (the adaptive batch report's idle_s, as differences).
+  double IdleSeconds() const;
   void PublishProgress(int epoch_1based);
 
   // ---- The end (training_finish.cc).
@@ -191,6 +194,7 @@ class TrainingRun {
   int clock_batches_ = 0;
   double pull_wait_ = 0;     // seconds in the model's Pull
   double eval_seconds_ = 0;  // evaluations during training, left out of train_s
+  double idle_reported_s_ = 0;     // IdleSeconds() at the last adaptive batch report
   SteadyClock::time_point train_start_;
   double train_start_unix_s_ = 0;
   double first_loss_ = 0;    // divergence's reference (the first minibatch's)
