@@ -75,6 +75,7 @@
 #include <zmq.hpp>
 
 #include "core/net/frame_pool.h"
+#include "core/stall_watch.h"
 #include "core/net/message.h"
 #include "core/net/transport.h"
 #include "core/status.h"
@@ -336,6 +337,9 @@ class RequestChannel {
   // process answers on its address. The message is then dropped.
   bool SameServerProcess(int shard, uint64_t incarnation);
   void TakeMonitorEvents(int shard);
+  // `shard`'s connection dropped with requests in flight: gone_ now, or,
+  // right after a stall of this process, lost_after_stall_ (see there).
+  void LoseInFlight(int shard);
   void FailState(RequestState* request, const Status& error);
   void Dispatch(Message* reply);
   void PartDone(RequestState* request);  // one part answered or failed
@@ -376,6 +380,14 @@ class RequestChannel {
   std::vector<zmq::socket_t> monitors_;
   std::vector<int> monitor_shard_;
   Status gone_;          // the first shard found gone: every wait fails with it
+  // This process's own stalls (SIGSTOP, a paused VM): a connection that
+  // dropped with requests in flight right after one is the stall's doing.
+  // The verdict then waits until lost_after_stall_until_ for the shard to
+  // say whether it removed this worker (REMOVED), and is lost_after_stall_
+  // if it does not (CheckLiveness).
+  StallWatch stall_;
+  Status lost_after_stall_;
+  std::chrono::steady_clock::time_point lost_after_stall_until_{};
   int stopping_shard_ = -1;  // stopping_shard()
   Status removed_;       // a shard's REMOVED (its reason); gone_ and sticky_error_ then
   bool leaving_ = false;  // BeginLeaving was called
