@@ -92,6 +92,9 @@ class TrainingRun {
   // This worker's part of the test set (at the start; with a validation
   // split, at the end).
   StatusOr<Dataset> LoadTestPart() const;
+  // Initial rank `rank`'s part of the test set (the evaluator reads the
+  // parts of workers that left).
+  StatusOr<Dataset> LoadTestPartOf(int rank) const;
   Status Resume();
   Status Connect();
   ClientOptions MakeClientOptions() const;
