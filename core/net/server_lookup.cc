@@ -36,8 +36,14 @@ std::unique_ptr<ServerLookup> ServerLookup::FromRendezvous(std::unique_ptr<Rende
 
 std::optional<std::string> ServerLookup::Poll(int shard, Clock::time_point now) {
   Shard& s = shards_[shard];
-  if (s.read_once && now - s.last_read < std::chrono::milliseconds(s.interval_ms)) return std::nullopt;
-  s.read_once = true;
+  // The first ask starts the clock: the entry was just read at start-up,
+  // and most shards connect before an interval has passed.
+  if (!s.asked) {
+    s.asked = true;
+    s.last_read = now;
+    return std::nullopt;
+  }
+  if (now - s.last_read < std::chrono::milliseconds(s.interval_ms)) return std::nullopt;
   s.last_read = now;
   ++reads_;
   StatusOr<std::string> value = read_(shard);

@@ -8,7 +8,8 @@
 // the entry; the worker's RequestChannel asks Poll() about each shard that
 // has never connected or is down, and moves the shard's socket to the
 // endpoint Poll() reports. Poll() reads one shard's entry at most every
-// `interval_ms` (500 ms by default); a failed read (store not answering,
+// `interval_ms` (500 ms by default), the first time one interval after it
+// was first asked about the shard; a failed read (store not answering,
 // file unreadable, a value that is no endpoint) keeps the endpoint known
 // and doubles that shard's interval up to `max_interval_ms`, so a sick
 // store is asked less and less. A new endpoint is reported once.
@@ -72,9 +73,9 @@ class ServerLookup {
 
   /// Asked while `shard` (in [0, num_shards())) waits for a connection, at
   /// time `now`. Reads its entry when its interval has passed since the
-  /// last read (the first ask reads at once), and returns the entry's
-  /// endpoint when it differs from the one known, which it then becomes;
-  /// else nullopt. A value that is not a tcp:// or ipc:// endpoint counts
+  /// last read (or since the first ask, which reads nothing), and returns
+  /// the entry's endpoint when it differs from the one known, which it then
+  /// becomes; else nullopt. A value that is not a tcp:// or ipc:// endpoint counts
   /// as a failed read (logged once per run of failures, at WARNING).
   std::optional<std::string> Poll(int shard, Clock::time_point now);
 
@@ -89,7 +90,7 @@ class ServerLookup {
  private:
   struct Shard {
     std::string endpoint;
-    bool read_once = false;
+    bool asked = false;  // Poll was asked about it (its clock runs)
     Clock::time_point last_read;
     int interval_ms = 0;
     bool failing = false;  // the last read failed (its warning was logged)

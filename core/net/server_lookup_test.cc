@@ -46,22 +46,23 @@ TEST(ServerLookupTest, ChangedEntryIsReportedOnce) {
   store.entries = {{0, "tcp://127.0.0.1:1"}, {1, "tcp://127.0.0.1:2"}};
   ServerLookup lookup({"tcp://127.0.0.1:1", "tcp://127.0.0.1:2"}, store.Reader(), TestOptions());
   const Clock::time_point t0 = Clock::now();
-  EXPECT_EQ(lookup.Poll(0, t0), std::nullopt);  // the first ask reads at once
-  EXPECT_EQ(store.reads[0], 1);
+  EXPECT_EQ(lookup.Poll(0, t0), std::nullopt);  // the first ask starts the clock
+  EXPECT_EQ(store.reads[0], 0);
 
   store.entries[0] = "tcp://127.0.0.1:5555";
   EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(100)), std::nullopt);  // within the interval: no read
-  EXPECT_EQ(store.reads[0], 1);
+  EXPECT_EQ(store.reads[0], 0);
   EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(500)), std::optional<std::string>("tcp://127.0.0.1:5555"));
   EXPECT_EQ(lookup.endpoint(0), "tcp://127.0.0.1:5555");
   EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(1000)), std::nullopt);  // the same again: nothing
-  EXPECT_EQ(store.reads[0], 3);
+  EXPECT_EQ(store.reads[0], 2);
 
   // Shard 1 keeps its endpoint; it is read on its own schedule.
   EXPECT_EQ(lookup.Poll(1, t0 + milliseconds(1000)), std::nullopt);
+  EXPECT_EQ(lookup.Poll(1, t0 + milliseconds(1500)), std::nullopt);
   EXPECT_EQ(lookup.endpoint(1), "tcp://127.0.0.1:2");
   EXPECT_EQ(store.reads[1], 1);
-  EXPECT_EQ(lookup.reads(), 4u);
+  EXPECT_EQ(lookup.reads(), 3u);
 }
 
 TEST(ServerLookupTest, UnchangedEntryReportsNothingAndReadsAreBounded) {
@@ -69,9 +70,10 @@ TEST(ServerLookupTest, UnchangedEntryReportsNothingAndReadsAreBounded) {
   store.entries = {{0, "tcp://127.0.0.1:1"}};
   ServerLookup lookup({"tcp://127.0.0.1:1"}, store.Reader(), TestOptions());
   const Clock::time_point t0 = Clock::now();
-  // Asked every 10 ms for 5 s (as a waiting channel asks): one read per 500 ms.
+  // Asked every 10 ms for 5 s (as a waiting channel asks): one read per
+  // 500 ms, from 500 ms on.
   for (int ms = 0; ms <= 5000; ms += 10) EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(ms)), std::nullopt);
-  EXPECT_EQ(store.reads[0], 11);
+  EXPECT_EQ(store.reads[0], 10);
   EXPECT_EQ(lookup.endpoint(0), "tcp://127.0.0.1:1");
 }
 
@@ -81,14 +83,14 @@ TEST(ServerLookupTest, UnreadableEntryKeepsTheEndpointAndBacksOff) {
   const Clock::time_point t0 = Clock::now();
   for (int ms = 0; ms <= 10000; ms += 10) EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(ms)), std::nullopt);
   EXPECT_EQ(lookup.endpoint(0), "tcp://127.0.0.1:7");
-  // Reads at 0, 1000 (interval doubled to 1000), 3000, 5000, 7000, 9000
-  // (capped at max_interval_ms = 2000).
+  // Reads at 500, 1500 (the interval doubled to 1000), 3500, 5500, 7500,
+  // 9500 (capped at max_interval_ms = 2000).
   EXPECT_EQ(store.reads[0], 6);
   EXPECT_EQ(lookup.interval_ms(0), 2000);
 
   // The store answers again: the new entry is taken, the interval reset.
   store.entries[0] = "tcp://127.0.0.1:8";
-  EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(11000)), std::optional<std::string>("tcp://127.0.0.1:8"));
+  EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(11500)), std::optional<std::string>("tcp://127.0.0.1:8"));
   EXPECT_EQ(lookup.interval_ms(0), 500);
 }
 
@@ -98,13 +100,15 @@ TEST(ServerLookupTest, ValueThatIsNoEndpointKeepsTheOldOne) {
   ServerLookup lookup({"tcp://127.0.0.1:7"}, store.Reader(), TestOptions());
   const Clock::time_point t0 = Clock::now();
   EXPECT_EQ(lookup.Poll(0, t0), std::nullopt);
+  EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(500)), std::nullopt);
   EXPECT_EQ(lookup.endpoint(0), "tcp://127.0.0.1:7");
   EXPECT_EQ(lookup.interval_ms(0), 1000);
   store.entries[0] = "inproc://server-0";  // not reachable from another process
-  EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(1000)), std::nullopt);
+  EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(1500)), std::nullopt);
   EXPECT_EQ(lookup.interval_ms(0), 2000);
   store.entries[0] = "tcp://127.0.0.1:9";
-  EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(3000)), std::optional<std::string>("tcp://127.0.0.1:9"));
+  EXPECT_EQ(lookup.Poll(0, t0 + milliseconds(3500)), std::optional<std::string>("tcp://127.0.0.1:9"));
+  EXPECT_EQ(store.reads[0], 3);
 }
 
 TEST(ServerLookupTest, ReadsADirectoryRendezvous) {
@@ -120,11 +124,14 @@ TEST(ServerLookupTest, ReadsADirectoryRendezvous) {
                                              TestOptions());
   const Clock::time_point t0 = Clock::now();
   EXPECT_EQ(lookup->Poll(0, t0), std::nullopt);
+  EXPECT_EQ(lookup->Poll(0, t0 + milliseconds(500)), std::nullopt);
   ASSERT_TRUE((*writer)->Set(RendezvousKey{"job", 2, ServerEntryName(0)}, "tcp://127.0.0.1:6000", 1000).ok());
-  EXPECT_EQ(lookup->Poll(0, t0 + milliseconds(500)), std::optional<std::string>("tcp://127.0.0.1:6000"));
+  EXPECT_EQ(lookup->Poll(0, t0 + milliseconds(1000)), std::optional<std::string>("tcp://127.0.0.1:6000"));
   // Shard 1 has no entry (its server removed it): the endpoint stays.
   EXPECT_EQ(lookup->Poll(1, t0), std::nullopt);
+  EXPECT_EQ(lookup->Poll(1, t0 + milliseconds(500)), std::nullopt);
   EXPECT_EQ(lookup->endpoint(1), "tcp://127.0.0.1:2");
+  EXPECT_EQ(lookup->reads(), 3u);
   std::filesystem::remove_all(dir);
 }
 

@@ -500,12 +500,20 @@ bool RequestChannel::KeepsCopies(int shard) const {
 
 void RequestChannel::FollowMovedShards() {
   if (options_.server_lookup == nullptr || leaving_ || !gone_.ok()) return;
+  ServerLookup& lookup = *options_.server_lookup;
   const auto now = SteadyClock::now();
-  for (int s = 0; s < num_shards(); ++s) {
+  // One read per wake-up at most, the shards taking turns: a store that
+  // does not answer holds a read for about a second.
+  for (int i = 0; i < num_shards(); ++i) {
+    const int s = (next_lookup_shard_ + i) % num_shards();
     const Link& link = links_[s];
     if (link.ever_connected && !unconnected_sent_[s].empty()) std::vector<Message>().swap(unconnected_sent_[s]);
     if (!link.monitored || link.connected) continue;
-    if (std::optional<std::string> moved = options_.server_lookup->Poll(s, now)) MoveShard(s, *moved);
+    const uint64_t reads = lookup.reads();
+    if (std::optional<std::string> moved = lookup.Poll(s, now)) MoveShard(s, *moved);
+    if (lookup.reads() == reads) continue;
+    next_lookup_shard_ = (s + 1) % num_shards();
+    return;
   }
 }
 

@@ -58,7 +58,8 @@
 // A shard that moved (Options::server_lookup, the servers found in a
 // rendezvous): while a monitored shard has never connected or is down, each
 // wake-up of a wait asks the ServerLookup (core/net/server_lookup.h), which
-// re-reads the shard's entry every 500 ms at most; when the entry names
+// re-reads the shard's entry every 500 ms at most (one read per wake-up,
+// the waiting shards taking turns); when the entry names
 // another endpoint (a stale entry replaced by the real server, or a server
 // started again elsewhere), the shard's socket is moved there, with one
 // WARNING naming both endpoints, and the requests sent to a shard that
@@ -405,6 +406,7 @@ class RequestChannel {
   // Per shard, with a server_lookup: copies of the requests sent while it
   // had never connected (at most the window), sent again if it moves.
   std::vector<std::vector<Message>> unconnected_sent_;
+  int next_lookup_shard_ = 0;  // the shard FollowMovedShards asks first
   Status gone_;          // the first shard found gone: every wait fails with it
   int stopping_shard_ = -1;  // stopping_shard()
   Status removed_;       // a shard's REMOVED (its reason); gone_ and sticky_error_ then
