@@ -6,13 +6,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 
 #include <google/protobuf/text_format.h>
 #include <nlohmann/json.hpp>

@@ -7,6 +7,8 @@
 #include "checkpoint/npz_model.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -375,6 +377,60 @@ TEST_F(HostileNpzTest, SizesThatLieAndDamagedBytesAreRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), path_ + ": named .npz but not a zip archive (an npz starts with the bytes "
                                           "PK\\x03\\x04)");
+}
+
+// VmSize of this process in bytes (0 when unknown).
+uint64_t VmSizeBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) * 1024;
+  return 0;
+}
+
+// The members' claimed sizes are checked against the process's memory
+// before any is inflated: in a child under an address-space limit, an
+// archive whose one deflated member claims 1000 times its bytes (within
+// deflate's ratio, so not refused as a lie) is refused as too large.
+TEST_F(HostileNpzTest, MembersLargerThanTheProcessMayUseAreRefusedBeforeInflating) {
+  std::string noise(1 << 20, '\0');
+  uint64_t x = 88172645463325252ull;
+  for (char& c : noise) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  auto members = members_;
+  members.push_back({"noise.npy", Npy("{'descr': '|u1', 'fortran_order': False, 'shape': (1048576,), }", noise)});
+  std::string zip = Zip(members, ZIP_CM_DEFLATE);
+  const uint32_t comp = CentralField(zip, "noise.npy", 20);
+  ASSERT_GT(comp, 1000000u);
+  Patch(&zip, "noise.npy", 24, 22, comp * 1000);
+  WriteAll(path_, zip);
+  const uint64_t vm = VmSizeBytes();
+  ASSERT_GT(vm, 0u);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    const rlimit limit{vm + (256ull << 20), vm + (256ull << 20)};
+    setrlimit(RLIMIT_AS, &limit);
+    const StatusOr<ModelFileContents> r = ReadModelFile(path_);
+    const std::string m = r.ok() ? "read" : r.status().ToString();
+    (void)!write(fds[1], m.data(), m.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) said.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(said.rfind("ResourceExhausted: " + path_ + ": its members hold ", 0), 0u) << said;
+  EXPECT_NE(said.find("this process may use (the address-space limit (RLIMIT_AS, ulimit -v))"), std::string::npos)
+      << said;
 }
 
 }  // namespace
