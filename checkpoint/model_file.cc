@@ -6,55 +6,37 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 
 #include <google/protobuf/text_format.h>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/model_tensors.h"
+#include "checkpoint/npz_model.h"
 #include "core/file_util.h"
-#include "core/memory_fit.h"
 #include "core/table_spec.h"
 
 namespace tether {
 namespace {
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "model files are little-endian and written from memory as they are");
-
-constexpr char kFormatName[] = "tether-model";
-constexpr char kFormatVersion[] = "1";
-constexpr char kMetadataKey[] = "__metadata__";
-constexpr char kSpecPrefix[] = "table_spec.";
-
-enum class DType { kF32, kU64, kI64, kU8 };
-
-const char* SafetensorsName(DType t) {
-  switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kU64: return "U64";
-    case DType::kI64: return "I64";
-    case DType::kU8: return "U8";
-  }
-  return "?";
-}
-
-const char* NpyDescr(DType t) {
-  switch (t) {
-    case DType::kF32: return "<f4";
-    case DType::kU64: return "<u8";
-    case DType::kI64: return "<i8";
-    case DType::kU8: return "|u1";
-  }
-  return "?";
-}
-
-size_t ItemBytes(DType t) { return t == DType::kF32 ? 4 : t == DType::kU8 ? 1 : 8; }
+using model_file_internal::DType;
+using model_file_internal::ElementCount;
+using model_file_internal::ItemBytes;
+using model_file_internal::kFormatName;
+using model_file_internal::kFormatVersion;
+using model_file_internal::kMetadataKey;
+using model_file_internal::kSpecPrefix;
+using model_file_internal::LooksLikeZip;
+using model_file_internal::ModelOfTensors;
+using model_file_internal::ModelTensors;
+using model_file_internal::NpyDescr;
+using model_file_internal::ReadWholeFile;
+using model_file_internal::SafetensorsName;
+using model_file_internal::TensorView;
 
 // One tensor to write: borrowed bytes.
 struct Tensor {
@@ -247,22 +229,6 @@ Status WriteNpz(const std::vector<Tensor>& tensors, const std::map<std::string, 
 
 // ------------------------------------------------------------------ reader
 
-bool ParseInt(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0') return false;
-  *out = v;
-  return true;
-}
-
-struct TensorView {
-  DType dtype;
-  std::vector<uint64_t> shape;
-  uint64_t begin, end;  // in the data section
-};
-
 }  // namespace
 
 StatusOr<ModelFileFormat> ParseModelFileFormat(const std::string& name) {
@@ -376,64 +342,23 @@ namespace {
 // longer ones): a length field is never trusted to size an allocation.
 constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
 
-// A weight that is NaN or infinite would score every row it touches as
-// NaN: such a file is refused, naming the tensor and the place.
-Status CheckFinite(const std::string& path, const TrainedTable& t) {
-  for (size_t i = 0; i < t.values.size(); ++i) {
-    if (std::isfinite(t.values[i])) continue;
-    const std::string value = std::isnan(t.values[i]) ? "NaN" : (t.values[i] > 0 ? "+inf" : "-inf");
-    if (!IsRowTable(t.spec))
-      return Status::DataLoss(path + ": tensor '" + t.spec.name() + "' holds " + value + " at index " +
-                              std::to_string(i) + ": a model's weights must be finite");
-    const uint32_t dim = t.spec.dim();
-    return Status::DataLoss(path + ": tensor '" + t.spec.name() + "' holds " + value + " in the row of key " +
-                            std::to_string(t.keys[i / dim]) + ", column " + std::to_string(i % dim) +
-                            ": a model's weights must be finite");
-  }
-  return Status::OK();
-}
-
-StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int e = errno;
-    if (e == ENOENT) return Status::NotFound(path + ": no such file");
-    return Status::IOError(path + ": cannot open: " + std::strerror(e));
-  }
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0);
-  if (size < 0) return Status::IOError(path + ": cannot read its size");
-  // The whole file is held in memory: one that cannot fit is refused
-  // before a byte is allocated, naming the limit.
-  const MemoryBudget budget = MemoryBudgetFor(JobConfig{});
-  if (budget.bytes > 0 && static_cast<uint64_t>(size) > budget.bytes)
-    return Status::ResourceExhausted(path + ": the model file is " + FormatBytes(static_cast<uint64_t>(size)) +
-                                     ", more than the " + FormatBytes(budget.bytes) + " this process may use (" +
-                                     budget.source + ")");
-  std::string file(static_cast<size_t>(size), '\0');
-  if (size > 0 && !in.read(&file[0], size)) return Status::IOError(path + ": read failed");
-  return file;
-}
-
-// A safetensors file's header, checked against its data section.
-struct SafetensorsContents {
-  std::map<std::string, std::string> meta;   // __metadata__
-  std::map<std::string, TensorView> tensors;
-  const char* data = nullptr;  // the data section (in the file's bytes)
-  uint64_t data_size = 0;
+// A tensor entry of a safetensors header: its view and its data_offsets.
+struct SafetensorsEntry {
+  TensorView view;
+  uint64_t begin = 0, end = 0;  // in the data section
 };
 
 // One tensor entry of the header: dtype, shape and data_offsets that fit
-// the data section and the dtype × shape.
-StatusOr<TensorView> ParseTensorEntry(const std::string& path, const std::string& name, const nlohmann::json& e,
-                                      uint64_t data_size) {
+// the data section (`data`, `data_size` bytes) and the dtype × shape.
+StatusOr<SafetensorsEntry> ParseTensorEntry(const std::string& path, const std::string& name, const nlohmann::json& e,
+                                            const char* data, uint64_t data_size) {
   const auto tbad = [&](const std::string& what) { return Status::DataLoss(path + ": tensor '" + name + "': " + what); };
   if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
     return tbad("needs dtype, shape and data_offsets");
   if (!e["dtype"].is_string()) return tbad("dtype is not a string");
   const std::string dt = e["dtype"].get<std::string>();
-  TensorView v{};
+  SafetensorsEntry s;
+  TensorView& v = s.view;
   if (dt == "F32") {
     v.dtype = DType::kF32;
   } else if (dt == "U64") {
@@ -444,34 +369,35 @@ StatusOr<TensorView> ParseTensorEntry(const std::string& path, const std::string
     return tbad("dtype " + dt + " is not one of F32, U64, I64");
   }
   if (!e["shape"].is_array()) return tbad("shape is not an array");
-  uint64_t count = 1;
   for (const auto& d : e["shape"]) {
     if (!d.is_number_unsigned()) return tbad("shape holds something other than a non-negative integer");
-    const uint64_t x = d.get<uint64_t>();
-    if (x != 0 && count > std::numeric_limits<uint64_t>::max() / 8 / x) return tbad("shape overflows");
-    count *= x;
-    v.shape.push_back(x);
+    v.shape.push_back(d.get<uint64_t>());
   }
+  uint64_t count = 0;
+  if (!ElementCount(v.shape, &count)) return tbad("shape overflows");
   const auto& off = e["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
     return tbad("data_offsets is not [begin, end]");
-  v.begin = off[0].get<uint64_t>();
-  v.end = off[1].get<uint64_t>();
-  if (v.begin > v.end || v.end > data_size)
-    return tbad("data_offsets [" + std::to_string(v.begin) + ", " + std::to_string(v.end) +
+  s.begin = off[0].get<uint64_t>();
+  s.end = off[1].get<uint64_t>();
+  if (s.begin > s.end || s.end > data_size)
+    return tbad("data_offsets [" + std::to_string(s.begin) + ", " + std::to_string(s.end) +
                 "] outside the data section of " + std::to_string(data_size) + " bytes");
-  if (v.end - v.begin != count * ItemBytes(v.dtype))
-    return tbad("data_offsets span " + std::to_string(v.end - v.begin) + " bytes but dtype " + dt + " x shape is " +
+  if (s.end - s.begin != count * ItemBytes(v.dtype))
+    return tbad("data_offsets span " + std::to_string(s.end - s.begin) + " bytes but dtype " + dt + " x shape is " +
                 std::to_string(count * ItemBytes(v.dtype)) + " bytes");
-  return v;
+  v.data = data + s.begin;
+  v.bytes = s.end - s.begin;
+  return s;
 }
 
 // The tensors cover the data section exactly, one after another.
-Status CheckContiguous(const std::string& path, std::map<std::string, TensorView>& tensors, uint64_t data_size) {
+Status CheckContiguous(const std::string& path, const std::map<std::string, SafetensorsEntry>& entries,
+                       uint64_t data_size) {
   std::vector<std::pair<uint64_t, std::string>> order;
-  for (const auto& [name, v] : tensors) order.push_back({v.begin, name});
+  for (const auto& [name, s] : entries) order.push_back({s.begin, name});
   std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : tensors[a.second].end < tensors[b.second].end;
+    return a.first != b.first ? a.first < b.first : entries.at(a.second).end < entries.at(b.second).end;
   });
   uint64_t at = 0;
   for (const auto& [begin, name] : order) {
@@ -479,7 +405,7 @@ Status CheckContiguous(const std::string& path, std::map<std::string, TensorView
       return Status::DataLoss(path + ": tensor '" + name + "': data_offsets begin at " + std::to_string(begin) +
                               ", expected " + std::to_string(at) +
                               " (tensors must be contiguous, without gaps or overlaps)");
-    at = tensors[name].end;
+    at = entries.at(name).end;
   }
   if (at != data_size)
     return Status::DataLoss(path + ": header: the tensors end at byte " + std::to_string(at) +
@@ -487,17 +413,15 @@ Status CheckContiguous(const std::string& path, std::map<std::string, TensorView
   return Status::OK();
 }
 
-// The header of `file` (the whole file's bytes, which must outlive the result).
-StatusOr<SafetensorsContents> ParseSafetensors(const std::string& path, const std::string& file) {
+// The header of `file` (the whole file's bytes, which must outlive the
+// result), checked against its data section.
+StatusOr<ModelTensors> ParseSafetensors(const std::string& path, const std::string& file) {
   const auto bad = [&path](const std::string& what) { return Status::DataLoss(path + ": " + what); };
   if (file.size() < 8)
     return bad("header: the file is " + std::to_string(file.size()) +
                " bytes, shorter than the 8-byte header length (not a safetensors file)");
-  if (file.compare(0, 4, "PK\x03\x04") == 0)
-    return Status::InvalidArgument(path +
-                                   ": a zip archive (a NumPy .npz?), not a safetensors file: Tether's tools read model "
-                                   "files in safetensors form only (npz is written for NumPy); export the "
-                                   "checkpoint again as one: tether-export --checkpoint=DIR --out=MODEL.safetensors");
+  if (LooksLikeZip(file))
+    return Status::InvalidArgument(path + ": a zip archive (an npz), not a safetensors file");
   uint64_t n = 0;
   std::memcpy(&n, file.data(), 8);
   if (n > kMaxSafetensorsHeaderBytes)
@@ -510,14 +434,17 @@ StatusOr<SafetensorsContents> ParseSafetensors(const std::string& path, const st
                                                  nullptr, /*allow_exceptions=*/false);
   if (h.is_discarded()) return bad("header: not valid JSON");
   if (!h.is_object()) return bad("header: not a JSON object");
-  SafetensorsContents out;
-  out.data_size = file.size() - 8 - n;
-  out.data = file.data() + 8 + n;
+  ModelTensors out;
+  out.format = ModelFileFormat::kSafetensors;
+  const uint64_t data_size = file.size() - 8 - n;
+  const char* data = file.data() + 8 + n;
+  std::map<std::string, SafetensorsEntry> entries;
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();
     const nlohmann::json& e = it.value();
     if (name != kMetadataKey) {
-      TETHER_ASSIGN_OR_RETURN(out.tensors[name], ParseTensorEntry(path, name, e, out.data_size));
+      TETHER_ASSIGN_OR_RETURN(entries[name], ParseTensorEntry(path, name, e, data, data_size));
+      out.tensors[name] = entries[name].view;
       continue;
     }
     if (!e.is_object()) return bad("header: __metadata__ is not an object");
@@ -526,76 +453,19 @@ StatusOr<SafetensorsContents> ParseSafetensors(const std::string& path, const st
       out.meta[m.key()] = m.value().get<std::string>();
     }
   }
-  TETHER_RETURN_IF_ERROR(CheckContiguous(path, out.tensors, out.data_size));
+  TETHER_RETURN_IF_ERROR(CheckContiguous(path, entries, data_size));
   return out;
 }
 
-// The model's config, identity and table specs from the metadata (tables
-// sorted by id, without values yet).
-StatusOr<ModelFileContents> ModelOfMetadata(const std::string& path, std::map<std::string, std::string>& meta) {
-  const auto notmodel = [&path](const std::string& what) { return Status::InvalidArgument(path + ": " + what); };
-  if (meta["format"] != kFormatName)
-    return notmodel("not a Tether model file (metadata 'format' is '" + meta["format"] + "', expected '" +
-                    kFormatName + "')");
-  if (meta["format_version"] != kFormatVersion)
-    return notmodel("model file format_version '" + meta["format_version"] + "' is not supported (this build reads " +
-                    kFormatVersion + ")");
-  ModelFileContents out;
-  if (!google::protobuf::TextFormat::ParseFromString(meta["job_config"], &out.model.config))
-    return notmodel("metadata 'job_config' is not a JobConfig in Protobuf text format");
-  out.model.job_id = meta["job_id"];
-  int64_t gen = 0, clock = 0;
-  if (!ParseInt(meta["generation"], &gen) || !ParseInt(meta["clock"], &clock))
-    return notmodel("metadata 'generation' or 'clock' is not an integer");
-  out.model.generation = static_cast<uint64_t>(gen);
-  out.model.clock = clock;
-  for (const auto& [k, v] : meta) {
-    if (k.compare(0, std::strlen(kSpecPrefix), kSpecPrefix) != 0) continue;
-    TrainedTable t;
-    if (!google::protobuf::TextFormat::ParseFromString(v, &t.spec))
-      return notmodel("metadata '" + k + "' is not a TableSpec in Protobuf text format");
-    out.model.tables.push_back(std::move(t));
-  }
-  std::sort(out.model.tables.begin(), out.model.tables.end(),
-            [](const TrainedTable& a, const TrainedTable& b) { return a.spec.id() < b.spec.id(); });
-  return out;
-}
-
-// Table `t`'s values (and a row table's keys) from its tensors.
-Status FillTable(const std::string& path, const SafetensorsContents& st, TrainedTable* t) {
-  const auto find = [&](const std::string& name, DType dtype, size_t rank) -> StatusOr<const TensorView*> {
-    auto it = st.tensors.find(name);
-    if (it == st.tensors.end()) return Status::InvalidArgument(path + ": tensor '" + name + "' is missing");
-    if (it->second.dtype != dtype || it->second.shape.size() != rank)
-      return Status::DataLoss(path + ": tensor '" + name + "': expected dtype " + SafetensorsName(dtype) + " of rank " +
-                              std::to_string(rank));
-    return &it->second;
-  };
-  const std::string& name = t->spec.name();
-  if (!IsRowTable(t->spec)) {
-    TETHER_ASSIGN_OR_RETURN(const TensorView* v, find(name, DType::kF32, 1));
-    if (v->shape[0] != t->spec.size())
-      return Status::DataLoss(path + ": tensor '" + name + "': shape [" + std::to_string(v->shape[0]) +
-                              "], expected [" + std::to_string(t->spec.size()) + "] (its spec's size)");
-    t->values.resize(v->shape[0]);
-    std::memcpy(t->values.data(), st.data + v->begin, v->end - v->begin);
-    return CheckFinite(path, *t);
-  }
-  TETHER_ASSIGN_OR_RETURN(const TensorView* keys, find(name + ".keys", DType::kU64, 1));
-  TETHER_ASSIGN_OR_RETURN(const TensorView* rows, find(name, DType::kF32, 2));
-  if (rows->shape[0] != keys->shape[0] || rows->shape[1] != t->spec.dim())
-    return Status::DataLoss(path + ": tensor '" + name + "': shape [" + std::to_string(rows->shape[0]) + ", " +
-                            std::to_string(rows->shape[1]) + "], expected [" + std::to_string(keys->shape[0]) + ", " +
-                            std::to_string(t->spec.dim()) + "] (its keys and its spec's dim)");
-  t->keys.resize(keys->shape[0]);
-  std::memcpy(t->keys.data(), st.data + keys->begin, keys->end - keys->begin);
-  for (size_t i = 1; i < t->keys.size(); ++i)
-    if (t->keys[i] <= t->keys[i - 1])
-      return Status::DataLoss(path + ": tensor '" + name + ".keys': not sorted and unique at position " +
-                              std::to_string(i));
-  t->values.resize(rows->shape[0] * rows->shape[1]);
-  std::memcpy(t->values.data(), st.data + rows->begin, rows->end - rows->begin);
-  return CheckFinite(path, *t);
+// A model file's format from its bytes, else from its name: a zip archive
+// is an npz whatever its name; a file named .npz that is not one is refused
+// as such rather than parsed as safetensors.
+StatusOr<ModelFileFormat> FormatOfFile(const std::string& path, const std::string& file) {
+  if (LooksLikeZip(file)) return ModelFileFormat::kNpz;
+  const std::string ext = ".npz";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return Status::DataLoss(path + ": named .npz but not a zip archive (an npz starts with the bytes PK\\x03\\x04)");
+  return ModelFileFormat::kSafetensors;
 }
 
 }  // namespace
@@ -607,20 +477,19 @@ StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path) {
 }
 
 StatusOr<ModelFileContents> ParseSafetensorsModel(const std::string& path, const std::string& file) {
-  TETHER_ASSIGN_OR_RETURN(SafetensorsContents st, ParseSafetensors(path, file));
-  TETHER_ASSIGN_OR_RETURN(ModelFileContents out, ModelOfMetadata(path, st.meta));
-  for (TrainedTable& t : out.model.tables) TETHER_RETURN_IF_ERROR(FillTable(path, st, &t));
-  if (st.tensors.count("label_counts") > 0) {
-    const TensorView& v = st.tensors["label_counts"];
-    if (v.shape.size() != 1 || v.dtype == DType::kF32)
-      return Status::DataLoss(path + ": tensor 'label_counts': expected U64 or I64 of rank 1");
-    out.label_counts.counts.resize(v.shape[0]);
-    std::memcpy(out.label_counts.counts.data(), st.data + v.begin, v.end - v.begin);  // I64 counts are ≥ 0
-    if (!ParseInt(st.meta["label_counts_rows"], &out.label_counts.num_rows))
-      return Status::InvalidArgument(path + ": metadata 'label_counts_rows' is missing or not an integer");
-  }
-  out.metadata = std::move(st.meta);
-  return out;
+  TETHER_ASSIGN_OR_RETURN(ModelTensors st, ParseSafetensors(path, file));
+  return ModelOfTensors(path, st);
+}
+
+StatusOr<ModelFileContents> ReadModelFile(const std::string& path) {
+  TETHER_RETURN_IF_ERROR(CheckModelFilePath(path));
+  TETHER_ASSIGN_OR_RETURN(const std::string file, ReadWholeFile(path));
+  return ParseModelFile(path, file);
+}
+
+StatusOr<ModelFileContents> ParseModelFile(const std::string& path, const std::string& file) {
+  TETHER_ASSIGN_OR_RETURN(const ModelFileFormat format, FormatOfFile(path, file));
+  return format == ModelFileFormat::kNpz ? ParseNpzModel(path, file) : ParseSafetensorsModel(path, file);
 }
 
 }  // namespace tether

@@ -10,7 +10,8 @@
 //  - NumPy .npz: a zip (stored, not deflated, as numpy.savez writes) of one
 //    NPY 1.0 file per tensor, "NAME.npy", plus "__metadata__.npy", a uint8
 //    array holding the metadata as a JSON object (json.loads(bytes(a))).
-//    numpy.load(path) reads it.
+//    numpy.load(path) reads it. The reader (checkpoint/npz_model.h) also
+//    takes deflated members (numpy.savez_compressed) and NPY 2.0 files.
 //
 // Tensors (the same in both):
 //   ROW table t:   "t.keys" U64 [n] (sorted, unique), "t" F32 [n, dim]
@@ -103,5 +104,26 @@ StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path);
 /// errors): a pure function (tests/fuzz/model_file_fuzz.cc runs it on any
 /// bytes).
 StatusOr<ModelFileContents> ParseSafetensorsModel(const std::string& path, const std::string& file);
+
+/// Reads a model file of either format written by WriteModelFile back, bit
+/// for bit: a file that starts as a zip archive does ("PK\x03\x04") is read
+/// as an npz (ParseNpzModel, checkpoint/npz_model.h), any other as
+/// safetensors (ReadSafetensorsModel's checks), whatever its name; one named
+/// ".npz" that is no zip archive is refused as such. Both formats then go
+/// through the same checks of the model (metadata, each table's tensors
+/// against its spec, sorted keys, finite weights). The whole file is held in
+/// memory, refused before it is read when larger than the process may use.
+/// Errors: those of CheckModelFilePath; NotFound, IOError naming the file;
+/// ResourceExhausted "FILE: the model file is ..., more than the ... this
+/// process may use (...)"; DataLoss "FILE: ..." naming the tensor (npz: the
+/// member) for a malformed file; InvalidArgument "FILE: ..." for a
+/// well-formed file that is no Tether model.
+StatusOr<ModelFileContents> ReadModelFile(const std::string& path);
+
+/// ReadModelFile's checks on a file's bytes (`path` names it in errors and,
+/// for bytes that are no zip archive, ".npz" at its end refuses them): a
+/// pure function but for the memory budget it reads (tests/fuzz/
+/// model_file_fuzz.cc runs it on any bytes).
+StatusOr<ModelFileContents> ParseModelFile(const std::string& path, const std::string& file);
 
 }  // namespace tether

@@ -4,7 +4,8 @@
 //
 //   tether-export --checkpoint=DIR --out=model.safetensors [--format=safetensors|npz]
 //                 [--label_counts=true]
-//   tether-export --model=model.safetensors --out=model.npz --format=npz   (convert a model file)
+//   tether-export --model=model.safetensors --out=model.npz   (convert a model file, either way)
+//   tether-export --model=model.npz --out=model.safetensors
 #include <cstdio>
 #include <string>
 
@@ -18,8 +19,8 @@
 #include "serving/model_export.h"
 
 DEFINE_string(checkpoint, "", "A checkpoint, or a directory of checkpoints (the latest complete one)");
-DEFINE_string(model, "", "Instead of --checkpoint: a safetensors model file to write again in --format "
-                         "(its label counts are kept)");
+DEFINE_string(model, "", "Instead of --checkpoint: a model file (safetensors or npz, read by content) to write "
+                         "again in --format (its label counts are kept)");
 DEFINE_string(out, "", "Required: the model file to write (atomically: temporary file, fsync, rename)");
 DEFINE_string(format, "",
               "safetensors or npz (a NumPy .npz archive of .npy files); default: from --out's name (FILE.npz: "
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
                           {"tether-export --checkpoint=DIR --out=model.safetensors [--format=safetensors|npz] "
                            "[--label_counts=true|false]\n"
-                           "   or: tether-export --model=model.safetensors --out=model.npz --format=npz\n"
+                           "   or: tether-export --model=model.safetensors|model.npz --out=model.npz|model.safetensors\n"
                            "Writes a checkpoint's trained model as safetensors or NumPy npz."});
   const char* who = "[export] ";
   if (FLAGS_checkpoint.empty() == FLAGS_model.empty() || FLAGS_out.empty()) {
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
       LOG(ERROR) << who << "--model=" << FLAGS_model << ": " << path_ok.message();
       return 2;
     }
-    tether::StatusOr<tether::ModelFileContents> file = tether::ReadSafetensorsModel(FLAGS_model);
+    tether::StatusOr<tether::ModelFileContents> file = tether::ReadModelFile(FLAGS_model);
     tether::Status st = file.status();
     if (st.ok())
       st = tether::WriteModelFile(file->model, FLAGS_label_counts ? file->label_counts : tether::LabelCounts{},

@@ -1,5 +1,5 @@
-// tether-predict: scores new rows with a model file (tether-export, or
-// tether-worker --in_process --model_out) and writes each row's top-K labels
+// tether-predict: scores new rows with a model file, safetensors or npz
+// (tether-export, or tether-worker --in_process --model_out) and writes each row's top-K labels
 // with their scores; when the input carries labels it also prints P@k,
 // nDCG@k and the propensity-scored PSP@k / PSnDCG@k (Jain, Prabhu & Varma,
 // KDD 2016, as pyxclib computes them), like training's log.
@@ -33,7 +33,8 @@
 #include "worker/trainer.h"
 
 DEFINE_string(model, "",
-              "Required: the model file (safetensors, as tether-export writes it); several, comma-separated, "
+              "Required: the model file (safetensors or npz, as tether-export writes them; read by content); "
+              "several, comma-separated, "
               "score as an ensemble (the mean of their probabilities), each model's metrics printed beside");
 DEFINE_string(input, "", "Required: the rows to score (text or gzip)");
 DEFINE_string(format, "", "Required: the input's format, xmc or libsvm");
@@ -183,7 +184,7 @@ int Run() {
   }
   std::vector<ModelFileContents> files;
   for (const std::string& path : paths) {
-    StatusOr<ModelFileContents> one = ReadSafetensorsModel(path);
+    StatusOr<ModelFileContents> one = ReadModelFile(path);
     if (!one.ok()) {
       LOG(ERROR) << who << one.status().message();
       return 1;
@@ -257,7 +258,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
-                          {"tether-predict --model=model.safetensors[,more.safetensors] --input=FILE --format=xmc|libsvm "
+                          {"tether-predict --model=model.safetensors|model.npz[,more.safetensors] --input=FILE --format=xmc|libsvm "
                            "--index_base=0|1 [--split=ROWS] --top_k=K --output=preds.tsv [--threads=N] "
                            "[--device=cpu|cuda] [--psp_a=0.55 --psp_b=1.5] [--metrics_out=FILE]\n"
                            "Scores rows with a trained model; prints P@k, nDCG@k, PSP@k when the rows carry labels."});

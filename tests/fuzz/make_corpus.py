@@ -9,10 +9,16 @@ message_fuzz: byte 0 = flags (bit 0: first frame is a peer identity), then
 frames as [u16 LE length][bytes]. Headers are MessageHeader (proto/
 wire.proto) encoded by hand: field numbers and types must match it.
 reader fuzzers: byte 0 = option bits (see reader_fuzz.cc), then the file.
+model_file_fuzz: a model file's bytes. Its safetensors seed (bibtex_h16) is
+a model tether-export wrote; the npz seeds are the same tensors and
+metadata as an npz (checkpoint/model_file.h), stored as tether-export and
+numpy.savez write it, and deflated as numpy.savez_compressed does.
 """
+import json
 import os
 import struct
 import sys
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -153,7 +159,38 @@ def reader_corpus():
                 write(target, '%s_%02x' % (n.replace('.', '_'), o), bytes([o]) + data)
 
 
+def npy(descr, shape, data):
+    """An NPY 1.0 file as numpy.save (and Tether's writer) lays it out."""
+    dims = ', '.join(str(d) for d in shape) + (',' if len(shape) == 1 else '')
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, dims)
+    d += ' ' * ((64 - (10 + len(d) + 1) % 64) % 64) + '\n'
+    return b'\x93NUMPY\x01\x00' + struct.pack('<H', len(d)) + d.encode('latin1') + data
+
+
+def model_file_corpus():
+    d = os.path.join(HERE, 'corpus', 'model_file_fuzz')
+    with open(os.path.join(d, 'bibtex_h16'), 'rb') as f:
+        st = f.read()
+    (n,) = struct.unpack('<Q', st[:8])
+    header = json.loads(st[8:8 + n])
+    data = st[8 + n:]
+    descr = {'F32': '<f4', 'U64': '<u8', 'I64': '<i8'}
+    members = []
+    for name, t in header.items():
+        if name == '__metadata__':
+            continue
+        b, e = t['data_offsets']
+        members.append((name + '.npy', npy(descr[t['dtype']], t['shape'], data[b:e])))
+    meta = json.dumps(header['__metadata__'], sort_keys=True, separators=(',', ':')).encode()
+    members.append(('__metadata__.npy', npy('|u1', [len(meta)], meta)))
+    for seed, method in (('bibtex_h16_npz', zipfile.ZIP_STORED), ('bibtex_h16_npz_deflated', zipfile.ZIP_DEFLATED)):
+        with zipfile.ZipFile(os.path.join(d, seed), 'w', method) as z:
+            for name, blob in members:
+                z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), blob, method)
+
+
 if __name__ == '__main__':
     message_corpus()
     reader_corpus()
+    model_file_corpus()
     sys.exit(0)

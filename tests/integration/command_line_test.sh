@@ -106,12 +106,13 @@ tools)
     fail "the converted file lost the 64-bit ids: $(head -n 1 "$tmp/hashed.svm")"
   echo "tether-data check|stats|convert --hashed_features: 3 distinct ids, nnz 4, ids written back"
   # Model files: the format follows the name; a contradiction is refused,
-  # and an npz given to a reader names the command that writes safetensors.
+  # and an npz that holds no Tether model is refused naming what it lacks.
   refused 2 "--format=safetensors contradicts the file name '$tmp/x.npz'" \
     "$bin/tether-export" --checkpoint="$tmp" --out="$tmp/x.npz" --format=safetensors
   python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1], "w").writestr("w1.npy", b"")' "$tmp/m.npz"
-  refused 1 "not a safetensors file: Tether's tools read model files in safetensors form only (npz is written for NumPy); export the checkpoint again as one: tether-export --checkpoint=DIR --out=MODEL.safetensors" \
+  refused 1 "$tmp/m.npz: no member '__metadata__.npy': an npz without a Tether model's metadata (not a Tether model file)" \
     "$bin/tether-export" --model="$tmp/m.npz" --out="$tmp/y.safetensors"
+  ! grep -q "tether-export --" "$tmp/refused$n.log" || fail "the refusal of $tmp/m.npz suggests a tether-export command"
   ;;
 paths)
   # Every output path is checked before training: nothing trains, exit 2.

@@ -8,8 +8,15 @@
 #   numpy    the same model converted to .npz (tether-export --model), loaded
 #            by numpy.load in tests/integration/npz_forward.py, which runs the
 #            forward pass and P@1/3/5 and pyxclib's PSP@1/3/5 on its own:
-#            within 1e-4 of tether-predict. Skipped (exit 77, ctest SKIP) when
-#            /usr/bin/python3 has no numpy.
+#            within 1e-4 of tether-predict; the same arrays written again by
+#            numpy.savez_compressed (deflated) score exactly as the model.
+#            Skipped (exit 77, ctest SKIP) when /usr/bin/python3 has no numpy.
+#   npz      training also writes a checkpoint; tether-export writes it as
+#            npz and as safetensors; tether-predict gives the same
+#            predictions and metrics from either, bit for bit, and from the
+#            npz deflated; tether-export converts the npz to a safetensors
+#            file byte-identical to the one exported directly; a damaged npz
+#            is refused (exit 1) naming the file and the member.
 if [ "$1" = numpy ] && ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   echo "SKIP: /usr/bin/python3 has no numpy (apt-get install python3-numpy; scripts/setup.sh does)"
   exit 77
@@ -19,13 +26,27 @@ tether_test_init "$1" "$2"
 
 # One worker: its pulls see its own pushes, so the model training evaluated
 # is exactly the one the shards hold at the end (--model_out).
+ckpt=()
+[ "$mode" = npz ] && ckpt=(--checkpoint_dir="$tmp/ck")
 timeout -k 5 120 "$bin/tether-worker" --config=examples/bibtex.pbtxt --in_process --num_workers=1 \
-  --metrics_out="$tmp/train.json" --model_out="$tmp/m.safetensors"
+  --metrics_out="$tmp/train.json" --model_out="$tmp/m.safetensors" "${ckpt[@]}"
 test -s "$tmp/m.safetensors"
-predict() {  # predict THREADS OUT_PREFIX
-  timeout -k 5 120 "$bin/tether-predict" --model="$tmp/m.safetensors" --input=data/bibtex/Bibtex_data.txt.gz \
+predict() {  # predict THREADS OUT_PREFIX [MODEL]
+  timeout -k 5 120 "$bin/tether-predict" --model="${3:-$tmp/m.safetensors}" --input=data/bibtex/Bibtex_data.txt.gz \
     --format=xmc --index_base=0 --split=data/bibtex/bibtex_tstSplit.txt --top_k=5 --threads="$1" \
     --output="$tmp/$2.tsv" --metrics_out="$tmp/$2.json" | tee "$tmp/$2.out"
+}
+same_predictions() {  # same_predictions PREFIX_A PREFIX_B: predictions and metrics bit for bit
+  cmp "$tmp/$1.tsv" "$tmp/$2.tsv" || fail "predictions of $1 and $2 differ"
+  python3 - "$tmp/$1.json" "$tmp/$2.json" <<'PY' || fail "metrics of $1 and $2 differ"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+timing = {"seconds", "rows_per_second"}
+a, b = ({k: v for k, v in m.items() if k not in timing} for m in (a, b))
+print(f"{len(a)} metrics compared:", "equal" if a == b else f"differ: {a} vs {b}")
+sys.exit(0 if a == b and "precision_at_1" in a else 1)
+PY
+  echo "$1 and $2: the same $(wc -l < "$tmp/$1.tsv") prediction lines"
 }
 
 case "$mode" in
@@ -68,6 +89,52 @@ numpy)
   timeout -k 5 120 /usr/bin/python3 tests/integration/npz_forward.py --npz "$tmp/m.npz" \
     --data data/bibtex/Bibtex_data.txt.gz --split data/bibtex/bibtex_tstSplit.txt --index_base 0 \
     --predict_metrics "$tmp/p.json" --tolerance 1e-4
+  # numpy's own writer, deflated: tether-predict reads it back exactly.
+  timeout -k 5 60 /usr/bin/python3 -c 'import sys, numpy as np
+z = np.load(sys.argv[1]); np.savez_compressed(sys.argv[2], **{k: z[k] for k in z.files})' "$tmp/m.npz" "$tmp/numpy.npz"
+  predict 1 n "$tmp/numpy.npz"
+  same_predictions p n
+  ;;
+npz)
+  ck_final=$(ls -d "$tmp"/ck/ckpt-*-final)
+  [ -f "$ck_final/MANIFEST" ] || fail "no final checkpoint in $tmp/ck"
+  for out in ck.npz ck.safetensors; do
+    timeout -k 5 120 "$bin/tether-export" --checkpoint="$tmp/ck" --out="$tmp/$out" ||
+      fail "tether-export --checkpoint=$tmp/ck --out=$tmp/$out"
+  done
+  [ "$(head -c 4 "$tmp/ck.npz")" = "$(printf 'PK\003\004')" ] || fail "$tmp/ck.npz is not a zip archive"
+  predict 2 s "$tmp/ck.safetensors"
+  predict 2 z "$tmp/ck.npz"
+  same_predictions s z
+  # numpy.savez_compressed's form (members deflated), written by Python's zipfile.
+  python3 - "$tmp/ck.npz" "$tmp/deflated.npz" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as dst:
+    for name in src.namelist():
+        dst.writestr(name, src.read(name))
+PY
+  predict 2 d "$tmp/deflated.npz"
+  same_predictions s d
+  # npz → safetensors: the same bytes as the checkpoint's own export.
+  timeout -k 5 60 "$bin/tether-export" --model="$tmp/ck.npz" --out="$tmp/converted.safetensors" ||
+    fail "tether-export --model=$tmp/ck.npz --out=$tmp/converted.safetensors"
+  cmp "$tmp/ck.safetensors" "$tmp/converted.safetensors" || fail "the npz converted to safetensors differs"
+  echo "npz -> safetensors: byte-identical to the checkpoint's safetensors export"
+  # A damaged npz: b1's data cut short, its NPY header still saying 256 floats.
+  python3 - "$tmp/ck.npz" "$tmp/cut.npz" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w") as dst:
+    for name in src.namelist():
+        data = src.read(name)
+        dst.writestr(name, data[:-4] if name == "b1.npy" else data)
+PY
+  rc=0
+  timeout -k 5 60 "$bin/tether-predict" --model="$tmp/cut.npz" --input=data/bibtex/Bibtex_data.txt.gz \
+    --format=xmc --index_base=0 --output="$tmp/cut.tsv" 2> "$tmp/cut.log" || rc=$?
+  grep -q "$tmp/cut.npz: member 'b1.npy': NPY: 1020 bytes of data, but dtype '<f4' x shape is 1024 bytes" \
+    "$tmp/cut.log" && [ "$rc" = 1 ] || fail "a damaged npz: exit $rc, not refused naming the member"
+  test ! -e "$tmp/cut.tsv" || fail "a refused predict left $tmp/cut.tsv"
+  echo "a damaged npz: exit 1, naming $tmp/cut.npz and member 'b1.npy'"
   ;;
 *)
   echo "unknown mode $mode" >&2
