@@ -16,6 +16,7 @@
 #include "core/net/curve.h"
 #include "core/net/endpoint_check.h"
 #include "core/net/rendezvous.h"
+#include "core/net/server_lookup.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/config_flags.h"
 #include "cli/metrics_flags.h"
@@ -270,6 +271,14 @@ int LookUpServers(const std::string& who, const tether::JobConfig& config, tethe
   std::string list;
   for (const auto& ep : options->servers) list += (list.empty() ? "" : ",") + ep;
   LOG(INFO) << who << "servers from the rendezvous: " << list;
+  // An entry may be stale (a server of an earlier run that died): while a
+  // shard waits for its connection, its entry is read again, so that the
+  // real server, publishing later, is found (core/net/server_lookup.h).
+  tether::ServerLookup::Options lookup_options;
+  lookup_options.source = options->servers_source;
+  lookup_options.log_prefix = who;
+  options->server_lookup = tether::ServerLookup::FromRendezvous(
+      std::move(*rdzv), job_id, config.cluster().generation(), options->servers, lookup_options);
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,9 @@ struct TrainerOptions {
   /// Where `servers` came from ("rendezvous SPEC"), named when a shard never
   /// answers (a stale entry); empty: the command line or the config.
   std::string servers_source;
+  /// With servers from a rendezvous: re-reads the entries of shards the
+  /// worker waits for (ClientOptions::server_lookup); null: off.
+  std::shared_ptr<ServerLookup> server_lookup;
   /// JSON metrics written here (atomically) when non-empty, by the worker
   /// that evaluates at the end: rank 0, or the lowest rank still there if
   /// rank 0 left. Give it to every worker that may become the evaluator.

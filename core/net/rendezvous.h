@@ -19,7 +19,9 @@
 // one. A server removes its entry when it exits cleanly; one that crashed
 // leaves it, so rerunning a job under the same job id AND generation can
 // read a dead endpoint: give each run its own job id or generation (the
-// launchers do).
+// launchers do). A worker reads the entry of a shard it waits for again
+// (core/net/server_lookup.h), so a server of this run that replaces the dead
+// entry later is still found.
 //
 // Authentication: every store socket is made through BindRouter /
 // ConnectDealer with the SocketOptions given to Open / RendezvousStore::Start,

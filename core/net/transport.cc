@@ -241,6 +241,21 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
   }
 }
 
+Status ReconnectDealer(zmq::socket_t& socket, const std::string& from, const std::string& to) {
+  try {
+    socket.disconnect(from);
+  } catch (const zmq::error_t&) {
+    // Not connected there (ENOENT): nothing to undo.
+  }
+  try {
+    socket.set(zmq::sockopt::ipv6, WantsIpv6(to) ? 1 : 0);
+    socket.connect(to);
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument("cannot connect to server " + to + ": " + e.what());
+  }
+  return Status::OK();
+}
+
 bool EndpointAnswers(const std::string& endpoint, int timeout_ms) {
   try {
     zmq::context_t ctx;

@@ -97,6 +97,13 @@ StatusOr<zmq::socket_t> BindRouter(zmq::context_t& ctx, const std::string& endpo
 StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& endpoint,
                                       const std::string& identity, const SocketOptions& opts);
 
+/// Moves a socket made by ConnectDealer from endpoint `from` to `to` (a
+/// server found at another address): disconnects `from` (messages queued
+/// for it are dropped: resend what must arrive), sets ZMQ_IPV6 for `to`,
+/// connects `to`. Socket options, identity and monitor stay.
+/// Errors: InvalidArgument for a malformed `to`, naming it.
+[[nodiscard]] Status ReconnectDealer(zmq::socket_t& socket, const std::string& from, const std::string& to);
+
 /// Whether a live ZeroMQ peer answers at `endpoint` within `timeout_ms`: a
 /// ZMTP handshake completes, or fails in a way only a live peer can fail it
 /// (another security mechanism, a refused key). A closed port, a host that

@@ -13,12 +13,19 @@
 #   kill     a worker SIGKILLed mid-job: mpirun exits non-zero within 30 s
 #            and no tether process is left; a SIGTERM to mpirun as soon as
 #            every task has exec'd its role likewise
+#   stale_entry  a rendezvous entry naming a dead port: the worker gives up
+#            after cluster.startup_timeout_ms, naming the rendezvous
+#   stale_entry_rewritten  the same entry, but the real server starts after
+#            the worker and rewrites it: the worker reads the entry again,
+#            connects to the new port and the job finishes (exit 0, P@1 gate)
 # Skips (exit 77) when mpirun is missing. Every process is bounded by
 # `timeout` and reaped on exit.
-if [ "$1" != slurm_env ] && [ "$1" != stale_entry ] && ! command -v mpirun >/dev/null; then
+case "$1" in slurm_env | stale_entry | stale_entry_rewritten) ;; *)
+if ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun not found (Debian package openmpi-bin)"
   exit 77
-fi
+fi ;;
+esac
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 repo=$(pwd)
@@ -130,6 +137,38 @@ stale_entry)
   grep -F "server shard 0 at tcp://127.0.0.1:1 never answered: no connection within 3000 ms" "$tmp/stale.log"
   grep -qF "the address came from rendezvous file:$tmp/rdzv: the entry may be stale" "$tmp/stale.log" ||
     { echo "FAIL: the error does not name the rendezvous"; cat "$tmp/stale.log"; exit 1; }
+  ;;
+stale_entry_rewritten)
+  # The same stale entry, then the real server starts (after the worker read
+  # the entry) and replaces it: the worker, re-reading the entry of a shard
+  # that never connected every 500 ms, moves to the new port and trains.
+  mkdir -p "$tmp/rdzv/late/0"
+  echo "tcp://127.0.0.1:1" > "$tmp/rdzv/late/0/server-0"
+  sed -e 's/^cluster {/cluster {\n  startup_timeout_ms: 60000/' -e 's/^  epochs: 7 /  epochs: 3 /' \
+    "$tmp/bibtex.pbtxt" > "$tmp/late.pbtxt"
+  grep -q "epochs: 3 " "$tmp/late.pbtxt" || fail "the config's train.epochs was not set to 3"
+  job=(--config="$tmp/late.pbtxt" --num_servers=1 --num_workers=1 --rendezvous="file:$tmp/rdzv" --job_id=late)
+  timeout -k 5 100 "$bin/tether-worker" "${job[@]}" --rank=0 --metrics_out="$tmp/late.json" > "$tmp/worker.log" 2>&1 &
+  wpid=$!; pids+=($wpid)
+  wait_log "$tmp/worker.log" "servers from the rendezvous: tcp://127.0.0.1:1" 400
+  wait_log "$tmp/worker.log" "read 4880 training rows" 400  # it connects next
+  t0=$(now_ms)
+  timeout -k 5 100 "$bin/tether-server" "${job[@]}" --shard=0 --listen=tcp://127.0.0.1:0 \
+    --port_file="$tmp/s0.port" > "$tmp/server.log" 2>&1 &
+  spid=$!; pids+=($spid)
+  wait_port "$tmp/s0.port" "$spid" || fail "the server wrote no port file"
+  port=$(cat "$tmp/s0.port")
+  # The server replaces the dead entry (no process answers there within 2 s),
+  # and the worker finds it at its next read.
+  wait_log "$tmp/worker.log" "now names $port (was tcp://127.0.0.1:1); connecting there" 300
+  wait_log "$tmp/worker.log" "connected to 1 server(s)" 200
+  moved_ms=$(($(now_ms) - t0))
+  echo "the worker moved to $port and joined $moved_ms ms after the server started"
+  [ "$moved_ms" -le 15000 ] || fail "the worker took $moved_ms ms to follow the entry (cluster.startup_timeout_ms 60000)"
+  wait_zero "the worker and the server" "$wpid" "$spid"
+  pids=()
+  [ "$(grep -c "connecting there" "$tmp/worker.log")" = 1 ] || fail "the worker moved more than once"
+  gate "$(metric "$tmp/late.json" precision_at_1)" 0.5 "P@1 (3 epochs, 1 server, 1 worker, after the entry was rewritten)"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac

@@ -77,6 +77,7 @@ RequestChannel::Options ChannelOptions(const ClientOptions& o) {
   c.liveness_timeout_ms = o.liveness_timeout_ms;
   c.first_connect_timeout_ms = o.first_connect_timeout_ms;
   c.servers_source = o.servers_source;
+  c.server_lookup = o.server_lookup;
   c.curve = o.curve;
   c.stop_requested = o.stop_requested;
   return c;

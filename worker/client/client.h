@@ -120,6 +120,10 @@ struct ClientOptions {
   /// Where the endpoints came from, for that error ("rendezvous tcp://h:p"
   /// warns of a stale entry); empty: given on the command line or config.
   std::string servers_source;
+  /// Re-reads the rendezvous entries of shards that have never connected
+  /// or are down, and moves a shard whose entry changed
+  /// (RequestChannel::Options::server_lookup); null: off. One per client.
+  std::shared_ptr<ServerLookup> server_lookup;
   /// security.curve: this worker's key pair and the servers' public key
   /// (CurveClientOptions, core/net/curve.h); empty: plain connections.
   /// Applied to tcp:// and ipc:// endpoints. A server that refuses the key

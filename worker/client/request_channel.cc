@@ -39,6 +39,15 @@ int64_t MillisecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
 }
 
+// A message's copy that shares its frames' data (cppzmq's copy()).
+Message CopyOf(Message* m) {
+  Message c;
+  c.header = m->header;
+  c.keys.copy(m->keys);
+  c.values.copy(m->values);
+  return c;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ RequestHandle
@@ -123,7 +132,8 @@ RequestChannel::RequestChannel(const Options& options, ReplyHandler on_reply)
       frame_pool_(FramePool::Options{options.frame_pool_idle_bytes, kMinPooledFrameBytes}),
       outstanding_(options.servers.size(), 0),
       last_send_(options.servers.size(), SteadyClock::now()),
-      links_(options.servers.size()) {}
+      links_(options.servers.size()),
+      unconnected_sent_(options.servers.size()) {}
 
 RequestChannel::~RequestChannel() {
   // Stop the monitors before their sockets close (the PAIR ends close first).
@@ -263,9 +273,12 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
     ++outstanding_[shard];
     ++in_flight_;
   }
+  const bool kept = state != nullptr && KeepsCopies(shard);
+  if (kept) unconnected_sent_[shard].push_back(CopyOf(m));
   Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
                                                          options_.servers[shard] + ")");
   if (st.ok()) return st;
+  if (kept) unconnected_sent_[shard].pop_back();
   if (state != nullptr) {
     pending_[slot].id = 0;
     pending_.Give(slot);
@@ -481,6 +494,49 @@ Status RequestChannel::CheckLiveness() {
   return Status::OK();
 }
 
+bool RequestChannel::KeepsCopies(int shard) const {
+  return options_.server_lookup != nullptr && links_[shard].monitored && !links_[shard].ever_connected;
+}
+
+void RequestChannel::FollowMovedShards() {
+  if (options_.server_lookup == nullptr || leaving_ || !gone_.ok()) return;
+  ServerLookup& lookup = *options_.server_lookup;
+  const auto now = SteadyClock::now();
+  // One read per wake-up at most, the shards taking turns: a store that
+  // does not answer holds a read for about a second.
+  for (int i = 0; i < num_shards(); ++i) {
+    const int s = (next_lookup_shard_ + i) % num_shards();
+    const Link& link = links_[s];
+    if (link.ever_connected && !unconnected_sent_[s].empty()) std::vector<Message>().swap(unconnected_sent_[s]);
+    if (!link.monitored || link.connected) continue;
+    const uint64_t reads = lookup.reads();
+    if (std::optional<std::string> moved = lookup.Poll(s, now)) MoveShard(s, *moved);
+    if (lookup.reads() == reads) continue;
+    next_lookup_shard_ = (s + 1) % num_shards();
+    return;
+  }
+}
+
+void RequestChannel::MoveShard(int shard, const std::string& endpoint) {
+  const std::string old = options_.servers[shard];
+  LOG(WARNING) << log_prefix_ << "server shard " << shard << ": its entry in " << options_.servers_source
+               << " now names " << endpoint << " (was " << old << "); connecting there";
+  Status st = ReconnectDealer(sockets_[shard], old, endpoint);
+  options_.servers[shard] = endpoint;
+  links_[shard].failed_handshakes = 0;
+  // The requests queued for the old endpoint were dropped with it.
+  const std::string peer = "server " + std::to_string(shard) + " (" + endpoint + ")";
+  for (size_t i = 0; st.ok() && i < unconnected_sent_[shard].size(); ++i) {
+    Message m = CopyOf(&unconnected_sent_[shard][i]);
+    st = SendMessage(sockets_[shard], &m, nullptr, peer);
+  }
+  if (!st.ok() && gone_.ok()) {
+    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " moved to " + endpoint +
+                                " but cannot be reached there: " + st.message());
+    if (sticky_error_.ok()) sticky_error_ = gone_;
+  }
+}
+
 Status RequestChannel::CheckInterrupts() {
   if (options_.abort != nullptr && options_.abort->load())
     return Status::Unavailable(log_prefix_ + "aborted: another worker of this process failed");
@@ -529,6 +585,7 @@ Status RequestChannel::Progress(int timeout_ms) {
   bool data = false;
   while (true) {
     TETHER_RETURN_IF_ERROR(CheckInterrupts());
+    FollowMovedShards();
     // Poll in short slices: a worker blocked on the staleness bound must
     // still look alive to the servers (heartbeats, to every shard it has
     // not sent to for an interval, whichever shards it talks to meanwhile),

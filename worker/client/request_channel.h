@@ -55,6 +55,19 @@
 // kStopPollMs to look at `abort`, `stop_requested` and the shards' liveness,
 // and a signal interrupting its poll (EINTR) is no error.
 //
+// A shard that moved (Options::server_lookup, the servers found in a
+// rendezvous): while a monitored shard has never connected or is down, each
+// wake-up of a wait asks the ServerLookup (core/net/server_lookup.h), which
+// re-reads the shard's entry every 500 ms at most (one read per wake-up,
+// the waiting shards taking turns); when the entry names
+// another endpoint (a stale entry replaced by the real server, or a server
+// started again elsewhere), the shard's socket is moved there, with one
+// WARNING naming both endpoints, and the requests sent to a shard that
+// never connected (HELLO) are sent again there. What answers at the new
+// endpoint is judged as at the old one: cluster.startup_timeout_ms still
+// counts from Connect(), and a new process on a shard that had answered is
+// refused (the start id check above).
+//
 // Ownership and thread-safety: not thread-safe. The channel, its handles and
 // the reply handler are used on one thread (the worker's). A handle may
 // outlive the channel: it then keeps the outcome it had; a request that was
@@ -76,6 +89,7 @@
 
 #include "core/net/frame_pool.h"
 #include "core/net/message.h"
+#include "core/net/server_lookup.h"
 #include "core/net/transport.h"
 #include "core/status.h"
 #include "worker/client/slot_pool.h"
@@ -157,6 +171,11 @@ class RequestChannel {
     /// rendezvous entry points at a port nobody serves). 0: off.
     int first_connect_timeout_ms = 0;
     std::string servers_source;
+    /// Re-reads the entries of shards that have never connected or are down,
+    /// and names those that moved (see the file comment); null: off (the
+    /// servers were given, not looked up). Used on the channel's thread
+    /// only: one lookup per channel.
+    std::shared_ptr<ServerLookup> server_lookup;
     /// CURVE keys for tcp:// and ipc:// endpoints (core/net/transport.h);
     /// empty: plain. With them, every such shard is watched by a socket
     /// monitor (also with liveness off), and a handshake the server refuses
@@ -336,6 +355,15 @@ class RequestChannel {
   // process answers on its address. The message is then dropped.
   bool SameServerProcess(int shard, uint64_t incarnation);
   void TakeMonitorEvents(int shard);
+  // Asks server_lookup about each shard waiting for a connection, and
+  // moves those whose entry changed (MoveShard). Drops the copies kept for
+  // shards that connected.
+  void FollowMovedShards();
+  // Reconnects `shard`'s socket to `endpoint` and sends again the requests
+  // kept in unconnected_sent_; a failure makes the shard gone.
+  void MoveShard(int shard, const std::string& endpoint);
+  // Whether a request sent to `shard` now is kept for a move.
+  bool KeepsCopies(int shard) const;
   void FailState(RequestState* request, const Status& error);
   void Dispatch(Message* reply);
   void PartDone(RequestState* request);  // one part answered or failed
@@ -375,6 +403,10 @@ class RequestChannel {
   std::vector<Link> links_;
   std::vector<zmq::socket_t> monitors_;
   std::vector<int> monitor_shard_;
+  // Per shard, with a server_lookup: copies of the requests sent while it
+  // had never connected (at most the window), sent again if it moves.
+  std::vector<std::vector<Message>> unconnected_sent_;
+  int next_lookup_shard_ = 0;  // the shard FollowMovedShards asks first
   Status gone_;          // the first shard found gone: every wait fails with it
   int stopping_shard_ = -1;  // stopping_shard()
   Status removed_;       // a shard's REMOVED (its reason); gone_ and sticky_error_ then

@@ -370,5 +370,118 @@ TEST_F(LivenessTest, SignalDuringAWaitIsNoError) {
   EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
 }
 
+// A shard whose rendezvous entry changes while it waits for a connection
+// (Options::server_lookup): the test thread's ROUTERs on 127.0.0.1 play the
+// servers, `entry_` is the store (read every 50 ms).
+class MovedShardTest : public ::testing::Test {
+ protected:
+  // The channel starts at `first` (a port nobody serves, or a router's).
+  void Start(const std::string& first) {
+    entry_ = first;
+    ServerLookup::Options lo;
+    lo.interval_ms = 50;
+    lo.source = "rendezvous test";
+    lookup_ = std::make_shared<ServerLookup>(
+        std::vector<std::string>{first},
+        [this](int) -> StatusOr<std::string> {
+          ++reads_;
+          return entry_;
+        },
+        lo);
+    RequestChannel::Options o;
+    o.servers = {first};
+    o.context = &ctx_;
+    o.request_timeout_ms = 20000;
+    o.liveness_timeout_ms = 3000;
+    o.servers_source = "rendezvous test";
+    o.server_lookup = lookup_;
+    channel_ = std::make_unique<RequestChannel>(o, [](uint64_t, const Status& verdict, Message*) { return verdict; });
+    ASSERT_TRUE(channel_->Connect().ok());
+  }
+  zmq::socket_t Bind(std::string* endpoint) {
+    auto router = BindRouter(ctx_, "tcp://127.0.0.1:0", SocketOptions{}, endpoint);
+    EXPECT_TRUE(router.ok()) << router.status().ToString();
+    return std::move(router).value();
+  }
+  RequestHandle SendPull() {
+    const RequestHandle h = channel_->NewRequest(/*sticky=*/false);
+    Message m;
+    m.header.set_type(PULL);
+    EXPECT_TRUE(channel_->Send(0, &m, &h, PULL_REPLY, 1).ok());
+    return h;
+  }
+  // Receives one message on `router` (5 s at most) and answers it with
+  // `type`, stamped with the process start id `incarnation`.
+  static MessageHeader Answer(zmq::socket_t& router, MessageType type, uint64_t incarnation) {
+    zmq::pollitem_t item = {router.handle(), 0, ZMQ_POLLIN, 0};
+    EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1);
+    Message got;
+    std::string peer;
+    EXPECT_TRUE(RecvMessage(router, &got, &peer).ok());
+    Message reply;
+    reply.header.set_type(type);
+    reply.header.set_request_id(got.header.request_id());
+    reply.header.set_server_incarnation(incarnation);
+    if (type == ERROR_REPLY) reply.header.mutable_error_reply()->set_error("HEARTBEAT from unknown worker 0");
+    EXPECT_TRUE(SendMessage(router, &reply, &peer, "worker").ok());
+    return got.header;
+  }
+
+  zmq::context_t ctx_;
+  std::string entry_;
+  int reads_ = 0;
+  std::shared_ptr<ServerLookup> lookup_;
+  std::unique_ptr<RequestChannel> channel_;
+};
+
+// A stale entry (a dead server's port), then the real server publishes
+// another: the request sent before the move (HELLO, at start-up) reaches
+// the new endpoint, with its request id, and is answered.
+TEST_F(MovedShardTest, NeverConnectedShardFollowsItsEntryAndGetsWhatWasSent) {
+  Start("tcp://127.0.0.1:1");
+  const RequestHandle pull = SendPull();
+  EXPECT_EQ(pull.Wait(300).code(), Status::Code::kDeadlineExceeded);
+  EXPECT_EQ(channel_->server(0), "tcp://127.0.0.1:1") << "an unchanged entry moves nothing";
+  EXPECT_GE(reads_, 2);
+  EXPECT_LE(reads_, 300 / 50 + 2) << "read every 50 ms at most";
+  std::string endpoint;
+  zmq::socket_t router = Bind(&endpoint);
+  entry_ = endpoint;
+  EXPECT_EQ(pull.Wait(200).code(), Status::Code::kDeadlineExceeded);  // the move happens meanwhile
+  EXPECT_EQ(channel_->server(0), endpoint);
+  const MessageHeader got = Answer(router, PULL_REPLY, 0x7a);
+  EXPECT_EQ(got.type(), PULL);
+  EXPECT_TRUE(pull.Wait(5000).ok());
+  const RequestHandle again = SendPull();
+  EXPECT_EQ(Answer(router, PULL_REPLY, 0x7a).type(), PULL) << "no copy of the first request was sent twice";
+  EXPECT_TRUE(again.Wait(5000).ok());
+}
+
+// A shard down mid-job whose server comes back on another port is a new
+// process there: it holds none of the job's tables, and is refused as on
+// the same port (its answer to the heartbeat carries another start id).
+TEST_F(MovedShardTest, ShardDownMidJobMovedToANewProcessIsRefused) {
+  std::string first;
+  zmq::socket_t old_router = Bind(&first);
+  Start(first);
+  const RequestHandle pull = SendPull();
+  Answer(old_router, PULL_REPLY, 0x7a);
+  EXPECT_TRUE(pull.Wait(5000).ok());
+  old_router.close();  // the server dies with nothing in flight
+  std::string second;
+  zmq::socket_t new_router = Bind(&second);
+  entry_ = second;
+  std::thread new_process([&new_router] { EXPECT_EQ(Answer(new_router, ERROR_REPLY, 0x9b).type(), HEARTBEAT); });
+  const Status st = channel_->Idle(5000);
+  new_process.join();
+  EXPECT_EQ(channel_->server(0), second);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("server shard 0 at " + second +
+                              " restarted (new process, start id 000000000000009b; this worker joined "
+                              "000000000000007a) and holds none of the job's tables"),
+            std::string::npos)
+      << st.message();
+}
+
 }  // namespace
 }  // namespace tether
