@@ -168,6 +168,7 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   // evaluated in how long.
   for (const auto& [name, value] : r.eval_counts) j[name] = value;
   j["eval_workers"] = r.eval_workers;
+  j["eval_parts_for_others"] = r.eval_parts_for_others;
   j["eval_seconds"] = r.eval_seconds;
   j["eval_seconds_slowest_worker"] = r.eval_seconds_slowest;
   // JSON has no NaN: a non-finite loss (diverged) is written as null.

@@ -242,9 +242,10 @@ TEST(MetricsJsonFromStatsTest, NoServerStatsNoServerKeys) {
                         "bound_violations", "chunks_redealt", "rows_redealt", "key_lists_used"})
     EXPECT_FALSE(j.contains(k)) << k;
   // The run's figures (diverged and diverged_at_epoch too, final_loss_from,
-  // and the partitioned evaluation's eval_workers, eval_seconds and
-  // eval_seconds_slowest_worker) and the config's.
-  EXPECT_EQ(j.size(), 17u);
+  // and the partitioned evaluation's eval_workers, eval_parts_for_others,
+  // eval_seconds and eval_seconds_slowest_worker) and the config's.
+  EXPECT_EQ(j.size(), 18u);
+  EXPECT_EQ(j["eval_parts_for_others"], 0);
   EXPECT_EQ(j["diverged"], false);
   EXPECT_EQ(j["diverged_at_epoch"], 0);
 }

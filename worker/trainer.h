@@ -151,6 +151,9 @@ struct TrainReport {
   /// the final evaluation's time on rank 0 (its own part, then waiting for
   /// the others' and merging), and the slowest worker's own part.
   int eval_workers = 0;
+  /// Of those, the parts the evaluator scored itself for workers that left
+  /// the job before the final evaluation (TestEvaluation::FillMissingParts).
+  int eval_parts_for_others = 0;
   double eval_seconds = 0;
   double eval_seconds_slowest = 0;
 

@@ -109,7 +109,11 @@ stop_signals)
   echo "server 1: exit 143 ${took} ms after SIGTERM"
   ;;
 stalled_server)
-  flags+=(--num_servers=1 --num_workers=1 --liveness_timeout_ms=1000)
+  # The worker's exit (see above) reaches the stopped server only if its
+  # ABORT was queued before it left: otherwise the server learns of it from
+  # its silence (cluster.worker_timeout_ms, 2 s here), and its SIGTERM's
+  # stop then ends at once, as every worker is gone.
+  flags+=(--num_servers=1 --num_workers=1 --liveness_timeout_ms=1000 --worker_timeout_ms=2000)
   start_servers 1
   start_workers 1
   wait_log "$tmp/worker0.log" "epoch 1/200" 600

@@ -21,9 +21,7 @@
 #               removal, the other worker and both servers exit 0
 #   paused_default  as paused, with the default cluster.worker_timeout_ms
 #               (10 s), six times: the worker stopped 1.5 s after it
-#               connected, for 11 s; not registered with ctest: a worker
-#               continued after 11 s can find shard 0's connection gone
-#               before it reads REMOVED (about 1 run in 6)
+#               connected, for 11 s (label slow)
 #   limits      ulimit -n 64: every binary refuses to start naming the limit
 #               (exit 2); SIGUSR1 to a worker stops it like SIGTERM (138)
 # Every process runs under `timeout` and is reaped; waits poll with a bound.

@@ -23,11 +23,12 @@
 # joined and > 0 in all (samples > 0); exactly the one chunk worker 2 held
 # was dealt again (chunks_redealt 1, rows_redealt = that chunk's rows, as
 # shard 0 logged them); both shards log the join (workers_joined 1) and
-# worker 2's removal; worker 2 is excused from the final evaluation (2 of
-# 3 parts merged, eval_workers 2, test_rows 2515 minus its part); the join
+# worker 2's removal; worker 0 scores worker 2's part of the test set in
+# the final evaluation (3 parts merged, eval_workers 3, one of them for
+# another, test_rows 2515); the join
 # came while epoch 2 was open (shard 0 logged it before epoch 2's end, and
 # the joiner's first chunk was of epoch 2); no bound violation; P@1 ≥ 0.55
-# over the parts evaluated.
+# over the whole test set.
 # Usage: kill_join_test.sh kill_join BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -36,8 +37,7 @@ fail_lines=15
 epochs=4
 flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=3 --max_workers=4 --staleness=2
        --epochs=$epochs --seed=5 --data_on_demand=true --chunk_rows=64 --minibatch_size=32
-       --request_timeout_ms=30000 --worker_timeout_ms=3000 --slowdown=4 --slowdown_rank=2
-       --accept_partial_eval)  # worker 2's part of the test set is never scored
+       --request_timeout_ms=30000 --worker_timeout_ms=3000 --slowdown=4 --slowdown_rank=2)
 start_servers 2
 start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started
 start_worker 1 "$tmp/w1.log"; w1=$started
@@ -66,8 +66,8 @@ for s in 0 1; do
 done
 grep -q "data on demand: worker 2 left holding 1 chunk" "$tmp/server0.log" \
   || fail "shard 0 did not take back the one chunk worker 2 held"
-grep -q "evaluation: only 2 of 3 workers sent their part" "$tmp/w0.log" \
-  || fail "the evaluator did not merge 2 of 3 parts (worker 2 excused)"
+grep -q "evaluation: worker 2 left the job; its part of the test set ([0-9]* rows) was scored here" "$tmp/w0.log" \
+  || fail "the evaluator did not score worker 2's part of the test set"
 # The join came while epoch 2 (the kill's) was open: shard 0 logged it
 # before that epoch's end, and the joiner's first chunk was of epoch 2.
 join_line=$(grep -n "worker 3 joined the running job" "$tmp/server0.log" | head -1 | cut -d: -f1)
@@ -122,9 +122,9 @@ check(m["chunks_redealt"] == 1 and m["rows_redealt"] == held,
       f"chunks_redealt {m['chunks_redealt']}, rows_redealt {m['rows_redealt']} (the held chunk: {held} rows)")
 joined = [s["workers_joined"] for s in m["servers"]]
 check(joined == [1, 1], f"workers_joined per shard {joined}")
-check(m["eval_workers"] == 2 and m["test_rows"] == test_rows - killed_test_rows,
-      f"evaluated by {m['eval_workers']} workers over {m['test_rows']} of {test_rows} test rows "
-      f"(worker 2's part: {killed_test_rows})")
+check(m["eval_workers"] == 3 and m["eval_parts_for_others"] == 1 and m["test_rows"] == test_rows,
+      f"{m['eval_workers']} parts ({m['eval_parts_for_others']} scored for others) over {m['test_rows']} of "
+      f"{test_rows} test rows (worker 2's part: {killed_test_rows})")
 check(m["bound_violations"] == 0, f"bound violations {m['bound_violations']}")
 check(m["precision_at_1"] >= 0.55, f"P@1 {m['precision_at_1']:.4f} (gate 0.55)")
 sys.exit(0 if ok else 1)

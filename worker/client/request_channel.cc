@@ -133,7 +133,10 @@ RequestChannel::RequestChannel(const Options& options, ReplyHandler on_reply)
       outstanding_(options.servers.size(), 0),
       last_send_(options.servers.size(), SteadyClock::now()),
       links_(options.servers.size()),
-      unconnected_sent_(options.servers.size()) {}
+      unconnected_sent_(options.servers.size()),
+      // Half the liveness timeout without a turn is a stall of this
+      // process; its consequences show within another liveness timeout.
+      stall_(options.liveness_timeout_ms / 2, std::max(1000, options.liveness_timeout_ms)) {}
 
 RequestChannel::~RequestChannel() {
   // Stop the monitors before their sockets close (the PAIR ends close first).
@@ -427,13 +430,8 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       // A connection whose handshake failed never carried a request: what
       // is queued stays queued for the next one (the handshake verdict is
       // the failure events' above).
-      if (!leaving_ && outstanding_[shard] > 0 && gone_.ok() && link.failed_handshakes == 0) {
-        gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
-                                    options_.servers[shard] + " is gone: its connection dropped with " +
-                                    std::to_string(outstanding_[shard]) +
-                                    " request(s) in flight, whose replies are lost");
-        if (sticky_error_.ok()) sticky_error_ = gone_;
-      }
+      if (!leaving_ && outstanding_[shard] > 0 && gone_.ok() && link.failed_handshakes == 0)
+        LoseInFlight(shard);
     }
   }
 }
@@ -457,8 +455,41 @@ std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t valu
   return who + " failed the handshake (" + detail + "): the server may require CURVE (security.curve)";
 }
 
+void RequestChannel::LoseInFlight(int shard) {
+  const std::string lost = "server shard " + std::to_string(shard) + " at " + options_.servers[shard] +
+                           " dropped its connection with " + std::to_string(outstanding_[shard]) +
+                           " request(s) in flight, whose replies are lost";
+  const auto now = SteadyClock::now();
+  if (!stall_.Stalled(now)) {
+    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
+                                options_.servers[shard] + " is gone: its connection dropped with " +
+                                std::to_string(outstanding_[shard]) + " request(s) in flight, whose replies are lost");
+    if (sticky_error_.ok()) sticky_error_ = gone_;
+    return;
+  }
+  // This process did not run for a while: the shard dropped the connection
+  // because this worker's heartbeats stopped, not because it failed. Once
+  // the connection is back, the next heartbeat tells whether the shard also
+  // removed this worker (REMOVED, DrainReplies), which is then the verdict.
+  const int64_t wait_ms = std::max(1000, options_.liveness_timeout_ms);
+  const std::string why = lost + " while this worker did not run for " + std::to_string(stall_.last_stall_ms()) +
+                          " ms (the process was stopped or starved, past cluster.liveness_timeout_ms=" +
+                          std::to_string(options_.liveness_timeout_ms) + ")";
+  if (lost_after_stall_.ok()) {
+    lost_after_stall_ = Status::Unavailable(log_prefix_ + why);
+    lost_after_stall_until_ = now + std::chrono::milliseconds(wait_ms);
+  }
+  LOG(WARNING) << log_prefix_ << why << "; waiting up to " << wait_ms
+               << " ms for the shard to say whether it removed this worker";
+}
+
 Status RequestChannel::CheckLiveness() {
   if (!gone_.ok()) return gone_;
+  if (!lost_after_stall_.ok() && SteadyClock::now() >= lost_after_stall_until_) {
+    gone_ = lost_after_stall_;
+    if (sticky_error_.ok()) sticky_error_ = gone_;
+    return gone_;
+  }
   if (options_.first_connect_timeout_ms > 0 && !leaving_ &&
       MillisecondsSince(connect_time_) >= options_.first_connect_timeout_ms) {
     for (int s = 0; s < num_shards(); ++s) {
@@ -603,6 +634,7 @@ Status RequestChannel::Progress(int timeout_ms) {
       if (e.num() == EINTR) continue;
       return Status::IOError(log_prefix_ + "poll: " + e.what());
     }
+    stall_.Turn(SteadyClock::now(), slice);  // before the events: a drop may be this stall's doing
     if (n > 0) {
       for (size_t i = num_data; i < poll_items_.size(); ++i)
         if (poll_items_[i].revents & ZMQ_POLLIN) TakeMonitorEvents(static_cast<int>(i - num_data));

@@ -88,6 +88,7 @@
 #include <zmq.hpp>
 
 #include "core/net/frame_pool.h"
+#include "core/stall_watch.h"
 #include "core/net/message.h"
 #include "core/net/server_lookup.h"
 #include "core/net/transport.h"
@@ -355,6 +356,9 @@ class RequestChannel {
   // process answers on its address. The message is then dropped.
   bool SameServerProcess(int shard, uint64_t incarnation);
   void TakeMonitorEvents(int shard);
+  // `shard`'s connection dropped with requests in flight: gone_ now, or,
+  // right after a stall of this process, lost_after_stall_ (see there).
+  void LoseInFlight(int shard);
   // Asks server_lookup about each shard waiting for a connection, and
   // moves those whose entry changed (MoveShard). Drops the copies kept for
   // shards that connected.
@@ -408,6 +412,14 @@ class RequestChannel {
   std::vector<std::vector<Message>> unconnected_sent_;
   int next_lookup_shard_ = 0;  // the shard FollowMovedShards asks first
   Status gone_;          // the first shard found gone: every wait fails with it
+  // This process's own stalls (SIGSTOP, a paused VM): a connection that
+  // dropped with requests in flight right after one is the stall's doing.
+  // The verdict then waits until lost_after_stall_until_ for the shard to
+  // say whether it removed this worker (REMOVED), and is lost_after_stall_
+  // if it does not (CheckLiveness).
+  StallWatch stall_;
+  Status lost_after_stall_;
+  std::chrono::steady_clock::time_point lost_after_stall_until_{};
   int stopping_shard_ = -1;  // stopping_shard()
   Status removed_;       // a shard's REMOVED (its reason); gone_ and sticky_error_ then
   bool leaving_ = false;  // BeginLeaving was called

@@ -36,6 +36,7 @@ StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank,
     if (p.rank() != static_cast<int>(i))
       return Status::InvalidArgument("evaluation setup: partial " + std::to_string(i) + " is rank " +
                                      std::to_string(p.rank()) + "'s");
+    s.test_offsets.push_back(s.test_rows);
     if (p.rank() < rank) s.test_offset += p.test_rows();
     s.test_rows += p.test_rows();
     s.train_rows += p.train_rows();

@@ -37,6 +37,7 @@ struct EvalSetup {
   std::vector<double> inv_propensity;
   int64_t train_rows = 0;   // training rows over all workers
   int64_t test_offset = 0;  // index in the whole test set of this worker's first test row
+  std::vector<int64_t> test_offsets;  // the same for every initial rank (test_offsets[rank] == test_offset)
   int64_t test_rows = 0;    // test rows over all workers
 };
 

@@ -221,6 +221,7 @@ TEST(PartitionedEvalTest, SetupSumsLabelCountsAndGivesOffsets) {
   EXPECT_EQ(s->train_rows, 100);
   EXPECT_EQ(s->test_rows, 12);
   EXPECT_EQ(s->test_offset, 5);
+  EXPECT_EQ(s->test_offsets, (std::vector<int64_t>{0, 5, 5}));  // every rank's, for parts scored for others
   EXPECT_EQ(s->inv_propensity, InversePropensity(CountLabels(d.labels), 100, 0.55, 1.5));  // exact
   all.pop_back();
   EXPECT_FALSE(EvalSetupFrom(all, 0, 3, LabelKind::kMultiLabel, 0.55, 1.5).ok());

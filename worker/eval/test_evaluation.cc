@@ -88,12 +88,12 @@ Status TestEvaluation::Setup(const std::vector<uint64_t>& label_counts, int64_t 
   return Status::OK();
 }
 
-StatusOr<bool> TestEvaluation::Evaluate(int64_t round, EvalGatherBody::EvalWant want, TrainReport* report) {
+StatusOr<EvalPartial> TestEvaluation::ScorePart(int rank, const Dataset& part, int64_t offset) {
   const auto start = SteadyClock::now();
   Evaluator eval(model_->label_kind(), model_->num_outputs(), backend_, setup_.inv_propensity);
   std::vector<float> scores;
   const int64_t bs = config_.train().eval_minibatch_size();
-  const int64_t rows = RowsToEvaluate(setup_.test_offset, test_.features.rows, config_.train().eval_max_rows());
+  const int64_t rows = RowsToEvaluate(offset, part.features.rows, config_.train().eval_max_rows());
   // AVERAGE: evaluation reads the servers' merged model, not this worker's
   // replica (restored on every path out).
   struct PauseReplica {
@@ -104,23 +104,67 @@ StatusOr<bool> TestEvaluation::Evaluate(int64_t round, EvalGatherBody::EvalWant 
   TETHER_RETURN_IF_ERROR(model_->BeginEvaluation(client_));
   const Status st = [&]() -> Status {
     for (int64_t b = 0; b < rows; b += bs) {
-      const Minibatch batch{&test_.features, &test_.labels, b, std::min(rows, b + bs)};
+      const Minibatch batch{&part.features, &part.labels, b, std::min(rows, b + bs)};
       TETHER_RETURN_IF_ERROR(model_->Pull(batch, client_));
       TETHER_RETURN_IF_ERROR(model_->Predict(batch, &scores));
-      TETHER_RETURN_IF_ERROR(eval.Add(scores, test_.labels, batch.begin, batch.end));
+      TETHER_RETURN_IF_ERROR(eval.Add(scores, part.labels, batch.begin, batch.end));
     }
     return Status::OK();
   }();
   model_->EndEvaluation();
   TETHER_RETURN_IF_ERROR(st);
-  EvalPartial mine = eval.Partial(rank_);
-  mine.set_eval_seconds(SecondsSince(start));
+  EvalPartial partial = eval.Partial(rank);
+  partial.set_eval_seconds(SecondsSince(start));
+  return partial;
+}
+
+StatusOr<int> TestEvaluation::FillMissingParts(std::vector<EvalPartial>* all) {
+  const int num_workers = config_.cluster().num_workers();
+  if (!load_part_ || static_cast<int>(all->size()) >= num_workers) return 0;
+  std::vector<EvalPartial> filled;
+  size_t next = 0;
+  int scored = 0;
+  for (int r = 0; r < num_workers; ++r) {
+    if (next < all->size() && (*all)[next].rank() == r) {
+      filled.push_back(std::move((*all)[next++]));
+      continue;
+    }
+    StatusOr<Dataset> part = load_part_(r);
+    if (!part.ok()) {
+      LOG(WARNING) << who_ << "evaluation: worker " << r << " left the job and its part of the test set cannot be "
+                   << "read here (" << part.status().message() << "): it is not scored";
+      continue;
+    }
+    const int64_t offset = static_cast<size_t>(r) < setup_.test_offsets.size() ? setup_.test_offsets[r] : 0;
+    TETHER_ASSIGN_OR_RETURN(EvalPartial p, ScorePart(r, *part, offset));
+    LOG(INFO) << who_ << "evaluation: worker " << r << " left the job; its part of the test set ("
+              << part->features.rows << " rows) was scored here, on the same final model";
+    filled.push_back(std::move(p));
+    ++scored;
+  }
+  // Partials of ranks beyond the initial ones (none are sent) keep their place.
+  for (; next < all->size(); ++next) filled.push_back(std::move((*all)[next]));
+  *all = std::move(filled);
+  return scored;
+}
+
+StatusOr<bool> TestEvaluation::Evaluate(int64_t round, EvalGatherBody::EvalWant want, TrainReport* report) {
+  const auto start = SteadyClock::now();
+  EvalPartial mine;
+  if (!joiner_) {
+    TETHER_ASSIGN_OR_RETURN(mine, ScorePart(rank_, test_, setup_.test_offset));
+  }
   std::vector<EvalPartial> all;
   // A worker that joined beyond the initial ranks holds no test rows and
   // owes no partial (it only gathers, when it is the evaluator).
   TETHER_ASSIGN_OR_RETURN(bool complete, session_->EvalGather(round, joiner_ ? nullptr : &mine, want, &all));
   if (want == EvalGatherBody::EVAL_ACK || !complete) return false;
+  int for_others = 0;
+  if (round == kFinalEvalRound) {
+    TETHER_ASSIGN_OR_RETURN(for_others, FillMissingParts(&all));
+  }
   TETHER_RETURN_IF_ERROR(MergeEvalResults(config_, all, model_, backend_, setup_.inv_propensity, report));
+  report->eval_parts_for_others = for_others;
   report->eval_seconds = SecondsSince(start);
   return true;
 }

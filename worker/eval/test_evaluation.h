@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <utility>
 #include <string>
 #include <vector>
@@ -62,6 +63,12 @@ class TestEvaluation {
   /// and sent no test rows in round 0: train.eval_max_rows is refused
   /// there, so no offset is needed).
   void set_test(Dataset test) { test_ = std::move(test); }
+  /// Reads initial rank `rank`'s part of the test set. With it, the
+  /// evaluator scores the parts of workers that left the job before the
+  /// final evaluation itself, so the final metrics cover the whole test set
+  /// (FillMissingParts); without it they cover the parts sent.
+  using PartLoader = std::function<StatusOr<Dataset>(int rank)>;
+  void set_part_loader(PartLoader loader) { load_part_ = std::move(loader); }
 
   /// Round 0: sends this worker's training label counts (`label_counts`
   /// over `counted_rows` rows; CountTrainingLabels) and test rows, and
@@ -102,6 +109,14 @@ class TestEvaluation {
   // Evaluates this worker's part for `round` and sends it; `want` as
   // EvalGather's. Returns whether every part was merged into *report.
   StatusOr<bool> Evaluate(int64_t round, EvalGatherBody::EvalWant want, TrainReport* report);
+  // Scores `part` (rank `rank`'s, starting at `offset` in the whole test
+  // set) on the model as the servers hold it now.
+  StatusOr<EvalPartial> ScorePart(int rank, const Dataset& part, int64_t offset);
+  // The final round on the evaluator: scores the part of every initial
+  // rank missing from `all` (rank order kept), when a PartLoader is set.
+  // Returns how many it scored; a part it cannot read is left out (with a
+  // warning) and the evaluation stays partial.
+  StatusOr<int> FillMissingParts(std::vector<EvalPartial>* all);
   // Logs the open rounds in order (EVAL_POLL: as far as they are complete;
   // EVAL_WAIT: all, waiting for each).
   Status CollectPending(EvalGatherBody::EvalWant want);
@@ -120,6 +135,7 @@ class TestEvaluation {
   MetricsLog* metrics_log_ = nullptr;
   EvalSetup setup_;
   std::deque<PendingRound> pending_;
+  PartLoader load_part_;
 };
 
 }  // namespace tether

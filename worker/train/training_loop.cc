@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 
 #include "core/config.h"
+#include "telemetry/progress_eta.h"
 
 namespace tether {
 namespace {
@@ -184,7 +185,10 @@ Status TrainingRun::EndClock(int epoch, const Minibatch& batch, float loss) {
               << static_cast<int>(100.0 * batch.end / batch.features->rows) << "%, clock " << client_->clock()
               << ", loss " << loss << ", " << static_cast<int64_t>(report_.samples / std::max(1e-9, train_s))
               << " samples/s, " << static_cast<int>(100 * pull_wait_ / std::max(1e-9, train_s))
-              << "% waiting on pulls";
+              << "% waiting on pulls, ETA "
+              << FormatEta(EtaSeconds(SecondsSince(train_start_), epoch,
+                                      static_cast<double>(batch.end) / std::max<int64_t>(1, batch.features->rows),
+                                      config_.train().epochs()));
   }
   bool stop_checkpoint = false;
   TETHER_RETURN_IF_ERROR(CheckpointIfDue(epoch, batch.end, loss_sum_, loss_batches_, &stop_checkpoint));
@@ -212,6 +216,7 @@ Status TrainingRun::EndEpoch(int epoch, uint64_t samples_from) {
   LOG(INFO) << who_ << "epoch " << epoch + 1 << "/" << config_.train().epochs() << " clock " << client_->clock()
             << " loss " << report_.final_loss << ", " << static_cast<int64_t>(report_.samples / t) << " samples/s, "
             << static_cast<int>(100 * pull_wait_ / t) << "% waiting on pulls, " << t << " s"
+            << EtaNote(t, epoch + 1)
             << (adaptive_.enabled() ? ", batch " + std::to_string(bs_) + " (" + std::to_string(epoch_rows_.back()) +
                                           " rows this epoch)"
                                     : std::string());
@@ -229,6 +234,15 @@ Status TrainingRun::EndEpoch(int epoch, uint64_t samples_from) {
     eval_seconds_ += SecondsSince(eval_start);
   }
   return Status::OK();
+}
+
+std::string TrainingRun::EtaNote(double elapsed_s, int done_epochs) const {
+  // Epochs of a few seconds or more: a person waits, and wants to know how
+  // long (a quick run's lines stay as they are).
+  constexpr double kEtaFromEpochSeconds = 3.0;
+  const int epochs = config_.train().epochs();
+  if (done_epochs >= epochs || elapsed_s / std::max(1, done_epochs) < kEtaFromEpochSeconds) return std::string();
+  return ", ETA " + FormatEta(EtaSeconds(elapsed_s, done_epochs, 0.0, epochs));
 }
 
 void TrainingRun::NoteDivergence(int epoch) {

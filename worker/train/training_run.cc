@@ -141,10 +141,14 @@ Status TrainingRun::LoadData() {
 
 StatusOr<Dataset> TrainingRun::LoadTestPart() const {
   if (joiner_) return Dataset();  // a rank beyond the initial ones holds no test rows
+  return LoadTestPartOf(rank_);
+}
+
+StatusOr<Dataset> TrainingRun::LoadTestPartOf(int rank) const {
   const DataConfig& d = config_.data();
   const bool same_file = d.test_file().empty();
   return LoadSplit(config_, same_file ? d.train_file() : d.test_file(),
-                   same_file ? d.train_label_file() : d.test_label_file(), d.test_split(), rank_, num_workers_);
+                   same_file ? d.train_label_file() : d.test_label_file(), d.test_split(), rank, num_workers_);
 }
 
 Status TrainingRun::CarveValidation() {
@@ -284,6 +288,10 @@ Status TrainingRun::Connect() {
                                              &label_counts, &counted_rows));
   eval_ = std::make_unique<TestEvaluation>(config_, rank_, std::move(test_), model_.get(), backend_.get(),
                                            client_.get(), session_.get());
+  // The evaluator scores the parts of workers that left (a worker removed
+  // for silence, an elastic leave) itself: the final metrics cover the
+  // whole test set.
+  eval_->set_part_loader([this](int rank) { return LoadTestPartOf(rank); });
   if (config_.train().validation_fraction() > 0)
     validation_ = std::make_unique<ValidationEvaluation>(config_, rank_, std::move(validation_rows_), model_.get(),
                                                          backend_.get(), client_.get(), session_.get());

@@ -92,6 +92,9 @@ class TrainingRun {
   // This worker's part of the test set (at the start; with a validation
   // split, at the end).
   StatusOr<Dataset> LoadTestPart() const;
+  // Initial rank `rank`'s part of the test set (the evaluator reads the
+  // parts of workers that left).
+  StatusOr<Dataset> LoadTestPartOf(int rank) const;
   Status Resume();
   Status Connect();
   ClientOptions MakeClientOptions() const;
@@ -111,6 +114,10 @@ class TrainingRun {
   Status EndClock(int epoch, const Minibatch& batch, float loss);
   Status EndEpoch(int epoch, uint64_t samples_from);
   void NoteDivergence(int epoch);
+  // ", ETA 4m 10s" for the epoch line after `done_epochs` epochs in
+  // `elapsed_s` when epochs take a few seconds or more and some are left;
+  // "" otherwise.
+  std::string EtaNote(double elapsed_s, int done_epochs) const;
   // A stop noticed now (logs the first time); true while one is pending.
   bool NoticeStop();
   // Takes the checkpoint at the client's clock if due, at `next_row` of
