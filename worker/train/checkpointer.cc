@@ -28,14 +28,20 @@ double UnixSeconds() {
 }  // namespace
 
 Checkpointer::Checkpointer(const JobConfig& config, int rank, int num_servers, std::vector<TableSpec> tables,
-                           WorkerClient* client, JobSession* session)
+                           WorkerClient* client, JobSession* session, const DataWatch* data)
     : config_(config),
       rank_(rank),
       num_servers_(num_servers),
       tables_(std::move(tables)),
       client_(client),
       session_(session),
+      data_(data),
       who_("[worker " + std::to_string(rank) + "] ") {}
+
+Status Checkpointer::CheckData(const std::string& when) const {
+  const Status st = data_->Check(when);
+  return st.ok() ? st : Status::FailedPrecondition(who_ + st.message());
+}
 
 Status Checkpointer::WriteManifest(const std::string& dir, int64_t clock, bool final, const CheckpointReply& reply) {
   CheckpointManifest m;
@@ -48,6 +54,7 @@ Status Checkpointer::WriteManifest(const std::string& dir, int64_t clock, bool f
   m.set_num_workers(config_.cluster().num_workers());
   for (const TableSpec& t : tables_) *m.add_tables() = t;
   *m.mutable_config() = config_;
+  data_->Record(&m);  // checked unchanged just before this checkpoint
   for (const CheckpointFile& f : reply.shard_files) *m.add_files() = f;
   for (const CheckpointFile& f : reply.extra_files) *m.add_files() = f;  // shard 0's chunks.state
   for (const CheckpointWorker& w : reply.workers) {
@@ -73,6 +80,8 @@ StatusOr<bool> Checkpointer::Take(WorkerState state, TrainReport* report) {
   // Never into a complete checkpoint of this clock (a resumed job reaching
   // one written before): every worker sees the same directory.
   const std::string dir = FreeCheckpointDir(config_.checkpoint().dir(), clock, false);
+  // A checkpoint's places are rows of the files read: never of changed ones.
+  TETHER_RETURN_IF_ERROR(CheckData("before the checkpoint at clock " + std::to_string(clock)));
   state.set_rank(rank_);
   state.set_num_workers(config_.cluster().num_workers());
   state.set_clock(clock);
@@ -122,6 +131,7 @@ StatusOr<std::string> Checkpointer::TakeFinal(const CheckpointManifest& resumed,
   if (dir != same)
     LOG(WARNING) << who_ << same << " already holds a complete checkpoint (written before this job resumed): "
                  << "the final checkpoint goes to " << dir << " instead of over it";
+  TETHER_RETURN_IF_ERROR(CheckData("before the final checkpoint at clock " + std::to_string(clock)));
   TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, session_->Checkpoint(dir, /*final=*/true, nullptr));
   // Workers that left before the end: the job did not finish. The
   // checkpoint keeps their places (LEFT) and is not a final one, so a

@@ -9,8 +9,10 @@
 // barrier.
 //
 // When to checkpoint is decided elsewhere (StopControl, the clock);
-// this class writes, asks and records. Ownership: borrows the client, the
-// session and the config (they outlive it). Thread-safety: not thread-safe; the
+// this class writes, asks and records. Before each checkpoint it checks
+// that the data files are unchanged since they were read, and the MANIFEST
+// records their stamps (worker/train/data_watch.h). Ownership: borrows the
+// client, the session, the data watch and the config (they outlive it). Thread-safety: not thread-safe; the
 // training thread owns it.
 #pragma once
 
@@ -24,6 +26,7 @@
 #include "proto/tables.pb.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
+#include "worker/train/data_watch.h"
 
 namespace tether {
 
@@ -32,9 +35,11 @@ struct TrainReport;  // worker/trainer.h
 class Checkpointer {
  public:
   /// `num_servers`: shards of the job; `tables`: the job's (the manifest
-  /// records both). `session` takes part in the rounds at `client`'s clock.
+  /// records both). `session` takes part in the rounds at `client`'s clock;
+  /// `data` holds the stamps of the data files read (checked before each
+  /// checkpoint, recorded in its MANIFEST).
   Checkpointer(const JobConfig& config, int rank, int num_servers, std::vector<TableSpec> tables,
-               WorkerClient* client, JobSession* session);
+               WorkerClient* client, JobSession* session, const DataWatch* data);
 
   /// checkpoint.dir is set.
   bool enabled() const { return !config_.checkpoint().dir().empty(); }
@@ -46,8 +51,9 @@ class Checkpointer {
   /// checkpoint.keep_last. Returns false when shard 0 abandoned the round
   /// (a worker restarted at or past its clock: no MANIFEST; logged, and
   /// training goes on). Records the pause, the count and the folder in
-  /// `report`. Errors: the state's write, the shards' (naming the file),
-  /// the client's waits.
+  /// `report`. Errors: FailedPrecondition naming a data file changed since
+  /// it was read (nothing written); the state's write, the shards' (naming
+  /// the file), the client's waits.
   StatusOr<bool> Take(WorkerState state, TrainReport* report);
 
   /// The end-of-job checkpoint, taken by the evaluator alone after the
@@ -62,6 +68,9 @@ class Checkpointer {
                                   bool dealt_by_shard0, TrainReport* report);
 
  private:
+  // The data files unchanged since they were read (`when`: "before the
+  // checkpoint at clock 40"), or an error naming each change.
+  Status CheckData(const std::string& when) const;
   // The MANIFEST of the checkpoint in `dir` at `clock` from the shards'
   // reply, written last; copies the state files of workers that left.
   Status WriteManifest(const std::string& dir, int64_t clock, bool final, const CheckpointReply& reply);
@@ -72,6 +81,7 @@ class Checkpointer {
   std::vector<TableSpec> tables_;
   WorkerClient* client_;
   JobSession* session_;
+  const DataWatch* data_;
   std::string who_;
 };
 

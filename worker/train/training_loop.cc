@@ -201,6 +201,9 @@ Status TrainingRun::EndClock(int epoch, const Minibatch& batch, float loss) {
 }
 
 Status TrainingRun::EndEpoch(int epoch, uint64_t samples_from) {
+  // Two 64 KiB reads per data file: a file changed under the job fails it
+  // here, naming the file, before anything of the epoch is reported.
+  TETHER_RETURN_IF_ERROR(CheckDataUnchanged("at the end of epoch " + std::to_string(epoch + 1)));
   epoch_rows_.push_back(static_cast<int64_t>(report_.samples - samples_from));
   source_->EndEpoch(epoch, epoch_rows_.back(), &report_);
   // An epoch in which this worker trained no minibatch (no rows dealt to

@@ -116,6 +116,10 @@ Status TrainingRun::CheckBeforeStart() {
 
 Status TrainingRun::LoadData() {
   const auto load_start = SteadyClock::now();
+  // Stamped before they are read: a file that changes from here on is
+  // named at the next check (the end of an epoch, a checkpoint, a resume).
+  TETHER_ASSIGN_OR_RETURN(std::vector<WatchedFile> files, JobDataFiles(config_));
+  TETHER_ASSIGN_OR_RETURN(data_watch_, DataWatch::Start(std::move(files)));
   TETHER_ASSIGN_OR_RETURN(data_, LoadTrainingData(config_, rank_, !options_.resume_from.empty()));
   TETHER_RETURN_IF_ERROR(CarveValidation());
   partition_rows_ = data_.held_rows();
@@ -176,6 +180,26 @@ Status TrainingRun::CarveValidation() {
 
 // ---- Resume (options.resume_from): where this worker starts.
 
+Status TrainingRun::CheckResumeData() const {
+  std::vector<std::string> notes;
+  // Always FailedPrecondition; "[worker R] " as the client's errors start.
+  if (Status st = data_watch_.CheckResume(manifest_, resume_dir_, &notes); !st.ok())
+    return Status::FailedPrecondition(who_ + st.message());
+  // An old checkpoint without stamps resumes as before, saying so once.
+  for (const std::string& note : notes) {
+    if (manifest_.data_files_recorded())
+      LOG(INFO) << who_ << note;
+    else
+      LOG(WARNING) << who_ << note;
+  }
+  return Status::OK();
+}
+
+Status TrainingRun::CheckDataUnchanged(const std::string& when) const {
+  const Status st = data_watch_.Check(when);
+  return st.ok() ? st : Status::FailedPrecondition(who_ + st.message());
+}
+
 Status TrainingRun::Resume() {
   if (!options_.resume_from.empty()) {
     TETHER_ASSIGN_OR_RETURN(resume_dir_, ResolveCheckpoint(options_.resume_from));
@@ -183,9 +207,13 @@ Status TrainingRun::Resume() {
     const std::string diff = DiffTableShapes(
         manifest_.tables(), google::protobuf::RepeatedPtrField<TableSpec>(tables_.begin(), tables_.end()));
     if (!diff.empty()) return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + diff);
+    TETHER_RETURN_IF_ERROR(CheckResumeData());
+    // Data files at other paths with the same stamps are the same data.
     const JobConfig& was = manifest_.config();
-    if (was.train().seed() != config_.train().seed() || was.data().train_file() != config_.data().train_file() ||
-        was.data().train_split() != config_.data().train_split())
+    const bool paths_differ = !manifest_.data_files_recorded() &&
+                              (was.data().train_file() != config_.data().train_file() ||
+                               was.data().train_split() != config_.data().train_split());
+    if (was.train().seed() != config_.train().seed() || paths_differ)
       LOG(WARNING) << who_ << "resuming with another train.seed, data.train_file or data.train_split than the "
                    << "checkpoint's: the rows left of the epoch are those of the checkpoint's order, the model's "
                    << "state continues, but the run is not the one that was stopped";
@@ -277,7 +305,7 @@ Status TrainingRun::Connect() {
               << config_.consistency().model_momentum();
   }
   checkpointer_ = std::make_unique<Checkpointer>(config_, rank_, static_cast<int>(options_.servers.size()), tables_,
-                                                 client_.get(), session_.get());
+                                                 client_.get(), session_.get(), &data_watch_);
   // Partitioned evaluation's round 0 (worker/eval/partitioned_eval.h): PSP@k
   // (multi-label) needs the training labels' frequencies over the whole
   // training split, which no single worker holds; likewise each worker's

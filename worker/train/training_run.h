@@ -49,6 +49,7 @@
 #include "worker/models/model.h"
 #include "worker/train/pacing.h"
 #include "worker/train/checkpointer.h"
+#include "worker/train/data_watch.h"
 #include "worker/train/resume_plan.h"
 #include "worker/train/row_source.h"
 #include "worker/train/stop_control.h"
@@ -89,6 +90,11 @@ class TrainingRun {
   // The validation rows out of the training partition (a validation
   // split), and the early-stopping metric checked.
   Status CarveValidation();
+  // The data files stamped again and compared with their stamps from
+  // LoadData (`when`: "at the end of epoch 3"); an error names each change.
+  Status CheckDataUnchanged(const std::string& when) const;
+  // --resume_from: the checkpoint's data-file stamps against this run's.
+  Status CheckResumeData() const;
   // This worker's part of the test set (at the start; with a validation
   // split, at the end).
   StatusOr<Dataset> LoadTestPart() const;
@@ -159,6 +165,7 @@ class TrainingRun {
   uint64_t cache_capacity_ = 0;
   std::unique_ptr<Backend> backend_;
   std::vector<TableSpec> tables_;
+  DataWatch data_watch_;  // the data files, stamped before they are read
   TrainingData data_;  // moved into source_ by StartTraining
   int64_t partition_rows_ = 0;  // rows held in memory (the checkpoint's partition_rows)
   Dataset test_;       // moved into eval_ by Connect
