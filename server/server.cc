@@ -273,6 +273,12 @@ bool ServerShard::DrainDone() {
               << " s (tether-server --stop_grace_s)";
   }
   if (staying == 0) return true;
+  if (StayingAllUnreachable()) {
+    LOG(WARNING) << log_prefix_ << "stop requested: the " << staying << " worker(s) still listed have had no "
+                 << "connection to this server for " << kUnreachableDrainMs
+                 << " ms (gone without a goodbye); stopping without waiting for them";
+    return true;
+  }
   if (SteadyClock::now() < *drain_deadline_) return false;
   LOG(WARNING) << log_prefix_ << "stop requested: " << staying << " worker(s) still here after " << grace_ms / 1000.0
                << " s (tether-server --stop_grace_s); stopping"
@@ -280,6 +286,22 @@ bool ServerShard::DrainDone() {
                        ? std::string()
                        : " without a stop checkpoint (a resume starts from the latest complete one)");
   return true;
+}
+
+bool ServerShard::StayingAllUnreachable() {
+  // A ROUTER holds a route while the worker's connection lives (and
+  // through a reconnect it holds again): a probe with no route
+  // (ConnectionLive) for every staying worker, kUnreachableDrainMs on end,
+  // means nobody is left to serve.
+  for (const std::string& identity : members_.StayingIdentities()) {
+    if (outbox_.ConnectionLive(identity)) {
+      drain_unreachable_since_.reset();
+      return false;
+    }
+  }
+  const auto now = SteadyClock::now();
+  if (!drain_unreachable_since_) drain_unreachable_since_ = now;
+  return now - *drain_unreachable_since_ >= std::chrono::milliseconds(kUnreachableDrainMs);
 }
 
 Status ServerShard::Finish() {

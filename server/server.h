@@ -189,6 +189,11 @@ class ServerShard {
   // StopAfterWorkers: true once the shard should end (every worker gone,
   // the grace spent, or nothing to checkpoint).
   bool DrainDone();
+  // During a stop: true once no worker still listed as staying has had a
+  // connection to this shard for kUnreachableDrainMs (each one gone
+  // without a goodbye: its BYE or ABORT never reached this shard, e.g.
+  // while it was stopped), so nobody can take the stop checkpoint.
+  bool StayingAllUnreachable();
   // The outcome once the loop ends: logs, job_finished(), and whether a
   // worker removed for silence leaves the job undone.
   Status Finish();
@@ -273,6 +278,7 @@ class ServerShard {
   uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
   // The loop's own state (event loop only).
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
+  std::optional<std::chrono::steady_clock::time_point> drain_unreachable_since_;
   // StopAfterWorkers: the last checkpoint's clock when the stop was first
   // seen (a larger one since is the stop checkpoint), and job_finished().
   int64_t checkpoint_before_stop_ = -1;
@@ -289,6 +295,9 @@ class ServerShard {
   // the failure, whichever comes first (ranks not started by then find no
   // server). An ABORT meanwhile does not end it sooner.
   static constexpr int64_t kLoadFailedLingerMs = 3000;
+  // StayingAllUnreachable: how long every staying worker must have been
+  // without a connection before a stop ends without them.
+  static constexpr int64_t kUnreachableDrainMs = 500;
 };
 
 }  // namespace tether
