@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/testing/file_bytes.h"
+
 namespace tether {
 namespace {
 
@@ -22,17 +24,8 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/model_file_test_" + std::to_string(getpid()) + "_" + name;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+std::string ReadAll(const std::string& path) { return testing::ReadFileBytes(path); }
+void WriteAll(const std::string& path, const std::string& bytes) { testing::WriteFileBytes(path, bytes); }
 
 // An XMC-shaped model: w1 (row, dim 3, keys 2, 5, 9), b1 (dense, 3), w2
 // (row, dim 4, keys 0, 1); values include the largest float, -0 and a

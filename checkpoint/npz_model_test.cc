@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "checkpoint/model_file.h"
+#include "tests/testing/file_bytes.h"
 
 namespace tether {
 namespace {
@@ -29,17 +30,8 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/npz_model_test_" + std::to_string(getpid()) + "_" + name;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+std::string ReadAll(const std::string& path) { return testing::ReadFileBytes(path); }
+void WriteAll(const std::string& path, const std::string& bytes) { testing::WriteFileBytes(path, bytes); }
 
 // An NPY file: version `major`.0, `dict` as the header (padded, '\n'), then `data`.
 std::string Npy(const std::string& dict, const std::string& data = "", int major = 1) {

@@ -11,17 +11,14 @@
 #include <fstream>
 #include <string>
 
+#include "tests/testing/file_bytes.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
-void Write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-void SetMtime(const std::string& path, int64_t s) {
-  struct timespec t[2] = {{s, 0}, {s, 0}};
-  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
-}
+void Write(const std::string& path, const std::string& text) { testing::WriteFileBytes(path, text); }
+using testing::SetMtime;
 
 TEST(DataStampTest, ChangesAreToldApartAndNamed) {
   testing::ScopedTempDir dir;

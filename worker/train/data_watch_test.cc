@@ -12,17 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/file_bytes.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
-void Write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-void SetMtime(const std::string& path, int64_t s) {
-  struct timespec t[2] = {{s, 0}, {s, 0}};
-  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
-}
+void Write(const std::string& path, const std::string& text) { testing::WriteFileBytes(path, text); }
+using testing::SetMtime;
 
 const char kRows[] = "2 3 2\n0 0:1 2:1\n1 1:1\n";
 
