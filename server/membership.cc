@@ -224,6 +224,7 @@ void Membership::Welcome(const std::string& identity, const MessageHeader& h, co
   HelloReplyBody& body = *reply.header.mutable_hello_reply();
   body.set_start_clock(a.start_clock);
   if (a.rejoin_clock >= 0) body.set_rejoin_clock(a.rejoin_clock);
+  if (a.rejoin_samples > 0) body.set_rejoin_samples(a.rejoin_samples);
   body.set_shard(options_.shard);
   body.set_num_shards(options_.num_shards);
   body.set_job_id(options_.job_id);
@@ -281,7 +282,10 @@ void Membership::ReleaseBarrier(JobCoordinator* coordinator) {
   if (evaluator < 0) return;  // nobody is waiting
   // The job coordinator fixes the evaluator (its first release's); the
   // workers read it from the coordinator's shard only.
-  if (coordinator != nullptr) evaluator = coordinator->Evaluator(evaluator);
+  if (coordinator != nullptr) {
+    evaluator = coordinator->Evaluator(evaluator);
+    total = coordinator->TotalSamples();
+  }
   int64_t latest = 0;
   for (int r = 0; r < clocks_->num_workers(); ++r) latest = std::max(latest, clocks_->clock(r));
   for (int r = 0; r < slots(); ++r) {

@@ -126,6 +126,7 @@ class Membership {
   struct Admission {
     int64_t start_clock = 0;    // the clock the worker starts at
     int64_t rejoin_clock = -1;  // a rejoin: the clock the rank was at
+    uint64_t rejoin_samples = 0;  // a rejoin, on shard 0: the rows the rank's earlier processes trained
     bool rejoined = false;
     bool min_clock_changed = false;
   };
@@ -151,8 +152,9 @@ class Membership {
   /// `rank`'s BARRIER `h` from `identity`. Returns whether the min clock changed.
   bool Arrive(int rank, const std::string& identity, const MessageHeader& h);
   /// Releases the barrier once every member is at it, left or removed:
-  /// each waiting worker gets the job's rows, the largest clock reached
-  /// and, with a coordinator, the evaluator rank it fixes.
+  /// each waiting worker gets the job's rows (with a coordinator, its count
+  /// over every process that trained; else the BARRIERs'), the largest
+  /// clock reached and, with a coordinator, the evaluator rank it fixes.
   void ReleaseBarrier(JobCoordinator* coordinator);
   /// `rank` said BYE: it no longer counts. Returns whether the min clock
   /// changed.

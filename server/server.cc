@@ -476,8 +476,10 @@ void ServerShard::OnHello(const std::string& identity, Message* m) {
     members_.Refuse(identity, h, why);
     return;
   }
-  if (coordinator_ != nullptr) coordinator_->WorkerJoined(rank, members_.worker(rank).said_hello);
-  const Membership::Admission a = members_.Admit(rank, identity, round_.resume_clock());
+  const uint64_t inherited =
+      coordinator_ != nullptr ? coordinator_->WorkerJoined(rank, members_.worker(rank).said_hello) : 0;
+  Membership::Admission a = members_.Admit(rank, identity, round_.resume_clock());
+  if (a.rejoined) a.rejoin_samples = inherited;
   inbox_.Admit(identity);  // its messages may now come in chunks
   kv_.WorkerJoined(rank, a.rejoined, key_list_bytes_per_worker());
   MinClockChanged(a.min_clock_changed);
@@ -540,6 +542,7 @@ void ServerShard::OnClock(const std::string& identity, const MessageHeader& h) {
   report.rank = rank;
   report.want_checkpoint = body.want_checkpoint();
   report.adaptive = body.has_adaptive_batch() ? &body.adaptive_batch() : nullptr;
+  if (body.has_samples()) report.samples = body.samples();
   report.latest_clock = LatestCountingClock();
   report.bound_wait_s = kv_.bound_wait_s(rank);
   report.now = SteadyClock::now();

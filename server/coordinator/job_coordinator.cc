@@ -25,10 +25,10 @@ class LocalCoordinator final : public JobCoordinator {
         eval_book_(o.max_workers),
         adaptive_(o.log_prefix) {}
 
-  void WorkerJoined(int rank, bool rejoined) override {
+  uint64_t WorkerJoined(int rank, bool rejoined) override {
     if (rejoined) chunks_.Leave(rank);  // the new process holds none of the old one's chunks
     adaptive_.Forget(rank);
-    ranks_.Joined(rank);
+    return ranks_.Joined(rank);
   }
   void WorkerFinished(int rank, uint64_t samples, const CheckpointWorker& finished) override {
     adaptive_.Forget(rank);
@@ -52,6 +52,7 @@ class LocalCoordinator final : public JobCoordinator {
     if (evaluator_ < 0) evaluator_ = lowest;
     return evaluator_;
   }
+  uint64_t TotalSamples() const override { return ranks_.TotalSamples(); }
 
   Status Resumed(int64_t clock, std::optional<ChunkCoordinatorState> chunks) override {
     if (chunks.has_value()) TETHER_RETURN_IF_ERROR(chunks_.Resume(std::move(*chunks)));
@@ -101,6 +102,7 @@ class LocalCoordinator final : public JobCoordinator {
 };
 
 Status LocalCoordinator::Clock(const ClockReport& c, ClockReplyBody* reply) {
+  if (c.samples.has_value()) ranks_.Clocked(c.rank, *c.samples);
   if (c.want_checkpoint && checkpoint_.Want(c.latest_clock))
     LOG(INFO) << options_.log_prefix << "worker " << c.rank
               << " asked for a checkpoint: every worker takes it at clock " << checkpoint_.due();

@@ -52,6 +52,7 @@ struct ClockReport {
   int rank = 0;
   bool want_checkpoint = false;
   const AdaptiveBatchClock* adaptive = nullptr;  // its report, or null
+  std::optional<uint64_t> samples;               // the rows it has trained so far (ClockBody.samples)
   // The largest clock of the workers counting at the host (0 when none).
   int64_t latest_clock = 0;
   // Seconds the rank's pulls have waited on the staleness bound at the host.
@@ -65,8 +66,10 @@ class JobCoordinator {
 
   // ---- Membership, as the host's shard admits and loses workers.
   /// A HELLO of `rank` was admitted; `rejoined`: the rank had joined before
-  /// (a restarted process: it holds none of the old one's chunks).
-  virtual void WorkerJoined(int rank, bool rejoined) = 0;
+  /// (a restarted process: it holds none of the old one's chunks). Returns
+  /// the rows the rank's earlier processes trained (0 for a first join):
+  /// the new process counts on from there (HELLO_REPLY.rejoin_samples).
+  virtual uint64_t WorkerJoined(int rank, bool rejoined) = 0;
   /// `rank` reached the barrier (BARRIER: its samples and `finished`).
   virtual void WorkerFinished(int rank, uint64_t samples, const CheckpointWorker& finished) = 0;
   /// `rank` said BYE / was removed for silence: its chunks are dealt again,
@@ -91,6 +94,9 @@ class JobCoordinator {
   /// The barrier is released with `lowest` the lowest rank waiting at it:
   /// the evaluator, which the first release fixes for the job.
   virtual int Evaluator(int lowest) = 0;
+  /// The job's rows trained over every rank, those of workers that left,
+  /// were removed or were replaced included (RankLedger::TotalSamples).
+  virtual uint64_t TotalSamples() const = 0;
 
   // ---- Checkpoints (the host writes its shard's part, server/checkpoint_round.h).
   /// The job resumed from the checkpoint at `clock`, whose chunks.state is

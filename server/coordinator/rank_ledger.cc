@@ -5,10 +5,25 @@
 
 namespace tether {
 
-void RankLedger::Joined(int rank) {
+uint64_t RankLedger::Joined(int rank) {
   Record& r = records_[rank];
+  const uint64_t inherited = r.samples;
   r = Record();
   r.joined = true;
+  r.samples = inherited;
+  return inherited;
+}
+
+void RankLedger::Clocked(int rank, uint64_t samples) {
+  Record& r = records_[rank];
+  if (!r.finished) r.samples = std::max(r.samples, samples);
+}
+
+uint64_t RankLedger::TotalSamples() const {
+  uint64_t total = 0;
+  for (const auto& [rank, r] : records_)
+    if (Member(rank)) total += r.samples;
+  return total;
 }
 
 void RankLedger::Finished(int rank, uint64_t samples, const CheckpointWorker& entry) {

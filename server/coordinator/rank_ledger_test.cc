@@ -48,9 +48,40 @@ TEST(RankLedgerTest, FinishedKeepsItsEntryUntilARejoin) {
   EXPECT_EQ(ranks.record(0).finished_entry.final_loss(), 0.25);
   ranks.Left(0);
   EXPECT_TRUE(ranks.record(0).finished);  // a BYE after the barrier keeps it
-  ranks.Joined(0);
+  // A new process in its place starts a fresh record that keeps the rows.
+  EXPECT_EQ(ranks.Joined(0), 1234u);
   EXPECT_FALSE(ranks.record(0).finished);
-  EXPECT_EQ(ranks.record(0).samples, 0u);
+  EXPECT_EQ(ranks.record(0).samples, 1234u);
+}
+
+TEST(RankLedgerTest, RowsOfProcessesThatLeftOrWereReplacedStayInTheTotal) {
+  RankLedger ranks(3);
+  EXPECT_EQ(ranks.Joined(0), 0u);
+  EXPECT_EQ(ranks.Joined(1), 0u);
+  EXPECT_EQ(ranks.Joined(2), 0u);
+  ranks.Clocked(0, 64);
+  ranks.Clocked(1, 64);
+  ranks.Clocked(2, 64);
+  ranks.Clocked(1, 128);
+  ranks.Clocked(1, 64);  // a late CLOCK never lowers the count
+  EXPECT_EQ(ranks.TotalSamples(), 256u);
+  // Rank 1 dies at 128 rows and a new process takes its place: it inherits
+  // them and its CLOCKs count on from there.
+  ranks.Removed(1);
+  EXPECT_EQ(ranks.TotalSamples(), 256u);
+  EXPECT_EQ(ranks.Joined(1), 128u);
+  ranks.Clocked(1, 192);
+  // Rank 2 leaves for good (an elastic leave): its rows stay.
+  ranks.Left(2);
+  // A joiner beyond the initial ranks counts from its first CLOCK.
+  EXPECT_EQ(ranks.Joined(5), 0u);
+  ranks.Clocked(5, 32);
+  EXPECT_EQ(ranks.TotalSamples(), 64u + 192u + 64u + 32u);
+  // The barrier's count is exact and final.
+  ranks.Finished(0, 100, CheckpointWorker());
+  ranks.Clocked(0, 500);
+  EXPECT_EQ(ranks.record(0).samples, 100u);
+  EXPECT_EQ(ranks.TotalSamples(), 100u + 192u + 64u + 32u);
 }
 
 TEST(RankLedgerTest, SnapshotRestoresEveryRecordAndRefusesDuplicates) {

@@ -113,6 +113,12 @@ ok = ok and len(workers) >= 2 and samples[1] > 0  # rank 1 joined and trained
 epoch_rows = servers[0].get("chunk_epoch_rows") if servers else None
 print(f"rows per epoch {epoch_rows}, rows re-dealt {m.get('rows_redealt')}")
 ok = ok and epoch_rows == [4880] * 7
+# The job's total_samples keeps the rows of the worker that left: every row
+# once per epoch, plus those of chunks a leaving worker never completed
+# (dealt again, so trained twice).
+total = m["total_samples"]
+print(f"total_samples {total} (every row once per epoch: {7 * 4880})")
+ok = ok and 7 * 4880 <= total <= 7 * 4880 + m.get("rows_redealt", 0)
 sys.exit(0 if ok else 1)
 PY
 }

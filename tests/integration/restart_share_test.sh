@@ -65,6 +65,8 @@ mj = json.load(open(mfile))
 workers = {w["rank"]: w for w in mj.get("workers", [])}
 trained = workers[1]["samples"] if 1 in workers else None
 check("rows the restarted worker trained", trained, 6 * rows - ((epoch1 - 1) * rows + row))
+# The job's count keeps the killed process's rows: both shares, six epochs.
+check("rows the job trained (total_samples)", mj["total_samples"], 2 * 6 * rows)
 print(f"P@1 {mj['precision_at_1']:.4f}")
 ok &= mj["precision_at_1"] >= 0.5
 sys.exit(0 if ok else 1)

@@ -689,6 +689,7 @@ Status WorkerClient::OnHelloReply(const ShardRequest& r, const HelloReplyBody& h
   }
   channel_.set_clock(std::max(channel_.clock(), h.start_clock()));
   if (h.has_rejoin_clock()) rejoin_clock_ = std::max(rejoin_clock_, h.rejoin_clock());
+  if (r.shard == 0) rejoin_samples_ = h.rejoin_samples();
   key_lists_[r.shard] = KeyListCache(options_.key_lists ? h.key_list_cache_bytes() : 0);
   return st;
 }
@@ -745,6 +746,7 @@ Status WorkerClient::Clock(bool want_checkpoint) {
     m.header.set_type(CLOCK);
     if (replica_ != nullptr) m.header.mutable_clock_report()->set_average_updates(average_updates);
     if (s == 0) {
+      m.header.mutable_clock_report()->set_samples(samples_trained_);
       if (want_checkpoint) m.header.mutable_clock_report()->set_want_checkpoint(true);
       if (adaptive_report_) {
         *m.header.mutable_clock_report()->mutable_adaptive_batch() = *adaptive_report_;

@@ -353,6 +353,13 @@ class WorkerClient {
   /// that process had reached, as the shards told at HELLO (the largest of
   /// their answers); −1 for a first start. Set by Connect, then constant.
   int64_t rejoin_clock() const { return rejoin_clock_; }
+  /// With rejoin_clock(): the rows the rank's earlier processes trained, as
+  /// shard 0 counted them from their CLOCKs (0 for a first start).
+  uint64_t rejoin_samples() const { return rejoin_samples_; }
+  /// The rows this worker has trained so far (its own, plus what it resumed
+  /// from or inherited): each CLOCK to shard 0 carries the latest value, so
+  /// the job's count keeps them should this process die or leave.
+  void set_samples_trained(uint64_t samples) { samples_trained_ = samples; }
 
   /// Sleeps `ms` milliseconds while keeping the worker alive (heartbeats) and
   /// processing replies; used to simulate a straggler (--slowdown). Returns
@@ -536,6 +543,8 @@ class WorkerClient {
   RequestHandle clock_reply_;              // shard 0's answer to the last CLOCK
   int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
   int64_t rejoin_clock_ = -1;              // from HELLO_REPLY (rejoin_clock)
+  uint64_t rejoin_samples_ = 0;            // from shard 0's HELLO_REPLY (rejoin_samples)
+  uint64_t samples_trained_ = 0;           // sent with each CLOCK to shard 0
   std::optional<AdaptiveBatchClock> adaptive_report_;  // for the next CLOCK to shard 0
   int adaptive_batch_size_ = 0;            // from CLOCK_REPLY
   float gradient_scale_ = 1.0f;            // SetPushScaling

@@ -36,8 +36,8 @@ Status JobSession::OnReply(uint64_t tag, const Status& verdict, Message* reply) 
       chunk_reply_ = h.chunk_reply();
       return Status::OK();
     case BARRIER_REPLY:
-      barrier_total_ = h.barrier_reply().total_samples();
       if (shard == 0) {
+        barrier_total_ = h.barrier_reply().total_samples();
         barrier_clock_ = h.barrier_reply().max_clock();
         if (h.barrier_reply().has_evaluator_rank()) evaluator_rank_ = h.barrier_reply().evaluator_rank();
       }

@@ -133,6 +133,7 @@ Status TrainingRun::TrainMinibatch(const Minibatch& batch, float* loss) {
   if (slowdown_ > 1.0)
     TETHER_RETURN_IF_ERROR(slow_idle_.Idle(SecondsSince(pull_start), [&](int ms) { return client_->Idle(ms); }));
   report_.samples += static_cast<uint64_t>(batch.rows());
+  client_->set_samples_trained(report_.samples);
   clock_rows_ += batch.rows();
   ++run_minibatches_;
   bs_min_ = std::min(bs_min_, bs_);

@@ -417,6 +417,7 @@ Status TrainingRun::PlanStart() {
   if (source_->dealt_by_shard0() && !resume_dir_.empty() && resume_.epoch() != start_.epoch)
     start_.loss_sum = 0, start_.loss_batches = 0;
   ApplyRejoin(streamed);
+  client_->set_samples_trained(report_.samples);
   return Status::OK();
 }
 
@@ -430,6 +431,9 @@ void TrainingRun::ApplyRejoin(bool streamed) {
   const int64_t prev = client_->rejoin_clock();
   const RejoinCase rejoin = ClassifyRejoin(prev, !resume_dir_.empty(), source_->dealt_by_shard0(), streamed,
                                            adaptive_.enabled(), partition_rows_);
+  // The rows the rank's earlier processes trained stay the job's: this one
+  // counts on from there (its own are report_.samples - start_.samples).
+  if (rejoin != RejoinCase::kNotRejoining) start_.samples = report_.samples = client_->rejoin_samples();
   if (rejoin == RejoinCase::kStartsAgain) {
     LOG(WARNING) << who_ << "restarted in the running job (its previous process reached clock " << prev
                  << ") without a checkpoint: its share of the data starts again at epoch 1, because "
