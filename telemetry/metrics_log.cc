@@ -3,6 +3,9 @@
 #include <filesystem>
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <glog/logging.h>
 
 #include <cerrno>
 #include <cstring>
@@ -14,14 +17,47 @@ namespace tether {
 MetricsLog::MetricsLog(std::string path, std::string role, int rank)
     : path_(std::move(path)), role_(std::move(role)), rank_(rank), start_(std::chrono::steady_clock::now()) {}
 
+namespace {
+
+// Moves a non-empty `path` (DIR/NAME.jsonl) to the first free
+// DIR/NAME.N.jsonl; returns where ("" when there was nothing to move).
+StatusOr<std::string> MoveEarlierRun(const std::string& dir, const std::string& name, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec || size == 0) return std::string();
+  for (int n = 1; n < 1000000; ++n) {
+    const std::string to = dir + "/" + name + "." + std::to_string(n) + ".jsonl";
+    if (fs::exists(to, ec)) continue;
+    // link + unlink rather than rename: a file made meanwhile under `to`
+    // is never overwritten.
+    if (::link(path.c_str(), to.c_str()) != 0) {
+      if (errno == EEXIST) continue;
+      return Status::IOError("cannot move the earlier run's metrics file " + path + " to " + to + ": " +
+                             std::strerror(errno));
+    }
+    if (::unlink(path.c_str()) != 0)
+      return Status::IOError("cannot move the earlier run's metrics file " + path + ": " + std::strerror(errno));
+    return to;
+  }
+  return Status::IOError("metrics directory " + dir + " holds too many earlier runs of " + name);
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& dir, const std::string& role, int rank) {
   if (dir.empty()) return Status::InvalidArgument("metrics directory is empty");
   // Its parents too: "--metrics_dir=out/bibtex" in a fresh clone.
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::IOError("cannot create metrics directory " + dir + ": " + ec.message());
-  const std::string path = dir + "/" + role + "-" + std::to_string(rank) + ".jsonl";
+  const std::string name = role + "-" + std::to_string(rank);
+  const std::string path = dir + "/" + name + ".jsonl";
   std::unique_ptr<MetricsLog> log(new MetricsLog(path, role, rank));
+  TETHER_ASSIGN_OR_RETURN(log->moved_to_, MoveEarlierRun(dir, name, path));
+  if (!log->moved_to_.empty())
+    LOG(WARNING) << "metrics file " << path << " held an earlier run: moved to " << log->moved_to_
+                 << "; this run writes a new " << path;
   log->out_.open(path, std::ios::app);
   if (!log->out_) return Status::IOError("cannot open metrics file " + path);
   return log;

@@ -1,4 +1,4 @@
-// MetricsLog: JSON-lines metrics, one object per line, appended to
+// MetricsLog: JSON-lines metrics, one object per line, written to
 // DIR/NAME.jsonl by every process of a job (workers once per clock and once
 // per evaluation, servers once per min-clock advance). tools/plot_metrics.py
 // draws loss and P@1 against time from these files.
@@ -27,8 +27,12 @@ namespace tether {
 
 class MetricsLog {
  public:
-  /// Creates `dir` and its parents if needed and opens DIR/ROLE-RANK.jsonl for
-  /// appending ("worker-0.jsonl"). Errors: IOError naming the path.
+  /// Creates `dir` and its parents if needed and opens a new
+  /// DIR/ROLE-RANK.jsonl ("worker-0.jsonl"). A file of that name that holds
+  /// lines (an earlier run, or this rank's earlier process) is never
+  /// appended to: it is moved to the first free DIR/ROLE-RANK.N.jsonl (N =
+  /// 1, 2, …: oldest first) and the move is logged, so each process's lines
+  /// plot as a run of their own. Errors: IOError naming the path.
   static StatusOr<std::unique_ptr<MetricsLog>> Open(const std::string& dir, const std::string& role, int rank);
 
   /// Appends `fields` plus t, unix_time, role and rank as one line. Lines are
@@ -41,11 +45,13 @@ class MetricsLog {
   /// Seconds since Open (steady clock).
   double Seconds() const;
   const std::string& path() const { return path_; }
+  /// Where Open moved an earlier file of this name ("" when none).
+  const std::string& moved_to() const { return moved_to_; }
 
  private:
   MetricsLog(std::string path, std::string role, int rank);
 
-  std::string path_, role_;
+  std::string path_, role_, moved_to_;
   int rank_;
   std::ofstream out_;
   std::chrono::steady_clock::time_point start_;

@@ -74,7 +74,7 @@ const ConfigOverride kOverrideTable[] = {
     {"client_public_key_file", "security.curve.client_public_key_file", "CURVE: this worker's public key, checked against its key pair (optional); workers"},
     {"authorized_keys", "security.curve.authorized_keys", "CURVE: comma-separated worker .pub files or directories of them; servers"},
     {"eval_every_epochs", "train.eval_every_epochs", "every worker evaluates its part of the test set every N epochs during training, rank 0 reports (0: at the end only)"},
-    {"metrics_dir", "train.metrics_dir", "every process appends JSON-lines metrics to DIR/<role>-<rank>.jsonl"},
+    {"metrics_dir", "train.metrics_dir", "every process writes JSON-lines metrics to DIR/<role>-<rank>.jsonl (an earlier run's file moved aside)"},
     {"progress_every_s", "train.progress_every_s", "seconds between progress lines (0: none)"},
     {"eval_max_rows", "train.eval_max_rows", "evaluate on the first N test rows only (0: all)"},
     {"fail_on_divergence", "train.fail_on_divergence", "exit 3 when the training loss diverges (default true; --nofail_on_divergence accepts a diverged run)"},

@@ -16,7 +16,8 @@
 #   paths  output paths checked before training (exit 2): --model_out and
 #          --checkpoint_dir under /proc, --metrics_out in a missing folder
 #          (launcher and worker by hand); --metrics_dir makes its parents,
-#          and a second run into the same folder is refused, never appended.
+#          and a second run into the same folder is refused, never appended;
+#          by hand, each process moves an earlier run's file aside.
 # Usage: command_line_test.sh flags|tools|paths BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -135,6 +136,24 @@ paths)
   refused 2 "train.metrics_dir (--metrics_dir)=$tmp/out/bibtex: already holds a run (server-0.jsonl, worker-0.jsonl, worker-1.jsonl)" \
     "$bin/tether-launch" "${bibtex[@]}" --servers=1 --epochs=1 --metrics_dir="$tmp/out/bibtex"
   [ "$(wc -l <"$tmp/out/bibtex/worker-0.jsonl")" = "$lines" ] || fail "the refused run appended to the folder"
+  # By hand: the same job twice into one folder. Each process moves its
+  # earlier file aside (the first free NAME.N.jsonl) and says so; each file
+  # then holds one run, its clocks counting from 1.
+  for run in 1 2; do
+    start_job hand$run 1 1 "${bibtex[@]}" --epochs=1 --metrics_dir="$tmp/hand"
+    wait_job "the by-hand run $run into $tmp/hand"
+  done
+  for role in server worker; do
+    grep -qF "metrics file $tmp/hand/$role-0.jsonl held an earlier run: moved to $tmp/hand/$role-0.1.jsonl" \
+      "$tmp/hand2-${role}0.log" || fail "the second $role did not say it moved the earlier run's file aside"
+  done
+  python3 - "$tmp/hand" <<'PY' || fail "a by-hand metrics file holds more or less than one run"
+import json, os, sys
+for name in ("worker-0.1.jsonl", "worker-0.jsonl"):
+    clocks = [r["clock"] for r in map(json.loads, open(os.path.join(sys.argv[1], name))) if r.get("kind") == "clock"]
+    assert clocks and clocks[0] == 1 and clocks == sorted(clocks) and len(set(clocks)) == len(clocks), (name, clocks[:5])
+    print(f"{name}: one run, clocks {clocks[0]}..{clocks[-1]}")
+PY
   ;;
 *) echo "usage: $0 flags|tools|paths BIN_DIR"; exit 2 ;;
 esac
