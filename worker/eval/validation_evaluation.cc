@@ -97,12 +97,12 @@ Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
   }();
   model_->EndEvaluation();
   TETHER_RETURN_IF_ERROR(st);
-  // Every worker waits for every part and merges them in rank order: the
-  // same figures everywhere, so the same decision to stop. A joiner
-  // (beyond the initial ranks) holds no validation rows and sends none.
   // The cut the best epoch's copy is taken at: this worker's pushes of the
   // epoch are applied on every shard before its part counts.
   if (KeepsBestModel(config_)) TETHER_RETURN_IF_ERROR(client_->WaitAll());
+  // Every worker waits for every part and merges them in rank order: the
+  // same figures everywhere, so the same decision to stop. A joiner
+  // (beyond the initial ranks) holds no validation rows and sends none.
   EvalPartial mine = eval.Partial(rank_);
   const bool owes = rank_ < config_.cluster().num_workers();
   std::vector<EvalPartial> all;
