@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <tuple>
 
+#include "core/net/value_frames.h"
 #include "core/partition.h"
+#include "core/wire_codec.h"
 #include "optim/schedule.h"
 
 namespace tether {
@@ -155,6 +157,7 @@ Status KvService::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, M
     reply->values = reply_pool_.Take(size * sizeof(float));
     t.PullDense(static_cast<float*>(reply->values.data()));
     reply->header.set_num_values(size);
+    NarrowReply(t, reply);
     return Status::OK();
   }
   const uint32_t dim = t.spec().dim();
@@ -166,6 +169,7 @@ Status KvService::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, M
   }
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
+  NarrowReply(t, reply);
   return Status::OK();
 }
 
@@ -175,6 +179,16 @@ void KvService::FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, 
   t.PullRowsIfPresent(keys, n, static_cast<float*>(reply->values.data()));
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
+  NarrowReply(t, reply);
+}
+
+void KvService::NarrowReply(const ServerTable& t, Message* reply) {
+  const WireEncoding e = t.spec().pull_wire();
+  if (!IsHalfWire(e)) return;
+  uint64_t saturated = 0;  // FP16: weights beyond ±65504 reach the worker as ±65504
+  reply->values = NarrowFrame(static_cast<const float*>(reply->values.data()), reply->header.num_values(), 1.0f, e,
+                              nullptr, &reply_pool_, &saturated);
+  reply->header.set_value_encoding(e);
 }
 
 void KvService::ServeReadyPulls() {

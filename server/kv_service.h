@@ -110,6 +110,8 @@ class KvService {
   /// `rank`'s kept key lists (null before its HELLO).
   const KeyListCache* key_lists(int rank) const;
   const FramePool& reply_pool() const { return reply_pool_; }
+  /// The same pool, for frames widened on receipt (WidenValues).
+  FramePool* frame_pool() { return &reply_pool_; }
   /// Sets table_rows, key_lists and (AVERAGE) average of `stats`.
   void FillStats(ShardStats* stats) const;
   /// The exit lines: rows held, key lists, reply frames.
@@ -145,6 +147,9 @@ class KvService {
   // FillValues for a PULL with absent_as_zeros (row tables): absent keys
   // come back as zeros and are not created.
   void FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
+  // Replaces reply's float32 values by the table's pull encoding
+  // (TableSpec.pull_wire, core/net/value_frames.h); FP32 leaves them.
+  void NarrowReply(const ServerTable& t, Message* reply);
   void MergeAverageRounds();
   void DropAverageDeltas(int rank, const char* why);
   // Refuses `m` with `what` (logged, counted as a bad message).
