@@ -124,5 +124,44 @@ TEST(WireCodecTest, EncodeScalesCountsAndKeepsResidual) {
   EXPECT_EQ(r32[0], 0.0f);
 }
 
+TEST(WireCodecTest, BulkEncodingMatchesOneValueAtATime) {
+  // Long enough for the vector paths; specials spread through it.
+  std::vector<float> src;
+  for (int i = 0; i < 1003; ++i) src.push_back(std::ldexp(std::sin(0.7f * i), (i % 60) - 30));
+  src[5] = std::numeric_limits<float>::infinity();
+  src[17] = -std::numeric_limits<float>::infinity();
+  src[40] = std::nanf("");
+  src[64] = 1e9f;
+  src[65] = -70000.0f;
+  src[66] = 65519.0f;
+  src[99] = std::numeric_limits<float>::max();
+  src[100] = 0x1p-30f;
+  for (const WireEncoding e : {BF16, FP16}) {
+    std::vector<uint16_t> bulk(src.size());
+    std::vector<float> residual(src.size(), 0.0f);
+    const uint64_t sat = EncodeValues(src.data(), src.size(), 1.0f, e, residual.data(), bulk.data());
+    uint64_t want_sat = 0;
+    for (size_t i = 0; i < src.size(); ++i) {
+      bool s = false;
+      const uint16_t h = e == BF16 ? FloatToBf16(src[i], &s) : FloatToFp16(src[i], &s);
+      want_sat += s;
+      const float back = e == BF16 ? Bf16ToFloat(h) : Fp16ToFloat(h);
+      if (std::isnan(src[i])) {
+        EXPECT_TRUE(std::isnan(e == BF16 ? Bf16ToFloat(bulk[i]) : Fp16ToFloat(bulk[i]))) << i;
+      } else {
+        EXPECT_EQ(bulk[i], h) << WireEncodingName(e) << " value " << i << " = " << src[i];
+      }
+      EXPECT_EQ(residual[i], std::isfinite(src[i]) ? src[i] - back : 0.0f) << WireEncodingName(e) << " " << i;
+    }
+    EXPECT_EQ(sat, want_sat) << WireEncodingName(e);
+    std::vector<float> decoded(src.size());
+    DecodeValues(bulk.data(), bulk.size(), e, decoded.data());
+    for (size_t i = 0; i < src.size(); ++i) {
+      if (std::isnan(src[i])) continue;
+      EXPECT_EQ(decoded[i], e == BF16 ? Bf16ToFloat(bulk[i]) : Fp16ToFloat(bulk[i])) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tether

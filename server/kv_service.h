@@ -147,8 +147,10 @@ class KvService {
   // FillValues for a PULL with absent_as_zeros (row tables): absent keys
   // come back as zeros and are not created.
   void FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
-  // Replaces reply's float32 values by the table's pull encoding
-  // (TableSpec.pull_wire, core/net/value_frames.h); FP32 leaves them.
+  // Where n float32 values of a reply go: its values frame (FP32), or,
+  // with a 16-bit pull_wire, pull_scratch_, which NarrowReply then narrows
+  // into the frame (TableSpec.pull_wire, core/net/value_frames.h).
+  float* ValuesOut(const ServerTable& t, uint64_t n, Message* reply);
   void NarrowReply(const ServerTable& t, Message* reply);
   void MergeAverageRounds();
   void DropAverageDeltas(int rank, const char* why);
@@ -178,6 +180,7 @@ class KvService {
   Status fatal_;
   std::vector<uint64_t> key_scratch_;
   std::vector<float> value_scratch_;
+  std::vector<float> pull_scratch_;  // a 16-bit reply's values before they are narrowed
 };
 
 }  // namespace tether

@@ -25,7 +25,7 @@ PushEncoder::PushEncoder(std::vector<Table> tables, uint64_t residual_bytes) : t
     uint64_t capacity = std::max<uint64_t>(1, residual_bytes / (uint64_t{spec.dim} * sizeof(float) +
                                                                 kResidualRowOverheadBytes));
     if (spec.num_keys > 0) capacity = std::min(capacity, spec.num_keys);
-    rows_[t] = std::make_unique<ResidualStore>(spec.dim, capacity);
+    rows_[t] = std::make_unique<ResidualStore>(spec.dim, capacity, spec.num_keys);
   }
 }
 

@@ -5,8 +5,10 @@
 
 namespace tether {
 
-ResidualStore::ResidualStore(uint32_t dim, uint64_t capacity_rows)
-    : dim_(std::max<uint32_t>(1, dim)), capacity_(std::max<uint64_t>(1, capacity_rows)) {}
+ResidualStore::ResidualStore(uint32_t dim, uint64_t capacity_rows, uint64_t key_range)
+    : dim_(std::max<uint32_t>(1, dim)), capacity_(std::max<uint64_t>(1, capacity_rows)) {
+  if (key_range > 0 && key_range <= capacity_) direct_range_ = key_range;
+}
 
 void ResidualStore::Unlink(uint32_t slot) {
   if (prev_[slot] != kNone) next_[prev_[slot]] = next_[slot];
@@ -43,6 +45,15 @@ uint32_t ResidualStore::TakeSlot() {
 }
 
 float* ResidualStore::Row(uint64_t key) {
+  if (key < direct_range_) {
+    if (direct_.empty()) {
+      direct_.assign(direct_range_ * dim_, 0.0f);
+      touched_.assign(direct_range_, 0);
+    }
+    direct_rows_ += touched_[key] == 0;
+    touched_[key] = 1;
+    return direct_.data() + key * dim_;
+  }
   auto it = index_.find(key);
   if (it != index_.end()) {
     if (head_ != it->second) {
@@ -61,6 +72,7 @@ float* ResidualStore::Row(uint64_t key) {
 }
 
 const float* ResidualStore::Find(uint64_t key) const {
+  if (key < direct_range_) return !touched_.empty() && touched_[key] ? direct_.data() + key * dim_ : nullptr;
   auto it = index_.find(key);
   return it == index_.end() ? nullptr : values_.data() + size_t{it->second} * dim_;
 }

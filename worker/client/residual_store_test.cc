@@ -55,5 +55,19 @@ TEST(ResidualStoreTest, CapacityOfOneRow) {
   EXPECT_EQ(s.evicted_l1(), 3.0);
 }
 
+TEST(ResidualStoreTest, KeysWithinARangeThatFitsAreAddressedDirectly) {
+  ResidualStore s(/*dim=*/2, /*capacity_rows=*/10, /*key_range=*/10);
+  EXPECT_EQ(s.Find(3), nullptr);
+  s.Row(3)[1] = 0.5f;
+  for (uint64_t k = 0; k < 10; ++k) s.Row(k);
+  EXPECT_EQ(s.rows(), 10u);
+  EXPECT_EQ(s.evicted(), 0u);  // never: every key has its row
+  EXPECT_EQ(s.Find(3)[1], 0.5f);
+  // A key past the range (a bad one) still gets a row, from the bounded part.
+  s.Row(1000)[0] = 1.0f;
+  EXPECT_EQ(s.Find(1000)[0], 1.0f);
+  EXPECT_EQ(s.rows(), 11u);
+}
+
 }  // namespace
 }  // namespace tether
