@@ -788,6 +788,11 @@ TEST(ConfigTest, ValidationSplitRefusesWhatWouldReadTheTestSplitEarly) {
   EXPECT_EQ(message(j), "config field train.validation_fraction: must be in [0, 1)");
   j.mutable_train()->set_validation_fraction(0);
   EXPECT_EQ(message(j), "config field train.early_stopping: needs a validation split: set train.validation_fraction");
+  j.mutable_train()->clear_early_stopping();
+  j.mutable_train()->set_keep_best_model(true);
+  EXPECT_EQ(message(j), "config field train.keep_best_model: needs a validation split: set train.validation_fraction");
+  j.mutable_train()->set_keep_best_model(false);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << message(j);
   j = *c;
   j.mutable_train()->set_validation_fraction(0.2);
   j.mutable_train()->set_eval_every_epochs(1);

@@ -442,6 +442,7 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     case EVAL_GATHER:
     case CHUNK_NEXT: return OnCoordinatorRequest(identity, *m);
     case STATS: return OnStats(identity, h);
+    case MODEL_CUT: return OnModelCut(identity, h);
     default:
       ++stats_.bad_messages;
       outbox_.SendError(identity, h, "unexpected message type " + TypeName(h.type()));
@@ -497,7 +498,8 @@ std::string ServerShard::SetUpTables(const HelloBody& h) {
   if (!valid.ok()) return "worker 0 declared a bad table: " + valid.message();
   // Tables this shard cannot hold fail the job now, naming the sizes,
   // rather than the shard running out of memory mid-training.
-  const Status fits = CheckShardFits(specs, shard_, num_shards_, MemoryBudgetFor(config_));
+  keep_best_model_ = h.keep_best_model();
+  const Status fits = CheckShardFits(specs, shard_, num_shards_, MemoryBudgetFor(config_), keep_best_model_);
   if (!fits.ok()) {
     fatal_ = fits;
     return fits.message();
@@ -598,6 +600,37 @@ void ServerShard::OnStats(const std::string& identity, const MessageHeader& h) {
   reply.header.set_type(STATS_REPLY);
   reply.header.set_request_id(h.request_id());
   *reply.header.mutable_stats_reply()->mutable_shard_stats() = SnapshotStats();
+  outbox_.Send(identity, &reply, h.sender_rank());
+}
+
+void ServerShard::OnModelCut(const std::string& identity, const MessageHeader& h) {
+  const ModelCutBody& body = h.model_cut();
+  const std::string who = "MODEL_CUT from worker " + std::to_string(h.sender_rank());
+  Status st;
+  if (!keep_best_model_)
+    st = Status::FailedPrecondition(who + ": worker 0's HELLO did not ask for train.keep_best_model");
+  else if (body.epoch() < 1)
+    st = Status::InvalidArgument(who + ": epoch " + std::to_string(body.epoch()) + " (must be ≥ 1)");
+  if (st.ok() && !body.restore() && kept_.Keep(body.epoch(), kv_.tables())) {
+    LOG(INFO) << log_prefix_ << "kept the weights at the end of epoch " << body.epoch() << " (the best so far): "
+              << FormatBytes(kept_.bytes());
+  } else if (st.ok() && body.restore()) {
+    StatusOr<bool> restored = kept_.Restore(body.epoch(), &kv_.tables());
+    if (!restored.ok()) st = restored.status().WithPrefix(who);
+    if (restored.ok() && *restored)
+      LOG(INFO) << log_prefix_ << "put back the weights kept at the end of epoch " << body.epoch()
+                << " for the final evaluation";
+  }
+  if (!st.ok()) {
+    ++stats_.bad_messages;
+    outbox_.SendError(identity, h, st.message());
+    return;
+  }
+  Message reply;
+  reply.header.set_type(MODEL_CUT_REPLY);
+  reply.header.set_request_id(h.request_id());
+  reply.header.mutable_model_cut_reply()->set_kept_epoch(kept_.epoch());
+  reply.header.mutable_model_cut_reply()->set_kept_bytes(kept_.bytes());
   outbox_.Send(identity, &reply, h.sender_rank());
 }
 

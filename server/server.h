@@ -11,6 +11,8 @@
 //     staleness bound), PUSH, PUSH_DELTA (model averaging), key lists;
 //   - the checkpoint round (server/checkpoint_round.h): CHECKPOINT, this
 //     shard's file, the resume;
+//   - the kept model (server/kept_model.h): MODEL_CUT, the best epoch's
+//     weights kept and put back;
 //   - the job coordinator (server/coordinator/job_coordinator.h), on the
 //     shard that hosts it (shard 0): CHUNK_NEXT, EVAL_GATHER, a CLOCK's job
 //     part (checkpoint clock, adaptive batch size), the evaluator rank.
@@ -46,6 +48,7 @@
 #include "server/checkpoint_round.h"
 #include "server/clock_tracker.h"
 #include "server/coordinator/job_coordinator.h"
+#include "server/kept_model.h"
 #include "server/kv_service.h"
 #include "server/membership.h"
 #include "server/request_check.h"
@@ -231,6 +234,8 @@ class ServerShard {
   // without one.
   void OnCoordinatorRequest(const std::string& identity, const Message& m);
   void OnStats(const std::string& identity, const MessageHeader& h);
+  // MODEL_CUT: keeps or restores the best epoch's weights (kept_).
+  void OnModelCut(const std::string& identity, const MessageHeader& h);
   // A worker fell silent (Membership::NextSilent): the other rooms let go.
   Status CheckWorkerTimeouts();
   // The min clock may have moved: parked pulls and AVERAGE rounds.
@@ -275,6 +280,8 @@ class ServerShard {
   // that are the coordinator's.
   std::unique_ptr<JobCoordinator> coordinator_;
   CheckpointRound round_;
+  KeptModel kept_;               // the best epoch's weights (train.keep_best_model)
+  bool keep_best_model_ = false;  // worker 0's HELLO announced it
   uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
   // The loop's own state (event loop only).
   std::optional<std::chrono::steady_clock::time_point> drain_deadline_;

@@ -17,13 +17,24 @@ uint64_t ShardTableBytes(const TableSpec& t, int shard, int num_shards) {
   return rows * ((t.dim() + optimizer.StateFloats(t.dim())) * sizeof(float) + kServerIndexBytesPerRow);
 }
 
-Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget) {
-  uint64_t need = 0;
+uint64_t KeptCopyBytes(const TableSpec& t, int shard, int num_shards) {
+  if (IsDenseTable(t)) {
+    const auto [b, e] = DenseRange(t.size(), shard, num_shards);
+    return (e - b) * sizeof(float);
+  }
+  const uint64_t n = static_cast<uint64_t>(num_shards);
+  return (t.num_keys() + n - 1) / n * t.dim() * sizeof(float);
+}
+
+Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget,
+                      bool kept_copy) {
+  uint64_t need = 0, kept = 0;
   std::string list, unbounded;
   const uint64_t n = static_cast<uint64_t>(num_shards);
   for (const TableSpec& t : tables) {
     const uint64_t bytes = ShardTableBytes(t, shard, num_shards);
     need += bytes;
+    if (kept_copy) kept += KeptCopyBytes(t, shard, num_shards);
     if (IsRowTable(t) && t.num_keys() == 0) {
       unbounded += (unbounded.empty() ? "" : ", ") + t.name();
       continue;
@@ -32,6 +43,8 @@ Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_s
             (IsRowTable(t) ? std::to_string((t.num_keys() + n - 1) / n) + " rows " : std::string()) +
             std::to_string(bytes);
   }
+  if (kept_copy) list += ", the best epoch's copy of the weights " + std::to_string(kept);
+  need += kept;
   if (budget.bytes == 0 || need <= budget.bytes) return Status::OK();
   return Status::ResourceExhausted(
       "server shard " + std::to_string(shard) + " of " + std::to_string(num_shards) +
@@ -40,7 +53,8 @@ Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_s
       (unbounded.empty() ? "" : "; tables of unbounded keys not counted: " + unbounded) + ", but " +
       FormatBytes(budget.bytes) + " are available (" + budget.source +
       "); run more servers (cluster.num_servers), or give each more memory (docs/OPERATIONS.md, \"Memory "
-      "sizing\")");
+      "sizing\")" +
+      (kept_copy ? std::string(", or drop the copy (train.keep_best_model: false)") : std::string()));
 }
 
 }  // namespace tether

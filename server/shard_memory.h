@@ -31,11 +31,18 @@ inline constexpr uint64_t kServerIndexBytesPerRow = 32;
 /// briefly holds its old and new arrays together, which is not counted.
 uint64_t ShardTableBytes(const TableSpec& table, int shard, int num_shards);
 
-/// Whether shard `shard` holds `tables` (Σ ShardTableBytes) within
-/// `budget` (bytes 0: no check). Errors: ResourceExhausted "server shard 1
+/// Bytes of the best epoch's copy of `table` on shard `shard` of
+/// `num_shards` (train.keep_best_model, server/kept_model.h): its weights
+/// alone, ROW ⌈num_keys / num_shards⌉ × dim × 4, DENSE the slice × 4; 0 for
+/// a row table of unbounded keys.
+uint64_t KeptCopyBytes(const TableSpec& table, int shard, int num_shards);
+
+/// Whether shard `shard` holds `tables` (Σ ShardTableBytes, plus Σ
+/// KeptCopyBytes when `kept_copy`) within `budget` (bytes 0: no check). Errors: ResourceExhausted "server shard 1
 /// of 2 does not fit in memory: the job's tables need ... on this shard
 /// (w1 ... rows ... , w2 ...), but ... are available (MemAvailable in
 /// /proc/meminfo); ...", naming every table with its rows and bytes.
-Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget);
+Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget,
+                      bool kept_copy = false);
 
 }  // namespace tether

@@ -51,5 +51,27 @@ TEST(ShardMemoryTest, ShardThatCannotHoldItsTablesFailsNamingTheSizes) {
   EXPECT_TRUE(CheckShardFits(t, 0, 2, MemoryBudget{}).ok()) << "unknown memory: no check";
 }
 
+// train.keep_best_model: the best epoch's copy of the weights (no
+// optimizer state, no index) counts too.
+TEST(ShardMemoryTest, TheBestEpochsCopyOfTheWeightsCounts) {
+  const std::vector<TableSpec> t = Tables();
+  EXPECT_EQ(KeptCopyBytes(t[0], 0, 2), 51u * 8 * 4);
+  EXPECT_EQ(KeptCopyBytes(t[1], 2, 3), 4u * 4);
+  EXPECT_EQ(KeptCopyBytes(t[2], 0, 2), 0u) << "unbounded keys: not counted";
+  // Shard 0 of 2: 4960 + 1632 + 5 × 4 = 6612 bytes.
+  MemoryBudget budget{6612, "consistency.memory_limit_bytes (--memory_limit)"};
+  EXPECT_TRUE(CheckShardFits(t, 0, 2, budget, /*kept_copy=*/true).ok());
+  budget.bytes = 6611;
+  const Status st = CheckShardFits(t, 0, 2, budget, /*kept_copy=*/true);
+  ASSERT_EQ(st.code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "server shard 0 of 2 does not fit in memory: the job's tables need 6.5 KiB (6612 bytes) on this shard "
+            "(weights, optimizer state and row index, in bytes: w1 51 rows 4896, b1 64, the best epoch's copy of "
+            "the weights 1652); tables of unbounded keys not counted: h, but 6.5 KiB (6611 bytes) are available "
+            "(consistency.memory_limit_bytes (--memory_limit)); run more servers (cluster.num_servers), or give "
+            "each more memory (docs/OPERATIONS.md, \"Memory sizing\"), or drop the copy "
+            "(train.keep_best_model: false)");
+}
+
 }  // namespace
 }  // namespace tether

@@ -266,6 +266,11 @@ float* ServerTable::NewRow(uint64_t key, uint64_t offset) {
   return row;
 }
 
+void ServerTable::InitRowWeights(uint64_t row, uint64_t key) {
+  float* w = data_.data() + row * stride_;
+  for (uint32_t j = 0; j < dim_; ++j) w[j] = zeros_ ? 0.0f : InitialWeight(seed_, spec_.id(), key, j, init_bound_);
+}
+
 void ServerTable::ForEachRow(const std::function<void(uint64_t key, const float* weights)>& fn) const {
   index_.ForEach([&](uint64_t key, uint64_t row) { fn(key, data_.data() + row * stride_); });
 }

@@ -154,6 +154,10 @@ class ServerTable {
   Status RestoreRow(uint64_t key, const float* values);
   /// Row tables: room for `rows` rows in all without regrowing (restore).
   void ReserveRows(uint64_t rows);
+  /// Row tables: row number `row` (< num_rows()) of `key` gets its
+  /// initializer's weights again (the optimizer state is left): the row as
+  /// a model cut taken before it existed holds it (server/kept_model.h).
+  void InitRowWeights(uint64_t row, uint64_t key);
   /// Dense slices: raw_floats() floats, writable (restore).
   float* mutable_raw_data() { return data_.data(); }
   /// Sets the update counter (restore on the same number of shards).

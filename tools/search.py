@@ -60,7 +60,8 @@ DATA_PATH_FIELDS = ["data.train_file", "data.test_file", "data.train_split", "da
                     "data.train_label_file", "data.test_label_file", "data.label_xml", "data.validation_split"]
 
 # Fields a refit run leaves out: it trains on every training row.
-VALIDATION_FIELDS = ["train.validation_fraction", "data.validation_split", "train.early_stopping"]
+VALIDATION_FIELDS = ["train.validation_fraction", "data.validation_split", "train.early_stopping",
+                     "train.keep_best_model"]
 
 
 def parse_args(argv=None):

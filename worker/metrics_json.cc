@@ -214,6 +214,7 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
     j["validation_metric"] = r.validation_metric;
     j["best_epoch"] = r.best_epoch;
     j["epochs_trained"] = r.epochs_trained;
+    j["scored_epoch"] = r.scored_epoch;
     j["stopped_early"] = r.stopped_early;
   }
   if (!r.servers.empty()) AddServerStats(r.servers, &j);

@@ -284,5 +284,25 @@ TEST(MetricsJsonFromStatsTest, C24DivergedRunIsMarked) {
   EXPECT_FALSE(LossDiverged(50.0, 5.0, 10.0));
 }
 
+// A validation split: its own keys beside the test split's, and the epoch
+// whose model the test split scored (the best one, kept).
+TEST(MetricsJsonFromStatsTest, ValidationKeysNameTheEpochScored) {
+  TrainReport r;
+  EXPECT_FALSE(MetricsJson(r, TwoByThreeConfig()).contains("scored_epoch")) << "no validation split";
+  r.validation_rows = 980;
+  r.validation_metric = "precision_at_1";
+  r.validation_metrics = {{"precision_at_1", 0.625}};
+  r.best_epoch = 3;
+  r.epochs_trained = 5;
+  r.scored_epoch = 3;
+  r.stopped_early = true;
+  const nlohmann::json j = MetricsJson(r, TwoByThreeConfig());
+  EXPECT_EQ(j["validation_precision_at_1"], 0.625);
+  EXPECT_EQ(j["best_epoch"], 3);
+  EXPECT_EQ(j["epochs_trained"], 5);
+  EXPECT_EQ(j["scored_epoch"], 3);
+  EXPECT_EQ(j["stopped_early"], true);
+}
+
 }  // namespace
 }  // namespace tether

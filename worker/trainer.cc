@@ -12,6 +12,7 @@
 #include "worker/metrics_json.h"
 #include "worker/models/model_registry.h"
 #include "worker/train/job_outcome.h"
+#include "worker/eval/validation_evaluation.h"
 #include "worker/train/training_run.h"
 
 namespace tether {
@@ -121,6 +122,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   o.staleness = EffectiveStaleness(config.consistency());
   o.data_on_demand = config.train().data_on_demand();
   o.epochs = config.train().epochs();
+  o.keep_best_model = KeepsBestModel(config);
   o.consistency_model = config.consistency().model();
   o.job_id = JobId(config);
   o.generation = config.cluster().generation();

@@ -162,13 +162,15 @@ struct TrainReport {
   /// all workers (0: no validation split), the metric early stopping
   /// watches, the best epoch on it (1-based) and that epoch's figures, and
   /// the epochs trained (fewer than train.epochs when early stopping ended
-  /// training). The test split is scored once, after the last epoch
-  /// trained, with the servers' model at that point.
+  /// training). The test split is scored once, after training, with the
+  /// model of epoch `scored_epoch`: the best epoch's, put back on the
+  /// servers (train.keep_best_model), or the last epoch trained's.
   int64_t validation_rows = 0;
   std::string validation_metric;
   int best_epoch = 0;
   std::vector<std::pair<std::string, double>> validation_metrics;
   int epochs_trained = 0;
+  int scored_epoch = 0;
   bool stopped_early = false;
 
   /// The value of test metric `name`, or NaN when absent.

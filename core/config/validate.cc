@@ -342,6 +342,8 @@ Status ValidateValidation(const JobConfig& c) {
   if (f == 0) {
     if (t.has_early_stopping())
       return FieldError("train.early_stopping", "needs a validation split: set train.validation_fraction");
+    if (t.has_keep_best_model() && t.keep_best_model())
+      return FieldError("train.keep_best_model", "needs a validation split: set train.validation_fraction");
     return Status::OK();
   }
   const auto refused = [](const std::string& why) { return FieldError("train.validation_fraction", why); };

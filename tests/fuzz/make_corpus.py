@@ -110,7 +110,7 @@ def message_corpus():
     ident = b'w0-123-456'
     seeds = {
         # TableSpec: id (1), name (2), kind (3: 0 row, 1 dense), dim (4), size (5)
-        'hello': [header(HELLO, version=4, body=(HELLO_BODY, hello_body(
+        'hello': [header(HELLO, version=5, body=(HELLO_BODY, hello_body(
                       2, b'job', 0, (field_varint(1, 0) + field_bytes(2, b'w1') + field_varint(4, 2),
                                      field_varint(1, 1) + field_bytes(2, b'b1') + field_varint(3, 1) +
                                      field_varint(5, 2))))),

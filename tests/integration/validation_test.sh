@@ -10,7 +10,14 @@
 #               metrics JSON has the validation split's own keys beside the
 #               test split's, training ends one epoch after the best one,
 #               and 1 worker sets aside the same rows as 2
-# Usage: validation_test.sh test_last|early_stop BIN_DIR
+#   best_model  the best epoch's model is the one scored and exported: one
+#               worker (BSP) stopping two epochs past its best epoch B
+#               scores the test split exactly as a run of B epochs that
+#               keeps its last model, and --model_out holds the same
+#               tensors (in-process); processes by hand (2 servers, 2
+#               workers) score epoch B, every shard puts it back, and a
+#               resume from the final checkpoint scores the same hits
+# Usage: validation_test.sh test_last|early_stop|best_model BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 data=$(pwd)/data/bibtex
@@ -83,12 +90,75 @@ assert 800 < m["validation_rows"] < 1150, m["validation_rows"]
 assert one["validation_rows"] == m["validation_rows"], (one["validation_rows"], m["validation_rows"])
 assert m["stopped_early"], "patience 1 at learning rate 0.02 did not stop within 12 epochs"
 assert m["epochs_trained"] == m["best_epoch"] + 1, (m["epochs_trained"], m["best_epoch"])
+assert m["scored_epoch"] == m["best_epoch"], (m["scored_epoch"], m["best_epoch"])
 assert 0 < m["validation_precision_at_1"] <= 1
 print(f"best epoch {m['best_epoch']} of {m['epochs_trained']} trained; validation P@1 "
       f"{m['validation_precision_at_1']:.4f} over {m['validation_rows']} rows; test P@1 {m['precision_at_1']:.4f}")
 PY
     n=$(grep -c "validation after epoch" "$tmp/es.log")
     [[ $n -ge 1 ]] || fail "no validation line in the log"
+    ;;
+  best_model)
+    tests="test_file: \"$data/Bibtex_data.txt.gz\" test_split: \"$data/bibtex_tstSplit.txt\""
+    write_config "$tmp/es.pbtxt" 12 "$tests" \
+      "validation_fraction: 0.2 early_stopping { metric: \"precision_at_1\" patience: 2 }"
+    sed -i 's/learning_rate: 0.002/learning_rate: 0.02/' "$tmp/es.pbtxt"
+    sed 's/num_servers: 2 num_workers: 2/num_servers: 1 num_workers: 1/' "$tmp/es.pbtxt" > "$tmp/one.pbtxt"
+    timeout -k 5 100 "$bin/tether-launch" --config "$tmp/one.pbtxt" --transport=inproc \
+      --metrics_out "$tmp/one.json" --model_out "$tmp/one.safetensors" > "$tmp/one.log" 2>&1 \
+      || fail "the one-worker early-stopping job exited $?"
+    best=$(metric "$tmp/one.json" best_epoch)
+    # The same job for exactly `best` epochs, keeping its last model.
+    sed -e "s/epochs: 12/epochs: $best/" -e 's/early_stopping { metric: "precision_at_1" patience: 2 }/keep_best_model: false/' \
+      "$tmp/one.pbtxt" > "$tmp/ref.pbtxt"
+    timeout -k 5 100 "$bin/tether-launch" --config "$tmp/ref.pbtxt" --transport=inproc \
+      --metrics_out "$tmp/ref.json" --model_out "$tmp/ref.safetensors" > "$tmp/ref.log" 2>&1 \
+      || fail "the $best-epoch job exited $?"
+    python3 - "$tmp" <<'PY' || fail "the best epoch's model is not the one scored and exported"
+import json, struct, sys
+t = sys.argv[1]
+m, ref = json.load(open(f"{t}/one.json")), json.load(open(f"{t}/ref.json"))
+assert m["stopped_early"] and m["epochs_trained"] == m["best_epoch"] + 2, (m["epochs_trained"], m["best_epoch"])
+assert m["scored_epoch"] == m["best_epoch"], (m["scored_epoch"], m["best_epoch"])
+assert ref["epochs_trained"] == ref["scored_epoch"] == m["best_epoch"], (ref["epochs_trained"], ref["scored_epoch"])
+keys = [k for k in m if k.startswith(("precision_", "ndcg_", "psp_", "psndcg_"))]
+assert len(keys) >= 12, keys
+for k in keys + ["test_rows"]:
+    assert m[k] == ref[k], f"{k}: {m[k]} after the best epoch put back, {ref[k]} after {m['best_epoch']} epochs"
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in head.items()
+            if k != "__metadata__"}
+a, r = tensors(f"{t}/one.safetensors"), tensors(f"{t}/ref.safetensors")
+assert sorted(a) == sorted(r) and "w1" in a, (sorted(a), sorted(r))
+for k in a:
+    assert a[k] == r[k], f"tensor {k} of the exported model differs from the {m['best_epoch']}-epoch run's"
+print(f"best epoch {m['best_epoch']} of {m['epochs_trained']}: test P@1 {m['precision_at_1']:.4f} = the "
+      f"{m['best_epoch']}-epoch run's, and the same {len(a)} tensors exported")
+PY
+    grep -q "the model of epoch $best (best precision_at_1 on the validation split) put back on the servers in place of epoch $((best + 2))'s" \
+      "$tmp/one.log" || fail "worker 0 does not say it put epoch $best back"
+    # Processes by hand, 2 servers and 2 workers, with a final checkpoint.
+    start_job hand 2 2 --config="$tmp/es.pbtxt" --checkpoint_dir="$tmp/ck"
+    wait_job "the job by hand"
+    best=$(metric "$tmp/hand.json" best_epoch)
+    [[ $(metric "$tmp/hand.json" scored_epoch) == "$best" ]] || fail "by hand: scored_epoch is not best_epoch $best"
+    for s in 0 1; do
+      grep -q "kept the weights at the end of epoch $best " "$tmp/hand-server$s.log" \
+        || fail "server $s kept no copy of epoch $best"
+      grep -q "put back the weights kept at the end of epoch $best for the final evaluation" "$tmp/hand-server$s.log" \
+        || fail "server $s did not put epoch $best back"
+    done
+    # The final checkpoint holds the model scored.
+    start_job resumed 2 2 --config="$tmp/es.pbtxt" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/ck"
+    wait_job "the resume from the final checkpoint"
+    for k in precision_hits_at_1 precision_hits_at_3 precision_hits_at_5; do
+      [[ $(metric "$tmp/resumed.json" $k) == $(metric "$tmp/hand.json" $k) ]] \
+        || fail "$k: $(metric "$tmp/resumed.json" $k) resumed from the final checkpoint, $(metric "$tmp/hand.json" $k) scored"
+    done
+    echo "by hand: epoch $best scored and put back on both shards; the final checkpoint scores the same hits"
     ;;
   *) fail "unknown mode $mode" ;;
 esac

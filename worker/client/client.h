@@ -84,6 +84,9 @@ struct ClientOptions {
   // train.epochs, sent with HELLO: every worker of a job trains the same
   // number of epochs (0: not sent, as a tool's client).
   int64_t epochs = 0;
+  // train.keep_best_model with a validation split, sent with HELLO: the
+  // shards will keep a copy of the best epoch's weights (MODEL_CUT).
+  bool keep_best_model = false;
   std::string job_id;                // the job's identity (JobId(config)): must equal the servers'
   uint64_t generation = 0;           // cluster.generation: must equal the servers'
   int request_timeout_ms = 120000;   // Wait fails after this long with no reply

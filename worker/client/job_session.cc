@@ -45,6 +45,9 @@ Status JobSession::OnReply(uint64_t tag, const Status& verdict, Message* reply) 
     case CHECKPOINT_REPLY:
       OnCheckpointReply(shard, h.checkpoint_reply());
       return Status::OK();
+    case MODEL_CUT_REPLY:
+      kept_epoch_ = h.model_cut_reply().kept_epoch();
+      return Status::OK();
     default:  // BYE_REPLY
       return Status::OK();
   }
@@ -121,6 +124,23 @@ StatusOr<bool> JobSession::EvalGather(int64_t round, const EvalPartial* mine, Ev
   if (all != nullptr) *all = std::move(eval_partials_);
   eval_partials_.clear();
   return eval_complete_;
+}
+
+StatusOr<int> JobSession::ModelCut(int epoch, bool restore) {
+  TETHER_RETURN_IF_ERROR(client_->WaitAll());
+  kept_epoch_ = 0;
+  RequestHandle cut = channel_.NewRequest(/*sticky=*/false);
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(MODEL_CUT);
+    m.header.mutable_model_cut()->set_epoch(epoch);
+    if (restore) m.header.mutable_model_cut()->set_restore(true);
+    Send(s, &m, cut, MODEL_CUT_REPLY);
+  }
+  TETHER_RETURN_IF_ERROR(cut.Wait());
+  TETHER_RETURN_IF_ERROR(channel_.sticky_error());
+  if (restore) client_->ClearCache();  // the reads that follow see the kept model
+  return kept_epoch_;
 }
 
 StatusOr<DataOnDemandChunk> JobSession::ChunkNext(const DataOnDemandChunk& request) {

@@ -116,6 +116,18 @@ class JobSession {
   StatusOr<bool> EvalGather(int64_t round, const EvalPartial* mine, EvalGatherBody::EvalWant want,
                             std::vector<EvalPartial>* all);
 
+  /// The best epoch's model (train.keep_best_model, server/kept_model.h):
+  /// waits for every request in flight, sends MODEL_CUT to every shard and
+  /// blocks for every answer. Keep (`restore` false): after the validation
+  /// round of `epoch` (1-based) found it best, before any push of the next
+  /// epoch; the first MODEL_CUT of the epoch to reach a shard takes its
+  /// copy. Restore: after Barrier, every worker, before it reads the model;
+  /// the first one to reach a shard puts the copy of `epoch` back; then the
+  /// cache is emptied. Returns the epoch of the copy the shards hold.
+  /// Errors: the sticky error, then as RequestHandle::Wait (a shard's
+  /// refusal: no copy, or one of another epoch).
+  StatusOr<int> ModelCut(int epoch, bool restore);
+
   /// Data on demand: sends CHUNK_NEXT with `request` (the job's shape and
   /// the completion of the previous chunk, if any) to shard 0 and returns
   /// its CHUNK_REPLY body (a chunk, WAIT or DONE; server/coordinator/chunk_service.h).
@@ -183,6 +195,7 @@ class JobSession {
   std::vector<EvalPartial> eval_partials_;  // EVAL_GATHER_REPLY's
   bool eval_complete_ = false;
   DataOnDemandChunk chunk_reply_;          // CHUNK_REPLY's
+  int kept_epoch_ = 0;                     // MODEL_CUT_REPLY's (the last shard's)
 };
 
 }  // namespace tether

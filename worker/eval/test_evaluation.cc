@@ -240,8 +240,9 @@ Status TestEvaluation::Final(TrainReport* report) {
   VLOG(1) << who_ << "evaluation by " << report->eval_workers << " worker(s): " << report->eval_seconds
             << " s (the slowest worker's part: " << report->eval_seconds_slowest << " s)";
   LOG(INFO) << who_ << "test (" << report->test_rows << " rows):" << MetricsLine(report->test_metrics);
-  // After early stopping the model is that of the last epoch trained.
-  const int epoch = report->stopped_early ? report->epochs_trained : config_.train().epochs();
+  // With a validation split the model scored is that of scored_epoch: the
+  // best epoch's when it was kept, else the last epoch trained.
+  const int epoch = report->validation_rows > 0 ? report->scored_epoch : config_.train().epochs();
   Log(report->test_metrics, report->test_rows, epoch, report->train_seconds, false,
       report->samples, report->final_loss);
   return Status::OK();

@@ -48,6 +48,10 @@ std::string LabelKindName(LabelKind kind) {
   }
 }
 
+bool KeepsBestModel(const JobConfig& config) {
+  return config.train().validation_fraction() > 0 && config.train().keep_best_model();
+}
+
 std::string ValidationMetric(const JobConfig& config) {
   const EarlyStopping& es = config.train().early_stopping();
   if (es.has_metric()) return es.metric();
@@ -93,6 +97,9 @@ Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
   }();
   model_->EndEvaluation();
   TETHER_RETURN_IF_ERROR(st);
+  // The cut the best epoch's copy is taken at: this worker's pushes of the
+  // epoch are applied on every shard before its part counts.
+  if (KeepsBestModel(config_)) TETHER_RETURN_IF_ERROR(client_->WaitAll());
   // Every worker waits for every part and merges them in rank order: the
   // same figures everywhere, so the same decision to stop. A joiner
   // (beyond the initial ranks) holds no validation rows and sends none.
@@ -112,7 +119,11 @@ Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
                                       std::to_string(config_.train().validation_fraction()) +
                                       " of the training rows chose none): raise it");
   last_ = ValidationEpoch{epoch, merged.rows(), merged.Results()};
-  if (stopper_.Add(epoch, MetricNamed(last_.metrics, stopper_.metric()))) best_ = last_;
+  if (stopper_.Add(epoch, MetricNamed(last_.metrics, stopper_.metric()))) {
+    best_ = last_;
+    // Before any push of the next epoch (server/kept_model.h).
+    if (KeepsBestModel(config_)) TETHER_RETURN_IF_ERROR(session_->ModelCut(epoch, /*restore=*/false).status());
+  }
   if (rank_ == 0) {
     LOG(INFO) << who_ << "validation after epoch " << epoch << " (" << last_.rows << " rows):"
               << MetricsLine(last_.metrics) << "; best " << stopper_.metric() << " "

@@ -13,6 +13,13 @@
 // after epoch N ...") and writes a "kind": "validation" record to the
 // metrics log.
 //
+// The best epoch's model (KeepsBestModel): each worker waits for its
+// epoch's pushes to be answered before it sends its part, and after a
+// round that finds a new best epoch it tells every shard to keep a copy of
+// its weights (JobSession::ModelCut) before it trains on: a consistent cut
+// at that epoch's end (server/kept_model.h says why). TrainingRun puts the
+// copy back after training.
+//
 // The figures carry no propensity-scored metrics (PSP@k needs the
 // propensities of the rows trained on; the validation rows are not).
 //
@@ -53,6 +60,10 @@ double MetricNamed(const std::vector<std::pair<std::string, double>>& metrics, c
 /// "binary", "multiclass").
 std::string LabelKindName(LabelKind kind);
 
+/// Whether the job keeps its best epoch's model: a validation split and
+/// train.keep_best_model (default true).
+bool KeepsBestModel(const JobConfig& config);
+
 /// The metric early stopping watches: train.early_stopping.metric when
 /// set, else precision_at_1 (multi-label) or accuracy.
 std::string ValidationMetric(const JobConfig& config);
@@ -70,7 +81,8 @@ class ValidationEvaluation {
   int64_t local_rows() const { return rows_.features.rows; }
 
   /// After epoch `epoch` (1-based): evaluates this worker's rows, waits for
-  /// every worker's part, merges and feeds the rule; rank 0 logs.
+  /// every worker's part, merges and feeds the rule; rank 0 logs. A new
+  /// best epoch is kept on the shards (KeepsBestModel).
   /// `train_s`: training seconds so far (for the log). Errors: the
   /// client's, the model's; FailedPrecondition when the merged split has no
   /// row (every worker's share was empty: raise validation_fraction).

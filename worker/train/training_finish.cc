@@ -46,6 +46,7 @@ void AddWireStats(const ClientStats& cs, const std::vector<TableSpec>& tables, W
 
 Status TrainingRun::Finish() {
   TETHER_RETURN_IF_ERROR(Barrier());
+  TETHER_RETURN_IF_ERROR(RestoreBestModel());
   report_.train_seconds = TrainSeconds();
   report_.samples_per_second = report_.total_samples / std::max(1e-9, report_.train_seconds);
   std::string incomplete;  // set when workers left before the end
@@ -122,6 +123,24 @@ Status TrainingRun::Barrier() {
   finished.set_diverged_at_epoch(report_.diverged_at_epoch);
   TETHER_ASSIGN_OR_RETURN(report_.total_samples,
                           session_->Barrier(report_.samples, mine, source_->dealt_by_shard0(), finished));
+  return Status::OK();
+}
+
+Status TrainingRun::RestoreBestModel() {
+  report_.scored_epoch = report_.epochs_trained;
+  if (validation_ == nullptr || !KeepsBestModel(config_) || validation_->best_epoch() == 0) return Status::OK();
+  // Every worker asks (the first to reach a shard restores): each reads the
+  // model for its part of the evaluation only after its own request is
+  // answered. No worker pushes after the barrier.
+  const int best = validation_->best_epoch();
+  TETHER_ASSIGN_OR_RETURN(const int kept, session_->ModelCut(best, /*restore=*/true));
+  report_.scored_epoch = kept;
+  if (rank_ == 0)
+    LOG(INFO) << who_ << "the model of epoch " << best << " (best " << validation_->metric()
+              << " on the validation split) put back on the servers"
+              << (best < report_.epochs_trained
+                      ? " in place of epoch " + std::to_string(report_.epochs_trained) + "'s"
+                      : std::string(": the last epoch trained"));
   return Status::OK();
 }
 

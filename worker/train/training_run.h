@@ -14,7 +14,8 @@
 //   Train        epochs of blocks of minibatches: pull, compute, push,
 //                clock; checkpoints (worker/train/checkpointer.h) and
 //                stops (worker/train/stop_control.h) between minibatches
-//   Finish       barrier, final checkpoint, evaluation, the report and
+//   Finish       barrier, the best epoch's model put back (a validation
+//                split), final checkpoint, evaluation, the report and
 //                the metrics file (worker/train/job_outcome.h says whether
 //                the job did its job)
 //
@@ -148,6 +149,9 @@ class TrainingRun {
   // ---- The end (training_finish.cc).
   Status Finish();
   Status Barrier();
+  // The best epoch's model put back on the shards (train.keep_best_model),
+  // before the final checkpoint and evaluation; sets the scored epoch.
+  Status RestoreBestModel();
   WorkerStats BarrierStats() const;
   Status Evaluate(std::string* incomplete);
   Status Report(const std::string& incomplete);

@@ -1,0 +1,78 @@
+#include "server/kept_model.h"
+
+#include <string>
+
+#include "core/table_spec.h"
+
+namespace tether {
+
+bool KeptModel::Keep(int epoch, const Tables& tables) {
+  if (epoch <= epoch_) return false;
+  copies_.assign(tables.size(), TableCopy());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const ServerTable& t = *tables[i];
+    TableCopy& c = copies_[i];
+    if (IsDenseTable(t.spec())) {
+      const uint64_t n = t.dense_end() - t.dense_begin();
+      c.weights.assign(t.raw_data(), t.raw_data() + n);
+      continue;
+    }
+    // Weights only: the first dim floats of each row's stride.
+    const uint32_t dim = t.spec().dim(), stride = t.stride();
+    c.rows = t.num_rows();
+    c.weights.resize(c.rows * dim);
+    const float* src = t.raw_data();
+    for (uint64_t r = 0; r < c.rows; ++r)
+      std::copy(src + r * stride, src + r * stride + dim, c.weights.data() + r * dim);
+  }
+  epoch_ = epoch;
+  restored_ = false;
+  return true;
+}
+
+StatusOr<bool> KeptModel::Restore(int epoch, Tables* tables) {
+  if (epoch_ == 0)
+    return Status::FailedPrecondition("no copy of the model was kept, but the workers ask for epoch " +
+                                      std::to_string(epoch) + "'s");
+  if (epoch != epoch_)
+    return Status::FailedPrecondition("the copy of the model kept here is epoch " + std::to_string(epoch_) +
+                                      "'s, but the workers ask for epoch " + std::to_string(epoch) +
+                                      "'s (the workers disagree on the best epoch)");
+  if (restored_) return false;
+  if (tables->size() != copies_.size())
+    return Status::InvalidArgument("the copy of epoch " + std::to_string(epoch_) + " holds " +
+                                   std::to_string(copies_.size()) + " tables, this shard " +
+                                   std::to_string(tables->size()));
+  for (size_t i = 0; i < copies_.size(); ++i)
+    if (IsRowTable((*tables)[i]->spec()) && (*tables)[i]->num_rows() < copies_[i].rows)
+      return Status::InvalidArgument("table " + (*tables)[i]->spec().name() + " holds fewer rows (" +
+                                     std::to_string((*tables)[i]->num_rows()) + ") than its copy of epoch " +
+                                     std::to_string(epoch_) + " (" + std::to_string(copies_[i].rows) + ")");
+  for (size_t i = 0; i < copies_.size(); ++i) Put(copies_[i], (*tables)[i].get());
+  restored_ = true;
+  return true;
+}
+
+void KeptModel::Put(const TableCopy& copy, ServerTable* t) {
+  float* dst = t->mutable_raw_data();
+  if (IsDenseTable(t->spec())) {
+    std::copy(copy.weights.begin(), copy.weights.end(), dst);
+    return;
+  }
+  const uint32_t dim = t->spec().dim(), stride = t->stride();
+  for (uint64_t r = 0; r < copy.rows; ++r)
+    std::copy(copy.weights.data() + r * dim, copy.weights.data() + (r + 1) * dim, dst + r * stride);
+  if (t->num_rows() == copy.rows) return;
+  // Rows first touched after the cut (rare: every epoch trains the same
+  // rows): back to the weights they had before they existed.
+  const std::vector<uint64_t> keys = t->KeysByRow();
+  for (uint64_t r = copy.rows; r < keys.size(); ++r) t->InitRowWeights(r, keys[r]);
+}
+
+uint64_t KeptModel::bytes() const {
+  uint64_t n = 0;
+  for (const TableCopy& c : copies_) n += c.weights.size() * sizeof(float);
+  return n;
+}
+
+}  // namespace tether
