@@ -18,6 +18,16 @@ README.md whose table gives each set's cosine k-nearest-neighbour P@1 / P@3
            median test P@1 / P@3 / P@5 over the seeds and the margin over kNN
            in points, with the command that made it.
 
+Training length in minibatch steps: --max_steps and --patience_steps set
+each set's train.epochs and train.early_stopping.patience so that every
+worker takes about that many steps, whatever the set's size: epochs =
+ceil(steps / clocks per epoch), clocks per epoch being the job's nominal
+epoch (docs/MODELS.md: ceil(ceil(rows / num_workers) / minibatch_size /
+minibatches_per_clock)) over the rows left for training after the
+template's train.validation_fraction. --refit then trains each seed once
+more on every training row (no validation split) for the best epoch its
+validation run chose, and reports that run's test figures.
+
 The configs from `prepare` are what tools/search.py takes (--config, once
 per set) to choose settings over every set at once.
 
@@ -28,6 +38,7 @@ import argparse
 import glob
 import json
 import lzma
+import math
 import os
 import re
 import shlex
@@ -48,6 +59,11 @@ def parse_args(argv=None):
     p.add_argument("--sets", default="", help="comma-separated set names (default: every set in the folder)")
     p.add_argument("--bin", default="build/bin", help="directory holding tether-launch")
     p.add_argument("--timeout_s", type=int, default=1800, help="bound on each run")
+    p.add_argument("--max_steps", type=int, default=0, help="train.epochs from this many steps per worker (0: keep)")
+    p.add_argument("--patience_steps", type=int, default=0,
+                   help="train.early_stopping.patience from this many steps per worker (0: keep)")
+    p.add_argument("--refit", action="store_true",
+                   help="retrain each seed on every training row for its validation run's best epoch")
     p.add_argument("extra", nargs="*", help="more flags for tether-launch, after --")
     return p.parse_args(argv)
 
@@ -120,6 +136,7 @@ def prepare(args, sets):
             v = pbtxt.get(template, "data." + field)
             if v is not None:
                 pbtxt.set_field(tree, "data." + field, v)
+        set_length(tree, count_rows(s["train_split"]), args.max_steps, args.patience_steps)
         path = os.path.join(args.out, "configs", f"{name}.pbtxt")
         with open(path, "w") as f:
             f.write(pbtxt.dump(tree))
@@ -127,9 +144,113 @@ def prepare(args, sets):
     return configs
 
 
+def count_rows(split_path):
+    with open(split_path) as f:
+        return sum(1 for line in f if line.strip())
+
+
+def clocks_per_epoch(tree, rows):
+    """The nominal epoch's clocks (cli/nominal_epoch.h) over `rows` training rows."""
+    workers = int(pbtxt.get(tree, "cluster.num_workers", "1"))
+    minibatch = int(pbtxt.get(tree, "train.minibatch_size", "1"))
+    per_clock = int(pbtxt.get(tree, "train.minibatches_per_clock", "1"))
+    return max(1, math.ceil(math.ceil(rows / workers) / minibatch / per_clock))
+
+
+def set_length(tree, rows, max_steps, patience_steps):
+    """train.epochs and the patience from step counts, for a set of `rows` training rows."""
+    fraction = float(pbtxt.get(tree, "train.validation_fraction", "0"))
+    clocks = clocks_per_epoch(tree, round(rows * (1 - fraction)))
+    if max_steps > 0:
+        pbtxt.set_field(tree, "train.epochs", str(math.ceil(max_steps / clocks)))
+    if patience_steps > 0:
+        pbtxt.set_field(tree, "train.early_stopping.patience", str(max(1, math.ceil(patience_steps / clocks))))
+    return clocks
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
+
+
+# Fields a refit leaves out: it trains on every training row.
+VALIDATION_FIELDS = ["train.validation_fraction", "data.validation_split", "train.early_stopping",
+                     "train.keep_best_model"]
+
+
+def launch(args, cfg, run_dir, seed):
+    """One tether-launch run of config file `cfg`; its metrics JSON, or None."""
+    os.makedirs(run_dir, exist_ok=True)
+    metrics = os.path.join(run_dir, "metrics.json")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    cmd = [os.path.join(args.bin, "tether-launch"), "--config", cfg, "--metrics_out", metrics,
+           f"--seed={seed}", f"--timeout_s={args.timeout_s}"] + args.extra
+    rc, _ = run_launch(cmd, os.path.join(run_dir, "log.txt"), args.timeout_s)
+    if rc != 0 or not os.path.exists(metrics):
+        print(f"[mldr] {run_dir}: failed (exit {rc}); see {run_dir}/log.txt", flush=True)
+        return None
+    with open(metrics) as f:
+        return json.load(f)
+
+
+def refit_config(cfg, epochs, path):
+    """Writes `cfg` without its validation split, for `epochs` epochs, to `path`."""
+    with open(cfg) as f:
+        tree = pbtxt.parse(f.read(), cfg)
+    for field in VALIDATION_FIELDS:
+        pbtxt.remove_field(tree, field)
+    pbtxt.set_field(tree, "train.epochs", str(epochs))
+    with open(path, "w") as f:
+        f.write(pbtxt.dump(tree))
+    return path
+
+
+def run_seed(args, name, cfg, seed):
+    """(the run whose test figures count, the validation run's best epoch or None)."""
+    run_dir = os.path.join(args.out, "runs", f"{name}-seed{seed}")
+    m = launch(args, cfg, run_dir, seed)
+    if m is None or not args.refit:
+        return m, m and m.get("best_epoch")
+    best = m.get("best_epoch")
+    if not best:
+        print(f"[mldr] {name} seed {seed}: no best_epoch to refit (is there a validation split?)", flush=True)
+        return None, None
+    refit_dir = os.path.join(args.out, "refit", f"{name}-seed{seed}")
+    os.makedirs(refit_dir, exist_ok=True)
+    refit_cfg = refit_config(cfg, best, os.path.join(refit_dir, "config.pbtxt"))
+    return launch(args, refit_cfg, refit_dir, seed), best
+
+
+def run_set(args, name, cfg, seeds):
+    results, epochs = [], []
+    for seed in seeds:
+        m, best = run_seed(args, name, cfg, seed)
+        if m is None:
+            continue
+        results.append(m)
+        epochs.append(best or m.get("epochs"))
+        print(f"[mldr] {name} seed {seed}: P@1 {m.get('precision_at_1')} (epochs {epochs[-1]})", flush=True)
+    p = [median([r.get(f"precision_at_{k}") for r in results]) for k in (1, 3, 5)]
+    return p, median(epochs), len(results)
+
+
+def table(args, rows, command, seeds):
+    what = ("refit on every training row for the epochs its validation run chose" if args.refit else
+            "the config as prepared")
+    epochs_head = "best epoch (median)" if args.refit else "epochs kept"
+    lines = ["# Multi-label benchmark", "", "```", command, "```", "",
+             f"Test P@1 / P@3 / P@5 in %, the median of {len(seeds)} seed(s) (train.seed {args.seeds}), {what}; "
+             "kNN: the folder's cosine k-nearest-neighbour reference (k = 10) on the same split; margin: P@1 minus "
+             "kNN's, in points.", "",
+             f"| data set | kNN P@1 / P@3 / P@5 | MLP P@1 / P@3 / P@5 | P@1 margin | {epochs_head} | runs |",
+             "|---|---|---|---|---|---|"]
+    for name, r, p, epochs, n in rows:
+        knn = " / ".join(f"{v:.2f}" for v in r) if r else "–"
+        mlp = " / ".join("–" if v is None else f"{100 * v:.2f}" for v in p)
+        margin = "–" if not r or p[0] is None else f"{100 * p[0] - r[0]:+.2f}"
+        lines.append(f"| {name} | {knn} | {mlp} | {margin} | {epochs if epochs is not None else '–'} | {n} |")
+    return lines
 
 
 def run(args, configs, command):
@@ -137,37 +258,9 @@ def run(args, configs, command):
     seeds = [int(s) for s in args.seeds.split(",") if s]
     rows = []
     for name, cfg in configs.items():
-        results = []
-        for seed in seeds:
-            run_dir = os.path.join(args.out, "runs", f"{name}-seed{seed}")
-            os.makedirs(run_dir, exist_ok=True)
-            metrics = os.path.join(run_dir, "metrics.json")
-            if os.path.exists(metrics):
-                os.remove(metrics)
-            cmd = [os.path.join(args.bin, "tether-launch"), "--config", cfg, "--metrics_out", metrics,
-                   f"--seed={seed}", f"--timeout_s={args.timeout_s}"] + args.extra
-            rc, _ = run_launch(cmd, os.path.join(run_dir, "log.txt"), args.timeout_s)
-            if rc != 0 or not os.path.exists(metrics):
-                print(f"[mldr] {name} seed {seed}: failed (exit {rc}); see {run_dir}/log.txt", flush=True)
-                continue
-            with open(metrics) as f:
-                results.append(json.load(f))
-            m = results[-1]
-            print(f"[mldr] {name} seed {seed}: P@1 {m.get('precision_at_1')}", flush=True)
-        p = [median([r.get(f"precision_at_{k}") for r in results]) for k in (1, 3, 5)]
-        epochs = median([r.get("best_epoch") or r.get("epochs") for r in results])
-        rows.append((name, ref.get(name), p, epochs, len(results)))
-    lines = ["# Multi-label benchmark", "", "```", command, "```", "",
-             f"Test P@1 / P@3 / P@5 in %, the median of {len(seeds)} seed(s) (train.seed {args.seeds}); kNN: the "
-             "folder's cosine k-nearest-neighbour reference (k = 10) on the same split; margin: P@1 minus kNN's, "
-             "in points.", "",
-             "| data set | kNN P@1 / P@3 / P@5 | MLP P@1 / P@3 / P@5 | P@1 margin | epochs kept | runs |",
-             "|---|---|---|---|---|---|"]
-    for name, r, p, epochs, n in rows:
-        knn = " / ".join(f"{v:.2f}" for v in r) if r else "–"
-        mlp = " / ".join("–" if v is None else f"{100 * v:.2f}" for v in p)
-        margin = "–" if not r or p[0] is None else f"{100 * p[0] - r[0]:+.2f}"
-        lines.append(f"| {name} | {knn} | {mlp} | {margin} | {epochs if epochs is not None else '–'} | {n} |")
+        p, epochs, n = run_set(args, name, cfg, seeds)
+        rows.append((name, ref.get(name), p, epochs, n))
+    lines = table(args, rows, command, seeds)
     with open(os.path.join(args.out, "mldr.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)

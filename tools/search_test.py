@@ -127,6 +127,25 @@ class MldrTest(unittest.TestCase):
         self.assertTrue(sets["aa"]["train_split"].endswith("aa_trSplit_seed1.txt"))
         self.assertEqual(mldr_bench.knn_reference(d), {"aa": (47.96, 33.93, 25.44)})
 
+    def test_length_in_steps_scales_with_the_rows(self):
+        tree = pbtxt.parse("cluster { num_workers: 2 }\n"
+                           "train { epochs: 40 minibatch_size: 128 validation_fraction: 0.2 "
+                           "early_stopping { patience: 4 } }\n")
+        self.assertEqual(mldr_bench.set_length(tree, 4880, 640, 64), 16)  # Bibtex: 3,904 rows kept
+        self.assertEqual(pbtxt.get(tree, "train.epochs"), "40")
+        self.assertEqual(pbtxt.get(tree, "train.early_stopping.patience"), "4")
+        self.assertEqual(mldr_bench.set_length(tree, 1117, 640, 64), 4)  # 894 rows kept: 447 per worker
+        self.assertEqual(pbtxt.get(tree, "train.epochs"), "160")
+        self.assertEqual(pbtxt.get(tree, "train.early_stopping.patience"), "16")
+
+    def test_refit_config_drops_the_validation_split(self):
+        d = tempfile.mkdtemp()
+        cfg = os.path.join(d, "in.pbtxt")
+        write(cfg, "train { epochs: 160 validation_fraction: 0.2 early_stopping { patience: 16 } seed: 1 }\n")
+        with open(mldr_bench.refit_config(cfg, 65, os.path.join(d, "out.pbtxt"))) as f:
+            tree = pbtxt.parse(f.read())
+        self.assertEqual(tree, [["train", [["epochs", "65"], ["seed", "1"]]]])
+
 
 if __name__ == "__main__":
     unittest.main()
