@@ -45,8 +45,8 @@ TEST(ConfigTest, BoolOverridesAreBooleanFlags) {
     }
   }
   // normalize_rows, adaptive_batch, data_on_demand, chunk_taper, pipeline,
-  // fail_on_divergence, accept_partial_eval, key_list_cache.
-  EXPECT_EQ(bools, 8);
+  // error_feedback, fail_on_divergence, accept_partial_eval, key_list_cache.
+  EXPECT_EQ(bools, 9);
 }
 
 TEST(ConfigTest, NegativeProgressAndEvalCountsAreRefused) {

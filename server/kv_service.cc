@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <tuple>
 
+#include "core/net/value_frames.h"
 #include "core/partition.h"
+#include "core/wire_codec.h"
 #include "optim/schedule.h"
 
 namespace tether {
@@ -152,29 +154,49 @@ Status KvService::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, M
                              const std::vector<uint64_t>* offsets) {
   if (IsDenseTable(t.spec())) {
     const uint64_t size = t.dense_end() - t.dense_begin();
-    reply->values = reply_pool_.Take(size * sizeof(float));
-    t.PullDense(static_cast<float*>(reply->values.data()));
+    t.PullDense(ValuesOut(t, size, reply));
     reply->header.set_num_values(size);
+    NarrowReply(t, reply);
     return Status::OK();
   }
   const uint32_t dim = t.spec().dim();
-  reply->values = reply_pool_.Take(n * dim * sizeof(float));
+  float* out = ValuesOut(t, n * dim, reply);
   if (offsets != nullptr) {
-    t.PullRowsAt(offsets->data(), n, static_cast<float*>(reply->values.data()));
+    t.PullRowsAt(offsets->data(), n, out);
   } else {
-    TETHER_RETURN_IF_ERROR(t.PullRows(keys, n, static_cast<float*>(reply->values.data())));
+    TETHER_RETURN_IF_ERROR(t.PullRows(keys, n, out));
   }
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
+  NarrowReply(t, reply);
   return Status::OK();
 }
 
 void KvService::FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply) {
   const uint32_t dim = t.spec().dim();
-  reply->values = reply_pool_.Take(n * dim * sizeof(float));
-  t.PullRowsIfPresent(keys, n, static_cast<float*>(reply->values.data()));
+  t.PullRowsIfPresent(keys, n, ValuesOut(t, n * dim, reply));
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
+  NarrowReply(t, reply);
+}
+
+float* KvService::ValuesOut(const ServerTable& t, uint64_t n, Message* reply) {
+  if (IsHalfWire(t.spec().pull_wire())) {
+    // Gathered into a buffer that stays in cache, then narrowed into the frame.
+    if (pull_scratch_.size() < n) pull_scratch_.resize(n);
+    return pull_scratch_.data();
+  }
+  reply->values = reply_pool_.Take(n * sizeof(float));
+  return static_cast<float*>(reply->values.data());
+}
+
+void KvService::NarrowReply(const ServerTable& t, Message* reply) {
+  const WireEncoding e = t.spec().pull_wire();
+  if (!IsHalfWire(e)) return;
+  uint64_t saturated = 0;  // FP16: weights beyond ±65504 reach the worker as ±65504
+  reply->values = NarrowFrame(pull_scratch_.data(), reply->header.num_values(), 1.0f, e, nullptr, &reply_pool_,
+                              &saturated);
+  reply->header.set_value_encoding(e);
 }
 
 void KvService::ServeReadyPulls() {

@@ -110,6 +110,8 @@ class KvService {
   /// `rank`'s kept key lists (null before its HELLO).
   const KeyListCache* key_lists(int rank) const;
   const FramePool& reply_pool() const { return reply_pool_; }
+  /// The same pool, for frames widened on receipt (WidenValues).
+  FramePool* frame_pool() { return &reply_pool_; }
   /// Sets table_rows, key_lists and (AVERAGE) average of `stats`.
   void FillStats(ShardStats* stats) const;
   /// The exit lines: rows held, key lists, reply frames.
@@ -145,6 +147,11 @@ class KvService {
   // FillValues for a PULL with absent_as_zeros (row tables): absent keys
   // come back as zeros and are not created.
   void FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
+  // Where n float32 values of a reply go: its values frame (FP32), or,
+  // with a 16-bit pull_wire, pull_scratch_, which NarrowReply then narrows
+  // into the frame (TableSpec.pull_wire, core/net/value_frames.h).
+  float* ValuesOut(const ServerTable& t, uint64_t n, Message* reply);
+  void NarrowReply(const ServerTable& t, Message* reply);
   void MergeAverageRounds();
   void DropAverageDeltas(int rank, const char* why);
   // Refuses `m` with `what` (logged, counted as a bad message).
@@ -173,6 +180,7 @@ class KvService {
   Status fatal_;
   std::vector<uint64_t> key_scratch_;
   std::vector<float> value_scratch_;
+  std::vector<float> pull_scratch_;  // a 16-bit reply's values before they are narrowed
 };
 
 }  // namespace tether

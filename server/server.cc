@@ -9,6 +9,7 @@
 #include "core/env.h"
 #include "core/net/curve.h"
 #include "core/net/transport.h"
+#include "core/net/value_frames.h"
 #include "core/partition.h"
 #include "server/shard_memory.h"
 
@@ -204,6 +205,8 @@ bool ServerShard::DrainSocket(Status* why) {
       continue;
     }
     stats_.bytes_in += m.keys.size() + m.values.size();
+    // A 16-bit push is widened once here: the checks and the step read float32.
+    WidenValues(&m, kv_.frame_pool());
     if (m.header.type() == HELLO) any_hello_ = true;
     Handle(identity, &m);
     if (*why = Fatal(); !why->ok()) return false;

@@ -23,6 +23,7 @@
 #include "cli/signals.h"
 #include "local/local_job.h"
 #include "serving/model_export.h"
+#include "worker/models/model_registry.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
 
@@ -58,6 +59,14 @@ namespace {
 // signal, even from a blocked wait. (One within a second is the same
 // request: tether-launch signals both its process group and each child.)
 std::atomic<bool> g_stop{false};
+
+// The job's table names in table order (the /metrics table label).
+std::vector<std::string> TableNames(const tether::JobConfig& config) {
+  std::vector<std::string> names;
+  for (const tether::TableSpec& t : tether::TablesForJob(config)) names.push_back(t.name());
+  return names;
+}
+
 std::atomic<int> g_signal{0};
 std::atomic<int64_t> g_first_stop_ms{0};
 int64_t MonotonicMs() {
@@ -364,7 +373,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (*endpoint != nullptr)
-    options.on_progress = [&published](const tether::WorkerProgress& p) { published.Publish({true, p}); };
+    options.on_progress = [&published, tables = TableNames(*config)](const tether::WorkerProgress& p) {
+      published.Publish({true, p, tables});
+    };
   if (!FLAGS_progress_file.empty()) WriteProgressFile(who, &options);
   options.stop_requested = [] { return g_stop.load(); };
   auto report = tether::RunWorker(*config, options);

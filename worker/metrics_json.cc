@@ -78,6 +78,22 @@ double StalenessMean(uint64_t tau_sum, uint64_t pushes) {
   return pushes ? static_cast<double>(tau_sum) / pushes : 0.0;
 }
 
+// A worker's "wire": per table name, its WorkerTableWire fields and the
+// compression ratio of each direction (bytes in float32 over bytes sent).
+nlohmann::json WireJson(const WorkerStats& w) {
+  nlohmann::json out = nlohmann::json::object();
+  const auto ratio = [](uint64_t bytes, uint64_t values, uint64_t fp32) {
+    return bytes == 0 ? 1.0 : static_cast<double>(bytes - values + fp32) / static_cast<double>(bytes);
+  };
+  for (const WorkerTableWire& t : w.wire()) {
+    nlohmann::json j = ScalarFieldsJson(t, {"table"});
+    j["sent_ratio"] = ratio(t.sent_bytes(), t.sent_value_bytes(), t.sent_fp32_value_bytes());
+    j["received_ratio"] = ratio(t.received_bytes(), t.received_value_bytes(), t.received_fp32_value_bytes());
+    out[t.table()] = std::move(j);
+  }
+  return out;
+}
+
 // Adds the "workers", "servers" and job-wide staleness keys (see MetricsJson).
 void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
   nlohmann::json workers = nlohmann::json::array();
@@ -92,8 +108,10 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
     wj["bound_wait_seconds"] = bound_wait;
     wj["bound_wait_fraction"] = w.train_seconds() > 0 ? std::min(1.0, bound_wait / w.train_seconds()) : 0.0;
     // Rows per minibatch over the run (adaptive batch sizes move it).
-    if (w.has_rank())
+    if (w.has_rank()) {
       wj["batch_size_mean"] = w.minibatches() > 0 ? static_cast<double>(w.samples()) / w.minibatches() : 0.0;
+      wj["wire"] = WireJson(w);
+    }
     workers.push_back(std::move(wj));
   }
   (*j)["workers"] = std::move(workers);

@@ -137,6 +137,12 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   // (ResolveCacheCapacity) and sets the capacity in bytes.
   o.cache_capacity_bytes = config.consistency().cache_capacity_bytes();
   o.key_lists = config.consistency().key_list_cache();
+  for (const TableSpec& t : o.tables) {
+    bool feedback = config.train().error_feedback();
+    for (const auto& tc : config.table())
+      if (tc.name() == t.name() && tc.has_error_feedback()) feedback = tc.error_feedback();
+    o.error_feedback.push_back(feedback);
+  }
   return o;
 }
 

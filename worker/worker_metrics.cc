@@ -6,6 +6,32 @@
 
 namespace tether {
 
+namespace {
+
+// Bytes on the wire per table and direction (worker/client/wire_bytes.h):
+// as sent, and their values in float32 (the ratio of the two sums is the
+// compression ratio).
+void AddWireCounters(const WorkerMetricsSnapshot& snap, const PrometheusLabels& base, ExpositionWriter* w) {
+  const std::vector<TableWireBytes>& wire = snap.progress.client.wire;
+  for (const bool fp32 : {false, true}) {
+    const std::string name = fp32 ? "tether_worker_table_wire_fp32_bytes_total" : "tether_worker_table_wire_bytes_total";
+    w->Family(name, ExpositionWriter::Type::kCounter,
+              fp32 ? "The same frames' bytes had their values been float32 (over wire_bytes: the compression ratio)."
+                   : "Bytes of keys and values frames of one table's pulls and pushes, by direction.");
+    for (size_t t = 0; t < wire.size(); ++t) {
+      for (const bool sent : {true, false}) {
+        PrometheusLabels labels = base;
+        labels.emplace_back("table", t < snap.tables.size() ? snap.tables[t] : std::to_string(t));
+        labels.emplace_back("direction", sent ? "sent" : "received");
+        const DirectionBytes& d = sent ? wire[t].sent : wire[t].received;
+        w->Sample(name, labels, static_cast<double>(fp32 ? d.bytes - d.value_bytes + d.fp32_value_bytes : d.bytes));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::string RenderWorkerMetrics(const WorkerMetricsSnapshot& snap, const std::string& job, int rank) {
   const PrometheusLabels base = {{"tether_job", job}, {"role", "worker"}, {"rank", std::to_string(rank)}};
   const WorkerProgress& p = snap.progress;
@@ -58,6 +84,7 @@ std::string RenderWorkerMetrics(const WorkerMetricsSnapshot& snap, const std::st
        "Minibatches trained (with those before a resume)."},
   };
   for (const Counter& k : counters) w.Counter(k.name, k.help, base, k.value);
+  AddWireCounters(snap, base, &w);
   w.Gauge("tether_worker_clock", "Clocks this worker completed.", base, static_cast<double>(p.clock));
   w.Gauge("tether_worker_cache_bytes", "Bytes the parameter cache holds now (values and per-entry bookkeeping).",
           base, static_cast<double>(c.cache_bytes));

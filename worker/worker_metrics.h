@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "worker/trainer.h"
 
@@ -17,6 +18,9 @@ namespace tether {
 struct WorkerMetricsSnapshot {
   bool running = false;  // training (false before the first clock and once done)
   WorkerProgress progress;
+  /// The job's table names in table order, for the per-table byte counters'
+  /// `table` label (a table without a name here is labelled by its id).
+  std::vector<std::string> tables;
 };
 
 /// The Prometheus text of `snap` for worker `rank` of job `job` (labels

@@ -83,5 +83,30 @@ TEST(WorkerMetricsTest, BeforeTrainingNoRateAndNotActive) {
   EXPECT_NE(text.find("tether_worker_epoch_loss" + l + " NaN\n"), std::string::npos);
 }
 
+TEST(WorkerMetricsTest, WireBytesPerTableAndDirection) {
+  WorkerMetricsSnapshot snap;
+  snap.tables = {"w1", "b1"};
+  snap.progress.client.wire.resize(3);
+  DirectionBytes& sent = snap.progress.client.wire[0].sent;
+  sent.bytes = 1200;
+  sent.value_bytes = 400;
+  sent.fp32_value_bytes = 800;
+  snap.progress.client.wire[1].received.bytes = 64;
+  snap.progress.client.wire[1].received.value_bytes = 64;
+  snap.progress.client.wire[1].received.fp32_value_bytes = 64;
+  const std::string text = RenderWorkerMetrics(snap, "job-1", 0);
+  EXPECT_EQ(testing::ExpositionProblems(text), "");
+  const std::string base = "{tether_job=\"job-1\",role=\"worker\",rank=\"0\",table=";
+  for (const std::string& want : {
+           "tether_worker_table_wire_bytes_total" + base + "\"w1\",direction=\"sent\"} 1200\n",
+           "tether_worker_table_wire_fp32_bytes_total" + base + "\"w1\",direction=\"sent\"} 1600\n",
+           "tether_worker_table_wire_bytes_total" + base + "\"b1\",direction=\"received\"} 64\n",
+           "tether_worker_table_wire_fp32_bytes_total" + base + "\"b1\",direction=\"received\"} 64\n",
+           // A table past the names given is labelled by its id.
+           "tether_worker_table_wire_bytes_total" + base + "\"2\",direction=\"sent\"} 0\n",
+       })
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+}
+
 }  // namespace
 }  // namespace tether

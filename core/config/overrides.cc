@@ -60,6 +60,8 @@ const ConfigOverride kOverrideTable[] = {
     {"chunk_rows", "train.chunk_rows", "rows per chunk with --data_on_demand (0: 4 x minibatch_size)"},
     {"chunk_bytes", "train.chunk_bytes", "bytes per chunk with --data_on_demand and data.streaming (0: chunk_rows x the mean bytes per row of the first training file; a gzip file is one chunk)"},
     {"chunk_taper", "train.chunk_taper", "with --data_on_demand, smaller chunks toward each epoch's end so no worker waits long for a slow one's last chunk: true | false"},
+    {"wire", "train.wire", "every table's wire encoding of pulled values and pushed gradients: fp32 | bf16 | fp16 (the servers keep fp32; docs/RUNNING.md)"},
+    {"error_feedback", "train.error_feedback", "with 16-bit pushes, each row's rounding residual is added to its next push: true | false"},
     {"pipeline", "train.pipeline", "overlap the next minibatch's input-row pull and the output layer's push with compute (exact; docs/RUNNING.md): true | false"},
     {"staleness_policy", "consistency.staleness_policy", "step scaling for stale pushes: none | inverse | inverse_plus_one"},
     {"consistency_model", "consistency.model", "consistency model: ssp | bsp | asp | average (weighted model averaging)"},
@@ -241,6 +243,19 @@ void FollowConsistency(JobConfig* config, const std::string& field_path) {
   }
 }
 
+// --wire and --error_feedback are job-wide: the tables' own settings give
+// way to them, as per-table bounds give way to --staleness.
+void FollowWire(JobConfig* config, const std::string& field_path) {
+  for (auto& t : *config->mutable_table()) {
+    if (field_path == "train.wire") {
+      t.clear_wire();
+      t.clear_pull_wire();
+      t.clear_push_wire();
+    }
+    if (field_path == "train.error_feedback") t.clear_error_feedback();
+  }
+}
+
 }  // namespace
 
 Status ApplyOverride(JobConfig* config, const std::string& field_path, const std::string& value,
@@ -285,6 +300,7 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
     return bad("expected " + ExpectedValue(field) + (staleness ? ", inf or asp" : ""));
   msg->GetReflection()->SwapFields(msg, scratch.get(), {field});
   FollowConsistency(config, field_path);
+  FollowWire(config, field_path);
   return Status::OK();
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/net/chunk_wire.h"
+#include "core/wire_codec.h"
 
 #include <google/protobuf/unknown_field_set.h>
 
@@ -138,10 +139,16 @@ Status ValidateFrames(const Message& m, const std::string& peer) {
     return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": keys frame has " +
                             std::to_string(m.keys.size()) + " bytes but the header says " +
                             std::to_string(h.num_keys()) + " keys");
-  if (m.values.size() % sizeof(float) != 0 || m.values.size() / sizeof(float) != h.num_values())
+  const WireEncoding enc = h.value_encoding();
+  if (enc != FP32 && h.type() != PULL_REPLY && h.type() != PUSH && h.type() != PUSH_REPLY)
+    return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": value_encoding " +
+                            WireEncodingName(enc) + " on a message that carries float32 values only");
+  const size_t width = WireBytesPerValue(enc);
+  if (m.values.size() % width != 0 || m.values.size() / width != h.num_values())
     return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": values frame has " +
                             std::to_string(m.values.size()) + " bytes but the header says " +
-                            std::to_string(h.num_values()) + " floats");
+                            std::to_string(h.num_values()) + " " + (enc == FP32 ? "floats" : WireEncodingName(enc)) +
+                            " values");
   return Status::OK();
 }
 

@@ -24,7 +24,7 @@ namespace tether {
 struct Message {
   MessageHeader header;
   zmq::message_t keys;    // header.num_keys() × 8 bytes
-  zmq::message_t values;  // header.num_values() × 4 bytes
+  zmq::message_t values;  // header.num_values() × 4 bytes (× 2 when 16-bit, header.value_encoding)
 
   /// Keys as uint64; copies into `scratch` only when the frame is unaligned
   /// (ZeroMQ stores frames under 34 bytes inline).
@@ -35,7 +35,8 @@ struct Message {
 
 /// Checks the header against the frame sizes: keys frame = num_keys × 8
 /// (or empty for a PULL/PUSH naming a cached key list, MessageHeader.key_list),
-/// values frame = num_values × 4, known message type. `peer` names the sender
+/// values frame = num_values × 4 (× 2 for a 16-bit value_encoding, which
+/// only PULL_REPLY, PUSH and PUSH_REPLY may carry), known message type. `peer` names the sender
 /// in the error. Errors: DataLoss.
 Status ValidateFrames(const Message& m, const std::string& peer);
 

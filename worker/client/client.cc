@@ -97,6 +97,21 @@ std::vector<ParamCache::TableOptions> CacheOptions(const std::vector<TableSpec>&
   return out;
 }
 
+// What the push encoder needs of each table.
+std::vector<PushEncoder::Table> EncoderTables(const ClientOptions& o) {
+  std::vector<PushEncoder::Table> out(o.tables.size());
+  for (size_t t = 0; t < o.tables.size(); ++t) {
+    const TableSpec& spec = o.tables[t];
+    out[t].wire = spec.push_wire();
+    out[t].error_feedback = t < o.error_feedback.size() && o.error_feedback[t];
+    out[t].dense = IsDenseTable(spec);
+    out[t].dim = spec.dim();
+    out[t].size = spec.size();
+    out[t].num_keys = spec.num_keys();
+  }
+  return out;
+}
+
 // The body of this worker's HELLO to shard `shard` of `num_shards`.
 HelloBody HelloFor(const ClientOptions& options, int shard, int num_shards) {
   HelloBody h;
@@ -124,7 +139,8 @@ WorkerClient::WorkerClient(const ClientOptions& options)
       num_shards_(static_cast<int>(options.servers.size())),
       channel_(ChannelOptions(options),
                [this](uint64_t tag, const Status& verdict, Message* reply) { return OnReply(tag, verdict, reply); }),
-      cache_(CacheOptions(options.tables), std::max(1, num_shards_), options.cache_capacity_bytes) {
+      cache_(CacheOptions(options.tables), std::max(1, num_shards_), options.cache_capacity_bytes),
+      push_encoder_(EncoderTables(options), options.residual_bytes) {
   key_lists_.resize(std::max(1, num_shards_));  // capacity 0 until HELLO_REPLY
 }
 
@@ -246,6 +262,8 @@ Status WorkerClient::ResendWithKeys(uint64_t tag) {
   m.keys = CopyFrame(channel_.frame_pool(), keys->data(), n * sizeof(uint64_t));
   if (r.expect == PUSH_REPLY) {
     m.header.set_num_values(n * r.dim);
+    // The kept frame is in the table's push encoding (PushRowsAs).
+    if (push_encoder_.narrows(r.table)) m.header.set_value_encoding(push_encoder_.wire(r.table));
     m.header.mutable_push()->set_base_version(r.push_version);
     if (r.want_values) m.header.mutable_push()->set_want_values(true);
     m.values = std::move(r.resend_values);
@@ -442,9 +460,9 @@ RequestHandle WorkerClient::PullRowsIfPresent(uint32_t table, const std::vector<
   return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/true);
 }
 
-void WorkerClient::ScalePush(Message* m) const {
+void WorkerClient::ScalePush(Message* m, bool values_scaled) const {
   if (push_weight_ != 1.0f) m->header.mutable_push()->set_push_weight(push_weight_);
-  if (gradient_scale_ == 1.0f) return;
+  if (gradient_scale_ == 1.0f || values_scaled) return;
   // A frame under 34 bytes lives inside the zmq::message_t and may be
   // unaligned: each float goes through memcpy.
   auto* bytes = static_cast<unsigned char*>(m->values.data());
@@ -493,11 +511,49 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
   return PushRowsAs(PUSH, table, keys, values.data(), nullptr, &values);
 }
 
+zmq::message_t WorkerClient::PushRowValues(uint32_t table, int s, size_t c0, size_t c1, const uint64_t* ks,
+                                           bool whole, const float* grads, const uint32_t* in_rows,
+                                           const PushValues* shared, bool delta) {
+  const size_t n = c1 - c0;
+  const uint32_t dim = options_.tables[table].dim();
+  // The rows of this message in `grads`: contiguous from c0 (one shard, no
+  // in_rows), else split_pos_ (several shards), then through in_rows
+  // (PushRowsAt).
+  const uint32_t* rows = nullptr;
+  if (!whole || in_rows != nullptr) {
+    rows = whole ? in_rows + c0 : split_pos_[s].data() + c0;
+    if (!whole && in_rows != nullptr) {
+      at_rows_.resize(n);
+      for (size_t i = 0; i < n; ++i) at_rows_[i] = in_rows[split_pos_[s][c0 + i]];
+      rows = at_rows_.data();
+    }
+  }
+  if (!delta && push_encoder_.narrows(table)) {
+    // Gathered, scaled, corrected by the rows' residuals and rounded in
+    // one pass (a model delta stays float32).
+    const float* base = rows == nullptr ? grads + c0 * dim : grads;
+    return push_encoder_.EncodeRows(table, ks, n, base, rows, gradient_scale_, &channel_.frame_pool());
+  }
+  if (rows == nullptr && shared != nullptr && gradient_scale_ == 1.0f && n > 0) {
+    // A block of the caller's buffer, by reference: the message holds a
+    // reference to the buffer until ZeroMQ frees it (ScalePush leaves the
+    // values alone at scale 1).
+    stats_.push_bytes_shared += n * dim * sizeof(float);
+    return SharedSlice(shared->frame_, c0 * dim * sizeof(float), n * dim * sizeof(float));
+  }
+  // The gradients are copied now (the caller may reuse `grads` at once).
+  if (rows == nullptr) return CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
+  zmq::message_t f = channel_.frame_pool().Take(n * dim * sizeof(float));
+  GatherPushRows(grads, rows, n, dim, static_cast<float*>(f.data()));
+  return f;
+}
+
 RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys,
                                        const float* grads, const uint32_t* in_rows, const PushValues* shared) {
   const bool delta = type == PUSH_DELTA;
   RequestHandle request = channel_.NewRequest(/*sticky=*/true);
   const uint32_t dim = options_.tables[table].dim();
+  const bool narrow = !delta && push_encoder_.narrows(table);
   // One shard: the keys and gradients go as they are, in contiguous blocks.
   const bool whole = num_shards_ == 1;
   ForEachRowMessage(keys, whole, dim, [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
@@ -509,28 +565,9 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     m.header.set_value_dim(dim);
     m.header.set_num_values(n * dim);
     if (!delta) m.header.mutable_push()->set_base_version(cache_.PushVersion(table, s));
-    // The gradients are copied now (the caller may reuse `grads` at once).
-    if (whole && in_rows == nullptr && shared != nullptr && gradient_scale_ == 1.0f && n > 0) {
-      // A block of the caller's buffer, by reference: the message holds a
-      // reference to the buffer until ZeroMQ frees it (ScalePush below
-      // leaves the values alone at scale 1).
-      m.values = SharedSlice(shared->frame_, c0 * dim * sizeof(float), n * dim * sizeof(float));
-      stats_.push_bytes_shared += n * dim * sizeof(float);
-    } else if (whole && in_rows == nullptr) {
-      m.values = CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
-    } else {
-      // The rows of this message in `grads`: split_pos_ (several shards),
-      // then through in_rows (PushRowsAt).
-      const uint32_t* rows = whole ? in_rows + c0 : split_pos_[s].data() + c0;
-      if (!whole && in_rows != nullptr) {
-        at_rows_.resize(n);
-        for (size_t i = 0; i < n; ++i) at_rows_[i] = in_rows[split_pos_[s][c0 + i]];
-        rows = at_rows_.data();
-      }
-      m.values = channel_.frame_pool().Take(n * dim * sizeof(float));
-      GatherPushRows(grads, rows, n, dim, static_cast<float*>(m.values.data()));
-    }
-    if (!delta) ScalePush(&m);  // a model delta is the replica's, never rescaled
+    if (narrow) m.header.set_value_encoding(push_encoder_.wire(table));
+    m.values = PushRowValues(table, s, c0, c1, ks, whole, grads, in_rows, shared, delta);
+    if (!delta) ScalePush(&m, narrow);  // a model delta is the replica's, never rescaled
     const uint64_t tag = NewShardRequest(delta ? PUSH_DELTA_REPLY : PUSH_REPLY, s, table);
     // A model delta always carries its keys (PUSH_DELTA names no key list).
     if (delta)
@@ -603,8 +640,14 @@ RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const 
     m.header.set_table_id(table);
     m.header.set_num_values(e - b);
     if (!delta) m.header.mutable_push()->set_base_version(cache_.PushVersion(table, s));
-    m.values = CopyFrame(channel_.frame_pool(), grad + b, (e - b) * sizeof(float));
-    if (!delta) ScalePush(&m);  // a model delta is the replica's, never rescaled
+    const bool narrow = !delta && push_encoder_.narrows(table);
+    if (narrow) {
+      m.header.set_value_encoding(push_encoder_.wire(table));
+      m.values = push_encoder_.EncodeDense(table, b, e, grad, gradient_scale_, &channel_.frame_pool());
+    } else {
+      m.values = CopyFrame(channel_.frame_pool(), grad + b, (e - b) * sizeof(float));
+    }
+    if (!delta) ScalePush(&m, narrow);  // a model delta is the replica's, never rescaled
     const uint64_t tag = NewShardRequest(delta ? PUSH_DELTA_REPLY : PUSH_REPLY, s, table);
     ShardRequest& r = requests_[tag];
     r.dense = true;
@@ -784,6 +827,12 @@ const ClientStats& WorkerClient::stats() const {
   stats_.cache_bytes = cache_.bytes();
   stats_.cache_peak_bytes = cache_.stats().peak_bytes;
   stats_.cache_capacity_bytes = cache_.capacity_bytes();
+  stats_.wire = c.wire.tables();
+  const PushEncoder::Stats e = push_encoder_.stats();
+  stats_.push_values_saturated = e.saturated;
+  stats_.residual_rows = e.residual_rows;
+  stats_.residual_evicted = e.residual_evicted;
+  stats_.residual_evicted_l1 = e.residual_evicted_l1;
   return stats_;
 }
 

@@ -64,6 +64,7 @@
 #include "core/net/message.h"
 #include "core/status.h"
 #include "worker/client/param_cache.h"
+#include "worker/client/push_encoder.h"
 #include "worker/client/request_channel.h"
 #include "worker/client/slot_pool.h"
 
@@ -161,6 +162,11 @@ struct ClientOptions {
   /// consistency.key_list_cache, flag --key_list_cache); a shard
   /// started with --key_list_cache_bytes=0 turns it off for every worker.
   bool key_lists = true;
+  /// Error feedback per table (indexed like `tables`; absent: off), read
+  /// for tables whose push_wire is 16-bit (worker/client/push_encoder.h);
+  /// the residual memory per row table, in bytes.
+  std::vector<bool> error_feedback;
+  uint64_t residual_bytes = PushEncoder::kDefaultResidualBytes;
 };
 
 /// Per-client counters.
@@ -192,6 +198,16 @@ struct ClientStats {
   // Bytes of push values sent by reference to the caller's PushValues
   // buffer instead of copied into a frame (PushRows(PushValues)).
   uint64_t push_bytes_shared = 0;
+  // 16-bit pushes (PushEncoder::Stats): values saturated, rows holding a
+  // residual, rows whose residual was dropped for room and Σ |residual|
+  // dropped.
+  uint64_t push_values_saturated = 0;
+  uint64_t residual_rows = 0;
+  uint64_t residual_evicted = 0;
+  double residual_evicted_l1 = 0;
+  // Bytes on the wire per table and direction (worker/client/wire_bytes.h),
+  // indexed by table id.
+  std::vector<TableWireBytes> wire;
 };
 
 /// Push values that the caller fills in place and pushes without a copy:
@@ -518,13 +534,19 @@ class WorkerClient {
                              const uint32_t* out_rows = nullptr, int64_t read_clock = -1);
   template <typename Piece>
   void ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece);
-  // SetPushScaling on a PUSH whose values frame holds the gradients.
-  void ScalePush(Message* m) const;
+  // SetPushScaling on a PUSH whose values frame holds the gradients
+  // (`values_scaled`: a 16-bit frame, scaled as it was encoded).
+  void ScalePush(Message* m, bool values_scaled = false) const;
+  // The values frame of a row push's message: rows [c0, c1) of shard s's
+  // part (see PushRowsAs), copied, gathered or narrowed.
+  zmq::message_t PushRowValues(uint32_t table, int s, size_t c0, size_t c1, const uint64_t* ks, bool whole,
+                               const float* grads, const uint32_t* in_rows, const PushValues* shared, bool delta);
 
   ClientOptions options_;
   int num_shards_;
   RequestChannel channel_;
   ParamCache cache_;
+  PushEncoder push_encoder_;  // 16-bit pushes and their residuals
   SlotPool<ShardRequest> requests_;  // tag → record
   mutable ClientStats stats_;  // the channel's counters are merged in by stats()
   double own_wait_seconds_ = 0;  // AwaitOwnPushes

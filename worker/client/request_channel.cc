@@ -11,6 +11,7 @@
 #include <glog/logging.h>
 
 #include "core/net/transport.h"
+#include "core/net/value_frames.h"
 
 namespace tether {
 
@@ -270,6 +271,7 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
   m->header.set_sender_rank(options_.rank);
   m->header.set_clock(stamp_clock >= 0 ? stamp_clock : clock_);
   stats_.bytes_sent += m->keys.size() + m->values.size();
+  stats_.wire.CountSent(*m);
   if (state != nullptr) {
     pending_[slot] = Pending{id, state, shard, expect, tag};
     ++state->remaining;
@@ -691,6 +693,9 @@ Status RequestChannel::DrainReplies(int s) {
       continue;
     }
     stats_.bytes_received += reply.values.size() + reply.keys.size();
+    stats_.wire.CountReceived(reply);
+    // A 16-bit reply is widened once here: everything after reads float32.
+    WidenValues(&reply, &frame_pool_);
     Dispatch(&reply);
   }
   return Status::OK();

@@ -88,6 +88,7 @@
 #include <zmq.hpp>
 
 #include "core/net/frame_pool.h"
+#include "worker/client/wire_bytes.h"
 #include "core/stall_watch.h"
 #include "core/net/message.h"
 #include "core/net/server_lookup.h"
@@ -198,6 +199,7 @@ class RequestChannel {
   /// Counters since construction.
   struct Stats {
     uint64_t bytes_sent = 0, bytes_received = 0;  // keys + values frames
+    WireBytes wire;            // the same, per table and direction (pulls and pushes)
     uint64_t send_waits = 0;   // sends that waited for room in the window
     double wait_seconds = 0;   // time blocked in RequestHandle::Wait
   };

@@ -208,6 +208,21 @@ TableSpec MakeTable(const JobConfig& config, const std::string& name, TableSpec:
   return t;
 }
 
+// The table's wire encodings: train.wire, then the table section's `wire`,
+// then its pull_wire / push_wire.
+static void SetTableWire(const JobConfig& config, TableSpec* t) {
+  WireEncoding pull = config.train().wire(), push = config.train().wire();
+  for (const auto& tc : config.table()) {
+    if (tc.name() != t->name()) continue;
+    if (tc.has_wire()) pull = push = tc.wire();
+    if (tc.has_pull_wire()) pull = tc.pull_wire();
+    if (tc.has_push_wire()) push = tc.push_wire();
+  }
+  // FP32 stays unset: a HELLO of float32 tables reads as before.
+  if (pull != FP32) t->set_pull_wire(pull);
+  if (push != FP32) t->set_push_wire(push);
+}
+
 std::vector<TableSpec> TablesForJob(const JobConfig& config) {
   StatusOr<const ModelInfo*> model = FindModel(config);
   if (!model.ok()) return {};
@@ -232,6 +247,7 @@ std::vector<TableSpec> TablesForJob(const JobConfig& config) {
         t.mutable_init()->set_bound(0);
       }
     if (IsRowTable(t)) t.set_key_base(config.data().index_base());
+    SetTableWire(config, &t);
   }
   return tables;
 }

@@ -99,6 +99,36 @@ TEST(ModelRegistryTest, PerTableOverridesAreMergedIntoTheSpecs) {
                                                "b1, w2)");
 }
 
+TEST(ModelRegistryTest, WireEncodingsFromTheJobAndTheTables) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(TablesForJob(*c)[0].has_pull_wire());  // fp32: unset, a HELLO as before
+  c->mutable_train()->set_wire(BF16);
+  TableConfig* w2 = c->add_table();
+  w2->set_name("w2");
+  w2->set_wire(FP32);
+  TableConfig* b1 = c->add_table();
+  b1->set_name("b1");
+  b1->set_wire(FP16);
+  b1->set_push_wire(BF16);  // one direction wins over `wire`
+  const auto tables = TablesForJob(*c);
+  ASSERT_EQ(tables.size(), 3u);
+  EXPECT_EQ(tables[0].pull_wire(), BF16);
+  EXPECT_EQ(tables[0].push_wire(), BF16);
+  EXPECT_EQ(tables[1].pull_wire(), FP16);
+  EXPECT_EQ(tables[1].push_wire(), BF16);
+  EXPECT_EQ(tables[2].pull_wire(), FP32);
+  EXPECT_EQ(tables[2].push_wire(), FP32);
+  // --wire is job-wide: the tables' own encodings give way to it.
+  ASSERT_TRUE(ApplyOverride(&*c, "train.wire", "fp16", "flag --wire").ok());
+  for (const TableSpec& t : TablesForJob(*c)) {
+    EXPECT_EQ(t.pull_wire(), FP16) << t.name();
+    EXPECT_EQ(t.push_wire(), FP16) << t.name();
+  }
+  EXPECT_NE(ApplyOverride(&*c, "train.wire", "fp8", "flag --wire").message().find("expected one of fp32, bf16, fp16"),
+            std::string::npos);
+}
+
 TEST(ModelRegistryTest, SampledLabelsWithinTheLabelCount) {
   auto c = LoadJobConfig("examples/bibtex.pbtxt");
   ASSERT_TRUE(c.ok());

@@ -6,6 +6,7 @@
 
 #include <glog/logging.h>
 
+#include "core/wire_codec.h"
 #include "worker/client/local_replica.h"
 #include "worker/metrics_json.h"
 #include "worker/train/job_outcome.h"
@@ -15,6 +16,30 @@ namespace {
 
 double UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The client's bytes on the wire per table (WorkerStats.wire) and its
+// 16-bit push counters.
+void AddWireStats(const ClientStats& cs, const std::vector<TableSpec>& tables, WorkerStats* out) {
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const TableWireBytes counted = t < cs.wire.size() ? cs.wire[t] : TableWireBytes{};
+    WorkerTableWire* w = out->add_wire();
+    w->set_table(tables[t].name());
+    w->set_pull_wire(WireEncodingName(tables[t].pull_wire()));
+    w->set_push_wire(WireEncodingName(tables[t].push_wire()));
+    w->set_sent_messages(counted.sent.messages);
+    w->set_sent_bytes(counted.sent.bytes);
+    w->set_sent_value_bytes(counted.sent.value_bytes);
+    w->set_sent_fp32_value_bytes(counted.sent.fp32_value_bytes);
+    w->set_received_messages(counted.received.messages);
+    w->set_received_bytes(counted.received.bytes);
+    w->set_received_value_bytes(counted.received.value_bytes);
+    w->set_received_fp32_value_bytes(counted.received.fp32_value_bytes);
+  }
+  out->set_wire_saturated(cs.push_values_saturated);
+  out->set_residual_rows(cs.residual_rows);
+  out->set_residual_evicted(cs.residual_evicted);
+  out->set_residual_evicted_l1(cs.residual_evicted_l1);
 }
 
 }  // namespace
@@ -78,6 +103,7 @@ WorkerStats TrainingRun::BarrierStats() const {
   kl->set_used(cs.key_lists_used);
   kl->set_resent(cs.key_lists_resent);
   kl->set_bytes_saved(cs.key_list_bytes_saved);
+  AddWireStats(cs, tables_, &mine);
   if (const LocalReplica* replica = client_->replica()) {  // model AVERAGE
     mine.mutable_average()->set_local_steps(replica->stats().local_updates);
     mine.mutable_average()->set_deltas_pushed(replica->stats().deltas_pushed);

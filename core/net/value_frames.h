@@ -1,0 +1,30 @@
+// Values frames in a table's wire encoding (core/wire_codec.h): narrowing
+// float32 values into a frame as it is filled, and widening a received
+// 16-bit frame back to float32 in place of the message's own, so that
+// everything after the receipt reads float32 as before.
+//
+// Thread-compatible: one thread per Message; the pool is FramePool's
+// (Take is thread-safe).
+#pragma once
+
+#include <cstdint>
+
+#include "core/net/frame_pool.h"
+#include "core/net/message.h"
+
+namespace tether {
+
+/// A values frame of n values `src[i] × scale` in encoding `e`, from `pool`,
+/// with error feedback through `residual` when non-null (n floats;
+/// EncodeValues). *saturated grows by the values clamped to the encoding's
+/// largest finite value.
+zmq::message_t NarrowFrame(const float* src, uint64_t n, float scale, WireEncoding e, float* residual,
+                           FramePool* pool, uint64_t* saturated);
+
+/// When m->header.value_encoding() is 16-bit: replaces m->values by its
+/// float32 widening (num_values × 4 bytes, from `pool`) and clears the
+/// encoding. Call after ValidateFrames (the frame's size is trusted). A
+/// float32 message is left as it is.
+void WidenValues(Message* m, FramePool* pool);
+
+}  // namespace tether

@@ -1,0 +1,81 @@
+#include "worker/client/push_encoder.h"
+
+#include <algorithm>
+
+#include "core/wire_codec.h"
+
+namespace tether {
+namespace {
+
+// A residual row's bookkeeping beside its floats (key, links, index entry).
+constexpr uint64_t kResidualRowOverheadBytes = 48;
+
+}  // namespace
+
+PushEncoder::PushEncoder(std::vector<Table> tables, uint64_t residual_bytes) : tables_(std::move(tables)) {
+  rows_.resize(tables_.size());
+  dense_.resize(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const Table& spec = tables_[t];
+    if (!IsHalfWire(spec.wire) || !spec.error_feedback) continue;
+    if (spec.dense) {
+      dense_[t].assign(spec.size, 0.0f);
+      continue;
+    }
+    uint64_t capacity = std::max<uint64_t>(1, residual_bytes / (uint64_t{spec.dim} * sizeof(float) +
+                                                                kResidualRowOverheadBytes));
+    if (spec.num_keys > 0) capacity = std::min(capacity, spec.num_keys);
+    rows_[t] = std::make_unique<ResidualStore>(spec.dim, capacity, spec.num_keys);
+  }
+}
+
+WireEncoding PushEncoder::wire(uint32_t table) const { return table < tables_.size() ? tables_[table].wire : FP32; }
+
+bool PushEncoder::IsHalf(uint32_t table) const { return IsHalfWire(wire(table)); }
+
+zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, size_t n, const float* grads,
+                                       const uint32_t* rows, float scale, FramePool* pool) {
+  const Table& spec = tables_[table];
+  const uint32_t dim = spec.dim;
+  const size_t row_bytes = size_t{dim} * WireBytesPerValue(spec.wire);
+  zmq::message_t frame = pool->Take(n * row_bytes);
+  auto* out = static_cast<unsigned char*>(frame.data());
+  ResidualStore* store = rows_[table].get();
+  for (size_t i = 0; i < n; ++i) {
+    const float* g = grads + size_t{rows != nullptr ? rows[i] : static_cast<uint32_t>(i)} * dim;
+    float* residual = store != nullptr ? store->Row(keys[i]) : nullptr;
+    saturated_ += EncodeValues(g, dim, scale, spec.wire, residual, out + i * row_bytes);
+  }
+  return frame;
+}
+
+zmq::message_t PushEncoder::EncodeDense(uint32_t table, uint64_t begin, uint64_t end, const float* grad, float scale,
+                                        FramePool* pool) {
+  const Table& spec = tables_[table];
+  zmq::message_t frame = pool->Take((end - begin) * WireBytesPerValue(spec.wire));
+  float* residual = dense_[table].empty() ? nullptr : dense_[table].data() + begin;
+  if (end > begin) saturated_ += EncodeValues(grad + begin, end - begin, scale, spec.wire, residual, frame.data());
+  return frame;
+}
+
+PushEncoder::Stats PushEncoder::stats() const {
+  Stats s;
+  s.saturated = saturated_;
+  for (const auto& store : rows_) {
+    if (!store) continue;
+    s.residual_rows += store->rows();
+    s.residual_evicted += store->evicted();
+    s.residual_evicted_l1 += store->evicted_l1();
+  }
+  return s;
+}
+
+const ResidualStore* PushEncoder::residuals(uint32_t table) const {
+  return table < rows_.size() ? rows_[table].get() : nullptr;
+}
+
+const float* PushEncoder::dense_residuals(uint32_t table) const {
+  return table < dense_.size() && !dense_[table].empty() ? dense_[table].data() : nullptr;
+}
+
+}  // namespace tether

@@ -1,0 +1,67 @@
+// ResidualStore: one table's error-feedback residuals on a worker, bounded.
+// With a 16-bit push encoding (TableSpec.push_wire) the worker sends each
+// row's gradient plus the residual the row kept from its previous push,
+// rounded; what the rounding lost becomes the row's new residual (Seide et
+// al., "1-Bit Stochastic Gradient Descent", Interspeech 2014; Karimireddy
+// et al., "Error Feedback Fixes SignSGD", ICML 2019). So over n pushes of a
+// row the shard receives the sum of its n gradients less one final
+// rounding error, not n of them.
+//
+// The store exists whatever the parameter cache's setting. It holds at most
+// `capacity_rows` rows of `dim` floats; a new row beyond that evicts the
+// least recently used one, whose residual is dropped and counted
+// (evicted(), and the sum of its absolute values, evicted_l1()). A table
+// whose keys lie in [0, key_range) with key_range ≤ capacity_rows never
+// evicts: its rows are addressed by key (no lookup, no recency list).
+//
+// Ownership: owns its rows; a pointer from Row() is valid until the next
+// Row() call of another key. Thread-compatible (the client's one thread).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace tether {
+
+class ResidualStore {
+ public:
+  /// `dim` ≥ 1 floats a row; `capacity_rows` ≥ 1; `key_range`: the
+  /// table's num_keys (0: any key).
+  ResidualStore(uint32_t dim, uint64_t capacity_rows, uint64_t key_range = 0);
+
+  /// The residual of `key` (dim floats; zeros for a key not held), made the
+  /// most recently used. May evict the least recently used row.
+  float* Row(uint64_t key);
+  /// The residual of `key`, or null when not held; does not touch recency.
+  const float* Find(uint64_t key) const;
+
+  uint32_t dim() const { return dim_; }
+  uint64_t capacity_rows() const { return capacity_; }
+  uint64_t rows() const { return direct_rows_ + index_.size(); }
+  uint64_t evicted() const { return evicted_; }
+  /// Σ |residual| over the evicted rows' values: what error feedback lost.
+  double evicted_l1() const { return evicted_l1_; }
+
+ private:
+  static constexpr uint32_t kNone = ~0u;
+  void Unlink(uint32_t slot);
+  void PushFront(uint32_t slot);
+  uint32_t TakeSlot();
+
+  uint32_t dim_;
+  uint64_t capacity_;
+  uint64_t direct_range_ = 0;       // keys below it live in direct_ (0: none)
+  std::vector<float> direct_;       // key k: direct_[k·dim, (k+1)·dim), made at first use
+  std::vector<uint8_t> touched_;    // key k has a row in direct_
+  uint64_t direct_rows_ = 0;
+  std::vector<float> values_;       // slot s: values_[s·dim, (s+1)·dim)
+  std::vector<uint64_t> keys_;      // slot → key
+  std::vector<uint32_t> prev_, next_;  // recency list, most recent at head_
+  uint32_t head_ = kNone, tail_ = kNone;
+  std::unordered_map<uint64_t, uint32_t> index_;  // key → slot
+  uint64_t evicted_ = 0;
+  double evicted_l1_ = 0;
+};
+
+}  // namespace tether

@@ -1,0 +1,73 @@
+// ResidualStore (worker/client/residual_store.h): rows start at zero and
+// keep what is written; at capacity the least recently used row goes,
+// counted with its absolute sum.
+#include "worker/client/residual_store.h"
+
+#include <gtest/gtest.h>
+
+namespace tether {
+namespace {
+
+TEST(ResidualStoreTest, RowsStartAtZeroAndKeepTheirValues) {
+  ResidualStore s(/*dim=*/3, /*capacity_rows=*/4);
+  float* r = s.Row(7);
+  EXPECT_EQ(r[0] + r[1] + r[2], 0.0f);
+  r[0] = 0.5f;
+  r[2] = -0.25f;
+  s.Row(9)[1] = 2.0f;
+  ASSERT_NE(s.Find(7), nullptr);
+  EXPECT_EQ(s.Find(7)[0], 0.5f);
+  EXPECT_EQ(s.Find(7)[2], -0.25f);
+  EXPECT_EQ(s.Find(9)[1], 2.0f);
+  EXPECT_EQ(s.Find(8), nullptr);
+  EXPECT_EQ(s.rows(), 2u);
+  EXPECT_EQ(s.evicted(), 0u);
+}
+
+TEST(ResidualStoreTest, EvictsTheLeastRecentlyUsedAndCountsIt) {
+  ResidualStore s(/*dim=*/2, /*capacity_rows=*/3);
+  for (uint64_t k = 1; k <= 3; ++k) s.Row(k)[0] = static_cast<float>(k);
+  s.Row(1);             // 1 is now the most recent: 2 is the least
+  s.Row(4)[1] = -1.0f;  // evicts 2 (|2| + |0|)
+  EXPECT_EQ(s.Find(2), nullptr);
+  EXPECT_EQ(s.evicted(), 1u);
+  EXPECT_EQ(s.evicted_l1(), 2.0);
+  ASSERT_NE(s.Find(1), nullptr);
+  EXPECT_EQ(s.Find(1)[0], 1.0f);
+  s.Row(5);  // evicts 3
+  EXPECT_EQ(s.Find(3), nullptr);
+  EXPECT_EQ(s.evicted(), 2u);
+  EXPECT_EQ(s.evicted_l1(), 5.0);
+  EXPECT_EQ(s.rows(), 3u);
+  // A row evicted and taken again starts from zero.
+  EXPECT_EQ(s.Row(2)[0], 0.0f);
+  EXPECT_EQ(s.Find(4)[1], -1.0f);
+}
+
+TEST(ResidualStoreTest, CapacityOfOneRow) {
+  ResidualStore s(/*dim=*/1, /*capacity_rows=*/1);
+  s.Row(10)[0] = 3.0f;
+  EXPECT_EQ(s.Row(10)[0], 3.0f);
+  s.Row(11)[0] = 1.0f;
+  EXPECT_EQ(s.Find(10), nullptr);
+  EXPECT_EQ(s.Find(11)[0], 1.0f);
+  EXPECT_EQ(s.evicted(), 1u);
+  EXPECT_EQ(s.evicted_l1(), 3.0);
+}
+
+TEST(ResidualStoreTest, KeysWithinARangeThatFitsAreAddressedDirectly) {
+  ResidualStore s(/*dim=*/2, /*capacity_rows=*/10, /*key_range=*/10);
+  EXPECT_EQ(s.Find(3), nullptr);
+  s.Row(3)[1] = 0.5f;
+  for (uint64_t k = 0; k < 10; ++k) s.Row(k);
+  EXPECT_EQ(s.rows(), 10u);
+  EXPECT_EQ(s.evicted(), 0u);  // never: every key has its row
+  EXPECT_EQ(s.Find(3)[1], 0.5f);
+  // A key past the range (a bad one) still gets a row, from the bounded part.
+  s.Row(1000)[0] = 1.0f;
+  EXPECT_EQ(s.Find(1000)[0], 1.0f);
+  EXPECT_EQ(s.rows(), 11u);
+}
+
+}  // namespace
+}  // namespace tether
