@@ -194,13 +194,16 @@ def launch(args, cfg, run_dir, seed):
         return json.load(f)
 
 
-def refit_config(cfg, epochs, path):
-    """Writes `cfg` without its validation split, for `epochs` epochs, to `path`."""
+def refit_config(cfg, epochs, path, workers=None):
+    """Writes `cfg` without its validation split, for `epochs` epochs (and
+    `workers` workers, when given), to `path`."""
     with open(cfg) as f:
         tree = pbtxt.parse(f.read(), cfg)
     for field in VALIDATION_FIELDS:
         pbtxt.remove_field(tree, field)
     pbtxt.set_field(tree, "train.epochs", str(epochs))
+    if workers:
+        pbtxt.set_field(tree, "cluster.num_workers", str(workers))
     with open(path, "w") as f:
         f.write(pbtxt.dump(tree))
     return path
@@ -218,7 +221,7 @@ def run_seed(args, name, cfg, seed):
         return None, None
     refit_dir = os.path.join(args.out, "refit", f"{name}-seed{seed}")
     os.makedirs(refit_dir, exist_ok=True)
-    refit_cfg = refit_config(cfg, best, os.path.join(refit_dir, "config.pbtxt"))
+    refit_cfg = refit_config(cfg, best, os.path.join(refit_dir, "config.pbtxt"), getattr(args, "refit_workers", None))
     return launch(args, refit_cfg, refit_dir, seed), best
 
 

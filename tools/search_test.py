@@ -4,6 +4,7 @@ job: the text format round trip on the shipped example configs, field
 edits, the search space's draws (fixed for a seed, inside their ranges,
 every GRID combination once), the ranking by the validation metric only,
 data paths made absolute, and the benchmark's reading of a data folder."""
+import gzip
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import mldr_bench  # noqa: E402
+import refit_bench  # noqa: E402
 import pbtxt  # noqa: E402
 import search  # noqa: E402
 
@@ -145,6 +147,25 @@ class MldrTest(unittest.TestCase):
         with open(mldr_bench.refit_config(cfg, 65, os.path.join(d, "out.pbtxt"))) as f:
             tree = pbtxt.parse(f.read())
         self.assertEqual(tree, [["train", [["epochs", "65"], ["seed", "1"]]]])
+
+
+class RefitBenchTest(unittest.TestCase):
+    def test_validation_config_counts_the_training_file(self):
+        d = tempfile.mkdtemp()
+        with gzip.open(os.path.join(d, "train.gz"), "wt") as f:
+            f.write("1 1:1\n" * 7494)  # pendigits' rows
+        write(os.path.join(d, "job.pbtxt"), 'cluster { num_workers: 2 }\ndata { train_file: "train.gz" }\n'
+                                            "train { epochs: 30 minibatch_size: 64 }\n")
+        args = refit_bench.parse_args(["--config", "x", "--out", d, "--validation_workers", "1"])
+        with open(refit_bench.prepare(args, os.path.join(d, "job.pbtxt"))) as f:
+            tree = pbtxt.parse(f.read())
+        # 5,995 rows kept: 2,998 a worker, 47 steps an epoch; 640 and 64 steps
+        self.assertEqual(pbtxt.get(tree, "train.epochs"), "14")
+        self.assertEqual(pbtxt.get(tree, "train.early_stopping.patience"), "2")
+        self.assertEqual(pbtxt.get(tree, "train.validation_fraction"), "0.2")
+        self.assertEqual(pbtxt.get(tree, "cluster.num_workers"), "1")
+        self.assertEqual(args.refit_workers, 2)
+        self.assertEqual(pbtxt.unquote(pbtxt.get(tree, "data.train_file")), os.path.join(d, "train.gz"))
 
 
 if __name__ == "__main__":
