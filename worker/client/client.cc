@@ -808,6 +808,16 @@ Status WorkerClient::Clock(bool want_checkpoint) {
   return channel_.sticky_error();
 }
 
+Status WorkerClient::ParkClock(bool parked) {
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(CLOCK);
+    m.header.mutable_clock_report()->set_parked(parked);
+    (void)channel_.Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
+  }
+  return channel_.sticky_error();
+}
+
 void WorkerClient::CheckpointTaken() {
   cache_.Clear();
   if (due_checkpoint_clock_ <= channel_.clock()) due_checkpoint_clock_ = -1;
