@@ -55,7 +55,7 @@ bool KvClientOptions(const KvBenchOptions& options, OptimizerType type, WireEnco
     spec.set_pull_wire(wire);
     spec.set_push_wire(wire);
     copts->tables.push_back(spec);
-    copts->error_feedback.push_back(IsHalfWire(wire));
+    copts->error_feedback.push_back(IsHalfWire(wire) && options.error_feedback);
     dims->push_back(dim);
   }
   return true;

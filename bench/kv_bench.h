@@ -27,7 +27,8 @@ struct KvBenchOptions {
   std::string job_id = "tether-bench-kv";  // the server's job id
   std::string shapes;             // "KEYSxDIM,..."
   std::string optimizer = "sgd";  // sgd | noop
-  std::string wire = "fp32";      // fp32 | bf16 | fp16: both directions; 16-bit pushes with error feedback
+  std::string wire = "fp32";      // fp32 | bf16 | fp16: both directions
+  bool error_feedback = true;     // 16-bit pushes keep their rounding residuals (worker/client/residual_store.h)
   std::string client_key_file;         // with server_public_key_file: CURVE on
   std::string server_public_key_file;
   double push_value = 0.5;        // every pushed float

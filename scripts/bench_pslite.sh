@@ -18,6 +18,7 @@
 #   --max_reps N      and at most (default 300)
 #   --min_time_s T    each shape's pushes and pulls run for at least 2·T seconds (default 0.3)
 #   --timeout_s T     limit for every process of one run, in seconds (default 300)
+#   --error_feedback B  the BF16 runs' error feedback, true or false (default true, as a job's --wire=bf16)
 #
 # ps-lite is built from the unmodified snapshot with CMake against Debian's
 # libzmq3-dev and libprotobuf-dev, outside Tether's build, into
@@ -56,6 +57,7 @@ min_reps=5
 max_reps=300
 min_time_s=0.3
 timeout_s=300
+error_feedback=true
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -66,8 +68,9 @@ while [ $# -gt 0 ]; do
     --max_reps) max_reps="$2"; shift 2 ;;
     --min_time_s) min_time_s="$2"; shift 2 ;;
     --timeout_s) timeout_s="$2"; shift 2 ;;
+    --error_feedback) error_feedback="$2"; shift 2 ;;
     *) echo "scripts/bench_pslite.sh: unknown argument $1 (--build, --peers, --rounds, --shapes, --min_reps," \
-            "--max_reps, --min_time_s, --timeout_s)" >&2; exit 2 ;;
+            "--max_reps, --min_time_s, --timeout_s, --error_feedback)" >&2; exit 2 ;;
   esac
 done
 me=scripts/bench_pslite.sh
@@ -150,9 +153,11 @@ run_pslite() {
     if grep -q '^READY' "$out"; then
       if bench_kv_wait_all "$worker" "$sched" "$server"; then return 0; fi
       # ps-lite's server can still lose its start-up race after the worker's
-      # READY (kv_app.h: "Check failed: request_handle_"): retried as above.
-      # Any other failure ends the script.
-      if [ "$attempt" = 4 ] || ! grep -q 'Check failed: request_handle_' "$work/$1-server.log"; then
+      # READY (kv_app.h: "Check failed: request_handle_"; on a loaded
+      # machine van.cc's "timeout (5 sec) to wait App 0 customer 0 ready"):
+      # retried as above. Any other failure ends the script.
+      if [ "$attempt" = 4 ] ||
+        ! grep -q -e 'Check failed: request_handle_' -e 'to wait App 0 customer 0 ready' "$work/$1-server.log"; then
         echo "$me: ps-lite failed in $1 after it started; its logs:" >&2
         grep -h -m 3 'Check failed' "$work/$1-worker.log" "$work/$1-scheduler.log" "$work/$1-server.log" >&2 || true
         tail -n 5 "$work/$1-worker.log" "$work/$1-scheduler.log" "$work/$1-server.log" >&2
@@ -188,8 +193,10 @@ for r in $(seq 1 "$rounds"); do
       pslite) run_pslite "pslite-r$r" ;;
       sgd) bench_args=("${base_args[@]}"); bench_kv_run_tether "sgd-r$r" sgd ;;
       noop) bench_args=("${base_args[@]}"); bench_kv_run_tether "noop-r$r" noop ;;
-      sgd16) bench_args=("${base_args[@]}" --wire=bf16); bench_kv_run_tether "sgd16-r$r" sgd ;;
-      noop16) bench_args=("${base_args[@]}" --wire=bf16); bench_kv_run_tether "noop16-r$r" noop ;;
+      sgd16) bench_args=("${base_args[@]}" --wire=bf16 --error_feedback="$error_feedback")
+             bench_kv_run_tether "sgd16-r$r" sgd ;;
+      noop16) bench_args=("${base_args[@]}" --wire=bf16 --error_feedback="$error_feedback")
+              bench_kv_run_tether "noop16-r$r" noop ;;
     esac
   done
 done
@@ -202,7 +209,7 @@ echo
 echo "Commit $commit; ps-lite 15b8adf with an empty server handler; $rounds alternated rounds (medians of each"
 echo "run's medians), $(nproc) cores, load average $load_before before and $load_after after, ${elapsed_s} s in all;"
 echo "ps-lite launches retried: $pslite_retries. Times in ms for one request in flight, push / pull; ratio = Tether ÷"
-echo "ps-lite's fp32. BF16: tether-bench kv --wire=bf16 (values both ways in 16 bits, pushes with error feedback)."
+echo "ps-lite's fp32. BF16: tether-bench kv --wire=bf16 --error_feedback=$error_feedback (values both ways in 16 bits)."
 echo
 PYTHONPATH="$repo/scripts/lib" /usr/bin/python3 - "$work" "$rounds" "$shapes" <<'EOF'
 import sys
