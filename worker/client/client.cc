@@ -102,6 +102,7 @@ std::vector<PushEncoder::Table> EncoderTables(const ClientOptions& o) {
   std::vector<PushEncoder::Table> out(o.tables.size());
   for (size_t t = 0; t < o.tables.size(); ++t) {
     const TableSpec& spec = o.tables[t];
+    out[t].name = spec.name();
     out[t].wire = spec.push_wire();
     out[t].error_feedback = t < o.error_feedback.size() && o.error_feedback[t];
     out[t].dense = IsDenseTable(spec);

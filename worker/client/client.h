@@ -462,6 +462,11 @@ class WorkerClient {
   };
   ServerPath servers() { return ServerPath(this); }
 
+  /// 16-bit pushes and their error-feedback residuals: a checkpoint saves
+  /// them, a resume restores them (worker/train/checkpointer.h).
+  const PushEncoder& push_encoder() const { return push_encoder_; }
+  PushEncoder* mutable_push_encoder() { return &push_encoder_; }
+
   /// Counters (a snapshot, valid until the next call on this client).
   const ClientStats& stats() const;
   /// The pool of outgoing keys and push values frames (its counters say how
