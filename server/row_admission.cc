@@ -65,6 +65,11 @@ uint64_t ProbabilityThreshold(float p) {
 
 }  // namespace
 
+uint64_t RowAdmission::SketchBytes(const TableBudget& budget) {
+  if (!Enabled(budget)) return 0;
+  return CountMinSketch::kDepth * RoundUpPow2(SketchWidth(budget)) * sizeof(uint16_t);
+}
+
 RowAdmission::RowAdmission(const TableBudget& budget, uint64_t seed, uint32_t table_id)
     : admit_after_(budget.admit_after()),
       threshold_(ProbabilityThreshold(budget.admit_probability())),

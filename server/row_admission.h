@@ -80,6 +80,10 @@ class RowAdmission {
   /// else kDefaultWidth.
   RowAdmission(const TableBudget& budget, uint64_t seed, uint32_t table_id);
 
+  /// Bytes of the sketch a table with `budget` keeps (0 without an
+  /// admission rule): the start-up fit check counts them.
+  static uint64_t SketchBytes(const TableBudget& budget);
+
   /// True when the table has an admission rule (admit_after or
   /// admit_probability < 1).
   static bool Enabled(const TableBudget& budget);

@@ -395,6 +395,11 @@ Status ValidateTableBudgets(const JobConfig& c) {
     std::string why;
     const std::string field = TableBudgetProblem(BudgetForTable(c, t.name()), /*row_table=*/true, &why);
     if (!field.empty()) return FieldError(where + field, why);
+    // The best epoch's copy (server/kept_model.h) holds rows by row number;
+    // eviction renumbers rows.
+    if (t.has_evict() && t.evict() != EVICT_NONE && c.train().validation_fraction() > 0 && c.train().keep_best_model())
+      return FieldError("train.keep_best_model", "cannot keep the best epoch's copy of table '" + t.name() +
+                                                     "', which evicts rows; set train.keep_best_model: false");
   }
   return Status::OK();
 }
