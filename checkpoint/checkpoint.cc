@@ -212,6 +212,23 @@ Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std
   return WriteSmallFile(fs, CheckpointJoinPath(to_dir, file.name()), bytes, nullptr, file.name());
 }
 
+Status CopyWorkerFiles(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
+                       const CheckpointFile& state_file) {
+  const std::string path = CheckpointJoinPath(from_dir, state_file.name());
+  CheckedReader r(path, state_file);
+  TETHER_RETURN_IF_ERROR(r.Open());
+  std::string bytes(state_file.bytes(), '\0');
+  TETHER_RETURN_IF_ERROR(r.Read(bytes.data(), bytes.size(), "the worker state"));
+  TETHER_RETURN_IF_ERROR(r.Finish());
+  TETHER_RETURN_IF_ERROR(r.Check());
+  WorkerState s;
+  if (!s.ParseFromString(bytes)) return Status::DataLoss(path + ": not a worker state");
+  TETHER_RETURN_IF_ERROR(fs->CreateDirs(to_dir));
+  // The residuals first: the state that names them is written after them.
+  if (s.has_residual_file()) TETHER_RETURN_IF_ERROR(CopyCheckpointFile(fs, from_dir, to_dir, s.residual_file()));
+  return WriteSmallFile(fs, CheckpointJoinPath(to_dir, state_file.name()), bytes, nullptr, state_file.name());
+}
+
 int ManifestWriterRank(const std::vector<CheckpointWorker>& workers) {
   int writer = -1;
   for (const CheckpointWorker& w : workers)

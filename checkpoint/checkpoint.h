@@ -15,6 +15,9 @@
 //                     (checkpoint/shard_file.h);
 //   worker-<r>.state  per worker that took part: its place in the data
 //                     (WorkerState, binary protobuf);
+//   worker-<r>.residuals  per worker with 16-bit pushes and error feedback:
+//                     its residuals (checkpoint/residual_file.h), listed in
+//                     its state file rather than in the MANIFEST;
 //   MANIFEST          written last (CheckpointManifest, text format, then a
 //                     "# xxh3 <16 hex digits>" line over the bytes before it).
 // Every file goes to a temporary name, is fsynced, then renamed (AtomicFile),
@@ -94,6 +97,13 @@ Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const Worke
 /// checksum. Errors: as VerifyCheckpointFiles, IOError.
 Status CopyCheckpointFile(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
                           const CheckpointFile& file);
+
+/// Copies a worker's state file `state_file` from from_dir into to_dir (a
+/// worker that left), with the residual file its state names, if any
+/// (checkpoint/residual_file.h), each checked against its record. Errors:
+/// as CopyCheckpointFile; DataLoss naming a state file that does not parse.
+Status CopyWorkerFiles(FileSystem* fs, const std::string& from_dir, const std::string& to_dir,
+                       const CheckpointFile& state_file);
 
 /// The rank that writes a periodic checkpoint's MANIFEST, from shard 0's
 /// CHECKPOINT_REPLY entries (one per rank): the lowest rank that took part

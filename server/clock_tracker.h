@@ -43,6 +43,15 @@ class ClockTracker {
   /// nobody until they join) or rejoining with a known one. Returns true
   /// when min_clock changed.
   bool Join(int rank, int64_t clock);
+  /// `rank` waits at a round every worker takes part in (the validation
+  /// round at an epoch's end) at its clock, having pushed everything of it:
+  /// while parked it does not hold min_clock back, so workers whose epochs
+  /// take more clocks can reach the round too. It still counts (Counts()).
+  /// When every counting worker is parked, min_clock is their smallest
+  /// clock as usual. A Join() or Remove() unparks. Returns true when
+  /// min_clock changed.
+  bool Park(int rank, bool parked);
+  bool Parked(int rank) const { return Counts(rank) && parked_[rank]; }
   /// Join() for a known rank (a worker rejoining after a crash or timeout).
   bool Rejoin(int rank, int64_t clock) { return Join(rank, clock); }
   /// The clock a worker (re)joining as `rank` starts at: the smallest clock
@@ -57,6 +66,12 @@ class ClockTracker {
   bool Counts(int rank) const { return rank >= 0 && rank < num_workers() && counts_[rank]; }
 
   int64_t min_clock() const { return min_clock_; }
+  /// The smallest clock over every counting worker, parked or not: every
+  /// update of those clocks has been applied. A reply's min_clock tag (what
+  /// a worker's cache trusts a row for) is this one, so a row read past a
+  /// parked worker is not served from a cache after that worker counts
+  /// again. Equals min_clock() when nobody is parked.
+  int64_t settled_clock() const { return settled_clock_; }
   /// `rank`'s clock (0 for a rank never seen).
   int64_t clock(int rank) const { return rank >= 0 && rank < num_workers() ? clocks_[rank] : 0; }
   int64_t staleness() const { return staleness_; }
@@ -74,7 +89,9 @@ class ClockTracker {
   bool Recompute();
   std::vector<int64_t> clocks_;
   std::vector<bool> counts_;
+  std::vector<bool> parked_;
   int64_t staleness_;
+  int64_t settled_clock_ = kNoWorkers;
   int64_t min_clock_ = 0;
 };
 

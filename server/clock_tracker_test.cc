@@ -116,5 +116,39 @@ TEST(ClockTrackerTest, LeaverAndJoinerInTurn) {
   EXPECT_TRUE(t.Counts(0));
 }
 
+TEST(ClockTrackerTest, AParkedWorkerLetsTheOthersReachTheRound) {
+  // BSP, two workers whose epochs take 203 and 205 clocks: worker 1 waits
+  // at the round after clock 203; worker 0, at 204, still has one to go.
+  ClockTracker t(2, /*staleness=*/0);
+  t.Advance(0, 204);
+  t.Advance(1, 203);
+  EXPECT_FALSE(t.PullReady(204));
+  EXPECT_TRUE(t.Park(1, true));
+  EXPECT_TRUE(t.Parked(1));
+  EXPECT_TRUE(t.Counts(1));
+  EXPECT_TRUE(t.PullReady(204));
+  EXPECT_EQ(t.min_clock(), 204);
+  // What every worker's updates are in through: the parked one's clock.
+  EXPECT_EQ(t.settled_clock(), 203);
+  t.Advance(0, 205);
+  // Worker 0 parks at the round too: everyone parked, the minimum is
+  // theirs, as without parking.
+  EXPECT_TRUE(t.Park(0, true));
+  EXPECT_EQ(t.min_clock(), 203);
+  EXPECT_FALSE(t.Park(0, true));  // already parked: no change
+  // After the round both count again; worker 0 waits for worker 1.
+  t.Park(0, false);
+  t.Park(1, false);
+  EXPECT_EQ(t.min_clock(), 203);
+  EXPECT_FALSE(t.PullReady(205));
+  // A removed or rejoining rank is never left parked.
+  t.Park(1, true);
+  t.Remove(1);
+  EXPECT_FALSE(t.Parked(1));
+  t.Join(1, 205);
+  EXPECT_FALSE(t.Parked(1));
+  EXPECT_FALSE(t.Park(5, true));  // a rank never seen
+}
+
 }  // namespace
 }  // namespace tether

@@ -134,7 +134,7 @@ void KvService::ServePull(const std::string& identity, const Message& m, const s
   reply.header.set_type(PULL_REPLY);
   reply.header.set_request_id(h.request_id());
   reply.header.set_table_id(h.table_id());
-  reply.header.set_min_clock(clocks_->min_clock());
+  reply.header.set_min_clock(clocks_->settled_clock());
   reply.header.mutable_pull_reply()->set_table_version(t.version());
   t.set_clock(h.clock());
   const int64_t s = t.staleness();
@@ -280,7 +280,7 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   reply.header.set_request_id(h.request_id());
   reply.header.set_table_id(h.table_id());
   reply.header.mutable_push_reply()->set_table_version(t.version());
-  reply.header.set_min_clock(clocks_->min_clock());
+  reply.header.set_min_clock(clocks_->settled_clock());
   if (body.want_values()) {
     // The rows as they are now, own update included: the worker's cache
     // takes them instead of pulling again (read-my-writes).
@@ -312,7 +312,7 @@ void KvService::PushDelta(const std::string& identity, const Message& m) {
   reply.header.set_type(PUSH_DELTA_REPLY);
   reply.header.set_request_id(h.request_id());
   reply.header.set_table_id(h.table_id());
-  reply.header.set_min_clock(clocks_->min_clock());
+  reply.header.set_min_clock(clocks_->settled_clock());
   outbox_->Send(identity, &reply, h.sender_rank());
 }
 

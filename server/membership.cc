@@ -219,7 +219,7 @@ void Membership::Welcome(const std::string& identity, const MessageHeader& h, co
   Message reply;
   reply.header.set_type(HELLO_REPLY);
   reply.header.set_request_id(h.request_id());
-  reply.header.set_min_clock(clocks_->min_clock());
+  reply.header.set_min_clock(clocks_->settled_clock());
   reply.header.set_protocol_version(kProtocolVersion);
   HelloReplyBody& body = *reply.header.mutable_hello_reply();
   body.set_start_clock(a.start_clock);

@@ -529,6 +529,10 @@ void ServerShard::OnClock(const std::string& identity, const MessageHeader& h) {
   // AVERAGE: the CLOCK ending a round carries the sender's weight; its
   // deltas join the round before the round can close (Advance below).
   const ClockBody& body = h.clock_report();
+  if (body.has_parked()) {
+    MinClockChanged(clocks_.Park(rank, body.parked()));
+    return;
+  }
   kv_.RoundEnded(rank, h.clock(), body.average_updates());
   if (clocks_.Advance(rank, h.clock())) {
     kv_.ServeReadyPulls();
@@ -541,7 +545,7 @@ void ServerShard::OnClock(const std::string& identity, const MessageHeader& h) {
   Message reply;
   reply.header.set_type(CLOCK_REPLY);
   reply.header.set_request_id(h.request_id());
-  reply.header.set_min_clock(clocks_.min_clock());
+  reply.header.set_min_clock(clocks_.settled_clock());
   // The job's part: the due checkpoint's clock, the next batch size.
   ClockReport report;
   report.rank = rank;

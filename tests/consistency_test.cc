@@ -69,7 +69,7 @@ void ConnectPairAndRead(const Cluster& cluster, const std::vector<uint64_t>& key
 // first read, at its start clock, is checked at once, and the bound is
 // computed over the live workers only (one that left holds nobody back).
 void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t seed, uint64_t capacity = 0,
-                       bool refresh_on_push = true, int max_workers = 0) {
+                       bool refresh_on_push = true, int max_workers = 0, bool parking = false) {
   const bool elastic = max_workers > workers;
   const int ranks = elastic ? max_workers : workers;
   JobConfig job = Job(2, workers, s);
@@ -86,20 +86,36 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
   ASSERT_TRUE(w[0]->PullRows(kW1, keys, init.data()).Wait().ok());
 
   // live: joined and not left. start: the clock a rank joined at.
-  std::vector<bool> live(ranks, false), left(ranks, false);
+  std::vector<bool> live(ranks, false), left(ranks, false), parked(ranks, false);
   for (int r = 0; r < workers; ++r) live[r] = true;
   std::vector<int64_t> clocks(ranks, 0), pushes(ranks, 0), start(ranks, 0);
   int next_rank = workers, joins = 0, leaves = 0, joiner_first_reads = 0;
-  struct PendingRead { bool active = false; RequestHandle pull; int64_t clock = 0; std::vector<float> out; };
+  // `issued`: every rank's clock when the read was sent; `saw_park`: a
+  // worker was parked while it waited (ClockTracker::Park), so a parked
+  // worker's updates are due only as far as its clock then.
+  struct PendingRead {
+    bool active = false, saw_park = false;
+    RequestHandle pull;
+    int64_t clock = 0;
+    std::vector<float> out;
+    std::vector<int64_t> issued;
+  };
   std::vector<PendingRead> pending(ranks);
   std::mt19937 rng(seed);
-  int reads_checked = 0, reads_blocked = 0;
-  auto min_clock = [&] {
+  int reads_checked = 0, reads_blocked = 0, parks = 0, reads_past_parked = 0;
+  auto min_live = [&](bool skip_parked) {
     int64_t m = std::numeric_limits<int64_t>::max();
     for (int r = 0; r < ranks; ++r)
-      if (live[r]) m = std::min(m, clocks[r]);
+      if (live[r] && !(skip_parked && parked[r])) m = std::min(m, clocks[r]);
     return m;
   };
+  // The bound's minimum: over the workers not parked, or every live one
+  // when all are parked.
+  auto min_clock = [&] {
+    const int64_t m = min_live(true);
+    return m == std::numeric_limits<int64_t>::max() ? min_live(false) : m;
+  };
+  auto any_parked = [&] { return std::count(parked.begin(), parked.end(), true) > 0; };
   auto check = [&](int r, const PendingRead& p) {
     for (int k = 0; k < ranks; ++k) {
       const int64_t seen = std::lround(p.out[k] - init[k]);
@@ -116,8 +132,11 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
       } else if (!live[k]) {
         EXPECT_EQ(seen, 0) << "worker " << r << ": rank " << k << " has not joined";
       } else {
-        EXPECT_GE(seen, required) << "worker " << r << " at clock " << p.clock << " misses updates of worker " << k
-                                  << " (joined at clock " << start[k] << ")";
+        const int64_t due =
+            p.saw_park && s >= 0 ? std::max<int64_t>(0, std::min(p.clock - s, p.issued[k]) - start[k]) : required;
+        if (due < required) ++reads_past_parked;
+        EXPECT_GE(seen, due) << "worker " << r << " at clock " << p.clock << " misses updates of worker " << k
+                             << " (joined at clock " << start[k] << ")";
         EXPECT_LE(seen, pushes[k]);
       }
     }
@@ -129,7 +148,7 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
       if (next_rank < ranks && rng() % 2 == 0) {
         // A worker with a new rank joins at the slowest live clock.
         const int r = next_rank++;
-        const int64_t slowest = min_clock();
+        const int64_t slowest = min_live(false);
         w[r] = cluster.Connect(r, capacity);
         ASSERT_TRUE(w[r]) << "join of rank " << r;
         start[r] = clocks[r] = w[r]->clock();
@@ -141,6 +160,8 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
         PendingRead first;
         first.clock = clocks[r];
         first.out.assign(ranks, 0.0f);
+        first.issued = clocks;
+        first.saw_park = any_parked();
         Status st = w[r]->PullRows(kW1, keys, first.out.data()).Wait(5000);
         ASSERT_TRUE(st.ok()) << "joiner " << r << "'s first read: " << st.ToString();
         check(r, first);
@@ -150,7 +171,7 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
       // A live worker with no read outstanding leaves (one stays at least).
       std::vector<int> can;
       for (int r = 0; r < ranks; ++r)
-        if (live[r] && !pending[r].active) can.push_back(r);
+        if (live[r] && !pending[r].active && !parked[r]) can.push_back(r);
       if (live_count() > 1 && !can.empty()) {
         const int r = can[rng() % can.size()];
         ASSERT_TRUE(JobSession(w[r].get()).Bye().ok()) << "worker " << r << " leaving";
@@ -165,6 +186,25 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
       if (live[r]) alive.push_back(r);
     const int r = alive[rng() % alive.size()];
     PendingRead& p = pending[r];
+    if (parking && parked[r]) {
+      // The round is over for it: it counts again, before its next clock.
+      ASSERT_TRUE(w[r]->ParkClock(false).ok());
+      // STATS follows it on the same connection: once answered, every
+      // shard holds the bound for it again.
+      ASSERT_TRUE(JobSession(w[r].get()).FetchServerStats().ok());
+      parked[r] = false;
+      continue;
+    }
+    if (parking && !p.active && rng() % 8 == 0) {
+      // It waits at a round: its pushes applied, it stops holding the bound.
+      ASSERT_TRUE(w[r]->WaitAll().ok());
+      ASSERT_TRUE(w[r]->ParkClock(true).ok());
+      parked[r] = true;
+      ++parks;
+      for (PendingRead& q : pending)
+        if (q.active) q.saw_park = true;
+      continue;
+    }
     const bool bound_holds = [&] { return s < 0 || min_clock() >= p.clock - s; }();
     if (p.active) {
       if (bound_holds) {
@@ -172,10 +212,10 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
         ASSERT_TRUE(st.ok()) << "released read of worker " << r << ": " << st.ToString();
         check(r, p);
         p.active = false;
-      } else {
+      } else if (!p.saw_park) {
         EXPECT_EQ(p.pull.Wait(20).code(), Status::Code::kDeadlineExceeded)
             << "worker " << r << " read at clock " << p.clock << " past the bound (min clock " << min_clock() << ")";
-      }
+      }  // else a park may have released it already; checked once the bound holds
       continue;
     }
     // One clock of work: push, clock, then read every key at the new clock.
@@ -186,6 +226,8 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     ++clocks[r];
     p.clock = clocks[r];
     p.out.assign(ranks, 0.0f);
+    p.issued = clocks;
+    p.saw_park = any_parked();
     p.pull = w[r]->PullRows(kW1, keys, p.out.data());
     p.active = true;
     if (s < 0 || min_clock() >= p.clock - s) {
@@ -203,6 +245,13 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
   }
   if (s < 0) {
     EXPECT_EQ(reads_blocked, 0);
+  }
+  if (parking) {
+    ::testing::Test::RecordProperty("parks", parks);
+    EXPECT_GT(parks, 0) << "the schedule never parked a worker";
+    if (s >= 0) {
+      EXPECT_GT(reads_past_parked, 0) << "no read went past a parked worker's clock";
+    }
   }
   if (elastic) {
     ::testing::Test::RecordProperty("joins", joins);
@@ -280,6 +329,18 @@ TEST(ConsistencyTest, SspInvariantWithJoinsAndLeavesS3NoCache) {
 }
 TEST(ConsistencyTest, SspInvariantWithJoinsAndLeavesTinyCache) {
   RunRandomSchedule(1, true, 2, 500, 14, kTwoRows, /*refresh_on_push=*/false, /*max_workers=*/6);
+}
+// Workers park at random (waiting at a round, ClockTracker::Park) and
+// unpark before their next clock: reads go past a parked worker's clock
+// without waiting, and see every update it made.
+TEST(ConsistencyTest, SspInvariantWithParkedWorkersS0) {
+  RunRandomSchedule(0, true, 3, 500, 21, 0, true, 0, /*parking=*/true);
+}
+TEST(ConsistencyTest, SspInvariantWithParkedWorkersS2NoCache) {
+  RunRandomSchedule(2, false, 3, 500, 22, 0, true, 0, /*parking=*/true);
+}
+TEST(ConsistencyTest, SspInvariantWithParkedWorkersJoinsAndLeaves) {
+  RunRandomSchedule(1, true, 2, 600, 23, 0, true, /*max_workers=*/5, /*parking=*/true);
 }
 TEST(ConsistencyTest, AspWithJoinsAndLeavesNeverBlocks) {
   RunRandomSchedule(-1, true, 2, 400, 15, 0, true, /*max_workers=*/6);

@@ -17,7 +17,10 @@
 #               tensors (in-process); processes by hand (2 servers, 2
 #               workers) score epoch B, every shard puts it back, and a
 #               resume from the final checkpoint scores the same hits
-# Usage: validation_test.sh test_last|early_stop|best_model BIN_DIR
+#   uneven      Pendigits on 2 workers whose epochs take different numbers
+#               of clocks (their partitions keep different row counts):
+#               under BSP and SSP every epoch's round completes
+# Usage: validation_test.sh test_last|early_stop|best_model|uneven BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 data=$(pwd)/data/bibtex
@@ -159,6 +162,24 @@ PY
         || fail "$k: $(metric "$tmp/resumed.json" $k) resumed from the final checkpoint, $(metric "$tmp/hand.json" $k) scored"
     done
     echo "by hand: epoch $best scored and put back on both shards; the final checkpoint scores the same hits"
+    ;;
+  uneven)
+    # Pendigits' two partitions keep different numbers of training rows
+    # after the validation split, so their epochs end at different clocks.
+    # A worker waiting at the round must not hold the other's staleness
+    # bound, or the other never reaches the round: BSP and SSP 2 both
+    # finish, every epoch validated.
+    sed 's#"\.\./data/#"'"$PWD"'/data/#; s/^  epochs: 30/  epochs: 4\n  validation_fraction: 0.2/' \
+      examples/pendigits.pbtxt > "$tmp/p.pbtxt"
+    for s in 0 2; do
+      timeout -k 5 200 "$bin/tether-launch" --config "$tmp/p.pbtxt" --staleness=$s --timeout_s=180 \
+        --metrics_out "$tmp/p$s.json" > "$tmp/p$s.log" 2>&1 || fail "staleness $s: exit $? ($(tail -2 "$tmp/p$s.log"))"
+      grep -q "validation after epoch 4 " "$tmp/p$s.log" || fail "staleness $s: no validation after epoch 4"
+      ends=$(sed -nE 's/.*\[worker ([01])\] epoch 4\/4 clock ([0-9]+).*/\1:\2/p' "$tmp/p$s.log" | sort | tr '\n' ' ')
+      [[ $ends =~ ^0:([0-9]+)\ 1:([0-9]+)\ $ ]] || fail "staleness $s: no end-of-epoch-4 line from each worker: $ends"
+      (( BASH_REMATCH[1] != BASH_REMATCH[2] )) || fail "staleness $s: both workers ended epoch 4 at one clock ($ends)"
+      echo "staleness $s: epoch 4 ended at clocks $ends(worker:clock), every epoch validated, exit 0"
+    done
     ;;
   *) fail "unknown mode $mode" ;;
 esac

@@ -102,6 +102,7 @@ std::vector<PushEncoder::Table> EncoderTables(const ClientOptions& o) {
   std::vector<PushEncoder::Table> out(o.tables.size());
   for (size_t t = 0; t < o.tables.size(); ++t) {
     const TableSpec& spec = o.tables[t];
+    out[t].name = spec.name();
     out[t].wire = spec.push_wire();
     out[t].error_feedback = t < o.error_feedback.size() && o.error_feedback[t];
     out[t].dense = IsDenseTable(spec);
@@ -806,6 +807,16 @@ Status WorkerClient::Clock(bool want_checkpoint) {
   // The answer to the previous clock's CLOCK: a checkpoint clock shard 0
   // picked is known before this worker can pass it.
   if (!previous.empty()) TETHER_RETURN_IF_ERROR(previous.Wait());
+  return channel_.sticky_error();
+}
+
+Status WorkerClient::ParkClock(bool parked) {
+  for (int s = 0; s < num_shards_; ++s) {
+    Message m;
+    m.header.set_type(CLOCK);
+    m.header.mutable_clock_report()->set_parked(parked);
+    (void)channel_.Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
+  }
   return channel_.sticky_error();
 }
 

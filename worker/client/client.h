@@ -345,6 +345,13 @@ class WorkerClient {
   /// `want_checkpoint`: ask shard 0 for a checkpoint at a clock it picks for
   /// every worker; see due_checkpoint_clock().
   Status Clock(bool want_checkpoint = false);
+  /// Tells every shard that this worker waits at a round all workers take
+  /// part in, at its current clock (`parked`), or that the round is over:
+  /// while parked it does not hold the others' staleness bound (server
+  /// ClockTracker::Park). Call with its pushes applied (WaitAll), and
+  /// unpark before any pull or push of the next clock. Nobody answers.
+  /// Errors: the channel's sticky error.
+  Status ParkClock(bool parked);
   /// The clock of a checkpoint shard 0 asked every worker to take (−1:
   /// none). Take it when clock() equals it.
   int64_t due_checkpoint_clock() const { return due_checkpoint_clock_; }
@@ -454,6 +461,11 @@ class WorkerClient {
     WorkerClient* c_;
   };
   ServerPath servers() { return ServerPath(this); }
+
+  /// 16-bit pushes and their error-feedback residuals: a checkpoint saves
+  /// them, a resume restores them (worker/train/checkpointer.h).
+  const PushEncoder& push_encoder() const { return push_encoder_; }
+  PushEncoder* mutable_push_encoder() { return &push_encoder_; }
 
   /// Counters (a snapshot, valid until the next call on this client).
   const ClientStats& stats() const;

@@ -58,6 +58,53 @@ zmq::message_t PushEncoder::EncodeDense(uint32_t table, uint64_t begin, uint64_t
   return frame;
 }
 
+std::vector<ResidualTable> PushEncoder::SaveResiduals() const {
+  std::vector<ResidualTable> out;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    ResidualTable r;
+    r.table = tables_[t].name;
+    if (!dense_[t].empty()) {
+      r.dense = true;
+      r.values = dense_[t];
+    } else if (const ResidualStore* store = rows_[t].get(); store != nullptr) {
+      r.dim = store->dim();
+      r.keys.reserve(store->rows());
+      r.values.reserve(store->rows() * store->dim());
+      store->ForEachRow([&r, dim = store->dim()](uint64_t key, const float* v) {
+        r.keys.push_back(key);
+        r.values.insert(r.values.end(), v, v + dim);
+      });
+      r.evicted = store->evicted();
+      r.evicted_l1 = store->evicted_l1();
+    } else {
+      continue;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<std::string> PushEncoder::RestoreResiduals(const std::vector<ResidualTable>& tables) {
+  std::vector<std::string> skipped;
+  for (const ResidualTable& r : tables) {
+    size_t t = 0;
+    while (t < tables_.size() && tables_[t].name != r.table) ++t;
+    ResidualStore* store = t < tables_.size() ? rows_[t].get() : nullptr;
+    if (t < tables_.size() && r.dense && dense_[t].size() == r.values.size()) {
+      dense_[t] = r.values;
+    } else if (store != nullptr && !r.dense && r.dim == store->dim()) {
+      for (size_t i = 0; i < r.keys.size(); ++i)
+        std::copy_n(r.values.data() + i * r.dim, r.dim, store->Row(r.keys[i]));
+      // Rows dropped while loading (a smaller store than the checkpoint's)
+      // count with the checkpoint's own.
+      store->SetEvicted(r.evicted + store->evicted(), r.evicted_l1 + store->evicted_l1());
+    } else {
+      skipped.push_back(r.table);
+    }
+  }
+  return skipped;
+}
+
 PushEncoder::Stats PushEncoder::stats() const {
   Stats s;
   s.saturated = saturated_;

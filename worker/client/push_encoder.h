@@ -9,16 +9,19 @@
 // Residuals: per table, a ResidualStore of row tables (bounded by
 // `residual_bytes` per table, or the table's num_keys rows if fewer), one
 // float per value of dense tables (the worker holds the dense table itself
-// anyway). They are not in the worker's checkpoint: a resumed job starts
-// with zero residuals (docs/RUNNING.md, "Wire encodings").
+// anyway). They are part of the worker's checkpoint (SaveResiduals,
+// RestoreResiduals; checkpoint/residual_file.h), so a resumed job pushes
+// what the stopped one would have.
 //
 // Thread-compatible (the client's one thread).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "checkpoint/residual_file.h"
 #include "core/net/frame_pool.h"
 #include "proto/tables.pb.h"
 #include "worker/client/residual_store.h"
@@ -28,6 +31,7 @@ namespace tether {
 class PushEncoder {
  public:
   struct Table {
+    std::string name;             // TableSpec.name (checkpoints name residuals by it)
     WireEncoding wire = FP32;     // the table's push_wire
     bool error_feedback = false;  // read only when wire is 16-bit
     bool dense = false;
@@ -61,6 +65,18 @@ class PushEncoder {
   /// whole table), times `scale`. Call only when narrows(table).
   zmq::message_t EncodeDense(uint32_t table, uint64_t begin, uint64_t end, const float* grad, float scale,
                              FramePool* pool);
+
+  /// The residuals as a checkpoint keeps them: one entry per table with
+  /// error feedback (row tables: the rows held, least recently pushed
+  /// first). Empty when no table keeps residuals.
+  std::vector<ResidualTable> SaveResiduals() const;
+  /// Puts back what SaveResiduals gave, `tables` checked against the job's
+  /// tables first (DiffResidualTables): rows in the given order (so the
+  /// same recency), the dropped-row counters continued. A row table's
+  /// store smaller than the rows given drops the least recent, counted. An
+  /// entry of a table whose pushes keep no residuals now (float32, or error
+  /// feedback off) is skipped: returns the names of those.
+  std::vector<std::string> RestoreResiduals(const std::vector<ResidualTable>& tables);
 
   Stats stats() const;
   /// The row table's residuals (null without error feedback).

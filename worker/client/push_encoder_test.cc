@@ -129,5 +129,55 @@ TEST(PushEncoderTest, Fp32TablesAreNotNarrowed) {
   EXPECT_FALSE(enc.narrows(7));
 }
 
+// A checkpoint's residuals restored into a new encoder: its next pushes are
+// bit for bit those of the encoder that kept going.
+TEST(PushEncoderTest, RestoredResidualsPushWhatTheOriginalWould) {
+  auto tables = [] {
+    PushEncoder::Table rows = RowTable(BF16, true, 3);
+    rows.name = "w";
+    PushEncoder::Table dense;
+    dense.name = "b";
+    dense.wire = BF16;
+    dense.error_feedback = true;
+    dense.dense = true;
+    dense.size = 4;
+    PushEncoder::Table plain = RowTable(FP32, false, 2);
+    plain.name = "v";
+    return std::vector<PushEncoder::Table>{rows, dense, plain};
+  };
+  PushEncoder a(tables(), 1 << 20);
+  FramePool pool = Pool();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto push = [&](PushEncoder* enc, const std::vector<float>& g) {
+    const uint64_t keys[2] = {4, 17};
+    std::vector<float> out = Decoded(enc->EncodeRows(0, keys, 2, g.data(), nullptr, 0.5f, &pool), BF16);
+    const std::vector<float> d = Decoded(enc->EncodeDense(1, 0, 4, g.data(), 0.5f, &pool), BF16);
+    out.insert(out.end(), d.begin(), d.end());
+    return out;
+  };
+  std::vector<float> g(6);
+  for (int k = 0; k < 5; ++k) {
+    for (float& x : g) x = u(rng);
+    push(&a, g);
+  }
+  const std::vector<ResidualTable> saved = a.SaveResiduals();
+  ASSERT_EQ(saved.size(), 2u);  // the float32 table keeps none
+  EXPECT_EQ(saved[0].table, "w");
+  EXPECT_EQ(saved[0].keys.size(), 2u);
+  EXPECT_TRUE(saved[1].dense);
+  PushEncoder b(tables(), 1 << 20);
+  EXPECT_TRUE(b.RestoreResiduals(saved).empty());
+  for (int k = 0; k < 3; ++k) {
+    for (float& x : g) x = u(rng);
+    EXPECT_EQ(push(&a, g), push(&b, g)) << "push " << k << " after the restore";
+  }
+  // Restored into an encoder that pushes float32 now: skipped, named.
+  PushEncoder::Table w32 = RowTable(FP32, false, 3);
+  w32.name = "w";
+  PushEncoder fp32({w32}, 1 << 20);
+  EXPECT_EQ(fp32.RestoreResiduals({saved[0]}), (std::vector<std::string>{"w"}));
+}
+
 }  // namespace
 }  // namespace tether

@@ -71,6 +71,13 @@ float* ResidualStore::Row(uint64_t key) {
   return v;
 }
 
+void ResidualStore::ForEachRow(const std::function<void(uint64_t key, const float* values)>& fn) const {
+  // Rows addressed by key have no recency: their order is the keys'.
+  for (uint64_t k = 0; k < touched_.size(); ++k)
+    if (touched_[k]) fn(k, direct_.data() + k * dim_);
+  for (uint32_t slot = tail_; slot != kNone; slot = prev_[slot]) fn(keys_[slot], values_.data() + size_t{slot} * dim_);
+}
+
 const float* ResidualStore::Find(uint64_t key) const {
   if (key < direct_range_) return !touched_.empty() && touched_[key] ? direct_.data() + key * dim_ : nullptr;
   auto it = index_.find(key);

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +36,17 @@ class ResidualStore {
   float* Row(uint64_t key);
   /// The residual of `key`, or null when not held; does not touch recency.
   const float* Find(uint64_t key) const;
+
+  /// Calls fn(key, dim floats) for every row held, least recently used
+  /// first: Row() on the keys in this order rebuilds the same recency (a
+  /// checkpoint's residuals, checkpoint/residual_file.h). Touches nothing.
+  void ForEachRow(const std::function<void(uint64_t key, const float* values)>& fn) const;
+  /// Sets the dropped-row counters (a resumed store continues the
+  /// checkpoint's).
+  void SetEvicted(uint64_t rows, double l1) {
+    evicted_ = rows;
+    evicted_l1_ = l1;
+  }
 
   uint32_t dim() const { return dim_; }
   uint64_t capacity_rows() const { return capacity_; }

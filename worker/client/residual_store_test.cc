@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace tether {
 namespace {
 
@@ -67,6 +69,38 @@ TEST(ResidualStoreTest, KeysWithinARangeThatFitsAreAddressedDirectly) {
   s.Row(1000)[0] = 1.0f;
   EXPECT_EQ(s.Find(1000)[0], 1.0f);
   EXPECT_EQ(s.rows(), 11u);
+}
+
+TEST(ResidualStoreTest, ForEachRowGivesTheRecencyThatRowRebuilds) {
+  ResidualStore s(/*dim=*/2, /*capacity_rows=*/3);
+  for (uint64_t k = 1; k <= 3; ++k) s.Row(k)[0] = static_cast<float>(k);
+  s.Row(1);  // recency, least recent first: 2, 3, 1
+  std::vector<uint64_t> order;
+  std::vector<float> firsts;
+  s.ForEachRow([&](uint64_t key, const float* v) {
+    order.push_back(key);
+    firsts.push_back(v[0]);
+  });
+  EXPECT_EQ(order, (std::vector<uint64_t>{2, 3, 1}));
+  EXPECT_EQ(firsts, (std::vector<float>{2, 3, 1}));
+  // A store filled in that order evicts what the original would: key 2.
+  ResidualStore copy(2, 3);
+  for (size_t i = 0; i < order.size(); ++i) copy.Row(order[i])[0] = firsts[i];
+  copy.SetEvicted(5, 0.5);
+  s.Row(4);
+  copy.Row(4);
+  EXPECT_EQ(s.Find(2), nullptr);
+  EXPECT_EQ(copy.Find(2), nullptr);
+  EXPECT_EQ(copy.Find(1)[0], 1.0f);
+  EXPECT_EQ(copy.evicted(), 6u);
+  EXPECT_EQ(copy.evicted_l1(), 2.5);
+  // Rows addressed by key come in key order.
+  ResidualStore direct(1, 10, /*key_range=*/10);
+  direct.Row(7)[0] = 7;
+  direct.Row(2)[0] = 2;
+  order.clear();
+  direct.ForEachRow([&](uint64_t key, const float*) { order.push_back(key); });
+  EXPECT_EQ(order, (std::vector<uint64_t>{2, 7}));
 }
 
 }  // namespace

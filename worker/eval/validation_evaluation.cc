@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include <glog/logging.h>
 #include <nlohmann/json.hpp>
@@ -99,16 +100,23 @@ Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
   TETHER_RETURN_IF_ERROR(st);
   // The cut the best epoch's copy is taken at: this worker's pushes of the
   // epoch are applied on every shard before its part counts.
-  if (KeepsBestModel(config_)) TETHER_RETURN_IF_ERROR(client_->WaitAll());
+  TETHER_RETURN_IF_ERROR(client_->WaitAll());
   // Every worker waits for every part and merges them in rank order: the
   // same figures everywhere, so the same decision to stop. A joiner
   // (beyond the initial ranks) holds no validation rows and sends none.
   EvalPartial mine = eval.Partial(rank_);
   const bool owes = rank_ < config_.cluster().num_workers();
   std::vector<EvalPartial> all;
-  TETHER_ASSIGN_OR_RETURN(const bool complete, session_->EvalGather(kValidationEvalRound + epoch,
-                                                                    owes ? &mine : nullptr,
-                                                                    EvalGatherBody::EVAL_WAIT, &all));
+  // Waiting, this worker does not hold the staleness bound: a worker whose
+  // epoch takes more clocks (a partition with more rows) reaches the round
+  // instead of waiting for this one's next clock. Model averaging merges
+  // by the minimum clock, so it keeps the plain wait.
+  const bool park = config_.consistency().model() != AVERAGE;
+  if (park) TETHER_RETURN_IF_ERROR(client_->ParkClock(true));
+  StatusOr<bool> gathered = session_->EvalGather(kValidationEvalRound + epoch, owes ? &mine : nullptr,
+                                                 EvalGatherBody::EVAL_WAIT, &all);
+  if (park) TETHER_RETURN_IF_ERROR(client_->ParkClock(false));
+  TETHER_ASSIGN_OR_RETURN(const bool complete, std::move(gathered));
   if (!complete)
     return Status::Internal(who_ + "shard 0 answered the validation round of epoch " + std::to_string(epoch) +
                             " before every part was in");

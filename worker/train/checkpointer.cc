@@ -8,6 +8,7 @@
 #include "core/config.h"
 #include "core/file_util.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/residual_file.h"
 #include "worker/train/job_outcome.h"
 #include "worker/trainer.h"
 
@@ -64,7 +65,7 @@ Status Checkpointer::WriteManifest(const std::string& dir, int64_t clock, bool f
       // A worker that left: its state at its last checkpoint comes along,
       // so a resume trains the rows it had left (docs/OPERATIONS.md).
       if (w.from_dir() != dir)
-        TETHER_RETURN_IF_ERROR(CopyCheckpointFile(FileSystem::Default(), w.from_dir(), dir, w.file()));
+        TETHER_RETURN_IF_ERROR(CopyWorkerFiles(FileSystem::Default(), w.from_dir(), dir, w.file()));
       e->clear_from_dir();
     }
     if (w.kind() == CheckpointWorker::TRAINING || w.kind() == CheckpointWorker::LEFT) *m.add_files() = w.file();
@@ -85,6 +86,11 @@ StatusOr<bool> Checkpointer::Take(WorkerState state, TrainReport* report) {
   state.set_rank(rank_);
   state.set_num_workers(config_.cluster().num_workers());
   state.set_clock(clock);
+  // Error-feedback residuals go beside the state, which records the file:
+  // a resume pushes what this run would have pushed.
+  if (std::vector<ResidualTable> residuals = client_->push_encoder().SaveResiduals(); !residuals.empty())
+    TETHER_RETURN_IF_ERROR(
+        WriteResidualFile(FileSystem::Default(), dir, rank_, residuals, state.mutable_residual_file()));
   CheckpointFile mine;
   TETHER_RETURN_IF_ERROR(WriteWorkerState(FileSystem::Default(), dir, state, &mine));
   TETHER_ASSIGN_OR_RETURN(CheckpointReply reply, session_->Checkpoint(dir, /*final=*/false, &mine));

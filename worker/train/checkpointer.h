@@ -1,7 +1,8 @@
 // Checkpointer: one worker's part in the job's coordinated checkpoints
 // (config.checkpoint; docs/OPERATIONS.md). A checkpoint is a consistent cut
 // at a clock: each worker writes its own state (WorkerState: its place in
-// the data, counters, the model's own state) into the checkpoint's folder,
+// the data, counters, the model's own state; with 16-bit pushes its
+// error-feedback residuals, checkpoint/residual_file.h) into the checkpoint's folder,
 // then every shard writes its rows once every worker still training is at
 // that clock, and the lowest rank in the cut (worker 0 while it trains)
 // writes the MANIFEST last, which makes the checkpoint exist. At the end of
@@ -45,8 +46,9 @@ class Checkpointer {
   bool enabled() const { return !config_.checkpoint().dir().empty(); }
 
   /// Takes the checkpoint at the client's clock with this worker's `state`
-  /// (rank, number of workers and clock are set here): writes the state
-  /// file, waits for every shard's files (the cut), and writes the MANIFEST
+  /// (rank, number of workers and clock are set here): writes the
+  /// residual file (when the client keeps residuals) and the state file
+  /// that records it, waits for every shard's files (the cut), and writes the MANIFEST
   /// when this worker is the writer (ManifestWriterRank), pruning to
   /// checkpoint.keep_last. Returns false when shard 0 abandoned the round
   /// (a worker restarted at or past its clock: no MANIFEST; logged, and

@@ -16,6 +16,7 @@
 #include "core/memory_fit.h"
 #include "core/net/curve.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/residual_file.h"
 #include "eval/early_stopping.h"
 #include "input/validation_split.h"
 #include "worker/client/local_replica.h"
@@ -237,6 +238,7 @@ Status TrainingRun::Resume() {
                                               ? " of " + std::to_string(resume_.dealt_rows_size()) + " dealt rows"
                                               : ""));
     if (!resume_.model_state().empty()) TETHER_RETURN_IF_ERROR(model_->RestoreState(resume_.model_state()));
+    TETHER_RETURN_IF_ERROR(ReadResumeResiduals());
     if (!resume_finished_ && resume_.epoch() >= config_.train().epochs())
       LOG(WARNING) << who_ << "the checkpoint is in epoch " << resume_.epoch() + 1 << " but train.epochs is "
                    << config_.train().epochs() << ": nothing is left to train";
@@ -245,6 +247,32 @@ Status TrainingRun::Resume() {
             << DescribeTables(google::protobuf::RepeatedPtrField<TableSpec>(tables_.begin(), tables_.end()));
   report_.model = model_->name();
   return Status::OK();
+}
+
+Status TrainingRun::ReadResumeResiduals() {
+  // Only this rank's own state names a residual file: a resume with another
+  // number of workers starts every residual at zero.
+  if (resume_finished_ || !resume_.has_residual_file()) return Status::OK();
+  StatusOr<std::vector<ResidualTable>> read = ReadResidualFile(resume_dir_, resume_.residual_file());
+  if (!read.ok()) return read.status().WithPrefix("[worker " + std::to_string(rank_) + "] cannot resume");
+  const std::string diff =
+      DiffResidualTables(*read, tables_, CheckpointJoinPath(resume_dir_, resume_.residual_file().name()));
+  if (!diff.empty()) return Status::FailedPrecondition(who_ + "cannot resume: " + diff);
+  resume_residuals_ = std::move(*read);
+  return Status::OK();
+}
+
+void TrainingRun::RestoreResiduals() {
+  if (resume_residuals_.empty()) return;
+  uint64_t rows = 0;
+  for (const ResidualTable& r : resume_residuals_) rows += r.dense ? 0 : r.keys.size();
+  const std::vector<std::string> skipped = client_->mutable_push_encoder()->RestoreResiduals(resume_residuals_);
+  for (const std::string& t : skipped)
+    LOG(WARNING) << who_ << "table " << t << " pushes without error feedback now (float32, or error_feedback "
+                 << "false): its residuals in " << resume_.residual_file().name() << " are not used";
+  LOG(INFO) << who_ << "error-feedback residuals restored from " << resume_.residual_file().name() << ": "
+            << resume_residuals_.size() - skipped.size() << " table(s), " << rows << " row(s)";
+  resume_residuals_.clear();
 }
 
 // ---- Connect: HELLO, the replica, round 0 of the evaluation.
@@ -291,6 +319,7 @@ Status TrainingRun::Connect() {
   }
   TETHER_ASSIGN_OR_RETURN(client_, WorkerClient::Connect(copts));
   session_ = std::make_unique<JobSession>(client_.get());
+  RestoreResiduals();
   // Reading a streamed block can take seconds: heartbeat the servers between
   // buffers, or they would take this worker for dead (worker_timeout_ms).
   data_.HeartbeatWith([this] { return client_->Idle(1); });

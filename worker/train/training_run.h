@@ -39,6 +39,7 @@
 
 #include "telemetry/metrics_log.h"
 #include "core/status.h"
+#include "checkpoint/residual_file.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/config.pb.h"
 #include "proto/tables.pb.h"
@@ -103,6 +104,11 @@ class TrainingRun {
   // parts of workers that left).
   StatusOr<Dataset> LoadTestPartOf(int rank) const;
   Status Resume();
+  // The residual file of this rank's state, read and checked against the
+  // tables before anything connects (kept in resume_residuals_).
+  Status ReadResumeResiduals();
+  // Puts them into the new client's push encoder; logs what it restored.
+  void RestoreResiduals();
   Status Connect();
   ClientOptions MakeClientOptions() const;
   Status StartTraining();
@@ -182,6 +188,7 @@ class TrainingRun {
   std::string resume_dir_;
   CheckpointManifest manifest_;
   WorkerState resume_;  // this rank's state, or the rows dealt to it
+  std::vector<ResidualTable> resume_residuals_;  // its residual file's, restored at Connect
   bool resume_finished_ = false;  // nothing left to train: straight to the barrier
 
   // Connect. The stop control is shared with the client's stop callback.
