@@ -284,7 +284,13 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   if (body.want_values()) {
     // The rows as they are now, own update included: the worker's cache
     // takes them instead of pulling again (read-my-writes).
-    (void)FillValues(t, keys, h.num_keys(), &reply, offsets);  // the push just created every row: cannot fail
+    if (t.budgeted()) {
+      // Read, not touched again (the push touched them: eviction order and
+      // counts stay one touch a request); a key not admitted reads zeros.
+      FillValuesIfPresent(t, keys, h.num_keys(), &reply);
+    } else {
+      (void)FillValues(t, keys, h.num_keys(), &reply, offsets);  // the push just created every row: cannot fail
+    }
   }
   outbox_->Send(identity, &reply, h.sender_rank());
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Admission on a long tail, end to end. Usage: admission_test.sh BIN_DIR [EPOCHS [K]]
 # Bibtex (the bundled data) with hashed features, each training row given
-# two extra feature ids that occur nowhere else (noise: 9,760 ids seen once
-# in an epoch, 84 % of the training ids), one server and one worker under
+# two extra feature ids that occur nowhere else (noisy_bibtex.py; noise:
+# 9,760 ids seen once an epoch, 84 % of the training ids), one server and one worker under
 # BSP in one process (tether-launch --transport inproc), trained twice with
 # the same seed: without admission, and with `table { name: "w1"
 # admit_after: K }`, K = EPOCHS + 1 (a noise id is pushed once an epoch, so
-# over EPOCHS epochs it never reaches K; an id in two training rows does).
+# over EPOCHS epochs it never reaches K; an id in two minibatches an epoch
+# does).
 # Gates: w1's rows cut by at least 30 %; P@1 within 0.5 points; the
 # server's counters add up: rows_admitted = table_rows (no eviction), and
 # rows_not_admitted ≥ the noise ids × EPOCHS (every push of a noise id is
@@ -18,33 +19,7 @@ tether_test_init admission "$1"
 epochs=${2:-1}
 admit=${3:-$((epochs + 1))}
 
-python3 - "$tmp" <<'PY'
-import gzip, sys
-tmp = sys.argv[1]
-with gzip.open("data/bibtex/Bibtex_data.txt.gz", "rt") as f:
-    header = f.readline().split()
-    rows = [line.rstrip("\n") for line in f]
-n, num_labels = int(header[0]), int(header[2])
-assert len(rows) == n == 7395, "the bundled Bibtex changed"
-def split(path):  # 1-based row numbers, one a line
-    return [int(line) - 1 for line in open(path) if line.strip()]
-train, test = split("data/bibtex/bibtex_trSplit.txt"), split("data/bibtex/bibtex_tstSplit.txt")
-noise_base = 1 << 40  # far above Bibtex's ids (< 1836): they occur nowhere else
-out = []
-for i, r in enumerate(train):
-    labels, _, feats = rows[r].partition(" ")
-    out.append(f"{labels} {feats} {noise_base + 2 * i}:1 {noise_base + 2 * i + 1}:1")
-open(f"{tmp}/train.txt", "w").write(f"{len(out)} 0 {num_labels}\n" + "\n".join(out) + "\n")
-open(f"{tmp}/test.txt", "w").write(f"{len(test)} 0 {num_labels}\n" + "\n".join(rows[r] for r in test) + "\n")
-ids = {}
-for line in out:
-    for tok in line.split(" ")[1:]:
-        k = tok.split(":")[0]
-        ids[k] = ids.get(k, 0) + 1
-once = sum(1 for c in ids.values() if c == 1)
-print(f"training ids: {len(ids)}, seen in one row: {once} ({100.0 * once / len(ids):.1f} %), noise ids: {2 * len(out)}")
-open(f"{tmp}/noise", "w").write(f"{2 * len(out)}\n")
-PY
+python3 tests/integration/noisy_bibtex.py "$tmp"
 
 job() {  # job(NAME, EXTRA): the Bibtex example's model and optimizer, hashed, BSP
   cat > "$tmp/$1.pbtxt" <<EOF2
