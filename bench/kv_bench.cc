@@ -7,6 +7,7 @@
 
 #include "bench/random_keys.h"
 #include "core/net/curve.h"
+#include "core/wire_codec.h"
 #include "worker/client/client.h"
 #include "worker/client/job_session.h"
 
@@ -16,7 +17,7 @@ namespace {
 // The client of the job: one ROW table per distinct dim of `shapes`, in
 // first-seen order (*dims lists them), and the connection settings. False
 // (after a line on stderr) for bad CURVE keys.
-bool KvClientOptions(const KvBenchOptions& options, OptimizerType type,
+bool KvClientOptions(const KvBenchOptions& options, OptimizerType type, WireEncoding wire,
                      const std::vector<std::pair<int64_t, int64_t>>& shapes, ClientOptions* copts,
                      std::vector<int64_t>* dims) {
   copts->servers = {options.server};
@@ -51,7 +52,10 @@ bool KvClientOptions(const KvBenchOptions& options, OptimizerType type,
     spec.mutable_consistency()->set_model(ASP);
     spec.mutable_consistency()->set_staleness(-1);
     spec.mutable_consistency()->set_cache(false);
+    spec.set_pull_wire(wire);
+    spec.set_push_wire(wire);
     copts->tables.push_back(spec);
+    copts->error_feedback.push_back(IsHalfWire(wire) && options.error_feedback);
     dims->push_back(dim);
   }
   return true;
@@ -114,11 +118,20 @@ int RunKvBench(const KvBenchOptions& options) {
     std::fprintf(stderr, "tether-bench kv: unknown --optimizer=%s (sgd, noop)\n", options.optimizer.c_str());
     return 2;
   }
+  WireEncoding wire = FP32;
+  if (options.wire == "bf16") {
+    wire = BF16;
+  } else if (options.wire == "fp16") {
+    wire = FP16;
+  } else if (options.wire != "fp32") {
+    std::fprintf(stderr, "tether-bench kv: unknown --wire=%s (fp32, bf16, fp16)\n", options.wire.c_str());
+    return 2;
+  }
   std::vector<std::pair<int64_t, int64_t>> shapes;
   if (!ParseShapes("kv", options.shapes, &shapes)) return 2;
   ClientOptions copts;
   std::vector<int64_t> table_dims;
-  if (!KvClientOptions(options, type, shapes, &copts, &table_dims)) return 2;
+  if (!KvClientOptions(options, type, wire, shapes, &copts, &table_dims)) return 2;
   auto client = WorkerClient::Connect(copts);
   if (!client.ok()) {
     std::fprintf(stderr, "tether-bench kv: %s\n", client.status().message().c_str());

@@ -1,7 +1,9 @@
 // tether-bench kv: the worker side of scripts/bench_pslite.sh against a
 // tether-server started apart (one shard, one worker, ASP, no cache, so
 // every request crosses the wire): one ROW table per distinct dim of the
-// shapes, any uint64 key, zeros at start, SGD (lr 1e-6) or NOOP. Per shape:
+// shapes, any uint64 key, zeros at start, SGD (lr 1e-6) or NOOP, values on
+// the wire in float32 or, with --wire, 16 bits (pushes with error
+// feedback, as a job's --wire sets them; core/wire_codec.h). Per shape:
 // one untimed push and pull (creates the rows, fills the frame pools), then
 // timed pushes (PushRows + WaitAll: applied and acknowledged) and pulls
 // alternately, as bench/pslite_kv/kv_bench.cc times ps-lite. Prints "READY"
@@ -25,6 +27,8 @@ struct KvBenchOptions {
   std::string job_id = "tether-bench-kv";  // the server's job id
   std::string shapes;             // "KEYSxDIM,..."
   std::string optimizer = "sgd";  // sgd | noop
+  std::string wire = "fp32";      // fp32 | bf16 | fp16: both directions
+  bool error_feedback = true;     // 16-bit pushes keep their rounding residuals (worker/client/residual_store.h)
   std::string client_key_file;         // with server_public_key_file: CURVE on
   std::string server_public_key_file;
   double push_value = 0.5;        // every pushed float
@@ -38,7 +42,7 @@ struct KvBenchOptions {
 
 /// Runs the benchmark; returns 0, 1 (the server refused or a request
 /// failed, named on stderr) or 2 (a bad flag: no --server, an unknown
-/// --optimizer, a bad shape, bad CURVE keys).
+/// --optimizer or --wire, a bad shape, bad CURVE keys).
 int RunKvBench(const KvBenchOptions& options);
 
 }  // namespace tether

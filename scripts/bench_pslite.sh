@@ -18,6 +18,7 @@
 #   --max_reps N      and at most (default 300)
 #   --min_time_s T    each shape's pushes and pulls run for at least 2·T seconds (default 0.3)
 #   --timeout_s T     limit for every process of one run, in seconds (default 300)
+#   --error_feedback B  the BF16 runs' error feedback, true or false (default true, as a job's --wire=bf16)
 #
 # ps-lite is built from the unmodified snapshot with CMake against Debian's
 # libzmq3-dev and libprotobuf-dev, outside Tether's build, into
@@ -26,10 +27,12 @@
 # uses an empty handler (a push is dropped, a pull answered from a reused
 # zero buffer), as ps-lite's own benchmark does.
 #
-# Each round runs three jobs one after the other, the order rotating from
+# Each round runs five jobs one after the other, the order rotating from
 # round to round: ps-lite (scheduler, server, worker: three processes,
 # DMLC_NODE_HOST=127.0.0.1), Tether with SGD tables, and Tether with NOOP
-# tables (tether-server + tether-bench kv: two processes). NOOP checks every
+# tables (tether-server + tether-bench kv: two processes), each of the two
+# Tether jobs once in float32 and once with --wire=bf16 (values both ways in
+# 16 bits, pushes with error feedback; ps-lite sends float32). NOOP checks every
 # push and looks up its rows as SGD does but skips the arithmetic, so the
 # difference between the two Tether columns is the optimizer's cost and the
 # NOOP column is transport plus checks and lookups. Within a run, each shape
@@ -54,6 +57,7 @@ min_reps=5
 max_reps=300
 min_time_s=0.3
 timeout_s=300
+error_feedback=true
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -64,8 +68,9 @@ while [ $# -gt 0 ]; do
     --max_reps) max_reps="$2"; shift 2 ;;
     --min_time_s) min_time_s="$2"; shift 2 ;;
     --timeout_s) timeout_s="$2"; shift 2 ;;
+    --error_feedback) error_feedback="$2"; shift 2 ;;
     *) echo "scripts/bench_pslite.sh: unknown argument $1 (--build, --peers, --rounds, --shapes, --min_reps," \
-            "--max_reps, --min_time_s, --timeout_s)" >&2; exit 2 ;;
+            "--max_reps, --min_time_s, --timeout_s, --error_feedback)" >&2; exit 2 ;;
   esac
 done
 me=scripts/bench_pslite.sh
@@ -85,7 +90,8 @@ done
 build=$(cd "$build" && pwd)
 
 # The temporary directory, its cleanup and Tether's runs (bench_kv_*).
-bench_args=(--min_reps="$min_reps" --max_reps="$max_reps" --min_time_s="$min_time_s")
+base_args=(--min_reps="$min_reps" --max_reps="$max_reps" --min_time_s="$min_time_s")
+bench_args=("${base_args[@]}")
 # shellcheck source=scripts/lib/bench_kv.sh
 source "$repo/scripts/lib/bench_kv.sh"
 bench_kv_setup bench_pslite
@@ -147,9 +153,11 @@ run_pslite() {
     if grep -q '^READY' "$out"; then
       if bench_kv_wait_all "$worker" "$sched" "$server"; then return 0; fi
       # ps-lite's server can still lose its start-up race after the worker's
-      # READY (kv_app.h: "Check failed: request_handle_"): retried as above.
-      # Any other failure ends the script.
-      if [ "$attempt" = 4 ] || ! grep -q 'Check failed: request_handle_' "$work/$1-server.log"; then
+      # READY (kv_app.h: "Check failed: request_handle_"; on a loaded
+      # machine van.cc's "timeout (5 sec) to wait App 0 customer 0 ready"):
+      # retried as above. Any other failure ends the script.
+      if [ "$attempt" = 4 ] ||
+        ! grep -q -e 'Check failed: request_handle_' -e 'to wait App 0 customer 0 ready' "$work/$1-server.log"; then
         echo "$me: ps-lite failed in $1 after it started; its logs:" >&2
         grep -h -m 3 'Check failed' "$work/$1-worker.log" "$work/$1-scheduler.log" "$work/$1-server.log" >&2 || true
         tail -n 5 "$work/$1-worker.log" "$work/$1-scheduler.log" "$work/$1-server.log" >&2
@@ -176,15 +184,19 @@ run_pslite() {
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 start_s=$(date +%s)
-sides=(pslite sgd noop)
+sides=(pslite sgd noop sgd16 noop16)
 for r in $(seq 1 "$rounds"); do
-  for i in 0 1 2; do
-    side=${sides[$(((i + r - 1) % 3))]}
+  for i in 0 1 2 3 4; do
+    side=${sides[$(((i + r - 1) % 5))]}
     echo "$me: round $r/$rounds: $side" >&2
     case "$side" in
       pslite) run_pslite "pslite-r$r" ;;
-      sgd) bench_kv_run_tether "sgd-r$r" sgd ;;
-      noop) bench_kv_run_tether "noop-r$r" noop ;;
+      sgd) bench_args=("${base_args[@]}"); bench_kv_run_tether "sgd-r$r" sgd ;;
+      noop) bench_args=("${base_args[@]}"); bench_kv_run_tether "noop-r$r" noop ;;
+      sgd16) bench_args=("${base_args[@]}" --wire=bf16 --error_feedback="$error_feedback")
+             bench_kv_run_tether "sgd16-r$r" sgd ;;
+      noop16) bench_args=("${base_args[@]}" --wire=bf16 --error_feedback="$error_feedback")
+              bench_kv_run_tether "noop16-r$r" noop ;;
     esac
   done
 done
@@ -196,7 +208,8 @@ echo "## Tether against ps-lite: push/pull, one server + one worker, separate pr
 echo
 echo "Commit $commit; ps-lite 15b8adf with an empty server handler; $rounds alternated rounds (medians of each"
 echo "run's medians), $(nproc) cores, load average $load_before before and $load_after after, ${elapsed_s} s in all;"
-echo "ps-lite launches retried: $pslite_retries. Times in ms for one request in flight; ratio = Tether ÷ ps-lite."
+echo "ps-lite launches retried: $pslite_retries. Times in ms for one request in flight, push / pull; ratio = Tether ÷"
+echo "ps-lite's fp32. BF16: tether-bench kv --wire=bf16 --error_feedback=$error_feedback (values both ways in 16 bits)."
 echo
 PYTHONPATH="$repo/scripts/lib" /usr/bin/python3 - "$work" "$rounds" "$shapes" <<'EOF'
 import sys
@@ -211,13 +224,18 @@ def count(n, unit):
         s = f"{n:,}"
     return f"{s} {unit}{'' if n == 1 else 's'}"
 
-ps, sgd, noop = (load(work, side, rounds) for side in ("pslite", "sgd", "noop"))
-print("| request | Tether push / pull, SGD | Tether push / pull, no-op apply | ps-lite push / pull "
-      "| ratio SGD push / pull | ratio no-op push / pull |")
-print("|---|---:|---:|---:|---:|---:|")
+ps, sgd, noop, sgd16, noop16 = (load(work, side, rounds) for side in ("pslite", "sgd", "noop", "sgd16", "noop16"))
+print("| request | ps-lite push / pull (fp32) | Tether SGD | Tether no-op apply | Tether BF16 SGD "
+      "| Tether BF16 no-op | ratio SGD | ratio no-op | ratio BF16 SGD | ratio BF16 no-op |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+def pair(v):
+    return f"{ms(v[0])} / {ms(v[1])}"
+def ratio(v, p):
+    return f"{v[0] / p[0]:.2f} / {v[1] / p[1]:.2f}"
 for shape in shapes:
     n, d = shape_of(shape)
-    p, s, o = ps[(n, d)], sgd[(n, d)], noop[(n, d)]
-    print(f"| {count(n, 'key')} × {count(d, 'float')} | {ms(s[0])} / {ms(s[1])} | {ms(o[0])} / {ms(o[1])} "
-          f"| {ms(p[0])} / {ms(p[1])} | {s[0] / p[0]:.2f} / {s[1] / p[1]:.2f} | {o[0] / p[0]:.2f} / {o[1] / p[1]:.2f} |")
+    p = ps[(n, d)]
+    cols = [side[(n, d)] for side in (sgd, noop, sgd16, noop16)]
+    print(f"| {count(n, 'key')} × {count(d, 'float')} | {pair(p)} | " + " | ".join(pair(c) for c in cols) + " | "
+          + " | ".join(ratio(c, p) for c in cols) + " |")
 EOF

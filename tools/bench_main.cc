@@ -66,6 +66,10 @@ DEFINE_string(job_id, "tether-bench-kv", "kv: the server's job id (its config's 
 DEFINE_string(shapes, "1x1,100000x1,1000000x1,1024x4096,100000x64,100000x256",
               "kv and transport --curve: request shapes, KEYSxDIM (floats per key), comma-separated");
 DEFINE_string(optimizer, "sgd", "kv: the tables' server-side update, sgd or noop (checks and lookups, no arithmetic)");
+DEFINE_string(wire, "fp32",
+              "kv: the tables' values on the wire, both directions: fp32, bf16 or fp16 (16-bit pushes with error "
+              "feedback, as a job's --wire)");
+DEFINE_bool(error_feedback, true, "kv: with a 16-bit --wire, each row's rounding residual is added to its next push");
 DEFINE_bool(curve, false,
             "transport: Tether with CURVE on (security.curve: authenticated, encrypted) side by side with CURVE off, "
             "over the --shapes request shapes, instead of Tether vs raw ZeroMQ");
@@ -138,6 +142,8 @@ int Kv() {
   o.job_id = FLAGS_job_id;
   o.shapes = FLAGS_shapes;
   o.optimizer = FLAGS_optimizer;
+  o.wire = FLAGS_wire;
+  o.error_feedback = FLAGS_error_feedback;
   o.client_key_file = FLAGS_client_key_file;
   o.server_public_key_file = FLAGS_server_public_key_file;
   o.push_value = FLAGS_push_value;

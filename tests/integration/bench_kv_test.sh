@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tether-bench kv (the Tether side of scripts/bench_pslite.sh) against a
-# separately started tether-server: for SGD and NOOP tables, one RESULT line
+# separately started tether-server: for SGD and NOOP tables, and NOOP tables
+# with --wire=bf16 (16-bit values both ways), one RESULT line
 # per shape with the shape and the number of timed requests asked for, and
 # the server counts exactly the pushes and rows sent (1 untimed + 2 timed
-# per shape); a bad --optimizer is refused. Functional only: no time is
+# per shape); a bad --optimizer or --wire is refused. Functional only: no time is
 # asserted. Usage: bench_kv_test.sh BIN_DIR
 # Every process runs under `timeout` and is reaped; waits poll with a bound.
 source "$(dirname "$0")/lib.sh"
@@ -16,13 +17,16 @@ cluster { num_servers: 1 num_workers: 1 startup_timeout_ms: 60000 }
 consistency { model: ASP staleness: -1 cache: false }
 CFG
 
-for optimizer in sgd noop; do
+for run in sgd noop noop:bf16; do
+  optimizer=${run%%:*}
+  wire=fp32
+  [ "$run" != "$optimizer" ] && wire=${run#*:}
   timeout -k 5 "$limit_s" "$bin/tether-server" --config="$tmp/server.pbtxt" --port_file="$tmp/$optimizer.port" \
     2> "$tmp/$optimizer.server.log" &
   server=$!
   pids+=($server)
   wait_port "$tmp/$optimizer.port" "$server" || fail "$optimizer: tether-server did not start"
-  timeout -k 5 "$limit_s" "$bin/tether-bench" kv --server="$(cat "$tmp/$optimizer.port")" --optimizer=$optimizer \
+  timeout -k 5 "$limit_s" "$bin/tether-bench" kv --server="$(cat "$tmp/$optimizer.port")" --optimizer=$optimizer --wire=$wire \
     --shapes=1x1,1000x4,10x3 --min_reps=2 --max_reps=2 --min_time_s=0 > "$tmp/$optimizer.out" \
     2> "$tmp/$optimizer.bench.log" || fail "$optimizer: tether-bench kv failed: $(tail -3 "$tmp/$optimizer.bench.log")"
   wait "$server" || fail "$optimizer: tether-server exited non-zero: $(tail -3 "$tmp/$optimizer.server.log")"
@@ -32,11 +36,16 @@ for optimizer in sgd noop; do
   # 3 shapes × (1 untimed + 2 timed) = 9 pushes and 9 pulls; 3 × 1,011 rows each way.
   grep -q "done: 9 pulls (3033 rows, 0 waited on the bound), 9 pushes (3033 rows, 3033 updates applied)" \
     "$tmp/$optimizer.server.log" || fail "$optimizer: server counts: $(grep 'done:' "$tmp/$optimizer.server.log")"
-  echo "$optimizer: $got; server: 9 pulls, 9 pushes, 3033 rows each way"
+  echo "$optimizer ($wire): $got; server: 9 pulls, 9 pushes, 3033 rows each way"
+  rm -f "$tmp/$optimizer.port"
 done
 
 if timeout 60 "$bin/tether-bench" kv --server=tcp://127.0.0.1:1 --optimizer=adam 2> "$tmp/bad.log"; then
   fail "--optimizer=adam was accepted"
 fi
 grep -q "unknown --optimizer=adam (sgd, noop)" "$tmp/bad.log" || fail "bad optimizer message: $(cat "$tmp/bad.log")"
+if timeout 60 "$bin/tether-bench" kv --server=tcp://127.0.0.1:1 --wire=int8 2> "$tmp/bad.log"; then
+  fail "--wire=int8 was accepted"
+fi
+grep -q "unknown --wire=int8 (fp32, bf16, fp16)" "$tmp/bad.log" || fail "bad wire message: $(cat "$tmp/bad.log")"
 echo PASS
