@@ -65,7 +65,8 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
   if (IsRowTable(spec) && spec.has_budget()) {
     const TableBudget& b = spec.budget();
     if (RowAdmission::Enabled(b)) admission_ = std::make_unique<RowAdmission>(b, seed, spec.id());
-    if (b.evict() != EVICT_NONE) eviction_ = std::make_unique<RowEviction>(b.evict(), b.ttl_clocks(), MixKey(seed + spec.id()));
+    if (b.evict() != EVICT_NONE)
+      eviction_ = std::make_unique<RowEviction>(b.evict(), b.ttl_clocks(), MixKey(seed + spec.id()));
     if (b.max_rows() > 0) max_rows_ = std::min(max_rows_, b.max_rows());
     budgeted_ = admission_ != nullptr || eviction_ != nullptr;
   }
@@ -529,7 +530,9 @@ Status ServerTable::RestoreRow(uint64_t key, const float* values) {
 }
 
 Status ServerTable::ResolveRows(const uint64_t* keys, uint64_t n, std::vector<uint64_t>* offsets) {
-  if (budgeted_) return Status::FailedPrecondition("table " + spec_.name() + " admits or evicts rows: its rows move, so they are not resolved");
+  if (budgeted_)
+    return Status::FailedPrecondition("table " + spec_.name() +
+                                      " admits or evicts rows: its rows move, so they are not resolved");
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
   offsets->assign(offsets_.begin(), offsets_.begin() + n);
   return Status::OK();
