@@ -31,19 +31,19 @@ void RowEviction::PushFront(uint64_t row) {
   if (tail_ == kNone) tail_ = row;
 }
 
-void RowEviction::Added(uint64_t row, int64_t clock, uint64_t serial) {
+void RowEviction::Added(uint64_t row, int64_t clock, uint64_t serial, bool push) {
   prev_.push_back(kNone);
   next_.push_back(kNone);
   clock_.push_back(clock);
   serial_.push_back(serial);
-  count_.push_back(1);
+  count_.push_back(push ? 1 : 0);
   PushFront(row);
 }
 
-void RowEviction::Touched(uint64_t row, int64_t clock, uint64_t serial) {
+void RowEviction::Touched(uint64_t row, int64_t clock, uint64_t serial, bool push) {
   if (clock > clock_[row]) clock_[row] = clock;
   serial_[row] = serial;
-  if (count_[row] != std::numeric_limits<uint32_t>::max()) ++count_[row];
+  if (push && count_[row] != std::numeric_limits<uint32_t>::max()) ++count_[row];
   if (head_ == row) return;
   Unlink(row);
   PushFront(row);
@@ -108,6 +108,33 @@ void RowEviction::Removed(uint64_t row) {
   clock_.pop_back();
   serial_.pop_back();
   count_.pop_back();
+}
+
+Status RowEviction::Restore(const std::vector<uint64_t>& order, const std::vector<int64_t>& clocks,
+                            const std::vector<uint32_t>& counts, uint64_t sample_state) {
+  const size_t n = order.size();
+  if (clocks.size() != n || counts.size() != n)
+    return Status::InvalidArgument("eviction metadata of " + std::to_string(n) + " rows has " +
+                                   std::to_string(clocks.size()) + " clocks and " + std::to_string(counts.size()) +
+                                   " counts");
+  std::vector<bool> seen(n, false);
+  for (uint64_t r : order) {
+    if (r >= n || seen[r]) return Status::InvalidArgument("the recency order is not a permutation of the rows");
+    seen[r] = true;
+  }
+  prev_.assign(n, kNone);
+  next_.assign(n, kNone);
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) prev_[order[i]] = order[i - 1];
+    if (i + 1 < n) next_[order[i]] = order[i + 1];
+  }
+  head_ = n == 0 ? kNone : order.front();
+  tail_ = n == 0 ? kNone : order.back();
+  clock_ = clocks;
+  serial_.assign(n, 0);  // no request is in progress; ServerTable's serials start above 0
+  count_ = counts;
+  rng_ = sample_state;
+  return Status::OK();
 }
 
 std::vector<uint64_t> RowEviction::RecencyOrder() const {

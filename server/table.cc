@@ -65,10 +65,91 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
   if (IsRowTable(spec) && spec.has_budget()) {
     const TableBudget& b = spec.budget();
     if (RowAdmission::Enabled(b)) admission_ = std::make_unique<RowAdmission>(b, seed, spec.id());
-    if (b.evict() != EVICT_NONE) eviction_ = std::make_unique<RowEviction>(b.evict(), b.ttl_clocks(), MixKey(seed + spec.id()));
+    if (b.evict() != EVICT_NONE)
+      eviction_ = std::make_unique<RowEviction>(b.evict(), b.ttl_clocks(), MixKey(seed + spec.id()));
     if (b.max_rows() > 0) max_rows_ = std::min(max_rows_, b.max_rows());
     budgeted_ = admission_ != nullptr || eviction_ != nullptr;
   }
+}
+
+void ServerTable::SaveBudgetState(TableBudgetState* st) const {
+  st->set_table_id(spec_.id());
+  st->set_rows_admitted(rows_admitted_);
+  st->set_rows_evicted(rows_evicted_);
+  st->set_rows_not_admitted(rows_not_admitted_);
+  st->set_clock(clock_);
+  if (admission_ != nullptr) {
+    const std::vector<uint16_t>& c = admission_->sketch().counters();
+    st->set_sketch_width(admission_->sketch().width());
+    std::string* bytes = st->mutable_sketch();
+    bytes->resize(c.size() * 2);
+    for (size_t i = 0; i < c.size(); ++i) {
+      (*bytes)[2 * i] = static_cast<char>(c[i] & 0xff);
+      (*bytes)[2 * i + 1] = static_cast<char>(c[i] >> 8);
+    }
+  }
+  if (eviction_ != nullptr) {
+    for (uint64_t r : eviction_->RecencyOrder()) st->add_recency(r);
+    for (uint64_t r = 0; r < eviction_->rows(); ++r) {
+      st->add_touch_clock(eviction_->last_touch(r));
+      st->add_pushes(eviction_->pushes(r));
+    }
+    st->set_sample_state(eviction_->sample_state());
+  }
+}
+
+namespace {
+
+// The sketch counters of `st` (little-endian 16-bit), or an error naming
+// the table when they do not fit `sketch`.
+Status SketchCounters(const TableBudgetState& st, const CountMinSketch& sketch, const std::string& table,
+                      std::vector<uint16_t>* out) {
+  if (st.sketch_width() != sketch.width() || st.sketch().size() != sketch.counters().size() * 2)
+    return Status::DataLoss("table " + table + ": the checkpoint's admission sketch is " +
+                            std::to_string(st.sketch_width()) + " counters wide (" +
+                            std::to_string(st.sketch().size()) + " bytes), the job's " +
+                            std::to_string(sketch.width()) + " (max_rows changed?)");
+  out->resize(sketch.counters().size());
+  const std::string& b = st.sketch();
+  for (size_t i = 0; i < out->size(); ++i)
+    (*out)[i] = static_cast<uint16_t>(static_cast<uint8_t>(b[2 * i]) | (static_cast<uint8_t>(b[2 * i + 1]) << 8));
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ServerTable::RestoreBudgetState(const TableBudgetState& st) {
+  std::vector<uint16_t> counters;
+  if (admission_ != nullptr && st.has_sketch())
+    TETHER_RETURN_IF_ERROR(SketchCounters(st, admission_->sketch(), spec_.name(), &counters));
+  if (eviction_ != nullptr && static_cast<uint64_t>(st.recency_size()) != index_.size())
+    return Status::DataLoss("table " + spec_.name() + ": the checkpoint's eviction metadata covers " +
+                            std::to_string(st.recency_size()) + " rows, the shard file " +
+                            std::to_string(index_.size()));
+  if (eviction_ != nullptr) {
+    const Status restored = eviction_->Restore(
+        std::vector<uint64_t>(st.recency().begin(), st.recency().end()),
+        std::vector<int64_t>(st.touch_clock().begin(), st.touch_clock().end()),
+        std::vector<uint32_t>(st.pushes().begin(), st.pushes().end()), st.sample_state());
+    if (!restored.ok()) return Status::DataLoss("table " + spec_.name() + ": " + restored.message());
+  }
+  if (!counters.empty()) *admission_->mutable_sketch()->mutable_counters() = std::move(counters);
+  rows_admitted_ = st.rows_admitted();
+  rows_evicted_ = st.rows_evicted();
+  rows_not_admitted_ = st.rows_not_admitted();
+  clock_ = st.clock();
+  return Status::OK();
+}
+
+Status ServerTable::MergeSketch(const TableBudgetState& st) {
+  if (admission_ == nullptr || !st.has_sketch()) return Status::OK();
+  std::vector<uint16_t> counters;
+  TETHER_RETURN_IF_ERROR(SketchCounters(st, admission_->sketch(), spec_.name(), &counters));
+  std::vector<uint16_t>& mine = *admission_->mutable_sketch()->mutable_counters();
+  for (size_t i = 0; i < mine.size(); ++i)
+    mine[i] = static_cast<uint16_t>(std::min<uint32_t>(CountMinSketch::kMaxCount, uint32_t{mine[i]} + counters[i]));
+  clock_ = std::max(clock_, st.clock());
+  return Status::OK();
 }
 
 uint64_t ServerTable::resident_bytes() const {
@@ -282,7 +363,7 @@ float* ServerTable::NewRow(uint64_t key, uint64_t offset) {
   ++rows_admitted_;
   if (budgeted_) {
     row_keys_.push_back(key);
-    if (eviction_ != nullptr) eviction_->Added(offset / stride_, clock_, serial_);
+    if (eviction_ != nullptr) eviction_->Added(offset / stride_, clock_, serial_, creating_by_push_);
   }
   return row;
 }
@@ -365,7 +446,7 @@ Status ServerTable::LookUpBudgeted(const uint64_t* keys, uint64_t n, bool push) 
   for (uint64_t i = 0; i < n; ++i) {
     const uint64_t row = index_.Find(keys[i]);
     if (row != RowIndex::kAbsent) {
-      if (eviction_ != nullptr) eviction_->Touched(row, clock_, serial_);
+      if (eviction_ != nullptr) eviction_->Touched(row, clock_, serial_, push);
       wanted_[i] = 1;
       continue;
     }
@@ -384,6 +465,7 @@ Status ServerTable::LookUpBudgeted(const uint64_t* keys, uint64_t n, bool push) 
   }
   offsets_.resize(n);
   if (n == 0) return Status::OK();
+  creating_by_push_ = push;
   index_.Cover(std::min(keys[0], keys[n - 1]), std::max(keys[0], keys[n - 1]));
   for (uint64_t i = 0; i < n; ++i) {
     if (wanted_[i] == 0) {
@@ -440,6 +522,7 @@ void ServerTable::ReserveRows(uint64_t rows) {
 
 Status ServerTable::RestoreRow(uint64_t key, const float* values) {
   const uint64_t admitted = rows_admitted_;
+  creating_by_push_ = false;  // its metadata comes with the checkpoint's budget file, if any
   TETHER_RETURN_IF_ERROR(LookUp(&key, 1));
   rows_admitted_ = admitted;  // a restored row was admitted before the checkpoint
   std::memcpy(data_.data() + offsets_[0], values, size_t{stride_} * sizeof(float));
@@ -447,7 +530,9 @@ Status ServerTable::RestoreRow(uint64_t key, const float* values) {
 }
 
 Status ServerTable::ResolveRows(const uint64_t* keys, uint64_t n, std::vector<uint64_t>* offsets) {
-  if (budgeted_) return Status::FailedPrecondition("table " + spec_.name() + " admits or evicts rows: its rows move, so they are not resolved");
+  if (budgeted_)
+    return Status::FailedPrecondition("table " + spec_.name() +
+                                      " admits or evicts rows: its rows move, so they are not resolved");
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
   offsets->assign(offsets_.begin(), offsets_.begin() + n);
   return Status::OK();

@@ -43,6 +43,7 @@
 #include "core/status.h"
 #include "core/table_spec.h"
 #include "optim/optimizer.h"
+#include "proto/budget_state.pb.h"
 #include "server/row_admission.h"
 #include "server/row_eviction.h"
 
@@ -172,6 +173,18 @@ class ServerTable {
   const RowAdmission* admission() const { return admission_.get(); }
   /// The eviction metadata, or null (tests, checkpoints).
   const RowEviction* eviction() const { return eviction_.get(); }
+  /// The budget's state (counters, clock, sketch, eviction metadata by row
+  /// number) into *state, for a checkpoint written with the rows.
+  void SaveBudgetState(TableBudgetState* state) const;
+  /// Restores SaveBudgetState's state over rows restored in the same order
+  /// (a resume on the same number of shards). Errors: DataLoss naming what
+  /// disagrees (sketch size, row count); nothing of the metadata changes
+  /// then.
+  Status RestoreBudgetState(const TableBudgetState& state);
+  /// Adds another shard's sketch counters to this one's, saturating (a
+  /// resume on another number of shards: an over-count, which admits keys
+  /// earlier, never later). Errors: DataLoss when the widths differ.
+  Status MergeSketch(const TableBudgetState& state);
   /// True when this shard holds a row for `key` (creates nothing).
   bool Contains(uint64_t key) const { return index_.Contains(key); }
   /// True once the row index gave up its key-ordered layout (tests; see the
@@ -332,6 +345,7 @@ class ServerTable {
   std::vector<uint64_t> row_keys_;  // budgeted: the key of each row, by row number
   int64_t clock_ = 0;
   uint64_t serial_ = 0;          // requests looked up (RowEviction's request stamp)
+  bool creating_by_push_ = false;  // the rows LookUpBudgeted creates now come with a push
   uint64_t not_admitted_ = 0;    // keys of the last LookUpBudgeted left without a row
   uint64_t rows_admitted_ = 0, rows_evicted_ = 0, rows_not_admitted_ = 0;
   std::vector<uint8_t> wanted_;      // LookUpBudgeted scratch: key i gets (or has) a row

@@ -184,6 +184,31 @@ TEST(TableBudgetTest, ResidentBytesCountRowsIndexMetadataAndSketch) {
   EXPECT_EQ(plain.rows_evicted(), 0u);
 }
 
+TEST(TableBudgetTest, RowsOfABudgetedTableAreNotResolvedAndHelloChecksTheBudget) {
+  TableBudget b;
+  b.set_admit_after(2);
+  ServerTable t(Spec(b), 0, 0);
+  const std::vector<uint64_t> keys = {1, 2};
+  std::vector<uint64_t> offsets;
+  const Status st = t.ResolveRows(keys.data(), 2, &offsets);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(t.num_rows(), 0u);
+  // A peer's HELLO is checked as the config is, naming the table and field.
+  TableSpec dense;
+  dense.set_id(0);
+  dense.set_name("b1");
+  dense.set_kind(TableSpec::DENSE);
+  dense.set_size(4);
+  dense.mutable_budget()->set_max_rows(3);
+  EXPECT_EQ(ValidateTableSpecs({dense}, 1).message(),
+            "table 'b1': field budget: only row tables have a budget (admission and eviction)");
+  TableSpec row = Spec(b);
+  row.set_id(0);
+  row.mutable_budget()->set_admit_after(70000);
+  EXPECT_EQ(ValidateTableSpecs({row}, 1).message(),
+            "table 'w1': field budget.admit_after: must be at most 65535 (the sketch's counters are 16-bit), got 70000");
+}
+
 // ---- Random schedules against a reference map.
 //
 // The reference keeps, per key: resident or not, its weights, its pushes
