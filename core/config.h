@@ -141,6 +141,10 @@ std::string ClosestName(const std::string& word, const std::vector<std::string>&
 /// the table win).
 ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string& name);
 
+/// Table `name`'s budget from its table { } section (admit_after,
+/// admit_probability, max_rows, evict, ttl_clocks); empty when it sets none.
+TableBudget BudgetForTable(const JobConfig& config, const std::string& name);
+
 /// The job's identity on the wire: cluster.job_id, or the config's name.
 std::string JobId(const JobConfig& config);
 

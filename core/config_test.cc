@@ -49,6 +49,48 @@ TEST(ConfigTest, BoolOverridesAreBooleanFlags) {
   EXPECT_EQ(bools, 9);
 }
 
+TEST(ConfigTest, TableBudgetsAreCheckedWithTheField) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  TableConfig* w1 = c->mutable_table(0);
+  ASSERT_EQ(w1->name(), "w1");
+  w1->set_admit_after(2);
+  EXPECT_TRUE(ValidateJobConfig(*c).ok()) << ValidateJobConfig(*c).message();
+  EXPECT_EQ(BudgetForTable(*c, "w1").admit_after(), 2u);
+  EXPECT_FALSE(BudgetForTable(*c, "w2").has_admit_after());
+  w1->set_admit_probability(0.5f);
+  EXPECT_EQ(ValidateJobConfig(*c).message(),
+            "config field table[w1].admit_probability: admit_after and admit_probability exclude each other; set one");
+  w1->clear_admit_probability();
+  w1->set_admit_after(0);
+  EXPECT_EQ(ValidateJobConfig(*c).message(),
+            "config field table[w1].admit_after: must be ≥ 1 (a key gets a row at its K-th push), got 0");
+  w1->clear_admit_after();
+  w1->set_admit_probability(0.0f);
+  EXPECT_EQ(ValidateJobConfig(*c).message(), "config field table[w1].admit_probability: must be in (0, 1], got 0.000000");
+  w1->set_admit_probability(1.5f);
+  EXPECT_EQ(ValidateJobConfig(*c).message(), "config field table[w1].admit_probability: must be in (0, 1], got 1.500000");
+  w1->clear_admit_probability();
+  w1->set_evict(LRU);
+  EXPECT_EQ(ValidateJobConfig(*c).message(),
+            "config field table[w1].max_rows: evict LRU needs max_rows ≥ 1 (the rows to keep)");
+  w1->set_max_rows(0);
+  EXPECT_EQ(ValidateJobConfig(*c).message(), "config field table[w1].max_rows: must be ≥ 1, got 0");
+  w1->set_max_rows(100);
+  EXPECT_TRUE(ValidateJobConfig(*c).ok()) << ValidateJobConfig(*c).message();
+  w1->set_evict(TTL);
+  EXPECT_EQ(ValidateJobConfig(*c).message(), "config field table[w1].ttl_clocks: evict TTL needs ttl_clocks ≥ 1");
+  w1->set_ttl_clocks(5);
+  EXPECT_TRUE(ValidateJobConfig(*c).ok()) << ValidateJobConfig(*c).message();
+  w1->set_evict(LFU);
+  EXPECT_EQ(ValidateJobConfig(*c).message(), "config field table[w1].ttl_clocks: is read only with evict: TTL");
+  w1->clear_ttl_clocks();
+  c->mutable_train()->set_validation_fraction(0.1);
+  EXPECT_EQ(ValidateJobConfig(*c).message(),
+            "config field train.keep_best_model: cannot keep the best epoch's copy of table 'w1', which evicts rows; "
+            "set train.keep_best_model: false");
+}
+
 TEST(ConfigTest, NegativeProgressAndEvalCountsAreRefused) {
   auto c = LoadJobConfig("examples/bibtex.pbtxt");
   ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -175,6 +175,41 @@ std::string OptimizerProblem(const OptimizerConfig& o, std::string* why) {
   return "";
 }
 
+std::string TableBudgetProblem(const TableBudget& b, bool row_table, std::string* why) {
+  const bool any = b.admit_after() > 0 || b.has_admit_probability() || b.max_rows() > 0 || b.evict() != EVICT_NONE ||
+                   b.ttl_clocks() > 0;
+  if (any && !row_table) {
+    *why = "only row tables have a budget (admission and eviction)";
+    return "budget";
+  }
+  if (b.admit_after() > 65535) {
+    *why = "must be at most 65535 (the sketch's counters are 16-bit), got " + std::to_string(b.admit_after());
+    return "admit_after";
+  }
+  const float p = b.admit_probability();
+  if (!std::isfinite(p) || p <= 0.0f || p > 1.0f) {
+    *why = "must be in (0, 1], got " + std::to_string(p);
+    return "admit_probability";
+  }
+  if (b.admit_after() > 0 && b.has_admit_probability()) {
+    *why = "admit_after and admit_probability exclude each other; set one";
+    return "admit_probability";
+  }
+  if ((b.evict() == LRU || b.evict() == LFU) && b.max_rows() == 0) {
+    *why = std::string("evict ") + (b.evict() == LRU ? "LRU" : "LFU") + " needs max_rows ≥ 1 (the rows to keep)";
+    return "max_rows";
+  }
+  if (b.evict() == TTL && b.ttl_clocks() == 0) {
+    *why = "evict TTL needs ttl_clocks ≥ 1";
+    return "ttl_clocks";
+  }
+  if (b.evict() != TTL && b.ttl_clocks() > 0) {
+    *why = "is read only with evict: TTL";
+    return "ttl_clocks";
+  }
+  return "";
+}
+
 Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers) {
   std::set<std::string> names;
   for (size_t i = 0; i < tables.size(); ++i) {
@@ -201,6 +236,8 @@ Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers)
     const std::string field = OptimizerProblem(t.optimizer(), &why);
     if (!field.empty()) return bad("optimizer." + field, why);
     if (t.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+    const std::string budget = TableBudgetProblem(t.budget(), IsRowTable(t), &why);
+    if (!budget.empty()) return bad(budget == "budget" ? budget : "budget." + budget, why);
   }
   return CheckMessageSizes(tables, num_servers);
 }

@@ -50,11 +50,27 @@ float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, 
 /// name ("epsilon") with *why set to the range ("must be a finite number > 0").
 std::string OptimizerProblem(const OptimizerConfig& o, std::string* why);
 
+/// True for a row table whose budget admits keys or evicts rows
+/// (TableSpec.budget): its rows are created on admission only and move when
+/// one is evicted, so its requests never use key lists.
+inline bool AdmitsOrEvicts(const TableSpec& t) {
+  const TableBudget& b = t.budget();
+  return IsRowTable(t) && (b.admit_after() > 0 || b.admit_probability() < 1.0f || b.evict() != EVICT_NONE);
+}
+
+/// Checks a table's budget: admit_after ≤ 65535 (the sketch's counters);
+/// admit_probability finite in (0, 1]; not both admit_after and
+/// admit_probability < 1; LRU and LFU need max_rows ≥ 1; TTL needs
+/// ttl_clocks ≥ 1, and ttl_clocks is read only by TTL; only row tables have
+/// a budget. Returns "" when all is well, else the field's name
+/// ("admit_after") with *why set.
+std::string TableBudgetProblem(const TableBudget& b, bool row_table, std::string* why);
+
 /// Checks one job's tables for a job of `num_servers` shards: ids are
 /// 0, 1, ... in order; names non-empty and unique; a row table's dim ≥ 1; a
 /// dense table's size in [1, 2³²) (dense tables are addressed by uint32
 /// element index); a finite initializer bound ≥ 0; every optimizer field
-/// (OptimizerProblem); a bound ≥ −1; and the message sizes
+/// (OptimizerProblem); a bound ≥ −1; the budget (TableBudgetProblem); and the message sizes
 /// (CheckMessageSizes). Errors: InvalidArgument "table 'w1': field dim: ...",
 /// naming the table, the field and the value.
 Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers);

@@ -23,11 +23,13 @@ inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
 /// message type's fields in its own body (MessageHeader.body), the header
 /// keeps what every message needs; 5: MODEL_CUT (the best epoch's model,
 /// kept on the shards); 6: values frames of pulls and pushes may be 16-bit
-/// (MessageHeader.value_encoding, TableSpec.pull_wire and push_wire).
+/// (MessageHeader.value_encoding, TableSpec.pull_wire and push_wire); 7:
+/// CLOCK carries the worker's rows trained (ClockBody.samples) and parks a
+/// worker at a round (ClockBody.parked).
 /// MessageHeader.protocol_version keeps its
 /// field number in every version, so a peer of any version is refused at
 /// HELLO naming both.
-inline constexpr uint32_t kProtocolVersion = 6;
+inline constexpr uint32_t kProtocolVersion = 7;
 
 /// Largest frame a listening socket takes from a peer (bytes): its
 /// ZMQ_MAXMSGSIZE, less kListenerFrameSlackBytes for ZMTP and CURVE framing.

@@ -110,9 +110,7 @@ void SyntheticXmcGenerator::NextRow(std::vector<uint32_t>* labels, std::vector<u
   for (int64_t i = 0; i < m; ++i) {
     if (from_signal(rng_)) {
       const uint64_t l = (*labels)[which_label(rng_)];
-      const uint64_t j = static_cast<uint64_t>(which_feature(rng_));
-      draws_.push_back(static_cast<uint32_t>(MixKey(MixKey(o_.seed ^ (l << 20)) + j) %
-                                             static_cast<uint64_t>(o_.num_features)));
+      draws_.push_back(SignatureFeature(l, which_feature(rng_)));
     } else {
       draws_.push_back(DrawPowerLaw(feature_cdf_, feature_ids_));
     }
@@ -132,6 +130,30 @@ void SyntheticXmcGenerator::NextRow(std::vector<uint32_t>* labels, std::vector<u
   }
   const float inv = static_cast<float>(1.0 / std::sqrt(sq));
   for (float& v : *values) v *= inv;
+}
+
+uint32_t SyntheticXmcGenerator::SignatureFeature(uint64_t label, int64_t j) const {
+  return static_cast<uint32_t>(MixKey(MixKey(o_.seed ^ (label << 20)) + static_cast<uint64_t>(j)) %
+                               static_cast<uint64_t>(o_.num_features));
+}
+
+void SyntheticXmcGenerator::AppendXmcRow(const std::vector<uint32_t>& labels, const std::vector<uint32_t>& features,
+                                         const std::vector<float>& values, std::string* text) const {
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (i > 0) *text += ',';
+    *text += std::to_string(labels[i]);
+  }
+  std::vector<std::pair<uint64_t, float>> ids;  // (written id, value), ascending id
+  ids.reserve(features.size());
+  for (size_t i = 0; i < features.size(); ++i) ids.emplace_back(FeatureId(features[i]), values[i]);
+  std::sort(ids.begin(), ids.end());
+  char buf[48];
+  for (const auto& [id, value] : ids) {
+    // Six significant digits: values survive the text round trip to ~1e-6.
+    std::snprintf(buf, sizeof(buf), " %llu:%.6g", static_cast<unsigned long long>(id), value);
+    *text += buf;
+  }
+  *text += '\n';
 }
 
 uint64_t SyntheticXmcGenerator::FeatureId(uint32_t f) const {
@@ -164,30 +186,10 @@ Status SyntheticXmcGenerator::WriteXmcFile(int64_t rows, const std::string& path
                      std::to_string(o_.num_labels) + "\n";
   std::vector<uint32_t> l, f;
   std::vector<float> v;
-  std::vector<std::pair<uint64_t, float>> hashed;  // feature_id_bits 64: (id, value), sorted by id
-  char buf[48];
   constexpr size_t kFlushBytes = size_t{1} << 20;  // few write calls, bounded memory
   for (int64_t r = 0; r < rows; ++r) {
     NextRow(&l, &f, &v);
-    for (size_t i = 0; i < l.size(); ++i) {
-      if (i > 0) text += ',';
-      text += std::to_string(l[i]);
-    }
-    if (o_.feature_id_bits == 64) {
-      hashed.clear();
-      for (size_t i = 0; i < f.size(); ++i) hashed.emplace_back(FeatureId(f[i]), v[i]);
-      std::sort(hashed.begin(), hashed.end());
-      for (const auto& [id, value] : hashed) {
-        std::snprintf(buf, sizeof(buf), " %llu:%.6g", static_cast<unsigned long long>(id), value);
-        text += buf;
-      }
-    }
-    for (size_t i = 0; i < f.size() && o_.feature_id_bits != 64; ++i) {
-      // Six significant digits: values survive the text round trip to ~1e-6.
-      std::snprintf(buf, sizeof(buf), " %u:%.6g", f[i], v[i]);
-      text += buf;
-    }
-    text += '\n';
+    AppendXmcRow(l, f, v, &text);
     if (text.size() >= kFlushBytes) {
       TETHER_RETURN_IF_ERROR(out.Append(text));
       text.clear();

@@ -79,6 +79,15 @@ class SyntheticXmcGenerator {
   /// bijection of the 64-bit integers (distinct f give distinct ids).
   uint64_t FeatureId(uint32_t f) const;
 
+  /// Feature j (0 ≤ j < features_per_label) of label `label`'s signature:
+  /// a hash of (seed, label, j), in [0, F).
+  uint32_t SignatureFeature(uint64_t label, int64_t j) const;
+
+  /// Appends one row in XMC text ("l1,l2 f:v f:v\n"), features written as
+  /// FeatureId(f) in ascending id order, values with six significant digits.
+  void AppendXmcRow(const std::vector<uint32_t>& labels, const std::vector<uint32_t>& features,
+                    const std::vector<float>& values, std::string* text) const;
+
   /// The next `rows` rows as CSR features (rows × F, columns 0..F-1 as
   /// drawn, whatever feature_id_bits) and labels (rows × L, values 1).
   void Generate(int64_t rows, CsrMatrix* features, CsrMatrix* labels);

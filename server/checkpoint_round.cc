@@ -7,6 +7,7 @@
 
 #include "checkpoint/chunk_state.h"
 #include "core/env.h"
+#include "server/table_budget_checkpoint.h"
 #include "server/table_checkpoint.h"
 
 namespace tether {
@@ -84,8 +85,12 @@ void CheckpointRound::Write() {
                                                            round_.clock, rooms_.kv->tables(), &file);
   // Data on demand: the coordinator's dealing state, in this same turn of
   // the loop as the rows (checkpoint/chunk_state.h says why the two agree).
-  CheckpointFile chunk_file;
+  CheckpointFile chunk_file, budget_file;
   if (st.ok()) st = WriteChunkState(&chunk_file);
+  // Tables within a budget: their sketches, eviction metadata and counters.
+  if (st.ok())
+    st = WriteShardBudgetState(FileSystem::Default(), round_.dir, shard_, num_shards_, round_.clock,
+                               rooms_.kv->tables(), &budget_file);
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
   const std::string& prefix = outbox_->log_prefix();
   if (st.ok()) {
@@ -110,6 +115,7 @@ void CheckpointRound::Write() {
     body.set_clock(round_.clock);
     *body.add_files() = file;
     if (chunk_file.has_name()) *body.add_files() = chunk_file;
+    if (budget_file.has_name()) *body.add_files() = budget_file;
     if (rooms_.coordinator != nullptr) rooms_.coordinator->ManifestEntries(round_.files, body.mutable_workers());
     outbox_->Send(peer.first, &reply, rank);
   }
@@ -183,7 +189,8 @@ std::string CheckpointRound::Resume(const HelloBody& h) {
   const std::string diff = DiffTableShapes(m->tables(), h.tables());
   if (!diff.empty()) return "cannot resume from " + dir + ": " + diff;
   rooms_.kv->DefineTables(h.tables());
-  const Status st = RestoreShardTables(dir, *m, shard_, num_shards_, &rooms_.kv->tables());
+  Status st = RestoreShardTables(dir, *m, shard_, num_shards_, &rooms_.kv->tables());
+  if (st.ok()) st = RestoreShardBudgetState(dir, *m, shard_, num_shards_, &rooms_.kv->tables());
   if (!st.ok()) {
     return LoadFailed("cannot resume: server " + std::to_string(shard_) + " failed to load its part of " + dir + ": " +
                       st.message());

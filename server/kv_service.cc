@@ -87,7 +87,10 @@ bool KvService::ResolveKeyList(const std::string& identity, const Message& m, Ke
   if (!omitted) {
     // Define: kept when it fits; otherwise served as a plain request (the
     // worker's mirror, of the same capacity, does not keep it either).
-    if (lists == key_lists_.end() || KeyListCache::Charge(n) > lists->second.capacity_bytes()) return true;
+    // A budgeted table's rows move (eviction) or are not made (admission):
+    // its requests are served plain.
+    if (lists == key_lists_.end() || KeyListCache::Charge(n) > lists->second.capacity_bytes() || t.budgeted())
+      return true;
     auto list = std::make_shared<std::vector<uint64_t>>();
     const Status st = t.ResolveRows(m.KeyData(&key_scratch_), n, list.get());
     if (!st.ok()) {
@@ -133,6 +136,7 @@ void KvService::ServePull(const std::string& identity, const Message& m, const s
   reply.header.set_table_id(h.table_id());
   reply.header.set_min_clock(clocks_->settled_clock());
   reply.header.mutable_pull_reply()->set_table_version(t.version());
+  t.set_clock(h.clock());
   const int64_t s = t.staleness();
   if (s >= 0 && clocks_->min_clock() < h.clock() - s) ++stats_->bound_violations;  // invariant check
   Status filled;
@@ -230,6 +234,7 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   ServerTable& t = *tables_[h.table_id()];
   // τ: updates to this table applied since the version the gradient was
   // computed from (a version from the future means a confused peer: τ = 0).
+  t.set_clock(h.clock());
   const PushBody& body = h.push();
   const uint64_t tau = body.base_version() <= t.version() ? t.version() - body.base_version() : 0;
   stats_->staleness.Add(tau);
@@ -279,7 +284,13 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   if (body.want_values()) {
     // The rows as they are now, own update included: the worker's cache
     // takes them instead of pulling again (read-my-writes).
-    (void)FillValues(t, keys, h.num_keys(), &reply, offsets);  // the push just created every row: cannot fail
+    if (t.budgeted()) {
+      // Read, not touched again (the push touched them: eviction order and
+      // counts stay one touch a request); a key not admitted reads zeros.
+      FillValuesIfPresent(t, keys, h.num_keys(), &reply);
+    } else {
+      (void)FillValues(t, keys, h.num_keys(), &reply, offsets);  // the push just created every row: cannot fail
+    }
   }
   outbox_->Send(identity, &reply, h.sender_rank());
 }
@@ -391,7 +402,14 @@ const KeyListCache* KvService::key_lists(int rank) const {
 }
 
 void KvService::FillStats(ShardStats* s) const {
-  for (const auto& t : tables_) s->add_table_rows(IsRowTable(t->spec()) ? t->num_rows() : 0);
+  for (const auto& t : tables_) {
+    const bool rows = IsRowTable(t->spec());
+    s->add_table_rows(rows ? t->num_rows() : 0);
+    s->add_rows_admitted(rows ? t->rows_admitted() : 0);
+    s->add_rows_evicted(rows ? t->rows_evicted() : 0);
+    s->add_rows_not_admitted(rows ? t->rows_not_admitted() : 0);
+    s->add_resident_bytes(t->resident_bytes());
+  }
   ShardKeyListStats* kl = s->mutable_key_lists();
   kl->set_defined(key_list_stats_.defined);
   kl->set_used(key_list_stats_.used);

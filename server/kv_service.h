@@ -112,7 +112,8 @@ class KvService {
   const FramePool& reply_pool() const { return reply_pool_; }
   /// The same pool, for frames widened on receipt (WidenValues).
   FramePool* frame_pool() { return &reply_pool_; }
-  /// Sets table_rows, key_lists and (AVERAGE) average of `stats`.
+  /// Sets table_rows, rows_admitted, rows_evicted, rows_not_admitted,
+  /// resident_bytes, key_lists and (AVERAGE) average of `stats`.
   void FillStats(ShardStats* stats) const;
   /// The exit lines: rows held, key lists, reply frames.
   void LogExit() const;

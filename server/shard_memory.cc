@@ -1,8 +1,12 @@
 #include "server/shard_memory.h"
 
+#include <algorithm>
+
 #include "core/partition.h"
 #include "core/table_spec.h"
 #include "optim/optimizer.h"
+#include "server/row_admission.h"
+#include "server/row_eviction.h"
 
 namespace tether {
 
@@ -12,9 +16,18 @@ uint64_t ShardTableBytes(const TableSpec& t, int shard, int num_shards) {
     const auto [b, e] = DenseRange(t.size(), shard, num_shards);
     return (e - b + optimizer.StateFloats(e - b)) * sizeof(float);
   }
+  const uint64_t rows = ShardRowBound(t, num_shards);
+  uint64_t per_row = (t.dim() + optimizer.StateFloats(t.dim())) * sizeof(float) + kServerIndexBytesPerRow;
+  if (AdmitsOrEvicts(t)) per_row += sizeof(uint64_t);  // the row's key, by row number
+  if (t.budget().evict() != EVICT_NONE) per_row += RowEviction::kBytesPerRow;
+  return rows * per_row + RowAdmission::SketchBytes(t.budget());
+}
+
+uint64_t ShardRowBound(const TableSpec& t, int num_shards) {
   const uint64_t n = static_cast<uint64_t>(num_shards);
-  const uint64_t rows = (t.num_keys() + n - 1) / n;
-  return rows * ((t.dim() + optimizer.StateFloats(t.dim())) * sizeof(float) + kServerIndexBytesPerRow);
+  const uint64_t keys = (t.num_keys() + n - 1) / n, cap = t.budget().max_rows();
+  if (cap == 0) return keys;
+  return keys == 0 ? cap : std::min(keys, cap);
 }
 
 uint64_t KeptCopyBytes(const TableSpec& t, int shard, int num_shards) {
@@ -22,25 +35,23 @@ uint64_t KeptCopyBytes(const TableSpec& t, int shard, int num_shards) {
     const auto [b, e] = DenseRange(t.size(), shard, num_shards);
     return (e - b) * sizeof(float);
   }
-  const uint64_t n = static_cast<uint64_t>(num_shards);
-  return (t.num_keys() + n - 1) / n * t.dim() * sizeof(float);
+  return ShardRowBound(t, num_shards) * t.dim() * sizeof(float);
 }
 
 Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget,
                       bool kept_copy) {
   uint64_t need = 0, kept = 0;
   std::string list, unbounded;
-  const uint64_t n = static_cast<uint64_t>(num_shards);
   for (const TableSpec& t : tables) {
     const uint64_t bytes = ShardTableBytes(t, shard, num_shards);
     need += bytes;
     if (kept_copy) kept += KeptCopyBytes(t, shard, num_shards);
-    if (IsRowTable(t) && t.num_keys() == 0) {
+    if (IsRowTable(t) && ShardRowBound(t, num_shards) == 0) {
       unbounded += (unbounded.empty() ? "" : ", ") + t.name();
       continue;
     }
     list += (list.empty() ? "" : ", ") + t.name() + " " +
-            (IsRowTable(t) ? std::to_string((t.num_keys() + n - 1) / n) + " rows " : std::string()) +
+            (IsRowTable(t) ? std::to_string(ShardRowBound(t, num_shards)) + " rows " : std::string()) +
             std::to_string(bytes);
   }
   if (kept_copy) list += ", the best epoch's copy of the weights " + std::to_string(kept);

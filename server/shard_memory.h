@@ -29,7 +29,16 @@ inline constexpr uint64_t kServerIndexBytesPerRow = 32;
 /// as they are pushed); DENSE the shard's slice (DenseRange) × (1 + state
 /// per weight) × 4 (+ Adam's step count). Steady state: a table that grows
 /// briefly holds its old and new arrays together, which is not counted.
+/// A budgeted row table (TableSpec.budget) counts ShardRowBound rows, each
+/// also with its key (8 bytes) and eviction metadata
+/// (RowEviction::kBytesPerRow) when it admits or evicts, plus the admission
+/// sketch (RowAdmission::SketchBytes).
 uint64_t ShardTableBytes(const TableSpec& table, int shard, int num_shards);
+
+/// The most rows a shard holds of row table `table`: ⌈num_keys /
+/// num_shards⌉, capped by budget.max_rows; max_rows alone when num_keys is
+/// 0; 0 when both are (unbounded).
+uint64_t ShardRowBound(const TableSpec& table, int num_shards);
 
 /// Bytes of the best epoch's copy of `table` on shard `shard` of
 /// `num_shards` (train.keep_best_model, server/kept_model.h): its weights

@@ -34,6 +34,26 @@ TEST(ShardMemoryTest, TableBytesPerShardWithOptimizerStateAndIndex) {
   EXPECT_EQ(ShardTableBytes(t[2], 0, 2), 0u) << "unbounded keys: not counted";
 }
 
+TEST(ShardMemoryTest, ABudgetedTableCountsMaxRowsWithMetadataAndSketch) {
+  std::vector<TableSpec> t = Tables();
+  // Unbounded keys with max_rows 10: 10 rows of (4 × 4 + 32) bytes.
+  t[2].mutable_budget()->set_max_rows(10);
+  EXPECT_EQ(ShardRowBound(t[2], 2), 10u);
+  EXPECT_EQ(ShardTableBytes(t[2], 0, 2), 10u * 48);
+  // Evicting: + 8 (the row's key) + 36 (eviction metadata) a row.
+  t[2].mutable_budget()->set_evict(LRU);
+  EXPECT_EQ(ShardTableBytes(t[2], 0, 2), 10u * (48 + 8 + 36));
+  // Admitting: + the sketch, 4 rows × 4096 16-bit counters.
+  t[2].mutable_budget()->set_admit_after(2);
+  EXPECT_EQ(ShardTableBytes(t[2], 0, 2), 10u * (48 + 8 + 36) + 4 * 4096 * 2);
+  // max_rows above the keys' share: the share.
+  t[0].mutable_budget()->set_max_rows(1000);
+  EXPECT_EQ(ShardRowBound(t[0], 2), 51u);
+  t[0].mutable_budget()->set_max_rows(20);
+  EXPECT_EQ(ShardRowBound(t[0], 2), 20u);
+  EXPECT_EQ(ShardTableBytes(t[0], 0, 2), 20u * 96);
+}
+
 TEST(ShardMemoryTest, ShardThatCannotHoldItsTablesFailsNamingTheSizes) {
   const std::vector<TableSpec> t = Tables();
   // Shard 0 of 2: 4896 + (5 + 11) × 4 = 4960 bytes.

@@ -37,6 +37,7 @@ void PublishShardMetrics(ServerShard* server, PublishedSnapshot<ShardMetricsSnap
     snap.worker_clocks.resize(clocks.num_workers());
     for (int r = 0; r < clocks.num_workers(); ++r) snap.worker_clocks[r] = clocks.clock(r);
     snap.min_clock = state->min_clock;
+    for (size_t t = 0; t < server->num_tables(); ++t) snap.table_names.push_back(server->table(t).spec().name());
     out->Publish(std::move(snap));
   });
 }
@@ -124,6 +125,33 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
            "from and its application (Zhang et al., IJCAI 2016).");
   w.Histogram("tether_server_push_staleness", base, bounds, cumulative, static_cast<double>(s.staleness_sum()),
               s.pushes());
+  // Per table (row tables; a dense table's rows are 0): the shard's rows and
+  // the budget's counters (server/table.h).
+  struct PerTable {
+    const char* name;
+    T type;
+    const google::protobuf::RepeatedField<uint64_t>& values;
+    const char* help;
+  };
+  const PerTable per_table[] = {
+      {"tether_server_table_rows", T::kGauge, s.table_rows(), "Rows this shard holds of each table (0: dense)."},
+      {"tether_server_rows_admitted_total", T::kCounter, s.rows_admitted(),
+       "Rows created (first touches admitted; restored rows not counted)."},
+      {"tether_server_rows_evicted_total", T::kCounter, s.rows_evicted(), "Rows evicted by the table's budget."},
+      {"tether_server_rows_not_admitted_total", T::kCounter, s.rows_not_admitted(),
+       "Rows of pushed gradients dropped because their key was not admitted."},
+      {"tether_server_resident_bytes", T::kGauge, s.resident_bytes(),
+       "Bytes each table holds: rows with optimizer state, index, eviction metadata, admission sketch."},
+  };
+  for (const PerTable& p : per_table) {
+    w.Family(p.name, p.type, p.help);
+    for (int t = 0; t < p.values.size(); ++t) {
+      PrometheusLabels l = base;
+      l.emplace_back("table", static_cast<size_t>(t) < snap.table_names.size() ? snap.table_names[t]
+                                                                                 : std::to_string(t));
+      w.Sample(p.name, l, static_cast<double>(p.values.Get(t)));
+    }
+  }
   w.Gauge("tether_server_push_staleness_max", "Largest staleness tau applied so far.", base,
           static_cast<double>(s.staleness_max()));
   return w.text();

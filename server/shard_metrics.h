@@ -36,6 +36,7 @@ struct ShardMetricsSnapshot {
   bool running = false;                // Run() serves; false once it returned
   ShardStats stats;                    // ServerShard::SnapshotStats()
   std::vector<int64_t> worker_clocks;  // [rank]: the clock this shard has for it
+  std::vector<std::string> table_names;  // [table id] (the per-table series' `table` label)
   // The smallest clock over the workers that count; once none counts (all
   // finished), the last such value.
   int64_t min_clock = 0;
@@ -52,7 +53,8 @@ void PublishShardMetrics(ServerShard* server, PublishedSnapshot<ShardMetricsSnap
 
 /// The Prometheus text of `snap` for shard `shard` of job `job` (labels
 /// tether_job, role="server", shard on every sample; worker_rank on the
-/// per-worker series). docs/OPERATIONS.md lists every metric.
+/// per-worker series; table on the per-table series: rows, rows admitted,
+/// evicted and not admitted, resident bytes). docs/OPERATIONS.md lists every metric.
 std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::string& job, int shard);
 
 }  // namespace tether

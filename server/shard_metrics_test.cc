@@ -74,6 +74,38 @@ TEST(ShardMetricsTest, RendersCountersClocksAndACumulativeStalenessHistogram) {
   }
 }
 
+TEST(ShardMetricsTest, RendersEachTablesRowsAndBudgetCounters) {
+  ShardMetricsSnapshot snap = Snapshot();
+  snap.table_names = {"w1", "b1"};
+  ShardStats& s = snap.stats;
+  s.add_table_rows(40);
+  s.add_table_rows(0);
+  s.add_rows_admitted(55);
+  s.add_rows_admitted(0);
+  s.add_rows_evicted(15);
+  s.add_rows_evicted(0);
+  s.add_rows_not_admitted(900);
+  s.add_rows_not_admitted(0);
+  s.add_resident_bytes(123456);
+  s.add_resident_bytes(1024);
+  const std::string text = RenderShardMetrics(snap, "j", 0);
+  EXPECT_EQ(testing::ExpositionProblems(text), "");
+  const std::string l = "{tether_job=\"j\",role=\"server\",shard=\"0\",table=";
+  for (const std::string& want : {
+           std::string("# TYPE tether_server_table_rows gauge\n"),
+           "tether_server_table_rows" + l + "\"w1\"} 40\n",
+           "tether_server_table_rows" + l + "\"b1\"} 0\n",
+           std::string("# TYPE tether_server_rows_admitted_total counter\n"),
+           "tether_server_rows_admitted_total" + l + "\"w1\"} 55\n",
+           "tether_server_rows_evicted_total" + l + "\"w1\"} 15\n",
+           "tether_server_rows_not_admitted_total" + l + "\"w1\"} 900\n",
+           "tether_server_resident_bytes" + l + "\"w1\"} 123456\n",
+           "tether_server_resident_bytes" + l + "\"b1\"} 1024\n",
+       }) {
+    EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << text;
+  }
+}
+
 TEST(ShardMetricsTest, AHistogramCutShortAndAFinishedShard) {
   ShardMetricsSnapshot snap;  // never published: zeros, not training
   snap.stats.add_staleness_histogram(0);

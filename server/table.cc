@@ -62,6 +62,103 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
       data_[i] = zeros_ ? 0.0f : InitialWeight(seed, spec.id(), 0, static_cast<uint32_t>(begin + i), init_bound_);
     optimizer_.InitState(data_.data() + n, n);
   }
+  if (IsRowTable(spec) && spec.has_budget()) {
+    const TableBudget& b = spec.budget();
+    if (RowAdmission::Enabled(b)) admission_ = std::make_unique<RowAdmission>(b, seed, spec.id());
+    if (b.evict() != EVICT_NONE)
+      eviction_ = std::make_unique<RowEviction>(b.evict(), b.ttl_clocks(), MixKey(seed + spec.id()));
+    if (b.max_rows() > 0) max_rows_ = std::min(max_rows_, b.max_rows());
+    budgeted_ = admission_ != nullptr || eviction_ != nullptr;
+  }
+}
+
+void ServerTable::SaveBudgetState(TableBudgetState* st) const {
+  st->set_table_id(spec_.id());
+  st->set_rows_admitted(rows_admitted_);
+  st->set_rows_evicted(rows_evicted_);
+  st->set_rows_not_admitted(rows_not_admitted_);
+  st->set_clock(clock_);
+  if (admission_ != nullptr) {
+    const std::vector<uint16_t>& c = admission_->sketch().counters();
+    st->set_sketch_width(admission_->sketch().width());
+    std::string* bytes = st->mutable_sketch();
+    bytes->resize(c.size() * 2);
+    for (size_t i = 0; i < c.size(); ++i) {
+      (*bytes)[2 * i] = static_cast<char>(c[i] & 0xff);
+      (*bytes)[2 * i + 1] = static_cast<char>(c[i] >> 8);
+    }
+  }
+  if (eviction_ != nullptr) {
+    for (uint64_t r : eviction_->RecencyOrder()) st->add_recency(r);
+    for (uint64_t r = 0; r < eviction_->rows(); ++r) {
+      st->add_touch_clock(eviction_->last_touch(r));
+      st->add_pushes(eviction_->pushes(r));
+    }
+    st->set_sample_state(eviction_->sample_state());
+  }
+}
+
+namespace {
+
+// The sketch counters of `st` (little-endian 16-bit), or an error naming
+// the table when they do not fit `sketch`.
+Status SketchCounters(const TableBudgetState& st, const CountMinSketch& sketch, const std::string& table,
+                      std::vector<uint16_t>* out) {
+  if (st.sketch_width() != sketch.width() || st.sketch().size() != sketch.counters().size() * 2)
+    return Status::DataLoss("table " + table + ": the checkpoint's admission sketch is " +
+                            std::to_string(st.sketch_width()) + " counters wide (" +
+                            std::to_string(st.sketch().size()) + " bytes), the job's " +
+                            std::to_string(sketch.width()) + " (max_rows changed?)");
+  out->resize(sketch.counters().size());
+  const std::string& b = st.sketch();
+  for (size_t i = 0; i < out->size(); ++i)
+    (*out)[i] = static_cast<uint16_t>(static_cast<uint8_t>(b[2 * i]) | (static_cast<uint8_t>(b[2 * i + 1]) << 8));
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ServerTable::RestoreBudgetState(const TableBudgetState& st) {
+  std::vector<uint16_t> counters;
+  if (admission_ != nullptr && st.has_sketch())
+    TETHER_RETURN_IF_ERROR(SketchCounters(st, admission_->sketch(), spec_.name(), &counters));
+  if (eviction_ != nullptr && static_cast<uint64_t>(st.recency_size()) != index_.size())
+    return Status::DataLoss("table " + spec_.name() + ": the checkpoint's eviction metadata covers " +
+                            std::to_string(st.recency_size()) + " rows, the shard file " +
+                            std::to_string(index_.size()));
+  if (eviction_ != nullptr) {
+    const Status restored = eviction_->Restore(
+        std::vector<uint64_t>(st.recency().begin(), st.recency().end()),
+        std::vector<int64_t>(st.touch_clock().begin(), st.touch_clock().end()),
+        std::vector<uint32_t>(st.pushes().begin(), st.pushes().end()), st.sample_state());
+    if (!restored.ok()) return Status::DataLoss("table " + spec_.name() + ": " + restored.message());
+  }
+  if (!counters.empty()) *admission_->mutable_sketch()->mutable_counters() = std::move(counters);
+  rows_admitted_ = st.rows_admitted();
+  rows_evicted_ = st.rows_evicted();
+  rows_not_admitted_ = st.rows_not_admitted();
+  clock_ = st.clock();
+  return Status::OK();
+}
+
+Status ServerTable::MergeSketch(const TableBudgetState& st) {
+  if (admission_ == nullptr || !st.has_sketch()) return Status::OK();
+  std::vector<uint16_t> counters;
+  TETHER_RETURN_IF_ERROR(SketchCounters(st, admission_->sketch(), spec_.name(), &counters));
+  std::vector<uint16_t>& mine = *admission_->mutable_sketch()->mutable_counters();
+  for (size_t i = 0; i < mine.size(); ++i)
+    mine[i] = static_cast<uint16_t>(std::min<uint32_t>(CountMinSketch::kMaxCount, uint32_t{mine[i]} + counters[i]));
+  clock_ = std::max(clock_, st.clock());
+  return Status::OK();
+}
+
+uint64_t ServerTable::resident_bytes() const {
+  uint64_t bytes = data_.capacity() * sizeof(float);
+  if (IsDenseTable(spec_)) return bytes;
+  bytes += index_.bytes() + row_keys_.capacity() * sizeof(uint64_t);
+  if (eviction_ != nullptr) bytes += eviction_->rows() * RowEviction::kBytesPerRow;
+  if (admission_ != nullptr) bytes += admission_->sketch().bytes();
+  return bytes;
 }
 
 namespace {
@@ -263,6 +360,11 @@ float* ServerTable::NewRow(uint64_t key, uint64_t offset) {
   float* row = data_.data() + offset;
   for (uint32_t j = 0; j < dim; ++j) row[j] = zeros_ ? 0.0f : InitialWeight(seed_, spec_.id(), key, j, init_bound_);
   optimizer_.InitState(row + dim, dim);
+  ++rows_admitted_;
+  if (budgeted_) {
+    row_keys_.push_back(key);
+    if (eviction_ != nullptr) eviction_->Added(offset / stride_, clock_, serial_, creating_by_push_);
+  }
   return row;
 }
 
@@ -291,15 +393,97 @@ uint64_t ServerTable::RowIndex::Find(uint64_t key) const {
   }
 }
 
+void ServerTable::RowIndex::Erase(uint64_t key) {
+  uint64_t i = Home(key);
+  while (slots_[i].key != key || slots_[i].row_plus_one == 0) i = Next(i);
+  // Backward shift: a later slot of the run moves into the hole unless its
+  // home lies cyclically in (hole, slot], where a probe still finds it.
+  for (uint64_t j = Next(i); slots_[j].row_plus_one != 0; j = Next(j)) {
+    const uint64_t k = Home(slots_[j].key);
+    const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+    if (stays) continue;
+    slots_[i] = slots_[j];
+    i = j;
+  }
+  slots_[i] = Slot{0, 0};
+  --size_;
+}
+
+void ServerTable::RowIndex::Renumber(uint64_t key, uint64_t row) {
+  uint64_t i = Home(key);
+  while (slots_[i].key != key || slots_[i].row_plus_one == 0) i = Next(i);
+  slots_[i].row_plus_one = row + 1;
+}
+
+Status ServerTable::TooManyRows(uint64_t rows) const {
+  return Status::ResourceExhausted("table " + spec_.name() + " would hold " + std::to_string(rows) +
+                                   " rows on this shard; the limit is " + std::to_string(max_rows_) +
+                                   (budgeted_ || spec_.budget().max_rows() > 0 ? " (its budget's max_rows)"
+                                                                                : " (use more servers)"));
+}
+
+void ServerTable::Evict(uint64_t row) {
+  const uint64_t last = index_.size() - 1;
+  index_.Erase(row_keys_[row]);
+  if (row != last) {
+    std::memcpy(data_.data() + row * stride_, data_.data() + last * stride_, size_t{stride_} * sizeof(float));
+    row_keys_[row] = row_keys_[last];
+    index_.Renumber(row_keys_[row], row);
+  }
+  row_keys_.pop_back();
+  data_.resize(last * stride_);
+  eviction_->Removed(row);
+  ++rows_evicted_;
+}
+
+Status ServerTable::LookUpBudgeted(const uint64_t* keys, uint64_t n, bool push) {
+  ++serial_;
+  not_admitted_ = 0;
+  wanted_.resize(n);
+  // Rows held are touched first, which keeps them from this request's
+  // evictions; an absent key is admitted (pushes only) or left out.
+  uint64_t missing = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t row = index_.Find(keys[i]);
+    if (row != RowIndex::kAbsent) {
+      if (eviction_ != nullptr) eviction_->Touched(row, clock_, serial_, push);
+      wanted_[i] = 1;
+      continue;
+    }
+    const bool admit = admission_ == nullptr || (push && admission_->AdmitOnPush(keys[i]));
+    wanted_[i] = admit ? 1 : 0;
+    missing += admit ? 1 : 0;
+    not_admitted_ += admit ? 0 : 1;
+  }
+  if (push) rows_not_admitted_ += not_admitted_;
+  if (eviction_ != nullptr)
+    for (uint64_t r; (r = eviction_->Expired(clock_, serial_)) != RowEviction::kNone;) Evict(r);
+  while (index_.size() + missing > max_rows_) {
+    const uint64_t victim = eviction_ == nullptr ? RowEviction::kNone : eviction_->Victim(serial_);
+    if (victim == RowEviction::kNone) return TooManyRows(index_.size() + missing);
+    Evict(victim);
+  }
+  offsets_.resize(n);
+  if (n == 0) return Status::OK();
+  creating_by_push_ = push;
+  index_.Cover(std::min(keys[0], keys[n - 1]), std::max(keys[0], keys[n - 1]));
+  for (uint64_t i = 0; i < n; ++i) {
+    if (wanted_[i] == 0) {
+      offsets_[i] = kNotAdmitted;
+      continue;
+    }
+    if (index_.full()) index_.Reserve(std::min(max_rows_, index_.size() + (n - i)));
+    offsets_[i] = static_cast<uint64_t>(Row(keys[i]) - data_.data());
+  }
+  return Status::OK();
+}
+
 Status ServerTable::LookUp(const uint64_t* keys, uint64_t n) {
   if (index_.size() + n > max_rows_) {
     // Near the limit only: count the rows this request would create.
     uint64_t missing = 0;
     for (uint64_t i = 0; i < n; ++i) missing += index_.Contains(keys[i]) ? 0 : 1;
-    if (index_.size() + missing > max_rows_)
-      return Status::ResourceExhausted("table " + spec_.name() + " would hold " +
-                                       std::to_string(index_.size() + missing) + " rows on this shard; the limit is " +
-                                       std::to_string(max_rows_) + " (use more servers)");
+    if (index_.size() + missing > max_rows_) return TooManyRows(index_.size() + missing);
   }
   offsets_.resize(n);
   if (n == 0) return Status::OK();
@@ -337,12 +521,18 @@ void ServerTable::ReserveRows(uint64_t rows) {
 }
 
 Status ServerTable::RestoreRow(uint64_t key, const float* values) {
+  const uint64_t admitted = rows_admitted_;
+  creating_by_push_ = false;  // its metadata comes with the checkpoint's budget file, if any
   TETHER_RETURN_IF_ERROR(LookUp(&key, 1));
+  rows_admitted_ = admitted;  // a restored row was admitted before the checkpoint
   std::memcpy(data_.data() + offsets_[0], values, size_t{stride_} * sizeof(float));
   return Status::OK();
 }
 
 Status ServerTable::ResolveRows(const uint64_t* keys, uint64_t n, std::vector<uint64_t>* offsets) {
+  if (budgeted_)
+    return Status::FailedPrecondition("table " + spec_.name() +
+                                      " admits or evicts rows: its rows move, so they are not resolved");
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
   offsets->assign(offsets_.begin(), offsets_.begin() + n);
   return Status::OK();
@@ -364,8 +554,25 @@ uint64_t ServerTable::KeyAtOffset(uint64_t offset) const {
 }
 
 Status ServerTable::PullRows(const uint64_t* keys, uint64_t n, float* out) {
-  TETHER_RETURN_IF_ERROR(LookUp(keys, n));
-  PullRowsAt(offsets_.data(), n, out);
+  if (!budgeted_) {
+    TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+    PullRowsAt(offsets_.data(), n, out);
+    return Status::OK();
+  }
+  TETHER_RETURN_IF_ERROR(LookUpBudgeted(keys, n, /*push=*/false));
+  if (not_admitted_ == 0) {
+    PullRowsAt(offsets_.data(), n, out);
+    return Status::OK();
+  }
+  // Keys without a row read as zeros (not their initializer: nothing was
+  // created for them).
+  for (uint64_t i = 0; i < n; ++i) {
+    if (offsets_[i] == kNotAdmitted) {
+      std::memset(out + i * dim_, 0, size_t{dim_} * sizeof(float));
+    } else {
+      std::memcpy(out + i * dim_, data_.data() + offsets_[i], size_t{dim_} * sizeof(float));
+    }
+  }
   return Status::OK();
 }
 
@@ -439,8 +646,23 @@ Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::stri
 }
 
 Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
-  TETHER_RETURN_IF_ERROR(LookUp(keys, n));
-  return PushRowsAt(offsets_.data(), n, g, lr_scale, keys);
+  if (!budgeted_) {
+    TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+    return PushRowsAt(offsets_.data(), n, g, lr_scale, keys);
+  }
+  TETHER_RETURN_IF_ERROR(LookUpBudgeted(keys, n, /*push=*/true));
+  if (not_admitted_ == 0) return PushRowsAt(offsets_.data(), n, g, lr_scale, keys);
+  // The gradients of keys not admitted are dropped (counted by LookUpBudgeted).
+  kept_keys_.clear();
+  kept_g_.clear();
+  uint64_t m = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (offsets_[i] == kNotAdmitted) continue;
+    offsets_[m++] = offsets_[i];
+    kept_keys_.push_back(keys[i]);
+    kept_g_.insert(kept_g_.end(), g + i * dim_, g + (i + 1) * dim_);
+  }
+  return PushRowsAt(offsets_.data(), m, kept_g_.data(), lr_scale, kept_keys_.data());
 }
 
 Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,

@@ -22,6 +22,14 @@
 // overlap the optimizer arithmetic. Row data and index blocks of 2 MiB or
 // more ask for transparent huge pages (see HugePageAllocator).
 //
+// A row table with a budget (TableSpec.budget) also admits keys
+// (server/row_admission.h: a key not admitted holds no row, reads as
+// zeros, and its gradients are dropped and counted) and evicts rows
+// (server/row_eviction.h: an evicted row's place is taken by the last row,
+// so rows stay numbered 0 .. num_rows() − 1 and a checkpoint writes them as
+// before). Rows of such a table move: their offsets (ResolveRows) are not
+// stable, so it takes no part in key lists.
+//
 // Not thread-safe: a shard's event loop owns its tables.
 #pragma once
 
@@ -35,6 +43,9 @@
 #include "core/status.h"
 #include "core/table_spec.h"
 #include "optim/optimizer.h"
+#include "proto/budget_state.pb.h"
+#include "server/row_admission.h"
+#include "server/row_eviction.h"
 
 namespace tether {
 
@@ -133,6 +144,49 @@ class ServerTable {
   [[nodiscard]] Status PushDense(const float* g, float lr_scale = 1.0f);
 
   uint64_t num_rows() const { return index_.size(); }
+
+  // ---- Budget (TableSpec.budget; row tables).
+  /// True when the table admits keys or evicts rows (its rows then move:
+  /// no key lists).
+  bool budgeted() const { return budgeted_; }
+  /// The row limit in force: the smaller of the constructor's max_rows and
+  /// budget.max_rows.
+  uint64_t max_rows() const { return max_rows_; }
+  /// The clock of the request being served (the shard calls it before each
+  /// pull and push); the table keeps the largest seen. Rows touched are
+  /// stamped with it (LRU, TTL).
+  void set_clock(int64_t clock) {
+    if (clock > clock_) clock_ = clock;
+  }
+  int64_t clock() const { return clock_; }
+  /// Rows created so far (first touches admitted; restored rows not
+  /// counted), rows evicted, and rows of pushed gradients dropped because
+  /// their key was not admitted. Without a restore, num_rows() ==
+  /// rows_admitted() − rows_evicted().
+  uint64_t rows_admitted() const { return rows_admitted_; }
+  uint64_t rows_evicted() const { return rows_evicted_; }
+  uint64_t rows_not_admitted() const { return rows_not_admitted_; }
+  /// Bytes the table holds: row data (allocated), index slots, row keys,
+  /// eviction metadata and the admission sketch; dense slices their floats.
+  uint64_t resident_bytes() const;
+  /// The admission rule, or null (tests, checkpoints).
+  const RowAdmission* admission() const { return admission_.get(); }
+  /// The eviction metadata, or null (tests, checkpoints).
+  const RowEviction* eviction() const { return eviction_.get(); }
+  /// The budget's state (counters, clock, sketch, eviction metadata by row
+  /// number) into *state, for a checkpoint written with the rows.
+  void SaveBudgetState(TableBudgetState* state) const;
+  /// Restores SaveBudgetState's state over rows restored in the same order
+  /// (a resume on the same number of shards). Errors: DataLoss naming what
+  /// disagrees (sketch size, row count); nothing of the metadata changes
+  /// then.
+  Status RestoreBudgetState(const TableBudgetState& state);
+  /// Adds another shard's sketch counters to this one's, saturating (a
+  /// resume on another number of shards: an over-count, which admits keys
+  /// earlier, never later). Errors: DataLoss when the widths differ.
+  Status MergeSketch(const TableBudgetState& state);
+  /// True when this shard holds a row for `key` (creates nothing).
+  bool Contains(uint64_t key) const { return index_.Contains(key); }
   /// True once the row index gave up its key-ordered layout (tests; see the
   /// file comment).
   bool index_hashed() const { return index_.hashed(); }
@@ -189,6 +243,12 @@ class ServerTable {
     // follows only near-sequential walks).
     bool Scattered(uint64_t lo, uint64_t hi, uint64_t n, uint64_t lines) const;
     bool Contains(uint64_t key) const;
+    // Removes `key` (present) and its slot (backward-shift deletion, so no
+    // tombstones); the other keys keep their row numbers.
+    void Erase(uint64_t key);
+    // Gives `key` (present) row number `row`.
+    void Renumber(uint64_t key, uint64_t row);
+    uint64_t bytes() const { return slots_.capacity() * sizeof(Slot); }
     // The row number of `key`, or kAbsent; inserts nothing.
     static constexpr uint64_t kAbsent = ~uint64_t{0};
     uint64_t Find(uint64_t key) const;
@@ -242,6 +302,16 @@ class ServerTable {
   };
 
   float* Row(uint64_t key);  // creates on first touch
+  // LookUp of a budgeted table: admits (pushes only) or leaves out absent
+  // keys (offsets_[i] = kNotAdmitted, counted in not_admitted_), expires
+  // idle rows, evicts to make room. Errors: ResourceExhausted when the
+  // request alone needs more rows than max_rows_ (or, without eviction,
+  // the new rows would pass it).
+  Status LookUpBudgeted(const uint64_t* keys, uint64_t n, bool push);
+  // Evicts row `row`: the last row takes its number.
+  void Evict(uint64_t row);
+  Status TooManyRows(uint64_t rows) const;
+  static constexpr uint64_t kNotAdmitted = ~uint64_t{0};
   float* NewRow(uint64_t key, uint64_t offset);  // Row's first touch: appends and initialises the row
   // Offsets in data_ of the rows of keys[0..n) (creating untouched rows),
   // in offsets_; afterwards data_ does not move until the next call.
@@ -268,6 +338,19 @@ class ServerTable {
   RowIndex index_;           // key → row number; the row is at data_[row · stride_]
   std::vector<float, table_internal::HugePageAllocator<float>> data_;
   std::vector<uint64_t> offsets_;  // scratch of LookUp, reused
+  // Budget (row tables with TableSpec.budget).
+  bool budgeted_ = false;
+  std::unique_ptr<RowAdmission> admission_;
+  std::unique_ptr<RowEviction> eviction_;
+  std::vector<uint64_t> row_keys_;  // budgeted: the key of each row, by row number
+  int64_t clock_ = 0;
+  uint64_t serial_ = 0;          // requests looked up (RowEviction's request stamp)
+  bool creating_by_push_ = false;  // the rows LookUpBudgeted creates now come with a push
+  uint64_t not_admitted_ = 0;    // keys of the last LookUpBudgeted left without a row
+  uint64_t rows_admitted_ = 0, rows_evicted_ = 0, rows_not_admitted_ = 0;
+  std::vector<uint8_t> wanted_;      // LookUpBudgeted scratch: key i gets (or has) a row
+  std::vector<uint64_t> kept_keys_;  // a push's admitted keys, compacted
+  std::vector<float> kept_g_;        // and their gradients
   std::vector<float> undo_;        // the row (or the slice) as before its step, reused
 };
 

@@ -4,12 +4,19 @@
 //
 //   tether-gen-xmc --shape=amazon670k --out_prefix=build/synthetic/amazon670k
 //   → build/synthetic/amazon670k.train.txt, build/synthetic/amazon670k.test.txt
+//
+// With --stream_files=N it writes N training files whose vocabulary drifts
+// (input/drifting_xmc.h), PREFIX.train.000.txt …, and PREFIX.test.txt:
+//
+//   tether-gen-xmc --feature_id_bits=64 --stream_files=10 --new_id_share=0.1 --out_prefix=build/drift/d
 #include <gflags/gflags.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 
+#include "input/drifting_xmc.h"
 #include "input/synthetic_xmc.h"
 #include "cli/flag_parser.h"
 
@@ -29,6 +36,43 @@ DEFINE_uint64(seed, 1, "random seed");
 DEFINE_int32(feature_id_bits, 32,
              "32: feature ids 0..F-1; 64: the F features are written as distinct ids spread over the whole "
              "64-bit range, deterministic by --seed (for data.hashed_features: true)");
+DEFINE_int32(stream_files, 0,
+             "0: one training file; N >= 1: N training files PREFIX.train.000.txt ... (--train_rows over all of "
+             "them) whose feature ids drift by --new_id_share (needs --feature_id_bits=64)");
+DEFINE_double(new_id_share, 0.1,
+              "with --stream_files: the share of each file's distinct feature ids (after the first file) that no "
+              "earlier file holds, in [0, 1)");
+
+namespace {
+
+// --stream_files: the drifting stream, one line per file written.
+int WriteStream(const tether::SyntheticXmcOptions& o, int64_t train, int64_t test) {
+  tether::DriftingStreamOptions s;
+  s.files = FLAGS_stream_files;
+  s.train_rows = train;
+  s.test_rows = test;
+  s.new_id_share = FLAGS_new_id_share;
+  tether::Status st = tether::ValidateDriftingStream(o, s);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tether-gen-xmc: %s (flags --stream_files, --new_id_share, --feature_id_bits)\n",
+                 st.message().c_str());
+    return 2;
+  }
+  auto files = tether::DriftingXmcStream(o, s).Write(FLAGS_out_prefix);
+  if (!files.ok()) {
+    std::fprintf(stderr, "tether-gen-xmc: %s\n", files.status().message().c_str());
+    return 1;
+  }
+  for (const tether::DriftingFileStats& f : *files) {
+    std::printf("tether-gen-xmc: wrote %s: %lld rows, %lld distinct feature ids, %lld new (%.1f%%)\n",
+                f.path.c_str(), static_cast<long long>(f.rows), static_cast<long long>(f.distinct_ids),
+                static_cast<long long>(f.new_ids), 100.0 * static_cast<double>(f.new_ids) /
+                                                     static_cast<double>(std::max<int64_t>(1, f.distinct_ids)));
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
@@ -78,6 +122,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
+  if (FLAGS_stream_files != 0) {
+    const int rc = WriteStream(o, train, test);
+    if (rc == 0) {
+      std::printf("tether-gen-xmc: %.1f s\n",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return rc;
+  }
   tether::SyntheticXmcGenerator gen(o);
   for (const auto& [rows, suffix] : {std::pair<int64_t, const char*>{train, ".train.txt"}, {test, ".test.txt"}}) {
     const std::string path = FLAGS_out_prefix + suffix;

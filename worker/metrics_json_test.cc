@@ -114,7 +114,8 @@ TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
       "bound_violations": 0, "bad_messages": 1, "workers_timed_out": 0, "workers_rejoined": 0, "workers_joined": 0,
       "staleness_histogram": [1, 2, 1], "staleness_max": 2, "staleness_mean": 1.0,
       "bound_wait_seconds": [0.5, 0.25, 0.0], "table_rows": [], "chunks_dealt": 0, "chunks_redealt": 0,
-      "rows_redealt": 0, "chunk_epoch_rows": [], "key_lists_defined": 3, "key_lists_used": 9,
+      "rows_redealt": 0, "chunk_epoch_rows": [], "rows_admitted": [], "rows_evicted": [],
+      "rows_not_admitted": [], "resident_bytes": [], "key_lists_defined": 3, "key_lists_used": 9,
       "key_lists_unknown": 1, "key_lists_bytes_saved": 18432, "average_rounds_merged": 0,
       "average_deltas_merged": 0, "average_deltas_discarded": 0, "average_rows_discarded": 0})"));
   EXPECT_TRUE(s0["staleness_mean"].is_number_float());  // 1.0, not 1

@@ -30,6 +30,19 @@ ConsistencyConfig ConsistencyForTable(const JobConfig& config, const std::string
   return c;
 }
 
+TableBudget BudgetForTable(const JobConfig& config, const std::string& name) {
+  TableBudget b;
+  for (const auto& t : config.table()) {
+    if (t.name() != name) continue;
+    if (t.has_admit_after()) b.set_admit_after(t.admit_after());
+    if (t.has_admit_probability()) b.set_admit_probability(t.admit_probability());
+    if (t.has_max_rows()) b.set_max_rows(t.max_rows());
+    if (t.has_evict()) b.set_evict(t.evict());
+    if (t.has_ttl_clocks()) b.set_ttl_clocks(t.ttl_clocks());
+  }
+  return b;
+}
+
 std::string StalenessName(int64_t s) {
   if (s < 0) return "inf (ASP)";
   if (s == 0) return "0 (BSP)";

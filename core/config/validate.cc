@@ -383,6 +383,27 @@ Status ValidateOptimizers(const JobConfig& c) {
   return Status::OK();
 }
 
+// Each table { } section's budget fields: set ones in range, then the rules
+// a server checks at HELLO (TableBudgetProblem; row or dense is the
+// model's, checked there).
+Status ValidateTableBudgets(const JobConfig& c) {
+  for (const auto& t : c.table()) {
+    const std::string where = "table[" + t.name() + "].";
+    if (t.has_admit_after() && t.admit_after() < 1)
+      return FieldError(where + "admit_after", "must be ≥ 1 (a key gets a row at its K-th push), got 0");
+    if (t.has_max_rows() && t.max_rows() < 1) return FieldError(where + "max_rows", "must be ≥ 1, got 0");
+    std::string why;
+    const std::string field = TableBudgetProblem(BudgetForTable(c, t.name()), /*row_table=*/true, &why);
+    if (!field.empty()) return FieldError(where + field, why);
+    // The best epoch's copy (server/kept_model.h) holds rows by row number;
+    // eviction renumbers rows.
+    if (t.has_evict() && t.evict() != EVICT_NONE && c.train().validation_fraction() > 0 && c.train().keep_best_model())
+      return FieldError("train.keep_best_model", "cannot keep the best epoch's copy of table '" + t.name() +
+                                                     "', which evicts rows; set train.keep_best_model: false");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ValidateJobConfig(const JobConfig& c) {
@@ -390,7 +411,7 @@ Status ValidateJobConfig(const JobConfig& c) {
   // then each section in turn, the first problem reported.
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
   for (Status (*check)(const JobConfig&) : {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateModelAndTrain,
-                                            ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers,
+                                            ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers, ValidateTableBudgets,
                                             ValidateNotYetRead, ValidateValidation})
     TETHER_RETURN_IF_ERROR(check(c));
   return Status::OK();

@@ -210,7 +210,9 @@ void WorkerClient::Release(uint64_t tag) {
 
 void WorkerClient::SetRequestKeys(int s, uint32_t table, const uint64_t* ks, size_t n, Message* m, uint64_t tag) {
   KeyListCache& lists = key_lists_[s];
-  if (!options_.key_lists || n < kMinKeyListKeys || KeyListCache::Charge(n) > lists.capacity_bytes()) {
+  // A table that admits or evicts moves its rows on the shard: plain keys.
+  if (!options_.key_lists || n < kMinKeyListKeys || KeyListCache::Charge(n) > lists.capacity_bytes() ||
+      AdmitsOrEvicts(options_.tables[table])) {
     m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
     return;
   }

@@ -248,6 +248,8 @@ std::vector<TableSpec> TablesForJob(const JobConfig& config) {
       }
     if (IsRowTable(t)) t.set_key_base(config.data().index_base());
     SetTableWire(config, &t);
+    // Unset stays unset: a HELLO of tables without a budget reads as before.
+    if (const TableBudget b = BudgetForTable(config, t.name()); b.ByteSizeLong() > 0) *t.mutable_budget() = b;
   }
   return tables;
 }

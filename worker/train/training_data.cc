@@ -156,6 +156,7 @@ ReadOptions StreamReadOptions(const JobConfig& config) {
       config.data().non_finite() == NON_FINITE_DROP_ROW ? NonFinitePolicy::kDropRow : NonFinitePolicy::kError;
   opts.skip_unlabeled = config.data().skip_unlabeled();
   opts.header_mismatch_is_error = config.data().header_mismatch_is_error();
+  opts.hashed_features = config.data().hashed_features();
   return opts;
 }
 
