@@ -89,6 +89,13 @@ TEST(ConfigTest, TableBudgetsAreCheckedWithTheField) {
   EXPECT_EQ(ValidateJobConfig(*c).message(),
             "config field train.keep_best_model: cannot keep the best epoch's copy of table 'w1', which evicts rows; "
             "set train.keep_best_model: false");
+  // A shard budget makes every row table evict.
+  c->clear_table();
+  EXPECT_TRUE(ValidateJobConfig(*c).ok()) << ValidateJobConfig(*c).message();
+  c->mutable_cluster()->set_server_memory_bytes(1 << 30);
+  EXPECT_EQ(ValidateJobConfig(*c).message(),
+            "config field train.keep_best_model: cannot keep the best epoch's copy with cluster.server_memory_bytes "
+            "(--server_memory), whose row tables evict rows; set train.keep_best_model: false");
 }
 
 TEST(ConfigTest, NegativeProgressAndEvalCountsAreRefused) {
@@ -261,6 +268,15 @@ TEST(ConfigTest, CacheCapacityAndMemoryLimitFlagsTakeUnitsAndPercentages) {
   st = ApplyOverride(&j, "consistency.cache_capacity_bytes", "150%", "flag --cache_capacity");
   EXPECT_NE(st.message().find("expected a percentage in (0, 100]"), std::string::npos) << st.message();
   EXPECT_EQ(j.consistency().cache_capacity_bytes(), 1500000000u) << "a bad value leaves the config as it was";
+  ASSERT_TRUE(ApplyOverride(&j, "cluster.server_memory_bytes", "2GiB", "flag --server_memory").ok());
+  EXPECT_EQ(j.cluster().server_memory_bytes(), 2ull << 30);
+  ASSERT_TRUE(ApplyOverride(&j, "cluster.server_memory_bytes", "512MB", "flag --server_memory").ok());
+  EXPECT_EQ(j.cluster().server_memory_bytes(), 512000000u);
+  ASSERT_TRUE(ApplyOverride(&j, "cluster.server_memory_bytes", "4096", "flag --server_memory").ok());
+  EXPECT_EQ(j.cluster().server_memory_bytes(), 4096u);
+  st = ApplyOverride(&j, "cluster.server_memory_bytes", "2G", "flag --server_memory");
+  EXPECT_NE(st.message().find("flag --server_memory=2G: '2G' is not a byte size"), std::string::npos) << st.message();
+  EXPECT_EQ(j.cluster().server_memory_bytes(), 4096u);
   // Every row of the override table names a field.
   bool found = false;
   for (const ConfigOverride& o : ConfigOverrides()) found |= std::string(o.flag) == "cache_capacity";

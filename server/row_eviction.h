@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "optim/shard_budget.h"
 #include "proto/tables.pb.h"
 
 namespace tether {
@@ -38,7 +39,7 @@ class RowEviction {
   static constexpr uint64_t kNone = ~uint64_t{0};
   static constexpr int kSamples = 8;
   /// Metadata bytes per row (list links, last touch clock, request serial, push count).
-  static constexpr uint64_t kBytesPerRow = 36;
+  static constexpr uint64_t kBytesPerRow = kEvictionBytesPerRow;
 
   /// `policy` other than EVICT_NONE; `ttl_clocks` ≥ 1 for TTL; `seed`
   /// seeds LFU's samples.

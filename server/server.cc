@@ -506,6 +506,12 @@ std::string ServerShard::SetUpTables(const HelloBody& h) {
     fatal_ = fits;
     return fits.message();
   }
+  // Worker 0 split this shard's budget across the tables; tables split from
+  // another budget (or none) fail the job, as tables that do not fit do.
+  if (const Status within = CheckShardWithinBudget(specs, shard_, num_shards_, memory_budget_bytes()); !within.ok()) {
+    fatal_ = Status::ResourceExhausted("worker 0's tables do not keep within this shard's budget: " + within.message());
+    return fatal_.message();
+  }
   if (round_.Resuming(h)) return round_.Resume(h);
   kv_.DefineTables(h.tables());
   return "";

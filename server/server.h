@@ -156,6 +156,8 @@ class ServerShard {
   /// num_tables()).
   const ServerTable& table(uint32_t id) const { return *kv_.tables()[id]; }
   size_t num_tables() const { return kv_.tables().size(); }
+  /// cluster.server_memory_bytes of this shard's config (0: no budget).
+  uint64_t memory_budget_bytes() const { return config_.cluster().server_memory_bytes(); }
   /// The pool that holds the values frames of pull replies (and of push
   /// replies that carry rows): pre-faulted buffers recycled once ZeroMQ has
   /// sent them, at most kDefaultFramePoolIdleBytes idle (core/net/frame_pool.h).

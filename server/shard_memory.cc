@@ -17,10 +17,7 @@ uint64_t ShardTableBytes(const TableSpec& t, int shard, int num_shards) {
     return (e - b + optimizer.StateFloats(e - b)) * sizeof(float);
   }
   const uint64_t rows = ShardRowBound(t, num_shards);
-  uint64_t per_row = (t.dim() + optimizer.StateFloats(t.dim())) * sizeof(float) + kServerIndexBytesPerRow;
-  if (AdmitsOrEvicts(t)) per_row += sizeof(uint64_t);  // the row's key, by row number
-  if (t.budget().evict() != EVICT_NONE) per_row += RowEviction::kBytesPerRow;
-  return rows * per_row + RowAdmission::SketchBytes(t.budget());
+  return rows * ShardRowBytes(t) + RowAdmission::SketchBytes(t.budget());
 }
 
 uint64_t ShardRowBound(const TableSpec& t, int num_shards) {
@@ -66,6 +63,22 @@ Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_s
       "); run more servers (cluster.num_servers), or give each more memory (docs/OPERATIONS.md, \"Memory "
       "sizing\")" +
       (kept_copy ? std::string(", or drop the copy (train.keep_best_model: false)") : std::string()));
+}
+
+Status CheckShardWithinBudget(const std::vector<TableSpec>& tables, int shard, int num_shards, uint64_t budget_bytes) {
+  if (budget_bytes == 0) return Status::OK();
+  const std::string same = "; give the workers and the servers the same cluster.server_memory_bytes (--server_memory)";
+  uint64_t need = 0;
+  for (const TableSpec& t : tables) {
+    if (IsRowTable(t) && ShardRowBound(t, num_shards) == 0)
+      return Status::ResourceExhausted("row table " + t.name() + " has no row limit, but this shard's budget is " +
+                                       std::to_string(budget_bytes) + " bytes" + same);
+    need += ShardTableBytes(t, shard, num_shards);
+  }
+  if (need <= budget_bytes) return Status::OK();
+  return Status::ResourceExhausted("the tables need " + std::to_string(need) + " bytes on shard " +
+                                   std::to_string(shard) + ", but its budget is " + std::to_string(budget_bytes) +
+                                   " bytes" + same);
 }
 
 }  // namespace tether

@@ -14,13 +14,10 @@
 
 #include "core/memory_fit.h"
 #include "core/status.h"
+#include "optim/shard_budget.h"  // kServerIndexBytesPerRow, ShardRowBytes
 #include "proto/tables.pb.h"
 
 namespace tether {
-
-/// Bytes of the row index per row (ServerTable's open addressing: a 16-byte
-/// slot at a load of at most 1/2).
-inline constexpr uint64_t kServerIndexBytesPerRow = 32;
 
 /// Bytes shard `shard` of `num_shards` holds for `table` once every key has
 /// been touched: ROW ⌈num_keys / num_shards⌉ rows (hash partitioning spreads
@@ -53,5 +50,13 @@ uint64_t KeptCopyBytes(const TableSpec& table, int shard, int num_shards);
 /// /proc/meminfo); ...", naming every table with its rows and bytes.
 Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget,
                       bool kept_copy = false);
+
+/// Whether worker 0's `tables` keep shard `shard` of `num_shards` within its
+/// own budget `budget_bytes` (cluster.server_memory_bytes; 0: no check):
+/// every row table bounded (ShardRowBound > 0) and Σ ShardTableBytes ≤ the
+/// budget. Errors: ResourceExhausted naming the unbounded table, or the
+/// bytes needed and the budget, and that workers and servers need the same
+/// --server_memory.
+Status CheckShardWithinBudget(const std::vector<TableSpec>& tables, int shard, int num_shards, uint64_t budget_bytes);
 
 }  // namespace tether

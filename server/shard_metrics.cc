@@ -37,6 +37,7 @@ void PublishShardMetrics(ServerShard* server, PublishedSnapshot<ShardMetricsSnap
     snap.worker_clocks.resize(clocks.num_workers());
     for (int r = 0; r < clocks.num_workers(); ++r) snap.worker_clocks[r] = clocks.clock(r);
     snap.min_clock = state->min_clock;
+    snap.memory_budget_bytes = server->memory_budget_bytes();
     for (size_t t = 0; t < server->num_tables(); ++t) snap.table_names.push_back(server->table(t).spec().name());
     out->Publish(std::move(snap));
   });
@@ -152,6 +153,10 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
       w.Sample(p.name, l, static_cast<double>(p.values.Get(t)));
     }
   }
+  w.Gauge("tether_server_memory_budget_bytes",
+          "Bytes this shard may spend on the job's tables and optimizer state (cluster.server_memory_bytes; 0: "
+          "no budget).",
+          base, static_cast<double>(snap.memory_budget_bytes));
   w.Gauge("tether_server_push_staleness_max", "Largest staleness tau applied so far.", base,
           static_cast<double>(s.staleness_max()));
   return w.text();

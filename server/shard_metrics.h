@@ -40,6 +40,7 @@ struct ShardMetricsSnapshot {
   // The smallest clock over the workers that count; once none counts (all
   // finished), the last such value.
   int64_t min_clock = 0;
+  uint64_t memory_budget_bytes = 0;  // cluster.server_memory_bytes (0: none)
 };
 
 /// How often Run()'s thread publishes at most, in milliseconds.

@@ -88,6 +88,7 @@ TEST(ShardMetricsTest, RendersEachTablesRowsAndBudgetCounters) {
   s.add_rows_not_admitted(0);
   s.add_resident_bytes(123456);
   s.add_resident_bytes(1024);
+  snap.memory_budget_bytes = 2000000;
   const std::string text = RenderShardMetrics(snap, "j", 0);
   EXPECT_EQ(testing::ExpositionProblems(text), "");
   const std::string l = "{tether_job=\"j\",role=\"server\",shard=\"0\",table=";
@@ -101,6 +102,8 @@ TEST(ShardMetricsTest, RendersEachTablesRowsAndBudgetCounters) {
            "tether_server_rows_not_admitted_total" + l + "\"w1\"} 900\n",
            "tether_server_resident_bytes" + l + "\"w1\"} 123456\n",
            "tether_server_resident_bytes" + l + "\"b1\"} 1024\n",
+           std::string("# TYPE tether_server_memory_budget_bytes gauge\n"),
+           std::string("tether_server_memory_budget_bytes{tether_job=\"j\",role=\"server\",shard=\"0\"} 2000000\n"),
        }) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << text;
   }

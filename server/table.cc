@@ -67,8 +67,15 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
     if (RowAdmission::Enabled(b)) admission_ = std::make_unique<RowAdmission>(b, seed, spec.id());
     if (b.evict() != EVICT_NONE)
       eviction_ = std::make_unique<RowEviction>(b.evict(), b.ttl_clocks(), MixKey(seed + spec.id()));
-    if (b.max_rows() > 0) max_rows_ = std::min(max_rows_, b.max_rows());
     budgeted_ = admission_ != nullptr || eviction_ != nullptr;
+    if (b.max_rows() > 0) {
+      // Reserved now, so the table never allocates more than its limit
+      // (BudgetedTableBytes, optim/shard_budget.h); pages are touched as
+      // rows are created.
+      max_rows_ = std::min(max_rows_, b.max_rows());
+      ReserveRows(max_rows_);
+      if (budgeted_) row_keys_.reserve(max_rows_);
+    }
   }
 }
 

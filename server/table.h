@@ -82,6 +82,8 @@ class ServerTable {
   /// initializer (kind, bound, seed) gives every value's start.
   /// `max_rows`: the most rows this shard holds of a row table (the index
   /// addresses slots with 32 bits at a load of at most 1/2); tests lower it.
+  /// A budget's max_rows reserves that many rows, their keys and the index
+  /// here (address space; pages are touched as rows are created).
   ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, uint64_t max_rows = kMaxRowsPerShard);
 
   /// Default row limit per shard and table: just under 2³¹.

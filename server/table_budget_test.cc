@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "optim/shard_budget.h"
 #include "server/table.h"
 
 namespace tether {
@@ -170,12 +171,20 @@ TEST(TableBudgetTest, ResidentBytesCountRowsIndexMetadataAndSketch) {
   b.set_max_rows(100);
   b.set_evict(LFU);
   ServerTable t(Spec(b), 0, 0);
+  // max_rows reserves the rows, their keys and the index at once: what a
+  // shard budget's split counts (optim/shard_budget.h). Eviction metadata
+  // is counted per row held.
+  const uint64_t full = BudgetedTableBytes(Spec(b), 100);
+  EXPECT_EQ(full, 100u * (kDim * 4 + 8 + RowEviction::kBytesPerRow) + 16 * 211 + 4096 * 4 * 2);
   const uint64_t empty = t.resident_bytes();
-  EXPECT_EQ(empty, 4096u * 4 * 2);  // the sketch alone: 4 × 4096 16-bit counters
+  EXPECT_EQ(empty, full - 100 * RowEviction::kBytesPerRow);
   std::vector<uint64_t> keys(100);
   for (uint64_t k = 0; k < 100; ++k) keys[k] = k * 1000;
   Push(t, keys, 1.0f);
-  EXPECT_GE(t.resident_bytes(), empty + 100 * (kDim * 4 + RowEviction::kBytesPerRow + 8 + 16));
+  EXPECT_EQ(t.resident_bytes(), full);
+  Push(t, {7, 8, 9}, 1.0f);  // evicts 3: nothing grows
+  EXPECT_EQ(t.rows_evicted(), 3u);
+  EXPECT_EQ(t.resident_bytes(), full);
   TableBudget none;
   ServerTable plain(Spec(none), 0, 0);
   EXPECT_FALSE(plain.budgeted());

@@ -95,6 +95,7 @@ const ConfigOverride kOverrideTable[] = {
     {"checkpoint_keep_last", "checkpoint.keep_last", "complete checkpoints kept (older ones are deleted)"},
     {"cache_capacity", "consistency.cache_capacity_bytes", "worker parameter cache capacity over all tables: 64MiB, 1.5GB, bytes, or 10% of the model (0: unbounded)"},
     {"key_list_cache", "consistency.key_list_cache", "workers name repeated key lists instead of sending the keys (core/net/key_list_cache.h): true | false"},
+    {"server_memory", "cluster.server_memory_bytes", "bytes each server shard may spend on the job's tables and optimizer state, split across its row tables: 2GiB, 512MB, bytes (0: no budget)"},
     {"memory_limit", "consistency.memory_limit_bytes", "memory this process may count on for the job's tables or cache, checked at start-up: 8GiB, ... (0: MemAvailable)"},
 };
 
@@ -209,6 +210,8 @@ Status SetByteSize(JobConfig* config, const std::string& field_path, const std::
   if (cache) {
     c->clear_cache_capacity_fraction();
     c->set_cache_capacity_bytes(*bytes);
+  } else if (field_path == "cluster.server_memory_bytes") {
+    config->mutable_cluster()->set_server_memory_bytes(*bytes);
   } else {
     c->set_memory_limit_bytes(*bytes);
   }
@@ -282,7 +285,8 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
     if (const std::string names = EnumNamesUnless(field, &text); !names.empty())
       return bad("expected one of " + names);
   }
-  if (field_path == "consistency.cache_capacity_bytes" || field_path == "consistency.memory_limit_bytes")
+  if (field_path == "consistency.cache_capacity_bytes" || field_path == "consistency.memory_limit_bytes" ||
+      field_path == "cluster.server_memory_bytes")
     return SetByteSize(config, field_path, value, bad);
   const bool staleness = field_path == "consistency.staleness";
   if (staleness) {

@@ -401,6 +401,11 @@ Status ValidateTableBudgets(const JobConfig& c) {
       return FieldError("train.keep_best_model", "cannot keep the best epoch's copy of table '" + t.name() +
                                                      "', which evicts rows; set train.keep_best_model: false");
   }
+  // A shard budget makes the row tables evict (optim/shard_budget.h).
+  if (c.cluster().server_memory_bytes() > 0 && c.train().validation_fraction() > 0 && c.train().keep_best_model())
+    return FieldError("train.keep_best_model",
+                      "cannot keep the best epoch's copy with cluster.server_memory_bytes (--server_memory), whose "
+                      "row tables evict rows; set train.keep_best_model: false");
   return Status::OK();
 }
 

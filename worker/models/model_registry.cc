@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/config.h"
+#include "optim/shard_budget.h"
 #include "worker/models/builtin_models.h"
 
 namespace tether {
@@ -251,6 +252,9 @@ std::vector<TableSpec> TablesForJob(const JobConfig& config) {
     // Unset stays unset: a HELLO of tables without a budget reads as before.
     if (const TableBudget b = BudgetForTable(config, t.name()); b.ByteSizeLong() > 0) *t.mutable_budget() = b;
   }
+  // The shard budget's row limits travel in the specs (a budget too small
+  // leaves them unchanged; ValidateModelConfig refuses it).
+  (void)ApplyServerMemoryBudget(config.cluster().server_memory_bytes(), config.cluster().num_servers(), &tables);
   return tables;
 }
 
@@ -265,7 +269,13 @@ Status ValidateModelConfig(const JobConfig& config) {
       return FieldError("table.name", "unknown table '" + tc.name() + "' (model " + model->name + " has " + list + ")");
     }
   }
-  return ValidateTableSpecs(tables, config.cluster().num_servers());
+  TETHER_RETURN_IF_ERROR(ValidateTableSpecs(tables, config.cluster().num_servers()));
+  std::vector<TableSpec> split = tables;  // already split when the budget holds them: changes nothing then
+  if (const auto rows = ApplyServerMemoryBudget(config.cluster().server_memory_bytes(),
+                                                config.cluster().num_servers(), &split);
+      !rows.ok())
+    return FieldError("cluster.server_memory_bytes", rows.status().message());
+  return Status::OK();
 }
 
 LabelKind LabelKindOf(const JobConfig& config) {

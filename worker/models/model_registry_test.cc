@@ -61,6 +61,35 @@ TEST(ModelRegistryTest, TablesForXmcMlp) {
   EXPECT_EQ(DiffTableSpecs(a, "one", b, "two"), "");
 }
 
+// cluster.server_memory_bytes: the row tables get the split's max_rows and
+// LRU in their specs (the same in every process); a budget below one row of
+// each is refused by the config check, naming the least.
+TEST(ModelRegistryTest, ServerMemoryBudgetSetsRowLimitsOrIsRefused) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  c->mutable_cluster()->set_num_servers(2);
+  c->mutable_cluster()->set_server_memory_bytes(1000000);
+  ASSERT_TRUE(ValidateModelConfig(*c).ok()) << ValidateModelConfig(*c).ToString();
+  const auto t = TablesForJob(*c);
+  ASSERT_EQ(t.size(), 3u);
+  const uint64_t rows = t[0].budget().max_rows();
+  EXPECT_GT(rows, 0u);
+  EXPECT_EQ(t[2].budget().max_rows(), rows);
+  EXPECT_EQ(t[0].budget().evict(), LRU);
+  EXPECT_FALSE(t[1].has_budget()) << "dense";
+  const auto again = TablesForJob(*c);
+  const google::protobuf::RepeatedPtrField<TableSpec> a(t.begin(), t.end()), b(again.begin(), again.end());
+  EXPECT_EQ(DiffTableSpecs(a, "one", b, "two"), "");
+  c->mutable_cluster()->set_server_memory_bytes(1024);
+  const Status st = ValidateModelConfig(*c);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("cluster.server_memory_bytes: cluster.server_memory_bytes (--server_memory) is 1.0 KiB "
+                              "(1024 bytes), but each shard needs at least "),
+            std::string::npos)
+      << st.message();
+  EXPECT_FALSE(TablesForJob(*c)[0].has_budget()) << "a refused budget leaves the tables as they were";
+}
+
 TEST(ModelRegistryTest, FindsBuiltInsByTypeAndByName) {
   JobConfig c;
   c.mutable_model()->set_type(SPARSE_LR);

@@ -1,0 +1,118 @@
+#include "optim/shard_budget.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/memory_fit.h"
+#include "core/partition.h"
+#include "core/table_spec.h"
+#include "optim/optimizer.h"
+
+namespace tether {
+namespace {
+
+uint64_t RoundUpPow2(uint64_t x) {
+  uint64_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+uint64_t LargestDenseSliceBytes(const TableSpec& t, int num_shards) {
+  const Optimizer optimizer(t.optimizer());
+  uint64_t most = 0;
+  for (int s = 0; s < num_shards; ++s) {
+    const auto [b, e] = DenseRange(t.size(), s, num_shards);
+    most = std::max<uint64_t>(most, (e - b + optimizer.StateFloats(e - b)) * sizeof(float));
+  }
+  return most;
+}
+
+bool IsPrime(uint64_t n) {
+  if (n < 2) return false;
+  for (uint64_t d = 2; d * d <= n; ++d)
+    if (n % d == 0) return false;
+  return true;
+}
+
+// The shared tables' bytes when each holds `rows` rows.
+uint64_t SharedBytes(const std::vector<TableSpec>& tables, const std::vector<size_t>& shared, uint64_t rows) {
+  uint64_t bytes = 0;
+  for (size_t i : shared) bytes += BudgetedTableBytes(tables[i], rows);
+  return bytes;
+}
+
+}  // namespace
+
+uint64_t ShardRowBytes(const TableSpec& t) {
+  const Optimizer optimizer(t.optimizer());
+  uint64_t per_row = (t.dim() + optimizer.StateFloats(t.dim())) * sizeof(float) + kServerIndexBytesPerRow;
+  if (AdmitsOrEvicts(t)) per_row += sizeof(uint64_t);  // the row's key, by row number
+  if (t.budget().evict() != EVICT_NONE) per_row += kEvictionBytesPerRow;
+  return per_row;
+}
+
+uint64_t AdmissionSketchBytes(const TableBudget& b) {
+  if (b.admit_after() == 0 && !(b.admit_probability() < 1.0f)) return 0;
+  const uint64_t width = b.max_rows() == 0 ? uint64_t{1} << 20
+                                           : std::clamp<uint64_t>(4 * b.max_rows(), uint64_t{1} << 12, uint64_t{1} << 22);
+  return 4 * RoundUpPow2(width) * sizeof(uint16_t);
+}
+
+uint64_t ReservedIndexSlots(uint64_t rows) {
+  uint64_t cap = std::max<uint64_t>(61, (2 * (rows + 1)) | 1);
+  while (!IsPrime(cap)) cap += 2;
+  return cap;
+}
+
+uint64_t BudgetedTableBytes(const TableSpec& t, uint64_t rows) {
+  TableBudget b = t.budget();
+  b.set_max_rows(rows);
+  return rows * (ShardRowBytes(t) - kServerIndexBytesPerRow) + 16 * ReservedIndexSlots(rows) +
+         AdmissionSketchBytes(b);
+}
+
+StatusOr<uint64_t> ApplyServerMemoryBudget(uint64_t budget_bytes, int num_shards, std::vector<TableSpec>* tables) {
+  if (budget_bytes == 0) return uint64_t{0};
+  std::vector<TableSpec> out = *tables;
+  uint64_t fixed = 0, per_row = 0;
+  std::vector<size_t> shared;
+  std::string rows_list;
+  for (size_t i = 0; i < out.size(); ++i) {
+    TableSpec& t = out[i];
+    if (IsDenseTable(t)) {
+      fixed += LargestDenseSliceBytes(t, num_shards);
+    } else if (t.budget().max_rows() > 0) {
+      fixed += BudgetedTableBytes(t, t.budget().max_rows());
+    } else {
+      if (t.budget().evict() == EVICT_NONE) t.mutable_budget()->set_evict(LRU);
+      shared.push_back(i);
+      per_row += ShardRowBytes(t);
+      rows_list += (rows_list.empty() ? "" : ", ") + t.name() + " " + std::to_string(BudgetedTableBytes(t, 1));
+    }
+  }
+  const uint64_t least = fixed + SharedBytes(out, shared, 1);
+  if (budget_bytes < least) {
+    return Status::ResourceExhausted(
+        "cluster.server_memory_bytes (--server_memory) is " + FormatBytes(budget_bytes) +
+        ", but each shard needs at least " + std::to_string(least) + " bytes: " + std::to_string(fixed) +
+        " for the dense tables and the tables with their own max_rows" +
+        (shared.empty() ? std::string()
+                        : ", plus one row of each other row table with its index and sketch (" + rows_list + ")"));
+  }
+  uint64_t rows = 0;
+  if (!shared.empty()) {
+    // Σ BudgetedTableBytes(R) > R × per_row and grows with R: the largest R
+    // that fits lies in [1, (budget − fixed) / per_row].
+    uint64_t lo = 1, hi = (budget_bytes - fixed) / per_row;
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo + 1) / 2;
+      if (fixed + SharedBytes(out, shared, mid) <= budget_bytes) lo = mid; else hi = mid - 1;
+    }
+    rows = lo;
+    for (size_t i : shared) out[i].mutable_budget()->set_max_rows(rows);
+  }
+  *tables = std::move(out);
+  return rows;
+}
+
+}  // namespace tether

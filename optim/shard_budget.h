@@ -1,0 +1,69 @@
+// A server shard's memory budget (cluster.server_memory_bytes, flag
+// --server_memory) turned into a row limit for each row table, the same on
+// every shard and computed from the job's tables alone, so that every
+// process that reads the same config derives the same limits. Workers put
+// the limits in the TableSpecs they send at HELLO; a shard with a budget
+// checks that those tables fit in it (server/shard_memory.h).
+//
+// A row table with max_rows reserves its rows, row keys and index when the
+// shard creates it (ServerTable), so what it allocates is known exactly:
+// BudgetedTableBytes.
+//
+// The rule, per shard:
+//  1. Fixed bytes: every dense table at its largest slice over the shards
+//     (weights and optimizer state), and every row table with its own
+//     max_rows at BudgetedTableBytes(max_rows).
+//  2. The other row tables share the rest: each gets the same max_rows R,
+//     the largest with fixed + Σ BudgetedTableBytes(R) ≤ budget, so a
+//     table's share is in proportion to its bytes per row (plus its index
+//     and sketch). A table that sets no `evict` gets LRU.
+//  3. Budget < fixed + Σ BudgetedTableBytes(1): refused, naming the least.
+//
+// Pure functions; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "proto/tables.pb.h"
+
+namespace tether {
+
+/// Bytes of the row index per row (ServerTable's open addressing: a 16-byte
+/// slot at a load of at most 1/2).
+inline constexpr uint64_t kServerIndexBytesPerRow = 32;
+/// Bytes of eviction metadata per row (RowEviction::kBytesPerRow).
+inline constexpr uint64_t kEvictionBytesPerRow = 36;
+
+/// Bytes a shard spends per row of row table `t`: (dim + the optimizer's
+/// state floats) × 4, the index's 32, the row's key (8) when the table
+/// admits or evicts, and kEvictionBytesPerRow when it evicts.
+uint64_t ShardRowBytes(const TableSpec& t);
+
+/// Bytes of `budget`'s admission sketch: 0 without admission, else 4 rows
+/// of 16-bit counters, 4 × max_rows (clamped to [2^12, 2^22]) or 2^20
+/// without max_rows, rounded up to a power of two (RowAdmission::SketchBytes).
+uint64_t AdmissionSketchBytes(const TableBudget& budget);
+
+/// Slots of the row index of a table that reserves `rows` rows at once:
+/// the least prime ≥ max(61, (2 × (rows + 1)) | 1) (ServerTable::RowIndex,
+/// 16 bytes a slot, a load of at most 1/2).
+uint64_t ReservedIndexSlots(uint64_t rows);
+
+/// Bytes row table `t` allocates on a shard with `rows` rows reserved:
+/// rows × (ShardRowBytes − kServerIndexBytesPerRow) + 16 ×
+/// ReservedIndexSlots(rows) + its sketch at max_rows = rows.
+uint64_t BudgetedTableBytes(const TableSpec& t, uint64_t rows);
+
+/// Applies `budget_bytes` to `tables` for `num_shards` shards by the rule
+/// above: sets budget.max_rows (and evict LRU where unset) on every row
+/// table without its own max_rows. Returns that max_rows (0 when no table
+/// shares the budget). `budget_bytes` 0: nothing changes, returns 0.
+/// Errors: ResourceExhausted "cluster.server_memory_bytes (--server_memory)
+/// is ..., but each shard needs at least ... bytes: ..." when the budget
+/// cannot hold the fixed bytes plus one row of each shared table; `tables`
+/// is then unchanged.
+StatusOr<uint64_t> ApplyServerMemoryBudget(uint64_t budget_bytes, int num_shards, std::vector<TableSpec>* tables);
+
+}  // namespace tether

@@ -1,0 +1,108 @@
+#include "optim/shard_budget.h"
+
+#include <gtest/gtest.h>
+
+namespace tether {
+namespace {
+
+// Two shards: a dense table, a hashed row table that shares the budget, a
+// row table with its own max_rows, and an admitting row table that shares it.
+std::vector<TableSpec> Tables() {
+  std::vector<TableSpec> t(4);
+  t[0].set_name("b1");
+  t[0].set_kind(TableSpec::DENSE);
+  t[0].set_size(10);
+  t[0].mutable_optimizer()->set_type(ADAM);  // 2 per weight + the step count
+  t[1].set_name("w1");
+  t[1].set_dim(8);
+  t[1].mutable_optimizer()->set_type(ADAGRAD);  // 1 per weight
+  t[2].set_name("h");
+  t[2].set_dim(4);
+  t[2].mutable_optimizer()->set_type(SGD);
+  t[2].mutable_budget()->set_max_rows(100);
+  t[2].mutable_budget()->set_evict(LFU);
+  t[3].set_name("w2");
+  t[3].set_dim(4);
+  t[3].mutable_optimizer()->set_type(ADAGRAD);
+  t[3].mutable_budget()->set_admit_after(2);
+  return t;
+}
+
+TEST(ShardBudgetTest, RowBytesCountStateIndexKeyAndEvictionMetadata) {
+  std::vector<TableSpec> t = Tables();
+  EXPECT_EQ(ShardRowBytes(t[1]), (8u + 8) * 4 + 32);
+  t[1].mutable_budget()->set_evict(LRU);
+  EXPECT_EQ(ShardRowBytes(t[1]), (8u + 8) * 4 + 32 + 8 + 36);
+  EXPECT_EQ(ShardRowBytes(t[2]), 4u * 4 + 32 + 8 + 36);
+  EXPECT_EQ(AdmissionSketchBytes(t[3].budget()), 4u * (1 << 20) * 2) << "no max_rows: 2^20 counters a row";
+  TableBudget b = t[3].budget();
+  b.set_max_rows(1500);  // 4 × 1500 = 6000 → 8192
+  EXPECT_EQ(AdmissionSketchBytes(b), 4u * 8192 * 2);
+}
+
+TEST(ShardBudgetTest, SplitsTheRestIntoOneRowLimitForTheSharedTables) {
+  std::vector<TableSpec> t = Tables();
+  // Fixed: b1's largest slice 5 × (1 + 2) + 1 = 16 floats = 64 bytes; h 100
+  // rows × (92 − 32) + its index 16 × 211 slots = 9376. Shared, at R rows
+  // (both now LRU): w1 R × 108 + 16 × slots, w2 R × 76 + 16 × slots + its
+  // sketch 4 × 4096 × 2 = 32768. R = 232 (467 slots): 9440 + 32528 + 57872
+  // = 99840 ≤ 100000; R = 233 (479 slots) needs 100408.
+  const StatusOr<uint64_t> rows = ApplyServerMemoryBudget(100000, 2, &t);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  EXPECT_EQ(*rows, 232u);
+  EXPECT_EQ(t[1].budget().max_rows(), 232u);
+  EXPECT_EQ(t[1].budget().evict(), LRU);
+  EXPECT_EQ(t[3].budget().max_rows(), 232u);
+  EXPECT_EQ(t[3].budget().evict(), LRU);
+  EXPECT_EQ(t[3].budget().admit_after(), 2u) << "admission is kept";
+  EXPECT_EQ(t[2].budget().max_rows(), 100u) << "a table's own max_rows wins";
+  EXPECT_EQ(t[2].budget().evict(), LFU);
+  EXPECT_FALSE(t[0].has_budget());
+  EXPECT_EQ(BudgetedTableBytes(t[1], 232), 32528u);
+  EXPECT_EQ(BudgetedTableBytes(t[3], 232), 57872u);
+  EXPECT_EQ(ReservedIndexSlots(232), 467u);
+  EXPECT_EQ(ReservedIndexSlots(1), 61u);
+  // Applied again, the limits hold (every row table now has its own max_rows).
+  const std::vector<TableSpec> split = t;
+  const StatusOr<uint64_t> again = ApplyServerMemoryBudget(100000, 2, &t);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0u);
+  EXPECT_EQ(t[1].budget().max_rows(), split[1].budget().max_rows());
+}
+
+TEST(ShardBudgetTest, ATableThatSetsItsOwnEvictKeepsIt) {
+  std::vector<TableSpec> t = Tables();
+  t[1].mutable_budget()->set_evict(TTL);
+  t[1].mutable_budget()->set_ttl_clocks(5);
+  ASSERT_TRUE(ApplyServerMemoryBudget(100000, 2, &t).ok());
+  EXPECT_EQ(t[1].budget().evict(), TTL);
+  EXPECT_EQ(t[1].budget().max_rows(), 232u);
+}
+
+TEST(ShardBudgetTest, BudgetBelowOneRowOfEachTableIsRefusedNamingTheLeast) {
+  std::vector<TableSpec> t = Tables();
+  const std::vector<TableSpec> before = t;
+  // Least: 9440 fixed + one row of w1 (108 + 61 slots × 16 = 1084) and of
+  // w2 (76 + 976 + its sketch 32768 = 33820).
+  EXPECT_TRUE(ApplyServerMemoryBudget(44344, 2, &t).ok());
+  t = before;
+  const StatusOr<uint64_t> rows = ApplyServerMemoryBudget(44343, 2, &t);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(rows.status().message(),
+            "cluster.server_memory_bytes (--server_memory) is 43.3 KiB (44343 bytes), but each shard needs at "
+            "least 44344 bytes: 9440 for the dense tables and the tables with their own max_rows, plus one row "
+            "of each other row table with its index and sketch (w1 1084, w2 33820)");
+  EXPECT_FALSE(t[1].has_budget()) << "unchanged on error";
+}
+
+TEST(ShardBudgetTest, NoBudgetChangesNothing) {
+  std::vector<TableSpec> t = Tables();
+  const StatusOr<uint64_t> rows = ApplyServerMemoryBudget(0, 2, &t);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(*rows, 0u);
+  EXPECT_FALSE(t[1].has_budget());
+}
+
+}  // namespace
+}  // namespace tether
