@@ -2,13 +2,16 @@
 # Runs Tether at the scale of a real XMC set on synthetic data: generates it
 # with tether-gen-xmc (once; kept in BUILD/synthetic/), trains with the
 # matching job config, and reports samples/s, P@k and peak memory (resident
-# set, per process and summed over the job's processes, sampled every 0.2 s).
+# set, per process and summed over the job's processes, sampled every 0.2 s)
+# and the bytes the workers' frames took on the wire (metrics JSON
+# workers[].wire: with --wire=bf16 the values travel in 16 bits).
 #
 #   scripts/bench_xmc_scale.sh [--build DIR] [--shape amazon670k] [--config FILE] [-- EXTRA FLAGS]
 #
 # Default: --shape amazon670k with examples/synthetic_amazon670k.pbtxt
 # (2 servers, 2 workers, sampled softmax over 2,048 labels, 1 epoch over
-# 490,449 rows). Flags after `--` go to tether-launch (e.g. --workers=1).
+# 490,449 rows). Flags after `--` go to tether-launch (e.g. --num_workers=1
+# --staleness=0 --wire=bf16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
@@ -67,12 +70,25 @@ python3 - "$out" "$peak_sum" "$shape" <<'EOF'
 import json, sys
 out, peak_sum, shape = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 m = json.load(open(f"{out}/metrics.json"))
+# Bytes on the wire, every worker's frames both ways as counted where they
+# are sent and received, and what they would have been in float32.
+wire_bytes = fp32_bytes = 0
+encodings = set()
+for w in m.get("workers", []):
+    for v in w.get("wire", {}).values():
+        b = v["sent_bytes"] + v["received_bytes"]
+        wire_bytes += b
+        fp32_bytes += (b - v["sent_value_bytes"] - v["received_value_bytes"] + v["sent_fp32_value_bytes"]
+                       + v["received_fp32_value_bytes"])
+        encodings.add(f"{v['pull_wire']}/{v['push_wire']}")
 print(f"## Synthetic {shape}: one run\n")
-print("| workers | servers | samples | train s | samples/s | P@1 | P@3 | P@5 | test rows | peak RSS, all processes |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-print(f"| {m['num_workers']} | {m['num_servers']} | {m['total_samples']} | {m['train_seconds']:.1f} | "
-      f"{m['samples_per_second']:.0f} | {m['precision_at_1']:.4f} | {m['precision_at_3']:.4f} | "
-      f"{m['precision_at_5']:.4f} | {m['test_rows']} | {peak_sum / 1048576:.2f} GiB |")
+print("| workers | servers | wire (pull/push) | samples | train s | samples/s | P@1 | P@3 | P@5 | test rows "
+      "| MB on the wire (workers, both ways) | float32 bytes ÷ bytes | peak RSS, all processes |")
+print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print(f"| {m['num_workers']} | {m['num_servers']} | {', '.join(sorted(encodings))} | {m['total_samples']} | "
+      f"{m['train_seconds']:.1f} | {m['samples_per_second']:.0f} | {m['precision_at_1']:.4f} | "
+      f"{m['precision_at_3']:.4f} | {m['precision_at_5']:.4f} | {m['test_rows']} | {wire_bytes / 1e6:,.1f} | "
+      f"{fp32_bytes / max(wire_bytes, 1):.3f} | {peak_sum / 1048576:.2f} GiB |")
 print("\nPeak resident set per process (sampled every 0.2 s):\n")
 for line in open(f"{out}/peak_rss_kb.txt"):
     k, kb = line.split()
