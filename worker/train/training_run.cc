@@ -270,9 +270,10 @@ Status TrainingRun::ReadResumeResiduals() {
 
 void TrainingRun::RestoreResiduals() {
   if (resume_residuals_.empty()) return;
-  uint64_t rows = 0;
-  for (const ResidualTable& r : resume_residuals_) rows += r.dense ? 0 : r.keys.size();
   const std::vector<std::string> skipped = client_->mutable_push_encoder()->RestoreResiduals(resume_residuals_);
+  uint64_t rows = 0;  // of the tables restored
+  for (const ResidualTable& r : resume_residuals_)
+    if (!r.dense && std::find(skipped.begin(), skipped.end(), r.table) == skipped.end()) rows += r.keys.size();
   for (const std::string& t : skipped)
     LOG(WARNING) << who_ << "table " << t << " pushes without error feedback now (float32, or error_feedback "
                  << "false): its residuals in " << resume_.residual_file().name() << " are not used";
