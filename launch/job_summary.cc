@@ -36,6 +36,7 @@ int PrintJobSummary(const JobSummary& summary) {
   const double wall_s = std::chrono::duration<double>(summary.wall).count();
   const std::string& metrics_out = summary.metrics_out;
   std::string headline;
+  std::string workers = std::to_string(summary.num_workers) + " worker(s)";
   if (!metrics_out.empty()) {
     std::ifstream in(metrics_out);
     if (!in) {
@@ -50,6 +51,11 @@ int PrintJobSummary(const JobSummary& summary) {
     }
     if (summary.print_metrics) std::printf("metrics (%s):\n%s\n", metrics_out.c_str(), metrics.dump(2).c_str());
     headline = HeadlineMetrics(metrics);
+    // Elastic jobs: workers that joined later have entries of their own.
+    if (const auto it = metrics.find("workers"); it != metrics.end() && it->is_array() &&
+                                                 static_cast<int>(it->size()) > summary.num_workers) {
+      workers = std::to_string(it->size()) + " worker(s) (" + std::to_string(summary.num_workers) + " at the start)";
+    }
     if (metrics.value("diverged", false)) {
       LOG(WARNING) << "[launch] the training loss diverged at epoch " << metrics.value("diverged_at_epoch", 0)
                    << " (\"diverged\" in " << metrics_out << "); the metrics describe a diverged model";
@@ -74,9 +80,9 @@ int PrintJobSummary(const JobSummary& summary) {
     return kExitDiverged;
   }
   // One line: what the job reached, how long it took, where the rest is.
-  std::printf("tether-launch: job finished: %s%swall time %s (%.1f s), %d server(s), %d worker(s)%s\n",
-              headline.c_str(), headline.empty() ? "" : ", ", wall.c_str(), wall_s, summary.num_servers,
-              summary.num_workers, metrics_out.empty() ? "" : ("; metrics in " + metrics_out).c_str());
+  std::printf("tether-launch: job finished: %s%swall time %s (%.1f s), %d server(s), %s%s\n", headline.c_str(),
+              headline.empty() ? "" : ", ", wall.c_str(), wall_s, summary.num_servers, workers.c_str(),
+              metrics_out.empty() ? "" : ("; metrics in " + metrics_out).c_str());
   std::fflush(stdout);
   return 0;
 }

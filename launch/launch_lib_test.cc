@@ -416,6 +416,23 @@ TEST(JobSummaryTest, ExitCodesSayWhatHappened) {
   EXPECT_EQ(PrintJobSummary(s), 4);
 }
 
+TEST(JobSummaryTest, WorkersThatJoinedLaterAreCounted) {
+  ScratchDir dir;
+  JobSummary s;
+  s.num_servers = 2;
+  s.num_workers = 2;
+  s.metrics_out = dir.Write("m.json", "{\"precision_at_1\": 0.5, \"workers\": [{}, {}, {}, {}]}");
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(PrintJobSummary(s), 0);
+  const std::string line = testing::internal::GetCapturedStdout();
+  EXPECT_NE(line.find("2 server(s), 4 worker(s) (2 at the start); metrics in"), std::string::npos) << line;
+  s.metrics_out = dir.Write("two.json", "{\"workers\": [{}, {}]}");
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(PrintJobSummary(s), 0);
+  const std::string plain = testing::internal::GetCapturedStdout();
+  EXPECT_NE(plain.find("2 server(s), 2 worker(s); metrics in"), std::string::npos) << plain;
+}
+
 TEST(RestartsTest, NoCheckpointYetUntilAFolderHasAManifest) {
   ScratchDir dir;
   EXPECT_TRUE(NoCheckpointYet(""));

@@ -1,5 +1,8 @@
 #include "server/coordinator/eval_book.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace tether {
 
 bool EvalBook::Put(int64_t round, const EvalPartial& p) {
@@ -37,6 +40,29 @@ std::vector<int64_t> EvalBook::WaitingRounds() const {
   for (const auto& [round, w] : waiters_)
     if (!w.empty()) rounds.push_back(round);
   return rounds;
+}
+
+std::map<int, int64_t> EvalBook::WaitingRanks() const {
+  std::map<int, int64_t> ranks;
+  for (const auto& [round, list] : waiters_)
+    for (const Waiter& w : list) ranks.emplace(w.rank, round);  // rounds ascend: the first is the lowest
+  return ranks;
+}
+
+void EvalBook::DropWaiters(int rank) {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    auto& list = it->second;
+    list.erase(std::remove_if(list.begin(), list.end(), [rank](const Waiter& w) { return w.rank == rank; }),
+               list.end());
+    it = list.empty() ? waiters_.erase(it) : std::next(it);
+  }
+}
+
+std::string EvalBook::RoundName(int64_t round) {
+  if (round == kSetupEvalRound) return "the start";
+  if (round == kFinalEvalRound) return "the final evaluation";
+  if (round >= kValidationEvalRound) return "the validation after epoch " + std::to_string(round - kValidationEvalRound);
+  return "the evaluation after epoch " + std::to_string(round);
 }
 
 std::vector<EvalBook::Waiter> EvalBook::TakeWaiters(int64_t round) {

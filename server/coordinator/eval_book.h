@@ -65,6 +65,14 @@ class EvalBook {
   std::vector<int64_t> WaitingRounds() const;
   /// Removes and returns `round`'s waiters.
   std::vector<Waiter> TakeWaiters(int64_t round);
+  /// Each rank with a waiting request → the lowest round it waits at.
+  std::map<int, int64_t> WaitingRanks() const;
+  /// Forgets `rank`'s waiting requests (a new process took the rank: the
+  /// old one is not there to be answered). Its partials stay.
+  void DropWaiters(int rank);
+  /// Names a round for messages: "the start", "the evaluation after epoch
+  /// 3", "the final evaluation", "the validation after epoch 3".
+  static std::string RoundName(int64_t round);
 
   /// Rounds held (for tests and counters).
   size_t rounds() const { return partials_.size(); }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 namespace tether {
@@ -145,6 +146,24 @@ TEST(EvalBookTest, SnapshotRestoresPartialsAndWaitersExactly) {
   state.mutable_rounds(0)->mutable_partials(0)->set_rank(3);
   EXPECT_EQ(copy.Restore(state).code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(copy.rounds(), 1u);
+}
+
+TEST(EvalBookTest, WaitingRanksDropWaitersAndRoundNames) {
+  EvalBook book(3);
+  book.Park(kValidationEvalRound + 4, {"w0", 1, 0});
+  book.Park(kValidationEvalRound + 2, {"w0", 2, 0});
+  book.Park(kFinalEvalRound, {"w2", 3, 2});
+  const std::map<int, int64_t> waiting = book.WaitingRanks();
+  ASSERT_EQ(waiting.size(), 2u);
+  EXPECT_EQ(waiting.at(0), kValidationEvalRound + 2);  // the lower of its two rounds
+  EXPECT_EQ(waiting.at(2), kFinalEvalRound);
+  book.DropWaiters(0);
+  EXPECT_EQ(book.WaitingRanks(), (std::map<int, int64_t>{{2, kFinalEvalRound}}));
+  EXPECT_EQ(book.WaitingRounds(), std::vector<int64_t>{kFinalEvalRound});
+  EXPECT_EQ(EvalBook::RoundName(kSetupEvalRound), "the start");
+  EXPECT_EQ(EvalBook::RoundName(3), "the evaluation after epoch 3");
+  EXPECT_EQ(EvalBook::RoundName(kFinalEvalRound), "the final evaluation");
+  EXPECT_EQ(EvalBook::RoundName(kValidationEvalRound + 3), "the validation after epoch 3");
 }
 
 }  // namespace

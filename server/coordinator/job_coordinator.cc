@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,7 @@ class LocalCoordinator final : public JobCoordinator {
   uint64_t WorkerJoined(int rank, bool rejoined) override {
     if (rejoined) chunks_.Leave(rank);  // the new process holds none of the old one's chunks
     adaptive_.Forget(rank);
+    eval_book_.DropWaiters(rank);  // the old process is not there to be answered
     return ranks_.Joined(rank);
   }
   void WorkerFinished(int rank, uint64_t samples, const CheckpointWorker& finished) override {
@@ -89,6 +92,8 @@ class LocalCoordinator final : public JobCoordinator {
   }
   // Answers the EVAL_WAIT requests whose round is now complete.
   void AnswerEvalWaiters();
+  // Fails every waiter when no waiting round can complete (below).
+  void FailIfNoRoundCanComplete();
   bool Excused(int rank) const { return ranks_.Excused(rank); }
 
   CoordinatorOptions options_;
@@ -201,6 +206,35 @@ void LocalCoordinator::AnswerEvalWaiters() {
       outbox_->Send(w.identity, &reply, w.rank);
     }
   }
+  FailIfNoRoundCanComplete();
+}
+
+// Every worker that counts waits at a round and none of those rounds is
+// complete: a waiting worker sends nothing more, so none ever will be. This
+// happens when workers reach different rounds, e.g. a worker restarted by
+// hand or resumed from a checkpoint at another epoch than the others (the
+// validation rounds are per epoch). The waiters are failed at once, naming
+// where each waits, rather than the job hanging until someone kills it.
+void LocalCoordinator::FailIfNoRoundCanComplete() {
+  const std::map<int, int64_t> waiting = eval_book_.WaitingRanks();
+  if (waiting.empty()) return;
+  std::string where;
+  bool differ = false;
+  for (int r = 0; r < ranks_.slots(); ++r) {
+    if (Excused(r)) continue;
+    const auto it = waiting.find(r);
+    if (it == waiting.end()) return;  // r is still working: it may complete a round
+    differ = differ || it->second != waiting.begin()->second;
+    where += (where.empty() ? "" : ", ") + ("worker " + std::to_string(r) + " at " + EvalBook::RoundName(it->second));
+  }
+  if (where.empty()) return;
+  const std::string why = "no evaluation round can complete: " + where +
+                          (differ ? " (workers at different epochs, e.g. one restarted by hand or resumed from a "
+                                    "checkpoint taken while the workers' epochs differed)"
+                                  : "") +
+                          "; the job cannot go on";
+  LOG(ERROR) << options_.log_prefix << why;
+  FailWaiting(why);
 }
 
 int LocalCoordinator::FailWaiting(const std::string& why) {

@@ -164,6 +164,39 @@ TEST(JobCoordinatorTest, FailWaitingTellsEveryParkedGather) {
   EXPECT_EQ(c->FailWaiting("again"), 0);
 }
 
+TEST(JobCoordinatorTest, WorkersWaitingAtRoundsThatCannotCompleteAreFailedAtOnce) {
+  // Worker 0 waits at the validation after epoch 8, worker 1 (restarted at
+  // epoch 6) at epoch 6's: neither round can complete.
+  RecordingOutbox out;
+  auto c = MakeLocalCoordinator(Options(2, 2), &out);
+  for (int r = 0; r < 2; ++r) c->WorkerJoined(r, false);
+  ASSERT_TRUE(c->EvalGather("w0", Gather(0, kValidationEvalRound + 8, EvalGatherBody::EVAL_WAIT, 5, 10)).ok());
+  EXPECT_TRUE(out.headers.empty());  // worker 1 still trains: it may reach round 8
+  ASSERT_TRUE(c->EvalGather("w1", Gather(1, kValidationEvalRound + 6, EvalGatherBody::EVAL_WAIT, 6, 10)).ok());
+  ASSERT_EQ(out.headers.size(), 2u);
+  for (const MessageHeader& h : out.headers) {
+    EXPECT_EQ(h.type(), ERROR_REPLY);
+    EXPECT_EQ(h.error_reply().error().rfind("no evaluation round can complete: worker 0 at the validation after "
+                                            "epoch 8, worker 1 at the validation after epoch 6 (workers at different "
+                                            "epochs",
+                                            0),
+              0u)
+        << h.error_reply().error();
+  }
+  EXPECT_EQ(c->FailWaiting("again"), 0);
+}
+
+TEST(JobCoordinatorTest, ARestartedRanksOldWaitIsForgotten) {
+  RecordingOutbox out;
+  auto c = MakeLocalCoordinator(Options(2, 2), &out);
+  for (int r = 0; r < 2; ++r) c->WorkerJoined(r, false);
+  ASSERT_TRUE(c->EvalGather("w1", Gather(1, kValidationEvalRound + 6, EvalGatherBody::EVAL_WAIT, 6, 10)).ok());
+  c->WorkerJoined(1, true);  // a new process for rank 1: the old one waits no more
+  ASSERT_TRUE(c->EvalGather("w0", Gather(0, kValidationEvalRound + 7, EvalGatherBody::EVAL_WAIT, 5, 10)).ok());
+  EXPECT_TRUE(out.headers.empty());  // the new rank 1 trains on: nothing is failed
+  EXPECT_EQ(c->FailWaiting("stop"), 1);
+}
+
 TEST(JobCoordinatorTest, ChunksOfALeavingRankAreDealtAgain) {
   RecordingOutbox out;
   auto c = MakeLocalCoordinator(Options(2, 2), &out);

@@ -138,6 +138,12 @@ Status TrainingRun::LoadData() {
                                : ", " + std::to_string(test_.features.rows) + " test rows");
   const bool in_memory =
       data_.mode == TrainingData::Mode::kStaticSplit || data_.mode == TrainingData::Mode::kOnDemand;
+  if (in_memory && partition_rows_ == 0 && validation_rows_.features.rows > 0)
+    return Status::InvalidArgument(who_ + "no training rows left in partition " + std::to_string(rank_) + " of " +
+                                   config_.data().train_file() + ": the validation split took all " +
+                                   std::to_string(validation_rows_.features.rows) +
+                                   "; lower train.validation_fraction (" +
+                                   std::to_string(config_.train().validation_fraction()) + ")");
   if (in_memory && partition_rows_ == 0)
     return Status::InvalidArgument(who_ + "partition " + std::to_string(rank_) + " of " +
                                    config_.data().train_file() + " has no rows; use fewer workers");
@@ -264,9 +270,10 @@ Status TrainingRun::ReadResumeResiduals() {
 
 void TrainingRun::RestoreResiduals() {
   if (resume_residuals_.empty()) return;
-  uint64_t rows = 0;
-  for (const ResidualTable& r : resume_residuals_) rows += r.dense ? 0 : r.keys.size();
   const std::vector<std::string> skipped = client_->mutable_push_encoder()->RestoreResiduals(resume_residuals_);
+  uint64_t rows = 0;  // of the tables restored
+  for (const ResidualTable& r : resume_residuals_)
+    if (!r.dense && std::find(skipped.begin(), skipped.end(), r.table) == skipped.end()) rows += r.keys.size();
   for (const std::string& t : skipped)
     LOG(WARNING) << who_ << "table " << t << " pushes without error feedback now (float32, or error_feedback "
                  << "false): its residuals in " << resume_.residual_file().name() << " are not used";
