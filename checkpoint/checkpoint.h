@@ -88,6 +88,21 @@ std::string CheckpointJoinPath(const std::string& dir, const std::string& name);
 std::string ChecksumHex(uint64_t v);
 inline constexpr char kManifestName[] = "MANIFEST";
 
+/// Writes `bytes` whole to ckpt_dir/`name` atomically (the folder is made
+/// first); when `written` is not null it gets the file's manifest entry
+/// (name, size, XXH3-64). For the small files a checkpoint holds beside the
+/// shard and worker files. Errors: IOError naming the path.
+Status WriteListedFile(FileSystem* fs, const std::string& ckpt_dir, const std::string& name,
+                       const std::string& bytes, CheckpointFile* written);
+/// Who lists a checkpoint file with its size and checksum, as errors say.
+enum class FileLister { kManifest, kWorkerState };
+/// Reads the file `expected` names in `ckpt_dir` whole, its size checked
+/// before it is read and its XXH3-64 after, both against `expected` (its
+/// entry in the list `lister`). Errors: NotFound when the file is missing,
+/// DataLoss naming both sizes or both checksums, IOError; each names the
+/// path.
+StatusOr<std::string> ReadListedFile(const std::string& ckpt_dir, const CheckpointFile& expected, FileLister lister);
+
 /// Writes ckpt_dir/worker-<state.rank()>.state. Errors: IOError.
 Status WriteWorkerState(FileSystem* fs, const std::string& ckpt_dir, const WorkerState& state,
                         CheckpointFile* written);

@@ -1,9 +1,5 @@
 #include "checkpoint/chunk_state.h"
 
-#include <xxhash.h>
-
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "checkpoint/checkpoint.h"
@@ -20,17 +16,7 @@ std::string Both(const std::string& field, const std::string& checkpoint, const 
 
 Status WriteChunkState(FileSystem* fs, const std::string& ckpt_dir, const ChunkCoordinatorState& state,
                        CheckpointFile* written) {
-  TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
-  const std::string bytes = state.SerializeAsString();
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, fs->NewAtomicFile(CheckpointJoinPath(ckpt_dir, kChunkStateName)));
-  TETHER_RETURN_IF_ERROR(f->Append(bytes));
-  TETHER_RETURN_IF_ERROR(f->Commit());
-  if (written != nullptr) {
-    written->set_name(kChunkStateName);
-    written->set_bytes(bytes.size());
-    written->set_xxh3(XXH3_64bits(bytes.data(), bytes.size()));
-  }
-  return Status::OK();
+  return WriteListedFile(fs, ckpt_dir, kChunkStateName, state.SerializeAsString(), written);
 }
 
 StatusOr<std::optional<ChunkCoordinatorState>> ReadChunkState(const std::string& ckpt_dir,
@@ -40,18 +26,7 @@ StatusOr<std::optional<ChunkCoordinatorState>> ReadChunkState(const std::string&
     if (f.name() == kChunkStateName) entry = &f;
   if (entry == nullptr) return std::optional<ChunkCoordinatorState>();
   const std::string path = CheckpointJoinPath(ckpt_dir, kChunkStateName);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": missing, but the checkpoint's MANIFEST lists it");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string bytes = ss.str();
-  if (bytes.size() != entry->bytes())
-    return Status::DataLoss(path + ": " + std::to_string(bytes.size()) + " bytes on disk, but the manifest says " +
-                            std::to_string(entry->bytes()) + " (a truncated or replaced file)");
-  const uint64_t sum = XXH3_64bits(bytes.data(), bytes.size());
-  if (sum != entry->xxh3())
-    return Status::DataLoss(path + ": checksum mismatch: XXH3-64 " + ChecksumHex(sum) + ", the manifest says " +
-                            ChecksumHex(entry->xxh3()) + " (the file is corrupt)");
+  TETHER_ASSIGN_OR_RETURN(const std::string bytes, ReadListedFile(ckpt_dir, *entry, FileLister::kManifest));
   ChunkCoordinatorState state;
   if (!state.ParseFromString(bytes)) return Status::DataLoss(path + ": not a data-on-demand state");
   if (state.format_version() != kChunkStateFormatVersion)

@@ -1,11 +1,8 @@
 #include "checkpoint/residual_file.h"
 
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
-#include "checkpoint/checked_file.h"
 #include "checkpoint/checkpoint.h"
 #include "core/table_spec.h"
 
@@ -108,29 +105,12 @@ Status WriteResidualFile(FileSystem* fs, const std::string& ckpt_dir, int rank,
     bytes.append(reinterpret_cast<const char*>(t.keys.data()), t.keys.size() * sizeof(uint64_t));
     bytes.append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * sizeof(float));
   }
-  TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
-  const std::string name = ResidualFileName(rank);
-  return checkpoint_internal::WriteSmallFile(fs, CheckpointJoinPath(ckpt_dir, name), bytes, written, name);
+  return WriteListedFile(fs, ckpt_dir, ResidualFileName(rank), bytes, written);
 }
 
 StatusOr<std::vector<ResidualTable>> ReadResidualFile(const std::string& ckpt_dir, const CheckpointFile& expected) {
   const std::string path = CheckpointJoinPath(ckpt_dir, expected.name());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": missing, but the worker's state file lists it");
-  // The size is checked before the file is read whole.
-  in.seekg(0, std::ios::end);
-  const uint64_t on_disk = static_cast<uint64_t>(in.tellg());
-  if (on_disk != expected.bytes())
-    return Status::DataLoss(path + ": " + std::to_string(on_disk) + " bytes on disk, but the worker's state file says " +
-                            std::to_string(expected.bytes()) + " (a truncated or replaced file)");
-  in.seekg(0);
-  std::string bytes(on_disk, '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (static_cast<uint64_t>(in.gcount()) != on_disk) return Status::IOError(path + ": read error");
-  const uint64_t sum = checkpoint_internal::ChecksumOf(bytes.data(), bytes.size());
-  if (sum != expected.xxh3())
-    return Status::DataLoss(path + ": checksum mismatch: XXH3-64 " + ChecksumHex(sum) +
-                            ", the worker's state file says " + ChecksumHex(expected.xxh3()) + " (the file is corrupt)");
+  TETHER_ASSIGN_OR_RETURN(const std::string bytes, ReadListedFile(ckpt_dir, expected, FileLister::kWorkerState));
   Parser p(path, bytes);
   char magic[sizeof(kMagic)];
   uint32_t version = 0, n = 0;

@@ -1,9 +1,7 @@
 #include "server/table_budget_checkpoint.h"
 
-#include <xxhash.h>
-
-#include <fstream>
-#include <sstream>
+#include <memory>
+#include <optional>
 
 #include "checkpoint/checkpoint.h"
 #include "proto/budget_state.pb.h"
@@ -22,16 +20,7 @@ Status WriteShardBudgetState(FileSystem* fs, const std::string& ckpt_dir, int sh
   for (const auto& t : tables)
     if (t->budgeted()) t->SaveBudgetState(state.add_tables());
   if (state.tables_size() == 0) return Status::OK();
-  const std::string name = BudgetFileName(shard);
-  const std::string bytes = state.SerializeAsString();
-  TETHER_RETURN_IF_ERROR(fs->CreateDirs(ckpt_dir));
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, fs->NewAtomicFile(CheckpointJoinPath(ckpt_dir, name)));
-  TETHER_RETURN_IF_ERROR(f->Append(bytes));
-  TETHER_RETURN_IF_ERROR(f->Commit());
-  written->set_name(name);
-  written->set_bytes(bytes.size());
-  written->set_xxh3(XXH3_64bits(bytes.data(), bytes.size()));
-  return Status::OK();
+  return WriteListedFile(fs, ckpt_dir, BudgetFileName(shard), state.SerializeAsString(), written);
 }
 
 namespace {
@@ -46,18 +35,7 @@ StatusOr<std::optional<ShardBudgetState>> ReadBudgetFile(const std::string& ckpt
     if (f.name() == name) entry = &f;
   if (entry == nullptr) return std::optional<ShardBudgetState>();
   const std::string path = CheckpointJoinPath(ckpt_dir, name);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": missing, but the checkpoint's MANIFEST lists it");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string bytes = ss.str();
-  if (bytes.size() != entry->bytes())
-    return Status::DataLoss(path + ": " + std::to_string(bytes.size()) + " bytes on disk, but the manifest says " +
-                            std::to_string(entry->bytes()) + " (a truncated or replaced file)");
-  const uint64_t sum = XXH3_64bits(bytes.data(), bytes.size());
-  if (sum != entry->xxh3())
-    return Status::DataLoss(path + ": checksum mismatch: XXH3-64 " + ChecksumHex(sum) + ", the manifest says " +
-                            ChecksumHex(entry->xxh3()) + " (the file is corrupt)");
+  TETHER_ASSIGN_OR_RETURN(const std::string bytes, ReadListedFile(ckpt_dir, *entry, FileLister::kManifest));
   ShardBudgetState state;
   if (!state.ParseFromString(bytes)) return Status::DataLoss(path + ": not a shard's budget state");
   if (state.format_version() != kBudgetStateFormatVersion)
