@@ -51,12 +51,6 @@ uint64_t ShardRowBytes(const TableSpec& t) {
   return per_row;
 }
 
-uint64_t AdmissionSketchBytes(const TableBudget& b) {
-  if (b.admit_after() == 0 && !(b.admit_probability() < 1.0f)) return 0;
-  const uint64_t width = b.max_rows() == 0 ? uint64_t{1} << 20
-                                           : std::clamp<uint64_t>(4 * b.max_rows(), uint64_t{1} << 12, uint64_t{1} << 22);
-  return 4 * RoundUpPow2(width) * sizeof(uint16_t);
-}
 
 uint64_t ReservedIndexSlots(uint64_t rows) {
   uint64_t cap = std::max<uint64_t>(61, (2 * (rows + 1)) | 1);
@@ -113,6 +107,16 @@ StatusOr<uint64_t> ApplyServerMemoryBudget(uint64_t budget_bytes, int num_shards
   }
   *tables = std::move(out);
   return rows;
+}
+
+uint64_t AdmissionSketchWidth(const TableBudget& b) {
+  if (b.max_rows() == 0) return uint64_t{1} << 20;
+  return std::clamp<uint64_t>(4 * b.max_rows(), uint64_t{1} << 12, uint64_t{1} << 22);
+}
+
+uint64_t AdmissionSketchBytes(const TableBudget& b) {
+  if (b.admit_after() == 0 && !(b.admit_probability() < 1.0f)) return 0;
+  return 4 * RoundUpPow2(AdmissionSketchWidth(b)) * sizeof(uint16_t);
 }
 
 }  // namespace tether

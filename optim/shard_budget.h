@@ -41,9 +41,14 @@ inline constexpr uint64_t kEvictionBytesPerRow = 36;
 /// admits or evicts, and kEvictionBytesPerRow when it evicts.
 uint64_t ShardRowBytes(const TableSpec& t);
 
+/// Counters a row of `budget`'s admission sketch asks for: 4 × max_rows
+/// (clamped to [2^12, 2^22]), or 2^20 without max_rows. The sketch rounds
+/// it up to a power of two (server/row_admission.h, which sizes its sketch
+/// by this rule).
+uint64_t AdmissionSketchWidth(const TableBudget& budget);
 /// Bytes of `budget`'s admission sketch: 0 without admission, else 4 rows
-/// of 16-bit counters, 4 × max_rows (clamped to [2^12, 2^22]) or 2^20
-/// without max_rows, rounded up to a power of two (RowAdmission::SketchBytes).
+/// of 16-bit counters of AdmissionSketchWidth rounded up to a power of two
+/// (RowAdmission::SketchBytes is this).
 uint64_t AdmissionSketchBytes(const TableBudget& budget);
 
 /// Slots of the row index of a table that reserves `rows` rows at once:

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/partition.h"
+#include "optim/shard_budget.h"
 
 namespace tether {
 
@@ -53,11 +54,6 @@ bool RowAdmission::Enabled(const TableBudget& budget) {
 
 namespace {
 
-uint64_t SketchWidth(const TableBudget& budget) {
-  if (budget.max_rows() == 0) return RowAdmission::kDefaultWidth;
-  return std::clamp<uint64_t>(4 * budget.max_rows(), uint64_t{1} << 12, uint64_t{1} << 22);
-}
-
 uint64_t ProbabilityThreshold(float p) {
   if (!(p < 1.0f)) return ~uint64_t{0};
   return static_cast<uint64_t>(std::ldexp(static_cast<double>(p), 64));
@@ -65,17 +61,14 @@ uint64_t ProbabilityThreshold(float p) {
 
 }  // namespace
 
-uint64_t RowAdmission::SketchBytes(const TableBudget& budget) {
-  if (!Enabled(budget)) return 0;
-  return CountMinSketch::kDepth * RoundUpPow2(SketchWidth(budget)) * sizeof(uint16_t);
-}
+uint64_t RowAdmission::SketchBytes(const TableBudget& budget) { return AdmissionSketchBytes(budget); }
 
 RowAdmission::RowAdmission(const TableBudget& budget, uint64_t seed, uint32_t table_id)
     : admit_after_(budget.admit_after()),
       threshold_(ProbabilityThreshold(budget.admit_probability())),
       seed_(seed),
       table_id_(table_id),
-      sketch_(SketchWidth(budget), MixKey(seed ^ (uint64_t{table_id} << 32))) {}
+      sketch_(AdmissionSketchWidth(budget), MixKey(seed ^ (uint64_t{table_id} << 32))) {}
 
 bool RowAdmission::AdmitOnPush(uint64_t key) {
   bool admit;

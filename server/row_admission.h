@@ -71,13 +71,14 @@ class CountMinSketch {
 /// The admission rule of one row table on one shard.
 class RowAdmission {
  public:
-  /// Sketch width when the table sets no max_rows: 2^20 counters a row.
+  /// Sketch width when the table sets no max_rows: 2^20 counters a row
+  /// (AdmissionSketchWidth, optim/shard_budget.h).
   static constexpr uint64_t kDefaultWidth = uint64_t{1} << 20;
 
   /// `budget` must have passed ValidateTableSpecs; `seed` is the job's
-  /// (TableSpec.init.seed), `table_id` the table's. The sketch is 4 × max_rows
-  /// counters a row when budget.max_rows is set (between 2^12 and 2^22),
-  /// else kDefaultWidth.
+  /// (TableSpec.init.seed), `table_id` the table's. The sketch's width is
+  /// AdmissionSketchWidth(budget) (optim/shard_budget.h): 4 × max_rows
+  /// counters a row (between 2^12 and 2^22), else kDefaultWidth.
   RowAdmission(const TableBudget& budget, uint64_t seed, uint32_t table_id);
 
   /// Bytes of the sketch a table with `budget` keeps (0 without an
