@@ -30,11 +30,16 @@
 //
 // The failure model: processes crash or pause (SIGSTOP, a stalled VM);
 // links are FIFO (one ZeroMQ connection) and lose what was in flight only
-// when a process goes. A process that notices its own stall
-// (core/stall_watch.h) hears the chain out before it claims anything.
-// Two live processes that each see the other silent (a network partition
-// between server hosts) could each claim the shard; that is outside the
-// model, as it is for every chain without an outside arbiter.
+// when a process goes. A member is taken for gone only once it is silent:
+// everything it sent has arrived. A process that notices a stall of its
+// own (core/stall_watch.h) first asks every process for its views and
+// waits for the answers, so it never claims from a view someone already
+// replaced while it was stopped. A view made by a process that died before
+// its announcement reached everyone is found the same way: whoever holds
+// a view whose primary is gone asks the others. Two live processes that
+// each see the other silent (a network partition between server hosts)
+// could each claim the shard; that is outside the model, as it is for
+// every chain without an outside arbiter.
 //
 // Value type, no threads: copy freely.
 #pragma once
