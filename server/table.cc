@@ -97,6 +97,7 @@ void ServerTable::SaveBudgetState(TableBudgetState* st) const {
   st->set_rows_evicted(rows_evicted_);
   st->set_rows_not_admitted(rows_not_admitted_);
   st->set_clock(clock_);
+  st->set_version(version_);
   if (admission_ != nullptr) {
     const std::vector<uint16_t>& c = admission_->sketch().counters();
     st->set_sketch_width(admission_->sketch().width());
@@ -157,6 +158,7 @@ Status ServerTable::RestoreBudgetState(const TableBudgetState& st) {
   rows_evicted_ = st.rows_evicted();
   rows_not_admitted_ = st.rows_not_admitted();
   clock_ = st.clock();
+  if (st.has_version()) version_ = st.version();
   return Status::OK();
 }
 

@@ -197,8 +197,9 @@ class ServerTable {
   const RowAdmission* admission() const { return admission_.get(); }
   /// The eviction metadata, or null (tests, checkpoints).
   const RowEviction* eviction() const { return eviction_.get(); }
-  /// The budget's state (counters, clock, sketch, eviction metadata by row
-  /// number) into *state, for a checkpoint written with the rows.
+  /// The budget's state (counters, clock, version, sketch, eviction
+  /// metadata by row number) into *state, for a checkpoint written with the
+  /// rows.
   void SaveBudgetState(TableBudgetState* state) const;
   /// Restores SaveBudgetState's state over rows restored in the same order
   /// (a resume on the same number of shards). Errors: DataLoss naming what
