@@ -11,7 +11,7 @@
 //
 // The rule, per shard:
 //  1. Fixed bytes: every dense table at its largest slice over the shards
-//     (weights and optimizer state), and every row table with its own
+//     (weights, optimizer state and delay-compensation backups), and every row table with its own
 //     max_rows at BudgetedTableBytes(max_rows).
 //  2. The other row tables share the rest: each gets the same max_rows R,
 //     the largest with fixed + Σ BudgetedTableBytes(R) ≤ budget, so a
@@ -37,7 +37,8 @@ inline constexpr uint64_t kServerIndexBytesPerRow = 32;
 inline constexpr uint64_t kEvictionBytesPerRow = 36;
 
 /// Bytes a shard spends per row of row table `t`: (dim + the optimizer's
-/// state floats) × 4, the index's 32, the row's key (8) when the table
+/// state floats + delay compensation's backup_workers × dim) × 4, the
+/// index's 32, the row's key (8) when the table
 /// admits or evicts, and kEvictionBytesPerRow when it evicts.
 uint64_t ShardRowBytes(const TableSpec& t);
 
