@@ -39,6 +39,12 @@ void KvService::DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>
               << specs[0].consistency().model_momentum();
   }
   LOG(INFO) << outbox_->log_prefix() << "tables from worker 0: " << DescribeTables(specs);
+  for (const auto& t : tables_)
+    if (t->delay_compensated())
+      LOG(INFO) << outbox_->log_prefix() << "table " << t->spec().name() << ": delay compensation λ "
+                << t->spec().optimizer().delay_compensation() << ", the reads of " << t->spec().backup_workers()
+                << " worker rank(s) kept (" << DelayBackupFloats(t->spec(), 1) * sizeof(float)
+                << " bytes per weight)";
 }
 
 void KvService::Refuse(const std::string& identity, const MessageHeader& h, const std::string& what) {
