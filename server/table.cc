@@ -9,10 +9,12 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#include <unistd.h>
 
 #include "core/partition.h"
 #include "core/prefetch.h"
 #include "optim/delay_compensation.h"
+#include "optim/shard_budget.h"
 
 namespace tether {
 
@@ -53,7 +55,8 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
       staleness_(TableStaleness(spec)),
       begin_(begin),
       end_(end),
-      max_rows_(std::min(max_rows, kMaxRowsPerShard)) {
+      max_rows_(max_rows == kRowsMemoryHolds ? MemoryRowLimit(spec) : max_rows),
+      memory_limit_(max_rows == kRowsMemoryHolds && IsRowTable(spec)) {
   const uint64_t seed = seed_;
   stride_ = static_cast<uint32_t>(dim_ + optimizer_.StateFloats(dim_));
   if (IsDenseTable(spec)) {
@@ -77,6 +80,7 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
       // Reserved now, so the table never allocates more than its limit
       // (BudgetedTableBytes, optim/shard_budget.h); pages are touched as
       // rows are created.
+      if (b.max_rows() < max_rows_) memory_limit_ = false;
       max_rows_ = std::min(max_rows_, b.max_rows());
       ReserveRows(max_rows_);
       if (budgeted_) row_keys_.reserve(max_rows_);
@@ -85,12 +89,21 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
   }
 }
 
+uint64_t ServerTable::MemoryRowLimit(const TableSpec& spec) {
+  if (!IsRowTable(spec)) return 0;
+  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+  // Unknown memory: no limit but the index's (a row number is 64-bit).
+  if (pages <= 0 || page_bytes <= 0) return uint64_t{1} << 62;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes) / ShardRowBytes(spec);
+}
+
 void ServerTable::SaveBudgetState(TableBudgetState* st) const {
   st->set_table_id(spec_.id());
   st->set_rows_admitted(rows_admitted_);
   st->set_rows_evicted(rows_evicted_);
   st->set_rows_not_admitted(rows_not_admitted_);
   st->set_clock(clock_);
+  st->set_version(version_);
   if (admission_ != nullptr) {
     const std::vector<uint16_t>& c = admission_->sketch().counters();
     st->set_sketch_width(admission_->sketch().width());
@@ -151,6 +164,7 @@ Status ServerTable::RestoreBudgetState(const TableBudgetState& st) {
   rows_evicted_ = st.rows_evicted();
   rows_not_admitted_ = st.rows_not_admitted();
   clock_ = st.clock();
+  if (st.has_version()) version_ = st.version();
   return Status::OK();
 }
 
@@ -226,15 +240,7 @@ bool IsPrime(uint64_t n) {
 }  // namespace
 
 __attribute__((always_inline)) inline uint64_t ServerTable::RowIndex::Home(uint64_t key) const {
-  if (__builtin_expect(hashed_, 0)) {
-    // MixKey, folded to 32 bits for Lemire's fastmod (Lemire, Kaser & Kurz
-    // 2019), a multiply instead of a divide; slots_.size() < 2³² (64 GiB of
-    // slots).
-    const uint64_t mixed = MixKey(key);
-    const uint32_t folded = static_cast<uint32_t>(mixed ^ (mixed >> 32));
-    const uint64_t low = fastmod_m_ * folded;
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(low) * slots_.size()) >> 64);
-  }
+  if (__builtin_expect(hashed_, 0)) return table_internal::HashedSlot(MixKey(key), slots_.size(), fastmod_m_);
   // Monotone in the key (rounding to double is monotone too), so sorted
   // keys walk the slots forward. Keys outside [lo_, hi_] (none inside a
   // LookUp pass, which Covers its keys first) go to the first or last slot.
@@ -275,18 +281,18 @@ __attribute__((always_inline)) inline uint64_t ServerTable::RowIndex::FindOrInse
         while (slots_[i].row_plus_one != 0) i = Next(i);
         Slot& h = slots_[i];
         h.key = key;
-        h.row_plus_one = ++size_;
+        h.row_plus_one = first_ + ++size_;
         *inserted = true;
         return size_ - 1;
       }
       s.key = key;
-      s.row_plus_one = ++size_;
+      s.row_plus_one = first_ + ++size_;
       *inserted = true;
       return size_ - 1;
     }
     if (s.key == key) {
       *inserted = false;
-      return s.row_plus_one - 1;
+      return s.row_plus_one - 1 - first_;
     }
     ++probes;
   }
@@ -299,8 +305,6 @@ void ServerTable::RowIndex::SetScale() {
 }
 
 bool ServerTable::RowIndex::Rebuild(uint64_t cap) {
-  // LookUp keeps the rows under kMaxRowsPerShard, so slots stay below 2³².
-  DCHECK_LT(cap, uint64_t{1} << 32) << "ServerTable: more than 2^31 rows on one shard";
   auto old = std::move(slots_);
   const uint64_t old_fastmod = fastmod_m_;
   const double old_scale = scale_;
@@ -404,7 +408,7 @@ uint64_t ServerTable::RowIndex::Find(uint64_t key) const {
   if (slots_.empty()) return kAbsent;
   for (uint64_t i = Home(key);; i = Next(i)) {
     if (slots_[i].row_plus_one == 0) return kAbsent;
-    if (slots_[i].key == key) return slots_[i].row_plus_one - 1;
+    if (slots_[i].key == key) return slots_[i].row_plus_one - 1 - first_;
   }
 }
 
@@ -427,14 +431,19 @@ void ServerTable::RowIndex::Erase(uint64_t key) {
 void ServerTable::RowIndex::Renumber(uint64_t key, uint64_t row) {
   uint64_t i = Home(key);
   while (slots_[i].key != key || slots_[i].row_plus_one == 0) i = Next(i);
-  slots_[i].row_plus_one = row + 1;
+  slots_[i].row_plus_one = first_ + row + 1;
 }
 
 Status ServerTable::TooManyRows(uint64_t rows) const {
+  std::string why = " (use more servers)";
+  if (memory_limit_) {
+    why = " (what this host's memory holds at " + std::to_string(ShardRowBytes(spec_)) +
+          " bytes a row; use more servers, or a budget: --server_memory or the table's max_rows)";
+  } else if (budgeted_ || spec_.budget().max_rows() > 0) {
+    why = " (its budget's max_rows)";
+  }
   return Status::ResourceExhausted("table " + spec_.name() + " would hold " + std::to_string(rows) +
-                                   " rows on this shard; the limit is " + std::to_string(max_rows_) +
-                                   (budgeted_ || spec_.budget().max_rows() > 0 ? " (its budget's max_rows)"
-                                                                                : " (use more servers)"));
+                                   " rows on this shard; the limit is " + std::to_string(max_rows_) + why);
 }
 
 void ServerTable::Evict(uint64_t row) {

@@ -61,6 +61,20 @@ namespace tether {
 
 namespace table_internal {
 
+/// The slot of a hashed key among `slots` slots: Lemire's fastmod of the
+/// 32-bit fold of `mixed` (Lemire, Kaser & Kurz 2019; `fastmod_m` =
+/// ⌊(2⁶⁴ − 1) / slots⌋ + 1) below 2³² slots, and from 2³² on the high half
+/// of mixed × slots (Lemire's multiply-shift range reduction), which
+/// reaches every slot where the 32-bit fold would reach only 2³² of them.
+/// Always < slots.
+inline uint64_t HashedSlot(uint64_t mixed, uint64_t slots, uint64_t fastmod_m) {
+  if (__builtin_expect(slots > 0xffffffffull, 0))
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(mixed) * slots) >> 64);
+  const uint32_t folded = static_cast<uint32_t>(mixed ^ (mixed >> 32));
+  const uint64_t low = fastmod_m * folded;
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(low) * slots) >> 64);
+}
+
 void* HugePageAllocate(size_t bytes);
 void HugePageDeallocate(void* p, size_t bytes);
 
@@ -90,14 +104,22 @@ class ServerTable {
   /// For a dense table, this shard holds [begin, end) of its `size` floats.
   /// `spec` must have passed ValidateTableSpecs (core/table_spec.h); its
   /// initializer (kind, bound, seed) gives every value's start.
-  /// `max_rows`: the most rows this shard holds of a row table (the index
-  /// addresses slots with 32 bits at a load of at most 1/2); tests lower it.
+  /// `max_rows`: the most rows this shard holds of a row table; the default
+  /// kRowsMemoryHolds is MemoryRowLimit(spec); tests lower it. Row numbers
+  /// and the index's slots are 64-bit, so nothing else bounds a shard's rows.
   /// A budget's max_rows reserves that many rows, their keys and the index
   /// here (address space; pages are touched as rows are created).
-  ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, uint64_t max_rows = kMaxRowsPerShard);
+  ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, uint64_t max_rows = kRowsMemoryHolds);
 
-  /// Default row limit per shard and table: just under 2³¹.
-  static constexpr uint64_t kMaxRowsPerShard = (uint64_t{1} << 31) - (uint64_t{1} << 20);
+  /// The constructor's max_rows that means MemoryRowLimit(spec).
+  static constexpr uint64_t kRowsMemoryHolds = 0;
+  /// The rows of row table `spec` this host's physical memory holds at
+  /// ShardRowBytes(spec) bytes a row (optim/shard_budget.h: the row with its
+  /// optimizer state, its index slots, and its key and eviction metadata
+  /// when it has a budget): the row limit of a table without max_rows.
+  /// Past it a request is refused (ResourceExhausted naming the memory)
+  /// rather than the shard running out of memory.
+  static uint64_t MemoryRowLimit(const TableSpec& spec);
 
   const TableSpec& spec() const { return spec_; }
   /// The bound this table's pulls are answered under (TableStaleness).
@@ -205,8 +227,9 @@ class ServerTable {
   const RowAdmission* admission() const { return admission_.get(); }
   /// The eviction metadata, or null (tests, checkpoints).
   const RowEviction* eviction() const { return eviction_.get(); }
-  /// The budget's state (counters, clock, sketch, eviction metadata by row
-  /// number) into *state, for a checkpoint written with the rows.
+  /// The budget's state (counters, clock, version, sketch, eviction
+  /// metadata by row number) into *state, for a checkpoint written with the
+  /// rows.
   void SaveBudgetState(TableBudgetState* state) const;
   /// Restores SaveBudgetState's state over rows restored in the same order
   /// (a resume on the same number of shards). Errors: DataLoss naming what
@@ -222,6 +245,19 @@ class ServerTable {
   /// True once the row index gave up its key-ordered layout (tests; see the
   /// file comment).
   bool index_hashed() const { return index_.hashed(); }
+  /// Tests only, on a table without rows: the index numbers its rows from
+  /// `first` (first, first + 1, ...) instead of 0, and stores those numbers
+  /// in its slots; the rows' data, keys and eviction metadata stay at
+  /// positions 0 .. num_rows() − 1 and every interface keeps speaking in
+  /// positions. A test can so put row numbers across 2³¹ and 2³² without
+  /// holding 2³¹ rows.
+  void SetFirstRowNumberForTesting(uint64_t first) { index_.set_first(first); }
+  /// Tests only: the number the index stores for `key`'s row (first + its
+  /// position), or ~0 when absent.
+  uint64_t RowNumberForTesting(uint64_t key) const {
+    const uint64_t row = index_.Find(key);
+    return row == RowIndex::kAbsent ? row : index_.first() + row;
+  }
 
   // ---- Checkpoints (server/table_checkpoint.h): the table's whole state, raw.
   /// Floats per row of a row table: dim, then the optimizer's state
@@ -260,9 +296,15 @@ class ServerTable {
  private:
   // key → row number, created on first touch. Open addressing with linear
   // probing; a slot's row is stored + 1 so that 0 marks an empty slot.
+  // Slots hold 64-bit row numbers, and a hashed index reduces to more than
+  // 2³² slots (table_internal::HashedSlot), so rows are bounded by memory
+  // alone. Rows are numbered from first_ (0 outside tests) in the slots;
+  // the interface speaks in positions (number − first_).
   class RowIndex {
    public:
     uint64_t size() const { return size_; }
+    void set_first(uint64_t first) { first_ = first; }
+    uint64_t first() const { return first_; }
     // The row number of `key`, or, when absent, inserts it as row size()
     // and sets *inserted.
     uint64_t FindOrInsert(uint64_t key, bool* inserted);
@@ -294,7 +336,7 @@ class ServerTable {
     template <typename Fn>
     void ForEach(Fn&& fn) const {
       for (const Slot& s : slots_)
-        if (s.row_plus_one != 0) fn(s.key, s.row_plus_one - 1);
+        if (s.row_plus_one != 0) fn(s.key, s.row_plus_one - 1 - first_);
     }
 
     // Makes [lo, hi] (lo <= hi) part of the ordered range, re-placing the
@@ -327,6 +369,7 @@ class ServerTable {
     std::vector<Slot, table_internal::HugePageAllocator<Slot>> slots_;  // a prime count
     uint64_t fastmod_m_ = 0;  // ⌊(2⁶⁴ − 1) / slots_.size()⌋ + 1 (the hashed Home's reduction)
     uint64_t size_ = 0;
+    uint64_t first_ = 0;  // the number of position 0 (SetFirstRowNumberForTesting)
     // Ordered mapping: Home = ⌊(key − lo_) · scale_⌋, clamped to the slots.
     bool hashed_ = false;
     bool have_range_ = false;
@@ -370,6 +413,7 @@ class ServerTable {
   uint64_t version_ = 0;
   uint32_t stride_;  // dim + optimizer state floats per row
   uint64_t max_rows_;
+  bool memory_limit_;  // max_rows_ is MemoryRowLimit (the refusal names the memory)
   RowIndex index_;           // key → row number; the row is at data_[row · stride_]
   std::vector<float, table_internal::HugePageAllocator<float>> data_;
   std::vector<uint64_t> offsets_;  // scratch of LookUp, reused

@@ -1,5 +1,6 @@
 #include "server/table_budget_checkpoint.h"
 
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -20,6 +21,12 @@ Status WriteShardBudgetState(FileSystem* fs, const std::string& ckpt_dir, int sh
   for (const auto& t : tables)
     if (t->budgeted()) t->SaveBudgetState(state.add_tables());
   if (state.tables_size() == 0) return Status::OK();
+  // One Protobuf message holds at most 2 GiB (~10 bytes a row: 2·10^8 rows
+  // of eviction metadata); past it serialising fails, so say so.
+  if (state.ByteSizeLong() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    return Status::ResourceExhausted(CheckpointJoinPath(ckpt_dir, BudgetFileName(shard)) + " would be " +
+                                     std::to_string(state.ByteSizeLong()) +
+                                     " bytes, past the 2 GiB a budget state file holds; use more servers");
   return WriteListedFile(fs, ckpt_dir, BudgetFileName(shard), state.SerializeAsString(), written);
 }
 

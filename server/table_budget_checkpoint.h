@@ -34,7 +34,9 @@ std::string BudgetFileName(int shard);
 
 /// Writes the budgets of `tables` to ckpt_dir/shard-<shard>.budget when any
 /// table admits or evicts; *written gets its name, size and checksum (left
-/// empty when no file is written). Errors: IOError naming the file.
+/// empty when no file is written). Errors: IOError naming the file;
+/// ResourceExhausted when the state passes the 2 GiB one file holds (about
+/// 2·10^8 rows of eviction metadata on the shard).
 Status WriteShardBudgetState(FileSystem* fs, const std::string& ckpt_dir, int shard, int num_shards, int64_t clock,
                              const std::vector<std::unique_ptr<ServerTable>>& tables, CheckpointFile* written);
 
