@@ -24,8 +24,9 @@ uint64_t LargestDenseSliceBytes(const TableSpec& t, int num_shards) {
   uint64_t most = 0;
   for (int s = 0; s < num_shards; ++s) {
     const auto [b, e] = DenseRange(t.size(), s, num_shards);
-    most = std::max<uint64_t>(
-        most, (e - b + optimizer.StateFloats(e - b) + DelayBackupFloats(t, e - b)) * sizeof(float));
+    // Delay compensation's backups are a block of their own (not huge pages).
+    most = std::max<uint64_t>(most, HugePageRoundedBytes((e - b + optimizer.StateFloats(e - b)) * sizeof(float)) +
+                                        DelayBackupFloats(t, e - b) * sizeof(float));
   }
   return most;
 }
@@ -90,8 +91,11 @@ uint64_t ReservedIndexSlots(uint64_t rows) {
 uint64_t BudgetedTableBytes(const TableSpec& t, uint64_t rows) {
   TableBudget b = t.budget();
   b.set_max_rows(rows);
-  return rows * (ShardRowBytes(t) - kServerIndexBytesPerRow) + 16 * ReservedIndexSlots(rows) +
-         AdmissionSketchBytes(b);
+  const Optimizer optimizer(t.optimizer());
+  const uint64_t data_per_row = (t.dim() + optimizer.StateFloats(t.dim())) * sizeof(float);
+  return HugePageRoundedBytes(rows * data_per_row) +
+         rows * (ShardRowBytes(t) - kServerIndexBytesPerRow - data_per_row) +
+         HugePageRoundedBytes(16 * ReservedIndexSlots(rows)) + AdmissionSketchBytes(b);
 }
 
 StatusOr<uint64_t> ApplyServerMemoryBudget(uint64_t budget_bytes, int num_shards, std::vector<TableSpec>* tables) {

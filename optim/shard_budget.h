@@ -39,6 +39,16 @@ namespace tether {
 inline constexpr uint64_t kServerIndexBytesPerRow = 32;
 /// Bytes of eviction metadata per row (RowEviction::kBytesPerRow).
 inline constexpr uint64_t kEvictionBytesPerRow = 36;
+/// A transparent huge page. A table's row data and index blocks of this size
+/// or more are allocated in whole huge pages (ServerTable's
+/// HugePageAllocator), and the kernel backs a touched huge page whole.
+inline constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
+
+/// The bytes a table block of `bytes` takes: rounded up to whole huge pages
+/// from kHugePageBytes on, else `bytes`.
+inline uint64_t HugePageRoundedBytes(uint64_t bytes) {
+  return bytes < kHugePageBytes ? bytes : (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+}
 
 /// The most keys of [0, num_keys) that one of `num_shards` shards owns
 /// (ShardForKey): counted exactly up to 2^26 keys, above that the mean plus
@@ -67,9 +77,11 @@ uint64_t AdmissionSketchBytes(const TableBudget& budget);
 /// 16 bytes a slot, a load of at most 1/2).
 uint64_t ReservedIndexSlots(uint64_t rows);
 
-/// Bytes row table `t` allocates on a shard with `rows` rows reserved:
-/// rows × (ShardRowBytes − kServerIndexBytesPerRow) + 16 ×
-/// ReservedIndexSlots(rows) + its sketch at max_rows = rows.
+/// Bytes row table `t` allocates on a shard with `rows` rows reserved: its
+/// row data (rows × (dim + state floats) × 4) and index (16 ×
+/// ReservedIndexSlots(rows)), each HugePageRoundedBytes, plus rows × its
+/// key, eviction metadata and delay-compensation backup bytes
+/// (ShardRowBytes) and its sketch at max_rows = rows.
 uint64_t BudgetedTableBytes(const TableSpec& t, uint64_t rows);
 
 /// Applies `budget_bytes` to `tables` for `num_shards` shards by the rule

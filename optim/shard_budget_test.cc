@@ -140,6 +140,19 @@ TEST(ShardBudgetTest, AKeyedTableGetsOnlyItsKeys) {
   EXPECT_EQ(tight[1].budget().evict(), LRU);
 }
 
+TEST(ShardBudgetTest, BlocksOfTwoMiBOrMoreCountInWholeHugePages) {
+  EXPECT_EQ(HugePageRoundedBytes(100), 100u);
+  EXPECT_EQ(HugePageRoundedBytes((2u << 20) - 1), (2u << 20) - 1) << "not a huge-page block";
+  EXPECT_EQ(HugePageRoundedBytes(2u << 20), 2u << 20);
+  EXPECT_EQ(HugePageRoundedBytes((2u << 20) + 1), 4u << 20);
+  TableSpec w1 = Tables()[1];  // dim 8, AdaGrad: 64 bytes of row data
+  w1.mutable_budget()->set_evict(LRU);
+  // 40,000 rows: data 2,560,000 bytes → 4 MiB; index 16 × 80,021 slots =
+  // 1,280,336 (under 2 MiB: as is); key and eviction metadata 44 a row.
+  EXPECT_EQ(ReservedIndexSlots(40000), 80021u);
+  EXPECT_EQ(BudgetedTableBytes(w1, 40000), (4u << 20) + 1280336u + 40000u * 44);
+}
+
 TEST(ShardBudgetTest, NoBudgetChangesNothing) {
   std::vector<TableSpec> t = Tables();
   const StatusOr<uint64_t> rows = ApplyServerMemoryBudget(0, 2, &t);

@@ -21,7 +21,7 @@ namespace tether {
 namespace table_internal {
 
 namespace {
-constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePage = kHugePageBytes;
 }  // namespace
 
 void* HugePageAllocate(size_t bytes) {
@@ -180,9 +180,10 @@ Status ServerTable::MergeSketch(const TableBudgetState& st) {
 }
 
 uint64_t ServerTable::resident_bytes() const {
-  uint64_t bytes = data_.capacity() * sizeof(float);
+  // Blocks from the HugePageAllocator as allocated: in whole huge pages.
+  uint64_t bytes = HugePageRoundedBytes(data_.capacity() * sizeof(float));
   if (IsDenseTable(spec_)) return bytes + (backups_ != nullptr ? backups_->bytes() : 0);
-  bytes += index_.bytes() + row_keys_.capacity() * sizeof(uint64_t);
+  bytes += HugePageRoundedBytes(index_.bytes()) + row_keys_.capacity() * sizeof(uint64_t);
   if (eviction_ != nullptr) bytes += eviction_->rows() * RowEviction::kBytesPerRow;
   if (admission_ != nullptr) bytes += admission_->sketch().bytes();
   if (backups_ != nullptr) bytes += backups_->bytes();

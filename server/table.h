@@ -222,6 +222,8 @@ class ServerTable {
   uint64_t rows_not_admitted() const { return rows_not_admitted_; }
   /// Bytes the table holds: row data (allocated), index slots, row keys,
   /// eviction metadata and the admission sketch; dense slices their floats.
+  /// Row data and index blocks of 2 MiB or more count in whole huge pages
+  /// (HugePageRoundedBytes), as the kernel backs them.
   uint64_t resident_bytes() const;
   /// The admission rule, or null (tests, checkpoints).
   const RowAdmission* admission() const { return admission_.get(); }
