@@ -24,7 +24,9 @@ uint64_t LargestDenseSliceBytes(const TableSpec& t, int num_shards) {
   uint64_t most = 0;
   for (int s = 0; s < num_shards; ++s) {
     const auto [b, e] = DenseRange(t.size(), s, num_shards);
-    most = std::max<uint64_t>(most, HugePageRoundedBytes((e - b + optimizer.StateFloats(e - b)) * sizeof(float)));
+    // Delay compensation's backups are a block of their own (not huge pages).
+    most = std::max<uint64_t>(most, HugePageRoundedBytes((e - b + optimizer.StateFloats(e - b)) * sizeof(float)) +
+                                        DelayBackupFloats(t, e - b) * sizeof(float));
   }
   return most;
 }
@@ -72,7 +74,8 @@ uint64_t MostKeysOnAShard(uint64_t num_keys, int num_shards) {
 
 uint64_t ShardRowBytes(const TableSpec& t) {
   const Optimizer optimizer(t.optimizer());
-  uint64_t per_row = (t.dim() + optimizer.StateFloats(t.dim())) * sizeof(float) + kServerIndexBytesPerRow;
+  uint64_t per_row = (t.dim() + optimizer.StateFloats(t.dim()) + DelayBackupFloats(t, t.dim())) * sizeof(float) +
+                     kServerIndexBytesPerRow;
   if (AdmitsOrEvicts(t)) per_row += sizeof(uint64_t);  // the row's key, by row number
   if (t.budget().evict() != EVICT_NONE) per_row += kEvictionBytesPerRow;
   return per_row;

@@ -11,7 +11,7 @@
 //
 // The rule, per shard:
 //  1. Fixed bytes: every dense table at its largest slice over the shards
-//     (weights and optimizer state), and every row table with its own
+//     (weights, optimizer state and delay-compensation backups), and every row table with its own
 //     max_rows at BudgetedTableBytes(max_rows).
 //  2. The other row tables share the rest: each gets the same max_rows R,
 //     except that a table with a fixed key count (num_keys) gets at most
@@ -57,7 +57,8 @@ inline uint64_t HugePageRoundedBytes(uint64_t bytes) {
 uint64_t MostKeysOnAShard(uint64_t num_keys, int num_shards);
 
 /// Bytes a shard spends per row of row table `t`: (dim + the optimizer's
-/// state floats) × 4, the index's 32, the row's key (8) when the table
+/// state floats + delay compensation's backup_workers × dim) × 4, the
+/// index's 32, the row's key (8) when the table
 /// admits or evicts, and kEvictionBytesPerRow when it evicts.
 uint64_t ShardRowBytes(const TableSpec& t);
 
@@ -79,8 +80,8 @@ uint64_t ReservedIndexSlots(uint64_t rows);
 /// Bytes row table `t` allocates on a shard with `rows` rows reserved: its
 /// row data (rows × (dim + state floats) × 4) and index (16 ×
 /// ReservedIndexSlots(rows)), each HugePageRoundedBytes, plus rows × its
-/// key and eviction metadata bytes (ShardRowBytes) and its sketch at
-/// max_rows = rows.
+/// key, eviction metadata and delay-compensation backup bytes
+/// (ShardRowBytes) and its sketch at max_rows = rows.
 uint64_t BudgetedTableBytes(const TableSpec& t, uint64_t rows);
 
 /// Applies `budget_bytes` to `tables` for `num_shards` shards by the rule

@@ -34,6 +34,24 @@ TEST(ShardMemoryTest, TableBytesPerShardWithOptimizerStateAndIndex) {
   EXPECT_EQ(ShardTableBytes(t[2], 0, 2), 0u) << "unbounded keys: not counted";
 }
 
+// Delay compensation: each row and dense slice also holds backup_workers
+// copies of its weights.
+TEST(ShardMemoryTest, DelayCompensationCountsOneCopyPerWorker) {
+  std::vector<TableSpec> t = Tables();
+  for (TableSpec& s : t) {
+    s.mutable_optimizer()->set_delay_compensation(0.5f);
+    s.set_backup_workers(3);
+  }
+  // 51 rows × ((8 + 8 + 3 × 8) × 4 + 32) bytes.
+  EXPECT_EQ(ShardTableBytes(t[0], 0, 2), 51u * (40 * 4 + 32));
+  EXPECT_EQ(ShardRowBytes(t[0]), 40u * 4 + 32);
+  // Dense slice of 4: (4 + 9 + 3 × 4) × 4.
+  EXPECT_EQ(ShardTableBytes(t[1], 2, 3), (4u + 9 + 12) * 4);
+  // λ = 0: the workers field counts nothing.
+  t[0].mutable_optimizer()->set_delay_compensation(0.0f);
+  EXPECT_EQ(ShardTableBytes(t[0], 0, 2), 51u * 96);
+}
+
 TEST(ShardMemoryTest, ABudgetedTableCountsMaxRowsWithMetadataAndSketch) {
   std::vector<TableSpec> t = Tables();
   // Unbounded keys with max_rows 10: 10 rows of (4 × 4 + 32) bytes.
