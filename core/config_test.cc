@@ -670,7 +670,11 @@ TEST(ConfigTest, C22EveryOptimizerFieldIsCheckedForFinitenessAndRange) {
                         Case{"beta", "-1", "must be a finite number ≥ 0"},
                         Case{"beta", "nan", "must be a finite number ≥ 0"},
                         Case{"l1", "-0.5", "must be a finite number ≥ 0"},
-                        Case{"l1", "inf", "must be a finite number ≥ 0"}}) {
+                        Case{"l1", "inf", "must be a finite number ≥ 0"},
+                        // Delay compensation (DC-ASGD, Zheng et al., ICML 2017).
+                        Case{"delay_compensation", "-0.5", "must be a finite number ≥ 0 (λ of delay compensation; 0: off)"},
+                        Case{"delay_compensation", "inf", "must be a finite number ≥ 0 (λ of delay compensation; 0: off)"},
+                        Case{"delay_compensation", "nan", "must be a finite number ≥ 0 (λ of delay compensation; 0: off)"}}) {
     // The job's optimizer and a table's own are checked alike.
     JobConfig j = *base;
     const std::string text = std::string("optimizer { ") + k.field + ": " + k.value + " }";
@@ -717,6 +721,36 @@ TEST(ConfigTest, WeightDecayAndScheduleAreValidated) {
              "staleness: 0 }",
              "config field optimizer.schedule: is applied by the servers to pushed gradients; under "
              "consistency.model AVERAGE the workers' replicas take the steps: drop the schedule"}}) {
+    JobConfig j = *base;
+    ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(k.text, &j)) << k.text;
+    EXPECT_EQ(ValidateJobConfig(j).message(), k.message) << k.text;
+  }
+}
+
+// Delay compensation: any optimizer type, off at 0, refused under AVERAGE
+// (the servers take no gradients there).
+TEST(ConfigTest, DelayCompensationIsValidated) {
+  auto base = LoadJobConfig("tests/data/cases/C22_lr_base.pbtxt");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  struct Case {
+    const char* text;
+    const char* message;  // "" when valid
+  };
+  for (const Case& k :
+       {Case{"optimizer { type: ADAM delay_compensation: 0.04 }", ""},
+        Case{"optimizer { type: FTRL delay_compensation: 2 }", ""},
+        Case{"optimizer { delay_compensation: 0 } consistency { model: AVERAGE period_rows: 64 staleness: 0 }", ""},
+        Case{"optimizer { type: SGD delay_compensation: -1 }",
+             "config field optimizer.delay_compensation: must be a finite number ≥ 0 (λ of delay compensation; 0: "
+             "off)"},
+        Case{"optimizer { type: ADAM delay_compensation: 0.5 } consistency { model: AVERAGE period_rows: 64 "
+             "staleness: 0 }",
+             "config field optimizer.delay_compensation: corrects pushed gradients on the servers; under "
+             "consistency.model AVERAGE the servers merge model deltas: drop it"},
+        Case{"table { name: \"w\" optimizer { delay_compensation: 0.5 } } consistency { model: AVERAGE "
+             "period_rows: 64 staleness: 0 }",
+             "config field table[w].optimizer.delay_compensation: corrects pushed gradients on the servers; under "
+             "consistency.model AVERAGE the servers merge model deltas: drop it"}}) {
     JobConfig j = *base;
     ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(k.text, &j)) << k.text;
     EXPECT_EQ(ValidateJobConfig(j).message(), k.message) << k.text;

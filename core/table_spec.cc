@@ -166,6 +166,11 @@ std::string OptimizerProblem(const OptimizerConfig& o, std::string* why) {
            ": use l2 with the others";
     return "weight_decay";
   }
+  // Delay compensation (DC-ASGD): g + λ·g⊙g⊙(w_now − w_bak), any type.
+  if (!(o.delay_compensation() >= 0 && std::isfinite(o.delay_compensation()))) {
+    *why = "must be a finite number ≥ 0 (λ of delay compensation; 0: off)";
+    return "delay_compensation";
+  }
   const std::string schedule = ScheduleProblem(o.schedule(), o.type());
   if (!schedule.empty()) {
     const size_t colon = schedule.find(": ");
@@ -236,6 +241,13 @@ Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers)
     const std::string field = OptimizerProblem(t.optimizer(), &why);
     if (!field.empty()) return bad("optimizer." + field, why);
     if (t.consistency().staleness() < -1) return bad("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
+    if (t.optimizer().delay_compensation() > 0 && (t.backup_workers() < 1 || t.backup_workers() > kMaxBackupWorkers))
+      return bad("backup_workers", "must be in [1, " + std::to_string(kMaxBackupWorkers) +
+                                       "] (the worker ranks whose reads a shard backs up) with "
+                                       "optimizer.delay_compensation > 0, got " + std::to_string(t.backup_workers()));
+    if (t.optimizer().delay_compensation() == 0 && t.backup_workers() != 0)
+      return bad("backup_workers", "is read only with optimizer.delay_compensation > 0, got " +
+                                       std::to_string(t.backup_workers()));
     const std::string budget = TableBudgetProblem(t.budget(), IsRowTable(t), &why);
     if (!budget.empty()) return bad(budget == "budget" ? budget : "budget." + budget, why);
   }

@@ -42,13 +42,25 @@ float InitialWeight(uint64_t seed, uint32_t table_id, uint64_t key, uint32_t j, 
 /// still be a value it could read): learning_rate > 0, momentum in [0, 1),
 /// initial_accumulator ≥ 0, epsilon > 0, l2 ≥ 0, beta1 and beta2 in [0, 1);
 /// weight_decay ≥ 0 with learning_rate × weight_decay < 1, and > 0 only for
-/// ADAM; the schedule (ScheduleProblem, core/schedule_config.h) as
-/// "schedule.FIELD".
+/// ADAM; delay_compensation finite and ≥ 0; the schedule (ScheduleProblem,
+/// core/schedule_config.h) as "schedule.FIELD".
 /// epsilon > 0 is what keeps AdaGrad's step defined when
 /// initial_accumulator is 0 and a coordinate's gradient is 0 (0/0), and
 /// Adam's when a moment is 0. Returns "" when all is well, else the field's
 /// name ("epsilon") with *why set to the range ("must be a finite number > 0").
 std::string OptimizerProblem(const OptimizerConfig& o, std::string* why);
+
+/// Floats a shard keeps for delay compensation (OptimizerConfig
+/// .delay_compensation) beside a span of n weights (a row: n = dim; a dense
+/// slice: its floats): one backup per worker rank, backup_workers × n; 0
+/// when the table has none.
+inline uint64_t DelayBackupFloats(const TableSpec& t, uint64_t n) {
+  return t.optimizer().delay_compensation() > 0 ? uint64_t{t.backup_workers()} * n : 0;
+}
+
+/// The most worker ranks a table's delay-compensation backups may cover
+/// (the config's bound on cluster.max_workers).
+inline constexpr uint32_t kMaxBackupWorkers = 1u << 16;
 
 /// True for a row table whose budget admits keys or evicts rows
 /// (TableSpec.budget): its rows are created on admission only and move when
@@ -70,7 +82,9 @@ std::string TableBudgetProblem(const TableBudget& b, bool row_table, std::string
 /// 0, 1, ... in order; names non-empty and unique; a row table's dim ≥ 1; a
 /// dense table's size in [1, 2³²) (dense tables are addressed by uint32
 /// element index); a finite initializer bound ≥ 0; every optimizer field
-/// (OptimizerProblem); a bound ≥ −1; the budget (TableBudgetProblem); and the message sizes
+/// (OptimizerProblem); a bound ≥ −1; the budget (TableBudgetProblem);
+/// backup_workers in [1, kMaxBackupWorkers] with delay_compensation > 0,
+/// else 0; and the message sizes
 /// (CheckMessageSizes). Errors: InvalidArgument "table 'w1': field dim: ...",
 /// naming the table, the field and the value.
 Status ValidateTableSpecs(const std::vector<TableSpec>& tables, int num_servers);

@@ -11,12 +11,16 @@
 //
 // The rule, per shard:
 //  1. Fixed bytes: every dense table at its largest slice over the shards
-//     (weights and optimizer state), and every row table with its own
+//     (weights, optimizer state and delay-compensation backups), and every row table with its own
 //     max_rows at BudgetedTableBytes(max_rows).
 //  2. The other row tables share the rest: each gets the same max_rows R,
-//     the largest with fixed + Σ BudgetedTableBytes(R) ≤ budget, so a
-//     table's share is in proportion to its bytes per row (plus its index
-//     and sketch). A table that sets no `evict` gets LRU.
+//     except that a table with a fixed key count (num_keys) gets at most
+//     the most of its keys one shard owns (MostKeysOnAShard): R is the
+//     largest with fixed + Σ BudgetedTableBytes(min(R, keys)) ≤ budget, so
+//     a table's share is in proportion to its bytes per row (plus its
+//     index and sketch). A table that sets no `evict` gets LRU, unless it
+//     holds all its keys (it is still counted with a key and eviction
+//     metadata a row, which keeps the bytes monotone in R: conservative).
 //  3. Budget < fixed + Σ BudgetedTableBytes(1): refused, naming the least.
 //
 // Pure functions; thread-compatible.
@@ -35,9 +39,26 @@ namespace tether {
 inline constexpr uint64_t kServerIndexBytesPerRow = 32;
 /// Bytes of eviction metadata per row (RowEviction::kBytesPerRow).
 inline constexpr uint64_t kEvictionBytesPerRow = 36;
+/// A transparent huge page. A table's row data and index blocks of this size
+/// or more are allocated in whole huge pages (ServerTable's
+/// HugePageAllocator), and the kernel backs a touched huge page whole.
+inline constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
+
+/// The bytes a table block of `bytes` takes: rounded up to whole huge pages
+/// from kHugePageBytes on, else `bytes`.
+inline uint64_t HugePageRoundedBytes(uint64_t bytes) {
+  return bytes < kHugePageBytes ? bytes : (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+}
+
+/// The most keys of [0, num_keys) that one of `num_shards` shards owns
+/// (ShardForKey): counted exactly up to 2^26 keys, above that the mean plus
+/// 8 standard deviations plus 64 (a bound no shard reaches in practice).
+/// 0 when num_keys is 0 (unbounded keys).
+uint64_t MostKeysOnAShard(uint64_t num_keys, int num_shards);
 
 /// Bytes a shard spends per row of row table `t`: (dim + the optimizer's
-/// state floats) × 4, the index's 32, the row's key (8) when the table
+/// state floats + delay compensation's backup_workers × dim) × 4, the
+/// index's 32, the row's key (8) when the table
 /// admits or evicts, and kEvictionBytesPerRow when it evicts.
 uint64_t ShardRowBytes(const TableSpec& t);
 
@@ -56,15 +77,17 @@ uint64_t AdmissionSketchBytes(const TableBudget& budget);
 /// 16 bytes a slot, a load of at most 1/2).
 uint64_t ReservedIndexSlots(uint64_t rows);
 
-/// Bytes row table `t` allocates on a shard with `rows` rows reserved:
-/// rows × (ShardRowBytes − kServerIndexBytesPerRow) + 16 ×
-/// ReservedIndexSlots(rows) + its sketch at max_rows = rows.
+/// Bytes row table `t` allocates on a shard with `rows` rows reserved: its
+/// row data (rows × (dim + state floats) × 4) and index (16 ×
+/// ReservedIndexSlots(rows)), each HugePageRoundedBytes, plus rows × its
+/// key, eviction metadata and delay-compensation backup bytes
+/// (ShardRowBytes) and its sketch at max_rows = rows.
 uint64_t BudgetedTableBytes(const TableSpec& t, uint64_t rows);
 
 /// Applies `budget_bytes` to `tables` for `num_shards` shards by the rule
-/// above: sets budget.max_rows (and evict LRU where unset) on every row
-/// table without its own max_rows. Returns that max_rows (0 when no table
-/// shares the budget). `budget_bytes` 0: nothing changes, returns 0.
+/// above: sets budget.max_rows (and evict LRU where unset, unless the table
+/// holds all its keys) on every row table without its own max_rows.
+/// Returns R (0 when no table shares the budget). `budget_bytes` 0: nothing changes, returns 0.
 /// Errors: ResourceExhausted "cluster.server_memory_bytes (--server_memory)
 /// is ..., but each shard needs at least ... bytes: ..." when the budget
 /// cannot hold the fixed bytes plus one row of each shared table; `tables`

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "core/partition.h"
+
 namespace tether {
 namespace {
 
@@ -94,6 +98,59 @@ TEST(ShardBudgetTest, BudgetBelowOneRowOfEachTableIsRefusedNamingTheLeast) {
             "least 44344 bytes: 9440 for the dense tables and the tables with their own max_rows, plus one row "
             "of each other row table with its index and sketch (w1 1084, w2 33820)");
   EXPECT_FALSE(t[1].has_budget()) << "unchanged on error";
+}
+
+TEST(ShardBudgetTest, MostKeysOnAShardCountsTheFullestShard) {
+  EXPECT_EQ(MostKeysOnAShard(0, 3), 0u) << "unbounded keys";
+  EXPECT_EQ(MostKeysOnAShard(101, 1), 101u);
+  std::vector<uint64_t> count(3, 0);
+  for (uint64_t k = 0; k < 101; ++k) ++count[ShardForKey(k, 3)];
+  EXPECT_EQ(MostKeysOnAShard(101, 3), *std::max_element(count.begin(), count.end()));
+  EXPECT_GT(MostKeysOnAShard(101, 3), 34u) << "hashing is not exactly even";
+  // Above 2^26 keys, a bound: mean 2^29 + 8 × 2^14.5 (rounded up) + 64.
+  EXPECT_EQ(MostKeysOnAShard(uint64_t{1} << 30, 2), (uint64_t{1} << 29) + 8 * 23171 + 64);
+}
+
+// A table with a fixed key count takes only the rows of its keys from the
+// shared budget, and the other tables share what it leaves.
+TEST(ShardBudgetTest, AKeyedTableGetsOnlyItsKeys) {
+  std::vector<TableSpec> t = Tables();
+  t[1].set_num_keys(101);  // w1: 101 keys over 2 shards
+  const uint64_t keys = MostKeysOnAShard(101, 2);
+  const StatusOr<uint64_t> rows = ApplyServerMemoryBudget(100000, 2, &t);
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  EXPECT_EQ(t[1].budget().max_rows(), keys);
+  EXPECT_EQ(t[1].budget().evict(), EVICT_NONE) << "it holds all its keys: nothing to evict";
+  // w2 gets the rest: fixed 9440 + w1 at its keys + w2 at R, the largest R
+  // that fits.
+  TableSpec w1_counted = t[1];  // counted as if it evicted (monotone in R)
+  w1_counted.mutable_budget()->set_evict(LRU);
+  const uint64_t w1 = BudgetedTableBytes(w1_counted, keys);
+  EXPECT_EQ(*rows, t[3].budget().max_rows());
+  EXPECT_LE(9440 + w1 + BudgetedTableBytes(t[3], *rows), 100000u);
+  EXPECT_GT(9440 + w1 + BudgetedTableBytes(t[3], *rows + 1), 100000u);
+  EXPECT_GT(*rows, 232u) << "more than when w1 took R rows too";
+  EXPECT_EQ(t[3].budget().evict(), LRU);
+  // A tight budget: the keyed table gets R like the others, and evicts.
+  std::vector<TableSpec> tight = Tables();
+  tight[1].set_num_keys(100000);
+  const StatusOr<uint64_t> r2 = ApplyServerMemoryBudget(100000, 2, &tight);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(tight[1].budget().max_rows(), *r2);
+  EXPECT_EQ(tight[1].budget().evict(), LRU);
+}
+
+TEST(ShardBudgetTest, BlocksOfTwoMiBOrMoreCountInWholeHugePages) {
+  EXPECT_EQ(HugePageRoundedBytes(100), 100u);
+  EXPECT_EQ(HugePageRoundedBytes((2u << 20) - 1), (2u << 20) - 1) << "not a huge-page block";
+  EXPECT_EQ(HugePageRoundedBytes(2u << 20), 2u << 20);
+  EXPECT_EQ(HugePageRoundedBytes((2u << 20) + 1), 4u << 20);
+  TableSpec w1 = Tables()[1];  // dim 8, AdaGrad: 64 bytes of row data
+  w1.mutable_budget()->set_evict(LRU);
+  // 40,000 rows: data 2,560,000 bytes → 4 MiB; index 16 × 80,021 slots =
+  // 1,280,336 (under 2 MiB: as is); key and eviction metadata 44 a row.
+  EXPECT_EQ(ReservedIndexSlots(40000), 80021u);
+  EXPECT_EQ(BudgetedTableBytes(w1, 40000), (4u << 20) + 1280336u + 40000u * 44);
 }
 
 TEST(ShardBudgetTest, NoBudgetChangesNothing) {

@@ -48,7 +48,10 @@ StatusOr<bool> KeptModel::Restore(int epoch, Tables* tables) {
       return Status::InvalidArgument("table " + (*tables)[i]->spec().name() + " holds fewer rows (" +
                                      std::to_string((*tables)[i]->num_rows()) + ") than its copy of epoch " +
                                      std::to_string(epoch_) + " (" + std::to_string(copies_[i].rows) + ")");
-  for (size_t i = 0; i < copies_.size(); ++i) Put(copies_[i], (*tables)[i].get());
+  for (size_t i = 0; i < copies_.size(); ++i) {
+    Put(copies_[i], (*tables)[i].get());
+    (*tables)[i]->ResetDelayBackups();  // delay compensation: read nothing of the kept model yet
+  }
   restored_ = true;
   return true;
 }

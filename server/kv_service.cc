@@ -39,6 +39,12 @@ void KvService::DefineTables(const google::protobuf::RepeatedPtrField<TableSpec>
               << specs[0].consistency().model_momentum();
   }
   LOG(INFO) << outbox_->log_prefix() << "tables from worker 0: " << DescribeTables(specs);
+  for (const auto& t : tables_)
+    if (t->delay_compensated())
+      LOG(INFO) << outbox_->log_prefix() << "table " << t->spec().name() << ": delay compensation λ "
+                << t->spec().optimizer().delay_compensation() << ", the reads of " << t->spec().backup_workers()
+                << " worker rank(s) kept (" << DelayBackupFloats(t->spec(), 1) * sizeof(float)
+                << " bytes per weight)";
 }
 
 void KvService::Refuse(const std::string& identity, const MessageHeader& h, const std::string& what) {
@@ -151,7 +157,23 @@ void KvService::ServePull(const std::string& identity, const Message& m, const s
     return;
   }
   if (IsRowTable(t.spec())) stats_->rows_pulled += h.num_keys();
+  // Delay compensation: what this worker now reads. Zeros for absent rows
+  // (evaluation of a hashed model) are not cached by the worker: not kept.
+  if (t.delay_compensated() && !h.pull().absent_as_zeros())
+    NoteSent(t, h.sender_rank(), IsDenseTable(t.spec()) || offsets != nullptr ? nullptr : m.KeyData(&key_scratch_),
+             h.num_keys(), offsets);
   outbox_->Send(identity, &reply, h.sender_rank());
+}
+
+void KvService::NoteSent(ServerTable& t, int rank, const uint64_t* keys, uint64_t n,
+                         const std::vector<uint64_t>* offsets) {
+  if (IsDenseTable(t.spec())) {
+    t.NoteDenseRead(rank);
+  } else if (offsets != nullptr) {
+    t.NoteReadAt(rank, offsets->data(), n);
+  } else {
+    t.NoteRead(rank, keys, n);
+  }
 }
 
 Status KvService::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply,
@@ -254,14 +276,14 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   const uint64_t* keys = nullptr;
   Status st;
   if (IsDenseTable(t.spec())) {
-    st = t.PushDense(g, lr_scale);
+    st = t.PushDense(g, lr_scale, h.sender_rank());
   } else if (offsets != nullptr) {
     // A key list's rows: no lookups (keys, when sent, only name a row in an error).
     if (m.keys.size() != 0) keys = m.KeyData(&key_scratch_);
-    st = t.PushRowsAt(offsets->data(), h.num_keys(), g, lr_scale, keys);
+    st = t.PushRowsAt(offsets->data(), h.num_keys(), g, lr_scale, keys, h.sender_rank());
   } else {
     keys = m.KeyData(&key_scratch_);
-    st = t.PushRows(keys, h.num_keys(), g, lr_scale);
+    st = t.PushRows(keys, h.num_keys(), g, lr_scale, h.sender_rank());
   }
   if (!st.ok()) {
     // Nothing applied: the worker counts it as lost. A step that made a NaN
@@ -291,6 +313,9 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
     } else {
       (void)FillValues(t, keys, h.num_keys(), &reply, offsets);  // the push just created every row: cannot fail
     }
+    // The worker's cache takes these values: its next gradient of these
+    // rows is computed on them (delay compensation).
+    if (t.delay_compensated()) NoteSent(t, h.sender_rank(), keys, h.num_keys(), offsets);
   }
   outbox_->Send(identity, &reply, h.sender_rank());
 }

@@ -2,7 +2,9 @@
 // every table (from worker 0's HELLO: DefineTables) and answers the data
 // path: PULL (now, or parked until the staleness bound admits it: deferred
 // pulls), PUSH (applied with the table's optimizer, scaled by the push's
-// staleness τ: Zhang et al., IJCAI 2016), PUSH_DELTA (consistency AVERAGE:
+// staleness τ: Zhang et al., IJCAI 2016, and with optimizer
+// .delay_compensation corrected for the values the sender read: Zheng et
+// al., ICML 2017, server/delay_backups.h), PUSH_DELTA (consistency AVERAGE:
 // server/model_average.h merges each round's deltas into the tables once
 // every counted worker ended it), and key lists (a request that names a
 // list the worker defined earlier carries no keys: core/net/key_list_cache.h).
@@ -148,6 +150,10 @@ class KvService {
   // FillValues for a PULL with absent_as_zeros (row tables): absent keys
   // come back as zeros and are not created.
   void FillValuesIfPresent(const ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply);
+  // Delay compensation: worker `rank` was just sent the current values of
+  // the rows FillValues filled (keys, or resolved `offsets`; a dense
+  // table's slice), which become its backups (ServerTable::NoteRead).
+  void NoteSent(ServerTable& t, int rank, const uint64_t* keys, uint64_t n, const std::vector<uint64_t>* offsets);
   // Where n float32 values of a reply go: its values frame (FP32), or,
   // with a 16-bit pull_wire, pull_scratch_, which NarrowReply then narrows
   // into the frame (TableSpec.pull_wire, core/net/value_frames.h).

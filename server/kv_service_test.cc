@@ -175,6 +175,63 @@ TEST_F(KvServiceTest, StalenessScalesTheStepUnderInverse) {
   EXPECT_EQ(stats_.staleness.max, 2u);
 }
 
+// Delay compensation (DC-ASGD, Zheng et al., ICML 2017), λ = 1/2, SGD at
+// rate 1, ASP: the straggler's gradient is corrected by what the others
+// moved its rows since it read them; what a push's reply carries counts as
+// read; an absent-as-zeros evaluation read does not.
+TEST_F(KvServiceTest, AStaleWorkersGradientIsCompensatedByWhatItMissed) {
+  KvService kv(0, 1, &clocks_, &stats_, &out_);
+  auto specs = Tables();
+  for (TableSpec& t : specs) {
+    t.mutable_consistency()->set_model(ASP);
+    t.mutable_optimizer()->set_delay_compensation(0.5f);
+    t.set_backup_workers(2);
+  }
+  kv.DefineTables(specs);
+  kv.WorkerJoined(0, false, 1 << 20);
+  kv.WorkerJoined(1, false, 1 << 20);
+  const auto pull = [&](int rank, uint32_t table, const std::vector<uint64_t>& keys, bool zeros = false) {
+    Message m = Request(PULL, rank, table, keys, {});
+    if (zeros) m.header.mutable_pull()->set_absent_as_zeros(true);
+    kv.Pull("w" + std::to_string(rank), &m);
+    EXPECT_EQ(out_.last().header.type(), PULL_REPLY);
+    return out_.floats(out_.sent.size() - 1);
+  };
+  const auto push = [&](int rank, uint32_t table, const std::vector<uint64_t>& keys, const std::vector<float>& g,
+                        bool want_values = false) {
+    Message m = Request(PUSH, rank, table, keys, g);
+    if (want_values) m.header.mutable_push()->set_want_values(true);
+    kv.Push("w" + std::to_string(rank), m);
+    EXPECT_EQ(out_.last().header.type(), PUSH_REPLY);
+    return want_values ? out_.floats(out_.sent.size() - 1) : std::vector<float>{};
+  };
+  EXPECT_EQ(pull(0, kRows, {3}), (std::vector<float>{0, 0}));
+  EXPECT_EQ(pull(1, kRows, {3}), (std::vector<float>{0, 0}));
+  push(0, kRows, {3}, {1, 2});  // current: w = (−1, −2)
+  // Worker 1 computed (2, −1) on (0, 0); the row moved by (−1, −2):
+  // g' = (2 + ½·4·(−1), −1 + ½·1·(−2)) = (0, −2), so w = (−1, 0) (without
+  // compensation it would be (−3, −1)).
+  push(1, kRows, {3}, {2, -1});
+  EXPECT_EQ(pull(1, kRows, {3}), (std::vector<float>{-1, 0}));
+  // Read-my-writes: the reply's rows are worker 1's new read.
+  EXPECT_EQ(push(1, kRows, {3}, {1, 1}, /*want_values=*/true), (std::vector<float>{-2, -1}));
+  // Worker 0 still read (0, 0): drift (−2, −1), g' = (2 − 4, 2 − 2) = (−2, 0).
+  push(0, kRows, {3}, {2, 2});
+  // Worker 1 read (−2, −1) in the reply: drift (2, 0), g' = (1 + 1, 2).
+  push(1, kRows, {3}, {1, 2});
+  // An absent-as-zeros read (evaluation) is not a backup: worker 0's stays (0, 0).
+  EXPECT_EQ(pull(0, kRows, {3}, /*zeros=*/true), (std::vector<float>{-2, -3}));
+  push(0, kRows, {3}, {1, 1});  // drift (−2, −3): g' = (1 − 1, 1 − 1.5) = (0, −0.5)
+  EXPECT_EQ(pull(0, kRows, {3}), (std::vector<float>{-2, -2.5f}));
+  // A dense slice: both read (0, 0, 0); worker 0 moves it by (−1, −2, 0).
+  pull(0, kDense, {});
+  pull(1, kDense, {});
+  push(0, kDense, {}, {1, 2, 0});
+  push(1, kDense, {}, {2, 1, 4});  // g' = (2 − 2, 1 − 1, 4)
+  EXPECT_EQ(pull(0, kDense, {}), (std::vector<float>{-1, -2, -4}));
+  EXPECT_EQ(stats_.bad_messages, 0u);
+}
+
 TEST_F(KvServiceTest, ADeltaOutsideAveragingIsRefused) {
   kv_.PushDelta("w0", Request(PUSH_DELTA, 0, kRows, {1}, {1, 1}));
   EXPECT_EQ(out_.last().header.type(), ERROR_REPLY);

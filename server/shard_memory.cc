@@ -14,7 +14,7 @@ uint64_t ShardTableBytes(const TableSpec& t, int shard, int num_shards) {
   const Optimizer optimizer(t.optimizer());
   if (IsDenseTable(t)) {
     const auto [b, e] = DenseRange(t.size(), shard, num_shards);
-    return (e - b + optimizer.StateFloats(e - b)) * sizeof(float);
+    return (e - b + optimizer.StateFloats(e - b) + DelayBackupFloats(t, e - b)) * sizeof(float);
   }
   const uint64_t rows = ShardRowBound(t, num_shards);
   return rows * ShardRowBytes(t) + RowAdmission::SketchBytes(t.budget());

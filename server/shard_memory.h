@@ -24,7 +24,8 @@ namespace tether {
 /// keys evenly) × ((dim + the optimizer's state floats) × 4 +
 /// kServerIndexBytesPerRow), 0 when num_keys is 0 (unbounded: rows appear
 /// as they are pushed); DENSE the shard's slice (DenseRange) × (1 + state
-/// per weight) × 4 (+ Adam's step count). Steady state: a table that grows
+/// per weight) × 4 (+ Adam's step count). With delay compensation each row
+/// and slice also counts its backup_workers backups (DelayBackupFloats). Steady state: a table that grows
 /// briefly holds its old and new arrays together, which is not counted.
 /// A budgeted row table (TableSpec.budget) counts ShardRowBound rows, each
 /// also with its key (8 bytes) and eviction metadata

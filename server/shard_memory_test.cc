@@ -34,6 +34,24 @@ TEST(ShardMemoryTest, TableBytesPerShardWithOptimizerStateAndIndex) {
   EXPECT_EQ(ShardTableBytes(t[2], 0, 2), 0u) << "unbounded keys: not counted";
 }
 
+// Delay compensation: each row and dense slice also holds backup_workers
+// copies of its weights.
+TEST(ShardMemoryTest, DelayCompensationCountsOneCopyPerWorker) {
+  std::vector<TableSpec> t = Tables();
+  for (TableSpec& s : t) {
+    s.mutable_optimizer()->set_delay_compensation(0.5f);
+    s.set_backup_workers(3);
+  }
+  // 51 rows × ((8 + 8 + 3 × 8) × 4 + 32) bytes.
+  EXPECT_EQ(ShardTableBytes(t[0], 0, 2), 51u * (40 * 4 + 32));
+  EXPECT_EQ(ShardRowBytes(t[0]), 40u * 4 + 32);
+  // Dense slice of 4: (4 + 9 + 3 × 4) × 4.
+  EXPECT_EQ(ShardTableBytes(t[1], 2, 3), (4u + 9 + 12) * 4);
+  // λ = 0: the workers field counts nothing.
+  t[0].mutable_optimizer()->set_delay_compensation(0.0f);
+  EXPECT_EQ(ShardTableBytes(t[0], 0, 2), 51u * 96);
+}
+
 TEST(ShardMemoryTest, ABudgetedTableCountsMaxRowsWithMetadataAndSketch) {
   std::vector<TableSpec> t = Tables();
   // Unbounded keys with max_rows 10: 10 rows of (4 × 4 + 32) bytes.
@@ -98,15 +116,20 @@ TEST(ShardMemoryTest, TheBestEpochsCopyOfTheWeightsCounts) {
 // none.
 TEST(ShardMemoryTest, TablesSplitFromABudgetStayWithinItOnEveryShard) {
   std::vector<TableSpec> t = Tables();
-  // 3 shards: b1's largest slice 4 → 13 floats = 52 bytes; w1 140 and h 92
-  // bytes a row (LRU): ⌊19948 / 232⌋ = 85 rows each.
+  // 3 shards: b1's largest slice 4 → 13 floats = 52 bytes; w1 (101 keys)
+  // takes the rows of its fullest shard's keys, counted at 140 bytes a row
+  // as if it evicted, and holds them all (so it does not evict); h (92
+  // bytes a row, LRU) gets the rest: R = 151.
   const StatusOr<uint64_t> rows = ApplyServerMemoryBudget(20000, 3, &t);
   ASSERT_TRUE(rows.ok());
-  EXPECT_EQ(*rows, 85u);
+  EXPECT_EQ(*rows, 151u);
+  EXPECT_EQ(t[0].budget().max_rows(), MostKeysOnAShard(101, 3));
+  EXPECT_EQ(t[0].budget().evict(), EVICT_NONE);
+  EXPECT_EQ(t[2].budget().max_rows(), 151u);
   for (int s = 0; s < 3; ++s) EXPECT_TRUE(CheckShardWithinBudget(t, s, 3, 20000).ok()) << "shard " << s;
-  // Shard 0: w1 ⌈101 / 3⌉ = 34 rows × 140 + h 85 × 92 + b1 (3 + 7) × 4 = 12620.
+  // Shard 0: w1 ⌈101 / 3⌉ = 34 rows × 96 + h 151 × 92 + b1 (3 + 7) × 4 = 17196.
   EXPECT_EQ(CheckShardWithinBudget(t, 0, 3, 5000).message(),
-            "the tables need 12620 bytes on shard 0, but its budget is 5000 bytes; give the workers and the servers "
+            "the tables need 17196 bytes on shard 0, but its budget is 5000 bytes; give the workers and the servers "
             "the same cluster.server_memory_bytes (--server_memory)");
   EXPECT_EQ(CheckShardWithinBudget(Tables(), 0, 3, 20000).message(),
             "row table h has no row limit, but this shard's budget is 20000 bytes; give the workers and the "

@@ -13,6 +13,7 @@
 
 #include "core/partition.h"
 #include "core/prefetch.h"
+#include "optim/delay_compensation.h"
 #include "optim/shard_budget.h"
 
 namespace tether {
@@ -20,7 +21,7 @@ namespace tether {
 namespace table_internal {
 
 namespace {
-constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kHugePage = kHugePageBytes;
 }  // namespace
 
 void* HugePageAllocate(size_t bytes) {
@@ -65,6 +66,10 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
       data_[i] = zeros_ ? 0.0f : InitialWeight(seed, spec.id(), 0, static_cast<uint32_t>(begin + i), init_bound_);
     optimizer_.InitState(data_.data() + n, n);
   }
+  if (DelayBackupFloats(spec, 1) > 0) {
+    backups_ = std::make_unique<DelayBackups>(spec.backup_workers(), IsDenseTable(spec) ? end - begin : dim_);
+    if (IsDenseTable(spec)) backups_->Add(data_.data());
+  }
   if (IsRowTable(spec) && spec.has_budget()) {
     const TableBudget& b = spec.budget();
     if (RowAdmission::Enabled(b)) admission_ = std::make_unique<RowAdmission>(b, seed, spec.id());
@@ -79,6 +84,7 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
       max_rows_ = std::min(max_rows_, b.max_rows());
       ReserveRows(max_rows_);
       if (budgeted_) row_keys_.reserve(max_rows_);
+      if (backups_ != nullptr) backups_->Reserve(max_rows_);
     }
   }
 }
@@ -97,6 +103,7 @@ void ServerTable::SaveBudgetState(TableBudgetState* st) const {
   st->set_rows_evicted(rows_evicted_);
   st->set_rows_not_admitted(rows_not_admitted_);
   st->set_clock(clock_);
+  st->set_version(version_);
   if (admission_ != nullptr) {
     const std::vector<uint16_t>& c = admission_->sketch().counters();
     st->set_sketch_width(admission_->sketch().width());
@@ -157,6 +164,7 @@ Status ServerTable::RestoreBudgetState(const TableBudgetState& st) {
   rows_evicted_ = st.rows_evicted();
   rows_not_admitted_ = st.rows_not_admitted();
   clock_ = st.clock();
+  if (st.has_version()) version_ = st.version();
   return Status::OK();
 }
 
@@ -172,11 +180,13 @@ Status ServerTable::MergeSketch(const TableBudgetState& st) {
 }
 
 uint64_t ServerTable::resident_bytes() const {
-  uint64_t bytes = data_.capacity() * sizeof(float);
-  if (IsDenseTable(spec_)) return bytes;
-  bytes += index_.bytes() + row_keys_.capacity() * sizeof(uint64_t);
+  // Blocks from the HugePageAllocator as allocated: in whole huge pages.
+  uint64_t bytes = HugePageRoundedBytes(data_.capacity() * sizeof(float));
+  if (IsDenseTable(spec_)) return bytes + (backups_ != nullptr ? backups_->bytes() : 0);
+  bytes += HugePageRoundedBytes(index_.bytes()) + row_keys_.capacity() * sizeof(uint64_t);
   if (eviction_ != nullptr) bytes += eviction_->rows() * RowEviction::kBytesPerRow;
   if (admission_ != nullptr) bytes += admission_->sketch().bytes();
+  if (backups_ != nullptr) bytes += backups_->bytes();
   return bytes;
 }
 
@@ -369,6 +379,7 @@ float* ServerTable::NewRow(uint64_t key, uint64_t offset) {
   float* row = data_.data() + offset;
   for (uint32_t j = 0; j < dim; ++j) row[j] = zeros_ ? 0.0f : InitialWeight(seed_, spec_.id(), key, j, init_bound_);
   optimizer_.InitState(row + dim, dim);
+  if (backups_ != nullptr) backups_->Add(row);  // read by nobody yet: w_bak = w
   ++rows_admitted_;
   if (budgeted_) {
     row_keys_.push_back(key);
@@ -446,6 +457,10 @@ void ServerTable::Evict(uint64_t row) {
   }
   row_keys_.pop_back();
   data_.resize(last * stride_);
+  if (backups_ != nullptr) {  // the row's backups go with it
+    backups_->Move(last, row);
+    backups_->PopBack();
+  }
   eviction_->Removed(row);
   ++rows_evicted_;
 }
@@ -659,13 +674,13 @@ Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::stri
                                                std::to_string(rows_applied) + " earlier row(s) kept their updates"));
 }
 
-Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale) {
+Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale, int pusher) {
   if (!budgeted_) {
     TETHER_RETURN_IF_ERROR(LookUp(keys, n));
-    return PushRowsAt(offsets_.data(), n, g, lr_scale, keys);
+    return PushRowsAt(offsets_.data(), n, g, lr_scale, keys, pusher);
   }
   TETHER_RETURN_IF_ERROR(LookUpBudgeted(keys, n, /*push=*/true));
-  if (not_admitted_ == 0) return PushRowsAt(offsets_.data(), n, g, lr_scale, keys);
+  if (not_admitted_ == 0) return PushRowsAt(offsets_.data(), n, g, lr_scale, keys, pusher);
   // The gradients of keys not admitted are dropped (counted by LookUpBudgeted).
   kept_keys_.clear();
   kept_g_.clear();
@@ -676,11 +691,12 @@ Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, f
     kept_keys_.push_back(keys[i]);
     kept_g_.insert(kept_g_.end(), g + i * dim_, g + (i + 1) * dim_);
   }
-  return PushRowsAt(offsets_.data(), m, kept_g_.data(), lr_scale, kept_keys_.data());
+  return PushRowsAt(offsets_.data(), m, kept_g_.data(), lr_scale, kept_keys_.data(), pusher);
 }
 
 Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,
-                               const uint64_t* keys) {
+                               const uint64_t* keys, int pusher) {
+  g = Compensated(offsets, n, g, pusher);
   const uint32_t dim = dim_;
   const uint32_t stride = stride_;
   float* base = data_.data();
@@ -737,8 +753,14 @@ void ServerTable::PullDense(float* out) const {
   std::memcpy(out, data_.data(), (end_ - begin_) * sizeof(float));
 }
 
-Status ServerTable::PushDense(const float* g, float lr_scale) {
+Status ServerTable::PushDense(const float* g, float lr_scale, int pusher) {
   const uint64_t n = end_ - begin_;
+  if (backups_ != nullptr && backups_->Covers(pusher)) {
+    compensated_.resize(n);
+    CompensateDelay(g, data_.data(), backups_->Backup(pusher, 0), n, spec_.optimizer().delay_compensation(),
+                    compensated_.data());
+    g = compensated_.data();
+  }
   // As PushRows: undone whole if the step made a NaN or an infinity.
   undo_.assign(data_.begin(), data_.end());
   if (__builtin_expect(!optimizer_.Apply(data_.data(), data_.data() + n, g, n, lr_scale), 0)) {

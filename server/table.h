@@ -30,6 +30,15 @@
 // before). Rows of such a table move: their offsets (ResolveRows) are not
 // stable, so it takes no part in key lists.
 //
+// With optimizer.delay_compensation λ > 0 the table keeps, per row (or for
+// its dense slice) and per worker rank, the weights it last sent that
+// worker (server/delay_backups.h; backup_workers × dim floats a row,
+// outside the row's stride, so checkpoints and key lists are as without),
+// and a push names its sender: its gradient g becomes g + λ·g⊙g⊙(w_now −
+// w_bak) before the optimizer's step (optim/delay_compensation.h). The
+// caller says what it sent (NoteRead*); an evicted row's backups go with
+// it.
+//
 // Not thread-safe: a shard's event loop owns its tables.
 #pragma once
 
@@ -44,6 +53,7 @@
 #include "core/table_spec.h"
 #include "optim/optimizer.h"
 #include "proto/budget_state.pb.h"
+#include "server/delay_backups.h"
 #include "server/row_admission.h"
 #include "server/row_eviction.h"
 
@@ -138,7 +148,10 @@ class ServerTable {
   /// vectorised with the step); each row is copied aside just before its
   /// step, so that row is left as it was and no non-finite value stays in
   /// the table; the push's rows before it keep their (finite) updates.
-  [[nodiscard]] Status PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f);
+  /// `pusher`: the sending worker's rank, whose gradient delay
+  /// compensation corrects (−1, or a table without it: none).
+  [[nodiscard]] Status PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale = 1.0f,
+                                int pusher = -1);
   // ---- Resolved rows (key-list caching, core/net/key_list_cache.h). A
   // row's offset in the table's data (row number × stride()) never changes
   // while the table lives: rows are only appended (data_ may move, so
@@ -160,12 +173,29 @@ class ServerTable {
   /// (n, or null) name a row in an error; with null the key is found from
   /// the row (slow, on errors only).
   [[nodiscard]] Status PushRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,
-                                  const uint64_t* keys);
+                                  const uint64_t* keys, int pusher = -1);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
   /// Dense slice: applies g (end−begin floats). Errors: FailedPrecondition,
   /// as PushRows, naming the index in the whole dense table.
-  [[nodiscard]] Status PushDense(const float* g, float lr_scale = 1.0f);
+  [[nodiscard]] Status PushDense(const float* g, float lr_scale = 1.0f, int pusher = -1);
+
+  // ---- Delay compensation (optimizer.delay_compensation > 0).
+  /// True when the table keeps backups (λ > 0 and backup_workers ≥ 1).
+  bool delay_compensated() const { return backups_ != nullptr; }
+  /// Worker `rank` was just sent the current weights of the rows of `keys`
+  /// (n; keys this shard holds no row for are skipped), of resolved rows
+  /// (`offsets`), or of the dense slice: they become its backups. No-op
+  /// without delay compensation or for a rank it does not cover. NoteRead
+  /// looks each key up again (a pull already did once).
+  void NoteRead(int rank, const uint64_t* keys, uint64_t n);
+  void NoteReadAt(int rank, const uint64_t* offsets, uint64_t n);
+  void NoteDenseRead(int rank);
+  /// Every backup becomes the weights held now (after a checkpoint's or a
+  /// kept model's weights were put in).
+  void ResetDelayBackups();
+  /// The backups (null without delay compensation; tests).
+  const DelayBackups* delay_backups() const { return backups_.get(); }
 
   uint64_t num_rows() const { return index_.size(); }
 
@@ -192,13 +222,16 @@ class ServerTable {
   uint64_t rows_not_admitted() const { return rows_not_admitted_; }
   /// Bytes the table holds: row data (allocated), index slots, row keys,
   /// eviction metadata and the admission sketch; dense slices their floats.
+  /// Row data and index blocks of 2 MiB or more count in whole huge pages
+  /// (HugePageRoundedBytes), as the kernel backs them.
   uint64_t resident_bytes() const;
   /// The admission rule, or null (tests, checkpoints).
   const RowAdmission* admission() const { return admission_.get(); }
   /// The eviction metadata, or null (tests, checkpoints).
   const RowEviction* eviction() const { return eviction_.get(); }
-  /// The budget's state (counters, clock, sketch, eviction metadata by row
-  /// number) into *state, for a checkpoint written with the rows.
+  /// The budget's state (counters, clock, version, sketch, eviction
+  /// metadata by row number) into *state, for a checkpoint written with the
+  /// rows.
   void SaveBudgetState(TableBudgetState* state) const;
   /// Restores SaveBudgetState's state over rows restored in the same order
   /// (a resume on the same number of shards). Errors: DataLoss naming what
@@ -367,6 +400,9 @@ class ServerTable {
   // names the span ("key 9" or "" for a dense slice starting at begin_);
   // `rows_applied`: rows of the push updated before this one.
   Status NonFiniteStep(const float* span, uint64_t j, const std::string& where, uint64_t rows_applied) const;
+  // A push's gradients of rows at `offsets` (n), compensated for `pusher`'s
+  // delay into compensated_ (returned), or g when there is nothing to do.
+  const float* Compensated(const uint64_t* offsets, uint64_t n, const float* g, int pusher);
 
   TableSpec spec_;
   Optimizer optimizer_;
@@ -397,6 +433,9 @@ class ServerTable {
   std::vector<uint64_t> kept_keys_;  // a push's admitted keys, compacted
   std::vector<float> kept_g_;        // and their gradients
   std::vector<float> undo_;        // the row (or the slice) as before its step, reused
+  // Delay compensation: the backups, and a push's compensated gradients.
+  std::unique_ptr<DelayBackups> backups_;
+  std::vector<float> compensated_;
 };
 
 }  // namespace tether

@@ -126,6 +126,99 @@ TEST(TableBudgetCheckpointTest, ResumeIsBitIdenticalLru) { ResumeIsBitIdentical(
 TEST(TableBudgetCheckpointTest, ResumeIsBitIdenticalLfu) { ResumeIsBitIdentical(LFU); }
 TEST(TableBudgetCheckpointTest, ResumeIsBitIdenticalTtl) { ResumeIsBitIdentical(TTL); }
 
+// Steps [from, to) of schedule `seed`: pulls and pushes of 1-8 keys from
+// `universe`, the clock advancing at random; pulled values appended to
+// *pulled.
+void RunSeededSchedule(ServerTable* t, uint32_t seed, int from, int to, uint64_t universe,
+                       std::vector<float>* pulled) {
+  for (int step = from; step < to; ++step) {
+    std::mt19937 rng(seed * 100003u + static_cast<uint32_t>(step));
+    t->set_clock(step / (2 + static_cast<int>(seed % 4)));
+    std::set<uint64_t> picked;
+    const int n = 1 + static_cast<int>(rng() % 8);
+    while (static_cast<int>(picked.size()) < n) picked.insert(MixKey(rng() % universe));
+    const std::vector<uint64_t> keys(picked.begin(), picked.end());
+    std::vector<float> v(keys.size() * 3);
+    if (rng() % 3 != 0) {
+      for (float& g : v) g = static_cast<float>(static_cast<int>(rng() % 9) - 4) / 8.0f;
+      ASSERT_TRUE(t->PushRows(keys.data(), keys.size(), v.data()).ok());
+    } else {
+      ASSERT_TRUE(t->PullRows(keys.data(), keys.size(), v.data()).ok());
+      pulled->insert(pulled->end(), v.begin(), v.end());
+    }
+  }
+}
+
+// Everything of a budgeted table, by its saved state (sketch, recency,
+// clocks, push counts, sampler, counters) and its rows.
+void ExpectSameState(const ServerTable& a, const ServerTable& b) {
+  ASSERT_EQ(a.num_rows(), b.num_rows());
+  EXPECT_EQ(a.KeysByRow(), b.KeysByRow());
+  ASSERT_EQ(a.raw_floats(), b.raw_floats());
+  EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.raw_floats() * sizeof(float)), 0);
+  EXPECT_EQ(a.version(), b.version());
+  TableBudgetState sa, sb;
+  a.SaveBudgetState(&sa);
+  b.SaveBudgetState(&sb);
+  EXPECT_EQ(sa.SerializeAsString(), sb.SerializeAsString());
+}
+
+// Random budgets, random schedules and 1-4 random checkpoint points: a run
+// written and loaded into a fresh table at each point (the budget state
+// with it) pulls the same values as an uninterrupted run and ends
+// bit-identical to it: rows, optimizer state, keys by row, sketch,
+// eviction order and counts, counters.
+TEST(TableBudgetCheckpointTest, RandomResumePointsMatchAnUninterruptedRun) {
+  testing::ScopedTempDir tmp;
+  constexpr int kSteps = 300;
+  uint64_t evicted = 0, not_admitted = 0, resumes = 0;
+  for (uint32_t seed = 1; seed <= 24; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    const EvictPolicy evict = std::vector<EvictPolicy>{LRU, LFU, TTL}[rng() % 3];
+    TableSpec spec = Spec(evict);
+    spec.mutable_budget()->set_admit_after(static_cast<uint32_t>(rng() % 4));  // 0: every key
+    spec.mutable_budget()->set_max_rows(evict == TTL && rng() % 2 == 0 ? 0 : 8 + rng() % 24);
+    if (evict == TTL) spec.mutable_budget()->set_ttl_clocks(2 + rng() % 6);
+    const uint64_t universe = 30 + rng() % 90;
+    std::set<int> points;
+    const int resumes_here = 1 + static_cast<int>(rng() % 4);
+    while (static_cast<int>(points.size()) < resumes_here) points.insert(1 + static_cast<int>(rng() % (kSteps - 1)));
+
+    Shard straight = MakeShard(spec);
+    std::vector<float> pulled_straight, pulled;
+    RunSeededSchedule(straight[0].get(), seed, 0, kSteps, universe, &pulled_straight);
+    Shard run = MakeShard(spec);
+    int at = 0;
+    for (int point : points) {
+      RunSeededSchedule(run[0].get(), seed, at, point, universe, &pulled);
+      const std::string dir = tmp.path() + "/s" + std::to_string(seed) + "p" + std::to_string(point);
+      ASSERT_TRUE(Checkpoint(dir, run[0]->clock(), run).ok());
+      StatusOr<CheckpointManifest> m = ReadManifest(dir);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      Shard resumed = MakeShard(spec);
+      ASSERT_TRUE(RestoreShardTables(dir, *m, 0, 1, &resumed).ok());
+      ASSERT_TRUE(RestoreShardBudgetState(dir, *m, 0, 1, &resumed).ok());
+      ExpectSameState(*run[0], *resumed[0]);
+      run = std::move(resumed);
+      at = point;
+      ++resumes;
+    }
+    RunSeededSchedule(run[0].get(), seed, at, kSteps, universe, &pulled);
+    EXPECT_EQ(pulled, pulled_straight);
+    ExpectSameState(*straight[0], *run[0]);
+    EXPECT_EQ(run[0]->rows_admitted(), straight[0]->rows_admitted());
+    EXPECT_EQ(run[0]->rows_evicted(), straight[0]->rows_evicted());
+    EXPECT_EQ(run[0]->rows_not_admitted(), straight[0]->rows_not_admitted());
+    evicted += straight[0]->rows_evicted();
+    not_admitted += straight[0]->rows_not_admitted();
+  }
+  // The schedules exercise what they compare.
+  EXPECT_GT(evicted, 1000u);
+  EXPECT_GT(not_admitted, 100u);
+  EXPECT_GE(resumes, 40u);
+}
+
 TEST(TableBudgetCheckpointTest, NoBudgetNoFileAndACorruptFileIsRefused) {
   testing::ScopedTempDir tmp;
   TableSpec plain = Spec(LRU);

@@ -185,6 +185,13 @@ TEST(TableBudgetTest, ResidentBytesCountRowsIndexMetadataAndSketch) {
   Push(t, {7, 8, 9}, 1.0f);  // evicts 3: nothing grows
   EXPECT_EQ(t.rows_evicted(), 3u);
   EXPECT_EQ(t.resident_bytes(), full);
+  // Row data and index of 2 MiB or more count in whole huge pages, as the
+  // split counts them: 300,000 rows of 8 bytes (2.4 MB → 4 MiB) and
+  // 600,011 slots of 16 (→ 10 MiB).
+  b.set_max_rows(300000);
+  ServerTable big(Spec(b), 0, 0);
+  EXPECT_EQ(big.resident_bytes(), (4u << 20) + (10u << 20) + 300000u * 8 + 4 * (1u << 21) * 2);
+  EXPECT_EQ(big.resident_bytes(), BudgetedTableBytes(Spec(b), 300000) - 300000 * RowEviction::kBytesPerRow);
   TableBudget none;
   ServerTable plain(Spec(none), 0, 0);
   EXPECT_FALSE(plain.budgeted());

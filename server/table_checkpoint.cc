@@ -82,6 +82,9 @@ Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest&
     };
     TETHER_RETURN_IF_ERROR(ReadShardFile(ckpt_dir, manifest, old, row, dense));
   }
+  // Delay compensation's backups are not in a checkpoint: each starts as
+  // the restored weights (server/delay_backups.h).
+  for (auto& t : *tables) t->ResetDelayBackups();
   return Status::OK();
 }
 

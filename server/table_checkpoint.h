@@ -32,7 +32,9 @@ Status WriteShardCheckpoint(FileSystem* fs, const std::string& ckpt_dir, int sha
 /// of the checkpoint into `tables` (this shard's tables, already made from
 /// the job's specs, whose shapes must equal the manifest's). Table versions
 /// are restored when the number of shards is the checkpoint's. Each file's
-/// checksum is checked as it is read. Errors: DataLoss naming the file (checksum,
+/// checksum is checked as it is read. Delay compensation's backups are not
+/// written: after a restore every backup is the restored weights
+/// (ServerTable::ResetDelayBackups). Errors: DataLoss naming the file (checksum,
 /// truncation, a header that disagrees with the manifest), IOError.
 Status RestoreShardTables(const std::string& ckpt_dir, const CheckpointManifest& manifest, int shard, int num_shards,
                           std::vector<std::unique_ptr<ServerTable>>* tables);

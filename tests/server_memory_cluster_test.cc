@@ -34,7 +34,9 @@ uint64_t BudgetForRows(const JobConfig& job) {
       continue;
     }
     t.mutable_budget()->set_evict(LRU);
-    bytes += BudgetedTableBytes(t, kRows);
+    // A keyed table takes at most its fullest shard's keys (optim/shard_budget.h).
+    const uint64_t keys = MostKeysOnAShard(t.num_keys(), kShards);
+    bytes += BudgetedTableBytes(t, keys == 0 ? kRows : std::min(kRows, keys));
   }
   return bytes;
 }
@@ -100,10 +102,12 @@ TEST(ServerMemoryClusterTest, AWorkerWithoutTheBudgetIsRefused) {
             std::string::npos)
       << within.message();
   const uint64_t budget = BudgetForRows(job);
-  job.mutable_cluster()->set_server_memory_bytes(4 * budget);
+  // Hashed tables (keyed ones take only their keys, which may fit any
+  // budget) split from a budget 4 times larger.
   std::vector<TableSpec> larger = TablesForJob(job);
   for (TableSpec& t : larger)
-    if (IsRowTable(t)) t.set_num_keys(0);  // hashed: max_rows alone bounds the rows
+    if (IsRowTable(t)) t.set_num_keys(0);
+  ASSERT_TRUE(ApplyServerMemoryBudget(4 * budget, kShards, &larger).ok());
   within = CheckShardWithinBudget(larger, 0, kShards, budget);
   ASSERT_FALSE(within.ok());
   EXPECT_NE(within.message().find("but its budget is " + std::to_string(budget) + " bytes"), std::string::npos)

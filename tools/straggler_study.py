@@ -106,7 +106,15 @@ MODES = {
     # config: a round every minibatch, as examples/bibtex_average.pbtxt.
     "average": {"flags": ["--consistency_model=average"], "config": {"consistency": "period_rows: 64"},
                 "probe": ["period_rows"], "label": "weighted model averaging (period 64 rows)"},
+    # Delay compensation on the servers (DC-ASGD, Zheng et al., ICML 2017;
+    # docs/RUNNING.md): g + λ·g⊙g⊙(w_now − w_read). λ = DC_LAMBDA.
+    "fixed_sinf_dc": {"flags": ["--staleness=inf", "--delay_compensation=%DC_LAMBDA%"],
+                      "label": "fixed split, s = ∞ (ASP), delay compensation"},
+    "fixed_s2_dc": {"flags": ["--staleness=2", "--delay_compensation=%DC_LAMBDA%"],
+                    "label": "fixed split, s = 2, delay compensation"},
 }
+# λ of the *_dc modes (--delay_compensation of the tool overrides it).
+DC_LAMBDA = 100.0
 # The fixed split with s = 2: the baseline of the criterion's ratios.
 BASELINE_MODE = "fixed_s2"
 
@@ -145,6 +153,11 @@ def parse_args(argv=None):
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes of the MODES table: " +
                    ", ".join(MODES))
     p.add_argument("--repeats", type=int, default=3, help="alternated runs per (dataset, slowdown, mode)")
+    p.add_argument("--seeds", default=None,
+                   help="comma-separated train.seed per repeat (repeat r runs with --seed=SEEDS[r]; sets "
+                        "--repeats); default: every repeat with the config's seed")
+    p.add_argument("--delay_compensation", type=float, default=DC_LAMBDA,
+                   help=f"λ of the *_dc modes (default {DC_LAMBDA:g})")
     p.add_argument("--epochs", type=int, default=None, help="override the configs' train.epochs")
     p.add_argument("--workers", type=int, default=2, help="workers per job")
     p.add_argument("--servers", type=int, default=2, help="servers per job")
@@ -163,6 +176,16 @@ def parse_args(argv=None):
     # The command as given, for study.md: the page that shows the plots names what drew them.
     args.command = shlex.join(["python3", "tools/straggler_study.py"]
                               + list(sys.argv[1:] if argv is None else argv))
+    if args.seeds is not None:
+        try:
+            args.seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+        except ValueError:
+            p.error(f"--seeds: not a comma-separated list of integers: {args.seeds!r}")
+        if not args.seeds:
+            p.error("--seeds: no seed given")
+        args.repeats = len(args.seeds)
+    if not (args.delay_compensation >= 0 and math.isfinite(args.delay_compensation)):
+        p.error("--delay_compensation must be a finite number >= 0")
     if args.quick:
         args.repeats = 1
         args.epochs = 2 if args.epochs is None else args.epochs
@@ -335,7 +358,10 @@ def run_one(args, dataset, slowdown, mode, rep):
         cmd += [f"--slowdown={slowdown:g}", f"--slowdown_rank={args.slowdown_rank}"]
     if args.epochs is not None:
         cmd += [f"--epochs={args.epochs}"]
-    cmd += MODES[mode].get("flags", []) + args.extra
+    if args.seeds is not None:
+        cmd += [f"--seed={args.seeds[rep]}"]
+    cmd += [f.replace("%DC_LAMBDA%", f"{args.delay_compensation:g}") for f in MODES[mode].get("flags", [])]
+    cmd += args.extra
     result = {"dataset": dataset["name"], "slowdown": slowdown, "mode": mode, "repeat": rep + 1,
               "dir": run_dir, "status": "failed", "exit": None}
     log(f"{tag}: {' '.join(cmd)}")

@@ -44,6 +44,7 @@ const ConfigOverride kOverrideTable[] = {
     {"normalize_rows", "data.normalize_rows", "scale each row's features to unit L2 norm: true | false"},
     {"l2", "optimizer.l2", "L2 regularisation added to every gradient"},
     {"weight_decay", "optimizer.weight_decay", "ADAM: weight decay decoupled from the moments (AdamW), w *= 1 - lr x this per step (0: none)"},
+    {"delay_compensation", "optimizer.delay_compensation", "delay compensation for asynchronous pushes (DC-ASGD): lambda >= 0 of g + lambda g*g*(w_now - w_read) on the servers (0: off)"},
     {"lr_schedule", "optimizer.schedule.decay", "learning-rate decay by clock after the warm-up: constant | cosine | linear"},
     {"warmup_epochs", "optimizer.schedule.warmup_epochs", "learning-rate warm-up, in epochs of the job (0: none)"},
     {"index_base", "data.index_base", "index base of the data files: 0 or 1"},

@@ -76,6 +76,17 @@ Status ValidateAverage(const JobConfig& c) {
     return FieldError("optimizer.type", OptimizerType_Name(o) +
                                      " cannot train a local replica under consistency.model AVERAGE (use SGD, "
                                      "ADAGRAD or ADAM)");
+  // Delay compensation corrects a pushed gradient on the servers; under
+  // AVERAGE the servers merge deltas and take no gradient.
+  if (c.optimizer().delay_compensation() > 0)
+    return FieldError("optimizer.delay_compensation", "corrects pushed gradients on the servers; under "
+                                                      "consistency.model AVERAGE the servers merge model deltas: "
+                                                      "drop it");
+  for (const auto& t : c.table())
+    if (t.optimizer().delay_compensation() > 0)
+      return FieldError("table[" + t.name() + "].optimizer.delay_compensation",
+                        "corrects pushed gradients on the servers; under consistency.model AVERAGE the servers "
+                        "merge model deltas: drop it");
   // A schedule is the servers' factor on a pushed gradient's step; under
   // AVERAGE the steps are the local replicas', which take none.
   if (ScheduleActive(c.optimizer().schedule()))

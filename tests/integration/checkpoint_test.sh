@@ -18,6 +18,10 @@
 #            eviction metadata, counters) and the resume restores it, so the
 #            final model, the final budget file and the counters are
 #            bit-identical too.
+#   exact_dc  the same with delay compensation (--delay_compensation=100):
+#            the backups are not in the checkpoint and start at the restored
+#            weights, and every row is read again before it is pushed, so
+#            the resume is bit-identical too.
 #   reshard  2 servers, 2 workers, SSP 2, a checkpoint every 60 clocks;
 #            resume from the first on 3 servers and 3 workers: the rows left
 #            of the epoch are dealt out, so the job trains exactly
@@ -38,7 +42,7 @@
 #   restart_early  tether-launch --max_restarts=1 with a server killed
 #            before the first checkpoint: the job starts over ("restart 1
 #            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
-# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|reshard|restart|restart_study|left|restart_early BIN_DIR
+# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|reshard|restart|restart_study|left|restart_early BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=120
@@ -63,9 +67,10 @@ PY2
 }
 
 case "$mode" in
-  exact|exact_bf16|exact_budget)
+  exact|exact_bf16|exact_budget|exact_dc)
     flags=(--config=examples/bibtex.pbtxt --staleness=0 --epochs=5 --checkpoint_keep_last=2)
     [ "$mode" = exact_bf16 ] && flags+=(--wire=bf16)
+    [ "$mode" = exact_dc ] && flags+=(--delay_compensation=100)
     if [ "$mode" = exact_budget ]; then
       sed -e "s#\.\./data/#$PWD/data/#" -e 's#^  name: "w1"#  name: "w1" admit_after: 2 max_rows: 1500 evict: LFU#' \
         examples/bibtex.pbtxt > "$tmp/budget.pbtxt"
@@ -106,6 +111,9 @@ case "$mode" in
     wait_codes "${worker_pids[@]}" "${server_pids[@]}"
     [ "$codes" = "0 0" ] || fail "resumed run exited $codes"
     grep -q "resuming from $ckpt" "$tmp/resumed-worker0.log" || fail "did not resume from $ckpt"
+    if [ "$mode" = exact_dc ]; then
+      grep -q "table w1: delay compensation λ 100" "$tmp/resumed-server0.log" || fail "no delay compensation"
+    fi
     if [ "$mode" = exact_bf16 ]; then
       grep "residuals restored" "$tmp/resumed-worker0.log" || fail "the residuals were not restored"
     fi

@@ -235,6 +235,8 @@ std::vector<TableSpec> TablesForJob(const JobConfig& config) {
     for (const auto& tc : config.table())
       if (tc.name() == t.name()) o.MergeFrom(tc.optimizer());
     *t.mutable_optimizer() = o;
+    // Delay compensation: a shard backs up each worker rank's reads.
+    if (o.delay_compensation() > 0) t.set_backup_workers(static_cast<uint32_t>(MaxWorkers(config.cluster())));
     *t.mutable_consistency() = ConsistencyForTable(config, t.name());
     // Worker memory settings are a process's, not the tables' contract
     // (workers may differ): they never travel in a TableSpec.

@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/config.h"
+#include "core/table_spec.h"
+#include "optim/shard_budget.h"
 
 namespace tether {
 namespace {
@@ -74,7 +77,8 @@ TEST(ModelRegistryTest, ServerMemoryBudgetSetsRowLimitsOrIsRefused) {
   ASSERT_EQ(t.size(), 3u);
   const uint64_t rows = t[0].budget().max_rows();
   EXPECT_GT(rows, 0u);
-  EXPECT_EQ(t[2].budget().max_rows(), rows);
+  // w2 (159 labels) takes only the keys of its fullest shard.
+  EXPECT_EQ(t[2].budget().max_rows(), std::min(rows, MostKeysOnAShard(t[2].num_keys(), 2)));
   EXPECT_EQ(t[0].budget().evict(), LRU);
   EXPECT_FALSE(t[1].has_budget()) << "dense";
   const auto again = TablesForJob(*c);
@@ -126,6 +130,40 @@ TEST(ModelRegistryTest, PerTableOverridesAreMergedIntoTheSpecs) {
   t->set_name("w3");
   EXPECT_EQ(ValidateModelConfig(*c).message(), "config field table.name: unknown table 'w3' (model xmc_mlp has w1, "
                                                "b1, w2)");
+}
+
+// Delay compensation: a table with λ > 0 carries the worker ranks a shard
+// backs up (cluster.max_workers), and the specs are checked for it.
+TEST(ModelRegistryTest, DelayCompensationSetsTheBackedUpWorkers) {
+  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  ASSERT_TRUE(c.ok());
+  c->mutable_optimizer()->set_delay_compensation(0.5f);
+  c->mutable_cluster()->set_max_workers(3);
+  TableConfig* t = c->add_table();
+  t->set_name("b1");
+  t->mutable_optimizer()->set_delay_compensation(0.0f);  // this table without
+  auto tables = TablesForJob(*c);
+  ASSERT_EQ(tables.size(), 3u);
+  EXPECT_EQ(tables[0].backup_workers(), 3u);
+  EXPECT_EQ(tables[0].optimizer().delay_compensation(), 0.5f);
+  EXPECT_EQ(tables[1].backup_workers(), 0u);
+  EXPECT_EQ(tables[2].backup_workers(), 3u);
+  EXPECT_EQ(DelayBackupFloats(tables[2], tables[2].dim()), 3u * 257u);
+  EXPECT_EQ(DelayBackupFloats(tables[1], 128), 0u);
+  ASSERT_TRUE(ValidateTableSpecs(tables, 2).ok());
+  tables[0].set_backup_workers(0);
+  EXPECT_EQ(ValidateTableSpecs(tables, 2).message(),
+            "table 'w1': field backup_workers: must be in [1, 65536] (the worker ranks whose reads a shard backs up) "
+            "with optimizer.delay_compensation > 0, got 0");
+  tables = TablesForJob(*c);
+  tables[1].set_backup_workers(2);
+  EXPECT_EQ(ValidateTableSpecs(tables, 2).message(),
+            "table 'b1': field backup_workers: is read only with optimizer.delay_compensation > 0, got 2");
+  tables = TablesForJob(*c);
+  tables[2].mutable_optimizer()->set_delay_compensation(-1.0f);
+  EXPECT_EQ(ValidateTableSpecs(tables, 2).message(),
+            "table 'w2': field optimizer.delay_compensation: must be a finite number ≥ 0 (λ of delay compensation; "
+            "0: off)");
 }
 
 TEST(ModelRegistryTest, WireEncodingsFromTheJobAndTheTables) {
