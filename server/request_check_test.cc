@@ -150,6 +150,16 @@ TEST_F(RequestCheckTest, ValuesMustBeFiniteAndWeightsPositive) {
   EXPECT_EQ(Refusal(Request(PUSH, 0, 2, keys, values)),
             "PUSH from worker 0 to table v: value 7001 (key " + std::to_string(keys[3500]) +
                 ", column 1) is NaN; nothing applied");
+  // A push the inbox joined from chunks was scanned as it came: its finding
+  // is taken as it is (Message::first_non_finite), the same refusal.
+  Message joined = Request(PUSH, 0, 2, keys, values);
+  joined.first_non_finite = 7001;
+  EXPECT_EQ(Refusal(joined), "PUSH from worker 0 to table v: value 7001 (key " + std::to_string(keys[3500]) +
+                                 ", column 1) is NaN; nothing applied");
+  values[7001] = 0.25f;
+  Message clean = Request(PUSH, 0, 2, keys, values);
+  clean.first_non_finite = values.size();
+  EXPECT_TRUE(check_.Check("w0", clean).ok());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/finite_scan.h"
 #include "core/net/chunk_wire.h"
 #include "core/peer_limits.h"
 #include "core/wire_limits.h"
@@ -59,6 +60,7 @@ uint64_t Inbox::partial_bytes() const {
 
 Status Inbox::Recv(zmq::socket_t& socket, Message* m, std::string* identity) {
   std::vector<zmq::message_t> frames;
+  m->first_non_finite = Message::kNotScanned;
   while (true) {
     try {
       if (!ReadFrames(socket, &frames)) return Status::Unavailable("no message ready");
@@ -87,12 +89,24 @@ void Inbox::Fill(Partial* p, const char* data, size_t n) {
     } else {
       at -= p->keys_bytes;
       take = std::min<uint64_t>(n, p->values_bytes - at);
-      if (!p->refused) std::memcpy(static_cast<char*>(p->values.data()) + at, data, take);
+      if (!p->refused) {
+        std::memcpy(static_cast<char*>(p->values.data()) + at, data, take);
+        ScanValues(p, at + take);
+      }
     }
     p->filled += take;
     data += take;
     n -= take;
   }
+}
+
+void Inbox::ScanValues(Partial* p, uint64_t filled_values_bytes) {
+  const uint64_t whole = filled_values_bytes / sizeof(float);
+  if (p->bad != ~uint64_t{0} || whole <= p->scanned) return;
+  const float* v = static_cast<const float*>(p->values.data());
+  const uint64_t i = FirstNonFinite(v + p->scanned, whole - p->scanned);
+  if (i < whole - p->scanned) p->bad = p->scanned + i;
+  p->scanned = whole;
 }
 
 Status Inbox::StartMessage(const std::string& identity, const zmq::message_t& tag) {
@@ -177,6 +191,8 @@ Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::st
   }
   m->keys = std::move(whole.keys);
   m->values = std::move(whole.values);
+  if (whole.values_bytes % sizeof(float) == 0)
+    m->first_non_finite = whole.bad != ~uint64_t{0} ? whole.bad : whole.values_bytes / sizeof(float);
   return ValidateFrames(*m, m->header.has_sender_rank() ? "worker " + std::to_string(m->header.sender_rank())
                                                         : PeerName(*identity));
 }

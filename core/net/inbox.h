@@ -16,6 +16,10 @@
 // message counts in tether_peers_dropped_total{listener,reason=
 // "not_admitted"} (core/peer_limits.h).
 //
+// The values of a joined message are scanned for NaN and infinity piece by
+// piece as they are copied in, while each piece is in cache
+// (Message::first_non_finite), so the server's check makes no second pass.
+//
 // Thread-safety: one thread (the socket's). Ownership: holds the partial
 // messages' bytes.
 #pragma once
@@ -64,6 +68,8 @@ class Inbox {
     uint64_t filled = 0;  // bytes of the stream taken so far
     std::string header;
     zmq::message_t keys, values;
+    uint64_t scanned = 0;    // leading values floats found finite so far
+    uint64_t bad = ~uint64_t{0};  // the first non-finite one, once found
     bool refused = false;   // not admitted: the rest is dropped as it comes
     bool reported = false;  // the refusal was returned once
     uint64_t total() const { return header_bytes + keys_bytes + values_bytes; }
@@ -73,8 +79,10 @@ class Inbox {
   // a finished message (or a refusal to report).
   Status TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::string* identity, bool* complete);
   Status StartMessage(const std::string& identity, const zmq::message_t& tag);
-  // Appends `n` bytes of the stream to `p`.
+  // Appends `n` bytes of the stream to `p`; the values bytes are scanned
+  // for non-finite floats as they land (Message::first_non_finite).
   static void Fill(Partial* p, const char* data, size_t n);
+  static void ScanValues(Partial* p, uint64_t filled_values_bytes);
 
   std::string listener_;
   std::unordered_set<std::string> admitted_;

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -95,6 +97,7 @@ TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
   ASSERT_TRUE(SendMessage(*a, &small, nullptr, "server").ok());
   ASSERT_TRUE(Next(*router, inbox, &m, &id).ok());
   EXPECT_EQ(m.header.request_id(), 42u);
+  EXPECT_EQ(m.first_non_finite, Message::kNotScanned);  // not joined: the server scans it
   EXPECT_EQ(inbox.partial_messages(), 0u);
 
   // Admitted: two peers' large messages interleave and arrive bit for bit.
@@ -112,6 +115,7 @@ TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
     ASSERT_EQ(m.values.size(), floats * sizeof(float));
     const Message want = Push(0, floats, seed);
     EXPECT_EQ(std::memcmp(m.values.data(), want.values.data(), m.values.size()), 0) << id;
+    EXPECT_EQ(m.first_non_finite, floats) << id;  // scanned as it was joined: all finite
     got.push_back(m.header.request_id());
   }
   ta.join();
@@ -124,6 +128,34 @@ TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
   ASSERT_TRUE(SendMessage(*a, &again, nullptr, "server").ok());
   EXPECT_EQ(Next(*router, inbox, &m, &id).code(), Status::Code::kDataLoss);
   EXPECT_EQ(m.header.request_id(), 43u);
+}
+
+// A joined message's values are scanned as their pieces land, floats that
+// straddle two chunks included: the first NaN or infinity is found wherever
+// it is.
+TEST(InboxTest, AJoinedMessagesFirstNonFiniteValueIsFound) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &endpoint);
+  ASSERT_TRUE(router.ok()) << router.status().message();
+  auto a = ConnectDealer(ctx, endpoint, "worker-a", SocketOptions{});
+  ASSERT_TRUE(a.ok());
+  Inbox inbox("test");
+  inbox.Admit("worker-a");
+  const size_t floats = 100003;
+  for (size_t bad : {size_t{0}, size_t{4095}, size_t{4097}, size_t{12289}, size_t{77777}, floats - 1}) {
+    for (float value : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+      Message push = Push(bad, floats, 1.0f);
+      static_cast<float*>(push.values.data())[bad] = value;
+      if (bad + 9 < floats) static_cast<float*>(push.values.data())[bad + 9] = std::nanf("");  // a later one
+      ASSERT_TRUE(SendMessage(*a, &push, nullptr, "server").ok());
+      Message m;
+      std::string id;
+      Status st = Next(*router, inbox, &m, &id);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(m.first_non_finite, bad) << value;
+    }
+  }
 }
 
 TEST(InboxTest, ChunksThatBreakTheStreamAreRefusedAndCounted) {
