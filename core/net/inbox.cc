@@ -7,6 +7,7 @@
 #include "core/finite_scan.h"
 #include "core/net/chunk_wire.h"
 #include "core/peer_limits.h"
+#include "core/wire_codec.h"
 #include "core/wire_limits.h"
 
 namespace tether {
@@ -191,7 +192,7 @@ Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::st
   }
   m->keys = std::move(whole.keys);
   m->values = std::move(whole.values);
-  if (whole.values_bytes % sizeof(float) == 0)
+  if (whole.values_bytes % sizeof(float) == 0 && !IsHalfWire(m->header.value_encoding()))
     m->first_non_finite = whole.bad != ~uint64_t{0} ? whole.bad : whole.values_bytes / sizeof(float);
   return ValidateFrames(*m, m->header.has_sender_rank() ? "worker " + std::to_string(m->header.sender_rank())
                                                         : PeerName(*identity));

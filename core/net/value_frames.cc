@@ -19,6 +19,7 @@ void WidenValues(Message* m, FramePool* pool) {
   if (n > 0) DecodeValues(m->values.data(), n, e, static_cast<float*>(wide.data()));
   m->values = std::move(wide);
   m->header.clear_value_encoding();
+  m->first_non_finite = Message::kNotScanned;  // the inbox scanned the 16-bit bytes, not these
 }
 
 }  // namespace tether
