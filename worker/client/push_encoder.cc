@@ -8,7 +8,7 @@ namespace tether {
 namespace {
 
 // A residual row's bookkeeping beside its floats (key, links, index entry).
-constexpr uint64_t kResidualRowOverheadBytes = 48;
+constexpr uint64_t kResidualRowOverheadBytes = 56;  // residual_store.h's estimate
 
 }  // namespace
 
@@ -41,7 +41,14 @@ zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, siz
   zmq::message_t frame = pool->Take(n * row_bytes);
   auto* out = static_cast<unsigned char*>(frame.data());
   ResidualStore* store = rows_[table].get();
+  if (store == nullptr && rows == nullptr) {  // one pass over contiguous rows
+    if (n > 0) saturated_ += EncodeValues(grads, n * dim, scale, spec.wire, nullptr, out);
+    return frame;
+  }
+  // The residuals' index entries are loaded this many rows ahead.
+  constexpr size_t kAhead = 32;
   for (size_t i = 0; i < n; ++i) {
+    if (store != nullptr && i + kAhead < n) store->Prefetch(keys[i + kAhead]);
     const float* g = grads + size_t{rows != nullptr ? rows[i] : static_cast<uint32_t>(i)} * dim;
     float* residual = store != nullptr ? store->Row(keys[i]) : nullptr;
     saturated_ += EncodeValues(g, dim, scale, spec.wire, residual, out + i * row_bytes);

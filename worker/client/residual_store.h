@@ -14,13 +14,21 @@
 // whose keys lie in [0, key_range) with key_range ≤ capacity_rows never
 // evicts: its rows are addressed by key (no lookup, no recency list).
 //
+// Cost: a push of n rows does n lookups in an open-addressing table (one
+// cache line each; Prefetch() lets the caller overlap them) and appends n
+// entries to a recency log; exact LRU order is kept without a linked list:
+// each touch stamps the row and appends (row, stamp) to the log, eviction
+// takes the oldest log entry whose stamp is still the row's, and the log is
+// compacted once it holds more than twice the rows. Memory per row: its
+// dim floats plus about 56 bytes (index entries at a load of 3/8 to 3/4,
+// key, stamp, log).
+//
 // Ownership: owns its rows; a pointer from Row() is valid until the next
 // Row() call of another key. Thread-compatible (the client's one thread).
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <unordered_map>
 #include <vector>
 
 namespace tether {
@@ -36,6 +44,10 @@ class ResidualStore {
   float* Row(uint64_t key);
   /// The residual of `key`, or null when not held; does not touch recency.
   const float* Find(uint64_t key) const;
+  /// A hint that Row(key) comes soon: starts loading its index entry.
+  void Prefetch(uint64_t key) const {
+    if (!index_.empty()) __builtin_prefetch(index_.data() + Home(key));
+  }
 
   /// Calls fn(key, dim floats) for every row held, least recently used
   /// first: Row() on the keys in this order rebuilds the same recency (a
@@ -50,15 +62,31 @@ class ResidualStore {
 
   uint32_t dim() const { return dim_; }
   uint64_t capacity_rows() const { return capacity_; }
-  uint64_t rows() const { return direct_rows_ + index_.size(); }
+  uint64_t rows() const { return direct_rows_ + held_; }
   uint64_t evicted() const { return evicted_; }
   /// Σ |residual| over the evicted rows' values: what error feedback lost.
   double evicted_l1() const { return evicted_l1_; }
 
  private:
   static constexpr uint32_t kNone = ~0u;
-  void Unlink(uint32_t slot);
-  void PushFront(uint32_t slot);
+  struct Entry {
+    uint64_t key = 0;
+    uint32_t slot = kNone;  // kNone: empty
+  };
+  // A touch of a slot; stamps are the low 32 bits of the touch count, which
+  // cannot wrap while a stale touch waits in the log (it is compacted
+  // within 2·rows + 64 touches, and rows < 2^30).
+  struct Use {
+    uint32_t slot;
+    uint32_t stamp;
+  };
+  size_t Home(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+  // The index position of `key`, or of the empty entry where it would go.
+  size_t Probe(uint64_t key) const;
+  void Grow();
+  void Erase(uint64_t key);
+  void Touch(uint32_t slot);
+  void Compact();
   uint32_t TakeSlot();
 
   uint32_t dim_;
@@ -69,9 +97,13 @@ class ResidualStore {
   uint64_t direct_rows_ = 0;
   std::vector<float> values_;       // slot s: values_[s·dim, (s+1)·dim)
   std::vector<uint64_t> keys_;      // slot → key
-  std::vector<uint32_t> prev_, next_;  // recency list, most recent at head_
-  uint32_t head_ = kNone, tail_ = kNone;
-  std::unordered_map<uint64_t, uint32_t> index_;  // key → slot
+  std::vector<uint32_t> stamps_;    // slot → its last touch
+  uint32_t clock_ = 0;              // touches so far (mod 2^32)
+  std::vector<Use> log_;            // touches, oldest first from log_head_
+  size_t log_head_ = 0;
+  std::vector<Entry> index_;        // open addressing, linear probing; size a power of two
+  int shift_ = 64;                  // 64 − log2(index_.size())
+  uint64_t held_ = 0;               // rows in values_ (not direct)
   uint64_t evicted_ = 0;
   double evicted_l1_ = 0;
 };

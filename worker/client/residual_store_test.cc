@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <list>
+#include <map>
+#include <random>
 #include <vector>
 
 namespace tether {
@@ -101,6 +105,56 @@ TEST(ResidualStoreTest, ForEachRowGivesTheRecencyThatRowRebuilds) {
   order.clear();
   direct.ForEachRow([&](uint64_t key, const float*) { order.push_back(key); });
   EXPECT_EQ(order, (std::vector<uint64_t>{2, 7}));
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+// Random touches against a reference LRU (a list, most recent first):
+// the same rows held, the same values, the same evictions and the same
+// least-recent-first order, through many index growths and log compactions.
+TEST(ResidualStoreTest, MatchesAReferenceLruOnRandomTouches) {
+  for (uint64_t capacity : {1u, 3u, 50u, 700u}) {
+    ResidualStore s(/*dim=*/2, capacity);
+    std::list<uint64_t> order;  // most recent first
+    std::map<uint64_t, float> value;
+    uint64_t evicted = 0;
+    std::mt19937_64 rng(capacity);
+    for (int step = 0; step < 20000; ++step) {
+      // Keys from a range a little larger than the capacity, some far apart.
+      const uint64_t key = (rng() % (capacity + capacity / 2 + 2)) * 0x100000001b3ull;
+      float* row = s.Row(key);
+      auto it = std::find(order.begin(), order.end(), key);
+      if (it != order.end()) {
+        order.erase(it);
+        ASSERT_EQ(row[0], value[key]) << "step " << step;
+      } else {
+        ASSERT_EQ(row[0], 0.0f);
+        if (order.size() == capacity) {
+          value.erase(order.back());
+          order.pop_back();
+          ++evicted;
+        }
+      }
+      order.push_front(key);
+      row[0] = value[key] = static_cast<float>(step);
+      ASSERT_EQ(s.rows(), order.size());
+      ASSERT_EQ(s.evicted(), evicted);
+    }
+    std::vector<uint64_t> walked;
+    s.ForEachRow([&](uint64_t key, const float* v) {
+      walked.push_back(key);
+      EXPECT_EQ(v[0], value[key]);
+    });
+    EXPECT_EQ(walked, std::vector<uint64_t>(order.rbegin(), order.rend())) << "capacity " << capacity;
+    for (const auto& [key, v] : value) {
+      ASSERT_NE(s.Find(key), nullptr);
+      EXPECT_EQ(s.Find(key)[0], v);
+    }
+  }
 }
 
 }  // namespace
