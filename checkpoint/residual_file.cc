@@ -1,10 +1,12 @@
 #include "checkpoint/residual_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
 #include "checkpoint/checkpoint.h"
 #include "core/table_spec.h"
+#include "core/wire_codec.h"
 
 namespace tether {
 namespace {
@@ -162,6 +164,32 @@ std::string DiffResidualTables(const std::vector<ResidualTable>& residuals, cons
                  std::to_string(spec->num_keys());
   }
   return "";
+}
+
+std::string DescribeResidualRestore(const std::string& file, const std::vector<ResidualTable>& residuals,
+                                    const std::vector<std::string>& skipped, const std::vector<TableSpec>& tables) {
+  size_t restored_tables = 0;
+  uint64_t restored_rows = 0;
+  std::string not_restored;
+  for (const ResidualTable& r : residuals) {
+    const uint64_t rows = r.dense ? 0 : r.keys.size();
+    if (std::find(skipped.begin(), skipped.end(), r.table) == skipped.end()) {
+      ++restored_tables;
+      restored_rows += rows;
+      continue;
+    }
+    std::string why = "error feedback off";
+    for (const TableSpec& t : tables)
+      if (t.name() == r.table && !IsHalfWire(t.push_wire()))
+        why = std::string("pushed in ") + WireEncodingName(t.push_wire()) + " now";
+    not_restored += (not_restored.empty() ? "table " : ", table ") + r.table + " (" +
+                    (r.dense ? "dense" : std::to_string(rows) + " rows") + ": " + why + ")";
+  }
+  if (restored_tables == 0) return "error-feedback residuals in " + file + " not restored: " + not_restored;
+  std::string line = "error-feedback residuals restored from " + file + ": " + std::to_string(restored_tables) +
+                     " table(s), " + std::to_string(restored_rows) + " row(s)";
+  if (!not_restored.empty()) line += "; not restored: " + not_restored;
+  return line;
 }
 
 }  // namespace tether

@@ -77,4 +77,14 @@ StatusOr<std::vector<ResidualTable>> ReadResidualFile(const std::string& ckpt_di
 std::string DiffResidualTables(const std::vector<ResidualTable>& residuals, const std::vector<TableSpec>& tables,
                                const std::string& path);
 
+/// The line a resume logs once the push encoder took `residuals` (read from
+/// `file`) and skipped the tables named in `skipped`: the tables and rows
+/// restored, and each table skipped with its rows and why, from its spec in
+/// `tables` ("pushed in fp32 now" when its push_wire is not 16-bit, else
+/// "error feedback off"). E.g. "error-feedback residuals in
+/// worker-0.residuals not restored: table w1 (1995 rows: pushed in fp32
+/// now)".
+std::string DescribeResidualRestore(const std::string& file, const std::vector<ResidualTable>& residuals,
+                                    const std::vector<std::string>& skipped, const std::vector<TableSpec>& tables);
+
 }  // namespace tether

@@ -179,6 +179,27 @@ TEST_F(ResidualFileTest, ResidualsThatDoNotFitTheJobAreRefused) {
             "F: residuals of table 'b': a dense table's, but the job's table is a row table");
 }
 
+// A resume's line says what it restored and what it skipped, and why: a
+// table pushed in fp32 now keeps none of its rows.
+TEST_F(ResidualFileTest, TheRestoreLineCountsOnlyWhatWasRestored) {
+  const std::vector<ResidualTable> r = Sample();
+  std::vector<TableSpec> specs = Specs();
+  specs[0].set_push_wire(BF16);
+  specs[1].set_push_wire(BF16);
+  EXPECT_EQ(DescribeResidualRestore("F", r, {}, specs), "error-feedback residuals restored from F: 2 table(s), 3 row(s)");
+  specs[0].set_push_wire(FP32);
+  EXPECT_EQ(DescribeResidualRestore("F", r, {"w"}, specs),
+            "error-feedback residuals restored from F: 1 table(s), 0 row(s); not restored: table w (3 rows: pushed in "
+            "fp32 now)");
+  specs[1].set_push_wire(FP32);
+  EXPECT_EQ(DescribeResidualRestore("F", r, {"w", "b"}, specs),
+            "error-feedback residuals in F not restored: table w (3 rows: pushed in fp32 now), table b (dense: "
+            "pushed in fp32 now)");
+  specs[0].set_push_wire(FP16);
+  EXPECT_EQ(DescribeResidualRestore("F", {r[0]}, {"w"}, specs),
+            "error-feedback residuals in F not restored: table w (3 rows: error feedback off)");
+}
+
 TEST_F(ResidualFileTest, InconsistentTablesAreNotWritten) {
   std::vector<ResidualTable> r = Sample();
   r[0].values.pop_back();

@@ -81,7 +81,9 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path,
 /// that only a mode reads (--chunk_rows: train.data_on_demand;
 /// --adaptive_batch_min, _max, _step: train.adaptive_batch.enabled;
 /// --period_rows, --model_momentum: consistency.model AVERAGE;
-/// --slowdown_rank: train.slowdown > 1) without that mode is an
+/// --slowdown_rank: train.slowdown > 1; --error_feedback: 16-bit pushes,
+/// train.wire or a table's wire or push_wire BF16 or FP16) without that
+/// mode is an
 /// InvalidArgument naming the flag, the setting it needs and the flag that
 /// turns it on: "flag --chunk_rows=64 is only read with train.data_on_demand
 /// true, which this job does not set: add --data_on_demand=true, or drop

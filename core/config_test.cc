@@ -334,6 +334,21 @@ TEST(ConfigTest, FlagsTheJobWouldIgnoreAreRefused) {
   EXPECT_EQ(CheckOverridesApply(j, {{"chunk_taper", "true"}}).message(),
             "flag --chunk_taper=true is only read with train.data_on_demand true, which this job does not set: add "
             "--data_on_demand=true, or drop --chunk_taper");
+  // Float32 pushes (no --wire, or --wire=fp32) have no residual to feed back.
+  EXPECT_EQ(CheckOverridesApply(j, {{"error_feedback", "false"}}).message(),
+            "flag --error_feedback=false is only read with 16-bit pushes (train.wire, or a table's wire or push_wire, "
+            "BF16 or FP16), which this job does not set: add --wire=bf16, or drop --error_feedback");
+  {
+    JobConfig half = j;
+    half.mutable_train()->set_wire(BF16);
+    EXPECT_TRUE(CheckOverridesApply(half, {{"error_feedback", "false"}}).ok());
+    half.mutable_train()->set_wire(FP32);
+    half.add_table()->set_push_wire(FP16);
+    EXPECT_TRUE(CheckOverridesApply(half, {{"error_feedback", "false"}}).ok()) << "a table pushes fp16";
+    half.mutable_table(0)->clear_push_wire();
+    half.mutable_table(0)->set_wire(BF16);
+    EXPECT_TRUE(CheckOverridesApply(half, {{"error_feedback", "true"}}).ok()) << "a table's wire is bf16";
+  }
   EXPECT_TRUE(CheckOverridesApply(j, {{"epochs", "2"}, {"staleness", "3"}}).ok());
   EXPECT_TRUE(CheckOverridesApply(j, {{"minibatches_per_clock", "4"}}).ok()) << "SSP reads it";
   {

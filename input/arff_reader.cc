@@ -17,6 +17,7 @@
 #include <glog/logging.h>
 
 #include "input/file_input.h"
+#include "input/mulan_label_xml.h"
 #include "input/text_parse.h"
 
 namespace tether {
@@ -248,101 +249,6 @@ struct Schema {
   uint64_t num_labels = 0;
   int64_t data_line = 0;  // line of @data
 };
-
-struct XmlLabel {
-  std::string name;
-  int64_t line;
-};
-
-std::string DecodeEntities(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out += s[i];
-      continue;
-    }
-    const size_t semi = s.find(';', i);
-    const std::string_view ent = semi == std::string_view::npos ? std::string_view() : s.substr(i + 1, semi - i - 1);
-    char c = 0;
-    if (ent == "amp") c = '&';
-    else if (ent == "lt") c = '<';
-    else if (ent == "gt") c = '>';
-    else if (ent == "quot") c = '"';
-    else if (ent == "apos") c = '\'';
-    if (c == 0) {
-      out += '&';
-      continue;
-    }
-    out += c;
-    i = semi;
-  }
-  return out;
-}
-
-StatusOr<std::vector<XmlLabel>> ParseLabelXml(const std::string& path) {
-  std::string raw, storage;
-  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw));
-  TETHER_ASSIGN_OR_RETURN(std::string_view s, DecodeInput(path, raw, &storage));
-  std::vector<XmlLabel> out;
-  std::unordered_map<std::string, int64_t> seen;
-  size_t pos = 0;
-  while ((pos = s.find('<', pos)) != std::string_view::npos) {
-    const int64_t line = text::LineOfOffset(s, pos);
-    auto close = [&](std::string_view end_mark, const char* what) -> StatusOr<size_t> {
-      const size_t e = s.find(end_mark, pos);
-      if (e == std::string_view::npos)
-        return Status::InvalidArgument(At(path, line) + "unterminated " + what);
-      return e + end_mark.size();
-    };
-    if (s.compare(pos, 4, "<!--") == 0) {
-      TETHER_ASSIGN_OR_RETURN(pos, close("-->", "comment"));
-      continue;
-    }
-    if (s.compare(pos, 2, "<?") == 0) {
-      TETHER_ASSIGN_OR_RETURN(pos, close("?>", "processing instruction"));
-      continue;
-    }
-    TETHER_ASSIGN_OR_RETURN(const size_t end, close(">", "tag"));
-    std::string_view tag = s.substr(pos + 1, end - pos - 2);
-    pos = end;
-    if (tag.empty() || tag[0] == '/' || tag[0] == '!') continue;
-    size_t n = 0;
-    while (n < tag.size() && !IsSpace(tag[n]) && tag[n] != '/' && tag[n] != '\n') ++n;
-    std::string_view elem = tag.substr(0, n);
-    if (const size_t colon = elem.rfind(':'); colon != std::string_view::npos) elem.remove_prefix(colon + 1);
-    if (elem != "label") continue;
-    // The name attribute: name="..." or name='...', any spacing.
-    std::string_view attrs = tag.substr(n);
-    std::string name;
-    bool found = false;
-    for (size_t i = 0; i < attrs.size();) {
-      while (i < attrs.size() && (IsSpace(attrs[i]) || attrs[i] == '\n' || attrs[i] == '/')) ++i;
-      size_t k = i;
-      while (k < attrs.size() && attrs[k] != '=' && !IsSpace(attrs[k]) && attrs[k] != '\n') ++k;
-      const std::string_view key = attrs.substr(i, k - i);
-      while (k < attrs.size() && (IsSpace(attrs[k]) || attrs[k] == '\n')) ++k;
-      if (k >= attrs.size() || attrs[k] != '=') break;
-      ++k;
-      while (k < attrs.size() && (IsSpace(attrs[k]) || attrs[k] == '\n')) ++k;
-      if (k >= attrs.size() || (attrs[k] != '"' && attrs[k] != '\'')) break;
-      const size_t q = attrs.find(attrs[k], k + 1);
-      if (q == std::string_view::npos) break;
-      if (key == "name") {
-        name = DecodeEntities(attrs.substr(k + 1, q - k - 1));
-        found = true;
-        break;
-      }
-      i = q + 1;
-    }
-    if (!found) return Status::InvalidArgument(At(path, line) + "<label> without a name attribute");
-    if (auto [it, fresh] = seen.emplace(name, line); !fresh)
-      return Status::InvalidArgument(At(path, line) + "label " + Quote(name) + " is listed twice (also on line " +
-                                     std::to_string(it->second) + ")");
-    out.push_back({name, line});
-  }
-  if (out.empty()) return Status::InvalidArgument(path + ": no <label> elements found (not a MULAN label XML file?)");
-  return out;
-}
 
 // Parses one "@attribute NAME TYPE" line's remainder.
 Status ParseAttribute(const std::string& path, int64_t line, std::string_view rest, Attribute* a) {
@@ -670,6 +576,78 @@ Status CheckArffOptions(const std::string& path, const ReadOptions& opts) {
 
 bool IsDataLine(std::string_view t) { return !t.empty() && t[0] != '%'; }
 
+// Which data rows this partition takes: a range [lo, hi) of the data rows,
+// or the partition's share of opts.row_subset (sorted).
+class RowPick {
+ public:
+  // From the schema's source: with more partitions and no subset, counts
+  // the data rows on a second source made by `reopen`.
+  template <typename Reopen>
+  static StatusOr<RowPick> Make(const ReadOptions& opts, const Schema& schema, Reopen reopen) {
+    const auto cut = [&opts](uint64_t total, int p) {
+      const uint64_t n = static_cast<uint64_t>(opts.num_partitions);
+      const uint64_t up = static_cast<uint64_t>(p);
+      return static_cast<int64_t>(total / n * up + total % n * up / n);
+    };
+    RowPick pick;
+    if (opts.row_subset != nullptr) {
+      const uint64_t k = opts.row_subset->size();
+      pick.sub_next_ = opts.row_subset->data() + cut(k, opts.partition);
+      pick.sub_end_ = opts.row_subset->data() + cut(k, opts.partition + 1);
+    } else if (opts.num_partitions > 1) {
+      TETHER_ASSIGN_OR_RETURN(std::unique_ptr<LineSource> counter, reopen());
+      std::string_view line;
+      while (counter->line_no() < schema.data_line && counter->Next(&line)) {
+      }
+      uint64_t rows = 0;
+      while (counter->Next(&line)) rows += IsDataLine(Trim(line)) ? 1 : 0;
+      TETHER_RETURN_IF_ERROR(counter->status());
+      pick.lo_ = cut(rows, opts.partition);
+      pick.hi_ = cut(rows, opts.partition + 1);
+    }
+    return pick;
+  }
+
+  // Whether data row `row` (0-based, called in increasing order) is taken.
+  bool Take(int64_t row) {
+    if (sub_next_ == nullptr) return row >= lo_ && row < hi_;
+    const bool take = sub_next_ < sub_end_ && *sub_next_ == row;
+    if (take) ++sub_next_;
+    return take;
+  }
+
+ private:
+  int64_t lo_ = 0, hi_ = std::numeric_limits<int64_t>::max();
+  const int64_t* sub_next_ = nullptr;
+  const int64_t* sub_end_ = nullptr;
+};
+
+// The checks and log lines after the last row: `data_rows` data rows in the
+// file, `ds` what this partition kept.
+Status FinishArff(const std::string& path, const ReadOptions& opts, const Schema& schema, int64_t data_rows,
+                  const Dataset& ds) {
+  if (data_rows == 0) return Status::InvalidArgument(path + ": no examples found (no rows after @data on line " +
+                                                     std::to_string(schema.data_line) + ")");
+  if (opts.row_subset != nullptr && !opts.row_subset->empty() && opts.row_subset->back() >= data_rows)
+    return RowSubsetPastEnd(path, opts, data_rows);
+  if (ds.unlabeled_rows > 0)
+    LOG(INFO) << path << ": " << ds.unlabeled_rows << " rows have no labels"
+              << (opts.skip_unlabeled ? " (skipped)" : " (kept as all-negative)");
+  LOG(INFO) << path << ": ARFF, partition " << opts.partition << "/" << opts.num_partitions
+            << (opts.row_subset ? " of a row subset" : "") << ": read " << ds.rows_read << " of " << data_rows
+            << " rows, kept " << ds.features.rows << ", dropped " << ds.dropped_rows << "; " << ds.features.cols
+            << " features, " << ds.labels.cols << " labels, nnz " << ds.features.nnz();
+  if (ds.features.rows == 0) {
+    if (opts.num_partitions == 1)
+      return Status::InvalidArgument(path + ": no examples found after filtering: " + std::to_string(ds.rows_read) +
+                                     " rows read, " + std::to_string(ds.dropped_rows) + " dropped as non-finite, " +
+                                     std::to_string(opts.skip_unlabeled ? ds.unlabeled_rows : 0) +
+                                     " skipped as unlabeled");
+    LOG(WARNING) << path << ": partition " << opts.partition << "/" << opts.num_partitions << " holds no rows";
+  }
+  return Status::OK();
+}
+
 // The whole read, from a line source that `reopen` can make again (for the
 // row count of byte-less partitioning).
 template <typename Reopen>
@@ -678,31 +656,7 @@ StatusOr<Dataset> ReadArff(const std::string& path, const ReadOptions& opts, Reo
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<LineSource> src, reopen());
   Schema schema;
   TETHER_RETURN_IF_ERROR(ReadSchema(path, src.get(), opts, &schema));
-
-  const auto cut = [&opts](uint64_t total, int p) {
-    const uint64_t n = static_cast<uint64_t>(opts.num_partitions);
-    const uint64_t up = static_cast<uint64_t>(p);
-    return static_cast<int64_t>(total / n * up + total % n * up / n);
-  };
-  int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();
-  const int64_t* sub_next = nullptr;
-  const int64_t* sub_end = nullptr;
-  if (opts.row_subset != nullptr) {
-    const uint64_t k = opts.row_subset->size();
-    sub_next = opts.row_subset->data() + cut(k, opts.partition);
-    sub_end = opts.row_subset->data() + cut(k, opts.partition + 1);
-  } else if (opts.num_partitions > 1) {
-    // Count the rows first: a second source, read to the end.
-    TETHER_ASSIGN_OR_RETURN(std::unique_ptr<LineSource> counter, reopen());
-    std::string_view line;
-    while (counter->line_no() < schema.data_line && counter->Next(&line)) {
-    }
-    uint64_t rows = 0;
-    while (counter->Next(&line)) rows += IsDataLine(Trim(line)) ? 1 : 0;
-    TETHER_RETURN_IF_ERROR(counter->status());
-    lo = cut(rows, opts.partition);
-    hi = cut(rows, opts.partition + 1);
-  }
+  TETHER_ASSIGN_OR_RETURN(RowPick pick, RowPick::Make(opts, schema, reopen));
 
   Dataset ds;
   ds.features.cols = static_cast<int64_t>(schema.num_features);
@@ -716,15 +670,7 @@ StatusOr<Dataset> ReadArff(const std::string& path, const ReadOptions& opts, Reo
   while (src->Next(&line)) {
     const std::string_view t = Trim(line);
     if (!IsDataLine(t)) continue;
-    ++row;
-    bool take;
-    if (sub_next != nullptr) {
-      take = sub_next < sub_end && *sub_next == row;
-      if (take) ++sub_next;
-    } else {
-      take = row >= lo && row < hi;
-    }
-    if (!take) continue;
+    if (!pick.Take(++row)) continue;
     const int64_t ln = src->line_no();
     TETHER_RETURN_IF_ERROR(parser.Parse(t, ln, &bad));
     ++ds.rows_read;
@@ -749,26 +695,7 @@ StatusOr<Dataset> ReadArff(const std::string& path, const ReadOptions& opts, Reo
     ds.source_lines.push_back(ln);
   }
   TETHER_RETURN_IF_ERROR(src->status());
-  const int64_t data_rows = row + 1;
-  if (data_rows == 0) return Status::InvalidArgument(path + ": no examples found (no rows after @data on line " +
-                                                     std::to_string(schema.data_line) + ")");
-  if (opts.row_subset != nullptr && !opts.row_subset->empty() && opts.row_subset->back() >= data_rows)
-    return RowSubsetPastEnd(path, opts, data_rows);
-  if (ds.unlabeled_rows > 0)
-    LOG(INFO) << path << ": " << ds.unlabeled_rows << " rows have no labels"
-              << (opts.skip_unlabeled ? " (skipped)" : " (kept as all-negative)");
-  LOG(INFO) << path << ": ARFF, partition " << opts.partition << "/" << opts.num_partitions
-            << (opts.row_subset ? " of a row subset" : "") << ": read " << ds.rows_read << " of " << data_rows
-            << " rows, kept " << ds.features.rows << ", dropped " << ds.dropped_rows << "; " << ds.features.cols
-            << " features, " << ds.labels.cols << " labels, nnz " << ds.features.nnz();
-  if (ds.features.rows == 0) {
-    if (opts.num_partitions == 1)
-      return Status::InvalidArgument(path + ": no examples found after filtering: " + std::to_string(ds.rows_read) +
-                                     " rows read, " + std::to_string(ds.dropped_rows) + " dropped as non-finite, " +
-                                     std::to_string(opts.skip_unlabeled ? ds.unlabeled_rows : 0) +
-                                     " skipped as unlabeled");
-    LOG(WARNING) << path << ": partition " << opts.partition << "/" << opts.num_partitions << " holds no rows";
-  }
+  TETHER_RETURN_IF_ERROR(FinishArff(path, opts, schema, row + 1, ds));
   return ds;
 }
 

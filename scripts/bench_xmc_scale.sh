@@ -12,6 +12,10 @@
 # (2 servers, 2 workers, sampled softmax over 2,048 labels, 1 epoch over
 # 490,449 rows). Flags after `--` go to tether-launch (e.g. --num_workers=1
 # --staleness=0 --wire=bf16).
+#
+# Each run keeps its own files in BUILD/bench-scale-SHAPE/run-<UTC time>-<tag>/
+# (metrics.json, metrics/, job.log, peak_rss_kb.txt): runs compared one
+# after another (--wire=fp32, then bf16) do not overwrite each other.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
@@ -31,14 +35,15 @@ config="${config:-examples/synthetic_${shape}.pbtxt}"
 data="$build/synthetic/$shape"
 out="$build/bench-scale-$shape"
 mkdir -p "$build/synthetic" "$out"
+run=$(mktemp -d "$out/run-$(date -u +%Y%m%dT%H%M%SZ)-XXXX")
 if [ ! -s "$data.train.txt" ] || [ ! -s "$data.test.txt" ]; then
   echo "scripts/bench_xmc_scale.sh: generating $data.{train,test}.txt" >&2
   "$build/bin/tether-gen-xmc" --shape="$shape" --test_rows=2000 --out_prefix="$data"
 fi
-rm -rf "$out/metrics"
+echo "scripts/bench_xmc_scale.sh: this run's files are in $run" >&2
 
 "$build/bin/tether-launch" --config "$config" --train_file="$data.train.txt" --test_file="$data.test.txt" \
-  --metrics_dir="$out/metrics" --metrics_out "$out/metrics.json" "$@" > "$out/job.log" 2>&1 &
+  --metrics_dir="$run/metrics" --metrics_out "$run/metrics.json" "$@" > "$run/job.log" 2>&1 &
 launcher=$!
 peak_sum=0
 declare -A peak
@@ -59,14 +64,14 @@ done
 status=0
 wait "$launcher" || status=$?
 if [ "$status" -ne 0 ]; then
-  echo "scripts/bench_xmc_scale.sh: job failed ($status); see $out/job.log" >&2
-  tail -20 "$out/job.log" >&2
+  echo "scripts/bench_xmc_scale.sh: job failed ($status); see $run/job.log" >&2
+  tail -20 "$run/job.log" >&2
   exit "$status"
 fi
 {
   for k in "${!peak[@]}"; do echo "$k ${peak[$k]}"; done
-} | sort > "$out/peak_rss_kb.txt"
-python3 - "$out" "$peak_sum" "$shape" <<'EOF'
+} | sort > "$run/peak_rss_kb.txt"
+python3 - "$run" "$peak_sum" "$shape" <<'EOF'
 import json, sys
 out, peak_sum, shape = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 m = json.load(open(f"{out}/metrics.json"))

@@ -53,19 +53,11 @@ const std::vector<double>& StalenessBounds() {
   return kBounds;
 }
 
-}  // namespace
+using T = ExpositionWriter::Type;
 
-std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::string& job, int shard) {
-  using T = ExpositionWriter::Type;
-  const PrometheusLabels base = {{"tether_job", job}, {"role", "server"}, {"shard", std::to_string(shard)}};
-  auto with_rank = [&](size_t r) {
-    PrometheusLabels l = base;
-    l.emplace_back("worker_rank", std::to_string(r));
-    return l;
-  };
-  const ShardStats& s = snap.stats;
-  ExpositionWriter w;
-  w.ProcessInfo(base, snap.running);
+// The shard's request, byte and membership counters.
+void WriteCounters(const ShardStats& s, const PrometheusLabels& base, ExpositionWriter* out) {
+  ExpositionWriter& w = *out;
   struct Counter {
     const char* name;
     uint64_t value;
@@ -100,6 +92,17 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
        "Bytes of keys frames not received thanks to kept key lists."},
   };
   for (const Counter& c : counters) w.Counter(c.name, c.help, base, static_cast<double>(c.value));
+}
+
+// The min clock and, per worker rank, its clock and its pulls' bound wait.
+void WriteClocks(const ShardMetricsSnapshot& snap, const PrometheusLabels& base, ExpositionWriter* out) {
+  ExpositionWriter& w = *out;
+  const ShardStats& s = snap.stats;
+  auto with_rank = [&](size_t r) {
+    PrometheusLabels l = base;
+    l.emplace_back("worker_rank", std::to_string(r));
+    return l;
+  };
   w.Gauge("tether_server_min_clock",
           "Smallest clock over the workers still training, as this shard sees them (the last value once all "
           "finished).",
@@ -112,6 +115,11 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
            "waiting side by side count once).");
   for (int r = 0; r < s.bound_wait_seconds_size(); ++r)
     w.Sample("tether_server_bound_wait_seconds_total", with_rank(r), s.bound_wait_seconds(r));
+}
+
+// The staleness histogram of applied pushes.
+void WriteStaleness(const ShardStats& s, const PrometheusLabels& base, ExpositionWriter* out) {
+  ExpositionWriter& w = *out;
   // Cumulative counts of τ ≤ b from the shard's exact per-τ buckets.
   const std::vector<double>& bounds = StalenessBounds();
   std::vector<uint64_t> cumulative(bounds.size(), 0);
@@ -126,8 +134,13 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
            "from and its application (Zhang et al., IJCAI 2016).");
   w.Histogram("tether_server_push_staleness", base, bounds, cumulative, static_cast<double>(s.staleness_sum()),
               s.pushes());
-  // Per table (row tables; a dense table's rows are 0): the shard's rows and
-  // the budget's counters (server/table.h).
+}
+
+// Per table (row tables; a dense table's rows are 0): the shard's rows and
+// the budget's counters (server/table.h).
+void WritePerTable(const ShardMetricsSnapshot& snap, const PrometheusLabels& base, ExpositionWriter* out) {
+  ExpositionWriter& w = *out;
+  const ShardStats& s = snap.stats;
   struct PerTable {
     const char* name;
     T type;
@@ -153,6 +166,19 @@ std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::stri
       w.Sample(p.name, l, static_cast<double>(p.values.Get(t)));
     }
   }
+}
+
+}  // namespace
+
+std::string RenderShardMetrics(const ShardMetricsSnapshot& snap, const std::string& job, int shard) {
+  const PrometheusLabels base = {{"tether_job", job}, {"role", "server"}, {"shard", std::to_string(shard)}};
+  const ShardStats& s = snap.stats;
+  ExpositionWriter w;
+  w.ProcessInfo(base, snap.running);
+  WriteCounters(s, base, &w);
+  WriteClocks(snap, base, &w);
+  WriteStaleness(s, base, &w);
+  WritePerTable(snap, base, &w);
   w.Gauge("tether_server_memory_budget_bytes",
           "Bytes this shard may spend on the job's tables and optimizer state (cluster.server_memory_bytes; 0: "
           "no budget).",

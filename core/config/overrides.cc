@@ -309,6 +309,21 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path, const std
   return Status::OK();
 }
 
+namespace {
+
+// Whether any table pushes 16-bit values: train.wire, or a table section's
+// wire or push_wire (model_registry.cc SetTableWire resolves them so).
+bool PushesHalf(const JobConfig& c) {
+  const auto half = [](WireEncoding e) { return e == BF16 || e == FP16; };
+  if (half(c.train().wire())) return true;
+  for (const auto& t : c.table())
+    if ((t.has_push_wire() && half(t.push_wire())) || (!t.has_push_wire() && t.has_wire() && half(t.wire())))
+      return true;
+  return false;
+}
+
+}  // namespace
+
 Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<std::string, std::string>>& set) {
   struct Needs {
     const char* flag;
@@ -339,6 +354,10 @@ Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<
       // AVERAGE's round (period_rows) is its clock.
       {"minibatches_per_clock", "consistency.model SSP, BSP or ASP (AVERAGE clocks once per round of period_rows)",
        "--consistency_model=ssp", [](const JobConfig& c) { return c.consistency().model() != AVERAGE; }},
+      // Float32 pushes have no rounding error to feed back: the flag would
+      // change nothing.
+      {"error_feedback", "16-bit pushes (train.wire, or a table's wire or push_wire, BF16 or FP16)",
+       "--wire=bf16", &PushesHalf},
   };
   for (const auto& [flag, value] : set)
     for (const Needs& n : kNeeds)

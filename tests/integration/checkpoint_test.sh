@@ -39,10 +39,15 @@
 #            worker 1, the servers fail too, and the end checkpoint keeps
 #            worker 1's place. The resume trains what worker 1 left: the
 #            two runs together train exactly 5 x 4880 rows.
+#   final_validation  1 server, 1 worker, BSP, a validation split with
+#            early stopping (patience 1 at a learning rate that overfits at
+#            once): a resume from the final checkpoint reports the same
+#            validation keys and values (best_epoch, scored_epoch,
+#            epochs_trained, stopped_early, validation_*) as the run did.
 #   restart_early  tether-launch --max_restarts=1 with a server killed
 #            before the first checkpoint: the job starts over ("restart 1
 #            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
-# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|reshard|restart|restart_study|left|restart_early BIN_DIR
+# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|final_validation|reshard|restart|restart_study|left|restart_early BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=120
@@ -167,6 +172,32 @@ PY2
       fi
     done
     echo "PASS: resume from $(basename "$ckpt") is bit-identical ($mode)"
+    ;;
+  final_validation)
+    sed -e "s#\.\./data/#$PWD/data/#" -e 's/hidden: 256/hidden: 64/' -e 's/learning_rate: 0.001/learning_rate: 0.02/' \
+      -e 's/^  epochs: 7 .*/  epochs: 8\n  validation_fraction: 0.2\n  early_stopping { metric: "precision_at_1" patience: 1 }/' \
+      examples/bibtex.pbtxt > "$tmp/val.pbtxt"
+    grep -q "validation_fraction: 0.2" "$tmp/val.pbtxt" || fail "no validation split in the derived config"
+    flags=(--config="$tmp/val.pbtxt" --staleness=0 --checkpoint_dir="$tmp/ck")
+    start_job full 1 1 "${flags[@]}"
+    wait_job "the run with a validation split"
+    final=$(ls -d "$tmp"/ck/ckpt-*-final)
+    start_job resumed 1 1 "${flags[@]}" --resume_from="$tmp/ck"
+    wait_job "the resume from the final checkpoint"
+    grep -q "resuming from $final" "$tmp/resumed-worker0.log" || fail "did not resume from $final"
+    python3 - "$tmp/full.json" "$tmp/resumed.json" <<'PY2' || fail "the resumed metrics lost validation keys or values"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+keys = sorted(k for k in a if k.startswith("validation_")) + ["best_epoch", "scored_epoch", "epochs_trained",
+                                                              "stopped_early"]
+assert len(keys) > 10 and a["stopped_early"] and a["epochs_trained"] < 8, (keys, a.get("epochs_trained"))
+diff = [(k, a[k], b.get(k, "absent")) for k in keys if b.get(k, "absent") != a[k]]
+print(f"{len(keys)} validation keys compared; best epoch {a['best_epoch']} of {a['epochs_trained']}; differ: {diff}")
+assert not diff
+for k in ["precision_at_1", "precision_at_5", "test_rows"]:
+    assert a[k] == b[k], (k, a[k], b[k])
+PY2
+    echo "PASS: a resume from $(basename "$final") reports the run's validation outcome"
     ;;
   reshard)
     flags=(--config=examples/bibtex.pbtxt --staleness=2 --epochs=3 --checkpoint_every_clocks=60

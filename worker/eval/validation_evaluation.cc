@@ -14,6 +14,7 @@
 #include "worker/eval/evaluator.h"
 #include "worker/eval/partitioned_eval.h"
 #include "worker/models/model_registry.h"
+#include "worker/trainer.h"
 
 namespace tether {
 namespace {
@@ -57,6 +58,33 @@ std::string ValidationMetric(const JobConfig& config) {
   const EarlyStopping& es = config.train().early_stopping();
   if (es.has_metric()) return es.metric();
   return LabelKindOf(config) == LabelKind::kMultiLabel ? "precision_at_1" : "accuracy";
+}
+
+ValidationOutcome OutcomeOfReport(const TrainReport& report, int scored_epoch) {
+  ValidationOutcome o;
+  o.set_metric(report.validation_metric);
+  o.set_best_epoch(report.best_epoch);
+  o.set_rows(report.validation_rows);
+  for (const auto& [name, value] : report.validation_metrics) {
+    ValidationOutcome::Figure* f = o.add_metrics();
+    f->set_name(name);
+    f->set_value(value);
+  }
+  o.set_epochs_trained(report.epochs_trained);
+  o.set_scored_epoch(scored_epoch);
+  o.set_stopped_early(report.stopped_early);
+  return o;
+}
+
+void ReportOutcome(const ValidationOutcome& outcome, TrainReport* report) {
+  report->validation_metric = outcome.metric();
+  report->best_epoch = outcome.best_epoch();
+  report->validation_rows = outcome.rows();
+  report->validation_metrics.clear();
+  for (const ValidationOutcome::Figure& f : outcome.metrics()) report->validation_metrics.emplace_back(f.name(), f.value());
+  report->epochs_trained = outcome.epochs_trained();
+  report->scored_epoch = outcome.scored_epoch();
+  report->stopped_early = outcome.stopped_early();
 }
 
 ValidationEvaluation::ValidationEvaluation(const JobConfig& config, int rank, Dataset rows, Model* model,

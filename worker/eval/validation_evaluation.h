@@ -35,6 +35,7 @@
 
 #include "telemetry/metrics_log.h"
 #include "core/status.h"
+#include "proto/checkpoint.pb.h"
 #include "proto/config.pb.h"
 #include "compute/backend.h"
 #include "eval/early_stopping.h"
@@ -44,6 +45,8 @@
 #include "worker/models/model.h"
 
 namespace tether {
+
+struct TrainReport;  // worker/trainer.h
 
 /// The validation figures of one epoch: the metrics in the order the
 /// evaluator gives them (worker/eval/evaluator.h) over `rows` rows.
@@ -67,6 +70,15 @@ bool KeepsBestModel(const JobConfig& config);
 /// The metric early stopping watches: train.early_stopping.metric when
 /// set, else precision_at_1 (multi-label) or accuracy.
 std::string ValidationMetric(const JobConfig& config);
+
+/// The validation outcome `report` holds (its validation_* fields, the
+/// epochs trained, and `scored_epoch`), for a FINISHED checkpoint entry.
+ValidationOutcome OutcomeOfReport(const TrainReport& report, int scored_epoch);
+
+/// `outcome` into `report`'s validation fields, epochs_trained,
+/// scored_epoch and stopped_early: a resume with nothing left to train
+/// reports the finished run's outcome as it was.
+void ReportOutcome(const ValidationOutcome& outcome, TrainReport* report);
 
 class ValidationEvaluation {
  public:

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/net/eval_frames.h"
+#include "worker/trainer.h"
 
 namespace tether {
 namespace {
@@ -26,6 +27,32 @@ TEST(ValidationEvaluationTest, TheWatchedMetricDefaultsByLabelKind) {
   EXPECT_EQ(LabelKindName(LabelKind::kMultiLabel), "multi-label");
   EXPECT_EQ(LabelKindName(LabelKind::kBinary), "binary");
   EXPECT_EQ(LabelKindName(LabelKind::kMultiClass), "multiclass");
+}
+
+// A finished run's outcome goes into a checkpoint entry and back into the
+// report of a resume with nothing left to train, every field as it was.
+TEST(ValidationEvaluationTest, AnOutcomeRoundTripsThroughTheReport) {
+  TrainReport r;
+  r.validation_rows = 952;
+  r.validation_metric = "precision_at_1";
+  r.best_epoch = 2;
+  r.validation_metrics = {{"precision_at_1", 0.53}, {"auc", std::nan("")}};
+  r.epochs_trained = 3;
+  r.stopped_early = true;
+  const ValidationOutcome o = OutcomeOfReport(r, 2);
+  EXPECT_EQ(o.scored_epoch(), 2);
+  TrainReport back;
+  ReportOutcome(o, &back);
+  EXPECT_EQ(back.validation_rows, 952);
+  EXPECT_EQ(back.validation_metric, "precision_at_1");
+  EXPECT_EQ(back.best_epoch, 2);
+  EXPECT_EQ(back.epochs_trained, 3);
+  EXPECT_EQ(back.scored_epoch, 2);
+  EXPECT_TRUE(back.stopped_early);
+  ASSERT_EQ(back.validation_metrics.size(), 2u);
+  EXPECT_EQ(back.validation_metrics[0], (std::pair<std::string, double>{"precision_at_1", 0.53}));
+  EXPECT_EQ(back.validation_metrics[1].first, "auc");
+  EXPECT_TRUE(std::isnan(back.validation_metrics[1].second));
 }
 
 TEST(ValidationEvaluationTest, ValidationRoundsMeetNoOtherRound) {

@@ -70,6 +70,7 @@ StatusOr<WorkerState> OnDemandResumeState(const CheckpointManifest& m, const std
       if (entry->has_final_loss()) out.set_final_loss(entry->final_loss());
       out.set_diverged(entry->diverged());
       out.set_diverged_at_epoch(entry->diverged_at_epoch());
+      if (entry->has_validation()) *out.mutable_validation() = entry->validation();
     }
   }
   out.clear_remaining_rows();

@@ -15,10 +15,12 @@ bool Trains(const CheckpointWorker& w) {
   return w.kind() == CheckpointWorker::TRAINING || w.kind() == CheckpointWorker::LEFT;
 }
 
-// A FINISHED entry's loss and divergence into `s` (its final_loss only when
-// the entry has one: a checkpoint of an older build does not).
+// A FINISHED entry's loss, divergence and validation outcome into `s` (its
+// final_loss and validation only when the entry has them: a checkpoint of an
+// older build does not).
 void CopyFinishedLoss(const CheckpointWorker& entry, WorkerState* s) {
   if (entry.has_final_loss()) s->set_final_loss(entry.final_loss());
+  if (entry.has_validation()) *s->mutable_validation() = entry.validation();
   if (entry.diverged()) {
     s->set_diverged(true);
     s->set_diverged_at_epoch(entry.diverged_at_epoch());
@@ -116,6 +118,8 @@ StatusOr<WorkerState> ResumeState(const CheckpointManifest& m, const std::string
       done.set_diverged(out.diverged());
       done.set_diverged_at_epoch(out.diverged_at_epoch());
     }
+    // Every worker merged the same figures; whichever evaluates reports them.
+    if (out.has_validation()) *done.mutable_validation() = out.validation();
     return done;
   }
   std::vector<int64_t> mine;
@@ -155,6 +159,8 @@ StartPoint ResumedStart(const WorkerState& state, bool finished, int epochs) {
   p.has_final_loss = state.has_final_loss();
   if (p.has_final_loss) p.final_loss = state.final_loss();
   p.train_seconds = state.train_seconds();
+  p.has_validation = state.has_validation();
+  if (p.has_validation) p.validation = state.validation();
   return p;
 }
 

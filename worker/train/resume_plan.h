@@ -58,6 +58,10 @@ struct StartPoint {
   bool has_final_loss = false;  // the state recorded the model's loss
   double final_loss = std::numeric_limits<double>::quiet_NaN();
   double train_seconds = 0;    // training time before this run
+  // A resume with nothing left to train, of a run with a validation split:
+  // that run's validation outcome (reported as it was).
+  bool has_validation = false;
+  ValidationOutcome validation;
 };
 
 /// The StartPoint of a resumed worker from its ResumeState (or

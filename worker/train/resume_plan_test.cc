@@ -123,6 +123,53 @@ TEST(ResumeStateTest, AFinishedEntryHasNothingLeftAndKeepsItsLoss) {
   EXPECT_EQ(p.final_loss, 0.75);
 }
 
+// A run with a validation split finished: a resume with nothing left to
+// train carries its outcome, with the checkpoint's number of workers and
+// with another (every rank: the evaluator may be any of them).
+TEST(ResumeStateTest, AFinishedEntryCarriesItsValidationOutcome) {
+  ValidationOutcome v;
+  v.set_metric("precision_at_1");
+  v.set_best_epoch(2);
+  v.set_rows(952);
+  v.set_epochs_trained(3);
+  v.set_scored_epoch(2);
+  v.set_stopped_early(true);
+  ValidationOutcome::Figure* f = v.add_metrics();
+  f->set_name("precision_at_1");
+  f->set_value(0.53);
+  CheckpointManifest m;
+  m.set_num_workers(1);
+  CheckpointWorker w = Entry(0, CheckpointWorker::FINISHED, 4880);
+  *w.mutable_validation() = v;
+  *m.add_workers() = w;
+  States states;
+  bool finished = false;
+  StatusOr<WorkerState> s = ResumeState(m, "ckpt", Job(1), 0, 100, states.Reader(), &finished);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->has_validation());
+  const StartPoint p = ResumedStart(*s, finished, 3);
+  ASSERT_TRUE(p.has_validation);
+  EXPECT_EQ(p.validation.best_epoch(), 2);
+  EXPECT_EQ(p.validation.rows(), 952);
+  EXPECT_EQ(p.validation.epochs_trained(), 3);
+  EXPECT_EQ(p.validation.scored_epoch(), 2);
+  EXPECT_TRUE(p.validation.stopped_early());
+  ASSERT_EQ(p.validation.metrics_size(), 1);
+  EXPECT_EQ(p.validation.metrics(0).value(), 0.53);
+  for (int rank : {0, 1}) {
+    s = ResumeState(m, "ckpt", Job(2), rank, 0, states.Reader(), &finished);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(finished);
+    ASSERT_TRUE(s->has_validation()) << rank;
+    EXPECT_EQ(s->validation().best_epoch(), 2);
+  }
+  // A checkpoint without the field: none, as before.
+  m.mutable_workers(0)->clear_validation();
+  s = ResumeState(m, "ckpt", Job(1), 0, 100, states.Reader(), &finished);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(ResumedStart(*s, finished, 3).has_validation);
+}
+
 TEST(ResumeStateTest, AnotherNumberOfWorkersDealsTheRowsLeftRoundRobin) {
   // Two workers stopped in epoch 1 (0-based) with rows left; resumed with 3.
   CheckpointManifest m;

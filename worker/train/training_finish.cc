@@ -121,12 +121,28 @@ Status TrainingRun::Barrier() {
   if (report_.final_loss_from != "none") finished.set_final_loss(report_.final_loss);
   finished.set_diverged(report_.diverged);
   finished.set_diverged_at_epoch(report_.diverged_at_epoch);
+  if (validation_ != nullptr && report_.validation_rows > 0)
+    *finished.mutable_validation() = OutcomeOfReport(report_, ScoredEpoch());
   TETHER_ASSIGN_OR_RETURN(report_.total_samples,
                           session_->Barrier(report_.samples, mine, source_->dealt_by_shard0(), finished));
   return Status::OK();
 }
 
+bool TrainingRun::ReportsRecordedValidation() const {
+  return validation_ != nullptr && validation_->best_epoch() == 0 && start_.has_validation;
+}
+
+int TrainingRun::ScoredEpoch() const {
+  if (ReportsRecordedValidation()) return start_.validation.scored_epoch();
+  // RestoreBestModel's choice: the kept copy is the best epoch's.
+  return KeepsBestModel(config_) && report_.best_epoch > 0 ? report_.best_epoch : report_.epochs_trained;
+}
+
 Status TrainingRun::RestoreBestModel() {
+  report_.scored_epoch = ScoredEpoch();
+  // Resumed with nothing left to train: the final checkpoint's tables hold
+  // the model scored then, and no shard holds a kept copy.
+  if (ReportsRecordedValidation()) return Status::OK();
   report_.scored_epoch = report_.epochs_trained;
   if (validation_ == nullptr || !KeepsBestModel(config_) || validation_->best_epoch() == 0) return Status::OK();
   // Every worker asks (the first to reach a shard restores): each reads the

@@ -53,7 +53,10 @@ Status TrainingRun::Train() {
       break;
     }
   }
-  if (validation_ != nullptr) {
+  if (ReportsRecordedValidation()) {
+    // Resumed with nothing left to train: the finished run's outcome.
+    ReportOutcome(start_.validation, &report_);
+  } else if (validation_ != nullptr) {
     report_.validation_rows = validation_->best().rows;
     report_.validation_metric = validation_->metric();
     report_.best_epoch = validation_->best_epoch();

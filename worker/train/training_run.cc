@@ -271,14 +271,13 @@ Status TrainingRun::ReadResumeResiduals() {
 void TrainingRun::RestoreResiduals() {
   if (resume_residuals_.empty()) return;
   const std::vector<std::string> skipped = client_->mutable_push_encoder()->RestoreResiduals(resume_residuals_);
-  uint64_t rows = 0;  // of the tables restored
-  for (const ResidualTable& r : resume_residuals_)
-    if (!r.dense && std::find(skipped.begin(), skipped.end(), r.table) == skipped.end()) rows += r.keys.size();
-  for (const std::string& t : skipped)
-    LOG(WARNING) << who_ << "table " << t << " pushes without error feedback now (float32, or error_feedback "
-                 << "false): its residuals in " << resume_.residual_file().name() << " are not used";
-  LOG(INFO) << who_ << "error-feedback residuals restored from " << resume_.residual_file().name() << ": "
-            << resume_residuals_.size() - skipped.size() << " table(s), " << rows << " row(s)";
+  const std::string line =
+      DescribeResidualRestore(resume_.residual_file().name(), resume_residuals_, skipped, tables_);
+  // A table skipped trains on without the residuals it had: worth a warning.
+  if (skipped.empty())
+    LOG(INFO) << who_ << line;
+  else
+    LOG(WARNING) << who_ << line;
   resume_residuals_.clear();
 }
 

@@ -158,6 +158,13 @@ class TrainingRun {
   // The best epoch's model put back on the shards (train.keep_best_model),
   // before the final checkpoint and evaluation; sets the scored epoch.
   Status RestoreBestModel();
+  // The epoch whose model the test split scores: the best epoch's when it is
+  // kept, else the last trained; a resume with nothing left to train, the
+  // finished run's.
+  int ScoredEpoch() const;
+  // Resumed with nothing left to train from a run with a validation split:
+  // no epoch evaluated here, so the finished run's outcome is reported.
+  bool ReportsRecordedValidation() const;
   WorkerStats BarrierStats() const;
   Status Evaluate(std::string* incomplete);
   Status Report(const std::string& incomplete);
