@@ -50,7 +50,7 @@ TEST(ConfigTest, BoolOverridesAreBooleanFlags) {
 }
 
 TEST(ConfigTest, TableBudgetsAreCheckedWithTheField) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   TableConfig* w1 = c->mutable_table(0);
   ASSERT_EQ(w1->name(), "w1");
@@ -99,7 +99,7 @@ TEST(ConfigTest, TableBudgetsAreCheckedWithTheField) {
 }
 
 TEST(ConfigTest, NegativeProgressAndEvalCountsAreRefused) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   c->mutable_train()->set_progress_every_s(-1);
   EXPECT_EQ(ValidateJobConfig(*c).message(),
@@ -371,7 +371,7 @@ TEST(ConfigTest, FlagsTheJobWouldIgnoreAreRefused) {
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
 // config file) and are refused there, naming the field.
 TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   struct Case {
     const char* field;
@@ -493,7 +493,7 @@ TEST(ConfigTest, SummaryIsOneShortLinePerSection) {
 }
 
 TEST(ConfigTest, OneLineNamesWhatAPersonChecksFirst) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(ConfigOneLine(*c),
             "bibtex: XMC_MLP hidden 256 SOFTMAX, ADAM lr 0.001, staleness 2 (SSP), 2 server(s), 2 worker(s), "
@@ -506,7 +506,7 @@ TEST(ConfigTest, OneLineNamesWhatAPersonChecksFirst) {
 }
 
 TEST(ConfigTest, ValidationNamesTheField) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   JobConfig j = *c;
   j.mutable_data()->clear_index_base();
@@ -527,7 +527,7 @@ TEST(ConfigTest, ValidationNamesTheField) {
 // train.adaptive_batch: flags set it, b_min / b_max resolve from the
 // minibatch size, and bounds that cannot hold the mean batch are refused.
 TEST(ConfigTest, AdaptiveBatchFlagsDefaultsAndBounds) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");  // minibatch_size 64
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");  // minibatch_size 64
   ASSERT_TRUE(c.ok());
   JobConfig j = *c;
   ASSERT_TRUE(ApplyOverride(&j, "train.adaptive_batch.enabled", "true", "flag --adaptive_batch").ok());
@@ -567,7 +567,7 @@ TEST(ConfigTest, AdaptiveBatchFlagsDefaultsAndBounds) {
 // Data on demand (train.data_on_demand): the chunk size's default and the
 // combinations refused at start, each naming its field.
 TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   JobConfig j = *c;
   j.mutable_train()->set_data_on_demand(true);
@@ -775,7 +775,7 @@ TEST(ConfigTest, DelayCompensationIsValidated) {
 // A missing data file is found before anything starts,
 // naming the field and the full path tried.
 TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(CheckDataFilesExist(*c).ok());  // run from the repository root
   JobConfig j = *c;
@@ -838,7 +838,7 @@ TEST(ConfigTest, DataFileListsResolveCheckAndValidate) {
   EXPECT_EQ(j.data().train_file(), "/base/dir/a.txt,/base/dir/parts/p-*.gz,/abs/b.txt");
   EXPECT_EQ(j.data().train_split(), "/base/dir/x*.txt");
 
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   j = *c;
   j.mutable_data()->clear_train_split();
@@ -883,7 +883,7 @@ namespace tether {
 namespace {
 
 TEST(ConfigTest, ValidationSplitRefusesWhatWouldReadTheTestSplitEarly) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   const auto message = [](const JobConfig& j) { return ValidateJobConfig(j).message(); };
   JobConfig j = *c;
