@@ -20,6 +20,14 @@ TEST(ConfigTest, ExampleBibtexConfigLoadsAndValidates) {
   EXPECT_EQ(c->consistency().staleness(), 2);
   EXPECT_EQ(c->data().index_base(), 0);
   EXPECT_EQ(c->model().hidden(), 256);
+  // The settings chosen on the validation split (docs/search_bibtex.md).
+  EXPECT_FLOAT_EQ(c->model().dropout(), 0.7f);
+  EXPECT_FLOAT_EQ(c->model().label_smoothing(), 0.2f);
+  EXPECT_EQ(c->optimizer().type(), ADAM);
+  EXPECT_FLOAT_EQ(c->optimizer().learning_rate(), 0.00104f);
+  EXPECT_FLOAT_EQ(c->optimizer().weight_decay(), 0.1f);
+  EXPECT_EQ(c->train().epochs(), 13);
+  EXPECT_EQ(c->train().minibatch_size(), 128);
   EXPECT_TRUE(ValidateJobConfig(*c).ok());
 }
 
