@@ -20,6 +20,14 @@ TEST(ConfigTest, ExampleBibtexConfigLoadsAndValidates) {
   EXPECT_EQ(c->consistency().staleness(), 2);
   EXPECT_EQ(c->data().index_base(), 0);
   EXPECT_EQ(c->model().hidden(), 256);
+  // The settings chosen on the validation split (docs/search_bibtex.md).
+  EXPECT_FLOAT_EQ(c->model().dropout(), 0.7f);
+  EXPECT_FLOAT_EQ(c->model().label_smoothing(), 0.2f);
+  EXPECT_EQ(c->optimizer().type(), ADAM);
+  EXPECT_FLOAT_EQ(c->optimizer().learning_rate(), 0.00104f);
+  EXPECT_FLOAT_EQ(c->optimizer().weight_decay(), 0.1f);
+  EXPECT_EQ(c->train().epochs(), 13);
+  EXPECT_EQ(c->train().minibatch_size(), 128);
   EXPECT_TRUE(ValidateJobConfig(*c).ok());
 }
 
@@ -50,7 +58,7 @@ TEST(ConfigTest, BoolOverridesAreBooleanFlags) {
 }
 
 TEST(ConfigTest, TableBudgetsAreCheckedWithTheField) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   TableConfig* w1 = c->mutable_table(0);
   ASSERT_EQ(w1->name(), "w1");
@@ -99,7 +107,7 @@ TEST(ConfigTest, TableBudgetsAreCheckedWithTheField) {
 }
 
 TEST(ConfigTest, NegativeProgressAndEvalCountsAreRefused) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   c->mutable_train()->set_progress_every_s(-1);
   EXPECT_EQ(ValidateJobConfig(*c).message(),
@@ -371,7 +379,7 @@ TEST(ConfigTest, FlagsTheJobWouldIgnoreAreRefused) {
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
 // config file) and are refused there, naming the field.
 TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   struct Case {
     const char* field;
@@ -493,7 +501,7 @@ TEST(ConfigTest, SummaryIsOneShortLinePerSection) {
 }
 
 TEST(ConfigTest, OneLineNamesWhatAPersonChecksFirst) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(ConfigOneLine(*c),
             "bibtex: XMC_MLP hidden 256 SOFTMAX, ADAM lr 0.001, staleness 2 (SSP), 2 server(s), 2 worker(s), "
@@ -506,7 +514,7 @@ TEST(ConfigTest, OneLineNamesWhatAPersonChecksFirst) {
 }
 
 TEST(ConfigTest, ValidationNamesTheField) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   JobConfig j = *c;
   j.mutable_data()->clear_index_base();
@@ -527,7 +535,7 @@ TEST(ConfigTest, ValidationNamesTheField) {
 // train.adaptive_batch: flags set it, b_min / b_max resolve from the
 // minibatch size, and bounds that cannot hold the mean batch are refused.
 TEST(ConfigTest, AdaptiveBatchFlagsDefaultsAndBounds) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");  // minibatch_size 64
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");  // minibatch_size 64
   ASSERT_TRUE(c.ok());
   JobConfig j = *c;
   ASSERT_TRUE(ApplyOverride(&j, "train.adaptive_batch.enabled", "true", "flag --adaptive_batch").ok());
@@ -567,7 +575,7 @@ TEST(ConfigTest, AdaptiveBatchFlagsDefaultsAndBounds) {
 // Data on demand (train.data_on_demand): the chunk size's default and the
 // combinations refused at start, each naming its field.
 TEST(ConfigTest, DataOnDemandChunkRowsAndRefusedCombinations) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   JobConfig j = *c;
   j.mutable_train()->set_data_on_demand(true);
@@ -775,7 +783,7 @@ TEST(ConfigTest, DelayCompensationIsValidated) {
 // A missing data file is found before anything starts,
 // naming the field and the full path tried.
 TEST(ConfigTest, MissingDataFileNamesTheFieldAndTheFullPath) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(CheckDataFilesExist(*c).ok());  // run from the repository root
   JobConfig j = *c;
@@ -838,7 +846,7 @@ TEST(ConfigTest, DataFileListsResolveCheckAndValidate) {
   EXPECT_EQ(j.data().train_file(), "/base/dir/a.txt,/base/dir/parts/p-*.gz,/abs/b.txt");
   EXPECT_EQ(j.data().train_split(), "/base/dir/x*.txt");
 
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   j = *c;
   j.mutable_data()->clear_train_split();
@@ -883,7 +891,7 @@ namespace tether {
 namespace {
 
 TEST(ConfigTest, ValidationSplitRefusesWhatWouldReadTheTestSplitEarly) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   const auto message = [](const JobConfig& j) { return ValidateJobConfig(j).message(); };
   JobConfig j = *c;

@@ -7,7 +7,7 @@
 #   scripts/bench_ab.sh A_BIN_DIR B_BIN_DIR [--rounds N] [--config FILE]
 #                       [--transports "tcp inproc"] [-- EXTRA LAUNCH FLAGS]
 #
-# Defaults: 5 rounds, examples/bibtex.pbtxt (2 servers, 2 workers), tcp and
+# Defaults: 5 rounds, tests/data/bibtex_fixed.pbtxt (2 servers, 2 workers), tcp and
 # inproc. Each run is bounded by --timeout_s and must exit 0. Run it from
 # the repository root of either build (the config's data paths are relative).
 set -euo pipefail
@@ -16,7 +16,7 @@ a=$(cd "$1" && pwd)
 b=$(cd "$2" && pwd)
 shift 2
 rounds=5
-config=examples/bibtex.pbtxt
+config=tests/data/bibtex_fixed.pbtxt
 transports="tcp inproc"
 extra=()
 while [ $# -gt 0 ]; do

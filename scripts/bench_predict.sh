@@ -38,7 +38,7 @@ out="$build/bench-predict"
 mkdir -p "$out"
 if [ -z "$model" ]; then
   model="$out/bibtex.safetensors"
-  timeout 300 "$build/bin/tether-worker" --config examples/bibtex.pbtxt --in_process --model_out="$model" \
+  timeout 300 "$build/bin/tether-worker" --config tests/data/bibtex_fixed.pbtxt --in_process --model_out="$model" \
     > "$out/train.log" 2>&1 || { echo "training failed; see $out/train.log" >&2; exit 1; }
 fi
 npz="$out/model.npz"

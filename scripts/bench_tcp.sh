@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tcp path against one process : Bibtex
-# (examples/bibtex.pbtxt), 1 worker + 1 server, run alternately in one
+# (tests/data/bibtex_fixed.pbtxt), 1 worker + 1 server, run alternately in one
 # process (--transport inproc: the shard and the worker are threads passing
 # messages by pointer) and as two processes over loopback tcp (tether-server
 # + tether-worker, what a job across hosts pays). Prints a Markdown table of
@@ -62,7 +62,7 @@ for r in $(seq 1 "$repeats"); do
       run="$out/$t-e$epochs-r$r"
       cut -d' ' -f1 /proc/loadavg > "$run.load"
       on=true; [ "${t#*-}" = off ] && on=false
-      /usr/bin/time -f "%U %S" -o "$run.time" "$build/bin/tether-launch" --config examples/bibtex.pbtxt \
+      /usr/bin/time -f "%U %S" -o "$run.time" "$build/bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt \
         --workers 1 --servers 1 --threads 1 --transport "${t%-off}" --epochs "$epochs" --progress_every_s=0 \
         --pipeline="$on" \
         --metrics_out "$run.json" > "$run.log" 2>&1 || { echo "scripts/bench_tcp.sh: $t failed, see $run.log" >&2; exit 1; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training benchmark: the XMC MLP on Bibtex with Tether against PyTorch on
-# CPU with the same model, hyperparameters (examples/bibtex.pbtxt), thread
+# CPU with the same model, hyperparameters (tests/data/bibtex_fixed.pbtxt), thread
 # count and data order, all in the same run, alternating so that drift on a
 # shared machine hits every contender alike. Prints a Markdown table of
 # medians over the repeats.
@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 out="${out:-$build/bench-train}"
-config=examples/bibtex.pbtxt
+config=tests/data/bibtex_fixed.pbtxt
 for bin in tether-launch tether-bench; do
   [ -x "$build/bin/$bin" ] || { echo "scripts/bench_train.sh: $build/bin/$bin missing: build first" >&2; exit 1; }
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 16-bit wire encodings on Bibtex (examples/bibtex.pbtxt), 1 worker + 1
+# 16-bit wire encodings on Bibtex (tests/data/bibtex_fixed.pbtxt), 1 worker + 1
 # server: --wire=fp32, bf16 and fp16 (error feedback on) and bf16 without
 # error feedback over loopback tcp, and fp32 and bf16 in one process
 # (--transport inproc: no kernel copies, so what bf16 changes there is the
@@ -39,7 +39,7 @@ for r in $(seq 1 "$rounds"); do
     [ "${wire%-noef}" != "$wire" ] && feedback=false
     run="$out/${v/:/-}-r$r"
     cut -d' ' -f1 /proc/loadavg > "$run.load"
-    timeout -k 5 300 "$build/bin/tether-launch" --config examples/bibtex.pbtxt --workers 1 --servers 1 --threads 1 \
+    timeout -k 5 300 "$build/bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --workers 1 --servers 1 --threads 1 \
       --transport "$transport" --wire="${wire%-noef}" --error_feedback="$feedback" --progress_every_s=0 \
       --metrics_out "$run.json" > "$run.log" 2>&1 || { echo "scripts/bench_wire.sh: $v failed, see $run.log" >&2; exit 1; }
     cut -d' ' -f1 /proc/loadavg >> "$run.load"

@@ -26,14 +26,14 @@ LAUNCH=$BIN/tether-launch
 for b in tether-launch tether-server tether-worker; do
   [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b not found or not executable" >&2; exit 1; }
 done
-[[ -r $ROOT/examples/bibtex.pbtxt ]] || { echo "FAIL: $ROOT/examples/bibtex.pbtxt missing" >&2; exit 1; }
+[[ -r $ROOT/tests/data/bibtex_fixed.pbtxt ]] || { echo "FAIL: $ROOT/tests/data/bibtex_fixed.pbtxt missing" >&2; exit 1; }
 
 TEST_DEADLINE=$((SECONDS + 55))
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tether-launch-test.XXXXXX")
 CONFIG=$WORK/job.pbtxt
 # A config's relative data paths are taken against its own folder: the copy
 # names the bundled files by absolute path.
-sed "s#\"\.\./data/#\"$ROOT/data/#" "$ROOT/examples/bibtex.pbtxt" > "$CONFIG"
+sed "s#\"\.\./\.\./data/#\"$ROOT/data/#" "$ROOT/tests/data/bibtex_fixed.pbtxt" > "$CONFIG"
 # --train_file below is relative to the current directory, the repository root.
 cd "$ROOT" || exit 2
 

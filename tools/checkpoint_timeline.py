@@ -169,7 +169,7 @@ def draw(plt, data, path):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default="build/bin", help="directory holding tether-launch")
-    p.add_argument("--config", default="examples/bibtex.pbtxt")
+    p.add_argument("--config", default="tests/data/bibtex_fixed.pbtxt")
     p.add_argument("--out", default="checkpoint-timeline", help="where timeline.json and timeline.png go")
     p.add_argument("--work", default=None, help="the runs' files (default: a temporary folder, removed)")
     p.add_argument("--every_clocks", type=int, default=50)

@@ -19,7 +19,7 @@ epoch. It then writes:
                   --no_plot to go without).
 
 Example:
-  tools/staleness_sweep.py --config examples/bibtex.pbtxt --slowdown 2 --out sweep-bibtex
+  tools/staleness_sweep.py --config tests/data/bibtex_fixed.pbtxt --slowdown 2 --out sweep-bibtex
   tools/staleness_sweep.py --config examples/a9a.pbtxt --metric accuracy --target 0.84 --out sweep-a9a
 
 Every run is bounded by --timeout_s; a failed run is reported and the sweep

@@ -16,7 +16,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=120
-flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --slowdown=2
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --slowdown=2
        --slowdown_rank=1 --adaptive_batch=true --adaptive_batch_min=16 --adaptive_batch_max=160
        --adaptive_batch_step=server_weight --metrics_dir="$tmp/jsonl" --request_timeout_ms=30000)
 [ "$mode" = on_demand ] && flags+=(--data_on_demand=true --chunk_rows=320)

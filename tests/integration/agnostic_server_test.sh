@@ -46,7 +46,7 @@ run_job() {
 
 case "$mode" in
 jobs)
-  run_job bibtex examples/bibtex.pbtxt
+  run_job bibtex tests/data/bibtex_fixed.pbtxt
   grep -q "tables from worker 0: w1 (row, dim 256), b1 (dense, 256 floats), w2 (row, dim 257)" "$tmp/server0.log" \
     || fail "bibtex: server 0 did not log the tables worker 0 declared"
   gate "$(metric "$tmp/bibtex.json" precision_at_1)" 0.55 "Bibtex P@1 (XMC MLP) from the server-only config"
@@ -60,11 +60,11 @@ jobs)
   ;;
 mismatch)
   start_servers 2
-  timeout -k 5 120 "$bin/tether-worker" --config=examples/bibtex.pbtxt --job_id=agnostic --rank=0 \
+  timeout -k 5 120 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --job_id=agnostic --rank=0 \
     --server_addresses="$addrs" 2> "$tmp/w0.log" &
   pids+=($!)
   rc=0
-  out=$(timeout -k 5 120 "$bin/tether-worker" --config=examples/bibtex.pbtxt --job_id=agnostic --rank=1 \
+  out=$(timeout -k 5 120 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --job_id=agnostic --rank=1 \
     --hidden=128 --server_addresses="$addrs" 2>&1) || rc=$?
   [ "$rc" -ne 0 ] || fail "a worker with other tables exited 0"
   [ "$rc" -ne 124 ] || fail "a worker with other tables hung"

@@ -41,7 +41,7 @@ by_hand)
   ;;
 deterministic)
   for run in 1 2; do
-    timeout -k 5 300 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 2 --workers 1 \
+    timeout -k 5 300 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --servers 2 --workers 1 \
       --epochs=3 --seed=7 --metrics_out "$tmp/run$run.json"
   done
   for k in precision_at_1 precision_at_3 precision_at_5 ndcg_at_3 ndcg_at_5 final_loss; do
@@ -52,7 +52,7 @@ deterministic)
   ;;
 transports)
   for t in tcp ipc inproc; do
-    timeout -k 5 300 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 2 --workers 1 \
+    timeout -k 5 300 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --servers 2 --workers 1 \
       --transport $t --epochs=3 --seed=7 --metrics_out "$tmp/$t.json"
   done
   for k in precision_at_1 precision_at_3 precision_at_5 ndcg_at_3 ndcg_at_5 final_loss total_samples; do
@@ -61,7 +61,7 @@ transports)
     [ "$a" = "$b" ] && [ "$a" = "$c" ] || { echo "FAIL: $k differs between transports"; exit 1; }
   done
   [ "$(metric "$tmp/inproc.json" total_samples)" = 14640 ] || { echo "FAIL: expected 3 x 4880 samples"; exit 1; }
-  timeout -k 5 300 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport inproc \
+  timeout -k 5 300 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --transport inproc \
     --metrics_dir="$tmp/mdir" --metrics_out "$tmp/inproc2.json"
   gate "$(metric "$tmp/inproc2.json" precision_at_1)" 0.55 "P@1 (inproc, 2 servers, 2 workers)"
   for f in worker-0 worker-1 server-0 server-1; do
@@ -71,7 +71,7 @@ transports)
   # (exit 2, the full path tried).
   # (The copies in $tmp name the bundled files by absolute path: a config's
   # relative paths are taken against its own folder.)
-  sed -e "s#\"\.\./data/#\"$PWD/data/#" -e 's#bibtex_trSplit.txt#no_such_split.txt#' examples/bibtex.pbtxt > "$tmp/missing.pbtxt"
+  sed -e "s#\"\.\./\.\./data/#\"$PWD/data/#" -e 's#bibtex_trSplit.txt#no_such_split.txt#' tests/data/bibtex_fixed.pbtxt > "$tmp/missing.pbtxt"
   rc=0
   out=$(timeout -k 5 60 "$bin/tether-launch" --config "$tmp/missing.pbtxt" --transport inproc 2>&1) || rc=$?
   [ "$rc" = 2 ] || { echo "FAIL: a job whose split file is missing: exit $rc (expected 2): $out"; exit 1; }
@@ -80,8 +80,8 @@ transports)
   # A worker that cannot read its data must end the in-process job at once,
   # not leave the shards waiting for it (a split file that holds no rows).
   : > "$tmp/no_rows_split.txt"
-  sed -e "s#\"\.\./data/bibtex/bibtex_trSplit.txt#\"$tmp/no_rows_split.txt#" -e "s#\"\.\./data/#\"$PWD/data/#" \
-    examples/bibtex.pbtxt > "$tmp/bad.pbtxt"
+  sed -e "s#\"\.\./\.\./data/bibtex/bibtex_trSplit.txt#\"$tmp/no_rows_split.txt#" -e "s#\"\.\./\.\./data/#\"$PWD/data/#" \
+    tests/data/bibtex_fixed.pbtxt > "$tmp/bad.pbtxt"
   start=$(date +%s)
   if out=$(timeout -k 5 120 "$bin/tether-launch" --config "$tmp/bad.pbtxt" --transport inproc 2>&1); then
     echo "FAIL: a job whose split file holds no rows succeeded"; exit 1; fi
@@ -100,7 +100,7 @@ transports)
   [ "$elapsed" -lt 30 ] || { echo "FAIL: one failing in-process worker took $elapsed s to end the job"; exit 1; }
   # SIGTERM to the launcher: the in-process workers leave gracefully (BYE),
   # the shards exit, the launcher exits 143 and leaves no process behind.
-  timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport inproc --epochs=200 \
+  timeout -k 5 120 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --transport inproc --epochs=200 \
     > "$tmp/term.log" 2>&1 &
   lp=$!; pids+=($lp)
   wait_log "$tmp/term.log" "epoch 1/200" 200
@@ -111,7 +111,7 @@ transports)
   rc=0; wait "$lp" || rc=$?
   [ "$rc" = 143 ] || { echo "FAIL: launcher exited $rc after SIGTERM, expected 143"; cat "$tmp/term.log"; exit 1; }
   grep -q "stop requested at clock" "$tmp/term.log" || { echo "FAIL: workers did not leave gracefully"; tail -20 "$tmp/term.log"; exit 1; }
-  if pgrep -f "tether-worker --config=examples/bibtex.pbtxt --in_process" > /dev/null; then
+  if pgrep -f "tether-worker --config=tests/data/bibtex_fixed.pbtxt --in_process" > /dev/null; then
     echo "FAIL: the in-process job outlived the launcher"; exit 1; fi
   echo "transports agree; a failing in-process worker ended the job in $elapsed s; SIGTERM ended it cleanly"
   ;;
@@ -119,7 +119,7 @@ transports_by_hand)
   # One worker: every read sees every earlier push of its own (read-my-
   # writes) and nothing else changes the rows, so the transport must not
   # change a single bit. Two epochs: 154 clocks of one minibatch each.
-  common=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1 --epochs=2 --seed=7 --progress_every_s=0)
+  common=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=1 --epochs=2 --seed=7 --progress_every_s=0)
   by_hand() {  # by_hand NAME LISTEN: one tether-server, then one tether-worker
     local name=$1 listen=$2
     timeout -k 5 200 "$bin/tether-server" "${common[@]}" --shard=0 --listen="$listen" \
@@ -180,16 +180,16 @@ config_errors)
   echo "$out" | grep -q "typo.pbtxt:2: unknown field 'staleness_bond' (did you mean 'staleness'?)" \
     || { echo "FAIL: message was: $out"; exit 1; }
   # A misspelt flag is refused with a suggestion.
-  if out=$(timeout 20 "$bin/tether-worker" --config=examples/bibtex.pbtxt --stalenes=3 2>&1); then
+  if out=$(timeout 20 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --stalenes=3 2>&1); then
     echo "FAIL: unknown flag accepted"; exit 1; fi
   echo "$out" | grep -q "unknown flag --stalenes (did you mean --staleness?)" || { echo "FAIL: $out"; exit 1; }
   # A flag that needs a value, given none.
-  if out=$(timeout 20 "$bin/tether-worker" --config=examples/bibtex.pbtxt --staleness 2>&1); then
+  if out=$(timeout 20 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --staleness 2>&1); then
     echo "FAIL: flag without value accepted"; exit 1; fi
   echo "$out" | grep -q "flag --staleness is missing its value" || { echo "FAIL: $out"; exit 1; }
   # Missing index base is refused naming the field, by the worker (the
   # server reads no data section) before it connects anywhere.
-  grep -v index_base examples/bibtex.pbtxt > "$tmp/nobase.pbtxt"
+  grep -v index_base tests/data/bibtex_fixed.pbtxt > "$tmp/nobase.pbtxt"
   if out=$(timeout 20 "$bin/tether-worker" --config="$tmp/nobase.pbtxt" --rank=0 \
       --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 2>&1); then
     echo "FAIL: missing index_base accepted"; exit 1; fi
@@ -197,11 +197,11 @@ config_errors)
   if echo "$out" | grep -q "connected to"; then echo "FAIL: connected before refusing: $out"; exit 1; fi
   # A straggler outside the job, and a metrics file that cannot be written,
   # are refused before any training.
-  if out=$(timeout 20 "$bin/tether-launch" --config=examples/bibtex.pbtxt --slowdown=2 --slowdown_rank=7 2>&1); then
+  if out=$(timeout 20 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --slowdown=2 --slowdown_rank=7 2>&1); then
     echo "FAIL: slowdown_rank 7 of 2 workers accepted"; exit 1; fi
   echo "$out" | grep -q "train.slowdown_rank: must name a worker in \[0, cluster.num_workers = 2)" \
     || { echo "FAIL: $out"; exit 1; }
-  if out=$(timeout 60 "$bin/tether-launch" --config=examples/bibtex.pbtxt --transport=inproc \
+  if out=$(timeout 60 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --transport=inproc \
       --metrics_out=/nonexistent-dir/m.json 2>&1); then
     echo "FAIL: unwritable metrics path accepted"; exit 1; fi
   echo "$out" | grep -q "flag --metrics_out=/nonexistent-dir/m.json: its folder /nonexistent-dir does not exist" ||
@@ -215,18 +215,18 @@ config_errors)
     echo "$out" | grep -qF "$want" || { echo "FAIL: $*: $out"; exit 1; }
   }
   expect_refused "flag --chunk_rows=64 is only read with train.data_on_demand true, which this job does not set: add --data_on_demand=true, or drop --chunk_rows" \
-    "$bin/tether-launch" --config=examples/bibtex.pbtxt --chunk_rows=64
+    "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --chunk_rows=64
   expect_refused "flag --adaptive_batch_min=16 is only read with train.adaptive_batch.enabled true" \
-    "$bin/tether-worker" --config=examples/bibtex.pbtxt --adaptive_batch_min=16 --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9
+    "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --adaptive_batch_min=16 --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9
   expect_refused "flag --period_rows=64 is only read with consistency.model AVERAGE, which this job does not set: add --consistency_model=average" \
-    "$bin/tether-server" --config=examples/bibtex.pbtxt --period_rows=64
+    "$bin/tether-server" --config=tests/data/bibtex_fixed.pbtxt --period_rows=64
   expect_refused "flag --model_momentum=0.5 is only read with consistency.model AVERAGE" \
     "$bin/tether-launch" --config=examples/bibtex_average.pbtxt --consistency_model=ssp --model_momentum=0.5
   expect_refused "flag --slowdown_rank=1 is only read with train.slowdown > 1" \
-    "$bin/tether-launch" --config=examples/bibtex.pbtxt --slowdown_rank=1
+    "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --slowdown_rank=1
   # A negative byte count names the flag and its range.
   expect_refused "error: --key_list_cache_bytes=-1: must be a number of bytes >= 0" \
-    "$bin/tether-server" --config=examples/bibtex.pbtxt --key_list_cache_bytes=-1
+    "$bin/tether-server" --config=tests/data/bibtex_fixed.pbtxt --key_list_cache_bytes=-1
   echo "config and flag errors refused as expected"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;

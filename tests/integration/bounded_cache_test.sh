@@ -16,8 +16,8 @@ tether_test_init "$1" "$2"
 limit_s=120
 
 # The example with absolute data paths and the input layer cached.
-sed -e "s#\"\.\./data/#\"$PWD/data/#" -e 's/consistency { cache: false }/consistency { cache: true }/' \
-  examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
+sed -e "s#\"\.\./\.\./data/#\"$PWD/data/#" -e 's/consistency { cache: false }/consistency { cache: true }/' \
+  tests/data/bibtex_fixed.pbtxt > "$tmp/bibtex.pbtxt"
 grep -q "consistency { cache: true }" "$tmp/bibtex.pbtxt" || { echo "FAIL: the example changed: no w1 cache line"; exit 1; }
 
 flags=(--config="$tmp/bibtex.pbtxt")
@@ -49,7 +49,7 @@ p1 = m["precision_at_1"]
 # One run, so the gate sits well below the run-to-run spread: 8 runs of
 # `ctest -R 'integration.bounded_cache_bibtex$' -V` gave 0.612-0.620, and the
 # same job without a cache bound (`tether-launch --config
-# examples/bibtex.pbtxt`, 8 runs) 0.608-0.622; an untrained model is near 0.
+# tests/data/bibtex_fixed.pbtxt`, 8 runs) 0.608-0.622; an untrained model is near 0.
 check(p1 >= 0.58, f"P@1 = {p1:.4f} (gate >= 0.58) with each worker's cache at 10% of the model")
 check(len(m["workers"]) == 2, "two workers in the metrics")
 for w in m["workers"]:

@@ -12,7 +12,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=240
-flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=4 --staleness=3 --epochs=20
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=4 --staleness=3 --epochs=20
        --worker_timeout_ms=1500 --minibatch_size=32 --request_timeout_ms=30000)
 start_servers 2
 start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started

@@ -22,7 +22,7 @@ limit_s=60
 # every 20 clocks, run to its end (every process exits 0); sets $c to the
 # complete checkpoint at clock 20 and $f to its server-1 shard file.
 first_run_to_clock_20() {
-  flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5
          --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
   start_servers 2
   start_worker 0 "$tmp/w0.log"; w0=$started
@@ -36,7 +36,7 @@ first_run_to_clock_20() {
 
 case "$mode" in
   killed)
-    flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=5 --seed=3
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=5 --seed=3
            --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --worker_timeout_ms=3000)
     start_servers 2
     start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/first.json"; w0=$started
@@ -93,7 +93,7 @@ case "$mode" in
     chmod 755 "$tmp"
     as_other=()  # root may write a mode-555 directory: the check runs as nobody
     [ "$(id -u)" = 0 ] && as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-    job=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1)
+    job=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=1)
     refused() {  # refused LOG EXPECTED COMMAND...: exit 2 with EXPECTED in LOG
       local log=$1 want=$2 rc=0
       shift 2
@@ -163,7 +163,7 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
     # resume from the checkpoint at clock 20 reaches clocks whose complete
     # checkpoints the first run wrote: the new ones go to "-r1" beside them,
     # and every old file stays byte for byte.
-    flags=(--config=examples/bibtex.pbtxt --num_workers=1 --staleness=0 --epochs=1 --seed=4
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --num_workers=1 --staleness=0 --epochs=1 --seed=4
            --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=100)
     run_job() {  # run_job NAME NUM_SERVERS [WORKER FLAGS...]: exit codes in $codes
       local name=$1 ns=$2
@@ -214,7 +214,7 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
     # resolve it against their own and send it absolute, so every file of
     # every checkpoint lands in the workers' ck/, none in the servers'.
     mkdir -p "$tmp/srv" "$tmp/wrk"
-    flags=(--config="$PWD/examples/bibtex.pbtxt" --num_servers=2 --num_workers=2 --epochs=1
+    flags=(--config="$PWD/tests/data/bibtex_fixed.pbtxt" --num_servers=2 --num_workers=2 --epochs=1
            --checkpoint_dir=ck --checkpoint_every_clocks=10)
     cd "$tmp/srv"
     start_servers 2

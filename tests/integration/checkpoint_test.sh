@@ -73,12 +73,12 @@ PY2
 
 case "$mode" in
   exact|exact_bf16|exact_budget|exact_dc)
-    flags=(--config=examples/bibtex.pbtxt --staleness=0 --epochs=5 --checkpoint_keep_last=2)
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=0 --epochs=5 --checkpoint_keep_last=2)
     [ "$mode" = exact_bf16 ] && flags+=(--wire=bf16)
     [ "$mode" = exact_dc ] && flags+=(--delay_compensation=100)
     if [ "$mode" = exact_budget ]; then
-      sed -e "s#\.\./data/#$PWD/data/#" -e 's#^  name: "w1"#  name: "w1" admit_after: 2 max_rows: 1500 evict: LFU#' \
-        examples/bibtex.pbtxt > "$tmp/budget.pbtxt"
+      sed -e "s#\.\./\.\./data/#$PWD/data/#" -e 's#^  name: "w1"#  name: "w1" admit_after: 2 max_rows: 1500 evict: LFU#' \
+        tests/data/bibtex_fixed.pbtxt > "$tmp/budget.pbtxt"
       grep -q 'admit_after: 2 max_rows: 1500 evict: LFU' "$tmp/budget.pbtxt" || fail "no budget in the derived config"
       flags[0]=--config="$tmp/budget.pbtxt"
     fi
@@ -174,9 +174,9 @@ PY2
     echo "PASS: resume from $(basename "$ckpt") is bit-identical ($mode)"
     ;;
   final_validation)
-    sed -e "s#\.\./data/#$PWD/data/#" -e 's/hidden: 256/hidden: 64/' -e 's/learning_rate: 0.001/learning_rate: 0.02/' \
+    sed -e "s#\.\./\.\./data/#$PWD/data/#" -e 's/hidden: 256/hidden: 64/' -e 's/learning_rate: 0.001/learning_rate: 0.02/' \
       -e 's/^  epochs: 7 .*/  epochs: 8\n  validation_fraction: 0.2\n  early_stopping { metric: "precision_at_1" patience: 1 }/' \
-      examples/bibtex.pbtxt > "$tmp/val.pbtxt"
+      tests/data/bibtex_fixed.pbtxt > "$tmp/val.pbtxt"
     grep -q "validation_fraction: 0.2" "$tmp/val.pbtxt" || fail "no validation split in the derived config"
     flags=(--config="$tmp/val.pbtxt" --staleness=0 --checkpoint_dir="$tmp/ck")
     start_job full 1 1 "${flags[@]}"
@@ -200,7 +200,7 @@ PY2
     echo "PASS: a resume from $(basename "$final") reports the run's validation outcome"
     ;;
   reshard)
-    flags=(--config=examples/bibtex.pbtxt --staleness=2 --epochs=3 --checkpoint_every_clocks=60
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=2 --epochs=3 --checkpoint_every_clocks=60
            --checkpoint_keep_last=5)
     start_job two 2 2 "${flags[@]}" --checkpoint_dir="$tmp/ck"
     wait_codes "${worker_pids[@]}" "${server_pids[@]}"
@@ -237,7 +237,7 @@ PY2
     echo "PASS"
     ;;
   left)
-    flags=(--config=examples/bibtex.pbtxt --staleness=2 --epochs=5 --checkpoint_dir="$tmp/ck")
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=2 --epochs=5 --checkpoint_dir="$tmp/ck")
     start_job stop 2 2 "${flags[@]}"
     wait_log "$tmp/stop-worker1.log" "epoch 1/5" 600
     victim=$(worker_pid "${worker_pids[1]}")
@@ -266,7 +266,7 @@ PY2
     # runs against 3 uninterrupted ones, comparing median P@1 (by hand: SSP
     # timing makes P@1 vary by about ±0.01 run to run, too much for a gate
     # on medians of 3; docs/OPERATIONS.md records the study's figures).
-    flags=(--config=examples/bibtex.pbtxt --epochs=10 --checkpoint_every_clocks=50 --timeout_s=150)
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=10 --checkpoint_every_clocks=50 --timeout_s=150)
     runs=1
     [ "$mode" = restart_study ] && runs=3
     p1s_full=()
@@ -321,7 +321,7 @@ PY2
   restart_early)
     # A server dies before the first checkpoint is complete: the launcher
     # starts the job over (never "no such checkpoint directory").
-    timeout -k 5 160 "$bin/tether-launch" --config=examples/bibtex.pbtxt --epochs=2 --checkpoint_dir="$tmp/early" \
+    timeout -k 5 160 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --epochs=2 --checkpoint_dir="$tmp/early" \
       --checkpoint_every_clocks=100000 --max_restarts=1 --metrics_out="$tmp/early.json" > "$tmp/early.log" 2>&1 &
     launcher=$!
     pids+=($launcher)

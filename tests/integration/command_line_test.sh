@@ -35,7 +35,7 @@ refused() {
   echo "exit $rc: $text"
 }
 
-bibtex=(--config=examples/bibtex.pbtxt)
+bibtex=(--config=tests/data/bibtex_fixed.pbtxt)
 case "$mode" in
 flags)
   # Boolean overrides: the values in force name them (then the job is
@@ -58,7 +58,7 @@ flags)
   TMPDIR=$long refused 2 "over the 107 a Unix socket address holds: use a shorter directory (for tether-launch --transport=ipc, set TMPDIR" \
     "$bin/tether-launch" "${bibtex[@]}" --transport=ipc
   printf '\xef\xbb\xbf' >"$tmp/bom.pbtxt"
-  sed 's#"\.\./data/#"'"$PWD"'/data/#' examples/bibtex.pbtxt >>"$tmp/bom.pbtxt"
+  sed 's#"\.\./\.\./data/#"'"$PWD"'/data/#' tests/data/bibtex_fixed.pbtxt >>"$tmp/bom.pbtxt"
   refused 2 "bom.pbtxt:1: the file starts with a UTF-8 byte-order mark (bytes EF BB BF)" \
     "$bin/tether-launch" --config="$tmp/bom.pbtxt"
   refused 2 "--workers=0: a job needs at least one worker; give a count ≥ 1, or leave the flag out" \
@@ -77,7 +77,7 @@ tools)
   refused 1 "zero.txt:1: the XMC header '2 0 3' declares 0 features, but the file has rows" \
     "$bin/tether-data" check --format=xmc --index_base=0 "$tmp/zero.txt"
   # A job whose config takes the widths from the header (num_features 0).
-  grep -v "num_features\|num_labels\|_split\|train_file\|test_file" examples/bibtex.pbtxt >"$tmp/zero.pbtxt"
+  grep -v "num_features\|num_labels\|_split\|train_file\|test_file" tests/data/bibtex_fixed.pbtxt >"$tmp/zero.pbtxt"
   refused 2 "zero.txt:1: the XMC header '2 0 3' declares 0 features" \
     "$bin/tether-launch" --config="$tmp/zero.pbtxt" --train_file="$tmp/zero.txt" --test_file="$tmp/zero.txt"
   timeout 60 "$bin/tether-data" check --format=XMC --index_base=0 data/bibtex/Bibtex_data.txt.gz >"$tmp/upper.log" 2>&1 ||
@@ -88,8 +88,8 @@ tools)
   refused 1 "split.txt:3: row 9000 is past the end of data/bibtex/Bibtex_data.txt.gz, which has 7395 data rows" \
     "$bin/tether-data" check --format=xmc --index_base=0 --split="$tmp/split.txt" data/bibtex/Bibtex_data.txt.gz
   # The same split in a job: the worker names the split file's line.
-  sed -e 's#"\.\./data/#"'"$PWD"'/data/#' -e 's#[^"]*bibtex_trSplit.txt#'"$tmp"'/split.txt#' \
-    examples/bibtex.pbtxt >"$tmp/split.pbtxt"
+  sed -e 's#"\.\./\.\./data/#"'"$PWD"'/data/#' -e 's#[^"]*bibtex_trSplit.txt#'"$tmp"'/split.txt#' \
+    tests/data/bibtex_fixed.pbtxt >"$tmp/split.pbtxt"
   refused 1 "split.txt:3: row 9000 is past the end of $PWD/data/bibtex/Bibtex_data.txt.gz, which has 7395 data rows" \
     "$bin/tether-launch" --config="$tmp/split.pbtxt" --epochs=1
   # Hashed 64-bit ids: 3 rows, ids above 2^63; read, counted and converted.

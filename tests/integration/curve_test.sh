@@ -42,8 +42,8 @@ CFG
 
 case "$mode" in
 train)
-  sed "s|\"\.\./data/|\"$PWD/data/|g" examples/bibtex.pbtxt > "$tmp/plain.pbtxt"
-  { sed "s|\"\.\./data/|\"$PWD/data/|g" examples/bibtex.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
+  sed "s|\"\.\./\.\./data/|\"$PWD/data/|g" tests/data/bibtex_fixed.pbtxt > "$tmp/plain.pbtxt"
+  { sed "s|\"\.\./\.\./data/|\"$PWD/data/|g" tests/data/bibtex_fixed.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
   for run in plain curve; do
     timeout -k 5 300 "$bin/tether-launch" --config "$tmp/$run.pbtxt" --servers 2 --workers 1 \
       --epochs=3 --seed=7 --metrics_out "$tmp/$run.json" > "$tmp/$run.launch.log" 2>&1 ||
@@ -97,7 +97,7 @@ train)
   wait "${server_pids[1]}" || fail "server 1 exited non-zero: $(tail -3 "$tmp/server1.log")"
   pids=()
   # One run per gate: Bibtex with 2 servers and 2 workers gave P@1 0.608-0.622
-  # over 8 runs of `tether-launch --config examples/bibtex.pbtxt`, 0.602-0.616
+  # over 8 runs of `tether-launch --config tests/data/bibtex_fixed.pbtxt`, 0.602-0.616
   # over 6 with `--servers 1`, so 0.58 sits well below the run-to-run spread.
   gate "$(metric "$tmp/by_hand.json" precision_at_1)" 0.58 "P@1 with CURVE, 2 servers, 2 workers by hand" ||
     fail "P@1 below the gate"
@@ -145,7 +145,7 @@ keys)
   rc=0; out=$("$bin/tether-keygen" --out="$keys" --name=worker 2>&1) || rc=$?
   [ "$rc" = 1 ] && echo "$out" | grep -qF "$keys/worker.key exists; tether-keygen never overwrites a key" ||
     fail "keygen over an existing pair: exit $rc: $out"
-  { sed "s|\"\.\./data/|\"$PWD/data/|g" examples/bibtex.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
+  { sed "s|\"\.\./\.\./data/|\"$PWD/data/|g" tests/data/bibtex_fixed.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
   chmod 644 "$keys/server.key"
   rc=0; out=$(timeout -k 5 30 "$bin/tether-server" --config="$tmp/curve.pbtxt" 2>&1) || rc=$?
   [ "$rc" != 0 ] && echo "$out" | grep -qF "$keys/server.key: mode 0644 lets other users read the secret key; it must be 0600 or 0400 (chmod 600 $keys/server.key)" ||

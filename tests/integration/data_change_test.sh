@@ -32,7 +32,7 @@ bytes=$(stat -c %s "$data")
 ck=$tmp/ck
 checkpointed_job() {
   local rc=0
-  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=examples/bibtex.pbtxt --train_file="$data" \
+  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --train_file="$data" \
     --test_file="$data" --epochs=2 --checkpoint_dir="$ck" --checkpoint_every_clocks=30 \
     --checkpoint_keep_last=50 > "$tmp/first.log" 2>&1 || rc=$?
   [ "$rc" = 0 ] || fail "the checkpointed job exited $rc"
@@ -44,7 +44,7 @@ checkpointed_job() {
 
 case "$mode" in
   appended)
-    flags=(--config=examples/bibtex.pbtxt --train_file="$data" --test_file="$data" --epochs=1000 --staleness=2)
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --train_file="$data" --test_file="$data" --epochs=1000 --staleness=2)
     start_job grow 2 2 "${flags[@]}"
     wait_log "$tmp/grow-worker0.log" "epoch 1/1000" 1800
     printf '3 7:1\n' >> "$data"
@@ -79,7 +79,7 @@ case "$mode" in
     touch -r "$tmp/mtime" "$data"
     [ "$(stat -c %s "$data")" = "$bytes" ] || fail "the edit changed the size of $data"
     rc=0
-    out=$(timeout -k 5 60 "$bin/tether-launch" --config=examples/bibtex.pbtxt --train_file="$data" \
+    out=$(timeout -k 5 60 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --train_file="$data" \
       --test_file="$data" --epochs=2 --checkpoint_dir="$ck" --resume_from="$ckpt" 2>&1) || rc=$?
     echo "$out" > "$tmp/resume.log"
     [ "$rc" = 1 ] || fail "the resume on a changed data file exited $rc (want 1)"
@@ -101,7 +101,7 @@ case "$mode" in
     cp "$data" "$tmp/moved/bibtex.txt"
     touch -d '2001-01-01' "$tmp/moved/bibtex.txt"  # a copy's own modification time
     rc=0
-    timeout -k 5 "$limit_s" "$bin/tether-launch" --config=examples/bibtex.pbtxt --train_file="$tmp/moved/bibtex.txt" \
+    timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --train_file="$tmp/moved/bibtex.txt" \
       --test_file="$tmp/moved/bibtex.txt" --epochs=2 --checkpoint_dir="$ck" --resume_from="$ckpt" \
       > "$tmp/resume.log" 2>&1 || rc=$?
     [ "$rc" = 0 ] || fail "the resume on a copy of the same file exited $rc (want 0)"

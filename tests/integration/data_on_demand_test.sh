@@ -30,7 +30,7 @@ source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 
 if [ "$mode" = speeds ]; then servers=2; epochs=3; else servers=1; epochs=4; fi
-flags=(--config=examples/bibtex.pbtxt --num_servers=$servers --num_workers=3 --staleness=inf
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=$servers --num_workers=3 --staleness=inf
        --epochs=$epochs --seed=5 --data_on_demand=true --chunk_rows=64 --minibatch_size=32
        --request_timeout_ms=30000)
 # kill: a timeout longer than the restart takes, so the rejoin (not the

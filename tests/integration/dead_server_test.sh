@@ -25,7 +25,7 @@ tether_test_init "$1" "$2"
 limit_s=90
 fail_lines=15
 
-job=(--config=examples/bibtex.pbtxt --epochs=200 --staleness=2)
+job=(--config=tests/data/bibtex_fixed.pbtxt --epochs=200 --staleness=2)
 flags=("${job[@]}")
 start_workers() {  # N: workers 0..N-1 (logs $tmp/workerR.log), pids in wpid[R]
   for ((r = 0; r < $1; r++)); do

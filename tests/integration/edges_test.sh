@@ -30,7 +30,7 @@ tether_test_init "$1" "$2"
 limit_s=240
 here=$(cd "$(dirname "$0")" && pwd)
 hostile() { timeout -k 5 60 python3 "$here/hostile.py" "$@"; }
-sed "s|\"\.\./data/|\"$PWD/data/|g" examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
+sed "s|\"\.\./\.\./data/|\"$PWD/data/|g" tests/data/bibtex_fixed.pbtxt > "$tmp/bibtex.pbtxt"
 
 # Peak resident memory (VmHWM, kB) of the process `timeout` (PID) runs.
 hwm_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$(inner "$1")/status"; }

@@ -42,7 +42,7 @@ expect_refusal() {  # name expected_code pattern command...
 }
 
 if [ "$mode" = refuse ]; then
-  cfg=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1 --server_addresses=tcp://127.0.0.1:1)
+  cfg=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=1 --server_addresses=tcp://127.0.0.1:1)
   expect_refusal rank_past_bound 2 "cluster.max_workers = 3" \
     "$bin/tether-worker" "${cfg[@]}" --max_workers=3 --rank=3
   expect_refusal rank_past_default 2 "i.e. cluster.num_workers" \
@@ -52,15 +52,15 @@ if [ "$mode" = refuse ]; then
   expect_refusal max_below_num 2 "cluster.max_workers: is 1: must be ≥ cluster.num_workers = 2" \
     "$bin/tether-worker" "${cfg[@]}" --num_workers=2 --max_workers=1 --rank=0
   expect_refusal schedule_syntax 2 "expected EPOCH:+N" \
-    "$bin/tether-launch" --config=examples/bibtex.pbtxt --elastic_schedule=2+2
+    "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --elastic_schedule=2+2
   expect_refusal schedule_past_bound 2 "beyond cluster.max_workers = 3" \
-    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+3
+    "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+3
   expect_refusal schedule_no_worker_left 2 "at least one must stay" \
-    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --elastic_schedule=2:-1
+    "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --num_workers=1 --elastic_schedule=2:-1
   expect_refusal schedule_without_data 2 "needs train.data_on_demand" \
-    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+2
+    "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --num_workers=1 --max_workers=3 --elastic_schedule=2:+2
   expect_refusal schedule_inproc 2 "not with --transport=inproc" \
-    "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=2 --transport=inproc --elastic_schedule=2:-1
+    "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --num_workers=2 --transport=inproc --elastic_schedule=2:-1
   # --staleness is a bound of SSP/ASP: with AVERAGE it is refused, never dropped.
   expect_refusal average_and_staleness 2 "and --consistency_model=average contradict" \
     "$bin/tether-worker" "${cfg[@]}" --rank=0 --consistency_model=average --staleness=2
@@ -70,7 +70,7 @@ if [ "$mode" = refuse ]; then
   # Workers that disagree on train.data_on_demand (one on its static share,
   # one drawing chunks) would train rows twice: the shard refuses the second
   # HELLO, naming the setting, and the job fails within the start-up bound.
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --startup_timeout_ms=4000)
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --startup_timeout_ms=4000)
   timeout -k 5 60 "$bin/tether-server" "${flags[@]}" --listen=tcp://127.0.0.1:0 --port_file="$tmp/mix.port" \
     > "$tmp/mix_server.log" 2>&1 &
   pids+=($!)
@@ -125,7 +125,7 @@ PY
 
 if [ "$mode" = launch ]; then
   rc=0
-  timeout -k 10 280 "$bin/tether-launch" --config=examples/bibtex.pbtxt --num_workers=1 --max_workers=3 \
+  timeout -k 10 280 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --num_workers=1 --max_workers=3 \
     --data_on_demand=true --elastic_schedule=2:+2,4:-1 --metrics_out="$tmp/m.json" --timeout_s=240 \
     --slowdown=4 --slowdown_rank=0 \
     > "$tmp/launch.log" 2>&1 || rc=$?
@@ -139,7 +139,7 @@ if [ "$mode" = launch ]; then
 fi
 
 if [ "$mode" = grow ]; then
-  flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=1 --max_workers=2 --data_on_demand=true
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=1 --max_workers=2 --data_on_demand=true
          --staleness=2 --request_timeout_ms=30000)
   start_servers 2
   start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"
@@ -158,7 +158,7 @@ if [ "$mode" = grow ]; then
 fi
 
 [ "$mode" = evaluator ] || { echo "usage: $0 refuse|evaluator|grow|launch BIN_DIR"; exit 2; }
-flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --staleness=2 --epochs=6
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --staleness=2 --epochs=6
        --minibatch_size=32 --request_timeout_ms=30000)
 start_servers 1
 start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"

@@ -34,7 +34,7 @@ repo=$(pwd)
 trap 'pkill -9 -f -- "--config=$tmp/" 2>/dev/null || true; tether_test_cleanup' EXIT
 mpi=(mpirun --allow-run-as-root --oversubscribe)
 # The job's config with absolute data paths, so tasks may run in $tmp.
-sed "s|\"\.\./data/|\"$repo/data/|g" examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
+sed "s|\"\.\./\.\./data/|\"$repo/data/|g" tests/data/bibtex_fixed.pbtxt > "$tmp/bibtex.pbtxt"
 left_behind() { pgrep -fa -- "--config=$tmp/bibtex.pbtxt" || true; }
 all_execd() { [ "$(grep -c "exec $bin" "$tmp/log2" 2>/dev/null)" = 4 ]; }
 nothing_left() { [ -z "$(left_behind)" ]; }
@@ -44,7 +44,7 @@ wait_gone() {  # no process of this job within 10 s
 }
 
 # One run per gate: Bibtex with 2 servers and 2 workers gave P@1 0.608-0.622
-# over 8 runs of `tether-launch --config examples/bibtex.pbtxt`, 0.602-0.616
+# over 8 runs of `tether-launch --config tests/data/bibtex_fixed.pbtxt`, 0.602-0.616
 # over 6 with `--servers 1`, so 0.58 sits well below the run-to-run spread.
 case "$mode" in
 mpirun)

@@ -44,7 +44,7 @@ c24_divergence)
   run() {  # run NAME WANT_RC ARGS...: tether-launch on Bibtex, 2 epochs, in one process
     local name=$1 want=$2 rc=0
     shift 2
-    timeout 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport=inproc --epochs=2 --workers=1 \
+    timeout 120 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --transport=inproc --epochs=2 --workers=1 \
       --metrics_out "$tmp/$name.json" "$@" > "$tmp/$name.log" 2>&1 || rc=$?
     [ "$rc" = "$want" ] || fail "$name: exit $rc (expected $want):"$'\n'"$(tail -20 "$tmp/$name.log")"
     [ -s "$tmp/$name.json" ] || fail "$name: no metrics written"
@@ -71,7 +71,7 @@ c24_divergence)
   echo "ok   C24 --nofail_on_divergence: exit 0, \"accepted\": [\"diverged\"]"
   # Without --metrics_out the exit code is the same.
   rc=0
-  timeout 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport=inproc --epochs=2 --workers=1 \
+  timeout 120 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --transport=inproc --epochs=2 --workers=1 \
     --optimizer=sgd --learning_rate=100 > "$tmp/nometrics.log" 2>&1 || rc=$?
   [ "$rc" = 3 ] || fail "diverged run without --metrics_out exited $rc, expected 3"
   run fail 3 --optimizer=sgd --learning_rate=100 --fail_on_divergence=true
@@ -83,7 +83,7 @@ c25_closed_pipe)
   export TMPDIR=$tmp/t
   mkdir "$TMPDIR"
   rc=0
-  timeout 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --epochs=2 --timeout_s=100 \
+  timeout 120 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --epochs=2 --timeout_s=100 \
     --metrics_out "$tmp/m.json" 2>&1 | head -3 > "$tmp/head.txt" || true
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || fail "closed pipe: tether-launch exit $rc (expected 0; 141 is SIGPIPE)"
@@ -98,7 +98,7 @@ c25_dead_launcher)
   mkdir "$TMPDIR"
   # Started directly (not under `timeout`) so that $! is the launcher itself;
   # --timeout_s bounds it, and the EXIT trap kills it if the test fails early.
-  "$bin/tether-launch" --config examples/bibtex.pbtxt --transport=inproc --epochs=100000 \
+  "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --transport=inproc --epochs=100000 \
     --timeout_s=90 > "$tmp/long.log" 2>&1 &
   lp=$!
   pids+=("$lp")
@@ -117,7 +117,7 @@ c25_dead_launcher)
     if kill -0 "$child" 2>/dev/null; then kill -9 "$child"; fail "child $child outlived its launcher"; fi
   fi
   left=$(compgen -G "$TMPDIR/tether-launch.$lp.*") || fail "the killed launcher left nothing to clean (test is moot)"
-  timeout 100 "$bin/tether-launch" --config examples/bibtex.pbtxt --transport=inproc --epochs=1 --timeout_s=90 \
+  timeout 100 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --transport=inproc --epochs=1 --timeout_s=90 \
     > "$tmp/next.log" 2>&1 || fail "next start: exit $?:"$'\n'"$(tail -20 "$tmp/next.log")"
   grep -qF "removed $left, left by launcher pid $lp, which is gone" "$tmp/next.log" ||
     fail "next start did not say it removed $left:"$'\n'"$(grep launch "$tmp/next.log" | head)"

@@ -35,7 +35,7 @@ tether_test_init "$@"
 [ "$mode" = kill_join ] || { echo "usage: $0 kill_join BIN_DIR"; exit 2; }
 fail_lines=15
 epochs=4
-flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=3 --max_workers=4 --staleness=2
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=3 --max_workers=4 --staleness=2
        --epochs=$epochs --seed=5 --data_on_demand=true --chunk_rows=64 --minibatch_size=32
        --request_timeout_ms=30000 --worker_timeout_ms=3000 --slowdown=4 --slowdown_rank=2)
 start_servers 2

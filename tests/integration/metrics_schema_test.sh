@@ -16,7 +16,7 @@ fixtures=tests/data/metrics_schema
 schema=tests/integration/metrics_schema.py
 
 failed=0
-timeout -k 5 200 "$bin/tether-launch" --config examples/bibtex.pbtxt --epochs=2 --eval_every_epochs=1 \
+timeout -k 5 200 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --epochs=2 --eval_every_epochs=1 \
   --metrics_dir="$tmp/mdir" --timeout_s=180 --metrics_out "$tmp/bibtex.json" >"$tmp/bibtex.log" 2>&1 ||
   { tail -20 "$tmp/bibtex.log"; exit 1; }
 python3 "$schema" check "$fixtures/bibtex.json" "$tmp/bibtex.json" || failed=1

@@ -28,7 +28,7 @@ tether_test_init "$1" "$2"
 # is exactly the one the shards hold at the end (--model_out).
 ckpt=()
 [ "$mode" = npz ] && ckpt=(--checkpoint_dir="$tmp/ck")
-timeout -k 5 120 "$bin/tether-worker" --config=examples/bibtex.pbtxt --in_process --num_workers=1 \
+timeout -k 5 120 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --in_process --num_workers=1 \
   --metrics_out="$tmp/train.json" --model_out="$tmp/m.safetensors" "${ckpt[@]}"
 test -s "$tmp/m.safetensors"
 predict() {  # predict THREADS OUT_PREFIX [MODEL]

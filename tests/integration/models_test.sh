@@ -69,12 +69,12 @@ mnist)
   ;;
 device)
   # --device=auto: the worker's log says which backend it chose.
-  timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 1 --workers 1 --epochs 1 \
+  timeout -k 5 120 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --servers 1 --workers 1 --epochs 1 \
     --device=auto --metrics_out "$tmp/auto.json" --timeout_s 110 > "$tmp/auto.log" 2>&1 \
     || { cat "$tmp/auto.log"; echo "FAIL: --device=auto did not run"; exit 1; }
   if grep -q -- "--device=auto: using the CUDA backend" "$tmp/auto.log"; then
     echo "a CUDA device is visible: --device=auto chose it; checking --device=cuda runs too"
-    timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 1 --workers 1 --epochs 1 \
+    timeout -k 5 120 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --servers 1 --workers 1 --epochs 1 \
       --device=cuda --timeout_s 110 > "$tmp/cuda.log" 2>&1 || { cat "$tmp/cuda.log"; exit 1; }
     grep -q "compute backend cuda:0" "$tmp/cuda.log" || { echo "FAIL: --device=cuda not on cuda:0"; exit 1; }
     exit 0
@@ -86,7 +86,7 @@ device)
   echo "--device=auto ran on the CPU and said so:"
   grep -- "--device=auto: using the CPU backend" "$tmp/auto.log" | head -1
   # --device=cuda: non-zero exit and a message naming the missing device.
-  if timeout -k 5 60 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 1 --workers 1 --epochs 1 \
+  if timeout -k 5 60 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --servers 1 --workers 1 --epochs 1 \
       --device=cuda --timeout_s 50 > "$tmp/cuda.log" 2>&1; then
     cat "$tmp/cuda.log"; echo "FAIL: --device=cuda succeeded without a CUDA device"; exit 1
   fi

@@ -46,7 +46,7 @@ link_ready || { echo "FAIL: the veth pair is not up"; ip -n "$ns_s" addr; ip -n 
 
 warning_expected=0
 if git -C "$repo" grep -q "anyone who can reach" -- '*.cc' '*.h' 2>/dev/null; then warning_expected=1; fi
-cfg=examples/bibtex.pbtxt
+cfg=tests/data/bibtex_fixed.pbtxt
 
 # run NAME RENDEZVOUS SERVER0_EXTRA LISTEN [SERVER_EXTRA...]: 2 servers in
 # ns_s, 2 workers in ns_w given only the rendezvous (and the job id).
@@ -73,7 +73,7 @@ run() {
   for s in "${spids[@]}"; do wait "$s" || { echo "FAIL ($name): a server failed"; tail -n 20 "$d"/server*.log; return 1; }; done
   grep -h "servers from the rendezvous" "$d"/worker*.log
   # One run per gate: Bibtex with 2 servers and 2 workers gave P@1 0.608-0.622
-  # over 8 runs of `tether-launch --config examples/bibtex.pbtxt`, 0.602-0.616
+  # over 8 runs of `tether-launch --config tests/data/bibtex_fixed.pbtxt`, 0.602-0.616
   # over 6 with `--servers 1`, so 0.58 sits well below the run-to-run spread.
   gate "$(metric "$d/m.json" precision_at_1)" 0.58 "P@1 ($name: servers in $ns_s, workers in $ns_w, rendezvous $rdzv)"
   if [ "$warning_expected" = 1 ]; then

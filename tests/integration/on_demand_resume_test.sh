@@ -21,7 +21,7 @@ tether_test_init resume "$1"
 fail_lines=12
 
 ck=$tmp/ck
-flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=4 --seed=5
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=4 --seed=5
        --data_on_demand=true --chunk_rows=64 --minibatch_size=32 --request_timeout_ms=30000
        --checkpoint_dir="$ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=50)
 

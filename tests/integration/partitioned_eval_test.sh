@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 tether_test_init eval "$1"
 limit_s=150
 
-flags=(--config=examples/bibtex.pbtxt --staleness=2 --epochs=3)
+flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=2 --epochs=3)
 start_job train 2 2 "${flags[@]}" --eval_every_epochs=1 --metrics_dir="$tmp/mlog" --checkpoint_dir="$tmp/ck"
 wait_job train
 final=$(ls -d "$tmp"/ck/ckpt-*-final)

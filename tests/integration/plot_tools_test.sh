@@ -16,7 +16,7 @@ fi
 source "$(dirname "$0")/lib.sh"
 tether_test_init plot "$1"
 
-timeout -k 5 120 "$bin/tether-launch" --config examples/bibtex.pbtxt --epochs=2 --eval_every_epochs=1 \
+timeout -k 5 120 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --epochs=2 --eval_every_epochs=1 \
   --metrics_dir="$tmp/run" >/dev/null 2>"$tmp/launch.err" || { tail -5 "$tmp/launch.err"; exit 1; }
 timeout 120 python3 tools/plot_metrics.py -o "$tmp/bibtex.png" "bibtex=$tmp/run"
 head -c 8 "$tmp/bibtex.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" || { echo "FAIL: no PNG written"; exit 1; }
@@ -44,6 +44,6 @@ check_missing plot_metrics.py timeout 60 /usr/bin/python3 -S tools/plot_metrics.
 check_missing plot_spread.py timeout 60 /usr/bin/python3 -S tools/plot_spread.py sweep \
   docs/sweeps/bibtex/sweep.json -o "$tmp/x.png"
 check_missing staleness_sweep.py timeout 60 /usr/bin/python3 -S tools/staleness_sweep.py \
-  --config examples/bibtex.pbtxt --bin "$bin" --out "$tmp/sweep"
+  --config tests/data/bibtex_fixed.pbtxt --bin "$bin" --out "$tmp/sweep"
 [ ! -e "$tmp/sweep" ] || { echo "FAIL: the sweep started training without matplotlib"; exit 1; }
 echo PASS

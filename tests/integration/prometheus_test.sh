@@ -28,7 +28,7 @@ fi
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 if [ "$mode" = failed_job ]; then
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=1 --epochs=1 --job_id="diverge-$$")
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=1 --epochs=1 --job_id="diverge-$$")
   timeout -k 5 100 "$bin/tether-server" "${flags[@]}" --port_file="$tmp/s0.port" 2>"$tmp/server.err" &
   pids+=($!)
   wait_port "$tmp/s0.port" "$!" || fail "the server did not start"
@@ -122,13 +122,13 @@ start_unix=$(date +%s)
 # cuts it short once Prometheus has the final values.
 case "$mode" in
 launch)
-  timeout -k 5 150 "$bin/tether-launch" --config examples/bibtex.pbtxt --metrics_out "$tmp/m.json" \
+  timeout -k 5 150 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --metrics_out "$tmp/m.json" \
     --metrics_port=0 --metrics_sd_dir="$tmp/sd" --metrics_linger_s=60 >"$tmp/launch.out" 2>"$tmp/launch.err" &
   launch_pid=$!
   ;;
 by_hand)
   # A job id of the test's own, as tether-launch would make one.
-  job_flags=(--config=examples/bibtex.pbtxt --job_id="bibtex-by-hand-$$" --metrics_port=0 --metrics_linger_s=60)
+  job_flags=(--config=tests/data/bibtex_fixed.pbtxt --job_id="bibtex-by-hand-$$" --metrics_port=0 --metrics_linger_s=60)
   for s in 0 1; do
     timeout -k 5 150 "$bin/tether-server" "${job_flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
       --port_file="$tmp/s$s.port" --metrics_sd_file="$tmp/sd/server-$s.json" 2>"$tmp/server$s.err" &

@@ -19,7 +19,7 @@ source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=60
 ck="$tmp/ck"
-flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --epochs=1
        --checkpoint_dir="$ck" --checkpoint_every_clocks=4 --slowdown=100 --slowdown_rank=1
        --request_timeout_ms=40000)
 start_servers 2

@@ -16,7 +16,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=120
-flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --staleness=-1 --epochs=6
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --staleness=-1 --epochs=6
        --worker_timeout_ms=1500 --request_timeout_ms=30000)
 start_servers 1
 start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json" --slowdown_rank=0 --slowdown=20; w0=$started

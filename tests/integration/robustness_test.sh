@@ -167,7 +167,7 @@ EOF
   # a missing data file stops the launcher before any process starts (exit
   # 2), with the full path it tried; a worker refuses it the same way.
   mkdir -p "$tmp/cfg"
-  sed 's#"\.\./data/bibtex/Bibtex_data.txt.gz"#"../nodata/x.txt"#' examples/bibtex.pbtxt > "$tmp/cfg/job.pbtxt"
+  sed 's#"\.\./\.\./data/bibtex/Bibtex_data.txt.gz"#"../nodata/x.txt"#' tests/data/bibtex_fixed.pbtxt > "$tmp/cfg/job.pbtxt"
   rc=0
   out=$(timeout 30 "$bin/tether-launch" --config="$tmp/cfg/job.pbtxt" 2>&1) || rc=$?
   [ "$rc" = 2 ] || fail "missing data file: tether-launch exit $rc (expected 2):"$'\n'"$out"
@@ -177,7 +177,7 @@ EOF
   echo "ok   missing data file (relative to the config's folder) refused by tether-launch before any process starts (exit 2, full path)"
   # A path given by flag stays relative to the current directory.
   rc=0
-  out=$(cd "$tmp" && timeout 30 "$bin/tether-launch" --config="$OLDPWD/examples/bibtex.pbtxt" --train_file=x.txt 2>&1) || rc=$?
+  out=$(cd "$tmp" && timeout 30 "$bin/tether-launch" --config="$OLDPWD/tests/data/bibtex_fixed.pbtxt" --train_file=x.txt 2>&1) || rc=$?
   [ "$rc" = 2 ] || fail "missing --train_file: tether-launch exit $rc (expected 2):"$'\n'"$out"
   grep -qF "config field data.train_file: 'x.txt' does not exist (tried $tmp/x.txt, relative to the current directory $tmp)" <<<"$out" ||
     fail "missing --train_file: message lacks the full path:"$'\n'"$out"
@@ -261,7 +261,7 @@ command_line)
   rc=0; out=$(timeout 10 "$bin/tether-data" check --format=xmc --index_base=0 a b 2>&1) || rc=$?
   [ "$rc" = 1 ] && grep -qF "error: unexpected argument 'b'" <<<"$out" || fail "tether-data extra argument: $out"
   for b in tether-server tether-worker tether-launch; do
-    rc=0; out=$(timeout 10 "$bin/$b" --config=examples/bibtex.pbtxt stray 2>&1) || rc=$?
+    rc=0; out=$(timeout 10 "$bin/$b" --config=tests/data/bibtex_fixed.pbtxt stray 2>&1) || rc=$?
     [ "$rc" = 1 ] && grep -qF "error: unexpected argument 'stray' ($b takes flags only" <<<"$out" ||
       fail "$b stray argument: exit $rc: $out"
   done

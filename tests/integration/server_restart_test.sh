@@ -75,7 +75,7 @@ replaced the one worker 0 had joined, start id $old)" "$tmp/server1b.log" || fai
   grep -h "restarted (new process" "$tmp/w0.log" | head -1 | sed -E 's/^[IWE][0-9]+ [0-9:.]+ //'
 }
 
-flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5)
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --seed=5)
 case "$mode" in
   idle)
     start_servers 2

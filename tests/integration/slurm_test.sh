@@ -88,7 +88,7 @@ task_pid() {
 
 # The job runs in $tmp (its rendezvous directory and anything else written to
 # the working directory land there), with the repository's data by absolute path.
-sed "s#\"\.\./data/#\"$repo/data/#g" "$repo/examples/bibtex.pbtxt" > "$tmp/bibtex.pbtxt"
+sed "s#\"\.\./\.\./data/#\"$repo/data/#g" "$repo/tests/data/bibtex_fixed.pbtxt" > "$tmp/bibtex.pbtxt"
 export TETHER_BIN=$bin
 export TETHER_CONFIG=$tmp/bibtex.pbtxt
 export TETHER_METRICS_OUT=$tmp/metrics.json
@@ -134,7 +134,7 @@ run|small_node)
   [ "$(metric metrics.json num_servers)" = 2 ] && [ "$(metric metrics.json num_workers)" = 2 ] ||
     { echo "FAIL: the job did not run 2 servers and 2 workers"; exit 1; }
   # One run per gate: Bibtex with 2 servers and 2 workers gave P@1 0.608-0.622
-  # over 8 runs of `tether-launch --config examples/bibtex.pbtxt`, 0.602-0.616
+  # over 8 runs of `tether-launch --config tests/data/bibtex_fixed.pbtxt`, 0.602-0.616
   # over 6 with `--servers 1`, so 0.58 sits well below the run-to-run spread.
   gate "$(metric metrics.json precision_at_1)" 0.58 "P@1 (sbatch examples/slurm/bibtex.sbatch, 2 servers, 2 workers)"
   wait_until 30 "exit of every process of the job" no_job_process_left || { show_job_processes; exit 1; }

@@ -17,7 +17,7 @@ source "$(dirname "$0")/lib.sh"
 tether_test_init soak "$1"
 limit_s=400
 here=$(cd "$(dirname "$0")" && pwd)
-sed "s|\"\.\./data/|\"$PWD/data/|g" examples/bibtex.pbtxt > "$tmp/bibtex.pbtxt"
+sed "s|\"\.\./\.\./data/|\"$PWD/data/|g" tests/data/bibtex_fixed.pbtxt > "$tmp/bibtex.pbtxt"
 common=(--config="$tmp/bibtex.pbtxt" --num_servers=2 --num_workers=1 --epochs=12 --seed=7 --staleness=0
         --metrics_port=0 --metrics_linger_s=0)
 

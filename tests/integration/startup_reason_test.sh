@@ -20,7 +20,7 @@ case "$mode" in
   *) echo "usage: $0 refused|epochs BIN_DIR"; exit 2 ;;
 esac
 limit_s=60
-flags=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=1
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=1
        --startup_timeout_ms=5000)
 start_servers 2
 # Worker 0 first: its HELLO sets the job's tables and, being the first

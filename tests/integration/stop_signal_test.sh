@@ -86,7 +86,7 @@ run_to_end() {
 # checkpoint every 20 clocks; sets flags (the job's) and ckpt (its
 # checkpoint at clock 20, which must be complete).
 make_checkpoint() {
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --epochs=1
          --checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=20)
   start_servers 1
   start_worker 1 "$tmp/first-worker1.log"
@@ -105,7 +105,7 @@ waiting)
   make_checkpoint
 
   # A fresh job: worker 0 joined and waits for worker 1.
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --epochs=1
          --checkpoint_dir="$tmp/ck-fresh")
   rm -f "$tmp/s0.port"
   start_servers 1
@@ -120,7 +120,7 @@ waiting)
 
   # Resumed: worker 0 joined and waits for worker 1; SIGTERM to it, then
   # to its server.
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --epochs=1
          --checkpoint_dir="$tmp/ck" --resume_from="$ckpt")
   mv "$tmp/server0.log" "$tmp/fresh-server0.log"
   rm -f "$tmp/s0.port"
@@ -160,7 +160,7 @@ launch_corrupt)
   # One byte flipped in the middle: the manifest's XXH3 no longer matches.
   size=$(stat -c %s "$ckpt/worker-1.state")
   printf '\xff' | dd of="$ckpt/worker-1.state" bs=1 seek=$((size / 2)) conv=notrunc status=none
-  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=examples/bibtex.pbtxt --servers=1 --workers=2 --epochs=1 \
+  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers=1 --workers=2 --epochs=1 \
     --checkpoint_dir="$tmp/ck" --resume_from="$ckpt" > "$tmp/launch.log" 2>&1 &
   launcher=$!
   pids+=($launcher)
@@ -181,7 +181,7 @@ launch_corrupt)
   ;;
 blocked)
   for round in 1 2; do
-    flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=3 --staleness=0
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --epochs=3 --staleness=0
            --checkpoint_dir="$tmp/ck$round" --slowdown=40 --slowdown_rank=1 --progress_every_s=1)
     rm -f "$tmp/s0.port"
     start_servers 1
@@ -225,7 +225,7 @@ blocked)
   done
   ;;
 chunk_wait)
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=2 --seed=5 --staleness=0
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --epochs=2 --seed=5 --staleness=0
          --data_on_demand=true --chunk_rows=3500 --minibatch_size=8 --checkpoint_dir="$tmp/ck"
          --checkpoint_keep_last=20)
   base=("${flags[@]}")
@@ -287,7 +287,7 @@ assert counted == [4880, 4880], counted
 PY
   ;;
 early|early_on_demand)
-  job=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=1 --minibatch_size=8
+  job=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --epochs=1 --minibatch_size=8
        --minibatches_per_clock=10)
   # On demand, one chunk an epoch: one worker trains it, the other waits
   # for its first chunk from the start.
@@ -362,7 +362,7 @@ early|early_on_demand)
   done
   ;;
 server_stop|server_stop_no_dir)
-  job=(--config=examples/bibtex.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --minibatch_size=8
+  job=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --epochs=1 --minibatch_size=8
        --minibatches_per_clock=10)
   # server_stop_no_dir: only the workers are given the folder; the servers
   # learn it from them.

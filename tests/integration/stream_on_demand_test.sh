@@ -34,7 +34,7 @@ done
 sed -e 's#train_file: .*#train_file: "../data/part-*"#' -e 's#test_file: .*#test_file: "../data/test.txt"#' \
     -e '/train_split:/d' -e '/test_split:/d' \
     -e 's#^  num_labels: 159#  num_labels: 159\n  streaming: true\n  shuffle_buffer_rows: 500#' \
-    examples/bibtex.pbtxt > "$tmp/cfg/stream.pbtxt"
+    tests/data/bibtex_fixed.pbtxt > "$tmp/cfg/stream.pbtxt"
 
 epochs=3
 flags=(--config="$tmp/cfg/stream.pbtxt" --num_servers=2 --num_workers=3 --staleness=inf --epochs=$epochs

@@ -33,7 +33,7 @@ config() {  # config NAME TRAIN_FILE STREAMING BLOCK_ROWS
   sed -e "s#train_file: .*#train_file: \"$2\"#" -e "s#test_file: .*#test_file: \"../data/test.txt\"#" \
       -e "/train_split:/d" -e "/test_split:/d" \
       -e "s#^  num_labels: 159#  num_labels: 159\n  streaming: $3\n  shuffle_buffer_rows: $4#" \
-      examples/bibtex.pbtxt > "$tmp/cfg/$1.pbtxt"
+      tests/data/bibtex_fixed.pbtxt > "$tmp/cfg/$1.pbtxt"
 }
 config one ../data/train.txt false 65536
 config list "../data/part-*" false 65536

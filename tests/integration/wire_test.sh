@@ -13,7 +13,7 @@ tether_test_init wire "$1"
 run() {  # NAME FLAGS...
   local name=$1
   shift
-  timeout -k 5 300 "$bin/tether-launch" --config examples/bibtex.pbtxt --servers 1 --workers 1 --transport tcp \
+  timeout -k 5 300 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --servers 1 --workers 1 --transport tcp \
     --seed=7 --metrics_out "$tmp/$name.json" "$@" >"$tmp/$name.log" 2>&1 || { tail -20 "$tmp/$name.log"; exit 1; }
 }
 run fp32 --wire=fp32

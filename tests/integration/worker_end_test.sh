@@ -34,7 +34,7 @@ fail_lines=12
 
 case "$mode" in
 final_clock)
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=3 --epochs=1 --minibatch_size=271
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=3 --epochs=1 --minibatch_size=271
          --seed=5 --request_timeout_ms=30000 --checkpoint_dir="$tmp/ck")
   run_job() {  # NAME [extra flags]: servers and workers, every process waited for; its exit status
     local name=$1 p rc=0 ws=()
@@ -68,7 +68,7 @@ final_clock)
   ;;
 removed)
   # Worker 1's part of the test set is scored by worker 0, the evaluator.
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=2 --epochs=3 --seed=5 --minibatch_size=32
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --epochs=3 --seed=5 --minibatch_size=32
          --data_on_demand=true --chunk_rows=64 --request_timeout_ms=30000 --worker_timeout_ms=1500)
   start_servers 1
   start_worker 0 "$tmp/w0.log"; w0=$started
@@ -90,7 +90,7 @@ removed)
   grep -Eo "$why" "$tmp/w1.log" | head -n 1
   ;;
 failed_after_bye)
-  flags=(--config=examples/bibtex.pbtxt --num_servers=1 --num_workers=3 --epochs=2 --seed=5 --minibatch_size=32
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=3 --epochs=2 --seed=5 --minibatch_size=32
          --request_timeout_ms=30000 --worker_timeout_ms=1500)
   start_servers 1
   start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started

@@ -43,7 +43,7 @@ TEST(ModelRegistryTest, C15BlocksTooLargeForOneMessageAreRefusedAtSetUp) {
 }
 
 TEST(ModelRegistryTest, TablesForXmcMlp) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   auto t = TablesForJob(*c);
   ASSERT_EQ(t.size(), 3u);
@@ -68,7 +68,7 @@ TEST(ModelRegistryTest, TablesForXmcMlp) {
 // LRU in their specs (the same in every process); a budget below one row of
 // each is refused by the config check, naming the least.
 TEST(ModelRegistryTest, ServerMemoryBudgetSetsRowLimitsOrIsRefused) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   c->mutable_cluster()->set_num_servers(2);
   c->mutable_cluster()->set_server_memory_bytes(1000000);
@@ -112,7 +112,7 @@ TEST(ModelRegistryTest, FindsBuiltInsByTypeAndByName) {
 }
 
 TEST(ModelRegistryTest, PerTableOverridesAreMergedIntoTheSpecs) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   TableConfig* t = c->add_table();
   t->set_name("w2");
@@ -135,7 +135,7 @@ TEST(ModelRegistryTest, PerTableOverridesAreMergedIntoTheSpecs) {
 // Delay compensation: a table with λ > 0 carries the worker ranks a shard
 // backs up (cluster.max_workers), and the specs are checked for it.
 TEST(ModelRegistryTest, DelayCompensationSetsTheBackedUpWorkers) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   c->mutable_optimizer()->set_delay_compensation(0.5f);
   c->mutable_cluster()->set_max_workers(3);
@@ -167,7 +167,7 @@ TEST(ModelRegistryTest, DelayCompensationSetsTheBackedUpWorkers) {
 }
 
 TEST(ModelRegistryTest, WireEncodingsFromTheJobAndTheTables) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(TablesForJob(*c)[0].has_pull_wire());  // fp32: unset, a HELLO as before
   c->mutable_train()->set_wire(BF16);
@@ -197,7 +197,7 @@ TEST(ModelRegistryTest, WireEncodingsFromTheJobAndTheTables) {
 }
 
 TEST(ModelRegistryTest, SampledLabelsWithinTheLabelCount) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   c->mutable_model()->set_sampled_labels(159);
   EXPECT_TRUE(ValidateModelConfig(*c).ok());
@@ -211,7 +211,7 @@ TEST(ModelRegistryTest, SampledLabelsWithinTheLabelCount) {
 }
 
 TEST(TableSpecTest, DiffNamesTheTableTheFieldAndBothValues) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   const auto job = TablesForJob(*c);
   google::protobuf::RepeatedPtrField<TableSpec> a(job.begin(), job.end());
@@ -251,7 +251,7 @@ TEST(TableSpecTest, DiffNamesTheTableTheFieldAndBothValues) {
 }
 
 TEST(TableSpecTest, ValidationNamesTheTableAndTheField) {
-  auto c = LoadJobConfig("examples/bibtex.pbtxt");
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
   ASSERT_TRUE(c.ok());
   auto t = TablesForJob(*c);
   ASSERT_TRUE(ValidateTableSpecs(t, 2).ok());
