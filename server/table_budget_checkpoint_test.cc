@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/partition.h"
 #include "server/table_checkpoint.h"
+#include "server/testing/one_shard_checkpoint.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
@@ -62,20 +63,7 @@ void RunSchedule(ServerTable* t, int from, int to) {
 }
 
 Status Checkpoint(const std::string& dir, int64_t clock, const Shard& shard) {
-  CheckpointManifest m;
-  m.set_format_version(kCheckpointFormatVersion);
-  m.set_job_id("test");
-  m.set_clock(clock);
-  m.set_num_servers(1);
-  m.set_num_workers(1);
-  *m.add_tables() = shard[0]->spec();
-  FileSystem* fs = FileSystem::Default();
-  TETHER_RETURN_IF_ERROR(WriteShardCheckpoint(fs, dir, 0, 1, clock, shard, m.add_files()));
-  CheckpointFile budget;
-  TETHER_RETURN_IF_ERROR(WriteShardBudgetState(fs, dir, 0, 1, clock, shard, &budget));
-  if (!budget.has_name()) return Status::Internal("no budget file");
-  *m.add_files() = budget;
-  return WriteManifest(fs, dir, m);
+  return testing::WriteOneShardCheckpoint(dir, clock, shard, /*budget_required=*/true);
 }
 
 void ExpectSame(const ServerTable& a, const ServerTable& b) {

@@ -18,6 +18,7 @@
 #include "server/table.h"
 #include "server/table_budget_checkpoint.h"
 #include "server/table_checkpoint.h"
+#include "server/testing/one_shard_checkpoint.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
@@ -92,19 +93,7 @@ void ExpectSame(const ServerTable& a, const ServerTable& b) {
 }
 
 Status Checkpoint(const std::string& dir, int64_t clock, const Shard& shard) {
-  CheckpointManifest m;
-  m.set_format_version(kCheckpointFormatVersion);
-  m.set_job_id("test");
-  m.set_clock(clock);
-  m.set_num_servers(1);
-  m.set_num_workers(1);
-  *m.add_tables() = shard[0]->spec();
-  FileSystem* fs = FileSystem::Default();
-  TETHER_RETURN_IF_ERROR(WriteShardCheckpoint(fs, dir, 0, 1, clock, shard, m.add_files()));
-  CheckpointFile budget;
-  TETHER_RETURN_IF_ERROR(WriteShardBudgetState(fs, dir, 0, 1, clock, shard, &budget));
-  if (budget.has_name()) *m.add_files() = budget;
-  return WriteManifest(fs, dir, m);
+  return testing::WriteOneShardCheckpoint(dir, clock, shard, /*budget_required=*/false);
 }
 
 // A table numbered from 2³¹ − 10 against one numbered from 0, on the same
