@@ -102,8 +102,15 @@ void Inbox::Fill(Partial* p, const char* data, size_t n) {
 }
 
 void Inbox::ScanValues(Partial* p, uint64_t filled_values_bytes) {
+  if (!p->header_read) {
+    // The header came whole before any values byte: 16-bit values are
+    // widened and scanned by the server, so they are not read here.
+    p->header_read = true;
+    MessageHeader h;
+    p->scan = h.ParseFromString(p->header) && !IsHalfWire(h.value_encoding());
+  }
   const uint64_t whole = filled_values_bytes / sizeof(float);
-  if (p->bad != ~uint64_t{0} || whole <= p->scanned) return;
+  if (!p->scan || p->bad != ~uint64_t{0} || whole <= p->scanned) return;
   const float* v = static_cast<const float*>(p->values.data());
   const uint64_t i = FirstNonFinite(v + p->scanned, whole - p->scanned);
   if (i < whole - p->scanned) p->bad = p->scanned + i;
@@ -192,7 +199,7 @@ Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::st
   }
   m->keys = std::move(whole.keys);
   m->values = std::move(whole.values);
-  if (whole.values_bytes % sizeof(float) == 0 && !IsHalfWire(m->header.value_encoding()))
+  if (whole.scan && whole.values_bytes % sizeof(float) == 0 && !IsHalfWire(m->header.value_encoding()))
     m->first_non_finite = whole.bad != ~uint64_t{0} ? whole.bad : whole.values_bytes / sizeof(float);
   return ValidateFrames(*m, m->header.has_sender_rank() ? "worker " + std::to_string(m->header.sender_rank())
                                                         : PeerName(*identity));

@@ -68,6 +68,8 @@ class Inbox {
     uint64_t filled = 0;  // bytes of the stream taken so far
     std::string header;
     zmq::message_t keys, values;
+    bool scan = true;        // the values are float32 (known once the header is whole)
+    bool header_read = false;
     uint64_t scanned = 0;    // leading values floats found finite so far
     uint64_t bad = ~uint64_t{0};  // the first non-finite one, once found
     bool refused = false;   // not admitted: the rest is dropped as it comes
