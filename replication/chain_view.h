@@ -75,8 +75,12 @@ struct ChainView {
 };
 
 /// Whether `a` is newer than `b`: a higher generation, or the same one
-/// claimed by a higher primary slot (which the failure model never makes;
-/// the rule only keeps every process's choice the same).
+/// claimed by a higher primary slot. Two views of one generation arise
+/// when a claimant dies before its announcement reached everyone and
+/// another member claims from the older view. Such a lost view committed
+/// nothing a live member lacks: a member that acknowledged under it knows
+/// it and would not claim from the older one. The rule makes every process
+/// settle on the same view.
 bool Newer(const ChainView& a, const ChainView& b);
 
 /// Shard `shard`'s first view: processes shard, shard + 1, ..., shard +

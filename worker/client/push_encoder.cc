@@ -25,6 +25,7 @@ PushEncoder::PushEncoder(std::vector<Table> tables, uint64_t residual_bytes) : t
     uint64_t capacity = std::max<uint64_t>(1, residual_bytes / (uint64_t{spec.dim} * sizeof(float) +
                                                                 kResidualRowOverheadBytes));
     if (spec.num_keys > 0) capacity = std::min(capacity, spec.num_keys);
+    capacity = std::min(capacity, ResidualStore::kMaxCapacityRows);
     rows_[t] = std::make_unique<ResidualStore>(spec.dim, capacity, spec.num_keys);
   }
 }

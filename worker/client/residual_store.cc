@@ -9,7 +9,7 @@ namespace tether {
 
 ResidualStore::ResidualStore(uint32_t dim, uint64_t capacity_rows, uint64_t key_range)
     : dim_(std::max<uint32_t>(1, dim)), capacity_(std::max<uint64_t>(1, capacity_rows)) {
-  CHECK_LT(capacity_, uint64_t{1} << 30) << "ResidualStore: capacity of " << capacity_ << " rows";
+  CHECK_LE(capacity_, kMaxCapacityRows) << "ResidualStore: capacity of " << capacity_ << " rows";
   if (key_range > 0 && key_range <= capacity_) direct_range_ = key_range;
 }
 

@@ -35,8 +35,11 @@ namespace tether {
 
 class ResidualStore {
  public:
-  /// `dim` ≥ 1 floats a row; `capacity_rows` ≥ 1; `key_range`: the
-  /// table's num_keys (0: any key).
+  /// The most rows a store holds (its recency stamps are 32-bit).
+  static constexpr uint64_t kMaxCapacityRows = (uint64_t{1} << 30) - 1;
+
+  /// `dim` ≥ 1 floats a row; 1 ≤ `capacity_rows` ≤ kMaxCapacityRows;
+  /// `key_range`: the table's num_keys (0: any key).
   ResidualStore(uint32_t dim, uint64_t capacity_rows, uint64_t key_range = 0);
 
   /// The residual of `key` (dim floats; zeros for a key not held), made the
