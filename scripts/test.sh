@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Quick start, step 2: build and run every test (unit and integration).
-# GPU tests report as skipped where no device exists. Extra arguments go to
-# the CMake configure step (.ci/run passes -DTETHER_WERROR=ON).
+# Quick start, step 2: build and run the tests (unit, integration, cluster;
+# the `slow` and `soak` labels, acceptance runs of a minute or more each,
+# only with TETHER_TEST_ALL=1). GPU tests report as skipped where no device
+# exists. Extra arguments go to the CMake configure step (.ci/run passes
+# -DTETHER_WERROR=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh "$@"
@@ -11,4 +13,8 @@ TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/tether-test.XXXXXX")
 export TMPDIR
 trap 'rm -rf "$TMPDIR"' EXIT
 cd build
-ctest --output-on-failure --timeout 900
+if [[ "${TETHER_TEST_ALL:-0}" == 1 ]]; then
+  ctest --output-on-failure --timeout 900
+else
+  ctest --output-on-failure --timeout 900 -LE '^(slow|soak)$'
+fi
