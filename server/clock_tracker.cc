@@ -17,8 +17,9 @@ bool ClockTracker::Recompute() {
     if (!parked_[r]) m = std::min(m, clocks_[r]);
   }
   if (m == kNoWorkers) m = all;  // everyone parked (or nobody counts)
+  // Either moving may admit a pull or close an AVERAGE round.
+  const bool changed = m != min_clock_ || all != settled_clock_;
   settled_clock_ = all;
-  bool changed = m != min_clock_;
   min_clock_ = m;
   return changed;
 }

@@ -33,23 +33,24 @@ class ClockTracker {
   ClockTracker(int num_workers, int64_t staleness);
 
   /// Records that `rank` completed clock `clock` (clocks only move forward;
-  /// an older value is ignored). Returns true when min_clock changed.
+  /// an older value is ignored). Returns true when min_clock or
+  /// settled_clock changed (as do Remove, Join and Park).
   bool Advance(int rank, int64_t clock);
   /// `rank` stops counting (finished training, left, or timed out).
-  /// Returns true when min_clock changed.
   bool Remove(int rank);
   /// `rank` (≥ 0) counts, at clock `clock`: a worker joining with a new
   /// rank (the tracker grows to rank + 1 slots; slots skipped over count for
-  /// nobody until they join) or rejoining with a known one. Returns true
-  /// when min_clock changed.
+  /// nobody until they join) or rejoining with a known one.
   bool Join(int rank, int64_t clock);
   /// `rank` waits at a round every worker takes part in (the validation
-  /// round at an epoch's end) at its clock, having pushed everything of it:
-  /// while parked it does not hold min_clock back, so workers whose epochs
+  /// round at an epoch's end) at its clock, having pushed everything of it
+  /// (under model averaging: every round it ended; it may be partway into
+  /// the next, which is why rounds close by settled_clock): while parked it does not hold min_clock back, so workers whose epochs
   /// take more clocks can reach the round too. It still counts (Counts()).
   /// When every counting worker is parked, min_clock is their smallest
   /// clock as usual. A Join() or Remove() unparks. Returns true when
-  /// min_clock changed.
+  /// min_clock or settled_clock changed (Remove of a parked worker may move
+  /// settled_clock alone).
   bool Park(int rank, bool parked);
   bool Parked(int rank) const { return Counts(rank) && parked_[rank]; }
   /// Join() for a known rank (a worker rejoining after a crash or timeout).
@@ -70,7 +71,9 @@ class ClockTracker {
   /// update of those clocks has been applied. A reply's min_clock tag (what
   /// a worker's cache trusts a row for) is this one, so a row read past a
   /// parked worker is not served from a cache after that worker counts
-  /// again. Equals min_clock() when nobody is parked.
+  /// again. Model averaging closes rounds by it (KvService): a parked
+  /// worker may still owe the delta of the round it is in. Equals
+  /// min_clock() when nobody is parked.
   int64_t settled_clock() const { return settled_clock_; }
   /// `rank`'s clock (0 for a rank never seen).
   int64_t clock(int rank) const { return rank >= 0 && rank < num_workers() ? clocks_[rank] : 0; }

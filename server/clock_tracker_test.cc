@@ -150,5 +150,20 @@ TEST(ClockTrackerTest, AParkedWorkerLetsTheOthersReachTheRound) {
   EXPECT_FALSE(t.Park(5, true));  // a rank never seen
 }
 
+TEST(ClockTrackerTest, AParkedWorkerLeavingMovesTheSettledClock) {
+  // Worker 1 parked at 3 leaves: min_clock stays worker 0's 5, but the
+  // settled clock (what model averaging closes rounds by) moves to 5, and
+  // the caller hears of it.
+  ClockTracker t(2, /*staleness=*/0);
+  t.Advance(0, 5);
+  t.Advance(1, 3);
+  EXPECT_TRUE(t.Park(1, true));
+  EXPECT_EQ(t.min_clock(), 5);
+  EXPECT_EQ(t.settled_clock(), 3);
+  EXPECT_TRUE(t.Remove(1));
+  EXPECT_EQ(t.min_clock(), 5);
+  EXPECT_EQ(t.settled_clock(), 5);
+}
+
 }  // namespace
 }  // namespace tether

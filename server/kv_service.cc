@@ -365,7 +365,10 @@ void KvService::MergeAverageRounds() {
     ++stats_->updates_applied;
     return tables_[table]->PushDense(step);
   };
-  StatusOr<int64_t> merged = averager_->MergeThrough(clocks_->min_clock(), rows, dense);
+  // Rounds every counting worker ended, parked or not: a worker parked at
+  // the validation round may be partway into a round whose delta it sends
+  // after the round (ClockTracker::settled_clock).
+  StatusOr<int64_t> merged = averager_->MergeThrough(clocks_->settled_clock(), rows, dense);
   if (!merged.ok()) {
     // A merged step that is not finite (SUM refuses it, C22): the job
     // cannot go on with a model that lost a round.

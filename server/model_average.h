@@ -7,7 +7,7 @@
 // Δᵢ = replica − the model they started the round from (PUSH_DELTA), then
 // end the round with a CLOCK that carries wᵢ, the local updates (minibatch
 // steps) they did. When the round closes (every worker that still counts
-// has ended it: the shard's min clock passed it, see ClockTracker), the
+// has ended it: the shard's settled clock passed it, see ClockTracker), the
 // shard applies, per row or dense slice of this shard,
 //
 //   v ← m·v + Σᵢ wᵢΔᵢ / Σᵢ wᵢ        θ ← θ + v
@@ -32,9 +32,12 @@
 // is not applied to deltas (the shard's tables use SUM under AVERAGE).
 //
 // Bounds: pending deltas hold at most one round per worker (a worker is in
-// one round at a time: its next round's pulls wait for this one's merge),
+// one round at a time: it ends a round before it sends deltas of the next),
 // plus the closed-but-unmerged sums of at most one round per distinct
-// worker clock.
+// worker clock. Its next round's pulls wait for this one's merge, except
+// while another worker is parked at the validation round (its pulls then
+// read the rounds every worker ended: a worker whose epoch takes more
+// rounds trains through them to reach the round).
 //
 // Not thread-safe: owned by the shard's event loop.
 #pragma once

@@ -1,7 +1,8 @@
 // Weighted model averaging (consistency model AVERAGE) end to end with real
 // ServerShards (threads, 127.0.0.1, port 0) and WorkerClients with a
 // LocalReplica attached: the exact equivalence with synchronous SGD, the
-// weighting by updates, and a worker that leaves mid-round.
+// weighting by updates, a worker that leaves mid-round, and one parked at
+// the validation round partway into a round.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -281,6 +282,54 @@ TEST_F(Average, WorkerLeavingMidRoundIsDiscarded) {
   EXPECT_EQ(shards[0].deltas_merged(), 1u);
   EXPECT_EQ(shards[0].deltas_discarded(), 1u);
   EXPECT_EQ(shards[0].rows_discarded(), 1u);
+}
+
+// The validation round at an epoch's end under AVERAGE, when the workers'
+// epochs take different numbers of rounds: worker 1 waits there parked,
+// partway into its round 1 (a step taken, the round not ended); worker 0
+// ended round 1 and reads the servers' model for its own part. Its read is
+// answered (worker 1 does not hold the bound while parked), and the model
+// it reads is round 0's merge: round 1 stays open until worker 1 ends it
+// after the round, with its delta counted.
+TEST_F(Average, AParkedWorkerLetsTheOtherReachTheRound) {
+  ASSERT_NO_FATAL_FAILURE(Start(AverageJob(1, 2, /*period_rows=*/1)));
+  const std::vector<uint64_t> key{4};
+  std::vector<float> v(1);
+  const float g0 = 1.0f, g1 = -2.0f;  // Δ₀ = −0.1, Δ₁ = +0.2 a step
+  auto step = [&](WorkerClient* c, const float* g) {
+    ASSERT_TRUE(c->PullRows(kW1, key, v.data()).Wait().ok());
+    (void)c->PushRows(kW1, key, g);
+  };
+  ASSERT_NO_FATAL_FAILURE(step(w0.get(), &g0));  // round 0
+  ASSERT_TRUE(w0->Clock().ok());
+  ASSERT_NO_FATAL_FAILURE(step(w1.get(), &g1));
+  ASSERT_TRUE(w1->Clock().ok());
+  ASSERT_NO_FATAL_FAILURE(step(w0.get(), &g0));  // round 1: worker 0 ends it ...
+  ASSERT_TRUE(w0->Clock().ok());
+  ASSERT_NO_FATAL_FAILURE(step(w1.get(), &g1));  // ... worker 1 is partway
+  ASSERT_TRUE(w1->ParkClock(true).ok());
+  const float round0 = start[4] + (-0.1f + 0.2f) / 2;
+  std::vector<float> got;
+  float got_b = 0;
+  ASSERT_TRUE(ReadModel(w0.get(), &got, &got_b).ok());  // at clock 2
+  EXPECT_NEAR(got[4], round0, 1e-6) << "worker 0 read a round worker 1 has not ended";
+  ASSERT_TRUE(ReadModel(w1.get(), &got, &got_b).ok());  // at clock 1: the same model
+  EXPECT_NEAR(got[4], round0, 1e-6);
+  ASSERT_TRUE(w1->ParkClock(false).ok());
+  ASSERT_TRUE(w1->Clock().ok());  // ends round 1 with its step
+  // Worker 1's read follows its CLOCK on the connection (Clock does not
+  // wait for its own answer): worker 0's after it finds round 1 merged.
+  for (WorkerClient* c : {w1.get(), w0.get()}) {
+    ASSERT_TRUE(ReadModel(c, &got, &got_b).ok());
+    EXPECT_NEAR(got[4], round0 + (-0.1f + 0.2f) / 2, 1e-6);
+  }
+  ASSERT_TRUE(JobSession(w0.get()).Bye().ok());
+  ASSERT_TRUE(JobSession(w1.get()).Bye().ok());
+  const std::vector<ShardAverageStats> shards = StopAndAverageStats();
+  ASSERT_EQ(shards.size(), 1u);
+  EXPECT_EQ(shards[0].rounds_merged(), 2u);
+  EXPECT_EQ(shards[0].deltas_merged(), 4u);
+  EXPECT_EQ(shards[0].deltas_discarded(), 0u);
 }
 
 }  // namespace

@@ -20,7 +20,10 @@
 #   uneven      Pendigits on 2 workers whose epochs take different numbers
 #               of clocks (their partitions keep different row counts):
 #               under BSP and SSP every epoch's round completes
-# Usage: validation_test.sh test_last|early_stop|best_model|uneven BIN_DIR
+#   uneven_average  the same under model averaging, with rounds of 1 and
+#               of 4 minibatches: every epoch's round completes, and every
+#               worker's delta of every round is merged, none discarded
+# Usage: validation_test.sh test_last|early_stop|best_model|uneven|uneven_average BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 data=$(pwd)/data/bibtex
@@ -179,6 +182,36 @@ PY
       [[ $ends =~ ^0:([0-9]+)\ 1:([0-9]+)\ $ ]] || fail "staleness $s: no end-of-epoch-4 line from each worker: $ends"
       (( BASH_REMATCH[1] != BASH_REMATCH[2] )) || fail "staleness $s: both workers ended epoch 4 at one clock ($ends)"
       echo "staleness $s: epoch 4 ended at clocks $ends(worker:clock), every epoch validated, exit 0"
+    done
+    ;;
+  uneven_average)
+    # Worker 0's epochs take 48 minibatches, worker 1's 47. With a round of
+    # 1 minibatch worker 0 is one more round ahead at each epoch's end, so
+    # it trains past worker 1 parked at the round; with 4, worker 1 waits
+    # there partway into a round, whose delta it sends after the round.
+    sed 's#"\.\./data/#"'"$PWD"'/data/#; s/^  epochs: 30/  epochs: 6\n  validation_fraction: 0.2/' \
+      examples/pendigits.pbtxt > "$tmp/p.pbtxt"
+    for rows in 64 256; do
+      sed "s/staleness: 2/model: AVERAGE period_rows: $rows/" "$tmp/p.pbtxt" > "$tmp/a$rows.pbtxt"
+      timeout -k 5 60 "$bin/tether-launch" --config "$tmp/a$rows.pbtxt" --timeout_s=40 \
+        --metrics_out "$tmp/a$rows.json" > "$tmp/a$rows.log" 2>&1 \
+        || fail "period_rows $rows: exit $? ($(tail -2 "$tmp/a$rows.log"))"
+      n=$(grep -c "validation after epoch" "$tmp/a$rows.log")
+      [[ $n == 6 ]] || fail "period_rows $rows: $n validation rounds, not 6"
+      ends=$(sed -nE 's/.*\[worker ([01])\] epoch 6\/6 clock ([0-9]+).*/\1:\2/p' "$tmp/a$rows.log" | sort | tr '\n' ' ')
+      python3 - "$tmp/a$rows.json" "$rows" <<'PY' || fail "period_rows $rows: metrics JSON"
+import json, sys
+m, rows = json.load(open(sys.argv[1])), int(sys.argv[2])
+assert m["epochs_trained"] == 6 and m["validation_rows"] == 1475, (m["epochs_trained"], m["validation_rows"])
+# Worker 0: 288 minibatches, worker 1: 282; a round of `rows` rows is rows/64 minibatches.
+per = rows // 64
+want = -(-288 // per) + -(-282 // per)
+for s in m["servers"]:
+    assert s["average_deltas_discarded"] == 0 and s["average_rows_discarded"] == 0, s
+    assert s["average_deltas_merged"] == want, (s["average_deltas_merged"], want)
+assert m["validation_accuracy"] > 0.9, m["validation_accuracy"]
+PY
+      echo "period_rows $rows: epoch 6 ended at clocks $ends(worker:clock), 6 rounds validated, every delta merged, exit 0"
     done
     ;;
   *) fail "unknown mode $mode" ;;

@@ -137,13 +137,14 @@ Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
   std::vector<EvalPartial> all;
   // Waiting, this worker does not hold the staleness bound: a worker whose
   // epoch takes more clocks (a partition with more rows) reaches the round
-  // instead of waiting for this one's next clock. Model averaging merges
-  // by the minimum clock, so it keeps the plain wait.
-  const bool park = config_.consistency().model() != AVERAGE;
-  if (park) TETHER_RETURN_IF_ERROR(client_->ParkClock(true));
+  // instead of waiting for this one's next clock. Under model averaging
+  // too: the shards close a round only once every worker ended it, parked
+  // or not (ClockTracker::settled_clock), so a worker partway into a round
+  // here sends its delta after the round.
+  TETHER_RETURN_IF_ERROR(client_->ParkClock(true));
   StatusOr<bool> gathered = session_->EvalGather(kValidationEvalRound + epoch, owes ? &mine : nullptr,
                                                  EvalGatherBody::EVAL_WAIT, &all);
-  if (park) TETHER_RETURN_IF_ERROR(client_->ParkClock(false));
+  TETHER_RETURN_IF_ERROR(client_->ParkClock(false));
   TETHER_ASSIGN_OR_RETURN(const bool complete, std::move(gathered));
   if (!complete)
     return Status::Internal(who_ + "shard 0 answered the validation round of epoch " + std::to_string(epoch) +
