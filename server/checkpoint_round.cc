@@ -74,6 +74,7 @@ void CheckpointRound::MaybeWrite() {
 }
 
 void CheckpointRound::Write() {
+  if (!writes_files_) return EndRoundUnwritten();
   const auto start = SteadyClock::now();
   CheckpointFile file;
   // The manifest is written by the lowest rank in the round
@@ -126,6 +127,14 @@ void CheckpointRound::Write() {
   round_ = Round();
   // The write held the event loop: nobody was silent meanwhile.
   rooms_.members->SeenAll();
+}
+
+void CheckpointRound::EndRoundUnwritten() {
+  // What Write() does after the files, with nobody to answer: the state a
+  // replaying copy keeps equals its primary's.
+  if (rooms_.coordinator != nullptr) rooms_.coordinator->RoundEnded(round_.clock, true, round_.dir, round_.files);
+  last_clock_ = std::max(last_clock_, round_.clock);
+  round_ = Round();
 }
 
 void CheckpointRound::Abandon(const std::string& why) {

@@ -56,6 +56,11 @@ class CheckpointRound {
   /// The checkpoint this shard resumes from on its own host (tether-server
   /// --resume_from: a checkpoint or a directory of them); "" for worker 0's.
   void set_resume_from(const std::string& path) { resume_from_ = path; }
+  /// false: this round belongs to a copy of the shard that replays its
+  /// primary's inputs (ServerShard::Replay). Each round then ends at the cut
+  /// as the primary's does, with the same bookkeeping (the coordinator's
+  /// round, the last clock), and writes no file: the primary writes them.
+  void set_writes_files(bool writes) { writes_files_ = writes; }
   /// Whether worker 0's HELLO `h` starts a resumed job here.
   bool Resuming(const HelloBody& h) const { return !h.resume_from().empty() || !resume_from_.empty(); }
 
@@ -99,6 +104,8 @@ class CheckpointRound {
   // Writes this shard's part (and the coordinator's chunks.state) and
   // answers every worker waiting at the round.
   void Write();
+  // Write() for a round that writes no files (set_writes_files(false)).
+  void EndRoundUnwritten();
   void Abandon(const std::string& why);
   // The coordinator's chunks.state into the round's folder, when chunks are
   // being dealt (*written keeps no name otherwise).
@@ -114,6 +121,7 @@ class CheckpointRound {
   ServerStats* stats_;
   Outbox* outbox_;
   Round round_;
+  bool writes_files_ = true;
   int64_t last_clock_ = -1;
   int64_t resume_clock_ = -1;
   std::string resume_from_;

@@ -205,14 +205,29 @@ bool ServerShard::DrainSocket(Status* why) {
       continue;
     }
     stats_.bytes_in += m.keys.size() + m.values.size();
-    // A 16-bit push is widened once here: the checks and the step read float32.
-    WidenValues(&m, kv_.frame_pool());
-    if (m.header.type() == HELLO) any_hello_ = true;
-    Handle(identity, &m);
+    if (input_listener_) input_listener_(identity, m);
+    Take(identity, &m);
     if (*why = Fatal(); !why->ok()) return false;
     // A drain can last long under load: the listener sees it too.
     if (tick_listener_) tick_listener_(false);
   }
+}
+
+void ServerShard::Take(const std::string& identity, Message* m) {
+  // A 16-bit push is widened once here: the checks and the step read float32.
+  WidenValues(m, kv_.frame_pool());
+  if (m->header.type() == HELLO) any_hello_ = true;
+  Handle(identity, m);
+}
+
+Status ServerShard::Replay(const std::string& identity, Message* m) {
+  if (!replaying_) {
+    replaying_ = true;
+    round_.set_writes_files(false);
+  }
+  stats_.bytes_in += m->keys.size() + m->values.size();
+  Take(identity, m);
+  return Fatal();
 }
 
 Status ServerShard::Fatal() const {

@@ -138,6 +138,29 @@ class ServerShard {
   /// returns, whatever it returns (server/shard_metrics.h publishes the
   /// /metrics snapshot from it).
   void SetTickListener(std::function<void(bool done)> listener) { tick_listener_ = std::move(listener); }
+  /// Replication (server/shard_input.h): `listener` sees every message the
+  /// shard takes in from its socket, whole (chunks joined) and before any of
+  /// it is handled, in the order the shard handles them. Messages the
+  /// socket could not decode are not shown (they change nothing but
+  /// stats().bad_messages). Not shown either: what the shard decides on
+  /// its own timers (a worker removed for silence, the startup and idle
+  /// deadlines, a stop). Called on Run()'s thread; set before Run().
+  void SetInputListener(std::function<void(const std::string& identity, const Message& m)> listener) {
+    input_listener_ = std::move(listener);
+  }
+  /// Takes in `m` from `identity` as Run() would have, on a shard that is
+  /// a copy of another one and is neither bound nor running: the copy sends
+  /// nothing (its Outbox is muted) and its checkpoint rounds write no files.
+  /// Fed every input a shard's listener saw, in order, a copy made with the
+  /// same config and shard number holds the same tables (rows, values,
+  /// optimizer state, eviction order), clocks, members and coordinator
+  /// state, bit for bit (tests/shard_replay_test.cc). Returns the error
+  /// that would have ended Run() (a fatal one of the shard's rooms), else
+  /// OK. Not thread-safe: one thread owns the copy.
+  Status Replay(const std::string& identity, Message* m);
+  /// Messages a replaying copy did not send (Replay).
+  uint64_t replies_muted() const { return outbox_.muted(); }
+
   /// The shard's view of the workers' clocks. Call on Run()'s thread.
   const ClockTracker& clocks() const { return clocks_; }
   /// The job coordinator this shard hosts (shard kCoordinatorShard), or
@@ -156,6 +179,8 @@ class ServerShard {
   /// num_tables()).
   const ServerTable& table(uint32_t id) const { return *kv_.tables()[id]; }
   size_t num_tables() const { return kv_.tables().size(); }
+  /// Every table of the shard, by id (empty before worker 0's HELLO).
+  const std::vector<std::unique_ptr<ServerTable>>& tables() const { return kv_.tables(); }
   /// cluster.server_memory_bytes of this shard's config (0: no budget).
   uint64_t memory_budget_bytes() const { return config_.cluster().server_memory_bytes(); }
   /// The pool that holds the values frames of pull replies (and of push
@@ -218,6 +243,9 @@ class ServerShard {
   // The fatal error one of the rooms recorded (OK when none).
   Status Fatal() const;
 
+  // A message taken in (from the socket, or replayed): widened when
+  // 16-bit, then handled.
+  void Take(const std::string& identity, Message* m);
   // Dispatch: each message type to the room that owns it, in the order the
   // event needs (server.cc).
   void Handle(const std::string& identity, Message* m);
@@ -298,6 +326,8 @@ class ServerShard {
   bool any_hello_ = false;
   std::function<void(int64_t)> clock_listener_;
   std::function<void(bool)> tick_listener_;
+  std::function<void(const std::string&, const Message&)> input_listener_;
+  bool replaying_ = false;  // a copy fed by Replay
   // This shard could not load its part of the checkpoint: it refuses every
   // HELLO (so that every worker learns which server failed and on which
   // file) and ends Run() once each initial rank was told or this long after

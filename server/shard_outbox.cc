@@ -6,6 +6,10 @@
 namespace tether {
 
 void ShardOutbox::Send(const std::string& identity, Message* reply, int rank) {
+  if (socket_ == nullptr) {
+    ++muted_;
+    return;
+  }
   stats_->bytes_out += reply->keys.size() + reply->values.size();
   reply->header.set_server_incarnation(incarnation_);
   // A reply's server_stopping: this shard was told to stop (TellStopping).
@@ -24,11 +28,13 @@ void ShardOutbox::TellStopping(const std::string& identity) {
   probe.header.set_type(HEARTBEAT);
   probe.header.set_server_incarnation(incarnation_);
   probe.header.set_server_stopping(true);
+  if (socket_ == nullptr) return;
   if (Status st = SendMessage(*socket_, &probe, &identity, "worker"); !st.ok())
     LOG(WARNING) << log_prefix() << "could not tell a worker of the stop: " << st.message();
 }
 
 bool ShardOutbox::ConnectionLive(const std::string& identity) {
+  if (socket_ == nullptr) return true;  // muted: cannot tell
   // A HEARTBEAT the worker drops (RequestChannel::DrainReplies); a full
   // queue (EAGAIN) means the connection is there.
   MessageHeader probe;
@@ -47,6 +53,7 @@ bool ShardOutbox::ConnectionLive(const std::string& identity) {
 }
 
 void ShardOutbox::LingerOnClose() {
+  if (socket_ == nullptr) return;
   try {
     socket_->set(zmq::sockopt::linger, 1000);
   } catch (const zmq::error_t&) {

@@ -27,8 +27,10 @@ class ShardOutbox final : public Outbox {
   ShardOutbox(std::string log_prefix, uint64_t incarnation, const std::atomic<bool>* stopping, ServerStats* stats)
       : Outbox(std::move(log_prefix)), incarnation_(incarnation), stopping_(stopping), stats_(stats) {}
 
-  /// The socket to send on (the shard's, once bound).
+  /// The socket to send on (the shard's, once bound); null: muted.
   void set_socket(zmq::socket_t* socket) { socket_ = socket; }
+  /// Messages dropped because there is no socket.
+  uint64_t muted() const { return muted_; }
 
   void Send(const std::string& identity, Message* reply, int rank) override;
   /// Tells the worker at `identity`, unasked, that this shard was told to
@@ -48,6 +50,7 @@ class ShardOutbox final : public Outbox {
   const std::atomic<bool>* stopping_;
   ServerStats* stats_;
   zmq::socket_t* socket_ = nullptr;
+  uint64_t muted_ = 0;
 };
 
 }  // namespace tether

@@ -27,6 +27,7 @@ JobConfig SgdJob(int servers, int workers, int64_t features, int64_t labels, int
 
 ShardThread::ShardThread(const JobConfig& config, int shard, const ShardOptions& options) : server_(config, shard) {
   if (options.key_list_cache_bytes) server_.set_key_list_cache_bytes(*options.key_list_cache_bytes);
+  if (options.input_listener) server_.SetInputListener(options.input_listener);
   const Status st = server_.Bind(options.endpoint);
   EXPECT_TRUE(st.ok()) << st.ToString();
   thread_ = std::thread([this] {

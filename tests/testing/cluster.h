@@ -34,6 +34,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,10 +58,13 @@ JobConfig SgdJob(int servers, int workers, int64_t features, int64_t labels, int
 
 /// How one shard is started: its endpoint (port 0: a free one, read back
 /// with endpoint()) and, where set, the key-list cache budget it is given
-/// before Bind (ServerShard::set_key_list_cache_bytes).
+/// before Bind (ServerShard::set_key_list_cache_bytes) and the listener of
+/// its inputs (ServerShard::SetInputListener, called on the shard's
+/// thread).
 struct ShardOptions {
   std::string endpoint = "tcp://127.0.0.1:0";
   std::optional<uint64_t> key_list_cache_bytes;
+  std::function<void(const std::string& identity, const Message& m)> input_listener;
 };
 
 class ShardThread {

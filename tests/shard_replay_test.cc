@@ -1,0 +1,199 @@
+// A shard is a deterministic state machine of the messages it takes in: a
+// copy that replays them in the same order (ServerShard::Replay, fed
+// through ShardInput's bytes as a replica is) holds the primary's state bit
+// for bit. Real jobs train on Bibtex against ServerShards on threads (two
+// workers on threads of their own, so the order of inputs is the
+// scheduler's), every input each shard took in is recorded, and a copy of
+// each shard replays them afterwards. Compared: the tables as a checkpoint
+// writes them (rows, values, optimizer state, versions), the budget state
+// (admission sketches, eviction order, counters), the clocks, the shard's
+// counters, and on shard 0 the job coordinator's state.
+#include <gtest/gtest.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+#include "core/file_util.h"
+#include "core/env.h"
+#include "server/server.h"
+#include "server/shard_input.h"
+#include "server/table_budget_checkpoint.h"
+#include "server/table_checkpoint.h"
+#include "tests/testing/cluster.h"
+#include "tests/testing/temp_dir.h"
+#include "worker/trainer.h"
+
+namespace tether {
+namespace {
+
+// Bibtex (bundled), 2 servers, 2 workers, one epoch of a small MLP.
+JobConfig Bibtex() {
+  StatusOr<JobConfig> c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  c->mutable_model()->set_hidden(32);
+  c->mutable_train()->set_epochs(1);
+  c->mutable_train()->set_seed(7);
+  c->mutable_cluster()->set_startup_timeout_ms(30000);
+  c->mutable_cluster()->set_idle_timeout_ms(30000);
+  return *c;
+}
+
+// Each shard's inputs, in the order it took them in, as bytes.
+struct Recorder {
+  std::mutex mu;
+  std::vector<std::string> inputs;
+  void operator()(const std::string& identity, const Message& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    inputs.push_back(EncodeShardInput(identity, m));
+  }
+};
+
+struct Tables {
+  CheckpointFile tables, budget;
+};
+
+Tables Written(const ServerShard& s, const JobConfig& c, int shard, const std::string& dir) {
+  Tables w;
+  std::filesystem::create_directories(dir);
+  const std::vector<std::unique_ptr<ServerTable>>& t = s.tables();
+  EXPECT_TRUE(WriteShardCheckpoint(FileSystem::Default(), dir, shard, c.cluster().num_servers(), 0, t, &w.tables).ok());
+  EXPECT_TRUE(
+      WriteShardBudgetState(FileSystem::Default(), dir, shard, c.cluster().num_servers(), 0, t, &w.budget).ok());
+  return w;
+}
+
+// The copy's state against the primary's (see the file's comment).
+void ExpectSameState(const ServerShard& primary, const ServerShard& copy, const JobConfig& c, int s,
+                     const std::string& dir) {
+  const Tables a = Written(primary, c, s, dir + "/primary");
+  const Tables b = Written(copy, c, s, dir + "/copy");
+  EXPECT_GT(a.tables.bytes(), 0u);
+  EXPECT_EQ(a.tables.bytes(), b.tables.bytes());
+  EXPECT_EQ(a.tables.xxh3(), b.tables.xxh3());
+  EXPECT_EQ(a.budget.has_name(), b.budget.has_name());
+  EXPECT_EQ(a.budget.xxh3(), b.budget.xxh3());
+  EXPECT_EQ(primary.clocks().num_workers(), copy.clocks().num_workers());
+  for (int r = 0; r < primary.clocks().num_workers(); ++r) EXPECT_EQ(primary.clocks().clock(r), copy.clocks().clock(r));
+  EXPECT_EQ(primary.clocks().min_clock(), copy.clocks().min_clock());
+  const ServerStats& p = primary.stats();
+  const ServerStats& q = copy.stats();
+  EXPECT_EQ(p.pulls, q.pulls);
+  EXPECT_EQ(p.pushes, q.pushes);
+  EXPECT_EQ(p.rows_pulled, q.rows_pulled);
+  EXPECT_EQ(p.updates_applied, q.updates_applied);
+  EXPECT_EQ(p.deferred_pulls, q.deferred_pulls);
+  EXPECT_EQ(p.bytes_in, q.bytes_in);
+  const ShardStats ps = primary.SnapshotStats(), qs = copy.SnapshotStats();
+  EXPECT_EQ(std::vector<uint64_t>(ps.rows_evicted().begin(), ps.rows_evicted().end()),
+            std::vector<uint64_t>(qs.rows_evicted().begin(), qs.rows_evicted().end()));
+  EXPECT_EQ(q.bad_messages, 0u);
+  EXPECT_GT(copy.replies_muted(), 0u);
+  EXPECT_EQ(primary.coordinator() != nullptr, copy.coordinator() != nullptr);
+  if (primary.coordinator() != nullptr && copy.coordinator() != nullptr) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(primary.coordinator()->Snapshot(),
+                                                                   copy.coordinator()->Snapshot()));
+  }
+}
+
+// Feeds `inputs` (ShardInput bytes) to `copy` in order; false on the first
+// that fails (a non-fatal failure names it).
+bool ReplayAll(const std::vector<std::string>& inputs, int s, ServerShard* copy) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ShardInput in;
+    const Status decoded = DecodeShardInput(inputs[i], "shard " + std::to_string(s), &in);
+    const Status st = decoded.ok() ? copy->Replay(in.identity, &in.message) : decoded;
+    if (!st.ok()) {
+      ADD_FAILURE() << "shard " << s << ", input " << i << ": " << st.ToString();
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Replayed {
+  size_t inputs = 0;   // over all shards
+  uint64_t evicted = 0;  // rows evicted on the primaries, all tables
+};
+
+// Trains `c` with every shard's inputs recorded, then replays each shard's
+// inputs into a copy and compares.
+Replayed TrainAndReplay(const JobConfig& c) {
+  const int servers = c.cluster().num_servers();
+  std::vector<std::unique_ptr<Recorder>> recorders;
+  std::vector<std::unique_ptr<testing::ShardThread>> shards;
+  std::vector<std::string> endpoints;
+  for (int s = 0; s < servers; ++s) {
+    recorders.push_back(std::make_unique<Recorder>());
+    testing::ShardOptions o;
+    Recorder* r = recorders.back().get();
+    o.input_listener = [r](const std::string& identity, const Message& m) { (*r)(identity, m); };
+    shards.push_back(std::make_unique<testing::ShardThread>(c, s, o));
+    endpoints.push_back(shards.back()->endpoint());
+  }
+  std::vector<Status> results(c.cluster().num_workers());
+  std::vector<std::thread> workers;
+  for (int w = 0; w < c.cluster().num_workers(); ++w) {
+    workers.emplace_back([&, w] {
+      TrainerOptions o;
+      o.rank = w;
+      o.servers = endpoints;
+      results[w] = RunWorker(c, o).status();
+    });
+  }
+  for (auto& t : workers) t.join();
+  for (const Status& st : results) EXPECT_TRUE(st.ok()) << st.ToString();
+  for (auto& s : shards) EXPECT_TRUE(s->WaitForExit(30000).ok());
+
+  testing::ScopedTempDir tmp;
+  Replayed replayed;
+  for (int s = 0; s < servers; ++s) {
+    SCOPED_TRACE("shard " + std::to_string(s) + ", " + std::to_string(recorders[s]->inputs.size()) + " inputs");
+    ServerShard copy(c, s);
+    if (!ReplayAll(recorders[s]->inputs, s, &copy)) continue;
+    replayed.inputs += recorders[s]->inputs.size();
+    const ShardStats stats = shards[s]->shard().SnapshotStats();
+    for (uint64_t n : stats.rows_evicted()) replayed.evicted += n;
+    ExpectSameState(shards[s]->shard(), copy, c, s, tmp.File("shard" + std::to_string(s)));
+  }
+  return replayed;
+}
+
+TEST(ShardReplayTest, SspAdamJobReplaysBitForBit) {
+  JobConfig c = Bibtex();
+  EXPECT_GT(TrainAndReplay(c).inputs, 1000u);
+}
+
+TEST(ShardReplayTest, BudgetDelayCompensationAndBf16ReplayBitForBit) {
+  JobConfig c = Bibtex();
+  c.mutable_optimizer()->set_type(ADAGRAD);
+  c.mutable_optimizer()->set_learning_rate(0.05f);
+  c.mutable_optimizer()->set_delay_compensation(0.5f);
+  c.mutable_consistency()->set_staleness(-1);  // ASP: the most interleaving
+  TableConfig* w1 = c.mutable_table(0);
+  w1->set_max_rows(850);
+  c.mutable_train()->set_eval_minibatch_size(64);  // an evaluation pull within max_rows
+  w1->set_evict(LRU);
+  w1->set_push_wire(BF16);
+  const Replayed r = TrainAndReplay(c);
+  EXPECT_GT(r.inputs, 1000u);
+  EXPECT_GT(r.evicted, 0u);
+}
+
+TEST(ShardReplayTest, CheckpointRoundsAndEvaluationReplay) {
+  JobConfig c = Bibtex();
+  c.mutable_train()->set_epochs(2);
+  c.mutable_train()->set_validation_fraction(0.1);
+  testing::ScopedTempDir ckpt;
+  c.mutable_checkpoint()->set_dir(ckpt.path());
+  c.mutable_checkpoint()->set_every_clocks(20);
+  EXPECT_GT(TrainAndReplay(c).inputs, 1000u);
+}
+
+}  // namespace
+}  // namespace tether
