@@ -13,46 +13,20 @@
 
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "core/config.h"
 #include "core/file_util.h"
 #include "core/env.h"
 #include "server/server.h"
 #include "server/shard_input.h"
 #include "server/table_budget_checkpoint.h"
 #include "server/table_checkpoint.h"
-#include "tests/testing/cluster.h"
+#include "tests/testing/recorded_job.h"
 #include "tests/testing/temp_dir.h"
-#include "worker/trainer.h"
 
 namespace tether {
 namespace {
-
-// Bibtex (bundled), 2 servers, 2 workers, one epoch of a small MLP.
-JobConfig Bibtex() {
-  StatusOr<JobConfig> c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  c->mutable_model()->set_hidden(32);
-  c->mutable_train()->set_epochs(1);
-  c->mutable_train()->set_seed(7);
-  c->mutable_cluster()->set_startup_timeout_ms(30000);
-  c->mutable_cluster()->set_idle_timeout_ms(30000);
-  return *c;
-}
-
-// Each shard's inputs, in the order it took them in, as bytes.
-struct Recorder {
-  std::mutex mu;
-  std::vector<std::string> inputs;
-  void operator()(const std::string& identity, const Message& m) {
-    std::lock_guard<std::mutex> lock(mu);
-    inputs.push_back(EncodeShardInput(identity, m));
-  }
-};
 
 struct Tables {
   CheckpointFile tables, budget;
@@ -124,53 +98,29 @@ struct Replayed {
 // Trains `c` with every shard's inputs recorded, then replays each shard's
 // inputs into a copy and compares.
 Replayed TrainAndReplay(const JobConfig& c) {
-  const int servers = c.cluster().num_servers();
-  std::vector<std::unique_ptr<Recorder>> recorders;
-  std::vector<std::unique_ptr<testing::ShardThread>> shards;
-  std::vector<std::string> endpoints;
-  for (int s = 0; s < servers; ++s) {
-    recorders.push_back(std::make_unique<Recorder>());
-    testing::ShardOptions o;
-    Recorder* r = recorders.back().get();
-    o.input_listener = [r](const std::string& identity, const Message& m) { (*r)(identity, m); };
-    shards.push_back(std::make_unique<testing::ShardThread>(c, s, o));
-    endpoints.push_back(shards.back()->endpoint());
-  }
-  std::vector<Status> results(c.cluster().num_workers());
-  std::vector<std::thread> workers;
-  for (int w = 0; w < c.cluster().num_workers(); ++w) {
-    workers.emplace_back([&, w] {
-      TrainerOptions o;
-      o.rank = w;
-      o.servers = endpoints;
-      results[w] = RunWorker(c, o).status();
-    });
-  }
-  for (auto& t : workers) t.join();
-  for (const Status& st : results) EXPECT_TRUE(st.ok()) << st.ToString();
-  for (auto& s : shards) EXPECT_TRUE(s->WaitForExit(30000).ok());
-
+  testing::RecordedJob job = testing::RunRecordedJob(c);
+  for (const Status& st : job.workers) EXPECT_TRUE(st.ok()) << st.ToString();
   testing::ScopedTempDir tmp;
   Replayed replayed;
-  for (int s = 0; s < servers; ++s) {
-    SCOPED_TRACE("shard " + std::to_string(s) + ", " + std::to_string(recorders[s]->inputs.size()) + " inputs");
+  for (int s = 0; s < c.cluster().num_servers(); ++s) {
+    SCOPED_TRACE("shard " + std::to_string(s) + ", " + std::to_string(job.inputs[s].size()) + " inputs");
     ServerShard copy(c, s);
-    if (!ReplayAll(recorders[s]->inputs, s, &copy)) continue;
-    replayed.inputs += recorders[s]->inputs.size();
-    const ShardStats stats = shards[s]->shard().SnapshotStats();
+    if (!ReplayAll(job.inputs[s], s, &copy)) continue;
+    replayed.inputs += job.inputs[s].size();
+    const ShardStats stats = job.shards[s]->shard().SnapshotStats();
     for (uint64_t n : stats.rows_evicted()) replayed.evicted += n;
-    ExpectSameState(shards[s]->shard(), copy, c, s, tmp.File("shard" + std::to_string(s)));
+    ExpectSameState(job.shards[s]->shard(), copy, c, s, tmp.File("shard" + std::to_string(s)));
   }
   return replayed;
 }
 
 TEST(ShardReplayTest, SspAdamJobReplaysBitForBit) {
-  JobConfig c = Bibtex();
+  JobConfig c = testing::SmallBibtexJob();
   EXPECT_GT(TrainAndReplay(c).inputs, 1000u);
 }
 
 TEST(ShardReplayTest, BudgetDelayCompensationAndBf16ReplayBitForBit) {
-  JobConfig c = Bibtex();
+  JobConfig c = testing::SmallBibtexJob();
   c.mutable_optimizer()->set_type(ADAGRAD);
   c.mutable_optimizer()->set_learning_rate(0.05f);
   c.mutable_optimizer()->set_delay_compensation(0.5f);
@@ -186,7 +136,7 @@ TEST(ShardReplayTest, BudgetDelayCompensationAndBf16ReplayBitForBit) {
 }
 
 TEST(ShardReplayTest, CheckpointRoundsAndEvaluationReplay) {
-  JobConfig c = Bibtex();
+  JobConfig c = testing::SmallBibtexJob();
   c.mutable_train()->set_epochs(2);
   c.mutable_train()->set_validation_fraction(0.1);
   testing::ScopedTempDir ckpt;

@@ -1,0 +1,67 @@
+#include "tests/testing/recorded_job.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+#include "core/config.h"
+#include "server/shard_input.h"
+#include "worker/trainer.h"
+
+namespace tether::testing {
+namespace {
+
+// One shard's inputs, appended on the shard's thread.
+struct Recorder {
+  std::mutex mu;
+  std::vector<std::string> inputs;
+};
+
+}  // namespace
+
+RecordedJob RunRecordedJob(const JobConfig& config) {
+  const int servers = config.cluster().num_servers();
+  std::vector<std::unique_ptr<Recorder>> recorders;
+  RecordedJob job;
+  std::vector<std::string> endpoints;
+  for (int s = 0; s < servers; ++s) {
+    recorders.push_back(std::make_unique<Recorder>());
+    ShardOptions o;
+    Recorder* r = recorders.back().get();
+    o.input_listener = [r](const std::string& identity, const Message& m) {
+      std::lock_guard<std::mutex> lock(r->mu);
+      r->inputs.push_back(EncodeShardInput(identity, m));
+    };
+    job.shards.push_back(std::make_unique<ShardThread>(config, s, o));
+    endpoints.push_back(job.shards.back()->endpoint());
+  }
+  job.workers.resize(config.cluster().num_workers());
+  std::vector<std::thread> workers;
+  for (int w = 0; w < config.cluster().num_workers(); ++w) {
+    workers.emplace_back([&, w] {
+      TrainerOptions o;
+      o.rank = w;
+      o.servers = endpoints;
+      job.workers[w] = RunWorker(config, o).status();
+    });
+  }
+  for (auto& t : workers) t.join();
+  for (auto& s : job.shards) EXPECT_TRUE(s->WaitForExit(30000).ok());
+  for (auto& r : recorders) job.inputs.push_back(std::move(r->inputs));
+  return job;
+}
+
+JobConfig SmallBibtexJob() {
+  StatusOr<JobConfig> c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  if (!c.ok()) return JobConfig();
+  c->mutable_model()->set_hidden(32);
+  c->mutable_train()->set_epochs(1);
+  c->mutable_train()->set_seed(7);
+  c->mutable_cluster()->set_startup_timeout_ms(30000);
+  c->mutable_cluster()->set_idle_timeout_ms(30000);
+  return *c;
+}
+
+}  // namespace tether::testing

@@ -1,0 +1,42 @@
+// A whole job trained in one test process with every shard's inputs
+// recorded (ServerShard::SetInputListener, as server/shard_input.h bytes),
+// for the tests that replay a shard's inputs into copies of it
+// (tests/shard_replay_test.cc, tests/replicated_shard_schedule_test.cc).
+//
+// The shards are ShardThreads on 127.0.0.1; each worker runs RunWorker on a
+// thread of its own, so the order of a shard's inputs is the scheduler's.
+// Bounded: RunWorker's own timeouts (the config's), then at most 30 s for
+// each shard to return; every thread is joined before RunRecordedJob
+// returns. Thread-safety: call from the test's thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "proto/config.pb.h"
+#include "tests/testing/cluster.h"
+
+namespace tether::testing {
+
+struct RecordedJob {
+  /// The shards, stopped (their state is the job's end state).
+  std::vector<std::unique_ptr<ShardThread>> shards;
+  /// Each shard's inputs in the order it took them in.
+  std::vector<std::vector<std::string>> inputs;
+  /// Each worker's RunWorker status, by rank.
+  std::vector<Status> workers;
+};
+
+/// Trains `config` (cluster.num_servers shards, cluster.num_workers
+/// workers) with every shard's inputs recorded.
+RecordedJob RunRecordedJob(const JobConfig& config);
+
+/// Bibtex (the bundled data, tests/data/bibtex_fixed.pbtxt: 2 servers, 2
+/// workers, SSP staleness 2, Adam) with a 32-unit hidden layer, one epoch,
+/// seed 7, 30 s startup and idle timeouts. Paths are relative to the
+/// repository root (the tests' working directory).
+JobConfig SmallBibtexJob();
+
+}  // namespace tether::testing
