@@ -167,6 +167,36 @@ class RefitBenchTest(unittest.TestCase):
         self.assertEqual(args.refit_workers, 2)
         self.assertEqual(pbtxt.unquote(pbtxt.get(tree, "data.train_file")), os.path.join(d, "train.gz"))
 
+    def test_longest_run_within_noise_of_the_best(self):
+        # 1,475 validation rows, best 0.9898 at epoch 9: one standard error
+        # is sqrt(0.9898 * 0.0102 / 1475) = 0.00261, so 0.9878 (epoch 12)
+        # is within it and 0.9851 (epoch 13) is not.
+        records = [(e, v, 1475) for e, v in [(1, 0.9071), (8, 0.9851), (9, 0.9898), (10, 0.9871),
+                                             (11, 0.9885), (12, 0.9878), (13, 0.9851)]]
+        self.assertEqual(refit_bench.choose_epoch(records, 1.0), 12)
+        # Two standard errors (0.00522) admit epoch 13 too; none, only the best.
+        self.assertEqual(refit_bench.choose_epoch(records, 2.0), 13)
+        self.assertEqual(refit_bench.choose_epoch(records, 0.0), 9)
+        # A tie at the best: the longer one; no record, no choice.
+        self.assertEqual(refit_bench.choose_epoch([(3, 0.9, 100), (5, 0.9, 100), (6, 0.5, 100)], 0.0), 5)
+        self.assertIsNone(refit_bench.choose_epoch([], 1.0))
+        self.assertIsNone(refit_bench.choose_epoch([(1, None, 100)], 1.0))
+
+    def test_longest_validates_every_epoch(self):
+        d = tempfile.mkdtemp()
+        with gzip.open(os.path.join(d, "train.gz"), "wt") as f:
+            f.write("1 1:1\n" * 7494)
+        write(os.path.join(d, "job.pbtxt"), 'cluster { num_workers: 2 }\ndata { train_file: "train.gz" }\n'
+                                            "train { epochs: 30 minibatch_size: 64 }\n")
+        args = refit_bench.parse_args(["--config", "x", "--out", d, "--max_steps", "2560", "--select", "longest"])
+        with open(refit_bench.prepare(args, os.path.join(d, "job.pbtxt"))) as f:
+            tree = pbtxt.parse(f.read())
+        # 2,998 rows a worker, 47 steps an epoch: 2560 steps are 55 epochs.
+        self.assertEqual(pbtxt.get(tree, "train.epochs"), "55")
+        self.assertEqual(pbtxt.get(tree, "train.early_stopping.patience"), "0")
+        self.assertEqual(pbtxt.get(tree, "train.keep_best_model"), "false")
+        self.assertEqual(pbtxt.get(tree, "cluster.num_workers"), "2")
+
 
 if __name__ == "__main__":
     unittest.main()
