@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -205,6 +206,24 @@ uint64_t LimitedMemoryBytes(const ProcessLimits& l, std::string* source) {
       if (source != nullptr) *source = "the address-space limit (RLIMIT_AS, ulimit -v)";
     }
   }
+  return best;
+}
+
+uint64_t MemoryCeilingBytes(const ProcessLimits& l, std::string* source, uint64_t physical_bytes) {
+  if (physical_bytes == 0) {
+    const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page_bytes > 0) physical_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes);
+  }
+  uint64_t best = physical_bytes;
+  if (source != nullptr) *source = "physical memory";
+  auto lower = [&](uint64_t limit, const std::string& name) {
+    if (limit > 0 && (best == 0 || limit < best)) {
+      best = limit;
+      if (source != nullptr) *source = name;
+    }
+  };
+  lower(l.cgroup_memory_bytes, "the cgroup memory limit (" + l.cgroup_file + ")");
+  lower(l.address_space_bytes, "the address-space limit (RLIMIT_AS, ulimit -v)");
   return best;
 }
 

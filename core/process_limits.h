@@ -78,6 +78,15 @@ ProcessLimits CurrentProcessLimits();
 /// ulimit -v)").
 uint64_t LimitedMemoryBytes(const ProcessLimits& limits, std::string* source);
 
+/// The most memory the process could ever hold, in bytes: the host's
+/// physical memory (`physical_bytes`; sysconf when 0), or its cgroup's
+/// memory limit or address-space limit when lower (a container's or a
+/// SLURM job's share is often far below the host's). 0 when none is known.
+/// `source` (when not null) names the one that decided ("physical memory",
+/// "the cgroup memory limit (FILE)", "the address-space limit (RLIMIT_AS,
+/// ulimit -v)").
+uint64_t MemoryCeilingBytes(const ProcessLimits& limits, std::string* source, uint64_t physical_bytes = 0);
+
 /// Open files this process may give to peers' connections: the soft
 /// RLIMIT_NOFILE less `reserve` (kept for data files, checkpoints, logs and
 /// the transport's own descriptors), at least 0.

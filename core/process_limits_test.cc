@@ -107,6 +107,30 @@ TEST(ProcessLimitsTest, AStartBelowALimitIsRefusedNamingIt) {
             "bytes) a metrics file or a manifest may need: raise it (ulimit -f)");
 }
 
+TEST(ProcessLimitsTest, MemoryCeilingIsTheLowestOfMemoryAndLimits) {
+  const uint64_t gib = uint64_t{1} << 30;
+  ProcessLimits none;
+  std::string source;
+  EXPECT_EQ(MemoryCeilingBytes(none, &source, 64 * gib), 64 * gib);
+  EXPECT_EQ(source, "physical memory");
+  ProcessLimits cg;
+  cg.cgroup_memory_bytes = 2 * gib;
+  cg.cgroup_memory_used_bytes = gib;  // what is in use does not lower the ceiling
+  cg.cgroup_file = "/sys/fs/cgroup/job/memory.max";
+  EXPECT_EQ(MemoryCeilingBytes(cg, &source, 64 * gib), 2 * gib);
+  EXPECT_EQ(source, "the cgroup memory limit (/sys/fs/cgroup/job/memory.max)");
+  cg.address_space_bytes = gib;
+  EXPECT_EQ(MemoryCeilingBytes(cg, &source, 64 * gib), gib);
+  EXPECT_EQ(source, "the address-space limit (RLIMIT_AS, ulimit -v)");
+  // A limit above the host's memory is no limit.
+  ProcessLimits big;
+  big.cgroup_memory_bytes = 128 * gib;
+  EXPECT_EQ(MemoryCeilingBytes(big, &source, 64 * gib), 64 * gib);
+  EXPECT_EQ(source, "physical memory");
+  // This host's, read by sysconf.
+  EXPECT_GT(MemoryCeilingBytes(none, nullptr), 0u);
+}
+
 TEST(ProcessLimitsTest, AWriteThatHitsTheFileSizeLimitIsNamed) {
   struct rlimit old;
   ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/partition.h"
+#include "core/process_limits.h"
 #include "core/prefetch.h"
 #include "optim/delay_compensation.h"
 #include "optim/shard_budget.h"
@@ -91,10 +92,10 @@ ServerTable::ServerTable(const TableSpec& spec, uint64_t begin, uint64_t end, ui
 
 uint64_t ServerTable::MemoryRowLimit(const TableSpec& spec) {
   if (!IsRowTable(spec)) return 0;
-  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+  const uint64_t memory = MemoryCeilingBytes(CurrentProcessLimits(), nullptr);
   // Unknown memory: no limit but the index's (a row number is 64-bit).
-  if (pages <= 0 || page_bytes <= 0) return uint64_t{1} << 62;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes) / ShardRowBytes(spec);
+  if (memory == 0) return uint64_t{1} << 62;
+  return memory / ShardRowBytes(spec);
 }
 
 void ServerTable::SaveBudgetState(TableBudgetState* st) const {
@@ -438,7 +439,9 @@ void ServerTable::RowIndex::Renumber(uint64_t key, uint64_t row) {
 Status ServerTable::TooManyRows(uint64_t rows) const {
   std::string why = " (use more servers)";
   if (memory_limit_) {
-    why = " (what this host's memory holds at " + std::to_string(ShardRowBytes(spec_)) +
+    std::string memory;
+    (void)MemoryCeilingBytes(CurrentProcessLimits(), &memory);
+    why = " (what " + memory + " holds at " + std::to_string(ShardRowBytes(spec_)) +
           " bytes a row; use more servers, or a budget: --server_memory or the table's max_rows)";
   } else if (budgeted_ || spec_.budget().max_rows() > 0) {
     why = " (its budget's max_rows)";

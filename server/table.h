@@ -113,8 +113,10 @@ class ServerTable {
 
   /// The constructor's max_rows that means MemoryRowLimit(spec).
   static constexpr uint64_t kRowsMemoryHolds = 0;
-  /// The rows of row table `spec` this host's physical memory holds at
-  /// ShardRowBytes(spec) bytes a row (optim/shard_budget.h: the row with its
+  /// The rows of row table `spec` the process's memory ceiling holds at
+  /// ShardRowBytes(spec) bytes a row (MemoryCeilingBytes,
+  /// core/process_limits.h: physical memory, or the cgroup's or the
+  /// address-space limit when lower) (optim/shard_budget.h: the row with its
   /// optimizer state, its index slots, and its key and eviction metadata
   /// when it has a budget): the row limit of a table without max_rows.
   /// Past it a request is refused (ResourceExhausted naming the memory)

@@ -2,7 +2,8 @@
 // its rows from just under 2³¹ (ServerTable::SetFirstRowNumberForTesting)
 // pushes, pulls, evicts and checkpoints exactly as one numbered from 0; the
 // hashed index reaches every slot past 2³² slots; the default row limit is
-// what the host's memory holds.
+// what the process's memory holds (physical memory, or a lower cgroup or
+// address-space limit).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/partition.h"
+#include "core/process_limits.h"
 #include "optim/shard_budget.h"
 #include "server/table.h"
 #include "server/table_budget_checkpoint.h"
@@ -169,7 +171,10 @@ TEST(TableRowNumbersTest, HashedSlotsReachPastTwoToThe32) {
 }
 
 TEST(TableRowNumbersTest, DefaultLimitIsWhatMemoryHolds) {
-  const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  // Physical memory, or this process's cgroup or address-space limit when
+  // lower (core/process_limits.h).
+  std::string source;
+  const uint64_t memory = MemoryCeilingBytes(CurrentProcessLimits(), &source);
   TableSpec spec = Spec(false);
   EXPECT_EQ(ServerTable::MemoryRowLimit(spec), memory / ShardRowBytes(spec));
   ServerTable t(spec, 0, 0);
@@ -186,7 +191,7 @@ TEST(TableRowNumbersTest, DefaultLimitIsWhatMemoryHolds) {
   const Status st = wide.PushRows(keys.data(), keys.size(), nullptr);
   EXPECT_EQ(st.code(), Status::Code::kResourceExhausted);
   EXPECT_EQ(st.message(), "table w1 would hold " + std::to_string(limit + 1) + " rows on this shard; the limit is " +
-                              std::to_string(limit) + " (what this host's memory holds at " +
+                              std::to_string(limit) + " (what " + source + " holds at " +
                               std::to_string(ShardRowBytes(spec)) +
                               " bytes a row; use more servers, or a budget: --server_memory or the table's max_rows)");
   EXPECT_EQ(wide.num_rows(), 0u);
