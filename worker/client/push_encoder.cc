@@ -7,8 +7,8 @@
 namespace tether {
 namespace {
 
-// A residual row's bookkeeping beside its floats (key, links, index entry).
-constexpr uint64_t kResidualRowOverheadBytes = 56;  // residual_store.h's estimate
+// A residual row's bookkeeping beside its floats (index entries, key, stamp, recency log).
+constexpr uint64_t kResidualRowOverheadBytes = 60;  // residual_store.h's estimate
 
 }  // namespace
 
@@ -46,13 +46,29 @@ zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, siz
     if (n > 0) saturated_ += EncodeValues(grads, n * dim, scale, spec.wire, nullptr, out);
     return frame;
   }
-  // The residuals' index entries are loaded this many rows ahead.
+  if (store == nullptr) {
+    for (size_t i = 0; i < n; ++i)
+      saturated_ += EncodeValues(grads + size_t{rows[i]} * dim, dim, scale, spec.wire, nullptr, out + i * row_bytes);
+    return frame;
+  }
+  // Index entries are loaded this many rows ahead while rows are looked up
+  // one by one; not while a key list repeats (Rows() finds its rows in
+  // runs without the index).
   constexpr size_t kAhead = 32;
-  for (size_t i = 0; i < n; ++i) {
-    if (store != nullptr && i + kAhead < n) store->Prefetch(keys[i + kAhead]);
-    const float* g = grads + size_t{rows != nullptr ? rows[i] : static_cast<uint32_t>(i)} * dim;
-    float* residual = store != nullptr ? store->Row(keys[i]) : nullptr;
-    saturated_ += EncodeValues(g, dim, scale, spec.wire, residual, out + i * row_bytes);
+  size_t loaded = 0;  // keys [i, loaded) have their index entries on the way
+  size_t gathered_end = rows == nullptr ? n : 0;  // rows [i, gathered_end) lie one after the other
+  for (size_t i = 0; i < n;) {
+    if (!store->in_runs())
+      for (loaded = std::max(loaded, i + 1); loaded < std::min(n, i + kAhead); ++loaded) store->Prefetch(keys[loaded]);
+    // A run may span rows whose gradients lie one after the other.
+    if (i >= gathered_end)
+      for (gathered_end = i + 1; gathered_end < n && rows[gathered_end] == rows[i] + (gathered_end - i);)
+        ++gathered_end;
+    const float* g = grads + (rows != nullptr ? size_t{rows[i]} : i) * dim;
+    size_t taken = 1;
+    float* residual = store->Rows(keys + i, gathered_end - i, &taken);
+    saturated_ += EncodeValues(g, taken * dim, scale, spec.wire, residual, out + i * row_bytes);
+    i += taken;
   }
   return frame;
 }

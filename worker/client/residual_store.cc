@@ -45,23 +45,98 @@ void ResidualStore::Erase(uint64_t key) {
   index_[hole].slot = kNone;
 }
 
-void ResidualStore::Touch(uint32_t slot) {
-  stamps_[slot] = ++clock_;
-  if (log_.size() > log_head_ && log_.back().slot == slot) {
-    log_.back().stamp = clock_;
-  } else {
-    log_.push_back(Use{slot, clock_});
+size_t ResidualStore::ReadUse(size_t i, uint32_t* slot, uint32_t* stamp, uint32_t* count) const {
+  *stamp = log_[i].stamp;
+  if ((log_[i].slot & kRunHead) == 0) {
+    *slot = log_[i].slot;
+    *count = 1;
+    return i + 1;
   }
-  if (log_.size() - log_head_ > 2 * held_ + 64 || log_head_ > log_.size() / 2 + 64) Compact();
+  *slot = log_[i].slot & kSlotBits;
+  *count = log_[i + 1].slot & kSlotBits;
+  return i + 2;
 }
 
-// Keeps each slot's last touch only, in order: the recency list.
+void ResidualStore::AppendUse(std::vector<Use>* log, size_t head, uint32_t slot, uint32_t stamp, uint32_t count) {
+  if (log->size() > head) {
+    Use& last = log->back();
+    if (last.slot & kRunLength) {  // a run continued (a key list pushed again in its first order)
+      const Use& first = (*log)[log->size() - 2];
+      const uint32_t length = last.slot & kSlotBits;
+      if ((first.slot & kSlotBits) + length == slot && first.stamp + length == stamp) {
+        last.slot = kRunLength | (length + count);
+        return;
+      }
+    } else if (last.slot + 1 == slot && last.stamp + 1 == stamp) {  // a touch becomes a run
+      last.slot |= kRunHead;
+      log->push_back(Use{kRunLength | (count + 1), 0});
+      return;
+    }
+  }
+  // Fields set in place (a Use built whole on the stack and copied stalls
+  // on store forwarding).
+  Use& first = log->emplace_back();
+  first.stamp = stamp;
+  if (count == 1) {
+    first.slot = slot;
+  } else {
+    first.slot = slot | kRunHead;
+    log->emplace_back().slot = kRunLength | count;
+  }
+}
+
+void ResidualStore::Touch(uint32_t slot, uint32_t count) {
+  const uint32_t stamp = clock_ + 1;
+  for (uint32_t j = 0; j < count; ++j) stamps_[slot + j] = stamp + j;
+  clock_ += count;
+  log_touches_ += count;
+  Use* last = log_.size() > log_head_ ? &log_.back() : nullptr;
+  if (count == 1 && last != nullptr && last->slot == slot) {  // the same row again: one entry
+    last->stamp = stamp;
+    --log_touches_;
+  } else {
+    AppendUse(&log_, log_head_, slot, stamp, count);
+  }
+  // Memory: the log holds at most 1.5 entries a row, and 1 more while it
+  // is compacted.
+  if (log_touches_ > 2 * held_ + 64 || log_.size() - log_head_ > held_ + held_ / 2 + 64 ||
+      log_head_ > log_.size() / 2 + 64)
+    Compact();
+}
+
+// Keeps each slot's last touch only, in order: the recency list. The kept
+// touches go after the log's end, then move to its front: a run with stale
+// touches inside splits into more entries, and the log's memory is reused
+// from one compaction to the next (no new pages to fault in).
 void ResidualStore::Compact() {
-  size_t out = 0;
-  for (size_t i = log_head_; i < log_.size(); ++i)
-    if (stamps_[log_[i].slot] == log_[i].stamp) log_[out++] = log_[i];
-  log_.resize(out);
+  const size_t end = log_.size();
+  log_.reserve(end + std::min<size_t>(end - log_head_, held_) + 2);
+  uint64_t kept = 0;
+  for (size_t i = log_head_; i < end;) {
+    uint32_t slot, stamp, count;
+    i = ReadUse(i, &slot, &stamp, &count);
+    const uint32_t* stamps = stamps_.data() + slot;
+    uint32_t j = 0;
+    while (j < count) {
+      // Blocks of 8 touches all still current (a repeated key list's run)
+      // are checked without a branch each.
+      uint32_t live = j;
+      for (; live + 8 <= count; live += 8) {
+        uint32_t diff = 0;
+        for (uint32_t k = live; k < live + 8; ++k) diff |= stamps[k] ^ (stamp + k);
+        if (diff != 0) break;
+      }
+      while (live < count && stamps[live] == stamp + live) ++live;
+      if (live > j) {
+        AppendUse(&log_, end, slot + j, stamp + j, live - j);
+        kept += live - j;
+      }
+      for (j = live; j < count && stamps[j] != stamp + j;) ++j;
+    }
+  }
+  log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(end));
   log_head_ = 0;
+  log_touches_ = kept;
 }
 
 uint32_t ResidualStore::TakeSlot() {
@@ -77,13 +152,42 @@ uint32_t ResidualStore::TakeSlot() {
   // oldest touch that is still its slot's last names it.
   uint32_t slot = kNone;
   while (slot == kNone) {
-    const Use t = log_[log_head_++];
-    if (stamps_[t.slot] == t.stamp) slot = t.slot;
+    Use& t = log_[log_head_];
+    const uint32_t s = t.slot & kSlotBits;
+    if (stamps_[s] == t.stamp) slot = s;
+    --log_touches_;
+    if ((t.slot & kRunHead) == 0) {
+      ++log_head_;
+    } else if (Use& length = log_[log_head_ + 1]; (length.slot & kSlotBits) > 1) {  // the run's rest stays
+      t.slot = (s + 1) | kRunHead;
+      ++t.stamp;
+      --length.slot;
+    } else {
+      log_head_ += 2;
+    }
   }
   Erase(keys_[slot]);
   const float* v = values_.data() + size_t{slot} * dim_;
   for (uint32_t j = 0; j < dim_; ++j) evicted_l1_ += std::fabs(v[j]);
   ++evicted_;
+  return slot;
+}
+
+uint32_t ResidualStore::Slot(uint64_t key) {
+  if (!index_.empty()) {
+    const Entry& e = index_[Probe(key)];
+    if (e.slot != kNone) {
+      Touch(e.slot, 1);
+      return e.slot;
+    }
+  }
+  const uint32_t slot = TakeSlot();
+  // At most 3/4 full: probes stay short.
+  if (4 * held_ > 3 * index_.size()) Grow();
+  index_[Probe(key)] = Entry{key, slot};
+  keys_[slot] = key;
+  Touch(slot, 1);
+  std::fill_n(values_.data() + size_t{slot} * dim_, dim_, 0.0f);
   return slot;
 }
 
@@ -97,31 +201,56 @@ float* ResidualStore::Row(uint64_t key) {
     touched_[key] = 1;
     return direct_.data() + key * dim_;
   }
-  if (!index_.empty()) {
-    const Entry& e = index_[Probe(key)];
-    if (e.slot != kNone) {
-      Touch(e.slot);
-      return values_.data() + size_t{e.slot} * dim_;
-    }
+  const uint32_t slot = Slot(key);  // may move values_
+  return values_.data() + size_t{slot} * dim_;
+}
+
+float* ResidualStore::Rows(const uint64_t* keys, size_t n, size_t* taken) {
+  *taken = 1;
+  if (keys[0] < direct_range_) return Row(keys[0]);
+  // Where earlier runs ended: a key list pushed again in its first order,
+  // or merged from a few such lists, goes on at one of them. A slot found
+  // there holds the key (keys_ has one per slot, never a key addressed
+  // directly), so it is the key's row.
+  const bool look = TryRun();
+  size_t cursor = kCursors;
+  if (look)
+    for (size_t c = 0; c < kCursors && cursor == kCursors; ++c)
+      if (cursors_[c] < keys_.size() && keys_[cursors_[c]] == keys[0]) cursor = c;
+  const bool hit = cursor < kCursors;
+  uint32_t slot;
+  if (hit) {
+    slot = cursors_[cursor];
+  } else {
+    slot = Slot(keys[0]);  // touched
+    cursor = kCursors - 1;  // the one used longest ago makes way
   }
-  const uint32_t slot = TakeSlot();
-  // At most 3/4 full: probes stay short.
-  if (4 * held_ > 3 * index_.size()) Grow();
-  index_[Probe(key)] = Entry{key, slot};
-  keys_[slot] = key;
-  Touch(slot);
-  float* v = values_.data() + size_t{slot} * dim_;
-  std::fill(v, v + dim_, 0.0f);
-  return v;
+  size_t m = 1;
+  if (look) {
+    const size_t limit = std::min<size_t>(n, keys_.size() - slot);
+    const uint64_t* held = keys_.data() + slot;
+    while (m < limit && held[m] == keys[m]) ++m;
+  }
+  // One log entry for the run.
+  if (hit) Touch(slot, static_cast<uint32_t>(m));
+  else if (m > 1) Touch(slot + 1, static_cast<uint32_t>(m - 1));
+  run_misses_ = hit || m > 1 ? 0 : run_misses_ + 1;
+  // Most recently used first.
+  for (size_t c = cursor; c > 0; --c) cursors_[c] = cursors_[c - 1];
+  cursors_[0] = slot + static_cast<uint32_t>(m);
+  *taken = m;
+  return values_.data() + size_t{slot} * dim_;
 }
 
 void ResidualStore::ForEachRow(const std::function<void(uint64_t key, const float* values)>& fn) const {
   // Rows addressed by key have no recency: their order is the keys'.
   for (uint64_t k = 0; k < touched_.size(); ++k)
     if (touched_[k]) fn(k, direct_.data() + k * dim_);
-  for (size_t i = log_head_; i < log_.size(); ++i) {
-    const uint32_t slot = log_[i].slot;
-    if (stamps_[slot] == log_[i].stamp) fn(keys_[slot], values_.data() + size_t{slot} * dim_);
+  for (size_t i = log_head_; i < log_.size();) {
+    uint32_t first, stamp, count;
+    i = ReadUse(i, &first, &stamp, &count);
+    for (uint32_t j = 0; j < count; ++j)
+      if (stamps_[first + j] == stamp + j) fn(keys_[first + j], values_.data() + size_t{first + j} * dim_);
   }
 }
 

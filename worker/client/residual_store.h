@@ -14,17 +14,26 @@
 // whose keys lie in [0, key_range) with key_range ≤ capacity_rows never
 // evicts: its rows are addressed by key (no lookup, no recency list).
 //
-// Cost: a push of n rows does n lookups in an open-addressing table (one
-// cache line each; Prefetch() lets the caller overlap them) and appends n
-// entries to a recency log; exact LRU order is kept without a linked list:
-// each touch stamps the row and appends (row, stamp) to the log, eviction
-// takes the oldest log entry whose stamp is still the row's, and the log is
-// compacted once it holds more than twice the rows. Memory per row: its
-// dim floats plus about 56 bytes (index entries at a load of 3/8 to 3/4,
-// key, stamp, log).
+// Cost: a row is found in an open-addressing index (one cache line;
+// Prefetch() lets the caller overlap the lookups) and its touch appended to
+// a recency log; exact LRU order is kept without a linked list: each touch
+// stamps the row and appends (row, stamp) to the log, eviction takes the
+// oldest log entry whose stamp is still the row's, and the log is compacted
+// once it holds more than twice the rows' touches (or 1.5 entries a row).
+// A new row takes the next slot (an evicted row's when full), so the rows
+// of a key list lie side by side in the order it first came. Pushed again
+// in that order, Rows() finds them by comparing the keys of the slots that
+// follow (and, at a break, those after the ends of its last few runs: a
+// list merged from a few earlier ones) without the index, and logs each run
+// of touches as one entry: a few ns a row instead of a random memory access
+// (worst on an index larger than the caches). Keys in another order cost
+// the lookup as before. Memory per row: its dim floats plus about 60 bytes
+// (index entries at a load of 3/8 to 3/4, key, stamp, up to 2.5 log
+// entries of 8 bytes while the log is compacted).
 //
-// Ownership: owns its rows; a pointer from Row() is valid until the next
-// Row() call of another key. Thread-compatible (the client's one thread).
+// Ownership: owns its rows; a pointer from Row() or Rows() is valid until
+// the next Row() or Rows() call of another key. Thread-compatible (the
+// client's one thread).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +54,16 @@ class ResidualStore {
   /// The residual of `key` (dim floats; zeros for a key not held), made the
   /// most recently used. May evict the least recently used row.
   float* Row(uint64_t key);
+  /// Row(keys[0]) and, after it in memory, the residuals of keys[1],
+  /// keys[2], ... as long as those are held right after it (a key list
+  /// pushed again in the order it was first pushed): row j at
+  /// result + j·dim for j < *taken, 1 ≤ *taken ≤ n (n ≥ 1). The same rows,
+  /// values, recency and evictions as Row() on keys[0 .. *taken), in order.
+  float* Rows(const uint64_t* keys, size_t n, size_t* taken);
+  /// Whether the last Rows() found its rows where earlier runs ended or
+  /// after its first row, without the index: a caller then need not
+  /// Prefetch() the next keys.
+  bool in_runs() const { return run_misses_ == 0; }
   /// The residual of `key`, or null when not held; does not touch recency.
   const float* Find(uint64_t key) const;
   /// A hint that Row(key) comes soon: starts loading its index entry.
@@ -76,21 +95,38 @@ class ResidualStore {
     uint64_t key = 0;
     uint32_t slot = kNone;  // kNone: empty
   };
-  // A touch of a slot; stamps are the low 32 bits of the touch count, which
-  // cannot wrap while a stale touch waits in the log (it is compacted
-  // within 2·rows + 64 touches, and rows < 2^30).
+  // A log entry: a touch of `slot` stamped `stamp`; stamps are the low 32
+  // bits of the touch count, which cannot wrap while a stale touch waits in
+  // the log (it is compacted within 3·rows + 64 touches, and rows < 2^30).
+  // A run of touches of slot, slot + 1, ... stamped stamp, stamp + 1, ...
+  // takes two entries: {slot | kRunHead, stamp}, {kRunLength | length, 0}.
   struct Use {
     uint32_t slot;
     uint32_t stamp;
   };
+  static constexpr uint32_t kRunHead = 1u << 31;
+  static constexpr uint32_t kRunLength = 1u << 30;
+  static constexpr uint32_t kSlotBits = kRunLength - 1;
+  // Entry i's touches (one, or a run's); returns the next entry's index.
+  size_t ReadUse(size_t i, uint32_t* slot, uint32_t* stamp, uint32_t* count) const;
+  // Appends `count` touches from (slot, stamp) to `log` (entries from
+  // `head`), continuing its last run where they follow it.
+  static void AppendUse(std::vector<Use>* log, size_t head, uint32_t slot, uint32_t stamp, uint32_t count);
   size_t Home(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
   // The index position of `key`, or of the empty entry where it would go.
   size_t Probe(uint64_t key) const;
   void Grow();
   void Erase(uint64_t key);
-  void Touch(uint32_t slot);
+  // The slot of `key` (taken, evicting if full, when not held), touched.
+  uint32_t Slot(uint64_t key);
+  void Touch(uint32_t slot, uint32_t count);
   void Compact();
   uint32_t TakeSlot();
+  // Whether Rows() looks for runs (at the cursors, and after its first
+  // row): not while that keeps failing (keys pushed in another order), so
+  // that those memory accesses stay rare there.
+  bool TryRun() const { return run_misses_ < 4 || run_misses_ % 64 == 0; }
+  static constexpr size_t kCursors = 4;
 
   uint32_t dim_;
   uint64_t capacity_;
@@ -104,6 +140,9 @@ class ResidualStore {
   uint32_t clock_ = 0;              // touches so far (mod 2^32)
   std::vector<Use> log_;            // touches, oldest first from log_head_
   size_t log_head_ = 0;
+  uint64_t log_touches_ = 0;        // touches in log_ from log_head_
+  uint32_t run_misses_ = 0;         // Rows() calls in a row that found no run
+  uint32_t cursors_[kCursors] = {kNone, kNone, kNone, kNone};  // the slots after recent runs, latest first
   std::vector<Entry> index_;        // open addressing, linear probing; size a power of two
   int shift_ = 64;                  // 64 − log2(index_.size())
   uint64_t held_ = 0;               // rows in values_ (not direct)

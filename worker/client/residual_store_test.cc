@@ -159,3 +159,69 @@ TEST(ResidualStoreTest, MatchesAReferenceLruOnRandomTouches) {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+// Rows() against Row() one key at a time on a second store: key lists
+// pushed again (whole, in part, merged with another, with a key dropped or
+// added), so that runs form, break, interleave and cross evictions and
+// compactions;
+// the same values, rows, evictions and recency order throughout.
+TEST(ResidualStoreTest, RowsMatchesRowOneKeyAtATime) {
+  for (uint64_t capacity : {1u, 2u, 40u, 100u, 1000u}) {
+    ResidualStore runs(/*dim=*/2, capacity), single(/*dim=*/2, capacity);
+    std::mt19937_64 rng(capacity + 7);
+    std::vector<std::vector<uint64_t>> lists(3);
+    for (auto& list : lists) {
+      for (int k = 0; k < 60; ++k) list.push_back(rng() % 150 + 1);
+      std::sort(list.begin(), list.end());
+      list.erase(std::unique(list.begin(), list.end()), list.end());
+    }
+    size_t longest = 0;
+    float next = 1.0f;
+    for (int step = 0; step < 600; ++step) {
+      std::vector<uint64_t> keys = lists[rng() % lists.size()];
+      if (rng() % 4 == 0) {  // two lists merged: their runs interleave
+        const std::vector<uint64_t>& other = lists[rng() % lists.size()];
+        keys.insert(keys.end(), other.begin(), other.end());
+        std::sort(keys.begin(), keys.end());
+        keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      }
+      const size_t begin = rng() % 4 == 0 ? rng() % keys.size() : 0;
+      keys.erase(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(begin));
+      if (rng() % 5 == 0 && keys.size() > 1) keys.erase(keys.begin() + static_cast<std::ptrdiff_t>(rng() % keys.size()));
+      if (rng() % 5 == 0) keys.insert(keys.begin() + static_cast<std::ptrdiff_t>(rng() % (keys.size() + 1)), rng() % 150 + 1);
+      for (size_t i = 0; i < keys.size();) {
+        size_t taken = 0;
+        float* r = runs.Rows(keys.data() + i, keys.size() - i, &taken);
+        ASSERT_GE(taken, 1u);
+        ASSERT_LE(taken, keys.size() - i);
+        longest = std::max(longest, taken);
+        for (size_t j = 0; j < taken; ++j) {
+          float* s = single.Row(keys[i + j]);
+          ASSERT_EQ(r[2 * j], s[0]) << "capacity " << capacity << " step " << step << " key " << keys[i + j];
+          ASSERT_EQ(r[2 * j + 1], s[1]);
+          r[2 * j] = s[0] = next;
+          r[2 * j + 1] = s[1] = -next;
+          next += 1.0f;
+        }
+        i += taken;
+      }
+      ASSERT_EQ(runs.rows(), single.rows());
+      ASSERT_EQ(runs.evicted(), single.evicted());
+      ASSERT_EQ(runs.evicted_l1(), single.evicted_l1());
+    }
+    std::vector<std::pair<uint64_t, float>> a, b;
+    runs.ForEachRow([&](uint64_t key, const float* v) { a.emplace_back(key, v[0]); });
+    single.ForEachRow([&](uint64_t key, const float* v) { b.emplace_back(key, v[0]); });
+    EXPECT_EQ(a, b) << "capacity " << capacity;
+    // Runs were found where the store holds the lists (not at capacity 1).
+    if (capacity >= 100) {
+      EXPECT_GT(longest, 10u) << "capacity " << capacity;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tether
