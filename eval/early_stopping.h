@@ -39,6 +39,14 @@ class EarlyStopper {
   /// epochs have passed since the best one (never with patience 0).
   bool ShouldStop() const;
 
+  /// Puts back the state of a rule fed epochs 1 .. `last_epoch` (a resume
+  /// from a checkpoint: worker/eval/validation_evaluation.h).
+  void Restore(int best_epoch, double best_value, int last_epoch) {
+    best_epoch_ = best_epoch;
+    best_value_ = best_value;
+    last_epoch_ = last_epoch;
+  }
+
   int best_epoch() const { return best_epoch_; }  // 0 before any epoch
   double best_value() const { return best_value_; }
   int last_epoch() const { return last_epoch_; }

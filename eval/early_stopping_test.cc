@@ -24,6 +24,26 @@ TEST(EarlyStoppingTest, StopsAfterPatienceEpochsWithoutImprovement) {
   EXPECT_EQ(s.best_value(), 0.60);
 }
 
+// A rule restored after epoch 4 (a resume) decides epochs 5 and 6 as the
+// rule fed every epoch does.
+TEST(EarlyStoppingTest, RestoredRuleContinuesAsTheUninterruptedOne) {
+  EarlyStopper whole("precision_at_1", 2, 0.0);
+  for (int e = 1; e <= 4; ++e) whole.Add(e, e == 3 ? 0.6 : 0.5);
+  EarlyStopper resumed("precision_at_1", 2, 0.0);
+  resumed.Restore(whole.best_epoch(), whole.best_value(), whole.last_epoch());
+  EXPECT_EQ(resumed.best_epoch(), 3);
+  EXPECT_FALSE(resumed.ShouldStop());
+  EXPECT_FALSE(whole.Add(5, 0.55));
+  EXPECT_FALSE(resumed.Add(5, 0.55));
+  EXPECT_TRUE(whole.ShouldStop());
+  EXPECT_TRUE(resumed.ShouldStop());
+  EXPECT_EQ(resumed.best_epoch(), 3);
+  EXPECT_EQ(resumed.best_value(), 0.6);
+  EarlyStopper afresh("precision_at_1", 2, 0.0);  // what a resume did without the history
+  EXPECT_TRUE(afresh.Add(5, 0.55));
+  EXPECT_FALSE(afresh.ShouldStop());
+}
+
 TEST(EarlyStoppingTest, PatienceZeroNeverStopsButKeepsTheBest) {
   EarlyStopper s("precision_at_1", 0, 0.0);
   for (int e = 1; e <= 20; ++e) s.Add(e, e == 7 ? 0.9 : 0.1);

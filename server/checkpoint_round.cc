@@ -7,6 +7,7 @@
 
 #include "checkpoint/chunk_state.h"
 #include "core/env.h"
+#include "server/kept_model_checkpoint.h"
 #include "server/table_budget_checkpoint.h"
 #include "server/table_checkpoint.h"
 
@@ -86,12 +87,17 @@ void CheckpointRound::Write() {
                                                            round_.clock, rooms_.kv->tables(), &file);
   // Data on demand: the coordinator's dealing state, in this same turn of
   // the loop as the rows (checkpoint/chunk_state.h says why the two agree).
-  CheckpointFile chunk_file, budget_file;
+  CheckpointFile chunk_file, budget_file, kept_file;
   if (st.ok()) st = WriteChunkState(&chunk_file);
   // Tables within a budget: their sketches, eviction metadata and counters.
   if (st.ok())
     st = WriteShardBudgetState(FileSystem::Default(), round_.dir, shard_, num_shards_, round_.clock,
                                rooms_.kv->tables(), &budget_file);
+  // The best epoch's weights held for train.keep_best_model: a resume keeps
+  // the epoch the uninterrupted run keeps.
+  if (st.ok() && rooms_.kept != nullptr)
+    st = WriteKeptModelFile(FileSystem::Default(), round_.dir, shard_, num_shards_, round_.clock, *rooms_.kept,
+                            rooms_.kv->tables(), &kept_file);
   const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
   const std::string& prefix = outbox_->log_prefix();
   if (st.ok()) {
@@ -117,6 +123,7 @@ void CheckpointRound::Write() {
     *body.add_files() = file;
     if (chunk_file.has_name()) *body.add_files() = chunk_file;
     if (budget_file.has_name()) *body.add_files() = budget_file;
+    if (kept_file.has_name()) *body.add_files() = kept_file;
     if (rooms_.coordinator != nullptr) rooms_.coordinator->ManifestEntries(round_.files, body.mutable_workers());
     outbox_->Send(peer.first, &reply, rank);
   }
@@ -200,6 +207,8 @@ std::string CheckpointRound::Resume(const HelloBody& h) {
   rooms_.kv->DefineTables(h.tables());
   Status st = RestoreShardTables(dir, *m, shard_, num_shards_, &rooms_.kv->tables());
   if (st.ok()) st = RestoreShardBudgetState(dir, *m, shard_, num_shards_, &rooms_.kv->tables());
+  if (st.ok() && rooms_.kept != nullptr)
+    st = RestoreKeptModel(dir, *m, shard_, num_shards_, rooms_.kv->tables(), rooms_.kept);
   if (!st.ok()) {
     return LoadFailed("cannot resume: server " + std::to_string(shard_) + " failed to load its part of " + dir + ": " +
                       st.message());

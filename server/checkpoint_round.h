@@ -34,6 +34,7 @@
 #include "proto/wire.pb.h"
 #include "server/clock_tracker.h"
 #include "server/coordinator/job_coordinator.h"
+#include "server/kept_model.h"
 #include "server/kv_service.h"
 #include "server/membership.h"
 #include "core/net/outbox.h"
@@ -49,6 +50,7 @@ class CheckpointRound {
     ClockTracker* clocks = nullptr;
     Membership* members = nullptr;
     JobCoordinator* coordinator = nullptr;  // null on a shard without one
+    KeptModel* kept = nullptr;              // the best epoch's weights (shard-<s>.kept)
   };
 
   CheckpointRound(int shard, int num_shards, const Rooms& rooms, ServerStats* stats, Outbox* outbox);

@@ -1,5 +1,7 @@
 #include "server/kept_model.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/table_spec.h"
@@ -70,6 +72,70 @@ void KeptModel::Put(const TableCopy& copy, ServerTable* t) {
   // rows): back to the weights they had before they existed.
   const std::vector<uint64_t> keys = t->KeysByRow();
   for (uint64_t r = copy.rows; r < keys.size(); ++r) t->InitRowWeights(r, keys[r]);
+}
+
+void KeptModel::Save(const Tables& tables, KeptModelState* out) const {
+  out->set_epoch(epoch_);
+  for (size_t i = 0; i < copies_.size() && i < tables.size(); ++i) {
+    const ServerTable& t = *tables[i];
+    const TableCopy& c = copies_[i];
+    KeptModelState::Table* e = out->add_tables();
+    e->set_id(static_cast<uint32_t>(i));
+    e->set_name(t.spec().name());
+    if (IsDenseTable(t.spec())) {
+      e->set_dense_begin(t.dense_begin());
+      e->set_dense_end(t.dense_end());
+    } else {
+      // Rows are only appended: the copy's rows are the first c.rows now.
+      const std::vector<uint64_t> keys = t.KeysByRow();
+      e->set_rows(c.rows);
+      e->mutable_keys()->Reserve(static_cast<int>(c.rows));
+      for (uint64_t r = 0; r < c.rows; ++r) e->add_keys(keys[r]);
+    }
+    e->set_weights(reinterpret_cast<const char*>(c.weights.data()), c.weights.size() * sizeof(float));
+  }
+}
+
+Status KeptModel::Load(const KeptModelState& state, const Tables& tables) {
+  if (state.epoch() <= 0) return Status::InvalidArgument("kept epoch " + std::to_string(state.epoch()));
+  if (static_cast<size_t>(state.tables_size()) != tables.size())
+    return Status::InvalidArgument("holds " + std::to_string(state.tables_size()) + " tables, the job " +
+                                   std::to_string(tables.size()));
+  std::vector<TableCopy> copies(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const KeptModelState::Table& e = state.tables(static_cast<int>(i));
+    const ServerTable& t = *tables[i];
+    const std::string what = "table '" + e.name() + "'";
+    if (e.id() != i || e.name() != t.spec().name())
+      return Status::InvalidArgument(what + " (id " + std::to_string(e.id()) + ") is not the job's table " +
+                                     std::to_string(i) + " '" + t.spec().name() + "'");
+    uint64_t floats = 0;
+    if (IsDenseTable(t.spec())) {
+      if (e.dense_begin() != t.dense_begin() || e.dense_end() != t.dense_end())
+        return Status::InvalidArgument(what + ": slice [" + std::to_string(e.dense_begin()) + ", " +
+                                       std::to_string(e.dense_end()) + "), this shard holds [" +
+                                       std::to_string(t.dense_begin()) + ", " + std::to_string(t.dense_end()) + ")");
+      floats = t.dense_end() - t.dense_begin();
+    } else {
+      const std::vector<uint64_t> keys = t.KeysByRow();
+      if (e.rows() > keys.size() || static_cast<uint64_t>(e.keys_size()) != e.rows() ||
+          !std::equal(e.keys().begin(), e.keys().end(), keys.begin()))
+        return Status::InvalidArgument(what + ": its " + std::to_string(e.rows()) +
+                                       " rows are not the first rows the shard restored (" +
+                                       std::to_string(keys.size()) + " rows)");
+      copies[i].rows = e.rows();
+      floats = e.rows() * t.spec().dim();
+    }
+    if (e.weights().size() != floats * sizeof(float))
+      return Status::InvalidArgument(what + ": " + std::to_string(e.weights().size()) + " bytes of weights, " +
+                                     std::to_string(floats * sizeof(float)) + " expected");
+    copies[i].weights.resize(floats);
+    std::memcpy(copies[i].weights.data(), e.weights().data(), e.weights().size());
+  }
+  copies_ = std::move(copies);
+  epoch_ = state.epoch();
+  restored_ = false;
+  return Status::OK();
 }
 
 uint64_t KeptModel::bytes() const {

@@ -25,6 +25,9 @@
 // it had before it existed). The optimizer's state, the update counts and
 // the clocks stay as they are at the end of training.
 //
+// A checkpoint holds the copy (shard-<s>.kept, server/kept_model_checkpoint.h)
+// and a resume puts it back (Save, Load).
+//
 // Ownership: the shard owns it; the tables are the shard's (borrowed per
 // call). Thread-safety: none (Run()'s thread).
 #pragma once
@@ -34,6 +37,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "proto/checkpoint.pb.h"
 #include "server/table.h"
 
 namespace tether {
@@ -56,6 +60,18 @@ class KeptModel {
   /// is changed then. InvalidArgument when `tables` are not the ones the
   /// copy came from (another count, or fewer rows).
   [[nodiscard]] StatusOr<bool> Restore(int epoch, Tables* tables);
+
+  /// The copy held (epoch() > 0) into `out`: its epoch and per table of
+  /// `tables` (the tables it was taken from) the copy's row keys (row
+  /// tables: the first rows of KeysByRow()) or slice, and its weights. For a
+  /// checkpoint (server/kept_model_checkpoint.h).
+  void Save(const Tables& tables, KeptModelState* out) const;
+
+  /// Holds the copy `state` describes, over `tables` restored from the same
+  /// checkpoint (the copy's rows must be their first rows, by key; dense
+  /// slices the same). Errors: InvalidArgument naming the table and what
+  /// disagrees; nothing is changed then.
+  [[nodiscard]] Status Load(const KeptModelState& state, const Tables& tables);
 
   /// The epoch of the copy held; 0 before any.
   int epoch() const { return epoch_; }

@@ -75,7 +75,7 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
                        ? MakeLocalCoordinator({config.cluster().num_workers(), MaxWorkers(config.cluster()), log_prefix_},
                                               &outbox_)
                        : nullptr),
-      round_(shard, num_shards_, {&kv_, &clocks_, &members_, coordinator_.get()}, &stats_, &outbox_) {}
+      round_(shard, num_shards_, {&kv_, &clocks_, &members_, coordinator_.get(), &kept_}, &stats_, &outbox_) {}
 
 ServerShard::~ServerShard() {
   // Stop the monitor before the socket it watches closes (its PAIR end

@@ -44,10 +44,18 @@
 #            once): a resume from the final checkpoint reports the same
 #            validation keys and values (best_epoch, scored_epoch,
 #            epochs_trained, stopped_early, validation_*) as the run did.
+#   best_resume  1 server, 1 worker, BSP, SGD, a validation split with early
+#            stopping (patience 2) and the best epoch's model kept: the
+#            run is SIGKILLed once a checkpoint after its best epoch is
+#            complete, and resumed from it. The resume stops at the same
+#            epoch and keeps the same epoch (the checkpoint holds the
+#            validation history and shard-0.kept): its final metrics JSON
+#            equals the uninterrupted run's key for key, and the model
+#            tether-export writes is bit-identical.
 #   restart_early  tether-launch --max_restarts=1 with a server killed
 #            before the first checkpoint: the job starts over ("restart 1
 #            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
-# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|final_validation|reshard|restart|restart_study|left|restart_early BIN_DIR
+# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|final_validation|best_resume|reshard|restart|restart_study|left|restart_early BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=120
@@ -198,6 +206,59 @@ for k in ["precision_at_1", "precision_at_5", "test_rows"]:
     assert a[k] == b[k], (k, a[k], b[k])
 PY2
     echo "PASS: a resume from $(basename "$final") reports the run's validation outcome"
+    ;;
+  best_resume)
+    # SGD at a rate whose validation P@1 peaks at epoch 6 and stops at 8
+    # (61 clocks an epoch: 3,904 training rows in minibatches of 64).
+    sed -e "s#\.\./\.\./data/#$PWD/data/#" -e 's/hidden: 256/hidden: 64/' -e 's/type: ADAM/type: SGD/' \
+      -e 's/learning_rate: 0.001/learning_rate: 1/' \
+      -e 's/^  epochs: 7 .*/  epochs: 10\n  validation_fraction: 0.2\n  early_stopping { metric: "precision_at_1" patience: 2 }/' \
+      tests/data/bibtex_fixed.pbtxt > "$tmp/best.pbtxt"
+    grep -q "patience: 2" "$tmp/best.pbtxt" || fail "no early stopping in the derived config"
+    flags=(--config="$tmp/best.pbtxt" --staleness=0 --checkpoint_every_clocks=30 --checkpoint_keep_last=100)
+    start_job full 1 1 "${flags[@]}" --checkpoint_dir="$tmp/ck-full"
+    wait_job "the uninterrupted run"
+    read -r best trained < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["best_epoch"], j["epochs_trained"])' "$tmp/full.json")
+    echo "uninterrupted: best epoch $best, $trained epochs trained"
+    [ "$trained" -ge $((best + 2)) ] || fail "the run stopped at epoch $trained, best $best: no checkpoint between"
+    # The first checkpoint clock (a multiple of 30) after the best epoch's end.
+    cut=$(((best * 61 / 30 + 1) * 30))
+    ckpt=$(printf "ckpt-%012d" "$cut")
+    start_job part 1 1 "${flags[@]}" --checkpoint_dir="$tmp/ck-part"
+    poll 600 test -f "$tmp/ck-part/$ckpt/MANIFEST" || fail "no complete $ckpt"
+    kill_tree "${worker_pids[0]}"
+    kill_tree "${server_pids[0]}"
+    wait_codes "${worker_pids[@]}" "${server_pids[@]}"
+    echo "killed after $ckpt: $codes"
+    grep -q "shard-0.kept" "$tmp/ck-part/$ckpt/MANIFEST" || fail "$ckpt lists no shard-0.kept"
+    start_job resumed 1 1 "${flags[@]}" --checkpoint_dir="$tmp/ck-resumed" --resume_from="$tmp/ck-part/$ckpt"
+    wait_job "the resume from $ckpt"
+    grep -q "resuming from $tmp/ck-part/$ckpt" "$tmp/resumed-worker0.log" || fail "did not resume from $ckpt"
+    python3 - "$tmp/full.json" "$tmp/resumed.json" <<'PY2' || fail "the resumed metrics differ"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+# Every figure of the model and of the run's course; times and the
+# processes' own traffic counts (key lists, waits, staleness) differ by nature.
+import re
+figure = re.compile(r"^(validation_|precision|ndcg|psp|psndcg|best_epoch|scored_epoch|epochs_trained|stopped_early|"
+                    r"final_loss|total_samples|test_rows|diverged)")
+keys = sorted(k for k in a if figure.match(k))
+diff = [(k, a[k], b.get(k, "absent")) for k in keys if b.get(k, "absent") != a[k]]
+print(f"{len(keys)} keys compared; best epoch {a['best_epoch']}, epochs trained {a['epochs_trained']}, "
+      f"P@1 {a['precision_at_1']}; differ: {diff}")
+assert a["stopped_early"] and "validation_precision_at_1" in keys and "precision_at_1" in keys
+assert not diff
+PY2
+    full_final=$(ls -d "$tmp"/ck-full/ckpt-*-final)
+    part_final=$(ls -d "$tmp"/ck-resumed/ckpt-*-final)
+    cmp "$full_final/shard-0.tables" "$part_final/shard-0.tables" || fail "the final shard files differ"
+    for run in full resumed; do
+      src=$([ $run = full ] && echo "$full_final" || echo "$part_final")
+      timeout 60 "$bin/tether-export" --checkpoint="$src" --out="$tmp/$run.safetensors" > "$tmp/export-$run.log" 2>&1 \
+        || fail "tether-export of $src"
+    done
+    same_tensors "$tmp/full.safetensors" "$tmp/resumed.safetensors" || fail "the exported models differ"
+    echo "PASS: a run killed after its best epoch and resumed keeps epoch $best and stops at $trained, bit for bit"
     ;;
   reshard)
     flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=2 --epochs=3 --checkpoint_every_clocks=60

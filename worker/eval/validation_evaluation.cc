@@ -177,4 +177,46 @@ Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
   return Status::OK();
 }
 
+namespace {
+
+void SaveFigures(const std::vector<std::pair<std::string, double>>& metrics,
+                 google::protobuf::RepeatedPtrField<ValidationOutcome::Figure>* out) {
+  for (const auto& [name, value] : metrics) {
+    ValidationOutcome::Figure* f = out->Add();
+    f->set_name(name);
+    f->set_value(value);
+  }
+}
+
+ValidationEpoch LoadEpoch(int epoch, int64_t rows,
+                          const google::protobuf::RepeatedPtrField<ValidationOutcome::Figure>& figures) {
+  ValidationEpoch e{epoch, rows, {}};
+  for (const ValidationOutcome::Figure& f : figures) e.metrics.emplace_back(f.name(), f.value());
+  return e;
+}
+
+}  // namespace
+
+void ValidationEvaluation::SaveHistory(ValidationHistory* out) const {
+  out->set_metric(stopper_.metric());
+  out->set_best_epoch(stopper_.best_epoch());
+  out->set_best_value(stopper_.best_value());
+  out->set_last_epoch(stopper_.last_epoch());
+  out->set_best_rows(best_.rows);
+  SaveFigures(best_.metrics, out->mutable_best_metrics());
+  out->set_last_rows(last_.rows);
+  SaveFigures(last_.metrics, out->mutable_last_metrics());
+}
+
+Status ValidationEvaluation::RestoreHistory(const ValidationHistory& history) {
+  if (history.metric() != stopper_.metric())
+    return Status::FailedPrecondition(who_ + "the checkpoint's validation history watches " + history.metric() +
+                                      ", this job's early stopping " + stopper_.metric() +
+                                      ": a resume continues the same rule (train.early_stopping.metric)");
+  stopper_.Restore(history.best_epoch(), history.best_value(), history.last_epoch());
+  best_ = LoadEpoch(history.best_epoch(), history.best_rows(), history.best_metrics());
+  last_ = LoadEpoch(history.last_epoch(), history.last_rows(), history.last_metrics());
+  return Status::OK();
+}
+
 }  // namespace tether

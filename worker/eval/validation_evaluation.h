@@ -108,6 +108,14 @@ class ValidationEvaluation {
   const ValidationEpoch& last() const { return last_; }
   const std::string& metric() const { return stopper_.metric(); }
 
+  /// The history so far (the rule's state, the best and last epochs'
+  /// figures), for a checkpoint's WorkerState.
+  void SaveHistory(ValidationHistory* out) const;
+  /// Continues from a checkpoint's history (before the first AfterEpoch).
+  /// Errors: FailedPrecondition when it watched another metric than this
+  /// job's rule (train.early_stopping.metric changed on resume).
+  Status RestoreHistory(const ValidationHistory& history);
+
  private:
   const JobConfig& config_;
   int rank_;

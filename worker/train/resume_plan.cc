@@ -87,6 +87,9 @@ StatusOr<Leftover> CollectLeftover(const CheckpointManifest& m, const WorkerStat
       left.carried.set_first_loss(s.first_loss());
       if (s.has_final_loss()) left.carried.set_final_loss(s.final_loss());
     }
+    // Every worker merged the same figures: the first one's history serves.
+    if (s.has_validation_history() && !left.carried.has_validation_history())
+      *left.carried.mutable_validation_history() = s.validation_history();
     NoteDivergence(s.diverged(), s.diverged_at_epoch(), &left.carried);
   }
   std::sort(left.rows.begin(), left.rows.end());

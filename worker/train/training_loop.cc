@@ -306,6 +306,8 @@ WorkerState TrainingRun::StateAt(int epoch, int64_t next_row, double loss_sum, i
   if (const std::vector<int64_t>* dealt = source_->dealt_lines(); dealt != nullptr)
     *st.mutable_dealt_rows() = {dealt->begin(), dealt->end()};
   st.set_model_state(model_->SaveState());
+  // Early stopping and the best epoch continue from here on resume.
+  if (validation_ != nullptr) validation_->SaveHistory(st.mutable_validation_history());
   return st;
 }
 

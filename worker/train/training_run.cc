@@ -358,7 +358,17 @@ Status TrainingRun::Connect() {
   if (config_.train().validation_fraction() > 0)
     validation_ = std::make_unique<ValidationEvaluation>(config_, rank_, std::move(validation_rows_), model_.get(),
                                                          backend_.get(), client_.get(), session_.get());
+  TETHER_RETURN_IF_ERROR(RestoreValidationHistory());
   return eval_->Setup(label_counts, counted_rows);
+}
+
+Status TrainingRun::RestoreValidationHistory() {
+  if (validation_ == nullptr || resume_dir_.empty() || resume_finished_) return Status::OK();
+  if (resume_.has_validation_history()) return validation_->RestoreHistory(resume_.validation_history());
+  if (resume_.epoch() > 0)
+    LOG(WARNING) << who_ << resume_dir_ << " holds no validation history (written by an older build): early "
+                 << "stopping and the best epoch start afresh at epoch " << resume_.epoch() + 1;
+  return Status::OK();
 }
 
 // ---- Where training starts, and the source of its rows.

@@ -139,6 +139,8 @@ class TrainingRun {
   Status CheckpointIfDue(int epoch, int64_t next_row, double loss_sum, int64_t loss_batches, bool* leave);
   // What a checkpoint at `next_row` of `epoch` records of this worker.
   WorkerState StateAt(int epoch, int64_t next_row, double loss_sum, int64_t loss_batches) const;
+  // The resumed checkpoint's validation history into validation_.
+  Status RestoreValidationHistory();
   // The feed's empty clock while waiting for a chunk (data on demand).
   Status EmptyClock();
   RowSourceHooks SourceHooks();
