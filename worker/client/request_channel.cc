@@ -756,7 +756,10 @@ Status RequestChannel::WaitAll() {
 Status RequestChannel::Idle(int ms) {
   const auto until = SteadyClock::now() + std::chrono::milliseconds(ms);
   while (true) {
-    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now()).count();
+    // Rounded up: truncated, the first 1 ms wait would already read as 0 ms
+    // left, and Idle(1) (a worker's heartbeat between buffers of data it
+    // reads) would return without sending a heartbeat.
+    const int64_t left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()).count();
     if (left <= 0) return sticky_error_;
     Status st = Progress(static_cast<int>(std::min<int64_t>(left, options_.heartbeat_interval_ms)));
     if (!st.ok() && st.code() != Status::Code::kDeadlineExceeded) return st;

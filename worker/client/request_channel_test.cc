@@ -225,6 +225,39 @@ TEST(ChannelHeartbeatTest, AShardNotSentToGetsHeartbeatsWhileAnotherIsBusy) {
   EXPECT_GE(ms_since_start(), 3 * kIntervalMs);
 }
 
+// Idle(1), a worker's heartbeat between buffers of data it reads (label
+// counting, streamed blocks), heartbeats a shard silent for an interval
+// like any longer wait: a worker reading for longer than
+// cluster.worker_timeout_ms in 1 ms idles must stay alive.
+TEST(ChannelHeartbeatTest, OneMillisecondIdlesHeartbeat) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "inproc://idle-heartbeat-test", SocketOptions{}, &endpoint);
+  ASSERT_TRUE(router.ok()) << router.status().ToString();
+  RequestChannel::Options o;
+  o.servers.push_back(endpoint);
+  o.context = &ctx;
+  o.request_timeout_ms = 2000;
+  o.heartbeat_interval_ms = 20;
+  RequestChannel channel(o, [](uint64_t, const Status& verdict, Message*) { return verdict; });
+  ASSERT_TRUE(channel.Connect().ok());
+  const auto start = std::chrono::steady_clock::now();
+  int heartbeats = 0, idles = 0;
+  while (heartbeats < 2 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    ASSERT_TRUE(channel.Idle(1).ok());
+    ++idles;
+    zmq::pollitem_t item = {router->handle(), 0, ZMQ_POLLIN, 0};
+    while (zmq::poll(&item, 1, std::chrono::milliseconds(0)) == 1) {
+      Message in;
+      std::string peer;
+      ASSERT_TRUE(RecvMessage(*router, &in, &peer).ok());
+      EXPECT_EQ(in.header.type(), HEARTBEAT);
+      ++heartbeats;
+    }
+  }
+  EXPECT_EQ(heartbeats, 2) << "within 5 s, over " << idles << " idles of 1 ms";
+}
+
 // Liveness over tcp: the test thread's ROUTER on 127.0.0.1 (port 0) plays
 // the server; closing it is a dead server (its connection closes), not
 // answering is a busy one (ZeroMQ's I/O thread still answers heartbeats).
