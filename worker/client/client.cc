@@ -5,6 +5,7 @@
 #include "worker/client/local_replica.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include <glog/logging.h>
@@ -420,7 +421,20 @@ RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint6
 }
 
 RequestHandle WorkerClient::PullRowsIfPresent(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
-  return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/true);
+  const uint32_t dim = options_.tables[table].dim();
+  const uint64_t row_bytes = uint64_t{dim} * sizeof(float);
+  const size_t slice = static_cast<size_t>(std::max<uint64_t>(1, options_.eval_pull_bytes / row_bytes));
+  if (keys.size() <= slice) return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/true);
+  // One slice in flight at a time: its reply frames are all a shard holds
+  // for this pull. PullRowsFrom copies the keys into its messages, so the
+  // slice's vector is free once it returns.
+  std::vector<uint64_t> part;
+  for (size_t b = 0;; b += slice) {
+    const size_t e = std::min(keys.size(), b + slice);
+    part.assign(keys.begin() + static_cast<ptrdiff_t>(b), keys.begin() + static_cast<ptrdiff_t>(e));
+    RequestHandle h = PullRowsFrom(table, part, out + b * dim, /*absent_as_zeros=*/true);
+    if (e == keys.size() || !h.Wait().ok()) return h;
+  }
 }
 
 RequestHandle WorkerClient::PullDense(uint32_t table, float* out) {

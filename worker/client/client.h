@@ -101,6 +101,16 @@ struct ClientOptions {
   /// the ZMTP heartbeat timeout (liveness_timeout_ms) while its fixed cost
   /// stays negligible.
   uint64_t max_message_bytes = uint64_t{64} << 20;
+  /// PullRowsIfPresent (evaluation) sends its keys in slices of at most
+  /// this many bytes of values, all shards together, one slice at a time,
+  /// so a shard holds at most one such reply of this size per worker. An
+  /// evaluation minibatch (train.eval_minibatch_size, 512 rows by default)
+  /// pulls several times a training minibatch's rows; in one message each,
+  /// a shard's reply frames at evaluation would be megabytes larger than in
+  /// training (docs/RUNNING.md, tables within a memory budget). 1 MiB costs
+  /// a round trip per MiB of rows, negligible beside the prediction. At
+  /// least one row a slice.
+  uint64_t eval_pull_bytes = uint64_t{1} << 20;
   /// The job's tables (TablesForJob), declared at HELLO: worker 0's define
   /// them on every shard; any other worker's must equal them field by field.
   std::vector<TableSpec> tables;
@@ -271,8 +281,11 @@ class WorkerClient {
   /// comes back as dim zeros and is not created there (PULL with
   /// PullBody.absent_as_zeros). Bypasses the cache both ways (reads the
   /// servers' rows; stores nothing, so a zero row never stands in for a row
-  /// training creates later). Counted in pulls/rows_pulled/rows_read like
-  /// PullRows. Errors as PullRows.
+  /// training creates later). The keys go in slices of at most
+  /// ClientOptions::eval_pull_bytes of values: the call waits for every
+  /// slice's replies but the last one's, whose handle it returns (or the
+  /// first failed slice's). Counted in pulls/rows_pulled/rows_read like
+  /// PullRows (a message per slice and shard). Errors as PullRows.
   [[nodiscard]] RequestHandle PullRowsIfPresent(uint32_t table, const std::vector<uint64_t>& keys, float* out);
   /// PullRows of part of a buffer, possibly ahead of its clock (a pipelined
   /// worker, train.pipeline, pulls the rows of its next minibatch that the
