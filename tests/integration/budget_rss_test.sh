@@ -126,7 +126,7 @@ for name in ("uncapped", "empty", "capped"):
                 ok = False
         if name == "capped":
             bound = 1.05 * (budget + empty[s])
-            line += f"; bound {mb(bound)}"
+            line += f"; bound {mb(bound)}, margin {mb(bound - peak[s])}"
             if peak[s] > bound:
                 line += "  <- VmRSS past the bound"
                 ok = False
