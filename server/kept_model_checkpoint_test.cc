@@ -10,52 +10,14 @@
 #include "checkpoint/checkpoint.h"
 #include "tests/testing/temp_dir.h"
 
+#include "server/testing/kept_model_tables.h"
+
 namespace tether {
 namespace {
 
-constexpr uint32_t kDim = 3;
-
-TableSpec Spec(uint32_t id, TableSpec::Kind kind) {
-  TableSpec spec;
-  spec.set_id(id);
-  spec.set_name(kind == TableSpec::ROW ? "w" : "b");
-  spec.set_kind(kind);
-  if (kind == TableSpec::ROW) spec.set_dim(kDim);
-  if (kind == TableSpec::DENSE) spec.set_size(8);
-  spec.mutable_init()->set_kind(TableInitializer::UNIFORM);
-  spec.mutable_init()->set_bound(0.5f);
-  spec.mutable_init()->set_seed(7);
-  spec.mutable_optimizer()->set_type(SGD);
-  spec.mutable_optimizer()->set_learning_rate(0.1f);
-  return spec;
-}
-
-// A row table and this shard's slice [2, 8) of a dense table.
-KeptModel::Tables MakeTables() {
-  KeptModel::Tables t;
-  t.push_back(std::make_unique<ServerTable>(Spec(0, TableSpec::ROW), 0, 0));
-  t.push_back(std::make_unique<ServerTable>(Spec(1, TableSpec::DENSE), 2, 8));
-  return t;
-}
-
-void Step(KeptModel::Tables& t, const std::vector<uint64_t>& keys, float g) {
-  std::vector<float> rows(keys.size() * kDim, g);
-  ASSERT_TRUE(t[0]->PushRows(keys.data(), keys.size(), rows.data()).ok());
-  std::vector<float> dense(6, -g);
-  ASSERT_TRUE(t[1]->PushDense(dense.data()).ok());
-}
-
-std::vector<float> Rows(KeptModel::Tables& t, const std::vector<uint64_t>& keys) {
-  std::vector<float> out(keys.size() * kDim);
-  EXPECT_TRUE(t[0]->PullRows(keys.data(), keys.size(), out.data()).ok());
-  return out;
-}
-
-std::vector<float> Dense(const KeptModel::Tables& t) {
-  std::vector<float> out(6);
-  t[1]->PullDense(out.data());
-  return out;
-}
+// A row table and this shard's slice [2, 8) of a dense table, stepped by
+// SGD (server/testing/kept_model_tables.h).
+KeptModel::Tables MakeTables() { return testing::MakeKeptTables(SGD); }
 
 // A manifest of one shard at `clock` listing `files`.
 CheckpointManifest Manifest(int64_t clock, int num_servers, const std::vector<CheckpointFile>& files) {
@@ -73,12 +35,12 @@ TEST(KeptModelCheckpointTest, WrittenCopyRestoresTheKeptWeights) {
   testing::ScopedTempDir tmp;
   const std::vector<uint64_t> keys = {11, 5, 40};
   KeptModel::Tables a = MakeTables();
-  Step(a, keys, 1.0f);
+  testing::StepKept(a, keys, 1.0f);
   KeptModel kept;
   ASSERT_TRUE(kept.Keep(2, a));
-  const std::vector<float> kept_rows = Rows(a, keys);
-  const std::vector<float> kept_dense = Dense(a);
-  Step(a, {11, 5, 40, 77}, 0.5f);  // a row created after the keep
+  const std::vector<float> kept_rows = testing::KeptRows(a, keys);
+  const std::vector<float> kept_dense = testing::KeptDense(a);
+  testing::StepKept(a, {11, 5, 40, 77}, 0.5f);  // a row created after the keep
   CheckpointFile file;
   ASSERT_TRUE(WriteKeptModelFile(FileSystem::Default(), tmp.path(), 0, 1, 90, kept, a, &file).ok());
   EXPECT_EQ(file.name(), "shard-0.kept");
@@ -86,9 +48,9 @@ TEST(KeptModelCheckpointTest, WrittenCopyRestoresTheKeptWeights) {
 
   // The resumed shard: the same rows in the same order, at the checkpoint's weights.
   KeptModel::Tables b = MakeTables();
-  Step(b, keys, 1.0f);
-  Step(b, {11, 5, 40, 77}, 0.5f);
-  const std::vector<float> at_checkpoint = Rows(b, keys);
+  testing::StepKept(b, keys, 1.0f);
+  testing::StepKept(b, {11, 5, 40, 77}, 0.5f);
+  const std::vector<float> at_checkpoint = testing::KeptRows(b, keys);
   ASSERT_NE(at_checkpoint, kept_rows);
   KeptModel back;
   const Status st = RestoreKeptModel(tmp.path(), Manifest(90, 1, {file}), 0, 1, b, &back);
@@ -97,8 +59,8 @@ TEST(KeptModelCheckpointTest, WrittenCopyRestoresTheKeptWeights) {
   EXPECT_EQ(back.bytes(), kept.bytes());
   EXPECT_FALSE(back.Keep(2, b)) << "the restored epoch is not kept again over the copy";
   ASSERT_TRUE(back.Restore(2, &b).ok());
-  EXPECT_EQ(Rows(b, keys), kept_rows);
-  EXPECT_EQ(Dense(b), kept_dense);
+  EXPECT_EQ(testing::KeptRows(b, keys), kept_rows);
+  EXPECT_EQ(testing::KeptDense(b), kept_dense);
 }
 
 TEST(KeptModelCheckpointTest, NoCopyWritesNoFileAndRestoresNothing) {
@@ -118,7 +80,7 @@ TEST(KeptModelCheckpointTest, NoCopyWritesNoFileAndRestoresNothing) {
 TEST(KeptModelCheckpointTest, RefusesWhatDisagrees) {
   testing::ScopedTempDir tmp;
   KeptModel::Tables a = MakeTables();
-  Step(a, {3, 4}, 1.0f);
+  testing::StepKept(a, {3, 4}, 1.0f);
   KeptModel kept;
   ASSERT_TRUE(kept.Keep(1, a));
   CheckpointFile file;
@@ -141,7 +103,7 @@ TEST(KeptModelCheckpointTest, RefusesWhatDisagrees) {
   EXPECT_NE(st.message().find("at clock 30"), std::string::npos) << st.message();
 
   KeptModel::Tables other = MakeTables();
-  Step(other, {4, 3}, 1.0f);  // the same keys in another row order
+  testing::StepKept(other, {4, 3}, 1.0f);  // the same keys in another row order
   st = RestoreKeptModel(tmp.path(), Manifest(30, 1, {file}), 0, 1, other, &back);
   EXPECT_EQ(st.code(), Status::Code::kDataLoss) << st.message();
   EXPECT_NE(st.message().find("table 'w'"), std::string::npos) << st.message();
