@@ -204,7 +204,6 @@ bool ServerShard::DrainSocket(Status* why) {
       if (!identity.empty()) outbox_.SendError(identity, m.header, st.message());
       continue;
     }
-    stats_.bytes_in += m.keys.size() + m.values.size();
     if (input_listener_) input_listener_(identity, m);
     Take(identity, &m);
     if (*why = Fatal(); !why->ok()) return false;
@@ -214,6 +213,7 @@ bool ServerShard::DrainSocket(Status* why) {
 }
 
 void ServerShard::Take(const std::string& identity, Message* m) {
+  stats_.bytes_in += m->keys.size() + m->values.size();
   // A 16-bit push is widened once here: the checks and the step read float32.
   WidenValues(m, kv_.frame_pool());
   if (m->header.type() == HELLO) any_hello_ = true;
@@ -225,7 +225,6 @@ Status ServerShard::Replay(const std::string& identity, Message* m) {
     replaying_ = true;
     round_.set_writes_files(false);
   }
-  stats_.bytes_in += m->keys.size() + m->values.size();
   Take(identity, m);
   return Fatal();
 }

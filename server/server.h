@@ -243,8 +243,8 @@ class ServerShard {
   // The fatal error one of the rooms recorded (OK when none).
   Status Fatal() const;
 
-  // A message taken in (from the socket, or replayed): widened when
-  // 16-bit, then handled.
+  // A message taken in (from the socket, or replayed): counted in
+  // bytes_in, widened when 16-bit, then handled.
   void Take(const std::string& identity, Message* m);
   // Dispatch: each message type to the room that owns it, in the order the
   // event needs (server.cc).

@@ -21,7 +21,6 @@
 #include <gtest/gtest.h>
 
 #include <deque>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -32,32 +31,11 @@
 #include "replication/replication_log.h"
 #include "server/server.h"
 #include "server/shard_input.h"
-#include "server/table_budget_checkpoint.h"
-#include "server/table_checkpoint.h"
 #include "tests/testing/recorded_job.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
-
-// What one copy's state comes to: the checksums of the files a checkpoint
-// writes, and the clocks.
-struct Digest {
-  uint64_t tables = 0, budget = 0;
-  std::vector<int64_t> clocks;
-  bool operator==(const Digest& o) const { return tables == o.tables && budget == o.budget && clocks == o.clocks; }
-};
-
-Digest DigestOf(const ServerShard& s, const JobConfig& c, int shard, const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  CheckpointFile t, b;
-  EXPECT_TRUE(WriteShardCheckpoint(FileSystem::Default(), dir, shard, c.cluster().num_servers(), 0, s.tables(), &t).ok());
-  EXPECT_TRUE(
-      WriteShardBudgetState(FileSystem::Default(), dir, shard, c.cluster().num_servers(), 0, s.tables(), &b).ok());
-  Digest d{t.xxh3(), b.xxh3(), {}};
-  for (int r = 0; r < s.clocks().num_workers(); ++r) d.clocks.push_back(s.clocks().clock(r));
-  return d;
-}
 
 // A server process holding (or copying) the shard.
 struct Process {
@@ -331,7 +309,8 @@ TEST_F(ReplicatedShardScheduleTest, EveryLiveMemberEndsAsOneInOrderReplay) {
   const std::vector<std::string>& inputs = job_->inputs[shard];
   ASSERT_GT(inputs.size(), 500u);
   testing::ScopedTempDir tmp;
-  const Digest want = DigestOf(job_->shards[shard]->shard(), *config_, shard, tmp.File("primary"));
+  const testing::ShardDigest want =
+      testing::DigestShard(job_->shards[shard]->shard(), *config_, shard, tmp.File("primary"));
   Counts total;
   for (uint32_t seed = 1; seed <= 12; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -342,7 +321,7 @@ TEST_F(ReplicatedShardScheduleTest, EveryLiveMemberEndsAsOneInOrderReplay) {
     EXPECT_EQ(schedule.acknowledged(), inputs.size());
     for (size_t i = 0; i < live.size(); ++i) {
       EXPECT_EQ(live[i]->base + live[i]->replays, inputs.size()) << "an input replayed twice or never";
-      EXPECT_TRUE(DigestOf(*live[i]->copy, *config_, shard,
+      EXPECT_TRUE(testing::DigestShard(*live[i]->copy, *config_, shard,
                            tmp.File("s" + std::to_string(seed) + "m" + std::to_string(i))) == want);
     }
     const Counts& n = schedule.counts();

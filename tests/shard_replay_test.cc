@@ -11,50 +11,30 @@
 #include <gtest/gtest.h>
 #include <google/protobuf/util/message_differencer.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/file_util.h"
-#include "core/env.h"
 #include "server/server.h"
 #include "server/shard_input.h"
-#include "server/table_budget_checkpoint.h"
-#include "server/table_checkpoint.h"
 #include "tests/testing/recorded_job.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
-struct Tables {
-  CheckpointFile tables, budget;
-};
-
-Tables Written(const ServerShard& s, const JobConfig& c, int shard, const std::string& dir) {
-  Tables w;
-  std::filesystem::create_directories(dir);
-  const std::vector<std::unique_ptr<ServerTable>>& t = s.tables();
-  EXPECT_TRUE(WriteShardCheckpoint(FileSystem::Default(), dir, shard, c.cluster().num_servers(), 0, t, &w.tables).ok());
-  EXPECT_TRUE(
-      WriteShardBudgetState(FileSystem::Default(), dir, shard, c.cluster().num_servers(), 0, t, &w.budget).ok());
-  return w;
-}
-
 // The copy's state against the primary's (see the file's comment).
 void ExpectSameState(const ServerShard& primary, const ServerShard& copy, const JobConfig& c, int s,
                      const std::string& dir) {
-  const Tables a = Written(primary, c, s, dir + "/primary");
-  const Tables b = Written(copy, c, s, dir + "/copy");
-  EXPECT_GT(a.tables.bytes(), 0u);
-  EXPECT_EQ(a.tables.bytes(), b.tables.bytes());
-  EXPECT_EQ(a.tables.xxh3(), b.tables.xxh3());
-  EXPECT_EQ(a.budget.has_name(), b.budget.has_name());
-  EXPECT_EQ(a.budget.xxh3(), b.budget.xxh3());
-  EXPECT_EQ(primary.clocks().num_workers(), copy.clocks().num_workers());
-  for (int r = 0; r < primary.clocks().num_workers(); ++r) EXPECT_EQ(primary.clocks().clock(r), copy.clocks().clock(r));
-  EXPECT_EQ(primary.clocks().min_clock(), copy.clocks().min_clock());
+  const testing::ShardDigest a = testing::DigestShard(primary, c, s, dir + "/primary");
+  const testing::ShardDigest b = testing::DigestShard(copy, c, s, dir + "/copy");
+  EXPECT_GT(a.table_bytes, 0u);
+  EXPECT_EQ(a.table_bytes, b.table_bytes);
+  EXPECT_EQ(a.tables, b.tables);
+  EXPECT_EQ(a.has_budget, b.has_budget);
+  EXPECT_EQ(a.budget, b.budget);
+  EXPECT_EQ(a.clocks, b.clocks);
+  EXPECT_EQ(a.min_clock, b.min_clock);
   const ServerStats& p = primary.stats();
   const ServerStats& q = copy.stats();
   EXPECT_EQ(p.pulls, q.pulls);

@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include "core/config.h"
 #include "server/shard_input.h"
+#include "server/table_budget_checkpoint.h"
+#include "server/table_checkpoint.h"
 #include "worker/trainer.h"
 
 namespace tether::testing {
@@ -50,6 +53,22 @@ RecordedJob RunRecordedJob(const JobConfig& config) {
   for (auto& s : job.shards) EXPECT_TRUE(s->WaitForExit(30000).ok());
   for (auto& r : recorders) job.inputs.push_back(std::move(r->inputs));
   return job;
+}
+
+ShardDigest DigestShard(const ServerShard& s, const JobConfig& config, int shard, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  const int servers = config.cluster().num_servers();
+  CheckpointFile tables, budget;
+  EXPECT_TRUE(WriteShardCheckpoint(FileSystem::Default(), dir, shard, servers, 0, s.tables(), &tables).ok());
+  EXPECT_TRUE(WriteShardBudgetState(FileSystem::Default(), dir, shard, servers, 0, s.tables(), &budget).ok());
+  ShardDigest d;
+  d.table_bytes = tables.bytes();
+  d.tables = tables.xxh3();
+  d.has_budget = budget.has_name();
+  d.budget = budget.xxh3();
+  for (int r = 0; r < s.clocks().num_workers(); ++r) d.clocks.push_back(s.clocks().clock(r));
+  d.min_clock = s.clocks().min_clock();
+  return d;
 }
 
 JobConfig SmallBibtexJob() {

@@ -10,6 +10,7 @@
 // returns. Thread-safety: call from the test's thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,27 @@ struct RecordedJob {
 /// Trains `config` (cluster.num_servers shards, cluster.num_workers
 /// workers) with every shard's inputs recorded.
 RecordedJob RunRecordedJob(const JobConfig& config);
+
+/// What a shard's state comes to, for comparing a copy with its primary:
+/// the files a checkpoint at clock 0 writes of it (server/table_checkpoint.h
+/// and server/table_budget_checkpoint.h: rows, values, optimizer state,
+/// versions; admission sketches, eviction order, counters), by size and
+/// XXH3-64, and every rank's clock.
+struct ShardDigest {
+  uint64_t table_bytes = 0, tables = 0;
+  bool has_budget = false;
+  uint64_t budget = 0;
+  std::vector<int64_t> clocks;
+  int64_t min_clock = 0;
+  bool operator==(const ShardDigest& o) const {
+    return table_bytes == o.table_bytes && tables == o.tables && has_budget == o.has_budget && budget == o.budget &&
+           clocks == o.clocks && min_clock == o.min_clock;
+  }
+};
+
+/// Digests shard `shard` of `config`, writing its files under `dir`
+/// (made when missing). A write that fails is a test failure.
+ShardDigest DigestShard(const ServerShard& s, const JobConfig& config, int shard, const std::string& dir);
 
 /// Bibtex (the bundled data, tests/data/bibtex_fixed.pbtxt: 2 servers, 2
 /// workers, SSP staleness 2, Adam) with a 32-unit hidden layer, one epoch,
