@@ -352,21 +352,28 @@ StatusOr<Membership::Silent> Membership::NextSilent(std::chrono::steady_clock::t
     if (options_.on_worker_timeout == FAIL_JOB)
       return Status::Unavailable(outbox_->log_prefix() + "worker " + std::to_string(rank) + " silent for " +
                                  std::to_string(silent_ms) + at + ", on_worker_timeout: FAIL_JOB)");
-    w.dead = true;
-    w.removed_why = "removed: silent for " + std::to_string(silent_ms) + at + ")";
-    ++stats_->workers_timed_out;
-    // Told now, unasked: a worker that was stopped (SIGSTOP, a swapped-out
-    // host) reads it when it wakes, before it finds this shard gone. A dead
-    // one's connection is closed: nobody to tell.
-    if (!w.identity.empty() && outbox_->ConnectionLive(w.identity)) {
-      Message removed;
-      removed.header.set_type(REMOVED);
-      removed.header.mutable_removed()->set_reason(outbox_->log_prefix() + "worker " + std::to_string(rank) + " " + w.removed_why);
-      outbox_->Send(w.identity, &removed, rank);
-    }
-    return Silent{rank, silent_ms};
+    return MarkRemoved(rank, silent_ms);
   }
   return Silent{};
+}
+
+Membership::Silent Membership::MarkRemoved(int rank, int64_t silent_ms) {
+  Worker& w = workers_[rank];
+  const std::string at = " ms at clock " + std::to_string(clocks_->clock(rank)) +
+                         " (cluster.worker_timeout_ms=" + std::to_string(options_.worker_timeout_ms);
+  w.dead = true;
+  w.removed_why = "removed: silent for " + std::to_string(silent_ms) + at + ")";
+  ++stats_->workers_timed_out;
+  // Told now, unasked: a worker that was stopped (SIGSTOP, a swapped-out
+  // host) reads it when it wakes, before it finds this shard gone. A dead
+  // one's connection is closed: nobody to tell.
+  if (!w.identity.empty() && outbox_->ConnectionLive(w.identity)) {
+    Message removed;
+    removed.header.set_type(REMOVED);
+    removed.header.mutable_removed()->set_reason(outbox_->log_prefix() + "worker " + std::to_string(rank) + " " + w.removed_why);
+    outbox_->Send(w.identity, &removed, rank);
+  }
+  return Silent{rank, silent_ms};
 }
 
 bool Membership::RemoveSilent(const Silent& s) {

@@ -176,6 +176,10 @@ class Membership {
   /// when its connection is live). Errors: Unavailable naming the worker
   /// and its clock under on_worker_timeout FAIL_JOB.
   StatusOr<Silent> NextSilent(std::chrono::steady_clock::time_point now);
+  /// Marks `rank` removed for `silent_ms` of silence and tells it, as
+  /// NextSilent does for the worker it finds: a replica applies its
+  /// primary's decision with it (server/replica_link.h).
+  Silent MarkRemoved(int rank, int64_t silent_ms);
   /// Takes the worker NextSilent marked out of the min clock (logged).
   /// Returns whether the min clock changed.
   bool RemoveSilent(const Silent& s);

@@ -115,7 +115,12 @@ Status ServerShard::Bind(const std::string& endpoint) {
                                                           log_prefix_));
   }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
-  outbox_.set_socket(&socket_);
+  if (!replaying_) outbox_.set_socket(&socket_);
+  if (config_.cluster().replicas() > 0 && !replaying_) {
+    link_ = std::make_unique<ReplicaLink>(config_, shard_, log_prefix_);
+    link_->set_socket(&socket_);
+    outbox_.set_replica_link(link_.get());
+  }
   members_.set_endpoint(endpoint_);
   if (opts.curve.enabled()) {
     LOG(INFO) << log_prefix_ << "CURVE on: traffic encrypted, " << authorized
@@ -138,6 +143,13 @@ Status ServerShard::Run() {
   Status st = RunLoop();
   if (members_.AnswerHeldByes(st) > 0) outbox_.LingerOnClose();  // the socket closes with the shard
   if (!st.ok()) FailWaitingRequests(st);
+  if (link_ != nullptr && link_->stepped_down().ok()) {
+    // The job's outcome is every member's: what is held leaves, and the
+    // replica ends with the shard instead of claiming it.
+    outbox_.ReleaseAll();
+    link_->Finish();
+    outbox_.LingerOnClose();
+  }
   if (tick_listener_) tick_listener_(true);
   return st;
 }
@@ -169,6 +181,7 @@ Status ServerShard::RunLoop() {
     }
     Status why;
     if ((items[0].revents & ZMQ_POLLIN) && !DrainSocket(&why)) return why;
+    TETHER_RETURN_IF_ERROR(TickReplicaLink());
     if (num_items > 1 && (items[1].revents & ZMQ_POLLIN)) TakeListenerEvents();
     if (tick_listener_) tick_listener_(false);
     if (!round_.load_failed().ok()) {
@@ -197,14 +210,20 @@ bool ServerShard::DrainSocket(Status* why) {
   while (true) {
     Status st = inbox_.Recv(socket_, &m, &identity);
     if (st.code() == Status::Code::kUnavailable) return true;
-    last_message_ = SteadyClock::now();
     if (!st.ok()) {
+      last_message_ = SteadyClock::now();
       ++stats_.bad_messages;
       LOG(ERROR) << log_prefix_ << st.message();
       if (!identity.empty()) outbox_.SendError(identity, m.header, st.message());
       continue;
     }
+    if (link_ != nullptr && link_->Take(identity, m, SteadyClock::now())) {
+      outbox_.ReleaseCommitted();
+      continue;
+    }
+    last_message_ = SteadyClock::now();
     if (input_listener_) input_listener_(identity, m);
+    if (link_ != nullptr) link_->Append(identity, m);
     Take(identity, &m);
     if (*why = Fatal(); !why->ok()) return false;
     // A drain can last long under load: the listener sees it too.
@@ -217,6 +236,12 @@ void ServerShard::Take(const std::string& identity, Message* m) {
   // A 16-bit push is widened once here: the checks and the step read float32.
   WidenValues(m, kv_.frame_pool());
   if (m->header.type() == HELLO) any_hello_ = true;
+  // A decision of the primary's timers comes only from its log, never from
+  // a peer (a worker's is refused by the checks as any unexpected type).
+  if (m->header.type() == SHARD_DECISION && replaying_ && identity.empty()) {
+    ReplayDecision(m->header.shard_decision());
+    return;
+  }
   Handle(identity, m);
 }
 
@@ -227,6 +252,28 @@ Status ServerShard::Replay(const std::string& identity, Message* m) {
   }
   Take(identity, m);
   return Fatal();
+}
+
+Status ServerShard::TickReplicaLink() {
+  if (link_ == nullptr) return Status::OK();
+  link_->Tick(SteadyClock::now());
+  if (!link_->stepped_down().ok()) return link_->stepped_down();
+  outbox_.ReleaseCommitted();
+  return Status::OK();
+}
+
+void ServerShard::BeginCopy() {
+  replaying_ = true;
+  round_.set_writes_files(false);
+}
+
+void ServerShard::Claim(uint64_t generation) {
+  replaying_ = false;
+  round_.set_writes_files(true);
+  outbox_.set_socket(&socket_);
+  outbox_.set_generation(generation);
+  LOG(WARNING) << log_prefix_ << "claimed shard " << shard_ << " (generation " << generation << ") at " << endpoint_
+               << ": serving its workers from the copy this process held";
 }
 
 Status ServerShard::Fatal() const {
@@ -403,12 +450,34 @@ Status ServerShard::CheckWorkerTimeouts() {
   while (true) {
     TETHER_ASSIGN_OR_RETURN(const Membership::Silent silent, members_.NextSilent(now));
     if (silent.rank < 0) return Status::OK();
-    kv_.WorkerRemoved(silent.rank);
-    MinClockChanged(members_.RemoveSilent(silent));
-    if (coordinator_ != nullptr) coordinator_->WorkerRemoved(silent.rank);
-    round_.MaybeWrite();
-    members_.ReleaseBarrier(coordinator_.get());
+    if (link_ != nullptr) link_->Append("", DecisionInput(silent));
+    LetGoOf(silent);
   }
+}
+
+Message ServerShard::DecisionInput(const Membership::Silent& silent) {
+  Message m;
+  m.header.set_type(SHARD_DECISION);
+  m.header.mutable_shard_decision()->set_remove_rank(silent.rank);
+  m.header.mutable_shard_decision()->set_silent_ms(silent.silent_ms);
+  return m;
+}
+
+void ServerShard::ReplayDecision(const ShardDecisionBody& d) {
+  if (d.remove_rank() < 0 || d.remove_rank() >= members_.slots()) {
+    fatal_ = Status::DataLoss(log_prefix_ + "the primary's log removes worker " + std::to_string(d.remove_rank()) +
+                              ", not a rank of this job");
+    return;
+  }
+  LetGoOf(members_.MarkRemoved(d.remove_rank(), d.silent_ms()));
+}
+
+void ServerShard::LetGoOf(const Membership::Silent& silent) {
+  kv_.WorkerRemoved(silent.rank);
+  MinClockChanged(members_.RemoveSilent(silent));
+  if (coordinator_ != nullptr) coordinator_->WorkerRemoved(silent.rank);
+  round_.MaybeWrite();
+  members_.ReleaseBarrier(coordinator_.get());
 }
 
 // ---- Dispatch

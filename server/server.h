@@ -51,6 +51,7 @@
 #include "server/kept_model.h"
 #include "server/kv_service.h"
 #include "server/membership.h"
+#include "server/replica_link.h"
 #include "server/request_check.h"
 #include "server/shard_outbox.h"
 #include "server/shard_stats.h"
@@ -161,6 +162,19 @@ class ServerShard {
   /// Messages a replaying copy did not send (Replay).
   uint64_t replies_muted() const { return outbox_.muted(); }
 
+  /// Replicated shards (cluster.replicas > 0, server/replica_host.h): makes
+  /// this shard a copy that another shard's process feeds with Replay.
+  /// Call before Bind: the copy's socket is then bound (workers may
+  /// connect) but sends nothing and is not read until Claim.
+  void BeginCopy();
+  /// The copy claims the shard with view generation `generation`: its
+  /// socket sends, its checkpoint rounds write files, and Run() serves
+  /// the workers, which send again what the former primary left
+  /// unanswered. Call on the copy's thread, before Run().
+  void Claim(uint64_t generation);
+  /// The primary's replica link (null: not replicated, or a copy).
+  const ReplicaLink* replica_link() const { return link_.get(); }
+
   /// The shard's view of the workers' clocks. Call on Run()'s thread.
   const ClockTracker& clocks() const { return clocks_; }
   /// The job coordinator this shard hosts (shard kCoordinatorShard), or
@@ -242,6 +256,8 @@ class ServerShard {
   std::chrono::steady_clock::time_point last_poll_;
   // The fatal error one of the rooms recorded (OK when none).
   Status Fatal() const;
+  // The replica link's turn (liveness, stalls, commits): its error ends Run().
+  Status TickReplicaLink();
 
   // A message taken in (from the socket, or replayed): counted in
   // bytes_in, widened when 16-bit, then handled.
@@ -268,6 +284,11 @@ class ServerShard {
   void OnModelCut(const std::string& identity, const MessageHeader& h);
   // A worker fell silent (Membership::NextSilent): the other rooms let go.
   Status CheckWorkerTimeouts();
+  // A worker removed for silence: the other rooms let go of it.
+  void LetGoOf(const Membership::Silent& silent);
+  // The removal as an entry of the replica link's log, and its replay.
+  static Message DecisionInput(const Membership::Silent& silent);
+  void ReplayDecision(const ShardDecisionBody& d);
   // The min clock may have moved: parked pulls and AVERAGE rounds.
   void MinClockChanged(bool changed);
   // The largest clock of the workers that count (0 when none).
@@ -328,6 +349,7 @@ class ServerShard {
   std::function<void(bool)> tick_listener_;
   std::function<void(const std::string&, const Message&)> input_listener_;
   bool replaying_ = false;  // a copy fed by Replay
+  std::unique_ptr<ReplicaLink> link_;  // the primary of a replicated shard
   // This shard could not load its part of the checkpoint: it refuses every
   // HELLO (so that every worker learns which server failed and on which
   // file) and ends Run() once each initial rank was told or this long after

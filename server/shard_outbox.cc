@@ -10,6 +10,34 @@ void ShardOutbox::Send(const std::string& identity, Message* reply, int rank) {
     ++muted_;
     return;
   }
+  if (link_ != nullptr && (link_->log().commit() < link_->log().applied() || !held_.empty())) {
+    held_.push_back(Held{link_->log().applied(), identity, std::move(*reply), rank});
+    return;
+  }
+  SendNow(identity, reply, rank);
+}
+
+void ShardOutbox::ReleaseCommitted() {
+  const uint64_t commit = link_ != nullptr ? link_->log().commit() : ~uint64_t{0};
+  while (!held_.empty() && held_.front().seq <= commit) {
+    Held& h = held_.front();
+    SendNow(h.identity, &h.message, h.rank);
+    held_.pop_front();
+  }
+}
+
+void ShardOutbox::ReleaseAll() {
+  for (Held& h : held_) SendNow(h.identity, &h.message, h.rank);
+  held_.clear();
+}
+
+void ShardOutbox::SendNow(const std::string& identity, Message* reply, int rank) {
+  if (const uint64_t g = generation(); g != 0) {
+    reply->header.set_shard_generation(g);
+    if (link_ != nullptr && reply->header.has_hello_reply()) {
+      for (const std::string& ep : link_->chain_endpoints()) reply->header.mutable_hello_reply()->add_chain_endpoints(ep);
+    }
+  }
   stats_->bytes_out += reply->keys.size() + reply->values.size();
   reply->header.set_server_incarnation(incarnation_);
   // A reply's server_stopping: this shard was told to stop (TellStopping).

@@ -5,18 +5,28 @@
 // of the stop from any reply. It counts the bytes of keys and values
 // frames sent and the replies it could not deliver (ServerStats).
 //
-// Ownership: the shard owns it; the socket, the stats and the stop flag it
-// is given are the shard's and outlive it. Thread-safety: Run()'s thread
-// only.
+// A replicated shard (server/replica_link.h): each message carries the
+// generation of the shard's view (MessageHeader.shard_generation), a
+// HELLO_REPLY the serving endpoints of its replicas, and a message made
+// while entries were not yet acknowledged by the replica waits until they
+// are (ReleaseCommitted): the worker sees nothing a claiming replica could
+// lack. Held messages are bounded by the replies in flight (each worker's
+// window).
+//
+// Ownership: the shard owns it; the socket, the stats, the stop flag and
+// the replica link it is given are the shard's and outlive it.
+// Thread-safety: Run()'s thread only.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <string>
 
 #include <zmq.hpp>
 
 #include "core/net/outbox.h"
+#include "server/replica_link.h"
 #include "server/shard_stats.h"
 
 namespace tether {
@@ -31,6 +41,17 @@ class ShardOutbox final : public Outbox {
   void set_socket(zmq::socket_t* socket) { socket_ = socket; }
   /// Messages dropped because there is no socket.
   uint64_t muted() const { return muted_; }
+  /// The primary's replica link (null: the shard is not replicated, or is a
+  /// copy that claimed the shard and has no replica left).
+  void set_replica_link(const ReplicaLink* link) { link_ = link; }
+  /// The generation stamped when there is no link (a copy that claimed the
+  /// shard); 0: none.
+  void set_generation(uint64_t generation) { generation_ = generation; }
+  /// Sends the held messages the replica has acknowledged.
+  void ReleaseCommitted();
+  /// Sends every held message (the shard ends, or has no replica left).
+  void ReleaseAll();
+  size_t held() const { return held_.size(); }
 
   void Send(const std::string& identity, Message* reply, int rank) override;
   /// Tells the worker at `identity`, unasked, that this shard was told to
@@ -46,11 +67,23 @@ class ShardOutbox final : public Outbox {
   void LingerOnClose();
 
  private:
+  struct Held {
+    uint64_t seq;  // the log entry the message waits for
+    std::string identity;
+    Message message;
+    int rank;
+  };
+  void SendNow(const std::string& identity, Message* reply, int rank);
+  uint64_t generation() const { return link_ != nullptr ? link_->generation() : generation_; }
+
   uint64_t incarnation_;
   const std::atomic<bool>* stopping_;
   ServerStats* stats_;
   zmq::socket_t* socket_ = nullptr;
   uint64_t muted_ = 0;
+  const ReplicaLink* link_ = nullptr;
+  uint64_t generation_ = 0;
+  std::deque<Held> held_;
 };
 
 }  // namespace tether

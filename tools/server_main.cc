@@ -23,6 +23,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 #include "core/config.h"
 #include "core/file_util.h"
@@ -32,6 +34,7 @@
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
 #include "checkpoint/checkpoint.h"
+#include "server/replica_host.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
 #include "cli/config_flags.h"
@@ -83,9 +86,11 @@ namespace {
 // async-signal-safe); Run() looks at the shard's stop flag every poll.
 std::atomic<int> g_signal{0};
 std::atomic<tether::ServerShard*> g_server{nullptr};
+std::atomic<tether::ReplicaHost*> g_replica{nullptr};
 std::atomic<int64_t> g_stop_grace_ms{0};  // > 0: the first signal lets the workers leave first
 void RequestStop(int sig) {
   const bool first = g_signal.exchange(sig) == 0;
+  if (tether::ReplicaHost* r = g_replica.load(); r != nullptr) r->Stop();
   tether::ServerShard* s = g_server.load();
   if (s == nullptr) return;
   // The first signal tells the workers (a grace of 0 without checkpoint.dir:
@@ -241,6 +246,50 @@ class RendezvousEntry {
   bool published_ = false;
 };
 
+// cluster.replicas > 0: the copy of shard --shard − 1 this process holds
+// (server/replica_host.h), followed and, when that shard's primary is
+// gone, served on a thread of its own beside this process's shard.
+class HostedReplica {
+ public:
+  // Binds the copy on --listen's host (a free port) and connects to the
+  // shard's primary; nothing without replicas.
+  tether::Status Start(const tether::JobConfig& config, const std::string& reachable) {
+    if (config.cluster().replicas() <= 0) return tether::Status::OK();
+    const std::string& listen = FLAGS_listen;
+    const size_t colon = listen.rfind(':');
+    if (listen.rfind("tcp://", 0) != 0 || colon == std::string::npos || colon < 6)
+      return tether::Status::InvalidArgument("cluster.replicas needs a tcp:// --listen endpoint, not " + listen);
+    host_ = std::make_unique<tether::ReplicaHost>(config, FLAGS_shard);
+    const std::string advertise = FLAGS_advertise_host.empty() ? HostOf(reachable) : FLAGS_advertise_host;
+    TETHER_RETURN_IF_ERROR(host_->Start(listen.substr(0, colon) + ":0", advertise));
+    g_replica.store(host_.get());
+    thread_ = std::thread([this] { result_ = host_->Run(); });
+    return tether::Status::OK();
+  }
+  // Waits for the copy (it ends with its primary's shard, or serves the
+  // shard to the end once it claimed it); `st`: this process's own shard's
+  // result, which comes first.
+  tether::Status Join(tether::Status st) {
+    if (host_ == nullptr) return st;
+    if (!st.ok()) host_->Stop();
+    thread_.join();
+    g_replica.store(nullptr);
+    if (!result_.ok()) LOG(ERROR) << result_.message();
+    return st.ok() ? result_ : st;
+  }
+
+ private:
+  static std::string HostOf(const std::string& endpoint) {
+    const size_t colon = endpoint.rfind(':');
+    const std::string host = endpoint.substr(6, colon - 6);
+    return host.size() > 1 && host.front() == '[' ? host.substr(1, host.size() - 2) : host;
+  }
+
+  std::unique_ptr<tether::ReplicaHost> host_;
+  std::thread thread_;
+  tether::Status result_;
+};
+
 // Everything before the shard listens: the config, the flags, the
 // rendezvous store. The exit code when the shard must not start (logged),
 // else 0.
@@ -315,11 +364,14 @@ int main(int argc, char** argv) {
   tether::Status st = Listen(&server, &reachable);
   RendezvousEntry entry(*config, reachable);
   if (st.ok() && !config->cluster().rendezvous().empty()) st = entry.Publish(sockets.client);
+  HostedReplica replica;
+  if (st.ok()) st = replica.Start(*config, reachable);
   bool ran = false;
   if (st.ok() && g_signal.load() == 0) {
     ran = true;
     st = server.Run();
   }
+  st = replica.Join(st);
   if (st.ok() && *metrics_log != nullptr) st = (*metrics_log)->Flush();
   g_server.store(nullptr);
   entry.Withdraw();

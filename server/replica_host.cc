@@ -1,0 +1,257 @@
+#include "server/replica_host.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+#include <glog/logging.h>
+
+#include "core/net/rendezvous.h"
+#include "core/net/transport.h"
+#include "core/wire_limits.h"
+#include "server/shard_input.h"
+
+namespace tether {
+namespace {
+
+int64_t MsBetween(ReplicaHost::Clock::time_point a, ReplicaHost::Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+// The second generation of a shard's view: the first claim (a shard has
+// one replica, so a claim happens once per primary).
+constexpr uint64_t kClaimedGeneration = 2;
+
+}  // namespace
+
+ReplicaHost::ReplicaHost(const JobConfig& config, int process)
+    : config_(config),
+      process_(process),
+      shard_((process + config.cluster().num_servers() - 1) % config.cluster().num_servers()),
+      log_prefix_("[server " + std::to_string(process) + ", replica of shard " + std::to_string(shard_) + "] "),
+      copy_(std::make_unique<ServerShard>(config, shard_)),
+      ctx_(1) {
+  copy_->BeginCopy();
+}
+
+ReplicaHost::~ReplicaHost() {
+  if (dealer_.handle() != nullptr) (void)zmq_socket_monitor(dealer_.handle(), nullptr, 0);
+}
+
+Status ReplicaHost::Start(const std::string& bind_endpoint, const std::string& advertise_host) {
+  TETHER_ASSIGN_OR_RETURN(primary_endpoint_, FindPrimary());
+  TETHER_RETURN_IF_ERROR(copy_->Bind(bind_endpoint));
+  advertised_ = AdvertisedEndpoint(copy_->endpoint(), advertise_host);
+  return Connect();
+}
+
+StatusOr<std::string> ReplicaHost::FindPrimary() {
+  const ClusterConfig& c = config_.cluster();
+  if (c.server_addresses_size() > shard_) return c.server_addresses(shard_);
+  if (c.rendezvous().empty())
+    return Status::InvalidArgument(log_prefix_ + "cluster.replicas=" + std::to_string(c.replicas()) +
+                                   " needs where the other servers are (cluster.server_addresses or "
+                                   "cluster.rendezvous): this process must reach shard " + std::to_string(shard_) +
+                                   "'s primary");
+  TETHER_ASSIGN_OR_RETURN(auto rdzv, Rendezvous::Open(c.rendezvous(), SocketOptions{}));
+  TETHER_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                          LookupServers(rdzv.get(), JobId(config_), c.generation(), c.num_servers(),
+                                        c.startup_timeout_ms(), [this] { return stop_.load(); }));
+  return all[shard_];
+}
+
+Status ReplicaHost::Connect() {
+  SocketOptions o;
+  o.send_hwm = config_.cluster().send_hwm();
+  o.recv_hwm = config_.cluster().recv_hwm();
+  o.send_timeout_ms = config_.cluster().request_timeout_ms();
+  if (const int liveness = config_.cluster().liveness_timeout_ms(); liveness > 0) {
+    o.heartbeat_ivl_ms = std::max(25, liveness / 4);
+    o.heartbeat_timeout_ms = std::max(50, liveness);
+  }
+  // An entry is one message the primary took in: its frames and a header.
+  o.max_frame_bytes = static_cast<int64_t>(2 * (kMaxFrameBytes + kMaxHeaderBytes));
+  const std::string identity = "replica-" + std::to_string(process_) + "-" + std::to_string(shard_) + "-" +
+                               std::to_string(copy_->incarnation());
+  o.monitor_endpoint = "inproc://tether-replica-monitor-" + identity;
+  try {
+    monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+    monitor_.set(zmq::sockopt::linger, 0);
+    monitor_.connect(o.monitor_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::IOError(log_prefix_ + "cannot watch the connection to the primary: " + e.what());
+  }
+  TETHER_ASSIGN_OR_RETURN(dealer_, ConnectDealer(ctx_, primary_endpoint_, identity, o));
+  started_ = last_ack_ = last_turn_ = Clock::now();
+  return SayHello();
+}
+
+Status ReplicaHost::SayHello() {
+  Message hello;
+  hello.header.set_type(REPLICA_HELLO);
+  ReplicaHelloBody* b = hello.header.mutable_replica_hello();
+  b->set_shard(shard_);
+  b->set_endpoint(advertised_);
+  b->set_incarnation(copy_->incarnation());
+  b->set_process(process_);
+  b->set_applied(0);
+  return SendMessage(dealer_, &hello, nullptr, "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_);
+}
+
+Status ReplicaHost::Run() {
+  LOG(INFO) << log_prefix_ << "holds a copy of shard " << shard_ << " (primary at " << primary_endpoint_
+            << "); serves it at " << advertised_ << " if the primary goes";
+  zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+  while (!stop_.load()) {
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(100));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      return Status::IOError(log_prefix_ + "poll: " + e.what());
+    }
+    const auto now = Clock::now();
+    const bool stalled = OwnStall(now);
+    Status result;
+    if (DrainPrimary(&result) == Step::kEnded) return result;
+    Ack(now);
+    if (ReadMonitor() == Step::kPrimaryGone) {
+      if (stalled || now < stalled_until_)
+        return Status::Unavailable(log_prefix_ + "lost the primary right after this process itself did not run for "
+                                   "a while: its copy may lack what the primary committed since; it does not claim "
+                                   "shard " + std::to_string(shard_));
+      return ClaimAndServe(now);
+    }
+    if (!connected_ && MsBetween(started_, now) > config_.cluster().startup_timeout_ms())
+      return Status::DeadlineExceeded(log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " +
+                                      primary_endpoint_ + " did not answer within cluster.startup_timeout_ms=" +
+                                      std::to_string(config_.cluster().startup_timeout_ms()));
+  }
+  return Status::OK();
+}
+
+bool ReplicaHost::OwnStall(Clock::time_point now) {
+  const int liveness = config_.cluster().liveness_timeout_ms();
+  const int64_t gap = MsBetween(last_turn_, now);
+  last_turn_ = now;
+  if (liveness <= 0 || gap <= liveness / 2) return false;
+  LOG(WARNING) << log_prefix_ << "this process did not run for " << gap << " ms";
+  stalled_until_ = now + std::chrono::milliseconds(liveness);
+  return true;
+}
+
+ReplicaHost::Step ReplicaHost::DrainPrimary(Status* result) {
+  while (true) {
+    Message m;
+    std::string none;
+    Status st = RecvMessage(dealer_, &m, nullptr);
+    if (st.code() == Status::Code::kUnavailable) return Step::kGoOn;
+    if (!st.ok()) {
+      *result = Status::DataLoss(log_prefix_ + "from shard " + std::to_string(shard_) + "'s primary: " + st.message());
+      return Step::kEnded;
+    }
+    switch (m.header.type()) {
+      case REPLICATE:
+        if (*result = ApplyEntry(&m); !result->ok()) return Step::kEnded;
+        break;
+      case SHUTDOWN:
+        LOG(INFO) << log_prefix_ << "shard " << shard_ << " ended on its primary; " << applied_
+                  << " entries applied here";
+        *result = Status::OK();
+        return Step::kEnded;
+      case REPLICATE_ACK:
+        if (m.header.replicate_ack().refused()) {
+          *result = Status::FailedPrecondition(log_prefix_ + "refused by the primary: " +
+                                               m.header.replicate_ack().reason());
+          return Step::kEnded;
+        }
+        break;
+      default:
+        break;  // the primary's connection probes (HEARTBEAT)
+    }
+  }
+}
+
+Status ReplicaHost::ApplyEntry(Message* m) {
+  const ReplicateBody& b = m->header.replicate();
+  const std::string peer = "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_;
+  if (b.shard() != shard_)
+    return Status::DataLoss(log_prefix_ + peer + " sent an entry of shard " + std::to_string(b.shard()));
+  if (b.seq() <= applied_) return Status::OK();  // sent again after a reconnect
+  if (b.seq() != applied_ + 1)
+    return Status::DataLoss(log_prefix_ + peer + " sent entry " + std::to_string(b.seq()) + " after " +
+                            std::to_string(applied_) + ": an entry is missing");
+  if (b.payload_bytes() > m->keys.size() || m->keys.size() - b.payload_bytes() >= 8)
+    return Status::DataLoss(log_prefix_ + peer + ": entry " + std::to_string(b.seq()) + " says payload_bytes=" +
+                            std::to_string(b.payload_bytes()) + " in a keys frame of " +
+                            std::to_string(m->keys.size()) + " bytes");
+  ShardInput input;
+  TETHER_RETURN_IF_ERROR(DecodeShardInput(
+      std::string_view(static_cast<const char*>(m->keys.data()), b.payload_bytes()), peer, &input));
+  applied_ = b.seq();
+  connected_ = true;
+  return copy_->Replay(input.identity, &input.message);
+}
+
+void ReplicaHost::Ack(Clock::time_point now) {
+  const int interval = std::max(50, config_.cluster().heartbeat_interval_ms());
+  if (applied_ == acked_ && MsBetween(last_ack_, now) < interval) return;
+  Message ack;
+  ack.header.set_type(REPLICATE_ACK);
+  ack.header.set_shard_generation(1);
+  ack.header.mutable_replicate_ack()->set_shard(shard_);
+  ack.header.mutable_replicate_ack()->set_applied(applied_);
+  // A full queue (the primary stopped reading) is no reason to block: the
+  // next turn acknowledges again.
+  try {
+    (void)dealer_.send(zmq::buffer(ack.header.SerializeAsString()), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)dealer_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)dealer_.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    return;
+  }
+  acked_ = applied_;
+  last_ack_ = now;
+}
+
+ReplicaHost::Step ReplicaHost::ReadMonitor() {
+  Step step = Step::kGoOn;
+  while (true) {
+    zmq::message_t head, address;
+    try {
+      if (!monitor_.recv(head, zmq::recv_flags::dontwait)) break;
+      if (head.more()) (void)monitor_.recv(address, zmq::recv_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      break;
+    }
+    if (head.size() < 6) continue;
+    uint16_t event = 0;
+    std::memcpy(&event, head.data(), 2);
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) connected_ = true;
+    if (event == ZMQ_EVENT_DISCONNECTED && connected_) step = Step::kPrimaryGone;
+  }
+  return step;
+}
+
+Status ReplicaHost::ClaimAndServe(Clock::time_point gone_at) {
+  // What the primary sent before it went is in the queue: applied first.
+  Status result;
+  if (DrainPrimary(&result) == Step::kEnded) return result;
+  (void)zmq_socket_monitor(dealer_.handle(), nullptr, 0);
+  dealer_.close();
+  LOG(WARNING) << log_prefix_ << "shard " << shard_ << "'s primary at " << primary_endpoint_ << " is gone; "
+               << applied_ << " entries applied here; claiming the shard";
+  copy_->Claim(kClaimedGeneration);
+  claimed_.store(true);
+  if (stop_.load()) copy_->Stop();
+  LOG(INFO) << log_prefix_ << "serving shard " << shard_ << " " << MsBetween(gone_at, Clock::now())
+            << " ms after its primary was found gone";
+  return copy_->Run();
+}
+
+void ReplicaHost::Stop() {
+  stop_.store(true);
+  if (claimed_.load()) copy_->Stop();
+}
+
+}  // namespace tether

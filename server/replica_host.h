@@ -1,0 +1,115 @@
+// ReplicaHost: a server process's copy of another shard (cluster.replicas
+// > 0; the placement of replication/chain_view.h: process p holds a copy of
+// shard p − 1 mod num_servers), kept equal to the shard's primary and
+// serving the shard when the primary's process is gone. The primary's end
+// is server/replica_link.h.
+//
+// The copy is a ServerShard of the same config and shard number
+// (ServerShard::BeginCopy), whose socket is bound at the start (its
+// endpoint goes to the primary with REPLICA_HELLO, and from the primary to
+// every worker in HELLO_REPLY.chain_endpoints) but neither read nor sent on
+// until it claims the shard. The host connects to the primary
+// (cluster.server_addresses[shard], or the shard's rendezvous entry, waited
+// for up to cluster.startup_timeout_ms), takes in the log entries the primary
+// forwards (REPLICATE: one ShardInput each, server/shard_input.h) with
+// ServerShard::Replay in the primary's order, and acknowledges what it
+// applied after every batch it reads and at least every
+// cluster.heartbeat_interval_ms while idle (its liveness to the primary).
+//
+// The primary is gone when its connection closes (its process died: at
+// once) or stays silent past cluster.liveness_timeout_ms (ZMTP heartbeats:
+// a paused or vanished host). The host then applies what it already
+// received, claims the shard with the next generation of its view
+// (ServerShard::Claim) and runs the copy's Run() on the same thread: the
+// workers, which follow the chain (worker/client/request_channel.h), send
+// it what the primary left unanswered. A host that finds it did not run
+// itself for half the liveness timeout does not claim: its copy may miss
+// what the primary committed without it, and it ends with an error.
+//
+// Run() ends with OK when the primary ended the shard normally (SHUTDOWN),
+// with the copy's Run() result once it claimed, or with an error: the
+// primary could not be reached within cluster.startup_timeout_ms, refused
+// this replica, or sent an entry out of order or that does not decode (the
+// peer is named), or the copy's replay failed (the job failed on the
+// primary in the same way).
+//
+// Ownership: the host owns the copy and its ZeroMQ context (one CURVE
+// shard per context). Thread-safety: Start and Run on one thread; Stop from
+// any thread (async-signal-safe).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "core/config.h"
+#include "core/net/message.h"
+#include "core/status.h"
+#include "server/server.h"
+
+namespace tether {
+
+class ReplicaHost {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// `config`: validated, cluster.replicas ≥ 1 and a server address for
+  /// every shard. `process`: this server process's own shard.
+  ReplicaHost(const JobConfig& config, int process);
+  ~ReplicaHost();
+
+  /// The shard this process holds a copy of.
+  int shard() const { return shard_; }
+  /// Binds the copy's socket at `bind_endpoint` (a tcp:// endpoint, port 0
+  /// for a free one) and connects to the primary. `advertised`: the
+  /// endpoint workers are told (AdvertisedEndpoint of the bound one).
+  /// Errors: the bind's, or no address for the primary.
+  Status Start(const std::string& bind_endpoint, const std::string& advertise_host);
+  /// The endpoint the copy serves on once it claims the shard.
+  const std::string& endpoint() const { return advertised_; }
+  /// Follows the primary and, when it is gone, serves the shard (above).
+  Status Run();
+  /// Asks Run() to return (OK) within 100 ms; also stops a claimed copy.
+  void Stop();
+  /// Whether the copy claimed the shard.
+  bool claimed() const { return claimed_.load(); }
+  /// The copy (its stats once Run() returned).
+  const ServerShard& copy() const { return *copy_; }
+
+ private:
+  enum class Step { kGoOn, kEnded, kPrimaryGone };
+  StatusOr<std::string> FindPrimary();
+  Status Connect();
+  Status SayHello();
+  // Reads what the primary sent; kEnded with *result set when it ended the shard.
+  Step DrainPrimary(Status* result);
+  Status ApplyEntry(Message* m);
+  Step ReadMonitor();
+  void Ack(Clock::time_point now);
+  bool OwnStall(Clock::time_point now);
+  Status ClaimAndServe(Clock::time_point gone_at);
+
+  const JobConfig& config_;
+  const int process_;
+  const int shard_;
+  const std::string log_prefix_;
+  std::unique_ptr<ServerShard> copy_;
+  zmq::context_t ctx_;
+  zmq::socket_t dealer_;
+  zmq::socket_t monitor_;
+  std::string primary_endpoint_;
+  std::string advertised_;
+  uint64_t applied_ = 0;
+  uint64_t acked_ = 0;
+  bool connected_ = false;
+  Clock::time_point started_, last_ack_, last_turn_;
+  Clock::time_point stalled_until_{};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> claimed_{false};
+};
+
+}  // namespace tether

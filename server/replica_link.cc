@@ -1,0 +1,212 @@
+#include "server/replica_link.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "replication/chain_view.h"
+#include "server/shard_input.h"
+
+namespace tether {
+namespace {
+
+constexpr int64_t kProbeMs = 100;
+
+int64_t MsBetween(ReplicaLink::Clock::time_point a, ReplicaLink::Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+}  // namespace
+
+ReplicaLink::ReplicaLink(const JobConfig& config, int shard, std::string log_prefix)
+    : config_(config),
+      shard_(shard),
+      replica_process_((shard + 1) % config.cluster().num_servers()),
+      log_prefix_(std::move(log_prefix)),
+      log_(shard),
+      started_(Clock::now()),
+      last_heard_(started_),
+      last_tick_(started_) {
+  log_.Adopt(InitialChain(shard, config.cluster().num_servers(), config.cluster().replicas()));
+}
+
+bool ReplicaLink::Take(const std::string& identity, const Message& m, Clock::time_point now) {
+  switch (m.header.type()) {
+    case REPLICA_HELLO:
+      OnReplicaHello(identity, m, now);
+      return true;
+    case REPLICATE_ACK:
+      if (identity == replica_identity_) OnAck(m, now);
+      return true;
+    default:
+      return false;
+  }
+}
+
+void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, Clock::time_point now) {
+  const ReplicaHelloBody& b = m.header.replica_hello();
+  std::string refused;
+  if (b.shard() != shard_ || b.process() != replica_process_)
+    refused = "this process is shard " + std::to_string(shard_) + "'s primary, whose replica is process " +
+              std::to_string(replica_process_) + ", not process " + std::to_string(b.process()) + " for shard " +
+              std::to_string(b.shard());
+  else if (replica_gone_)
+    refused = "shard " + std::to_string(shard_) + " goes on without a replica (" + log_.view().ToString() + ")";
+  else if (!replica_identity_.empty() && identity != replica_identity_)
+    refused = "shard " + std::to_string(shard_) + " already has its replica";
+  else if (b.applied() != 0 || b.endpoint().empty())
+    refused = "a replica must start empty and name the endpoint it serves on";
+  if (!refused.empty()) {
+    LOG(WARNING) << log_prefix_ << "replica refused: " << refused;
+    Message no;
+    no.header.set_type(REPLICATE_ACK);
+    no.header.set_shard_generation(generation());
+    no.header.mutable_replicate_ack()->set_shard(shard_);
+    no.header.mutable_replicate_ack()->set_refused(true);
+    no.header.mutable_replicate_ack()->set_reason(log_prefix_ + refused);
+    if (socket_ != nullptr) (void)SendMessage(*socket_, &no, &identity, "replica");
+    return;
+  }
+  replica_identity_ = identity;
+  chain_endpoints_ = {b.endpoint()};
+  last_heard_ = now;
+  LOG(INFO) << log_prefix_ << "replica of shard " << shard_ << " joined: process " << b.process() << " at "
+            << b.endpoint() << " (" << log_.view().ToString() << "); sending it " << log_.applied() << " entries";
+  Forward();
+}
+
+void ReplicaLink::OnAck(const Message& m, Clock::time_point now) {
+  last_heard_ = now;
+  const ReplicateAckBody& b = m.header.replicate_ack();
+  if (b.refused()) {
+    stepped_down_ = Status::FailedPrecondition(
+        log_prefix_ + "shard " + std::to_string(shard_) + "'s replica (process " + std::to_string(replica_process_) +
+        ") refused this primary: " + b.reason() + "; this process holds an older copy of the shard and stops");
+    return;
+  }
+  log_.OnAck(replica_process_, log_.view(), b.applied());
+}
+
+void ReplicaLink::Append(const std::string& identity, const Message& m) {
+  log_.Append(EncodeShardInput(identity, m));
+  Forward();
+}
+
+void ReplicaLink::Forward() {
+  if (replica_identity_.empty() || replica_gone_ || socket_ == nullptr) return;
+  for (const LogEntry& e : log_.TakeForward()) SendEntry(e);
+}
+
+void ReplicaLink::SendEntry(const LogEntry& e) {
+  Message m;
+  m.header.set_type(REPLICATE);
+  m.header.set_shard_generation(generation());
+  ReplicateBody* b = m.header.mutable_replicate();
+  b->set_shard(shard_);
+  b->set_seq(e.seq);
+  b->set_commit(log_.commit());
+  b->set_payload_bytes(e.payload.size());
+  const size_t padded = (e.payload.size() + 7) / 8 * 8;
+  m.header.set_num_keys(padded / 8);
+  m.keys.rebuild(padded);
+  std::copy(e.payload.begin(), e.payload.end(), static_cast<char*>(m.keys.data()));
+  std::fill(static_cast<char*>(m.keys.data()) + e.payload.size(), static_cast<char*>(m.keys.data()) + padded, 0);
+  if (Status st = SendMessage(*socket_, &m, &replica_identity_, "replica of shard " + std::to_string(shard_));
+      !st.ok())
+    DropReplica("an entry could not be sent (" + st.message() + ")");
+}
+
+void ReplicaLink::Tick(Clock::time_point now) {
+  if (replica_gone_) return;
+  if (replica_identity_.empty()) {
+    const int startup_ms = config_.cluster().startup_timeout_ms();
+    if (MsBetween(started_, now) > startup_ms)
+      DropReplica("it did not introduce itself within cluster.startup_timeout_ms=" + std::to_string(startup_ms));
+    last_tick_ = now;
+    return;
+  }
+  if (Suspect(now)) return;
+  const int liveness_ms = config_.cluster().liveness_timeout_ms();
+  // The connection is probed at most every kProbeMs (the loop turns after
+  // every drain, far more often under load).
+  const bool probe = MsBetween(last_probe_, now) >= kProbeMs;
+  if (probe) last_probe_ = now;
+  if (probe && !ReplicaReachable())
+    DropReplica("its connection closed");
+  else if (liveness_ms > 0 && MsBetween(last_heard_, now) > liveness_ms)
+    DropReplica("it was silent for cluster.liveness_timeout_ms=" + std::to_string(liveness_ms));
+}
+
+bool ReplicaLink::Suspect(Clock::time_point now) {
+  const int liveness_ms = config_.cluster().liveness_timeout_ms();
+  const int64_t gap_ms = MsBetween(last_tick_, now);
+  last_tick_ = now;
+  if (liveness_ms <= 0) return false;
+  if (gap_ms > liveness_ms / 2) {
+    if (!suspect_)
+      LOG(WARNING) << log_prefix_ << "this process did not run for " << gap_ms
+                   << " ms: shard " << shard_ << " waits to hear from its replica (process " << replica_process_
+                   << ") before it goes on";
+    suspect_ = true;
+    stalled_at_ = now;
+    (void)ReplicaReachable();  // a replica that claimed the shard answers the probe with its refusal
+    return true;
+  }
+  if (!suspect_) return false;
+  if (last_heard_ > stalled_at_) {
+    suspect_ = false;
+    LOG(INFO) << log_prefix_ << "shard " << shard_ << "'s replica answered after this process's stall; going on";
+    return false;
+  }
+  if (MsBetween(stalled_at_, now) > liveness_ms && stepped_down_.ok())
+    stepped_down_ = Status::Unavailable(
+        log_prefix_ + "this process stalled and then heard nothing from shard " + std::to_string(shard_) +
+        "'s replica (process " + std::to_string(replica_process_) + " at " +
+        (chain_endpoints_.empty() ? std::string("?") : chain_endpoints_.front()) +
+        ") for cluster.liveness_timeout_ms=" + std::to_string(liveness_ms) +
+        " ms: the replica may have claimed the shard, so this process stops serving it");
+  (void)ReplicaReachable();
+  return true;
+}
+
+bool ReplicaLink::ReplicaReachable() {
+  // A HEARTBEAT the replica drops; with ROUTER_MANDATORY the send fails
+  // with EHOSTUNREACH once its connection is gone. A full queue (EAGAIN)
+  // means the connection is there.
+  MessageHeader probe;
+  probe.set_type(HEARTBEAT);
+  probe.set_shard_generation(generation());
+  const std::string header = probe.SerializeAsString();
+  try {
+    if (!socket_->send(zmq::buffer(replica_identity_), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+      return true;
+    (void)socket_->send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket_->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket_->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
+    return true;
+  } catch (const zmq::error_t& e) {
+    return e.num() != EHOSTUNREACH;
+  }
+}
+
+void ReplicaLink::DropReplica(const std::string& why) {
+  const uint64_t waiting = log_.applied() - log_.commit();
+  replica_gone_ = true;
+  chain_endpoints_.clear();
+  log_.Adopt(Without(log_.view(), {replica_process_}));
+  LOG(WARNING) << log_prefix_ << "shard " << shard_ << " goes on without its replica (process " << replica_process_
+               << "): " << why << "; " << waiting << " entries were waiting for it; now " << log_.view().ToString();
+}
+
+void ReplicaLink::Finish() {
+  if (replica_identity_.empty() || replica_gone_ || socket_ == nullptr) return;
+  Message bye;
+  bye.header.set_type(SHUTDOWN);
+  bye.header.set_shard_generation(generation());
+  if (Status st = SendMessage(*socket_, &bye, &replica_identity_, "replica of shard " + std::to_string(shard_));
+      !st.ok())
+    LOG(WARNING) << log_prefix_ << "could not tell the replica that the shard ended: " << st.message();
+}
+
+}  // namespace tether

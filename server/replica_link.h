@@ -1,0 +1,116 @@
+// ReplicaLink: the primary's end of a replicated shard (cluster.replicas >
+// 0): every message the shard takes in is an entry of its log
+// (replication/replication_log.h), forwarded as it is taken in to the
+// replica that holds a copy of the shard (server/replica_host.h), which
+// takes in the same entries in the same order and acknowledges them. What
+// the shard sends a worker waits until the replica acknowledged the entry
+// it depends on (ShardOutbox holds it, see Committed): no worker ever sees
+// an update that the replica, should it claim the shard, lacks.
+//
+// The replica introduces itself (REPLICA_HELLO: its process slot, the
+// endpoint it will serve the shard on, its start id) by connecting to this
+// shard's socket; entries taken in before it did are kept and sent then,
+// so nothing is committed, and no reply leaves, until it is there (bounded
+// by cluster.startup_timeout_ms: past it the shard goes on without it). A
+// replica is gone once its connection closed (a probe to it is refused)
+// or once it acknowledged nothing for cluster.liveness_timeout_ms although
+// entries were waiting (it acknowledges at least every heartbeat interval
+// while idle): the shard goes on alone with the next generation of its
+// view, and everything held is released.
+//
+// Stepping down: a replica that holds a newer view of the shard (it
+// claimed the shard while this process was stopped) refuses the entries and
+// probes; stepped_down() then names it and the shard ends with that error.
+// A process that finds its own loop did not run for half of
+// cluster.liveness_timeout_ms (SIGSTOP, a stalled VM, a long write) cannot
+// tell its replica's silence from its own: it drops the replica for nothing
+// until the replica acknowledges again, and steps down when it hears
+// nothing for cluster.liveness_timeout_ms after the stall (the replica may
+// have claimed the shard meanwhile). Held messages stay held throughout, so
+// no worker sees anything from a primary that was replaced.
+//
+// Memory: the entries not yet acknowledged (the log's retained()), each a
+// copy of the message's frames. Ownership: the shard owns it; the socket
+// given is the shard's ROUTER. Thread-safety: the shard's Run() thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/config.h"
+#include "core/net/message.h"
+#include "core/status.h"
+#include "replication/replication_log.h"
+#include "server/shard_stats.h"
+
+namespace tether {
+
+class ReplicaLink {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// `config`: cluster.replicas ≥ 1. `shard`: the shard this process is the
+  /// primary of (its process slot too).
+  ReplicaLink(const JobConfig& config, int shard, std::string log_prefix);
+
+  /// The shard's ROUTER socket (once bound).
+  void set_socket(zmq::socket_t* socket) { socket_ = socket; }
+
+  /// Whether `m` is a replication message (REPLICA_HELLO, REPLICATE_ACK);
+  /// if so it is taken here (a malformed one is logged and dropped).
+  bool Take(const std::string& identity, const Message& m, Clock::time_point now);
+  /// Appends the input `m` from `identity` to the log and forwards it to
+  /// the replica when one is there. Call before the shard handles `m`.
+  void Append(const std::string& identity, const Message& m);
+  /// Once per turn of the shard's loop, after the socket was drained: this
+  /// process's own stalls, the replica's liveness and the wait for it at
+  /// the start.
+  void Tick(Clock::time_point now);
+  /// Tells the replica that the shard ended normally (SHUTDOWN), so it
+  /// ends too rather than claiming the shard.
+  void Finish();
+
+  /// The log: applied() entries taken in, commit() acknowledged.
+  const ReplicationLog& log() const { return log_; }
+  /// The generation of the shard's view (1 at the start).
+  uint64_t generation() const { return log_.view().generation; }
+  /// The serving endpoints of the shard's replicas, next in the chain
+  /// first (empty until the replica introduced itself, and once it is
+  /// gone).
+  const std::vector<std::string>& chain_endpoints() const { return chain_endpoints_; }
+  /// Not OK once this process must no longer act as the shard's primary.
+  const Status& stepped_down() const { return stepped_down_; }
+
+ private:
+  void OnReplicaHello(const std::string& identity, const Message& m, Clock::time_point now);
+  void OnAck(const Message& m, Clock::time_point now);
+  void Forward();
+  void SendEntry(const LogEntry& e);
+  void DropReplica(const std::string& why);
+  bool ReplicaReachable();
+  // True while this process is unsure of its replica after a stall of its own.
+  bool Suspect(Clock::time_point now);
+
+  const JobConfig& config_;
+  const int shard_;
+  const int replica_process_;
+  const std::string log_prefix_;
+  ReplicationLog log_;
+  zmq::socket_t* socket_ = nullptr;
+  std::string replica_identity_;  // empty until REPLICA_HELLO
+  std::vector<std::string> chain_endpoints_;
+  bool replica_gone_ = false;
+  Clock::time_point started_;
+  Clock::time_point last_heard_;
+  Clock::time_point last_tick_;
+  Clock::time_point last_probe_{};
+  Clock::time_point stalled_at_{};  // the end of this process's last stall, while unresolved
+  bool suspect_ = false;
+  Status stepped_down_;
+};
+
+}  // namespace tether

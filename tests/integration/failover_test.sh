@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Replicated shards (cluster.replicas): a server process dies or stalls and
+# the job goes on, with real processes started by hand on 127.0.0.1 (the
+# servers find each other in a rendezvous folder) and the bundled Bibtex
+# data. Usage: failover_test.sh MODE BIN_DIR
+#   kill   3 servers with --replicas=1, 2 workers, 8 epochs; SIGKILL shard 0's
+#          process (which also hosts the job coordinator) after worker 0 logs
+#          epoch 3: server 1 claims shard 0, no worker restarts, every
+#          process left exits 0, total_samples is exactly 8 × 4,880 and
+#          P@1 ≥ 0.58.
+#   pause  the same job; SIGSTOP shard 0's process for twice the liveness
+#          timeout, then SIGCONT: server 1 claims the shard, the stopped
+#          process steps down when it wakes (exit 1, naming its replica),
+#          the others exit 0, total_samples is exact.
+# No fixed sleeps: every wait polls with a bound; every process runs under
+# `timeout` and is killed on exit.
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$1" "$2"
+limit_s=240
+fail_lines=25
+
+epochs=8
+flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=3 --num_workers=2
+       --replicas=1 --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=2000)
+mkdir -p "$tmp/rdzv"
+
+start_all() {
+  local s r
+  server_pids=()
+  for ((s = 0; s < 3; ++s)); do
+    timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
+      > "$tmp/server$s.log" 2>&1 &
+    pids+=($!)
+    server_pids+=($!)
+  done
+  for ((r = 0; r < 2; ++r)); do
+    local extra=()
+    [ "$r" = 0 ] && extra=(--metrics_out="$tmp/metrics.json")
+    timeout -k 5 "$limit_s" "$bin/tether-worker" "${flags[@]}" --rank=$r "${extra[@]}" > "$tmp/worker$r.log" 2>&1 &
+    pids+=($!)
+    wpid[$r]=$!
+  done
+}
+
+check_finished() {  # the workers and servers 1, 2 exit 0; the samples are exact
+  local want=$((epochs * 4880))
+  wait_zero "workers and servers 1, 2" "${wpid[0]}" "${wpid[1]}" "${server_pids[1]}" "${server_pids[2]}"
+  local total
+  total=$(metric "$tmp/metrics.json" total_samples)
+  [ "$total" = "$want" ] || fail "total_samples $total, want $want"
+  grep -q "claimed shard 0" "$tmp/server1.log" || fail "server 1 did not log its claim of shard 0"
+  echo "total_samples $total"
+}
+
+case "$mode" in
+kill)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 3/$epochs" 2400
+  kill -9 "$(inner "${server_pids[0]}")"
+  t0=$(now_ms)
+  wait_code "${server_pids[0]}"
+  check_finished
+  gate "$(metric "$tmp/metrics.json" precision_at_1)" 0.58 "P@1"
+  grep -h "following\|claimed shard\|serving shard" "$tmp"/*.log | head -5
+  ;;
+pause)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 3/$epochs" 2400
+  kill -STOP "$(inner "${server_pids[0]}")"
+  wait_log "$tmp/server1.log" "claimed shard 0" 200
+  kill -CONT "$(inner "${server_pids[0]}")"
+  expect_exit "${server_pids[0]}" 1 20000 "server 0 (stopped, then continued)"
+  grep -q "stops serving it" "$tmp/server0.log" || fail "server 0 did not say it steps down"
+  check_finished
+  ;;
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
