@@ -686,6 +686,7 @@ ShardStats ServerShard::SnapshotStats() const {
   s.mutable_staleness_histogram()->Add(stats_.staleness.count, stats_.staleness.count + last + 1);
   s.set_staleness_sum(stats_.staleness.sum);
   s.set_staleness_max(stats_.staleness.max);
+  s.set_failover_seconds(stats_.failover_seconds);
   for (int r = 0; r < members_.StatsRanks(); ++r) {
     s.add_bound_wait_seconds(kv_.bound_wait_s(r));
     *s.add_workers() = members_.worker(r).stats;
