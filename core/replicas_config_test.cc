@@ -79,5 +79,17 @@ TEST(ReplicasConfigTest, TheReplicasFlagSetsTheField) {
   EXPECT_TRUE(CheckOverridesApply(j, {{"replicas", "3"}}).ok());
 }
 
+// The values in force, in the one line every process logs, name the
+// replicas when there are any.
+TEST(ReplicasConfigTest, TheOneLineInForceNamesTheReplicas) {
+  JobConfig j = ThreeServers(0);
+  j.set_name("j");
+  EXPECT_NE(ConfigOneLine(j).find(", 3 server(s), 2 worker(s), "), std::string::npos) << ConfigOneLine(j);
+  j.mutable_cluster()->set_replicas(1);
+  EXPECT_NE(ConfigOneLine(j).find(", 3 server(s) holding 1 replica(s) of each shard, 2 worker(s), "),
+            std::string::npos)
+      << ConfigOneLine(j);
+}
+
 }  // namespace
 }  // namespace tether
