@@ -116,6 +116,13 @@ Status CheckDataFilesExist(const JobConfig& config);
 /// Errors: InvalidArgument "config field FIELD: why".
 Status ValidateServerConfig(const JobConfig& config);
 
+/// The checks of a job whose shards and workers all run in one process
+/// (local/local_job.h: tether-worker --in_process, tether-launch
+/// --transport=inproc), on top of ValidateJobConfig's: cluster.replicas
+/// must be 0 (a replica needs a process of its own). Errors:
+/// InvalidArgument "config field cluster.replicas: ...".
+Status ValidateInProcessJob(const JobConfig& config);
+
 /// The config in force for the start-up log: each set section in the
 /// schema's order as "  data { train_file: \"a.txt\" index_base: 0 ... }",
 /// wrapped at about 100 characters (continuation lines indented 6 spaces),

@@ -39,15 +39,17 @@ StatusOr<std::vector<ElasticStep>> PlanElastic(const LaunchRequest& request, con
   return steps;
 }
 
-// Every child sees the same S and W, whatever the config file says, and
-// the overrides; and, when the config names no job, a job id of this
-// launch's own, so that no process of another launch of the same config
-// (a stale worker, a second user) can pair with these.
+// Every child sees the same S, W and replicas per shard, whatever the
+// config file says, and the overrides; and, when the config names no job, a
+// job id of this launch's own, so that no process of another launch of the
+// same config (a stale worker, a second user) can pair with these.
 std::vector<std::string> ForwardedFlags(const LaunchRequest& request, const JobConfig& config) {
   std::vector<std::string> forwarded = {"--num_servers=" + std::to_string(config.cluster().num_servers()),
                                         "--num_workers=" + std::to_string(config.cluster().num_workers())};
+  if (config.cluster().replicas() > 0) forwarded.push_back("--replicas=" + std::to_string(config.cluster().replicas()));
   for (const std::string& f : request.overrides)
-    if (f.rfind("--num_servers=", 0) != 0 && f.rfind("--num_workers=", 0) != 0) forwarded.push_back(f);
+    if (f.rfind("--num_servers=", 0) != 0 && f.rfind("--num_workers=", 0) != 0 && f.rfind("--replicas=", 0) != 0)
+      forwarded.push_back(f);
   if (config.cluster().job_id().empty()) {
     std::random_device rd;
     char suffix[32];
@@ -109,6 +111,7 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
     return Status::InvalidArgument(
         "--model_out needs --transport=inproc (the one process that holds every shard's tables at the end); for a "
         "job of several processes, export a checkpoint with tether-export");
+  if (request.transport == "inproc") TETHER_RETURN_IF_ERROR(ValidateInProcessJob(config));
   options.timeout = std::chrono::seconds(request.timeout_s);
   options.transport = request.transport;
   // A stopped worker first trains on to the stop's checkpoint and writes it

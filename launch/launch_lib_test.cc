@@ -374,6 +374,33 @@ TEST(JobPlanTest, ForwardsCountsAndOverridesAndRefusesBadCombinations) {
             "--elastic_schedule needs a process per worker: not with --transport=inproc");
 }
 
+// cluster.replicas reaches every server the launcher starts as --replicas,
+// from the config or an override, once; an in-process job refuses it.
+TEST(JobPlanTest, ForwardsReplicasAndRefusesThemInProcess) {
+  LaunchRequest r;
+  r.config_path = "job.pbtxt";
+  JobConfig job = TwoByTwo();
+  job.mutable_cluster()->set_replicas(1);
+  job.mutable_cluster()->set_job_id("j");
+  auto options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->forwarded, (std::vector<std::string>{"--num_servers=2", "--num_workers=2", "--replicas=1"}));
+  // tether-launch --replicas=1: the flag set the config's field, which is forwarded once.
+  r.overrides = {"--replicas=1", "--staleness=1"};
+  options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->forwarded,
+            (std::vector<std::string>{"--num_servers=2", "--num_workers=2", "--replicas=1", "--staleness=1"}));
+  r.transport = "inproc";
+  EXPECT_EQ(PlanLaunch(r, job, "/b").status().message(),
+            "config field cluster.replicas: is 1, but this is an in-process job (tether-launch --transport=inproc, "
+            "tether-worker --in_process): every shard of an in-process job runs in one process, so a replica would "
+            "end with its primary; run the servers as processes (tether-launch --transport=tcp or ipc), or set "
+            "cluster.replicas to 0 (--replicas=0)");
+  job.mutable_cluster()->set_replicas(0);
+  EXPECT_TRUE(PlanLaunch(r, job, "/b").ok());
+}
+
 TEST(JobPlanTest, LaysOutMetricsPorts) {
   LaunchRequest r;
   LaunchOptions o;

@@ -209,6 +209,7 @@ void MergeDivergence(const std::vector<std::optional<StatusOr<TrainReport>>>& re
 StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions& options) {
   // The model's checks before any shard binds (each worker runs them too).
   TETHER_RETURN_IF_ERROR(ValidateModelConfig(config));
+  TETHER_RETURN_IF_ERROR(ValidateInProcessJob(config));
   if (config.security().has_curve())
     LOG(INFO) << "[local] security.curve is not used: this one-process job's traffic never leaves the process "
                  "(inproc://), so there is nothing to encrypt or authenticate";

@@ -582,9 +582,12 @@ std::string ServerShard::SetUpTables(const HelloBody& h) {
   const Status valid = ValidateTableSpecs(specs, num_shards_);
   if (!valid.ok()) return "worker 0 declared a bad table: " + valid.message();
   // Tables this shard cannot hold fail the job now, naming the sizes,
-  // rather than the shard running out of memory mid-training.
+  // rather than the shard running out of memory mid-training. Process
+  // shard_ also holds copies of the cluster.replicas shards before it, so
+  // all of them are counted.
   keep_best_model_ = h.keep_best_model();
-  const Status fits = CheckShardFits(specs, shard_, num_shards_, MemoryBudgetFor(config_), keep_best_model_);
+  const Status fits = CheckShardFits(specs, shard_, num_shards_, MemoryBudgetFor(config_), keep_best_model_,
+                                     config_.cluster().replicas());
   if (!fits.ok()) {
     fatal_ = fits;
     return fits.message();
@@ -752,6 +755,7 @@ ShardStats ServerShard::SnapshotStats() const {
   s.mutable_staleness_histogram()->Add(stats_.staleness.count, stats_.staleness.count + last + 1);
   s.set_staleness_sum(stats_.staleness.sum);
   s.set_staleness_max(stats_.staleness.max);
+  s.set_failover_seconds(stats_.failover_seconds);
   for (int r = 0; r < members_.StatsRanks(); ++r) {
     s.add_bound_wait_seconds(kv_.bound_wait_s(r));
     *s.add_workers() = members_.worker(r).stats;

@@ -123,6 +123,12 @@ class ServerShard {
   bool job_finished() const { return job_finished_; }
 
   const ServerStats& stats() const { return stats_; }
+  /// Counts a failover of this shard (ServerStats::RecordFailover): a
+  /// replica that claimed the shard calls it on the copy it now serves, with
+  /// the seconds from taking the primary for gone to serving the shard
+  /// again (≥ 0). STATS_REPLY, the metrics JSON and /metrics carry the sum
+  /// and the count. Call on Run()'s thread (or when it is not running).
+  void RecordFailover(double seconds) { stats_.RecordFailover(seconds); }
   /// The shard's counters as STATS_REPLY carries them: stats() (histogram
   /// cut after its last non-empty bucket), each rank's seconds waited on the
   /// staleness bound here, and each rank's WorkerStats from its BARRIER

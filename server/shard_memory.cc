@@ -35,33 +35,77 @@ uint64_t KeptCopyBytes(const TableSpec& t, int shard, int num_shards) {
   return ShardRowBound(t, num_shards) * t.dim() * sizeof(float);
 }
 
-Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget,
-                      bool kept_copy) {
-  uint64_t need = 0, kept = 0;
+std::vector<int> ShardsOfProcess(int process, int num_shards, int replicas) {
+  std::vector<int> shards;
+  for (int k = 0; k <= replicas && k < num_shards; ++k)
+    shards.push_back(((process - k) % num_shards + num_shards) % num_shards);
+  return shards;
+}
+
+namespace {
+
+// What one shard's copy needs: its bytes, and its tables as the message
+// lists them ("w1 51 rows 4896, b1 64"), those of unbounded keys apart.
+struct ShardNeed {
+  uint64_t bytes = 0;
   std::string list, unbounded;
+};
+
+ShardNeed NeedOf(const std::vector<TableSpec>& tables, int shard, int num_shards, bool kept_copy) {
+  ShardNeed n;
+  uint64_t kept = 0;
   for (const TableSpec& t : tables) {
     const uint64_t bytes = ShardTableBytes(t, shard, num_shards);
-    need += bytes;
+    n.bytes += bytes;
     if (kept_copy) kept += KeptCopyBytes(t, shard, num_shards);
     if (IsRowTable(t) && ShardRowBound(t, num_shards) == 0) {
-      unbounded += (unbounded.empty() ? "" : ", ") + t.name();
+      n.unbounded += (n.unbounded.empty() ? "" : ", ") + t.name();
       continue;
     }
-    list += (list.empty() ? "" : ", ") + t.name() + " " +
-            (IsRowTable(t) ? std::to_string(ShardRowBound(t, num_shards)) + " rows " : std::string()) +
-            std::to_string(bytes);
+    n.list += (n.list.empty() ? "" : ", ") + t.name() + " " +
+              (IsRowTable(t) ? std::to_string(ShardRowBound(t, num_shards)) + " rows " : std::string()) +
+              std::to_string(bytes);
   }
-  if (kept_copy) list += ", the best epoch's copy of the weights " + std::to_string(kept);
-  need += kept;
+  if (kept_copy) n.list += ", the best epoch's copy of the weights " + std::to_string(kept);
+  n.bytes += kept;
+  return n;
+}
+
+// "server shard 1 of 2", or with replicas "server process 1 of 3 holds 1 +
+// cluster.replicas = 2 shards (its own, 1, and a copy of shard 0), which".
+std::string Holder(const std::vector<int>& shards, int process, int num_shards) {
+  if (shards.size() == 1) return "server shard " + std::to_string(process) + " of " + std::to_string(num_shards);
+  std::string copies;
+  for (size_t i = 1; i < shards.size(); ++i)
+    copies += (i == 1 ? "" : i + 1 == shards.size() ? " and " : ", ") + std::to_string(shards[i]);
+  return "server process " + std::to_string(process) + " of " + std::to_string(num_shards) + " holds 1 + " +
+         "cluster.replicas = " + std::to_string(shards.size()) + " shards (its own, " + std::to_string(process) +
+         ", and a copy of shard" + (shards.size() > 2 ? "s " : " ") + copies + "), which";
+}
+
+}  // namespace
+
+Status CheckShardFits(const std::vector<TableSpec>& tables, int process, int num_shards, const MemoryBudget& budget,
+                      bool kept_copy, int replicas) {
+  const std::vector<int> shards = ShardsOfProcess(process, num_shards, replicas);
+  uint64_t need = 0;
+  std::string list, unbounded;
+  for (const int shard : shards) {
+    const ShardNeed n = NeedOf(tables, shard, num_shards, kept_copy);
+    need += n.bytes;
+    list += (list.empty() ? "" : "; ") + (shards.size() > 1 ? "shard " + std::to_string(shard) + ": " : "") + n.list;
+    if (unbounded.empty()) unbounded = n.unbounded;  // the same tables on every shard
+  }
   if (budget.bytes == 0 || need <= budget.bytes) return Status::OK();
+  const bool one = shards.size() == 1;
   return Status::ResourceExhausted(
-      "server shard " + std::to_string(shard) + " of " + std::to_string(num_shards) +
-      " does not fit in memory: the job's tables need " + FormatBytes(need) +
-      " on this shard (weights, optimizer state and row index, in bytes: " + list + ")" +
+      Holder(shards, process, num_shards) + (one ? " does" : " do") + " not fit in memory: the job's tables need " +
+      FormatBytes(need) + (one ? " on this shard" : " in this process") +
+      " (weights, optimizer state and row index, in bytes: " + list + ")" +
       (unbounded.empty() ? "" : "; tables of unbounded keys not counted: " + unbounded) + ", but " +
-      FormatBytes(budget.bytes) + " are available (" + budget.source +
-      "); run more servers (cluster.num_servers), or give each more memory (docs/OPERATIONS.md, \"Memory "
-      "sizing\")" +
+      FormatBytes(budget.bytes) + " are available (" + budget.source + "); run more servers (cluster.num_servers)" +
+      (one ? "" : ", fewer replicas (cluster.replicas)") +
+      ", or give each more memory (docs/OPERATIONS.md, \"Memory sizing\")" +
       (kept_copy ? std::string(", or drop the copy (train.keep_best_model: false)") : std::string()));
 }
 

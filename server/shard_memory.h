@@ -1,6 +1,7 @@
 // What one server shard holds for the job's tables at full size, and the
 // start-up check that it fits in the memory the shard may count on
-// (MemoryBudget, core/memory_fit.h). A server learns the tables from worker
+// (MemoryBudget, core/memory_fit.h), with the copies of other shards a
+// server process holds under cluster.replicas. A server learns the tables from worker
 // 0's HELLO; a shard that cannot hold them refuses that HELLO with the
 // sizes and ends its Run() with the same error, so the job fails at
 // start-up instead of when the shard runs out of memory mid-training.
@@ -44,13 +45,26 @@ uint64_t ShardRowBound(const TableSpec& table, int num_shards);
 /// a row table of unbounded keys.
 uint64_t KeptCopyBytes(const TableSpec& table, int shard, int num_shards);
 
-/// Whether shard `shard` holds `tables` (Σ ShardTableBytes, plus Σ
-/// KeptCopyBytes when `kept_copy`) within `budget` (bytes 0: no check). Errors: ResourceExhausted "server shard 1
-/// of 2 does not fit in memory: the job's tables need ... on this shard
-/// (w1 ... rows ... , w2 ...), but ... are available (MemAvailable in
-/// /proc/meminfo); ...", naming every table with its rows and bytes.
-Status CheckShardFits(const std::vector<TableSpec>& tables, int shard, int num_shards, const MemoryBudget& budget,
-                      bool kept_copy = false);
+/// The shards server process `process` of `num_shards` holds with
+/// cluster.replicas = `replicas`: its own shard `process` first, then a copy
+/// of each of the `replicas` shards before it, process − 1, ..., process −
+/// replicas (mod num_shards), whose chains it is in (InitialChain,
+/// replication/chain_view.h). 1 + replicas entries (at most num_shards).
+std::vector<int> ShardsOfProcess(int process, int num_shards, int replicas);
+
+/// Whether server process `process` of `num_shards` holds `tables` for
+/// every shard it keeps (ShardsOfProcess: 1 + `replicas` shards) within
+/// `budget` (bytes 0: no check): Σ over those shards of Σ ShardTableBytes,
+/// plus Σ KeptCopyBytes when `kept_copy`. Errors: ResourceExhausted "server
+/// shard 1 of 2 does not fit in memory: the job's tables need ... on this
+/// shard (w1 ... rows ... , w2 ...), but ... are available (MemAvailable in
+/// /proc/meminfo); ...", naming every table with its rows and bytes; with
+/// replicas "server process 1 of 3 holds 1 + cluster.replicas = 2 shards
+/// (its own, 1, and a copy of shard 0), which do not fit in memory: ... in
+/// this process (...: shard 1: w1 ...; shard 0: w1 ...) ...", also
+/// suggesting fewer replicas.
+Status CheckShardFits(const std::vector<TableSpec>& tables, int process, int num_shards, const MemoryBudget& budget,
+                      bool kept_copy = false, int replicas = 0);
 
 /// Whether worker 0's `tables` keep shard `shard` of `num_shards` within its
 /// own budget `budget_bytes` (cluster.server_memory_bytes; 0: no check):

@@ -111,6 +111,43 @@ TEST(ShardMemoryTest, TheBestEpochsCopyOfTheWeightsCounts) {
             "(train.keep_best_model: false)");
 }
 
+// cluster.replicas: process p also holds copies of shards p − 1, ...,
+// p − replicas (mod S), and the fit counts every shard it holds.
+TEST(ShardMemoryTest, AProcessCountsTheReplicaCopiesItHolds) {
+  EXPECT_EQ(ShardsOfProcess(0, 3, 2), (std::vector<int>{0, 2, 1}));
+  EXPECT_EQ(ShardsOfProcess(1, 3, 1), (std::vector<int>{1, 0}));
+  EXPECT_EQ(ShardsOfProcess(2, 3, 0), (std::vector<int>{2}));
+  const std::vector<TableSpec> t = Tables();
+  // Shard 0 of 3: w1 ⌈101 / 3⌉ = 34 rows × 96 + b1 (3 + 7) × 4 = 3304;
+  // shard 2: 3264 + b1's slice of 4, (4 + 9) × 4 = 3316.
+  MemoryBudget budget{3304, "consistency.memory_limit_bytes (--memory_limit)"};
+  EXPECT_TRUE(CheckShardFits(t, 0, 3, budget).ok());
+  EXPECT_FALSE(CheckShardFits(t, 0, 3, budget, false, /*replicas=*/1).ok());
+  budget.bytes = 6620;
+  EXPECT_TRUE(CheckShardFits(t, 0, 3, budget, false, 1).ok());
+  budget.bytes = 6619;
+  const Status st = CheckShardFits(t, 0, 3, budget, false, 1);
+  ASSERT_EQ(st.code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "server process 0 of 3 holds 1 + cluster.replicas = 2 shards (its own, 0, and a copy of shard 2), which "
+            "do not fit in memory: the job's tables need 6.5 KiB (6620 bytes) in this process (weights, optimizer "
+            "state and row index, in bytes: shard 0: w1 34 rows 3264, b1 40; shard 2: w1 34 rows 3264, b1 52); "
+            "tables of unbounded keys not counted: h, but 6.5 KiB (6619 bytes) are available "
+            "(consistency.memory_limit_bytes (--memory_limit)); run more servers (cluster.num_servers), fewer "
+            "replicas (cluster.replicas), or give each more memory (docs/OPERATIONS.md, \"Memory sizing\")");
+  // Two replicas: shards 1, 0 and 2, 3304 + 3304 + 3316 bytes (shard 1's
+  // slice of b1 is 3 wide).
+  budget.bytes = 9924;
+  EXPECT_TRUE(CheckShardFits(t, 1, 3, budget, false, 2).ok());
+  budget.bytes = 9923;
+  EXPECT_NE(CheckShardFits(t, 1, 3, budget, false, 2)
+                .message()
+                .find("server process 1 of 3 holds 1 + cluster.replicas = 3 shards (its own, 1, and a copy of shards "
+                      "0 and 2), which do not fit in memory: the job's tables need 9.7 KiB (9924 bytes)"),
+            std::string::npos)
+      << CheckShardFits(t, 1, 3, budget, false, 2).message();
+}
+
 // A shard with a budget (cluster.server_memory_bytes) accepts tables split
 // from it on every shard, and refuses tables split from another budget or
 // none.

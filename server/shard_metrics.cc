@@ -82,6 +82,8 @@ void WriteCounters(const ShardStats& s, const PrometheusLabels& base, Exposition
        "Workers removed from the min clock for silence."},
       {"tether_server_workers_rejoined_total", s.workers_rejoined(), "HELLOs again from a known rank."},
       {"tether_server_workers_joined_total", s.workers_joined(), "HELLOs from new ranks beyond cluster.num_workers."},
+      {"tether_server_failovers_total", s.failovers(),
+       "Times a replica claimed this shard after its primary was gone (cluster.replicas)."},
       {"tether_server_key_lists_defined_total", s.key_lists().defined(),
        "Requests whose key list this shard kept (core/net/key_list_cache.h)."},
       {"tether_server_key_lists_used_total", s.key_lists().used(),
@@ -92,6 +94,10 @@ void WriteCounters(const ShardStats& s, const PrometheusLabels& base, Exposition
        "Bytes of keys frames not received thanks to kept key lists."},
   };
   for (const Counter& c : counters) w.Counter(c.name, c.help, base, static_cast<double>(c.value));
+  w.Counter("tether_server_failover_seconds_total",
+            "Seconds from taking this shard's primary for gone to a replica serving the shard, summed over its "
+            "failovers.",
+            base, s.failover_seconds());
 }
 
 // The min clock and, per worker rank, its clock and its pulls' bound wait.

@@ -74,6 +74,34 @@ TEST(ShardMetricsTest, RendersCountersClocksAndACumulativeStalenessHistogram) {
   }
 }
 
+// A failover counted on the shard (ServerShard::RecordFailover) reaches
+// its STATS_REPLY counters and its /metrics page.
+TEST(ShardMetricsTest, FailoversFlowFromTheShardToItsPage) {
+  JobConfig config;
+  config.mutable_cluster()->set_num_servers(2);
+  config.mutable_cluster()->set_num_workers(1);
+  config.mutable_cluster()->set_replicas(1);
+  ServerShard shard(config, 1);
+  EXPECT_EQ(shard.SnapshotStats().failovers(), 0u);
+  shard.RecordFailover(0.75);
+  shard.RecordFailover(1.5);
+  EXPECT_EQ(shard.stats().failovers, 2u);
+  EXPECT_EQ(shard.stats().failover_seconds, 2.25);
+  ShardMetricsSnapshot snap;
+  snap.published = true;
+  snap.stats = shard.SnapshotStats();
+  EXPECT_EQ(snap.stats.failovers(), 2u);
+  EXPECT_EQ(snap.stats.failover_seconds(), 2.25);
+  const std::string text = RenderShardMetrics(snap, "job", 1);
+  EXPECT_EQ(testing::ExpositionProblems(text), "");
+  const std::string l = "{tether_job=\"job\",role=\"server\",shard=\"1\"}";
+  for (const std::string& want : {std::string("# TYPE tether_server_failovers_total counter\n"),
+                                  "tether_server_failovers_total" + l + " 2\n",
+                                  std::string("# TYPE tether_server_failover_seconds_total counter\n"),
+                                  "tether_server_failover_seconds_total" + l + " 2.25\n"})
+    EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << text;
+}
+
 TEST(ShardMetricsTest, RendersEachTablesRowsAndBudgetCounters) {
   ShardMetricsSnapshot snap = Snapshot();
   snap.table_names = {"w1", "b1"};

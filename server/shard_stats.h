@@ -46,7 +46,8 @@ struct StalenessHistogram {
   X(send_failures)     /* replies that could not be delivered */                       \
   X(workers_timed_out) /* removed from the min clock for silence */                    \
   X(workers_rejoined)  /* HELLO again from a known rank */                           \
-  X(workers_joined)    /* HELLO from a new rank beyond cluster.num_workers */
+  X(workers_joined)    /* HELLO from a new rank beyond cluster.num_workers */          \
+  X(failovers)         /* times a replica claimed this shard (RecordFailover) */
 
 /// Counters a shard keeps.
 struct ServerStats {
@@ -54,6 +55,18 @@ struct ServerStats {
   TETHER_SERVER_COUNTERS(TETHER_DECLARE_COUNTER)
 #undef TETHER_DECLARE_COUNTER
   StalenessHistogram staleness;  // over all tables of the shard
+  // Seconds from taking the primary for gone to serving the shard again,
+  // summed over `failovers` (RecordFailover).
+  double failover_seconds = 0;
+
+  /// A replica claimed this shard: called once by the claimant, on the
+  /// copy it now serves, with the seconds from the moment it took the
+  /// primary for gone (its connection closed, or silent past
+  /// cluster.liveness_timeout_ms) to serving the shard again (≥ 0).
+  void RecordFailover(double seconds) {
+    ++failovers;
+    failover_seconds += seconds;
+  }
 };
 
 }  // namespace tether

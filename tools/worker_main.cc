@@ -123,7 +123,8 @@ int RunInProcess() {
     LOG(ERROR) << who << config.status().message();
     return 2;
   }
-  if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok()) {
+  if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok() ||
+                                                                 !(st = tether::ValidateInProcessJob(*config)).ok()) {
     LOG(ERROR) << who << st.message();
     return 2;
   }

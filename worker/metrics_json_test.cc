@@ -43,7 +43,7 @@ TrainReport TwoShardReport() {
   // τ 0, 1, 1, 2 on shard 0 (sum 4); τ 3 and 4 on shard 1 (sum 7).
   r.servers.push_back(Shard(R"(shard: 0 pulls: 10 pushes: 4 rows_pulled: 40 rows_pushed: 30 updates_applied: 31
       bytes_in: 500 bytes_out: 600 deferred_pulls: 2 bound_violations: 0 bad_messages: 1 send_failures: 3
-      workers_timed_out: 0 workers_rejoined: 0 workers_joined: 0
+      workers_timed_out: 0 workers_rejoined: 0 workers_joined: 0 failovers: 1 failover_seconds: 0.5
       staleness_histogram: [1, 2, 1] staleness_sum: 4 staleness_max: 2
       bound_wait_seconds: [0.5, 0.25, 0.0]
       key_lists { defined: 3 used: 9 unknown: 1 bytes_saved: 18432 })" + workers));
@@ -112,6 +112,7 @@ TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
   EXPECT_EQ(s0, nlohmann::json::parse(R"({"shard": 0, "pulls": 10, "pushes": 4, "rows_pulled": 40,
       "rows_pushed": 30, "updates_applied": 31, "bytes_in": 500, "bytes_out": 600, "deferred_pulls": 2,
       "bound_violations": 0, "bad_messages": 1, "workers_timed_out": 0, "workers_rejoined": 0, "workers_joined": 0,
+      "failovers": 1, "failover_seconds": 0.5,
       "staleness_histogram": [1, 2, 1], "staleness_max": 2, "staleness_mean": 1.0,
       "bound_wait_seconds": [0.5, 0.25, 0.0], "table_rows": [], "chunks_dealt": 0, "chunks_redealt": 0,
       "rows_redealt": 0, "chunk_epoch_rows": [], "rows_admitted": [], "rows_evicted": [],
@@ -121,6 +122,9 @@ TEST(MetricsJsonFromStatsTest, ServersKeepTheirCountersWithoutWorkersOrSums) {
   EXPECT_TRUE(s0["staleness_mean"].is_number_float());  // 1.0, not 1
   EXPECT_TRUE(s0["bound_wait_seconds"][2].is_number_float());
   EXPECT_TRUE(s0["pulls"].is_number_integer());
+  EXPECT_TRUE(s0["failovers"].is_number_integer());
+  EXPECT_TRUE(j["servers"][1]["failover_seconds"].is_number_float());  // 0.0 without failovers
+  EXPECT_EQ(j["servers"][1]["failovers"], 0);
   const nlohmann::json& s1 = j["servers"][1];
   EXPECT_EQ(s1["staleness_mean"].get<double>(), 3.5);
   EXPECT_EQ(s1["rows_pulled"], 0);  // unset counters are written as 0

@@ -115,8 +115,11 @@ std::string ConfigOneLine(const JobConfig& config) {
   out << ", " << OptimizerType_Name(config.optimizer().type()) << " lr " << config.optimizer().learning_rate()
       << ", " << (config.consistency().model() == AVERAGE ? std::string("AVERAGE")
                                                           : "staleness " + StalenessName(EffectiveStaleness(config.consistency())))
-      << ", " << config.cluster().num_servers() << " server(s), " << config.cluster().num_workers() << " worker(s), "
-      << config.train().epochs() << " epochs of minibatch " << config.train().minibatch_size();
+      << ", " << config.cluster().num_servers() << " server(s)"
+      << (config.cluster().replicas() > 0
+              ? " holding " + std::to_string(config.cluster().replicas()) + " replica(s) of each shard"
+              : std::string())
+      << ", " << config.cluster().num_workers() << " worker(s), " << config.train().epochs() << " epochs of minibatch " << config.train().minibatch_size();
   if (config.has_data()) {
     const DataConfig& d = config.data();
     out << ", data";

@@ -19,6 +19,11 @@ namespace {
 // cluster.max_workers' ceiling: servers keep a slot per rank that joined.
 constexpr int kMaxWorkerRanks = 1 << 16;
 
+// Why replicas need processes of their own, for the messages below.
+constexpr char kInProcessReplicas[] =
+    "every shard of an in-process job runs in one process, so a replica would end with its primary; run the "
+    "servers as processes (tether-launch --transport=tcp or ipc), or set cluster.replicas to 0 (--replicas=0)";
+
 // "config field FIELD: WHY", the form of every message here.
 Status FieldError(const std::string& field, const std::string& why) {
   return Status::InvalidArgument("config field " + field + ": " + why);
@@ -100,7 +105,34 @@ Status ValidateAverage(const JobConfig& c) {
   return Status::OK();
 }
 
+// cluster.replicas: each shard's copies live on the server processes of the
+// next `replicas` shards, one copy a process, so there must be that many
+// other processes; and a copy in the same process as its primary (an
+// in-process job, inproc:// endpoints) would die with it.
+Status ValidateReplicas(const ClusterConfig& c) {
+  const int replicas = c.replicas();
+  if (replicas == 0) return Status::OK();
+  if (replicas < 0)
+    return FieldError("cluster.replicas", "must be ≥ 0 (0: no replicas), got " + std::to_string(replicas));
+  if (replicas >= c.num_servers())
+    return FieldError("cluster.replicas", "is " + std::to_string(replicas) + ", but must be < cluster.num_servers = " +
+                                              std::to_string(c.num_servers()) +
+                                              ": each copy of a shard lives on another server process");
+  for (const std::string& address : c.server_addresses())
+    if (address.rfind("inproc://", 0) == 0)
+      return FieldError("cluster.replicas", "is " + std::to_string(replicas) + ", but cluster.server_addresses names " +
+                                                address + ": " + kInProcessReplicas);
+  return Status::OK();
+}
+
 }  // namespace
+
+Status ValidateInProcessJob(const JobConfig& c) {
+  if (c.cluster().replicas() == 0) return Status::OK();
+  return FieldError("cluster.replicas", "is " + std::to_string(c.cluster().replicas()) +
+                                            ", but this is an in-process job (tether-launch --transport=inproc, "
+                                            "tether-worker --in_process): " + kInProcessReplicas);
+}
 
 Status ValidateServerConfig(const JobConfig& c) {
   // Job ids and names reach log lines, file names and Prometheus labels.
@@ -114,6 +146,7 @@ Status ValidateServerConfig(const JobConfig& c) {
       if (const std::string why = NameProblem(t.name()); !why.empty()) return FieldError("table.name", why);
   if (c.cluster().num_servers() < 1) return FieldError("cluster.num_servers", "must be ≥ 1");
   if (c.cluster().num_workers() < 1) return FieldError("cluster.num_workers", "must be ≥ 1");
+  TETHER_RETURN_IF_ERROR(ValidateReplicas(c.cluster()));
   if (c.cluster().max_workers() < 0 ||
       (c.cluster().max_workers() > 0 && c.cluster().max_workers() < c.cluster().num_workers()))
     return FieldError("cluster.max_workers", "is " + std::to_string(c.cluster().max_workers()) +
