@@ -241,11 +241,11 @@ Status ReplicaHost::ClaimAndServe(Clock::time_point gone_at) {
   dealer_.close();
   LOG(WARNING) << log_prefix_ << "shard " << shard_ << "'s primary at " << primary_endpoint_ << " is gone; "
                << applied_ << " entries applied here; claiming the shard";
-  copy_->Claim(kClaimedGeneration);
+  const int64_t ms = MsBetween(gone_at, Clock::now());
+  copy_->Claim(kClaimedGeneration, ms / 1000.0);
   claimed_.store(true);
   if (stop_.load()) copy_->Stop();
-  LOG(INFO) << log_prefix_ << "serving shard " << shard_ << " " << MsBetween(gone_at, Clock::now())
-            << " ms after its primary was found gone";
+  LOG(INFO) << log_prefix_ << "serving shard " << shard_ << " " << ms << " ms after its primary was found gone";
   return copy_->Run();
 }
 

@@ -267,11 +267,12 @@ void ServerShard::BeginCopy() {
   round_.set_writes_files(false);
 }
 
-void ServerShard::Claim(uint64_t generation) {
+void ServerShard::Claim(uint64_t generation, double seconds) {
   replaying_ = false;
   round_.set_writes_files(true);
   outbox_.set_socket(&socket_);
   outbox_.set_generation(generation);
+  RecordFailover(seconds);
   LOG(WARNING) << log_prefix_ << "claimed shard " << shard_ << " (generation " << generation << ") at " << endpoint_
                << ": serving its workers from the copy this process held";
 }
@@ -584,10 +585,12 @@ std::string ServerShard::SetUpTables(const HelloBody& h) {
   // Tables this shard cannot hold fail the job now, naming the sizes,
   // rather than the shard running out of memory mid-training. Process
   // shard_ also holds copies of the cluster.replicas shards before it, so
-  // all of them are counted.
+  // all of them are counted (a copy is one of those: its primary and its
+  // own process counted it already, and it must take in what they took).
   keep_best_model_ = h.keep_best_model();
-  const Status fits = CheckShardFits(specs, shard_, num_shards_, MemoryBudgetFor(config_), keep_best_model_,
-                                     config_.cluster().replicas());
+  const Status fits = replaying_ ? Status::OK()
+                                 : CheckShardFits(specs, shard_, num_shards_, MemoryBudgetFor(config_),
+                                                  keep_best_model_, config_.cluster().replicas());
   if (!fits.ok()) {
     fatal_ = fits;
     return fits.message();

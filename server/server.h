@@ -176,8 +176,9 @@ class ServerShard {
   /// The copy claims the shard with view generation `generation`: its
   /// socket sends, its checkpoint rounds write files, and Run() serves
   /// the workers, which send again what the former primary left
-  /// unanswered. Call on the copy's thread, before Run().
-  void Claim(uint64_t generation);
+  /// unanswered. `seconds`: since the primary was found gone (counted as
+  /// a failover, RecordFailover). Call on the copy's thread, before Run().
+  void Claim(uint64_t generation, double seconds);
   /// The primary's replica link (null: not replicated, or a copy).
   const ReplicaLink* replica_link() const { return link_.get(); }
 
