@@ -62,6 +62,10 @@ class ReplicaHost {
   ReplicaHost(const JobConfig& config, int process);
   ~ReplicaHost();
 
+  /// The copy's key-list caching, as its primary's (tether-server
+  /// --key_list_cache_bytes): the copy must take in the same lists. Call
+  /// before Start.
+  void set_key_list_cache_bytes(uint64_t bytes) { copy_->set_key_list_cache_bytes(bytes); }
   /// The shard this process holds a copy of.
   int shard() const { return shard_; }
   /// Binds the copy's socket at `bind_endpoint` (a tcp:// endpoint, port 0
@@ -75,6 +79,8 @@ class ReplicaHost {
   Status Run();
   /// Asks Run() to return (OK) within 100 ms; also stops a claimed copy.
   void Stop();
+  /// The primary's log entries applied to the copy.
+  uint64_t applied() const { return applied_; }
   /// Whether the copy claimed the shard.
   bool claimed() const { return claimed_.load(); }
   /// The copy (its stats once Run() returned).

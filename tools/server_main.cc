@@ -260,6 +260,7 @@ class HostedReplica {
     if (listen.rfind("tcp://", 0) != 0 || colon == std::string::npos || colon < 6)
       return tether::Status::InvalidArgument("cluster.replicas needs a tcp:// --listen endpoint, not " + listen);
     host_ = std::make_unique<tether::ReplicaHost>(config, FLAGS_shard);
+    host_->set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
     const std::string advertise = FLAGS_advertise_host.empty() ? HostOf(reachable) : FLAGS_advertise_host;
     TETHER_RETURN_IF_ERROR(host_->Start(listen.substr(0, colon) + ":0", advertise));
     g_replica.store(host_.get());
