@@ -270,10 +270,16 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
   }
   const bool kept = state != nullptr && KeepsCopies(shard);
   if (kept) unconnected_sent_[shard].push_back(SharedCopy(m));
+  // A replicated shard's successor gets again what its primary may have
+  // lost; a HEARTBEAT is owed nothing and never acknowledged.
+  Link& link = links_[shard];
+  const bool chained = !link.successors.empty() && m->header.type() != HEARTBEAT;
+  if (chained) link.unacked.Keep(m);
   Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
                                                          options_.servers[shard] + ")");
   if (st.ok()) return st;
   if (kept) unconnected_sent_[shard].pop_back();
+  if (chained) link.unacked.DropNewest();
   if (state != nullptr) {
     pending_[slot].id = 0;
     pending_.Give(slot);
@@ -298,11 +304,16 @@ void RequestChannel::PartDone(RequestState* request) {
   if (--request->remaining == 0 && request->refs == 0) Recycle(request);
 }
 
+bool RequestChannel::InFlight(uint64_t id) const {
+  const uint64_t slot = id & kSlotMask;
+  return id != 0 && slot < pending_.size() && pending_[static_cast<uint32_t>(slot)].id == id;
+}
+
 void RequestChannel::Dispatch(Message* reply) {
   const MessageHeader& h = reply->header;
   const uint64_t id = h.request_id();
   const uint64_t slot = id & kSlotMask;
-  if (id == 0 || slot >= pending_.size() || pending_[static_cast<uint32_t>(slot)].id != id) {
+  if (!InFlight(id)) {
     LOG(WARNING) << log_prefix_ << "reply " << TypeName(h.type()) << " for unknown request " << id << "; ignored";
     return;
   }
@@ -444,7 +455,7 @@ Status RequestChannel::DrainReplies(int s) {
     Status st = RecvMessage(sockets_[s], &reply, nullptr);
     if (st.code() == Status::Code::kUnavailable) break;
     if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
-    if (!SameServerProcess(s, reply.header.server_incarnation())) continue;
+    if (!CurrentGeneration(s, reply.header) || !SameServerProcess(s, reply.header.server_incarnation())) continue;
     if (reply.header.server_stopping() && stopping_shard_ < 0) {
       stopping_shard_ = s;
       LOG(WARNING) << log_prefix_ << "server " << options_.servers[s] << " (shard " << s
@@ -466,6 +477,7 @@ Status RequestChannel::DrainReplies(int s) {
       sticky_error_ = removed_;
       continue;
     }
+    if (links_[s].replicated && !Acknowledge(s, reply.header)) continue;
     stats_.bytes_received += reply.values.size() + reply.keys.size();
     stats_.wire.CountReceived(reply);
     // A 16-bit reply is widened once here: everything after reads float32.

@@ -66,7 +66,11 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
     // the kernel of a stopped (or hung) process too, and proves nothing.
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       link.failed_handshakes = 0;
-      if (link.ever_connected && !link.connected) {
+      if (link.following) {
+        LOG(INFO) << log_prefix_ << "server shard " << shard << " connected at " << options_.servers[shard]
+                  << " after " << MillisecondsSince(link.down_since) << " ms";
+        link.following = false;
+      } else if (link.ever_connected && !link.connected) {
         LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                      << " is back after " << MillisecondsSince(link.down_since) << " ms";
         // A heartbeat at the next turn of the wait loop: a new process on
@@ -75,19 +79,23 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       }
       link.ever_connected = link.connected = true;
     } else if (id == ZMQ_EVENT_DISCONNECTED && (link.connected || !link.ever_connected)) {
+      const bool follows = link.connected && FollowsChain(shard);
       link.ever_connected = true;
       link.connected = false;
       link.down_since = SteadyClock::now();
       // Once this worker is leaving or said BYE, the job is over for it: a
       // server exiting closes its connection, which is the end of the job,
       // not a fault. A BYE whose reply is lost with it still fails below.
-      if (leaving_ || said_bye_)
+      if (follows) {
+        // FollowChain, below, says where the shard went.
+      } else if (leaving_ || said_bye_) {
         VLOG(1) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                 << " closed its connection (this worker is leaving)";
-      else
+      } else {
         LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                      << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
                      << options_.liveness_timeout_ms;
+      }
       // What was in flight on the dropped connection is lost: ZeroMQ drops
       // the old pipe's messages, and a reply sent meanwhile has no route.
       // Waiting for those replies would last request_timeout_ms (minutes)
@@ -97,6 +105,12 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       // the socket's queue (TCP delivers them before the close): take them
       // first, so that only what is really lost counts.
       if (Status st = DrainReplies(shard); !st.ok() && gone_.ok()) gone_ = st;
+      // A replicated shard: its successor claims it and answers what was
+      // lost here.
+      if (follows && gone_.ok()) {
+        FollowChain(shard);
+        continue;
+      }
       // A connection whose handshake failed never carried a request: what
       // is queued stays queued for the next one (the handshake verdict is
       // the failure events' above).
@@ -208,8 +222,9 @@ void RequestChannel::FollowMovedShards() {
   for (int i = 0; i < num_shards(); ++i) {
     const int s = (next_lookup_shard_ + i) % num_shards();
     const Link& link = links_[s];
-    if (link.ever_connected && !unconnected_sent_[s].empty()) std::vector<Message>().swap(unconnected_sent_[s]);
-    if (!link.monitored || link.connected) continue;
+    if (link.ever_connected && !unconnected_sent_[s].empty()) std::deque<Message>().swap(unconnected_sent_[s]);
+    // A replicated shard follows its chain, not the rendezvous entry.
+    if (!link.monitored || link.connected || link.replicated) continue;
     const uint64_t reads = lookup.reads();
     if (std::optional<std::string> moved = lookup.Poll(s, now)) MoveShard(s, *moved);
     if (lookup.reads() == reads) continue;
@@ -222,15 +237,7 @@ void RequestChannel::MoveShard(int shard, const std::string& endpoint) {
   const std::string old = options_.servers[shard];
   LOG(WARNING) << log_prefix_ << "server shard " << shard << ": its entry in " << options_.servers_source
                << " now names " << endpoint << " (was " << old << "); connecting there";
-  Status st = ReconnectDealer(sockets_[shard], old, endpoint);
-  options_.servers[shard] = endpoint;
-  links_[shard].failed_handshakes = 0;
-  // The requests queued for the old endpoint were dropped with it.
-  const std::string peer = "server " + std::to_string(shard) + " (" + endpoint + ")";
-  for (size_t i = 0; st.ok() && i < unconnected_sent_[shard].size(); ++i) {
-    Message m = SharedCopy(&unconnected_sent_[shard][i]);
-    st = SendMessage(sockets_[shard], &m, nullptr, peer);
-  }
+  const Status st = MoveSocket(shard, endpoint, unconnected_sent_[shard]);
   if (!st.ok() && gone_.ok()) {
     gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " moved to " + endpoint +
                                 " but cannot be reached there: " + st.message());
@@ -259,6 +266,98 @@ bool RequestChannel::SameServerProcess(int shard, uint64_t incarnation) {
     if (sticky_error_.ok()) sticky_error_ = gone_;
   }
   return false;
+}
+
+Status RequestChannel::MoveSocket(int shard, const std::string& endpoint, std::deque<Message>& again) {
+  Status st = ReconnectDealer(sockets_[shard], options_.servers[shard], endpoint);
+  options_.servers[shard] = endpoint;
+  links_[shard].failed_handshakes = 0;
+  // What was queued for the old endpoint was dropped with it.
+  const std::string peer = "server " + std::to_string(shard) + " (" + endpoint + ")";
+  for (size_t i = 0; st.ok() && i < again.size(); ++i) {
+    Message m = SharedCopy(&again[i]);
+    st = SendMessage(sockets_[shard], &m, nullptr, peer);
+  }
+  return st;
+}
+
+Status RequestChannel::SetChain(int shard, const std::vector<std::string>& endpoints) {
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const std::string& ep = endpoints[i];
+    if (ep.rfind("tcp://", 0) != 0 && ep.rfind("ipc://", 0) != 0)
+      return Status::InvalidArgument(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
+                                     options_.servers[shard] + " named chain_endpoints[" + std::to_string(i) +
+                                     "] '" + ep + "', which is not a tcp:// or ipc:// endpoint");
+  }
+  if (endpoints.empty()) return Status::OK();
+  Link& link = links_[shard];
+  link.replicated = true;
+  link.successors.assign(endpoints.begin(), endpoints.end());
+  return Status::OK();
+}
+
+bool RequestChannel::CurrentGeneration(int shard, const MessageHeader& h) {
+  Link& link = links_[shard];
+  const uint64_t generation = h.shard_generation();
+  if (generation == 0 || generation == link.generation) return true;  // 0: not stamped
+  if (generation > link.generation) {
+    // The process that claimed the shard (or the primary that dropped a
+    // replica): its start id is the one to check from now on.
+    if (link.generation != 0 && h.server_incarnation() != 0) link.incarnation = h.server_incarnation();
+    link.generation = generation;
+    return true;
+  }
+  if (!link.stale_logged) {
+    link.stale_logged = true;
+    LOG(WARNING) << log_prefix_ << "server shard " << shard << ": dropped " << TypeName(h.type())
+                 << " of chain generation " << generation << " (the shard is at generation " << link.generation
+                 << "; it comes from a former primary); later ones are dropped quietly";
+  } else {
+    VLOG(1) << log_prefix_ << "server shard " << shard << ": dropped " << TypeName(h.type()) << " of generation "
+            << generation << " < " << link.generation;
+  }
+  return false;
+}
+
+bool RequestChannel::Acknowledge(int shard, const MessageHeader& h) {
+  const uint64_t id = h.request_id();
+  if (id == 0) return true;
+  links_[shard].unacked.Ack(id);
+  if (InFlight(id)) return true;
+  // A message sent again after a failover whose first reply had arrived.
+  VLOG(1) << log_prefix_ << "server shard " << shard << ": second reply " << TypeName(h.type()) << " to request "
+          << id << " dropped";
+  return false;
+}
+
+bool RequestChannel::FollowsChain(int shard) const {
+  const Link& link = links_[shard];
+  if (link.successors.empty() || leaving_ || !gone_.ok()) return false;
+  // A worker that said BYE and has its answer is done: a server ending
+  // closes its connection. A stall of this process is not asked about
+  // (StallWatch): a long minibatch reads as one, and a primary's death
+  // must be followed then too.
+  return !(said_bye_ && link.unacked.empty());
+}
+
+void RequestChannel::FollowChain(int shard) {
+  Link& link = links_[shard];
+  const std::string old = options_.servers[shard];
+  const std::string next = link.successors.front();
+  link.successors.pop_front();
+  LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << old
+               << " disconnected; following its chain to " << next << " and sending again "
+               << link.unacked.size() << " message(s) not yet acknowledged";
+  ++stats_.failovers;
+  link.following = true;
+  const Status st = MoveSocket(shard, next, link.unacked.messages());
+  // With no successor left nothing more is ever sent again.
+  if (link.successors.empty()) link.unacked.Clear();
+  if (!st.ok() && gone_.ok()) {
+    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " + old +
+                                " disconnected and its successor " + next + " cannot be reached: " + st.message());
+    if (sticky_error_.ok()) sticky_error_ = gone_;
+  }
 }
 
 }  // namespace tether
