@@ -417,6 +417,9 @@ class RequestChannel {
   // Moves `shard` to its next chain endpoint and sends again what was kept.
   void FollowChain(int shard);
   void TakeMonitorEvents(int shard);
+  // `shard`'s connection went down (a DISCONNECTED event): follows its
+  // chain, or judges what was in flight (LoseInFlight).
+  void LinkDown(int shard);
   // `shard`'s connection dropped with requests in flight: gone_ now, or,
   // right after a stall of this process, lost_after_stall_ (see there).
   void LoseInFlight(int shard);

@@ -79,45 +79,50 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       }
       link.ever_connected = link.connected = true;
     } else if (id == ZMQ_EVENT_DISCONNECTED && (link.connected || !link.ever_connected)) {
-      const bool follows = link.connected && FollowsChain(shard);
-      link.ever_connected = true;
-      link.connected = false;
-      link.down_since = SteadyClock::now();
-      // Once this worker is leaving or said BYE, the job is over for it: a
-      // server exiting closes its connection, which is the end of the job,
-      // not a fault. A BYE whose reply is lost with it still fails below.
-      if (follows) {
-        // FollowChain, below, says where the shard went.
-      } else if (leaving_ || said_bye_) {
-        VLOG(1) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
-                << " closed its connection (this worker is leaving)";
-      } else {
-        LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
-                     << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
-                     << options_.liveness_timeout_ms;
-      }
-      // What was in flight on the dropped connection is lost: ZeroMQ drops
-      // the old pipe's messages, and a reply sent meanwhile has no route.
-      // Waiting for those replies would last request_timeout_ms (minutes)
-      // and a lost push can never be told from an applied one, so the run
-      // fails now, naming the shard.
-      // Replies that arrived before the connection closed are already in
-      // the socket's queue (TCP delivers them before the close): take them
-      // first, so that only what is really lost counts.
-      if (Status st = DrainReplies(shard); !st.ok() && gone_.ok()) gone_ = st;
-      // A replicated shard: its successor claims it and answers what was
-      // lost here.
-      if (follows && gone_.ok()) {
-        FollowChain(shard);
-        continue;
-      }
-      // A connection whose handshake failed never carried a request: what
-      // is queued stays queued for the next one (the handshake verdict is
-      // the failure events' above).
-      if (!leaving_ && outstanding_[shard] > 0 && gone_.ok() && link.failed_handshakes == 0)
-        LoseInFlight(shard);
+      LinkDown(shard);
     }
   }
+}
+
+void RequestChannel::LinkDown(int shard) {
+  Link& link = links_[shard];
+  const bool follows = link.connected && FollowsChain(shard);
+  link.ever_connected = true;
+  link.connected = false;
+  link.down_since = SteadyClock::now();
+  // Once this worker is leaving or said BYE, the job is over for it: a
+  // server exiting closes its connection, which is the end of the job,
+  // not a fault. A BYE whose reply is lost with it still fails below.
+  if (follows) {
+    // FollowChain, below, says where the shard went.
+  } else if (leaving_ || said_bye_) {
+    VLOG(1) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+            << " closed its connection (this worker is leaving)";
+  } else {
+    LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                 << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
+                 << options_.liveness_timeout_ms;
+  }
+  // What was in flight on the dropped connection is lost: ZeroMQ drops
+  // the old pipe's messages, and a reply sent meanwhile has no route.
+  // Waiting for those replies would last request_timeout_ms (minutes)
+  // and a lost push can never be told from an applied one, so the run
+  // fails now, naming the shard.
+  // Replies that arrived before the connection closed are already in
+  // the socket's queue (TCP delivers them before the close): take them
+  // first, so that only what is really lost counts.
+  if (Status st = DrainReplies(shard); !st.ok() && gone_.ok()) gone_ = st;
+  // A replicated shard: its successor claims it and answers what was
+  // lost here.
+  if (follows && gone_.ok()) {
+    FollowChain(shard);
+    return;
+  }
+  // A connection whose handshake failed never carried a request: what
+  // is queued stays queued for the next one (the handshake verdict is
+  // the failure events' above).
+  if (!leaving_ && outstanding_[shard] > 0 && gone_.ok() && link.failed_handshakes == 0)
+    LoseInFlight(shard);
 }
 
 std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t value) const {
