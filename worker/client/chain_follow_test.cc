@@ -72,11 +72,13 @@ class ChainFollowTest : public ::testing::Test {
   void SetUp() override {
     a_ = Bind(&endpoint_a_);
     b_ = Bind(&endpoint_b_);
+  }
+  void Start(int liveness_ms) {
     RequestChannel::Options o;
     o.servers = {endpoint_a_};
     o.context = &ctx_;
     o.request_timeout_ms = 20000;
-    o.liveness_timeout_ms = 4000;
+    o.liveness_timeout_ms = liveness_ms;
     o.heartbeat_interval_ms = 60000;  // no HEARTBEAT unless a connection comes up
     // What WorkerClient does with a HELLO_REPLY (OnHelloReply).
     channel_ = std::make_unique<RequestChannel>(o, [this](uint64_t tag, const Status& verdict, Message* reply) {
@@ -127,6 +129,7 @@ class ChainFollowTest : public ::testing::Test {
 // dropped. Once B dies too, no successor is left: the shard is gone as an
 // unreplicated one.
 TEST_F(ChainFollowTest, PrimaryDiesTheWorkerFollowsToTheReplicaAndSendsTheUnansweredAgain) {
+  Start(4000);
   Hello({endpoint_b_});
   const RequestHandle r1 = Send(PUSH, PUSH_REPLY, 1, std::string(400, 'p'));
   const RequestHandle r2 = Send(PULL, PULL_REPLY, 2);
@@ -193,6 +196,7 @@ TEST_F(ChainFollowTest, PrimaryDiesTheWorkerFollowsToTheReplicaAndSendsTheUnansw
 // A shard whose HELLO_REPLY named no chain fails as before when its server
 // dies with a request in flight, and keeps no copies.
 TEST_F(ChainFollowTest, ShardWithoutAChainStillFailsWhenItsServerDies) {
+  Start(4000);
   Hello({});
   const RequestHandle r = Send(PUSH, PUSH_REPLY, 1, std::string(400, 'p'));
   EXPECT_EQ(NextMessage(a_).parsed.type(), PUSH);
@@ -207,7 +211,33 @@ TEST_F(ChainFollowTest, ShardWithoutAChainStillFailsWhenItsServerDies) {
   EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(0)), 0) << "nothing went to B";
 }
 
+// The next server of the chain is gone too: the shard is given up once
+// liveness_timeout_ms passed without a connection there, naming it.
+TEST_F(ChainFollowTest, ASuccessorThatNeverAnswersIsGivenUpAfterTheLivenessTimeout) {
+  Start(600);
+  Hello({endpoint_b_});
+  b_.close();
+  const RequestHandle r = Send(PULL, PULL_REPLY, 1);
+  EXPECT_EQ(NextMessage(a_).parsed.type(), PULL);
+  const auto t0 = std::chrono::steady_clock::now();
+  a_.close();
+  const Status st = r.Wait();
+  const auto took_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+  const std::string start = "[worker 0] server shard 0 at " + endpoint_b_ + " is gone: its primary disconnected ";
+  EXPECT_EQ(st.message().rfind(start, 0), 0u) << st.message();
+  EXPECT_NE(st.message().find(" s ago and this next server of its chain never answered "
+                              "(cluster.liveness_timeout_ms=600)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_GE(took_ms, 600);
+  EXPECT_LT(took_ms, 10000);
+  EXPECT_EQ(channel_->stats().failovers, 1u);
+}
+
 TEST_F(ChainFollowTest, AChainEndpointThatIsNoNetworkAddressIsRefused) {
+  Start(4000);
   const Status st = channel_->SetChain(0, {endpoint_b_, "inproc://elsewhere"});
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(st.message(), "[worker 0] server shard 0 at " + endpoint_a_ +

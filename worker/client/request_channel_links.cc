@@ -205,9 +205,11 @@ Status RequestChannel::CheckLiveness() {
     if (down_ms < options_.liveness_timeout_ms) continue;
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%.1f", down_ms / 1000.0);
-    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] +
-                                " is gone: disconnected " + seconds + " s ago and not back (cluster.liveness_timeout_ms=" +
-                                std::to_string(options_.liveness_timeout_ms) + ")");
+    const std::string why = l.following ? " is gone: its primary disconnected " + std::string(seconds) +
+                                              " s ago and this next server of its chain never answered"
+                                        : " is gone: disconnected " + std::string(seconds) + " s ago and not back";
+    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] + why +
+                                " (cluster.liveness_timeout_ms=" + std::to_string(options_.liveness_timeout_ms) + ")");
     if (sticky_error_.ok()) sticky_error_ = gone_;
     return gone_;
   }
