@@ -539,6 +539,9 @@ Status WorkerClient::OnHelloReply(const ShardRequest& r, const HelloReplyBody& h
   if (h.has_rejoin_clock()) rejoin_clock_ = std::max(rejoin_clock_, h.rejoin_clock());
   if (r.shard == 0) rejoin_samples_ = h.rejoin_samples();
   key_lists_[r.shard] = KeyListCache(options_.key_lists ? h.key_list_cache_bytes() : 0);
+  // A replicated shard: where to send when its primary is gone.
+  if (st.ok() && h.chain_endpoints_size() > 0)
+    st = channel_.SetChain(r.shard, {h.chain_endpoints().begin(), h.chain_endpoints().end()});
   return st;
 }
 
@@ -638,6 +641,7 @@ const ClientStats& WorkerClient::stats() const {
   stats_.bytes_sent = c.bytes_sent;
   stats_.bytes_received = c.bytes_received;
   stats_.send_waits = c.send_waits;
+  stats_.failovers = c.failovers;
   stats_.wait_seconds = c.wait_seconds + own_wait_seconds_;
   stats_.cache_evictions = cache_.stats().evictions;
   stats_.cache_bytes = cache_.bytes();

@@ -199,6 +199,9 @@ struct ClientStats {
   uint64_t updates_sent = 0;    // handed to a socket
   uint64_t updates_failed = 0;  // could not be sent, or refused by the server (logged as errors)
   uint64_t send_waits = 0;      // sends that waited for room in the in-flight window (back-pressure)
+  // Replicated shards followed to the next server of their chain when the
+  // primary's connection went down (RequestChannel, "A replicated shard").
+  uint64_t failovers = 0;
   // Key-list caching: messages that defined a list (sent keys and its id),
   // that named a list the shard held (no keys sent), and that were sent
   // again with their keys because the shard did not hold the list.

@@ -182,7 +182,8 @@ Status JobSession::Bye() {
   // The worker's half of "updates sent == updates applied" (the servers log theirs).
   const ClientStats& cs = client_->stats();
   LOG(INFO) << channel_.log_prefix() << "leaving: " << cs.updates_sent << " updates sent, " << cs.updates_failed
-            << " lost, " << cs.send_waits << " sends waited on back-pressure";
+            << " lost, " << cs.send_waits << " sends waited on back-pressure, " << cs.failovers
+            << " failover(s) followed";
   const FramePool::Stats pool = channel_.frame_pool().stats();
   VLOG(1) << channel_.log_prefix() << "request frames: " << pool.takes << " pooled, " << pool.reuses
             << " reused, " << pool.maps << " mapped, " << pool.unmaps << " unmapped, " << pool.idle_bytes / 1e6

@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <random>
 
 #include <glog/logging.h>
 
 #include "core/net/transport.h"
 #include "core/net/value_frames.h"
+#include "worker/client/resend_window.h"
 
 namespace tether {
 
@@ -38,15 +37,6 @@ constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
 
 int64_t MillisecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
-}
-
-// A message's copy that shares its frames' data (cppzmq's copy()).
-Message CopyOf(Message* m) {
-  Message c;
-  c.header = m->header;
-  c.keys.copy(m->keys);
-  c.values.copy(m->values);
-  return c;
 }
 
 }  // namespace
@@ -279,11 +269,17 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
     ++in_flight_;
   }
   const bool kept = state != nullptr && KeepsCopies(shard);
-  if (kept) unconnected_sent_[shard].push_back(CopyOf(m));
+  if (kept) unconnected_sent_[shard].push_back(SharedCopy(m));
+  // A replicated shard's successor gets again what its primary may have
+  // lost; a HEARTBEAT is owed nothing and never acknowledged.
+  Link& link = links_[shard];
+  const bool chained = !link.successors.empty() && m->header.type() != HEARTBEAT;
+  if (chained) link.unacked.Keep(m);
   Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
                                                          options_.servers[shard] + ")");
   if (st.ok()) return st;
   if (kept) unconnected_sent_[shard].pop_back();
+  if (chained) link.unacked.DropNewest();
   if (state != nullptr) {
     pending_[slot].id = 0;
     pending_.Give(slot);
@@ -308,11 +304,16 @@ void RequestChannel::PartDone(RequestState* request) {
   if (--request->remaining == 0 && request->refs == 0) Recycle(request);
 }
 
+bool RequestChannel::InFlight(uint64_t id) const {
+  const uint64_t slot = id & kSlotMask;
+  return id != 0 && slot < pending_.size() && pending_[static_cast<uint32_t>(slot)].id == id;
+}
+
 void RequestChannel::Dispatch(Message* reply) {
   const MessageHeader& h = reply->header;
   const uint64_t id = h.request_id();
   const uint64_t slot = id & kSlotMask;
-  if (id == 0 || slot >= pending_.size() || pending_[static_cast<uint32_t>(slot)].id != id) {
+  if (!InFlight(id)) {
     LOG(WARNING) << log_prefix_ << "reply " << TypeName(h.type()) << " for unknown request " << id << "; ignored";
     return;
   }
@@ -351,222 +352,6 @@ void RequestChannel::SendHeartbeats() {
     Message m;
     m.header.set_type(HEARTBEAT);
     (void)Send(s, &m, nullptr, MSG_UNKNOWN, 0);  // a failure is sticky
-  }
-}
-
-bool RequestChannel::shard_up(int shard) const {
-  const Link& l = links_[shard];
-  return !l.monitored || l.connected || !l.ever_connected;
-}
-
-void RequestChannel::TakeMonitorEvents(int monitor) {
-  const int shard = monitor_shard_[monitor];
-  Link& link = links_[shard];
-  while (true) {
-    zmq::message_t event, address;
-    try {
-      if (!monitors_[monitor].recv(event, zmq::recv_flags::dontwait)) return;
-      // The second frame (the endpoint) comes with the first.
-      if (event.more()) (void)monitors_[monitor].recv(address, zmq::recv_flags::dontwait);
-    } catch (const zmq::error_t&) {
-      return;
-    }
-    if (event.size() < sizeof(uint16_t) + sizeof(uint32_t)) continue;
-    uint16_t id;
-    uint32_t value;
-    std::memcpy(&id, event.data(), sizeof(id));
-    std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof(id), sizeof(value));
-    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-        id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-      // A refused handshake is no passing outage: ZeroMQ would retry it
-      // forever and every wait would end only at request_timeout_ms. A
-      // refused key or another mechanism is final at once; a handshake cut
-      // short without detail may be a server dying at that moment, so only
-      // kKnownBadHandshakes of them in a row (ZeroMQ retries every 100 ms
-      // or so) are.
-      ++link.failed_handshakes;
-      const bool final = id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
-                         (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) ||
-                         link.failed_handshakes >= kKnownBadHandshakes;
-      if (final && gone_.ok()) {
-        gone_ = Status::FailedPrecondition(log_prefix_ + HandshakeFailure(shard, id, value));
-        if (sticky_error_.ok()) sticky_error_ = gone_;
-      }
-      continue;
-    }
-    // Up means a ZMTP handshake succeeded: a TCP connect alone is accepted by
-    // the kernel of a stopped (or hung) process too, and proves nothing.
-    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      link.failed_handshakes = 0;
-      if (link.ever_connected && !link.connected) {
-        LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
-                     << " is back after " << MillisecondsSince(link.down_since) << " ms";
-        // A heartbeat at the next turn of the wait loop: a new process on
-        // the address answers it (SameServerProcess), the same one does not.
-        last_send_[shard] = SteadyClock::time_point{};
-      }
-      link.ever_connected = link.connected = true;
-    } else if (id == ZMQ_EVENT_DISCONNECTED && (link.connected || !link.ever_connected)) {
-      link.ever_connected = true;
-      link.connected = false;
-      link.down_since = SteadyClock::now();
-      // Once this worker is leaving or said BYE, the job is over for it: a
-      // server exiting closes its connection, which is the end of the job,
-      // not a fault. A BYE whose reply is lost with it still fails below.
-      if (leaving_ || said_bye_)
-        VLOG(1) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
-                << " closed its connection (this worker is leaving)";
-      else
-        LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
-                     << " disconnected; it is given up unless it is back within cluster.liveness_timeout_ms="
-                     << options_.liveness_timeout_ms;
-      // What was in flight on the dropped connection is lost: ZeroMQ drops
-      // the old pipe's messages, and a reply sent meanwhile has no route.
-      // Waiting for those replies would last request_timeout_ms (minutes)
-      // and a lost push can never be told from an applied one, so the run
-      // fails now, naming the shard.
-      // Replies that arrived before the connection closed are already in
-      // the socket's queue (TCP delivers them before the close): take them
-      // first, so that only what is really lost counts.
-      if (Status st = DrainReplies(shard); !st.ok() && gone_.ok()) gone_ = st;
-      // A connection whose handshake failed never carried a request: what
-      // is queued stays queued for the next one (the handshake verdict is
-      // the failure events' above).
-      if (!leaving_ && outstanding_[shard] > 0 && gone_.ok() && link.failed_handshakes == 0)
-        LoseInFlight(shard);
-    }
-  }
-}
-
-std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t value) const {
-  const std::string who = "server shard " + std::to_string(shard) + " at " + options_.servers[shard];
-  const bool curve = options_.curve.enabled();
-  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-    return who + " refused this worker's CURVE key (ZAP status " + std::to_string(value) + "): its public key " +
-           options_.curve.public_key + " is not in the server's security.curve.authorized_keys";
-  char code[16];
-  std::snprintf(code, sizeof(code), "0x%x", value);
-  const std::string detail = event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? std::string("protocol error ") + code
-                                                                           : "no detail, errno " + std::to_string(value);
-  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-    return who + " uses another security mechanism: this worker has " +
-           (curve ? "security.curve, the server not" : "no security.curve, the server has it") + " (" + detail + ")";
-  if (curve)
-    return who + " failed the CURVE handshake (" + detail + "): does security.curve.server_public_key_file hold " +
-           "that server's public key, and does the server use CURVE?";
-  return who + " failed the handshake (" + detail + "): the server may require CURVE (security.curve)";
-}
-
-void RequestChannel::LoseInFlight(int shard) {
-  const std::string lost = "server shard " + std::to_string(shard) + " at " + options_.servers[shard] +
-                           " dropped its connection with " + std::to_string(outstanding_[shard]) +
-                           " request(s) in flight, whose replies are lost";
-  const auto now = SteadyClock::now();
-  if (!stall_.Stalled(now)) {
-    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
-                                options_.servers[shard] + " is gone: its connection dropped with " +
-                                std::to_string(outstanding_[shard]) + " request(s) in flight, whose replies are lost");
-    if (sticky_error_.ok()) sticky_error_ = gone_;
-    return;
-  }
-  // This process did not run for a while: the shard dropped the connection
-  // because this worker's heartbeats stopped, not because it failed. Once
-  // the connection is back, the next heartbeat tells whether the shard also
-  // removed this worker (REMOVED, DrainReplies), which is then the verdict.
-  const int64_t wait_ms = std::max(1000, options_.liveness_timeout_ms);
-  const std::string why = lost + " while this worker did not run for " + std::to_string(stall_.last_stall_ms()) +
-                          " ms (the process was stopped or starved, past cluster.liveness_timeout_ms=" +
-                          std::to_string(options_.liveness_timeout_ms) + ")";
-  if (lost_after_stall_.ok()) {
-    lost_after_stall_ = Status::Unavailable(log_prefix_ + why);
-    lost_after_stall_until_ = now + std::chrono::milliseconds(wait_ms);
-  }
-  LOG(WARNING) << log_prefix_ << why << "; waiting up to " << wait_ms
-               << " ms for the shard to say whether it removed this worker";
-}
-
-Status RequestChannel::CheckLiveness() {
-  if (!gone_.ok()) return gone_;
-  if (!lost_after_stall_.ok() && SteadyClock::now() >= lost_after_stall_until_) {
-    gone_ = lost_after_stall_;
-    if (sticky_error_.ok()) sticky_error_ = gone_;
-    return gone_;
-  }
-  if (options_.first_connect_timeout_ms > 0 && !leaving_ &&
-      MillisecondsSince(connect_time_) >= options_.first_connect_timeout_ms) {
-    for (int s = 0; s < num_shards(); ++s) {
-      const Link& l = links_[s];
-      if (!l.monitored || l.ever_connected) continue;
-      gone_ = Status::Unavailable(
-          log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] +
-          " never answered: no connection within " + std::to_string(options_.first_connect_timeout_ms) +
-          " ms (cluster.startup_timeout_ms) " +
-          (options_.servers_source.empty()
-               ? std::string("(is that server up, and is this its address?)")
-               : "(the address came from " + options_.servers_source +
-                     ": the entry may be stale, left by a server of an earlier run with the same job id and "
-                     "generation that died; give each run its own cluster.job_id)"));
-      if (sticky_error_.ok()) sticky_error_ = gone_;
-      return gone_;
-    }
-  }
-  if (options_.liveness_timeout_ms <= 0 || leaving_) return Status::OK();
-  for (int s = 0; s < num_shards(); ++s) {
-    const Link& l = links_[s];
-    if (!l.monitored || !l.ever_connected || l.connected) continue;
-    const int64_t down_ms = MillisecondsSince(l.down_since);
-    if (down_ms < options_.liveness_timeout_ms) continue;
-    char seconds[32];
-    std::snprintf(seconds, sizeof(seconds), "%.1f", down_ms / 1000.0);
-    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] +
-                                " is gone: disconnected " + seconds + " s ago and not back (cluster.liveness_timeout_ms=" +
-                                std::to_string(options_.liveness_timeout_ms) + ")");
-    if (sticky_error_.ok()) sticky_error_ = gone_;
-    return gone_;
-  }
-  return Status::OK();
-}
-
-bool RequestChannel::KeepsCopies(int shard) const {
-  return options_.server_lookup != nullptr && links_[shard].monitored && !links_[shard].ever_connected;
-}
-
-void RequestChannel::FollowMovedShards() {
-  if (options_.server_lookup == nullptr || leaving_ || !gone_.ok()) return;
-  ServerLookup& lookup = *options_.server_lookup;
-  const auto now = SteadyClock::now();
-  // One read per wake-up at most, the shards taking turns: a store that
-  // does not answer holds a read for about a second.
-  for (int i = 0; i < num_shards(); ++i) {
-    const int s = (next_lookup_shard_ + i) % num_shards();
-    const Link& link = links_[s];
-    if (link.ever_connected && !unconnected_sent_[s].empty()) std::vector<Message>().swap(unconnected_sent_[s]);
-    if (!link.monitored || link.connected) continue;
-    const uint64_t reads = lookup.reads();
-    if (std::optional<std::string> moved = lookup.Poll(s, now)) MoveShard(s, *moved);
-    if (lookup.reads() == reads) continue;
-    next_lookup_shard_ = (s + 1) % num_shards();
-    return;
-  }
-}
-
-void RequestChannel::MoveShard(int shard, const std::string& endpoint) {
-  const std::string old = options_.servers[shard];
-  LOG(WARNING) << log_prefix_ << "server shard " << shard << ": its entry in " << options_.servers_source
-               << " now names " << endpoint << " (was " << old << "); connecting there";
-  Status st = ReconnectDealer(sockets_[shard], old, endpoint);
-  options_.servers[shard] = endpoint;
-  links_[shard].failed_handshakes = 0;
-  // The requests queued for the old endpoint were dropped with it.
-  const std::string peer = "server " + std::to_string(shard) + " (" + endpoint + ")";
-  for (size_t i = 0; st.ok() && i < unconnected_sent_[shard].size(); ++i) {
-    Message m = CopyOf(&unconnected_sent_[shard][i]);
-    st = SendMessage(sockets_[shard], &m, nullptr, peer);
-  }
-  if (!st.ok() && gone_.ok()) {
-    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " moved to " + endpoint +
-                                " but cannot be reached there: " + st.message());
-    if (sticky_error_.ok()) sticky_error_ = gone_;
   }
 }
 
@@ -670,7 +455,7 @@ Status RequestChannel::DrainReplies(int s) {
     Status st = RecvMessage(sockets_[s], &reply, nullptr);
     if (st.code() == Status::Code::kUnavailable) break;
     if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
-    if (!SameServerProcess(s, reply.header.server_incarnation())) continue;
+    if (!CurrentGeneration(s, reply.header) || !SameServerProcess(s, reply.header.server_incarnation())) continue;
     if (reply.header.server_stopping() && stopping_shard_ < 0) {
       stopping_shard_ = s;
       LOG(WARNING) << log_prefix_ << "server " << options_.servers[s] << " (shard " << s
@@ -692,6 +477,7 @@ Status RequestChannel::DrainReplies(int s) {
       sticky_error_ = removed_;
       continue;
     }
+    if (links_[s].replicated && !Acknowledge(s, reply.header)) continue;
     stats_.bytes_received += reply.values.size() + reply.keys.size();
     stats_.wire.CountReceived(reply);
     // A 16-bit reply is widened once here: everything after reads float32.
@@ -699,29 +485,6 @@ Status RequestChannel::DrainReplies(int s) {
     Dispatch(&reply);
   }
   return Status::OK();
-}
-
-bool RequestChannel::SameServerProcess(int shard, uint64_t incarnation) {
-  Link& link = links_[shard];
-  if (incarnation == 0 || incarnation == link.incarnation) return true;
-  if (link.incarnation == 0) {
-    link.incarnation = incarnation;
-    return true;
-  }
-  // The first verdict stands (a connection that dropped with requests in
-  // flight was already given up, before the new process answered).
-  if (gone_.ok()) {
-    char ids[80];
-    std::snprintf(ids, sizeof(ids), "start id %016llx; this worker joined %016llx",
-                  static_cast<unsigned long long>(incarnation), static_cast<unsigned long long>(link.incarnation));
-    gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " +
-                                options_.servers[shard] + " restarted (new process, " + ids +
-                                ") and holds none of the job's tables; resume the job from a checkpoint (start "
-                                "every server and worker again, the workers with --resume_from=CHECKPOINT_DIR; a "
-                                "job without checkpoint.dir starts over)");
-    if (sticky_error_.ok()) sticky_error_ = gone_;
-  }
-  return false;
 }
 
 Status RequestChannel::WaitFor(RequestState* request, int timeout_ms, bool first_error) {

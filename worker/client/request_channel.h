@@ -68,6 +68,29 @@
 // counts from Connect(), and a new process on a shard that had answered is
 // refused (the start id check above).
 //
+// A replicated shard (cluster.replicas > 0, replication/chain_view.h): its
+// HELLO_REPLY names the serving endpoints of its replicas, next in the
+// chain first (SetChain). Every message sent to it but a HEARTBEAT is kept
+// (worker/client/resend_window.h) until a reply to it or to a later request
+// arrives: the server holds each reply until the shard's replicas have
+// every input before it. When the shard's connection goes down (its process
+// died; a silent one after the ZMTP heartbeat timeout), the socket moves at
+// once to the next endpoint left, with one WARNING naming the shard and
+// both endpoints, and every kept message is sent there again, in the
+// original order and byte-identical (same request ids, same identity): the
+// replica that claims the shard has replayed this worker's HELLO and the
+// shard's log, and answers each message once. Messages carry the shard's
+// chain generation (MessageHeader.shard_generation); the channel keeps the
+// highest: another server start id is accepted only with a higher
+// generation (the process that claimed the shard), a message with a lower
+// one (from a former primary) is dropped, and a second reply to a request
+// already answered (one sent again) is dropped quietly. With no endpoint
+// left, or while leaving, the shard is judged as an unreplicated one.
+// Following needs the connection watched: liveness_timeout_ms > 0 or CURVE,
+// over tcp:// or ipc://. A connection dropped by a primary that is alive
+// (this process stalled past the liveness timeout) is followed too; unless
+// the successor then claims the shard, the wait ends at request_timeout_ms.
+//
 // Ownership and thread-safety: not thread-safe. The channel, its handles and
 // the reply handler are used on one thread (the worker's). A handle may
 // outlive the channel: it then keeps the outcome it had; a request that was
@@ -79,6 +102,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -94,6 +118,7 @@
 #include "core/net/server_lookup.h"
 #include "core/net/transport.h"
 #include "core/status.h"
+#include "worker/client/resend_window.h"
 #include "worker/client/slot_pool.h"
 
 namespace tether {
@@ -202,6 +227,7 @@ class RequestChannel {
     WireBytes wire;            // the same, per table and direction (pulls and pushes)
     uint64_t send_waits = 0;   // sends that waited for room in the window
     double wait_seconds = 0;   // time blocked in RequestHandle::Wait
+    uint64_t failovers = 0;    // replicated shards followed to the next endpoint of their chain
   };
 
   /// Called once per reply, in Progress, with the `tag` given to Send and
@@ -252,6 +278,15 @@ class RequestChannel {
   /// not wait. Errors: as Send (also recorded on the request);
   /// FailedPrecondition outside a ReplyHandler. `stamp_clock` as Send's.
   Status SendFromReply(int shard, Message* m, MessageType expect, uint64_t tag, int64_t stamp_clock = -1);
+
+  /// Makes `shard` a replicated one (HELLO_REPLY.chain_endpoints, see the
+  /// file comment): `endpoints` are the serving endpoints of its replicas,
+  /// next in the chain first, followed when the shard's connection goes
+  /// down. From now on every message sent to `shard` but a HEARTBEAT is
+  /// kept until a reply acknowledges it. Empty `endpoints`: nothing changes.
+  /// Errors: InvalidArgument naming an endpoint that is not tcp:// or
+  /// ipc:// (nothing changes then).
+  Status SetChain(int shard, const std::vector<std::string>& endpoints);
 
   /// Records `error` on `request` (its first error wins) and, when the
   /// request is sticky, as the sticky error.
@@ -335,6 +370,17 @@ class RequestChannel {
     // its first message; 0 until one came. Kept for every shard, watched
     // or not.
     uint64_t incarnation = 0;
+    // A replicated shard (SetChain): the endpoints left to follow, next
+    // first; the highest chain generation seen (0: none); whether a message
+    // of an older one was logged; whether the socket moved to a successor
+    // that has not completed a handshake yet; what was sent and not
+    // acknowledged.
+    bool replicated = false;
+    std::deque<std::string> successors;
+    uint64_t generation = 0;
+    bool stale_logged = false;
+    bool following = false;
+    ResendWindow unacked;
   };
   // Handshakes failing without detail this many times in a row end the
   // shard (see TakeMonitorEvents).
@@ -357,7 +403,23 @@ class RequestChannel {
   // server_incarnation, 0: none) is not the one `shard` sent first: a new
   // process answers on its address. The message is then dropped.
   bool SameServerProcess(int shard, uint64_t incarnation);
+  // False (the message is dropped) when `h` carries a lower chain generation
+  // than `shard` has seen; a higher one is kept, with its server start id.
+  bool CurrentGeneration(int shard, const MessageHeader& h);
+  // A replicated shard's reply `h`: acknowledges what was kept up to its
+  // request id; false for a second reply to a request already answered.
+  bool Acknowledge(int shard, const MessageHeader& h);
+  // Whether request id `id` is owed a reply.
+  bool InFlight(uint64_t id) const;
+  // Whether `shard`, whose connection just went down, moves to its next
+  // chain endpoint (see the file comment).
+  bool FollowsChain(int shard) const;
+  // Moves `shard` to its next chain endpoint and sends again what was kept.
+  void FollowChain(int shard);
   void TakeMonitorEvents(int shard);
+  // `shard`'s connection went down (a DISCONNECTED event): follows its
+  // chain, or judges what was in flight (LoseInFlight).
+  void LinkDown(int shard);
   // `shard`'s connection dropped with requests in flight: gone_ now, or,
   // right after a stall of this process, lost_after_stall_ (see there).
   void LoseInFlight(int shard);
@@ -368,6 +430,9 @@ class RequestChannel {
   // Reconnects `shard`'s socket to `endpoint` and sends again the requests
   // kept in unconnected_sent_; a failure makes the shard gone.
   void MoveShard(int shard, const std::string& endpoint);
+  // Reconnects `shard`'s socket to `endpoint` and sends copies of `again`
+  // there, in order. Errors: those of the socket (nothing is undone).
+  Status MoveSocket(int shard, const std::string& endpoint, std::deque<Message>& again);
   // Whether a request sent to `shard` now is kept for a move.
   bool KeepsCopies(int shard) const;
   void FailState(RequestState* request, const Status& error);
@@ -411,7 +476,7 @@ class RequestChannel {
   std::vector<int> monitor_shard_;
   // Per shard, with a server_lookup: copies of the requests sent while it
   // had never connected (at most the window), sent again if it moves.
-  std::vector<std::vector<Message>> unconnected_sent_;
+  std::vector<std::deque<Message>> unconnected_sent_;
   int next_lookup_shard_ = 0;  // the shard FollowMovedShards asks first
   Status gone_;          // the first shard found gone: every wait fails with it
   // This process's own stalls (SIGSTOP, a paused VM): a connection that
