@@ -90,10 +90,10 @@ void ReplyCache::Sent(const std::string& identity, const Message& reply, int ran
   const auto p = peers_.find(identity);
   if (p == peers_.end()) return;
   Entry* e = Find(&p->second, id);
-  if (e == nullptr) return;
+  // The worker acts on the first reply to a request and drops any later
+  // one: the first is the one to send again.
+  if (e == nullptr || e->answered) return;
   e->answered = true;
-  DropReply(e->reply_seq);
-  e->reply_seq = 0;
   if (IsRead(e->type)) return;
   Cached c;
   c.identity = identity;

@@ -32,7 +32,8 @@
 // Bounds: per connection the last ids_per_identity ids taken in (a request
 // id past them is forgotten: kDropForgotten); over all connections
 // reply_bytes of cached replies, the oldest dropped first (its request
-// then reads kDropApplied); identities connections, the one heard from
+// then reads kDropApplied, and a worker still waiting for that reply gets
+// none: its request times out); identities connections, the one heard from
 // longest ago forgotten first (its messages then read as new: the bound is
 // set well above the workers a job can have). A worker has at most its
 // window (64 requests) unanswered per shard, so the defaults keep every
@@ -108,8 +109,8 @@ class ReplyCache {
   Verdict Take(const std::string& identity, const MessageHeader& h, Message* reply, int* rank);
   /// A reply sent (or muted) to `identity` as `rank`: recorded against its
   /// request id (reply.header.request_id()) when that id is kept; a copy
-  /// of it is kept unless the request was a read. A second reply to one id
-  /// replaces the first.
+  /// of it is kept unless the request was a read. A later reply to an id
+  /// already answered changes nothing (the worker acts on the first).
   void Sent(const std::string& identity, const Message& reply, int rank);
 
   const Stats& stats() const { return stats_; }

@@ -208,11 +208,11 @@ TEST(ReplyCacheTest, TheConnectionHeardFromLongestAgoIsForgottenFirst) {
   EXPECT_EQ(TakeIn(&cache, "a", Request(PUSH, Id(1))), Verdict::kResend);
 }
 
-TEST(ReplyCacheTest, ASecondReplyToOneIdReplacesTheFirst) {
+TEST(ReplyCacheTest, TheFirstReplyToAnIdIsTheOneKept) {
   ReplyCache cache;
   TakeIn(&cache, "w1", Request(CHECKPOINT, Id(1)));
-  cache.Sent("w1", Reply(ERROR_REPLY, Id(1)), 1);
   cache.Sent("w1", Reply(CHECKPOINT_REPLY, Id(1), "", "xyz"), 1);
+  cache.Sent("w1", Reply(ERROR_REPLY, Id(1)), 1);
   EXPECT_EQ(cache.num_replies(), 1u);
   Message reply;
   int rank = -1;
