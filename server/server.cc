@@ -75,7 +75,15 @@ ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* con
                        ? MakeLocalCoordinator({config.cluster().num_workers(), MaxWorkers(config.cluster()), log_prefix_},
                                               &outbox_)
                        : nullptr),
-      round_(shard, num_shards_, {&kv_, &clocks_, &members_, coordinator_.get(), &kept_}, &stats_, &outbox_) {}
+      round_(shard, num_shards_, {&kv_, &clocks_, &members_, coordinator_.get(), &kept_}, &stats_, &outbox_) {
+  if (config.cluster().replicas() > 0) {
+    ReplyCacheOptions o;
+    // Every rank a job can have, each restarted a few times, stays known.
+    o.identities = std::max(o.identities, 4 * MaxWorkers(config.cluster()));
+    replies_ = std::make_unique<ReplyCache>(o);
+    outbox_.set_reply_cache(replies_.get());
+  }
+}
 
 ServerShard::~ServerShard() {
   // Stop the monitor before the socket it watches closes (its PAIR end
@@ -233,6 +241,7 @@ bool ServerShard::DrainSocket(Status* why) {
 
 void ServerShard::Take(const std::string& identity, Message* m) {
   stats_.bytes_in += m->keys.size() + m->values.size();
+  if (replies_ != nullptr && !FirstTake(identity, *m)) return;
   // A 16-bit push is widened once here: the checks and the step read float32.
   WidenValues(m, kv_.frame_pool());
   if (m->header.type() == HELLO) any_hello_ = true;
@@ -243,6 +252,18 @@ void ServerShard::Take(const std::string& identity, Message* m) {
     return;
   }
   Handle(identity, m);
+}
+
+bool ServerShard::FirstTake(const std::string& identity, const Message& m) {
+  Message reply;
+  int rank = -1;
+  const ReplyCache::Verdict v = replies_->Take(identity, m.header, &reply, &rank);
+  if (v == ReplyCache::Verdict::kHandle) return true;
+  // Sent again: a worker that moved here from a failed primary.
+  VLOG(1) << log_prefix_ << TypeName(m.header.type()) << " " << m.header.request_id() << " from worker "
+          << m.header.sender_rank() << " sent again, " << ReplyCache::VerdictName(v);
+  if (v == ReplyCache::Verdict::kResend) outbox_.Resend(identity, &reply, rank);
+  return v == ReplyCache::Verdict::kHandleAgain;
 }
 
 Status ServerShard::Replay(const std::string& identity, Message* m) {

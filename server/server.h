@@ -52,6 +52,7 @@
 #include "server/kv_service.h"
 #include "server/membership.h"
 #include "server/replica_link.h"
+#include "server/reply_cache.h"
 #include "server/request_check.h"
 #include "server/shard_outbox.h"
 #include "server/shard_stats.h"
@@ -167,6 +168,13 @@ class ServerShard {
   Status Replay(const std::string& identity, Message* m);
   /// Messages a replaying copy did not send (Replay).
   uint64_t replies_muted() const { return outbox_.muted(); }
+  /// A replicated shard's (cluster.replicas > 0) record of the requests it
+  /// took in and the replies it sent them (server/reply_cache.h): a
+  /// request sent again, as a worker does after a failover, is answered
+  /// from it or dropped rather than applied twice. Null for a shard that
+  /// is not replicated (it pays nothing). Part of the state a copy fed by
+  /// Replay shares with its primary. Call on Run()'s thread.
+  const ReplyCache* reply_cache() const { return replies_.get(); }
 
   /// Replicated shards (cluster.replicas > 0, server/replica_host.h): makes
   /// this shard a copy that another shard's process feeds with Replay.
@@ -267,8 +275,12 @@ class ServerShard {
   Status TickReplicaLink();
 
   // A message taken in (from the socket, or replayed): counted in
-  // bytes_in, widened when 16-bit, then handled.
+  // bytes_in, checked against the reply cache when there is one, widened
+  // when 16-bit, then handled.
   void Take(const std::string& identity, Message* m);
+  // The reply cache's verdict on `m` acted on: false when it is not to be
+  // handled (its cached reply sent again, or dropped).
+  bool FirstTake(const std::string& identity, const Message& m);
   // Dispatch: each message type to the room that owns it, in the order the
   // event needs (server.cc).
   void Handle(const std::string& identity, Message* m);
@@ -328,6 +340,7 @@ class ServerShard {
   std::atomic<bool> drain_requested_{false};  // StopAfterWorkers
   std::atomic<int64_t> drain_grace_ms_{0};
   ShardOutbox outbox_;  // on socket_, once bound
+  std::unique_ptr<ReplyCache> replies_;  // cluster.replicas > 0 only
   // The rooms (each header says what it owns).
   Membership members_;
   HandshakeFailures handshakes_;

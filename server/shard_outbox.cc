@@ -6,6 +6,14 @@
 namespace tether {
 
 void ShardOutbox::Send(const std::string& identity, Message* reply, int rank) {
+  // Muted too: a copy of the shard records what its primary sent.
+  if (replies_ != nullptr) replies_->Sent(identity, *reply, rank);
+  Deliver(identity, reply, rank);
+}
+
+void ShardOutbox::Resend(const std::string& identity, Message* reply, int rank) { Deliver(identity, reply, rank); }
+
+void ShardOutbox::Deliver(const std::string& identity, Message* reply, int rank) {
   if (socket_ == nullptr) {
     ++muted_;
     return;

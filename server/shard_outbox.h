@@ -3,7 +3,10 @@
 // server_incarnation), and, once the shard was told to stop
 // (ServerShard::StopAfterWorkers), server_stopping, so each worker learns
 // of the stop from any reply. It counts the bytes of keys and values
-// frames sent and the replies it could not deliver (ServerStats).
+// frames sent and the replies it could not deliver (ServerStats). A
+// replicated shard's replies, sent or muted, are recorded in its reply
+// cache (server/reply_cache.h) as the shard's rooms made them, before any
+// stamp.
 //
 // A replicated shard (server/replica_link.h): each message carries the
 // generation of the shard's view (MessageHeader.shard_generation), a
@@ -27,6 +30,7 @@
 
 #include "core/net/outbox.h"
 #include "server/replica_link.h"
+#include "server/reply_cache.h"
 #include "server/shard_stats.h"
 
 namespace tether {
@@ -53,7 +57,13 @@ class ShardOutbox final : public Outbox {
   void ReleaseAll();
   size_t held() const { return held_.size(); }
 
+  /// The reply cache every reply is recorded in (the shard's; null: none).
+  void set_reply_cache(ReplyCache* cache) { replies_ = cache; }
+
   void Send(const std::string& identity, Message* reply, int rank) override;
+  /// Sends a reply the reply cache kept (ReplyCache::Take's kResend) again:
+  /// held and stamped as any reply is now, not recorded a second time.
+  void Resend(const std::string& identity, Message* reply, int rank);
   /// Tells the worker at `identity`, unasked, that this shard was told to
   /// stop: a HEARTBEAT with server_stopping set (the worker reads it before
   /// dropping the probe). A failure is logged, nothing more.
@@ -73,6 +83,8 @@ class ShardOutbox final : public Outbox {
     Message message;
     int rank;
   };
+  // Send less the record: muted, held until committed, or sent now.
+  void Deliver(const std::string& identity, Message* reply, int rank);
   void SendNow(const std::string& identity, Message* reply, int rank);
   uint64_t generation() const { return link_ != nullptr ? link_->generation() : generation_; }
 
@@ -80,6 +92,7 @@ class ShardOutbox final : public Outbox {
   const std::atomic<bool>* stopping_;
   ServerStats* stats_;
   zmq::socket_t* socket_ = nullptr;
+  ReplyCache* replies_ = nullptr;
   uint64_t muted_ = 0;
   const ReplicaLink* link_ = nullptr;
   uint64_t generation_ = 0;

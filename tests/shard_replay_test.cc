@@ -7,7 +7,8 @@
 // each shard replays them afterwards. Compared: the tables as a checkpoint
 // writes them (rows, values, optimizer state, versions), the budget state
 // (admission sketches, eviction order, counters), the clocks, the shard's
-// counters, and on shard 0 the job coordinator's state.
+// counters, on shard 0 the job coordinator's state, and for a replicated
+// shard its reply cache (server/reply_cache.h).
 #include <gtest/gtest.h>
 #include <google/protobuf/util/message_differencer.h>
 
@@ -52,6 +53,10 @@ void ExpectSameState(const ServerShard& primary, const ServerShard& copy, const 
   if (primary.coordinator() != nullptr && copy.coordinator() != nullptr) {
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(primary.coordinator()->Snapshot(),
                                                                    copy.coordinator()->Snapshot()));
+  }
+  EXPECT_EQ(primary.reply_cache() != nullptr, c.cluster().replicas() > 0);
+  if (c.cluster().replicas() > 0) {
+    EXPECT_GT(testing::ExpectSameReplyCache(primary, copy), 100u);
   }
 }
 
@@ -110,6 +115,8 @@ TEST(ShardReplayTest, BudgetDelayCompensationAndBf16ReplayBitForBit) {
   c.mutable_train()->set_eval_minibatch_size(64);  // an evaluation pull within max_rows
   w1->set_evict(LRU);
   w1->set_push_wire(BF16);
+  // Replicated: the shards keep a reply cache, which replays too.
+  c.mutable_cluster()->set_replicas(1);
   const Replayed r = TrainAndReplay(c);
   EXPECT_GT(r.inputs, 1000u);
   EXPECT_GT(r.evicted, 0u);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -69,6 +70,30 @@ ShardDigest DigestShard(const ServerShard& s, const JobConfig& config, int shard
   for (int r = 0; r < s.clocks().num_workers(); ++r) d.clocks.push_back(s.clocks().clock(r));
   d.min_clock = s.clocks().min_clock();
   return d;
+}
+
+size_t ExpectSameReplyCache(const ServerShard& primary, const ServerShard& copy) {
+  const ReplyCache* a = primary.reply_cache();
+  const ReplyCache* b = copy.reply_cache();
+  EXPECT_EQ(a != nullptr, b != nullptr);
+  if (a == nullptr || b == nullptr) return 0;
+  EXPECT_EQ(a->Identities(), b->Identities());
+  size_t compared = 0;
+  for (const std::string& identity : a->Identities()) {
+    const std::vector<ReplyCache::KeptId> p = a->Kept(identity), q = b->Kept(identity);
+    EXPECT_EQ(p.size(), q.size());
+    for (size_t i = 0; i < std::min(p.size(), q.size()); ++i, ++compared) {
+      const bool held_bye = p[i].type == BYE && p[i].answered && !q[i].answered;
+      if (held_bye) {
+        EXPECT_EQ(p[i].id, q[i].id);
+        continue;
+      }
+      EXPECT_TRUE(p[i] == q[i]) << "request " << p[i].id << " (" << TypeName(p[i].type) << "): answered "
+                                << p[i].answered << "/" << q[i].answered << ", reply kept " << p[i].has_reply << "/"
+                                << q[i].has_reply;
+    }
+  }
+  return compared;
 }
 
 JobConfig SmallBibtexJob() {

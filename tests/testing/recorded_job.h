@@ -55,6 +55,14 @@ struct ShardDigest {
 /// (made when missing). A write that fails is a test failure.
 ShardDigest DigestShard(const ServerShard& s, const JobConfig& config, int shard, const std::string& dir);
 
+/// Expects `copy`'s reply cache (ServerShard::reply_cache; both null for a
+/// shard that is not replicated) to be `primary`'s, id for id and reply for
+/// reply, with one difference a copy has by design: a BYE the primary
+/// answered as its Run() ended (a finished worker's goodbye is held until
+/// the job's outcome) is still unanswered on a copy that never ran. Returns
+/// the request ids compared.
+size_t ExpectSameReplyCache(const ServerShard& primary, const ServerShard& copy);
+
 /// Bibtex (the bundled data, tests/data/bibtex_fixed.pbtxt: 2 servers, 2
 /// workers, SSP staleness 2, Adam) with a 32-unit hidden layer, one epoch,
 /// seed 7, 30 s startup and idle timeouts. Paths are relative to the
