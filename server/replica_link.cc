@@ -59,13 +59,7 @@ void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, 
     refused = "a replica must start empty and name the endpoint it serves on";
   if (!refused.empty()) {
     LOG(WARNING) << log_prefix_ << "replica refused: " << refused;
-    Message no;
-    no.header.set_type(REPLICATE_ACK);
-    no.header.set_shard_generation(generation());
-    no.header.mutable_replicate_ack()->set_shard(shard_);
-    no.header.mutable_replicate_ack()->set_refused(true);
-    no.header.mutable_replicate_ack()->set_reason(log_prefix_ + refused);
-    if (socket_ != nullptr) (void)SendMessage(*socket_, &no, &identity, "replica");
+    Refuse(identity, refused);
     return;
   }
   replica_identity_ = identity;
@@ -74,6 +68,17 @@ void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, 
   LOG(INFO) << log_prefix_ << "replica of shard " << shard_ << " joined: process " << b.process() << " at "
             << b.endpoint() << " (" << log_.view().ToString() << "); sending it " << log_.applied() << " entries";
   Forward();
+}
+
+void ReplicaLink::Refuse(const std::string& identity, const std::string& why) {
+  if (socket_ == nullptr || identity.empty()) return;
+  Message no;
+  no.header.set_type(REPLICATE_ACK);
+  no.header.set_shard_generation(generation());
+  no.header.mutable_replicate_ack()->set_shard(shard_);
+  no.header.mutable_replicate_ack()->set_refused(true);
+  no.header.mutable_replicate_ack()->set_reason(log_prefix_ + why);
+  (void)SendMessage(*socket_, &no, &identity, "replica");
 }
 
 void ReplicaLink::OnAck(const Message& m, Clock::time_point now) {
@@ -112,9 +117,12 @@ void ReplicaLink::SendEntry(const LogEntry& e) {
   m.keys.rebuild(padded);
   std::copy(e.payload.begin(), e.payload.end(), static_cast<char*>(m.keys.data()));
   std::fill(static_cast<char*>(m.keys.data()) + e.payload.size(), static_cast<char*>(m.keys.data()) + padded, 0);
+  // A failed send is judged at the next Tick, after this process's own
+  // stalls: a process that was stopped finds its replica's connection gone
+  // because the replica claimed the shard meanwhile.
   if (Status st = SendMessage(*socket_, &m, &replica_identity_, "replica of shard " + std::to_string(shard_));
-      !st.ok())
-    DropReplica("an entry could not be sent (" + st.message() + ")");
+      !st.ok() && send_failure_.empty())
+    send_failure_ = "an entry could not be sent (" + st.message() + ")";
 }
 
 void ReplicaLink::Tick(Clock::time_point now) {
@@ -132,7 +140,9 @@ void ReplicaLink::Tick(Clock::time_point now) {
   // every drain, far more often under load).
   const bool probe = MsBetween(last_probe_, now) >= kProbeMs;
   if (probe) last_probe_ = now;
-  if (probe && !ReplicaReachable())
+  if (!send_failure_.empty())
+    DropReplica(send_failure_);
+  else if (probe && !ReplicaReachable())
     DropReplica("its connection closed");
   else if (liveness_ms > 0 && MsBetween(last_heard_, now) > liveness_ms)
     DropReplica("it was silent for cluster.liveness_timeout_ms=" + std::to_string(liveness_ms));
@@ -150,11 +160,17 @@ bool ReplicaLink::Suspect(Clock::time_point now) {
                    << ") before it goes on";
     suspect_ = true;
     stalled_at_ = now;
-    (void)ReplicaReachable();  // a replica that claimed the shard answers the probe with its refusal
+    // Only an acknowledgement of an entry made now shows the replica still
+    // follows this process (older ones may have waited in the queue).
+    Message mark;
+    mark.header.set_type(SHARD_DECISION);
+    mark.header.mutable_shard_decision()->set_remove_rank(-1);
+    Append("", mark);
+    mark_seq_ = log_.applied();
     return true;
   }
   if (!suspect_) return false;
-  if (last_heard_ > stalled_at_) {
+  if (log_.commit() >= mark_seq_) {
     suspect_ = false;
     LOG(INFO) << log_prefix_ << "shard " << shard_ << "'s replica answered after this process's stall; going on";
     return false;
@@ -192,6 +208,9 @@ bool ReplicaLink::ReplicaReachable() {
 
 void ReplicaLink::DropReplica(const std::string& why) {
   const uint64_t waiting = log_.applied() - log_.commit();
+  // A replica that is still there learns that its copy is no longer kept
+  // (it must never claim the shard from it); a dead one's send fails.
+  Refuse(replica_identity_, "shard " + std::to_string(shard_) + " went on without this replica: " + why);
   replica_gone_ = true;
   chain_endpoints_.clear();
   log_.Adopt(Without(log_.view(), {replica_process_}));

@@ -23,9 +23,10 @@
 // probes; stepped_down() then names it and the shard ends with that error.
 // A process that finds its own loop did not run for half of
 // cluster.liveness_timeout_ms (SIGSTOP, a stalled VM, a long write) cannot
-// tell its replica's silence from its own: it drops the replica for nothing
-// until the replica acknowledges again, and steps down when it hears
-// nothing for cluster.liveness_timeout_ms after the stall (the replica may
+// tell its replica's silence from its own: it appends a mark (a
+// SHARD_DECISION that changes nothing), drops the replica for nothing until
+// the replica acknowledges the mark, and steps down when that does not
+// happen within cluster.liveness_timeout_ms after the stall (the replica may
 // have claimed the shard meanwhile). Held messages stay held throughout, so
 // no worker sees anything from a primary that was replaced.
 //
@@ -91,6 +92,8 @@ class ReplicaLink {
   void Forward();
   void SendEntry(const LogEntry& e);
   void DropReplica(const std::string& why);
+  // Tells the replica host at `identity` it is not (or no longer) the replica.
+  void Refuse(const std::string& identity, const std::string& why);
   bool ReplicaReachable();
   // True while this process is unsure of its replica after a stall of its own.
   bool Suspect(Clock::time_point now);
@@ -110,7 +113,9 @@ class ReplicaLink {
   Clock::time_point last_probe_{};
   Clock::time_point stalled_at_{};  // the end of this process's last stall, while unresolved
   bool suspect_ = false;
+  uint64_t mark_seq_ = 0;  // the entry appended at the end of a stall
   Status stepped_down_;
+  std::string send_failure_;  // an entry could not be sent: judged at the next Tick
 };
 
 }  // namespace tether

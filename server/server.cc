@@ -486,6 +486,7 @@ Message ServerShard::DecisionInput(const Membership::Silent& silent) {
 }
 
 void ServerShard::ReplayDecision(const ShardDecisionBody& d) {
+  if (d.remove_rank() == -1) return;  // a mark the primary made after a stall of its own
   if (d.remove_rank() < 0 || d.remove_rank() >= members_.slots()) {
     fatal_ = Status::DataLoss(log_prefix_ + "the primary's log removes worker " + std::to_string(d.remove_rank()) +
                               ", not a rank of this job");
