@@ -105,10 +105,12 @@ Status ValidateAverage(const JobConfig& c) {
   return Status::OK();
 }
 
-// cluster.replicas: each shard's copies live on the server processes of the
-// next `replicas` shards, one copy a process, so there must be that many
-// other processes; and a copy in the same process as its primary (an
-// in-process job, inproc:// endpoints) would die with it.
+// cluster.replicas: a shard's copy lives on the server process of the next
+// shard, so there must be another process; a shard holds one replica at
+// most (server/replica_host.h); and a copy in the same process as its
+// primary (an in-process job, inproc:// endpoints) would die with it.
+constexpr int kMaxReplicas = 1;
+
 Status ValidateReplicas(const ClusterConfig& c) {
   const int replicas = c.replicas();
   if (replicas == 0) return Status::OK();
@@ -118,6 +120,10 @@ Status ValidateReplicas(const ClusterConfig& c) {
     return FieldError("cluster.replicas", "is " + std::to_string(replicas) + ", but must be < cluster.num_servers = " +
                                               std::to_string(c.num_servers()) +
                                               ": each copy of a shard lives on another server process");
+  if (replicas > kMaxReplicas)
+    return FieldError("cluster.replicas", "is " + std::to_string(replicas) + ", but a shard holds at most " +
+                                              std::to_string(kMaxReplicas) +
+                                              " replica (its primary and the next server process)");
   for (const std::string& address : c.server_addresses())
     if (address.rfind("inproc://", 0) == 0)
       return FieldError("cluster.replicas", "is " + std::to_string(replicas) + ", but cluster.server_addresses names " +
