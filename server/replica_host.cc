@@ -140,9 +140,27 @@ bool ReplicaHost::OwnStall(Clock::time_point now) {
 }
 
 ReplicaHost::Step ReplicaHost::DrainPrimary(Status* result) {
+  // Everything queued is read and checked first, and acknowledged before it
+  // is applied: an entry the copy holds is applied before the copy could
+  // claim the shard, so the primary's replies wait for one round trip, not
+  // for this copy's work.
+  std::vector<ShardInput> batch;
+  const Step step = ReadQueued(&batch, result);
+  if (!result->ok()) return Step::kEnded;
+  Ack(Clock::now());
+  for (ShardInput& input : batch) {
+    ++applied_;
+    if (*result = copy_->Replay(input.identity, &input.message); !result->ok()) return Step::kEnded;
+  }
+  if (step == Step::kEnded)
+    LOG(INFO) << log_prefix_ << "shard " << shard_ << " ended on its primary; " << applied_ << " entries applied here";
+  return step;
+}
+
+ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status* result) {
+  *result = Status::OK();
   while (true) {
     Message m;
-    std::string none;
     Status st = RecvMessage(dealer_, &m, nullptr);
     if (st.code() == Status::Code::kUnavailable) return Step::kGoOn;
     if (!st.ok()) {
@@ -151,12 +169,9 @@ ReplicaHost::Step ReplicaHost::DrainPrimary(Status* result) {
     }
     switch (m.header.type()) {
       case REPLICATE:
-        if (*result = ApplyEntry(&m); !result->ok()) return Step::kEnded;
+        if (*result = TakeEntry(&m, batch); !result->ok()) return Step::kEnded;
         break;
       case SHUTDOWN:
-        LOG(INFO) << log_prefix_ << "shard " << shard_ << " ended on its primary; " << applied_
-                  << " entries applied here";
-        *result = Status::OK();
         return Step::kEnded;
       case REPLICATE_ACK:
         if (m.header.replicate_ack().refused()) {
@@ -171,35 +186,35 @@ ReplicaHost::Step ReplicaHost::DrainPrimary(Status* result) {
   }
 }
 
-Status ReplicaHost::ApplyEntry(Message* m) {
+Status ReplicaHost::TakeEntry(Message* m, std::vector<ShardInput>* batch) {
   const ReplicateBody& b = m->header.replicate();
   const std::string peer = "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_;
   if (b.shard() != shard_)
     return Status::DataLoss(log_prefix_ + peer + " sent an entry of shard " + std::to_string(b.shard()));
-  if (b.seq() <= applied_) return Status::OK();  // sent again after a reconnect
-  if (b.seq() != applied_ + 1)
+  if (b.seq() <= received_) return Status::OK();  // sent again after a reconnect
+  if (b.seq() != received_ + 1)
     return Status::DataLoss(log_prefix_ + peer + " sent entry " + std::to_string(b.seq()) + " after " +
-                            std::to_string(applied_) + ": an entry is missing");
+                            std::to_string(received_) + ": an entry is missing");
   if (b.payload_bytes() > m->keys.size() || m->keys.size() - b.payload_bytes() >= 8)
     return Status::DataLoss(log_prefix_ + peer + ": entry " + std::to_string(b.seq()) + " says payload_bytes=" +
                             std::to_string(b.payload_bytes()) + " in a keys frame of " +
                             std::to_string(m->keys.size()) + " bytes");
-  ShardInput input;
+  batch->emplace_back();
   TETHER_RETURN_IF_ERROR(DecodeShardInput(
-      std::string_view(static_cast<const char*>(m->keys.data()), b.payload_bytes()), peer, &input));
-  applied_ = b.seq();
+      std::string_view(static_cast<const char*>(m->keys.data()), b.payload_bytes()), peer, &batch->back()));
+  received_ = b.seq();
   connected_ = true;
-  return copy_->Replay(input.identity, &input.message);
+  return Status::OK();
 }
 
 void ReplicaHost::Ack(Clock::time_point now) {
   const int interval = std::max(50, config_.cluster().heartbeat_interval_ms());
-  if (applied_ == acked_ && MsBetween(last_ack_, now) < interval) return;
+  if (received_ == acked_ && MsBetween(last_ack_, now) < interval) return;
   Message ack;
   ack.header.set_type(REPLICATE_ACK);
   ack.header.set_shard_generation(1);
   ack.header.mutable_replicate_ack()->set_shard(shard_);
-  ack.header.mutable_replicate_ack()->set_applied(applied_);
+  ack.header.mutable_replicate_ack()->set_applied(received_);
   // A full queue (the primary stopped reading) is no reason to block: the
   // next turn acknowledges again.
   try {
@@ -209,7 +224,7 @@ void ReplicaHost::Ack(Clock::time_point now) {
   } catch (const zmq::error_t&) {
     return;
   }
-  acked_ = applied_;
+  acked_ = received_;
   last_ack_ = now;
 }
 

@@ -12,8 +12,9 @@
 // (cluster.server_addresses[shard], or the shard's rendezvous entry, waited
 // for up to cluster.startup_timeout_ms), takes in the log entries the primary
 // forwards (REPLICATE: one ShardInput each, server/shard_input.h) with
-// ServerShard::Replay in the primary's order, and acknowledges what it
-// applied after every batch it reads and at least every
+// ServerShard::Replay in the primary's order, and acknowledges each batch
+// it reads once it checked it and before applying it (an entry it holds is
+// applied before it could claim the shard), and at least every
 // cluster.heartbeat_interval_ms while idle (its liveness to the primary).
 //
 // The primary is gone when its connection closes (its process died: at
@@ -43,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -50,6 +52,7 @@
 #include "core/net/message.h"
 #include "core/status.h"
 #include "server/server.h"
+#include "server/shard_input.h"
 
 namespace tether {
 
@@ -93,7 +96,10 @@ class ReplicaHost {
   Status SayHello();
   // Reads what the primary sent; kEnded with *result set when it ended the shard.
   Step DrainPrimary(Status* result);
-  Status ApplyEntry(Message* m);
+  // Reads what is queued into *batch (checked, in order) up to the end of
+  // the queue or a message that ends the copy (kEnded, *result set).
+  Step ReadQueued(std::vector<ShardInput>* batch, Status* result);
+  Status TakeEntry(Message* m, std::vector<ShardInput>* batch);
   Step ReadMonitor();
   void Ack(Clock::time_point now);
   bool OwnStall(Clock::time_point now);
@@ -109,7 +115,8 @@ class ReplicaHost {
   zmq::socket_t monitor_;
   std::string primary_endpoint_;
   std::string advertised_;
-  uint64_t applied_ = 0;
+  uint64_t received_ = 0;  // entries read and checked (acknowledged)
+  uint64_t applied_ = 0;   // entries applied to the copy
   uint64_t acked_ = 0;
   bool connected_ = false;
   Clock::time_point started_, last_ack_, last_turn_;
