@@ -1,0 +1,156 @@
+// The primary's end of a replicated shard (server/replica_link.h) with its
+// ShardOutbox (server/shard_outbox.h), over an inproc ROUTER: what a worker
+// is sent waits for the replica's acknowledgement of the entries it
+// depends on, in order; a HELLO_REPLY names the replica's endpoint; a
+// replica that is gone is dropped and what waited leaves; a refusal makes
+// the primary step down.
+#include "server/replica_link.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+
+#include "core/net/message.h"
+#include "server/shard_outbox.h"
+
+namespace tether {
+namespace {
+
+class ReplicaLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.mutable_cluster()->set_num_servers(2);
+    config_.mutable_cluster()->set_replicas(1);
+    config_.mutable_cluster()->set_liveness_timeout_ms(1000);
+    router_.set(zmq::sockopt::router_mandatory, 1);
+    router_.bind("inproc://replica-link-test");
+    worker_.set(zmq::sockopt::routing_id, "w0");
+    worker_.connect("inproc://replica-link-test");
+    link_ = std::make_unique<ReplicaLink>(config_, 0, "[server 0] ");
+    link_->set_socket(&router_);
+    outbox_.set_socket(&router_);
+    outbox_.set_replica_link(link_.get());
+  }
+
+  Message Hello(int process) {
+    Message m;
+    m.header.set_type(REPLICA_HELLO);
+    m.header.mutable_replica_hello()->set_shard(0);
+    m.header.mutable_replica_hello()->set_process(process);
+    m.header.mutable_replica_hello()->set_endpoint("tcp://10.0.0.2:4100");
+    return m;
+  }
+  Message Ack(uint64_t applied, bool refused = false) {
+    Message m;
+    m.header.set_type(REPLICATE_ACK);
+    m.header.mutable_replicate_ack()->set_shard(0);
+    m.header.mutable_replicate_ack()->set_applied(applied);
+    m.header.mutable_replicate_ack()->set_refused(refused);
+    if (refused) m.header.mutable_replicate_ack()->set_reason("[server 1] shard 0 was claimed");
+    return m;
+  }
+  Message Reply(MessageType type, uint64_t id) {
+    Message m;
+    m.header.set_type(type);
+    m.header.set_request_id(id);
+    if (type == HELLO_REPLY) m.header.mutable_hello_reply()->set_shard(0);
+    return m;
+  }
+  // The request ids the worker has received, in order.
+  std::vector<uint64_t> Received() {
+    std::vector<uint64_t> ids;
+    Message m;
+    while (RecvMessage(worker_, &m, nullptr).ok()) {
+      if (m.header.type() == HELLO_REPLY) hello_ = m.header.hello_reply();
+      EXPECT_EQ(m.header.shard_generation(), link_->generation());
+      ids.push_back(m.header.request_id());
+    }
+    return ids;
+  }
+
+  JobConfig config_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_{ctx_, zmq::socket_type::router};
+  zmq::socket_t worker_{ctx_, zmq::socket_type::dealer};
+  std::atomic<bool> stopping_{false};
+  ServerStats stats_;
+  ShardOutbox outbox_{"[server 0] ", 7, &stopping_, &stats_};
+  std::unique_ptr<ReplicaLink> link_;
+  HelloReplyBody hello_;
+};
+
+TEST_F(ReplicaLinkTest, RepliesWaitForTheReplicasAcknowledgementInOrder) {
+  const auto now = ReplicaLink::Clock::now();
+  Message input = Reply(PUSH, 1);
+  link_->Append("w0", input);  // entry 1: no replica yet, nothing committed
+  Message r1 = Reply(HELLO_REPLY, 1);
+  outbox_.Send("w0", &r1, 0);
+  EXPECT_TRUE(Received().empty());
+  EXPECT_EQ(outbox_.held(), 1u);
+  ASSERT_TRUE(link_->Take("r1", Hello(1), now));  // the replica comes; entry 1 forwarded (no route: judged later)
+  link_->Append("w0", input);                     // entry 2
+  Message r2 = Reply(PUSH_REPLY, 2);
+  outbox_.Send("w0", &r2, 0);
+  EXPECT_EQ(outbox_.held(), 2u);
+  ASSERT_TRUE(link_->Take("r1", Ack(1), now));
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{1});
+  EXPECT_EQ(hello_.chain_endpoints_size(), 1);
+  EXPECT_EQ(hello_.chain_endpoints(0), "tcp://10.0.0.2:4100");
+  ASSERT_TRUE(link_->Take("r1", Ack(2), now));
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{2});
+  // Everything acknowledged: a new reply leaves at once.
+  Message r3 = Reply(PUSH_REPLY, 3);
+  outbox_.Send("w0", &r3, 0);
+  EXPECT_EQ(Received(), std::vector<uint64_t>{3});
+  EXPECT_EQ(link_->generation(), 1u);
+}
+
+TEST_F(ReplicaLinkTest, AReplicaWhoseConnectionIsGoneIsDroppedAndWhatWaitedLeaves) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("r1", Hello(1), now));  // "r1" has no connection: every send to it fails
+  Message input = Reply(PUSH, 1);
+  link_->Append("w0", input);
+  Message r1 = Reply(PUSH_REPLY, 1);
+  outbox_.Send("w0", &r1, 0);
+  EXPECT_TRUE(Received().empty());
+  link_->Tick(now);  // the failed send is judged now
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{1});
+  EXPECT_EQ(link_->generation(), 2u);
+  EXPECT_TRUE(link_->chain_endpoints().empty());
+  EXPECT_TRUE(link_->stepped_down().ok());
+}
+
+TEST_F(ReplicaLinkTest, ARefusalMakesThePrimaryStepDownAndNothingLeaves) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("r1", Hello(1), now));
+  Message input = Reply(PUSH, 1);
+  link_->Append("w0", input);
+  Message r1 = Reply(PUSH_REPLY, 1);
+  outbox_.Send("w0", &r1, 0);
+  ASSERT_TRUE(link_->Take("r1", Ack(0, /*refused=*/true), now));
+  EXPECT_EQ(link_->stepped_down().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(link_->stepped_down().message().find("shard 0 was claimed"), std::string::npos);
+  outbox_.ReleaseCommitted();
+  EXPECT_TRUE(Received().empty());
+}
+
+TEST_F(ReplicaLinkTest, AReplicaOfAnotherShardOrProcessIsRefused) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("r2", Hello(0), now));  // process 0 is the primary itself
+  Message input = Reply(PUSH, 1);
+  link_->Append("w0", input);
+  Message r1 = Reply(PUSH_REPLY, 1);
+  outbox_.Send("w0", &r1, 0);
+  // Not registered: an acknowledgement from it counts for nothing.
+  ASSERT_TRUE(link_->Take("r2", Ack(1), now));
+  outbox_.ReleaseCommitted();
+  EXPECT_TRUE(Received().empty());
+  EXPECT_FALSE(link_->Take("w0", Reply(PUSH, 2), now)) << "a worker's message is not the link's";
+}
+
+}  // namespace
+}  // namespace tether
