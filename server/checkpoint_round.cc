@@ -137,8 +137,23 @@ void CheckpointRound::Write() {
 }
 
 void CheckpointRound::EndRoundUnwritten() {
-  // What Write() does after the files, with nobody to answer: the state a
-  // replaying copy keeps equals its primary's.
+  // What Write() does after the files: the state a replaying copy keeps
+  // equals its primary's. Its answers (its outbox is muted, its reply cache
+  // keeps them, server/reply_cache.h) abandon the round: should the copy
+  // claim the shard, a worker that sends this CHECKPOINT again had no
+  // answer from the primary, whose files the copy cannot vouch for, and
+  // the folder must get no MANIFEST.
+  for (const auto& [rank, peer] : round_.waiting) {
+    Message reply;
+    reply.header.set_type(CHECKPOINT_REPLY);
+    reply.header.set_request_id(peer.second);
+    CheckpointReplyBody& body = *reply.header.mutable_checkpoint_reply();
+    body.set_clock(round_.clock);
+    body.set_abandoned(true);
+    body.set_abandoned_why("checkpoint at clock " + std::to_string(round_.clock) + " abandoned: shard " +
+                           std::to_string(shard_) + " failed over while its primary wrote its files");
+    outbox_->Send(peer.first, &reply, rank);
+  }
   if (rooms_.coordinator != nullptr) rooms_.coordinator->RoundEnded(round_.clock, true, round_.dir, round_.files);
   last_clock_ = std::max(last_clock_, round_.clock);
   round_ = Round();

@@ -95,6 +95,29 @@ TEST_F(CheckpointRoundTest, TheRoundIsWrittenOnceEveryCountingWorkerJoinedIt) {
   EXPECT_EQ(round_.last_clock(), 4);
 }
 
+TEST_F(CheckpointRoundTest, ACopysRoundWritesNothingAndItsAnswersAbandonIt) {
+  // A replica's copy (ServerShard::Replay): the round ends at the cut as its
+  // primary's does, writes no files, and what it would answer abandons the
+  // round, should a worker send the CHECKPOINT again once the copy serves.
+  round_.set_writes_files(false);
+  clocks_.Advance(0, 4);
+  clocks_.Advance(1, 4);
+  round_.Join("w0", Checkpoint(0, 4, Dir(4), 7));
+  round_.Join("w1", Checkpoint(1, 4, Dir(4), 8));
+  EXPECT_FALSE(std::filesystem::exists(Dir(4)));
+  ASSERT_EQ(out_.sent.size(), 2u);
+  for (const auto& s : out_.sent) {
+    EXPECT_EQ(s.header.type(), CHECKPOINT_REPLY);
+    EXPECT_EQ(s.header.checkpoint_reply().clock(), 4);
+    EXPECT_TRUE(s.header.checkpoint_reply().abandoned());
+    EXPECT_EQ(s.header.checkpoint_reply().files_size(), 0);
+    EXPECT_EQ(s.header.checkpoint_reply().abandoned_why(),
+              "checkpoint at clock 4 abandoned: shard 0 failed over while its primary wrote its files");
+  }
+  EXPECT_EQ(out_.sent[1].header.request_id(), 8u);
+  EXPECT_EQ(round_.last_clock(), 4);
+}
+
 TEST_F(CheckpointRoundTest, AFinishedWorkerIsNotWaitedForAndTheChunkStateIsWritten) {
   MessageHeader chunk;
   chunk.set_sender_rank(0);

@@ -18,6 +18,9 @@
 #          failover counts and reads served aside) and the model
 #          tether-export writes from the final checkpoint are bit-identical
 #          to the undisturbed run's.
+#   checkpoints  the kill mode's job with a checkpoint every 10 clocks:
+#          it finishes with exit 0 and exact samples, and every checkpoint
+#          with a MANIFEST (before, across and after the failover) exports.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -113,6 +116,23 @@ PY
 }
 
 case "$mode" in
+checkpoints)
+  flags+=(--checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=10 --checkpoint_keep_last=100)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 3/$epochs" 2400
+  kill -9 "$(inner "${server_pids[0]}")"
+  wait_code "${server_pids[0]}"
+  check_finished
+  n=0
+  for d in "$tmp"/ck/ckpt-*; do
+    [ -f "$d/MANIFEST" ] || continue
+    timeout 120 "$bin/tether-export" --checkpoint="$d" --out="$tmp/m.safetensors" > "$tmp/export.log" 2>&1 \
+      || fail "checkpoint $d has a MANIFEST but does not export: $(tail -2 "$tmp/export.log")"
+    n=$((n + 1))
+  done
+  ((n >= 20)) || fail "only $n checkpoints with a MANIFEST"
+  echo "$n checkpoints with a MANIFEST, each exported"
+  ;;
 bsp)
   run_bsp ref -1
   for v in 0 1; do
