@@ -274,7 +274,7 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
   // lost; a HEARTBEAT is owed nothing and never acknowledged.
   Link& link = links_[shard];
   const bool chained = !link.successors.empty() && m->header.type() != HEARTBEAT;
-  if (chained) link.unacked.Keep(m);
+  if (chained) link.unacked.Keep(m, /*owed_reply=*/state != nullptr);
   Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
                                                          options_.servers[shard] + ")");
   if (st.ok()) return st;

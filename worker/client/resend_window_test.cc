@@ -25,24 +25,26 @@ std::vector<uint64_t> Ids(ResendWindow& w) {
   return ids;
 }
 
-TEST(ResendWindowTest, AReplyAcknowledgesItsIdAndEveryEarlierOne) {
+TEST(ResendWindowTest, AReplyAcknowledgesItsRequestAndEarlierMessagesOwedNone) {
   // Ids as RequestChannel makes them: sequence << 32 | slot (a CLOCK has
-  // no slot).
+  // no slot and is owed no reply).
   auto id = [](uint64_t seq, uint64_t slot) { return (seq << 32) | slot; };
   ResendWindow w;
   const std::vector<uint64_t> sent = {id(1, 5), id(2, 0), id(3, 0), id(4, 2), id(5, 1)};
   for (uint64_t i : sent) {
-    Message m = Stamped(i == id(3, 0) ? CLOCK : PUSH, i, "v");
-    w.Keep(&m);
+    const bool clock = i == id(2, 0) || i == id(3, 0);
+    Message m = Stamped(clock ? CLOCK : PUSH, i, "v");
+    w.Keep(&m, /*owed_reply=*/!clock);
   }
   EXPECT_EQ(w.size(), 5u);
-  EXPECT_EQ(w.Ack(id(2, 0)), 2u) << "the reply's own id and the one before it";
-  EXPECT_EQ(Ids(w), (std::vector<uint64_t>{id(3, 0), id(4, 2), id(5, 1)}));
-  // A reply to the 4th acknowledges the reply-less CLOCK before it too.
-  EXPECT_EQ(w.Ack(id(4, 2)), 2u);
+  // The reply to the 4th: it and the two CLOCKs before it are committed;
+  // the 1st (a pull deferred on the bound, say) still waits for its own.
+  EXPECT_EQ(w.Ack(id(4, 2)), 3u);
+  EXPECT_EQ(Ids(w), (std::vector<uint64_t>{id(1, 5), id(5, 1)}));
+  EXPECT_EQ(w.Ack(id(1, 5)), 1u) << "the deferred one answered late";
   EXPECT_EQ(Ids(w), (std::vector<uint64_t>{id(5, 1)}));
-  EXPECT_EQ(w.Ack(id(3, 7)), 0u) << "an older reply (a deferred one answered late) acknowledges nothing more";
-  EXPECT_EQ(w.Ack(id(9, 0)), 1u);
+  EXPECT_EQ(w.Ack(id(3, 7)), 0u) << "a reply to nothing kept forgets nothing";
+  EXPECT_EQ(w.Ack(id(5, 1)), 1u);
   EXPECT_TRUE(w.empty());
 }
 
@@ -51,7 +53,7 @@ TEST(ResendWindowTest, CopiesKeepTheSentBytesAndTheMessageIsUntouched) {
   const std::string big(4096, 'x');
   Message m = Stamped(PUSH, 7, big);
   m.keys = zmq::message_t(std::string(16, 'k').data(), 16);
-  w.Keep(&m);
+  w.Keep(&m, true);
   EXPECT_EQ(m.values.size(), big.size()) << "the message to send still holds its frames";
   ASSERT_EQ(w.size(), 1u);
   Message& kept = w.messages().front();
@@ -67,8 +69,8 @@ TEST(ResendWindowTest, CopiesKeepTheSentBytesAndTheMessageIsUntouched) {
 TEST(ResendWindowTest, AFailedSendIsForgotten) {
   ResendWindow w;
   Message a = Stamped(PULL, 1, ""), b = Stamped(PULL, 2, "");
-  w.Keep(&a);
-  w.Keep(&b);
+  w.Keep(&a, true);
+  w.Keep(&b, true);
   w.DropNewest();
   EXPECT_EQ(Ids(w), (std::vector<uint64_t>{1}));
   w.Clear();
