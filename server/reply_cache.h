@@ -124,6 +124,9 @@ class ReplyCache {
   std::vector<KeptId> Kept(const std::string& identity) const;
 
   static const char* VerdictName(Verdict v);
+  /// One line on the messages taken in again so far ("8 message(s) sent
+  /// again: 5 answered from the reply cache, ..."); "" when none was.
+  std::string DescribeSentAgain() const;
 
  private:
   struct Entry {
