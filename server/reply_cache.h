@@ -43,7 +43,11 @@
 // The cache is part of the shard's replicated state: it changes only with
 // the messages taken in and the replies made for them, so a copy fed the
 // same inputs (ServerShard::Replay, whose replies are muted but still
-// recorded) holds the same cache.
+// recorded) holds the same cache, with two exceptions: the answers to the
+// BYEs its primary held until its Run() ended, and CHECKPOINT_REPLYs (a
+// copy writes no checkpoint files, so it cannot name them, and answers no
+// CHECKPOINT: one sent again to a copy that claimed the shard reads
+// kDropPending and is never answered).
 //
 // Ownership: the shard owns it; ShardOutbox records the replies into it.
 // Thread-safety: none (Run()'s thread, or the thread that replays).
