@@ -45,9 +45,8 @@
 // same inputs (ServerShard::Replay, whose replies are muted but still
 // recorded) holds the same cache, with two exceptions: the answers to the
 // BYEs its primary held until its Run() ended, and CHECKPOINT_REPLYs (a
-// copy writes no checkpoint files, so it cannot name them, and answers no
-// CHECKPOINT: one sent again to a copy that claimed the shard reads
-// kDropPending and is never answered).
+// copy writes no checkpoint files and cannot name the primary's: its reply
+// abandons the round, server/checkpoint_round.h).
 //
 // Ownership: the shard owns it; ShardOutbox records the replies into it.
 // Thread-safety: none (Run()'s thread, or the thread that replays).

@@ -15,6 +15,7 @@
 #include "server/replica_host.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/recorded_job.h"
+#include "tests/testing/temp_dir.h"
 #include "worker/trainer.h"
 
 namespace tether {
@@ -73,7 +74,11 @@ JobConfig ReplicatedBibtex(int servers) {
 }
 
 TEST(ReplicaHostTest, EveryCopyEndsEqualToItsPrimary) {
-  const JobConfig config = ReplicatedBibtex(3);
+  JobConfig config = ReplicatedBibtex(3);
+  // Checkpoint rounds too: the primaries write them, the copies do not.
+  testing::ScopedTempDir ckpt;
+  config.mutable_checkpoint()->set_dir(ckpt.path());
+  config.mutable_checkpoint()->set_every_clocks(20);
   ReplicatedJob job = RunReplicated(config);
   for (const Status& w : job.workers) ASSERT_TRUE(w.ok()) << w.ToString();
   const std::string dir = ::testing::TempDir() + "/replica_host_test";
