@@ -178,6 +178,17 @@ std::vector<ReplyCache::KeptId> ReplyCache::Kept(const std::string& identity) co
   return out;
 }
 
+std::string ReplyCache::DescribeSentAgain() const {
+  const Stats& s = stats_;
+  const uint64_t total = s.resent + s.handled_again + s.dropped_pending + s.dropped_applied + s.dropped_forgotten;
+  if (total == 0) return "";
+  return std::to_string(total) + " message(s) sent again: " + std::to_string(s.resent) +
+         " answered from the reply cache, " + std::to_string(s.handled_again) + " read(s) handled again, " +
+         std::to_string(s.dropped_pending) + " dropped while their answer was still to come, " +
+         std::to_string(s.dropped_applied) + " dropped as applied before (no reply kept), " +
+         std::to_string(s.dropped_forgotten) + " dropped as older than the request ids kept";
+}
+
 const char* ReplyCache::VerdictName(Verdict v) {
   switch (v) {
     case Verdict::kHandle: return "new";

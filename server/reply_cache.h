@@ -43,7 +43,10 @@
 // The cache is part of the shard's replicated state: it changes only with
 // the messages taken in and the replies made for them, so a copy fed the
 // same inputs (ServerShard::Replay, whose replies are muted but still
-// recorded) holds the same cache.
+// recorded) holds the same cache, with two exceptions: the answers to the
+// BYEs its primary held until its Run() ended, and CHECKPOINT_REPLYs (a
+// copy writes no checkpoint files and cannot name the primary's: its reply
+// abandons the round, server/checkpoint_round.h).
 //
 // Ownership: the shard owns it; ShardOutbox records the replies into it.
 // Thread-safety: none (Run()'s thread, or the thread that replays).
@@ -124,6 +127,9 @@ class ReplyCache {
   std::vector<KeptId> Kept(const std::string& identity) const;
 
   static const char* VerdictName(Verdict v);
+  /// One line on the messages taken in again so far ("8 message(s) sent
+  /// again: 5 answered from the reply cache, ..."); "" when none was.
+  std::string DescribeSentAgain() const;
 
  private:
   struct Entry {

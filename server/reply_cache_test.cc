@@ -127,6 +127,11 @@ TEST(ReplyCacheTest, ClocksAndAbortsWithoutReplyWereApplied) {
   EXPECT_EQ(TakeIn(&cache, "w1", Request(CLOCK, Id(3))), Verdict::kResend);
   EXPECT_EQ(cache.stats().dropped_applied, 2u);
   EXPECT_EQ(cache.stats().dropped_pending, 0u);
+  EXPECT_EQ(cache.DescribeSentAgain(),
+            "3 message(s) sent again: 1 answered from the reply cache, 0 read(s) handled again, 0 dropped while "
+            "their answer was still to come, 2 dropped as applied before (no reply kept), 0 dropped as older than "
+            "the request ids kept");
+  EXPECT_EQ(ReplyCache().DescribeSentAgain(), "");
 }
 
 TEST(ReplyCacheTest, UntrackedMessagesAreAlwaysHandledAndNotKept) {

@@ -411,6 +411,8 @@ Status ServerShard::Finish() {
             << "; " << stats_.workers_timed_out << " workers timed out, " << stats_.workers_rejoined << " rejoined, "
             << stats_.workers_joined << " joined with a new rank";
   kv_.LogExit();
+  if (const std::string again = replies_ != nullptr ? replies_->DescribeSentAgain() : ""; !again.empty())
+    LOG(INFO) << log_prefix_ << again;
   if (stop_.load() || drain_requested_.load()) return Status::OK();
   // Every worker is gone, but a worker removed for silence never finished:
   // the job did not either, and the exit code must say so.

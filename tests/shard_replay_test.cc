@@ -115,8 +115,6 @@ TEST(ShardReplayTest, BudgetDelayCompensationAndBf16ReplayBitForBit) {
   c.mutable_train()->set_eval_minibatch_size(64);  // an evaluation pull within max_rows
   w1->set_evict(LRU);
   w1->set_push_wire(BF16);
-  // Replicated: the shards keep a reply cache, which replays too.
-  c.mutable_cluster()->set_replicas(1);
   const Replayed r = TrainAndReplay(c);
   EXPECT_GT(r.inputs, 1000u);
   EXPECT_GT(r.evicted, 0u);

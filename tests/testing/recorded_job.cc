@@ -72,6 +72,25 @@ ShardDigest DigestShard(const ServerShard& s, const JobConfig& config, int shard
   return d;
 }
 
+namespace {
+
+// A copy's answer to a CHECKPOINT abandons the round its primary wrote.
+void ExpectCopyAbandoned(const ReplyCache::KeptId& primary, const ReplyCache::KeptId& copy) {
+  EXPECT_EQ(primary.answered, copy.answered);
+  EXPECT_EQ(primary.has_reply, copy.has_reply);
+  if (!primary.has_reply || !copy.has_reply) return;
+  MessageHeader p, q;  // the header's bytes lead each kept reply; no frames follow
+  EXPECT_TRUE(p.ParseFromString(primary.reply));
+  EXPECT_TRUE(q.ParseFromString(copy.reply));
+  EXPECT_EQ(q.type(), CHECKPOINT_REPLY);
+  EXPECT_TRUE(q.checkpoint_reply().abandoned()) << "request " << copy.id;
+  if (p.type() == CHECKPOINT_REPLY) {
+    EXPECT_EQ(p.checkpoint_reply().clock(), q.checkpoint_reply().clock());
+  }
+}
+
+}  // namespace
+
 size_t ExpectSameReplyCache(const ServerShard& primary, const ServerShard& copy) {
   const ReplyCache* a = primary.reply_cache();
   const ReplyCache* b = copy.reply_cache();
@@ -84,8 +103,9 @@ size_t ExpectSameReplyCache(const ServerShard& primary, const ServerShard& copy)
     EXPECT_EQ(p.size(), q.size());
     for (size_t i = 0; i < std::min(p.size(), q.size()); ++i, ++compared) {
       const bool held_bye = p[i].type == BYE && p[i].answered && !q[i].answered;
-      if (held_bye) {
+      if (held_bye || (p[i].type == CHECKPOINT && q[i].type == CHECKPOINT)) {
         EXPECT_EQ(p[i].id, q[i].id);
+        if (!held_bye) ExpectCopyAbandoned(p[i], q[i]);
         continue;
       }
       EXPECT_TRUE(p[i] == q[i]) << "request " << p[i].id << " (" << TypeName(p[i].type) << "): answered "

@@ -57,10 +57,12 @@ ShardDigest DigestShard(const ServerShard& s, const JobConfig& config, int shard
 
 /// Expects `copy`'s reply cache (ServerShard::reply_cache; both null for a
 /// shard that is not replicated) to be `primary`'s, id for id and reply for
-/// reply, with one difference a copy has by design: a BYE the primary
+/// reply, with two differences a copy has by design: a BYE the primary
 /// answered as its Run() ended (a finished worker's goodbye is held until
-/// the job's outcome) is still unanswered on a copy that never ran. Returns
-/// the request ids compared.
+/// the job's outcome) is still unanswered on a copy that never ran, and a
+/// copy's CHECKPOINT_REPLY abandons the round whose files the primary
+/// wrote (only its request id, clock and abandoned flag are compared).
+/// Returns the request ids compared.
 size_t ExpectSameReplyCache(const ServerShard& primary, const ServerShard& copy);
 
 /// Bibtex (the bundled data, tests/data/bibtex_fixed.pbtxt: 2 servers, 2
