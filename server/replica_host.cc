@@ -6,6 +6,7 @@
 
 #include <glog/logging.h>
 
+#include "core/net/curve.h"
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
 #include "core/wire_limits.h"
@@ -39,6 +40,9 @@ ReplicaHost::~ReplicaHost() {
 }
 
 Status ReplicaHost::Start(const std::string& bind_endpoint, const std::string& advertise_host) {
+  if (config_.security().has_curve()) {
+    TETHER_ASSIGN_OR_RETURN(curve_, ServerPeerCurveClient(config_.security().curve()));
+  }
   TETHER_ASSIGN_OR_RETURN(primary_endpoint_, FindPrimary());
   TETHER_RETURN_IF_ERROR(copy_->Bind(bind_endpoint));
   advertised_ = AdvertisedEndpoint(copy_->endpoint(), advertise_host);
@@ -53,7 +57,9 @@ StatusOr<std::string> ReplicaHost::FindPrimary() {
                                    " needs where the other servers are (cluster.server_addresses or "
                                    "cluster.rendezvous): this process must reach shard " + std::to_string(shard_) +
                                    "'s primary");
-  TETHER_ASSIGN_OR_RETURN(auto rdzv, Rendezvous::Open(c.rendezvous(), SocketOptions{}));
+  SocketOptions store;
+  if (c.rendezvous().rfind("tcp://", 0) == 0) store.curve = curve_;  // a CURVE job's store is CURVE too
+  TETHER_ASSIGN_OR_RETURN(auto rdzv, Rendezvous::Open(c.rendezvous(), store));
   TETHER_ASSIGN_OR_RETURN(std::vector<std::string> all,
                           LookupServers(rdzv.get(), JobId(config_), c.generation(), c.num_servers(),
                                         c.startup_timeout_ms(), [this] { return stop_.load(); }));
@@ -74,6 +80,8 @@ Status ReplicaHost::Connect() {
   const std::string identity = "replica-" + std::to_string(process_) + "-" + std::to_string(shard_) + "-" +
                                std::to_string(copy_->incarnation());
   o.monitor_endpoint = "inproc://tether-replica-monitor-" + identity;
+  o.curve = curve_;
+  if (curve_.enabled()) o.monitor_events |= ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
   try {
     monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
     monitor_.set(zmq::sockopt::linger, 0);
@@ -114,7 +122,14 @@ Status ReplicaHost::Run() {
     Status result;
     if (DrainPrimary(&result) == Step::kEnded) return result;
     Ack(now);
-    if (ReadMonitor() == Step::kPrimaryGone) {
+    const Step seen = ReadMonitor();
+    if (seen == Step::kKeyRefused)
+      return Status::FailedPrecondition(log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " +
+                                        primary_endpoint_ + " refused this process's CURVE key " + curve_.public_key +
+                                        " (ZAP status " + std::to_string(zap_status_) +
+                                        "): the servers must share one key pair (security.curve."
+                                        "server_secret_key_file)");
+    if (seen == Step::kPrimaryGone) {
       if (stalled || now < stalled_until_)
         return Status::Unavailable(log_prefix_ + "lost the primary right after this process itself did not run for "
                                    "a while: its copy may lack what the primary committed since; it does not claim "
@@ -244,6 +259,10 @@ ReplicaHost::Step ReplicaHost::ReadMonitor() {
     std::memcpy(&event, head.data(), 2);
     if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) connected_ = true;
     if (event == ZMQ_EVENT_DISCONNECTED && connected_) step = Step::kPrimaryGone;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      std::memcpy(&zap_status_, static_cast<const char*>(head.data()) + 2, 4);
+      return Step::kKeyRefused;
+    }
   }
   return step;
 }

@@ -34,6 +34,12 @@
 // peer is named), or the copy's replay failed (the job failed on the
 // primary in the same way).
 //
+// With security.curve the connection to the primary is CURVE too: the host
+// holds the servers' shared key pair (core/net/curve.h ServerPeerCurveClient),
+// which the primary admits for replication only (server/replica_link.h); a
+// primary that refuses the key ends Run() with the ZAP status. The copy's
+// own socket binds as any shard's does, so workers reach it with their keys.
+//
 // Ownership: the host owns the copy and its ZeroMQ context (one CURVE
 // shard per context). Thread-safety: Start and Run on one thread; Stop from
 // any thread (async-signal-safe).
@@ -50,6 +56,7 @@
 
 #include "core/config.h"
 #include "core/net/message.h"
+#include "core/net/transport.h"
 #include "core/status.h"
 #include "server/server.h"
 #include "server/shard_input.h"
@@ -90,7 +97,7 @@ class ReplicaHost {
   const ServerShard& copy() const { return *copy_; }
 
  private:
-  enum class Step { kGoOn, kEnded, kPrimaryGone };
+  enum class Step { kGoOn, kEnded, kPrimaryGone, kKeyRefused };
   StatusOr<std::string> FindPrimary();
   Status Connect();
   Status SayHello();
@@ -113,6 +120,8 @@ class ReplicaHost {
   zmq::context_t ctx_;
   zmq::socket_t dealer_;
   zmq::socket_t monitor_;
+  CurveOptions curve_;  // security.curve: the servers' pair (empty without CURVE)
+  int zap_status_ = 0;  // the primary's ZAP answer when it refused curve_
   std::string primary_endpoint_;
   std::string advertised_;
   uint64_t received_ = 0;  // entries read and checked (acknowledged)

@@ -31,17 +31,33 @@ ReplicaLink::ReplicaLink(const JobConfig& config, int shard, std::string log_pre
   log_.Adopt(InitialChain(shard, config.cluster().num_servers(), config.cluster().replicas()));
 }
 
-bool ReplicaLink::Take(const std::string& identity, const Message& m, Clock::time_point now) {
-  switch (m.header.type()) {
-    case REPLICA_HELLO:
-      OnReplicaHello(identity, m, now);
-      return true;
-    case REPLICATE_ACK:
-      if (identity == replica_identity_) OnAck(m, now);
-      return true;
-    default:
-      return false;
-  }
+bool ReplicaLink::Take(const std::string& identity, const Message& m, const std::string& peer_key,
+                       Clock::time_point now) {
+  const MessageType type = m.header.type();
+  if (type != REPLICA_HELLO && type != REPLICATE_ACK) return false;
+  if (!replica_key_.empty() && peer_key != replica_key_)
+    RefuseKey(identity, m, peer_key);
+  else if (type == REPLICA_HELLO)
+    OnReplicaHello(identity, m, now);
+  else if (identity == replica_identity_)
+    OnAck(m, now);
+  return true;
+}
+
+void ReplicaLink::RefuseKey(const std::string& identity, const Message& m, const std::string& peer_key) {
+  const std::string key = peer_key.empty() ? std::string("(none)") : peer_key;
+  const std::string why = TypeName(m.header.type()) + " from a connection whose CURVE key " + key +
+                          " is not the servers' key: only a server process (security.curve."
+                          "server_secret_key_file) may hold a copy of shard " + std::to_string(shard_) +
+                          "; a worker's key (security.curve.authorized_keys) may not";
+  // A peer may repeat this as often as it likes: the 1st, 10th, 100th ... are logged.
+  ++keys_refused_;
+  uint64_t p = 1;
+  while (p < keys_refused_) p *= 10;
+  if (p == keys_refused_)
+    LOG(WARNING) << log_prefix_ << "replication refused: " << why
+                 << (keys_refused_ > 1 ? " (" + std::to_string(keys_refused_) + " times)" : std::string());
+  Refuse(identity, why);
 }
 
 void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, Clock::time_point now) {

@@ -61,9 +61,18 @@ class ReplicaLink {
   /// The shard's ROUTER socket (once bound).
   void set_socket(zmq::socket_t* socket) { socket_ = socket; }
 
+  /// With security.curve: the servers' public key (Z85), the only key whose
+  /// connections may replicate (the replica host's, core/net/curve.h
+  /// ServerPeerCurveClient). The shard's ZAP handler admits the workers'
+  /// keys too: a REPLICA_HELLO or REPLICATE_ACK whose connection holds
+  /// another key (Take's `peer_key`) is refused, naming the key, and
+  /// changes nothing. Empty (no CURVE): not checked.
+  void set_replica_key(std::string key) { replica_key_ = std::move(key); }
+
   /// Whether `m` is a replication message (REPLICA_HELLO, REPLICATE_ACK);
   /// if so it is taken here (a malformed one is logged and dropped).
-  bool Take(const std::string& identity, const Message& m, Clock::time_point now);
+  /// `peer_key`: the CURVE key of the sender's connection (Inbox::peer_key).
+  bool Take(const std::string& identity, const Message& m, const std::string& peer_key, Clock::time_point now);
   /// Appends the input `m` from `identity` to the log and forwards it to
   /// the replica when one is there. Call before the shard handles `m`.
   void Append(const std::string& identity, const Message& m);
@@ -89,6 +98,8 @@ class ReplicaLink {
  private:
   void OnReplicaHello(const std::string& identity, const Message& m, Clock::time_point now);
   void OnAck(const Message& m, Clock::time_point now);
+  // A replication message from a connection without the servers' key.
+  void RefuseKey(const std::string& identity, const Message& m, const std::string& peer_key);
   void Forward();
   void SendEntry(const LogEntry& e);
   void DropReplica(const std::string& why);
@@ -104,6 +115,8 @@ class ReplicaLink {
   const std::string log_prefix_;
   ReplicationLog log_;
   zmq::socket_t* socket_ = nullptr;
+  std::string replica_key_;       // security.curve: the servers' public key
+  uint64_t keys_refused_ = 0;     // replication messages refused for their key
   std::string replica_identity_;  // empty until REPLICA_HELLO
   std::vector<std::string> chain_endpoints_;
   bool replica_gone_ = false;

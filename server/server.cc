@@ -105,10 +105,13 @@ Status ServerShard::Bind(const std::string& endpoint) {
     opts.heartbeat_timeout_ms = std::max(50, liveness);
   }
   size_t authorized = 0;
+  const bool replicated = config_.cluster().replicas() > 0 && !replaying_;
   if (config_.security().has_curve() && endpoint.rfind("inproc://", 0) != 0) {
     std::vector<std::string> keys;
     TETHER_ASSIGN_OR_RETURN(opts.curve, CurveServerOptions(config_.security().curve(), &keys));
     authorized = keys.size();
+    // A replica host connects with the servers' own pair (ReplicaLink::set_replica_key).
+    if (replicated) keys.push_back(opts.curve.public_key);
     // Running before the bind: libzmq admits every CURVE client while no
     // ZAP handler is there.
     TETHER_ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*ctx_, keys, log_prefix_));
@@ -124,9 +127,10 @@ Status ServerShard::Bind(const std::string& endpoint) {
   }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
   if (!replaying_) outbox_.set_socket(&socket_);
-  if (config_.cluster().replicas() > 0 && !replaying_) {
+  if (replicated) {
     link_ = std::make_unique<ReplicaLink>(config_, shard_, log_prefix_);
     link_->set_socket(&socket_);
+    link_->set_replica_key(opts.curve.public_key);
     outbox_.set_replica_link(link_.get());
   }
   members_.set_endpoint(endpoint_);
@@ -225,7 +229,7 @@ bool ServerShard::DrainSocket(Status* why) {
       if (!identity.empty()) outbox_.SendError(identity, m.header, st.message());
       continue;
     }
-    if (link_ != nullptr && link_->Take(identity, m, SteadyClock::now())) {
+    if (link_ != nullptr && link_->Take(identity, m, inbox_.peer_key(), SteadyClock::now())) {
       outbox_.ReleaseCommitted();
       continue;
     }

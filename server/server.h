@@ -76,7 +76,9 @@ class ServerShard {
   /// With security.curve set (and a tcp:// or ipc:// endpoint) it first
   /// reads the server key pair and the authorized keys and starts the ZAP
   /// handler in the shard's context (one CURVE shard per context); inproc://
-  /// needs no CURVE. Without it, a non-loopback address is bound with a
+  /// needs no CURVE. A replicated shard (cluster.replicas > 0) admits the
+  /// servers' own public key too: its replica host's, the only key allowed
+  /// to replicate (server/replica_link.h). Without it, a non-loopback address is bound with a
   /// WARNING ("anyone who can reach this port ..."). Errors: IOError naming
   /// the endpoint; those of CurveServerOptions (core/net/curve.h).
   Status Bind(const std::string& endpoint);

@@ -3,15 +3,20 @@
 // next server's place, trained by workers on threads. Each copy takes in
 // its primary's inputs over 127.0.0.1 and ends bit for bit equal to it, and
 // no reply reached a worker before the replica acknowledged what it
-// depended on.
+// depended on. Under security.curve the same holds, with the host holding
+// the servers' key pair, and a worker's key cannot replicate.
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <zmq.hpp>
+
+#include "core/net/curve.h"
+#include "core/net/transport.h"
 #include "server/replica_host.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/recorded_job.h"
@@ -73,24 +78,20 @@ JobConfig ReplicatedBibtex(int servers) {
   return c;
 }
 
-TEST(ReplicaHostTest, EveryCopyEndsEqualToItsPrimary) {
-  JobConfig config = ReplicatedBibtex(3);
-  // Checkpoint rounds too: the primaries write them, the copies do not.
-  testing::ScopedTempDir ckpt;
-  config.mutable_checkpoint()->set_dir(ckpt.path());
-  config.mutable_checkpoint()->set_every_clocks(20);
-  ReplicatedJob job = RunReplicated(config);
+// Every host of `job` ended OK with its copy bit for bit equal to its primary.
+void ExpectCopiesEqual(const ReplicatedJob& job, const JobConfig& config) {
   for (const Status& w : job.workers) ASSERT_TRUE(w.ok()) << w.ToString();
-  const std::string dir = ::testing::TempDir() + "/replica_host_test";
-  for (int p = 0; p < 3; ++p) {
+  testing::ScopedTempDir dir;
+  const int servers = config.cluster().num_servers();
+  for (int p = 0; p < servers; ++p) {
     ASSERT_TRUE(job.hosts_done[p].ok()) << job.hosts_done[p].ToString();
     const int shard = job.hosts[p]->shard();
-    EXPECT_EQ(shard, (p + 2) % 3);
+    EXPECT_EQ(shard, (p + servers - 1) % servers);
     EXPECT_FALSE(job.hosts[p]->claimed());
     const ServerShard& primary = job.primaries[shard]->shard();
     const ServerShard& copy = job.hosts[p]->copy();
-    EXPECT_EQ(DigestShard(copy, config, shard, dir + "/copy" + std::to_string(p)),
-              DigestShard(primary, config, shard, dir + "/primary" + std::to_string(p)))
+    EXPECT_EQ(DigestShard(copy, config, shard, dir.File("copy" + std::to_string(p))),
+              DigestShard(primary, config, shard, dir.File("primary" + std::to_string(p))))
         << "shard " << shard;
     // Every message the primary took in was forwarded and applied (the
     // last ones, taken in as the shard ended, need not be acknowledged).
@@ -108,7 +109,15 @@ TEST(ReplicaHostTest, EveryCopyEndsEqualToItsPrimary) {
     // The reply cache too: what the copy recorded muted, the primary sent.
     EXPECT_GT(testing::ExpectSameReplyCache(primary, copy), 100u);
   }
-  std::filesystem::remove_all(dir);
+}
+
+TEST(ReplicaHostTest, EveryCopyEndsEqualToItsPrimary) {
+  JobConfig config = ReplicatedBibtex(3);
+  // Checkpoint rounds too: the primaries write them, the copies do not.
+  testing::ScopedTempDir ckpt;
+  config.mutable_checkpoint()->set_dir(ckpt.path());
+  config.mutable_checkpoint()->set_every_clocks(20);
+  ExpectCopiesEqual(RunReplicated(config), config);
 }
 
 TEST(ReplicaHostTest, ARefusedReplicaEndsNamingWhy) {
@@ -136,6 +145,91 @@ TEST(ReplicaHostTest, NoAddressForThePrimaryIsRefusedAtStart) {
   const Status st = host.Start("tcp://127.0.0.1:0", "");
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(st.message().find("cluster.server_addresses or cluster.rendezvous"), std::string::npos) << st.message();
+}
+
+// security.curve: one section for every process, as docs/SECURITY.md sets
+// it up: the servers' key pair and the workers' pair, in a directory of the
+// test.
+class ReplicaHostCurveTest : public ::testing::Test {
+ protected:
+  JobConfig WithCurve(JobConfig c) {
+    server_ = WritePair("server");
+    worker_ = WritePair("worker");
+    CurveConfig* k = c.mutable_security()->mutable_curve();
+    k->set_server_secret_key_file(dir_.File("server.key"));
+    k->set_server_public_key_file(dir_.File("server.pub"));
+    k->set_client_secret_key_file(dir_.File("worker.key"));
+    k->add_authorized_keys(dir_.File("worker.pub"));
+    return c;
+  }
+  CurveKeyPair WritePair(const std::string& name) {
+    auto keys = NewCurveKeyPair();
+    EXPECT_TRUE(keys.ok()) << keys.status().ToString();
+    EXPECT_TRUE(WriteCurveKeyFiles(dir_.path(), name, *keys).ok());
+    return *keys;
+  }
+  // A DEALER to `endpoint` holding `mine`, that says REPLICA_HELLO as the
+  // replica of shard 0 (process 1 of a two-server job).
+  zmq::socket_t SayReplicaHello(zmq::context_t& ctx, const std::string& endpoint, const CurveKeyPair& mine,
+                                const std::string& identity) {
+    SocketOptions o;
+    o.curve.secret_key = mine.secret_key;
+    o.curve.public_key = mine.public_key;
+    o.curve.server_public_key = server_.public_key;
+    auto dealer = ConnectDealer(ctx, endpoint, identity, o);
+    EXPECT_TRUE(dealer.ok()) << dealer.status().ToString();
+    Message hello;
+    hello.header.set_type(REPLICA_HELLO);
+    ReplicaHelloBody* b = hello.header.mutable_replica_hello();
+    b->set_shard(0);
+    b->set_process(1);
+    b->set_endpoint("tcp://127.0.0.1:9");
+    b->set_incarnation(7);
+    EXPECT_TRUE(SendMessage(*dealer, &hello, nullptr, "shard 0").ok());
+    return std::move(*dealer);
+  }
+  testing::ScopedTempDir dir_;
+  CurveKeyPair server_, worker_;
+};
+
+// The next message on `dealer` within `timeout_ms`; false when none came.
+bool NextMessage(zmq::socket_t& dealer, int timeout_ms, Message* m) {
+  zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) <= 0) return false;
+  const Status st = RecvMessage(dealer, m, nullptr);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return st.ok();
+}
+
+TEST_F(ReplicaHostCurveTest, HostsWithTheServersKeysKeepCopiesEqualToTheirPrimaries) {
+  const JobConfig config = WithCurve(ReplicatedBibtex(2));
+  ReplicatedJob job = RunReplicated(config);
+  ExpectCopiesEqual(job, config);
+  for (const auto& primary : job.primaries) EXPECT_EQ(primary->shard().handshakes_refused(), 0u);
+}
+
+TEST_F(ReplicaHostCurveTest, AWorkerKeySayingReplicaHelloIsRefusedNamingWhy) {
+  JobConfig config = WithCurve(ReplicatedBibtex(2));
+  config.mutable_cluster()->set_startup_timeout_ms(10000);
+  ShardThread primary(config, 0);
+  zmq::context_t ctx(1);
+  zmq::socket_t intruder = SayReplicaHello(ctx, primary.endpoint(), worker_, "intruder");
+  Message answer;
+  ASSERT_TRUE(NextMessage(intruder, 5000, &answer));
+  EXPECT_EQ(answer.header.type(), REPLICATE_ACK);
+  EXPECT_TRUE(answer.header.replicate_ack().refused());
+  EXPECT_NE(answer.header.replicate_ack().reason().find("REPLICA_HELLO from a connection whose CURVE key " +
+                                                        worker_.public_key + " is not the servers' key"),
+            std::string::npos)
+      << answer.header.replicate_ack().reason();
+  // The refusal changed nothing: a host with the servers' pair is still
+  // taken as the replica (the primary probes it; no refusal comes).
+  zmq::socket_t host = SayReplicaHello(ctx, primary.endpoint(), server_, "replica-1-0-7");
+  ASSERT_TRUE(NextMessage(host, 5000, &answer));
+  EXPECT_EQ(answer.header.type(), HEARTBEAT) << TypeName(answer.header.type());
+  intruder.set(zmq::sockopt::linger, 0);
+  host.set(zmq::sockopt::linger, 0);
+  primary.Stop();
 }
 
 }  // namespace

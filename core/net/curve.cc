@@ -291,7 +291,10 @@ StatusOr<CurveOptions> RendezvousCurveServer(const CurveConfig& curve, std::vect
 }
 
 StatusOr<CurveOptions> RendezvousCurveClient(const CurveConfig& curve, bool as_server) {
-  if (!as_server) return CurveClientOptions(curve);
+  return as_server ? ServerPeerCurveClient(curve) : CurveClientOptions(curve);
+}
+
+StatusOr<CurveOptions> ServerPeerCurveClient(const CurveConfig& curve) {
   std::vector<std::string> unused;
   TETHER_ASSIGN_OR_RETURN(CurveOptions opts, CurveServerOptions(curve, &unused));
   opts.server_public_key = opts.public_key;

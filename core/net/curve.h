@@ -78,6 +78,14 @@ StatusOr<CurveOptions> CurveServerOptions(const CurveConfig& curve, std::vector<
 /// those of ReadCurveKeyFile.
 StatusOr<CurveOptions> CurveClientOptions(const CurveConfig& curve);
 
+/// A server process as the CURVE client of another server process (a
+/// replica host connecting to the primary of the shard it copies,
+/// server/replica_host.h): the servers share one key pair, so it is this
+/// socket's pair and the peer's public key at once. Workers never hold it;
+/// a primary admits it for replication only (server/replica_link.h).
+/// Errors: as CurveServerOptions.
+StatusOr<CurveOptions> ServerPeerCurveClient(const CurveConfig& curve);
+
 /// The rendezvous store's CURVE settings (core/net/rendezvous.h), from the
 /// job's security.curve: the store holds the servers' key pair, and admits
 /// (in `*admitted`) the workers' authorized keys and the servers' own

@@ -68,6 +68,10 @@ Status Inbox::Recv(zmq::socket_t& socket, Message* m, std::string* identity) {
     } catch (const zmq::error_t& e) {
       return Status::IOError(std::string("receive: ") + e.what());
     }
+    // The last frame came off the wire (a ROUTER makes the identity frame
+    // itself), so it carries the connection's properties.
+    const char* user_id = zmq_msg_gets(frames.back().handle(), "User-Id");
+    peer_key_ = user_id != nullptr ? user_id : "";
     uint32_t h = 0;
     uint64_t k = 0, v = 0;
     if (frames.size() != 3 || ParseChunkTag(frames[1].data(), frames[1].size(), &h, &k, &v) == ChunkKind::kNone)

@@ -51,6 +51,12 @@ class Inbox {
   /// when it parsed, so that the caller can answer.
   Status Recv(zmq::socket_t& socket, Message* m, std::string* identity);
 
+  /// The CURVE public key (Z85, 40 characters) of the connection the last
+  /// message Recv returned came from, as the socket's ZAP handler admitted
+  /// it (ZeroMQ's "User-Id" message property, core/net/zap_handler.h);
+  /// empty without CURVE.
+  const std::string& peer_key() const { return peer_key_; }
+
   /// The server accepted `identity`'s HELLO: its chunked messages are joined.
   void Admit(const std::string& identity) { admitted_.insert(identity); }
   /// `identity` left or was removed: its partial message is dropped and its
@@ -87,6 +93,7 @@ class Inbox {
   static void ScanValues(Partial* p, uint64_t filled_values_bytes);
 
   std::string listener_;
+  std::string peer_key_;
   std::unordered_set<std::string> admitted_;
   std::unordered_map<std::string, Partial> partial_;
 };
