@@ -152,6 +152,12 @@ TEST_F(CurveTest, ConfigFieldsAreRequiredPerRoleAndPairsMustMatch) {
   auto client = CurveClientOptions(c);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   EXPECT_EQ(client->server_public_key, server->public_key);
+  // A server as another server's client: the servers' pair on both ends.
+  auto peer = ServerPeerCurveClient(c);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  EXPECT_EQ(peer->secret_key, server->secret_key);
+  EXPECT_EQ(peer->public_key, server->public_key);
+  EXPECT_EQ(peer->server_public_key, server->public_key);
 }
 
 TEST(UnauthenticatedBindWarningTest, OnlyBeyondLoopback) {

@@ -3,7 +3,8 @@
 // frame, plain or CURVE, is cut off before anything is buffered), and its
 // chunked messages are refused with an answer naming the bound; an admitted
 // peer's large messages arrive whole, bit for bit, interleaved with another
-// peer's. Every wait polls with a bound.
+// peer's. Under CURVE the inbox names the key the ZAP handler admitted.
+// Every wait polls with a bound.
 #include "core/net/inbox.h"
 
 #include <gtest/gtest.h>
@@ -267,6 +268,39 @@ TEST(InboxTest, APeerThatAnnouncesA3GBFrameBeforeItsHandshakeIsCutOff) {
   EXPECT_LT(sent, 64u << 20);
   // A frame of exactly the bound is taken (then refused by the handshake).
   EXPECT_TRUE(ServerCutsOff(PortOf(plain), "NULL", kListenerFrameBytes + kListenerFrameSlackBytes + 1, &sent));
+}
+
+TEST(InboxTest, PeerKeyIsTheCurveKeyTheZapHandlerAdmitted) {
+  zmq::context_t server_ctx, client_ctx;
+  StatusOr<CurveKeyPair> server = NewCurveKeyPair(), client = NewCurveKeyPair();
+  ASSERT_TRUE(server.ok() && client.ok());
+  auto zap = ZapHandler::Start(server_ctx, {client->public_key}, "[test] ");
+  ASSERT_TRUE(zap.ok()) << zap.status().ToString();
+  SocketOptions so;
+  so.curve.secret_key = server->secret_key;
+  std::string curve, plain;
+  auto curve_router = BindRouter(server_ctx, "tcp://127.0.0.1:0", so, &curve);
+  auto plain_router = BindRouter(client_ctx, "tcp://127.0.0.1:0", SocketOptions{}, &plain);
+  ASSERT_TRUE(curve_router.ok() && plain_router.ok());
+  SocketOptions co;
+  co.curve = CurveOptions{client->secret_key, client->public_key, server->public_key};
+  auto curve_dealer = ConnectDealer(client_ctx, curve, "keyed", co);
+  auto plain_dealer = ConnectDealer(client_ctx, plain, "plain", SocketOptions{});
+  ASSERT_TRUE(curve_dealer.ok() && plain_dealer.ok());
+  Inbox inbox("test");
+  Message m = Push(1, 4, 0.5f);
+  ASSERT_TRUE(SendMessage(*curve_dealer, &m, nullptr, "server").ok());
+  std::string id;
+  ASSERT_TRUE(Next(*curve_router, inbox, &m, &id).ok());
+  EXPECT_EQ(id, "keyed");
+  EXPECT_EQ(inbox.peer_key(), client->public_key);
+  m = Push(2, 4, 0.5f);
+  ASSERT_TRUE(SendMessage(*plain_dealer, &m, nullptr, "server").ok());
+  ASSERT_TRUE(Next(*plain_router, inbox, &m, &id).ok());
+  EXPECT_EQ(id, "plain");
+  EXPECT_EQ(inbox.peer_key(), "");
+  for (zmq::socket_t* s : {&*curve_dealer, &*plain_dealer, &*curve_router, &*plain_router})
+    s->set(zmq::sockopt::linger, 0);
 }
 
 }  // namespace
