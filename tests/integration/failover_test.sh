@@ -21,6 +21,10 @@
 #   checkpoints  the kill mode's job with a checkpoint every 10 clocks:
 #          it finishes with exit 0 and exact samples, and every checkpoint
 #          with a MANIFEST (before, across and after the failover) exports.
+#   curve  the kill run under security.curve (keys from tether-keygen): each
+#          copy follows its primary holding the servers' key pair, the
+#          workers move to the claimed copy with their own keys, and no
+#          server refuses a connection.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -32,6 +36,13 @@ epochs=8
 flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=3 --num_workers=2
        --replicas=1 --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=2000)
 mkdir -p "$tmp/rdzv"
+if [ "$mode" = curve ]; then
+  keys="$tmp/keys"
+  timeout 30 "$bin/tether-keygen" --out="$keys" --name=server > /dev/null || fail "tether-keygen server"
+  timeout 30 "$bin/tether-keygen" --out="$keys" --name=worker > /dev/null || fail "tether-keygen worker"
+  flags+=(--server_secret_key_file="$keys/server.key" --server_public_key_file="$keys/server.pub"
+          --client_secret_key_file="$keys/worker.key" --authorized_keys="$keys/worker.pub")
+fi
 
 start_all() {
   local s r
@@ -143,7 +154,7 @@ bsp)
     echo "shard $v killed: metrics and exported model bit-identical to the undisturbed run"
   done
   ;;
-kill)
+kill | curve)
   start_all
   wait_log "$tmp/worker0.log" "epoch 3/$epochs" 2400
   kill -9 "$(inner "${server_pids[0]}")"
@@ -152,6 +163,10 @@ kill)
   check_finished
   gate "$(metric "$tmp/metrics.json" precision_at_1)" 0.58 "P@1"
   grep -h "following\|claimed shard\|serving shard" "$tmp"/*.log | head -5
+  if [ "$mode" = curve ]; then
+    grep -q "CURVE on" "$tmp/server1.log" || fail "server 1 did not turn CURVE on"
+    ! grep -h "refused a connection\|replication refused" "$tmp"/server[12].log || fail "a server refused a connection"
+  fi
   ;;
 pause)
   start_all
