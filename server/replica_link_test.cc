@@ -3,13 +3,14 @@
 // is sent waits for the replica's acknowledgement of the entries it
 // depends on, in order; a HELLO_REPLY names the replica's endpoint; a
 // replica that is gone is dropped and what waited leaves; a refusal makes
-// the primary step down.
+// the primary step down; under CURVE only the servers' key may replicate.
 #include "server/replica_link.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "core/net/message.h"
 #include "server/shard_outbox.h"
@@ -88,17 +89,17 @@ TEST_F(ReplicaLinkTest, RepliesWaitForTheReplicasAcknowledgementInOrder) {
   outbox_.Send("w0", &r1, 0);
   EXPECT_TRUE(Received().empty());
   EXPECT_EQ(outbox_.held(), 1u);
-  ASSERT_TRUE(link_->Take("r1", Hello(1), now));  // the replica comes; entry 1 forwarded (no route: judged later)
+  ASSERT_TRUE(link_->Take("r1", Hello(1), "", now));  // the replica comes; entry 1 forwarded (no route: judged later)
   link_->Append("w0", input);                     // entry 2
   Message r2 = Reply(PUSH_REPLY, 2);
   outbox_.Send("w0", &r2, 0);
   EXPECT_EQ(outbox_.held(), 2u);
-  ASSERT_TRUE(link_->Take("r1", Ack(1), now));
+  ASSERT_TRUE(link_->Take("r1", Ack(1), "", now));
   outbox_.ReleaseCommitted();
   EXPECT_EQ(Received(), std::vector<uint64_t>{1});
   EXPECT_EQ(hello_.chain_endpoints_size(), 1);
   EXPECT_EQ(hello_.chain_endpoints(0), "tcp://10.0.0.2:4100");
-  ASSERT_TRUE(link_->Take("r1", Ack(2), now));
+  ASSERT_TRUE(link_->Take("r1", Ack(2), "", now));
   outbox_.ReleaseCommitted();
   EXPECT_EQ(Received(), std::vector<uint64_t>{2});
   // Everything acknowledged: a new reply leaves at once.
@@ -110,7 +111,7 @@ TEST_F(ReplicaLinkTest, RepliesWaitForTheReplicasAcknowledgementInOrder) {
 
 TEST_F(ReplicaLinkTest, AReplicaWhoseConnectionIsGoneIsDroppedAndWhatWaitedLeaves) {
   const auto now = ReplicaLink::Clock::now();
-  ASSERT_TRUE(link_->Take("r1", Hello(1), now));  // "r1" has no connection: every send to it fails
+  ASSERT_TRUE(link_->Take("r1", Hello(1), "", now));  // "r1" has no connection: every send to it fails
   Message input = Reply(PUSH, 1);
   link_->Append("w0", input);
   Message r1 = Reply(PUSH_REPLY, 1);
@@ -126,12 +127,12 @@ TEST_F(ReplicaLinkTest, AReplicaWhoseConnectionIsGoneIsDroppedAndWhatWaitedLeave
 
 TEST_F(ReplicaLinkTest, ARefusalMakesThePrimaryStepDownAndNothingLeaves) {
   const auto now = ReplicaLink::Clock::now();
-  ASSERT_TRUE(link_->Take("r1", Hello(1), now));
+  ASSERT_TRUE(link_->Take("r1", Hello(1), "", now));
   Message input = Reply(PUSH, 1);
   link_->Append("w0", input);
   Message r1 = Reply(PUSH_REPLY, 1);
   outbox_.Send("w0", &r1, 0);
-  ASSERT_TRUE(link_->Take("r1", Ack(0, /*refused=*/true), now));
+  ASSERT_TRUE(link_->Take("r1", Ack(0, /*refused=*/true), "", now));
   EXPECT_EQ(link_->stepped_down().code(), Status::Code::kFailedPrecondition);
   EXPECT_NE(link_->stepped_down().message().find("shard 0 was claimed"), std::string::npos);
   outbox_.ReleaseCommitted();
@@ -140,16 +141,44 @@ TEST_F(ReplicaLinkTest, ARefusalMakesThePrimaryStepDownAndNothingLeaves) {
 
 TEST_F(ReplicaLinkTest, AReplicaOfAnotherShardOrProcessIsRefused) {
   const auto now = ReplicaLink::Clock::now();
-  ASSERT_TRUE(link_->Take("r2", Hello(0), now));  // process 0 is the primary itself
+  ASSERT_TRUE(link_->Take("r2", Hello(0), "", now));  // process 0 is the primary itself
   Message input = Reply(PUSH, 1);
   link_->Append("w0", input);
   Message r1 = Reply(PUSH_REPLY, 1);
   outbox_.Send("w0", &r1, 0);
   // Not registered: an acknowledgement from it counts for nothing.
-  ASSERT_TRUE(link_->Take("r2", Ack(1), now));
+  ASSERT_TRUE(link_->Take("r2", Ack(1), "", now));
   outbox_.ReleaseCommitted();
   EXPECT_TRUE(Received().empty());
-  EXPECT_FALSE(link_->Take("w0", Reply(PUSH, 2), now)) << "a worker's message is not the link's";
+  EXPECT_FALSE(link_->Take("w0", Reply(PUSH, 2), "", now)) << "a worker's message is not the link's";
+}
+
+TEST_F(ReplicaLinkTest, UnderCurveOnlyTheServersKeyMayReplicate) {
+  const auto now = ReplicaLink::Clock::now();
+  const std::string servers(40, 'S'), worker(40, 'W');
+  link_->set_replica_key(servers);
+  // A worker's key saying REPLICA_HELLO is answered with a refusal naming
+  // the key, and registers nothing.
+  ASSERT_TRUE(link_->Take("w0", Hello(1), worker, now));
+  Message no;
+  ASSERT_TRUE(RecvMessage(worker_, &no, nullptr).ok());
+  EXPECT_EQ(no.header.type(), REPLICATE_ACK);
+  EXPECT_TRUE(no.header.replicate_ack().refused());
+  EXPECT_NE(no.header.replicate_ack().reason().find("REPLICA_HELLO from a connection whose CURVE key " + worker +
+                                                    " is not the servers' key"),
+            std::string::npos)
+      << no.header.replicate_ack().reason();
+  EXPECT_TRUE(link_->chain_endpoints().empty());
+  // The servers' key is taken; an acknowledgement under the replica's
+  // identity but from another key commits nothing.
+  ASSERT_TRUE(link_->Take("r1", Hello(1), servers, now));
+  EXPECT_EQ(link_->chain_endpoints(), std::vector<std::string>{"tcp://10.0.0.2:4100"});
+  Message input = Reply(PUSH, 1);
+  link_->Append("w0", input);
+  ASSERT_TRUE(link_->Take("r1", Ack(1), worker, now));
+  EXPECT_EQ(link_->log().commit(), 0u);
+  ASSERT_TRUE(link_->Take("r1", Ack(1), servers, now));
+  EXPECT_EQ(link_->log().commit(), 1u);
 }
 
 }  // namespace
