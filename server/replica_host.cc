@@ -90,7 +90,7 @@ Status ReplicaHost::Connect() {
     return Status::IOError(log_prefix_ + "cannot watch the connection to the primary: " + e.what());
   }
   TETHER_ASSIGN_OR_RETURN(dealer_, ConnectDealer(ctx_, primary_endpoint_, identity, o));
-  started_ = last_ack_ = last_turn_ = Clock::now();
+  started_ = last_ack_ = last_turn_ = last_heard_ = Clock::now();
   return SayHello();
 }
 
@@ -182,6 +182,7 @@ ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status
       *result = Status::DataLoss(log_prefix_ + "from shard " + std::to_string(shard_) + "'s primary: " + st.message());
       return Step::kEnded;
     }
+    last_heard_ = Clock::now();
     switch (m.header.type()) {
       case REPLICATE:
         if (*result = TakeEntry(&m, batch); !result->ok()) return Step::kEnded;
@@ -275,11 +276,15 @@ Status ReplicaHost::ClaimAndServe(Clock::time_point gone_at) {
   dealer_.close();
   LOG(WARNING) << log_prefix_ << "shard " << shard_ << "'s primary at " << primary_endpoint_ << " is gone; "
                << applied_ << " entries applied here; claiming the shard";
-  const int64_t ms = MsBetween(gone_at, Clock::now());
+  // The pause the shard's workers saw: from the primary's last message
+  // (its connection probes come every 100 ms) to the claim.
+  const auto now = Clock::now();
+  const int64_t ms = MsBetween(last_heard_, now);
   copy_->Claim(kClaimedGeneration, ms / 1000.0);
   claimed_.store(true);
   if (stop_.load()) copy_->Stop();
-  LOG(INFO) << log_prefix_ << "serving shard " << shard_ << " " << ms << " ms after its primary was found gone";
+  LOG(INFO) << log_prefix_ << "serving shard " << shard_ << " " << MsBetween(gone_at, now)
+            << " ms after its primary was found gone, " << ms << " ms after its last message";
   return copy_->Run();
 }
 

@@ -129,6 +129,7 @@ class ReplicaHost {
   uint64_t acked_ = 0;
   bool connected_ = false;
   Clock::time_point started_, last_ack_, last_turn_;
+  Clock::time_point last_heard_{};  // the primary's last message (failover_seconds counts from it)
   Clock::time_point stalled_until_{};
   std::atomic<bool> stop_{false};
   std::atomic<bool> claimed_{false};

@@ -258,50 +258,6 @@ void ServerShard::Take(const std::string& identity, Message* m) {
   Handle(identity, m);
 }
 
-bool ServerShard::FirstTake(const std::string& identity, const Message& m) {
-  Message reply;
-  int rank = -1;
-  const ReplyCache::Verdict v = replies_->Take(identity, m.header, &reply, &rank);
-  if (v == ReplyCache::Verdict::kHandle) return true;
-  // Sent again: a worker that moved here from a failed primary.
-  VLOG(1) << log_prefix_ << TypeName(m.header.type()) << " " << m.header.request_id() << " from worker "
-          << m.header.sender_rank() << " sent again, " << ReplyCache::VerdictName(v);
-  if (v == ReplyCache::Verdict::kResend) outbox_.Resend(identity, &reply, rank);
-  return v == ReplyCache::Verdict::kHandleAgain;
-}
-
-Status ServerShard::Replay(const std::string& identity, Message* m) {
-  if (!replaying_) {
-    replaying_ = true;
-    round_.set_writes_files(false);
-  }
-  Take(identity, m);
-  return Fatal();
-}
-
-Status ServerShard::TickReplicaLink() {
-  if (link_ == nullptr) return Status::OK();
-  link_->Tick(SteadyClock::now());
-  if (!link_->stepped_down().ok()) return link_->stepped_down();
-  outbox_.ReleaseCommitted();
-  return Status::OK();
-}
-
-void ServerShard::BeginCopy() {
-  replaying_ = true;
-  round_.set_writes_files(false);
-}
-
-void ServerShard::Claim(uint64_t generation, double seconds) {
-  replaying_ = false;
-  round_.set_writes_files(true);
-  outbox_.set_socket(&socket_);
-  outbox_.set_generation(generation);
-  RecordFailover(seconds);
-  LOG(WARNING) << log_prefix_ << "claimed shard " << shard_ << " (generation " << generation << ") at " << endpoint_
-               << ": serving its workers from the copy this process held";
-}
-
 Status ServerShard::Fatal() const {
   if (!fatal_.ok()) return fatal_;
   if (!kv_.fatal().ok()) return kv_.fatal();
@@ -481,24 +437,6 @@ Status ServerShard::CheckWorkerTimeouts() {
     if (link_ != nullptr) link_->Append("", DecisionInput(silent));
     LetGoOf(silent);
   }
-}
-
-Message ServerShard::DecisionInput(const Membership::Silent& silent) {
-  Message m;
-  m.header.set_type(SHARD_DECISION);
-  m.header.mutable_shard_decision()->set_remove_rank(silent.rank);
-  m.header.mutable_shard_decision()->set_silent_ms(silent.silent_ms);
-  return m;
-}
-
-void ServerShard::ReplayDecision(const ShardDecisionBody& d) {
-  if (d.remove_rank() == -1) return;  // a mark the primary made after a stall of its own
-  if (d.remove_rank() < 0 || d.remove_rank() >= members_.slots()) {
-    fatal_ = Status::DataLoss(log_prefix_ + "the primary's log removes worker " + std::to_string(d.remove_rank()) +
-                              ", not a rank of this job");
-    return;
-  }
-  LetGoOf(members_.MarkRemoved(d.remove_rank(), d.silent_ms()));
 }
 
 void ServerShard::LetGoOf(const Membership::Silent& silent) {
