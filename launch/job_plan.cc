@@ -101,6 +101,8 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
   options.num_servers = config.cluster().num_servers();
   options.num_workers = config.cluster().num_workers();
   options.data_on_demand = config.train().data_on_demand();
+  options.replicas = config.cluster().replicas();
+  options.config_rendezvous = !config.cluster().rendezvous().empty();
   options.metrics_out = request.metrics_out;
   options.print_metrics = request.print_metrics;
   options.model_out = request.model_out;

@@ -385,6 +385,12 @@ TEST(JobPlanTest, ForwardsReplicasAndRefusesThemInProcess) {
   auto options = PlanLaunch(r, job, "/opt/bin");
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_EQ(options->forwarded, (std::vector<std::string>{"--num_servers=2", "--num_workers=2", "--replicas=1"}));
+  EXPECT_EQ(options->replicas, 1);
+  EXPECT_TRUE(options->config_rendezvous);
+  job.mutable_cluster()->clear_rendezvous();
+  options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_FALSE(options->config_rendezvous);  // the launcher gives its servers a folder of its own
   // tether-launch --replicas=1: the flag set the config's field, which is forwarded once.
   r.overrides = {"--replicas=1", "--staleness=1"};
   options = PlanLaunch(r, job, "/opt/bin");

@@ -20,6 +20,7 @@
 #include "launch/launch_events.h"
 #include "launch/port_file.h"
 #include "launch/process_table.h"
+#include "launch/server_deaths.h"
 #include "launch/temp_dir.h"
 #include "worker/trainer.h"
 
@@ -75,6 +76,9 @@ class Launcher {
   std::optional<int> Monitor();
   // A child that exited while training: nullopt to go on, or the exit code.
   std::optional<int> Exited(Child* c);
+  // With replicas: a server process that failed while training; nullopt
+  // when its shards live on in other processes, else 1 (the job stopped).
+  std::optional<int> ServerDied(const Child& c);
   void LogFailure(const Child& c);
   std::optional<int> Interrupted(const std::string& phase);
   // --metrics_port (and --metrics_sd_file) of one child.
@@ -91,6 +95,8 @@ class Launcher {
   bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
   std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
   std::vector<std::string> partial_eval_;  // the evaluator, when it exited kExitPartialEval
+  std::optional<ServerDeaths> server_deaths_;  // with replicas, from the servers' start
+  std::vector<std::string> survived_;  // server processes that died while their shards went on
   std::string phase_ = "starting";
   std::string server_addresses_;  // the shards' endpoints, for workers started later
   Clock::time_point start_ = Clock::now();
@@ -242,6 +248,21 @@ std::vector<std::string> Launcher::WorkerArgs(int rank) const {
 }
 
 std::optional<int> Launcher::StartServers() {
+  std::string rendezvous;  // a folder for the replicas to find their primaries
+  if (options_.replicas > 0) {
+    server_deaths_.emplace(options_.num_servers, options_.replicas);
+    if (!options_.config_rendezvous) {
+      const std::string dir = tmp_dir_ + "/rendezvous";
+      std::error_code ec;
+      std::filesystem::create_directory(dir, ec);
+      if (ec) {
+        LOG(ERROR) << "[launch] cannot make " << dir << ": " << ec.message();
+        Teardown("could not start the servers");
+        return 1;
+      }
+      rendezvous = "--rendezvous=file:" + dir;
+    }
+  }
   for (int i = 0; i < options_.num_servers; ++i) {
     const std::string listen = options_.transport == "ipc"
                                    ? "ipc://" + tmp_dir_ + "/server_" + std::to_string(i) + ".ipc"
@@ -256,6 +277,7 @@ std::optional<int> Launcher::StartServers() {
     std::vector<std::string> args = {"--config=" + options_.config_path, "--shard=" + std::to_string(i),
                                      "--listen=" + listen, kChildLogConfig,
                                      "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};
+    if (!rendezvous.empty()) args.push_back(rendezvous);
     AddMetricsFlags("server", i, &args);
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
     if (Status st = StartChild("server", i, "tether-server", std::move(args)); !st.ok()) {
@@ -359,6 +381,7 @@ std::optional<int> Launcher::Exited(Child* c) {
                  << ": the job goes on without it (train.data_on_demand: its chunks are dealt again)";
     return std::nullopt;
   }
+  if (c->role == "server" && !c->Succeeded() && server_deaths_) return ServerDied(*c);
   if (!c->Succeeded()) {
     if (!WIFSIGNALED(c->wait_status)) {
       if (Child* cause = table_->AwaitSignalled(kCauseSettle)) {
@@ -374,6 +397,25 @@ std::optional<int> Launcher::Exited(Child* c) {
   }
   VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();
+  return std::nullopt;
+}
+
+std::optional<int> Launcher::ServerDied(const Child& c) {
+  const ServerDeathVerdict verdict = server_deaths_->Died(c.index);
+  const std::string what = DescribeServerDeath(verdict, *server_deaths_);
+  if (!verdict.survivable) {
+    LogFailure(c);
+    LOG(ERROR) << "[launch] " << what << " (cluster.replicas=" << options_.replicas << ")";
+    Teardown(c.Name() + " failed");
+    return 1;
+  }
+  // Its replica noticed the closed connection and claimed the shard; the
+  // workers follow it. Nothing is started in its place.
+  LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << "; it was shard " << c.index
+               << (c.endpoint.empty() ? std::string() : " at " + c.endpoint) << ": " << what
+               << " (cluster.replicas=" << options_.replicas << "); the job goes on with " << Live("server")
+               << " of " << options_.num_servers << " server process(es)";
+  survived_.push_back(c.Name() + " (shard " + std::to_string(c.index) + ")");
   return std::nullopt;
 }
 
@@ -462,6 +504,12 @@ int Launcher::RunJob() {
   if (auto code = StartServers()) return *code;
   if (auto code = StartWorkers()) return *code;
   if (auto code = Monitor()) return *code;
+  if (!survived_.empty()) {
+    std::string names;
+    for (const std::string& n : survived_) names += (names.empty() ? "" : ", ") + n;
+    LOG(WARNING) << "[launch] the job ran to its end without " << survived_.size()
+                 << " server process(es) that died, their shards served by replicas: " << names;
+  }
   return PrintSummary();
 }
 

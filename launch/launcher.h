@@ -11,7 +11,10 @@
 // Every wait is bounded: port files within kPortFileWait, the servers'
 // exit kServerExitWait after the last worker, and the whole job
 // LaunchOptions::timeout. Teardown stops the workers first (SIGTERM: each
-// says BYE), then the servers, then SIGKILLs the process group.
+// says BYE), then the servers, then SIGKILLs the process group. With
+// cluster.replicas, a server process that dies is logged and the job goes
+// on while every shard has a live holder (launch/server_deaths.h); no
+// process is started in its place.
 //
 // Ownership: a Launcher owns its children (process_table.h), its folder
 // (temp_dir.h, removed when it is destroyed) and its signal handling
@@ -54,10 +57,18 @@ struct LaunchOptions {
   // (shard 0 deals its chunks again; the job ends when the data is used),
   // as when the processes are started by hand.
   bool data_on_demand = false;
+  // cluster.replicas: a server process that dies while its shards keep a
+  // live holder does not fail the job (launch/server_deaths.h).
+  int replicas = 0;
+  // With replicas, the servers find each other (a replica connects to its
+  // shard's primary) through the rendezvous: cluster.rendezvous when the
+  // config names one, else a folder of the launcher's own.
+  bool config_rendezvous = false;
 };
 
 /// Runs the job once with `options` (checked by the caller, launch/job_plan.h)
-/// and returns the process exit code: 0 success; 1 a child failed, the
+/// and returns the process exit code: 0 success (also after server
+/// processes died whose shards their replicas serve); 1 a child failed, the
 /// servers did not exit after the workers, the metrics file is missing, or
 /// a start-up error; 3 a worker's loss diverged (train.fail_on_divergence);
 /// 124 the timeout expired; 128+N on stop signal N. Never returns with a
