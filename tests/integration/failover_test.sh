@@ -25,6 +25,12 @@
 #          copy follows its primary holding the servers' key pair, the
 #          workers move to the claimed copy with their own keys, and no
 #          server refuses a connection.
+#   launch_kill  the same job run by tether-launch (3 servers, 2 workers,
+#          --replicas=1); SIGKILL the server process of shard 0 after a
+#          worker logs epoch 3: the launcher names the dead process, its
+#          shard and server 1 serving it, goes on, and exits 0;
+#          total_samples is exactly 8 × 4,880 and the metrics count shard
+#          0's failover.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -177,6 +183,31 @@ pause)
   expect_exit "${server_pids[0]}" 1 20000 "server 0 (stopped, then continued)"
   grep -q "stops serving it" "$tmp/server0.log" || fail "server 0 did not say it steps down"
   check_finished
+  ;;
+launch_kill)
+  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers 3 --workers 2 \
+    --replicas=1 --epochs=$epochs --staleness=2 --liveness_timeout_ms=2000 --metrics_out="$tmp/metrics.json" \
+    > "$tmp/launch.log" 2>&1 &
+  launcher=$!
+  pids+=($launcher)
+  wait_log "$tmp/launch.log" "epoch 3/$epochs" 2400
+  victim=$(sed -n 's/.*\[launch\] started server 0 (pid \([0-9]*\)).*/\1/p' "$tmp/launch.log")
+  [ -n "$victim" ] || fail "no pid for server 0 in the launcher's log"
+  kill -9 "$victim"
+  exits_within "$launcher" $((limit_s * 1000)) || fail "the launcher still runs"
+  wait_code "$launcher"
+  pids=()
+  [ "$rc" = 0 ] || fail "the launcher exited $rc after server 0 was killed, want 0"
+  grep -q "server 0 (pid $victim) was killed by signal 9.*shard 0 at tcp://.*shard 0 is served by server 1's replica now" \
+    "$tmp/launch.log" || fail "the launcher did not name the dead process, its shard and the replica serving it"
+  grep -q "claimed shard 0" "$tmp/launch.log" || fail "server 1 did not log its claim of shard 0"
+  want=$((epochs * 4880))
+  total=$(metric "$tmp/metrics.json" total_samples)
+  [ "$total" = "$want" ] || fail "total_samples $total, want $want"
+  failovers=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])).get("servers", []); print(s[0].get("failovers", "-") if s else "-")' "$tmp/metrics.json")
+  [ "$failovers" = "-" ] || [ "$failovers" -ge 1 ] || fail "shard 0 counts $failovers failovers, want ≥ 1"
+  echo "total_samples $total, shard 0 failovers $failovers"
+  grep -h "shard 0 is served by\|job finished" "$tmp/launch.log" | head -3
   ;;
 *)
   fail "unknown mode $mode"
