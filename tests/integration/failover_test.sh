@@ -25,12 +25,16 @@
 #          copy follows its primary holding the servers' key pair, the
 #          workers move to the claimed copy with their own keys, and no
 #          server refuses a connection.
-#   launch_kill  the same job run by tether-launch (3 servers, 2 workers,
+#   launch_kill  the kill mode's job run by tether-launch (3 servers, 2 workers,
 #          --replicas=1); SIGKILL the server process of shard 0 after a
 #          worker logs epoch 3: the launcher names the dead process, its
 #          shard and server 1 serving it, goes on, and exits 0;
 #          total_samples is exactly 8 × 4,880 and the metrics count shard
 #          0's failover.
+#   launch_kill_two  the same launched job; SIGKILL server 1, then, once the
+#          launcher logged that shard 1 lives on, server 0: shard 0's one
+#          replica (in server 1) is gone with it, so the launcher exits 1
+#          naming the lost shard, with every child reaped.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -132,6 +136,20 @@ sys.exit(1 if diff else 0)
 PY
 }
 
+start_launcher() {  # the job under tether-launch, logging to $tmp/launch.log; waits for epoch 3
+  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers 3 --workers 2 \
+    --replicas=1 --epochs=$epochs --staleness=2 --liveness_timeout_ms=2000 --metrics_out="$tmp/metrics.json" \
+    > "$tmp/launch.log" 2>&1 &
+  launcher=$!
+  pids+=($launcher)
+  wait_log "$tmp/launch.log" "epoch 3/$epochs" 2400
+}
+
+launched_server() {  # S: sets $spid, the pid of the launcher's server S
+  spid=$(sed -n "s/.*\[launch\] started server $1 (pid \([0-9]*\)).*/\1/p" "$tmp/launch.log")
+  [ -n "$spid" ] || fail "no pid for server $1 in the launcher's log"
+}
+
 case "$mode" in
 checkpoints)
   flags+=(--checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=10 --checkpoint_keep_last=100)
@@ -185,14 +203,9 @@ pause)
   check_finished
   ;;
 launch_kill)
-  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers 3 --workers 2 \
-    --replicas=1 --epochs=$epochs --staleness=2 --liveness_timeout_ms=2000 --metrics_out="$tmp/metrics.json" \
-    > "$tmp/launch.log" 2>&1 &
-  launcher=$!
-  pids+=($launcher)
-  wait_log "$tmp/launch.log" "epoch 3/$epochs" 2400
-  victim=$(sed -n 's/.*\[launch\] started server 0 (pid \([0-9]*\)).*/\1/p' "$tmp/launch.log")
-  [ -n "$victim" ] || fail "no pid for server 0 in the launcher's log"
+  start_launcher
+  launched_server 0
+  victim=$spid
   kill -9 "$victim"
   exits_within "$launcher" $((limit_s * 1000)) || fail "the launcher still runs"
   wait_code "$launcher"
@@ -208,6 +221,29 @@ launch_kill)
   [ "$failovers" = "-" ] || [ "$failovers" -ge 1 ] || fail "shard 0 counts $failovers failovers, want ≥ 1"
   echo "total_samples $total, shard 0 failovers $failovers"
   grep -h "shard 0 is served by\|job finished" "$tmp/launch.log" | head -3
+  ;;
+launch_kill_two)
+  start_launcher
+  launched_server 1
+  first=$spid
+  launched_server 0
+  victim=$spid
+  kill -9 "$first"
+  wait_log "$tmp/launch.log" "shard 1 is served by server 2's replica now" 600
+  kill -9 "$victim"
+  exits_within "$launcher" 30000 || fail "the launcher still runs 30 s after servers 1 and 0 were killed"
+  wait_code "$launcher"
+  [ "$rc" = 1 ] || fail "the launcher exited $rc after shard 0 lost both its holders, want 1"
+  grep -q "server 0 (pid $victim) was killed by signal 9.*shard 0 at tcp://" "$tmp/launch.log" \
+    || fail "the launcher did not name the second dead process"
+  grep -q "shard 0 is lost: every server process that held it (0, 1) is dead" "$tmp/launch.log" \
+    || fail "the launcher did not name the lost shard"
+  grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
+  for p in $(sed -n 's/.*\[launch\] started \(server\|worker\) [0-9]* (pid \([0-9]*\)).*/\2/p' "$tmp/launch.log"); do
+    exited "$p" || fail "child $p outlived the launcher"
+  done
+  pids=()
+  grep -h "shard 0 is lost" "$tmp/launch.log" | head -1
   ;;
 *)
   fail "unknown mode $mode"
