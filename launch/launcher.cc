@@ -381,7 +381,9 @@ std::optional<int> Launcher::Exited(Child* c) {
                  << ": the job goes on without it (train.data_on_demand: its chunks are dealt again)";
     return std::nullopt;
   }
-  if (c->role == "server" && !c->Succeeded() && server_deaths_) return ServerDied(*c);
+  // Once every worker finished, nobody needs a dead server's shard: a server
+  // failing then failed at its own end (its files), which fails the job.
+  if (c->role == "server" && !c->Succeeded() && server_deaths_ && phase_ == "training") return ServerDied(*c);
   if (!c->Succeeded()) {
     if (!WIFSIGNALED(c->wait_status)) {
       if (Child* cause = table_->AwaitSignalled(kCauseSettle)) {

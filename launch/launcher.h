@@ -57,8 +57,9 @@ struct LaunchOptions {
   // (shard 0 deals its chunks again; the job ends when the data is used),
   // as when the processes are started by hand.
   bool data_on_demand = false;
-  // cluster.replicas: a server process that dies while its shards keep a
-  // live holder does not fail the job (launch/server_deaths.h).
+  // cluster.replicas: a server process that dies while workers train and
+  // its shards keep a live holder does not fail the job
+  // (launch/server_deaths.h).
   int replicas = 0;
   // With replicas, the servers find each other (a replica connects to its
   // shard's primary) through the rendezvous: cluster.rendezvous when the
