@@ -55,14 +55,16 @@ struct ServerStats {
   TETHER_SERVER_COUNTERS(TETHER_DECLARE_COUNTER)
 #undef TETHER_DECLARE_COUNTER
   StalenessHistogram staleness;  // over all tables of the shard
-  // Seconds from taking the primary for gone to serving the shard again,
-  // summed over `failovers` (RecordFailover).
+  // Seconds from the primary's last message the replica received to the
+  // replica serving the shard (the pause its workers saw), summed over
+  // `failovers` (RecordFailover).
   double failover_seconds = 0;
 
   /// A replica claimed this shard: called once by the claimant, on the
-  /// copy it now serves, with the seconds from the moment it took the
-  /// primary for gone (its connection closed, or silent past
-  /// cluster.liveness_timeout_ms) to serving the shard again (≥ 0).
+  /// copy it now serves, with the seconds from the primary's last message
+  /// it received to serving the shard again (≥ 0: about 0.1 s for a
+  /// process that died, cluster.liveness_timeout_ms and more for one that
+  /// stopped answering).
   void RecordFailover(double seconds) {
     ++failovers;
     failover_seconds += seconds;
