@@ -288,6 +288,14 @@ Status ReplicaHost::ClaimAndServe(Clock::time_point gone_at) {
   return copy_->Run();
 }
 
+void ReplicaHost::StopAfterWorkers(std::chrono::milliseconds grace) {
+  if (claimed_.load()) {
+    copy_->StopAfterWorkers(grace);
+    return;
+  }
+  Stop();
+}
+
 void ReplicaHost::Stop() {
   stop_.store(true);
   if (claimed_.load()) copy_->Stop();

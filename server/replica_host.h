@@ -89,6 +89,11 @@ class ReplicaHost {
   Status Run();
   /// Asks Run() to return (OK) within 100 ms; also stops a claimed copy.
   void Stop();
+  /// A stop signal's first notice (ServerShard::StopAfterWorkers): a copy
+  /// that claimed the shard serves its workers' stop checkpoint and BYEs,
+  /// at most `grace`; one that did not stops following at once.
+  /// Async-signal-safe.
+  void StopAfterWorkers(std::chrono::milliseconds grace);
   /// The primary's log entries applied to the copy.
   uint64_t applied() const { return applied_; }
   /// Whether the copy claimed the shard.

@@ -90,7 +90,13 @@ std::atomic<tether::ReplicaHost*> g_replica{nullptr};
 std::atomic<int64_t> g_stop_grace_ms{0};  // > 0: the first signal lets the workers leave first
 void RequestStop(int sig) {
   const bool first = g_signal.exchange(sig) == 0;
-  if (tether::ReplicaHost* r = g_replica.load(); r != nullptr) r->Stop();
+  // A shard this process claimed as a replica stops as its own does.
+  if (tether::ReplicaHost* r = g_replica.load(); r != nullptr) {
+    if (first)
+      r->StopAfterWorkers(std::chrono::milliseconds(g_stop_grace_ms.load()));
+    else
+      r->Stop();
+  }
   tether::ServerShard* s = g_server.load();
   if (s == nullptr) return;
   // The first signal tells the workers (a grace of 0 without checkpoint.dir:
