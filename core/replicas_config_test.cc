@@ -43,7 +43,7 @@ TEST(ReplicasConfigTest, InProcessEndpointsAndJobsHoldNoReplicas) {
   EXPECT_EQ(ValidateServerConfig(j).message(),
             "config field cluster.replicas: is 1, but cluster.server_addresses names inproc://tether-shard-1: every "
             "shard of an in-process job runs in one process, so a replica would end with its primary; run the "
-            "servers as processes (tether-launch --transport=tcp or ipc), or set cluster.replicas to 0 "
+            "servers as processes (tether-launch --transport=tcp), or set cluster.replicas to 0 "
             "(--replicas=0)");
   j.mutable_cluster()->set_replicas(0);
   EXPECT_TRUE(ValidateServerConfig(j).ok()) << "inproc:// endpoints without replicas";
@@ -54,7 +54,7 @@ TEST(ReplicasConfigTest, InProcessEndpointsAndJobsHoldNoReplicas) {
   EXPECT_EQ(st.message(),
             "config field cluster.replicas: is 2, but this is an in-process job (tether-launch --transport=inproc, "
             "tether-worker --in_process): every shard of an in-process job runs in one process, so a replica would "
-            "end with its primary; run the servers as processes (tether-launch --transport=tcp or ipc), or set "
+            "end with its primary; run the servers as processes (tether-launch --transport=tcp), or set "
             "cluster.replicas to 0 (--replicas=0)");
 }
 

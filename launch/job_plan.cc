@@ -114,6 +114,10 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
         "--model_out needs --transport=inproc (the one process that holds every shard's tables at the end); for a "
         "job of several processes, export a checkpoint with tether-export");
   if (request.transport == "inproc") TETHER_RETURN_IF_ERROR(ValidateInProcessJob(config));
+  if (request.transport == "ipc" && config.cluster().replicas() > 0)
+    return Status::InvalidArgument("config field cluster.replicas: is " + std::to_string(config.cluster().replicas()) +
+                                   ", but a replica serves its shard on a tcp:// port of its own: use "
+                                   "--transport=tcp");
   options.timeout = std::chrono::seconds(request.timeout_s);
   options.transport = request.transport;
   // A stopped worker first trains on to the stop's checkpoint and writes it

@@ -401,8 +401,12 @@ TEST(JobPlanTest, ForwardsReplicasAndRefusesThemInProcess) {
   EXPECT_EQ(PlanLaunch(r, job, "/b").status().message(),
             "config field cluster.replicas: is 1, but this is an in-process job (tether-launch --transport=inproc, "
             "tether-worker --in_process): every shard of an in-process job runs in one process, so a replica would "
-            "end with its primary; run the servers as processes (tether-launch --transport=tcp or ipc), or set "
+            "end with its primary; run the servers as processes (tether-launch --transport=tcp), or set "
             "cluster.replicas to 0 (--replicas=0)");
+  r.transport = "ipc";
+  EXPECT_EQ(PlanLaunch(r, job, "/b").status().message(),
+            "config field cluster.replicas: is 1, but a replica serves its shard on a tcp:// port of its own: use "
+            "--transport=tcp");
   job.mutable_cluster()->set_replicas(0);
   EXPECT_TRUE(PlanLaunch(r, job, "/b").ok());
 }

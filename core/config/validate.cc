@@ -22,7 +22,7 @@ constexpr int kMaxWorkerRanks = 1 << 16;
 // Why replicas need processes of their own, for the messages below.
 constexpr char kInProcessReplicas[] =
     "every shard of an in-process job runs in one process, so a replica would end with its primary; run the "
-    "servers as processes (tether-launch --transport=tcp or ipc), or set cluster.replicas to 0 (--replicas=0)";
+    "servers as processes (tether-launch --transport=tcp), or set cluster.replicas to 0 (--replicas=0)";
 
 // "config field FIELD: WHY", the form of every message here.
 Status FieldError(const std::string& field, const std::string& why) {
