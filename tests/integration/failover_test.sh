@@ -35,6 +35,9 @@
 #          launcher logged that shard 1 lives on, server 0: shard 0's one
 #          replica (in server 1) is gone with it, so the launcher exits 1
 #          naming the lost shard, with every child reaped.
+#   ondemand  the kill mode's job with data on demand (shard 0's job
+#          coordinator deals the chunks): after the failover no chunk is
+#          dealt twice or lost: total_samples is exact.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -151,6 +154,14 @@ launched_server() {  # S: sets $spid, the pid of the launcher's server S
 }
 
 case "$mode" in
+ondemand)
+  flags+=(--data_on_demand=true)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 3/$epochs" 2400
+  kill -9 "$(inner "${server_pids[0]}")"
+  wait_code "${server_pids[0]}"
+  check_finished
+  ;;
 checkpoints)
   flags+=(--checkpoint_dir="$tmp/ck" --checkpoint_every_clocks=10 --checkpoint_keep_last=100)
   start_all
