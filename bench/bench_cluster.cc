@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <string>
 
 #include "core/net/curve.h"
 #include "worker/trainer.h"
@@ -34,12 +35,33 @@ BenchCluster::~BenchCluster() {
   if (client_ != nullptr && !said_bye_) (void)JobSession(client_.get()).Bye();
   client_.reset();
   for (auto& sh : shards_) sh->Stop();
+  for (auto& h : hosts_) h->Stop();
   for (auto& t : threads_) t.join();
 }
 
 Status BenchCluster::Bye() {
   said_bye_ = true;
   return JobSession(client_.get()).Bye();
+}
+
+Status BenchCluster::StartReplicaHosts(const JobConfig& config, const std::vector<std::string>& endpoints) {
+  if (config.cluster().num_servers() < 2)
+    return Status::InvalidArgument("cluster.replicas needs at least 2 servers, got " +
+                                   std::to_string(config.cluster().num_servers()));
+  host_config_ = std::make_unique<JobConfig>(config);
+  for (const std::string& e : endpoints) host_config_->mutable_cluster()->add_server_addresses(e);
+  for (int p = 0; p < config.cluster().num_servers(); ++p) {
+    hosts_.push_back(std::make_unique<ReplicaHost>(*host_config_, p));
+    TETHER_RETURN_IF_ERROR(hosts_.back()->Start("tcp://127.0.0.1:0", ""));
+  }
+  for (auto& h : hosts_) {
+    ReplicaHost* p = h.get();
+    threads_.emplace_back([p] {
+      Status st = p->Run();
+      if (!st.ok()) LOG(ERROR) << "replica of shard " << p->shard() << ": " << st.message();
+    });
+  }
+  return Status::OK();
 }
 
 StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(const JobConfig& config,
@@ -56,6 +78,7 @@ StatusOr<std::unique_ptr<BenchCluster>> BenchCluster::Start(const JobConfig& con
     TETHER_RETURN_IF_ERROR(c->shards_.back()->Bind("tcp://127.0.0.1:0"));
     copts.servers.push_back(c->shards_.back()->endpoint());
   }
+  if (config.cluster().replicas() > 0) TETHER_RETURN_IF_ERROR(c->StartReplicaHosts(config, copts.servers));
   for (auto& sh : c->shards_) {
     ServerShard* p = sh.get();
     c->threads_.emplace_back([p] {

@@ -9,7 +9,9 @@
 //                            (one core) vs a STREAM copy/triad probe
 //   tether-bench kv          the worker side of scripts/bench_pslite.sh:
 //                            push/pull request shapes against a separately
-//                            started tether-server, timed as ps-lite's side is
+//                            started tether-server, timed as ps-lite's side is;
+//                            with --replicas=0,1, the same shapes against
+//                            in-process shards without and with a replica
 //   tether-bench rendezvous  N processes (S servers publish, the rest look
 //                            every one up) against the directory and the
 //                            store backends, vs the same processes with no
@@ -30,6 +32,7 @@
 #include "bench/bench_cluster.h"
 #include "bench/checkpoint_bench.h"
 #include "bench/kv_bench.h"
+#include "bench/replicated_kv_bench.h"
 #include "bench/order_bench.h"
 #include "bench/rendezvous_bench.h"
 #include "bench/transport_bench.h"
@@ -38,7 +41,10 @@
 
 DEFINE_string(keys, "100,1000,10000,100000,1000000", "transport: key counts per request");
 DEFINE_string(dims, "", "row widths in floats (default: transport 1,16,64,256; updates 64,256)");
-DEFINE_string(servers, "1,2", "transport: server shard counts");
+DEFINE_string(servers, "1,2", "transport, and kv --replicas (default there: 2): server shard counts");
+DEFINE_string(replicas, "",
+              "kv: replica variants, e.g. 0,1: instead of --server, in-process shards over loopback without (0) "
+              "and with (1) a replica per shard, measured alternately, one table row per shape and variant");
 DEFINE_string(ops, "pull,push", "transport: operations to measure");
 DEFINE_double(min_time_s, 0.3, "measure each cell for at least this long (seconds)");
 DEFINE_int32(min_reps, 5, "at least this many timed operations per cell");
@@ -136,7 +142,19 @@ int Updates() {
   return tether::RunUpdatesBench(o);
 }
 
+int ReplicatedKv() {
+  tether::ReplicatedKvBenchOptions o;
+  o.replicas = FLAGS_replicas;
+  o.servers = gflags::GetCommandLineFlagInfoOrDie("servers").is_default ? "2" : FLAGS_servers;
+  o.shapes = FLAGS_shapes;
+  o.timing = Timing();
+  o.client.chunk_bytes = FLAGS_chunk_bytes;
+  o.client.max_outstanding = FLAGS_max_outstanding;
+  return tether::RunReplicatedKvBench(o);
+}
+
 int Kv() {
+  if (!FLAGS_replicas.empty()) return ReplicatedKv();
   tether::KvBenchOptions o;
   o.server = FLAGS_server;
   o.job_id = FLAGS_job_id;
@@ -193,7 +211,8 @@ int main(int argc, char** argv) {
        "  transport  push/pull over loopback vs raw ZeroMQ (--keys, --dims, --servers, --ops); with --curve:\n"
        "             CURVE on vs off over the --shapes request shapes\n"
        "  kv         push/pull shapes against a running tether-server (--server, --shapes, --optimizer;\n"
-       "             scripts/bench_pslite.sh runs it alternately with ps-lite)\n"
+       "             scripts/bench_pslite.sh runs it alternately with ps-lite); with --replicas=0,1 (and\n"
+       "             --servers, --shapes): in-process shards without and with a replica, side by side\n"
        "  updates    server optimizers on one core vs a memory-bandwidth probe (--rows, --dims, --optimizers)\n"
        "  order      a worker's per-epoch row order (--order_rows, --seed, --rank, --epochs)\n"
        "  checkpoint write and load an XMC-shaped model's checkpoint vs dd (--ckpt_features, --ckpt_labels,\n"

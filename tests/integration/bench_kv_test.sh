@@ -4,8 +4,11 @@
 # with --wire=bf16 (16-bit values both ways), one RESULT line
 # per shape with the shape and the number of timed requests asked for, and
 # the server counts exactly the pushes and rows sent (1 untimed + 2 timed
-# per shape); a bad --optimizer or --wire is refused. Functional only: no time is
-# asserted. Usage: bench_kv_test.sh BIN_DIR
+# per shape); a bad --optimizer or --wire is refused. With --replicas=0,1 (no
+# --server: in-process shards, each with a copy on a ReplicaHost in the
+# replicated variant), one table row per shape and variant, each with its
+# reps and positive times; a bad variant or one server with a replica is
+# refused. Functional only: no time is asserted. Usage: bench_kv_test.sh BIN_DIR
 # Every process runs under `timeout` and is reaped; waits poll with a bound.
 source "$(dirname "$0")/lib.sh"
 tether_test_init kv "$1"
@@ -39,6 +42,24 @@ for run in sgd noop noop:bf16; do
   echo "$optimizer ($wire): $got; server: 9 pulls, 9 pushes, 3033 rows each way"
   rm -f "$tmp/$optimizer.port"
 done
+
+timeout -k 5 "$limit_s" "$bin/tether-bench" kv --replicas=0,1 --servers=2,3 --shapes=1x1,1000x4 --min_reps=2 \
+  --max_reps=2 --min_time_s=0 > "$tmp/replicated.out" 2> "$tmp/replicated.log" ||
+  fail "replicated: tether-bench kv --replicas failed: $(tail -3 "$tmp/replicated.log")"
+# | servers | keys | dim | replicas | reps | push p50 ms | push GB/s | push × | pull p50 ms | ...
+got=$(awk -F' *\\| *' '$2 ~ /^[0-9]+$/ && $7 > 0 && $10 > 0 { print $2 ":" $3 "x" $4 "/" $5 "/" $6 }' \
+  "$tmp/replicated.out" | paste -sd,)
+want=2:1x1/0/2,2:1x1/1/2,2:1000x4/0/2,2:1000x4/1/2,3:1x1/0/2,3:1x1/1/2,3:1000x4/0/2,3:1000x4/1/2
+[ "$got" = "$want" ] || fail "replicated: rows '$got', expected $want: $(cat "$tmp/replicated.out")"
+echo "replicated: $got"
+if timeout 60 "$bin/tether-bench" kv --replicas=0,2 --shapes=1x1 2> "$tmp/bad.log"; then
+  fail "--replicas=0,2 was accepted"
+fi
+grep -q "each variant is 0 or 1" "$tmp/bad.log" || fail "bad replicas message: $(cat "$tmp/bad.log")"
+if timeout 60 "$bin/tether-bench" kv --replicas=1 --servers=1 --shapes=1x1 2> "$tmp/bad.log"; then
+  fail "--replicas=1 --servers=1 was accepted"
+fi
+grep -q "a replica needs at least 2 servers" "$tmp/bad.log" || fail "one-server message: $(cat "$tmp/bad.log")"
 
 if timeout 60 "$bin/tether-bench" kv --server=tcp://127.0.0.1:1 --optimizer=adam 2> "$tmp/bad.log"; then
   fail "--optimizer=adam was accepted"
