@@ -66,6 +66,23 @@ StatusOr<std::string> ReplicaHost::FindPrimary() {
   return all[shard_];
 }
 
+void ReplicaHost::PublishClaim() {
+  // Workers that never reached the dead primary read the shard's entry
+  // again while they wait (core/net/server_lookup.h) and find the copy.
+  const ClusterConfig& c = config_.cluster();
+  SocketOptions store;
+  if (c.rendezvous().rfind("tcp://", 0) == 0) store.curve = curve_;
+  auto rdzv = Rendezvous::Open(c.rendezvous(), store);
+  Status st = rdzv.ok() ? PublishServer(rdzv->get(), JobId(config_), c.generation(), shard_, advertised_, 3000)
+                        : rdzv.status();
+  if (st.ok())
+    LOG(INFO) << log_prefix_ << "published " << advertised_ << " as shard " << shard_ << " in rendezvous "
+              << c.rendezvous() << " (no worker had joined its primary)";
+  else
+    LOG(WARNING) << log_prefix_ << "could not publish the claimed shard in rendezvous " << c.rendezvous() << ": "
+                 << st.message();
+}
+
 Status ReplicaHost::Connect() {
   SocketOptions o;
   o.send_hwm = config_.cluster().send_hwm();
@@ -107,6 +124,17 @@ Status ReplicaHost::SayHello() {
 }
 
 Status ReplicaHost::Run() {
+  const Status st = Follow();
+  if (claimed_.load()) return st;
+  // The copy will never serve: workers that came to its port (their
+  // primary gone) lose the connection now and name the lost shard, rather
+  // than waiting on a port nobody reads.
+  copy_->CloseSocket();
+  if (!st.ok()) LOG(ERROR) << st.message();
+  return st;
+}
+
+Status ReplicaHost::Follow() {
   LOG(INFO) << log_prefix_ << "holds a copy of shard " << shard_ << " (primary at " << primary_endpoint_
             << "); serves it at " << advertised_ << " if the primary goes";
   zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -282,6 +310,7 @@ Status ReplicaHost::ClaimAndServe(Clock::time_point gone_at) {
   const int64_t ms = MsBetween(last_heard_, now);
   copy_->Claim(kClaimedGeneration, ms / 1000.0);
   claimed_.store(true);
+  if (!copy_->any_hello() && !config_.cluster().rendezvous().empty()) PublishClaim();
   if (stop_.load()) copy_->Stop();
   LOG(INFO) << log_prefix_ << "serving shard " << shard_ << " " << MsBetween(gone_at, now)
             << " ms after its primary was found gone, " << ms << " ms after its last message";

@@ -103,7 +103,11 @@ class ReplicaHost {
 
  private:
   enum class Step { kGoOn, kEnded, kPrimaryGone, kKeyRefused };
+  // Run() until the copy claims the shard (then its Run()) or ends.
+  Status Follow();
   StatusOr<std::string> FindPrimary();
+  // The claimed copy's endpoint as the shard's rendezvous entry.
+  void PublishClaim();
   Status Connect();
   Status SayHello();
   // Reads what the primary sent; kEnded with *result set when it ended the shard.

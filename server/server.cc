@@ -229,6 +229,10 @@ bool ServerShard::DrainSocket(Status* why) {
       if (!identity.empty()) outbox_.SendError(identity, m.header, st.message());
       continue;
     }
+    if (link_ == nullptr && (m.header.type() == REPLICA_HELLO || m.header.type() == REPLICATE_ACK)) {
+      RefuseReplica(identity, m.header);
+      continue;
+    }
     if (link_ != nullptr && link_->Take(identity, m, inbox_.peer_key(), SteadyClock::now())) {
       outbox_.ReleaseCommitted();
       continue;

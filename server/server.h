@@ -189,6 +189,13 @@ class ServerShard {
   /// unanswered. `seconds`: since the primary was found gone (counted as
   /// a failover, RecordFailover). Call on the copy's thread, before Run().
   void Claim(uint64_t generation, double seconds);
+  /// Closes the socket of a copy that will not claim the shard (its
+  /// primary ended, or it declined): peers connected to it see the
+  /// connection drop. Call on the copy's thread, not while Run() runs.
+  void CloseSocket();
+  /// Whether any worker said HELLO (to this shard, or to the primary whose
+  /// inputs this copy replayed).
+  bool any_hello() const { return any_hello_; }
   /// The primary's replica link (null: not replicated, or a copy).
   const ReplicaLink* replica_link() const { return link_.get(); }
 
@@ -273,6 +280,10 @@ class ServerShard {
   std::chrono::steady_clock::time_point last_poll_;
   // The fatal error one of the rooms recorded (OK when none).
   Status Fatal() const;
+  // A server process introduced itself as this shard's replica, but the
+  // shard keeps none (cluster.replicas 0 here, or a copy that claimed it):
+  // refused, naming why, so that the other end stops.
+  void RefuseReplica(const std::string& identity, const MessageHeader& h);
   // The replica link's turn (liveness, stalls, commits): its error ends Run().
   Status TickReplicaLink();
 

@@ -74,4 +74,28 @@ void ServerShard::ReplayDecision(const ShardDecisionBody& d) {
   LetGoOf(members_.MarkRemoved(d.remove_rank(), d.silent_ms()));
 }
 
+void ServerShard::RefuseReplica(const std::string& identity, const MessageHeader& h) {
+  if (h.type() != REPLICA_HELLO) return;  // an acknowledgement: nothing was sent to be acknowledged
+  const std::string why =
+      config_.cluster().replicas() == 0
+          ? "shard " + std::to_string(shard_) +
+                " runs without replicas (cluster.replicas=0 here): start every server with the same --replicas"
+          : "shard " + std::to_string(shard_) + " is served here by the copy that claimed it, which keeps no replica";
+  LOG(ERROR) << log_prefix_ << "a server process introduced itself as shard " << h.replica_hello().shard()
+             << "'s replica: refused: " << why;
+  ++stats_.bad_messages;
+  Message no;
+  no.header.set_type(REPLICATE_ACK);
+  no.header.mutable_replicate_ack()->set_shard(h.replica_hello().shard());
+  no.header.mutable_replicate_ack()->set_refused(true);
+  no.header.mutable_replicate_ack()->set_reason(log_prefix_ + why);
+  if (socket_.handle() != nullptr) (void)SendMessage(socket_, &no, &identity, "replica");
+}
+
+void ServerShard::CloseSocket() {
+  if (guard_ != nullptr && socket_.handle() != nullptr) (void)zmq_socket_monitor(socket_.handle(), nullptr, 0);
+  outbox_.set_socket(nullptr);
+  socket_.close();
+}
+
 }  // namespace tether

@@ -139,6 +139,28 @@ TEST(ReplicaHostTest, ARefusedReplicaEndsNamingWhy) {
   primary.Stop();
 }
 
+TEST(ReplicaHostTest, APrimaryStartedWithoutReplicasRefusesNamingTheFlag) {
+  // Servers started with different --replicas: the one without refuses the
+  // replica (and says so) instead of taking its messages for a worker's.
+  JobConfig config = ReplicatedBibtex(2);
+  JobConfig unreplicated = config;
+  unreplicated.mutable_cluster()->set_replicas(0);
+  ShardThread primary(unreplicated, 0);
+  JobConfig host_config = config;
+  host_config.mutable_cluster()->add_server_addresses(primary.endpoint());
+  host_config.mutable_cluster()->add_server_addresses("tcp://127.0.0.1:1");
+  ReplicaHost host(host_config, 1);  // holds shard 0
+  ASSERT_TRUE(host.Start("tcp://127.0.0.1:0", "").ok());
+  const Status st = host.Run();
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("runs without replicas (cluster.replicas=0 here): start every server with the same "
+                              "--replicas"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(primary.stats().bad_messages, 1u);
+  primary.Stop();
+}
+
 TEST(ReplicaHostTest, NoAddressForThePrimaryIsRefusedAtStart) {
   JobConfig config = ReplicatedBibtex(2);
   ReplicaHost host(config, 1);

@@ -277,7 +277,7 @@ class HostedReplica {
   // shard to the end once it claimed it); `st`: this process's own shard's
   // result, which comes first.
   tether::Status Join(tether::Status st) {
-    if (host_ == nullptr) return st;
+    if (host_ == nullptr || !thread_.joinable()) return st;
     if (!st.ok()) host_->Stop();
     thread_.join();
     g_replica.store(nullptr);
@@ -296,6 +296,21 @@ class HostedReplica {
   std::thread thread_;
   tether::Status result_;
 };
+
+// cluster.replicas > 0: the copy this process holds listens on a tcp://
+// port of its own beside --listen, and must find its primary.
+tether::Status CheckReplicaPlacement(const tether::JobConfig& c) {
+  if (c.cluster().replicas() <= 0) return tether::Status::OK();
+  if (FLAGS_listen.rfind("tcp://", 0) != 0)
+    return tether::Status::InvalidArgument("cluster.replicas=" + std::to_string(c.cluster().replicas()) +
+                                           " needs a tcp:// --listen endpoint (the replica serves on a port of its "
+                                           "own beside it), not " + FLAGS_listen);
+  if (c.cluster().server_addresses_size() == 0 && c.cluster().rendezvous().empty())
+    return tether::Status::InvalidArgument(
+        "cluster.replicas=" + std::to_string(c.cluster().replicas()) +
+        " needs where the other servers are: cluster.server_addresses in the config, or --rendezvous");
+  return tether::Status::OK();
+}
 
 // Everything before the shard listens: the config, the flags, the
 // rendezvous store. The exit code when the shard must not start (logged),
@@ -321,6 +336,10 @@ int Prepare(tether::StatusOr<tether::JobConfig>* config, RendezvousSockets* sock
   // checkpoint.dir is not used); a --resume_from it cannot read is refused
   // before it listens.
   if (tether::Status st = tether::CheckCheckpointPaths("", FLAGS_resume_from); !st.ok()) {
+    LOG(ERROR) << Who() << st.message();
+    return 2;
+  }
+  if (tether::Status st = CheckReplicaPlacement(c); !st.ok()) {
     LOG(ERROR) << Who() << st.message();
     return 2;
   }

@@ -38,6 +38,14 @@
 #   ondemand  the kill mode's job with data on demand (shard 0's job
 #          coordinator deals the chunks): after the failover no chunk is
 #          dealt twice or lost: total_samples is exact.
+#   early  shard 0's process SIGKILLed once its replica joined, before any
+#          worker starts: the claiming copy publishes itself in the
+#          rendezvous, the workers find it there, the job finishes with
+#          exact samples.
+#   declined  shard 0's replica's process is stopped when shard 0's
+#          process is killed, then continued: it declines the claim (its
+#          copy may be behind) and closes the copy's port, and every
+#          process exits non-zero within 30 s, the workers naming shard 0.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -58,7 +66,12 @@ if [ "$mode" = curve ]; then
 fi
 
 start_all() {
-  local s r
+  start_servers3
+  start_workers2
+}
+
+start_servers3() {
+  local s
   server_pids=()
   for ((s = 0; s < 3; ++s)); do
     timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
@@ -66,6 +79,10 @@ start_all() {
     pids+=($!)
     server_pids+=($!)
   done
+}
+
+start_workers2() {
+  local r
   for ((r = 0; r < 2; ++r)); do
     local extra=()
     [ "$r" = 0 ] && extra=(--metrics_out="$tmp/metrics.json")
@@ -154,6 +171,38 @@ launched_server() {  # S: sets $spid, the pid of the launcher's server S
 }
 
 case "$mode" in
+early)
+  start_servers3
+  wait_log "$tmp/server0.log" "replica of shard 0 joined" 600
+  kill -9 "$(inner "${server_pids[0]}")"
+  wait_code "${server_pids[0]}"
+  wait_log "$tmp/server1.log" "claimed shard 0" 600
+  start_workers2
+  check_finished
+  grep -q "published .* as shard 0 in rendezvous" "$tmp/server1.log" || fail "the claimed shard was not published"
+  ;;
+declined)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 3/$epochs" 2400
+  kill -STOP "$(inner "${server_pids[1]}")"
+  kill -9 "$(inner "${server_pids[0]}")"
+  wait_code "${server_pids[0]}"
+  sleep 2.5  # the length of the stop (past half the liveness timeout), not a wait for an event
+  kill -CONT "$(inner "${server_pids[1]}")"
+  end=$(($(now_ms) + 30000))
+  for p in "${wpid[0]}" "${wpid[1]}" "${server_pids[1]}" "${server_pids[2]}"; do
+    left=$((end - $(now_ms)))
+    ((left > 0)) && exits_within "$p" "$left" || fail "process $p still runs 30 s after the kill"
+  done
+  for p in "${wpid[0]}" "${wpid[1]}"; do
+    wait_code "$p"
+    [ "$rc" != 0 ] || fail "a worker exited 0 though shard 0 was lost"
+  done
+  grep -q "does not claim shard 0" "$tmp/server1.log" || fail "server 1 did not say it declines the claim"
+  grep -q "server shard 0 .*is gone\|shard 0.*never answered" "$tmp"/worker*.log || fail "no worker named shard 0"
+  pids=()
+  echo "shard 0 lost with its replica stopped: every process exited non-zero"
+  ;;
 ondemand)
   flags+=(--data_on_demand=true)
   start_all
