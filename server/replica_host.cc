@@ -158,7 +158,9 @@ Status ReplicaHost::Follow() {
                                         "): the servers must share one key pair (security.curve."
                                         "server_secret_key_file)");
     if (seen == Step::kPrimaryGone) {
-      if (stalled || now < stalled_until_)
+      // Looked at again now: a stop may have come after this turn began.
+      const bool stalled_since = OwnStall(Clock::now());
+      if (stalled || stalled_since || now < stalled_until_)
         return Status::Unavailable(log_prefix_ + "lost the primary right after this process itself did not run for "
                                    "a while: its copy may lack what the primary committed since; it does not claim "
                                    "shard " + std::to_string(shard_));

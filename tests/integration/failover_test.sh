@@ -184,11 +184,15 @@ early)
 declined)
   start_all
   wait_log "$tmp/worker0.log" "epoch 3/$epochs" 2400
-  kill -STOP "$(inner "${server_pids[1]}")"
+  p1=$(inner "${server_pids[1]}")
+  kill -STOP "$p1"
+  # The replica's process must be stopped before its primary dies: one
+  # that saw the death first claims the shard, as it should.
+  poll 100 grep -q '^State:[[:space:]]*T' "/proc/$p1/status" || fail "server 1 did not stop"
   kill -9 "$(inner "${server_pids[0]}")"
   wait_code "${server_pids[0]}"
   sleep 2.5  # the length of the stop (past half the liveness timeout), not a wait for an event
-  kill -CONT "$(inner "${server_pids[1]}")"
+  kill -CONT "$p1"
   end=$(($(now_ms) + 30000))
   for p in "${wpid[0]}" "${wpid[1]}" "${server_pids[1]}" "${server_pids[2]}"; do
     left=$((end - $(now_ms)))
