@@ -143,25 +143,13 @@ void CheckpointRound::EndRoundUnwritten() {
   // claim the shard, a worker that sends this CHECKPOINT again had no
   // answer from the primary, whose files the copy cannot vouch for, and
   // the folder must get no MANIFEST.
-  for (const auto& [rank, peer] : round_.waiting) {
-    Message reply;
-    reply.header.set_type(CHECKPOINT_REPLY);
-    reply.header.set_request_id(peer.second);
-    CheckpointReplyBody& body = *reply.header.mutable_checkpoint_reply();
-    body.set_clock(round_.clock);
-    body.set_abandoned(true);
-    body.set_abandoned_why("checkpoint at clock " + std::to_string(round_.clock) + " abandoned: shard " +
-                           std::to_string(shard_) + " failed over while its primary wrote its files");
-    outbox_->Send(peer.first, &reply, rank);
-  }
+  AnswerAbandoned("shard " + std::to_string(shard_) + " failed over while its primary wrote its files");
   if (rooms_.coordinator != nullptr) rooms_.coordinator->RoundEnded(round_.clock, true, round_.dir, round_.files);
   last_clock_ = std::max(last_clock_, round_.clock);
   round_ = Round();
 }
 
-void CheckpointRound::Abandon(const std::string& why) {
-  LOG(WARNING) << outbox_->log_prefix() << "checkpoint at clock " << round_.clock << " abandoned: " << why << "; "
-               << round_.dir << " stays incomplete (no MANIFEST, never resumed from); training goes on";
+void CheckpointRound::AnswerAbandoned(const std::string& why) {
   for (const auto& [rank, peer] : round_.waiting) {
     Message reply;
     reply.header.set_type(CHECKPOINT_REPLY);
@@ -172,6 +160,12 @@ void CheckpointRound::Abandon(const std::string& why) {
     body.set_abandoned_why("checkpoint at clock " + std::to_string(round_.clock) + " abandoned: " + why);
     outbox_->Send(peer.first, &reply, rank);
   }
+}
+
+void CheckpointRound::Abandon(const std::string& why) {
+  LOG(WARNING) << outbox_->log_prefix() << "checkpoint at clock " << round_.clock << " abandoned: " << why << "; "
+               << round_.dir << " stays incomplete (no MANIFEST, never resumed from); training goes on";
+  AnswerAbandoned(why);
   if (rooms_.coordinator != nullptr) rooms_.coordinator->RoundAbandoned(round_.clock);
   round_ = Round();
 }

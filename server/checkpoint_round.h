@@ -108,6 +108,8 @@ class CheckpointRound {
   void Write();
   // Write() for a round that writes no files (set_writes_files(false)).
   void EndRoundUnwritten();
+  // Answers every waiting worker that the round is abandoned, and why.
+  void AnswerAbandoned(const std::string& why);
   void Abandon(const std::string& why);
   // The coordinator's chunks.state into the round's folder, when chunks are
   // being dealt (*written keeps no name otherwise).

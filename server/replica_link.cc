@@ -203,23 +203,11 @@ bool ReplicaLink::Suspect(Clock::time_point now) {
 }
 
 bool ReplicaLink::ReplicaReachable() {
-  // A HEARTBEAT the replica drops; with ROUTER_MANDATORY the send fails
-  // with EHOSTUNREACH once its connection is gone. A full queue (EAGAIN)
-  // means the connection is there.
+  // A HEARTBEAT the replica drops.
   MessageHeader probe;
   probe.set_type(HEARTBEAT);
   probe.set_shard_generation(generation());
-  const std::string header = probe.SerializeAsString();
-  try {
-    if (!socket_->send(zmq::buffer(replica_identity_), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
-      return true;
-    (void)socket_->send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    (void)socket_->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    (void)socket_->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
-    return true;
-  } catch (const zmq::error_t& e) {
-    return e.num() != EHOSTUNREACH;
-  }
+  return ProbeRouterPeer(*socket_, replica_identity_, probe);
 }
 
 void ReplicaLink::DropReplica(const std::string& why) {

@@ -71,21 +71,11 @@ void ShardOutbox::TellStopping(const std::string& identity) {
 
 bool ShardOutbox::ConnectionLive(const std::string& identity) {
   if (socket_ == nullptr) return true;  // muted: cannot tell
-  // A HEARTBEAT the worker drops (RequestChannel::DrainReplies); a full
-  // queue (EAGAIN) means the connection is there.
+  // A HEARTBEAT the worker drops (RequestChannel::DrainReplies).
   MessageHeader probe;
   probe.set_type(HEARTBEAT);
   probe.set_server_incarnation(incarnation_);
-  const std::string header = probe.SerializeAsString();
-  try {
-    if (!socket_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return true;
-    (void)socket_->send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    (void)socket_->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    (void)socket_->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
-    return true;
-  } catch (const zmq::error_t& e) {
-    return e.num() != EHOSTUNREACH;
-  }
+  return ProbeRouterPeer(*socket_, identity, probe);
 }
 
 void ShardOutbox::LingerOnClose() {

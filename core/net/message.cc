@@ -152,6 +152,19 @@ Status ValidateFrames(const Message& m, const std::string& peer) {
   return Status::OK();
 }
 
+bool ProbeRouterPeer(zmq::socket_t& socket, const std::string& identity, const MessageHeader& probe) {
+  const std::string header = probe.SerializeAsString();
+  try {
+    if (!socket.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return true;
+    (void)socket.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    (void)socket.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);
+    return true;
+  } catch (const zmq::error_t& e) {
+    return e.num() != EHOSTUNREACH;
+  }
+}
+
 Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
                    const std::string& peer) {
   std::string header_bytes;

@@ -53,6 +53,13 @@ Status ValidateFrames(const Message& m, const std::string& peer);
 Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
                    const std::string& peer);
 
+/// Whether the ROUTER `socket` (ZMQ_ROUTER_MANDATORY set) still has a
+/// connection for `identity`: sends it `probe` (a header the peer drops,
+/// e.g. HEARTBEAT) with empty frames, without blocking. False only when the
+/// send fails with EHOSTUNREACH (the peer's connection is gone); a full
+/// queue (EAGAIN) means the connection is there. Never throws.
+bool ProbeRouterPeer(zmq::socket_t& socket, const std::string& identity, const MessageHeader& probe);
+
 /// Receives one message without blocking (call after a poll says readable).
 /// For ROUTER sockets pass `identity` to receive the peer identity frame.
 /// Errors: DataLoss for a malformed message (wrong frame count, header that

@@ -191,7 +191,9 @@ declined)
   poll 100 grep -q '^State:[[:space:]]*T' "/proc/$p1/status" || fail "server 1 did not stop"
   kill -9 "$(inner "${server_pids[0]}")"
   wait_code "${server_pids[0]}"
-  sleep 2.5  # the length of the stop (past half the liveness timeout), not a wait for an event
+  # Stopped until a worker gave the stopped copy up (liveness timeout,
+  # 2 s: past half of it, so the copy finds its own stall when it wakes).
+  wait_log "$tmp/worker0.log" "server shard 0 .*is gone" 400
   kill -CONT "$p1"
   end=$(($(now_ms) + 30000))
   for p in "${wpid[0]}" "${wpid[1]}" "${server_pids[1]}" "${server_pids[2]}"; do
