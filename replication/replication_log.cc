@@ -95,7 +95,7 @@ bool ReplicationLog::OnAck(int from, const ChainView& sender, uint64_t committed
     learner_applied_ = std::max(learner_applied_, std::min(committed, applied_));
     // Caught up once, the learner counts for commits: everything committed
     // from then on is on it, so once appended it lacks nothing committed.
-    if (learner_applied_ == applied_) learner_counts_ = true;
+    if (applied_ - learner_applied_ <= catch_up_lag_) learner_counts_ = true;
     TailCommit();
     Trim();
     return true;

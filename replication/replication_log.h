@@ -106,11 +106,18 @@ class ReplicationLog {
   /// before it acknowledged; acknowledgements below the copy's seq, sent
   /// before the learner installed it, are ignored).
   uint64_t learner_applied() const { return learner_applied_; }
-  /// Tail: whether the learner has applied everything this tail had.
-  /// Once true, the learner counts for commits (the tail's commit point is
-  /// the least of its own and the learner's), so that a learner appended
-  /// to the chain holds every committed entry.
+  /// Tail: whether the learner has applied everything this tail had (or
+  /// all but catch_up_lag entries). Once true, the learner counts for
+  /// commits (the tail's commit point is the least of its own and the
+  /// learner's), so that a learner appended to the chain holds every
+  /// committed entry.
   bool LearnerCaughtUp() const { return learner_counts_; }
+  /// Tail: a learner acknowledging all but `entries` of this tail's counts
+  /// as caught up (default 0: everything). Under a steady stream of
+  /// updates a learner's acknowledgement trails the tail by a round trip,
+  /// so an exact match may never come; from then on commits wait for the
+  /// learner, which is at most this many entries behind.
+  void set_catch_up_lag(uint64_t entries) { catch_up_lag_ = entries; }
 
   uint64_t applied() const { return applied_; }
   uint64_t commit() const { return commit_; }
@@ -137,6 +144,7 @@ class ReplicationLog {
   bool awaiting_state_ = false;  // learner: the tail's state not yet installed
   uint64_t learner_applied_ = 0;
   uint64_t learner_copy_ = 0;  // the seq of the copy the learner was sent
+  uint64_t catch_up_lag_ = 0;
   std::deque<LogEntry> entries_;  // seq ascending, contiguous, ending at applied_
 };
 

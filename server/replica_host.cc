@@ -11,6 +11,7 @@
 #include "core/net/transport.h"
 #include "core/wire_limits.h"
 #include "server/shard_input.h"
+#include "server/shard_state.h"
 
 namespace tether {
 namespace {
@@ -18,10 +19,6 @@ namespace {
 int64_t MsBetween(ReplicaHost::Clock::time_point a, ReplicaHost::Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
 }
-
-// The second generation of a shard's view: the first claim (a shard has
-// one replica, so a claim happens once per primary).
-constexpr uint64_t kClaimedGeneration = 2;
 
 }  // namespace
 
@@ -31,8 +28,20 @@ ReplicaHost::ReplicaHost(const JobConfig& config, int process)
       shard_((process + config.cluster().num_servers() - 1) % config.cluster().num_servers()),
       log_prefix_("[server " + std::to_string(process) + ", replica of shard " + std::to_string(shard_) + "] "),
       copy_(std::make_unique<ServerShard>(config, shard_)),
-      ctx_(1) {
+      ctx_(1),
+      slot_(process) {
   copy_->BeginCopy();
+}
+
+ReplicaHost::ReplicaHost(const JobConfig& config, Join join)
+    : config_(config), process_(-1), shard_(join.shard), join_(true), ctx_(1), slot_(-1), member_(false) {
+  if (join.shard >= 0) {
+    candidates_ = {join.shard};
+  } else {
+    for (int s = 0; s < config.cluster().num_servers(); ++s) candidates_.push_back(s);
+  }
+  shard_ = candidates_.front();
+  log_prefix_ = "[joining replica of shard " + std::to_string(shard_) + "] ";
 }
 
 ReplicaHost::~ReplicaHost() {
@@ -43,6 +52,9 @@ Status ReplicaHost::Start(const std::string& bind_endpoint, const std::string& a
   if (config_.security().has_curve()) {
     TETHER_ASSIGN_OR_RETURN(curve_, ServerPeerCurveClient(config_.security().curve()));
   }
+  bind_endpoint_ = bind_endpoint;
+  advertise_host_ = advertise_host;
+  if (join_) return StartCandidate();
   TETHER_ASSIGN_OR_RETURN(primary_endpoint_, FindPrimary());
   TETHER_RETURN_IF_ERROR(copy_->Bind(bind_endpoint));
   advertised_ = AdvertisedEndpoint(copy_->endpoint(), advertise_host);
@@ -51,7 +63,9 @@ Status ReplicaHost::Start(const std::string& bind_endpoint, const std::string& a
 
 StatusOr<std::string> ReplicaHost::FindPrimary() {
   const ClusterConfig& c = config_.cluster();
-  if (c.server_addresses_size() > shard_) return c.server_addresses(shard_);
+  // A joining process asks the rendezvous first: a shard that failed over
+  // is published there at its new primary.
+  if (c.server_addresses_size() > shard_ && !(join_ && !c.rendezvous().empty())) return c.server_addresses(shard_);
   if (c.rendezvous().empty())
     return Status::InvalidArgument(log_prefix_ + "cluster.replicas=" + std::to_string(c.replicas()) +
                                    " needs where the other servers are (cluster.server_addresses or "
@@ -77,7 +91,7 @@ void ReplicaHost::PublishClaim() {
                         : rdzv.status();
   if (st.ok())
     LOG(INFO) << log_prefix_ << "published " << advertised_ << " as shard " << shard_ << " in rendezvous "
-              << c.rendezvous() << " (no worker had joined its primary)";
+              << c.rendezvous();
   else
     LOG(WARNING) << log_prefix_ << "could not publish the claimed shard in rendezvous " << c.rendezvous() << ": "
                  << st.message();
@@ -94,8 +108,8 @@ Status ReplicaHost::Connect() {
   }
   // An entry is one message the primary took in: its frames and a header.
   o.max_frame_bytes = static_cast<int64_t>(2 * (kMaxFrameBytes + kMaxHeaderBytes));
-  const std::string identity = "replica-" + std::to_string(process_) + "-" + std::to_string(shard_) + "-" +
-                               std::to_string(copy_->incarnation());
+  const std::string identity = (join_ ? std::string("join") : "replica-" + std::to_string(process_)) + "-" +
+                               std::to_string(shard_) + "-" + std::to_string(copy_->incarnation());
   o.monitor_endpoint = "inproc://tether-replica-monitor-" + identity;
   o.curve = curve_;
   if (curve_.enabled()) o.monitor_events |= ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
@@ -120,6 +134,10 @@ Status ReplicaHost::SayHello() {
   b->set_incarnation(copy_->incarnation());
   b->set_process(process_);
   b->set_applied(0);
+  if (join_) {
+    b->set_join(true);
+    b->set_state_format(kShardStateFormatVersion);
+  }
   return SendMessage(dealer_, &hello, nullptr, "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_);
 }
 
@@ -148,7 +166,10 @@ Status ReplicaHost::Follow() {
     const auto now = Clock::now();
     const bool stalled = OwnStall(now);
     Status result;
-    if (DrainPrimary(&result) == Step::kEnded) return result;
+    if (DrainPrimary(&result) == Step::kEnded) {
+      if (refused_ && NextCandidate(result, &result)) continue;
+      return result;
+    }
     Ack(now);
     const Step seen = ReadMonitor();
     if (seen == Step::kKeyRefused)
@@ -157,6 +178,12 @@ Status ReplicaHost::Follow() {
                                         " (ZAP status " + std::to_string(zap_status_) +
                                         "): the servers must share one key pair (security.curve."
                                         "server_secret_key_file)");
+    if (seen == Step::kPrimaryGone && !member_)
+      return Status::Unavailable(log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " +
+                                 primary_endpoint_ + " went before this process caught up with it (" +
+                                 (restored_ ? "state restored, " + std::to_string(applied_) + " entries applied"
+                                            : std::to_string(state_.size()) + " bytes of its state received") +
+                                 "): its copy cannot serve the shard");
     if (seen == Step::kPrimaryGone) {
       // Looked at again now: a stop may have come after this turn began.
       const bool stalled_since = OwnStall(Clock::now());
@@ -213,14 +240,19 @@ ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status
       return Step::kEnded;
     }
     last_heard_ = Clock::now();
+    generation_ = std::max(generation_, m.header.shard_generation());
     switch (m.header.type()) {
       case REPLICATE:
         if (*result = TakeEntry(&m, batch); !result->ok()) return Step::kEnded;
+        break;
+      case REPLICA_STATE:
+        if (*result = TakeStatePart(m); !result->ok()) return Step::kEnded;
         break;
       case SHUTDOWN:
         return Step::kEnded;
       case REPLICATE_ACK:
         if (m.header.replicate_ack().refused()) {
+          refused_ = true;
           *result = Status::FailedPrecondition(log_prefix_ + "refused by the primary: " +
                                                m.header.replicate_ack().reason());
           return Step::kEnded;
@@ -237,6 +269,15 @@ Status ReplicaHost::TakeEntry(Message* m, std::vector<ShardInput>* batch) {
   const std::string peer = "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_;
   if (b.shard() != shard_)
     return Status::DataLoss(log_prefix_ + peer + " sent an entry of shard " + std::to_string(b.shard()));
+  if (join_ && !restored_)
+    return Status::DataLoss(log_prefix_ + peer + " sent entry " + std::to_string(b.seq()) +
+                            " before the shard's whole state");
+  if (b.member() && !member_) {
+    member_ = true;
+    LOG(INFO) << log_prefix_ << "caught up with shard " << shard_ << "'s primary at entry " << b.seq()
+              << ": this process is the shard's replica now and serves it at " << advertised_
+              << " if the primary goes";
+  }
   if (b.seq() <= received_) return Status::OK();  // sent again after a reconnect
   if (b.seq() != received_ + 1)
     return Status::DataLoss(log_prefix_ + peer + " sent entry " + std::to_string(b.seq()) + " after " +
@@ -258,7 +299,7 @@ void ReplicaHost::Ack(Clock::time_point now) {
   if (received_ == acked_ && MsBetween(last_ack_, now) < interval) return;
   Message ack;
   ack.header.set_type(REPLICATE_ACK);
-  ack.header.set_shard_generation(1);
+  ack.header.set_shard_generation(generation_);
   ack.header.mutable_replicate_ack()->set_shard(shard_);
   ack.header.mutable_replicate_ack()->set_applied(received_);
   // A full queue (the primary stopped reading) is no reason to block: the
@@ -310,9 +351,11 @@ Status ReplicaHost::ClaimAndServe(Clock::time_point gone_at) {
   // (its connection probes come every 100 ms) to the claim.
   const auto now = Clock::now();
   const int64_t ms = MsBetween(last_heard_, now);
-  copy_->Claim(kClaimedGeneration, ms / 1000.0);
+  copy_->Claim(generation_ + 1, ms / 1000.0, slot_);
   claimed_.store(true);
-  if (!copy_->any_hello() && !config_.cluster().rendezvous().empty()) PublishClaim();
+  // Workers that never reached the dead primary, and processes that join
+  // the shard as its replica, look it up there.
+  if (!config_.cluster().rendezvous().empty()) PublishClaim();
   if (stop_.load()) copy_->Stop();
   LOG(INFO) << log_prefix_ << "serving shard " << shard_ << " " << MsBetween(gone_at, now)
             << " ms after its primary was found gone, " << ms << " ms after its last message";

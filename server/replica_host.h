@@ -34,6 +34,15 @@
 // peer is named), or the copy's replay failed (the job failed on the
 // primary in the same way).
 //
+// A process that joins (tether-server --join_as_replica, Join) holds no
+// shard of its own: it asks a shard's primary to take it as its replica
+// (REPLICA_HELLO.join; given no shard, it asks shard 0, 1, ... in turn and
+// copies the first without a replica), restores the shard's whole state
+// the primary sends (ServerShard::RestoreState) and then follows the
+// entries after it as any replica does. It may claim the shard only once
+// the primary counted it as its replica (REPLICATE.member: it had caught
+// up); a primary that goes before that ends it with an error.
+//
 // With security.curve the connection to the primary is CURVE too: the host
 // holds the servers' shared key pair (core/net/curve.h ServerPeerCurveClient),
 // which the primary admits for replication only (server/replica_link.h); a
@@ -70,13 +79,23 @@ class ReplicaHost {
   /// `config`: validated, cluster.replicas ≥ 1 and a server address for
   /// every shard. `process`: this server process's own shard.
   ReplicaHost(const JobConfig& config, int process);
+  /// A process that joins a running job as a shard's replica (above):
+  /// `shard` ≥ 0 that shard, −1 the first of 0, 1, ... that takes one.
+  struct Join {
+    int shard = -1;
+  };
+  ReplicaHost(const JobConfig& config, Join join);
   ~ReplicaHost();
 
   /// The copy's key-list caching, as its primary's (tether-server
   /// --key_list_cache_bytes): the copy must take in the same lists. Call
   /// before Start.
-  void set_key_list_cache_bytes(uint64_t bytes) { copy_->set_key_list_cache_bytes(bytes); }
-  /// The shard this process holds a copy of.
+  void set_key_list_cache_bytes(uint64_t bytes) {
+    key_list_cache_bytes_ = bytes;
+    if (copy_ != nullptr) copy_->set_key_list_cache_bytes(bytes);
+  }
+  /// The shard this process holds a copy of (a joining one: the shard it
+  /// asks now, or copies once one took it).
   int shard() const { return shard_; }
   /// Binds the copy's socket at `bind_endpoint` (a tcp:// endpoint, port 0
   /// for a free one) and connects to the primary. `advertised`: the
@@ -96,6 +115,9 @@ class ReplicaHost {
   void StopAfterWorkers(std::chrono::milliseconds grace);
   /// The primary's log entries applied to the copy.
   uint64_t applied() const { return applied_; }
+  /// Whether the copy is (or, for a joining process, became) the shard's
+  /// replica: it may claim the shard.
+  bool member() const { return member_; }
   /// Whether the copy claimed the shard.
   bool claimed() const { return claimed_.load(); }
   /// The copy (its stats once Run() returned).
@@ -103,6 +125,15 @@ class ReplicaHost {
 
  private:
   enum class Step { kGoOn, kEnded, kPrimaryGone, kKeyRefused };
+  // A joining process: the next shard to ask (its copy, its connection).
+  Status StartCandidate();
+  // A joining process whose shard refused it: true when another is asked now.
+  bool NextCandidate(const Status& refusal, Status* result);
+  void CloseConnection();
+  // A part of the shard's state (REPLICA_STATE); the copy is restored from
+  // the whole once the last part came.
+  Status TakeStatePart(const Message& m);
+  Status RestoreCopy();
   // Run() until the copy claims the shard (then its Run()) or ends.
   Status Follow();
   StatusOr<std::string> FindPrimary();
@@ -122,9 +153,23 @@ class ReplicaHost {
   Status ClaimAndServe(Clock::time_point gone_at);
 
   const JobConfig& config_;
-  const int process_;
-  const int shard_;
-  const std::string log_prefix_;
+  const int process_;  // −1: a joining process
+  int shard_;
+  std::string log_prefix_;
+  const bool join_ = false;
+  std::vector<int> candidates_;  // a joining process: the shards it asks, in order
+  size_t candidate_ = 0;
+  std::string bind_endpoint_, advertise_host_;
+  uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
+  int slot_;               // this process's slot in the shard's chain
+  uint64_t generation_ = 1;  // the highest view generation the primary sent
+  bool member_ = true;     // counts as the shard's replica (a joining process: once caught up)
+  bool refused_ = false;   // the primary refused this replica
+  // A joining process: the state's parts so far, and whether it was restored.
+  std::string state_;
+  uint64_t state_total_ = 0, state_seq_ = 0;
+  Clock::time_point state_started_{};
+  bool restored_ = false;
   std::unique_ptr<ServerShard> copy_;
   zmq::context_t ctx_;
   zmq::socket_t dealer_;

@@ -27,8 +27,28 @@ ReplicaLink::ReplicaLink(const JobConfig& config, int shard, std::string log_pre
       log_(shard),
       started_(Clock::now()),
       last_heard_(started_),
-      last_tick_(started_) {
+      last_tick_(started_),
+      next_learner_slot_(config.cluster().num_servers()) {
   log_.Adopt(InitialChain(shard, config.cluster().num_servers(), config.cluster().replicas()));
+  chain_generation_ = generation();
+}
+
+ReplicaLink::ReplicaLink(const JobConfig& config, int shard, std::string log_prefix, Claimed claimed)
+    : config_(config),
+      shard_(shard),
+      replica_process_(-1),
+      log_prefix_(std::move(log_prefix)),
+      log_(claimed.process),
+      started_(Clock::now()),
+      last_heard_(started_),
+      last_tick_(started_),
+      next_learner_slot_(config.cluster().num_servers()) {
+  ChainView alone;
+  alone.generation = claimed.generation;
+  alone.members = {claimed.process};
+  log_.Adopt(alone);
+  replica_gone_ = true;
+  chain_generation_ = generation();
 }
 
 bool ReplicaLink::Take(const std::string& identity, const Message& m, const std::string& peer_key,
@@ -39,8 +59,10 @@ bool ReplicaLink::Take(const std::string& identity, const Message& m, const std:
     RefuseKey(identity, m, peer_key);
   else if (type == REPLICA_HELLO)
     OnReplicaHello(identity, m, now);
-  else if (identity == replica_identity_)
+  else if (!identity.empty() && identity == replica_identity_)
     OnAck(m, now);
+  else if (!identity.empty() && identity == learner_identity_)
+    OnLearnerAck(m, now);
   return true;
 }
 
@@ -62,6 +84,10 @@ void ReplicaLink::RefuseKey(const std::string& identity, const Message& m, const
 
 void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, Clock::time_point now) {
   const ReplicaHelloBody& b = m.header.replica_hello();
+  if (b.join()) {
+    OnJoin(identity, m, now);
+    return;
+  }
   std::string refused;
   if (b.shard() != shard_ || b.process() != replica_process_)
     refused = "this process is shard " + std::to_string(shard_) + "'s primary, whose replica is process " +
@@ -80,6 +106,7 @@ void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, 
   }
   replica_identity_ = identity;
   chain_endpoints_ = {b.endpoint()};
+  chain_generation_ = generation();
   last_heard_ = now;
   LOG(INFO) << log_prefix_ << "replica of shard " << shard_ << " joined: process " << b.process() << " at "
             << b.endpoint() << " (" << log_.view().ToString() << "); sending it " << log_.applied() << " entries";
@@ -115,11 +142,15 @@ void ReplicaLink::Append(const std::string& identity, const Message& m) {
 }
 
 void ReplicaLink::Forward() {
-  if (replica_identity_.empty() || replica_gone_ || socket_ == nullptr) return;
-  for (const LogEntry& e : log_.TakeForward()) SendEntry(e);
+  if (socket_ == nullptr) return;
+  const int next = log_.successor();
+  if (next < 0) return;
+  const bool to_learner = next == learner_slot_ && !learner_identity_.empty();
+  if (!to_learner && (replica_identity_.empty() || replica_gone_)) return;
+  for (const LogEntry& e : log_.TakeForward()) SendEntry(e, to_learner ? learner_identity_ : replica_identity_);
 }
 
-void ReplicaLink::SendEntry(const LogEntry& e) {
+void ReplicaLink::SendEntry(const LogEntry& e, const std::string& to) {
   Message m;
   m.header.set_type(REPLICATE);
   m.header.set_shard_generation(generation());
@@ -128,6 +159,7 @@ void ReplicaLink::SendEntry(const LogEntry& e) {
   b->set_seq(e.seq);
   b->set_commit(log_.commit());
   b->set_payload_bytes(e.payload.size());
+  b->set_member(to == replica_identity_);
   const size_t padded = (e.payload.size() + 7) / 8 * 8;
   m.header.set_num_keys(padded / 8);
   m.keys.rebuild(padded);
@@ -136,13 +168,21 @@ void ReplicaLink::SendEntry(const LogEntry& e) {
   // A failed send is judged at the next Tick, after this process's own
   // stalls: a process that was stopped finds its replica's connection gone
   // because the replica claimed the shard meanwhile.
-  if (Status st = SendMessage(*socket_, &m, &replica_identity_, "replica of shard " + std::to_string(shard_));
-      !st.ok() && send_failure_.empty())
-    send_failure_ = "an entry could not be sent (" + st.message() + ")";
+  const Status st = SendMessage(*socket_, &m, &to, "replica of shard " + std::to_string(shard_));
+  if (st.ok()) return;
+  if (to == replica_identity_) {
+    if (send_failure_.empty()) send_failure_ = "an entry could not be sent (" + st.message() + ")";
+  } else {
+    learner_failure_ = "an entry could not be sent (" + st.message() + ")";
+  }
 }
 
 void ReplicaLink::Tick(Clock::time_point now) {
-  if (replica_gone_) return;
+  TickLearner(now);
+  if (replica_gone_) {
+    last_tick_ = now;
+    return;
+  }
   if (replica_identity_.empty()) {
     const int startup_ms = config_.cluster().startup_timeout_ms();
     if (MsBetween(started_, now) > startup_ms)
@@ -202,12 +242,14 @@ bool ReplicaLink::Suspect(Clock::time_point now) {
   return true;
 }
 
-bool ReplicaLink::ReplicaReachable() {
+bool ReplicaLink::ReplicaReachable() { return Reachable(replica_identity_); }
+
+bool ReplicaLink::Reachable(const std::string& identity) {
   // A HEARTBEAT the replica drops.
   MessageHeader probe;
   probe.set_type(HEARTBEAT);
   probe.set_shard_generation(generation());
-  return ProbeRouterPeer(*socket_, replica_identity_, probe);
+  return ProbeRouterPeer(*socket_, identity, probe);
 }
 
 void ReplicaLink::DropReplica(const std::string& why) {
@@ -218,6 +260,7 @@ void ReplicaLink::DropReplica(const std::string& why) {
   replica_gone_ = true;
   chain_endpoints_.clear();
   log_.Adopt(Without(log_.view(), {replica_process_}));
+  chain_generation_ = generation();
   LOG(WARNING) << log_prefix_ << "shard " << shard_ << " goes on without its replica (process " << replica_process_
                << "): " << why << "; " << waiting << " entries were waiting for it; now " << log_.view().ToString();
 }

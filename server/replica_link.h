@@ -30,6 +30,19 @@
 // have claimed the shard meanwhile). Held messages stay held throughout, so
 // no worker sees anything from a primary that was replaced.
 //
+// Joining (re-replication, tether-server --join_as_replica): a shard
+// without a replica (it dropped the one it had, or it is a copy that
+// claimed the shard) takes a process that introduces itself with
+// REPLICA_HELLO.join as its learner (replication/chain_view.h
+// WithLearner): it sends the shard's whole state as of its last log entry
+// (REPLICA_STATE parts, server/shard_state.h) and forwards every entry
+// after it. The learner does not count for commits (no reply waits for it)
+// until it acknowledged everything the shard took in; it is then the
+// shard's replica (WithLearnerAppended): replies wait for it from then on,
+// and every worker is told its endpoint (MessageHeader.chain_endpoints, by
+// the outbox). A learner whose connection closes or that stays silent
+// past cluster.liveness_timeout_ms is dropped; another may join.
+//
 // Memory: the entries not yet acknowledged (the log's retained()), each a
 // copy of the message's frames. Ownership: the shard owns it; the socket
 // given is the shard's ROUTER. Thread-safety: the shard's Run() thread.
@@ -37,6 +50,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,6 +71,20 @@ class ReplicaLink {
   /// `config`: cluster.replicas ≥ 1. `shard`: the shard this process is the
   /// primary of (its process slot too).
   ReplicaLink(const JobConfig& config, int shard, std::string log_prefix);
+  /// The shard's primary after its copy on server process `process`
+  /// claimed it with view generation `generation` (ServerShard::Claim):
+  /// alone, until a replica joins.
+  struct Claimed {
+    int process = 0;
+    uint64_t generation = 0;
+  };
+  ReplicaLink(const JobConfig& config, int shard, std::string log_prefix, Claimed claimed);
+
+  /// The shard's whole state as of the log's applied() entries, encoded
+  /// (server/shard_state.h), for a joining replica; an error refuses the
+  /// join, naming it. Without a source no process may join.
+  using StateSource = std::function<StatusOr<std::string>()>;
+  void set_state_source(StateSource source) { state_source_ = std::move(source); }
 
   /// The shard's ROUTER socket (once bound).
   void set_socket(zmq::socket_t* socket) { socket_ = socket; }
@@ -92,16 +120,32 @@ class ReplicaLink {
   /// first (empty until the replica introduced itself, and once it is
   /// gone).
   const std::vector<std::string>& chain_endpoints() const { return chain_endpoints_; }
+  /// The generation at which chain_endpoints() last changed (a worker told
+  /// of an older one is told again: ShardOutbox).
+  uint64_t chain_generation() const { return chain_generation_; }
+  /// Whether a joining process is copying the shard (not caught up yet).
+  bool learning() const { return !learner_identity_.empty(); }
   /// Not OK once this process must no longer act as the shard's primary.
   const Status& stepped_down() const { return stepped_down_; }
 
  private:
   void OnReplicaHello(const std::string& identity, const Message& m, Clock::time_point now);
+  // REPLICA_HELLO.join: "" or why this shard takes no learner now.
+  std::string WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b) const;
+  void OnJoin(const std::string& identity, const Message& m, Clock::time_point now);
+  // The state's parts (REPLICA_STATE) to the learner.
+  Status SendState(const std::string& state, uint64_t seq);
   void OnAck(const Message& m, Clock::time_point now);
+  void OnLearnerAck(const Message& m, Clock::time_point now);
+  // The learner caught up: it is the shard's replica from now on.
+  void AppendLearner();
+  void DropLearner(const std::string& why);
+  void TickLearner(Clock::time_point now);
+  bool Reachable(const std::string& identity);
   // A replication message from a connection without the servers' key.
   void RefuseKey(const std::string& identity, const Message& m, const std::string& peer_key);
   void Forward();
-  void SendEntry(const LogEntry& e);
+  void SendEntry(const LogEntry& e, const std::string& to);
   void DropReplica(const std::string& why);
   // Tells the replica host at `identity` it is not (or no longer) the replica.
   void Refuse(const std::string& identity, const std::string& why);
@@ -111,7 +155,7 @@ class ReplicaLink {
 
   const JobConfig& config_;
   const int shard_;
-  const int replica_process_;
+  int replica_process_;
   const std::string log_prefix_;
   ReplicationLog log_;
   zmq::socket_t* socket_ = nullptr;
@@ -119,7 +163,16 @@ class ReplicaLink {
   uint64_t keys_refused_ = 0;     // replication messages refused for their key
   std::string replica_identity_;  // empty until REPLICA_HELLO
   std::vector<std::string> chain_endpoints_;
-  bool replica_gone_ = false;
+  uint64_t chain_generation_ = 0;
+  bool replica_gone_ = false;  // no replica (dropped, or none since a claim); one may join
+  // A joining process (REPLICA_HELLO.join), until it caught up.
+  StateSource state_source_;
+  std::string learner_identity_, learner_endpoint_;
+  int learner_slot_ = -1;
+  int next_learner_slot_;  // past every server process slot
+  Clock::time_point learner_heard_{};
+  Clock::time_point learner_probe_{};
+  std::string learner_failure_;  // an entry or a state part could not be sent: judged at the next Tick
   Clock::time_point started_;
   Clock::time_point last_heard_;
   Clock::time_point last_tick_;

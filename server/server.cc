@@ -105,7 +105,8 @@ Status ServerShard::Bind(const std::string& endpoint) {
     opts.heartbeat_timeout_ms = std::max(50, liveness);
   }
   size_t authorized = 0;
-  const bool replicated = config_.cluster().replicas() > 0 && !replaying_;
+  // A copy too: a replica may join it once it claimed the shard.
+  const bool replicated = config_.cluster().replicas() > 0;
   if (config_.security().has_curve() && endpoint.rfind("inproc://", 0) != 0) {
     std::vector<std::string> keys;
     TETHER_ASSIGN_OR_RETURN(opts.curve, CurveServerOptions(config_.security().curve(), &keys));
@@ -127,12 +128,8 @@ Status ServerShard::Bind(const std::string& endpoint) {
   }
   TETHER_ASSIGN_OR_RETURN(socket_, BindRouter(*ctx_, endpoint, opts, &endpoint_));
   if (!replaying_) outbox_.set_socket(&socket_);
-  if (replicated) {
-    link_ = std::make_unique<ReplicaLink>(config_, shard_, log_prefix_);
-    link_->set_socket(&socket_);
-    link_->set_replica_key(opts.curve.public_key);
-    outbox_.set_replica_link(link_.get());
-  }
+  server_key_ = opts.curve.public_key;
+  if (replicated && !replaying_) StartLink(std::make_unique<ReplicaLink>(config_, shard_, log_prefix_));
   members_.set_endpoint(endpoint_);
   if (opts.curve.enabled()) {
     LOG(INFO) << log_prefix_ << "CURVE on: traffic encrypted, " << authorized

@@ -34,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <zmq.hpp>
 
@@ -187,8 +188,25 @@ class ServerShard {
   /// socket sends, its checkpoint rounds write files, and Run() serves
   /// the workers, which send again what the former primary left
   /// unanswered. `seconds`: since the primary was found gone (counted as
-  /// a failover, RecordFailover). Call on the copy's thread, before Run().
-  void Claim(uint64_t generation, double seconds);
+  /// a failover, RecordFailover). `process`: this process's slot in the
+  /// shard's chain. The shard then takes a replica that joins
+  /// (server/replica_link.h). Call on the copy's thread, before Run().
+  void Claim(uint64_t generation, double seconds, int process);
+  /// The shard's whole state (server/shard_state.h) as of the last
+  /// message it took in, encoded: what a replica that joins the shard is
+  /// sent. `log_seq` and `generation`: the replica link's entries applied
+  /// and view generation at that point. Cost: one copy of the tables and
+  /// of every room's state. Call on Run()'s thread (the replica link
+  /// calls it between two messages).
+  StatusOr<std::string> EncodeState(uint64_t log_seq, uint64_t generation) const;
+  /// Puts EncodeState's bytes, from the primary of the same job and shard
+  /// (`peer` names it in errors), into this shard: a copy (BeginCopy) that
+  /// has taken in nothing yet. The copy fed the primary's entries after
+  /// the state's log_seq then holds the primary's state bit for bit
+  /// (tests/shard_state_test.cc). Errors: DataLoss naming the field (a
+  /// state of another shard, job or build; sizes that disagree); the copy
+  /// must then be thrown away.
+  Status RestoreState(std::string_view bytes, const std::string& peer);
   /// Closes the socket of a copy that will not claim the shard (its
   /// primary ended, or it declined): peers connected to it see the
   /// connection drop. Call on the copy's thread, not while Run() runs.
@@ -286,6 +304,8 @@ class ServerShard {
   void RefuseReplica(const std::string& identity, const MessageHeader& h);
   // The replica link's turn (liveness, stalls, commits): its error ends Run().
   Status TickReplicaLink();
+  // `link` becomes the shard's replica link (a primary's, or a claimed copy's).
+  void StartLink(std::unique_ptr<ReplicaLink> link);
 
   // A message taken in (from the socket, or replayed): counted in
   // bytes_in, checked against the reply cache when there is one, widened
@@ -383,6 +403,7 @@ class ServerShard {
   std::function<void(const std::string&, const Message&)> input_listener_;
   bool replaying_ = false;  // a copy fed by Replay
   std::unique_ptr<ReplicaLink> link_;  // the primary of a replicated shard
+  std::string server_key_;  // security.curve: the servers' public key (the replicas')
   // This shard could not load its part of the checkpoint: it refuses every
   // HELLO (so that every worker learns which server failed and on which
   // file) and ends Run() once each initial rank was told or this long after

@@ -46,11 +46,21 @@ void ServerShard::BeginCopy() {
   round_.set_writes_files(false);
 }
 
-void ServerShard::Claim(uint64_t generation, double seconds) {
+void ServerShard::StartLink(std::unique_ptr<ReplicaLink> link) {
+  link_ = std::move(link);
+  link_->set_socket(&socket_);
+  link_->set_replica_key(server_key_);
+  link_->set_state_source([this] { return EncodeState(link_->log().applied(), link_->generation()); });
+  outbox_.set_replica_link(link_.get());
+}
+
+void ServerShard::Claim(uint64_t generation, double seconds, int process) {
   replaying_ = false;
   round_.set_writes_files(true);
   outbox_.set_socket(&socket_);
   outbox_.set_generation(generation);
+  // The shard's primary now, alone until a replica joins.
+  StartLink(std::make_unique<ReplicaLink>(config_, shard_, log_prefix_, ReplicaLink::Claimed{process, generation}));
   RecordFailover(seconds);
   LOG(WARNING) << log_prefix_ << "claimed shard " << shard_ << " (generation " << generation << ") at " << endpoint_
                << ": serving its workers from the copy this process held";

@@ -44,6 +44,13 @@ void ShardOutbox::SendNow(const std::string& identity, Message* reply, int rank)
     reply->header.set_shard_generation(g);
     if (link_ != nullptr && reply->header.has_hello_reply()) {
       for (const std::string& ep : link_->chain_endpoints()) reply->header.mutable_hello_reply()->add_chain_endpoints(ep);
+      chain_told_[identity] = link_->chain_generation();
+    } else if (link_ != nullptr && rank >= 0 && !link_->chain_endpoints().empty()) {
+      uint64_t& told = chain_told_[identity];
+      if (told < link_->chain_generation()) {
+        for (const std::string& ep : link_->chain_endpoints()) reply->header.add_chain_endpoints(ep);
+        told = link_->chain_generation();
+      }
     }
   }
   stats_->bytes_out += reply->keys.size() + reply->values.size();

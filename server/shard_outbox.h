@@ -10,7 +10,9 @@
 //
 // A replicated shard (server/replica_link.h): each message carries the
 // generation of the shard's view (MessageHeader.shard_generation), a
-// HELLO_REPLY the serving endpoints of its replicas, and a message made
+// HELLO_REPLY the serving endpoints of its replicas (and the first message
+// to a worker after they changed, MessageHeader.chain_endpoints: a replica
+// joined), and a message made
 // while entries were not yet acknowledged by the replica waits until they
 // are (ReleaseCommitted): the worker sees nothing a claiming replica could
 // lack. Held messages are bounded by the replies in flight (each worker's
@@ -25,6 +27,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <unordered_map>
 
 #include <zmq.hpp>
 
@@ -97,6 +100,9 @@ class ShardOutbox final : public Outbox {
   const ReplicaLink* link_ = nullptr;
   uint64_t generation_ = 0;
   std::deque<Held> held_;
+  // The chain generation each worker connection was last told of (one
+  // entry per worker identity that got a reply of a replicated shard).
+  std::unordered_map<std::string, uint64_t> chain_told_;
 };
 
 }  // namespace tether

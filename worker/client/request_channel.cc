@@ -456,6 +456,7 @@ Status RequestChannel::DrainReplies(int s) {
     if (st.code() == Status::Code::kUnavailable) break;
     if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
     if (!CurrentGeneration(s, reply.header) || !SameServerProcess(s, reply.header.server_incarnation())) continue;
+    if (reply.header.chain_endpoints_size() > 0) FollowNewChain(s, reply.header);
     if (reply.header.server_stopping() && stopping_shard_ < 0) {
       stopping_shard_ = s;
       LOG(WARNING) << log_prefix_ << "server " << options_.servers[s] << " (shard " << s

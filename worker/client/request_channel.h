@@ -287,6 +287,10 @@ class RequestChannel {
   /// Errors: InvalidArgument naming an endpoint that is not tcp:// or
   /// ipc:// (nothing changes then).
   Status SetChain(int shard, const std::vector<std::string>& endpoints);
+  /// A reply's MessageHeader.chain_endpoints (a replica joined `shard`):
+  /// the chain to follow from now on (SetChain); a bad endpoint is logged
+  /// and the chain kept as it was.
+  void FollowNewChain(int shard, const MessageHeader& h);
 
   /// Records `error` on `request` (its first error wins) and, when the
   /// request is sticky, as the sticky error.

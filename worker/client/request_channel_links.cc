@@ -303,6 +303,18 @@ Status RequestChannel::SetChain(int shard, const std::vector<std::string>& endpo
   return Status::OK();
 }
 
+void RequestChannel::FollowNewChain(int shard, const MessageHeader& h) {
+  const std::vector<std::string> chain(h.chain_endpoints().begin(), h.chain_endpoints().end());
+  if (Status st = SetChain(shard, chain); !st.ok()) {
+    LOG(WARNING) << st.message() << ": not followed";
+    return;
+  }
+  std::string list;
+  for (const std::string& ep : chain) list += (list.empty() ? "" : ", ") + ep;
+  LOG(INFO) << log_prefix_ << "server shard " << shard << " has a replica again (chain generation "
+            << h.shard_generation() << "): " << list;
+}
+
 bool RequestChannel::CurrentGeneration(int shard, const MessageHeader& h) {
   Link& link = links_[shard];
   const uint64_t generation = h.shard_generation();

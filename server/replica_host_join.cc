@@ -1,0 +1,102 @@
+// ReplicaHost's part for a process that joins a running shard as its
+// replica (tether-server --join_as_replica; server/replica_host.h): which
+// shard it asks, and the shard's whole state it restores before following.
+#include <algorithm>
+
+#include <glog/logging.h>
+
+#include "core/memory_fit.h"
+#include "core/net/transport.h"
+#include "server/replica_host.h"
+#include "server/shard_state.h"
+
+namespace tether {
+namespace {
+
+int64_t MsSince(ReplicaHost::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(ReplicaHost::Clock::now() - t).count();
+}
+
+}  // namespace
+
+Status ReplicaHost::StartCandidate() {
+  shard_ = candidates_[candidate_];
+  log_prefix_ = "[joining replica of shard " + std::to_string(shard_) + "] ";
+  copy_ = std::make_unique<ServerShard>(config_, shard_);
+  copy_->BeginCopy();
+  copy_->set_key_list_cache_bytes(key_list_cache_bytes_);
+  refused_ = false;
+  TETHER_ASSIGN_OR_RETURN(primary_endpoint_, FindPrimary());
+  TETHER_RETURN_IF_ERROR(copy_->Bind(bind_endpoint_));
+  advertised_ = AdvertisedEndpoint(copy_->endpoint(), advertise_host_);
+  LOG(INFO) << log_prefix_ << "asks shard " << shard_ << "'s primary at " << primary_endpoint_
+            << " to take this process as its replica (serving at " << advertised_ << " once it claims the shard)";
+  return Connect();
+}
+
+bool ReplicaHost::NextCandidate(const Status& refusal, Status* result) {
+  if (!join_ || state_total_ != 0 || candidate_ + 1 >= candidates_.size()) return false;
+  LOG(INFO) << refusal.message() << "; asking the next shard";
+  CloseConnection();
+  copy_->CloseSocket();
+  ++candidate_;
+  *result = StartCandidate();
+  return result->ok();
+}
+
+void ReplicaHost::CloseConnection() {
+  if (dealer_.handle() != nullptr) {
+    (void)zmq_socket_monitor(dealer_.handle(), nullptr, 0);
+    dealer_.close();
+  }
+  monitor_.close();
+  connected_ = false;
+}
+
+Status ReplicaHost::TakeStatePart(const Message& m) {
+  const ReplicaStateBody& b = m.header.replica_state();
+  const std::string peer = "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_;
+  if (!join_ || restored_ || b.shard() != shard_)
+    return Status::DataLoss(log_prefix_ + peer + " sent a part of shard " + std::to_string(b.shard()) +
+                            "'s state, which this process did not ask for");
+  if (state_total_ == 0) {
+    // The first part: the whole must fit beside what this host has free.
+    StatusOr<uint64_t> free = ReadMemAvailableBytes();
+    if (b.bytes_total() == 0 || (free.ok() && b.bytes_total() > *free))
+      return Status::ResourceExhausted(log_prefix_ + peer + " sends a state of " + std::to_string(b.bytes_total()) +
+                                       " bytes; this host has " + (free.ok() ? std::to_string(*free) : "?") +
+                                       " bytes available (MemAvailable)");
+    state_total_ = b.bytes_total();
+    state_seq_ = b.log_seq();
+    slot_ = b.learner();
+    state_started_ = Clock::now();
+    state_.reserve(state_total_);
+  }
+  if (b.bytes_total() != state_total_ || b.log_seq() != state_seq_ || b.offset() != state_.size() ||
+      b.part_bytes() > state_total_ - state_.size() || b.part_bytes() > m.keys.size() ||
+      m.keys.size() - b.part_bytes() >= 8)
+    return Status::DataLoss(log_prefix_ + peer + ": a state part at offset " + std::to_string(b.offset()) + " of " +
+                            std::to_string(b.part_bytes()) + " bytes (keys frame " + std::to_string(m.keys.size()) +
+                            ") does not continue the " + std::to_string(state_.size()) + " of " +
+                            std::to_string(state_total_) + " bytes received");
+  state_.append(static_cast<const char*>(m.keys.data()), b.part_bytes());
+  connected_ = true;
+  if (state_.size() < state_total_) return Status::OK();
+  return RestoreCopy();
+}
+
+Status ReplicaHost::RestoreCopy() {
+  const auto received = Clock::now();
+  const std::string peer = "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_;
+  TETHER_RETURN_IF_ERROR(copy_->RestoreState(state_, peer));
+  restored_ = true;
+  received_ = applied_ = state_seq_;
+  LOG(INFO) << log_prefix_ << "restored shard " << shard_ << "'s state as of entry " << state_seq_ << " ("
+            << state_.size() << " bytes, received in " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                            received - state_started_).count()
+            << " ms, restored in " << MsSince(received) << " ms); following its primary";
+  std::string().swap(state_);
+  return Status::OK();
+}
+
+}  // namespace tether

@@ -1,0 +1,172 @@
+// ReplicaLink's part in re-replication: a process that joins a shard
+// without a replica (REPLICA_HELLO.join) is the shard's learner, is sent
+// the shard's whole state, follows its entries and becomes its replica once
+// it caught up (server/replica_link.h "Joining").
+#include <algorithm>
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "replication/chain_view.h"
+#include "server/replica_link.h"
+#include "server/shard_state.h"
+
+namespace tether {
+namespace {
+
+// A joining replica's state travels in parts of this many bytes.
+constexpr size_t kStatePartBytes = size_t{4} << 20;
+// A learner this close behind counts as caught up: commits wait for it from
+// then on (a few ms of its applying, once).
+constexpr uint64_t kCatchUpLagEntries = 64;
+
+int64_t MsBetween(ReplicaLink::Clock::time_point a, ReplicaLink::Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+}  // namespace
+
+std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b) const {
+  const std::string shard = "shard " + std::to_string(shard_);
+  if (b.shard() != shard_)
+    return "this process serves " + shard + " as its primary, not shard " + std::to_string(b.shard());
+  if (b.state_format() != kShardStateFormatVersion)
+    return "the joining process writes shard state format " + std::to_string(b.state_format()) + ", this one " +
+           std::to_string(kShardStateFormatVersion) + ": start it from the same build as the servers";
+  if (b.endpoint().empty() || b.applied() != 0) return "a joining replica must start empty and name the endpoint it serves on";
+  if (!state_source_) return shard + " cannot send its state";
+  if (!stepped_down_.ok() || suspect_) return shard + "'s primary is unsure it still is one";
+  if (!learner_identity_.empty() && identity != learner_identity_)
+    return "another process (at " + learner_endpoint_ + ") is joining " + shard + " now";
+  if (!replica_gone_)
+    return replica_identity_.empty()
+               ? shard + " waits for its replica (server process " + std::to_string(replica_process_) +
+                     ") to introduce itself"
+               : shard + " has its replica (at " +
+                     (chain_endpoints_.empty() ? std::string("?") : chain_endpoints_.front()) + ")";
+  return "";
+}
+
+void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::time_point now) {
+  const ReplicaHelloBody& b = m.header.replica_hello();
+  if (!identity.empty() && identity == learner_identity_) return;  // said again
+  if (const std::string why = WhyNoJoin(identity, b); !why.empty()) {
+    LOG(WARNING) << log_prefix_ << "a process at " << b.endpoint() << " asked to join shard " << b.shard()
+                 << " as its replica: refused: " << why;
+    Refuse(identity, why);
+    return;
+  }
+  const auto taken = Clock::now();
+  StatusOr<std::string> state = state_source_();
+  if (!state.ok()) {
+    LOG(ERROR) << log_prefix_ << "shard " << shard_ << "'s state for a joining replica: " << state.status().message();
+    Refuse(identity, "shard " + std::to_string(shard_) + "'s state could not be taken: " + state.status().message());
+    return;
+  }
+  learner_slot_ = next_learner_slot_++;
+  learner_identity_ = identity;
+  learner_endpoint_ = b.endpoint();
+  learner_heard_ = now;
+  learner_failure_.clear();
+  log_.Adopt(WithLearner(log_.view(), learner_slot_));
+  const uint64_t seq = log_.applied();
+  if (Status st = SendState(*state, seq); !st.ok()) {
+    DropLearner("its state could not be sent (" + st.message() + ")");
+    return;
+  }
+  log_.StartLearnerAt(seq);
+  log_.set_catch_up_lag(kCatchUpLagEntries);
+  LOG(INFO) << log_prefix_ << "a replica joins shard " << shard_ << " from " << b.endpoint() << ": sent it the shard's "
+            << state->size() << " bytes of state as of entry " << seq << " ("
+            << MsBetween(taken, Clock::now()) << " ms); " << log_.view().ToString();
+}
+
+Status ReplicaLink::SendState(const std::string& state, uint64_t seq) {
+  size_t offset = 0;
+  do {
+    const size_t n = std::min(kStatePartBytes, state.size() - offset);
+    Message m;
+    m.header.set_type(REPLICA_STATE);
+    m.header.set_shard_generation(generation());
+    ReplicaStateBody* b = m.header.mutable_replica_state();
+    b->set_shard(shard_);
+    b->set_log_seq(seq);
+    b->set_offset(offset);
+    b->set_bytes_total(state.size());
+    b->set_part_bytes(n);
+    b->set_learner(learner_slot_);
+    const size_t padded = (n + 7) / 8 * 8;
+    m.header.set_num_keys(padded / 8);
+    m.keys.rebuild(padded);
+    char* out = static_cast<char*>(m.keys.data());
+    std::copy(state.data() + offset, state.data() + offset + n, out);
+    std::fill(out + n, out + padded, 0);
+    TETHER_RETURN_IF_ERROR(SendMessage(*socket_, &m, &learner_identity_, "replica joining shard " + std::to_string(shard_)));
+    offset += n;
+  } while (offset < state.size());
+  return Status::OK();
+}
+
+void ReplicaLink::OnLearnerAck(const Message& m, Clock::time_point now) {
+  learner_heard_ = now;
+  const ReplicateAckBody& b = m.header.replicate_ack();
+  if (b.refused()) {
+    DropLearner("it gave up: " + b.reason());
+    return;
+  }
+  log_.OnAck(learner_slot_, log_.view(), b.applied());
+  if (log_.LearnerCaughtUp()) AppendLearner();
+}
+
+void ReplicaLink::AppendLearner() {
+  log_.Adopt(WithLearnerAppended(log_.view()));
+  replica_identity_ = learner_identity_;
+  replica_process_ = learner_slot_;
+  chain_endpoints_ = {learner_endpoint_};
+  chain_generation_ = generation();
+  replica_gone_ = false;
+  last_heard_ = learner_heard_;
+  send_failure_ = learner_failure_;
+  learner_identity_.clear();
+  learner_slot_ = -1;
+  LOG(INFO) << log_prefix_ << "the replica that joined shard " << shard_ << " at " << learner_endpoint_
+            << " caught up at entry " << log_.applied() << ": replies wait for it from now on; "
+            << log_.view().ToString();
+  // An entry of its own tells the replica it counts now (REPLICATE.member),
+  // also when no worker sends anything.
+  Message mark;
+  mark.header.set_type(SHARD_DECISION);
+  mark.header.mutable_shard_decision()->set_remove_rank(-1);
+  Append("", mark);
+}
+
+void ReplicaLink::DropLearner(const std::string& why) {
+  if (learner_identity_.empty()) return;
+  Refuse(learner_identity_, "shard " + std::to_string(shard_) + " dropped this joining replica: " + why);
+  LOG(WARNING) << log_prefix_ << "the replica joining shard " << shard_ << " from " << learner_endpoint_
+               << " is dropped: " << why;
+  log_.Adopt(Without(log_.view(), {learner_slot_}));
+  learner_identity_.clear();
+  learner_slot_ = -1;
+  learner_failure_.clear();
+}
+
+void ReplicaLink::TickLearner(Clock::time_point now) {
+  if (learner_identity_.empty()) return;
+  if (!learner_failure_.empty()) {
+    DropLearner(learner_failure_);
+    return;
+  }
+  // A learner restores the state before it acknowledges: its silence is
+  // bounded as a start is.
+  const int silent_ms = std::max(config_.cluster().startup_timeout_ms(), config_.cluster().liveness_timeout_ms());
+  if (MsBetween(learner_heard_, now) > silent_ms) {
+    DropLearner("it was silent for " + std::to_string(silent_ms) + " ms");
+    return;
+  }
+  if (MsBetween(learner_probe_, now) < 100) return;
+  learner_probe_ = now;
+  if (!Reachable(learner_identity_)) DropLearner("its connection closed");
+}
+
+}  // namespace tether

@@ -1,0 +1,68 @@
+// ServerShard's whole state, taken and put back (server/shard_state.h): each
+// room writes its part of proto/shard_state.proto; the shard adds its own
+// fields and the job coordinator's state.
+#include <glog/logging.h>
+
+#include "server/server.h"
+#include "server/shard_state.h"
+
+namespace tether {
+
+using SteadyClock = std::chrono::steady_clock;
+
+StatusOr<std::string> ServerShard::EncodeState(uint64_t log_seq, uint64_t generation) const {
+  const auto now = SteadyClock::now();
+  ShardState state;
+  state.set_format_version(kShardStateFormatVersion);
+  state.set_shard(shard_);
+  state.set_log_seq(log_seq);
+  state.set_generation(generation);
+  ShardLoopState* loop = state.mutable_loop();
+  loop->set_any_hello(any_hello_);
+  loop->set_keep_best_model(keep_best_model_);
+  loop->set_checkpoint_before_stop(checkpoint_before_stop_);
+  loop->set_job_finished(job_finished_);
+  loop->set_aborted(aborted_.ok() ? std::string() : aborted_.message());
+  loop->set_initial_workers(initial_workers_);
+  clocks_.SaveState(state.mutable_clocks());
+  members_.SaveState(state.mutable_members(), now);
+  SaveServerStats(stats_, state.mutable_stats());
+  std::vector<std::string> rows;
+  kv_.SaveState(state.mutable_kv(), &rows, now);
+  if (replies_ != nullptr) replies_->SaveState(state.mutable_replies());
+  round_.SaveState(state.mutable_round(), now);
+  kept_.SaveState(state.mutable_kept(), kv_.tables());
+  if (coordinator_ != nullptr) *state.mutable_coordinator() = coordinator_->Snapshot();
+  return EncodeShardState(state, rows);
+}
+
+Status ServerShard::RestoreState(std::string_view bytes, const std::string& peer) {
+  ShardState state;
+  std::vector<std::string> rows;
+  TETHER_RETURN_IF_ERROR(DecodeShardState(bytes, shard_, peer, &state, &rows));
+  const std::string what = log_prefix_ + "shard " + std::to_string(shard_) + "'s state from " + peer + ": ";
+  const ShardLoopState& loop = state.loop();
+  if (loop.initial_workers() != initial_workers_)
+    return Status::DataLoss(what + "loop.initial_workers=" + std::to_string(loop.initial_workers()) +
+                            ", this job's cluster.num_workers is " + std::to_string(initial_workers_));
+  if (state.has_coordinator() != (coordinator_ != nullptr))
+    return Status::DataLoss(what + (coordinator_ != nullptr ? "lacks" : "has") + " a job coordinator's state");
+  const auto now = SteadyClock::now();
+  any_hello_ = loop.any_hello();
+  keep_best_model_ = loop.keep_best_model();
+  checkpoint_before_stop_ = loop.checkpoint_before_stop();
+  job_finished_ = loop.job_finished();
+  aborted_ = loop.aborted().empty() ? Status::OK() : Status::Unavailable(loop.aborted());
+  TETHER_RETURN_IF_ERROR(clocks_.RestoreState(state.clocks()));
+  TETHER_RETURN_IF_ERROR(members_.RestoreState(state.members(), now));
+  TETHER_RETURN_IF_ERROR(RestoreServerStats(state.stats(), &stats_));
+  TETHER_RETURN_IF_ERROR(kv_.RestoreState(state.kv(), std::move(rows), now));
+  if (replies_ != nullptr) TETHER_RETURN_IF_ERROR(replies_->RestoreState(state.replies()));
+  TETHER_RETURN_IF_ERROR(round_.RestoreState(state.round(), now));
+  if (state.has_kept()) TETHER_RETURN_IF_ERROR(kept_.Load(state.kept(), kv_.tables()));
+  if (coordinator_ != nullptr) TETHER_RETURN_IF_ERROR(coordinator_->Restore(state.coordinator()));
+  last_message_ = now;
+  return Status::OK();
+}
+
+}  // namespace tether
