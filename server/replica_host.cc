@@ -28,13 +28,15 @@ ReplicaHost::ReplicaHost(const JobConfig& config, int process)
       shard_((process + config.cluster().num_servers() - 1) % config.cluster().num_servers()),
       log_prefix_("[server " + std::to_string(process) + ", replica of shard " + std::to_string(shard_) + "] "),
       copy_(std::make_unique<ServerShard>(config, shard_)),
-      ctx_(1),
-      slot_(process) {
+      ctx_(1) {
+  slot_ = process;
   copy_->BeginCopy();
 }
 
 ReplicaHost::ReplicaHost(const JobConfig& config, Join join)
-    : config_(config), process_(-1), shard_(join.shard), join_(true), ctx_(1), slot_(-1), member_(false) {
+    : config_(config), process_(-1), shard_(join.shard), join_(true), ctx_(1) {
+  slot_ = -1;
+  member_ = false;
   if (join.shard >= 0) {
     candidates_ = {join.shard};
   } else {

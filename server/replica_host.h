@@ -161,7 +161,7 @@ class ReplicaHost {
   size_t candidate_ = 0;
   std::string bind_endpoint_, advertise_host_;
   uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
-  int slot_;               // this process's slot in the shard's chain
+  int slot_ = -1;          // this process's slot in the shard's chain
   uint64_t generation_ = 1;  // the highest view generation the primary sent
   bool member_ = true;     // counts as the shard's replica (a joining process: once caught up)
   bool refused_ = false;   // the primary refused this replica

@@ -27,8 +27,8 @@ ReplicaLink::ReplicaLink(const JobConfig& config, int shard, std::string log_pre
       log_(shard),
       started_(Clock::now()),
       last_heard_(started_),
-      last_tick_(started_),
-      next_learner_slot_(config.cluster().num_servers()) {
+      last_tick_(started_) {
+  next_learner_slot_ = config.cluster().num_servers();
   log_.Adopt(InitialChain(shard, config.cluster().num_servers(), config.cluster().replicas()));
   chain_generation_ = generation();
 }
@@ -41,8 +41,8 @@ ReplicaLink::ReplicaLink(const JobConfig& config, int shard, std::string log_pre
       log_(claimed.process),
       started_(Clock::now()),
       last_heard_(started_),
-      last_tick_(started_),
-      next_learner_slot_(config.cluster().num_servers()) {
+      last_tick_(started_) {
+  next_learner_slot_ = config.cluster().num_servers();
   ChainView alone;
   alone.generation = claimed.generation;
   alone.members = {claimed.process};

@@ -169,7 +169,7 @@ class ReplicaLink {
   StateSource state_source_;
   std::string learner_identity_, learner_endpoint_;
   int learner_slot_ = -1;
-  int next_learner_slot_;  // past every server process slot
+  int next_learner_slot_ = 0;  // past every server process slot
   Clock::time_point learner_heard_{};
   Clock::time_point learner_probe_{};
   std::string learner_failure_;  // an entry or a state part could not be sent: judged at the next Tick

@@ -5,6 +5,7 @@
 
 #include "server/server.h"
 #include "server/shard_state.h"
+#include "server/shard_stats_state.h"
 
 namespace tether {
 
@@ -26,7 +27,7 @@ StatusOr<std::string> ServerShard::EncodeState(uint64_t log_seq, uint64_t genera
   loop->set_initial_workers(initial_workers_);
   clocks_.SaveState(state.mutable_clocks());
   members_.SaveState(state.mutable_members(), now);
-  SaveServerStats(stats_, state.mutable_stats());
+  SaveState(stats_, state.mutable_stats());
   std::vector<std::string> rows;
   kv_.SaveState(state.mutable_kv(), &rows, now);
   if (replies_ != nullptr) replies_->SaveState(state.mutable_replies());
@@ -55,7 +56,7 @@ Status ServerShard::RestoreState(std::string_view bytes, const std::string& peer
   aborted_ = loop.aborted().empty() ? Status::OK() : Status::Unavailable(loop.aborted());
   TETHER_RETURN_IF_ERROR(clocks_.RestoreState(state.clocks()));
   TETHER_RETURN_IF_ERROR(members_.RestoreState(state.members(), now));
-  TETHER_RETURN_IF_ERROR(RestoreServerStats(state.stats(), &stats_));
+  TETHER_RETURN_IF_ERROR(tether::RestoreState(state.stats(), &stats_));
   TETHER_RETURN_IF_ERROR(kv_.RestoreState(state.kv(), std::move(rows), now));
   if (replies_ != nullptr) TETHER_RETURN_IF_ERROR(replies_->RestoreState(state.replies()));
   TETHER_RETURN_IF_ERROR(round_.RestoreState(state.round(), now));

@@ -41,7 +41,13 @@
 #include "cli/metrics_flags.h"
 #include "cli/signals.h"
 
-DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers)");
+DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers); with --join_as_replica, the shard to copy "
+             "(default: the first that has no replica)");
+DEFINE_bool(join_as_replica, false,
+            "join a running job with cluster.replicas >= 1 as the replica of a shard that has none (its replica "
+            "died, or its primary failed over): copy the shard's state from its primary while training goes on, "
+            "follow its updates, and serve the shard at --listen if the primary goes. The process holds no shard "
+            "of its own");
 DEFINE_string(listen, "tcp://127.0.0.1:0",
               "ZeroMQ endpoint to bind; port 0 picks a free port. IPv6 (tcp://[::1]:0), host names "
               "(tcp://myhost:0) and wildcards (tcp://*:0, tcp://0.0.0.0:0: every interface) work");
@@ -312,6 +318,29 @@ tether::Status CheckReplicaPlacement(const tether::JobConfig& c) {
   return tether::Status::OK();
 }
 
+// --join_as_replica: this process only copies a running shard (and
+// serves it if its primary goes). Returns the exit code.
+int RunJoin(const tether::JobConfig& config) {
+  if (config.cluster().replicas() <= 0) {
+    LOG(ERROR) << "[server] --join_as_replica needs cluster.replicas >= 1 (--replicas), as the job's servers have";
+    return 2;
+  }
+  gflags::CommandLineFlagInfo shard_flag;
+  const bool shard_given = gflags::GetCommandLineFlagInfo("shard", &shard_flag) && !shard_flag.is_default;
+  tether::ReplicaHost host(config, tether::ReplicaHost::Join{shard_given ? FLAGS_shard : -1});
+  host.set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
+  g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
+  tether::InstallStopSignals(RequestStop);
+  tether::Status st = host.Start(FLAGS_listen, FLAGS_advertise_host);
+  if (st.ok()) {
+    g_replica.store(&host);
+    if (g_signal.load() != 0) host.Stop();
+    st = host.Run();
+    g_replica.store(nullptr);
+  }
+  return ExitCode(st, host.claimed() && host.copy().job_finished());
+}
+
 // Everything before the shard listens: the config, the flags, the
 // rendezvous store. The exit code when the shard must not start (logged),
 // else 0.
@@ -357,11 +386,13 @@ int main(int argc, char** argv) {
       &argc, &argv,
       {"tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F] "
        "[--rendezvous=file:DIR|tcp://HOST:PORT [--rendezvous_serve]] [--advertise_host=HOST]\n"
+       "tether-server --config=JOB.pbtxt --join_as_replica [--shard=I] [--listen=...] [--rendezvous=...]\n"
        "One parameter-server shard of a job; reads the config's cluster and consistency sections."});
   tether::StatusOr<tether::JobConfig> config = tether::Status::Internal("not loaded");
   RendezvousSockets sockets;
   std::unique_ptr<tether::RendezvousStore> store;
   if (const int code = Prepare(&config, &sockets, &store); code != 0) return code;
+  if (FLAGS_join_as_replica) return RunJoin(*config);
   tether::ServerShard server(*config, FLAGS_shard);
   server.set_resume_from(FLAGS_resume_from);
   server.set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));  // ≥ 0: validated
