@@ -23,7 +23,11 @@
 #include <limits>
 #include <vector>
 
+#include "core/status.h"
+
 namespace tether {
+
+class ClockTrackerState;  // proto/shard_state.proto
 
 class ClockTracker {
  public:
@@ -87,6 +91,22 @@ class ClockTracker {
   bool PullReady(int64_t c) const { return PullReady(c, staleness_); }
   /// Same under bound `s` (a table's own; s < 0 is ASP).
   bool PullReady(int64_t c, int64_t s) const { return s < 0 || min_clock_ >= c - s; }
+
+  // ---- A copy of the tracker (proto/shard_state.proto ClockTrackerState:
+  // a running shard's state sent to a joining replica).
+  /// The most slots a restored tracker takes (cluster.max_workers' ceiling).
+  static constexpr int kMaxSlots = 1 << 16;
+  /// Writes every slot (clock, counts, parked), the bound and the two
+  /// minima into `*state` (cleared first).
+  void SaveState(ClockTrackerState* state) const;
+  /// Takes `state` over a tracker freshly made as the shard makes it (the
+  /// same initial workers and staleness), before any other call. Errors:
+  /// DataLoss naming the field ("shard state: clocks.slots[3].clock ...")
+  /// for fewer slots than the initial workers or more than kMaxSlots, a
+  /// negative clock, a parked slot that does not count, another staleness,
+  /// or minima the slots do not give; the tracker is then unusable (the
+  /// caller throws it away).
+  Status RestoreState(const ClockTrackerState& state);
 
  private:
   bool Recompute();

@@ -1,6 +1,9 @@
 #include "server/clock_tracker.h"
 
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+
+#include "proto/shard_state.pb.h"
 
 namespace tether {
 namespace {
@@ -163,6 +166,84 @@ TEST(ClockTrackerTest, AParkedWorkerLeavingMovesTheSettledClock) {
   EXPECT_TRUE(t.Remove(1));
   EXPECT_EQ(t.min_clock(), 5);
   EXPECT_EQ(t.settled_clock(), 5);
+}
+
+// A tracker grown by a joiner, with a removed and a parked worker, copied
+// into a fresh one: the same state, and the same answers afterwards.
+TEST(ClockTrackerTest, ARestoredCopyHoldsTheSameStateAndAnswersTheSame) {
+  ClockTracker a(3, /*staleness=*/1);
+  a.Advance(0, 6);
+  a.Advance(1, 4);
+  a.Advance(2, 5);
+  a.Remove(0);
+  a.Join(5, a.StartClock(5));  // slots 3, 4 skipped over
+  a.Park(2, true);
+  ClockTrackerState saved;
+  a.SaveState(&saved);
+  ASSERT_EQ(saved.slots_size(), 6);
+  EXPECT_EQ(saved.min_clock(), 4);
+  EXPECT_EQ(saved.settled_clock(), 4);
+  ClockTracker b(3, 1);
+  ASSERT_TRUE(b.RestoreState(saved).ok());
+  ClockTrackerState again;
+  b.SaveState(&again);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(saved, again)) << again.DebugString();
+  EXPECT_EQ(b.num_workers(), 6);
+  EXPECT_FALSE(b.Counts(0));
+  EXPECT_FALSE(b.Counts(3));
+  EXPECT_TRUE(b.Parked(2));
+  EXPECT_EQ(b.clock(0), 6);
+  // The same operations give the same results on both.
+  for (ClockTracker* t : {&a, &b}) {
+    EXPECT_EQ(t->StartClock(0), 4);
+    EXPECT_FALSE(t->PullReady(6));
+    EXPECT_FALSE(t->Advance(1, 7));  // rank 5 holds both minima at 4
+    EXPECT_EQ(t->min_clock(), 4);
+    EXPECT_TRUE(t->Advance(5, 8));
+    EXPECT_EQ(t->min_clock(), 7);
+    EXPECT_EQ(t->settled_clock(), 5);
+    EXPECT_TRUE(t->Park(2, false));
+    EXPECT_EQ(t->min_clock(), 5);
+    EXPECT_TRUE(t->PullReady(6));
+    EXPECT_FALSE(t->PullReady(7));
+  }
+  ClockTrackerState sa, sb;
+  a.SaveState(&sa);
+  b.SaveState(&sb);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(sa, sb));
+}
+
+// Each kind of malformed state is refused naming its field.
+TEST(ClockTrackerTest, AMalformedStateIsRefusedNamingTheField) {
+  ClockTracker a(2, 2);
+  a.Advance(0, 3);
+  ClockTrackerState good;
+  a.SaveState(&good);
+  auto refused = [](const ClockTrackerState& s) {
+    ClockTracker fresh(2, 2);
+    const Status st = fresh.RestoreState(s);
+    EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+    return st.message();
+  };
+  ClockTrackerState s = good;
+  s.mutable_slots()->RemoveLast();
+  EXPECT_EQ(refused(s), "shard state: clocks.slots: 1 slots, this job's shard holds 2 to 65536");
+  s = good;
+  for (int i = 0; i < ClockTracker::kMaxSlots; ++i) s.add_slots();
+  EXPECT_EQ(refused(s), "shard state: clocks.slots: 65538 slots, this job's shard holds 2 to 65536");
+  s = good;
+  s.set_staleness(0);
+  EXPECT_EQ(refused(s), "shard state: clocks.staleness: 0, this shard's is 2 (another job's configuration)");
+  s = good;
+  s.mutable_slots(1)->set_clock(-4);
+  EXPECT_EQ(refused(s), "shard state: clocks.slots[1].clock: -4 (clocks are ≥ 0)");
+  s = good;
+  s.mutable_slots(1)->set_counts(false);
+  s.mutable_slots(1)->set_parked(true);
+  EXPECT_EQ(refused(s), "shard state: clocks.slots[1].parked: a slot that does not count cannot be parked");
+  s = good;
+  s.set_min_clock(3);
+  EXPECT_EQ(refused(s), "shard state: clocks.min_clock: 3 and settled_clock 0, the slots give 0 and 0");
 }
 
 }  // namespace

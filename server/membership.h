@@ -45,6 +45,8 @@
 
 namespace tether {
 
+class MembershipState;  // proto/shard_state.proto
+
 /// What a shard's membership checks a HELLO against (from the job config).
 struct MembershipOptions {
   int shard = 0, num_shards = 1;
@@ -209,6 +211,27 @@ class Membership {
   /// Ranks STATS_REPLY lists: up to the highest that took part.
   int StatsRanks() const;
 
+  // ---- A copy of the membership (proto/shard_state.proto MembershipState:
+  // a running shard's state sent to a joining replica;
+  // membership_state.cc). Carried: every slot's Worker (times as ages
+  // before `now`), the waiting HELLOs (as EncodeShardInput bytes), the held
+  // BYEs, the first HELLO's data mode and epochs, the startup deadline and
+  // the refusals it names. Not carried: the endpoint (set_endpoint, the
+  // restoring process's own) and the options (the restoring shard's).
+  /// Writes the membership into `*state` (cleared first), as at `now`.
+  void SaveState(MembershipState* state, std::chrono::steady_clock::time_point now) const;
+  /// Takes `state` over a membership freshly made as the shard makes it
+  /// (the same options), before any message, and after its ClockTracker's
+  /// RestoreState (the tracker's slots must fit in the membership's).
+  /// Times are put back as `now` − age. Errors: DataLoss naming the field
+  /// ("shard state: members.workers[3].identity ...") for slots outside
+  /// [initial workers, max workers], an identity over 255 bytes, an age
+  /// negative or over 100 years, a waiting HELLO that does not decode, is
+  /// not a HELLO, is worker 0's or out of rank order, a held BYE or a
+  /// refusal of a rank outside the job's; the membership is then unusable
+  /// (the caller throws it away).
+  Status RestoreState(const MembershipState& state, std::chrono::steady_clock::time_point now);
+
  private:
   struct Parked {
     std::string identity;
@@ -220,6 +243,10 @@ class Membership {
   std::string CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server);
   // Whether another live connection holds `rank` (refused, logged, sent).
   bool SecondClaim(const std::string& identity, Message* m, const std::string& who);
+  // RestoreState's parts (membership_state.cc).
+  Status RestoreWorkers(const MembershipState& state, std::chrono::steady_clock::time_point now);
+  Status RestoreWaiting(const MembershipState& state);
+  Status RestoreHeld(const MembershipState& state, std::chrono::steady_clock::time_point now);
 
   MembershipOptions options_;
   ClockTracker* clocks_;

@@ -4,8 +4,11 @@
 // deadline, with exact counts.
 #include "server/membership.h"
 
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include "proto/shard_state.pb.h"
+#include "server/shard_input.h"
 #include "server/testing/recording_outbox.h"
 
 namespace tether {
@@ -294,6 +297,191 @@ TEST(HandshakeFailuresTest, CountsEveryFailureAndLogsAtPowersOfTen) {
   f.Record(ZMQ_EVENT_HANDSHAKE_FAILED_AUTH, 400, "tcp://x", "[test] ");
   EXPECT_EQ(f.refused(), 13u);
   EXPECT_EQ(f.failures(), 12u);  // refused keys are the ZAP handler's to log
+}
+
+// A membership with its clocks, stats and outbox, made as a shard makes it.
+struct Room {
+  Room() : clocks(2, 2), members(Options(), &clocks, &stats, &out) { members.set_endpoint("tcp://127.0.0.1:5555"); }
+  ClockTracker clocks;
+  ServerStats stats;
+  RecordingOutbox out;
+  Membership members;
+};
+
+// Worker 0 joined (its HELLO set the data mode and epochs), worker 1 was
+// refused once and now waits for the tables, worker 3 joined the running
+// job (slot 2 skipped over), reached the barrier and said BYE (held), and
+// the startup deadline runs from `t0`.
+void BusyMembership(Room* r, Clock::time_point t0) {
+  Message m = Hello(0);
+  m.header.mutable_hello()->set_data_on_demand(true);
+  m.header.mutable_hello()->set_train_epochs(5);
+  ASSERT_EQ(r->members.Check("w0", &m, true), Membership::Hello::kAdmit);
+  r->members.Admit(0, "w0", -1);
+  m = Hello(1);
+  m.header.mutable_hello()->set_generation(9);
+  ASSERT_EQ(r->members.Check("w1-old", &m, true), Membership::Hello::kRefused);
+  m = Hello(1);
+  ASSERT_EQ(r->members.Check("w1", &m, /*tables_defined=*/false), Membership::Hello::kWaiting);
+  m = Hello(3);
+  r->members.EnsureSlot(3);
+  ASSERT_EQ(r->members.Check("w3", &m, true), Membership::Hello::kAdmit);
+  r->members.Admit(3, "w3", -1);
+  r->clocks.Advance(0, 4);
+  r->clocks.Advance(3, 2);
+  MessageHeader b;
+  b.set_type(BARRIER);
+  b.set_request_id(77);
+  b.mutable_barrier()->set_samples(40);
+  b.mutable_barrier()->set_data_done(true);
+  b.mutable_barrier()->mutable_worker_stats()->set_rank(3);
+  r->members.Arrive(3, "w3", b);
+  r->members.Leave(3);
+  b.set_type(BYE);
+  b.set_request_id(78);
+  r->members.AnswerBye(3, "w3", b);
+  ASSERT_TRUE(r->members.CheckStartup(true, t0).ok());
+}
+
+// A copy restored into a fresh room (its clocks first) holds the same
+// state and, from then on, sends what the original sends.
+TEST(MembershipStateTest, ARestoredCopyHoldsTheSameStateAndActsTheSame) {
+  const auto start = Clock::now();
+  Room a;
+  BusyMembership(&a, start);
+  const auto t0 = Clock::now();  // after every time the room took
+  ClockTrackerState clocks;
+  a.clocks.SaveState(&clocks);
+  MembershipState saved;
+  a.members.SaveState(&saved, t0);
+  ASSERT_EQ(saved.workers_size(), 4);
+  EXPECT_FALSE(saved.workers(2).has_last_seen_age_ns());  // never heard from
+  EXPECT_EQ(saved.waiting_size(), 1);
+  EXPECT_EQ(saved.held_byes_size(), 1);
+  EXPECT_EQ(saved.refusals_size(), 1);
+  EXPECT_EQ(saved.first_hello_age_ns(), std::chrono::duration_cast<std::chrono::nanoseconds>(t0 - start).count());
+  Room b;
+  ASSERT_TRUE(b.clocks.RestoreState(clocks).ok());
+  ASSERT_TRUE(b.members.RestoreState(saved, t0).ok());
+  MembershipState again;
+  b.members.SaveState(&again, t0);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(saved, again)) << again.DebugString();
+  EXPECT_EQ(b.members.worker(3).stats.rank(), 3);
+  EXPECT_TRUE(b.members.AnyDataDone());
+
+  const size_t before = a.out.sent.size();
+  std::vector<std::string> startup;
+  for (Room* r : {&a, &b}) {
+    EXPECT_TRUE(r->members.Waiting(1));
+    startup.push_back(r->members.CheckStartup(true, start + std::chrono::milliseconds(1100)).message());
+    StatusOr<Membership::Silent> silent = r->members.NextSilent(t0 + std::chrono::seconds(60));
+    ASSERT_TRUE(silent.ok());
+    EXPECT_EQ(silent->rank, 0);
+    EXPECT_EQ(r->members.AnswerHeldByes(Status::OK()), 1);
+    auto waiting = r->members.TakeWaiting();
+    ASSERT_EQ(waiting.size(), 1u);
+    EXPECT_EQ(waiting[0].first, "w1");
+    EXPECT_EQ(waiting[0].second.header.request_id(), 101u);
+    // Another HELLO of the job that carries another data mode is refused.
+    Message m = Hello(2);
+    m.header.mutable_hello()->set_data_on_demand(false);
+    EXPECT_EQ(r->members.Check("w2", &m, true), Membership::Hello::kRefused);
+  }
+  EXPECT_EQ(startup[0], startup[1]);
+  EXPECT_NE(startup[1].find("worker 1 (refused: job differs: worker 1 is of job 'job' generation 9"), std::string::npos)
+      << startup[1];
+  ASSERT_EQ(a.out.sent.size() - before, b.out.sent.size());
+  for (size_t i = 0; i < b.out.sent.size(); ++i) {
+    const auto& x = a.out.sent[before + i];
+    const auto& y = b.out.sent[i];
+    EXPECT_EQ(x.identity, y.identity);
+    EXPECT_EQ(x.rank, y.rank);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(x.header, y.header)) << y.header.DebugString();
+  }
+  EXPECT_EQ(b.out.sent[0].header.type(), REMOVED);
+  EXPECT_EQ(b.out.sent[1].header.type(), BYE_REPLY);
+  EXPECT_EQ(b.out.sent[1].header.request_id(), 78u);
+  MembershipState sa, sb;
+  a.members.SaveState(&sa, t0 + std::chrono::seconds(60));
+  b.members.SaveState(&sb, t0 + std::chrono::seconds(60));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(sa, sb));
+}
+
+// Restores `s` into a fresh room: the DataLoss message.
+std::string Refused(const MembershipState& s) {
+  Room fresh;
+  const Status st = fresh.members.RestoreState(s, Clock::now());
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss) << st.message();
+  return st.message();
+}
+
+TEST(MembershipStateTest, MalformedSlotsAreRefusedNamingTheField) {
+  Room a;
+  BusyMembership(&a, Clock::now());
+  MembershipState good;
+  a.members.SaveState(&good, Clock::now());
+  MembershipState s = good;
+  s.clear_workers();
+  s.add_workers();
+  EXPECT_EQ(Refused(s), "shard state: members.workers: 1 slots, this job's shard holds 2 to 4 "
+                        "(cluster.num_workers to cluster.max_workers)");
+  s = good;
+  s.add_workers();
+  EXPECT_EQ(Refused(s), "shard state: members.workers: 5 slots, this job's shard holds 2 to 4 "
+                        "(cluster.num_workers to cluster.max_workers)");
+  s = good;
+  s.mutable_workers(1)->set_identity(std::string(256, 'x'));
+  EXPECT_EQ(Refused(s), "shard state: members.workers[1].identity: 256 bytes, a connection's is at most 255");
+  s = good;
+  s.mutable_workers(3)->set_last_seen_age_ns(-5);
+  EXPECT_EQ(Refused(s), "shard state: members.workers[3].last_seen_age_ns: -5 ns, not in [0, 100 years]");
+  s = good;
+  s.mutable_workers(0)->set_joined_clock(-2);
+  EXPECT_EQ(Refused(s), "shard state: members.workers[0].joined_clock: -2 (≥ -1)");
+  // The tracker holds more slots than the membership.
+  Room fresh;
+  fresh.clocks.Join(3, 0);
+  s = good;
+  s.mutable_workers()->RemoveLast();
+  const Status st = fresh.members.RestoreState(s, Clock::now());
+  EXPECT_EQ(st.message(), "shard state: members.workers: 3 slots, fewer than the clocks' 4");
+}
+
+TEST(MembershipStateTest, MalformedHeldMessagesAreRefusedNamingTheField) {
+  Room a;
+  BusyMembership(&a, Clock::now());
+  MembershipState good;
+  a.members.SaveState(&good, Clock::now());
+  MembershipState s = good;
+  s.set_waiting(0, "xyz");
+  EXPECT_EQ(Refused(s), "shard state: members.waiting[0]: shard input from the primary: version 120, this build "
+                        "reads 1");
+  Message m = Hello(2);
+  m.header.set_type(BARRIER);
+  s.set_waiting(0, EncodeShardInput("w2", m));
+  EXPECT_EQ(Refused(s), "shard state: members.waiting[0]: a BARRIER, not a HELLO");
+  s.set_waiting(0, EncodeShardInput("w0", Hello(0)));
+  EXPECT_EQ(Refused(s), "shard state: members.waiting[0]: worker 0's HELLO, not a rank in (0, 4) (rank order, "
+                        "worker 0's never waits)");
+  s = good;
+  s.add_waiting(good.waiting(0));
+  EXPECT_EQ(Refused(s), "shard state: members.waiting[1]: worker 1's HELLO, not a rank in (1, 4) (rank order, "
+                        "worker 0's never waits)");
+  s = good;
+  s.mutable_held_byes(0)->set_rank(4);
+  EXPECT_EQ(Refused(s), "shard state: members.held_byes[0].rank: 4, not in [0, 4)");
+  s = good;
+  s.mutable_held_byes(0)->set_identity(std::string(300, 'y'));
+  EXPECT_EQ(Refused(s), "shard state: members.held_byes[0].identity: 300 bytes, a connection's is at most 255");
+  s = good;
+  s.set_first_hello_age_ns(int64_t{1} << 62);
+  EXPECT_EQ(Refused(s), "shard state: members.first_hello_age_ns: 4611686018427387904 ns, not in [0, 100 years]");
+  s = good;
+  s.mutable_refusals(0)->set_rank(2);
+  EXPECT_EQ(Refused(s), "shard state: members.refusals[0].rank: 2, not an initial rank in (-1, 2) (rank order)");
+  s = good;
+  *s.add_refusals() = good.refusals(0);
+  EXPECT_EQ(Refused(s), "shard state: members.refusals[1].rank: 1, not an initial rank in (1, 2) (rank order)");
 }
 
 }  // namespace
