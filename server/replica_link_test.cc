@@ -14,6 +14,7 @@
 
 #include "core/net/message.h"
 #include "server/shard_outbox.h"
+#include "server/shard_state.h"
 
 namespace tether {
 namespace {
@@ -179,6 +180,130 @@ TEST_F(ReplicaLinkTest, UnderCurveOnlyTheServersKeyMayReplicate) {
   EXPECT_EQ(link_->log().commit(), 0u);
   ASSERT_TRUE(link_->Take("r1", Ack(1), servers, now));
   EXPECT_EQ(link_->log().commit(), 1u);
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+// A process joining the shard (REPLICA_HELLO.join) once its replica is
+// gone: it is sent the state, follows as the learner without holding any
+// reply, counts once it caught up, and every worker is told its endpoint.
+class ReplicaJoinTest : public ReplicaLinkTest {
+ protected:
+  void SetUp() override {
+    ReplicaLinkTest::SetUp();
+    joiner_.set(zmq::sockopt::routing_id, "j1");
+    joiner_.connect("inproc://replica-link-test");
+    link_->set_state_source([this]() -> StatusOr<std::string> { return state_; });
+  }
+  Message Join() {
+    Message m = Hello(-1);
+    m.header.mutable_replica_hello()->set_join(true);
+    m.header.mutable_replica_hello()->set_state_format(kShardStateFormatVersion);
+    m.header.mutable_replica_hello()->set_endpoint("tcp://10.0.0.9:4200");
+    return m;
+  }
+  // What the joiner received: types in order, the state's bytes joined.
+  std::vector<MessageType> JoinerReceived(std::string* state = nullptr, std::vector<bool>* member = nullptr) {
+    std::vector<MessageType> types;
+    Message m;
+    while (RecvMessage(joiner_, &m, nullptr).ok()) {
+      types.push_back(m.header.type());
+      if (m.header.type() == REPLICA_STATE && state != nullptr)
+        state->append(static_cast<const char*>(m.keys.data()), m.header.replica_state().part_bytes());
+      if (m.header.type() == REPLICATE && member != nullptr) member->push_back(m.header.replicate().member());
+    }
+    return types;
+  }
+  // The replica at start, gone: the shard goes on alone (generation 2).
+  void LoseTheReplica(ReplicaLink::Clock::time_point now) {
+    ASSERT_TRUE(link_->Take("r1", Hello(1), "", now));
+    Message input = Reply(PUSH, 1);
+    link_->Append("w0", input);
+    link_->Tick(now);
+    ASSERT_EQ(link_->generation(), 2u);
+  }
+
+  zmq::socket_t joiner_{ctx_, zmq::socket_type::dealer};
+  std::string state_ = std::string(5u << 20, 'x') + "end";  // two parts
+};
+
+TEST_F(ReplicaJoinTest, AJoinerGetsTheStateFollowsAndCountsOnceCaughtUp) {
+  const auto now = ReplicaLink::Clock::now();
+  LoseTheReplica(now);
+  ASSERT_TRUE(link_->Take("j1", Join(), "", now));
+  EXPECT_TRUE(link_->learning());
+  EXPECT_EQ(link_->generation(), 3u);  // with the learner
+  std::string state;
+  EXPECT_EQ(JoinerReceived(&state), (std::vector<MessageType>{REPLICA_STATE, REPLICA_STATE}));
+  EXPECT_EQ(state, state_);
+  // The learner holds no reply back.
+  Message input = Reply(PUSH, 2);
+  link_->Append("w0", input);  // entry 2
+  Message r2 = Reply(PUSH_REPLY, 2);
+  outbox_.Send("w0", &r2, 0);
+  EXPECT_EQ(Received(), std::vector<uint64_t>{2});
+  std::vector<bool> member;
+  EXPECT_EQ(JoinerReceived(nullptr, &member), std::vector<MessageType>{REPLICATE});
+  EXPECT_EQ(member, std::vector<bool>{false});
+  // Caught up: the replica now, told so by an entry of its own (3).
+  ASSERT_TRUE(link_->Take("j1", Ack(2), "", now));
+  EXPECT_FALSE(link_->learning());
+  EXPECT_EQ(link_->generation(), 4u);
+  EXPECT_EQ(link_->chain_endpoints(), std::vector<std::string>{"tcp://10.0.0.9:4200"});
+  member.clear();
+  EXPECT_EQ(JoinerReceived(nullptr, &member), std::vector<MessageType>{REPLICATE});
+  EXPECT_EQ(member, std::vector<bool>{true});
+  // Replies wait for it now; the first a worker gets names the new chain.
+  link_->Append("w0", input);  // entry 4
+  Message r3 = Reply(PUSH_REPLY, 3);
+  outbox_.Send("w0", &r3, 0);
+  EXPECT_TRUE(Received().empty());
+  ASSERT_TRUE(link_->Take("j1", Ack(4), "", now));
+  outbox_.ReleaseCommitted();
+  Message got;
+  ASSERT_TRUE(RecvMessage(worker_, &got, nullptr).ok());
+  EXPECT_EQ(got.header.request_id(), 3u);
+  EXPECT_EQ(std::vector<std::string>(got.header.chain_endpoints().begin(), got.header.chain_endpoints().end()),
+            std::vector<std::string>{"tcp://10.0.0.9:4200"});
+  Message r4 = Reply(PUSH_REPLY, 4);
+  outbox_.Send("w0", &r4, 0);  // nothing waits: leaves at once, without the chain again
+  ASSERT_TRUE(RecvMessage(worker_, &got, nullptr).ok());
+  EXPECT_EQ(got.header.chain_endpoints_size(), 0);
+}
+
+TEST_F(ReplicaJoinTest, AJoinIsRefusedWhileTheReplicaIsThereOrFromAnotherBuild) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("j1", Join(), "", now));  // the replica at start has not come yet
+  Message no;
+  ASSERT_TRUE(RecvMessage(joiner_, &no, nullptr).ok());
+  EXPECT_TRUE(no.header.replicate_ack().refused());
+  EXPECT_NE(no.header.replicate_ack().reason().find("waits for its replica (server process 1)"), std::string::npos)
+      << no.header.replicate_ack().reason();
+  LoseTheReplica(now);
+  Message other = Join();
+  other.header.mutable_replica_hello()->set_state_format(kShardStateFormatVersion + 1);
+  ASSERT_TRUE(link_->Take("j1", other, "", now));
+  ASSERT_TRUE(RecvMessage(joiner_, &no, nullptr).ok());
+  EXPECT_NE(no.header.replicate_ack().reason().find("start it from the same build"), std::string::npos)
+      << no.header.replicate_ack().reason();
+  EXPECT_FALSE(link_->learning());
+  EXPECT_EQ(link_->generation(), 2u);
+}
+
+TEST_F(ReplicaJoinTest, ALearnerWhoseConnectionIsGoneIsDroppedAndAnotherMayJoin) {
+  const auto now = ReplicaLink::Clock::now();
+  LoseTheReplica(now);
+  Message join = Join();
+  ASSERT_TRUE(link_->Take("gone", join, "", now));  // no connection: the state cannot be sent
+  EXPECT_FALSE(link_->learning());
+  EXPECT_EQ(link_->generation(), 4u);  // learner taken, then dropped
+  ASSERT_TRUE(link_->Take("j1", join, "", now));
+  EXPECT_TRUE(link_->learning());
+  EXPECT_EQ(link_->generation(), 5u);
 }
 
 }  // namespace

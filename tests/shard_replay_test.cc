@@ -10,7 +10,6 @@
 // counters, on shard 0 the job coordinator's state, and for a replicated
 // shard its reply cache (server/reply_cache.h).
 #include <gtest/gtest.h>
-#include <google/protobuf/util/message_differencer.h>
 
 #include <memory>
 #include <string>
@@ -23,42 +22,6 @@
 
 namespace tether {
 namespace {
-
-// The copy's state against the primary's (see the file's comment).
-void ExpectSameState(const ServerShard& primary, const ServerShard& copy, const JobConfig& c, int s,
-                     const std::string& dir) {
-  const testing::ShardDigest a = testing::DigestShard(primary, c, s, dir + "/primary");
-  const testing::ShardDigest b = testing::DigestShard(copy, c, s, dir + "/copy");
-  EXPECT_GT(a.table_bytes, 0u);
-  EXPECT_EQ(a.table_bytes, b.table_bytes);
-  EXPECT_EQ(a.tables, b.tables);
-  EXPECT_EQ(a.has_budget, b.has_budget);
-  EXPECT_EQ(a.budget, b.budget);
-  EXPECT_EQ(a.clocks, b.clocks);
-  EXPECT_EQ(a.min_clock, b.min_clock);
-  const ServerStats& p = primary.stats();
-  const ServerStats& q = copy.stats();
-  EXPECT_EQ(p.pulls, q.pulls);
-  EXPECT_EQ(p.pushes, q.pushes);
-  EXPECT_EQ(p.rows_pulled, q.rows_pulled);
-  EXPECT_EQ(p.updates_applied, q.updates_applied);
-  EXPECT_EQ(p.deferred_pulls, q.deferred_pulls);
-  EXPECT_EQ(p.bytes_in, q.bytes_in);
-  const ShardStats ps = primary.SnapshotStats(), qs = copy.SnapshotStats();
-  EXPECT_EQ(std::vector<uint64_t>(ps.rows_evicted().begin(), ps.rows_evicted().end()),
-            std::vector<uint64_t>(qs.rows_evicted().begin(), qs.rows_evicted().end()));
-  EXPECT_EQ(q.bad_messages, 0u);
-  EXPECT_GT(copy.replies_muted(), 0u);
-  EXPECT_EQ(primary.coordinator() != nullptr, copy.coordinator() != nullptr);
-  if (primary.coordinator() != nullptr && copy.coordinator() != nullptr) {
-    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(primary.coordinator()->Snapshot(),
-                                                                   copy.coordinator()->Snapshot()));
-  }
-  EXPECT_EQ(primary.reply_cache() != nullptr, c.cluster().replicas() > 0);
-  if (c.cluster().replicas() > 0) {
-    EXPECT_GT(testing::ExpectSameReplyCache(primary, copy), 100u);
-  }
-}
 
 // Feeds `inputs` (ShardInput bytes) to `copy` in order; false on the first
 // that fails (a non-fatal failure names it).
@@ -94,7 +57,7 @@ Replayed TrainAndReplay(const JobConfig& c) {
     replayed.inputs += job.inputs[s].size();
     const ShardStats stats = job.shards[s]->shard().SnapshotStats();
     for (uint64_t n : stats.rows_evicted()) replayed.evicted += n;
-    ExpectSameState(job.shards[s]->shard(), copy, c, s, tmp.File("shard" + std::to_string(s)));
+    testing::ExpectSameShardState(job.shards[s]->shard(), copy, c, s, tmp.File("shard" + std::to_string(s)));
   }
   return replayed;
 }

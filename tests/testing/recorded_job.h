@@ -65,6 +65,14 @@ ShardDigest DigestShard(const ServerShard& s, const JobConfig& config, int shard
 /// Returns the request ids compared.
 size_t ExpectSameReplyCache(const ServerShard& primary, const ServerShard& copy);
 
+/// Expects `copy` (a copy of shard `s` of `c`, fed `primary`'s inputs by
+/// Replay, or restored from its state and fed the rest) to hold
+/// `primary`'s state: the digests (DigestShard, files under `dir`), the
+/// shard's counters, the rows evicted, on shard 0 the job coordinator's
+/// state, and for a replicated shard the reply cache (more than 100 ids).
+void ExpectSameShardState(const ServerShard& primary, const ServerShard& copy, const JobConfig& c, int s,
+                          const std::string& dir);
+
 /// Bibtex (the bundled data, tests/data/bibtex_fixed.pbtxt: 2 servers, 2
 /// workers, SSP staleness 2, Adam) with a 32-unit hidden layer, one epoch,
 /// seed 7, 30 s startup and idle timeouts. Paths are relative to the
