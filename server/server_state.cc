@@ -34,6 +34,12 @@ StatusOr<std::string> ServerShard::EncodeState(uint64_t log_seq, uint64_t genera
   round_.SaveState(state.mutable_round(), now);
   kept_.SaveState(state.mutable_kept(), kv_.tables());
   if (coordinator_ != nullptr) *state.mutable_coordinator() = coordinator_->Snapshot();
+  // Table rows travel outside the message; the rest (the kept model's
+  // weights, cached replies) must fit one protobuf message.
+  if (const size_t bytes = state.ByteSizeLong(); bytes > static_cast<size_t>(INT32_MAX))
+    return Status::ResourceExhausted(log_prefix_ + "shard " + std::to_string(shard_) + "'s state besides its table rows is " +
+                                     std::to_string(bytes) + " bytes (the kept best epoch's weights, cached replies), "
+                                     "more than one state message holds (2 GiB): a replica cannot join it");
   return EncodeShardState(state, rows);
 }
 
@@ -60,7 +66,7 @@ Status ServerShard::RestoreState(std::string_view bytes, const std::string& peer
   TETHER_RETURN_IF_ERROR(kv_.RestoreState(state.kv(), std::move(rows), now));
   if (replies_ != nullptr) TETHER_RETURN_IF_ERROR(replies_->RestoreState(state.replies()));
   TETHER_RETURN_IF_ERROR(round_.RestoreState(state.round(), now));
-  if (state.has_kept()) TETHER_RETURN_IF_ERROR(kept_.Load(state.kept(), kv_.tables()));
+  TETHER_RETURN_IF_ERROR(kept_.RestoreState(state.kept(), kv_.tables()));
   if (coordinator_ != nullptr) TETHER_RETURN_IF_ERROR(coordinator_->Restore(state.coordinator()));
   last_message_ = now;
   return Status::OK();
