@@ -16,6 +16,34 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+Status Bad(const std::string& field, const std::string& what) {
+  return Status::DataLoss("shard state: round." + field + " " + what);
+}
+
+std::string At(const std::string& name, int i) { return name + "[" + std::to_string(i) + "]"; }
+
+void SaveStatus(const Status& st, CheckpointRoundStatus* out) {
+  out->set_code(static_cast<int32_t>(st.code()));
+  out->set_message(st.message());
+}
+
+// The error `s` names; nullopt for kOk or a code Status does not have.
+std::optional<Status> ErrorOf(const CheckpointRoundStatus& s) {
+  const std::string& m = s.message();
+  switch (static_cast<Status::Code>(s.code())) {
+    case Status::Code::kInvalidArgument: return Status::InvalidArgument(m);
+    case Status::Code::kNotFound: return Status::NotFound(m);
+    case Status::Code::kIOError: return Status::IOError(m);
+    case Status::Code::kDataLoss: return Status::DataLoss(m);
+    case Status::Code::kDeadlineExceeded: return Status::DeadlineExceeded(m);
+    case Status::Code::kFailedPrecondition: return Status::FailedPrecondition(m);
+    case Status::Code::kUnavailable: return Status::Unavailable(m);
+    case Status::Code::kInternal: return Status::Internal(m);
+    case Status::Code::kResourceExhausted: return Status::ResourceExhausted(m);
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
 
 CheckpointRound::CheckpointRound(int shard, int num_shards, const Rooms& rooms, ServerStats* stats, Outbox* outbox)
@@ -245,6 +273,86 @@ std::string CheckpointRound::ResumeCoordinator(const std::string& dir, const Che
   if (Status st = rooms_.coordinator->Resumed(m.clock(), std::move(*state)); !st.ok())
     return "cannot resume: " + st.message();
   return "";
+}
+
+void CheckpointRound::SaveState(CheckpointRoundState* state, SteadyClock::time_point now) const {
+  state->Clear();
+  state->set_clock(round_.clock);
+  state->set_final(round_.final);
+  state->set_dir(round_.dir);
+  for (const auto& [rank, peer] : round_.waiting) {
+    CheckpointRoundWaiting* w = state->add_waiting();
+    w->set_rank(rank);
+    w->set_identity(peer.first);
+    w->set_request_id(peer.second);
+  }
+  for (const auto& [rank, file] : round_.files) {
+    CheckpointRoundState::File* f = state->add_files();
+    f->set_rank(rank);
+    *f->mutable_file() = file;
+  }
+  state->set_last_clock(last_clock_);
+  state->set_resume_clock(resume_clock_);
+  state->set_resume_from(resume_from_);
+  if (!load_failed_.ok()) {
+    SaveStatus(load_failed_, state->mutable_load_failed());
+    state->set_load_failed_why(load_failed_why_);
+    state->set_load_failed_age_ns(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::nanoseconds>(now - load_failed_at_).count()));
+  }
+  if (!fatal_.ok()) SaveStatus(fatal_, state->mutable_fatal());
+}
+
+Status CheckpointRound::RestoreState(const CheckpointRoundState& state, SteadyClock::time_point now) {
+  TETHER_RETURN_IF_ERROR(RestoreRound(state));
+  last_clock_ = state.last_clock();
+  resume_clock_ = state.resume_clock();
+  resume_from_ = state.resume_from();
+  load_failed_ = Status::OK();
+  load_failed_why_.clear();
+  load_failed_at_ = SteadyClock::time_point();
+  if (state.has_load_failed()) {
+    std::optional<Status> failed = ErrorOf(state.load_failed());
+    if (!failed) return Bad("load_failed.code", std::to_string(state.load_failed().code()) + " is no error's code");
+    if (state.load_failed_age_ns() < 0)
+      return Bad("load_failed_age_ns", std::to_string(state.load_failed_age_ns()) + " is negative");
+    load_failed_ = *std::move(failed);
+    load_failed_why_ = state.load_failed_why();
+    load_failed_at_ = now - std::chrono::nanoseconds(state.load_failed_age_ns());
+  }
+  fatal_ = Status::OK();
+  if (state.has_fatal()) {
+    std::optional<Status> fatal = ErrorOf(state.fatal());
+    if (!fatal) return Bad("fatal.code", std::to_string(state.fatal().code()) + " is no error's code");
+    fatal_ = *std::move(fatal);
+  }
+  return Status::OK();
+}
+
+Status CheckpointRound::RestoreRound(const CheckpointRoundState& state) {
+  const int slots = rooms_.members->slots();
+  round_ = Round();
+  round_.clock = state.clock();
+  round_.final = state.final();
+  round_.dir = state.dir();
+  const auto rank_ok = [slots](int32_t rank, int i, int32_t before) {
+    return rank >= 0 && rank < slots && (i == 0 || rank > before);
+  };
+  for (int i = 0; i < state.waiting_size(); ++i) {
+    const CheckpointRoundWaiting& w = state.waiting(i);
+    if (!rank_ok(w.rank(), i, i > 0 ? state.waiting(i - 1).rank() : 0))
+      return Bad(At("waiting", i) + ".rank", std::to_string(w.rank()) + " is not a rank of the " +
+                                                 std::to_string(slots) + " slots above the one before it");
+    round_.waiting[w.rank()] = {w.identity(), w.request_id()};
+  }
+  for (int i = 0; i < state.files_size(); ++i) {
+    const CheckpointRoundState::File& f = state.files(i);
+    if (!rank_ok(f.rank(), i, i > 0 ? state.files(i - 1).rank() : 0))
+      return Bad(At("files", i) + ".rank", std::to_string(f.rank()) + " is not a rank of the " +
+                                               std::to_string(slots) + " slots above the one before it");
+    round_.files[f.rank()] = f.file();
+  }
+  return Status::OK();
 }
 
 }  // namespace tether

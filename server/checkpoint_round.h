@@ -17,6 +17,14 @@
 // clock. A shard that cannot load its part records why (load_failed()):
 // it then refuses every HELLO with that reason.
 //
+// State (SaveState/RestoreState, proto/shard_state.proto
+// CheckpointRoundState), carried to a replica that joins a running shard:
+// the round in progress (its clock, final flag, folder, the workers waiting
+// with their connection and request id, their state files), the last and
+// the resumed clock, --resume_from, and a failed load (its status, why and
+// when) or fatal error. Not carried: set_writes_files, the copy's own
+// setting (a copy's round writes no files, EndRoundUnwritten).
+//
 // Ownership: the shard owns it; the rooms it is given (KvService,
 // ClockTracker, Membership, the coordinator or null, Outbox, ServerStats)
 // are the shard's and outlive it. Thread-safety: none (Run()'s thread).
@@ -31,6 +39,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/status.h"
 #include "proto/checkpoint.pb.h"
+#include "proto/shard_state.pb.h"
 #include "proto/wire.pb.h"
 #include "server/clock_tracker.h"
 #include "server/coordinator/job_coordinator.h"
@@ -93,6 +102,18 @@ class CheckpointRound {
   /// cannot go on (Run() ends with it).
   const Status& fatal() const { return fatal_; }
 
+  /// The round's state into `*state` (cleared first); times as ages
+  /// before `now`.
+  void SaveState(CheckpointRoundState* state, std::chrono::steady_clock::time_point now) const;
+  /// Replaces the round's state with `state` (a network peer's: untrusted),
+  /// ages back relative to `now`, on a round made as the shard makes it,
+  /// after the membership's state is restored (ranks are checked against
+  /// its slots). Clocks are taken as they are (a worker's CHECKPOINT may
+  /// name any clock). Errors: DataLoss naming the field ("shard state:
+  /// round.waiting[1].rank ...") for a rank outside Membership::slots,
+  /// ranks not ascending, a negative age, a status code that is no error.
+  [[nodiscard]] Status RestoreState(const CheckpointRoundState& state, std::chrono::steady_clock::time_point now);
+
  private:
   struct Round {
     int64_t clock = -1;  // −1: none in progress
@@ -119,6 +140,8 @@ class CheckpointRound {
   std::string ResumeCoordinator(const std::string& dir, const CheckpointManifest& m);
   // Records that this shard could not load its checkpoint; returns `why`.
   std::string LoadFailed(const std::string& why);
+  // RestoreState's part for the round in progress.
+  Status RestoreRound(const CheckpointRoundState& state);
 
   int shard_, num_shards_;
   Rooms rooms_;

@@ -8,8 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "checkpoint/chunk_state.h"
 #include "server/testing/recording_outbox.h"
@@ -187,6 +190,144 @@ TEST_F(CheckpointRoundTest, AResumeThatCannotLoadIsTheShardsRefusal) {
   EXPECT_EQ(round_.load_failed().code(), Status::Code::kDataLoss);
   EXPECT_EQ(round_.load_failed_why(), why);
   EXPECT_EQ(round_.resume_clock(), -1);
+}
+
+// A shard's rooms as ServerShard makes them for a 2-worker job (one table),
+// with the round over them: one side of the state tests.
+struct RoundShard {
+  explicit RoundShard(int workers)
+      : clocks(workers, 0),
+        members(Options(workers), &clocks, &stats, &out),
+        kv(0, 1, &clocks, &stats, &out),
+        coordinator(MakeLocalCoordinator({workers, workers, "[test] "}, &out)),
+        round(0, 1, {&kv, &clocks, &members, coordinator.get()}, &stats, &out) {
+    google::protobuf::RepeatedPtrField<TableSpec> specs;
+    TableSpec* t = specs.Add();
+    t->set_id(0);
+    t->set_name("w");
+    t->set_dim(2);
+    t->mutable_optimizer()->set_type(SGD);
+    kv.DefineTables(specs);
+    for (int r = 0; r < workers; ++r) {
+      members.Admit(r, "w" + std::to_string(r), -1);
+      coordinator->WorkerJoined(r, false);
+    }
+    round.set_writes_files(false);  // a replica's copy
+  }
+  static MembershipOptions Options(int workers) {
+    MembershipOptions o;
+    o.initial_workers = workers;
+    o.max_workers = workers;
+    return o;
+  }
+  CheckpointRoundState Saved(std::chrono::steady_clock::time_point now) const {
+    CheckpointRoundState s;
+    round.SaveState(&s, now);
+    return s;
+  }
+  ClockTracker clocks;
+  ServerStats stats;
+  RecordingOutbox out;
+  Membership members;
+  KvService kv;
+  std::unique_ptr<JobCoordinator> coordinator;
+  CheckpointRound round;
+};
+
+// A round in progress (3 workers, 2 waiting), an earlier one ended, a
+// failed load: restored into a fresh round, the state is the same, and the
+// round ends the same once the third worker joins.
+TEST(CheckpointRoundStateTest, ARestoredRoundIsTheSameAndEndsTheSame) {
+  ::tether::testing::ScopedTempDir tmp;
+  RoundShard a(3), b(3);
+  for (int r = 0; r < 3; ++r) a.clocks.Advance(r, 2);
+  for (int r = 0; r < 3; ++r) a.round.Join("w" + std::to_string(r), Checkpoint(r, 2, tmp.path() + "/c2", 10 + r));
+  for (int r = 0; r < 3; ++r) a.clocks.Advance(r, 4);
+  a.round.Join("w2", Checkpoint(2, 4, tmp.path() + "/c4", 20));
+  a.round.Join("w0", Checkpoint(0, 4, tmp.path() + "/c4", 21));
+  a.round.set_resume_from(tmp.path() + "/none");
+  HelloBody hello;
+  hello.set_resume_from(tmp.path() + "/none");
+  ASSERT_FALSE(a.round.Resume(hello).empty());
+  ASSERT_FALSE(a.round.load_failed().ok());
+  ASSERT_EQ(a.out.sent.size(), 3u);  // the round at clock 2
+  const auto now = std::chrono::steady_clock::now();
+  const CheckpointRoundState state = a.Saved(now);
+  EXPECT_EQ(state.clock(), 4);
+  EXPECT_EQ(state.waiting_size(), 2);
+  EXPECT_EQ(state.files_size(), 2);
+  EXPECT_EQ(state.last_clock(), 2);
+  EXPECT_GE(state.load_failed_age_ns(), 0);
+  for (int r = 0; r < 3; ++r) b.clocks.Advance(r, 4);
+  ASSERT_TRUE(b.round.RestoreState(state, now).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(state, b.Saved(now)));
+  EXPECT_EQ(b.round.load_failed().code(), Status::Code::kDataLoss);
+  EXPECT_EQ(b.round.load_failed().message(), a.round.load_failed().message());
+  EXPECT_EQ(b.round.load_failed_why(), a.round.load_failed_why());
+  EXPECT_EQ(b.round.load_failed_at(), a.round.load_failed_at());
+  EXPECT_EQ(b.round.resume_clock(), -1);
+  EXPECT_TRUE(b.round.Resuming(HelloBody()));  // --resume_from carried
+  // Worker 1 joins: both end the round alike (a copy's: abandoned answers).
+  a.out.sent.clear();
+  a.round.Join("w1", Checkpoint(1, 4, tmp.path() + "/c4", 22));
+  b.round.Join("w1", Checkpoint(1, 4, tmp.path() + "/c4", 22));
+  ASSERT_EQ(a.out.sent.size(), 3u);
+  ASSERT_EQ(b.out.sent.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(a.out.sent[i].identity, b.out.sent[i].identity);
+    EXPECT_EQ(a.out.sent[i].rank, b.out.sent[i].rank);
+    EXPECT_EQ(a.out.sent[i].header.SerializeAsString(), b.out.sent[i].header.SerializeAsString());
+  }
+  EXPECT_EQ(b.out.sent[0].header.request_id(), 21u);
+  EXPECT_EQ(b.round.last_clock(), 4);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a.Saved(now), b.Saved(now)));
+}
+
+// Each kind of state the round cannot hold is refused with DataLoss
+// naming the field.
+TEST(CheckpointRoundStateTest, MalformedStatesAreRefusedNamingTheField) {
+  const auto now = std::chrono::steady_clock::now();
+  RoundShard a(2);
+  a.round.Join("w0", Checkpoint(0, 4, "/nowhere/c4", 1));
+  CheckpointRoundState good = a.Saved(now);
+  ASSERT_EQ(good.waiting_size(), 1);
+  ASSERT_EQ(good.files_size(), 1);
+  CheckpointRoundWaiting* w1 = good.add_waiting();
+  w1->set_rank(1);
+  w1->set_identity("w1");
+  w1->set_request_id(2);
+  good.add_files()->set_rank(1);
+  good.mutable_load_failed()->set_code(static_cast<int>(Status::Code::kDataLoss));
+  good.set_load_failed_age_ns(5);
+  good.mutable_fatal()->set_code(static_cast<int>(Status::Code::kIOError));
+  {
+    RoundShard b(2);
+    ASSERT_TRUE(b.round.RestoreState(good, now).ok());
+    EXPECT_EQ(b.round.fatal().code(), Status::Code::kIOError);
+    EXPECT_EQ(now - b.round.load_failed_at(), std::chrono::nanoseconds(5));
+  }
+  const std::vector<std::pair<std::string, std::function<void(CheckpointRoundState*)>>> cases = {
+      {"round.waiting[1].rank 2 is not a rank of the 2 slots",
+       [](CheckpointRoundState* s) { s->mutable_waiting(1)->set_rank(2); }},
+      {"round.waiting[0].rank -1 is not a rank", [](CheckpointRoundState* s) { s->mutable_waiting(0)->set_rank(-1); }},
+      {"round.waiting[1].rank 0 is not a rank of the 2 slots above the one before it",
+       [](CheckpointRoundState* s) { s->mutable_waiting(1)->set_rank(0); }},
+      {"round.files[1].rank 7 is not a rank", [](CheckpointRoundState* s) { s->mutable_files(1)->set_rank(7); }},
+      {"round.load_failed.code 0 is no error's code",
+       [](CheckpointRoundState* s) { s->mutable_load_failed()->set_code(0); }},
+      {"round.load_failed_age_ns -3 is negative", [](CheckpointRoundState* s) { s->set_load_failed_age_ns(-3); }},
+      {"round.fatal.code 99 is no error's code", [](CheckpointRoundState* s) { s->mutable_fatal()->set_code(99); }},
+  };
+  for (const auto& [want, mutate] : cases) {
+    SCOPED_TRACE(want);
+    CheckpointRoundState bad = good;
+    mutate(&bad);
+    RoundShard fresh(2);
+    const Status st = fresh.round.RestoreState(bad, now);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+    EXPECT_NE(st.message().find("shard state: " + want), std::string::npos) << st.message();
+  }
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ void KeptModel::Save(const Tables& tables, KeptModelState* out) const {
       const std::vector<uint64_t> keys = t.KeysByRow();
       e->set_rows(c.rows);
       e->mutable_keys()->Reserve(static_cast<int>(c.rows));
-      for (uint64_t r = 0; r < c.rows; ++r) e->add_keys(keys[r]);
+      for (uint64_t r = 0; r < c.rows && r < keys.size(); ++r) e->add_keys(keys[r]);
     }
     e->set_weights(reinterpret_cast<const char*>(c.weights.data()), c.weights.size() * sizeof(float));
   }
@@ -135,6 +135,30 @@ Status KeptModel::Load(const KeptModelState& state, const Tables& tables) {
   copies_ = std::move(copies);
   epoch_ = state.epoch();
   restored_ = false;
+  return Status::OK();
+}
+
+void KeptModel::SaveState(KeptModelState* state, const Tables& tables) const {
+  state->Clear();
+  state->set_epoch(epoch_);
+  if (epoch_ == 0) return;
+  Save(tables, state);
+  state->set_restored(restored_);
+}
+
+Status KeptModel::RestoreState(const KeptModelState& state, const Tables& tables) {
+  if (state.epoch() < 0)
+    return Status::DataLoss("shard state: kept.epoch " + std::to_string(state.epoch()) + " is negative");
+  if (state.epoch() == 0) {
+    if (state.tables_size() > 0 || state.restored())
+      return Status::DataLoss("shard state: kept holds tables or a restore without a copy (epoch 0)");
+    epoch_ = 0;
+    restored_ = false;
+    copies_.clear();
+    return Status::OK();
+  }
+  if (Status st = Load(state, tables); !st.ok()) return Status::DataLoss("shard state: kept: " + st.message());
+  restored_ = state.restored();
   return Status::OK();
 }
 

@@ -26,7 +26,9 @@
 // the clocks stay as they are at the end of training.
 //
 // A checkpoint holds the copy (shard-<s>.kept, server/kept_model_checkpoint.h)
-// and a resume puts it back (Save, Load).
+// and a resume puts it back (Save, Load). A replica that joins a running
+// shard is sent all of it (SaveState, RestoreState: the copy, its epoch, and
+// whether it was put back already).
 //
 // Ownership: the shard owns it; the tables are the shard's (borrowed per
 // call). Thread-safety: none (Run()'s thread).
@@ -72,6 +74,18 @@ class KeptModel {
   /// slices the same). Errors: InvalidArgument naming the table and what
   /// disagrees; nothing is changed then.
   [[nodiscard]] Status Load(const KeptModelState& state, const Tables& tables);
+
+  /// The whole state into `*state` (cleared first): epoch 0 and nothing
+  /// else before any copy; else Save's copy over `tables` and whether it
+  /// was restored. For a running shard's state (proto/shard_state.proto).
+  void SaveState(KeptModelState* state, const Tables& tables) const;
+
+  /// Replaces the state with `state` (a network peer's: untrusted), over
+  /// `tables` already restored to the sender's (the copy's rows must be
+  /// their first rows, by key). Errors: DataLoss naming the field ("shard
+  /// state: kept ...") for a negative epoch, tables or a restored flag
+  /// without a copy, or what Load refuses; nothing is changed then.
+  [[nodiscard]] Status RestoreState(const KeptModelState& state, const Tables& tables);
 
   /// The epoch of the copy held; 0 before any.
   int epoch() const { return epoch_; }

@@ -1,8 +1,12 @@
 #include "server/kept_model.h"
 
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
 #include <memory>
 #include <vector>
 
@@ -105,6 +109,112 @@ TEST(KeptModelTest, RefusesARestoreOfNoCopyOrAnotherEpoch) {
   const StatusOr<bool> shape = kept.Restore(2, &fewer);
   ASSERT_FALSE(shape.ok());
   EXPECT_EQ(shape.status().code(), Status::Code::kInvalidArgument);
+}
+
+KeptModelState SavedState(const KeptModel& kept, const KeptModel::Tables& t) {
+  KeptModelState s;
+  kept.SaveState(&s, t);
+  return s;
+}
+
+bool SameState(const KeptModelState& a, const KeptModelState& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+// A copy held and not yet put back, restored over tables equal to the
+// sender's: the same state, and the restore puts the same weights back.
+TEST(KeptModelStateTest, ACopyNotYetRestoredIsCarried) {
+  KeptModel::Tables t = MakeTables(), u = MakeTables();
+  for (KeptModel::Tables* x : {&t, &u}) testing::StepKept(*x, {1, 5, 9}, 0.5f);
+  KeptModel a, b;
+  ASSERT_TRUE(a.Keep(2, t));
+  for (KeptModel::Tables* x : {&t, &u}) testing::StepKept(*x, {5, 11}, -0.25f);
+  const KeptModelState state = SavedState(a, t);
+  EXPECT_EQ(state.epoch(), 2);
+  EXPECT_FALSE(state.restored());
+  ASSERT_TRUE(b.RestoreState(state, u).ok());
+  EXPECT_TRUE(SameState(state, SavedState(b, u)));
+  EXPECT_EQ(b.epoch(), 2);
+  EXPECT_EQ(b.bytes(), a.bytes());
+  EXPECT_FALSE(b.Keep(2, u));
+  const StatusOr<bool> ra = a.Restore(2, &t), rb = b.Restore(2, &u);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_TRUE(*ra);
+  EXPECT_TRUE(*rb);
+  EXPECT_EQ(testing::KeptRows(u, {1, 5, 9, 11}), testing::KeptRows(t, {1, 5, 9, 11}));
+  EXPECT_EQ(testing::KeptDense(u), testing::KeptDense(t));
+}
+
+// A copy already put back stays put back: a later restore changes nothing
+// on either side.
+TEST(KeptModelStateTest, ARestoredCopyStaysRestored) {
+  // u: the joiner's tables, restored to the sender's (t) by their own room.
+  KeptModel::Tables t = MakeTables(), u = MakeTables();
+  KeptModel a, b, tables_of_u;
+  for (KeptModel::Tables* x : {&t, &u}) testing::StepKept(*x, {3}, 0.5f);
+  ASSERT_TRUE(a.Keep(1, t));
+  ASSERT_TRUE(tables_of_u.Keep(1, u));
+  for (KeptModel::Tables* x : {&t, &u}) testing::StepKept(*x, {3}, 0.5f);
+  ASSERT_TRUE(a.Restore(1, &t).ok());
+  ASSERT_TRUE(tables_of_u.Restore(1, &u).ok());
+  for (KeptModel::Tables* x : {&t, &u}) testing::StepKept(*x, {3}, 0.5f);  // steps after the restore
+  const KeptModelState state = SavedState(a, t);
+  EXPECT_TRUE(state.restored());
+  ASSERT_TRUE(b.RestoreState(state, u).ok());
+  EXPECT_TRUE(b.restored());
+  EXPECT_TRUE(SameState(state, SavedState(b, u)));
+  const StatusOr<bool> again_a = a.Restore(1, &t), again_b = b.Restore(1, &u);
+  ASSERT_TRUE(again_a.ok() && again_b.ok());
+  EXPECT_FALSE(*again_a);
+  EXPECT_FALSE(*again_b);
+  EXPECT_EQ(testing::KeptRows(u, {3}), testing::KeptRows(t, {3}));
+}
+
+TEST(KeptModelStateTest, NoCopyIsCarriedAsEpochZero) {
+  KeptModel::Tables t = MakeTables();
+  KeptModel a, b;
+  ASSERT_TRUE(b.Keep(3, t));
+  const KeptModelState state = SavedState(a, t);
+  EXPECT_EQ(state.epoch(), 0);
+  EXPECT_EQ(state.tables_size(), 0);
+  ASSERT_TRUE(b.RestoreState(state, t).ok());
+  EXPECT_EQ(b.epoch(), 0);
+  EXPECT_EQ(b.bytes(), 0u);
+  EXPECT_TRUE(SameState(state, SavedState(b, t)));
+  EXPECT_TRUE(b.Keep(1, t));
+}
+
+// Each kind of state the tables cannot hold is refused with DataLoss
+// naming the field; the state held is left as it was.
+TEST(KeptModelStateTest, MalformedStatesAreRefusedNamingTheField) {
+  KeptModel::Tables t = MakeTables();
+  testing::StepKept(t, {1, 5}, 0.5f);
+  KeptModel a;
+  ASSERT_TRUE(a.Keep(2, t));
+  const KeptModelState good = SavedState(a, t);
+  const std::vector<std::pair<std::string, std::function<void(KeptModelState*)>>> cases = {
+      {"shard state: kept.epoch -1 is negative", [](KeptModelState* s) { s->set_epoch(-1); }},
+      {"shard state: kept holds tables or a restore without a copy (epoch 0)",
+       [](KeptModelState* s) { s->set_epoch(0); }},
+      {"shard state: kept: holds 1 tables, the job 2", [](KeptModelState* s) { s->mutable_tables()->RemoveLast(); }},
+      {"shard state: kept: table 'w': its 2 rows are not the first rows",
+       [](KeptModelState* s) { s->mutable_tables(0)->set_keys(1, 77); }},
+      {"shard state: kept: table 'w': 4 bytes of weights",
+       [](KeptModelState* s) { s->mutable_tables(0)->set_weights("abcd"); }},
+      {"shard state: kept: table 'b': slice [0, 8)",
+       [](KeptModelState* s) { s->mutable_tables(1)->set_dense_begin(0); }},
+  };
+  for (const auto& [want, mutate] : cases) {
+    SCOPED_TRACE(want);
+    KeptModelState bad = good;
+    mutate(&bad);
+    KeptModel fresh;
+    const Status st = fresh.RestoreState(bad, t);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+    EXPECT_EQ(fresh.epoch(), 0);
+  }
 }
 
 }  // namespace

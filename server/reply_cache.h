@@ -48,6 +48,14 @@
 // copy writes no checkpoint files and cannot name the primary's: its reply
 // abandons the round, server/checkpoint_round.h).
 //
+// State (SaveState/RestoreState, proto/shard_state.proto ReplyCacheState):
+// everything above is carried to a replica that joins a running shard:
+// each connection's ids kept (with their types, answered flags and reply
+// references), its largest id and when it was last heard from, the cached
+// replies with the order they were recorded in (eviction drops the oldest),
+// the counters that order takes and replies by, and the stats. The options
+// are not: the restoring shard makes its cache with the same ones.
+//
 // Ownership: the shard owns it; ShardOutbox records the replies into it.
 // Thread-safety: none (Run()'s thread, or the thread that replays).
 #pragma once
@@ -57,9 +65,12 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/net/message.h"
+#include "core/status.h"
+#include "proto/shard_state.pb.h"
 
 namespace tether {
 
@@ -126,6 +137,18 @@ class ReplyCache {
   /// The ids kept for `identity`, oldest first (empty when none).
   std::vector<KeptId> Kept(const std::string& identity) const;
 
+  /// The whole cache into `*state` (cleared first): peers by identity,
+  /// replies by the order they were recorded in.
+  void SaveState(ReplyCacheState* state) const;
+  /// Replaces the cache with `state`, a SaveState of a cache made with the
+  /// same options (a network peer's: untrusted). Errors: DataLoss naming
+  /// the field ("shard state: replies.peers[2].entries[5].id ...") for a
+  /// state this cache could not have reached: more connections or ids
+  /// than the options keep, ids not ascending, a reply referenced by no
+  /// entry or by another id, more reply bytes than the bound, a header
+  /// that does not parse; the cache is unspecified then (throw it away).
+  [[nodiscard]] Status RestoreState(const ReplyCacheState& state);
+
   static const char* VerdictName(Verdict v);
   /// One line on the messages taken in again so far ("8 message(s) sent
   /// again: 5 answered from the reply cache, ..."); "" when none was.
@@ -152,6 +175,7 @@ class ReplyCache {
   };
 
   static bool Tracked(const std::string& identity, const MessageHeader& h);
+  static bool TrackedType(MessageType type);
   static bool IsRead(MessageType type) { return type == PULL || type == STATS; }
   // The verdict for an id already taken in (id ≤ the peer's max_id).
   Verdict Again(Peer* peer, uint64_t id, Message* reply, int* rank);
@@ -159,6 +183,11 @@ class ReplyCache {
   Entry* Find(Peer* peer, uint64_t id);
   void DropReply(uint64_t seq);
   void EvictReplies();
+  // RestoreState's parts: the connections (and which reply each entry
+  // names, by seq → (identity, id)), then the replies against them.
+  Status RestorePeers(const ReplyCacheState& state, std::map<uint64_t, std::pair<std::string, uint64_t>>* refs);
+  Status RestoreReplies(const ReplyCacheState& state,
+                        const std::map<uint64_t, std::pair<std::string, uint64_t>>& refs);
 
   ReplyCacheOptions options_;
   std::unordered_map<std::string, Peer> peers_;

@@ -1,7 +1,9 @@
 #include "server/reply_cache.h"
 
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -239,6 +241,141 @@ TEST(ReplyCacheTest, TheSameInputsMakeTheSameCache) {
   ASSERT_EQ(a.Identities(), b.Identities());
   for (const std::string& identity : a.Identities()) EXPECT_EQ(a.Kept(identity), b.Kept(identity));
   EXPECT_EQ(a.reply_bytes(), b.reply_bytes());
+}
+
+// A cache past each of its bounds: ids forgotten, replies evicted, a
+// connection forgotten, reads, unanswered requests, messages sent again.
+ReplyCacheOptions SmallOptions() {
+  ReplyCacheOptions o;
+  o.ids_per_identity = 3;
+  o.identities = 2;
+  o.reply_bytes = 3 * (Reply(PUSH_REPLY, Id(1), "", std::string(40, 'v')).header.ByteSizeLong() + 40 +
+                       ReplyCache::kReplyOverheadBytes);
+  return o;
+}
+
+void Fill(ReplyCache* c) {
+  for (uint64_t s = 1; s <= 5; ++s) {
+    TakeIn(c, "a", Request(s == 3 ? PULL : PUSH, Id(s)));
+    c->Sent("a", Reply(s == 3 ? PULL_REPLY : PUSH_REPLY, Id(s), "k", std::string(40, 'v')), 0);
+  }
+  TakeIn(c, "b", Request(PUSH, Id(1), 1));
+  c->Sent("b", Reply(PUSH_REPLY, Id(1), "", std::string(40, 'w')), 1);
+  TakeIn(c, "b", Request(CLOCK, Id(2), 1));    // applied, no reply
+  TakeIn(c, "b", Request(BARRIER, Id(3), 1));  // still to be answered
+  TakeIn(c, "c", Request(PUSH, Id(1), 2));     // forgets "a", heard from longest ago
+  c->Sent("c", Reply(PUSH_REPLY, Id(1), "", std::string(40, 'c')), 2);
+  TakeIn(c, "b", Request(PUSH, Id(1), 1));     // sent again
+  TakeIn(c, "b", Request(BARRIER, Id(3), 1));
+}
+
+ReplyCacheState Saved(const ReplyCache& c) {
+  ReplyCacheState s;
+  c.SaveState(&s);
+  return s;
+}
+
+TEST(ReplyCacheStateTest, ARestoredCacheIsTheSameAndBehavesTheSame) {
+  ReplyCache a(SmallOptions());
+  Fill(&a);
+  ASSERT_EQ(a.stats().identities_evicted, 1u);
+  ASSERT_GT(a.stats().replies_evicted, 0u);
+  const ReplyCacheState state = Saved(a);
+  EXPECT_EQ(state.peers_size(), 2);
+  ReplyCache b(SmallOptions());
+  ASSERT_TRUE(b.RestoreState(state).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(state, Saved(b)));
+  EXPECT_EQ(a.reply_bytes(), b.reply_bytes());
+  EXPECT_EQ(a.DescribeSentAgain(), b.DescribeSentAgain());
+  // The same messages get the same verdicts and replies, and the bounds
+  // evict the same replies and connections on both.
+  const std::vector<std::pair<std::string, MessageHeader>> more = {
+      {"b", Request(PUSH, Id(1), 1)}, {"b", Request(BARRIER, Id(3), 1)}, {"b", Request(CLOCK, Id(2), 1)},
+      {"c", Request(PUSH, Id(1), 2)}, {"a", Request(PUSH, Id(1))},       {"d", Request(PUSH, Id(1), 3)},
+      {"c", Request(PUSH, Id(2), 2)}, {"c", Request(PUSH, Id(3), 2)},    {"c", Request(PUSH, Id(2), 2)},
+      {"c", Request(PUSH, Id(4), 2)}};
+  for (const auto& [identity, h] : more) {
+    Message ra, rb;
+    int rank_a = -1, rank_b = -1;
+    const Verdict va = a.Take(identity, h, &ra, &rank_a), vb = b.Take(identity, h, &rb, &rank_b);
+    EXPECT_EQ(va, vb) << identity << " " << h.request_id();
+    EXPECT_EQ(ra.header.SerializeAsString(), rb.header.SerializeAsString());
+    EXPECT_EQ(Bytes(ra.values), Bytes(rb.values));
+    EXPECT_EQ(rank_a, rank_b);
+    if (va == Verdict::kHandle) {
+      a.Sent(identity, Reply(PUSH_REPLY, h.request_id(), "", std::string(40, 'x')), h.sender_rank());
+      b.Sent(identity, Reply(PUSH_REPLY, h.request_id(), "", std::string(40, 'x')), h.sender_rank());
+    }
+  }
+  EXPECT_EQ(a.Identities(), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(a.stats().resent, 4u);
+  EXPECT_EQ(a.stats().identities_evicted, 4u);
+  EXPECT_EQ(a.stats().replies_evicted, 2u);  // one in Fill, one above (c's fourth reply)
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Saved(a), Saved(b)));
+}
+
+TEST(ReplyCacheStateTest, AnEmptyCacheRoundTrips) {
+  ReplyCache a, b;
+  ASSERT_TRUE(b.RestoreState(Saved(a)).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Saved(a), Saved(b)));
+  EXPECT_EQ(TakeIn(&b, "w", Request(PUSH, Id(1))), Verdict::kHandle);
+}
+
+// Each kind of state a cache with these options cannot hold is refused
+// with DataLoss naming the field.
+TEST(ReplyCacheStateTest, MalformedStatesAreRefusedNamingTheField) {
+  ReplyCache filled(SmallOptions());
+  Fill(&filled);
+  const ReplyCacheState good = Saved(filled);
+  ASSERT_GT(good.replies_size(), 1);
+  ASSERT_EQ(good.peers(0).identity(), "b");
+  ASSERT_EQ(good.peers(0).entries(0).reply_seq(), good.replies(0).seq());
+  const std::vector<std::pair<std::string, std::function<void(ReplyCacheState*)>>> cases = {
+      {"replies.next_seq is 0", [](ReplyCacheState* s) { s->set_next_seq(0); }},
+      {"replies.peers holds 3 connections, more than the 2 kept",
+       [](ReplyCacheState* s) { s->add_peers()->set_identity("z"); }},
+      {"replies.peers[1].identity is not after the one before it",
+       [](ReplyCacheState* s) { s->mutable_peers(1)->set_identity("b"); }},
+      {"replies.peers[0].identity is empty", [](ReplyCacheState* s) { s->mutable_peers(0)->clear_identity(); }},
+      {"replies.peers[0].entries holds 4 ids, not 1 to 3",
+       [](ReplyCacheState* s) { s->mutable_peers(0)->add_entries()->set_id(Id(9)); }},
+      {"replies.peers[0].last_take ", [](ReplyCacheState* s) { s->mutable_peers(0)->set_last_take(1000); }},
+      {"replies.peers[0].entries[1].id ",
+       [](ReplyCacheState* s) { s->mutable_peers(0)->mutable_entries(1)->set_id(Id(1)); }},
+      {"replies.peers[0].entries[2].id ", [](ReplyCacheState* s) { s->mutable_peers(0)->set_max_id(Id(2)); }},
+      {"replies.peers[0].entries[1].type is not a type of request the cache keeps",
+       [](ReplyCacheState* s) { s->mutable_peers(0)->mutable_entries(1)->set_type(REPLICATE); }},
+      {"replies.peers[0].entries[1].reply_seq ",
+       [](ReplyCacheState* s) { s->mutable_peers(0)->mutable_entries(1)->set_reply_seq(s->next_seq()); }},
+      {"replies.peers[0].entries[0].reply_seq ",
+       [](ReplyCacheState* s) { s->mutable_peers(0)->mutable_entries(0)->set_answered(false); }},
+      {"is named by another id too",
+       [](ReplyCacheState* s) {
+         s->mutable_peers(0)->mutable_entries(1)->set_reply_seq(s->peers(0).entries(0).reply_seq());
+         s->mutable_peers(0)->mutable_entries(1)->set_answered(true);
+       }},
+      {"replies.replies holds ", [](ReplyCacheState* s) { s->mutable_replies()->RemoveLast(); }},
+      {"replies.replies[0] (seq ", [](ReplyCacheState* s) { s->mutable_replies(0)->set_id(Id(7)); }},
+      {"replies.replies[0] (seq ", [](ReplyCacheState* s) { s->mutable_replies(0)->set_identity("c"); }},
+      {"replies.replies[1].seq ",
+       [](ReplyCacheState* s) { s->mutable_replies(1)->set_seq(s->replies(0).seq()); }},
+      {"replies.replies[0].header is not a reply header to request id",
+       [](ReplyCacheState* s) { s->mutable_replies(0)->set_header("\xff\xff\xff"); }},
+      {"replies.replies[0].rank -7 is not a rank", [](ReplyCacheState* s) { s->mutable_replies(0)->set_rank(-7); }},
+      {"takes the cached replies past reply_bytes",
+       [](ReplyCacheState* s) { s->mutable_replies(0)->set_values(std::string(1000, 'v')); }},
+  };
+  for (const auto& [want, mutate] : cases) {
+    SCOPED_TRACE(want);
+    ReplyCacheState bad = good;
+    mutate(&bad);
+    ReplyCache fresh(SmallOptions());
+    const Status st = fresh.RestoreState(bad);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+    EXPECT_NE(st.message().find("shard state: "), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+  }
 }
 
 }  // namespace
