@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace tether {
 
@@ -22,6 +23,15 @@ void DelayBackups::Move(uint64_t from, uint64_t to) {
 void DelayBackups::PopBack() {
   --spans_;
   data_.resize(spans_ * workers_ * width_);
+}
+
+void DelayBackups::Restore(uint64_t spans, uint64_t capacity_floats, const float* data) {
+  const uint64_t n = spans * workers_ * width_;
+  std::vector<float> restored;
+  restored.reserve(std::max(n, capacity_floats));
+  restored.assign(data, data + n);
+  data_ = std::move(restored);
+  spans_ = spans;
 }
 
 void DelayBackups::Reserve(uint64_t spans) { data_.reserve(spans * workers_ * width_); }

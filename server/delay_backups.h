@@ -68,6 +68,15 @@ class DelayBackups {
   /// Bytes allocated: capacity × 4.
   uint64_t bytes() const { return data_.capacity() * sizeof(float); }
 
+  /// Every backup, span-major (spans() × workers() × width() floats), and
+  /// the floats of room reserved (a shard state carries both).
+  const float* data() const { return data_.data(); }
+  uint64_t capacity_floats() const { return data_.capacity(); }
+  /// Replaces every backup with `spans` spans of `data` (spans × workers()
+  /// × width() floats) in room for exactly `capacity_floats` floats (at
+  /// least that many; the caller bounds it).
+  void Restore(uint64_t spans, uint64_t capacity_floats, const float* data);
+
  private:
   uint32_t workers_;
   uint64_t width_;

@@ -34,6 +34,7 @@
 #include "core/net/key_list_cache.h"
 #include "core/net/message.h"
 #include "core/status.h"
+#include "proto/shard_state.pb.h"
 #include "proto/stats.pb.h"
 #include "proto/tables.pb.h"
 #include "proto/wire.pb.h"
@@ -41,6 +42,7 @@
 #include "server/model_average.h"
 #include "core/net/outbox.h"
 #include "server/shard_stats.h"
+#include "server/state_bytes.h"
 #include "server/table.h"
 
 namespace tether {
@@ -120,6 +122,32 @@ class KvService {
   /// The exit lines: rows held, key lists, reply frames.
   void LogExit() const;
 
+  // ---- Shard state (server/kv_service_state.cc), for a replica that joins
+  // a running shard (proto/shard_state.proto KvServiceState).
+  /// Ranks a state may name (cluster.max_workers' ceiling).
+  static constexpr int kMaxRanks = 1 << 16;
+  /// Writes the job's tables, every table's counters and shape, the parked
+  /// pulls (EncodeShardInput bytes, their ages before `now`), the bound
+  /// waits, each rank's key lists (least recently used first) and their
+  /// counters, the AVERAGE merge and a fatal merge error into *state;
+  /// table_rows gets one string per table (table id order) with the
+  /// table's large parts: rows, index slots, backups, eviction metadata,
+  /// sketch, key lists' and parked pulls' row offsets, AVERAGE sums
+  /// (layout: proto/shard_state.proto). Not carried: the reply frame
+  /// pool (buffers and their counters) and scratch space.
+  void SaveState(KvServiceState* state, std::vector<std::string>* table_rows,
+                 std::chrono::steady_clock::time_point now) const;
+  /// On a fresh KvService (constructed as the sender's, no tables yet):
+  /// defines the tables from the saved specs (DefineTables) and takes the
+  /// state back, bit for bit; times become `now` − their ages. Errors:
+  /// DataLoss naming the table and the field ("shard state: kv.tables[1]
+  /// (w): rows: ...") for anything that does not fit (a string of the
+  /// wrong length, a count past its bytes or the row limit, a rank past
+  /// kMaxRanks, a key list's offsets outside its table, ...); the service
+  /// is then unusable (the caller throws it away).
+  Status RestoreState(const KvServiceState& state, std::vector<std::string> table_rows,
+                      std::chrono::steady_clock::time_point now);
+
  private:
   struct ParkedPull {
     std::string identity;
@@ -161,6 +189,16 @@ class KvService {
   void NarrowReply(const ServerTable& t, Message* reply);
   void MergeAverageRounds();
   void DropAverageDeltas(int rank, const char* why);
+  // RestoreState's parts (kv_service_state.cc); `in`: a reader per table.
+  Status CheckJobTables(const KvServiceState& state) const;
+  Status RestoreKeyLists(const KvServiceState& state, std::vector<StateReader>* in);
+  Status RestoreParked(const KvServiceState& state, std::vector<StateReader>* in,
+                       std::chrono::steady_clock::time_point now);
+  Status RestoreBoundWaits(const KvServiceState& state, std::chrono::steady_clock::time_point now);
+  // Reads n row offsets of table `table` (a row table whose rows do not
+  // move) and checks them; `what` names them in an error.
+  Status ReadRows(uint32_t table, uint64_t n, const std::string& what, std::vector<StateReader>* in,
+                  KeyListCache::List* rows) const;
   // Refuses `m` with `what` (logged, counted as a bad message).
   void Refuse(const std::string& identity, const MessageHeader& h, const std::string& what);
 

@@ -45,10 +45,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
+#include "proto/shard_state.pb.h"
+#include "server/state_bytes.h"
 
 namespace tether {
 
@@ -95,6 +98,27 @@ class ModelAverager {
   /// Calls of Drop that discarded pending deltas (a worker left mid-round).
   uint64_t deltas_discarded() const { return deltas_discarded_; }
 
+  // ---- Shard state (server/model_average_state.cc), for a replica that
+  // joins a running shard: everything but the momentum (the job's).
+  /// The shape of table id i (for the checks of RestoreState).
+  struct TableShape {
+    bool dense = false;
+    uint32_t dim = 0;     // row tables
+    uint64_t slice = 0;   // dense: the shard's floats
+  };
+  /// Writes the pending deltas, the rounds not merged, the velocity and the
+  /// counters into *state; each table's sums (keys ascending) are appended
+  /// to (*table_bytes)[table id] (layout: proto/shard_state.proto
+  /// AverageSumsState).
+  void SaveState(ModelAverageState* state, std::vector<std::string>* table_bytes) const;
+  /// On a fresh averager: takes SaveState's state back, reading the sums
+  /// from (*table_bytes)[table id]. Ranks must be below `max_ranks`.
+  /// Errors: DataLoss naming the part (a table unknown or of another
+  /// shape, keys not ascending, ranks or rounds out of order, counts past
+  /// the bytes).
+  Status RestoreState(const ModelAverageState& state, const std::vector<TableShape>& tables, int max_ranks,
+                      std::vector<StateReader>* table_bytes);
+
  private:
   // Row deltas or sums of one table: key → dim floats; dense: one slice.
   struct TableSums {
@@ -114,6 +138,11 @@ class ModelAverager {
     Sums tables;          // Σ wᵢ Δᵢ
   };
   Status CheckRound(int rank, int64_t round) const;
+  // State of a table's sums (model_average_state.cc).
+  static void SaveSums(uint32_t table, const TableSums& sums, AverageSumsState* state,
+                       std::vector<std::string>* table_bytes);
+  static Status RestoreSums(const AverageSumsState& state, const std::vector<TableShape>& tables,
+                            std::vector<StateReader>* table_bytes, Sums* out);
 
   double momentum_;
   std::unordered_map<int, Pending> pending_;  // by rank

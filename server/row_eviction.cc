@@ -111,9 +111,10 @@ void RowEviction::Removed(uint64_t row) {
 }
 
 Status RowEviction::Restore(const std::vector<uint64_t>& order, const std::vector<int64_t>& clocks,
-                            const std::vector<uint32_t>& counts, uint64_t sample_state) {
+                            const std::vector<uint32_t>& counts, uint64_t sample_state,
+                            const std::vector<uint64_t>* serials) {
   const size_t n = order.size();
-  if (clocks.size() != n || counts.size() != n)
+  if (clocks.size() != n || counts.size() != n || (serials != nullptr && serials->size() != n))
     return Status::InvalidArgument("eviction metadata of " + std::to_string(n) + " rows has " +
                                    std::to_string(clocks.size()) + " clocks and " + std::to_string(counts.size()) +
                                    " counts");
@@ -131,7 +132,11 @@ Status RowEviction::Restore(const std::vector<uint64_t>& order, const std::vecto
   head_ = n == 0 ? kNone : order.front();
   tail_ = n == 0 ? kNone : order.back();
   clock_ = clocks;
-  serial_.assign(n, 0);  // no request is in progress; ServerTable's serials start above 0
+  if (serials != nullptr) {
+    serial_ = *serials;
+  } else {
+    serial_.assign(n, 0);  // no request is in progress; ServerTable's serials start above 0
+  }
   count_ = counts;
   rng_ = sample_state;
   return Status::OK();

@@ -63,6 +63,8 @@ class RowEviction {
   uint64_t rows() const { return clock_.size(); }
   int64_t last_touch(uint64_t row) const { return clock_[row]; }
   uint32_t pushes(uint64_t row) const { return count_[row]; }
+  /// The request that touched `row` last (a shard state carries it).
+  uint64_t serial(uint64_t row) const { return serial_[row]; }
   /// Row numbers from the most to the least recently touched (tests,
   /// checkpoints).
   std::vector<uint64_t> RecencyOrder() const;
@@ -71,11 +73,13 @@ class RowEviction {
   /// Replaces every row's metadata (a checkpoint's, taken between requests,
   /// so no row is stamped with a request in progress): `order` the row
   /// numbers from the most to the least recently touched (a permutation of
-  /// 0 .. n − 1), the others by row number (n each). Errors:
+  /// 0 .. n − 1), the others by row number (n each). `serials` (n, by row
+  /// number; a shard state's) or null: every row's request is 0. Errors:
   /// InvalidArgument when the sizes differ or `order` is not a permutation;
   /// nothing changes then.
   Status Restore(const std::vector<uint64_t>& order, const std::vector<int64_t>& clocks,
-                 const std::vector<uint32_t>& counts, uint64_t sample_state);
+                 const std::vector<uint32_t>& counts, uint64_t sample_state,
+                 const std::vector<uint64_t>* serials = nullptr);
 
  private:
   void Unlink(uint64_t row);

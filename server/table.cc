@@ -252,6 +252,8 @@ __attribute__((always_inline)) inline uint64_t ServerTable::RowIndex::Home(uint6
   return x >= static_cast<double>(last) ? last : static_cast<uint64_t>(x);
 }
 
+uint64_t ServerTable::RowIndex::HomeOutOfLine(uint64_t key) const { return Home(key); }
+
 void ServerTable::RowIndex::Prefetch(uint64_t key) const {
   if (!slots_.empty()) HintRead(&slots_[Home(key)]);
 }

@@ -53,9 +53,11 @@
 #include "core/table_spec.h"
 #include "optim/optimizer.h"
 #include "proto/budget_state.pb.h"
+#include "proto/shard_state.pb.h"
 #include "server/delay_backups.h"
 #include "server/row_admission.h"
 #include "server/row_eviction.h"
+#include "server/state_bytes.h"
 
 namespace tether {
 
@@ -297,6 +299,22 @@ class ServerTable {
   /// Updates applied to this table on this shard so far (one per push).
   uint64_t version() const { return version_; }
 
+  // ---- Shard state (server/table_state.cc): a running table's whole
+  // state, for a replica that joins a running shard (KvService::SaveState).
+  /// Writes the counters, clocks, limits, room reserved and the index's
+  /// mapping into *state, and appends the rows' keys, their index slots,
+  /// the rows, the backups, the eviction metadata and the sketch to *bytes
+  /// (layout: proto/shard_state.proto TableState).
+  void SaveState(TableState* state, std::string* bytes) const;
+  /// On a table just made from the same spec and range (no request yet):
+  /// takes SaveState's state back bit for bit (row numbers, index slots,
+  /// room reserved, eviction order and metadata, sketch, backups,
+  /// counters), reading its parts from `bytes`. Errors: DataLoss naming
+  /// the table and the part (a count past the bytes or the row limit, a
+  /// layout the index cannot have made, ...); the table is then unusable
+  /// (the caller throws it away).
+  Status RestoreState(const TableState& state, StateReader* bytes);
+
  private:
   // key → row number, created on first touch. Open addressing with linear
   // probing; a slot's row is stored + 1 so that 0 marks an empty slot.
@@ -336,6 +354,15 @@ class ServerTable {
     }
     // True when the next insert would grow the slots.
     bool full() const { return 2 * (size_ + 1) > slots_.size(); }
+    // The slot of each row, by row number (size() values), and the mapping.
+    std::vector<uint64_t> SlotsByRow() const;
+    void SaveState(TableIndexState* state) const;
+    // On an empty index: row r (key keys[r]) in slot slots[r], under the
+    // mapping of `state`, at most max_slots slots. Errors: DataLoss (the
+    // message names the part) when a slot is out of range or taken twice,
+    // or a key is not found at its row from its home slot.
+    Status Restore(const TableIndexState& state, const std::vector<uint64_t>& keys,
+                   const std::vector<uint64_t>& slots, uint64_t max_slots);
     // Calls fn(key, row) for every row, in slot order.
     template <typename Fn>
     void ForEach(Fn&& fn) const {
@@ -359,6 +386,7 @@ class ServerTable {
       uint64_t row_plus_one;  // 0: empty
     };
     uint64_t Home(uint64_t key) const;
+    uint64_t HomeOutOfLine(uint64_t key) const;  // Home, for server/table_state.cc
     uint64_t Next(uint64_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
     // At least doubles the slots, to at least min_slots.
     void Grow(uint64_t min_slots = 0);
@@ -379,6 +407,14 @@ class ServerTable {
     bool have_range_ = false;
     double lo_ = 0, hi_ = 0, scale_ = 0;
   };
+
+  // RestoreState's parts (server/table_state.cc).
+  Status RestoreRows(const TableState& state, StateReader* bytes);
+  Status RestoreBackups(const TableState& state, StateReader* bytes);
+  Status RestoreBudget(const TableState& state, StateReader* bytes);
+  // The most floats of room a table of `needed` floats (`unit` a row or
+  // span) may have reserved: its growth, or its budget's reservation.
+  uint64_t RoomBound(uint64_t needed, uint64_t unit, uint64_t fresh) const;
 
   float* Row(uint64_t key);  // creates on first touch
   // LookUp of a budgeted table: admits (pushes only) or leaves out absent

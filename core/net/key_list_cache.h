@@ -107,6 +107,15 @@ class KeyListCache {
   void Erase(uint32_t table, uint64_t id);
   void Clear();
 
+  /// Calls fn(table, id, list) for every list, least recently used first
+  /// (Put in that order into a cache of the same capacity rebuilds it).
+  template <typename Fn>
+  void ForEachLeastRecentFirst(Fn&& fn) const {
+    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) fn(it->table, it->id, it->list);
+  }
+  /// Sets the counters (a copy rebuilt with Put takes its original's).
+  void RestoreStats(const Stats& stats) { stats_ = stats; }
+
   uint64_t capacity_bytes() const { return capacity_; }
   uint64_t bytes() const { return bytes_; }
   size_t size() const { return lru_.size(); }
