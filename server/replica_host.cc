@@ -36,7 +36,7 @@ ReplicaHost::ReplicaHost(const JobConfig& config, int process)
 ReplicaHost::ReplicaHost(const JobConfig& config, Join join)
     : config_(config), process_(-1), shard_(join.shard), join_(true), ctx_(1) {
   slot_ = -1;
-  member_ = false;
+  member_.store(false);
   if (join.shard >= 0) {
     candidates_ = {join.shard};
   } else {
@@ -180,7 +180,7 @@ Status ReplicaHost::Follow() {
                                         " (ZAP status " + std::to_string(zap_status_) +
                                         "): the servers must share one key pair (security.curve."
                                         "server_secret_key_file)");
-    if (seen == Step::kPrimaryGone && !member_)
+    if (seen == Step::kPrimaryGone && !member_.load())
       return Status::Unavailable(log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " +
                                  primary_endpoint_ + " went before this process caught up with it (" +
                                  (restored_ ? "state restored, " + std::to_string(applied_) + " entries applied"
@@ -274,8 +274,8 @@ Status ReplicaHost::TakeEntry(Message* m, std::vector<ShardInput>* batch) {
   if (join_ && !restored_)
     return Status::DataLoss(log_prefix_ + peer + " sent entry " + std::to_string(b.seq()) +
                             " before the shard's whole state");
-  if (b.member() && !member_) {
-    member_ = true;
+  if (b.member() && !member_.load()) {
+    member_.store(true);
     LOG(INFO) << log_prefix_ << "caught up with shard " << shard_ << "'s primary at entry " << b.seq()
               << ": this process is the shard's replica now and serves it at " << advertised_
               << " if the primary goes";

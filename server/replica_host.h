@@ -116,8 +116,8 @@ class ReplicaHost {
   /// The primary's log entries applied to the copy.
   uint64_t applied() const { return applied_; }
   /// Whether the copy is (or, for a joining process, became) the shard's
-  /// replica: it may claim the shard.
-  bool member() const { return member_; }
+  /// replica: it may claim the shard. Thread-safe.
+  bool member() const { return member_.load(); }
   /// Whether the copy claimed the shard.
   bool claimed() const { return claimed_.load(); }
   /// The copy (its stats once Run() returned).
@@ -163,7 +163,7 @@ class ReplicaHost {
   uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
   int slot_ = -1;          // this process's slot in the shard's chain
   uint64_t generation_ = 1;  // the highest view generation the primary sent
-  bool member_ = true;     // counts as the shard's replica (a joining process: once caught up)
+  std::atomic<bool> member_{true};  // counts as the shard's replica (a joining process: once caught up)
   bool refused_ = false;   // the primary refused this replica
   // A joining process: the state's parts so far, and whether it was restored.
   std::string state_;

@@ -1,0 +1,126 @@
+// A process joining a running replicated shard (server/replica_host.h
+// Join, tether-server --join_as_replica) over real sockets: shard 0's
+// replica leaves mid-training, a new host joins the shard, is sent its
+// whole state, follows it and, once it caught up, holds replies back as a
+// replica does. At the end its copy is bit for bit the primary's, as a
+// replica that followed from the start would be.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/replica_host.h"
+#include "tests/testing/cluster.h"
+#include "tests/testing/recorded_job.h"
+#include "tests/testing/temp_dir.h"
+#include "worker/trainer.h"
+
+namespace tether {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Polls `done` every 10 ms for at most `ms`; whether it came true.
+template <typename F>
+bool PollFor(int ms, F done) {
+  const auto until = Clock::now() + std::chrono::milliseconds(ms);
+  while (!done()) {
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// A host joining shard `shard` on a thread of its own.
+struct Joiner {
+  Joiner(const JobConfig& config, int shard) : host(config, ReplicaHost::Join{shard}) {
+    started = host.Start("tcp://127.0.0.1:0", "");
+    if (started.ok()) thread = std::thread([this] { done = host.Run(); });
+  }
+  ~Joiner() {
+    host.Stop();
+    if (thread.joinable()) thread.join();
+  }
+  ReplicaHost host;
+  Status started, done;
+  std::thread thread;
+};
+
+TEST(ReplicaJoinTest, AJoinedReplicaEndsEqualToItsPrimary) {
+  JobConfig config = testing::SmallBibtexJob();
+  config.mutable_cluster()->set_replicas(1);
+  config.mutable_train()->set_epochs(2);
+  std::vector<std::unique_ptr<testing::ShardThread>> primaries;
+  JobConfig hosts_config = config;
+  for (int s = 0; s < 2; ++s) {
+    primaries.push_back(std::make_unique<testing::ShardThread>(config, s));
+    hosts_config.mutable_cluster()->add_server_addresses(primaries.back()->endpoint());
+  }
+  // Process 0 holds shard 1's copy for the whole job; process 1's copy of
+  // shard 0 leaves mid-training and a new process joins shard 0.
+  ReplicaHost keeps(hosts_config, 0);
+  auto leaves = std::make_unique<ReplicaHost>(hosts_config, 1);
+  ASSERT_TRUE(keeps.Start("tcp://127.0.0.1:0", "").ok());
+  ASSERT_TRUE(leaves->Start("tcp://127.0.0.1:0", "").ok());
+  Status keeps_done, leaves_done;
+  std::thread keeps_thread([&] { keeps_done = keeps.Run(); });
+  std::thread leaves_thread([&] { leaves_done = leaves->Run(); });
+
+  // Worker 0 waits at clock 10 until the new replica caught up; worker 1
+  // trains on within the staleness bound meanwhile.
+  std::atomic<bool> reached{false}, release{false};
+  std::vector<Status> workers(2);
+  std::vector<std::thread> worker_threads;
+  for (int w = 0; w < 2; ++w) {
+    worker_threads.emplace_back([&, w] {
+      TrainerOptions o;
+      o.rank = w;
+      for (int s = 0; s < 2; ++s) o.servers.push_back(hosts_config.cluster().server_addresses(s));
+      if (w == 0)
+        o.on_progress = [&](const WorkerProgress& p) {
+          if (p.clock != 10 || reached.exchange(true)) return;
+          PollFor(60000, [&] { return release.load(); });
+        };
+      workers[w] = RunWorker(config, o).status();
+    });
+  }
+  ASSERT_TRUE(PollFor(60000, [&] { return reached.load(); }));
+  leaves->Stop();
+  leaves_thread.join();
+  EXPECT_TRUE(leaves_done.ok()) << leaves_done.ToString();
+  leaves.reset();  // its connection closes: shard 0 goes on without it
+  // Refused while the primary has not yet noticed; accepted once it has.
+  std::unique_ptr<Joiner> joiner;
+  const bool joined = PollFor(20000, [&] {
+    if (joiner != nullptr && joiner->host.member()) return true;
+    if (joiner == nullptr || (joiner->thread.joinable() && !joiner->done.ok())) {
+      joiner.reset();
+      joiner = std::make_unique<Joiner>(hosts_config, 0);
+      EXPECT_TRUE(joiner->started.ok()) << joiner->started.ToString();
+    }
+    return false;
+  });
+  release.store(true);
+  for (auto& t : worker_threads) t.join();
+  for (const Status& w : workers) EXPECT_TRUE(w.ok()) << w.ToString();
+  for (auto& p : primaries) EXPECT_TRUE(p->WaitForExit(30000).ok());
+  keeps_thread.join();
+  ASSERT_TRUE(joined) << "the joining process never caught up";
+  joiner->thread.join();
+  ASSERT_TRUE(joiner->done.ok()) << joiner->done.ToString();
+  EXPECT_FALSE(joiner->host.claimed());
+  const ServerShard& primary = primaries[0]->shard();
+  ASSERT_NE(primary.replica_link(), nullptr);
+  EXPECT_EQ(joiner->host.applied(), primary.replica_link()->log().applied());
+  EXPECT_EQ(primary.replica_link()->chain_endpoints(), std::vector<std::string>{joiner->host.endpoint()});
+  EXPECT_EQ(primary.replica_link()->generation(), 4u);  // dropped, learner, appended
+  testing::ScopedTempDir dir;
+  testing::ExpectSameShardState(primary, joiner->host.copy(), config, 0, dir.path());
+}
+
+}  // namespace
+}  // namespace tether
