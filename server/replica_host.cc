@@ -63,7 +63,7 @@ Status ReplicaHost::Start(const std::string& bind_endpoint, const std::string& a
   return Connect();
 }
 
-StatusOr<std::string> ReplicaHost::FindPrimary() {
+StatusOr<std::string> ReplicaHost::FindPrimary(int wait_ms) {
   const ClusterConfig& c = config_.cluster();
   // A joining process asks the rendezvous first: a shard that failed over
   // is published there at its new primary.
@@ -78,7 +78,8 @@ StatusOr<std::string> ReplicaHost::FindPrimary() {
   TETHER_ASSIGN_OR_RETURN(auto rdzv, Rendezvous::Open(c.rendezvous(), store));
   TETHER_ASSIGN_OR_RETURN(std::vector<std::string> all,
                           LookupServers(rdzv.get(), JobId(config_), c.generation(), c.num_servers(),
-                                        c.startup_timeout_ms(), [this] { return stop_.load(); }));
+                                        wait_ms < 0 ? c.startup_timeout_ms() : wait_ms,
+                                        [this] { return stop_.load(); }));
   return all[shard_];
 }
 
@@ -157,8 +158,9 @@ Status ReplicaHost::Run() {
 Status ReplicaHost::Follow() {
   LOG(INFO) << log_prefix_ << "holds a copy of shard " << shard_ << " (primary at " << primary_endpoint_
             << "); serves it at " << advertised_ << " if the primary goes";
-  zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
   while (!stop_.load()) {
+    // Made each turn: a joining process asks another shard on new sockets.
+    zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
     try {
       zmq::poll(items, 2, std::chrono::milliseconds(100));
     } catch (const zmq::error_t& e) {
@@ -194,6 +196,9 @@ Status ReplicaHost::Follow() {
                                    "a while: its copy may lack what the primary committed since; it does not claim "
                                    "shard " + std::to_string(shard_));
       return ClaimAndServe(now);
+    }
+    if (join_ && !connected_ && MsBetween(last_lookup_, now) >= kRelookupMs) {
+      if (Status st = Relookup(); !st.ok()) return st;
     }
     if (!connected_ && MsBetween(started_, now) > config_.cluster().startup_timeout_ms())
       return Status::DeadlineExceeded(log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " +

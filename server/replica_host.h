@@ -134,9 +134,17 @@ class ReplicaHost {
   // the whole once the last part came.
   Status TakeStatePart(const Message& m);
   Status RestoreCopy();
+  // A joining process not yet answered: the shard's rendezvous entry read
+  // again (a shard that failed over is published there by the copy that
+  // claimed it, which may come after this process first looked).
+  Status Relookup();
+  static constexpr int64_t kRelookupMs = 1000;
+  Clock::time_point last_lookup_{};
   // Run() until the copy claims the shard (then its Run()) or ends.
   Status Follow();
-  StatusOr<std::string> FindPrimary();
+  // The primary's endpoint: the config's, or the rendezvous entry (waited
+  // for up to `wait_ms`; −1: cluster.startup_timeout_ms).
+  StatusOr<std::string> FindPrimary(int wait_ms = -1);
   // The claimed copy's endpoint as the shard's rendezvous entry.
   void PublishClaim();
   Status Connect();

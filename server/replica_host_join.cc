@@ -27,6 +27,7 @@ Status ReplicaHost::StartCandidate() {
   copy_->set_key_list_cache_bytes(key_list_cache_bytes_);
   refused_ = false;
   TETHER_ASSIGN_OR_RETURN(primary_endpoint_, FindPrimary());
+  last_lookup_ = Clock::now();
   TETHER_RETURN_IF_ERROR(copy_->Bind(bind_endpoint_));
   advertised_ = AdvertisedEndpoint(copy_->endpoint(), advertise_host_);
   LOG(INFO) << log_prefix_ << "asks shard " << shard_ << "'s primary at " << primary_endpoint_
@@ -42,6 +43,21 @@ bool ReplicaHost::NextCandidate(const Status& refusal, Status* result) {
   ++candidate_;
   *result = StartCandidate();
   return result->ok();
+}
+
+Status ReplicaHost::Relookup() {
+  last_lookup_ = Clock::now();
+  if (config_.cluster().rendezvous().empty()) return Status::OK();
+  StatusOr<std::string> now_there = FindPrimary(/*wait_ms=*/0);
+  if (!now_there.ok() || *now_there == primary_endpoint_) return Status::OK();
+  LOG(INFO) << log_prefix_ << "shard " << shard_ << "'s rendezvous entry moved from " << primary_endpoint_ << " to "
+            << *now_there << " (the shard failed over): asking there";
+  CloseConnection();
+  primary_endpoint_ = *now_there;
+  const auto started = started_;
+  TETHER_RETURN_IF_ERROR(Connect());
+  started_ = started;  // the wait for an answer is one wait
+  return Status::OK();
 }
 
 void ReplicaHost::CloseConnection() {

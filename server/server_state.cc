@@ -3,6 +3,8 @@
 // fields and the job coordinator's state.
 #include <glog/logging.h>
 
+#include <algorithm>
+
 #include "server/server.h"
 #include "server/shard_state.h"
 #include "server/shard_stats_state.h"
@@ -25,6 +27,9 @@ StatusOr<std::string> ServerShard::EncodeState(uint64_t log_seq, uint64_t genera
   loop->set_job_finished(job_finished_);
   loop->set_aborted(aborted_.ok() ? std::string() : aborted_.message());
   loop->set_initial_workers(initial_workers_);
+  std::vector<std::string> admitted(inbox_.admitted_identities().begin(), inbox_.admitted_identities().end());
+  std::sort(admitted.begin(), admitted.end());
+  for (const std::string& identity : admitted) loop->add_admitted(identity);
   clocks_.SaveState(state.mutable_clocks());
   members_.SaveState(state.mutable_members(), now);
   SaveState(stats_, state.mutable_stats());
@@ -62,6 +67,10 @@ Status ServerShard::RestoreState(std::string_view bytes, const std::string& peer
   aborted_ = loop.aborted().empty() ? Status::OK() : Status::Unavailable(loop.aborted());
   TETHER_RETURN_IF_ERROR(clocks_.RestoreState(state.clocks()));
   TETHER_RETURN_IF_ERROR(members_.RestoreState(state.members(), now));
+  if (loop.admitted_size() > 4 * members_.slots() + 1024)
+    return Status::DataLoss(what + std::to_string(loop.admitted_size()) + " admitted connections for " +
+                            std::to_string(members_.slots()) + " worker slots");
+  for (const std::string& identity : loop.admitted()) inbox_.Admit(identity);
   TETHER_RETURN_IF_ERROR(tether::RestoreState(state.stats(), &stats_));
   TETHER_RETURN_IF_ERROR(kv_.RestoreState(state.kv(), std::move(rows), now));
   if (replies_ != nullptr) TETHER_RETURN_IF_ERROR(replies_->RestoreState(state.replies()));

@@ -338,6 +338,10 @@ int RunJoin(const tether::JobConfig& config) {
     st = host.Run();
     g_replica.store(nullptr);
   }
+  if (!st.ok() && g_signal.load() == 0) {
+    LOG(ERROR) << st.message();  // the host's errors carry its own prefix
+    return 1;
+  }
   return ExitCode(st, host.claimed() && host.copy().job_finished());
 }
 

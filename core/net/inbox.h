@@ -63,6 +63,8 @@ class Inbox {
   /// chunked messages are refused again.
   void Forget(const std::string& identity);
   bool admitted(const std::string& identity) const { return admitted_.count(identity) > 0; }
+  /// Every identity admitted (and not forgotten), in no particular order.
+  const std::unordered_set<std::string>& admitted_identities() const { return admitted_; }
   /// Messages in progress, and the bytes they hold.
   size_t partial_messages() const { return partial_.size(); }
   uint64_t partial_bytes() const;
