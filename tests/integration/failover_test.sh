@@ -46,6 +46,13 @@
 #          process is killed, then continued: it declines the claim (its
 #          copy may be behind) and closes the copy's port, and every
 #          process exits non-zero within 30 s, the workers naming shard 0.
+#   join   the kill mode's job over 20 epochs: after shard 0's process is
+#          SIGKILLed, two processes started with --join_as_replica copy the
+#          shards left without a replica (shard 0, now on server 1, and
+#          shard 2, whose copy lived on server 0) and log that they caught
+#          up; then server 1 is SIGKILLed too and the replacement claims
+#          shard 0 again: every process left exits 0 and total_samples is
+#          exact.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -54,6 +61,7 @@ limit_s=240
 fail_lines=25
 
 epochs=8
+[ "$mode" = join ] && epochs=20
 flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=3 --num_workers=2
        --replicas=1 --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=2000)
 mkdir -p "$tmp/rdzv"
@@ -243,6 +251,30 @@ bsp)
     cmp "$tmp/ref.safetensors" "$tmp/kill$v.safetensors" || fail "the model exported after shard $v's failover differs"
     echo "shard $v killed: metrics and exported model bit-identical to the undisturbed run"
   done
+  ;;
+join)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 3/$epochs" 2400
+  kill -9 "$(inner "${server_pids[0]}")"
+  wait_code "${server_pids[0]}"
+  joined=()
+  for r in a b; do
+    timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --join_as_replica --listen=tcp://127.0.0.1:0 \
+      > "$tmp/join$r.log" 2>&1 &
+    pids+=($!)
+    joined+=($!)
+    wait_log "$tmp/join$r.log" "caught up with shard" 600
+  done
+  grep -q "caught up with shard 0's primary" "$tmp/joina.log" || fail "the first replacement did not copy shard 0"
+  grep -q "caught up with shard 2's primary" "$tmp/joinb.log" || fail "the second replacement did not copy shard 2"
+  kill -9 "$(inner "${server_pids[1]}")"
+  wait_code "${server_pids[1]}"
+  wait_zero "workers, server 2 and the replacements" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" "${joined[@]}"
+  total=$(metric "$tmp/metrics.json" total_samples)
+  [ "$total" = $((epochs * 4880)) ] || fail "total_samples $total, want $((epochs * 4880))"
+  grep -q "claimed shard 0" "$tmp/joina.log" || fail "the replacement did not claim shard 0"
+  grep -q "claimed shard 1" "$tmp/server2.log" || fail "server 2 did not claim shard 1"
+  echo "total_samples $total; shard 0 failed over twice, the second time onto a replacement"
   ;;
 kill | curve)
   start_all
