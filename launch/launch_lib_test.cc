@@ -147,6 +147,31 @@ TEST(ProcessTableTest, AwaitsAKilledChildBehindAFailedOne) {
   close(devnull);
 }
 
+// A shard that a worker's ABORT ended exits before the worker: the
+// launcher waits for the failed worker by a predicate, and a worker that
+// succeeded does not match.
+TEST(ProcessTableTest, AwaitsAFailedWorkerByPredicate) {
+  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  sigset_t mask;
+  sigemptyset(&mask);
+  ProcessTable table("/bin", devnull, mask);
+  ASSERT_TRUE(table.Start("worker", 0, "true", {}).ok());
+  ASSERT_TRUE(table.Start("worker", 1, "sh", {"-c", "exit 1"}).ok());
+  ASSERT_TRUE(table.Start("replacement", 4, "sleep", {"30"}).ok());
+  EXPECT_EQ(table.Live(), 3);  // every role counts; none reaped yet
+  const auto failed = [](const Child& c) { return c.role == "worker" && !c.Succeeded(); };
+  Child* worker = table.AwaitExited(failed, std::chrono::seconds(10));
+  ASSERT_NE(worker, nullptr);
+  EXPECT_EQ(worker->index, 1);
+  EXPECT_EQ(worker->HowItEnded(), "exited with code 1");
+  EXPECT_EQ(table.AwaitExited(failed, std::chrono::milliseconds(20)), nullptr);
+  EXPECT_EQ(table.Live("replacement"), 1);
+  table.SignalAll(SIGKILL);
+  EXPECT_TRUE(ReapAll(&table));
+  close(devnull);
+}
+
 TEST(TempDirTest, RemovesOnlyDeadLaunchersFolders) {
   ScratchDir parent;
   // A pid that has exited (a reaped child) names a dead launcher.
@@ -372,6 +397,25 @@ TEST(JobPlanTest, ForwardsCountsAndOverridesAndRefusesBadCombinations) {
   elastic.mutable_cluster()->set_max_workers(4);
   EXPECT_EQ(PlanLaunch(r, elastic, "/b").status().message(),
             "--elastic_schedule needs a process per worker: not with --transport=inproc");
+}
+
+// --max_replacements: twice the servers unless given; 0 turns replacements
+// off; below -1 is refused.
+TEST(JobPlanTest, MaxReplacementsDefaultsToTwiceTheServers) {
+  LaunchRequest r;
+  r.config_path = "job.pbtxt";
+  JobConfig job = TwoByTwo();
+  job.mutable_cluster()->set_replicas(1);
+  auto options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->max_replacements, 4);
+  r.max_replacements = 0;
+  options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->max_replacements, 0);
+  r.max_replacements = -2;
+  EXPECT_EQ(PlanLaunch(r, job, "/b").status().message(),
+            "--max_replacements must be ≥ 0 (or -1: twice the server processes), got -2");
 }
 
 // cluster.replicas reaches every server the launcher starts as --replicas,

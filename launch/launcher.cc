@@ -39,6 +39,10 @@ constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
 constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
 constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
 constexpr std::chrono::milliseconds kCauseSettle{300};  // a failure by exit code: how long a signalled death may still surface as its cause
+// A shard that exits by itself (a code, not a signal) while training: how
+// long the worker whose ABORT ended it may take to exit (its ABORTs take at
+// most 1 s).
+constexpr std::chrono::seconds kAbortSettle{3};
 // The launcher logs the config in force once for the job (tools/launch_main.cc).
 constexpr const char* kChildLogConfig = "--log_config=false";
 
@@ -76,9 +80,23 @@ class Launcher {
   std::optional<int> Monitor();
   // A child that exited while training: nullopt to go on, or the exit code.
   std::optional<int> Exited(Child* c);
-  // With replicas: a server process that failed while training; nullopt
-  // when its shards live on in other processes, else 1 (the job stopped).
+  // With replicas: a server process (or a replacement) that failed while
+  // training; nullopt when its shards live on in other processes (the
+  // replacements it calls for started), else 1 (the job stopped).
   std::optional<int> ServerDied(const Child& c);
+  // A server that exited by itself while training because a worker failed
+  // and told it so (ABORT): the job failed on that worker. 1 (logged, torn
+  // down) when a worker failed within kAbortSettle, else nullopt.
+  std::optional<int> FailedOnAWorker(const Child& c);
+  // Starts a replacement for every shard left without a replica, up to
+  // --max_replacements over the job; `dead` names the process that died.
+  void StartReplacements(const std::string& dead);
+  // "it was shard 0 at tcp://..." or "it joined shard 2 as its replica".
+  std::string WhatItHeld(const Child& c) const;
+  // A replacement serving the shard it joined (it claimed it).
+  bool ServesItsShard(const Child& c) const {
+    return server_deaths_ && server_deaths_->Serving(server_deaths_->CopyOf(c.index)) == c.index;
+  }
   void LogFailure(const Child& c);
   std::optional<int> Interrupted(const std::string& phase);
   // --metrics_port (and --metrics_sd_file) of one child.
@@ -97,6 +115,7 @@ class Launcher {
   std::vector<std::string> partial_eval_;  // the evaluator, when it exited kExitPartialEval
   std::optional<ServerDeaths> server_deaths_;  // with replicas, from the servers' start
   std::vector<std::string> survived_;  // server processes that died while their shards went on
+  std::string rendezvous_flag_;  // with replicas: --rendezvous=file:DIR of the launcher's folder, or "" (the config's)
   std::string phase_ = "starting";
   std::string server_addresses_;  // the shards' endpoints, for workers started later
   Clock::time_point start_ = Clock::now();
@@ -156,9 +175,14 @@ void Launcher::PrintStatusLine() {
                  FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), options_.num_workers,
                  options_.num_servers, Live() > 0 ? "live" : "exited");
   } else {
-    std::fprintf(stderr, "[launch] %s elapsed, %s: workers %d/%d live, servers %d/%d live\n",
+    const std::string replacements =
+        server_deaths_ && server_deaths_->replacements_started() > 0
+            ? ", replacements " + std::to_string(Live("replacement")) + "/" +
+                  std::to_string(server_deaths_->replacements_started()) + " live"
+            : std::string();
+    std::fprintf(stderr, "[launch] %s elapsed, %s: workers %d/%d live, servers %d/%d live%s\n",
                  FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), Live("worker"), options_.num_workers,
-                 Live("server"), options_.num_servers);
+                 Live("server"), options_.num_servers, replacements.c_str());
   }
   std::fflush(stderr);
 }
@@ -189,12 +213,19 @@ void Launcher::Teardown(const std::string& why) {
   events_.reset_escalate();
   // Workers first: a worker stopped gracefully says BYE, and a server that
   // went first would leave it waiting on a dead shard.
-  for (const auto& [role, grace] : {std::pair{"worker", worker_grace}, std::pair{"server", kServerStopGrace}}) {
-    if (events_.escalate() || Live(role) == 0) continue;
-    table_->Terminate(role);
+  const auto stop = [this](const std::vector<std::string>& roles, std::chrono::seconds grace) {
+    const auto live = [&] {
+      int n = 0;
+      for (const std::string& role : roles) n += Live(role);
+      return n;
+    };
+    if (events_.escalate() || live() == 0) return;
+    for (const std::string& role : roles) table_->Terminate(role);
     const Clock::time_point grace_end = Clock::now() + grace;
-    while (Live(role) > 0 && !events_.escalate() && Clock::now() < grace_end) Pump(grace_end);
-  }
+    while (live() > 0 && !events_.escalate() && Clock::now() < grace_end) Pump(grace_end);
+  };
+  stop({"worker"}, worker_grace);
+  stop({"server", "replacement"}, kServerStopGrace);
   if (Live() > 0) {
     std::string names;
     for (const auto& c : table_->children())
@@ -227,7 +258,9 @@ std::optional<int> Launcher::Interrupted(const std::string& phase) {
 void Launcher::AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const {
   if (options_.metrics_port < 0) return;
   const int offset = role == "server" ? index : options_.num_servers + index;
-  args->push_back("--metrics_port=" + std::to_string(options_.metrics_port == 0 ? 0 : options_.metrics_port + offset));
+  // A replacement takes a free port: the fixed ones are the job's first processes'.
+  const bool free_port = options_.metrics_port == 0 || role == "replacement";
+  args->push_back("--metrics_port=" + std::to_string(free_port ? 0 : options_.metrics_port + offset));
   if (!options_.metrics_sd_dir.empty())
     args->push_back("--metrics_sd_file=" + options_.metrics_sd_dir + "/" + options_.metrics_sd_prefix + "-" + role +
                     "-" + std::to_string(index) + ".json");
@@ -235,7 +268,14 @@ void Launcher::AddMetricsFlags(const std::string& role, int index, std::vector<s
 
 std::vector<std::string> Launcher::WorkerArgs(int rank) const {
   std::vector<std::string> args = {"--config=" + options_.config_path, "--rank=" + std::to_string(rank),
-                                   "--server_addresses=" + server_addresses_, kChildLogConfig};
+                                   kChildLogConfig};
+  // With replicas the workers look the servers up in the rendezvous: a
+  // shard whose primary died before a worker reached it is published there
+  // by the copy that claimed it, which the port files never name.
+  if (options_.replicas == 0)
+    args.push_back("--server_addresses=" + server_addresses_);
+  else if (!rendezvous_flag_.empty())
+    args.push_back(rendezvous_flag_);
   // Elastic: the evaluator is the lowest rank still there at the end (rank
   // 0 unless it left), so every worker is told where the metrics go; only
   // the evaluator writes them.
@@ -248,8 +288,10 @@ std::vector<std::string> Launcher::WorkerArgs(int rank) const {
 }
 
 std::optional<int> Launcher::StartServers() {
-  std::string rendezvous;  // a folder for the replicas to find their primaries
   if (options_.replicas > 0) {
+    LOG(INFO) << "[launch] cluster.replicas=" << options_.replicas << ": a server process that dies is survived "
+              << "while every shard has a live holder; a shard left without a replica gets a replacement "
+              << "process joining it, at most " << options_.max_replacements << " over the job (--max_replacements)";
     server_deaths_.emplace(options_.num_servers, options_.replicas);
     if (!options_.config_rendezvous) {
       const std::string dir = tmp_dir_ + "/rendezvous";
@@ -260,7 +302,7 @@ std::optional<int> Launcher::StartServers() {
         Teardown("could not start the servers");
         return 1;
       }
-      rendezvous = "--rendezvous=file:" + dir;
+      rendezvous_flag_ = "--rendezvous=file:" + dir;
     }
   }
   for (int i = 0; i < options_.num_servers; ++i) {
@@ -277,7 +319,7 @@ std::optional<int> Launcher::StartServers() {
     std::vector<std::string> args = {"--config=" + options_.config_path, "--shard=" + std::to_string(i),
                                      "--listen=" + listen, kChildLogConfig,
                                      "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};
-    if (!rendezvous.empty()) args.push_back(rendezvous);
+    if (!rendezvous_flag_.empty()) args.push_back(rendezvous_flag_);
     AddMetricsFlags("server", i, &args);
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
     if (Status st = StartChild("server", i, "tether-server", std::move(args)); !st.ok()) {
@@ -347,11 +389,16 @@ std::optional<int> Launcher::StartWorkers() {
   return std::nullopt;
 }
 
+std::string Launcher::WhatItHeld(const Child& c) const {
+  if (c.role == "replacement" && server_deaths_)
+    return "it joined shard " + std::to_string(server_deaths_->CopyOf(c.index)) + " as its replica";
+  if (c.role == "server") return "it was shard " + std::to_string(c.index) + (c.endpoint.empty() ? "" : " at " + c.endpoint);
+  return "";
+}
+
 void Launcher::LogFailure(const Child& c) {
-  LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded()
-             << (c.role == "server" && !c.endpoint.empty()
-                     ? "; it was shard " + std::to_string(c.index) + " at " + c.endpoint
-                     : std::string());
+  const std::string held = c.role == "worker" || (c.role == "server" && c.endpoint.empty()) ? "" : WhatItHeld(c);
+  LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded() << (held.empty() ? "" : "; " + held);
 }
 
 std::optional<int> Launcher::Exited(Child* c) {
@@ -383,7 +430,23 @@ std::optional<int> Launcher::Exited(Child* c) {
   }
   // Once every worker finished, nobody needs a dead server's shard: a server
   // failing then failed at its own end (its files), which fails the job.
-  if (c->role == "server" && !c->Succeeded() && server_deaths_ && phase_ == "training") return ServerDied(*c);
+  if (c->role != "worker" && !c->Succeeded() && server_deaths_ && phase_ == "training") {
+    if (auto code = FailedOnAWorker(*c)) return code;
+    return ServerDied(*c);
+  }
+  if (c->role == "replacement" && c->Succeeded() && phase_ == "training") {
+    // Its primary ended the shard: the job is ending. It holds nothing now.
+    LOG(INFO) << "[launch] " << c->Name() << " exited with code 0: shard " << server_deaths_->CopyOf(c->index)
+              << " ended";
+    (void)server_deaths_->Died(c->index);
+    return std::nullopt;
+  }
+  if (c->role == "replacement" && !c->Succeeded() && !ServesItsShard(*c)) {
+    // After the workers finished, a copy that never served is not needed.
+    LOG(WARNING) << "[launch] " << c->Name() << " " << c->HowItEnded() << " after every worker finished; "
+                 << WhatItHeld(*c) << " and never served it: the job's result stands";
+    return std::nullopt;
+  }
   if (!c->Succeeded()) {
     if (!WIFSIGNALED(c->wait_status)) {
       if (Child* cause = table_->AwaitSignalled(kCauseSettle)) {
@@ -402,6 +465,25 @@ std::optional<int> Launcher::Exited(Child* c) {
   return std::nullopt;
 }
 
+std::optional<int> Launcher::FailedOnAWorker(const Child& c) {
+  // A shard told by a worker's ABORT that the job failed exits 1 by itself
+  // (a signal is a death); the worker exits once its ABORTs went out.
+  if (!WIFEXITED(c.wait_status)) return std::nullopt;
+  Child* worker = table_->AwaitExited(
+      [](const Child& w) {
+        if (w.role != "worker" || !WIFEXITED(w.wait_status)) return false;
+        const int code = WEXITSTATUS(w.wait_status);
+        return code != 0 && code != kExitDiverged && code != kExitPartialEval && !(w.leaving && code == 128 + SIGTERM);
+      },
+      kAbortSettle);
+  if (worker == nullptr) return std::nullopt;
+  LogFailure(*worker);
+  LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded() << " as " << worker->Name()
+             << " failed: the job failed on the worker";
+  Teardown(worker->Name() + " failed");
+  return 1;
+}
+
 std::optional<int> Launcher::ServerDied(const Child& c) {
   const ServerDeathVerdict verdict = server_deaths_->Died(c.index);
   const std::string what = DescribeServerDeath(verdict, *server_deaths_);
@@ -412,13 +494,47 @@ std::optional<int> Launcher::ServerDied(const Child& c) {
     return 1;
   }
   // Its replica noticed the closed connection and claimed the shard; the
-  // workers follow it. Nothing is started in its place.
-  LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << "; it was shard " << c.index
-               << (c.endpoint.empty() ? std::string() : " at " + c.endpoint) << ": " << what
-               << " (cluster.replicas=" << options_.replicas << "); the job goes on with " << Live("server")
-               << " of " << options_.num_servers << " server process(es)";
-  survived_.push_back(c.Name() + " (shard " + std::to_string(c.index) + ")");
+  // workers follow it.
+  const int replacements_live = Live("replacement");
+  LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << "; " << WhatItHeld(c) << ": " << what
+               << " (cluster.replicas=" << options_.replicas << "); the job goes on with " << Live("server") << " of "
+               << options_.num_servers << " server process(es)"
+               << (replacements_live > 0 ? " and " + std::to_string(replacements_live) + " replacement(s)" : "");
+  const std::string dead =
+      (c.role == "server" ? "server process " : "replacement ") + std::to_string(c.index);
+  survived_.push_back(c.Name() + " (shard " +
+                      std::to_string(c.role == "server" ? c.index : server_deaths_->CopyOf(c.index)) +
+                      (c.role == "server" ? ")" : "'s replica)"));
+  StartReplacements(dead);  // may move the table's records: `c` is not used after it
   return std::nullopt;
+}
+
+void Launcher::StartReplacements(const std::string& dead) {
+  const ReplacementPlan plan = server_deaths_->PlanReplacements(options_.max_replacements);
+  for (int shard : plan.start) {
+    const int process = server_deaths_->Replaced(shard);
+    std::vector<std::string> args = {"--config=" + options_.config_path, "--join_as_replica",
+                                     "--shard=" + std::to_string(shard), "--listen=tcp://127.0.0.1:0",
+                                     kChildLogConfig};
+    if (!rendezvous_flag_.empty()) args.push_back(rendezvous_flag_);
+    AddMetricsFlags("replacement", process, &args);
+    args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+    if (Status st = StartChild("replacement", process, "tether-server", std::move(args)); !st.ok()) {
+      LOG(ERROR) << "[launch] could not start a replacement for " << dead << " to join shard " << shard << ": "
+                 << st.ToString() << "; shard " << shard << " goes on without a replica";
+      (void)server_deaths_->Died(process);  // it never ran
+      continue;
+    }
+    LOG(WARNING) << "[launch] started a replacement for " << dead << ": joins shard " << shard
+                 << " as its replica (replacement " << process << ", " << server_deaths_->replacements_started()
+                 << " of at most " << options_.max_replacements << " over the job, --max_replacements)";
+  }
+  if (plan.over_limit.empty()) return;
+  std::string shards;
+  for (int shard : plan.over_limit) shards += (shards.empty() ? "" : ", ") + std::to_string(shard);
+  LOG(WARNING) << "[launch] " << server_deaths_->replacements_started() << " replacement(s) started over the job, "
+               << "the most --max_replacements=" << options_.max_replacements << " allows: shard(s) " << shards
+               << " go on without a replica";
 }
 
 std::optional<int> Launcher::Monitor() {
@@ -510,7 +626,8 @@ int Launcher::RunJob() {
     std::string names;
     for (const std::string& n : survived_) names += (names.empty() ? "" : ", ") + n;
     LOG(WARNING) << "[launch] the job ran to its end without " << survived_.size()
-                 << " server process(es) that died, their shards served by replicas: " << names;
+                 << " server process(es) that died, their shards served by replicas: " << names << "; "
+                 << server_deaths_->replacements_started() << " replacement(s) started";
   }
   return PrintSummary();
 }

@@ -121,11 +121,15 @@ Child* ProcessTable::NextExited() {
 }
 
 Child* ProcessTable::AwaitSignalled(std::chrono::milliseconds within) {
+  return AwaitExited([](const Child& c) { return WIFSIGNALED(c.wait_status); }, within);
+}
+
+Child* ProcessTable::AwaitExited(const std::function<bool(const Child&)>& match, std::chrono::milliseconds within) {
   const auto until = std::chrono::steady_clock::now() + within;
   while (true) {
     ReapExited();
     for (auto& c : children_) {
-      if (!c.running && !c.reported && WIFSIGNALED(c.wait_status)) {
+      if (!c.running && !c.reported && match(c)) {
         c.reported = true;
         return &c;
       }
@@ -138,6 +142,10 @@ Child* ProcessTable::AwaitSignalled(std::chrono::milliseconds within) {
 int ProcessTable::Live(const std::string& role) const {
   return static_cast<int>(
       std::count_if(children_.begin(), children_.end(), [&](const Child& c) { return c.running && c.role == role; }));
+}
+
+int ProcessTable::Live() const {
+  return static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) { return c.running; }));
 }
 
 void ProcessTable::SignalAll(int sig) {

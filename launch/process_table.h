@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,8 @@ namespace tether {
 
 /// One launched process.
 struct Child {
-  std::string role;  // "server" or "worker"
-  int index = 0;     // shard or rank
+  std::string role;  // "server", "worker" or "replacement" (a server process joining a shard as its replica)
+  int index = 0;     // shard, rank, or a replacement's process number (launch/server_deaths.h)
   pid_t pid = -1;
   bool running = false;
   bool reported = false;  // its exit has been looked at by the launcher
@@ -74,10 +75,14 @@ class ProcessTable {
   /// (told by a worker that saw the connection drop) can exit first; the
   /// killed one is still the cause to name.
   Child* AwaitSignalled(std::chrono::milliseconds within);
+  /// Waits up to `within`, reaping, for an exited child not yet looked at
+  /// that `match` accepts, and returns it (marked looked at) or null.
+  Child* AwaitExited(const std::function<bool(const Child&)>& match, std::chrono::milliseconds within);
 
   /// Children of `role` still running (not reaped).
   int Live(const std::string& role) const;
-  int Live() const { return Live("server") + Live("worker"); }
+  /// Children of any role still running.
+  int Live() const;
 
   /// `sig` to the group and to every child not reaped, while one is.
   void SignalAll(int sig);
