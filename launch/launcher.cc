@@ -66,6 +66,8 @@ class Launcher {
   void PrintStatusLine();
   int Live(const std::string& role) const { return table_ ? table_->Live(role) : 0; }
   int Live() const { return table_ ? table_->Live() : 0; }
+  // Workers still train (as of the last reap): a server's shard is needed.
+  bool Training() const { return phase_ == "training" && Live("worker") > 0; }
 
   // SIGTERM to the workers, up to kWorkerStopGrace (each says BYE, so the
   // servers stop waiting for it), then to the servers, up to
@@ -430,11 +432,11 @@ std::optional<int> Launcher::Exited(Child* c) {
   }
   // Once every worker finished, nobody needs a dead server's shard: a server
   // failing then failed at its own end (its files), which fails the job.
-  if (c->role != "worker" && !c->Succeeded() && server_deaths_ && phase_ == "training") {
+  if (c->role != "worker" && !c->Succeeded() && server_deaths_ && Training()) {
     if (auto code = FailedOnAWorker(*c)) return code;
     return ServerDied(*c);
   }
-  if (c->role == "replacement" && c->Succeeded() && phase_ == "training") {
+  if (c->role == "replacement" && c->Succeeded() && Training()) {
     // Its primary ended the shard: the job is ending. It holds nothing now.
     LOG(INFO) << "[launch] " << c->Name() << " exited with code 0: shard " << server_deaths_->CopyOf(c->index)
               << " ended";
@@ -510,6 +512,7 @@ std::optional<int> Launcher::ServerDied(const Child& c) {
 }
 
 void Launcher::StartReplacements(const std::string& dead) {
+  if (Live("worker") == 0) return;  // the job is ending: nothing to copy for
   const ReplacementPlan plan = server_deaths_->PlanReplacements(options_.max_replacements);
   for (int shard : plan.start) {
     const int process = server_deaths_->Replaced(shard);
@@ -626,7 +629,7 @@ int Launcher::RunJob() {
     std::string names;
     for (const std::string& n : survived_) names += (names.empty() ? "" : ", ") + n;
     LOG(WARNING) << "[launch] the job ran to its end without " << survived_.size()
-                 << " server process(es) that died, their shards served by replicas: " << names << "; "
+                 << " server process(es) that died, their shards served by other holders: " << names << "; "
                  << server_deaths_->replacements_started() << " replacement(s) started";
   }
   return PrintSummary();
