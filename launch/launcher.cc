@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -39,10 +40,14 @@ constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
 constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
 constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
 constexpr std::chrono::milliseconds kCauseSettle{300};  // a failure by exit code: how long a signalled death may still surface as its cause
-// A shard that exits by itself (a code, not a signal) while training: how
-// long the worker whose ABORT ended it may take to exit (its ABORTs take at
-// most 1 s).
+// A server that exits by itself (a code, not a signal) while training is
+// judged this much later: a worker whose ABORT ended it exits meanwhile
+// (its ABORTs take at most 1 s), and then the job failed on that worker.
 constexpr std::chrono::seconds kAbortSettle{3};
+// A survived death's replacements start this much later: a primary probes
+// its replica's connection every 100 ms, and refuses a joining process
+// while it still counts its old replica.
+constexpr std::chrono::seconds kReplacementDelay{1};
 // The launcher logs the config in force once for the job (tools/launch_main.cc).
 constexpr const char* kChildLogConfig = "--log_config=false";
 
@@ -86,13 +91,15 @@ class Launcher {
   // training; nullopt when its shards live on in other processes (the
   // replacements it calls for started), else 1 (the job stopped).
   std::optional<int> ServerDied(const Child& c);
-  // A server that exited by itself while training because a worker failed
-  // and told it so (ABORT): the job failed on that worker. 1 (logged, torn
-  // down) when a worker failed within kAbortSettle, else nullopt.
-  std::optional<int> FailedOnAWorker(const Child& c);
+  // Judges the server exits held back (kAbortSettle) whose time came, all
+  // of them with `all`, and starts the replacements due: nullopt to go on,
+  // or the exit code.
+  std::optional<int> RunTimers(bool all);
+  // The earliest of `until` and the timers RunTimers runs.
+  Clock::time_point NextWake(Clock::time_point until) const;
   // Starts a replacement for every shard left without a replica, up to
-  // --max_replacements over the job; `dead` names the process that died.
-  void StartReplacements(const std::string& dead);
+  // --max_replacements over the job.
+  void StartReplacements();
   // "it was shard 0 at tcp://..." or "it joined shard 2 as its replica".
   std::string WhatItHeld(const Child& c) const;
   // A replacement serving the shard it joined (it claimed it).
@@ -118,6 +125,13 @@ class Launcher {
   std::optional<ServerDeaths> server_deaths_;  // with replicas, from the servers' start
   std::vector<std::string> survived_;  // server processes that died while their shards went on
   std::string rendezvous_flag_;  // with replicas: --rendezvous=file:DIR of the launcher's folder, or "" (the config's)
+  struct HeldExit {
+    Child child;  // a copy: the table's records move when a child starts
+    Clock::time_point judge_at;
+  };
+  std::vector<HeldExit> held_exits_;  // servers that exited by themselves while training, not judged yet
+  std::optional<Clock::time_point> replacements_at_;  // when the replacements a death calls for start
+  std::map<int, std::string> left_by_;  // shard without a replica → the process whose death left it so
   std::string phase_ = "starting";
   std::string server_addresses_;  // the shards' endpoints, for workers started later
   Clock::time_point start_ = Clock::now();
@@ -433,8 +447,11 @@ std::optional<int> Launcher::Exited(Child* c) {
   // Once every worker finished, nobody needs a dead server's shard: a server
   // failing then failed at its own end (its files), which fails the job.
   if (c->role != "worker" && !c->Succeeded() && server_deaths_ && Training()) {
-    if (auto code = FailedOnAWorker(*c)) return code;
-    return ServerDied(*c);
+    if (WIFSIGNALED(c->wait_status)) return ServerDied(*c);
+    // It ended by itself: if a worker's ABORT told it the job failed, that
+    // worker's failure comes within kAbortSettle and is the job's.
+    held_exits_.push_back({*c, Clock::now() + kAbortSettle});
+    return std::nullopt;
   }
   if (c->role == "replacement" && c->Succeeded() && Training()) {
     // Its primary ended the shard: the job is ending. It holds nothing now.
@@ -450,6 +467,9 @@ std::optional<int> Launcher::Exited(Child* c) {
     return std::nullopt;
   }
   if (!c->Succeeded()) {
+    for (const HeldExit& h : held_exits_)
+      LOG(ERROR) << "[launch] " << h.child.Name() << " " << h.child.HowItEnded() << " as the job failed";
+    held_exits_.clear();
     if (!WIFSIGNALED(c->wait_status)) {
       if (Child* cause = table_->AwaitSignalled(kCauseSettle)) {
         LogFailure(*cause);
@@ -465,25 +485,6 @@ std::optional<int> Launcher::Exited(Child* c) {
   VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();
   return std::nullopt;
-}
-
-std::optional<int> Launcher::FailedOnAWorker(const Child& c) {
-  // A shard told by a worker's ABORT that the job failed exits 1 by itself
-  // (a signal is a death); the worker exits once its ABORTs went out.
-  if (!WIFEXITED(c.wait_status)) return std::nullopt;
-  Child* worker = table_->AwaitExited(
-      [](const Child& w) {
-        if (w.role != "worker" || !WIFEXITED(w.wait_status)) return false;
-        const int code = WEXITSTATUS(w.wait_status);
-        return code != 0 && code != kExitDiverged && code != kExitPartialEval && !(w.leaving && code == 128 + SIGTERM);
-      },
-      kAbortSettle);
-  if (worker == nullptr) return std::nullopt;
-  LogFailure(*worker);
-  LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded() << " as " << worker->Name()
-             << " failed: the job failed on the worker";
-  Teardown(worker->Name() + " failed");
-  return 1;
 }
 
 std::optional<int> Launcher::ServerDied(const Child& c) {
@@ -502,19 +503,40 @@ std::optional<int> Launcher::ServerDied(const Child& c) {
                << " (cluster.replicas=" << options_.replicas << "); the job goes on with " << Live("server") << " of "
                << options_.num_servers << " server process(es)"
                << (replacements_live > 0 ? " and " + std::to_string(replacements_live) + " replacement(s)" : "");
-  const std::string dead =
-      (c.role == "server" ? "server process " : "replacement ") + std::to_string(c.index);
+  const std::string dead = (c.role == "server" ? "server process " : "replacement ") + std::to_string(c.index);
+  for (int shard : verdict.unreplicated) left_by_[shard] = dead;
+  if (!replacements_at_) replacements_at_ = Clock::now() + kReplacementDelay;
   survived_.push_back(c.Name() + " (shard " +
                       std::to_string(c.role == "server" ? c.index : server_deaths_->CopyOf(c.index)) +
                       (c.role == "server" ? ")" : "'s replica)"));
-  StartReplacements(dead);  // may move the table's records: `c` is not used after it
   return std::nullopt;
 }
 
-void Launcher::StartReplacements(const std::string& dead) {
+std::optional<int> Launcher::RunTimers(bool all) {
+  const Clock::time_point now = Clock::now();
+  while (!held_exits_.empty() && (all || held_exits_.front().judge_at <= now)) {
+    const Child child = held_exits_.front().child;
+    held_exits_.erase(held_exits_.begin());
+    if (auto code = ServerDied(child)) return code;
+  }
+  if (replacements_at_ && (all || *replacements_at_ <= now)) {
+    replacements_at_.reset();
+    StartReplacements();
+  }
+  return std::nullopt;
+}
+
+Clock::time_point Launcher::NextWake(Clock::time_point until) const {
+  if (!held_exits_.empty()) until = std::min(until, held_exits_.front().judge_at);
+  if (replacements_at_) until = std::min(until, *replacements_at_);
+  return until;
+}
+
+void Launcher::StartReplacements() {
   if (Live("worker") == 0) return;  // the job is ending: nothing to copy for
   const ReplacementPlan plan = server_deaths_->PlanReplacements(options_.max_replacements);
   for (int shard : plan.start) {
+    const std::string dead = left_by_.count(shard) > 0 ? left_by_[shard] : "a dead server process";
     const int process = server_deaths_->Replaced(shard);
     std::vector<std::string> args = {"--config=" + options_.config_path, "--join_as_replica",
                                      "--shard=" + std::to_string(shard), "--listen=tcp://127.0.0.1:0",
@@ -547,6 +569,7 @@ std::optional<int> Launcher::Monitor() {
   while (true) {
     while (Child* c = table_->NextExited())
       if (auto code = Exited(c)) return code;
+    if (auto code = RunTimers(Live() == 0)) return code;
     if (auto failed = elastic_.Poll(table_.get(), Live("worker") > 0, start_worker)) {
       LOG(ERROR) << "[launch] " << failed->second.ToString();
       Teardown("could not start worker " + std::to_string(failed->first));
@@ -567,7 +590,7 @@ std::optional<int> Launcher::Monitor() {
       Teardown("servers did not exit");
       return 1;
     }
-    Pump(servers_deadline ? std::min(deadline_, *servers_deadline) : deadline_);
+    Pump(NextWake(servers_deadline ? std::min(deadline_, *servers_deadline) : deadline_));
   }
 }
 

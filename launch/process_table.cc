@@ -121,15 +121,11 @@ Child* ProcessTable::NextExited() {
 }
 
 Child* ProcessTable::AwaitSignalled(std::chrono::milliseconds within) {
-  return AwaitExited([](const Child& c) { return WIFSIGNALED(c.wait_status); }, within);
-}
-
-Child* ProcessTable::AwaitExited(const std::function<bool(const Child&)>& match, std::chrono::milliseconds within) {
   const auto until = std::chrono::steady_clock::now() + within;
   while (true) {
     ReapExited();
     for (auto& c : children_) {
-      if (!c.running && !c.reported && match(c)) {
+      if (!c.running && !c.reported && WIFSIGNALED(c.wait_status)) {
         c.reported = true;
         return &c;
       }

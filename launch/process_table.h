@@ -17,7 +17,6 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -75,9 +74,6 @@ class ProcessTable {
   /// (told by a worker that saw the connection drop) can exit first; the
   /// killed one is still the cause to name.
   Child* AwaitSignalled(std::chrono::milliseconds within);
-  /// Waits up to `within`, reaping, for an exited child not yet looked at
-  /// that `match` accepts, and returns it (marked looked at) or null.
-  Child* AwaitExited(const std::function<bool(const Child&)>& match, std::chrono::milliseconds within);
 
   /// Children of `role` still running (not reaped).
   int Live(const std::string& role) const;
