@@ -100,6 +100,10 @@ class Launcher {
   // Starts a replacement for every shard left without a replica, up to
   // --max_replacements over the job.
   void StartReplacements();
+  // A replacement that ended without need of more: exit 0 while training
+  // (its shard ended), or a failure after every worker finished of one that
+  // never served. True when logged and recorded; false: judge it as any child.
+  bool ReplacementEnded(const Child& c);
   // "it was shard 0 at tcp://..." or "it joined shard 2 as its replica".
   std::string WhatItHeld(const Child& c) const;
   // A replacement serving the shard it joined (it claimed it).
@@ -453,38 +457,39 @@ std::optional<int> Launcher::Exited(Child* c) {
     held_exits_.push_back({*c, Clock::now() + kAbortSettle});
     return std::nullopt;
   }
-  if (c->role == "replacement" && c->Succeeded() && Training()) {
-    // Its primary ended the shard: the job is ending. It holds nothing now.
-    LOG(INFO) << "[launch] " << c->Name() << " exited with code 0: shard " << server_deaths_->CopyOf(c->index)
-              << " ended";
-    (void)server_deaths_->Died(c->index);
-    return std::nullopt;
-  }
-  if (c->role == "replacement" && !c->Succeeded() && !ServesItsShard(*c)) {
-    // After the workers finished, a copy that never served is not needed.
-    LOG(WARNING) << "[launch] " << c->Name() << " " << c->HowItEnded() << " after every worker finished; "
-                 << WhatItHeld(*c) << " and never served it: the job's result stands";
-    return std::nullopt;
-  }
+  if (c->role == "replacement" && ReplacementEnded(*c)) return std::nullopt;
   if (!c->Succeeded()) {
-    for (const HeldExit& h : held_exits_)
-      LOG(ERROR) << "[launch] " << h.child.Name() << " " << h.child.HowItEnded() << " as the job failed";
-    held_exits_.clear();
-    if (!WIFSIGNALED(c->wait_status)) {
-      if (Child* cause = table_->AwaitSignalled(kCauseSettle)) {
-        LogFailure(*cause);
-        LogFailure(*c);
-        Teardown(cause->Name() + " failed");
-        return 1;
-      }
-    }
+    // A child killed meanwhile is the cause (ProcessTable::AwaitSignalled).
+    const Child* cause = WIFSIGNALED(c->wait_status) ? nullptr : table_->AwaitSignalled(kCauseSettle);
+    if (cause != nullptr) LogFailure(*cause);
     LogFailure(*c);
-    Teardown(c->Name() + " failed");
+    const std::string failed = (cause != nullptr ? cause : c)->Name();
+    for (const HeldExit& h : held_exits_)
+      LOG(ERROR) << "[launch] " << h.child.Name() << " " << h.child.HowItEnded() << " as " << failed << " failed";
+    held_exits_.clear();
+    Teardown(failed + " failed");
     return 1;
   }
   VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();
   return std::nullopt;
+}
+
+bool Launcher::ReplacementEnded(const Child& c) {
+  if (c.Succeeded() && Training()) {
+    // Its primary ended the shard: the job is ending. It holds nothing now.
+    LOG(INFO) << "[launch] " << c.Name() << " exited with code 0: shard " << server_deaths_->CopyOf(c.index)
+              << " ended";
+    (void)server_deaths_->Died(c.index);
+    return true;
+  }
+  if (!c.Succeeded() && !Training() && !ServesItsShard(c)) {
+    // After the workers finished, a copy that never served is not needed.
+    LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << " after every worker finished; "
+                 << WhatItHeld(c) << " and never served it: the job's result stands";
+    return true;
+  }
+  return false;
 }
 
 std::optional<int> Launcher::ServerDied(const Child& c) {
