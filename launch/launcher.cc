@@ -451,9 +451,11 @@ std::optional<int> Launcher::Exited(Child* c) {
   // Once every worker finished, nobody needs a dead server's shard: a server
   // failing then failed at its own end (its files), which fails the job.
   if (c->role != "worker" && !c->Succeeded() && server_deaths_ && Training()) {
-    if (WIFSIGNALED(c->wait_status)) return ServerDied(*c);
     // It ended by itself: if a worker's ABORT told it the job failed, that
-    // worker's failure comes within kAbortSettle and is the job's.
+    // worker's failure comes within kAbortSettle and is the job's. A death
+    // that loses a shard is judged at once (the workers fail of it).
+    ServerDeaths if_dead = *server_deaths_;
+    if (WIFSIGNALED(c->wait_status) || !if_dead.Died(c->index).survivable) return ServerDied(*c);
     held_exits_.push_back({*c, Clock::now() + kAbortSettle});
     return std::nullopt;
   }
