@@ -310,8 +310,11 @@ std::vector<std::string> Launcher::WorkerArgs(int rank) const {
 std::optional<int> Launcher::StartServers() {
   if (options_.replicas > 0) {
     LOG(INFO) << "[launch] cluster.replicas=" << options_.replicas << ": a server process that dies is survived "
-              << "while every shard has a live holder; a shard left without a replica gets a replacement "
-              << "process joining it, at most " << options_.max_replacements << " over the job (--max_replacements)";
+              << "while every shard has a live holder; "
+              << (options_.max_replacements > 0
+                      ? "a shard left without a replica gets a replacement process joining it, at most " +
+                            std::to_string(options_.max_replacements) + " over the job (--max_replacements)"
+                      : std::string("no replacement process is started (--max_replacements=0)"));
     server_deaths_.emplace(options_.num_servers, options_.replicas);
     if (!options_.config_rendezvous) {
       const std::string dir = tmp_dir_ + "/rendezvous";
