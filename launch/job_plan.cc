@@ -103,6 +103,11 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
   options.data_on_demand = config.train().data_on_demand();
   options.replicas = config.cluster().replicas();
   options.config_rendezvous = !config.cluster().rendezvous().empty();
+  if (request.max_replacements < -1)
+    return Status::InvalidArgument("--max_replacements must be ≥ 0 (or -1: twice the server processes), got " +
+                                   std::to_string(request.max_replacements));
+  options.max_replacements =
+      request.max_replacements < 0 ? 2 * config.cluster().num_servers() : request.max_replacements;
   options.metrics_out = request.metrics_out;
   options.print_metrics = request.print_metrics;
   options.model_out = request.model_out;

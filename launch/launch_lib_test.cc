@@ -147,6 +147,30 @@ TEST(ProcessTableTest, AwaitsAKilledChildBehindAFailedOne) {
   close(devnull);
 }
 
+// Live() counts the children of every role (replacements too), Live(role)
+// those of one.
+TEST(ProcessTableTest, CountsEveryRoleAsLive) {
+  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  sigset_t mask;
+  sigemptyset(&mask);
+  ProcessTable table("/bin", devnull, mask);
+  ASSERT_TRUE(table.Start("worker", 0, "true", {}).ok());
+  ASSERT_TRUE(table.Start("replacement", 4, "sleep", {"30"}).ok());
+  EXPECT_EQ(table.Live(), 2);  // none reaped yet
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (table.Live("worker") > 0 && std::chrono::steady_clock::now() < until) {
+    table.ReapExited();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(table.Live("worker"), 0);
+  EXPECT_EQ(table.Live("replacement"), 1);
+  EXPECT_EQ(table.Live(), 1);
+  table.SignalAll(SIGKILL);
+  EXPECT_TRUE(ReapAll(&table));
+  close(devnull);
+}
+
 TEST(TempDirTest, RemovesOnlyDeadLaunchersFolders) {
   ScratchDir parent;
   // A pid that has exited (a reaped child) names a dead launcher.
@@ -372,6 +396,25 @@ TEST(JobPlanTest, ForwardsCountsAndOverridesAndRefusesBadCombinations) {
   elastic.mutable_cluster()->set_max_workers(4);
   EXPECT_EQ(PlanLaunch(r, elastic, "/b").status().message(),
             "--elastic_schedule needs a process per worker: not with --transport=inproc");
+}
+
+// --max_replacements: twice the servers unless given; 0 turns replacements
+// off; below -1 is refused.
+TEST(JobPlanTest, MaxReplacementsDefaultsToTwiceTheServers) {
+  LaunchRequest r;
+  r.config_path = "job.pbtxt";
+  JobConfig job = TwoByTwo();
+  job.mutable_cluster()->set_replicas(1);
+  auto options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->max_replacements, 4);
+  r.max_replacements = 0;
+  options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->max_replacements, 0);
+  r.max_replacements = -2;
+  EXPECT_EQ(PlanLaunch(r, job, "/b").status().message(),
+            "--max_replacements must be ≥ 0 (or -1: twice the server processes), got -2");
 }
 
 // cluster.replicas reaches every server the launcher starts as --replicas,

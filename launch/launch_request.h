@@ -32,6 +32,7 @@ struct LaunchRequest {
   bool resume_if_present = false;
   std::string elastic_schedule;
   int max_restarts = 0;
+  int max_replacements = -1;  // --max_replacements; -1: 2 × the server processes
   // Engine mode.
   std::string engine = "auto";  // auto | on | off
   std::string listen;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -39,6 +40,14 @@ constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
 constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
 constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
 constexpr std::chrono::milliseconds kCauseSettle{300};  // a failure by exit code: how long a signalled death may still surface as its cause
+// A server that exits by itself (a code, not a signal) while training is
+// judged this much later: a worker whose ABORT ended it exits meanwhile
+// (its ABORTs take at most 1 s), and then the job failed on that worker.
+constexpr std::chrono::seconds kAbortSettle{3};
+// A survived death's replacements start this much later: a primary probes
+// its replica's connection every 100 ms, and refuses a joining process
+// while it still counts its old replica.
+constexpr std::chrono::seconds kReplacementDelay{1};
 // The launcher logs the config in force once for the job (tools/launch_main.cc).
 constexpr const char* kChildLogConfig = "--log_config=false";
 
@@ -62,6 +71,8 @@ class Launcher {
   void PrintStatusLine();
   int Live(const std::string& role) const { return table_ ? table_->Live(role) : 0; }
   int Live() const { return table_ ? table_->Live() : 0; }
+  // Workers still train (as of the last reap): a server's shard is needed.
+  bool Training() const { return phase_ == "training" && Live("worker") > 0; }
 
   // SIGTERM to the workers, up to kWorkerStopGrace (each says BYE, so the
   // servers stop waiting for it), then to the servers, up to
@@ -76,9 +87,29 @@ class Launcher {
   std::optional<int> Monitor();
   // A child that exited while training: nullopt to go on, or the exit code.
   std::optional<int> Exited(Child* c);
-  // With replicas: a server process that failed while training; nullopt
-  // when its shards live on in other processes, else 1 (the job stopped).
+  // With replicas: a server process (or a replacement) that failed while
+  // training; nullopt when its shards live on in other processes (the
+  // replacements it calls for started), else 1 (the job stopped).
   std::optional<int> ServerDied(const Child& c);
+  // Judges the server exits held back (kAbortSettle) whose time came, all
+  // of them with `all`, and starts the replacements due: nullopt to go on,
+  // or the exit code.
+  std::optional<int> RunTimers(bool all);
+  // The earliest of `until` and the timers RunTimers runs.
+  Clock::time_point NextWake(Clock::time_point until) const;
+  // Starts a replacement for every shard left without a replica, up to
+  // --max_replacements over the job.
+  void StartReplacements();
+  // A replacement that ended without need of more: exit 0 while training
+  // (its shard ended), or a failure after every worker finished of one that
+  // never served. True when logged and recorded; false: judge it as any child.
+  bool ReplacementEnded(const Child& c);
+  // "it was shard 0 at tcp://..." or "it joined shard 2 as its replica".
+  std::string WhatItHeld(const Child& c) const;
+  // A replacement serving the shard it joined (it claimed it).
+  bool ServesItsShard(const Child& c) const {
+    return server_deaths_ && server_deaths_->Serving(server_deaths_->CopyOf(c.index)) == c.index;
+  }
   void LogFailure(const Child& c);
   std::optional<int> Interrupted(const std::string& phase);
   // --metrics_port (and --metrics_sd_file) of one child.
@@ -97,6 +128,14 @@ class Launcher {
   std::vector<std::string> partial_eval_;  // the evaluator, when it exited kExitPartialEval
   std::optional<ServerDeaths> server_deaths_;  // with replicas, from the servers' start
   std::vector<std::string> survived_;  // server processes that died while their shards went on
+  std::string rendezvous_flag_;  // with replicas: --rendezvous=file:DIR of the launcher's folder, or "" (the config's)
+  struct HeldExit {
+    Child child;  // a copy: the table's records move when a child starts
+    Clock::time_point judge_at;
+  };
+  std::vector<HeldExit> held_exits_;  // servers that exited by themselves while training, not judged yet
+  std::optional<Clock::time_point> replacements_at_;  // when the replacements a death calls for start
+  std::map<int, std::string> left_by_;  // shard without a replica → the process whose death left it so
   std::string phase_ = "starting";
   std::string server_addresses_;  // the shards' endpoints, for workers started later
   Clock::time_point start_ = Clock::now();
@@ -156,9 +195,14 @@ void Launcher::PrintStatusLine() {
                  FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), options_.num_workers,
                  options_.num_servers, Live() > 0 ? "live" : "exited");
   } else {
-    std::fprintf(stderr, "[launch] %s elapsed, %s: workers %d/%d live, servers %d/%d live\n",
+    const std::string replacements =
+        server_deaths_ && server_deaths_->replacements_started() > 0
+            ? ", replacements " + std::to_string(Live("replacement")) + "/" +
+                  std::to_string(server_deaths_->replacements_started()) + " live"
+            : std::string();
+    std::fprintf(stderr, "[launch] %s elapsed, %s: workers %d/%d live, servers %d/%d live%s\n",
                  FormatDuration(Clock::now() - start_).c_str(), phase_.c_str(), Live("worker"), options_.num_workers,
-                 Live("server"), options_.num_servers);
+                 Live("server"), options_.num_servers, replacements.c_str());
   }
   std::fflush(stderr);
 }
@@ -189,12 +233,19 @@ void Launcher::Teardown(const std::string& why) {
   events_.reset_escalate();
   // Workers first: a worker stopped gracefully says BYE, and a server that
   // went first would leave it waiting on a dead shard.
-  for (const auto& [role, grace] : {std::pair{"worker", worker_grace}, std::pair{"server", kServerStopGrace}}) {
-    if (events_.escalate() || Live(role) == 0) continue;
-    table_->Terminate(role);
+  const auto stop = [this](const std::vector<std::string>& roles, std::chrono::seconds grace) {
+    const auto live = [&] {
+      int n = 0;
+      for (const std::string& role : roles) n += Live(role);
+      return n;
+    };
+    if (events_.escalate() || live() == 0) return;
+    for (const std::string& role : roles) table_->Terminate(role);
     const Clock::time_point grace_end = Clock::now() + grace;
-    while (Live(role) > 0 && !events_.escalate() && Clock::now() < grace_end) Pump(grace_end);
-  }
+    while (live() > 0 && !events_.escalate() && Clock::now() < grace_end) Pump(grace_end);
+  };
+  stop({"worker"}, worker_grace);
+  stop({"server", "replacement"}, kServerStopGrace);
   if (Live() > 0) {
     std::string names;
     for (const auto& c : table_->children())
@@ -227,7 +278,9 @@ std::optional<int> Launcher::Interrupted(const std::string& phase) {
 void Launcher::AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const {
   if (options_.metrics_port < 0) return;
   const int offset = role == "server" ? index : options_.num_servers + index;
-  args->push_back("--metrics_port=" + std::to_string(options_.metrics_port == 0 ? 0 : options_.metrics_port + offset));
+  // A replacement takes a free port: the fixed ones are the job's first processes'.
+  const bool free_port = options_.metrics_port == 0 || role == "replacement";
+  args->push_back("--metrics_port=" + std::to_string(free_port ? 0 : options_.metrics_port + offset));
   if (!options_.metrics_sd_dir.empty())
     args->push_back("--metrics_sd_file=" + options_.metrics_sd_dir + "/" + options_.metrics_sd_prefix + "-" + role +
                     "-" + std::to_string(index) + ".json");
@@ -235,7 +288,14 @@ void Launcher::AddMetricsFlags(const std::string& role, int index, std::vector<s
 
 std::vector<std::string> Launcher::WorkerArgs(int rank) const {
   std::vector<std::string> args = {"--config=" + options_.config_path, "--rank=" + std::to_string(rank),
-                                   "--server_addresses=" + server_addresses_, kChildLogConfig};
+                                   kChildLogConfig};
+  // With replicas the workers look the servers up in the rendezvous: a
+  // shard whose primary died before a worker reached it is published there
+  // by the copy that claimed it, which the port files never name.
+  if (options_.replicas == 0)
+    args.push_back("--server_addresses=" + server_addresses_);
+  else if (!rendezvous_flag_.empty())
+    args.push_back(rendezvous_flag_);
   // Elastic: the evaluator is the lowest rank still there at the end (rank
   // 0 unless it left), so every worker is told where the metrics go; only
   // the evaluator writes them.
@@ -248,8 +308,13 @@ std::vector<std::string> Launcher::WorkerArgs(int rank) const {
 }
 
 std::optional<int> Launcher::StartServers() {
-  std::string rendezvous;  // a folder for the replicas to find their primaries
   if (options_.replicas > 0) {
+    LOG(INFO) << "[launch] cluster.replicas=" << options_.replicas << ": a server process that dies is survived "
+              << "while every shard has a live holder; "
+              << (options_.max_replacements > 0
+                      ? "a shard left without a replica gets a replacement process joining it, at most " +
+                            std::to_string(options_.max_replacements) + " over the job (--max_replacements)"
+                      : std::string("no replacement process is started (--max_replacements=0)"));
     server_deaths_.emplace(options_.num_servers, options_.replicas);
     if (!options_.config_rendezvous) {
       const std::string dir = tmp_dir_ + "/rendezvous";
@@ -260,7 +325,7 @@ std::optional<int> Launcher::StartServers() {
         Teardown("could not start the servers");
         return 1;
       }
-      rendezvous = "--rendezvous=file:" + dir;
+      rendezvous_flag_ = "--rendezvous=file:" + dir;
     }
   }
   for (int i = 0; i < options_.num_servers; ++i) {
@@ -277,7 +342,7 @@ std::optional<int> Launcher::StartServers() {
     std::vector<std::string> args = {"--config=" + options_.config_path, "--shard=" + std::to_string(i),
                                      "--listen=" + listen, kChildLogConfig,
                                      "--port_file=" + tmp_dir_ + "/server_" + std::to_string(i) + ".port"};
-    if (!rendezvous.empty()) args.push_back(rendezvous);
+    if (!rendezvous_flag_.empty()) args.push_back(rendezvous_flag_);
     AddMetricsFlags("server", i, &args);
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
     if (Status st = StartChild("server", i, "tether-server", std::move(args)); !st.ok()) {
@@ -347,11 +412,16 @@ std::optional<int> Launcher::StartWorkers() {
   return std::nullopt;
 }
 
+std::string Launcher::WhatItHeld(const Child& c) const {
+  if (c.role == "replacement" && server_deaths_)
+    return "it joined shard " + std::to_string(server_deaths_->CopyOf(c.index)) + " as its replica";
+  if (c.role == "server") return "it was shard " + std::to_string(c.index) + (c.endpoint.empty() ? "" : " at " + c.endpoint);
+  return "";
+}
+
 void Launcher::LogFailure(const Child& c) {
-  LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded()
-             << (c.role == "server" && !c.endpoint.empty()
-                     ? "; it was shard " + std::to_string(c.index) + " at " + c.endpoint
-                     : std::string());
+  const std::string held = c.role == "worker" || (c.role == "server" && c.endpoint.empty()) ? "" : WhatItHeld(c);
+  LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded() << (held.empty() ? "" : "; " + held);
 }
 
 std::optional<int> Launcher::Exited(Child* c) {
@@ -383,23 +453,48 @@ std::optional<int> Launcher::Exited(Child* c) {
   }
   // Once every worker finished, nobody needs a dead server's shard: a server
   // failing then failed at its own end (its files), which fails the job.
-  if (c->role == "server" && !c->Succeeded() && server_deaths_ && phase_ == "training") return ServerDied(*c);
+  if (c->role != "worker" && !c->Succeeded() && server_deaths_ && Training()) {
+    // It ended by itself: if a worker's ABORT told it the job failed, that
+    // worker's failure comes within kAbortSettle and is the job's. A death
+    // that loses a shard is judged at once (the workers fail of it).
+    ServerDeaths if_dead = *server_deaths_;
+    if (WIFSIGNALED(c->wait_status) || !if_dead.Died(c->index).survivable) return ServerDied(*c);
+    held_exits_.push_back({*c, Clock::now() + kAbortSettle});
+    return std::nullopt;
+  }
+  if (c->role == "replacement" && ReplacementEnded(*c)) return std::nullopt;
   if (!c->Succeeded()) {
-    if (!WIFSIGNALED(c->wait_status)) {
-      if (Child* cause = table_->AwaitSignalled(kCauseSettle)) {
-        LogFailure(*cause);
-        LogFailure(*c);
-        Teardown(cause->Name() + " failed");
-        return 1;
-      }
-    }
+    // A child killed meanwhile is the cause (ProcessTable::AwaitSignalled).
+    const Child* cause = WIFSIGNALED(c->wait_status) ? nullptr : table_->AwaitSignalled(kCauseSettle);
+    if (cause != nullptr) LogFailure(*cause);
     LogFailure(*c);
-    Teardown(c->Name() + " failed");
+    const std::string failed = (cause != nullptr ? cause : c)->Name();
+    for (const HeldExit& h : held_exits_)
+      LOG(ERROR) << "[launch] " << h.child.Name() << " " << h.child.HowItEnded() << " as " << failed << " failed";
+    held_exits_.clear();
+    Teardown(failed + " failed");
     return 1;
   }
   VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();
   return std::nullopt;
+}
+
+bool Launcher::ReplacementEnded(const Child& c) {
+  if (c.Succeeded() && Training()) {
+    // Its primary ended the shard: the job is ending. It holds nothing now.
+    LOG(INFO) << "[launch] " << c.Name() << " exited with code 0: shard " << server_deaths_->CopyOf(c.index)
+              << " ended";
+    (void)server_deaths_->Died(c.index);
+    return true;
+  }
+  if (!c.Succeeded() && !Training() && !ServesItsShard(c)) {
+    // After the workers finished, a copy that never served is not needed.
+    LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << " after every worker finished; "
+                 << WhatItHeld(c) << " and never served it: the job's result stands";
+    return true;
+  }
+  return false;
 }
 
 std::optional<int> Launcher::ServerDied(const Child& c) {
@@ -412,13 +507,69 @@ std::optional<int> Launcher::ServerDied(const Child& c) {
     return 1;
   }
   // Its replica noticed the closed connection and claimed the shard; the
-  // workers follow it. Nothing is started in its place.
-  LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << "; it was shard " << c.index
-               << (c.endpoint.empty() ? std::string() : " at " + c.endpoint) << ": " << what
-               << " (cluster.replicas=" << options_.replicas << "); the job goes on with " << Live("server")
-               << " of " << options_.num_servers << " server process(es)";
-  survived_.push_back(c.Name() + " (shard " + std::to_string(c.index) + ")");
+  // workers follow it.
+  const int replacements_live = Live("replacement");
+  LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << "; " << WhatItHeld(c) << ": " << what
+               << " (cluster.replicas=" << options_.replicas << "); the job goes on with " << Live("server") << " of "
+               << options_.num_servers << " server process(es)"
+               << (replacements_live > 0 ? " and " + std::to_string(replacements_live) + " replacement(s)" : "");
+  const std::string dead = (c.role == "server" ? "server process " : "replacement ") + std::to_string(c.index);
+  for (int shard : verdict.unreplicated) left_by_[shard] = dead;
+  if (!replacements_at_) replacements_at_ = Clock::now() + kReplacementDelay;
+  survived_.push_back(c.Name() + " (shard " +
+                      std::to_string(c.role == "server" ? c.index : server_deaths_->CopyOf(c.index)) +
+                      (c.role == "server" ? ")" : "'s replica)"));
   return std::nullopt;
+}
+
+std::optional<int> Launcher::RunTimers(bool all) {
+  const Clock::time_point now = Clock::now();
+  while (!held_exits_.empty() && (all || held_exits_.front().judge_at <= now)) {
+    const Child child = held_exits_.front().child;
+    held_exits_.erase(held_exits_.begin());
+    if (auto code = ServerDied(child)) return code;
+  }
+  if (replacements_at_ && (all || *replacements_at_ <= now)) {
+    replacements_at_.reset();
+    StartReplacements();
+  }
+  return std::nullopt;
+}
+
+Clock::time_point Launcher::NextWake(Clock::time_point until) const {
+  if (!held_exits_.empty()) until = std::min(until, held_exits_.front().judge_at);
+  if (replacements_at_) until = std::min(until, *replacements_at_);
+  return until;
+}
+
+void Launcher::StartReplacements() {
+  if (Live("worker") == 0) return;  // the job is ending: nothing to copy for
+  const ReplacementPlan plan = server_deaths_->PlanReplacements(options_.max_replacements);
+  for (int shard : plan.start) {
+    const std::string dead = left_by_.count(shard) > 0 ? left_by_[shard] : "a dead server process";
+    const int process = server_deaths_->Replaced(shard);
+    std::vector<std::string> args = {"--config=" + options_.config_path, "--join_as_replica",
+                                     "--shard=" + std::to_string(shard), "--listen=tcp://127.0.0.1:0",
+                                     kChildLogConfig};
+    if (!rendezvous_flag_.empty()) args.push_back(rendezvous_flag_);
+    AddMetricsFlags("replacement", process, &args);
+    args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
+    if (Status st = StartChild("replacement", process, "tether-server", std::move(args)); !st.ok()) {
+      LOG(ERROR) << "[launch] could not start a replacement for " << dead << " to join shard " << shard << ": "
+                 << st.ToString() << "; shard " << shard << " goes on without a replica";
+      (void)server_deaths_->Died(process);  // it never ran
+      continue;
+    }
+    LOG(WARNING) << "[launch] started a replacement for " << dead << ": joins shard " << shard
+                 << " as its replica (replacement " << process << ", " << server_deaths_->replacements_started()
+                 << " of at most " << options_.max_replacements << " over the job, --max_replacements)";
+  }
+  if (plan.over_limit.empty()) return;
+  std::string shards;
+  for (int shard : plan.over_limit) shards += (shards.empty() ? "" : ", ") + std::to_string(shard);
+  LOG(WARNING) << "[launch] " << server_deaths_->replacements_started() << " replacement(s) started over the job, "
+               << "the most --max_replacements=" << options_.max_replacements << " allows: shard(s) " << shards
+               << " go on without a replica";
 }
 
 std::optional<int> Launcher::Monitor() {
@@ -428,6 +579,7 @@ std::optional<int> Launcher::Monitor() {
   while (true) {
     while (Child* c = table_->NextExited())
       if (auto code = Exited(c)) return code;
+    if (auto code = RunTimers(Live() == 0)) return code;
     if (auto failed = elastic_.Poll(table_.get(), Live("worker") > 0, start_worker)) {
       LOG(ERROR) << "[launch] " << failed->second.ToString();
       Teardown("could not start worker " + std::to_string(failed->first));
@@ -448,7 +600,7 @@ std::optional<int> Launcher::Monitor() {
       Teardown("servers did not exit");
       return 1;
     }
-    Pump(servers_deadline ? std::min(deadline_, *servers_deadline) : deadline_);
+    Pump(NextWake(servers_deadline ? std::min(deadline_, *servers_deadline) : deadline_));
   }
 }
 
@@ -510,7 +662,8 @@ int Launcher::RunJob() {
     std::string names;
     for (const std::string& n : survived_) names += (names.empty() ? "" : ", ") + n;
     LOG(WARNING) << "[launch] the job ran to its end without " << survived_.size()
-                 << " server process(es) that died, their shards served by replicas: " << names;
+                 << " server process(es) that died, their shards served by other holders: " << names << "; "
+                 << server_deaths_->replacements_started() << " replacement(s) started";
   }
   return PrintSummary();
 }

@@ -13,8 +13,13 @@
 // LaunchOptions::timeout. Teardown stops the workers first (SIGTERM: each
 // says BYE), then the servers, then SIGKILLs the process group. With
 // cluster.replicas, a server process that dies is logged and the job goes
-// on while every shard has a live holder (launch/server_deaths.h); no
-// process is started in its place.
+// on while every shard has a live holder (launch/server_deaths.h); each
+// shard it leaves without a replica gets a replacement, a tether-server
+// --join_as_replica --shard=N child that copies the shard from its primary
+// (at most LaunchOptions::max_replacements over the job). A replacement is
+// supervised like a server: its death is one more server death, judged the
+// same way. Workers find the servers in the rendezvous then (a shard that
+// failed over before a worker reached it is published there).
 //
 // Ownership: a Launcher owns its children (process_table.h), its folder
 // (temp_dir.h, removed when it is destroyed) and its signal handling
@@ -61,6 +66,9 @@ struct LaunchOptions {
   // its shards keep a live holder does not fail the job
   // (launch/server_deaths.h).
   int replicas = 0;
+  // With replicas: how many replacement processes may be started over the
+  // job (--max_replacements; 0: none).
+  int max_replacements = 0;
   // With replicas, the servers find each other (a replica connects to its
   // shard's primary) through the rendezvous: cluster.rendezvous when the
   // config names one, else a folder of the launcher's own.
@@ -69,8 +77,9 @@ struct LaunchOptions {
 
 /// Runs the job once with `options` (checked by the caller, launch/job_plan.h)
 /// and returns the process exit code: 0 success (also after server
-/// processes died whose shards their replicas serve); 1 a child failed, the
-/// servers did not exit after the workers, the metrics file is missing, or
+/// processes died whose shards their replicas or replacements serve); 1 a
+/// child failed, the servers did not exit after the workers, the metrics
+/// file is missing, or
 /// a start-up error; 3 a worker's loss diverged (train.fail_on_divergence);
 /// 124 the timeout expired; 128+N on stop signal N. Never returns with a
 /// child still running that it could reap. Logs why it did not succeed.

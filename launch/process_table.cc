@@ -140,6 +140,10 @@ int ProcessTable::Live(const std::string& role) const {
       std::count_if(children_.begin(), children_.end(), [&](const Child& c) { return c.running && c.role == role; }));
 }
 
+int ProcessTable::Live() const {
+  return static_cast<int>(std::count_if(children_.begin(), children_.end(), [](const Child& c) { return c.running; }));
+}
+
 void ProcessTable::SignalAll(int sig) {
   // The group reaches children that have not been reaped yet (a zombie keeps
   // the group id reserved, so it cannot name some other process group) and

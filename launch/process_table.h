@@ -26,8 +26,8 @@ namespace tether {
 
 /// One launched process.
 struct Child {
-  std::string role;  // "server" or "worker"
-  int index = 0;     // shard or rank
+  std::string role;  // "server", "worker" or "replacement" (a server process joining a shard as its replica)
+  int index = 0;     // shard, rank, or a replacement's process number (launch/server_deaths.h)
   pid_t pid = -1;
   bool running = false;
   bool reported = false;  // its exit has been looked at by the launcher
@@ -77,7 +77,8 @@ class ProcessTable {
 
   /// Children of `role` still running (not reaped).
   int Live(const std::string& role) const;
-  int Live() const { return Live("server") + Live("worker"); }
+  /// Children of any role still running.
+  int Live() const;
 
   /// `sig` to the group and to every child not reaped, while one is.
   void SignalAll(int sig);

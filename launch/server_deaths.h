@@ -1,5 +1,6 @@
-// Whether a launched job can go on after one of its server processes died:
-// the launcher's rule (launch/launcher.h), kept apart from its event loop.
+// Whether a launched job can go on after one of its server processes died,
+// and which shards want a new replica: the launcher's rules
+// (launch/launcher.h), kept apart from its event loop.
 //
 // With cluster.replicas = r, shard s is held by the server processes of its
 // chain s, s + 1, ..., s + r (mod S), the primary first
@@ -10,8 +11,18 @@
 // cannot when the dead process was the last live holder of some shard (its
 // own shard with r = 1 when its successor s + 1 died before, or the shard of
 // its predecessor that it had taken over). With r = 0 every server death
-// loses its shard. No process is started in a dead one's place: a shard
-// whose holders die one by one runs on fewer copies to the end.
+// loses its shard.
+//
+// Re-replication: a shard left with one live holder (no replica) may get a
+// replacement process (tether-server --join_as_replica --shard=N), which
+// copies the shard from its primary and joins the chain as its tail. The
+// replacements are processes num_servers, num_servers + 1, ... in the order
+// they were started; each holds a copy of exactly one shard and no shard of
+// its own. A replacement counts as a holder from its start: one whose
+// primary dies before it caught up ends with an error (it cannot claim), and
+// its own death then loses the shard. Its death is judged like any other:
+// a shard it served moves to the next live holder, and a shard it was the
+// replica of is left without one again.
 //
 // Ownership: plain values.
 // Thread-safety: none; one owner (the launcher's event loop).
@@ -26,10 +37,10 @@ namespace tether {
 
 /// What one server process's death means for the job's shards.
 struct ServerDeathVerdict {
-  int process = -1;         // the server process (its --shard) that died
+  int process = -1;         // the server process (its --shard, or a replacement's number) that died
   bool survivable = false;  // every shard still has a live holder
   /// Shards the dead process served (its own; shards it had taken over)
-  /// and the process whose replica serves each now.
+  /// and the process that serves each now.
   struct Move {
     int shard = -1;
     int to = -1;
@@ -41,28 +52,61 @@ struct ServerDeathVerdict {
   std::vector<int> lost;
 };
 
+/// The replacements to start now (ServerDeaths::PlanReplacements).
+struct ReplacementPlan {
+  std::vector<int> start;        // shards that get a replacement, ascending
+  std::vector<int> over_limit;   // shards without a replica that get none: the limit is reached
+};
+
 /// The shards of a job with `num_servers` server processes and `replicas`
-/// copies of each, and which of its processes died. Requires 0 ≤ replicas <
-/// num_servers (a validated cluster config) and num_servers ≥ 1.
+/// copies of each, which of its processes died, and the replacements
+/// started. Requires 0 ≤ replicas < num_servers (a validated cluster
+/// config) and num_servers ≥ 1.
 class ServerDeaths {
  public:
   ServerDeaths(int num_servers, int replicas);
 
-  /// Records that server process `process` (0 ≤ process < num_servers)
+  /// Records that server process `process` (0 ≤ process < num_processes())
   /// died and returns what that means. A process that died already: the
   /// same shards, nothing moved (survivable unless a shard is lost).
   ServerDeathVerdict Died(int process);
 
+  /// The shards with exactly one live holder (no replica), ascending, and
+  /// which of them get a replacement when at most `max_replacements` may be
+  /// started over the job (replacements_started() of them were). A lost
+  /// shard gets none. With replicas = 0 every list is empty.
+  ReplacementPlan PlanReplacements(int max_replacements) const;
+  /// Records a replacement started to join `shard` (which has a live
+  /// holder, 0 ≤ shard < num_servers) as its replica, appended to the
+  /// shard's chain, and returns its process number (num_servers + the
+  /// number of replacements before it).
+  int Replaced(int shard);
+
   bool dead(int process) const { return dead_[process]; }
   /// The process serving `shard` now, or -1 when it is lost.
   int Serving(int shard) const { return views_[shard].primary(); }
+  /// The live holders of `shard`, the serving one first.
+  const std::vector<int>& Holders(int shard) const { return views_[shard].members; }
+  /// Every process that ever held `shard`: its first chain, then the
+  /// replacements that joined it, in order.
+  const std::vector<int>& held(int shard) const { return held_[shard]; }
+  /// The shard replacement `process` joined, or -1 for a process of the
+  /// job's start.
+  int CopyOf(int process) const;
+  /// "server 1" or "replacement 3".
+  std::string ProcessName(int process) const;
   int replicas() const { return replicas_; }
-  int num_servers() const { return static_cast<int>(dead_.size()); }
+  int num_servers() const { return num_servers_; }
+  int num_processes() const { return static_cast<int>(dead_.size()); }
+  int replacements_started() const { return num_processes() - num_servers_; }
 
  private:
   int replicas_;
-  std::vector<bool> dead_;
-  std::vector<ChainView> views_;  // per shard: its live holders in chain order
+  int num_servers_;
+  std::vector<bool> dead_;                // per process, replacements after the job's own
+  std::vector<ChainView> views_;          // per shard: its live holders in chain order
+  std::vector<std::vector<int>> held_;    // per shard: every process that ever held it
+  std::vector<int> copy_of_;              // per replacement: the shard it joined
 };
 
 /// The launcher's log text of `verdict` (after the child's own "server 0

@@ -115,5 +115,151 @@ TEST(ServerDeathsTest, TwoReplicasSurviveTwoNeighbouringDeaths) {
   EXPECT_FALSE(deaths.Died(2).survivable);
 }
 
+// Three processes: process 0 dies, shard 0 moves to process 1 and shards 0
+// and 2 get replacements (3 and 4). Process 2 dies next: shard 2 is claimed
+// by replacement 4, which a job without replacements could not survive.
+TEST(ServerDeathsTest, AReplacementClaimsTheShardItJoined) {
+  ServerDeaths deaths(3, 1);
+  ASSERT_TRUE(deaths.Died(0).survivable);
+  ReplacementPlan plan = deaths.PlanReplacements(6);
+  EXPECT_EQ(plan.start, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(plan.over_limit.empty());
+  EXPECT_EQ(deaths.Replaced(0), 3);
+  EXPECT_EQ(deaths.Replaced(2), 4);
+  EXPECT_EQ(deaths.replacements_started(), 2);
+  EXPECT_EQ(deaths.Holders(0), (std::vector<int>{1, 3}));
+  EXPECT_EQ(deaths.Holders(2), (std::vector<int>{2, 4}));
+  EXPECT_EQ(deaths.CopyOf(3), 0);
+  EXPECT_EQ(deaths.CopyOf(4), 2);
+  EXPECT_EQ(deaths.CopyOf(1), -1);
+  EXPECT_TRUE(deaths.PlanReplacements(6).start.empty());
+
+  const ServerDeathVerdict v = deaths.Died(2);
+  EXPECT_TRUE(v.survivable);
+  EXPECT_EQ(Moves(v), (std::vector<std::pair<int, int>>{{2, 4}}));
+  EXPECT_EQ(v.unreplicated, (std::vector<int>{1, 2}));
+  EXPECT_EQ(deaths.Serving(2), 4);
+  EXPECT_EQ(DescribeServerDeath(v, deaths),
+            "shard 2 is served by replacement 4 now; shard 1 has no replica left; shard 2 has no replica left");
+  EXPECT_EQ(deaths.PlanReplacements(6).start, (std::vector<int>{1, 2}));
+}
+
+// A replacement's death leaves the shard it joined without a replica
+// again; another replacement may join it.
+TEST(ServerDeathsTest, AReplacementsDeathIsReplacedAgain) {
+  ServerDeaths deaths(3, 1);
+  ASSERT_TRUE(deaths.Died(0).survivable);
+  ASSERT_EQ(deaths.Replaced(0), 3);
+  ASSERT_EQ(deaths.Replaced(2), 4);
+  const ServerDeathVerdict v = deaths.Died(4);
+  EXPECT_TRUE(v.survivable);
+  EXPECT_TRUE(v.moved.empty());
+  EXPECT_EQ(v.unreplicated, (std::vector<int>{2}));
+  EXPECT_EQ(DescribeServerDeath(v, deaths), "shard 2 has no replica left");
+  EXPECT_EQ(deaths.PlanReplacements(6).start, (std::vector<int>{2}));
+  EXPECT_EQ(deaths.Replaced(2), 5);
+  EXPECT_EQ(deaths.Holders(2), (std::vector<int>{2, 5}));
+  EXPECT_EQ(deaths.ProcessName(5), "replacement 5");
+  EXPECT_EQ(deaths.ProcessName(2), "server 2");
+}
+
+// The shard's last holder is a replacement: its death loses the shard,
+// and every process that ever held it is named.
+TEST(ServerDeathsTest, TheLastHolderBeingAReplacementLosesTheShard) {
+  ServerDeaths deaths(3, 1);
+  ASSERT_TRUE(deaths.Died(0).survivable);
+  ASSERT_EQ(deaths.Replaced(0), 3);
+  ASSERT_TRUE(deaths.Died(3).survivable);  // shard 0 on process 1 alone again
+  const ServerDeathVerdict v = deaths.Died(1);
+  EXPECT_FALSE(v.survivable);
+  EXPECT_EQ(v.lost, (std::vector<int>{0}));
+  EXPECT_EQ(DescribeServerDeath(v, deaths),
+            "shard 0 is lost: every server process that held it (0, 1, replacement 3) is dead");
+}
+
+// Two processes: after both replacements joined, the job survives the
+// death of both processes it started with, served by the replacements.
+TEST(ServerDeathsTest, TwoProcessesSurviveBothDeathsWithReplacements) {
+  ServerDeaths deaths(2, 1);
+  ASSERT_TRUE(deaths.Died(1).survivable);
+  EXPECT_EQ(deaths.PlanReplacements(4).start, (std::vector<int>{0, 1}));
+  ASSERT_EQ(deaths.Replaced(0), 2);
+  ASSERT_EQ(deaths.Replaced(1), 3);
+  const ServerDeathVerdict v = deaths.Died(0);
+  EXPECT_TRUE(v.survivable);
+  EXPECT_EQ(Moves(v), (std::vector<std::pair<int, int>>{{0, 2}, {1, 3}}));
+  EXPECT_EQ(v.unreplicated, (std::vector<int>{0, 1}));
+  EXPECT_EQ(deaths.PlanReplacements(4).start, (std::vector<int>{0, 1}));
+  ASSERT_EQ(deaths.Replaced(0), 4);
+  ASSERT_EQ(deaths.Replaced(1), 5);
+  // The limit (2 × 2) is reached: a shard left without a replica gets none.
+  const ServerDeathVerdict w = deaths.Died(2);
+  EXPECT_TRUE(w.survivable);
+  EXPECT_EQ(Moves(w), (std::vector<std::pair<int, int>>{{0, 4}}));
+  const ReplacementPlan plan = deaths.PlanReplacements(4);
+  EXPECT_TRUE(plan.start.empty());
+  EXPECT_EQ(plan.over_limit, (std::vector<int>{0}));
+}
+
+// Four processes: process 1 dies and shards 0 and 1 get replacements 4
+// and 5; process 2, which served shard 1, dies next and replacement 5
+// serves it; then replacement 5 dies with shard 1's last copy.
+TEST(ServerDeathsTest, FourProcessesNeighbouringDeathsAfterAReplacement) {
+  ServerDeaths deaths(4, 1);
+  const ServerDeathVerdict first = deaths.Died(1);
+  ASSERT_TRUE(first.survivable);
+  EXPECT_EQ(first.unreplicated, (std::vector<int>{0, 1}));
+  ASSERT_EQ(deaths.PlanReplacements(8).start, (std::vector<int>{0, 1}));
+  ASSERT_EQ(deaths.Replaced(0), 4);
+  ASSERT_EQ(deaths.Replaced(1), 5);
+  const ServerDeathVerdict second = deaths.Died(2);
+  EXPECT_TRUE(second.survivable);
+  EXPECT_EQ(Moves(second), (std::vector<std::pair<int, int>>{{1, 5}, {2, 3}}));
+  EXPECT_EQ(second.unreplicated, (std::vector<int>{1, 2}));
+  EXPECT_EQ(deaths.Serving(0), 0);
+  EXPECT_EQ(deaths.Holders(0), (std::vector<int>{0, 4}));
+  const ServerDeathVerdict third = deaths.Died(5);
+  EXPECT_FALSE(third.survivable);
+  EXPECT_EQ(third.lost, (std::vector<int>{1}));
+  EXPECT_EQ(DescribeServerDeath(third, deaths),
+            "shard 1 is lost: every server process that held it (1, 2, replacement 5) is dead");
+  EXPECT_EQ(deaths.PlanReplacements(8).start, (std::vector<int>{2}));  // a lost shard gets none
+}
+
+// The limit counts the replacements over the whole job.
+TEST(ServerDeathsTest, ReplacementsStopAtTheLimit) {
+  ServerDeaths deaths(3, 1);
+  ASSERT_TRUE(deaths.Died(0).survivable);
+  ReplacementPlan plan = deaths.PlanReplacements(1);
+  EXPECT_EQ(plan.start, (std::vector<int>{0}));
+  EXPECT_EQ(plan.over_limit, (std::vector<int>{2}));
+  ASSERT_EQ(deaths.Replaced(0), 3);
+  plan = deaths.PlanReplacements(1);
+  EXPECT_TRUE(plan.start.empty());
+  EXPECT_EQ(plan.over_limit, (std::vector<int>{2}));
+  plan = deaths.PlanReplacements(0);
+  EXPECT_TRUE(plan.start.empty());
+}
+
+// Two replicas: a shard that lost one of them keeps one and gets no
+// replacement (a joining process is taken only by a shard with none); one
+// that lost both does.
+TEST(ServerDeathsTest, TwoReplicasReplaceOnlyAShardWithNoReplica) {
+  ServerDeaths deaths(4, 2);
+  ASSERT_TRUE(deaths.Died(1).survivable);
+  EXPECT_TRUE(deaths.PlanReplacements(8).start.empty());
+  ASSERT_TRUE(deaths.Died(0).survivable);
+  EXPECT_EQ(deaths.PlanReplacements(8).start, (std::vector<int>{0, 3}));
+}
+
+// No replicas: nothing to replace.
+TEST(ServerDeathsTest, WithoutReplicasNothingIsReplaced) {
+  ServerDeaths deaths(3, 0);
+  (void)deaths.Died(1);
+  const ReplacementPlan plan = deaths.PlanReplacements(6);
+  EXPECT_TRUE(plan.start.empty());
+  EXPECT_TRUE(plan.over_limit.empty());
+}
+
 }  // namespace
 }  // namespace tether

@@ -89,6 +89,10 @@ DEFINE_string(elastic_schedule, "",
               "workers with new ranks, at epoch 4 stop the most recently started one gracefully (SIGTERM: it says "
               "BYE). Needs cluster.max_workers above the ranks started and train.data_on_demand for the joiners "
               "(docs/OPERATIONS.md, Joining and leaving); not with --transport=inproc or engine mode");
+DEFINE_int32(max_replacements, -1,
+             "with cluster.replicas: how many replacement server processes may be started over the job, each "
+             "joining a shard that a server death left without a replica (tether-server --join_as_replica); "
+             "-1: twice the number of servers; 0: none");
 DEFINE_int32(max_restarts, 0,
              "when the job fails (a process died or failed), restart it from the latest complete checkpoint "
              "under checkpoint.dir, up to N times, each as the next cluster.generation");
@@ -148,6 +152,7 @@ tether::LaunchRequest RequestFromFlags() {
   r.resume_if_present = FLAGS_resume_if_present;
   r.elastic_schedule = FLAGS_elastic_schedule;
   r.max_restarts = FLAGS_max_restarts;
+  r.max_replacements = FLAGS_max_replacements;
   r.engine = FLAGS_engine;
   r.listen = FLAGS_listen;
   r.advertise_host = FLAGS_advertise_host;

@@ -31,10 +31,16 @@
 #          shard and server 1 serving it, goes on, and exits 0;
 #          total_samples is exactly 8 × 4,880 and the metrics count shard
 #          0's failover.
-#   launch_kill_two  the same launched job; SIGKILL server 1, then, once the
+#   launch_kill_two  the same launched job without replacements
+#          (--max_replacements=0); SIGKILL server 1, then, once the
 #          launcher logged that shard 1 lives on, server 0: shard 0's one
 #          replica (in server 1) is gone with it, so the launcher exits 1
 #          naming the lost shard, with every child reaped.
+#   launch_replace  the same launched job; SIGKILL server 0 after a worker
+#          logs epoch 2: the launcher starts replacements joining shards 0
+#          and 2 (left without a replica); once shard 2's replacement caught
+#          up, SIGKILL server 2: the replacement claims shard 2, the
+#          launcher exits 0 and total_samples is exactly 8 × 4,880.
 #   ondemand  the kill mode's job with data on demand (shard 0's job
 #          coordinator deals the chunks): after the failover no chunk is
 #          dealt twice or lost: total_samples is exact.
@@ -164,13 +170,15 @@ sys.exit(1 if diff else 0)
 PY
 }
 
-start_launcher() {  # the job under tether-launch, logging to $tmp/launch.log; waits for epoch 3
+start_launcher() {  # EPOCH [FLAGS...]: the job under tether-launch, logging to $tmp/launch.log; waits for EPOCH
+  local epoch=$1
+  shift
   timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers 3 --workers 2 \
     --replicas=1 --epochs=$epochs --staleness=2 --liveness_timeout_ms=2000 --metrics_out="$tmp/metrics.json" \
-    > "$tmp/launch.log" 2>&1 &
+    "$@" > "$tmp/launch.log" 2>&1 &
   launcher=$!
   pids+=($launcher)
-  wait_log "$tmp/launch.log" "epoch 3/$epochs" 2400
+  wait_log "$tmp/launch.log" "epoch $epoch/$epochs" 2400
 }
 
 launched_server() {  # S: sets $spid, the pid of the launcher's server S
@@ -301,7 +309,7 @@ pause)
   check_finished
   ;;
 launch_kill)
-  start_launcher
+  start_launcher 3
   launched_server 0
   victim=$spid
   kill -9 "$victim"
@@ -321,7 +329,7 @@ launch_kill)
   grep -h "shard 0 is served by\|job finished" "$tmp/launch.log" | head -3
   ;;
 launch_kill_two)
-  start_launcher
+  start_launcher 3 --max_replacements=0
   launched_server 1
   first=$spid
   launched_server 0
@@ -342,6 +350,33 @@ launch_kill_two)
   done
   pids=()
   grep -h "shard 0 is lost" "$tmp/launch.log" | head -1
+  ;;
+launch_replace)
+  start_launcher 2
+  launched_server 0
+  first=$spid
+  launched_server 2
+  victim=$spid
+  kill -9 "$first"
+  wait_log "$tmp/launch.log" "started a replacement for server process 0: joins shard 2 as its replica" 600
+  wait_log "$tmp/launch.log" "caught up with shard 2's primary" 1200
+  kill -9 "$victim"
+  exits_within "$launcher" $((limit_s * 1000)) || fail "the launcher still runs"
+  wait_code "$launcher"
+  pids=()
+  [ "$rc" = 0 ] || fail "the launcher exited $rc after servers 0 and 2 were killed, a replacement holding shard 2, want 0"
+  grep -q "server 2 (pid $victim) was killed by signal 9.*shard 2 is served by replacement [0-9]* now" \
+    "$tmp/launch.log" || fail "the launcher did not name the replacement serving shard 2"
+  grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
+  for p in $(sed -n 's/.*\[launch\] started \(server\|worker\|replacement\) [0-9]* (pid \([0-9]*\)).*/\2/p' \
+             "$tmp/launch.log"); do
+    exited "$p" || fail "child $p outlived the launcher"
+  done
+  want=$((epochs * 4880))
+  total=$(metric "$tmp/metrics.json" total_samples)
+  [ "$total" = "$want" ] || fail "total_samples $total, want $want"
+  echo "total_samples $total"
+  grep -h "started a replacement\|shard 2 is served by" "$tmp/launch.log" | head -4
   ;;
 *)
   fail "unknown mode $mode"
