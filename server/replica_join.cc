@@ -63,6 +63,9 @@ void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::t
     Refuse(identity, "shard " + std::to_string(shard_) + "'s state could not be taken: " + state.status().message());
     return;
   }
+  // A slot no member of the chain holds (a copy that joined and then
+  // claimed the shard holds one past the server processes).
+  while (log_.view().Contains(next_learner_slot_)) ++next_learner_slot_;
   learner_slot_ = next_learner_slot_++;
   learner_identity_ = identity;
   learner_endpoint_ = b.endpoint();

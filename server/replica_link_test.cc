@@ -308,3 +308,22 @@ TEST_F(ReplicaJoinTest, ALearnerWhoseConnectionIsGoneIsDroppedAndAnotherMayJoin)
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+// A copy that joined a shard and then claimed it serves it from a slot past
+// the server processes; a process that joins it takes another one.
+TEST_F(ReplicaJoinTest, AJoinedCopyThatClaimedTakesAJoinerInAnotherSlot) {
+  const auto now = ReplicaLink::Clock::now();
+  ReplicaLink claimed(config_, 0, "[server 0] ", ReplicaLink::Claimed{2, 5});
+  claimed.set_socket(&router_);
+  claimed.set_state_source([this]() -> StatusOr<std::string> { return state_; });
+  ASSERT_TRUE(claimed.Take("j1", Join(), "", now));
+  EXPECT_TRUE(claimed.learning());
+  EXPECT_EQ(claimed.log().view().learner, 3);
+  EXPECT_EQ(claimed.generation(), 6u);
+}
+
+}  // namespace
+}  // namespace tether
