@@ -275,6 +275,9 @@ join)
   done
   grep -q "caught up with shard 0's primary" "$tmp/joina.log" || fail "the first replacement did not copy shard 0"
   grep -q "caught up with shard 2's primary" "$tmp/joinb.log" || fail "the second replacement did not copy shard 2"
+  # Both workers told of shard 0's new replica (with their next reply from shard 0).
+  wait_log "$tmp/worker0.log" "server shard 0 has a replica again" 600
+  wait_log "$tmp/worker1.log" "server shard 0 has a replica again" 600
   kill -9 "$(inner "${server_pids[1]}")"
   wait_code "${server_pids[1]}"
   wait_zero "workers, server 2 and the replacements" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" "${joined[@]}"
@@ -360,6 +363,9 @@ launch_replace)
   kill -9 "$first"
   wait_log "$tmp/launch.log" "started a replacement for server process 0: joins shard 2 as its replica" 600
   wait_log "$tmp/launch.log" "caught up with shard 2's primary" 1200
+  # Both workers told of the new replica (with their next reply from shard 2).
+  wait_log "$tmp/launch.log" "worker 0\] server shard 2 has a replica again" 600
+  wait_log "$tmp/launch.log" "worker 1\] server shard 2 has a replica again" 600
   kill -9 "$victim"
   exits_within "$launcher" $((limit_s * 1000)) || fail "the launcher still runs"
   wait_code "$launcher"
