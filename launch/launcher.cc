@@ -482,10 +482,10 @@ std::optional<int> Launcher::Exited(Child* c) {
 
 bool Launcher::ReplacementEnded(const Child& c) {
   if (c.Succeeded() && Training()) {
-    // Its primary ended the shard: the job is ending. It holds nothing now.
+    // Its primary ended the shard (the job ends, or failed on a worker):
+    // not a death that loses a holder of a running shard.
     LOG(INFO) << "[launch] " << c.Name() << " exited with code 0: shard " << server_deaths_->CopyOf(c.index)
-              << " ended";
-    (void)server_deaths_->Died(c.index);
+              << " ended on its primary";
     return true;
   }
   if (!c.Succeeded() && !Training() && !ServesItsShard(c)) {
