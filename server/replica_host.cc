@@ -111,8 +111,11 @@ Status ReplicaHost::Connect() {
   }
   // An entry is one message the primary took in: its frames and a header.
   o.max_frame_bytes = static_cast<int64_t>(2 * (kMaxFrameBytes + kMaxHeaderBytes));
+  // One identity (and monitor endpoint) per connection: a joining process
+  // that asks elsewhere must not meet its earlier connection's.
   const std::string identity = (join_ ? std::string("join") : "replica-" + std::to_string(process_)) + "-" +
-                               std::to_string(shard_) + "-" + std::to_string(copy_->incarnation());
+                               std::to_string(shard_) + "-" + std::to_string(copy_->incarnation()) + "-" +
+                               std::to_string(connections_++);
   o.monitor_endpoint = "inproc://tether-replica-monitor-" + identity;
   o.curve = curve_;
   if (curve_.enabled()) o.monitor_events |= ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;

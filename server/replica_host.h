@@ -118,6 +118,10 @@ class ReplicaHost {
   /// Whether the copy is (or, for a joining process, became) the shard's
   /// replica: it may claim the shard. Thread-safe.
   bool member() const { return member_.load(); }
+  /// Whether the connection to the primary completed its handshake (the
+  /// primary has this process's REPLICA_HELLO once it reads its socket).
+  /// Thread-safe.
+  bool connected() const { return connected_.load(); }
   /// Whether the copy claimed the shard.
   bool claimed() const { return claimed_.load(); }
   /// The copy (its stats once Run() returned).
@@ -173,6 +177,7 @@ class ReplicaHost {
   uint64_t generation_ = 1;  // the highest view generation the primary sent
   std::atomic<bool> member_{true};  // counts as the shard's replica (a joining process: once caught up)
   bool refused_ = false;   // the primary refused this replica
+  int connections_ = 0;    // made so far (each its own identity)
   // A joining process: the state's parts so far, and whether it was restored.
   std::string state_;
   uint64_t state_total_ = 0, state_seq_ = 0;
@@ -189,7 +194,7 @@ class ReplicaHost {
   uint64_t received_ = 0;  // entries read and checked (acknowledged)
   uint64_t applied_ = 0;   // entries applied to the copy
   uint64_t acked_ = 0;
-  bool connected_ = false;
+  std::atomic<bool> connected_{false};  // the primary's connection completed its handshake
   Clock::time_point started_, last_ack_, last_turn_;
   Clock::time_point last_heard_{};  // the primary's last message (failover_seconds counts from it)
   Clock::time_point stalled_until_{};

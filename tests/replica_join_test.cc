@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/config.h"
+#include "core/net/rendezvous.h"
 #include "server/replica_host.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/recorded_job.h"
@@ -120,6 +122,51 @@ TEST(ReplicaJoinTest, AJoinedReplicaEndsEqualToItsPrimary) {
   EXPECT_EQ(primary.replica_link()->generation(), 4u);  // dropped, learner, appended
   testing::ScopedTempDir dir;
   testing::ExpectSameShardState(primary, joiner->host.copy(), config, 0, dir.path());
+}
+
+// A joining process that read a shard's rendezvous entry before the shard
+// moved (a failover publishes the claiming copy there a moment later) reads
+// it again while unanswered and joins the shard where it is now.
+TEST(ReplicaJoinTest, AJoinerFollowsTheShardsMoveInTheRendezvous) {
+  testing::ScopedTempDir rdzv_dir;
+  JobConfig config = testing::SmallBibtexJob();
+  config.mutable_cluster()->set_replicas(1);
+  config.mutable_cluster()->set_rendezvous("file:" + rdzv_dir.path());
+  testing::ShardThread primary(config, 0);
+  // Its replica says hello and leaves: the shard goes on without one.
+  JobConfig addressed = config;
+  addressed.mutable_cluster()->add_server_addresses(primary.endpoint());
+  addressed.mutable_cluster()->add_server_addresses(primary.endpoint());
+  auto leaves = std::make_unique<ReplicaHost>(addressed, 1);
+  ASSERT_TRUE(leaves->Start("tcp://127.0.0.1:0", "").ok());
+  std::thread leaves_thread([&] { (void)leaves->Run(); });
+  ASSERT_TRUE(PollFor(20000, [&] { return leaves->connected(); }));
+  auto rdzv = Rendezvous::Open(config.cluster().rendezvous());
+  ASSERT_TRUE(rdzv.ok()) << rdzv.status().ToString();
+  const std::string job = JobId(config);
+  const auto entry = [&](int shard) { return RendezvousKey{job, config.cluster().generation(), ServerEntryName(shard)}; };
+  ASSERT_TRUE((*rdzv)->Set(entry(0), "tcp://127.0.0.1:9", 1000).ok());  // where nothing answers
+  ASSERT_TRUE((*rdzv)->Set(entry(1), "tcp://127.0.0.1:9", 1000).ok());
+  leaves->Stop();
+  leaves_thread.join();
+  leaves.reset();
+  std::unique_ptr<Joiner> joiner;
+  bool moved = false;
+  const bool joined = PollFor(20000, [&] {
+    if (joiner != nullptr && joiner->host.member()) return true;
+    if (joiner == nullptr || (joiner->thread.joinable() && !joiner->done.ok())) {
+      // Refused while the primary had not yet noticed its replica left.
+      joiner.reset();
+      EXPECT_TRUE((*rdzv)->Set(entry(0), "tcp://127.0.0.1:9", 1000).ok());
+      moved = false;
+      joiner = std::make_unique<Joiner>(config, 0);
+    }
+    if (!moved) moved = (*rdzv)->Set(entry(0), primary.endpoint(), 1000).ok();  // the shard "moves"
+    return false;
+  });
+  ASSERT_TRUE(joined) << "the joining process never caught up";
+  primary.Stop();
+  EXPECT_TRUE(primary.WaitForExit(30000).ok());
 }
 
 }  // namespace
