@@ -159,8 +159,9 @@ Status ReplicaHost::Run() {
 }
 
 Status ReplicaHost::Follow() {
-  LOG(INFO) << log_prefix_ << "holds a copy of shard " << shard_ << " (primary at " << primary_endpoint_
-            << "); serves it at " << advertised_ << " if the primary goes";
+  if (!join_)
+    LOG(INFO) << log_prefix_ << "holds a copy of shard " << shard_ << " (primary at " << primary_endpoint_
+              << "); serves it at " << advertised_ << " if the primary goes";
   while (!stop_.load()) {
     // Made each turn: a joining process asks another shard on new sockets.
     zmq::pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -185,6 +186,11 @@ Status ReplicaHost::Follow() {
                                         " (ZAP status " + std::to_string(zap_status_) +
                                         "): the servers must share one key pair (security.curve."
                                         "server_secret_key_file)");
+    if (seen == Step::kPrimaryGone && !member_.load() && (stalled || OwnStall(Clock::now()) || now < stalled_until_))
+      return Status::Unavailable(log_prefix_ + "this process did not run for a while (stopped?) and lost its "
+                                 "connection to shard " + std::to_string(shard_) + "'s primary at " +
+                                 primary_endpoint_ + " before it caught up: it is not the shard's replica; start it "
+                                 "again to join");
     if (seen == Step::kPrimaryGone && !member_.load())
       return Status::Unavailable(log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " +
                                  primary_endpoint_ + " went before this process caught up with it (" +
@@ -204,9 +210,13 @@ Status ReplicaHost::Follow() {
       if (Status st = Relookup(); !st.ok()) return st;
     }
     if (!connected_ && MsBetween(started_, now) > config_.cluster().startup_timeout_ms())
-      return Status::DeadlineExceeded(log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " +
-                                      primary_endpoint_ + " did not answer within cluster.startup_timeout_ms=" +
-                                      std::to_string(config_.cluster().startup_timeout_ms()));
+      return Status::DeadlineExceeded(
+          log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_ +
+          " did not answer within cluster.startup_timeout_ms=" + std::to_string(config_.cluster().startup_timeout_ms()) +
+          (join_ && config_.cluster().rendezvous().empty()
+               ? " (a shard that failed over is served elsewhere: a joining process finds it through the job's "
+                 "rendezvous, --rendezvous)"
+               : ""));
   }
   return Status::OK();
 }

@@ -104,7 +104,8 @@ Status ReplicaLink::SendState(const std::string& state, uint64_t seq) {
     char* out = static_cast<char*>(m.keys.data());
     std::copy(state.data() + offset, state.data() + offset + n, out);
     std::fill(out + n, out + padded, 0);
-    TETHER_RETURN_IF_ERROR(SendMessage(*socket_, &m, &learner_identity_, "replica joining shard " + std::to_string(shard_)));
+    TETHER_RETURN_IF_ERROR(
+        SendMessageNoWait(*socket_, &m, learner_identity_, "replica joining shard " + std::to_string(shard_)));
     offset += n;
   } while (offset < state.size());
   return Status::OK();

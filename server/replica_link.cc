@@ -63,6 +63,10 @@ bool ReplicaLink::Take(const std::string& identity, const Message& m, const std:
     OnAck(m, now);
   else if (!identity.empty() && identity == learner_identity_)
     OnLearnerAck(m, now);
+  else if (type == REPLICATE_ACK && !m.header.replicate_ack().refused())
+    // A replica or learner this shard dropped (its refusal may not have
+    // reached it while its queue was full): told again, now it reads.
+    Refuse(identity, "shard " + std::to_string(shard_) + " no longer keeps this process as its replica");
   return true;
 }
 
@@ -121,7 +125,7 @@ void ReplicaLink::Refuse(const std::string& identity, const std::string& why) {
   no.header.mutable_replicate_ack()->set_shard(shard_);
   no.header.mutable_replicate_ack()->set_refused(true);
   no.header.mutable_replicate_ack()->set_reason(log_prefix_ + why);
-  (void)SendMessage(*socket_, &no, &identity, "replica");
+  (void)SendMessageNoWait(*socket_, &no, identity, "replica");
 }
 
 void ReplicaLink::OnAck(const Message& m, Clock::time_point now) {
@@ -168,7 +172,7 @@ void ReplicaLink::SendEntry(const LogEntry& e, const std::string& to) {
   // A failed send is judged at the next Tick, after this process's own
   // stalls: a process that was stopped finds its replica's connection gone
   // because the replica claimed the shard meanwhile.
-  const Status st = SendMessage(*socket_, &m, &to, "replica of shard " + std::to_string(shard_));
+  const Status st = SendMessageNoWait(*socket_, &m, to, "replica of shard " + std::to_string(shard_));
   if (st.ok()) return;
   if (to == replica_identity_) {
     if (send_failure_.empty()) send_failure_ = "an entry could not be sent (" + st.message() + ")";

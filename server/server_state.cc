@@ -20,6 +20,8 @@ StatusOr<std::string> ServerShard::EncodeState(uint64_t log_seq, uint64_t genera
   state.set_shard(shard_);
   state.set_log_seq(log_seq);
   state.set_generation(generation);
+  state.set_num_shards(num_shards_);
+  state.set_job_id(job_id_);
   ShardLoopState* loop = state.mutable_loop();
   loop->set_any_hello(any_hello_);
   loop->set_keep_best_model(keep_best_model_);
@@ -53,6 +55,11 @@ Status ServerShard::RestoreState(std::string_view bytes, const std::string& peer
   std::vector<std::string> rows;
   TETHER_RETURN_IF_ERROR(DecodeShardState(bytes, shard_, peer, &state, &rows));
   const std::string what = log_prefix_ + "shard " + std::to_string(shard_) + "'s state from " + peer + ": ";
+  if (state.num_shards() != num_shards_ || state.job_id() != job_id_)
+    return Status::DataLoss(what + "it is a shard of job '" + state.job_id() + "' with " +
+                            std::to_string(state.num_shards()) + " servers; this process's config is job '" + job_id_ +
+                            "' with " + std::to_string(num_shards_) +
+                            " (start it with the job's config and flags: cluster.num_servers, the config's name)");
   const ShardLoopState& loop = state.loop();
   if (loop.initial_workers() != initial_workers_)
     return Status::DataLoss(what + "loop.initial_workers=" + std::to_string(loop.initial_workers()) +

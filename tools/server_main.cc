@@ -41,13 +41,10 @@
 #include "cli/metrics_flags.h"
 #include "cli/signals.h"
 
-DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers); with --join_as_replica, the shard to copy "
-             "(default: the first that has no replica)");
+DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers) (with --join_as_replica: the shard to copy)");
 DEFINE_bool(join_as_replica, false,
-            "join a running job with cluster.replicas >= 1 as the replica of a shard that has none (its replica "
-            "died, or its primary failed over): copy the shard's state from its primary while training goes on, "
-            "follow its updates, and serve the shard at --listen if the primary goes. The process holds no shard "
-            "of its own");
+            "join a running job (cluster.replicas >= 1) as the replica of a shard that has none: copy it while "
+            "training goes on, serve it at --listen if its primary goes");
 DEFINE_string(listen, "tcp://127.0.0.1:0",
               "ZeroMQ endpoint to bind; port 0 picks a free port. IPv6 (tcp://[::1]:0), host names "
               "(tcp://myhost:0) and wildcards (tcp://*:0, tcp://0.0.0.0:0: every interface) work");
@@ -331,17 +328,17 @@ int RunJoin(const tether::JobConfig& config) {
   host.set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
   g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
   tether::InstallStopSignals(RequestStop);
+  // A stop signal ends the wait for the rendezvous too (Start looks the
+  // shard's primary up).
+  g_replica.store(&host);
   tether::Status st = host.Start(FLAGS_listen, FLAGS_advertise_host);
+  if (!st.ok()) LOG(ERROR) << st.message();  // Run() logs its own
   if (st.ok()) {
-    g_replica.store(&host);
     if (g_signal.load() != 0) host.Stop();
     st = host.Run();
-    g_replica.store(nullptr);
   }
-  if (!st.ok() && g_signal.load() == 0) {
-    LOG(ERROR) << st.message();  // the host's errors carry its own prefix
-    return 1;
-  }
+  g_replica.store(nullptr);
+  if (!st.ok() && g_signal.load() == 0) return 1;
   return ExitCode(st, host.claimed() && host.copy().job_finished());
 }
 
@@ -390,8 +387,8 @@ int main(int argc, char** argv) {
       &argc, &argv,
       {"tether-server --config=JOB.pbtxt --shard=I [--listen=tcp://HOST:PORT] [--port_file=F] "
        "[--rendezvous=file:DIR|tcp://HOST:PORT [--rendezvous_serve]] [--advertise_host=HOST]\n"
-       "tether-server --config=JOB.pbtxt --join_as_replica [--shard=I] [--listen=...] [--rendezvous=...]\n"
-       "One parameter-server shard of a job; reads the config's cluster and consistency sections."});
+       "One parameter-server shard of a job (or, with --join_as_replica, a copy of one); reads the config's "
+       "cluster and consistency sections."});
   tether::StatusOr<tether::JobConfig> config = tether::Status::Internal("not loaded");
   RendezvousSockets sockets;
   std::unique_ptr<tether::RendezvousStore> store;

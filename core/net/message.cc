@@ -165,6 +165,26 @@ bool ProbeRouterPeer(zmq::socket_t& socket, const std::string& identity, const M
   }
 }
 
+Status SendMessageNoWait(zmq::socket_t& socket, Message* m, const std::string& identity, const std::string& peer) {
+  std::string header_bytes;
+  if (!m->header.SerializeToString(&header_bytes)) return Status::Internal("cannot serialize header for " + peer);
+  if (m->values.size() > kMaxFrameBytes || m->keys.size() > kMaxFrameBytes)
+    return Status::InvalidArgument("message " + TypeName(m->header.type()) + " to " + peer + " is above the " +
+                                   std::to_string(kMaxFrameBytes) + "-byte frame limit");
+  try {
+    // The first frame decides: once it is queued, the rest of the message is.
+    if (!Uninterrupted([&] { return socket.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait); }))
+      return Status::Unavailable("send to " + peer + ": its queue is full (it stopped reading)");
+    (void)Uninterrupted([&] { return socket.send(zmq::buffer(header_bytes), zmq::send_flags::sndmore); });
+    (void)Uninterrupted([&] { return socket.send(m->keys, zmq::send_flags::sndmore); });
+    (void)Uninterrupted([&] { return socket.send(m->values, zmq::send_flags::none); });
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer " + peer + " is gone (EHOSTUNREACH)");
+    return Status::IOError("send to " + peer + ": " + e.what());
+  }
+  return Status::OK();
+}
+
 Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
                    const std::string& peer) {
   std::string header_bytes;

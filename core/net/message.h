@@ -53,6 +53,13 @@ Status ValidateFrames(const Message& m, const std::string& peer);
 Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
                    const std::string& peer);
 
+/// SendMessage to the peer `identity` of a ROUTER socket (ZMQ_ROUTER_MANDATORY
+/// set) without waiting: a peer whose queue is full (it stopped reading)
+/// gets nothing and the call returns Unavailable "queue full" at once, so
+/// that one stalled peer cannot stop the sender's loop. Errors as
+/// SendMessage's.
+Status SendMessageNoWait(zmq::socket_t& socket, Message* m, const std::string& identity, const std::string& peer);
+
 /// Whether the ROUTER `socket` (ZMQ_ROUTER_MANDATORY set) still has a
 /// connection for `identity`: sends it `probe` (a header the peer drops,
 /// e.g. HEARTBEAT) with empty frames, without blocking. False only when the
