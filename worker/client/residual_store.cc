@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <glog/logging.h>
 
@@ -131,7 +132,13 @@ void ResidualStore::Compact() {
         AppendUse(&log_, end, slot + j, stamp + j, live - j);
         kept += live - j;
       }
-      for (j = live; j < count && stamps[j] != stamp + j;) ++j;
+      // And blocks of 8 all stale (a run touched again later as a whole).
+      for (j = live; j + 8 <= count; j += 8) {
+        uint32_t same = 0;
+        for (uint32_t k = j; k < j + 8; ++k) same |= static_cast<uint32_t>(stamps[k] == stamp + k);
+        if (same != 0) break;
+      }
+      while (j < count && stamps[j] != stamp + j) ++j;
     }
   }
   log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(end));
@@ -229,6 +236,10 @@ float* ResidualStore::Rows(const uint64_t* keys, size_t n, size_t* taken) {
   if (look) {
     const size_t limit = std::min<size_t>(n, keys_.size() - slot);
     const uint64_t* held = keys_.data() + slot;
+    // A long run is compared a block at a time by memcmp (vectorized),
+    // the block where it ends key by key.
+    constexpr size_t kBlock = 64;
+    while (m + kBlock <= limit && std::memcmp(held + m, keys + m, kBlock * sizeof(uint64_t)) == 0) m += kBlock;
     while (m < limit && held[m] == keys[m]) ++m;
   }
   // One log entry for the run.
