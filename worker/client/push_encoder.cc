@@ -57,6 +57,7 @@ zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, siz
   constexpr size_t kAhead = 32;
   size_t loaded = 0;  // keys [i, loaded) have their index entries on the way
   size_t gathered_end = rows == nullptr ? n : 0;  // rows [i, gathered_end) lie one after the other
+  store->BeginList();
   for (size_t i = 0; i < n;) {
     if (!store->in_runs())
       for (loaded = std::max(loaded, i + 1); loaded < std::min(n, i + kAhead); ++loaded) store->Prefetch(keys[loaded]);
@@ -70,6 +71,7 @@ zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, siz
     saturated_ += EncodeValues(g, taken * dim, scale, spec.wire, residual, out + i * row_bytes);
     i += taken;
   }
+  store->EndList();  // may lay the list's rows out as one run for its next push
   return frame;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <glog/logging.h>
 
@@ -131,7 +132,13 @@ void ResidualStore::Compact() {
         AppendUse(&log_, end, slot + j, stamp + j, live - j);
         kept += live - j;
       }
-      for (j = live; j < count && stamps[j] != stamp + j;) ++j;
+      // And blocks of 8 all stale (a run touched again later as a whole).
+      for (j = live; j + 8 <= count; j += 8) {
+        uint32_t same = 0;
+        for (uint32_t k = j; k < j + 8; ++k) same |= static_cast<uint32_t>(stamps[k] == stamp + k);
+        if (same != 0) break;
+      }
+      while (j < count && stamps[j] != stamp + j) ++j;
     }
   }
   log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(end));
@@ -229,17 +236,95 @@ float* ResidualStore::Rows(const uint64_t* keys, size_t n, size_t* taken) {
   if (look) {
     const size_t limit = std::min<size_t>(n, keys_.size() - slot);
     const uint64_t* held = keys_.data() + slot;
+    // A long run is compared a block at a time by memcmp (vectorized),
+    // the block where it ends key by key.
+    constexpr size_t kBlock = 64;
+    while (m + kBlock <= limit && std::memcmp(held + m, keys + m, kBlock * sizeof(uint64_t)) == 0) m += kBlock;
     while (m < limit && held[m] == keys[m]) ++m;
   }
   // One log entry for the run.
   if (hit) Touch(slot, static_cast<uint32_t>(m));
   else if (m > 1) Touch(slot + 1, static_cast<uint32_t>(m - 1));
   run_misses_ = hit || m > 1 ? 0 : run_misses_ + 1;
+  if (tracing_) {
+    if (!trace_.empty() && trace_.back().slot + trace_.back().stamp == slot)
+      trace_.back().stamp += static_cast<uint32_t>(m);
+    else
+      trace_.push_back(Use{slot, static_cast<uint32_t>(m)});
+  }
   // Most recently used first.
   for (size_t c = cursor; c > 0; --c) cursors_[c] = cursors_[c - 1];
   cursors_[0] = slot + static_cast<uint32_t>(m);
   *taken = m;
   return values_.data() + size_t{slot} * dim_;
+}
+
+void ResidualStore::BeginList() {
+  tracing_ = true;
+  trace_evicted_ = evicted_;
+  trace_.clear();
+}
+
+void ResidualStore::EndList() {
+  tracing_ = false;
+  uint64_t rows = 0;
+  for (const Use& run : trace_) rows += run.stamp;
+  if (rows >= 1024 && trace_.size() > 1 + rows / 16 && 2 * rows >= held_ && evicted_ == trace_evicted_) {
+    std::vector<uint32_t> order;
+    order.reserve(rows);
+    for (const Use& run : trace_)
+      for (uint32_t j = 0; j < run.stamp; ++j) order.push_back(run.slot + j);
+    LayOut(order);
+  }
+  trace_.clear();
+}
+
+void ResidualStore::LayOut(const std::vector<uint32_t>& order) {
+  const size_t slots = keys_.size();
+  std::vector<uint32_t> to(slots, kNone);  // old slot → new slot
+  uint32_t next = 0;
+  for (const uint32_t s : order)
+    if (to[s] == kNone) to[s] = next++;
+  for (size_t s = 0; s < slots; ++s)
+    if (to[s] == kNone) to[s] = next++;
+  // The recency log, touch by touch in the new slots: the list's touches,
+  // consecutive, become one run again.
+  std::vector<Use> log;
+  log.reserve(log_.size() - log_head_ + 2);
+  uint64_t kept = 0;
+  for (size_t i = log_head_; i < log_.size();) {
+    uint32_t slot, stamp, count;
+    i = ReadUse(i, &slot, &stamp, &count);
+    for (uint32_t j = 0; j < count; ++j) {
+      if (stamps_[slot + j] != stamp + j) continue;
+      AppendUse(&log, 0, to[slot + j], stamp + j, 1);
+      ++kept;
+    }
+  }
+  log_ = std::move(log);
+  log_head_ = 0;
+  log_touches_ = kept;
+  for (Entry& e : index_)
+    if (e.slot != kNone) e.slot = to[e.slot];
+  // The rows move along the permutation's cycles, one row carried at a
+  // time (no second copy of the values).
+  std::vector<float> carry(dim_);
+  for (size_t s = 0; s < slots; ++s) {
+    if (to[s] == kNone || to[s] == s) continue;
+    std::copy_n(values_.data() + s * dim_, dim_, carry.data());
+    uint64_t key = keys_[s];
+    uint32_t stamp = stamps_[s];
+    for (size_t cur = s; to[cur] != kNone;) {
+      const uint32_t dst = to[cur];
+      to[cur] = kNone;
+      std::swap_ranges(carry.begin(), carry.end(), values_.begin() + size_t{dst} * dim_);
+      std::swap(key, keys_[dst]);
+      std::swap(stamp, stamps_[dst]);
+      cur = dst;
+    }
+  }
+  std::fill_n(cursors_, kCursors, kNone);
+  run_misses_ = 0;
 }
 
 void ResidualStore::ForEachRow(const std::function<void(uint64_t key, const float* values)>& fn) const {

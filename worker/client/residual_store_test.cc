@@ -223,5 +223,62 @@ TEST(ResidualStoreTest, RowsMatchesRowOneKeyAtATime) {
   }
 }
 
+// A long list whose rows lie among another list's (that list, a subset of
+// it, came first) is laid out as one run by EndList(): the list pushed
+// again is found in one Rows() call, and values, recency and evictions
+// stay those of Row() one key at a time.
+TEST(ResidualStoreTest, EndListLaysAnInterleavedListOutAsOneRun) {
+  for (uint64_t capacity : {3000u, 4500u, 10000u}) {
+    ResidualStore runs(/*dim=*/2, capacity), single(/*dim=*/2, capacity);
+    std::mt19937_64 rng(capacity);
+    std::vector<uint64_t> all, subset, fresh;
+    for (uint64_t k = 0; k < 4000; ++k) all.push_back(k * 7 + 3);
+    for (uint64_t k : all)
+      if (rng() % 3 == 0) subset.push_back(k);
+    for (uint64_t k = 0; k < 2000; ++k) fresh.push_back(100000 + k);
+    float next = 1.0f;
+    size_t last_runs = 0;
+    const auto push = [&](const std::vector<uint64_t>& keys) {
+      runs.BeginList();
+      last_runs = 0;
+      for (size_t i = 0; i < keys.size();) {
+        size_t taken = 0;
+        float* r = runs.Rows(keys.data() + i, keys.size() - i, &taken);
+        for (size_t j = 0; j < taken; ++j) {
+          float* s = single.Row(keys[i + j]);
+          ASSERT_EQ(r[2 * j], s[0]) << "capacity " << capacity << " key " << keys[i + j];
+          ASSERT_EQ(r[2 * j + 1], s[1]);
+          r[2 * j] = s[0] = next;
+          r[2 * j + 1] = s[1] = -next;
+          next += 1.0f;
+        }
+        i += taken;
+        ++last_runs;
+      }
+      runs.EndList();
+      ASSERT_EQ(runs.rows(), single.rows());
+      ASSERT_EQ(runs.evicted(), single.evicted());
+      ASSERT_EQ(runs.evicted_l1(), single.evicted_l1());
+    };
+    for (const auto* keys : {&subset, &subset, &all, &all, &all, &fresh, &all, &subset, &all}) push(*keys);
+    // With room for every list, the first push of `all` was laid out:
+    // this one is one run. At 4,500 rows `all` took the slots of evicted
+    // rows in a few long runs, left as they are; at 3,000 every push of it
+    // evicts, and nothing moves.
+    push(all);
+    if (capacity == 10000) {
+      EXPECT_EQ(last_runs, 1u);
+    } else if (capacity == 4500) {
+      EXPECT_LE(last_runs, 8u);
+    } else {
+      EXPECT_GT(last_runs, 100u) << "capacity " << capacity;
+    }
+    std::vector<std::pair<uint64_t, float>> a, b;
+    runs.ForEachRow([&](uint64_t key, const float* v) { a.emplace_back(key, v[1]); });
+    single.ForEachRow([&](uint64_t key, const float* v) { b.emplace_back(key, v[1]); });
+    EXPECT_EQ(a, b) << "capacity " << capacity;
+  }
+}
+
 }  // namespace
 }  // namespace tether
