@@ -118,7 +118,9 @@ Status ReplicaHost::Connect() {
                                std::to_string(connections_++);
   o.monitor_endpoint = "inproc://tether-replica-monitor-" + identity;
   o.curve = curve_;
-  if (curve_.enabled()) o.monitor_events |= ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+  if (curve_.enabled())
+    o.monitor_events |=
+        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
   try {
     monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
     monitor_.set(zmq::sockopt::linger, 0);
@@ -183,9 +185,11 @@ Status ReplicaHost::Follow() {
     if (seen == Step::kKeyRefused)
       return Status::FailedPrecondition(log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " +
                                         primary_endpoint_ + " refused this process's CURVE key " + curve_.public_key +
-                                        " (ZAP status " + std::to_string(zap_status_) +
-                                        "): the servers must share one key pair (security.curve."
-                                        "server_secret_key_file)");
+                                        (zap_status_ != 0 ? " (ZAP status " + std::to_string(zap_status_) + ")"
+                                                          : " (" + std::to_string(kKnownBadHandshakes) +
+                                                                " handshakes failed in a row)") +
+                                        ": the servers must share one key pair (security.curve."
+                                        "server_secret_key_file and server_public_key_file)");
     if (seen == Step::kPrimaryGone && !member_.load() && (stalled || OwnStall(Clock::now()) || now < stalled_until_))
       return Status::Unavailable(log_prefix_ + "this process did not run for a while (stopped?) and lost its "
                                  "connection to shard " + std::to_string(shard_) + "'s primary at " +
@@ -349,7 +353,17 @@ ReplicaHost::Step ReplicaHost::ReadMonitor() {
     if (head.size() < 6) continue;
     uint16_t event = 0;
     std::memcpy(&event, head.data(), 2);
-    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) connected_ = true;
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      connected_ = true;
+      failed_handshakes_ = 0;
+    }
+    // A key pair that does not match (or another server key) fails every
+    // handshake with a protocol error, not a ZAP refusal.
+    if ((event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) &&
+        ++failed_handshakes_ >= kKnownBadHandshakes) {
+      zap_status_ = 0;
+      return Step::kKeyRefused;
+    }
     if (event == ZMQ_EVENT_DISCONNECTED && connected_) step = Step::kPrimaryGone;
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       std::memcpy(&zap_status_, static_cast<const char*>(head.data()) + 2, 4);

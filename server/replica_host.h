@@ -189,6 +189,8 @@ class ReplicaHost {
   zmq::socket_t monitor_;
   CurveOptions curve_;  // security.curve: the servers' pair (empty without CURVE)
   int zap_status_ = 0;  // the primary's ZAP answer when it refused curve_
+  int failed_handshakes_ = 0;  // CURVE handshakes failed in a row (protocol errors)
+  static constexpr int kKnownBadHandshakes = 3;
   std::string primary_endpoint_;
   std::string advertised_;
   uint64_t received_ = 0;  // entries read and checked (acknowledged)

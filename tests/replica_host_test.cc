@@ -254,5 +254,25 @@ TEST_F(ReplicaHostCurveTest, AWorkerKeySayingReplicaHelloIsRefusedNamingWhy) {
   primary.Stop();
 }
 
+TEST_F(ReplicaHostCurveTest, AHostWhosePairIsNotTheServersEndsNamingTheKeys) {
+  JobConfig config = WithCurve(ReplicatedBibtex(2));
+  config.mutable_cluster()->set_startup_timeout_ms(20000);
+  ShardThread primary(config, 0);
+  // The worker's secret key with the servers' public key: a pair that
+  // does not match, which fails every handshake.
+  JobConfig host_config = config;
+  host_config.mutable_security()->mutable_curve()->set_server_secret_key_file(dir_.File("worker.key"));
+  host_config.mutable_cluster()->add_server_addresses(primary.endpoint());
+  host_config.mutable_cluster()->add_server_addresses(primary.endpoint());
+  ReplicaHost host(host_config, 1);
+  ASSERT_TRUE(host.Start("tcp://127.0.0.1:0", "").ok());
+  const auto started = std::chrono::steady_clock::now();
+  const Status st = host.Run();
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("the servers must share one key pair"), std::string::npos) << st.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(15));
+  primary.Stop();
+}
+
 }  // namespace
 }  // namespace tether
