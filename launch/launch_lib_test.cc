@@ -27,6 +27,7 @@
 #include "launch/process_table.h"
 #include "launch/restarts.h"
 #include "launch/temp_dir.h"
+#include "tests/testing/poll.h"
 
 namespace tether {
 namespace {
@@ -91,12 +92,10 @@ TEST(ProcessTableTest, FormatsDurationsAndEnds) {
 
 // Reaps until no child of the table runs, for at most 10 s.
 bool ReapAll(ProcessTable* table) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (table->Live() > 0 && std::chrono::steady_clock::now() < until) {
+  return testing::PollUntil(10000, [&] {
     table->ReapExited();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return table->Live() == 0;
+    return table->Live() == 0;
+  });
 }
 
 TEST(ProcessTableTest, StartsReapsAndReportsTheKilledFirst) {
@@ -128,11 +127,10 @@ TEST(ProcessTableTest, AwaitsAKilledChildBehindAFailedOne) {
   ProcessTable table("/bin", devnull, mask);
   ASSERT_TRUE(table.Start("server", 0, "sh", {"-c", "exit 1"}).ok());
   ASSERT_TRUE(table.Start("server", 1, "sleep", {"30"}).ok());
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (table.Live() == 2 && std::chrono::steady_clock::now() < until) {
+  (void)testing::PollUntil(10000, [&] {
     table.ReapExited();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+    return table.Live() < 2;
+  });
   Child* failed = table.NextExited();
   ASSERT_NE(failed, nullptr);
   EXPECT_EQ(failed->HowItEnded(), "exited with code 1");
@@ -158,11 +156,10 @@ TEST(ProcessTableTest, CountsEveryRoleAsLive) {
   ASSERT_TRUE(table.Start("worker", 0, "true", {}).ok());
   ASSERT_TRUE(table.Start("replacement", 4, "sleep", {"30"}).ok());
   EXPECT_EQ(table.Live(), 2);  // none reaped yet
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (table.Live("worker") > 0 && std::chrono::steady_clock::now() < until) {
+  (void)testing::PollUntil(10000, [&] {
     table.ReapExited();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+    return table.Live("worker") == 0;
+  });
   EXPECT_EQ(table.Live("worker"), 0);
   EXPECT_EQ(table.Live("replacement"), 1);
   EXPECT_EQ(table.Live(), 1);
@@ -502,14 +499,14 @@ TEST(JobSummaryTest, WorkersThatJoinedLaterAreCounted) {
   s.num_servers = 2;
   s.num_workers = 2;
   s.metrics_out = dir.Write("m.json", "{\"precision_at_1\": 0.5, \"workers\": [{}, {}, {}, {}]}");
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   EXPECT_EQ(PrintJobSummary(s), 0);
-  const std::string line = testing::internal::GetCapturedStdout();
+  const std::string line = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(line.find("2 server(s), 4 worker(s) (2 at the start); metrics in"), std::string::npos) << line;
   s.metrics_out = dir.Write("two.json", "{\"workers\": [{}, {}]}");
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   EXPECT_EQ(PrintJobSummary(s), 0);
-  const std::string plain = testing::internal::GetCapturedStdout();
+  const std::string plain = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(plain.find("2 server(s), 2 worker(s); metrics in"), std::string::npos) << plain;
 }
 

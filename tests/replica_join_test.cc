@@ -17,6 +17,7 @@
 #include "core/net/rendezvous.h"
 #include "server/replica_host.h"
 #include "tests/testing/cluster.h"
+#include "tests/testing/poll.h"
 #include "tests/testing/recorded_job.h"
 #include "tests/testing/temp_dir.h"
 #include "worker/trainer.h"
@@ -24,18 +25,7 @@
 namespace tether {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Polls `done` every 10 ms for at most `ms`; whether it came true.
-template <typename F>
-bool PollFor(int ms, F done) {
-  const auto until = Clock::now() + std::chrono::milliseconds(ms);
-  while (!done()) {
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
+using testing::PollUntil;
 
 // A host joining shard `shard` on a thread of its own.
 struct Joiner {
@@ -85,19 +75,19 @@ TEST(ReplicaJoinTest, AJoinedReplicaEndsEqualToItsPrimary) {
       if (w == 0)
         o.on_progress = [&](const WorkerProgress& p) {
           if (p.clock != 10 || reached.exchange(true)) return;
-          PollFor(60000, [&] { return release.load(); });
+          PollUntil(60000, [&] { return release.load(); });
         };
       workers[w] = RunWorker(config, o).status();
     });
   }
-  ASSERT_TRUE(PollFor(60000, [&] { return reached.load(); }));
+  ASSERT_TRUE(PollUntil(60000, [&] { return reached.load(); }));
   leaves->Stop();
   leaves_thread.join();
   EXPECT_TRUE(leaves_done.ok()) << leaves_done.ToString();
   leaves.reset();  // its connection closes: shard 0 goes on without it
   // Refused while the primary has not yet noticed; accepted once it has.
   std::unique_ptr<Joiner> joiner;
-  const bool joined = PollFor(20000, [&] {
+  const bool joined = PollUntil(20000, [&] {
     if (joiner != nullptr && joiner->host.member()) return true;
     if (joiner == nullptr || (joiner->thread.joinable() && !joiner->done.ok())) {
       joiner.reset();
@@ -140,7 +130,7 @@ TEST(ReplicaJoinTest, AJoinerFollowsTheShardsMoveInTheRendezvous) {
   auto leaves = std::make_unique<ReplicaHost>(addressed, 1);
   ASSERT_TRUE(leaves->Start("tcp://127.0.0.1:0", "").ok());
   std::thread leaves_thread([&] { (void)leaves->Run(); });
-  ASSERT_TRUE(PollFor(20000, [&] { return leaves->connected(); }));
+  ASSERT_TRUE(PollUntil(20000, [&] { return leaves->connected(); }));
   auto rdzv = Rendezvous::Open(config.cluster().rendezvous());
   ASSERT_TRUE(rdzv.ok()) << rdzv.status().ToString();
   const std::string job = JobId(config);
@@ -152,7 +142,7 @@ TEST(ReplicaJoinTest, AJoinerFollowsTheShardsMoveInTheRendezvous) {
   leaves.reset();
   std::unique_ptr<Joiner> joiner;
   bool moved = false;
-  const bool joined = PollFor(20000, [&] {
+  const bool joined = PollUntil(20000, [&] {
     if (joiner != nullptr && joiner->host.member()) return true;
     if (joiner == nullptr || (joiner->thread.joinable() && !joiner->done.ok())) {
       // Refused while the primary had not yet noticed its replica left.

@@ -29,21 +29,6 @@
 namespace tether {
 namespace {
 
-// Replays inputs [begin, end) into `copy`; false on the first that fails
-// (a non-fatal failure names it).
-bool ReplayRange(const std::vector<std::string>& inputs, size_t begin, size_t end, ServerShard* copy) {
-  for (size_t i = begin; i < end; ++i) {
-    ShardInput in;
-    const Status decoded = DecodeShardInput(inputs[i], "recorded input", &in);
-    const Status st = decoded.ok() ? copy->Replay(in.identity, &in.message) : decoded;
-    if (!st.ok()) {
-      ADD_FAILURE() << "input " << i << ": " << st.ToString();
-      return false;
-    }
-  }
-  return true;
-}
-
 // The messages of [begin, end) sent again, by kind.
 struct SentAgain {
   uint64_t pushes = 0, pulls = 0;
@@ -92,8 +77,8 @@ TEST(ResendAfterClaimTest, MessagesSentAgainAreAppliedOnce) {
     // A stretch mid-training, longer than a worker's window of 64 requests.
     const size_t cut = inputs.size() / 2, from = cut - 150;
     ServerShard once(c, s), twice(c, s);
-    ASSERT_TRUE(ReplayRange(inputs, 0, inputs.size(), &once));
-    ASSERT_TRUE(ReplayRange(inputs, 0, cut, &twice));
+    ASSERT_TRUE(testing::ReplayInputs(inputs, 0, inputs.size(), s, &once));
+    ASSERT_TRUE(testing::ReplayInputs(inputs, 0, cut, s, &twice));
     ASSERT_NE(twice.reply_cache(), nullptr);
     const ReplyCache::Stats before = twice.reply_cache()->stats();
     const uint64_t muted_before = twice.replies_muted();
@@ -114,7 +99,7 @@ TEST(ResendAfterClaimTest, MessagesSentAgainAreAppliedOnce) {
     // One reply each for those sent again and those read again, no more.
     EXPECT_EQ(twice.replies_muted() - muted_before,
               (after.resent - before.resent) + (after.handled_again - before.handled_again));
-    ASSERT_TRUE(ReplayRange(inputs, cut, inputs.size(), &twice));
+    ASSERT_TRUE(testing::ReplayInputs(inputs, cut, inputs.size(), s, &twice));
 
     const std::string dir = tmp.File("shard" + std::to_string(s));
     const testing::ShardDigest a = testing::DigestShard(once, c, s, dir + "/once");

@@ -16,27 +16,11 @@
 #include <vector>
 
 #include "server/server.h"
-#include "server/shard_input.h"
 #include "tests/testing/recorded_job.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
-
-// Feeds `inputs` (ShardInput bytes) to `copy` in order; false on the first
-// that fails (a non-fatal failure names it).
-bool ReplayAll(const std::vector<std::string>& inputs, int s, ServerShard* copy) {
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ShardInput in;
-    const Status decoded = DecodeShardInput(inputs[i], "shard " + std::to_string(s), &in);
-    const Status st = decoded.ok() ? copy->Replay(in.identity, &in.message) : decoded;
-    if (!st.ok()) {
-      ADD_FAILURE() << "shard " << s << ", input " << i << ": " << st.ToString();
-      return false;
-    }
-  }
-  return true;
-}
 
 struct Replayed {
   size_t inputs = 0;   // over all shards
@@ -53,7 +37,7 @@ Replayed TrainAndReplay(const JobConfig& c) {
   for (int s = 0; s < c.cluster().num_servers(); ++s) {
     SCOPED_TRACE("shard " + std::to_string(s) + ", " + std::to_string(job.inputs[s].size()) + " inputs");
     ServerShard copy(c, s);
-    if (!ReplayAll(job.inputs[s], s, &copy)) continue;
+    if (!testing::ReplayInputs(job.inputs[s], 0, job.inputs[s].size(), s, &copy)) continue;
     replayed.inputs += job.inputs[s].size();
     const ShardStats stats = job.shards[s]->shard().SnapshotStats();
     for (uint64_t n : stats.rows_evicted()) replayed.evicted += n;

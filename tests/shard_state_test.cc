@@ -14,27 +14,12 @@
 #include <vector>
 
 #include "server/server.h"
-#include "server/shard_input.h"
 #include "server/shard_state.h"
 #include "tests/testing/recorded_job.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
-
-// Replays inputs [begin, end) into `copy`; false on the first failure.
-bool ReplayRange(const std::vector<std::string>& inputs, size_t begin, size_t end, int s, ServerShard* copy) {
-  for (size_t i = begin; i < end; ++i) {
-    ShardInput in;
-    const Status decoded = DecodeShardInput(inputs[i], "shard " + std::to_string(s), &in);
-    const Status st = decoded.ok() ? copy->Replay(in.identity, &in.message) : decoded;
-    if (!st.ok()) {
-      ADD_FAILURE() << "shard " << s << ", input " << i << ": " << st.ToString();
-      return false;
-    }
-  }
-  return true;
-}
 
 // For every shard and every cut (a fraction of its inputs): the state
 // taken there, restored and fed the rest, ends as the primary. Returns the
@@ -52,7 +37,7 @@ size_t CutRestoreAndCompare(const JobConfig& c, const std::vector<double>& cuts)
                    std::to_string(inputs.size()));
       ServerShard before(c, s);
       before.BeginCopy();
-      if (!ReplayRange(inputs, 0, cut, s, &before)) return largest;
+      if (!testing::ReplayInputs(inputs, 0, cut, s, &before)) return largest;
       StatusOr<std::string> state = before.EncodeState(cut, 1);
       EXPECT_TRUE(state.ok()) << state.status().ToString();
       if (!state.ok()) return largest;
@@ -61,7 +46,7 @@ size_t CutRestoreAndCompare(const JobConfig& c, const std::vector<double>& cuts)
       after.BeginCopy();
       const Status restored = after.RestoreState(*state, "the test");
       EXPECT_TRUE(restored.ok()) << restored.ToString();
-      if (!restored.ok() || !ReplayRange(inputs, cut, inputs.size(), s, &after)) return largest;
+      if (!restored.ok() || !testing::ReplayInputs(inputs, cut, inputs.size(), s, &after)) return largest;
       testing::ExpectSameShardState(job.shards[s]->shard(), after, c, s,
                                     tmp.File("shard" + std::to_string(s) + "-" + std::to_string(cut)));
     }

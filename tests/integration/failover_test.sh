@@ -106,12 +106,21 @@ start_workers2() {
   done
 }
 
-check_finished() {  # the workers and servers 1, 2 exit 0; the samples are exact
-  local want=$((epochs * 4880))
-  wait_zero "workers and servers 1, 2" "${wpid[0]}" "${wpid[1]}" "${server_pids[1]}" "${server_pids[2]}"
-  local total
+exact_samples() {  # sets $total: the metrics' total_samples, which must be epochs × 4,880
   total=$(metric "$tmp/metrics.json" total_samples)
-  [ "$total" = "$want" ] || fail "total_samples $total, want $want"
+  [ "$total" = $((epochs * 4880)) ] || fail "total_samples $total, want $((epochs * 4880))"
+}
+
+launcher_exit_zero() {  # WHAT: the launcher exits (within the test's limit) with 0 after WHAT
+  exits_within "$launcher" $((limit_s * 1000)) || fail "the launcher still runs"
+  wait_code "$launcher"
+  pids=()
+  [ "$rc" = 0 ] || fail "the launcher exited $rc after $1, want 0"
+}
+
+check_finished() {  # the workers and servers 1, 2 exit 0; the samples are exact
+  wait_zero "workers and servers 1, 2" "${wpid[0]}" "${wpid[1]}" "${server_pids[1]}" "${server_pids[2]}"
+  exact_samples
   grep -q "claimed shard 0" "$tmp/server1.log" || fail "server 1 did not log its claim of shard 0"
   echo "total_samples $total"
 }
@@ -281,8 +290,7 @@ join)
   kill -9 "$(inner "${server_pids[1]}")"
   wait_code "${server_pids[1]}"
   wait_zero "workers, server 2 and the replacements" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" "${joined[@]}"
-  total=$(metric "$tmp/metrics.json" total_samples)
-  [ "$total" = $((epochs * 4880)) ] || fail "total_samples $total, want $((epochs * 4880))"
+  exact_samples
   grep -q "claimed shard 0" "$tmp/joina.log" || fail "the replacement did not claim shard 0"
   grep -q "claimed shard 1" "$tmp/server2.log" || fail "server 2 did not claim shard 1"
   echo "total_samples $total; shard 0 failed over twice, the second time onto a replacement"
@@ -316,16 +324,11 @@ launch_kill)
   launched_server 0
   victim=$spid
   kill -9 "$victim"
-  exits_within "$launcher" $((limit_s * 1000)) || fail "the launcher still runs"
-  wait_code "$launcher"
-  pids=()
-  [ "$rc" = 0 ] || fail "the launcher exited $rc after server 0 was killed, want 0"
+  launcher_exit_zero "server 0 was killed"
   grep -q "server 0 (pid $victim) was killed by signal 9.*shard 0 at tcp://.*shard 0 is served by server 1's replica now" \
     "$tmp/launch.log" || fail "the launcher did not name the dead process, its shard and the replica serving it"
   grep -q "claimed shard 0" "$tmp/launch.log" || fail "server 1 did not log its claim of shard 0"
-  want=$((epochs * 4880))
-  total=$(metric "$tmp/metrics.json" total_samples)
-  [ "$total" = "$want" ] || fail "total_samples $total, want $want"
+  exact_samples
   failovers=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])).get("servers", []); print(s[0].get("failovers", "-") if s else "-")' "$tmp/metrics.json")
   [ "$failovers" = "-" ] || [ "$failovers" -ge 1 ] || fail "shard 0 counts $failovers failovers, want ≥ 1"
   echo "total_samples $total, shard 0 failovers $failovers"
@@ -367,10 +370,7 @@ launch_replace)
   wait_log "$tmp/launch.log" "worker 0\] server shard 2 has a replica again" 600
   wait_log "$tmp/launch.log" "worker 1\] server shard 2 has a replica again" 600
   kill -9 "$victim"
-  exits_within "$launcher" $((limit_s * 1000)) || fail "the launcher still runs"
-  wait_code "$launcher"
-  pids=()
-  [ "$rc" = 0 ] || fail "the launcher exited $rc after servers 0 and 2 were killed, a replacement holding shard 2, want 0"
+  launcher_exit_zero "servers 0 and 2 were killed, a replacement holding shard 2"
   grep -q "server 2 (pid $victim) was killed by signal 9.*shard 2 is served by replacement [0-9]* now" \
     "$tmp/launch.log" || fail "the launcher did not name the replacement serving shard 2"
   grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
@@ -378,9 +378,7 @@ launch_replace)
              "$tmp/launch.log"); do
     exited "$p" || fail "child $p outlived the launcher"
   done
-  want=$((epochs * 4880))
-  total=$(metric "$tmp/metrics.json" total_samples)
-  [ "$total" = "$want" ] || fail "total_samples $total, want $want"
+  exact_samples
   echo "total_samples $total"
   grep -h "started a replacement\|shard 2 is served by" "$tmp/launch.log" | head -4
   ;;

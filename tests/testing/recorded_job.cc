@@ -92,6 +92,19 @@ void ExpectCopyAbandoned(const ReplyCache::KeptId& primary, const ReplyCache::Ke
 
 }  // namespace
 
+bool ReplayInputs(const std::vector<std::string>& inputs, size_t begin, size_t end, int shard, ServerShard* copy) {
+  for (size_t i = begin; i < end; ++i) {
+    ShardInput in;
+    const Status decoded = DecodeShardInput(inputs[i], "shard " + std::to_string(shard), &in);
+    const Status st = decoded.ok() ? copy->Replay(in.identity, &in.message) : decoded;
+    if (!st.ok()) {
+      ADD_FAILURE() << "shard " << shard << ", input " << i << ": " << st.ToString();
+      return false;
+    }
+  }
+  return true;
+}
+
 void ExpectSameShardState(const ServerShard& primary, const ServerShard& copy, const JobConfig& c, int s,
                           const std::string& dir) {
   const testing::ShardDigest a = DigestShard(primary, c, s, dir + "/primary");

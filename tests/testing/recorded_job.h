@@ -73,6 +73,12 @@ size_t ExpectSameReplyCache(const ServerShard& primary, const ServerShard& copy)
 void ExpectSameShardState(const ServerShard& primary, const ServerShard& copy, const JobConfig& c, int s,
                           const std::string& dir);
 
+/// Feeds inputs [begin, end) of shard `shard` (ShardInput bytes, as
+/// RecordedJob::inputs holds them) to `copy` with ServerShard::Replay, in
+/// order; false on the first that does not decode or fails (a non-fatal
+/// test failure names it).
+bool ReplayInputs(const std::vector<std::string>& inputs, size_t begin, size_t end, int shard, ServerShard* copy);
+
 /// Bibtex (the bundled data, tests/data/bibtex_fixed.pbtxt: 2 servers, 2
 /// workers, SSP staleness 2, Adam) with a 32-unit hidden layer, one epoch,
 /// seed 7, 30 s startup and idle timeouts. Paths are relative to the
