@@ -13,7 +13,12 @@
 namespace tether {
 namespace {
 
-bool HasEpochFields(const LearningRateSchedule& s) { return s.has_warmup_epochs() || s.has_decay_epochs(); }
+// A schedule given in epochs, or a decay with no length (it runs to the end
+// of training), is resolved against the job's nominal epoch.
+bool NeedsEpochs(const LearningRateSchedule& s) {
+  return s.has_warmup_epochs() || s.has_decay_epochs() ||
+         (s.decay() != LearningRateSchedule::CONSTANT && !s.has_decay_clocks());
+}
 
 // Lines holding a row of a LIBSVM file (anything but blanks).
 StatusOr<int64_t> CountLibsvmRows(const std::string& path) {
@@ -90,8 +95,8 @@ int64_t NominalClocksPerEpoch(const JobConfig& c, int64_t rows) {
 }
 
 Status ResolveScheduleClocks(JobConfig* config) {
-  bool any = HasEpochFields(config->optimizer().schedule());
-  for (const TableConfig& t : config->table()) any = any || HasEpochFields(t.optimizer().schedule());
+  bool any = NeedsEpochs(config->optimizer().schedule());
+  for (const TableConfig& t : config->table()) any = any || NeedsEpochs(t.optimizer().schedule());
   if (!any) return Status::OK();
   TETHER_ASSIGN_OR_RETURN(const int64_t rows, NominalTrainingRows(*config));
   const int64_t per_epoch = NominalClocksPerEpoch(*config, rows);

@@ -31,7 +31,8 @@ int64_t NominalClocksPerEpoch(const JobConfig& config, int64_t rows);
 /// Resolves the epoch fields of every learning-rate schedule in the config
 /// (optimizer.schedule and each table's) into clocks (ResolveScheduleEpochs,
 /// core/schedule_config.h), counting the rows only when a schedule gives
-/// epochs. Errors: NominalTrainingRows' and ResolveScheduleEpochs'.
+/// epochs or a decay without decay_clocks (`decay: COSINE` alone decays over
+/// every clock of train.epochs the warm-up leaves). Errors: NominalTrainingRows' and ResolveScheduleEpochs'.
 Status ResolveScheduleClocks(JobConfig* config);
 
 }  // namespace tether

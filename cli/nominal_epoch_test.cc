@@ -87,5 +87,22 @@ TEST(NominalEpochTest, ResolvesEverySchedule) {
   EXPECT_EQ(none.optimizer().schedule().warmup_clocks(), 7);
 }
 
+// A decay with no length runs over the whole training: 10 epochs of 39
+// clocks, less a warm-up of 5 clocks.
+TEST(NominalEpochTest, ADecayWithoutLengthRunsToTheEnd) {
+  JobConfig c = Xmc(4880, 2);
+  c.mutable_train()->set_epochs(10);
+  LearningRateSchedule* s = c.mutable_optimizer()->mutable_schedule();
+  s->set_decay(LearningRateSchedule::COSINE);
+  s->set_warmup_clocks(5);
+  ASSERT_TRUE(ResolveScheduleClocks(&c).ok());
+  EXPECT_EQ(c.optimizer().schedule().decay_clocks(), 390 - 5);
+  EXPECT_EQ(ScheduleProblem(c.optimizer().schedule(), ADAM), "");
+  // A length given in clocks is kept.
+  s->set_decay_clocks(100);
+  ASSERT_TRUE(ResolveScheduleClocks(&c).ok());
+  EXPECT_EQ(c.optimizer().schedule().decay_clocks(), 100);
+}
+
 }  // namespace
 }  // namespace tether
