@@ -157,7 +157,8 @@ tether::LaunchRequest RequestFromFlags() {
   r.listen = FLAGS_listen;
   r.advertise_host = FLAGS_advertise_host;
   r.rendezvous_serve = FLAGS_rendezvous_serve;
-  for (const char* flag : {"transport", "max_restarts", "model_out", "timeout_s", "elastic_schedule"})
+  for (const char* flag :
+       {"transport", "max_restarts", "max_replacements", "model_out", "timeout_s", "elastic_schedule"})
     if (FlagGiven(flag)) r.not_for_engine.push_back(flag);
   r.metrics_port = FLAGS_metrics_port;
   r.metrics_host = FLAGS_metrics_host;
