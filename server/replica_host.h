@@ -171,6 +171,7 @@ class ReplicaHost {
   const bool join_ = false;
   std::vector<int> candidates_;  // a joining process: the shards it asks, in order
   size_t candidate_ = 0;
+  std::vector<std::string> refusals_;  // a joining process: each shard's refusal, in order
   std::string bind_endpoint_, advertise_host_;
   uint64_t key_list_cache_bytes_ = kDefaultKeyListCacheBytes;
   int slot_ = -1;          // this process's slot in the shard's chain

@@ -36,7 +36,18 @@ Status ReplicaHost::StartCandidate() {
 }
 
 bool ReplicaHost::NextCandidate(const Status& refusal, Status* result) {
-  if (!join_ || state_total_ != 0 || candidate_ + 1 >= candidates_.size()) return false;
+  if (!join_ || state_total_ != 0) return false;
+  refusals_.push_back(refusal.message());
+  if (candidate_ + 1 >= candidates_.size()) {
+    // Every shard asked refused: name each refusal, not only the last.
+    if (refusals_.size() > 1) {
+      std::string all;
+      for (const std::string& r : refusals_) all += (all.empty() ? "" : "; ") + r;
+      *result = Status::FailedPrecondition("no shard took this process as its replica (" +
+                                           std::to_string(refusals_.size()) + " asked): " + all);
+    }
+    return false;
+  }
   LOG(INFO) << refusal.message() << "; asking the next shard";
   CloseConnection();
   copy_->CloseSocket();

@@ -159,5 +159,29 @@ TEST(ReplicaJoinTest, AJoinerFollowsTheShardsMoveInTheRendezvous) {
   EXPECT_TRUE(primary.WaitForExit(30000).ok());
 }
 
+// A joining process without a shard asks every shard in turn; when every
+// one refuses (here each primary still waits for its own replica), it ends
+// naming each refusal, not only the last one's.
+TEST(ReplicaJoinTest, AJoinerEveryShardRefusesNamesEachRefusal) {
+  JobConfig config = testing::SmallBibtexJob();
+  config.mutable_cluster()->set_replicas(1);
+  std::vector<std::unique_ptr<testing::ShardThread>> primaries;
+  JobConfig hosts_config = config;
+  for (int s = 0; s < 2; ++s) {
+    primaries.push_back(std::make_unique<testing::ShardThread>(config, s));
+    hosts_config.mutable_cluster()->add_server_addresses(primaries.back()->endpoint());
+  }
+  ReplicaHost joiner(hosts_config, ReplicaHost::Join{});
+  ASSERT_TRUE(joiner.Start("tcp://127.0.0.1:0", "").ok());
+  const Status st = joiner.Run();
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("no shard took this process as its replica (2 asked)"), std::string::npos)
+      << st.message();
+  for (const char* why :
+       {"shard 0 waits for its replica (server process 1)", "shard 1 waits for its replica (server process 0)"})
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  for (auto& p : primaries) p->Stop();
+}
+
 }  // namespace
 }  // namespace tether
