@@ -158,7 +158,8 @@ void PrintFlag(const gflags::CommandLineFlagInfo& f) {
   } else if (!f.default_value.empty()) {
     left += "=" + f.default_value;
   }
-  constexpr size_t kColumn = 34;
+  // Wide enough for "--key_list_cache_bytes=67108864" on one line.
+  constexpr size_t kColumn = 35;
   if (left.size() + 2 > kColumn) {
     std::printf("%s\n%*s%s\n", left.c_str(), static_cast<int>(kColumn), "", f.description.c_str());
   } else {

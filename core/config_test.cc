@@ -45,16 +45,17 @@ TEST(ConfigTest, BoolOverridesAreBooleanFlags) {
   for (const ConfigOverride& o : ConfigOverrides()) {
     const std::string flag = o.flag;
     if (OverrideIsBool(o)) ++bools;
-    if (flag == "data_on_demand" || flag == "adaptive_batch" || flag == "pipeline") {
+    if (flag == "data_on_demand" || flag == "adaptive_batch" || flag == "pipeline" || flag == "tf_idf") {
       EXPECT_TRUE(OverrideIsBool(o)) << flag;
     }
     if (flag == "staleness" || flag == "optimizer" || flag == "train_file") {
       EXPECT_FALSE(OverrideIsBool(o)) << flag;
     }
   }
-  // normalize_rows, adaptive_batch, data_on_demand, chunk_taper, pipeline,
-  // error_feedback, fail_on_divergence, accept_partial_eval, key_list_cache.
-  EXPECT_EQ(bools, 9);
+  // normalize_rows, tf_idf, adaptive_batch, data_on_demand, chunk_taper,
+  // pipeline, error_feedback, fail_on_divergence, accept_partial_eval,
+  // key_list_cache.
+  EXPECT_EQ(bools, 10);
 }
 
 TEST(ConfigTest, TableBudgetsAreCheckedWithTheField) {

@@ -1,6 +1,7 @@
 // The trainer's data path and outputs: LoadSplit's label conversion per
-// model type (binary, multiclass, IDX), its errors, CreateModel's table
-// checks, and the metrics JSON keys.
+// model type (binary, multiclass, IDX), its errors, TF-IDF weighting
+// (FinishFeatures) and its config checks, CreateModel's table checks, and
+// the metrics JSON keys.
 #include "worker/trainer.h"
 
 #include <gtest/gtest.h>
@@ -97,6 +98,54 @@ TEST(LoadSplitTest, MnistSplitFromTheBundledIdxFiles) {
   StatusOr<Dataset> half = LoadSplit(c, c.data().train_file(), c.data().train_label_file(), c.data().train_split(), 1, 2);
   ASSERT_TRUE(half.ok());
   EXPECT_EQ(half->features.rows, 4000);
+}
+
+// data.tf_idf: LoadSplit leaves the rows unweighted and unnormalised;
+// FinishFeatures weighs them, then normalises. Rows {0:1, 1:2}, {0:1},
+// {2:3}: df = 2, 1, 1 over N = 3.
+TEST(LoadSplitTest, TfIdfWeighsThenNormalises) {
+  const std::string f = WriteFile("tfidf.txt", "3 3 2\n0 0:1 1:2\n1 0:1\n0,1 2:3\n");
+  JobConfig c = Config("data { format: XMC index_base: 0 num_features: 3 num_labels: 2 train_file: \"" + f +
+                       "\" tf_idf: true normalize_rows: true }");
+  ASSERT_TRUE(ValidateAll(c).ok()) << ValidateAll(c).ToString();
+  StatusOr<Dataset> d = LoadSplit(c, f, "", "", 0, 1);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->features.values, (std::vector<float>{1, 2, 1, 3}));  // as read
+  const float idf0 = static_cast<float>(std::log(4.0 / 3.0) + 1.0), idf1 = static_cast<float>(std::log(2.0) + 1.0);
+  const std::vector<float> idf = {idf0, idf1, idf1};
+  ASSERT_TRUE(FinishFeatures(c, idf, &d->features).ok());
+  const double norm0 = std::sqrt(double{idf0} * idf0 + 4.0 * idf1 * idf1);
+  EXPECT_NEAR(d->features.values[0], idf0 / norm0, 1e-7);  // 0.3836
+  EXPECT_NEAR(d->features.values[1], 2 * idf1 / norm0, 1e-7);  // 0.9235
+  EXPECT_NEAR(d->features.values[2], 1.0, 1e-7);
+  EXPECT_NEAR(d->features.values[3], 1.0, 1e-7);
+  // Without normalisation the weighted values stay; weights of another width are refused.
+  c.mutable_data()->set_normalize_rows(false);
+  d = LoadSplit(c, f, "", "", 0, 1);
+  ASSERT_TRUE(FinishFeatures(c, idf, &d->features).ok());
+  EXPECT_EQ(d->features.values, (std::vector<float>{idf0, 2 * idf1, idf0, 3 * idf1}));
+  EXPECT_EQ(FinishFeatures(c, {1, 1}, &d->features).message(),
+            "data.tf_idf: 2 feature weights for data.num_features 3");
+  // Without data.tf_idf: nothing to do (LoadSplit normalised).
+  c.mutable_data()->set_tf_idf(false);
+  EXPECT_TRUE(FinishFeatures(c, {}, &d->features).ok());
+  EXPECT_EQ(d->features.values, (std::vector<float>{idf0, 2 * idf1, idf0, 3 * idf1}));
+}
+
+TEST(ConfigForModelsTest, TfIdfNeedsAFixedWidthHeldInMemory) {
+  const std::string data = "data { format: XMC index_base: 0 num_features: 3 num_labels: 2 train_file: \"x\" tf_idf: true ";
+  EXPECT_EQ(ValidateJobConfig(Config(data + "streaming: true }")).message(),
+            "config field data.tf_idf: counts and weighs rows held in memory: not with data.streaming");
+  JobConfig wide = Config(data + "}");
+  wide.mutable_data()->set_num_features((int64_t{1} << 22) + 1);
+  EXPECT_EQ(ValidateJobConfig(wide).message(),
+            "config field data.tf_idf: needs data.num_features <= 4194304 (every worker sends one dense document "
+            "count per feature), got 4194305");
+  JobConfig hashed = Config(data + "}");
+  hashed.mutable_data()->set_num_features(0);
+  hashed.mutable_data()->set_hashed_features(true);
+  EXPECT_NE(ValidateJobConfig(hashed).message().find("config field data.tf_idf: needs a fixed input width"),
+            std::string::npos) << ValidateJobConfig(hashed).message();
 }
 
 TEST(ConfigForModelsTest, ValidationPerModelType) {

@@ -43,6 +43,7 @@ const ConfigOverride kOverrideTable[] = {
     {"label_smoothing", "model.label_smoothing", "label smoothing of the training loss, in [0, 1) (0: none)"},
     {"loss", "model.loss", "softmax | bce"},
     {"normalize_rows", "data.normalize_rows", "scale each row's features to unit L2 norm: true | false"},
+    {"tf_idf", "data.tf_idf", "weigh each feature by its inverse document frequency over the training rows, before normalize_rows: true | false"},
     {"l2", "optimizer.l2", "L2 regularisation added to every gradient"},
     {"weight_decay", "optimizer.weight_decay", "ADAM: weight decay decoupled from the moments (AdamW), w *= 1 - lr x this per step (0: none)"},
     {"delay_compensation", "optimizer.delay_compensation", "delay compensation for asynchronous pushes (DC-ASGD): lambda >= 0 of g + lambda g*g*(w_now - w_read) on the servers (0: off)"},

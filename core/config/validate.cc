@@ -19,6 +19,10 @@ namespace {
 // cluster.max_workers' ceiling: servers keep a slot per rank that joined.
 constexpr int kMaxWorkerRanks = 1 << 16;
 
+// data.tf_idf's widest input: 2^22 document counts are at most 40 MiB per
+// worker in round 0's messages (varints of 10 bytes at most).
+constexpr int64_t kMaxTfIdfFeatures = int64_t{1} << 22;
+
 // Why replicas need processes of their own, for the messages below.
 constexpr char kInProcessReplicas[] =
     "every shard of an in-process job runs in one process, so a replica would end with its primary; run the "
@@ -371,13 +375,33 @@ Status ValidateTrainLimits(const JobConfig& c) {
   return Status::OK();
 }
 
+// TF-IDF weighting (data.tf_idf): the workers sum dense per-feature
+// document counts in round 0 of the partitioned evaluation, so the input
+// needs a fixed width small enough for one count vector per worker in a
+// message, and rows held in memory to count and weigh.
+Status ValidateTfIdf(const JobConfig& c) {
+  if (!c.data().tf_idf()) return Status::OK();
+  const auto refused = [](const std::string& why) { return FieldError("data.tf_idf", why); };
+  if (c.data().format() == IDX)
+    return refused("applies to sparse text input (data.format XMC, LIBSVM or ARFF), not IDX images");
+  if (c.data().hashed_features())
+    return refused("needs a fixed input width: the document counts are one dense vector of data.num_features "
+                   "entries, which data.hashed_features does not have");
+  if (c.data().streaming())
+    return refused("counts and weighs rows held in memory: not with data.streaming");
+  if (c.data().num_features() > kMaxTfIdfFeatures)
+    return refused("needs data.num_features <= " + std::to_string(kMaxTfIdfFeatures) +
+                   " (every worker sends one dense document count per feature), got " +
+                   std::to_string(c.data().num_features()));
+  return Status::OK();
+}
+
 // Fields of the schema whose training side is not in this version: set,
 // they would be ignored, so they are refused.
 Status ValidateNotYetRead(const JobConfig& c) {
   const auto unread = [](const std::string& field) {
     return FieldError(field, "is not read by the trainer in this version: leave it unset");
   };
-  if (c.data().has_tf_idf()) return unread("data.tf_idf");
   if (c.data().has_validation_split()) return unread("data.validation_split");
   return Status::OK();
 }
@@ -465,9 +489,9 @@ Status ValidateJobConfig(const JobConfig& c) {
   // The sections a server reads come first, as a server checks them alone;
   // then each section in turn, the first problem reported.
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
-  for (Status (*check)(const JobConfig&) : {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateModelAndTrain,
-                                            ValidateAdaptiveBatch, ValidateTrainLimits, ValidateOptimizers, ValidateTableBudgets,
-                                            ValidateNotYetRead, ValidateValidation})
+  for (Status (*check)(const JobConfig&) :
+       {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateTfIdf, ValidateModelAndTrain, ValidateAdaptiveBatch,
+        ValidateTrainLimits, ValidateOptimizers, ValidateTableBudgets, ValidateNotYetRead, ValidateValidation})
     TETHER_RETURN_IF_ERROR(check(c));
   return Status::OK();
 }

@@ -5,23 +5,44 @@
 
 #include "eval/metrics.h"
 #include "core/net/eval_frames.h"
+#include "input/feature_weighting.h"
 
 namespace tether {
 
-EvalPartial SetupPartial(int rank, LabelKind kind, const std::vector<uint64_t>& label_counts, int64_t train_rows,
-                         int64_t test_rows) {
+EvalPartial SetupPartial(int rank, LabelKind kind, const TrainingCounts& counts, int64_t test_rows) {
   EvalPartial p;
   p.set_rank(rank);
-  p.set_train_rows(train_rows);
+  p.set_train_rows(counts.rows);
   p.set_test_rows(test_rows);
-  if (kind == LabelKind::kMultiLabel) *p.mutable_label_counts() = {label_counts.begin(), label_counts.end()};
+  if (kind == LabelKind::kMultiLabel)
+    *p.mutable_label_counts() = {counts.label_counts.begin(), counts.label_counts.end()};
+  *p.mutable_feature_counts() = {counts.feature_counts.begin(), counts.feature_counts.end()};
   return p;
 }
 
 EvalPartial SetupPartial(int rank, LabelKind kind, const CsrMatrix& train_labels, int64_t test_rows) {
-  return SetupPartial(rank, kind, kind == LabelKind::kMultiLabel ? CountLabels(train_labels) : std::vector<uint64_t>{},
-                      train_labels.rows, test_rows);
+  TrainingCounts counts;
+  if (kind == LabelKind::kMultiLabel) counts.label_counts = CountLabels(train_labels);
+  counts.rows = train_labels.rows;
+  return SetupPartial(rank, kind, counts, test_rows);
 }
+
+namespace {
+
+// Adds `from` (worker `rank`'s) into *sum, the first partial setting its
+// width. Errors: InvalidArgument when the widths differ.
+Status AddCounts(const google::protobuf::RepeatedField<uint64_t>& from, bool first, int rank, const char* what,
+                 std::vector<uint64_t>* sum) {
+  if (first) sum->assign(static_cast<size_t>(from.size()), 0);
+  if (static_cast<size_t>(from.size()) != sum->size())
+    return Status::InvalidArgument("evaluation setup: worker " + std::to_string(rank) + " counts " +
+                                   std::to_string(from.size()) + " " + what + ", worker 0 " +
+                                   std::to_string(sum->size()));
+  for (int i = 0; i < from.size(); ++i) (*sum)[static_cast<size_t>(i)] += from.Get(i);
+  return Status::OK();
+}
+
+}  // namespace
 
 StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank, int num_workers, LabelKind kind,
                                   double psp_a, double psp_b) {
@@ -30,7 +51,7 @@ StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank,
                                    std::to_string(num_workers) +
                                    " workers sent their label and test-row counts (a worker left before training)");
   EvalSetup s;
-  std::vector<uint64_t> counts;
+  std::vector<uint64_t> counts, feature_counts;
   for (size_t i = 0; i < all.size(); ++i) {
     const EvalPartial& p = all[i];
     if (p.rank() != static_cast<int>(i))
@@ -40,29 +61,26 @@ StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank,
     if (p.rank() < rank) s.test_offset += p.test_rows();
     s.test_rows += p.test_rows();
     s.train_rows += p.train_rows();
-    if (kind != LabelKind::kMultiLabel) continue;
-    if (i == 0) counts.assign(static_cast<size_t>(p.label_counts_size()), 0);
-    if (static_cast<size_t>(p.label_counts_size()) != counts.size())
-      return Status::InvalidArgument("evaluation setup: worker " + std::to_string(p.rank()) + " counts " +
-                                     std::to_string(p.label_counts_size()) + " labels, worker 0 " +
-                                     std::to_string(counts.size()));
-    for (int l = 0; l < p.label_counts_size(); ++l) counts[l] += p.label_counts(l);
+    TETHER_RETURN_IF_ERROR(AddCounts(p.feature_counts(), i == 0, p.rank(), "features", &feature_counts));
+    if (kind == LabelKind::kMultiLabel)
+      TETHER_RETURN_IF_ERROR(AddCounts(p.label_counts(), i == 0, p.rank(), "labels", &counts));
   }
   if (kind == LabelKind::kMultiLabel) s.inv_propensity = InversePropensity(counts, s.train_rows, psp_a, psp_b);
+  if (!feature_counts.empty()) s.feature_idf = InverseDocumentFrequencies(feature_counts, s.train_rows);
   return s;
 }
 
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
                                       const CsrMatrix& train_labels, int64_t test_rows, JobSession* session) {
-  return ExchangeEvalSetup(rank, num_workers, kind, psp_a, psp_b,
-                           kind == LabelKind::kMultiLabel ? CountLabels(train_labels) : std::vector<uint64_t>{},
-                           train_labels.rows, test_rows, session);
+  TrainingCounts counts;
+  if (kind == LabelKind::kMultiLabel) counts.label_counts = CountLabels(train_labels);
+  counts.rows = train_labels.rows;
+  return ExchangeEvalSetup(rank, num_workers, kind, psp_a, psp_b, counts, test_rows, session);
 }
 
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
-                                      const std::vector<uint64_t>& label_counts, int64_t train_rows,
-                                      int64_t test_rows, JobSession* session) {
-  const EvalPartial mine = SetupPartial(rank, kind, label_counts, train_rows, test_rows);
+                                      const TrainingCounts& counts, int64_t test_rows, JobSession* session) {
+  const EvalPartial mine = SetupPartial(rank, kind, counts, test_rows);
   std::vector<EvalPartial> all;
   TETHER_ASSIGN_OR_RETURN(bool complete, session->EvalGather(kSetupEvalRound, &mine, EvalGatherBody::EVAL_WAIT, &all));
   if (!complete) return Status::Internal("evaluation setup: shard 0 answered before every worker's counts were in");

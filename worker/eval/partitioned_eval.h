@@ -9,9 +9,13 @@
 //
 // Round 0 (kSetupEvalRound), at the job's start, gathers what no single
 // worker holds: the training label counts over the whole training split
-// (PSP@k's inverse propensities, Jain, Prabhu & Varma, KDD 2016) and each
-// worker's number of test rows (its offset in the test set, so
-// train.eval_max_rows keeps the first N rows of the whole set).
+// (PSP@k's inverse propensities, Jain, Prabhu & Varma, KDD 2016), with
+// data.tf_idf the training rows' document frequency of every feature (the
+// IDF every worker weighs its input by, input/feature_weighting.h), and
+// each worker's number of test rows (its offset in the test set, so
+// train.eval_max_rows keeps the first N rows of the whole set). Counts are
+// integers summed in rank order: every worker finds the same IDF, the one
+// a single worker holding the whole training split would find.
 //
 // Thread-safety: functions of their arguments, apart from the session's
 // calls (one thread, the worker's).
@@ -35,25 +39,36 @@ struct EvalSetup {
   /// training partition (InversePropensity, train.psp_a / psp_b); empty
   /// otherwise.
   std::vector<double> inv_propensity;
+  /// data.tf_idf: idf(f) over the training rows of every worker
+  /// (InverseDocumentFrequencies of the summed feature counts and
+  /// train_rows), data.num_features of them; empty otherwise.
+  std::vector<float> feature_idf;
   int64_t train_rows = 0;   // training rows over all workers
   int64_t test_offset = 0;  // index in the whole test set of this worker's first test row
   std::vector<int64_t> test_offsets;  // the same for every initial rank (test_offsets[rank] == test_offset)
   int64_t test_rows = 0;    // test rows over all workers
 };
 
+/// What a worker counted of its training rows for round 0
+/// (CountTrainingRows, worker/train/training_data.h). A streamed partition
+/// (data.streaming) is counted in a pass over its stream, never held whole.
+struct TrainingCounts {
+  std::vector<uint64_t> label_counts;    // multi-label: rows carrying label l; empty otherwise
+  std::vector<uint64_t> feature_counts;  // data.tf_idf: rows holding feature f; empty otherwise
+  int64_t rows = 0;                      // training rows counted
+};
+
 /// Round 0's partial of a worker: its training partition's rows and (multi-
 /// label: `train_labels`, N × L CSR) rows per label, and its test rows.
 EvalPartial SetupPartial(int rank, LabelKind kind, const CsrMatrix& train_labels, int64_t test_rows);
-/// The same from counts already taken: `label_counts[l]` rows of the
-/// partition carry label l (multi-label only; ignored otherwise), over
-/// `train_rows` rows. A streamed partition (data.streaming) is counted in a
-/// pass over its stream, never held whole.
-EvalPartial SetupPartial(int rank, LabelKind kind, const std::vector<uint64_t>& label_counts, int64_t train_rows,
-                         int64_t test_rows);
+/// The same from counts already taken (label counts sent for multi-label
+/// only; feature counts whenever given).
+EvalPartial SetupPartial(int rank, LabelKind kind, const TrainingCounts& counts, int64_t test_rows);
 
 /// Round 0's result for worker `rank` from every worker's SetupPartial in
 /// rank order. Errors: InvalidArgument when a worker's partial is missing
-/// (it left before round 0) or the label counts differ in width.
+/// (it left before round 0) or the label or feature counts differ in width
+/// (naming the worker).
 StatusOr<EvalSetup> EvalSetupFrom(const std::vector<EvalPartial>& all, int rank, int num_workers, LabelKind kind,
                                   double psp_a, double psp_b);
 
@@ -63,8 +78,7 @@ StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind,
                                       const CsrMatrix& train_labels, int64_t test_rows, JobSession* session);
 /// The same from counts already taken (the SetupPartial overload above).
 StatusOr<EvalSetup> ExchangeEvalSetup(int rank, int num_workers, LabelKind kind, double psp_a, double psp_b,
-                                      const std::vector<uint64_t>& label_counts, int64_t train_rows,
-                                      int64_t test_rows, JobSession* session);
+                                      const TrainingCounts& counts, int64_t test_rows, JobSession* session);
 
 /// Round 0 for a worker that joined the running job with a rank beyond the
 /// `num_workers` initial ones (elastic membership): it holds no part of the

@@ -1,7 +1,8 @@
 // Partitioned evaluation: the test set evaluated in parts and merged (rank
 // order) gives what one evaluator over the whole set gives: hit counts and
 // AUC exactly, sums of doubles to 1e-12; merging is associative on the
-// counts; round 0 sums the label counts and gives each worker its offset.
+// counts; round 0 sums the label and feature counts and gives each worker
+// its offset.
 #include "worker/eval/partitioned_eval.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 
 #include "eval/metrics.h"
 #include "compute/cpu_backend.h"
+#include "input/feature_weighting.h"
 
 namespace tether {
 namespace {
@@ -230,6 +232,47 @@ TEST(PartitionedEvalTest, SetupSumsLabelCountsAndGivesOffsets) {
   EXPECT_EQ(RowsToEvaluate(5, 7, 8), 3);
   EXPECT_EQ(RowsToEvaluate(5, 7, 3), 0);
   EXPECT_EQ(RowsToEvaluate(0, 5, 100), 5);
+}
+
+// Round 0 with data.tf_idf: the features' document counts of two workers'
+// shares sum to those of the whole set, and every worker gets the IDF one
+// worker holding it all would compute: rows {0, 1}, {0, 2} and {0} of 4
+// features (df = 3, 1, 1, 0 over N = 3) give idf = ln(4 / (1 + df)) + 1.
+TEST(PartitionedEvalTest, SetupSumsFeatureCountsIntoTheIdf) {
+  CsrMatrix x;
+  x.cols = 4;
+  const uint32_t r0[] = {0, 1}, r1[] = {0, 2}, r2[] = {0};
+  const float ones[] = {1, 1};
+  x.AppendRow(r0, ones, 2);
+  x.AppendRow(r1, ones, 2);
+  x.AppendRow(r2, ones, 1);
+  TrainingCounts a, b;
+  a.feature_counts.assign(4, 0);
+  b.feature_counts.assign(4, 0);
+  CountDocumentFrequencies(SliceRows(x, 0, 2), &a.feature_counts);
+  CountDocumentFrequencies(SliceRows(x, 2, 3), &b.feature_counts);
+  a.rows = 2, b.rows = 1;
+  EXPECT_EQ(a.feature_counts, (std::vector<uint64_t>{2, 1, 1, 0}));
+  EXPECT_EQ(b.feature_counts, (std::vector<uint64_t>{1, 0, 0, 0}));
+  const std::vector<EvalPartial> all = {SetupPartial(0, LabelKind::kBinary, a, 0),
+                                        SetupPartial(1, LabelKind::kBinary, b, 0)};
+  for (int rank = 0; rank < 2; ++rank) {
+    StatusOr<EvalSetup> s = EvalSetupFrom(all, rank, 2, LabelKind::kBinary, 0.55, 1.5);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->train_rows, 3);
+    const float ln2 = static_cast<float>(std::log(2.0) + 1.0);  // 1.6931472
+    EXPECT_EQ(s->feature_idf, (std::vector<float>{1.0f, ln2, ln2, static_cast<float>(std::log(4.0) + 1.0)}));
+    std::vector<uint64_t> whole;
+    CountDocumentFrequencies(x, &whole);
+    EXPECT_EQ(s->feature_idf, InverseDocumentFrequencies(whole, 3));  // one worker with every row
+  }
+  // Without feature counts there is no IDF; counts of another width are refused.
+  EXPECT_TRUE(EvalSetupFrom({SetupPartial(0, LabelKind::kBinary, TrainingCounts{}, 0)}, 0, 1, LabelKind::kBinary,
+                            0.55, 1.5)->feature_idf.empty());
+  b.feature_counts.pop_back();
+  const Status st = EvalSetupFrom({all[0], SetupPartial(1, LabelKind::kBinary, b, 0)}, 0, 2, LabelKind::kBinary,
+                                  0.55, 1.5).status();
+  EXPECT_EQ(st.message(), "evaluation setup: worker 1 counts 3 features, worker 0 4");
 }
 
 }  // namespace

@@ -78,13 +78,19 @@ TestEvaluation::TestEvaluation(const JobConfig& config, int rank, Dataset test, 
       client_(client),
       session_(session) {}
 
-Status TestEvaluation::Setup(const std::vector<uint64_t>& label_counts, int64_t counted_rows) {
+Status TestEvaluation::Setup(const TrainingCounts& counts) {
   const int num_workers = config_.cluster().num_workers();
   const LabelKind kind = LabelKindOf(config_);
   const double psp_a = config_.train().psp_a(), psp_b = config_.train().psp_b();
   TETHER_ASSIGN_OR_RETURN(setup_, joiner_ ? JoinEvalSetup(rank_, num_workers, kind, psp_a, psp_b, session_)
-                                          : ExchangeEvalSetup(rank_, num_workers, kind, psp_a, psp_b, label_counts,
-                                                              counted_rows, test_.features.rows, session_));
+                                          : ExchangeEvalSetup(rank_, num_workers, kind, psp_a, psp_b, counts,
+                                                              test_.features.rows, session_));
+  return FinishFeatures(config_, setup_.feature_idf, &test_.features);
+}
+
+Status TestEvaluation::SetTest(Dataset test) {
+  TETHER_RETURN_IF_ERROR(FinishFeatures(config_, setup_.feature_idf, &test.features));
+  test_ = std::move(test);
   return Status::OK();
 }
 
@@ -130,6 +136,9 @@ StatusOr<int> TestEvaluation::FillMissingParts(std::vector<EvalPartial>* all) {
       continue;
     }
     StatusOr<Dataset> part = load_part_(r);
+    if (part.ok()) {
+      if (Status st = FinishFeatures(config_, setup_.feature_idf, &part->features); !st.ok()) part = st;
+    }
     if (!part.ok()) {
       LOG(WARNING) << who_ << "evaluation: worker " << r << " left the job and its part of the test set cannot be "
                    << "read here (" << part.status().message() << "): it is not scored";

@@ -61,21 +61,27 @@ class TestEvaluation {
   /// This worker's part of the test set, read at the end (a run with a
   /// validation split reads the test split only for the final evaluation,
   /// and sent no test rows in round 0: train.eval_max_rows is refused
-  /// there, so no offset is needed).
-  void set_test(Dataset test) { test_ = std::move(test); }
-  /// Reads initial rank `rank`'s part of the test set. With it, the
+  /// there, so no offset is needed), as LoadSplit read it; finished with
+  /// round 0's IDF (FinishFeatures, data.tf_idf). Errors: FinishFeatures'.
+  Status SetTest(Dataset test);
+  /// Reads initial rank `rank`'s part of the test set as LoadSplit does
+  /// (it is finished here like every part: FinishFeatures). With it, the
   /// evaluator scores the parts of workers that left the job before the
   /// final evaluation itself, so the final metrics cover the whole test set
   /// (FillMissingParts); without it they cover the parts sent.
   using PartLoader = std::function<StatusOr<Dataset>(int rank)>;
   void set_part_loader(PartLoader loader) { load_part_ = std::move(loader); }
 
-  /// Round 0: sends this worker's training label counts (`label_counts`
-  /// over `counted_rows` rows; CountTrainingLabels) and test rows, and
-  /// waits for every initial worker's. A joiner sends none and takes the
-  /// others'. Errors: the client's, EvalSetupFrom's.
-  Status Setup(const std::vector<uint64_t>& label_counts, int64_t counted_rows);
+  /// Round 0: sends this worker's training counts (CountTrainingRows) and
+  /// test rows, and waits for every initial worker's. A joiner sends none
+  /// and takes the others'. With data.tf_idf, then weighs this worker's test
+  /// rows (given to the constructor as LoadSplit read them) by the IDF found
+  /// (FinishFeatures). Errors: the client's, EvalSetupFrom's,
+  /// FinishFeatures'.
+  Status Setup(const TrainingCounts& counts);
   int64_t test_rows() const { return test_.features.rows; }
+  /// data.tf_idf: the IDF of round 0 (after Setup); empty otherwise.
+  const std::vector<float>& feature_idf() const { return setup_.feature_idf; }
 
   /// After epoch `epoch` (1-based) when train.eval_every_epochs says so and
   /// it is not the last (a joiner never evaluates): evaluates this worker's

@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/data_files.h"
+#include "input/feature_weighting.h"
 #include "input/idx_reader.h"
 #include "worker/eval/evaluator.h"
 #include "worker/models/model_registry.h"
@@ -275,7 +276,8 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
   const float scale = config.data().feature_scale();
   if (scale != 1.0f)
     for (float& v : d.features.values) v *= scale;
-  if (config.data().normalize_rows()) NormalizeRows(&d.features);
+  // TF-IDF weighs before the normalisation, with weights not known yet.
+  if (config.data().normalize_rows() && !config.data().tf_idf()) NormalizeRows(&d.features);
   // Hashed features: cols counts this share's distinct ids, not a width.
   if (!config.data().hashed_features() && d.features.cols != config.data().num_features())
     return Status::InvalidArgument(file + ": has " + std::to_string(d.features.cols) +
@@ -343,6 +345,35 @@ StatusOr<TrainingData> LoadTrainingData(const JobConfig& config, int rank, bool 
   return data;
 }
 
+Status FinishFeatures(const JobConfig& config, const std::vector<float>& feature_idf, CsrMatrix* features) {
+  if (!config.data().tf_idf()) return Status::OK();
+  if (static_cast<int64_t>(feature_idf.size()) != config.data().num_features())
+    return Status::InvalidArgument("data.tf_idf: " + std::to_string(feature_idf.size()) +
+                                   " feature weights for data.num_features " +
+                                   std::to_string(config.data().num_features()));
+  TETHER_RETURN_IF_ERROR(ApplyFeatureWeights(feature_idf, features));
+  if (config.data().normalize_rows()) NormalizeRows(features);
+  return Status::OK();
+}
+
+namespace {
+
+// data.tf_idf: the document frequencies of the rows `data` holds, or zeros
+// of the same width from a worker whose rows another counts.
+Status CountFeatures(const JobConfig& config, const TrainingData& data, bool zeros, std::vector<uint64_t>* counts) {
+  counts->clear();
+  if (!config.data().tf_idf()) return Status::OK();
+  const bool in_memory =
+      data.mode == TrainingData::Mode::kStaticSplit || data.mode == TrainingData::Mode::kOnDemand;
+  if (!in_memory)
+    return Status::FailedPrecondition("config field data.tf_idf: counts rows held in memory, not data.streaming");
+  counts->assign(static_cast<size_t>(config.data().num_features()), 0);
+  if (!zeros) CountDocumentFrequencies(data.rows.features, counts);
+  return Status::OK();
+}
+
+// PSP@k's label counts (multi-label only) and the rows counted
+// (CountTrainingRows).
 Status CountTrainingLabels(const JobConfig& config, int rank, const TrainingData& data,
                            const std::function<Status()>& idle, std::vector<uint64_t>* counts, int64_t* rows) {
   const std::string who = "[worker " + std::to_string(rank) + "] ";
@@ -387,6 +418,16 @@ Status CountTrainingLabels(const JobConfig& config, int rank, const TrainingData
       return Status::OK();
   }
   return Status::OK();
+}
+
+}  // namespace
+
+Status CountTrainingRows(const JobConfig& config, int rank, const TrainingData& data,
+                         const std::function<Status()>& idle, TrainingCounts* out) {
+  // Every worker holding the whole set on demand: rank 0's counts are the split's.
+  const bool zeros = data.mode == TrainingData::Mode::kOnDemand && rank != 0;
+  TETHER_RETURN_IF_ERROR(CountFeatures(config, data, zeros, &out->feature_counts));
+  return CountTrainingLabels(config, rank, data, idle, &out->label_counts, &out->rows);
 }
 
 }  // namespace tether

@@ -22,6 +22,7 @@
 #include "proto/config.pb.h"
 #include "input/reader.h"
 #include "input/row_stream.h"
+#include "worker/eval/partitioned_eval.h"
 
 namespace tether {
 
@@ -29,7 +30,9 @@ namespace tether {
 /// exposed for tests and tools). Selects rows like the data readers (`split`:
 /// optional split file; `partition` of `num_partitions`), reads
 /// `file` (XMC, LIBSVM, or IDX images with `label_file`), applies
-/// data.feature_scale and data.normalize_rows, and turns the labels into the
+/// data.feature_scale and data.normalize_rows (with data.tf_idf neither the
+/// weights nor the normalisation: the IDF is known only once the training
+/// rows are counted, and FinishFeatures applies both), and turns the labels into the
 /// CSR form of worker/models/model.h: multi-label as read; binary N × 1 (entry 0 on
 /// rows labelled > 0; labels must be -1, 0 or 1); multiclass one-hot N ×
 /// data.num_labels (class = label − data.label_base, an integer in range).
@@ -44,6 +47,16 @@ ReadOptions StreamReadOptions(const JobConfig& config);
 /// What LoadSplit does to the rows it read, for one streamed block.
 /// Errors: TargetsToLabels' (a label that does not fit).
 Status PrepareStreamBlock(const JobConfig& config, Dataset* d);
+
+/// With data.tf_idf, finishes rows LoadSplit read: every value of feature f
+/// times feature_idf[f] (input/feature_weighting.h), then, with
+/// data.normalize_rows, each row scaled to unit L2 norm. `features`: N ×
+/// data.num_features CSR, changed in place; `feature_idf`: the IDF of round
+/// 0 (EvalSetup) or of a model file, data.num_features entries. A no-op
+/// without data.tf_idf (LoadSplit normalised the rows). Errors:
+/// InvalidArgument when feature_idf has another width than data.num_features
+/// (naming both), or a column has no weight.
+Status FinishFeatures(const JobConfig& config, const std::vector<float>& feature_idf, CsrMatrix* features);
 
 /// The training rows of worker `rank`, in the form of the job's data mode.
 struct TrainingData {
@@ -72,14 +85,18 @@ struct TrainingData {
 /// streamed job given --resume_from (`resuming`).
 StatusOr<TrainingData> LoadTrainingData(const JobConfig& config, int rank, bool resuming);
 
-/// PSP@k's label counts (multi-label only; otherwise `counts` stays empty)
-/// of what worker `rank` holds, for round 0 of the partitioned evaluation
-/// (worker/eval/partitioned_eval.h): its partition's; a streamed share's in one
-/// extra pass over it; with data on demand rank 0 counts the whole set and
-/// the others send zeros of the same width. `idle` keeps the connections
-/// alive during a pass over files. Errors: the readers'.
-Status CountTrainingLabels(const JobConfig& config, int rank, const TrainingData& data,
-                           const std::function<Status()>& idle, std::vector<uint64_t>* counts, int64_t* rows);
+/// What round 0 of the partitioned evaluation (worker/eval/partitioned_eval.h)
+/// needs of the training rows worker `rank` trains on (validation rows
+/// already carved out): their number, PSP@k's label counts (multi-label
+/// only) and with data.tf_idf the document frequency of every feature
+/// (data.num_features of them). Its partition's; a streamed share's in one
+/// extra pass over it (labels only: data.tf_idf is not streamed); with data
+/// on demand rank 0 counts the whole set and the others send zeros of the
+/// same widths, so the sums over the workers are the whole split's. `idle`
+/// keeps the connections alive during a pass over files. Errors: the
+/// readers'.
+Status CountTrainingRows(const JobConfig& config, int rank, const TrainingData& data,
+                         const std::function<Status()>& idle, TrainingCounts* counts);
 
 /// The rows `state.dealt_rows()` (global row ids, in training order) of the
 /// whole training split: those a resume with another number of workers

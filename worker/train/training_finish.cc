@@ -168,7 +168,7 @@ Status TrainingRun::Evaluate(std::string* incomplete) {
     // The first read of the test split: training is over.
     TETHER_ASSIGN_OR_RETURN(Dataset test, LoadTestPart());
     LOG(INFO) << who_ << "read " << test.features.rows << " test rows after training";
-    eval_->set_test(std::move(test));
+    TETHER_RETURN_IF_ERROR(eval_->SetTest(std::move(test)));
   }
   if (evaluator != 0 && rank_ == evaluator)
     LOG(INFO) << who_ << "rank 0 left the job: this worker evaluates and writes the metrics"

@@ -343,23 +343,41 @@ Status TrainingRun::Connect() {
                                                  client_.get(), session_.get(), &data_watch_);
   // Partitioned evaluation's round 0 (worker/eval/partitioned_eval.h): PSP@k
   // (multi-label) needs the training labels' frequencies over the whole
-  // training split, which no single worker holds; likewise each worker's
-  // offset in the test set.
-  std::vector<uint64_t> label_counts;
-  int64_t counted_rows = 0;
-  TETHER_RETURN_IF_ERROR(CountTrainingLabels(config_, rank_, data_, [this] { return client_->Idle(1); },
-                                             &label_counts, &counted_rows));
+  // training split, which no single worker holds, and data.tf_idf the
+  // features' document frequencies; likewise each worker's offset in the
+  // test set.
+  TrainingCounts counts;
+  TETHER_RETURN_IF_ERROR(CountTrainingRows(config_, rank_, data_, [this] { return client_->Idle(1); }, &counts));
   eval_ = std::make_unique<TestEvaluation>(config_, rank_, std::move(test_), model_.get(), backend_.get(),
                                            client_.get(), session_.get());
   // The evaluator scores the parts of workers that left (a worker removed
   // for silence, an elastic leave) itself: the final metrics cover the
   // whole test set.
   eval_->set_part_loader([this](int rank) { return LoadTestPartOf(rank); });
+  TETHER_RETURN_IF_ERROR(eval_->Setup(counts));
+  TETHER_RETURN_IF_ERROR(WeighInput());
   if (config_.train().validation_fraction() > 0)
     validation_ = std::make_unique<ValidationEvaluation>(config_, rank_, std::move(validation_rows_), model_.get(),
                                                          backend_.get(), client_.get(), session_.get());
-  TETHER_RETURN_IF_ERROR(RestoreValidationHistory());
-  return eval_->Setup(label_counts, counted_rows);
+  return RestoreValidationHistory();
+}
+
+Status TrainingRun::WeighInput() {
+  // data.tf_idf: the rows held were read unweighted (LoadSplit); round 0
+  // gave the IDF of every worker's training rows, the same on every worker.
+  if (!config_.data().tf_idf()) return Status::OK();
+  feature_idf_ = eval_->feature_idf();
+  TETHER_RETURN_IF_ERROR(FinishFeatures(config_, feature_idf_, &data_.rows.features));
+  TETHER_RETURN_IF_ERROR(FinishFeatures(config_, feature_idf_, &validation_rows_.features));
+  double lo = 0, hi = 0;
+  if (!feature_idf_.empty()) {
+    const auto [min_it, max_it] = std::minmax_element(feature_idf_.begin(), feature_idf_.end());
+    lo = *min_it, hi = *max_it;
+  }
+  LOG(INFO) << who_ << "TF-IDF (data.tf_idf): " << feature_idf_.size() << " feature weights in [" << lo << ", "
+            << hi << "] from the document frequencies of every worker's training rows; "
+            << (config_.data().normalize_rows() ? "rows weighted, then normalised" : "rows weighted");
+  return Status::OK();
 }
 
 Status TrainingRun::RestoreValidationHistory() {
@@ -444,6 +462,7 @@ Status TrainingRun::PlanStart() {
   Dataset dealt;
   if (resume_.dealt_rows_size() > 0 && !resume_finished_) {
     TETHER_ASSIGN_OR_RETURN(dealt, DealtRows(config_, resume_));
+    TETHER_RETURN_IF_ERROR(FinishFeatures(config_, feature_idf_, &dealt.features));
   }
   std::vector<int64_t> dealt_lines(resume_.dealt_rows().begin(), resume_.dealt_rows().end());
   feed_epoch_ = std::max(0, resume_.epoch());

@@ -110,6 +110,9 @@ class TrainingRun {
   // Puts them into the new client's push encoder; logs what it restored.
   void RestoreResiduals();
   Status Connect();
+  // data.tf_idf: round 0's IDF into feature_idf_, and the training and
+  // validation rows held weighted by it (then normalised).
+  Status WeighInput();
   ClientOptions MakeClientOptions() const;
   Status StartTraining();
   Status PlanStart();
@@ -191,6 +194,9 @@ class TrainingRun {
   // A validation split: the test split is read only at the end.
   bool test_deferred_ = false;
   Dataset validation_rows_;  // moved into validation_ by Connect
+  // data.tf_idf: the IDF of every worker's training rows (round 0), set by
+  // Connect; the rows held, dealt and evaluated are weighted by it.
+  std::vector<float> feature_idf_;
   std::unique_ptr<Model> model_;
 
   // Resume.
