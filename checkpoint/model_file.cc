@@ -59,9 +59,30 @@ std::string Text(const google::protobuf::Message& m) {
   return s;
 }
 
-// The model's tensors, in table order then label_counts; checks each
-// table's values against its spec.
-StatusOr<std::vector<Tensor>> TensorsOf(const TrainedModel& model, const LabelCounts& counts) {
+// data.tf_idf's weights as a tensor, checked against the config.
+Status AddFeatureIdf(const TrainedModel& model, const std::vector<float>& feature_idf, std::vector<Tensor>* out) {
+  const DataConfig& d = model.config.data();
+  if (!d.tf_idf()) {
+    if (feature_idf.empty()) return Status::OK();
+    return Status::InvalidArgument("feature_idf has " + std::to_string(feature_idf.size()) +
+                                   " entries but the model's data.tf_idf is false");
+  }
+  if (static_cast<int64_t>(feature_idf.size()) != d.num_features())
+    return Status::InvalidArgument("feature_idf has " + std::to_string(feature_idf.size()) +
+                                   " entries but the model (data.tf_idf true) has data.num_features " +
+                                   std::to_string(d.num_features()));
+  for (const Tensor& t : *out)
+    if (t.name == "feature_idf")
+      return Status::InvalidArgument("a table may not be named 'feature_idf' in a model with data.tf_idf");
+  out->push_back({"feature_idf", DType::kF32, {feature_idf.size()}, feature_idf.data(),
+                  feature_idf.size() * sizeof(float)});
+  return Status::OK();
+}
+
+// The model's tensors, in table order then label_counts and feature_idf;
+// checks each table's values against its spec.
+StatusOr<std::vector<Tensor>> TensorsOf(const TrainedModel& model, const LabelCounts& counts,
+                                        const std::vector<float>& feature_idf) {
   std::vector<Tensor> out;
   for (const TrainedTable& t : model.tables) {
     const std::string& name = t.spec.name();
@@ -92,6 +113,7 @@ StatusOr<std::vector<Tensor>> TensorsOf(const TrainedModel& model, const LabelCo
     out.push_back({"label_counts", DType::kU64, {counts.counts.size()}, counts.counts.data(),
                    counts.counts.size() * sizeof(uint64_t)});
   }
+  TETHER_RETURN_IF_ERROR(AddFeatureIdf(model, feature_idf, &out));
   for (const Tensor& t : out)
     if (t.name == kMetadataKey || t.name == "label_counts.keys")
       return Status::InvalidArgument("a table may not be named '" + t.name + "'");
@@ -259,6 +281,7 @@ std::map<std::string, std::string> ModelFileMetadata(const TrainedModel& model, 
   m["index_base"] = std::to_string(c.data().index_base());
   m["label_base"] = std::to_string(c.data().label_base());
   m["normalize_rows"] = c.data().normalize_rows() ? "true" : "false";
+  m["tf_idf"] = c.data().tf_idf() ? "true" : "false";
   m["feature_scale"] = FloatText(c.data().feature_scale());
   m["feature_offset"] = FloatText(c.data().feature_offset());
   m["job_id"] = model.job_id;
@@ -289,7 +312,12 @@ std::map<std::string, std::string> ModelFileMetadata(const TrainedModel& model, 
 
 Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, const std::string& path,
                       ModelFileFormat format) {
-  TETHER_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, TensorsOf(model, counts));
+  return WriteModelFile(model, counts, {}, path, format);
+}
+
+Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, const std::vector<float>& feature_idf,
+                      const std::string& path, ModelFileFormat format) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<Tensor> tensors, TensorsOf(model, counts, feature_idf));
   const std::map<std::string, std::string> meta = ModelFileMetadata(model, counts);
   return format == ModelFileFormat::kSafetensors ? WriteSafetensors(tensors, meta, path)
                                                  : WriteNpz(tensors, meta, path);

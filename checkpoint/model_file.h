@@ -18,10 +18,15 @@
 //   DENSE table t: "t" F32 [size]
 //   "label_counts" U64 [num_labels]: training rows carrying each label (for
 //                  PSP@k), when known.
+//   "feature_idf"  F32 [num_features]: with data.tf_idf, the weight idf(f)
+//                  training multiplied feature f by (input/feature_weighting.h)
+//                  before any row normalisation; a reader weighs its input
+//                  the same way. Required when the config says tf_idf.
 // Metadata (strings): "format" = "tether-model", "format_version" = "1",
 // "model_type" (XMC_MLP, SPARSE_LR, DENSE_MLP), "model_name", "loss",
 // "hidden", "hidden_layers" (JSON array), "num_features", "num_labels",
 // "data_format", "index_base", "label_base", "normalize_rows" (true|false),
+// "tf_idf" (true|false: whether "feature_idf" weighs the input),
 // "feature_scale", "feature_offset", "job_id", "generation", "clock",
 // "tables" (JSON array: per table its id, name, kind, dim, size, num_keys,
 // key_base and initializer {kind, bound, seed}: a row absent from "t.keys"
@@ -56,6 +61,9 @@ struct LabelCounts {
 struct ModelFileContents {
   TrainedModel model;
   LabelCounts label_counts;
+  /// data.tf_idf: idf(f) per feature, data.num_features of them, each
+  /// finite and > 0; empty without data.tf_idf.
+  std::vector<float> feature_idf;
   std::map<std::string, std::string> metadata;  // as stored
 };
 
@@ -78,6 +86,12 @@ std::map<std::string, std::string> ModelFileMetadata(const TrainedModel& model, 
 /// the path.
 Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, const std::string& path,
                       ModelFileFormat format);
+/// The same with the input weights of a data.tf_idf model (`feature_idf`:
+/// data.num_features entries; empty for a model without tf_idf). Errors:
+/// those above, and InvalidArgument when feature_idf's width does not match
+/// data.tf_idf and data.num_features, or a table is named 'feature_idf'.
+Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, const std::vector<float>& feature_idf,
+                      const std::string& path, ModelFileFormat format);
 
 /// Checks that `path` can be a model file before it is read: it exists and
 /// is no directory, and it is no file of a Tether checkpoint (a shard file,
@@ -94,10 +108,11 @@ Status CheckModelFilePath(const std::string& path);
 /// contiguous from 0 to the end of the data, and their size matching
 /// dtype × shape) and the model (metadata present and parseable, every
 /// table's tensors present with the shapes of its spec, keys sorted and
-/// unique). Errors: those of CheckModelFilePath; IOError naming the file; DataLoss
+/// unique; with data.tf_idf a "feature_idf" of data.num_features finite
+/// weights > 0). Errors: those of CheckModelFilePath; IOError naming the file; DataLoss
 /// "FILE: tensor 'NAME': ..." or "FILE: header: ..." for a malformed file;
 /// InvalidArgument "FILE: ..." for a well-formed file that is not a Tether
-/// model (e.g. a missing table).
+/// model (e.g. a missing table, or a tf_idf model without "feature_idf").
 StatusOr<ModelFileContents> ReadSafetensorsModel(const std::string& path);
 
 /// ReadSafetensorsModel's checks on a file's bytes (`path` names it in

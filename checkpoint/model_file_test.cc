@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -273,6 +274,54 @@ TEST(ModelFileTest, InconsistentModelIsRefusedBeforeWriting) {
   LabelCounts c = SmallCounts();
   c.counts.push_back(1);
   EXPECT_FALSE(WriteModelFile(m, c, path, ModelFileFormat::kSafetensors).ok());
+}
+
+// data.tf_idf: the input's weights travel in both formats bit for bit; a
+// file claiming tf_idf without well-formed weights is refused naming the
+// file and the tensor; a writer is refused weights that do not fit.
+TEST(ModelFileTest, TfIdfWeightsTravelAndAreRequired) {
+  TrainedModel m = SmallModel();
+  m.config.mutable_data()->set_tf_idf(true);
+  const std::vector<float> idf = {1.0f, 1.6931472f, 2.3862944f, 1, 1, 1, 1, 1, 1, 3.5f};
+  for (const ModelFileFormat format : {ModelFileFormat::kSafetensors, ModelFileFormat::kNpz}) {
+    const std::string path = TempPath(format == ModelFileFormat::kNpz ? "idf.npz" : "idf.safetensors");
+    ASSERT_TRUE(WriteModelFile(m, SmallCounts(), idf, path, format).ok());
+    StatusOr<ModelFileContents> r = ReadModelFile(path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(SameBits(r->feature_idf, idf));
+    EXPECT_EQ(r->metadata.at("tf_idf"), "true");
+    std::remove(path.c_str());
+  }
+  const std::string path = TempPath("idf.safetensors");
+  // Weights of another width, or for a model without tf_idf: never written.
+  EXPECT_EQ(WriteModelFile(m, SmallCounts(), {1, 2}, path, ModelFileFormat::kSafetensors).message(),
+            "feature_idf has 2 entries but the model (data.tf_idf true) has data.num_features 10");
+  EXPECT_FALSE(WriteModelFile(m, SmallCounts(), path, ModelFileFormat::kSafetensors).ok());
+  TrainedModel plain = SmallModel();
+  plain.config.mutable_data()->set_tf_idf(false);
+  EXPECT_FALSE(WriteModelFile(plain, SmallCounts(), idf, path, ModelFileFormat::kSafetensors).ok());
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << "nothing written";
+  // A file whose config says tf_idf but holds no weights (same-length edits
+  // of a model written without them).
+  ASSERT_TRUE(WriteModelFile(plain, SmallCounts(), path, ModelFileFormat::kSafetensors).ok());
+  std::string f = ReadAll(path);
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"tf_idf: false", "tf_idf: true "},
+                                 {"\"tf_idf\":\"false\"", "\"tf_idf\":\"true\" "}}) {
+    const size_t at = f.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    f.replace(at, from.size(), to);
+  }
+  EXPECT_EQ(ParseModelFile(path, f).status().message(),
+            path + ": data.tf_idf is true but tensor 'feature_idf' (the input's feature weights) is missing");
+  // A weight that is NaN: the last tensor's last float.
+  ASSERT_TRUE(WriteModelFile(m, SmallCounts(), idf, path, ModelFileFormat::kSafetensors).ok());
+  f = ReadAll(path);
+  const uint32_t nan_bits = 0x7fc00000;
+  std::memcpy(&f[f.size() - 4], &nan_bits, 4);
+  const Status st = ParseModelFile(path, f).status();
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+  EXPECT_EQ(st.message(), path + ": tensor 'feature_idf': feature 9's weight is nan: every weight must be finite and > 0");
+  std::remove(path.c_str());
 }
 
 // The npz is a zip of NPY 1.0 files, stored (numpy.load's own test is

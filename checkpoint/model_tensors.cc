@@ -158,6 +158,33 @@ Status FillTable(const std::string& path, const ModelTensors& mt, TrainedTable* 
   return CheckFinite(path, mt.format, *t);
 }
 
+// data.tf_idf's weights: required, F32 [num_features], finite and > 0,
+// when the config (and the metadata 'tf_idf', when present) says tf_idf.
+Status FillFeatureIdf(const std::string& path, ModelTensors& mt, ModelFileContents* out) {
+  const DataConfig& d = out->model.config.data();
+  const std::string said = d.tf_idf() ? "true" : "false";
+  if (mt.meta.count("tf_idf") > 0 && mt.meta["tf_idf"] != said)
+    return Status::InvalidArgument(path + ": metadata 'tf_idf' is '" + mt.meta["tf_idf"] +
+                                   "' but the job_config's data.tf_idf is " + said);
+  if (!d.tf_idf()) return Status::OK();
+  const std::string name = Named(mt.format, "feature_idf");
+  auto it = mt.tensors.find("feature_idf");
+  if (it == mt.tensors.end())
+    return Status::InvalidArgument(path + ": data.tf_idf is true but " + name +
+                                   " (the input's feature weights) is missing");
+  const TensorView& v = it->second;
+  if (v.dtype != DType::kF32 || v.shape.size() != 1 || static_cast<int64_t>(v.shape[0]) != d.num_features())
+    return Status::DataLoss(path + ": " + name + ": expected " + DTypeName(mt.format, DType::kF32) + " of shape [" +
+                            std::to_string(d.num_features()) + "] (data.num_features)");
+  out->feature_idf.resize(v.shape[0]);
+  std::memcpy(out->feature_idf.data(), v.data, v.bytes);
+  for (size_t f = 0; f < out->feature_idf.size(); ++f)
+    if (!(std::isfinite(out->feature_idf[f]) && out->feature_idf[f] > 0))
+      return Status::DataLoss(path + ": " + name + ": feature " + std::to_string(f) + "'s weight is " +
+                              std::to_string(out->feature_idf[f]) + ": every weight must be finite and > 0");
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<ModelFileContents> ModelOfTensors(const std::string& path, ModelTensors& mt) {
@@ -173,6 +200,7 @@ StatusOr<ModelFileContents> ModelOfTensors(const std::string& path, ModelTensors
     if (!ParseInt(mt.meta["label_counts_rows"], &out.label_counts.num_rows))
       return Status::InvalidArgument(path + ": metadata 'label_counts_rows' is missing or not an integer");
   }
+  TETHER_RETURN_IF_ERROR(FillFeatureIdf(path, mt, &out));
   out.metadata = std::move(mt.meta);
   return out;
 }

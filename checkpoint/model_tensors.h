@@ -72,12 +72,15 @@ struct ModelTensors {
 
 /// The model the tensors hold: its config, identity and table specs from
 /// the metadata, each table's values (and a row table's keys) from its
-/// tensors, the label counts when there is a "label_counts" tensor.
+/// tensors, the label counts when there is a "label_counts" tensor, the
+/// input's weights ("feature_idf") when the config says data.tf_idf.
 /// Tensors no table names are ignored. Errors: InvalidArgument "PATH: ..."
 /// for a file that is no Tether model (metadata 'format' missing or other,
-/// a table's tensor missing, metadata unparseable); DataLoss "PATH: tensor
-/// 'NAME': ..." for a tensor of the wrong dtype, rank or shape, keys not
-/// sorted and unique, or a weight that is NaN or infinite.
+/// a table's tensor missing, metadata unparseable, "feature_idf" missing
+/// from a tf_idf model or metadata 'tf_idf' contradicting the config);
+/// DataLoss "PATH: tensor 'NAME': ..." for a tensor of the wrong dtype,
+/// rank or shape, keys not sorted and unique, a weight that is NaN or
+/// infinite, or a feature weight that is not > 0.
 StatusOr<ModelFileContents> ModelOfTensors(const std::string& path, ModelTensors& t);
 
 /// The bytes of the file at `path`, refused before a byte is allocated when

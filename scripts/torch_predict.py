@@ -49,6 +49,8 @@ def main():
     w2, _ = full_table(z, specs["w2"], L)
     X, Y, _, _ = read_xmc(a.input, a.index_base, a.split)
     X *= np.float32(float(meta["feature_scale"]))
+    if meta.get("tf_idf") == "true":  # the file's feature weights, before any normalisation
+        X *= z["feature_idf"].astype(np.float32)[None, :]
     if meta["normalize_rows"] == "true":
         norms = np.sqrt((X.astype(np.float64) ** 2).sum(axis=1, keepdims=True))
         X = np.where(norms > 0, X / np.maximum(norms, 1e-300), X).astype(np.float32)

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <chrono>
 
+#include "input/feature_weighting.h"
+#include "input/validation_split.h"
 #include "worker/eval/evaluator.h"
 #include "worker/models/model_registry.h"
 #include "worker/trainer.h"
@@ -19,6 +21,18 @@ StatusOr<LabelCounts> TrainingLabelCounts(const JobConfig& config) {
   out.counts = CountLabels(train.labels);
   out.num_rows = train.labels.rows;
   return out;
+}
+
+StatusOr<std::vector<float>> TrainingFeatureIdf(const JobConfig& config) {
+  if (!config.data().tf_idf()) return std::vector<float>{};
+  TETHER_ASSIGN_OR_RETURN(Dataset train, LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
+                                                   config.data().train_split(), 0, 1));
+  // The validation rows are picked by their line in the file, so the whole
+  // split loses the rows every worker's partition lost.
+  TakeValidationRows(&train, config.train().validation_fraction(), config.train().validation_seed());
+  std::vector<uint64_t> df(static_cast<size_t>(config.data().num_features()), 0);
+  CountDocumentFrequencies(train.features, &df);
+  return InverseDocumentFrequencies(df, train.features.rows);
 }
 
 ModelFileFormat ModelFileFormatForPath(const std::string& path) {
@@ -52,12 +66,14 @@ Status ExportModel(const TrainedModel& model, const std::string& path, ModelFile
   if (with_label_counts) {
     TETHER_ASSIGN_OR_RETURN(counts, TrainingLabelCounts(model.config));
   }
-  TETHER_RETURN_IF_ERROR(WriteModelFile(model, counts, path, format));
+  TETHER_ASSIGN_OR_RETURN(const std::vector<float> idf, TrainingFeatureIdf(model.config));
+  TETHER_RETURN_IF_ERROR(WriteModelFile(model, counts, idf, path, format));
   uint64_t floats = 0;
   for (const TrainedTable& t : model.tables) floats += t.values.size();
   LOG(INFO) << "[export] wrote model " << path << " (" << (format == ModelFileFormat::kNpz ? "npz" : "safetensors")
             << ", " << model.tables.size() << " tables, " << floats * 4 / 1e6 << " MB of weights"
             << (counts.empty() ? "" : ", label counts of " + std::to_string(counts.num_rows) + " training rows")
+            << (idf.empty() ? "" : ", TF-IDF weights of " + std::to_string(idf.size()) + " features")
             << ") in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s";
   return Status::OK();
 }

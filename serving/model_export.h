@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "checkpoint/model_file.h"
 #include "core/status.h"
@@ -21,6 +22,15 @@ namespace tether {
 /// or multiclass model. Errors: the reader's (file:line).
 StatusOr<LabelCounts> TrainingLabelCounts(const JobConfig& config);
 
+/// data.tf_idf's weights as training found them: the document frequency of
+/// every feature over the rows trained on (the whole training split named
+/// by the config, read as the trainer reads it, without the validation rows
+/// train.validation_fraction sets aside), InverseDocumentFrequencies of
+/// them (input/feature_weighting.h); data.num_features entries, the same
+/// floats round 0 of the job computed from its workers' counts. Empty
+/// without data.tf_idf. Errors: the reader's (file:line).
+StatusOr<std::vector<float>> TrainingFeatureIdf(const JobConfig& config);
+
 /// The format a path asks for: ".npz" → npz, anything else → safetensors.
 ModelFileFormat ModelFileFormatForPath(const std::string& path);
 
@@ -33,9 +43,11 @@ ModelFileFormat ModelFileFormatForPath(const std::string& path);
 StatusOr<ModelFileFormat> ModelFileFormatFor(const std::string& path, const std::string& format_name);
 
 /// Writes `model` to `path` (format from `format`), with the training label
-/// counts when `with_label_counts` and the model is multi-label. Logs one
-/// INFO line with the path, the tensors' size and the time taken. Errors:
-/// TrainingLabelCounts' and WriteModelFile's.
+/// counts when `with_label_counts` and the model is multi-label, and with
+/// data.tf_idf always the input's weights (TrainingFeatureIdf: the training
+/// data is read). Logs one INFO line with the path, the tensors' size and
+/// the time taken. Errors: TrainingLabelCounts', TrainingFeatureIdf' and
+/// WriteModelFile's.
 Status ExportModel(const TrainedModel& model, const std::string& path, ModelFileFormat format,
                    bool with_label_counts);
 

@@ -1,7 +1,8 @@
 // ModelFileFormatFor: a model file's format follows its name unless asked
 // for, and a format that contradicts the name is refused. Every model type
 // (its tables as TablesForJob declares them) reads back bit for bit from
-// either format, and the two files read back the same.
+// either format, and the two files read back the same. TF-IDF weights
+// counted for an export equal those a job's workers find together.
 #include "serving/model_export.h"
 
 #include <gtest/gtest.h>
@@ -10,9 +11,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "core/table_spec.h"
+#include "input/validation_split.h"
+#include "tests/testing/temp_dir.h"
+#include "worker/eval/partitioned_eval.h"
 #include "worker/models/model_registry.h"
+#include "worker/train/training_data.h"
 
 namespace tether {
 namespace {
@@ -115,6 +123,55 @@ TEST(ModelFileRoundTrip, EveryModelTypeReadsBackBitForBitFromSafetensorsAndNpz) 
       EXPECT_EQ(r->metadata, ModelFileMetadata(m, counts));
     }
   }
+}
+
+// data.tf_idf: the weights an export counts from the whole training split
+// are the floats round 0 of the job finds from its workers' counts, for any
+// number of workers, with data on demand too, validation rows left out.
+TEST(TrainingFeatureIdf, EqualsRoundZeroOfAnyNumberOfWorkers) {
+  const testing::ScopedTempDir dir;
+  std::string text = "24 6 2\n";
+  for (int r = 0; r < 24; ++r) {
+    text += std::to_string(r % 2);
+    for (int f = 0; f < 6; ++f)
+      if (f == r % 6 || (r * 7 + f * 3) % 5 < 2) text += " " + std::to_string(f) + ":1";
+    text += "\n";
+  }
+  const std::string file = dir.File("tfidf.txt");
+  std::ofstream(file) << text;
+  JobConfig c;
+  c.mutable_data()->set_format(XMC);
+  c.mutable_data()->set_index_base(0);
+  c.mutable_data()->set_num_features(6);
+  c.mutable_data()->set_num_labels(2);
+  c.mutable_data()->set_train_file(file);
+  c.mutable_data()->set_tf_idf(true);
+  c.mutable_train()->set_validation_fraction(0.25);
+  StatusOr<std::vector<float>> want = TrainingFeatureIdf(c);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_EQ(want->size(), 6u);
+  for (const bool on_demand : {false, true}) {
+    for (const int workers : {1, 2, 3}) {
+      c.mutable_cluster()->set_num_workers(workers);
+      c.mutable_train()->set_data_on_demand(on_demand);
+      std::vector<EvalPartial> all;
+      for (int rank = 0; rank < workers; ++rank) {
+        StatusOr<TrainingData> data = LoadTrainingData(c, rank, false);
+        ASSERT_TRUE(data.ok()) << data.status().ToString();
+        TakeValidationRows(&data->rows, 0.25, c.train().validation_seed());
+        TrainingCounts counts;
+        ASSERT_TRUE(CountTrainingRows(c, rank, *data, [] { return Status::OK(); }, &counts).ok());
+        all.push_back(SetupPartial(rank, LabelKindOf(c), counts, 0));
+      }
+      StatusOr<EvalSetup> s = EvalSetupFrom(all, 0, workers, LabelKindOf(c), 0.55, 1.5);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      EXPECT_GT(s->train_rows, 0);
+      EXPECT_LT(s->train_rows, 24) << "the validation rows are not counted";
+      EXPECT_EQ(s->feature_idf, *want) << workers << " worker(s), on demand " << on_demand;
+    }
+  }
+  c.mutable_data()->set_tf_idf(false);
+  EXPECT_TRUE(TrainingFeatureIdf(c)->empty());
 }
 
 }  // namespace

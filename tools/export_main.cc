@@ -20,14 +20,15 @@
 
 DEFINE_string(checkpoint, "", "A checkpoint, or a directory of checkpoints (the latest complete one)");
 DEFINE_string(model, "", "Instead of --checkpoint: a model file (safetensors or npz, read by content) to write "
-                         "again in --format (its label counts are kept)");
+                         "again in --format (its label counts and TF-IDF weights are kept)");
 DEFINE_string(out, "", "Required: the model file to write (atomically: temporary file, fsync, rename)");
 DEFINE_string(format, "",
               "safetensors or npz (a NumPy .npz archive of .npy files); default: from --out's name (FILE.npz: "
               "npz, else safetensors); one that contradicts the name is refused");
 DEFINE_bool(label_counts, true,
             "multi-label models: count the training labels of the split the config names (data.train_file, "
-            "data.train_split) and store them for PSP@k; false: skip (no training data needed)");
+            "data.train_split) and store them for PSP@k; false: skip (no training data needed, unless the "
+            "model weighs its input by data.tf_idf, whose weights are always counted from it)");
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
     tether::Status st = file.status();
     if (st.ok())
       st = tether::WriteModelFile(file->model, FLAGS_label_counts ? file->label_counts : tether::LabelCounts{},
-                                  FLAGS_out, *format);
+                                  file->feature_idf, FLAGS_out, *format);
     if (!st.ok()) {
       LOG(ERROR) << who << st.message();
       return 1;

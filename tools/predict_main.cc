@@ -109,6 +109,28 @@ std::string WidthsFromModel(std::string msg) {
   return msg;
 }
 
+// The input as training read its data (LoadSplit: the model's feature
+// scale; with data.tf_idf the model file's feature weights, then the row
+// normalisation), in the input's own format and base (set in `config`).
+// An ensemble's members must weigh the input alike. Errors: named for the
+// user (the model file set the widths and weights).
+StatusOr<Dataset> ReadInput(const JobConfig& config, const std::vector<std::string>& paths,
+                            const std::vector<ModelFileContents>& files) {
+  for (size_t i = 1; i < files.size(); ++i)
+    if (files[i].feature_idf != files[0].feature_idf)
+      return Status::InvalidArgument(paths[i] + ": its TF-IDF weights (tensor 'feature_idf') differ from those of " +
+                                     paths[0] + ": an ensemble's models must weigh the input alike");
+  const auto load_start = std::chrono::steady_clock::now();
+  StatusOr<Dataset> data = LoadSplit(config, FLAGS_input, "", FLAGS_split, 0, 1);
+  if (!data.ok()) return Status::InvalidArgument(WidthsFromModel(data.status().message()));
+  if (Status st = FinishFeatures(config, files[0].feature_idf, &data->features); !st.ok())
+    return Status::InvalidArgument(paths[0] + ": " + st.message());
+  LOG(INFO) << kWho << "read " << data->features.rows << " rows in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count() << " s"
+            << (config.data().tf_idf() ? ", weighted by the model's TF-IDF weights" : "");
+  return data;
+}
+
 // --output: one line per row, LABEL:SCORE entries separated by tabs. The
 // model's config knows the label numbering; the input's base wins.
 Status WritePredictions(const JobConfig& config, const Predictions& p) {
@@ -201,16 +223,11 @@ int Run() {
   JobConfig config = file->model.config;
   config.mutable_data()->set_format(FLAGS_format == "xmc" ? XMC : LIBSVM);
   config.mutable_data()->set_index_base(FLAGS_index_base);
-  // The input is read as training read its data (LoadSplit: the model's
-  // feature scale and row normalisation), in the input's own format and base.
-  const auto load_start = std::chrono::steady_clock::now();
-  StatusOr<Dataset> data = LoadSplit(config, FLAGS_input, "", FLAGS_split, 0, 1);
+  StatusOr<Dataset> data = ReadInput(config, paths, files);
   if (!data.ok()) {
-    LOG(ERROR) << who << WidthsFromModel(data.status().message());
+    LOG(ERROR) << who << data.status().message();
     return 1;
   }
-  LOG(INFO) << who << "read " << data->features.rows << " rows in "
-            << std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count() << " s";
   PredictOptions options;
   options.threads = FLAGS_threads;
   options.device = FLAGS_device;
