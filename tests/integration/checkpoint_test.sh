@@ -22,6 +22,9 @@
 #            the backups are not in the checkpoint and start at the restored
 #            weights, and every row is read again before it is pushed, so
 #            the resume is bit-identical too.
+#   exact_tfidf  the same with TF-IDF weighting and row normalisation
+#            (--tf_idf=true --normalize_rows=true): the resume counts the
+#            weights again from the same data, so it is bit-identical too.
 #   reshard  2 servers, 2 workers, SSP 2, a checkpoint every 60 clocks;
 #            resume from the first on 3 servers and 3 workers: the rows left
 #            of the epoch are dealt out, so the job trains exactly
@@ -55,7 +58,7 @@
 #   restart_early  tether-launch --max_restarts=1 with a server killed
 #            before the first checkpoint: the job starts over ("restart 1
 #            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
-# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|final_validation|best_resume|reshard|restart|restart_study|left|restart_early BIN_DIR
+# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|exact_tfidf|final_validation|best_resume|reshard|restart|restart_study|left|restart_early BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=120
@@ -80,10 +83,11 @@ PY2
 }
 
 case "$mode" in
-  exact|exact_bf16|exact_budget|exact_dc)
+  exact|exact_bf16|exact_budget|exact_dc|exact_tfidf)
     flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=0 --epochs=5 --checkpoint_keep_last=2)
     [ "$mode" = exact_bf16 ] && flags+=(--wire=bf16)
     [ "$mode" = exact_dc ] && flags+=(--delay_compensation=100)
+    [ "$mode" = exact_tfidf ] && flags+=(--tf_idf=true --normalize_rows=true)
     if [ "$mode" = exact_budget ]; then
       sed -e "s#\.\./\.\./data/#$PWD/data/#" -e 's#^  name: "w1"#  name: "w1" admit_after: 2 max_rows: 1500 evict: LFU#' \
         tests/data/bibtex_fixed.pbtxt > "$tmp/budget.pbtxt"
@@ -126,6 +130,9 @@ case "$mode" in
     grep -q "resuming from $ckpt" "$tmp/resumed-worker0.log" || fail "did not resume from $ckpt"
     if [ "$mode" = exact_dc ]; then
       grep -q "table w1: delay compensation λ 100" "$tmp/resumed-server0.log" || fail "no delay compensation"
+    fi
+    if [ "$mode" = exact_tfidf ]; then
+      grep "TF-IDF (data.tf_idf): 1836 feature weights" "$tmp/resumed-worker0.log" || fail "no TF-IDF weights"
     fi
     if [ "$mode" = exact_bf16 ]; then
       grep "residuals restored" "$tmp/resumed-worker0.log" || fail "the residuals were not restored"

@@ -17,6 +17,13 @@
 #            npz deflated; tether-export converts the npz to a safetensors
 #            file byte-identical to the one exported directly; a damaged npz
 #            is refused (exit 1) naming the file and the member.
+#   tfidf    training with data.tf_idf and normalize_rows (--tf_idf=true
+#            --normalize_rows=true): the model file carries the input's
+#            TF-IDF weights and says tf_idf; tether-predict weighs the test
+#            rows by them before normalising and gives every test metric of
+#            training's evaluation; the checkpoint exported by tether-export
+#            (weights counted again from the training split) predicts the
+#            same, bit for bit.
 if [ "$1" = numpy ] && ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   echo "SKIP: /usr/bin/python3 has no numpy (apt-get install python3-numpy; scripts/setup.sh does)"
   exit 77
@@ -26,10 +33,11 @@ tether_test_init "$1" "$2"
 
 # One worker: its pulls see its own pushes, so the model training evaluated
 # is exactly the one the shards hold at the end (--model_out).
-ckpt=()
-[ "$mode" = npz ] && ckpt=(--checkpoint_dir="$tmp/ck")
+extra=()
+[ "$mode" = npz ] && extra=(--checkpoint_dir="$tmp/ck")
+[ "$mode" = tfidf ] && extra=(--checkpoint_dir="$tmp/ck" --tf_idf=true --normalize_rows=true)
 timeout -k 5 120 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --in_process --num_workers=1 \
-  --metrics_out="$tmp/train.json" --model_out="$tmp/m.safetensors" "${ckpt[@]}"
+  --metrics_out="$tmp/train.json" --model_out="$tmp/m.safetensors" "${extra[@]}"
 test -s "$tmp/m.safetensors"
 predict() {  # predict THREADS OUT_PREFIX [MODEL]
   timeout -k 5 120 "$bin/tether-predict" --model="${3:-$tmp/m.safetensors}" --input=data/bibtex/Bibtex_data.txt.gz \
@@ -49,10 +57,8 @@ PY
   echo "$1 and $2: the same $(wc -l < "$tmp/$1.tsv") prediction lines"
 }
 
-case "$mode" in
-predict)
-  predict 2 p
-  python3 - "$tmp/train.json" "$tmp/p.json" "$tmp/p.tsv" "$tmp/p.out" <<'PY'
+as_training() {  # as_training PREFIX: every test metric equals training's (mode predict: the lines and stdout too)
+  python3 - "$tmp/train.json" "$tmp/$1.json" "$tmp/$1.tsv" "$tmp/$1.out" "$mode" <<'PY'
 import json, sys
 train, pred = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 keys = [f"{m}_at_{k}" for m in ("precision", "ndcg", "psp", "psndcg") for k in (1, 3, 5)]
@@ -62,6 +68,8 @@ for k in keys:
     ok = a is not None and b is not None and abs(a - b) <= 1e-12
     print(f"{k}: training {a} tether-predict {b}{'' if ok else '  <-- differ'}")
     bad += not ok
+if sys.argv[5] != "predict":
+    sys.exit(1 if bad else 0)
 lines = open(sys.argv[3]).read().splitlines()
 if len(lines) != 2515 or len(lines[0].split("\t")) != 5:
     print(f"predictions: {len(lines)} lines, first {lines[0]!r}; expected 2515 lines of 5 entries"); bad += 1
@@ -72,6 +80,12 @@ if not 0 < pred["psp_at_1"] < 1:
     print("psp_at_1 out of (0, 1)"); bad += 1
 sys.exit(1 if bad else 0)
 PY
+}
+
+case "$mode" in
+predict)
+  predict 2 p
+  as_training p
   # Data of another width than the model's: refused (exit 1), naming the
   # model file as what set the width (predict takes no config).
   printf '2 10 159\n0 0:1\n1 1:1\n' > "$tmp/narrow.txt"
@@ -135,6 +149,17 @@ PY
     "$tmp/cut.log" && [ "$rc" = 1 ] || fail "a damaged npz: exit $rc, not refused naming the member"
   test ! -e "$tmp/cut.tsv" || fail "a refused predict left $tmp/cut.tsv"
   echo "a damaged npz: exit 1, naming $tmp/cut.npz and member 'b1.npy'"
+  ;;
+tfidf)
+  grep -q '"tf_idf":"true"' "$tmp/m.safetensors" || fail "$tmp/m.safetensors does not say tf_idf"
+  grep -q '"feature_idf":{"dtype":"F32","shape":\[1836\]' "$tmp/m.safetensors" ||
+    fail "$tmp/m.safetensors holds no feature_idf tensor of 1836 floats"
+  predict 2 p
+  as_training p || fail "tether-predict with TF-IDF weights differs from training's evaluation"
+  timeout -k 5 120 "$bin/tether-export" --checkpoint="$tmp/ck" --out="$tmp/ck.safetensors" ||
+    fail "tether-export --checkpoint=$tmp/ck --out=$tmp/ck.safetensors"
+  predict 2 c "$tmp/ck.safetensors"
+  same_predictions p c
   ;;
 *)
   echo "unknown mode $mode" >&2
