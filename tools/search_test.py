@@ -104,6 +104,33 @@ class SearchTest(unittest.TestCase):
         ranked = sorted(trials, key=lambda t: search.rank_key(s, t))
         self.assertEqual([t["id"] for t in ranked], [2, 0, 1])
 
+    def test_seeds_run_each_trial_once_per_seed(self):
+        s = search.Space(self.space("seeds: 3\n"), [])
+        self.assertEqual(s.runs("job"), [("job-seed1", [("train.seed", "1")]), ("job-seed2", [("train.seed", "2")]),
+                                         ("job-seed3", [("train.seed", "3")])])
+        self.assertEqual(search.Space(self.space(""), []).runs("job"), [("job", [])])
+        with self.assertRaisesRegex(ValueError, "sets train.seed itself"):
+            search.Space(self.space('seeds: 2\nparam { field: "train.seed" choice: 1 choice: 2 }\n'), [])
+        with self.assertRaisesRegex(ValueError, "at least 1"):
+            search.Space(self.space("seeds: 0\n"), [])
+
+    def test_a_trials_score_is_the_mean_over_seeds(self):
+        s = search.Space(self.space("seeds: 3\n"), [])
+        tree = search.load_config(self.base)
+        trial_dir = os.path.join(self.dir, "out", "trial-000")
+        for k, (p1, epoch) in enumerate([(0.60, 7), (0.66, 9), (0.63, 12)], start=1):
+            run_tree = search.with_settings(tree, [("train.seed", str(k))])
+            run_dir = os.path.join(trial_dir, f"job-seed{k}")
+            write(os.path.join(run_dir, "config.pbtxt"), pbtxt.dump(run_tree))
+            write(os.path.join(run_dir, "metrics.json"),
+                  json.dumps({"validation_precision_at_1": p1, "best_epoch": epoch, "train_seconds": 1.5}))
+        args = search.parse_args(["--space", "x", "--bin", "/nonexistent"])
+        trial = {"per_config": {}, "best_epoch": {}, "train_seconds": 0.0}
+        search.run_trial_config(args, s, tree, [], trial_dir, "job", trial)
+        self.assertAlmostEqual(trial["per_config"]["job"], 0.63)
+        self.assertEqual(trial["best_epoch"]["job"], 9)
+        self.assertAlmostEqual(trial["train_seconds"], 4.5)
+
     def test_finished_runs_are_reused(self):
         s = search.Space(self.space(""), [])
         tree = search.with_settings(search.load_config(self.base), [("model.dropout", "0.5")])
