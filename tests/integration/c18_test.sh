@@ -12,7 +12,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=240
-flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=4 --staleness=3 --epochs=20
+flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=4 --staleness=3 --epochs=10
        --worker_timeout_ms=1500 --minibatch_size=32 --request_timeout_ms=30000)
 start_servers 2
 start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started
@@ -29,7 +29,7 @@ echo "worker 2 stopped ($mode)"
 # A killed worker is restarted once both servers' worker timeout (1.5 s) has
 # removed it; a worker that left with BYE is gone once both logged it. Poll
 # the servers' logs for that, with a bound, and restart at once: the
-# survivors must still be training for the restart to rejoin (20 epochs
+# survivors must still be training for the restart to rejoin (10 epochs
 # leave them seconds of margin).
 # (A SIGTERM that lands while the worker is blocked in a wait ends that wait
 # and the worker still says BYE.)

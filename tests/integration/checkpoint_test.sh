@@ -3,7 +3,8 @@
 # 127.0.0.1), as on several hosts; Bibtex. Every process is bounded by
 # `timeout` and reaped; no fixed sleep waits for an event (logs are polled
 # with a bound).
-#   exact    1 server, 1 worker, BSP: SIGTERM the worker during epoch 3; it
+#   exact    1 server, 1 worker, BSP, 3 epochs: SIGTERM the worker during
+#            epoch 2 (mid-epoch, a whole epoch left after it); it
 #            checkpoints and leaves; a new server and worker resume from the
 #            checkpoint. The final model (the final checkpoint's shard file,
 #            byte for byte), P@k, nDCG@k, final loss and total samples equal
@@ -84,7 +85,7 @@ PY2
 
 case "$mode" in
   exact|exact_bf16|exact_budget|exact_dc|exact_tfidf)
-    flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=0 --epochs=5 --checkpoint_keep_last=2)
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=0 --epochs=3 --checkpoint_keep_last=2)
     [ "$mode" = exact_bf16 ] && flags+=(--wire=bf16)
     [ "$mode" = exact_dc ] && flags+=(--delay_compensation=100)
     [ "$mode" = exact_tfidf ] && flags+=(--tf_idf=true --normalize_rows=true)
@@ -98,9 +99,9 @@ case "$mode" in
     start_job full 1 1 "${flags[@]}" --checkpoint_dir="$tmp/ck-full"
     wait_codes "${worker_pids[@]}" "${server_pids[@]}"
     [ "$codes" = "0 0" ] || fail "uninterrupted run exited $codes"
-    # The same job, stopped with SIGTERM during epoch 3.
+    # The same job, stopped with SIGTERM during epoch 2.
     start_job part 1 1 "${flags[@]}" --checkpoint_dir="$tmp/ck"
-    poll 600 grep -qs "epoch 2/5" "$tmp/part-worker0.log" || fail "never reached epoch 3"
+    poll 600 grep -qs "epoch 1/3" "$tmp/part-worker0.log" || fail "never reached epoch 2"
     victim=$(worker_pid "${worker_pids[0]}")
     kill -TERM "$victim"
     wait_codes "${worker_pids[@]}" "${server_pids[@]}"

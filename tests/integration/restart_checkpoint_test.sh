@@ -6,7 +6,9 @@
 # checkpoints are complete.
 # 2 servers, 2 workers, Bibtex, 1 epoch, checkpoints every 4 clocks, worker
 # 1 slowed. As soon as worker 0 wrote its state for clock 4, worker 1 is
-# SIGKILLed and started again at once with the same flags.
+# SIGKILLed and started again at once with the same flags, but for
+# --slowdown_rank=0 (the new process trains at full speed: the slowdown
+# only had to hold the first one back at the round).
 # Asserts: every process exits 0 (well before request_timeout_ms);
 # both servers and worker 0 log "checkpoint at clock 4 abandoned: worker 1
 # was restarted"; worker 0 wrote no MANIFEST at clock 4 and did at clock 8
@@ -19,6 +21,9 @@ source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=60
 ck="$tmp/ck"
+# Worker 1 100x slower: the kill lands before its second minibatch ends
+# (at 40x it sometimes did not), so it reached clock 1, the new process
+# continues from there and the final checkpoint is at clock 42.
 flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --epochs=1
        --checkpoint_dir="$ck" --checkpoint_every_clocks=4 --slowdown=100 --slowdown_rank=1
        --request_timeout_ms=40000)
@@ -28,7 +33,7 @@ start_worker 1 "$tmp/w1.log"; w1=$started
 poll 600 test -e "$ck/ckpt-000000000004/worker-0.state" || fail "worker 0 never wrote its state for clock 4"
 kill -9 "$(worker_pid "$w1")"
 wait "$w1" 2>/dev/null || true
-start_worker 1 "$tmp/w1b.log"; w1b=$started
+start_worker 1 "$tmp/w1b.log" --slowdown_rank=0; w1b=$started
 rc=0
 for p in "$w0" "$w1b" "${server_pids[@]}"; do wait "$p" || { rc=$?; echo "pid $p exited $rc"; }; done
 pids=()

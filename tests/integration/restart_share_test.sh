@@ -19,7 +19,10 @@ limit_s=120
 flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=2 --staleness=-1 --epochs=6
        --worker_timeout_ms=1500 --request_timeout_ms=30000)
 start_servers 1
-start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json" --slowdown_rank=0 --slowdown=20; w0=$started
+# Worker 0 at a tenth of its speed trains its 6 epochs in about 6 s (idle
+# machine), twice the 3 s worker 1 takes to be killed, removed (1.5 s) and
+# back; a slower machine slows both.
+start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json" --slowdown_rank=0 --slowdown=10; w0=$started
 start_worker 1 "$tmp/w1.log"; w1=$started
 poll 1200 grep -q "epoch 2/6" "$tmp/w1.log" || fail "worker 1 never finished epoch 2"
 kill -9 "$(worker_pid "$w1")"

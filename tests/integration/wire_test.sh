@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # 16-bit wire encodings end to end: Bibtex, one server and one worker over
-# tcp (tether-launch, fixed seed), with --wire=fp32, bf16 and fp16 (error
-# feedback on) and bf16 without error feedback. Every table's values frames,
+# tcp (tether-launch, fixed seed, 3 epochs: P@1 near 0.59), with
+# --wire=fp32, bf16 and fp16 (error feedback on) and bf16 without error
+# feedback. Every table's values frames,
 # pushed and pulled, take exactly half of fp32's bytes for the same job (one
 # worker: the same requests in the same order), the keys frames the same
 # bytes; the ratios in the metrics JSON say so; P@1 stays within 0.02 of
@@ -14,7 +15,7 @@ run() {  # NAME FLAGS...
   local name=$1
   shift
   timeout -k 5 300 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --servers 1 --workers 1 --transport tcp \
-    --seed=7 --metrics_out "$tmp/$name.json" "$@" >"$tmp/$name.log" 2>&1 || { tail -20 "$tmp/$name.log"; exit 1; }
+    --seed=7 --epochs=3 --metrics_out "$tmp/$name.json" "$@" >"$tmp/$name.log" 2>&1 || { tail -20 "$tmp/$name.log"; exit 1; }
 }
 run fp32 --wire=fp32
 run bf16 --wire=bf16
