@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "core/finite_scan.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -101,6 +103,18 @@ inline uint16_t Bf16Bits(uint32_t x, uint32_t* sat) {
   return static_cast<uint16_t>(out);
 }
 
+// Values [i, n) one at a time: the vector loops' tail.
+uint64_t EncodeBf16Tail(const float* src, size_t i, size_t n, float scale, float* residual, uint16_t* dst) {
+  uint32_t sat = 0;
+  for (; i < n; ++i) {
+    const float v = src[i] * scale + (residual != nullptr ? residual[i] : 0.0f);
+    const uint32_t x = Bits(v);
+    dst[i] = Bf16Bits(x, &sat);
+    if (residual != nullptr) residual[i] = (x & 0x7f800000u) != 0x7f800000u ? v - FromBits(uint32_t{dst[i]} << 16) : 0.0f;
+  }
+  return sat;
+}
+
 #if defined(__x86_64__)
 // Bf16Bits on 8 values at a time (AVX2); the tail as Bf16Bits.
 __attribute__((target("avx2"))) uint64_t EncodeBf16Avx2(const float* src, size_t n, float scale, float* residual,
@@ -135,27 +149,89 @@ __attribute__((target("avx2"))) uint64_t EncodeBf16Avx2(const float* src, size_t
       _mm256_storeu_ps(residual + i, _mm256_andnot_ps(_mm256_castsi256_ps(special), _mm256_sub_ps(v, back)));
     }
   }
-  uint32_t tail_sat = 0;
-  for (; i < n; ++i) {
-    const float v = src[i] * scale + (residual != nullptr ? residual[i] : 0.0f);
-    const uint32_t x = Bits(v);
-    dst[i] = Bf16Bits(x, &tail_sat);
-    if (residual != nullptr) residual[i] = (x & 0x7f800000u) != 0x7f800000u ? v - FromBits(uint32_t{dst[i]} << 16) : 0.0f;
-  }
-  return sat + tail_sat;
+  return sat + EncodeBf16Tail(src, i, n, scale, residual, dst);
 }
+
+// The same on 16 values at a time (AVX-512: mask registers instead of
+// blends, half the instructions a value). GCC 12's AVX-512 intrinsics start
+// from _mm512_undefined_*() and then warn that it is (or may be)
+// uninitialized: the warnings are silenced for these two functions only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) uint64_t EncodeBf16Avx512(const float* src, size_t n, float scale,
+                                                             float* residual, uint16_t* dst) {
+  const __m512 k = _mm512_set1_ps(scale);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), exp_mask = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i max_finite = _mm512_set1_epi32(0x7f7fffff), quiet = _mm512_set1_epi32(0x40);
+  const __m512i sign16 = _mm512_set1_epi32(0x8000), top16 = _mm512_set1_epi32(0x7f7f);
+  uint64_t sat = 0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(src + i), k);
+    if (residual != nullptr) v = _mm512_add_ps(v, _mm512_loadu_ps(residual + i));
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i ax = _mm512_and_si512(x, abs_mask);
+    const __m512i hi = _mm512_srli_epi32(x, 16);
+    const __m512i rounded = _mm512_add_epi32(x, _mm512_add_epi32(bias, _mm512_and_si512(hi, one)));
+    const __mmask16 special = _mm512_cmpgt_epi32_mask(ax, max_finite);  // inf, NaN
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(ax, exp_mask);
+    const __mmask16 over =
+        _mm512_mask_cmpeq_epi32_mask(static_cast<__mmask16>(~special), _mm512_and_si512(rounded, exp_mask), exp_mask);
+    __m512i out = _mm512_srli_epi32(rounded, 16);
+    out = _mm512_mask_mov_epi32(out, special, _mm512_mask_or_epi32(hi, nan, hi, quiet));
+    out = _mm512_mask_mov_epi32(out, over, _mm512_or_si512(_mm512_and_si512(hi, sign16), top16));
+    sat += static_cast<uint64_t>(__builtin_popcount(over));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(out));
+    if (residual != nullptr) {
+      const __m512 back = _mm512_castsi512_ps(_mm512_slli_epi32(out, 16));
+      _mm512_storeu_ps(residual + i, _mm512_maskz_sub_ps(static_cast<__mmask16>(~special), v, back));
+    }
+  }
+  return sat + EncodeBf16Tail(src, i, n, scale, residual, dst);
+}
+
+// Widens n values; returns whether one is NaN or infinite (its exponent
+// bits all ones: + 1 in the exponent's lowest place carries into bit 15).
+__attribute__((target("avx512f"))) bool DecodeBf16Avx512(const uint16_t* src, size_t n, float* dst) {
+  const __m512i exp16 = _mm512_set1_epi32(0x7f80), low16 = _mm512_set1_epi32(0x80);
+  __m512i any = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    any = _mm512_or_si512(any, _mm512_add_epi32(_mm512_and_si512(h, exp16), low16));
+    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
+  }
+  uint32_t tail = 0;
+  for (; i < n; ++i) {
+    tail |= (src[i] & 0x7f80u) + 0x80u;
+    dst[i] = FromBits(uint32_t{src[i]} << 16);
+  }
+  return ((static_cast<uint32_t>(_mm512_reduce_or_epi32(any)) | tail) & 0x8000u) != 0;
+}
+#pragma GCC diagnostic pop
 
 bool HasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
 }
+
+bool HasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
 #else
 bool HasAvx2() { return false; }
+bool HasAvx512() { return false; }
 uint64_t EncodeBf16Avx2(const float*, size_t, float, float*, uint16_t*) { return 0; }
+uint64_t EncodeBf16Avx512(const float*, size_t, float, float*, uint16_t*) { return 0; }
+bool DecodeBf16Avx512(const uint16_t*, size_t, float*) { return false; }
 #endif
 
 // src × scale (+ residual) to BF16 at `dst` (2-byte aligned).
 uint64_t EncodeBf16(const float* src, size_t n, float scale, float* residual, uint16_t* dst) {
+  if (HasAvx512()) return EncodeBf16Avx512(src, n, scale, residual, dst);
   if (HasAvx2()) return EncodeBf16Avx2(src, n, scale, residual, dst);
   uint32_t sat = 0;
   if (residual == nullptr) {
@@ -173,8 +249,15 @@ uint64_t EncodeBf16(const float* src, size_t n, float scale, float* residual, ui
   return sat;
 }
 
-void DecodeBf16(const uint16_t* src, size_t n, float* dst) {
-  for (size_t i = 0; i < n; ++i) dst[i] = FromBits(uint32_t{src[i]} << 16);
+// As DecodeBf16Avx512.
+bool DecodeBf16(const uint16_t* src, size_t n, float* dst) {
+  if (HasAvx512()) return DecodeBf16Avx512(src, n, dst);
+  uint32_t any = 0;
+  for (size_t i = 0; i < n; ++i) {
+    any |= (src[i] & 0x7f80u) + 0x80u;
+    dst[i] = FromBits(uint32_t{src[i]} << 16);
+  }
+  return (any & 0x8000u) != 0;
 }
 
 #if defined(__x86_64__)
@@ -294,8 +377,19 @@ void DecodeValues(const void* src, size_t n, WireEncoding e, float* dst) {
     return;
   }
   const auto* in = static_cast<const uint16_t*>(src);
-  if (e == BF16) DecodeBf16(in, n, dst);
+  if (e == BF16) (void)DecodeBf16(in, n, dst);
   else DecodeFp16(in, n, dst);
+}
+
+uint64_t DecodeValuesScan(const void* src, size_t n, WireEncoding e, float* dst) {
+  if (e == BF16 && Aligned2(src)) {
+    // The scan rides along the widening; only a frame holding a non-finite
+    // value is searched again.
+    if (!DecodeBf16(static_cast<const uint16_t*>(src), n, dst)) return n;
+  } else {
+    DecodeValues(src, n, e, dst);
+  }
+  return FirstNonFinite(dst, n);
 }
 
 }  // namespace tether

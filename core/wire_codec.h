@@ -47,5 +47,9 @@ uint64_t EncodeValues(const float* src, size_t n, float scale, WireEncoding e, f
 
 /// Reads n values of encoding `e` from `src` into float32 `dst`.
 void DecodeValues(const void* src, size_t n, WireEncoding e, float* dst);
+/// DecodeValues, and returns the index of the first NaN or infinity among
+/// the values (n when none; FirstNonFinite, core/finite_scan.h, on `dst`).
+/// BF16 scans as it widens: no second pass over a frame of finite values.
+uint64_t DecodeValuesScan(const void* src, size_t n, WireEncoding e, float* dst);
 
 }  // namespace tether

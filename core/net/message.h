@@ -25,10 +25,12 @@ struct Message {
   MessageHeader header;
   zmq::message_t keys;    // header.num_keys() × 8 bytes
   zmq::message_t values;  // header.num_values() × 4 bytes (× 2 when 16-bit, header.value_encoding)
-  /// Set by the inbox for a message it joined from chunks: the index of the
-  /// first non-finite value of `values` read as float32 (the value count
-  /// when none), scanned as each piece arrived (core/finite_scan.h);
-  /// kNotScanned otherwise. Meaningful only for float32 values.
+  /// Set by the inbox for a message it joined from chunks, and by
+  /// WidenValues (core/net/value_frames.h) for 16-bit values it widened:
+  /// the index of the first non-finite value of `values` read as float32
+  /// (the value count when none), scanned as each piece arrived or as the
+  /// values were widened (core/finite_scan.h); kNotScanned otherwise.
+  /// Meaningful only for float32 values.
   static constexpr uint64_t kNotScanned = ~uint64_t{0};
   uint64_t first_non_finite = kNotScanned;
 

@@ -16,10 +16,11 @@ void WidenValues(Message* m, FramePool* pool) {
   if (!IsHalfWire(e)) return;
   const uint64_t n = m->header.num_values();
   zmq::message_t wide = pool->Take(n * sizeof(float));
-  if (n > 0) DecodeValues(m->values.data(), n, e, static_cast<float*>(wide.data()));
+  // Scanned as they are widened (the inbox left 16-bit bytes alone): the
+  // server's check reads the result instead of the values again.
+  m->first_non_finite = n > 0 ? DecodeValuesScan(m->values.data(), n, e, static_cast<float*>(wide.data())) : 0;
   m->values = std::move(wide);
   m->header.clear_value_encoding();
-  m->first_non_finite = Message::kNotScanned;  // the inbox scanned the 16-bit bytes, not these
 }
 
 }  // namespace tether

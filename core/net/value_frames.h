@@ -22,8 +22,9 @@ zmq::message_t NarrowFrame(const float* src, uint64_t n, float scale, WireEncodi
                            FramePool* pool, uint64_t* saturated);
 
 /// When m->header.value_encoding() is 16-bit: replaces m->values by its
-/// float32 widening (num_values × 4 bytes, from `pool`) and clears the
-/// encoding. Call after ValidateFrames (the frame's size is trusted). A
+/// float32 widening (num_values × 4 bytes, from `pool`), clears the
+/// encoding and sets m->first_non_finite (the values scanned as they were
+/// widened). Call after ValidateFrames (the frame's size is trusted). A
 /// float32 message is left as it is.
 void WidenValues(Message* m, FramePool* pool);
 

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/wire_codec.h"
@@ -36,7 +38,7 @@ TEST(ValueFramesTest, NarrowThenWidenGivesTheRoundedValues) {
   m.first_non_finite = 1;  // a scan of the 16-bit bytes read as float32 says nothing of the values
   WidenValues(&m, &pool);
   EXPECT_FALSE(m.header.has_value_encoding());
-  EXPECT_EQ(m.first_non_finite, Message::kNotScanned);
+  EXPECT_EQ(m.first_non_finite, v.size());  // scanned as widened: all finite
   ASSERT_EQ(m.values.size(), v.size() * 4);
   bool sat = false;
   for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(FloatAt(m.values, i), Fp16ToFloat(FloatToFp16(v[i], &sat))) << i;
@@ -65,6 +67,28 @@ TEST(ValueFramesTest, FramesAreCheckedInTheirEncoding) {
   m.header.set_value_encoding(BF16);
   EXPECT_NE(ValidateFrames(m, "worker 0").message().find("value_encoding bf16 on a message that carries float32"),
             std::string::npos);
+}
+
+// The widened values' first NaN or infinity is found as they are widened
+// (a frame long enough for the vector loop, and its tail).
+TEST(ValueFramesTest, WideningFindsTheFirstNonFiniteValue) {
+  FramePool pool = Pool();
+  for (const WireEncoding e : {BF16, FP16}) {
+    for (const size_t bad : {size_t{3}, size_t{33}, size_t{39}, size_t{40}}) {
+      std::vector<float> v(40, 0.25f);
+      if (bad < v.size()) v[bad] = bad % 2 == 0 ? std::nanf("") : -std::numeric_limits<float>::infinity();
+      if (bad < 30) v[35] = std::numeric_limits<float>::infinity();  // a later one does not count
+      uint64_t saturated = 0;
+      Message m;
+      m.header.set_type(PUSH);
+      m.header.set_num_values(v.size());
+      m.header.set_value_encoding(e);
+      m.values = NarrowFrame(v.data(), v.size(), 1.0f, e, nullptr, &pool, &saturated);
+      WidenValues(&m, &pool);
+      EXPECT_EQ(m.first_non_finite, bad) << WireEncodingName(e) << " value " << bad;
+      EXPECT_EQ(FloatAt(m.values, 0), 0.25f);
+    }
+  }
 }
 
 TEST(ValueFramesTest, Fp32IsLeftAsItIs) {

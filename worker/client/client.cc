@@ -180,13 +180,14 @@ void WorkerClient::Release(uint64_t tag) {
   requests_.Give(static_cast<uint32_t>(tag));
 }
 
-void WorkerClient::SetRequestKeys(int s, uint32_t table, const uint64_t* ks, size_t n, Message* m, uint64_t tag) {
+KeyListCache::List WorkerClient::SetRequestKeys(int s, uint32_t table, const uint64_t* ks, size_t n, Message* m,
+                                                uint64_t tag) {
   KeyListCache& lists = key_lists_[s];
   // A table that admits or evicts moves its rows on the shard: plain keys.
   if (!options_.key_lists || n < kMinKeyListKeys || KeyListCache::Charge(n) > lists.capacity_bytes() ||
       AdmitsOrEvicts(options_.tables[table])) {
     m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
-    return;
+    return nullptr;
   }
   // The name: the probe (64 of the keys), or, where this mirror holds
   // another list under the probe, the signature of every key, top bit set
@@ -202,25 +203,27 @@ void WorkerClient::SetRequestKeys(int s, uint32_t table, const uint64_t* ks, siz
       m->header.set_key_list(id);
       ShardRequest& r = requests_[tag];
       r.key_list = id;
-      r.list_keys = std::move(held);
+      r.list_keys = held;
       ++stats_.key_lists_used;
       stats_.key_list_bytes_saved += n * sizeof(uint64_t);
-      return;
+      return held;
     }
     if (!probe) {
       // Another list with the same signature too (a 64-bit collision):
       // sent plainly, the held ones left as they are, on both ends.
       m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
-      return;
+      return nullptr;
     }
     id = KeyListSignature(ks, n) | (uint64_t{1} << 63);
   }
   // Define: the keys and the id; the shard keeps the list (same capacity,
   // same order of puts and uses, so it holds what this mirror holds).
-  (void)lists.Put(table, id, std::make_shared<const std::vector<uint64_t>>(ks, ks + n));
+  KeyListCache::List list = std::make_shared<const std::vector<uint64_t>>(ks, ks + n);
+  (void)lists.Put(table, id, list);
   m->header.set_key_list(id);
   m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
   ++stats_.key_lists_defined;
+  return list;
 }
 
 Status WorkerClient::ResendWithKeys(uint64_t tag) {
@@ -391,7 +394,7 @@ RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint6
       m.header.mutable_pull()->set_absent_as_zeros(true);  // its zeros are no rows: never a key list
       m.keys = CopyFrame(channel_.frame_pool(), ks, (c1 - c0) * sizeof(uint64_t));
     } else {
-      SetRequestKeys(s, table, ks, c1 - c0, &m, tag);
+      (void)SetRequestKeys(s, table, ks, c1 - c0, &m, tag);
     }
     ShardRequest& r = requests_[tag];
     r.out = out;

@@ -540,7 +540,9 @@ class WorkerClient {
   // The keys of a row message: ks[0..n) into m->keys or, when shard s holds
   // the list (key_lists_), none and the list's id (record `tag` keeps the
   // list for a resend); a new list is named and sent with its keys.
-  void SetRequestKeys(int s, uint32_t table, const uint64_t* ks, size_t n, Message* m, uint64_t tag);
+  // Returns the list named (it holds ks[0..n) themselves, compared), or
+  // null when the keys went plainly.
+  KeyListCache::List SetRequestKeys(int s, uint32_t table, const uint64_t* ks, size_t n, Message* m, uint64_t tag);
   // The shard did not hold the list record `tag` named: sends the request
   // again with its keys, as another part of the same request and record.
   Status ResendWithKeys(uint64_t tag);
@@ -574,8 +576,10 @@ class WorkerClient {
   void ScalePush(Message* m, bool values_scaled = false) const;
   // The values frame of a row push's message: rows [c0, c1) of shard s's
   // part (see PushRowsAs), copied, gathered or narrowed.
+  // `list`: SetRequestKeys' list for ks, or null.
   zmq::message_t PushRowValues(uint32_t table, int s, size_t c0, size_t c1, const uint64_t* ks, bool whole,
-                               const float* grads, const uint32_t* in_rows, const PushValues* shared, bool delta);
+                               const float* grads, const uint32_t* in_rows, const PushValues* shared, bool delta,
+                               const KeyListCache::List& list);
 
   ClientOptions options_;
   int num_shards_;

@@ -95,7 +95,8 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
 
 zmq::message_t WorkerClient::PushRowValues(uint32_t table, int s, size_t c0, size_t c1, const uint64_t* ks,
                                            bool whole, const float* grads, const uint32_t* in_rows,
-                                           const PushValues* shared, bool delta) {
+                                           const PushValues* shared, bool delta,
+                                           const KeyListCache::List& list) {
   const size_t n = c1 - c0;
   const uint32_t dim = options_.tables[table].dim();
   // The rows of this message in `grads`: contiguous from c0 (one shard, no
@@ -114,7 +115,7 @@ zmq::message_t WorkerClient::PushRowValues(uint32_t table, int s, size_t c0, siz
     // Gathered, scaled, corrected by the rows' residuals and rounded in
     // one pass (a model delta stays float32).
     const float* base = rows == nullptr ? grads + c0 * dim : grads;
-    return push_encoder_.EncodeRows(table, ks, n, base, rows, gradient_scale_, &channel_.frame_pool());
+    return push_encoder_.EncodeRows(table, ks, n, base, rows, gradient_scale_, &channel_.frame_pool(), list);
   }
   if (rows == nullptr && shared != nullptr && gradient_scale_ == 1.0f && n > 0) {
     // A block of the caller's buffer, by reference: the message holds a
@@ -148,14 +149,16 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     m.header.set_num_values(n * dim);
     if (!delta) m.header.mutable_push()->set_base_version(cache_.PushVersion(table, s));
     if (narrow) m.header.set_value_encoding(push_encoder_.wire(table));
-    m.values = PushRowValues(table, s, c0, c1, ks, whole, grads, in_rows, shared, delta);
-    if (!delta) ScalePush(&m, narrow);  // a model delta is the replica's, never rescaled
     const uint64_t tag = NewShardRequest(delta ? PUSH_DELTA_REPLY : PUSH_REPLY, s, table);
     // A model delta always carries its keys (PUSH_DELTA names no key list).
+    // The keys first: a list named tells the encoder they were compared.
+    KeyListCache::List list;
     if (delta)
       m.keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
     else
-      SetRequestKeys(s, table, ks, n, &m, tag);
+      list = SetRequestKeys(s, table, ks, n, &m, tag);
+    m.values = PushRowValues(table, s, c0, c1, ks, whole, grads, in_rows, shared, delta, list);
+    if (!delta) ScalePush(&m, narrow);  // a model delta is the replica's, never rescaled
     ShardRequest& r = requests_[tag];
     r.dim = dim;
     r.updates = n;

@@ -34,21 +34,41 @@ WireEncoding PushEncoder::wire(uint32_t table) const { return table < tables_.si
 
 bool PushEncoder::IsHalf(uint32_t table) const { return IsHalfWire(wire(table)); }
 
+uint64_t PushEncoder::EncodeInRuns(WireEncoding wire, uint32_t dim, const float* grads, const uint32_t* rows,
+                                   size_t n, float scale, float* residuals, unsigned char* out) {
+  const size_t row_bytes = size_t{dim} * WireBytesPerValue(wire);
+  uint64_t saturated = 0;
+  for (size_t i = 0; i < n;) {
+    size_t end = n;
+    if (rows != nullptr)
+      for (end = i + 1; end < n && rows[end] == rows[i] + (end - i);) ++end;
+    const float* g = grads + (rows != nullptr ? size_t{rows[i]} : i) * dim;
+    float* r = residuals != nullptr ? residuals + i * dim : nullptr;
+    saturated += EncodeValues(g, (end - i) * dim, scale, wire, r, out + i * row_bytes);
+    i = end;
+  }
+  return saturated;
+}
+
 zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, size_t n, const float* grads,
-                                       const uint32_t* rows, float scale, FramePool* pool) {
+                                       const uint32_t* rows, float scale, FramePool* pool,
+                                       const ResidualStore::KeyList& list) {
   const Table& spec = tables_[table];
   const uint32_t dim = spec.dim;
   const size_t row_bytes = size_t{dim} * WireBytesPerValue(spec.wire);
   zmq::message_t frame = pool->Take(n * row_bytes);
   auto* out = static_cast<unsigned char*>(frame.data());
   ResidualStore* store = rows_[table].get();
-  if (store == nullptr && rows == nullptr) {  // one pass over contiguous rows
-    if (n > 0) saturated_ += EncodeValues(grads, n * dim, scale, spec.wire, nullptr, out);
+  if (store == nullptr) {  // one pass over each run of contiguous rows
+    saturated_ += EncodeInRuns(spec.wire, dim, grads, rows, n, scale, nullptr, out);
     return frame;
   }
-  if (store == nullptr) {
-    for (size_t i = 0; i < n; ++i)
-      saturated_ += EncodeValues(grads + size_t{rows[i]} * dim, dim, scale, spec.wire, nullptr, out + i * row_bytes);
+  store->BeginList(list);
+  if (float* run = store->KnownRun(); run != nullptr) {
+    // The list's residuals lie in one run: one pass over them and each run
+    // of contiguous gradients.
+    saturated_ += EncodeInRuns(spec.wire, dim, grads, rows, n, scale, run, out);
+    store->EndList();
     return frame;
   }
   // Index entries are loaded this many rows ahead while rows are looked up
@@ -57,7 +77,6 @@ zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, siz
   constexpr size_t kAhead = 32;
   size_t loaded = 0;  // keys [i, loaded) have their index entries on the way
   size_t gathered_end = rows == nullptr ? n : 0;  // rows [i, gathered_end) lie one after the other
-  store->BeginList();
   for (size_t i = 0; i < n;) {
     if (!store->in_runs())
       for (loaded = std::max(loaded, i + 1); loaded < std::min(n, i + kAhead); ++loaded) store->Prefetch(keys[loaded]);

@@ -57,10 +57,14 @@ class PushEncoder {
 
   /// A values frame of n rows of `table`: row i's gradient is the dim
   /// floats at grads + r·dim, r = rows[i] (rows null: r = i), times
-  /// `scale`. keys[i] is row i's key (its residual). Call only when
+  /// `scale`. keys[i] is row i's key (its residual). `list`: null, or an
+  /// immutable list holding keys[0, n) themselves, in order (the caller
+  /// compared them: the worker's key-list cache entry the request names):
+  /// the residual store then finds a list it found before in one run
+  /// without comparing its keys (ResidualStore::KnownRun). Call only when
   /// narrows(table).
   zmq::message_t EncodeRows(uint32_t table, const uint64_t* keys, size_t n, const float* grads, const uint32_t* rows,
-                            float scale, FramePool* pool);
+                            float scale, FramePool* pool, const ResidualStore::KeyList& list = nullptr);
   /// A values frame of dense `table`'s floats [begin, end) of `grad` (the
   /// whole table), times `scale`. Call only when narrows(table).
   zmq::message_t EncodeDense(uint32_t table, uint64_t begin, uint64_t end, const float* grad, float scale,
@@ -86,6 +90,12 @@ class PushEncoder {
 
  private:
   bool IsHalf(uint32_t table) const;
+  // n rows (row i's gradient at grads + r·dim, r = rows[i], or i when rows
+  // is null) times `scale` into `out`, one call per run of contiguous
+  // gradients, with error feedback through `residuals` (n·dim floats, row
+  // i at residuals + i·dim) when non-null. Returns the values saturated.
+  static uint64_t EncodeInRuns(WireEncoding wire, uint32_t dim, const float* grads, const uint32_t* rows, size_t n,
+                               float scale, float* residuals, unsigned char* out);
 
   std::vector<Table> tables_;
   std::vector<std::unique_ptr<ResidualStore>> rows_;  // per table, row tables with error feedback

@@ -86,21 +86,60 @@ void ResidualStore::AppendUse(std::vector<Use>* log, size_t head, uint32_t slot,
   }
 }
 
+void ResidualStore::Materialize() {
+  for (uint32_t j = 0; j < lazy_count_; ++j) stamps_[lazy_slot_ + j] = lazy_stamp_ + j;
+  lazy_count_ = 0;
+}
+
+void ResidualStore::Stamp(uint32_t slot, uint32_t count, uint32_t stamp) {
+  if (slot == lazy_slot_ && count == lazy_count_) {  // the lazy run again
+    lazy_stamp_ = stamp;
+    return;
+  }
+  Materialize();
+  // A run's stamps are written when something reads them (most often
+  // never: the same run touched again replaces them).
+  if (count >= kLazyRun) {
+    lazy_slot_ = slot;
+    lazy_count_ = count;
+    lazy_stamp_ = stamp;
+    return;
+  }
+  for (uint32_t j = 0; j < count; ++j) stamps_[slot + j] = stamp + j;
+}
+
+bool ResidualStore::Retouch(uint32_t slot, uint32_t count, uint32_t stamp) {
+  const size_t entries = log_.size() - log_head_;
+  if (entries == 0) return false;
+  Use* head = &log_.back();
+  if (count == 1) {
+    if (head->slot != slot) return false;
+  } else if (entries < 2 || head->slot != (kRunLength | count) || (head - 1)->slot != (slot | kRunHead)) {
+    return false;
+  } else {
+    --head;
+  }
+  // The same rows again: the entry's touches, all superseded, make way for
+  // these (no stale touch added). A run's stamps stay lazy.
+  head->stamp = stamp;
+  Stamp(slot, count, stamp);
+  clock_ += count;
+  retouched_ += count;
+  if (!stale_free_ && retouched_ > 2 * held_ + 64) Compact();
+  return true;
+}
+
 void ResidualStore::Touch(uint32_t slot, uint32_t count) {
   const uint32_t stamp = clock_ + 1;
-  for (uint32_t j = 0; j < count; ++j) stamps_[slot + j] = stamp + j;
+  if (Retouch(slot, count, stamp)) return;
+  Stamp(slot, count, stamp);
   clock_ += count;
   log_touches_ += count;
-  Use* last = log_.size() > log_head_ ? &log_.back() : nullptr;
-  if (count == 1 && last != nullptr && last->slot == slot) {  // the same row again: one entry
-    last->stamp = stamp;
-    --log_touches_;
-  } else {
-    AppendUse(&log_, log_head_, slot, stamp, count);
-  }
+  stale_free_ = false;
+  AppendUse(&log_, log_head_, slot, stamp, count);
   // Memory: the log holds at most 1.5 entries a row, and 1 more while it
   // is compacted.
-  if (log_touches_ > 2 * held_ + 64 || log_.size() - log_head_ > held_ + held_ / 2 + 64 ||
+  if (log_touches_ + retouched_ > 2 * held_ + 64 || log_.size() - log_head_ > held_ + held_ / 2 + 64 ||
       log_head_ > log_.size() / 2 + 64)
     Compact();
 }
@@ -110,6 +149,7 @@ void ResidualStore::Touch(uint32_t slot, uint32_t count) {
 // touches inside splits into more entries, and the log's memory is reused
 // from one compaction to the next (no new pages to fault in).
 void ResidualStore::Compact() {
+  Materialize();
   const size_t end = log_.size();
   log_.reserve(end + std::min<size_t>(end - log_head_, held_) + 2);
   uint64_t kept = 0;
@@ -144,6 +184,8 @@ void ResidualStore::Compact() {
   log_.erase(log_.begin(), log_.begin() + static_cast<std::ptrdiff_t>(end));
   log_head_ = 0;
   log_touches_ = kept;
+  retouched_ = 0;
+  stale_free_ = true;
 }
 
 uint32_t ResidualStore::TakeSlot() {
@@ -157,6 +199,7 @@ uint32_t ResidualStore::TakeSlot() {
   }
   // Full: the least recently used row's residual is dropped. The log's
   // oldest touch that is still its slot's last names it.
+  Materialize();
   uint32_t slot = kNone;
   while (slot == kNone) {
     Use& t = log_[log_head_];
@@ -193,6 +236,7 @@ uint32_t ResidualStore::Slot(uint64_t key) {
   if (4 * held_ > 3 * index_.size()) Grow();
   index_[Probe(key)] = Entry{key, slot};
   keys_[slot] = key;
+  ++moves_;
   Touch(slot, 1);
   std::fill_n(values_.data() + size_t{slot} * dim_, dim_, 0.0f);
   return slot;
@@ -259,17 +303,56 @@ float* ResidualStore::Rows(const uint64_t* keys, size_t n, size_t* taken) {
   return values_.data() + size_t{slot} * dim_;
 }
 
-void ResidualStore::BeginList() {
+void ResidualStore::BeginList(const KeyList& list) {
   tracing_ = true;
   trace_evicted_ = evicted_;
   trace_.clear();
+  list_ = list;
+  list_moves_ = moves_;
+}
+
+ResidualStore::KnownList* ResidualStore::FindKnown(const KeyList& list) {
+  for (KnownList& k : known_)
+    if (!k.list.expired() && !k.list.owner_before(list) && !list.owner_before(k.list)) return &k;
+  return nullptr;
+}
+
+float* ResidualStore::KnownRun() {
+  if (list_ == nullptr || list_->empty() || !trace_.empty()) return nullptr;
+  // The run's slots still hold the list's keys when none was given a key,
+  // and no row moved, since it was found.
+  const KnownList* k = FindKnown(list_);
+  if (k == nullptr || k->moves != moves_ || k->runs != 1) return nullptr;
+  const auto n = static_cast<uint32_t>(list_->size());
+  ++known_runs_;
+  Touch(k->slot, n);
+  run_misses_ = 0;
+  trace_.push_back(Use{k->slot, n});
+  for (size_t c = kCursors - 1; c > 0; --c) cursors_[c] = cursors_[c - 1];
+  cursors_[0] = k->slot + n;
+  return values_.data() + size_t{k->slot} * dim_;
 }
 
 void ResidualStore::EndList() {
   tracing_ = false;
   uint64_t rows = 0;
   for (const Use& run : trace_) rows += run.stamp;
-  if (rows >= 1024 && trace_.size() > 1 + rows / 16 && 2 * rows >= held_ && evicted_ == trace_evicted_) {
+  // A named list whose rows all lie in slots, none changed meanwhile: in
+  // one run, KnownRun() takes it next time; in more, found the same way as
+  // at its last push (it repeats), it is laid out below.
+  bool repeats = false;
+  if (list_ != nullptr && moves_ == list_moves_ && !trace_.empty() && rows == list_->size()) {
+    KnownList* k = FindKnown(list_);
+    repeats = k != nullptr && k->moves == moves_ && k->runs == trace_.size() && trace_.size() > 1;
+    if (k == nullptr) k = &known_[known_next_++ % kKnownLists];
+    k->list = list_;
+    k->slot = trace_[0].slot;
+    k->runs = trace_.size();
+    k->moves = moves_;
+  }
+  list_.reset();
+  const bool short_runs = rows >= 1024 && trace_.size() > 1 + rows / 16;
+  if ((short_runs || repeats) && 2 * rows >= held_ && evicted_ == trace_evicted_) {
     std::vector<uint32_t> order;
     order.reserve(rows);
     for (const Use& run : trace_)
@@ -280,6 +363,8 @@ void ResidualStore::EndList() {
 }
 
 void ResidualStore::LayOut(const std::vector<uint32_t>& order) {
+  Materialize();
+  ++moves_;
   const size_t slots = keys_.size();
   std::vector<uint32_t> to(slots, kNone);  // old slot → new slot
   uint32_t next = 0;
@@ -304,6 +389,8 @@ void ResidualStore::LayOut(const std::vector<uint32_t>& order) {
   log_ = std::move(log);
   log_head_ = 0;
   log_touches_ = kept;
+  retouched_ = 0;
+  stale_free_ = true;
   for (Entry& e : index_)
     if (e.slot != kNone) e.slot = to[e.slot];
   // The rows move along the permutation's cycles, one row carried at a
@@ -335,7 +422,7 @@ void ResidualStore::ForEachRow(const std::function<void(uint64_t key, const floa
     uint32_t first, stamp, count;
     i = ReadUse(i, &first, &stamp, &count);
     for (uint32_t j = 0; j < count; ++j)
-      if (stamps_[first + j] == stamp + j) fn(keys_[first + j], values_.data() + size_t{first + j} * dim_);
+      if (StampOf(first + j) == stamp + j) fn(keys_[first + j], values_.data() + size_t{first + j} * dim_);
   }
 }
 

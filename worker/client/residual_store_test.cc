@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <list>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -278,6 +279,174 @@ TEST(ResidualStoreTest, EndListLaysAnInterleavedListOutAsOneRun) {
     single.ForEachRow([&](uint64_t key, const float* v) { b.emplace_back(key, v[1]); });
     EXPECT_EQ(a, b) << "capacity " << capacity;
   }
+}
+
+// Named lists (BeginList(list)): a list found in one run is taken again by
+// KnownRun() without comparing keys while no slot changes; a list object
+// with other keys, the same keys in a new object, a key added elsewhere or
+// rows evicted make it look its rows up again. Throughout, the same values,
+// rows, evictions and recency order as Row() one key at a time, checkpoint
+// order (ForEachRow) included, with the repeated runs' stamps kept lazily.
+TEST(ResidualStoreTest, KnownRunsMatchRowOneKeyAtATime) {
+  for (uint64_t capacity : {50u, 300u, 5000u}) {
+    ResidualStore runs(/*dim=*/2, capacity), single(/*dim=*/2, capacity);
+    std::mt19937_64 rng(capacity + 3);
+    std::vector<ResidualStore::KeyList> lists;
+    for (int l = 0; l < 3; ++l) {
+      std::vector<uint64_t> keys;
+      for (uint64_t k = 0; k < 200; ++k) keys.push_back(l * 1000 + k * 3 + 1);
+      lists.push_back(std::make_shared<const std::vector<uint64_t>>(keys));
+    }
+    float next = 1.0f;
+    int known = 0;
+    const auto check = [&](const float* r, uint64_t key, int step) {
+      float* s = single.Row(key);
+      ASSERT_EQ(r[0], s[0]) << "capacity " << capacity << " step " << step << " key " << key;
+      ASSERT_EQ(r[1], s[1]);
+    };
+    for (int step = 0; step < 400; ++step) {
+      const int what = static_cast<int>(rng() % 10);
+      if (what <= 1) {  // one key: a list's (held), or elsewhere (a new row)
+        const std::vector<uint64_t>& some = *lists[rng() % lists.size()];
+        const uint64_t key = what == 0 ? some[rng() % some.size()] : rng() % 4000 + 1;
+        float* r = runs.Row(key);
+        check(r, key, step);
+        continue;
+      }
+      ResidualStore::KeyList list = lists[rng() % lists.size()];
+      if (what == 2) {  // the same keys in a new object
+        list = std::make_shared<const std::vector<uint64_t>>(*list);
+      } else if (what == 3) {  // a list that changed: one key replaced
+        std::vector<uint64_t> keys = *list;
+        keys[rng() % keys.size()] = rng() % 4000 + 5000;
+        list = std::make_shared<const std::vector<uint64_t>>(keys);
+      }
+      const std::vector<uint64_t>& keys = *list;
+      runs.BeginList(list);
+      float* whole = runs.KnownRun();
+      known += whole != nullptr;
+      for (size_t i = 0; i < keys.size();) {
+        size_t taken = keys.size();
+        float* r = whole;
+        if (r == nullptr) r = runs.Rows(keys.data() + i, keys.size() - i, &taken);
+        for (size_t j = 0; j < taken; ++j) {
+          check(r + 2 * j, keys[i + j], step);
+          float* s = single.Row(keys[i + j]);
+          r[2 * j] = s[0] = next;
+          r[2 * j + 1] = s[1] = -next;
+          next += 1.0f;
+        }
+        i += taken;
+      }
+      runs.EndList();
+      ASSERT_EQ(runs.rows(), single.rows());
+      ASSERT_EQ(runs.evicted(), single.evicted());
+      ASSERT_EQ(runs.evicted_l1(), single.evicted_l1());
+      if (step % 50 == 0) {
+        std::vector<std::pair<uint64_t, float>> a, b;
+        runs.ForEachRow([&](uint64_t key, const float* v) { a.emplace_back(key, v[0]); });
+        single.ForEachRow([&](uint64_t key, const float* v) { b.emplace_back(key, v[0]); });
+        ASSERT_EQ(a, b) << "capacity " << capacity << " step " << step;
+      }
+    }
+    std::vector<std::pair<uint64_t, float>> a, b;
+    runs.ForEachRow([&](uint64_t key, const float* v) { a.emplace_back(key, v[0]); });
+    single.ForEachRow([&](uint64_t key, const float* v) { b.emplace_back(key, v[0]); });
+    EXPECT_EQ(a, b) << "capacity " << capacity;
+    // Where every list fits, most pushes of a list take its known run; at
+    // 50 rows each push evicts, and none does.
+    if (capacity == 5000) {
+      EXPECT_GT(known, 100) << "capacity " << capacity;
+    } else if (capacity == 50) {
+      EXPECT_EQ(known, 0);
+    }
+  }
+}
+
+// KnownRun() on exact values: a list pushed, pushed again (its run
+// taken), then the same keys under another object and a changed list.
+TEST(ResidualStoreTest, KnownRunIsTheListsRowsAndOnlyItsOwn) {
+  ResidualStore store(/*dim=*/1, /*capacity_rows=*/1000);
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 100; ++k) keys.push_back(500 + 7 * k);
+  const auto list = std::make_shared<const std::vector<uint64_t>>(keys);
+  const auto push = [&](const ResidualStore::KeyList& l, float add) {
+    store.BeginList(l);
+    float* run = store.KnownRun();
+    const bool known = run != nullptr;
+    for (size_t i = 0; i < l->size();) {
+      size_t taken = l->size() - i;
+      float* r = run != nullptr ? run : store.Rows(l->data() + i, l->size() - i, &taken);
+      for (size_t j = 0; j < taken; ++j) r[j] += add;
+      run = nullptr;
+      i += taken;
+    }
+    store.EndList();
+    return known;
+  };
+  EXPECT_FALSE(push(list, 1.0f));  // new rows
+  EXPECT_FALSE(push(list, 2.0f));  // found in one run, no slot changed: known from now on
+  EXPECT_TRUE(push(list, 4.0f));
+  EXPECT_TRUE(push(list, 8.0f));
+  for (uint64_t k : keys) EXPECT_EQ(*store.Find(k), 15.0f) << k;
+  // The same keys in another object: compared again, then known too.
+  const auto copy = std::make_shared<const std::vector<uint64_t>>(keys);
+  EXPECT_FALSE(push(copy, 16.0f));
+  EXPECT_TRUE(push(copy, 32.0f));
+  EXPECT_TRUE(push(list, 64.0f));
+  for (uint64_t k : keys) EXPECT_EQ(*store.Find(k), 127.0f) << k;
+  // A changed list (its last key replaced): a new row; every list's run is
+  // forgotten (a slot changed).
+  std::vector<uint64_t> changed = keys;
+  changed.back() = 1;
+  const auto other = std::make_shared<const std::vector<uint64_t>>(changed);
+  EXPECT_FALSE(push(other, 128.0f));
+  EXPECT_FALSE(push(list, 256.0f));
+  EXPECT_EQ(*store.Find(1), 128.0f);
+  EXPECT_EQ(*store.Find(keys.back()), 383.0f);
+  EXPECT_EQ(*store.Find(keys.front()), 511.0f);
+  EXPECT_EQ(store.rows(), 101u);
+  // Without a list, never known.
+  store.BeginList();
+  EXPECT_EQ(store.KnownRun(), nullptr);
+  store.EndList();
+}
+
+// A named list whose rows lie in a few long runs (one of its keys was
+// pushed alone before it) is laid out once it is found the same way twice,
+// and is a known run from then on; values and recency stay those of Row().
+TEST(ResidualStoreTest, ARepeatedListInAFewRunsIsLaidOutOnce) {
+  ResidualStore runs(/*dim=*/1, /*capacity_rows=*/1000), single(/*dim=*/1, /*capacity_rows=*/1000);
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 200; ++k) keys.push_back(10 + k);
+  const auto list = std::make_shared<const std::vector<uint64_t>>(keys);
+  *runs.Row(110) = *single.Row(110) = 0.5f;  // the middle key, alone first
+  std::vector<bool> known;
+  for (int push = 0; push < 5; ++push) {
+    runs.BeginList(list);
+    float* run = runs.KnownRun();
+    known.push_back(run != nullptr);
+    for (size_t i = 0; i < keys.size();) {
+      size_t taken = keys.size() - i;
+      float* r = run != nullptr ? run : runs.Rows(keys.data() + i, keys.size() - i, &taken);
+      for (size_t j = 0; j < taken; ++j) {
+        float* s = single.Row(keys[i + j]);
+        ASSERT_EQ(r[j], *s) << "push " << push << " key " << keys[i + j];
+        r[j] = *s = *s + static_cast<float>(push + 1);
+      }
+      run = nullptr;
+      i += taken;
+    }
+    runs.EndList();
+  }
+  // Push 0 adds rows (3 runs), push 1 finds 3 runs, push 2 the same 3
+  // (laid out after it), push 3 one run, and push 4 takes it.
+  EXPECT_EQ(known, (std::vector<bool>{false, false, false, false, true}));
+  EXPECT_EQ(*runs.Find(110), 15.5f);
+  std::vector<std::pair<uint64_t, float>> a, b;
+  runs.ForEachRow([&](uint64_t key, const float* v) { a.emplace_back(key, v[0]); });
+  single.ForEachRow([&](uint64_t key, const float* v) { b.emplace_back(key, v[0]); });
+  EXPECT_EQ(a, b);
 }
 
 }  // namespace
