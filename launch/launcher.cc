@@ -1,6 +1,7 @@
 #include "launch/launcher.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,6 +101,12 @@ class Launcher {
   // Starts a replacement for every shard left without a replica, up to
   // --max_replacements over the job.
   void StartReplacements();
+  // Once every worker finished: SIGTERM to each replacement that does not
+  // serve its shard and whose shard's serving process exited
+  // (LeftOverReplacements), logged; SIGKILL after kServerStopGrace.
+  void StopLeftOverReplacements();
+  // A replacement this launcher stopped so: logged; true.
+  bool StoppedLeftOver(const Child& c);
   // A replacement that ended without need of more: exit 0 while training
   // (its shard ended), or a failure after every worker finished of one that
   // never served. True when logged and recorded; false: judge it as any child.
@@ -136,6 +143,9 @@ class Launcher {
   std::vector<HeldExit> held_exits_;  // servers that exited by themselves while training, not judged yet
   std::optional<Clock::time_point> replacements_at_;  // when the replacements a death calls for start
   std::map<int, std::string> left_by_;  // shard without a replica → the process whose death left it so
+  // Replacements stopped at the job's end (StopLeftOverReplacements): pid →
+  // when SIGKILL follows if it still runs (nullopt: sent already).
+  std::map<pid_t, std::optional<Clock::time_point>> left_over_;
   std::string phase_ = "starting";
   std::string server_addresses_;  // the shards' endpoints, for workers started later
   Clock::time_point start_ = Clock::now();
@@ -481,6 +491,7 @@ std::optional<int> Launcher::Exited(Child* c) {
 }
 
 bool Launcher::ReplacementEnded(const Child& c) {
+  if (StoppedLeftOver(c)) return true;
   if (c.Succeeded() && Training()) {
     // Its primary ended the shard (the job ends, or failed on a worker):
     // not a death that loses a holder of a running shard.
@@ -495,6 +506,32 @@ bool Launcher::ReplacementEnded(const Child& c) {
     return true;
   }
   return false;
+}
+
+void Launcher::StopLeftOverReplacements() {
+  if (!server_deaths_ || Live("worker") > 0 || Live("replacement") == 0) return;
+  std::vector<bool> running(server_deaths_->num_processes(), false);
+  for (const Child& c : table_->children())
+    if (c.running && c.role != "worker") running[c.index] = true;
+  for (int process : LeftOverReplacements(*server_deaths_, running)) {
+    for (const Child& c : table_->children()) {
+      if (c.role != "replacement" || c.index != process || !c.running || left_over_.count(c.pid) > 0) continue;
+      const int shard = server_deaths_->CopyOf(process);
+      const int serving = server_deaths_->Serving(shard);
+      LOG(INFO) << "[launch] stopping " << c.Name() << " (SIGTERM): every worker finished and shard " << shard
+                << "'s primary" << (serving >= 0 ? " (" + server_deaths_->ProcessName(serving) + ")" : "")
+                << " exited; " << WhatItHeld(c) << " and the job ended before it caught up or claimed it";
+      kill(c.pid, SIGTERM);
+      left_over_[c.pid] = Clock::now() + kServerStopGrace;
+    }
+  }
+}
+
+bool Launcher::StoppedLeftOver(const Child& c) {
+  if (left_over_.count(c.pid) == 0) return false;
+  LOG(INFO) << "[launch] " << c.Name() << " " << c.HowItEnded() << " as stopped at the job's end; "
+            << WhatItHeld(c) << " and never served it: the job's result stands";
+  return true;
 }
 
 std::optional<int> Launcher::ServerDied(const Child& c) {
@@ -529,6 +566,16 @@ std::optional<int> Launcher::RunTimers(bool all) {
     held_exits_.erase(held_exits_.begin());
     if (auto code = ServerDied(child)) return code;
   }
+  for (auto& [pid, kill_at] : left_over_) {
+    if (!kill_at || (!all && *kill_at > now)) continue;
+    kill_at.reset();
+    for (const Child& c : table_->children()) {
+      if (c.pid != pid || !c.running) continue;
+      LOG(WARNING) << "[launch] " << c.Name() << " still runs " << kServerStopGrace.count()
+                   << " s after SIGTERM: SIGKILL";
+      kill(pid, SIGKILL);
+    }
+  }
   if (replacements_at_ && (all || *replacements_at_ <= now)) {
     replacements_at_.reset();
     StartReplacements();
@@ -539,6 +586,8 @@ std::optional<int> Launcher::RunTimers(bool all) {
 Clock::time_point Launcher::NextWake(Clock::time_point until) const {
   if (!held_exits_.empty()) until = std::min(until, held_exits_.front().judge_at);
   if (replacements_at_) until = std::min(until, *replacements_at_);
+  for (const auto& [pid, kill_at] : left_over_)
+    if (kill_at) until = std::min(until, *kill_at);
   return until;
 }
 
@@ -579,6 +628,7 @@ std::optional<int> Launcher::Monitor() {
   while (true) {
     while (Child* c = table_->NextExited())
       if (auto code = Exited(c)) return code;
+    StopLeftOverReplacements();
     if (auto code = RunTimers(Live() == 0)) return code;
     if (auto failed = elastic_.Poll(table_.get(), Live("worker") > 0, start_worker)) {
       LOG(ERROR) << "[launch] " << failed->second.ToString();

@@ -19,7 +19,10 @@
 // (at most LaunchOptions::max_replacements over the job). A replacement is
 // supervised like a server: its death is one more server death, judged the
 // same way. Workers find the servers in the rendezvous then (a shard that
-// failed over before a worker reached it is published there).
+// failed over before a worker reached it is published there). Once every
+// worker finished, a replacement still joining a shard whose primary
+// exited is stopped (SIGTERM, then SIGKILL after kServerStopGrace) rather
+// than waited for (ServerDeaths' LeftOverReplacements).
 //
 // Ownership: a Launcher owns its children (process_table.h), its folder
 // (temp_dir.h, removed when it is destroyed) and its signal handling

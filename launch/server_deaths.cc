@@ -95,4 +95,17 @@ std::string DescribeServerDeath(const ServerDeathVerdict& verdict, const ServerD
   return text;
 }
 
+std::vector<int> LeftOverReplacements(const ServerDeaths& deaths, const std::vector<bool>& running) {
+  CHECK_EQ(static_cast<int>(running.size()), deaths.num_processes());
+  std::vector<int> out;
+  for (int p = deaths.num_servers(); p < deaths.num_processes(); ++p) {
+    if (!running[p]) continue;
+    const int serving = deaths.Serving(deaths.CopyOf(p));
+    if (serving == p) continue;  // it claimed its shard: it ends the shard itself
+    if (serving >= 0 && running[serving]) continue;  // its primary still runs: it ends with it
+    out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace tether

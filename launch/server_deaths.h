@@ -24,6 +24,12 @@
 // a shard it served moves to the next live holder, and a shard it was the
 // replica of is left without one again.
 //
+// The job's end: once every worker finished, a replacement that does not
+// serve the shard it joined, whose shard's serving process has exited, has
+// nothing left to copy or follow (LeftOverReplacements): it may still wait
+// for a primary that is gone (cluster.startup_timeout_ms), so the launcher
+// stops it rather than wait for it.
+//
 // Ownership: plain values.
 // Thread-safety: none; one owner (the launcher's event loop).
 #pragma once
@@ -114,5 +120,14 @@ class ServerDeaths {
 /// replica now; shard 0 has no replica left" or "shard 0 is lost: every
 /// server process that held it (0, 1) is dead".
 std::string DescribeServerDeath(const ServerDeathVerdict& verdict, const ServerDeaths& deaths);
+
+/// After every worker finished: the replacements (process numbers,
+/// ascending) that `running` says still run, that do not serve the shard
+/// they joined, and whose shard's serving process no longer runs (or that
+/// shard is lost). `running[p]` is whether process p (a server by shard,
+/// then the replacements by number) has not exited yet, normally or not;
+/// it must have deaths.num_processes() entries. Such a replacement never
+/// caught up, or its primary ended the shard: nothing waits on it.
+std::vector<int> LeftOverReplacements(const ServerDeaths& deaths, const std::vector<bool>& running);
 
 }  // namespace tether

@@ -261,5 +261,39 @@ TEST(ServerDeathsTest, WithoutReplicasNothingIsReplaced) {
   EXPECT_TRUE(plan.over_limit.empty());
 }
 
+// The job's end, 3 processes, one replica: server 0 died, replacements 3
+// (shard 0, served by server 1) and 4 (shard 2, served by server 2) joined.
+TEST(ServerDeathsTest, ReplacementsWhosePrimaryExitedAreLeftOver) {
+  ServerDeaths deaths(3, 1);
+  ASSERT_TRUE(deaths.Died(0).survivable);
+  ASSERT_EQ(deaths.Replaced(0), 3);
+  ASSERT_EQ(deaths.Replaced(2), 4);
+  // Both primaries still run: each replacement ends with its primary.
+  EXPECT_TRUE(LeftOverReplacements(deaths, {false, true, true, true, true}).empty());
+  // Server 1 (shard 0's primary) exited: replacement 3 waits for nothing.
+  EXPECT_EQ(LeftOverReplacements(deaths, {false, true, false, true, true}), (std::vector<int>{4}));
+  EXPECT_EQ(LeftOverReplacements(deaths, {false, false, true, true, true}), (std::vector<int>{3}));
+  // Every server exited; replacement 4 exited by itself already.
+  EXPECT_EQ(LeftOverReplacements(deaths, {false, false, false, true, false}), (std::vector<int>{3}));
+  EXPECT_EQ(LeftOverReplacements(deaths, {false, false, false, true, true}), (std::vector<int>{3, 4}));
+  EXPECT_TRUE(LeftOverReplacements(deaths, {false, false, false, false, false}).empty());
+}
+
+// A replacement that claimed its shard serves it: it ends the shard itself
+// and is never left over; one joining it after the claim is, once it is gone.
+TEST(ServerDeathsTest, AReplacementServingItsShardIsNotLeftOver) {
+  ServerDeaths deaths(3, 1);
+  ASSERT_TRUE(deaths.Died(0).survivable);
+  ASSERT_EQ(deaths.Replaced(0), 3);
+  ASSERT_EQ(deaths.Replaced(2), 4);
+  ASSERT_TRUE(deaths.Died(2).survivable);  // replacement 4 claims shard 2
+  ASSERT_EQ(deaths.Serving(2), 4);
+  EXPECT_TRUE(LeftOverReplacements(deaths, {false, true, false, true, true}).empty());
+  ASSERT_EQ(deaths.Replaced(2), 5);  // a new replica of shard 2, joining replacement 4
+  EXPECT_TRUE(LeftOverReplacements(deaths, {false, true, false, true, true, true}).empty());
+  EXPECT_EQ(LeftOverReplacements(deaths, {false, true, false, true, false, true}), (std::vector<int>{5}));
+  EXPECT_EQ(LeftOverReplacements(deaths, {false, false, false, true, false, true}), (std::vector<int>{3, 5}));
+}
+
 }  // namespace
 }  // namespace tether

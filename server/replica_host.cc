@@ -213,6 +213,13 @@ Status ReplicaHost::Follow() {
     if (join_ && !connected_ && MsBetween(last_lookup_, now) >= kRelookupMs) {
       if (Status st = Relookup(); !st.ok()) return st;
     }
+    if (join_ && !connected_ && !wait_noted_ && MsBetween(started_, now) >= kNoteWaitMs) {
+      wait_noted_ = true;
+      LOG(WARNING) << log_prefix_ << "shard " << shard_ << "'s primary at " << primary_endpoint_
+                   << " has not answered for " << kNoteWaitMs / 1000 << " s; waiting for it up to "
+                   << "cluster.startup_timeout_ms=" << config_.cluster().startup_timeout_ms()
+                   << " ms in all (a job that already ended leaves nobody to answer: stop this process then)";
+    }
     if (!connected_ && MsBetween(started_, now) > config_.cluster().startup_timeout_ms())
       return Status::DeadlineExceeded(
           log_prefix_ + "shard " + std::to_string(shard_) + "'s primary at " + primary_endpoint_ +

@@ -144,6 +144,10 @@ class ReplicaHost {
   Status Relookup();
   static constexpr int64_t kRelookupMs = 1000;
   Clock::time_point last_lookup_{};
+  // A joining process its primary has not answered for kNoteWaitMs says
+  // once what it waits for (a job that ended has no primary to answer).
+  static constexpr int64_t kNoteWaitMs = 5000;
+  bool wait_noted_ = false;
   // Run() until the copy claims the shard (then its Run()) or ends.
   Status Follow();
   // The primary's endpoint: the config's, or the rendezvous entry (waited

@@ -26,6 +26,11 @@ Status ReplicaHost::StartCandidate() {
   copy_->BeginCopy();
   copy_->set_key_list_cache_bytes(key_list_cache_bytes_);
   refused_ = false;
+  wait_noted_ = false;
+  if (!config_.cluster().rendezvous().empty())
+    LOG(INFO) << log_prefix_ << "looks shard " << shard_ << "'s primary up in rendezvous "
+              << config_.cluster().rendezvous() << " (waiting up to cluster.startup_timeout_ms="
+              << config_.cluster().startup_timeout_ms() << " ms for the job's servers to be published there)";
   TETHER_ASSIGN_OR_RETURN(primary_endpoint_, FindPrimary());
   last_lookup_ = Clock::now();
   TETHER_RETURN_IF_ERROR(copy_->Bind(bind_endpoint_));

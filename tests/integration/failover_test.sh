@@ -29,9 +29,10 @@
 #   launch_kill  the kill mode's job run by tether-launch (3 servers, 2 workers,
 #          --replicas=1); SIGKILL the server process of shard 0 after a
 #          worker logs epoch 3: the launcher names the dead process, its
-#          shard and server 1 serving it, goes on, and exits 0;
-#          total_samples is exactly 8 × 4,880 and the metrics count shard
-#          0's failover.
+#          shard and server 1 serving it, goes on, and exits 0 within
+#          15 s of the workers' end (it stops a replacement still joining
+#          then); total_samples is exactly 5 × 4,880 and the metrics count
+#          shard 0's failover.
 #   launch_kill_two  the same launched job without replacements
 #          (--max_replacements=0); SIGKILL server 1, then, once the
 #          launcher logged that shard 1 lives on, server 0: shard 0's one
@@ -69,13 +70,14 @@ fail_lines=25
 
 # 8 epochs where P@1 is gated (kill, curve), where 20 checkpoints are
 # (checkpoints) or where the job must outlast the launcher's replacements
-# catching up (launch_kill, launch_replace); 5 where only the exact sample
-# count is (the kill comes after epoch 3, and the workers wait for the
-# claim); 20 for join's two copies. (declined fails the job: 8 or 5 take
-# the same time.)
+# catching up (launch_replace); 5 where only the exact sample count is (the
+# kill comes after epoch 3, and the workers wait for the claim), also
+# launch_kill, whose replacements may still be joining when the job ends
+# (the launcher stops them then); 20 for join's two copies. (declined
+# fails the job: 8 or 5 take the same time.)
 epochs=8
 case "$mode" in
-  pause | ondemand | early | launch_kill_two) epochs=5 ;;
+  pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
   join) epochs=20 ;;
 esac
 flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=3 --num_workers=2
@@ -198,6 +200,10 @@ start_launcher() {  # EPOCH [FLAGS...]: the job under tether-launch, logging to 
   launcher=$!
   pids+=($launcher)
   wait_log "$tmp/launch.log" "epoch $epoch/$epochs" 2400
+}
+
+workers_left() {  # both workers logged "leaving:" (their last line) in the launcher's log
+  [ "$(grep -c '\[worker [01]\] leaving: ' "$tmp/launch.log")" -ge 2 ]
 }
 
 launched_server() {  # S: sets $spid, the pid of the launcher's server S
@@ -334,7 +340,16 @@ launch_kill)
   launched_server 0
   victim=$spid
   kill -9 "$victim"
+  # The replacements joining shards 0 and 2 may not have caught up when
+  # the job ends: the launcher stops them then rather than wait for them.
+  poll $((limit_s * 20)) workers_left || fail "the workers did not both log that they leave"
+  exits_within "$launcher" 15000 || fail "the launcher still runs 15 s after every worker left"
   launcher_exit_zero "server 0 was killed"
+  grep "\[launch\] stopping replacement" "$tmp/launch.log" | sed 's/^.*\] //' || true
+  if grep -q "\[launch\] stopping replacement" "$tmp/launch.log"; then
+    grep -q "as stopped at the job's end; it joined shard [02] as its replica and never served it" "$tmp/launch.log" \
+      || fail "the launcher did not log the end of a replacement it stopped"
+  fi
   grep -q "server 0 (pid $victim) was killed by signal 9.*shard 0 at tcp://.*shard 0 is served by server 1's replica now" \
     "$tmp/launch.log" || fail "the launcher did not name the dead process, its shard and the replica serving it"
   grep -q "claimed shard 0" "$tmp/launch.log" || fail "server 1 did not log its claim of shard 0"
