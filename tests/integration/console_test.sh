@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # What a person sees on the console of the quick start's job:
 #   tether-launch --config examples/bibtex.pbtxt --metrics_out m.json
-# (2 servers, 2 workers, 13 epochs), run RUNS times (default 5, first
+# (2 servers, 2 workers, the example's epochs), run RUNS times (default 5, first
 # argument): the first run as written, the others with --epochs=2 (what
 # can differ from run to run, the start and the end of the job and the
 # lines around them, at a sixth of the training). Each run must exit 0
 # and print, stdout and stderr together:
 #   - at most 45 lines besides the workers' epoch lines (one per worker
-#     and epoch: 26 more in the first run);
+#     and epoch: twice the example's epochs more in the first run);
 #   - no WARNING (glog "W" lines or the word): a connection that closes
 #     because the job ended is no warning;
 #   - the config in force once, in one line;
@@ -22,9 +22,12 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 runs=$1
 tether_test_init console "$2"
+# train.epochs of examples/bibtex.pbtxt
+example_epochs=$(sed -n 's/^ *epochs: *\([0-9][0-9]*\).*/\1/p' examples/bibtex.pbtxt | head -n 1)
+[ -n "$example_epochs" ] || fail "no train.epochs line in examples/bibtex.pbtxt"
 for i in $(seq 1 "$runs"); do
   out="$tmp/run$i.log"
-  epochs=13  # train.epochs of examples/bibtex.pbtxt
+  epochs=$example_epochs
   more=()
   [ "$i" = 1 ] || { epochs=2; more=(--epochs=$epochs); }
   timeout -k 5 300 "$bin/tether-launch" --config examples/bibtex.pbtxt "${more[@]}" --metrics_out "$tmp/m$i.json" \

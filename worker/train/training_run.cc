@@ -374,9 +374,11 @@ Status TrainingRun::WeighInput() {
     const auto [min_it, max_it] = std::minmax_element(feature_idf_.begin(), feature_idf_.end());
     lo = *min_it, hi = *max_it;
   }
-  LOG(INFO) << who_ << "TF-IDF (data.tf_idf): " << feature_idf_.size() << " feature weights in [" << lo << ", "
-            << hi << "] from the document frequencies of every worker's training rows; "
-            << (config_.data().normalize_rows() ? "rows weighted, then normalised" : "rows weighted");
+  // Every worker holds the same weights: worker 0 says so on the console.
+  LOG_IF(INFO, rank_ == 0 || VLOG_IS_ON(1))
+      << who_ << "TF-IDF (data.tf_idf): " << feature_idf_.size() << " feature weights in [" << lo << ", " << hi
+      << "] from the document frequencies of every worker's training rows; "
+      << (config_.data().normalize_rows() ? "rows weighted, then normalised" : "rows weighted");
   return Status::OK();
 }
 
