@@ -21,12 +21,14 @@ TEST(ConfigTest, ExampleBibtexConfigLoadsAndValidates) {
   EXPECT_EQ(c->data().index_base(), 0);
   EXPECT_EQ(c->model().hidden(), 256);
   // The settings chosen on the validation split (docs/search_bibtex.md).
-  EXPECT_FLOAT_EQ(c->model().dropout(), 0.7f);
+  EXPECT_TRUE(c->data().tf_idf());
+  EXPECT_TRUE(c->data().normalize_rows());
+  EXPECT_FLOAT_EQ(c->model().dropout(), 0.6f);
   EXPECT_FLOAT_EQ(c->model().label_smoothing(), 0.2f);
   EXPECT_EQ(c->optimizer().type(), ADAM);
-  EXPECT_FLOAT_EQ(c->optimizer().learning_rate(), 0.00104f);
-  EXPECT_FLOAT_EQ(c->optimizer().weight_decay(), 0.1f);
-  EXPECT_EQ(c->train().epochs(), 13);
+  EXPECT_FLOAT_EQ(c->optimizer().learning_rate(), 0.00204f);
+  EXPECT_FLOAT_EQ(c->optimizer().weight_decay(), 0.05f);
+  EXPECT_EQ(c->train().epochs(), 17);
   EXPECT_EQ(c->train().minibatch_size(), 128);
   EXPECT_TRUE(ValidateJobConfig(*c).ok());
 }
@@ -497,7 +499,7 @@ TEST(ConfigTest, SummaryIsOneShortLinePerSection) {
     EXPECT_LE(l.size(), 110u) << l;
   }
   EXPECT_NE(s.find("\n  data { format: XMC train_file: \"../data/bibtex/Bibtex_data.txt.gz\""), std::string::npos) << s;
-  EXPECT_NE(s.find("\n      test_split: \"../data/bibtex/bibtex_tstSplit.txt\" index_base: 0 num_features: 1836\n      num_labels: 159 }\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n      test_split: \"../data/bibtex/bibtex_tstSplit.txt\" index_base: 0 num_features: 1836\n      num_labels: 159 normalize_rows: true tf_idf: true }\n"), std::string::npos) << s;
   EXPECT_EQ(lines.back(), "  staleness in force: 2 (SSP), table w1: 2 (SSP)");
 }
 
