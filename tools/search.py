@@ -252,8 +252,8 @@ def write_table(args, space, trials, command):
              f"{len(names)} config(s)" + (f" and {space.seeds} seeds (train.seed 1 to {space.seeds})"
                                           if space.seeds > 1 else "") +
              f" ({'higher' if space.maximize else 'lower'} is better). Each run keeps its "
-             "best epoch on the validation rows (best epoch: the median over seeds); the test split plays no "
-             "part here.", ""]
+             "best epoch on the validation rows (best epoch: the median over seeds, the lower middle one for an "
+             "even count); the test split plays no part here.", ""]
     if space.fixed:
         lines.append("In every trial: " + ", ".join(f"`{f}: {v}`" for f, v in space.fixed) + ".")
         lines.append("")
