@@ -139,8 +139,10 @@ Status ServerShard::Bind(const std::string& endpoint) {
              !warning.empty()) {
     LOG(WARNING) << log_prefix_ << warning;
   }
-  LOG(INFO) << log_prefix_ << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_
-            << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
+  // A copy (BeginCopy) listens for the moment it claims the shard; until
+  // then it is not the shard's server.
+  LOG(INFO) << (replaying_ ? "[copy of shard " + std::to_string(shard_) + "] " : log_prefix_) << "listening on "
+            << endpoint_ << ", shard " << shard_ << "/" << num_shards_ << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
             << StalenessName(clocks_.staleness()) << ", " << members_.slots()
             << " workers; tables come with worker 0's HELLO; process start id " << IncarnationHex(incarnation_);
   return Status::OK();

@@ -116,7 +116,19 @@ int ExitCode(const tether::Status& st, bool finished);
 
 namespace {
 
-std::string Who() { return "[server " + std::to_string(FLAGS_shard) + "] "; }
+bool ShardGiven() {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo("shard", &info) && !info.is_default;
+}
+
+// A process started with --join_as_replica holds no shard of its own: its
+// lines name it as what it is, not as the shard --shard defaults to.
+std::string Role() {
+  if (!FLAGS_join_as_replica) return "server " + std::to_string(FLAGS_shard);
+  return ShardGiven() ? "joining replica of shard " + std::to_string(FLAGS_shard) : "joining replica";
+}
+
+std::string Who() { return "[" + Role() + "] "; }
 
 // The shard's sockets to the rendezvous store (as its client) and, with
 // --rendezvous_serve, the store's own: with security.curve the store,
@@ -322,9 +334,7 @@ int RunJoin(const tether::JobConfig& config) {
     LOG(ERROR) << "[server] --join_as_replica needs cluster.replicas >= 1 (--replicas), as the job's servers have";
     return 2;
   }
-  gflags::CommandLineFlagInfo shard_flag;
-  const bool shard_given = gflags::GetCommandLineFlagInfo("shard", &shard_flag) && !shard_flag.is_default;
-  tether::ReplicaHost host(config, tether::ReplicaHost::Join{shard_given ? FLAGS_shard : -1});
+  tether::ReplicaHost host(config, tether::ReplicaHost::Join{ShardGiven() ? FLAGS_shard : -1});
   host.set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
   g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
   tether::InstallStopSignals(RequestStop);
@@ -347,7 +357,7 @@ int RunJoin(const tether::JobConfig& config) {
 // else 0.
 int Prepare(tether::StatusOr<tether::JobConfig>* config, RendezvousSockets* sockets,
             std::unique_ptr<tether::RendezvousStore>* store) {
-  *config = tether::LoadConfigFromFlags("server " + std::to_string(FLAGS_shard), tether::ConfigScope::kServer);
+  *config = tether::LoadConfigFromFlags(Role(), tether::ConfigScope::kServer);
   if (!config->ok()) {
     LOG(ERROR) << Who() << config->status().message();
     return 2;
@@ -444,20 +454,20 @@ int main(int argc, char** argv) {
 namespace {
 int ExitCode(const tether::Status& st, bool finished) {
   if (const int sig = g_signal.load(); sig != 0 && st.ok() && finished) {
-    LOG(INFO) << "[server " << FLAGS_shard << "] stop signal " << sig << " (" << strsignal(sig)
+    LOG(INFO) << Who() << "stop signal " << sig << " (" << strsignal(sig)
               << ") came while the workers finished the job: the job finished, exit 0";
     return 0;
   }
   if (const int sig = g_signal.load(); sig != 0) {
-    LOG(WARNING) << "[server " << FLAGS_shard << "] stopped by signal " << sig << " (" << strsignal(sig)
+    LOG(WARNING) << Who() << "stopped by signal " << sig << " (" << strsignal(sig)
                  << ") before the job finished: exit " << 128 + sig
                  << (st.ok() ? "" : " (" + st.message() + ")");
     return 128 + sig;
   }
   if (!st.ok()) {
-    // The shard's own errors already carry its "[server N] " prefix.
-    const std::string prefix = "[server " + std::to_string(FLAGS_shard) + "] ";
-    LOG(ERROR) << (st.message().rfind(prefix, 0) == 0 ? "" : prefix) << st.message();
+    // The shard's (or the joining host's) own errors already carry a
+    // "[server N] " or "[joining replica of shard N] " prefix.
+    LOG(ERROR) << (st.message().rfind('[', 0) == 0 ? "" : Who()) << st.message();
     return 1;
   }
   return 0;
