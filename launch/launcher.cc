@@ -592,6 +592,10 @@ Clock::time_point Launcher::NextWake(Clock::time_point until) const {
 }
 
 void Launcher::StartReplacements() {
+  // Workers that exited since the last look count as gone (their exits are
+  // still judged in order): a replacement for a job whose workers all left
+  // would only be stopped again.
+  table_->ReapExited();
   if (Live("worker") == 0) return;  // the job is ending: nothing to copy for
   const ReplacementPlan plan = server_deaths_->PlanReplacements(options_.max_replacements);
   for (int shard : plan.start) {
