@@ -413,6 +413,26 @@ std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>&
   return "";
 }
 
+std::string DiffInputTransform(const DataConfig& checkpoint, const DataConfig& job) {
+  const auto text = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  const auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  const std::pair<const char*, std::pair<std::string, std::string>> fields[] = {
+      {"feature_scale", {text(checkpoint.feature_scale()), text(job.feature_scale())}},
+      {"feature_offset", {text(checkpoint.feature_offset()), text(job.feature_offset())}},
+      {"tf_idf", {flag(checkpoint.tf_idf()), flag(job.tf_idf())}},
+      {"normalize_rows", {flag(checkpoint.normalize_rows()), flag(job.normalize_rows())}},
+  };
+  for (const auto& [field, values] : fields)
+    if (values.first != values.second)
+      return std::string("field data.") + field + ": the checkpoint has " + values.first + ", the job has " +
+             values.second + " (a resume reads its rows as the checkpoint's model was trained on them)";
+  return "";
+}
+
 Status PruneCheckpoints(FileSystem* fs, const std::string& parent, int keep_last) {
   const std::vector<Found> all = ListCheckpoints(parent);
   int complete_seen = 0;

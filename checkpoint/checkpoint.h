@@ -181,6 +181,13 @@ std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>&
                             const std::string& job_name = "the job",
                             const std::string& why = " (a table's shape and optimizer type cannot change on resume)");
 
+/// Compares how the job reads its rows into the model's input
+/// (data.feature_scale, feature_offset, tf_idf, normalize_rows): "" when the
+/// checkpoint's config and the job's agree, else a message naming the first
+/// field that differs with both values. A resume trains on rows read the
+/// way the checkpoint's model was trained on them.
+std::string DiffInputTransform(const DataConfig& checkpoint, const DataConfig& job);
+
 /// Deletes all but the `keep_last` newest complete checkpoints under
 /// `parent`, and incomplete ones older than the newest complete one; only
 /// ever after a newer checkpoint is complete. Errors: IOError.

@@ -145,5 +145,27 @@ TEST(CheckpointTest, EntriesTetherDidNotWriteAreIgnoredWithOneWarning) {
   EXPECT_TRUE(CheckCheckpointPaths(parent, parent).ok());
 }
 
+// The input's reading may not change on resume; the first field that
+// differs is named with both values.
+TEST(CheckpointTest, DiffInputTransformNamesTheFieldThatChanged) {
+  DataConfig a;
+  DataConfig b = a;
+  EXPECT_EQ(DiffInputTransform(a, b), "");
+  b.set_tf_idf(true);
+  EXPECT_EQ(DiffInputTransform(a, b),
+            "field data.tf_idf: the checkpoint has false, the job has true (a resume reads its rows as the "
+            "checkpoint's model was trained on them)");
+  b = a;
+  b.set_normalize_rows(true);
+  EXPECT_EQ(DiffInputTransform(a, b).rfind("field data.normalize_rows: the checkpoint has false", 0), 0u);
+  b = a;
+  b.set_feature_scale(0.5f);
+  EXPECT_EQ(DiffInputTransform(a, b).rfind("field data.feature_scale: the checkpoint has 1, the job has 0.5", 0), 0u);
+  // Fields that do not change how a row is read may differ.
+  b = a;
+  b.set_train_file("elsewhere.txt");
+  EXPECT_EQ(DiffInputTransform(a, b), "");
+}
+
 }  // namespace
 }  // namespace tether

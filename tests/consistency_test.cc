@@ -89,6 +89,7 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
   std::vector<bool> live(ranks, false), left(ranks, false), parked(ranks, false);
   for (int r = 0; r < workers; ++r) live[r] = true;
   std::vector<int64_t> clocks(ranks, 0), pushes(ranks, 0), start(ranks, 0);
+  std::vector<RequestHandle> last_push(ranks);  // each rank's latest push, answered once applied
   int next_rank = workers, joins = 0, leaves = 0, joiner_first_reads = 0;
   // `issued`: every rank's clock when the read was sent; `saw_park`: a
   // worker was parked while it waited (ClockTracker::Park), so a parked
@@ -220,7 +221,7 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
     }
     // One clock of work: push, clock, then read every key at the new clock.
     const float g = -1.0f;  // SGD, lr 1: w -= g → +1
-    w[r]->PushRows(kW1, {keys[r]}, &g);
+    last_push[r] = w[r]->PushRows(kW1, {keys[r]}, &g);
     ++pushes[r];
     ASSERT_TRUE(w[r]->Clock().ok());
     ++clocks[r];
@@ -269,6 +270,13 @@ void RunRandomSchedule(int64_t s, bool cache, int workers, int steps, uint32_t s
   // and the job coordinator, which learns membership only from the events
   // its shard forwards, knows every rank as the test does: joined, and left
   // when it said BYE.
+  // A push is known applied once answered: the CLOCK after it is answered
+  // by shard 0 only, so a rank's last push to another shard may still be in
+  // flight here.
+  for (int r = 0; r < ranks; ++r)
+    if (live[r] && !last_push[r].empty()) {
+      ASSERT_TRUE(last_push[r].Wait(5000).ok()) << "worker " << r << "'s last push";
+    }
   cluster.Stop();
   uint64_t applied = 0, rows = 0, made = 0;
   for (int sh = 0; sh < 2; ++sh) {

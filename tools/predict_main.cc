@@ -116,10 +116,17 @@ std::string WidthsFromModel(std::string msg) {
 // user (the model file set the widths and weights).
 StatusOr<Dataset> ReadInput(const JobConfig& config, const std::vector<std::string>& paths,
                             const std::vector<ModelFileContents>& files) {
-  for (size_t i = 1; i < files.size(); ++i)
+  for (size_t i = 1; i < files.size(); ++i) {
+    // Before any input is read or scored: members that read it differently
+    // (data.tf_idf, normalize_rows, widths, ...) are named by field.
+    if (const std::string d = EnsembleMismatch(files[0].model.config, files[i].model.config); !d.empty())
+      return Status::InvalidArgument(paths[i] + " (model " + std::to_string(i + 1) + " of the ensemble) differs from " +
+                                     paths[0] + " in " + d + ": an ensemble averages models that score the same "
+                                     "outputs from the same input");
     if (files[i].feature_idf != files[0].feature_idf)
       return Status::InvalidArgument(paths[i] + ": its TF-IDF weights (tensor 'feature_idf') differ from those of " +
                                      paths[0] + ": an ensemble's models must weigh the input alike");
+  }
   const auto load_start = std::chrono::steady_clock::now();
   StatusOr<Dataset> data = LoadSplit(config, FLAGS_input, "", FLAGS_split, 0, 1);
   if (!data.ok()) return Status::InvalidArgument(WidthsFromModel(data.status().message()));

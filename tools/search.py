@@ -89,6 +89,11 @@ class Space:
     def __init__(self, path, configs_override):
         with open(path) as f:
             tree = pbtxt.parse(f.read(), path)
+        known = {"config", "metric", "maximize", "strategy", "trials", "seed", "seeds", "launch_flag", "set", "param"}
+        unknown = sorted({name for name, _ in tree} - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown field(s) {', '.join(unknown)} (a space takes "
+                             f"{', '.join(sorted(known))})")
         base = os.path.dirname(os.path.abspath(path))
         self.path = path
         self.configs = configs_override or [os.path.join(base, pbtxt.unquote(c)) for c in pbtxt.get_all(tree, "config")]
@@ -277,7 +282,11 @@ def write_table(args, space, trials, command):
 
 def main(argv=None):
     args = parse_args(argv)
-    space = Space(args.space, [os.path.abspath(c) for c in args.config])
+    try:
+        space = Space(args.space, [os.path.abspath(c) for c in args.config])
+    except (OSError, ValueError) as e:
+        print(f"[search] {e}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     command = "python3 " + " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv or sys.argv[1:]))
     bases = {config_name(c): load_config(c) for c in space.configs}

@@ -114,6 +114,11 @@ class SearchTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "at least 1"):
             search.Space(self.space("seeds: 0\n"), [])
 
+    def test_unknown_fields_are_named(self):
+        with self.assertRaisesRegex(ValueError, "unknown field.*seedz"):
+            search.Space(self.space("seedz: 2\n"), [])
+        self.assertEqual(search.main(["--space", self.space("seeds: 0\n"), "--out", os.path.join(self.dir, "o")]), 2)
+
     def test_a_trials_score_is_the_mean_over_seeds(self):
         s = search.Space(self.space("seeds: 3\n"), [])
         tree = search.load_config(self.base)

@@ -214,6 +214,9 @@ Status TrainingRun::Resume() {
     const std::string diff = DiffTableShapes(
         manifest_.tables(), google::protobuf::RepeatedPtrField<TableSpec>(tables_.begin(), tables_.end()));
     if (!diff.empty()) return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + diff);
+    if (const std::string input = DiffInputTransform(manifest_.config().data(), config_.data());
+        manifest_.has_config() && !input.empty())
+      return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + input);
     TETHER_RETURN_IF_ERROR(CheckResumeData());
     // Data files at other paths with the same stamps are the same data.
     const JobConfig& was = manifest_.config();
