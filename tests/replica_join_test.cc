@@ -42,16 +42,24 @@ struct Joiner {
   std::thread thread;
 };
 
+// Shards 0 .. n-1 of `config` on threads of their own; their addresses are
+// appended to `addressed`'s cluster.server_addresses, in shard order.
+std::vector<std::unique_ptr<testing::ShardThread>> StartPrimaries(const JobConfig& config, int n,
+                                                                  JobConfig* addressed) {
+  std::vector<std::unique_ptr<testing::ShardThread>> primaries;
+  for (int s = 0; s < n; ++s) {
+    primaries.push_back(std::make_unique<testing::ShardThread>(config, s));
+    addressed->mutable_cluster()->add_server_addresses(primaries.back()->endpoint());
+  }
+  return primaries;
+}
+
 TEST(ReplicaJoinTest, AJoinedReplicaEndsEqualToItsPrimary) {
   JobConfig config = testing::SmallBibtexJob();
   config.mutable_cluster()->set_replicas(1);
   config.mutable_train()->set_epochs(2);
-  std::vector<std::unique_ptr<testing::ShardThread>> primaries;
   JobConfig hosts_config = config;
-  for (int s = 0; s < 2; ++s) {
-    primaries.push_back(std::make_unique<testing::ShardThread>(config, s));
-    hosts_config.mutable_cluster()->add_server_addresses(primaries.back()->endpoint());
-  }
+  const auto primaries = StartPrimaries(config, 2, &hosts_config);
   // Process 0 holds shard 1's copy for the whole job; process 1's copy of
   // shard 0 leaves mid-training and a new process joins shard 0.
   ReplicaHost keeps(hosts_config, 0);
@@ -165,12 +173,8 @@ TEST(ReplicaJoinTest, AJoinerFollowsTheShardsMoveInTheRendezvous) {
 TEST(ReplicaJoinTest, AJoinerEveryShardRefusesNamesEachRefusal) {
   JobConfig config = testing::SmallBibtexJob();
   config.mutable_cluster()->set_replicas(1);
-  std::vector<std::unique_ptr<testing::ShardThread>> primaries;
   JobConfig hosts_config = config;
-  for (int s = 0; s < 2; ++s) {
-    primaries.push_back(std::make_unique<testing::ShardThread>(config, s));
-    hosts_config.mutable_cluster()->add_server_addresses(primaries.back()->endpoint());
-  }
+  const auto primaries = StartPrimaries(config, 2, &hosts_config);
   ReplicaHost joiner(hosts_config, ReplicaHost::Join{});
   ASSERT_TRUE(joiner.Start("tcp://127.0.0.1:0", "").ok());
   const Status st = joiner.Run();

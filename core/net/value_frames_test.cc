@@ -23,15 +23,23 @@ float FloatAt(const zmq::message_t& f, size_t i) {
   return v;
 }
 
+// A message of `type` carrying `v` narrowed to `e` (scale 1, no residuals);
+// `*saturated` counts the values that did not fit.
+Message NarrowedMessage(MessageType type, const std::vector<float>& v, WireEncoding e, FramePool* pool,
+                        uint64_t* saturated) {
+  Message m;
+  m.header.set_type(type);
+  m.header.set_num_values(v.size());
+  m.header.set_value_encoding(e);
+  m.values = NarrowFrame(v.data(), v.size(), 1.0f, e, nullptr, pool, saturated);
+  return m;
+}
+
 TEST(ValueFramesTest, NarrowThenWidenGivesTheRoundedValues) {
   FramePool pool = Pool();
   const std::vector<float> v = {1.0f, -0.333333f, 70000.0f, 0.0f, 1e-3f};
   uint64_t saturated = 0;
-  Message m;
-  m.header.set_type(PUSH);
-  m.header.set_num_values(v.size());
-  m.header.set_value_encoding(FP16);
-  m.values = NarrowFrame(v.data(), v.size(), 1.0f, FP16, nullptr, &pool, &saturated);
+  Message m = NarrowedMessage(PUSH, v, FP16, &pool, &saturated);
   EXPECT_EQ(m.values.size(), v.size() * 2);
   EXPECT_EQ(saturated, 1u);  // 70000
   EXPECT_TRUE(ValidateFrames(m, "test").ok());
@@ -50,11 +58,7 @@ TEST(ValueFramesTest, FramesAreCheckedInTheirEncoding) {
   FramePool pool = Pool();
   const std::vector<float> v(6, 0.5f);
   uint64_t saturated = 0;
-  Message m;
-  m.header.set_type(PULL_REPLY);
-  m.header.set_num_values(6);
-  m.header.set_value_encoding(BF16);
-  m.values = NarrowFrame(v.data(), v.size(), 1.0f, BF16, nullptr, &pool, &saturated);
+  Message m = NarrowedMessage(PULL_REPLY, v, BF16, &pool, &saturated);
   EXPECT_TRUE(ValidateFrames(m, "worker 0").ok());
   // The same 12 bytes read as float32 would be 3 values, not 6.
   m.header.clear_value_encoding();
@@ -79,11 +83,7 @@ TEST(ValueFramesTest, WideningFindsTheFirstNonFiniteValue) {
       if (bad < v.size()) v[bad] = bad % 2 == 0 ? std::nanf("") : -std::numeric_limits<float>::infinity();
       if (bad < 30) v[35] = std::numeric_limits<float>::infinity();  // a later one does not count
       uint64_t saturated = 0;
-      Message m;
-      m.header.set_type(PUSH);
-      m.header.set_num_values(v.size());
-      m.header.set_value_encoding(e);
-      m.values = NarrowFrame(v.data(), v.size(), 1.0f, e, nullptr, &pool, &saturated);
+      Message m = NarrowedMessage(PUSH, v, e, &pool, &saturated);
       WidenValues(&m, &pool);
       EXPECT_EQ(m.first_non_finite, bad) << WireEncodingName(e) << " value " << bad;
       EXPECT_EQ(FloatAt(m.values, 0), 0.25f);
