@@ -24,6 +24,12 @@
 # Usage: tools/gpu_check.sh [OUT_DIR]     (default: $OUT, else ./gpu_check_out)
 #        tools/gpu_check.sh --apply FILE  (splices FILE into docs/PERFORMANCE.md)
 # Env:   TETHER_GPU_ARCH           CUDA architecture (default: native)
+#        TETHER_GPU_BIN            a folder of binaries already built with CUDA
+#                                  for this GPU's architecture (the eight
+#                                  targets of step 1): step 1 is skipped, for
+#                                  a GPU machine without Tether's build
+#                                  dependencies (their shared libraries must
+#                                  then be on LD_LIBRARY_PATH)
 #        TETHER_GPU_CHECK_BUDGET_S whole-run budget in seconds (default 540)
 # Exit:  0 every step passed; 77 no CUDA device or toolkit (nothing built or
 #        measured; the message says which); else the number of failed steps.
@@ -94,18 +100,30 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,no
   echo '```'
 } > "$summary"
 
-# ---- 1. build
-log "configure (CUDA on, arch $arch) and build with -j$jobs; budget $budget s"
-if ! timeout "$(cap 120)" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTETHER_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" > "$out/cmake.log" 2>&1; then
-  fail "cmake (see $out/cmake.log)"; tail -20 "$out/cmake.log"; exit "$failed"
+# ---- 1. build (or binaries built elsewhere)
+targets=(tether-server tether-worker tether-launch tether-gen-xmc tether-spmm-bench backend_ops_test
+         cuda_backend_test residency_test)
+if [ -n "${TETHER_GPU_BIN:-}" ]; then
+  bin=$(cd "$TETHER_GPU_BIN" 2> /dev/null && pwd) || { fail "TETHER_GPU_BIN '$TETHER_GPU_BIN' is not a folder"; exit "$failed"; }
+  for t in "${targets[@]}"; do
+    [ -x "$bin/$t" ] || { fail "TETHER_GPU_BIN: $bin/$t is missing or not executable"; exit "$failed"; }
+  done
+  missing=$(ldd "${targets[@]/#/$bin/}" 2> /dev/null | grep 'not found' | sort -u)
+  [ -z "$missing" ] || { fail "TETHER_GPU_BIN: shared libraries not found: $(echo $missing)"; exit "$failed"; }
+  log "binaries built elsewhere: $bin (step 1 skipped)"
+  echo "binaries: built elsewhere ($bin)" >> "$summary"
+else
+  log "configure (CUDA on, arch $arch) and build with -j$jobs; budget $budget s"
+  if ! timeout "$(cap 120)" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTETHER_WITH_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES="$arch" "${launcher[@]}" > "$out/cmake.log" 2>&1; then
+    fail "cmake (see $out/cmake.log)"; tail -20 "$out/cmake.log"; exit "$failed"
+  fi
+  if ! timeout "$(cap 330)" cmake --build "$build" -j"$jobs" --target "${targets[@]}" > "$out/build.log" 2>&1; then
+    fail "build (see $out/build.log)"; tail -30 "$out/build.log"; exit "$failed"
+  fi
+  bin=$build/bin
+  log "built in $((SECONDS - t0)) s"
 fi
-if ! timeout "$(cap 330)" cmake --build "$build" -j"$jobs" --target tether-server tether-worker tether-launch \
-    tether-gen-xmc tether-spmm-bench backend_ops_test cuda_backend_test residency_test > "$out/build.log" 2>&1; then
-  fail "build (see $out/build.log)"; tail -30 "$out/build.log"; exit "$failed"
-fi
-bin=$build/bin
-log "built in $((SECONDS - t0)) s"
 
 # ---- 2. backend tests on the GPU
 echo -e "\n## Backend tests (GPU against CPU)\n" >> "$summary"
