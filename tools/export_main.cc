@@ -8,6 +8,7 @@
 //   tether-export --model=model.npz --out=model.safetensors
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -16,6 +17,7 @@
 #include "checkpoint/model_file.h"
 #include "checkpoint/trained_model.h"
 #include "cli/flag_parser.h"
+#include "serving/export_data_check.h"
 #include "serving/model_export.h"
 
 DEFINE_string(checkpoint, "", "A checkpoint, or a directory of checkpoints (the latest complete one)");
@@ -29,6 +31,20 @@ DEFINE_bool(label_counts, true,
             "multi-label models: count the training labels of the split the config names (data.train_file, "
             "data.train_split) and store them for PSP@k; false: skip (no training data needed, unless the "
             "model weighs its input by data.tf_idf, whose weights are always counted from it)");
+
+namespace {
+
+// The training files against the stamps the checkpoint in `dir` recorded
+// (serving/export_data_check.h), before the export counts from them.
+tether::Status CheckTrainingData(const tether::JobConfig& config, const std::string& dir, const char* who) {
+  TETHER_ASSIGN_OR_RETURN(const tether::CheckpointManifest manifest, tether::ReadManifest(dir));
+  std::vector<std::string> notes;
+  TETHER_RETURN_IF_ERROR(tether::CheckExportData(config, manifest, dir, &notes));
+  for (const std::string& note : notes) LOG(WARNING) << who << note;
+  return tether::Status::OK();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
@@ -77,6 +93,13 @@ int main(int argc, char** argv) {
   if (!model.ok()) {
     LOG(ERROR) << who << model.status().message();
     return 1;
+  }
+  if (tether::ExportReadsTrainingData(model->config, FLAGS_label_counts)) {
+    const tether::Status data_ok = CheckTrainingData(model->config, *dir, who);
+    if (!data_ok.ok()) {
+      LOG(ERROR) << who << data_ok.message();
+      return 1;
+    }
   }
   const tether::Status st = tether::ExportModel(*model, FLAGS_out, *format, FLAGS_label_counts);
   if (!st.ok()) {

@@ -8,7 +8,10 @@
 #               the worker's peak memory grows by < 200 MiB, the job exits 0
 #   checkpoints a checkpoint folder with ckpt-99999999999999999999 in it:
 #               tether-export, --resume_from and a running job's pruning all
-#               go on (exit 0) and warn once, naming it
+#               go on (exit 0) and warn once, naming it; then the training
+#               split changes: tether-export refuses to count labels from it
+#               (exit 1, naming the file and the checkpoint), and exports
+#               with --label_counts=false
 #   model       a model file whose config claims 2,000,000,000 labels:
 #               tether-predict refuses it, naming the disagreement (exit 1)
 #   rendezvous  two by-hand runs of one config on one rendezvous folder: the
@@ -75,7 +78,9 @@ metrics)
   ;;
 checkpoints)
   ck="$tmp/ck"
-  mkdir -p "$ck/ckpt-99999999999999999999"
+  mkdir -p "$ck/ckpt-99999999999999999999" "$tmp/data"
+  cp -r data/bibtex "$tmp/data/"  # a copy: its training split changes below
+  sed "s|\"\.\./\.\./data/|\"$tmp/data/|g" tests/data/bibtex_fixed.pbtxt > "$tmp/bibtex.pbtxt"
   timeout -k 5 200 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --servers 2 --workers 1 --epochs=2 \
     --checkpoint_dir="$ck" --checkpoint_every_clocks=20 --checkpoint_keep_last=1 > "$tmp/train.log" 2>&1 ||
     fail "a job pruning a folder with a foreign entry failed"
@@ -89,6 +94,16 @@ checkpoints)
   timeout -k 5 200 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --servers 2 --workers 1 --epochs=3 \
     --checkpoint_dir="$tmp/ck2" --resume_from="$ck" > "$tmp/resume.log" 2>&1 || fail "the resume failed"
   echo "prune, export and resume each exit 0 beside ckpt-99999999999999999999"
+  echo 1 >> "$tmp/data/bibtex/bibtex_trSplit.txt"
+  rc=0
+  timeout -k 5 60 "$bin/tether-export" --checkpoint="$ck" --out="$tmp/m2.safetensors" > "$tmp/export2.log" 2>&1 || rc=$?
+  [ "$rc" = 1 ] || fail "tether-export exited $rc after the training split changed"
+  grep -q "cannot export from $ck/ckpt-[0-9a-z-]*: data file $tmp/data/bibtex/bibtex_trSplit.txt changed: size" \
+    "$tmp/export2.log" || fail "the changed split was not named: $(tail -1 "$tmp/export2.log")"
+  [ ! -e "$tmp/m2.safetensors" ] || fail "a refused export wrote its file"
+  timeout -k 5 60 "$bin/tether-export" --checkpoint="$ck" --out="$tmp/m3.safetensors" --label_counts=false \
+    > "$tmp/export3.log" 2>&1 || fail "tether-export --label_counts=false failed after the split changed"
+  echo "a changed training split: export refused (exit 1) naming it; --label_counts=false exports"
   ;;
 model)
   python3 - tests/data/golden/bibtex_h16/bibtex_h16.safetensors "$tmp/claims.safetensors" <<'PY'

@@ -140,13 +140,13 @@ void DataWatch::Record(CheckpointManifest* manifest) const {
   manifest->set_data_files_recorded(true);
 }
 
-Status DataWatch::CheckResume(const CheckpointManifest& manifest, const std::string& ckpt_dir,
-                              std::vector<std::string>* notes) const {
+std::vector<std::string> DataWatch::ChangesSince(const CheckpointManifest& manifest, const std::string& ckpt_dir,
+                                                std::vector<std::string>* notes) const {
   if (!manifest.data_files_recorded()) {
     notes->push_back("the checkpoint " + ckpt_dir +
                      " records no data-file stamps (written before they were recorded): the data files could not "
                      "be checked against it");
-    return Status::OK();
+    return {};
   }
   ByField was, now;
   for (const DataFileRecord& r : manifest.data_files()) Add(&was, r.field(), FromRecord(r));
@@ -165,6 +165,12 @@ Status DataWatch::CheckResume(const CheckpointManifest& manifest, const std::str
   for (const auto& [field, mine] : now)
     if (Find(was, field) == nullptr)
       notes->push_back(field + " (" + Paths(mine) + ") was not set in the checkpoint's job: not compared");
+  return changes;
+}
+
+Status DataWatch::CheckResume(const CheckpointManifest& manifest, const std::string& ckpt_dir,
+                              std::vector<std::string>* notes) const {
+  const std::vector<std::string> changes = ChangesSince(manifest, ckpt_dir, notes);
   if (changes.empty()) return Status::OK();
   std::string text;
   for (const std::string& c : changes) text += (text.empty() ? "" : "; ") + c;

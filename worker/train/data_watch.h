@@ -58,6 +58,14 @@ class DataWatch {
   /// data_files_recorded.
   void Record(CheckpointManifest* manifest) const;
 
+  /// What changed since `manifest` (the checkpoint in `ckpt_dir`) recorded
+  /// its stamps, compared as CheckResume compares them: one entry per
+  /// change ("data file F changed: size ..." or a field whose number of
+  /// files differs), empty when none; *notes as CheckResume's. The files
+  /// compared are this watch's (a watch over some fields compares those).
+  std::vector<std::string> ChangesSince(const CheckpointManifest& manifest, const std::string& ckpt_dir,
+                                        std::vector<std::string>* notes) const;
+
   /// Compares the stamps `manifest` (the checkpoint in `ckpt_dir`)
   /// recorded with this watch's, field by field, in order. A file at the
   /// same path must be unchanged (size, time, digest); a file at another

@@ -1,0 +1,45 @@
+#include "serving/export_data_check.h"
+
+#include <utility>
+
+#include "worker/models/model_registry.h"
+#include "worker/train/data_watch.h"
+
+namespace tether {
+namespace {
+
+bool IsTrainingDataField(const std::string& field) {
+  return field == "data.train_file" || field == "data.train_label_file" || field == "data.train_split" ||
+         field == "data.validation_split" || field == "data.label_xml";
+}
+
+}  // namespace
+
+bool ExportReadsTrainingData(const JobConfig& config, bool with_label_counts) {
+  return config.data().tf_idf() || (with_label_counts && LabelKindOf(config) == LabelKind::kMultiLabel);
+}
+
+Status CheckExportData(const JobConfig& config, const CheckpointManifest& manifest, const std::string& ckpt_dir,
+                       std::vector<std::string>* notes) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<WatchedFile> all, JobDataFiles(config));
+  std::vector<WatchedFile> training;
+  for (WatchedFile& f : all)
+    if (IsTrainingDataField(f.field)) training.push_back(std::move(f));
+  TETHER_ASSIGN_OR_RETURN(const DataWatch watch, DataWatch::Start(std::move(training)));
+  CheckpointManifest recorded = manifest;
+  recorded.clear_data_files();
+  for (const DataFileRecord& r : manifest.data_files())
+    if (IsTrainingDataField(r.field())) *recorded.add_data_files() = r;
+  const std::vector<std::string> changes = watch.ChangesSince(recorded, ckpt_dir, notes);
+  if (changes.empty()) return Status::OK();
+  std::string text;
+  for (const std::string& c : changes) text += (text.empty() ? "" : "; ") + c;
+  return Status::FailedPrecondition(
+      "cannot export from " + ckpt_dir + ": " + text +
+      " (since the checkpoint): the " +
+      (config.data().tf_idf() ? "TF-IDF weights an export writes are" : "label counts an export writes for PSP@k are") +
+      " counted from the rows the job trained on; restore the training files" +
+      (config.data().tf_idf() ? "" : ", or export with --label_counts=false (no label counts)"));
+}
+
+}  // namespace tether
