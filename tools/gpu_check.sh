@@ -15,7 +15,14 @@
 #      alternated (cpu, cuda, cpu, cuda while the budget allows), samples/s;
 #   5. if the budget still allows, a larger synthetic XMC problem
 #      (tether-gen-xmc) with the CPU backend (1 and 8 OpenBLAS threads) and
-#      the CUDA backend.
+#      the CUDA backend;
+#   6. the shipped a9a, pendigits and MNIST examples (2 servers, 2 workers,
+#      seed 1) with --device=cpu and --device=cuda: samples/s and accuracy;
+#   7. tether-predict on Bibtex's test split with --device=cpu and
+#      --device=cuda, one model (trained on the GPU, exported from its
+#      final checkpoint): P@1/3/5 of each, the rows whose top 5 labels come
+#      out the same and in the same order, the largest score difference; a
+#      P@k that differs by more than 0.001 fails the step.
 # Everything lands in OUT_DIR: logs, metrics JSON, summary.md (all figures)
 # and performance_section.md, the text of docs/PERFORMANCE.md's GPU figures
 # (between its "gpu_check:begin/end" markers). Apply it afterwards with
@@ -25,7 +32,7 @@
 #        tools/gpu_check.sh --apply FILE  (splices FILE into docs/PERFORMANCE.md)
 # Env:   TETHER_GPU_ARCH           CUDA architecture (default: native)
 #        TETHER_GPU_BIN            a folder of binaries already built with CUDA
-#                                  for this GPU's architecture (the eight
+#                                  for this GPU's architecture (the ten
 #                                  targets of step 1): step 1 is skipped, for
 #                                  a GPU machine without Tether's build
 #                                  dependencies (their shared libraries must
@@ -101,8 +108,8 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,no
 } > "$summary"
 
 # ---- 1. build (or binaries built elsewhere)
-targets=(tether-server tether-worker tether-launch tether-gen-xmc tether-spmm-bench backend_ops_test
-         cuda_backend_test residency_test)
+targets=(tether-server tether-worker tether-launch tether-export tether-predict tether-gen-xmc tether-spmm-bench
+         backend_ops_test cuda_backend_test residency_test)
 if [ -n "${TETHER_GPU_BIN:-}" ]; then
   bin=$(cd "$TETHER_GPU_BIN" 2> /dev/null && pwd) || { fail "TETHER_GPU_BIN '$TETHER_GPU_BIN' is not a folder"; exit "$failed"; }
   for t in "${targets[@]}"; do
@@ -204,6 +211,67 @@ else
   log "budget: synthetic problem skipped ($(left) s left)"
 fi
 
+# ---- 6. the shipped examples, CPU against GPU
+echo -e "\n## Shipped examples, CPU against GPU (as shipped: 2 servers, 2 workers, tcp; seed 1)\n" >> "$summary"
+echo "| example | device | train s | samples/s | accuracy |" >> "$summary"
+echo "|---|---|---|---|---|" >> "$summary"
+example() {  # example NAME DEVICE
+  local tag="example_$1_$2" limit; limit=$(cap 120)
+  if timeout "$limit" "$bin/tether-launch" --config "examples/$1.pbtxt" --seed=1 --device="$2" \
+      --timeout_s "$((limit > 10 ? limit - 5 : limit))" --metrics_out "$out/$tag.json" > "$out/$tag.log" 2>&1; then
+    echo "| $1 | $2 | $(metric "$out/$tag.json" train_seconds) | $(metric "$out/$tag.json" samples_per_second) |" \
+         "$(metric "$out/$tag.json" accuracy) |" >> "$summary"
+  else
+    fail "$tag (see $out/$tag.log)"
+    echo "| $1 | $2 | failed | | |" >> "$summary"
+  fi
+  log "$tag done"
+}
+for ex in a9a pendigits mnist; do
+  for dev in cpu cuda; do
+    if [ "$(left)" -lt 60 ]; then log "budget: $ex on $dev skipped"; continue; fi
+    example "$ex" "$dev"
+  done
+done
+
+# ---- 7. tether-predict, CPU against GPU, on one model
+predict_compare() {
+  local ck="$out/predict_ck" model="$out/predict_model.safetensors" dev
+  timeout "$(cap 120)" "$bin/tether-launch" --config examples/bibtex.pbtxt --seed=1 --device=cuda --checkpoint_dir="$ck" \
+    > "$out/predict_train.log" 2>&1 || { fail "predict: training (see $out/predict_train.log)"; return; }
+  timeout "$(cap 60)" "$bin/tether-export" --checkpoint="$ck" --out="$model" > "$out/predict_export.log" 2>&1 ||
+    { fail "predict: tether-export (see $out/predict_export.log)"; return; }
+  for dev in cpu cuda; do
+    timeout "$(cap 60)" "$bin/tether-predict" --model="$model" --input=data/bibtex/Bibtex_data.txt.gz \
+      --split=data/bibtex/bibtex_tstSplit.txt --format=xmc --index_base=0 --top_k=5 --device="$dev" \
+      --output="$out/predict_$dev.tsv" --metrics_out="$out/predict_$dev.json" > "$out/predict_$dev.log" 2>&1 ||
+      { fail "predict on $dev (see $out/predict_$dev.log)"; return; }
+  done
+  python3 - "$out" >> "$summary" << 'EOF' || fail "predict: CPU and GPU disagree (see $out/summary.md)"
+import json, sys
+out = sys.argv[1]
+def rows(dev):
+    return [[(k, float(v)) for k, v in (f.split(":") for f in line.rstrip("\n").split("\t") if ":" in f)]
+            for line in open(f"{out}/predict_{dev}.tsv")]
+cpu, gpu = rows("cpu"), rows("cuda")
+same = sum([k for k, _ in a] == [k for k, _ in b] for a, b in zip(cpu, gpu))
+diff = max((abs(x - y) for a, b in zip(cpu, gpu) for (k1, x), (k2, y) in zip(a, b) if k1 == k2), default=0.0)
+m = {d: json.load(open(f"{out}/predict_{d}.json")) for d in ("cpu", "cuda")}
+keys = ("precision_at_1", "precision_at_3", "precision_at_5")
+result = {"rows": len(cpu), "same_top5": same, "max_score_diff": diff,
+          **{f"{d}_{k}": m[d][k] for d in m for k in keys}}
+json.dump(result, open(f"{out}/predict_compare.json", "w"))
+print("\n## tether-predict, CPU against GPU (one model, Bibtex test split)\n")
+print(f"- rows with the same top 5 labels in the same order: {same} of {len(cpu)}; largest score difference {diff:.2g}")
+for d in m:
+    print(f"- {d}: " + ", ".join(f"{k} {m[d][k]:.4f}" for k in keys))
+sys.exit(0 if len(cpu) == len(gpu) and all(abs(m["cpu"][k] - m["cuda"][k]) <= 0.001 for k in keys) else 1)
+EOF
+  rm -rf "$ck" "$out"/predict_*.tsv "$model"  # large; regenerated on demand
+  log "predict comparison done"
+}
+if [ "$(left)" -ge 60 ]; then predict_compare; else log "budget: predict comparison skipped"; fi
+
 # ---- the section for docs/PERFORMANCE.md
 python3 - "$out" "$gpu" > "$out/performance_section.md" << 'EOF' || fail "performance_section.md"
 import glob, json, os, statistics, sys
@@ -243,6 +311,20 @@ ratio = f", GPU/CPU {statistics.median(gpu_s) / statistics.median(cpu):.2f}×" i
 print(f"| Bibtex samples/s, CPU (1 thread) / GPU | {fmt(cpu)} / {fmt(gpu_s)}{ratio} |")
 s1, s8, sg = sps("synthetic_cpu_t1_r*.json"), sps("synthetic_cpu_t8_r*.json"), sps("synthetic_cuda_t1_r*.json")
 print(f"| synthetic XMC samples/s, CPU 1 thread / CPU 8 threads / GPU | {fmt(s1)} / {fmt(s8)} / {fmt(sg)} |")
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except Exception:
+        return None
+for ex in ("a9a", "pendigits", "mnist"):
+    c, g = load(f"example_{ex}_cpu.json"), load(f"example_{ex}_cuda.json")
+    if c and g:
+        print(f"| {ex} as shipped (seed 1): samples/s CPU / GPU, accuracy CPU / GPU | "
+              f"{c['samples_per_second']:,.0f} / {g['samples_per_second']:,.0f}, {c['accuracy']:.4f} / {g['accuracy']:.4f} |")
+p = load("predict_compare.json")
+if p:
+    print(f"| tether-predict, Bibtex test split, P@1 CPU / GPU, rows with the same top 5, largest score difference | "
+          f"{p['cpu_precision_at_1']:.4f} / {p['cuda_precision_at_1']:.4f}, {p['same_top5']:,} of {p['rows']:,}, {p['max_score_diff']:.2g} |")
 EOF
 
 {
