@@ -21,9 +21,20 @@ compare() { python3 tests/integration/golden_compare.py "$@" || fail "results di
 # OpenBLAS picks its matrix-product kernels for the CPU it runs on, and the
 # AVX-512 ones sum in another order than the AVX2 ones: the jobs whose
 # layers are wide enough to reach them (Bibtex, pendigits) have one pinned
-# result per kernel family, NAME.json (AVX-512) and NAME.avx2.json.
-pinned() {  # NAME: the pinned file for this CPU
-  if grep -qw avx512f /proc/cpuinfo 2>/dev/null || [ ! -f "$golden/$1.avx2.json" ]; then
+# result per kernel family, NAME.json (AVX-512) and NAME.avx2.json. The
+# family is the one OpenBLAS chose (openblas_get_corename), not the CPU's
+# flags: an OpenBLAS older than the CPU runs its AVX2 kernels on a CPU with
+# AVX-512 (Debian 12's 0.3.21 names AMD Zen 5 "Haswell").
+openblas_core=$(python3 -c 'import ctypes; l = ctypes.CDLL("libopenblas.so.0")
+l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' 2> /dev/null)
+case "${openblas_core,,}" in
+  skylakex | cooperlake | sapphirerapids | zen4 | zen5) avx512_kernels=1 ;;
+  "") grep -qw avx512f /proc/cpuinfo 2> /dev/null && avx512_kernels=1 || avx512_kernels=0 ;;
+  *) avx512_kernels=0 ;;
+esac
+echo "OpenBLAS kernels: ${openblas_core:-unknown}; pinned results for $([ $avx512_kernels = 1 ] && echo AVX-512 || echo AVX2)"
+pinned() {  # NAME: the pinned file for these kernels
+  if [ "$avx512_kernels" = 1 ] || [ ! -f "$golden/$1.avx2.json" ]; then
     echo "$golden/$1.json"
   else
     echo "$golden/$1.avx2.json"

@@ -172,7 +172,7 @@ PY
     # A worker waiting at the round must not hold the other's staleness
     # bound, or the other never reaches the round: BSP and SSP 2 both
     # finish, every epoch validated.
-    sed 's#"\.\./data/#"'"$PWD"'/data/#; s/^  epochs: 30/  epochs: 4\n  validation_fraction: 0.2/' \
+    sed 's#"\.\./data/#"'"$PWD"'/data/#; s/^  epochs: [0-9]*/  epochs: 4\n  validation_fraction: 0.2/' \
       examples/pendigits.pbtxt > "$tmp/p.pbtxt"
     for s in 0 2; do
       timeout -k 5 200 "$bin/tether-launch" --config "$tmp/p.pbtxt" --staleness=$s --timeout_s=180 \
@@ -189,7 +189,7 @@ PY
     # 1 minibatch worker 0 is one more round ahead at each epoch's end, so
     # it trains past worker 1 parked at the round; with 4, worker 1 waits
     # there partway into a round, whose delta it sends after the round.
-    sed 's#"\.\./data/#"'"$PWD"'/data/#; s/^  epochs: 30/  epochs: 6\n  validation_fraction: 0.2/' \
+    sed 's#"\.\./data/#"'"$PWD"'/data/#; s/^  epochs: [0-9]*/  epochs: 6\n  validation_fraction: 0.2/' \
       examples/pendigits.pbtxt > "$tmp/p.pbtxt"
     for rows in 64 256; do
       sed "s/staleness: 2/model: AVERAGE period_rows: $rows/" "$tmp/p.pbtxt" > "$tmp/a$rows.pbtxt"
