@@ -23,7 +23,12 @@ bool IsValidationRow(int64_t source_line, double fraction, uint64_t seed) {
   return static_cast<double>(h >> 11) * 0x1.0p-53 < fraction;
 }
 
-Dataset TakeValidationRows(Dataset* train, double fraction, uint64_t seed) {
+namespace {
+
+// Moves the rows whose source line `take` accepts out of *train into the
+// returned Dataset, both keeping their order.
+template <typename Pred>
+Dataset TakeRowsIf(Dataset* train, Pred take_line) {
   Dataset val;
   val.features.cols = train->features.cols;
   val.features.col_keys = train->features.col_keys;
@@ -32,7 +37,7 @@ Dataset TakeValidationRows(Dataset* train, double fraction, uint64_t seed) {
   val.label_names = train->label_names;
   std::vector<int64_t> keep, take;
   for (size_t r = 0; r < train->source_lines.size(); ++r)
-    (IsValidationRow(train->source_lines[r], fraction, seed) ? take : keep).push_back(static_cast<int64_t>(r));
+    (take_line(train->source_lines[r]) ? take : keep).push_back(static_cast<int64_t>(r));
   if (take.empty()) return val;
   const auto split = [&](const std::vector<int64_t>& rows, Dataset* out) {
     out->features = GatherRows(train->features, rows);
@@ -54,6 +59,16 @@ Dataset TakeValidationRows(Dataset* train, double fraction, uint64_t seed) {
   train->source_lines = std::move(kept.source_lines);
   val.rows_read = static_cast<int64_t>(take.size());
   return val;
+}
+
+}  // namespace
+
+Dataset TakeValidationRows(Dataset* train, double fraction, uint64_t seed) {
+  return TakeRowsIf(train, [&](int64_t line) { return IsValidationRow(line, fraction, seed); });
+}
+
+Dataset TakeRowsAtLines(Dataset* train, const std::vector<int64_t>& lines) {
+  return TakeRowsIf(train, [&](int64_t line) { return std::binary_search(lines.begin(), lines.end(), line); });
 }
 
 std::vector<int64_t> SubtractRows(const std::vector<int64_t>& rows, const std::vector<int64_t>& remove) {

@@ -1,6 +1,7 @@
 // The validation split: training rows set aside to choose settings and
-// epochs on (TrainConfig.validation_fraction), never trained on, so that
-// the test split is read only for the final evaluation.
+// epochs on (TrainConfig.validation_fraction, or the rows a file names:
+// DataConfig.validation_split, worker/train/validation_rows.h), never
+// trained on, so that the test split is read only for the final evaluation.
 //
 // A row is a validation row when a hash of (seed, its line in the data
 // file) falls below the fraction: the choice depends on the file alone, not
@@ -28,6 +29,12 @@ bool IsValidationRow(int64_t source_line, double fraction, uint64_t seed);
 /// labels, targets and source_lines move together and the widths stay.
 /// fraction 0 moves nothing.
 Dataset TakeValidationRows(Dataset* train, double fraction, uint64_t seed);
+
+/// Moves the rows of *train whose source line (Dataset::source_lines) is
+/// one of `lines` (sorted ascending) out into the returned Dataset, as
+/// TakeValidationRows does: the rows a validation split file
+/// (data.validation_split) names, once read, give their lines.
+Dataset TakeRowsAtLines(Dataset* train, const std::vector<int64_t>& lines);
 
 /// `rows` (sorted, unique) without those in `remove` (sorted, unique): the
 /// training split's rows once a validation split file took its own.

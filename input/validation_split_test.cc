@@ -75,6 +75,23 @@ TEST(ValidationSplitTest, SameRowsWhateverTheLayout) {
   }
 }
 
+// The rows at given lines move out whole, in order; lines no row has are
+// ignored.
+TEST(ValidationSplitTest, TakeRowsAtLines) {
+  Dataset rows = Read(Rows(10), 0, 1);
+  const Dataset taken = TakeRowsAtLines(&rows, {2, 5, 6, 40});
+  EXPECT_EQ(taken.source_lines, (std::vector<int64_t>{2, 5, 6}));
+  EXPECT_EQ(taken.targets, (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(taken.features.rows, 3);
+  EXPECT_EQ(taken.features.cols, 5);
+  EXPECT_EQ(taken.features.col_idx, (std::vector<uint32_t>{1, 4, 0}));
+  EXPECT_EQ(rows.source_lines, (std::vector<int64_t>{1, 3, 4, 7, 8, 9, 10}));
+  EXPECT_EQ(rows.features.rows, 7);
+  EXPECT_EQ(rows.targets.size(), 7u);
+  EXPECT_EQ(TakeRowsAtLines(&rows, {}).features.rows, 0);
+  EXPECT_EQ(rows.features.rows, 7);
+}
+
 TEST(ValidationSplitTest, SubtractRows) {
   EXPECT_EQ(SubtractRows({0, 2, 3, 7, 9}, {2, 5, 9}), (std::vector<int64_t>{0, 3, 7}));
   EXPECT_EQ(SubtractRows({1, 2}, {}), (std::vector<int64_t>{1, 2}));
