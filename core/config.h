@@ -28,8 +28,8 @@ namespace tether {
 StatusOr<JobConfig> LoadJobConfig(const std::string& path);
 
 /// The rule for data paths written in a config file: every relative one of
-/// data.train_file, test_file, train_split, test_split, train_label_file,
-/// test_label_file and label_xml becomes base_dir/path, made absolute and
+/// data.train_file, test_file, train_split, test_split, validation_split,
+/// train_label_file, test_label_file and label_xml becomes base_dir/path, made absolute and
 /// lexically normal ("examples/../data/x" -> "/repo/data/x"); absolute paths
 /// and unset fields are left alone. LoadJobConfig applies it with the config
 /// file's folder; values given later by flags (--train_file, --test_file)
@@ -100,7 +100,8 @@ Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<
 Status ValidateJobConfig(const JobConfig& config);
 
 /// Checks that every data file the job names (data.train_file, test_file,
-/// train_split, test_split, train_label_file, test_label_file, label_xml)
+/// train_split, test_split, validation_split, train_label_file,
+/// test_label_file, label_xml)
 /// exists and is a file, so that a missing one stops the start before any
 /// process or connection (tether-launch, tether-worker). Paths from a config
 /// file are absolute by now (ResolveDataPaths); a relative one (from a flag,
@@ -170,6 +171,14 @@ int MaxWorkers(const ClusterConfig& cluster);
 /// InvalidArgument for a rank outside [0, MaxWorkers), naming
 /// cluster.max_workers.
 Status CheckWorkerRank(const JobConfig& config, int rank, bool has_data);
+
+/// Whether the job sets validation rows aside (the validation split):
+/// train.validation_fraction > 0 or data.validation_split set (the two
+/// exclude each other, ValidateJobConfig).
+bool HasValidationSplit(const JobConfig& config);
+/// The field that sets the validation split, for messages:
+/// "data.validation_split", "train.validation_fraction", or "" for none.
+std::string ValidationSplitField(const JobConfig& config);
 
 /// train.adaptive_batch with b_min and b_max resolved (0: minibatch_size / 4,
 /// at least 1; 4 × minibatch_size). The rest as configured.

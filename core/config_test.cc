@@ -905,10 +905,12 @@ TEST(ConfigTest, ValidationSplitRefusesWhatWouldReadTheTestSplitEarly) {
   j.mutable_train()->set_validation_fraction(1.0);
   EXPECT_EQ(message(j), "config field train.validation_fraction: must be in [0, 1)");
   j.mutable_train()->set_validation_fraction(0);
-  EXPECT_EQ(message(j), "config field train.early_stopping: needs a validation split: set train.validation_fraction");
+  EXPECT_EQ(message(j), "config field train.early_stopping: needs a validation split: set train.validation_fraction "
+                        "or data.validation_split");
   j.mutable_train()->clear_early_stopping();
   j.mutable_train()->set_keep_best_model(true);
-  EXPECT_EQ(message(j), "config field train.keep_best_model: needs a validation split: set train.validation_fraction");
+  EXPECT_EQ(message(j), "config field train.keep_best_model: needs a validation split: set train.validation_fraction "
+                        "or data.validation_split");
   j.mutable_train()->set_keep_best_model(false);
   EXPECT_TRUE(ValidateJobConfig(j).ok()) << message(j);
   j = *c;

@@ -140,6 +140,15 @@ int MaxWorkers(const ClusterConfig& cluster) {
   return cluster.max_workers() > 0 ? cluster.max_workers() : cluster.num_workers();
 }
 
+bool HasValidationSplit(const JobConfig& config) {
+  return config.train().validation_fraction() > 0 || !config.data().validation_split().empty();
+}
+
+std::string ValidationSplitField(const JobConfig& config) {
+  if (!config.data().validation_split().empty()) return "data.validation_split";
+  return config.train().validation_fraction() > 0 ? "train.validation_fraction" : "";
+}
+
 AdaptiveBatchConfig ResolvedAdaptiveBatch(const TrainConfig& train) {
   AdaptiveBatchConfig r = train.adaptive_batch();
   if (r.b_min() == 0) r.set_b_min(std::max(1, train.minibatch_size() / 4));

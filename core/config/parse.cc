@@ -249,8 +249,8 @@ void ResolveDataPaths(JobConfig* config, const std::string& base_dir) {
   if (!config->has_data()) return;
   DataConfig* d = config->mutable_data();
   const Reflection* r = d->GetReflection();
-  for (const char* name : {"train_file", "test_file", "train_split", "test_split", "train_label_file",
-                           "test_label_file", "label_xml"}) {
+  for (const char* name : {"train_file", "test_file", "train_split", "test_split", "validation_split",
+                           "train_label_file", "test_label_file", "label_xml"}) {
     const FieldDescriptor* f = d->GetDescriptor()->FindFieldByName(name);
     if (!r->HasField(*d, f)) continue;
     const std::string value = r->GetString(*d, f);

@@ -234,6 +234,9 @@ Status ValidateData(const JobConfig& c) {
                             " with " + (field == std::string("data.train_file") ? "data.train_split" : "data.test_split") +
                             "): list the split's rows as files instead");
   }
+  if (IsFileList(c.data().train_file()) && !c.data().validation_split().empty())
+    return FieldError("data.validation_split", "needs one numbering of the training rows, but data.train_file names "
+                                               "several files: set train.validation_fraction instead");
   return Status::OK();
 }
 
@@ -396,31 +399,24 @@ Status ValidateTfIdf(const JobConfig& c) {
   return Status::OK();
 }
 
-// Fields of the schema whose training side is not in this version: set,
-// they would be ignored, so they are refused.
-Status ValidateNotYetRead(const JobConfig& c) {
-  const auto unread = [](const std::string& field) {
-    return FieldError(field, "is not read by the trainer in this version: leave it unset");
-  };
-  if (c.data().has_validation_split()) return unread("data.validation_split");
-  return Status::OK();
-}
-
-// The validation split (train.validation_fraction) and early stopping on
-// it: rows carved from each worker's partition in memory, evaluated after
-// every epoch; the test split read only at the end.
+// The validation split (train.validation_fraction, or data.validation_split)
+// and early stopping on it: rows carved from each worker's partition in
+// memory, evaluated after every epoch; the test split read only at the end.
 Status ValidateValidation(const JobConfig& c) {
   const TrainConfig& t = c.train();
   const double f = t.validation_fraction();
   if (!(f >= 0 && f < 1)) return FieldError("train.validation_fraction", "must be in [0, 1)");
-  if (f == 0) {
-    if (t.has_early_stopping())
-      return FieldError("train.early_stopping", "needs a validation split: set train.validation_fraction");
-    if (t.has_keep_best_model() && t.keep_best_model())
-      return FieldError("train.keep_best_model", "needs a validation split: set train.validation_fraction");
+  if (f > 0 && c.data().has_validation_split())
+    return FieldError("data.validation_split", "and train.validation_fraction exclude each other (the rows a file "
+                                               "names, or the rows a hash chooses): set one of the two");
+  if (!HasValidationSplit(c)) {
+    const std::string why = "needs a validation split: set train.validation_fraction or data.validation_split";
+    if (t.has_early_stopping()) return FieldError("train.early_stopping", why);
+    if (t.has_keep_best_model() && t.keep_best_model()) return FieldError("train.keep_best_model", why);
     return Status::OK();
   }
-  const auto refused = [](const std::string& why) { return FieldError("train.validation_fraction", why); };
+  const std::string field = ValidationSplitField(c);
+  const auto refused = [&](const std::string& why) { return FieldError(field, why); };
   if (c.data().streaming())
     return refused("needs the training rows in memory: not with data.streaming");
   if (t.data_on_demand())
@@ -471,12 +467,12 @@ Status ValidateTableBudgets(const JobConfig& c) {
     if (!field.empty()) return FieldError(where + field, why);
     // The best epoch's copy (server/kept_model.h) holds rows by row number;
     // eviction renumbers rows.
-    if (t.has_evict() && t.evict() != EVICT_NONE && c.train().validation_fraction() > 0 && c.train().keep_best_model())
+    if (t.has_evict() && t.evict() != EVICT_NONE && HasValidationSplit(c) && c.train().keep_best_model())
       return FieldError("train.keep_best_model", "cannot keep the best epoch's copy of table '" + t.name() +
                                                      "', which evicts rows; set train.keep_best_model: false");
   }
   // A shard budget makes the row tables evict (optim/shard_budget.h).
-  if (c.cluster().server_memory_bytes() > 0 && c.train().validation_fraction() > 0 && c.train().keep_best_model())
+  if (c.cluster().server_memory_bytes() > 0 && HasValidationSplit(c) && c.train().keep_best_model())
     return FieldError("train.keep_best_model",
                       "cannot keep the best epoch's copy with cluster.server_memory_bytes (--server_memory), whose "
                       "row tables evict rows; set train.keep_best_model: false");
@@ -491,7 +487,7 @@ Status ValidateJobConfig(const JobConfig& c) {
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
   for (Status (*check)(const JobConfig&) :
        {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateTfIdf, ValidateModelAndTrain, ValidateAdaptiveBatch,
-        ValidateTrainLimits, ValidateOptimizers, ValidateTableBudgets, ValidateNotYetRead, ValidateValidation})
+        ValidateTrainLimits, ValidateOptimizers, ValidateTableBudgets, ValidateValidation})
     TETHER_RETURN_IF_ERROR(check(c));
   return Status::OK();
 }
@@ -501,6 +497,7 @@ Status CheckDataFilesExist(const JobConfig& config) {
   const std::pair<const char*, const std::string*> files[] = {
       {"train_file", &d.train_file()},         {"test_file", &d.test_file()},
       {"train_split", &d.train_split()},       {"test_split", &d.test_split()},
+      {"validation_split", &d.validation_split()},
       {"train_label_file", &d.train_label_file()}, {"test_label_file", &d.test_label_file()},
       {"label_xml", &d.label_xml()}};
   for (const auto& [field, spec] : files) {
