@@ -157,7 +157,8 @@ struct TrainReport {
   double eval_seconds = 0;
   double eval_seconds_slowest = 0;
 
-  /// The validation split (train.validation_fraction; worker/eval/
+  /// The validation split (train.validation_fraction or
+  /// data.validation_split; worker/eval/
   /// validation_evaluation.h), evaluated after every epoch: its rows over
   /// all workers (0: no validation split), the metric early stopping
   /// watches, the best epoch on it (1-based) and that epoch's figures, and

@@ -10,6 +10,7 @@
 #include <glog/logging.h>
 #include <nlohmann/json.hpp>
 
+#include "core/config.h"
 #include "core/net/eval_frames.h"
 #include "worker/eval/evaluator.h"
 #include "worker/eval/partitioned_eval.h"
@@ -51,7 +52,7 @@ std::string LabelKindName(LabelKind kind) {
 }
 
 bool KeepsBestModel(const JobConfig& config) {
-  return config.train().validation_fraction() > 0 && config.train().keep_best_model();
+  return HasValidationSplit(config) && config.train().keep_best_model();
 }
 
 std::string ValidationMetric(const JobConfig& config) {
@@ -152,9 +153,13 @@ Status ValidationEvaluation::AfterEpoch(int epoch, double train_s) {
   Evaluator merged(model_->label_kind(), model_->num_outputs(), backend_, {});
   TETHER_RETURN_IF_ERROR(MergeEvalPartials(all, &merged));
   if (merged.rows() == 0)
-    return Status::FailedPrecondition(who_ + "the validation split has no row (train.validation_fraction " +
-                                      std::to_string(config_.train().validation_fraction()) +
-                                      " of the training rows chose none): raise it");
+    return Status::FailedPrecondition(
+        who_ + (config_.data().validation_split().empty()
+                    ? "the validation split has no row (train.validation_fraction " +
+                          std::to_string(config_.train().validation_fraction()) +
+                          " of the training rows chose none): raise it"
+                    : "the validation split has no row (data.validation_split " + config_.data().validation_split() +
+                          " kept none)"));
   last_ = ValidationEpoch{epoch, merged.rows(), merged.Results()};
   if (stopper_.Add(epoch, MetricNamed(last_.metrics, stopper_.metric()))) {
     best_ = last_;

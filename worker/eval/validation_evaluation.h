@@ -1,10 +1,11 @@
 // ValidationEvaluation: the validation split of one training run
-// (TrainConfig.validation_fraction, input/validation_split.h), evaluated
+// (TrainConfig.validation_fraction or DataConfig.validation_split:
+// worker/train/validation_rows.h), evaluated
 // after every epoch, and the early-stopping rule fed from it
 // (eval/early_stopping.h).
 //
-// Each worker holds the validation rows carved from its own training
-// partition and evaluates all of them after each epoch with the model the
+// Each worker holds its share of the validation rows (with a fraction,
+// those carved from its own training partition) and evaluates all of them after each epoch with the model the
 // servers hold; every worker sends its partial sums to shard 0 and waits
 // for every worker's (EVAL_WAIT on round kValidationEvalRound + epoch), and
 // merges them in rank order (Evaluator::Merge). So every worker computes

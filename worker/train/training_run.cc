@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <sstream>
 
 #include <glog/logging.h>
 
@@ -18,10 +19,10 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/residual_file.h"
 #include "eval/early_stopping.h"
-#include "input/validation_split.h"
 #include "worker/client/local_replica.h"
 #include "worker/models/model_registry.h"
 #include "worker/train/on_demand_resume.h"
+#include "worker/train/validation_rows.h"
 
 namespace tether {
 namespace {
@@ -141,9 +142,8 @@ Status TrainingRun::LoadData() {
   if (in_memory && partition_rows_ == 0 && validation_rows_.features.rows > 0)
     return Status::InvalidArgument(who_ + "no training rows left in partition " + std::to_string(rank_) + " of " +
                                    config_.data().train_file() + ": the validation split took all " +
-                                   std::to_string(validation_rows_.features.rows) +
-                                   "; lower train.validation_fraction (" +
-                                   std::to_string(config_.train().validation_fraction()) + ")");
+                                   std::to_string(validation_rows_.features.rows) + " (" +
+                                   ValidationSplitField(config_) + "): leave more rows to train on");
   if (in_memory && partition_rows_ == 0)
     return Status::InvalidArgument(who_ + "partition " + std::to_string(rank_) + " of " +
                                    config_.data().train_file() + " has no rows; use fewer workers");
@@ -163,8 +163,7 @@ StatusOr<Dataset> TrainingRun::LoadTestPartOf(int rank) const {
 }
 
 Status TrainingRun::CarveValidation() {
-  const double fraction = config_.train().validation_fraction();
-  if (fraction <= 0) return Status::OK();
+  if (!HasValidationSplit(config_)) return Status::OK();
   // The rule's metric must be one the model's evaluation gives, before any
   // server is contacted.
   const std::string metric = ValidationMetric(config_);
@@ -172,13 +171,19 @@ Status TrainingRun::CarveValidation() {
       !problem.empty())
     return Status::InvalidArgument("train.early_stopping.metric: '" + metric + "' " + problem);
   // The same rows whatever the number of workers: a hash of each row's
-  // line in the data file (input/validation_split.h).
-  validation_rows_ = TakeValidationRows(&data_.rows, fraction, config_.train().validation_seed());
+  // line in the data file, or the rows a file names
+  // (worker/train/validation_rows.h).
+  TETHER_ASSIGN_OR_RETURN(validation_rows_, TakeValidationShare(config_, rank_, num_workers_, &data_.rows));
   test_deferred_ = true;
-  LOG(INFO) << who_ << "validation split: " << validation_rows_.features.rows << " of this partition's "
-            << validation_rows_.features.rows + data_.rows.features.rows
-            << " rows set aside (train.validation_fraction " << fraction << ", validation_seed "
-            << config_.train().validation_seed() << "), evaluated after every epoch on " << metric
+  std::ostringstream source;
+  if (config_.data().validation_split().empty())
+    source << "train.validation_fraction " << config_.train().validation_fraction() << ", validation_seed "
+           << config_.train().validation_seed();
+  else
+    source << "data.validation_split " << config_.data().validation_split();
+  LOG(INFO) << who_ << "validation split: " << validation_rows_.features.rows << " rows evaluated here, "
+            << data_.rows.features.rows << " training rows left in this partition (" << source.str()
+            << "), evaluated after every epoch on " << metric
             << (config_.train().early_stopping().patience() > 0
                     ? ", patience " + std::to_string(config_.train().early_stopping().patience()) + " epoch(s)"
                     : std::string());
@@ -222,9 +227,11 @@ Status TrainingRun::Resume() {
     const JobConfig& was = manifest_.config();
     const bool paths_differ = !manifest_.data_files_recorded() &&
                               (was.data().train_file() != config_.data().train_file() ||
-                               was.data().train_split() != config_.data().train_split());
+                               was.data().train_split() != config_.data().train_split() ||
+                               was.data().validation_split() != config_.data().validation_split());
     if (was.train().seed() != config_.train().seed() || paths_differ)
-      LOG(WARNING) << who_ << "resuming with another train.seed, data.train_file or data.train_split than the "
+      LOG(WARNING) << who_ << "resuming with another train.seed, data.train_file, data.train_split or "
+                   << "data.validation_split than the "
                    << "checkpoint's: the rows left of the epoch are those of the checkpoint's order, the model's "
                    << "state continues, but the run is not the one that was stopped";
     // Data on demand: shard 0 resumes the dealing (server/chunk_state.h);
@@ -359,7 +366,7 @@ Status TrainingRun::Connect() {
   eval_->set_part_loader([this](int rank) { return LoadTestPartOf(rank); });
   TETHER_RETURN_IF_ERROR(eval_->Setup(counts));
   TETHER_RETURN_IF_ERROR(WeighInput());
-  if (config_.train().validation_fraction() > 0)
+  if (HasValidationSplit(config_))
     validation_ = std::make_unique<ValidationEvaluation>(config_, rank_, std::move(validation_rows_), model_.get(),
                                                          backend_.get(), client_.get(), session_.get());
   return RestoreValidationHistory();
