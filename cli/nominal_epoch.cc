@@ -9,6 +9,7 @@
 #include "input/file_input.h"
 #include "input/idx_reader.h"
 #include "input/reader.h"
+#include "input/validation_split.h"
 
 namespace tether {
 namespace {
@@ -75,9 +76,16 @@ StatusOr<int64_t> TrainingSplitRows(const JobConfig& c) {
 }  // namespace
 
 StatusOr<int64_t> NominalTrainingRows(const JobConfig& c) {
+  const DataConfig& d = c.data();
+  if (!d.validation_split().empty() && !d.train_split().empty()) {
+    // Validation rows outside train_split take nothing from it.
+    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> train, ReadSplitFile(d.train_split()));
+    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> val, ReadSplitFile(d.validation_split()));
+    return static_cast<int64_t>(SubtractRows(train, val).size());
+  }
   TETHER_ASSIGN_OR_RETURN(int64_t rows, TrainingSplitRows(c));
-  if (!c.data().validation_split().empty()) {
-    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> val, ReadSplitFile(c.data().validation_split()));
+  if (!d.validation_split().empty()) {
+    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> val, ReadSplitFile(d.validation_split()));
     rows -= static_cast<int64_t>(val.size());
   } else if (c.train().validation_fraction() > 0) {
     rows -= static_cast<int64_t>(std::llround(static_cast<double>(rows) * c.train().validation_fraction()));

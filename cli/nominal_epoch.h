@@ -16,8 +16,10 @@ namespace tether {
 
 /// The rows the job trains on per epoch: the training split's (the split
 /// file's row count; else the XMC header's, the IDX file's items or the
-/// LIBSVM / ARFF file's rows), less the validation rows (data.validation_split's
-/// count, or the expected share of train.validation_fraction, rounded).
+/// LIBSVM / ARFF file's rows), less the validation rows (those of
+/// data.validation_split that data.train_split lists, or without a
+/// train_split all of them; or the expected share of
+/// train.validation_fraction, rounded).
 /// Errors: the readers' (NotFound, InvalidArgument naming file:line);
 /// InvalidArgument when the training data is a file list or streamed (no
 /// row count before reading: give the schedule in clocks).

@@ -54,6 +54,11 @@ TEST(NominalEpochTest, RowsFromHeaderSplitAndValidation) {
   c.mutable_train()->set_validation_fraction(0);
   c.mutable_data()->set_validation_split(WriteTemp("val.txt", "3\n8\n"));
   EXPECT_EQ(*NominalTrainingRows(c), 8);
+  // A validation row outside train_split takes no training row.
+  c.mutable_data()->set_validation_split(WriteTemp("val_outside.txt", "3\n4\n"));
+  EXPECT_EQ(*NominalTrainingRows(c), 9);
+  c.mutable_data()->clear_train_split();
+  EXPECT_EQ(*NominalTrainingRows(c), 98);
 
   JobConfig lib;
   lib.mutable_data()->set_format(LIBSVM);

@@ -6,9 +6,9 @@
 #include <chrono>
 
 #include "input/feature_weighting.h"
-#include "input/validation_split.h"
 #include "worker/eval/evaluator.h"
 #include "worker/models/model_registry.h"
+#include "worker/train/validation_rows.h"
 #include "worker/trainer.h"
 
 namespace tether {
@@ -16,8 +16,7 @@ namespace tether {
 StatusOr<LabelCounts> TrainingLabelCounts(const JobConfig& config) {
   LabelCounts out;
   if (LabelKindOf(config) != LabelKind::kMultiLabel) return out;
-  TETHER_ASSIGN_OR_RETURN(Dataset train, LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
-                                                   config.data().train_split(), 0, 1));
+  TETHER_ASSIGN_OR_RETURN(const Dataset train, JobTrainingRows(config));
   out.counts = CountLabels(train.labels);
   out.num_rows = train.labels.rows;
   return out;
@@ -25,11 +24,7 @@ StatusOr<LabelCounts> TrainingLabelCounts(const JobConfig& config) {
 
 StatusOr<std::vector<float>> TrainingFeatureIdf(const JobConfig& config) {
   if (!config.data().tf_idf()) return std::vector<float>{};
-  TETHER_ASSIGN_OR_RETURN(Dataset train, LoadSplit(config, config.data().train_file(), config.data().train_label_file(),
-                                                   config.data().train_split(), 0, 1));
-  // The validation rows are picked by their line in the file, so the whole
-  // split loses the rows every worker's partition lost.
-  TakeValidationRows(&train, config.train().validation_fraction(), config.train().validation_seed());
+  TETHER_ASSIGN_OR_RETURN(const Dataset train, JobTrainingRows(config));
   std::vector<uint64_t> df(static_cast<size_t>(config.data().num_features()), 0);
   CountDocumentFrequencies(train.features, &df);
   return InverseDocumentFrequencies(df, train.features.rows);

@@ -16,16 +16,18 @@
 namespace tether {
 
 /// The training label frequencies of a multi-label job, for PSP@k: the
-/// whole training split named by the config (data.train_file,
-/// data.train_split; partition 0 of 1) read as the trainer reads it
-/// (LoadSplit), counted per label; num_rows = its rows. Empty for a binary
-/// or multiclass model. Errors: the reader's (file:line).
+/// rows the job trained on (JobTrainingRows: the whole training split named
+/// by the config, data.train_file and data.train_split, read as the trainer
+/// reads it, without the validation rows), counted per label, as the
+/// job's workers counted them; num_rows = its rows. Empty for a binary or
+/// multiclass model. Errors: the reader's (file:line).
 StatusOr<LabelCounts> TrainingLabelCounts(const JobConfig& config);
 
 /// data.tf_idf's weights as training found them: the document frequency of
 /// every feature over the rows trained on (the whole training split named
 /// by the config, read as the trainer reads it, without the validation rows
-/// train.validation_fraction sets aside), InverseDocumentFrequencies of
+/// of train.validation_fraction or data.validation_split:
+/// JobTrainingRows), InverseDocumentFrequencies of
 /// them (input/feature_weighting.h); data.num_features entries, the same
 /// floats round 0 of the job computed from its workers' counts. Empty
 /// without data.tf_idf. Errors: the reader's (file:line).

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "core/table_spec.h"
-#include "input/validation_split.h"
 #include "tests/testing/temp_dir.h"
 #include "worker/eval/partitioned_eval.h"
 #include "worker/models/model_registry.h"
 #include "worker/train/training_data.h"
+#include "worker/train/validation_rows.h"
 
 namespace tether {
 namespace {
@@ -127,7 +127,42 @@ TEST(ModelFileRoundTrip, EveryModelTypeReadsBackBitForBitFromSafetensorsAndNpz) 
 
 // data.tf_idf: the weights an export counts from the whole training split
 // are the floats round 0 of the job finds from its workers' counts, for any
-// number of workers, with data on demand too, validation rows left out.
+// number of workers, with data on demand too, validation rows left out (as
+// TrainingRun leaves each worker's out); so are the label counts.
+void ExpectExportCountsRoundZero(JobConfig c) {
+  StatusOr<std::vector<float>> want = TrainingFeatureIdf(c);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_EQ(want->size(), 6u);
+  StatusOr<LabelCounts> labels = TrainingLabelCounts(c);
+  ASSERT_TRUE(labels.ok()) << labels.status().ToString();
+  for (const bool on_demand : {false, true}) {
+    for (const int workers : {1, 2, 3}) {
+      c.mutable_cluster()->set_num_workers(workers);
+      c.mutable_train()->set_data_on_demand(on_demand);
+      std::vector<EvalPartial> all;
+      std::vector<uint64_t> label_sum(2, 0);
+      for (int rank = 0; rank < workers; ++rank) {
+        StatusOr<TrainingData> data = LoadTrainingData(c, rank, false);
+        ASSERT_TRUE(data.ok()) << data.status().ToString();
+        ASSERT_TRUE(TakeValidationShare(c, rank, workers, &data->rows).ok());
+        TrainingCounts counts;
+        ASSERT_TRUE(CountTrainingRows(c, rank, *data, [] { return Status::OK(); }, &counts).ok());
+        for (size_t l = 0; l < counts.label_counts.size(); ++l) label_sum[l] += counts.label_counts[l];
+        all.push_back(SetupPartial(rank, LabelKindOf(c), counts, 0));
+      }
+      StatusOr<EvalSetup> s = EvalSetupFrom(all, 0, workers, LabelKindOf(c), 0.55, 1.5);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      EXPECT_GT(s->train_rows, 0);
+      EXPECT_LT(s->train_rows, 24) << "the validation rows are not counted";
+      EXPECT_EQ(s->feature_idf, *want) << workers << " worker(s), on demand " << on_demand;
+      EXPECT_EQ(labels->num_rows, s->train_rows) << workers << " worker(s), on demand " << on_demand;
+      EXPECT_EQ(labels->counts, label_sum) << workers << " worker(s), on demand " << on_demand;
+    }
+  }
+  c.mutable_data()->set_tf_idf(false);
+  EXPECT_TRUE(TrainingFeatureIdf(c)->empty());
+}
+
 TEST(TrainingFeatureIdf, EqualsRoundZeroOfAnyNumberOfWorkers) {
   const testing::ScopedTempDir dir;
   std::string text = "24 6 2\n";
@@ -147,31 +182,16 @@ TEST(TrainingFeatureIdf, EqualsRoundZeroOfAnyNumberOfWorkers) {
   c.mutable_data()->set_train_file(file);
   c.mutable_data()->set_tf_idf(true);
   c.mutable_train()->set_validation_fraction(0.25);
-  StatusOr<std::vector<float>> want = TrainingFeatureIdf(c);
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
-  ASSERT_EQ(want->size(), 6u);
-  for (const bool on_demand : {false, true}) {
-    for (const int workers : {1, 2, 3}) {
-      c.mutable_cluster()->set_num_workers(workers);
-      c.mutable_train()->set_data_on_demand(on_demand);
-      std::vector<EvalPartial> all;
-      for (int rank = 0; rank < workers; ++rank) {
-        StatusOr<TrainingData> data = LoadTrainingData(c, rank, false);
-        ASSERT_TRUE(data.ok()) << data.status().ToString();
-        TakeValidationRows(&data->rows, 0.25, c.train().validation_seed());
-        TrainingCounts counts;
-        ASSERT_TRUE(CountTrainingRows(c, rank, *data, [] { return Status::OK(); }, &counts).ok());
-        all.push_back(SetupPartial(rank, LabelKindOf(c), counts, 0));
-      }
-      StatusOr<EvalSetup> s = EvalSetupFrom(all, 0, workers, LabelKindOf(c), 0.55, 1.5);
-      ASSERT_TRUE(s.ok()) << s.status().ToString();
-      EXPECT_GT(s->train_rows, 0);
-      EXPECT_LT(s->train_rows, 24) << "the validation rows are not counted";
-      EXPECT_EQ(s->feature_idf, *want) << workers << " worker(s), on demand " << on_demand;
-    }
-  }
-  c.mutable_data()->set_tf_idf(false);
-  EXPECT_TRUE(TrainingFeatureIdf(c)->empty());
+  ExpectExportCountsRoundZero(c);
+  // The rows a split file names, one of them outside train_split.
+  c.mutable_train()->set_validation_fraction(0);
+  const std::string split = dir.File("train.split"), val = dir.File("val.split");
+  std::ofstream(split) << "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20\n";
+  std::ofstream(val) << "4\n9\n13\n17\n23\n";
+  c.mutable_data()->set_train_split(split);
+  c.mutable_data()->set_validation_split(val);
+  ExpectExportCountsRoundZero(c);
+  EXPECT_EQ(TrainingLabelCounts(c)->num_rows, 16);
 }
 
 }  // namespace
