@@ -46,7 +46,7 @@ import statistics
 import sys
 
 import pbtxt
-from tether_runs import run_launch
+from tether_runs import refit_split, run_launch
 
 
 def parse_args(argv=None):
@@ -196,9 +196,11 @@ def launch(args, cfg, run_dir, seed):
 
 def refit_config(cfg, epochs, path, workers=None):
     """Writes `cfg` without its validation split, for `epochs` epochs (and
-    `workers` workers, when given), to `path`."""
+    `workers` workers, when given), to `path`; a data.validation_split's
+    rows join data.train_split's (refit_split)."""
     with open(cfg) as f:
         tree = pbtxt.parse(f.read(), cfg)
+    refit_split(tree, os.path.dirname(os.path.abspath(path)), os.path.dirname(os.path.abspath(cfg)))
     for field in VALIDATION_FIELDS:
         pbtxt.remove_field(tree, field)
     pbtxt.set_field(tree, "train.epochs", str(epochs))

@@ -56,7 +56,7 @@ import statistics
 import sys
 
 import pbtxt
-from tether_runs import run_launch
+from tether_runs import refit_split, run_launch
 
 # Config fields that name files: a relative path in a base config is taken
 # against that config's folder (as LoadJobConfig does), so trial configs,
@@ -332,6 +332,7 @@ def refit(args, space, bases, best, chosen, command):
     rows = []
     for name, tree in bases.items():
         t = with_settings(tree, chosen)
+        refit_split(t, os.path.join(args.out, "refit", name))
         for field in VALIDATION_FIELDS:
             pbtxt.remove_field(t, field)
         epochs = best["best_epoch"].get(name)

@@ -180,6 +180,20 @@ class MldrTest(unittest.TestCase):
             tree = pbtxt.parse(f.read())
         self.assertEqual(tree, [["train", [["epochs", "65"], ["seed", "1"]]]])
 
+    def test_refit_config_trains_on_the_validation_split_files_rows_too(self):
+        d = tempfile.mkdtemp()
+        write(os.path.join(d, "train.split"), "1\n2\n3\n5\n")
+        write(os.path.join(d, "val.split"), "7\n2\n")
+        cfg = os.path.join(d, "in.pbtxt")
+        write(cfg, 'data { train_split: "train.split" validation_split: "val.split" }\n'
+                   "train { epochs: 160 keep_best_model: true }\n")
+        with open(mldr_bench.refit_config(cfg, 12, os.path.join(d, "refit", "out.pbtxt"))) as f:
+            tree = pbtxt.parse(f.read())
+        merged = os.path.join(d, "refit", "train_and_validation.split")
+        self.assertEqual(tree, [["data", [["train_split", pbtxt.quote(merged)]]], ["train", [["epochs", "12"]]]])
+        with open(merged) as f:
+            self.assertEqual(f.read(), "1\n2\n3\n5\n7\n")
+
 
 class RefitBenchTest(unittest.TestCase):
     def test_validation_config_counts_the_training_file(self):

@@ -5,16 +5,21 @@ Shared by tools/staleness_sweep.py and tools/straggler_study.py:
       bounded, its whole process group ended and reaped whatever happens;
   kill_group(proc)                      TERM, then KILL, the group of proc;
   read_jsonl(path)                      a metrics_dir JSON-lines file;
-  eval_curve(metrics_dir, metric)       rank 0's per-epoch evaluations.
+  eval_curve(metrics_dir, metric)       rank 0's per-epoch evaluations;
+  refit_split(tree, out_dir, base_dir)  a refit's data.train_split: the
+      training and validation split files' rows together.
 
 Not thread-safe: one job at a time (the running one is kept for a signal
 handler, current()).
 """
+import gzip
 import json
 import os
 import signal
 import subprocess
 import time
+
+import pbtxt
 
 _current = {"proc": None}
 
@@ -87,3 +92,25 @@ def eval_curve(metrics_dir, metric):
         if row.get("kind") == "eval" and row.get(metric) is not None:
             pts.append((float(row.get("train_s", row.get("t", 0.0))), float(row[metric])))
     return pts
+
+
+def refit_split(tree, out_dir, base_dir="."):
+    """For a refit on the training and validation rows together: when config tree `tree` names both
+    data.train_split and data.validation_split (relative paths taken against base_dir), writes the rows of
+    both (1-based, ascending, each once) to out_dir/train_and_validation.split and points data.train_split at
+    it, as the validation file may name rows outside train_split. Returns the path written, or None."""
+    train, val = pbtxt.get(tree, "data.train_split"), pbtxt.get(tree, "data.validation_split")
+    if train is None or val is None:
+        return None
+    rows = set()
+    for v in (train, val):
+        path = os.path.join(base_dir, pbtxt.unquote(v))
+        with open(path, "rb") as f:
+            raw = f.read()
+        rows.update(int(tok) for tok in (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).split())
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.abspath(os.path.join(out_dir, "train_and_validation.split"))
+    with open(out, "w") as f:
+        f.write("".join(f"{r}\n" for r in sorted(rows)))
+    pbtxt.set_field(tree, "data.train_split", pbtxt.quote(out))
+    return out
