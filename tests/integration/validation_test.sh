@@ -23,7 +23,10 @@
 #   uneven_average  the same under model averaging, with rounds of 1 and
 #               of 4 minibatches: every epoch's round completes, and every
 #               worker's delta of every round is merged, none discarded
-# Usage: validation_test.sh test_last|early_stop|best_model|uneven|uneven_average BIN_DIR
+#   split_file  the rows a file names (data.validation_split) on Pendigits,
+#               2 workers: exactly those rows validated every epoch (the
+#               validation line, the validation_* keys), the others trained
+# Usage: validation_test.sh test_last|early_stop|best_model|uneven|uneven_average|split_file BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 data=$(pwd)/data/bibtex
@@ -183,6 +186,34 @@ PY
       (( BASH_REMATCH[1] != BASH_REMATCH[2] )) || fail "staleness $s: both workers ended epoch 4 at one clock ($ends)"
       echo "staleness $s: epoch 4 ended at clocks $ends(worker:clock), every epoch validated, exit 0"
     done
+    ;;
+  split_file)
+    # Every fifth of Pendigits' 7494 rows from the last, in falling order:
+    # 1499 validation rows, 5995 to train on.
+    seq 7494 -5 1 > "$tmp/val.split"
+    sed -e 's#"\.\./data/#"'"$PWD"'/data/#' -e 's/^  epochs: [0-9]*/  epochs: 2/' \
+      -e 's#^  index_base: 1 *$#  index_base: 1\n  validation_split: "'"$tmp"'/val.split"#' \
+      examples/pendigits.pbtxt > "$tmp/p.pbtxt"
+    grep -q "validation_split:" "$tmp/p.pbtxt" && grep -q "^  epochs: 2$" "$tmp/p.pbtxt" \
+      || fail "no validation_split or no 2 epochs in the derived config"
+    timeout -k 5 100 "$bin/tether-launch" --config "$tmp/p.pbtxt" --timeout_s=80 --metrics_out "$tmp/p.json" \
+      > "$tmp/p.log" 2>&1 || fail "exit $? ($(tail -2 "$tmp/p.log"))"
+    for e in 1 2; do
+      grep -q "validation after epoch $e (1499 rows)" "$tmp/p.log" || fail "no validation line of 1499 rows after epoch $e"
+    done
+    trained=$(sed -nE 's/.*\[worker [01]\] read ([0-9]+) training rows.*/\1/p' "$tmp/p.log" | awk '{s += $1} END {print s}')
+    [[ $trained == 5995 ]] || fail "the workers train on $trained rows, not 7494 - 1499 = 5995"
+    python3 - "$tmp/p.json" <<'PY' || fail "metrics JSON"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["validation_rows"] == 1499, m["validation_rows"]
+assert m["epochs_trained"] == 2 and 1 <= m["best_epoch"] <= 2, (m["epochs_trained"], m["best_epoch"])
+assert m["validation_metric"] == "accuracy", m["validation_metric"]
+assert 0.5 < m["validation_accuracy"] <= 1, m["validation_accuracy"]
+print(f"validation accuracy {m['validation_accuracy']:.4f} over {m['validation_rows']} rows; "
+      f"test accuracy {m['accuracy']:.4f}")
+PY
+    echo "data.validation_split: 1499 rows validated after each epoch, 5995 trained on, exit 0"
     ;;
   uneven_average)
     # Worker 0's epochs take 48 minibatches, worker 1's 47. With a round of
