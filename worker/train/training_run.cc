@@ -139,11 +139,11 @@ Status TrainingRun::LoadData() {
                                : ", " + std::to_string(test_.features.rows) + " test rows");
   const bool in_memory =
       data_.mode == TrainingData::Mode::kStaticSplit || data_.mode == TrainingData::Mode::kOnDemand;
-  if (in_memory && partition_rows_ == 0 && validation_rows_.features.rows > 0)
+  if (in_memory && partition_rows_ == 0 && HasValidationSplit(config_))
     return Status::InvalidArgument(who_ + "no training rows left in partition " + std::to_string(rank_) + " of " +
-                                   config_.data().train_file() + ": the validation split took all " +
-                                   std::to_string(validation_rows_.features.rows) + " (" +
-                                   ValidationSplitField(config_) + "): leave more rows to train on");
+                                   config_.data().train_file() + " once the validation split (" +
+                                   ValidationSplitField(config_) +
+                                   ") took its rows: leave more rows to train on, or use fewer workers");
   if (in_memory && partition_rows_ == 0)
     return Status::InvalidArgument(who_ + "partition " + std::to_string(rank_) + " of " +
                                    config_.data().train_file() + " has no rows; use fewer workers");
