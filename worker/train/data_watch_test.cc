@@ -155,6 +155,45 @@ TEST_F(DataWatchResumeTest, TheSameFileAtAnotherPathIsAccepted) {
       << st.message();
 }
 
+// data.validation_split is stamped and compared as data.train_split is:
+// another file of other rows is refused naming the field and both paths;
+// a file the checkpoint's job did not read is said not compared.
+TEST_F(DataWatchResumeTest, AnotherValidationSplitIsRefusedAsATrainSplitIs) {
+  JobConfig c;
+  c.mutable_data()->set_train_file(train_);
+  c.mutable_data()->set_validation_split(dir_.File("val.txt"));
+  Write(dir_.File("val.txt"), "2\n");
+  StatusOr<std::vector<WatchedFile>> files = JobDataFiles(c);
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[1].field, "data.validation_split");
+  CheckpointManifest m;
+  StatusOr<DataWatch> then = DataWatch::Start(*files);
+  ASSERT_TRUE(then.ok());
+  then->Record(&m);
+  const std::string other = dir_.File("val_other.txt");
+  Write(other, "1\n");
+  c.mutable_data()->set_validation_split(other);
+  StatusOr<DataWatch> now = DataWatch::Start(*JobDataFiles(c));
+  ASSERT_TRUE(now.ok());
+  std::vector<std::string> notes;
+  const Status st = now->CheckResume(m, ckpt_, &notes);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.message().rfind("cannot resume from " + ckpt_ + ": data file " + other +
+                                   " (data.validation_split; the checkpoint's job read " + dir_.File("val.txt") +
+                                   ") changed: ",
+                               0),
+            0u)
+      << st.message();
+  c.mutable_data()->clear_validation_split();
+  now = DataWatch::Start(*JobDataFiles(c));
+  notes.clear();
+  EXPECT_TRUE(now->CheckResume(m, ckpt_, &notes).ok());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "data.validation_split is not set in this job (the checkpoint's job read " +
+                          dir_.File("val.txt") + "): not compared");
+}
+
 TEST_F(DataWatchResumeTest, AFileOfTwoFieldsIsNamedOnce) {
   CheckpointManifest m;
   StatusOr<DataWatch> then = DataWatch::Start({{"data.train_file", train_}, {"data.test_file", train_}});
