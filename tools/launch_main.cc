@@ -93,6 +93,10 @@ DEFINE_int32(max_replacements, -1,
              "with cluster.replicas: how many replacement server processes may be started over the job, each "
              "joining a shard that a server death left without a replica (tether-server --join_as_replica); "
              "-1: twice the number of servers; 0: none");
+DEFINE_bool(check_config, false,
+            "check the job as a launch would (the config with the overrides, the model's checks, the data files, "
+            "the output paths and the plan), log the config in force and exit: 0 when the job would start, 2 "
+            "naming the first problem; starts nothing");
 DEFINE_int32(max_restarts, 0,
              "when the job fails (a process died or failed), restart it from the latest complete checkpoint "
              "under checkpoint.dir, up to N times, each as the next cluster.generation");
@@ -169,6 +173,29 @@ tether::LaunchRequest RequestFromFlags() {
   return r;
 }
 
+// The config in force, once for the job; its servers and workers are
+// started with --log_config=false and log theirs only at --v=1.
+void LogConfigInForce(const tether::LaunchRequest& request, const tether::JobConfig& config) {
+  std::string flags;
+  for (const std::string& f : request.overrides) flags += " " + f;
+  const std::string head =
+      "[launch] config in force (" + request.config_path + (flags.empty() ? "" : ", flags" + flags) + "):";
+  if (VLOG_IS_ON(1))
+    LOG(INFO) << head << "\n" << tether::ConfigSummary(config);
+  else
+    LOG(INFO) << head << " " << tether::ConfigOneLine(config);
+}
+
+// --check_config: the job passed every check a launch makes before it
+// starts anything.
+int ConfigChecked(const tether::LaunchRequest& request, const tether::JobConfig& config) {
+  LogConfigInForce(request, config);
+  LOG(INFO) << "[launch] --check_config: " << request.config_path << " is a job that would start ("
+            << config.cluster().num_servers() << " server(s), " << config.cluster().num_workers()
+            << " worker(s)); nothing started";
+  return 0;
+}
+
 // Logs "[launch] MESSAGE" when `st` failed; true then.
 bool Refused(const tether::Status& st) {
   if (st.ok()) return false;
@@ -204,25 +231,19 @@ int main(int argc, char** argv) {
   if (Refused(tether::ResolveResumeIfPresent(*config, &request))) return 2;
   auto engine_task = tether::SelectEngineTask(request);
   if (Refused(engine_task.status())) return 2;
-  if (engine_task->has_value())
+  if (engine_task->has_value()) {
+    if (FLAGS_check_config) return ConfigChecked(request, *config);
     return tether::RunEngineTask(**engine_task, *config, tether::EngineOptionsFor(request), *bin_dir);
+  }
 
   if (Refused(tether::CheckOutputPaths(request, *config))) return 2;
   auto options = tether::PlanLaunch(request, *config, *bin_dir);
   if (Refused(options.status()) || Refused(tether::CheckRendezvousServe(request, *config))) return 2;
+  if (FLAGS_check_config) return ConfigChecked(request, *config);
   auto store = tether::StartRendezvousStore(request, *config);
   if (Refused(store.status())) return 1;
   if (Refused(tether::PlanMetrics(request, *config, &*options))) return 2;
-  // Once for the job; its servers and workers are started with
-  // --log_config=false and log theirs only at --v=1.
-  std::string flags;
-  for (const std::string& f : request.overrides) flags += " " + f;
-  if (VLOG_IS_ON(1))
-    LOG(INFO) << "[launch] config in force (" << request.config_path << (flags.empty() ? "" : ", flags" + flags)
-              << "):\n" << tether::ConfigSummary(*config);
-  else
-    LOG(INFO) << "[launch] config in force (" << request.config_path << (flags.empty() ? "" : ", flags" + flags)
-              << "): " << tether::ConfigOneLine(*config);
+  LogConfigInForce(request, *config);
   tether::RestartPolicy restarts;
   restarts.max_restarts = request.max_restarts;
   restarts.checkpoint_dir = config->checkpoint().dir();

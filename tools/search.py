@@ -35,7 +35,10 @@ OUT/best_settings.pbtxt (the chosen `set` lines) and OUT/best-NAME.pbtxt, the
 full config of each base config with the chosen settings. Each run keeps its
 config, log and metrics JSON under OUT/trial-NNN/NAME/; a run whose config
 and metrics are already there is not run again (an interrupted search
-resumes).
+resumes). Before any run, every trial's config goes through `tether-launch
+--check_config`: a field the schema lacks or a value the job refuses is
+named with its trial, and the search exits 2 having run nothing (exit 2
+too for a space the tool cannot read; 1 when no trial finished).
 
   --refit   then trains each config once more with the chosen settings on
             the training and validation rows together, for the epoch count
@@ -53,7 +56,9 @@ import os
 import random
 import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
 
 import pbtxt
 from tether_runs import refit_split, run_launch
@@ -220,6 +225,33 @@ def run_config(args, space, tree, run_dir, extra_flags=()):
     return m
 
 
+def check_trials(args, space, bases, draws):
+    """Every trial's first run, for each base config, through `tether-launch
+    --check_config` (the launcher's own checks: the fields, their values, the
+    model, the data files; nothing is started) before any trial runs, so a
+    field the schema lacks or a value the config refuses is named with its
+    trial, not found by each run in turn. The problems, one line each."""
+    launcher = os.path.join(args.bin, "tether-launch")
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="check-", dir=args.out) as tmp:
+        for i, setting in enumerate(draws):
+            for name, tree in bases.items():
+                extra = space.runs(name)[0][1]
+                cfg = os.path.join(tmp, f"trial-{i:03d}-{name}.pbtxt")
+                with open(cfg, "w") as f:
+                    f.write(pbtxt.dump(with_settings(tree, list(space.fixed) + setting + extra)))
+                try:
+                    r = subprocess.run([launcher, "--config", cfg, "--check_config"] + space.launch_flags,
+                                       capture_output=True, text=True, timeout=60)
+                except (OSError, subprocess.TimeoutExpired) as e:
+                    return [f"{launcher} --check_config: {e}"]
+                if r.returncode != 0:
+                    lines = [ln for ln in r.stderr.splitlines() if "[launch]" in ln] or r.stderr.splitlines()[-1:]
+                    why = lines[-1].split("[launch] ", 1)[-1] if lines else f"exit {r.returncode}"
+                    problems.append(f"trial {i:03d} ({name}, {setting}): {why}")
+    return problems
+
+
 def run_trial_config(args, space, tree, settings, trial_dir, name, trial):
     """Runs one config of a trial once per seed; records the mean metric and
     the median best epoch when every run finished."""
@@ -294,6 +326,11 @@ def main(argv=None):
         raise SystemExit("[search] two base configs share a file name; rename one")
     draws = space.draws(args.trials)
     print(f"[search] {len(draws)} trial(s) x {len(bases)} config(s), metric {space.metric}", flush=True)
+    problems = check_trials(args, space, bases, draws)
+    if problems:
+        print("[search] refused before any run (tether-launch --check_config):\n  " + "\n  ".join(problems),
+              file=sys.stderr)
+        return 2
     trials = []
     for i, setting in enumerate(draws):
         settings = list(space.fixed) + setting

@@ -146,6 +146,46 @@ class SearchTest(unittest.TestCase):
         self.assertEqual(search.run_config(args, s, tree, run_dir)["validation_precision_at_1"], 0.6)
 
 
+    def fake_launcher(self):
+        """A tether-launch that refuses, as the real one does, a config with
+        a field it does not know, and records each --check_config call."""
+        bin_dir = os.path.join(self.dir, "bin")
+        write(os.path.join(bin_dir, "tether-launch"),
+              '#!/bin/sh\n'
+              'echo "$@" >> "$(dirname "$0")/calls"\n'
+              'if grep -q "learning_rat:" "$2"; then\n'
+              '  echo "E1204 [launch] InvalidArgument: $2:5:3: no field \'learning_rat\' in message '
+              'tether.OptimizerConfig" >&2; exit 2\n'
+              'fi\n'
+              'exit 0\n')
+        os.chmod(os.path.join(bin_dir, "tether-launch"), 0o755)
+        return bin_dir
+
+    def test_trials_are_checked_before_any_run(self):
+        bin_dir = self.fake_launcher()
+        space = self.space('trials: 3\nseeds: 2\nlaunch_flag: "--transport=inproc"\n'
+                           'param { field: "optimizer.learning_rat" choice: 0.1 }\n')
+        out = os.path.join(self.dir, "out")
+        self.assertEqual(search.main(["--space", space, "--out", out, "--bin", bin_dir]), 2)
+        with open(os.path.join(bin_dir, "calls")) as f:
+            calls = f.read().splitlines()
+        self.assertEqual(len(calls), 3)  # each trial's first seed, checked; none run
+        self.assertTrue(all(c.endswith("--check_config --transport=inproc") for c in calls), calls)
+        self.assertEqual(sorted(os.listdir(out)), [])  # no trial folder, the check's folder removed
+
+    def test_trials_that_pass_the_check_are_named_nowhere(self):
+        bin_dir = self.fake_launcher()
+        s = search.Space(self.space('trials: 2\nparam { field: "model.dropout" choice: 0.5 }\n'), [])
+        args = search.parse_args(["--space", "x", "--bin", bin_dir, "--out", self.dir])
+        bases = {"job": search.load_config(self.base)}
+        self.assertEqual(search.check_trials(args, s, bases, s.draws()), [])
+        bad = search.Space(self.space('trials: 2\nparam { field: "optimizer.learning_rat" choice: 0.1 }\n'), [])
+        problems = search.check_trials(args, bad, bases, bad.draws())
+        self.assertEqual(len(problems), 2)
+        self.assertRegex(problems[1], r"^trial 001 \(job, \[\('optimizer.learning_rat', '0.1'\)\]\): "
+                                      r"InvalidArgument: .*no field 'learning_rat'")
+
+
 class MldrTest(unittest.TestCase):
     def test_reads_sets_splits_and_references(self):
         d = tempfile.mkdtemp()

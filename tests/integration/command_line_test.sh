@@ -8,7 +8,9 @@
 #          without a scheme, an unresolvable host, --transport=ipc under a
 #          TMPDIR too long for a socket path, a config with a UTF-8 BOM,
 #          --workers=0, --sampled_labels above the label count, a negative
-#          --progress_every_s; exit 1 for "--data_on_demand false".
+#          --progress_every_s; exit 1 for "--data_on_demand false";
+#          tether-launch --check_config: exit 0 starting nothing for a good
+#          job, exit 2 naming the field for a bad value or a missing file.
 #   tools  tether-gen-xmc sizes ≤ 0 (exit 2), an XMC header with 0 features
 #          (tether-data and a job), tether-data --format=XMC, a split file's
 #          row past the data (named as SPLIT:LINE), and tether-data
@@ -67,6 +69,21 @@ flags)
     "$bin/tether-launch" "${bibtex[@]}" --sampled_labels=500
   refused 2 "config field train.progress_every_s: must be ≥ 0 seconds (0: no progress lines), got -1 (set by flag --progress_every_s=-1)" \
     "$bin/tether-launch" "${bibtex[@]}" --progress_every_s=-1
+  # --check_config: the launch's checks, then exit; no server or worker.
+  timeout -k 5 60 "$bin/tether-launch" "${bibtex[@]}" --check_config --epochs=3 >"$tmp/check.log" 2>&1 ||
+    fail "--check_config on a good job exited $?"
+  grep -q "config in force (tests/data/bibtex_fixed.pbtxt, flags --epochs=3)" "$tmp/check.log" ||
+    fail "--check_config did not log the config in force"
+  grep -q "is a job that would start (2 server(s), 2 worker(s)); nothing started" "$tmp/check.log" ||
+    fail "--check_config did not say the job would start"
+  ! grep -q "\[server\|\[worker" "$tmp/check.log" || fail "--check_config started a process"
+  echo "--check_config: exit 0, the config in force, nothing started"
+  refused 2 "config field optimizer.learning_rate: must be a finite number > 0 (set by flag --learning_rate=-1)" \
+    "$bin/tether-launch" "${bibtex[@]}" --check_config --learning_rate=-1
+  sed 's#"\.\./\.\./data/bibtex/bibtex_trSplit.txt#"'"$tmp"'/none.txt#; s#"\.\./\.\./data/#"'"$PWD"'/data/#' \
+    tests/data/bibtex_fixed.pbtxt >"$tmp/no_split.pbtxt"
+  refused 2 "config field data.train_split: '$tmp/none.txt' does not exist" \
+    "$bin/tether-launch" --config="$tmp/no_split.pbtxt" --check_config
   ;;
 tools)
   for flag in --num_features=0 --num_labels=-5 --train_rows=0 --test_rows=-1; do
