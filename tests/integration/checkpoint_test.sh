@@ -56,10 +56,12 @@
 #            validation history and shard-0.kept): its final metrics JSON
 #            equals the uninterrupted run's key for key, and the model
 #            tether-export writes is bit-identical.
+#   best_resume_split  the same with the validation rows from a file
+#            (data.validation_split: every fifth row of the training split).
 #   restart_early  tether-launch --max_restarts=1 with a server killed
 #            before the first checkpoint: the job starts over ("restart 1
 #            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
-# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|exact_tfidf|final_validation|best_resume|reshard|restart|restart_study|left|restart_early BIN_DIR
+# Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|exact_tfidf|final_validation|best_resume|best_resume_split|reshard|restart|restart_study|left|restart_early BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=120
@@ -215,13 +217,22 @@ for k in ["precision_at_1", "precision_at_5", "test_rows"]:
 PY2
     echo "PASS: a resume from $(basename "$final") reports the run's validation outcome"
     ;;
-  best_resume)
+  best_resume | best_resume_split)
     # SGD at a rate whose validation P@1 peaks at epoch 6 and stops at 8
-    # (61 clocks an epoch: 3,904 training rows in minibatches of 64).
+    # (61 clocks an epoch: 3,904 training rows in minibatches of 64). The
+    # validation rows: a fifth by hash (train.validation_fraction), or
+    # (best_resume_split) every fifth row of the training split from a file
+    # (data.validation_split), 976 rows either way.
+    if [ "$mode" = best_resume ]; then
+      held=(-e 's/^  epochs: 7 .*/  epochs: 10\n  validation_fraction: 0.2\n  early_stopping { metric: "precision_at_1" patience: 2 }/')
+    else
+      awk 'NR % 5 == 0' data/bibtex/bibtex_trSplit.txt > "$tmp/validation.txt"
+      [ "$(wc -l < "$tmp/validation.txt")" = 976 ] || fail "the validation split file has not 976 rows"
+      held=(-e "s#^  test_split: .*#&\n  validation_split: \"$tmp/validation.txt\"#"
+            -e 's/^  epochs: 7 .*/  epochs: 10\n  early_stopping { metric: "precision_at_1" patience: 2 }/')
+    fi
     sed -e "s#\.\./\.\./data/#$PWD/data/#" -e 's/hidden: 256/hidden: 64/' -e 's/type: ADAM/type: SGD/' \
-      -e 's/learning_rate: 0.001/learning_rate: 1/' \
-      -e 's/^  epochs: 7 .*/  epochs: 10\n  validation_fraction: 0.2\n  early_stopping { metric: "precision_at_1" patience: 2 }/' \
-      tests/data/bibtex_fixed.pbtxt > "$tmp/best.pbtxt"
+      -e 's/learning_rate: 0.001/learning_rate: 1/' "${held[@]}" tests/data/bibtex_fixed.pbtxt > "$tmp/best.pbtxt"
     grep -q "patience: 2" "$tmp/best.pbtxt" || fail "no early stopping in the derived config"
     flags=(--config="$tmp/best.pbtxt" --staleness=0 --checkpoint_every_clocks=30 --checkpoint_keep_last=100)
     start_job full 1 1 "${flags[@]}" --checkpoint_dir="$tmp/ck-full"
