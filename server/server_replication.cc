@@ -1,5 +1,5 @@
 // ServerShard's part in replicated shards (cluster.replicas > 0,
-// docs/CHECKPOINTS.md "Replicated shards"): the copy a replica host feeds
+// docs/FAILOVER.md "Replicated shards"): the copy a replica host feeds
 // (BeginCopy, Replay), its claim of the shard (Claim), the primary's turn
 // of its replica link, the timer decisions that travel in the shard's log
 // (SHARD_DECISION), and the messages workers send again after a claim
