@@ -107,7 +107,7 @@ MODES = {
     "average": {"flags": ["--consistency_model=average"], "config": {"consistency": "period_rows: 64"},
                 "probe": ["period_rows"], "label": "weighted model averaging (period 64 rows)"},
     # Delay compensation on the servers (DC-ASGD, Zheng et al., ICML 2017;
-    # docs/RUNNING.md): g + λ·g⊙g⊙(w_now − w_read). λ = DC_LAMBDA.
+    # docs/MODELS.md, "Optimizers"): g + λ·g⊙g⊙(w_now − w_read). λ = DC_LAMBDA.
     "fixed_sinf_dc": {"flags": ["--staleness=inf", "--delay_compensation=%DC_LAMBDA%"],
                       "label": "fixed split, s = ∞ (ASP), delay compensation"},
     "fixed_s2_dc": {"flags": ["--staleness=2", "--delay_compensation=%DC_LAMBDA%"],

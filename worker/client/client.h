@@ -107,7 +107,7 @@ struct ClientOptions {
   /// evaluation minibatch (train.eval_minibatch_size, 512 rows by default)
   /// pulls several times a training minibatch's rows; in one message each,
   /// a shard's reply frames at evaluation would be megabytes larger than in
-  /// training (docs/RUNNING.md, tables within a memory budget). 1 MiB costs
+  /// training (docs/MEMORY.md, tables within a memory budget). 1 MiB costs
   /// a round trip per MiB of rows, negligible beside the prediction. At
   /// least one row a slice.
   uint64_t eval_pull_bytes = uint64_t{1} << 20;
