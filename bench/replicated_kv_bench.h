@@ -6,7 +6,7 @@
 // the same run so both sides see the same machine load. With a replica a
 // push's acknowledgement, and a pull's reply, wait until the copy
 // acknowledged the input (server/replica_link.h). Prints one Markdown table
-// on stdout, one row per shape and variant (docs/PERFORMANCE.md gives the
+// on stdout, one row per shape and variant (docs/FEATURE_COSTS.md gives the
 // commands behind its tables).
 //
 // Ownership: the benchmark owns its shards, hosts and clients.

@@ -5,7 +5,7 @@
 # server and one worker under BSP in one process (tether-launch --transport
 # inproc), the example's XMC_MLP (hidden 256, Adam 0.001, minibatch 64,
 # w1 not cached), seed 1. Each budget on w1 is trained --repeats times;
-# prints a Markdown table for docs/PERFORMANCE.md: w1's rows at the end,
+# prints a Markdown table for docs/FEATURE_COSTS.md: w1's rows at the end,
 # rows evicted, w1's resident bytes, samples/s (median), P@1 (median).
 #
 #   scripts/bench_budget.sh [--build DIR] [--epochs E] [--repeats N]

@@ -4,7 +4,7 @@
 # (tether-gen-xmc --feature_id_bits=64), ~10^7 distinct ids, hidden width 16,
 # trained with data.hashed_features: true by 2 servers and 2 workers started
 # by hand, each under /usr/bin/time -v (peak RSS per process). Prints a table
-# for docs/PERFORMANCE.md: rows held per server (distinct ids trained), peak
+# for docs/SCALE_AND_GPU.md: rows held per server (distinct ids trained), peak
 # RSS, wall time, samples/s, P@1.
 #
 #   scripts/bench_hashed.sh [--build DIR] [--distinct N] [--rows R] [--epochs E] [--compare]

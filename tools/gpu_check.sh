@@ -24,12 +24,12 @@
 #      out the same and in the same order, the largest score difference; a
 #      P@k that differs by more than 0.001 fails the step.
 # Everything lands in OUT_DIR: logs, metrics JSON, summary.md (all figures)
-# and performance_section.md, the text of docs/PERFORMANCE.md's GPU figures
+# and performance_section.md, the text of docs/SCALE_AND_GPU.md's GPU figures
 # (between its "gpu_check:begin/end" markers). Apply it afterwards with
 #   tools/gpu_check.sh --apply OUT_DIR/performance_section.md
 #
 # Usage: tools/gpu_check.sh [OUT_DIR]     (default: $OUT, else ./gpu_check_out)
-#        tools/gpu_check.sh --apply FILE  (splices FILE into docs/PERFORMANCE.md)
+#        tools/gpu_check.sh --apply FILE  (splices FILE into docs/SCALE_AND_GPU.md)
 # Env:   TETHER_GPU_ARCH           CUDA architecture (default: native)
 #        TETHER_GPU_BIN            a folder of binaries already built with CUDA
 #                                  for this GPU's architecture (the ten
@@ -42,7 +42,7 @@
 #        measured; the message says which); else the number of failed steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-perf=docs/PERFORMANCE.md
+perf=docs/SCALE_AND_GPU.md
 
 if [ "${1:-}" = "--apply" ]; then
   [ -f "${2:-}" ] || { echo "gpu_check --apply: no such file '${2:-}'" >&2; exit 2; }
@@ -272,7 +272,7 @@ EOF
 }
 if [ "$(left)" -ge 60 ]; then predict_compare; else log "budget: predict comparison skipped"; fi
 
-# ---- the section for docs/PERFORMANCE.md
+# ---- the section for docs/SCALE_AND_GPU.md
 python3 - "$out" "$gpu" > "$out/performance_section.md" << 'EOF' || fail "performance_section.md"
 import glob, json, os, statistics, sys
 out, gpu = sys.argv[1], sys.argv[2]
@@ -328,7 +328,7 @@ if p:
 EOF
 
 {
-  echo -e "\n## For docs/PERFORMANCE.md (tools/gpu_check.sh --apply $out/performance_section.md)\n"
+  echo -e "\n## For docs/SCALE_AND_GPU.md (tools/gpu_check.sh --apply $out/performance_section.md)\n"
   cat "$out/performance_section.md"
   echo -e "\nTotal: $((SECONDS - t0)) s of a $budget s budget, $failed failed step(s)."
 } >> "$summary"

@@ -1,7 +1,7 @@
 // tether-spmm-bench: device-resident cuSPARSE SpMM (CSR × dense, row-major,
 // the call the CUDA backend makes) timed with CUDA events, against the
 // device's memory bandwidth. Used by tools/gpu_check.sh; results go to
-// docs/PERFORMANCE.md.
+// docs/SCALE_AND_GPU.md.
 //
 // For each shape it reports time per product, GFLOP/s (2 · nnz · n) and an
 // effective bandwidth: the bytes a kernel without any cache reuse must move
