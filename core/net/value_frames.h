@@ -7,6 +7,7 @@
 // (Take is thread-safe).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/net/frame_pool.h"
@@ -27,5 +28,18 @@ zmq::message_t NarrowFrame(const float* src, uint64_t n, float scale, WireEncodi
 /// widened). Call after ValidateFrames (the frame's size is trusted). A
 /// float32 message is left as it is.
 void WidenValues(Message* m, FramePool* pool);
+
+/// The values of a received message `m` as float32 into `dst`
+/// (header.num_values() floats): widened straight from a 16-bit frame,
+/// copied from a float32 one. One pass over the values, instead of
+/// WidenValues and a copy. Call after ValidateFrames (the frame's size is
+/// trusted); `m` is not changed. Values are not scanned for non-finite ones.
+void ReadValuesInto(const Message& m, float* dst);
+
+/// Row i of `m`'s values (n rows of `dim`, n × dim ≤ header.num_values(),
+/// any encoding) as float32 to out + pos[i] × dim, widening a 16-bit frame
+/// as it goes. Consecutive positions are written with one call per run (a
+/// single shard's keys are all one run). Same preconditions as ReadValuesInto.
+void ScatterValueRows(const Message& m, const uint32_t* pos, size_t n, uint32_t dim, float* out);
 
 }  // namespace tether

@@ -10,6 +10,7 @@
 
 #include <glog/logging.h>
 
+#include "core/net/value_frames.h"
 #include "core/partition.h"
 #include "worker/client/client_frames.h"
 
@@ -17,22 +18,6 @@ namespace tether {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-// Row i of `rows` (n rows of dim floats) → out + pos[i]·dim. Consecutive
-// positions are copied with one memcpy per run (a single shard's keys are
-// all one run); dim 1 is a plain loop, a call per float would dominate.
-void ScatterRows(const float* rows, const uint32_t* pos, size_t n, uint32_t dim, float* out) {
-  if (dim == 1) {
-    for (size_t i = 0; i < n; ++i) out[pos[i]] = rows[i];
-    return;
-  }
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
-    while (j < n && pos[j] == pos[j - 1] + 1) ++j;
-    std::memcpy(out + size_t{pos[i]} * dim, rows + i * dim, (j - i) * dim * sizeof(float));
-    i = j;
-  }
-}
 
 RequestChannel::Options ChannelOptions(const ClientOptions& o) {
   RequestChannel::Options c;
@@ -52,6 +37,7 @@ RequestChannel::Options ChannelOptions(const ClientOptions& o) {
   c.server_lookup = o.server_lookup;
   c.curve = o.curve;
   c.stop_requested = o.stop_requested;
+  c.widen_pull_replies = false;  // OnPullReply widens into the caller's buffer
   return c;
 }
 
@@ -550,9 +536,11 @@ Status WorkerClient::OnHelloReply(const ShardRequest& r, const HelloReplyBody& h
 
 Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
   const MessageHeader& h = reply->header;
-  const float* v = reply->ValueData(&scratch_);
   const uint64_t version = h.pull_reply().table_version();
   cache_.NoteReadVersion(r.table, r.shard, version, r.ahead);
+  // Values reach the caller's buffer in one pass, widened on the way when
+  // 16-bit (the channel leaves pulls' replies in their wire encoding); the
+  // size checks come first, so a bad reply writes nothing.
   if (r.dense) {
     // The reply must fill exactly this shard's slice: fewer floats would
     // leave stale values, more would write past the caller's buffer.
@@ -562,8 +550,9 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
                               " floats of dense table " + options_.tables[r.table].name() + " for a slice of " +
                               std::to_string(e - b));
     }
-    std::memcpy(r.out + r.dense_begin, v, h.num_values() * sizeof(float));
-    cache_.InsertDense(r.table, r.shard, v, h.num_values(), h.min_clock(), version);
+    float* const slice = r.out + r.dense_begin;
+    ReadValuesInto(*reply, slice);
+    cache_.InsertDense(r.table, r.shard, slice, h.num_values(), h.min_clock(), version);
     return Status::OK();
   }
   if (h.num_values() != r.num_rows * r.dim) {
@@ -571,11 +560,18 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
                             " floats for " + std::to_string(r.num_rows) + " rows of dim " + std::to_string(r.dim));
   }
   if (r.identity) {
-    std::memcpy(r.out + size_t{r.first_position} * r.dim, v, h.num_values() * sizeof(float));
+    float* const rows = r.out + size_t{r.first_position} * r.dim;
+    ReadValuesInto(*reply, rows);
+    if (!r.keys.empty()) cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), rows, h.min_clock(), version);
+  } else if (r.keys.empty()) {
+    ScatterValueRows(*reply, r.positions.data(), r.num_rows, r.dim, r.out);
   } else {
-    ScatterRows(v, r.positions.data(), r.num_rows, r.dim, r.out);
+    // The cache keeps the rows in reply order: widened once, then both.
+    WidenValues(reply, &channel_.frame_pool());
+    const float* v = reply->ValueData(&scratch_);
+    ScatterValueRows(*reply, r.positions.data(), r.num_rows, r.dim, r.out);
+    cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), v, h.min_clock(), version);
   }
-  if (!r.keys.empty()) cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), v, h.min_clock(), version);
   return Status::OK();
 }
 

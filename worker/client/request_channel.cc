@@ -481,8 +481,10 @@ Status RequestChannel::DrainReplies(int s) {
     if (links_[s].replicated && !Acknowledge(s, reply.header)) continue;
     stats_.bytes_received += reply.values.size() + reply.keys.size();
     stats_.wire.CountReceived(reply);
-    // A 16-bit reply is widened once here: everything after reads float32.
-    WidenValues(&reply, &frame_pool_);
+    // A 16-bit reply is widened once here: everything after reads float32
+    // (a pull's, with widen_pull_replies off, by the handler, into the
+    // caller's buffer).
+    if (options_.widen_pull_replies || reply.header.type() != PULL_REPLY) WidenValues(&reply, &frame_pool_);
     Dispatch(&reply);
   }
   return Status::OK();

@@ -216,6 +216,12 @@ class RequestChannel {
     /// wait gives up with Unavailable ("stop requested") until Leave or
     /// Abort. May be empty. Called on the channel's thread.
     std::function<bool()> stop_requested;
+    /// A reply's 16-bit values are widened to float32 before the handler
+    /// sees them (true, the default). False: a PULL_REPLY reaches the
+    /// handler in its wire encoding (header.value_encoding()), for a handler
+    /// that widens it straight into its destination (ReadValuesInto,
+    /// core/net/value_frames.h); every other reply is still widened.
+    bool widen_pull_replies = true;
   };
 
   /// How often a wait looks at abort, stop_requested and liveness, at most.
