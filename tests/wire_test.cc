@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,120 @@ TEST(WireTest, FramesAreHalfOfFloat32) {
   EXPECT_EQ(full.stats.wire[0].sent.bytes, 200u * (24 + 48) + 24);
   EXPECT_EQ(half.stats.wire[0].sent.bytes, 200u * (24 + 24) + 24);
   EXPECT_DOUBLE_EQ(half.stats.wire[1].sent.ratio(), 2.0);  // dense: values only
+}
+
+// Tables of one shape in each pull encoding, pushed the same float32
+// gradients (push wire FP32: the shards hold the same values).
+std::vector<TableSpec> PullWireTables(uint32_t dim, bool dense, bool cache) {
+  std::vector<TableSpec> out;
+  for (const WireEncoding wire : {FP32, BF16, FP16}) {
+    TableSpec t = SumTable(static_cast<uint32_t>(out.size()), FP32, dense);
+    if (dense) t.set_size(37);
+    else t.set_dim(dim);
+    t.set_pull_wire(wire);
+    t.mutable_consistency()->set_cache(cache);
+    t.mutable_consistency()->set_refresh_on_push(false);  // the first pull after the pushes goes to the shards
+    out.push_back(t);
+  }
+  return out;
+}
+
+// Gradients of every size the codecs treat apart: FP16 subnormals, values
+// FP16 saturates (70000) and ties.
+std::vector<float> Gradients(size_t n) {
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i)
+    g[i] = std::sin(0.77f * static_cast<float>(i)) * std::pow(10.0f, static_cast<float>(i % 11) - 6.0f);
+  if (n > 5) g[5] = 70000.0f;
+  if (n > 2) g[2] = 1.0f + 0x1p-8f;  // a bf16 tie
+  return g;
+}
+
+float Rounded(float v, WireEncoding e) {
+  bool sat = false;
+  return e == BF16 ? Bf16ToFloat(FloatToBf16(v, &sat)) : Fp16ToFloat(FloatToFp16(v, &sat));
+}
+
+uint32_t Bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  return x;
+}
+
+// Every pull path (one shard: one block; two: rows scattered; the cache:
+// widened once for both; PullRowsAt: rows at positions; dense slices)
+// returns for a 16-bit table the float32 table's values rounded once,
+// bit for bit, and leaves the caller's other rows alone.
+void ExpectPullsRoundedOnce(int servers, uint32_t dim, bool dense, bool cache) {
+  JobConfig c = Job(servers);
+  c.mutable_consistency()->set_cache(cache);
+  std::vector<std::unique_ptr<testing::ShardThread>> shards;
+  ClientOptions o;
+  for (int s = 0; s < servers; ++s) {
+    shards.push_back(std::make_unique<testing::ShardThread>(c, s));
+    o.servers.push_back(shards.back()->endpoint());
+  }
+  o.job_id = JobId(c);
+  o.request_timeout_ms = 20000;
+  o.tables = PullWireTables(dim, dense, cache);
+  auto client = testing::ConnectClient(o);
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 0; k < 41; ++k) keys.push_back(k * 7919 + 3);
+  const size_t n = dense ? 37 : keys.size() * dim;
+  const std::vector<float> g = Gradients(n);
+  for (uint32_t t = 0; t < 3; ++t) {
+    if (dense) client->PushDense(t, g.data());
+    else client->PushRows(t, keys, g.data());
+  }
+  ASSERT_TRUE(client->WaitAll().ok());
+  // Twice: with the cache on, the second read is served from what the
+  // first reply left there.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::vector<float>> got(3, std::vector<float>(n, -7.0f));
+    const uint64_t pulls = client->stats().pulls, cache_hits = client->stats().cache_hits;
+    for (uint32_t t = 0; t < 3; ++t) {
+      if (dense) ASSERT_TRUE(client->PullDense(t, got[t].data()).Wait().ok());
+      else ASSERT_TRUE(client->PullRows(t, keys, got[t].data()).Wait().ok());
+    }
+    // Read from the shards the first time; with the cache, the second time
+    // from what the replies left in it.
+    const bool hits = cache && round == 1;
+    EXPECT_EQ(client->stats().pulls - pulls, hits ? 0u : 3u * servers);
+    EXPECT_EQ(client->stats().cache_hits - cache_hits, !hits ? 0u : (dense ? 3u * servers : 3u * keys.size()));
+    for (uint32_t t = 1; t < 3; ++t) {
+      const WireEncoding e = o.tables[t].pull_wire();
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(Bits(got[t][i]), Bits(Rounded(got[0][i], e)))
+            << WireEncodingName(e) << " value " << i << " servers " << servers << " dim " << dim << " round " << round;
+    }
+    if (dense) continue;
+    // Rows at positions, reversed, in a buffer one row longer: the spare
+    // row keeps its values.
+    std::vector<uint32_t> at(keys.size());
+    for (size_t i = 0; i < at.size(); ++i) at[i] = static_cast<uint32_t>(at.size() - i);
+    for (uint32_t t = 1; t < 3; ++t) {
+      std::vector<float> rows(n + dim, -7.0f);
+      ASSERT_TRUE(client->PullRowsAt(t, keys, at.data(), rows.data(), -1).Wait().ok());
+      for (uint32_t j = 0; j < dim; ++j) EXPECT_EQ(rows[j], -7.0f);
+      for (size_t i = 0; i < keys.size(); ++i)
+        for (uint32_t j = 0; j < dim; ++j)
+          ASSERT_EQ(Bits(rows[size_t{at[i]} * dim + j]), Bits(got[t][i * dim + j])) << "row " << i << " col " << j;
+    }
+  }
+  EXPECT_TRUE(JobSession(client.get()).Bye().ok());
+  for (auto& s : shards) EXPECT_TRUE(s->WaitForExit(10000).ok());
+}
+
+TEST(WireTest, HalfWidthPullsAreTheFloat32ValuesRoundedOnce) {
+  for (const int servers : {1, 2})
+    for (const uint32_t dim : {1u, 3u, 17u})
+      for (const bool cache : {false, true}) ExpectPullsRoundedOnce(servers, dim, /*dense=*/false, cache);
+}
+
+TEST(WireTest, HalfWidthDensePullsAreTheFloat32ValuesRoundedOnce) {
+  for (const int servers : {1, 2})
+    for (const bool cache : {false, true}) ExpectPullsRoundedOnce(servers, 1, /*dense=*/true, cache);
 }
 
 }  // namespace
