@@ -186,6 +186,12 @@ Status KvService::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, M
     return Status::OK();
   }
   const uint32_t dim = t.spec().dim();
+  if (IsHalfWire(t.spec().pull_wire()) && dim >= kMinNarrowedRowFloats && !t.budgeted()) {
+    const uint64_t* at = offsets != nullptr ? offsets->data() : nullptr;
+    if (at == nullptr) TETHER_RETURN_IF_ERROR(t.LookUpRows(keys, n, &at));
+    NarrowRows(t, at, n, reply);
+    return Status::OK();
+  }
   float* out = ValuesOut(t, n * dim, reply);
   if (offsets != nullptr) {
     t.PullRowsAt(offsets->data(), n, out);
@@ -222,6 +228,23 @@ void KvService::NarrowReply(const ServerTable& t, Message* reply) {
   uint64_t saturated = 0;  // FP16: weights beyond ±65504 reach the worker as ±65504
   reply->values = NarrowFrame(pull_scratch_.data(), reply->header.num_values(), 1.0f, e, nullptr, &reply_pool_,
                               &saturated);
+  reply->header.set_value_encoding(e);
+}
+
+void KvService::NarrowRows(const ServerTable& t, const uint64_t* offsets, uint64_t n, Message* reply) {
+  const WireEncoding e = t.spec().pull_wire();
+  const uint32_t dim = t.spec().dim();
+  const size_t row_bytes = size_t{dim} * WireBytesPerValue(e);
+  reply->values = reply_pool_.Take(n * row_bytes);
+  auto* out = static_cast<unsigned char*>(reply->values.data());
+  // Narrowed from the table into the frame, each run of rows in one call:
+  // the values are read once and written once, at half their width.
+  // Saturated FP16 values are not counted (as NarrowReply's).
+  t.ForEachRowRun(offsets, n, [&](uint64_t i, const float* src, uint64_t rows) {
+    (void)EncodeValues(src, rows * dim, 1.0f, e, nullptr, out + i * row_bytes);
+  });
+  reply->header.set_value_dim(dim);
+  reply->header.set_num_values(n * dim);
   reply->header.set_value_encoding(e);
 }
 

@@ -187,6 +187,12 @@ class KvService {
   // into the frame (TableSpec.pull_wire, core/net/value_frames.h).
   float* ValuesOut(const ServerTable& t, uint64_t n, Message* reply);
   void NarrowReply(const ServerTable& t, Message* reply);
+  // FillValues of a 16-bit row table whose rows are at least
+  // kMinNarrowedRowFloats wide: n rows at `offsets` narrowed straight from
+  // the table into the reply's frame (no pull_scratch_ pass). Narrower rows
+  // are gathered first: a call per short row would cost more than the pass.
+  static constexpr uint32_t kMinNarrowedRowFloats = 16;
+  void NarrowRows(const ServerTable& t, const uint64_t* offsets, uint64_t n, Message* reply);
   void MergeAverageRounds();
   void DropAverageDeltas(int rank, const char* why);
   // RestoreState's parts (kv_service_state.cc); `in`: a reader per table.

@@ -564,11 +564,18 @@ Status ServerTable::RestoreRow(uint64_t key, const float* values) {
 }
 
 Status ServerTable::ResolveRows(const uint64_t* keys, uint64_t n, std::vector<uint64_t>* offsets) {
+  const uint64_t* found = nullptr;
+  TETHER_RETURN_IF_ERROR(LookUpRows(keys, n, &found));
+  offsets->assign(found, found + n);
+  return Status::OK();
+}
+
+Status ServerTable::LookUpRows(const uint64_t* keys, uint64_t n, const uint64_t** offsets) {
   if (budgeted_)
     return Status::FailedPrecondition("table " + spec_.name() +
                                       " admits or evicts rows: its rows move, so they are not resolved");
   TETHER_RETURN_IF_ERROR(LookUp(keys, n));
-  offsets->assign(offsets_.begin(), offsets_.begin() + n);
+  *offsets = offsets_.data();
   return Status::OK();
 }
 

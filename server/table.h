@@ -169,9 +169,28 @@ class ServerTable {
   /// True when every offset of offsets[0..n) points at a row of this table
   /// (offsets resolved by this table; a check, O(n)).
   bool ValidOffsets(const uint64_t* offsets, uint64_t n) const;
+  /// ResolveRows without the copy (not for a budgeted table: its rows
+  /// move): *offsets points at the n offsets, valid until the next call on
+  /// this table. Errors: as ResolveRows.
+  Status LookUpRows(const uint64_t* keys, uint64_t n, const uint64_t** offsets);
   /// PullRows of rows resolved by ResolveRows (no lookups): out gets
   /// n × dim floats, the same bits PullRows gives for the same keys.
   void PullRowsAt(const uint64_t* offsets, uint64_t n, float* out) const;
+  /// The rows PullRowsAt copies, lent instead, for a caller that converts
+  /// them as it copies (a 16-bit pull reply): fn(i, src, rows) once per run
+  /// of rows [i, i + rows) that lie one after another in the table, in
+  /// order; src holds their rows × dim floats until the table changes.
+  template <typename Fn>
+  void ForEachRowRun(const uint64_t* offsets, uint64_t n, Fn&& fn) const {
+    const bool runs = stride_ == dim_;  // rows with state are never one span
+    for (uint64_t i = 0; i < n;) {
+      uint64_t rows = 1;
+      if (runs)
+        while (i + rows < n && offsets[i + rows] == offsets[i] + rows * dim_) ++rows;
+      fn(i, data_.data() + offsets[i], rows);
+      i += rows;
+    }
+  }
   /// PushRows of rows resolved by ResolveRows: the same arithmetic and
   /// errors as PushRows (not ResourceExhausted: the rows exist). `keys`
   /// (n, or null) name a row in an error; with null the key is found from
