@@ -260,6 +260,49 @@ TEST(KeyListTest, ListsSharingAProbeAreNamedApart) {
   one.ExpectShardLists(/*defined=*/2, /*used=*/4, /*unknown=*/0);
 }
 
+// FixedKeys name their list by identity (no comparison of the keys), and
+// are told apart from other keys exactly as vectors are: two fixed lists
+// sharing a probe get their own names, a vector of the same keys uses the
+// fixed list, and every row is what the plain requests give.
+TEST(KeyListTest, FixedKeysNameTheirListsAsVectorsDo) {
+  OneWorker one(/*dim=*/2);
+  WorkerClient* client = one.client.get();
+  ASSERT_NE(client, nullptr);
+  std::vector<uint64_t> a_keys(1000);
+  for (size_t i = 0; i < a_keys.size(); ++i) a_keys[i] = 10 * i + 100;
+  std::vector<uint64_t> b_keys = a_keys;
+  b_keys[1] += 1;  // the same probe (ListsSharingAProbeAreNamedApart)
+  const FixedKeys a = WorkerClient::FixKeys(a_keys), b = WorkerClient::FixKeys(b_keys);
+  ASSERT_EQ(a.keys(), a_keys);
+  PushValues ga = client->NewPushValues(2000), gb = client->NewPushValues(2000);
+  std::fill(ga.data(), ga.data() + 2000, 1.0f);
+  std::fill(gb.data(), gb.data() + 2000, 3.0f);
+  std::vector<float> rows(2000);
+  for (int round = 0; round < 2; ++round) {
+    client->PushRows(0, a, ga);
+    client->PushRows(0, b, gb);
+    ASSERT_TRUE(client->WaitAll().ok());  // the values are not written again, but wait as PushValues says
+  }
+  ASSERT_TRUE(client->PullRows(0, a, rows.data()).Wait().ok());
+  for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i], i / 2 == 1 ? 2.0f : 8.0f) << i;
+  ASSERT_TRUE(client->PullRows(0, b_keys, rows.data()).Wait().ok());  // a vector: compared with b's list
+  for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i], i / 2 == 1 ? 6.0f : 8.0f) << i;
+  EXPECT_EQ(client->stats().key_lists_defined, 2u);
+  EXPECT_EQ(client->stats().key_lists_used, 4u);
+  // The list a vector defined is used by FixedKeys of the same keys (compared).
+  const std::vector<uint64_t> c_keys = SortedKeys(500, 21);
+  std::vector<float> gc(1000, 0.5f);
+  client->PushRows(0, c_keys, gc.data());
+  ASSERT_TRUE(client->PullRows(0, WorkerClient::FixKeys(c_keys), rows.data()).Wait().ok());
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(rows[i], 0.5f) << i;
+  EXPECT_EQ(client->stats().key_lists_defined, 3u);
+  EXPECT_EQ(client->stats().key_lists_used, 5u);
+  EXPECT_EQ(client->stats().key_lists_resent, 0u);
+  ASSERT_TRUE(JobSession(client).Bye().ok());
+  ASSERT_TRUE(one.shard.WaitForExit(10000).ok());
+  one.ExpectShardLists(/*defined=*/3, /*used=*/5, /*unknown=*/0);
+}
+
 // The shard refuses a define (a NaN gradient is checked before the list is
 // kept), so the worker's mirror holds a list the shard does not: the next
 // push and pull of those keys name it, are answered key_list_unknown, and

@@ -179,11 +179,14 @@ KeyListCache::List WorkerClient::SetRequestKeys(int s, uint32_t table, const uin
   // another list under the probe, the signature of every key, top bit set
   // (key_list_cache.h). Either way the whole list is compared with the one
   // held before it is named.
+  // FixedKeys sent whole: a list held as their own vector holds them (it
+  // is immutable), and a new list keeps that vector instead of a copy.
+  const bool fixed = fixed_keys_ != nullptr && ks == fixed_keys_->data() && n == fixed_keys_->size();
   uint64_t id = KeyListProbe(ks, n);
   for (bool probe = true;; probe = false) {
     KeyListCache::List held = lists.Peek(table, id);
     if (!held) break;  // define it under id
-    if (held->size() == n && std::equal(ks, ks + n, held->begin())) {
+    if (held->size() == n && ((fixed && held == fixed_keys_) || std::equal(ks, ks + n, held->begin()))) {
       // Use: the shard holds these keys' rows. Touched as the shard will.
       (void)lists.Find(table, id);
       m->header.set_key_list(id);
@@ -204,7 +207,7 @@ KeyListCache::List WorkerClient::SetRequestKeys(int s, uint32_t table, const uin
   }
   // Define: the keys and the id; the shard keeps the list (same capacity,
   // same order of puts and uses, so it holds what this mirror holds).
-  KeyListCache::List list = std::make_shared<const std::vector<uint64_t>>(ks, ks + n);
+  KeyListCache::List list = fixed ? fixed_keys_ : std::make_shared<const std::vector<uint64_t>>(ks, ks + n);
   (void)lists.Put(table, id, list);
   m->header.set_key_list(id);
   m->keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
@@ -315,6 +318,17 @@ Status WorkerClient::AwaitOwnPushes(uint32_t table) {
 RequestHandle WorkerClient::PullRows(uint32_t table, const std::vector<uint64_t>& keys, float* out) {
   if (replica_ != nullptr && !replica_paused_) return replica_->PullRows(table, keys, out);
   return PullRowsFrom(table, keys, out, /*absent_as_zeros=*/false);
+}
+
+FixedKeys WorkerClient::FixKeys(std::vector<uint64_t> keys) {
+  FixedKeys fixed;
+  fixed.keys_ = std::make_shared<const std::vector<uint64_t>>(std::move(keys));
+  return fixed;
+}
+
+RequestHandle WorkerClient::PullRows(uint32_t table, const FixedKeys& keys, float* out) {
+  const FixedKeysInUse in_use(&fixed_keys_, keys.keys_);
+  return PullRows(table, *keys.keys_, out);
 }
 
 RequestHandle WorkerClient::PullRowsAt(uint32_t table, const std::vector<uint64_t>& keys, const uint32_t* out_rows,

@@ -259,6 +259,28 @@ class PushValues {
   size_t size_ = 0;
 };
 
+/// Keys fixed once for requests that repeat them (a minibatch's keys pulled
+/// and then pushed, a benchmark's keys: ps-lite's SArray keys), made by
+/// WorkerClient::FixKeys. Immutable, so a key list this worker named with
+/// them (ClientOptions::key_lists) is known to hold them by identity: a
+/// request that sends them whole to one shard (a one-shard job, in one
+/// message) names the list without comparing the keys again (10⁶ keys:
+/// about 1 ms a request). Anything else is compared as with a vector.
+///
+/// Ownership: a handle to a shared const vector (copies share it); the
+/// client's key-list mirror may keep a reference while the shard keeps
+/// the list. Thread-safe to read.
+class FixedKeys {
+ public:
+  FixedKeys() : keys_(std::make_shared<const std::vector<uint64_t>>()) {}
+  const std::vector<uint64_t>& keys() const { return *keys_; }
+  size_t size() const { return keys_->size(); }
+
+ private:
+  friend class WorkerClient;
+  std::shared_ptr<const std::vector<uint64_t>> keys_;
+};
+
 class WorkerClient {
  public:
   /// Connects to every shard and exchanges HELLO, which checks protocol
@@ -341,6 +363,14 @@ class WorkerClient {
   /// ClientStats::push_bytes_shared. Errors as PushRows; fewer values than
   /// the keys need fails the handle with InvalidArgument.
   RequestHandle PushRows(uint32_t table, const std::vector<uint64_t>& keys, const PushValues& values);
+  /// `keys` made immutable for repeated requests (FixedKeys); they must be
+  /// sorted and unique, as every request's keys.
+  static FixedKeys FixKeys(std::vector<uint64_t> keys);
+  /// PullRows and PushRows(PushValues) of fixed keys: the same messages,
+  /// rows and errors as with keys.keys(), less the key-list comparison
+  /// where FixedKeys says.
+  [[nodiscard]] RequestHandle PullRows(uint32_t table, const FixedKeys& keys, float* out);
+  RequestHandle PushRows(uint32_t table, const FixedKeys& keys, const PushValues& values);
   /// Pulls a whole dense table into `out` (size floats). Errors as PullRows.
   [[nodiscard]] RequestHandle PullDense(uint32_t table, float* out);
   /// Pushes a gradient for a whole dense table (size floats, copied at once).
@@ -597,6 +627,7 @@ class WorkerClient {
   std::vector<float> at_scratch_;  // PullRowsAt: cache hits before they go to their rows
   std::vector<uint32_t> at_rows_;  // PushRowsAt: a message's rows in the caller's buffer
   std::vector<KeyListCache> key_lists_;  // per shard: the lists it holds (capacity from HELLO_REPLY)
+  KeyListCache::List fixed_keys_;        // the FixedKeys of the call in progress (SetRequestKeys)
   RequestHandle clock_reply_;              // shard 0's answer to the last CLOCK
   int64_t due_checkpoint_clock_ = -1;      // from CLOCK_REPLY
   int64_t rejoin_clock_ = -1;              // from HELLO_REPLY (rejoin_clock)

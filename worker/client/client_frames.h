@@ -1,8 +1,8 @@
 // What WorkerClient's two files (client.cc: connect, pull, replies, clock;
 // client_push.cc: the push path) both use to build requests: CopyFrame (a
 // ZeroMQ frame holding a copy of a buffer, from the client's frame pool when
-// large) and ForEachRowMessage (a row request cut into one message per shard
-// and size limit). Private to those files. Thread-safety: the client's (its
+// large), ForEachRowMessage (a row request cut into one message per shard
+// and size limit) and FixedKeysInUse. Private to those files. Thread-safety: the client's (its
 // own thread).
 #pragma once
 
@@ -26,6 +26,19 @@ inline zmq::message_t CopyFrame(FramePool& pool, const void* data, size_t bytes)
   if (bytes > 0) std::memcpy(f.data(), data, bytes);
   return f;
 }
+
+// WorkerClient::fixed_keys_ for the length of one call: set to the call's
+// FixedKeys, cleared when the call returns (or throws).
+class FixedKeysInUse {
+ public:
+  FixedKeysInUse(KeyListCache::List* slot, const KeyListCache::List& keys) : slot_(slot) { *slot_ = keys; }
+  ~FixedKeysInUse() { slot_->reset(); }
+  FixedKeysInUse(const FixedKeysInUse&) = delete;
+  FixedKeysInUse& operator=(const FixedKeysInUse&) = delete;
+
+ private:
+  KeyListCache::List* slot_;
+};
 
 // Calls piece(shard, c0, c1, keys + c0) for each message of a row request:
 // `keys` split by shard (or, `whole`, all of them to each shard), cut into

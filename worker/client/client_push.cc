@@ -93,6 +93,11 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const std::vector<uint64_t>
   return PushRowsAs(PUSH, table, keys, values.data(), nullptr, &values);
 }
 
+RequestHandle WorkerClient::PushRows(uint32_t table, const FixedKeys& keys, const PushValues& values) {
+  const FixedKeysInUse in_use(&fixed_keys_, keys.keys_);
+  return PushRows(table, *keys.keys_, values);
+}
+
 zmq::message_t WorkerClient::PushRowValues(uint32_t table, int s, size_t c0, size_t c1, const uint64_t* ks,
                                            bool whole, const float* grads, const uint32_t* in_rows,
                                            const PushValues* shared, bool delta,
