@@ -63,7 +63,9 @@ bool KvClientOptions(const KvBenchOptions& options, OptimizerType type, WireEnco
 
 // One RESULT line: n keys of `dim` floats in `table`. Errors: the client's.
 Status MeasureShape(const KvBenchOptions& options, WorkerClient* client, uint32_t table, int64_t n, int64_t dim) {
-  const std::vector<uint64_t> keys = RandomSortedKeys(n, options.key_seed);
+  // Fixed once, as kv_bench.cc's SArray keys: a named key list is not
+  // compared again (FixedKeys).
+  const FixedKeys keys = WorkerClient::FixKeys(RandomSortedKeys(n, options.key_seed));
   const size_t num_values = static_cast<size_t>(n * dim);
   std::vector<float> push_vals, pull_vals(num_values);
   // The same gradient every push: filled once, as kv_bench.cc fills its
@@ -77,7 +79,7 @@ Status MeasureShape(const KvBenchOptions& options, WorkerClient* client, uint32_
   }
   auto push = [&]() -> Status {
     if (options.push_copy)
-      client->PushRows(table, keys, push_vals.data());
+      client->PushRows(table, keys.keys(), push_vals.data());
     else
       client->PushRows(table, keys, shared);
     return client->WaitAll();
