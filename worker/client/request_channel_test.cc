@@ -516,5 +516,53 @@ TEST_F(MovedShardTest, ShardDownMidJobMovedToANewProcessIsRefused) {
       << st.message();
 }
 
+// What a reply handler sees of 16-bit replies: widened to float32 by
+// default; with widen_pull_replies off a PULL_REPLY comes in its wire
+// encoding (the handler widens it where it goes) and a PUSH_REPLY is still
+// widened.
+TEST(ChannelWideningTest, PullRepliesStayInTheirEncodingOnlyWhenAsked) {
+  for (const bool widen : {true, false}) {
+    zmq::context_t ctx;
+    std::string endpoint, peer;
+    auto router = BindRouter(ctx, "inproc://request-channel-widening", SocketOptions{}, &endpoint);
+    ASSERT_TRUE(router.ok()) << router.status().ToString();
+    RequestChannel::Options o;
+    o.servers = {endpoint};
+    o.context = &ctx;
+    o.request_timeout_ms = 2000;
+    o.widen_pull_replies = widen;
+    std::vector<std::pair<WireEncoding, uint64_t>> seen;  // per reply: encoding, values frame bytes
+    RequestChannel channel(o, [&seen](uint64_t, const Status& verdict, Message* reply) {
+      seen.emplace_back(reply->header.value_encoding(), reply->values.size());
+      return verdict;
+    });
+    ASSERT_TRUE(channel.Connect().ok());
+    const RequestHandle request = channel.NewRequest(/*sticky=*/false);
+    for (const MessageType type : {PULL, PUSH}) {
+      Message m;
+      m.header.set_type(type);
+      ASSERT_TRUE(channel.Send(0, &m, &request, type == PULL ? PULL_REPLY : PUSH_REPLY, 1).ok());
+      Message got;
+      zmq::pollitem_t item = {router->handle(), 0, ZMQ_POLLIN, 0};
+      ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(2000)), 1);
+      ASSERT_TRUE(RecvMessage(*router, &got, &peer).ok());
+      Message r;
+      r.header.set_type(type == PULL ? PULL_REPLY : PUSH_REPLY);
+      r.header.set_request_id(got.header.request_id());
+      r.header.set_num_values(40);
+      r.header.set_value_encoding(BF16);
+      const std::vector<uint16_t> half(40, 0x3f80);  // bf16 1.0
+      r.values = zmq::message_t(half.data(), half.size() * sizeof(uint16_t));
+      ASSERT_TRUE(SendMessage(*router, &r, &peer, "worker").ok());
+    }
+    ASSERT_TRUE(request.Wait().ok());
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_EQ(seen[0].first, widen ? FP32 : BF16) << "pull reply, widen " << widen;
+    EXPECT_EQ(seen[0].second, widen ? 160u : 80u);
+    EXPECT_EQ(seen[1].first, FP32) << "push reply, widen " << widen;
+    EXPECT_EQ(seen[1].second, 160u);
+  }
+}
+
 }  // namespace
 }  // namespace tether
