@@ -272,7 +272,8 @@ class PushValues {
 /// the list. Thread-safe to read.
 class FixedKeys {
  public:
-  FixedKeys() : keys_(std::make_shared<const std::vector<uint64_t>>()) {}
+  // Explicit, so that PullRows(table, {}, out) still means an empty vector of keys.
+  explicit FixedKeys() : keys_(std::make_shared<const std::vector<uint64_t>>()) {}
   const std::vector<uint64_t>& keys() const { return *keys_; }
   size_t size() const { return keys_->size(); }
 
