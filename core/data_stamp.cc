@@ -50,7 +50,10 @@ bool ReadAt(int fd, uint64_t offset, uint64_t n, std::string* out) {
 }  // namespace
 
 StatusOr<DataFileStamp> StampDataFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO put in a data file's place returns at once
+  // (refused below) instead of waiting for a writer; reads of a regular file
+  // are not affected by it.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return Status::NotFound("data file " + path + ": no such file");
@@ -61,6 +64,11 @@ StatusOr<DataFileStamp> StampDataFile(const std::string& path) {
     const int err = errno;
     close(fd);
     return Status::IOError("data file " + path + ": cannot stat: " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::IOError("data file " + path + (S_ISDIR(st.st_mode) ? ": is a directory" : ": is not a regular file") +
+                           ", not the file that was read");
   }
   DataFileStamp s;
   s.path = path;

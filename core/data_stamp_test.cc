@@ -1,6 +1,7 @@
 // Data-file stamps: an unchanged file compares equal; a file appended to,
 // edited in place near an end, replaced by another of the same size, or only
-// touched, is told apart and named with what changed.
+// touched, is told apart and named with what changed; a directory or FIFO in
+// its place is named as such, without waiting on the FIFO.
 #include "core/data_stamp.h"
 
 #include <gtest/gtest.h>
@@ -63,6 +64,20 @@ TEST(DataStampTest, ChangesAreToldApartAndNamed) {
   std::remove(path.c_str());
   st = CheckDataFilesUnchanged({*then}, "while the job ran");
   EXPECT_EQ(st.message().rfind("data file " + path + ": no such file (while the job ran)", 0), 0u) << st.message();
+}
+
+TEST(DataStampTest, ADirectoryOrFifoInAFilesPlaceIsNamedNotWaitedOn) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("val.txt");
+  ASSERT_EQ(mkdir(path.c_str(), 0755), 0);
+  StatusOr<DataFileStamp> d = StampDataFile(path);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), "data file " + path + ": is a directory, not the file that was read");
+  const std::string fifo = dir.File("train.txt");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  StatusOr<DataFileStamp> f = StampDataFile(fifo);  // no writer: a blocking open would never return
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "data file " + fifo + ": is not a regular file, not the file that was read");
 }
 
 }  // namespace
