@@ -28,7 +28,8 @@
 # (between its "gpu_check:begin/end" markers). Apply it afterwards with
 #   tools/gpu_check.sh --apply OUT_DIR/performance_section.md
 #
-# Usage: tools/gpu_check.sh [OUT_DIR]     (default: $OUT, else ./gpu_check_out)
+# Usage: tools/gpu_check.sh [OUT_DIR]     (default: $OUT, else ./gpu_check_out; relative paths here and in
+#        TETHER_GPU_BIN are taken from the current folder)
 #        tools/gpu_check.sh --apply FILE  (splices FILE into docs/SCALE_AND_GPU.md)
 # Env:   TETHER_GPU_ARCH           CUDA architecture (default: native)
 #        TETHER_GPU_BIN            a folder of binaries already built with CUDA
@@ -41,12 +42,16 @@
 # Exit:  0 every step passed; 77 no CUDA device or toolkit (nothing built or
 #        measured; the message says which); else the number of failed steps.
 set -uo pipefail
+caller=$PWD
+# A path given relative: relative to the folder the script was started from.
+from_caller() { case "$1" in /*) echo "$1" ;; "") echo "" ;; *) echo "$caller/$1" ;; esac; }
 cd "$(dirname "$0")/.."
 perf=docs/SCALE_AND_GPU.md
 
 if [ "${1:-}" = "--apply" ]; then
-  [ -f "${2:-}" ] || { echo "gpu_check --apply: no such file '${2:-}'" >&2; exit 2; }
-  python3 - "$2" "$perf" <<'EOF' || exit 1
+  section=$(from_caller "${2:-}")
+  [ -f "$section" ] || { echo "gpu_check --apply: no such file '${2:-}'" >&2; exit 2; }
+  python3 - "$section" "$perf" <<'EOF' || exit 1
 import sys
 section, doc = open(sys.argv[1]).read().rstrip("\n"), sys.argv[2]
 text = open(doc).read()
@@ -71,13 +76,16 @@ if ! nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then
        "nothing built or measured" >&2
   exit 77
 fi
-if ! command -v nvcc > /dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
-  echo "gpu_check: SKIP: a GPU is present but no CUDA toolkit (nvcc) was found; install it or put it on PATH" >&2
+# The toolkit builds step 1; binaries built elsewhere (TETHER_GPU_BIN) need
+# only the driver and their shared libraries.
+if [ -z "${TETHER_GPU_BIN:-}" ] && ! command -v nvcc > /dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "gpu_check: SKIP: a GPU is present but no CUDA toolkit (nvcc) was found; install it or put it on PATH," \
+       "or give binaries built elsewhere with TETHER_GPU_BIN" >&2
   exit 77
 fi
 command -v nvcc > /dev/null 2>&1 || export PATH=/usr/local/cuda/bin:$PATH
 
-out=${1:-${OUT:-gpu_check_out}}
+out=$(from_caller "${1:-${OUT:-gpu_check_out}}")
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 build=build-gpu
@@ -102,7 +110,7 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,no
   echo
   echo '```'
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.memory --format=csv 2>&1 || echo "nvidia-smi failed"
-  echo "nvcc: $(nvcc --version | tail -1)"
+  echo "nvcc: $(nvcc --version 2> /dev/null | tail -1 || true)"
   echo "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo '```'
 } > "$summary"
@@ -111,7 +119,7 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,no
 targets=(tether-server tether-worker tether-launch tether-export tether-predict tether-gen-xmc tether-spmm-bench
          backend_ops_test cuda_backend_test residency_test)
 if [ -n "${TETHER_GPU_BIN:-}" ]; then
-  bin=$(cd "$TETHER_GPU_BIN" 2> /dev/null && pwd) || { fail "TETHER_GPU_BIN '$TETHER_GPU_BIN' is not a folder"; exit "$failed"; }
+  bin=$(cd "$(from_caller "$TETHER_GPU_BIN")" 2> /dev/null && pwd) || { fail "TETHER_GPU_BIN '$TETHER_GPU_BIN' is not a folder"; exit "$failed"; }
   for t in "${targets[@]}"; do
     [ -x "$bin/$t" ] || { fail "TETHER_GPU_BIN: $bin/$t is missing or not executable"; exit "$failed"; }
   done
