@@ -9,7 +9,9 @@
 #   early_stop  patience 1 on a learning rate that overfits at once: the
 #               metrics JSON has the validation split's own keys beside the
 #               test split's, training ends one epoch after the best one,
-#               and 1 worker sets aside the same rows as 2
+#               and 1 worker sets aside the same rows as 2; one worker
+#               (BSP) whose patience runs out with its last epoch trained
+#               every epoch and did not stop early
 #   best_model  the best epoch's model is the one scored and exported: one
 #               worker (BSP) stopping two epochs past its best epoch B
 #               scores the test split exactly as a run of B epochs that
@@ -106,6 +108,25 @@ print(f"best epoch {m['best_epoch']} of {m['epochs_trained']} trained; validatio
 PY
     n=$(grep -c "validation after epoch" "$tmp/es.log")
     [[ $n -ge 1 ]] || fail "no validation line in the log"
+    # One worker under BSP trains the same epochs every run: the run of 12
+    # stops when patience runs out, at epoch T; a run of exactly T epochs
+    # trains them all and did not stop early.
+    for epochs in 12 T; do
+      [ "$epochs" = T ] && epochs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["epochs_trained"])' \
+        "$tmp/bsp12.json")
+      timeout -k 5 250 "$bin/tether-launch" --config "$tmp/es.pbtxt" --workers=1 --staleness=0 --epochs="$epochs" \
+        --metrics_out "$tmp/bsp$epochs.json" > "$tmp/bsp$epochs.log" 2>&1 || fail "the BSP job of $epochs epochs exited $?"
+      [ -f "$tmp/bsp12.json" ] || fail "no metrics from the BSP job of 12 epochs"
+    done
+    python3 - "$tmp/bsp12.json" "$tmp/bsp$epochs.json" <<'PY' || fail "stopped_early at the last epoch"
+import json, sys
+full, exact = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert full["stopped_early"] and full["epochs_trained"] < 12, (full["stopped_early"], full["epochs_trained"])
+assert exact["epochs_trained"] == full["epochs_trained"] and not exact["stopped_early"], exact
+assert exact["best_epoch"] == full["best_epoch"], (exact["best_epoch"], full["best_epoch"])
+print(f"BSP: patience ran out at epoch {full['epochs_trained']} of 12 (stopped early); a run of "
+      f"{exact['epochs_trained']} epochs trained them all: stopped_early false")
+PY
     ;;
   best_model)
     tests="test_file: \"$data/Bibtex_data.txt.gz\" test_split: \"$data/bibtex_tstSplit.txt\""

@@ -44,8 +44,9 @@ Status TrainingRun::Train() {
     if (left_) return Status::OK();
     report_.epochs_trained = epoch + 1;
     // Every worker merged the same validation figures, so every worker
-    // stops after the same epoch.
-    if (validation_ != nullptr && validation_->ShouldStop()) {
+    // stops after the same epoch. Patience that runs out with the last
+    // epoch stops nothing: every epoch was trained.
+    if (validation_ != nullptr && epoch + 1 < config_.train().epochs() && validation_->ShouldStop()) {
       report_.stopped_early = true;
       LOG(INFO) << who_ << "early stopping after epoch " << epoch + 1 << " of " << config_.train().epochs() << ": "
                 << validation_->metric() << " on the validation split was best at epoch "
