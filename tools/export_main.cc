@@ -28,9 +28,10 @@ DEFINE_string(format, "",
               "safetensors or npz (a NumPy .npz archive of .npy files); default: from --out's name (FILE.npz: "
               "npz, else safetensors); one that contradicts the name is refused");
 DEFINE_bool(label_counts, true,
-            "multi-label models: count the training labels of the split the config names (data.train_file, "
-            "data.train_split) and store them for PSP@k; false: skip (no training data needed, unless the "
-            "model weighs its input by data.tf_idf, whose weights are always counted from it)");
+            "multi-label models: count the training labels of the rows the job trained on (data.train_file, "
+            "data.train_split, without the validation rows) and store them for PSP@k; false: skip (no training "
+            "data needed, unless the model weighs its input by data.tf_idf, whose weights are always counted from "
+            "it)");
 
 namespace {
 
