@@ -33,6 +33,11 @@ TrainedModel GatherTrainedModel(const JobConfig& config, const std::vector<const
   m.job_id = JobId(config);
   m.generation = config.cluster().generation();
   if (shards.empty()) return m;
+  // The clock every worker completed, as a checkpoint records it: the
+  // smallest of the workers' last clocks (they have all left by now).
+  const ClockTracker& clocks = shards[0]->clocks();
+  for (int r = 0; r < clocks.num_workers(); ++r)
+    m.clock = r == 0 ? clocks.clock(r) : std::min(m.clock, clocks.clock(r));
   for (uint32_t id = 0; id < shards[0]->num_tables(); ++id) {
     TrainedTable t;
     t.spec = shards[0]->table(id).spec();

@@ -11,7 +11,8 @@
 #            within 1e-4 of tether-predict; the same arrays written again by
 #            numpy.savez_compressed (deflated) score exactly as the model.
 #            Skipped (exit 77, ctest SKIP) when /usr/bin/python3 has no numpy.
-#   npz      training also writes a checkpoint; tether-export writes it as
+#   npz      training also writes a checkpoint, whose clock --model_out
+#            records too; tether-export writes it as
 #            npz and as safetensors; tether-predict gives the same
 #            predictions and metrics from either, bit for bit, and from the
 #            npz deflated; tether-export converts the npz to a safetensors
@@ -112,6 +113,15 @@ z = np.load(sys.argv[1]); np.savez_compressed(sys.argv[2], **{k: z[k] for k in z
 npz)
   ck_final=$(ls -d "$tmp"/ck/ckpt-*-final)
   [ -f "$ck_final/MANIFEST" ] || fail "no final checkpoint in $tmp/ck"
+  # --model_out's clock is the one the final checkpoint records.
+  python3 - "$tmp/m.safetensors" "$ck_final" <<'PY' || fail "--model_out's clock is not the final checkpoint's"
+import json, re, struct, sys
+raw = open(sys.argv[1], "rb").read()
+meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+want = int(re.search(r"ckpt-(\d+)-final", sys.argv[2]).group(1))
+assert int(meta["clock"]) == want, (meta["clock"], want)
+print(f"--model_out clock {meta['clock']}, the final checkpoint's")
+PY
   for out in ck.npz ck.safetensors; do
     timeout -k 5 120 "$bin/tether-export" --checkpoint="$tmp/ck" --out="$tmp/$out" ||
       fail "tether-export --checkpoint=$tmp/ck --out=$tmp/$out"
