@@ -187,6 +187,12 @@ Status TrainingRun::CarveValidation() {
             << (config_.train().early_stopping().patience() > 0
                     ? ", patience " + std::to_string(config_.train().early_stopping().patience()) + " epoch(s)"
                     : std::string());
+  if (rank_ == 0) {
+    TETHER_ASSIGN_OR_RETURN(const int64_t shared, ValidationRowsInTestSplit(config_));
+    LOG_IF(WARNING, shared > 0) << who_ << shared << " row(s) of data.validation_split (" << config_.data().validation_split()
+                                << ") are test rows too (data.test_split " << config_.data().test_split()
+                                << "): settings chosen on them are chosen on the test split";
+  }
   return Status::OK();
 }
 

@@ -1,5 +1,7 @@
 #include "worker/train/validation_rows.h"
 
+#include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "input/validation_split.h"
@@ -19,6 +21,16 @@ StatusOr<Dataset> TakeValidationShare(const JobConfig& config, int rank, int num
   const int64_t lo = rows * rank / num_workers, hi = rows * (rank + 1) / num_workers;
   const std::vector<int64_t> mine(all.source_lines.begin() + lo, all.source_lines.begin() + hi);
   return TakeRowsAtLines(&all, mine);
+}
+
+StatusOr<int64_t> ValidationRowsInTestSplit(const JobConfig& config) {
+  const DataConfig& d = config.data();
+  if (d.validation_split().empty() || d.test_split().empty() || d.test_file() != d.train_file()) return 0;
+  TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> validation, ReadSplitFile(d.validation_split()));
+  TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> test, ReadSplitFile(d.test_split()));
+  std::vector<int64_t> shared;  // both sorted ascending
+  std::set_intersection(validation.begin(), validation.end(), test.begin(), test.end(), std::back_inserter(shared));
+  return static_cast<int64_t>(shared.size());
 }
 
 StatusOr<Dataset> JobTrainingRows(const JobConfig& config) {

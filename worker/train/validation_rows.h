@@ -38,6 +38,13 @@ namespace tether {
 /// validation split file ("FILE:LINE: ...").
 StatusOr<Dataset> TakeValidationShare(const JobConfig& config, int rank, int num_workers, Dataset* train);
 
+/// How many of the rows data.validation_split names data.test_split names
+/// too, where both index the same data (data.test_file is
+/// data.train_file): rows the settings are chosen on and then scored as
+/// test rows. 0 when either split is unset or the files differ. Reads the
+/// two split files (indices only, no data). Errors: ReadSplitFile's.
+StatusOr<int64_t> ValidationRowsInTestSplit(const JobConfig& config);
+
 /// The rows the whole job trains on: the training split read whole
 /// (partition 0 of 1, as LoadSplit reads it) less every validation row,
 /// the rows tether-export counts (label counts, TF-IDF document

@@ -173,5 +173,25 @@ TEST(ValidationRowsTest, BadSplitFilesNameFileAndLine) {
   EXPECT_EQ(whole.status().message(), dir.File("empty.split") + ": no row indices found");
 }
 
+TEST(ValidationRowsTest, ValidationRowsThatAreTestRowsAreCounted) {
+  testing::ScopedTempDir dir;
+  JobConfig c = Job(WriteRows(dir));
+  EXPECT_EQ(*ValidationRowsInTestSplit(c), 0);  // no split
+  c.mutable_data()->set_validation_split(Write(dir, "val.txt", "6\n5\n20\n2\n"));
+  c.mutable_data()->set_test_file(c.data().train_file());
+  c.mutable_data()->set_test_split(Write(dir, "test.txt", "5\n17\n18\n19\n20\n"));
+  EXPECT_EQ(*ValidationRowsInTestSplit(c), 2);  // rows 5 and 20
+  c.mutable_data()->set_test_split(Write(dir, "test2.txt", "17\n18\n"));
+  EXPECT_EQ(*ValidationRowsInTestSplit(c), 0);
+  c.mutable_data()->set_test_split(dir.File("test.txt"));
+  c.mutable_data()->set_test_file(Write(dir, "other.txt", "1 5 3\n0 0:1\n"));
+  EXPECT_EQ(*ValidationRowsInTestSplit(c), 0);  // another file: other rows
+  c.mutable_data()->set_test_file(c.data().train_file());
+  c.mutable_data()->set_test_split(Write(dir, "bad.txt", "5\nx\n"));
+  const StatusOr<int64_t> bad = ValidationRowsInTestSplit(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(dir.File("bad.txt") + ":2:"), std::string::npos) << bad.status().message();
+}
+
 }  // namespace
 }  // namespace tether
