@@ -235,6 +235,22 @@ print(f"validation accuracy {m['validation_accuracy']:.4f} over {m['validation_r
       f"test accuracy {m['accuracy']:.4f}")
 PY
     echo "data.validation_split: 1499 rows validated after each epoch, 5995 trained on, exit 0"
+    # A validation split that takes every training row: refused naming the
+    # field; "fewer workers" is offered only where there are several.
+    seq 1 7494 > "$tmp/all.split"
+    sed "s#$tmp/val.split#$tmp/all.split#" "$tmp/p.pbtxt" > "$tmp/all.pbtxt"
+    for w in 1 2; do
+      rc=0
+      timeout -k 5 100 "$bin/tether-launch" --config "$tmp/all.pbtxt" --workers=$w --timeout_s=80 \
+        > "$tmp/all$w.log" 2>&1 || rc=$?
+      [ "$rc" = 1 ] || fail "$w worker(s), every row a validation row: exit $rc, not 1"
+      grep -q "once the validation split (data.validation_split) took its rows: leave more rows to train on" \
+        "$tmp/all$w.log" || fail "$w worker(s): the empty partition was not named ($(grep -m1 ' E' "$tmp/all$w.log"))"
+      fewer=$(grep -c "leave more rows to train on, or use fewer workers" "$tmp/all$w.log" || true)
+      if [ $w = 1 ] && [ "$fewer" != 0 ]; then fail "1 worker was told to use fewer workers"; fi
+      if [ $w = 2 ] && [ "$fewer" = 0 ]; then fail "2 workers were not told they may use fewer"; fi
+    done
+    echo "every row a validation row: exit 1 naming data.validation_split (fewer workers offered only to 2)"
     ;;
   uneven_average)
     # Worker 0's epochs take 48 minibatches, worker 1's 47. With a round of

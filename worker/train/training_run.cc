@@ -142,8 +142,8 @@ Status TrainingRun::LoadData() {
   if (in_memory && partition_rows_ == 0 && HasValidationSplit(config_))
     return Status::InvalidArgument(who_ + "no training rows left in partition " + std::to_string(rank_) + " of " +
                                    config_.data().train_file() + " once the validation split (" +
-                                   ValidationSplitField(config_) +
-                                   ") took its rows: leave more rows to train on, or use fewer workers");
+                                   ValidationSplitField(config_) + ") took its rows: leave more rows to train on" +
+                                   (num_workers_ > 1 ? ", or use fewer workers" : ""));
   if (in_memory && partition_rows_ == 0)
     return Status::InvalidArgument(who_ + "partition " + std::to_string(rank_) + " of " +
                                    config_.data().train_file() + " has no rows; use fewer workers");
