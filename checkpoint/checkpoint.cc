@@ -433,6 +433,37 @@ std::string DiffInputTransform(const DataConfig& checkpoint, const DataConfig& j
   return "";
 }
 
+std::string DiffValidationRows(const JobConfig& checkpoint, const JobConfig& job) {
+  const auto text = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  const auto file = [](const std::string& path) { return path.empty() ? std::string("none") : "'" + path + "'"; };
+  const DataConfig& cd = checkpoint.data();
+  const DataConfig& jd = job.data();
+  const TrainConfig& ct = checkpoint.train();
+  const TrainConfig& jt = job.train();
+  std::pair<std::string, std::string> values;
+  const char* field = nullptr;
+  // A different file on both sides is the data stamps' to judge (the same
+  // rows may lie at another path).
+  if (cd.validation_split().empty() != jd.validation_split().empty()) {
+    field = "data.validation_split";
+    values = {file(cd.validation_split()), file(jd.validation_split())};
+  } else if (ct.validation_fraction() != jt.validation_fraction()) {
+    field = "train.validation_fraction";
+    values = {text(ct.validation_fraction()), text(jt.validation_fraction())};
+  } else if (ct.validation_fraction() > 0 && ct.validation_seed() != jt.validation_seed()) {
+    field = "train.validation_seed";
+    values = {std::to_string(ct.validation_seed()), std::to_string(jt.validation_seed())};
+  }
+  if (field == nullptr) return "";
+  return std::string("field ") + field + ": the checkpoint has " + values.first + ", the job has " + values.second +
+         " (the validation rows are left out of training: a resume trains on the rows the checkpoint's run "
+         "trained on)";
+}
+
 Status PruneCheckpoints(FileSystem* fs, const std::string& parent, int keep_last) {
   const std::vector<Found> all = ListCheckpoints(parent);
   int complete_seen = 0;

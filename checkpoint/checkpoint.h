@@ -188,6 +188,14 @@ std::string DiffTableShapes(const google::protobuf::RepeatedPtrField<TableSpec>&
 /// way the checkpoint's model was trained on them.
 std::string DiffInputTransform(const DataConfig& checkpoint, const DataConfig& job);
 
+/// Compares which rows the job sets aside as validation rows: "" when the
+/// checkpoint's config and the job's agree, else a message naming the first
+/// field that differs with both values: data.validation_split set on one
+/// side only, train.validation_fraction, or train.validation_seed (with a
+/// fraction). A different validation split file on both sides is left to
+/// the data stamps. A resume trains on the rows the checkpoint's run did.
+std::string DiffValidationRows(const JobConfig& checkpoint, const JobConfig& job);
+
 /// Deletes all but the `keep_last` newest complete checkpoints under
 /// `parent`, and incomplete ones older than the newest complete one; only
 /// ever after a newer checkpoint is complete. Errors: IOError.

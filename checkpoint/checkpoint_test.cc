@@ -167,5 +167,41 @@ TEST(CheckpointTest, DiffInputTransformNamesTheFieldThatChanged) {
   EXPECT_EQ(DiffInputTransform(a, b), "");
 }
 
+// The rows set aside for validation may not change on resume: a split file
+// added or dropped, another fraction or seed is named with both values.
+TEST(CheckpointTest, DiffValidationRowsNamesTheFieldThatChanged) {
+  JobConfig a;
+  JobConfig b = a;
+  EXPECT_EQ(DiffValidationRows(a, b), "");
+  b.mutable_data()->set_validation_split("data/val.txt");
+  EXPECT_EQ(DiffValidationRows(a, b),
+            "field data.validation_split: the checkpoint has none, the job has 'data/val.txt' (the validation rows "
+            "are left out of training: a resume trains on the rows the checkpoint's run trained on)");
+  EXPECT_EQ(DiffValidationRows(b, a).rfind(
+                "field data.validation_split: the checkpoint has 'data/val.txt', the job has none (", 0),
+            0u);
+  // Another file on both sides is the data stamps' to judge.
+  a.mutable_data()->set_validation_split("elsewhere/val.txt");
+  EXPECT_EQ(DiffValidationRows(a, b), "");
+  a = JobConfig();
+  b = a;
+  a.mutable_train()->set_validation_fraction(0.2);
+  EXPECT_EQ(DiffValidationRows(a, b).rfind("field train.validation_fraction: the checkpoint has 0.2, the job has 0 (",
+                                           0),
+            0u);
+  b.mutable_train()->set_validation_fraction(0.1);
+  EXPECT_EQ(DiffValidationRows(a, b).rfind(
+                "field train.validation_fraction: the checkpoint has 0.2, the job has 0.1 (", 0),
+            0u);
+  b.mutable_train()->set_validation_fraction(0.2);
+  b.mutable_train()->set_validation_seed(7);
+  EXPECT_EQ(DiffValidationRows(a, b).rfind("field train.validation_seed: the checkpoint has 1, the job has 7 (", 0),
+            0u);
+  // Without a fraction the seed chooses nothing.
+  a.mutable_train()->set_validation_fraction(0);
+  b.mutable_train()->set_validation_fraction(0);
+  EXPECT_EQ(DiffValidationRows(a, b), "");
+}
+
 }  // namespace
 }  // namespace tether

@@ -55,9 +55,11 @@
 #            epoch and keeps the same epoch (the checkpoint holds the
 #            validation history and shard-0.kept): its final metrics JSON
 #            equals the uninterrupted run's key for key, and the model
-#            tether-export writes is bit-identical.
+#            tether-export writes is bit-identical. A resume with another
+#            train.validation_fraction is refused first, naming the field.
 #   best_resume_split  the same with the validation rows from a file
-#            (data.validation_split: every fifth row of the training split).
+#            (data.validation_split: every fifth row of the training split);
+#            a resume without the file is refused, naming the field.
 #   restart_early  tether-launch --max_restarts=1 with a server killed
 #            before the first checkpoint: the job starts over ("restart 1
 #            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
@@ -250,6 +252,19 @@ PY2
     wait_codes "${worker_pids[@]}" "${server_pids[@]}"
     echo "killed after $ckpt: $codes"
     grep -q "shard-0.kept" "$tmp/ck-part/$ckpt/MANIFEST" || fail "$ckpt lists no shard-0.kept"
+    # Other validation rows are refused before the worker connects, naming
+    # the field and both values.
+    if [ "$mode" = best_resume ]; then
+      sed 's/validation_fraction: 0.2/validation_fraction: 0.1/' "$tmp/best.pbtxt" > "$tmp/other.pbtxt"
+      want="field train.validation_fraction: the checkpoint has 0.2, the job has 0.1 (the validation rows"
+    else
+      grep -v "validation_split:\|early_stopping" "$tmp/best.pbtxt" > "$tmp/other.pbtxt"
+      want="field data.validation_split: the checkpoint has '$tmp/validation.txt', the job has none (the validation"
+    fi
+    timeout -k 5 60 "$bin/tether-worker" --config="$tmp/other.pbtxt" --staleness=0 --num_servers=1 --num_workers=1 \
+      --rank=0 --server_addresses=tcp://127.0.0.1:9 --resume_from="$tmp/ck-part/$ckpt" > "$tmp/other-worker.log" 2>&1 \
+      && fail "a resume with other validation rows ran"
+    grep -qF "$want" "$tmp/other-worker.log" || { cat "$tmp/other-worker.log"; fail "the changed validation rows were not named"; }
     start_job resumed 1 1 "${flags[@]}" --checkpoint_dir="$tmp/ck-resumed" --resume_from="$tmp/ck-part/$ckpt"
     wait_job "the resume from $ckpt"
     grep -q "resuming from $tmp/ck-part/$ckpt" "$tmp/resumed-worker0.log" || fail "did not resume from $ckpt"

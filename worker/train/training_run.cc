@@ -228,6 +228,9 @@ Status TrainingRun::Resume() {
     if (const std::string input = DiffInputTransform(manifest_.config().data(), config_.data());
         manifest_.has_config() && !input.empty())
       return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + input);
+    if (const std::string rows = DiffValidationRows(manifest_.config(), config_);
+        manifest_.has_config() && !rows.empty())
+      return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + rows);
     TETHER_RETURN_IF_ERROR(CheckResumeData());
     // Data files at other paths with the same stamps are the same data.
     const JobConfig& was = manifest_.config();
