@@ -68,5 +68,33 @@ TEST(ConfigTest, ValidationSplitPathResolvedAndChecked) {
       << st.message();
 }
 
+// A metric the job's model does not report is refused with the config,
+// naming the keys the model has (tether-launch and every process exit 2).
+TEST(ConfigTest, EarlyStoppingMetricOfTheModel) {
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  ASSERT_TRUE(c.ok());
+  JobConfig j = *c;
+  j.mutable_train()->set_validation_fraction(0.2);
+  j.mutable_train()->mutable_early_stopping()->set_metric("ndcg_at_3");
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
+  j.mutable_train()->mutable_early_stopping()->set_metric("auc");
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field train.early_stopping.metric: 'auc' is not a metric of multi-label models: use "
+            "precision_at_1, precision_at_3, precision_at_5, ndcg_at_1, ndcg_at_3 or ndcg_at_5");
+  j.mutable_model()->set_name("sparse_lr");
+  j.mutable_train()->mutable_early_stopping()->set_metric("precision_at_1");
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field train.early_stopping.metric: 'precision_at_1' is not a metric of binary models: use "
+            "accuracy, auc or log_loss");
+  j.mutable_model()->clear_name();
+  j.mutable_model()->set_type(DENSE_MLP);
+  j.mutable_train()->mutable_early_stopping()->set_metric("auc");
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field train.early_stopping.metric: 'auc' is not a metric of multiclass models: use accuracy or "
+            "log_loss");
+  j.mutable_train()->mutable_early_stopping()->set_metric("log_loss");
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
+}
+
 }  // namespace
 }  // namespace tether

@@ -3,33 +3,15 @@
 #include <cmath>
 #include <utility>
 
+#include "core/validation_metric.h"
+
 namespace tether {
-namespace {
-
-bool IsOneOf(const std::string& m, std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (m == n) return true;
-  return false;
-}
-
-}  // namespace
 
 EarlyStopper::EarlyStopper(std::string metric, int patience, double min_delta)
     : metric_(std::move(metric)), patience_(patience), min_delta_(min_delta), higher_(metric_ != "log_loss") {}
 
 std::string EarlyStopper::MetricProblem(const std::string& m, const std::string& kind) {
-  if (kind == "multi-label") {
-    if (IsOneOf(m, {"precision_at_1", "precision_at_3", "precision_at_5", "ndcg_at_1", "ndcg_at_3", "ndcg_at_5"}))
-      return "";
-    return "is not a metric of multi-label models: use precision_at_1, precision_at_3, precision_at_5, ndcg_at_1, "
-           "ndcg_at_3 or ndcg_at_5";
-  }
-  if (kind == "binary") {
-    if (IsOneOf(m, {"accuracy", "auc", "log_loss"})) return "";
-    return "is not a metric of binary models: use accuracy, auc or log_loss";
-  }
-  if (IsOneOf(m, {"accuracy", "log_loss"})) return "";
-  return "is not a metric of multiclass models: use accuracy or log_loss";
+  return ValidationMetricProblem(m, kind);
 }
 
 bool EarlyStopper::Add(int epoch, double value) {

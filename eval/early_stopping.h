@@ -27,7 +27,8 @@ class EarlyStopper {
   /// Whether `metric` is a name this class knows, and for which label kind:
   /// "" when it is fine for a model of `kind` ("multi-label", "binary",
   /// "multiclass"), else why not ("is not a metric of binary models: use
-  /// accuracy, auc or log_loss").
+  /// accuracy, auc or log_loss"). The list is core/validation_metric.h's,
+  /// which the config's check reads too.
   static std::string MetricProblem(const std::string& metric, const std::string& kind);
 
   /// Records epoch `epoch`'s value (epochs in increasing order). Returns

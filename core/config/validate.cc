@@ -12,6 +12,7 @@
 #include "core/data_files.h"
 #include "core/names.h"
 #include "core/schedule_config.h"
+#include "core/validation_metric.h"
 
 namespace tether {
 namespace {
@@ -434,6 +435,11 @@ Status ValidateValidation(const JobConfig& c) {
   if (es.patience() < 0) return FieldError("train.early_stopping.patience", "must be ≥ 0 (0: never stops early)");
   if (!(es.min_delta() >= 0) || !std::isfinite(es.min_delta()))
     return FieldError("train.early_stopping.min_delta", "must be a finite number ≥ 0");
+  // A model registered by name has its kind in the model registry: the
+  // worker checks its metric at start-up.
+  if (const std::string kind = BuiltinLabelKindName(c); es.has_metric() && !kind.empty())
+    if (const std::string problem = ValidationMetricProblem(es.metric(), kind); !problem.empty())
+      return FieldError("train.early_stopping.metric", "'" + es.metric() + "' " + problem);
   return Status::OK();
 }
 

@@ -11,7 +11,9 @@
 #               test split's, training ends one epoch after the best one,
 #               and 1 worker sets aside the same rows as 2; one worker
 #               (BSP) whose patience runs out with its last epoch trained
-#               every epoch and did not stop early
+#               every epoch and did not stop early; a metric the model
+#               does not report (auc on XMC_MLP) is refused by
+#               tether-launch at start-up with exit 2, naming its keys
 #   best_model  the best epoch's model is the one scored and exported: one
 #               worker (BSP) stopping two epochs past its best epoch B
 #               scores the test split exactly as a run of B epochs that
@@ -84,6 +86,14 @@ case $mode in
     write_config "$tmp/es.pbtxt" 12 "$tests" \
       "validation_fraction: 0.2 early_stopping { metric: \"precision_at_1\" patience: 1 }"
     sed -i 's/learning_rate: 0.002/learning_rate: 0.02/' "$tmp/es.pbtxt"
+    # A metric the model does not report is refused with the config (exit 2).
+    sed 's/metric: "precision_at_1"/metric: "auc"/' "$tmp/es.pbtxt" > "$tmp/auc.pbtxt"
+    rc=0
+    timeout -k 5 60 "$bin/tether-launch" --config "$tmp/auc.pbtxt" > "$tmp/auc.log" 2>&1 || rc=$?
+    [[ $rc == 2 ]] || { cat "$tmp/auc.log"; fail "a metric of binary models on XMC_MLP: exit $rc, not 2"; }
+    want="config field train.early_stopping.metric: 'auc' is not a metric of multi-label models: use "
+    want+="precision_at_1, precision_at_3, precision_at_5, ndcg_at_1, ndcg_at_3 or ndcg_at_5"
+    grep -qF "$want" "$tmp/auc.log" || { cat "$tmp/auc.log"; fail "the metric was not named with the model's keys"; }
     timeout -k 5 250 "$bin/tether-launch" --config "$tmp/es.pbtxt" --metrics_out "$tmp/es.json" \
       > "$tmp/es.log" 2>&1 || fail "the early-stopping job exited $?"
     timeout -k 5 250 "$bin/tether-launch" --config "$tmp/es.pbtxt" --workers=1 --epochs=1 \

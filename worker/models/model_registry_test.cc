@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/table_spec.h"
+#include "core/validation_metric.h"
 #include "optim/shard_budget.h"
 
 namespace tether {
@@ -109,6 +110,24 @@ TEST(ModelRegistryTest, FindsBuiltInsByTypeAndByName) {
   EXPECT_EQ(st.message(), "config field model.name: no registered model 'dense_mlpp' (registered: dense_mlp, "
                           "sparse_lr, xmc_mlp)");
   EXPECT_TRUE(TablesForJob(c).empty());
+}
+
+// The config's check of train.early_stopping.metric knows the built-ins'
+// label kinds without the registry (core/validation_metric.h): they agree.
+TEST(ModelRegistryTest, BuiltInLabelKindsAgreeWithTheConfigCheck) {
+  const auto kind_name = [](LabelKind k) {
+    return k == LabelKind::kMultiLabel ? "multi-label" : k == LabelKind::kBinary ? "binary" : "multiclass";
+  };
+  for (const ModelType type : {XMC_MLP, SPARSE_LR, DENSE_MLP}) {
+    JobConfig c;
+    c.mutable_model()->set_type(type);
+    EXPECT_EQ(BuiltinLabelKindName(c), kind_name(LabelKindOf(c))) << ModelType_Name(type);
+    c.mutable_model()->set_name((*FindModel(c))->name);
+    EXPECT_EQ(BuiltinLabelKindName(c), kind_name(LabelKindOf(c))) << c.model().name();
+  }
+  JobConfig c;
+  c.mutable_model()->set_name("registered_elsewhere");
+  EXPECT_EQ(BuiltinLabelKindName(c), "");
 }
 
 TEST(ModelRegistryTest, PerTableOverridesAreMergedIntoTheSpecs) {
