@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "input/file_input.h"
+#include "input/reader.h"
 
 namespace tether {
 namespace {
@@ -85,13 +86,14 @@ StatusOr<Dataset> ReadIdxDataset(const std::string& images_path, const std::stri
   if (opts.row_subset != nullptr) {
     const std::vector<int64_t>& sub = *opts.row_subset;
     for (size_t i = 0; i < sub.size(); ++i) {
-      if (sub[i] < 0 || sub[i] >= n)
-        return Status::InvalidArgument("ReadIdxDataset: row_subset index " + std::to_string(sub[i]) + " outside [0, " +
-                                       std::to_string(n) + ") of " + images_path);
+      if (sub[i] < 0)
+        return Status::InvalidArgument("ReadIdxDataset: row_subset index " + std::to_string(sub[i]) + " is negative");
       if (i > 0 && sub[i] <= sub[i - 1])
         return Status::InvalidArgument("ReadIdxDataset: row_subset is not strictly increasing at entry " +
                                        std::to_string(i));
     }
+    if (!sub.empty() && sub.back() >= n)
+      return RowSubsetPastEnd(images_path, sub, opts.row_subset_file, opts.row_subset_lines, n);
     const int64_t k = static_cast<int64_t>(sub.size());
     const int64_t b = k * opts.partition / opts.num_partitions, e = k * (opts.partition + 1) / opts.num_partitions;
     items.assign(sub.begin() + b, sub.begin() + e);

@@ -62,6 +62,12 @@ struct IdxReadOptions {
   /// Optional, borrowed: 0-based item indices to keep, strictly increasing,
   /// all < N (e.g. from ReadSplitFile).
   const std::vector<int64_t>* row_subset = nullptr;
+  /// Optional, for messages, as ReadOptions: the split file row_subset came
+  /// from and (borrowed, parallel to it) each entry's 1-based line there; an
+  /// entry past the last item is then "SPLIT:LINE: row N is past the end of
+  /// IMAGES, which has K data rows (split files are 1-based)".
+  std::string row_subset_file;
+  const std::vector<int64_t>* row_subset_lines = nullptr;
   /// When > 0, every label must be < num_classes (InvalidArgument otherwise).
   int64_t num_classes = 0;
 };
@@ -71,8 +77,8 @@ struct IdxReadOptions {
 /// Dataset: features rows × (d1·d2·…) CSR without zeros, values 0..255;
 /// targets = labels; labels = rows × 0; source_lines = 1-based item numbers.
 /// Errors: those of ReadIdxFile for either file; InvalidArgument for bad
-/// options (partition outside [0, num_partitions), unsorted row_subset or an
-/// index >= N), different item counts in the two files, a 1-dimensional
+/// options (partition outside [0, num_partitions), unsorted row_subset, or
+/// an index >= N as RowSubsetPastEnd words it: input/reader.h), different item counts in the two files, a 1-dimensional
 /// image file, a label >= num_classes ("labels_path: item 17: label 11 >=
 /// 10 classes"), or an empty result with a single partition.
 [[nodiscard]] StatusOr<Dataset> ReadIdxDataset(const std::string& images_path, const std::string& labels_path,

@@ -1,6 +1,7 @@
 // IDX reader: hand-made files (plain and gzip), every header error, the
 // partition / row-subset rules, and the bundled MNIST test set.
 #include "input/idx_reader.h"
+#include "input/reader.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -103,8 +104,22 @@ TEST_F(IdxFiles, PartitionsAndSubsetsSplitTheItems) {
   o.row_subset = &past_end;
   d = ReadIdxDataset(images_, labels_, o);
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.status().message().find("row_subset index 4 outside [0, 4)"), std::string::npos)
-      << d.status().message();
+  EXPECT_EQ(d.status().message(),
+            images_ + ": row_subset entry 4 (0-based) is past the last of the file's 4 data rows");
+  // From a split file: its line and the 1-based row, as the text readers say.
+  const std::string split = Write("val.txt", "2\n\n5\n");
+  std::vector<int64_t> lines;
+  StatusOr<std::vector<int64_t>> rows = ReadSplitFile(split, &lines);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  o.row_subset = &*rows;
+  o.row_subset_file = split;
+  o.row_subset_lines = &lines;
+  d = ReadIdxDataset(images_, labels_, o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(),
+            split + ":3: row 5 is past the end of " + images_ + ", which has 4 data rows (split files are 1-based)");
+  o.row_subset_file.clear();
+  o.row_subset_lines = nullptr;
   const std::vector<int64_t> unsorted{2, 1};
   o.row_subset = &unsorted;
   EXPECT_FALSE(ReadIdxDataset(images_, labels_, o).ok());

@@ -533,12 +533,16 @@ StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path) {
 }
 
 Status RowSubsetPastEnd(const std::string& path, const ReadOptions& opts, int64_t data_rows) {
-  const std::vector<int64_t>& rows = *opts.row_subset;
+  return RowSubsetPastEnd(path, *opts.row_subset, opts.row_subset_file, opts.row_subset_lines, data_rows);
+}
+
+Status RowSubsetPastEnd(const std::string& path, const std::vector<int64_t>& rows, const std::string& subset_file,
+                        const std::vector<int64_t>* subset_lines, int64_t data_rows) {
   // The first entry past the end: the split file's line that is wrong.
   const auto past = std::lower_bound(rows.begin(), rows.end(), data_rows);
   const auto i = static_cast<size_t>(past - rows.begin());
-  if (!opts.row_subset_file.empty() && opts.row_subset_lines != nullptr && i < opts.row_subset_lines->size())
-    return Status::InvalidArgument(At(opts.row_subset_file, (*opts.row_subset_lines)[i]) + "row " +
+  if (!subset_file.empty() && subset_lines != nullptr && i < subset_lines->size())
+    return Status::InvalidArgument(At(subset_file, (*subset_lines)[i]) + "row " +
                                    std::to_string(rows[i] + 1) + " is past the end of " + path + ", which has " +
                                    std::to_string(data_rows) + " data rows (split files are 1-based)");
   return Status::InvalidArgument(path + ": row_subset entry " + std::to_string(rows.back()) +

@@ -222,6 +222,11 @@ struct Dataset {
 /// PATH, which has R data rows (split files are 1-based)" when
 /// opts.row_subset_file names the split file, else naming the 0-based entry.
 Status RowSubsetPastEnd(const std::string& path, const ReadOptions& opts, int64_t data_rows);
+/// The same for any reader's row subset (`rows`: sorted 0-based indices;
+/// `subset_file` and `subset_lines` as ReadOptions::row_subset_file and
+/// row_subset_lines, lines optional).
+Status RowSubsetPastEnd(const std::string& path, const std::vector<int64_t>& rows, const std::string& subset_file,
+                        const std::vector<int64_t>* subset_lines, int64_t data_rows);
 
 /// The header "N F L" of the XMC file at `path` (plain or gzip), reading
 /// only its first line. Errors: NotFound, IOError, and InvalidArgument

@@ -233,6 +233,8 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
     opts.partition = partition;
     opts.num_partitions = num_partitions;
     opts.row_subset = split.empty() ? nullptr : &subset;
+    opts.row_subset_file = split;
+    opts.row_subset_lines = split.empty() ? nullptr : &subset_lines;
     TETHER_ASSIGN_OR_RETURN(d, ReadIdxDataset(file, label_file, opts));
   } else {
     ReadOptions opts;
