@@ -579,9 +579,19 @@ StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path, std::vecto
       return Status::InvalidArgument(At(path, line_no) + "expected one row index per line, got " +
                                      Quote({data + i, end - i}));
     }
+    // Editors on some systems save UTF-8 with a byte-order mark.
+    if (tok.rfind("\xEF\xBB\xBF", 0) == 0)
+      return Status::InvalidArgument(At(path, line_no) + (line_no == 1 ? "the file" : "the line") +
+                                     " starts with a UTF-8 byte-order mark (bytes EF BB BF), which a split file "
+                                     "may not hold: save it without one (UTF-8 without BOM)");
     uint64_t v = 0;
-    if (ParseUint(data + i, data + j, &v) != UintParse::kOk ||
-        v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    const UintParse parsed = ParseUint(data + i, data + j, &v);
+    constexpr auto kMaxIndex = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    const bool digits = std::all_of(tok.begin(), tok.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if ((parsed == UintParse::kTooLarge && digits) || (parsed == UintParse::kOk && v > kMaxIndex))
+      return Status::InvalidArgument(At(path, line_no) + "row index " + Quote(tok) + " is too large: at most " +
+                                     std::to_string(kMaxIndex));
+    if (parsed != UintParse::kOk) {
       return Status::InvalidArgument(At(path, line_no) + "invalid row index " + Quote(tok) +
                                      ": expected a positive integer");
     }

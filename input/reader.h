@@ -208,8 +208,10 @@ struct Dataset {
 /// Reads a split file: one 1-based row index per line (whitespace and CRLF
 /// tolerated, blank lines ignored; plain or gzip) and returns the indices
 /// 0-based, sorted ascending. Errors (InvalidArgument, "path:line: ..."):
-/// a token that is not a positive integer, more than one token on a line, a
-/// repeated index, or a file with no indices; NotFound/IOError/DataLoss as
+/// a token that is not a positive integer, one past int64 ("is too large"),
+/// a UTF-8 byte-order mark ("the file starts with a UTF-8 byte-order mark
+/// (bytes EF BB BF)"), more than one token on a line, a repeated index, or
+/// a file with no indices; NotFound/IOError/DataLoss as
 /// for ReadDataset. Indices past the data file's end are caught by
 /// ReadDataset, which knows the row count.
 /// `lines`, when given, receives the 1-based line of each returned index,

@@ -702,6 +702,35 @@ TEST(SplitFileTest, ErrorsNameFileAndLine) {
   EXPECT_EQ(e.status().message(), kCases + "C11_empty_file.txt: no row indices found");
 }
 
+// A number past int64 is named too large, not "not a positive integer";
+// a byte-order mark is named as such.
+TEST(SplitFileTest, TooLargeIndexAndByteOrderMarkAreNamed) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("val.txt");
+  std::ofstream(path) << "3\n99999999999999999999\n";
+  auto rows = ReadSplitFile(path);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().message(),
+            path + ":2: row index '99999999999999999999' is too large: at most 9223372036854775807");
+  std::ofstream(path) << "9223372036854775808\n";  // fits uint64, not int64
+  EXPECT_EQ(ReadSplitFile(path).status().message(),
+            path + ":1: row index '9223372036854775808' is too large: at most 9223372036854775807");
+  std::ofstream(path) << "99999999999999999999x\n";
+  EXPECT_EQ(ReadSplitFile(path).status().message(),
+            path + ":1: invalid row index '99999999999999999999x': expected a positive integer");
+  std::ofstream(path) << "-3\n";
+  EXPECT_EQ(ReadSplitFile(path).status().message(),
+            path + ":1: invalid row index '-3': expected a positive integer");
+  std::ofstream(path) << "\xEF\xBB\xBF" "1\n2\n";
+  EXPECT_EQ(ReadSplitFile(path).status().message(),
+            path + ":1: the file starts with a UTF-8 byte-order mark (bytes EF BB BF), which a split file may not "
+                   "hold: save it without one (UTF-8 without BOM)");
+  std::ofstream(path) << "1\n\xEF\xBB\xBF" "2\n";
+  EXPECT_EQ(ReadSplitFile(path).status().message(),
+            path + ":2: the line starts with a UTF-8 byte-order mark (bytes EF BB BF), which a split file may not "
+                   "hold: save it without one (UTF-8 without BOM)");
+}
+
 TEST(SplitFileTest, RowPastTheDataNamesTheSplitLine) {
   std::vector<int64_t> lines;
   auto rows = ReadSplitFile(kFixtures + "split_small.txt", &lines);
