@@ -134,6 +134,21 @@ std::string Membership::CheckHelloBody(const HelloBody& h, const std::string& wh
   return "";
 }
 
+std::string Membership::CheckDataDigests(const HelloBody& h, const std::string& who) {
+  if (h.data_digests_size() == 0) return "";
+  if (data_digests_.empty()) {
+    for (const DataDigest& d : h.data_digests()) data_digests_.push_back({d.field(), d.digest()});
+    return "";
+  }
+  for (const DataDigest& d : h.data_digests())
+    for (const auto& [field, digest] : data_digests_)
+      if (field == d.field() && digest != d.digest())
+        return "the data differs: " + who + "'s " + QuoteForLog(d.field()) +
+               " files are not the job's (worker 0's, or the first admitted worker's: their sizes or contents "
+               "differ; paths and times are not compared): give every worker the same data files and split files";
+  return "";
+}
+
 bool Membership::SecondClaim(const std::string& identity, Message* m, const std::string& who) {
   // One rank, one connection: a HELLO for a rank that another connection
   // holds is a second claim, refused while that connection is live, so a
@@ -170,7 +185,15 @@ Membership::Hello Membership::Check(const std::string& identity, Message* m, boo
     return Hello::kRefused;
   }
   if (SecondClaim(identity, m, who)) return Hello::kRefused;
-  if (tables_defined || rank == 0) return Hello::kAdmit;
+  if (tables_defined || rank == 0) {
+    // Worker 0's data is the job's; a HELLO that waits for it is checked
+    // when it is handled again after worker 0's.
+    if (const std::string why = CheckDataDigests(h.hello(), who); !why.empty()) {
+      Refuse(identity, h, why);
+      return Hello::kRefused;
+    }
+    return Hello::kAdmit;
+  }
   if (waiting_.count(rank) == 0)
     VLOG(1) << outbox_->log_prefix() << who << " waits for worker 0, whose HELLO defines the job's tables";
   waiting_[rank] = {identity, std::move(*m)};

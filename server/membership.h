@@ -241,6 +241,10 @@ class Membership {
   std::string CheckPeerHello(const MessageHeader& h, const std::string& who);
   // Those of its body (the same protocol version): "" or why it is refused.
   std::string CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server);
+  // "" when `h`'s data digests agree with the job's (the first admitted
+  // HELLO's that carried any: worker 0's, which the others wait for), on
+  // every field both name; else why, naming the field.
+  std::string CheckDataDigests(const HelloBody& h, const std::string& who);
   // Whether another live connection holds `rank` (refused, logged, sent).
   bool SecondClaim(const std::string& identity, Message* m, const std::string& who);
   // RestoreState's parts (membership_state.cc).
@@ -265,6 +269,8 @@ class Membership {
   // every later HELLO that carries them must agree.
   std::optional<bool> data_on_demand_;
   std::optional<int64_t> epochs_;
+  // The first admitted HELLO's data digests that had any, by field.
+  std::vector<std::pair<std::string, uint64_t>> data_digests_;
   // Every rank must say HELLO within cluster.startup_timeout_ms of the
   // first one (why a rank was refused is kept to name it then).
   std::optional<std::chrono::steady_clock::time_point> first_hello_;

@@ -95,6 +95,11 @@ void Membership::SaveState(MembershipState* state, TimePoint now) const {
   }
   if (data_on_demand_.has_value()) state->set_data_on_demand(*data_on_demand_);
   if (epochs_.has_value()) state->set_epochs(*epochs_);
+  for (const auto& [field, digest] : data_digests_) {
+    DataDigest* d = state->add_data_digests();
+    d->set_field(field);
+    d->set_digest(digest);
+  }
   if (first_hello_.has_value()) state->set_first_hello_age_ns(AgeNs(*first_hello_, now));
   state->set_first_hello_done(first_hello_done_);
   for (const auto& [rank, why] : refusals_) {
@@ -166,6 +171,8 @@ Status Membership::RestoreHeld(const MembershipState& state, TimePoint now) {
   if (state.has_data_on_demand()) data_on_demand_ = state.data_on_demand();
   epochs_.reset();
   if (state.has_epochs()) epochs_ = state.epochs();
+  data_digests_.clear();
+  for (const DataDigest& d : state.data_digests()) data_digests_.push_back({d.field(), d.digest()});
   first_hello_.reset();
   if (state.has_first_hello_age_ns()) {
     TETHER_RETURN_IF_ERROR(CheckAge(state.first_hello_age_ns(), at + "first_hello_age_ns"));

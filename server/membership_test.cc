@@ -106,6 +106,39 @@ TEST_F(MembershipTest, AHelloOfAnotherJobShardOrSettingIsRefusedNamingBoth) {
   for (const auto& s : out_.sent) EXPECT_EQ(s.header.type(), ERROR_REPLY);
 }
 
+// Workers started by hand with other split files: the first HELLO that
+// carries data digests sets them; a later one whose digest of a field both
+// name differs is refused naming the field; one without digests (a tool's
+// client) or naming other fields only is not compared.
+TEST_F(MembershipTest, AWorkerReadingOtherDataIsRefusedNamingTheField) {
+  const auto with = [](int rank, std::vector<std::pair<std::string, uint64_t>> digests) {
+    Message m = Hello(rank);
+    for (const auto& [field, digest] : digests) {
+      DataDigest* d = m.header.mutable_hello()->add_data_digests();
+      d->set_field(field);
+      d->set_digest(digest);
+    }
+    return m;
+  };
+  Message m = with(0, {{"data.train_file", 11}, {"data.validation_split", 22}});
+  members_.EnsureSlot(0);
+  EXPECT_EQ(members_.Check("w0", &m, true), Membership::Hello::kAdmit);
+  m = with(1, {{"data.train_file", 11}, {"data.validation_split", 23}});
+  EXPECT_EQ(Refusal(m), "[test] the data differs: worker 1's 'data.validation_split' files are not the job's "
+                        "(worker 0's, or the first admitted worker's: their sizes or contents differ; paths and "
+                        "times are not compared): give every worker the same data files and split files");
+  m = Hello(1);  // no digests
+  EXPECT_EQ(members_.Check("w1", &m, true), Membership::Hello::kAdmit);
+  m = with(1, {{"data.train_file", 11}, {"data.test_split", 99}});
+  EXPECT_EQ(members_.Check("w1", &m, true), Membership::Hello::kAdmit);
+  // A copy of the shard's state (a replica's) refuses the same HELLO.
+  MembershipState state;
+  members_.SaveState(&state, Clock::now());
+  ASSERT_EQ(state.data_digests_size(), 2);
+  EXPECT_EQ(state.data_digests(1).field(), "data.validation_split");
+  EXPECT_EQ(state.data_digests(1).digest(), 22u);
+}
+
 // A HELLO of protocol version 3 carries no body (its fields sit at numbers
 // version 4 reserves): the version is checked first, and the refusal names
 // both versions, in the body and at the error's old field number.

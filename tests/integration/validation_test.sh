@@ -29,7 +29,9 @@
 #               worker's delta of every round is merged, none discarded
 #   split_file  the rows a file names (data.validation_split) on Pendigits,
 #               2 workers: exactly those rows validated every epoch (the
-#               validation line, the validation_* keys), the others trained
+#               validation line, the validation_* keys), the others trained;
+#               by hand, a worker given another split file is refused at
+#               HELLO naming the field
 # Usage: validation_test.sh test_last|early_stop|best_model|uneven|uneven_average|split_file BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -261,6 +263,24 @@ PY
       if [ $w = 2 ] && [ "$fewer" = 0 ]; then fail "2 workers were not told they may use fewer"; fi
     done
     echo "every row a validation row: exit 1 naming data.validation_split (fewer workers offered only to 2)"
+    # By hand, worker 1 given another validation split than worker 0: the
+    # servers refuse its HELLO naming the field (it would validate rows
+    # worker 0 trains on).
+    seq 7493 -5 1 > "$tmp/other.split"
+    sed "s#$tmp/val.split#$tmp/other.split#" "$tmp/p.pbtxt" > "$tmp/other.pbtxt"
+    limit_s=60
+    flags=(--config="$tmp/p.pbtxt")
+    start_servers 2
+    start_worker 0 "$tmp/hand0.log"
+    w0=$started
+    start_worker 1 "$tmp/hand1.log" --config="$tmp/other.pbtxt"
+    wait_code "$started"
+    [ "$rc" != 0 ] || fail "worker 1 with another validation split exited 0"
+    grep -q "the data differs: worker 1's 'data.validation_split' files are not the job's (worker 0's" \
+      "$tmp/hand1.log" || fail "worker 1's refusal does not name the field ($(grep -m1 ' E' "$tmp/hand1.log"))"
+    kill_tree "$w0"
+    for pid in "${server_pids[@]}"; do kill_tree "$pid"; done
+    echo "by hand: worker 1 with another validation split refused (exit $rc) naming data.validation_split"
     ;;
   uneven_average)
     # Worker 0's epochs take 48 minibatches, worker 1's 47. With a round of

@@ -77,6 +77,11 @@ HelloBody HelloFor(const ClientOptions& options, int shard, int num_shards) {
   h.set_staleness(options.staleness);
   h.set_data_on_demand(options.data_on_demand);
   if (options.epochs > 0) h.set_train_epochs(options.epochs);
+  for (const auto& [field, digest] : options.data_digests) {
+    DataDigest* d = h.add_data_digests();
+    d->set_field(field);
+    d->set_digest(digest);
+  }
   if (options.keep_best_model) h.set_keep_best_model(true);
   h.set_consistency_model(options.consistency_model);
   h.set_job_id(options.job_id);

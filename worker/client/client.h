@@ -84,6 +84,11 @@ struct ClientOptions {
   // train.epochs, sent with HELLO: every worker of a job trains the same
   // number of epochs (0: not sent, as a tool's client).
   int64_t epochs = 0;
+  // Digests of the data the worker reads, one per config field, sent with
+  // HELLO (HelloBody.data_digests; worker/train/data_watch.h FieldDigests):
+  // the shards refuse a worker whose data differs from the first one's.
+  // Empty: not sent (a tool's client).
+  std::vector<std::pair<std::string, uint64_t>> data_digests;
   // train.keep_best_model with a validation split, sent with HELLO: the
   // shards will keep a copy of the best epoch's weights (MODEL_CUT).
   bool keep_best_model = false;

@@ -127,6 +127,19 @@ Status DataWatch::Check(const std::string& when) const {
   return CheckDataFilesUnchanged(unique, "while the job ran: checked " + when);
 }
 
+std::vector<std::pair<std::string, uint64_t>> DataWatch::FieldDigests() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (size_t i = 0; i < stamps_.size(); ++i) {
+    if (out.empty() || out.back().first != files_[i].field) out.push_back({files_[i].field, 0x9E3779B97F4A7C15ull});
+    // Order-dependent mix of each file's size and content digest.
+    for (const uint64_t part : {stamps_[i].bytes, stamps_[i].digest}) {
+      uint64_t& h = out.back().second;
+      h ^= part + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    }
+  }
+  return out;
+}
+
 void DataWatch::Record(CheckpointManifest* manifest) const {
   manifest->clear_data_files();
   for (size_t i = 0; i < stamps_.size(); ++i) {

@@ -16,7 +16,9 @@
 // methods are thread-safe; Start builds a new watch.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/data_stamp.h"
@@ -78,6 +80,12 @@ class DataWatch {
   /// changed since the checkpoint: size ..." naming every change.
   Status CheckResume(const CheckpointManifest& manifest, const std::string& ckpt_dir,
                      std::vector<std::string>* notes) const;
+
+  /// One digest per config field watched, in config order: a hash of its
+  /// files' sizes and content digests, in order (not their paths or
+  /// times, so a copy at another path gives the same). What HELLO carries
+  /// (HelloBody.data_digests): workers of one job must read the same data.
+  std::vector<std::pair<std::string, uint64_t>> FieldDigests() const;
 
   size_t size() const { return stamps_.size(); }
   const std::vector<WatchedFile>& files() const { return files_; }

@@ -241,5 +241,34 @@ TEST_F(DataWatchResumeTest, ACheckpointWithoutStampsResumesSayingSo) {
                           "not be checked against it");
 }
 
+TEST(DataWatchTest, FieldDigestsFollowTheContentNotThePathOrTime) {
+  testing::ScopedTempDir dir;
+  const std::string a = dir.File("a.txt"), b = dir.File("b.txt"), split = dir.File("split.txt");
+  Write(a, kRows);
+  Write(b, kRows);
+  Write(split, "1\n2\n");
+  SetMtime(b, 1796000999);
+  StatusOr<DataWatch> wa = DataWatch::Start({{"data.train_file", a}, {"data.train_split", split}});
+  StatusOr<DataWatch> wb = DataWatch::Start({{"data.train_file", b}, {"data.train_split", split}});
+  ASSERT_TRUE(wa.ok() && wb.ok());
+  const auto da = wa->FieldDigests(), db = wb->FieldDigests();
+  ASSERT_EQ(da.size(), 2u);
+  EXPECT_EQ(da[0].first, "data.train_file");
+  EXPECT_EQ(da[1].first, "data.train_split");
+  EXPECT_EQ(da, db);  // a copy elsewhere, another time: the same digests
+  EXPECT_NE(da[0].second, da[1].second);
+  Write(b, "2 3 2\n0 0:1 2:1\n2 1:1\n");  // one label changed, same size
+  StatusOr<DataWatch> changed = DataWatch::Start({{"data.train_file", b}, {"data.train_split", split}});
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(changed->FieldDigests()[0].second, da[0].second);
+  EXPECT_EQ(changed->FieldDigests()[1].second, da[1].second);
+  // Two files of one field: their order counts.
+  StatusOr<DataWatch> ab = DataWatch::Start({{"data.train_file", a}, {"data.train_file", split}});
+  StatusOr<DataWatch> ba = DataWatch::Start({{"data.train_file", split}, {"data.train_file", a}});
+  ASSERT_TRUE(ab.ok() && ba.ok());
+  ASSERT_EQ(ab->FieldDigests().size(), 1u);
+  EXPECT_NE(ab->FieldDigests()[0].second, ba->FieldDigests()[0].second);
+}
+
 }  // namespace
 }  // namespace tether

@@ -323,6 +323,7 @@ ClientOptions TrainingRun::MakeClientOptions() const {
     copts.resume_from = resume_dir_;
     copts.resume_clock = manifest_.clock();
   }
+  copts.data_digests = data_watch_.FieldDigests();
   return copts;
 }
 
