@@ -1,13 +1,12 @@
 // Helpers shared by the reader tests (reader_test.cc, reader_cases_test.cc,
 // one test binary): the read options of each format, a CSR row's columns and
 // values, the rows of every byte-range share, two datasets compared row for
-// row, a file's bytes, and a glog sink that collects the lines logged while
-// it lives. Paths are from the repository root (ctest's working directory).
+// row, a file's bytes, and the tests' glog sink (tests/testing/log_capture.h).
+// Paths are from the repository root (ctest's working directory).
 #pragma once
 
 #include <cstdint>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +16,7 @@
 
 #include "input/csr.h"
 #include "input/reader.h"
+#include "tests/testing/log_capture.h"
 
 namespace tether {
 namespace reader_testing {
@@ -91,31 +91,7 @@ inline std::string FileBytes(const std::string& path) {
 // Collects the glog lines written while it is alive (C02: the index base in
 // force is logged; C05: rows without labels are counted in the log; C10: the
 // per-share row counts are logged).
-class LogCapture : public google::LogSink {
- public:
-  LogCapture() { google::AddLogSink(this); }
-  ~LogCapture() override { google::RemoveLogSink(this); }
-  void send(google::LogSeverity, const char*, const char*, int, const struct ::tm*,
-            const char* message, size_t message_len) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    lines_.emplace_back(message, message_len);
-  }
-  // Lines that contain every one of `parts`.
-  std::vector<std::string> Matching(const std::vector<std::string>& parts) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::string> out;
-    for (const auto& l : lines_) {
-      bool all = true;
-      for (const auto& p : parts) all = all && l.find(p) != std::string::npos;
-      if (all) out.push_back(l);
-    }
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
+using ::tether::testing::LogCapture;
 
 }  // namespace reader_testing
 }  // namespace tether
