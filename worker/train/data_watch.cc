@@ -1,5 +1,7 @@
 #include "worker/train/data_watch.h"
 
+#include <xxhash.h>
+
 #include <filesystem>
 #include <set>
 #include <tuple>
@@ -129,12 +131,13 @@ Status DataWatch::Check(const std::string& when) const {
 
 std::vector<std::pair<std::string, uint64_t>> DataWatch::FieldDigests() const {
   std::vector<std::pair<std::string, uint64_t>> out;
+  std::vector<uint64_t> parts;  // each file of the field: its size and content digest, in order
   for (size_t i = 0; i < stamps_.size(); ++i) {
-    if (out.empty() || out.back().first != files_[i].field) out.push_back({files_[i].field, 0x9E3779B97F4A7C15ull});
-    // Order-dependent mix of each file's size and content digest.
-    for (const uint64_t part : {stamps_[i].bytes, stamps_[i].digest}) {
-      uint64_t& h = out.back().second;
-      h ^= part + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    parts.push_back(stamps_[i].bytes);
+    parts.push_back(stamps_[i].digest);
+    if (i + 1 == stamps_.size() || files_[i + 1].field != files_[i].field) {
+      out.push_back({files_[i].field, XXH3_64bits(parts.data(), parts.size() * sizeof(uint64_t))});
+      parts.clear();
     }
   }
   return out;
