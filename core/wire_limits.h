@@ -25,21 +25,31 @@ inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
 /// kept on the shards); 6: values frames of pulls and pushes may be 16-bit
 /// (MessageHeader.value_encoding, TableSpec.pull_wire and push_wire); 7:
 /// CLOCK carries the worker's rows trained (ClockBody.samples) and parks a
-/// worker at a round (ClockBody.parked).
+/// worker at a round (ClockBody.parked); 8: chunks to a server shard of up
+/// to kShardFrameBytes (were kListenerFrameBytes).
 /// MessageHeader.protocol_version keeps its
 /// field number in every version, so a peer of any version is refused at
 /// HELLO naming both.
-inline constexpr uint32_t kProtocolVersion = 7;
+inline constexpr uint32_t kProtocolVersion = 8;
 
-/// Largest frame a listening socket takes from a peer (bytes): its
-/// ZMQ_MAXMSGSIZE, less kListenerFrameSlackBytes for ZMTP and CURVE framing.
-/// ZeroMQ applies it to every frame of every connection, before a CURVE
-/// handshake completes too, so a peer that has not authenticated (or has
-/// not said HELLO) can make a process buffer at most this much per
-/// connection. A message whose frames are larger travels in chunks of this
-/// size, which the receiving side joins only for admitted peers
-/// (core/net/inbox.h); a HELLO must fit unchunked.
+/// Largest frame a listening socket takes from a peer by default (bytes):
+/// its ZMQ_MAXMSGSIZE, less kListenerFrameSlackBytes for ZMTP and CURVE
+/// framing; the rendezvous store's (core/net/rendezvous.h). ZeroMQ applies
+/// it to every frame of every connection, before a CURVE handshake
+/// completes too. It is also the largest frame a server shard reads from a
+/// peer whose HELLO it has not accepted (core/net/inbox.h): a HELLO must fit
+/// in frames of this size.
 inline constexpr uint64_t kListenerFrameBytes = 16u << 10;
+/// Largest frame a server shard's socket takes from a peer (bytes), less
+/// kListenerFrameSlackBytes: a message whose frames are larger travels to a
+/// shard in chunks of this size, which the shard joins only for admitted
+/// peers (core/net/chunk_wire.h, core/net/inbox.h). ZeroMQ allocates a frame
+/// when its size arrives and holds at most recv_hwm frames per connection
+/// (ZMQ_RCVHWM), so this is what a peer that has not said HELLO can make a
+/// shard hold per connection before its frames are read and dropped. 256 KiB:
+/// a 16 MiB push moves in 64 frames, where 16 KiB frames took 1,024 and
+/// about 2.5× the time on loopback (docs/PERFORMANCE.md).
+inline constexpr uint64_t kShardFrameBytes = 256u << 10;
 inline constexpr uint64_t kListenerFrameSlackBytes = 256;
 
 /// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO

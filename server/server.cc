@@ -10,6 +10,7 @@
 #include "core/net/curve.h"
 #include "core/net/transport.h"
 #include "core/net/value_frames.h"
+#include "core/wire_limits.h"
 #include "core/partition.h"
 #include "server/shard_memory.h"
 
@@ -96,6 +97,8 @@ Status ServerShard::Bind(const std::string& endpoint) {
   opts.send_timeout_ms = config_.cluster().request_timeout_ms();
   opts.send_hwm = config_.cluster().send_hwm();
   opts.recv_hwm = config_.cluster().recv_hwm();
+  // Pushes arrive in frames of this size (core/net/chunk_wire.h).
+  opts.max_frame_bytes = static_cast<int64_t>(kShardFrameBytes + kListenerFrameSlackBytes);
   if (const int liveness = config_.cluster().liveness_timeout_ms(); liveness > 0) {
     // A worker whose host vanished (no TCP close) loses its connection here
     // too, within liveness_timeout_ms, so that the worker restarted

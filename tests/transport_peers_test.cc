@@ -98,24 +98,24 @@ class BadPeer {
         {"non-finite gradient", {Header(PUSH, 1, 15, kW1, 2, 2, 4), raw(two_keys, 16), raw(nan4, 16)},
          "value 1 (key 1, column 1) is NaN"},
         {"empty message", {""}, "has 1 frames, expected 3"},
-        // (A frame above 16 KiB from a peer before its HELLO never reaches
-        // the shard: ZeroMQ cuts the connection at its size, inbox_test.)
+        // (A frame above 256 KiB never reaches the shard: ZeroMQ cuts the
+        // connection at its size, inbox_test.)
     };
   }
 
   // Sends `bad` and returns the text of the ERROR_REPLY it gets. Frames
-  // above the listener's 16 KiB go as one chunk stream (core/net/chunk_wire.h),
-  // as a worker's SendMessage sends them once its HELLO was accepted.
+  // above a shard's 256 KiB go as one chunk stream (core/net/chunk_wire.h),
+  // as a worker's SendMessage sends them.
   std::string SendAndGetError(const Bad& bad) {
     bool large = false;
-    for (const std::string& f : bad.frames) large = large || f.size() > kListenerFrameBytes;
+    for (const std::string& f : bad.frames) large = large || f.size() > kShardFrameBytes;
     if (large && bad.frames.size() == 3) {
       const std::string stream = bad.frames[0] + bad.frames[1] + bad.frames[2];
-      for (size_t off = 0; off < stream.size(); off += kListenerFrameBytes) {
+      for (size_t off = 0; off < stream.size(); off += kShardFrameBytes) {
         const std::string tag = off == 0 ? ChunkLeadTag(bad.frames[0].size(), bad.frames[1].size(), bad.frames[2].size())
                                          : std::string(kChunkContinueTag, kChunkTagBytes);
         socket_.send(zmq::buffer(tag), zmq::send_flags::sndmore);
-        socket_.send(zmq::buffer(stream.substr(off, kListenerFrameBytes)), zmq::send_flags::none);
+        socket_.send(zmq::buffer(stream.substr(off, kShardFrameBytes)), zmq::send_flags::none);
       }
     }
     for (size_t i = 0; i < bad.frames.size() && !(large && bad.frames.size() == 3); ++i) {

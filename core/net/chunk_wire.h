@@ -1,7 +1,7 @@
-// The chunk framing of messages sent to a listening socket whose frames
-// exceed kListenerFrameBytes (core/wire_limits.h). A Tether message is then
-// the byte stream header | keys | values, cut into ZeroMQ messages of two
-// frames each, [tag][payload ≤ kListenerFrameBytes]:
+// The chunk framing of messages sent to a server shard whose frames exceed
+// kShardFrameBytes (core/wire_limits.h). A Tether message is then the byte
+// stream header | keys | values, cut into ZeroMQ messages of two frames
+// each, [tag][payload ≤ kShardFrameBytes]:
 //   lead  tag: "TQCL", u32 header bytes, u64 keys bytes, u64 values bytes
 //              (little-endian; 24 bytes); its payload starts the stream
 //   more  tag: "TQCC" (4 bytes); its payload continues it

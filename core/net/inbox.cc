@@ -59,6 +59,32 @@ uint64_t Inbox::partial_bytes() const {
   return n;
 }
 
+Status Inbox::NotAdmitted(const MessageHeader& header, const std::string& identity) {
+  return Status::DataLoss("message " + (header.has_type() ? TypeName(header.type()) + " " : std::string()) + "from " +
+                          PeerName(identity) + " has frames above the " + std::to_string(kListenerFrameBytes) +
+                          " bytes a server takes from a peer whose HELLO it has not accepted (a worker that was "
+                          "removed, or never said HELLO)");
+}
+
+Status Inbox::CheckBeforeHello(const std::vector<zmq::message_t>& frames, Message* m, std::string* identity) {
+  if (frames.size() < 2) return Status::OK();  // DecodeMessage names what is missing
+  const std::string id = frames[0].to_string();
+  if (admitted_.count(id) > 0) return Status::OK();
+  bool large = false;
+  for (size_t i = 1; i < frames.size(); ++i) large = large || frames[i].size() > kListenerFrameBytes;
+  if (!large) return Status::OK();
+  // Answered when the header is small enough to read, as for a chunked
+  // message: the sender learns why.
+  *identity = id;
+  m->header.Clear();
+  if (frames[1].size() > kListenerFrameBytes || !m->header.ParseFromArray(frames[1].data(), static_cast<int>(frames[1].size())))
+    m->header.Clear();
+  m->keys.rebuild(size_t{0});
+  m->values.rebuild(size_t{0});
+  CountPeerDrop(listener_, "not_admitted");
+  return NotAdmitted(m->header, id);
+}
+
 Status Inbox::Recv(zmq::socket_t& socket, Message* m, std::string* identity) {
   std::vector<zmq::message_t> frames;
   m->first_non_finite = Message::kNotScanned;
@@ -74,8 +100,10 @@ Status Inbox::Recv(zmq::socket_t& socket, Message* m, std::string* identity) {
     peer_key_ = user_id != nullptr ? user_id : "";
     uint32_t h = 0;
     uint64_t k = 0, v = 0;
-    if (frames.size() != 3 || ParseChunkTag(frames[1].data(), frames[1].size(), &h, &k, &v) == ChunkKind::kNone)
+    if (frames.size() != 3 || ParseChunkTag(frames[1].data(), frames[1].size(), &h, &k, &v) == ChunkKind::kNone) {
+      TETHER_RETURN_IF_ERROR(CheckBeforeHello(frames, m, identity));
       return DecodeMessage(&frames, m, identity);
+    }
     bool complete = false;
     Status st = TakeChunk(&frames, m, identity, &complete);
     if (!st.ok() || complete) return st;
@@ -183,11 +211,7 @@ Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::st
       if (done) partial_.erase(it);
       *complete = true;
       CountPeerDrop(listener_, "not_admitted");
-      return Status::DataLoss("message " + (m->header.has_type() ? TypeName(m->header.type()) + " " : std::string()) +
-                              "from " + PeerName(*identity) + " has frames above the " +
-                              std::to_string(kListenerFrameBytes) +
-                              " bytes a server takes from a peer whose HELLO it has not accepted (a worker that "
-                              "was removed, or never said HELLO)");
+      return NotAdmitted(m->header, *identity);
     }
     if (done) partial_.erase(it);
     return Status::OK();

@@ -1,20 +1,24 @@
-// Inbox: the receiving side of a listening ROUTER socket, in two stages.
+// Inbox: the receiving side of a server shard's ROUTER socket, in two
+// stages.
 //
-// Stage one, every peer: ZeroMQ takes frames of at most kListenerFrameBytes
+// Stage one, every peer: ZeroMQ takes frames of at most kShardFrameBytes
 // (ZMQ_MAXMSGSIZE, set by BindRouter; core/wire_limits.h) on every
 // connection, before a CURVE handshake completes too, so a peer that has
-// not authenticated or said HELLO makes the process buffer at most one such
-// frame per connection (and per message at most the three frames of a plain
-// message). Its plain messages (a HELLO) are delivered as before.
-// Stage two, admitted peers (Admit: the server accepted its HELLO): larger
-// messages arrive as chunks (core/net/chunk_wire.h) and are joined here, one
-// message in progress per peer, frames up to kMaxFrameBytes.
+// not authenticated or said HELLO makes the process buffer at most
+// cluster.recv_hwm such frames per connection until they are read here.
+// Its plain messages whose frames are at most kListenerFrameBytes (a HELLO)
+// are delivered; a larger one is refused (below) and dropped once read.
+// Stage two, admitted peers (Admit: the server accepted its HELLO): plain
+// messages of any frame size up to kShardFrameBytes, and larger messages as
+// chunks (core/net/chunk_wire.h), joined here, one message in progress per
+// peer, frames up to kMaxFrameBytes.
 // A chunked message from a peer that is not admitted (a removed worker, one
 // that never said HELLO) is not joined: its header is read (it must fit in
-// the lead chunk), the message is refused naming why, so that the sender
-// gets an answer, and its other chunks are dropped as they come; each such
-// message counts in tether_peers_dropped_total{listener,reason=
-// "not_admitted"} (core/peer_limits.h).
+// the lead chunk and in kListenerFrameBytes), the message is refused naming
+// why, so that the sender gets an answer, and its other chunks are dropped
+// as they come; each such message, and each refused plain one, counts in
+// tether_peers_dropped_total{listener,reason="not_admitted"}
+// (core/peer_limits.h).
 //
 // The values of a joined message are scanned for NaN and infinity piece by
 // piece as they are copied in, while each piece is in cache
@@ -28,6 +32,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -85,6 +90,11 @@ class Inbox {
     uint64_t total() const { return header_bytes + keys_bytes + values_bytes; }
   };
 
+  // A plain message ([identity][header][keys][values]) from a peer not
+  // admitted whose frames are above kListenerFrameBytes: refused as a
+  // chunked one is (DataLoss, *identity and m->header set when readable).
+  Status CheckBeforeHello(const std::vector<zmq::message_t>& frames, Message* m, std::string* identity);
+  static Status NotAdmitted(const MessageHeader& header, const std::string& identity);
   // One chunk ([identity][tag][payload]); true in *complete when `m` holds
   // a finished message (or a refusal to report).
   Status TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::string* identity, bool* complete);

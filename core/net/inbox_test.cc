@@ -42,6 +42,13 @@ uint64_t Dropped(const std::string& reason) {
   return 0;
 }
 
+// A server shard's listening socket: frames up to kShardFrameBytes.
+SocketOptions ShardSocket() {
+  SocketOptions o;
+  o.max_frame_bytes = static_cast<int64_t>(kShardFrameBytes + kListenerFrameSlackBytes);
+  return o;
+}
+
 Message Push(uint64_t request_id, size_t floats, float seed) {
   Message m;
   m.header.set_type(PUSH);
@@ -71,7 +78,7 @@ Status Next(zmq::socket_t& router, Inbox& inbox, Message* m, std::string* id, in
 TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
   zmq::context_t ctx;
   std::string endpoint;
-  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &endpoint);
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
   ASSERT_TRUE(router.ok()) << router.status().message();
   auto a = ConnectDealer(ctx, endpoint, "worker-a", SocketOptions{});
   auto b = ConnectDealer(ctx, endpoint, "worker-b", SocketOptions{});
@@ -104,7 +111,7 @@ TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
   // Admitted: two peers' large messages interleave and arrive bit for bit.
   inbox.Admit("worker-a");
   inbox.Admit("worker-b");
-  const size_t floats = (3 << 20) / 4 + 3;  // 3 MiB and a bit: 193 chunks
+  const size_t floats = (3 << 20) / 4 + 3;  // 3 MiB and a bit: 13 chunks of values
   Message ma = Push(1, floats, 2.0f), mb = Push(2, floats, -5.0f);
   std::thread ta([&] { ASSERT_TRUE(SendMessage(*a, &ma, nullptr, "server").ok()); });
   std::thread tb([&] { ASSERT_TRUE(SendMessage(*b, &mb, nullptr, "server").ok()); });
@@ -123,12 +130,63 @@ TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
   tb.join();
   EXPECT_EQ(got.size(), 2u);
   EXPECT_EQ(inbox.partial_messages(), 0u);
-  // Forgotten (removed): refused again.
+  // Forgotten (removed): refused again, chunked or not.
   inbox.Forget("worker-a");
-  Message again = Push(43, 1 << 16, 0.0f);
+  Message again = Push(43, 1 << 17, 0.0f);
   ASSERT_TRUE(SendMessage(*a, &again, nullptr, "server").ok());
   EXPECT_EQ(Next(*router, inbox, &m, &id).code(), Status::Code::kDataLoss);
   EXPECT_EQ(m.header.request_id(), 43u);
+}
+
+// A plain message whose frames are above kListenerFrameBytes (below
+// kShardFrameBytes, so it is not chunked) is taken from an admitted peer
+// only: from any other it is refused as a chunked one is, answered by its
+// header and counted.
+TEST(InboxTest, PlainMessagesAboveTheHelloBoundComeOnlyFromAdmittedPeers) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
+  ASSERT_TRUE(router.ok()) << router.status().message();
+  auto a = ConnectDealer(ctx, endpoint, "worker-a", SocketOptions{});
+  ASSERT_TRUE(a.ok());
+  Inbox inbox("test");
+  Message m;
+  std::string id;
+  const size_t floats = kListenerFrameBytes / sizeof(float) + 1;  // 16 KiB and 4 bytes
+  const uint64_t refused = Dropped("not_admitted");
+  Message hello_sized = Push(50, kListenerFrameBytes / sizeof(float), 1.0f);
+  Message over = Push(51, floats, 1.0f);
+  ASSERT_TRUE(SendMessage(*a, &hello_sized, nullptr, "server").ok());
+  ASSERT_TRUE(SendMessage(*a, &over, nullptr, "server").ok());
+  ASSERT_TRUE(Next(*router, inbox, &m, &id).ok());
+  EXPECT_EQ(m.header.request_id(), 50u);
+  Status st = Next(*router, inbox, &m, &id);
+  ASSERT_EQ(st.code(), Status::Code::kDataLoss) << st.message();
+  EXPECT_EQ(id, "worker-a");
+  EXPECT_EQ(m.header.request_id(), 51u);
+  EXPECT_EQ(m.values.size(), 0u);
+  EXPECT_EQ(st.message(),
+            "message PUSH from peer 8-byte identity has frames above the 16384 bytes a server takes from a peer "
+            "whose HELLO it has not accepted (a worker that was removed, or never said HELLO)");
+  EXPECT_EQ(Dropped("not_admitted"), refused + 1);
+  // Admitted: the same message, and one of a whole shard frame, come whole
+  // and unchunked.
+  inbox.Admit("worker-a");
+  Message whole = Push(52, kShardFrameBytes / sizeof(float), 3.0f);
+  over = Push(51, floats, 1.0f);
+  ASSERT_TRUE(SendMessage(*a, &over, nullptr, "server").ok());
+  ASSERT_TRUE(SendMessage(*a, &whole, nullptr, "server").ok());
+  ASSERT_TRUE(Next(*router, inbox, &m, &id).ok());
+  EXPECT_EQ(m.header.request_id(), 51u);
+  EXPECT_EQ(m.values.size(), floats * sizeof(float));
+  ASSERT_TRUE(Next(*router, inbox, &m, &id).ok());
+  EXPECT_EQ(m.header.request_id(), 52u);
+  const Message want = Push(0, kShardFrameBytes / sizeof(float), 3.0f);
+  ASSERT_EQ(m.values.size(), kShardFrameBytes);
+  EXPECT_EQ(std::memcmp(m.values.data(), want.values.data(), m.values.size()), 0);
+  EXPECT_EQ(m.first_non_finite, Message::kNotScanned);  // plain: the server scans it
+  EXPECT_EQ(inbox.partial_messages(), 0u);
+  EXPECT_EQ(Dropped("not_admitted"), refused + 1);
 }
 
 // A joined message's values are scanned as their pieces land, floats that
@@ -137,14 +195,14 @@ TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
 TEST(InboxTest, AJoinedMessagesFirstNonFiniteValueIsFound) {
   zmq::context_t ctx;
   std::string endpoint;
-  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &endpoint);
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
   ASSERT_TRUE(router.ok()) << router.status().message();
   auto a = ConnectDealer(ctx, endpoint, "worker-a", SocketOptions{});
   ASSERT_TRUE(a.ok());
   Inbox inbox("test");
   inbox.Admit("worker-a");
   const size_t floats = 100003;
-  for (size_t bad : {size_t{0}, size_t{4095}, size_t{4097}, size_t{12289}, size_t{77777}, floats - 1}) {
+  for (size_t bad : {size_t{0}, size_t{4095}, size_t{65535}, size_t{65536}, size_t{65537}, size_t{77777}, floats - 1}) {
     for (float value : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
       Message push = Push(bad, floats, 1.0f);
       static_cast<float*>(push.values.data())[bad] = value;
@@ -171,7 +229,7 @@ TEST(InboxTest, AJoinedMessagesFirstNonFiniteValueIsFound) {
 TEST(InboxTest, ChunksThatBreakTheStreamAreRefusedAndCounted) {
   zmq::context_t ctx;
   std::string endpoint;
-  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &endpoint);
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
   ASSERT_TRUE(router.ok());
   zmq::socket_t raw(ctx, zmq::socket_type::dealer);
   raw.set(zmq::sockopt::routing_id, "raw");

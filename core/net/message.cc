@@ -41,11 +41,11 @@ struct ChunkedBody {
 
 void ReleaseBody(void*, void* hint) { delete static_cast<std::shared_ptr<ChunkedBody>*>(hint); }
 
-// A DEALER talks to a listening socket, which takes frames of at most
-// kListenerFrameBytes; inproc:// has no such limit (no wire, no decoder).
+// A DEALER talks to a listening socket; the one that takes messages this
+// large is a server shard's, whose frames are at most kShardFrameBytes;
+// inproc:// has no such limit (no wire, no decoder).
 bool NeedsChunks(zmq::socket_t& socket, size_t header_bytes, const Message& m) {
-  if (header_bytes <= kListenerFrameBytes && m.keys.size() <= kListenerFrameBytes &&
-      m.values.size() <= kListenerFrameBytes)
+  if (header_bytes <= kShardFrameBytes && m.keys.size() <= kShardFrameBytes && m.values.size() <= kShardFrameBytes)
     return false;
   try {
     return socket.get(zmq::sockopt::type) == ZMQ_DEALER &&
@@ -56,7 +56,7 @@ bool NeedsChunks(zmq::socket_t& socket, size_t header_bytes, const Message& m) {
 }
 
 // Header, keys and values as one byte stream in chunk messages ([tag]
-// [payload ≤ kListenerFrameBytes]); the lead tag gives the three sizes
+// [payload ≤ kShardFrameBytes]); the lead tag gives the three sizes
 // (core/net/chunk_wire.h). No chunk spans two of the frames, so every
 // payload is sent from its frame's own bytes.
 Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes, const std::string& peer) {
@@ -69,8 +69,8 @@ Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes,
   for (const auto& [data, size] : {std::pair<const char*, size_t>{body->header.data(), body->header.size()},
                                    {static_cast<const char*>(body->keys.data()), body->keys.size()},
                                    {static_cast<const char*>(body->values.data()), body->values.size()}})
-    for (size_t off = 0; off < size; off += kListenerFrameBytes)
-      chunks.emplace_back(data + off, std::min<size_t>(kListenerFrameBytes, size - off));
+    for (size_t off = 0; off < size; off += kShardFrameBytes)
+      chunks.emplace_back(data + off, std::min<size_t>(kShardFrameBytes, size - off));
   try {
     for (size_t i = 0; i < chunks.size(); ++i) {
       zmq::message_t tag(i == 0 ? lead.data() : kChunkContinueTag, i == 0 ? lead.size() : kChunkTagBytes);

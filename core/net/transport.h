@@ -62,7 +62,8 @@ struct SocketOptions {
   /// ZMQ_MAXMSGSIZE: the largest frame this socket takes from a peer; a
   /// peer that sends a larger one is disconnected by ZeroMQ before the frame
   /// is buffered. 0: the default for the socket's role: BindRouter
-  /// kListenerFrameBytes + kListenerFrameSlackBytes (core/wire_limits.h),
+  /// kListenerFrameBytes + kListenerFrameSlackBytes (core/wire_limits.h; a
+  /// server shard sets kShardFrameBytes + kListenerFrameSlackBytes),
   /// ConnectDealer kMaxFrameBytes + kMaxHeaderBytes (a server's reply).
   int64_t max_frame_bytes = 0;
   /// ZMQ_HANDSHAKE_IVL of a listening socket: a connection whose ZMTP (and
