@@ -86,6 +86,14 @@ std::vector<LogEntry> ReplicationLog::TakeForward() {
   return out;
 }
 
+std::vector<LogEntry> ReplicationLog::EntriesAfter(uint64_t seq) const {
+  std::vector<LogEntry> out;
+  if (entries_.empty() || seq >= entries_.back().seq) return out;
+  const uint64_t first = entries_.front().seq;
+  for (size_t i = seq < first ? 0 : seq - first + 1; i < entries_.size(); ++i) out.push_back(entries_[i]);
+  return out;
+}
+
 bool ReplicationLog::OnAck(int from, const ChainView& sender, uint64_t committed) {
   if (!Same(sender) || from < 0) return false;
   if (IsTail() && from == view_.learner) {

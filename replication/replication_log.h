@@ -86,6 +86,10 @@ class ReplicationLog {
   Receipt Receive(int from, const ChainView& sender, const LogEntry& entry);
   /// The entries not yet sent to successor(), in order, marked sent.
   std::vector<LogEntry> TakeForward();
+  /// The entries kept after `seq`, in order (a primary that sends to each
+  /// replica itself keeps where each one is; entries above commit() are
+  /// always kept).
+  std::vector<LogEntry> EntriesAfter(uint64_t seq) const;
 
   /// `from` acknowledged `committed` under its view `sender`: from the
   /// successor, commit() advances to it (never past applied()); from the

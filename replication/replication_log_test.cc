@@ -34,6 +34,27 @@ TEST(ReplicationLogTest, AnEntryIsCommittedOnceTheTailHasIt) {
   EXPECT_FALSE(m.OnAck(2, Without(v, {}), 2));  // another view
 }
 
+// A primary that sends to each replica itself reads what each one lacks;
+// what every replica acknowledged is gone.
+TEST(ReplicationLogTest, EntriesAfterGivesWhatAReplicaLacks) {
+  const ChainView v = InitialChain(0, 3, 2);
+  ReplicationLog p(0);
+  ASSERT_TRUE(p.Adopt(v));
+  for (const char* payload : {"a", "b", "c"}) p.Append(payload);
+  (void)p.TakeForward();
+  const auto after1 = p.EntriesAfter(1);
+  ASSERT_EQ(after1.size(), 2u);
+  EXPECT_EQ(after1[0].seq, 2u);
+  EXPECT_EQ(after1[1].payload, "c");
+  EXPECT_EQ(p.EntriesAfter(0).size(), 3u);
+  EXPECT_TRUE(p.EntriesAfter(3).empty());
+  EXPECT_TRUE(p.OnAck(1, v, 2));
+  EXPECT_EQ(p.commit(), 2u);
+  const auto kept = p.EntriesAfter(0);  // entries 1 and 2 were trimmed
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].seq, 3u);
+}
+
 TEST(ReplicationLogTest, AGapAndAStaleOrForeignSenderAreRefused) {
   const ChainView v = InitialChain(0, 2, 1);
   ReplicationLog r(1);

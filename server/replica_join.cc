@@ -38,12 +38,11 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
   if (!stepped_down_.ok() || suspect_) return shard + "'s primary is unsure it still is one";
   if (!learner_identity_.empty() && identity != learner_identity_)
     return "another process (at " + learner_endpoint_ + ") is joining " + shard + " now";
-  if (!replica_gone_)
-    return replica_identity_.empty()
-               ? shard + " waits for its replica (server process " + std::to_string(replica_process_) +
-                     ") to introduce itself"
-               : shard + " has its replica (at " +
-                     (chain_endpoints_.empty() ? std::string("?") : chain_endpoints_.front()) + ")";
+  for (const Leg& leg : legs_)
+    if (leg.identity.empty())
+      return shard + " waits for its replica (server process " + std::to_string(leg.process) +
+             ") to introduce itself";
+  if (!legs_.empty()) return shard + " has its replicas (" + ReplicaNames() + ")";
   return "";
 }
 
@@ -124,13 +123,17 @@ void ReplicaLink::OnLearnerAck(const Message& m, Clock::time_point now) {
 
 void ReplicaLink::AppendLearner() {
   log_.Adopt(WithLearnerAppended(log_.view()));
-  replica_identity_ = learner_identity_;
-  replica_process_ = learner_slot_;
-  chain_endpoints_ = {learner_endpoint_};
+  Leg leg;
+  leg.process = learner_slot_;
+  leg.identity = learner_identity_;
+  leg.endpoint = learner_endpoint_;
+  leg.acked = log_.learner_applied();
+  leg.sent = log_.applied();  // every entry so far was forwarded to it as the learner
+  leg.last_heard = learner_heard_;
+  leg.send_failure = learner_failure_;
+  legs_.push_back(std::move(leg));
+  RebuildChain();
   chain_generation_ = generation();
-  replica_gone_ = false;
-  last_heard_ = learner_heard_;
-  send_failure_ = learner_failure_;
   learner_identity_.clear();
   learner_slot_ = -1;
   LOG(INFO) << log_prefix_ << "the replica that joined shard " << shard_ << " at " << learner_endpoint_

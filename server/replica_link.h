@@ -1,11 +1,22 @@
 // ReplicaLink: the primary's end of a replicated shard (cluster.replicas >
 // 0): every message the shard takes in is an entry of its log
-// (replication/replication_log.h), forwarded as it is taken in to the
-// replica that holds a copy of the shard (server/replica_host.h), which
-// takes in the same entries in the same order and acknowledges them. What
-// the shard sends a worker waits until the replica acknowledged the entry
-// it depends on (ShardOutbox holds it, see Committed): no worker ever sees
-// an update that the replica, should it claim the shard, lacks.
+// (replication/replication_log.h), forwarded as it is taken in to each
+// replica that holds a copy of the shard (server/replica_host.h; with
+// cluster.replicas = r, the server processes of shards s + 1 ... s + r, the
+// chain's order), which take in the same entries in the same order and
+// acknowledge them. What the shard sends a worker waits until every replica
+// still in the chain acknowledged the entry it depends on (ShardOutbox
+// holds it, see Committed): no worker ever sees an update that a replica,
+// should it claim the shard, lacks. Every entry carries the endpoints of
+// the replicas in the chain's order (MessageHeader.chain_endpoints): a
+// replica that loses its primary claims the shard when it is the first of
+// them, and otherwise joins the first one's claim as a learner
+// (server/replica_host.h).
+//
+// Everything below said of "the replica" holds for each of them: each
+// introduces itself, is watched and is dropped on its own; a dropped one
+// leaves the chain (the next generation of the view) and commits wait for
+// the others only.
 //
 // The replica introduces itself (REPLICA_HELLO: its process slot, the
 // endpoint it will serve the shard on, its start id) by connecting to this
@@ -117,8 +128,7 @@ class ReplicaLink {
   /// The generation of the shard's view (1 at the start).
   uint64_t generation() const { return log_.view().generation; }
   /// The serving endpoints of the shard's replicas, next in the chain
-  /// first (empty until the replica introduced itself, and once it is
-  /// gone).
+  /// first (each once it introduced itself, until it is gone).
   const std::vector<std::string>& chain_endpoints() const { return chain_endpoints_; }
   /// The generation at which chain_endpoints() last changed (a worker told
   /// of an older one is told again: ShardOutbox).
@@ -129,13 +139,28 @@ class ReplicaLink {
   const Status& stepped_down() const { return stepped_down_; }
 
  private:
+  // One replica in the chain, next in the chain first.
+  struct Leg {
+    int process = -1;      // its slot in the shard's chain
+    std::string identity;  // empty until REPLICA_HELLO
+    std::string endpoint;  // where it serves the shard once it claims it
+    uint64_t acked = 0;    // the last entry it acknowledged
+    uint64_t sent = 0;     // the last entry sent to it
+    Clock::time_point last_heard{};
+    std::string send_failure;  // an entry could not be sent: judged at the next Tick
+  };
+  Leg* LegOf(const std::string& identity);
+  // The least entry every replica acknowledged, as the log's commit point.
+  void Commit();
+  void RebuildChain();
+  std::string ReplicaNames() const;
   void OnReplicaHello(const std::string& identity, const Message& m, Clock::time_point now);
   // REPLICA_HELLO.join: "" or why this shard takes no learner now.
   std::string WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b) const;
   void OnJoin(const std::string& identity, const Message& m, Clock::time_point now);
   // The state's parts (REPLICA_STATE) to the learner.
   Status SendState(const std::string& state, uint64_t seq);
-  void OnAck(const Message& m, Clock::time_point now);
+  void OnAck(Leg& leg, const Message& m, Clock::time_point now);
   void OnLearnerAck(const Message& m, Clock::time_point now);
   // The learner caught up: it is the shard's replica from now on.
   void AppendLearner();
@@ -145,26 +170,25 @@ class ReplicaLink {
   // A replication message from a connection without the servers' key.
   void RefuseKey(const std::string& identity, const Message& m, const std::string& peer_key);
   void Forward();
-  void SendEntry(const LogEntry& e, const std::string& to);
-  void DropReplica(const std::string& why);
+  void SendEntry(const LogEntry& e, const std::string& to, bool member);
+  void DropReplica(size_t leg, const std::string& why);
   // Tells the replica host at `identity` it is not (or no longer) the replica.
   void Refuse(const std::string& identity, const std::string& why);
-  bool ReplicaReachable();
   // True while this process is unsure of its replica after a stall of its own.
   bool Suspect(Clock::time_point now);
 
+
   const JobConfig& config_;
   const int shard_;
-  int replica_process_;
   const std::string log_prefix_;
   ReplicationLog log_;
   zmq::socket_t* socket_ = nullptr;
   std::string replica_key_;       // security.curve: the servers' public key
   uint64_t keys_refused_ = 0;     // replication messages refused for their key
-  std::string replica_identity_;  // empty until REPLICA_HELLO
+  std::vector<Leg> legs_;         // empty: no replica (dropped, or none since a claim); one may join
+  std::vector<int> placed_;       // the processes placed as replicas at the start (none after a claim)
   std::vector<std::string> chain_endpoints_;
   uint64_t chain_generation_ = 0;
-  bool replica_gone_ = false;  // no replica (dropped, or none since a claim); one may join
   // A joining process (REPLICA_HELLO.join), until it caught up.
   StateSource state_source_;
   std::string learner_identity_, learner_endpoint_;
@@ -174,14 +198,12 @@ class ReplicaLink {
   Clock::time_point learner_probe_{};
   std::string learner_failure_;  // an entry or a state part could not be sent: judged at the next Tick
   Clock::time_point started_;
-  Clock::time_point last_heard_;
   Clock::time_point last_tick_;
   Clock::time_point last_probe_{};
   Clock::time_point stalled_at_{};  // the end of this process's last stall, while unresolved
   bool suspect_ = false;
   uint64_t mark_seq_ = 0;  // the entry appended at the end of a stall
   Status stepped_down_;
-  std::string send_failure_;  // an entry could not be sent: judged at the next Tick
 };
 
 }  // namespace tether

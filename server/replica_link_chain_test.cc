@@ -1,0 +1,176 @@
+// The primary's end of a shard with two replicas (server/replica_link.h,
+// cluster.replicas = 2): each replica is sent every entry, a reply waits
+// until both acknowledged it, every entry names the chain's endpoints in
+// order, and a replica that is gone leaves the chain while the other one
+// keeps it going.
+#include "server/replica_link.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "core/net/message.h"
+#include "server/shard_outbox.h"
+#include "tests/testing/poll.h"
+
+namespace tether {
+namespace {
+
+constexpr char kEndpoint1[] = "tcp://10.0.0.2:4100";
+constexpr char kEndpoint2[] = "tcp://10.0.0.3:4100";
+
+class ReplicaLinkChainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.mutable_cluster()->set_num_servers(4);
+    config_.mutable_cluster()->set_replicas(2);
+    config_.mutable_cluster()->set_liveness_timeout_ms(1000);
+    router_.set(zmq::sockopt::router_mandatory, 1);
+    router_.bind("inproc://replica-link-chain-test");
+    for (auto [socket, id] : {std::pair{&worker_, "w0"}, {&r1_, "r1"}, {&r2_, "r2"}}) {
+      socket->set(zmq::sockopt::routing_id, id);
+      socket->set(zmq::sockopt::linger, 0);
+      socket->connect("inproc://replica-link-chain-test");
+    }
+    link_ = std::make_unique<ReplicaLink>(config_, 0, "[server 0] ");
+    link_->set_socket(&router_);
+    outbox_.set_socket(&router_);
+    outbox_.set_replica_link(link_.get());
+  }
+
+  static Message Hello(int process, const std::string& endpoint) {
+    Message m;
+    m.header.set_type(REPLICA_HELLO);
+    m.header.mutable_replica_hello()->set_shard(0);
+    m.header.mutable_replica_hello()->set_process(process);
+    m.header.mutable_replica_hello()->set_endpoint(endpoint);
+    return m;
+  }
+  static Message Ack(uint64_t applied) {
+    Message m;
+    m.header.set_type(REPLICATE_ACK);
+    m.header.mutable_replicate_ack()->set_shard(0);
+    m.header.mutable_replicate_ack()->set_applied(applied);
+    return m;
+  }
+  static Message Reply(MessageType type, uint64_t id) {
+    Message m;
+    m.header.set_type(type);
+    m.header.set_request_id(id);
+    return m;
+  }
+  // The entries a replica's socket holds: (seq, chain endpoints).
+  static std::vector<std::pair<uint64_t, std::vector<std::string>>> Entries(zmq::socket_t& replica) {
+    std::vector<std::pair<uint64_t, std::vector<std::string>>> out;
+    Message m;
+    while (RecvMessage(replica, &m, nullptr).ok()) {
+      if (m.header.type() != REPLICATE) continue;
+      out.emplace_back(m.header.replicate().seq(), std::vector<std::string>(m.header.chain_endpoints().begin(),
+                                                                             m.header.chain_endpoints().end()));
+    }
+    return out;
+  }
+  std::vector<uint64_t> Received() {
+    std::vector<uint64_t> ids;
+    Message m;
+    while (RecvMessage(worker_, &m, nullptr).ok()) ids.push_back(m.header.request_id());
+    return ids;
+  }
+
+  JobConfig config_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t router_{ctx_, zmq::socket_type::router};
+  zmq::socket_t worker_{ctx_, zmq::socket_type::dealer};
+  zmq::socket_t r1_{ctx_, zmq::socket_type::dealer};
+  zmq::socket_t r2_{ctx_, zmq::socket_type::dealer};
+  std::atomic<bool> stopping_{false};
+  ServerStats stats_;
+  ShardOutbox outbox_{"[server 0] ", 7, &stopping_, &stats_};
+  std::unique_ptr<ReplicaLink> link_;
+};
+
+TEST_F(ReplicaLinkChainTest, ARepliesWaitsForEveryReplicaAndEntriesNameTheChain) {
+  const auto now = ReplicaLink::Clock::now();
+  Message input = Reply(PUSH, 1);
+  link_->Append("w0", input);  // entry 1, before either replica came
+  ASSERT_TRUE(link_->Take("r1", Hello(1, kEndpoint1), "", now));
+  ASSERT_TRUE(link_->Take("r2", Hello(2, kEndpoint2), "", now));
+  EXPECT_EQ(link_->chain_endpoints(), (std::vector<std::string>{kEndpoint1, kEndpoint2}));
+  link_->Append("w0", input);  // entry 2
+  Message reply = Reply(PUSH_REPLY, 1);
+  outbox_.Send("w0", &reply, 0);
+  const auto to_r1 = Entries(r1_);
+  const auto to_r2 = Entries(r2_);
+  ASSERT_EQ(to_r1.size(), 2u);
+  ASSERT_EQ(to_r2.size(), 2u);
+  EXPECT_EQ(to_r2[0].first, 1u);  // the replica that came second is sent entry 1 too
+  EXPECT_EQ(to_r2[1].first, 2u);
+  EXPECT_EQ(to_r1[1].second, (std::vector<std::string>{kEndpoint1, kEndpoint2}));
+  ASSERT_TRUE(link_->Take("r1", Ack(2), "", now));
+  outbox_.ReleaseCommitted();
+  EXPECT_TRUE(Received().empty()) << "left before the second replica had the entry";
+  EXPECT_EQ(link_->log().commit(), 0u);
+  ASSERT_TRUE(link_->Take("r2", Ack(1), "", now));
+  EXPECT_EQ(link_->log().commit(), 1u);
+  outbox_.ReleaseCommitted();
+  EXPECT_TRUE(Received().empty());
+  ASSERT_TRUE(link_->Take("r2", Ack(2), "", now));
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{1});
+  EXPECT_EQ(link_->generation(), 1u);
+}
+
+TEST_F(ReplicaLinkChainTest, AProcessOutsideTheChainIsRefused) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("r1", Hello(3, kEndpoint1), "", now));
+  Message no;
+  ASSERT_TRUE(RecvMessage(r1_, &no, nullptr).ok());
+  EXPECT_TRUE(no.header.replicate_ack().refused());
+  EXPECT_NE(no.header.replicate_ack().reason().find("whose replicas are processes 1, 2,"), std::string::npos)
+      << no.header.replicate_ack().reason();
+  EXPECT_TRUE(link_->chain_endpoints().empty());
+}
+
+// The middle of the chain goes: the primary goes on with the tail, which
+// alone decides commits from then on.
+TEST_F(ReplicaLinkChainTest, AGoneReplicaLeavesTheChainAndTheOtherKeepsItGoing) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("r1", Hello(1, kEndpoint1), "", now));
+  ASSERT_TRUE(link_->Take("r2", Hello(2, kEndpoint2), "", now));
+  Message input = Reply(PUSH, 1);
+  link_->Append("w0", input);
+  Message reply = Reply(PUSH_REPLY, 1);
+  outbox_.Send("w0", &reply, 0);
+  ASSERT_TRUE(link_->Take("r2", Ack(1), "", now));
+  outbox_.ReleaseCommitted();
+  EXPECT_TRUE(Received().empty());
+  r1_.close();  // its process died
+  // Its pipe closes on the router's side asynchronously: ticked until the
+  // probe finds it gone.
+  ASSERT_TRUE(testing::PollUntil(2000, [&] {
+    link_->Tick(ReplicaLink::Clock::now());
+    return link_->generation() == 2u;
+  }));
+  EXPECT_EQ(link_->generation(), 2u);
+  EXPECT_EQ(link_->log().view().members, (std::vector<int>{0, 2}));
+  EXPECT_EQ(link_->chain_endpoints(), std::vector<std::string>{kEndpoint2});
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{1});
+  link_->Append("w0", input);  // entry 2: waits for the replica left
+  Message reply2 = Reply(PUSH_REPLY, 2);
+  outbox_.Send("w0", &reply2, 0);
+  EXPECT_TRUE(Received().empty());
+  const auto to_r2 = Entries(r2_);
+  ASSERT_FALSE(to_r2.empty());
+  EXPECT_EQ(to_r2.back().first, 2u);
+  EXPECT_EQ(to_r2.back().second, std::vector<std::string>{kEndpoint2});
+  ASSERT_TRUE(link_->Take("r2", Ack(2), "", now));
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{2});
+  EXPECT_TRUE(link_->stepped_down().ok());
+}
+
+}  // namespace
+}  // namespace tether
