@@ -20,9 +20,14 @@ JobConfig ThreeServers(int replicas) {
 TEST(ReplicasConfigTest, ServersRefuseNegativeCountsAndAsManyAsTheServers) {
   EXPECT_TRUE(ValidateServerConfig(ThreeServers(0)).ok());
   EXPECT_TRUE(ValidateServerConfig(ThreeServers(1)).ok());
-  EXPECT_EQ(ValidateServerConfig(ThreeServers(2)).message(),
-            "config field cluster.replicas: is 2, but a shard holds at most 1 replica (its primary and the next "
-            "server process)");
+  EXPECT_TRUE(ValidateServerConfig(ThreeServers(2)).ok()) << "a chain of three: the primary and two replicas";
+  JobConfig many = ThreeServers(9);
+  many.mutable_cluster()->set_num_servers(12);
+  EXPECT_EQ(ValidateServerConfig(many).message(),
+            "config field cluster.replicas: is 9, but a shard holds at most 8 replicas (each server process holds a "
+            "copy of as many shards)");
+  many.mutable_cluster()->set_replicas(8);
+  EXPECT_TRUE(ValidateServerConfig(many).ok());
   EXPECT_EQ(ValidateServerConfig(ThreeServers(-1)).message(),
             "config field cluster.replicas: must be ≥ 0 (0: no replicas), got -1");
   EXPECT_EQ(ValidateServerConfig(ThreeServers(3)).message(),

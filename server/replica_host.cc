@@ -22,10 +22,12 @@ int64_t MsBetween(ReplicaHost::Clock::time_point a, ReplicaHost::Clock::time_poi
 
 }  // namespace
 
-ReplicaHost::ReplicaHost(const JobConfig& config, int process)
+ReplicaHost::ReplicaHost(const JobConfig& config, int process) : ReplicaHost(config, process, 1) {}
+
+ReplicaHost::ReplicaHost(const JobConfig& config, int process, int distance)
     : config_(config),
       process_(process),
-      shard_((process + config.cluster().num_servers() - 1) % config.cluster().num_servers()),
+      shard_((process + config.cluster().num_servers() - distance) % config.cluster().num_servers()),
       log_prefix_("[server " + std::to_string(process) + ", replica of shard " + std::to_string(shard_) + "] "),
       copy_(std::make_unique<ServerShard>(config, shard_)),
       ctx_(1) {
@@ -34,7 +36,7 @@ ReplicaHost::ReplicaHost(const JobConfig& config, int process)
 }
 
 ReplicaHost::ReplicaHost(const JobConfig& config, Join join)
-    : config_(config), process_(-1), shard_(join.shard), join_(true), ctx_(1) {
+    : config_(config), process_(-1), shard_(join.shard), join_(true), ctx_(1), join_endpoint_(join.endpoint) {
   slot_ = -1;
   member_.store(false);
   if (join.shard >= 0) {
@@ -65,6 +67,7 @@ Status ReplicaHost::Start(const std::string& bind_endpoint, const std::string& a
 
 StatusOr<std::string> ReplicaHost::FindPrimary(int wait_ms) {
   const ClusterConfig& c = config_.cluster();
+  if (!join_endpoint_.empty()) return join_endpoint_;
   // A joining process asks the rendezvous first: a shard that failed over
   // is published there at its new primary.
   if (c.server_addresses_size() > shard_ && !(join_ && !c.rendezvous().empty())) return c.server_addresses(shard_);
@@ -208,7 +211,7 @@ Status ReplicaHost::Follow() {
         return Status::Unavailable(log_prefix_ + "lost the primary right after this process itself did not run for "
                                    "a while: its copy may lack what the primary committed since; it does not claim "
                                    "shard " + std::to_string(shard_));
-      return ClaimAndServe(now);
+      return ClaimOrFollow(now);
     }
     if (join_ && !connected_ && MsBetween(last_lookup_, now) >= kRelookupMs) {
       if (Status st = Relookup(); !st.ok()) return st;
@@ -274,6 +277,7 @@ ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status
     generation_ = std::max(generation_, m.header.shard_generation());
     switch (m.header.type()) {
       case REPLICATE:
+        chain_.assign(m.header.chain_endpoints().begin(), m.header.chain_endpoints().end());
         if (*result = TakeEntry(&m, batch); !result->ok()) return Step::kEnded;
         break;
       case REPLICA_STATE:

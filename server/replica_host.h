@@ -1,8 +1,8 @@
 // ReplicaHost: a server process's copy of another shard (cluster.replicas
-// > 0; the placement of replication/chain_view.h: process p holds a copy of
-// shard p − 1 mod num_servers), kept equal to the shard's primary and
-// serving the shard when the primary's process is gone. The primary's end
-// is server/replica_link.h.
+// > 0; the placement of replication/chain_view.h: with r replicas, process
+// p holds copies of shards p − 1, ..., p − r mod num_servers, one host
+// each), kept equal to the shard's primary and serving the shard when the
+// primary's process is gone. The primary's end is server/replica_link.h.
 //
 // The copy is a ServerShard of the same config and shard number
 // (ServerShard::BeginCopy), whose socket is bound at the start (its
@@ -23,7 +23,19 @@
 // received, claims the shard with the next generation of its view
 // (ServerShard::Claim) and runs the copy's Run() on the same thread: the
 // workers, which follow the chain (worker/client/request_channel.h), send
-// it what the primary left unanswered. A host that finds it did not run
+// it what the primary left unanswered.
+//
+// With more than one replica only the first of the chain that is left
+// claims (the primary names the chain's endpoints with every entry). A
+// host later in the chain first asks each replica before it (a ZMTP
+// handshake within cluster.liveness_timeout_ms): when one answers, that one
+// claims, and this host ends its copy (it may hold entries the new primary
+// never had, none of them committed) and Run() returns OK with rejoin()
+// naming it: the caller joins that claim as a learner (a new host with
+// Join{shard, endpoint}), copies the shard's whole state and becomes the
+// new primary's replica again. When none answers, this host claims: it
+// holds every committed entry, since the primary committed only what every
+// replica acknowledged. A host that finds it did not run
 // itself for half the liveness timeout does not claim: its copy may miss
 // what the primary committed without it, and it ends with an error.
 //
@@ -79,10 +91,17 @@ class ReplicaHost {
   /// `config`: validated, cluster.replicas ≥ 1 and a server address for
   /// every shard. `process`: this server process's own shard.
   ReplicaHost(const JobConfig& config, int process);
+  /// The copy of the shard `distance` (1 ... cluster.replicas) before
+  /// `process`: (process − distance) mod num_servers, the process's place
+  /// `distance` in that shard's chain.
+  ReplicaHost(const JobConfig& config, int process, int distance);
   /// A process that joins a running job as a shard's replica (above):
   /// `shard` ≥ 0 that shard, −1 the first of 0, 1, ... that takes one.
   struct Join {
     int shard = -1;
+    /// Where the shard's primary is ("": the rendezvous, or the shard's
+    /// address): the claimant a replica later in the chain follows.
+    std::string endpoint;
   };
   ReplicaHost(const JobConfig& config, Join join);
   ~ReplicaHost();
@@ -124,6 +143,10 @@ class ReplicaHost {
   bool connected() const { return connected_.load(); }
   /// Whether the copy claimed the shard.
   bool claimed() const { return claimed_.load(); }
+  /// Set when Run() returned OK because a replica before this one in the
+  /// chain claims the shard (above): its endpoint, which this process joins
+  /// as a learner.
+  const std::string& rejoin() const { return rejoin_; }
   /// The copy (its stats once Run() returned).
   const ServerShard& copy() const { return *copy_; }
 
@@ -167,6 +190,11 @@ class ReplicaHost {
   void Ack(Clock::time_point now);
   bool OwnStall(Clock::time_point now);
   Status ClaimAndServe(Clock::time_point gone_at);
+  // The primary is gone (server/replica_host_chain.cc): claims, or leaves
+  // the claim to a replica before this one that answers (rejoin_).
+  Status ClaimOrFollow(Clock::time_point gone_at);
+  // Whether a ZMTP peer answers at `endpoint` within `timeout_ms`.
+  bool Answers(const std::string& endpoint, int timeout_ms);
 
   const JobConfig& config_;
   const int process_;  // −1: a joining process
@@ -197,7 +225,10 @@ class ReplicaHost {
   int failed_handshakes_ = 0;  // CURVE handshakes failed in a row (protocol errors)
   static constexpr int kKnownBadHandshakes = 3;
   std::string primary_endpoint_;
+  std::string join_endpoint_;  // Join.endpoint
   std::string advertised_;
+  std::vector<std::string> chain_;  // the replicas' endpoints in chain order, as the primary last sent them
+  std::string rejoin_;
   uint64_t received_ = 0;  // entries read and checked (acknowledged)
   uint64_t applied_ = 0;   // entries applied to the copy
   uint64_t acked_ = 0;

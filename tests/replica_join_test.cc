@@ -29,7 +29,7 @@ using testing::PollUntil;
 
 // A host joining shard `shard` on a thread of its own.
 struct Joiner {
-  Joiner(const JobConfig& config, int shard) : host(config, ReplicaHost::Join{shard}) {
+  Joiner(const JobConfig& config, int shard) : host(config, ReplicaHost::Join{shard, ""}) {
     started = host.Start("tcp://127.0.0.1:0", "");
     if (started.ok()) thread = std::thread([this] { done = host.Run(); });
   }
@@ -175,7 +175,7 @@ TEST(ReplicaJoinTest, AJoinerEveryShardRefusesNamesEachRefusal) {
   config.mutable_cluster()->set_replicas(1);
   JobConfig hosts_config = config;
   const auto primaries = StartPrimaries(config, 2, &hosts_config);
-  ReplicaHost joiner(hosts_config, ReplicaHost::Join{});
+  ReplicaHost joiner(hosts_config, ReplicaHost::Join{-1, ""});
   ASSERT_TRUE(joiner.Start("tcp://127.0.0.1:0", "").ok());
   const Status st = joiner.Run();
   EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.ToString();

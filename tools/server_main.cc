@@ -24,7 +24,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "core/config.h"
 #include "core/file_util.h"
@@ -89,12 +91,17 @@ namespace {
 // async-signal-safe); Run() looks at the shard's stop flag every poll.
 std::atomic<int> g_signal{0};
 std::atomic<tether::ServerShard*> g_server{nullptr};
-std::atomic<tether::ReplicaHost*> g_replica{nullptr};
+// The copies this process holds (one per replica place; a joining process:
+// its one), each registered while it runs.
+constexpr int kMaxHostedReplicas = 8;  // the most cluster.replicas allows (core/config/validate.cc)
+std::atomic<tether::ReplicaHost*> g_replicas[kMaxHostedReplicas] = {};
 std::atomic<int64_t> g_stop_grace_ms{0};  // > 0: the first signal lets the workers leave first
 void RequestStop(int sig) {
   const bool first = g_signal.exchange(sig) == 0;
   // A shard this process claimed as a replica stops as its own does.
-  if (tether::ReplicaHost* r = g_replica.load(); r != nullptr) {
+  for (std::atomic<tether::ReplicaHost*>& slot : g_replicas) {
+    tether::ReplicaHost* r = slot.load();
+    if (r == nullptr) continue;
     if (first)
       r->StopAfterWorkers(std::chrono::milliseconds(g_stop_grace_ms.load()));
     else
@@ -267,37 +274,78 @@ class RendezvousEntry {
   bool published_ = false;
 };
 
-// cluster.replicas > 0: the copy of shard --shard − 1 this process holds
-// (server/replica_host.h), followed and, when that shard's primary is
-// gone, served on a thread of its own beside this process's shard.
-class HostedReplica {
+// Runs a copy until it ends (server/replica_host.h); a copy whose chain's
+// claim went to a replica before it joins that claim as a learner, and so
+// on. `hosts`: every host made, kept to the end (the signal handler may
+// still hold one); `slot`: where the running one is registered.
+tether::Status FollowCopies(const tether::JobConfig& config, std::vector<std::unique_ptr<tether::ReplicaHost>>* hosts,
+                            std::atomic<tether::ReplicaHost*>* slot, const std::string& bind,
+                            const std::string& advertise) {
+  while (true) {
+    tether::ReplicaHost& host = *hosts->back();
+    slot->store(&host);
+    if (g_signal.load() != 0) host.Stop();  // a signal before it was registered
+    tether::Status st = host.Run();
+    if (!st.ok() || host.rejoin().empty() || g_signal.load() != 0) return st;
+    hosts->push_back(std::make_unique<tether::ReplicaHost>(
+        config, tether::ReplicaHost::Join{host.shard(), host.rejoin()}));
+    hosts->back()->set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
+    if (st = hosts->back()->Start(bind, advertise); !st.ok()) return st;
+  }
+}
+
+// cluster.replicas = r > 0: the copies of shards --shard − 1, ...,
+// --shard − r this process holds (server/replica_host.h), each followed
+// and, when that shard's primary is gone, served (or, later in its chain,
+// joined again) on a thread of its own beside this process's shard.
+class HostedReplicas {
  public:
-  // Binds the copy on --listen's host (a free port) and connects to the
+  // Binds each copy on --listen's host (a free port) and connects to its
   // shard's primary; nothing without replicas.
   tether::Status Start(const tether::JobConfig& config, const std::string& reachable) {
-    if (config.cluster().replicas() <= 0) return tether::Status::OK();
+    const int replicas = config.cluster().replicas();
+    if (replicas <= 0) return tether::Status::OK();
     const std::string& listen = FLAGS_listen;
     const size_t colon = listen.rfind(':');
     if (listen.rfind("tcp://", 0) != 0 || colon == std::string::npos || colon < 6)
       return tether::Status::InvalidArgument("cluster.replicas needs a tcp:// --listen endpoint, not " + listen);
-    host_ = std::make_unique<tether::ReplicaHost>(config, FLAGS_shard);
-    host_->set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
-    const std::string advertise = FLAGS_advertise_host.empty() ? HostOf(reachable) : FLAGS_advertise_host;
-    TETHER_RETURN_IF_ERROR(host_->Start(listen.substr(0, colon) + ":0", advertise));
-    g_replica.store(host_.get());
-    thread_ = std::thread([this] { result_ = host_->Run(); });
+    if (replicas > kMaxHostedReplicas)
+      return tether::Status::InvalidArgument("cluster.replicas=" + std::to_string(replicas) + ": at most " +
+                                             std::to_string(kMaxHostedReplicas) + " copies per process");
+    bind_ = listen.substr(0, colon) + ":0";
+    advertise_ = FLAGS_advertise_host.empty() ? HostOf(reachable) : FLAGS_advertise_host;
+    copies_.resize(static_cast<size_t>(replicas));
+    for (int d = 1; d <= replicas; ++d) {
+      Copy& c = copies_[static_cast<size_t>(d - 1)];
+      c.hosts.push_back(std::make_unique<tether::ReplicaHost>(config, FLAGS_shard, d));
+      c.hosts.back()->set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
+      TETHER_RETURN_IF_ERROR(c.hosts.back()->Start(bind_, advertise_));
+      g_replicas[d - 1].store(c.hosts.back().get());
+    }
+    for (size_t i = 0; i < copies_.size(); ++i) {
+      Copy* c = &copies_[i];
+      c->thread = std::thread([this, c, i, &config] {
+        c->result = FollowCopies(config, &c->hosts, &g_replicas[i], bind_, advertise_);
+      });
+    }
     return tether::Status::OK();
   }
-  // Waits for the copy (it ends with its primary's shard, or serves the
+  // Waits for the copies (each ends with its primary's shard, or serves the
   // shard to the end once it claimed it); `st`: this process's own shard's
   // result, which comes first.
   tether::Status Join(tether::Status st) {
-    if (host_ == nullptr || !thread_.joinable()) return st;
-    if (!st.ok()) host_->Stop();
-    thread_.join();
-    g_replica.store(nullptr);
-    if (!result_.ok()) LOG(ERROR) << result_.message();
-    return st.ok() ? result_ : st;
+    if (!st.ok())
+      for (std::atomic<tether::ReplicaHost*>& slot : g_replicas)
+        if (tether::ReplicaHost* r = slot.load(); r != nullptr) r->Stop();
+    tether::Status result;
+    for (Copy& c : copies_) {
+      if (!c.thread.joinable()) continue;
+      c.thread.join();
+      if (!c.result.ok()) LOG(ERROR) << c.result.message();
+      if (result.ok()) result = c.result;
+    }
+    for (std::atomic<tether::ReplicaHost*>& slot : g_replicas) slot.store(nullptr);
+    return st.ok() ? result : st;
   }
 
  private:
@@ -307,9 +355,13 @@ class HostedReplica {
     return host.size() > 1 && host.front() == '[' ? host.substr(1, host.size() - 2) : host;
   }
 
-  std::unique_ptr<tether::ReplicaHost> host_;
-  std::thread thread_;
-  tether::Status result_;
+  struct Copy {
+    std::vector<std::unique_ptr<tether::ReplicaHost>> hosts;  // the running one last
+    std::thread thread;
+    tether::Status result;
+  };
+  std::string bind_, advertise_;
+  std::vector<Copy> copies_;
 };
 
 // cluster.replicas > 0: the copy this process holds listens on a tcp://
@@ -334,21 +386,24 @@ int RunJoin(const tether::JobConfig& config) {
     LOG(ERROR) << "[server] --join_as_replica needs cluster.replicas >= 1 (--replicas), as the job's servers have";
     return 2;
   }
-  tether::ReplicaHost host(config, tether::ReplicaHost::Join{ShardGiven() ? FLAGS_shard : -1});
-  host.set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
+  std::vector<std::unique_ptr<tether::ReplicaHost>> hosts;
+  hosts.push_back(
+      std::make_unique<tether::ReplicaHost>(config, tether::ReplicaHost::Join{ShardGiven() ? FLAGS_shard : -1, ""}));
+  hosts.back()->set_key_list_cache_bytes(static_cast<uint64_t>(FLAGS_key_list_cache_bytes));
   g_stop_grace_ms.store(int64_t{FLAGS_stop_grace_s} * 1000);
   tether::InstallStopSignals(RequestStop);
   // A stop signal ends the wait for the rendezvous too (Start looks the
   // shard's primary up).
-  g_replica.store(&host);
-  tether::Status st = host.Start(FLAGS_listen, FLAGS_advertise_host);
+  g_replicas[0].store(hosts.back().get());
+  tether::Status st = hosts.back()->Start(FLAGS_listen, FLAGS_advertise_host);
   if (!st.ok()) LOG(ERROR) << st.message();  // Run() logs its own
-  if (st.ok()) {
-    if (g_signal.load() != 0) host.Stop();
-    st = host.Run();
-  }
-  g_replica.store(nullptr);
+  // A joined copy that a claim before it in the chain leaves out joins
+  // again, on a free port of the same host.
+  const std::string bind = FLAGS_listen.substr(0, FLAGS_listen.rfind(':')) + ":0";
+  if (st.ok()) st = FollowCopies(config, &hosts, &g_replicas[0], bind, FLAGS_advertise_host);
+  g_replicas[0].store(nullptr);
   if (!st.ok() && g_signal.load() == 0) return 1;
+  const tether::ReplicaHost& host = *hosts.back();
   return ExitCode(st, host.claimed() && host.copy().job_finished());
 }
 
@@ -432,7 +487,7 @@ int main(int argc, char** argv) {
   tether::Status st = Listen(&server, &reachable);
   RendezvousEntry entry(*config, reachable);
   if (st.ok() && !config->cluster().rendezvous().empty()) st = entry.Publish(sockets.client);
-  HostedReplica replica;
+  HostedReplicas replica;
   if (st.ok()) st = replica.Start(*config, reachable);
   bool ran = false;
   if (st.ok() && g_signal.load() == 0) {

@@ -110,11 +110,12 @@ Status ValidateAverage(const JobConfig& c) {
   return Status::OK();
 }
 
-// cluster.replicas: a shard's copy lives on the server process of the next
-// shard, so there must be another process; a shard holds one replica at
-// most (server/replica_host.h); and a copy in the same process as its
-// primary (an in-process job, inproc:// endpoints) would die with it.
-constexpr int kMaxReplicas = 1;
+// cluster.replicas: a shard's copies live on the server processes of the
+// next shards, so each needs a process of its own; each process runs a
+// thread per copy it holds (server/replica_host.h), hence a bound; and a
+// copy in the same process as its primary (an in-process job, inproc://
+// endpoints) would die with it.
+constexpr int kMaxReplicas = 8;
 
 Status ValidateReplicas(const ClusterConfig& c) {
   const int replicas = c.replicas();
@@ -128,7 +129,7 @@ Status ValidateReplicas(const ClusterConfig& c) {
   if (replicas > kMaxReplicas)
     return FieldError("cluster.replicas", "is " + std::to_string(replicas) + ", but a shard holds at most " +
                                               std::to_string(kMaxReplicas) +
-                                              " replica (its primary and the next server process)");
+                                              " replicas (each server process holds a copy of as many shards)");
   for (const std::string& address : c.server_addresses())
     if (address.rfind("inproc://", 0) == 0)
       return FieldError("cluster.replicas", "is " + std::to_string(replicas) + ", but cluster.server_addresses names " +

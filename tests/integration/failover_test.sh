@@ -61,6 +61,15 @@
 #          up; then server 1 is SIGKILLed too and the replacement claims
 #          shard 0 again: every process left exits 0 and total_samples is
 #          exact.
+#   chain  4 servers with --replicas=2 (each shard on a chain of three),
+#          2 workers, 10 epochs; SIGKILL server 0 after worker 0 logs
+#          epoch 2: server 1 claims shard 0 and server 2, its other
+#          replica, joins that claim again as a learner; once it caught up,
+#          SIGKILL server 1: server 2 claims shard 0 (from its new copy)
+#          and shard 1 (as the first of its chain left), server 3 joins
+#          shard 1's claim; no worker restarts, the workers and servers 2
+#          and 3 exit 0, total_samples is exactly 10 × 4,880 and
+#          P@1 ≥ 0.58.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -79,9 +88,13 @@ epochs=8
 case "$mode" in
   pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
   join) epochs=20 ;;
+  chain) epochs=10 ;;
 esac
-flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=3 --num_workers=2
-       --replicas=1 --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=2000)
+servers=3
+replicas=1
+[ "$mode" = chain ] && servers=4 && replicas=2
+flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=$servers --num_workers=2
+       --replicas=$replicas --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=2000)
 mkdir -p "$tmp/rdzv"
 if [ "$mode" = curve ]; then
   keys="$tmp/keys"
@@ -92,14 +105,14 @@ if [ "$mode" = curve ]; then
 fi
 
 start_all() {
-  start_servers3
+  start_servers
   start_workers2
 }
 
-start_servers3() {
+start_servers() {
   local s
   server_pids=()
-  for ((s = 0; s < 3; ++s)); do
+  for ((s = 0; s < servers; ++s)); do
     timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --shard=$s --listen=tcp://127.0.0.1:0 \
       > "$tmp/server$s.log" 2>&1 &
     pids+=($!)
@@ -213,7 +226,7 @@ launched_server() {  # S: sets $spid, the pid of the launcher's server S
 
 case "$mode" in
 early)
-  start_servers3
+  start_servers
   wait_log "$tmp/server0.log" "replica of shard 0 joined" 600
   kill -9 "$(inner "${server_pids[0]}")"
   wait_code "${server_pids[0]}"
@@ -310,6 +323,26 @@ join)
   grep -q "claimed shard 0" "$tmp/joina.log" || fail "the replacement did not claim shard 0"
   grep -q "claimed shard 1" "$tmp/server2.log" || fail "server 2 did not claim shard 1"
   echo "total_samples $total; shard 0 failed over twice, the second time onto a replacement"
+  ;;
+chain)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 2/$epochs" 2400
+  kill -9 "$(inner "${server_pids[0]}")"
+  wait_code "${server_pids[0]}"
+  wait_log "$tmp/server2.log" "caught up with shard 0's primary" 1200
+  # Both workers told of shard 0's new replica (with their next reply from shard 0).
+  wait_log "$tmp/worker0.log" "server shard 0 has a replica again" 600
+  wait_log "$tmp/worker1.log" "server shard 0 has a replica again" 600
+  kill -9 "$(inner "${server_pids[1]}")"
+  wait_code "${server_pids[1]}"
+  wait_zero "workers and servers 2, 3" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" "${server_pids[3]}"
+  exact_samples
+  grep -q "claimed shard 0" "$tmp/server1.log" || fail "server 1 did not claim shard 0"
+  grep -q "claimed shard 0" "$tmp/server2.log" || fail "server 2 did not claim shard 0 after server 1"
+  grep -q "claimed shard 1" "$tmp/server2.log" || fail "server 2 did not claim shard 1"
+  grep -q "caught up with shard 1's primary" "$tmp/server3.log" || fail "server 3 did not join shard 1's claim"
+  gate "$(metric "$tmp/metrics.json" precision_at_1)" 0.58 "P@1"
+  echo "total_samples $total; shards 0 and 1 failed over along their chains of three"
   ;;
 kill | curve)
   start_all
