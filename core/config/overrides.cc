@@ -29,7 +29,7 @@ const ConfigOverride kOverrideTable[] = {
     {"num_servers", "cluster.num_servers", "number of server shards"},
     {"num_workers", "cluster.num_workers", "number of workers"},
     {"max_workers", "cluster.max_workers", "bound on worker ranks: ranks in [num_workers, max_workers) may join a running job (0: num_workers)"},
-    {"replicas", "cluster.replicas", "copies of each shard, held by the server processes of the next shards; one takes over when the shard's process dies (0: none; less than num_servers; not in-process)"},
+    {"replicas", "cluster.replicas", "copies of each shard, held by the server processes of the next shards; one takes over when the shard's process dies (0: none; less than num_servers, at most 8; not in-process)"},
     {"epochs", "train.epochs", "passes over each worker's training rows"},
     {"minibatch_size", "train.minibatch_size", "rows per minibatch"},
     {"minibatches_per_clock", "train.minibatches_per_clock", "minibatches between clock ticks"},
