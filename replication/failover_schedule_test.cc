@@ -1,7 +1,8 @@
 // Random schedules of replicated shards (replication/failover_sim.h): kills,
-// pauses and joins with chains of two and three members, each schedule
-// checked for exactly-once, in-order application on every live member and
-// committed, bounded reads.
+// pauses and joins with chains of two, three and four members, forwarded
+// along the chain or fanned out from the primary (as tether-server does),
+// each schedule checked for exactly-once, in-order application on every
+// live member and committed, bounded reads.
 #include <cstdio>
 
 #include <gtest/gtest.h>
@@ -23,9 +24,9 @@ ScheduleCounts Schedule(const ScheduleOptions& o) {
   const ScheduleCounts c = RunSchedule(o);
   if (o.seed < 10)
     std::printf("schedule %u (%d processes, %d replicas): %d reads, %d failovers, %d resends, %d duplicates, "
-                "%d joins, %d deposed, %d stale; killed %d primaries, %d middles, %d tails, %d learners\n",
-                o.seed, o.processes, o.replicas, c.reads, c.failovers, c.resends, c.duplicates, c.joins, c.deposed,
-                c.stale_refused, c.killed_primaries, c.killed_middles, c.killed_tails, c.killed_learners);
+                "%d joins, %d rejoins, %d deposed, %d stale; killed %d primaries, %d middles, %d tails, %d learners\n",
+                o.seed, o.processes, o.replicas, c.reads, c.failovers, c.resends, c.duplicates, c.joins, c.rejoins,
+                c.deposed, c.stale_refused, c.killed_primaries, c.killed_middles, c.killed_tails, c.killed_learners);
   return c;
 }
 
@@ -127,6 +128,56 @@ TEST(FailoverScheduleTest, ManySeedsOfLongChains) {
   EXPECT_GT(total.killed_middles, 50);
   EXPECT_GT(total.killed_tails, 50);
   EXPECT_GT(total.joins, 100);
+  EXPECT_GT(total.deposed, 10);
+}
+
+// Fan-out, as tether-server replicates: the primary sends to each replica;
+// a claim leaves the later copies out and they join the claimant again.
+TEST(FailoverScheduleTest, FanOutChainsOfThreeLoseEveryPlaceAndRejoin) {
+  const ScheduleCounts c = Schedule({.processes = 4,
+                                     .replicas = 2,
+                                     .workers = 3,
+                                     .staleness = 1,
+                                     .steps = 20000,
+                                     .seed = 5,
+                                     .pauses = true,
+                                     .joins = true,
+                                     .fan_out = true});
+  EXPECT_GT(c.reads, 0);
+  EXPECT_GT(c.killed_primaries, 0);
+  EXPECT_GT(c.killed_middles, 0);
+  EXPECT_GT(c.killed_tails, 0);
+  EXPECT_GT(c.rejoins, 0);
+  EXPECT_GT(c.joins, 0);
+  EXPECT_GT(c.failovers, 0);
+  EXPECT_GT(c.resends, 0);
+}
+
+TEST(FailoverScheduleTest, ManySeedsOfFanOutChains) {
+  ScheduleCounts total;
+  for (uint32_t seed = 300; seed < 400; ++seed) {
+    total += Schedule({.processes = static_cast<int>(3 + seed % 3),
+                       .replicas = static_cast<int>(1 + seed % 2),
+                       .workers = static_cast<int>(2 + seed % 2),
+                       .staleness = static_cast<int64_t>(seed % 3) - 1,
+                       .steps = 2000,
+                       .seed = seed,
+                       .pauses = seed % 4 != 0,
+                       .joins = seed % 5 != 0,
+                       .fan_out = true});
+    if (HasFailure()) {
+      ADD_FAILURE() << "seed " << seed;
+      return;
+    }
+  }
+  Print("100 fan-out schedules", total);
+  std::printf("  %d copies left out by a claim asked to join again\n", total.rejoins);
+  EXPECT_GT(total.reads, 300);
+  EXPECT_GT(total.killed_primaries, 50);
+  EXPECT_GT(total.killed_middles, 20);
+  EXPECT_GT(total.killed_tails, 50);
+  EXPECT_GT(total.rejoins, 20);
+  EXPECT_GT(total.joins, 50);
   EXPECT_GT(total.deposed, 10);
 }
 

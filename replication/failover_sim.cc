@@ -1,214 +1,14 @@
 // The simulation of replication/failover_sim.h: processes, workers and
 // the links between them, each a FIFO queue delivered in a random order.
-#include "replication/failover_sim.h"
+#include "replication/failover_sim_internal.h"
 
 #include <algorithm>
-#include <cstring>
-#include <deque>
-#include <map>
-#include <memory>
-#include <random>
-#include <set>
-#include <string>
-#include <vector>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
-#include "replication/chain_view.h"
-#include "replication/commit_waiters.h"
-#include "replication/replication_log.h"
-#include "replication/update_dedup.h"
-#include "replication/update_window.h"
-
 namespace tether {
-namespace {
-
-constexpr int kWorkerBase = 1000;  // endpoint ids: servers 0.., workers 1000 + rank
-
-// A worker's update to one shard: a push of +1 to its own row, or a clock.
-struct Update {
-  int rank = 0;
-  uint64_t seq = 0;
-  bool clock = false;
-};
-
-std::string Encode(const Update& u) {
-  std::string s(sizeof(Update), '\0');
-  std::memcpy(s.data(), &u, sizeof(Update));
-  return s;
-}
-Update Decode(const std::string& s) {
-  Update u;
-  std::memcpy(&u, s.data(), sizeof(Update));
-  return u;
-}
-
-uint64_t Mix(uint64_t digest, const Update& u) {
-  return digest * 1000003u + (static_cast<uint64_t>(u.rank) << 40) + (u.seq << 1) + (u.clock ? 1 : 0);
-}
-
-// The state machine every member of a shard holds.
-struct ShardState {
-  std::vector<int64_t> rows;    // per rank: pushes applied
-  std::vector<int64_t> clocks;  // per rank
-  UpdateDedup dedup;
-  std::vector<Update> order;  // every update applied, in order
-  std::vector<uint64_t> digests{0};  // digest after each prefix of `order`
-
-  explicit ShardState(int workers = 0) : rows(workers, 0), clocks(workers, 0) {}
-  void Apply(const Update& u, uint64_t log_seq) {
-    ASSERT_EQ(dedup.Check(u.rank, u.seq), UpdateDedup::Verdict::kNew)
-        << "rank " << u.rank << " update " << u.seq << " applied out of order or twice";
-    dedup.Applied(u.rank, u.seq, log_seq);
-    (u.clock ? clocks : rows)[u.rank] += 1;
-    order.push_back(u);
-    digests.push_back(Mix(digests.back(), u));
-  }
-  int64_t MinClock() const { return *std::min_element(clocks.begin(), clocks.end()); }
-};
-
-struct Msg {
-  enum Kind { kUpdate, kPull, kAck, kPullReply, kView, kQuery, kForward, kChainAck, kState, kJoin, kCaughtUp };
-  Kind kind = kView;
-  int shard = 0;
-  ChainView view;  // the sender's view of the shard
-  Update update;
-  uint64_t id = 0;        // pull id
-  int64_t clock = 0;      // pull clock
-  uint64_t value = 0;     // kAck: updates up to; kChainAck: committed; kState: seq
-  std::vector<LogEntry> entries;
-  std::shared_ptr<const ShardState> state;  // kPullReply (as read), kState
-  bool answer = false;                       // kView: the answer to a kQuery
-};
-
-Msg Make(Msg::Kind kind, int shard, const ChainView& view) {
-  Msg m;
-  m.kind = kind;
-  m.shard = shard;
-  m.view = view;
-  return m;
-}
-
-struct Member {
-  explicit Member(int self, int workers) : log(self), state(workers) {}
-  ReplicationLog log;
-  ShardState state;
-  CommitWaiters waiters;
-  struct Held {
-    int worker;
-    Msg reply;
-  };
-  std::map<uint64_t, Held> held;          // by waiter id
-  std::vector<std::pair<int, Msg>> pulls;  // (worker, pull) waiting for the bound
-  bool caught_up_sent = false;
-};
-
-enum class Status { kLive, kPaused, kDead };
-
-struct Proc {
-  Status status = Status::kLive;
-  // Woken from a pause, it hears the chain out before it may suspect
-  // anyone (core/stall_watch.h): it asks every process for its views and
-  // waits for the answers of those not dead (answers_due, per process).
-  bool hearing_out = false;
-  std::map<int, int> answers_due;
-  std::vector<ChainView> views;                // the newest view of each shard it knows
-  std::map<int, std::unique_ptr<Member>> members;  // shards it is in (member or learner)
-};
-
-struct WorkerSim {
-  int rank = 0;
-  int64_t clock = 0;
-  std::vector<ChainView> views;
-  std::vector<ChainView> queried;  // the view it last asked about, per shard
-  std::vector<UpdateWindow<Update>> windows;
-  std::vector<int64_t> sent_pushes;  // per shard
-  bool pulling = false;
-  int pull_shard = 0;
-  uint64_t pull_id = 0;
-};
-
-using Counts = ScheduleCounts;
-
-class Sim {
- public:
-  Sim(int processes, int replicas, int workers, int64_t staleness, uint32_t seed)
-      : shards_(processes), replicas_(replicas), workers_(workers), staleness_(staleness), rng_(seed) {
-    for (int p = 0; p < processes; ++p) AddProcess();
-    for (int s = 0; s < shards_; ++s) {
-      const ChainView v = InitialChain(s, processes, replicas);
-      for (int p = 0; p < processes; ++p) procs_[p].views[s] = v;
-      for (int m : v.members) {
-        procs_[m].members[s] = std::make_unique<Member>(m, workers_);
-        procs_[m].members[s]->log.Adopt(v);
-      }
-    }
-    for (int r = 0; r < workers_; ++r) {
-      WorkerSim w;
-      w.rank = r;
-      for (int s = 0; s < shards_; ++s) w.views.push_back(InitialChain(s, processes, replicas));
-      w.windows.resize(shards_);
-      w.queried.resize(shards_);
-      w.sent_pushes.assign(shards_, 0);
-      ws_.push_back(std::move(w));
-    }
-  }
-
-  void Run(int steps, bool pauses, bool joins);
-  void Quiesce();
-  void Check();
-  const Counts& counts() const { return counts_; }
-
- private:
-  int AddProcess() {
-    Proc p;
-    p.views.resize(shards_);
-    procs_.push_back(std::move(p));
-    return static_cast<int>(procs_.size()) - 1;
-  }
-  bool Up(int p) const { return procs_[p].status == Status::kLive; }
-  void Send(int from, int to, Msg m) {
-    if (to < kWorkerBase && procs_[to].status == Status::kDead) return;
-    links_[{from, to}].push_back(std::move(m));
-  }
-  bool DeliverOne();
-  void Deliver(int from, int to, const Msg& m);
-  void OnServer(int p, int from, const Msg& m);
-  void OnWorker(WorkerSim& w, int from, const Msg& m);
-  // Server side.
-  void LearnView(int p, int shard, const ChainView& v);
-  void Announce(int p, int shard, const ChainView& v);
-  void AfterChange(int p, int shard);
-  void Primary(int p, int from, const Msg& m);
-  void ServePulls(int p, int shard);
-  void ReleaseCommitted(int p, int shard);
-  void Suspect(int p);
-  void Query(int from, int shard);
-  void Resume(int p);
-  // Worker side.
-  // A push and a clock on every shard, or (may_pull) a pull of one shard.
-  void WorkerStep(WorkerSim& w, bool may_pull);
-  // A worker whose primary of a shard is dead asks everyone, once per view.
-  void WorkerQuery(WorkerSim& w);
-  void SendUpdate(WorkerSim& w, int shard, const Update& u);
-  void CheckRead(const WorkerSim& w, const Msg& m);
-  std::vector<int> GoneOf(const ChainView& v, int observer) const;
-  void Kill();
-  // Counts the places `p` holds in the shards' newest views.
-  void CountKill(int p);
-  void Join();
-
-  int shards_, replicas_, workers_;
-  int64_t staleness_;
-  std::mt19937 rng_;
-  std::vector<Proc> procs_;
-  std::vector<WorkerSim> ws_;
-  std::map<std::pair<int, int>, std::deque<Msg>> links_;
-  uint64_t next_id_ = 1;
-  std::vector<std::vector<std::pair<size_t, uint64_t>>> reads_;  // per shard: (length, digest) seen
-  Counts counts_;
-  std::string trace_;  // views made and states copied, for failure messages
-};
+namespace failover_sim {
 
 // The members of `v` that `observer` finds gone: dead or paused, and
 // silent: everything they sent it has arrived (a liveness timeout passes
@@ -263,7 +63,14 @@ void Sim::LearnView(int p, int shard, const ChainView& v) {
   }
   Member& mem = *it->second;
   const bool was_primary = mem.log.role() == ReplicationLog::Role::kPrimary;
-  mem.log.Adopt(v);
+  mem.log.Adopt(MemberView(v, p));
+  if (fan_out_) {
+    // Each replica is sent again what is kept: entries sent under the
+    // older view may be refused as stale.
+    mem.sent.clear();
+    for (auto it2 = mem.acked.begin(); it2 != mem.acked.end();)
+      it2 = v.Contains(it2->first) ? std::next(it2) : mem.acked.erase(it2);
+  }
   if (!in) {
     // Left out: everything held is answered with the newer view, and the
     // state goes (it can come back only as a learner, from a copy).
@@ -274,6 +81,7 @@ void Sim::LearnView(int p, int shard, const ChainView& v) {
     }
     for (auto& [w, pull] : mem.pulls) Send(p, w + kWorkerBase, Make(Msg::kView, shard, v));
     proc.members.erase(it);
+    if (fan_out_) Rejoin(p, shard, v);
     return;
   }
   mem.caught_up_sent = false;
@@ -295,8 +103,9 @@ void Sim::AfterChange(int p, int shard) {
     Send(p, v.learner, st);
     log.StartLearnerAt(log.applied());
   }
-  const std::vector<LogEntry> out = log.TakeForward();
-  if (!out.empty()) {
+  if (fan_out_ && log.role() == ReplicationLog::Role::kPrimary && v.members.size() > 1) {
+    FanOut(p, shard);
+  } else if (const std::vector<LogEntry> out = log.TakeForward(); !out.empty()) {
     Msg f = Make(Msg::kForward, shard, v);
     f.entries = out;
     Send(p, log.successor(), f);
@@ -443,7 +252,10 @@ void Sim::OnServer(int p, int from, const Msg& m) {
       return;
     }
     case Msg::kChainAck:
-      if (mem && mem->log.OnAck(from, m.view, m.value)) AfterChange(p, m.shard);
+      if (fan_out_ && mem && mem->log.role() == ReplicationLog::Role::kPrimary && from != mem->log.view().learner)
+        OnFanOutAck(p, from, m);
+      else if (mem && mem->log.OnAck(from, m.view, m.value))
+        AfterChange(p, m.shard);
       return;
     case Msg::kState:
       if (!mem || mem->log.role() != ReplicationLog::Role::kLearner || from != mem->log.view().tail()) return;
@@ -453,7 +265,7 @@ void Sim::OnServer(int p, int from, const Msg& m) {
       return;
     case Msg::kJoin:
       if (mem && mem->log.role() == ReplicationLog::Role::kPrimary && mem->log.view().learner < 0 &&
-          !mem->log.view().Contains(from) && Up(from))
+          !mem->log.view().Contains(from) && Up(from) && (!fan_out_ || mem->log.view().members.size() == 1))
         Announce(p, m.shard, WithLearner(mem->log.view(), from));
       return;
     case Msg::kCaughtUp:
@@ -561,7 +373,7 @@ void Sim::Suspect(int p) {
     const std::vector<int> gone = GoneOf(v, p);
     if (gone.empty()) continue;
     if (Claimant(v, gone) == p) {
-      Announce(p, s, Without(v, gone));
+      Announce(p, s, ClaimView(v, gone, p));
     } else if (v.Contains(p) || v.learner == p) {
       Query(p, s);
     }
@@ -626,6 +438,7 @@ void Sim::Join() {
     for (const Proc& q : procs_)
       if (Newer(q.views[s], newest)) newest = q.views[s];
     if (static_cast<int>(newest.members.size()) > replicas_ || newest.learner >= 0) continue;
+    if (fan_out_ && newest.members.size() > 1) continue;  // a fan-out shard takes a learner only alone
     const int p = AddProcess();
     procs_[p].views = procs_[newest.primary()].views;
     Send(p, newest.primary(), Make(Msg::kJoin, s, newest));
@@ -728,7 +541,7 @@ void Sim::Check() {
   }
 }
 
-}  // namespace
+}  // namespace failover_sim
 
 ScheduleCounts& ScheduleCounts::operator+=(const ScheduleCounts& o) {
   reads += o.reads;
@@ -738,6 +551,7 @@ ScheduleCounts& ScheduleCounts::operator+=(const ScheduleCounts& o) {
   duplicates += o.duplicates;
   joins += o.joins;
   deposed += o.deposed;
+  rejoins += o.rejoins;
   killed_primaries += o.killed_primaries;
   killed_middles += o.killed_middles;
   killed_tails += o.killed_tails;
@@ -746,7 +560,7 @@ ScheduleCounts& ScheduleCounts::operator+=(const ScheduleCounts& o) {
 }
 
 ScheduleCounts RunSchedule(const ScheduleOptions& o) {
-  Sim sim(o.processes, o.replicas, o.workers, o.staleness, o.seed);
+  failover_sim::Sim sim(o.processes, o.replicas, o.workers, o.staleness, o.seed, o.fan_out);
   sim.Run(o.steps, o.pauses, o.joins);
   sim.Quiesce();
   sim.Check();

@@ -37,11 +37,20 @@ struct ScheduleOptions {
   uint32_t seed = 1;
   bool pauses = false;  // processes stopped and continued
   bool joins = false;   // processes join shards as learners, then tails
+  // false: chain forwarding (replication/replication_log.h: each member
+  // forwards to its successor). true: fan-out, as tether-server replicates
+  // (server/replica_link.h, server/replica_host.h): the primary sends each
+  // entry to every replica itself and commits what all of them
+  // acknowledged; when the primary is gone the first replica left claims
+  // the shard alone, and the copies after it (which may hold entries it
+  // lacks) join its claim again as learners.
+  bool fan_out = false;
 };
 
 /// What a schedule did (the properties are checked in RunSchedule).
 struct ScheduleCounts {
   int reads = 0, failovers = 0, stale_refused = 0, resends = 0, duplicates = 0, joins = 0, deposed = 0;
+  int rejoins = 0;  // fan-out: copies a claim left out that asked to join it
   // Kills by the dead process's place in the newest view of each shard it
   // was in (one kill may count several places): primary, between the
   // primary and the tail, tail (of a chain of two or more), learner.
