@@ -133,7 +133,8 @@ void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, 
   std::string refused;
   const bool placed = std::find(placed_.begin(), placed_.end(), b.process()) != placed_.end();
   if (b.shard() != shard_ || (leg == nullptr && !placed && !placed_.empty()))
-    refused = "this process is shard " + std::to_string(shard_) + "'s primary, whose replicas are " + ReplicaNames() +
+    refused = "this process is shard " + std::to_string(shard_) + "'s primary, whose " +
+              (legs_.size() == 1 ? "replica is " : "replicas are ") + ReplicaNames() +
               ", not process " + std::to_string(b.process()) + " for shard " + std::to_string(b.shard());
   else if (leg == nullptr)
     refused = "shard " + std::to_string(shard_) + " goes on without process " + std::to_string(b.process()) + " (" +

@@ -1,6 +1,7 @@
 // Replicated shards over real sockets (server/replica_link.h,
 // server/replica_host.h): a job whose every shard has a replica copy in the
-// next server's place, trained by workers on threads. Each copy takes in
+// next server's place (or, with two replicas, in each of the next two),
+// trained by workers on threads. Each copy takes in
 // its primary's inputs over 127.0.0.1 and ends bit for bit equal to it, and
 // no reply reached a worker before the replica acknowledged what it
 // depended on. Under security.curve the same holds, with the host holding
@@ -37,8 +38,9 @@ struct ReplicatedJob {
   JobConfig host_config;
 };
 
-// Trains `config` (replicas = 1) with every shard's primary on a ShardThread
-// and every copy on a ReplicaHost thread; joins everything.
+// Trains `config` with every shard's primary on a ShardThread and every
+// copy on a ReplicaHost thread (process p's copies of shards p − 1, ...,
+// p − replicas, in that order); joins everything.
 ReplicatedJob RunReplicated(const JobConfig& config) {
   const int servers = config.cluster().num_servers();
   ReplicatedJob job;
@@ -48,12 +50,15 @@ ReplicatedJob RunReplicated(const JobConfig& config) {
     job.host_config.mutable_cluster()->add_server_addresses(job.primaries.back()->endpoint());
   }
   for (int p = 0; p < servers; ++p) {
-    job.hosts.push_back(std::make_unique<ReplicaHost>(job.host_config, p));
-    EXPECT_TRUE(job.hosts.back()->Start("tcp://127.0.0.1:0", "").ok());
+    for (int d = 1; d <= config.cluster().replicas(); ++d) {
+      job.hosts.push_back(std::make_unique<ReplicaHost>(job.host_config, p, d));
+      EXPECT_TRUE(job.hosts.back()->Start("tcp://127.0.0.1:0", "").ok());
+    }
   }
-  job.hosts_done.resize(servers);
+  job.hosts_done.resize(job.hosts.size());
   std::vector<std::thread> threads;
-  for (int p = 0; p < servers; ++p) threads.emplace_back([&job, p] { job.hosts_done[p] = job.hosts[p]->Run(); });
+  for (size_t h = 0; h < job.hosts.size(); ++h)
+    threads.emplace_back([&job, h] { job.hosts_done[h] = job.hosts[h]->Run(); });
   job.workers.resize(config.cluster().num_workers());
   std::vector<std::thread> workers;
   for (int w = 0; w < config.cluster().num_workers(); ++w) {
@@ -71,10 +76,10 @@ ReplicatedJob RunReplicated(const JobConfig& config) {
   return job;
 }
 
-JobConfig ReplicatedBibtex(int servers) {
+JobConfig ReplicatedBibtex(int servers, int replicas = 1) {
   JobConfig c = testing::SmallBibtexJob();
   c.mutable_cluster()->set_num_servers(servers);
-  c.mutable_cluster()->set_replicas(1);
+  c.mutable_cluster()->set_replicas(replicas);
   return c;
 }
 
@@ -83,22 +88,27 @@ void ExpectCopiesEqual(const ReplicatedJob& job, const JobConfig& config) {
   for (const Status& w : job.workers) ASSERT_TRUE(w.ok()) << w.ToString();
   testing::ScopedTempDir dir;
   const int servers = config.cluster().num_servers();
-  for (int p = 0; p < servers; ++p) {
-    ASSERT_TRUE(job.hosts_done[p].ok()) << job.hosts_done[p].ToString();
-    const int shard = job.hosts[p]->shard();
-    EXPECT_EQ(shard, (p + servers - 1) % servers);
-    EXPECT_FALSE(job.hosts[p]->claimed());
+  const int replicas = config.cluster().replicas();
+  for (int h = 0; h < static_cast<int>(job.hosts.size()); ++h) {
+    const int p = h / replicas, d = h % replicas + 1;
+    ASSERT_TRUE(job.hosts_done[h].ok()) << job.hosts_done[h].ToString();
+    const int shard = job.hosts[h]->shard();
+    EXPECT_EQ(shard, (p + servers - d) % servers);
+    EXPECT_FALSE(job.hosts[h]->claimed());
     const ServerShard& primary = job.primaries[shard]->shard();
-    const ServerShard& copy = job.hosts[p]->copy();
-    EXPECT_EQ(DigestShard(copy, config, shard, dir.File("copy" + std::to_string(p))),
+    const ServerShard& copy = job.hosts[h]->copy();
+    EXPECT_EQ(DigestShard(copy, config, shard, dir.File("copy" + std::to_string(h))),
               DigestShard(primary, config, shard, dir.File("primary" + std::to_string(p))))
         << "shard " << shard;
     // Every message the primary took in was forwarded and applied (the
     // last ones, taken in as the shard ended, need not be acknowledged).
     ASSERT_NE(primary.replica_link(), nullptr);
-    EXPECT_EQ(job.hosts[p]->applied(), primary.replica_link()->log().applied());
+    EXPECT_EQ(job.hosts[h]->applied(), primary.replica_link()->log().applied());
     EXPECT_GT(primary.replica_link()->log().commit(), 100u);
-    EXPECT_EQ(primary.replica_link()->chain_endpoints(), std::vector<std::string>{job.hosts[p]->endpoint()});
+    // The chain in order: the copy `d` places after the primary is d-th.
+    const std::vector<std::string>& chain = primary.replica_link()->chain_endpoints();
+    ASSERT_EQ(chain.size(), static_cast<size_t>(replicas));
+    EXPECT_EQ(chain[d - 1], job.hosts[h]->endpoint());
     // The copy sent nothing: what it would have sent, the primary sent.
     EXPECT_GT(copy.replies_muted(), 0u);
     EXPECT_EQ(copy.stats().pushes, primary.stats().pushes);
@@ -117,6 +127,13 @@ TEST(ReplicaHostTest, EveryCopyEndsEqualToItsPrimary) {
   testing::ScopedTempDir ckpt;
   config.mutable_checkpoint()->set_dir(ckpt.path());
   config.mutable_checkpoint()->set_every_clocks(20);
+  ExpectCopiesEqual(RunReplicated(config), config);
+}
+
+// A chain of three: each shard's two copies end equal to the primary, and
+// the primary committed only what both acknowledged.
+TEST(ReplicaHostTest, EveryCopyOfAChainOfThreeEndsEqualToItsPrimary) {
+  const JobConfig config = ReplicatedBibtex(3, 2);
   ExpectCopiesEqual(RunReplicated(config), config);
 }
 
