@@ -22,6 +22,12 @@
 //     and follows its updates without counting for commits (WithLearner);
 //     once it has caught up, the primary appends it as the new tail
 //     (WithLearnerAppended).
+// tether-server fans a shard's updates out instead (server/replica_link.h):
+// the primary sends each update to every replica and commits what all of
+// them have, which for a chain of two is the same; the views, generations
+// and claimants are these. A claim after the primary leaves the members
+// after the claimant out (they may hold updates it lacks), and they join it
+// again as learners (replication/failover_sim.h models both).
 // Everyone (members, other server processes, workers) follows the newest
 // view it has seen (Newer) and refuses a message stamped with an older
 // generation, naming the newer view: a former primary that was paused, not
