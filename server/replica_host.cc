@@ -160,6 +160,9 @@ Status ReplicaHost::Run() {
   // than waiting on a port nobody reads.
   copy_->CloseSocket();
   if (!st.ok()) LOG(ERROR) << st.message();
+  // Left out of a claim: its tables go before the caller copies the shard
+  // again from the claimant.
+  if (!rejoin_.empty()) copy_.reset();
   return st;
 }
 

@@ -147,7 +147,8 @@ class ReplicaHost {
   /// chain claims the shard (above): its endpoint, which this process joins
   /// as a learner.
   const std::string& rejoin() const { return rejoin_; }
-  /// The copy (its stats once Run() returned).
+  /// The copy (its stats once Run() returned; none once Run() returned
+  /// with rejoin() set: its memory is released then).
   const ServerShard& copy() const { return *copy_; }
 
  private:

@@ -121,6 +121,7 @@ TEST_F(ReplicaChainTest, TheFirstCopyClaimsAndTheSecondLeavesTheClaimToIt) {
   EXPECT_TRUE(second.done.ok()) << second.done.ToString();
   EXPECT_EQ(second.host.rejoin(), first.host.endpoint());
   EXPECT_FALSE(second.host.claimed());
+  EXPECT_EQ(second.host.applied(), 1u);
 }
 
 TEST_F(ReplicaChainTest, WithTheFirstCopyGoneTooTheSecondClaims) {

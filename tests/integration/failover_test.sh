@@ -70,6 +70,9 @@
 #          shard 1's claim; no worker restarts, the workers and servers 2
 #          and 3 exit 0, total_samples is exactly 10 × 4,880 and
 #          P@1 ≥ 0.58.
+#   chain_curve  the chain run under security.curve: a copy later in the
+#          chain asks the one before it over CURVE with the servers' key
+#          pair and joins its claim.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -88,15 +91,15 @@ epochs=8
 case "$mode" in
   pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
   join) epochs=20 ;;
-  chain) epochs=10 ;;
+  chain | chain_curve) epochs=10 ;;
 esac
 servers=3
 replicas=1
-[ "$mode" = chain ] && servers=4 && replicas=2
+case "$mode" in chain | chain_curve) servers=4 replicas=2 ;; esac
 flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=$servers --num_workers=2
        --replicas=$replicas --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=2000)
 mkdir -p "$tmp/rdzv"
-if [ "$mode" = curve ]; then
+if [ "$mode" = curve ] || [ "$mode" = chain_curve ]; then
   keys="$tmp/keys"
   timeout 30 "$bin/tether-keygen" --out="$keys" --name=server > /dev/null || fail "tether-keygen server"
   timeout 30 "$bin/tether-keygen" --out="$keys" --name=worker > /dev/null || fail "tether-keygen worker"
@@ -324,7 +327,7 @@ join)
   grep -q "claimed shard 1" "$tmp/server2.log" || fail "server 2 did not claim shard 1"
   echo "total_samples $total; shard 0 failed over twice, the second time onto a replacement"
   ;;
-chain)
+chain | chain_curve)
   start_all
   wait_log "$tmp/worker0.log" "epoch 2/$epochs" 2400
   kill -9 "$(inner "${server_pids[0]}")"
