@@ -180,9 +180,12 @@ Status KvService::FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, M
                              const std::vector<uint64_t>* offsets) {
   if (IsDenseTable(t.spec())) {
     const uint64_t size = t.dense_end() - t.dense_begin();
-    t.PullDense(ValuesOut(t, size, reply));
     reply->header.set_num_values(size);
-    NarrowReply(t, reply);
+    if (IsHalfWire(t.spec().pull_wire())) {
+      NarrowDense(t, reply);
+    } else {
+      t.PullDense(ValuesOut(t, size, reply));
+    }
     return Status::OK();
   }
   const uint32_t dim = t.spec().dim();
@@ -245,6 +248,15 @@ void KvService::NarrowRows(const ServerTable& t, const uint64_t* offsets, uint64
   });
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
+  reply->header.set_value_encoding(e);
+}
+
+void KvService::NarrowDense(const ServerTable& t, Message* reply) {
+  const WireEncoding e = t.spec().pull_wire();
+  const uint64_t n = reply->header.num_values();
+  reply->values = reply_pool_.Take(n * WireBytesPerValue(e));
+  // Saturated FP16 values are not counted (as NarrowReply's).
+  if (n > 0) (void)EncodeValues(t.dense_values(), n, 1.0f, e, nullptr, reply->values.data());
   reply->header.set_value_encoding(e);
 }
 

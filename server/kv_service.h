@@ -193,6 +193,9 @@ class KvService {
   // are gathered first: a call per short row would cost more than the pass.
   static constexpr uint32_t kMinNarrowedRowFloats = 16;
   void NarrowRows(const ServerTable& t, const uint64_t* offsets, uint64_t n, Message* reply);
+  // FillValues of a 16-bit dense table: its slice narrowed straight from
+  // the table into the reply's frame.
+  void NarrowDense(const ServerTable& t, Message* reply);
   void MergeAverageRounds();
   void DropAverageDeltas(int rank, const char* why);
   // RestoreState's parts (kv_service_state.cc); `in`: a reader per table.

@@ -199,6 +199,8 @@ class ServerTable {
                                   const uint64_t* keys, int pusher = -1);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
+  /// Dense slice: its end−begin floats, valid until the next push or restore.
+  const float* dense_values() const { return data_.data(); }
   /// Dense slice: applies g (end−begin floats). Errors: FailedPrecondition,
   /// as PushRows, naming the index in the whole dense table.
   [[nodiscard]] Status PushDense(const float* g, float lr_scale = 1.0f, int pusher = -1);
