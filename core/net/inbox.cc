@@ -88,6 +88,7 @@ Status Inbox::CheckBeforeHello(const std::vector<zmq::message_t>& frames, Messag
 Status Inbox::Recv(zmq::socket_t& socket, Message* m, std::string* identity) {
   std::vector<zmq::message_t> frames;
   m->first_non_finite = Message::kNotScanned;
+  m->received_values_bytes = 0;
   while (true) {
     try {
       if (!ReadFrames(socket, &frames)) return Status::Unavailable("no message ready");
@@ -123,8 +124,13 @@ void Inbox::Fill(Partial* p, const char* data, size_t n) {
       at -= p->keys_bytes;
       take = std::min<uint64_t>(n, p->values_bytes - at);
       if (!p->refused) {
-        std::memcpy(static_cast<char*>(p->values.data()) + at, data, take);
-        ScanValues(p, at + take);
+        if (!p->header_read) StartValues(p);
+        if (p->half != FP32) {
+          WidenPiece(p, data, take);
+        } else {
+          std::memcpy(static_cast<char*>(p->values.data()) + at, data, take);
+          ScanValues(p, at + take);
+        }
       }
     }
     p->filled += take;
@@ -133,14 +139,47 @@ void Inbox::Fill(Partial* p, const char* data, size_t n) {
   }
 }
 
-void Inbox::ScanValues(Partial* p, uint64_t filled_values_bytes) {
-  if (!p->header_read) {
-    // The header came whole before any values byte: 16-bit values are
-    // widened and scanned by the server, so they are not read here.
-    p->header_read = true;
-    MessageHeader h;
-    p->scan = h.ParseFromString(p->header) && !IsHalfWire(h.value_encoding());
+void Inbox::StartValues(Partial* p) {
+  p->header_read = true;
+  MessageHeader h;
+  const bool parsed = h.ParseFromString(p->header);
+  const WireEncoding e = parsed ? h.value_encoding() : FP32;
+  // Only a PUSH may carry 16-bit values, and only one whose sizes agree is
+  // widened here; any other is joined as it came, for ValidateFrames to
+  // name what is wrong.
+  if (parsed && h.type() == PUSH && IsHalfWire(e) && p->values_bytes % sizeof(uint16_t) == 0 &&
+      h.num_values() == p->values_bytes / sizeof(uint16_t)) {
+    p->half = e;
+    p->wide.rebuild(h.num_values() * sizeof(float));
+    return;
   }
+  // 16-bit values not widened here are widened and scanned by the server.
+  p->scan = parsed && !IsHalfWire(e);
+  p->values.rebuild(p->values_bytes);
+}
+
+void Inbox::WidenPiece(Partial* p, const char* data, uint64_t n) {
+  float* out = static_cast<float*>(p->wide.data());
+  const auto widen = [p, out](const void* src, uint64_t count) {
+    const uint64_t first = DecodeValuesScan(src, count, p->half, out + p->decoded);
+    if (first < count && p->bad == ~uint64_t{0}) p->bad = p->decoded + first;
+    p->decoded += count;
+  };
+  if (p->has_odd && n > 0) {  // the value the last piece began
+    const unsigned char two[2] = {p->odd, static_cast<unsigned char>(data[0])};
+    widen(two, 1);
+    p->has_odd = false;
+    ++data;
+    --n;
+  }
+  if (n >= sizeof(uint16_t)) widen(data, n / sizeof(uint16_t));
+  if (n % sizeof(uint16_t) != 0) {
+    p->has_odd = true;
+    p->odd = static_cast<unsigned char>(data[n - 1]);
+  }
+}
+
+void Inbox::ScanValues(Partial* p, uint64_t filled_values_bytes) {
   const uint64_t whole = filled_values_bytes / sizeof(float);
   if (!p->scan || p->bad != ~uint64_t{0} || whole <= p->scanned) return;
   const float* v = static_cast<const float*>(p->values.data());
@@ -174,9 +213,21 @@ Status Inbox::StartMessage(const std::string& identity, const zmq::message_t& ta
   p.header.reserve(h);
   if (admitted) {
     p.keys.rebuild(k);
-    p.values.rebuild(v);
   }
   return Status::OK();
+}
+
+void Inbox::FinishValues(Partial* whole, Message* m) {
+  if (whole->half != FP32) {
+    m->values = std::move(whole->wide);
+    m->header.clear_value_encoding();
+    m->first_non_finite = whole->bad != ~uint64_t{0} ? whole->bad : whole->decoded;
+    m->received_values_bytes = whole->values_bytes;
+    return;
+  }
+  m->values = std::move(whole->values);
+  if (whole->scan && whole->values_bytes % sizeof(float) == 0 && !IsHalfWire(m->header.value_encoding()))
+    m->first_non_finite = whole->bad != ~uint64_t{0} ? whole->bad : whole->values_bytes / sizeof(float);
 }
 
 Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::string* identity, bool* complete) {
@@ -226,9 +277,7 @@ Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::st
                             std::to_string(whole.header.size()) + " bytes)");
   }
   m->keys = std::move(whole.keys);
-  m->values = std::move(whole.values);
-  if (whole.scan && whole.values_bytes % sizeof(float) == 0 && !IsHalfWire(m->header.value_encoding()))
-    m->first_non_finite = whole.bad != ~uint64_t{0} ? whole.bad : whole.values_bytes / sizeof(float);
+  FinishValues(&whole, m);
   return ValidateFrames(*m, m->header.has_sender_rank() ? "worker " + std::to_string(m->header.sender_rank())
                                                         : PeerName(*identity));
 }

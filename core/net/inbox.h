@@ -23,6 +23,11 @@
 // The values of a joined message are scanned for NaN and infinity piece by
 // piece as they are copied in, while each piece is in cache
 // (Message::first_non_finite), so the server's check makes no second pass.
+// A joined PUSH of 16-bit values (MessageHeader.value_encoding) is widened
+// to float32 piece by piece instead, scanned on the way, and delivered as a
+// float32 message (value_encoding cleared; Message::received_values_bytes
+// keeps the bytes that came): one pass, where joining and then widening
+// (WidenValues, core/net/value_frames.h) took two.
 //
 // Thread-safety: one thread (the socket's). Ownership: holds the partial
 // messages' bytes.
@@ -83,6 +88,13 @@ class Inbox {
     zmq::message_t keys, values;
     bool scan = true;        // the values are float32 (known once the header is whole)
     bool header_read = false;
+    // A 16-bit PUSH is widened into `wide` as its values land (the widening
+    // the server would make anyway, without joining the 16-bit bytes first):
+    WireEncoding half = FP32;  // its encoding; FP32: values joined as they came
+    zmq::message_t wide;
+    uint64_t decoded = 0;        // values widened so far
+    bool has_odd = false;        // a piece ended inside a value: its first byte
+    unsigned char odd = 0;
     uint64_t scanned = 0;    // leading values floats found finite so far
     uint64_t bad = ~uint64_t{0};  // the first non-finite one, once found
     bool refused = false;   // not admitted: the rest is dropped as it comes
@@ -102,7 +114,13 @@ class Inbox {
   // Appends `n` bytes of the stream to `p`; the values bytes are scanned
   // for non-finite floats as they land (Message::first_non_finite).
   static void Fill(Partial* p, const char* data, size_t n);
+  // The first values byte came: the header is whole, so the values' buffer
+  // is chosen (float32 joined as they come, or a 16-bit PUSH widened).
+  static void StartValues(Partial* p);
   static void ScanValues(Partial* p, uint64_t filled_values_bytes);
+  static void WidenPiece(Partial* p, const char* data, uint64_t n);
+  // `whole`'s values into `m` once every byte came.
+  static void FinishValues(Partial* whole, Message* m);
 
   std::string listener_;
   std::string peer_key_;

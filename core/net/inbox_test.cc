@@ -29,6 +29,7 @@
 #include "core/net/transport.h"
 #include "core/net/zap_handler.h"
 #include "core/peer_limits.h"
+#include "core/wire_codec.h"
 #include "core/wire_limits.h"
 
 namespace tether {
@@ -215,15 +216,102 @@ TEST(InboxTest, AJoinedMessagesFirstNonFiniteValueIsFound) {
       EXPECT_EQ(m.first_non_finite, bad) << value;
     }
   }
-  // 16-bit values are not float32: the server widens them, then scans.
-  Message half = Push(9, floats, 1.0f);
-  half.header.set_value_encoding(BF16);
-  half.header.set_num_values(floats * 2);
-  ASSERT_TRUE(SendMessage(*a, &half, nullptr, "server").ok());
+}
+
+// n 16-bit values of encoding e: value i is i / 8 − 100, with NaN at each
+// of `nans` and +infinity just after the last of them.
+std::vector<uint16_t> HalfValues(size_t n, WireEncoding e, const std::vector<size_t>& nans) {
+  std::vector<float> f(n);
+  for (size_t i = 0; i < n; ++i) f[i] = static_cast<float>(i) / 8.0f - 100.0f;
+  for (size_t i : nans) f[i] = std::nanf("");
+  if (!nans.empty() && nans.back() + 1 < n) f[nans.back() + 1] = std::numeric_limits<float>::infinity();
+  std::vector<uint16_t> h(n);
+  (void)EncodeValues(f.data(), n, 1.0f, e, nullptr, h.data());
+  return h;
+}
+
+Message HalfPush(uint64_t request_id, const std::vector<uint16_t>& values, WireEncoding e) {
+  Message m = Push(request_id, 0, 0.0f);
+  m.header.set_value_encoding(e);
+  m.header.set_num_values(values.size());
+  m.values.rebuild(values.data(), values.size() * sizeof(uint16_t));
+  return m;
+}
+
+// What the server's WidenValues makes of the same frame.
+void ExpectWidened(const Message& got, const std::vector<uint16_t>& sent, WireEncoding e) {
+  std::vector<float> want(sent.size());
+  const uint64_t first = DecodeValuesScan(sent.data(), sent.size(), e, want.data());
+  EXPECT_FALSE(got.header.has_value_encoding());
+  EXPECT_EQ(got.header.num_values(), sent.size());
+  EXPECT_EQ(got.received_values_bytes, sent.size() * sizeof(uint16_t));
+  ASSERT_EQ(got.values.size(), sent.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(got.values.data(), want.data(), got.values.size()), 0) << WireEncodingName(e);
+  EXPECT_EQ(got.first_non_finite, first) << WireEncodingName(e);
+}
+
+// A joined 16-bit PUSH is widened as its pieces land, bit for bit what the
+// server's WidenValues makes of the joined frame, its first NaN or infinity
+// found across chunk boundaries, and whatever the chunks' sizes (a piece
+// that ends inside a value); a 16-bit message whose sizes disagree, or of a
+// type that may not carry 16-bit values, is joined as it came and refused
+// by ValidateFrames as before.
+TEST(InboxTest, AJoined16BitPushIsWidenedAsItLands) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
+  ASSERT_TRUE(router.ok());
+  auto a = ConnectDealer(ctx, endpoint, "worker-a", SocketOptions{});
+  ASSERT_TRUE(a.ok());
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::routing_id, "raw");
+  raw.connect(endpoint);
+  Inbox inbox("test");
+  inbox.Admit("worker-a");
+  inbox.Admit("raw");
   Message m;
   std::string id;
+  const size_t n = 3 * kShardFrameBytes / sizeof(uint16_t) + 5;  // 4 chunks of values
+  for (const WireEncoding e : {BF16, FP16}) {
+    for (const std::vector<size_t>& nans : std::vector<std::vector<size_t>>{
+             {}, {0}, {kShardFrameBytes / 2 - 1, kShardFrameBytes / 2}, {n - 2}}) {
+      const std::vector<uint16_t> sent = HalfValues(n, e, nans);
+      Message push = HalfPush(7, sent, e);
+      ASSERT_TRUE(SendMessage(*a, &push, nullptr, "server").ok());
+      ASSERT_TRUE(Next(*router, inbox, &m, &id).ok());
+      ExpectWidened(m, sent, e);
+    }
+  }
+  // Pieces of 7,777 bytes: most end inside a value.
+  const std::vector<uint16_t> sent = HalfValues(n, BF16, {40000});
+  const Message proto = HalfPush(8, sent, BF16);
+  const std::string header = proto.header.SerializeAsString();
+  const std::string stream = header + std::string(static_cast<const char*>(proto.keys.data()), proto.keys.size()) +
+                             std::string(reinterpret_cast<const char*>(sent.data()), sent.size() * 2);
+  for (size_t off = 0; off < stream.size(); off += 7777) {
+    const std::string tag = off == 0 ? ChunkLeadTag(header.size(), proto.keys.size(), sent.size() * 2)
+                                     : std::string(kChunkContinueTag, kChunkTagBytes);
+    raw.send(zmq::buffer(tag), zmq::send_flags::sndmore);
+    raw.send(zmq::buffer(stream.substr(off, 7777)), zmq::send_flags::none);
+  }
   ASSERT_TRUE(Next(*router, inbox, &m, &id).ok());
-  EXPECT_EQ(m.first_non_finite, Message::kNotScanned);
+  EXPECT_EQ(id, "raw");
+  ExpectWidened(m, sent, BF16);
+  // Sizes that disagree: joined as they came, refused naming them.
+  Message wrong = HalfPush(9, sent, BF16);
+  wrong.header.set_num_values(n + 1);
+  ASSERT_TRUE(SendMessage(*a, &wrong, nullptr, "server").ok());
+  Status st = Next(*router, inbox, &m, &id);
+  EXPECT_EQ(st.message(), "message PUSH from peer 8-byte identity: values frame has " + std::to_string(n * 2) +
+                              " bytes but the header says " + std::to_string(n + 1) + " bf16 values");
+  // A PULL may not carry 16-bit values: not widened, refused.
+  Message pull = HalfPush(10, sent, BF16);
+  pull.header.set_type(PULL);
+  ASSERT_TRUE(SendMessage(*a, &pull, nullptr, "server").ok());
+  st = Next(*router, inbox, &m, &id);
+  EXPECT_EQ(st.message(),
+            "message PULL from peer 8-byte identity: value_encoding bf16 on a message that carries float32 values only");
+  EXPECT_EQ(inbox.partial_messages(), 0u);
 }
 
 TEST(InboxTest, ChunksThatBreakTheStreamAreRefusedAndCounted) {

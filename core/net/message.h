@@ -33,6 +33,10 @@ struct Message {
   /// Meaningful only for float32 values.
   static constexpr uint64_t kNotScanned = ~uint64_t{0};
   uint64_t first_non_finite = kNotScanned;
+  /// Set by the inbox for a 16-bit PUSH it widened as it joined it: the
+  /// bytes of the values frame as they came (half of values.size()); 0
+  /// when values holds what came.
+  uint64_t received_values_bytes = 0;
 
   /// Keys as uint64; copies into `scratch` only when the frame is unaligned
   /// (ZeroMQ stores frames under 34 bytes inline).
