@@ -48,7 +48,7 @@ inline constexpr uint64_t kListenerFrameBytes = 16u << 10;
 /// (ZMQ_RCVHWM), so this is what a peer that has not said HELLO can make a
 /// shard hold per connection before its frames are read and dropped. 256 KiB:
 /// a 16 MiB push moves in 64 frames, where 16 KiB frames took 1,024 and
-/// about 2.5× the time on loopback (docs/PERFORMANCE.md).
+/// 2.2–2.7× the time on loopback (docs/PERFORMANCE.md).
 inline constexpr uint64_t kShardFrameBytes = 256u << 10;
 inline constexpr uint64_t kListenerFrameSlackBytes = 256;
 
