@@ -255,17 +255,15 @@ Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::st
   Fill(&p, static_cast<const char*>(payload.data()), payload.size());
   const bool done = p.filled == p.total();
   if (p.refused) {
-    // Answer once, when the header is whole: the sender learns why.
-    if (!p.reported && p.filled >= p.header_bytes) {
-      p.reported = true;
-      if (!m->header.ParseFromString(p.header)) m->header.Clear();
-      if (done) partial_.erase(it);
-      *complete = true;
-      CountPeerDrop(listener_, "not_admitted");
-      return NotAdmitted(m->header, *identity);
-    }
-    if (done) partial_.erase(it);
-    return Status::OK();
+    // Answered at once, from the lead chunk (a sender's header always fits
+    // in it), and nothing is kept: the message's other chunks arrive as
+    // strays, and a peer that opens connections, starts a message on each
+    // and leaves leaves no bytes behind.
+    if (p.filled < p.header_bytes || !m->header.ParseFromString(p.header)) m->header.Clear();
+    partial_.erase(it);
+    *complete = true;
+    CountPeerDrop(listener_, "not_admitted");
+    return NotAdmitted(m->header, *identity);
   }
   if (!done) return Status::OK();
   *complete = true;

@@ -15,8 +15,9 @@
 // A chunked message from a peer that is not admitted (a removed worker, one
 // that never said HELLO) is not joined: its header is read (it must fit in
 // the lead chunk and in kListenerFrameBytes), the message is refused naming
-// why, so that the sender gets an answer, and its other chunks are dropped
-// as they come; each such message, and each refused plain one, counts in
+// why, so that the sender gets an answer, and nothing of it is kept: its
+// other chunks are dropped as they come (reason="stray_chunk"); each such
+// message, and each refused plain one, counts in
 // tether_peers_dropped_total{listener,reason="not_admitted"}
 // (core/peer_limits.h).
 //
@@ -97,8 +98,7 @@ class Inbox {
     unsigned char odd = 0;
     uint64_t scanned = 0;    // leading values floats found finite so far
     uint64_t bad = ~uint64_t{0};  // the first non-finite one, once found
-    bool refused = false;   // not admitted: the rest is dropped as it comes
-    bool reported = false;  // the refusal was returned once
+    bool refused = false;  // not admitted: answered from the lead chunk, then dropped
     uint64_t total() const { return header_bytes + keys_bytes + values_bytes; }
   };
 

@@ -31,6 +31,7 @@
 #include "core/peer_limits.h"
 #include "core/wire_codec.h"
 #include "core/wire_limits.h"
+#include "tests/testing/poll.h"
 
 namespace tether {
 namespace {
@@ -344,6 +345,60 @@ TEST(InboxTest, ChunksThatBreakTheStreamAreRefusedAndCounted) {
   st = Next(*router, inbox, &m, &id);
   EXPECT_EQ(st.message(), "message from peer 3-byte identity: its chunks carry more bytes than announced");
   EXPECT_EQ(inbox.partial_messages(), 0u);
+}
+
+// A peer that is not admitted starts chunked messages it never ends, each
+// on a connection of its own (an identity each) that it then leaves: every
+// one is answered from its lead chunk, and the inbox keeps nothing of any,
+// nor of a lead whose header does not come whole; the rest of a message
+// comes as strays.
+TEST(InboxTest, ChunkedMessagesFromPeersNotAdmittedLeaveNothingKept) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
+  ASSERT_TRUE(router.ok());
+  Inbox inbox("test");
+  Message m;
+  std::string id;
+  MessageHeader h;
+  h.set_type(PUSH);
+  h.set_request_id(77);
+  const std::string header = h.SerializeAsString();
+  const uint64_t refused = Dropped("not_admitted"), stray = Dropped("stray_chunk");
+  auto lead = [&](zmq::socket_t& s, const std::string& payload) {
+    s.send(zmq::buffer(ChunkLeadTag(static_cast<uint32_t>(header.size()), 0, 1ull << 30)), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(payload), zmq::send_flags::none);
+  };
+  for (int i = 0; i < 20; ++i) {
+    zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+    raw.set(zmq::sockopt::routing_id, "peer-" + std::to_string(i));
+    raw.set(zmq::sockopt::linger, 2000);
+    raw.connect(endpoint);
+    lead(raw, header + std::string(1000, 'v'));  // 1 GiB of values announced, 1,000 bytes sent
+    Status st = Next(*router, inbox, &m, &id);
+    ASSERT_EQ(st.code(), Status::Code::kDataLoss) << st.message();
+    EXPECT_EQ(id, "peer-" + std::to_string(i));
+    EXPECT_EQ(m.header.request_id(), 77u);
+    EXPECT_EQ(inbox.partial_messages(), 0u) << i;
+  }
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::routing_id, "peer-cut");
+  raw.connect(endpoint);
+  lead(raw, header.substr(0, 3));
+  Status st = Next(*router, inbox, &m, &id);
+  ASSERT_EQ(st.code(), Status::Code::kDataLoss) << st.message();
+  EXPECT_EQ(id, "peer-cut");
+  EXPECT_FALSE(m.header.has_request_id());
+  EXPECT_EQ(inbox.partial_messages(), 0u);
+  raw.send(zmq::buffer(std::string(kChunkContinueTag, kChunkTagBytes)), zmq::send_flags::sndmore);
+  raw.send(zmq::buffer(header.substr(3) + "vvvv"), zmq::send_flags::none);
+  EXPECT_TRUE(testing::PollUntil(10000, [&] {
+    EXPECT_EQ(inbox.Recv(*router, &m, &id).code(), Status::Code::kUnavailable);
+    return Dropped("stray_chunk") == stray + 1;
+  }));
+  EXPECT_EQ(inbox.partial_messages(), 0u);
+  EXPECT_EQ(inbox.partial_bytes(), 0u);
+  EXPECT_EQ(Dropped("not_admitted"), refused + 21);
 }
 
 // A raw ZMTP 3.0 peer: the 64-byte greeting for `mechanism`, then one
