@@ -17,6 +17,7 @@
 #include "checkpoint/model_file.h"
 #include "checkpoint/trained_model.h"
 #include "cli/flag_parser.h"
+#include "core/output_path.h"
 #include "serving/export_data_check.h"
 #include "serving/model_export.h"
 
@@ -45,6 +46,14 @@ tether::Status CheckTrainingData(const tether::JobConfig& config, const std::str
   return tether::Status::OK();
 }
 
+// --out's format (from its name and --format), once --out is known to be
+// writable: found before the model is read, naming the flag.
+tether::StatusOr<tether::ModelFileFormat> OutputFormat() {
+  TETHER_ASSIGN_OR_RETURN(const tether::ModelFileFormat format, tether::ModelFileFormatFor(FLAGS_out, FLAGS_format));
+  TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_out, "flag --out", false));
+  return format;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,7 +67,7 @@ int main(int argc, char** argv) {
     LOG(ERROR) << who << "--out and one of --checkpoint or --model are required";
     return 2;
   }
-  const tether::StatusOr<tether::ModelFileFormat> format = tether::ModelFileFormatFor(FLAGS_out, FLAGS_format);
+  const tether::StatusOr<tether::ModelFileFormat> format = OutputFormat();
   if (!format.ok()) {
     LOG(ERROR) << who << format.status().message();
     return 2;

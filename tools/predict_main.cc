@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gflags/gflags.h>
@@ -25,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "core/output_path.h"
 #include "checkpoint/model_file.h"
 #include "cli/flag_parser.h"
 #include "serving/predictor.h"
@@ -80,6 +82,15 @@ bool FlagsValid() {
   if (FLAGS_top_k < 1 || FLAGS_threads < 1) {
     LOG(ERROR) << who << "--top_k and --threads must be >= 1";
     return false;
+  }
+  // Found before the model is read and the rows scored, naming the flag.
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"flag --output", &FLAGS_output},
+                                   {"flag --metrics_out", &FLAGS_metrics_out}}) {
+    if (path->empty()) continue;
+    if (const tether::Status st = tether::CheckWritableFile(*path, flag, false); !st.ok()) {
+      LOG(ERROR) << who << st.message();
+      return false;
+    }
   }
   LOG(INFO) << who << "model=" << FLAGS_model << " input=" << FLAGS_input << " format=" << FLAGS_format
             << " index_base=" << FLAGS_index_base << " split='" << FLAGS_split << "' top_k=" << FLAGS_top_k

@@ -17,7 +17,9 @@
 #          check|stats|convert of a file with hashed 64-bit feature ids.
 #   paths  output paths checked before training (exit 2): --model_out and
 #          --checkpoint_dir under /proc, --metrics_out in a missing folder
-#          (launcher and worker by hand); --metrics_dir makes its parents,
+#          (launcher and worker by hand), tether-export --out and
+#          tether-predict --output and --metrics_out in a missing folder or
+#          on a directory (before the model is read); --metrics_dir makes its parents,
 #          and a second run into the same folder is refused, never appended;
 #          by hand, each process moves an earlier run's file aside.
 # Usage: command_line_test.sh flags|tools|paths BIN_DIR   (from the repository root)
@@ -144,6 +146,17 @@ paths)
   refused 2 "flag --metrics_out=$tmp/none/m.json: its folder $tmp/none does not exist" \
     "$bin/tether-worker" "${bibtex[@]}" --rank=0 --server_addresses=tcp://127.0.0.1:5550,tcp://127.0.0.1:5551 \
     --metrics_out="$tmp/none/m.json"
+  # tether-export and tether-predict: their outputs before any model is read.
+  refused 2 "flag --out=$tmp/none/m.safetensors: its folder $tmp/none does not exist" \
+    "$bin/tether-export" --checkpoint="$tmp/no-checkpoint" --out="$tmp/none/m.safetensors"
+  refused 2 "flag --out=$tmp: is a directory; give a file name" \
+    "$bin/tether-export" --model="$tmp/no-model.safetensors" --out="$tmp"
+  predict=("$bin/tether-predict" --model="$tmp/no-model.safetensors" --input=data/bibtex/Bibtex_data.txt.gz
+    --format=xmc --index_base=0 --top_k=5)
+  refused 2 "flag --output=$tmp/none/p.tsv: its folder $tmp/none does not exist" \
+    "${predict[@]}" --output="$tmp/none/p.tsv"
+  refused 2 "flag --metrics_out=$tmp/none/m.json: its folder $tmp/none does not exist" \
+    "${predict[@]}" --output="$tmp/p.tsv" --metrics_out="$tmp/none/m.json"
   # --metrics_dir makes its parents; a second run into the same folder is
   # refused, never appended (the plot would join the two).
   timeout -k 5 120 "$bin/tether-launch" "${bibtex[@]}" --servers=1 --epochs=1 --metrics_dir="$tmp/out/bibtex" \
