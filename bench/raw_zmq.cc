@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 namespace tether {
 namespace {
@@ -17,6 +18,8 @@ struct RawRequest {
 
 RawServer::RawServer() : socket_(ctx_, zmq::socket_type::router) {
   socket_.set(zmq::sockopt::linger, 0);
+  socket_.set(zmq::sockopt::sndhwm, 0);  // a reply above the mark would be dropped
+  socket_.set(zmq::sockopt::rcvhwm, 0);
   socket_.bind("tcp://127.0.0.1:0");
   endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
   thread_ = std::thread([this] { Loop(); });
@@ -61,11 +64,13 @@ RawClient::RawClient(const std::vector<std::string>& endpoints, int64_t chunk_by
   for (const auto& ep : endpoints) {
     sockets_.emplace_back(ctx_, zmq::socket_type::dealer);
     sockets_.back().set(zmq::sockopt::linger, 0);
+    sockets_.back().set(zmq::sockopt::sndhwm, 0);
+    sockets_.back().set(zmq::sockopt::rcvhwm, 0);
     sockets_.back().connect(ep);
   }
 }
 
-void RawClient::Op(bool push, int64_t n, int64_t dim, const char* keys, const char* values) {
+Status RawClient::Op(bool push, int64_t n, int64_t dim, const char* keys, const char* values) {
   const int64_t s_count = static_cast<int64_t>(sockets_.size());
   const int64_t chunk = chunk_bytes_ > 0 ? std::max<int64_t>(1, chunk_bytes_ / (dim * 4)) : n;
   std::vector<int64_t> pending(s_count, 0);
@@ -92,17 +97,25 @@ void RawClient::Op(bool push, int64_t n, int64_t dim, const char* keys, const ch
   }
   std::vector<zmq::pollitem_t> items;
   for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  const int64_t sent = total;
+  auto last = std::chrono::steady_clock::now();
   while (total > 0) {
-    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
     for (int64_t s = 0; s < s_count; ++s) {
       if (pending[s] == 0 || !(items[s].revents & ZMQ_POLLIN)) continue;
       zmq::message_t m;
       while (pending[s] > 0 && sockets_[s].recv(m, zmq::recv_flags::dontwait)) {
         --pending[s];
         --total;
+        last = std::chrono::steady_clock::now();
       }
     }
+    if (total > 0 && std::chrono::steady_clock::now() - last > std::chrono::milliseconds(kReplyTimeoutMs))
+      return Status::DeadlineExceeded("raw ZeroMQ baseline: " + std::to_string(total) + " of " +
+                                      std::to_string(sent) + " replies missing after " +
+                                      std::to_string(kReplyTimeoutMs / 1000) + " s without one");
   }
+  return Status::OK();
 }
 
 }  // namespace tether

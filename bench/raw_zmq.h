@@ -18,6 +18,8 @@
 
 #include <zmq.hpp>
 
+#include "core/status.h"
+
 namespace tether {
 
 class RawServer {
@@ -47,8 +49,13 @@ class RawClient {
   /// One request of `n` keys (8 bytes each at `keys`) of `dim` floats
   /// (`values`, n × dim, read for a push): n / S keys per shard (the
   /// remainder to shard 0), all messages sent before any reply is awaited
-  /// (as Tether's client does); returns once every reply came.
-  void Op(bool push, int64_t n, int64_t dim, const char* keys, const char* values);
+  /// (as Tether's client does); returns once every reply came. Both sides'
+  /// queues are unbounded (ZMQ_SNDHWM, ZMQ_RCVHWM 0), since a ROUTER drops
+  /// the replies above its high-water mark and small --chunk_bytes send
+  /// thousands of messages at once. Errors: DeadlineExceeded when no reply
+  /// came for kReplyTimeoutMs, naming how many are missing.
+  [[nodiscard]] Status Op(bool push, int64_t n, int64_t dim, const char* keys, const char* values);
+  static constexpr int kReplyTimeoutMs = 30000;
 
  private:
   int64_t chunk_bytes_;

@@ -177,13 +177,10 @@ int RawCells(const TransportBenchOptions& options, BenchCluster* cluster, RawCli
   const char* key_bytes = reinterpret_cast<const char*>(keys.data());
   for (const std::string& op : ParseNames(options.ops)) {
     const bool push = op == "push";
-    const auto raw_op = [&] {
-      raw->Op(push, n, dim, key_bytes, reinterpret_cast<const char*>(buf.data()));
-      return Status::OK();
-    };
+    const auto raw_op = [&] { return raw->Op(push, n, dim, key_bytes, reinterpret_cast<const char*>(buf.data())); };
     // Warm-up: creates the rows on the servers, grows every buffer.
     Status st = TetherOp(cluster->client(), push, keys, &buf);
-    if (st.ok()) (void)raw_op();
+    if (st.ok()) st = raw_op();
     std::vector<double> t_tether, t_raw;
     if (st.ok())
       st = Alternate(options.timing, [&] { return TetherOp(cluster->client(), push, keys, &buf); }, raw_op, &t_tether,
