@@ -42,9 +42,12 @@ ReplacementPlan ServerDeaths::PlanReplacements(int max_replacements) const {
   if (replicas_ == 0) return plan;
   int left = std::max(0, max_replacements - replacements_started());
   for (int shard = 0; shard < num_servers_; ++shard) {
-    // A joining process is taken only by a shard with no replica at all
-    // (server/replica_link.h), so a shard of two replicas that lost one
-    // waits until it has none.
+    // Only a shard with no replica left gets a replacement. A shard takes
+    // one joining process at a time (server/replica_link.h), and a chain
+    // whose primary died regrows first with its later copies, which join
+    // the claim again: a replacement started beside them would be refused.
+    // A shard of two replicas that lost one keeps one; a process started
+    // with --join_as_replica may fill it.
     if (views_[shard].members.size() != 1) continue;
     if (left > 0) {
       plan.start.push_back(shard);

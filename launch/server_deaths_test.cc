@@ -242,7 +242,7 @@ TEST(ServerDeathsTest, ReplacementsStopAtTheLimit) {
 }
 
 // Two replicas: a shard that lost one of them keeps one and gets no
-// replacement (a joining process is taken only by a shard with none); one
+// replacement (the launcher replaces only a shard with none left); one
 // that lost both does.
 TEST(ServerDeathsTest, TwoReplicasReplaceOnlyAShardWithNoReplica) {
   ServerDeaths deaths(4, 2);

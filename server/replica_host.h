@@ -49,7 +49,7 @@
 // A process that joins (tether-server --join_as_replica, Join) holds no
 // shard of its own: it asks a shard's primary to take it as its replica
 // (REPLICA_HELLO.join; given no shard, it asks shard 0, 1, ... in turn and
-// copies the first without a replica), restores the shard's whole state
+// copies the first with fewer than cluster.replicas replicas), restores the shard's whole state
 // the primary sends (ServerShard::RestoreState) and then follows the
 // entries after it as any replica does. It may claim the shard only once
 // the primary counted it as its replica (REPLICATE.member: it had caught

@@ -1,5 +1,6 @@
-// ReplicaLink's part in re-replication: a process that joins a shard
-// without a replica (REPLICA_HELLO.join) is the shard's learner, is sent
+// ReplicaLink's part in re-replication: a process that joins a shard with
+// fewer than cluster.replicas replicas (REPLICA_HELLO.join) is the shard's
+// learner, is sent
 // the shard's whole state, follows its entries and becomes its replica once
 // it caught up (server/replica_link.h "Joining").
 #include <algorithm>
@@ -42,7 +43,9 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
     if (leg.identity.empty())
       return shard + " waits for its replica (server process " + std::to_string(leg.process) +
              ") to introduce itself";
-  if (!legs_.empty()) return shard + " has its replicas (" + ReplicaNames() + ")";
+  const int wanted = config_.cluster().replicas();
+  if (static_cast<int>(legs_.size()) >= wanted)
+    return shard + " has all its replicas (cluster.replicas=" + std::to_string(wanted) + ": " + ReplicaNames() + ")";
   return "";
 }
 
@@ -72,12 +75,19 @@ void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::t
   learner_failure_.clear();
   log_.Adopt(WithLearner(log_.view(), learner_slot_));
   const uint64_t seq = log_.applied();
+  // Beside replicas the primary is not the log's tail: the learner is
+  // followed here, as each replica is.
+  learner_beside_ = !legs_.empty();
+  learner_counts_ = false;
+  learner_copy_ = learner_sent_ = learner_acked_ = seq;
   if (Status st = SendState(*state, seq); !st.ok()) {
     DropLearner("its state could not be sent (" + st.message() + ")");
     return;
   }
-  log_.StartLearnerAt(seq);
-  log_.set_catch_up_lag(kCatchUpLagEntries);
+  if (!learner_beside_) {
+    log_.StartLearnerAt(seq);
+    log_.set_catch_up_lag(kCatchUpLagEntries);
+  }
   LOG(INFO) << log_prefix_ << "a replica joins shard " << shard_ << " from " << b.endpoint() << ": sent it the shard's "
             << state->size() << " bytes of state as of entry " << seq << " ("
             << MsBetween(taken, Clock::now()) << " ms); " << log_.view().ToString();
@@ -117,8 +127,39 @@ void ReplicaLink::OnLearnerAck(const Message& m, Clock::time_point now) {
     DropLearner("it gave up: " + b.reason());
     return;
   }
+  if (learner_beside_) {
+    OnBesideAck(b.applied());
+    return;
+  }
   log_.OnAck(learner_slot_, log_.view(), b.applied());
   if (log_.LearnerCaughtUp()) AppendLearner();
+}
+
+void ReplicaLink::OnBesideAck(uint64_t applied) {
+  // An acknowledgement from before the learner installed its copy says
+  // nothing.
+  if (applied < learner_copy_) return;
+  learner_acked_ = std::max(learner_acked_, std::min(applied, learner_sent_));
+  // Within the lag, commits wait for the learner: under a steady stream its
+  // acknowledgement trails by a round trip, so an exact match may never come.
+  if (!learner_counts_ && log_.applied() - learner_acked_ <= kCatchUpLagEntries) learner_counts_ = true;
+  if (!learner_counts_) return;
+  Commit();
+  // Appended only once it holds every committed entry: the chain's later
+  // members may claim the shard from it.
+  if (learner_acked_ >= log_.commit()) AppendLearner();
+}
+
+void ReplicaLink::ForwardBeside() {
+  if (!learner_beside_ || learner_identity_.empty()) return;
+  for (const LogEntry& e : log_.EntriesAfter(learner_sent_)) {
+    if (e.seq != learner_sent_ + 1) {
+      learner_failure_ = "entry " + std::to_string(learner_sent_ + 1) + " it lacks is no longer kept";
+      return;
+    }
+    SendEntry(e, learner_identity_, false);
+    learner_sent_ = e.seq;
+  }
 }
 
 void ReplicaLink::AppendLearner() {
@@ -127,8 +168,9 @@ void ReplicaLink::AppendLearner() {
   leg.process = learner_slot_;
   leg.identity = learner_identity_;
   leg.endpoint = learner_endpoint_;
-  leg.acked = log_.learner_applied();
-  leg.sent = log_.applied();  // every entry so far was forwarded to it as the learner
+  leg.acked = learner_beside_ ? learner_acked_ : log_.learner_applied();
+  // Every entry so far was forwarded to it as the learner.
+  leg.sent = learner_beside_ ? learner_sent_ : log_.applied();
   leg.last_heard = learner_heard_;
   leg.send_failure = learner_failure_;
   legs_.push_back(std::move(leg));
@@ -136,6 +178,7 @@ void ReplicaLink::AppendLearner() {
   chain_generation_ = generation();
   learner_identity_.clear();
   learner_slot_ = -1;
+  learner_beside_ = learner_counts_ = false;
   LOG(INFO) << log_prefix_ << "the replica that joined shard " << shard_ << " at " << learner_endpoint_
             << " caught up at entry " << log_.applied() << ": replies wait for it from now on; "
             << log_.view().ToString();
@@ -156,6 +199,9 @@ void ReplicaLink::DropLearner(const std::string& why) {
   learner_identity_.clear();
   learner_slot_ = -1;
   learner_failure_.clear();
+  // What waited for it no longer does.
+  learner_beside_ = learner_counts_ = false;
+  Commit();
 }
 
 void ReplicaLink::TickLearner(Clock::time_point now) {

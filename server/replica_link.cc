@@ -83,6 +83,7 @@ void ReplicaLink::Commit() {
   if (legs_.empty()) return;
   uint64_t least = legs_.front().acked;
   for (const Leg& leg : legs_) least = std::min(least, leg.acked);
+  if (learner_beside_ && learner_counts_) least = std::min(least, learner_acked_);
   (void)log_.OnAck(legs_.front().process, log_.view(), least);
 }
 
@@ -205,6 +206,7 @@ void ReplicaLink::Forward() {
       leg.sent = e.seq;
     }
   }
+  ForwardBeside();
 }
 
 void ReplicaLink::SendEntry(const LogEntry& e, const std::string& to, bool member) {
@@ -337,6 +339,8 @@ void ReplicaLink::DropReplica(size_t i, const std::string& why) {
   Commit();
   LOG(WARNING) << log_prefix_ << "shard " << shard_ << " goes on without its replica (process " << leg.process
                << "): " << why << "; " << waiting << " entries were waiting for it; now " << log_.view().ToString();
+  if (legs_.empty() && learner_beside_)
+    DropLearner("shard " + std::to_string(shard_) + " lost its last replica while this process joined; join again");
 }
 
 void ReplicaLink::Finish() {

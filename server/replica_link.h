@@ -42,17 +42,22 @@
 // no worker sees anything from a primary that was replaced.
 //
 // Joining (re-replication, tether-server --join_as_replica): a shard
-// without a replica (it dropped the one it had, or it is a copy that
-// claimed the shard) takes a process that introduces itself with
-// REPLICA_HELLO.join as its learner (replication/chain_view.h
-// WithLearner): it sends the shard's whole state as of its last log entry
-// (REPLICA_STATE parts, server/shard_state.h) and forwards every entry
-// after it. The learner does not count for commits (no reply waits for it)
-// until it acknowledged everything the shard took in; it is then the
-// shard's replica (WithLearnerAppended): replies wait for it from then on,
-// and every worker is told its endpoint (MessageHeader.chain_endpoints, by
-// the outbox). A learner whose connection closes or that stays silent
-// past cluster.liveness_timeout_ms is dropped; another may join.
+// whose chain has fewer than cluster.replicas replicas (it dropped one it
+// had, or it is a copy that claimed the shard) takes a process that
+// introduces itself with REPLICA_HELLO.join as its learner, one at a time
+// (replication/chain_view.h WithLearner): it sends the shard's whole state
+// as of its last log entry (REPLICA_STATE parts, server/shard_state.h) and
+// forwards every entry after it, beside the replicas it has. The learner
+// does not count for commits (no reply waits for it) until it acknowledged
+// all but a few of the entries the shard took in; from then on commits
+// wait for it too, and once it holds every committed entry it is the
+// shard's last replica (WithLearnerAppended): replies wait for it, and
+// every worker is told its endpoint (MessageHeader.chain_endpoints, by the
+// outbox). A shard with all cluster.replicas replicas refuses a joiner,
+// naming them. A learner whose connection closes or that stays silent past
+// cluster.liveness_timeout_ms is dropped; another may join. A learner that
+// joined beside replicas is dropped too when the last of them is gone (the
+// shard alone restarts its log's forwarding); it may join again.
 //
 // Memory: the entries not yet acknowledged (the log's retained()), each a
 // copy of the message's frames. Ownership: the shard owns it; the socket
@@ -162,6 +167,9 @@ class ReplicaLink {
   Status SendState(const std::string& state, uint64_t seq);
   void OnAck(Leg& leg, const Message& m, Clock::time_point now);
   void OnLearnerAck(const Message& m, Clock::time_point now);
+  // The acknowledgement of a learner that joined beside replicas.
+  void OnBesideAck(uint64_t applied);
+  void ForwardBeside();
   // The learner caught up: it is the shard's replica from now on.
   void AppendLearner();
   void DropLearner(const std::string& why);
@@ -197,6 +205,13 @@ class ReplicaLink {
   Clock::time_point learner_heard_{};
   Clock::time_point learner_probe_{};
   std::string learner_failure_;  // an entry or a state part could not be sent: judged at the next Tick
+  // A learner that joined beside replicas is followed here, as a leg is (the
+  // log follows one that joined a shard alone, at its tail).
+  bool learner_beside_ = false;
+  bool learner_counts_ = false;  // caught up within the lag: commits wait for it
+  uint64_t learner_copy_ = 0;    // the entry its state is as of
+  uint64_t learner_sent_ = 0;
+  uint64_t learner_acked_ = 0;
   Clock::time_point started_;
   Clock::time_point last_tick_;
   Clock::time_point last_probe_{};

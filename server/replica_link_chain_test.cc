@@ -2,7 +2,8 @@
 // cluster.replicas = 2): each replica is sent every entry, a reply waits
 // until both acknowledged it, every entry names the chain's endpoints in
 // order, and a replica that is gone leaves the chain while the other one
-// keeps it going.
+// keeps it going; a process joining a chain left with one replica becomes
+// its second once caught up, and a chain with both refuses a joiner.
 #include "server/replica_link.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 
 #include "core/net/message.h"
 #include "server/shard_outbox.h"
+#include "server/shard_state.h"
 #include "tests/testing/poll.h"
 
 namespace tether {
@@ -170,6 +172,150 @@ TEST_F(ReplicaLinkChainTest, AGoneReplicaLeavesTheChainAndTheOtherKeepsItGoing) 
   outbox_.ReleaseCommitted();
   EXPECT_EQ(Received(), std::vector<uint64_t>{2});
   EXPECT_TRUE(link_->stepped_down().ok());
+}
+
+// The chain 0 → 1 → 2 after process 1 is gone: 0 → 2, one replica short.
+class ReplicaLinkRegrowTest : public ReplicaLinkChainTest {
+ protected:
+  static constexpr char kJoinEndpoint[] = "tcp://10.0.0.9:4200";
+
+  void SetUp() override {
+    ReplicaLinkChainTest::SetUp();
+    for (auto [socket, id] : {std::pair{&j1_, "j1"}, {&j2_, "j2"}}) {
+      socket->set(zmq::sockopt::routing_id, id);
+      socket->set(zmq::sockopt::linger, 0);
+      socket->connect("inproc://replica-link-chain-test");
+    }
+    link_->set_state_source([]() -> StatusOr<std::string> { return std::string("state"); });
+    const auto now = ReplicaLink::Clock::now();
+    ASSERT_TRUE(link_->Take("r1", Hello(1, kEndpoint1), "", now));
+    ASSERT_TRUE(link_->Take("r2", Hello(2, kEndpoint2), "", now));
+    Message input = Reply(PUSH, 1);
+    link_->Append("w0", input);  // entry 1
+    ASSERT_TRUE(link_->Take("r1", Ack(1), "", now));
+    ASSERT_TRUE(link_->Take("r2", Ack(1), "", now));
+    r1_.close();  // its process died
+    ASSERT_TRUE(testing::PollUntil(2000, [&] {
+      link_->Tick(ReplicaLink::Clock::now());
+      return link_->generation() == 2u;
+    }));
+    ASSERT_EQ(link_->log().view().members, (std::vector<int>{0, 2}));
+    (void)Entries(r2_);
+  }
+  static Message Join() {
+    Message m = Hello(-1, kJoinEndpoint);
+    m.header.mutable_replica_hello()->set_join(true);
+    m.header.mutable_replica_hello()->set_state_format(kShardStateFormatVersion);
+    return m;
+  }
+  // The REPLICATE entries a joiner received: (seq, member).
+  static std::vector<std::pair<uint64_t, bool>> Followed(zmq::socket_t& joiner, int* state_parts = nullptr) {
+    std::vector<std::pair<uint64_t, bool>> out;
+    Message m;
+    while (RecvMessage(joiner, &m, nullptr).ok()) {
+      if (m.header.type() == REPLICA_STATE && state_parts != nullptr) ++*state_parts;
+      if (m.header.type() == REPLICATE) out.emplace_back(m.header.replicate().seq(), m.header.replicate().member());
+    }
+    return out;
+  }
+
+  zmq::socket_t j1_{ctx_, zmq::socket_type::dealer};
+  zmq::socket_t j2_{ctx_, zmq::socket_type::dealer};
+};
+
+TEST_F(ReplicaLinkRegrowTest, AJoinerBesideTheReplicaIsAppendedOnceCaughtUpAndAFullChainRefusesAnother) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("j1", Join(), "", now));
+  EXPECT_TRUE(link_->learning());
+  EXPECT_EQ(link_->generation(), 3u);
+  EXPECT_EQ(link_->log().view().learner, 4);  // the first slot past the 4 server processes
+  int parts = 0;
+  EXPECT_TRUE(Followed(j1_, &parts).empty());
+  EXPECT_EQ(parts, 1);
+  // The learner holds no reply back: the replica's acknowledgement releases it.
+  Message input = Reply(PUSH, 2);
+  link_->Append("w0", input);  // entry 2
+  Message reply2 = Reply(PUSH_REPLY, 2);
+  outbox_.Send("w0", &reply2, 0);
+  ASSERT_TRUE(link_->Take("r2", Ack(2), "", now));
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{2});
+  EXPECT_EQ(Followed(j1_), (std::vector<std::pair<uint64_t, bool>>{{2, false}}));
+  // Caught up: appended as the last replica, told so by an entry of its own (3).
+  ASSERT_TRUE(link_->Take("j1", Ack(2), "", now));
+  EXPECT_FALSE(link_->learning());
+  EXPECT_EQ(link_->generation(), 4u);
+  EXPECT_EQ(link_->log().view().members, (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(link_->chain_endpoints(), (std::vector<std::string>{kEndpoint2, kJoinEndpoint}));
+  EXPECT_EQ(Followed(j1_), (std::vector<std::pair<uint64_t, bool>>{{3, true}}));
+  const auto to_r2 = Entries(r2_);
+  ASSERT_EQ(to_r2.size(), 2u);
+  EXPECT_EQ(to_r2[0].first, 2u);
+  EXPECT_EQ(to_r2[0].second, std::vector<std::string>{kEndpoint2});
+  EXPECT_EQ(to_r2[1].first, 3u);
+  EXPECT_EQ(to_r2[1].second, (std::vector<std::string>{kEndpoint2, kJoinEndpoint}));
+  // Replies wait for both replicas now.
+  link_->Append("w0", input);  // entry 4
+  Message reply3 = Reply(PUSH_REPLY, 3);
+  outbox_.Send("w0", &reply3, 0);
+  ASSERT_TRUE(link_->Take("r2", Ack(4), "", now));
+  outbox_.ReleaseCommitted();
+  EXPECT_TRUE(Received().empty()) << "left before the new replica had the entry";
+  EXPECT_EQ(link_->log().commit(), 2u);
+  ASSERT_TRUE(link_->Take("j1", Ack(4), "", now));
+  EXPECT_EQ(link_->log().commit(), 4u);
+  outbox_.ReleaseCommitted();
+  Message got;
+  ASSERT_TRUE(RecvMessage(worker_, &got, nullptr).ok());
+  EXPECT_EQ(got.header.request_id(), 3u);
+  EXPECT_EQ(std::vector<std::string>(got.header.chain_endpoints().begin(), got.header.chain_endpoints().end()),
+            (std::vector<std::string>{kEndpoint2, kJoinEndpoint}));
+  // Full again: another joiner is refused, naming the replicas.
+  ASSERT_TRUE(link_->Take("j2", Join(), "", now));
+  Message no;
+  ASSERT_TRUE(RecvMessage(j2_, &no, nullptr).ok());
+  EXPECT_TRUE(no.header.replicate_ack().refused());
+  EXPECT_EQ(no.header.replicate_ack().reason(),
+            "[server 0] shard 0 has all its replicas (cluster.replicas=2: processes 2 at tcp://10.0.0.3:4100, "
+            "4 at tcp://10.0.0.9:4200)");
+  EXPECT_FALSE(link_->learning());
+  EXPECT_EQ(link_->generation(), 4u);
+}
+
+// A learner close behind counts for commits before it is appended, and is
+// appended only once it holds every committed entry; gone, it holds nothing.
+TEST_F(ReplicaLinkRegrowTest, ALearnerWithinTheLagHoldsCommitsUntilItHasThemOrIsGone) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("j1", Join(), "", now));
+  Message input = Reply(PUSH, 2);
+  for (int i = 0; i < 10; ++i) link_->Append("w0", input);  // entries 2 ... 11
+  ASSERT_TRUE(link_->Take("r2", Ack(11), "", now));
+  EXPECT_EQ(link_->log().commit(), 11u);  // the learner does not count yet
+  ASSERT_TRUE(link_->Take("j1", Ack(5), "", now));
+  EXPECT_TRUE(link_->learning()) << "appended while it lacked committed entries 6 ... 11";
+  link_->Append("w0", input);  // entry 12
+  Message reply = Reply(PUSH_REPLY, 12);
+  outbox_.Send("w0", &reply, 0);
+  ASSERT_TRUE(link_->Take("r2", Ack(12), "", now));
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(link_->log().commit(), 11u) << "the learner within the lag counts";
+  EXPECT_TRUE(Received().empty());
+  const auto followed = Followed(j1_);
+  ASSERT_EQ(followed.size(), 11u);
+  EXPECT_EQ(followed.back(), (std::pair<uint64_t, bool>{12, false}));
+  j1_.close();  // its process died
+  ASSERT_TRUE(testing::PollUntil(2000, [&] {
+    link_->Tick(ReplicaLink::Clock::now());
+    return !link_->learning();
+  }));
+  EXPECT_EQ(link_->log().commit(), 12u);
+  EXPECT_EQ(link_->log().view().members, (std::vector<int>{0, 2}));
+  EXPECT_EQ(link_->log().view().learner, -1);
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{12});
+  // Another may join.
+  ASSERT_TRUE(link_->Take("j2", Join(), "", ReplicaLink::Clock::now()));
+  EXPECT_TRUE(link_->learning());
 }
 
 }  // namespace

@@ -45,8 +45,8 @@
 
 DEFINE_int32(shard, 0, "this server's shard index in [0, num_servers) (with --join_as_replica: the shard to copy)");
 DEFINE_bool(join_as_replica, false,
-            "join a running job (cluster.replicas >= 1) as the replica of a shard that has none: copy it while "
-            "training goes on, serve it at --listen if its primary goes");
+            "join a running job (cluster.replicas >= 1) as the replica of a shard with fewer than cluster.replicas "
+            "replicas: copy it while training goes on, serve it at --listen if its primary goes");
 DEFINE_string(listen, "tcp://127.0.0.1:0",
               "ZeroMQ endpoint to bind; port 0 picks a free port. IPv6 (tcp://[::1]:0), host names "
               "(tcp://myhost:0) and wildcards (tcp://*:0, tcp://0.0.0.0:0: every interface) work");

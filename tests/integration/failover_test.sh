@@ -65,10 +65,15 @@
 #          2 workers, 10 epochs; SIGKILL server 0 after worker 0 logs
 #          epoch 2: server 1 claims shard 0 and server 2, its other
 #          replica, joins that claim again as a learner; once it caught up,
-#          SIGKILL server 1: server 2 claims shard 0 (from its new copy)
-#          and shard 1 (as the first of its chain left), server 3 joins
-#          shard 1's claim; no worker restarts, the workers and servers 2
-#          and 3 exit 0, total_samples is exactly 10 × 4,880 and
+#          a process started with --join_as_replica (no --shard) copies
+#          shard 0, the first shard with fewer than 2 replicas, and once it
+#          caught up shard 0 is a chain of three again (1 → 4 → 5, server
+#          1 logs it, the workers are told both replicas); then SIGKILL
+#          server 1: server 2 claims shard 0 (from its new copy) and the
+#          replacement joins that claim again, server 2 claims shard 1 (as
+#          the first of its chain left) and server 3 joins shard 1's claim;
+#          no worker restarts, the workers, servers 2 and 3 and the
+#          replacement exit 0, total_samples is exactly 10 × 4,880 and
 #          P@1 ≥ 0.58.
 #   chain_curve  the chain run under security.curve: a copy later in the
 #          chain asks the one before it over CURVE with the servers' key
@@ -336,10 +341,23 @@ chain | chain_curve)
   # Both workers told of shard 0's new replica (with their next reply from shard 0).
   wait_log "$tmp/worker0.log" "server shard 0 has a replica again" 600
   wait_log "$tmp/worker1.log" "server shard 0 has a replica again" 600
+  # Shard 0 is a chain of two (1 → 4): a replacement grows it back to three.
+  timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --join_as_replica --listen=tcp://127.0.0.1:0 \
+    > "$tmp/join.log" 2>&1 &
+  pids+=($!)
+  joined=$!
+  wait_log "$tmp/join.log" "caught up with shard 0's primary" 1200
+  wait_log "$tmp/server1.log" "joined shard 0 at .* caught up at entry [0-9]*: replies wait for it from now on; generation [0-9]*: 1 → 4 → 5$" 600
+  # Both workers told of both replicas (with their next reply from shard 0).
+  wait_log "$tmp/worker0.log" "server shard 0 has a replica again (chain generation [0-9]*): tcp://[^,]*, tcp://" 600
+  wait_log "$tmp/worker1.log" "server shard 0 has a replica again (chain generation [0-9]*): tcp://[^,]*, tcp://" 600
   kill -9 "$(inner "${server_pids[1]}")"
   wait_code "${server_pids[1]}"
-  wait_zero "workers and servers 2, 3" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" "${server_pids[3]}"
+  wait_zero "workers, servers 2, 3 and the replacement" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" \
+    "${server_pids[3]}" "$joined"
   exact_samples
+  grep -q "asks shard 0's primary" "$tmp/join.log" || fail "the replacement did not ask shard 0 first"
+  ! grep -q "asking the next shard" "$tmp/join.log" || fail "shard 0, a chain of two, refused the replacement"
   grep -q "claimed shard 0" "$tmp/server1.log" || fail "server 1 did not claim shard 0"
   grep -q "claimed shard 0" "$tmp/server2.log" || fail "server 2 did not claim shard 0 after server 1"
   grep -q "claimed shard 1" "$tmp/server2.log" || fail "server 2 did not claim shard 1"
