@@ -44,12 +44,25 @@ inline constexpr uint64_t kListenerFrameBytes = 16u << 10;
 /// kListenerFrameSlackBytes: a message whose frames are larger travels to a
 /// shard in chunks of this size, which the shard joins only for admitted
 /// peers (core/net/chunk_wire.h, core/net/inbox.h). ZeroMQ allocates a frame
-/// when its size arrives and holds at most recv_hwm frames per connection
-/// (ZMQ_RCVHWM), so this is what a peer that has not said HELLO can make a
-/// shard hold per connection before its frames are read and dropped. 256 KiB:
+/// when its size arrives, so this is what a peer that has not said HELLO
+/// can make a shard allocate per connection at once (and kShardQueueBytes
+/// while the shard is busy elsewhere). 256 KiB:
 /// a 16 MiB push moves in 64 frames, where 16 KiB frames took 1,024 and
 /// 2.2–2.7× the time on loopback (docs/PERFORMANCE.md).
 inline constexpr uint64_t kShardFrameBytes = 256u << 10;
+/// Most bytes of frames a server shard's socket queues per connection
+/// before it stops reading that connection (TCP then holds the sender
+/// back; nothing is dropped): a peer that has not said HELLO cannot make a
+/// busy shard hold more for it.
+inline constexpr uint64_t kShardQueueBytes = 16u << 20;
+/// The ZMQ_RCVHWM of a shard's socket (frames per connection) for
+/// cluster.recv_hwm = `recv_hwm`: at most kShardQueueBytes of
+/// kShardFrameBytes frames (64), fewer when recv_hwm says so; recv_hwm ≤ 0
+/// (ZeroMQ's "no limit") gets the bound too.
+inline constexpr int ShardQueueFrames(int recv_hwm) {
+  constexpr int kMost = static_cast<int>(kShardQueueBytes / kShardFrameBytes);
+  return recv_hwm > 0 && recv_hwm < kMost ? recv_hwm : kMost;
+}
 inline constexpr uint64_t kListenerFrameSlackBytes = 256;
 
 /// Largest header frame accepted (bytes). A real header is under 1 KB (HELLO

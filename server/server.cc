@@ -96,7 +96,7 @@ Status ServerShard::Bind(const std::string& endpoint) {
   SocketOptions opts;
   opts.send_timeout_ms = config_.cluster().request_timeout_ms();
   opts.send_hwm = config_.cluster().send_hwm();
-  opts.recv_hwm = config_.cluster().recv_hwm();
+  opts.recv_hwm = ShardQueueFrames(config_.cluster().recv_hwm());
   // Pushes arrive in frames of this size (core/net/chunk_wire.h).
   opts.max_frame_bytes = static_cast<int64_t>(kShardFrameBytes + kListenerFrameSlackBytes);
   if (const int liveness = config_.cluster().liveness_timeout_ms(); liveness > 0) {
@@ -446,6 +446,8 @@ Status ServerShard::CheckWorkerTimeouts() {
 }
 
 void ServerShard::LetGoOf(const Membership::Silent& silent) {
+  // A push it was sending is dropped; its HELLO would admit it again.
+  inbox_.Forget(members_.worker(silent.rank).identity);
   kv_.WorkerRemoved(silent.rank);
   MinClockChanged(members_.RemoveSilent(silent));
   if (coordinator_ != nullptr) coordinator_->WorkerRemoved(silent.rank);
@@ -538,8 +540,12 @@ void ServerShard::OnHello(const std::string& identity, Message* m) {
   }
   const uint64_t inherited =
       coordinator_ != nullptr ? coordinator_->WorkerJoined(rank, members_.worker(rank).said_hello) : 0;
+  const std::string previous = members_.worker(rank).identity;
   Membership::Admission a = members_.Admit(rank, identity, round_.resume_clock());
   if (a.rejoined) a.rejoin_samples = inherited;
+  // A rank back from another connection: the old one's push in progress,
+  // if any, is never finished.
+  if (!previous.empty() && previous != identity) inbox_.Forget(previous);
   inbox_.Admit(identity);  // its messages may now come in chunks
   kv_.WorkerJoined(rank, a.rejoined, key_list_bytes_per_worker());
   MinClockChanged(a.min_clock_changed);
@@ -645,6 +651,7 @@ void ServerShard::OnBye(const std::string& identity, const MessageHeader& h) {
   MinClockChanged(members_.Leave(rank));
   if (coordinator_ != nullptr) coordinator_->WorkerLeft(rank);
   members_.AnswerBye(rank, identity, h);
+  inbox_.Forget(identity);
   members_.ReleaseBarrier(coordinator_.get());
   round_.MaybeWrite();
 }

@@ -127,6 +127,9 @@ class ServerShard {
   bool job_finished() const { return job_finished_; }
 
   const ServerStats& stats() const { return stats_; }
+  /// Chunked messages being joined (core/net/inbox.h): a worker's push in
+  /// progress. Call only while Run() is not running.
+  size_t messages_being_joined() const { return inbox_.partial_messages(); }
   /// Counts a failover of this shard (ServerStats::RecordFailover): a
   /// replica that claimed the shard calls it on the copy it now serves, with
   /// the seconds from taking the primary for gone to serving the shard

@@ -483,6 +483,46 @@ TEST(TransportTest, ShardWhoseRemovedWorkerNeverCameBackEndsWithAnError) {
       << st.message();
 }
 
+// A worker removed for silence in the middle of a chunked push leaves
+// nothing of it on the shard: the push's buffer is dropped with the worker
+// (a worker that says BYE, or comes back from another connection, is
+// forgotten the same way).
+TEST(TransportTest, AWorkerRemovedMidPushLeavesNothingBeingJoined) {
+  JobConfig c = ExactJob(1, 2, 4);
+  c.mutable_cluster()->set_worker_timeout_ms(300);
+  ShardThread server(c, 0);
+  ClientOptions o0 = OptionsFor(c, 0, {server.endpoint()});
+  o0.heartbeat_interval_ms = 50;
+  auto w0 = ConnectClient(o0);
+  ASSERT_TRUE(w0);
+  {
+    zmq::context_t ctx;
+    zmq::socket_t w1(ctx, zmq::socket_type::dealer);
+    w1.set(zmq::sockopt::linger, 0);
+    w1.set(zmq::sockopt::rcvtimeo, 10000);
+    w1.set(zmq::sockopt::routing_id, "raw-worker-1");
+    w1.connect(server.endpoint());
+    w1.send(zmq::buffer(HelloHeader(c, 1, 0)), zmq::send_flags::sndmore);
+    w1.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+    w1.send(zmq::str_buffer(""), zmq::send_flags::none);
+    zmq::message_t reply;
+    ASSERT_TRUE(w1.recv(reply));
+    MessageHeader h;
+    ASSERT_TRUE(h.ParseFromArray(reply.data(), static_cast<int>(reply.size())));
+    ASSERT_EQ(h.type(), HELLO_REPLY);
+    while (reply.more()) (void)w1.recv(reply);
+    // The first chunk of a 4 MiB push, and then the process is gone.
+    const std::string push = Header(PUSH, 1, 5, kW1, 1, 4, 1u << 20);
+    w1.send(zmq::buffer(ChunkLeadTag(push.size(), 8, 4u << 20)), zmq::send_flags::sndmore);
+    w1.send(zmq::buffer(push), zmq::send_flags::none);
+  }
+  for (int i = 0; i < 100 && server.stats().workers_timed_out == 0; ++i) ASSERT_TRUE(w0->Idle(50).ok());
+  ASSERT_EQ(server.stats().workers_timed_out, 1u);
+  ASSERT_TRUE(JobSession(w0.get()).Bye().ok());
+  EXPECT_EQ(server.WaitForExit(5000).code(), Status::Code::kUnavailable);  // worker 1 never finished
+  EXPECT_EQ(server.shard().messages_being_joined(), 0u);
+}
+
 // One rank, one connection. A peer that says HELLO as a working
 // rank (here a raw socket, as a process on another host would) is refused
 // while that rank's connection is live, the server names both connections,

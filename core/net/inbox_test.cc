@@ -504,5 +504,17 @@ TEST(InboxTest, PeerKeyIsTheCurveKeyTheZapHandlerAdmitted) {
     s->set(zmq::sockopt::linger, 0);
 }
 
+// A shard's socket queues at most 16 MiB of frames per connection, whatever
+// cluster.recv_hwm says: a peer that has not said HELLO cannot make a busy
+// shard hold more for it.
+TEST(InboxTest, AShardQueuesAtMost16MiBPerConnection) {
+  static_assert(ShardQueueFrames(1000) * kShardFrameBytes == kShardQueueBytes);
+  EXPECT_EQ(ShardQueueFrames(1000), 64);
+  EXPECT_EQ(ShardQueueFrames(64), 64);
+  EXPECT_EQ(ShardQueueFrames(10), 10);
+  EXPECT_EQ(ShardQueueFrames(0), 64);   // ZeroMQ's "no limit"
+  EXPECT_EQ(ShardQueueFrames(-1), 64);
+}
+
 }  // namespace
 }  // namespace tether
