@@ -225,9 +225,8 @@ bool ServerShard::DrainSocket(Status* why) {
     Status st = inbox_.Recv(socket_, &m, &identity);
     if (st.code() == Status::Code::kUnavailable) return true;
     if (!st.ok()) {
-      last_message_ = SteadyClock::now();
       ++stats_.bad_messages;
-      LOG(ERROR) << log_prefix_ << st.message();
+      LogRefusal(identity, st);
       if (!identity.empty()) outbox_.SendError(identity, m.header, st.message());
       continue;
     }
@@ -247,6 +246,21 @@ bool ServerShard::DrainSocket(Status* why) {
     // A drain can last long under load: the listener sees it too.
     if (tick_listener_) tick_listener_(false);
   }
+}
+
+void ServerShard::LogRefusal(const std::string& identity, const Status& why) {
+  // A worker's bad message is activity; a peer that never said HELLO
+  // neither keeps the shard from its idle timeout nor floods its log: its
+  // first 10 refusals are logged, then every 1,000th, with the count.
+  if (!identity.empty() && inbox_.admitted(identity)) {
+    last_message_ = SteadyClock::now();
+    LOG(ERROR) << log_prefix_ << why.message();
+    return;
+  }
+  ++refused_unadmitted_;
+  if (refused_unadmitted_ <= 10 || refused_unadmitted_ % 1000 == 0)
+    LOG(ERROR) << log_prefix_ << why.message() << " (" << refused_unadmitted_
+               << " message(s) refused from peers not admitted so far)";
 }
 
 void ServerShard::Take(const std::string& identity, Message* m) {

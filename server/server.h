@@ -271,6 +271,9 @@ class ServerShard {
   // Receives and handles every message queued (false: a fatal error, in
   // *why).
   bool DrainSocket(Status* why);
+  // Logs a message the inbox refused (`identity` its sender, or empty):
+  // see server.cc for which count as activity and how often they are logged.
+  void LogRefusal(const std::string& identity, const Status& why);
   // A load failure (CheckpointRound::load_failed): refuses the waiting
   // HELLOs; true once the shard should end (every initial rank told, or
   // kLoadFailedLingerMs passed).
@@ -400,6 +403,7 @@ class ServerShard {
   Status aborted_;  // set by a worker's ABORT: Run() returns it
   Status fatal_;    // ends Run() with this error (tables this shard cannot hold)
   std::chrono::steady_clock::time_point started_, last_message_;
+  uint64_t refused_unadmitted_ = 0;  // bad messages from peers not admitted (LogRefusal)
   bool any_hello_ = false;
   std::function<void(int64_t)> clock_listener_;
   std::function<void(bool)> tick_listener_;

@@ -523,6 +523,28 @@ TEST(TransportTest, AWorkerRemovedMidPushLeavesNothingBeingJoined) {
   EXPECT_EQ(server.shard().messages_being_joined(), 0u);
 }
 
+// A peer that never said HELLO and sends message after message the shard
+// refuses gets an answer to each, but floods neither the shard's log (its
+// first 10 refusals are logged, then every 1,000th) nor keeps the shard
+// from its idle timeout; a worker is served as before.
+TEST(TransportTest, RefusalsOfAPeerWithoutHelloAreLoggedSparingly) {
+  JobConfig c = ExactJob(1, 1, 2);
+  ShardThread server(c, 0);
+  LogCapture log;
+  BadPeer peer(server.endpoint());
+  const std::string big(kListenerFrameBytes + 1, 'x');
+  for (int i = 0; i < 25; ++i)
+    ASSERT_NE(peer.SendAndGetError({"large", {Header(PULL, 0, 100 + i, kW1, 1, 2, 0), big, ""}, ""})
+                  .find("bytes a server takes from a peer whose HELLO it has not accepted"),
+              std::string::npos);
+  EXPECT_EQ(log.Count(google::GLOG_ERROR, "message(s) refused from peers not admitted so far)"), 10u);
+  EXPECT_EQ(log.Count(google::GLOG_ERROR, "(10 message(s) refused from peers not admitted so far)"), 1u);
+  EXPECT_EQ(server.stats().bad_messages, 25u);
+  auto good = ConnectClient(OptionsFor(c, 0, {server.endpoint()}));
+  ASSERT_TRUE(good);
+  ASSERT_TRUE(JobSession(good.get()).Bye().ok());
+}
+
 // One rank, one connection. A peer that says HELLO as a working
 // rank (here a raw socket, as a process on another host would) is refused
 // while that rank's connection is live, the server names both connections,
