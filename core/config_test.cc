@@ -177,6 +177,19 @@ TEST(ConfigTest, SyntaxErrorNamesLine) {
   EXPECT_EQ(c.status().message().rfind("j.pbtxt:3:", 0), 0u) << c.status().message();
 }
 
+// A block left open, or a field without its value, at the end of the file
+// is named as such: Protobuf names the token it found, and there is none.
+TEST(ConfigTest, AFileThatEndsInsideABlockSaysSo) {
+  auto open = ParseJobConfig("name: \"x\"\ncluster {\n  num_servers: 1\n", "j.pbtxt");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.status().message(),
+            "j.pbtxt:4: Expected identifier, got: (the end of the file: a value or a closing '}' is missing)");
+  auto value = ParseJobConfig("name: \"x\"\ntrain { epochs:", "j.pbtxt");
+  ASSERT_FALSE(value.ok());
+  EXPECT_EQ(value.status().message(),
+            "j.pbtxt:2: Expected integer, got: (the end of the file: a value or a closing '}' is missing)");
+}
+
 TEST(ConfigTest, MissingFileIsNotFound) {
   auto c = LoadJobConfig("/nonexistent/job.pbtxt");
   EXPECT_EQ(c.status().code(), Status::Code::kNotFound);

@@ -222,6 +222,9 @@ StatusOr<JobConfig> ParseJobConfig(const std::string& text, const std::string& n
     } else if (std::regex_search(errors.message(), m, kBadEnum)) {
       msg = name + ":" + std::to_string(LineOfToken(text, errors.line(), m[1].str())) + ": unknown value '" +
             m[1].str() + "' for field '" + m[2].str() + "'" + SuggestEnumValue(m[2].str(), m[1].str());
+    } else if (const std::string& e = errors.message(); e.size() >= 5 && e.compare(e.size() - 5, 5, "got: ") == 0) {
+      // Protobuf names the token it found, and at the end of the text there is none.
+      msg += "(the end of the file: a value or a closing '}' is missing)";
     }
     return Status::InvalidArgument(msg);
   }
