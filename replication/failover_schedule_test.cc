@@ -30,6 +30,21 @@ ScheduleCounts Schedule(const ScheduleOptions& o) {
   return c;
 }
 
+// Runs the schedule options(seed) for every seed in [first, last) and sums
+// their counts; stops at the first schedule that fails, naming its seed.
+template <typename Options>
+ScheduleCounts ScheduleSeeds(uint32_t first, uint32_t last, Options options) {
+  ScheduleCounts total;
+  for (uint32_t seed = first; seed < last; ++seed) {
+    total += Schedule(options(seed));
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "seed " << seed;
+      break;
+    }
+  }
+  return total;
+}
+
 TEST(FailoverScheduleTest, KillsWithOneReplica) {
   const ScheduleCounts c = Schedule({.processes = 3, .replicas = 1, .workers = 2, .staleness = 0, .steps = 20000, .seed = 1});
   EXPECT_GT(c.reads, 50);
@@ -48,13 +63,13 @@ TEST(FailoverScheduleTest, KillsAndPausesWithTwoReplicasUnderSsp) {
 
 TEST(FailoverScheduleTest, ReplicasJoinWhileTrainingGoesOn) {
   const ScheduleCounts c = Schedule({.processes = 3,
-                                .replicas = 1,
-                                .workers = 2,
-                                .staleness = 1,
-                                .steps = 20000,
-                                .seed = 3,
-                                .pauses = true,
-                                .joins = true});
+                           .replicas = 1,
+                           .workers = 2,
+                           .staleness = 1,
+                           .steps = 20000,
+                           .seed = 3,
+                           .pauses = true,
+                           .joins = true});
   EXPECT_GT(c.joins, 0);
   EXPECT_GT(c.failovers, 0);
 }
@@ -63,13 +78,13 @@ TEST(FailoverScheduleTest, ReplicasJoinWhileTrainingGoesOn) {
 // processes that join as learners and are appended as the new tail.
 TEST(FailoverScheduleTest, ChainsOfThreeLoseEveryPlaceAndGrowBack) {
   const ScheduleCounts c = Schedule({.processes = 4,
-                                .replicas = 2,
-                                .workers = 3,
-                                .staleness = 1,
-                                .steps = 20000,
-                                .seed = 4,
-                                .pauses = true,
-                                .joins = true});
+                           .replicas = 2,
+                           .workers = 3,
+                           .staleness = 1,
+                           .steps = 20000,
+                           .seed = 4,
+                           .pauses = true,
+                           .joins = true});
   EXPECT_GT(c.reads, 20);
   EXPECT_GT(c.killed_primaries, 0);
   EXPECT_GT(c.killed_middles, 0);
@@ -80,21 +95,17 @@ TEST(FailoverScheduleTest, ChainsOfThreeLoseEveryPlaceAndGrowBack) {
 }
 
 TEST(FailoverScheduleTest, ManySeeds) {
-  ScheduleCounts total;
-  for (uint32_t seed = 10; seed < 110; ++seed) {
-    total += Schedule({.processes = static_cast<int>(3 + seed % 2),
-                  .replicas = static_cast<int>(1 + seed % 2),
-                  .workers = static_cast<int>(2 + seed % 2),
-                  .staleness = static_cast<int64_t>(seed % 3) - 1,
-                  .steps = 2000,
-                  .seed = seed,
-                  .pauses = seed % 3 != 0,
-                  .joins = seed % 2 == 0});
-    if (HasFailure()) {
-      ADD_FAILURE() << "seed " << seed;
-      return;
-    }
-  }
+  const ScheduleCounts total = ScheduleSeeds(10, 110, [](uint32_t seed) {
+    return ScheduleOptions{.processes = static_cast<int>(3 + seed % 2),
+                           .replicas = static_cast<int>(1 + seed % 2),
+                           .workers = static_cast<int>(2 + seed % 2),
+                           .staleness = static_cast<int64_t>(seed % 3) - 1,
+                           .steps = 2000,
+                           .seed = seed,
+                           .pauses = seed % 3 != 0,
+                           .joins = seed % 2 == 0};
+  });
+  if (HasFailure()) return;
   Print("100 schedules", total);
   EXPECT_GT(total.reads, 500);
   EXPECT_GT(total.failovers, 300);
@@ -107,21 +118,17 @@ TEST(FailoverScheduleTest, ManySeeds) {
 // Chains of three and four under every consistency model, with kills,
 // pauses and joins in every schedule.
 TEST(FailoverScheduleTest, ManySeedsOfLongChains) {
-  ScheduleCounts total;
-  for (uint32_t seed = 200; seed < 300; ++seed) {
-    total += Schedule({.processes = static_cast<int>(4 + seed % 2),
-                  .replicas = static_cast<int>(2 + seed % 2),
-                  .workers = static_cast<int>(2 + seed % 3),
-                  .staleness = static_cast<int64_t>(seed % 3) - 1,
-                  .steps = 2000,
-                  .seed = seed,
-                  .pauses = true,
-                  .joins = true});
-    if (HasFailure()) {
-      ADD_FAILURE() << "seed " << seed;
-      return;
-    }
-  }
+  const ScheduleCounts total = ScheduleSeeds(200, 300, [](uint32_t seed) {
+    return ScheduleOptions{.processes = static_cast<int>(4 + seed % 2),
+                           .replicas = static_cast<int>(2 + seed % 2),
+                           .workers = static_cast<int>(2 + seed % 3),
+                           .staleness = static_cast<int64_t>(seed % 3) - 1,
+                           .steps = 2000,
+                           .seed = seed,
+                           .pauses = true,
+                           .joins = true};
+  });
+  if (HasFailure()) return;
   Print("100 schedules of chains of 3 and 4", total);
   EXPECT_GT(total.reads, 300);
   EXPECT_GT(total.killed_primaries, 50);
@@ -154,22 +161,18 @@ TEST(FailoverScheduleTest, FanOutChainsOfThreeLoseEveryPlaceAndRejoin) {
 }
 
 TEST(FailoverScheduleTest, ManySeedsOfFanOutChains) {
-  ScheduleCounts total;
-  for (uint32_t seed = 300; seed < 400; ++seed) {
-    total += Schedule({.processes = static_cast<int>(3 + seed % 3),
-                       .replicas = static_cast<int>(1 + seed % 2),
-                       .workers = static_cast<int>(2 + seed % 2),
-                       .staleness = static_cast<int64_t>(seed % 3) - 1,
-                       .steps = 2000,
-                       .seed = seed,
-                       .pauses = seed % 4 != 0,
-                       .joins = seed % 5 != 0,
-                       .fan_out = true});
-    if (HasFailure()) {
-      ADD_FAILURE() << "seed " << seed;
-      return;
-    }
-  }
+  const ScheduleCounts total = ScheduleSeeds(300, 400, [](uint32_t seed) {
+    return ScheduleOptions{.processes = static_cast<int>(3 + seed % 3),
+                           .replicas = static_cast<int>(1 + seed % 2),
+                           .workers = static_cast<int>(2 + seed % 2),
+                           .staleness = static_cast<int64_t>(seed % 3) - 1,
+                           .steps = 2000,
+                           .seed = seed,
+                           .pauses = seed % 4 != 0,
+                           .joins = seed % 5 != 0,
+                           .fan_out = true};
+  });
+  if (HasFailure()) return;
   Print("100 fan-out schedules", total);
   std::printf("  %d copies left out by a claim asked to join again\n", total.rejoins);
   EXPECT_GT(total.reads, 300);
