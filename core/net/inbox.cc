@@ -68,11 +68,11 @@ Status Inbox::NotAdmitted(const MessageHeader& header, const std::string& identi
 
 Status Inbox::CheckBeforeHello(const std::vector<zmq::message_t>& frames, Message* m, std::string* identity) {
   if (frames.size() < 2) return Status::OK();  // DecodeMessage names what is missing
-  const std::string id = frames[0].to_string();
-  if (admitted_.count(id) > 0) return Status::OK();
   bool large = false;
   for (size_t i = 1; i < frames.size(); ++i) large = large || frames[i].size() > kListenerFrameBytes;
-  if (!large) return Status::OK();
+  if (!large) return Status::OK();  // most messages: no identity looked up
+  const std::string id = frames[0].to_string();
+  if (admitted_.count(id) > 0) return Status::OK();
   // Answered when the header is small enough to read, as for a chunked
   // message: the sender learns why.
   *identity = id;
