@@ -107,4 +107,10 @@ ChainView WithLearnerAppended(const ChainView& view);
 /// `view` not gone (-1 when every member is gone).
 int Claimant(const ChainView& view, const std::vector<int>& gone);
 
+/// The exit code of a tether-server --join_as_replica process that every
+/// shard it asked refused because its chain has all cluster.replicas
+/// replicas: nothing was left to copy, which is no failure of the job
+/// (tether-launch's replacements, launch/launcher.h).
+constexpr int kExitNothingToJoin = 5;
+
 }  // namespace tether

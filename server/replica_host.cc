@@ -183,9 +183,11 @@ Status ReplicaHost::Follow() {
     const bool stalled = OwnStall(now);
     Status result;
     if (DrainPrimary(&result) == Step::kEnded) {
+      if (refused_ && AskAgainLater(result, &result)) continue;
       if (refused_ && NextCandidate(result, &result)) continue;
       return result;
     }
+    if (Status st = AskAgainIfDue(now); !st.ok()) return st;
     Ack(now);
     const Step seen = ReadMonitor();
     if (seen == Step::kKeyRefused)
@@ -291,6 +293,7 @@ ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status
       case REPLICATE_ACK:
         if (m.header.replicate_ack().refused()) {
           refused_ = true;
+          refusal_kind_ = m.header.replicate_ack().join_refusal();
           *result = Status::FailedPrecondition(log_prefix_ + "refused by the primary: " +
                                                m.header.replicate_ack().reason());
           return Step::kEnded;
@@ -333,6 +336,10 @@ Status ReplicaHost::TakeEntry(Message* m, std::vector<ShardInput>* batch) {
 }
 
 void ReplicaHost::Ack(Clock::time_point now) {
+  // A joining process is silent until the primary took it (its state
+  // comes): an acknowledgement from a process the shard does not keep is
+  // refused, and that refusal could answer its next REPLICA_HELLO.
+  if (join_ && (asking_again_ || state_total_ == 0)) return;
   const int interval = std::max(50, config_.cluster().heartbeat_interval_ms());
   if (received_ == acked_ && MsBetween(last_ack_, now) < interval) return;
   Message ack;

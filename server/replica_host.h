@@ -51,7 +51,12 @@
 // (REPLICA_HELLO.join; given no shard, it asks shard 0, 1, ... in turn and
 // copies the first with fewer than cluster.replicas replicas), restores the shard's whole state
 // the primary sends (ServerShard::RestoreState) and then follows the
-// entries after it as any replica does. It may claim the shard only once
+// entries after it as any replica does. A shard that refuses it for now
+// (another process joins it, one at a time: JOIN_LATER) is asked again
+// every kAskAgainMs while it is the only shard asked (a shard given), up to
+// cluster.startup_timeout_ms; a refusal because every shard asked has all
+// its replicas (CHAIN_FULL) ends Run() with nothing_to_join() set. It may
+// claim the shard only once
 // the primary counted it as its replica (REPLICATE.member: it had caught
 // up); a primary that goes before that ends it with an error.
 //
@@ -147,6 +152,13 @@ class ReplicaHost {
   /// chain claims the shard (above): its endpoint, which this process joins
   /// as a learner.
   const std::string& rejoin() const { return rejoin_; }
+  /// A joining process whose Run() ended because every shard it asked has
+  /// all its cluster.replicas replicas: there was nothing to copy
+  /// (tether-server exits kExitNothingToJoin).
+  bool nothing_to_join() const { return nothing_to_join_; }
+  /// How many times a joining process asked its shard again after it was
+  /// refused for now (JOIN_LATER). Thread-safe.
+  int asked_again() const { return asked_again_.load(); }
   /// The copy (its stats once Run() returned; none once Run() returned
   /// with rejoin() set: its memory is released then).
   const ServerShard& copy() const { return *copy_; }
@@ -157,6 +169,20 @@ class ReplicaHost {
   Status StartCandidate();
   // A joining process whose shard refused it: true when another is asked now.
   bool NextCandidate(const Status& refusal, Status* result);
+  // A joining process refused for now (JOIN_LATER) by the one shard it
+  // asks: true when it asks again at ask_again_at_; false, *result naming
+  // the wait, once cluster.startup_timeout_ms passed since the first such
+  // refusal.
+  bool AskAgainLater(const Status& refusal, Status* result);
+  // Sends the REPLICA_HELLO again once ask_again_at_ came.
+  Status AskAgainIfDue(Clock::time_point now);
+  static constexpr int64_t kAskAgainMs = 500;
+  ReplicateAckBody::JoinRefusal refusal_kind_ = ReplicateAckBody::JOIN_REFUSED;  // the last refusal's
+  size_t full_refusals_ = 0;  // refusals because the shard has all its replicas (CHAIN_FULL)
+  bool nothing_to_join_ = false;
+  bool asking_again_ = false;  // waiting for ask_again_at_ (no acknowledgements meanwhile)
+  std::atomic<int> asked_again_{0};
+  Clock::time_point ask_again_at_{}, refused_for_now_since_{};
   void CloseConnection();
   // A part of the shard's state (REPLICA_STATE); the copy is restored from
   // the whole once the last part came.

@@ -13,6 +13,10 @@
 namespace tether {
 namespace {
 
+int64_t MsBetween(ReplicaHost::Clock::time_point a, ReplicaHost::Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
 int64_t MsSince(ReplicaHost::Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(ReplicaHost::Clock::now() - t).count();
 }
@@ -40,10 +44,41 @@ Status ReplicaHost::StartCandidate() {
   return Connect();
 }
 
+bool ReplicaHost::AskAgainLater(const Status& refusal, Status* result) {
+  if (!join_ || state_total_ != 0 || refusal_kind_ != ReplicateAckBody::JOIN_LATER || candidates_.size() != 1)
+    return false;
+  const auto now = Clock::now();
+  const int limit_ms = config_.cluster().startup_timeout_ms();
+  if (refused_for_now_since_ == Clock::time_point{}) {
+    refused_for_now_since_ = now;
+    LOG(INFO) << refusal.message() << "; asking again every " << kAskAgainMs << " ms, up to "
+              << "cluster.startup_timeout_ms=" << limit_ms << " ms";
+  } else if (MsBetween(refused_for_now_since_, now) > limit_ms) {
+    *result = Status::FailedPrecondition(refusal.message() + " (asked again for cluster.startup_timeout_ms=" +
+                                         std::to_string(limit_ms) + " ms)");
+    return false;
+  }
+  // The same connection asks again; it sends nothing else meanwhile (an
+  // acknowledgement from a process the shard does not keep is refused).
+  refused_ = false;
+  asking_again_ = true;
+  ask_again_at_ = now + std::chrono::milliseconds(kAskAgainMs);
+  return true;
+}
+
+Status ReplicaHost::AskAgainIfDue(Clock::time_point now) {
+  if (!asking_again_ || now < ask_again_at_) return Status::OK();
+  asking_again_ = false;
+  asked_again_.fetch_add(1);
+  return SayHello();
+}
+
 bool ReplicaHost::NextCandidate(const Status& refusal, Status* result) {
   if (!join_ || state_total_ != 0) return false;
   refusals_.push_back(refusal.message());
+  if (refusal_kind_ == ReplicateAckBody::CHAIN_FULL) ++full_refusals_;
   if (candidate_ + 1 >= candidates_.size()) {
+    nothing_to_join_ = full_refusals_ == refusals_.size();
     // Every shard asked refused: name each refusal, not only the last.
     if (refusals_.size() > 1) {
       std::string all;

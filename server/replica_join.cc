@@ -27,7 +27,9 @@ int64_t MsBetween(ReplicaLink::Clock::time_point a, ReplicaLink::Clock::time_poi
 
 }  // namespace
 
-std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b) const {
+std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b,
+                                   ReplicateAckBody::JoinRefusal* kind) const {
+  *kind = ReplicateAckBody::JOIN_REFUSED;
   const std::string shard = "shard " + std::to_string(shard_);
   if (b.shard() != shard_)
     return "this process serves " + shard + " as its primary, not shard " + std::to_string(b.shard());
@@ -36,7 +38,9 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
            std::to_string(kShardStateFormatVersion) + ": start it from the same build as the servers";
   if (b.endpoint().empty() || b.applied() != 0) return "a joining replica must start empty and name the endpoint it serves on";
   if (!state_source_) return shard + " cannot send its state";
-  if (!stepped_down_.ok() || suspect_) return shard + "'s primary is unsure it still is one";
+  if (!stepped_down_.ok()) return shard + "'s primary is unsure it still is one";
+  *kind = ReplicateAckBody::JOIN_LATER;
+  if (suspect_) return shard + "'s primary is unsure it still is one";
   if (!learner_identity_.empty() && identity != learner_identity_)
     return "another process (at " + learner_endpoint_ + ") is joining " + shard + " now";
   for (const Leg& leg : legs_)
@@ -44,6 +48,7 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
       return shard + " waits for its replica (server process " + std::to_string(leg.process) +
              ") to introduce itself";
   const int wanted = config_.cluster().replicas();
+  *kind = ReplicateAckBody::CHAIN_FULL;
   if (static_cast<int>(legs_.size()) >= wanted)
     return shard + " has all its replicas (cluster.replicas=" + std::to_string(wanted) + ": " + ReplicaNames() + ")";
   return "";
@@ -52,10 +57,12 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
 void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::time_point now) {
   const ReplicaHelloBody& b = m.header.replica_hello();
   if (!identity.empty() && identity == learner_identity_) return;  // said again
-  if (const std::string why = WhyNoJoin(identity, b); !why.empty()) {
+  ReplicateAckBody::JoinRefusal kind = ReplicateAckBody::JOIN_REFUSED;
+  if (const std::string why = WhyNoJoin(identity, b, &kind); !why.empty()) {
     LOG(WARNING) << log_prefix_ << "a process at " << b.endpoint() << " asked to join shard " << b.shard()
-                 << " as its replica: refused: " << why;
-    Refuse(identity, why);
+                 << " as its replica: refused" << (kind == ReplicateAckBody::JOIN_LATER ? " for now" : "") << ": "
+                 << why;
+    Refuse(identity, why, kind);
     return;
   }
   const auto taken = Clock::now();

@@ -158,7 +158,7 @@ void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, 
   Forward();
 }
 
-void ReplicaLink::Refuse(const std::string& identity, const std::string& why) {
+void ReplicaLink::Refuse(const std::string& identity, const std::string& why, ReplicateAckBody::JoinRefusal kind) {
   if (socket_ == nullptr || identity.empty()) return;
   Message no;
   no.header.set_type(REPLICATE_ACK);
@@ -166,6 +166,7 @@ void ReplicaLink::Refuse(const std::string& identity, const std::string& why) {
   no.header.mutable_replicate_ack()->set_shard(shard_);
   no.header.mutable_replicate_ack()->set_refused(true);
   no.header.mutable_replicate_ack()->set_reason(log_prefix_ + why);
+  if (kind != ReplicateAckBody::JOIN_REFUSED) no.header.mutable_replicate_ack()->set_join_refusal(kind);
   (void)SendMessageNoWait(*socket_, &no, identity, "replica");
 }
 

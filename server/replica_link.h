@@ -54,7 +54,8 @@
 // shard's last replica (WithLearnerAppended): replies wait for it, and
 // every worker is told its endpoint (MessageHeader.chain_endpoints, by the
 // outbox). A shard with all cluster.replicas replicas refuses a joiner,
-// naming them. A learner whose connection closes or that stays silent past
+// naming them (CHAIN_FULL); one busy with another joiner, or waiting for
+// a replica to introduce itself, refuses it for now (JOIN_LATER). A learner whose connection closes or that stays silent past
 // cluster.liveness_timeout_ms is dropped; another may join. A learner that
 // joined beside replicas is dropped too when the last of them is gone (the
 // shard alone restarts its log's forwarding); it may join again.
@@ -160,8 +161,11 @@ class ReplicaLink {
   void RebuildChain();
   std::string ReplicaNames() const;
   void OnReplicaHello(const std::string& identity, const Message& m, Clock::time_point now);
-  // REPLICA_HELLO.join: "" or why this shard takes no learner now.
-  std::string WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b) const;
+  // REPLICA_HELLO.join: "" or why this shard takes no learner now, and in
+  // *kind whether it never will (JOIN_REFUSED), has all its replicas
+  // (CHAIN_FULL) or may once the process joining now is done (JOIN_LATER).
+  std::string WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b,
+                        ReplicateAckBody::JoinRefusal* kind) const;
   void OnJoin(const std::string& identity, const Message& m, Clock::time_point now);
   // The state's parts (REPLICA_STATE) to the learner.
   Status SendState(const std::string& state, uint64_t seq);
@@ -180,8 +184,10 @@ class ReplicaLink {
   void Forward();
   void SendEntry(const LogEntry& e, const std::string& to, bool member);
   void DropReplica(size_t leg, const std::string& why);
-  // Tells the replica host at `identity` it is not (or no longer) the replica.
-  void Refuse(const std::string& identity, const std::string& why);
+  // Tells the replica host at `identity` it is not (or no longer) the
+  // replica; `kind`: for a joining process, what it may do about it.
+  void Refuse(const std::string& identity, const std::string& why,
+              ReplicateAckBody::JoinRefusal kind = ReplicateAckBody::JOIN_REFUSED);
   // True while this process is unsure of its replica after a stall of its own.
   bool Suspect(Clock::time_point now);
 

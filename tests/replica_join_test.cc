@@ -31,7 +31,11 @@ using testing::PollUntil;
 struct Joiner {
   Joiner(const JobConfig& config, int shard) : host(config, ReplicaHost::Join{shard, ""}) {
     started = host.Start("tcp://127.0.0.1:0", "");
-    if (started.ok()) thread = std::thread([this] { done = host.Run(); });
+    if (started.ok())
+      thread = std::thread([this] {
+        done = host.Run();
+        ended.store(true);
+      });
   }
   ~Joiner() {
     host.Stop();
@@ -39,6 +43,7 @@ struct Joiner {
   }
   ReplicaHost host;
   Status started, done;
+  std::atomic<bool> ended{false};  // done is set
   std::thread thread;
 };
 
@@ -184,6 +189,37 @@ TEST(ReplicaJoinTest, AJoinerEveryShardRefusesNamesEachRefusal) {
   for (const char* why :
        {"shard 0 waits for its replica (server process 1)", "shard 1 waits for its replica (server process 0)"})
     EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  for (auto& p : primaries) p->Stop();
+}
+
+// A joining process given a shard that takes no joining process now (its
+// primary waits for its replica to introduce itself) asks it again every
+// 500 ms; once the replica came, the shard has all its replicas, and the
+// joining process ends with nothing_to_join() (tether-server exits
+// kExitNothingToJoin, which tether-launch does not count as a failure).
+TEST(ReplicaJoinTest, AJoinerAsksAgainUntilTheChainIsFull) {
+  JobConfig config = testing::SmallBibtexJob();
+  config.mutable_cluster()->set_replicas(1);
+  JobConfig hosts_config = config;
+  const auto primaries = StartPrimaries(config, 2, &hosts_config);
+  Joiner joiner(hosts_config, 0);
+  ASSERT_TRUE(joiner.started.ok()) << joiner.started.ToString();
+  ASSERT_TRUE(PollUntil(20000, [&] { return joiner.host.asked_again() >= 2; }));
+  EXPECT_FALSE(joiner.ended.load());
+  EXPECT_FALSE(joiner.host.nothing_to_join());
+  // Shard 0's own replica (process 1's copy) introduces itself.
+  ReplicaHost replica(hosts_config, 1);
+  ASSERT_TRUE(replica.Start("tcp://127.0.0.1:0", "").ok());
+  Status replica_done;
+  std::thread replica_thread([&] { replica_done = replica.Run(); });
+  ASSERT_TRUE(PollUntil(20000, [&] { return joiner.ended.load(); }));
+  EXPECT_TRUE(joiner.host.nothing_to_join());
+  EXPECT_EQ(joiner.done.code(), Status::Code::kFailedPrecondition) << joiner.done.ToString();
+  EXPECT_NE(joiner.done.message().find("shard 0 has all its replicas (cluster.replicas=1: "), std::string::npos)
+      << joiner.done.message();
+  replica.Stop();
+  replica_thread.join();
+  EXPECT_TRUE(replica_done.ok()) << replica_done.ToString();
   for (auto& p : primaries) p->Stop();
 }
 

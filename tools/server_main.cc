@@ -2,7 +2,8 @@
 //
 // Exit codes: 0 every worker finished (BYE); 1 the job failed (a worker sent
 // ABORT, a worker was removed for silence and never came back, a timeout,
-// a bind error); 2 bad config or flags; 128 + N on stop signal N (130
+// a bind error); 2 bad config or flags; 5 (--join_as_replica) every shard
+// asked has all its replicas (kExitNothingToJoin); 128 + N on stop signal N (130
 // SIGINT, 143 SIGTERM): the shard stops within its poll interval (100 ms)
 // whatever its workers are doing, since the job did not finish. With
 // checkpoint.dir set it first serves its workers, stopped by the same
@@ -36,6 +37,7 @@
 #include "core/net/rendezvous.h"
 #include "core/net/transport.h"
 #include "checkpoint/checkpoint.h"
+#include "replication/chain_view.h"
 #include "server/replica_host.h"
 #include "server/server.h"
 #include "server/shard_metrics.h"
@@ -402,6 +404,11 @@ int RunJoin(const tether::JobConfig& config) {
   const std::string bind = FLAGS_listen.substr(0, FLAGS_listen.rfind(':')) + ":0";
   if (st.ok()) st = FollowCopies(config, &hosts, &g_replicas[0], bind, FLAGS_advertise_host);
   g_replicas[0].store(nullptr);
+  if (!st.ok() && g_signal.load() == 0 && hosts.size() == 1 && hosts.back()->nothing_to_join()) {
+    LOG(WARNING) << Who() << "every chain asked has all its cluster.replicas=" << config.cluster().replicas()
+                 << " replicas: nothing to join, exit " << tether::kExitNothingToJoin;
+    return tether::kExitNothingToJoin;
+  }
   if (!st.ok() && g_signal.load() == 0) return 1;
   const tether::ReplicaHost& host = *hosts.back();
   return ExitCode(st, host.claimed() && host.copy().job_finished());
