@@ -24,6 +24,7 @@
 #include "launch/process_table.h"
 #include "launch/server_deaths.h"
 #include "launch/temp_dir.h"
+#include "replication/chain_view.h"
 #include "worker/trainer.h"
 
 namespace tether {
@@ -98,7 +99,7 @@ class Launcher {
   std::optional<int> RunTimers(bool all);
   // The earliest of `until` and the timers RunTimers runs.
   Clock::time_point NextWake(Clock::time_point until) const;
-  // Starts a replacement for every shard left without a replica, up to
+  // Starts a replacement per replica each shard's chain lacks, up to
   // --max_replacements over the job.
   void StartReplacements();
   // Once every worker finished: SIGTERM to each replacement that does not
@@ -107,6 +108,9 @@ class Launcher {
   void StopLeftOverReplacements();
   // A replacement this launcher stopped so: logged; true.
   bool StoppedLeftOver(const Child& c);
+  // A replacement refused because its shard's chain is full
+  // (kExitNothingToJoin): logged and recorded; true. Not a failure.
+  bool NotNeeded(const Child& c);
   // A replacement that ended without need of more: exit 0 while training
   // (its shard ended), or a failure after every worker finished of one that
   // never served. True when logged and recorded; false: judge it as any child.
@@ -142,7 +146,7 @@ class Launcher {
   };
   std::vector<HeldExit> held_exits_;  // servers that exited by themselves while training, not judged yet
   std::optional<Clock::time_point> replacements_at_;  // when the replacements a death calls for start
-  std::map<int, std::string> left_by_;  // shard without a replica → the process whose death left it so
+  std::map<int, std::string> left_by_;  // shard whose chain is short → the process whose death left it so
   // Replacements stopped at the job's end (StopLeftOverReplacements): pid →
   // when SIGKILL follows if it still runs (nullopt: sent already).
   std::map<pid_t, std::optional<Clock::time_point>> left_over_;
@@ -322,7 +326,8 @@ std::optional<int> Launcher::StartServers() {
     LOG(INFO) << "[launch] cluster.replicas=" << options_.replicas << ": a server process that dies is survived "
               << "while every shard has a live holder; "
               << (options_.max_replacements > 0
-                      ? "a shard left without a replica gets a replacement process joining it, at most " +
+                      ? "a shard whose chain a death left short gets a replacement process per replica it "
+                        "lacks, at most " +
                             std::to_string(options_.max_replacements) + " over the job (--max_replacements)"
                       : std::string("no replacement process is started (--max_replacements=0)"));
     server_deaths_.emplace(options_.num_servers, options_.replicas);
@@ -435,6 +440,7 @@ void Launcher::LogFailure(const Child& c) {
 }
 
 std::optional<int> Launcher::Exited(Child* c) {
+  if (c->role == "replacement" && NotNeeded(*c)) return std::nullopt;
   if (c->role == "worker" && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == kExitDiverged) {
     LOG(WARNING) << "[launch] " << c->Name() << " finished, but its training loss diverged "
                  << "(train.fail_on_divergence): the job will exit " << kExitDiverged;
@@ -488,6 +494,24 @@ std::optional<int> Launcher::Exited(Child* c) {
   VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();
   return std::nullopt;
+}
+
+bool Launcher::NotNeeded(const Child& c) {
+  if (!WIFEXITED(c.wait_status) || WEXITSTATUS(c.wait_status) != kExitNothingToJoin || !server_deaths_) return false;
+  // Its shard's primary counts every replica it wants: a process this
+  // launcher did not start filled the chain. Not a death: it held nothing.
+  // A primary that has not noticed the death yet says so too: asked again
+  // a few times.
+  const int shard = server_deaths_->CopyOf(c.index);
+  const bool again = server_deaths_->NotNeeded(c.index);
+  LOG(WARNING) << "[launch] " << c.Name() << " exited with code " << kExitNothingToJoin << ": shard " << shard
+               << "'s primary says its chain has all cluster.replicas=" << options_.replicas
+               << " replicas; it was not needed"
+               << (again ? "; another replacement asks again in " + std::to_string(kReplacementDelay.count()) + " s"
+                         : "; shard " + std::to_string(shard) + " gets no other replacement until its chain changes (" +
+                               std::to_string(ServerDeaths::kFullRefusals) + " refused so)");
+  if (again && !replacements_at_) replacements_at_ = Clock::now() + kReplacementDelay;
+  return true;
 }
 
 bool Launcher::ReplacementEnded(const Child& c) {
@@ -551,7 +575,7 @@ std::optional<int> Launcher::ServerDied(const Child& c) {
                << options_.num_servers << " server process(es)"
                << (replacements_live > 0 ? " and " + std::to_string(replacements_live) + " replacement(s)" : "");
   const std::string dead = (c.role == "server" ? "server process " : "replacement ") + std::to_string(c.index);
-  for (int shard : verdict.unreplicated) left_by_[shard] = dead;
+  for (int shard : verdict.short_chains) left_by_[shard] = dead;
   if (!replacements_at_) replacements_at_ = Clock::now() + kReplacementDelay;
   survived_.push_back(c.Name() + " (shard " +
                       std::to_string(c.role == "server" ? c.index : server_deaths_->CopyOf(c.index)) +
@@ -609,20 +633,22 @@ void Launcher::StartReplacements() {
     args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
     if (Status st = StartChild("replacement", process, "tether-server", std::move(args)); !st.ok()) {
       LOG(ERROR) << "[launch] could not start a replacement for " << dead << " to join shard " << shard << ": "
-                 << st.ToString() << "; shard " << shard << " goes on without a replica";
+                 << st.ToString() << "; shard " << shard << " goes on one replica short";
       (void)server_deaths_->Died(process);  // it never ran
       continue;
     }
     LOG(WARNING) << "[launch] started a replacement for " << dead << ": joins shard " << shard
                  << " as its replica (replacement " << process << ", " << server_deaths_->replacements_started()
-                 << " of at most " << options_.max_replacements << " over the job, --max_replacements)";
+                 << " of at most " << options_.max_replacements << " over the job, --max_replacements; shard "
+                 << shard << "'s chain with it: " << server_deaths_->Holders(shard).size() << " of "
+                 << options_.replicas + 1 << " processes)";
   }
   if (plan.over_limit.empty()) return;
   std::string shards;
   for (int shard : plan.over_limit) shards += (shards.empty() ? "" : ", ") + std::to_string(shard);
   LOG(WARNING) << "[launch] " << server_deaths_->replacements_started() << " replacement(s) started over the job, "
                << "the most --max_replacements=" << options_.max_replacements << " allows: shard(s) " << shards
-               << " go on without a replica";
+               << " go on short of cluster.replicas=" << options_.replicas << " replicas";
 }
 
 std::optional<int> Launcher::Monitor() {

@@ -14,9 +14,11 @@
 // says BYE), then the servers, then SIGKILLs the process group. With
 // cluster.replicas, a server process that dies is logged and the job goes
 // on while every shard has a live holder (launch/server_deaths.h); each
-// shard it leaves without a replica gets a replacement, a tether-server
-// --join_as_replica --shard=N child that copies the shard from its primary
-// (at most LaunchOptions::max_replacements over the job). A replacement is
+// shard whose chain it leaves short of cluster.replicas gets a replacement
+// per replica it lacks, a tether-server --join_as_replica --shard=N child
+// that copies the shard from its primary (at most
+// LaunchOptions::max_replacements over the job); one refused because the
+// chain is full (exit kExitNothingToJoin) was not needed. A replacement is
 // supervised like a server: its death is one more server death, judged the
 // same way. Workers find the servers in the rendezvous then (a shard that
 // failed over before a worker reached it is published there). Once every

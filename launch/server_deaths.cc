@@ -7,7 +7,7 @@
 namespace tether {
 
 ServerDeaths::ServerDeaths(int num_servers, int replicas)
-    : replicas_(replicas), num_servers_(num_servers), dead_(num_servers, false) {
+    : replicas_(replicas), num_servers_(num_servers), dead_(num_servers, false), full_refusals_(num_servers, 0) {
   CHECK_GE(num_servers, 1);
   CHECK(replicas >= 0 && replicas < num_servers) << "replicas " << replicas << ", servers " << num_servers;
   for (int s = 0; s < num_servers; ++s) {
@@ -26,9 +26,11 @@ ServerDeathVerdict ServerDeaths::Died(int process) {
     if (!view.Contains(process)) continue;
     const bool served = view.primary() == process;
     view = Without(view, {process});
+    full_refusals_[shard] = 0;
     if (view.members.empty()) continue;  // lost: listed below
     if (served) verdict.moved.push_back({shard, view.primary()});
     if (view.members.size() == 1) verdict.unreplicated.push_back(shard);
+    if (static_cast<int>(view.members.size()) <= replicas_) verdict.short_chains.push_back(shard);
   }
   // Every lost shard, also one lost before (the job was not stopped then).
   for (int shard = 0; shard < num_servers_; ++shard)
@@ -42,19 +44,16 @@ ReplacementPlan ServerDeaths::PlanReplacements(int max_replacements) const {
   if (replicas_ == 0) return plan;
   int left = std::max(0, max_replacements - replacements_started());
   for (int shard = 0; shard < num_servers_; ++shard) {
-    // Only a shard with no replica left gets a replacement. A shard takes
-    // one joining process at a time (server/replica_link.h), and a chain
-    // whose primary died regrows first with its later copies, which join
-    // the claim again: a replacement started beside them would be refused.
-    // A shard of two replicas that lost one keeps one; a process started
-    // with --join_as_replica may fill it.
-    if (views_[shard].members.size() != 1) continue;
-    if (left > 0) {
-      plan.start.push_back(shard);
-      --left;
-    } else {
-      plan.over_limit.push_back(shard);
-    }
+    const int holders = static_cast<int>(views_[shard].members.size());
+    if (holders == 0 || full_refusals_[shard] >= kFullRefusals) continue;
+    // Several replacements of one shard join it one at a time, as do the
+    // later copies of a chain whose primary died, which join the claim
+    // again first: each joining process waits its turn (server/replica_host.h).
+    const int missing = replicas_ + 1 - holders;
+    const int now = std::min(missing, left);
+    plan.start.insert(plan.start.end(), std::max(0, now), shard);
+    left -= std::max(0, now);
+    if (missing > now) plan.over_limit.push_back(shard);
   }
   return plan;
 }
@@ -68,6 +67,16 @@ int ServerDeaths::Replaced(int shard) {
   views_[shard] = WithLearnerAppended(WithLearner(views_[shard], process));
   held_[shard].push_back(process);
   return process;
+}
+
+bool ServerDeaths::NotNeeded(int process) {
+  const int shard = CopyOf(process);
+  CHECK(shard >= 0) << "process " << process << " is no replacement";
+  dead_[process] = true;
+  if (views_[shard].Contains(process)) views_[shard] = Without(views_[shard], {process});
+  std::vector<int>& held = held_[shard];
+  held.erase(std::remove(held.begin(), held.end(), process), held.end());
+  return ++full_refusals_[shard] < kFullRefusals;
 }
 
 int ServerDeaths::CopyOf(int process) const { return process < num_servers_ ? -1 : copy_of_[process - num_servers_]; }
@@ -93,7 +102,12 @@ std::string DescribeServerDeath(const ServerDeathVerdict& verdict, const ServerD
   for (const ServerDeathVerdict::Move& m : verdict.moved)
     add("shard " + std::to_string(m.shard) + " is served by " +
         (m.to < deaths.num_servers() ? deaths.ProcessName(m.to) + "'s replica" : deaths.ProcessName(m.to)) + " now");
-  for (int shard : verdict.unreplicated) add("shard " + std::to_string(shard) + " has no replica left");
+  for (int shard : verdict.short_chains) {
+    const int left = static_cast<int>(deaths.Holders(shard).size()) - 1;
+    add("shard " + std::to_string(shard) +
+        (left == 0 ? " has no replica left" : " has " + std::to_string(left) + " of " +
+                                                  std::to_string(deaths.replicas()) + " replicas left"));
+  }
   if (text.empty()) add("every shard it held has another live holder");
   return text;
 }

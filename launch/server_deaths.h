@@ -13,16 +13,24 @@
 // its predecessor that it had taken over). With r = 0 every server death
 // loses its shard.
 //
-// Re-replication: a shard left with one live holder (no replica) may get a
-// replacement process (tether-server --join_as_replica --shard=N), which
-// copies the shard from its primary and joins the chain as its tail. The
+// Re-replication: a shard whose chain is short of r + 1 live holders gets
+// one replacement process per holder missing (tether-server
+// --join_as_replica --shard=N), each of which copies the shard from its
+// primary and joins the chain as its tail (a shard takes one joining
+// process at a time: the others, and a later copy that joins its claimant
+// again, are asked to wait their turn, server/replica_host.h). The
 // replacements are processes num_servers, num_servers + 1, ... in the order
 // they were started; each holds a copy of exactly one shard and no shard of
 // its own. A replacement counts as a holder from its start: one whose
 // primary dies before it caught up ends with an error (it cannot claim), and
 // its own death then loses the shard. Its death is judged like any other:
 // a shard it served moves to the next live holder, and a shard it was the
-// replica of is left without one again.
+// replica of is left short again. A replacement whose shard's primary
+// refused it because the chain has all its r replicas (a process the
+// launcher did not start joined it; tether-server exits kExitNothingToJoin)
+// was not needed (NotNeeded): it held nothing. A primary that has not yet
+// noticed a death refuses so too, so the shard is planned again, up to
+// kFullRefusals refusals since its chain last changed.
 //
 // The job's end: once every worker finished, a replacement that does not
 // serve the shard it joined, whose shard's serving process has exited, has
@@ -54,14 +62,17 @@ struct ServerDeathVerdict {
   std::vector<Move> moved;
   /// Shards left on one live process (no replica any more), moved or not.
   std::vector<int> unreplicated;
+  /// Shards it held whose chain is short of replicas + 1 live holders now
+  /// (the unreplicated ones among them), ascending.
+  std::vector<int> short_chains;
   /// Shards no live process holds: the job cannot go on.
   std::vector<int> lost;
 };
 
 /// The replacements to start now (ServerDeaths::PlanReplacements).
 struct ReplacementPlan {
-  std::vector<int> start;        // shards that get a replacement, ascending
-  std::vector<int> over_limit;   // shards without a replica that get none: the limit is reached
+  std::vector<int> start;        // a shard per replacement to start (a shard short of k holders k times), ascending
+  std::vector<int> over_limit;   // short shards (once each) that get none or too few: the limit is reached
 };
 
 /// The shards of a job with `num_servers` server processes and `replicas`
@@ -77,16 +88,25 @@ class ServerDeaths {
   /// same shards, nothing moved (survivable unless a shard is lost).
   ServerDeathVerdict Died(int process);
 
-  /// The shards with exactly one live holder (no replica), ascending, and
-  /// which of them get a replacement when at most `max_replacements` may be
-  /// started over the job (replacements_started() of them were). A lost
-  /// shard gets none. With replicas = 0 every list is empty.
+  /// One replacement per holder a shard's chain lacks (live holders, the
+  /// replacements started among them, short of replicas + 1), shards
+  /// ascending, when at most `max_replacements` may be started over the job
+  /// (replacements_started() of them were). A lost shard gets none, nor one
+  /// whose primary refused kFullRefusals replacements as full (NotNeeded)
+  /// since a death last touched it. With replicas = 0 every list is empty.
   ReplacementPlan PlanReplacements(int max_replacements) const;
   /// Records a replacement started to join `shard` (which has a live
   /// holder, 0 ≤ shard < num_servers) as its replica, appended to the
   /// shard's chain, and returns its process number (num_servers + the
   /// number of replacements before it).
   int Replaced(int shard);
+  /// Records that replacement `process` was refused because its shard's
+  /// chain is full: it leaves the shard's holders (and the processes that
+  /// ever held it) and is no death. Returns whether the shard is planned
+  /// again: false once kFullRefusals replacements of it were refused so
+  /// since a death last changed its chain.
+  bool NotNeeded(int process);
+  static constexpr int kFullRefusals = 3;
 
   bool dead(int process) const { return dead_[process]; }
   /// The process serving `shard` now, or -1 when it is lost.
@@ -113,6 +133,7 @@ class ServerDeaths {
   std::vector<ChainView> views_;          // per shard: its live holders in chain order
   std::vector<std::vector<int>> held_;    // per shard: every process that ever held it
   std::vector<int> copy_of_;              // per replacement: the shard it joined
+  std::vector<int> full_refusals_;        // per shard: replacements refused as full since its chain last changed
 };
 
 /// The launcher's log text of `verdict` (after the child's own "server 0

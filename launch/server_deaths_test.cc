@@ -241,15 +241,79 @@ TEST(ServerDeathsTest, ReplacementsStopAtTheLimit) {
   EXPECT_TRUE(plan.start.empty());
 }
 
-// Two replicas: a shard that lost one of them keeps one and gets no
-// replacement (the launcher replaces only a shard with none left); one
-// that lost both does.
-TEST(ServerDeathsTest, TwoReplicasReplaceOnlyAShardWithNoReplica) {
+// Two replicas, four processes (chains of three): process 0 dies; shard 0
+// moves to process 1, and shards 0, 2 and 3, each a replica short, get a
+// replacement each (4, 5, 6), which bring every chain back to three.
+TEST(ServerDeathsTest, TwoReplicasRefillEveryShortChain) {
+  ServerDeaths deaths(4, 2);
+  const ServerDeathVerdict v = deaths.Died(0);
+  EXPECT_TRUE(v.survivable);
+  EXPECT_EQ(Moves(v), (std::vector<std::pair<int, int>>{{0, 1}}));
+  EXPECT_TRUE(v.unreplicated.empty());
+  EXPECT_EQ(v.short_chains, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(DescribeServerDeath(v, deaths),
+            "shard 0 is served by server 1's replica now; shard 0 has 1 of 2 replicas left; shard 2 has 1 of 2 "
+            "replicas left; shard 3 has 1 of 2 replicas left");
+  const ReplacementPlan plan = deaths.PlanReplacements(8);
+  EXPECT_EQ(plan.start, (std::vector<int>{0, 2, 3}));
+  EXPECT_TRUE(plan.over_limit.empty());
+  EXPECT_EQ(deaths.Replaced(0), 4);
+  EXPECT_EQ(deaths.Replaced(2), 5);
+  EXPECT_EQ(deaths.Replaced(3), 6);
+  EXPECT_EQ(deaths.Holders(0), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(deaths.Holders(1), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(deaths.Holders(2), (std::vector<int>{2, 3, 5}));
+  EXPECT_EQ(deaths.Holders(3), (std::vector<int>{3, 1, 6}));
+  EXPECT_TRUE(deaths.PlanReplacements(8).start.empty());
+  EXPECT_EQ(deaths.replacements_started(), 3);
+}
+
+// Two replicas: a shard that lost two holders gets two replacements (they
+// join it one after the other); the limit cuts the plan short.
+TEST(ServerDeathsTest, TwoReplicasReplaceEveryMissingHolder) {
   ServerDeaths deaths(4, 2);
   ASSERT_TRUE(deaths.Died(1).survivable);
-  EXPECT_TRUE(deaths.PlanReplacements(8).start.empty());
+  EXPECT_EQ(deaths.PlanReplacements(8).start, (std::vector<int>{0, 1, 3}));
+  const ServerDeathVerdict v = deaths.Died(0);
+  ASSERT_TRUE(v.survivable);
+  EXPECT_EQ(v.unreplicated, (std::vector<int>{0, 3}));
+  EXPECT_EQ(v.short_chains, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(deaths.PlanReplacements(8).start, (std::vector<int>{0, 0, 1, 2, 3, 3}));
+  const ReplacementPlan cut = deaths.PlanReplacements(5);
+  EXPECT_EQ(cut.start, (std::vector<int>{0, 0, 1, 2, 3}));
+  EXPECT_EQ(cut.over_limit, (std::vector<int>{3}));
+  EXPECT_EQ(deaths.Replaced(0), 4);
+  EXPECT_EQ(deaths.PlanReplacements(8).start, (std::vector<int>{0, 1, 2, 3, 3}));
+}
+
+// A replacement refused because its shard's chain is full (a process the
+// launcher did not start joined it, or the primary has not noticed the
+// death yet) is no death and holds nothing; the shard is planned again
+// until three were refused so, and again once a death changes its chain.
+TEST(ServerDeathsTest, AReplacementNotNeededLeavesTheChainAsItWas) {
+  ServerDeaths deaths(4, 2);
   ASSERT_TRUE(deaths.Died(0).survivable);
-  EXPECT_EQ(deaths.PlanReplacements(8).start, (std::vector<int>{0, 3}));
+  ASSERT_EQ(deaths.Replaced(0), 4);
+  ASSERT_EQ(deaths.Replaced(2), 5);
+  ASSERT_EQ(deaths.Replaced(3), 6);
+  EXPECT_TRUE(deaths.NotNeeded(6));
+  EXPECT_TRUE(deaths.dead(6));
+  EXPECT_EQ(deaths.Holders(3), (std::vector<int>{3, 1}));
+  EXPECT_EQ(deaths.held(3), (std::vector<int>{3, 0, 1}));
+  EXPECT_EQ(deaths.replacements_started(), 3);
+  EXPECT_EQ(deaths.PlanReplacements(12).start, (std::vector<int>{3}));
+  ASSERT_EQ(deaths.Replaced(3), 7);
+  EXPECT_TRUE(deaths.NotNeeded(7));
+  ASSERT_EQ(deaths.Replaced(3), 8);
+  EXPECT_FALSE(deaths.NotNeeded(8));
+  EXPECT_TRUE(deaths.PlanReplacements(12).start.empty());
+  EXPECT_EQ(deaths.Holders(3), (std::vector<int>{3, 1}));
+  EXPECT_EQ(deaths.replacements_started(), 5);
+  // Process 1 (shard 1's primary, in the chains of shards 0 and 3) dies.
+  const ServerDeathVerdict v = deaths.Died(1);
+  EXPECT_TRUE(v.survivable);
+  EXPECT_EQ(v.short_chains, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(deaths.PlanReplacements(12).start, (std::vector<int>{0, 1, 3, 3}));
 }
 
 // No replicas: nothing to replace.

@@ -91,7 +91,8 @@ DEFINE_string(elastic_schedule, "",
               "(docs/OPERATIONS.md, Joining and leaving); not with --transport=inproc or engine mode");
 DEFINE_int32(max_replacements, -1,
              "with cluster.replicas: how many replacement server processes may be started over the job, each "
-             "joining a shard that a server death left without a replica (tether-server --join_as_replica); "
+             "joining a shard whose chain a server death left short of cluster.replicas (tether-server "
+             "--join_as_replica; one per replica missing); "
              "-1: twice the number of servers; 0: none");
 DEFINE_bool(check_config, false,
             "check the job as a launch would (the config with the overrides, the model's checks, the data files, "

@@ -43,6 +43,15 @@
 #          and 2 (left without a replica); once shard 2's replacement caught
 #          up, SIGKILL server 2: the replacement claims shard 2, the
 #          launcher exits 0 and total_samples is exactly 8 × 4,880.
+#   launch_chain  4 servers with --replicas=2 (chains of three) under
+#          tether-launch, 2 workers, 10 epochs; SIGKILL server 0 after a
+#          worker logs epoch 2: the launcher names shards 0, 2 and 3 each a
+#          replica short and starts exactly 3 replacements (--shard=0, 2,
+#          3; shard 0's waits its turn while server 2 joins the claim
+#          again); each shard's primary logs its chain back at three
+#          processes, the launcher exits 0 and total_samples is exactly
+#          20 × 4,880 (20 epochs: the job outlasts the replacements
+#          catching up).
 #   ondemand  the kill mode's job with data on demand (shard 0's job
 #          coordinator deals the chunks): after the failover no chunk is
 #          dealt twice or lost: total_samples is exact.
@@ -97,10 +106,11 @@ case "$mode" in
   pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
   join) epochs=20 ;;
   chain | chain_curve) epochs=10 ;;
+  launch_chain) epochs=20 ;;
 esac
 servers=3
 replicas=1
-case "$mode" in chain | chain_curve) servers=4 replicas=2 ;; esac
+case "$mode" in chain | chain_curve | launch_chain) servers=4 replicas=2 ;; esac
 flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=$servers --num_workers=2
        --replicas=$replicas --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=2000)
 mkdir -p "$tmp/rdzv"
@@ -215,8 +225,8 @@ PY
 start_launcher() {  # EPOCH [FLAGS...]: the job under tether-launch, logging to $tmp/launch.log; waits for EPOCH
   local epoch=$1
   shift
-  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers 3 --workers 2 \
-    --replicas=1 --epochs=$epochs --staleness=2 --liveness_timeout_ms=2000 --metrics_out="$tmp/metrics.json" \
+  timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers $servers --workers 2 \
+    --replicas=$replicas --epochs=$epochs --staleness=2 --liveness_timeout_ms=2000 --metrics_out="$tmp/metrics.json" \
     "$@" > "$tmp/launch.log" 2>&1 &
   launcher=$!
   pids+=($launcher)
@@ -435,6 +445,34 @@ launch_kill_two)
   done
   pids=()
   grep -h "shard 0 is lost" "$tmp/launch.log" | head -1
+  ;;
+launch_chain)
+  start_launcher 2
+  launched_server 0
+  victim=$spid
+  kill -9 "$victim"
+  wait_log "$tmp/launch.log" "server 0 (pid $victim) was killed by signal 9.*shard 0 is served by server 1's replica now; shard 0 has 1 of 2 replicas left; shard 2 has 1 of 2 replicas left; shard 3 has 1 of 2 replicas left" 600
+  # Each chain is back at three processes: its primary logs the chain once
+  # the replacement caught up (shard 0: server 2 joined server 1's claim
+  # again first).
+  for s in 0 2 3; do
+    wait_log "$tmp/launch.log" "started a replacement for server process 0: joins shard $s as its replica" 600
+    wait_log "$tmp/launch.log" "the replica that joined shard $s at .* caught up at entry [0-9]*: replies wait for it from now on; generation [0-9]*: [0-9]* → [0-9]* → [0-9]*$" 2400
+  done
+  launcher_exit_zero "server 0 was killed and three replacements joined"
+  n=$(grep -c "\[launch\] started a replacement" "$tmp/launch.log")
+  [ "$n" = 3 ] || fail "$n replacements started, want 3"
+  grep -q "replies wait for it from now on; generation [0-9]*: 1 → [0-9]* → [0-9]*$" "$tmp/launch.log" \
+    || fail "shard 0's chain (served by server 1) is not back at three"
+  grep -q "exited with code 5" "$tmp/launch.log" && fail "a replacement was refused as not needed"
+  grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
+  for p in $(sed -n 's/.*\[launch\] started \(server\|worker\|replacement\) [0-9]* (pid \([0-9]*\)).*/\2/p' \
+             "$tmp/launch.log"); do
+    exited "$p" || fail "child $p outlived the launcher"
+  done
+  exact_samples
+  echo "total_samples $total; 3 replacements, every chain back at three"
+  grep -h "replies wait for it from now on" "$tmp/launch.log" | sed 's/^.*\] \[/[/' | head -6
   ;;
 launch_replace)
   start_launcher 2
