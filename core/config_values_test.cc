@@ -1,6 +1,7 @@
 // The values a job config's fields take: adaptive batch sizes, data on
 // demand's chunks, repeated table blocks, every optimizer field's range and
-// finiteness, decoupled weight decay, schedules and delay compensation, each
+// finiteness, decoupled weight decay, schedules, delay compensation and input
+// dropout, each
 // refused naming the field (config_test.cc holds loading, overrides and the
 // summary lines).
 #include "core/config.h"
@@ -258,6 +259,41 @@ TEST(ConfigTest, DelayCompensationIsValidated) {
     ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(k.text, &j)) << k.text;
     EXPECT_EQ(ValidateJobConfig(j).message(), k.message) << k.text;
   }
+}
+
+// Input dropout: in [0, 1), read by the built-in XMC_MLP only (not the
+// sampled softmax, DENSE_MLP or SPARSE_LR), set by --input_dropout.
+TEST(ConfigTest, InputDropoutIsValidatedAndOverridden) {
+  auto base = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  struct Case {
+    const char* text;
+    const char* message;  // "" when valid
+  };
+  for (const Case& k :
+       {Case{"model { input_dropout: 0.3 }", ""},
+        Case{"model { input_dropout: 0 type: SPARSE_LR }", ""},
+        Case{"model { input_dropout: 1 }", "config field model.input_dropout: must be in [0, 1)"},
+        Case{"model { input_dropout: -0.1 }", "config field model.input_dropout: must be in [0, 1)"},
+        Case{"model { input_dropout: nan }", "config field model.input_dropout: must be in [0, 1)"},
+        Case{"model { input_dropout: 0.3 sampled_labels: 20 }",
+             "config field model.input_dropout: is not read with model.sampled_labels > 0 (the sampled softmax)"},
+        Case{"model { input_dropout: 0.3 type: SPARSE_LR }",
+             "config field model.input_dropout: is read by the XMC_MLP model only, not SPARSE_LR"},
+        Case{"model { input_dropout: 0.3 name: \"dense_mlp\" }",
+             "config field model.input_dropout: is read by the XMC_MLP model only, not model 'dense_mlp'"}}) {
+    JobConfig j = *base;
+    ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(k.text, &j)) << k.text;
+    EXPECT_EQ(ValidateJobConfig(j).message(), k.message) << k.text;
+  }
+  bool found = false;
+  for (const ConfigOverride& o : ConfigOverrides())
+    found |= std::string(o.flag) == "input_dropout" && std::string(o.field_path) == "model.input_dropout";
+  EXPECT_TRUE(found);
+  JobConfig j = *base;
+  ASSERT_TRUE(ApplyOverride(&j, "model.input_dropout", "0.25", "flag --input_dropout").ok());
+  EXPECT_FLOAT_EQ(j.model().input_dropout(), 0.25f);
+  EXPECT_FLOAT_EQ(base->model().input_dropout(), 0.0f);  // off unless set
 }
 
 // A missing data file is found before anything starts,

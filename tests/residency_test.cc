@@ -197,11 +197,13 @@ TEST(ResidencyTest, XmcMlpMinibatchMovesEachTensorOnceAndMatchesCpu) {
   }
   CheckModel(c, x, y, e[0], e[1], e[2]);
   // Dropout's masks are drawn on the backend and label smoothing is the
-  // loss op's: the same transfers, and the CPU and counting backends agree
-  // bit for bit.
+  // loss op's; the input dropout's mask changes the values x goes up with
+  // (on the host, before the upload): the same transfers, and the CPU and
+  // counting backends agree bit for bit.
   JobConfig regularized = c;
   regularized.mutable_model()->set_dropout(0.3f);
   regularized.mutable_model()->set_label_smoothing(0.1f);
+  regularized.mutable_model()->set_input_dropout(0.2f);
   CheckModel(regularized, x, y, e[0], e[1], e[2]);
 }
 

@@ -40,6 +40,7 @@ const ConfigOverride kOverrideTable[] = {
     {"optimizer", "optimizer.type", "server-side optimizer: sgd | adagrad | adam | ftrl (sum | noop: tests, benchmarks)"},
     {"hidden", "model.hidden", "hidden-layer width"},
     {"dropout", "model.dropout", "dropout rate of the hidden layers' activations while training, in [0, 1) (0: none)"},
+    {"input_dropout", "model.input_dropout", "dropout rate of the input features while training (XMC_MLP), in [0, 1) (0: none)"},
     {"label_smoothing", "model.label_smoothing", "label smoothing of the training loss, in [0, 1) (0: none)"},
     {"loss", "model.loss", "softmax | bce"},
     {"normalize_rows", "data.normalize_rows", "scale each row's features to unit L2 norm: true | false"},

@@ -312,9 +312,27 @@ Status ValidateRegularization(const JobConfig& c) {
   return Status::OK();
 }
 
+// Input dropout: in range, and only where a model reads it (the built-in
+// XMC_MLP without sampled labels).
+Status ValidateInputDropout(const JobConfig& c) {
+  const float rate = c.model().input_dropout();
+  if (!(rate >= 0.0f && rate < 1.0f)) return FieldError("model.input_dropout", "must be in [0, 1)");
+  if (rate == 0.0f) return Status::OK();
+  const std::string& name = c.model().name();
+  if (!name.empty() && name != "xmc_mlp")
+    return FieldError("model.input_dropout", "is read by the XMC_MLP model only, not model '" + name + "'");
+  if (name.empty() && c.model().type() != XMC_MLP)
+    return FieldError("model.input_dropout", std::string("is read by the XMC_MLP model only, not ") +
+                                                 ModelType_Name(c.model().type()));
+  if (c.model().sampled_labels() > 0)
+    return FieldError("model.input_dropout", "is not read with model.sampled_labels > 0 (the sampled softmax)");
+  return Status::OK();
+}
+
 // The model's width and init, and the training loop's counts and straggler.
 Status ValidateModelAndTrain(const JobConfig& c) {
   TETHER_RETURN_IF_ERROR(ValidateRegularization(c));
+  TETHER_RETURN_IF_ERROR(ValidateInputDropout(c));
   if (c.model().hidden() < 1) return FieldError("model.hidden", "must be ≥ 1");
   if (!(c.model().init_scale() >= 0) || !std::isfinite(c.model().init_scale()))
     return FieldError("model.init_scale", "must be a finite number ≥ 0");

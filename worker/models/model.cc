@@ -13,6 +13,7 @@
 
 #include "worker/models/builtin_models.h"
 #include "worker/models/dense_mlp.h"
+#include "worker/models/input_dropout.h"
 #include "worker/models/sampled_xmc_model.h"
 #include "worker/models/sparse_lr.h"
 #include "worker/models/model_registry.h"
@@ -36,7 +37,8 @@ RequestHandle PullInputRows(WorkerClient* client, uint32_t table, const std::vec
   return hashed && evaluating ? client->PullRowsIfPresent(table, keys, out) : client->PullRows(table, keys, out);
 }
 
-// The dropout masks' seeds (model.dropout): minibatch t of worker `rank`
+// The dropout masks' seeds (model.dropout, and model.input_dropout's
+// through InputDropout::SeedFor): minibatch t of worker `rank`
 // draws its masks from Hash(Hash(train.seed, rank), t), t counting this
 // worker's training minibatches, so every minibatch of every worker has a
 // mask of its own and a run repeats exactly. The count is the model's
@@ -78,8 +80,9 @@ class XmcMlpModel final : public Model {
   // pipeline_off: why it does not pipeline, empty when it does:
   // train.pipeline where it is exact (CreateXmcMlpModel).
   XmcMlpModel(const XmcMlpShape& shape, Backend* backend, uint32_t w1, uint32_t b1, uint32_t w2, bool hashed,
-              std::string pipeline_off, DropoutSeeds seeds)
-      : shape_(shape), model_(shape, backend), backend_(backend), seeds_(seeds), w1_id_(w1), b1_id_(b1), w2_id_(w2),
+              std::string pipeline_off, DropoutSeeds seeds, float input_dropout)
+      : shape_(shape), model_(shape, backend), backend_(backend), seeds_(seeds), input_dropout_(input_dropout),
+        w1_id_(w1), b1_id_(b1), w2_id_(w2),
         hashed_(hashed),
         pipeline_(pipeline_off.empty()), pipeline_off_(std::move(pipeline_off)), params_a_(backend),
         params_b_(backend), grads_(backend) {
@@ -89,8 +92,9 @@ class XmcMlpModel final : public Model {
   }
 
   std::string name() const override { return "xmc_mlp"; }
-  // With dropout, its minibatch count (DropoutSeeds); else nothing.
-  std::string SaveState() const override { return shape_.dropout > 0 ? seeds_.Save() : ""; }
+  // With dropout or input dropout, its minibatch count (DropoutSeeds); else
+  // nothing.
+  std::string SaveState() const override { return DropsOut() ? seeds_.Save() : ""; }
   Status RestoreState(const std::string& state) override { return seeds_.Restore(state); }
   LabelKind label_kind() const override { return LabelKind::kMultiLabel; }
   int64_t num_outputs() const override { return shape_.num_labels; }
@@ -229,12 +233,18 @@ class XmcMlpModel final : public Model {
   void EndEvaluation() override { evaluating_ = false; }
 
  private:
+  bool DropsOut() const { return shape_.dropout > 0 || input_dropout_.rate() > 0; }
+
   StatusOr<float> Compute(const Minibatch& batch, const std::function<Status()>& output_done) {
-    TETHER_RETURN_IF_ERROR(backend_->UploadCsr(ViewOf(x_local_), CsrUse::kSpMMAndTransposed, &x_dev_));
+    // One seed per training minibatch for both masks, drawn before the
+    // upload: the input mask changes the uploaded values, not x_local_.
+    const uint64_t seed = DropsOut() ? seeds_.Next() : 0;
+    TETHER_RETURN_IF_ERROR(backend_->UploadCsr(input_dropout_.Apply(ViewOf(x_local_), InputDropout::SeedFor(seed)),
+                                               CsrUse::kSpMMAndTransposed, &x_dev_));
     TETHER_RETURN_IF_ERROR(
         backend_->UploadCsr(RowSliceOf(*batch.labels, batch.begin, batch.end), CsrUse::kLabels, &y_dev_));
     TETHER_RETURN_IF_ERROR(grads_.Resize(total_));
-    if (shape_.dropout > 0) model_.set_dropout_seed(seeds_.Next());
+    if (shape_.dropout > 0) model_.set_dropout_seed(seed);
     float* g = grads_.device();
     TETHER_ASSIGN_OR_RETURN(const float loss,
                             model_.ComputeGradients(x_dev_, y_dev_, Params(),
@@ -302,6 +312,7 @@ class XmcMlpModel final : public Model {
   XmcMlp model_;
   Backend* backend_;
   DropoutSeeds seeds_;
+  InputDropout input_dropout_;  // model.input_dropout
   uint32_t w1_id_, b1_id_, w2_id_;
   bool hashed_;             // data.hashed_features
   bool pipeline_;           // train.pipeline, where exact
@@ -586,7 +597,8 @@ StatusOr<std::unique_ptr<Model>> CreateXmcMlpModel(const JobConfig& config, cons
   }
   return std::unique_ptr<Model>(std::make_unique<XmcMlpModel>(shape, backend, w1, b1, w2,
                                                               config.data().hashed_features(), std::move(pipeline_off),
-                                                              DropoutSeeds(config.train().seed(), rank)));
+                                                              DropoutSeeds(config.train().seed(), rank),
+                                                              config.model().input_dropout()));
 }
 
 }  // namespace tether
