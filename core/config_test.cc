@@ -488,6 +488,28 @@ TEST(ConfigTest, ServerValidationReadsOnlyClusterAndConsistency) {
   j.mutable_cluster()->set_liveness_timeout_ms(0);
   EXPECT_TRUE(ValidateServerConfig(j).ok());
   EXPECT_EQ(JobConfig().cluster().liveness_timeout_ms(), 5000);
+  j.mutable_cluster()->set_idle_timeout_ms(j.cluster().heartbeat_interval_ms());
+  EXPECT_EQ(ValidateServerConfig(j).message(),
+            "config field cluster.idle_timeout_ms: must exceed cluster.heartbeat_interval_ms (1000)");
+  j.mutable_cluster()->set_idle_timeout_ms(1001);
+  EXPECT_TRUE(ValidateServerConfig(j).ok());
+  EXPECT_EQ(JobConfig().cluster().idle_timeout_ms(), 300000);
+}
+
+// --idle_timeout_ms is an override flag like the other cluster timeouts.
+TEST(ConfigTest, IdleTimeoutHasAFlag) {
+  const ConfigOverride* idle = nullptr;
+  for (const ConfigOverride& o : ConfigOverrides())
+    if (std::string(o.flag) == "idle_timeout_ms") idle = &o;
+  ASSERT_NE(idle, nullptr);
+  EXPECT_EQ(std::string(idle->field_path), "cluster.idle_timeout_ms");
+  EXPECT_FALSE(OverrideIsBool(*idle));
+  JobConfig c;
+  ASSERT_TRUE(ApplyOverride(&c, idle->field_path, "45000", "flag --idle_timeout_ms").ok());
+  EXPECT_EQ(c.cluster().idle_timeout_ms(), 45000);
+  const Status bad = ApplyOverride(&c, idle->field_path, "45s", "flag --idle_timeout_ms");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("flag --idle_timeout_ms=45s"), std::string::npos) << bad.message();
 }
 
 // The values in force: one line per set section, each short.

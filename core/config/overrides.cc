@@ -74,6 +74,7 @@ const ConfigOverride kOverrideTable[] = {
     {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
     {"liveness_timeout_ms", "cluster.liveness_timeout_ms", "a worker gives up a server whose connection is down this long (0: off)"},
     {"startup_timeout_ms", "cluster.startup_timeout_ms", "servers: every worker joins within this of the first HELLO; workers: the servers are found and reached within this"},
+    {"idle_timeout_ms", "cluster.idle_timeout_ms", "a server that takes in no message at all for this long exits with an error (workers gone?)"},
     {"server_secret_key_file", "security.curve.server_secret_key_file", "CURVE: the servers' key pair (NAME.key from tether-keygen); servers"},
     {"server_public_key_file", "security.curve.server_public_key_file", "CURVE: the servers' public key (NAME.pub); workers"},
     {"client_secret_key_file", "security.curve.client_secret_key_file", "CURVE: this worker's key pair (NAME.key); workers"},

@@ -201,6 +201,11 @@ Status ValidateServerConfig(const JobConfig& c) {
   // 100 ms) could not come back in time.
   if (c.cluster().liveness_timeout_ms() != 0 && c.cluster().liveness_timeout_ms() < 100)
     return FieldError("cluster.liveness_timeout_ms", "must be ≥ 100, or 0 (off)");
+  // A waiting worker's heartbeats are what keeps a server from its idle
+  // timeout.
+  if (c.cluster().idle_timeout_ms() <= c.cluster().heartbeat_interval_ms())
+    return FieldError("cluster.idle_timeout_ms", "must exceed cluster.heartbeat_interval_ms (" +
+                                                 std::to_string(c.cluster().heartbeat_interval_ms()) + ")");
   return Status::OK();
 }
 

@@ -8,7 +8,9 @@
 #          without a scheme, an unresolvable host, --transport=ipc under a
 #          TMPDIR too long for a socket path, a config with a UTF-8 BOM,
 #          --workers=0, --sampled_labels above the label count, a negative
-#          --progress_every_s; exit 1 for "--data_on_demand false";
+#          --progress_every_s, --idle_timeout_ms not above the heartbeat
+#          interval; exit 1 for "--data_on_demand false", and for a server
+#          no worker reaches within --idle_timeout_ms=1500 (after 1.5 s);
 #          tether-launch --check_config: exit 0 starting nothing for a good
 #          job, exit 2 naming the field for a bad value or a missing file.
 #   tools  tether-gen-xmc sizes ≤ 0 (exit 2), an XMC header with 0 features
@@ -71,6 +73,15 @@ flags)
     "$bin/tether-launch" "${bibtex[@]}" --sampled_labels=500
   refused 2 "config field train.progress_every_s: must be ≥ 0 seconds (0: no progress lines), got -1 (set by flag --progress_every_s=-1)" \
     "$bin/tether-launch" "${bibtex[@]}" --progress_every_s=-1
+  # --idle_timeout_ms: a server no worker reaches exits 1 once that long
+  # passed without a message (the default waits 300 s).
+  t0=$(now_ms)
+  refused 1 "no message for cluster.idle_timeout_ms=1500; workers gone?" \
+    "$bin/tether-server" "${bibtex[@]}" --shard=0 --idle_timeout_ms=1500
+  took=$(($(now_ms) - t0))
+  ((took >= 1500 && took < 30000)) || fail "tether-server --idle_timeout_ms=1500 exited after $took ms"
+  refused 2 "config field cluster.idle_timeout_ms: must exceed cluster.heartbeat_interval_ms (1000) (set by flag --idle_timeout_ms=1000)" \
+    "$bin/tether-server" "${bibtex[@]}" --shard=0 --idle_timeout_ms=1000
   # --check_config: the launch's checks, then exit; no server or worker.
   timeout -k 5 60 "$bin/tether-launch" "${bibtex[@]}" --check_config --epochs=3 >"$tmp/check.log" 2>&1 ||
     fail "--check_config on a good job exited $?"
