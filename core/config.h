@@ -113,7 +113,12 @@ Status CheckDataFilesExist(const JobConfig& config);
 
 /// The checks a parameter-server shard needs: cluster.* (sizes, addresses,
 /// heartbeat and timeout) and consistency.* including each table's
-/// consistency override; data, model and training are not looked at.
+/// consistency override; and those its workers would refuse the job for in
+/// the validation split and early stopping (train.validation_fraction,
+/// data.validation_split, train.early_stopping: its patience, min_delta and
+/// a metric the model does not report), with the same message. The rest of
+/// data, model and training is not looked at (a registered model's metric
+/// is checked by its workers, which know its kind).
 /// Errors: InvalidArgument "config field FIELD: why".
 Status ValidateServerConfig(const JobConfig& config);
 

@@ -96,5 +96,31 @@ TEST(ConfigTest, EarlyStoppingMetricOfTheModel) {
   EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
 }
 
+// tether-server checks the same: a metric the model does not report is
+// refused with the server's config, with the workers' message.
+TEST(ConfigTest, EarlyStoppingMetricIsRefusedByTheServerToo) {
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  ASSERT_TRUE(c.ok());
+  JobConfig j = *c;
+  j.mutable_train()->set_validation_fraction(0.2);
+  j.mutable_train()->mutable_early_stopping()->set_metric("ndcg_at_3");
+  EXPECT_TRUE(ValidateServerConfig(j).ok()) << ValidateServerConfig(j).message();
+  j.mutable_train()->mutable_early_stopping()->set_metric("auc");
+  const std::string want =
+      "config field train.early_stopping.metric: 'auc' is not a metric of multi-label models: use "
+      "precision_at_1, precision_at_3, precision_at_5, ndcg_at_1, ndcg_at_3 or ndcg_at_5";
+  EXPECT_EQ(ValidateServerConfig(j).message(), want);
+  EXPECT_EQ(ValidateJobConfig(j).message(), want);
+  j.mutable_train()->mutable_early_stopping()->set_metric("ndcg_at_3");
+  j.mutable_train()->mutable_early_stopping()->set_patience(-1);
+  EXPECT_EQ(ValidateServerConfig(j).message(),
+            "config field train.early_stopping.patience: must be ≥ 0 (0: never stops early)");
+  j.mutable_train()->mutable_early_stopping()->set_patience(2);
+  j.mutable_train()->clear_validation_fraction();
+  EXPECT_EQ(ValidateServerConfig(j).message(),
+            "config field train.early_stopping: needs a validation split: set train.validation_fraction or "
+            "data.validation_split");
+}
+
 }  // namespace
 }  // namespace tether

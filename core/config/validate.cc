@@ -146,6 +146,10 @@ Status ValidateInProcessJob(const JobConfig& c) {
                                             "tether-worker --in_process): " + kInProcessReplicas);
 }
 
+namespace {
+Status ValidateValidation(const JobConfig& c);
+}  // namespace
+
 Status ValidateServerConfig(const JobConfig& c) {
   // Job ids and names reach log lines, file names and Prometheus labels.
   if (!c.name().empty())
@@ -206,7 +210,10 @@ Status ValidateServerConfig(const JobConfig& c) {
   if (c.cluster().idle_timeout_ms() <= c.cluster().heartbeat_interval_ms())
     return FieldError("cluster.idle_timeout_ms", "must exceed cluster.heartbeat_interval_ms (" +
                                                  std::to_string(c.cluster().heartbeat_interval_ms()) + ")");
-  return Status::OK();
+  // The validation split and early stopping: a server refuses what its
+  // workers would (a metric the model does not report), with the same
+  // message, before any worker reaches it.
+  return ValidateValidation(c);
 }
 
 namespace {
@@ -517,7 +524,7 @@ Status ValidateJobConfig(const JobConfig& c) {
   TETHER_RETURN_IF_ERROR(ValidateServerConfig(c));
   for (Status (*check)(const JobConfig&) :
        {ValidateData, ValidateCheckpoint, ValidateFeatures, ValidateTfIdf, ValidateModelAndTrain, ValidateAdaptiveBatch,
-        ValidateTrainLimits, ValidateOptimizers, ValidateTableBudgets, ValidateValidation})
+        ValidateTrainLimits, ValidateOptimizers, ValidateTableBudgets})
     TETHER_RETURN_IF_ERROR(check(c));
   return Status::OK();
 }

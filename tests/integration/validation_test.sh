@@ -13,7 +13,8 @@
 #               (BSP) whose patience runs out with its last epoch trained
 #               every epoch and did not stop early; a metric the model
 #               does not report (auc on XMC_MLP) is refused by
-#               tether-launch at start-up with exit 2, naming its keys
+#               tether-launch at start-up with exit 2, naming its keys, and
+#               so is it by tether-server alone, with the same message
 #   best_model  the best epoch's model is the one scored and exported: one
 #               worker (BSP) stopping two epochs past its best epoch B
 #               scores the test split exactly as a run of B epochs that
@@ -96,6 +97,12 @@ case $mode in
     want="config field train.early_stopping.metric: 'auc' is not a metric of multi-label models: use "
     want+="precision_at_1, precision_at_3, precision_at_5, ndcg_at_1, ndcg_at_3 or ndcg_at_5"
     grep -qF "$want" "$tmp/auc.log" || { cat "$tmp/auc.log"; fail "the metric was not named with the model's keys"; }
+    # tether-server alone refuses it too, with the same message, before it listens.
+    rc=0
+    timeout -k 5 60 "$bin/tether-server" --config "$tmp/auc.pbtxt" --shard=0 > "$tmp/auc_server.log" 2>&1 || rc=$?
+    [[ $rc == 2 ]] || { cat "$tmp/auc_server.log"; fail "tether-server with the metric auc on XMC_MLP: exit $rc, not 2"; }
+    grep -qF "[server 0] $want" "$tmp/auc_server.log" || { cat "$tmp/auc_server.log"; fail "tether-server did not name the metric"; }
+    grep -q "listening on" "$tmp/auc_server.log" && fail "tether-server listened before refusing the metric"
     timeout -k 5 250 "$bin/tether-launch" --config "$tmp/es.pbtxt" --metrics_out "$tmp/es.json" \
       > "$tmp/es.log" 2>&1 || fail "the early-stopping job exited $?"
     timeout -k 5 250 "$bin/tether-launch" --config "$tmp/es.pbtxt" --workers=1 --epochs=1 \
