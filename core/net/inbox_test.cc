@@ -140,6 +140,49 @@ TEST(InboxTest, ChunkedMessagesAreJoinedOnlyForAdmittedPeers) {
   EXPECT_EQ(m.header.request_id(), 43u);
 }
 
+// A message whose values are written while it is sent
+// (Message::write_values): SendMessage asks for each chunk's end before it
+// queues the chunk, then for the whole frame, and the shard receives what
+// was written. A plain message is written whole before its first frame.
+TEST(InboxTest, ValuesWrittenWhileSentArriveAsWritten) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
+  ASSERT_TRUE(router.ok()) << router.status().message();
+  auto a = ConnectDealer(ctx, endpoint, "worker-a", SocketOptions{});
+  ASSERT_TRUE(a.ok());
+  Inbox inbox("test");
+  inbox.Admit("worker-a");
+  for (const size_t floats : {size_t{(kShardFrameBytes * 2 + 4000) / 4}, size_t{1000}}) {
+    Message m = Push(7, floats, 0.0f);
+    std::memset(m.values.data(), 0, m.values.size());
+    std::vector<size_t> ends;
+    size_t written = 0;
+    auto* v = static_cast<float*>(m.values.data());
+    m.write_values = [&](size_t end) {
+      ends.push_back(end);
+      for (; written < end / sizeof(float); ++written) v[written] = 3.0f + static_cast<float>(written);
+    };
+    zmq::message_t shared;
+    shared.copy(m.values);  // keeps the bytes alive after the send
+    ASSERT_TRUE(SendMessage(*a, &m, nullptr, "server").ok());
+    const size_t bytes = floats * sizeof(float);
+    if (bytes > kShardFrameBytes) {
+      EXPECT_EQ(ends, (std::vector<size_t>{kShardFrameBytes, 2 * kShardFrameBytes, bytes, bytes}));
+    } else {
+      EXPECT_EQ(ends, (std::vector<size_t>{bytes, bytes}));
+    }
+    EXPECT_FALSE(m.write_values);
+    Message got;
+    std::string id;
+    const Status st = Next(*router, inbox, &got, &id);
+    ASSERT_TRUE(st.ok()) << st.message();
+    const Message want = Push(0, floats, 3.0f);
+    ASSERT_EQ(got.values.size(), bytes);
+    EXPECT_EQ(std::memcmp(got.values.data(), want.values.data(), bytes), 0) << floats;
+  }
+}
+
 // A plain message whose frames are above kListenerFrameBytes (below
 // kShardFrameBytes, so it is not chunked) is taken from an admitted peer
 // only: from any other it is refused as a chunked one is, answered by its

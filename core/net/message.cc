@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -58,28 +59,75 @@ bool NeedsChunks(zmq::socket_t& socket, size_t header_bytes, const Message& m) {
 // Header, keys and values as one byte stream in chunk messages ([tag]
 // [payload ≤ kShardFrameBytes]); the lead tag gives the three sizes
 // (core/net/chunk_wire.h). No chunk spans two of the frames, so every
-// payload is sent from its frame's own bytes.
-Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes, const std::string& peer) {
+// payload is sent from its frame's own bytes. `write` (may be empty) writes
+// the values up to the end of each values chunk before that chunk is sent.
+Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes, const std::string& peer,
+                   const std::function<void(size_t)>& write) {
   auto body = std::make_shared<ChunkedBody>();
   body->header = std::move(*header_bytes);
   body->keys = std::move(m->keys);
   body->values = std::move(m->values);
   const std::string lead = ChunkLeadTag(body->header.size(), body->keys.size(), body->values.size());
-  std::vector<std::pair<const char*, size_t>> chunks;
+  struct Chunk {
+    const char* data;
+    size_t size;
+    size_t values_end;  // for a values chunk, its end within the values; else 0
+  };
+  std::vector<Chunk> chunks;
+  const char* values = static_cast<const char*>(body->values.data());
   for (const auto& [data, size] : {std::pair<const char*, size_t>{body->header.data(), body->header.size()},
                                    {static_cast<const char*>(body->keys.data()), body->keys.size()},
-                                   {static_cast<const char*>(body->values.data()), body->values.size()}})
-    for (size_t off = 0; off < size; off += kShardFrameBytes)
-      chunks.emplace_back(data + off, std::min<size_t>(kShardFrameBytes, size - off));
+                                   {values, body->values.size()}})
+    for (size_t off = 0; off < size; off += kShardFrameBytes) {
+      const size_t n = std::min<size_t>(kShardFrameBytes, size - off);
+      chunks.push_back(Chunk{data + off, n, data == values ? off + n : 0});
+    }
   try {
     for (size_t i = 0; i < chunks.size(); ++i) {
+      if (write && chunks[i].values_end > 0) write(chunks[i].values_end);
       zmq::message_t tag(i == 0 ? lead.data() : kChunkContinueTag, i == 0 ? lead.size() : kChunkTagBytes);
-      zmq::message_t payload(const_cast<char*>(chunks[i].first), chunks[i].second, &ReleaseBody,
+      zmq::message_t payload(const_cast<char*>(chunks[i].data), chunks[i].size, &ReleaseBody,
                              new std::shared_ptr<ChunkedBody>(body));
       if (!Uninterrupted([&] { return socket.send(tag, zmq::send_flags::sndmore); }) ||
           !Uninterrupted([&] { return socket.send(payload, zmq::send_flags::none); }))
         return Status::Unavailable("send to " + peer + " timed out (queue full)");
     }
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer " + peer + " is gone (EHOSTUNREACH)");
+    return Status::IOError("send to " + peer + ": " + e.what());
+  }
+  return Status::OK();
+}
+
+// Sends m's frames (plain or in chunks), with `write` called as
+// Message::write_values says.
+Status SendFrames(zmq::socket_t& socket, Message* m, const std::string* identity, const std::string& peer,
+                  const std::function<void(size_t)>& write) {
+  std::string header_bytes;
+  if (!m->header.SerializeToString(&header_bytes))
+    return Status::Internal("cannot serialize header for " + peer);
+  if (m->values.size() > kMaxFrameBytes || m->keys.size() > kMaxFrameBytes)
+    return Status::InvalidArgument("message " + TypeName(m->header.type()) + " to " + peer + " for table " +
+                                   std::to_string(m->header.table_id()) + " is " +
+                                   std::to_string(m->values.size() + m->keys.size()) +
+                                   " bytes, above the " + std::to_string(kMaxFrameBytes) +
+                                   "-byte frame limit; use more server shards");
+  if (identity == nullptr && NeedsChunks(socket, header_bytes.size(), *m))
+    return SendChunked(socket, m, &header_bytes, peer, write);
+  if (write) write(m->values.size());
+  try {
+    // Blocking sends: a full queue makes the sender wait (bounded by the
+    // socket's ZMQ_SNDTIMEO) instead of dropping the update.
+    // Frame by frame: an interrupted frame is sent again, the ones before
+    // it are queued already.
+    if (identity != nullptr) {
+      if (!Uninterrupted([&] { return socket.send(zmq::buffer(*identity), zmq::send_flags::sndmore); }))
+        return Status::Unavailable("send to " + peer + " timed out (queue full)");
+    }
+    if (!Uninterrupted([&] { return socket.send(zmq::buffer(header_bytes), zmq::send_flags::sndmore); }) ||
+        !Uninterrupted([&] { return socket.send(m->keys, zmq::send_flags::sndmore); }) ||
+        !Uninterrupted([&] { return socket.send(m->values, zmq::send_flags::none); }))
+      return Status::Unavailable("send to " + peer + " timed out (queue full)");
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer " + peer + " is gone (EHOSTUNREACH)");
     return Status::IOError("send to " + peer + ": " + e.what());
@@ -166,6 +214,10 @@ bool ProbeRouterPeer(zmq::socket_t& socket, const std::string& identity, const M
 }
 
 Status SendMessageNoWait(zmq::socket_t& socket, Message* m, const std::string& identity, const std::string& peer) {
+  if (m->write_values) {
+    m->write_values(m->values.size());
+    m->write_values = nullptr;
+  }
   std::string header_bytes;
   if (!m->header.SerializeToString(&header_bytes)) return Status::Internal("cannot serialize header for " + peer);
   if (m->values.size() > kMaxFrameBytes || m->keys.size() > kMaxFrameBytes)
@@ -187,34 +239,14 @@ Status SendMessageNoWait(zmq::socket_t& socket, Message* m, const std::string& i
 
 Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
                    const std::string& peer) {
-  std::string header_bytes;
-  if (!m->header.SerializeToString(&header_bytes))
-    return Status::Internal("cannot serialize header for " + peer);
-  if (m->values.size() > kMaxFrameBytes || m->keys.size() > kMaxFrameBytes)
-    return Status::InvalidArgument("message " + TypeName(m->header.type()) + " to " + peer + " for table " +
-                                   std::to_string(m->header.table_id()) + " is " +
-                                   std::to_string(m->values.size() + m->keys.size()) +
-                                   " bytes, above the " + std::to_string(kMaxFrameBytes) +
-                                   "-byte frame limit; use more server shards");
-  if (identity == nullptr && NeedsChunks(socket, header_bytes.size(), *m)) return SendChunked(socket, m, &header_bytes, peer);
-  try {
-    // Blocking sends: a full queue makes the sender wait (bounded by the
-    // socket's ZMQ_SNDTIMEO) instead of dropping the update.
-    // Frame by frame: an interrupted frame is sent again, the ones before
-    // it are queued already.
-    if (identity != nullptr) {
-      if (!Uninterrupted([&] { return socket.send(zmq::buffer(*identity), zmq::send_flags::sndmore); }))
-        return Status::Unavailable("send to " + peer + " timed out (queue full)");
-    }
-    if (!Uninterrupted([&] { return socket.send(zmq::buffer(header_bytes), zmq::send_flags::sndmore); }) ||
-        !Uninterrupted([&] { return socket.send(m->keys, zmq::send_flags::sndmore); }) ||
-        !Uninterrupted([&] { return socket.send(m->values, zmq::send_flags::none); }))
-      return Status::Unavailable("send to " + peer + " timed out (queue full)");
-  } catch (const zmq::error_t& e) {
-    if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer " + peer + " is gone (EHOSTUNREACH)");
-    return Status::IOError("send to " + peer + ": " + e.what());
-  }
-  return Status::OK();
+  // Every byte of the values is written before this returns, sent or not:
+  // a copy of the message kept for a resend shares its frame.
+  const size_t values_bytes = m->values.size();
+  const std::function<void(size_t)> write = std::move(m->write_values);
+  m->write_values = nullptr;
+  const Status st = SendFrames(socket, m, identity, peer, write);
+  if (write) write(values_bytes);
+  return st;
 }
 
 Status RecvMessage(zmq::socket_t& socket, Message* m, std::string* identity) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ struct Message {
   /// bytes of the values frame as they came (half of values.size()); 0
   /// when values holds what came.
   uint64_t received_values_bytes = 0;
+  /// Set by a sender that writes `values` while it is sent (a worker's
+  /// large 16-bit push, encoded chunk by chunk so that encoding the next
+  /// chunk overlaps sending the last): called with a byte count `end`, it
+  /// has written values bytes [0, end) when it returns (it may write more;
+  /// a smaller `end` than before writes nothing). SendMessage calls it
+  /// before it sends each piece of the values, and with values.size()
+  /// before it returns, sent or not; it is empty for a message whose
+  /// values are written. The function's owner keeps the frame alive until
+  /// it has written every byte.
+  std::function<void(size_t end)> write_values;
 
   /// Keys as uint64; copies into `scratch` only when the frame is unaligned
   /// (ZeroMQ stores frames under 34 bytes inline).

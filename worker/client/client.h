@@ -610,12 +610,15 @@ class WorkerClient {
   // SetPushScaling on a PUSH whose values frame holds the gradients
   // (`values_scaled`: a 16-bit frame, scaled as it was encoded).
   void ScalePush(Message* m, bool values_scaled = false) const;
-  // The values frame of a row push's message: rows [c0, c1) of shard s's
-  // part (see PushRowsAs), copied, gathered or narrowed.
-  // `list`: SetRequestKeys' list for ks, or null.
-  zmq::message_t PushRowValues(uint32_t table, int s, size_t c0, size_t c1, const uint64_t* ks, bool whole,
-                               const float* grads, const uint32_t* in_rows, const PushValues* shared, bool delta,
-                               const KeyListCache::List& list);
+  // Sets m->values to a row push's values: rows [c0, c1) of shard s's
+  // part (see PushRowsAs), copied, gathered or narrowed. A narrowed frame
+  // larger than one chunk is written while it is sent (m->write_values):
+  // the writer returned must live until the message was sent, then
+  // Finish(); null otherwise. `list`: SetRequestKeys' list for ks, or null.
+  std::unique_ptr<PushRowWriter> SetPushRowValues(Message* m, uint32_t table, int s, size_t c0, size_t c1,
+                                                  const uint64_t* ks, bool whole, const float* grads,
+                                                  const uint32_t* in_rows, const PushValues* shared, bool delta,
+                                                  const KeyListCache::List& list);
 
   ClientOptions options_;
   int num_shards_;

@@ -11,6 +11,7 @@
 #include "worker/client/client.h"
 #include "worker/client/client_frames.h"
 #include "worker/client/local_replica.h"
+#include "worker/client/push_row_writer.h"
 
 namespace tether {
 namespace {
@@ -98,10 +99,11 @@ RequestHandle WorkerClient::PushRows(uint32_t table, const FixedKeys& keys, cons
   return PushRows(table, *keys.keys_, values);
 }
 
-zmq::message_t WorkerClient::PushRowValues(uint32_t table, int s, size_t c0, size_t c1, const uint64_t* ks,
-                                           bool whole, const float* grads, const uint32_t* in_rows,
-                                           const PushValues* shared, bool delta,
-                                           const KeyListCache::List& list) {
+std::unique_ptr<PushRowWriter> WorkerClient::SetPushRowValues(Message* m, uint32_t table, int s, size_t c0,
+                                                              size_t c1, const uint64_t* ks, bool whole,
+                                                              const float* grads, const uint32_t* in_rows,
+                                                              const PushValues* shared, bool delta,
+                                                              const KeyListCache::List& list) {
   const size_t n = c1 - c0;
   const uint32_t dim = options_.tables[table].dim();
   // The rows of this message in `grads`: contiguous from c0 (one shard, no
@@ -118,22 +120,33 @@ zmq::message_t WorkerClient::PushRowValues(uint32_t table, int s, size_t c0, siz
   }
   if (!delta && push_encoder_.narrows(table)) {
     // Gathered, scaled, corrected by the rows' residuals and rounded in
-    // one pass (a model delta stays float32).
+    // one pass (a model delta stays float32); a frame of several chunks
+    // chunk by chunk as it is sent, the next encoded while the last leaves.
     const float* base = rows == nullptr ? grads + c0 * dim : grads;
-    return push_encoder_.EncodeRows(table, ks, n, base, rows, gradient_scale_, &channel_.frame_pool(), list);
+    auto writer = std::make_unique<PushRowWriter>(&push_encoder_, table, ks, n, base, rows, gradient_scale_,
+                                                  &channel_.frame_pool(), list);
+    if (writer->frame().size() <= kShardFrameBytes) {
+      m->values = writer->TakeFrame();
+      return nullptr;
+    }
+    m->values.copy(writer->frame());
+    m->write_values = [w = writer.get()](size_t end) { w->WriteThrough(end); };
+    return writer;
   }
   if (rows == nullptr && shared != nullptr && gradient_scale_ == 1.0f && n > 0) {
     // A block of the caller's buffer, by reference: the message holds a
     // reference to the buffer until ZeroMQ frees it (ScalePush leaves the
     // values alone at scale 1).
     stats_.push_bytes_shared += n * dim * sizeof(float);
-    return SharedSlice(shared->frame_, c0 * dim * sizeof(float), n * dim * sizeof(float));
+    m->values = SharedSlice(shared->frame_, c0 * dim * sizeof(float), n * dim * sizeof(float));
+  } else if (rows == nullptr) {
+    // The gradients are copied now (the caller may reuse `grads` at once).
+    m->values = CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
+  } else {
+    m->values = channel_.frame_pool().Take(n * dim * sizeof(float));
+    GatherPushRows(grads, rows, n, dim, static_cast<float*>(m->values.data()));
   }
-  // The gradients are copied now (the caller may reuse `grads` at once).
-  if (rows == nullptr) return CopyFrame(channel_.frame_pool(), grads + c0 * dim, n * dim * sizeof(float));
-  zmq::message_t f = channel_.frame_pool().Take(n * dim * sizeof(float));
-  GatherPushRows(grads, rows, n, dim, static_cast<float*>(f.data()));
-  return f;
+  return nullptr;
 }
 
 RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const std::vector<uint64_t>& keys,
@@ -162,7 +175,8 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
       m.keys = CopyFrame(channel_.frame_pool(), ks, n * sizeof(uint64_t));
     else
       list = SetRequestKeys(s, table, ks, n, &m, tag);
-    m.values = PushRowValues(table, s, c0, c1, ks, whole, grads, in_rows, shared, delta, list);
+    const std::unique_ptr<PushRowWriter> writer =
+        SetPushRowValues(&m, table, s, c0, c1, ks, whole, grads, in_rows, shared, delta, list);
     if (!delta) ScalePush(&m, narrow);  // a model delta is the replica's, never rescaled
     ShardRequest& r = requests_[tag];
     r.dim = dim;
@@ -180,6 +194,7 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
     ++stats_.pushes;
     stats_.rows_pushed += n;
     SendPart(s, &m, request, tag);
+    if (writer) writer->Finish();  // the rows a send that failed early left unwritten
   });
   return request;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/wire_codec.h"
+#include "worker/client/push_row_writer.h"
 
 namespace tether {
 namespace {
@@ -35,17 +36,17 @@ WireEncoding PushEncoder::wire(uint32_t table) const { return table < tables_.si
 bool PushEncoder::IsHalf(uint32_t table) const { return IsHalfWire(wire(table)); }
 
 uint64_t PushEncoder::EncodeInRuns(WireEncoding wire, uint32_t dim, const float* grads, const uint32_t* rows,
-                                   size_t n, float scale, float* residuals, unsigned char* out) {
+                                   size_t begin, size_t end, float scale, float* residuals, unsigned char* out) {
   const size_t row_bytes = size_t{dim} * WireBytesPerValue(wire);
   uint64_t saturated = 0;
-  for (size_t i = 0; i < n;) {
-    size_t end = n;
+  for (size_t i = begin; i < end;) {
+    size_t run_end = end;
     if (rows != nullptr)
-      for (end = i + 1; end < n && rows[end] == rows[i] + (end - i);) ++end;
+      for (run_end = i + 1; run_end < end && rows[run_end] == rows[i] + (run_end - i);) ++run_end;
     const float* g = grads + (rows != nullptr ? size_t{rows[i]} : i) * dim;
     float* r = residuals != nullptr ? residuals + i * dim : nullptr;
-    saturated += EncodeValues(g, (end - i) * dim, scale, wire, r, out + i * row_bytes);
-    i = end;
+    saturated += EncodeValues(g, (run_end - i) * dim, scale, wire, r, out + i * row_bytes);
+    i = run_end;
   }
   return saturated;
 }
@@ -53,45 +54,8 @@ uint64_t PushEncoder::EncodeInRuns(WireEncoding wire, uint32_t dim, const float*
 zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, size_t n, const float* grads,
                                        const uint32_t* rows, float scale, FramePool* pool,
                                        const ResidualStore::KeyList& list) {
-  const Table& spec = tables_[table];
-  const uint32_t dim = spec.dim;
-  const size_t row_bytes = size_t{dim} * WireBytesPerValue(spec.wire);
-  zmq::message_t frame = pool->Take(n * row_bytes);
-  auto* out = static_cast<unsigned char*>(frame.data());
-  ResidualStore* store = rows_[table].get();
-  if (store == nullptr) {  // one pass over each run of contiguous rows
-    saturated_ += EncodeInRuns(spec.wire, dim, grads, rows, n, scale, nullptr, out);
-    return frame;
-  }
-  store->BeginList(list);
-  if (float* run = store->KnownRun(); run != nullptr) {
-    // The list's residuals lie in one run: one pass over them and each run
-    // of contiguous gradients.
-    saturated_ += EncodeInRuns(spec.wire, dim, grads, rows, n, scale, run, out);
-    store->EndList();
-    return frame;
-  }
-  // Index entries are loaded this many rows ahead while rows are looked up
-  // one by one; not while a key list repeats (Rows() finds its rows in
-  // runs without the index).
-  constexpr size_t kAhead = 32;
-  size_t loaded = 0;  // keys [i, loaded) have their index entries on the way
-  size_t gathered_end = rows == nullptr ? n : 0;  // rows [i, gathered_end) lie one after the other
-  for (size_t i = 0; i < n;) {
-    if (!store->in_runs())
-      for (loaded = std::max(loaded, i + 1); loaded < std::min(n, i + kAhead); ++loaded) store->Prefetch(keys[loaded]);
-    // A run may span rows whose gradients lie one after the other.
-    if (i >= gathered_end)
-      for (gathered_end = i + 1; gathered_end < n && rows[gathered_end] == rows[i] + (gathered_end - i);)
-        ++gathered_end;
-    const float* g = grads + (rows != nullptr ? size_t{rows[i]} : i) * dim;
-    size_t taken = 1;
-    float* residual = store->Rows(keys + i, gathered_end - i, &taken);
-    saturated_ += EncodeValues(g, taken * dim, scale, spec.wire, residual, out + i * row_bytes);
-    i += taken;
-  }
-  store->EndList();  // may lay the list's rows out as one run for its next push
-  return frame;
+  PushRowWriter writer(this, table, keys, n, grads, rows, scale, pool, list);
+  return writer.TakeFrame();
 }
 
 zmq::message_t PushEncoder::EncodeDense(uint32_t table, uint64_t begin, uint64_t end, const float* grad, float scale,

@@ -28,6 +28,8 @@
 
 namespace tether {
 
+class PushRowWriter;
+
 class PushEncoder {
  public:
   struct Table {
@@ -62,7 +64,8 @@ class PushEncoder {
   /// compared them: the worker's key-list cache entry the request names):
   /// the residual store then finds a list it found before in one run
   /// without comparing its keys (ResidualStore::KnownRun). Call only when
-  /// narrows(table).
+  /// narrows(table). The same, written while it is sent: PushRowWriter
+  /// (worker/client/push_row_writer.h).
   zmq::message_t EncodeRows(uint32_t table, const uint64_t* keys, size_t n, const float* grads, const uint32_t* rows,
                             float scale, FramePool* pool, const ResidualStore::KeyList& list = nullptr);
   /// A values frame of dense `table`'s floats [begin, end) of `grad` (the
@@ -89,13 +92,16 @@ class PushEncoder {
   const float* dense_residuals(uint32_t table) const;
 
  private:
+  friend class PushRowWriter;  // encodes through tables_, rows_ and EncodeInRuns, counts in saturated_
+
   bool IsHalf(uint32_t table) const;
-  // n rows (row i's gradient at grads + r·dim, r = rows[i], or i when rows
-  // is null) times `scale` into `out`, one call per run of contiguous
-  // gradients, with error feedback through `residuals` (n·dim floats, row
-  // i at residuals + i·dim) when non-null. Returns the values saturated.
-  static uint64_t EncodeInRuns(WireEncoding wire, uint32_t dim, const float* grads, const uint32_t* rows, size_t n,
-                               float scale, float* residuals, unsigned char* out);
+  // Rows [begin, end) (row i's gradient at grads + r·dim, r = rows[i], or i
+  // when rows is null) times `scale` into `out` (row i at out + i · the
+  // row's bytes), one call per run of contiguous gradients, with error
+  // feedback through `residuals` (row i at residuals + i·dim) when
+  // non-null. Returns the values saturated.
+  static uint64_t EncodeInRuns(WireEncoding wire, uint32_t dim, const float* grads, const uint32_t* rows,
+                               size_t begin, size_t end, float scale, float* residuals, unsigned char* out);
 
   std::vector<Table> tables_;
   std::vector<std::unique_ptr<ResidualStore>> rows_;  // per table, row tables with error feedback
