@@ -11,7 +11,7 @@
 #include "worker/client/client.h"
 #include "worker/client/client_frames.h"
 #include "worker/client/local_replica.h"
-#include "worker/client/push_row_writer.h"
+#include "worker/client/push_writer.h"
 
 namespace tether {
 namespace {
@@ -39,6 +39,20 @@ void GatherPushRows(const float* src, const uint32_t* pos, size_t n, uint32_t di
     std::memcpy(rows + i * dim, src + size_t{pos[i]} * dim, (j - i) * dim * sizeof(float));
     i = j;
   }
+}
+
+// Sets m->values to `writer`'s frame: written at once when it fits in one
+// chunk (returns null), else written while it is sent (m->write_values;
+// returns the writer, to live until the send and then Finish()).
+template <typename Writer>
+std::unique_ptr<Writer> WriteWhileSent(std::unique_ptr<Writer> writer, Message* m) {
+  if (writer->frame().size() <= kShardFrameBytes) {
+    m->values = writer->TakeFrame();
+    return nullptr;
+  }
+  m->values.copy(writer->frame());
+  m->write_values = [w = writer.get()](size_t end) { w->WriteThrough(end); };
+  return writer;
 }
 
 }  // namespace
@@ -123,15 +137,9 @@ std::unique_ptr<PushRowWriter> WorkerClient::SetPushRowValues(Message* m, uint32
     // one pass (a model delta stays float32); a frame of several chunks
     // chunk by chunk as it is sent, the next encoded while the last leaves.
     const float* base = rows == nullptr ? grads + c0 * dim : grads;
-    auto writer = std::make_unique<PushRowWriter>(&push_encoder_, table, ks, n, base, rows, gradient_scale_,
-                                                  &channel_.frame_pool(), list);
-    if (writer->frame().size() <= kShardFrameBytes) {
-      m->values = writer->TakeFrame();
-      return nullptr;
-    }
-    m->values.copy(writer->frame());
-    m->write_values = [w = writer.get()](size_t end) { w->WriteThrough(end); };
-    return writer;
+    return WriteWhileSent(std::make_unique<PushRowWriter>(&push_encoder_, table, ks, n, base, rows, gradient_scale_,
+                                                          &channel_.frame_pool(), list),
+                          m);
   }
   if (rows == nullptr && shared != nullptr && gradient_scale_ == 1.0f && n > 0) {
     // A block of the caller's buffer, by reference: the message holds a
@@ -217,9 +225,12 @@ RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const 
     m.header.set_num_values(e - b);
     if (!delta) m.header.mutable_push()->set_base_version(cache_.PushVersion(table, s));
     const bool narrow = !delta && push_encoder_.narrows(table);
+    std::unique_ptr<PushDenseWriter> writer;
     if (narrow) {
       m.header.set_value_encoding(push_encoder_.wire(table));
-      m.values = push_encoder_.EncodeDense(table, b, e, grad, gradient_scale_, &channel_.frame_pool());
+      writer = WriteWhileSent(std::make_unique<PushDenseWriter>(&push_encoder_, table, b, e, grad, gradient_scale_,
+                                                                &channel_.frame_pool()),
+                              &m);
     } else {
       m.values = CopyFrame(channel_.frame_pool(), grad + b, (e - b) * sizeof(float));
     }
@@ -234,6 +245,7 @@ RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const 
     }
     ++stats_.pushes;
     SendPart(s, &m, request, tag);
+    if (writer) writer->Finish();  // the values a send that failed early left unwritten
   }
   return request;
 }

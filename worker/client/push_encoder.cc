@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/wire_codec.h"
-#include "worker/client/push_row_writer.h"
+#include "worker/client/push_writer.h"
 
 namespace tether {
 namespace {
@@ -60,11 +60,8 @@ zmq::message_t PushEncoder::EncodeRows(uint32_t table, const uint64_t* keys, siz
 
 zmq::message_t PushEncoder::EncodeDense(uint32_t table, uint64_t begin, uint64_t end, const float* grad, float scale,
                                         FramePool* pool) {
-  const Table& spec = tables_[table];
-  zmq::message_t frame = pool->Take((end - begin) * WireBytesPerValue(spec.wire));
-  float* residual = dense_[table].empty() ? nullptr : dense_[table].data() + begin;
-  if (end > begin) saturated_ += EncodeValues(grad + begin, end - begin, scale, spec.wire, residual, frame.data());
-  return frame;
+  PushDenseWriter writer(this, table, begin, end, grad, scale, pool);
+  return writer.TakeFrame();
 }
 
 std::vector<ResidualTable> PushEncoder::SaveResiduals() const {

@@ -28,6 +28,7 @@
 
 namespace tether {
 
+class PushDenseWriter;
 class PushRowWriter;
 
 class PushEncoder {
@@ -65,11 +66,12 @@ class PushEncoder {
   /// the residual store then finds a list it found before in one run
   /// without comparing its keys (ResidualStore::KnownRun). Call only when
   /// narrows(table). The same, written while it is sent: PushRowWriter
-  /// (worker/client/push_row_writer.h).
+  /// (worker/client/push_writer.h).
   zmq::message_t EncodeRows(uint32_t table, const uint64_t* keys, size_t n, const float* grads, const uint32_t* rows,
                             float scale, FramePool* pool, const ResidualStore::KeyList& list = nullptr);
   /// A values frame of dense `table`'s floats [begin, end) of `grad` (the
-  /// whole table), times `scale`. Call only when narrows(table).
+  /// whole table), times `scale`. Call only when narrows(table). The same,
+  /// written while it is sent: PushDenseWriter.
   zmq::message_t EncodeDense(uint32_t table, uint64_t begin, uint64_t end, const float* grad, float scale,
                              FramePool* pool);
 
@@ -92,7 +94,9 @@ class PushEncoder {
   const float* dense_residuals(uint32_t table) const;
 
  private:
-  friend class PushRowWriter;  // encodes through tables_, rows_ and EncodeInRuns, counts in saturated_
+  // The writers encode through tables_, rows_, dense_ and EncodeInRuns, and count in saturated_.
+  friend class PushDenseWriter;
+  friend class PushRowWriter;
 
   bool IsHalf(uint32_t table) const;
   // Rows [begin, end) (row i's gradient at grads + r·dim, r = rows[i], or i

@@ -1,4 +1,5 @@
-// PushRowWriter: one 16-bit push's values frame, written while it is sent.
+// PushRowWriter, PushDenseWriter: one 16-bit push's values frame, written
+// while it is sent (a row table's rows; a dense table's range).
 //
 // Why: PushEncoder::EncodeRows gathers, scales, corrects (error feedback)
 // and rounds a push's rows in one pass before the message is sent, so for a
@@ -10,7 +11,7 @@
 // that ZeroMQ's I/O thread sends one chunk while the caller's thread
 // encodes the next. The bytes, the residuals and the order of the residual
 // store's lookups are EncodeRows's exactly (EncodeRows is this writer run
-// to its end at once).
+// to its end at once); a PushDenseWriter's are EncodeDense's.
 //
 // Lifetime and ownership: `encoder`, `keys`, `grads`, `rows` and `list`
 // must outlive the writer. The writer holds a reference to its frame (a
@@ -19,7 +20,8 @@
 // leaves nothing written through a freed buffer. The residual store's
 // key-list bracket (ResidualStore::BeginList) opens at the first write and
 // closes at Finish(); no other push of the same table may be encoded in
-// between. The destructor calls Finish().
+// between (for a dense table: of the same range). The destructors call
+// Finish().
 //
 // Thread-compatible: the client's thread (ZeroMQ's I/O thread reads only
 // chunks already queued, which are written by then).
@@ -87,6 +89,43 @@ class PushRowWriter {
   size_t next_ = 0;       // rows [0, next_) written
   size_t loaded_ = 0;     // keys [next_, loaded_) have their index entries on the way
   size_t gathered_end_;   // rows [next_, gathered_end_) have their gradients one after the other
+};
+
+/// A dense table's push of floats [begin, end) of `grad` (the whole
+/// table) times `scale`, written while it is sent: PushEncoder::EncodeDense
+/// in steps. Lifetime, ownership and thread-safety as PushRowWriter's.
+class PushDenseWriter {
+ public:
+  /// Requires encoder->narrows(table). Takes the frame ((end − begin)
+  /// values in the table's push encoding) from `pool`; writes nothing yet.
+  /// Throws std::bad_alloc as FramePool::Take.
+  PushDenseWriter(PushEncoder* encoder, uint32_t table, uint64_t begin, uint64_t end, const float* grad, float scale,
+                  FramePool* pool);
+  ~PushDenseWriter();
+  PushDenseWriter(const PushDenseWriter&) = delete;
+  PushDenseWriter& operator=(const PushDenseWriter&) = delete;
+
+  zmq::message_t& frame() { return frame_; }
+  /// Writes whole values until frame bytes [0, end) are written.
+  void WriteThrough(size_t end);
+  /// Writes the values not written yet. Idempotent.
+  void Finish();
+  /// After Finish(): the frame, moved out of the writer.
+  zmq::message_t TakeFrame();
+  /// Values written so far (of end − begin).
+  uint64_t written_values() const { return next_; }
+
+ private:
+  PushEncoder* encoder_;
+  WireEncoding wire_;
+  const float* grad_;      // grad + begin
+  float* residual_;        // the range's residuals, or null without error feedback
+  uint64_t count_;
+  float scale_;
+  size_t value_bytes_;
+  zmq::message_t frame_;
+  unsigned char* out_;
+  uint64_t next_ = 0;      // values [0, next_) written
 };
 
 }  // namespace tether

@@ -1,4 +1,4 @@
-#include "worker/client/push_row_writer.h"
+#include "worker/client/push_writer.h"
 
 #include <algorithm>
 
@@ -82,6 +82,35 @@ void PushRowWriter::WriteLookedUp(size_t end) {
     encoder_->saturated_ += EncodeValues(g, taken * dim, scale_, spec_.wire, residual, out_ + i * row_bytes_);
     next_ += taken;
   }
+}
+
+PushDenseWriter::PushDenseWriter(PushEncoder* encoder, uint32_t table, uint64_t begin, uint64_t end,
+                                 const float* grad, float scale, FramePool* pool)
+    : encoder_(encoder),
+      wire_(encoder->tables_[table].wire),
+      grad_(grad + begin),
+      residual_(encoder->dense_[table].empty() ? nullptr : encoder->dense_[table].data() + begin),
+      count_(end - begin),
+      scale_(scale),
+      value_bytes_(WireBytesPerValue(wire_)),
+      frame_(pool->Take(count_ * value_bytes_)),
+      out_(static_cast<unsigned char*>(frame_.data())) {}
+
+PushDenseWriter::~PushDenseWriter() { Finish(); }
+
+void PushDenseWriter::WriteThrough(size_t end) {
+  const uint64_t target = std::min<uint64_t>(count_, (end + value_bytes_ - 1) / value_bytes_);
+  if (target <= next_) return;
+  float* residual = residual_ != nullptr ? residual_ + next_ : nullptr;
+  encoder_->saturated_ += EncodeValues(grad_ + next_, target - next_, scale_, wire_, residual, out_ + next_ * value_bytes_);
+  next_ = target;
+}
+
+void PushDenseWriter::Finish() { WriteThrough(count_ * value_bytes_); }
+
+zmq::message_t PushDenseWriter::TakeFrame() {
+  Finish();
+  return std::move(frame_);
 }
 
 }  // namespace tether

@@ -1,9 +1,10 @@
-// PushRowWriter (worker/client/push_row_writer.h): a 16-bit push written in
-// steps, as a chunked send asks for it, is bit for bit the push written at
-// once (PushEncoder::EncodeRows), with the same residuals and saturation
-// counts, over repeated, gathered, named and changed key lists; it writes
-// whole rows, no more than a step needs.
-#include "worker/client/push_row_writer.h"
+// PushRowWriter and PushDenseWriter (worker/client/push_writer.h): a 16-bit
+// push written in steps, as a chunked send asks for it, is bit for bit the
+// push written at once (PushEncoder::EncodeRows, EncodeDense), with the
+// same residuals and saturation counts, over repeated, gathered, named and
+// changed key lists; a writer writes whole rows (values), no more than a
+// step needs.
+#include "worker/client/push_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -142,6 +143,33 @@ TEST(PushRowWriterTest, DestructionWritesTheRestIntoSharedCopies) {
   // The next push of the table opens a bracket of its own.
   const zmq::message_t next = enc.EncodeRows(0, keys.data(), keys.size(), g.data(), nullptr, 1.0f, &pool);
   EXPECT_EQ(next.size(), 160u);
+}
+
+// A dense table's range (floats [300, 1300) of 1,500) written in steps of
+// 333 bytes, eight times: the frames and the residuals are EncodeDense's.
+TEST(PushDenseWriterTest, StepsWriteWhatOnePassWrites) {
+  for (const WireEncoding wire : {BF16, FP16}) {
+    PushEncoder::Table t = RowTable(wire, true, 1);
+    t.dense = true;
+    t.size = 1500;
+    PushEncoder once({t}, 1 << 20), steps({t}, 1 << 20);
+    FramePool pool = Pool();
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> g(1500);
+    for (int k = 0; k < 8; ++k) {
+      for (float& x : g) x = (k == 2 ? 300000.0f : 1.0f) * u(rng);
+      const zmq::message_t a = once.EncodeDense(0, 300, 1300, g.data(), 0.25f, &pool);
+      PushDenseWriter w(&steps, 0, 300, 1300, g.data(), 0.25f, &pool);
+      for (size_t end = 333; end < w.frame().size(); end += 333) w.WriteThrough(end);
+      EXPECT_EQ(w.written_values(), 999u);  // the last step: bytes [0, 1998)
+      ASSERT_EQ(Bytes(a), Bytes(w.TakeFrame())) << "push " << k;
+    }
+    EXPECT_EQ(std::vector<float>(once.dense_residuals(0), once.dense_residuals(0) + 1500),
+              std::vector<float>(steps.dense_residuals(0), steps.dense_residuals(0) + 1500));
+    EXPECT_EQ(once.stats().saturated, steps.stats().saturated);
+    EXPECT_EQ(steps.dense_residuals(0)[0], 0.0f);  // outside the range: untouched
+  }
 }
 
 }  // namespace
