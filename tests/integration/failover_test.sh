@@ -94,17 +94,18 @@ tether_test_init "$1" "$2"
 limit_s=240
 fail_lines=25
 
-# 8 epochs where P@1 is gated (kill, curve), where 20 checkpoints are
-# (checkpoints) or where the job must outlast the launcher's replacements
-# catching up (launch_replace); 5 where only the exact sample count is (the
+# 8 epochs where P@1 is gated (kill, curve) or where 20 checkpoints are
+# (checkpoints); 20 where the job must outlast the launcher's replacements
+# catching up (launch_replace: one for each chain server 0's death left
+# short) and for join's two copies; 5 where only the exact sample count is (the
 # kill comes after epoch 3, and the workers wait for the claim), also
 # launch_kill, whose replacements may still be joining when the job ends
-# (the launcher stops them then); 20 for join's two copies. (declined
+# (the launcher stops them then). (declined
 # fails the job: 8 or 5 take the same time.)
 epochs=8
 case "$mode" in
   pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
-  join) epochs=20 ;;
+  join | launch_replace) epochs=20 ;;
   chain | chain_curve) epochs=10 ;;
   launch_chain) epochs=20 ;;
 esac
