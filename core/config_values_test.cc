@@ -296,6 +296,29 @@ TEST(ConfigTest, InputDropoutIsValidatedAndOverridden) {
   EXPECT_FLOAT_EQ(base->model().input_dropout(), 0.0f);  // off unless set
 }
 
+// DENSE_MLP with model.hidden_layers does not read model.hidden: a width
+// set there (--hidden) is refused rather than silently ignored.
+TEST(ConfigTest, HiddenWidthBesideHiddenLayersIsRefused) {
+  auto base = LoadJobConfig("examples/mnist.pbtxt");
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  ASSERT_TRUE(ValidateJobConfig(*base).ok()) << ValidateJobConfig(*base).ToString();
+  JobConfig j = *base;
+  ASSERT_TRUE(ApplyOverride(&j, "model.hidden", "1024", "flag --hidden").ok());
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field model.hidden: is not read by DENSE_MLP when model.hidden_layers is set (512): set the "
+            "hidden widths in model.hidden_layers");
+  j.mutable_model()->add_hidden_layers(64);
+  EXPECT_NE(ValidateJobConfig(j).message().find("(512, 64)"), std::string::npos) << ValidateJobConfig(j).message();
+  // One hidden layer of width model.hidden when hidden_layers is empty.
+  j.mutable_model()->clear_hidden_layers();
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).ToString();
+  // XMC_MLP reads model.hidden.
+  auto xmc = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  ASSERT_TRUE(xmc.ok()) << xmc.status().ToString();
+  ASSERT_TRUE(ApplyOverride(&*xmc, "model.hidden", "1024", "flag --hidden").ok());
+  EXPECT_TRUE(ValidateJobConfig(*xmc).ok()) << ValidateJobConfig(*xmc).ToString();
+}
+
 // A missing data file is found before anything starts,
 // naming the field and the full path tried.
 

@@ -341,11 +341,24 @@ Status ValidateInputDropout(const JobConfig& c) {
   return Status::OK();
 }
 
+// model.hidden where DENSE_MLP takes its widths from model.hidden_layers:
+// a width set there (a --hidden flag) would change nothing.
+Status ValidateHiddenWidth(const JobConfig& c) {
+  if (c.model().hidden() < 1) return FieldError("model.hidden", "must be ≥ 1");
+  const std::string& name = c.model().name();
+  const bool dense_mlp = name.empty() ? c.model().type() == DENSE_MLP : name == "dense_mlp";
+  if (!dense_mlp || !c.model().has_hidden() || c.model().hidden_layers_size() == 0) return Status::OK();
+  std::string widths;
+  for (int w : c.model().hidden_layers()) widths += (widths.empty() ? "" : ", ") + std::to_string(w);
+  return FieldError("model.hidden", "is not read by DENSE_MLP when model.hidden_layers is set (" + widths +
+                                        "): set the hidden widths in model.hidden_layers");
+}
+
 // The model's width and init, and the training loop's counts and straggler.
 Status ValidateModelAndTrain(const JobConfig& c) {
   TETHER_RETURN_IF_ERROR(ValidateRegularization(c));
   TETHER_RETURN_IF_ERROR(ValidateInputDropout(c));
-  if (c.model().hidden() < 1) return FieldError("model.hidden", "must be ≥ 1");
+  TETHER_RETURN_IF_ERROR(ValidateHiddenWidth(c));
   if (!(c.model().init_scale() >= 0) || !std::isfinite(c.model().init_scale()))
     return FieldError("model.init_scale", "must be a finite number ≥ 0");
   if (c.train().epochs() < 1) return FieldError("train.epochs", "must be ≥ 1");
