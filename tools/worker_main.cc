@@ -24,6 +24,7 @@
 #include "local/local_job.h"
 #include "serving/model_export.h"
 #include "worker/models/model_registry.h"
+#include "worker/train/job_outcome.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
 
@@ -398,10 +399,16 @@ int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>
   if (!report.ok()) {
     // Errors from the client already carry the "[worker R] " prefix.
     const std::string& msg = report.status().message();
-    if (const int sig = g_signal.load(); sig != 0) {
+    if (const int sig = g_signal.load(); sig != 0 && tether::CutShortByStop(msg)) {
       // Stopped before it had joined (HELLO cut short): nothing to say BYE to.
       LOG(WARNING) << (msg.rfind(who, 0) == 0 ? "" : who) << msg << " (stopped by signal " << sig
                    << " before joining the job): exit " << 128 + sig;
+      return 128 + sig;
+    } else if (sig != 0) {
+      // It failed (a shard gone) and the stop came after, as a launcher
+      // stops the job's other processes: the failure is the news.
+      LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg << " (signal " << sig
+                 << " came after it failed): exit " << 128 + sig;
       return 128 + sig;
     }
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;

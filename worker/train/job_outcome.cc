@@ -51,8 +51,10 @@ FailureAction OnRunFailure(bool stop_requested, int stopping_shard, bool bye_sen
 }
 
 bool CutShortByStop(const std::string& why) {
-  static const std::string kStop = "stop requested";
-  return why.size() >= kStop.size() && why.compare(why.size() - kStop.size(), kStop.size(), kStop) == 0;
+  // A request channel's wait, and a rendezvous lookup's.
+  for (const std::string stop : {"stop requested", "stopped while waiting"})
+    if (why.size() >= stop.size() && why.compare(why.size() - stop.size(), stop.size(), stop) == 0) return true;
+  return false;
 }
 
 RunVerdict JudgeFinishedRun(const FinishedRun& run) {

@@ -96,7 +96,8 @@ enum class FailureAction {
 FailureAction OnRunFailure(bool stop_requested, int stopping_shard, bool bye_sent, bool removed);
 
 /// Whether a failed wait's message says that the stop request cut it short
-/// (it ends with "stop requested").
+/// (it ends with "stop requested", or a rendezvous lookup's "stopped while
+/// waiting"), rather than a failure the stop came after.
 bool CutShortByStop(const std::string& why);
 
 }  // namespace tether

@@ -87,6 +87,10 @@ TEST(JobOutcomeTest, AWaitCutShortByTheStopSaysSoAtItsEnd) {
   EXPECT_TRUE(CutShortByStop("stop requested"));
   EXPECT_FALSE(CutShortByStop("stop requested: no"));
   EXPECT_FALSE(CutShortByStop("requested"));
+  EXPECT_TRUE(CutShortByStop("rendezvous file:/tmp/r: stopped while waiting"));
+  // A shard lost before the launcher's SIGTERM came: a failure, not a stop.
+  EXPECT_FALSE(CutShortByStop("[worker 1] server shard 0 at tcp://127.0.0.1:4000 is gone: its connection dropped "
+                              "with 2 request(s) in flight, whose replies are lost"));
 }
 
 TEST(JobOutcomeTest, ARunThatFellShortExitsNonZeroUnlessAccepted) {
