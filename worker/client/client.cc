@@ -127,6 +127,13 @@ StatusOr<std::unique_ptr<WorkerClient>> WorkerClient::Connect(const ClientOption
   Status st = hello.WaitFirstError();
   if (!st.ok()) {
     if (st.code() == Status::Code::kDeadlineExceeded) return st;
+    // A shard gone before it answered may have ended because another shard
+    // refused (another worker told it why the job cannot run): the other
+    // shards get a moment to answer, and a refusal among their answers is
+    // the reason given rather than the shard that went.
+    constexpr int kRefusalWaitMs = 1000;
+    if (c->hello_refusal_.empty()) hello.AwaitOtherParts(kRefusalWaitMs);
+    if (!c->hello_refusal_.empty()) st = Status::FailedPrecondition(c->hello_refusal_);
     // A shard refused (say it could not load its checkpoint): the shards
     // that took this worker in learn why the job cannot run, naming that
     // shard, rather than waiting for a worker that fell silent. A shard
@@ -496,6 +503,7 @@ Status WorkerClient::OnReply(uint64_t tag, const Status& verdict, Message* reply
     hello_refused_[static_cast<size_t>(r.shard)] = true;
     st = Status::FailedPrecondition("server " + options_.servers[r.shard] + " (listed as shard " +
                                     std::to_string(r.shard) + ") refused to pair: " + st.message());
+    if (hello_refusal_.empty()) hello_refusal_ = st.message();
   }
   if (st.ok()) {
     switch (r.expect) {

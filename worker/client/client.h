@@ -649,6 +649,7 @@ class WorkerClient {
   RequestChannel::ReplyHandler control_replies_;  // JobSession's (set_control_replies)
   bool leaving_ = false;                   // BeginLeaving was called: pull replies are dropped
   std::vector<bool> hello_refused_;        // by shard: it refused this worker's HELLO (Connect)
+  std::string hello_refusal_;              // the first refusal's text (Connect)
   std::unique_ptr<LocalReplica> owned_replica_;  // AVERAGE: the local replica (AttachReplica)
   LocalReplica* replica_ = nullptr;
   bool replica_paused_ = false;

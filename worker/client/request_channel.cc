@@ -83,6 +83,10 @@ Status RequestHandle::Wait(int timeout_ms) const {
   return state_->channel->WaitFor(state_, timeout_ms);
 }
 
+void RequestHandle::AwaitOtherParts(int timeout_ms) const {
+  if (state_ != nullptr && state_->channel != nullptr) state_->channel->AwaitParts(state_, timeout_ms);
+}
+
 Status RequestHandle::WaitFirstError() const {
   if (state_ == nullptr || state_->channel == nullptr) return status();
   return state_->channel->WaitFor(state_, state_->channel->options_.request_timeout_ms, /*first_error=*/true);
@@ -512,6 +516,26 @@ Status RequestChannel::WaitFor(RequestState* request, int timeout_ms, bool first
   }
   stats_.wait_seconds += std::chrono::duration<double>(SteadyClock::now() - start).count();
   return result;
+}
+
+void RequestChannel::AwaitParts(RequestState* request, int timeout_ms) {
+  // Only the shards' sockets, and none of the liveness checks Progress
+  // makes: they would end the wait at once with the shard that went.
+  const auto start = SteadyClock::now();
+  const int num_data = num_shards();
+  while (request->remaining > 0) {
+    const int64_t left_ms = timeout_ms - MillisecondsSince(start);
+    if (left_ms <= 0) return;
+    int n = 0;
+    try {
+      n = zmq::poll(poll_items_.data(), static_cast<size_t>(num_data),
+                    std::chrono::milliseconds(std::min<int64_t>(left_ms, kStopPollMs)));
+    } catch (const zmq::error_t&) {
+      return;  // a signal: the caller's own checks follow
+    }
+    for (int s = 0; n > 0 && s < num_data; ++s)
+      if (poll_items_[s].revents & ZMQ_POLLIN) (void)DrainReplies(s);
+  }
 }
 
 Status RequestChannel::WaitAll() {

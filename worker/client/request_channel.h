@@ -158,6 +158,13 @@ class RequestHandle {
   /// waiting for the other parts (which stay outstanding): a HELLO refused
   /// by one shard is reported while another shard may never answer.
   Status WaitFirstError() const;
+  /// After a wait that failed (a shard gone, say): takes the replies of the
+  /// shards still connected for at most `timeout_ms` (≥ 0), until every
+  /// other part is answered, whatever made the wait fail; the answers reach
+  /// the channel's reply function as usual. A worker's HELLO uses it: a
+  /// shard that went may have ended because another refused, and that
+  /// refusal says why the job cannot run.
+  void AwaitOtherParts(int timeout_ms) const;
   /// The request's outcome once completed (see Wait); before that,
   /// Unavailable ("in flight"). Does not take replies.
   Status status() const;
@@ -409,6 +416,8 @@ class RequestChannel {
   // Receives and dispatches every reply already queued on shard's socket
   // (without waiting). Errors: DataLoss (a malformed reply).
   Status DrainReplies(int shard);
+  // RequestHandle::AwaitOtherParts.
+  void AwaitParts(RequestState* request, int timeout_ms);
   // False (and gone_ set, naming the shard) when `incarnation` (a message's
   // server_incarnation, 0: none) is not the one `shard` sent first: a new
   // process answers on its address. The message is then dropped.
