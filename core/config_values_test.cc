@@ -319,6 +319,33 @@ TEST(ConfigTest, HiddenWidthBesideHiddenLayersIsRefused) {
   EXPECT_TRUE(ValidateJobConfig(*xmc).ok()) << ValidateJobConfig(*xmc).ToString();
 }
 
+// model.loss BCE and model.sampled_labels are the XMC model's: DENSE_MLP
+// and SPARSE_LR refuse them rather than train their own loss unasked.
+TEST(ConfigTest, XmcOutputFieldsAreRefusedByOtherModels) {
+  auto mnist = LoadJobConfig("examples/mnist.pbtxt");
+  ASSERT_TRUE(mnist.ok()) << mnist.status().ToString();
+  JobConfig j = *mnist;
+  ASSERT_TRUE(ApplyOverride(&j, "model.loss", "bce", "flag --loss").ok());
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field model.loss: BCE is read by the XMC_MLP model only, not DENSE_MLP (DENSE_MLP trains a "
+            "softmax over its classes, SPARSE_LR the logistic loss)");
+  j = *mnist;
+  ASSERT_TRUE(ApplyOverride(&j, "model.sampled_labels", "5", "flag --sampled_labels").ok());
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field model.sampled_labels: is read by the XMC_MLP model only, not DENSE_MLP");
+  auto a9a = LoadJobConfig("examples/a9a.pbtxt");
+  ASSERT_TRUE(a9a.ok()) << a9a.status().ToString();
+  ASSERT_TRUE(ValidateJobConfig(*a9a).ok()) << ValidateJobConfig(*a9a).ToString();
+  ASSERT_TRUE(ApplyOverride(&*a9a, "model.loss", "bce", "flag --loss").ok());
+  EXPECT_NE(ValidateJobConfig(*a9a).message().find("not SPARSE_LR"), std::string::npos)
+      << ValidateJobConfig(*a9a).message();
+  // The XMC model reads both.
+  auto xmc = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  ASSERT_TRUE(xmc.ok()) << xmc.status().ToString();
+  ASSERT_TRUE(ApplyOverride(&*xmc, "model.loss", "bce", "flag --loss").ok());
+  EXPECT_TRUE(ValidateJobConfig(*xmc).ok()) << ValidateJobConfig(*xmc).ToString();
+}
+
 // A missing data file is found before anything starts,
 // naming the field and the full path tried.
 

@@ -354,11 +354,28 @@ Status ValidateHiddenWidth(const JobConfig& c) {
                                         "): set the hidden widths in model.hidden_layers");
 }
 
+// model.loss BCE and model.sampled_labels shape the XMC model's output
+// layer only: DENSE_MLP trains a softmax over its classes and SPARSE_LR the
+// logistic loss whatever they say.
+Status ValidateXmcOutputFields(const JobConfig& c) {
+  const std::string& name = c.model().name();
+  const bool other = name.empty() ? c.model().type() != XMC_MLP : name == "dense_mlp" || name == "sparse_lr";
+  if (!other) return Status::OK();
+  const std::string model = name.empty() ? ModelType_Name(c.model().type()) : "model '" + name + "'";
+  if (c.model().loss() == BCE)
+    return FieldError("model.loss", "BCE is read by the XMC_MLP model only, not " + model +
+                                        " (DENSE_MLP trains a softmax over its classes, SPARSE_LR the logistic loss)");
+  if (c.model().sampled_labels() != 0)
+    return FieldError("model.sampled_labels", "is read by the XMC_MLP model only, not " + model);
+  return Status::OK();
+}
+
 // The model's width and init, and the training loop's counts and straggler.
 Status ValidateModelAndTrain(const JobConfig& c) {
   TETHER_RETURN_IF_ERROR(ValidateRegularization(c));
   TETHER_RETURN_IF_ERROR(ValidateInputDropout(c));
   TETHER_RETURN_IF_ERROR(ValidateHiddenWidth(c));
+  TETHER_RETURN_IF_ERROR(ValidateXmcOutputFields(c));
   if (!(c.model().init_scale() >= 0) || !std::isfinite(c.model().init_scale()))
     return FieldError("model.init_scale", "must be a finite number ≥ 0");
   if (c.train().epochs() < 1) return FieldError("train.epochs", "must be ≥ 1");
