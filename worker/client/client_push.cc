@@ -8,6 +8,7 @@
 #include <glog/logging.h>
 
 #include "core/partition.h"
+#include "core/wire_codec.h"
 #include "worker/client/client.h"
 #include "worker/client/client_frames.h"
 #include "worker/client/local_replica.h"
@@ -41,15 +42,16 @@ void GatherPushRows(const float* src, const uint32_t* pos, size_t n, uint32_t di
   }
 }
 
-// Sets m->values to `writer`'s frame: written at once when it fits in one
-// chunk (returns null), else written while it is sent (m->write_values;
-// returns the writer, to live until the send and then Finish()).
+// Whether a 16-bit values frame of `count` values is written while it is
+// sent: only one of several chunks (a smaller one is written at once, with
+// no writer to allocate).
+bool WrittenWhileSent(uint64_t count, WireEncoding wire) { return count * WireBytesPerValue(wire) > kShardFrameBytes; }
+
+// Sets m->values to `writer`'s frame, written while it is sent
+// (m->write_values); returns the writer, to live until the send and then
+// Finish().
 template <typename Writer>
 std::unique_ptr<Writer> WriteWhileSent(std::unique_ptr<Writer> writer, Message* m) {
-  if (writer->frame().size() <= kShardFrameBytes) {
-    m->values = writer->TakeFrame();
-    return nullptr;
-  }
   m->values.copy(writer->frame());
   m->write_values = [w = writer.get()](size_t end) { w->WriteThrough(end); };
   return writer;
@@ -137,6 +139,10 @@ std::unique_ptr<PushRowWriter> WorkerClient::SetPushRowValues(Message* m, uint32
     // one pass (a model delta stays float32); a frame of several chunks
     // chunk by chunk as it is sent, the next encoded while the last leaves.
     const float* base = rows == nullptr ? grads + c0 * dim : grads;
+    if (!WrittenWhileSent(n * dim, push_encoder_.wire(table))) {
+      m->values = push_encoder_.EncodeRows(table, ks, n, base, rows, gradient_scale_, &channel_.frame_pool(), list);
+      return nullptr;
+    }
     return WriteWhileSent(std::make_unique<PushRowWriter>(&push_encoder_, table, ks, n, base, rows, gradient_scale_,
                                                           &channel_.frame_pool(), list),
                           m);
@@ -228,9 +234,12 @@ RequestHandle WorkerClient::PushDenseAs(MessageType type, uint32_t table, const 
     std::unique_ptr<PushDenseWriter> writer;
     if (narrow) {
       m.header.set_value_encoding(push_encoder_.wire(table));
-      writer = WriteWhileSent(std::make_unique<PushDenseWriter>(&push_encoder_, table, b, e, grad, gradient_scale_,
-                                                                &channel_.frame_pool()),
-                              &m);
+      if (WrittenWhileSent(e - b, push_encoder_.wire(table)))
+        writer = WriteWhileSent(std::make_unique<PushDenseWriter>(&push_encoder_, table, b, e, grad, gradient_scale_,
+                                                                  &channel_.frame_pool()),
+                                &m);
+      else
+        m.values = push_encoder_.EncodeDense(table, b, e, grad, gradient_scale_, &channel_.frame_pool());
     } else {
       m.values = CopyFrame(channel_.frame_pool(), grad + b, (e - b) * sizeof(float));
     }

@@ -522,7 +522,7 @@ void RequestChannel::AwaitParts(RequestState* request, int timeout_ms) {
   // Only the shards' sockets, and none of the liveness checks Progress
   // makes: they would end the wait at once with the shard that went.
   const auto start = SteadyClock::now();
-  const int num_data = num_shards();
+  const int num_data = static_cast<int>(sockets_.size());
   while (request->remaining > 0) {
     const int64_t left_ms = timeout_ms - MillisecondsSince(start);
     if (left_ms <= 0) return;
