@@ -41,106 +41,36 @@
 #include "worker/models/sampled_xmc_model.h"
 #include "worker/sampling.h"
 #include "tests/testing/cluster.h"
+#include "tests/testing/xmc_model_fixture.h"
 
 namespace tether {
 namespace {
 
-constexpr int64_t kF = 12, kH = 4, kL = 9, kK = 5, kRow = kH + 1;  // a w2 row: [weights(H), bias]
-constexpr uint64_t kSeed = 7;  // train.seed
+namespace xmc = testing::xmc;
+using xmc::Data;
+using xmc::Iota;
+using xmc::kF;
+using xmc::kH;
+using xmc::kL;
+using xmc::kRow;
+using xmc::kSeed;
+using xmc::Shard;
+using xmc::Weights;
+constexpr int64_t kK = 5;  // sampled labels
 
 // XMC_MLP with the softmax sampled over k labels (0: the full model); every
 // table starts at zeros and takes pushes as they are (SUM); no cache, pulls
 // never wait (ASP).
 JobConfig Job(int64_t k) {
-  JobConfig c = testing::SgdJob(/*servers=*/1, /*workers=*/1, kF, kL, kH, /*learning_rate=*/1.0f,
-                                /*timeout_ms=*/30000);
-  c.mutable_model()->set_type(XMC_MLP);
-  c.mutable_model()->set_loss(SOFTMAX);
+  JobConfig c = xmc::BaseJob();
   c.mutable_model()->set_sampled_labels(k);
-  c.mutable_train()->set_seed(kSeed);
-  c.mutable_optimizer()->set_type(SUM);
-  c.mutable_consistency()->set_model(ASP);
-  c.mutable_consistency()->set_staleness(-1);
-  c.mutable_consistency()->set_cache(false);
-  for (const char* name : {"w1", "w2"}) {
-    TableConfig* t = c.add_table();
-    t->set_name(name);
-    t->set_init(INIT_ZEROS);
-  }
   return c;
 }
 
-// The three tables, whole: w1 F × H, b1 H, w2 L rows of [weights(H), bias].
-struct Weights {
-  std::vector<float> w1, b1, w2;
-};
-
 // Fixed weights in [-1.1, 1.1], a mix of active and inactive hidden units.
 Weights FixedWeights() {
-  const auto v = [](int64_t i) { return static_cast<float>((i * 37 + 11) % 23 - 11) / 10.0f; };
-  Weights w;
-  for (int64_t i = 0; i < kF * kH; ++i) w.w1.push_back(v(i));
-  for (int64_t i = 0; i < kH; ++i) w.b1.push_back(v(1000 + i) / 4);
-  for (int64_t i = 0; i < kL * kRow; ++i) w.w2.push_back(v(2000 + i));
-  return w;
+  return xmc::FixedWeights([](int64_t i) { return xmc::FixedValue(1000 + i) / 4; });
 }
-
-std::vector<uint64_t> Iota(int64_t n) {
-  std::vector<uint64_t> k(static_cast<size_t>(n));
-  std::iota(k.begin(), k.end(), 0);
-  return k;
-}
-
-// One shard of Job(k) and worker 0's client (declared second: closed first).
-struct Shard {
-  explicit Shard(const JobConfig& c) : cluster(c), client(cluster.Connect(0)), tables(TablesForJob(c)) {}
-  uint32_t Id(const char* name) const {
-    for (const TableSpec& t : tables)
-      if (t.name() == name) return t.id();
-    ADD_FAILURE() << "no table " << name;
-    return 0;
-  }
-  // Sets every table to `w` (SUM onto zeros).
-  Status Load(const Weights& w) {
-    client->PushRows(Id("w1"), Iota(kF), w.w1.data());
-    client->PushDense(Id("b1"), w.b1.data());
-    client->PushRows(Id("w2"), Iota(kL), w.w2.data());
-    return client->WaitAll();
-  }
-  // What the tables hold; a row never pushed reads as zeros and stays absent.
-  Weights Read() {
-    Weights w{std::vector<float>(kF * kH, -1), std::vector<float>(kH, -1), std::vector<float>(kL * kRow, -1)};
-    EXPECT_TRUE(client->PullRowsIfPresent(Id("w1"), Iota(kF), w.w1.data()).Wait().ok());
-    EXPECT_TRUE(client->PullDense(Id("b1"), w.b1.data()).Wait().ok());
-    EXPECT_TRUE(client->PullRowsIfPresent(Id("w2"), Iota(kL), w.w2.data()).Wait().ok());
-    return w;
-  }
-  testing::InProcessCluster cluster;
-  std::unique_ptr<WorkerClient> client;
-  std::vector<TableSpec> tables;
-};
-
-CsrMatrix MakeCsr(int64_t cols, const std::vector<std::vector<std::pair<uint32_t, float>>>& rows) {
-  CsrMatrix m;
-  m.cols = cols;
-  for (const auto& r : rows) {
-    std::vector<uint32_t> idx;
-    std::vector<float> val;
-    for (const auto& [c, v] : r) idx.push_back(c), val.push_back(v);
-    m.AppendRow(idx.data(), val.data(), idx.size());
-  }
-  return m;
-}
-
-// Four rows; the minibatch is rows [1, 4): positives {1, 4, 7}.
-struct Data {
-  CsrMatrix x = MakeCsr(kF, {{{2, 1.0f}},
-                             {{0, 1.0f}, {3, -0.5f}, {7, 2.0f}},
-                             {{1, 0.7f}, {7, 1.3f}, {10, -1.1f}},
-                             {{3, 0.4f}, {11, 0.9f}}});
-  CsrMatrix y = MakeCsr(kL, {{{8, 1.0f}}, {{1, 1.0f}}, {{4, 1.0f}, {7, 1.0f}}, {{7, 1.0f}}});
-  Minibatch batch{&x, &y, 1, 4};
-};
 
 std::unique_ptr<Model> Sampled(int64_t k, const std::vector<TableSpec>& tables, Backend* backend, int rank = 0) {
   StatusOr<std::unique_ptr<Model>> m = CreateSampledXmcMlpModel(Job(k), tables, backend, rank);

@@ -12,19 +12,13 @@
 #include <vector>
 
 #include "core/wire_codec.h"
+#include "worker/client/push_encoder_testing.h"
 
 namespace tether {
 namespace {
 
-FramePool Pool() { return FramePool(FramePool::Options{1 << 20, 1 << 30}); }
-
-PushEncoder::Table RowTable(WireEncoding wire, bool feedback, uint32_t dim) {
-  PushEncoder::Table t;
-  t.wire = wire;
-  t.error_feedback = feedback;
-  t.dim = dim;
-  return t;
-}
+using push_testing::Pool;
+using push_testing::RowTable;
 
 std::vector<float> Decoded(const zmq::message_t& f, WireEncoding e) {
   std::vector<float> out(f.size() / WireBytesPerValue(e));

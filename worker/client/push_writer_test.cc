@@ -15,19 +15,13 @@
 #include <vector>
 
 #include "core/wire_codec.h"
+#include "worker/client/push_encoder_testing.h"
 
 namespace tether {
 namespace {
 
-FramePool Pool() { return FramePool(FramePool::Options{1 << 20, 1 << 30}); }
-
-PushEncoder::Table RowTable(WireEncoding wire, bool feedback, uint32_t dim) {
-  PushEncoder::Table t;
-  t.wire = wire;
-  t.error_feedback = feedback;
-  t.dim = dim;
-  return t;
-}
+using push_testing::Pool;
+using push_testing::RowTable;
 
 std::vector<unsigned char> Bytes(const zmq::message_t& f) {
   const auto* b = static_cast<const unsigned char*>(f.data());
