@@ -50,10 +50,7 @@ launch_kill)
   [ "$rc" != 0 ] || fail "the launcher exited 0 after a server was killed"
   grep -q "server 1 (pid $victim) was killed by signal 9.*shard 1 at tcp://127.0.0.1:" "$tmp/launch.log" \
     || fail "the launcher's log does not name the dead shard and its endpoint"
-  grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
-  for p in $(sed -n 's/.*\[launch\] started \(server\|worker\) [0-9]* (pid \([0-9]*\)).*/\2/p' "$tmp/launch.log"); do
-    exited "$p" || fail "child $p outlived the launcher"
-  done
+  launched_children_reaped "$tmp/launch.log" 'server\|worker'
   pids=()
   echo "launcher exited $rc ${took} ms after server 1 was killed"
   ;;

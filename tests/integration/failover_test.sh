@@ -440,10 +440,7 @@ launch_kill_two)
     || fail "the launcher did not name the second dead process"
   grep -q "shard 0 is lost: every server process that held it (0, 1) is dead" "$tmp/launch.log" \
     || fail "the launcher did not name the lost shard"
-  grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
-  for p in $(sed -n 's/.*\[launch\] started \(server\|worker\) [0-9]* (pid \([0-9]*\)).*/\2/p' "$tmp/launch.log"); do
-    exited "$p" || fail "child $p outlived the launcher"
-  done
+  launched_children_reaped "$tmp/launch.log" 'server\|worker'
   pids=()
   grep -h "shard 0 is lost" "$tmp/launch.log" | head -1
   ;;
@@ -466,11 +463,7 @@ launch_chain)
   grep -q "replies wait for it from now on; generation [0-9]*: 1 → [0-9]* → [0-9]*$" "$tmp/launch.log" \
     || fail "shard 0's chain (served by server 1) is not back at three"
   grep -q "exited with code 5" "$tmp/launch.log" && fail "a replacement was refused as not needed"
-  grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
-  for p in $(sed -n 's/.*\[launch\] started \(server\|worker\|replacement\) [0-9]* (pid \([0-9]*\)).*/\2/p' \
-             "$tmp/launch.log"); do
-    exited "$p" || fail "child $p outlived the launcher"
-  done
+  launched_children_reaped "$tmp/launch.log"
   exact_samples
   echo "total_samples $total; 3 replacements, every chain back at three"
   grep -h "replies wait for it from now on" "$tmp/launch.log" | sed 's/^.*\] \[/[/' | head -6
@@ -491,11 +484,7 @@ launch_replace)
   launcher_exit_zero "servers 0 and 2 were killed, a replacement holding shard 2"
   grep -q "server 2 (pid $victim) was killed by signal 9.*shard 2 is served by replacement [0-9]* now" \
     "$tmp/launch.log" || fail "the launcher did not name the replacement serving shard 2"
-  grep -q "giving up on it" "$tmp/launch.log" && fail "a child could not be reaped"
-  for p in $(sed -n 's/.*\[launch\] started \(server\|worker\|replacement\) [0-9]* (pid \([0-9]*\)).*/\2/p' \
-             "$tmp/launch.log"); do
-    exited "$p" || fail "child $p outlived the launcher"
-  done
+  launched_children_reaped "$tmp/launch.log"
   exact_samples
   echo "total_samples $total"
   grep -h "started a replacement\|shard 2 is served by" "$tmp/launch.log" | head -4

@@ -272,6 +272,18 @@ exited() { ! [ -r "/proc/$1/status" ] || grep -q '^State:[[:space:]]*Z' "/proc/$
 
 gone() { ! kill -0 "$1" 2>/dev/null; }
 
+# launched_children_reaped LOG [ROLES]: every child tether-launch started
+# (LOG's "[launch] started ROLE N (pid P)" lines, ROLE matching the sed
+# alternation ROLES, default server\|worker\|replacement) has exited, and
+# the launcher never gave up reaping one.
+launched_children_reaped() {
+  local log=$1 roles=${2:-'server\|worker\|replacement'} p
+  grep -q "giving up on it" "$log" && fail "a child could not be reaped"
+  for p in $(sed -n "s/.*\[launch\] started \($roles\) [0-9]* (pid \([0-9]*\)).*/\2/p" "$log"); do
+    exited "$p" || fail "child $p outlived the launcher"
+  done
+}
+
 exits_within() { poll $(($2 / 50)) exited "$1"; }
 
 expect_exit() {
