@@ -41,7 +41,7 @@
 #include "worker/models/sampled_xmc_model.h"
 #include "worker/sampling.h"
 #include "tests/testing/cluster.h"
-#include "tests/testing/xmc_model_fixture.h"
+#include "tests/xmc_model_fixture.h"
 
 namespace tether {
 namespace {

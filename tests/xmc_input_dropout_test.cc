@@ -29,7 +29,7 @@
 #include "worker/models/model.h"
 #include "worker/models/model_registry.h"
 #include "tests/testing/cluster.h"
-#include "tests/testing/xmc_model_fixture.h"
+#include "tests/xmc_model_fixture.h"
 
 namespace tether {
 namespace {
