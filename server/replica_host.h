@@ -174,11 +174,20 @@ class ReplicaHost {
   // the wait, once cluster.startup_timeout_ms passed since the first such
   // refusal.
   bool AskAgainLater(const Status& refusal, Status* result);
-  // Sends the REPLICA_HELLO again once ask_again_at_ came.
+  // A joining process that asked every shard, some of which refused it
+  // for now: true when it asks them all again, from the first, at
+  // ask_again_at_; false, *result naming the last answers (`all`), once
+  // cluster.startup_timeout_ms passed since the first such pass.
+  bool AskEveryShardAgain(const std::string& all, Status* result);
+  // Sends the REPLICA_HELLO again (or starts the next pass over every
+  // shard) once ask_again_at_ came.
   Status AskAgainIfDue(Clock::time_point now);
   static constexpr int64_t kAskAgainMs = 500;
   ReplicateAckBody::JoinRefusal refusal_kind_ = ReplicateAckBody::JOIN_REFUSED;  // the last refusal's
-  size_t full_refusals_ = 0;  // refusals because the shard has all its replicas (CHAIN_FULL)
+  size_t full_refusals_ = 0;   // refusals because the shard has all its replicas (CHAIN_FULL)
+  size_t later_refusals_ = 0;  // refusals for now (JOIN_LATER) in this pass over the shards
+  int passes_ = 0;             // passes over every shard after the first (logged once)
+  bool ask_every_shard_ = false;  // the wait for ask_again_at_ ends in another pass
   bool nothing_to_join_ = false;
   bool asking_again_ = false;  // waiting for ask_again_at_ (no acknowledgements meanwhile)
   std::atomic<int> asked_again_{0};

@@ -31,7 +31,7 @@ Status ReplicaHost::StartCandidate() {
   copy_->set_key_list_cache_bytes(key_list_cache_bytes_);
   refused_ = false;
   wait_noted_ = false;
-  if (!config_.cluster().rendezvous().empty())
+  if (!config_.cluster().rendezvous().empty() && passes_ == 0)
     LOG(INFO) << log_prefix_ << "looks shard " << shard_ << "'s primary up in rendezvous "
               << config_.cluster().rendezvous() << " (waiting up to cluster.startup_timeout_ms="
               << config_.cluster().startup_timeout_ms() << " ms for the job's servers to be published there)";
@@ -39,7 +39,7 @@ Status ReplicaHost::StartCandidate() {
   last_lookup_ = Clock::now();
   TETHER_RETURN_IF_ERROR(copy_->Bind(bind_endpoint_));
   advertised_ = AdvertisedEndpoint(copy_->endpoint(), advertise_host_);
-  LOG(INFO) << log_prefix_ << "asks shard " << shard_ << "'s primary at " << primary_endpoint_
+  LOG_IF(INFO, passes_ == 0) << log_prefix_ << "asks shard " << shard_ << "'s primary at " << primary_endpoint_
             << " to take this process as its replica (serving at " << advertised_ << " once it claims the shard)";
   return Connect();
 }
@@ -70,25 +70,56 @@ Status ReplicaHost::AskAgainIfDue(Clock::time_point now) {
   if (!asking_again_ || now < ask_again_at_) return Status::OK();
   asking_again_ = false;
   asked_again_.fetch_add(1);
-  return SayHello();
+  if (!ask_every_shard_) return SayHello();
+  // Another pass over every shard, from the first.
+  ask_every_shard_ = false;
+  ++passes_;
+  refusals_.clear();
+  full_refusals_ = later_refusals_ = 0;
+  CloseConnection();
+  copy_->CloseSocket();
+  candidate_ = 0;
+  return StartCandidate();
+}
+
+bool ReplicaHost::AskEveryShardAgain(const std::string& all, Status* result) {
+  const auto now = Clock::now();
+  const int limit_ms = config_.cluster().startup_timeout_ms();
+  if (refused_for_now_since_ == Clock::time_point{}) {
+    refused_for_now_since_ = now;
+    LOG(INFO) << "[joining replica] no shard took this process yet (" << all << "); asking every shard again every "
+              << kAskAgainMs << " ms, up to cluster.startup_timeout_ms=" << limit_ms << " ms";
+  } else if (MsBetween(refused_for_now_since_, now) > limit_ms) {
+    *result = Status::FailedPrecondition("no shard took this process as its replica (asked every " +
+                                         std::to_string(kAskAgainMs) + " ms for cluster.startup_timeout_ms=" +
+                                         std::to_string(limit_ms) + " ms; the last answers: " + all + ")");
+    return false;
+  }
+  refused_ = false;
+  asking_again_ = ask_every_shard_ = true;
+  ask_again_at_ = now + std::chrono::milliseconds(kAskAgainMs);
+  return true;
 }
 
 bool ReplicaHost::NextCandidate(const Status& refusal, Status* result) {
   if (!join_ || state_total_ != 0) return false;
   refusals_.push_back(refusal.message());
   if (refusal_kind_ == ReplicateAckBody::CHAIN_FULL) ++full_refusals_;
+  if (refusal_kind_ == ReplicateAckBody::JOIN_LATER) ++later_refusals_;
   if (candidate_ + 1 >= candidates_.size()) {
-    nothing_to_join_ = full_refusals_ == refusals_.size();
     // Every shard asked refused: name each refusal, not only the last.
-    if (refusals_.size() > 1) {
-      std::string all;
-      for (const std::string& r : refusals_) all += (all.empty() ? "" : "; ") + r;
+    std::string all;
+    for (const std::string& r : refusals_) all += (all.empty() ? "" : "; ") + r;
+    // A shard that refused for now may take this process once it dropped
+    // a replica that went or once another joiner is done.
+    if (later_refusals_ > 0 && candidates_.size() > 1) return AskEveryShardAgain(all, result);
+    nothing_to_join_ = full_refusals_ == refusals_.size();
+    if (refusals_.size() > 1)
       *result = Status::FailedPrecondition("no shard took this process as its replica (" +
                                            std::to_string(refusals_.size()) + " asked): " + all);
-    }
     return false;
   }
-  LOG(INFO) << refusal.message() << "; asking the next shard";
+  LOG_IF(INFO, passes_ == 0) << refusal.message() << "; asking the next shard";
   CloseConnection();
   copy_->CloseSocket();
   ++candidate_;

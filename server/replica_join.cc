@@ -27,8 +27,8 @@ int64_t MsBetween(ReplicaLink::Clock::time_point a, ReplicaLink::Clock::time_poi
 
 }  // namespace
 
-std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b,
-                                   ReplicateAckBody::JoinRefusal* kind) const {
+std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b, Clock::time_point now,
+                                   ReplicateAckBody::JoinRefusal* kind) {
   *kind = ReplicateAckBody::JOIN_REFUSED;
   const std::string shard = "shard " + std::to_string(shard_);
   if (b.shard() != shard_)
@@ -48,9 +48,23 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
       return shard + " waits for its replica (server process " + std::to_string(leg.process) +
              ") to introduce itself";
   const int wanted = config_.cluster().replicas();
+  if (static_cast<int>(legs_.size()) < wanted) return "";
+  if (const std::string doubt = DoubtfulReplica(now); !doubt.empty()) return shard + " " + doubt;
   *kind = ReplicateAckBody::CHAIN_FULL;
-  if (static_cast<int>(legs_.size()) >= wanted)
-    return shard + " has all its replicas (cluster.replicas=" + std::to_string(wanted) + ": " + ReplicaNames() + ")";
+  return shard + " has all its replicas (cluster.replicas=" + std::to_string(wanted) + ": " + ReplicaNames() + ")";
+}
+
+std::string ReplicaLink::DoubtfulReplica(Clock::time_point now) {
+  const int64_t silent_ms = 2 * std::max(50, config_.cluster().heartbeat_interval_ms());
+  for (const Leg& leg : legs_) {
+    const std::string who = "its replica (process " + std::to_string(leg.process) + " at " + leg.endpoint + ")";
+    if (!Reachable(leg.identity)) return "is dropping " + who + ": its connection closed";
+    const int64_t quiet = MsBetween(leg.last_heard, now);
+    if (quiet > silent_ms)
+      return "waits to hear from " + who + ", silent for " + std::to_string(quiet) +
+             " ms (dropped past cluster.liveness_timeout_ms=" +
+             std::to_string(config_.cluster().liveness_timeout_ms()) + ")";
+  }
   return "";
 }
 
@@ -58,7 +72,7 @@ void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::t
   const ReplicaHelloBody& b = m.header.replica_hello();
   if (!identity.empty() && identity == learner_identity_) return;  // said again
   ReplicateAckBody::JoinRefusal kind = ReplicateAckBody::JOIN_REFUSED;
-  if (const std::string why = WhyNoJoin(identity, b, &kind); !why.empty()) {
+  if (const std::string why = WhyNoJoin(identity, b, now, &kind); !why.empty()) {
     LOG(WARNING) << log_prefix_ << "a process at " << b.endpoint() << " asked to join shard " << b.shard()
                  << " as its replica: refused" << (kind == ReplicateAckBody::JOIN_LATER ? " for now" : "") << ": "
                  << why;

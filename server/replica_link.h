@@ -54,8 +54,10 @@
 // shard's last replica (WithLearnerAppended): replies wait for it, and
 // every worker is told its endpoint (MessageHeader.chain_endpoints, by the
 // outbox). A shard with all cluster.replicas replicas refuses a joiner,
-// naming them (CHAIN_FULL); one busy with another joiner, or waiting for
-// a replica to introduce itself, refuses it for now (JOIN_LATER). A learner whose connection closes or that stays silent past
+// naming them (CHAIN_FULL); one busy with another joiner, waiting for
+// a replica to introduce itself, or with a replica that may be gone (its
+// connection closed, or silent for two heartbeat intervals, and not yet
+// dropped) refuses it for now (JOIN_LATER). A learner whose connection closes or that stays silent past
 // cluster.liveness_timeout_ms is dropped; another may join. A learner that
 // joined beside replicas is dropped too when the last of them is gone (the
 // shard alone restarts its log's forwarding); it may join again.
@@ -164,8 +166,13 @@ class ReplicaLink {
   // REPLICA_HELLO.join: "" or why this shard takes no learner now, and in
   // *kind whether it never will (JOIN_REFUSED), has all its replicas
   // (CHAIN_FULL) or may once the process joining now is done (JOIN_LATER).
-  std::string WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b,
-                        ReplicateAckBody::JoinRefusal* kind) const;
+  // A full chain whose replica may be gone (its connection closed, or it
+  // was silent for two heartbeat intervals) refuses for now: the joiner may
+  // have come for that replica's place before Tick dropped it.
+  std::string WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b, Clock::time_point now,
+                        ReplicateAckBody::JoinRefusal* kind);
+  // "" or why a replica of the chain may be gone although not dropped yet.
+  std::string DoubtfulReplica(Clock::time_point now);
   void OnJoin(const std::string& identity, const Message& m, Clock::time_point now);
   // The state's parts (REPLICA_STATE) to the learner.
   Status SendState(const std::string& state, uint64_t seq);

@@ -3,7 +3,8 @@
 // until both acknowledged it, every entry names the chain's endpoints in
 // order, and a replica that is gone leaves the chain while the other one
 // keeps it going; a process joining a chain left with one replica becomes
-// its second once caught up, and a chain with both refuses a joiner.
+// its second once caught up, and a chain with both refuses a joiner unless
+// one of them may be gone.
 #include "server/replica_link.h"
 
 #include <gtest/gtest.h>
@@ -172,6 +173,54 @@ TEST_F(ReplicaLinkChainTest, AGoneReplicaLeavesTheChainAndTheOtherKeepsItGoing) 
   outbox_.ReleaseCommitted();
   EXPECT_EQ(Received(), std::vector<uint64_t>{2});
   EXPECT_TRUE(link_->stepped_down().ok());
+}
+
+// A joiner that comes for the place of a replica the primary has not
+// dropped yet (the connections are probed every 100 ms; silence is judged
+// at cluster.liveness_timeout_ms) is refused for now, not told the chain is
+// full: it asks again and is taken once the replica was dropped.
+TEST_F(ReplicaLinkChainTest, AJoinerForAReplicaNotYetDroppedIsRefusedForNowThenTaken) {
+  zmq::socket_t joiner{ctx_, zmq::socket_type::dealer};
+  joiner.set(zmq::sockopt::routing_id, "j1");
+  joiner.set(zmq::sockopt::linger, 0);
+  joiner.connect("inproc://replica-link-chain-test");
+  link_->set_state_source([]() -> StatusOr<std::string> { return std::string("state"); });
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("r1", Hello(1, kEndpoint1), "", now));
+  ASSERT_TRUE(link_->Take("r2", Hello(2, kEndpoint2), "", now));
+  Message join = Hello(-1, "tcp://10.0.0.9:4200");
+  join.header.mutable_replica_hello()->set_join(true);
+  join.header.mutable_replica_hello()->set_state_format(kShardStateFormatVersion);
+  const auto answer = [&](ReplicaLink::Clock::time_point at) {
+    EXPECT_TRUE(link_->Take("j1", join, "", at));
+    Message no;
+    EXPECT_TRUE(RecvMessage(joiner, &no, nullptr).ok());
+    return no.header.replicate_ack();
+  };
+  ReplicateAckBody full = answer(now);
+  EXPECT_EQ(full.join_refusal(), ReplicateAckBody::CHAIN_FULL);
+  // Silent for more than two heartbeat intervals (2 × 1000 ms).
+  const ReplicateAckBody silent = answer(now + std::chrono::milliseconds(2500));
+  EXPECT_EQ(silent.join_refusal(), ReplicateAckBody::JOIN_LATER);
+  EXPECT_EQ(silent.reason(),
+            "[server 0] shard 0 waits to hear from its replica (process 1 at tcp://10.0.0.2:4100), silent for "
+            "2500 ms (dropped past cluster.liveness_timeout_ms=1000)");
+  r2_.close();  // its process died
+  ReplicateAckBody later;
+  ASSERT_TRUE(testing::PollUntil(2000, [&] {
+    later = answer(now);
+    return later.join_refusal() == ReplicateAckBody::JOIN_LATER;
+  }));
+  EXPECT_EQ(later.reason(), "[server 0] shard 0 is dropping its replica (process 2 at tcp://10.0.0.3:4100): its "
+                            "connection closed");
+  EXPECT_EQ(link_->generation(), 1u);
+  link_->Tick(ReplicaLink::Clock::now());
+  EXPECT_EQ(link_->generation(), 2u);
+  ASSERT_TRUE(link_->Take("j1", join, "", ReplicaLink::Clock::now()));
+  EXPECT_TRUE(link_->learning());
+  Message state;
+  ASSERT_TRUE(RecvMessage(joiner, &state, nullptr).ok());
+  EXPECT_EQ(state.header.type(), REPLICA_STATE);
 }
 
 // The chain 0 → 1 → 2 after process 1 is gone: 0 → 2, one replica short.
