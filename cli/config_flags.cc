@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <deque>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "cli/nominal_epoch.h"
 #include "core/config.h"
+#include "core/config/field_location.h"
 #include "core/data_files.h"
 #include "input/arff_reader.h"
 #include "input/reader.h"
@@ -68,7 +71,53 @@ std::string ValueSet(const OverrideFlag& f) {
   return f.bool_value ? "true" : "false";
 }
 
+// "optimizer.learning_rate" of a message "config field optimizer.learning_rate: why";
+// "" for any other message.
+std::string FieldNamed(const std::string& message) {
+  static const std::string kHead = "config field ";
+  if (message.rfind(kHead, 0) != 0) return "";
+  const size_t end = message.find(": ", kHead.size());
+  if (end == std::string::npos) return "";
+  const std::string field = message.substr(kHead.size(), end - kHead.size());
+  return field.find(' ') == std::string::npos ? field : "";
+}
+
+// `st` with `message` in place of its own, and its code.
+Status WithMessage(const Status& st, std::string message) {
+  switch (st.code()) {
+    case Status::Code::kInvalidArgument: return Status::InvalidArgument(std::move(message));
+    case Status::Code::kNotFound: return Status::NotFound(std::move(message));
+    case Status::Code::kFailedPrecondition: return Status::FailedPrecondition(std::move(message));
+    default: return st;  // no check names a field with another code
+  }
+}
+
+// The line of the --config file that writes `field`, or -1 (not written,
+// or the file cannot be read or parsed again).
+int ConfigFileLine(const std::string& field) {
+  std::ifstream in(FLAGS_config);
+  if (!in) return -1;
+  std::stringstream text;
+  text << in.rdbuf();
+  const StatusOr<ConfigFieldLocator> locator = ConfigFieldLocator::FromText(text.str());
+  return locator.ok() ? locator->LineOf(field) : -1;
+}
+
 }  // namespace
+
+Status NameConfigFieldSource(const Status& st) {
+  if (st.ok()) return st;
+  const std::string field = FieldNamed(st.message());
+  if (field.empty()) return st;
+  // A flag's value replaced the file's: the file's line would point at a
+  // value that is not in force.
+  for (const OverrideFlag& f : OverrideFlags())
+    if (const std::string value = ValueSet(f); !value.empty() && field == f.row->field_path)
+      return WithMessage(st, st.message() + " (set by flag --" + f.row->flag + "=" + value + ")");
+  if (FLAGS_config.empty()) return st;
+  const int line = ConfigFileLine(field);
+  return line < 0 ? st : WithMessage(st, FLAGS_config + ":" + std::to_string(line) + ": " + st.message());
+}
 
 namespace {
 
@@ -178,21 +227,14 @@ StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope sco
   // demand) is refused, not silently dropped.
   TETHER_RETURN_IF_ERROR(CheckOverridesApply(config, flags_set));
   if (scope == ConfigScope::kJob) {
-    TETHER_RETURN_IF_ERROR(ResolveXmcWidths(&config));
+    TETHER_RETURN_IF_ERROR(NameConfigFieldSource(ResolveXmcWidths(&config)));
     // Schedules given in epochs become the clocks the servers read, from the
     // job's row count (the same on every process: cli/nominal_epoch.h).
-    TETHER_RETURN_IF_ERROR(ResolveScheduleClocks(&config));
+    TETHER_RETURN_IF_ERROR(NameConfigFieldSource(ResolveScheduleClocks(&config)));
   }
-  Status valid = scope == ConfigScope::kServer ? ValidateServerConfig(config) : ValidateJobConfig(config);
-  if (!valid.ok()) {
-    // Validation names the field; when a flag set it, name the flag too.
-    for (const OverrideFlag& f : OverrideFlags())
-      if (const std::string value = ValueSet(f);
-          !value.empty() &&
-          valid.message().find(std::string("config field ") + f.row->field_path + ":") != std::string::npos)
-        return Status::InvalidArgument(valid.message() + " (set by flag --" + f.row->flag + "=" + value + ")");
-    return valid;
-  }
+  // Validation names the field; say where it was set, the flag or the line.
+  TETHER_RETURN_IF_ERROR(NameConfigFieldSource(scope == ConfigScope::kServer ? ValidateServerConfig(config)
+                                                                             : ValidateJobConfig(config)));
   if (log == ConfigLog::kInForce) {
     const std::string head = "[" + role + "] config in force (" + FLAGS_config +
                              (set_by_flags.empty() ? "" : ", flags" + set_by_flags) + ")";

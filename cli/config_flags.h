@@ -33,12 +33,26 @@ enum class ConfigLog {
 
 /// Loads --config, applies every override flag the user set (in the table's
 /// order), validates per `scope`, and logs the values in force per `log`,
-/// tagged with `role` ("server 0"). A validation error on a field a flag set
-/// also names the flag ("(set by flag --learning_rate=nan)").
+/// tagged with `role` ("server 0"). A validation error names where the field
+/// was set (NameConfigFieldSource): the flag ("(set by flag
+/// --learning_rate=nan)") or the file's line ("job.pbtxt:7: config field
+/// ...").
 /// Errors: InvalidArgument when --config is missing; those of LoadJobConfig,
 /// ApplyOverride and the validation.
 StatusOr<JobConfig> LoadConfigFromFlags(const std::string& role, ConfigScope scope = ConfigScope::kJob,
                                         ConfigLog log = ConfigLog::kInForce);
+
+/// `st` with where the field it names got its value, for a message that
+/// starts "config field FIELD: " (the checks of core/config.h,
+/// ValidateModelConfig, CheckDataFilesExist): when an override flag set
+/// FIELD, " (set by flag --X=V)" after the message; else, when the --config
+/// file writes FIELD, "FILE:LINE: " before it, FILE as given to --config
+/// (core/config/field_location.h). A field neither writes (a default, a
+/// width from a data header), and any other status, come back unchanged;
+/// so does the code. Reads the --config file again, only for such a message.
+/// LoadConfigFromFlags applies it to its own checks; a main() applies it to
+/// the checks it runs after.
+Status NameConfigFieldSource(const Status& st);
 
 /// The override flags the user set, as "--name=value" arguments, for a
 /// launcher to forward to its children.

@@ -123,13 +123,14 @@ bool ApplyCountAliases() {
 }
 
 // --config with the overrides, validated as a whole job, the model's checks
-// and the data files: refused before any server starts. The launcher logs
+// and the data files: refused before any server starts, naming the file's
+// line or the flag that set the field. The launcher logs
 // the values in force once, after the plan (main), not each child.
 tether::StatusOr<tether::JobConfig> LoadLaunchConfig() {
   auto config = tether::LoadConfigFromFlags("launch", tether::ConfigScope::kJob, tether::ConfigLog::kQuiet);
   if (!config.ok()) return config;
-  TETHER_RETURN_IF_ERROR(tether::ValidateModelConfig(*config));
-  TETHER_RETURN_IF_ERROR(tether::CheckDataFilesExist(*config));
+  TETHER_RETURN_IF_ERROR(tether::NameConfigFieldSource(tether::ValidateModelConfig(*config)));
+  TETHER_RETURN_IF_ERROR(tether::NameConfigFieldSource(tether::CheckDataFilesExist(*config)));
   return config;
 }
 
@@ -239,7 +240,9 @@ int main(int argc, char** argv) {
 
   if (Refused(tether::CheckOutputPaths(request, *config))) return 2;
   auto options = tether::PlanLaunch(request, *config, *bin_dir);
-  if (Refused(options.status()) || Refused(tether::CheckRendezvousServe(request, *config))) return 2;
+  if (Refused(tether::NameConfigFieldSource(options.status())) ||
+      Refused(tether::CheckRendezvousServe(request, *config)))
+    return 2;
   if (FLAGS_check_config) return ConfigChecked(request, *config);
   auto store = tether::StartRendezvousStore(request, *config);
   if (Refused(store.status())) return 1;

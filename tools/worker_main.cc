@@ -124,9 +124,13 @@ int RunInProcess() {
     LOG(ERROR) << who << config.status().message();
     return 2;
   }
-  if (tether::Status st = tether::CheckDataFilesExist(*config); !st.ok() ||
-                                                                 !(st = tether::ValidateInProcessJob(*config)).ok()) {
-    LOG(ERROR) << who << st.message();
+  // The model's checks here too (RunLocalJob runs them again), where the
+  // config file's lines are known.
+  tether::Status checked = tether::ValidateModelConfig(*config);
+  if (checked.ok()) checked = tether::CheckDataFilesExist(*config);
+  if (checked.ok()) checked = tether::ValidateInProcessJob(*config);
+  if (!checked.ok()) {
+    LOG(ERROR) << who << tether::NameConfigFieldSource(checked).message();
     return 2;
   }
   if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from);
@@ -207,7 +211,10 @@ int LoadAndCheck(const std::string& who, tether::StatusOr<tether::JobConfig>* co
     LOG(ERROR) << who << "flag --rank=" << FLAGS_rank << ": " << st.message();
     return 2;
   }
-  tether::Status st = tether::CheckDataFilesExist(c);
+  // The model's checks here too (the trainer runs them again), where the
+  // config file's lines are known.
+  tether::Status st = tether::NameConfigFieldSource(tether::ValidateModelConfig(c));
+  if (st.ok()) st = tether::NameConfigFieldSource(tether::CheckDataFilesExist(c));
   if (st.ok()) st = tether::CheckCheckpointPaths(c.checkpoint().dir(), FLAGS_resume_from);
   if (st.ok()) st = CheckOutputs(c);
   if (!st.ok()) {

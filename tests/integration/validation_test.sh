@@ -97,11 +97,18 @@ case $mode in
     want="config field train.early_stopping.metric: 'auc' is not a metric of multi-label models: use "
     want+="precision_at_1, precision_at_3, precision_at_5, ndcg_at_1, ndcg_at_3 or ndcg_at_5"
     grep -qF "$want" "$tmp/auc.log" || { cat "$tmp/auc.log"; fail "the metric was not named with the model's keys"; }
-    # tether-server alone refuses it too, with the same message, before it listens.
+    # tether-server alone refuses it too, with the same message, before it
+    # listens; both name the config file's line of the metric (write_config's
+    # train line).
+    line=14
+    [ "$(grep -n 'metric: "auc"' "$tmp/auc.pbtxt" | cut -d: -f1)" = "$line" ] || fail "auc.pbtxt changed shape"
+    grep -qF "[launch] InvalidArgument: $tmp/auc.pbtxt:$line: $want" "$tmp/auc.log" ||
+      { cat "$tmp/auc.log"; fail "the launcher did not name line $line of auc.pbtxt"; }
     rc=0
     timeout -k 5 60 "$bin/tether-server" --config "$tmp/auc.pbtxt" --shard=0 > "$tmp/auc_server.log" 2>&1 || rc=$?
     [[ $rc == 2 ]] || { cat "$tmp/auc_server.log"; fail "tether-server with the metric auc on XMC_MLP: exit $rc, not 2"; }
-    grep -qF "[server 0] $want" "$tmp/auc_server.log" || { cat "$tmp/auc_server.log"; fail "tether-server did not name the metric"; }
+    grep -qF "[server 0] $tmp/auc.pbtxt:$line: $want" "$tmp/auc_server.log" ||
+      { cat "$tmp/auc_server.log"; fail "tether-server did not name the metric at line $line"; }
     grep -q "listening on" "$tmp/auc_server.log" && fail "tether-server listened before refusing the metric"
     timeout -k 5 250 "$bin/tether-launch" --config "$tmp/es.pbtxt" --metrics_out "$tmp/es.json" \
       > "$tmp/es.log" 2>&1 || fail "the early-stopping job exited $?"
