@@ -16,7 +16,9 @@
 #                  path must keep); and in one process
 #                  with train.pipeline off (--pipeline=false): the same bits
 #                  as pipelined
-#   config_errors  config typo / unknown flag / flag without value refused, exit != 0
+#   config_errors  config typo / unknown flag / flag without value refused, exit != 0;
+#                  a value the checks refuse named by the config file's line
+#                  of its field, or by the flag that set it
 # Every process is started under `timeout` and killed on exit.
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -227,6 +229,33 @@ config_errors)
   # A negative byte count names the flag and its range.
   expect_refused "error: --key_list_cache_bytes=-1: must be a number of bytes >= 0" \
     "$bin/tether-server" --config=tests/data/bibtex_fixed.pbtxt --key_list_cache_bytes=-1
+  # A value the checks refuse names the config file's line of the field, as
+  # a syntax error does; a field a flag set names the flag instead. Exact
+  # messages: the job's checks (tether-launch), a server's (a table named
+  # by its name), the model's (tether-worker, before it connects).
+  said() {  # said WANT COMMAND...: COMMAND exits 2 and its last error line is exactly WANT
+    local want=$1 rc=0 got; shift
+    out=$(timeout 20 "$@" 2>&1) || rc=$?
+    [ "$rc" = 2 ] || { echo "FAIL: $* exited $rc: $out"; exit 1; }
+    got=$(sed -n 's/^E[0-9]* [0-9:.]* //p' <<<"$out" | tail -n 1)
+    [ "$got" = "$want" ] || { echo "FAIL: $*: said '$got', expected '$want'"; exit 1; }
+    echo "exit 2: $got"
+  }
+  printf '%s\n' 'name: "lr"' 'data {' '  format: XMC' "  train_file: \"$PWD/data/bibtex/Bibtex_data.txt.gz\"" \
+    '  index_base: 0' '  num_features: 1836' '  num_labels: 159' '}' '# the step' 'optimizer {' '  type: ADAM' '' \
+    '  learning_rate: -0.5' '}' >"$tmp/lr.pbtxt"
+  said "[launch] InvalidArgument: $tmp/lr.pbtxt:13: config field optimizer.learning_rate: must be a finite number > 0" \
+    "$bin/tether-launch" --config="$tmp/lr.pbtxt" --check_config
+  said "[launch] InvalidArgument: config field optimizer.learning_rate: must be a finite number > 0 (set by flag --learning_rate=-2)" \
+    "$bin/tether-launch" --config="$tmp/lr.pbtxt" --check_config --learning_rate=-2
+  printf '%s\n' 'table {' '  name: "w1"' '}' 'table {' '  name: "b1"' '  consistency {' '    staleness: -3' '  }' '}' \
+    >"$tmp/t.pbtxt"
+  said "[server 0] $tmp/t.pbtxt:7: config field table[b1].consistency.staleness: must be ≥ 0, or -1 (inf) for ASP" \
+    "$bin/tether-server" --config="$tmp/t.pbtxt" --shard=0
+  { printf '%s\n' 'model {' '  sampled_labels: 500' '}'; sed 's#learning_rate: -0.5#learning_rate: 0.5#' "$tmp/lr.pbtxt"; } \
+    >"$tmp/sampled.pbtxt"
+  said "[worker 0] $tmp/sampled.pbtxt:2: config field model.sampled_labels: 500 is above data.num_labels (159), the rows a minibatch can sample from: use at most 159, or 0 for the full softmax" \
+    "$bin/tether-worker" --config="$tmp/sampled.pbtxt" --rank=0 --server_addresses=tcp://127.0.0.1:9
   echo "config and flag errors refused as expected"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
