@@ -284,6 +284,7 @@ TEST(ConfigTest, InputDropoutIsValidatedAndOverridden) {
              "config field model.input_dropout: is read by the XMC_MLP model only, not model 'dense_mlp'"}}) {
     JobConfig j = *base;
     ASSERT_TRUE(google::protobuf::TextFormat::MergeFromString(k.text, &j)) << k.text;
+    if (j.model().type() == SPARSE_LR) j.mutable_model()->clear_hidden();  // the XMC job's width
     EXPECT_EQ(ValidateJobConfig(j).message(), k.message) << k.text;
   }
   bool found = false;
@@ -296,8 +297,9 @@ TEST(ConfigTest, InputDropoutIsValidatedAndOverridden) {
   EXPECT_FLOAT_EQ(base->model().input_dropout(), 0.0f);  // off unless set
 }
 
-// DENSE_MLP with model.hidden_layers does not read model.hidden: a width
-// set there (--hidden) is refused rather than silently ignored.
+// DENSE_MLP with model.hidden_layers, and SPARSE_LR, do not read
+// model.hidden: a width set there (--hidden) is refused rather than
+// silently ignored.
 TEST(ConfigTest, HiddenWidthBesideHiddenLayersIsRefused) {
   auto base = LoadJobConfig("examples/mnist.pbtxt");
   ASSERT_TRUE(base.ok()) << base.status().ToString();
@@ -317,6 +319,13 @@ TEST(ConfigTest, HiddenWidthBesideHiddenLayersIsRefused) {
   ASSERT_TRUE(xmc.ok()) << xmc.status().ToString();
   ASSERT_TRUE(ApplyOverride(&*xmc, "model.hidden", "1024", "flag --hidden").ok());
   EXPECT_TRUE(ValidateJobConfig(*xmc).ok()) << ValidateJobConfig(*xmc).ToString();
+  // SPARSE_LR has no hidden layer: a width set (--hidden) is refused.
+  auto lr = LoadJobConfig("examples/a9a.pbtxt");
+  ASSERT_TRUE(lr.ok()) << lr.status().ToString();
+  ASSERT_TRUE(ValidateJobConfig(*lr).ok()) << ValidateJobConfig(*lr).ToString();
+  ASSERT_TRUE(ApplyOverride(&*lr, "model.hidden", "256", "flag --hidden").ok());
+  EXPECT_EQ(ValidateJobConfig(*lr).message(),
+            "config field model.hidden: is not read by SPARSE_LR, a linear model without a hidden layer");
 }
 
 // model.loss BCE and model.sampled_labels are the XMC model's: DENSE_MLP

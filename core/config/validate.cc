@@ -341,11 +341,15 @@ Status ValidateInputDropout(const JobConfig& c) {
   return Status::OK();
 }
 
-// model.hidden where DENSE_MLP takes its widths from model.hidden_layers:
-// a width set there (a --hidden flag) would change nothing.
+// model.hidden where no hidden layer reads it: SPARSE_LR has none, and
+// DENSE_MLP takes its widths from model.hidden_layers when that is set; a
+// width set there (a --hidden flag) would change nothing.
 Status ValidateHiddenWidth(const JobConfig& c) {
   if (c.model().hidden() < 1) return FieldError("model.hidden", "must be ≥ 1");
   const std::string& name = c.model().name();
+  const bool sparse_lr = name.empty() ? c.model().type() == SPARSE_LR : name == "sparse_lr";
+  if (sparse_lr && c.model().has_hidden())
+    return FieldError("model.hidden", "is not read by SPARSE_LR, a linear model without a hidden layer");
   const bool dense_mlp = name.empty() ? c.model().type() == DENSE_MLP : name == "dense_mlp";
   if (!dense_mlp || !c.model().has_hidden() || c.model().hidden_layers_size() == 0) return Status::OK();
   std::string widths;
