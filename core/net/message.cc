@@ -99,19 +99,24 @@ Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes,
   return Status::OK();
 }
 
+// m's header serialized into *header_bytes, and its frames checked
+// against the frame limit (a message no peer would take is not sent).
+Status SerializeForSend(const Message& m, const std::string& peer, std::string* header_bytes) {
+  if (!m.header.SerializeToString(header_bytes)) return Status::Internal("cannot serialize header for " + peer);
+  if (m.values.size() > kMaxFrameBytes || m.keys.size() > kMaxFrameBytes)
+    return Status::InvalidArgument("message " + TypeName(m.header.type()) + " to " + peer + " for table " +
+                                   std::to_string(m.header.table_id()) + " is " +
+                                   std::to_string(m.values.size() + m.keys.size()) + " bytes, above the " +
+                                   std::to_string(kMaxFrameBytes) + "-byte frame limit; use more server shards");
+  return Status::OK();
+}
+
 // Sends m's frames (plain or in chunks), with `write` called as
 // Message::write_values says.
 Status SendFrames(zmq::socket_t& socket, Message* m, const std::string* identity, const std::string& peer,
                   const std::function<void(size_t)>& write) {
   std::string header_bytes;
-  if (!m->header.SerializeToString(&header_bytes))
-    return Status::Internal("cannot serialize header for " + peer);
-  if (m->values.size() > kMaxFrameBytes || m->keys.size() > kMaxFrameBytes)
-    return Status::InvalidArgument("message " + TypeName(m->header.type()) + " to " + peer + " for table " +
-                                   std::to_string(m->header.table_id()) + " is " +
-                                   std::to_string(m->values.size() + m->keys.size()) +
-                                   " bytes, above the " + std::to_string(kMaxFrameBytes) +
-                                   "-byte frame limit; use more server shards");
+  TETHER_RETURN_IF_ERROR(SerializeForSend(*m, peer, &header_bytes));
   if (identity == nullptr && NeedsChunks(socket, header_bytes.size(), *m))
     return SendChunked(socket, m, &header_bytes, peer, write);
   if (write) write(m->values.size());
@@ -219,10 +224,7 @@ Status SendMessageNoWait(zmq::socket_t& socket, Message* m, const std::string& i
     m->write_values = nullptr;
   }
   std::string header_bytes;
-  if (!m->header.SerializeToString(&header_bytes)) return Status::Internal("cannot serialize header for " + peer);
-  if (m->values.size() > kMaxFrameBytes || m->keys.size() > kMaxFrameBytes)
-    return Status::InvalidArgument("message " + TypeName(m->header.type()) + " to " + peer + " is above the " +
-                                   std::to_string(kMaxFrameBytes) + "-byte frame limit");
+  TETHER_RETURN_IF_ERROR(SerializeForSend(*m, peer, &header_bytes));
   try {
     // The first frame decides: once it is queued, the rest of the message is.
     if (!Uninterrupted([&] { return socket.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait); }))
