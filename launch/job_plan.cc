@@ -129,6 +129,12 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
   // (worker/trainer.cc allows it 60 s).
   if (!config.checkpoint().dir().empty()) options.worker_stop_grace = std::chrono::seconds(65);
   options.forwarded = ForwardedFlags(request, config);
+  options.rendezvous = config.cluster().rendezvous();
+  options.job_id = JobId(config);
+  for (const std::string& f : options.forwarded)
+    if (f.rfind("--job_id=", 0) == 0) options.job_id = f.substr(9);
+  options.generation = config.cluster().generation();
+  options.rendezvous_readable = !(options.rendezvous.rfind("tcp://", 0) == 0 && config.security().has_curve());
   TETHER_RETURN_IF_ERROR(CheckRestarts(request, config));
   return options;
 }

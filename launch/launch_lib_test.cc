@@ -451,6 +451,35 @@ TEST(JobPlanTest, ForwardsReplicasAndRefusesThemInProcess) {
   EXPECT_TRUE(PlanLaunch(r, job, "/b").ok());
 }
 
+// Where the launcher reads the servers' entries to find a stopped server
+// whose shard another process claimed: the config's rendezvous, the job id
+// (the config's, or this launch's own) and generation; not a CURVE store.
+TEST(JobPlanTest, NamesWhereTheServersPublishTheirShards) {
+  LaunchRequest r;
+  r.config_path = "job.pbtxt";
+  JobConfig job = TwoByTwo();
+  job.mutable_cluster()->set_replicas(1);
+  job.mutable_cluster()->set_generation(3);
+  auto options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->rendezvous, "tcp://10.0.0.1:5555");
+  EXPECT_EQ("--job_id=" + options->job_id, options->forwarded.back());
+  EXPECT_EQ(options->job_id.rfind("job-" + std::to_string(getpid()) + "-", 0), 0u);
+  EXPECT_EQ(options->generation, 3u);
+  EXPECT_TRUE(options->rendezvous_readable);
+  job.mutable_cluster()->set_job_id("j");
+  job.mutable_security()->mutable_curve();
+  options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->job_id, "j");
+  EXPECT_FALSE(options->rendezvous_readable);  // its keys are the servers' and workers'
+  job.mutable_cluster()->clear_rendezvous();
+  options = PlanLaunch(r, job, "/opt/bin");
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->rendezvous, "");  // the launcher's own folder
+  EXPECT_TRUE(options->rendezvous_readable);
+}
+
 TEST(JobPlanTest, LaysOutMetricsPorts) {
   LaunchRequest r;
   LaunchOptions o;

@@ -15,8 +15,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "core/net/endpoint_check.h"
+#include "launch/claim_watch.h"
 #include "launch/elastic_run.h"
 #include "launch/job_summary.h"
 #include "launch/launch_events.h"
@@ -108,6 +110,15 @@ class Launcher {
   void StopLeftOverReplacements();
   // A replacement this launcher stopped so: logged; true.
   bool StoppedLeftOver(const Child& c);
+  // With replicas, once the servers' endpoints are known: watches each
+  // server's shard in the rendezvous (launch/claim_watch.h).
+  void WatchClaims();
+  // SIGKILL to each server process that runs while another process claimed
+  // its shard (ClaimPoll, when due), logged.
+  void KillSuperseded();
+  // The end of a process KillSuperseded killed: a server death while
+  // training (ServerDied), else logged; nullopt to go on, or the exit code.
+  std::optional<int> SupersededEnded(const Child& c);
   // A replacement refused because its shard's chain is full
   // (kExitNothingToJoin): logged and recorded; true. Not a failure.
   bool NotNeeded(const Child& c);
@@ -150,6 +161,8 @@ class Launcher {
   // Replacements stopped at the job's end (StopLeftOverReplacements): pid →
   // when SIGKILL follows if it still runs (nullopt: sent already).
   std::map<pid_t, std::optional<Clock::time_point>> left_over_;
+  std::optional<ClaimPoll> claims_;  // with replicas and a rendezvous it can read, from the workers' start
+  std::set<pid_t> superseded_;       // killed by KillSuperseded
   std::string phase_ = "starting";
   std::string server_addresses_;  // the shards' endpoints, for workers started later
   Clock::time_point start_ = Clock::now();
@@ -417,6 +430,7 @@ std::optional<int> Launcher::StartWorkers() {
   for (auto& c : table_->children())
     if (c.role == "server") c.endpoint = endpoints[c.index];
   server_addresses_ = addresses;
+  WatchClaims();
   for (int r = 0; r < options_.num_workers; ++r) {
     if (Status st = StartChild("worker", r, "tether-worker", WorkerArgs(r)); !st.ok()) {
       LOG(ERROR) << "[launch] " << st.ToString();
@@ -440,6 +454,7 @@ void Launcher::LogFailure(const Child& c) {
 }
 
 std::optional<int> Launcher::Exited(Child* c) {
+  if (superseded_.count(c->pid) > 0) return SupersededEnded(*c);
   if (c->role == "replacement" && NotNeeded(*c)) return std::nullopt;
   if (c->role == "worker" && WIFEXITED(c->wait_status) && WEXITSTATUS(c->wait_status) == kExitDiverged) {
     LOG(WARNING) << "[launch] " << c->Name() << " finished, but its training loss diverged "
@@ -583,6 +598,56 @@ std::optional<int> Launcher::ServerDied(const Child& c) {
   return std::nullopt;
 }
 
+void Launcher::WatchClaims() {
+  if (!server_deaths_) return;
+  if (!options_.rendezvous_readable) {
+    LOG(INFO) << "[launch] the rendezvous store is a CURVE one, which admits the servers' and workers' keys only: "
+              << "a server process stopped for good is not looked for there";
+    return;
+  }
+  const std::string spec = options_.config_rendezvous ? options_.rendezvous
+                                                      : rendezvous_flag_.substr(std::strlen("--rendezvous="));
+  auto rdzv = Rendezvous::Open(spec);
+  if (!rdzv.ok()) {
+    LOG(WARNING) << "[launch] " << rdzv.status().message() << ": a server process stopped for good is not looked for";
+    return;
+  }
+  ClaimWatch watch(options_.num_servers);
+  for (const Child& c : table_->children())
+    if (c.role == "server" && !c.endpoint.empty()) watch.Watch(c.index, c.index, c.endpoint);
+  claims_.emplace(std::move(*rdzv), options_.job_id, options_.generation, std::move(watch));
+}
+
+void Launcher::KillSuperseded() {
+  table_->ReapExited();  // a process that died meanwhile is judged as such
+  std::vector<bool> running(server_deaths_->num_processes(), false);
+  for (const Child& c : table_->children())
+    if (c.running && c.role != "worker" && !server_deaths_->dead(c.index)) running[c.index] = true;
+  for (const SupersededServer& s : claims_->Poll(Clock::now(), running)) {
+    for (const Child& c : table_->children()) {
+      if (c.role == "worker" || c.index != s.process || !c.running) continue;
+      // A stopped process cannot act on SIGTERM; one cut off from its chain
+      // must not serve on either.
+      LOG(WARNING) << "[launch] " << c.Name() << " still runs, but shard " << s.shard
+                   << "'s rendezvous entry moved from its " << s.endpoint << " to " << s.claimant
+                   << ": another process claimed the shard (this one was stopped or cut off): killing it (SIGKILL); "
+                   << "its end counts as a server death";
+      kill(c.pid, SIGKILL);
+      superseded_.insert(c.pid);
+    }
+  }
+}
+
+std::optional<int> Launcher::SupersededEnded(const Child& c) {
+  if (Training()) return ServerDied(c);
+  // After every worker finished nothing needs its shards any more.
+  (void)server_deaths_->Died(c.index);
+  LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << " after every worker finished; "
+               << WhatItHeld(c) << ", which another process had claimed: the job's result stands";
+  survived_.push_back(c.Name() + " (shard " + std::to_string(c.index) + ")");
+  return std::nullopt;
+}
+
 std::optional<int> Launcher::RunTimers(bool all) {
   const Clock::time_point now = Clock::now();
   while (!held_exits_.empty() && (all || held_exits_.front().judge_at <= now)) {
@@ -604,12 +669,14 @@ std::optional<int> Launcher::RunTimers(bool all) {
     replacements_at_.reset();
     StartReplacements();
   }
+  if (claims_ && claims_->next() <= now) KillSuperseded();
   return std::nullopt;
 }
 
 Clock::time_point Launcher::NextWake(Clock::time_point until) const {
   if (!held_exits_.empty()) until = std::min(until, held_exits_.front().judge_at);
   if (replacements_at_) until = std::min(until, *replacements_at_);
+  if (claims_) until = std::min(until, claims_->next());
   for (const auto& [pid, kill_at] : left_over_)
     if (kill_at) until = std::min(until, *kill_at);
   return until;

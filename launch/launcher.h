@@ -24,7 +24,10 @@
 // failed over before a worker reached it is published there). Once every
 // worker finished, a replacement still joining a shard whose primary
 // exited is stopped (SIGTERM, then SIGKILL after kServerStopGrace) rather
-// than waited for (ServerDeaths' LeftOverReplacements).
+// than waited for (ServerDeaths' LeftOverReplacements). A server process
+// whose shard another process claimed in the rendezvous while it still
+// runs (stopped, or cut off: launch/claim_watch.h, read every 500 ms) is
+// killed (SIGKILL) and its end judged as a server death.
 //
 // Ownership: a Launcher owns its children (process_table.h), its folder
 // (temp_dir.h, removed when it is destroyed) and its signal handling
@@ -33,6 +36,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -78,11 +82,23 @@ struct LaunchOptions {
   // shard's primary) through the rendezvous: cluster.rendezvous when the
   // config names one, else a folder of the launcher's own.
   bool config_rendezvous = false;
+  // With replicas, what the launcher reads in the rendezvous to find a
+  // server process whose shard another process claimed while it runs (it
+  // was stopped, or cut off), which it kills and counts as dead
+  // (launch/claim_watch.h): cluster.rendezvous ("" for the launcher's
+  // folder), the job id and generation the entries are published under,
+  // and whether it can read them (not a CURVE store, which admits only the
+  // servers' and workers' keys).
+  std::string rendezvous;
+  std::string job_id;
+  uint64_t generation = 0;
+  bool rendezvous_readable = true;
 };
 
 /// Runs the job once with `options` (checked by the caller, launch/job_plan.h)
 /// and returns the process exit code: 0 success (also after server
-/// processes died whose shards their replicas or replacements serve); 1 a
+/// processes died, or were killed once another process claimed their
+/// shard, whose shards their replicas or replacements serve); 1 a
 /// child failed, the servers did not exit after the workers, the metrics
 /// file is missing, or
 /// a start-up error; 3 a worker's loss diverged (train.fail_on_divergence);

@@ -43,6 +43,7 @@ int RunWithRestarts(LaunchOptions options, const RestartPolicy& policy) {
       options.forwarded = forwarded;
       if (!policy.resume_from.empty()) options.forwarded.push_back("--resume_from=" + policy.resume_from);
       options.forwarded.push_back("--generation=" + std::to_string(generation));
+      options.generation = generation;
       const auto left = total_timeout - std::chrono::duration_cast<std::chrono::seconds>(
                                             std::chrono::steady_clock::now() - job_start);
       if (left <= std::chrono::seconds(0)) {
@@ -77,6 +78,7 @@ int RunWithRestarts(LaunchOptions options, const RestartPolicy& policy) {
     options.forwarded = forwarded;
     options.forwarded.push_back("--resume_from=" + *ckpt);
     options.forwarded.push_back("--generation=" + std::to_string(generation));
+    options.generation = generation;
     const auto left = total_timeout - std::chrono::duration_cast<std::chrono::seconds>(
                                           std::chrono::steady_clock::now() - job_start);
     if (left <= std::chrono::seconds(0)) {
