@@ -52,6 +52,14 @@
 #          processes, the launcher exits 0 and total_samples is exactly
 #          20 × 4,880 (20 epochs: the job outlasts the replacements
 #          catching up).
+#   launch_stop  the launch_kill job over 20 epochs; SIGSTOP server 0's
+#          process after a worker logs epoch 2, never SIGCONT: server 1
+#          claims shard 0 and publishes its port in the rendezvous; the
+#          launcher finds the entry moved while server 0 still runs, kills it
+#          (SIGKILL), judges it as a death (shard 0 served by server 1's
+#          replica) and starts replacements for shards 0 and 2, which catch
+#          up; it exits 0,
+#          total_samples is exactly 20 × 4,880 and no child is left.
 #   ondemand  the kill mode's job with data on demand (shard 0's job
 #          coordinator deals the chunks): after the failover no chunk is
 #          dealt twice or lost: total_samples is exact.
@@ -100,12 +108,13 @@ fail_lines=25
 # short) and for join's two copies; 5 where only the exact sample count is (the
 # kill comes after epoch 3, and the workers wait for the claim), also
 # launch_kill, whose replacements may still be joining when the job ends
-# (the launcher stops them then). (declined
+# (the launcher stops them then), and launch_stop, where the replacements
+# start once the stopped server's shard was claimed. (declined
 # fails the job: 8 or 5 take the same time.)
 epochs=8
 case "$mode" in
   pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
-  join | launch_replace) epochs=20 ;;
+  join | launch_replace | launch_stop) epochs=20 ;;
   chain | chain_curve) epochs=10 ;;
   launch_chain) epochs=20 ;;
 esac
@@ -467,6 +476,29 @@ launch_chain)
   exact_samples
   echo "total_samples $total; 3 replacements, every chain back at three"
   grep -h "replies wait for it from now on" "$tmp/launch.log" | sed 's/^.*\] \[/[/' | head -6
+  ;;
+launch_stop)
+  start_launcher 2
+  launched_server 0
+  victim=$spid
+  # A stopped process outlives its parent: whatever happens, it is killed.
+  trap 'if [ "$(ps -o comm= -p "$victim" 2>/dev/null)" = tether-server ]; then kill -9 "$victim"; fi; tether_test_cleanup' EXIT
+  kill -STOP "$victim"
+  poll 100 grep -q '^State:[[:space:]]*T' "/proc/$victim/status" || fail "server 0 did not stop"
+  wait_log "$tmp/launch.log" "server 0 (pid $victim) still runs, but shard 0's rendezvous entry moved from its tcp://[0-9.:]* to tcp://[0-9.:]*: another process claimed the shard .*killing it (SIGKILL)" 600
+  wait_log "$tmp/launch.log" "server 0 (pid $victim) was killed by signal 9.*shard 0 is served by server 1's replica now" 200
+  for s in 0 2; do
+    wait_log "$tmp/launch.log" "started a replacement for server process 0: joins shard $s as its replica" 200
+    wait_log "$tmp/launch.log" "caught up with shard $s's primary" 1200
+  done
+  launcher_exit_zero "server 0 was stopped for good"
+  grep -q "claimed shard 0" "$tmp/launch.log" || fail "server 1 did not log its claim of shard 0"
+  ! grep -q "still running .* after the last worker finished" "$tmp/launch.log" || fail "the launcher waited for server 0"
+  exited "$victim" || fail "server 0 outlived the launcher"
+  launched_children_reaped "$tmp/launch.log"
+  exact_samples
+  echo "total_samples $total"
+  grep -h "still runs, but shard\|shard 0 is served by\|started a replacement" "$tmp/launch.log" | sed 's/^.*\] \[/[/' | head -4
   ;;
 launch_replace)
   start_launcher 2
