@@ -639,6 +639,7 @@ void Launcher::KillSuperseded() {
 }
 
 std::optional<int> Launcher::SupersededEnded(const Child& c) {
+  superseded_.erase(c.pid);  // reaped: its pid may name another process later
   if (Training()) return ServerDied(c);
   // After every worker finished nothing needs its shards any more.
   (void)server_deaths_->Died(c.index);
