@@ -368,7 +368,7 @@ server_stop|server_stop_no_dir)
   # learn it from them.
   worker_dir=()
   if [ "$mode" = server_stop ]; then job+=(--checkpoint_dir="$tmp/ck"); else worker_dir=(--checkpoint_dir="$tmp/ck"); fi
-  flags=("${job[@]}" --staleness=2 --slowdown=20 --slowdown_rank=1 --progress_every_s=1)
+  flags=("${job[@]}" --staleness=2 --slowdown=200 --slowdown_rank=1 --progress_every_s=1)
   start_servers 2
   start_worker 0 "$tmp/worker0.log" "${worker_dir[@]}"
   w0=$started
