@@ -25,150 +25,13 @@
 #include "launch/port_file.h"
 #include "launch/process_table.h"
 #include "launch/server_deaths.h"
+#include "launch/launcher_run.h"
 #include "launch/temp_dir.h"
 #include "replication/chain_view.h"
 #include "worker/trainer.h"
 
 namespace tether {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// How long each bounded wait of the launcher lasts. Not flags: they bound
-// local process start-up and shutdown, not training, which --timeout_s covers.
-constexpr std::chrono::seconds kPortFileWait{30};     // server start → port file written
-constexpr std::chrono::seconds kServerExitWait{60};   // last worker done → servers gone
-constexpr std::chrono::seconds kWorkerStopGrace{3};   // workers: SIGTERM → BYE → exit (≈ 1 s)
-constexpr std::chrono::seconds kServerStopGrace{2};   // then servers: SIGTERM → exit (≈ 0.1 s)
-constexpr std::chrono::seconds kKillWait{5};          // SIGKILL → reaped
-constexpr std::chrono::seconds kStatusEvery{10};      // progress line period
-constexpr std::chrono::milliseconds kPortFilePoll{200};  // only where inotify is unavailable
-constexpr std::chrono::milliseconds kCauseSettle{300};  // a failure by exit code: how long a signalled death may still surface as its cause
-// A server that exits by itself (a code, not a signal) while training is
-// judged this much later: a worker whose ABORT ended it exits meanwhile
-// (its ABORTs take at most 1 s), and then the job failed on that worker.
-constexpr std::chrono::seconds kAbortSettle{3};
-// A survived death's replacements start this much later: a primary probes
-// its replica's connection every 100 ms, and refuses a joining process
-// while it still counts its old replica.
-constexpr std::chrono::seconds kReplacementDelay{1};
-// The launcher logs the config in force once for the job (tools/launch_main.cc).
-constexpr const char* kChildLogConfig = "--log_config=false";
-
-class Launcher {
- public:
-  explicit Launcher(const LaunchOptions& options) : options_(options) {}
-  ~Launcher();
-
-  int Run();
-
- private:
-  int RunJob();
-  int RunInProcess();
-  Status Setup();
-  Status StartChild(const std::string& role, int index, const std::string& binary, std::vector<std::string> args);
-
-  // Waits until a signal arrives, the folder changes, or `until` (whichever
-  // is first), then reaps every child that exited and prints the progress
-  // line when due.
-  void Pump(Clock::time_point until);
-  void PrintStatusLine();
-  int Live(const std::string& role) const { return table_ ? table_->Live(role) : 0; }
-  int Live() const { return table_ ? table_->Live() : 0; }
-  // Workers still train (as of the last reap): a server's shard is needed.
-  bool Training() const { return phase_ == "training" && Live("worker") > 0; }
-
-  // SIGTERM to the workers, up to kWorkerStopGrace (each says BYE, so the
-  // servers stop waiting for it), then to the servers, up to
-  // kServerStopGrace, then SIGKILL to the group and up to kKillWait. A second
-  // stop signal meanwhile skips straight to SIGKILL.
-  void Teardown(const std::string& why);
-
-  // Phases; each returns the exit code to end with, or nullopt to go on.
-  std::optional<int> StartServers();
-  std::optional<int> WaitForPortFiles(std::vector<std::string>* endpoints);
-  std::optional<int> StartWorkers();
-  std::optional<int> Monitor();
-  // A child that exited while training: nullopt to go on, or the exit code.
-  std::optional<int> Exited(Child* c);
-  // With replicas: a server process (or a replacement) that failed while
-  // training; nullopt when its shards live on in other processes (the
-  // replacements it calls for started), else 1 (the job stopped).
-  std::optional<int> ServerDied(const Child& c);
-  // Judges the server exits held back (kAbortSettle) whose time came, all
-  // of them with `all`, and starts the replacements due: nullopt to go on,
-  // or the exit code.
-  std::optional<int> RunTimers(bool all);
-  // The earliest of `until` and the timers RunTimers runs.
-  Clock::time_point NextWake(Clock::time_point until) const;
-  // Starts a replacement per replica each shard's chain lacks, up to
-  // --max_replacements over the job.
-  void StartReplacements();
-  // Once every worker finished: SIGTERM to each replacement that does not
-  // serve its shard and whose shard's serving process exited
-  // (LeftOverReplacements), logged; SIGKILL after kServerStopGrace.
-  void StopLeftOverReplacements();
-  // A replacement this launcher stopped so: logged; true.
-  bool StoppedLeftOver(const Child& c);
-  // With replicas, once the servers' endpoints are known: watches each
-  // server's shard in the rendezvous (launch/claim_watch.h).
-  void WatchClaims();
-  // SIGKILL to each server process that runs while another process claimed
-  // its shard (ClaimPoll, when due), logged.
-  void KillSuperseded();
-  // The end of a process KillSuperseded killed: a server death while
-  // training (ServerDied), else logged; nullopt to go on, or the exit code.
-  std::optional<int> SupersededEnded(const Child& c);
-  // A replacement refused because its shard's chain is full
-  // (kExitNothingToJoin): logged and recorded; true. Not a failure.
-  bool NotNeeded(const Child& c);
-  // A replacement that ended without need of more: exit 0 while training
-  // (its shard ended), or a failure after every worker finished of one that
-  // never served. True when logged and recorded; false: judge it as any child.
-  bool ReplacementEnded(const Child& c);
-  // "it was shard 0 at tcp://..." or "it joined shard 2 as its replica".
-  std::string WhatItHeld(const Child& c) const;
-  // A replacement serving the shard it joined (it claimed it).
-  bool ServesItsShard(const Child& c) const {
-    return server_deaths_ && server_deaths_->Serving(server_deaths_->CopyOf(c.index)) == c.index;
-  }
-  void LogFailure(const Child& c);
-  std::optional<int> Interrupted(const std::string& phase);
-  // --metrics_port (and --metrics_sd_file) of one child.
-  void AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const;
-  std::vector<std::string> WorkerArgs(int rank) const;
-  int PrintSummary();
-
-  const LaunchOptions& options_;
-  std::unique_ptr<ProcessTable> table_;  // made once the signal mask is known
-  LaunchEvents events_;
-  ElasticRun elastic_{options_.elastic, options_.num_workers, ""};
-  std::string tmp_dir_;
-  int devnull_fd_ = -1;
-  bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
-  std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
-  std::vector<std::string> partial_eval_;  // the evaluator, when it exited kExitPartialEval
-  std::optional<ServerDeaths> server_deaths_;  // with replicas, from the servers' start
-  std::vector<std::string> survived_;  // server processes that died while their shards went on
-  std::string rendezvous_flag_;  // with replicas: --rendezvous=file:DIR of the launcher's folder, or "" (the config's)
-  struct HeldExit {
-    Child child;  // a copy: the table's records move when a child starts
-    Clock::time_point judge_at;
-  };
-  std::vector<HeldExit> held_exits_;  // servers that exited by themselves while training, not judged yet
-  std::optional<Clock::time_point> replacements_at_;  // when the replacements a death calls for start
-  std::map<int, std::string> left_by_;  // shard whose chain is short → the process whose death left it so
-  // Replacements stopped at the job's end (StopLeftOverReplacements): pid →
-  // when SIGKILL follows if it still runs (nullopt: sent already).
-  std::map<pid_t, std::optional<Clock::time_point>> left_over_;
-  std::optional<ClaimPoll> claims_;  // with replicas and a rendezvous it can read, from the workers' start
-  std::set<pid_t> superseded_;       // killed by KillSuperseded
-  std::string phase_ = "starting";
-  std::string server_addresses_;  // the shards' endpoints, for workers started later
-  Clock::time_point start_ = Clock::now();
-  Clock::time_point deadline_;
-  Clock::time_point next_status_;
-};
+namespace launch_run {
 
 Launcher::~Launcher() {
   // Run() tears down on every path; this is the last line of defence for the
@@ -441,13 +304,6 @@ std::optional<int> Launcher::StartWorkers() {
   return std::nullopt;
 }
 
-std::string Launcher::WhatItHeld(const Child& c) const {
-  if (c.role == "replacement" && server_deaths_)
-    return "it joined shard " + std::to_string(server_deaths_->CopyOf(c.index)) + " as its replica";
-  if (c.role == "server") return "it was shard " + std::to_string(c.index) + (c.endpoint.empty() ? "" : " at " + c.endpoint);
-  return "";
-}
-
 void Launcher::LogFailure(const Child& c) {
   const std::string held = c.role == "worker" || (c.role == "server" && c.endpoint.empty()) ? "" : WhatItHeld(c);
   LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded() << (held.empty() ? "" : "; " + held);
@@ -511,144 +367,6 @@ std::optional<int> Launcher::Exited(Child* c) {
   return std::nullopt;
 }
 
-bool Launcher::NotNeeded(const Child& c) {
-  if (!WIFEXITED(c.wait_status) || WEXITSTATUS(c.wait_status) != kExitNothingToJoin || !server_deaths_) return false;
-  // Its shard's primary counts every replica it wants: a process this
-  // launcher did not start filled the chain. Not a death: it held nothing.
-  // A primary that has not noticed the death yet says so too: asked again
-  // a few times.
-  const int shard = server_deaths_->CopyOf(c.index);
-  const bool again = server_deaths_->NotNeeded(c.index);
-  LOG(WARNING) << "[launch] " << c.Name() << " exited with code " << kExitNothingToJoin << ": shard " << shard
-               << "'s primary says its chain has all cluster.replicas=" << options_.replicas
-               << " replicas; it was not needed"
-               << (again ? "; another replacement asks again in " + std::to_string(kReplacementDelay.count()) + " s"
-                         : "; shard " + std::to_string(shard) + " gets no other replacement until its chain changes (" +
-                               std::to_string(ServerDeaths::kFullRefusals) + " refused so)");
-  if (again && !replacements_at_) replacements_at_ = Clock::now() + kReplacementDelay;
-  return true;
-}
-
-bool Launcher::ReplacementEnded(const Child& c) {
-  if (StoppedLeftOver(c)) return true;
-  if (c.Succeeded() && Training()) {
-    // Its primary ended the shard (the job ends, or failed on a worker):
-    // not a death that loses a holder of a running shard.
-    LOG(INFO) << "[launch] " << c.Name() << " exited with code 0: shard " << server_deaths_->CopyOf(c.index)
-              << " ended on its primary";
-    return true;
-  }
-  if (!c.Succeeded() && !Training() && !ServesItsShard(c)) {
-    // After the workers finished, a copy that never served is not needed.
-    LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << " after every worker finished; "
-                 << WhatItHeld(c) << " and never served it: the job's result stands";
-    return true;
-  }
-  return false;
-}
-
-void Launcher::StopLeftOverReplacements() {
-  if (!server_deaths_ || Live("worker") > 0 || Live("replacement") == 0) return;
-  std::vector<bool> running(server_deaths_->num_processes(), false);
-  for (const Child& c : table_->children())
-    if (c.running && c.role != "worker") running[c.index] = true;
-  for (int process : LeftOverReplacements(*server_deaths_, running)) {
-    for (const Child& c : table_->children()) {
-      if (c.role != "replacement" || c.index != process || !c.running || left_over_.count(c.pid) > 0) continue;
-      const int shard = server_deaths_->CopyOf(process);
-      const int serving = server_deaths_->Serving(shard);
-      LOG(INFO) << "[launch] stopping " << c.Name() << " (SIGTERM): every worker finished and shard " << shard
-                << "'s primary" << (serving >= 0 ? " (" + server_deaths_->ProcessName(serving) + ")" : "")
-                << " exited; " << WhatItHeld(c) << " and the job ended before it caught up or claimed it";
-      kill(c.pid, SIGTERM);
-      left_over_[c.pid] = Clock::now() + kServerStopGrace;
-    }
-  }
-}
-
-bool Launcher::StoppedLeftOver(const Child& c) {
-  if (left_over_.count(c.pid) == 0) return false;
-  LOG(INFO) << "[launch] " << c.Name() << " " << c.HowItEnded() << " as stopped at the job's end; "
-            << WhatItHeld(c) << " and never served it: the job's result stands";
-  return true;
-}
-
-std::optional<int> Launcher::ServerDied(const Child& c) {
-  const ServerDeathVerdict verdict = server_deaths_->Died(c.index);
-  const std::string what = DescribeServerDeath(verdict, *server_deaths_);
-  if (!verdict.survivable) {
-    LogFailure(c);
-    LOG(ERROR) << "[launch] " << what << " (cluster.replicas=" << options_.replicas << ")";
-    Teardown(c.Name() + " failed");
-    return 1;
-  }
-  // Its replica noticed the closed connection and claimed the shard; the
-  // workers follow it.
-  const int replacements_live = Live("replacement");
-  LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << "; " << WhatItHeld(c) << ": " << what
-               << " (cluster.replicas=" << options_.replicas << "); the job goes on with " << Live("server") << " of "
-               << options_.num_servers << " server process(es)"
-               << (replacements_live > 0 ? " and " + std::to_string(replacements_live) + " replacement(s)" : "");
-  const std::string dead = (c.role == "server" ? "server process " : "replacement ") + std::to_string(c.index);
-  for (int shard : verdict.short_chains) left_by_[shard] = dead;
-  if (!replacements_at_) replacements_at_ = Clock::now() + kReplacementDelay;
-  survived_.push_back(c.Name() + " (shard " +
-                      std::to_string(c.role == "server" ? c.index : server_deaths_->CopyOf(c.index)) +
-                      (c.role == "server" ? ")" : "'s replica)"));
-  return std::nullopt;
-}
-
-void Launcher::WatchClaims() {
-  if (!server_deaths_) return;
-  if (!options_.rendezvous_readable) {
-    LOG(INFO) << "[launch] the rendezvous store is a CURVE one, which admits the servers' and workers' keys only: "
-              << "a server process stopped for good is not looked for there";
-    return;
-  }
-  const std::string spec = options_.config_rendezvous ? options_.rendezvous
-                                                      : rendezvous_flag_.substr(std::strlen("--rendezvous="));
-  auto rdzv = Rendezvous::Open(spec);
-  if (!rdzv.ok()) {
-    LOG(WARNING) << "[launch] " << rdzv.status().message() << ": a server process stopped for good is not looked for";
-    return;
-  }
-  ClaimWatch watch(options_.num_servers);
-  for (const Child& c : table_->children())
-    if (c.role == "server" && !c.endpoint.empty()) watch.Watch(c.index, c.index, c.endpoint);
-  claims_.emplace(std::move(*rdzv), options_.job_id, options_.generation, std::move(watch));
-}
-
-void Launcher::KillSuperseded() {
-  table_->ReapExited();  // a process that died meanwhile is judged as such
-  std::vector<bool> running(server_deaths_->num_processes(), false);
-  for (const Child& c : table_->children())
-    if (c.running && c.role != "worker" && !server_deaths_->dead(c.index)) running[c.index] = true;
-  for (const SupersededServer& s : claims_->Poll(Clock::now(), running)) {
-    for (const Child& c : table_->children()) {
-      if (c.role == "worker" || c.index != s.process || !c.running) continue;
-      // A stopped process cannot act on SIGTERM; one cut off from its chain
-      // must not serve on either.
-      LOG(WARNING) << "[launch] " << c.Name() << " still runs, but shard " << s.shard
-                   << "'s rendezvous entry moved from its " << s.endpoint << " to " << s.claimant
-                   << ": another process claimed the shard (this one was stopped or cut off): killing it (SIGKILL); "
-                   << "its end counts as a server death";
-      kill(c.pid, SIGKILL);
-      superseded_.insert(c.pid);
-    }
-  }
-}
-
-std::optional<int> Launcher::SupersededEnded(const Child& c) {
-  superseded_.erase(c.pid);  // reaped: its pid may name another process later
-  if (Training()) return ServerDied(c);
-  // After every worker finished nothing needs its shards any more.
-  (void)server_deaths_->Died(c.index);
-  LOG(WARNING) << "[launch] " << c.Name() << " " << c.HowItEnded() << " after every worker finished; "
-               << WhatItHeld(c) << ", which another process had claimed: the job's result stands";
-  survived_.push_back(c.Name() + " (shard " + std::to_string(c.index) + ")");
-  return std::nullopt;
-}
-
 std::optional<int> Launcher::RunTimers(bool all) {
   const Clock::time_point now = Clock::now();
   while (!held_exits_.empty() && (all || held_exits_.front().judge_at <= now)) {
@@ -681,42 +399,6 @@ Clock::time_point Launcher::NextWake(Clock::time_point until) const {
   for (const auto& [pid, kill_at] : left_over_)
     if (kill_at) until = std::min(until, *kill_at);
   return until;
-}
-
-void Launcher::StartReplacements() {
-  // Workers that exited since the last look count as gone (their exits are
-  // still judged in order): a replacement for a job whose workers all left
-  // would only be stopped again.
-  table_->ReapExited();
-  if (Live("worker") == 0) return;  // the job is ending: nothing to copy for
-  const ReplacementPlan plan = server_deaths_->PlanReplacements(options_.max_replacements);
-  for (int shard : plan.start) {
-    const std::string dead = left_by_.count(shard) > 0 ? left_by_[shard] : "a dead server process";
-    const int process = server_deaths_->Replaced(shard);
-    std::vector<std::string> args = {"--config=" + options_.config_path, "--join_as_replica",
-                                     "--shard=" + std::to_string(shard), "--listen=tcp://127.0.0.1:0",
-                                     kChildLogConfig};
-    if (!rendezvous_flag_.empty()) args.push_back(rendezvous_flag_);
-    AddMetricsFlags("replacement", process, &args);
-    args.insert(args.end(), options_.forwarded.begin(), options_.forwarded.end());
-    if (Status st = StartChild("replacement", process, "tether-server", std::move(args)); !st.ok()) {
-      LOG(ERROR) << "[launch] could not start a replacement for " << dead << " to join shard " << shard << ": "
-                 << st.ToString() << "; shard " << shard << " goes on one replica short";
-      (void)server_deaths_->Died(process);  // it never ran
-      continue;
-    }
-    LOG(WARNING) << "[launch] started a replacement for " << dead << ": joins shard " << shard
-                 << " as its replica (replacement " << process << ", " << server_deaths_->replacements_started()
-                 << " of at most " << options_.max_replacements << " over the job, --max_replacements; shard "
-                 << shard << "'s chain with it: " << server_deaths_->Holders(shard).size() << " of "
-                 << options_.replicas + 1 << " processes)";
-  }
-  if (plan.over_limit.empty()) return;
-  std::string shards;
-  for (int shard : plan.over_limit) shards += (shards.empty() ? "" : ", ") + std::to_string(shard);
-  LOG(WARNING) << "[launch] " << server_deaths_->replacements_started() << " replacement(s) started over the job, "
-               << "the most --max_replacements=" << options_.max_replacements << " allows: shard(s) " << shards
-               << " go on short of cluster.replicas=" << options_.replicas << " replicas";
 }
 
 std::optional<int> Launcher::Monitor() {
@@ -816,10 +498,10 @@ int Launcher::RunJob() {
   return PrintSummary();
 }
 
-}  // namespace
+}  // namespace launch_run
 
 int RunLaunch(const LaunchOptions& options) {
-  Launcher launcher(options);
+  launch_run::Launcher launcher(options);
   return launcher.Run();
 }
 
