@@ -3,7 +3,7 @@
 # 127.0.0.1), as on several hosts; Bibtex. Every process is bounded by
 # `timeout` and reaped; no fixed sleep waits for an event (logs are polled
 # with a bound).
-#   exact    1 server, 1 worker, BSP, 3 epochs: SIGTERM the worker during
+#   exact    1 server, 1 worker, BSP, 8 epochs: SIGTERM the worker during
 #            epoch 2 (mid-epoch, a whole epoch left after it); it
 #            checkpoints and leaves; a new server and worker resume from the
 #            checkpoint. The final model (the final checkpoint's shard file,
@@ -89,7 +89,9 @@ PY2
 
 case "$mode" in
   exact|exact_bf16|exact_budget|exact_dc|exact_tfidf)
-    flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=0 --epochs=3 --checkpoint_keep_last=2)
+    # 8 epochs: the stop lands well before the end (an epoch of this job
+    # can take under 0.2 s).
+    flags=(--config=tests/data/bibtex_fixed.pbtxt --staleness=0 --epochs=8 --checkpoint_keep_last=2)
     [ "$mode" = exact_bf16 ] && flags+=(--wire=bf16)
     [ "$mode" = exact_dc ] && flags+=(--delay_compensation=100)
     [ "$mode" = exact_tfidf ] && flags+=(--tf_idf=true --normalize_rows=true)
@@ -105,7 +107,7 @@ case "$mode" in
     [ "$codes" = "0 0" ] || fail "uninterrupted run exited $codes"
     # The same job, stopped with SIGTERM during epoch 2.
     start_job part 1 1 "${flags[@]}" --checkpoint_dir="$tmp/ck"
-    poll 600 grep -qs "epoch 1/3" "$tmp/part-worker0.log" || fail "never reached epoch 2"
+    poll 600 grep -qs "epoch 1/8" "$tmp/part-worker0.log" || fail "never reached epoch 2"
     victim=$(worker_pid "${worker_pids[0]}")
     kill -TERM "$victim"
     wait_codes "${worker_pids[@]}" "${server_pids[@]}"
@@ -415,12 +417,13 @@ PY2
     ;;
   restart_early)
     # A server dies before the first checkpoint is complete: the launcher
-    # starts the job over (never "no such checkpoint directory").
-    timeout -k 5 160 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --epochs=2 --checkpoint_dir="$tmp/early" \
+    # starts the job over (never "no such checkpoint directory"). 10 epochs:
+    # the kill lands well before the end.
+    timeout -k 5 160 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --epochs=10 --checkpoint_dir="$tmp/early" \
       --checkpoint_every_clocks=100000 --max_restarts=1 --metrics_out="$tmp/early.json" > "$tmp/early.log" 2>&1 &
     launcher=$!
     pids+=($launcher)
-    poll 1200 grep -q "\[worker 0\] epoch 1/2" "$tmp/early.log" || fail "worker 0 never finished epoch 1"
+    poll 1200 grep -q "\[worker 0\] epoch 1/10" "$tmp/early.log" || fail "worker 0 never finished epoch 1"
     [ -z "$(find "$tmp/early" -name MANIFEST 2>/dev/null)" ] || fail "a checkpoint was complete before the kill"
     lpid=$(pgrep -P "$launcher" tether-launch || echo "$launcher")
     victim=$(pgrep -P "$lpid" -f "tether-server.*--shard=0 " | head -1 || true)
@@ -434,7 +437,7 @@ PY2
       fail "the launcher did not say it starts over"
     ! grep -q "no such checkpoint directory" "$tmp/early.log" || fail "the launcher looked for a checkpoint"
     total=$(metric "$tmp/early.json" total_samples)
-    [ "$total" = 9760 ] || fail "the restarted job trained $total rows, expected 2 epochs x 4880 = 9760"
+    [ "$total" = 48800 ] || fail "the restarted job trained $total rows, expected 10 epochs x 4880 = 48800"
     echo "server 0 killed in epoch 2 before any checkpoint: restarted from the start, $total rows"
     echo "PASS"
     ;;
