@@ -19,7 +19,7 @@
 #            at the removal, waiting in its socket) and exits non-zero with
 #            "removed: silent for N ms at clock C (cluster.worker_timeout_ms=
 #            1500)", not "shard gone", and does not abort the job.
-#   failed_after_bye  1 server, 3 workers, the static split, 2 epochs,
+#   failed_after_bye  1 server, 3 workers, the static split, 6 epochs,
 #            cluster.worker_timeout_ms 1.5 s: worker 2 is SIGKILLed in its
 #            second epoch and never comes back; the shard removes it, the
 #            barrier lets workers 0 and 1 through, they evaluate, worker 1
@@ -90,13 +90,13 @@ removed)
   grep -Eo "$why" "$tmp/w1.log" | head -n 1
   ;;
 failed_after_bye)
-  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=3 --epochs=2 --seed=5 --minibatch_size=32
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=3 --epochs=6 --seed=5 --minibatch_size=32
          --request_timeout_ms=30000 --worker_timeout_ms=1500)
   start_servers 1
   start_worker 0 "$tmp/w0.log" --metrics_out="$tmp/m.json"; w0=$started
   start_worker 1 "$tmp/w1.log"; w1=$started
   start_worker 2 "$tmp/w2.log"; w2=$started
-  poll 1200 grep -q "epoch 1/2" "$tmp/w2.log" || fail "worker 2 never finished an epoch"
+  poll 1200 grep -q "epoch 1/6" "$tmp/w2.log" || fail "worker 2 never finished an epoch"
   kill -9 "$(worker_pid "$w2")"
   wait "$w2" 2>/dev/null || true
   declare -A rcs
