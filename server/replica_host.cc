@@ -93,7 +93,10 @@ void ReplicaHost::PublishClaim() {
   SocketOptions store;
   if (c.rendezvous().rfind("tcp://", 0) == 0) store.curve = curve_;
   auto rdzv = Rendezvous::Open(c.rendezvous(), store);
-  Status st = rdzv.ok() ? PublishServer(rdzv->get(), JobId(config_), c.generation(), shard_, advertised_, 3000)
+  // The entry names the primary this copy claimed the shard from: replaced
+  // even when that process answers (one stopped and continued steps down).
+  Status st = rdzv.ok() ? PublishServer(rdzv->get(), JobId(config_), c.generation(), shard_, advertised_, 3000, "",
+                                        primary_endpoint_)
                         : rdzv.status();
   if (st.ok())
     LOG(INFO) << log_prefix_ << "published " << advertised_ << " as shard " << shard_ << " in rendezvous "

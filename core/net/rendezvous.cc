@@ -385,7 +385,8 @@ std::string EntryOwnerLine(const std::string& endpoint, const std::string& start
 }
 
 Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
-                     const std::string& endpoint, int timeout_ms, const std::string& start_id) {
+                     const std::string& endpoint, int timeout_ms, const std::string& start_id,
+                     const std::string& superseded) {
   const RendezvousKey key{job_id, generation, ServerEntryName(shard)};
   const RendezvousKey owner_key{job_id, generation, ServerEntryName(shard) + ".owner"};
   // An entry another process holds is replaced only once that process no
@@ -393,7 +394,10 @@ Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t gener
   // job id, a generation and a rendezvous must not take each other's
   // workers.
   StatusOr<std::vector<std::string>> current = rdzv->WaitAll({key}, 0, nullptr);
-  if (current.ok() && (*current)[0] != endpoint) {
+  if (current.ok() && !superseded.empty() && (*current)[0] == superseded && superseded != endpoint) {
+    LOG(INFO) << "rendezvous " << rdzv->spec() << ": entry " << key.ToString() << " names " << superseded
+              << ", the primary whose shard this process claimed: replacing it";
+  } else if (current.ok() && (*current)[0] != endpoint) {
     const std::string held = (*current)[0];
     if (EndpointAnswers(held, kOwnerProbeMs)) {
       StatusOr<std::vector<std::string>> owner = rdzv->WaitAll({owner_key}, 0, nullptr);

@@ -115,12 +115,15 @@ class Rendezvous {
 /// endpoint, time). An entry that already names another endpoint is
 /// replaced only when no process answers there within 2 s
 /// (EndpointAnswers: the process that published it crashed), with a
-/// warning; while one does, nothing is written.
+/// warning; while one does, nothing is written. An entry naming
+/// `superseded` (non-empty: the primary whose shard a copy claimed, which
+/// steps down even if it answers now) is replaced without the probe.
 /// Errors: FailedPrecondition "rendezvous SPEC: entry JOB/GEN/server-S is
 /// already held by a live process (pid P on host H, ..., at ENDPOINT, since
 /// T): this server ... does not replace it; ..."; as Rendezvous::Set.
 Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
-                     const std::string& endpoint, int timeout_ms, const std::string& start_id = "");
+                     const std::string& endpoint, int timeout_ms, const std::string& start_id = "",
+                     const std::string& superseded = "");
 
 /// Waits for the endpoints of shards 0 .. num_servers-1 of (job_id,
 /// generation), in shard order. Each must be a tcp:// or ipc:// endpoint.

@@ -288,6 +288,36 @@ TEST(RendezvousTest, AnEntryALiveProcessHoldsIsNeverReplaced) {
   std::filesystem::remove_all(dir);
 }
 
+// A copy that claimed a shard replaces the entry of the primary it claimed
+// it from even while that process answers (one stopped and continued
+// answers until it steps down), and only that entry: one naming any other
+// live process stays.
+TEST(RendezvousTest, AClaimReplacesTheSupersededPrimarysEntryOnly) {
+  const std::string dir = TempDir();
+  auto rdzv = Rendezvous::Open("file:" + dir);
+  ASSERT_TRUE(rdzv.ok());
+  zmq::context_t ctx;
+  std::string primary, other;
+  auto live = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &primary);
+  auto live_other = BindRouter(ctx, "tcp://127.0.0.1:0", SocketOptions{}, &other);
+  ASSERT_TRUE(live.ok() && live_other.ok());
+  ASSERT_TRUE(PublishServer(rdzv->get(), "j", 0, 0, primary, 5000).ok());
+  // The primary answers (a probe would find it live and refuse).
+  ASSERT_TRUE(PublishServer(rdzv->get(), "j", 0, 0, "tcp://127.0.0.1:2", 5000, "", primary).ok());
+  auto got = LookupServers(rdzv->get(), "j", 0, 1, 1000, nullptr);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0], "tcp://127.0.0.1:2");
+  // Shard 1's entry names another live process: a claim from `primary`
+  // does not replace it.
+  ASSERT_TRUE(PublishServer(rdzv->get(), "j", 0, 1, other, 5000).ok());
+  const Status st = PublishServer(rdzv->get(), "j", 0, 1, "tcp://127.0.0.1:3", 5000, "", primary);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.message();
+  got = LookupServers(rdzv->get(), "j", 0, 2, 1000, nullptr);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[1], other);
+  std::filesystem::remove_all(dir);
+}
+
 // The store's bounds: an entry above 4 KiB is refused before it is sent;
 // a raw client past a bound gets an error reply naming it; a frame above the
 // listener's 16 KiB costs its sender the connection, not the store memory.
