@@ -273,7 +273,7 @@ ReplicaHost::Step ReplicaHost::DrainPrimary(Status* result) {
 
 ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status* result) {
   *result = Status::OK();
-  while (true) {
+  while (batch->size() < kMaxEntriesPerTurn) {
     Message m;
     Status st = RecvMessage(dealer_, &m, nullptr);
     if (st.code() == Status::Code::kUnavailable) return Step::kGoOn;
@@ -292,6 +292,11 @@ ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status
         if (*result = TakeStatePart(m); !result->ok()) return Step::kEnded;
         break;
       case SHUTDOWN:
+        // The job failed: this copy ends with its reason, not as a shard
+        // that finished.
+        if (m.header.has_job_abort() && !m.header.job_abort().reason().empty())
+          *result = Status::Unavailable(log_prefix_ + "shard " + std::to_string(shard_) +
+                                        " ended on its primary, which failed: " + m.header.job_abort().reason());
         return Step::kEnded;
       case REPLICATE_ACK:
         if (m.header.replicate_ack().refused()) {
@@ -306,6 +311,7 @@ ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status
         break;  // the primary's connection probes (HEARTBEAT)
     }
   }
+  return Step::kGoOn;  // more may be queued: read on the next turn
 }
 
 Status ReplicaHost::TakeEntry(Message* m, std::vector<ShardInput>* batch) {

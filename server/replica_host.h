@@ -219,8 +219,13 @@ class ReplicaHost {
   // Reads what the primary sent; kEnded with *result set when it ended the shard.
   Step DrainPrimary(Status* result);
   // Reads what is queued into *batch (checked, in order) up to the end of
-  // the queue or a message that ends the copy (kEnded, *result set).
+  // the queue, kMaxEntriesPerTurn entries, or a message that ends the copy
+  // (kEnded, *result set). The bound keeps a copy far behind (a learner
+  // that restored a state while entries queued up) turning its loop: it
+  // acknowledges and applies in steps, instead of reading for as long as
+  // its primary sends and going silent past the primary's send queue.
   Step ReadQueued(std::vector<ShardInput>* batch, Status* result);
+  static constexpr size_t kMaxEntriesPerTurn = 256;
   Status TakeEntry(Message* m, std::vector<ShardInput>* batch);
   Step ReadMonitor();
   void Ack(Clock::time_point now);

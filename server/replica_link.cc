@@ -344,13 +344,14 @@ void ReplicaLink::DropReplica(size_t i, const std::string& why) {
     DropLearner("shard " + std::to_string(shard_) + " lost its last replica while this process joined; join again");
 }
 
-void ReplicaLink::Finish() {
+void ReplicaLink::Finish(const Status& outcome) {
   if (socket_ == nullptr) return;
   for (const Leg& leg : legs_) {
     if (leg.identity.empty()) continue;
     Message bye;
     bye.header.set_type(SHUTDOWN);
     bye.header.set_shard_generation(generation());
+    if (!outcome.ok()) bye.header.mutable_job_abort()->set_reason(outcome.message());
     const std::string to = leg.identity;
     if (Status st = SendMessage(*socket_, &bye, &to, "replica of shard " + std::to_string(shard_)); !st.ok())
       LOG(WARNING) << log_prefix_ << "could not tell the replica (process " << leg.process

@@ -127,9 +127,10 @@ class ReplicaLink {
   /// process's own stalls, the replica's liveness and the wait for it at
   /// the start.
   void Tick(Clock::time_point now);
-  /// Tells the replica that the shard ended normally (SHUTDOWN), so it
-  /// ends too rather than claiming the shard.
-  void Finish();
+  /// Tells the replicas that the shard ended (SHUTDOWN), so they end too
+  /// rather than claim the shard; with `outcome` an error (the job failed),
+  /// SHUTDOWN.job_abort.reason carries its message and they end with it.
+  void Finish(const Status& outcome);
 
   /// The log: applied() entries taken in, commit() acknowledged.
   const ReplicationLog& log() const { return log_; }

@@ -175,6 +175,33 @@ TEST_F(ReplicaLinkChainTest, AGoneReplicaLeavesTheChainAndTheOtherKeepsItGoing) 
   EXPECT_TRUE(link_->stepped_down().ok());
 }
 
+// The shard's end reaches every replica (SHUTDOWN): a job that failed
+// carries its reason, so a copy ends with it rather than as a shard that
+// finished; one that finished carries none.
+TEST_F(ReplicaLinkChainTest, TheShardsEndTellsEveryReplicaWhetherTheJobFailed) {
+  const auto now = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("r1", Hello(1, kEndpoint1), "", now));
+  ASSERT_TRUE(link_->Take("r2", Hello(2, kEndpoint2), "", now));
+  const auto shutdown = [](zmq::socket_t& replica) {
+    Message m;
+    while (RecvMessage(replica, &m, nullptr).ok())
+      if (m.header.type() == SHUTDOWN) return m.header;
+    return MessageHeader();
+  };
+  link_->Finish(Status::Unavailable("[server 0] job aborted: worker 1 failed: out of memory"));
+  for (zmq::socket_t* replica : {&r1_, &r2_}) {
+    const MessageHeader h = shutdown(*replica);
+    EXPECT_EQ(h.type(), SHUTDOWN);
+    EXPECT_EQ(h.job_abort().reason(), "[server 0] job aborted: worker 1 failed: out of memory");
+  }
+  link_->Finish(Status::OK());
+  for (zmq::socket_t* replica : {&r1_, &r2_}) {
+    const MessageHeader h = shutdown(*replica);
+    EXPECT_EQ(h.type(), SHUTDOWN);
+    EXPECT_FALSE(h.has_job_abort());
+  }
+}
+
 // A joiner that comes for the place of a replica the primary has not
 // dropped yet (the connections are probed every 100 ms; silence is judged
 // at cluster.liveness_timeout_ms) is refused for now, not told the chain is

@@ -161,7 +161,7 @@ Status ServerShard::Run() {
     // The job's outcome is every member's: what is held leaves, and the
     // replica ends with the shard instead of claiming it.
     outbox_.ReleaseAll();
-    link_->Finish();
+    link_->Finish(st);
     outbox_.LingerOnClose();
   }
   if (tick_listener_) tick_listener_(true);
