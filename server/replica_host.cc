@@ -148,6 +148,10 @@ Status ReplicaHost::SayHello() {
   b->set_incarnation(copy_->incarnation());
   b->set_process(process_);
   b->set_applied(0);
+  b->set_num_servers(config_.cluster().num_servers());
+  b->set_replicas(config_.cluster().replicas());
+  b->set_consistency_model(config_.consistency().model());
+  b->set_staleness(config_.consistency().staleness());
   if (join_) {
     b->set_join(true);
     b->set_state_format(kShardStateFormatVersion);

@@ -33,6 +33,7 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
   const std::string shard = "shard " + std::to_string(shard_);
   if (b.shard() != shard_)
     return "this process serves " + shard + " as its primary, not shard " + std::to_string(b.shard());
+  if (const std::string differs = ConfigMismatch(b); !differs.empty()) return differs;
   if (b.state_format() != kShardStateFormatVersion)
     return "the joining process writes shard state format " + std::to_string(b.state_format()) + ", this one " +
            std::to_string(kShardStateFormatVersion) + ": start it from the same build as the servers";
@@ -52,6 +53,25 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
   if (const std::string doubt = DoubtfulReplica(now); !doubt.empty()) return shard + " " + doubt;
   *kind = ReplicateAckBody::CHAIN_FULL;
   return shard + " has all its replicas (cluster.replicas=" + std::to_string(wanted) + ": " + ReplicaNames() + ")";
+}
+
+std::string ReplicaLink::ConfigMismatch(const ReplicaHelloBody& b) const {
+  const auto differs = [&](const std::string& field, const std::string& theirs, const std::string& ours) {
+    return "the process at " + b.endpoint() + " runs with " + field + "=" + theirs + ", this shard with " + ours +
+           " (another job's configuration, or a flag given to one process only)";
+  };
+  const ClusterConfig& c = config_.cluster();
+  if (b.has_num_servers() && b.num_servers() != c.num_servers())
+    return differs("cluster.num_servers", std::to_string(b.num_servers()), std::to_string(c.num_servers()));
+  if (b.has_replicas() && b.replicas() != c.replicas())
+    return differs("cluster.replicas", std::to_string(b.replicas()), std::to_string(c.replicas()));
+  if (b.has_consistency_model() && b.consistency_model() != config_.consistency().model())
+    return differs("consistency.model", ConsistencyModel_Name(b.consistency_model()),
+                   ConsistencyModel_Name(config_.consistency().model()));
+  if (b.has_staleness() && b.staleness() != config_.consistency().staleness())
+    return differs("consistency.staleness", std::to_string(b.staleness()),
+                   std::to_string(config_.consistency().staleness()));
+  return "";
 }
 
 std::string ReplicaLink::DoubtfulReplica(Clock::time_point now) {

@@ -128,6 +128,11 @@ void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, 
     OnJoin(identity, m, now);
     return;
   }
+  if (const std::string differs = ConfigMismatch(b); !differs.empty()) {
+    LOG(WARNING) << log_prefix_ << "replica refused: " << differs;
+    Refuse(identity, differs);
+    return;
+  }
   Leg* leg = nullptr;
   for (Leg& l : legs_)
     if (l.process == b.process()) leg = &l;

@@ -172,6 +172,11 @@ class ReplicaLink {
   // have come for that replica's place before Tick dropped it.
   std::string WhyNoJoin(const std::string& identity, const ReplicaHelloBody& b, Clock::time_point now,
                         ReplicateAckBody::JoinRefusal* kind);
+  // "" or which field of the REPLICA_HELLO's sender's configuration
+  // (cluster.num_servers, cluster.replicas, consistency.model,
+  // consistency.staleness) differs from this shard's, with both values. A
+  // field the sender did not set is not compared.
+  std::string ConfigMismatch(const ReplicaHelloBody& b) const;
   // "" or why a replica of the chain may be gone although not dropped yet.
   std::string DoubtfulReplica(Clock::time_point now);
   void OnJoin(const std::string& identity, const Message& m, Clock::time_point now);

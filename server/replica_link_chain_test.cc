@@ -175,6 +175,52 @@ TEST_F(ReplicaLinkChainTest, AGoneReplicaLeavesTheChainAndTheOtherKeepsItGoing) 
   EXPECT_TRUE(link_->stepped_down().ok());
 }
 
+// A replica or joining process started with another chain shape or
+// consistency (a flag given to it alone) is refused at its REPLICA_HELLO,
+// naming the field and both values, before any state is sent.
+TEST_F(ReplicaLinkChainTest, AProcessOfAnotherConfigurationIsRefusedNamingTheField) {
+  zmq::socket_t joiner{ctx_, zmq::socket_type::dealer};
+  joiner.set(zmq::sockopt::routing_id, "j1");
+  joiner.set(zmq::sockopt::linger, 0);
+  joiner.connect("inproc://replica-link-chain-test");
+  link_->set_state_source([]() -> StatusOr<std::string> { return std::string("state"); });
+  const auto now = ReplicaLink::Clock::now();
+  const auto refusal = [](zmq::socket_t& socket) {
+    Message m;
+    while (RecvMessage(socket, &m, nullptr).ok())
+      if (m.header.type() == REPLICATE_ACK) return m.header.replicate_ack();
+    return ReplicateAckBody();
+  };
+  Message hello = Hello(1, kEndpoint1);
+  hello.header.mutable_replica_hello()->set_replicas(1);
+  ASSERT_TRUE(link_->Take("r1", hello, "", now));
+  ReplicateAckBody no = refusal(r1_);
+  EXPECT_TRUE(no.refused());
+  EXPECT_EQ(no.reason(), "[server 0] the process at tcp://10.0.0.2:4100 runs with cluster.replicas=1, this shard "
+                         "with 2 (another job's configuration, or a flag given to one process only)");
+  // Its own configuration: taken.
+  hello.header.mutable_replica_hello()->set_replicas(2);
+  hello.header.mutable_replica_hello()->set_num_servers(4);
+  hello.header.mutable_replica_hello()->set_staleness(config_.consistency().staleness());
+  ASSERT_TRUE(link_->Take("r1", hello, "", now));
+  ASSERT_TRUE(link_->Take("r2", Hello(2, kEndpoint2), "", now));
+  EXPECT_EQ(link_->chain_endpoints(), (std::vector<std::string>{kEndpoint1, kEndpoint2}));
+  // A joining process with another staleness bound: refused for good.
+  Message join = Hello(-1, "tcp://10.0.0.9:4200");
+  join.header.mutable_replica_hello()->set_join(true);
+  join.header.mutable_replica_hello()->set_state_format(kShardStateFormatVersion);
+  join.header.mutable_replica_hello()->set_staleness(config_.consistency().staleness() + 3);
+  ASSERT_TRUE(link_->Take("j1", join, "", now));
+  no = refusal(joiner);
+  EXPECT_TRUE(no.refused());
+  EXPECT_EQ(no.join_refusal(), ReplicateAckBody::JOIN_REFUSED);
+  EXPECT_EQ(no.reason(), "[server 0] the process at tcp://10.0.0.9:4200 runs with consistency.staleness=" +
+                             std::to_string(config_.consistency().staleness() + 3) + ", this shard with " +
+                             std::to_string(config_.consistency().staleness()) +
+                             " (another job's configuration, or a flag given to one process only)");
+  EXPECT_FALSE(link_->learning());
+}
+
 // The shard's end reaches every replica (SHUTDOWN): a job that failed
 // carries its reason, so a copy ends with it rather than as a shard that
 // finished; one that finished carries none.
