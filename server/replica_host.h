@@ -234,8 +234,12 @@ class ReplicaHost {
   // The primary is gone (server/replica_host_chain.cc): claims, or leaves
   // the claim to a replica before this one that answers (rejoin_).
   Status ClaimOrFollow(Clock::time_point gone_at);
-  // Whether a ZMTP peer answers at `endpoint` within `timeout_ms`.
-  bool Answers(const std::string& endpoint, int timeout_ms);
+  // Whether a ZMTP peer answers at `endpoint` within `timeout_ms`
+  // (kAnswers), refuses the connection kRefusedConnectsForDead times in a
+  // row first (kRefused: no process listens there; core/net/transport.h),
+  // or neither (kSilent: a stopped or slow process is waited for).
+  enum class Probe { kAnswers, kRefused, kSilent };
+  Probe Answers(const std::string& endpoint, int timeout_ms);
 
   const JobConfig& config_;
   const int process_;  // −1: a joining process

@@ -16,7 +16,8 @@ Status ReplicaHost::ClaimOrFollow(Clock::time_point gone_at) {
   for (const std::string& before : chain_) {
     if (before == advertised_) break;
     if (stop_.load()) return Status::OK();
-    if (Answers(before, timeout_ms)) {
+    const Probe probe = Answers(before, timeout_ms);
+    if (probe == Probe::kAnswers) {
       // Its copy holds every committed entry and claims the shard; this
       // copy may hold entries beyond them that the claimant lacks, so it is
       // dropped and the shard's state copied again from the claimant.
@@ -26,15 +27,21 @@ Status ReplicaHost::ClaimOrFollow(Clock::time_point gone_at) {
       rejoin_ = before;
       return Status::OK();
     }
-    LOG(WARNING) << log_prefix_ << "shard " << shard_ << "'s replica at " << before
-                 << " (before this one in its chain) did not answer within " << timeout_ms << " ms";
+    if (probe == Probe::kRefused)
+      LOG(WARNING) << log_prefix_ << "shard " << shard_ << "'s replica at " << before
+                   << " (before this one in its chain) refused the connection " << kRefusedConnectsForDead
+                   << " times: no process listens there";
+    else
+      LOG(WARNING) << log_prefix_ << "shard " << shard_ << "'s replica at " << before
+                   << " (before this one in its chain) did not answer within " << timeout_ms << " ms";
   }
   return ClaimAndServe(gone_at);
 }
 
-bool ReplicaHost::Answers(const std::string& endpoint, int timeout_ms) {
+ReplicaHost::Probe ReplicaHost::Answers(const std::string& endpoint, int timeout_ms) {
   SocketOptions o;
   o.curve = curve_;
+  o.monitor_events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED;
   const std::string identity = "probe-" + std::to_string(process_) + "-" + std::to_string(shard_) + "-" +
                                std::to_string(copy_->incarnation()) + "-" + std::to_string(connections_++);
   o.monitor_endpoint = "inproc://tether-replica-monitor-" + identity;
@@ -45,13 +52,14 @@ bool ReplicaHost::Answers(const std::string& endpoint, int timeout_ms) {
     monitor.connect(o.monitor_endpoint);
   } catch (const zmq::error_t& e) {
     LOG(WARNING) << log_prefix_ << "cannot watch a connection to " << endpoint << ": " << e.what();
-    return false;
+    return Probe::kSilent;
   }
   StatusOr<zmq::socket_t> dealer = ConnectDealer(ctx_, endpoint, identity, o);
-  if (!dealer.ok()) return false;
+  if (!dealer.ok()) return Probe::kSilent;
   bool answered = false;
+  int refused = 0;  // in a row: a connect that succeeds starts again
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!answered && !stop_.load() && Clock::now() < deadline) {
+  while (!answered && refused < kRefusedConnectsForDead && !stop_.load() && Clock::now() < deadline) {
     zmq::pollitem_t item{monitor.handle(), 0, ZMQ_POLLIN, 0};
     try {
       zmq::poll(&item, 1, std::chrono::milliseconds(100));
@@ -61,6 +69,8 @@ bool ReplicaHost::Answers(const std::string& endpoint, int timeout_ms) {
         uint16_t event = 0;
         if (head.size() >= 2) std::memcpy(&event, head.data(), 2);
         answered = answered || event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+        if (event == ZMQ_EVENT_CONNECTED) refused = 0;
+        if (event == ZMQ_EVENT_CONNECT_RETRIED) ++refused;
       }
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) break;
@@ -69,7 +79,8 @@ bool ReplicaHost::Answers(const std::string& endpoint, int timeout_ms) {
   (void)zmq_socket_monitor(dealer->handle(), nullptr, 0);
   dealer->set(zmq::sockopt::linger, 0);
   dealer->close();
-  return answered;
+  if (answered) return Probe::kAnswers;
+  return refused >= kRefusedConnectsForDead ? Probe::kRefused : Probe::kSilent;
 }
 
 }  // namespace tether

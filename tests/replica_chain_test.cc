@@ -3,10 +3,12 @@
 // this test plays (a ROUTER that forwards an entry naming the chain): the
 // first copy of the chain claims the shard; the second finds the first
 // answering and leaves the claim to it (rejoin() names it); with the first
-// gone too, the second claims.
+// gone too (its port refuses), the second claims at once; with the first
+// stopped (its port accepts, nothing answers), after the liveness timeout.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,11 +23,16 @@
 #include "server/shard_input.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/recorded_job.h"
+#include "tests/testing/silent_listener.h"
 
 namespace tether {
 namespace {
 
 using testing::PollUntil;
+
+int64_t MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // A host of shard 0's copy running on a thread of its own.
 struct RunningHost {
@@ -124,7 +131,10 @@ TEST_F(ReplicaChainTest, TheFirstCopyClaimsAndTheSecondLeavesTheClaimToIt) {
   EXPECT_EQ(second.host.applied(), 1u);
 }
 
-TEST_F(ReplicaChainTest, WithTheFirstCopyGoneTooTheSecondClaims) {
+// The first copy died with the primary (its port refuses connections): the
+// second claims at once, not after cluster.liveness_timeout_ms.
+TEST_F(ReplicaChainTest, WithTheFirstCopyGoneTooTheSecondClaimsAtOnce) {
+  config_.mutable_cluster()->set_liveness_timeout_ms(5000);
   auto first = std::make_unique<RunningHost>(config_, 1, 1);
   RunningHost second(config_, 2, 2);
   ASSERT_TRUE(first->started.ok()) << first->started.ToString();
@@ -132,10 +142,33 @@ TEST_F(ReplicaChainTest, WithTheFirstCopyGoneTooTheSecondClaims) {
   SendEntry({first->host.endpoint(), second.host.endpoint()});
   ASSERT_TRUE(PollUntil(10000, [&] { return second.host.applied() == 1; }));
   first.reset();  // its process died first: its port is closed
+  const auto t0 = std::chrono::steady_clock::now();
   primary_.close();
   ASSERT_TRUE(PollUntil(10000, [&] { return second.host.claimed(); }));
+  const auto took_ms = MsSince(t0);
   EXPECT_TRUE(second.host.rejoin().empty());
   EXPECT_EQ(second.host.applied(), 1u);
+  EXPECT_LT(took_ms, 2000) << "a refused connection is a dead process: no 5 s wait";
+}
+
+// The first copy's process is stopped: its kernel accepts the connection and
+// no handshake follows. The second waits cluster.liveness_timeout_ms for it,
+// then claims.
+TEST_F(ReplicaChainTest, AStoppedFirstCopyIsWaitedForUpToTheLivenessTimeout) {
+  testing::SilentListener stopped;
+  ASSERT_FALSE(stopped.endpoint().empty());
+  RunningHost second(config_, 2, 2);
+  ASSERT_TRUE(second.started.ok()) << second.started.ToString();
+  AwaitHellos(1);
+  SendEntry({stopped.endpoint(), second.host.endpoint()});
+  ASSERT_TRUE(PollUntil(10000, [&] { return second.host.applied() == 1; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  primary_.close();
+  ASSERT_TRUE(PollUntil(10000, [&] { return second.host.claimed(); }));
+  const auto took_ms = MsSince(t0);
+  EXPECT_TRUE(second.host.rejoin().empty());
+  EXPECT_GE(took_ms, 1000) << "cluster.liveness_timeout_ms=1000";
+  EXPECT_LT(took_ms, 5000);
 }
 
 }  // namespace

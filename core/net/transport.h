@@ -105,6 +105,14 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
 /// Errors: InvalidArgument for a malformed `to`, naming it.
 [[nodiscard]] Status ReconnectDealer(zmq::socket_t& socket, const std::string& from, const std::string& to);
 
+/// Connects refused in a row (ZMQ_EVENT_CONNECT_RETRIED with no
+/// ZMQ_EVENT_CONNECTED between: nothing listens at the endpoint, the kernel
+/// answered the connect with a reset) after which the process that was there
+/// counts as dead. libzmq retries about every 100 ms, so this takes 0.1–0.3 s;
+/// more than one absorbs a listener that is being replaced. A stopped or slow
+/// process's kernel still accepts the connection: it is never refused.
+constexpr int kRefusedConnectsForDead = 2;
+
 /// Whether a live ZeroMQ peer answers at `endpoint` within `timeout_ms`: a
 /// ZMTP handshake completes, or fails in a way only a live peer can fail it
 /// (another security mechanism, a refused key). A closed port, a host that
