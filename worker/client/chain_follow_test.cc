@@ -3,7 +3,7 @@
 // 127.0.0.1 (port 0) play the shard's primary A (the test's own thread)
 // and the replica B that claims the shard (a thread of its own, since it
 // must answer while the worker waits). Closing A's socket is the primary's
-// death: its connections close.
+// death: its connections close, and its port then refuses connections.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "core/net/transport.h"
+#include "tests/testing/silent_listener.h"
 #include "worker/client/request_channel.h"
 
 namespace tether {
@@ -211,8 +212,8 @@ TEST_F(ChainFollowTest, ShardWithoutAChainStillFailsWhenItsServerDies) {
   EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(0)), 0) << "nothing went to B";
 }
 
-// The next server of the chain is gone too: the shard is given up once
-// liveness_timeout_ms passed without a connection there, naming it.
+// The next server of the chain, the last, is gone too: the shard is given
+// up once liveness_timeout_ms passed without a connection there, naming it.
 TEST_F(ChainFollowTest, ASuccessorThatNeverAnswersIsGivenUpAfterTheLivenessTimeout) {
   Start(600);
   Hello({endpoint_b_});
@@ -234,6 +235,79 @@ TEST_F(ChainFollowTest, ASuccessorThatNeverAnswersIsGivenUpAfterTheLivenessTimeo
   EXPECT_GE(took_ms, 600);
   EXPECT_LT(took_ms, 10000);
   EXPECT_EQ(channel_->stats().failovers, 1u);
+}
+
+// The primary and the next server of the chain die together (B's port
+// refuses connections): the worker passes B over well before
+// liveness_timeout_ms and sends the unanswered messages to C, the server
+// after it, byte for byte; C answers them.
+TEST_F(ChainFollowTest, ASuccessorThatRefusesTheConnectionIsPassedOverForTheNext) {
+  std::string endpoint_c;
+  zmq::socket_t c = Bind(&endpoint_c);
+  Start(5000);
+  Hello({endpoint_b_, endpoint_c});
+  b_.close();  // B's process died: its port refuses
+  const RequestHandle r1 = Send(PUSH, PUSH_REPLY, 1, std::string(400, 'p'));
+  const RequestHandle r2 = Send(PULL, PULL_REPLY, 2);
+  std::vector<Received> at_a;
+  for (int i = 0; i < 2; ++i) at_a.push_back(NextMessage(a_));
+  std::vector<Received> at_c;
+  std::thread replica([&] {
+    for (int i = 0; i < 2; ++i) at_c.push_back(NextMessage(c));
+    for (const Received& m : at_c)
+      Answer(c, m.identity, m.parsed.request_id(), m.parsed.type() == PUSH ? PUSH_REPLY : PULL_REPLY, 2,
+             kIncarnationB);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  a_.close();  // the primary dies
+  const Status s1 = r1.Wait(), s2 = r2.Wait();
+  const auto took_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  replica.join();
+  EXPECT_TRUE(s1.ok()) << s1.ToString();
+  EXPECT_TRUE(s2.ok()) << s2.ToString();
+  ASSERT_EQ(at_c.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(at_c[i].header, at_a[i].header) << "message " << i << " sent again, same bytes";
+    EXPECT_EQ(at_c[i].values, at_a[i].values);
+    EXPECT_EQ(at_c[i].identity, at_a[i].identity);
+  }
+  EXPECT_EQ(channel_->server(0), endpoint_c);
+  EXPECT_EQ(channel_->stats().failovers, 1u) << "one failover, B passed over within it";
+  EXPECT_LT(took_ms, 2500) << "a refused connection is a dead process: no wait for liveness_timeout_ms=5000";
+}
+
+// The next server of the chain is stopped: its kernel accepts the
+// connection and nothing answers. The worker waits for it (a slow process
+// may still claim) and does not move on to C; the shard is given up after
+// liveness_timeout_ms, naming B.
+TEST_F(ChainFollowTest, ASuccessorThatAcceptsAndNeverAnswersIsWaitedForNotPassedOver) {
+  testing::SilentListener stopped;
+  ASSERT_FALSE(stopped.endpoint().empty());
+  std::string endpoint_c;
+  zmq::socket_t c = Bind(&endpoint_c);
+  Start(800);
+  Hello({stopped.endpoint(), endpoint_c});
+  const RequestHandle r = Send(PULL, PULL_REPLY, 1);
+  EXPECT_EQ(NextMessage(a_).parsed.type(), PULL);
+  const auto t0 = std::chrono::steady_clock::now();
+  a_.close();
+  const Status st = r.Wait();
+  const auto took_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+  const std::string start =
+      "[worker 0] server shard 0 at " + stopped.endpoint() + " is gone: its primary disconnected ";
+  EXPECT_EQ(st.message().rfind(start, 0), 0u) << st.message();
+  EXPECT_NE(st.message().find(" s ago and this next server of its chain never answered "
+                              "(cluster.liveness_timeout_ms=800)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_GE(took_ms, 800);
+  EXPECT_LT(took_ms, 10000);
+  EXPECT_EQ(channel_->server(0), stopped.endpoint());
+  zmq::pollitem_t item = {c.handle(), 0, ZMQ_POLLIN, 0};
+  EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(0)), 0) << "nothing went to C";
 }
 
 TEST_F(ChainFollowTest, AChainEndpointThatIsNoNetworkAddressIsRefused) {

@@ -187,7 +187,7 @@ Status RequestChannel::Connect() {
         o.heartbeat_timeout_ms = std::max(50, liveness);
       }
       o.monitor_events |= ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                          ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+                          ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED;
       o.monitor_endpoint = "inproc://tether-monitor-" + identity + "-" + std::to_string(shard);
       try {
         // Connected before the monitor binds (inproc allows it), so the

@@ -77,7 +77,12 @@
 // died; a silent one after the ZMTP heartbeat timeout), the socket moves at
 // once to the next endpoint left, with one WARNING naming the shard and
 // both endpoints, and every kept message is sent there again, in the
-// original order and byte-identical (same request ids, same identity): the
+// original order and byte-identical (same request ids, same identity). A
+// successor that refuses the connection (no process listens there: it died
+// too, with the primary) is passed over for the endpoint after it, the kept
+// messages sent there; one that accepts it and does not answer (a stopped
+// process) is waited for up to liveness_timeout_ms from the primary's
+// disconnect, as is the last one. The
 // replica that claims the shard has replayed this worker's HELLO and the
 // shard's log, and answers each message once. Messages carry the shard's
 // chain generation (MessageHeader.shard_generation); the channel keeps the
@@ -398,6 +403,9 @@ class RequestChannel {
     bool stale_logged = false;
     bool following = false;
     ResendWindow unacked;
+    // Connects to the endpoint followed that were refused in a row (no
+    // process listens there; see kRefusedConnectsForDead).
+    int refused_connects = 0;
   };
   // Handshakes failing without detail this many times in a row end the
   // shard (see TakeMonitorEvents).
@@ -435,7 +443,14 @@ class RequestChannel {
   bool FollowsChain(int shard) const;
   // Moves `shard` to its next chain endpoint and sends again what was kept.
   void FollowChain(int shard);
+  // The pop, move and resend of FollowChain (also for a dead successor).
+  void MoveAlongChain(int shard);
   void TakeMonitorEvents(int shard);
+  // A connect of `shard`'s socket to `endpoint` was refused (a
+  // CONNECT_RETRIED event): while it follows its chain and the endpoint is
+  // the one followed, the successor's process is dead after
+  // kRefusedConnectsForDead of them, and the chain is followed on.
+  void TakeRefusedConnect(int shard, const std::string& endpoint);
   // `shard`'s connection went down (a DISCONNECTED event): follows its
   // chain, or judges what was in flight (LoseInFlight).
   void LinkDown(int shard);

@@ -44,6 +44,14 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
     uint32_t value;
     std::memcpy(&id, event.data(), sizeof(id));
     std::memcpy(&value, static_cast<const char*>(event.data()) + sizeof(id), sizeof(value));
+    if (id == ZMQ_EVENT_CONNECTED) {
+      link.refused_connects = 0;
+      continue;
+    }
+    if (id == ZMQ_EVENT_CONNECT_RETRIED) {
+      TakeRefusedConnect(shard, address.to_string());
+      continue;
+    }
     if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
         id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
       // A refused handshake is no passing outage: ZeroMQ would retry it
@@ -82,6 +90,18 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       LinkDown(shard);
     }
   }
+}
+
+void RequestChannel::TakeRefusedConnect(int shard, const std::string& endpoint) {
+  Link& link = links_[shard];
+  // An event of the endpoint left (the dead primary's reconnects) says
+  // nothing of the one followed.
+  if (!link.following || endpoint != options_.servers[shard]) return;
+  if (++link.refused_connects < kRefusedConnectsForDead || link.successors.empty() || !gone_.ok()) return;
+  LOG(WARNING) << log_prefix_ << "server shard " << shard << ": the next server of its chain at " << endpoint
+               << " refused the connection " << link.refused_connects
+               << " times (no process listens there); following the chain on to " << link.successors.front();
+  MoveAlongChain(shard);
 }
 
 void RequestChannel::LinkDown(int shard) {
@@ -279,6 +299,7 @@ Status RequestChannel::MoveSocket(int shard, const std::string& endpoint, std::d
   Status st = ReconnectDealer(sockets_[shard], options_.servers[shard], endpoint);
   options_.servers[shard] = endpoint;
   links_[shard].failed_handshakes = 0;
+  links_[shard].refused_connects = 0;
   // What was queued for the old endpoint was dropped with it.
   const std::string peer = "server " + std::to_string(shard) + " (" + endpoint + ")";
   for (size_t i = 0; st.ok() && i < again.size(); ++i) {
@@ -361,14 +382,19 @@ bool RequestChannel::FollowsChain(int shard) const {
 
 void RequestChannel::FollowChain(int shard) {
   Link& link = links_[shard];
-  const std::string old = options_.servers[shard];
-  const std::string next = link.successors.front();
-  link.successors.pop_front();
-  LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << old
-               << " disconnected; following its chain to " << next << " and sending again "
+  LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+               << " disconnected; following its chain to " << link.successors.front() << " and sending again "
                << link.unacked.size() << " message(s) not yet acknowledged";
   ++stats_.failovers;
   link.following = true;
+  MoveAlongChain(shard);
+}
+
+void RequestChannel::MoveAlongChain(int shard) {
+  Link& link = links_[shard];
+  const std::string old = options_.servers[shard];
+  const std::string next = link.successors.front();
+  link.successors.pop_front();
   const Status st = MoveSocket(shard, next, link.unacked.messages());
   // With no successor left nothing more is ever sent again.
   if (link.successors.empty()) link.unacked.Clear();
