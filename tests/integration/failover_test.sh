@@ -95,6 +95,14 @@
 #   chain_curve  the chain run under security.curve: a copy later in the
 #          chain asks the one before it over CURVE with the servers' key
 #          pair and joins its claim.
+#   chain_adjacent  the chain job with cluster.liveness_timeout_ms=10000;
+#          SIGKILL servers 0 and 1 in one command after worker 0 logs
+#          epoch 2 (a host running two adjacent shards dies): server 2
+#          finds server 1's port refusing and claims shard 0 within 3 s
+#          of the kill, not after the liveness timeout; the workers, whose
+#          next server of shard 0's chain refuses too, pass it over for
+#          server 2; server 2 claims shard 1 as well; the workers and
+#          servers 2 and 3 exit 0 and total_samples is exactly 10 × 4,880.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -115,14 +123,18 @@ epochs=8
 case "$mode" in
   pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
   join | launch_replace | launch_stop) epochs=20 ;;
-  chain | chain_curve) epochs=10 ;;
+  chain | chain_curve | chain_adjacent) epochs=10 ;;
   launch_chain) epochs=20 ;;
 esac
 servers=3
 replicas=1
-case "$mode" in chain | chain_curve | launch_chain) servers=4 replicas=2 ;; esac
+case "$mode" in chain | chain_curve | chain_adjacent | launch_chain) servers=4 replicas=2 ;; esac
+# chain_adjacent: long enough that a claim waiting for it is told from one
+# that does not.
+liveness_ms=2000
+[ "$mode" = chain_adjacent ] && liveness_ms=10000
 flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=$servers --num_workers=2
-       --replicas=$replicas --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=2000)
+       --replicas=$replicas --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=$liveness_ms)
 mkdir -p "$tmp/rdzv"
 if [ "$mode" = curve ] || [ "$mode" = chain_curve ]; then
   keys="$tmp/keys"
@@ -384,6 +396,26 @@ chain | chain_curve)
   grep -q "caught up with shard 1's primary" "$tmp/server3.log" || fail "server 3 did not join shard 1's claim"
   gate "$(metric "$tmp/metrics.json" precision_at_1)" 0.58 "P@1"
   echo "total_samples $total; shards 0 and 1 failed over along their chains of three"
+  ;;
+chain_adjacent)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 2/$epochs" 2400
+  t0=$(now_ms)
+  kill -9 "$(inner "${server_pids[0]}")" "$(inner "${server_pids[1]}")"
+  wait_log "$tmp/server2.log" "claimed shard 0" 1200
+  claim_ms=$(($(now_ms) - t0))
+  [ "$claim_ms" -lt 3000 ] || fail "server 2 claimed shard 0 $claim_ms ms after the kill, want < 3000"
+  wait_codes "${server_pids[0]}" "${server_pids[1]}"
+  wait_zero "workers and servers 2, 3" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" "${server_pids[3]}"
+  exact_samples
+  grep -q "replica at .* (before this one in its chain) refused the connection" "$tmp/server2.log" ||
+    fail "server 2 did not find server 1's port refusing"
+  grep -q "claimed shard 1" "$tmp/server2.log" || fail "server 2 did not claim shard 1"
+  for r in 0 1; do
+    grep -q "server shard 0: the next server of its chain at .* refused the connection" "$tmp/worker$r.log" ||
+      fail "worker $r did not pass over server 1 for shard 0"
+  done
+  echo "total_samples $total; server 2 claimed shard 0 $claim_ms ms after servers 0 and 1 died together"
   ;;
 kill | curve)
   start_all
