@@ -145,6 +145,29 @@ TEST(ProcessTableTest, AwaitsAKilledChildBehindAFailedOne) {
   close(devnull);
 }
 
+// RunState names a stopped child (the launcher's message about servers
+// that did not exit says which are stopped), and nothing for a running one.
+TEST(ProcessTableTest, RunStateNamesAStoppedChild) {
+  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  sigset_t mask;
+  sigemptyset(&mask);
+  ProcessTable table("/bin", devnull, mask);
+  ASSERT_TRUE(table.Start("server", 0, "sleep", {"30"}).ok());
+  const Child& c = table.children()[0];
+  EXPECT_EQ(c.RunState(), "");
+  kill(c.pid, SIGSTOP);
+  EXPECT_TRUE(testing::PollUntil(10000, [&] { return c.RunState() == "stopped (SIGSTOP)"; }));
+  kill(c.pid, SIGCONT);
+  EXPECT_TRUE(testing::PollUntil(10000, [&] { return c.RunState().empty(); }));
+  kill(c.pid, SIGKILL);
+  EXPECT_TRUE(testing::PollUntil(10000, [&] {
+    table.ReapExited();
+    return table.Live() == 0;
+  }));
+  close(devnull);
+}
+
 // Live() counts the children of every role (replacements too), Live(role)
 // those of one.
 TEST(ProcessTableTest, CountsEveryRoleAsLive) {

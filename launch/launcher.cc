@@ -425,13 +425,25 @@ std::optional<int> Launcher::Monitor() {
     }
     if (auto code = Interrupted(phase_)) return code;
     if (servers_deadline && Clock::now() >= *servers_deadline) {
-      LOG(ERROR) << "[launch] " << Live("server") << " server(s) still running " << kServerExitWait.count()
+      LOG(ERROR) << "[launch] " << ServersStillRunning() << " still running " << kServerExitWait.count()
                  << " s after the last worker finished";
       Teardown("servers did not exit");
       return 1;
     }
     Pump(NextWake(servers_deadline ? std::min(deadline_, *servers_deadline) : deadline_));
   }
+}
+
+std::string Launcher::ServersStillRunning() const {
+  int n = 0;
+  std::string which;
+  for (const Child& c : table_->children()) {
+    if (!c.running || c.role == "worker") continue;
+    const std::string state = c.RunState();
+    which += (which.empty() ? "" : "; ") + c.Name() + (state.empty() ? "" : ", " + state);
+    ++n;
+  }
+  return std::to_string(n) + " server process(es) (" + which + ")";
 }
 
 int Launcher::PrintSummary() {

@@ -127,6 +127,9 @@ class Launcher {
     return server_deaths_ && server_deaths_->Serving(server_deaths_->CopyOf(c.index)) == c.index;
   }
   void LogFailure(const Child& c);
+  // "2 server process(es) (server 1 (pid 4711), stopped (SIGSTOP); ...)":
+  // the server processes and replacements still running, with their state.
+  std::string ServersStillRunning() const;
   std::optional<int> Interrupted(const std::string& phase);
   // --metrics_port (and --metrics_sd_file) of one child.
   void AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const;

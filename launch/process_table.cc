@@ -27,6 +27,20 @@ std::string Child::HowItEnded() const {
   return "ended with wait status " + std::to_string(wait_status);
 }
 
+std::string Child::RunState() const {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return "";
+  char line[512] = {0};
+  const size_t n = std::fread(line, 1, sizeof(line) - 1, f);
+  std::fclose(f);
+  // "PID (COMM) S ...": the state follows the last ')' (COMM may hold one).
+  const char* close = std::strrchr(line, ')');
+  if (n == 0 || close == nullptr || close[1] != ' ') return "";
+  if (close[2] == 'T') return "stopped (SIGSTOP)";
+  if (close[2] == 't') return "traced";
+  return "";
+}
+
 std::string FormatDuration(std::chrono::steady_clock::duration d) {
   const long s = static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
   char buf[32];

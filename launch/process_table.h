@@ -41,6 +41,10 @@ struct Child {
   bool Succeeded() const;
   /// "exited with code 1", "was killed by signal 9 (Killed)", ...
   std::string HowItEnded() const;
+  /// A running child's scheduler state from /proc/PID/stat: "stopped
+  /// (SIGSTOP)" for T, "traced" for t, "" for any other state or when it
+  /// cannot be read (not Linux, already reaped).
+  std::string RunState() const;
 };
 
 /// "H:MM:SS" of a duration (whole seconds, rounded down).
