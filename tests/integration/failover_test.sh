@@ -354,8 +354,8 @@ join)
   grep -q "caught up with shard 0's primary" "$tmp/joina.log" || fail "the first replacement did not copy shard 0"
   grep -q "caught up with shard 2's primary" "$tmp/joinb.log" || fail "the second replacement did not copy shard 2"
   # Both workers told of shard 0's new replica (with their next reply from shard 0).
-  wait_log "$tmp/worker0.log" "server shard 0 has a replica again" 600
-  wait_log "$tmp/worker1.log" "server shard 0 has a replica again" 600
+  wait_log "$tmp/worker0.log" "server shard 0's replicas" 600
+  wait_log "$tmp/worker1.log" "server shard 0's replicas" 600
   kill -9 "$(inner "${server_pids[1]}")"
   wait_code "${server_pids[1]}"
   wait_zero "workers, server 2 and the replacements" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" "${joined[@]}"
@@ -371,8 +371,8 @@ chain | chain_curve)
   wait_code "${server_pids[0]}"
   wait_log "$tmp/server2.log" "caught up with shard 0's primary" 1200
   # Both workers told of shard 0's new replica (with their next reply from shard 0).
-  wait_log "$tmp/worker0.log" "server shard 0 has a replica again" 600
-  wait_log "$tmp/worker1.log" "server shard 0 has a replica again" 600
+  wait_log "$tmp/worker0.log" "server shard 0's replicas" 600
+  wait_log "$tmp/worker1.log" "server shard 0's replicas" 600
   # Shard 0 is a chain of two (1 → 4): a replacement grows it back to three.
   timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --join_as_replica --listen=tcp://127.0.0.1:0 \
     > "$tmp/join.log" 2>&1 &
@@ -381,8 +381,8 @@ chain | chain_curve)
   wait_log "$tmp/join.log" "caught up with shard 0's primary" 1200
   wait_log "$tmp/server1.log" "joined shard 0 at .* caught up at entry [0-9]*: replies wait for it from now on; generation [0-9]*: 1 → 4 → 5$" 600
   # Both workers told of both replicas (with their next reply from shard 0).
-  wait_log "$tmp/worker0.log" "server shard 0 has a replica again (chain generation [0-9]*): tcp://[^,]*, tcp://" 600
-  wait_log "$tmp/worker1.log" "server shard 0 has a replica again (chain generation [0-9]*): tcp://[^,]*, tcp://" 600
+  wait_log "$tmp/worker0.log" "server shard 0's replicas (chain generation [0-9]*): tcp://[^,]*, tcp://" 600
+  wait_log "$tmp/worker1.log" "server shard 0's replicas (chain generation [0-9]*): tcp://[^,]*, tcp://" 600
   kill -9 "$(inner "${server_pids[1]}")"
   wait_code "${server_pids[1]}"
   wait_zero "workers, servers 2, 3 and the replacement" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}" \
@@ -542,8 +542,8 @@ launch_replace)
   wait_log "$tmp/launch.log" "started a replacement for server process 0: joins shard 2 as its replica" 600
   wait_log "$tmp/launch.log" "caught up with shard 2's primary" 1200
   # Both workers told of the new replica (with their next reply from shard 2).
-  wait_log "$tmp/launch.log" "worker 0\] server shard 2 has a replica again" 600
-  wait_log "$tmp/launch.log" "worker 1\] server shard 2 has a replica again" 600
+  wait_log "$tmp/launch.log" "worker 0\] server shard 2's replicas" 600
+  wait_log "$tmp/launch.log" "worker 1\] server shard 2's replicas" 600
   kill -9 "$victim"
   launcher_exit_zero "servers 0 and 2 were killed, a replacement holding shard 2"
   grep -q "server 2 (pid $victim) was killed by signal 9.*shard 2 is served by replacement [0-9]* now" \

@@ -330,10 +330,12 @@ void RequestChannel::FollowNewChain(int shard, const MessageHeader& h) {
     LOG(WARNING) << st.message() << ": not followed";
     return;
   }
+  // The shard's replicas as its primary names them now, one more or one
+  // fewer than before (a replica joined, or one was dropped).
   std::string list;
   for (const std::string& ep : chain) list += (list.empty() ? "" : ", ") + ep;
-  LOG(INFO) << log_prefix_ << "server shard " << shard << " has a replica again (chain generation "
-            << h.shard_generation() << "): " << list;
+  LOG(INFO) << log_prefix_ << "server shard " << shard << "'s replicas (chain generation " << h.shard_generation()
+            << "): " << list;
 }
 
 bool RequestChannel::CurrentGeneration(int shard, const MessageHeader& h) {
