@@ -79,11 +79,11 @@ StatusOr<std::string> ReplicaHost::FindPrimary(int wait_ms) {
   SocketOptions store;
   if (c.rendezvous().rfind("tcp://", 0) == 0) store.curve = curve_;  // a CURVE job's store is CURVE too
   TETHER_ASSIGN_OR_RETURN(auto rdzv, Rendezvous::Open(c.rendezvous(), store));
-  TETHER_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                          LookupServers(rdzv.get(), JobId(config_), c.generation(), c.num_servers(),
-                                        wait_ms < 0 ? c.startup_timeout_ms() : wait_ms,
-                                        [this] { return stop_.load(); }));
-  return all[shard_];
+  // This shard's entry alone: a process started with another
+  // cluster.num_servers learns it from the primary's refusal, not by
+  // waiting for shards the job does not have.
+  return LookupServer(rdzv.get(), JobId(config_), c.generation(), shard_,
+                      wait_ms < 0 ? c.startup_timeout_ms() : wait_ms, [this] { return stop_.load(); });
 }
 
 void ReplicaHost::PublishClaim() {

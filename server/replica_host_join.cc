@@ -103,6 +103,8 @@ bool ReplicaHost::AskEveryShardAgain(const std::string& all, Status* result) {
 
 bool ReplicaHost::NextCandidate(const Status& refusal, Status* result) {
   if (!join_ || state_total_ != 0) return false;
+  // Every shard of the job would refuse a process of another configuration.
+  if (refusal_kind_ == ReplicateAckBody::CONFIG_DIFFERS) return false;
   refusals_.push_back(refusal.message());
   if (refusal_kind_ == ReplicateAckBody::CHAIN_FULL) ++full_refusals_;
   if (refusal_kind_ == ReplicateAckBody::JOIN_LATER) ++later_refusals_;

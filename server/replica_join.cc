@@ -33,7 +33,10 @@ std::string ReplicaLink::WhyNoJoin(const std::string& identity, const ReplicaHel
   const std::string shard = "shard " + std::to_string(shard_);
   if (b.shard() != shard_)
     return "this process serves " + shard + " as its primary, not shard " + std::to_string(b.shard());
-  if (const std::string differs = ConfigMismatch(b); !differs.empty()) return differs;
+  if (const std::string differs = ConfigMismatch(b); !differs.empty()) {
+    *kind = ReplicateAckBody::CONFIG_DIFFERS;
+    return differs;
+  }
   if (b.state_format() != kShardStateFormatVersion)
     return "the joining process writes shard state format " + std::to_string(b.state_format()) + ", this one " +
            std::to_string(kShardStateFormatVersion) + ": start it from the same build as the servers";

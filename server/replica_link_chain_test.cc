@@ -213,7 +213,7 @@ TEST_F(ReplicaLinkChainTest, AProcessOfAnotherConfigurationIsRefusedNamingTheFie
   ASSERT_TRUE(link_->Take("j1", join, "", now));
   no = refusal(joiner);
   EXPECT_TRUE(no.refused());
-  EXPECT_EQ(no.join_refusal(), ReplicateAckBody::JOIN_REFUSED);
+  EXPECT_EQ(no.join_refusal(), ReplicateAckBody::CONFIG_DIFFERS);  // no other shard is asked
   EXPECT_EQ(no.reason(), "[server 0] the process at tcp://10.0.0.9:4200 runs with consistency.staleness=" +
                              std::to_string(config_.consistency().staleness() + 3) + ", this shard with " +
                              std::to_string(config_.consistency().staleness()) +

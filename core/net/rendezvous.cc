@@ -434,6 +434,21 @@ StatusOr<std::vector<std::string>> LookupServers(Rendezvous* rdzv, const std::st
   return values;
 }
 
+StatusOr<std::string> LookupServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
+                                   int timeout_ms, const std::function<bool()>& stop) {
+  const RendezvousKey key{job_id, generation, ServerEntryName(shard)};
+  auto values = rdzv->WaitAll({key}, timeout_ms, stop);
+  if (!values.ok()) {
+    if (values.status().code() != Status::Code::kDeadlineExceeded) return values.status();
+    return Status::DeadlineExceeded(values.status().message() + " (shard " + std::to_string(shard) +
+                                    "'s server publishes it once bound)");
+  }
+  if (!IsEndpoint((*values)[0]))
+    return Status::DataLoss("rendezvous " + rdzv->spec() + ": entry " + key.ToString() +
+                            " is not an endpoint (tcp://HOST:PORT or ipc://PATH): '" + (*values)[0] + "'");
+  return (*values)[0];
+}
+
 // ---- Store server -------------------------------------------------------------
 
 Status RendezvousStore::Start(const std::string& listen, const SocketOptions& socket_options,

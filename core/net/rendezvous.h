@@ -125,6 +125,11 @@ Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t gener
                      const std::string& endpoint, int timeout_ms, const std::string& start_id = "",
                      const std::string& superseded = "");
 
+/// Waits for the endpoint of shard `shard` alone of (job_id, generation).
+/// Errors: as LookupServers for that one shard.
+StatusOr<std::string> LookupServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
+                                   int timeout_ms, const std::function<bool()>& stop);
+
 /// Waits for the endpoints of shards 0 .. num_servers-1 of (job_id,
 /// generation), in shard order. Each must be a tcp:// or ipc:// endpoint.
 /// Errors: DeadlineExceeded naming the missing shards, the job and the spec;
