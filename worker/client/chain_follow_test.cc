@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "core/net/transport.h"
+#include "tests/testing/poll.h"
 #include "tests/testing/silent_listener.h"
 #include "worker/client/request_channel.h"
 
@@ -192,6 +193,51 @@ TEST_F(ChainFollowTest, PrimaryDiesTheWorkerFollowsToTheReplicaAndSendsTheUnansw
   EXPECT_EQ(gone.message(), "[worker 0] server shard 0 at " + endpoint_b_ +
                                 " is gone: its connection dropped with 1 request(s) in flight, whose replies are lost");
   EXPECT_EQ(channel_->stats().failovers, 1u) << "no successor was left";
+}
+
+// The chain ran out (the primary died, the worker followed the last
+// replica) and grew again (a replica joined the claimant): a request sent
+// while no successor was known, still unanswered when the claimant dies,
+// goes again to the replica that joined, byte for byte.
+TEST_F(ChainFollowTest, ARequestSentWhileNoSuccessorWasKnownGoesToAReplicaThatJoinedLater) {
+  std::string endpoint_c;
+  zmq::socket_t c = Bind(&endpoint_c);
+  Start(4000);
+  Hello({endpoint_b_});
+  const RequestHandle r1 = Send(PULL, PULL_REPLY, 1);
+  (void)NextMessage(a_);
+  a_.close();  // the primary dies: the worker follows to B, the last of its chain
+  ASSERT_TRUE(testing::PollUntil(5000, [&] {
+    (void)r1.Wait(20);
+    return channel_->server(0) == endpoint_b_;
+  }));
+  const RequestHandle r2 = Send(PULL, PULL_REPLY, 2);  // no successor known
+  const Received r1_at_b = NextMessage(b_);
+  const Received r2_at_b = NextMessage(b_);
+  ASSERT_EQ(r2_at_b.parsed.type(), PULL);
+  // B, which claimed the shard, gains a replica C: its reply to r1 names it.
+  Message named;
+  named.header.set_type(PULL_REPLY);
+  named.header.set_request_id(r1_at_b.parsed.request_id());
+  named.header.set_shard_generation(3);
+  named.header.set_server_incarnation(kIncarnationB);
+  named.header.add_chain_endpoints(endpoint_c);
+  ASSERT_TRUE(SendMessage(b_, &named, &r1_at_b.identity, "worker").ok());
+  ASSERT_TRUE(r1.Wait().ok());
+  EXPECT_FALSE(r2.is_completed());
+  Received r2_at_c;
+  std::thread replica([&] {
+    r2_at_c = NextMessage(c);
+    if (r2_at_c.parsed.request_id() != 0)
+      Answer(c, r2_at_c.identity, r2_at_c.parsed.request_id(), PULL_REPLY, 4, 0xc3);
+  });
+  b_.close();  // the claimant dies with r2 unanswered
+  EXPECT_TRUE(r2.Wait().ok());
+  replica.join();
+  EXPECT_EQ(channel_->server(0), endpoint_c);
+  EXPECT_EQ(r2_at_c.header, r2_at_b.header) << "the same request, sent again";
+  EXPECT_EQ(r2_at_c.identity, r2_at_b.identity);
+  EXPECT_EQ(channel_->stats().failovers, 2u);
 }
 
 // A shard whose HELLO_REPLY named no chain fails as before when its server

@@ -275,9 +275,11 @@ Status RequestChannel::Send(int shard, Message* m, const RequestHandle* request,
   const bool kept = state != nullptr && KeepsCopies(shard);
   if (kept) unconnected_sent_[shard].push_back(SharedCopy(m));
   // A replicated shard's successor gets again what its primary may have
-  // lost; a HEARTBEAT is owed nothing and never acknowledged.
+  // lost; a HEARTBEAT is owed nothing and never acknowledged. Kept while
+  // no successor is known too: a replica that joins later takes over what
+  // its primary left unanswered.
   Link& link = links_[shard];
-  const bool chained = !link.successors.empty() && m->header.type() != HEARTBEAT;
+  const bool chained = link.replicated && m->header.type() != HEARTBEAT;
   if (chained) link.unacked.Keep(m, /*owed_reply=*/state != nullptr);
   Status st = SendMessage(sockets_[shard], m, nullptr, "server " + std::to_string(shard) + " (" +
                                                          options_.servers[shard] + ")");

@@ -73,7 +73,9 @@
 // chain first (SetChain). Every message sent to it but a HEARTBEAT is kept
 // (worker/client/resend_window.h) until a reply to it or to a later request
 // arrives: the server holds each reply until the shard's replicas have
-// every input before it. When the shard's connection goes down (its process
+// every input before it; kept while no successor is known too (the chain
+// ran out), so that a replica that joins the new primary later gets again
+// what that primary leaves unanswered. When the shard's connection goes down (its process
 // died; a silent one after the ZMTP heartbeat timeout), the socket moves at
 // once to the next endpoint left, with one WARNING naming the shard and
 // both endpoints, and every kept message is sent there again, in the

@@ -397,9 +397,8 @@ void RequestChannel::MoveAlongChain(int shard) {
   const std::string old = options_.servers[shard];
   const std::string next = link.successors.front();
   link.successors.pop_front();
+  // Kept with no successor left too: the new primary may gain a replica.
   const Status st = MoveSocket(shard, next, link.unacked.messages());
-  // With no successor left nothing more is ever sent again.
-  if (link.successors.empty()) link.unacked.Clear();
   if (!st.ok() && gone_.ok()) {
     gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " + old +
                                 " disconnected and its successor " + next + " cannot be reached: " + st.message());
