@@ -116,7 +116,7 @@ Status NameConfigFieldSource(const Status& st) {
       return WithMessage(st, st.message() + " (set by flag --" + f.row->flag + "=" + value + ")");
   if (FLAGS_config.empty()) return st;
   const int line = ConfigFileLine(field);
-  return line < 0 ? st : WithMessage(st, FLAGS_config + ":" + std::to_string(line) + ": " + st.message());
+  return line < 0 ? st : st.WithPrefix(FLAGS_config + ":" + std::to_string(line));
 }
 
 namespace {

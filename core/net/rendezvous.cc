@@ -415,38 +415,46 @@ Status PublishServer(Rendezvous* rdzv, const std::string& job_id, uint64_t gener
   return rdzv->Set(key, endpoint, timeout_ms);
 }
 
-StatusOr<std::vector<std::string>> LookupServers(Rendezvous* rdzv, const std::string& job_id, uint64_t generation,
-                                                 int num_servers, int timeout_ms,
-                                                 const std::function<bool()>& stop) {
+namespace {
+
+// The entries of `shards`, waited for together; `note` ends a deadline's
+// message.
+StatusOr<std::vector<std::string>> LookupShards(Rendezvous* rdzv, const std::string& job_id, uint64_t generation,
+                                                const std::vector<int>& shards, int timeout_ms,
+                                                const std::function<bool()>& stop, const std::string& note) {
   std::vector<RendezvousKey> keys;
-  for (int s = 0; s < num_servers; ++s) keys.push_back(RendezvousKey{job_id, generation, ServerEntryName(s)});
+  for (int s : shards) keys.push_back(RendezvousKey{job_id, generation, ServerEntryName(s)});
   auto values = rdzv->WaitAll(keys, timeout_ms, stop);
   if (!values.ok()) {
     if (values.status().code() != Status::Code::kDeadlineExceeded) return values.status();
-    return Status::DeadlineExceeded(values.status().message() + " (cluster.num_servers = " +
-                                    std::to_string(num_servers) + "; each server publishes its shard once bound)");
+    return Status::DeadlineExceeded(values.status().message() + " (" + note + ")");
   }
-  for (int s = 0; s < num_servers; ++s) {
-    if (!IsEndpoint((*values)[s]))
-      return Status::DataLoss("rendezvous " + rdzv->spec() + ": entry " + keys[s].ToString() +
-                              " is not an endpoint (tcp://HOST:PORT or ipc://PATH): '" + (*values)[s] + "'");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!IsEndpoint((*values)[i]))
+      return Status::DataLoss("rendezvous " + rdzv->spec() + ": entry " + keys[i].ToString() +
+                              " is not an endpoint (tcp://HOST:PORT or ipc://PATH): '" + (*values)[i] + "'");
   }
   return values;
 }
 
+}  // namespace
+
+StatusOr<std::vector<std::string>> LookupServers(Rendezvous* rdzv, const std::string& job_id, uint64_t generation,
+                                                 int num_servers, int timeout_ms,
+                                                 const std::function<bool()>& stop) {
+  std::vector<int> shards;
+  for (int s = 0; s < num_servers; ++s) shards.push_back(s);
+  return LookupShards(rdzv, job_id, generation, shards, timeout_ms, stop,
+                      "cluster.num_servers = " + std::to_string(num_servers) +
+                          "; each server publishes its shard once bound");
+}
+
 StatusOr<std::string> LookupServer(Rendezvous* rdzv, const std::string& job_id, uint64_t generation, int shard,
                                    int timeout_ms, const std::function<bool()>& stop) {
-  const RendezvousKey key{job_id, generation, ServerEntryName(shard)};
-  auto values = rdzv->WaitAll({key}, timeout_ms, stop);
-  if (!values.ok()) {
-    if (values.status().code() != Status::Code::kDeadlineExceeded) return values.status();
-    return Status::DeadlineExceeded(values.status().message() + " (shard " + std::to_string(shard) +
-                                    "'s server publishes it once bound)");
-  }
-  if (!IsEndpoint((*values)[0]))
-    return Status::DataLoss("rendezvous " + rdzv->spec() + ": entry " + key.ToString() +
-                            " is not an endpoint (tcp://HOST:PORT or ipc://PATH): '" + (*values)[0] + "'");
-  return (*values)[0];
+  TETHER_ASSIGN_OR_RETURN(std::vector<std::string> one,
+                          LookupShards(rdzv, job_id, generation, {shard}, timeout_ms, stop,
+                                       "shard " + std::to_string(shard) + "'s server publishes it once bound"));
+  return one[0];
 }
 
 // ---- Store server -------------------------------------------------------------
