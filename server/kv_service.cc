@@ -307,18 +307,14 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
   // The learning-rate schedule's factor at the clock the gradient was
   // computed at (optim/schedule.h; 1 without a schedule).
   lr_scale *= ScheduleFactor(t.spec().optimizer().schedule(), h.clock());
-  const float* g = m.ValueData(&value_scratch_);
   const uint64_t* keys = nullptr;
   Status st;
   if (IsDenseTable(t.spec())) {
-    st = t.PushDense(g, lr_scale, h.sender_rank());
-  } else if (offsets != nullptr) {
-    // A key list's rows: no lookups (keys, when sent, only name a row in an error).
-    if (m.keys.size() != 0) keys = m.KeyData(&key_scratch_);
-    st = t.PushRowsAt(offsets->data(), h.num_keys(), g, lr_scale, keys, h.sender_rank());
+    st = t.PushDense(m.ValueData(&value_scratch_), lr_scale, h.sender_rank());
   } else {
-    keys = m.KeyData(&key_scratch_);
-    st = t.PushRows(keys, h.num_keys(), g, lr_scale, h.sender_rank());
+    // A key list's rows: no lookups (keys, when sent, only name a row in an error).
+    if (offsets == nullptr || m.keys.size() != 0) keys = m.KeyData(&key_scratch_);
+    st = StepRows(t, m, keys, offsets, lr_scale);
   }
   if (!st.ok()) {
     // Nothing applied: the worker counts it as lost. A step that made a NaN
@@ -353,6 +349,25 @@ void KvService::ApplyPush(const std::string& identity, const Message& m, const s
     if (t.delay_compensated()) NoteSent(t, h.sender_rank(), keys, h.num_keys(), offsets);
   }
   outbox_->Send(identity, &reply, h.sender_rank());
+}
+
+Status KvService::StepRows(ServerTable& t, const Message& m, const uint64_t* keys,
+                           const std::vector<uint64_t>* offsets, float lr_scale) {
+  const MessageHeader& h = m.header;
+  const uint64_t row_bytes = uint64_t{t.spec().dim()} * sizeof(float);
+  bool spans = !m.value_pieces.empty() && !t.budgeted();
+  for (const zmq::message_t& piece : m.value_pieces) spans = spans && piece.size() % row_bytes == 0;
+  if (spans) {
+    // Read where they landed (core/net/inbox.h): no joined copy.
+    spans_.clear();
+    for (const zmq::message_t& piece : m.value_pieces)
+      spans_.push_back({static_cast<const float*>(piece.data()), piece.size() / row_bytes});
+    return t.PushRowSpans(keys, offsets != nullptr ? offsets->data() : nullptr, h.num_keys(), spans_, lr_scale,
+                          h.sender_rank());
+  }
+  const float* g = m.ValueData(&value_scratch_);
+  if (offsets != nullptr) return t.PushRowsAt(offsets->data(), h.num_keys(), g, lr_scale, keys, h.sender_rank());
+  return t.PushRows(keys, h.num_keys(), g, lr_scale, h.sender_rank());
 }
 
 void KvService::PushDelta(const std::string& identity, const Message& m) {

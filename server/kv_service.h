@@ -163,6 +163,10 @@ class KvService {
   // `offsets`: the rows of the pull's key list (ResolveKeyList), or null.
   void ServePull(const std::string& identity, const Message& m, const std::vector<uint64_t>* offsets);
   void ApplyPush(const std::string& identity, const Message& m, const std::vector<uint64_t>* offsets);
+  // A row table's push stepped from the pieces the inbox kept
+  // (Message::value_pieces) or from the values frame.
+  Status StepRows(ServerTable& t, const Message& m, const uint64_t* keys, const std::vector<uint64_t>* offsets,
+                  float lr_scale);
   // A PULL or PUSH with MessageHeader.key_list: a define (keys present)
   // resolves and keeps its rows, a use (keys left out) finds them; either
   // sets *offsets. Plain requests leave it null. Returns false when it has
@@ -234,6 +238,7 @@ class KvService {
   Status fatal_;
   std::vector<uint64_t> key_scratch_;
   std::vector<float> value_scratch_;
+  std::vector<ServerTable::GradientSpan> spans_;
   std::vector<float> pull_scratch_;  // a 16-bit reply's values before they are narrowed
 };
 

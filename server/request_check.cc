@@ -134,9 +134,8 @@ Status RequestCheck::CheckPeer(const std::string& identity, const Message& m) co
     // No non-finite value ever reaches a table (case C08). The inbox
     // scanned a joined message's float32 values as it joined them.
     std::vector<float> scratch;
-    const float* v = m.ValueData(&scratch);
     const bool scanned = m.first_non_finite != Message::kNotScanned && !IsHalfWire(h.value_encoding());
-    const uint64_t i = scanned ? m.first_non_finite : FirstNonFinite(v, h.num_values());
+    const uint64_t i = scanned ? m.first_non_finite : FirstNonFinite(m.ValueData(&scratch), h.num_values());
     if (i < h.num_values()) {
       const ServerTable& t = *(*tables_)[h.table_id()];
       std::string where = "value " + std::to_string(i);
@@ -149,7 +148,7 @@ Status RequestCheck::CheckPeer(const std::string& identity, const Message& m) co
                  std::to_string(i % t.spec().dim()) + ")";
       }
       return Status::InvalidArgument(TypeName(h.type()) + from + " to table " + t.spec().name() + ": " + where +
-                                     " is " + (std::isnan(v[i]) ? "NaN" : "infinite") + "; nothing applied");
+                                     " is " + (std::isnan(m.ValueData(&scratch)[i]) ? "NaN" : "infinite") + "; nothing applied");
     }
   }
   // Only the peer that said HELLO as rank r may speak for rank r: a stray

@@ -264,7 +264,7 @@ void ServerShard::LogRefusal(const std::string& identity, const Status& why) {
 }
 
 void ServerShard::Take(const std::string& identity, Message* m) {
-  stats_.bytes_in += m->keys.size() + (m->received_values_bytes > 0 ? m->received_values_bytes : m->values.size());
+  stats_.bytes_in += m->keys.size() + (m->received_values_bytes > 0 ? m->received_values_bytes : m->values_size());
   if (replies_ != nullptr && !FirstTake(identity, *m)) return;
   // A 16-bit push is widened once here: the checks and the step read float32.
   WidenValues(m, kv_.frame_pool());

@@ -64,7 +64,7 @@ zmq::message_t Frame(std::string_view bytes) { return zmq::message_t(bytes.data(
 std::string EncodeShardInput(const std::string& identity, const Message& m) {
   const std::string header = m.header.SerializeAsString();
   std::string out;
-  out.reserve(1 + 4 + identity.size() + 4 + header.size() + 8 + m.keys.size() + 8 + m.values.size());
+  out.reserve(1 + 4 + identity.size() + 4 + header.size() + 8 + m.keys.size() + 8 + m.values_size());
   Put<uint8_t>(&out, kVersion);
   Put<uint32_t>(&out, static_cast<uint32_t>(identity.size()));
   out += identity;
@@ -72,8 +72,9 @@ std::string EncodeShardInput(const std::string& identity, const Message& m) {
   out += header;
   Put<uint64_t>(&out, m.keys.size());
   PutBytes(&out, m.keys.data(), m.keys.size());
-  Put<uint64_t>(&out, m.values.size());
+  Put<uint64_t>(&out, m.values_size());
   PutBytes(&out, m.values.data(), m.values.size());
+  for (const zmq::message_t& piece : m.value_pieces) PutBytes(&out, piece.data(), piece.size());
   return out;
 }
 

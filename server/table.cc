@@ -708,6 +708,35 @@ Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, f
 
 Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,
                                const uint64_t* keys, int pusher) {
+  TETHER_RETURN_IF_ERROR(StepRowsAt(offsets, n, g, lr_scale, keys, pusher, 0));
+  ++version_;
+  return Status::OK();
+}
+
+Status ServerTable::PushRowSpans(const uint64_t* keys, const uint64_t* offsets, uint64_t n,
+                                 const std::vector<GradientSpan>& spans, float lr_scale, int pusher) {
+  uint64_t rows = 0;
+  for (const GradientSpan& span : spans) rows += span.rows;
+  if (rows != n)
+    return Status::InvalidArgument("table " + spec_.name() + ": a push of " + std::to_string(n) + " keys carries " +
+                                   std::to_string(rows) + " rows of gradients");
+  if (budgeted_) return Status::Internal("table " + spec_.name() + " is budgeted: its pushes are applied whole");
+  if (offsets == nullptr) {
+    TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+    offsets = offsets_.data();
+  }
+  uint64_t first = 0;
+  for (const GradientSpan& span : spans) {
+    TETHER_RETURN_IF_ERROR(
+        StepRowsAt(offsets + first, span.rows, span.g, lr_scale, keys != nullptr ? keys + first : nullptr, pusher, first));
+    first += span.rows;
+  }
+  ++version_;
+  return Status::OK();
+}
+
+Status ServerTable::StepRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,
+                               const uint64_t* keys, int pusher, uint64_t first) {
   g = Compensated(offsets, n, g, pusher);
   const uint32_t dim = dim_;
   const uint32_t stride = stride_;
@@ -729,8 +758,8 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
     (void)optimizer_.Apply(undo, undo + dim, g + i * dim, dim, lr_scale);
     uint64_t j = 0;
     while (j + 1 < stride && std::isfinite(undo[j])) ++j;
-    if (i > 0) ++version_;  // the rows before it were updated
-    return NonFiniteStep(undo, j, "key " + std::to_string(key_of(i)), i);
+    if (first + i > 0) ++version_;  // the rows before it were updated
+    return NonFiniteStep(undo, j, "key " + std::to_string(key_of(i)), first + i);
   };
   if (stride == dim && optimizer_.CanApplyGathered(dim)) {
     // Rows without state: one call for the whole push (per-row calls and
@@ -738,7 +767,6 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
     // another in the table stepped as one span.
     const uint64_t bad = optimizer_.ApplyGathered(base, offsets, n, g, dim, lr_scale);
     if (__builtin_expect(bad < n, 0)) return refused(bad);
-    ++version_;
     return Status::OK();
   }
   // The whole row (weights and state) is hinted: its parts are separate
@@ -757,7 +785,6 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
       return refused(i);
     }
   }
-  ++version_;
   return Status::OK();
 }
 

@@ -197,6 +197,20 @@ class ServerTable {
   /// the row (slow, on errors only).
   [[nodiscard]] Status PushRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,
                                   const uint64_t* keys, int pusher = -1);
+  /// One piece of a push's gradients: `rows` rows of dim floats at `g`.
+  struct GradientSpan {
+    const float* g;
+    uint64_t rows;
+  };
+  /// PushRows (offsets null) or PushRowsAt (offsets: n resolved rows) of a
+  /// push whose gradients come in pieces (a push kept as it came,
+  /// Message::value_pieces): `spans` hold the rows of keys[0..n) in order.
+  /// The same arithmetic, version step and errors as one call on the
+  /// joined gradients (a refused row is named by its index in the whole
+  /// push). Errors: InvalidArgument when the spans' rows are not n;
+  /// Internal for a budgeted table (its pushes are applied whole).
+  [[nodiscard]] Status PushRowSpans(const uint64_t* keys, const uint64_t* offsets, uint64_t n,
+                                    const std::vector<GradientSpan>& spans, float lr_scale, int pusher = -1);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
   /// Dense slice: its end−begin floats, valid until the next push or restore.
@@ -459,6 +473,10 @@ class ServerTable {
   // names the span ("key 9" or "" for a dense slice starting at begin_);
   // `rows_applied`: rows of the push updated before this one.
   Status NonFiniteStep(const float* span, uint64_t j, const std::string& where, uint64_t rows_applied) const;
+  // PushRowsAt's steps without its version step; `first`: the index of
+  // offsets[0]'s row in the whole push (errors name it).
+  Status StepRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale, const uint64_t* keys,
+                    int pusher, uint64_t first);
   // A push's gradients of rows at `offsets` (n), compensated for `pusher`'s
   // delay into compensated_ (returned), or g when there is nothing to do.
   const float* Compensated(const uint64_t* offsets, uint64_t n, const float* g, int pusher);

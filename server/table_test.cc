@@ -380,6 +380,68 @@ TEST(ServerTableTest, RowRunsSteppedAsRowByRow) {
   }
 }
 
+// A push whose gradients come in pieces (a push the inbox kept as it came)
+// steps every row as one call on the joined gradients does: the same bits,
+// one version step, by keys and by resolved rows, for a gathered optimizer
+// (SGD) and one with state (Adam); a row refused in a later piece is named
+// by its index in the whole push; spans that do not hold n rows are refused.
+TEST(ServerTableTest, RowSpansStepAsTheJoinedPush) {
+  const uint32_t dim = 5;
+  const uint64_t n = 23;
+  std::vector<uint64_t> keys(n);
+  for (uint64_t i = 0; i < n; ++i) keys[i] = 40 + 3 * ((i * 7) % n);
+  std::vector<float> g(n * dim);
+  for (uint64_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>((i * 5) % 11) - 0.05f;
+  const std::vector<uint64_t> cuts = {4, 0, 9, 1, 9};  // rows per span, one empty
+  std::vector<ServerTable::GradientSpan> spans;
+  for (uint64_t first = 0, c = 0; c < cuts.size(); first += cuts[c++]) spans.push_back({&g[first * dim], cuts[c]});
+  for (OptimizerType type : {SGD, ADAM}) {
+    for (bool resolved : {false, true}) {
+      ServerTable whole(RowSpec(dim, type), 0, 0), pieces(RowSpec(dim, type), 0, 0);
+      std::vector<uint64_t> offsets;
+      ASSERT_TRUE(pieces.ResolveRows(keys.data(), n, &offsets).ok());
+      ASSERT_TRUE(whole.ResolveRows(keys.data(), n, &offsets).ok());
+      for (int round = 0; round < 3; ++round) {
+        ASSERT_TRUE(whole.PushRows(keys.data(), n, g.data(), 0.5f, -1).ok());
+        ASSERT_TRUE(pieces
+                        .PushRowSpans(resolved ? nullptr : keys.data(), resolved ? offsets.data() : nullptr, n,
+                                      spans, 0.5f, -1)
+                        .ok());
+      }
+      std::vector<float> a(n * dim), b(n * dim);
+      ASSERT_TRUE(whole.PullRows(keys.data(), n, a.data()).ok());
+      ASSERT_TRUE(pieces.PullRows(keys.data(), n, b.data()).ok());
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << type << " " << resolved;
+      EXPECT_EQ(pieces.version(), 3u);
+      EXPECT_EQ(pieces.version(), whole.version());
+    }
+  }
+  // An overflow in the fourth span's row (whole-push index 13): rows 0-12
+  // keep their steps, the version moves once, the message names row 13.
+  TableSpec spec = RowSpec(dim, SGD);
+  spec.mutable_optimizer()->set_learning_rate(4.0f);
+  ServerTable t(spec, 0, 0);
+  std::vector<float> huge = g;
+  huge[13 * dim + 2] = 3e38f;
+  std::vector<ServerTable::GradientSpan> huge_spans;
+  for (uint64_t first = 0, c = 0; c < cuts.size(); first += cuts[c++]) huge_spans.push_back({&huge[first * dim], cuts[c]});
+  const Status st = t.PushRowSpans(keys.data(), nullptr, n, huge_spans, 1.0f, -1);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("step made key " + std::to_string(keys[13]) +
+                              ", column 2 infinite; that row was left as it was, and the push's 13 earlier row(s) "
+                              "kept their updates"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(t.version(), 1u);
+  // Spans of 22 rows for 23 keys: refused, nothing applied.
+  ServerTable u(RowSpec(dim, SGD), 0, 0);
+  std::vector<ServerTable::GradientSpan> short_spans = {{g.data(), 22}};
+  const Status refused = u.PushRowSpans(keys.data(), nullptr, n, short_spans, 1.0f, -1);
+  EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "table w: a push of 23 keys carries 22 rows of gradients");
+  EXPECT_EQ(u.version(), 0u);
+}
+
 // PullRowsAt copies rows whose offsets follow one another as one span and
 // the others row by row: every row read holds its own key's values, for
 // runs of every length between swapped rows and for single scattered rows,

@@ -7,6 +7,12 @@
 //   more  tag: "TQCC" (4 bytes); its payload continues it
 // The stream ends when the three sizes are filled. A plain message has
 // three frames (header, keys, values) and never starts with a tag.
+// A sender cuts the header, the keys and the values into chunks of their
+// own (no payload spans two of them), and float32 rows into chunks of
+// whole rows where a row fits in one (ValuesChunkBytes): a receiver can
+// then keep each values payload as it came, rows intact, instead of
+// copying it into a joined frame (core/net/inbox.h). A receiver must not
+// rely on either: it joins any cut of the stream.
 // Constants and pure functions; thread-safe.
 #pragma once
 
@@ -29,6 +35,14 @@ inline std::string ChunkLeadTag(uint32_t header_bytes, uint64_t keys_bytes, uint
   for (int i = 0; i < 8; ++i) t[8 + i] = static_cast<char>((keys_bytes >> (8 * i)) & 0xff);
   for (int i = 0; i < 8; ++i) t[16 + i] = static_cast<char>((values_bytes >> (8 * i)) & 0xff);
   return t;
+}
+
+/// The most values bytes a sender puts in one chunk: the whole rows of
+/// `row_bytes` that fit in `frame_bytes`, or `frame_bytes` when `row_bytes`
+/// is 0 (no rows: dense values, 16-bit values) or larger than a frame.
+inline uint64_t ValuesChunkBytes(uint64_t row_bytes, uint64_t frame_bytes) {
+  if (row_bytes == 0 || row_bytes > frame_bytes) return frame_bytes;
+  return frame_bytes / row_bytes * row_bytes;
 }
 
 enum class ChunkKind { kNone, kLead, kMore };

@@ -89,6 +89,7 @@ Status Inbox::Recv(zmq::socket_t& socket, Message* m, std::string* identity) {
   std::vector<zmq::message_t> frames;
   m->first_non_finite = Message::kNotScanned;
   m->received_values_bytes = 0;
+  m->value_pieces.clear();
   while (true) {
     try {
       if (!ReadFrames(socket, &frames)) return Status::Unavailable("no message ready");
@@ -128,6 +129,7 @@ void Inbox::Fill(Partial* p, const char* data, size_t n) {
         if (p->half != FP32) {
           WidenPiece(p, data, take);
         } else {
+          if (p->keep_pieces) JoinPieces(p);
           std::memcpy(static_cast<char*>(p->values.data()) + at, data, take);
           ScanValues(p, at + take);
         }
@@ -155,7 +157,51 @@ void Inbox::StartValues(Partial* p) {
   }
   // 16-bit values not widened here are widened and scanned by the server.
   p->scan = parsed && !IsHalfWire(e);
+  if (parsed && h.type() == PUSH && e == FP32 && h.value_dim() > 0) {
+    p->keep_pieces = true;  // the values frame is made only if a payload is cut otherwise
+    p->row_bytes = uint64_t{h.value_dim()} * sizeof(float);
+    return;
+  }
   p->values.rebuild(p->values_bytes);
+}
+
+bool Inbox::TakePiece(Partial* p, zmq::message_t* payload) {
+  const uint64_t values_from = uint64_t{p->header_bytes} + p->keys_bytes;
+  if (p->refused || p->filled < values_from || payload->size() == 0) return false;
+  if (!p->header_read) StartValues(p);
+  if (!p->keep_pieces) return false;
+  const uint64_t at = p->filled - values_from, n = payload->size();
+  // Only whole rows, and no more pieces than half-frame ones (the last may
+  // be shorter): a peer's stream of tiny chunks cannot make the shard hold
+  // a message descriptor per few bytes.
+  if (at % p->row_bytes != 0 || n % p->row_bytes != 0 || (n < kShardFrameBytes / 2 && at + n < p->values_bytes)) {
+    JoinPieces(p);
+    return false;
+  }
+  // ZeroMQ keeps a small payload (under its 8 KiB read batch) inside its
+  // read buffer, at any address: such a piece is copied (a message's last,
+  // short chunk).
+  if (reinterpret_cast<uintptr_t>(payload->data()) % alignof(float) != 0) *payload = zmq::message_t(payload->data(), n);
+  if (p->bad == ~uint64_t{0}) {
+    const uint64_t count = n / sizeof(float);
+    const uint64_t i = FirstNonFinite(static_cast<const float*>(payload->data()), count);
+    if (i < count) p->bad = at / sizeof(float) + i;
+  }
+  p->scanned = (at + n) / sizeof(float);
+  p->pieces.push_back(std::move(*payload));
+  p->filled += n;
+  return true;
+}
+
+void Inbox::JoinPieces(Partial* p) {
+  p->keep_pieces = false;
+  p->values.rebuild(p->values_bytes);
+  char* out = static_cast<char*>(p->values.data());
+  for (const zmq::message_t& piece : p->pieces) {
+    std::memcpy(out, piece.data(), piece.size());
+    out += piece.size();
+  }
+  p->pieces.clear();
 }
 
 void Inbox::WidenPiece(Partial* p, const char* data, uint64_t n) {
@@ -225,7 +271,12 @@ void Inbox::FinishValues(Partial* whole, Message* m) {
     m->received_values_bytes = whole->values_bytes;
     return;
   }
-  m->values = std::move(whole->values);
+  if (whole->keep_pieces) {
+    m->value_pieces = std::move(whole->pieces);
+    m->values.rebuild(size_t{0});
+  } else {
+    m->values = std::move(whole->values);
+  }
   if (whole->scan && whole->values_bytes % sizeof(float) == 0 && !IsHalfWire(m->header.value_encoding()))
     m->first_non_finite = whole->bad != ~uint64_t{0} ? whole->bad : whole->values_bytes / sizeof(float);
 }
@@ -240,6 +291,7 @@ Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::st
   m->header.Clear();
   m->keys.rebuild(size_t{0});
   m->values.rebuild(size_t{0});
+  m->value_pieces.clear();
   if (kind == ChunkKind::kLead) TETHER_RETURN_IF_ERROR(StartMessage(*identity, tag));
   auto it = partial_.find(*identity);
   if (it == partial_.end()) {
@@ -252,7 +304,7 @@ Status Inbox::TakeChunk(std::vector<zmq::message_t>* frames, Message* m, std::st
     CountPeerDrop(listener_, "frame_bytes");
     return Status::DataLoss("message from " + PeerName(*identity) + ": its chunks carry more bytes than announced");
   }
-  Fill(&p, static_cast<const char*>(payload.data()), payload.size());
+  if (!TakePiece(&p, &(*frames)[2])) Fill(&p, static_cast<const char*>(payload.data()), payload.size());
   const bool done = p.filled == p.total();
   if (p.refused) {
     // Answered at once, from the lead chunk (a sender's header always fits

@@ -24,6 +24,16 @@
 // The values of a joined message are scanned for NaN and infinity piece by
 // piece as they are copied in, while each piece is in cache
 // (Message::first_non_finite), so the server's check makes no second pass.
+// A float32 PUSH of rows is not joined while every values payload holds
+// whole rows (MessageHeader.value_dim floats) at an aligned address, as a
+// Tether sender cuts them (core/net/chunk_wire.h): the payloads are kept as
+// they came (Message::value_pieces) and scanned in place, so that the
+// shard's step reads the gradients where they landed and no byte of them is
+// copied (joining 16 MB cost the shard 1.6 ms of a 5.8 ms no-op push,
+// docs/PERFORMANCE.md). A payload cut otherwise, or shorter than half a
+// frame before the last (so a message holds at most one piece per 128 KiB),
+// joins the message from then on (the pieces so far copied in): any cut of
+// the stream is taken.
 // A joined PUSH of 16-bit values (MessageHeader.value_encoding) is widened
 // to float32 piece by piece instead, scanned on the way, and delivered as a
 // float32 message (value_encoding cleared; Message::received_values_bytes
@@ -99,6 +109,11 @@ class Inbox {
     uint64_t scanned = 0;    // leading values floats found finite so far
     uint64_t bad = ~uint64_t{0};  // the first non-finite one, once found
     bool refused = false;  // not admitted: answered from the lead chunk, then dropped
+    // A float32 PUSH of rows whose values payloads were all whole rows so
+    // far: kept in `pieces` (values stays empty until JoinPieces).
+    bool keep_pieces = false;
+    uint64_t row_bytes = 0;
+    std::vector<zmq::message_t> pieces;
     uint64_t total() const { return header_bytes + keys_bytes + values_bytes; }
   };
 
@@ -119,6 +134,12 @@ class Inbox {
   static void StartValues(Partial* p);
   static void ScanValues(Partial* p, uint64_t filled_values_bytes);
   static void WidenPiece(Partial* p, const char* data, uint64_t n);
+  // A payload that holds only values, kept as it came when `p` keeps
+  // pieces and it is whole rows at an aligned address; false: to be copied
+  // by Fill (the pieces so far joined first).
+  static bool TakePiece(Partial* p, zmq::message_t* payload);
+  // Stops keeping pieces: the values frame is made and the pieces copied in.
+  static void JoinPieces(Partial* p);
   // `whole`'s values into `m` once every byte came.
   static void FinishValues(Partial* whole, Message* m);
 

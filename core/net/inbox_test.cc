@@ -262,6 +262,127 @@ TEST(InboxTest, AJoinedMessagesFirstNonFiniteValueIsFound) {
   }
 }
 
+// A float32 PUSH of `rows` rows of `dim` floats (value i is seed + i).
+Message RowPush(uint64_t request_id, uint64_t rows, uint32_t dim, float seed) {
+  Message m = Push(request_id, rows * dim, seed);
+  m.header.set_value_dim(dim);
+  m.header.set_num_keys(rows);
+  std::vector<uint64_t> keys(rows);
+  for (uint64_t i = 0; i < rows; ++i) keys[i] = 3 * i;
+  m.keys.rebuild(keys.data(), keys.size() * sizeof(uint64_t));
+  return m;
+}
+
+// The values of a message as sent, whether joined or kept in pieces.
+std::string ValuesOf(const Message& m) {
+  std::vector<float> scratch;
+  const float* v = m.ValueData(&scratch);
+  return std::string(reinterpret_cast<const char*>(v), m.values_size());
+}
+
+// A float32 PUSH of rows is kept as it came: the sender cuts its values
+// into chunks of whole rows (ValuesChunkBytes), the inbox keeps each
+// payload, no values frame is made, and the pieces hold the bytes sent,
+// scanned (the first non-finite value found by its index in the whole
+// push). Rows of 64, 3 and 1,000 floats; a row wider than a frame (65,600
+// floats) cannot be cut whole and is joined.
+TEST(InboxTest, ARowPushIsKeptInThePiecesItCameIn) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
+  ASSERT_TRUE(router.ok()) << router.status().message();
+  auto a = ConnectDealer(ctx, endpoint, "worker-a", SocketOptions{});
+  ASSERT_TRUE(a.ok());
+  Inbox inbox("test");
+  inbox.Admit("worker-a");
+  struct Case {
+    uint32_t dim;
+    uint64_t rows;
+    size_t pieces;  // 0: joined
+  };
+  // 64 × 4 bytes: 1,024 rows a chunk; 3 × 4: 21,845 rows (262,140 bytes);
+  // 1,000 × 4: 65 rows (260,000 bytes).
+  for (const Case& c : {Case{64, 10000, 10}, Case{64, 1025, 2}, Case{3, 50000, 3}, Case{1000, 200, 4},
+                        Case{65600, 2, 0}}) {
+    for (int64_t bad : {int64_t{-1}, int64_t{7}, static_cast<int64_t>(c.rows * c.dim - 1)}) {
+      Message push = RowPush(c.rows, c.rows, c.dim, 0.25f);
+      if (bad >= 0) static_cast<float*>(push.values.data())[bad] = std::nanf("");
+      const std::string sent(static_cast<const char*>(push.values.data()), push.values.size());
+      ASSERT_TRUE(SendMessage(*a, &push, nullptr, "server").ok());
+      Message m;
+      std::string id;
+      Status st = Next(*router, inbox, &m, &id);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(m.header.request_id(), c.rows);
+      EXPECT_EQ(m.value_pieces.size(), c.pieces) << c.dim;
+      if (c.pieces > 0) {
+        EXPECT_EQ(m.values.size(), 0u) << c.dim;
+      }
+      for (const zmq::message_t& piece : m.value_pieces) EXPECT_EQ(piece.size() % (c.dim * sizeof(float)), 0u);
+      EXPECT_EQ(m.values_size(), sent.size());
+      EXPECT_TRUE(ValuesOf(m) == sent) << c.dim;
+      EXPECT_EQ(m.first_non_finite, bad >= 0 ? static_cast<uint64_t>(bad) : c.rows * c.dim) << c.dim;
+      EXPECT_TRUE(ValidateFrames(m, "worker-a").ok());
+    }
+  }
+  EXPECT_EQ(inbox.partial_messages(), 0u);
+}
+
+// Another sender's cut: a values payload that is not whole rows, starts
+// inside a row, or is shorter than half a frame before the last, makes the
+// inbox join the message from there on (the pieces taken so far copied in):
+// the same bytes and scan either way.
+TEST(InboxTest, APushCutInsideARowIsJoined) {
+  zmq::context_t ctx;
+  std::string endpoint;
+  auto router = BindRouter(ctx, "tcp://127.0.0.1:0", ShardSocket(), &endpoint);
+  ASSERT_TRUE(router.ok());
+  zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::routing_id, "raw");
+  raw.connect(endpoint);
+  Inbox inbox("test");
+  inbox.Admit("raw");
+  const uint32_t dim = 4;
+  const uint64_t rows = 20000;  // 320,000 bytes of values
+  const size_t half = kShardFrameBytes / 2;
+  struct Cut {
+    std::vector<size_t> sizes;
+    size_t pieces;  // kept at the end; 0: joined
+  };
+  for (const Cut& cut : {Cut{{half, half, 10, 320000 - 2 * half - 10}, 0}, Cut{{half, 320000 - half}, 2},
+                         Cut{{2 * half, 320000 - 2 * half}, 2}, Cut{{16, half, 320000 - 16 - half}, 0},
+                         Cut{{40, half, 320000 - 40 - half}, 0},
+                         Cut{{half + 8, 320000 - half - 8}, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "first payload " << cut.sizes[0] << ", " << cut.sizes.size() << " payloads");
+    Message push = RowPush(9, rows, dim, 1.5f);
+    static_cast<float*>(push.values.data())[40000] = std::numeric_limits<float>::infinity();
+    const std::string header = push.header.SerializeAsString();
+    const std::string keys(static_cast<const char*>(push.keys.data()), push.keys.size());
+    const std::string values(static_cast<const char*>(push.values.data()), push.values.size());
+    auto send = [&](const std::string& tag, const std::string& payload) {
+      raw.send(zmq::buffer(tag), zmq::send_flags::sndmore);
+      raw.send(zmq::buffer(payload), zmq::send_flags::none);
+    };
+    send(ChunkLeadTag(header.size(), keys.size(), values.size()), header);
+    send(std::string(kChunkContinueTag, kChunkTagBytes), keys);
+    size_t at = 0;
+    for (size_t n : cut.sizes) {
+      send(std::string(kChunkContinueTag, kChunkTagBytes), values.substr(at, n));
+      at += n;
+    }
+    ASSERT_EQ(at, values.size());
+    Message m;
+    std::string id;
+    Status st = Next(*router, inbox, &m, &id);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(m.value_pieces.size(), cut.pieces) << cut.sizes[0];
+    EXPECT_EQ(m.values.size(), cut.pieces > 0 ? 0u : values.size()) << cut.sizes[0];
+    EXPECT_TRUE(ValuesOf(m) == values) << cut.sizes[0];
+    EXPECT_EQ(m.first_non_finite, 40000u) << cut.sizes[0];
+  }
+  EXPECT_EQ(inbox.partial_messages(), 0u);
+}
+
 // n 16-bit values of encoding e: value i is i / 8 − 100, with NaN at each
 // of `nans` and +infinity just after the last of them.
 std::vector<uint16_t> HalfValues(size_t n, WireEncoding e, const std::vector<size_t>& nans) {

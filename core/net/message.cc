@@ -68,6 +68,10 @@ Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes,
   body->keys = std::move(m->keys);
   body->values = std::move(m->values);
   const std::string lead = ChunkLeadTag(body->header.size(), body->keys.size(), body->values.size());
+  // float32 rows in chunks of whole rows: the shard keeps them as they came.
+  const bool rows = m->header.value_encoding() == FP32 && m->header.value_dim() > 0;
+  const uint64_t values_chunk =
+      ValuesChunkBytes(rows ? uint64_t{m->header.value_dim()} * sizeof(float) : 0, kShardFrameBytes);
   struct Chunk {
     const char* data;
     size_t size;
@@ -78,8 +82,8 @@ Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes,
   for (const auto& [data, size] : {std::pair<const char*, size_t>{body->header.data(), body->header.size()},
                                    {static_cast<const char*>(body->keys.data()), body->keys.size()},
                                    {values, body->values.size()}})
-    for (size_t off = 0; off < size; off += kShardFrameBytes) {
-      const size_t n = std::min<size_t>(kShardFrameBytes, size - off);
+    for (size_t off = 0, step = data == values ? values_chunk : kShardFrameBytes; off < size; off += step) {
+      const size_t n = std::min<size_t>(step, size - off);
       chunks.push_back(Chunk{data + off, n, data == values ? off + n : 0});
     }
   try {
@@ -150,7 +154,22 @@ const uint64_t* Message::KeyData(std::vector<uint64_t>* scratch) const {
   return scratch->data();
 }
 
+uint64_t Message::values_size() const {
+  uint64_t n = values.size();
+  for (const zmq::message_t& piece : value_pieces) n += piece.size();
+  return n;
+}
+
 const float* Message::ValueData(std::vector<float>* scratch) const {
+  if (!value_pieces.empty()) {
+    scratch->resize(values_size() / sizeof(float));
+    char* out = reinterpret_cast<char*>(scratch->data());
+    for (const zmq::message_t& piece : value_pieces) {
+      std::memcpy(out, piece.data(), piece.size());
+      out += piece.size();
+    }
+    return scratch->data();
+  }
   const void* p = values.data();
   if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) return static_cast<const float*>(p);
   scratch->resize(values.size() / sizeof(float));
@@ -197,9 +216,10 @@ Status ValidateFrames(const Message& m, const std::string& peer) {
     return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": value_encoding " +
                             WireEncodingName(enc) + " on a message that carries float32 values only");
   const size_t width = WireBytesPerValue(enc);
-  if (m.values.size() % width != 0 || m.values.size() / width != h.num_values())
+  const uint64_t values_bytes = m.values_size();
+  if (values_bytes % width != 0 || values_bytes / width != h.num_values())
     return Status::DataLoss("message " + TypeName(h.type()) + " from " + peer + ": values frame has " +
-                            std::to_string(m.values.size()) + " bytes but the header says " +
+                            std::to_string(values_bytes) + " bytes but the header says " +
                             std::to_string(h.num_values()) + " " + (enc == FP32 ? "floats" : WireEncodingName(enc)) +
                             " values");
   return Status::OK();

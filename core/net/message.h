@@ -48,11 +48,22 @@ struct Message {
   /// values are written. The function's owner keeps the frame alive until
   /// it has written every byte.
   std::function<void(size_t end)> write_values;
+  /// Set by the inbox for a float32 PUSH of row values it did not join:
+  /// the values frame as it came, in pieces, in order, each a whole number
+  /// of rows (header.value_dim floats) at a 4-byte-aligned address; `values`
+  /// is then empty. The push's step reads the rows from the pieces where a
+  /// joined frame would cost a copy of every byte (RowPieces); every other
+  /// reader gets them joined (ValueData). Empty otherwise.
+  std::vector<zmq::message_t> value_pieces;
+
+  /// The values' bytes: values.size(), or the pieces' sum.
+  uint64_t values_size() const;
 
   /// Keys as uint64; copies into `scratch` only when the frame is unaligned
   /// (ZeroMQ stores frames under 34 bytes inline).
   const uint64_t* KeyData(std::vector<uint64_t>* scratch) const;
-  /// Values as float; same alignment rule as KeyData.
+  /// Values as float; same alignment rule as KeyData. Values in pieces
+  /// are joined into `scratch` (a copy of every byte).
   const float* ValueData(std::vector<float>* scratch) const;
 };
 
