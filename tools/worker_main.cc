@@ -17,6 +17,7 @@
 #include "core/net/endpoint_check.h"
 #include "core/net/rendezvous.h"
 #include "core/net/server_lookup.h"
+#include "worker/client/claim_lookup.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/config_flags.h"
 #include "cli/metrics_flags.h"
@@ -248,32 +249,63 @@ int ResumeIfPresent(const std::string& who, const tether::JobConfig& config, tet
   return 0;
 }
 
-// The servers from the rendezvous, where they publish their endpoints once
-// bound (core/net/rendezvous.h). The exit code when they cannot be found
-// (logged), else 0.
-int LookUpServers(const std::string& who, const tether::JobConfig& config, tether::TrainerOptions* options) {
+// The job's rendezvous (cluster.rendezvous, non-empty). With
+// security.curve the store admits key holders only: this worker reaches it
+// with its own key pair, as it reaches the servers. Null, with `*code` the
+// exit code, when it cannot be opened (logged).
+std::shared_ptr<tether::Rendezvous> OpenRendezvous(const std::string& who, const tether::JobConfig& config,
+                                                   int* code) {
   const std::string& spec = config.cluster().rendezvous();
-  // With security.curve the store admits key holders only: this worker
-  // reaches it with its own key pair, as it reaches the servers.
   tether::SocketOptions rendezvous_socket_options;
   if (config.security().has_curve() && spec.rfind("tcp://", 0) == 0) {
     auto curve = tether::RendezvousCurveClient(config.security().curve(), /*as_server=*/false);
     if (!curve.ok()) {
       LOG(ERROR) << who << "rendezvous: " << curve.status().message();
-      return 1;
+      *code = 1;
+      return nullptr;
     }
     rendezvous_socket_options.curve = *curve;
   }
   auto rdzv = tether::Rendezvous::Open(spec, rendezvous_socket_options);
   if (!rdzv.ok()) {
     LOG(ERROR) << who << rdzv.status().message();
-    return 2;
+    *code = 2;
+    return nullptr;
   }
+  return std::shared_ptr<tether::Rendezvous>(std::move(*rdzv));
+}
+
+// With replicated shards, a worker whose view of a shard's chain ran out
+// finds the process that claimed the shard in the rendezvous, where it
+// publishes its port (worker/client/claim_lookup.h). Exit code as
+// OpenRendezvous's (`rdzv` null: opened here).
+int AddClaimLookup(const std::string& who, const tether::JobConfig& config, std::shared_ptr<tether::Rendezvous> rdzv,
+                   tether::TrainerOptions* options) {
+  if (config.cluster().replicas() <= 0 || config.cluster().rendezvous().empty()) return 0;
+  int code = 0;
+  if (rdzv == nullptr && (rdzv = OpenRendezvous(who, config, &code)) == nullptr) return code;
+  tether::ClaimLookup::Options claim_options;
+  claim_options.source = "rendezvous " + config.cluster().rendezvous();
+  claim_options.log_prefix = who;
+  options->claim_lookup = std::make_shared<tether::ClaimLookup>(
+      config.cluster().num_servers(),
+      tether::ReadServerEntry(std::move(rdzv), tether::JobId(config), config.cluster().generation()), claim_options);
+  return 0;
+}
+
+// The servers from the rendezvous, where they publish their endpoints once
+// bound (core/net/rendezvous.h). The exit code when they cannot be found
+// (logged), else 0.
+int LookUpServers(const std::string& who, const tether::JobConfig& config, tether::TrainerOptions* options) {
+  const std::string& spec = config.cluster().rendezvous();
+  int code = 0;
+  std::shared_ptr<tether::Rendezvous> rdzv = OpenRendezvous(who, config, &code);
+  if (rdzv == nullptr) return code;
   const std::string job_id = tether::JobId(config);
   LOG(INFO) << who << "looking up " << config.cluster().num_servers() << " server(s) of job '" << job_id
             << "' generation " << config.cluster().generation() << " in rendezvous " << spec << " (up to "
             << config.cluster().startup_timeout_ms() << " ms, cluster.startup_timeout_ms)";
-  auto found = tether::LookupServers(rdzv->get(), job_id, config.cluster().generation(),
+  auto found = tether::LookupServers(rdzv.get(), job_id, config.cluster().generation(),
                                      config.cluster().num_servers(), config.cluster().startup_timeout_ms(),
                                      [] { return g_stop.load(); });
   if (!found.ok()) {
@@ -295,9 +327,9 @@ int LookUpServers(const std::string& who, const tether::JobConfig& config, tethe
   tether::ServerLookup::Options lookup_options;
   lookup_options.source = options->servers_source;
   lookup_options.log_prefix = who;
-  options->server_lookup = tether::ServerLookup::FromRendezvous(
-      std::move(*rdzv), job_id, config.cluster().generation(), options->servers, lookup_options);
-  return 0;
+  options->server_lookup = std::make_shared<tether::ServerLookup>(
+      options->servers, tether::ReadServerEntry(rdzv, job_id, config.cluster().generation()), lookup_options);
+  return AddClaimLookup(who, config, std::move(rdzv), options);
 }
 
 // The servers' endpoints in shard order: --server_addresses, else
@@ -330,6 +362,9 @@ int FindServers(const std::string& who, const tether::JobConfig& config, tether:
       LOG(ERROR) << who << st.message();
       return 2;
     }
+  // Servers given by address, the job's rendezvous still holds the port of
+  // a process that claims a replicated shard.
+  if (options->claim_lookup == nullptr) return AddClaimLookup(who, config, nullptr, options);
   return 0;
 }
 

@@ -62,6 +62,10 @@ struct TrainerOptions {
   /// With servers from a rendezvous: re-reads the entries of shards the
   /// worker waits for (ClientOptions::server_lookup); null: off.
   std::shared_ptr<ServerLookup> server_lookup;
+  /// With a rendezvous and replicated shards: finds the process that
+  /// claimed a shard whose chain ran out (ClientOptions::claim_lookup);
+  /// null: off.
+  std::shared_ptr<ClaimLookup> claim_lookup;
   /// JSON metrics written here (atomically) when non-empty, by the worker
   /// that evaluates at the end: rank 0, or the lowest rank still there if
   /// rank 0 left. Give it to every worker that may become the evaluator.

@@ -25,12 +25,7 @@ std::unique_ptr<ServerLookup> ServerLookup::FromRendezvous(std::unique_ptr<Rende
                                                            const std::string& job_id, uint64_t generation,
                                                            std::vector<std::string> endpoints, Options options,
                                                            int read_timeout_ms) {
-  std::shared_ptr<Rendezvous> store(std::move(rdzv));
-  ReadEntry read = [store, job_id, generation, read_timeout_ms](int shard) -> StatusOr<std::string> {
-    const RendezvousKey key{job_id, generation, ServerEntryName(shard)};
-    TETHER_ASSIGN_OR_RETURN(std::vector<std::string> values, store->WaitAll({key}, read_timeout_ms, nullptr));
-    return values[0];
-  };
+  ReadEntry read = ReadServerEntry(std::shared_ptr<Rendezvous>(std::move(rdzv)), job_id, generation, read_timeout_ms);
   return std::make_unique<ServerLookup>(std::move(endpoints), std::move(read), std::move(options));
 }
 
@@ -53,10 +48,7 @@ std::optional<std::string> ServerLookup::Poll(int shard, Clock::time_point now) 
   }
   if (*value != s.endpoint) {
     // Checked only when it changed: resolving a host name may block.
-    const std::string where = options_.source + ", entry " + ServerEntryName(shard);
-    Status st = value->rfind("tcp://", 0) == 0 || value->rfind("ipc://", 0) == 0
-                    ? CheckEndpoint(*value, where, EndpointUse::kConnect)
-                    : Status::DataLoss(where + ": '" + *value + "' is not a tcp:// or ipc:// endpoint");
+    Status st = CheckServerEntry(*value, options_.source + ", entry " + ServerEntryName(shard));
     if (!st.ok()) {
       ReadFailed(shard, st);
       return std::nullopt;
@@ -80,6 +72,21 @@ void ServerLookup::ReadFailed(int shard, const Status& why) {
                  << options_.max_interval_ms << " ms at most";
   s.failing = true;
   s.interval_ms = std::min(options_.max_interval_ms, s.interval_ms * 2);
+}
+
+ServerLookup::ReadEntry ReadServerEntry(std::shared_ptr<Rendezvous> rdzv, const std::string& job_id,
+                                        uint64_t generation, int read_timeout_ms) {
+  return [store = std::move(rdzv), job_id, generation, read_timeout_ms](int shard) -> StatusOr<std::string> {
+    const RendezvousKey key{job_id, generation, ServerEntryName(shard)};
+    TETHER_ASSIGN_OR_RETURN(std::vector<std::string> values, store->WaitAll({key}, read_timeout_ms, nullptr));
+    return values[0];
+  };
+}
+
+Status CheckServerEntry(const std::string& value, const std::string& where) {
+  if (value.rfind("tcp://", 0) != 0 && value.rfind("ipc://", 0) != 0)
+    return Status::DataLoss(where + ": '" + value + "' is not a tcp:// or ipc:// endpoint");
+  return CheckEndpoint(value, where, EndpointUse::kConnect);
 }
 
 }  // namespace tether

@@ -103,4 +103,17 @@ class ServerLookup {
   uint64_t reads_ = 0;
 };
 
+/// A ServerLookup::ReadEntry that reads entry "server-S" of (job_id,
+/// generation) in `rdzv`, each read bounded by `read_timeout_ms` (as
+/// FromRendezvous). `rdzv` is shared by every reader made from it; use them
+/// on one thread.
+ServerLookup::ReadEntry ReadServerEntry(std::shared_ptr<Rendezvous> rdzv, const std::string& job_id,
+                                        uint64_t generation, int read_timeout_ms = 0);
+
+/// Whether `value`, read from `where` ("rendezvous SPEC, entry server-S"),
+/// is an endpoint a worker can connect to. Errors: DataLoss for a value that
+/// is not tcp:// or ipc://; those of CheckEndpoint (a host name that does
+/// not resolve), naming `where`.
+Status CheckServerEntry(const std::string& value, const std::string& where);
+
 }  // namespace tether

@@ -103,6 +103,17 @@
 #          next server of shard 0's chain refuses too, pass it over for
 #          server 2; server 2 claims shard 1 as well; the workers and
 #          servers 2 and 3 exit 0 and total_samples is exactly 10 × 4,880.
+#   chain_rejoin  3 servers with --replicas=2 (chains of three), 2 workers,
+#          6 epochs, cluster.liveness_timeout_ms=10000; after worker 0 logs
+#          epoch 2 both workers are stopped (SIGSTOP), so that neither hears
+#          from shard 0's first claimant; SIGKILL server 0: server 1 claims
+#          shard 0 and server 2 drops its copy and joins that claim again
+#          as a learner, on a new port; once it caught up, SIGKILL server 1:
+#          server 2 claims shards 0 and 1 and publishes shard 0's new port;
+#          the workers, continued, find both ports of shard 0's chain they
+#          know refusing, read the shard's rendezvous entry and follow it to
+#          server 2's claim; the workers and server 2 exit 0 and
+#          total_samples is exactly 6 × 4,880.
 # No fixed sleeps: every wait polls with a bound; every process runs under
 # `timeout` and is killed on exit.
 source "$(dirname "$0")/lib.sh"
@@ -124,15 +135,19 @@ case "$mode" in
   pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
   join | launch_replace | launch_stop) epochs=20 ;;
   chain | chain_curve | chain_adjacent) epochs=10 ;;
+  chain_rejoin) epochs=6 ;;
   launch_chain) epochs=20 ;;
 esac
 servers=3
 replicas=1
 case "$mode" in chain | chain_curve | chain_adjacent | launch_chain) servers=4 replicas=2 ;; esac
+[ "$mode" = chain_rejoin ] && replicas=2
 # chain_adjacent: long enough that a claim waiting for it is told from one
-# that does not.
+# that does not; chain_rejoin: that a worker following the rendezvous is
+# told from one giving the shard up, and that the workers stopped meanwhile
+# are not given up by the servers' heartbeats.
 liveness_ms=2000
-[ "$mode" = chain_adjacent ] && liveness_ms=10000
+case "$mode" in chain_adjacent | chain_rejoin) liveness_ms=10000 ;; esac
 flags=(--config=tests/data/bibtex_fixed.pbtxt --epochs=$epochs --staleness=2 --num_servers=$servers --num_workers=2
        --replicas=$replicas --rendezvous="file:$tmp/rdzv" --liveness_timeout_ms=$liveness_ms)
 mkdir -p "$tmp/rdzv"
@@ -416,6 +431,35 @@ chain_adjacent)
       fail "worker $r did not pass over server 1 for shard 0"
   done
   echo "total_samples $total; server 2 claimed shard 0 $claim_ms ms after servers 0 and 1 died together"
+  ;;
+chain_rejoin)
+  start_all
+  wait_log "$tmp/worker0.log" "epoch 2/$epochs" 2400
+  w0=$(inner "${wpid[0]}") w1=$(inner "${wpid[1]}")
+  kill -STOP "$w0" "$w1"
+  for p in "$w0" "$w1"; do
+    poll 100 grep -q '^State:[[:space:]]*T' "/proc/$p/status" || fail "worker process $p did not stop"
+  done
+  kill -9 "$(inner "${server_pids[0]}")"
+  wait_code "${server_pids[0]}"
+  wait_log "$tmp/server1.log" "claimed shard 0" 600
+  t0=$(now_ms)
+  wait_log "$tmp/server2.log" "joins it as a learner" 600
+  wait_log "$tmp/server2.log" "caught up with shard 0's primary" 1200
+  kill -9 "$(inner "${server_pids[1]}")"
+  kill_ms=$(($(now_ms) - t0))
+  wait_code "${server_pids[1]}"
+  poll 1200 grep -q "claimed shard 0" "$tmp/server2.log" || fail "server 2 did not claim shard 0"
+  poll 1200 grep -q "claimed shard 1" "$tmp/server2.log" || fail "server 2 did not claim shard 1"
+  kill -CONT "$w0" "$w1"
+  t1=$(now_ms)
+  wait_zero "workers and server 2" "${wpid[0]}" "${wpid[1]}" "${server_pids[2]}"
+  exact_samples
+  for r in 0 1; do
+    grep -q "server shard 0: its chain as this worker knows it ends at .*; its entry in rendezvous file:.* names tcp://.*, a process that claimed the shard since: following it there" "$tmp/worker$r.log" ||
+      fail "worker $r did not follow shard 0's rendezvous entry"
+  done
+  echo "total_samples $total; server 1 killed $kill_ms ms after its claim, once server 2 caught up; the job ended $(($(now_ms) - t1)) ms after the workers were continued"
   ;;
 kill | curve)
   start_all

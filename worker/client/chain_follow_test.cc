@@ -6,6 +6,8 @@
 // death: its connections close, and its port then refuses connections.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -17,6 +19,7 @@
 #include "core/net/transport.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/silent_listener.h"
+#include "worker/client/claim_lookup.h"
 #include "worker/client/request_channel.h"
 
 namespace tether {
@@ -82,6 +85,7 @@ class ChainFollowTest : public ::testing::Test {
     o.request_timeout_ms = 20000;
     o.liveness_timeout_ms = liveness_ms;
     o.heartbeat_interval_ms = 60000;  // no HEARTBEAT unless a connection comes up
+    o.claim_lookup = claim_lookup_;
     // What WorkerClient does with a HELLO_REPLY (OnHelloReply).
     channel_ = std::make_unique<RequestChannel>(o, [this](uint64_t tag, const Status& verdict, Message* reply) {
       tags_.push_back(tag);
@@ -122,6 +126,7 @@ class ChainFollowTest : public ::testing::Test {
   std::string endpoint_a_, endpoint_b_;
   std::unique_ptr<RequestChannel> channel_;
   std::vector<uint64_t> tags_;
+  std::shared_ptr<ClaimLookup> claim_lookup_;  // set before Start: the job has a rendezvous
 };
 
 // The primary dies with three messages unanswered (a CLOCK, a PUSH, a
@@ -354,6 +359,111 @@ TEST_F(ChainFollowTest, ASuccessorThatAcceptsAndNeverAnswersIsWaitedForNotPassed
   EXPECT_EQ(channel_->server(0), stopped.endpoint());
   zmq::pollitem_t item = {c.handle(), 0, ZMQ_POLLIN, 0};
   EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(0)), 0) << "nothing went to C";
+}
+
+// A rendezvous entry as a claiming copy rewrites it: the reader returns
+// `script` in turn, then its last value again; `reads` counts the reads.
+std::shared_ptr<ClaimLookup> ScriptedClaims(std::vector<std::string> script, int interval_ms,
+                                            std::shared_ptr<std::atomic<int>> reads) {
+  ClaimLookup::Options o;
+  o.interval_ms = interval_ms;
+  o.source = "rendezvous file:/r";
+  o.log_prefix = "[worker 0] ";
+  return std::make_shared<ClaimLookup>(
+      1,
+      [script = std::move(script), reads](int shard) -> StatusOr<std::string> {
+        EXPECT_EQ(shard, 0);
+        const int i = reads->fetch_add(1);
+        return script[std::min<size_t>(static_cast<size_t>(i), script.size() - 1)];
+      },
+      o);
+}
+
+// The worker's chain for the shard is [B], B's port refuses (its process
+// dropped that copy), and the primary dies: the chain ran out, so the
+// worker reads the shard's rendezvous entry, which first names the
+// primary and then B (endpoints it was at: no news), then C, the process
+// that claimed the shard since on a port the worker never heard of. The
+// two unanswered messages go to C byte for byte, C answers them with its
+// higher generation and its own start id, and the shard serves on. The
+// entry was not read while the primary served.
+TEST_F(ChainFollowTest, AChainThatRanOutIsFollowedToTheClaimantItsRendezvousEntryNames) {
+  std::string endpoint_c;
+  zmq::socket_t c = Bind(&endpoint_c);
+  auto reads = std::make_shared<std::atomic<int>>(0);
+  claim_lookup_ = ScriptedClaims({endpoint_a_, endpoint_b_, endpoint_c}, 20, reads);
+  Start(5000);
+  Hello({endpoint_b_});
+  b_.close();  // the copy at B is gone: its port refuses
+  const RequestHandle r1 = Send(PUSH, PUSH_REPLY, 1, std::string(400, 'p'));
+  const RequestHandle r2 = Send(PULL, PULL_REPLY, 2);
+  std::vector<Received> at_a;
+  for (int i = 0; i < 2; ++i) at_a.push_back(NextMessage(a_));
+  EXPECT_EQ(reads->load(), 0) << "a shard whose primary serves is not looked up";
+  std::vector<Received> at_c;
+  std::thread claimant([&] {
+    for (int i = 0; i < 2; ++i) at_c.push_back(NextMessage(c));
+    for (const Received& m : at_c)
+      Answer(c, m.identity, m.parsed.request_id(), m.parsed.type() == PUSH ? PUSH_REPLY : PULL_REPLY, 5, 0xc3);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  a_.close();  // the primary dies
+  const Status s1 = r1.Wait(), s2 = r2.Wait();
+  const auto took_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  claimant.join();
+  EXPECT_TRUE(s1.ok()) << s1.ToString();
+  EXPECT_TRUE(s2.ok()) << s2.ToString();
+  ASSERT_EQ(at_c.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(at_c[i].header, at_a[i].header) << "message " << i << " sent again, same bytes";
+    EXPECT_EQ(at_c[i].values, at_a[i].values);
+    EXPECT_EQ(at_c[i].identity, at_a[i].identity);
+  }
+  EXPECT_EQ(channel_->server(0), endpoint_c);
+  EXPECT_GE(reads->load(), 3) << "the primary's and B's entries were passed over";
+  EXPECT_EQ(channel_->stats().failovers, 1u);
+  EXPECT_LT(took_ms, 2500) << "no wait for liveness_timeout_ms=5000";
+  // C serves the shard: a new request goes there, and nothing else came.
+  const RequestHandle r3 = Send(PULL, PULL_REPLY, 3);
+  const Received third = NextMessage(c);
+  EXPECT_EQ(third.parsed.type(), PULL);
+  EXPECT_GT(third.parsed.request_id(), at_a[1].parsed.request_id());
+  Answer(c, third.identity, third.parsed.request_id(), PULL_REPLY, 5, 0xc3);
+  EXPECT_TRUE(r3.Wait().ok());
+  EXPECT_EQ(tags_, (std::vector<uint64_t>{100, 1, 2, 3}));
+}
+
+// No process claimed the shard: the entry keeps naming endpoints the
+// worker was at. The shard is given up after liveness_timeout_ms as
+// before, the message saying that the rendezvous named no claimant; the
+// entry was read about once per interval meanwhile.
+TEST_F(ChainFollowTest, AChainThatRanOutWithNoClaimantIsGivenUpAfterTheLivenessTimeout) {
+  auto reads = std::make_shared<std::atomic<int>>(0);
+  claim_lookup_ = ScriptedClaims({endpoint_a_}, 100, reads);
+  Start(800);
+  Hello({endpoint_b_});
+  b_.close();
+  const RequestHandle r = Send(PULL, PULL_REPLY, 1);
+  EXPECT_EQ(NextMessage(a_).parsed.type(), PULL);
+  const auto t0 = std::chrono::steady_clock::now();
+  a_.close();
+  const Status st = r.Wait();
+  const auto took_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+  const std::string start = "[worker 0] server shard 0 at " + endpoint_b_ + " is gone: its primary disconnected ";
+  EXPECT_EQ(st.message().rfind(start, 0), 0u) << st.message();
+  EXPECT_NE(st.message().find(" s ago and this next server of its chain never answered, and its entry in "
+                              "rendezvous file:/r named no other process claiming it "
+                              "(cluster.liveness_timeout_ms=800)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_GE(took_ms, 800);
+  EXPECT_LT(took_ms, 10000);
+  EXPECT_GE(reads->load(), 1);
+  EXPECT_LE(reads->load(), took_ms / 100 + 1) << "one read per 100 ms at most";
+  EXPECT_EQ(channel_->server(0), endpoint_b_);
 }
 
 TEST_F(ChainFollowTest, AChainEndpointThatIsNoNetworkAddressIsRefused) {

@@ -35,6 +35,7 @@ RequestChannel::Options ChannelOptions(const ClientOptions& o) {
   c.first_connect_timeout_ms = o.first_connect_timeout_ms;
   c.servers_source = o.servers_source;
   c.server_lookup = o.server_lookup;
+  c.claim_lookup = o.claim_lookup;
   c.curve = o.curve;
   c.stop_requested = o.stop_requested;
   c.widen_pull_replies = false;  // OnPullReply widens into the caller's buffer

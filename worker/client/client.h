@@ -143,6 +143,10 @@ struct ClientOptions {
   /// or are down, and moves a shard whose entry changed
   /// (RequestChannel::Options::server_lookup); null: off. One per client.
   std::shared_ptr<ServerLookup> server_lookup;
+  /// Follows a replicated shard whose chain ran out to the process its
+  /// rendezvous entry names (RequestChannel::Options::claim_lookup); null:
+  /// off. One per client.
+  std::shared_ptr<ClaimLookup> claim_lookup;
   /// security.curve: this worker's key pair and the servers' public key
   /// (CurveClientOptions, core/net/curve.h); empty: plain connections.
   /// Applied to tcp:// and ipc:// endpoints. A server that refuses the key

@@ -202,6 +202,7 @@ Status RequestChannel::Connect() {
       monitor_shard_.push_back(static_cast<int>(shard));
       links_[shard].monitored = true;
     }
+    if (options_.claim_lookup != nullptr) options_.claim_lookup->Known(static_cast<int>(shard), ep);
     TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, o));
     sockets_.push_back(std::move(s));
   }
@@ -410,6 +411,7 @@ Status RequestChannel::Progress(int timeout_ms) {
   while (true) {
     TETHER_RETURN_IF_ERROR(CheckInterrupts());
     FollowMovedShards();
+    FollowClaims();
     // Poll in short slices: a worker blocked on the staleness bound must
     // still look alive to the servers (heartbeats, to every shard it has
     // not sent to for an interval, whichever shards it talks to meanwhile),

@@ -92,7 +92,18 @@
 // generation (the process that claimed the shard), a message with a lower
 // one (from a former primary) is dropped, and a second reply to a request
 // already answered (one sent again) is dropped quietly. With no endpoint
-// left, or while leaving, the shard is judged as an unreplicated one.
+// left, or while leaving, the shard is judged as an unreplicated one, but
+// for a chain that ran out while the worker followed it: with
+// Options::claim_lookup (the job has a rendezvous), while the last endpoint
+// followed does not answer, each wake-up of a wait reads the shard's
+// rendezvous entry (worker/client/claim_lookup.h, every 100 ms at most);
+// an entry naming an endpoint this worker has not been at is the process
+// that claimed the shard since (a copy that joined the claim again as a
+// learner, on a port the worker never heard of, and claimed when the
+// claimant died too): the socket moves there, with one WARNING naming both
+// endpoints, and the kept messages are sent there again as when following
+// the chain. The shard is still given up liveness_timeout_ms after the
+// primary's disconnect.
 // Following needs the connection watched: liveness_timeout_ms > 0 or CURVE,
 // over tcp:// or ipc://. A connection dropped by a primary that is alive
 // (this process stalled past the liveness timeout) is followed too; unless
@@ -125,6 +136,7 @@
 #include "core/net/server_lookup.h"
 #include "core/net/transport.h"
 #include "core/status.h"
+#include "worker/client/claim_lookup.h"
 #include "worker/client/resend_window.h"
 #include "worker/client/slot_pool.h"
 
@@ -217,6 +229,11 @@ class RequestChannel {
     /// servers were given, not looked up). Used on the channel's thread
     /// only: one lookup per channel.
     std::shared_ptr<ServerLookup> server_lookup;
+    /// Reads the rendezvous entry of a replicated shard whose chain ran out
+    /// while it was followed, and follows the process that claimed it (see
+    /// the file comment); null: off (no rendezvous). Used on the channel's
+    /// thread only: one per channel.
+    std::shared_ptr<ClaimLookup> claim_lookup;
     /// CURVE keys for tcp:// and ipc:// endpoints (core/net/transport.h);
     /// empty: plain. With them, every such shard is watched by a socket
     /// monitor (also with liveness off), and a handshake the server refuses
@@ -447,6 +464,12 @@ class RequestChannel {
   void FollowChain(int shard);
   // The pop, move and resend of FollowChain (also for a dead successor).
   void MoveAlongChain(int shard);
+  // Moves `shard`, which follows its chain, to `next` and sends again what
+  // was kept; a failure makes the shard gone.
+  void MoveFollowing(int shard, const std::string& next);
+  // Asks claim_lookup about each replicated shard whose chain ran out while
+  // it was followed, and moves those whose entry names a claimant there.
+  void FollowClaims();
   void TakeMonitorEvents(int shard);
   // A connect of `shard`'s socket to `endpoint` was refused (a
   // CONNECT_RETRIED event): while it follows its chain and the endpoint is

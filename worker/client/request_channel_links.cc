@@ -225,9 +225,11 @@ Status RequestChannel::CheckLiveness() {
     if (down_ms < options_.liveness_timeout_ms) continue;
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%.1f", down_ms / 1000.0);
-    const std::string why = l.following ? " is gone: its primary disconnected " + std::string(seconds) +
-                                              " s ago and this next server of its chain never answered"
-                                        : " is gone: disconnected " + std::string(seconds) + " s ago and not back";
+    std::string why = l.following ? " is gone: its primary disconnected " + std::string(seconds) +
+                                        " s ago and this next server of its chain never answered"
+                                  : " is gone: disconnected " + std::string(seconds) + " s ago and not back";
+    if (l.following && l.replicated && l.successors.empty() && options_.claim_lookup != nullptr)
+      why += ", and its entry in " + options_.claim_lookup->source() + " named no other process claiming it";
     gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] + why +
                                 " (cluster.liveness_timeout_ms=" + std::to_string(options_.liveness_timeout_ms) + ")");
     if (sticky_error_.ok()) sticky_error_ = gone_;
@@ -298,6 +300,7 @@ bool RequestChannel::SameServerProcess(int shard, uint64_t incarnation) {
 Status RequestChannel::MoveSocket(int shard, const std::string& endpoint, std::deque<Message>& again) {
   Status st = ReconnectDealer(sockets_[shard], options_.servers[shard], endpoint);
   options_.servers[shard] = endpoint;
+  if (options_.claim_lookup != nullptr) options_.claim_lookup->Known(shard, endpoint);
   links_[shard].failed_handshakes = 0;
   links_[shard].refused_connects = 0;
   // What was queued for the old endpoint was dropped with it.
@@ -394,15 +397,38 @@ void RequestChannel::FollowChain(int shard) {
 
 void RequestChannel::MoveAlongChain(int shard) {
   Link& link = links_[shard];
-  const std::string old = options_.servers[shard];
   const std::string next = link.successors.front();
   link.successors.pop_front();
+  MoveFollowing(shard, next);
+}
+
+void RequestChannel::MoveFollowing(int shard, const std::string& next) {
+  const std::string old = options_.servers[shard];
   // Kept with no successor left too: the new primary may gain a replica.
-  const Status st = MoveSocket(shard, next, link.unacked.messages());
+  const Status st = MoveSocket(shard, next, links_[shard].unacked.messages());
   if (!st.ok() && gone_.ok()) {
     gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(shard) + " at " + old +
                                 " disconnected and its successor " + next + " cannot be reached: " + st.message());
     if (sticky_error_.ok()) sticky_error_ = gone_;
+  }
+}
+
+void RequestChannel::FollowClaims() {
+  if (options_.claim_lookup == nullptr || leaving_ || !gone_.ok()) return;
+  const auto now = SteadyClock::now();
+  for (int s = 0; s < num_shards(); ++s) {
+    const Link& link = links_[s];
+    // The chain the worker knows ran out and its last endpoint does not
+    // answer (yet): a process the worker never heard of may hold the shard.
+    if (!link.replicated || !link.following || !link.successors.empty()) continue;
+    std::optional<std::string> claimant = options_.claim_lookup->Poll(s, now);
+    if (!claimant) continue;
+    LOG(WARNING) << log_prefix_ << "server shard " << s << ": its chain as this worker knows it ends at "
+                 << options_.servers[s] << ", which has not answered; its entry in "
+                 << options_.claim_lookup->source() << " names " << *claimant
+                 << ", a process that claimed the shard since: following it there and sending again "
+                 << link.unacked.size() << " message(s) not yet acknowledged";
+    MoveFollowing(s, *claimant);
   }
 }
 

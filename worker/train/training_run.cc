@@ -306,6 +306,7 @@ ClientOptions TrainingRun::MakeClientOptions() const {
   ClientOptions copts = ClientOptionsFor(config_, rank_, options_.servers);
   copts.servers_source = options_.servers_source;
   copts.server_lookup = options_.server_lookup;
+  copts.claim_lookup = options_.claim_lookup;
   copts.cache_capacity_bytes = cache_capacity_;
   copts.context = options_.zmq_context;
   copts.abort = options_.abort;
