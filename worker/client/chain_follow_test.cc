@@ -434,6 +434,53 @@ TEST_F(ChainFollowTest, AChainThatRanOutIsFollowedToTheClaimantItsRendezvousEntr
   EXPECT_EQ(tags_, (std::vector<uint64_t>{100, 1, 2, 3}));
 }
 
+// The worker followed the chain to its last server, B, which serves the
+// shard and then dies with a request in flight before the worker heard
+// of a replica that joined it: no successor is known, so the worker reads
+// the shard's rendezvous entry, which names C (the replica that claimed
+// the shard since), and sends the request again there, byte for byte.
+TEST_F(ChainFollowTest, TheLastServerKnownDyingIsFollowedToTheClaimantItsRendezvousEntryNames) {
+  std::string endpoint_c;
+  zmq::socket_t c = Bind(&endpoint_c);
+  auto reads = std::make_shared<std::atomic<int>>(0);
+  claim_lookup_ = ScriptedClaims({endpoint_b_, endpoint_c}, 20, reads);
+  Start(5000);
+  Hello({endpoint_b_});
+  const RequestHandle r1 = Send(PULL, PULL_REPLY, 1);
+  (void)NextMessage(a_);
+  a_.close();  // the primary dies: the worker follows to B, the last of its chain
+  ASSERT_TRUE(testing::PollUntil(5000, [&] {
+    (void)r1.Wait(20);
+    return channel_->server(0) == endpoint_b_;
+  }));
+  const Received r1_at_b = NextMessage(b_);
+  Answer(b_, r1_at_b.identity, r1_at_b.parsed.request_id(), PULL_REPLY, 2, kIncarnationB);
+  ASSERT_TRUE(r1.Wait().ok());
+  EXPECT_EQ(channel_->server(0), endpoint_b_);
+  // Read once at most meanwhile (before B's handshake: it named B, known).
+  EXPECT_LE(reads->load(), 1);
+  const RequestHandle r2 = Send(PUSH, PUSH_REPLY, 2, std::string(400, 'p'));
+  const Received r2_at_b = NextMessage(b_);
+  ASSERT_EQ(r2_at_b.parsed.type(), PUSH);
+  Received r2_at_c;
+  std::thread claimant([&] {
+    r2_at_c = NextMessage(c);
+    if (r2_at_c.parsed.request_id() != 0)
+      Answer(c, r2_at_c.identity, r2_at_c.parsed.request_id(), PUSH_REPLY, 4, 0xc3);
+  });
+  b_.close();  // the claimant dies with r2 unanswered
+  const Status st = r2.Wait();
+  claimant.join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(channel_->server(0), endpoint_c);
+  EXPECT_EQ(r2_at_c.header, r2_at_b.header) << "the same request, sent again";
+  EXPECT_EQ(r2_at_c.values, r2_at_b.values);
+  EXPECT_EQ(r2_at_c.identity, r2_at_b.identity);
+  EXPECT_GE(reads->load(), 2) << "B's entry (known), then C's";
+  EXPECT_EQ(channel_->stats().failovers, 2u);
+  EXPECT_EQ(tags_, (std::vector<uint64_t>{100, 1, 2}));
+}
+
 // No process claimed the shard: the entry keeps naming endpoints the
 // worker was at. The shard is given up after liveness_timeout_ms as
 // before, the message saying that the rendezvous named no claimant; the

@@ -93,9 +93,9 @@
 // one (from a former primary) is dropped, and a second reply to a request
 // already answered (one sent again) is dropped quietly. With no endpoint
 // left, or while leaving, the shard is judged as an unreplicated one, but
-// for a chain that ran out while the worker followed it: with
-// Options::claim_lookup (the job has a rendezvous), while the last endpoint
-// followed does not answer, each wake-up of a wait reads the shard's
+// with Options::claim_lookup (the job has a rendezvous): while the last
+// endpoint followed does not answer, or once the connection to the last one
+// known went down, each wake-up of a wait reads the shard's
 // rendezvous entry (worker/client/claim_lookup.h, every 100 ms at most);
 // an entry naming an endpoint this worker has not been at is the process
 // that claimed the shard since (a copy that joined the claim again as a
@@ -425,6 +425,10 @@ class RequestChannel {
     // Connects to the endpoint followed that were refused in a row (no
     // process listens there; see kRefusedConnectsForDead).
     int refused_connects = 0;
+    // The connection went down with no successor known: the worker looks
+    // for a claimant in the rendezvous, and counts the failover once it
+    // follows one (FollowClaims).
+    bool failover_uncounted = false;
   };
   // Handshakes failing without detail this many times in a row end the
   // shard (see TakeMonitorEvents).

@@ -74,16 +74,22 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
     // the kernel of a stopped (or hung) process too, and proves nothing.
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       link.failed_handshakes = 0;
-      if (link.following) {
+      if (link.following && !link.failover_uncounted) {
         LOG(INFO) << log_prefix_ << "server shard " << shard << " connected at " << options_.servers[shard]
                   << " after " << MillisecondsSince(link.down_since) << " ms";
         link.following = false;
       } else if (link.ever_connected && !link.connected) {
+        // Back where it dropped, no claimant found meanwhile: what was in
+        // flight on the dropped connection is lost, judged as for a shard
+        // with no chain (LinkDown).
+        const bool lost = link.failover_uncounted && outstanding_[shard] > 0 && gone_.ok() && !leaving_;
+        link.following = link.failover_uncounted = false;
         LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                      << " is back after " << MillisecondsSince(link.down_since) << " ms";
         // A heartbeat at the next turn of the wait loop: a new process on
         // the address answers it (SameServerProcess), the same one does not.
         last_send_[shard] = SteadyClock::time_point{};
+        if (lost) LoseInFlight(shard);
       }
       link.ever_connected = link.connected = true;
     } else if (id == ZMQ_EVENT_DISCONNECTED && (link.connected || !link.ever_connected)) {
@@ -106,7 +112,11 @@ void RequestChannel::TakeRefusedConnect(int shard, const std::string& endpoint) 
 
 void RequestChannel::LinkDown(int shard) {
   Link& link = links_[shard];
-  const bool follows = link.connected && FollowsChain(shard);
+  // With no successor known, right after a stall of this process the
+  // drop is most likely the shard's doing (this worker's heartbeats
+  // stopped): judged as for a shard with no chain (LoseInFlight).
+  const bool follows = link.connected && FollowsChain(shard) &&
+                       (!link.successors.empty() || !stall_.Stalled(SteadyClock::now()));
   link.ever_connected = true;
   link.connected = false;
   link.down_since = SteadyClock::now();
@@ -225,10 +235,11 @@ Status RequestChannel::CheckLiveness() {
     if (down_ms < options_.liveness_timeout_ms) continue;
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%.1f", down_ms / 1000.0);
-    std::string why = l.following ? " is gone: its primary disconnected " + std::string(seconds) +
-                                        " s ago and this next server of its chain never answered"
-                                  : " is gone: disconnected " + std::string(seconds) + " s ago and not back";
-    if (l.following && l.replicated && l.successors.empty() && options_.claim_lookup != nullptr)
+    std::string why = l.following && !l.failover_uncounted
+                          ? " is gone: its primary disconnected " + std::string(seconds) +
+                                " s ago and this next server of its chain never answered"
+                          : " is gone: disconnected " + std::string(seconds) + " s ago and not back";
+    if (l.following && l.successors.empty() && options_.claim_lookup != nullptr)
       why += ", and its entry in " + options_.claim_lookup->source() + " named no other process claiming it";
     gone_ = Status::Unavailable(log_prefix_ + "server shard " + std::to_string(s) + " at " + options_.servers[s] + why +
                                 " (cluster.liveness_timeout_ms=" + std::to_string(options_.liveness_timeout_ms) + ")");
@@ -377,7 +388,10 @@ bool RequestChannel::Acknowledge(int shard, const MessageHeader& h) {
 
 bool RequestChannel::FollowsChain(int shard) const {
   const Link& link = links_[shard];
-  if (link.successors.empty() || leaving_ || !gone_.ok()) return false;
+  // With no successor known, a process the worker never heard of may have
+  // claimed the shard: its rendezvous entry says (FollowClaims).
+  const bool somewhere = !link.successors.empty() || (link.replicated && options_.claim_lookup != nullptr);
+  if (!somewhere || leaving_ || !gone_.ok()) return false;
   // A worker that said BYE and has its answer is done: a server ending
   // closes its connection. A stall of this process is not asked about
   // (StallWatch): a long minibatch reads as one, and a primary's death
@@ -387,11 +401,20 @@ bool RequestChannel::FollowsChain(int shard) const {
 
 void RequestChannel::FollowChain(int shard) {
   Link& link = links_[shard];
+  link.following = true;
+  if (link.successors.empty()) {
+    LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
+                 << " disconnected and no server of its chain is left to follow; looking for a process that "
+                 << "claimed it in " << options_.claim_lookup->source() << " (up to cluster.liveness_timeout_ms="
+                 << options_.liveness_timeout_ms << "), keeping " << link.unacked.size()
+                 << " message(s) not yet acknowledged";
+    link.failover_uncounted = true;  // counted if a claimant is followed
+    return;
+  }
   LOG(WARNING) << log_prefix_ << "server shard " << shard << " at " << options_.servers[shard]
                << " disconnected; following its chain to " << link.successors.front() << " and sending again "
                << link.unacked.size() << " message(s) not yet acknowledged";
   ++stats_.failovers;
-  link.following = true;
   MoveAlongChain(shard);
 }
 
@@ -417,7 +440,7 @@ void RequestChannel::FollowClaims() {
   if (options_.claim_lookup == nullptr || leaving_ || !gone_.ok()) return;
   const auto now = SteadyClock::now();
   for (int s = 0; s < num_shards(); ++s) {
-    const Link& link = links_[s];
+    Link& link = links_[s];
     // The chain the worker knows ran out and its last endpoint does not
     // answer (yet): a process the worker never heard of may hold the shard.
     if (!link.replicated || !link.following || !link.successors.empty()) continue;
@@ -428,6 +451,8 @@ void RequestChannel::FollowClaims() {
                  << options_.claim_lookup->source() << " names " << *claimant
                  << ", a process that claimed the shard since: following it there and sending again "
                  << link.unacked.size() << " message(s) not yet acknowledged";
+    if (link.failover_uncounted) ++stats_.failovers;
+    link.failover_uncounted = false;
     MoveFollowing(s, *claimant);
   }
 }
