@@ -29,7 +29,7 @@ ReplicaHost::ReplicaHost(const JobConfig& config, int process, int distance)
       process_(process),
       shard_((process + config.cluster().num_servers() - distance) % config.cluster().num_servers()),
       log_prefix_("[server " + std::to_string(process) + ", replica of shard " + std::to_string(shard_) + "] "),
-      copy_(std::make_unique<ServerShard>(config, shard_)),
+      copy_(std::make_unique<ServerShard>(config, shard_, nullptr, "server " + std::to_string(process))),
       ctx_(1) {
   slot_ = process;
   copy_->BeginCopy();

@@ -26,7 +26,7 @@ int64_t MsSince(ReplicaHost::Clock::time_point t) {
 Status ReplicaHost::StartCandidate() {
   shard_ = candidates_[candidate_];
   log_prefix_ = "[joining replica of shard " + std::to_string(shard_) + "] ";
-  copy_ = std::make_unique<ServerShard>(config_, shard_);
+  copy_ = std::make_unique<ServerShard>(config_, shard_, nullptr, "joined replica");
   copy_->BeginCopy();
   copy_->set_key_list_cache_bytes(key_list_cache_bytes_);
   refused_ = false;

@@ -56,13 +56,15 @@ MembershipOptions MembershipOptionsFor(const JobConfig& config, int shard) {
 
 }  // namespace
 
-ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context)
+ServerShard::ServerShard(const JobConfig& config, int shard, zmq::context_t* context, const std::string& holder)
     : config_(config),
       shard_(shard),
       num_shards_(config.cluster().num_servers()),
       job_id_(JobId(config)),
       incarnation_(DrawIncarnation()),
-      log_prefix_("[server " + std::to_string(shard) + "] "),
+      holder_(holder),
+      log_prefix_(holder.empty() ? "[server " + std::to_string(shard) + "] "
+                                 : "[" + holder + ", shard " + std::to_string(shard) + "] "),
       initial_workers_(config.cluster().num_workers()),
       clocks_(config.cluster().num_workers(), EffectiveStaleness(config.consistency())),
       own_ctx_(context == nullptr ? std::make_unique<zmq::context_t>(1) : nullptr),
@@ -144,8 +146,9 @@ Status ServerShard::Bind(const std::string& endpoint) {
   }
   // A copy (BeginCopy) listens for the moment it claims the shard; until
   // then it is not the shard's server.
-  LOG(INFO) << (replaying_ ? "[copy of shard " + std::to_string(shard_) + "] " : log_prefix_) << "listening on "
-            << endpoint_ << ", shard " << shard_ << "/" << num_shards_ << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
+  const std::string copy_tag =
+      "[" + (holder_.empty() ? "" : holder_ + ", ") + "copy of shard " + std::to_string(shard_) + "] ";
+  LOG(INFO) << (replaying_ ? copy_tag : log_prefix_) << "listening on " << endpoint_ << ", shard " << shard_ << "/" << num_shards_ << " of job '" << job_id_ << "' generation " << config_.cluster().generation() << ", staleness "
             << StalenessName(clocks_.staleness()) << ", " << members_.slots()
             << " workers; tables come with worker 0's HELLO; process start id " << IncarnationHex(incarnation_);
   return Status::OK();

@@ -70,7 +70,12 @@ class ServerShard {
   /// `context`: the ZeroMQ context to make the socket in, or null for one of
   /// the shard's own. Shards and workers of one process that talk over
   /// `inproc://` endpoints must share one context, which must outlive them.
-  explicit ServerShard(const JobConfig& config, int shard, zmq::context_t* context = nullptr);
+  /// `holder`: the process that holds this shard as a copy, for the log tag
+  /// of every line and error ("server 2" tags them "[server 2, shard 0] ",
+  /// also once the copy claimed the shard); empty: the shard's own server
+  /// process ("[server 0] ").
+  explicit ServerShard(const JobConfig& config, int shard, zmq::context_t* context = nullptr,
+                       const std::string& holder = "");
   ~ServerShard();
 
   /// Binds the shard's ROUTER socket ("tcp://127.0.0.1:0" picks a free port).
@@ -357,6 +362,7 @@ class ServerShard {
   int num_shards_;
   std::string job_id_;
   uint64_t incarnation_;
+  std::string holder_;  // the process holding this shard as a copy ("server 2"); empty: its own server
   std::string log_prefix_;
   int initial_workers_;  // cluster.num_workers: the ranks the job waits for
   ClockTracker clocks_;

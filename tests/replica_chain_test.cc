@@ -21,6 +21,7 @@
 #include "core/net/transport.h"
 #include "server/replica_host.h"
 #include "server/shard_input.h"
+#include "tests/testing/log_capture.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/recorded_job.h"
 #include "tests/testing/silent_listener.h"
@@ -149,6 +150,28 @@ TEST_F(ReplicaChainTest, WithTheFirstCopyGoneTooTheSecondClaimsAtOnce) {
   EXPECT_TRUE(second.host.rejoin().empty());
   EXPECT_EQ(second.host.applied(), 1u);
   EXPECT_LT(took_ms, 2000) << "a refused connection is a dead process: no 5 s wait";
+}
+
+// The copy that claims the shard logs as the process it is, serving the
+// shard it claimed: process 2's lines for shard 0 say "[server 2, shard 0]",
+// never "[server 0]", the tag of shard 0's own (dead) process.
+TEST_F(ReplicaChainTest, AClaimingCopyLogsAsItsOwnProcessServingTheShard) {
+  testing::LogCapture log;
+  auto first = std::make_unique<RunningHost>(config_, 1, 1);
+  RunningHost second(config_, 2, 2);
+  ASSERT_TRUE(second.started.ok()) << second.started.ToString();
+  AwaitHellos(2);
+  SendEntry({first->host.endpoint(), second.host.endpoint()});
+  ASSERT_TRUE(PollUntil(10000, [&] { return second.host.applied() == 1; }));
+  first.reset();
+  primary_.close();
+  ASSERT_TRUE(PollUntil(10000, [&] { return second.host.claimed(); }));
+  ASSERT_TRUE(PollUntil(5000, [&] { return !log.Matching({"claimed shard 0 (generation "}).empty(); }));
+  const std::vector<std::string> claims = log.Matching({"claimed shard 0 (generation "});
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].rfind("[server 2, shard 0] claimed shard 0 (generation ", 0), 0u) << claims[0];
+  EXPECT_EQ(log.Matching({"[server 2, copy of shard 0] listening on "}).size(), 1u);
+  EXPECT_TRUE(log.Matching({"[server 0] "}).empty()) << log.Matching({"[server 0] "})[0];
 }
 
 // The first copy's process is stopped: its kernel accepts the connection and
