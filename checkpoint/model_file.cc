@@ -95,6 +95,8 @@ StatusOr<std::vector<Tensor>> TensorsOf(const TrainedModel& model, const LabelCo
         if (t.keys[i] <= t.keys[i - 1])
           return Status::InvalidArgument("table '" + name + "': keys not sorted and unique at position " +
                                          std::to_string(i));
+      if (const std::string bad = model_file_internal::KeyOutOfRange(t.spec, t.keys); !bad.empty())
+        return Status::InvalidArgument("table '" + name + "': " + bad);
       out.push_back({name + ".keys", DType::kU64, {n}, t.keys.data(), n * sizeof(uint64_t)});
       out.push_back({name, DType::kF32, {n, dim}, t.values.data(), t.values.size() * sizeof(float)});
     } else {

@@ -262,6 +262,60 @@ TEST(ModelFileTest, NonFiniteWeightsAndOversizedHeadersAreRefused) {
   std::remove(path.c_str());
 }
 
+// A row table's keys lie in [0, num_keys): a key outside (the last one
+// edited in place, as a hand-made file would have it) is refused naming the
+// file, the tensor, the key and the range (the check is the one both
+// containers' readers share: ModelOfTensors); so is
+// 2^64 - 1 in a table of hashed ids read under index base 1 (an id i is key
+// i - 1), while under base 0 every uint64 is a key. The writer refuses such
+// keys too.
+TEST(ModelFileTest, KeysOutsideTheTableAreRefused) {
+  TrainedModel m = SmallModel();
+  m.tables[0].spec.set_num_keys(10);  // w1: keys 2, 5, 9
+  m.tables[0].spec.set_key_base(1);
+  m.tables[2].spec.set_num_keys(2);   // w2: keys 0, 1
+  m.tables[2].spec.set_key_base(1);
+  const std::string path = TempPath("keys.safetensors");
+  ASSERT_TRUE(WriteModelFile(m, SmallCounts(), path, ModelFileFormat::kSafetensors).ok());
+  ASSERT_TRUE(ReadModelFile(path).ok());
+  const std::string good = ReadAll(path);
+  // The file with the last key of `tensor` set to `key`.
+  auto with_last_key = [&](const std::string& bytes, const std::string& tensor, uint64_t key) {
+    uint64_t len = 0;
+    std::memcpy(&len, bytes.data(), 8);
+    const nlohmann::json hh = nlohmann::json::parse(bytes.substr(8, len));
+    std::string b = bytes;
+    std::memcpy(&b[8 + len + hh[tensor]["data_offsets"][1].get<uint64_t>() - 8], &key, 8);
+    return b;
+  };
+  Status st = ParseModelFile(path, with_last_key(good, "w2.keys", 2)).status();
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+  EXPECT_EQ(st.message(), path + ": tensor 'w2.keys': key 2 at position 1 is outside the table's keys [0, 2) "
+                                 "(its spec's num_keys)");
+  st = ParseModelFile(path, with_last_key(good, "w1.keys", 1000000000000ull)).status();
+  EXPECT_EQ(st.message(), path + ": tensor 'w1.keys': key 1000000000000 at position 2 is outside the table's "
+                                 "keys [0, 10) (its spec's num_keys)");
+  EXPECT_TRUE(ParseModelFile(path, with_last_key(good, "w1.keys", 9)).ok());  // the largest key is in
+  // Hashed ids (num_keys 0).
+  m.tables[0].spec.set_num_keys(0);
+  ASSERT_TRUE(WriteModelFile(m, SmallCounts(), path, ModelFileFormat::kSafetensors).ok());
+  const std::string hashed = ReadAll(path);
+  const uint64_t top = std::numeric_limits<uint64_t>::max();
+  EXPECT_TRUE(ParseModelFile(path, with_last_key(hashed, "w1.keys", top - 1)).ok());
+  st = ParseModelFile(path, with_last_key(hashed, "w1.keys", top)).status();
+  EXPECT_EQ(st.message(), path + ": tensor 'w1.keys': key 18446744073709551615 at position 2 is outside the "
+                                 "table's keys [0, 18446744073709551614] (hashed ids under index base 1: an id i "
+                                 "is key i - 1)");
+  m.tables[0].spec.set_key_base(0);
+  ASSERT_TRUE(WriteModelFile(m, SmallCounts(), path, ModelFileFormat::kSafetensors).ok());
+  EXPECT_TRUE(ParseModelFile(path, with_last_key(ReadAll(path), "w1.keys", top)).ok());
+  // The writer: never written.
+  m.tables[2].keys = {0, 2};
+  EXPECT_EQ(WriteModelFile(m, SmallCounts(), path, ModelFileFormat::kSafetensors).message(),
+            "table 'w2': key 2 at position 1 is outside the table's keys [0, 2) (its spec's num_keys)");
+  std::remove(path.c_str());
+}
+
 TEST(ModelFileTest, InconsistentModelIsRefusedBeforeWriting) {
   TrainedModel m = SmallModel();
   m.tables[0].values.pop_back();

@@ -52,6 +52,19 @@ bool ElementCount(const std::vector<uint64_t>& shape, uint64_t* count) {
   return true;
 }
 
+std::string KeyOutOfRange(const TableSpec& spec, const std::vector<uint64_t>& sorted_keys) {
+  const bool hashed = spec.num_keys() == 0;
+  if (hashed && spec.key_base() != 1) return "";  // every uint64 is some id's key
+  const uint64_t max_key = hashed ? std::numeric_limits<uint64_t>::max() - 1 : spec.num_keys() - 1;
+  const auto past = std::upper_bound(sorted_keys.begin(), sorted_keys.end(), max_key);
+  if (past == sorted_keys.end()) return "";
+  const std::string range =
+      hashed ? "[0, " + std::to_string(max_key) + "] (hashed ids under index base 1: an id i is key i - 1)"
+             : "[0, " + std::to_string(spec.num_keys()) + ") (its spec's num_keys)";
+  return "key " + std::to_string(*past) + " at position " + std::to_string(past - sorted_keys.begin()) +
+         " is outside the table's keys " + range;
+}
+
 namespace {
 
 const char* DTypeName(ModelFileFormat f, DType t) {
@@ -153,6 +166,10 @@ Status FillTable(const std::string& path, const ModelTensors& mt, TrainedTable* 
     if (t->keys[i] <= t->keys[i - 1])
       return Status::DataLoss(path + ": " + Named(mt.format, name + ".keys") + ": not sorted and unique at position " +
                               std::to_string(i));
+  // A key outside the range would be scored as a row no input can reach,
+  // while the row it stands for takes its initial value.
+  if (const std::string out = KeyOutOfRange(t->spec, t->keys); !out.empty())
+    return Status::DataLoss(path + ": " + Named(mt.format, name + ".keys") + ": " + out);
   t->values.resize(rows->shape[0] * rows->shape[1]);
   std::memcpy(t->values.data(), rows->data, rows->bytes);
   return CheckFinite(path, mt.format, *t);

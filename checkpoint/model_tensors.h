@@ -19,6 +19,7 @@
 
 #include "checkpoint/model_file.h"
 #include "core/status.h"
+#include "proto/tables.pb.h"
 
 namespace tether {
 namespace model_file_internal {
@@ -62,6 +63,14 @@ struct TensorView {
   uint64_t bytes = 0;
 };
 
+/// Where the sorted keys of a row table leave the range its spec admits:
+/// [0, num_keys) (feature or label ids after the index base), or with
+/// num_keys 0 (hashed feature ids, proto/tables.proto) any uint64 an id can
+/// become (under key_base 1 an id i is key i - 1, so 2^64 - 1 never is).
+/// Returns "" when every key lies inside, else "key K at position P is
+/// outside the table's keys [0, N) (...)" for the first key outside.
+std::string KeyOutOfRange(const TableSpec& spec, const std::vector<uint64_t>& sorted_keys);
+
 /// A model file's metadata and tensors, by name (safetensors: the header's
 /// keys; npz: the member names without ".npy").
 struct ModelTensors {
@@ -79,7 +88,8 @@ struct ModelTensors {
 /// a table's tensor missing, metadata unparseable, "feature_idf" missing
 /// from a tf_idf model or metadata 'tf_idf' contradicting the config);
 /// DataLoss "PATH: tensor 'NAME': ..." for a tensor of the wrong dtype,
-/// rank or shape, keys not sorted and unique, a weight that is NaN or
+/// rank or shape, keys not sorted and unique or outside the table's range
+/// (KeyOutOfRange), a weight that is NaN or
 /// infinite, or a feature weight that is not > 0.
 StatusOr<ModelFileContents> ModelOfTensors(const std::string& path, ModelTensors& t);
 
