@@ -10,6 +10,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include "checkpoint/model_metadata.h"
 #include "core/memory_fit.h"
 #include "core/table_spec.h"
 
@@ -218,6 +219,7 @@ StatusOr<ModelFileContents> ModelOfTensors(const std::string& path, ModelTensors
       return Status::InvalidArgument(path + ": metadata 'label_counts_rows' is missing or not an integer");
   }
   TETHER_RETURN_IF_ERROR(FillFeatureIdf(path, mt, &out));
+  TETHER_RETURN_IF_ERROR(CheckModelMetadata(path, mt.meta, out, mt.format));
   out.metadata = std::move(mt.meta);
   return out;
 }

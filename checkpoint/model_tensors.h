@@ -90,7 +90,9 @@ struct ModelTensors {
 /// DataLoss "PATH: tensor 'NAME': ..." for a tensor of the wrong dtype,
 /// rank or shape, keys not sorted and unique or outside the table's range
 /// (KeyOutOfRange), a weight that is NaN or
-/// infinite, or a feature weight that is not > 0.
+/// infinite, or a feature weight that is not > 0; and CheckModelMetadata's
+/// (checkpoint/model_metadata.h): metadata that disagrees with the
+/// job_config or the tables, label counts that cannot be.
 StatusOr<ModelFileContents> ModelOfTensors(const std::string& path, ModelTensors& t);
 
 /// The bytes of the file at `path`, refused before a byte is allocated when
