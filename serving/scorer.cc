@@ -320,7 +320,7 @@ std::string ModelKindName(const JobConfig& c) {
   return "?";
 }
 
-Status CheckModelShape(const TrainedModel& model) {
+Status CheckModelTables(const TrainedModel& model) {
   const std::string name = ModelKindName(model.config);
   if (name != "xmc_mlp" && name != "sparse_lr" && name != "dense_mlp") return Status::OK();
   google::protobuf::RepeatedPtrField<TableSpec> from_config, in_file;
@@ -329,6 +329,11 @@ Status CheckModelShape(const TrainedModel& model) {
   if (const std::string diff = DiffTableShapes(in_file, from_config, "the file's tables", "its job_config", "");
       !diff.empty())
     return Status::InvalidArgument("the model's config and its tables disagree: " + diff);
+  return Status::OK();
+}
+
+Status CheckModelShape(const TrainedModel& model) {
+  TETHER_RETURN_IF_ERROR(CheckModelTables(model));
   // What scoring allocates beyond the tables: XMC gathers the whole output
   // layer, every label's row (trained or not) and bias.
   if (ModelKindName(model.config) != "xmc_mlp") return Status::OK();

@@ -48,9 +48,19 @@ std::string ModelKindName(const JobConfig& config);
 /// or a missing or mis-shaped table (naming it and the width needed).
 StatusOr<ScorerSet> MakeScorerSet(const TrainedModel& model);
 
+/// Whether `model`'s tables are the ones its own config declares
+/// (TablesForJob; shapes, key counts and bases, optimizer type), for a
+/// model whose kind tether-predict knows (others pass). The reader checks
+/// each row table's keys against its spec's range (ReadModelFile,
+/// checkpoint/model_file.h); this ties that range to the config
+/// (data.num_features, data.num_labels, data.hashed_features).
+/// Errors: InvalidArgument "the model's config and its tables disagree:
+/// ...".
+Status CheckModelTables(const TrainedModel& model);
+
 /// What MakeScorerSet checks before it allocates anything, for a model whose
 /// kind tether-predict knows: its tables are the ones its own config
-/// declares (TablesForJob; shapes, key counts, optimizer type), and what
+/// declares (CheckModelTables), and what
 /// scoring gathers beyond them (XMC's whole output layer) fits in the
 /// memory the process may use. A model file is untrusted: a config that
 /// claims 2e9 labels over a table of 159 keys is refused here.

@@ -20,6 +20,7 @@
 #include "core/output_path.h"
 #include "serving/export_data_check.h"
 #include "serving/model_export.h"
+#include "serving/scorer.h"
 
 DEFINE_string(checkpoint, "", "A checkpoint, or a directory of checkpoints (the latest complete one)");
 DEFINE_string(model, "", "Instead of --checkpoint: a model file (safetensors or npz, read by content) to write "
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
     }
     tether::StatusOr<tether::ModelFileContents> file = tether::ReadModelFile(FLAGS_model);
     tether::Status st = file.status();
+    // The file's tables must be the ones its job_config declares (their key
+    // ranges included), as tether-predict requires: a file it would refuse
+    // is not carried on.
+    if (st.ok()) st = tether::CheckModelTables(file->model).WithPrefix(FLAGS_model);
     if (st.ok())
       st = tether::WriteModelFile(file->model, FLAGS_label_counts ? file->label_counts : tether::LabelCounts{},
                                   file->feature_idf, FLAGS_out, *format);
