@@ -4,7 +4,11 @@
 #   predict  train in one process (1 worker, 2 shards) with --model_out, then
 #            tether-predict on the test split with 2 threads: every test
 #            metric (P@k, nDCG@k, PSP@k, PSnDCG@k) equals training's
-#            evaluation of the same model; predictions have one line per row
+#            evaluation of the same model; predictions have one line per row;
+#            copies of the file with a key out of range, metadata that
+#            disagrees with the job_config, a label count above the training
+#            rows, or a table spec other than the config's are refused by
+#            tether-predict and tether-export
 #   numpy    the same model converted to .npz (tether-export --model), loaded
 #            by numpy.load in tests/integration/npz_forward.py, which runs the
 #            forward pass and P@1/3/5 and pyxclib's PSP@1/3/5 on its own:
@@ -97,6 +101,31 @@ predict)
     echo "FAIL: predict on 10-feature data: exit $rc; log:"; tail -3 "$tmp/narrow.log"; exit 1
   fi
   test ! -e "$tmp/narrow.tsv" || { echo "FAIL: a refused predict left $tmp/narrow.tsv"; exit 1; }
+  # Hand-edited model files: tether-predict and tether-export refuse each
+  # (exit 1) naming the file and what is wrong, and write nothing.
+  refused_edit() {  # refused_edit MESSAGE EDIT ARGS... (tests/integration/edit_model.py)
+    local msg=$1 rc
+    shift
+    python3 tests/integration/edit_model.py "$tmp/m.safetensors" "$tmp/e.safetensors" "$@"
+    rc=0
+    timeout -k 5 60 "$bin/tether-predict" --model="$tmp/e.safetensors" --input=data/bibtex/Bibtex_data.txt.gz \
+      --format=xmc --index_base=0 --output="$tmp/e.tsv" 2> "$tmp/e.log" || rc=$?
+    [ "$rc" = 1 ] && grep -F "$msg" "$tmp/e.log" | grep -qF "$tmp/e.safetensors: " ||
+      fail "predict on a model edited ($*): exit $rc, not refused with '$msg'"
+    rc=0
+    timeout -k 5 60 "$bin/tether-export" --model="$tmp/e.safetensors" --out="$tmp/e.npz" 2> "$tmp/e.log" || rc=$?
+    [ "$rc" = 1 ] && grep -F "$msg" "$tmp/e.log" | grep -qF "$tmp/e.safetensors: " ||
+      fail "export of a model edited ($*): exit $rc, not refused with '$msg'"
+    test ! -e "$tmp/e.tsv" && test ! -e "$tmp/e.npz" || fail "a refused model file ($*) left output"
+    echo "edited ($*): refused by tether-predict and tether-export"
+  }
+  refused_edit "tensor 'w2.keys': key 159 at position 158 is outside the table's keys [0, 159)" key w2.keys 159
+  refused_edit "tensor 'w1.keys': key 1000000000000 at position" key w1.keys 1000000000000
+  refused_edit "metadata 'num_labels' is '158' but the job_config's data.num_labels is 159" meta num_labels 158
+  refused_edit "metadata 'feature_scale' is 'nan': not a finite number" meta feature_scale nan
+  refused_edit "tensor 'label_counts': label 3's count 1000000000000000 is above metadata 'label_counts_rows'" \
+    count 3 1000000000000000
+  refused_edit "table 'w2', field num_keys: the file's tables has 160, its job_config has 159" spec w2 num_keys 160
   ;;
 numpy)
   predict 1 p
