@@ -107,8 +107,9 @@ Status CheckModelFilePath(const std::string& path);
 /// every tensor's dtype F32/U64/I64, shape, data_offsets in range,
 /// contiguous from 0 to the end of the data, and their size matching
 /// dtype × shape) and the model (metadata present and parseable, every
-/// table's tensors present with the shapes of its spec, keys sorted and
-/// unique; with data.tf_idf a "feature_idf" of data.num_features finite
+/// table's tensors present with the shapes of its spec, keys sorted,
+/// unique and in the range of its spec; the metadata in agreement with the
+/// job_config, the table specs and the label counts; with data.tf_idf a "feature_idf" of data.num_features finite
 /// weights > 0). Errors: those of CheckModelFilePath; IOError naming the file; DataLoss
 /// "FILE: tensor 'NAME': ..." or "FILE: header: ..." for a malformed file;
 /// InvalidArgument "FILE: ..." for a well-formed file that is not a Tether
@@ -126,7 +127,7 @@ StatusOr<ModelFileContents> ParseSafetensorsModel(const std::string& path, const
 /// safetensors (ReadSafetensorsModel's checks), whatever its name; one named
 /// ".npz" that is no zip archive is refused as such. Both formats then go
 /// through the same checks of the model (metadata, each table's tensors
-/// against its spec, sorted keys, finite weights). The whole file is held in
+/// against its spec, sorted keys in range, finite weights). The whole file is held in
 /// memory, refused before it is read when larger than the process may use.
 /// Errors: those of CheckModelFilePath; NotFound, IOError naming the file;
 /// ResourceExhausted "FILE: the model file is ..., more than the ... this
