@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "checkpoint/checked_file.h"
+#include "checkpoint/dir_lock.h"
 #include "core/output_path.h"
 #include "core/table_spec.h"
 #include "optim/optimizer.h"
@@ -112,7 +113,7 @@ std::vector<Found> ListCheckpoints(const std::string& parent) {
     const std::string name = e.path().filename().string();
     Found f;
     if (!e.is_directory(ec) || !ParseCheckpointName(name, &f.clock, &f.final, &f.attempt)) {
-      foreign.push_back(name);
+      if (name != kCheckpointLockName) foreign.push_back(name);  // the folder's lock (checkpoint/dir_lock.h)
       continue;
     }
     f.path = e.path().string();
