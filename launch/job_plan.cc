@@ -11,6 +11,7 @@
 #include <random>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/dir_lock.h"
 #include "core/config.h"
 #include "core/net/curve.h"
 #include "launch/elastic_schedule.h"
@@ -95,6 +96,18 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
   // Bad checkpoint paths are refused before any process starts.
   if (Status st = CheckCheckpointPaths(config.checkpoint().dir(), request.resume_from); !st.ok())
     return Status::InvalidArgument(st.message());
+  // So is a folder a live job holds (checkpoint/dir_lock.h): worker 0 takes
+  // the lock itself, this says so before anything starts.
+  const std::string dir = AbsoluteCheckpointPath(config.checkpoint().dir());
+  if (!dir.empty())
+    TETHER_RETURN_IF_ERROR(
+        CheckpointDirLock::Probe(dir, CheckpointDirLock::Mode::kWrite).WithPrefix("checkpoint.dir"));
+  if (!request.resume_from.empty()) {
+    const std::string from = AbsoluteCheckpointPath(ResumeFolder(request.resume_from));
+    if (from != dir)
+      TETHER_RETURN_IF_ERROR(CheckpointDirLock::Probe(from, CheckpointDirLock::Mode::kRead)
+                                 .WithPrefix("--resume_from=" + request.resume_from));
+  }
   LaunchOptions options;
   options.config_path = request.config_path;
   options.bin_dir = bin_dir;

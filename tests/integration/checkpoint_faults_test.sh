@@ -12,6 +12,10 @@
 #            FINISHED is complete, the two runs train exactly 5 x 4880
 #            rows, and worker 0, which trains nothing, reports the
 #            final_loss of its first run (from the checkpoint).
+#   live_folder  a second job that would write to or resume from the
+#            checkpoint folder of a live job is refused at once, naming the
+#            folder and the live job's worker 0; a lock whose holder was
+#            SIGKILLed blocks nothing (see the mode's comment below).
 # Usage: checkpoint_faults_test.sh killed BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -179,12 +183,13 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
     run_job first 1
     [ "$codes" = "0 0" ] || fail "the first run exited $codes"
     final=$(ls -d "$tmp"/ck/ckpt-*-final)
-    (cd "$tmp/ck" && find . -type f | sort | xargs sha256sum) > "$tmp/before.sum"
+    # LOCK names the job that holds the folder (docs/CHECKPOINTS.md): not part of a checkpoint.
+    (cd "$tmp/ck" && find . -type f ! -name LOCK | sort | xargs sha256sum) > "$tmp/before.sum"
     run_job again 2 --resume_from="$tmp/ck"
     [ "$codes" = "0 0 0" ] || fail "the resume from the final checkpoint exited $codes"
     grep -q "trained nothing since: it stays the final checkpoint" "$tmp/again.w0.log" \
       || fail "the worker did not keep the final checkpoint"
-    (cd "$tmp/ck" && find . -type f | sort | xargs sha256sum) > "$tmp/after.sum"
+    (cd "$tmp/ck" && find . -type f ! -name LOCK | sort | xargs sha256sum) > "$tmp/after.sum"
     diff "$tmp/before.sum" "$tmp/after.sum" || fail "a resume that trained nothing changed the checkpoints"
     echo "(a) resumed from $(basename "$final"): nothing trained, $(wc -l < "$tmp/after.sum") files unchanged"
     # It reports the loss of the model as resumed, the one the first run
@@ -317,8 +322,60 @@ the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did n
     tail -n 1 "$tmp/server1.log" | sed -E 's/^[IWE][0-9]+ [0-9:.]+ //'
     echo "PASS"
     ;;
+  live_folder)
+    # Job A (tether-launch, 1 server, 1 worker, a checkpoint every 20
+    # clocks) holds its folder. While it runs, each of these is refused at
+    # once naming the folder and A's worker 0 (pid and host, from the LOCK
+    # file): tether-launch resuming from it into it (exit 2), resuming from
+    # it into another folder (exit 2), --check_config of either (exit 2), a
+    # worker started by hand (--in_process) resuming from it (exit 1); none
+    # writes a checkpoint. Worker 0 SIGKILLed, its lock is gone with it and
+    # the same --check_config passes.
+    job=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=1 --staleness=0 --seed=5
+         --checkpoint_every_clocks=20)
+    timeout -k 5 100 "$bin/tether-launch" "${job[@]}" --epochs=50 --checkpoint_dir="$tmp/ck" > "$tmp/a.log" 2>&1 &
+    a=$!
+    pids+=("$a")
+    complete() { compgen -G "$tmp/ck/ckpt-*/MANIFEST" > /dev/null; }
+    wait_until 60 "complete checkpoint of job A" complete || exit 1
+    [ -s "$tmp/ck/LOCK" ] || fail "job A holds no lock on $tmp/ck (no $tmp/ck/LOCK naming it)"
+    holder=$(cat "$tmp/ck/LOCK")
+    w0=${holder#pid }
+    w0=${w0%% *}
+    [ "$(ps -o args= -p "$w0" | grep -c tether-worker)" = 1 ] || fail "LOCK names pid $w0, not A's worker: $holder"
+    in_use="checkpoint folder $tmp/ck is in use by a live job ($holder, holding $tmp/ck/LOCK)"
+    refused_live() {  # refused_live LOG RC EXPECTED COMMAND...
+      local log=$1 want_rc=$2 want=$3 rc=0
+      shift 3
+      timeout -k 5 30 "$@" > "$log" 2>&1 || rc=$?
+      [ "$rc" = "$want_rc" ] || fail "$* exited $rc while job A held $tmp/ck, expected $want_rc"
+      grep -qF -- "$want" "$log" || fail "$log lacks: $want"
+      grep -h -- "in use by a live job" "$log" | head -1 | sed 's/^.*\] //'
+    }
+    launch=("$bin/tether-launch" "${job[@]}" --epochs=1)
+    refused_live "$tmp/b1.log" 2 "checkpoint.dir: $in_use" "${launch[@]}" --checkpoint_dir="$tmp/ck" \
+      --resume_from="$tmp/ck"
+    refused_live "$tmp/b2.log" 2 "--resume_from=$tmp/ck: $in_use" "${launch[@]}" --checkpoint_dir="$tmp/ck2" \
+      --resume_from="$tmp/ck"
+    refused_live "$tmp/b3.log" 2 "checkpoint.dir: $in_use" "${launch[@]}" --checkpoint_dir="$tmp/ck" \
+      --resume_from="$tmp/ck" --check_config
+    refused_live "$tmp/b4.log" 1 "[worker 0] --resume_from=$tmp/ck: $in_use" "$bin/tether-worker" "${job[@]}" \
+      --epochs=1 --in_process --checkpoint_dir="$tmp/ck4" --resume_from="$tmp/ck"
+    kill -0 "$a" 2> /dev/null || fail "job A ended before the checks were done: they prove nothing"
+    [ ! -e "$tmp/ck2" ] || ! compgen -G "$tmp/ck2/ckpt-*" > /dev/null || fail "a refused job wrote a checkpoint"
+    ! compgen -G "$tmp/ck4/ckpt-*" > /dev/null || fail "a refused worker wrote a checkpoint"
+    kill -9 "$w0"
+    rc=0
+    wait "$a" || rc=$?
+    [ "$rc" = 1 ] || fail "job A exited $rc after its worker 0 was SIGKILLed, expected 1"
+    [ "$(cat "$tmp/ck/LOCK")" = "$holder" ] || fail "the LOCK file changed"
+    timeout -k 5 30 "${launch[@]}" --checkpoint_dir="$tmp/ck" --resume_from="$tmp/ck" --check_config \
+      > "$tmp/c.log" 2>&1 || fail "--check_config after job A's worker 0 died: $(tail -1 "$tmp/c.log")"
+    echo "job A's worker 0 SIGKILLed: its LOCK file ($holder) blocks nothing"
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard|bad_shard_alone BIN_DIR"
+    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard|bad_shard_alone|live_folder BIN_DIR"
     exit 2
     ;;
 esac

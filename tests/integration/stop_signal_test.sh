@@ -151,7 +151,8 @@ waiting)
   grep -q "server shard 0 at .* is gone" "$tmp/again-worker0.log" || fail "worker 0 did not name the gone shard"
   echo "worker 0: exit 1 after its server stopped, naming the gone shard"
   # Nothing was trained: no new checkpoint beside the one resumed from.
-  [ "$(ls "$tmp/ck" | grep -v final)" = "ckpt-000000000020" ] || fail "checkpoints after the stop: $(ls "$tmp/ck")"
+  [ "$(ls -d "$tmp"/ck/ckpt-* | grep -v final)" = "$tmp/ck/ckpt-000000000020" ] ||
+    fail "checkpoints after the stop: $(ls "$tmp/ck")"
   pids=()
   ;;
 launch_corrupt)

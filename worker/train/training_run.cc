@@ -50,12 +50,16 @@ TrainingRun::TrainingRun(const JobConfig& config, const TrainerOptions& options)
 TrainingRun::~TrainingRun() = default;
 
 StatusOr<TrainReport> TrainingRun::Run() {
-  TETHER_RETURN_IF_ERROR(Prepare());
-  TETHER_RETURN_IF_ERROR(Resume());
-  TETHER_RETURN_IF_ERROR(Connect());
-  TETHER_RETURN_IF_ERROR(StartTraining());
-  if (!left_) TETHER_RETURN_IF_ERROR(Train());
-  if (!left_) TETHER_RETURN_IF_ERROR(Finish());
+  Status st = Prepare();
+  if (st.ok()) st = Resume();
+  if (st.ok()) st = Connect();
+  if (st.ok()) st = StartTraining();
+  if (st.ok() && !left_) st = Train();
+  if (st.ok() && !left_) st = Finish();
+  // The job's checkpoints are written (or it failed): another job may now
+  // take the folders, even while this object lives on.
+  folder_locks_.clear();
+  if (!st.ok()) return st;
   return report_;
 }
 
@@ -63,6 +67,7 @@ StatusOr<TrainReport> TrainingRun::Run() {
 
 Status TrainingRun::Prepare() {
   TETHER_RETURN_IF_ERROR(CheckBeforeStart());
+  TETHER_RETURN_IF_ERROR(LockCheckpointFolders());
   // The backend first: a missing GPU should fail before any data is read.
   TETHER_ASSIGN_OR_RETURN(backend_, CreateBackend(config_.train().device(), config_.train().threads()));
   LOG(INFO) << who_ << "compute backend " << backend_->name() << " (--device=" << config_.train().device() << ")";
@@ -80,6 +85,23 @@ Status TrainingRun::Prepare() {
                                      *existing + "): resume from them with --resume_from=" + dir +
                                      ", or give the new job its own directory");
   }
+  return Status::OK();
+}
+
+Status TrainingRun::LockCheckpointFolders() {
+  if (rank_ != 0 || joiner_) return Status::OK();
+  const std::string dir = AbsoluteCheckpointPath(config_.checkpoint().dir());
+  if (!dir.empty()) {
+    StatusOr<CheckpointDirLock> lock = CheckpointDirLock::Acquire(dir, CheckpointDirLock::Mode::kWrite);
+    if (!lock.ok()) return lock.status().WithPrefix(who_ + "checkpoint.dir");
+    folder_locks_.push_back(std::move(lock).value());
+  }
+  if (options_.resume_from.empty()) return Status::OK();
+  const std::string from = AbsoluteCheckpointPath(ResumeFolder(options_.resume_from));
+  if (from == dir) return Status::OK();  // held to write, which is more
+  StatusOr<CheckpointDirLock> lock = CheckpointDirLock::Acquire(from, CheckpointDirLock::Mode::kRead);
+  if (!lock.ok()) return lock.status().WithPrefix(who_ + "--resume_from=" + options_.resume_from);
+  folder_locks_.push_back(std::move(lock).value());
   return Status::OK();
 }
 

@@ -39,6 +39,7 @@
 
 #include "telemetry/metrics_log.h"
 #include "core/status.h"
+#include "checkpoint/dir_lock.h"
 #include "checkpoint/residual_file.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/config.pb.h"
@@ -88,6 +89,10 @@ class TrainingRun {
   // ---- Phases (training_run.cc).
   Status Prepare();
   Status CheckBeforeStart();
+  // Worker 0 (the job's checkpoint writer) takes the folders' locks
+  // (checkpoint/dir_lock.h): checkpoint.dir to write, the folder it resumes
+  // from, when another, to read; held until Run returns.
+  Status LockCheckpointFolders();
   Status LoadData();
   // The validation rows out of the training partition (a validation
   // split), and the early-stopping metric checked.
@@ -198,6 +203,8 @@ class TrainingRun {
   // Connect; the rows held, dealt and evaluated are weighted by it.
   std::vector<float> feature_idf_;
   std::unique_ptr<Model> model_;
+
+  std::vector<CheckpointDirLock> folder_locks_;
 
   // Resume.
   std::string resume_dir_;
