@@ -113,6 +113,7 @@ void Launcher::Pump(Clock::time_point until) {
 }
 
 void Launcher::Teardown(const std::string& why) {
+  if (failure_.empty()) failure_ = why;
   if (Live() == 0) return;
   const std::string old_phase = phase_;
   phase_ = "tearing down";
@@ -359,7 +360,11 @@ std::optional<int> Launcher::Exited(Child* c) {
     for (const HeldExit& h : held_exits_)
       LOG(ERROR) << "[launch] " << h.child.Name() << " " << h.child.HowItEnded() << " as " << failed << " failed";
     held_exits_.clear();
-    Teardown(failed + " failed");
+    // A worker that gave up a shard no running process holds: that shard
+    // is what the job failed on.
+    const std::string stopped = cause == nullptr ? StoppedShardsLost() : "";
+    if (!stopped.empty()) LOG(ERROR) << "[launch] " << stopped << " (SIGSTOP): " << failed << " failed on it";
+    Teardown(stopped.empty() ? failed + " failed" : stopped);
     return 1;
   }
   VLOG(1) << "[launch] " << c->Name() << " finished";
@@ -465,7 +470,7 @@ int Launcher::Run() {
                  << FormatDuration(Clock::now() - start_) << " (exit code " << code << ")";
   } else if (code != 0) {
     LOG(ERROR) << "[launch] job failed after " << FormatDuration(Clock::now() - start_) << " (exit code " << code
-               << ")";
+               << ")" << (failure_.empty() ? "" : ": " + failure_);
   }
   return code;
 }

@@ -85,9 +85,27 @@ bool Launcher::StoppedLeftOver(const Child& c) {
   return true;
 }
 
+std::string Launcher::StoppedShardsLost() const {
+  if (!server_deaths_) return "";
+  std::vector<bool> stopped(server_deaths_->num_processes(), false);
+  for (const Child& c : table_->children())
+    if (c.role != "worker" && c.running && c.RunState().rfind("stopped", 0) == 0) stopped[c.index] = true;
+  return DescribeStoppedShards(ShardsOnStoppedHolders(*server_deaths_, stopped), *server_deaths_);
+}
+
 std::optional<int> Launcher::ServerDied(const Child& c) {
+  // A process that ended by itself while a shard had no running holder
+  // ended on the job's abort: the workers gave that shard up first. (Read
+  // before its own end counts: the shards it leaves are lost after.)
+  const std::string stopped = WIFSIGNALED(c.wait_status) ? "" : StoppedShardsLost();
   const ServerDeathVerdict verdict = server_deaths_->Died(c.index);
   const std::string what = DescribeServerDeath(verdict, *server_deaths_);
+  if (!verdict.survivable && !stopped.empty()) {
+    LOG(ERROR) << "[launch] " << stopped << " (SIGSTOP): the workers gave it up and the job failed on it; "
+               << c.Name() << " " << c.HowItEnded() << " on the job's abort";
+    Teardown(stopped);
+    return 1;
+  }
   if (!verdict.survivable) {
     LogFailure(c);
     LOG(ERROR) << "[launch] " << what << " (cluster.replicas=" << options_.replicas << ")";

@@ -122,6 +122,9 @@ class Launcher {
   bool ReplacementEnded(const Child& c);
   // "it was shard 0 at tcp://..." or "it joined shard 2 as its replica".
   std::string WhatItHeld(const Child& c) const;
+  // With replicas: the shards whose every server process left is stopped
+  // (SIGSTOP; DescribeStoppedShards, launch/server_deaths.h), "" for none.
+  std::string StoppedShardsLost() const;
   // A replacement serving the shard it joined (it claimed it).
   bool ServesItsShard(const Child& c) const {
     return server_deaths_ && server_deaths_->Serving(server_deaths_->CopyOf(c.index)) == c.index;
@@ -142,7 +145,8 @@ class Launcher {
   ElasticRun elastic_{options_.elastic, options_.num_workers, ""};
   std::string tmp_dir_;
   int devnull_fd_ = -1;
-  bool torn_down_ = false;    // Teardown ran; what it could not kill, a second try will not either
+  bool torn_down_ = false;
+  std::string failure_;  // why the job failed: the first Teardown's reason, on the final line    // Teardown ran; what it could not kill, a second try will not either
   std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
   std::vector<std::string> partial_eval_;  // the evaluator, when it exited kExitPartialEval
   std::optional<ServerDeaths> server_deaths_;  // with replicas, from the servers' start

@@ -125,4 +125,26 @@ std::vector<int> LeftOverReplacements(const ServerDeaths& deaths, const std::vec
   return out;
 }
 
+std::vector<int> ShardsOnStoppedHolders(const ServerDeaths& deaths, const std::vector<bool>& stopped) {
+  CHECK_EQ(static_cast<int>(stopped.size()), deaths.num_processes());
+  std::vector<int> out;
+  for (int shard = 0; shard < deaths.num_servers(); ++shard) {
+    const std::vector<int>& holders = deaths.Holders(shard);
+    if (holders.empty()) continue;  // lost by deaths: ServerDeathVerdict::lost
+    if (std::all_of(holders.begin(), holders.end(), [&](int p) { return stopped[p]; })) out.push_back(shard);
+  }
+  return out;
+}
+
+std::string DescribeStoppedShards(const std::vector<int>& shards, const ServerDeaths& deaths) {
+  std::string out;
+  for (int shard : shards) {
+    std::string holders;
+    for (int p : deaths.Holders(shard)) holders += (holders.empty() ? "" : ", ") + std::to_string(p);
+    out += (out.empty() ? "" : "; ") + ("shard " + std::to_string(shard) + " is lost: every server process left " +
+                                        "that holds it (" + holders + ") is stopped");
+  }
+  return out;
+}
+
 }  // namespace tether

@@ -151,4 +151,17 @@ std::string DescribeServerDeath(const ServerDeathVerdict& verdict, const ServerD
 /// caught up, or its primary ended the shard: nothing waits on it.
 std::vector<int> LeftOverReplacements(const ServerDeaths& deaths, const std::vector<bool>& running);
 
+/// The shards, ascending, that `deaths` says some process still holds but
+/// whose every live holder is stopped (`stopped[p]`: process p, a server by
+/// shard, then the replacements by number, runs but does not run on:
+/// SIGSTOP; deaths.num_processes() entries). No process serves such a
+/// shard: the workers give it up (cluster.liveness_timeout_ms), and the
+/// job fails on it, whatever process then exits first on the job's abort.
+std::vector<int> ShardsOnStoppedHolders(const ServerDeaths& deaths, const std::vector<bool>& stopped);
+
+/// The launcher's words for ShardsOnStoppedHolders's `shards`: "shard 1 is
+/// lost: every server process left that holds it (1) is stopped"; "" for
+/// none. Several: joined with "; ".
+std::string DescribeStoppedShards(const std::vector<int>& shards, const ServerDeaths& deaths);
+
 }  // namespace tether

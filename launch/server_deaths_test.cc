@@ -359,5 +359,41 @@ TEST(ServerDeathsTest, AReplacementServingItsShardIsNotLeftOver) {
   EXPECT_EQ(LeftOverReplacements(deaths, {false, false, false, true, false, true}), (std::vector<int>{3, 5}));
 }
 
+// 3 processes, one replica, processes 1 and 2 stopped (SIGSTOP); process 0
+// claimed shard 2 from process 2, which the launcher then killed. Shard 1
+// is held by process 1 alone, stopped: it is the shard lost, not shard 0
+// or 2, which process 0 serves (and whose exit on the job's abort would
+// lose shard 2 only then).
+TEST(ServerDeathsTest, AShardWhoseEveryHolderLeftIsStoppedIsTheOneLost) {
+  ServerDeaths deaths(3, 1);
+  std::vector<bool> stopped = {false, true, true};
+  EXPECT_EQ(ShardsOnStoppedHolders(deaths, stopped), (std::vector<int>{1}));
+  ASSERT_TRUE(deaths.Died(2).survivable);
+  stopped[2] = false;  // dead, no longer a holder
+  EXPECT_EQ(ShardsOnStoppedHolders(deaths, stopped), (std::vector<int>{1}));
+  EXPECT_EQ(DescribeStoppedShards({1}, deaths),
+            "shard 1 is lost: every server process left that holds it (1) is stopped");
+  // Nothing stopped: no shard; process 0 stopped: shard 2, which it alone
+  // holds, not shard 0, which process 1 holds too.
+  EXPECT_TRUE(ShardsOnStoppedHolders(deaths, {false, false, false}).empty());
+  EXPECT_EQ(ShardsOnStoppedHolders(deaths, {true, false, false}), (std::vector<int>{2})) << "its one holder left";
+  EXPECT_EQ(DescribeStoppedShards({}, deaths), "");
+}
+
+// Several shards, replacements among the holders: a shard is lost only when
+// every live holder, replacement or not, is stopped.
+TEST(ServerDeathsTest, AStoppedReplacementCountsAsAStoppedHolder) {
+  ServerDeaths deaths(4, 1);
+  ASSERT_TRUE(deaths.Died(0).survivable);  // shard 0 on 1; shard 3 without its copy
+  const int r = deaths.Replaced(3);        // replacement 4 copies shard 3
+  EXPECT_EQ(r, 4);
+  EXPECT_EQ(ShardsOnStoppedHolders(deaths, {false, false, false, true, false}), (std::vector<int>{}));
+  EXPECT_EQ(ShardsOnStoppedHolders(deaths, {false, false, false, true, true}), (std::vector<int>{3}));
+  EXPECT_EQ(ShardsOnStoppedHolders(deaths, {false, true, true, true, true}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(DescribeStoppedShards({0, 3}, deaths),
+            "shard 0 is lost: every server process left that holds it (1) is stopped; shard 3 is lost: every "
+            "server process left that holds it (3, 4) is stopped");
+}
+
 }  // namespace
 }  // namespace tether

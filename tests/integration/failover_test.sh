@@ -38,6 +38,14 @@
 #          launcher logged that shard 1 lives on, server 0: shard 0's one
 #          replica (in server 1) is gone with it, so the launcher exits 1
 #          naming the lost shard, with every child reaped.
+#   launch_stop_two  the same launched job without replacements
+#          (--max_replacements=0); SIGSTOP servers 1 and 2 after a worker
+#          logs epoch 3, never SIGCONT: shard 1's two holders are stopped,
+#          the workers give it up and the job fails (server 0 exits on its
+#          abort, and server 0 claims shard 2 first or not); the launcher
+#          exits 1 within 30 s, its final line naming shard 1 as lost with
+#          its holders stopped, no line calling shard 0 or 2 lost, and
+#          every child reaped.
 #   launch_replace  the same launched job; SIGKILL server 0 after a worker
 #          logs epoch 2: the launcher starts replacements joining shards 0
 #          and 2 (left without a replica); once shard 2's replacement caught
@@ -132,7 +140,7 @@ fail_lines=25
 # fails the job: 8 or 5 take the same time.)
 epochs=8
 case "$mode" in
-  pause | ondemand | early | launch_kill | launch_kill_two) epochs=5 ;;
+  pause | ondemand | early | launch_kill | launch_kill_two | launch_stop_two) epochs=5 ;;
   join | launch_replace | launch_stop) epochs=20 ;;
   chain | chain_curve | chain_adjacent) epochs=10 ;;
   chain_rejoin) epochs=6 ;;
@@ -528,6 +536,29 @@ launch_kill_two)
   launched_children_reaped "$tmp/launch.log" 'server\|worker'
   pids=()
   grep -h "shard 0 is lost" "$tmp/launch.log" | head -1
+  ;;
+launch_stop_two)
+  start_launcher 3 --max_replacements=0
+  launched_server 1
+  s1=$spid
+  launched_server 2
+  s2=$spid
+  # A stopped process outlives its parent: whatever happens, it is killed.
+  trap 'for p in "$s1" "$s2"; do if [ "$(ps -o comm= -p "$p" 2>/dev/null)" = tether-server ]; then kill -9 "$p"; fi; done; tether_test_cleanup' EXIT
+  kill -STOP "$s1" "$s2"
+  for p in "$s1" "$s2"; do
+    poll 100 grep -q '^State:[[:space:]]*T' "/proc/$p/status" || fail "server process $p did not stop"
+  done
+  exits_within "$launcher" 30000 || fail "the launcher still runs 30 s after servers 1 and 2 were stopped"
+  wait_code "$launcher"
+  [ "$rc" = 1 ] || fail "the launcher exited $rc after shard 1's holders were stopped, want 1"
+  final=$(grep "\[launch\] job failed after" "$tmp/launch.log" | tail -1)
+  grep -q "(exit code 1): shard 1 is lost: every server process left that holds it (1\(, 2\)\?) is stopped$" <<<"$final" \
+    || fail "the launcher's final line does not name shard 1: $final"
+  ! grep -q "shard [02] is lost" "$tmp/launch.log" || fail "the launcher called shard 0 or 2 lost: $(grep "shard [02] is lost" "$tmp/launch.log")"
+  launched_children_reaped "$tmp/launch.log" 'server\|worker'
+  pids=()
+  echo "${final#*\] }"
   ;;
 launch_chain)
   start_launcher 2
