@@ -24,7 +24,7 @@ objdump -d -C --no-show-raw-insn "$lib" "$optim" >"$dis"
 # Prefetch instructions per function, named by the demangled symbol.
 counts=$(awk '/^[0-9a-f]+ <.*>:$/ { f = $0; next } /prefetch/ { n[f]++ } END { for (k in n) print n[k] "\t" k }' "$dis")
 failed=0
-for fn in 'tether::ServerTable::RowIndex::Prefetch(' 'tether::ServerTable::PushRowsAt(' 'tether::ServerTable::PullRowsAt(' \
+for fn in 'tether::ServerTable::RowIndex::Prefetch(' 'tether::ServerTable::StepRowsAt(' 'tether::ServerTable::PullRowsAt(' \
           'GatheredKernel'; do
   got=$(printf '%s\n' "$counts" | awk -F'\t' -v fn="$fn" 'index($2, fn) { s += $1 } END { print s + 0 }')
   if [ "$got" -lt 1 ]; then
