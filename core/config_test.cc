@@ -392,6 +392,48 @@ TEST(ConfigTest, FlagsTheJobWouldIgnoreAreRefused) {
                   .ok());
 }
 
+// --learning_rate with FTRL (which steps by optimizer.alpha) or NOOP is
+// refused; a table of another type reads it. The config field stays
+// accepted: a search space draws it for every optimizer type.
+TEST(ConfigTest, LearningRateFlagNeedsAnOptimizerThatReadsIt) {
+  JobConfig j;
+  j.mutable_optimizer()->set_type(FTRL);
+  EXPECT_EQ(CheckOverridesApply(j, {{"learning_rate", "50"}}).message(),
+            "flag --learning_rate=50 is only read with an optimizer that steps by it (optimizer.type SGD, ADAGRAD, "
+            "ADAM or SUM; FTRL steps by optimizer.alpha), which this job does not set: add --optimizer=adagrad, or "
+            "drop --learning_rate");
+  j.add_table()->mutable_optimizer()->set_type(ADAGRAD);
+  EXPECT_TRUE(CheckOverridesApply(j, {{"learning_rate", "50"}}).ok()) << "a table of type ADAGRAD reads it";
+  j.mutable_optimizer()->set_type(SGD);
+  j.clear_table();
+  EXPECT_TRUE(CheckOverridesApply(j, {{"learning_rate", "50"}}).ok());
+}
+
+// train.psp_a/psp_b weigh PSP@k, a multi-label metric; checkpoint.keep_last
+// keeps checkpoints of checkpoint.dir. Set where nothing reads them, they
+// are refused naming the field.
+TEST(ConfigTest, PspConstantsAndKeepLastWhereNothingReadsThem) {
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  c->mutable_train()->set_psp_a(0.6f);
+  EXPECT_TRUE(ValidateJobConfig(*c).ok()) << "XMC_MLP reports PSP@k: " << ValidateJobConfig(*c).message();
+  JobConfig lr = *c;
+  lr.mutable_model()->set_type(SPARSE_LR);
+  lr.mutable_model()->clear_hidden();
+  lr.mutable_train()->clear_psp_a();
+  lr.mutable_train()->set_psp_b(2.0f);
+  EXPECT_EQ(ValidateJobConfig(lr).message(),
+            "config field train.psp_b: weighs the PSP@k metrics of multi-label models (XMC_MLP) only, not SPARSE_LR, "
+            "whose metrics are accuracy and log_loss");
+  JobConfig keep = *c;
+  keep.mutable_checkpoint()->set_keep_last(2);
+  EXPECT_EQ(ValidateJobConfig(keep).message(),
+            "config field checkpoint.keep_last: is set but checkpoint.dir is empty, so no checkpoint is written to "
+            "keep: set checkpoint.dir (--checkpoint_dir), or drop keep_last");
+  keep.mutable_checkpoint()->set_dir(::testing::TempDir() + "/ckpt");
+  EXPECT_TRUE(ValidateJobConfig(keep).ok()) << ValidateJobConfig(keep).message();
+}
+
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
 // config file) and are refused there, naming the field.
 TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {

@@ -326,6 +326,17 @@ bool PushesHalf(const JobConfig& c) {
   return false;
 }
 
+// Whether an optimizer in force steps by optimizer.learning_rate: FTRL
+// steps by its alpha and NOOP not at all, unless a table section names a
+// type that reads it.
+bool ReadsLearningRate(const JobConfig& c) {
+  const auto reads = [](OptimizerType t) { return t != FTRL && t != NOOP; };
+  if (reads(c.optimizer().type())) return true;
+  for (const auto& t : c.table())
+    if (t.optimizer().has_type() && reads(t.optimizer().type())) return true;
+  return false;
+}
+
 }  // namespace
 
 Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<std::string, std::string>>& set) {
@@ -362,6 +373,10 @@ Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<
       // change nothing.
       {"error_feedback", "16-bit pushes (train.wire, or a table's wire or push_wire, BF16 or FP16)",
        "--wire=bf16", &PushesHalf},
+      // The config field is accepted (a search space may draw it for every
+      // optimizer type); the flag names one run's intent.
+      {"learning_rate", "an optimizer that steps by it (optimizer.type SGD, ADAGRAD, ADAM or SUM; FTRL steps by "
+       "optimizer.alpha)", "--optimizer=adagrad", &ReadsLearningRate},
   };
   for (const auto& [flag, value] : set)
     for (const Needs& n : kNeeds)

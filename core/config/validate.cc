@@ -270,6 +270,9 @@ Status ValidateCheckpoint(const JobConfig& c) {
   if (c.checkpoint().dir().empty() && (c.checkpoint().every_clocks() > 0 || c.checkpoint().every_seconds() > 0))
     return FieldError("checkpoint.dir", "is empty, so checkpoint.every_clocks / every_seconds would write nothing: set "
                                  "checkpoint.dir (--checkpoint_dir)");
+  if (c.checkpoint().dir().empty() && c.checkpoint().has_keep_last())
+    return FieldError("checkpoint.keep_last", "is set but checkpoint.dir is empty, so no checkpoint is written to "
+                                              "keep: set checkpoint.dir (--checkpoint_dir), or drop keep_last");
   return Status::OK();
 }
 
@@ -439,6 +442,15 @@ Status ValidateTrainLimits(const JobConfig& c) {
     return FieldError("train.psp_a", "must be a finite number > 0");
   if (!(c.train().psp_b() > 0) || !std::isfinite(c.train().psp_b()))
     return FieldError("train.psp_b", "must be a finite number > 0");
+  // PSP@k is a metric of multi-label models: SPARSE_LR reports binary and
+  // DENSE_MLP multiclass metrics, which no propensity weighs.
+  const std::string& name = c.model().name();
+  const bool single_label = name.empty() ? c.model().type() != XMC_MLP : name == "sparse_lr" || name == "dense_mlp";
+  if (single_label && (c.train().has_psp_a() || c.train().has_psp_b()))
+    return FieldError(c.train().has_psp_a() ? "train.psp_a" : "train.psp_b",
+                      "weighs the PSP@k metrics of multi-label models (XMC_MLP) only, not " +
+                          (name.empty() ? ModelType_Name(c.model().type()) : "model '" + name + "'") +
+                          ", whose metrics are accuracy and log_loss");
   const std::string& dev = c.train().device();
   if (dev != "auto" && dev != "cpu" && dev != "cuda") return FieldError("train.device", "must be auto, cpu or cuda, got '" + dev + "'");
   return Status::OK();
