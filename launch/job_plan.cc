@@ -79,6 +79,30 @@ Status CheckRestarts(const LaunchRequest& request, const JobConfig& config) {
   return Status::OK();
 }
 
+// Flags the job in force would ignore, refused rather than dropped:
+// --max_replacements starts servers for shards with replicas only, and an
+// in-process job (one process, inproc://) has no connection to watch and
+// nothing to encrypt.
+Status CheckLaunchFlagsApply(const LaunchRequest& request, const JobConfig& config) {
+  if (request.max_replacements_set && config.cluster().replicas() == 0)
+    return Status::InvalidArgument("--max_replacements=" + std::to_string(request.max_replacements) +
+                                   " bounds the replacement servers of shards with replicas, and this job has "
+                                   "cluster.replicas 0: add --replicas=R, or drop --max_replacements");
+  if (request.transport != "inproc") return Status::OK();
+  for (const std::string& f : request.overrides) {
+    const std::string name = f.substr(2, f.find('=') - 2);
+    if (name == "liveness_timeout_ms" || name.find("key_file") != std::string::npos || name == "authorized_keys")
+      return Status::InvalidArgument(
+          "flag " + f + " is not read with --transport=inproc: " +
+          (name == "liveness_timeout_ms"
+               ? std::string("a one-process job has no connection to a server to watch (tcp and ipc only)")
+               : std::string("a one-process job's traffic never leaves the process, so CURVE has nothing to "
+                             "encrypt")) +
+          "; drop it, or use --transport=tcp");
+  }
+  return Status::OK();
+}
+
 // The file name prefix of the file_sd target files: the job id, with
 // anything but [A-Za-z0-9._-] as '_'.
 std::string SdPrefix(const JobConfig& config, const std::vector<std::string>& forwarded) {
@@ -121,6 +145,7 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
                                    std::to_string(request.max_replacements));
   options.max_replacements =
       request.max_replacements < 0 ? 2 * config.cluster().num_servers() : request.max_replacements;
+  TETHER_RETURN_IF_ERROR(CheckLaunchFlagsApply(request, config));
   options.metrics_out = request.metrics_out;
   options.print_metrics = request.print_metrics;
   options.model_out = request.model_out;
@@ -187,9 +212,7 @@ StatusOr<std::unique_ptr<RendezvousStore>> StartRendezvousStore(const LaunchRequ
   return store;
 }
 
-Status PlanMetrics(const LaunchRequest& request, const JobConfig& config, LaunchOptions* options) {
-  // /metrics: each child gets its own port (cli/metrics_flags.h); host
-  // and linger are the same for all.
+Status CheckMetricsFlags(const LaunchRequest& request, int processes) {
   for (const auto& [set, flag] : {std::pair{request.metrics_port_file_set, "metrics_port_file"},
                                   std::pair{request.metrics_sd_file_set, "metrics_sd_file"}}) {
     if (set)
@@ -202,7 +225,6 @@ Status PlanMetrics(const LaunchRequest& request, const JobConfig& config, Launch
       return Status::InvalidArgument("--metrics_sd_dir needs --metrics_port (0: a free port per process)");
     return Status::OK();
   }
-  const int processes = options->num_servers + options->num_workers;
   const int last = request.metrics_port + processes - 1;
   if (request.metrics_port > 0 && last > 65535)
     return Status::InvalidArgument("--metrics_port=" + std::to_string(request.metrics_port) + " gives the last of " +
@@ -213,6 +235,14 @@ Status PlanMetrics(const LaunchRequest& request, const JobConfig& config, Launch
   if (request.metrics_linger_s < 0)
     return Status::InvalidArgument("--metrics_linger_s=" + std::to_string(request.metrics_linger_s) +
                                    " is negative (0: exit at once)");
+  return Status::OK();
+}
+
+Status PlanMetrics(const LaunchRequest& request, const JobConfig& config, LaunchOptions* options) {
+  // /metrics: each child gets its own port (cli/metrics_flags.h); host
+  // and linger are the same for all.
+  TETHER_RETURN_IF_ERROR(CheckMetricsFlags(request, options->num_servers + options->num_workers));
+  if (request.metrics_port < 0) return Status::OK();
   options->metrics_port = request.metrics_port;
   options->metrics_linger = std::chrono::seconds(request.metrics_linger_s);
   options->forwarded.push_back("--metrics_host=" + request.metrics_host);

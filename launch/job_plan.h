@@ -46,4 +46,9 @@ StatusOr<std::unique_ptr<RendezvousStore>> StartRendezvousStore(const LaunchRequ
 /// --metrics_port or not creatable).
 Status PlanMetrics(const LaunchRequest& request, const JobConfig& config, LaunchOptions* options);
 
+/// PlanMetrics' refusals without its effects (no folder made, nothing
+/// logged), for --check_config: `processes` servers and workers in all.
+/// Errors: as PlanMetrics, but a --metrics_sd_dir that cannot be made.
+Status CheckMetricsFlags(const LaunchRequest& request, int processes);
+
 }  // namespace tether

@@ -437,6 +437,45 @@ TEST(JobPlanTest, MaxReplacementsDefaultsToTwiceTheServers) {
             "--max_replacements must be ≥ 0 (or -1: twice the server processes), got -2");
 }
 
+// Launcher flags the job would ignore are refused, naming the flag:
+// --max_replacements without replicas; --liveness_timeout_ms and the CURVE
+// key flags in one process (inproc), where no connection or traffic leaves.
+TEST(JobPlanTest, FlagsTheJobWouldIgnoreAreRefused) {
+  LaunchRequest r;
+  r.config_path = "job.pbtxt";
+  r.max_replacements = 3;
+  r.max_replacements_set = true;
+  EXPECT_EQ(PlanLaunch(r, TwoByTwo(), "/b").status().message(),
+            "--max_replacements=3 bounds the replacement servers of shards with replicas, and this job has "
+            "cluster.replicas 0: add --replicas=R, or drop --max_replacements");
+  JobConfig replicated = TwoByTwo();
+  replicated.mutable_cluster()->set_replicas(1);
+  EXPECT_TRUE(PlanLaunch(r, replicated, "/b").ok());
+  r.max_replacements_set = false;
+  r.transport = "inproc";
+  r.overrides = {"--epochs=2", "--liveness_timeout_ms=2000"};
+  EXPECT_EQ(PlanLaunch(r, TwoByTwo(), "/b").status().message(),
+            "flag --liveness_timeout_ms=2000 is not read with --transport=inproc: a one-process job has no "
+            "connection to a server to watch (tcp and ipc only); drop it, or use --transport=tcp");
+  r.overrides = {"--server_secret_key_file=s.key"};
+  EXPECT_NE(PlanLaunch(r, TwoByTwo(), "/b").status().message().find("CURVE has nothing to encrypt"), std::string::npos);
+  r.transport = "tcp";
+  r.overrides = {"--liveness_timeout_ms=2000"};
+  EXPECT_TRUE(PlanLaunch(r, TwoByTwo(), "/b").ok());
+}
+
+// --check_config runs PlanMetrics' refusals without making the folder.
+TEST(JobPlanTest, MetricsFlagsAreCheckedWithoutEffects) {
+  LaunchRequest r;
+  r.metrics_sd_dir = ::testing::TempDir() + "/sd-never-made";
+  EXPECT_EQ(CheckMetricsFlags(r, 4).message(), "--metrics_sd_dir needs --metrics_port (0: a free port per process)");
+  r.metrics_port = 65534;
+  EXPECT_EQ(CheckMetricsFlags(r, 4).message(), "--metrics_port=65534 gives the last of 4 processes port 65537, past 65535");
+  r.metrics_port = 9100;
+  EXPECT_TRUE(CheckMetricsFlags(r, 4).ok());
+  EXPECT_FALSE(std::filesystem::exists(r.metrics_sd_dir));
+}
+
 // cluster.replicas reaches every server the launcher starts as --replicas,
 // from the config or an override, once; an in-process job refuses it.
 TEST(JobPlanTest, ForwardsReplicasAndRefusesThemInProcess) {

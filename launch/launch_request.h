@@ -33,6 +33,7 @@ struct LaunchRequest {
   std::string elastic_schedule;
   int max_restarts = 0;
   int max_replacements = -1;  // --max_replacements; -1: 2 × the server processes
+  bool max_replacements_set = false;  // --max_replacements given (refused without cluster.replicas)
   // Engine mode.
   std::string engine = "auto";  // auto | on | off
   std::string listen;

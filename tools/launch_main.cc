@@ -159,6 +159,7 @@ tether::LaunchRequest RequestFromFlags() {
   r.elastic_schedule = FLAGS_elastic_schedule;
   r.max_restarts = FLAGS_max_restarts;
   r.max_replacements = FLAGS_max_replacements;
+  r.max_replacements_set = FlagGiven("max_replacements");
   r.engine = FLAGS_engine;
   r.listen = FLAGS_listen;
   r.advertise_host = FLAGS_advertise_host;
@@ -241,7 +242,8 @@ int main(int argc, char** argv) {
   if (Refused(tether::CheckOutputPaths(request, *config))) return 2;
   auto options = tether::PlanLaunch(request, *config, *bin_dir);
   if (Refused(tether::NameConfigFieldSource(options.status())) ||
-      Refused(tether::CheckRendezvousServe(request, *config)))
+      Refused(tether::CheckRendezvousServe(request, *config)) ||
+      Refused(tether::CheckMetricsFlags(request, options->num_servers + options->num_workers)))
     return 2;
   if (FLAGS_check_config) return ConfigChecked(request, *config);
   auto store = tether::StartRendezvousStore(request, *config);

@@ -12,7 +12,12 @@
 #          interval; exit 1 for "--data_on_demand false", and for a server
 #          no worker reaches within --idle_timeout_ms=1500 (after 1.5 s);
 #          tether-launch --check_config: exit 0 starting nothing for a good
-#          job, exit 2 naming the field for a bad value or a missing file.
+#          job, exit 2 naming the field for a bad value or a missing file,
+#          and for what only the launch checked (--metrics_sd_dir without
+#          --metrics_port); flags the job would ignore, exit 2: --learning_rate
+#          with FTRL, --psp_a with SPARSE_LR, --checkpoint_keep_last without a
+#          folder, --max_replacements without replicas,
+#          --liveness_timeout_ms in one process.
 #   tools  tether-gen-xmc sizes ≤ 0 (exit 2), an XMC header with 0 features
 #          (tether-data and a job), tether-data --format=XMC, a split file's
 #          row past the data (named as SPLIT:LINE), and tether-data
@@ -97,6 +102,21 @@ flags)
     tests/data/bibtex_fixed.pbtxt >"$tmp/no_split.pbtxt"
   refused 2 "config field data.train_split: '$tmp/none.txt' does not exist" \
     "$bin/tether-launch" --config="$tmp/no_split.pbtxt" --check_config
+  # --check_config refuses what the launch refuses, and flags the job would
+  # ignore are refused with or without it.
+  refused 2 "--metrics_sd_dir needs --metrics_port" \
+    "$bin/tether-launch" "${bibtex[@]}" --metrics_sd_dir="$tmp/sd" --check_config
+  [ ! -e "$tmp/sd" ] || fail "--check_config made the --metrics_sd_dir folder"
+  refused 2 "flag --learning_rate=50 is only read with an optimizer that steps by it" \
+    "$bin/tether-launch" --config=examples/a9a_ftrl.pbtxt --transport=inproc --learning_rate=50 --check_config
+  refused 2 "config field train.psp_a: weighs the PSP@k metrics of multi-label models (XMC_MLP) only, not SPARSE_LR" \
+    "$bin/tether-launch" --config=examples/a9a.pbtxt --psp_a=0.6 --check_config
+  refused 2 "config field checkpoint.keep_last: is set but checkpoint.dir is empty" \
+    "$bin/tether-launch" "${bibtex[@]}" --checkpoint_keep_last=2 --check_config
+  refused 2 "--max_replacements=3 bounds the replacement servers of shards with replicas" \
+    "$bin/tether-launch" "${bibtex[@]}" --max_replacements=3 --check_config
+  refused 2 "flag --liveness_timeout_ms=2000 is not read with --transport=inproc" \
+    "$bin/tether-launch" "${bibtex[@]}" --transport=inproc --liveness_timeout_ms=2000 --check_config
   ;;
 tools)
   for flag in --num_features=0 --num_labels=-5 --train_rows=0 --test_rows=-1; do
