@@ -72,7 +72,7 @@ import sys
 
 from plot_env import import_pyplot
 from plot_spread import draw_straggler, read_study
-from tether_runs import current, eval_curve, kill_group, read_jsonl, run_launch
+from tether_runs import STOP_SIGNALS, Interrupted, current, eval_curve, kill_group, read_jsonl, run_launch
 
 # ---------------------------------------------------------------------------
 # The modes: what each passes to tether-launch. Adjust names here.
@@ -629,7 +629,7 @@ def plot(plt, args, d, s, modes, table):
 
 
 def on_term(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Interrupted(signum)
 
 
 def main(argv=None):
@@ -643,7 +643,8 @@ def main(argv=None):
         log("no mode can run with this build")
         return 1
     os.makedirs(args.out, exist_ok=True)
-    signal.signal(signal.SIGTERM, on_term)
+    for sig in STOP_SIGNALS:  # between runs; during one, run_launch ends it first
+        signal.signal(sig, on_term)
     results = []
     plan = []
     for d in args.datasets:
@@ -657,11 +658,11 @@ def main(argv=None):
         for i, (d, s, m, rep) in enumerate(plan):
             log(f"run {i + 1}/{len(plan)}")
             results.append(run_one(args, d, s, m, rep))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted) as e:
         kill_group(current())
         log(f"interrupted after {len(results)} of {len(plan)} runs; writing what finished")
         write_outputs(args, modes, skipped, results, None)
-        return 130
+        return e.code if isinstance(e, Interrupted) else 130
     failed = write_outputs(args, modes, skipped, results, plt)
     log(f"wrote {args.out}/study.md, study.csv, runs.csv, study.json" + ("" if plt is None else " and plots"))
     if failed:

@@ -1,8 +1,11 @@
 """Running tether-launch jobs from the study tools and reading what they wrote.
 
-Shared by tools/staleness_sweep.py and tools/straggler_study.py:
+Shared by tools/search.py, staleness_sweep.py, mldr_bench.py, refit_bench.py
+and straggler_study.py:
   run_launch(cmd, log_path, timeout_s)  one job in a session of its own,
-      bounded, its whole process group ended and reaped whatever happens;
+      bounded, its whole process group ended and reaped whatever happens:
+      on SIGTERM, SIGHUP or SIGINT to the tool too, which then exits
+      128 + the signal (Interrupted);
   kill_group(proc)                      TERM, then KILL, the group of proc;
   read_jsonl(path)                      a metrics_dir JSON-lines file;
   eval_curve(metrics_dir, metric)       rank 0's per-epoch evaluations;
@@ -22,6 +25,30 @@ import time
 import pbtxt
 
 _current = {"proc": None}
+
+# The signals that end a tool while its job runs. The job runs in a session
+# of its own (so a Ctrl-C reaches the tool only, which ends the job in
+# order); without these handlers a SIGTERM or SIGHUP (timeout, a closed
+# terminal, a scheduler) would end the tool and leave the job training.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class Interrupted(SystemExit):
+    """Raised by run_launch when the tool got one of STOP_SIGNALS while its
+    job ran, after the job's process group has been ended and reaped. A
+    SystemExit: uncaught, the tool exits 128 + the signal (143 for SIGTERM)
+    without a traceback; .signum is the signal."""
+
+    def __init__(self, signum):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+def _on_stop_signal(signum, frame):
+    # A second signal while the job is being ended must not cut that short.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
 
 
 def current():
@@ -50,20 +77,28 @@ def run_launch(cmd, log_path, timeout_s):
     stderr to log_path, in a session of its own. tether-launch's own
     --timeout_s ends the job first; past timeout_s plus a grace of
     min(30, 5 + timeout_s / 10) s the whole group is killed. Its group is
-    ended and reaped on return, on Ctrl-C or on an error alike.
-    Returns (exit status, 124 when it ran out of time; wall seconds)."""
+    ended and reaped on return, on an error, and on SIGTERM, SIGHUP or
+    SIGINT to this process, which then raise Interrupted (exit 128 + the
+    signal). Returns (exit status, 124 when it ran out of time; wall seconds)."""
     start = time.time()
-    with open(log_path, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        _current["proc"] = proc
-        try:
-            rc = proc.wait(timeout=timeout_s + min(30, 5 + timeout_s // 10))
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            rc = 124
-        finally:
-            kill_group(proc)  # no-op once reaped; on Ctrl-C or an error it ends the job
-            _current["proc"] = None
+    # Installed before the job starts, so that no signal finds it running
+    # without them; the tool's own handlers are back once it is reaped.
+    saved = {sig: signal.signal(sig, _on_stop_signal) for sig in STOP_SIGNALS}
+    try:
+        with open(log_path, "w") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            _current["proc"] = proc
+            try:
+                rc = proc.wait(timeout=timeout_s + min(30, 5 + timeout_s // 10))
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
+                rc = 124
+            finally:
+                kill_group(proc)  # no-op once reaped; on a signal or an error it ends the job
+                _current["proc"] = None
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
     return rc, time.time() - start
 
 
