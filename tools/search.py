@@ -35,10 +35,15 @@ OUT/best_settings.pbtxt (the chosen `set` lines) and OUT/best-NAME.pbtxt, the
 full config of each base config with the chosen settings. Each run keeps its
 config, log and metrics JSON under OUT/trial-NNN/NAME/; a run whose config
 and metrics are already there is not run again (an interrupted search
-resumes). Before any run, every trial's config goes through `tether-launch
+resumes; a SIGTERM, SIGHUP or Ctrl-C ends the running job with all its
+processes first, tools/tether_runs.py, and exits 128 + the signal). Before any run, every trial's config goes through `tether-launch
 --check_config`: a field the schema lacks or a value the job refuses is
 named with its trial, and the search exits 2 having run nothing (exit 2
-too for a space the tool cannot read; 1 when no trial finished).
+too for a space the tool cannot read or a base config it cannot find, for
+trials: 0, for a field on two set or param lines, and for a trial config
+with no validation split; 1 when no trial finished). A metric name the
+first finished run's metrics JSON lacks stops the search with exit 2,
+naming the validation keys it has.
 
   --refit   then trains each config once more with the chosen settings on
             the training and validation rows together, for the epoch count
@@ -138,6 +143,13 @@ class Space:
             self.params.append(spec)
         if self.strategy == "GRID" and any(not p["choices"] for p in self.params):
             raise ValueError(f"{path}: GRID takes choice lists only")
+        if self.trials < 1:
+            raise ValueError(f"{path}: trials must be at least 1, not {self.trials}")
+        named = [f for f, _ in self.fixed] + [p["field"] for p in self.params]
+        twice = sorted({f for f in named if named.count(f) > 1})
+        if twice:
+            raise ValueError(f"{path}: field(s) {', '.join(twice)} on more than one set or param line: the later "
+                             "would silently replace the earlier; keep one")
         if self.seeds > 1 and "train.seed" in [f for f, _ in self.fixed] + [p["field"] for p in self.params]:
             raise ValueError(f"{path}: seeds: {self.seeds} sets train.seed itself; drop its set or param line")
 
@@ -252,12 +264,42 @@ def check_trials(args, space, bases, draws):
     return problems
 
 
+class MetricMissing(Exception):
+    """A finished run's metrics JSON lacks the space's metric: a misspelt
+    name, found at the first run's end rather than after every trial."""
+
+
+def check_validation(space, bases, draws):
+    """A validation_* metric needs a validation split in every trial's config
+    (train.validation_fraction > 0 or data.validation_split). The problems,
+    one line each."""
+    problems = []
+    for i, setting in enumerate(draws):
+        for name, tree in bases.items():
+            t = with_settings(tree, list(space.fixed) + setting)
+            fraction = pbtxt.get(t, "train.validation_fraction")
+            try:
+                split = fraction is not None and float(fraction) > 0
+            except ValueError:
+                split = True  # not a number: --check_config names it
+            if not split and pbtxt.get(t, "data.validation_split") is None:
+                problems.append(f"trial {i:03d} ({name}): metric {space.metric} reads the validation split, and "
+                                "this config sets none: add set { field: \"train.validation_fraction\" value: 0.2 } "
+                                "(or data.validation_split) to the space")
+    return problems
+
+
 def run_trial_config(args, space, tree, settings, trial_dir, name, trial):
     """Runs one config of a trial once per seed; records the mean metric and
     the median best epoch when every run finished."""
     scores, epochs = [], []
     for run_name, extra in space.runs(name):
-        m = run_config(args, space, with_settings(tree, settings + extra), os.path.join(trial_dir, run_name))
+        run_dir = os.path.join(trial_dir, run_name)
+        m = run_config(args, space, with_settings(tree, settings + extra), run_dir)
+        if m is not None and space.metric not in m:
+            keys = sorted(k for k in m if k.startswith("validation_"))
+            raise MetricMissing(f"{run_dir}/metrics.json has no key {space.metric!r}: the job writes "
+                                f"{', '.join(keys) or 'no validation_* key'}")
         if m is None or m.get(space.metric) is None:
             return
         scores.append(float(m[space.metric]))
@@ -319,13 +361,25 @@ def main(argv=None):
     except (OSError, ValueError) as e:
         print(f"[search] {e}", file=sys.stderr)
         return 2
+    if args.trials is not None and args.trials < 1:
+        print(f"[search] --trials must be at least 1, not {args.trials}", file=sys.stderr)
+        return 2
+    try:
+        bases = {config_name(c): load_config(c) for c in space.configs}
+    except (OSError, ValueError) as e:
+        print(f"[search] {args.space}: base config: {e}", file=sys.stderr)
+        return 2
+    if len(bases) != len(space.configs):
+        print("[search] two base configs share a file name; rename one", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     command = "python3 " + " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv or sys.argv[1:]))
-    bases = {config_name(c): load_config(c) for c in space.configs}
-    if len(bases) != len(space.configs):
-        raise SystemExit("[search] two base configs share a file name; rename one")
     draws = space.draws(args.trials)
     print(f"[search] {len(draws)} trial(s) x {len(bases)} config(s), metric {space.metric}", flush=True)
+    problems = check_validation(space, bases, draws)
+    if problems:
+        print("[search] refused before any run:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
     problems = check_trials(args, space, bases, draws)
     if problems:
         print("[search] refused before any run (tether-launch --check_config):\n  " + "\n  ".join(problems),
@@ -336,7 +390,11 @@ def main(argv=None):
         settings = list(space.fixed) + setting
         trial = {"id": i, "settings": setting, "per_config": {}, "best_epoch": {}, "train_seconds": 0.0}
         for name, tree in bases.items():
-            run_trial_config(args, space, tree, settings, os.path.join(args.out, f"trial-{i:03d}"), name, trial)
+            try:
+                run_trial_config(args, space, tree, settings, os.path.join(args.out, f"trial-{i:03d}"), name, trial)
+            except MetricMissing as e:
+                print(f"[search] metric {space.metric}: {e}; stopped after the first run", file=sys.stderr)
+                return 2
         done = len(trial["per_config"]) == len(bases)
         trial["score"] = statistics.fmean(trial["per_config"].values()) if done else None
         trials.append(trial)

@@ -4,7 +4,9 @@ job: the text format round trip on the shipped example configs, field
 edits, the search space's draws (fixed for a seed, inside their ranges,
 every GRID combination once), the ranking by the validation metric only,
 data paths made absolute, and the benchmark's reading of a data folder."""
+import contextlib
 import gzip
+import io
 import json
 import os
 import sys
@@ -164,6 +166,7 @@ class SearchTest(unittest.TestCase):
     def test_trials_are_checked_before_any_run(self):
         bin_dir = self.fake_launcher()
         space = self.space('trials: 3\nseeds: 2\nlaunch_flag: "--transport=inproc"\n'
+                           'set { field: "train.validation_fraction" value: 0.2 }\n'
                            'param { field: "optimizer.learning_rat" choice: 0.1 }\n')
         out = os.path.join(self.dir, "out")
         self.assertEqual(search.main(["--space", space, "--out", out, "--bin", bin_dir]), 2)
@@ -184,6 +187,50 @@ class SearchTest(unittest.TestCase):
         self.assertEqual(len(problems), 2)
         self.assertRegex(problems[1], r"^trial 001 \(job, \[\('optimizer.learning_rat', '0.1'\)\]\): "
                                       r"InvalidArgument: .*no field 'learning_rat'")
+
+
+    def test_bad_spaces_are_refused_before_any_run(self):
+        with self.assertRaisesRegex(ValueError, "trials must be at least 1, not 0"):
+            search.Space(self.space("trials: 0\n"), [])
+        with self.assertRaisesRegex(ValueError, "field.s. model.dropout on more than one set or param line"):
+            search.Space(self.space('set { field: "model.dropout" value: 0.1 }\n'
+                                    'param { field: "model.dropout" choice: 0 choice: 0.5 }\n'), [])
+        bin_dir = self.fake_launcher()
+        out = os.path.join(self.dir, "out")
+        err = io.StringIO()
+        missing = write(os.path.join(self.dir, "missing_space.pbtxt"), 'config: "cfg/nope.pbtxt"\n')
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(search.main(["--space", missing, "--out", out, "--bin", bin_dir]), 2)
+            self.assertEqual(search.main(["--space", self.space(""), "--out", out, "--bin", bin_dir,
+                                          "--trials", "0"]), 2)
+            no_split = self.space('param { field: "model.dropout" choice: 0 choice: 0.5 }\n')
+            self.assertEqual(search.main(["--space", no_split, "--out", out, "--bin", bin_dir]), 2)
+        self.assertIn("nope.pbtxt", err.getvalue())
+        self.assertIn("--trials must be at least 1, not 0", err.getvalue())
+        self.assertIn("trial 001 (job): metric validation_precision_at_1 reads the validation split, and this "
+                      "config sets none", err.getvalue())
+        self.assertFalse(os.path.exists(os.path.join(bin_dir, "calls")), "no job checked or run")
+
+    def test_a_misspelt_metric_stops_at_the_first_run(self):
+        bin_dir = os.path.join(self.dir, "bin")
+        write(os.path.join(bin_dir, "tether-launch"),
+              '#!/bin/sh\n'
+              'echo "$@" >> "$(dirname "$0")/calls"\n'
+              'case "$*" in *--check_config*) exit 0;; esac\n'
+              'echo \'{"validation_accuracy": 0.8, "validation_log_loss": 0.4, "accuracy": 0.7}\' > "$4"\n')
+        os.chmod(os.path.join(bin_dir, "tether-launch"), 0o755)
+        space = self.space('metric: "validation_acc" strategy: GRID\n'
+                           'set { field: "train.validation_fraction" value: 0.2 }\n'
+                           'param { field: "model.dropout" choice: 0 choice: 0.5 }\n')
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(search.main(["--space", space, "--out", os.path.join(self.dir, "out"),
+                                          "--bin", bin_dir]), 2)
+        self.assertIn("has no key 'validation_acc': the job writes validation_accuracy, validation_log_loss",
+                      err.getvalue())
+        with open(os.path.join(bin_dir, "calls")) as f:
+            runs = [c for c in f.read().splitlines() if "--check_config" not in c]
+        self.assertEqual(len(runs), 1, "stopped after the first run")
 
 
 class MldrTest(unittest.TestCase):
