@@ -61,7 +61,18 @@ void ShardOutbox::SendNow(const std::string& identity, Message* reply, int rank)
   Status st = SendMessage(*socket_, reply, &identity, peer);
   if (!st.ok()) {
     ++stats_->send_failures;
-    LOG(ERROR) << log_prefix() << "reply " << TypeName(reply->header.type()) << " lost: " << st.message();
+    if (rank >= 0) {
+      LOG(ERROR) << log_prefix() << "reply " << TypeName(reply->header.type()) << " lost: " << st.message();
+      return;
+    }
+    // A peer that never said HELLO (a scanner, random ZMTP traffic) is
+    // usually gone before its ERROR_REPLY leaves: logged as the shard logs
+    // its refused messages (ServerShard::LogRefusal), the first 10, then
+    // every 1,000th, with the count, so it cannot flood the log.
+    ++lost_unregistered_;
+    if (lost_unregistered_ <= 10 || lost_unregistered_ % 1000 == 0)
+      LOG(ERROR) << log_prefix() << "reply " << TypeName(reply->header.type()) << " lost: " << st.message() << " ("
+                 << lost_unregistered_ << " repl(ies) to unregistered peers lost so far)";
   }
 }
 

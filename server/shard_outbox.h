@@ -59,6 +59,9 @@ class ShardOutbox final : public Outbox {
   /// Sends every held message (the shard ends, or has no replica left).
   void ReleaseAll();
   size_t held() const { return held_.size(); }
+  /// Replies to peers that never said HELLO (rank < 0) that could not be
+  /// sent; the first 10 are logged, then every 1,000th.
+  uint64_t lost_unregistered() const { return lost_unregistered_; }
 
   /// The reply cache every reply is recorded in (the shard's; null: none).
   void set_reply_cache(ReplyCache* cache) { replies_ = cache; }
@@ -97,6 +100,7 @@ class ShardOutbox final : public Outbox {
   zmq::socket_t* socket_ = nullptr;
   ReplyCache* replies_ = nullptr;
   uint64_t muted_ = 0;
+  uint64_t lost_unregistered_ = 0;
   const ReplicaLink* link_ = nullptr;
   uint64_t generation_ = 0;
   std::deque<Held> held_;

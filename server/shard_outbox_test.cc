@@ -5,10 +5,12 @@
 // reply is and not recorded twice. Over an inproc ROUTER/DEALER pair.
 #include "server/shard_outbox.h"
 
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 
 namespace tether {
@@ -116,6 +118,55 @@ TEST(ShardOutboxTest, AMutedOutboxRecordsWhatItWouldHaveSent) {
   outbox.Resend("w0", &again, rank);
   EXPECT_EQ(outbox.muted(), 2u);
   EXPECT_EQ(cache.num_replies(), 1u);
+}
+
+// Counts the ERROR lines that say a reply was lost.
+class LostReplyLines : public google::LogSink {
+ public:
+  void send(google::LogSeverity severity, const char*, const char*, int, const google::LogMessageTime&,
+            const char* message, size_t length) override {
+    if (severity == google::GLOG_ERROR && std::string(message, length).find(" lost: ") != std::string::npos) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++lines_;
+    }
+  }
+  int lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mu_;
+  int lines_ = 0;
+};
+
+// Replies to peers that never said HELLO and are gone (random ZMTP traffic
+// to a server port) are logged for the first 10, then every 1,000th: 2,500
+// lost replies give 12 lines, and every one is counted.
+TEST(ShardOutboxTest, LostRepliesToUnregisteredPeersAreRateLimited) {
+  zmq::context_t ctx;
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::router_mandatory, 1);  // as the shard's: an unknown peer is EHOSTUNREACH
+  router.bind("inproc://shard-outbox-lost-test");
+  std::atomic<bool> stopping{false};
+  ServerStats stats;
+  ShardOutbox outbox("[server 0] ", kIncarnation, &stopping, &stats);
+  outbox.set_socket(&router);
+  LostReplyLines sink;
+  google::AddLogSink(&sink);
+  for (int i = 0; i < 2500; ++i) {
+    Message reply;
+    reply.header.set_type(ERROR_REPLY);
+    outbox.Send("gone-" + std::to_string(i), &reply, -1);
+  }
+  Message to_worker;
+  to_worker.header.set_type(PUSH_REPLY);
+  outbox.Send("gone-worker", &to_worker, 3);  // a worker's lost reply is always logged
+  google::RemoveLogSink(&sink);
+  EXPECT_EQ(outbox.lost_unregistered(), 2500u);
+  EXPECT_EQ(stats.send_failures, 2501u);
+  EXPECT_EQ(sink.lines(), 10 + 2 + 1);
 }
 
 }  // namespace
