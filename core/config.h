@@ -82,7 +82,8 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path,
 /// --adaptive_batch_min, _max, _step: train.adaptive_batch.enabled;
 /// --period_rows, --model_momentum: consistency.model AVERAGE;
 /// --slowdown_rank: train.slowdown > 1; --error_feedback: 16-bit pushes,
-/// train.wire or a table's wire or push_wire BF16 or FP16) without that
+/// train.wire or a table's wire or push_wire BF16 or FP16; --learning_rate:
+/// an optimizer type other than FTRL and NOOP, job-wide or a table's) without that
 /// mode is an
 /// InvalidArgument naming the flag, the setting it needs and the flag that
 /// turns it on: "flag --chunk_rows=64 is only read with train.data_on_demand
@@ -90,6 +91,14 @@ Status ApplyOverride(JobConfig* config, const std::string& field_path,
 /// --chunk_rows". Config fields themselves are not checked here (a config may
 /// keep a mode's settings with the mode off). Pure; thread-safe.
 Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<std::string, std::string>>& set);
+
+/// Why a job of one process (tether-launch --transport=inproc, tether-worker
+/// --in_process: every shard and worker a thread over inproc://) does not
+/// read override `flag` (its name, no dashes): --liveness_timeout_ms (no
+/// connection to watch), --rendezvous (nothing to publish or find), the
+/// CURVE key flags (no traffic leaves the process); "" for any other flag.
+/// Pure; thread-safe.
+std::string InProcessIgnores(const std::string& flag);
 
 /// Checks ranges, finiteness and required fields of the whole job (data,
 /// training, optimizers, per-table overrides), starting with

@@ -81,25 +81,18 @@ Status CheckRestarts(const LaunchRequest& request, const JobConfig& config) {
 
 // Flags the job in force would ignore, refused rather than dropped:
 // --max_replacements starts servers for shards with replicas only, and an
-// in-process job (one process, inproc://) has no connection to watch and
-// nothing to encrypt.
+// in-process job (one process, inproc://) reads no flag InProcessIgnores
+// names.
 Status CheckLaunchFlagsApply(const LaunchRequest& request, const JobConfig& config) {
   if (request.max_replacements_set && config.cluster().replicas() == 0)
     return Status::InvalidArgument("--max_replacements=" + std::to_string(request.max_replacements) +
                                    " bounds the replacement servers of shards with replicas, and this job has "
                                    "cluster.replicas 0: add --replicas=R, or drop --max_replacements");
   if (request.transport != "inproc") return Status::OK();
-  for (const std::string& f : request.overrides) {
-    const std::string name = f.substr(2, f.find('=') - 2);
-    if (name == "liveness_timeout_ms" || name.find("key_file") != std::string::npos || name == "authorized_keys")
-      return Status::InvalidArgument(
-          "flag " + f + " is not read with --transport=inproc: " +
-          (name == "liveness_timeout_ms"
-               ? std::string("a one-process job has no connection to a server to watch (tcp and ipc only)")
-               : std::string("a one-process job's traffic never leaves the process, so CURVE has nothing to "
-                             "encrypt")) +
-          "; drop it, or use --transport=tcp");
-  }
+  for (const std::string& f : request.overrides)
+    if (const std::string why = InProcessIgnores(f.substr(2, f.find('=') - 2)); !why.empty())
+      return Status::InvalidArgument("flag " + f + " is not read with --transport=inproc: " + why +
+                                     "; drop it, or use --transport=tcp");
   return Status::OK();
 }
 

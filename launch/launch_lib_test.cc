@@ -459,6 +459,12 @@ TEST(JobPlanTest, FlagsTheJobWouldIgnoreAreRefused) {
             "connection to a server to watch (tcp and ipc only); drop it, or use --transport=tcp");
   r.overrides = {"--server_secret_key_file=s.key"};
   EXPECT_NE(PlanLaunch(r, TwoByTwo(), "/b").status().message().find("CURVE has nothing to encrypt"), std::string::npos);
+  r.overrides = {"--rendezvous=file:/tmp/r"};
+  EXPECT_EQ(PlanLaunch(r, TwoByTwo(), "/b").status().message(),
+            "flag --rendezvous=file:/tmp/r is not read with --transport=inproc: a one-process job's shards publish "
+            "no endpoints and its workers look none up; drop it, or use --transport=tcp");
+  r.overrides = {"--request_timeout_ms=5000", "--worker_timeout_ms=9000"};
+  EXPECT_TRUE(PlanLaunch(r, TwoByTwo(), "/b").ok()) << "an in-process job reads these";
   r.transport = "tcp";
   r.overrides = {"--liveness_timeout_ms=2000"};
   EXPECT_TRUE(PlanLaunch(r, TwoByTwo(), "/b").ok());

@@ -108,6 +108,12 @@ bool InProcessFlagsValid(const char* who) {
       return false;
     }
   }
+  for (const std::string& f : tether::OverrideFlagsSet()) {
+    if (const std::string why = tether::InProcessIgnores(f.substr(2, f.find('=') - 2)); !why.empty()) {
+      LOG(ERROR) << who << "flag " << f << " is not read by an in-process job: " << why;
+      return false;
+    }
+  }
   for (const char* flag : {"rank", "server_addresses"}) {
     if (!gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
       LOG(ERROR) << who << "flag --" << flag << " cannot be combined with --in_process (every rank and shard "

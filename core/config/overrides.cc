@@ -339,6 +339,16 @@ bool ReadsLearningRate(const JobConfig& c) {
 
 }  // namespace
 
+std::string InProcessIgnores(const std::string& flag) {
+  if (flag == "liveness_timeout_ms")
+    return "a one-process job has no connection to a server to watch (tcp and ipc only)";
+  if (flag == "rendezvous") return "a one-process job's shards publish no endpoints and its workers look none up";
+  for (const ConfigOverride& row : ConfigOverrides())
+    if (flag == row.flag && std::string(row.field_path).rfind("security.curve.", 0) == 0)
+      return "a one-process job's traffic never leaves the process, so CURVE has nothing to encrypt";
+  return "";
+}
+
 Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<std::string, std::string>>& set) {
   struct Needs {
     const char* flag;

@@ -17,7 +17,7 @@
 #          --metrics_port); flags the job would ignore, exit 2: --learning_rate
 #          with FTRL, --psp_a with SPARSE_LR, --checkpoint_keep_last without a
 #          folder, --max_replacements without replicas,
-#          --liveness_timeout_ms in one process.
+#          --liveness_timeout_ms and CURVE key flags in one process.
 #   tools  tether-gen-xmc sizes ≤ 0 (exit 2), an XMC header with 0 features
 #          (tether-data and a job), tether-data --format=XMC, a split file's
 #          row past the data (named as SPLIT:LINE), and tether-data
@@ -117,6 +117,8 @@ flags)
     "$bin/tether-launch" "${bibtex[@]}" --max_replacements=3 --check_config
   refused 2 "flag --liveness_timeout_ms=2000 is not read with --transport=inproc" \
     "$bin/tether-launch" "${bibtex[@]}" --transport=inproc --liveness_timeout_ms=2000 --check_config
+  refused 2 "flag --authorized_keys=$tmp is not read by an in-process job: a one-process job's traffic never" \
+    "$bin/tether-worker" "${bibtex[@]}" --in_process --authorized_keys="$tmp"
   ;;
 tools)
   for flag in --num_features=0 --num_labels=-5 --train_rows=0 --test_rows=-1; do
