@@ -125,7 +125,8 @@ case "$mode" in
       cp -r "$ckpt" "$tmp/bad-ckpt"
       printf '\x7f' | dd of="$tmp/bad-ckpt/worker-0.residuals" bs=1 seek=40 conv=notrunc 2> /dev/null
       timeout -k 5 60 "$bin/tether-worker" "${flags[@]}" --num_servers=1 --num_workers=1 --rank=0 \
-        --server_addresses=tcp://127.0.0.1:9 --resume_from="$tmp/bad-ckpt" > "$tmp/bad-worker.log" 2>&1 \
+        --server_addresses=tcp://127.0.0.1:9 --checkpoint_dir="$tmp/ck-bad" --resume_from="$tmp/bad-ckpt" \
+        > "$tmp/bad-worker.log" 2>&1 \
         && fail "a corrupt residual file was resumed"
       grep -q "bad-ckpt/worker-0.residuals: checksum mismatch" "$tmp/bad-worker.log" \
         || { cat "$tmp/bad-worker.log"; fail "the corrupt residual file was not named"; }
