@@ -355,15 +355,15 @@ Status KvService::StepRows(ServerTable& t, const Message& m, const uint64_t* key
                            const std::vector<uint64_t>* offsets, float lr_scale) {
   const MessageHeader& h = m.header;
   const uint64_t row_bytes = uint64_t{t.spec().dim()} * sizeof(float);
-  bool spans = !m.value_pieces.empty() && !t.budgeted();
+  bool spans = !m.value_pieces.empty();
   for (const zmq::message_t& piece : m.value_pieces) spans = spans && piece.size() % row_bytes == 0;
   if (spans) {
     // Read where they landed (core/net/inbox.h): no joined copy.
     spans_.clear();
     for (const zmq::message_t& piece : m.value_pieces)
       spans_.push_back({static_cast<const float*>(piece.data()), piece.size() / row_bytes});
-    return t.PushRowSpans(keys, offsets != nullptr ? offsets->data() : nullptr, h.num_keys(), spans_, lr_scale,
-                          h.sender_rank());
+    return t.PushRowSpans(keys, offsets != nullptr ? offsets->data() : nullptr, h.num_keys(), spans_.data(),
+                          spans_.size(), lr_scale, h.sender_rank());
   }
   const float* g = m.ValueData(&value_scratch_);
   if (offsets != nullptr) return t.PushRowsAt(offsets->data(), h.num_keys(), g, lr_scale, keys, h.sender_rank());

@@ -687,23 +687,8 @@ Status ServerTable::NonFiniteStep(const float* span, uint64_t j, const std::stri
 }
 
 Status ServerTable::PushRows(const uint64_t* keys, uint64_t n, const float* g, float lr_scale, int pusher) {
-  if (!budgeted_) {
-    TETHER_RETURN_IF_ERROR(LookUp(keys, n));
-    return PushRowsAt(offsets_.data(), n, g, lr_scale, keys, pusher);
-  }
-  TETHER_RETURN_IF_ERROR(LookUpBudgeted(keys, n, /*push=*/true));
-  if (not_admitted_ == 0) return PushRowsAt(offsets_.data(), n, g, lr_scale, keys, pusher);
-  // The gradients of keys not admitted are dropped (counted by LookUpBudgeted).
-  kept_keys_.clear();
-  kept_g_.clear();
-  uint64_t m = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    if (offsets_[i] == kNotAdmitted) continue;
-    offsets_[m++] = offsets_[i];
-    kept_keys_.push_back(keys[i]);
-    kept_g_.insert(kept_g_.end(), g + i * dim_, g + (i + 1) * dim_);
-  }
-  return PushRowsAt(offsets_.data(), m, kept_g_.data(), lr_scale, kept_keys_.data(), pusher);
+  const GradientSpan whole{g, n};
+  return PushRowSpans(keys, nullptr, n, &whole, 1, lr_scale, pusher);
 }
 
 Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,
@@ -713,26 +698,53 @@ Status ServerTable::PushRowsAt(const uint64_t* offsets, uint64_t n, const float*
   return Status::OK();
 }
 
-Status ServerTable::PushRowSpans(const uint64_t* keys, const uint64_t* offsets, uint64_t n,
-                                 const std::vector<GradientSpan>& spans, float lr_scale, int pusher) {
+Status ServerTable::PushRowSpans(const uint64_t* keys, const uint64_t* offsets, uint64_t n, const GradientSpan* spans,
+                                 size_t num_spans, float lr_scale, int pusher) {
   uint64_t rows = 0;
-  for (const GradientSpan& span : spans) rows += span.rows;
+  for (size_t s = 0; s < num_spans; ++s) rows += spans[s].rows;
   if (rows != n)
     return Status::InvalidArgument("table " + spec_.name() + ": a push of " + std::to_string(n) + " keys carries " +
                                    std::to_string(rows) + " rows of gradients");
-  if (budgeted_) return Status::Internal("table " + spec_.name() + " is budgeted: its pushes are applied whole");
+  bool drop_not_admitted = false;
   if (offsets == nullptr) {
-    TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+    if (budgeted_) {
+      TETHER_RETURN_IF_ERROR(LookUpBudgeted(keys, n, /*push=*/true));
+      drop_not_admitted = not_admitted_ > 0;
+    } else {
+      TETHER_RETURN_IF_ERROR(LookUp(keys, n));
+    }
     offsets = offsets_.data();
   }
   uint64_t first = 0;
-  for (const GradientSpan& span : spans) {
-    TETHER_RETURN_IF_ERROR(
-        StepRowsAt(offsets + first, span.rows, span.g, lr_scale, keys != nullptr ? keys + first : nullptr, pusher, first));
-    first += span.rows;
+  for (size_t s = 0; s < num_spans; ++s) {
+    const uint64_t* at = offsets + first;
+    const uint64_t* k = keys != nullptr ? keys + first : nullptr;
+    const float* g = spans[s].g;
+    uint64_t m = spans[s].rows;
+    if (drop_not_admitted) {
+      // The gradients of keys not admitted are dropped (counted by LookUpBudgeted).
+      m = KeepAdmitted(offsets_.data() + first, k, g, m);
+      k = kept_keys_.data();
+      g = kept_g_.data();
+    }
+    TETHER_RETURN_IF_ERROR(StepRowsAt(at, m, g, lr_scale, k, pusher, first));
+    first += spans[s].rows;
   }
   ++version_;
   return Status::OK();
+}
+
+uint64_t ServerTable::KeepAdmitted(uint64_t* offsets, const uint64_t* keys, const float* g, uint64_t n) {
+  kept_keys_.clear();
+  kept_g_.clear();
+  uint64_t m = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (offsets[i] == kNotAdmitted) continue;
+    offsets[m++] = offsets[i];
+    kept_keys_.push_back(keys[i]);
+    kept_g_.insert(kept_g_.end(), g + i * dim_, g + (i + 1) * dim_);
+  }
+  return m;
 }
 
 Status ServerTable::StepRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale,

@@ -204,13 +204,14 @@ class ServerTable {
   };
   /// PushRows (offsets null) or PushRowsAt (offsets: n resolved rows) of a
   /// push whose gradients come in pieces (a push kept as it came,
-  /// Message::value_pieces): `spans` hold the rows of keys[0..n) in order.
-  /// The same arithmetic, version step and errors as one call on the
-  /// joined gradients (a refused row is named by its index in the whole
-  /// push). Errors: InvalidArgument when the spans' rows are not n;
-  /// Internal for a budgeted table (its pushes are applied whole).
+  /// Message::value_pieces): spans[0..num_spans) hold the rows of
+  /// keys[0..n) in order. The same arithmetic, version step, admission
+  /// (budgeted tables) and errors as one call on the joined gradients (a
+  /// refused row is named by its index in the whole push). PushRows is
+  /// this with one span. Errors: InvalidArgument when the spans' rows are
+  /// not n; those of PushRows.
   [[nodiscard]] Status PushRowSpans(const uint64_t* keys, const uint64_t* offsets, uint64_t n,
-                                    const std::vector<GradientSpan>& spans, float lr_scale, int pusher = -1);
+                                    const GradientSpan* spans, size_t num_spans, float lr_scale, int pusher = -1);
   /// Dense slice: copies its end−begin floats into out.
   void PullDense(float* out) const;
   /// Dense slice: its end−begin floats, valid until the next push or restore.
@@ -477,6 +478,10 @@ class ServerTable {
   // offsets[0]'s row in the whole push (errors name it).
   Status StepRowsAt(const uint64_t* offsets, uint64_t n, const float* g, float lr_scale, const uint64_t* keys,
                     int pusher, uint64_t first);
+  // A budgeted push's span: the rows of keys admitted by the last
+  // LookUpBudgeted, their offsets compacted in place at offsets[0..m),
+  // their keys and gradients copied into kept_keys_ and kept_g_; returns m.
+  uint64_t KeepAdmitted(uint64_t* offsets, const uint64_t* keys, const float* g, uint64_t n);
   // A push's gradients of rows at `offsets` (n), compensated for `pusher`'s
   // delay into compensated_ (returned), or g when there is nothing to do.
   const float* Compensated(const uint64_t* offsets, uint64_t n, const float* g, int pusher);
@@ -507,7 +512,7 @@ class ServerTable {
   uint64_t not_admitted_ = 0;    // keys of the last LookUpBudgeted left without a row
   uint64_t rows_admitted_ = 0, rows_evicted_ = 0, rows_not_admitted_ = 0;
   std::vector<uint8_t> wanted_;      // LookUpBudgeted scratch: key i gets (or has) a row
-  std::vector<uint64_t> kept_keys_;  // a push's admitted keys, compacted
+  std::vector<uint64_t> kept_keys_;  // a push span's admitted keys, compacted
   std::vector<float> kept_g_;        // and their gradients
   std::vector<float> undo_;        // the row (or the slice) as before its step, reused
   // Delay compensation: the backups, and a push's compensated gradients.

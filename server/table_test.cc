@@ -405,7 +405,7 @@ TEST(ServerTableTest, RowSpansStepAsTheJoinedPush) {
         ASSERT_TRUE(whole.PushRows(keys.data(), n, g.data(), 0.5f, -1).ok());
         ASSERT_TRUE(pieces
                         .PushRowSpans(resolved ? nullptr : keys.data(), resolved ? offsets.data() : nullptr, n,
-                                      spans, 0.5f, -1)
+                                      spans.data(), spans.size(), 0.5f, -1)
                         .ok());
       }
       std::vector<float> a(n * dim), b(n * dim);
@@ -425,7 +425,7 @@ TEST(ServerTableTest, RowSpansStepAsTheJoinedPush) {
   huge[13 * dim + 2] = 3e38f;
   std::vector<ServerTable::GradientSpan> huge_spans;
   for (uint64_t first = 0, c = 0; c < cuts.size(); first += cuts[c++]) huge_spans.push_back({&huge[first * dim], cuts[c]});
-  const Status st = t.PushRowSpans(keys.data(), nullptr, n, huge_spans, 1.0f, -1);
+  const Status st = t.PushRowSpans(keys.data(), nullptr, n, huge_spans.data(), huge_spans.size(), 1.0f, -1);
   EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
   EXPECT_NE(st.message().find("step made key " + std::to_string(keys[13]) +
                               ", column 2 infinite; that row was left as it was, and the push's 13 earlier row(s) "
@@ -436,7 +436,7 @@ TEST(ServerTableTest, RowSpansStepAsTheJoinedPush) {
   // Spans of 22 rows for 23 keys: refused, nothing applied.
   ServerTable u(RowSpec(dim, SGD), 0, 0);
   std::vector<ServerTable::GradientSpan> short_spans = {{g.data(), 22}};
-  const Status refused = u.PushRowSpans(keys.data(), nullptr, n, short_spans, 1.0f, -1);
+  const Status refused = u.PushRowSpans(keys.data(), nullptr, n, short_spans.data(), short_spans.size(), 1.0f, -1);
   EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(refused.message(), "table w: a push of 23 keys carries 22 rows of gradients");
   EXPECT_EQ(u.version(), 0u);
