@@ -8,6 +8,7 @@
 
 #include <glog/logging.h>
 
+#include "core/busy_witness.h"
 #include "replication/chain_view.h"
 #include "server/replica_link.h"
 #include "server/shard_state.h"
@@ -102,9 +103,13 @@ void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::t
     Refuse(identity, why, kind);
     return;
   }
+  // The loop does not turn while the state is built and sent (seconds for
+  // a large table): a witness tells that from a stall (ForgiveOwnWork).
+  BusyWitness witness;
   const auto taken = Clock::now();
   StatusOr<std::string> state = state_source_();
   if (!state.ok()) {
+    ForgiveOwnWork(witness.Finish());
     LOG(ERROR) << log_prefix_ << "shard " << shard_ << "'s state for a joining replica: " << state.status().message();
     Refuse(identity, "shard " + std::to_string(shard_) + "'s state could not be taken: " + state.status().message());
     return;
@@ -124,8 +129,11 @@ void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::t
   learner_beside_ = !legs_.empty();
   learner_counts_ = false;
   learner_copy_ = learner_sent_ = learner_acked_ = seq;
-  if (Status st = SendState(*state, seq); !st.ok()) {
-    DropLearner("its state could not be sent (" + st.message() + ")");
+  const Status sent = SendState(*state, seq);
+  ForgiveOwnWork(witness.Finish());
+  learner_heard_ = Clock::now();
+  if (!sent.ok()) {
+    DropLearner("its state could not be sent (" + sent.message() + ")");
     return;
   }
   if (!learner_beside_) {
@@ -135,6 +143,18 @@ void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::t
   LOG(INFO) << log_prefix_ << "a replica joins shard " << shard_ << " from " << b.endpoint() << ": sent it the shard's "
             << state->size() << " bytes of state as of entry " << seq << " ("
             << MsBetween(taken, Clock::now()) << " ms); " << log_.view().ToString();
+}
+
+void ReplicaLink::ForgiveOwnWork(const BusyWitness::Verdict& work) {
+  const int liveness_ms = config_.cluster().liveness_timeout_ms();
+  // A witness that did not run either saw the process stopped or starved:
+  // Suspect judges that gap as any stall.
+  if (liveness_ms <= 0 || !work.RanThroughout(std::chrono::milliseconds(liveness_ms / 2))) return;
+  forgiven_ms_ += work.busy.count();
+  forgiven_total_ms_ += work.busy.count();
+  // The loop read nothing meanwhile: the replicas' acknowledgements wait in
+  // the socket, and their silence is counted from the work's end.
+  for (Leg& leg : legs_) leg.last_heard += work.busy;
 }
 
 Status ReplicaLink::SendState(const std::string& state, uint64_t seq) {

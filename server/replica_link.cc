@@ -246,6 +246,7 @@ void ReplicaLink::SendEntry(const LogEntry& e, const std::string& to, bool membe
 }
 
 void ReplicaLink::Tick(Clock::time_point now) {
+  const int64_t forgiven_ms = std::exchange(forgiven_ms_, 0);
   TickLearner(now);
   const int startup_ms = config_.cluster().startup_timeout_ms();
   bool introduced = false;
@@ -261,7 +262,7 @@ void ReplicaLink::Tick(Clock::time_point now) {
     last_tick_ = now;
     return;
   }
-  if (Suspect(now)) return;
+  if (Suspect(now, forgiven_ms)) return;
   const int liveness_ms = config_.cluster().liveness_timeout_ms();
   // The connections are probed at most every kProbeMs (the loop turns after
   // every drain, far more often under load).
@@ -286,9 +287,9 @@ void ReplicaLink::Tick(Clock::time_point now) {
   }
 }
 
-bool ReplicaLink::Suspect(Clock::time_point now) {
+bool ReplicaLink::Suspect(Clock::time_point now, int64_t forgiven_ms) {
   const int liveness_ms = config_.cluster().liveness_timeout_ms();
-  const int64_t gap_ms = MsBetween(last_tick_, now);
+  const int64_t gap_ms = MsBetween(last_tick_, now) - forgiven_ms;
   last_tick_ = now;
   if (liveness_ms <= 0) return false;
   if (gap_ms > liveness_ms / 2) {

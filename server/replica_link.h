@@ -39,7 +39,12 @@
 // the replica acknowledges the mark, and steps down when that does not
 // happen within cluster.liveness_timeout_ms after the stall (the replica may
 // have claimed the shard meanwhile). Held messages stay held throughout, so
-// no worker sees anything from a primary that was replaced.
+// no worker sees anything from a primary that was replaced. The time the
+// loop spends building and sending a joiner's state (below) is no stall: a
+// witness thread watches meanwhile (core/busy_witness.h), and when it ran
+// throughout, that time is left out of the gap judged and the replicas'
+// silence is counted from its end; a process stopped during it is judged
+// as before.
 //
 // Joining (re-replication, tether-server --join_as_replica): a shard
 // whose chain has fewer than cluster.replicas replicas (it dropped one it
@@ -75,6 +80,7 @@
 
 #include <zmq.hpp>
 
+#include "core/busy_witness.h"
 #include "core/config.h"
 #include "core/net/message.h"
 #include "core/status.h"
@@ -146,6 +152,10 @@ class ReplicaLink {
   bool learning() const { return !learner_identity_.empty(); }
   /// Not OK once this process must no longer act as the shard's primary.
   const Status& stepped_down() const { return stepped_down_; }
+  /// Milliseconds the loop spent building and sending joiners' states,
+  /// witnessed running (so not a stall of this process), in all: the shard
+  /// leaves them out of its own-stall check too (ServerShard).
+  int64_t forgiven_busy_ms() const { return forgiven_total_ms_; }
 
  private:
   // One replica in the chain, next in the chain first.
@@ -201,8 +211,11 @@ class ReplicaLink {
   // replica; `kind`: for a joining process, what it may do about it.
   void Refuse(const std::string& identity, const std::string& why,
               ReplicateAckBody::JoinRefusal kind = ReplicateAckBody::JOIN_REFUSED);
-  // True while this process is unsure of its replica after a stall of its own.
-  bool Suspect(Clock::time_point now);
+  // True while this process is unsure of its replica after a stall of its
+  // own; `forgiven_ms` of the gap since the last Tick was witnessed work.
+  bool Suspect(Clock::time_point now, int64_t forgiven_ms);
+  // The loop's work for a joiner (`work`), witnessed running, is no stall.
+  void ForgiveOwnWork(const BusyWitness::Verdict& work);
 
 
   const JobConfig& config_;
@@ -237,6 +250,8 @@ class ReplicaLink {
   Clock::time_point stalled_at_{};  // the end of this process's last stall, while unresolved
   bool suspect_ = false;
   uint64_t mark_seq_ = 0;  // the entry appended at the end of a stall
+  int64_t forgiven_ms_ = 0;        // witnessed work since the last Tick
+  int64_t forgiven_total_ms_ = 0;  // witnessed work in all
   Status stepped_down_;
 };
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -438,6 +439,44 @@ TEST_F(ReplicaLinkRegrowTest, ALearnerWithinTheLagHoldsCommitsUntilItHasThemOrIs
   // Another may join.
   ASSERT_TRUE(link_->Take("j2", Join(), "", ReplicaLink::Clock::now()));
   EXPECT_TRUE(link_->learning());
+}
+
+// The loop builds a joiner's state for longer than half the liveness
+// timeout (a large table's takes seconds): witnessed running, that is no
+// stall of this process. No mark is appended, no reply held, the replica
+// that stayed silent meanwhile (its acknowledgements wait in the socket)
+// is not dropped, and the next stall of its own is judged as ever.
+TEST_F(ReplicaLinkRegrowTest, BuildingAJoinersStateForLongIsNoStallOfItsOwn) {
+  config_.mutable_cluster()->set_liveness_timeout_ms(200);
+  constexpr auto kBuild = std::chrono::milliseconds(300);  // past 200 / 2
+  link_->set_state_source([kBuild]() -> StatusOr<std::string> {
+    const auto until = ReplicaLink::Clock::now() + kBuild;
+    volatile uint64_t work = 0;
+    while (ReplicaLink::Clock::now() < until) work = work + 1;
+    return std::string("state");
+  });
+  ASSERT_TRUE(link_->Take("r2", Ack(1), "", ReplicaLink::Clock::now()));
+  link_->Tick(ReplicaLink::Clock::now());
+  const auto before = ReplicaLink::Clock::now();
+  ASSERT_TRUE(link_->Take("j1", Join(), "", before));
+  ASSERT_GE(ReplicaLink::Clock::now() - before, kBuild);
+  EXPECT_GE(link_->forgiven_busy_ms(), 300);
+  link_->Tick(ReplicaLink::Clock::now());
+  EXPECT_EQ(link_->log().applied(), 1u) << "a stall's mark was appended";
+  EXPECT_EQ(link_->log().view().members, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(link_->learning());
+  Message input = Reply(PUSH, 2);
+  link_->Append("w0", input);  // entry 2
+  Message reply = Reply(PUSH_REPLY, 2);
+  outbox_.Send("w0", &reply, 0);
+  ASSERT_TRUE(link_->Take("r2", Ack(2), "", ReplicaLink::Clock::now()));
+  link_->Tick(ReplicaLink::Clock::now());
+  outbox_.ReleaseCommitted();
+  EXPECT_EQ(Received(), std::vector<uint64_t>{2});
+  // A gap with no work in it (the next turn 300 ms later) is a stall: the
+  // mark (entry 3) holds replies.
+  link_->Tick(ReplicaLink::Clock::now() + kBuild);
+  EXPECT_EQ(link_->log().applied(), 3u);
 }
 
 }  // namespace

@@ -420,8 +420,16 @@ void ServerShard::TakeListenerEvents() {
 }
 
 bool ServerShard::ForgiveOwnStall(SteadyClock::time_point now) {
-  const int64_t gap_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_poll_).count();
+  int64_t gap_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_poll_).count();
   last_poll_ = now;
+  // The loop built a joiner's state meanwhile, witnessed running
+  // (ReplicaLink::forgiven_busy_ms): no stall, but it read nothing then, so
+  // the workers' silence is not theirs either.
+  if (const int64_t forgiven = link_ != nullptr ? link_->forgiven_busy_ms() - busy_forgiven_ms_ : 0; forgiven > 0) {
+    busy_forgiven_ms_ += forgiven;
+    gap_ms -= forgiven;
+    members_.SeenAll();
+  }
   // The loop comes back every 100 ms at most, but for a long drain or a
   // checkpoint write (which mark everyone seen themselves): half the
   // workers' timeout without a turn is this process's own stall.

@@ -307,6 +307,8 @@ class ServerShard {
   // is not theirs, so it is forgiven. Returns whether it was.
   bool ForgiveOwnStall(std::chrono::steady_clock::time_point now);
   std::chrono::steady_clock::time_point last_poll_;
+  // The link's forgiven_busy_ms() already left out of that check.
+  int64_t busy_forgiven_ms_ = 0;
   // The fatal error one of the rooms recorded (OK when none).
   Status Fatal() const;
   // A server process introduced itself as this shard's replica, but the

@@ -48,6 +48,7 @@ void ServerShard::BeginCopy() {
 
 void ServerShard::StartLink(std::unique_ptr<ReplicaLink> link) {
   link_ = std::move(link);
+  busy_forgiven_ms_ = 0;
   link_->set_socket(&socket_);
   link_->set_replica_key(server_key_);
   link_->set_state_source([this] { return EncodeState(link_->log().applied(), link_->generation()); });
