@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include <glog/logging.h>
@@ -189,7 +190,13 @@ Status ReplicaHost::Follow() {
     const auto now = Clock::now();
     const bool stalled = OwnStall(now);
     Status result;
-    if (DrainPrimary(&result) == Step::kEnded) {
+    // Until its copy is restored, a joining process's turns take in the
+    // state (seconds for a large table): work of its own, witnessed.
+    std::optional<BusyWitness> witness;
+    if (join_ && !restored_) witness.emplace();
+    const Step drained = DrainPrimary(&result);
+    if (witness) ForgiveOwnWork(witness->Finish());
+    if (drained == Step::kEnded) {
       if (refused_ && AskAgainLater(result, &result)) continue;
       if (refused_ && NextCandidate(result, &result)) continue;
       return result;
@@ -257,6 +264,14 @@ bool ReplicaHost::OwnStall(Clock::time_point now) {
   return true;
 }
 
+void ReplicaHost::ForgiveOwnWork(const BusyWitness::Verdict& work) {
+  const int liveness = config_.cluster().liveness_timeout_ms();
+  // A witness that did not run either saw the process stopped or starved:
+  // OwnStall judges that gap as any stall.
+  if (liveness <= 0 || !work.RanThroughout(std::chrono::milliseconds(liveness / 2))) return;
+  last_turn_ += work.busy;
+}
+
 ReplicaHost::Step ReplicaHost::DrainPrimary(Status* result) {
   // Everything queued is read and checked first, and acknowledged before it
   // is applied: an entry the copy holds is applied before the copy could
@@ -277,6 +292,7 @@ ReplicaHost::Step ReplicaHost::DrainPrimary(Status* result) {
 
 ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status* result) {
   *result = Status::OK();
+  size_t state_parts = 0;
   while (batch->size() < kMaxEntriesPerTurn) {
     Message m;
     Status st = RecvMessage(dealer_, &m, nullptr);
@@ -294,6 +310,9 @@ ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status
         break;
       case REPLICA_STATE:
         if (*result = TakeStatePart(m); !result->ok()) return Step::kEnded;
+        // A large state arrives over several turns: the replies to the
+        // primary's probes and the acknowledgements go on between them.
+        if (restored_ || ++state_parts >= kStatePartsPerTurn) return Step::kGoOn;
         break;
       case SHUTDOWN:
         // The job failed: this copy ends with its reason, not as a shard

@@ -51,7 +51,10 @@
 // (REPLICA_HELLO.join; given no shard, it asks shard 0, 1, ... in turn and
 // copies the first with fewer than cluster.replicas replicas), restores the shard's whole state
 // the primary sends (ServerShard::RestoreState) and then follows the
-// entries after it as any replica does. A shard that refuses it for now
+// entries after it as any replica does. Taking in the state and restoring
+// it (seconds for a large table) is watched by a witness thread
+// (core/busy_witness.h): when that ran throughout, the time is no stall of
+// this process. A shard that refuses it for now
 // (another process joins it, one at a time: JOIN_LATER) is asked again
 // every kAskAgainMs while it is the only shard asked (a shard given), up to
 // cluster.startup_timeout_ms; a refusal because every shard asked has all
@@ -80,6 +83,7 @@
 
 #include <zmq.hpp>
 
+#include "core/busy_witness.h"
 #include "core/config.h"
 #include "core/net/message.h"
 #include "core/net/transport.h"
@@ -226,10 +230,16 @@ class ReplicaHost {
   // its primary sends and going silent past the primary's send queue.
   Step ReadQueued(std::vector<ShardInput>* batch, Status* result);
   static constexpr size_t kMaxEntriesPerTurn = 256;
+  // State parts (4 MiB each) read in one turn at most.
+  static constexpr size_t kStatePartsPerTurn = 8;
   Status TakeEntry(Message* m, std::vector<ShardInput>* batch);
   Step ReadMonitor();
   void Ack(Clock::time_point now);
   bool OwnStall(Clock::time_point now);
+  // Taking in and restoring a joined shard's state (`work`, seconds for a
+  // large table), witnessed running, is no stall of this process: OwnStall
+  // leaves it out.
+  void ForgiveOwnWork(const BusyWitness::Verdict& work);
   Status ClaimAndServe(Clock::time_point gone_at);
   // The primary is gone (server/replica_host_chain.cc): claims, or leaves
   // the claim to a replica before this one that answers (rejoin_).
