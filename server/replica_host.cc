@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string_view>
 
 #include <glog/logging.h>
@@ -190,13 +189,7 @@ Status ReplicaHost::Follow() {
     const auto now = Clock::now();
     const bool stalled = OwnStall(now);
     Status result;
-    // Until its copy is restored, a joining process's turns take in the
-    // state (seconds for a large table): work of its own, witnessed.
-    std::optional<BusyWitness> witness;
-    if (join_ && !restored_) witness.emplace();
-    const Step drained = DrainPrimary(&result);
-    if (witness) ForgiveOwnWork(witness->Finish());
-    if (drained == Step::kEnded) {
+    if (DrainTurn(&result) == Step::kEnded) {
       if (refused_ && AskAgainLater(result, &result)) continue;
       if (refused_ && NextCandidate(result, &result)) continue;
       return result;
@@ -270,6 +263,16 @@ void ReplicaHost::ForgiveOwnWork(const BusyWitness::Verdict& work) {
   // OwnStall judges that gap as any stall.
   if (liveness <= 0 || !work.RanThroughout(std::chrono::milliseconds(liveness / 2))) return;
   last_turn_ += work.busy;
+}
+
+ReplicaHost::Step ReplicaHost::DrainTurn(Status* result) {
+  if (!join_ || restored_) return DrainPrimary(result);
+  // Until its copy is restored, a joining process's turns take in the
+  // state (seconds for a large table): work of its own, witnessed.
+  BusyWitness witness;
+  const Step step = DrainPrimary(result);
+  ForgiveOwnWork(witness.Finish());
+  return step;
 }
 
 ReplicaHost::Step ReplicaHost::DrainPrimary(Status* result) {

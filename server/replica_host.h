@@ -222,6 +222,8 @@ class ReplicaHost {
   Status SayHello();
   // Reads what the primary sent; kEnded with *result set when it ended the shard.
   Step DrainPrimary(Status* result);
+  // DrainPrimary, witnessed while a joining process takes in its state.
+  Step DrainTurn(Status* result);
   // Reads what is queued into *batch (checked, in order) up to the end of
   // the queue, kMaxEntriesPerTurn entries, or a message that ends the copy
   // (kEnded, *result set). The bound keeps a copy far behind (a learner
