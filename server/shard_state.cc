@@ -1,6 +1,7 @@
 #include "server/shard_state.h"
 
 #include <cstring>
+#include <utility>
 
 namespace tether {
 namespace {
@@ -61,6 +62,26 @@ std::string EncodeShardState(const ShardState& state, const std::vector<std::str
     out += t;
   }
   return out;
+}
+
+std::vector<std::string> EncodeShardStatePieces(const ShardState& state, std::vector<std::string> table_rows) {
+  std::vector<std::string> pieces(1);
+  std::string* head = &pieces.back();
+  const std::string message = state.SerializeAsString();
+  head->reserve(sizeof(kMagic) + 4 + 8 + message.size() + 4 + 8);
+  head->append(kMagic, sizeof(kMagic));
+  Put<uint32_t>(head, kShardStateFormatVersion);
+  Put<uint64_t>(head, message.size());
+  *head += message;
+  Put<uint32_t>(head, static_cast<uint32_t>(table_rows.size()));
+  for (std::string& t : table_rows) {
+    // Each table's length ends the piece before its rows.
+    Put<uint64_t>(&pieces.back(), t.size());
+    pieces.push_back(std::move(t));
+    pieces.emplace_back();
+  }
+  if (pieces.back().empty()) pieces.pop_back();
+  return pieces;
 }
 
 Status DecodeShardState(std::string_view bytes, int shard, const std::string& peer, ShardState* state,

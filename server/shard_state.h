@@ -10,8 +10,9 @@
 // u32 number of tables; for each, u64 length and the table's rows as its
 // room wrote them. Size: the tables' rows and optimizer state, plus the
 // rooms' state (parked pulls, cached replies, key lists: bounded by their
-// own limits). The primary builds it in memory (its own tables once more)
-// and the joiner holds it whole before restoring.
+// own limits). The primary builds it in memory (its own tables once more,
+// in pieces: EncodeShardStatePieces) and the joiner holds it whole before
+// restoring.
 //
 // Errors: DecodeShardState reads bytes from a peer and trusts none of them:
 // another magic or format, a length past the bytes left, more tables than
@@ -36,6 +37,12 @@ inline constexpr uint32_t kShardStateFormatVersion = 1;
 
 /// The bytes of `state` and each table's rows (table id order).
 std::string EncodeShardState(const ShardState& state, const std::vector<std::string>& table_rows);
+
+/// EncodeShardState's bytes in pieces, never joined: their concatenation
+/// is EncodeShardState(state, table_rows). The table rows are moved in as
+/// pieces of their own, so a large table's rows are not copied once more
+/// (the primary builds the state on its loop: the copy costs time there).
+std::vector<std::string> EncodeShardStatePieces(const ShardState& state, std::vector<std::string> table_rows);
 
 /// Reads EncodeShardState's bytes of shard `shard`. Errors: see above;
 /// the outputs are unspecified then.

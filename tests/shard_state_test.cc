@@ -106,5 +106,28 @@ TEST(ShardStateTest, RefusesAnotherShardsOrATruncatedState) {
   EXPECT_NE(st.message().find("does not start with the shard state magic"), std::string::npos) << st.message();
 }
 
+// The pieces a primary sends (the table rows moved in, never joined) are
+// EncodeShardState's bytes, cut where the rows begin and end.
+TEST(ShardStateTest, ThePiecesAreTheEncodedStateCutAtTheRows) {
+  ShardState state;
+  state.set_shard(2);
+  state.set_log_seq(17);
+  const std::vector<std::string> rows = {std::string(1000, 'a'), "", std::string(3, 'c')};
+  const std::string whole = EncodeShardState(state, rows);
+  const std::vector<std::string> pieces = EncodeShardStatePieces(state, rows);
+  ASSERT_EQ(pieces.size(), 6u);  // head, rows 0, length 1, rows 1 (none), length 2, rows 2
+  EXPECT_EQ(pieces[1], rows[0]);
+  EXPECT_EQ(pieces[3], rows[1]);
+  EXPECT_EQ(pieces[5], rows[2]);
+  std::string joined;
+  for (const std::string& p : pieces) joined += p;
+  EXPECT_EQ(joined, whole);
+  ShardState back;
+  std::vector<std::string> back_rows;
+  ASSERT_TRUE(DecodeShardState(joined, 2, "peer X", &back, &back_rows).ok());
+  EXPECT_EQ(back_rows, rows);
+  EXPECT_EQ(back.log_seq(), 17u);
+}
+
 }  // namespace
 }  // namespace tether
