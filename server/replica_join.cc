@@ -107,7 +107,7 @@ void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::t
   // a large table): a witness tells that from a stall (ForgiveOwnWork).
   BusyWitness witness;
   const auto taken = Clock::now();
-  StatusOr<std::string> state = state_source_();
+  StatusOr<std::vector<std::string>> state = state_source_();
   if (!state.ok()) {
     ForgiveOwnWork(witness.Finish());
     LOG(ERROR) << log_prefix_ << "shard " << shard_ << "'s state for a joining replica: " << state.status().message();
@@ -140,8 +140,10 @@ void ReplicaLink::OnJoin(const std::string& identity, const Message& m, Clock::t
     log_.StartLearnerAt(seq);
     log_.set_catch_up_lag(kCatchUpLagEntries);
   }
+  size_t bytes = 0;
+  for (const std::string& piece : *state) bytes += piece.size();
   LOG(INFO) << log_prefix_ << "a replica joins shard " << shard_ << " from " << b.endpoint() << ": sent it the shard's "
-            << state->size() << " bytes of state as of entry " << seq << " ("
+            << bytes << " bytes of state as of entry " << seq << " ("
             << MsBetween(taken, Clock::now()) << " ms); " << log_.view().ToString();
 }
 
@@ -157,10 +159,13 @@ void ReplicaLink::ForgiveOwnWork(const BusyWitness::Verdict& work) {
   for (Leg& leg : legs_) leg.last_heard += work.busy;
 }
 
-Status ReplicaLink::SendState(const std::string& state, uint64_t seq) {
+Status ReplicaLink::SendState(const std::vector<std::string>& pieces, uint64_t seq) {
+  size_t total = 0;
+  for (const std::string& piece : pieces) total += piece.size();
   size_t offset = 0;
+  size_t piece = 0, in_piece = 0;  // where the next part's bytes start
   do {
-    const size_t n = std::min(kStatePartBytes, state.size() - offset);
+    const size_t n = std::min(kStatePartBytes, total - offset);
     Message m;
     m.header.set_type(REPLICA_STATE);
     m.header.set_shard_generation(generation());
@@ -168,19 +173,29 @@ Status ReplicaLink::SendState(const std::string& state, uint64_t seq) {
     b->set_shard(shard_);
     b->set_log_seq(seq);
     b->set_offset(offset);
-    b->set_bytes_total(state.size());
+    b->set_bytes_total(total);
     b->set_part_bytes(n);
     b->set_learner(learner_slot_);
     const size_t padded = (n + 7) / 8 * 8;
     m.header.set_num_keys(padded / 8);
     m.keys.rebuild(padded);
     char* out = static_cast<char*>(m.keys.data());
-    std::copy(state.data() + offset, state.data() + offset + n, out);
+    for (size_t filled = 0; filled < n;) {
+      const std::string& from = pieces[piece];
+      const size_t take = std::min(n - filled, from.size() - in_piece);
+      std::copy(from.data() + in_piece, from.data() + in_piece + take, out + filled);
+      filled += take;
+      in_piece += take;
+      if (in_piece == from.size()) {
+        ++piece;
+        in_piece = 0;
+      }
+    }
     std::fill(out + n, out + padded, 0);
     TETHER_RETURN_IF_ERROR(
         SendMessageNoWait(*socket_, &m, learner_identity_, "replica joining shard " + std::to_string(shard_)));
     offset += n;
-  } while (offset < state.size());
+  } while (offset < total);
   return Status::OK();
 }
 

@@ -106,9 +106,10 @@ class ReplicaLink {
   ReplicaLink(const JobConfig& config, int shard, std::string log_prefix, Claimed claimed);
 
   /// The shard's whole state as of the log's applied() entries, encoded
-  /// (server/shard_state.h), for a joining replica; an error refuses the
-  /// join, naming it. Without a source no process may join.
-  using StateSource = std::function<StatusOr<std::string>()>;
+  /// (server/shard_state.h), for a joining replica: the pieces whose
+  /// concatenation is the state (EncodeShardStatePieces). An error refuses
+  /// the join, naming it. Without a source no process may join.
+  using StateSource = std::function<StatusOr<std::vector<std::string>>()>;
   void set_state_source(StateSource source) { state_source_ = std::move(source); }
 
   /// The shard's ROUTER socket (once bound).
@@ -190,8 +191,9 @@ class ReplicaLink {
   // "" or why a replica of the chain may be gone although not dropped yet.
   std::string DoubtfulReplica(Clock::time_point now);
   void OnJoin(const std::string& identity, const Message& m, Clock::time_point now);
-  // The state's parts (REPLICA_STATE) to the learner.
-  Status SendState(const std::string& state, uint64_t seq);
+  // The state's parts (REPLICA_STATE, kStatePartBytes each but the last)
+  // to the learner, cut from the concatenation of `pieces`.
+  Status SendState(const std::vector<std::string>& pieces, uint64_t seq);
   void OnAck(Leg& leg, const Message& m, Clock::time_point now);
   void OnLearnerAck(const Message& m, Clock::time_point now);
   // The acknowledgement of a learner that joined beside replicas.

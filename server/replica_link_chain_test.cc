@@ -184,7 +184,7 @@ TEST_F(ReplicaLinkChainTest, AProcessOfAnotherConfigurationIsRefusedNamingTheFie
   joiner.set(zmq::sockopt::routing_id, "j1");
   joiner.set(zmq::sockopt::linger, 0);
   joiner.connect("inproc://replica-link-chain-test");
-  link_->set_state_source([]() -> StatusOr<std::string> { return std::string("state"); });
+  link_->set_state_source([]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{"state"}; });
   const auto now = ReplicaLink::Clock::now();
   const auto refusal = [](zmq::socket_t& socket) {
     Message m;
@@ -258,7 +258,7 @@ TEST_F(ReplicaLinkChainTest, AJoinerForAReplicaNotYetDroppedIsRefusedForNowThenT
   joiner.set(zmq::sockopt::routing_id, "j1");
   joiner.set(zmq::sockopt::linger, 0);
   joiner.connect("inproc://replica-link-chain-test");
-  link_->set_state_source([]() -> StatusOr<std::string> { return std::string("state"); });
+  link_->set_state_source([]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{"state"}; });
   const auto now = ReplicaLink::Clock::now();
   ASSERT_TRUE(link_->Take("r1", Hello(1, kEndpoint1), "", now));
   ASSERT_TRUE(link_->Take("r2", Hello(2, kEndpoint2), "", now));
@@ -309,7 +309,7 @@ class ReplicaLinkRegrowTest : public ReplicaLinkChainTest {
       socket->set(zmq::sockopt::linger, 0);
       socket->connect("inproc://replica-link-chain-test");
     }
-    link_->set_state_source([]() -> StatusOr<std::string> { return std::string("state"); });
+    link_->set_state_source([]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{"state"}; });
     const auto now = ReplicaLink::Clock::now();
     ASSERT_TRUE(link_->Take("r1", Hello(1, kEndpoint1), "", now));
     ASSERT_TRUE(link_->Take("r2", Hello(2, kEndpoint2), "", now));
@@ -449,11 +449,11 @@ TEST_F(ReplicaLinkRegrowTest, ALearnerWithinTheLagHoldsCommitsUntilItHasThemOrIs
 TEST_F(ReplicaLinkRegrowTest, BuildingAJoinersStateForLongIsNoStallOfItsOwn) {
   config_.mutable_cluster()->set_liveness_timeout_ms(200);
   constexpr auto kBuild = std::chrono::milliseconds(300);  // past 200 / 2
-  link_->set_state_source([kBuild]() -> StatusOr<std::string> {
+  link_->set_state_source([kBuild]() -> StatusOr<std::vector<std::string>> {
     const auto until = ReplicaLink::Clock::now() + kBuild;
     volatile uint64_t work = 0;
     while (ReplicaLink::Clock::now() < until) work = work + 1;
-    return std::string("state");
+    return std::vector<std::string>{"state"};
   });
   ASSERT_TRUE(link_->Take("r2", Ack(1), "", ReplicaLink::Clock::now()));
   link_->Tick(ReplicaLink::Clock::now());

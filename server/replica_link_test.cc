@@ -197,7 +197,12 @@ class ReplicaJoinTest : public ReplicaLinkTest {
     ReplicaLinkTest::SetUp();
     joiner_.set(zmq::sockopt::routing_id, "j1");
     joiner_.connect("inproc://replica-link-test");
-    link_->set_state_source([this]() -> StatusOr<std::string> { return state_; });
+    // In pieces cut across the 4 MiB parts (an empty one among them), as a
+    // shard's state comes: the learner gets their concatenation.
+    link_->set_state_source([this]() -> StatusOr<std::vector<std::string>> {
+      const size_t cut = (4u << 20) + 5;
+      return std::vector<std::string>{state_.substr(0, 3), "", state_.substr(3, cut - 3), state_.substr(cut)};
+    });
   }
   Message Join() {
     Message m = Hello(-1);
@@ -318,7 +323,7 @@ TEST_F(ReplicaJoinTest, AJoinedCopyThatClaimedTakesAJoinerInAnotherSlot) {
   const auto now = ReplicaLink::Clock::now();
   ReplicaLink claimed(config_, 0, "[server 0] ", ReplicaLink::Claimed{2, 5});
   claimed.set_socket(&router_);
-  claimed.set_state_source([this]() -> StatusOr<std::string> { return state_; });
+  claimed.set_state_source([this]() -> StatusOr<std::vector<std::string>> { return std::vector<std::string>{state_}; });
   ASSERT_TRUE(claimed.Take("j1", Join(), "", now));
   EXPECT_TRUE(claimed.learning());
   EXPECT_EQ(claimed.log().view().learner, 3);

@@ -207,6 +207,9 @@ class ServerShard {
   /// of every room's state. Call on Run()'s thread (the replica link
   /// calls it between two messages).
   StatusOr<std::string> EncodeState(uint64_t log_seq, uint64_t generation) const;
+  /// EncodeState's bytes in pieces, not joined (EncodeShardStatePieces):
+  /// what the replica link sends; the tables' rows are copied once.
+  StatusOr<std::vector<std::string>> EncodeStatePieces(uint64_t log_seq, uint64_t generation) const;
   /// Puts EncodeState's bytes, from the primary of the same job and shard
   /// (`peer` names it in errors), into this shard: a copy (BeginCopy) that
   /// has taken in nothing yet. The copy fed the primary's entries after

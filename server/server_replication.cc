@@ -51,7 +51,7 @@ void ServerShard::StartLink(std::unique_ptr<ReplicaLink> link) {
   busy_forgiven_ms_ = 0;
   link_->set_socket(&socket_);
   link_->set_replica_key(server_key_);
-  link_->set_state_source([this] { return EncodeState(link_->log().applied(), link_->generation()); });
+  link_->set_state_source([this] { return EncodeStatePieces(link_->log().applied(), link_->generation()); });
   outbox_.set_replica_link(link_.get());
 }
 

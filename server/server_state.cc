@@ -14,6 +14,16 @@ namespace tether {
 using SteadyClock = std::chrono::steady_clock;
 
 StatusOr<std::string> ServerShard::EncodeState(uint64_t log_seq, uint64_t generation) const {
+  TETHER_ASSIGN_OR_RETURN(const std::vector<std::string> pieces, EncodeStatePieces(log_seq, generation));
+  size_t size = 0;
+  for (const std::string& p : pieces) size += p.size();
+  std::string joined;
+  joined.reserve(size);
+  for (const std::string& p : pieces) joined += p;
+  return joined;
+}
+
+StatusOr<std::vector<std::string>> ServerShard::EncodeStatePieces(uint64_t log_seq, uint64_t generation) const {
   const auto now = SteadyClock::now();
   ShardState state;
   state.set_format_version(kShardStateFormatVersion);
@@ -47,7 +57,7 @@ StatusOr<std::string> ServerShard::EncodeState(uint64_t log_seq, uint64_t genera
     return Status::ResourceExhausted(log_prefix_ + "shard " + std::to_string(shard_) + "'s state besides its table rows is " +
                                      std::to_string(bytes) + " bytes (the kept best epoch's weights, cached replies), "
                                      "more than one state message holds (2 GiB): a replica cannot join it");
-  return EncodeShardState(state, rows);
+  return EncodeShardStatePieces(state, std::move(rows));
 }
 
 Status ServerShard::RestoreState(std::string_view bytes, const std::string& peer) {
