@@ -34,16 +34,22 @@ std::string DirName(const std::string& path) {
 
 }  // namespace
 
-StatusOr<AtomicFile> AtomicFile::Create(const std::string& path) {
+StatusOr<AtomicFile> AtomicFile::Create(const std::string& path, StreamOutput streams) {
+  TETHER_ASSIGN_OR_RETURN(const OutputTarget target, ResolveOutputTarget(path, "output", streams));
+  if (target.write_through) {
+    const int fd = ::open(target.path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError("open for writing", target.path);
+    return AtomicFile(target.path, "", fd);
+  }
   // Not mkstemp: it creates mode 0600, and changing that needs the umask,
   // which cannot be read without a race against other threads. O_EXCL with a
   // name unique to this process and call gives the same safety, and open()
   // applies the umask to 0666 as for any other file.
   static std::atomic<uint64_t> counter{0};
   for (int attempt = 0;; ++attempt) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    const std::string tmp = target.path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) return AtomicFile(path, tmp, fd);
+    if (fd >= 0) return AtomicFile(target.path, tmp, fd);
     if (errno != EEXIST || attempt >= 100) return ErrnoError("create a temporary file", tmp);
   }
 }
@@ -59,16 +65,17 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_ && !leave_temporary_) ::unlink(tmp_path_.c_str());
+  if (!committed_ && !leave_temporary_ && !tmp_path_.empty()) ::unlink(tmp_path_.c_str());
 }
 
 Status AtomicFile::Append(std::string_view bytes) {
-  if (fd_ < 0) return Status::IOError(tmp_path_ + ": write after Commit");
+  const std::string& written = tmp_path_.empty() ? path_ : tmp_path_;
+  if (fd_ < 0) return Status::IOError(written + ": write after Commit");
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError("write", tmp_path_);
+      return ErrnoError("write", written);
     }
     bytes.remove_prefix(static_cast<size_t>(n));
   }
@@ -78,6 +85,10 @@ Status AtomicFile::Append(std::string_view bytes) {
 Status AtomicFile::Commit() {
   if (fd_ < 0) return Status::IOError(path_ + ": Commit called twice");
   const int fd = std::exchange(fd_, -1);
+  if (tmp_path_.empty()) {  // written through: a device or pipe has nothing to fsync or rename
+    committed_ = true;
+    return ::close(fd) == 0 ? Status::OK() : ErrnoError("close", path_);
+  }
   if (::fsync(fd) != 0) {
     Status st = ErrnoError("fsync", tmp_path_);
     ::close(fd);
@@ -96,8 +107,8 @@ Status AtomicFile::Commit() {
   return st;
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view contents) {
-  TETHER_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+Status WriteFileAtomically(const std::string& path, std::string_view contents, StreamOutput streams) {
+  TETHER_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path, streams));
   TETHER_RETURN_IF_ERROR(file.Append(contents));
   return file.Commit();
 }

@@ -7,6 +7,13 @@
 // rename itself is durable. This is the sequence POSIX needs; rename alone
 // can leave an empty file after a crash on ext4/xfs with delayed allocation.
 //
+// The path is resolved first under core/output_target.h: a symbolic link is
+// followed and its target replaced (never the link), a directory, socket or
+// block device is refused, and a character device or FIFO is refused or,
+// where the caller allows it (StreamOutput::kWriteThrough), opened and
+// written directly: such a write is not atomic, and opening a FIFO waits
+// for its reader.
+//
 // Ownership: an AtomicFile owns its temporary file and removes it unless
 // Commit() succeeded (also when it is destroyed before Commit()).
 // Thread-safety: none; one writer per object. Different objects may write
@@ -17,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/output_target.h"
 #include "core/status.h"
 
 namespace tether {
@@ -24,9 +32,12 @@ namespace tether {
 class AtomicFile {
  public:
   /// Creates a temporary file "PATH.tmp.PID.N" next to `path` (mode 0666
-  /// less the umask, as for any new file). Errors: IOError naming the temporary path (directory
-  /// missing or not writable).
-  static StatusOr<AtomicFile> Create(const std::string& path);
+  /// less the umask, as for any new file), or next to the final target when
+  /// `path` is a symbolic link; opens a character device or FIFO as it is
+  /// under StreamOutput::kWriteThrough. Errors: IOError naming the temporary
+  /// path (directory missing or not writable); InvalidArgument "output=PATH:
+  /// is a directory ..." (ResolveOutputTarget).
+  static StatusOr<AtomicFile> Create(const std::string& path, StreamOutput streams = StreamOutput::kRefuse);
 
   AtomicFile(AtomicFile&& other) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
@@ -41,10 +52,11 @@ class AtomicFile {
   Status Append(std::string_view bytes);
 
   /// fsyncs and closes the temporary file, renames it to `path`, and fsyncs
-  /// the directory. After an error the temporary file is removed and `path`
+  /// the directory (a file written through is only closed). After an error the temporary file is removed and `path`
   /// is untouched. Call at most once. Errors: IOError naming the path.
   Status Commit();
 
+  /// The file written: a link's target when a link was given.
   const std::string& path() const { return path_; }
   /// Keeps the temporary file when this object is destroyed uncommitted,
   /// as a killed process would (fault-injection tests, core/env.h).
@@ -53,14 +65,16 @@ class AtomicFile {
  private:
   AtomicFile(std::string path, std::string tmp_path, int fd);
 
-  std::string path_, tmp_path_;
+  std::string path_, tmp_path_;  // tmp_path_ empty: written through
   int fd_ = -1;
   bool committed_ = false;
   bool leave_temporary_ = false;
 };
 
-/// Replaces `path` with `contents` through an AtomicFile. Errors: IOError
-/// naming the path.
-Status WriteFileAtomically(const std::string& path, std::string_view contents);
+/// Replaces `path` with `contents` through an AtomicFile (`streams` as for
+/// AtomicFile::Create). Errors: IOError naming the path; InvalidArgument for
+/// a path that is no regular file (ResolveOutputTarget).
+Status WriteFileAtomically(const std::string& path, std::string_view contents,
+                           StreamOutput streams = StreamOutput::kRefuse);
 
 }  // namespace tether

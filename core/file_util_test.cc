@@ -1,6 +1,8 @@
 #include "core/file_util.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -65,6 +67,38 @@ TEST(FileUtilTest, AbandonedWriteRemovesItsTemporary) {
   }
   EXPECT_EQ(CountFiles(dir.path()), 0);
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(FileUtilTest, LinkTargetIsReplacedAndTheLinkKept) {
+  testing::ScopedTempDir dir;
+  const std::string target = dir.File("m.json");
+  ASSERT_TRUE(WriteFileAtomically(target, "old").ok());
+  std::filesystem::create_symlink("m.json", dir.File("link.json"));
+  ASSERT_TRUE(WriteFileAtomically(dir.File("link.json"), "new").ok());
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.File("link.json")));
+  EXPECT_EQ(ReadAll(target), "new");
+  EXPECT_EQ(CountFiles(dir.path()), 2);
+}
+
+TEST(FileUtilTest, FifoIsWrittenThroughOnlyWhereAllowed) {
+  testing::ScopedTempDir dir;
+  const std::string fifo = dir.File("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(WriteFileAtomically(fifo, "x").message(),
+            "output=" + fifo + ": is a FIFO (named pipe), not a regular file; this output is written by temporary "
+            "file and rename, which would replace it: give a file name");
+  // A reader opened first (not blocking), so the writer's open returns at once.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  ASSERT_TRUE(WriteFileAtomically(fifo, "1:0.5\n", StreamOutput::kWriteThrough).ok());
+  char buf[16] = {};
+  EXPECT_EQ(::read(reader, buf, sizeof(buf)), 6);
+  ::close(reader);
+  EXPECT_EQ(std::string(buf), "1:0.5\n");
+  struct stat st;
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(CountFiles(dir.path()), 1);
 }
 
 TEST(FileUtilTest, MissingDirectoryIsAnIOErrorNamingThePath) {

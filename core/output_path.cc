@@ -50,11 +50,12 @@ Status CheckWritableDir(const std::string& dir, const std::string& source) {
   return Status::OK();
 }
 
-Status CheckWritableFile(const std::string& path, const std::string& source, bool create_parents) {
-  if (path.empty()) return Status::InvalidArgument(source + ": empty path");
+Status CheckWritableFile(const std::string& path, const std::string& source, bool create_parents,
+                         StreamOutput streams) {
+  TETHER_ASSIGN_OR_RETURN(const OutputTarget target, ResolveOutputTarget(path, source, streams));
+  if (target.write_through) return Status::OK();
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return Bad(source, path, "is a directory; give a file name");
-  fs::path parent = fs::absolute(path, ec).parent_path();
+  fs::path parent = fs::absolute(target.path, ec).parent_path();
   if (ec) return Bad(source, path, "cannot resolve the path: " + ec.message());
   if (!create_parents && !fs::is_directory(parent, ec))
     return Bad(source, path, "its folder " + parent.string() + " does not exist");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/output_target.h"
 #include "core/status.h"
 
 namespace tether {
@@ -23,11 +24,15 @@ namespace tether {
 /// the way, not writable, a pseudo file system).
 [[nodiscard]] Status CheckWritableDir(const std::string& dir, const std::string& source);
 
-/// The same for a file the run writes at `path` when it ends: no directory
-/// there, and its folder passes CheckWritableDir. The folder must exist
-/// already unless `create_parents` (the writer makes it). Errors:
-/// InvalidArgument "SOURCE=PATH: WHY".
-[[nodiscard]] Status CheckWritableFile(const std::string& path, const std::string& source, bool create_parents);
+/// The same for a file the run writes at `path` when it ends, under the
+/// output policy of core/output_target.h: a link is followed and its target
+/// checked; a directory, socket or block device is refused, a character
+/// device or FIFO too unless `streams` is kWriteThrough (then it passes as
+/// it is); otherwise the file's folder passes CheckWritableDir. The folder
+/// must exist already unless `create_parents` (the writer makes it).
+/// Errors: InvalidArgument "SOURCE=PATH: WHY".
+[[nodiscard]] Status CheckWritableFile(const std::string& path, const std::string& source, bool create_parents,
+                                       StreamOutput streams = StreamOutput::kRefuse);
 
 /// The JSON-lines files (*.jsonl) of an earlier run in `dir`, sorted by
 /// name; empty when `dir` does not exist or holds none.

@@ -1,0 +1,90 @@
+#include "core/output_target.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace tether {
+namespace {
+
+namespace fs = std::filesystem;
+
+// As many links as Linux follows in one path lookup (MAXSYMLINKS).
+constexpr int kMaxLinks = 40;
+
+Status Bad(const std::string& source, const std::string& path, const std::string& why) {
+  return Status::InvalidArgument(source + "=" + path + ": " + why);
+}
+
+// What is at a path, in words, for a refusal.
+std::string KindOf(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// `path` with every symbolic link at its end followed; the folders on the way
+// are left as they are (the kernel follows those when the file is opened).
+StatusOr<std::string> FollowLinks(const std::string& path, const std::string& source) {
+  std::string at = path;
+  for (int hops = 0; hops <= kMaxLinks; ++hops) {
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(at, ec);
+    if (ec) return Bad(source, path, "cannot read the link " + at + ": " + ec.message());
+    at = target.is_absolute() ? target.string() : (fs::path(at).parent_path() / target).lexically_normal().string();
+  }
+  return Bad(source, path, "more than " + std::to_string(kMaxLinks) + " symbolic links in a row (a loop?)");
+}
+
+}  // namespace
+
+StatusOr<OutputTarget> ResolveOutputTarget(const std::string& path, const std::string& source,
+                                           StreamOutput streams) {
+  if (path.empty()) return Status::InvalidArgument(source + ": empty path");
+  OutputTarget out;
+  TETHER_ASSIGN_OR_RETURN(out.path, FollowLinks(path, source));
+  const std::string shown = out.path == path ? path : path + " (a link to " + out.path + ")";
+  struct stat st {};
+  if (::stat(out.path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return out;
+    return Bad(source, shown, std::string("cannot stat it: ") + std::strerror(errno));
+  }
+  out.exists = true;
+  if (S_ISREG(st.st_mode)) return out;
+  if (S_ISDIR(st.st_mode)) return Bad(source, shown, "is a directory; give a file name");
+  if ((S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) && streams == StreamOutput::kWriteThrough) {
+    out.write_through = true;
+    return out;
+  }
+  const bool stream = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);
+  return Bad(source, shown,
+             "is " + KindOf(st.st_mode) + ", not a regular file; " +
+                 (stream ? "this output is written by temporary file and rename, which would replace it"
+                         : "nothing is written over it") +
+                 ": give a file name");
+}
+
+Status CheckOutputNotInput(const std::string& path, const std::string& source,
+                           const std::vector<NamedInput>& inputs) {
+  struct stat out {};
+  if (path.empty() || ::stat(path.c_str(), &out) != 0) return Status::OK();
+  // A character device or FIFO written through (/dev/null) is no input's file.
+  if (!S_ISREG(out.st_mode)) return Status::OK();
+  for (const NamedInput& input : inputs) {
+    struct stat in {};
+    if (input.path.empty() || ::stat(input.path.c_str(), &in) != 0) continue;
+    if (in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+      return Status::InvalidArgument(source + "=" + path + " is the same file as " + input.source + "=" + input.path +
+                                     ": writing it would destroy an input of this run; give another file name");
+  }
+  return Status::OK();
+}
+
+}  // namespace tether

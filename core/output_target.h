@@ -1,0 +1,63 @@
+// What a writer may do with an existing path it is told to write: the one
+// policy every output of Tether follows (metrics JSON, predictions, models,
+// checkpoint files, port and service-discovery files, generated data).
+//
+//  - A missing path, or a regular file, is written by temporary file and
+//    rename in its folder (core/file_util.h AtomicFile).
+//  - A symbolic link is followed (to any depth, relative links against the
+//    link's folder) and its final target is written the same way: the link
+//    itself is never replaced. A dangling link names the file to create.
+//  - A character device or a FIFO (/dev/null, /dev/stdout on a terminal or
+//    a pipe, a named pipe) is never replaced: it is written through (opened
+//    and written directly) where the output allows it (StreamOutput), and
+//    refused otherwise.
+//  - A directory, a socket or a block device is refused.
+//  - An output that is one of the run's inputs (same device and inode after
+//    following links, so a hard link or a link counts) is refused.
+//
+// Ownership: none; the functions read their arguments and the file system.
+// Thread-safety: safe from any thread (they only lstat, stat and readlink).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tether {
+
+/// Whether an output may be a character device or a FIFO, written through.
+enum class StreamOutput {
+  kRefuse,        // only a regular file (or a new one) is a valid output
+  kWriteThrough,  // a character device or FIFO is opened and written directly
+};
+
+/// Where and how an output is written.
+struct OutputTarget {
+  std::string path;            // the file written: the link's final target when a link was given
+  bool write_through = false;  // true: a character device or FIFO, opened and written as it is
+  bool exists = false;         // something is at `path` now
+};
+
+/// Resolves `path` for writing under the policy above. `source` names the
+/// flag or field in messages ("flag --metrics_out"). Errors:
+/// InvalidArgument "SOURCE=PATH: is a directory ..." (also a socket, a block
+/// device, a character device or FIFO under kRefuse, a link loop, an
+/// unreadable link).
+[[nodiscard]] StatusOr<OutputTarget> ResolveOutputTarget(const std::string& path, const std::string& source,
+                                                         StreamOutput streams);
+
+/// One input of a run, named for messages: {"flag --config", "job.pbtxt"}.
+struct NamedInput {
+  std::string source;
+  std::string path;
+};
+
+/// Refuses an output that is one of `inputs`: the same file (device and
+/// inode, links followed), however it is named. Inputs that do not exist
+/// and an output that does not exist never match. Errors: InvalidArgument
+/// "SOURCE=PATH is the same file as INPUT_SOURCE=INPUT_PATH: ...".
+[[nodiscard]] Status CheckOutputNotInput(const std::string& path, const std::string& source,
+                                         const std::vector<NamedInput>& inputs);
+
+}  // namespace tether

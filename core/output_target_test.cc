@@ -1,0 +1,145 @@
+// The output policy on every kind of path: what is written, what is written
+// through, what is refused, and outputs that are the run's inputs.
+#include "core/output_target.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace tether {
+namespace {
+
+namespace fs = std::filesystem;
+
+class OutputTargetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = std::getenv("TMPDIR");
+    dir_ = fs::path(base != nullptr ? base : "/tmp") /
+           ("output_target_test." + std::to_string(getpid()) + "." +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string In(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(In(name)) << text;
+    return In(name);
+  }
+  static std::string Message(const StatusOr<OutputTarget>& t) { return t.ok() ? "ok" : t.status().message(); }
+  fs::path dir_;
+};
+
+TEST_F(OutputTargetTest, RegularAndMissingFilesAreWrittenWhereNamed) {
+  const std::string file = Write("m.json", "{}");
+  auto t = ResolveOutputTarget(file, "flag --metrics_out", StreamOutput::kRefuse);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_EQ(t->path, file);
+  EXPECT_TRUE(t->exists);
+  EXPECT_FALSE(t->write_through);
+
+  t = ResolveOutputTarget(In("new.json"), "flag --metrics_out", StreamOutput::kRefuse);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_EQ(t->path, In("new.json"));
+  EXPECT_FALSE(t->exists);
+  // A missing folder is the start-up check's to refuse (CheckWritableFile):
+  // here it is a file still to be made.
+  t = ResolveOutputTarget(In("no/such/dir/m.json"), "flag --metrics_out", StreamOutput::kRefuse);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_FALSE(t->exists);
+}
+
+TEST_F(OutputTargetTest, DirectoryIsRefusedNamingFlagAndPath) {
+  fs::create_directories(In("d"));
+  EXPECT_EQ(Message(ResolveOutputTarget(In("d"), "flag --output", StreamOutput::kWriteThrough)),
+            "flag --output=" + In("d") + ": is a directory; give a file name");
+}
+
+TEST_F(OutputTargetTest, LinkIsFollowedToItsTargetNeverReplaced) {
+  const std::string file = Write("real.json", "old");
+  fs::create_directories(In("links"));
+  fs::create_symlink("../real.json", In("links/m.json"));
+  auto t = ResolveOutputTarget(In("links/m.json"), "flag --metrics_out", StreamOutput::kRefuse);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_EQ(t->path, file);
+  EXPECT_TRUE(t->exists);
+  // A link to a link: followed to the end.
+  fs::create_symlink(In("links/m.json"), In("twice"));
+  t = ResolveOutputTarget(In("twice"), "flag --metrics_out", StreamOutput::kRefuse);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_EQ(t->path, file);
+}
+
+TEST_F(OutputTargetTest, DanglingLinkNamesTheFileToMake) {
+  fs::create_symlink("made.json", In("link"));
+  auto t = ResolveOutputTarget(In("link"), "flag --metrics_out", StreamOutput::kRefuse);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_EQ(t->path, In("made.json"));
+  EXPECT_FALSE(t->exists);
+}
+
+TEST_F(OutputTargetTest, LinkLoopIsRefused) {
+  fs::create_symlink(In("b"), In("a"));
+  fs::create_symlink(In("a"), In("b"));
+  EXPECT_NE(Message(ResolveOutputTarget(In("a"), "flag --out", StreamOutput::kRefuse)).find("symbolic links in a row"),
+            std::string::npos);
+}
+
+TEST_F(OutputTargetTest, FifoIsWrittenThroughOrRefusedByTheOutputsChoice) {
+  ASSERT_EQ(::mkfifo(In("pipe").c_str(), 0600), 0) << std::strerror(errno);
+  auto t = ResolveOutputTarget(In("pipe"), "flag --output", StreamOutput::kWriteThrough);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_TRUE(t->write_through);
+  EXPECT_EQ(t->path, In("pipe"));
+  EXPECT_EQ(Message(ResolveOutputTarget(In("pipe"), "flag --out", StreamOutput::kRefuse)),
+            "flag --out=" + In("pipe") + ": is a FIFO (named pipe), not a regular file; this output is written by "
+            "temporary file and rename, which would replace it: give a file name");
+  // Through a link: the FIFO is written, the link stays.
+  fs::create_symlink(In("pipe"), In("to_pipe"));
+  t = ResolveOutputTarget(In("to_pipe"), "flag --output", StreamOutput::kWriteThrough);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_TRUE(t->write_through);
+  EXPECT_EQ(t->path, In("pipe"));
+}
+
+TEST_F(OutputTargetTest, CharacterDeviceIsWrittenThroughOrRefused) {
+  // The null device's numbers (1, 3), made in this test's own folder.
+  if (::mknod(In("null").c_str(), S_IFCHR | 0600, makedev(1, 3)) != 0)
+    GTEST_SKIP() << "mknod of a character device not permitted here: " << std::strerror(errno);
+  auto t = ResolveOutputTarget(In("null"), "flag --metrics_out", StreamOutput::kWriteThrough);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_TRUE(t->write_through);
+  EXPECT_NE(Message(ResolveOutputTarget(In("null"), "flag --model_out", StreamOutput::kRefuse))
+                .find("flag --model_out=" + In("null") + ": is a character device"),
+            std::string::npos);
+}
+
+TEST_F(OutputTargetTest, OutputThatIsAnInputIsRefusedByInode) {
+  const std::string test = Write("test.txt", "1 1:1\n");
+  const std::string config = Write("job.pbtxt", "data {}\n");
+  const std::vector<NamedInput> inputs = {{"flag --config", config}, {"data.test_file", test}};
+  EXPECT_TRUE(CheckOutputNotInput(In("m.json"), "flag --metrics_out", inputs).ok());
+  Write("other.json", "{}");
+  EXPECT_TRUE(CheckOutputNotInput(In("other.json"), "flag --metrics_out", inputs).ok());
+  ASSERT_EQ(::link(test.c_str(), In("hard").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(CheckOutputNotInput(In("hard"), "flag --metrics_out", inputs).message(),
+            "flag --metrics_out=" + In("hard") + " is the same file as data.test_file=" + test +
+                ": writing it would destroy an input of this run; give another file name");
+  fs::create_symlink(config, In("soft"));
+  EXPECT_NE(CheckOutputNotInput(In("soft"), "flag --metrics_out", inputs).message().find("flag --config=" + config),
+            std::string::npos);
+  // Named differently: "./" and a folder's "..".
+  fs::create_directories(In("sub"));
+  EXPECT_FALSE(CheckOutputNotInput(In("sub/../job.pbtxt"), "flag --metrics_out", inputs).ok());
+}
+
+}  // namespace
+}  // namespace tether
