@@ -193,7 +193,10 @@ Status SyncPath(const std::string& path, bool directory) {
 }
 
 Status WriteNpz(const std::vector<Tensor>& tensors, const std::map<std::string, std::string>& meta,
-                const std::string& path) {
+                const std::string& named) {
+  // A link's target is replaced, never the link; a device or folder is refused.
+  TETHER_ASSIGN_OR_RETURN(const OutputTarget target, ResolveOutputTarget(named, "output", StreamOutput::kRefuse));
+  const std::string& path = target.path;
   const std::string tmp = path + ".tmp." + std::to_string(getpid()) + ".npz";
   int err = 0;
   zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "core/output_target.h"
 #include "core/process_limits.h"
 
 namespace tether {
@@ -27,7 +28,10 @@ bool EndsWith(const std::string& s, const char* suffix) {
 // Commit; destroyed uncommitted, it removes the temporary file.
 class AtomicFile {
  public:
-  static StatusOr<std::unique_ptr<AtomicFile>> Open(const std::string& path) {
+  static StatusOr<std::unique_ptr<AtomicFile>> Open(const std::string& named) {
+    // A link's target is replaced, never the link; a device or folder is refused.
+    TETHER_ASSIGN_OR_RETURN(const OutputTarget target, ResolveOutputTarget(named, "output", StreamOutput::kRefuse));
+    const std::string& path = target.path;
     std::unique_ptr<AtomicFile> f(new AtomicFile(path));
     f->tmp_ = path + ".tmp-" + std::to_string(::getpid());
     f->gzip_ = EndsWith(path, ".gz");

@@ -52,6 +52,8 @@ tether::Status CheckTrainingData(const tether::JobConfig& config, const std::str
 tether::StatusOr<tether::ModelFileFormat> OutputFormat() {
   TETHER_ASSIGN_OR_RETURN(const tether::ModelFileFormat format, tether::ModelFileFormatFor(FLAGS_out, FLAGS_format));
   TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_out, "flag --out", false));
+  TETHER_RETURN_IF_ERROR(tether::CheckOutputNotInput(
+      FLAGS_out, "flag --out", {{"flag --model", FLAGS_model}, {"flag --checkpoint", FLAGS_checkpoint}}));
   return format;
 }
 

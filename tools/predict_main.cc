@@ -84,10 +84,16 @@ bool FlagsValid() {
     return false;
   }
   // Found before the model is read and the rows scored, naming the flag.
+  // Both may be a character device or FIFO, written through: --output=/dev/stdout
+  // prints the predictions (core/output_target.h).
+  const std::vector<tether::NamedInput> inputs = {
+      {"flag --model", FLAGS_model}, {"flag --input", FLAGS_input}, {"flag --split", FLAGS_split}};
   for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"flag --output", &FLAGS_output},
                                    {"flag --metrics_out", &FLAGS_metrics_out}}) {
     if (path->empty()) continue;
-    if (const tether::Status st = tether::CheckWritableFile(*path, flag, false); !st.ok()) {
+    tether::Status st = tether::CheckWritableFile(*path, flag, false, tether::StreamOutput::kWriteThrough);
+    if (st.ok()) st = tether::CheckOutputNotInput(*path, flag, inputs);
+    if (!st.ok()) {
       LOG(ERROR) << who << st.message();
       return false;
     }
@@ -163,7 +169,7 @@ Status WritePredictions(const JobConfig& config, const Predictions& p) {
     }
     out += '\n';
   }
-  return WriteFileAtomically(FLAGS_output, out);
+  return WriteFileAtomically(FLAGS_output, out, StreamOutput::kWriteThrough);
 }
 
 // The metrics on stdout ("NAME VALUE" lines), with warnings about what they
@@ -202,7 +208,7 @@ Status ReportMetrics(const JobConfig& config, const ModelFileContents& file, con
     }
     j["models"] = list;
   }
-  return WriteFileAtomically(FLAGS_metrics_out, j.dump(2) + "\n");
+  return WriteFileAtomically(FLAGS_metrics_out, j.dump(2) + "\n", StreamOutput::kWriteThrough);
 }
 
 int Run() {

@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "core/file_util.h"
+#include "core/job_inputs.h"
 #include "core/output_path.h"
 #include "core/net/curve.h"
 #include "core/net/endpoint_check.h"
@@ -79,10 +80,19 @@ int64_t MonotonicMs() {
 // The paths this run writes, checked before it trains (exit 2): a path
 // found bad at the end would lose the run's results.
 tether::Status CheckOutputs(const tether::JobConfig& c) {
-  if (!FLAGS_metrics_out.empty())
-    TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_metrics_out, "flag --metrics_out", false));
-  if (!FLAGS_model_out.empty())
+  std::string config_path, flagfile;
+  gflags::GetCommandLineOption("config", &config_path);
+  gflags::GetCommandLineOption("flagfile", &flagfile);
+  const std::vector<tether::NamedInput> inputs = tether::JobInputs(config_path, flagfile, c);
+  if (!FLAGS_metrics_out.empty()) {
+    TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_metrics_out, "flag --metrics_out", false,
+                                                     tether::StreamOutput::kWriteThrough));
+    TETHER_RETURN_IF_ERROR(tether::CheckOutputNotInput(FLAGS_metrics_out, "flag --metrics_out", inputs));
+  }
+  if (!FLAGS_model_out.empty()) {
     TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_model_out, "flag --model_out", false));
+    TETHER_RETURN_IF_ERROR(tether::CheckOutputNotInput(FLAGS_model_out, "flag --model_out", inputs));
+  }
   if (!c.train().metrics_dir().empty())
     TETHER_RETURN_IF_ERROR(tether::CheckWritableDir(c.train().metrics_dir(), "train.metrics_dir (--metrics_dir)"));
   return tether::Status::OK();

@@ -161,7 +161,8 @@ RunVerdict JudgeReport(const TrainReport& report, const JobConfig& config) {
 
 Status WriteMetricsJson(const TrainReport& r, const JobConfig& config, const std::string& path) {
   const nlohmann::json j = MetricsJson(r, config);
-  return WriteFileAtomically(path, j.dump(2) + "\n");
+  // --metrics_out=/dev/null or a pipe is written through (core/output_target.h).
+  return WriteFileAtomically(path, j.dump(2) + "\n", StreamOutput::kWriteThrough);
 }
 
 }  // namespace tether
