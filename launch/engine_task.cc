@@ -14,6 +14,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "launch/old_metrics.h"
+
 namespace tether {
 namespace {
 
@@ -155,12 +157,9 @@ StatusOr<EngineRole> EngineRoleFor(const EngineTask& task, const JobConfig& conf
     if (!options.advertise_host.empty()) args.push_back("--advertise_host=" + options.advertise_host);
     if (options.rendezvous_serve && role.index == 0) args.push_back("--rendezvous_serve");
   } else if (role.index == 0 && !options.metrics_out.empty()) {
-    // A file left by an earlier run must not pass for this run's metrics.
-    if (unlink(options.metrics_out.c_str()) != 0 && errno != ENOENT) {
-      const int err = errno;
-      return Status::IOError("cannot remove old metrics file " + options.metrics_out + ": " + std::strerror(err) +
-                             " [" + std::to_string(err) + "]");
-    }
+    // A file left by an earlier run must not pass for this run's metrics; only
+    // such a file is removed (launch/old_metrics.h).
+    TETHER_RETURN_IF_ERROR(RemoveOldMetrics(options.metrics_out, "flag --metrics_out"));
     args.push_back("--metrics_out=" + options.metrics_out);
   }
   if (!options.resume_from.empty()) args.push_back("--resume_from=" + options.resume_from);

@@ -1,6 +1,7 @@
 #include "launch/job_summary.h"
 
 #include <glog/logging.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -37,7 +38,13 @@ int PrintJobSummary(const JobSummary& summary) {
   const std::string& metrics_out = summary.metrics_out;
   std::string headline;
   std::string workers = std::to_string(summary.num_workers) + " worker(s)";
-  if (!metrics_out.empty()) {
+  struct stat st {};
+  const bool written_through = !metrics_out.empty() && ::stat(metrics_out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  if (written_through) {
+    // A character device or FIFO (/dev/null, a pipe) is written through; it
+    // cannot be read back.
+    LOG(INFO) << "[launch] metrics written through to " << metrics_out << " (not a regular file: not read back)";
+  } else if (!metrics_out.empty()) {
     std::ifstream in(metrics_out);
     if (!in) {
       LOG(ERROR) << "[launch] job finished but the evaluating worker (rank 0, or the lowest rank left) wrote no metrics file "

@@ -3,7 +3,9 @@
 #include <glog/logging.h>
 
 #include "checkpoint/checkpoint.h"
+#include "core/job_inputs.h"
 #include "core/output_path.h"
+#include "launch/old_metrics.h"
 
 namespace tether {
 
@@ -24,10 +26,16 @@ Status CheckCountGiven(const std::string& flag, int value, bool given) {
 }
 
 Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config) {
-  if (!request.model_out.empty())
+  const std::vector<NamedInput> inputs = JobInputs(request.config_path, request.flagfile, config);
+  if (!request.model_out.empty()) {
     TETHER_RETURN_IF_ERROR(CheckWritableFile(request.model_out, "flag --model_out", false));
-  if (!request.metrics_out.empty())
-    TETHER_RETURN_IF_ERROR(CheckWritableFile(request.metrics_out, "flag --metrics_out", false));
+    TETHER_RETURN_IF_ERROR(CheckOutputNotInput(request.model_out, "flag --model_out", inputs));
+  }
+  if (!request.metrics_out.empty()) {
+    // Before the replaceable check: a data file there is named as the input it is.
+    TETHER_RETURN_IF_ERROR(CheckOutputNotInput(request.metrics_out, "flag --metrics_out", inputs));
+    TETHER_RETURN_IF_ERROR(CheckMetricsOutReplaceable(request.metrics_out, "flag --metrics_out"));
+  }
   if (const std::string& dir = config.train().metrics_dir(); !dir.empty()) {
     TETHER_RETURN_IF_ERROR(CheckWritableDir(dir, "train.metrics_dir (--metrics_dir)"));
     TETHER_RETURN_IF_ERROR(CheckMetricsDirFresh(dir, "train.metrics_dir (--metrics_dir)"));

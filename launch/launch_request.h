@@ -21,6 +21,7 @@ namespace tether {
 
 struct LaunchRequest {
   std::string config_path;            // --config
+  std::string flagfile;               // --flagfile as given; "" = none
   std::vector<std::string> overrides;  // the config override flags set, "--name=value", in the table's order
   std::string num_workers_flag;        // --num_workers as given (or set by --workers); "" = unset
   std::string transport = "tcp";       // tcp | ipc | inproc
@@ -62,7 +63,12 @@ Status CheckCountGiven(const std::string& flag, int value, bool given);
 
 /// The paths a launched job writes, checked before any process starts:
 /// --model_out and --metrics_out can be written (their folders exist and
-/// take files), train.metrics_dir can be made, and it holds no earlier
+/// take files; core/output_target.h: a link's target is written, a
+/// directory or socket refused, and --metrics_out may be a character device
+/// or FIFO, written through), neither is one of the job's inputs (the
+/// config, the flag file, the data files: core/job_inputs.h), an existing
+/// --metrics_out is an earlier run's metrics JSON (launch/old_metrics.h),
+/// train.metrics_dir can be made, and it holds no earlier
 /// run's JSON-lines files (CheckMetricsDirFresh), and checkpoint.dir can be
 /// made (CheckCheckpointDir). Not for engine mode, whose tasks start apart.
 /// Errors: InvalidArgument naming the flag or field, the path and the fix.

@@ -26,6 +26,7 @@
 #include "launch/process_table.h"
 #include "launch/server_deaths.h"
 #include "launch/launcher_run.h"
+#include "launch/old_metrics.h"
 #include "launch/temp_dir.h"
 #include "replication/chain_view.h"
 #include "worker/trainer.h"
@@ -62,13 +63,10 @@ Status Launcher::Setup() {
     const std::string path = options_.bin_dir + "/" + binary;
     if (access(path.c_str(), X_OK) != 0) return Status::NotFound(ErrnoText(path + " (expected next to tether-launch)"));
   }
-  if (!options_.metrics_out.empty()) {
-    // A file left by an earlier run must not pass for this run's metrics.
-    if (unlink(options_.metrics_out.c_str()) == 0)
-      LOG(INFO) << "[launch] removed old metrics file " << options_.metrics_out;
-    else if (errno != ENOENT)
-      return Status::IOError(ErrnoText("cannot remove old metrics file " + options_.metrics_out));
-  }
+  // A file left by an earlier run must not pass for this run's metrics; only
+  // such a file is removed (launch/old_metrics.h).
+  if (!options_.metrics_out.empty())
+    TETHER_RETURN_IF_ERROR(RemoveOldMetrics(options_.metrics_out, "flag --metrics_out"));
   return Status::OK();
 }
 

@@ -147,6 +147,7 @@ bool FlagGiven(const char* name) { return !gflags::GetCommandLineFlagInfoOrDie(n
 tether::LaunchRequest RequestFromFlags() {
   tether::LaunchRequest r;
   gflags::GetCommandLineOption("config", &r.config_path);
+  gflags::GetCommandLineOption("flagfile", &r.flagfile);
   gflags::GetCommandLineOption("num_workers", &r.num_workers_flag);
   r.overrides = tether::OverrideFlagsSet();
   r.transport = FLAGS_transport;

@@ -1,0 +1,92 @@
+// Only an earlier run's metrics JSON is removed before a job; anything else
+// at --metrics_out is refused and left as it is.
+#include "launch/old_metrics.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace tether {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMetrics[] = "{\"precision_at_1\": 0.5, \"train_seconds\": 1.5, \"samples_per_second\": 100}\n";
+
+class OldMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = std::getenv("TMPDIR");
+    dir_ = fs::path(base != nullptr ? base : "/tmp") /
+           ("old_metrics_test." + std::to_string(getpid()) + "." +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string In(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::ofstream(In(name)) << text;
+    return In(name);
+  }
+  static std::string Read(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  fs::path dir_;
+};
+
+TEST_F(OldMetricsTest, EarlierMetricsJsonIsRemoved) {
+  const std::string m = Write("m.json", kMetrics);
+  EXPECT_TRUE(IsMetricsJson(m));
+  ASSERT_TRUE(CheckMetricsOutReplaceable(m, "flag --metrics_out").ok());
+  ASSERT_TRUE(RemoveOldMetrics(m, "flag --metrics_out").ok());
+  EXPECT_FALSE(fs::exists(m));
+  // Nothing there: nothing to do.
+  EXPECT_TRUE(RemoveOldMetrics(m, "flag --metrics_out").ok());
+}
+
+TEST_F(OldMetricsTest, OtherFileIsRefusedAndKept) {
+  const std::string data = Write("test.txt", "1 1:0.5\n");
+  const std::string json = Write("other.json", "{\"train_seconds\": 1}\n");
+  for (const std::string& f : {data, json}) {
+    EXPECT_FALSE(IsMetricsJson(f));
+    const Status st = RemoveOldMetrics(f, "flag --metrics_out");
+    EXPECT_EQ(st.message(), "flag --metrics_out=" + f +
+                                ": holds a file that is not a Tether metrics JSON; tether-launch replaces only an "
+                                "earlier run's metrics there: give another file name, or move that file away");
+    EXPECT_EQ(CheckMetricsOutReplaceable(f, "flag --metrics_out").message(), st.message());
+  }
+  EXPECT_EQ(Read(data), "1 1:0.5\n");
+  EXPECT_EQ(Read(json), "{\"train_seconds\": 1}\n");
+}
+
+TEST_F(OldMetricsTest, LinkKeptAndItsTargetRemoved) {
+  const std::string m = Write("real.json", kMetrics);
+  fs::create_symlink(m, In("link.json"));
+  ASSERT_TRUE(RemoveOldMetrics(In("link.json"), "flag --metrics_out").ok());
+  EXPECT_FALSE(fs::exists(m));
+  EXPECT_TRUE(fs::is_symlink(In("link.json")));
+}
+
+TEST_F(OldMetricsTest, FifoIsLeftAsItIsAndDirectoryRefused) {
+  ASSERT_EQ(::mkfifo(In("pipe").c_str(), 0600), 0) << std::strerror(errno);
+  EXPECT_TRUE(RemoveOldMetrics(In("pipe"), "flag --metrics_out").ok());
+  EXPECT_TRUE(fs::is_fifo(In("pipe")));
+  fs::create_directories(In("d"));
+  EXPECT_EQ(RemoveOldMetrics(In("d"), "flag --metrics_out").message(),
+            "flag --metrics_out=" + In("d") + ": is a directory; give a file name");
+  EXPECT_TRUE(fs::is_directory(In("d")));
+}
+
+}  // namespace
+}  // namespace tether
