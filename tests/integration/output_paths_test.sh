@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Output paths never destroy what the job did not write (core/output_target.h):
+#   launch   tether-launch with --metrics_out naming the job's own test file
+#            (a copy, by its name and by a hard link) or config (by its name
+#            and by a symbolic link): exit 2 naming both flags, both files
+#            unchanged; an existing file that is no metrics JSON and a
+#            directory: exit 2, kept; a link to an earlier metrics JSON: the
+#            job writes the link's target and the link stays; a character
+#            device (mknod here, skipped where not permitted): written
+#            through, still a device.
+#   predict  tether-predict --output to a FIFO made here (read by a bounded
+#            reader: every prediction line arrives, the FIFO stays one), to a
+#            link (its target written, the link kept), to a character
+#            device; --output naming its own --input: exit 2, input unchanged.
+# Usage: output_paths_test.sh launch|predict BIN_DIR   (from the repository root)
+source "$(dirname "$0")/lib.sh"
+tether_test_init "$@"
+
+# refused RC TEXT COMMAND...: COMMAND (bounded: 60 s) exits RC and its
+# output holds TEXT.
+n=0
+refused() {
+  local want=$1 text=$2; shift 2
+  n=$((n + 1))
+  local log="$tmp/refused$n.log" rc=0
+  timeout -k 5 60 "$@" >"$log" 2>&1 || rc=$?
+  [ "$rc" = "$want" ] || fail "$* exited $rc, expected $want"
+  grep -qF -- "$text" "$log" || fail "$* did not say: $text (said: $(grep -v '^I' "$log" | tail -n 3))"
+  echo "exit $rc: $text"
+}
+# unchanged FILE SUM: FILE is still a regular file with the md5sum SUM.
+unchanged() {
+  [ -f "$1" ] && [ ! -L "$1" ] || fail "$1 is gone or no longer a regular file"
+  [ "$(md5sum < "$1")" = "$2" ] || fail "$1 was changed"
+}
+# device NAME: a character device like the null device, made in $tmp; false
+# (with a visible SKIP line) where mknod is not permitted.
+device() {
+  mknod "$tmp/$1" c 1 3 2>"$tmp/mknod.err" && return 0
+  echo "SKIP: mknod of a character device not permitted here ($(cat "$tmp/mknod.err")); the device case is left out"
+  return 1
+}
+
+case "$mode" in
+launch)
+  cp data/a9a/a9a.t.gz "$tmp/test.gz"
+  sed "s#\"../data/#\"$PWD/data/#" examples/a9a.pbtxt > "$tmp/job.pbtxt"
+  ln "$tmp/test.gz" "$tmp/hard.gz"
+  ln -s "$tmp/job.pbtxt" "$tmp/link.pbtxt"
+  test_sum=$(md5sum < "$tmp/test.gz")
+  job_sum=$(md5sum < "$tmp/job.pbtxt")
+  launch=("$bin/tether-launch" --config="$tmp/job.pbtxt" --test_file="$tmp/test.gz" --epochs=1 --transport=inproc)
+  refused 2 "flag --metrics_out=$tmp/test.gz is the same file as data.test_file=$tmp/test.gz" \
+    "${launch[@]}" --metrics_out="$tmp/test.gz"
+  refused 2 "flag --metrics_out=$tmp/hard.gz is the same file as data.test_file=$tmp/test.gz" \
+    "${launch[@]}" --metrics_out="$tmp/hard.gz"
+  refused 2 "flag --metrics_out=$tmp/job.pbtxt is the same file as flag --config=$tmp/job.pbtxt" \
+    "${launch[@]}" --metrics_out="$tmp/job.pbtxt"
+  refused 2 "flag --metrics_out=$tmp/link.pbtxt is the same file as flag --config=$tmp/job.pbtxt" \
+    "${launch[@]}" --metrics_out="$tmp/link.pbtxt"
+  unchanged "$tmp/test.gz" "$test_sum"
+  unchanged "$tmp/job.pbtxt" "$job_sum"
+  [ -L "$tmp/link.pbtxt" ] || fail "the link to the config was replaced"
+  echo "the test file and the config are unchanged"
+
+  echo "notes" > "$tmp/notes.txt"
+  refused 2 "flag --metrics_out=$tmp/notes.txt: holds a file that is not a Tether metrics JSON" \
+    "${launch[@]}" --metrics_out="$tmp/notes.txt"
+  [ "$(cat "$tmp/notes.txt")" = notes ] || fail "$tmp/notes.txt was changed"
+  mkdir "$tmp/folder"
+  refused 2 "flag --metrics_out=$tmp/folder: is a directory; give a file name" \
+    "${launch[@]}" --metrics_out="$tmp/folder"
+  [ -d "$tmp/folder" ] || fail "the folder given as --metrics_out is gone"
+
+  # A link to an earlier run's metrics: its target is written, the link stays.
+  timeout -k 5 120 "${launch[@]}" --metrics_out="$tmp/old.json" >"$tmp/first.log" 2>&1 || fail "a9a job failed"
+  ln -s old.json "$tmp/m.json"
+  timeout -k 5 120 "${launch[@]}" --metrics_out="$tmp/m.json" >"$tmp/linked.log" 2>&1 || fail "a9a job through a link failed"
+  [ -L "$tmp/m.json" ] || fail "the link given as --metrics_out was replaced"
+  grep -q "removed the earlier run's metrics file $tmp/old.json" "$tmp/linked.log" ||
+    fail "the earlier metrics behind the link were not named as removed"
+  [ "$(metric "$tmp/m.json" test_rows)" = 16281 ] || fail "the link's target holds no new metrics"
+  echo "a link as --metrics_out: its target rewritten, the link kept"
+
+  if device null; then
+    timeout -k 5 120 "${launch[@]}" --metrics_out="$tmp/null" >"$tmp/device.log" 2>&1 || fail "a9a job into a device failed"
+    [ -c "$tmp/null" ] || fail "the character device given as --metrics_out was replaced"
+    grep -q "metrics written through to $tmp/null" "$tmp/device.log" || fail "no line on the metrics written through"
+    echo "a character device as --metrics_out: written through, still a device"
+  fi
+  ;;
+predict)
+  timeout -k 5 120 "$bin/tether-worker" --config=examples/a9a.pbtxt --in_process --num_workers=1 --epochs=1 \
+    --model_out="$tmp/m.safetensors" >"$tmp/train.log" 2>&1 || fail "training the a9a model failed"
+  cp data/a9a/a9a.t.gz "$tmp/test.gz"
+  test_sum=$(md5sum < "$tmp/test.gz")
+  predict=("$bin/tether-predict" --model="$tmp/m.safetensors" --input="$tmp/test.gz" --format=libsvm --index_base=1)
+  refused 2 "flag --output=$tmp/test.gz is the same file as flag --input=$tmp/test.gz" \
+    "${predict[@]}" --output="$tmp/test.gz"
+  unchanged "$tmp/test.gz" "$test_sum"
+
+  # A FIFO: a bounded reader takes every line; the FIFO stays one.
+  mkfifo "$tmp/pipe"
+  timeout -k 5 60 cat "$tmp/pipe" >"$tmp/from_pipe.tsv" &
+  reader=$!
+  pids+=("$reader")
+  timeout -k 5 60 "${predict[@]}" --output="$tmp/pipe" >"$tmp/pipe.log" 2>&1 || fail "predicting into a FIFO failed"
+  wait_code "$reader"
+  [ "$rc" = 0 ] || fail "the FIFO's reader exited $rc"
+  pids=()
+  [ -p "$tmp/pipe" ] || fail "the FIFO given as --output was replaced"
+  [ "$(wc -l < "$tmp/from_pipe.tsv")" = 16281 ] || fail "the FIFO's reader got $(wc -l < "$tmp/from_pipe.tsv") lines"
+  echo "a FIFO as --output: 16281 lines read through it, still a FIFO"
+
+  echo old > "$tmp/real.tsv"
+  ln -s real.tsv "$tmp/p.tsv"
+  timeout -k 5 60 "${predict[@]}" --output="$tmp/p.tsv" >"$tmp/link.log" 2>&1 || fail "predicting through a link failed"
+  [ -L "$tmp/p.tsv" ] || fail "the link given as --output was replaced"
+  cmp -s "$tmp/real.tsv" "$tmp/from_pipe.tsv" || fail "the link's target does not hold the predictions"
+  echo "a link as --output: its target holds the predictions, the link kept"
+
+  if device null; then
+    timeout -k 5 60 "${predict[@]}" --output="$tmp/null" --metrics_out="$tmp/null" >"$tmp/device.log" 2>&1 ||
+      fail "predicting into a device failed"
+    [ -c "$tmp/null" ] || fail "the character device given as --output was replaced"
+    echo "a character device as --output and --metrics_out: written through, still a device"
+  fi
+  ;;
+*) fail "unknown mode $mode" ;;
+esac
+echo PASS
