@@ -61,8 +61,9 @@ bool NeedsChunks(zmq::socket_t& socket, size_t header_bytes, const Message& m) {
 // (core/net/chunk_wire.h). No chunk spans two of the frames, so every
 // payload is sent from its frame's own bytes. `write` (may be empty) writes
 // the values up to the end of each values chunk before that chunk is sent.
-Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes, const std::string& peer,
-                   const std::function<void(size_t)>& write) {
+// On a ROUTER (`identity` non-null) each chunk follows the peer's identity.
+Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes, const std::string* identity,
+                   const std::string& peer, const std::function<void(size_t)>& write) {
   auto body = std::make_shared<ChunkedBody>();
   body->header = std::move(*header_bytes);
   body->keys = std::move(m->keys);
@@ -92,6 +93,9 @@ Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes,
       zmq::message_t tag(i == 0 ? lead.data() : kChunkContinueTag, i == 0 ? lead.size() : kChunkTagBytes);
       zmq::message_t payload(const_cast<char*>(chunks[i].data), chunks[i].size, &ReleaseBody,
                              new std::shared_ptr<ChunkedBody>(body));
+      if (identity != nullptr &&
+          !Uninterrupted([&] { return socket.send(zmq::buffer(*identity), zmq::send_flags::sndmore); }))
+        return Status::Unavailable("send to " + peer + " timed out (queue full)");
       if (!Uninterrupted([&] { return socket.send(tag, zmq::send_flags::sndmore); }) ||
           !Uninterrupted([&] { return socket.send(payload, zmq::send_flags::none); }))
         return Status::Unavailable("send to " + peer + " timed out (queue full)");
@@ -118,11 +122,13 @@ Status SerializeForSend(const Message& m, const std::string& peer, std::string* 
 // Sends m's frames (plain or in chunks), with `write` called as
 // Message::write_values says.
 Status SendFrames(zmq::socket_t& socket, Message* m, const std::string* identity, const std::string& peer,
-                  const std::function<void(size_t)>& write) {
+                  const std::function<void(size_t)>& write, bool router_chunks = false) {
   std::string header_bytes;
   TETHER_RETURN_IF_ERROR(SerializeForSend(*m, peer, &header_bytes));
   if (identity == nullptr && NeedsChunks(socket, header_bytes.size(), *m))
-    return SendChunked(socket, m, &header_bytes, peer, write);
+    return SendChunked(socket, m, &header_bytes, nullptr, peer, write);
+  if (router_chunks && m->keys.size() + m->values.size() > kShardFrameBytes)
+    return SendChunked(socket, m, &header_bytes, identity, peer, write);
   if (write) write(m->values.size());
   try {
     // Blocking sends: a full queue makes the sender wait (bounded by the
@@ -267,6 +273,15 @@ Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identit
   const std::function<void(size_t)> write = std::move(m->write_values);
   m->write_values = nullptr;
   const Status st = SendFrames(socket, m, identity, peer, write);
+  if (write) write(values_bytes);
+  return st;
+}
+
+Status SendMessageInChunks(zmq::socket_t& socket, Message* m, const std::string& identity, const std::string& peer) {
+  const size_t values_bytes = m->values.size();
+  const std::function<void(size_t)> write = std::move(m->write_values);
+  m->write_values = nullptr;
+  const Status st = SendFrames(socket, m, &identity, peer, write, /*router_chunks=*/true);
   if (write) write(values_bytes);
   return st;
 }

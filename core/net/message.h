@@ -81,6 +81,20 @@ Status ValidateFrames(const Message& m, const std::string& peer);
 Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
                    const std::string& peer);
 
+/// SendMessage to the peer `identity` of a ROUTER socket, a message whose
+/// keys and values together exceed kShardFrameBytes as chunks of at most
+/// kShardFrameBytes (core/net/chunk_wire.h), each chunk after the identity
+/// frame; a smaller one as SendMessage sends it. Only for a peer that joins
+/// chunked replies (a worker of protocol version 9 or later,
+/// core/net/reply_joiner.h). Message::write_values is called before each
+/// values chunk is queued, so that writing the next chunk overlaps ZeroMQ's
+/// I/O thread sending the last, and with values.size() before this
+/// returns, sent or not. The chunks go one after the other from this call:
+/// nothing else is sent to the peer in between. Errors as SendMessage's; a
+/// failure after the first chunk leaves the peer a truncated stream, which
+/// it drops at the next lead.
+Status SendMessageInChunks(zmq::socket_t& socket, Message* m, const std::string& identity, const std::string& peer);
+
 /// SendMessage to the peer `identity` of a ROUTER socket (ZMQ_ROUTER_MANDATORY
 /// set) without waiting: a peer whose queue is full (it stopped reading)
 /// gets nothing and the call returns Unavailable "queue full" at once, so

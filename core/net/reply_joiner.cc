@@ -1,0 +1,175 @@
+#include "core/net/reply_joiner.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "core/net/chunk_wire.h"
+
+namespace tether {
+
+void ReplyJoiner::Reset() {
+  active_ = false;
+  skipping_ = false;
+  filled_ = 0;
+  header_.clear();
+  keys_.rebuild(size_t{0});
+  values_.rebuild(size_t{0});
+}
+
+Status ReplyJoiner::Recv(zmq::socket_t& socket, Message* m) {
+  if (!cut_.ok()) return std::exchange(cut_, Status::OK());
+  std::vector<zmq::message_t> frames;
+  while (true) {
+    frames.clear();
+    try {
+      while (true) {
+        zmq::message_t f;
+        bool got = false;
+        while (true) {
+          try {
+            got = socket.recv(f, zmq::recv_flags::dontwait).has_value();
+            break;
+          } catch (const zmq::error_t& e) {
+            if (e.num() != EINTR) throw;
+          }
+        }
+        if (!got) {
+          if (frames.empty()) return Status::Unavailable("no message ready");
+          return Status::DataLoss("from " + server_ + ": truncated multipart message");
+        }
+        const bool more = f.more();
+        frames.push_back(std::move(f));
+        if (!more) break;
+        if (frames.size() > 8) {
+          // The rest is drained, so the next read starts on a message
+          // boundary (no Tether message has more than 3 frames here).
+          zmq::message_t rest;
+          while (socket.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
+          }
+          break;
+        }
+      }
+    } catch (const zmq::error_t& e) {
+      return Status::IOError("receive from " + server_ + ": " + e.what());
+    }
+    bool complete = false;
+    const Status st = Take(&frames, m, &complete);
+    if (complete || !st.ok()) return st;
+  }
+}
+
+Status ReplyJoiner::Take(std::vector<zmq::message_t>* frames, Message* m, bool* complete) {
+  *complete = false;
+  uint32_t h = 0;
+  uint64_t k = 0, v = 0;
+  const ChunkKind kind =
+      frames->size() == 2 ? ParseChunkTag((*frames)[0].data(), (*frames)[0].size(), &h, &k, &v) : ChunkKind::kNone;
+  if (kind == ChunkKind::kNone) {
+    if (active_)
+      cut_ = Status::DataLoss("from " + server_ + ": a chunked reply of " + std::to_string(total()) + " bytes ended after " +
+                              std::to_string(filled_) + " (another message followed)");
+    Reset();
+    *complete = true;
+    const Status st = DecodeMessage(frames, m, nullptr);
+    return st.ok() ? st : Status::DataLoss("from " + server_ + ": " + st.message());
+  }
+  const zmq::message_t& payload = (*frames)[1];
+  chunk_bytes_ += payload.size();
+  if (kind == ChunkKind::kMore && !active_) {
+    if (skipping_) return Status::OK();  // the rest of a stream refused before
+    skipping_ = true;
+    return Status::DataLoss("from " + server_ + ": a chunk of " + std::to_string(payload.size()) +
+                            " bytes continues no reply (no lead chunk before it)");
+  }
+  if (kind == ChunkKind::kLead) TETHER_RETURN_IF_ERROR(StartReply((*frames)[0]));
+  if (payload.size() > total() - filled_) {
+    const uint64_t announced = total();
+    Reset();
+    skipping_ = true;
+    return Status::DataLoss("from " + server_ + ": a chunked reply's chunks carry more than the " +
+                            std::to_string(announced) + " bytes its lead chunk announced");
+  }
+  Fill(static_cast<const char*>(payload.data()), payload.size());
+  if (filled_ == total()) {
+    *complete = true;
+    return Finish(m);
+  }
+  // A new lead that cut a stream short: the new reply is kept, the cut
+  // one reported now.
+  return std::exchange(cut_, Status::OK());
+}
+
+Status ReplyJoiner::StartReply(const zmq::message_t& tag) {
+  uint32_t h = 0;
+  uint64_t k = 0, v = 0;
+  ParseChunkTag(tag.data(), tag.size(), &h, &k, &v);
+  if (active_)
+    cut_ = Status::DataLoss("from " + server_ + ": a chunked reply of " + std::to_string(total()) + " bytes ended after " +
+                            std::to_string(filled_) + " (a new one began)");
+  Reset();
+  if (h > kMaxHeaderBytes || k > max_frame_bytes_ || v > max_frame_bytes_) {
+    skipping_ = true;
+    return Status::DataLoss("from " + server_ + ": a chunked reply announces a header of " + std::to_string(h) +
+                            " bytes and frames of " + std::to_string(k) + " and " + std::to_string(v) +
+                            " bytes: above the limits (" + std::to_string(kMaxHeaderBytes) + ", " +
+                            std::to_string(max_frame_bytes_) + ")");
+  }
+  try {
+    header_.reserve(h);
+    keys_.rebuild(k);
+    values_ = pool_ != nullptr ? pool_->Take(v) : zmq::message_t(v);
+  } catch (const std::bad_alloc&) {
+    Reset();
+    skipping_ = true;
+    return Status::ResourceExhausted("from " + server_ + ": no memory for a chunked reply of " +
+                                     std::to_string(k + v) + " bytes");
+  }
+  active_ = true;
+  header_bytes_ = h;
+  keys_bytes_ = k;
+  values_bytes_ = v;
+  return Status::OK();
+}
+
+void ReplyJoiner::Fill(const char* data, uint64_t n) {
+  while (n > 0) {
+    uint64_t at = filled_, take = 0;
+    if (at < header_bytes_) {
+      take = std::min<uint64_t>(n, header_bytes_ - at);
+      header_.append(data, take);
+    } else if ((at -= header_bytes_) < keys_bytes_) {
+      take = std::min<uint64_t>(n, keys_bytes_ - at);
+      std::memcpy(static_cast<char*>(keys_.data()) + at, data, take);
+    } else {
+      at -= keys_bytes_;
+      take = std::min<uint64_t>(n, values_bytes_ - at);
+      std::memcpy(static_cast<char*>(values_.data()) + at, data, take);
+    }
+    filled_ += take;
+    data += take;
+    n -= take;
+  }
+}
+
+Status ReplyJoiner::Finish(Message* m) {
+  m->header.Clear();
+  m->first_non_finite = Message::kNotScanned;
+  m->received_values_bytes = 0;
+  const bool parsed = m->header.ParseFromString(header_);
+  const size_t header_bytes = header_.size();
+  m->keys = std::move(keys_);
+  m->values = std::move(values_);
+  Reset();
+  if (!parsed) {
+    m->header.Clear();
+    m->keys.rebuild(size_t{0});
+    m->values.rebuild(size_t{0});
+    return Status::DataLoss("from " + server_ + ": a chunked reply's header does not parse (" +
+                            std::to_string(header_bytes) + " bytes)");
+  }
+  return ValidateFrames(*m, server_);
+}
+
+}  // namespace tether
