@@ -26,11 +26,13 @@ inline constexpr uint64_t kMaxFrameBytes = 1ull << 30;
 /// (MessageHeader.value_encoding, TableSpec.pull_wire and push_wire); 7:
 /// CLOCK carries the worker's rows trained (ClockBody.samples) and parks a
 /// worker at a round (ClockBody.parked); 8: chunks to a server shard of up
-/// to kShardFrameBytes (were kListenerFrameBytes).
+/// to kShardFrameBytes (were kListenerFrameBytes); 9: a shard's float32
+/// PULL_REPLY larger than kShardFrameBytes comes to the worker in chunks
+/// (core/net/reply_joiner.h).
 /// MessageHeader.protocol_version keeps its
 /// field number in every version, so a peer of any version is refused at
 /// HELLO naming both.
-inline constexpr uint32_t kProtocolVersion = 8;
+inline constexpr uint32_t kProtocolVersion = 9;
 
 /// Largest frame a listening socket takes from a peer by default (bytes):
 /// its ZMQ_MAXMSGSIZE, less kListenerFrameSlackBytes for ZMTP and CURVE

@@ -3,11 +3,13 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 
 #include "core/net/value_frames.h"
 #include "core/partition.h"
 #include "core/wire_codec.h"
+#include "core/wire_limits.h"
 #include "optim/schedule.h"
 
 namespace tether {
@@ -149,8 +151,10 @@ void KvService::ServePull(const std::string& identity, const Message& m, const s
   if (IsRowTable(t.spec()) && h.pull().absent_as_zeros()) {
     FillValuesIfPresent(t, m.KeyData(&key_scratch_), h.num_keys(), &reply);
   } else {
-    filled = FillValues(t, IsDenseTable(t.spec()) || offsets != nullptr ? nullptr : m.KeyData(&key_scratch_),
-                        h.num_keys(), &reply, offsets);
+    const uint64_t* keys = IsDenseTable(t.spec()) || offsets != nullptr ? nullptr : m.KeyData(&key_scratch_);
+    bool while_sent = false;
+    filled = FillWhileSent(t, keys, h.num_keys(), offsets, &reply, &while_sent);
+    if (filled.ok() && !while_sent) filled = FillValues(t, keys, h.num_keys(), &reply, offsets);
   }
   if (!filled.ok()) {
     Refuse(identity, h, "PULL from worker " + std::to_string(h.sender_rank()) + ": " + filled.message());
@@ -163,6 +167,49 @@ void KvService::ServePull(const std::string& identity, const Message& m, const s
     NoteSent(t, h.sender_rank(), IsDenseTable(t.spec()) || offsets != nullptr ? nullptr : m.KeyData(&key_scratch_),
              h.num_keys(), offsets);
   outbox_->Send(identity, &reply, h.sender_rank());
+}
+
+Status KvService::FillWhileSent(ServerTable& t, const uint64_t* keys, uint64_t n, const std::vector<uint64_t>* offsets,
+                                Message* reply, bool* deferred) {
+  *deferred = false;
+  const bool dense = IsDenseTable(t.spec());
+  // A budgeted table's pull touches its rows (eviction order); a delay-
+  // compensated one notes the rows read: both are filled at once.
+  if (IsHalfWire(t.spec().pull_wire()) || t.delay_compensated() || (!dense && t.budgeted())) return Status::OK();
+  const uint32_t dim = dense ? 1 : t.spec().dim();
+  const uint64_t count = dense ? t.dense_end() - t.dense_begin() : n * dim;
+  const uint64_t bytes = count * sizeof(float);
+  if (bytes <= kShardFrameBytes || !outbox_->WritesValuesWhileSending(bytes)) return Status::OK();
+  // The lookups (they may fail, and they create rows) are made now; only
+  // the copy waits for the send.
+  const uint64_t* at = offsets != nullptr ? offsets->data() : nullptr;
+  if (!dense && at == nullptr) TETHER_RETURN_IF_ERROR(t.LookUpRows(keys, n, &at));
+  reply->values = reply_pool_.Take(bytes);
+  float* out = static_cast<float*>(reply->values.data());
+  if (dense) {
+    const ServerTable* table = &t;
+    reply->write_values = [table, out, count, done = uint64_t{0}](size_t end) mutable {
+      const uint64_t through = std::min<uint64_t>(count, (end + sizeof(float) - 1) / sizeof(float));
+      if (through > done) std::memcpy(out + done, table->dense_values() + done, (through - done) * sizeof(float));
+      done = std::max(done, through);
+    };
+    reply->header.set_num_values(count);
+  } else {
+    // `at` (the key list's, held by the caller, or the table's own lookup
+    // scratch) stays valid: the reply is sent inside this pull's
+    // Outbox::Send, with no other request served in between.
+    const size_t row_bytes = size_t{dim} * sizeof(float);
+    const ServerTable* table = &t;
+    reply->write_values = [table, at, out, n, dim, row_bytes, done = uint64_t{0}](size_t end) mutable {
+      const uint64_t through = std::min<uint64_t>(n, (end + row_bytes - 1) / row_bytes);
+      if (through > done) table->PullRowsAt(at + done, through - done, out + done * dim);
+      done = std::max(done, through);
+    };
+    reply->header.set_value_dim(dim);
+    reply->header.set_num_values(count);
+  }
+  *deferred = true;
+  return Status::OK();
 }
 
 void KvService::NoteSent(ServerTable& t, int rank, const uint64_t* keys, uint64_t n,

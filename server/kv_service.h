@@ -177,6 +177,15 @@ class KvService {
   // slice (dense tables) or the rows of `keys` (n keys, row tables).
   // Errors: the table's (rows past its limit); nothing is filled then.
   // With `offsets` (a key list's rows) the keys are not looked up.
+  // A float32 PULL reply larger than one chunk (kShardFrameBytes) to an
+  // Outbox that writes values while it sends (a shard's socket to a worker
+  // of protocol 9 or later): its frame is taken and the rows' lookups made
+  // now, their copy set as reply->write_values, so that the shard copies
+  // chunk i + 1 while ZeroMQ sends chunk i. *deferred: it did so (else
+  // FillValues fills the reply). Not for 16-bit, budgeted or
+  // delay-compensated tables. Errors: as FillValues.
+  Status FillWhileSent(ServerTable& t, const uint64_t* keys, uint64_t n, const std::vector<uint64_t>* offsets,
+                       Message* reply, bool* deferred);
   Status FillValues(ServerTable& t, const uint64_t* keys, uint64_t n, Message* reply,
                     const std::vector<uint64_t>* offsets = nullptr);
   // FillValues for a PULL with absent_as_zeros (row tables): absent keys

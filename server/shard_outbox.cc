@@ -2,12 +2,37 @@
 
 #include <glog/logging.h>
 
+#include "core/wire_limits.h"
 
 namespace tether {
 
+void ShardOutbox::set_socket(zmq::socket_t* socket) {
+  socket_ = socket;
+  inproc_ = false;
+  if (socket_ == nullptr) return;
+  try {
+    inproc_ = socket_->get(zmq::sockopt::last_endpoint).rfind("inproc://", 0) == 0;
+  } catch (const zmq::error_t&) {
+    inproc_ = true;  // cannot tell: sent whole, as every peer takes it
+  }
+}
+
+bool ShardOutbox::WritesValuesWhileSending(uint64_t values_bytes) const {
+  return socket_ != nullptr && !inproc_ && replies_ == nullptr && link_ == nullptr && values_bytes > kShardFrameBytes;
+}
+
+void ShardOutbox::WriteNow(Message* reply) {
+  if (!reply->write_values) return;
+  reply->write_values(reply->values.size());
+  reply->write_values = nullptr;
+}
+
 void ShardOutbox::Send(const std::string& identity, Message* reply, int rank) {
   // Muted too: a copy of the shard records what its primary sent.
-  if (replies_ != nullptr) replies_->Sent(identity, *reply, rank);
+  if (replies_ != nullptr) {
+    WriteNow(reply);
+    replies_->Sent(identity, *reply, rank);
+  }
   Deliver(identity, reply, rank);
 }
 
@@ -15,10 +40,12 @@ void ShardOutbox::Resend(const std::string& identity, Message* reply, int rank) 
 
 void ShardOutbox::Deliver(const std::string& identity, Message* reply, int rank) {
   if (socket_ == nullptr) {
+    WriteNow(reply);  // its owner's state is read now or never
     ++muted_;
     return;
   }
   if (link_ != nullptr && (link_->log().commit() < link_->log().applied() || !held_.empty())) {
+    WriteNow(reply);  // the rows as they are at the pull, not at the release
     held_.push_back(Held{link_->log().applied(), identity, std::move(*reply), rank});
     return;
   }
@@ -58,7 +85,11 @@ void ShardOutbox::SendNow(const std::string& identity, Message* reply, int rank)
   // A reply's server_stopping: this shard was told to stop (TellStopping).
   if (stopping_->load()) reply->header.set_server_stopping(true);
   const std::string peer = rank >= 0 ? "worker " + std::to_string(rank) : "unregistered peer";
-  Status st = SendMessage(*socket_, reply, &identity, peer);
+  // A reply whose values are still to be written (a large float32 pull:
+  // KvService::FillWhileSent) goes in chunks, each written just before it
+  // is queued, so the copy overlaps the transfer; inproc:// has no wire.
+  Status st = reply->write_values && !inproc_ ? SendMessageInChunks(*socket_, reply, identity, peer)
+                                              : SendMessage(*socket_, reply, &identity, peer);
   if (!st.ok()) {
     ++stats_->send_failures;
     if (rank >= 0) {

@@ -45,7 +45,7 @@ class ShardOutbox final : public Outbox {
       : Outbox(std::move(log_prefix)), incarnation_(incarnation), stopping_(stopping), stats_(stats) {}
 
   /// The socket to send on (the shard's, once bound); null: muted.
-  void set_socket(zmq::socket_t* socket) { socket_ = socket; }
+  void set_socket(zmq::socket_t* socket);
   /// Messages dropped because there is no socket.
   uint64_t muted() const { return muted_; }
   /// The primary's replica link (null: the shard is not replicated, or is a
@@ -67,6 +67,13 @@ class ShardOutbox final : public Outbox {
   void set_reply_cache(ReplyCache* cache) { replies_ = cache; }
 
   void Send(const std::string& identity, Message* reply, int rank) override;
+  /// True on a tcp:// or ipc:// socket of a shard that is not replicated:
+  /// a large reply whose values are written while it is sent goes in
+  /// chunks (SendMessageInChunks), each chunk's rows written just before
+  /// it is queued. A replicated shard records each reply in its reply
+  /// cache and may hold it for the replicas' acknowledgements: it is
+  /// written at once there, as on a muted or inproc:// socket.
+  bool WritesValuesWhileSending(uint64_t values_bytes) const override;
   /// Sends a reply the reply cache kept (ReplyCache::Take's kResend) again:
   /// held and stamped as any reply is now, not recorded a second time.
   void Resend(const std::string& identity, Message* reply, int rank);
@@ -92,12 +99,15 @@ class ShardOutbox final : public Outbox {
   // Send less the record: muted, held until committed, or sent now.
   void Deliver(const std::string& identity, Message* reply, int rank);
   void SendNow(const std::string& identity, Message* reply, int rank);
+  // Writes the values of a reply not sent while it is written.
+  static void WriteNow(Message* reply);
   uint64_t generation() const { return link_ != nullptr ? link_->generation() : generation_; }
 
   uint64_t incarnation_;
   const std::atomic<bool>* stopping_;
   ServerStats* stats_;
   zmq::socket_t* socket_ = nullptr;
+  bool inproc_ = false;  // socket_ is bound to inproc:// (no wire: sent whole)
   ReplyCache* replies_ = nullptr;
   uint64_t muted_ = 0;
   uint64_t lost_unregistered_ = 0;

@@ -1,5 +1,8 @@
 // The chunk framing of messages sent to a server shard whose frames exceed
-// kShardFrameBytes (core/wire_limits.h). A Tether message is then the byte
+// kShardFrameBytes (core/wire_limits.h), and of a shard's large float32
+// PULL_REPLY to a worker (protocol version 9: each chunk after the
+// worker's identity frame on the shard's ROUTER socket; joined by
+// core/net/reply_joiner.h). A Tether message is then the byte
 // stream header | keys | values, cut into ZeroMQ messages of two frames
 // each, [tag][payload ≤ kShardFrameBytes]:
 //   lead  tag: "TQCL", u32 header bytes, u64 keys bytes, u64 values bytes

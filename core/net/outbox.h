@@ -25,6 +25,14 @@ class Outbox {
   /// log and count.
   virtual void Send(const std::string& identity, Message* reply, int rank) = 0;
 
+  /// Whether Send may be given a reply of `values_bytes` whose values are
+  /// still to be written (Message::write_values): Send then calls it,
+  /// through values.size(), before it returns, whatever becomes of the
+  /// reply (the shard's socket writes each chunk just before it queues
+  /// it). An Outbox that cannot says false (the default): the caller
+  /// writes the values before Send.
+  virtual bool WritesValuesWhileSending(uint64_t /*values_bytes*/) const { return false; }
+
   /// Whether the peer at `identity` still has a live connection (a second
   /// claim on a rank is refused while the first holder's is; a worker
   /// removed for silence is told only when it can still hear it). An

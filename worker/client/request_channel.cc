@@ -205,6 +205,7 @@ Status RequestChannel::Connect() {
     if (options_.claim_lookup != nullptr) options_.claim_lookup->Known(static_cast<int>(shard), ep);
     TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, o));
     sockets_.push_back(std::move(s));
+    joiners_.emplace_back("server " + ep, kMaxFrameBytes, &frame_pool_);
   }
   for (auto& s : sockets_) poll_items_.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   for (auto& m : monitors_) poll_items_.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
@@ -460,9 +461,11 @@ Status RequestChannel::DrainReplies(int s) {
   // inproc they are the shard's pooled buffers, which it can reuse only then.
   Message reply;
   while (true) {
-    Status st = RecvMessage(sockets_[s], &reply, nullptr);
+    // A chunked reply is joined here as its chunks arrive; what follows
+    // sees it as a whole one.
+    Status st = joiners_[s].Recv(sockets_[s], &reply);
     if (st.code() == Status::Code::kUnavailable) break;
-    if (!st.ok()) return Status::DataLoss(log_prefix_ + "from server " + options_.servers[s] + ": " + st.message());
+    if (!st.ok()) return Status::DataLoss(log_prefix_ + st.message());
     if (!CurrentGeneration(s, reply.header) || !SameServerProcess(s, reply.header.server_incarnation())) continue;
     if (reply.header.chain_endpoints_size() > 0) FollowNewChain(s, reply.header);
     if (reply.header.server_stopping() && stopping_shard_ < 0) {

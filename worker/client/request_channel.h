@@ -133,6 +133,7 @@
 #include "worker/client/wire_bytes.h"
 #include "core/stall_watch.h"
 #include "core/net/message.h"
+#include "core/net/reply_joiner.h"
 #include "core/net/server_lookup.h"
 #include "core/net/transport.h"
 #include "core/status.h"
@@ -516,6 +517,9 @@ class RequestChannel {
   // channel goes keep the pool's buffers alive on their own.
   FramePool frame_pool_;
   std::vector<zmq::socket_t> sockets_;
+  // Per shard: its large float32 pull replies arrive in chunks (protocol 9),
+  // joined into frames of frame_pool_ as they come.
+  std::vector<ReplyJoiner> joiners_;
   std::vector<zmq::pollitem_t> poll_items_;
   std::vector<int> outstanding_;  // per shard
   SlotPool<Pending> pending_;

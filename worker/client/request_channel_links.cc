@@ -312,6 +312,8 @@ Status RequestChannel::MoveSocket(int shard, const std::string& endpoint, std::d
   Status st = ReconnectDealer(sockets_[shard], options_.servers[shard], endpoint);
   options_.servers[shard] = endpoint;
   if (options_.claim_lookup != nullptr) options_.claim_lookup->Known(shard, endpoint);
+  // The rest of a reply in progress will not come from the new endpoint.
+  joiners_[shard] = ReplyJoiner("server " + endpoint, kMaxFrameBytes, &frame_pool_);
   links_[shard].failed_handshakes = 0;
   links_[shard].refused_connects = 0;
   // What was queued for the old endpoint was dropped with it.
