@@ -25,7 +25,7 @@ JobConfig SgdJob(int servers, int workers, int64_t features, int64_t labels, int
   return c;
 }
 
-ShardThread::ShardThread(const JobConfig& config, int shard, const ShardOptions& options) : server_(config, shard) {
+ShardThread::ShardThread(const JobConfig& config, int shard, const ShardOptions& options) : server_(config, shard, options.context) {
   if (options.key_list_cache_bytes) server_.set_key_list_cache_bytes(*options.key_list_cache_bytes);
   if (options.input_listener) server_.SetInputListener(options.input_listener);
   const Status st = server_.Bind(options.endpoint);

@@ -65,6 +65,9 @@ struct ShardOptions {
   std::string endpoint = "tcp://127.0.0.1:0";
   std::optional<uint64_t> key_list_cache_bytes;
   std::function<void(const std::string& identity, const Message& m)> input_listener;
+  /// The ZeroMQ context (an inproc:// endpoint's peers share it); null:
+  /// the shard's own. Must outlive the shard.
+  zmq::context_t* context = nullptr;
 };
 
 class ShardThread {
