@@ -52,6 +52,11 @@ inline constexpr uint64_t kListenerFrameBytes = 16u << 10;
 /// a 16 MiB push moves in 64 frames, where 16 KiB frames took 1,024 and
 /// 2.2–2.7× the time on loopback (docs/PERFORMANCE.md).
 inline constexpr uint64_t kShardFrameBytes = 256u << 10;
+/// Largest chunk of a shard's chunked PULL_REPLY (bytes; a worker's socket
+/// takes frames up to kMaxFrameBytes, so this is the sender's choice): the
+/// first chunk is written before anything is sent, and each chunk is a
+/// ZeroMQ message the worker wakes for.
+inline constexpr uint64_t kReplyChunkBytes = 1u << 20;
 /// Most bytes of frames a server shard's socket queues per connection
 /// before it stops reading that connection (TCP then holds the sender
 /// back; nothing is dropped): a peer that has not said HELLO cannot make a

@@ -179,7 +179,7 @@ Status KvService::FillWhileSent(ServerTable& t, const uint64_t* keys, uint64_t n
   const uint32_t dim = dense ? 1 : t.spec().dim();
   const uint64_t count = dense ? t.dense_end() - t.dense_begin() : n * dim;
   const uint64_t bytes = count * sizeof(float);
-  if (bytes <= kShardFrameBytes || !outbox_->WritesValuesWhileSending(bytes)) return Status::OK();
+  if (bytes <= kReplyChunkBytes || !outbox_->WritesValuesWhileSending(bytes)) return Status::OK();
   // The lookups (they may fail, and they create rows) are made now; only
   // the copy waits for the send.
   const uint64_t* at = offsets != nullptr ? offsets->data() : nullptr;

@@ -177,7 +177,7 @@ class KvService {
   // slice (dense tables) or the rows of `keys` (n keys, row tables).
   // Errors: the table's (rows past its limit); nothing is filled then.
   // With `offsets` (a key list's rows) the keys are not looked up.
-  // A float32 PULL reply larger than one chunk (kShardFrameBytes) to an
+  // A float32 PULL reply larger than one chunk (kReplyChunkBytes) to an
   // Outbox that writes values while it sends (a shard's socket to a worker
   // of protocol 9 or later): its frame is taken and the rows' lookups made
   // now, their copy set as reply->write_values, so that the shard copies

@@ -18,7 +18,7 @@ void ShardOutbox::set_socket(zmq::socket_t* socket) {
 }
 
 bool ShardOutbox::WritesValuesWhileSending(uint64_t values_bytes) const {
-  return socket_ != nullptr && !inproc_ && replies_ == nullptr && link_ == nullptr && values_bytes > kShardFrameBytes;
+  return socket_ != nullptr && !inproc_ && replies_ == nullptr && link_ == nullptr && values_bytes > kReplyChunkBytes;
 }
 
 void ShardOutbox::WriteNow(Message* reply) {

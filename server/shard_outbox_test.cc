@@ -232,19 +232,19 @@ TEST(ShardOutboxTest, LargeRepliesAreWrittenChunkByChunkOnlyOverAWire) {
   std::atomic<bool> stopping{false};
   ServerStats stats;
   ShardOutbox outbox("[server 0] ", kIncarnation, &stopping, &stats);
-  EXPECT_FALSE(outbox.WritesValuesWhileSending(kShardFrameBytes));  // muted
+  EXPECT_FALSE(outbox.WritesValuesWhileSending(kReplyChunkBytes));  // muted
   outbox.set_socket(&router);
-  EXPECT_TRUE(outbox.WritesValuesWhileSending(kShardFrameBytes + 1));
-  EXPECT_FALSE(outbox.WritesValuesWhileSending(kShardFrameBytes));
+  EXPECT_TRUE(outbox.WritesValuesWhileSending(kReplyChunkBytes + 1));
+  EXPECT_FALSE(outbox.WritesValuesWhileSending(kReplyChunkBytes));
 
-  const uint64_t floats = 3 * kShardFrameBytes / sizeof(float) + 5;
+  const uint64_t floats = 3 * kReplyChunkBytes / sizeof(float) + 5;
   std::vector<size_t> ends;
   Message reply = PullReplyWrittenLater(2, floats, &ends);
   zmq::message_t keep;
   keep.copy(reply.values);
   outbox.Send("w0", &reply, 0);
   const size_t bytes = floats * sizeof(float);
-  EXPECT_EQ(ends, (std::vector<size_t>{kShardFrameBytes, 2 * kShardFrameBytes, 3 * kShardFrameBytes, bytes, bytes}));
+  EXPECT_EQ(ends, (std::vector<size_t>{kReplyChunkBytes, 2 * kReplyChunkBytes, 3 * kReplyChunkBytes, bytes, bytes}));
   ReplyJoiner joiner("server 0");
   Message got;
   zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};

@@ -21,8 +21,8 @@ namespace tether {
 namespace {
 
 constexpr uint32_t kDim = 64;
-constexpr uint64_t kRows = 5000;       // 1.28 MB of rows: 5 chunks on one shard
-constexpr uint64_t kDense = 300000;    // 1.2 MB: over one chunk on each of two shards
+constexpr uint64_t kRows = 10000;      // 2.56 MB of rows: 3 chunks on one shard
+constexpr uint64_t kDense = 600000;    // 2.4 MB: over one chunk on each of two shards
 
 JobConfig Job(int servers) {
   JobConfig c;
@@ -111,7 +111,7 @@ TEST(ChunkedPullTest, LargeFloat32PullsArriveAsPushedOverTcpAndInproc) {
     dense[i] = 0.5f * static_cast<float>(i % 1021) + 0.25f;
     twice[i] = dense[i] + dense[i];
   }
-  ASSERT_GT(rows.size() * sizeof(float), 4 * kShardFrameBytes);
+  ASSERT_GT(kDense * sizeof(float) / 2, kReplyChunkBytes);
   for (const int servers : {1, 2}) {
     const Result tcp = RunJob(servers, true, keys, rows, dense);
     const Result inproc = RunJob(servers, false, keys, rows, dense);

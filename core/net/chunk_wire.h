@@ -4,7 +4,7 @@
 // worker's identity frame on the shard's ROUTER socket; joined by
 // core/net/reply_joiner.h). A Tether message is then the byte
 // stream header | keys | values, cut into ZeroMQ messages of two frames
-// each, [tag][payload ≤ kShardFrameBytes]:
+// each, [tag][payload ≤ kShardFrameBytes; ≤ kReplyChunkBytes from a shard]:
 //   lead  tag: "TQCL", u32 header bytes, u64 keys bytes, u64 values bytes
 //              (little-endian; 24 bytes); its payload starts the stream
 //   more  tag: "TQCC" (4 bytes); its payload continues it

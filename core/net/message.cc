@@ -63,7 +63,8 @@ bool NeedsChunks(zmq::socket_t& socket, size_t header_bytes, const Message& m) {
 // the values up to the end of each values chunk before that chunk is sent.
 // On a ROUTER (`identity` non-null) each chunk follows the peer's identity.
 Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes, const std::string* identity,
-                   const std::string& peer, const std::function<void(size_t)>& write) {
+                   const std::string& peer, const std::function<void(size_t)>& write,
+                   size_t chunk_bytes = kShardFrameBytes) {
   auto body = std::make_shared<ChunkedBody>();
   body->header = std::move(*header_bytes);
   body->keys = std::move(m->keys);
@@ -72,7 +73,7 @@ Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes,
   // float32 rows in chunks of whole rows: the shard keeps them as they came.
   const bool rows = m->header.value_encoding() == FP32 && m->header.value_dim() > 0;
   const uint64_t values_chunk =
-      ValuesChunkBytes(rows ? uint64_t{m->header.value_dim()} * sizeof(float) : 0, kShardFrameBytes);
+      ValuesChunkBytes(rows ? uint64_t{m->header.value_dim()} * sizeof(float) : 0, chunk_bytes);
   struct Chunk {
     const char* data;
     size_t size;
@@ -83,7 +84,7 @@ Status SendChunked(zmq::socket_t& socket, Message* m, std::string* header_bytes,
   for (const auto& [data, size] : {std::pair<const char*, size_t>{body->header.data(), body->header.size()},
                                    {static_cast<const char*>(body->keys.data()), body->keys.size()},
                                    {values, body->values.size()}})
-    for (size_t off = 0, step = data == values ? values_chunk : kShardFrameBytes; off < size; off += step) {
+    for (size_t off = 0, step = data == values ? values_chunk : chunk_bytes; off < size; off += step) {
       const size_t n = std::min<size_t>(step, size - off);
       chunks.push_back(Chunk{data + off, n, data == values ? off + n : 0});
     }
@@ -127,8 +128,8 @@ Status SendFrames(zmq::socket_t& socket, Message* m, const std::string* identity
   TETHER_RETURN_IF_ERROR(SerializeForSend(*m, peer, &header_bytes));
   if (identity == nullptr && NeedsChunks(socket, header_bytes.size(), *m))
     return SendChunked(socket, m, &header_bytes, nullptr, peer, write);
-  if (router_chunks && m->keys.size() + m->values.size() > kShardFrameBytes)
-    return SendChunked(socket, m, &header_bytes, identity, peer, write);
+  if (router_chunks && m->keys.size() + m->values.size() > kReplyChunkBytes)
+    return SendChunked(socket, m, &header_bytes, identity, peer, write, kReplyChunkBytes);
   if (write) write(m->values.size());
   try {
     // Blocking sends: a full queue makes the sender wait (bounded by the
@@ -317,6 +318,7 @@ Status DecodeMessage(std::vector<zmq::message_t>* frames, Message* m, std::strin
   m->header.Clear();
   m->keys.rebuild(size_t{0});
   m->values.rebuild(size_t{0});
+  m->value_pieces.clear();
   size_t first = 0;
   std::string peer = "server";
   if (identity != nullptr) {

@@ -53,7 +53,11 @@ struct Message {
   /// of rows (header.value_dim floats) at a 4-byte-aligned address; `values`
   /// is then empty. The push's step reads the rows from the pieces where a
   /// joined frame would cost a copy of every byte (RowPieces); every other
-  /// reader gets them joined (ValueData). Empty otherwise.
+  /// reader gets them joined (ValueData). Set too by a worker's ReplyJoiner
+  /// (core/net/reply_joiner.h) for a chunked float32 PULL_REPLY it did not
+  /// join (pieces as the chunks brought them): ReadValuesInto and
+  /// ScatterValueRows (core/net/value_frames.h) read them in place, and
+  /// JoinValuePieces makes `values` of them. Empty otherwise.
   std::vector<zmq::message_t> value_pieces;
 
   /// The values' bytes: values.size(), or the pieces' sum.
@@ -82,8 +86,8 @@ Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identit
                    const std::string& peer);
 
 /// SendMessage to the peer `identity` of a ROUTER socket, a message whose
-/// keys and values together exceed kShardFrameBytes as chunks of at most
-/// kShardFrameBytes (core/net/chunk_wire.h), each chunk after the identity
+/// keys and values together exceed kReplyChunkBytes as chunks of at most
+/// kReplyChunkBytes (core/net/chunk_wire.h), each chunk after the identity
 /// frame; a smaller one as SendMessage sends it. Only for a peer that joins
 /// chunked replies (a worker of protocol version 9 or later,
 /// core/net/reply_joiner.h). Message::write_values is called before each

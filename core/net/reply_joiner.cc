@@ -12,6 +12,9 @@ namespace tether {
 void ReplyJoiner::Reset() {
   active_ = false;
   skipping_ = false;
+  values_started_ = false;
+  pieces_ = false;
+  pieces_list_.clear();
   filled_ = 0;
   header_.clear();
   keys_.rebuild(size_t{0});
@@ -62,6 +65,18 @@ Status ReplyJoiner::Recv(zmq::socket_t& socket, Message* m) {
 
 Status ReplyJoiner::Take(std::vector<zmq::message_t>* frames, Message* m, bool* complete) {
   *complete = false;
+  try {
+    return TakeFrames(frames, m, complete);
+  } catch (const std::bad_alloc&) {
+    const uint64_t bytes = total();
+    Reset();
+    skipping_ = true;
+    return Status::ResourceExhausted("from " + server_ + ": no memory for a chunked reply of " + std::to_string(bytes) +
+                                     " bytes");
+  }
+}
+
+Status ReplyJoiner::TakeFrames(std::vector<zmq::message_t>* frames, Message* m, bool* complete) {
   uint32_t h = 0;
   uint64_t k = 0, v = 0;
   const ChunkKind kind =
@@ -91,7 +106,15 @@ Status ReplyJoiner::Take(std::vector<zmq::message_t>* frames, Message* m, bool* 
     return Status::DataLoss("from " + server_ + ": a chunked reply's chunks carry more than the " +
                             std::to_string(announced) + " bytes its lead chunk announced");
   }
-  Fill(static_cast<const char*>(payload.data()), payload.size());
+  const uint64_t values_at = uint64_t{header_bytes_} + keys_bytes_;
+  if (filled_ >= values_at && payload.size() > 0 && !values_started_) StartValues();
+  if (pieces_ && filled_ >= values_at) {
+    // A chunk of values only: kept as it came, no copy.
+    filled_ += payload.size();
+    if (payload.size() > 0) pieces_list_.push_back(std::move((*frames)[1]));
+  } else {
+    Fill(static_cast<const char*>(payload.data()), payload.size());
+  }
   if (filled_ == total()) {
     *complete = true;
     return Finish(m);
@@ -116,16 +139,8 @@ Status ReplyJoiner::StartReply(const zmq::message_t& tag) {
                             " bytes: above the limits (" + std::to_string(kMaxHeaderBytes) + ", " +
                             std::to_string(max_frame_bytes_) + ")");
   }
-  try {
-    header_.reserve(h);
-    keys_.rebuild(k);
-    values_ = pool_ != nullptr ? pool_->Take(v) : zmq::message_t(v);
-  } catch (const std::bad_alloc&) {
-    Reset();
-    skipping_ = true;
-    return Status::ResourceExhausted("from " + server_ + ": no memory for a chunked reply of " +
-                                     std::to_string(k + v) + " bytes");
-  }
+  header_.reserve(h);
+  keys_.rebuild(k);
   active_ = true;
   header_bytes_ = h;
   keys_bytes_ = k;
@@ -145,12 +160,27 @@ void ReplyJoiner::Fill(const char* data, uint64_t n) {
     } else {
       at -= keys_bytes_;
       take = std::min<uint64_t>(n, values_bytes_ - at);
-      std::memcpy(static_cast<char*>(values_.data()) + at, data, take);
+      if (!values_started_) StartValues();
+      if (pieces_) {
+        pieces_list_.emplace_back(data, take);
+      } else {
+        std::memcpy(static_cast<char*>(values_.data()) + at, data, take);
+      }
     }
     filled_ += take;
     data += take;
     n -= take;
   }
+}
+
+void ReplyJoiner::StartValues() {
+  values_started_ = true;
+  MessageHeader h;
+  pieces_ = keep_pull_pieces_ && h.ParseFromString(header_) && h.type() == PULL_REPLY && h.value_encoding() == FP32 &&
+            values_bytes_ % sizeof(float) == 0 && h.num_values() == values_bytes_ / sizeof(float);
+  // Allocated once the header said what the values are (bounded by the
+  // lead's check; std::bad_alloc is caught in Take).
+  if (!pieces_) values_ = pool_ != nullptr ? pool_->Take(values_bytes_) : zmq::message_t(values_bytes_);
 }
 
 Status ReplyJoiner::Finish(Message* m) {
@@ -160,7 +190,9 @@ Status ReplyJoiner::Finish(Message* m) {
   const bool parsed = m->header.ParseFromString(header_);
   const size_t header_bytes = header_.size();
   m->keys = std::move(keys_);
-  m->values = std::move(values_);
+  const bool pieces = pieces_;
+  m->values = pieces ? zmq::message_t() : std::move(values_);
+  m->value_pieces = std::move(pieces_list_);
   Reset();
   if (!parsed) {
     m->header.Clear();
@@ -168,6 +200,15 @@ Status ReplyJoiner::Finish(Message* m) {
     m->values.rebuild(size_t{0});
     return Status::DataLoss("from " + server_ + ": a chunked reply's header does not parse (" +
                             std::to_string(header_bytes) + " bytes)");
+  }
+  if (pieces) {
+    // The values' size was checked against the header when the pieces
+    // were chosen (StartValues); the keys as ValidateFrames checks them.
+    if (m->keys.size() != m->header.num_keys() * sizeof(uint64_t))
+      return Status::DataLoss("message PULL_REPLY from " + server_ + ": keys frame has " +
+                              std::to_string(m->keys.size()) + " bytes but the header says " +
+                              std::to_string(m->header.num_keys()) + " keys");
+    return Status::OK();
   }
   return ValidateFrames(*m, server_);
 }

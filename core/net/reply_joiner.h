@@ -19,7 +19,10 @@
 // dropped, with a DataLoss, when the next lead arrives.
 //
 // Values frames of joined replies come from `pool` (frames reused from one
-// pull to the next, no page faults per reply) when one is given.
+// pull to the next, no page faults per reply) when one is given. With
+// `keep_pull_pieces`, a float32 PULL_REPLY is not joined: its values
+// chunks are handed on as they came (Message::value_pieces), for the
+// worker's one copy into the caller's buffer to read them in place.
 //
 // Thread-safety: one thread (the socket's). Ownership: holds the partial
 // reply's bytes; `pool` must outlive the joiner.
@@ -43,8 +46,9 @@ class ReplyJoiner {
   /// `server` names the shard in errors ("server tcp://10.0.0.1:5000");
   /// `max_frame_bytes`: the largest keys or values frame taken (the
   /// socket's own limit for a plain message, kMaxFrameBytes by default).
-  explicit ReplyJoiner(std::string server, uint64_t max_frame_bytes = kMaxFrameBytes, FramePool* pool = nullptr)
-      : server_(std::move(server)), max_frame_bytes_(max_frame_bytes), pool_(pool) {}
+  explicit ReplyJoiner(std::string server, uint64_t max_frame_bytes = kMaxFrameBytes, FramePool* pool = nullptr,
+                       bool keep_pull_pieces = false)
+      : server_(std::move(server)), max_frame_bytes_(max_frame_bytes), pool_(pool), keep_pull_pieces_(keep_pull_pieces) {}
 
   /// Receives the next complete message without blocking (call when a poll
   /// says readable; call again until Unavailable). Chunks that do not yet
@@ -69,17 +73,25 @@ class ReplyJoiner {
   Status Take(std::vector<zmq::message_t>* frames, Message* m, bool* complete);
 
  private:
+  Status TakeFrames(std::vector<zmq::message_t>* frames, Message* m, bool* complete);
   // A lead chunk: a stream in progress is cut (cut_), the sizes checked.
   Status StartReply(const zmq::message_t& tag);
   // Copies `n` payload bytes into the header, keys or values.
   void Fill(const char* data, uint64_t n);
+  // The header is whole and the first values byte comes: joined into
+  // values_, or kept as pieces (a float32 PULL_REPLY, keep_pull_pieces).
+  void StartValues();
   Status Finish(Message* m);
   uint64_t total() const { return header_bytes_ + keys_bytes_ + values_bytes_; }
 
   std::string server_;
   uint64_t max_frame_bytes_;
   FramePool* pool_;
+  bool keep_pull_pieces_;
   bool active_ = false;
+  bool values_started_ = false;
+  bool pieces_ = false;  // values_ unused: the values chunks kept in pieces_list_
+  std::vector<zmq::message_t> pieces_list_;
   bool skipping_ = false;  // a refused stream's chunks are dropped up to the next lead
   uint32_t header_bytes_ = 0;
   uint64_t keys_bytes_ = 0, values_bytes_ = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/net/chunk_wire.h"
+#include "core/net/value_frames.h"
 #include "core/net/transport.h"
 #include "core/wire_limits.h"
 #include "tests/testing/poll.h"
@@ -84,17 +85,59 @@ TEST(ReplyJoinerTest, StreamsCutAnywhereJoinToTheWholeReply) {
   // time across the boundaries, one chunk for everything.
   const std::vector<std::vector<size_t>> cuts = {
       {}, {header / 2}, {header + 5}, {header, 24, 1, 100}, {1, 1, 1, header - 3 + 24 - 1, 1}};
-  for (const auto& c : cuts) {
-    ReplyJoiner j("server tcp://s:1");
-    auto chunks = Chunks(want, c);
-    Message got;
-    bool complete = false;
-    const Status st = Feed(&j, &chunks, &got, &complete);
-    ASSERT_TRUE(st.ok()) << st.message();
-    ASSERT_TRUE(complete);
-    ExpectSame(got, want);
-    EXPECT_FALSE(j.partial());
+  FramePool pool;
+  for (const bool pieces : {false, true}) {
+    for (const auto& c : cuts) {
+      ReplyJoiner j("server tcp://s:1", kMaxFrameBytes, &pool, pieces);
+      auto chunks = Chunks(want, c);
+      Message got;
+      bool complete = false;
+      const Status st = Feed(&j, &chunks, &got, &complete);
+      ASSERT_TRUE(st.ok()) << st.message();
+      ASSERT_TRUE(complete);
+      EXPECT_EQ(got.value_pieces.empty(), !pieces);
+      EXPECT_EQ(got.values_size(), want.values.size());
+      JoinValuePieces(&got, &pool);
+      ExpectSame(got, want);
+      EXPECT_FALSE(j.partial());
+    }
   }
+}
+
+// Unjoined pieces (keep_pull_pieces) read into the caller's buffer, whole
+// and scattered by rows that straddle the pieces, as the joined reply.
+TEST(ReplyJoinerTest, PiecesReadAsTheJoinedValues) {
+  const uint32_t dim = 5;
+  const uint64_t rows = 40;
+  const Message want = Reply(9, 0, rows * dim, 0.5f);
+  const size_t header = want.header.SerializeAsString().size();
+  FramePool pool;
+  ReplyJoiner j("server tcp://s:1", kMaxFrameBytes, &pool, /*keep_pull_pieces=*/true);
+  // Pieces of 1, 7, 64 and 300 bytes and the rest: rows cut anywhere.
+  auto chunks = Chunks(want, {header, 1, 7, 64, 300});
+  Message got;
+  bool complete = false;
+  ASSERT_TRUE(Feed(&j, &chunks, &got, &complete).ok());
+  ASSERT_TRUE(complete);
+  ASSERT_EQ(got.value_pieces.size(), 5u);
+  EXPECT_EQ(got.values.size(), 0u);
+  std::vector<float> whole(rows * dim, -1.0f), expect(rows * dim);
+  std::memcpy(expect.data(), want.values.data(), want.values.size());
+  ReadValuesInto(got, whole.data());
+  EXPECT_EQ(whole, expect);
+  // Rows to positions in runs (0..9, 20..34, 50..64: three runs).
+  std::vector<uint32_t> pos;
+  for (uint32_t p = 0; p < 10; ++p) pos.push_back(p);
+  for (uint32_t p = 20; p < 35; ++p) pos.push_back(p);
+  for (uint32_t p = 50; p < 65; ++p) pos.push_back(p);
+  ASSERT_EQ(pos.size(), rows);
+  std::vector<float> scattered(65 * dim, -1.0f), scattered_whole(65 * dim, -1.0f);
+  ScatterValueRows(got, pos.data(), rows, dim, scattered.data());
+  ScatterValueRows(want, pos.data(), rows, dim, scattered_whole.data());
+  EXPECT_EQ(scattered, scattered_whole);
+  JoinValuePieces(&got, &pool);
+  EXPECT_TRUE(got.value_pieces.empty());
+  ExpectSame(got, want);
 }
 
 TEST(ReplyJoinerTest, EmptyValuesAndOneValueJoin) {
@@ -248,7 +291,7 @@ TEST(ReplyJoinerTest, ChunkedRepliesOverTcpEqualWholeOnes) {
   ASSERT_TRUE(PollUntil(5000, [&] { return RecvMessage(*router, &in, &id).ok(); }));
   ASSERT_EQ(id, "worker-a");
   ReplyJoiner joiner("server " + endpoint);
-  const uint64_t c = kShardFrameBytes / sizeof(float);
+  const uint64_t c = kReplyChunkBytes / sizeof(float);
   uint64_t request = 1;
   for (const uint64_t floats : {uint64_t{0}, uint64_t{1}, c, c + 1, 10 * c + 3}) {
     for (const bool chunked : {true, false}) {
@@ -266,9 +309,9 @@ TEST(ReplyJoinerTest, ChunkedRepliesOverTcpEqualWholeOnes) {
       const Status sent = chunked ? SendMessageInChunks(*router, &m, id, "worker 0") : SendMessage(*router, &m, &id, "worker 0");
       ASSERT_TRUE(sent.ok()) << sent.message();
       const size_t bytes = floats * sizeof(float);
-      if (chunked && bytes > kShardFrameBytes) {
-        ASSERT_EQ(ends.size(), (bytes + kShardFrameBytes - 1) / kShardFrameBytes + 1);
-        for (size_t i = 0; i + 2 < ends.size(); ++i) EXPECT_EQ(ends[i], (i + 1) * kShardFrameBytes);
+      if (chunked && bytes > kReplyChunkBytes) {
+        ASSERT_EQ(ends.size(), (bytes + kReplyChunkBytes - 1) / kReplyChunkBytes + 1);
+        for (size_t i = 0; i + 2 < ends.size(); ++i) EXPECT_EQ(ends[i], (i + 1) * kReplyChunkBytes);
         EXPECT_EQ(ends[ends.size() - 2], bytes);
       } else {
         EXPECT_EQ(ends.front(), bytes);
@@ -286,7 +329,7 @@ TEST(ReplyJoinerTest, ChunkedRepliesOverTcpEqualWholeOnes) {
       ++request;
     }
   }
-  EXPECT_GT(joiner.chunk_bytes(), 10 * kShardFrameBytes);
+  EXPECT_GT(joiner.chunk_bytes(), 10 * kReplyChunkBytes);
 }
 
 }  // namespace

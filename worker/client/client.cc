@@ -594,7 +594,9 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
   } else if (r.keys.empty()) {
     ScatterValueRows(*reply, r.positions.data(), r.num_rows, r.dim, r.out);
   } else {
-    // The cache keeps the rows in reply order: widened once, then both.
+    // The cache keeps the rows in reply order: widened (or joined) once,
+    // then both.
+    JoinValuePieces(reply, &channel_.frame_pool());
     WidenValues(reply, &channel_.frame_pool());
     const float* v = reply->ValueData(&scratch_);
     ScatterValueRows(*reply, r.positions.data(), r.num_rows, r.dim, r.out);

@@ -205,7 +205,7 @@ Status RequestChannel::Connect() {
     if (options_.claim_lookup != nullptr) options_.claim_lookup->Known(static_cast<int>(shard), ep);
     TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, o));
     sockets_.push_back(std::move(s));
-    joiners_.emplace_back("server " + ep, kMaxFrameBytes, &frame_pool_);
+    joiners_.emplace_back("server " + ep, kMaxFrameBytes, &frame_pool_, !options_.widen_pull_replies);
   }
   for (auto& s : sockets_) poll_items_.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   for (auto& m : monitors_) poll_items_.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
@@ -490,7 +490,7 @@ Status RequestChannel::DrainReplies(int s) {
       continue;
     }
     if (links_[s].replicated && !Acknowledge(s, reply.header)) continue;
-    stats_.bytes_received += reply.values.size() + reply.keys.size();
+    stats_.bytes_received += reply.values_size() + reply.keys.size();
     stats_.wire.CountReceived(reply);
     // A 16-bit reply is widened once here: everything after reads float32
     // (a pull's, with widen_pull_replies off, by the handler, into the

@@ -252,7 +252,10 @@ class RequestChannel {
     /// sees them (true, the default). False: a PULL_REPLY reaches the
     /// handler in its wire encoding (header.value_encoding()), for a handler
     /// that widens it straight into its destination (ReadValuesInto,
-    /// core/net/value_frames.h); every other reply is still widened.
+    /// core/net/value_frames.h); every other reply is still widened. A
+    /// chunked float32 pull reply then reaches it unjoined, its values in
+    /// Message::value_pieces (ReadValuesInto and ScatterValueRows read
+    /// them; JoinValuePieces joins them for any other reader).
     bool widen_pull_replies = true;
   };
 
@@ -518,7 +521,9 @@ class RequestChannel {
   FramePool frame_pool_;
   std::vector<zmq::socket_t> sockets_;
   // Per shard: its large float32 pull replies arrive in chunks (protocol 9),
-  // joined into frames of frame_pool_ as they come.
+  // joined into frames of frame_pool_ as they come, or, with
+  // widen_pull_replies off (the handler reads them), handed on as the
+  // chunks came (Message::value_pieces).
   std::vector<ReplyJoiner> joiners_;
   std::vector<zmq::pollitem_t> poll_items_;
   std::vector<int> outstanding_;  // per shard

@@ -27,9 +27,10 @@ void WireBytes::Count(const Message& m, bool sent) {
   if (tables_.size() <= table) tables_.resize(table + 1);
   DirectionBytes& d = sent ? tables_[table].sent : tables_[table].received;
   ++d.messages;
-  d.bytes += m.keys.size() + m.values.size();
-  d.value_bytes += m.values.size();
-  d.fp32_value_bytes += m.values.size() / WireBytesPerValue(m.header.value_encoding()) * sizeof(float);
+  const size_t values = m.values_size();  // a chunked reply's pieces too
+  d.bytes += m.keys.size() + values;
+  d.value_bytes += values;
+  d.fp32_value_bytes += values / WireBytesPerValue(m.header.value_encoding()) * sizeof(float);
 }
 
 }  // namespace tether
