@@ -4,6 +4,9 @@
 // and by a key list) and dense slices pulled over either transport are the
 // values pushed, bit for bit, and the client counts the same bytes
 // received; a push made after a pull does not reach that pull's reply.
+// Over tcp://, the values of dense slices and of rows that land in the
+// order asked are written straight into the caller's buffer, chunk by
+// chunk; rows scattered by position are joined first.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -54,7 +57,7 @@ TableSpec SumTable(uint32_t id, bool dense) {
 
 struct Result {
   std::vector<float> by_keys, by_list, dense, after;
-  uint64_t bytes_received = 0;
+  uint64_t bytes_received = 0, bytes_placed = 0;
 };
 
 // Pushes g once to every row and the dense table, pulls the rows twice
@@ -97,6 +100,7 @@ Result RunJob(int servers, bool tcp, const std::vector<uint64_t>& keys, const st
   EXPECT_TRUE(client->WaitAll().ok());
   EXPECT_TRUE(client->PullDense(1, r.after.data()).Wait().ok());
   r.bytes_received = client->stats().bytes_received;
+  r.bytes_placed = client->stats().bytes_placed;
   EXPECT_TRUE(JobSession(client.get()).Bye().ok());
   for (auto& s : shards) EXPECT_TRUE(s->WaitForExit(10000).ok());
   return r;
@@ -123,6 +127,13 @@ TEST(ChunkedPullTest, LargeFloat32PullsArriveAsPushedOverTcpAndInproc) {
     }
     EXPECT_EQ(tcp.bytes_received, 2 * rows.size() * sizeof(float) + 2 * kDense * sizeof(float));
     EXPECT_EQ(tcp.bytes_received, inproc.bytes_received) << "servers " << servers;
+    // One shard: every reply is a dense slice or rows in the order asked,
+    // written straight into the caller's buffer as its chunks came. Two:
+    // the dense slices only (each shard's rows scatter by position, and
+    // are joined first). Nothing is chunked over inproc://.
+    const uint64_t dense_bytes = 2 * kDense * sizeof(float);
+    EXPECT_EQ(tcp.bytes_placed, servers == 1 ? tcp.bytes_received : dense_bytes) << "servers " << servers;
+    EXPECT_EQ(inproc.bytes_placed, 0u) << "servers " << servers;
   }
 }
 

@@ -162,7 +162,7 @@ const uint64_t* Message::KeyData(std::vector<uint64_t>* scratch) const {
 }
 
 uint64_t Message::values_size() const {
-  uint64_t n = values.size();
+  uint64_t n = values.size() + placed_values_bytes;
   for (const zmq::message_t& piece : value_pieces) n += piece.size();
   return n;
 }
@@ -319,6 +319,7 @@ Status DecodeMessage(std::vector<zmq::message_t>* frames, Message* m, std::strin
   m->keys.rebuild(size_t{0});
   m->values.rebuild(size_t{0});
   m->value_pieces.clear();
+  m->placed_values_bytes = 0;
   size_t first = 0;
   std::string peer = "server";
   if (identity != nullptr) {

@@ -53,14 +53,15 @@ struct Message {
   /// of rows (header.value_dim floats) at a 4-byte-aligned address; `values`
   /// is then empty. The push's step reads the rows from the pieces where a
   /// joined frame would cost a copy of every byte (RowPieces); every other
-  /// reader gets them joined (ValueData). Set too by a worker's ReplyJoiner
-  /// (core/net/reply_joiner.h) for a chunked float32 PULL_REPLY it did not
-  /// join (pieces as the chunks brought them): ReadValuesInto and
-  /// ScatterValueRows (core/net/value_frames.h) read them in place, and
-  /// JoinValuePieces makes `values` of them. Empty otherwise.
+  /// reader gets them joined (ValueData). Empty otherwise.
   std::vector<zmq::message_t> value_pieces;
+  /// Set by a worker's ReplyJoiner (core/net/reply_joiner.h) for a chunked
+  /// float32 PULL_REPLY whose values it wrote straight into the pull's
+  /// destination: their bytes (`values` is then empty, and only the
+  /// pull's handler, which knows the destination, reads them). 0 otherwise.
+  uint64_t placed_values_bytes = 0;
 
-  /// The values' bytes: values.size(), or the pieces' sum.
+  /// The values' bytes: values.size(), the pieces' sum, or the bytes placed.
   uint64_t values_size() const;
 
   /// Keys as uint64; copies into `scratch` only when the frame is unaligned

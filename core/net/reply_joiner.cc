@@ -13,8 +13,7 @@ void ReplyJoiner::Reset() {
   active_ = false;
   skipping_ = false;
   values_started_ = false;
-  pieces_ = false;
-  pieces_list_.clear();
+  placed_ = nullptr;
   filled_ = 0;
   header_.clear();
   keys_.rebuild(size_t{0});
@@ -106,15 +105,7 @@ Status ReplyJoiner::TakeFrames(std::vector<zmq::message_t>* frames, Message* m, 
     return Status::DataLoss("from " + server_ + ": a chunked reply's chunks carry more than the " +
                             std::to_string(announced) + " bytes its lead chunk announced");
   }
-  const uint64_t values_at = uint64_t{header_bytes_} + keys_bytes_;
-  if (filled_ >= values_at && payload.size() > 0 && !values_started_) StartValues();
-  if (pieces_ && filled_ >= values_at) {
-    // A chunk of values only: kept as it came, no copy.
-    filled_ += payload.size();
-    if (payload.size() > 0) pieces_list_.push_back(std::move((*frames)[1]));
-  } else {
-    Fill(static_cast<const char*>(payload.data()), payload.size());
-  }
+  Fill(static_cast<const char*>(payload.data()), payload.size());
   if (filled_ == total()) {
     *complete = true;
     return Finish(m);
@@ -161,11 +152,7 @@ void ReplyJoiner::Fill(const char* data, uint64_t n) {
       at -= keys_bytes_;
       take = std::min<uint64_t>(n, values_bytes_ - at);
       if (!values_started_) StartValues();
-      if (pieces_) {
-        pieces_list_.emplace_back(data, take);
-      } else {
-        std::memcpy(static_cast<char*>(values_.data()) + at, data, take);
-      }
+      std::memcpy((placed_ != nullptr ? placed_ : static_cast<char*>(values_.data())) + at, data, take);
     }
     filled_ += take;
     data += take;
@@ -176,23 +163,25 @@ void ReplyJoiner::Fill(const char* data, uint64_t n) {
 void ReplyJoiner::StartValues() {
   values_started_ = true;
   MessageHeader h;
-  pieces_ = keep_pull_pieces_ && h.ParseFromString(header_) && h.type() == PULL_REPLY && h.value_encoding() == FP32 &&
-            values_bytes_ % sizeof(float) == 0 && h.num_values() == values_bytes_ / sizeof(float);
+  if (place_ && h.ParseFromString(header_) && h.type() == PULL_REPLY && h.value_encoding() == FP32 &&
+      values_bytes_ % sizeof(float) == 0 && h.num_values() == values_bytes_ / sizeof(float))
+    placed_ = place_(h, values_bytes_);
   // Allocated once the header said what the values are (bounded by the
   // lead's check; std::bad_alloc is caught in Take).
-  if (!pieces_) values_ = pool_ != nullptr ? pool_->Take(values_bytes_) : zmq::message_t(values_bytes_);
+  if (placed_ == nullptr) values_ = pool_ != nullptr ? pool_->Take(values_bytes_) : zmq::message_t(values_bytes_);
 }
 
 Status ReplyJoiner::Finish(Message* m) {
   m->header.Clear();
   m->first_non_finite = Message::kNotScanned;
   m->received_values_bytes = 0;
+  m->value_pieces.clear();
   const bool parsed = m->header.ParseFromString(header_);
   const size_t header_bytes = header_.size();
   m->keys = std::move(keys_);
-  const bool pieces = pieces_;
-  m->values = pieces ? zmq::message_t() : std::move(values_);
-  m->value_pieces = std::move(pieces_list_);
+  const bool placed = placed_ != nullptr;
+  m->values = placed ? zmq::message_t() : std::move(values_);
+  m->placed_values_bytes = placed ? values_bytes_ : 0;
   Reset();
   if (!parsed) {
     m->header.Clear();
@@ -201,9 +190,9 @@ Status ReplyJoiner::Finish(Message* m) {
     return Status::DataLoss("from " + server_ + ": a chunked reply's header does not parse (" +
                             std::to_string(header_bytes) + " bytes)");
   }
-  if (pieces) {
-    // The values' size was checked against the header when the pieces
-    // were chosen (StartValues); the keys as ValidateFrames checks them.
+  if (placed) {
+    // The values' size was checked against the header before they were
+    // placed (StartValues); the keys as ValidateFrames checks them.
     if (m->keys.size() != m->header.num_keys() * sizeof(uint64_t))
       return Status::DataLoss("message PULL_REPLY from " + server_ + ": keys frame has " +
                               std::to_string(m->keys.size()) + " bytes but the header says " +

@@ -19,16 +19,18 @@
 // dropped, with a DataLoss, when the next lead arrives.
 //
 // Values frames of joined replies come from `pool` (frames reused from one
-// pull to the next, no page faults per reply) when one is given. With
-// `keep_pull_pieces`, a float32 PULL_REPLY is not joined: its values
-// chunks are handed on as they came (Message::value_pieces), for the
-// worker's one copy into the caller's buffer to read them in place.
+// pull to the next, no page faults per reply) when one is given. With a
+// `place` function, a float32 PULL_REPLY's values go where it says (the
+// pull's destination in the caller's buffer): each chunk is copied there
+// as it arrives and freed, so the worker's one copy of the values overlaps
+// the transfer, and no reply-sized buffer is allocated or joined.
 //
 // Thread-safety: one thread (the socket's). Ownership: holds the partial
 // reply's bytes; `pool` must outlive the joiner.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,9 +48,20 @@ class ReplyJoiner {
   /// `server` names the shard in errors ("server tcp://10.0.0.1:5000");
   /// `max_frame_bytes`: the largest keys or values frame taken (the
   /// socket's own limit for a plain message, kMaxFrameBytes by default).
+  /// Where a chunked float32 PULL_REPLY's values go: given its header (its
+  /// num_values already checked against the `bytes` announced, 4 bytes
+  /// each), the address of `bytes` writable bytes, or null to have them
+  /// joined into a frame as any other reply's. Called once per such reply,
+  /// when its header is whole and before any value is written; the memory
+  /// must stay valid until the reply is complete or the joiner is Reset.
+  /// A reply placed so reaches Recv's caller with empty `values` and
+  /// Message::placed_values_bytes set; a stream cut short leaves the
+  /// destination partly written.
+  using Placer = std::function<char*(const MessageHeader& header, uint64_t bytes)>;
+
   explicit ReplyJoiner(std::string server, uint64_t max_frame_bytes = kMaxFrameBytes, FramePool* pool = nullptr,
-                       bool keep_pull_pieces = false)
-      : server_(std::move(server)), max_frame_bytes_(max_frame_bytes), pool_(pool), keep_pull_pieces_(keep_pull_pieces) {}
+                       Placer place = nullptr)
+      : server_(std::move(server)), max_frame_bytes_(max_frame_bytes), pool_(pool), place_(std::move(place)) {}
 
   /// Receives the next complete message without blocking (call when a poll
   /// says readable; call again until Unavailable). Chunks that do not yet
@@ -79,7 +92,7 @@ class ReplyJoiner {
   // Copies `n` payload bytes into the header, keys or values.
   void Fill(const char* data, uint64_t n);
   // The header is whole and the first values byte comes: joined into
-  // values_, or kept as pieces (a float32 PULL_REPLY, keep_pull_pieces).
+  // values_, or written where place_ says (a float32 PULL_REPLY).
   void StartValues();
   Status Finish(Message* m);
   uint64_t total() const { return header_bytes_ + keys_bytes_ + values_bytes_; }
@@ -87,11 +100,10 @@ class ReplyJoiner {
   std::string server_;
   uint64_t max_frame_bytes_;
   FramePool* pool_;
-  bool keep_pull_pieces_;
+  Placer place_;
   bool active_ = false;
   bool values_started_ = false;
-  bool pieces_ = false;  // values_ unused: the values chunks kept in pieces_list_
-  std::vector<zmq::message_t> pieces_list_;
+  char* placed_ = nullptr;  // where the values go (place_), values_ unused; null: joined into values_
   bool skipping_ = false;  // a refused stream's chunks are dropped up to the next lead
   uint32_t header_bytes_ = 0;
   uint64_t keys_bytes_ = 0, values_bytes_ = 0;

@@ -1,7 +1,8 @@
 // A worker's side of a shard's chunked replies: a reply sent in chunks
 // (SendMessageInChunks, over real TCP) arrives byte for byte equal to the
 // same reply sent whole, at sizes around the chunk boundary; streams cut at
-// any byte (header and keys spanning chunks) join the same; malformed
+// any byte (header and keys spanning chunks) join the same, or land in a
+// placer's buffer byte for byte (float32 pull replies only); malformed
 // streams are DataLoss naming the server, and the joiner takes the next
 // reply after them. Every wait polls with a bound.
 #include "core/net/reply_joiner.h"
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "core/net/chunk_wire.h"
-#include "core/net/value_frames.h"
 #include "core/net/transport.h"
 #include "core/wire_limits.h"
 #include "tests/testing/poll.h"
@@ -86,57 +86,87 @@ TEST(ReplyJoinerTest, StreamsCutAnywhereJoinToTheWholeReply) {
   const std::vector<std::vector<size_t>> cuts = {
       {}, {header / 2}, {header + 5}, {header, 24, 1, 100}, {1, 1, 1, header - 3 + 24 - 1, 1}};
   FramePool pool;
-  for (const bool pieces : {false, true}) {
+  for (const bool place : {false, true}) {
     for (const auto& c : cuts) {
-      ReplyJoiner j("server tcp://s:1", kMaxFrameBytes, &pool, pieces);
+      // Placed: the values land in `dest`, a buffer of the caller's.
+      std::vector<char> dest(want.values.size() + 1, '\x7f');
+      int asked = 0;
+      ReplyJoiner::Placer placer = [&](const MessageHeader& h, uint64_t bytes) -> char* {
+        ++asked;
+        EXPECT_EQ(h.request_id(), 9u);
+        EXPECT_EQ(bytes, want.values.size());
+        return dest.data();
+      };
+      ReplyJoiner j("server tcp://s:1", kMaxFrameBytes, &pool, place ? placer : nullptr);
       auto chunks = Chunks(want, c);
       Message got;
       bool complete = false;
       const Status st = Feed(&j, &chunks, &got, &complete);
       ASSERT_TRUE(st.ok()) << st.message();
       ASSERT_TRUE(complete);
-      EXPECT_EQ(got.value_pieces.empty(), !pieces);
       EXPECT_EQ(got.values_size(), want.values.size());
-      JoinValuePieces(&got, &pool);
-      ExpectSame(got, want);
       EXPECT_FALSE(j.partial());
+      if (!place) {
+        ExpectSame(got, want);
+        continue;
+      }
+      EXPECT_EQ(asked, 1);
+      EXPECT_EQ(got.placed_values_bytes, want.values.size());
+      EXPECT_EQ(got.values.size(), 0u);
+      EXPECT_EQ(got.header.SerializeAsString(), want.header.SerializeAsString());
+      EXPECT_EQ(Bytes(got.keys), Bytes(want.keys));
+      EXPECT_EQ(std::string(dest.data(), want.values.size()), Bytes(want.values));
+      EXPECT_EQ(dest.back(), '\x7f') << "wrote past the values";
     }
   }
 }
 
-// Unjoined pieces (keep_pull_pieces) read into the caller's buffer, whole
-// and scattered by rows that straddle the pieces, as the joined reply.
-TEST(ReplyJoinerTest, PiecesReadAsTheJoinedValues) {
-  const uint32_t dim = 5;
-  const uint64_t rows = 40;
-  const Message want = Reply(9, 0, rows * dim, 0.5f);
-  const size_t header = want.header.SerializeAsString().size();
+// A placer that declines (null) has the reply joined as without one; one
+// is not asked for a reply that is not a float32 PULL_REPLY; a message
+// decoded whole after a placed one carries no placed bytes.
+TEST(ReplyJoinerTest, PlacementOnlyForFloat32PullReplies) {
   FramePool pool;
-  ReplyJoiner j("server tcp://s:1", kMaxFrameBytes, &pool, /*keep_pull_pieces=*/true);
-  // Pieces of 1, 7, 64 and 300 bytes and the rest: rows cut anywhere.
-  auto chunks = Chunks(want, {header, 1, 7, 64, 300});
+  int asked = 0;
+  std::vector<char> dest(4096);
+  ReplyJoiner declines("server tcp://s:1", kMaxFrameBytes, &pool, [&](const MessageHeader&, uint64_t) -> char* {
+    ++asked;
+    return nullptr;
+  });
+  const Message want = Reply(9, 2, 200, 0.5f);
+  auto chunks = Chunks(want, {10, 300});
   Message got;
   bool complete = false;
-  ASSERT_TRUE(Feed(&j, &chunks, &got, &complete).ok());
+  ASSERT_TRUE(Feed(&declines, &chunks, &got, &complete).ok());
   ASSERT_TRUE(complete);
-  ASSERT_EQ(got.value_pieces.size(), 5u);
-  EXPECT_EQ(got.values.size(), 0u);
-  std::vector<float> whole(rows * dim, -1.0f), expect(rows * dim);
-  std::memcpy(expect.data(), want.values.data(), want.values.size());
-  ReadValuesInto(got, whole.data());
-  EXPECT_EQ(whole, expect);
-  // Rows to positions in runs (0..9, 20..34, 50..64: three runs).
-  std::vector<uint32_t> pos;
-  for (uint32_t p = 0; p < 10; ++p) pos.push_back(p);
-  for (uint32_t p = 20; p < 35; ++p) pos.push_back(p);
-  for (uint32_t p = 50; p < 65; ++p) pos.push_back(p);
-  ASSERT_EQ(pos.size(), rows);
-  std::vector<float> scattered(65 * dim, -1.0f), scattered_whole(65 * dim, -1.0f);
-  ScatterValueRows(got, pos.data(), rows, dim, scattered.data());
-  ScatterValueRows(want, pos.data(), rows, dim, scattered_whole.data());
-  EXPECT_EQ(scattered, scattered_whole);
-  JoinValuePieces(&got, &pool);
-  EXPECT_TRUE(got.value_pieces.empty());
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(got.placed_values_bytes, 0u);
+  ExpectSame(got, want);
+
+  asked = 0;
+  ReplyJoiner places("server tcp://s:1", kMaxFrameBytes, &pool, [&](const MessageHeader&, uint64_t) -> char* {
+    ++asked;
+    return dest.data();
+  });
+  Message push = Reply(10, 2, 200, 1.5f);
+  push.header.set_type(PUSH_REPLY);
+  auto push_chunks = Chunks(push, {10, 300});
+  ASSERT_TRUE(Feed(&places, &push_chunks, &got, &complete).ok());
+  ASSERT_TRUE(complete);
+  EXPECT_EQ(asked, 0);
+  ExpectSame(got, push);
+
+  auto placed_chunks = Chunks(want, {10, 300});
+  ASSERT_TRUE(Feed(&places, &placed_chunks, &got, &complete).ok());
+  ASSERT_TRUE(complete);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(got.placed_values_bytes, want.values.size());
+  std::vector<zmq::message_t> whole;
+  whole.emplace_back(want.header.SerializeAsString());
+  whole.emplace_back(Bytes(want.keys));
+  whole.emplace_back(Bytes(want.values));
+  ASSERT_TRUE(places.Take(&whole, &got, &complete).ok());
+  ASSERT_TRUE(complete);
+  EXPECT_EQ(got.placed_values_bytes, 0u);
   ExpectSame(got, want);
 }
 

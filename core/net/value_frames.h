@@ -29,17 +29,11 @@ zmq::message_t NarrowFrame(const float* src, uint64_t n, float scale, WireEncodi
 /// float32 message is left as it is.
 void WidenValues(Message* m, FramePool* pool);
 
-/// When m->value_pieces holds the values (a chunked reply the worker did
-/// not join): copies them into one frame from `pool` as m->values and
-/// clears the pieces. Otherwise does nothing.
-void JoinValuePieces(Message* m, FramePool* pool);
-
 /// The values of a received message `m` as float32 into `dst`
 /// (header.num_values() floats): widened straight from a 16-bit frame,
 /// copied from a float32 one. One pass over the values, instead of
 /// WidenValues and a copy. Call after ValidateFrames (the frame's size is
 /// trusted); `m` is not changed. Values are not scanned for non-finite ones.
-/// Float32 values in m.value_pieces are copied from the pieces.
 void ReadValuesInto(const Message& m, float* dst);
 
 /// Row i of `m`'s values (n rows of `dim`, n × dim ≤ header.num_values(),

@@ -107,6 +107,8 @@ WorkerClient::WorkerClient(const ClientOptions& options)
       cache_(CacheOptions(options.tables), std::max(1, num_shards_), options.cache_capacity_bytes),
       push_encoder_(EncoderTables(options), options.residual_bytes) {
   key_lists_.resize(std::max(1, num_shards_));  // capacity 0 until HELLO_REPLY
+  channel_.set_values_placer(
+      [this](uint64_t tag, const MessageHeader& h, uint64_t bytes) { return PullDestination(tag, h, bytes); });
 }
 
 WorkerClient::~WorkerClient() = default;
@@ -562,6 +564,25 @@ Status WorkerClient::OnHelloReply(const ShardRequest& r, const HelloReplyBody& h
   return st;
 }
 
+char* WorkerClient::PullDestination(uint64_t tag, const MessageHeader& h, uint64_t bytes) {
+  if ((tag & kControlTag) != 0) return nullptr;
+  const ShardRequest& r = requests_[tag];
+  if (r.expect != PULL_REPLY) return nullptr;
+  uint64_t at = 0, floats = 0;
+  if (r.dense) {
+    const auto [b, e] = DenseRange(options_.tables[r.table].size(), r.shard, num_shards_);
+    at = r.dense_begin;
+    floats = e - b;
+  } else if (r.identity) {
+    at = uint64_t{r.first_position} * r.dim;
+    floats = uint64_t{r.num_rows} * r.dim;
+  } else {
+    return nullptr;
+  }
+  if (h.num_values() != floats || bytes != floats * sizeof(float)) return nullptr;
+  return reinterpret_cast<char*>(r.out + at);
+}
+
 Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
   const MessageHeader& h = reply->header;
   const uint64_t version = h.pull_reply().table_version();
@@ -579,7 +600,7 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
                               std::to_string(e - b));
     }
     float* const slice = r.out + r.dense_begin;
-    ReadValuesInto(*reply, slice);
+    if (reply->placed_values_bytes == 0) ReadValuesInto(*reply, slice);  // else there already (PullDestination)
     cache_.InsertDense(r.table, r.shard, slice, h.num_values(), h.min_clock(), version);
     return Status::OK();
   }
@@ -589,14 +610,12 @@ Status WorkerClient::OnPullReply(const ShardRequest& r, Message* reply) {
   }
   if (r.identity) {
     float* const rows = r.out + size_t{r.first_position} * r.dim;
-    ReadValuesInto(*reply, rows);
+    if (reply->placed_values_bytes == 0) ReadValuesInto(*reply, rows);
     if (!r.keys.empty()) cache_.InsertRows(r.table, r.keys.data(), r.keys.size(), rows, h.min_clock(), version);
   } else if (r.keys.empty()) {
     ScatterValueRows(*reply, r.positions.data(), r.num_rows, r.dim, r.out);
   } else {
-    // The cache keeps the rows in reply order: widened (or joined) once,
-    // then both.
-    JoinValuePieces(reply, &channel_.frame_pool());
+    // The cache keeps the rows in reply order: widened once, then both.
     WidenValues(reply, &channel_.frame_pool());
     const float* v = reply->ValueData(&scratch_);
     ScatterValueRows(*reply, r.positions.data(), r.num_rows, r.dim, r.out);
@@ -669,6 +688,7 @@ const ClientStats& WorkerClient::stats() const {
   const RequestChannel::Stats& c = channel_.stats();
   stats_.bytes_sent = c.bytes_sent;
   stats_.bytes_received = c.bytes_received;
+  stats_.bytes_placed = c.bytes_placed;
   stats_.send_waits = c.send_waits;
   stats_.failovers = c.failovers;
   stats_.wait_seconds = c.wait_seconds + own_wait_seconds_;

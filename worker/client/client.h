@@ -201,6 +201,9 @@ struct ClientStats {
   uint64_t cache_peak_bytes = 0;
   uint64_t cache_capacity_bytes = 0;
   uint64_t bytes_sent = 0, bytes_received = 0;
+  // Of bytes_received: large float32 pull values written into the caller's
+  // buffer chunk by chunk as they arrived (no reply-sized buffer).
+  uint64_t bytes_placed = 0;
   double wait_seconds = 0;  // time blocked in Wait (includes staleness waits)
   // Updates: rows of pushes (a dense slice counts 1), as the servers'
   // ServerStats::updates_applied counts them. Once every push is answered,
@@ -589,6 +592,11 @@ class WorkerClient {
   // The channel's ReplyHandler.
   Status OnReply(uint64_t tag, const Status& verdict, Message* reply);
   Status OnPullReply(const ShardRequest& r, Message* reply);
+  // Where the values of request `tag`'s pull reply go in the caller's
+  // buffer (RequestChannel::ValuesPlacer): a dense slice, or rows that land
+  // in reply order; null for rows scattered by position or a reply of the
+  // wrong size (joined, then checked and refused by OnPullReply).
+  char* PullDestination(uint64_t tag, const MessageHeader& h, uint64_t bytes);
   // HELLO_REPLY `h` to request `r`: the shard it names, the clock to start
   // at, the key-list capacity it grants.
   Status OnHelloReply(const ShardRequest& r, const HelloReplyBody& h);

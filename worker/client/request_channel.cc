@@ -205,7 +205,7 @@ Status RequestChannel::Connect() {
     if (options_.claim_lookup != nullptr) options_.claim_lookup->Known(static_cast<int>(shard), ep);
     TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, o));
     sockets_.push_back(std::move(s));
-    joiners_.emplace_back("server " + ep, kMaxFrameBytes, &frame_pool_, !options_.widen_pull_replies);
+    joiners_.push_back(NewJoiner(static_cast<int>(shard), ep));
   }
   for (auto& s : sockets_) poll_items_.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   for (auto& m : monitors_) poll_items_.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
@@ -315,6 +315,27 @@ void RequestChannel::PartDone(RequestState* request) {
 bool RequestChannel::InFlight(uint64_t id) const {
   const uint64_t slot = id & kSlotMask;
   return id != 0 && slot < pending_.size() && pending_[static_cast<uint32_t>(slot)].id == id;
+}
+
+ReplyJoiner RequestChannel::NewJoiner(int shard, const std::string& endpoint) {
+  ReplyJoiner::Placer place;
+  if (values_placer_)
+    place = [this, shard](const MessageHeader& h, uint64_t bytes) { return PlaceValues(shard, h, bytes); };
+  return ReplyJoiner("server " + endpoint, kMaxFrameBytes, &frame_pool_, std::move(place));
+}
+
+char* RequestChannel::PlaceValues(int shard, const MessageHeader& h, uint64_t bytes) {
+  const uint64_t id = h.request_id();
+  if (!InFlight(id)) return nullptr;
+  const Pending& p = pending_[static_cast<uint32_t>(id & kSlotMask)];
+  const Link& link = links_[shard];
+  // Anything DrainReplies could drop (another process, generation or
+  // shard) is joined and judged there as before.
+  if (p.shard != shard || p.expect != PULL_REPLY) return nullptr;
+  if (h.shard_generation() != 0 && h.shard_generation() != link.generation) return nullptr;
+  if (h.server_incarnation() != 0 && link.incarnation != 0 && h.server_incarnation() != link.incarnation)
+    return nullptr;
+  return values_placer_(p.tag, h, bytes);
 }
 
 void RequestChannel::Dispatch(Message* reply) {
@@ -491,6 +512,7 @@ Status RequestChannel::DrainReplies(int s) {
     }
     if (links_[s].replicated && !Acknowledge(s, reply.header)) continue;
     stats_.bytes_received += reply.values_size() + reply.keys.size();
+    stats_.bytes_placed += reply.placed_values_bytes;
     stats_.wire.CountReceived(reply);
     // A 16-bit reply is widened once here: everything after reads float32
     // (a pull's, with widen_pull_replies off, by the handler, into the

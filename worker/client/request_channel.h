@@ -252,10 +252,7 @@ class RequestChannel {
     /// sees them (true, the default). False: a PULL_REPLY reaches the
     /// handler in its wire encoding (header.value_encoding()), for a handler
     /// that widens it straight into its destination (ReadValuesInto,
-    /// core/net/value_frames.h); every other reply is still widened. A
-    /// chunked float32 pull reply then reaches it unjoined, its values in
-    /// Message::value_pieces (ReadValuesInto and ScatterValueRows read
-    /// them; JoinValuePieces joins them for any other reader).
+    /// core/net/value_frames.h); every other reply is still widened.
     bool widen_pull_replies = true;
   };
 
@@ -265,6 +262,7 @@ class RequestChannel {
   /// Counters since construction.
   struct Stats {
     uint64_t bytes_sent = 0, bytes_received = 0;  // keys + values frames
+    uint64_t bytes_placed = 0;  // of bytes_received: values placed by the ValuesPlacer
     WireBytes wire;            // the same, per table and direction (pulls and pushes)
     uint64_t send_waits = 0;   // sends that waited for room in the window
     double wait_seconds = 0;   // time blocked in RequestHandle::Wait
@@ -278,8 +276,19 @@ class RequestChannel {
   /// reply of the wrong size). The reply's frames may be taken.
   using ReplyHandler = std::function<Status(uint64_t tag, const Status& verdict, Message* reply)>;
 
+  /// Where a chunked float32 PULL_REPLY's values go (ReplyJoiner::Placer),
+  /// given the `tag` Send was given for the request it answers and the
+  /// reply's header: the address of `bytes` writable bytes, or null to have
+  /// them joined as any other reply's. Asked only for a reply to a pull in
+  /// flight to that shard's current process; the reply then reaches the
+  /// ReplyHandler with its values already there and `values` empty
+  /// (Message::placed_values_bytes). Called on the channel's thread.
+  using ValuesPlacer = std::function<char*(uint64_t tag, const MessageHeader& header, uint64_t bytes)>;
+
   /// Sockets are connected by Connect(). `on_reply` must outlive the channel.
   RequestChannel(const Options& options, ReplyHandler on_reply);
+  /// Sets the ValuesPlacer; before Connect (no placer: every reply joined).
+  void set_values_placer(ValuesPlacer placer) { values_placer_ = std::move(placer); }
   /// Closes the sockets (linger as set by core/net/transport.h). Requests
   /// still in flight are abandoned: their handles report Unavailable.
   ~RequestChannel();
@@ -465,6 +474,12 @@ class RequestChannel {
   bool Acknowledge(int shard, const MessageHeader& h);
   // Whether request id `id` is owed a reply.
   bool InFlight(uint64_t id) const;
+  // The joiner of `shard`'s replies, connected to `endpoint`.
+  ReplyJoiner NewJoiner(int shard, const std::string& endpoint);
+  // values_placer_'s answer for a chunked pull reply from `shard` that
+  // Dispatch will hand on (in flight, of the shard's current process and
+  // chain generation); null for any other.
+  char* PlaceValues(int shard, const MessageHeader& h, uint64_t bytes);
   // Whether `shard`, whose connection just went down, moves to its next
   // chain endpoint (see the file comment).
   bool FollowsChain(int shard) const;
@@ -521,10 +536,10 @@ class RequestChannel {
   FramePool frame_pool_;
   std::vector<zmq::socket_t> sockets_;
   // Per shard: its large float32 pull replies arrive in chunks (protocol 9),
-  // joined into frames of frame_pool_ as they come, or, with
-  // widen_pull_replies off (the handler reads them), handed on as the
-  // chunks came (Message::value_pieces).
+  // written where values_placer_ says or joined into frames of frame_pool_
+  // as they come.
   std::vector<ReplyJoiner> joiners_;
+  ValuesPlacer values_placer_;
   std::vector<zmq::pollitem_t> poll_items_;
   std::vector<int> outstanding_;  // per shard
   SlotPool<Pending> pending_;

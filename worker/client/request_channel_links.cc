@@ -313,7 +313,7 @@ Status RequestChannel::MoveSocket(int shard, const std::string& endpoint, std::d
   options_.servers[shard] = endpoint;
   if (options_.claim_lookup != nullptr) options_.claim_lookup->Known(shard, endpoint);
   // The rest of a reply in progress will not come from the new endpoint.
-  joiners_[shard] = ReplyJoiner("server " + endpoint, kMaxFrameBytes, &frame_pool_, !options_.widen_pull_replies);
+  joiners_[shard] = NewJoiner(shard, endpoint);
   links_[shard].failed_handshakes = 0;
   links_[shard].refused_connects = 0;
   // What was queued for the old endpoint was dropped with it.
