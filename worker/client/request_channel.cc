@@ -8,6 +8,7 @@
 
 #include <glog/logging.h>
 
+#include "core/net/receive_heap.h"
 #include "core/net/transport.h"
 #include "core/net/value_frames.h"
 #include "worker/client/resend_window.h"
@@ -206,6 +207,9 @@ Status RequestChannel::Connect() {
     TETHER_ASSIGN_OR_RETURN(zmq::socket_t s, ConnectDealer(*ctx_, ep, identity, o));
     sockets_.push_back(std::move(s));
     joiners_.push_back(NewJoiner(static_cast<int>(shard), ep));
+    // Large pull replies come in chunks over a wire: their pages are kept
+    // from one reply to the next (process-wide; core/net/receive_heap.h).
+    if (ep.rfind("inproc://", 0) != 0 && !heap_padded_) heap_padded_ = PadReceiveHeaps();
   }
   for (auto& s : sockets_) poll_items_.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   for (auto& m : monitors_) poll_items_.push_back({m.handle(), 0, ZMQ_POLLIN, 0});

@@ -540,6 +540,7 @@ class RequestChannel {
   // as they come.
   std::vector<ReplyJoiner> joiners_;
   ValuesPlacer values_placer_;
+  bool heap_padded_ = false;  // PadReceiveHeaps was called (a tcp:// or ipc:// shard)
   std::vector<zmq::pollitem_t> poll_items_;
   std::vector<int> outstanding_;  // per shard
   SlotPool<Pending> pending_;
