@@ -45,6 +45,16 @@ std::vector<int> TerminatingSignals() {
   return out;
 }
 
+// A process may start with signals blocked (a parent that blocked them
+// for a signalfd or sigwait and did not reset its child's mask): a handler
+// would then never run, and a SIGTERM would wait, pending, for ever.
+void UnblockSignals(const std::vector<int>& sigs) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : sigs) sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
 }  // namespace
 
 const std::vector<int>& StopSignals() {
@@ -62,6 +72,7 @@ std::string SignalName(int sig) {
 void InstallSignalReports(const std::string& program) {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGXFSZ, SIG_IGN);
+  std::vector<int> reported;
   for (int sig : TerminatingSignals()) {
     if (sig <= 0 || sig >= kMaxSignal || !AtDefault(sig)) continue;
     const int n = std::snprintf(g_lines[sig], sizeof(g_lines[sig]), "%s: ended by %s (signal %d)\n",
@@ -71,7 +82,9 @@ void InstallSignalReports(const std::string& program) {
     sa.sa_handler = Report;
     sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, nullptr);
+    reported.push_back(sig);
   }
+  UnblockSignals(reported);
 }
 
 std::vector<int> InstallStopSignals(void (*handler)(int)) {
@@ -86,6 +99,7 @@ std::vector<int> InstallStopSignals(void (*handler)(int)) {
     sigaction(sig, &sa, nullptr);
     installed.push_back(sig);
   }
+  UnblockSignals(installed);
   return installed;
 }
 

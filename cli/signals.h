@@ -21,7 +21,8 @@
 //     signal's.
 // A signal the process inherited as ignored (nohup's SIGHUP) stays ignored,
 // and a handler someone else installed before (a profiler's SIGPROF) is
-// kept.
+// kept. A signal inherited as blocked is unblocked once its handler is in
+// place, so a parent's mask never holds a SIGTERM pending.
 //
 // Thread-safety: call from main() before threads start. The handlers are
 // async-signal-safe (write(2), sigaction, raise).
@@ -39,14 +40,15 @@ const std::vector<int>& StopSignals();
 std::string SignalName(int sig);
 
 /// Ignores SIGPIPE and SIGXFSZ and installs the "ended by" line for every
-/// other terminating signal still at its default action. `program` is the
-/// binary's name for the line. ParseFlagsOrDie calls it.
+/// other terminating signal still at its default action, and unblocks the
+/// signals it installed the line for. `program` is the binary's name for
+/// the line. ParseFlagsOrDie calls it.
 void InstallSignalReports(const std::string& program);
 
 /// Installs `handler` for every stop signal that is not inherited as
 /// ignored, with SA_RESTART as std::signal does (poll(2), and so a ZeroMQ
-/// poll, still returns EINTR, and the caller looks at its stop flag).
-/// Returns the signals installed.
+/// poll, still returns EINTR, and the caller looks at its stop flag), and
+/// unblocks them in the calling thread. Returns the signals installed.
 std::vector<int> InstallStopSignals(void (*handler)(int));
 
 }  // namespace tether

@@ -128,5 +128,23 @@ TEST(SignalsTest, EveryStopSignalReachesTheGracefulHandler) {
   }
 }
 
+TEST(SignalsTest, AStopSignalInheritedBlockedIsUnblockedAndReachesTheHandler) {
+  const Child c = RunChild([] {
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, nullptr);  // as a parent's mask would leave it
+    InstallSignalReports("tether-test");
+    InstallStopSignals([](int s) { g_stop = s; });
+    sigset_t now;
+    sigprocmask(SIG_BLOCK, nullptr, &now);
+    if (sigismember(&now, SIGTERM)) _exit(7);
+    raise(SIGTERM);
+    _exit(g_stop == SIGTERM ? 0 : 6);
+  });
+  ASSERT_TRUE(WIFEXITED(c.status)) << c.err;
+  EXPECT_EQ(WEXITSTATUS(c.status), 0);
+}
+
 }  // namespace
 }  // namespace tether

@@ -32,7 +32,7 @@ Status LaunchEvents::Open() {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&handled_, sig);
   }
-  if (sigprocmask(SIG_BLOCK, &handled_, &original_mask_) != 0) return Status::Internal(ErrnoText("sigprocmask"));
+  if (sigprocmask(SIG_BLOCK, &handled_, nullptr) != 0) return Status::Internal(ErrnoText("sigprocmask"));
   signal_fd_ = signalfd(-1, &handled_, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd_ < 0) return Status::Internal(ErrnoText("signalfd"));
   return Status::OK();

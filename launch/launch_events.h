@@ -50,14 +50,10 @@ class LaunchEvents {
   bool escalate() const { return escalate_; }
   void reset_escalate() { escalate_ = false; }
 
-  /// The signal mask from before Open(), for children to restore.
-  const sigset_t& original_mask() const { return original_mask_; }
-
  private:
   int signal_fd_ = -1;
   int inotify_fd_ = -1;
   sigset_t handled_{};
-  sigset_t original_mask_{};
   int stop_signal_ = 0;
   std::chrono::steady_clock::time_point stop_at_;
   bool escalate_ = false;

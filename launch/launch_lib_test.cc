@@ -101,9 +101,7 @@ bool ReapAll(ProcessTable* table) {
 TEST(ProcessTableTest, StartsReapsAndReportsTheKilledFirst) {
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(devnull, 0);
-  sigset_t mask;
-  sigemptyset(&mask);
-  ProcessTable table("/bin", devnull, mask);
+  ProcessTable table("/bin", devnull);
   ASSERT_TRUE(table.Start("server", 0, "true", {}).ok());
   ASSERT_TRUE(table.Start("worker", 0, "sh", {"-c", "kill -9 $$"}).ok());
   EXPECT_EQ(table.group(), table.children()[0].pid);
@@ -122,9 +120,7 @@ TEST(ProcessTableTest, StartsReapsAndReportsTheKilledFirst) {
 TEST(ProcessTableTest, AwaitsAKilledChildBehindAFailedOne) {
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(devnull, 0);
-  sigset_t mask;
-  sigemptyset(&mask);
-  ProcessTable table("/bin", devnull, mask);
+  ProcessTable table("/bin", devnull);
   ASSERT_TRUE(table.Start("server", 0, "sh", {"-c", "exit 1"}).ok());
   ASSERT_TRUE(table.Start("server", 1, "sleep", {"30"}).ok());
   (void)testing::PollUntil(10000, [&] {
@@ -150,9 +146,7 @@ TEST(ProcessTableTest, AwaitsAKilledChildBehindAFailedOne) {
 TEST(ProcessTableTest, RunStateNamesAStoppedChild) {
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(devnull, 0);
-  sigset_t mask;
-  sigemptyset(&mask);
-  ProcessTable table("/bin", devnull, mask);
+  ProcessTable table("/bin", devnull);
   ASSERT_TRUE(table.Start("server", 0, "sleep", {"30"}).ok());
   const Child& c = table.children()[0];
   EXPECT_EQ(c.RunState(), "");
@@ -173,9 +167,7 @@ TEST(ProcessTableTest, RunStateNamesAStoppedChild) {
 TEST(ProcessTableTest, CountsEveryRoleAsLive) {
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(devnull, 0);
-  sigset_t mask;
-  sigemptyset(&mask);
-  ProcessTable table("/bin", devnull, mask);
+  ProcessTable table("/bin", devnull);
   ASSERT_TRUE(table.Start("worker", 0, "true", {}).ok());
   ASSERT_TRUE(table.Start("replacement", 4, "sleep", {"30"}).ok());
   EXPECT_EQ(table.Live(), 2);  // none reaped yet
@@ -634,9 +626,7 @@ TEST(JobSummaryTest, HeadlineNamesTheMetricsPresentAndTheTrainTime) {
 TEST(ElasticRunTest, StartsJoinersAndStopsTheNewestAtTheirEpochs) {
   ScratchDir dir;
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  sigset_t mask;
-  sigemptyset(&mask);
-  ProcessTable table("/bin", devnull, mask);
+  ProcessTable table("/bin", devnull);
   ElasticRun run({{2, +1}, {3, -1}}, /*num_workers=*/1, dir.path());
   EXPECT_TRUE(run.enabled());
   EXPECT_EQ(run.ProgressFile(4), dir.path() + "/progress_4");

@@ -53,7 +53,7 @@ Status Launcher::Setup() {
   TETHER_RETURN_IF_ERROR(events_.Open());
   devnull_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull_fd_ < 0) return Status::IOError(ErrnoText("/dev/null"));
-  table_ = std::make_unique<ProcessTable>(options_.bin_dir, devnull_fd_, events_.original_mask());
+  table_ = std::make_unique<ProcessTable>(options_.bin_dir, devnull_fd_);
 
   TETHER_ASSIGN_OR_RETURN(tmp_dir_, MakeLaunchTempDir());
   elastic_ = ElasticRun(options_.elastic, options_.num_workers, tmp_dir_);
@@ -303,6 +303,14 @@ std::optional<int> Launcher::StartWorkers() {
   return std::nullopt;
 }
 
+bool Launcher::RefusedItsStart(const Child& c) {
+  // Exit 2 is a configuration, flag or path refused before the process did
+  // anything (docs/ERRORS.md): every restart would be refused the same way.
+  if (!WIFEXITED(c.wait_status) || WEXITSTATUS(c.wait_status) != 2) return false;
+  LOG(ERROR) << "[launch] " << c.Name() << " refused its configuration (exit 2): the job exits 2, not restarted";
+  return true;
+}
+
 void Launcher::LogFailure(const Child& c) {
   const std::string held = c.role == "worker" || (c.role == "server" && c.endpoint.empty()) ? "" : WhatItHeld(c);
   LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded() << (held.empty() ? "" : "; " + held);
@@ -363,7 +371,7 @@ std::optional<int> Launcher::Exited(Child* c) {
     const std::string stopped = cause == nullptr ? StoppedShardsLost() : "";
     if (!stopped.empty()) LOG(ERROR) << "[launch] " << stopped << " (SIGSTOP): " << failed << " failed on it";
     Teardown(stopped.empty() ? failed + " failed" : stopped);
-    return 1;
+    return RefusedItsStart(cause != nullptr ? *cause : *c) ? 2 : 1;
   }
   VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();

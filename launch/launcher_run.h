@@ -130,6 +130,9 @@ class Launcher {
     return server_deaths_ && server_deaths_->Serving(server_deaths_->CopyOf(c.index)) == c.index;
   }
   void LogFailure(const Child& c);
+  // Whether `c` exited 2 (its configuration refused), which fails the job
+  // with 2: never restarted. Logs it.
+  static bool RefusedItsStart(const Child& c);
   // "2 server process(es) (server 1 (pid 4711), stopped (SIGSTOP); ...)":
   // the server processes and replacements still running, with their state.
   std::string ServersStillRunning() const;

@@ -1,5 +1,6 @@
 #include "launch/process_table.h"
 
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+
+#include "launch/exec_signals.h"
 
 namespace tether {
 
@@ -50,8 +53,8 @@ std::string FormatDuration(std::chrono::steady_clock::duration d) {
 
 std::string ErrnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-ProcessTable::ProcessTable(std::string bin_dir, int devnull_fd, const sigset_t& child_mask)
-    : bin_dir_(std::move(bin_dir)), devnull_fd_(devnull_fd), child_mask_(child_mask) {}
+ProcessTable::ProcessTable(std::string bin_dir, int devnull_fd)
+    : bin_dir_(std::move(bin_dir)), devnull_fd_(devnull_fd), keep_sighup_ignored_(SighupIgnored()) {}
 
 StatusOr<pid_t> ProcessTable::Spawn(const std::string& binary, std::vector<std::string> args) {
   const std::string path = bin_dir_ + "/" + binary;
@@ -79,7 +82,9 @@ StatusOr<pid_t> ProcessTable::Spawn(const std::string& binary, std::vector<std::
     // would kill us, so do not start at all.
     if (getppid() != parent) _exit(127);
     if (dup2(devnull_fd_, STDIN_FILENO) < 0) die("tether-launch: child: dup2 /dev/null failed\n");
-    sigprocmask(SIG_SETMASK, &child_mask_, nullptr);
+    // Not the mask of the thread that forked: a restarted job's launcher has
+    // its stop signals blocked already (launch/exec_signals.h).
+    ResetSignalsBeforeExec(keep_sighup_ignored_);
     execv(argv[0], argv.data());
     die("tether-launch: child: execv failed\n");
   }

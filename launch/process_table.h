@@ -2,9 +2,10 @@
 // execv from the launcher's own directory into one process group, reaped
 // with waitpid, signalled as a group and one by one.
 //
-// Every child gets PR_SET_PDEATHSIG(SIGKILL), stdin from /dev/null and the
-// signal mask the launcher had before it blocked its own signals, so no
-// child outlives the launcher, even a SIGKILLed one. The group id is the
+// Every child gets PR_SET_PDEATHSIG(SIGKILL), so no child outlives the
+// launcher, even a SIGKILLed one; stdin from /dev/null; and an empty signal
+// mask with every signal at its default action (launch/exec_signals.h),
+// whatever the launcher blocked or ignored, whichever thread starts it. The group id is the
 // first child's pid; a zombie keeps it reserved until reaped, so a signal to
 // the group never reaches some other process group.
 //
@@ -13,7 +14,6 @@
 // Thread-safety: single-threaded, like the launcher's event loop.
 #pragma once
 
-#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -56,9 +56,9 @@ std::string ErrnoText(const std::string& what);
 class ProcessTable {
  public:
   /// `bin_dir`: where the binaries are; `devnull_fd`: stdin of every child
-  /// (not owned); `child_mask`: the signal mask restored in each child
-  /// before exec.
-  ProcessTable(std::string bin_dir, int devnull_fd, const sigset_t& child_mask);
+  /// (not owned). Whether SIGHUP is ignored (nohup) is read here and passed
+  /// on to every child.
+  ProcessTable(std::string bin_dir, int devnull_fd);
 
   /// Starts BIN_DIR/binary with `args` as child `role` `index` and logs the
   /// command line. Errors: Internal when fork fails.
@@ -99,7 +99,7 @@ class ProcessTable {
 
   std::string bin_dir_;
   int devnull_fd_;
-  sigset_t child_mask_;
+  bool keep_sighup_ignored_;
   std::vector<Child> children_;
   pid_t pgid_ = 0;
 };

@@ -2,9 +2,9 @@
 // process died or failed), run it again from the latest complete checkpoint
 // under checkpoint.dir, or from its start when it failed before its first
 // checkpoint, as the next cluster.generation, within what is left of
-// --timeout_s. Success, bad flags, a timeout, a stop signal or a
-// diverged loss are never restarted, nor a job that failed after its final
-// checkpoint.
+// --timeout_s. Success, bad flags, a process that refused its
+// configuration (exit 2), a timeout, a stop signal or a diverged loss are
+// never restarted, nor a job that failed after its final checkpoint.
 //
 // Ownership: takes the options by value (each run's forwarded flags and
 // timeout are its own).

@@ -63,6 +63,14 @@
 #   restart_early  tether-launch --max_restarts=1 with a server killed
 #            before the first checkpoint: the job starts over ("restart 1
 #            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
+#   restart_bad_line  tether-launch --max_restarts=1 on a training file with
+#            a bad line: each run's worker fails at once and its processes
+#            stop on the launcher's SIGTERM (the restarted run's too: its
+#            processes start with no signal blocked), so the job exits 1
+#            within seconds, never after cluster.startup_timeout_ms.
+#   restart_refused  tether-launch --max_restarts=1 whose worker exits 2
+#            (its configuration refused; a stand-in tether-worker beside a
+#            copy of the launcher): the job exits 2 at once, not restarted.
 # Usage: checkpoint_test.sh exact|exact_bf16|exact_budget|exact_dc|exact_tfidf|final_validation|best_resume|best_resume_split|reshard|restart|restart_study|left|restart_early BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -442,5 +450,38 @@ PY2
     echo "server 0 killed in epoch 2 before any checkpoint: restarted from the start, $total rows"
     echo "PASS"
     ;;
-  *) echo "usage: $0 exact|reshard|restart|restart_study|left|restart_early BIN_DIR"; exit 2 ;;
+  restart_bad_line)
+    zcat data/bibtex/Bibtex_data.txt.gz | sed '100s/.*/1,2 5:1 7:abc/' > "$tmp/bad.txt"
+    started=$(date +%s)
+    rc=0
+    timeout -k 5 100 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --epochs=2 \
+      --train_file="$tmp/bad.txt" --test_file="$tmp/bad.txt" --checkpoint_dir="$tmp/bad-ck" --max_restarts=1 \
+      > "$tmp/bad.log" 2>&1 || rc=$?
+    took=$(($(date +%s) - started))
+    [ "$rc" = 1 ] || fail "the job on a bad line exited $rc, expected 1"
+    grep -q "restart 1 of 1 from the start" "$tmp/bad.log" || fail "the job was not restarted"
+    [ "$(grep -c "worker 0 (pid [0-9]*) exited with code 1" "$tmp/bad.log")" = 2 ] ||
+      fail "worker 0 did not fail once in each run"
+    # 60 s is cluster.startup_timeout_ms: a process that ignored SIGTERM
+    # would leave only then.
+    [ "$took" -lt 30 ] || fail "the job took $took s to end after its second failure"
+    echo "bad line: restarted once, exit $rc after $took s"
+    echo "PASS"
+    ;;
+  restart_refused)
+    mkdir "$tmp/bin"
+    cp "$bin/tether-launch" "$bin/tether-server" "$tmp/bin/"
+    printf '#!/bin/sh\necho "stand-in worker: config field x: refused" >&2\nexit 2\n' > "$tmp/bin/tether-worker"
+    chmod +x "$tmp/bin/tether-worker"
+    rc=0
+    timeout -k 5 100 "$tmp/bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --epochs=2 \
+      --checkpoint_dir="$tmp/refused-ck" --max_restarts=1 > "$tmp/refused.log" 2>&1 || rc=$?
+    [ "$rc" = 2 ] || fail "the job whose worker refused its configuration exited $rc, expected 2"
+    grep -q "refused its configuration (exit 2): the job exits 2, not restarted" "$tmp/refused.log" ||
+      fail "the launcher did not say why it does not restart"
+    ! grep -q "restart 1 of 1" "$tmp/refused.log" || fail "the job was restarted"
+    echo "worker exit 2: job exit $rc, not restarted"
+    echo "PASS"
+    ;;
+  *) echo "usage: $0 exact|reshard|restart|restart_study|left|restart_early|restart_bad_line|restart_refused BIN_DIR"; exit 2 ;;
 esac
