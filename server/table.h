@@ -271,7 +271,7 @@ class ServerTable {
   const RowEviction* eviction() const { return eviction_.get(); }
   /// The budget's state (counters, clock, version, sketch, eviction
   /// metadata by row number) into *state, for a checkpoint written with the
-  /// rows.
+  /// rows (this and the next two: server/table_budget_state.cc).
   void SaveBudgetState(TableBudgetState* state) const;
   /// Restores SaveBudgetState's state over rows restored in the same order
   /// (a resume on the same number of shards). Errors: DataLoss naming what
