@@ -41,6 +41,35 @@ TEST(ReplicasConfigTest, ServersRefuseNegativeCountsAndAsManyAsTheServers) {
   EXPECT_EQ(ValidateServerConfig(one).code(), Status::Code::kInvalidArgument);
 }
 
+// An idle replica acknowledges once per heartbeat interval: a liveness
+// timeout below two intervals would drop it as silent.
+TEST(ReplicasConfigTest, ALivenessTimeoutBelowTwoHeartbeatsIsRefusedWithReplicas) {
+  JobConfig j = ThreeServers(1);
+  j.mutable_cluster()->set_liveness_timeout_ms(300);
+  const Status refused = ValidateServerConfig(j);
+  EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(refused.message(),
+            "config field cluster.liveness_timeout_ms: is 300 ms, below 2 × cluster.heartbeat_interval_ms (2 × 1000 "
+            "= 2000 ms): with cluster.replicas an idle replica acknowledges once per heartbeat interval and would be "
+            "dropped as silent; raise cluster.liveness_timeout_ms (--liveness_timeout_ms) to 2000 or more, or lower "
+            "cluster.heartbeat_interval_ms");
+  EXPECT_EQ(ValidateJobConfig(j).message(), refused.message()) << "workers refuse it the same way";
+  j.mutable_cluster()->set_liveness_timeout_ms(1999);
+  EXPECT_FALSE(ValidateServerConfig(j).ok());
+  j.mutable_cluster()->set_liveness_timeout_ms(2000);
+  EXPECT_TRUE(ValidateServerConfig(j).ok());
+  j.mutable_cluster()->set_liveness_timeout_ms(0);
+  EXPECT_TRUE(ValidateServerConfig(j).ok()) << "0: off";
+  j.mutable_cluster()->set_liveness_timeout_ms(300);
+  j.mutable_cluster()->set_heartbeat_interval_ms(150);
+  EXPECT_TRUE(ValidateServerConfig(j).ok());
+  JobConfig unreplicated = ThreeServers(0);
+  unreplicated.mutable_cluster()->set_liveness_timeout_ms(300);
+  EXPECT_TRUE(ValidateServerConfig(unreplicated).ok()) << "without replicas nothing waits on the heartbeat";
+  EXPECT_EQ(JobConfig().cluster().liveness_timeout_ms(), 5000);
+  EXPECT_GE(JobConfig().cluster().liveness_timeout_ms(), 2 * JobConfig().cluster().heartbeat_interval_ms());
+}
+
 TEST(ReplicasConfigTest, InProcessEndpointsAndJobsHoldNoReplicas) {
   JobConfig j = ThreeServers(1);
   for (const char* a : {"tcp://h0:5000", "inproc://tether-shard-1", "tcp://h2:5000"})

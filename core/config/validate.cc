@@ -134,6 +134,18 @@ Status ValidateReplicas(const ClusterConfig& c) {
     if (address.rfind("inproc://", 0) == 0)
       return FieldError("cluster.replicas", "is " + std::to_string(replicas) + ", but cluster.server_addresses names " +
                                                 address + ": " + kInProcessReplicas);
+  // An idle replica acknowledges once per heartbeat interval, and its
+  // primary doubts it after two silent intervals (server/replica_link.cc)
+  // but drops it after cluster.liveness_timeout_ms: below two intervals a
+  // healthy idle replica would be dropped as silent.
+  const int64_t liveness = c.liveness_timeout_ms(), heartbeat = c.heartbeat_interval_ms();
+  if (liveness != 0 && liveness < 2 * heartbeat)
+    return FieldError("cluster.liveness_timeout_ms",
+                      "is " + std::to_string(liveness) + " ms, below 2 × cluster.heartbeat_interval_ms (2 × " +
+                          std::to_string(heartbeat) + " = " + std::to_string(2 * heartbeat) +
+                          " ms): with cluster.replicas an idle replica acknowledges once per heartbeat interval and "
+                          "would be dropped as silent; raise cluster.liveness_timeout_ms (--liveness_timeout_ms) to " +
+                          std::to_string(2 * heartbeat) + " or more, or lower cluster.heartbeat_interval_ms");
   return Status::OK();
 }
 
