@@ -20,6 +20,7 @@
 #include "core/config.h"  // ClosestName
 #include "core/process_limits.h"
 #include "tether/build_config.h"
+#include "tether/git_commit.h"
 
 namespace tether {
 

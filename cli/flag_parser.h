@@ -44,8 +44,9 @@ struct CommandLine {
 /// On return argv holds the program name and the positional arguments.
 void ParseFlagsOrDie(int* argc, char*** argv, const CommandLine& command_line);
 
-/// "0.1.0 (commit 1d8ee06, CUDA off)": the version and the build, as fixed
-/// at configure time (core/build_config.h.in).
+/// "0.1.0 (commit 1d8ee06, CUDA off)": the version and the build: CUDA as
+/// configured (core/build_config.h.in), the commit as of the last build
+/// (cli/git_commit.cmake).
 std::string VersionString();
 
 }  // namespace tether
