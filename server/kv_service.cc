@@ -279,6 +279,13 @@ void KvService::NarrowReply(const ServerTable& t, Message* reply) {
   reply->values = NarrowFrame(pull_scratch_.data(), reply->header.num_values(), 1.0f, e, nullptr, &reply_pool_,
                               &saturated);
   reply->header.set_value_encoding(e);
+  SetSaturated(saturated, reply);
+}
+
+void KvService::SetSaturated(uint64_t saturated, Message* reply) {
+  // The worker counts them (WorkerStats.wire_saturated_received): a value
+  // clamped on its way is a weight the worker did not read.
+  if (saturated > 0) reply->header.set_values_saturated(saturated);
 }
 
 void KvService::NarrowRows(const ServerTable& t, const uint64_t* offsets, uint64_t n, Message* reply) {
@@ -289,22 +296,23 @@ void KvService::NarrowRows(const ServerTable& t, const uint64_t* offsets, uint64
   auto* out = static_cast<unsigned char*>(reply->values.data());
   // Narrowed from the table into the frame, each run of rows in one call:
   // the values are read once and written once, at half their width.
-  // Saturated FP16 values are not counted (as NarrowReply's).
+  uint64_t saturated = 0;
   t.ForEachRowRun(offsets, n, [&](uint64_t i, const float* src, uint64_t rows) {
-    (void)EncodeValues(src, rows * dim, 1.0f, e, nullptr, out + i * row_bytes);
+    saturated += EncodeValues(src, rows * dim, 1.0f, e, nullptr, out + i * row_bytes);
   });
   reply->header.set_value_dim(dim);
   reply->header.set_num_values(n * dim);
   reply->header.set_value_encoding(e);
+  SetSaturated(saturated, reply);
 }
 
 void KvService::NarrowDense(const ServerTable& t, Message* reply) {
   const WireEncoding e = t.spec().pull_wire();
   const uint64_t n = reply->header.num_values();
   reply->values = reply_pool_.Take(n * WireBytesPerValue(e));
-  // Saturated FP16 values are not counted (as NarrowReply's).
-  if (n > 0) (void)EncodeValues(t.dense_values(), n, 1.0f, e, nullptr, reply->values.data());
+  const uint64_t saturated = n > 0 ? EncodeValues(t.dense_values(), n, 1.0f, e, nullptr, reply->values.data()) : 0;
   reply->header.set_value_encoding(e);
+  SetSaturated(saturated, reply);
 }
 
 void KvService::ServeReadyPulls() {

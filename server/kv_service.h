@@ -209,6 +209,9 @@ class KvService {
   // FillValues of a 16-bit dense table: its slice narrowed straight from
   // the table into the reply's frame.
   void NarrowDense(const ServerTable& t, Message* reply);
+  // The Narrow* calls: `saturated` values of the reply's frame were clamped
+  // to the encoding's largest finite value; said in its header when > 0.
+  static void SetSaturated(uint64_t saturated, Message* reply);
   void MergeAverageRounds();
   void DropAverageDeltas(int rank, const char* why);
   // RestoreState's parts (kv_service_state.cc); `in`: a reader per table.

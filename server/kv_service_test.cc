@@ -240,5 +240,47 @@ TEST_F(KvServiceTest, ADeltaOutsideAveragingIsRefused) {
   EXPECT_EQ(stats_.pushes, 0u);
 }
 
+// A 16-bit pull_wire: every reply says how many of its values the shard
+// saturated narrowing them, by each of the three ways a reply is narrowed
+// (rows gathered first, wide rows straight from the table, a dense slice).
+TEST(KvServiceWireTest, RepliesSayHowManyValuesFp16Saturated) {
+  ClockTracker clocks(1, 0);
+  ServerStats stats;
+  RecordingOutbox out;
+  KvService kv(0, 1, &clocks, &stats, &out);
+  google::protobuf::RepeatedPtrField<TableSpec> specs = Tables();
+  TableSpec* wide = specs.Add();
+  *wide = specs[0];
+  wide->set_id(2);
+  wide->set_name("wide");
+  wide->set_dim(16);  // kMinNarrowedRowFloats: narrowed from the table
+  for (TableSpec& t : specs) t.set_pull_wire(FP16);
+  kv.DefineTables(specs);
+  kv.WorkerJoined(0, false, 1 << 20);
+  // SGD at rate 1: a weight is minus its gradient. 70000 is past FP16's
+  // 65504; -1 and 65000 fit (as does 65504 itself below).
+  kv.Push("w0", Request(PUSH, 0, kRows, {1, 2}, {-70000, 1, -65000, 80000}));
+  std::vector<float> grad(32, 0.0f);
+  grad[0] = -1e6f;
+  grad[17] = 1e5f;
+  grad[18] = 65504;
+  Message wide_push = Request(PUSH, 0, 2, {4, 5}, grad);
+  wide_push.header.set_value_dim(16);
+  kv.Push("w0", wide_push);
+  kv.Push("w0", Request(PUSH, 0, kDense, {}, {-1e9f, 2, 3}));
+  const auto pulled = [&](uint32_t table, const std::vector<uint64_t>& keys) {
+    Message pull = Request(PULL, 0, table, keys, {});
+    if (table == 2) pull.header.set_value_dim(16);
+    kv.Pull("w0", &pull);
+    EXPECT_EQ(out.last().header.type(), PULL_REPLY);
+    EXPECT_EQ(out.last().header.value_encoding(), FP16);
+    return out.last().header.has_values_saturated() ? out.last().header.values_saturated() : 0;
+  };
+  EXPECT_EQ(pulled(kRows, {1, 2, 3}), 2u);  // 70000 and -80000
+  EXPECT_EQ(pulled(kRows, {3}), 0u);        // absent: the field too
+  EXPECT_EQ(pulled(2, {4, 5}), 2u);         // 1e6 and -1e5
+  EXPECT_EQ(pulled(kDense, {}), 1u);        // 1e9
+}
+
 }  // namespace
 }  // namespace tether

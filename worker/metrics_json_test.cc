@@ -28,7 +28,8 @@ TrainReport TwoShardReport() {
               wait_fraction: 0.5 epoch_rows: 60 epoch_rows: 40 minibatches: 4 batch_size_final: 30
               batch_size_min: 20 batch_size_max: 30
               key_lists { defined: 5 used: 13 resent: 1 bytes_saved: 24576 } }
-    workers { rank: 1 samples: 50 train_seconds: 0.2 wire_saturated: 2 residual_rows: 7
+    workers { rank: 1 samples: 50 train_seconds: 0.2 wire_saturated: 5 wire_saturated_sent: 2
+              wire_saturated_received: 3 residual_rows: 7
               wire { table: "w1" pull_wire: "bf16" push_wire: "fp16" sent_messages: 3 sent_bytes: 1200
                      sent_value_bytes: 400 sent_fp32_value_bytes: 800 received_messages: 2 received_bytes: 500
                      received_value_bytes: 500 received_fp32_value_bytes: 1000 }
@@ -142,7 +143,8 @@ TEST(MetricsJsonFromStatsTest, WorkersGetTheLongestBoundWaitOverShards) {
       "chunks_completed": 0, "chunks_refused": 0, "minibatches": 4, "batch_size_final": 30, "batch_size_min": 20,
       "batch_size_max": 30, "batch_size_mean": 25.0, "key_lists_defined": 5, "key_lists_used": 13,
       "key_lists_resent": 1, "key_lists_bytes_saved": 24576, "average_local_steps": 0,
-      "average_deltas_pushed": 0, "wire": {}, "wire_saturated": 0, "residual_rows": 0, "residual_evicted": 0,
+      "average_deltas_pushed": 0, "wire": {}, "wire_saturated": 0, "wire_saturated_sent": 0,
+      "wire_saturated_received": 0, "residual_rows": 0, "residual_evicted": 0,
       "residual_evicted_l1": 0.0})"));
   EXPECT_TRUE(j["workers"][0]["batch_size_mean"].is_number_float());
   EXPECT_TRUE(j["workers"][0]["train_seconds"].is_number_float());
@@ -206,8 +208,9 @@ TEST(MetricsJsonFromStatsTest, SamplesPerSecondSpansFirstStartToLastEnd) {
   EXPECT_FALSE(j["workers"][0].contains("train_end_unix_s"));
   // 15 + the four cache figures + epoch_rows + data on demand's two + the
   // four batch figures and batch_size_mean + the four key-list counters +
-  // AVERAGE's two + wire and the four 16-bit push counters.
-  EXPECT_EQ(j["workers"][0].size(), 38u);
+  // AVERAGE's two + wire, the three saturation counters (both ways and
+  // their sum) and the three error-feedback counters.
+  EXPECT_EQ(j["workers"][0].size(), 40u);
 }
 
 TEST(MetricsJsonFromStatsTest, WireBytesPerTableWithTheirRatios) {
@@ -220,7 +223,9 @@ TEST(MetricsJsonFromStatsTest, WireBytesPerTableWithTheirRatios) {
       "sent_ratio": 1.3333333333333333, "received_ratio": 2.0})"));
   EXPECT_EQ(w["b1"]["sent_ratio"], 1.0);  // nothing sent
   EXPECT_TRUE(w["b1"]["sent_ratio"].is_number_float());
-  EXPECT_EQ(j["workers"][1]["wire_saturated"], 2);
+  EXPECT_EQ(j["workers"][1]["wire_saturated"], 5);
+  EXPECT_EQ(j["workers"][1]["wire_saturated_sent"], 2);
+  EXPECT_EQ(j["workers"][1]["wire_saturated_received"], 3);
   EXPECT_EQ(j["workers"][1]["residual_rows"], 7);
 }
 

@@ -28,6 +28,18 @@ void AddWireCounters(const WorkerMetricsSnapshot& snap, const PrometheusLabels& 
       }
     }
   }
+  // Values a 16-bit wire clamped to its largest finite value: in this
+  // worker's pushes (sent) and in the replies the shards narrowed (received).
+  const ClientStats& c = snap.progress.client;
+  const char* saturated = "tether_worker_wire_saturated_total";
+  w->Family(saturated, ExpositionWriter::Type::kCounter,
+            "Values a 16-bit wire encoding saturated to its largest finite value (FP16: beyond 65504), in "
+            "pushes sent and in pull and push replies received.");
+  for (const bool sent : {true, false}) {
+    PrometheusLabels labels = base;
+    labels.emplace_back("direction", sent ? "sent" : "received");
+    w->Sample(saturated, labels, static_cast<double>(sent ? c.push_values_saturated : c.reply_values_saturated));
+  }
 }
 
 }  // namespace

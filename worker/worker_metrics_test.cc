@@ -108,5 +108,17 @@ TEST(WorkerMetricsTest, WireBytesPerTableAndDirection) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
 }
 
+TEST(WorkerMetricsTest, SaturatedValuesByDirection) {
+  WorkerMetricsSnapshot snap;
+  snap.progress.client.push_values_saturated = 3;
+  snap.progress.client.reply_values_saturated = 5;
+  const std::string text = RenderWorkerMetrics(snap, "job-1", 2);
+  EXPECT_EQ(testing::ExpositionProblems(text), "");
+  const std::string base = "tether_worker_wire_saturated_total{tether_job=\"job-1\",role=\"worker\",rank=\"2\",";
+  for (const std::string& want : {base + "direction=\"sent\"} 3\n", base + "direction=\"received\"} 5\n"})
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  EXPECT_NE(text.find("# TYPE tether_worker_wire_saturated_total counter\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tether

@@ -6,7 +6,10 @@
 # pushed and pulled, take exactly half of fp32's bytes for the same job (one
 # worker: the same requests in the same order), the keys frames the same
 # bytes; the ratios in the metrics JSON say so; P@1 stays within 0.02 of
-# fp32's.
+# fp32's. Then a9a under SGD at rate 200000 (BSP, one worker: the same
+# pulls each run), whose weights outgrow FP16: the values the shard
+# saturated in its replies are counted (wire_saturated_received, exactly
+# 7986; its gradients fit, so none sent), and none with --wire=fp32.
 # Usage: wire_test.sh BIN_DIR   (run from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init wire "$1"
@@ -63,5 +66,25 @@ for name in ("bf16", "fp16", "bf16_nofeedback"):
     expect(f"{name}: P@1 {p1[name]:.4f} within 0.02 of fp32's {p1['fp32']:.4f}", abs(p1[name] - p1["fp32"]) <= 0.02)
 expect("bf16 with feedback keeps residuals", m["bf16"]["workers"][0]["residual_rows"] > 0)
 expect("bf16 without feedback keeps none", m["bf16_nofeedback"]["workers"][0]["residual_rows"] == 0)
+sys.exit(1 if failed else 0)
+PY
+
+saturate() {  # NAME WIRE
+  timeout -k 5 120 "$bin/tether-launch" --config examples/a9a.pbtxt --servers 1 --workers 1 --staleness=0 \
+    --optimizer=sgd --learning_rate=200000 --fail_on_divergence=false --epochs=1 --wire="$2" \
+    --metrics_out "$tmp/$1.json" >"$tmp/$1.log" 2>&1 || { tail -20 "$tmp/$1.log"; exit 1; }
+}
+saturate sat_fp16 fp16
+saturate sat_fp32 fp32
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+failed = False
+for name, want in (("sat_fp16", (7986, 0, 7986)), ("sat_fp32", (0, 0, 0))):
+    w = json.load(open(f"{tmp}/{name}.json"))["workers"][0]
+    got = (w["wire_saturated_received"], w["wire_saturated_sent"], w["wire_saturated"])
+    ok = got == want
+    print(("ok   " if ok else "FAIL ") + f"{name}: saturated received, sent, total {got} (want {want})")
+    failed |= not ok
 sys.exit(1 if failed else 0)
 PY

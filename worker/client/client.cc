@@ -699,6 +699,7 @@ const ClientStats& WorkerClient::stats() const {
   stats_.wire = c.wire.tables();
   const PushEncoder::Stats e = push_encoder_.stats();
   stats_.push_values_saturated = e.saturated;
+  stats_.reply_values_saturated = c.wire.received_saturated();
   stats_.residual_rows = e.residual_rows;
   stats_.residual_evicted = e.residual_evicted;
   stats_.residual_evicted_l1 = e.residual_evicted_l1;

@@ -227,6 +227,9 @@ struct ClientStats {
   // residual, rows whose residual was dropped for room and Σ |residual|
   // dropped.
   uint64_t push_values_saturated = 0;
+  // 16-bit replies: values the shards saturated narrowing them
+  // (WireBytes::received_saturated).
+  uint64_t reply_values_saturated = 0;
   uint64_t residual_rows = 0;
   uint64_t residual_evicted = 0;
   double residual_evicted_l1 = 0;

@@ -31,6 +31,13 @@ void WireBytes::Count(const Message& m, bool sent) {
   d.bytes += m.keys.size() + values;
   d.value_bytes += values;
   d.fp32_value_bytes += values / WireBytesPerValue(m.header.value_encoding()) * sizeof(float);
+  if (!sent) tables_[table].received_saturated += m.header.values_saturated();
+}
+
+uint64_t WireBytes::received_saturated() const {
+  uint64_t n = 0;
+  for (const TableWireBytes& t : tables_) n += t.received_saturated;
+  return n;
 }
 
 }  // namespace tether

@@ -3,7 +3,8 @@
 // frame is widened): keys and values frames of PULL, PUSH and PUSH_DELTA
 // (sent) and of PULL_REPLY and PUSH_REPLY (received). Beside each count,
 // what its values would have taken in float32, so the compression ratio
-// of an encoding is measured, not assumed.
+// of an encoding is measured, not assumed; and the values of the replies
+// that the shard saturated narrowing them (MessageHeader.values_saturated).
 //
 // Thread-compatible (the request channel's one thread).
 #pragma once
@@ -29,16 +30,22 @@ struct DirectionBytes {
 struct TableWireBytes {
   DirectionBytes sent;      // worker → shards
   DirectionBytes received;  // shards → worker
+  // Values of the received replies the shards clamped to the 16-bit
+  // encoding's largest finite value (FP16: beyond ±65504).
+  uint64_t received_saturated = 0;
 };
 
 class WireBytes {
  public:
   /// Counts `m` (before it is sent) when it is a PULL, PUSH or PUSH_DELTA.
   void CountSent(const Message& m);
-  /// Counts `m` (as received) when it is a PULL_REPLY or PUSH_REPLY.
+  /// Counts `m` (as received) when it is a PULL_REPLY or PUSH_REPLY, with
+  /// the values its header says the shard saturated.
   void CountReceived(const Message& m);
   /// Indexed by table id; tables never seen are zeros (or absent past the end).
   const std::vector<TableWireBytes>& tables() const { return tables_; }
+  /// Σ received_saturated over the tables.
+  uint64_t received_saturated() const;
 
  private:
   void Count(const Message& m, bool sent);

@@ -39,6 +39,25 @@ TEST(WireBytesTest, CountsPerTableAndDirection) {
   EXPECT_DOUBLE_EQ(t0.sent.ratio(), 1.0);
   EXPECT_EQ(t0.received.bytes, 40u);
   EXPECT_DOUBLE_EQ(t0.received.ratio(), 1.0);
+  EXPECT_EQ(w.received_saturated(), 0u);
+}
+
+TEST(WireBytesTest, CountsTheValuesTheShardsSaturated) {
+  WireBytes w;
+  Message pulled = Frames(PULL_REPLY, 1, 0, 400, FP16);
+  pulled.header.set_values_saturated(3);
+  w.CountReceived(pulled);
+  Message pushed = Frames(PUSH_REPLY, 0, 0, 40, FP16);
+  pushed.header.set_values_saturated(2);
+  w.CountReceived(pushed);
+  w.CountReceived(Frames(PULL_REPLY, 1, 0, 400, FP16));  // none saturated
+  Message sent = Frames(PUSH, 1, 800, 400, FP16);
+  sent.header.set_values_saturated(7);  // a push's are the encoder's to count
+  w.CountSent(sent);
+  ASSERT_EQ(w.tables().size(), 2u);
+  EXPECT_EQ(w.tables()[1].received_saturated, 3u);
+  EXPECT_EQ(w.tables()[0].received_saturated, 2u);
+  EXPECT_EQ(w.received_saturated(), 5u);
 }
 
 }  // namespace

@@ -18,8 +18,8 @@ double UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The client's bytes on the wire per table (WorkerStats.wire) and its
-// 16-bit push counters.
+// The client's bytes on the wire per table (WorkerStats.wire), the values
+// a 16-bit wire saturated both ways, and its error-feedback counters.
 void AddWireStats(const ClientStats& cs, const std::vector<TableSpec>& tables, WorkerStats* out) {
   for (size_t t = 0; t < tables.size(); ++t) {
     const TableWireBytes counted = t < cs.wire.size() ? cs.wire[t] : TableWireBytes{};
@@ -36,7 +36,9 @@ void AddWireStats(const ClientStats& cs, const std::vector<TableSpec>& tables, W
     w->set_received_value_bytes(counted.received.value_bytes);
     w->set_received_fp32_value_bytes(counted.received.fp32_value_bytes);
   }
-  out->set_wire_saturated(cs.push_values_saturated);
+  out->set_wire_saturated_sent(cs.push_values_saturated);
+  out->set_wire_saturated_received(cs.reply_values_saturated);
+  out->set_wire_saturated(cs.push_values_saturated + cs.reply_values_saturated);
   out->set_residual_rows(cs.residual_rows);
   out->set_residual_evicted(cs.residual_evicted);
   out->set_residual_evicted_l1(cs.residual_evicted_l1);
