@@ -81,7 +81,8 @@ bool Membership::Member(int rank) const {
 bool Membership::Refuse(const std::string& identity, const MessageHeader& h, const std::string& why) {
   const int rank = h.sender_rank();
   LOG(ERROR) << outbox_->log_prefix() << "refusing worker " << rank << ": " << why;
-  if (rank >= 0 && rank < options_.initial_workers && !workers_[rank].said_hello) refusals_[rank] = why;
+  if (rank >= 0 && rank < options_.initial_workers && !workers_[rank].said_hello)
+    refusals_[rank] = RefusalNote(why, identity);
   outbox_->SendError(identity, h, why);
   return false;
 }
@@ -266,7 +267,7 @@ std::vector<std::pair<std::string, Message>> Membership::TakeWaiting() {
 void Membership::RefuseWaiting(const std::string& why) {
   for (auto& [rank, p] : waiting_) {
     LOG(ERROR) << outbox_->log_prefix() << "refusing worker " << rank << ": " << why;
-    if (rank >= 0 && rank < options_.initial_workers) refusals_[rank] = why;
+    if (rank >= 0 && rank < options_.initial_workers) refusals_[rank] = RefusalNote(why, p.identity);
     outbox_->SendError(p.identity, p.hello.header, why);
   }
   waiting_.clear();
@@ -408,7 +409,38 @@ bool Membership::RemoveSilent(const Silent& s) {
   return clocks_->Remove(s.rank);
 }
 
+std::string Membership::RefusalNote(const std::string& why, const std::string& identity) {
+  // The connection names the process (a worker's identity holds its pid).
+  return why + "; connection " + DescribeIdentity(identity);
+}
+
+std::string Membership::RefusedRanks() const {
+  std::string refused;
+  for (const auto& [rank, why] : refusals_)
+    if (rank < options_.initial_workers && !workers_[rank].said_hello && waiting_.count(rank) == 0)
+      refused += (refused.empty() ? "" : "; ") + std::string("worker ") + std::to_string(rank) + " (refused: " + why + ")";
+  return refused;
+}
+
+Status Membership::CheckRefusals() const {
+  // Every initial rank said HELLO: joined, waiting for worker 0's, or
+  // refused. A refused rank will not come (its process exits on the
+  // refusal) and no other is expected: the job cannot run, and waiting out
+  // cluster.startup_timeout_ms would only hide why.
+  if (first_hello_done_ || refusals_.empty()) return Status::OK();
+  for (int r = 0; r < options_.initial_workers; ++r)
+    if (!workers_[r].said_hello && waiting_.count(r) == 0 && refusals_.count(r) == 0) return Status::OK();
+  const std::string refused = RefusedRanks();
+  if (refused.empty()) return Status::OK();  // refused ranks that said HELLO again since
+  return Status::FailedPrecondition(outbox_->log_prefix() + "the job cannot run: " + refused + "; every one of its " +
+                                    std::to_string(options_.initial_workers) +
+                                    " initial worker(s) said HELLO, so no other is expected (not waiting out "
+                                    "cluster.startup_timeout_ms=" +
+                                    std::to_string(options_.startup_timeout_ms) + ")");
+}
+
 Status Membership::CheckStartup(bool any_hello, std::chrono::steady_clock::time_point now) {
+  TETHER_RETURN_IF_ERROR(CheckRefusals());
   if (any_hello && !first_hello_ && !first_hello_done_) first_hello_ = now;
   if (!first_hello_ || MsSince(*first_hello_, now) <= options_.startup_timeout_ms) return Status::OK();
   // A rank that never joined holds every other worker at the staleness

@@ -188,9 +188,18 @@ class Membership {
 
   // ---- The loop's conditions.
   /// The initial ranks must join within cluster.startup_timeout_ms of the
-  /// first HELLO (`any_hello`: one came). Errors: DeadlineExceeded naming
-  /// the ranks missing and why any was refused.
+  /// first HELLO (`any_hello`: one came), and once every one of them said
+  /// HELLO, none may have been refused (CheckRefusals). Errors:
+  /// FailedPrecondition (refused ranks, at once), DeadlineExceeded naming the
+  /// ranks missing and why any was refused.
   Status CheckStartup(bool any_hello, std::chrono::steady_clock::time_point now);
+  /// Once every initial rank said HELLO (joined, waiting for worker 0's, or
+  /// refused) and one was refused and did not say HELLO again:
+  /// FailedPrecondition "the job
+  /// cannot run: worker R (refused: WHY; connection ID); ...", naming each
+  /// refused rank, the mismatch and the connection (a worker's holds its
+  /// pid). OK while a rank is still to come.
+  Status CheckRefusals() const;
   /// Every member said BYE or was removed.
   bool AllGone() const;
   /// Workers that joined and have not left (nor been removed).
@@ -275,7 +284,13 @@ class Membership {
   // first one (why a rank was refused is kept to name it then).
   std::optional<std::chrono::steady_clock::time_point> first_hello_;
   bool first_hello_done_ = false;  // every rank joined in time
+  // Why each initial rank not joined was refused, with its connection
+  // (RefusalNote).
   std::map<int, std::string> refusals_;
+  static std::string RefusalNote(const std::string& why, const std::string& identity);
+  // "worker R (refused: WHY); ..." over the refused ranks that did not say
+  // HELLO again since (a HELLO waiting for worker 0's, or admitted).
+  std::string RefusedRanks() const;
 };
 
 }  // namespace tether

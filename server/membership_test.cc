@@ -305,23 +305,82 @@ TEST_F(MembershipTest, ASilentWorkerIsRemovedAndToldOrFailsTheJob) {
   EXPECT_NE(fail.status().message().find("on_worker_timeout: FAIL_JOB"), std::string::npos);
 }
 
-TEST_F(MembershipTest, TheStartupDeadlineNamesTheRanksMissingAndWhy) {
+TEST(MembershipStartupTest, TheStartupDeadlineNamesTheRanksMissingAndWhy) {
+  ClockTracker clocks(3, 2);
+  ServerStats stats;
+  RecordingOutbox out;
+  Membership members(Options(/*initial=*/3), &clocks, &stats, &out);
   Message m = Hello(1);
   m.header.mutable_hello()->set_generation(9);
-  Refusal(m);
-  Join(0, "w0");
+  ASSERT_EQ(members.Check("w1-77-1", &m, true), Membership::Hello::kRefused);
+  m = Hello(0);
+  ASSERT_EQ(members.Check("w0", &m, true), Membership::Hello::kAdmit);
+  members.Admit(0, "w0", -1);
+  // Worker 2 may still come: the deadline, not the refusal, ends the wait.
   const auto t0 = Clock::now();
-  ASSERT_TRUE(members_.CheckStartup(true, t0).ok());
-  ASSERT_TRUE(members_.CheckStartup(true, t0 + std::chrono::milliseconds(900)).ok());
-  const Status st = members_.CheckStartup(true, t0 + std::chrono::milliseconds(1100));
+  ASSERT_TRUE(members.CheckStartup(true, t0).ok());
+  ASSERT_TRUE(members.CheckStartup(true, t0 + std::chrono::milliseconds(900)).ok());
+  const Status st = members.CheckStartup(true, t0 + std::chrono::milliseconds(1100));
   EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded);
-  EXPECT_NE(st.message().find("the job cannot run: worker 1 (refused: job differs: worker 1 is of job 'job' "
-                              "generation 9"),
-            std::string::npos)
-      << st.message();
-  EXPECT_NE(st.message().find("cluster.startup_timeout_ms=1000"), std::string::npos);
-  EXPECT_EQ(members_.MissingInitial(), 1);
-  EXPECT_EQ(members_.InitialRanksRefused(), 1);
+  EXPECT_EQ(st.message(),
+            "[test] the job cannot run: worker 1 (refused: job differs: worker 1 is of job 'job' generation 9, "
+            "server 1 serves job 'job' generation 3 (cluster.job_id / cluster.generation, or the config's name); "
+            "connection 'w1-77-1'); worker 2 did not join within cluster.startup_timeout_ms=1000 of the first "
+            "worker's HELLO");
+  EXPECT_EQ(members.MissingInitial(), 2);
+  EXPECT_EQ(members.InitialRanksRefused(), 1);
+}
+
+// Once every initial rank said HELLO, a refused one ends the wait at once:
+// nobody else is expected, and it will not come back.
+TEST_F(MembershipTest, EveryRankSaidHelloAndOneWasRefusedFailsAtOnce) {
+  const auto t0 = Clock::now();
+  Join(0, "w0");
+  ASSERT_TRUE(members_.CheckRefusals().ok());
+  Message m = Hello(1);
+  m.header.mutable_hello()->set_staleness(3);
+  ASSERT_EQ(members_.Check("w1-4242-1", &m, true), Membership::Hello::kRefused);
+  const Status st = members_.CheckStartup(true, t0);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.message(),
+            "[test] the job cannot run: worker 1 (refused: staleness differs: worker 1 has 3 (SSP), server 1 has 2 "
+            "(SSP); connection 'w1-4242-1'); every one of its 2 initial worker(s) said HELLO, so no other is "
+            "expected (not waiting out cluster.startup_timeout_ms=1000)");
+  EXPECT_EQ(members_.CheckRefusals().message(), st.message());
+}
+
+TEST_F(MembershipTest, EveryRankRefusedFailsAtOnceNamingEach) {
+  for (int rank : {1, 0}) {
+    Message m = Hello(rank);
+    m.header.mutable_hello()->set_job_id("other");
+    members_.EnsureSlot(rank);
+    ASSERT_TRUE(members_.CheckRefusals().ok());  // rank 0 is still to come after rank 1
+    ASSERT_EQ(members_.Check("w" + std::to_string(rank), &m, true), Membership::Hello::kRefused);
+  }
+  const Status st = members_.CheckRefusals();
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  for (const char* part : {"the job cannot run: worker 0 (refused: job differs: worker 0 is of job 'other'",
+                           "connection 'w0'); worker 1 (refused: job differs: worker 1 is of job 'other'",
+                           "connection 'w1'); every one of its 2 initial worker(s) said HELLO"})
+    EXPECT_NE(st.message().find(part), std::string::npos) << st.message();
+}
+
+TEST_F(MembershipTest, ARefusedRankThatSaysHelloAgainIsNotCounted) {
+  Message m = Hello(1);
+  m.header.mutable_hello()->set_staleness(0);
+  ASSERT_EQ(members_.Check("w1-old", &m, true), Membership::Hello::kRefused);
+  // Worker 1 again, right this time: it waits for worker 0's tables.
+  m = Hello(1);
+  ASSERT_EQ(members_.Check("w1", &m, /*tables_defined=*/false), Membership::Hello::kWaiting);
+  // Worker 0 refused: every rank said HELLO, and the job cannot start
+  // without worker 0; worker 1, waiting, is not named.
+  m = Hello(0);
+  m.header.mutable_hello()->set_staleness(0);
+  ASSERT_EQ(members_.Check("w0", &m, false), Membership::Hello::kRefused);
+  const Status st = members_.CheckRefusals();
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("the job cannot run: worker 0 (refused: staleness differs"), std::string::npos);
+  EXPECT_EQ(st.message().find("worker 1"), std::string::npos) << st.message();
 }
 
 TEST(HandshakeFailuresTest, CountsEveryFailureAndLogsAtPowersOfTen) {

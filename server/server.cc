@@ -209,7 +209,10 @@ Status ServerShard::RunLoop() {
     TETHER_RETURN_IF_ERROR(CheckWorkerTimeouts());
     if (members_.AllGone()) break;
     if (drain_requested_.load() && DrainDone()) break;
-    TETHER_RETURN_IF_ERROR(members_.CheckStartup(any_hello_, SteadyClock::now()));
+    if (Status st = members_.CheckStartup(any_hello_, SteadyClock::now()); !st.ok()) {
+      outbox_.LingerOnClose();  // a refusal just sent still reaches its worker
+      return st;
+    }
     if (!any_hello_ && MsSince(started_) > config_.cluster().startup_timeout_ms())
       return Status::DeadlineExceeded(log_prefix_ + "no worker said hello within cluster.startup_timeout_ms=" +
                                       std::to_string(config_.cluster().startup_timeout_ms()));

@@ -11,14 +11,39 @@
 # naming worker 1 and its refusal; worker 0 exits ≠ 0 and its own log gives
 # the same reason (from a shard's ERROR_REPLY to the request it held
 # waiting), not only a dropped connection; every server exits ≠ 0.
-# Usage: startup_reason_test.sh refused|epochs BIN_DIR   (from the repository root)
+# Mode all_refused: 1 server, num_workers 1, startup_timeout_ms 60000;
+# the one worker comes with --staleness=3 and is refused: the server exits 1
+# within 10 s of the refusal (it waited out the 60 s before), naming the
+# mismatch and the worker's connection (its pid), and the worker exits 1
+# with the server's reason.
+# Usage: startup_reason_test.sh refused|epochs|all_refused BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 case "$mode" in
   refused) odd=(--staleness=3); differs="staleness differs" ;;
   epochs) odd=(--epochs=3); differs="train.epochs differs: worker 1 trains 3 epoch(s)" ;;
-  *) echo "usage: $0 refused|epochs BIN_DIR"; exit 2 ;;
+  all_refused) ;;
+  *) echo "usage: $0 refused|epochs|all_refused BIN_DIR"; exit 2 ;;
 esac
+if [ "$mode" = all_refused ]; then
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=1 --staleness=2 --epochs=1
+         --startup_timeout_ms=60000)
+  start_servers 1
+  start_worker 0 "$tmp/w0.log" --staleness=3; w0=$started
+  expect_exit "$w0" 1 60000 "worker 0, refused"
+  grep -qF "refused to pair: [server 0] staleness differs: worker 0 has 3 (SSP), server 0 has 2 (SSP)" "$tmp/w0.log" ||
+    fail "worker 0 did not say why it was refused"
+  expect_exit "${server_pids[0]}" 1 10000 "server 0, its one worker refused"
+  echo "server 0: exit 1 $took ms after worker 0 (cluster.startup_timeout_ms=60000)"
+  why="the job cannot run: worker 0 (refused: staleness differs: worker 0 has 3 (SSP), server 0 has 2 (SSP); connection 'w0-"
+  grep -F "$why" "$tmp/server0.log" | grep -qE "connection 'w0-[0-9]+-[0-9]+'\)" ||
+    fail "server 0 did not name the mismatch and the connection"
+  grep -qF "every one of its 1 initial worker(s) said HELLO, so no other is expected (not waiting out cluster.startup_timeout_ms=60000)" \
+    "$tmp/server0.log" || fail "server 0 did not say why it ended before the startup timeout"
+  pids=()
+  echo PASS
+  exit 0
+fi
 limit_s=60
 flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --staleness=2 --epochs=1
        --startup_timeout_ms=5000)
