@@ -27,6 +27,7 @@
 #include "serving/model_export.h"
 #include "worker/models/model_registry.h"
 #include "worker/train/job_outcome.h"
+#include "worker/train/resume_check.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
 
@@ -146,6 +147,7 @@ int RunInProcess() {
   tether::Status checked = tether::ValidateModelConfig(*config);
   if (checked.ok()) checked = tether::CheckDataFilesExist(*config);
   if (checked.ok()) checked = tether::ValidateInProcessJob(*config);
+  if (checked.ok()) checked = tether::CheckResumeConfig(*config, FLAGS_resume_from);
   if (!checked.ok()) {
     LOG(ERROR) << who << tether::NameConfigFieldSource(checked).message();
     return 2;
@@ -418,6 +420,12 @@ int main(int argc, char** argv) {
   options.metrics_out = FLAGS_metrics_out;
   options.resume_from = FLAGS_resume_from;
   if (const int code = ResumeIfPresent(who, *config, &options); code != 0) return code;
+  // A resume the config cannot make is refused before the data is read:
+  // exit 2, which no restart cures (tether-launch does not restart it).
+  if (tether::Status st = tether::CheckResumeConfig(*config, options.resume_from); !st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return 2;
+  }
   tether::InstallStopSignals(RequestStop);  // SIGTERM, SIGINT, SIGHUP, SIGUSR1/2, SIGXCPU, SIGPWR
   if (const int code = FindServers(who, *config, &options); code != 0) return code;
   // /metrics (--metrics_port): the training thread publishes its progress

@@ -22,6 +22,7 @@
 #include "worker/client/local_replica.h"
 #include "worker/models/model_registry.h"
 #include "worker/train/on_demand_resume.h"
+#include "worker/train/resume_check.h"
 #include "worker/train/validation_rows.h"
 
 namespace tether {
@@ -244,15 +245,11 @@ Status TrainingRun::Resume() {
   if (!options_.resume_from.empty()) {
     TETHER_ASSIGN_OR_RETURN(resume_dir_, ResolveCheckpoint(options_.resume_from));
     TETHER_ASSIGN_OR_RETURN(manifest_, ReadManifest(resume_dir_));
-    const std::string diff = DiffTableShapes(
-        manifest_.tables(), google::protobuf::RepeatedPtrField<TableSpec>(tables_.begin(), tables_.end()));
-    if (!diff.empty()) return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + diff);
-    if (const std::string input = DiffInputTransform(manifest_.config().data(), config_.data());
-        manifest_.has_config() && !input.empty())
-      return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + input);
-    if (const std::string rows = DiffValidationRows(manifest_.config(), config_);
-        manifest_.has_config() && !rows.empty())
-      return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + rows);
+    // tether-worker and tether-launch refuse these before any data is read
+    // (CheckResumeConfig); an in-process job, or a checkpoint that changed
+    // since, is refused here.
+    if (const std::string diff = ResumeConfigDiff(manifest_, config_, tables_); !diff.empty())
+      return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + diff);
     TETHER_RETURN_IF_ERROR(CheckResumeData());
     // Data files at other paths with the same stamps are the same data.
     const JobConfig& was = manifest_.config();
