@@ -194,6 +194,13 @@ StatusOr<std::optional<EngineTask>> DetectEngineTask() {
   return std::optional<EngineTask>();
 }
 
+Status CheckEngineTask(const EngineTask& task, const JobConfig& config, const EngineOptions& options) {
+  const StatusOr<EngineRole> role = PlaceTask(task, config, options);
+  if (role.ok()) return Status::OK();
+  return role.status().WithPrefix(task.scheduler + " task " + std::to_string(task.rank) + " of " +
+                                  std::to_string(task.ntasks) + " (" + task.rank_var + ")");
+}
+
 StatusOr<std::vector<std::string>> EngineRoleCommand(const EngineTask& task, const JobConfig& config,
                                                      const EngineOptions& options, const std::string& bin_dir) {
   TETHER_ASSIGN_OR_RETURN(EngineRole role, EngineRoleFor(task, config, options, bin_dir));

@@ -63,6 +63,14 @@ struct EngineOptions {
   std::string metrics_sd_dir;     // "" = no file_sd target files
 };
 
+/// The task's place in the job checked, as EngineRoleCommand checks it,
+/// without its effects (no file removed or folder made): for
+/// tether-launch --check_config. Errors: InvalidArgument (no worker,
+/// --num_workers contradicting the tasks, no job id, --rendezvous_serve
+/// without tcp://), prefixed with the task's place ("SLURM task 3 of 8
+/// (SLURM_PROCID): ...").
+Status CheckEngineTask(const EngineTask& task, const JobConfig& config, const EngineOptions& options);
+
 /// The role's command line, BIN_DIR/tether-server or tether-worker first,
 /// per `task` and `config` (validated). Removes an old metrics file (worker
 /// 0) and makes --metrics_sd_dir. Errors: InvalidArgument for a task count

@@ -14,6 +14,7 @@
 #include "checkpoint/dir_lock.h"
 #include "core/config.h"
 #include "core/net/curve.h"
+#include "core/output_path.h"
 #include "launch/elastic_schedule.h"
 #include "worker/trainer.h"
 
@@ -228,6 +229,8 @@ Status CheckMetricsFlags(const LaunchRequest& request, int processes) {
   if (request.metrics_linger_s < 0)
     return Status::InvalidArgument("--metrics_linger_s=" + std::to_string(request.metrics_linger_s) +
                                    " is negative (0: exit at once)");
+  // Found creatable, not made: PlanMetrics (or each engine task) makes it.
+  if (!request.metrics_sd_dir.empty()) return CheckWritableDir(request.metrics_sd_dir, "flag --metrics_sd_dir");
   return Status::OK();
 }
 

@@ -48,7 +48,8 @@ Status PlanMetrics(const LaunchRequest& request, const JobConfig& config, Launch
 
 /// PlanMetrics' refusals without its effects (no folder made, nothing
 /// logged), for --check_config: `processes` servers and workers in all.
-/// Errors: as PlanMetrics, but a --metrics_sd_dir that cannot be made.
+/// --metrics_sd_dir must be creatable: the nearest part of its path that
+/// exists a writable directory (CheckWritableDir). Errors: as PlanMetrics.
 Status CheckMetricsFlags(const LaunchRequest& request, int processes);
 
 }  // namespace tether

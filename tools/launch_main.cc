@@ -45,6 +45,7 @@
 #include "cli/metrics_flags.h"
 #include "core/config.h"
 #include "launch/job_plan.h"
+#include "launch/launch_checks.h"
 #include "launch/launch_request.h"
 #include "launch/restarts.h"
 #include "worker/models/model_registry.h"
@@ -96,8 +97,9 @@ DEFINE_int32(max_replacements, -1,
              "-1: twice the number of servers; 0: none");
 DEFINE_bool(check_config, false,
             "check the job as a launch would (the config with the overrides, the model's checks, the data files, "
-            "the output paths and the plan), log the config in force and exit: 0 when the job would start, 2 "
-            "naming the first problem; starts nothing");
+            "the output paths, found creatable but never made, a resume against its checkpoint, the plan and the "
+            "metrics flags; as a task of srun/mpirun, its place in the job too), log the config in force and "
+            "exit: 0 when the job would start, 2 naming the first problem; starts, makes and removes nothing");
 DEFINE_int32(max_restarts, 0,
              "when the job fails (a process died or failed), restart it from the latest complete checkpoint "
              "under checkpoint.dir, up to N times, each as the next cluster.generation");
@@ -192,10 +194,13 @@ void LogConfigInForce(const tether::LaunchRequest& request, const tether::JobCon
 
 // --check_config: the job passed every check a launch makes before it
 // starts anything.
-int ConfigChecked(const tether::LaunchRequest& request, const tether::JobConfig& config) {
+// As a task of srun/mpirun the workers are the tasks past the servers.
+int ConfigChecked(const tether::LaunchRequest& request, const tether::JobConfig& config,
+                  const std::optional<tether::EngineTask>& task) {
   LogConfigInForce(request, config);
-  LOG(INFO) << "[launch] --check_config: " << request.config_path << " is a job that would start ("
-            << config.cluster().num_servers() << " server(s), " << config.cluster().num_workers()
+  const int servers = config.cluster().num_servers();
+  LOG(INFO) << "[launch] --check_config: " << request.config_path << " is a job that would start (" << servers
+            << " server(s), " << (task ? task->ntasks - servers : config.cluster().num_workers())
             << " worker(s)); nothing started";
   return 0;
 }
@@ -235,18 +240,18 @@ int main(int argc, char** argv) {
   if (Refused(tether::ResolveResumeIfPresent(*config, &request))) return 2;
   auto engine_task = tether::SelectEngineTask(request);
   if (Refused(engine_task.status())) return 2;
-  if (engine_task->has_value()) {
-    if (FLAGS_check_config) return ConfigChecked(request, *config);
-    return tether::RunEngineTask(**engine_task, *config, tether::EngineOptionsFor(request), *bin_dir);
+  // One set of checks for every --check_config, a task of srun/mpirun's
+  // too, and for the launcher of a whole job before it starts a process.
+  if (FLAGS_check_config) {
+    if (Refused(tether::NameConfigFieldSource(tether::CheckLaunch(request, *config, *bin_dir, *engine_task).status())))
+      return 2;
+    return ConfigChecked(request, *config, *engine_task);
   }
+  if (engine_task->has_value())
+    return tether::RunEngineTask(**engine_task, *config, tether::EngineOptionsFor(request), *bin_dir);
 
-  if (Refused(tether::CheckOutputPaths(request, *config))) return 2;
-  auto options = tether::PlanLaunch(request, *config, *bin_dir);
-  if (Refused(tether::NameConfigFieldSource(options.status())) ||
-      Refused(tether::CheckRendezvousServe(request, *config)) ||
-      Refused(tether::CheckMetricsFlags(request, options->num_servers + options->num_workers)))
-    return 2;
-  if (FLAGS_check_config) return ConfigChecked(request, *config);
+  auto options = tether::CheckLaunch(request, *config, *bin_dir, std::nullopt);
+  if (Refused(tether::NameConfigFieldSource(options.status()))) return 2;
   auto store = tether::StartRendezvousStore(request, *config);
   if (Refused(store.status())) return 1;
   if (Refused(tether::PlanMetrics(request, *config, &*options))) return 2;

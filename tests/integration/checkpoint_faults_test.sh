@@ -16,6 +16,13 @@
 #            checkpoint folder of a live job is refused at once, naming the
 #            folder and the live job's worker 0; a lock whose holder was
 #            SIGKILLed blocks nothing (see the mode's comment below).
+#   changed_config  a resume with another table shape (--hidden=128 where
+#            the checkpoint at clock 20 has 256) is refused once, naming
+#            the checkpoint and the field, before any process starts:
+#            tether-launch --max_restarts=2 exits 2 with one line and no
+#            "job failed after" (it ran the refused resume again per restart,
+#            each failing the same way), --check_config the same, and a
+#            worker by hand exits 2 before it connects.
 # Usage: checkpoint_faults_test.sh killed BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -374,8 +381,35 @@ the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did n
     echo "job A's worker 0 SIGKILLed: its LOCK file ($holder) blocks nothing"
     echo "PASS"
     ;;
+  changed_config)
+    first_run_to_clock_20
+    why="cannot resume from $c: table 'w1', field dim: the checkpoint has 256, the job has 128 (a table's shape and optimizer type cannot change on resume)"
+    launch=("$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers=2 --workers=2 --epochs=2
+            --hidden=128 --resume_from="$c" --checkpoint_dir="$tmp/ck2" --checkpoint_every_clocks=20)
+    for extra in --max_restarts=2 --check_config; do
+      rc=0
+      timeout -k 5 60 "${launch[@]}" "$extra" > "$tmp/l.log" 2>&1 || rc=$?
+      [ "$rc" = 2 ] || fail "tether-launch $extra resuming with --hidden=128 exited $rc, expected 2"
+      [ "$(grep -c "^E.*\[launch\] $why\$" "$tmp/l.log" || true)" = 1 ] ||
+        fail "tether-launch $extra did not refuse the resume once: $(grep '^E' "$tmp/l.log")"
+      [ "$(grep -c "job failed after\|\[launch\] started\|\[launch\] restart" "$tmp/l.log" || true)" = 0 ] ||
+        fail "tether-launch $extra started the job: $(grep "failed after\|started\|restart" "$tmp/l.log")"
+      echo "tether-launch $extra: exit 2, once: ${why:0:80}..."
+    done
+    [ ! -e "$tmp/ck2" ] || fail "the refused launch made $tmp/ck2"
+    rc=0
+    timeout -k 5 60 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --rank=0 --num_servers=2 \
+      --num_workers=2 --hidden=128 --resume_from="$tmp/ck" --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 \
+      > "$tmp/w.log" 2>&1 || rc=$?
+    [ "$rc" = 2 ] || fail "a worker by hand resuming with --hidden=128 exited $rc, expected 2"
+    grep -qF "[worker 0] ${why/ckpt-000000000020/ckpt-000000000039-final}" "$tmp/w.log" ||
+      fail "the worker did not name the checkpoint and the field: $(grep '^E' "$tmp/w.log")"
+    ! grep -q "training rows" "$tmp/w.log" || fail "the worker read its data before it refused the resume"
+    echo "tether-worker: exit 2 before it read its data"
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard|bad_shard_alone|live_folder BIN_DIR"
+    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard|bad_shard_alone|live_folder|changed_config BIN_DIR"
     exit 2
     ;;
 esac

@@ -14,7 +14,9 @@
 #          tether-launch --check_config: exit 0 starting nothing for a good
 #          job, exit 2 naming the field for a bad value or a missing file,
 #          and for what only the launch checked (--metrics_sd_dir without
-#          --metrics_port); flags the job would ignore, exit 2: --learning_rate
+#          --metrics_port), as the launcher and as a task of srun alike (a
+#          metrics file's missing folder, too few tasks), making no output
+#          folder it checks; flags the job would ignore, exit 2: --learning_rate
 #          with FTRL, --psp_a with SPARSE_LR, --checkpoint_keep_last without a
 #          folder, --max_replacements without replicas,
 #          --liveness_timeout_ms and CURVE key flags in one process.
@@ -107,6 +109,29 @@ flags)
   refused 2 "--metrics_sd_dir needs --metrics_port" \
     "$bin/tether-launch" "${bibtex[@]}" --metrics_sd_dir="$tmp/sd" --check_config
   [ ! -e "$tmp/sd" ] || fail "--check_config made the --metrics_sd_dir folder"
+  # As a task of srun (engine mode) --check_config runs the same checks (it
+  # returned before them), and its place in the job besides.
+  slurm=(env SLURM_STEP_ID=0 SLURM_JOB_ID=7 SLURM_PROCID=1 SLURM_NTASKS=4)
+  refused 2 "[launch] --metrics_sd_dir needs --metrics_port (0: a free port per process)" \
+    "${slurm[@]}" "$bin/tether-launch" "${bibtex[@]}" --metrics_sd_dir="$tmp/sd" --check_config
+  for task in "" "${slurm[*]}"; do
+    # shellcheck disable=SC2086  # the task's variables, word by word
+    refused 2 "[launch] flag --metrics_out=$tmp/none/m.json: its folder $tmp/none does not exist" \
+      $task "$bin/tether-launch" "${bibtex[@]}" --metrics_out="$tmp/none/m.json" --check_config
+  done
+  refused 2 "[launch] SLURM task 1 of 2 (SLURM_PROCID): 2 task(s) and --num_servers=2 leave no worker" \
+    env SLURM_STEP_ID=0 SLURM_JOB_ID=7 SLURM_PROCID=1 SLURM_NTASKS=2 "$bin/tether-launch" "${bibtex[@]}" --check_config
+  # A check makes nothing: every output folder it found creatable is still
+  # missing after it, the launcher's and a task's alike.
+  outs=(--checkpoint_dir="$tmp/new/ck" --metrics_dir="$tmp/new/md" --metrics_port=0 --metrics_sd_dir="$tmp/new/sd")
+  for task in "" "${slurm[*]}"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 60 $task "$bin/tether-launch" "${bibtex[@]}" "${outs[@]}" --check_config >"$tmp/made.log" 2>&1 ||
+      fail "--check_config ${task:+as a task }with new output folders exited $?: $(tail -n 1 "$tmp/made.log")"
+    grep -q "is a job that would start" "$tmp/made.log" || fail "--check_config ${task:+as a task }did not pass"
+    [ ! -e "$tmp/new" ] || fail "--check_config ${task:+as a task }made $(find "$tmp/new" | tr '\n' ' ')"
+  done
+  echo "--check_config (launcher and task): the same refusals, no output folder made"
   refused 2 "flag --learning_rate=50 is only read with an optimizer that steps by it" \
     "$bin/tether-launch" --config=examples/a9a_ftrl.pbtxt --transport=inproc --learning_rate=50 --check_config
   refused 2 "config field train.psp_a: weighs the PSP@k metrics of multi-label models (XMC_MLP) only, not SPARSE_LR" \
