@@ -183,7 +183,9 @@ std::vector<std::optional<StatusOr<TrainReport>>> RunWorkers(const JobConfig& co
       if (!report.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (!abort.load()) {
-          LOG(ERROR) << "[in-process job] worker " << r << " failed, ending the job: " << report.status().message();
+          // The error itself is the job's, returned and logged once by the
+          // caller (tether-worker --in_process), not here as well.
+          LOG(WARNING) << "[in-process job] worker " << r << " failed: stopping the shards and the other workers";
           *first_failure = report.status().WithPrefix("worker " + std::to_string(r));
           abort.store(true);
           // Nothing would ever BYE for this worker: stop the shards now

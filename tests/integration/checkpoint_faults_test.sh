@@ -22,7 +22,9 @@
 #            tether-launch --max_restarts=2 exits 2 with one line and no
 #            "job failed after" (it ran the refused resume again per restart,
 #            each failing the same way), --check_config the same, and a
-#            worker by hand exits 2 before it connects.
+#            worker by hand exits 2 before it connects. A one-process job
+#            (tether-worker --in_process) whose worker 0 fails (a new job
+#            into that folder) reports the failure once, exit 1.
 # Usage: checkpoint_faults_test.sh killed BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -406,6 +408,13 @@ the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did n
       fail "the worker did not name the checkpoint and the field: $(grep '^E' "$tmp/w.log")"
     ! grep -q "training rows" "$tmp/w.log" || fail "the worker read its data before it refused the resume"
     echo "tether-worker: exit 2 before it read its data"
+    rc=0
+    timeout -k 5 60 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --in_process --num_servers=1 \
+      --num_workers=1 --checkpoint_dir="$tmp/ck" > "$tmp/ip.log" 2>&1 || rc=$?
+    [ "$rc" = 1 ] || fail "a one-process job into a folder that holds checkpoints exited $rc, expected 1"
+    [ "$(grep -c "checkpoint.dir $tmp/ck already holds checkpoints" "$tmp/ip.log")" = 1 ] ||
+      fail "the one-process job did not report its failure once: $(grep '^E' "$tmp/ip.log")"
+    echo "tether-worker --in_process: exit 1, the failure reported once"
     echo "PASS"
     ;;
   *)
