@@ -78,11 +78,17 @@ bool Membership::Member(int rank) const {
   return rank < options_.initial_workers || (rank < slots() && workers_[rank].said_hello);
 }
 
-bool Membership::Refuse(const std::string& identity, const MessageHeader& h, const std::string& why) {
+bool Membership::Refuse(const std::string& identity, const MessageHeader& h, const std::string& why,
+                        bool for_settings) {
   const int rank = h.sender_rank();
   LOG(ERROR) << outbox_->log_prefix() << "refusing worker " << rank << ": " << why;
-  if (rank >= 0 && rank < options_.initial_workers && !workers_[rank].said_hello)
+  if (rank >= 0 && rank < options_.initial_workers && !workers_[rank].said_hello) {
     refusals_[rank] = RefusalNote(why, identity);
+    if (for_settings)
+      settings_refusals_.insert(rank);
+    else
+      settings_refusals_.erase(rank);
+  }
   outbox_->SendError(identity, h, why);
   return false;
 }
@@ -96,18 +102,19 @@ std::string Membership::CheckPeerHello(const MessageHeader& h, const std::string
   if (h.protocol_version() != kProtocolVersion)
     return "protocol version differs: " + who + " speaks version " + std::to_string(h.protocol_version()) + ", " +
            server + " speaks version " + std::to_string(kProtocolVersion) + " (run the same Tether build on both sides)";
-  return CheckHelloBody(h.hello(), who, server);
+  const HelloBody& b = h.hello();
+  if (b.job_id() != options_.job_id || b.generation() != options_.generation)
+    return "job differs: " + who + " is of job " + QuoteForLog(b.job_id()) + " generation " + std::to_string(b.generation()) +
+           ", " + server + " serves job '" + options_.job_id + "' generation " + std::to_string(options_.generation) +
+           " (cluster.job_id / cluster.generation, or the config's name)";
+  if (b.shard() != options_.shard || b.num_shards() != options_.num_shards)
+    return "server " + endpoint_ + " is shard " + std::to_string(options_.shard) + " of " +
+           std::to_string(options_.num_shards) + " but " + who + " lists it as shard " + std::to_string(b.shard()) +
+           " of " + std::to_string(b.num_shards()) + " in --server_addresses";
+  return "";
 }
 
 std::string Membership::CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server) {
-  if (h.job_id() != options_.job_id || h.generation() != options_.generation)
-    return "job differs: " + who + " is of job " + QuoteForLog(h.job_id()) + " generation " + std::to_string(h.generation()) +
-           ", " + server + " serves job '" + options_.job_id + "' generation " + std::to_string(options_.generation) +
-           " (cluster.job_id / cluster.generation, or the config's name)";
-  if (h.shard() != options_.shard || h.num_shards() != options_.num_shards)
-    return "server " + endpoint_ + " is shard " + std::to_string(options_.shard) + " of " +
-           std::to_string(options_.num_shards) + " but " + who + " lists it as shard " + std::to_string(h.shard()) +
-           " of " + std::to_string(h.num_shards()) + " in --server_addresses";
   if (h.has_consistency_model() && (h.consistency_model() == AVERAGE) != (options_.model == AVERAGE))
     return "consistency model differs: " + who + " trains with " + ConsistencyModel_Name(h.consistency_model()) +
            ", " + server + " with " + ConsistencyModel_Name(options_.model) +
@@ -181,8 +188,16 @@ Membership::Hello Membership::Check(const std::string& identity, Message* m, boo
   const MessageHeader& h = m->header;
   const int rank = h.sender_rank();
   const std::string who = "worker " + std::to_string(rank);
+  // Not this job's worker where it says it is (another build, job or
+  // generation, or the wrong shard): refused, but never taken for the
+  // rank's answer (a stray peer must not end the job: CheckRefusals).
   if (const std::string why = CheckPeerHello(h, who); !why.empty()) {
     Refuse(identity, h, why);
+    return Hello::kRefused;
+  }
+  if (const std::string why = CheckHelloBody(h.hello(), who, "server " + std::to_string(options_.shard));
+      !why.empty()) {
+    Refuse(identity, h, why, /*for_settings=*/true);
     return Hello::kRefused;
   }
   if (SecondClaim(identity, m, who)) return Hello::kRefused;
@@ -190,7 +205,7 @@ Membership::Hello Membership::Check(const std::string& identity, Message* m, boo
     // Worker 0's data is the job's; a HELLO that waits for it is checked
     // when it is handled again after worker 0's.
     if (const std::string why = CheckDataDigests(h.hello(), who); !why.empty()) {
-      Refuse(identity, h, why);
+      Refuse(identity, h, why, /*for_settings=*/true);
       return Hello::kRefused;
     }
     return Hello::kAdmit;
@@ -267,7 +282,10 @@ std::vector<std::pair<std::string, Message>> Membership::TakeWaiting() {
 void Membership::RefuseWaiting(const std::string& why) {
   for (auto& [rank, p] : waiting_) {
     LOG(ERROR) << outbox_->log_prefix() << "refusing worker " << rank << ": " << why;
-    if (rank >= 0 && rank < options_.initial_workers) refusals_[rank] = RefusalNote(why, p.identity);
+    if (rank >= 0 && rank < options_.initial_workers) {
+      refusals_[rank] = RefusalNote(why, p.identity);
+      settings_refusals_.erase(rank);
+    }
     outbox_->SendError(p.identity, p.hello.header, why);
   }
   waiting_.clear();
@@ -417,24 +435,24 @@ std::string Membership::RefusalNote(const std::string& why, const std::string& i
 std::string Membership::RefusedRanks() const {
   std::string refused;
   for (const auto& [rank, why] : refusals_)
-    if (rank < options_.initial_workers && !workers_[rank].said_hello && waiting_.count(rank) == 0)
-      refused += (refused.empty() ? "" : "; ") + std::string("worker ") + std::to_string(rank) + " (refused: " + why + ")";
+    refused += (refused.empty() ? "" : "; ") + std::string("worker ") + std::to_string(rank) + " (refused: " + why + ")";
   return refused;
 }
 
 Status Membership::CheckRefusals() const {
-  // Every initial rank said HELLO: joined, waiting for worker 0's, or
-  // refused. A refused rank will not come (its process exits on the
-  // refusal) and no other is expected: the job cannot run, and waiting out
-  // cluster.startup_timeout_ms would only hide why.
-  if (first_hello_done_ || refusals_.empty()) return Status::OK();
+  // Every initial rank's worker said HELLO and was refused for its
+  // settings (staleness, epochs, tables, resume, data): no worker is left
+  // to come and none trains, so waiting out cluster.startup_timeout_ms
+  // would only hide why. While a rank joined (or waits for worker 0), a
+  // refused one may still be started again with the right flags within
+  // that time; a peer of another build, job or shard, or one that sent a
+  // malformed HELLO, is no rank's answer (a stray peer must not end a job).
+  if (first_hello_done_) return Status::OK();
   for (int r = 0; r < options_.initial_workers; ++r)
-    if (!workers_[r].said_hello && waiting_.count(r) == 0 && refusals_.count(r) == 0) return Status::OK();
-  const std::string refused = RefusedRanks();
-  if (refused.empty()) return Status::OK();  // refused ranks that said HELLO again since
-  return Status::FailedPrecondition(outbox_->log_prefix() + "the job cannot run: " + refused + "; every one of its " +
-                                    std::to_string(options_.initial_workers) +
-                                    " initial worker(s) said HELLO, so no other is expected (not waiting out "
+    if (workers_[r].said_hello || waiting_.count(r) != 0 || settings_refusals_.count(r) == 0) return Status::OK();
+  return Status::FailedPrecondition(outbox_->log_prefix() + "the job cannot run: " + RefusedRanks() +
+                                    "; every one of its " + std::to_string(options_.initial_workers) +
+                                    " initial worker(s) was refused, so no worker is left to come (not waiting out "
                                     "cluster.startup_timeout_ms=" +
                                     std::to_string(options_.startup_timeout_ms) + ")");
 }

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -123,7 +124,10 @@ class Membership {
   /// Refuses HELLO `h` from `identity` with `why` (logged; an initial rank
   /// not yet joined keeps it, to name it if the job cannot start). Returns
   /// false.
-  bool Refuse(const std::string& identity, const MessageHeader& h, const std::string& why);
+  /// `for_settings`: the peer is this job's worker, refused for a setting
+  /// that differs (CheckRefusals counts it for its rank).
+  bool Refuse(const std::string& identity, const MessageHeader& h, const std::string& why,
+              bool for_settings = false);
   /// What an admitted HELLO made of its rank.
   struct Admission {
     int64_t start_clock = 0;    // the clock the worker starts at
@@ -188,17 +192,18 @@ class Membership {
 
   // ---- The loop's conditions.
   /// The initial ranks must join within cluster.startup_timeout_ms of the
-  /// first HELLO (`any_hello`: one came), and once every one of them said
-  /// HELLO, none may have been refused (CheckRefusals). Errors:
-  /// FailedPrecondition (refused ranks, at once), DeadlineExceeded naming the
-  /// ranks missing and why any was refused.
+  /// first HELLO (`any_hello`: one came), and not every one of them may be
+  /// refused (CheckRefusals). Errors: FailedPrecondition (every rank
+  /// refused, at once), DeadlineExceeded naming the ranks missing and why
+  /// any was refused.
   Status CheckStartup(bool any_hello, std::chrono::steady_clock::time_point now);
-  /// Once every initial rank said HELLO (joined, waiting for worker 0's, or
-  /// refused) and one was refused and did not say HELLO again:
-  /// FailedPrecondition "the job
-  /// cannot run: worker R (refused: WHY; connection ID); ...", naming each
-  /// refused rank, the mismatch and the connection (a worker's holds its
-  /// pid). OK while a rank is still to come.
+  /// Once every initial rank's worker said HELLO and was refused for its
+  /// settings (none joined or waits for worker 0's; a peer of another
+  /// build, job, generation or shard, or a malformed HELLO, is refused but
+  /// counts for no rank):
+  /// FailedPrecondition "the job cannot run: worker R (refused: WHY;
+  /// connection ID); ...", naming each rank, the mismatch and the
+  /// connection (a worker's holds its pid). OK otherwise.
   Status CheckRefusals() const;
   /// Every member said BYE or was removed.
   bool AllGone() const;
@@ -246,9 +251,11 @@ class Membership {
     std::string identity;
     Message hello;
   };
-  // The checks of HELLO `h` that need no tables: "" or why it is refused.
+  // Whether HELLO `h` is this job's worker where it says it is (the same
+  // protocol version, job and generation, this shard): "" or why not.
   std::string CheckPeerHello(const MessageHeader& h, const std::string& who);
-  // Those of its body (the same protocol version): "" or why it is refused.
+  // The settings of its body that need no tables (consistency model, data
+  // mode, epochs, staleness): "" or why it is refused.
   std::string CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server);
   // "" when `h`'s data digests agree with the job's (the first admitted
   // HELLO's that carried any: worker 0's, which the others wait for), on
@@ -287,9 +294,11 @@ class Membership {
   // Why each initial rank not joined was refused, with its connection
   // (RefusalNote).
   std::map<int, std::string> refusals_;
+  // Of those, the ranks whose last refusal was of this job's worker for a
+  // setting that differs (Refuse's for_settings).
+  std::set<int> settings_refusals_;
   static std::string RefusalNote(const std::string& why, const std::string& identity);
-  // "worker R (refused: WHY); ..." over the refused ranks that did not say
-  // HELLO again since (a HELLO waiting for worker 0's, or admitted).
+  // "worker R (refused: WHY); ..." over refusals_.
   std::string RefusedRanks() const;
 };
 

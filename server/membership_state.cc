@@ -106,6 +106,7 @@ void Membership::SaveState(MembershipState* state, TimePoint now) const {
     MembershipState::Refusal* out = state->add_refusals();
     out->set_rank(rank);
     out->set_why(why);
+    if (settings_refusals_.count(rank) != 0) out->set_for_settings(true);
   }
 }
 
@@ -180,6 +181,7 @@ Status Membership::RestoreHeld(const MembershipState& state, TimePoint now) {
   }
   first_hello_done_ = state.first_hello_done();
   refusals_.clear();
+  settings_refusals_.clear();
   int last = -1;
   for (int i = 0; i < state.refusals_size(); ++i) {
     const MembershipState::Refusal& r = state.refusals(i);
@@ -189,6 +191,7 @@ Status Membership::RestoreHeld(const MembershipState& state, TimePoint now) {
                               std::to_string(options_.initial_workers) + ") (rank order)");
     last = r.rank();
     refusals_[r.rank()] = r.why();
+    if (r.for_settings()) settings_refusals_.insert(r.rank());
   }
   return Status::OK();
 }

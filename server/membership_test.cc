@@ -331,56 +331,71 @@ TEST(MembershipStartupTest, TheStartupDeadlineNamesTheRanksMissingAndWhy) {
   EXPECT_EQ(members.InitialRanksRefused(), 1);
 }
 
-// Once every initial rank said HELLO, a refused one ends the wait at once:
-// nobody else is expected, and it will not come back.
-TEST_F(MembershipTest, EveryRankSaidHelloAndOneWasRefusedFailsAtOnce) {
+// Every initial rank's worker refused for its settings: the wait ends at
+// once, naming each rank, the mismatch and the connection.
+TEST_F(MembershipTest, EveryRankRefusedForItsSettingsFailsAtOnce) {
   const auto t0 = Clock::now();
-  Join(0, "w0");
-  ASSERT_TRUE(members_.CheckRefusals().ok());
   Message m = Hello(1);
   m.header.mutable_hello()->set_staleness(3);
   ASSERT_EQ(members_.Check("w1-4242-1", &m, true), Membership::Hello::kRefused);
+  ASSERT_TRUE(members_.CheckStartup(true, t0).ok());  // worker 0 is still to come
+  m = Hello(0);
+  m.header.mutable_hello()->set_staleness(3);
+  ASSERT_EQ(members_.Check("w0-4241-1", &m, false), Membership::Hello::kRefused);
   const Status st = members_.CheckStartup(true, t0);
   EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
   EXPECT_EQ(st.message(),
-            "[test] the job cannot run: worker 1 (refused: staleness differs: worker 1 has 3 (SSP), server 1 has 2 "
-            "(SSP); connection 'w1-4242-1'); every one of its 2 initial worker(s) said HELLO, so no other is "
-            "expected (not waiting out cluster.startup_timeout_ms=1000)");
-  EXPECT_EQ(members_.CheckRefusals().message(), st.message());
+            "[test] the job cannot run: worker 0 (refused: staleness differs: worker 0 has 3 (SSP), server 1 has 2 "
+            "(SSP); connection 'w0-4241-1'); worker 1 (refused: staleness differs: worker 1 has 3 (SSP), server 1 "
+            "has 2 (SSP); connection 'w1-4242-1'); every one of its 2 initial worker(s) was refused, so no worker is "
+            "left to come (not waiting out cluster.startup_timeout_ms=1000)");
 }
 
-TEST_F(MembershipTest, EveryRankRefusedFailsAtOnceNamingEach) {
-  for (int rank : {1, 0}) {
+// While a rank joined, a refused one may be started again with the right
+// flags within cluster.startup_timeout_ms: no early end.
+TEST_F(MembershipTest, AJoinedRankKeepsTheWaitForARefusedOne) {
+  Join(0, "w0");
+  Message m = Hello(1);
+  m.header.mutable_hello()->set_train_epochs(3);
+  m.header.mutable_hello()->set_staleness(0);
+  ASSERT_EQ(members_.Check("w1-old", &m, true), Membership::Hello::kRefused);
+  EXPECT_TRUE(members_.CheckRefusals().ok());
+  Join(1, "w1");
+  EXPECT_TRUE(members_.CheckRefusals().ok());
+}
+
+// A peer of another build, job or shard is refused, but is no rank's
+// answer: it never ends the job (a stray peer must not).
+TEST_F(MembershipTest, APeerOfAnotherJobCountsForNoRank) {
+  for (int rank : {0, 1}) {
     Message m = Hello(rank);
     m.header.mutable_hello()->set_job_id("other");
-    members_.EnsureSlot(rank);
-    ASSERT_TRUE(members_.CheckRefusals().ok());  // rank 0 is still to come after rank 1
     ASSERT_EQ(members_.Check("w" + std::to_string(rank), &m, true), Membership::Hello::kRefused);
   }
-  const Status st = members_.CheckRefusals();
-  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
-  for (const char* part : {"the job cannot run: worker 0 (refused: job differs: worker 0 is of job 'other'",
-                           "connection 'w0'); worker 1 (refused: job differs: worker 1 is of job 'other'",
-                           "connection 'w1'); every one of its 2 initial worker(s) said HELLO"})
-    EXPECT_NE(st.message().find(part), std::string::npos) << st.message();
+  EXPECT_TRUE(members_.CheckRefusals().ok());
+  // Rank 1's worker of this job, refused for its settings, still leaves
+  // rank 0 to come.
+  Message m = Hello(1);
+  m.header.mutable_hello()->set_staleness(0);
+  ASSERT_EQ(members_.Check("w1-2", &m, true), Membership::Hello::kRefused);
+  EXPECT_TRUE(members_.CheckRefusals().ok());
+  m = Hello(0);
+  m.header.mutable_hello()->set_staleness(0);
+  ASSERT_EQ(members_.Check("w0-2", &m, true), Membership::Hello::kRefused);
+  EXPECT_EQ(members_.CheckRefusals().code(), Status::Code::kFailedPrecondition);
 }
 
-TEST_F(MembershipTest, ARefusedRankThatSaysHelloAgainIsNotCounted) {
+TEST_F(MembershipTest, ARefusedRankWaitingForWorkerZeroIsNotCountedRefused) {
   Message m = Hello(1);
   m.header.mutable_hello()->set_staleness(0);
   ASSERT_EQ(members_.Check("w1-old", &m, true), Membership::Hello::kRefused);
   // Worker 1 again, right this time: it waits for worker 0's tables.
   m = Hello(1);
   ASSERT_EQ(members_.Check("w1", &m, /*tables_defined=*/false), Membership::Hello::kWaiting);
-  // Worker 0 refused: every rank said HELLO, and the job cannot start
-  // without worker 0; worker 1, waiting, is not named.
   m = Hello(0);
   m.header.mutable_hello()->set_staleness(0);
   ASSERT_EQ(members_.Check("w0", &m, false), Membership::Hello::kRefused);
-  const Status st = members_.CheckRefusals();
-  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
-  EXPECT_NE(st.message().find("the job cannot run: worker 0 (refused: staleness differs"), std::string::npos);
-  EXPECT_EQ(st.message().find("worker 1"), std::string::npos) << st.message();
+  EXPECT_TRUE(members_.CheckRefusals().ok());
 }
 
 TEST(HandshakeFailuresTest, CountsEveryFailureAndLogsAtPowersOfTen) {

@@ -563,7 +563,9 @@ void ServerShard::OnHello(const std::string& identity, Message* m) {
   if (members_.Check(identity, m, kv_.defined()) != Membership::Hello::kAdmit) return;
   const bool defines = !kv_.defined();  // worker 0's first HELLO
   if (const std::string why = defines ? SetUpTables(h.hello()) : MatchJob(h.hello(), rank); !why.empty()) {
-    members_.Refuse(identity, h, why);
+    // Another table or resume than the job's is a worker's setting; tables
+    // worker 0 declares badly are a malformed HELLO.
+    members_.Refuse(identity, h, why, /*for_settings=*/!defines);
     return;
   }
   const uint64_t inherited =

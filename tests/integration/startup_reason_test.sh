@@ -12,10 +12,10 @@
 # the same reason (from a shard's ERROR_REPLY to the request it held
 # waiting), not only a dropped connection; every server exits ≠ 0.
 # Mode all_refused: 1 server, num_workers 1, startup_timeout_ms 60000;
-# the one worker comes with --staleness=3 and is refused: the server exits 1
-# within 10 s of the refusal (it waited out the 60 s before), naming the
-# mismatch and the worker's connection (its pid), and the worker exits 1
-# with the server's reason.
+# the one worker comes with --staleness=3 and is refused, so every worker
+# was: the server exits 1 within 10 s of the refusal (it waited out the
+# 60 s before), naming the mismatch and the worker's connection (its pid),
+# and the worker exits 1 with the server's reason.
 # Usage: startup_reason_test.sh refused|epochs|all_refused BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -38,7 +38,7 @@ if [ "$mode" = all_refused ]; then
   why="the job cannot run: worker 0 (refused: staleness differs: worker 0 has 3 (SSP), server 0 has 2 (SSP); connection 'w0-"
   grep -F "$why" "$tmp/server0.log" | grep -qE "connection 'w0-[0-9]+-[0-9]+'\)" ||
     fail "server 0 did not name the mismatch and the connection"
-  grep -qF "every one of its 1 initial worker(s) said HELLO, so no other is expected (not waiting out cluster.startup_timeout_ms=60000)" \
+  grep -qF "every one of its 1 initial worker(s) was refused, so no worker is left to come (not waiting out cluster.startup_timeout_ms=60000)" \
     "$tmp/server0.log" || fail "server 0 did not say why it ended before the startup timeout"
   pids=()
   echo PASS
