@@ -100,6 +100,33 @@ Status CheckOverridesApply(const JobConfig& config, const std::vector<std::pair<
 /// Pure; thread-safe.
 std::string InProcessIgnores(const std::string& flag);
 
+/// The most server shards, initial workers or worker ranks
+/// (cluster.num_servers, num_workers, max_workers) a job may have: every
+/// shard keeps a clock and a slot per worker rank from its start
+/// (server/clock_tracker.h holds at most as many), and every worker a
+/// connection per shard.
+inline constexpr int kMaxJobRanks = 1 << 16;
+
+/// The most rows a minibatch may have (train.minibatch_size,
+/// eval_minibatch_size): 2^24, so that values derived from it (4 ×
+/// minibatch_size for train.adaptive_batch.b_max and train.chunk_rows) stay
+/// within their 32-bit fields.
+inline constexpr int kMaxMinibatchRows = 1 << 24;
+
+/// Bounds of the counts and sizes: cluster.num_servers, num_workers and
+/// max_workers at most kMaxJobRanks, train.minibatch_size and
+/// eval_minibatch_size at most kMaxMinibatchRows (lower bounds are
+/// ValidateServerConfig's and ValidateJobConfig's). Part of both.
+/// Errors: InvalidArgument "config field FIELD: is V, above the limit L (why)".
+Status ValidateCountBounds(const JobConfig& config);
+
+/// Durations: cluster.request_timeout_ms, startup_timeout_ms,
+/// idle_timeout_ms, heartbeat_interval_ms and worker_timeout_ms ≥ 1 ms,
+/// debug_request_delay_ms ≥ 0 (liveness_timeout_ms: ValidateServerConfig).
+/// Part of ValidateServerConfig. Errors: InvalidArgument "config field
+/// FIELD: must be ≥ 1 ms, got V".
+Status ValidateDurations(const JobConfig& config);
+
 /// Checks ranges, finiteness and required fields of the whole job (data,
 /// training, optimizers, per-table overrides), starting with
 /// ValidateServerConfig's checks; the model's own fields, its tables and

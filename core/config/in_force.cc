@@ -7,6 +7,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <sstream>
 
@@ -152,7 +153,10 @@ std::string ValidationSplitField(const JobConfig& config) {
 AdaptiveBatchConfig ResolvedAdaptiveBatch(const TrainConfig& train) {
   AdaptiveBatchConfig r = train.adaptive_batch();
   if (r.b_min() == 0) r.set_b_min(std::max(1, train.minibatch_size() / 4));
-  if (r.b_max() == 0) r.set_b_max(4 * train.minibatch_size());
+  // In 64 bits: a minibatch_size past kMaxMinibatchRows, refused by
+  // ValidateCountBounds, must not read as a negative b_max before that.
+  if (r.b_max() == 0)
+    r.set_b_max(static_cast<int32_t>(std::min<int64_t>(4 * int64_t{train.minibatch_size()}, INT32_MAX)));
   return r;
 }
 

@@ -17,9 +17,6 @@
 namespace tether {
 namespace {
 
-// cluster.max_workers' ceiling: servers keep a slot per rank that joined.
-constexpr int kMaxWorkerRanks = 1 << 16;
-
 // data.tf_idf's widest input: 2^22 document counts are at most 40 MiB per
 // worker in round 0's messages (varints of 10 bytes at most).
 constexpr int64_t kMaxTfIdfFeatures = int64_t{1} << 22;
@@ -174,15 +171,14 @@ Status ValidateServerConfig(const JobConfig& c) {
       if (const std::string why = NameProblem(t.name()); !why.empty()) return FieldError("table.name", why);
   if (c.cluster().num_servers() < 1) return FieldError("cluster.num_servers", "must be ≥ 1");
   if (c.cluster().num_workers() < 1) return FieldError("cluster.num_workers", "must be ≥ 1");
+  TETHER_RETURN_IF_ERROR(ValidateCountBounds(c));
+  TETHER_RETURN_IF_ERROR(ValidateDurations(c));
   TETHER_RETURN_IF_ERROR(ValidateReplicas(c.cluster()));
   if (c.cluster().max_workers() < 0 ||
       (c.cluster().max_workers() > 0 && c.cluster().max_workers() < c.cluster().num_workers()))
     return FieldError("cluster.max_workers", "is " + std::to_string(c.cluster().max_workers()) +
                                           ": must be ≥ cluster.num_workers = " +
                                           std::to_string(c.cluster().num_workers()) + " (or 0: num_workers)");
-  if (c.cluster().max_workers() > kMaxWorkerRanks)
-    return FieldError("cluster.max_workers", "is " + std::to_string(c.cluster().max_workers()) + ", above the limit " +
-                                          std::to_string(kMaxWorkerRanks));
   if (c.cluster().server_addresses_size() != 0 &&
       c.cluster().server_addresses_size() != c.cluster().num_servers())
     return FieldError("cluster.server_addresses", "has " + std::to_string(c.cluster().server_addresses_size()) +
