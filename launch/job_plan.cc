@@ -16,6 +16,7 @@
 #include "core/net/curve.h"
 #include "core/output_path.h"
 #include "launch/elastic_schedule.h"
+#include "launch/process_count.h"
 #include "worker/trainer.h"
 
 namespace tether {
@@ -146,6 +147,10 @@ StatusOr<LaunchOptions> PlanLaunch(const LaunchRequest& request, const JobConfig
   if (!request.elastic_schedule.empty()) {
     TETHER_ASSIGN_OR_RETURN(options.elastic, PlanElastic(request, config));
   }
+  int joiners = 0;
+  for (const ElasticStep& step : options.elastic) joiners += step.delta > 0 ? step.delta : 0;
+  TETHER_RETURN_IF_ERROR(CheckLaunchProcessCount(options.num_servers, options.num_workers, joiners,
+                                                 request.transport, CurrentProcessLimit()));
   if (!request.model_out.empty() && request.transport != "inproc")
     return Status::InvalidArgument(
         "--model_out needs --transport=inproc (the one process that holds every shard's tables at the end); for a "

@@ -151,6 +151,13 @@ void Launcher::Teardown(const std::string& why) {
   torn_down_ = true;
 }
 
+std::optional<int> Launcher::StopBeforeSpawn(const std::string& what) {
+  // A spawning loop never waits in Pump: without this look at the pending
+  // signals a stop would wait for every child of a large job to start.
+  events_.Wait(0);
+  return Interrupted("starting " + what);
+}
+
 std::optional<int> Launcher::Interrupted(const std::string& phase) {
   if (const int sig = events_.stop_signal(); sig != 0) {
     Teardown(std::string("interrupted by ") + strsignal(sig) + " while " + phase);
@@ -219,6 +226,7 @@ std::optional<int> Launcher::StartServers() {
     }
   }
   for (int i = 0; i < options_.num_servers; ++i) {
+    if (auto code = StopBeforeSpawn("server " + std::to_string(i))) return code;
     const std::string listen = options_.transport == "ipc"
                                    ? "ipc://" + tmp_dir_ + "/server_" + std::to_string(i) + ".ipc"
                                    : std::string("tcp://127.0.0.1:0");
@@ -294,6 +302,7 @@ std::optional<int> Launcher::StartWorkers() {
   server_addresses_ = addresses;
   WatchClaims();
   for (int r = 0; r < options_.num_workers; ++r) {
+    if (auto code = StopBeforeSpawn("worker " + std::to_string(r))) return code;
     if (Status st = StartChild("worker", r, "tether-worker", WorkerArgs(r)); !st.ok()) {
       LOG(ERROR) << "[launch] " << st.ToString();
       Teardown("could not start worker " + std::to_string(r));

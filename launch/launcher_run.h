@@ -137,6 +137,10 @@ class Launcher {
   // the server processes and replacements still running, with their state.
   std::string ServersStillRunning() const;
   std::optional<int> Interrupted(const std::string& phase);
+  // Interrupted, after reading the signals pending now: called before each
+  // child a starting loop spawns, so a stop signal ends the start within a
+  // spawn. `what`: "worker 3".
+  std::optional<int> StopBeforeSpawn(const std::string& what);
   // --metrics_port (and --metrics_sd_file) of one child.
   void AddMetricsFlags(const std::string& role, int index, std::vector<std::string>* args) const;
   std::vector<std::string> WorkerArgs(int rank) const;
