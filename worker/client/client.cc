@@ -308,9 +308,16 @@ void WorkerClient::NoteLostPush(int shard, const Message& m, uint64_t updates, c
              << options_.servers[shard] << "), table " << table << ", " << range << " lost: " << why.message();
 }
 
-size_t WorkerClient::RowsPerMessage(uint32_t dim) const {
+size_t WorkerClient::RowsPerMessage(uint32_t table) const {
+  const TableSpec& spec = options_.tables[table];
   const uint64_t limit = std::min<uint64_t>(options_.max_message_bytes, kMaxFrameBytes);
-  return static_cast<size_t>(std::max<uint64_t>(1, limit / (uint64_t{dim} * sizeof(float))));
+  uint64_t rows = std::max<uint64_t>(1, limit / (uint64_t{spec.dim()} * sizeof(float)));
+  // A shard refuses a request for more rows of a budgeted table than it may
+  // hold (the rows a request touches are never evicted for it): a request
+  // that would need more, an evaluation minibatch's, goes in messages of at
+  // most max_rows keys, each of which fits.
+  if (spec.budget().max_rows() > 0) rows = std::min<uint64_t>(rows, spec.budget().max_rows());
+  return static_cast<size_t>(rows);
 }
 
 RequestHandle WorkerClient::StartPull(uint32_t table, bool ahead) {
@@ -397,7 +404,7 @@ RequestHandle WorkerClient::PullRowsFrom(uint32_t table, const std::vector<uint6
   // are no positions to split or keep. Otherwise the replies land at their
   // keys' positions.
   const bool whole = num_shards_ == 1 && !cached;
-  ForEachRowMessage(cached ? fetch_keys_ : keys, whole, dim,
+  ForEachRowMessage(cached ? fetch_keys_ : keys, whole, table,
                     [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
     Message m;
     m.header.set_type(PULL);

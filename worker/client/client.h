@@ -104,7 +104,9 @@ struct ClientOptions {
   /// at most kMaxFrameBytes. Dense slices are checked at set-up instead
   /// (ValidateJobConfig). 64 MiB keeps each message's transfer well inside
   /// the ZMTP heartbeat timeout (liveness_timeout_ms) while its fixed cost
-  /// stays negligible.
+  /// stays negligible. A table with a row budget (budget.max_rows) gets at
+  /// most max_rows keys a message too, so that no message asks a shard for
+  /// more rows than it may hold (RowsPerMessage).
   uint64_t max_message_bytes = uint64_t{64} << 20;
   /// PullRowsIfPresent (evaluation) sends its keys in slices of at most
   /// this many bytes of values, all shards together, one slice at a time,
@@ -610,10 +612,12 @@ class WorkerClient {
   // the rows with the worker's own updates, before the cache is consulted.
   Status AwaitOwnPushes(uint32_t table);
   void NoteLostPush(int shard, const Message& m, uint64_t updates, const Status& why);
-  size_t RowsPerMessage(uint32_t dim) const;  // row-table keys per message (size limit)
+  // Keys of row table `table` per message: within max_message_bytes, and at
+  // most the table's budget.max_rows (the rows a shard may hold of it).
+  size_t RowsPerMessage(uint32_t table) const;
   // Calls piece(shard, c0, c1, ks) for each message of a row request: keys
   // [c0, c1) of each shard's keys (ks points at key c0), at most
-  // RowsPerMessage(dim) per message. `whole`: one shard, `keys` unsplit;
+  // RowsPerMessage(table) per message. `whole`: one shard, `keys` unsplit;
   // otherwise split_keys_/split_pos_ hold the split.
   // PullRows and PullRowsIfPresent: one path; `absent_as_zeros` sets the
   // header flag and bypasses the cache.
@@ -621,7 +625,7 @@ class WorkerClient {
   RequestHandle PullRowsFrom(uint32_t table, const std::vector<uint64_t>& keys, float* out, bool absent_as_zeros,
                              const uint32_t* out_rows = nullptr, int64_t read_clock = -1);
   template <typename Piece>
-  void ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece);
+  void ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t table, Piece&& piece);
   // SetPushScaling on a PUSH whose values frame holds the gradients
   // (`values_scaled`: a 16-bit frame, scaled as it was encoded).
   void ScalePush(Message* m, bool values_scaled = false) const;

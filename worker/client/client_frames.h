@@ -42,11 +42,11 @@ class FixedKeysInUse {
 
 // Calls piece(shard, c0, c1, keys + c0) for each message of a row request:
 // `keys` split by shard (or, `whole`, all of them to each shard), cut into
-// RowsPerMessage(dim) rows at most.
+// RowsPerMessage(table) rows at most.
 template <typename Piece>
-void WorkerClient::ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t dim, Piece&& piece) {
+void WorkerClient::ForEachRowMessage(const std::vector<uint64_t>& keys, bool whole, uint32_t table, Piece&& piece) {
   if (!whole) SplitKeysByShard(keys, num_shards_, &split_keys_, &split_pos_);
-  const size_t chunk = RowsPerMessage(dim);
+  const size_t chunk = RowsPerMessage(table);
   for (int s = 0; s < num_shards_; ++s) {
     const std::vector<uint64_t>& shard_keys = whole ? keys : split_keys_[s];
     for (size_t c0 = 0; c0 < shard_keys.size(); c0 += chunk)

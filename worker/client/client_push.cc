@@ -171,7 +171,7 @@ RequestHandle WorkerClient::PushRowsAs(MessageType type, uint32_t table, const s
   const bool narrow = !delta && push_encoder_.narrows(table);
   // One shard: the keys and gradients go as they are, in contiguous blocks.
   const bool whole = num_shards_ == 1;
-  ForEachRowMessage(keys, whole, dim, [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
+  ForEachRowMessage(keys, whole, table, [&](int s, size_t c0, size_t c1, const uint64_t* ks) {
     const size_t n = c1 - c0;
     Message m;
     m.header.set_type(type);

@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "optim/shard_budget.h"
 #include "worker/models/builtin_models.h"
+#include "worker/models/whole_table_budget.h"
 
 namespace tether {
 namespace {
@@ -74,6 +75,13 @@ std::vector<TableSpec> XmcMlpTables(const JobConfig& c) {
   return t;
 }
 
+// The full softmax reads every label's row of w2 each minibatch; a sampled
+// one reads model.sampled_labels of them.
+std::vector<std::string> XmcMlpReadWhole(const JobConfig& c) {
+  if (c.model().sampled_labels() > 0) return {};
+  return {"w2"};
+}
+
 Status ValidateSparseLr(const JobConfig& c) {
   return FirstFailed({
       {c.data().format() != LIBSVM, "data.format",
@@ -124,9 +132,9 @@ std::vector<TableSpec> DenseMlpTables(const JobConfig& c) {
 
 std::vector<ModelInfo> BuiltinModels() {
   return {
-      {"xmc_mlp", LabelKind::kMultiLabel, ValidateXmcMlp, XmcMlpTables, CreateXmcMlpModel},
-      {"sparse_lr", LabelKind::kBinary, ValidateSparseLr, SparseLrTables, CreateSparseLrModel},
-      {"dense_mlp", LabelKind::kMultiClass, ValidateDenseMlp, DenseMlpTables, CreateDenseMlpModel},
+      {"xmc_mlp", LabelKind::kMultiLabel, ValidateXmcMlp, XmcMlpTables, CreateXmcMlpModel, XmcMlpReadWhole},
+      {"sparse_lr", LabelKind::kBinary, ValidateSparseLr, SparseLrTables, CreateSparseLrModel, nullptr},
+      {"dense_mlp", LabelKind::kMultiClass, ValidateDenseMlp, DenseMlpTables, CreateDenseMlpModel, nullptr},
   };
 }
 
@@ -277,6 +285,8 @@ Status ValidateModelConfig(const JobConfig& config) {
                                                 config.cluster().num_servers(), &split);
       !rows.ok())
     return FieldError("cluster.server_memory_bytes", rows.status().message());
+  if (model->read_whole)
+    TETHER_RETURN_IF_ERROR(CheckWholeTableBudgets(config, tables, model->read_whole(config), model->name));
   return Status::OK();
 }
 

@@ -48,6 +48,10 @@ struct ModelInfo {
   std::function<StatusOr<std::unique_ptr<Model>>(const JobConfig&, const std::vector<TableSpec>& tables,
                                                  Backend* backend, int rank)>
       create;
+  /// The row tables every training minibatch reads whole (all their keys),
+  /// whose row budgets must hold a shard's share of them
+  /// (worker/models/whole_table_budget.h). May be empty.
+  std::function<std::vector<std::string>(const JobConfig&)> read_whole;
 };
 
 /// Adds `info` under info.name. Returns true; dies on a duplicate name or a
