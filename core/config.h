@@ -117,7 +117,9 @@ inline constexpr int kMaxMinibatchRows = 1 << 24;
 /// max_workers at most kMaxJobRanks, train.minibatch_size and
 /// eval_minibatch_size at most kMaxMinibatchRows (lower bounds are
 /// ValidateServerConfig's and ValidateJobConfig's). Part of both.
-/// Errors: InvalidArgument "config field FIELD: is V, above the limit L (why)".
+/// Errors: InvalidArgument "config field FIELD: is V, above the limit L (why)";
+/// "config field cluster.send_hwm: must be ≥ 0 messages (0: no limit), got V"
+/// (recv_hwm likewise) for a negative high-water mark.
 Status ValidateCountBounds(const JobConfig& config);
 
 /// Durations: cluster.request_timeout_ms, startup_timeout_ms,

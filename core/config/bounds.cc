@@ -31,6 +31,11 @@ Status ValidateCountBounds(const JobConfig& c) {
                                      {"cluster.max_workers", k.max_workers()}})
     if (value > kMaxJobRanks)
       return AboveLimit(field, value, kMaxJobRanks, "every shard keeps a clock and a slot per worker rank");
+  // ZeroMQ takes 0 as "no limit" and refuses a negative mark.
+  for (const auto& [field, value] : {std::pair<const char*, int>{"cluster.send_hwm", k.send_hwm()},
+                                     {"cluster.recv_hwm", k.recv_hwm()}})
+    if (value < 0)
+      return FieldError(field, "must be ≥ 0 messages (0: no limit), got " + std::to_string(value));
   const TrainConfig& t = c.train();
   for (const auto& [field, value] : {std::pair<const char*, int>{"train.minibatch_size", t.minibatch_size()},
                                      {"train.eval_minibatch_size", t.eval_minibatch_size()}})

@@ -40,6 +40,21 @@ TEST(ConfigBoundsTest, WorkerAndServerCountsAboveTheLimitAreRefused) {
             "connection and request state per shard)");
 }
 
+TEST(ConfigBoundsTest, NegativeHighWaterMarksAreRefusedZeroMeansNoLimit) {
+  JobConfig j = Bibtex();
+  j.mutable_cluster()->set_send_hwm(-1);
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field cluster.send_hwm: must be ≥ 0 messages (0: no limit), got -1");
+  j = Bibtex();
+  j.mutable_cluster()->set_recv_hwm(-5);
+  EXPECT_EQ(ValidateServerConfig(j).message(),
+            "config field cluster.recv_hwm: must be ≥ 0 messages (0: no limit), got -5");
+  j = Bibtex();
+  j.mutable_cluster()->set_send_hwm(0);
+  j.mutable_cluster()->set_recv_hwm(0);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
+}
+
 TEST(ConfigBoundsTest, MinibatchSizesAboveTheLimitAreRefusedNamingTheField) {
   JobConfig j = Bibtex();
   j.mutable_train()->set_minibatch_size(2147483647);
