@@ -17,35 +17,6 @@ std::string PeerName(const std::string& identity) {
   return "peer " + std::to_string(identity.size()) + "-byte identity";
 }
 
-// One multipart message off the socket; false when none is queued. More
-// than 8 frames: the rest is drained, so the next read starts on a message
-// boundary (no Tether message has more than 4).
-bool ReadFrames(zmq::socket_t& socket, std::vector<zmq::message_t>* frames) {
-  frames->clear();
-  while (true) {
-    zmq::message_t f;
-    bool got = false;
-    while (true) {
-      try {
-        got = socket.recv(f, zmq::recv_flags::dontwait).has_value();
-        break;
-      } catch (const zmq::error_t& e) {
-        if (e.num() != EINTR) throw;
-      }
-    }
-    if (!got) return !frames->empty();
-    const bool more = f.more();
-    frames->push_back(std::move(f));
-    if (!more) return true;
-    if (frames->size() > 8) {
-      zmq::message_t rest;
-      while (socket.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
-      }
-      return true;
-    }
-  }
-}
-
 }  // namespace
 
 void Inbox::Forget(const std::string& identity) {

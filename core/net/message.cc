@@ -161,6 +161,32 @@ const uint64_t* Message::KeyData(std::vector<uint64_t>* scratch) const {
   return scratch->data();
 }
 
+bool ReadFrames(zmq::socket_t& socket, std::vector<zmq::message_t>* frames) {
+  frames->clear();
+  while (true) {
+    zmq::message_t f;
+    bool got = false;
+    while (true) {
+      try {
+        got = socket.recv(f, zmq::recv_flags::dontwait).has_value();
+        break;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+    }
+    if (!got) return !frames->empty();
+    const bool more = f.more();
+    frames->push_back(std::move(f));
+    if (!more) return true;
+    if (frames->size() > 8) {
+      zmq::message_t rest;
+      while (socket.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
+      }
+      return true;
+    }
+  }
+}
+
 uint64_t Message::values_size() const {
   uint64_t n = values.size() + placed_values_bytes;
   for (const zmq::message_t& piece : value_pieces) n += piece.size();

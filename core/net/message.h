@@ -86,6 +86,14 @@ Status ValidateFrames(const Message& m, const std::string& peer);
 Status SendMessage(zmq::socket_t& socket, Message* m, const std::string* identity,
                    const std::string& peer);
 
+/// Reads one multipart message off `socket` without waiting into *frames
+/// (cleared first): false when none is queued. A message of more than 8
+/// frames is cut there and the rest drained, so the next read starts on a
+/// message boundary (no Tether message has more than 4). EINTR is retried;
+/// any other ZeroMQ error is thrown (zmq::error_t). Thread-safety: the
+/// socket's thread only.
+bool ReadFrames(zmq::socket_t& socket, std::vector<zmq::message_t>* frames);
+
 /// SendMessage to the peer `identity` of a ROUTER socket, a message whose
 /// keys and values together exceed kReplyChunkBytes as chunks of at most
 /// kReplyChunkBytes (core/net/chunk_wire.h), each chunk after the identity

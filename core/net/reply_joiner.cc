@@ -24,35 +24,8 @@ Status ReplyJoiner::Recv(zmq::socket_t& socket, Message* m) {
   if (!cut_.ok()) return std::exchange(cut_, Status::OK());
   std::vector<zmq::message_t> frames;
   while (true) {
-    frames.clear();
     try {
-      while (true) {
-        zmq::message_t f;
-        bool got = false;
-        while (true) {
-          try {
-            got = socket.recv(f, zmq::recv_flags::dontwait).has_value();
-            break;
-          } catch (const zmq::error_t& e) {
-            if (e.num() != EINTR) throw;
-          }
-        }
-        if (!got) {
-          if (frames.empty()) return Status::Unavailable("no message ready");
-          return Status::DataLoss("from " + server_ + ": truncated multipart message");
-        }
-        const bool more = f.more();
-        frames.push_back(std::move(f));
-        if (!more) break;
-        if (frames.size() > 8) {
-          // The rest is drained, so the next read starts on a message
-          // boundary (no Tether message has more than 3 frames here).
-          zmq::message_t rest;
-          while (socket.recv(rest, zmq::recv_flags::dontwait) && rest.more()) {
-          }
-          break;
-        }
-      }
+      if (!ReadFrames(socket, &frames)) return Status::Unavailable("no message ready");
     } catch (const zmq::error_t& e) {
       return Status::IOError("receive from " + server_ + ": " + e.what());
     }
