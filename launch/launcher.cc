@@ -20,6 +20,7 @@
 #include "core/net/endpoint_check.h"
 #include "launch/claim_watch.h"
 #include "launch/elastic_run.h"
+#include "launch/failure_metrics.h"
 #include "launch/job_summary.h"
 #include "launch/launch_events.h"
 #include "launch/port_file.h"
@@ -164,8 +165,10 @@ std::optional<int> Launcher::Interrupted(const std::string& phase) {
     return 128 + sig;
   }
   if (Clock::now() >= deadline_) {
-    LOG(ERROR) << "[launch] job timed out after " << options_.timeout.count() << " s (--timeout_s) while " << phase;
-    Teardown("timeout");
+    const std::string timed_out =
+        "timed out after " + std::to_string(options_.timeout.count()) + " s (--timeout_s) while " + phase;
+    LOG(ERROR) << "[launch] job " << timed_out;
+    Teardown(timed_out);
     return 124;
   }
   return std::nullopt;
@@ -322,7 +325,11 @@ bool Launcher::RefusedItsStart(const Child& c) {
 
 void Launcher::LogFailure(const Child& c) {
   const std::string held = c.role == "worker" || (c.role == "server" && c.endpoint.empty()) ? "" : WhatItHeld(c);
-  LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded() << (held.empty() ? "" : "; " + held);
+  const std::string what = c.Name() + " " + c.HowItEnded() + (held.empty() ? "" : "; " + held);
+  LOG(ERROR) << "[launch] " << what;
+  // The first is the cause (Exited logs a signalled cause first): the
+  // failure the metrics JSON records.
+  if (failed_process_.empty()) failed_process_ = what;
 }
 
 std::optional<int> Launcher::Exited(Child* c) {
@@ -478,8 +485,38 @@ int Launcher::PrintSummary() {
   return PrintJobSummary(summary);
 }
 
+void Launcher::RecordFailure(int code) {
+  // A signal stopped the launcher (the user did), or nothing started: no
+  // metrics JSON (docs/ERRORS.md, "Exit codes").
+  if (options_.metrics_out.empty() || !job_started_ || code == 0 || code == 2 || code >= 128) return;
+  // Exits 3 and 4 are a job that ran to its end, which the evaluator wrote
+  // up ("diverged", a partial evaluation).
+  if (code == kExitDiverged || code == kExitPartialEval) return;
+  const std::string why = !failed_process_.empty() ? failed_process_ : failure_.empty() ? "the job failed" : failure_;
+  const StatusOr<FailureRecord> record = RecordJobFailure(options_.metrics_out, why, code);
+  if (!record.ok()) {
+    LOG(ERROR) << "[launch] the job's failure is not recorded in the metrics JSON: " << record.status().message();
+    return;
+  }
+  switch (*record) {
+    case FailureRecord::kAdded:
+      LOG(WARNING) << "[launch] " << options_.metrics_out << ": the metrics the job wrote now carry its failure";
+      break;
+    case FailureRecord::kKept:
+      break;  // the evaluator's own reason stands
+    case FailureRecord::kWritten:
+      LOG(WARNING) << "[launch] " << options_.metrics_out << ": no metrics were written; it holds the job's failure";
+      break;
+    case FailureRecord::kSkipped:
+      LOG(WARNING) << "[launch] " << options_.metrics_out << " is a device or pipe: the job's failure is not written "
+                   << "there";
+      break;
+  }
+}
+
 int Launcher::Run() {
   const int code = RunJob();
+  RecordFailure(code);
   if (code > 128) {
     LOG(WARNING) << "[launch] job stopped by " << strsignal(code - 128) << " after "
                  << FormatDuration(Clock::now() - start_) << " (exit code " << code << ")";
@@ -513,6 +550,7 @@ int Launcher::RunJob() {
     LOG(ERROR) << "[launch] " << st.ToString();
     return 1;
   }
+  job_started_ = true;
   LOG(INFO) << "[launch] " << options_.num_servers << " server(s), " << options_.num_workers
             << " worker(s), timeout " << options_.timeout.count() << " s, binaries from " << options_.bin_dir
             << ", port files in " << tmp_dir_;

@@ -57,6 +57,10 @@ class Launcher {
   int Run();
 
  private:
+  // With --metrics_out, a job that failed (exit 1 or 124) after its
+  // processes started: its failure recorded in the
+  // metrics JSON (launch/failure_metrics.h), logged.
+  void RecordFailure(int code);
   int RunJob();
   int RunInProcess();
   Status Setup();
@@ -153,7 +157,9 @@ class Launcher {
   std::string tmp_dir_;
   int devnull_fd_ = -1;
   bool torn_down_ = false;
-  std::string failure_;  // why the job failed: the first Teardown's reason, on the final line    // Teardown ran; what it could not kill, a second try will not either
+  std::string failure_;  // why the job failed: the first Teardown's reason, on the final line
+  std::string failed_process_;  // the first LogFailure: "server 1 (pid 7) was killed by ...; it was shard 1 at ..."
+  bool job_started_ = false;    // Setup passed: processes may have started    // Teardown ran; what it could not kill, a second try will not either
   std::vector<std::string> diverged_;  // workers that exited kExitDiverged (C24)
   std::vector<std::string> partial_eval_;  // the evaluator, when it exited kExitPartialEval
   std::optional<ServerDeaths> server_deaths_;  // with replicas, from the servers' start

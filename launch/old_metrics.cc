@@ -35,7 +35,14 @@ bool IsMetricsJson(const std::string& path) {
   std::ifstream in(path);
   if (!in) return false;
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("train_seconds") && j.contains("samples_per_second");
+  if (!j.is_object()) return false;
+  if (j.contains("train_seconds") && j.contains("samples_per_second")) return true;
+  // The file tether-launch writes for a failed job no worker wrote one for
+  // (launch/failure_metrics.h): exactly these two keys.
+  const auto failure = j.find("failure");
+  const auto exit_code = j.find("exit_code");
+  return j.size() == 2 && failure != j.end() && failure->is_string() && exit_code != j.end() &&
+         exit_code->is_number_integer();
 }
 
 Status CheckMetricsOutReplaceable(const std::string& path, const std::string& source) {

@@ -4,7 +4,8 @@
 // so that a job that fails without writing one does not leave the old file
 // to pass for its metrics (docs/METRICS.md). Only a regular file that is a
 // Tether metrics JSON (a JSON object with "train_seconds" and
-// "samples_per_second") is removed; anything else at that path is refused
+// "samples_per_second", or the launcher's record of a failed job: exactly
+// "failure" and "exit_code", launch/failure_metrics.h) is removed; anything else at that path is refused
 // at start and never removed. A link is followed: its target is the file
 // checked and removed, the link stays (the job writes its target). A
 // character device or FIFO (/dev/null, a pipe) is written through and left

@@ -55,6 +55,17 @@ TEST_F(OldMetricsTest, EarlierMetricsJsonIsRemoved) {
   EXPECT_TRUE(RemoveOldMetrics(m, "flag --metrics_out").ok());
 }
 
+TEST_F(OldMetricsTest, LaunchersFailureRecordIsRemoved) {
+  const std::string m = Write("m.json", "{\"exit_code\": 1, \"failure\": \"server 1 (pid 7) was killed\"}\n");
+  EXPECT_TRUE(IsMetricsJson(m));
+  ASSERT_TRUE(RemoveOldMetrics(m, "flag --metrics_out").ok());
+  EXPECT_FALSE(fs::exists(m));
+  // A third key, or a failure that is no string, is not the launcher's.
+  EXPECT_FALSE(IsMetricsJson(Write("more.json", "{\"exit_code\": 1, \"failure\": \"x\", \"notes\": 1}")));
+  EXPECT_FALSE(IsMetricsJson(Write("number.json", "{\"exit_code\": 1, \"failure\": 3}")));
+  EXPECT_FALSE(IsMetricsJson(Write("float.json", "{\"exit_code\": 1.5, \"failure\": \"x\"}")));
+}
+
 TEST_F(OldMetricsTest, OtherFileIsRefusedAndKept) {
   const std::string data = Write("test.txt", "1 1:0.5\n");
   const std::string json = Write("other.json", "{\"train_seconds\": 1}\n");
