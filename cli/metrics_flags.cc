@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "core/file_util.h"
+#include "telemetry/sd_file.h"
 
 DEFINE_int32(metrics_port, -1,
              "serve /metrics (Prometheus text format) on this TCP port; 0: a free port (logged, and written to "
@@ -20,7 +20,8 @@ DEFINE_string(metrics_host, "127.0.0.1",
 DEFINE_string(metrics_port_file, "", "if set, \"HOST:PORT\" of the /metrics endpoint is written here once serving");
 DEFINE_string(metrics_sd_file, "",
               "if set, a Prometheus file_sd target file ([{\"targets\": [\"HOST:PORT\"], \"labels\": {...}}]) "
-              "for this process is written here once serving, and removed at exit");
+              "for this process is written here once serving, and withdrawn at exit (removed; through a link, "
+              "the link's target emptied to [] and the link kept)");
 DEFINE_int32(metrics_linger_s, 15,
              "after training ends, keep serving the final values this many seconds so a scrape does not miss "
              "a short job (15: one scrape at Prometheus's common 15 s interval); 0: exit at once; a stop "
@@ -30,7 +31,8 @@ namespace tether {
 
 StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpointFromFlags(const std::string& who,
                                                                          const MetricsTarget& target,
-                                                                         MetricsEndpoint::Render render) {
+                                                                         MetricsEndpoint::Render render,
+                                                                         const std::vector<NamedInput>& inputs) {
   if (FLAGS_metrics_port < -1 || FLAGS_metrics_port > 65535)
     return Status::InvalidArgument("flag --metrics_port=" + std::to_string(FLAGS_metrics_port) +
                                    " outside [-1, 65535] (-1: no endpoint, 0: a free port)");
@@ -43,6 +45,9 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpointFromFlags(const s
         return Status::InvalidArgument(std::string("flag --") + flag + " needs --metrics_port (0: a free port)");
     return std::unique_ptr<MetricsEndpoint>();
   }
+  // Before the endpoint binds: a path that cannot take the file is refused
+  // at start, never found once the process serves.
+  if (!FLAGS_metrics_sd_file.empty()) TETHER_RETURN_IF_ERROR(CheckSdFile(FLAGS_metrics_sd_file, inputs));
   const PrometheusLabels labels = {
       {"tether_job", target.job}, {"role", target.role}, {target.index_name, std::to_string(target.index)}};
   TETHER_ASSIGN_OR_RETURN(auto ep, MetricsEndpoint::Start(FLAGS_metrics_host, FLAGS_metrics_port, std::move(render),
@@ -59,7 +64,7 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpointFromFlags(const s
         {{{"targets", {host_port}},
           {"labels", {{"tether_job", target.job}, {"role", target.role},
                       {target.index_name, std::to_string(target.index)}}}}});
-    TETHER_RETURN_IF_ERROR(WriteFileAtomically(FLAGS_metrics_sd_file, sd.dump(2) + "\n"));
+    TETHER_RETURN_IF_ERROR(WriteSdFile(FLAGS_metrics_sd_file, sd.dump(2) + "\n"));
   }
   return ep;
 }
@@ -76,8 +81,9 @@ void LingerForScrapes(const std::string& who, const MetricsEndpoint* endpoint, c
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     LOG(INFO) << who << "metrics endpoint closing after " << endpoint->scrapes() << " scrape(s)";
   }
-  if (!FLAGS_metrics_sd_file.empty() && std::remove(FLAGS_metrics_sd_file.c_str()) != 0)
-    LOG(WARNING) << who << "could not remove --metrics_sd_file " << FLAGS_metrics_sd_file;
+  if (FLAGS_metrics_sd_file.empty()) return;
+  if (Status st = WithdrawSdFile(FLAGS_metrics_sd_file); !st.ok())
+    LOG(WARNING) << who << "could not withdraw the target: " << st.message();
 }
 
 }  // namespace tether

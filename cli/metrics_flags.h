@@ -4,6 +4,7 @@
 //   --metrics_host=H        address to bind (default 127.0.0.1: this host only)
 //   --metrics_port_file=F   write "HOST:PORT" (the bound port) here once serving
 //   --metrics_sd_file=F     write a Prometheus file_sd target file for this process here
+//                           (the output policy of core/output_target.h: telemetry/sd_file.h)
 //   --metrics_linger_s=S    after training, keep serving the final values S seconds (default 15)
 // tether-launch links this file too, for the flag definitions it forwards.
 // Only main() files include this (gflags).
@@ -18,7 +19,9 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/output_target.h"
 #include "telemetry/metrics_endpoint.h"
 #include "telemetry/prometheus.h"
 #include "core/status.h"
@@ -42,19 +45,24 @@ struct MetricsTarget {
 
 /// Checks the flags, and starts the endpoint they ask for (null when
 /// --metrics_port is -1), logs its URL, and writes --metrics_port_file /
-/// --metrics_sd_file.
+/// --metrics_sd_file. --metrics_sd_file is checked before the endpoint
+/// binds (telemetry/sd_file.h): a link is followed, a directory, socket,
+/// device or FIFO refused, and so is one of `inputs` (core/job_inputs.h).
 /// `render` runs on the endpoint's threads (MetricsEndpoint::Start).
-/// Errors: InvalidArgument (a bad flag value, naming it), the endpoint's
-/// (IOError naming host:port), IOError writing a file.
+/// Errors: InvalidArgument (a bad flag value or --metrics_sd_file path,
+/// naming it), the endpoint's (IOError naming host:port), IOError writing
+/// a file.
 StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpointFromFlags(const std::string& who,
                                                                          const MetricsTarget& target,
-                                                                         MetricsEndpoint::Render render);
+                                                                         MetricsEndpoint::Render render,
+                                                                         const std::vector<NamedInput>& inputs);
 
 /// After training ended: keeps `endpoint` serving for --metrics_linger_s
 /// seconds, so a scrape does not miss a short job's final values, returning
 /// early once `signal` is non-zero (a stop signal cuts the wait short; the
-/// caller then exits with the job's own exit code). Then removes
-/// --metrics_sd_file, so Prometheus stops scraping the gone process.
+/// caller then exits with the job's own exit code). Then withdraws
+/// --metrics_sd_file (telemetry/sd_file.h: removed; through a link, the
+/// target emptied), so Prometheus stops scraping the gone process.
 /// Does nothing when `endpoint` is null.
 void LingerForScrapes(const std::string& who, const MetricsEndpoint* endpoint, const std::atomic<int>& signal);
 

@@ -77,14 +77,15 @@ class LocalShards {
   // Makes shard 0..S-1 of `config` and binds each to its inproc endpoint:
   // inproc needs the bind before any connect sees the endpoint, so this
   // runs on the calling thread before a single worker starts. Errors: the
-  // metrics log's and Bind's, prefixed "server S: ".
-  Status Bind(const JobConfig& config, zmq::context_t* ctx) {
+  // metrics log's (none may be one of `inputs`) and Bind's, prefixed
+  // "server S: ".
+  Status Bind(const JobConfig& config, const std::vector<NamedInput>& inputs, zmq::context_t* ctx) {
     slots_ = std::vector<Slot>(config.cluster().num_servers());
     for (int i = 0; i < static_cast<int>(slots_.size()); ++i) {
       Slot& s = slots_[i];
       s.shard = std::make_unique<ServerShard>(config, i, ctx);
       if (!config.train().metrics_dir().empty()) {
-        auto log = MetricsLog::Open(config.train().metrics_dir(), "server", i);
+        auto log = MetricsLog::Open(config.train().metrics_dir(), "server", i, inputs);
         if (!log.ok()) return log.status().WithPrefix("server " + std::to_string(i));
         s.log = std::move(*log);
         LogShardClocks(s.shard.get(), s.log.get());
@@ -177,6 +178,7 @@ std::vector<std::optional<StatusOr<TrainReport>>> RunWorkers(const JobConfig& co
       to.zmq_context = ctx;
       if (r == 0) to.metrics_out = options.metrics_out;
       to.resume_from = options.resume_from;
+      to.inputs = options.inputs;
       to.stop_requested = [stop] { return stop != nullptr && stop->load(); };
       to.abort = &abort;
       StatusOr<TrainReport> report = RunWorker(config, to);
@@ -229,7 +231,7 @@ StatusOr<TrainReport> RunLocalJob(const JobConfig& config, const LocalJobOptions
   const int num_servers = config.cluster().num_servers();
   ctx.set(zmq::ctxopt::max_sockets, num_servers + config.cluster().num_workers() * num_servers + 64);
   LocalShards shards;
-  TETHER_RETURN_IF_ERROR(shards.Bind(config, &ctx));
+  TETHER_RETURN_IF_ERROR(shards.Bind(config, options.inputs, &ctx));
   shards.Start();
   Status first_failure;
   auto results = RunWorkers(config, options, &ctx, &shards, &first_failure);

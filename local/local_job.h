@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "checkpoint/trained_model.h"
@@ -40,6 +41,9 @@ struct LocalJobOptions {
   int shard_exit_timeout_ms = 60000;
   /// Every worker resumes from this checkpoint (TrainerOptions::resume_from).
   std::string resume_from;
+  /// The run's input files, which no train.metrics_dir file may be
+  /// (TrainerOptions::inputs; the shards' files too). Empty: none compared.
+  std::vector<NamedInput> inputs;
   /// When set, and the job trained to its end, receives the trained model:
   /// every table's rows gathered from the shards once they have stopped
   /// (row tables: every row any shard created, sorted by key; dense tables:

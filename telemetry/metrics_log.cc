@@ -19,16 +19,21 @@ MetricsLog::MetricsLog(std::string path, std::string role, int rank)
 
 namespace {
 
-// Moves a non-empty `path` (DIR/NAME.jsonl) to the first free
-// DIR/NAME.N.jsonl; returns where ("" when there was nothing to move).
-StatusOr<std::string> MoveEarlierRun(const std::string& dir, const std::string& name, const std::string& path) {
+constexpr char kSource[] = "train.metrics_dir (--metrics_dir)";
+
+// Moves a non-empty `path` (FOLDER/NAME.jsonl, or FOLDER/NAME) to the first
+// free FOLDER/NAME.N.jsonl (FOLDER/NAME.N); returns where ("" when there was
+// nothing to move). `path` is a regular file: a link's final target.
+StatusOr<std::string> MoveEarlierRun(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   if (ec || size == 0) return std::string();
+  const bool jsonl = path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
+  const std::string stem = jsonl ? path.substr(0, path.size() - 6) : path;
   for (int n = 1; n < 1000000; ++n) {
-    const std::string to = dir + "/" + name + "." + std::to_string(n) + ".jsonl";
-    if (fs::exists(to, ec)) continue;
+    const std::string to = stem + "." + std::to_string(n) + (jsonl ? ".jsonl" : "");
+    if (fs::exists(fs::symlink_status(to, ec))) continue;
     // link + unlink rather than rename: a file made meanwhile under `to`
     // is never overwritten.
     if (::link(path.c_str(), to.c_str()) != 0) {
@@ -40,12 +45,32 @@ StatusOr<std::string> MoveEarlierRun(const std::string& dir, const std::string& 
       return Status::IOError("cannot move the earlier run's metrics file " + path + ": " + std::strerror(errno));
     return to;
   }
-  return Status::IOError("metrics directory " + dir + " holds too many earlier runs of " + name);
+  return Status::IOError("the folder of " + path + " holds too many earlier runs of it");
+}
+
+// The file this process writes for `path`: `path` itself, or its link's
+// final target, under the output policy (see the header).
+StatusOr<std::string> LogFile(const std::string& path, const std::vector<NamedInput>& inputs) {
+  TETHER_ASSIGN_OR_RETURN(const OutputTarget target, ResolveOutputTarget(path, kSource, StreamOutput::kWriteThrough));
+  if (target.write_through) {
+    const std::string shown = target.path == path ? path : path + " (a link to " + target.path + ")";
+    return Status::InvalidArgument(std::string(kSource) + "=" + shown +
+                                   ": is a character device or FIFO, not a regular file; an earlier run's lines "
+                                   "there would be moved aside, which it cannot be: remove it, or give another folder");
+  }
+  TETHER_RETURN_IF_ERROR(CheckOutputNotInput(path, kSource, inputs));
+  return target.path;
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& dir, const std::string& role, int rank) {
+Status MetricsLog::CheckPath(const std::string& dir, const std::string& role, int rank,
+                             const std::vector<NamedInput>& inputs) {
+  return LogFile(dir + "/" + role + "-" + std::to_string(rank) + ".jsonl", inputs).status();
+}
+
+StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& dir, const std::string& role, int rank,
+                                                       const std::vector<NamedInput>& inputs) {
   if (dir.empty()) return Status::InvalidArgument("metrics directory is empty");
   // Its parents too: "--metrics_dir=out/bibtex" in a fresh clone.
   std::error_code ec;
@@ -53,13 +78,14 @@ StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& dir, c
   if (ec) return Status::IOError("cannot create metrics directory " + dir + ": " + ec.message());
   const std::string name = role + "-" + std::to_string(rank);
   const std::string path = dir + "/" + name + ".jsonl";
+  TETHER_ASSIGN_OR_RETURN(const std::string file, LogFile(path, inputs));
   std::unique_ptr<MetricsLog> log(new MetricsLog(path, role, rank));
-  TETHER_ASSIGN_OR_RETURN(log->moved_to_, MoveEarlierRun(dir, name, path));
+  TETHER_ASSIGN_OR_RETURN(log->moved_to_, MoveEarlierRun(file));
   if (!log->moved_to_.empty())
-    LOG(WARNING) << "metrics file " << path << " held an earlier run: moved to " << log->moved_to_
-                 << "; this run writes a new " << path;
-  log->out_.open(path, std::ios::app);
-  if (!log->out_) return Status::IOError("cannot open metrics file " + path);
+    LOG(WARNING) << "metrics file " << path << (file == path ? "" : " (a link to " + file + ")")
+                 << " held an earlier run: moved to " << log->moved_to_ << "; this run writes a new " << file;
+  log->out_.open(file, std::ios::app);
+  if (!log->out_) return Status::IOError("cannot open metrics file " + file);
   return log;
 }
 

@@ -18,9 +18,11 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/output_target.h"
 #include "core/status.h"
 
 namespace tether {
@@ -32,8 +34,22 @@ class MetricsLog {
   /// lines (an earlier run, or this rank's earlier process) is never
   /// appended to: it is moved to the first free DIR/ROLE-RANK.N.jsonl (N =
   /// 1, 2, …: oldest first) and the move is logged, so each process's lines
-  /// plot as a run of their own. Errors: IOError naming the path.
-  static StatusOr<std::unique_ptr<MetricsLog>> Open(const std::string& dir, const std::string& role, int rank);
+  /// plot as a run of their own.
+  ///
+  /// The output policy of core/output_target.h holds: a symbolic link there
+  /// is followed and stays; its final target is the file moved aside (to
+  /// TARGET.N.jsonl, or TARGET.N for a name without .jsonl, in the
+  /// target's own folder) and written anew. A directory, socket, block or
+  /// character device or FIFO there is refused, and so is one of `inputs`
+  /// (core/job_inputs.h), before anything moves.
+  /// Errors: InvalidArgument "train.metrics_dir (--metrics_dir)=PATH: WHY"
+  /// for a path refused so; IOError naming the path.
+  static StatusOr<std::unique_ptr<MetricsLog>> Open(const std::string& dir, const std::string& role, int rank,
+                                                    const std::vector<NamedInput>& inputs);
+  /// Open's refusals of DIR/ROLE-RANK.jsonl, made at start-up (nothing is
+  /// created or moved). Errors: Open's InvalidArgument.
+  [[nodiscard]] static Status CheckPath(const std::string& dir, const std::string& role, int rank,
+                                        const std::vector<NamedInput>& inputs);
 
   /// Appends `fields` plus t, unix_time, role and rank as one line. Lines are
   /// buffered; Flush() (or the destructor) writes them out. A write error is

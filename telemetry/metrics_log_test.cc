@@ -1,5 +1,9 @@
 #include "telemetry/metrics_log.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -18,7 +22,7 @@ using testing::WriteFileBytes;
 TEST(MetricsLogTest, MakesTheFolderAndItsParentsAndWritesOneObjectALine) {
   testing::ScopedTempDir tmp;
   const std::string dir = tmp.path() + "/out/bibtex";
-  auto log = MetricsLog::Open(dir, "worker", 3);
+  auto log = MetricsLog::Open(dir, "worker", 3, {});
   ASSERT_TRUE(log.ok()) << log.status().message();
   (*log)->Write({{"kind", "clock"}, {"clock", 7}});
   ASSERT_TRUE((*log)->Flush().ok());
@@ -40,7 +44,7 @@ TEST(MetricsLogTest, AnEarlierRunIsMovedAsideNeverAppendedTo) {
   // An empty file (a process that wrote nothing) is simply reused.
   WriteFileBytes(dir + "/server-0.jsonl", "");
   {
-    auto log = MetricsLog::Open(dir, "server", 0);
+    auto log = MetricsLog::Open(dir, "server", 0, {});
     ASSERT_TRUE(log.ok());
     EXPECT_EQ((*log)->moved_to(), "");
     (*log)->Write({{"run", 1}});
@@ -49,7 +53,7 @@ TEST(MetricsLogTest, AnEarlierRunIsMovedAsideNeverAppendedTo) {
   // oldest first; a name already taken is skipped, never overwritten.
   WriteFileBytes(dir + "/server-0.2.jsonl", "{\"someone\":\"else\"}\n");
   for (int run = 2; run <= 3; ++run) {
-    auto log = MetricsLog::Open(dir, "server", 0);
+    auto log = MetricsLog::Open(dir, "server", 0, {});
     ASSERT_TRUE(log.ok()) << log.status().message();
     EXPECT_EQ((*log)->moved_to(), dir + (run == 2 ? "/server-0.1.jsonl" : "/server-0.3.jsonl"));
     (*log)->Write({{"run", run}});
@@ -63,11 +67,73 @@ TEST(MetricsLogTest, AnEarlierRunIsMovedAsideNeverAppendedTo) {
 TEST(MetricsLogTest, AFolderThatCannotBeMadeIsNamed) {
   testing::ScopedTempDir tmp;
   WriteFileBytes(tmp.path() + "/file", "x");
-  auto log = MetricsLog::Open(tmp.path() + "/file/sub", "worker", 0);
+  auto log = MetricsLog::Open(tmp.path() + "/file/sub", "worker", 0, {});
   ASSERT_FALSE(log.ok());
   EXPECT_NE(log.status().message().find("cannot create metrics directory " + tmp.path() + "/file/sub"),
             std::string::npos)
       << log.status().message();
+}
+
+TEST(MetricsLogTest, ALinkStaysAndItsTargetIsMovedAsideInItsOwnFolder) {
+  testing::ScopedTempDir tmp;
+  const std::string dir = tmp.path() + "/mdir";
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_directories(tmp.path() + "/real");
+  WriteFileBytes(tmp.path() + "/real/w0.jsonl", "{\"run\":1}\n");
+  std::filesystem::create_symlink("../real/w0.jsonl", dir + "/worker-0.jsonl");
+  {
+    auto log = MetricsLog::Open(dir, "worker", 0, {});
+    ASSERT_TRUE(log.ok()) << log.status().message();
+    EXPECT_EQ((*log)->moved_to(), tmp.path() + "/real/w0.1.jsonl");
+    (*log)->Write({{"run", 2}});
+    ASSERT_TRUE((*log)->Flush().ok());
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/worker-0.jsonl"));
+  EXPECT_EQ(std::filesystem::read_symlink(dir + "/worker-0.jsonl"), "../real/w0.jsonl");
+  EXPECT_EQ(ReadFileBytes(tmp.path() + "/real/w0.1.jsonl"), "{\"run\":1}\n");
+  EXPECT_EQ(nlohmann::json::parse(ReadFileBytes(tmp.path() + "/real/w0.jsonl"))["run"], 2);
+  // Nothing else appeared in the metrics folder (the link's name is not
+  // moved aside there).
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1);
+  // A target without .jsonl: NAME.1 next to it.
+  WriteFileBytes(tmp.path() + "/real/log", "{\"run\":3}\n");
+  std::filesystem::create_symlink("../real/log", dir + "/server-0.jsonl");
+  auto log = MetricsLog::Open(dir, "server", 0, {});
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  EXPECT_EQ((*log)->moved_to(), tmp.path() + "/real/log.1");
+}
+
+TEST(MetricsLogTest, AStreamOrAFolderThereIsRefusedNamingTheField) {
+  testing::ScopedTempDir tmp;
+  const std::string dir = tmp.path();
+  ASSERT_EQ(::mkfifo((dir + "/worker-0.jsonl").c_str(), 0600), 0) << std::strerror(errno);
+  auto log = MetricsLog::Open(dir, "worker", 0, {});
+  EXPECT_EQ(log.status().message(),
+            "train.metrics_dir (--metrics_dir)=" + dir +
+                "/worker-0.jsonl: is a character device or FIFO, not a regular file; an earlier run's lines there "
+                "would be moved aside, which it cannot be: remove it, or give another folder");
+  EXPECT_TRUE(std::filesystem::is_fifo(dir + "/worker-0.jsonl"));
+  std::filesystem::create_directories(dir + "/worker-1.jsonl");
+  log = MetricsLog::Open(dir, "worker", 1, {});
+  EXPECT_EQ(log.status().message(),
+            "train.metrics_dir (--metrics_dir)=" + dir + "/worker-1.jsonl: is a directory; give a file name");
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/worker-1.jsonl"));
+}
+
+TEST(MetricsLogTest, ALinkToAnInputIsRefusedAndTheInputKept) {
+  testing::ScopedTempDir tmp;
+  const std::string train = tmp.path() + "/train.txt";
+  WriteFileBytes(train, "1 1:0.5\n");
+  std::filesystem::create_directories(tmp.path() + "/mdir");
+  std::filesystem::create_symlink(train, tmp.path() + "/mdir/worker-0.jsonl");
+  auto log = MetricsLog::Open(tmp.path() + "/mdir", "worker", 0, {{"data.train_file", train}});
+  EXPECT_EQ(log.status().message(), "train.metrics_dir (--metrics_dir)=" + tmp.path() +
+                                        "/mdir/worker-0.jsonl is the same file as data.train_file=" + train +
+                                        ": writing it would destroy an input of this run; give another file name");
+  EXPECT_EQ(ReadFileBytes(train), "1 1:0.5\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(tmp.path() + "/mdir/worker-0.jsonl"));
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 
 #include "core/config.h"
 #include "core/file_util.h"
+#include "core/job_inputs.h"
 #include "telemetry/metrics_log.h"
 #include "core/net/curve.h"
 #include "core/net/endpoint_check.h"
@@ -180,12 +181,21 @@ int ServeRendezvous(const std::string& rendezvous, const RendezvousSockets& sock
   return 0;
 }
 
+// The files this run reads (--config, --flagfile, the data files its config
+// names), which no output may be.
+std::vector<tether::NamedInput> RunInputs(const tether::JobConfig& config) {
+  std::string config_path, flagfile;
+  gflags::GetCommandLineOption("config", &config_path);
+  gflags::GetCommandLineOption("flagfile", &flagfile);
+  return tether::JobInputs(config_path, flagfile, config);
+}
+
 // train.metrics_dir: the shard's clock rows (null without it). Errors:
 // MetricsLog::Open's.
 tether::StatusOr<std::unique_ptr<tether::MetricsLog>> OpenMetricsLog(const tether::JobConfig& config,
                                                                      tether::ServerShard* server) {
   if (config.train().metrics_dir().empty()) return std::unique_ptr<tether::MetricsLog>();
-  TETHER_ASSIGN_OR_RETURN(auto log, tether::MetricsLog::Open(config.train().metrics_dir(), "server", FLAGS_shard));
+  TETHER_ASSIGN_OR_RETURN(auto log, tether::MetricsLog::Open(config.train().metrics_dir(), "server", FLAGS_shard, RunInputs(config)));
   tether::LogShardClocks(server, log.get());
   return log;
 }
@@ -193,13 +203,15 @@ tether::StatusOr<std::unique_ptr<tether::MetricsLog>> OpenMetricsLog(const tethe
 // --metrics_port: /metrics from a copy the shard publishes (null when
 // --metrics_port is -1; the flags are still checked).
 tether::StatusOr<std::unique_ptr<tether::MetricsEndpoint>> StartEndpoint(
-    tether::ServerShard* server, tether::PublishedSnapshot<tether::ShardMetricsSnapshot>* published) {
+    const tether::JobConfig& config, tether::ServerShard* server,
+    tether::PublishedSnapshot<tether::ShardMetricsSnapshot>* published) {
   TETHER_ASSIGN_OR_RETURN(
       auto endpoint, tether::StartMetricsEndpointFromFlags(
                          Who(), {server->job_id(), "server", "shard", FLAGS_shard},
                          [published, job = server->job_id(), shard = FLAGS_shard] {
                            return tether::RenderShardMetrics(published->Get(), job, shard);
-                         }));
+                         },
+                         RunInputs(config)));
   if (endpoint != nullptr) tether::PublishShardMetrics(server, published);
   return endpoint;
 }
@@ -475,7 +487,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   tether::PublishedSnapshot<tether::ShardMetricsSnapshot> published;
-  auto endpoint = StartEndpoint(&server, &published);
+  auto endpoint = StartEndpoint(*config, &server, &published);
   if (!endpoint.ok()) {
     LOG(ERROR) << Who() << endpoint.status().message();
     return 2;

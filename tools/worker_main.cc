@@ -25,6 +25,7 @@
 #include "cli/signals.h"
 #include "local/local_job.h"
 #include "serving/model_export.h"
+#include "telemetry/metrics_log.h"
 #include "worker/models/model_registry.h"
 #include "worker/train/job_outcome.h"
 #include "worker/train/resume_check.h"
@@ -80,11 +81,17 @@ int64_t MonotonicMs() {
 }
 // The paths this run writes, checked before it trains (exit 2): a path
 // found bad at the end would lose the run's results.
-tether::Status CheckOutputs(const tether::JobConfig& c) {
+// The files this run reads (--config, --flagfile, the data), which no
+// output may be.
+std::vector<tether::NamedInput> RunInputs(const tether::JobConfig& c) {
   std::string config_path, flagfile;
   gflags::GetCommandLineOption("config", &config_path);
   gflags::GetCommandLineOption("flagfile", &flagfile);
-  const std::vector<tether::NamedInput> inputs = tether::JobInputs(config_path, flagfile, c);
+  return tether::JobInputs(config_path, flagfile, c);
+}
+
+tether::Status CheckOutputs(const tether::JobConfig& c) {
+  const std::vector<tether::NamedInput> inputs = RunInputs(c);
   if (!FLAGS_metrics_out.empty()) {
     TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_metrics_out, "flag --metrics_out", false,
                                                      tether::StreamOutput::kWriteThrough));
@@ -94,8 +101,11 @@ tether::Status CheckOutputs(const tether::JobConfig& c) {
     TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_model_out, "flag --model_out", false));
     TETHER_RETURN_IF_ERROR(tether::CheckOutputNotInput(FLAGS_model_out, "flag --model_out", inputs));
   }
-  if (!c.train().metrics_dir().empty())
+  if (!c.train().metrics_dir().empty()) {
     TETHER_RETURN_IF_ERROR(tether::CheckWritableDir(c.train().metrics_dir(), "train.metrics_dir (--metrics_dir)"));
+    if (!FLAGS_in_process)
+      TETHER_RETURN_IF_ERROR(tether::MetricsLog::CheckPath(c.train().metrics_dir(), "worker", FLAGS_rank, inputs));
+  }
   return tether::Status::OK();
 }
 
@@ -163,6 +173,7 @@ int RunInProcess() {
   tether::LocalJobOptions options;
   options.metrics_out = FLAGS_metrics_out;
   options.resume_from = FLAGS_resume_from;
+  options.inputs = RunInputs(*config);
   options.stop = &g_stop;
   tether::TrainedModel model;
   if (!FLAGS_model_out.empty()) options.model_out = &model;
@@ -419,6 +430,7 @@ int main(int argc, char** argv) {
   options.rank = FLAGS_rank;
   options.metrics_out = FLAGS_metrics_out;
   options.resume_from = FLAGS_resume_from;
+  options.inputs = RunInputs(*config);
   if (const int code = ResumeIfPresent(who, *config, &options); code != 0) return code;
   // A resume the config cannot make is refused before the data is read:
   // exit 2, which no restart cures (tether-launch does not restart it).
@@ -435,7 +447,8 @@ int main(int argc, char** argv) {
   const std::string job = tether::JobId(*config);
   auto endpoint = tether::StartMetricsEndpointFromFlags(
       who, {job, "worker", "rank", FLAGS_rank},
-      [&published, job, rank = FLAGS_rank] { return tether::RenderWorkerMetrics(published.Get(), job, rank); });
+      [&published, job, rank = FLAGS_rank] { return tether::RenderWorkerMetrics(published.Get(), job, rank); },
+      RunInputs(*config));
   if (!endpoint.ok()) {
     LOG(ERROR) << who << endpoint.status().message();
     return 2;

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/output_target.h"
 #include "core/status.h"
 #include "proto/config.pb.h"
 #include "worker/train/job_outcome.h"
@@ -85,6 +86,10 @@ struct TrainerOptions {
   /// them: the latest complete one). Empty: a fresh start. See
   /// docs/OPERATIONS.md for what may differ from the checkpoint's job.
   std::string resume_from;
+  /// The run's input files (core/job_inputs.h JobInputs), which the
+  /// train.metrics_dir file may not be (telemetry/metrics_log.h). Empty:
+  /// none compared.
+  std::vector<NamedInput> inputs;
   /// Called on the training thread after every clock, after every epoch,
   /// and once when training is done (after the barrier and, on rank 0, the
   /// evaluation), with the progress so far. Must be cheap (it runs in the

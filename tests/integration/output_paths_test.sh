@@ -12,7 +12,12 @@
 #            reader: every prediction line arrives, the FIFO stays one), to a
 #            link (its target written, the link kept), to a character
 #            device; --output naming its own --input: exit 2, input unchanged.
-# Usage: output_paths_test.sh launch|predict BIN_DIR   (from the repository root)
+#   metrics_dir  train.metrics_dir holding a FIFO as worker-0.jsonl, and a
+#            link to the job's config as worker-1.jsonl: tether-worker exits
+#            2 naming the field and the path, before any connection; a FIFO
+#            as server-0.jsonl: tether-server exits 2 before it listens.
+#            The FIFOs stay FIFOs, the link a link, the config unchanged.
+# Usage: output_paths_test.sh launch|predict|metrics_dir BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 
@@ -125,6 +130,26 @@ predict)
     [ -c "$tmp/null" ] || fail "the character device given as --output was replaced"
     echo "a character device as --output and --metrics_out: written through, still a device"
   fi
+  ;;
+metrics_dir)
+  mkdir "$tmp/mdir"
+  mkfifo "$tmp/mdir/worker-0.jsonl" "$tmp/mdir/server-0.jsonl"
+  ln -s "$PWD/tests/data/bibtex_fixed.pbtxt" "$tmp/mdir/worker-1.jsonl"
+  config_sum=$(md5sum < tests/data/bibtex_fixed.pbtxt)
+  job=(--config=tests/data/bibtex_fixed.pbtxt --num_workers=2 --metrics_dir="$tmp/mdir")
+  # No server listens there: a refusal must come before any connection.
+  worker=("$bin/tether-worker" "${job[@]}" --server_addresses=tcp://127.0.0.1:9)
+  refused 2 "train.metrics_dir (--metrics_dir)=$tmp/mdir/worker-0.jsonl: is a character device or FIFO, not a regular file" \
+    "${worker[@]}" --rank=0
+  refused 2 "train.metrics_dir (--metrics_dir)=$tmp/mdir/worker-1.jsonl is the same file as flag --config=tests/data/bibtex_fixed.pbtxt" \
+    "${worker[@]}" --rank=1
+  refused 2 "train.metrics_dir (--metrics_dir)=$tmp/mdir/server-0.jsonl: is a character device or FIFO, not a regular file" \
+    "$bin/tether-server" "${job[@]}" --shard=0 --listen=tcp://127.0.0.1:0 --port_file="$tmp/s0.port"
+  [ ! -e "$tmp/s0.port" ] || fail "the refused server listened"
+  [ -p "$tmp/mdir/worker-0.jsonl" ] && [ -p "$tmp/mdir/server-0.jsonl" ] || fail "a FIFO in the metrics folder was replaced"
+  [ -L "$tmp/mdir/worker-1.jsonl" ] || fail "the link in the metrics folder was replaced"
+  unchanged tests/data/bibtex_fixed.pbtxt "$config_sum"
+  [ "$(ls "$tmp/mdir" | wc -l)" = 3 ] || fail "the metrics folder holds more: $(ls "$tmp/mdir")"
   ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -5,7 +5,11 @@
 #            each with --metrics_port=0 --metrics_sd_file
 #   failed_job  (no Prometheus needed) a worker whose loss diverges under
 #            --fail_on_divergence=true serves its final values for
-#            --metrics_linger_s, then exits 3, never 0
+#            --metrics_linger_s, then exits 3, never 0. Its --metrics_sd_file
+#            is a link into another folder: the link's target gets the
+#            target list and, at the end, "[]"; the link stays. A server
+#            given a FIFO as --metrics_sd_file exits 2 naming it, before it
+#            listens, and the FIFO stays.
 #
 # Starts Debian's `prometheus` (no systemd: a plain process on a free port,
 # its TSDB under $TMPDIR) with a 1 s scrape interval and a file_sd_configs
@@ -32,14 +36,24 @@ if [ "$mode" = failed_job ]; then
   timeout -k 5 100 "$bin/tether-server" "${flags[@]}" --port_file="$tmp/s0.port" 2>"$tmp/server.err" &
   pids+=($!)
   wait_port "$tmp/s0.port" "$!" || fail "the server did not start"
+  mkfifo "$tmp/pipe"
+  rc=0
+  timeout -k 5 30 "$bin/tether-server" "${flags[@]}" --shard=0 --listen=tcp://127.0.0.1:0 --metrics_port=0 \
+    --metrics_sd_file="$tmp/pipe" 2>"$tmp/refused.err" || rc=$?
+  [ "$rc" = 2 ] || { echo "FAIL: a server with a FIFO as --metrics_sd_file exited $rc, want 2"; exit 1; }
+  grep -q "flag --metrics_sd_file=$tmp/pipe: is a FIFO (named pipe), not a regular file" "$tmp/refused.err" \
+    || { echo "FAIL: the refusal does not name the flag and the FIFO:"; tail -3 "$tmp/refused.err"; exit 1; }
+  [ -p "$tmp/pipe" ] || { echo "FAIL: the FIFO was replaced"; exit 1; }
+  mkdir "$tmp/sd" "$tmp/real"
+  ln -s ../real/w0.json "$tmp/sd/w0.json"
   timeout -k 5 100 "$bin/tether-worker" "${flags[@]}" --rank=0 --server_addresses="$(cat "$tmp/s0.port")" \
-    --optimizer=sgd --learning_rate=100 --fail_on_divergence=true \
+    --optimizer=sgd --learning_rate=100 --fail_on_divergence=true --metrics_sd_file="$tmp/sd/w0.json" \
     --metrics_port=0 --metrics_port_file="$tmp/w0.metrics" --metrics_linger_s=4 2>"$tmp/worker.err" &
   worker=$!
   pids+=($worker)
   # The endpoint answers during training and keeps the final values after.
-  python3 - "$tmp/w0.metrics" <<'EOF2'
-import re, sys, time, urllib.request
+  python3 - "$tmp/w0.metrics" "$tmp/real/w0.json" <<'EOF2'
+import json, re, sys, time, urllib.request
 deadline = time.time() + 60
 page = ""
 while time.time() < deadline:
@@ -53,6 +67,9 @@ while time.time() < deadline:
         m = re.search(r'^tether_worker_epoch_loss\{[^}]*\} (\S+)$', page, re.M)
         if m and m.group(1) != "NaN":
             print(f"final values served after training: epoch loss {m.group(1)}")
+            sd = json.load(open(sys.argv[2]))  # written through the --metrics_sd_file link
+            if sd[0]["targets"] != [hostport] or sd[0]["labels"]["role"] != "worker":
+                sys.exit(f"FAIL: the --metrics_sd_file link's target holds {sd}, want {hostport}")
             sys.exit(0)
     time.sleep(0.1)
 sys.exit(f"FAIL: no final values on /metrics within 60 s; last page:\n{page}")
@@ -62,6 +79,10 @@ EOF2
   echo "diverged worker exited $rc after lingering"
   [ "$rc" = 3 ] || { echo "FAIL: expected exit 3"; tail -5 "$tmp/worker.err"; exit 1; }
   grep -q "training over: serving the final metrics" "$tmp/worker.err" || { echo "FAIL: no linger"; exit 1; }
+  [ -L "$tmp/sd/w0.json" ] && [ "$(readlink "$tmp/sd/w0.json")" = ../real/w0.json ] \
+    || { echo "FAIL: the --metrics_sd_file link was not kept: $(ls -l "$tmp/sd")"; exit 1; }
+  [ "$(cat "$tmp/real/w0.json")" = "[]" ] || { echo "FAIL: the link's target holds $(cat "$tmp/real/w0.json")"; exit 1; }
+  echo "the --metrics_sd_file link stays; its target now lists no targets"
   echo PASS
   exit 0
 fi

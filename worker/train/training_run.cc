@@ -449,7 +449,7 @@ Status TrainingRun::StartTraining() {
   // Observability (train.metrics_dir, progress_every_s, eval_every_epochs):
   // evaluations during training are timed apart and left out of train_s.
   if (!config_.train().metrics_dir().empty()) {
-    TETHER_ASSIGN_OR_RETURN(metrics_log_, MetricsLog::Open(config_.train().metrics_dir(), "worker", rank_));
+    TETHER_ASSIGN_OR_RETURN(metrics_log_, MetricsLog::Open(config_.train().metrics_dir(), "worker", rank_, options_.inputs));
   }
   eval_->set_metrics_log(metrics_log_.get());
   if (validation_ != nullptr) validation_->set_metrics_log(metrics_log_.get());
