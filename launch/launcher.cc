@@ -452,9 +452,10 @@ std::optional<int> Launcher::Monitor() {
     }
     if (auto code = Interrupted(phase_)) return code;
     if (servers_deadline && Clock::now() >= *servers_deadline) {
-      LOG(ERROR) << "[launch] " << ServersStillRunning() << " still running " << kServerExitWait.count()
-                 << " s after the last worker finished";
-      Teardown("servers did not exit");
+      const std::string still = ServersStillRunning() + " still running " + std::to_string(kServerExitWait.count()) +
+                                " s after the last worker finished";
+      LOG(ERROR) << "[launch] " << still;
+      Teardown(still);
       return 1;
     }
     Pump(NextWake(servers_deadline ? std::min(deadline_, *servers_deadline) : deadline_));
@@ -482,7 +483,12 @@ int Launcher::PrintSummary() {
   summary.num_servers = options_.num_servers;
   summary.num_workers = options_.num_workers;
   summary.wall = Clock::now() - start_;
-  return PrintJobSummary(summary);
+  const int code = PrintJobSummary(summary);
+  // Every process succeeded, but the metrics cannot be read (logged).
+  if (code == 1 && failure_.empty())
+    failure_ = "every process finished, but the evaluating worker left no readable metrics JSON at " +
+               options_.metrics_out;
+  return code;
 }
 
 void Launcher::RecordFailure(int code) {

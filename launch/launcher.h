@@ -103,7 +103,9 @@ struct LaunchOptions {
 /// file is missing, or
 /// a start-up error; 3 a worker's loss diverged (train.fail_on_divergence);
 /// 124 the timeout expired; 128+N on stop signal N. Never returns with a
-/// child still running that it could reap. Logs why it did not succeed.
+/// child still running that it could reap. Logs why it did not succeed;
+/// with options.metrics_out, exits 1 and 124 after the processes started
+/// also record it there (launch/failure_metrics.h).
 int RunLaunch(const LaunchOptions& options);
 
 }  // namespace tether
