@@ -29,6 +29,7 @@
 #include "launch/launcher_run.h"
 #include "launch/old_metrics.h"
 #include "launch/temp_dir.h"
+#include "launch/unrestartable.h"
 #include "replication/chain_view.h"
 #include "worker/trainer.h"
 
@@ -315,12 +316,11 @@ std::optional<int> Launcher::StartWorkers() {
   return std::nullopt;
 }
 
-bool Launcher::RefusedItsStart(const Child& c) {
-  // Exit 2 is a configuration, flag or path refused before the process did
-  // anything (docs/ERRORS.md): every restart would be refused the same way.
-  if (!WIFEXITED(c.wait_status) || WEXITSTATUS(c.wait_status) != 2) return false;
-  LOG(ERROR) << "[launch] " << c.Name() << " refused its configuration (exit 2): the job exits 2, not restarted";
-  return true;
+int Launcher::FailedJobExit(const Child& c) {
+  const std::optional<Unrestartable> final_failure = UnrestartableExit(c.Name(), c.wait_status);
+  if (!final_failure) return 1;
+  LOG(ERROR) << "[launch] " << final_failure->why;
+  return final_failure->job_exit;
 }
 
 void Launcher::LogFailure(const Child& c) {
@@ -387,7 +387,7 @@ std::optional<int> Launcher::Exited(Child* c) {
     const std::string stopped = cause == nullptr ? StoppedShardsLost() : "";
     if (!stopped.empty()) LOG(ERROR) << "[launch] " << stopped << " (SIGSTOP): " << failed << " failed on it";
     Teardown(stopped.empty() ? failed + " failed" : stopped);
-    return RefusedItsStart(cause != nullptr ? *cause : *c) ? 2 : 1;
+    return FailedJobExit(cause != nullptr ? *cause : *c);
   }
   VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();

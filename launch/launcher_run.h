@@ -57,7 +57,7 @@ class Launcher {
   int Run();
 
  private:
-  // With --metrics_out, a job that failed (exit 1 or 124) after its
+  // With --metrics_out, a job that failed (exit 1, 6 or 124) after its
   // processes started: its failure recorded in the
   // metrics JSON (launch/failure_metrics.h), logged.
   void RecordFailure(int code);
@@ -134,9 +134,11 @@ class Launcher {
     return server_deaths_ && server_deaths_->Serving(server_deaths_->CopyOf(c.index)) == c.index;
   }
   void LogFailure(const Child& c);
-  // Whether `c` exited 2 (its configuration refused), which fails the job
-  // with 2: never restarted. Logs it.
-  static bool RefusedItsStart(const Child& c);
+  // The job's exit code for failed `c`: 1, or, when no restart cures its
+  // failure (a refused configuration, refused input data), that failure's
+  // own code (UnrestartableExit), which --max_restarts never restarts. Logs
+  // why.
+  static int FailedJobExit(const Child& c);
   // "2 server process(es) (server 1 (pid 4711), stopped (SIGSTOP); ...)":
   // the server processes and replacements still running, with their state.
   std::string ServersStillRunning() const;

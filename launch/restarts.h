@@ -3,8 +3,9 @@
 // under checkpoint.dir, or from its start when it failed before its first
 // checkpoint, as the next cluster.generation, within what is left of
 // --timeout_s. Success, bad flags, a process that refused its
-// configuration (exit 2), a timeout, a stop signal or a diverged loss are
-// never restarted, nor a job that failed after its final checkpoint.
+// configuration (exit 2), a worker that refused its input data (exit 6,
+// unrestartable.h), a timeout, a stop signal or a diverged loss are never
+// restarted, nor a job that failed after its final checkpoint.
 //
 // Ownership: takes the options by value (each run's forwarded flags and
 // timeout are its own).

@@ -119,7 +119,7 @@ void RequestStop(int sig) {
   g_signal.store(sig);
 }
 int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>& report,
-             const tether::JobConfig& config);
+             const tether::JobConfig& config, bool input_refused);
 // The flags an in-process job cannot take; false (logged) when one is given.
 bool InProcessFlagsValid(const char* who) {
   for (const char* flag : {"metrics_port", "metrics_port_file", "metrics_sd_file"}) {
@@ -459,13 +459,15 @@ int main(int argc, char** argv) {
     };
   if (!FLAGS_progress_file.empty()) WriteProgressFile(who, &options);
   options.stop_requested = [] { return g_stop.load(); };
+  bool input_refused = false;
+  options.input_refused = &input_refused;
   auto report = tether::RunWorker(*config, options);
   if (*endpoint != nullptr) {
     tether::WorkerMetricsSnapshot last = published.Get();
     last.running = false;
     published.Publish(std::move(last));
   }
-  const int code = ExitCode(who, report, *config);
+  const int code = ExitCode(who, report, *config, input_refused);
   // A stop signal ends the process at once; one during the linger only cuts
   // the linger short (the job's exit code stands).
   if (g_signal.load() == 0) tether::LingerForScrapes(who, endpoint->get(), g_signal);
@@ -474,7 +476,7 @@ int main(int argc, char** argv) {
 
 namespace {
 int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>& report,
-             const tether::JobConfig& config) {
+             const tether::JobConfig& config, bool input_refused) {
   if (!report.ok()) {
     // Errors from the client already carry the "[worker R] " prefix.
     const std::string& msg = report.status().message();
@@ -491,6 +493,12 @@ int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>
       return 128 + sig;
     }
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
+    if (input_refused) {
+      // No restart reads other data: the launcher does not restart this.
+      LOG(ERROR) << who << "the input data is bad (the error above names the file and line): exit "
+                 << tether::kExitBadInput;
+      return tether::kExitBadInput;
+    }
     return 1;
   }
   if (report->left_early && g_signal.load() == 0 && report->stopped_by_shard >= 0) {

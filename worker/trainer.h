@@ -82,6 +82,10 @@ struct TrainerOptions {
   /// Set by another thread to make this worker's waits give up at once
   /// (ClientOptions::abort). May be null.
   const std::atomic<bool>* abort = nullptr;
+  /// Set to true when the run failed on its data (IsBadInput: a line it
+  /// cannot parse, a corrupt gzip stream): tether-worker then exits
+  /// kExitBadInput, which tether-launch never restarts. May be null. Not owned.
+  bool* input_refused = nullptr;
   /// Resume from this checkpoint (a ckpt-* directory, or a directory of
   /// them: the latest complete one). Empty: a fresh start. See
   /// docs/OPERATIONS.md for what may differ from the checkpoint's job.

@@ -64,10 +64,15 @@
 #            before the first checkpoint: the job starts over ("restart 1
 #            of 1 from the start"), exits 0, and trains exactly 2 x 4880 rows.
 #   restart_bad_line  tether-launch --max_restarts=1 on a training file with
-#            a bad line: each run's worker fails at once and its processes
-#            stop on the launcher's SIGTERM (the restarted run's too: its
-#            processes start with no signal blocked), so the job exits 1
-#            within seconds, never after cluster.startup_timeout_ms.
+#            a bad line: worker 0 names the file and line and exits 6 (bad
+#            input), and the job exits 6 at once, not restarted (a restart
+#            would read the same line), saying so (--metrics_out records
+#            "exit_code": 6); its other processes stop
+#            on the launcher's SIGTERM within seconds, never after
+#            cluster.startup_timeout_ms. A worker that fails with exit 1 (a
+#            stand-in tether-worker beside a copy of the launcher) is
+#            restarted once, and the restarted run's servers stop on SIGTERM
+#            as fast (they start with no signal blocked): exit 1.
 #   restart_refused  tether-launch --max_restarts=1 whose worker exits 2
 #            (its configuration refused; a stand-in tether-worker beside a
 #            copy of the launcher): the job exits 2 at once, not restarted.
@@ -456,16 +461,37 @@ PY2
     rc=0
     timeout -k 5 100 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --epochs=2 \
       --train_file="$tmp/bad.txt" --test_file="$tmp/bad.txt" --checkpoint_dir="$tmp/bad-ck" --max_restarts=1 \
-      > "$tmp/bad.log" 2>&1 || rc=$?
+      --metrics_out="$tmp/bad.json" > "$tmp/bad.log" 2>&1 || rc=$?
     took=$(($(date +%s) - started))
-    [ "$rc" = 1 ] || fail "the job on a bad line exited $rc, expected 1"
-    grep -q "restart 1 of 1 from the start" "$tmp/bad.log" || fail "the job was not restarted"
-    [ "$(grep -c "worker 0 (pid [0-9]*) exited with code 1" "$tmp/bad.log")" = 2 ] ||
-      fail "worker 0 did not fail once in each run"
+    [ "$rc" = 6 ] || fail "the job on a bad line exited $rc, expected 6"
+    grep -qF "[worker 0] $tmp/bad.txt:100: invalid value in token '7:abc': expected a number" "$tmp/bad.log" ||
+      fail "worker 0 did not name the file and line: $(grep '^E' "$tmp/bad.log" | head -3)"
+    grep -q "\[worker 0\] the input data is bad (the error above names the file and line): exit 6" "$tmp/bad.log" ||
+      fail "worker 0 did not say its input is bad"
+    grep -q "\[launch\] worker 0 (pid [0-9]*) refused its input data (exit 6: the error above names the file and line): the job exits 6, not restarted (the input is bad: a restart would read it again)" \
+      "$tmp/bad.log" || fail "the launcher did not say why it does not restart"
+    ! grep -q "restart 1 of 1" "$tmp/bad.log" || fail "the job was restarted"
+    [ "$(metric "$tmp/bad.json" exit_code)" = 6 ] || fail "--metrics_out records exit $(metric "$tmp/bad.json" exit_code)"
+    [ "$(grep -c "worker 0 (pid [0-9]*) exited with code 6" "$tmp/bad.log")" = 1 ] || fail "worker 0 did not fail once"
     # 60 s is cluster.startup_timeout_ms: a process that ignored SIGTERM
     # would leave only then.
+    [ "$took" -lt 30 ] || fail "the job took $took s to end after its worker failed"
+    echo "bad line: not restarted, exit $rc after $took s"
+    mkdir "$tmp/bin"
+    cp "$bin/tether-launch" "$bin/tether-server" "$tmp/bin/"
+    printf '#!/bin/sh\necho "stand-in worker: failed" >&2\nexit 1\n' > "$tmp/bin/tether-worker"
+    chmod +x "$tmp/bin/tether-worker"
+    started=$(date +%s)
+    rc=0
+    timeout -k 5 100 "$tmp/bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --epochs=2 \
+      --checkpoint_dir="$tmp/one-ck" --max_restarts=1 > "$tmp/one.log" 2>&1 || rc=$?
+    took=$(($(date +%s) - started))
+    [ "$rc" = 1 ] || fail "the job whose worker exited 1 exited $rc, expected 1"
+    grep -q "restart 1 of 1 from the start" "$tmp/one.log" || fail "the job was not restarted"
+    [ "$(grep -c "worker [01] (pid [0-9]*) exited with code 1" "$tmp/one.log")" = 2 ] ||
+      fail "a worker did not fail once in each run"
     [ "$took" -lt 30 ] || fail "the job took $took s to end after its second failure"
-    echo "bad line: restarted once, exit $rc after $took s"
+    echo "worker exit 1: restarted once, exit $rc after $took s"
     echo "PASS"
     ;;
   restart_refused)

@@ -7,6 +7,10 @@ void AppendRank(int rank, std::string* list) { *list += (list->empty() ? "" : ",
 
 }  // namespace
 
+bool IsBadInput(const Status& read) {
+  return read.code() == Status::Code::kInvalidArgument || read.code() == Status::Code::kDataLoss;
+}
+
 std::string RanksLeftBeforeEnd(const std::vector<CheckpointWorker>& workers) {
   std::string left;
   for (const CheckpointWorker& w : workers)

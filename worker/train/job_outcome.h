@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/stats.pb.h"
 
@@ -84,6 +85,16 @@ constexpr int kExitDiverged = 3;
 /// The exit code of a worker (and of tether-launch) whose final evaluation
 /// covered only part of the test set, without train.accept_partial_eval.
 constexpr int kExitPartialEval = 4;
+/// The exit code of a worker (and of tether-launch) that refused its data:
+/// a line it cannot parse, a corrupt gzip stream (the error names the file
+/// and the line). Bad input no restart cures: tether-launch --max_restarts
+/// does not restart it.
+constexpr int kExitBadInput = 6;
+/// Whether an error reading the job's data files is the input's own fault:
+/// InvalidArgument (a line, a label, a width the job refuses) or DataLoss
+/// (a corrupt or truncated gzip stream); never an error a retry may cure
+/// (IOError, NotFound, a peer's).
+bool IsBadInput(const Status& read);
 RunVerdict JudgeFinishedRun(const FinishedRun& run);
 
 /// What a worker whose run failed does before it returns the error.

@@ -74,15 +74,19 @@ Status TrainingRun::TrainEpoch(int epoch) {
   const bool first = epoch == start_.epoch;
   loss_sum_ = first ? start_.loss_sum : 0;
   loss_batches_ = first ? start_.loss_batches : 0;
-  TETHER_RETURN_IF_ERROR(source_->StartEpoch(epoch, first ? start_.row : 0));
+  // A streamed share is read here, every epoch: its errors are its lines'.
+  const bool streamed = data_.mode == TrainingData::Mode::kStreamed;
+  if (Status st = source_->StartEpoch(epoch, first ? start_.row : 0); !st.ok())
+    return streamed ? NoteInput(st) : st;
   // One block at a time (the whole share, a streamed block, a chunk); the
   // next minibatch starts where the last one ended: its size may change at
   // a clock (adaptive batch sizes).
   CsrMatrix x, y;
   int64_t b = 0;
   for (;;) {
-    TETHER_ASSIGN_OR_RETURN(const bool more, source_->NextBlock(&x, &y, &b));
-    if (!more) break;
+    StatusOr<bool> more = source_->NextBlock(&x, &y, &b);
+    if (!more.ok()) return streamed ? NoteInput(more.status()) : more.status();
+    if (!*more) break;
     while (b < x.rows) {
       // With checkpoints on, leave after a checkpoint, so the job resumes
       // from here; without, at once.

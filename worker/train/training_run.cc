@@ -21,6 +21,7 @@
 #include "eval/early_stopping.h"
 #include "worker/client/local_replica.h"
 #include "worker/models/model_registry.h"
+#include "worker/train/job_outcome.h"
 #include "worker/train/on_demand_resume.h"
 #include "worker/train/resume_check.h"
 #include "worker/train/validation_rows.h"
@@ -145,7 +146,9 @@ Status TrainingRun::LoadData() {
   // named at the next check (the end of an epoch, a checkpoint, a resume).
   TETHER_ASSIGN_OR_RETURN(std::vector<WatchedFile> files, JobDataFiles(config_));
   TETHER_ASSIGN_OR_RETURN(data_watch_, DataWatch::Start(std::move(files)));
-  TETHER_ASSIGN_OR_RETURN(data_, LoadTrainingData(config_, rank_, !options_.resume_from.empty()));
+  StatusOr<TrainingData> data = LoadTrainingData(config_, rank_, !options_.resume_from.empty());
+  if (!data.ok()) return NoteInput(data.status());
+  data_ = std::move(data).value();
   TETHER_RETURN_IF_ERROR(CarveValidation());
   partition_rows_ = data_.held_rows();
   // Every worker evaluates its own part of the test set (partitioned
@@ -181,8 +184,16 @@ StatusOr<Dataset> TrainingRun::LoadTestPart() const {
 StatusOr<Dataset> TrainingRun::LoadTestPartOf(int rank) const {
   const DataConfig& d = config_.data();
   const bool same_file = d.test_file().empty();
-  return LoadSplit(config_, same_file ? d.train_file() : d.test_file(),
-                   same_file ? d.train_label_file() : d.test_label_file(), d.test_split(), rank, num_workers_);
+  StatusOr<Dataset> part = LoadSplit(config_, same_file ? d.train_file() : d.test_file(),
+                                     same_file ? d.train_label_file() : d.test_label_file(), d.test_split(), rank,
+                                     num_workers_);
+  if (!part.ok()) return NoteInput(part.status());
+  return part;
+}
+
+Status TrainingRun::NoteInput(Status read) const {
+  if (options_.input_refused != nullptr && IsBadInput(read)) *options_.input_refused = true;
+  return read;
 }
 
 Status TrainingRun::CarveValidation() {
@@ -196,7 +207,9 @@ Status TrainingRun::CarveValidation() {
   // The same rows whatever the number of workers: a hash of each row's
   // line in the data file, or the rows a file names
   // (worker/train/validation_rows.h).
-  TETHER_ASSIGN_OR_RETURN(validation_rows_, TakeValidationShare(config_, rank_, num_workers_, &data_.rows));
+  StatusOr<Dataset> validation = TakeValidationShare(config_, rank_, num_workers_, &data_.rows);
+  if (!validation.ok()) return NoteInput(validation.status());
+  validation_rows_ = std::move(validation).value();
   test_deferred_ = true;
   std::ostringstream source;
   if (config_.data().validation_split().empty())
@@ -503,7 +516,9 @@ Status TrainingRun::PlanStart() {
   // the rest of that epoch, trained before this worker's own partition.
   Dataset dealt;
   if (resume_.dealt_rows_size() > 0 && !resume_finished_) {
-    TETHER_ASSIGN_OR_RETURN(dealt, DealtRows(config_, resume_));
+    StatusOr<Dataset> read = DealtRows(config_, resume_);
+    if (!read.ok()) return NoteInput(read.status());
+    dealt = std::move(read).value();
     TETHER_RETURN_IF_ERROR(FinishFeatures(config_, feature_idf_, &dealt.features));
   }
   std::vector<int64_t> dealt_lines(resume_.dealt_rows().begin(), resume_.dealt_rows().end());

@@ -102,6 +102,10 @@ class TrainingRun {
   Status CheckDataUnchanged(const std::string& when) const;
   // --resume_from: the checkpoint's data-file stamps against this run's.
   Status CheckResumeData() const;
+  // `read` (an error reading the job's data files) returned as it is;
+  // bad input (IsBadInput) is noted in options.input_refused for the
+  // worker's exit code.
+  Status NoteInput(Status read) const;
   // This worker's part of the test set (at the start; with a validation
   // split, at the end).
   StatusOr<Dataset> LoadTestPart() const;
