@@ -25,6 +25,14 @@
 #            worker by hand exits 2 before it connects. A one-process job
 #            (tether-worker --in_process) whose worker 0 fails (a new job
 #            into that folder) reports the failure once, exit 1.
+#   resume_epochs  a one-process job (tether-worker --in_process) trains 2
+#            epochs to its final checkpoint. A resume with --epochs=1 (the
+#            checkpoint has begun epoch 2) or --epochs=3 (its finished
+#            worker keeps no place to train on from) is refused naming both
+#            numbers, exit 2, before any process starts: tether-launch
+#            --max_restarts=2, a worker by hand (before it reads its data)
+#            and a one-process job alike. With --epochs=2 the resume
+#            reports epochs 2 beside the 2 x 4880 rows trained.
 # Usage: checkpoint_faults_test.sh killed BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
@@ -361,7 +369,9 @@ the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did n
       grep -qF -- "$want" "$log" || fail "$log lacks: $want"
       grep -h -- "in use by a live job" "$log" | head -1 | sed 's/^.*\] //'
     }
-    launch=("$bin/tether-launch" "${job[@]}" --epochs=1)
+    # Job A's epochs: a resume asking for fewer than its checkpoint began
+    # would be refused for them first.
+    launch=("$bin/tether-launch" "${job[@]}" --epochs=50)
     refused_live "$tmp/b1.log" 2 "checkpoint.dir: $in_use" "${launch[@]}" --checkpoint_dir="$tmp/ck" \
       --resume_from="$tmp/ck"
     refused_live "$tmp/b2.log" 2 "--resume_from=$tmp/ck: $in_use" "${launch[@]}" --checkpoint_dir="$tmp/ck2" \
@@ -369,7 +379,7 @@ the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did n
     refused_live "$tmp/b3.log" 2 "checkpoint.dir: $in_use" "${launch[@]}" --checkpoint_dir="$tmp/ck" \
       --resume_from="$tmp/ck" --check_config
     refused_live "$tmp/b4.log" 1 "[worker 0] --resume_from=$tmp/ck: $in_use" "$bin/tether-worker" "${job[@]}" \
-      --epochs=1 --in_process --checkpoint_dir="$tmp/ck4" --resume_from="$tmp/ck"
+      --epochs=50 --in_process --checkpoint_dir="$tmp/ck4" --resume_from="$tmp/ck"
     kill -0 "$a" 2> /dev/null || fail "job A ended before the checks were done: they prove nothing"
     [ ! -e "$tmp/ck2" ] || ! compgen -G "$tmp/ck2/ckpt-*" > /dev/null || fail "a refused job wrote a checkpoint"
     ! compgen -G "$tmp/ck4/ckpt-*" > /dev/null || fail "a refused worker wrote a checkpoint"
@@ -417,8 +427,52 @@ the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did n
     echo "tether-worker --in_process: exit 1, the failure reported once"
     echo "PASS"
     ;;
+  resume_epochs)
+    one=("$bin/tether-worker" --in_process --config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=1
+         --seed=5)
+    timeout -k 5 60 "${one[@]}" --epochs=2 --checkpoint_dir="$tmp/ck" > "$tmp/first.log" 2>&1 ||
+      fail "the 2-epoch job failed: $(grep '^E' "$tmp/first.log")"
+    c=$(ls -d "$tmp"/ck/ckpt-*-final)
+    fewer="cannot resume from $c: the checkpoint has begun epoch 2 (worker 0), but train.epochs (--epochs) is 1: a \
+resume trains on to train.epochs and never undoes an epoch, so its figures would be of 2 epochs; resume with \
+--epochs=2 or more, or export the checkpoint's model (tether-export)"
+    more="cannot resume from $c: worker 0 had finished the checkpoint's 2 epoch(s) (train.epochs of the checkpoint), \
+but train.epochs (--epochs) is 3: a finished worker keeps no place to train on from, so it would train none of the \
+epochs past 2; resume with --epochs=2"
+    for e in 1 3; do
+      why=$fewer
+      [ "$e" = 3 ] && why=$more
+      rc=0
+      timeout -k 5 60 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --servers=1 --workers=1 --epochs="$e" \
+        --resume_from="$tmp/ck" --checkpoint_dir="$tmp/ck2" --max_restarts=2 > "$tmp/l$e.log" 2>&1 || rc=$?
+      [ "$rc" = 2 ] || fail "tether-launch --epochs=$e exited $rc, expected 2"
+      [ "$(grep -cF "[launch] $why" "$tmp/l$e.log" || true)" = 1 ] ||
+        fail "tether-launch --epochs=$e did not refuse once: $(grep '^E' "$tmp/l$e.log")"
+      ! grep -q "\[launch\] started\|\[launch\] restart" "$tmp/l$e.log" || fail "tether-launch --epochs=$e started the job"
+      rc=0
+      timeout -k 5 60 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --rank=0 --num_servers=1 \
+        --num_workers=1 --epochs="$e" --resume_from="$tmp/ck" --server_addresses=tcp://127.0.0.1:9 \
+        > "$tmp/w$e.log" 2>&1 || rc=$?
+      [ "$rc" = 2 ] || fail "a worker by hand with --epochs=$e exited $rc, expected 2"
+      grep -qF "[worker 0] $why" "$tmp/w$e.log" || fail "the worker did not name both: $(grep '^E' "$tmp/w$e.log")"
+      ! grep -q "training rows" "$tmp/w$e.log" || fail "the worker read its data before it refused the resume"
+      rc=0
+      timeout -k 5 60 "${one[@]}" --epochs="$e" --resume_from="$tmp/ck" > "$tmp/ip$e.log" 2>&1 || rc=$?
+      [ "$rc" = 2 ] || fail "a one-process job with --epochs=$e exited $rc, expected 2"
+      grep -qF "$why" "$tmp/ip$e.log" || fail "the one-process job did not name both: $(grep '^E' "$tmp/ip$e.log")"
+      echo "--epochs=$e: exit 2 from tether-launch, a worker and a one-process job: ${why:0:100}..."
+    done
+    [ ! -e "$tmp/ck2" ] || fail "a refused launch made $tmp/ck2"
+    timeout -k 5 60 "${one[@]}" --epochs=2 --resume_from="$tmp/ck" --metrics_out="$tmp/m.json" > "$tmp/same.log" 2>&1 ||
+      fail "the resume with --epochs=2 failed: $(grep '^E' "$tmp/same.log")"
+    [ "$(metric "$tmp/m.json" epochs)" = 2 ] || fail "the resume reports epochs $(metric "$tmp/m.json" epochs)"
+    [ "$(metric "$tmp/m.json" total_samples)" = 9760 ] ||
+      fail "the resume reports $(metric "$tmp/m.json" total_samples) rows, expected 2 x 4880"
+    echo "--epochs=2: exit 0, epochs 2, 9760 rows"
+    echo "PASS"
+    ;;
   *)
-    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard|bad_shard_alone|live_folder|changed_config BIN_DIR"
+    echo "usage: $0 killed|bad_paths|final_twice|relative|bad_shard|bad_shard_alone|live_folder|changed_config|resume_epochs BIN_DIR"
     exit 2
     ;;
 esac

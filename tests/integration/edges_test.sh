@@ -91,7 +91,7 @@ checkpoints)
   timeout -k 5 60 "$bin/tether-export" --checkpoint="$ck" --out="$tmp/m.safetensors" > "$tmp/export.log" 2>&1 ||
     fail "tether-export failed on the folder"
   [ "$(grep -c "ignoring 1 entry" "$tmp/export.log")" = 1 ] || fail "tether-export did not warn exactly once"
-  timeout -k 5 200 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --servers 2 --workers 1 --epochs=3 \
+  timeout -k 5 200 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --servers 2 --workers 1 --epochs=2 \
     --checkpoint_dir="$tmp/ck2" --resume_from="$ck" > "$tmp/resume.log" 2>&1 || fail "the resume failed"
   echo "prune, export and resume each exit 0 beside ckpt-99999999999999999999"
   echo 1 >> "$tmp/data/bibtex/bibtex_trSplit.txt"

@@ -1,7 +1,8 @@
 // What a resume may not change, checked against the job's config before
 // any process connects: a checkpoint's tables (shapes, optimizer types),
-// how its rows were read into the model (the input transform) and which
-// rows were set aside for validation. One check for tether-launch (before
+// how its rows were read into the model (the input transform), which
+// rows were set aside for validation, and the epochs it has trained
+// against train.epochs (resume_epochs.h). One check for tether-launch (before
 // it starts a process), tether-worker (before it reads data or connects:
 // exit 2, a refusal no restart cures) and the worker's resume itself.
 //
@@ -28,10 +29,12 @@ std::string ResumeConfigDiff(const CheckpointManifest& manifest, const JobConfig
                              const std::vector<TableSpec>& tables);
 
 /// Resolves `resume_from` (a checkpoint, or a folder holding one), reads its
-/// MANIFEST and compares it with `config` (ResumeConfigDiff). OK when
-/// `resume_from` is empty, and when no manifest can be read there: that is
-/// the resume's to refuse, naming the file (CheckCheckpointPaths,
-/// ReadManifest). Errors: FailedPrecondition "cannot resume from DIR: DIFF".
+/// MANIFEST and compares it with `config` (ResumeConfigDiff), then its
+/// epochs with train.epochs (ResumeEpochsDiff, reading the workers' states
+/// and chunks.state). OK when `resume_from` is empty, and when no manifest
+/// or state can be read there: that is the resume's to refuse, naming the
+/// file (CheckCheckpointPaths, ReadManifest, ReadWorkerState). Errors:
+/// FailedPrecondition "cannot resume from DIR: DIFF".
 [[nodiscard]] Status CheckResumeConfig(const JobConfig& config, const std::string& resume_from);
 
 }  // namespace tether

@@ -69,5 +69,30 @@ TEST(ResumeCheckTest, AResumeFromAFolderIsRefusedNamingTheCheckpoint) {
   EXPECT_TRUE(CheckResumeConfig(narrower, tmp.File("none")).ok());
 }
 
+TEST(ResumeCheckTest, FewerEpochsThanAFinishedCheckpointTrainedAreRefusedNamingBoth) {
+  testing::ScopedTempDir tmp;
+  JobConfig job = Bibtex();
+  job.mutable_train()->set_epochs(15);
+  job.mutable_cluster()->set_num_workers(1);
+  CheckpointManifest m = ManifestOf(job);
+  m.set_num_workers(1);
+  m.set_final(true);
+  CheckpointWorker* w = m.add_workers();
+  w->set_rank(0);
+  w->set_kind(CheckpointWorker::FINISHED);
+  const std::string ckpt = tmp.File("ck/ckpt-000000000005-final");
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), ckpt, m).ok());
+  EXPECT_TRUE(CheckResumeConfig(job, tmp.File("ck")).ok());
+  JobConfig fewer = job;
+  fewer.mutable_train()->set_epochs(3);
+  const Status st = CheckResumeConfig(fewer, tmp.File("ck"));
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "cannot resume from " + ckpt +
+                              ": the checkpoint has begun epoch 15 (worker 0), but train.epochs (--epochs) is 3: a "
+                              "resume trains on to train.epochs and never undoes an epoch, so its figures would be "
+                              "of 15 epochs; resume with --epochs=15 or more, or export the checkpoint's model "
+                              "(tether-export)");
+}
+
 }  // namespace
 }  // namespace tether

@@ -17,6 +17,7 @@
 #include "core/memory_fit.h"
 #include "core/net/curve.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/chunk_state.h"
 #include "checkpoint/residual_file.h"
 #include "eval/early_stopping.h"
 #include "worker/client/local_replica.h"
@@ -24,6 +25,7 @@
 #include "worker/train/job_outcome.h"
 #include "worker/train/on_demand_resume.h"
 #include "worker/train/resume_check.h"
+#include "worker/train/resume_epochs.h"
 #include "worker/train/validation_rows.h"
 
 namespace tether {
@@ -249,6 +251,19 @@ Status TrainingRun::CheckResumeData() const {
   return Status::OK();
 }
 
+Status TrainingRun::CheckResumeEpochs() const {
+  // A damaged state file is refused where it is read for the resume
+  // (ResumeState, CheckDataOnDemandResume), naming it: another rank's is
+  // not this one's to fail on.
+  StatusOr<std::optional<ChunkCoordinatorState>> chunks = ReadChunkState(resume_dir_, manifest_);
+  if (!chunks.ok()) return Status::OK();
+  const WorkerStateReader read = [this](int r) { return ReadWorkerState(resume_dir_, manifest_, r); };
+  StatusOr<std::string> diff = ResumeEpochsDiff(manifest_, *chunks, config_, read);
+  if (!diff.ok()) return Status::OK();
+  if (!diff->empty()) return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + *diff);
+  return Status::OK();
+}
+
 Status TrainingRun::CheckDataUnchanged(const std::string& when) const {
   const Status st = data_watch_.Check(when);
   return st.ok() ? st : Status::FailedPrecondition(who_ + st.message());
@@ -263,6 +278,7 @@ Status TrainingRun::Resume() {
     // since, is refused here.
     if (const std::string diff = ResumeConfigDiff(manifest_, config_, tables_); !diff.empty())
       return Status::FailedPrecondition(who_ + "cannot resume from " + resume_dir_ + ": " + diff);
+    TETHER_RETURN_IF_ERROR(CheckResumeEpochs());
     TETHER_RETURN_IF_ERROR(CheckResumeData());
     // Data files at other paths with the same stamps are the same data.
     const JobConfig& was = manifest_.config();
@@ -296,9 +312,6 @@ Status TrainingRun::Resume() {
                                               : ""));
     if (!resume_.model_state().empty()) TETHER_RETURN_IF_ERROR(model_->RestoreState(resume_.model_state()));
     TETHER_RETURN_IF_ERROR(ReadResumeResiduals());
-    if (!resume_finished_ && resume_.epoch() >= config_.train().epochs())
-      LOG(WARNING) << who_ << "the checkpoint is in epoch " << resume_.epoch() + 1 << " but train.epochs is "
-                   << config_.train().epochs() << ": nothing is left to train";
   }
   VLOG(1) << who_ << "model " << model_->name() << ", tables "
             << DescribeTables(google::protobuf::RepeatedPtrField<TableSpec>(tables_.begin(), tables_.end()));

@@ -102,6 +102,10 @@ class TrainingRun {
   Status CheckDataUnchanged(const std::string& when) const;
   // --resume_from: the checkpoint's data-file stamps against this run's.
   Status CheckResumeData() const;
+  // --resume_from: the checkpoint's epochs against train.epochs
+  // (ResumeEpochsDiff; an in-process job, or a checkpoint changed since
+  // the start-up check). A state that cannot be read is left to the resume.
+  Status CheckResumeEpochs() const;
   // `read` (an error reading the job's data files) returned as it is;
   // bad input (IsBadInput) is noted in options.input_refused for the
   // worker's exit code.
