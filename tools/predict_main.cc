@@ -9,7 +9,7 @@
 // models' probabilities, serving/scorer.h), and each model's own metrics
 // are printed first ("model N FILE: NAME VALUE"), then the ensemble's.
 //
-//   tether-predict --model=model.safetensors --input=FILE --format=xmc|libsvm --index_base=0|1
+//   tether-predict --model=model.safetensors --input=FILE [--format=xmc|libsvm] [--index_base=0|1]
 //                  [--split=ROWS_FILE] --top_k=K --output=preds.tsv [--threads=N] [--device=cpu|cuda]
 //                  [--psp_a=0.55 --psp_b=1.5] [--metrics_out=FILE.json]
 #include <algorithm>
@@ -29,6 +29,7 @@
 #include "core/output_path.h"
 #include "checkpoint/model_file.h"
 #include "cli/flag_parser.h"
+#include "serving/input_reading.h"
 #include "serving/predictor.h"
 #include "serving/scorer.h"
 #include "worker/models/model_registry.h"
@@ -39,9 +40,11 @@ DEFINE_string(model, "",
               "several, comma-separated, "
               "score as an ensemble (the mean of their probabilities), each model's metrics printed beside");
 DEFINE_string(input, "", "Required: the rows to score (text or gzip)");
-DEFINE_string(format, "", "Required: the input's format, xmc or libsvm");
-DEFINE_int32(index_base, -1, "Required: the input's index base, 0 or 1 (feature indices and XMC label ids); "
-                             "output label ids use it too");
+DEFINE_string(format, "", "The input's format, xmc or libsvm; default: the model's (data.format of the data it "
+                          "was trained on, recorded in the model file); another is taken with a warning");
+DEFINE_int32(index_base, -1, "The input's index base, 0 or 1 (feature indices and XMC label ids; output label ids "
+                             "use it too); default: the model's (data.index_base of the data it was trained on); "
+                             "another is taken with a warning");
 DEFINE_string(split, "", "Optional split file (1-based row indices, one per line): score only those rows");
 DEFINE_int32(top_k, 5, "Labels written per row, best first (multi-label and multiclass models)");
 DEFINE_string(output, "", "Required: predictions, one line per input row: LABEL:SCORE entries separated by tabs "
@@ -70,13 +73,14 @@ bool FlagsValid() {
     LOG(ERROR) << who << "--model, --input and --output are required";
     return false;
   }
-  if (FLAGS_format != "xmc" && FLAGS_format != "libsvm") {
+  // Unset, both come from the model (ResolveInputReading).
+  if (!FLAGS_format.empty() && FLAGS_format != "xmc" && FLAGS_format != "libsvm") {
     LOG(ERROR) << who << "--format must be xmc or libsvm, got '" << FLAGS_format << "'";
     return false;
   }
-  if (FLAGS_index_base != 0 && FLAGS_index_base != 1) {
-    LOG(ERROR) << who << "--index_base must be 0 or 1, got " << FLAGS_index_base
-               << (FLAGS_index_base == -1 ? " (unset; it is required, never guessed)" : "");
+  if (!google::GetCommandLineFlagInfoOrDie("index_base").is_default && FLAGS_index_base != 0 &&
+      FLAGS_index_base != 1) {
+    LOG(ERROR) << who << "--index_base must be 0 or 1, got " << FLAGS_index_base;
     return false;
   }
   if (FLAGS_top_k < 1 || FLAGS_threads < 1) {
@@ -98,8 +102,8 @@ bool FlagsValid() {
       return false;
     }
   }
-  LOG(INFO) << who << "model=" << FLAGS_model << " input=" << FLAGS_input << " format=" << FLAGS_format
-            << " index_base=" << FLAGS_index_base << " split='" << FLAGS_split << "' top_k=" << FLAGS_top_k
+  LOG(INFO) << who << "model=" << FLAGS_model << " input=" << FLAGS_input << " format='" << FLAGS_format
+            << "' index_base=" << FLAGS_index_base << " split='" << FLAGS_split << "' top_k=" << FLAGS_top_k
             << " output=" << FLAGS_output << " threads=" << FLAGS_threads << " device=" << FLAGS_device
             << " psp_a=" << FLAGS_psp_a << " psp_b=" << FLAGS_psp_b;
   return true;
@@ -245,8 +249,18 @@ int Run() {
   }
   const ModelFileContents* file = &files[0];
   JobConfig config = file->model.config;
-  config.mutable_data()->set_format(FLAGS_format == "xmc" ? XMC : LIBSVM);
-  config.mutable_data()->set_index_base(FLAGS_index_base);
+  // An ensemble's members read the input alike (ReadInput checks them).
+  const int index_base_flag =
+      google::GetCommandLineFlagInfoOrDie("index_base").is_default ? -1 : FLAGS_index_base;
+  StatusOr<InputReading> reading = ResolveInputReading(config, paths[0], FLAGS_format, index_base_flag);
+  if (!reading.ok()) {
+    LOG(ERROR) << who << reading.status().message();
+    return 2;
+  }
+  for (const std::string& warning : reading->warnings) LOG(WARNING) << who << warning;
+  LOG(INFO) << who << "reading " << FLAGS_input << ": " << reading->source;
+  config.mutable_data()->set_format(reading->format);
+  config.mutable_data()->set_index_base(reading->index_base);
   StatusOr<Dataset> data = ReadInput(config, paths, files);
   if (!data.ok()) {
     LOG(ERROR) << who << data.status().message();
@@ -299,8 +313,8 @@ int Run() {
 
 int main(int argc, char** argv) {
   tether::ParseFlagsOrDie(&argc, &argv,
-                          {"tether-predict --model=model.safetensors|model.npz[,more.safetensors] --input=FILE --format=xmc|libsvm "
-                           "--index_base=0|1 [--split=ROWS] --top_k=K --output=preds.tsv [--threads=N] "
+                          {"tether-predict --model=model.safetensors|model.npz[,more.safetensors] --input=FILE "
+                           "[--format=xmc|libsvm] [--index_base=0|1] [--split=ROWS] --top_k=K --output=preds.tsv [--threads=N] "
                            "[--device=cpu|cuda] [--psp_a=0.55 --psp_b=1.5] [--metrics_out=FILE]\n"
                            "Scores rows with a trained model; prints P@k, nDCG@k, PSP@k when the rows carry labels."});
   return tether::Run();

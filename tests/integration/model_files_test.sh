@@ -8,7 +8,12 @@
 #            copies of the file with a key out of range, metadata that
 #            disagrees with the job_config, a label count above the training
 #            rows, or a table spec other than the config's are refused by
-#            tether-predict and tether-export
+#            tether-predict and tether-export. Without --format and
+#            --index_base the input is read as the model's data was (xmc,
+#            base 0): the same predictions bit for bit; --index_base=1 on
+#            rows numbered from 1 is taken, warning once with both bases,
+#            and scores them as the same rows numbered from 0 (labels
+#            written 1-based).
 #   numpy    the same model converted to .npz (tether-export --model), loaded
 #            by numpy.load in tests/integration/npz_forward.py, which runs the
 #            forward pass and P@1/3/5 and pyxclib's PSP@1/3/5 on its own:
@@ -91,6 +96,30 @@ case "$mode" in
 predict)
   predict 2 p
   as_training p
+  timeout -k 5 120 "$bin/tether-predict" --model="$tmp/m.safetensors" --input=data/bibtex/Bibtex_data.txt.gz \
+    --split=data/bibtex/bibtex_tstSplit.txt --top_k=5 --threads=2 --output="$tmp/d.tsv" --metrics_out="$tmp/d.json" \
+    > "$tmp/d.out" 2> "$tmp/d.log" || fail "predict without --format and --index_base failed: $(grep '^E' "$tmp/d.log")"
+  grep -qF "reading data/bibtex/Bibtex_data.txt.gz: format xmc (the model's), index base 0 (the model's)" \
+    "$tmp/d.log" || fail "predict did not say it reads the input as the model's data"
+  same_predictions p d
+  printf '2 1836 159\n3 5:1 7:0.5\n0,9 0:1 1835:2\n' > "$tmp/base0.txt"
+  printf '2 1836 159\n4 6:1 8:0.5\n1,10 1:1 1836:2\n' > "$tmp/base1.txt"
+  timeout -k 5 60 "$bin/tether-predict" --model="$tmp/m.safetensors" --input="$tmp/base0.txt" --output="$tmp/b0.tsv" \
+    2> "$tmp/b0.log" || fail "predict on 0-based rows failed: $(grep '^E' "$tmp/b0.log")"
+  ! grep -q "contradicts" "$tmp/b0.log" || fail "predict warned with no flag given"
+  timeout -k 5 60 "$bin/tether-predict" --model="$tmp/m.safetensors" --input="$tmp/base1.txt" --index_base=1 \
+    --output="$tmp/b1.tsv" 2> "$tmp/b1.log" || fail "predict --index_base=1 failed: $(grep '^E' "$tmp/b1.log")"
+  [ "$(grep -c "^W.*--index_base=1 contradicts $tmp/m.safetensors's data.index_base 0 (the data it was trained on): \
+the input's feature id i is scored as the model's feature i - 1" "$tmp/b1.log")" = 1 ] ||
+    fail "predict --index_base=1 did not warn once naming both bases: $(grep '^W' "$tmp/b1.log")"
+  python3 - "$tmp/b0.tsv" "$tmp/b1.tsv" <<'PY' || fail "rows numbered from 1 did not score as the same rows from 0"
+import sys
+zero, one = (open(p).read().split("\n") for p in sys.argv[1:])
+shifted = ["\t".join(f"{int(e.split(':')[0]) + 1}:{e.split(':')[1]}" for e in line.split("\t")) if line else ""
+           for line in zero]
+print(f"{len(zero) - 1} rows: the same scores, labels written 1-based" if shifted == one else f"{zero} vs {one}")
+sys.exit(0 if shifted == one and len(zero) == 3 else 1)
+PY
   # Data of another width than the model's: refused (exit 1), naming the
   # model file as what set the width (predict takes no config).
   printf '2 10 159\n0 0:1\n1 1:1\n' > "$tmp/narrow.txt"
