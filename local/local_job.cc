@@ -181,6 +181,8 @@ std::vector<std::optional<StatusOr<TrainReport>>> RunWorkers(const JobConfig& co
       to.inputs = options.inputs;
       to.stop_requested = [stop] { return stop != nullptr && stop->load(); };
       to.abort = &abort;
+      bool refused = false;
+      to.input_refused = &refused;
       StatusOr<TrainReport> report = RunWorker(config, to);
       if (!report.ok()) {
         std::lock_guard<std::mutex> lock(mu);
@@ -189,6 +191,7 @@ std::vector<std::optional<StatusOr<TrainReport>>> RunWorkers(const JobConfig& co
           // caller (tether-worker --in_process), not here as well.
           LOG(WARNING) << "[in-process job] worker " << r << " failed: stopping the shards and the other workers";
           *first_failure = report.status().WithPrefix("worker " + std::to_string(r));
+          if (refused && options.input_refused != nullptr) *options.input_refused = true;
           abort.store(true);
           // Nothing would ever BYE for this worker: stop the shards now
           // rather than after cluster.worker_timeout_ms.

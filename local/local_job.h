@@ -50,6 +50,9 @@ struct LocalJobOptions {
   /// the shards' slices joined), with the job's config, id and generation
   /// (clock 0: an in-process job keeps no checkpoint clock). Not owned.
   TrainedModel* model_out = nullptr;
+  /// Set to true when the worker whose failure ended the job failed on its
+  /// data (TrainerOptions::input_refused). May be null. Not owned.
+  bool* input_refused = nullptr;
 };
 
 /// Runs `config` (validated) with cluster.num_servers shards and

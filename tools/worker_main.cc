@@ -177,11 +177,18 @@ int RunInProcess() {
   options.stop = &g_stop;
   tether::TrainedModel model;
   if (!FLAGS_model_out.empty()) options.model_out = &model;
+  bool input_refused = false;
+  options.input_refused = &input_refused;
   auto report = tether::RunLocalJob(*config, options);
   if (!report.ok()) {
     // Errors from the client already carry the "[worker R] " prefix.
     const std::string& msg = report.status().message();
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
+    if (input_refused) {
+      LOG(ERROR) << who << "the input data is bad (the error above names the file and line): exit "
+                 << tether::kExitBadInput;
+      return tether::kExitBadInput;
+    }
     return 1;
   }
   if (report->left_early) {

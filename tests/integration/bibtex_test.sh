@@ -6,7 +6,8 @@
 #   transports     1 worker over tcp, ipc and inproc (one process): identical
 #                  metrics; 2 workers inproc: P@1 >= 0.55; a failing
 #                  in-process worker (all of them, or only one) ends the
-#                  job at once (exit 1, naming it); SIGTERM ends it cleanly
+#                  job at once, naming it (a bad line: exit 6, bad input
+#                  never restarted); SIGTERM ends it cleanly
 #   transports_by_hand
 #                  1 worker + 1 server started one by one with flags, under
 #                  the example's SSP bound (staleness 2), over tcp, ipc and
@@ -91,13 +92,16 @@ transports)
   elapsed=$(( $(date +%s) - start ))
   [ "$elapsed" -lt 30 ] || { echo "FAIL: the failed in-process job took $elapsed s to end"; exit 1; }
   # Only worker 1's half of the data is bad (a9a line 30000): worker 0 must
-  # not wait out its request timeout; the error names worker 1's file:line.
+  # not wait out its request timeout; the error names worker 1's file:line,
+  # and the job exits 6 (bad input), not restarted.
   zcat data/a9a/a9a.gz | awk 'NR==30000 {print "+1 3:1 xx:zz"; next} {print}' > "$tmp/a9a_bad.txt"
   start=$(date +%s)
-  if out=$(timeout -k 5 120 "$bin/tether-launch" --config examples/a9a.pbtxt --transport inproc \
-      --train_file="$tmp/a9a_bad.txt" 2>&1); then
-    echo "FAIL: a job with a bad line in worker 1's data succeeded"; exit 1; fi
+  rc=0
+  out=$(timeout -k 5 120 "$bin/tether-launch" --config examples/a9a.pbtxt --transport inproc \
+    --train_file="$tmp/a9a_bad.txt" 2>&1) || rc=$?
+  [ "$rc" = 6 ] || { echo "FAIL: a job with a bad line in worker 1's data exited $rc, expected 6"; exit 1; }
   echo "$out" | grep -q "worker 1: .*a9a_bad.txt:30000: invalid feature index" || { echo "FAIL: message was: $out"; exit 1; }
+  echo "$out" | grep -q "refused its input data (exit 6: .*not restarted" || { echo "FAIL: restarted? $out"; exit 1; }
   elapsed=$(( $(date +%s) - start ))
   [ "$elapsed" -lt 30 ] || { echo "FAIL: one failing in-process worker took $elapsed s to end the job"; exit 1; }
   # SIGTERM to the launcher: the in-process workers leave gracefully (BYE),
