@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "core/file_util.h"
 #include "telemetry/sd_file.h"
@@ -81,9 +82,15 @@ void LingerForScrapes(const std::string& who, const MetricsEndpoint* endpoint, c
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     LOG(INFO) << who << "metrics endpoint closing after " << endpoint->scrapes() << " scrape(s)";
   }
-  if (FLAGS_metrics_sd_file.empty()) return;
-  if (Status st = WithdrawSdFile(FLAGS_metrics_sd_file); !st.ok())
-    LOG(WARNING) << who << "could not withdraw the target: " << st.message();
+}
+
+MetricsTargetWithdrawal::MetricsTargetWithdrawal(std::string who, const MetricsEndpoint* endpoint)
+    : who_(std::move(who)), path_(endpoint == nullptr ? std::string() : FLAGS_metrics_sd_file) {}
+
+MetricsTargetWithdrawal::~MetricsTargetWithdrawal() {
+  if (path_.empty()) return;
+  if (Status st = WithdrawSdFile(path_); !st.ok())
+    LOG(WARNING) << who_ << "could not withdraw the target: " << st.message();
 }
 
 }  // namespace tether

@@ -60,10 +60,27 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpointFromFlags(const s
 /// After training ended: keeps `endpoint` serving for --metrics_linger_s
 /// seconds, so a scrape does not miss a short job's final values, returning
 /// early once `signal` is non-zero (a stop signal cuts the wait short; the
-/// caller then exits with the job's own exit code). Then withdraws
-/// --metrics_sd_file (telemetry/sd_file.h: removed; through a link, the
-/// target emptied), so Prometheus stops scraping the gone process.
-/// Does nothing when `endpoint` is null.
+/// caller then exits with the job's own exit code). Does nothing when
+/// `endpoint` is null.
 void LingerForScrapes(const std::string& who, const MetricsEndpoint* endpoint, const std::atomic<int>& signal);
+
+/// Withdraws --metrics_sd_file (telemetry/sd_file.h: removed; through a
+/// link, the target emptied to []) when destroyed, so Prometheus stops
+/// scraping the gone process whichever way it ends: after the linger, on a
+/// stop signal, or on an error after the endpoint started. Holds nothing
+/// when `endpoint` is null or the flag is unset. A failed withdrawal is
+/// logged as a warning naming the path. Not copyable; one per process,
+/// on the main thread.
+class MetricsTargetWithdrawal {
+ public:
+  MetricsTargetWithdrawal(std::string who, const MetricsEndpoint* endpoint);
+  ~MetricsTargetWithdrawal();
+  MetricsTargetWithdrawal(const MetricsTargetWithdrawal&) = delete;
+  MetricsTargetWithdrawal& operator=(const MetricsTargetWithdrawal&) = delete;
+
+ private:
+  std::string who_;
+  std::string path_;  // empty: nothing to withdraw
+};
 
 }  // namespace tether

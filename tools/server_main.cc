@@ -492,6 +492,7 @@ int main(int argc, char** argv) {
     LOG(ERROR) << Who() << endpoint.status().message();
     return 2;
   }
+  const tether::MetricsTargetWithdrawal withdrawal(Who(), endpoint->get());  // at every exit from here
   if (FLAGS_stop_grace_s < 0) {
     LOG(ERROR) << Who() << "flag --stop_grace_s=" << FLAGS_stop_grace_s << " is negative";
     return 2;

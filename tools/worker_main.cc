@@ -460,6 +460,7 @@ int main(int argc, char** argv) {
     LOG(ERROR) << who << endpoint.status().message();
     return 2;
   }
+  const tether::MetricsTargetWithdrawal withdrawal(who, endpoint->get());  // at every exit from here
   if (*endpoint != nullptr)
     options.on_progress = [&published, tables = TableNames(*config)](const tether::WorkerProgress& p) {
       published.Publish({true, p, tables});
