@@ -15,7 +15,7 @@ std::optional<Unrestartable> UnrestartableExit(const std::string& name, int wait
   // A restart reads the same files, and fails on the same line.
   if (code == kExitBadInput)
     return Unrestartable{kExitBadInput, name + " refused its input data (exit " + std::to_string(kExitBadInput) +
-                                            ": the error above names the file and line): the job exits " +
+                                            ": the error above names the file and what is wrong in it): the job exits " +
                                             std::to_string(kExitBadInput) +
                                             ", not restarted (the input is bad: a restart would read it again)"};
   return std::nullopt;

@@ -1,7 +1,8 @@
 // Which failures of a launched process no restart cures, and the job's exit
 // code for them: a process that refused its configuration at start (exit
 // 2) and a worker that refused its data (kExitBadInput: a line it cannot
-// parse, a corrupt gzip stream). tether-launch exits with that code, never
+// parse, a corrupt gzip stream, a data file that changed under the job or
+// since the checkpoint it resumes). tether-launch exits with that code, never
 // 1, so --max_restarts (restarts.h, which restarts exit 1 only) leaves the
 // job failed, and says why.
 //

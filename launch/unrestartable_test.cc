@@ -23,7 +23,7 @@ TEST(UnrestartableTest, BadInputDataIsNeverRestarted) {
   ASSERT_TRUE(u.has_value());
   EXPECT_EQ(u->job_exit, 6);
   EXPECT_EQ(u->why,
-            "worker 0 refused its input data (exit 6: the error above names the file and line): the job exits 6, not "
+            "worker 0 refused its input data (exit 6: the error above names the file and what is wrong in it): the job exits 6, not "
             "restarted (the input is bad: a restart would read it again)");
 }
 

@@ -185,7 +185,7 @@ int RunInProcess() {
     const std::string& msg = report.status().message();
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     if (input_refused) {
-      LOG(ERROR) << who << "the input data is bad (the error above names the file and line): exit "
+      LOG(ERROR) << who << "the input data is bad (the error above names the file and what is wrong in it): exit "
                  << tether::kExitBadInput;
       return tether::kExitBadInput;
     }
@@ -503,7 +503,7 @@ int ExitCode(const std::string& who, const tether::StatusOr<tether::TrainReport>
     LOG(ERROR) << (msg.rfind(who, 0) == 0 ? "" : who) << msg;
     if (input_refused) {
       // No restart reads other data: the launcher does not restart this.
-      LOG(ERROR) << who << "the input data is bad (the error above names the file and line): exit "
+      LOG(ERROR) << who << "the input data is bad (the error above names the file and what is wrong in it): exit "
                  << tether::kExitBadInput;
       return tether::kExitBadInput;
     }

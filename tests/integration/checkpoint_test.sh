@@ -466,9 +466,9 @@ PY2
     [ "$rc" = 6 ] || fail "the job on a bad line exited $rc, expected 6"
     grep -qF "[worker 0] $tmp/bad.txt:100: invalid value in token '7:abc': expected a number" "$tmp/bad.log" ||
       fail "worker 0 did not name the file and line: $(grep '^E' "$tmp/bad.log" | head -3)"
-    grep -q "\[worker 0\] the input data is bad (the error above names the file and line): exit 6" "$tmp/bad.log" ||
+    grep -q "\[worker 0\] the input data is bad (the error above names the file and what is wrong in it): exit 6" "$tmp/bad.log" ||
       fail "worker 0 did not say its input is bad"
-    grep -q "\[launch\] worker 0 (pid [0-9]*) refused its input data (exit 6: the error above names the file and line): the job exits 6, not restarted (the input is bad: a restart would read it again)" \
+    grep -q "\[launch\] worker 0 (pid [0-9]*) refused its input data (exit 6: the error above names the file and what is wrong in it): the job exits 6, not restarted (the input is bad: a restart would read it again)" \
       "$tmp/bad.log" || fail "the launcher did not say why it does not restart"
     ! grep -q "restart 1 of 1" "$tmp/bad.log" || fail "the job was restarted"
     [ "$(metric "$tmp/bad.json" exit_code)" = 6 ] || fail "--metrics_out records exit $(metric "$tmp/bad.json" exit_code)"

@@ -6,13 +6,14 @@
 #   appended        2 servers, 2 workers by hand, 1000 epochs: once epoch 1
 #                   is logged, a row is appended to the data file; a worker
 #                   fails at its next epoch's end naming the file and its new
-#                   size (exit 1), the others end as on any worker failure,
+#                   size (exit 6: bad input), the others end as on any worker failure,
 #                   and no process exits 0.
 #   resume_changed  tether-launch, 2 epochs, checkpoints every 30 clocks;
 #                   then one digit of the file's last row changed in place,
 #                   its size and modification time kept (the digest tells);
 #                   the resume is refused before training, naming the file,
-#                   what changed and the checkpoint: tether-launch exits 1.
+#                   what changed and the checkpoint: tether-launch exits 6
+#                   (not restarted, whatever --max_restarts).
 #   resume_copied   the same checkpointed job; the file copied to another
 #                   folder (a new modification time) and the resume given
 #                   that path: accepted as the same file, trains to the end,
@@ -61,13 +62,13 @@ case "$mode" in
       if grep -qF -- "$want" "$tmp/grow-worker$r.log"; then
         named=$r
         code=$(echo "$codes" | cut -d' ' -f$((r + 1)))
-        [ "$code" = 1 ] || fail "worker $r named the change but exited $code (want 1)"
+        [ "$code" = 6 ] || fail "worker $r named the change but exited $code (want 6)"
         grep -qE "\(while the job ran: checked at the end of epoch [0-9]+\)" "$tmp/grow-worker$r.log" ||
           fail "worker $r did not say when it found the change"
       fi
     done
     [ -n "$named" ] || fail "no worker named the change ('$want')"
-    echo "ok   worker $named named $data (appended to) and exited 1; no process exited 0"
+    echo "ok   worker $named named $data (appended to) and exited 6; no process exited 0"
     ;;
   resume_changed)
     checkpointed_job
@@ -80,9 +81,9 @@ case "$mode" in
     [ "$(stat -c %s "$data")" = "$bytes" ] || fail "the edit changed the size of $data"
     rc=0
     out=$(timeout -k 5 60 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --train_file="$data" \
-      --test_file="$data" --epochs=2 --checkpoint_dir="$ck" --resume_from="$ckpt" 2>&1) || rc=$?
+      --test_file="$data" --epochs=2 --checkpoint_dir="$ck" --resume_from="$ckpt" --max_restarts=2 2>&1) || rc=$?
     echo "$out" > "$tmp/resume.log"
-    [ "$rc" = 1 ] || fail "the resume on a changed data file exited $rc (want 1)"
+    [ "$rc" = 6 ] || fail "the resume on a changed data file exited $rc (want 6)"
     echo "$out" | grep -qF "cannot resume from $ckpt: data file $data changed: content digest " ||
       fail "the refusal does not name the checkpoint $ckpt, the file $data and its digest"
     if echo "$out" | grep -qE "epoch [0-9]+/2 clock"; then fail "the resume trained on the changed file"; fi
@@ -91,9 +92,10 @@ case "$mode" in
       fail "a message names $data twice"; fi
     echo "$out" | grep -qF "[worker 0] cannot resume from $ckpt: data file $data changed: content digest " ||
       fail "worker 0 did not refuse the resume itself"
-    echo "$out" | grep -qE "\[launch\] worker [01] \(pid [0-9]+\) exited with code 1" ||
-      fail "no worker exited 1"
-    echo "ok   resume refused (exit 1) naming $ckpt and $data (the same size and time, another digest)"
+    echo "$out" | grep -qE "\[launch\] worker [01] \(pid [0-9]+\) refused its input data \(exit 6" ||
+      fail "the launcher did not say a worker refused its input data (exit 6)"
+    if echo "$out" | grep -q "restart 1 of 2"; then fail "the resume on a changed data file was restarted"; fi
+    echo "ok   resume refused (exit 6, not restarted) naming $ckpt and $data (the same size and time, another digest)"
     ;;
   resume_copied)
     checkpointed_job

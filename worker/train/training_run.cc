@@ -239,8 +239,10 @@ Status TrainingRun::CarveValidation() {
 Status TrainingRun::CheckResumeData() const {
   std::vector<std::string> notes;
   // Always FailedPrecondition; "[worker R] " as the client's errors start.
-  if (Status st = data_watch_.CheckResume(manifest_, resume_dir_, &notes); !st.ok())
+  if (Status st = data_watch_.CheckResume(manifest_, resume_dir_, &notes); !st.ok()) {
+    if (options_.input_refused != nullptr) *options_.input_refused = true;
     return Status::FailedPrecondition(who_ + st.message());
+  }
   // An old checkpoint without stamps resumes as before, saying so once.
   for (const std::string& note : notes) {
     if (manifest_.data_files_recorded())
@@ -265,8 +267,11 @@ Status TrainingRun::CheckResumeEpochs() const {
 }
 
 Status TrainingRun::CheckDataUnchanged(const std::string& when) const {
+  // A changed file is bad input: a restart would read it again.
   const Status st = data_watch_.Check(when);
-  return st.ok() ? st : Status::FailedPrecondition(who_ + st.message());
+  if (st.ok()) return st;
+  if (options_.input_refused != nullptr) *options_.input_refused = true;
+  return Status::FailedPrecondition(who_ + st.message());
 }
 
 Status TrainingRun::Resume() {
