@@ -82,6 +82,7 @@ bool Membership::Refuse(const std::string& identity, const MessageHeader& h, con
                         bool for_settings) {
   const int rank = h.sender_rank();
   LOG(ERROR) << outbox_->log_prefix() << "refusing worker " << rank << ": " << why;
+  if (for_settings) Told(rank);
   if (rank >= 0 && rank < options_.initial_workers && !workers_[rank].said_hello) {
     refusals_[rank] = RefusalNote(why, identity);
     if (for_settings)
@@ -112,6 +113,13 @@ std::string Membership::CheckPeerHello(const MessageHeader& h, const std::string
            std::to_string(options_.num_shards) + " but " + who + " lists it as shard " + std::to_string(b.shard()) +
            " of " + std::to_string(b.num_shards()) + " in --server_addresses";
   return "";
+}
+
+std::string Membership::CheckJobSize(const HelloBody& h, const std::string& who) const {
+  if (!h.has_num_workers() || h.num_workers() == options_.initial_workers) return "";
+  return "cluster.num_workers differs: " + who + " has " + std::to_string(h.num_workers()) + ", server " +
+         std::to_string(options_.shard) + " has " + std::to_string(options_.initial_workers) +
+         " (--num_workers must be the same on every server and worker)";
 }
 
 std::string Membership::CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server) {
@@ -193,6 +201,11 @@ Membership::Hello Membership::Check(const std::string& identity, Message* m, boo
   // rank's answer (a stray peer must not end the job: CheckRefusals).
   if (const std::string why = CheckPeerHello(h, who); !why.empty()) {
     Refuse(identity, h, why);
+    return Hello::kRefused;
+  }
+  if (const std::string why = CheckJobSize(h.hello(), who); !why.empty()) {
+    Refuse(identity, h, why, /*for_settings=*/true);
+    JobSizeDiffers(identity, h, why);
     return Hello::kRefused;
   }
   if (const std::string why = CheckHelloBody(h.hello(), who, "server " + std::to_string(options_.shard));
@@ -457,7 +470,78 @@ Status Membership::CheckRefusals() const {
                                     std::to_string(options_.startup_timeout_ms) + ")");
 }
 
+void Membership::Told(int rank) {
+  if (rank >= 0 && rank < kMaxJobRanks) told_.insert(rank);
+}
+
+bool Membership::CannotRun(const std::string& why) {
+  if (cannot_run()) return true;
+  for (const Worker& w : workers_)
+    if (w.said_hello) return false;
+  cannot_run_ = why;
+  ranks_to_tell_ = std::max(ranks_to_tell_, options_.initial_workers);
+  LOG(ERROR) << outbox_->log_prefix() << "the job cannot run: " << why << "; refusing every worker that comes";
+  for (auto& [rank, p] : waiting_) {
+    outbox_->SendError(p.identity, p.hello.header, "the job cannot run: " + why);
+    Told(rank);
+  }
+  waiting_.clear();
+  return true;
+}
+
+void Membership::JobSizeDiffers(const std::string& identity, const MessageHeader& h, const std::string& why) {
+  // Servers and workers started for jobs of different sizes: no worker
+  // started again alone mends that, and the ranks the worker's count names
+  // are among those to tell.
+  Told(h.sender_rank());
+  ranks_to_tell_ = std::max(ranks_to_tell_, std::min(h.hello().num_workers(), kMaxJobRanks));
+  CannotRun("worker " + std::to_string(h.sender_rank()) + " (refused: " + RefusalNote(why, identity) + ")");
+}
+
+void Membership::RefusedBeforeCheck(const std::string& identity, const MessageHeader& h, const std::string& why) {
+  const std::string who = "worker " + std::to_string(h.sender_rank());
+  if (h.type() != HELLO || !CheckPeerHello(h, who).empty() || CheckJobSize(h.hello(), who).empty()) return;
+  JobSizeDiffers(identity, h, why);
+}
+
+void Membership::RefuseAtStart(const std::string& identity, const Message& m) {
+  const MessageHeader& h = m.header;
+  const std::string who = "worker " + std::to_string(h.sender_rank());
+  if (const std::string why = CheckPeerHello(h, who); !why.empty()) {
+    LOG(ERROR) << outbox_->log_prefix() << "refusing " << who << ": " << why;
+    outbox_->SendError(identity, h, why);
+    return;
+  }
+  std::string why = CheckJobSize(h.hello(), who);
+  if (!why.empty())
+    ranks_to_tell_ = std::max(ranks_to_tell_, std::min(h.hello().num_workers(), kMaxJobRanks));
+  else
+    why = "the job cannot run: " + cannot_run_;
+  LOG(ERROR) << outbox_->log_prefix() << "refusing " << who << ": " << why;
+  outbox_->SendError(identity, h, why);
+  Told(h.sender_rank());
+}
+
+Status Membership::CheckCannotRun(std::chrono::steady_clock::time_point now) {
+  if (!cannot_run_since_) cannot_run_since_ = now;
+  std::string untold;
+  int missing = 0;
+  for (int r = 0; r < ranks_to_tell_; ++r) {
+    if (told_.count(r) != 0) continue;
+    if (++missing <= 5) untold += (untold.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (missing > 5) untold += " and " + std::to_string(missing - 5) + " more";
+  if (missing > 0 && MsSince(*cannot_run_since_, now) <= kCannotRunLingerMs) return Status::OK();
+  return Status::FailedPrecondition(
+      outbox_->log_prefix() + "the job cannot run: " + cannot_run_ +
+      (missing > 0 ? "; worker(s) " + untold + " not told (none came within " + std::to_string(kCannotRunLingerMs) +
+                         " ms)"
+                   : std::string()) +
+      " (not waiting out cluster.startup_timeout_ms=" + std::to_string(options_.startup_timeout_ms) + ")");
+}
+
 Status Membership::CheckStartup(bool any_hello, std::chrono::steady_clock::time_point now) {
+  if (cannot_run()) return CheckCannotRun(now);
   TETHER_RETURN_IF_ERROR(CheckRefusals());
   if (any_hello && !first_hello_ && !first_hello_done_) first_hello_ = now;
   if (!first_hello_ || MsSince(*first_hello_, now) <= options_.startup_timeout_ms) return Status::OK();

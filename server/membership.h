@@ -1,15 +1,18 @@
 // Membership: who is in the job, as one shard sees it. One slot per rank
 // (the initial ranks [0, cluster.num_workers), grown by a joiner's HELLO
 // up to cluster.max_workers), and what each rank did: its HELLO (checked:
-// the same protocol, job, generation, consistency model, data mode,
-// epochs and staleness, this shard where the worker's list puts it, one
-// live connection per rank), its BARRIER, its BYE (held and answered with
-// the job's outcome when it had finished), its silence (removed after
-// cluster.worker_timeout_ms, or the job fails under FAIL_JOB), and the
-// deadline for every initial rank to join (cluster.startup_timeout_ms of
-// the first HELLO). Workers join at the slowest clock that counts
-// (docs/CONSISTENCY.md "Joining and leaving"): Membership moves them in
-// and out of the shard's ClockTracker.
+// the same protocol, job, generation, number of workers, consistency
+// model, data mode, epochs and staleness, this shard where the worker's
+// list puts it, one live connection per rank), its BARRIER, its BYE
+// (held and answered with the job's outcome when it had finished), its
+// silence (removed after cluster.worker_timeout_ms, or the job fails under
+// FAIL_JOB), the deadline for every initial rank to join
+// (cluster.startup_timeout_ms of the first HELLO), and a job that cannot
+// run (CannotRun: servers or workers started with settings that disagree,
+// found before any worker joined: every worker is refused with the
+// reason, and the job ends once each was told). Workers join at the
+// slowest clock that counts (docs/CONSISTENCY.md "Joining and leaving"):
+// Membership moves them in and out of the shard's ClockTracker.
 //
 // HELLOs of other ranks that come before worker 0's wait for it: worker 0
 // declares the job's tables (the authority), so two shards never adopt
@@ -194,8 +197,8 @@ class Membership {
   /// The initial ranks must join within cluster.startup_timeout_ms of the
   /// first HELLO (`any_hello`: one came), and not every one of them may be
   /// refused (CheckRefusals). Errors: FailedPrecondition (every rank
-  /// refused, at once), DeadlineExceeded naming the ranks missing and why
-  /// any was refused.
+  /// refused, at once; or the job cannot run: CannotRun), DeadlineExceeded
+  /// naming the ranks missing and why any was refused.
   Status CheckStartup(bool any_hello, std::chrono::steady_clock::time_point now);
   /// Once every initial rank's worker said HELLO and was refused for its
   /// settings (none joined or waits for worker 0's; a peer of another
@@ -205,6 +208,36 @@ class Membership {
   /// connection ID); ...", naming each rank, the mismatch and the
   /// connection (a worker's holds its pid). OK otherwise.
   Status CheckRefusals() const;
+  // ---- A job that cannot run.
+  /// A disagreement found at start that no worker can mend: the servers
+  /// were started with settings that differ (cluster.replicas and the
+  /// others a copy of a shard says: server/server_replication.cc), or the
+  /// workers for
+  /// another cluster.num_workers (Check). Taken only while no worker has
+  /// joined (returns false after: the job runs, and the caller only refuses
+  /// its peer). From then on every HELLO is refused (RefuseAtStart), the
+  /// waiting ones now, and CheckStartup ends the job with "the job cannot
+  /// run: WHY" once every rank that may come was told (the initial ranks,
+  /// or as many as a refused worker was started for), or kCannotRunLingerMs
+  /// after it first looked: a rank started later would otherwise wait out
+  /// its cluster.startup_timeout_ms on a port nobody serves.
+  bool CannotRun(const std::string& why);
+  /// Whether CannotRun was taken.
+  bool cannot_run() const { return !cannot_run_.empty(); }
+  /// While the job cannot run: refuses HELLO `m` from `identity` with its
+  /// own mismatch of cluster.num_workers where it has one, else with the
+  /// reason; a peer of another build, job or shard with its own (counted
+  /// for no rank). Grows no slot (the rank may be any).
+  void RefuseAtStart(const std::string& identity, const Message& m);
+  /// HELLO `h` from `identity` was refused with `why` before Check (its
+  /// rank past cluster.max_workers: RequestCheck): when it is this job's
+  /// worker started for another cluster.num_workers, the job cannot run,
+  /// as Check finds it for a rank within the job, and its rank was told.
+  void RefusedBeforeCheck(const std::string& identity, const MessageHeader& h, const std::string& why);
+  /// How long CheckStartup waits, once the job cannot run, for the ranks
+  /// not yet told (ms).
+  static constexpr int64_t kCannotRunLingerMs = 3000;
+
   /// Every member said BYE or was removed.
   bool AllGone() const;
   /// Workers that joined and have not left (nor been removed).
@@ -231,7 +264,9 @@ class Membership {
   // before `now`), the waiting HELLOs (as EncodeShardInput bytes), the held
   // BYEs, the first HELLO's data mode and epochs, the startup deadline and
   // the refusals it names. Not carried: the endpoint (set_endpoint, the
-  // restoring process's own) and the options (the restoring shard's).
+  // restoring process's own), the options (the restoring shard's) and a
+  // CannotRun verdict (found before any worker joined, it ends the job
+  // within seconds: there is no running job to copy).
   /// Writes the membership into `*state` (cleared first), as at `now`.
   void SaveState(MembershipState* state, std::chrono::steady_clock::time_point now) const;
   /// Takes `state` over a membership freshly made as the shard makes it
@@ -254,6 +289,9 @@ class Membership {
   // Whether HELLO `h` is this job's worker where it says it is (the same
   // protocol version, job and generation, this shard): "" or why not.
   std::string CheckPeerHello(const MessageHeader& h, const std::string& who);
+  // "" when HELLO `h` was started for this job's cluster.num_workers (or
+  // does not say), else why not, naming both counts.
+  std::string CheckJobSize(const HelloBody& h, const std::string& who) const;
   // The settings of its body that need no tables (consistency model, data
   // mode, epochs, staleness): "" or why it is refused.
   std::string CheckHelloBody(const HelloBody& h, const std::string& who, const std::string& server);
@@ -298,6 +336,20 @@ class Membership {
   // setting that differs (Refuse's for_settings).
   std::set<int> settings_refusals_;
   static std::string RefusalNote(const std::string& why, const std::string& identity);
+  // CannotRun's reason ("" while the job may run), when CheckStartup first
+  // saw it, the ranks that may come (the initial ones, or the most a
+  // refused worker was started for) and those told so far.
+  std::string cannot_run_;
+  std::optional<std::chrono::steady_clock::time_point> cannot_run_since_;
+  int ranks_to_tell_ = 0;
+  std::set<int> told_;
+  // Notes `rank` as told why it cannot join (a worker of this job).
+  void Told(int rank);
+  // HELLO `h` from `identity` was refused with `why`, a cluster.num_workers
+  // that differs: told, its count's ranks to tell, and the job cannot run.
+  void JobSizeDiffers(const std::string& identity, const MessageHeader& h, const std::string& why);
+  // CheckStartup's part once the job cannot run.
+  Status CheckCannotRun(std::chrono::steady_clock::time_point now);
   // "worker R (refused: WHY); ..." over refusals_.
   std::string RefusedRanks() const;
 };

@@ -398,6 +398,114 @@ TEST_F(MembershipTest, ARefusedRankWaitingForWorkerZeroIsNotCountedRefused) {
   EXPECT_TRUE(members_.CheckRefusals().ok());
 }
 
+// Servers started for 2 workers, workers for 3: the first such HELLO is
+// refused naming both counts and the job cannot run; every rank the
+// workers' count names is told (a rank past the job's, refused before
+// Check, too), and then the job ends at once, long before
+// cluster.startup_timeout_ms.
+TEST_F(MembershipTest, AWorkerStartedForAnotherNumberOfWorkersEndsTheJobOnceEveryRankIsTold) {
+  const auto t0 = Clock::now();
+  const auto larger = [](int rank) {
+    Message m = Hello(rank);
+    m.header.mutable_hello()->set_num_workers(3);
+    return m;
+  };
+  Message m = larger(1);
+  members_.EnsureSlot(1);
+  ASSERT_EQ(members_.Check("w1-7-1", &m, true), Membership::Hello::kRefused);
+  EXPECT_EQ(out_.last().header.error_reply().error(),
+            "[test] cluster.num_workers differs: worker 1 has 3, server 1 has 2 (--num_workers must be the same on "
+            "every server and worker)");
+  ASSERT_TRUE(members_.cannot_run());
+  EXPECT_TRUE(members_.CheckStartup(true, t0).ok());  // ranks 0 and 2 still to tell
+  m = larger(0);
+  members_.RefuseAtStart("w0-7-0", m);
+  EXPECT_EQ(out_.last().header.error_reply().error(),
+            "[test] cluster.num_workers differs: worker 0 has 3, server 1 has 2 (--num_workers must be the same on "
+            "every server and worker)");
+  EXPECT_TRUE(members_.CheckStartup(true, t0 + std::chrono::milliseconds(10)).ok());
+  m = larger(2);
+  members_.RefusedBeforeCheck("w2-7-2", m.header, "rank 2 is past the job's");
+  const Status st = members_.CheckStartup(true, t0 + std::chrono::milliseconds(20));
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.message(),
+            "[test] the job cannot run: worker 1 (refused: cluster.num_workers differs: worker 1 has 3, server 1 has "
+            "2 (--num_workers must be the same on every server and worker); connection 'w1-7-1') (not waiting out "
+            "cluster.startup_timeout_ms=1000)");
+  EXPECT_EQ(out_.sent.size(), 2u);  // RefusedBeforeCheck sends nothing: its caller did
+}
+
+// Workers started for 1 worker, servers for 2: rank 1 never comes, and the
+// job ends kCannotRunLingerMs after the shard first saw it cannot run,
+// naming the rank nobody told.
+TEST_F(MembershipTest, ARankThatNeverComesHoldsAJobThatCannotRunOnlyForTheLinger) {
+  Message m = Hello(0);
+  m.header.mutable_hello()->set_num_workers(1);
+  members_.EnsureSlot(0);
+  ASSERT_EQ(members_.Check("w0-9-0", &m, true), Membership::Hello::kRefused);
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(members_.CheckStartup(true, t0).ok());
+  const auto linger = std::chrono::milliseconds(Membership::kCannotRunLingerMs);
+  EXPECT_TRUE(members_.CheckStartup(true, t0 + linger).ok());
+  const Status st = members_.CheckStartup(true, t0 + linger + std::chrono::milliseconds(1));
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.message(),
+            "[test] the job cannot run: worker 0 (refused: cluster.num_workers differs: worker 0 has 1, server 1 has "
+            "2 (--num_workers must be the same on every server and worker); connection 'w0-9-0'); worker(s) 1 not "
+            "told (none came within 3000 ms) (not waiting out cluster.startup_timeout_ms=1000)");
+}
+
+// A disagreement between servers (cluster.replicas), found before any
+// worker joined: the HELLO waiting for worker 0's and every later one are
+// refused with it (a peer of another job with its own reason, counted for
+// no rank), and the job ends once every initial rank was told.
+TEST_F(MembershipTest, AServersDisagreementRefusesEveryWorkerAndEndsTheJob) {
+  const std::string why = "shard 1 runs without replicas (cluster.replicas=0 here), but server process 0 holds a "
+                          "copy of it with cluster.replicas=1: start every server with the same --replicas";
+  Message m = Hello(1);
+  members_.EnsureSlot(1);
+  ASSERT_EQ(members_.Check("w1", &m, /*tables_defined=*/false), Membership::Hello::kWaiting);
+  ASSERT_TRUE(members_.CannotRun(why));
+  EXPECT_FALSE(members_.Waiting(1));
+  EXPECT_EQ(out_.last().header.error_reply().error(), "[test] the job cannot run: " + why);
+  EXPECT_EQ(out_.last().header.request_id(), 101u);
+  m = Hello(0);
+  m.header.mutable_hello()->set_job_id("other");
+  members_.RefuseAtStart("stray", m);
+  EXPECT_NE(out_.last().header.error_reply().error().find("job differs: worker 0 is of job 'other'"),
+            std::string::npos);
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(members_.CheckStartup(false, t0).ok());  // rank 0 was not told: the stray is not rank 0's worker
+  m = Hello(0);
+  members_.RefuseAtStart("w0", m);
+  EXPECT_EQ(out_.last().header.error_reply().error(), "[test] the job cannot run: " + why);
+  const Status st = members_.CheckStartup(false, t0);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "[test] the job cannot run: " + why + " (not waiting out cluster.startup_timeout_ms=1000)");
+  EXPECT_EQ(out_.sent.size(), 3u);
+}
+
+// Once a worker joined, the job runs: a disagreement found then is no
+// reason to end it (the caller only refuses its peer), and a worker of
+// another count is refused alone. A HELLO that names no count (a tool's
+// client) is not compared.
+TEST_F(MembershipTest, AJobThatRunsIsNotEndedByALateDisagreement) {
+  Message m = Hello(0);  // no num_workers
+  members_.EnsureSlot(0);
+  ASSERT_EQ(members_.Check("w0", &m, true), Membership::Hello::kAdmit);
+  members_.Admit(0, "w0", -1);
+  EXPECT_FALSE(members_.CannotRun("shard 1 runs without replicas"));
+  m = Hello(1);
+  m.header.mutable_hello()->set_num_workers(5);
+  EXPECT_EQ(Refusal(m), "[test] cluster.num_workers differs: worker 1 has 5, server 1 has 2 (--num_workers must be "
+                        "the same on every server and worker)");
+  EXPECT_FALSE(members_.cannot_run());
+  EXPECT_TRUE(members_.CheckStartup(true, Clock::now()).ok());
+  m = Hello(1);
+  m.header.mutable_hello()->set_num_workers(2);
+  EXPECT_EQ(members_.Check("w1", &m, true), Membership::Hello::kAdmit);
+}
+
 TEST(HandshakeFailuresTest, CountsEveryFailureAndLogsAtPowersOfTen) {
   HandshakeFailures f;
   for (int i = 0; i < 12; ++i) f.Record(ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL, 0x10000003, "tcp://x", "[test] ");

@@ -38,11 +38,20 @@ TETHER_SCAN_CLONES uint64_t KeysOutOfOrder(const uint64_t* keys, uint64_t n) {
 
 Status RequestCheck::Check(const std::string& identity, const Message& m) const {
   const MessageHeader& h = m.header;
-  if (h.sender_rank() < 0 || h.sender_rank() >= max_workers_)
+  if (h.sender_rank() < 0 || h.sender_rank() >= max_workers_) {
+    // A worker started for a larger job than this server's says so in its
+    // HELLO: that count, not the rank, is the mismatch to name.
+    if (h.type() == HELLO && !max_workers_set_ && h.hello().has_num_workers() &&
+        h.hello().num_workers() != max_workers_)
+      return Status::InvalidArgument("cluster.num_workers differs: worker " + std::to_string(h.sender_rank()) +
+                                     " has " + std::to_string(h.hello().num_workers()) + ", server " +
+                                     std::to_string(shard_) + " has " + std::to_string(max_workers_) +
+                                     " (--num_workers must be the same on every server and worker)");
     return Status::InvalidArgument("sender rank " + std::to_string(h.sender_rank()) + " outside [0, " +
                                    std::to_string(max_workers_) + ") (cluster.max_workers = " +
                                    std::to_string(max_workers_) + (max_workers_set_ ? "" : ", i.e. cluster.num_workers") +
                                    "; raise it to let more workers join)");
+  }
   if (h.sender_rank() >= members_->slots() && h.type() != HELLO)
     return Status::FailedPrecondition(TypeName(h.type()) + " from worker " + std::to_string(h.sender_rank()) +
                                       " before its HELLO");

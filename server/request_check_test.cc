@@ -94,6 +94,12 @@ TEST_F(RequestCheckTest, RanksAndConnectionsAreChecked) {
   EXPECT_EQ(Refusal(Request(HELLO, 3, 0, {}, {})),
             "sender rank 3 outside [0, 3) (cluster.max_workers = 3, i.e. cluster.num_workers; raise it to let more "
             "workers join)");
+  // A HELLO past the ranks from a worker started for a larger job: that
+  // count is named, not the rank.
+  Message larger = Request(HELLO, 3, 0, {}, {});
+  larger.header.mutable_hello()->set_num_workers(4);
+  EXPECT_EQ(Refusal(larger), "cluster.num_workers differs: worker 3 has 4, server 1 has 3 (--num_workers must be the "
+                             "same on every server and worker)");
   EXPECT_EQ(Refusal(Request(CLOCK, 2, 0, {}, {})), "CLOCK from worker 2 before its HELLO");
   EXPECT_EQ(Refusal(Request(CLOCK, 1, 0, {}, {})), "CLOCK from worker 1 before its HELLO");
   EXPECT_EQ(Refusal(Request(CLOCK, 0, 0, {}, {}), "stranger"),

@@ -488,11 +488,16 @@ void ServerShard::LetGoOf(const Membership::Silent& silent) {
 void ServerShard::Handle(const std::string& identity, Message* m) {
   const MessageHeader& h = m->header;
   if (h.type() == HEARTBEAT && members_.Waiting(h.sender_rank())) return;  // still joining
+  if (h.type() == HELLO && members_.cannot_run()) {
+    // Told why, whatever its rank: the job ends once every rank was.
+    return members_.RefuseAtStart(identity, *m);
+  }
   if (AbortFromReplacedProcess(h)) return;
   if (Status st = checks_.Check(identity, *m); !st.ok()) {
     ++stats_.bad_messages;
     LOG(ERROR) << log_prefix_ << st.message();
     outbox_.SendError(identity, h, st.message());
+    members_.RefusedBeforeCheck(identity, h, st.message());
     return;
   }
   const int rank = h.sender_rank();
@@ -504,9 +509,9 @@ void ServerShard::Handle(const std::string& identity, Message* m) {
     // leaves: RunWorker): the job cannot finish, and this shard ends with
     // that worker's reason. Run() returns it, and the caller logs it
     // (tools/server_main.cc). A shard that failed to load its checkpoint is
-    // the cause: it stays to tell the workers still to come (their ABORTs
-    // follow its refusals).
-    if (aborted_.ok() && round_.load_failed().ok())
+    // the cause, as is a job that cannot run: it stays to tell the workers
+    // still to come (their ABORTs follow its refusals).
+    if (aborted_.ok() && round_.load_failed().ok() && !members_.cannot_run())
       aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + h.job_abort().reason());
     return;
   }
@@ -544,7 +549,7 @@ bool ServerShard::AbortFromReplacedProcess(const MessageHeader& h) {
   // shard's address: this one replaced it (killed and started again by
   // hand) and the job it would serve is gone. It ends too, rather than wait
   // cluster.startup_timeout_ms for a HELLO that never comes.
-  if (aborted_.ok() && round_.load_failed().ok())
+  if (aborted_.ok() && round_.load_failed().ok() && !members_.cannot_run())
     aborted_ = Status::Unavailable(log_prefix_ + "job aborted: " + abort.reason() + " (this server, process start id " +
                                    IncarnationHex(incarnation_) + ", replaced the one worker " +
                                    std::to_string(h.sender_rank()) + " had joined, start id " +

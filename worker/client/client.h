@@ -84,6 +84,9 @@ struct ClientOptions {
   // train.epochs, sent with HELLO: every worker of a job trains the same
   // number of epochs (0: not sent, as a tool's client).
   int64_t epochs = 0;
+  // cluster.num_workers, sent with HELLO: a shard started for another
+  // number of workers refuses the worker (0: not sent, as a tool's client).
+  int num_workers = 0;
   // Digests of the data the worker reads, one per config field, sent with
   // HELLO (HelloBody.data_digests; worker/train/data_watch.h FieldDigests):
   // the shards refuse a worker whose data differs from the first one's.
