@@ -328,6 +328,7 @@ ReplicaHost::Step ReplicaHost::ReadQueued(std::vector<ShardInput>* batch, Status
         if (m.header.replicate_ack().refused()) {
           refused_ = true;
           refusal_kind_ = m.header.replicate_ack().join_refusal();
+          refusal_reason_ = m.header.replicate_ack().reason();
           *result = Status::FailedPrecondition(log_prefix_ + "refused by the primary: " +
                                                m.header.replicate_ack().reason());
           return Step::kEnded;

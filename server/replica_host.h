@@ -160,6 +160,15 @@ class ReplicaHost {
   /// all its cluster.replicas replicas: there was nothing to copy
   /// (tether-server exits kExitNothingToJoin).
   bool nothing_to_join() const { return nothing_to_join_; }
+  /// A copy placed at the start (not a joining process) whose Run() ended
+  /// because the primary refused it for a setting that differs
+  /// (REPLICATE_ACK CONFIG_DIFFERS): the primary's reason, which names the
+  /// field and both values ("" otherwise). The servers were started with
+  /// settings that differ: this process's own shard cannot run either
+  /// (tether-server passes it to ServerShard::CannotRun).
+  std::string config_refusal() const {
+    return !join_ && refused_ && refusal_kind_ == ReplicateAckBody::CONFIG_DIFFERS ? refusal_reason_ : "";
+  }
   /// How many times a joining process asked its shard again after it was
   /// refused for now (JOIN_LATER). Thread-safe.
   int asked_again() const { return asked_again_.load(); }
@@ -188,6 +197,7 @@ class ReplicaHost {
   Status AskAgainIfDue(Clock::time_point now);
   static constexpr int64_t kAskAgainMs = 500;
   ReplicateAckBody::JoinRefusal refusal_kind_ = ReplicateAckBody::JOIN_REFUSED;  // the last refusal's
+  std::string refusal_reason_;  // the last refusal's reason
   size_t full_refusals_ = 0;   // refusals because the shard has all its replicas (CHAIN_FULL)
   size_t later_refusals_ = 0;  // refusals for now (JOIN_LATER) in this pass over the shards
   int passes_ = 0;             // passes over every shard after the first (logged once)

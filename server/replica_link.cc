@@ -130,7 +130,9 @@ void ReplicaLink::OnReplicaHello(const std::string& identity, const Message& m, 
   }
   if (const std::string differs = ConfigMismatch(b); !differs.empty()) {
     LOG(WARNING) << log_prefix_ << "replica refused: " << differs;
-    Refuse(identity, differs);
+    Refuse(identity, differs, ReplicateAckBody::CONFIG_DIFFERS);
+    config_refusal_ = "server process " + std::to_string(b.process()) + " holds a copy of shard " +
+                      std::to_string(shard_) + ", but " + differs;
     return;
   }
   Leg* leg = nullptr;

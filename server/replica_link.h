@@ -76,6 +76,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <zmq.hpp>
@@ -153,6 +154,11 @@ class ReplicaLink {
   bool learning() const { return !learner_identity_.empty(); }
   /// Not OK once this process must no longer act as the shard's primary.
   const Status& stepped_down() const { return stepped_down_; }
+  /// Why a copy placed at the start (REPLICA_HELLO, not join) was refused
+  /// for a setting that differs (ConfigMismatch), once: the servers were
+  /// started with other settings and the job cannot run (the shard takes
+  /// it: ServerShard::TakeCannotRun). "" when none since the last call.
+  std::string TakeConfigRefusal() { return std::exchange(config_refusal_, std::string()); }
   /// Milliseconds the loop spent building and sending joiners' states,
   /// witnessed running (so not a stall of this process), in all: the shard
   /// leaves them out of its own-stall check too (ServerShard).
@@ -255,6 +261,7 @@ class ReplicaLink {
   int64_t forgiven_ms_ = 0;        // witnessed work since the last Tick
   int64_t forgiven_total_ms_ = 0;  // witnessed work in all
   Status stepped_down_;
+  std::string config_refusal_;  // TakeConfigRefusal
 };
 
 }  // namespace tether

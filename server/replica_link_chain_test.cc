@@ -199,6 +199,13 @@ TEST_F(ReplicaLinkChainTest, AProcessOfAnotherConfigurationIsRefusedNamingTheFie
   EXPECT_TRUE(no.refused());
   EXPECT_EQ(no.reason(), "[server 0] the process at tcp://10.0.0.2:4100 runs with cluster.replicas=1, this shard "
                          "with 2 (another job's configuration, or a flag given to one process only)");
+  // A copy placed at the start: the servers disagree, and the shard is
+  // told once (the job cannot run).
+  EXPECT_EQ(no.join_refusal(), ReplicateAckBody::CONFIG_DIFFERS);
+  EXPECT_EQ(link_->TakeConfigRefusal(), "server process 1 holds a copy of shard 0, but the process at "
+                                        "tcp://10.0.0.2:4100 runs with cluster.replicas=1, this shard with 2 (another "
+                                        "job's configuration, or a flag given to one process only)");
+  EXPECT_EQ(link_->TakeConfigRefusal(), "");
   // Its own configuration: taken.
   hello.header.mutable_replica_hello()->set_replicas(2);
   hello.header.mutable_replica_hello()->set_num_servers(4);

@@ -199,6 +199,7 @@ Status ServerShard::RunLoop() {
     Status why;
     if ((items[0].revents & ZMQ_POLLIN) && !DrainSocket(&why)) return why;
     TETHER_RETURN_IF_ERROR(TickReplicaLink());
+    TETHER_RETURN_IF_ERROR(TakeCannotRun());
     if (num_items > 1 && (items[1].revents & ZMQ_POLLIN)) TakeListenerEvents();
     if (tick_listener_) tick_listener_(false);
     if (!round_.load_failed().ok()) {

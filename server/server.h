@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -125,6 +126,15 @@ class ServerShard {
     drain_grace_ms_.store(grace.count());
     drain_requested_.store(true);
   }
+
+  /// The job cannot run, for `why` found outside this shard's socket (this
+  /// process's copy of another shard was refused by that shard's primary:
+  /// the servers were started with settings that differ): Run() refuses
+  /// every worker with it and ends once each was told
+  /// (Membership::CannotRun); where workers joined already (started
+  /// before the servers met), it ends at once with FailedPrecondition "the
+  /// job cannot run: WHY". Thread-safe.
+  void CannotRun(const std::string& why);
 
   /// After Run(): whether every worker that joined finished the job (passed
   /// the barrier, none removed), so a stop signal that came meanwhile did
@@ -316,10 +326,18 @@ class ServerShard {
   Status Fatal() const;
   // A server process introduced itself as this shard's replica, but the
   // shard keeps none (cluster.replicas 0 here, or a copy that claimed it):
-  // refused, naming why, so that the other end stops.
+  // refused, naming why, so that the other end stops. With cluster.replicas
+  // 0 here, a copy that process holds from its start means the servers were
+  // started with different --replicas: the job cannot run
+  // (Membership::CannotRun).
   void RefuseReplica(const std::string& identity, const MessageHeader& h);
   // The replica link's turn (liveness, stalls, commits): its error ends Run().
   Status TickReplicaLink();
+  // Takes what CannotRun() or the replica link found (a server of
+  // another configuration) into the membership; once the job cannot run,
+  // what the replica link holds back leaves now (nothing is served).
+  // Errors: FailedPrecondition, CannotRun()'s reason once workers joined.
+  Status TakeCannotRun();
   // `link` becomes the shard's replica link (a primary's, or a claimed copy's).
   void StartLink(std::unique_ptr<ReplicaLink> link);
 
@@ -388,6 +406,10 @@ class ServerShard {
   std::string endpoint_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> drain_requested_{false};  // StopAfterWorkers
+  // CannotRun(): the reason, handed to Run()'s thread under the mutex.
+  std::mutex cannot_run_mu_;
+  std::string cannot_run_why_;
+  std::atomic<bool> cannot_run_requested_{false};
   std::atomic<int64_t> drain_grace_ms_{0};
   ShardOutbox outbox_;  // on socket_, once bound
   std::unique_ptr<ReplyCache> replies_;  // cluster.replicas > 0 only

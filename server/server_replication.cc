@@ -2,8 +2,10 @@
 // docs/FAILOVER.md "Replicated shards"): the copy a replica host feeds
 // (BeginCopy, Replay), its claim of the shard (Claim), the primary's turn
 // of its replica link, the timer decisions that travel in the shard's log
-// (SHARD_DECISION), and the messages workers send again after a claim
-// (server/reply_cache.h). The socket loop and dispatch are server.cc's.
+// (SHARD_DECISION), the messages workers send again after a claim
+// (server/reply_cache.h), and servers whose replication settings disagree
+// (RefuseReplica, CannotRun: the job cannot run). The socket loop and
+// dispatch are server.cc's.
 #include <glog/logging.h>
 
 #include "server/server.h"
@@ -87,20 +89,64 @@ void ServerShard::ReplayDecision(const ShardDecisionBody& d) {
 
 void ServerShard::RefuseReplica(const std::string& identity, const MessageHeader& h) {
   if (h.type() != REPLICA_HELLO) return;  // an acknowledgement: nothing was sent to be acknowledged
+  const ReplicaHelloBody& b = h.replica_hello();
+  const bool unreplicated = config_.cluster().replicas() == 0;
+  const std::string shard = "shard " + std::to_string(shard_);
+  // A copy a server process holds from its start (not one that joins a
+  // running job): that process was started with another --replicas.
+  const std::string peer =
+      b.join() ? "a process joining as its replica" : "server process " + std::to_string(b.process());
   const std::string why =
-      config_.cluster().replicas() == 0
-          ? "shard " + std::to_string(shard_) +
-                " runs without replicas (cluster.replicas=0 here): start every server with the same --replicas"
-          : "shard " + std::to_string(shard_) + " is served here by the copy that claimed it, which keeps no replica";
-  LOG(ERROR) << log_prefix_ << "a server process introduced itself as shard " << h.replica_hello().shard()
+      unreplicated
+          ? shard + " runs without replicas (cluster.replicas=0 here), but " + peer + " holds a copy of it" +
+                (b.has_replicas() ? " with cluster.replicas=" + std::to_string(b.replicas()) : "") +
+                (b.endpoint().empty() ? "" : " (the copy serves at " + b.endpoint() + ")") +
+                ": start every server with the same --replicas"
+          : shard + " is served here by the copy that claimed it, which keeps no replica";
+  LOG(ERROR) << log_prefix_ << "a server process introduced itself as shard " << b.shard()
              << "'s replica: refused: " << why;
   ++stats_.bad_messages;
   Message no;
   no.header.set_type(REPLICATE_ACK);
-  no.header.mutable_replicate_ack()->set_shard(h.replica_hello().shard());
+  no.header.mutable_replicate_ack()->set_shard(b.shard());
   no.header.mutable_replicate_ack()->set_refused(true);
   no.header.mutable_replicate_ack()->set_reason(log_prefix_ + why);
+  if (unreplicated) no.header.mutable_replicate_ack()->set_join_refusal(ReplicateAckBody::CONFIG_DIFFERS);
   if (socket_.handle() != nullptr) (void)SendMessage(socket_, &no, &identity, "replica");
+  // The servers disagree: the job cannot run as started (a joining
+  // process is alone in its mistake, and is only refused).
+  if (unreplicated && !b.join()) (void)members_.CannotRun(why);
+}
+
+void ServerShard::CannotRun(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(cannot_run_mu_);
+    cannot_run_why_ = why;
+  }
+  cannot_run_requested_.store(true);
+}
+
+Status ServerShard::TakeCannotRun() {
+  // A copy of this shard placed on another process was refused: that
+  // process was started with other settings. Once workers joined, the job
+  // runs here and goes on (that process ends on its own).
+  if (const std::string why = link_ != nullptr ? link_->TakeConfigRefusal() : ""; !why.empty())
+    if (!members_.CannotRun(why)) LOG(ERROR) << log_prefix_ << why << " (workers joined already: the job goes on)";
+  if (cannot_run_requested_.exchange(false)) {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(cannot_run_mu_);
+      why = std::move(cannot_run_why_);
+    }
+    // This process's own copy was refused: its settings are not the other
+    // servers', so its shard cannot serve the job even where workers
+    // joined (they started before the servers met): it ends now.
+    if (!members_.CannotRun(why)) return Status::FailedPrecondition(log_prefix_ + "the job cannot run: " + why);
+  }
+  // Nothing is served: what the replica link holds back until its replica
+  // acknowledges (the refusals) leaves now.
+  if (members_.cannot_run()) outbox_.ReleaseAll();
+  return Status::OK();
 }
 
 void ServerShard::CloseSocket() {

@@ -170,10 +170,14 @@ TEST(ReplicaHostTest, APrimaryStartedWithoutReplicasRefusesNamingTheFlag) {
   ASSERT_TRUE(host.Start("tcp://127.0.0.1:0", "").ok());
   const Status st = host.Run();
   EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.ToString();
-  EXPECT_NE(st.message().find("runs without replicas (cluster.replicas=0 here): start every server with the same "
-                              "--replicas"),
+  EXPECT_NE(st.message().find("runs without replicas (cluster.replicas=0 here), but server process 1 holds a copy "
+                              "of it with cluster.replicas=1 (the copy serves at tcp://127.0.0.1:"),
             std::string::npos)
       << st.message();
+  EXPECT_NE(st.message().find("): start every server with the same --replicas"), std::string::npos) << st.message();
+  // The servers disagree: the host says so, for its own shard to end too.
+  EXPECT_EQ(host.config_refusal().rfind("[server 0] shard 0 runs without replicas (cluster.replicas=0 here)", 0), 0u)
+      << host.config_refusal();
   EXPECT_EQ(primary.stats().bad_messages, 1u);
   primary.Stop();
 }

@@ -340,6 +340,14 @@ class HostedReplicas {
       Copy* c = &copies_[i];
       c->thread = std::thread([this, c, i, &config] {
         c->result = FollowCopies(config, &c->hosts, &g_replicas[i], bind_, advertise_);
+        // Refused for a setting that differs: the servers were started
+        // with other settings, so this process's own shard cannot run
+        // either; it tells its workers why rather than serve them alone.
+        const tether::ReplicaHost& host = *c->hosts.back();
+        if (const std::string why = host.config_refusal(); !why.empty())
+          if (tether::ServerShard* server = g_server.load(); server != nullptr)
+            server->CannotRun("this process's copy of shard " + std::to_string(host.shard()) +
+                              " was refused by its primary: " + why);
       });
     }
     return tether::Status::OK();
