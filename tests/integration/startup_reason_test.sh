@@ -16,15 +16,87 @@
 # was: the server exits 1 within 10 s of the refusal (it waited out the
 # 60 s before), naming the mismatch and the worker's connection (its pid),
 # and the worker exits 1 with the server's reason.
-# Usage: startup_reason_test.sh refused|epochs|all_refused BIN_DIR   (from the repository root)
+# Mode replicas: 2 servers found through a rendezvous folder, server 0 with
+# --replicas=1 and server 1 with --replicas=0, 1 worker started once both
+# servers found that, startup_timeout_ms 60000: server 1 refuses server
+# 0's copy of shard 1 naming both values, and both servers refuse the
+# worker with it; every process exits 1 within 20 s of the first start.
+# Mode num_workers: 2 servers with --num_workers=3, workers 0 and 1 with
+# --num_workers=2, startup_timeout_ms 60000: each worker is refused naming
+# both counts, the servers end the job (rank 2, never started, is waited
+# for Membership::kCannotRunLingerMs) and every process exits 1 within
+# 20 s of the first start.
+# Usage: startup_reason_test.sh refused|epochs|all_refused|replicas|num_workers BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 case "$mode" in
   refused) odd=(--staleness=3); differs="staleness differs" ;;
   epochs) odd=(--epochs=3); differs="train.epochs differs: worker 1 trains 3 epoch(s)" ;;
-  all_refused) ;;
-  *) echo "usage: $0 refused|epochs|all_refused BIN_DIR"; exit 2 ;;
+  all_refused | replicas | num_workers) ;;
+  *) echo "usage: $0 refused|epochs|all_refused|replicas|num_workers BIN_DIR"; exit 2 ;;
 esac
+if [ "$mode" = replicas ]; then
+  limit_s=60
+  mkdir -p "$tmp/rdzv"
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=1 --staleness=2 --epochs=1
+         --startup_timeout_ms=60000 --rendezvous="file:$tmp/rdzv")
+  t0=$(now_ms)
+  server_pids=()
+  for s in 0 1; do
+    timeout -k 5 "$limit_s" "$bin/tether-server" "${flags[@]}" --replicas=$((1 - s)) --shard=$s \
+      --listen=tcp://127.0.0.1:0 > "$tmp/server$s.log" 2>&1 &
+    pids+=($!)
+    server_pids+=($!)
+  done
+  # The worker comes once both servers found the disagreement (one that
+  # joined a shard before would be no longer at the start there).
+  wait_log "$tmp/server1.log" "the job cannot run: shard 1 runs without replicas" 400
+  wait_log "$tmp/server0.log" "the job cannot run: this process's copy of shard 1" 400
+  timeout -k 5 "$limit_s" "$bin/tether-worker" "${flags[@]}" --rank=0 > "$tmp/w0.log" 2>&1 &
+  w0=$!
+  pids+=($w0)
+  expect_exit "$w0" 1 20000 "worker 0 of servers that disagree"
+  for s in 0 1; do expect_exit "${server_pids[$s]}" 1 20000 "server $s"; done
+  took=$(($(now_ms) - t0))
+  pids=()
+  ((took < 20000)) || fail "the job took $took ms to fail (cluster.startup_timeout_ms=60000)"
+  differs="shard 1 runs without replicas (cluster.replicas=0 here), but server process 0 holds a copy of it with cluster.replicas=1 (the copy serves at tcp://127.0.0.1:"
+  advice="): start every server with the same --replicas"
+  grep -F "[server 1] the job cannot run: $differs" "$tmp/server1.log" | grep -qF "$advice (not waiting out cluster.startup_timeout_ms=60000)" ||
+    fail "server 1 did not end naming both --replicas values"
+  grep -F "[server 0] the job cannot run: this process's copy of shard 1 was refused by its primary: [server 1] $differs" \
+    "$tmp/server0.log" | grep -qF "$advice (not waiting out" || fail "server 0 did not end naming server 1's refusal"
+  grep "^E" "$tmp/w0.log" | grep -F "refused to pair: [server " | grep -F "the job cannot run: " | grep -qF "$differs" ||
+    fail "worker 0 did not say why: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
+  echo "every process exited 1 within $took ms (cluster.startup_timeout_ms=60000)"
+  echo PASS
+  exit 0
+fi
+if [ "$mode" = num_workers ]; then
+  limit_s=60
+  flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --staleness=2 --epochs=1 --startup_timeout_ms=60000)
+  t0=$(now_ms)
+  start_servers 2 --num_workers=3
+  start_worker 0 "$tmp/w0.log" --num_workers=2; w0=$started
+  start_worker 1 "$tmp/w1.log" --num_workers=2; w1=$started
+  expect_exit "$w0" 1 20000 "worker 0 (--num_workers=2)"
+  expect_exit "$w1" 1 20000 "worker 1 (--num_workers=2)"
+  for s in 0 1; do expect_exit "${server_pids[$s]}" 1 20000 "server $s (--num_workers=3)"; done
+  took=$(($(now_ms) - t0))
+  pids=()
+  ((took < 20000)) || fail "the job took $took ms to fail (cluster.startup_timeout_ms=60000)"
+  for r in 0 1; do
+    grep "^E" "$tmp/w$r.log" | grep -qE "refused to pair: \[server [01]\] cluster.num_workers differs: worker $r has 2, server [01] has 3 \(--num_workers must be the same on every server and worker\)" ||
+      fail "worker $r did not name both counts: $(grep '^E' "$tmp/w$r.log" | tail -n 2)"
+  done
+  for s in 0 1; do
+    grep -E "\[server $s\] the job cannot run: worker [01] \(refused: cluster.num_workers differs: worker [01] has 2, server $s has 3 " "$tmp/server$s.log" |
+      grep -qF "(not waiting out cluster.startup_timeout_ms=60000)" || fail "server $s did not end naming both counts"
+  done
+  echo "every process exited 1 within $took ms (cluster.startup_timeout_ms=60000)"
+  echo PASS
+  exit 0
+fi
 if [ "$mode" = all_refused ]; then
   flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=1 --num_workers=1 --staleness=2 --epochs=1
          --startup_timeout_ms=60000)
