@@ -2,12 +2,12 @@
 #include "core/job_inputs.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
@@ -33,9 +33,8 @@ TEST(JobInputsTest, ConfigFlagfileDataFilesSplitsAndLabels) {
 }
 
 TEST(JobInputsTest, PatternsAreExpanded) {
-  const char* base = std::getenv("TMPDIR");
-  const fs::path dir = fs::path(base != nullptr ? base : "/tmp") / ("job_inputs_test." + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const testing::ScopedTempDir tmp;
+  const fs::path dir = tmp.path();
   std::ofstream((dir / "part-1.txt").string()) << "x\n";
   std::ofstream((dir / "part-2.txt").string()) << "x\n";
   JobConfig c;
@@ -43,7 +42,6 @@ TEST(JobInputsTest, PatternsAreExpanded) {
   EXPECT_EQ(Listed(JobInputs("", "", c)),
             "data.train_file=" + (dir / "part-1.txt").string() + "\ndata.train_file=" + (dir / "part-2.txt").string() +
                 "\n");
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -3,30 +3,19 @@
 #include "core/output_path.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
-namespace fs = std::filesystem;
-
 class OutputPathTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = std::getenv("TMPDIR");
-    dir_ = fs::path(base != nullptr ? base : "/tmp") /
-           ("output_path_test." + std::to_string(getpid()) + "." +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string In(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string In(const std::string& name) const { return dir_.File(name); }
+  testing::ScopedTempDir dir_;
 };
 
 TEST_F(OutputPathTest, WritableFoldersPassAlsoWhenNotYetMade) {
@@ -51,18 +40,18 @@ TEST_F(OutputPathTest, AFileOnTheWayOrAMissingFolder) {
                 " is a file, not a directory, so nothing can be made under it");
   EXPECT_EQ(CheckWritableFile(In("none/m.safetensors"), "flag --model_out", false).message(),
             "flag --model_out=" + In("none/m.safetensors") + ": its folder " + In("none") + " does not exist");
-  EXPECT_EQ(CheckWritableFile(dir_.string(), "flag --model_out", false).message(),
-            "flag --model_out=" + dir_.string() + ": is a directory; give a file name");
+  EXPECT_EQ(CheckWritableFile(dir_.path(), "flag --model_out", false).message(),
+            "flag --model_out=" + dir_.path() + ": is a directory; give a file name");
 }
 
 TEST_F(OutputPathTest, AMetricsFolderHoldingARunIsRefused) {
   EXPECT_TRUE(CheckMetricsDirFresh(In("new"), "flag --metrics_dir").ok());
-  EXPECT_TRUE(CheckMetricsDirFresh(dir_.string(), "flag --metrics_dir").ok());
+  EXPECT_TRUE(CheckMetricsDirFresh(dir_.path(), "flag --metrics_dir").ok());
   std::ofstream(In("worker-0.jsonl")) << "{}\n";
   std::ofstream(In("server-0.jsonl")) << "{}\n";
-  EXPECT_EQ(RunFilesIn(dir_.string()), (std::vector<std::string>{"server-0.jsonl", "worker-0.jsonl"}));
-  EXPECT_EQ(CheckMetricsDirFresh(dir_.string(), "flag --metrics_dir").message(),
-            "flag --metrics_dir=" + dir_.string() +
+  EXPECT_EQ(RunFilesIn(dir_.path()), (std::vector<std::string>{"server-0.jsonl", "worker-0.jsonl"}));
+  EXPECT_EQ(CheckMetricsDirFresh(dir_.path(), "flag --metrics_dir").message(),
+            "flag --metrics_dir=" + dir_.path() +
                 ": already holds a run (server-0.jsonl, worker-0.jsonl); a second run appended there would draw "
                 "as one broken line: give a new folder, or remove this one");
 }

@@ -8,11 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
@@ -21,21 +22,13 @@ namespace fs = std::filesystem;
 
 class OutputTargetTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = std::getenv("TMPDIR");
-    dir_ = fs::path(base != nullptr ? base : "/tmp") /
-           ("output_target_test." + std::to_string(getpid()) + "." +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string In(const std::string& name) const { return (dir_ / name).string(); }
+  std::string In(const std::string& name) const { return dir_.File(name); }
   std::string Write(const std::string& name, const std::string& text) const {
     std::ofstream(In(name)) << text;
     return In(name);
   }
   static std::string Message(const StatusOr<OutputTarget>& t) { return t.ok() ? "ok" : t.status().message(); }
-  fs::path dir_;
+  testing::ScopedTempDir dir_;
 };
 
 TEST_F(OutputTargetTest, RegularAndMissingFilesAreWrittenWhereNamed) {
