@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -18,18 +17,13 @@
 
 #include "core/net/transport.h"
 #include "core/net/zap_handler.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
 class CurveTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/curve_test.XXXXXX");
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { (void)std::system(("rm -rf '" + dir_ + "'").c_str()); }
   CurveKeyPair MakePair(const std::string& name) {
     auto keys = NewCurveKeyPair();
     EXPECT_TRUE(keys.ok()) << keys.status().ToString();
@@ -40,7 +34,8 @@ class CurveTest : public ::testing::Test {
     std::ofstream(path) << text;
     ASSERT_EQ(chmod(path.c_str(), mode), 0);
   }
-  std::string dir_;
+  const testing::ScopedTempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 mode_t ModeOf(const std::string& path) {

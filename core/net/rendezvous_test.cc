@@ -5,11 +5,11 @@
 
 #include "core/net/curve.h"
 #include "proto/rendezvous.pb.h"
+#include "tests/testing/temp_dir.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -21,13 +21,6 @@
 
 namespace tether {
 namespace {
-
-std::string TempDir() {
-  const char* t = std::getenv("TMPDIR");
-  std::string tmpl = std::string(t != nullptr && *t ? t : "/tmp") + "/rdzv_test.XXXXXX";
-  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
 
 bool HasLoopbackIpv6() {
   ifaddrs* list = nullptr;
@@ -99,7 +92,8 @@ void ExerciseBackend(const std::string& spec) {
 }
 
 TEST(RendezvousTest, FileBackend) {
-  const std::string dir = TempDir();
+  const testing::ScopedTempDir tmp;
+  const std::string& dir = tmp.path();
   ExerciseBackend("file:" + dir);
   // One file per entry, under DIR/JOB/GEN/, the job id one path component.
   std::ifstream in(dir + "/job%2Fa%20b/3/server-1");
@@ -107,7 +101,6 @@ TEST(RendezvousTest, FileBackend) {
   std::getline(in, text);
   EXPECT_EQ(text, "tcp://[fd00::1]:5001");
   ExerciseBackend(dir + "/plain");  // a plain path is a directory too
-  std::filesystem::remove_all(dir);
 }
 
 TEST(RendezvousTest, StoreBackend) {
@@ -130,7 +123,8 @@ TEST(RendezvousTest, StoreOverIpv6) {
 // process with an unlisted key or no CURVE at all can neither overwrite an
 // entry (a poisoned endpoint would redirect workers) nor read one.
 TEST(RendezvousTest, CurveStoreAdmitsKeyHoldersOnly) {
-  const std::string dir = TempDir();
+  const testing::ScopedTempDir tmp;
+  const std::string& dir = tmp.path();
   auto make = [&](const std::string& name) {
     auto keys = NewCurveKeyPair();
     EXPECT_TRUE(keys.ok());
@@ -183,7 +177,6 @@ TEST(RendezvousTest, CurveStoreAdmitsKeyHoldersOnly) {
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(*got, (std::vector<std::string>{"tcp://10.0.0.1:5000"}));
   store.Stop();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(RendezvousTest, ClientStartedBeforeTheStoreWaitsForIt) {
@@ -248,7 +241,8 @@ TEST(RendezvousTest, StoreSurvivesMalformedRequests) {
 // server refuses to take the entry while the first one's process answers
 // at it, naming that process; once it is gone, the entry is replaced.
 TEST(RendezvousTest, AnEntryALiveProcessHoldsIsNeverReplaced) {
-  const std::string dir = TempDir();
+  const testing::ScopedTempDir tmp;
+  const std::string& dir = tmp.path();
   RendezvousStore store;
   ASSERT_TRUE(store.Start("tcp://127.0.0.1:0").ok());
   for (const std::string& spec : {"file:" + dir, store.endpoint()}) {
@@ -285,7 +279,6 @@ TEST(RendezvousTest, AnEntryALiveProcessHoldsIsNeverReplaced) {
     ASSERT_TRUE(got.ok());
     EXPECT_EQ((*got)[0], "tcp://127.0.0.1:1");
   }
-  std::filesystem::remove_all(dir);
 }
 
 // A copy that claimed a shard replaces the entry of the primary it claimed
@@ -293,7 +286,8 @@ TEST(RendezvousTest, AnEntryALiveProcessHoldsIsNeverReplaced) {
 // answers until it steps down), and only that entry: one naming any other
 // live process stays.
 TEST(RendezvousTest, AClaimReplacesTheSupersededPrimarysEntryOnly) {
-  const std::string dir = TempDir();
+  const testing::ScopedTempDir tmp;
+  const std::string& dir = tmp.path();
   auto rdzv = Rendezvous::Open("file:" + dir);
   ASSERT_TRUE(rdzv.ok());
   zmq::context_t ctx;
@@ -315,7 +309,6 @@ TEST(RendezvousTest, AClaimReplacesTheSupersededPrimarysEntryOnly) {
   got = LookupServers(rdzv->get(), "j", 0, 2, 1000, nullptr);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ((*got)[1], other);
-  std::filesystem::remove_all(dir);
 }
 
 // The store's bounds: an entry above 4 KiB is refused before it is sent;
@@ -376,7 +369,8 @@ TEST(RendezvousTest, EntriesAndRequestsPastTheBoundsAreRefused) {
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ((*got)[0], "tcp://h:1");
 
-  const std::string dir = TempDir();
+  const testing::ScopedTempDir tmp;
+  const std::string& dir = tmp.path();
   std::filesystem::create_directories(dir + "/j/0");
   std::ofstream(dir + "/j/0/server-0") << std::string(1 << 20, 'p');
   auto file = Rendezvous::Open("file:" + dir);
@@ -384,7 +378,6 @@ TEST(RendezvousTest, EntriesAndRequestsPastTheBoundsAreRefused) {
   ASSERT_FALSE(planted.ok());
   EXPECT_EQ(planted.status().message(), "rendezvous file:" + dir + ": " + dir +
                                             "/j/0/server-0 is larger than an entry (4096 bytes): not written by Tether");
-  std::filesystem::remove_all(dir);
 }
 
 TEST(RendezvousTest, BadSpecs) {

@@ -4,14 +4,12 @@
 // off while they fail. Also one read through a real directory rendezvous.
 #include "core/net/server_lookup.h"
 
-#include <stdlib.h>
-
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 
 #include "core/net/rendezvous.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
@@ -112,9 +110,8 @@ TEST(ServerLookupTest, ValueThatIsNoEndpointKeepsTheOldOne) {
 }
 
 TEST(ServerLookupTest, ReadsADirectoryRendezvous) {
-  const char* t = std::getenv("TMPDIR");
-  std::string dir = std::string(t != nullptr && *t ? t : "/tmp") + "/server_lookup_test.XXXXXX";
-  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const testing::ScopedTempDir tmp;
+  const std::string& dir = tmp.path();
   auto writer = Rendezvous::Open("file:" + dir);
   ASSERT_TRUE(writer.ok());
   ASSERT_TRUE((*writer)->Set(RendezvousKey{"job", 2, ServerEntryName(0)}, "tcp://127.0.0.1:1", 1000).ok());
@@ -132,7 +129,6 @@ TEST(ServerLookupTest, ReadsADirectoryRendezvous) {
   EXPECT_EQ(lookup->Poll(1, t0 + milliseconds(500)), std::nullopt);
   EXPECT_EQ(lookup->endpoint(1), "tcp://127.0.0.1:2");
   EXPECT_EQ(lookup->reads(), 3u);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
