@@ -7,52 +7,39 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "launch/old_metrics.h"
+#include "tests/testing/file_bytes.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ReadFileBytes;
 
 constexpr char kReason[] = "server 1 (pid 4711) was killed by signal 9 (Killed); it was shard 1 at tcp://127.0.0.1:7001";
 
 class FailureMetricsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = std::getenv("TMPDIR");
-    dir_ = fs::path(base != nullptr ? base : "/tmp") /
-           ("failure_metrics_test." + std::to_string(getpid()) + "." +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string In(const std::string& name) const { return (dir_ / name).string(); }
+  std::string In(const std::string& name) const { return dir_.File(name); }
   std::string Write(const std::string& name, const std::string& text) const {
     std::ofstream(In(name)) << text;
     return In(name);
   }
-  static std::string Read(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  fs::path dir_;
+  testing::ScopedTempDir dir_;
 };
 
 TEST_F(FailureMetricsTest, NoFileGetsTheLaunchersRecord) {
   const auto record = RecordJobFailure(In("m.json"), kReason, 1);
   ASSERT_TRUE(record.ok()) << record.status().ToString();
   EXPECT_EQ(*record, FailureRecord::kWritten);
-  const nlohmann::json j = nlohmann::json::parse(Read(In("m.json")));
+  const nlohmann::json j = nlohmann::json::parse(ReadFileBytes(In("m.json")));
   EXPECT_EQ(j, nlohmann::json({{"failure", kReason}, {"exit_code", 1}}));
   // The next launch removes it as an earlier run's metrics.
   EXPECT_TRUE(IsMetricsJson(In("m.json")));
@@ -64,7 +51,7 @@ TEST_F(FailureMetricsTest, EvaluatorsFileGetsTheFailureAndKeepsItsValues) {
   const auto record = RecordJobFailure(m, kReason, 124);
   ASSERT_TRUE(record.ok()) << record.status().ToString();
   EXPECT_EQ(*record, FailureRecord::kAdded);
-  const nlohmann::json j = nlohmann::json::parse(Read(m));
+  const nlohmann::json j = nlohmann::json::parse(ReadFileBytes(m));
   EXPECT_EQ(j.size(), 6u);
   EXPECT_EQ(j["failure"], kReason);
   EXPECT_EQ(j["exit_code"], 124);
@@ -79,7 +66,7 @@ TEST_F(FailureMetricsTest, EvaluatorsOwnFailureIsKept) {
   const auto record = RecordJobFailure(m, kReason, 1);
   ASSERT_TRUE(record.ok()) << record.status().ToString();
   EXPECT_EQ(*record, FailureRecord::kKept);
-  const nlohmann::json j = nlohmann::json::parse(Read(m));
+  const nlohmann::json j = nlohmann::json::parse(ReadFileBytes(m));
   EXPECT_EQ(j["failure"], "the job did not finish: worker(s) 2 left");
   EXPECT_EQ(j["exit_code"], 1);
 }
@@ -89,7 +76,7 @@ TEST_F(FailureMetricsTest, LinkKeptAndItsTargetWritten) {
   fs::create_symlink("real/m.json", In("link.json"));  // dangling: names the file to make
   ASSERT_TRUE(RecordJobFailure(In("link.json"), kReason, 1).ok());
   EXPECT_TRUE(fs::is_symlink(In("link.json")));
-  EXPECT_EQ(nlohmann::json::parse(Read(In("real/m.json")))["failure"], kReason);
+  EXPECT_EQ(nlohmann::json::parse(ReadFileBytes(In("real/m.json")))["failure"], kReason);
 }
 
 TEST_F(FailureMetricsTest, OtherFileIsRefusedAndKept) {
@@ -98,7 +85,7 @@ TEST_F(FailureMetricsTest, OtherFileIsRefusedAndKept) {
   EXPECT_EQ(record.status().message(), "flag --metrics_out=" + notes +
                                            ": holds a file that is not a Tether metrics JSON: the job's failure is "
                                            "not recorded there, and the file is left as it is");
-  EXPECT_EQ(Read(notes), "not metrics\n");
+  EXPECT_EQ(ReadFileBytes(notes), "not metrics\n");
 }
 
 TEST_F(FailureMetricsTest, FifoIsSkippedAndDirectoryRefused) {

@@ -7,42 +7,30 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
+
+#include "tests/testing/file_bytes.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ReadFileBytes;
 
 constexpr char kMetrics[] = "{\"precision_at_1\": 0.5, \"train_seconds\": 1.5, \"samples_per_second\": 100}\n";
 
 class OldMetricsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = std::getenv("TMPDIR");
-    dir_ = fs::path(base != nullptr ? base : "/tmp") /
-           ("old_metrics_test." + std::to_string(getpid()) + "." +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string In(const std::string& name) const { return (dir_ / name).string(); }
+  std::string In(const std::string& name) const { return dir_.File(name); }
   std::string Write(const std::string& name, const std::string& text) const {
     std::ofstream(In(name)) << text;
     return In(name);
   }
-  static std::string Read(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  fs::path dir_;
+  testing::ScopedTempDir dir_;
 };
 
 TEST_F(OldMetricsTest, EarlierMetricsJsonIsRemoved) {
@@ -77,8 +65,8 @@ TEST_F(OldMetricsTest, OtherFileIsRefusedAndKept) {
                                 "earlier run's metrics there: give another file name, or move that file away");
     EXPECT_EQ(CheckMetricsOutReplaceable(f, "flag --metrics_out").message(), st.message());
   }
-  EXPECT_EQ(Read(data), "1 1:0.5\n");
-  EXPECT_EQ(Read(json), "{\"train_seconds\": 1}\n");
+  EXPECT_EQ(ReadFileBytes(data), "1 1:0.5\n");
+  EXPECT_EQ(ReadFileBytes(json), "{\"train_seconds\": 1}\n");
 }
 
 TEST_F(OldMetricsTest, LinkKeptAndItsTargetRemoved) {
