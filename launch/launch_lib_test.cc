@@ -28,48 +28,32 @@
 #include "launch/restarts.h"
 #include "launch/temp_dir.h"
 #include "tests/testing/poll.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh folder under $TMPDIR, removed at the end of the test.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* t = std::getenv("TMPDIR");
-    std::string tmpl = std::string(t != nullptr && *t ? t : "/tmp") + "/launch_lib_test.XXXXXX";
-    EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ + "/" + name) << text;
-    return path_ + "/" + name;
-  }
-
- private:
-  std::string path_;
-};
+// Writes `text` to dir/name; returns that path.
+std::string WriteIn(const testing::ScopedTempDir& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir.File(name)) << text;
+  return dir.File(name);
+}
 
 TEST(PortFileTest, ReadsBoundEndpointsAndRefusesOthers) {
-  ScratchDir dir;
+  testing::ScopedTempDir dir;
   auto missing = ReadPortFile(dir.path() + "/none.port");
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(missing->has_value());
-  auto tcp = ReadPortFile(dir.Write("a.port", "tcp://127.0.0.1:4242\n"));
+  auto tcp = ReadPortFile(WriteIn(dir, "a.port", "tcp://127.0.0.1:4242\n"));
   ASSERT_TRUE(tcp.ok());
   EXPECT_EQ(**tcp, "tcp://127.0.0.1:4242");
-  auto ipc = ReadPortFile(dir.Write("b.port", "ipc:///x/server_0.ipc"));
+  auto ipc = ReadPortFile(WriteIn(dir, "b.port", "ipc:///x/server_0.ipc"));
   ASSERT_TRUE(ipc.ok());
   EXPECT_EQ(**ipc, "ipc:///x/server_0.ipc");
   for (const std::string text : {"", "tcp://127.0.0.1:0", "tcp://host:", "tcp://host:12a", "ipc://", "udp://h:1"}) {
-    auto bad = ReadPortFile(dir.Write("c.port", text));
+    auto bad = ReadPortFile(WriteIn(dir, "c.port", text));
     ASSERT_FALSE(bad.ok()) << text;
     EXPECT_EQ(bad.status().code(), Status::Code::kDataLoss);
     EXPECT_NE(bad.status().message().find("got '" + text + "'"), std::string::npos) << bad.status().message();
@@ -184,7 +168,7 @@ TEST(ProcessTableTest, CountsEveryRoleAsLive) {
 }
 
 TEST(TempDirTest, RemovesOnlyDeadLaunchersFolders) {
-  ScratchDir parent;
+  testing::ScopedTempDir parent;
   // A pid that has exited (a reaped child) names a dead launcher.
   const pid_t dead = fork();
   if (dead == 0) _exit(0);
@@ -566,15 +550,15 @@ TEST(JobPlanTest, LaysOutMetricsPorts) {
 }
 
 TEST(JobSummaryTest, ExitCodesSayWhatHappened) {
-  ScratchDir dir;
+  testing::ScopedTempDir dir;
   JobSummary s;
   s.num_servers = 1;
   s.num_workers = 1;
   s.metrics_out = dir.path() + "/none.json";
   EXPECT_EQ(PrintJobSummary(s), 1);  // no metrics file
-  s.metrics_out = dir.Write("bad.json", "{not json");
+  s.metrics_out = WriteIn(dir, "bad.json", "{not json");
   EXPECT_EQ(PrintJobSummary(s), 1);
-  s.metrics_out = dir.Write("m.json", "{\"precision_at_1\": 0.5}");
+  s.metrics_out = WriteIn(dir, "m.json", "{\"precision_at_1\": 0.5}");
   EXPECT_EQ(PrintJobSummary(s), 0);
   s.diverged = {"worker 1 (pid 5)"};
   EXPECT_EQ(PrintJobSummary(s), 3);
@@ -583,16 +567,16 @@ TEST(JobSummaryTest, ExitCodesSayWhatHappened) {
 }
 
 TEST(JobSummaryTest, WorkersThatJoinedLaterAreCounted) {
-  ScratchDir dir;
+  testing::ScopedTempDir dir;
   JobSummary s;
   s.num_servers = 2;
   s.num_workers = 2;
-  s.metrics_out = dir.Write("m.json", "{\"precision_at_1\": 0.5, \"workers\": [{}, {}, {}, {}]}");
+  s.metrics_out = WriteIn(dir, "m.json", "{\"precision_at_1\": 0.5, \"workers\": [{}, {}, {}, {}]}");
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(PrintJobSummary(s), 0);
   const std::string line = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(line.find("2 server(s), 4 worker(s) (2 at the start); metrics in"), std::string::npos) << line;
-  s.metrics_out = dir.Write("two.json", "{\"workers\": [{}, {}]}");
+  s.metrics_out = WriteIn(dir, "two.json", "{\"workers\": [{}, {}]}");
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(PrintJobSummary(s), 0);
   const std::string plain = ::testing::internal::GetCapturedStdout();
@@ -600,13 +584,13 @@ TEST(JobSummaryTest, WorkersThatJoinedLaterAreCounted) {
 }
 
 TEST(RestartsTest, NoCheckpointYetUntilAFolderHasAManifest) {
-  ScratchDir dir;
+  testing::ScopedTempDir dir;
   EXPECT_TRUE(NoCheckpointYet(""));
   EXPECT_TRUE(NoCheckpointYet(dir.path() + "/none"));
   EXPECT_TRUE(NoCheckpointYet(dir.path()));
   fs::create_directories(dir.path() + "/ckpt-000000000040");  // begun, never complete
   EXPECT_TRUE(NoCheckpointYet(dir.path()));
-  dir.Write("ckpt-000000000040/MANIFEST", "x");
+  WriteIn(dir, "ckpt-000000000040/MANIFEST", "x");
   EXPECT_FALSE(NoCheckpointYet(dir.path()));
 }
 
@@ -624,7 +608,7 @@ TEST(JobSummaryTest, HeadlineNamesTheMetricsPresentAndTheTrainTime) {
 }
 
 TEST(ElasticRunTest, StartsJoinersAndStopsTheNewestAtTheirEpochs) {
-  ScratchDir dir;
+  testing::ScopedTempDir dir;
   const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   ProcessTable table("/bin", devnull);
   ElasticRun run({{2, +1}, {3, -1}}, /*num_workers=*/1, dir.path());
@@ -636,17 +620,17 @@ TEST(ElasticRunTest, StartsJoinersAndStopsTheNewestAtTheirEpochs) {
     started.push_back(rank);
     return table.Start("worker", rank, "sleep", {"30"});
   };
-  dir.Write("progress_0", "1 0\n");
+  WriteIn(dir, "progress_0", "1 0\n");
   EXPECT_FALSE(run.Poll(&table, true, start).has_value());
   EXPECT_TRUE(started.empty());
-  dir.Write("progress_0", "2 5\n");
+  WriteIn(dir, "progress_0", "2 5\n");
   EXPECT_FALSE(run.Poll(&table, true, start).has_value());
   EXPECT_EQ(started, std::vector<int>{1});
   // Epoch 3, but the joiner is not in the job yet: the stop waits.
-  dir.Write("progress_0", "3 9\n");
+  WriteIn(dir, "progress_0", "3 9\n");
   EXPECT_FALSE(run.Poll(&table, true, start).has_value());
   EXPECT_TRUE(run.pending());
-  dir.Write("progress_1", "3 9\n");
+  WriteIn(dir, "progress_1", "3 9\n");
   EXPECT_FALSE(run.Poll(&table, true, start).has_value());
   EXPECT_FALSE(run.pending());
   EXPECT_FALSE(table.children()[0].leaving);
