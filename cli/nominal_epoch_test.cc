@@ -7,32 +7,36 @@
 #include <string>
 
 #include "core/schedule_config.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
 
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  const char* dir = std::getenv("TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/nominal_epoch_test_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
+class NominalEpochTest : public ::testing::Test {
+ protected:
+  std::string WriteTemp(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_.File(name)) << text;
+    return dir_.File(name);
+  }
 
-JobConfig Xmc(int64_t rows, int workers) {
-  std::string text = std::to_string(rows) + " 3 2\n";
-  for (int64_t r = 0; r < rows; ++r) text += "0 1:1\n";
-  JobConfig c;
-  c.mutable_data()->set_format(XMC);
-  c.mutable_data()->set_train_file(WriteTemp("xmc" + std::to_string(rows) + ".txt", text));
-  c.mutable_data()->set_index_base(0);
-  c.mutable_cluster()->set_num_workers(workers);
-  c.mutable_train()->set_minibatch_size(64);
-  return c;
-}
+  JobConfig Xmc(int64_t rows, int workers) const {
+    std::string text = std::to_string(rows) + " 3 2\n";
+    for (int64_t r = 0; r < rows; ++r) text += "0 1:1\n";
+    JobConfig c;
+    c.mutable_data()->set_format(XMC);
+    c.mutable_data()->set_train_file(WriteTemp("xmc" + std::to_string(rows) + ".txt", text));
+    c.mutable_data()->set_index_base(0);
+    c.mutable_cluster()->set_num_workers(workers);
+    c.mutable_train()->set_minibatch_size(64);
+    return c;
+  }
+
+  testing::ScopedTempDir dir_;
+};
 
 // Bibtex's split: 4880 training rows, 2 workers of 2440 rows, 39 minibatches
 // of 64 each; one worker: 77.
-TEST(NominalEpochTest, ClocksPerEpochFromTheJobsRows) {
+TEST_F(NominalEpochTest, ClocksPerEpochFromTheJobsRows) {
   JobConfig c = Xmc(1, 2);
   EXPECT_EQ(NominalClocksPerEpoch(c, 4880), 39);
   c.mutable_cluster()->set_num_workers(1);
@@ -42,7 +46,7 @@ TEST(NominalEpochTest, ClocksPerEpochFromTheJobsRows) {
   EXPECT_EQ(NominalClocksPerEpoch(c, 0), 1);
 }
 
-TEST(NominalEpochTest, RowsFromHeaderSplitAndValidation) {
+TEST_F(NominalEpochTest, RowsFromHeaderSplitAndValidation) {
   JobConfig c = Xmc(100, 1);
   StatusOr<int64_t> rows = NominalTrainingRows(c);
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
@@ -69,7 +73,7 @@ TEST(NominalEpochTest, RowsFromHeaderSplitAndValidation) {
 }
 
 // The job's schedule and a table's, each in epochs, into clocks.
-TEST(NominalEpochTest, ResolvesEverySchedule) {
+TEST_F(NominalEpochTest, ResolvesEverySchedule) {
   JobConfig c = Xmc(4880, 2);
   c.mutable_train()->set_epochs(10);
   LearningRateSchedule* s = c.mutable_optimizer()->mutable_schedule();
@@ -94,7 +98,7 @@ TEST(NominalEpochTest, ResolvesEverySchedule) {
 
 // A decay with no length runs over the whole training: 10 epochs of 39
 // clocks, less a warm-up of 5 clocks.
-TEST(NominalEpochTest, ADecayWithoutLengthRunsToTheEnd) {
+TEST_F(NominalEpochTest, ADecayWithoutLengthRunsToTheEnd) {
   JobConfig c = Xmc(4880, 2);
   c.mutable_train()->set_epochs(10);
   LearningRateSchedule* s = c.mutable_optimizer()->mutable_schedule();
