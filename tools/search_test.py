@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import unittest
@@ -63,6 +64,7 @@ def write(path, text):
 class SearchTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir, True)
         write(os.path.join(self.dir, "data", "x.txt"), "")
         self.base = write(os.path.join(self.dir, "cfg", "job.pbtxt"),
                           'data { train_file: "../data/x.txt" index_base: 0 }\ntrain { epochs: 3 }\n')
@@ -236,6 +238,7 @@ class SearchTest(unittest.TestCase):
 class MldrTest(unittest.TestCase):
     def test_reads_sets_splits_and_references(self):
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
         for name in ("aa", "bb_x"):
             write(os.path.join(d, f"{name}_data.txt.xz"), "")
             write(os.path.join(d, f"{name}_trSplit_seed1.txt"), "1\n")
@@ -261,6 +264,7 @@ class MldrTest(unittest.TestCase):
 
     def test_refit_config_drops_the_validation_split(self):
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
         cfg = os.path.join(d, "in.pbtxt")
         write(cfg, "train { epochs: 160 validation_fraction: 0.2 early_stopping { patience: 16 } seed: 1 }\n")
         with open(mldr_bench.refit_config(cfg, 65, os.path.join(d, "out.pbtxt"))) as f:
@@ -269,6 +273,7 @@ class MldrTest(unittest.TestCase):
 
     def test_refit_config_trains_on_the_validation_split_files_rows_too(self):
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
         write(os.path.join(d, "train.split"), "1\n2\n3\n5\n")
         write(os.path.join(d, "val.split"), "7\n2\n")
         cfg = os.path.join(d, "in.pbtxt")
@@ -285,6 +290,7 @@ class MldrTest(unittest.TestCase):
 class RefitBenchTest(unittest.TestCase):
     def test_validation_config_counts_the_training_file(self):
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
         with gzip.open(os.path.join(d, "train.gz"), "wt") as f:
             f.write("1 1:1\n" * 7494)  # pendigits' rows
         write(os.path.join(d, "job.pbtxt"), 'cluster { num_workers: 2 }\ndata { train_file: "train.gz" }\n'
@@ -317,6 +323,7 @@ class RefitBenchTest(unittest.TestCase):
 
     def test_longest_validates_every_epoch(self):
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
         with gzip.open(os.path.join(d, "train.gz"), "wt") as f:
             f.write("1 1:1\n" * 7494)
         write(os.path.join(d, "job.pbtxt"), 'cluster { num_workers: 2 }\ndata { train_file: "train.gz" }\n'
