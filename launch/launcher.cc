@@ -376,15 +376,17 @@ std::optional<int> Launcher::Exited(Child* c) {
   if (!c->Succeeded()) {
     // A child killed meanwhile is the cause (ProcessTable::AwaitSignalled).
     const Child* cause = WIFSIGNALED(c->wait_status) ? nullptr : table_->AwaitSignalled(kCauseSettle);
+    // A shard no running process holds (its server stopped: SIGSTOP) is
+    // what the job failed on, whichever process then exited first on the
+    // workers' abort: the failure the metrics JSON records.
+    const std::string stopped = cause == nullptr ? StoppedShardsLost() : "";
+    if (!stopped.empty() && failed_process_.empty()) failed_process_ = stopped + " (SIGSTOP)";
     if (cause != nullptr) LogFailure(*cause);
     LogFailure(*c);
     const std::string failed = (cause != nullptr ? cause : c)->Name();
     for (const HeldExit& h : held_exits_)
       LOG(ERROR) << "[launch] " << h.child.Name() << " " << h.child.HowItEnded() << " as " << failed << " failed";
     held_exits_.clear();
-    // A worker that gave up a shard no running process holds: that shard
-    // is what the job failed on.
-    const std::string stopped = cause == nullptr ? StoppedShardsLost() : "";
     if (!stopped.empty()) LOG(ERROR) << "[launch] " << stopped << " (SIGSTOP): " << failed << " failed on it";
     Teardown(stopped.empty() ? failed + " failed" : stopped);
     return FailedJobExit(cause != nullptr ? *cause : *c);

@@ -86,11 +86,13 @@ bool Launcher::StoppedLeftOver(const Child& c) {
 }
 
 std::string Launcher::StoppedShardsLost() const {
-  if (!server_deaths_) return "";
-  std::vector<bool> stopped(server_deaths_->num_processes(), false);
+  // Without replicas, server process i holds shard i alone.
+  const ServerDeaths unreplicated(options_.num_servers, 0);
+  const ServerDeaths& deaths = server_deaths_ ? *server_deaths_ : unreplicated;
+  std::vector<bool> stopped(deaths.num_processes(), false);
   for (const Child& c : table_->children())
     if (c.role != "worker" && c.running && c.RunState().rfind("stopped", 0) == 0) stopped[c.index] = true;
-  return DescribeStoppedShards(ShardsOnStoppedHolders(*server_deaths_, stopped), *server_deaths_);
+  return DescribeStoppedShards(ShardsOnStoppedHolders(deaths, stopped), deaths);
 }
 
 std::optional<int> Launcher::ServerDied(const Child& c) {

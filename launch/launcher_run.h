@@ -126,7 +126,7 @@ class Launcher {
   bool ReplacementEnded(const Child& c);
   // "it was shard 0 at tcp://..." or "it joined shard 2 as its replica".
   std::string WhatItHeld(const Child& c) const;
-  // With replicas: the shards whose every server process left is stopped
+  // The shards whose every server process left is stopped
   // (SIGSTOP; DescribeStoppedShards, launch/server_deaths.h), "" for none.
   std::string StoppedShardsLost() const;
   // A replacement serving the shard it joined (it claimed it).

@@ -10,6 +10,10 @@
 #            launcher stopped it). The next tether-launch with that
 #            --metrics_out takes the file for an earlier run's (--check_config
 #            exits 0).
+#   launch_stopped  2 servers + 2 workers under tether-launch
+#            (--liveness_timeout_ms=1000); SIGSTOP to server 1 once training
+#            runs: exit 1, and "failure" names shard 1 as lost on its stopped
+#            server, not server 0, which exits 1 on the workers' abort.
 #   by_hand  the same job started by hand (worker 0 with --metrics_out,
 #            --liveness_timeout_ms=1000): worker 0 exits 1 naming the gone
 #            shard, and writes no metrics JSON.
@@ -48,6 +52,27 @@ PY
     || fail "the launcher did not log the failure it wrote"
   timeout -k 5 30 "$bin/tether-launch" "${job[@]}" --servers 1 --workers 1 --metrics_out="$tmp/m.json" \
     --check_config > "$tmp/check.log" 2>&1 || fail "tether-launch --check_config refused the failed job's record: $?"
+  ;;
+launch_stopped)
+  timeout -k 5 60 "$bin/tether-launch" "${job[@]}" --servers 2 --workers 2 --liveness_timeout_ms=1000 \
+    --metrics_out="$tmp/m.json" > "$tmp/launch.log" 2>&1 &
+  launcher=$!
+  pids+=($launcher)
+  wait_log "$tmp/launch.log" "epoch 1/200" 600
+  victim=$(sed -n 's/.*\[launch\] started server 1 (pid \([0-9]*\)).*/\1/p' "$tmp/launch.log")
+  [ -n "$victim" ] || fail "no pid for server 1 in the launcher's log"
+  kill -STOP "$victim"
+  expect_exit "$launcher" 1 30000 "tether-launch (server 1 stopped)"
+  launched_children_reaped "$tmp/launch.log" 'server\|worker'
+  pids=()
+  python3 - "$tmp/m.json" <<'PY' || fail "metrics JSON: $(cat "$tmp/m.json" 2>&1)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["exit_code"] == 1, j["exit_code"]
+want = "shard 1 is lost: every server process left that holds it (1) is stopped (SIGSTOP)"
+assert j["failure"] == want, j["failure"]
+print("failure:", j["failure"])
+PY
   ;;
 by_hand)
   flags=("${job[@]}" --num_servers=1 --num_workers=1 --liveness_timeout_ms=1000)
