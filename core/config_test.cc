@@ -434,6 +434,21 @@ TEST(ConfigTest, PspConstantsAndKeepLastWhereNothingReadsThem) {
   EXPECT_TRUE(ValidateJobConfig(keep).ok()) << ValidateJobConfig(keep).message();
 }
 
+// cluster.server_addresses names each shard's endpoint once: servers,
+// workers and the launcher read it through ValidateServerConfig.
+TEST(ConfigTest, RepeatedServerAddressIsRefused) {
+  JobConfig c;
+  c.mutable_cluster()->set_num_servers(2);
+  c.mutable_cluster()->add_server_addresses("tcp://127.0.0.1:5550");
+  c.mutable_cluster()->add_server_addresses("tcp://127.0.0.1:5550");
+  EXPECT_EQ(ValidateServerConfig(c).message(),
+            "config field cluster.server_addresses: names tcp://127.0.0.1:5550 twice (entries 1 and 2 of "
+            "'tcp://127.0.0.1:5550,tcp://127.0.0.1:5550'): each server shard needs an endpoint of its own");
+  c.mutable_cluster()->set_server_addresses(1, "tcp://127.0.0.1:5551");
+  EXPECT_EQ(ValidateServerConfig(c).message().find("cluster.server_addresses"), std::string::npos)
+      << ValidateServerConfig(c).message();
+}
+
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a
 // config file) and are refused there, naming the field.
 TEST(ConfigTest, NonFiniteValuesAreRefusedByValidation) {

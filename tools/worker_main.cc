@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/config.h"
+#include "core/endpoint_list.h"
 #include "core/file_util.h"
 #include "core/job_inputs.h"
 #include "core/output_path.h"
@@ -395,6 +396,12 @@ int FindServers(const std::string& who, const tether::JobConfig& config, tether:
                                                                             : "the rendezvous";
   for (const std::string& ep : options->servers)
     if (tether::Status st = tether::CheckEndpoint(ep, source, tether::EndpointUse::kConnect); !st.ok()) {
+      LOG(ERROR) << who << st.message();
+      return 2;
+    }
+  // The rendezvous is left out: an entry may be stale and is read again.
+  if (source != "the rendezvous")
+    if (tether::Status st = tether::CheckDistinctEndpoints(options->servers, source); !st.ok()) {
       LOG(ERROR) << who << st.message();
       return 2;
     }

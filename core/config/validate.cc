@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/data_files.h"
+#include "core/endpoint_list.h"
 #include "core/names.h"
 #include "core/schedule_config.h"
 #include "core/validation_metric.h"
@@ -184,6 +185,9 @@ Status ValidateServerConfig(const JobConfig& c) {
     return FieldError("cluster.server_addresses", "has " + std::to_string(c.cluster().server_addresses_size()) +
                                                " entries but cluster.num_servers is " +
                                                std::to_string(c.cluster().num_servers()));
+  TETHER_RETURN_IF_ERROR(CheckDistinctEndpoints(
+      {c.cluster().server_addresses().begin(), c.cluster().server_addresses().end()},
+      "config field cluster.server_addresses"));
   if (c.consistency().staleness() < -1) return FieldError("consistency.staleness", "must be ≥ 0, or -1 (inf) for ASP");
   TETHER_RETURN_IF_ERROR(ValidateAverage(c));
   for (const auto& t : c.table()) {
