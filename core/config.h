@@ -137,6 +137,13 @@ Status ValidateDurations(const JobConfig& config);
 /// "config field FIELD: why".
 Status ValidateJobConfig(const JobConfig& config);
 
+/// The rule of PSP@k's propensity constants A and B (Jain et al. 2016),
+/// train.psp_a and train.psp_b, and tether-predict's --psp_a and --psp_b:
+/// a finite number > 0. `where` names the value ("config field
+/// train.psp_a", "flag --psp_a"). Error: InvalidArgument "WHERE: must be a
+/// finite number > 0, got nan".
+[[nodiscard]] Status CheckPspConstant(double value, const std::string& where);
+
 /// Checks that every data file the job names (data.train_file, test_file,
 /// train_split, test_split, validation_split, train_label_file,
 /// test_label_file, label_xml)

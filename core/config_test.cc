@@ -3,8 +3,10 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -447,6 +449,22 @@ TEST(ConfigTest, RepeatedServerAddressIsRefused) {
   c.mutable_cluster()->set_server_addresses(1, "tcp://127.0.0.1:5551");
   EXPECT_EQ(ValidateServerConfig(c).message().find("cluster.server_addresses"), std::string::npos)
       << ValidateServerConfig(c).message();
+}
+
+// One rule for the propensity constants, read by the trainer's config
+// checks and tether-predict's flags alike.
+TEST(ConfigTest, PspConstantRule) {
+  EXPECT_TRUE(CheckPspConstant(0.55, "flag --psp_a").ok());
+  EXPECT_EQ(CheckPspConstant(std::nan(""), "flag --psp_a").message(),
+            "flag --psp_a: must be a finite number > 0, got nan");
+  EXPECT_EQ(CheckPspConstant(-1, "flag --psp_b").message(), "flag --psp_b: must be a finite number > 0, got -1");
+  EXPECT_EQ(CheckPspConstant(0, "flag --psp_b").code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(CheckPspConstant(std::numeric_limits<double>::infinity(), "flag --psp_b").code(),
+            Status::Code::kInvalidArgument);
+  auto c = LoadJobConfig("tests/data/bibtex_fixed.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  c->mutable_train()->set_psp_b(-1);
+  EXPECT_EQ(ValidateJobConfig(*c).message(), "config field train.psp_b: must be a finite number > 0, got -1");
 }
 
 // Finiteness is validation's job: "nan" and "inf" parse as floats (as in a

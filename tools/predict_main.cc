@@ -25,6 +25,8 @@
 #include <glog/logging.h>
 #include <nlohmann/json.hpp>
 
+#include "core/config.h"
+#include "core/data_files.h"
 #include "core/file_util.h"
 #include "core/output_path.h"
 #include "checkpoint/model_file.h"
@@ -87,6 +89,17 @@ bool FlagsValid() {
     LOG(ERROR) << who << "--top_k and --threads must be >= 1";
     return false;
   }
+  if (FLAGS_device != "auto" && FLAGS_device != "cpu" && FLAGS_device != "cuda") {
+    LOG(ERROR) << who << "--device must be auto, cpu or cuda, got '" << FLAGS_device << "'";
+    return false;
+  }
+  // The trainer's rule for train.psp_a and train.psp_b.
+  for (const auto& [flag, value] : {std::pair<const char*, double>{"flag --psp_a", FLAGS_psp_a},
+                                    {"flag --psp_b", FLAGS_psp_b}})
+    if (const tether::Status st = tether::CheckPspConstant(value, flag); !st.ok()) {
+      LOG(ERROR) << who << st.message();
+      return false;
+    }
   // Found before the model is read and the rows scored, naming the flag.
   // Both may be a character device or FIFO, written through: --output=/dev/stdout
   // prints the predictions (core/output_target.h).
@@ -109,13 +122,14 @@ bool FlagsValid() {
   return true;
 }
 
-// --model's comma-separated paths (empty entries dropped).
-std::vector<std::string> SplitModelList(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
+// --model's comma-separated paths, as data.train_file's are split (each
+// trimmed); an empty entry is refused, naming it.
+tether::StatusOr<std::vector<std::string>> SplitModelList(const std::string& list) {
+  std::vector<std::string> out = tether::SplitFileList(list);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].empty())
+      return tether::Status::InvalidArgument("flag --model: entry " + std::to_string(i + 1) + " of '" + list +
+                                             "' is empty");
   return out;
 }
 
@@ -220,11 +234,12 @@ int Run() {
   if (!FlagsValid()) return 2;
   // A path that cannot be a model file (missing, a directory, a file of a
   // checkpoint) is a bad flag: exit 2, naming what to run instead.
-  const std::vector<std::string> paths = SplitModelList(FLAGS_model);
-  if (paths.empty()) {
-    LOG(ERROR) << who << "--model=" << FLAGS_model << ": names no model file";
+  const StatusOr<std::vector<std::string>> split = SplitModelList(FLAGS_model);
+  if (!split.ok()) {
+    LOG(ERROR) << who << split.status().message();
     return 2;
   }
+  const std::vector<std::string>& paths = *split;
   for (const std::string& path : paths) {
     if (const Status path_ok = CheckModelFilePath(path); !path_ok.ok()) {
       // The message starts with the path, which names the model at fault.

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <utility>
 
 #include "core/data_files.h"
@@ -159,6 +160,13 @@ Status ValidateInProcessJob(const JobConfig& c) {
 namespace {
 Status ValidateValidation(const JobConfig& c);
 }  // namespace
+
+Status CheckPspConstant(double value, const std::string& where) {
+  if (value > 0 && std::isfinite(value)) return Status::OK();
+  std::ostringstream got;
+  got << value;
+  return Status::InvalidArgument(where + ": must be a finite number > 0, got " + got.str());
+}
 
 Status ValidateServerConfig(const JobConfig& c) {
   // Job ids and names reach log lines, file names and Prometheus labels.
@@ -450,10 +458,8 @@ Status ValidateTrainLimits(const JobConfig& c) {
                                     "training file), got " + std::to_string(c.train().chunk_bytes()));
   if (!(c.train().divergence_factor() > 1) || !std::isfinite(c.train().divergence_factor()))
     return FieldError("train.divergence_factor", "must be a finite number > 1");
-  if (!(c.train().psp_a() > 0) || !std::isfinite(c.train().psp_a()))
-    return FieldError("train.psp_a", "must be a finite number > 0");
-  if (!(c.train().psp_b() > 0) || !std::isfinite(c.train().psp_b()))
-    return FieldError("train.psp_b", "must be a finite number > 0");
+  TETHER_RETURN_IF_ERROR(CheckPspConstant(c.train().psp_a(), "config field train.psp_a"));
+  TETHER_RETURN_IF_ERROR(CheckPspConstant(c.train().psp_b(), "config field train.psp_b"));
   // PSP@k is a metric of multi-label models: SPARSE_LR reports binary and
   // DENSE_MLP multiclass metrics, which no propensity weighs.
   const std::string& name = c.model().name();

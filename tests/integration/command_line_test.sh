@@ -28,7 +28,9 @@
 #          --checkpoint_dir under /proc, --metrics_out in a missing folder
 #          (launcher and worker by hand), tether-export --out and
 #          tether-predict --output and --metrics_out in a missing folder or
-#          on a directory (before the model is read); --metrics_dir makes its parents,
+#          on a directory (before the model is read), and its --psp_a=nan,
+#          --psp_b=-1, --device=gpu and a --model list with an empty entry;
+#          --metrics_dir makes its parents,
 #          and a second run into the same folder is refused, never appended;
 #          by hand, each process moves an earlier run's file aside.
 # Usage: command_line_test.sh flags|tools|paths BIN_DIR   (from the repository root)
@@ -218,6 +220,14 @@ paths)
     "${predict[@]}" --output="$tmp/none/p.tsv"
   refused 2 "flag --metrics_out=$tmp/none/m.json: its folder $tmp/none does not exist" \
     "${predict[@]}" --output="$tmp/p.tsv" --metrics_out="$tmp/none/m.json"
+  # tether-predict's other flags, before any model is read: the trainer's
+  # rule for the propensity constants, the devices, no empty model entry.
+  refused 2 "flag --psp_a: must be a finite number > 0, got nan" "${predict[@]}" --output="$tmp/p.tsv" --psp_a=nan
+  refused 2 "flag --psp_b: must be a finite number > 0, got -1" "${predict[@]}" --output="$tmp/p.tsv" --psp_b=-1
+  refused 2 "--device must be auto, cpu or cuda, got 'gpu'" "${predict[@]}" --output="$tmp/p.tsv" --device=gpu
+  refused 2 "flag --model: entry 2 of '$tmp/no-model.safetensors,' is empty" \
+    "${predict[@]}" --model="$tmp/no-model.safetensors," --output="$tmp/p.tsv"
+  [ ! -e "$tmp/p.tsv" ] || fail "a refused prediction wrote $tmp/p.tsv"
   # --metrics_dir makes its parents; a second run into the same folder is
   # refused, never appended (the plot would join the two).
   timeout -k 5 120 "$bin/tether-launch" "${bibtex[@]}" --servers=1 --epochs=1 --metrics_dir="$tmp/out/bibtex" \
