@@ -5,7 +5,8 @@
 #   flags  tether-launch and tether-worker/-server by hand: --data_on_demand
 #          alone means true and --nopipeline false (the config in force says
 #          so); refused with exit 2 and their message: --server_addresses
-#          without a scheme, an unresolvable host, one endpoint twice, --transport=ipc under a
+#          without a scheme, an unresolvable host, one endpoint twice (and
+#          a WARNING for --metrics_out on a worker of rank 1), --transport=ipc under a
 #          TMPDIR too long for a socket path, a config with a UTF-8 BOM,
 #          --workers=0, --sampled_labels above the label count, a negative
 #          --progress_every_s, --idle_timeout_ms not above the heartbeat
@@ -68,6 +69,11 @@ flags)
     "$bin/tether-worker" "${bibtex[@]}" --rank=0 --server_addresses=tcp://no-such-host.invalid:5550,tcp://127.0.0.1:5551
   refused 2 "flag --server_addresses: names tcp://127.0.0.1:5550 twice (entries 1 and 2 of 'tcp://127.0.0.1:5550,tcp://127.0.0.1:05550'): each server shard needs an endpoint of its own" \
     "$bin/tether-worker" "${bibtex[@]}" --rank=0 --server_addresses=tcp://127.0.0.1:5550,tcp://127.0.0.1:05550
+  # A worker of rank > 0 given --metrics_out is told that the evaluator
+  # writes it (then refused for the repeated endpoint).
+  refused 2 "[worker 1] flag --metrics_out=$tmp/m.json: worker 1 writes it only if it evaluates at the end; the evaluator is rank 0" \
+    "$bin/tether-worker" "${bibtex[@]}" --rank=1 --server_addresses=tcp://127.0.0.1:5550,tcp://127.0.0.1:5550 \
+    --metrics_out="$tmp/m.json"
   refused 2 "flag --listen: endpoint 'tcp://127.0.0.1': expected tcp://HOST:PORT" \
     "$bin/tether-server" "${bibtex[@]}" --shard=0 --listen=tcp://127.0.0.1
   long="$tmp/$(printf 'd%.0s' $(seq 1 110))"
