@@ -15,6 +15,21 @@ namespace fs = std::filesystem;
 // As many links as Linux follows in one path lookup (MAXSYMLINKS).
 constexpr int kMaxLinks = 40;
 
+// The file under folder `dir` (at any depth, links to files followed) that
+// is the file `out` describes (device and inode); "" when none is. An
+// unreadable subfolder is skipped: the run could not read it either.
+std::string FileUnder(const std::string& dir, const struct stat& out) {
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == out.st_dev &&
+        st.st_ino == out.st_ino)
+      return it->path().string();
+  }
+  return "";
+}
+
 Status Bad(const std::string& source, const std::string& path, const std::string& why) {
   return Status::InvalidArgument(source + "=" + path + ": " + why);
 }
@@ -77,12 +92,19 @@ Status CheckOutputNotInput(const std::string& path, const std::string& source,
   if (path.empty() || ::stat(path.c_str(), &out) != 0) return Status::OK();
   // A character device or FIFO written through (/dev/null) is no input's file.
   if (!S_ISREG(out.st_mode)) return Status::OK();
+  const std::string refused = ": writing it would destroy an input of this run; give another file name";
   for (const NamedInput& input : inputs) {
     struct stat in {};
     if (input.path.empty() || ::stat(input.path.c_str(), &in) != 0) continue;
-    if (in.st_dev == out.st_dev && in.st_ino == out.st_ino)
-      return Status::InvalidArgument(source + "=" + path + " is the same file as " + input.source + "=" + input.path +
-                                     ": writing it would destroy an input of this run; give another file name");
+    if (S_ISDIR(in.st_mode)) {
+      const std::string file = FileUnder(input.path, out);
+      if (!file.empty())
+        return Status::InvalidArgument(source + "=" + path + " is the same file as " + file + ", under " +
+                                       input.source + "=" + input.path + refused);
+    } else if (in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
+      return Status::InvalidArgument(source + "=" + path + " is the same file as " + input.source + "=" +
+                                     input.path + refused);
+    }
   }
   return Status::OK();
 }

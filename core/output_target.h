@@ -13,7 +13,8 @@
 //    refused otherwise.
 //  - A directory, a socket or a block device is refused.
 //  - An output that is one of the run's inputs (same device and inode after
-//    following links, so a hard link or a link counts) is refused.
+//    following links, so a hard link or a link counts) is refused; an input
+//    that is a folder (a checkpoint) stands for every file under it.
 //
 // Ownership: none; the functions read their arguments and the file system.
 // Thread-safety: safe from any thread (they only lstat, stat and readlink).
@@ -48,15 +49,19 @@ struct OutputTarget {
                                                          StreamOutput streams);
 
 /// One input of a run, named for messages: {"flag --config", "job.pbtxt"}.
+/// A folder ({"flag --checkpoint", "ck"}) stands for every file under it,
+/// at any depth.
 struct NamedInput {
   std::string source;
   std::string path;
 };
 
 /// Refuses an output that is one of `inputs`: the same file (device and
-/// inode, links followed), however it is named. Inputs that do not exist
-/// and an output that does not exist never match. Errors: InvalidArgument
-/// "SOURCE=PATH is the same file as INPUT_SOURCE=INPUT_PATH: ...".
+/// inode, links followed), however it is named, or any file under an input
+/// that is a folder. Inputs that do not exist and an output that does not
+/// exist never match. Errors: InvalidArgument "SOURCE=PATH is the same file
+/// as INPUT_SOURCE=INPUT_PATH: ..." (a folder: "... is the same file as
+/// FILE, under INPUT_SOURCE=DIR: ...").
 [[nodiscard]] Status CheckOutputNotInput(const std::string& path, const std::string& source,
                                          const std::vector<NamedInput>& inputs);
 
