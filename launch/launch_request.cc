@@ -26,16 +26,14 @@ Status CheckCountGiven(const std::string& flag, int value, bool given) {
 }
 
 Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config) {
-  const std::vector<NamedInput> inputs = JobInputs(request.config_path, request.flagfile, config);
-  if (!request.model_out.empty()) {
+  const std::vector<NamedInput> inputs = JobInputs(request.config_path, request.flagfile, config, request.resume_from);
+  if (!request.model_out.empty())
     TETHER_RETURN_IF_ERROR(CheckWritableFile(request.model_out, "flag --model_out", false));
-    TETHER_RETURN_IF_ERROR(CheckOutputNotInput(request.model_out, "flag --model_out", inputs));
-  }
-  if (!request.metrics_out.empty()) {
-    // Before the replaceable check: a data file there is named as the input it is.
-    TETHER_RETURN_IF_ERROR(CheckOutputNotInput(request.metrics_out, "flag --metrics_out", inputs));
+  // Before the replaceable check: a data file there is named as the input it is.
+  TETHER_RETURN_IF_ERROR(
+      CheckOutputs({{"flag --model_out", request.model_out}, {"flag --metrics_out", request.metrics_out}}, inputs));
+  if (!request.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(CheckMetricsOutReplaceable(request.metrics_out, "flag --metrics_out"));
-  }
   if (const std::string& dir = config.train().metrics_dir(); !dir.empty()) {
     TETHER_RETURN_IF_ERROR(CheckWritableDir(dir, "train.metrics_dir (--metrics_dir)"));
     TETHER_RETURN_IF_ERROR(CheckMetricsDirFresh(dir, "train.metrics_dir (--metrics_dir)"));

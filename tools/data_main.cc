@@ -11,7 +11,9 @@
 //     temporary name and renamed when complete, so an error leaves no G.
 //
 // --format may be left out for names ending in .arff or .arff.gz. Exit 0, or
-// the error ("FILE:line: ...") on stderr and exit 1.
+// the error ("FILE:line: ...") on stderr and exit 1; convert exits 2, before
+// reading, when an output is one of its inputs (--in, --split, --label_xml)
+// or --to=arff's two outputs are one file.
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "core/job_inputs.h"
 #include "core/status.h"
 #include "input/arff_reader.h"
 #include "input/data_writer.h"
@@ -236,6 +239,27 @@ int Stats(const std::string& path) {
   return 0;
 }
 
+// --to=arff: where the label XML goes (--out_xml, or --out with .arff[.gz]
+// replaced by .xml).
+std::string ArffXmlPath() {
+  if (!FLAGS_out_xml.empty()) return FLAGS_out_xml;
+  std::string stem = FLAGS_out;
+  for (const char* ext : {".gz", ".arff"})
+    if (stem.size() > std::strlen(ext) && stem.compare(stem.size() - std::strlen(ext), std::string::npos, ext) == 0)
+      stem.resize(stem.size() - std::strlen(ext));
+  return stem + ".xml";
+}
+
+// convert's outputs, none of which may be a file it reads (a link to --in
+// included) or another output (core/job_inputs.h CheckOutputs).
+Status CheckConvertOutputs() {
+  std::vector<NamedInput> outputs = {{"flag --out", FLAGS_out}};
+  if (FLAGS_to == "arff")
+    outputs.push_back({FLAGS_out_xml.empty() ? "the label XML" : "flag --out_xml", ArffXmlPath()});
+  return CheckOutputs(outputs,
+                      {{"flag --in", FLAGS_in}, {"flag --split", FLAGS_split}, {"flag --label_xml", FLAGS_label_xml}});
+}
+
 int Convert() {
   const auto fail = [](const std::string& msg) {
     std::fprintf(stderr, "tether-data: %s\n", msg.c_str());
@@ -250,6 +274,10 @@ int Convert() {
     return fail("convert: --out_index_base must be 0 or 1, got " + std::to_string(FLAGS_out_index_base));
   if (FLAGS_to == "arff" && FLAGS_out_index_base > 0)
     return fail("convert: --out_index_base does not apply to ARFF (its indices are 0-based)");
+  if (const Status outputs = CheckConvertOutputs(); !outputs.ok()) {
+    std::fprintf(stderr, "tether-data: convert: %s\n", outputs.message().c_str());
+    return 2;
+  }
   Dataset ds;
   double ms = 0;
   if (!Load(FLAGS_in, &ds, &ms)) return 1;
@@ -260,14 +288,7 @@ int Convert() {
   } else if (FLAGS_to == "libsvm") {
     st = WriteLibsvm(ds, FLAGS_out, FLAGS_out_index_base == -1 ? 1 : FLAGS_out_index_base);
   } else {
-    std::string xml = FLAGS_out_xml;
-    if (xml.empty()) {
-      std::string stem = FLAGS_out;
-      for (const char* ext : {".gz", ".arff"})
-        if (stem.size() > std::strlen(ext) && stem.compare(stem.size() - std::strlen(ext), std::string::npos, ext) == 0)
-          stem.resize(stem.size() - std::strlen(ext));
-      xml = stem + ".xml";
-    }
+    const std::string xml = ArffXmlPath();
     std::string relation = FLAGS_relation;
     if (relation.empty() && FormatName(FLAGS_in) == "arff") {
       ReadOptions o;

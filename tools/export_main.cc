@@ -17,6 +17,7 @@
 #include "checkpoint/model_file.h"
 #include "checkpoint/trained_model.h"
 #include "cli/flag_parser.h"
+#include "core/job_inputs.h"
 #include "core/output_path.h"
 #include "serving/export_data_check.h"
 #include "serving/model_export.h"
@@ -52,8 +53,9 @@ tether::Status CheckTrainingData(const tether::JobConfig& config, const std::str
 tether::StatusOr<tether::ModelFileFormat> OutputFormat() {
   TETHER_ASSIGN_OR_RETURN(const tether::ModelFileFormat format, tether::ModelFileFormatFor(FLAGS_out, FLAGS_format));
   TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_out, "flag --out", false));
-  TETHER_RETURN_IF_ERROR(tether::CheckOutputNotInput(
-      FLAGS_out, "flag --out", {{"flag --model", FLAGS_model}, {"flag --checkpoint", FLAGS_checkpoint}}));
+  // A checkpoint is a folder: none of its files may be --out.
+  TETHER_RETURN_IF_ERROR(tether::CheckOutputs(
+      {{"flag --out", FLAGS_out}}, {{"flag --model", FLAGS_model}, {"flag --checkpoint", FLAGS_checkpoint}}));
   return format;
 }
 
@@ -112,6 +114,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (tether::ExportReadsTrainingData(model->config, FLAGS_label_counts)) {
+    // The training data the labels are counted from is an input too, known
+    // once the checkpoint's config is read; still before anything is written.
+    const tether::Status out_ok =
+        tether::CheckOutputs({{"flag --out", FLAGS_out}}, tether::JobInputs("", "", model->config, ""));
+    if (!out_ok.ok()) {
+      LOG(ERROR) << who << out_ok.message();
+      return 2;
+    }
     const tether::Status data_ok = CheckTrainingData(model->config, *dir, who);
     if (!data_ok.ok()) {
       LOG(ERROR) << who << data_ok.message();

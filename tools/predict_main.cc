@@ -28,6 +28,7 @@
 #include "core/config.h"
 #include "core/data_files.h"
 #include "core/file_util.h"
+#include "core/job_inputs.h"
 #include "core/output_path.h"
 #include "checkpoint/model_file.h"
 #include "cli/flag_parser.h"
@@ -105,15 +106,16 @@ bool FlagsValid() {
   // prints the predictions (core/output_target.h).
   const std::vector<tether::NamedInput> inputs = {
       {"flag --model", FLAGS_model}, {"flag --input", FLAGS_input}, {"flag --split", FLAGS_split}};
-  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"flag --output", &FLAGS_output},
-                                   {"flag --metrics_out", &FLAGS_metrics_out}}) {
-    if (path->empty()) continue;
-    tether::Status st = tether::CheckWritableFile(*path, flag, false, tether::StreamOutput::kWriteThrough);
-    if (st.ok()) st = tether::CheckOutputNotInput(*path, flag, inputs);
-    if (!st.ok()) {
-      LOG(ERROR) << who << st.message();
-      return false;
-    }
+  const std::vector<tether::NamedInput> outputs = {{"flag --output", FLAGS_output},
+                                                    {"flag --metrics_out", FLAGS_metrics_out}};
+  tether::Status st;
+  for (const tether::NamedInput& out : outputs)
+    if (st.ok() && !out.path.empty())
+      st = tether::CheckWritableFile(out.path, out.source, false, tether::StreamOutput::kWriteThrough);
+  if (st.ok()) st = tether::CheckOutputs(outputs, inputs);
+  if (!st.ok()) {
+    LOG(ERROR) << who << st.message();
+    return false;
   }
   LOG(INFO) << who << "model=" << FLAGS_model << " input=" << FLAGS_input << " format='" << FLAGS_format
             << "' index_base=" << FLAGS_index_base << " split='" << FLAGS_split << "' top_k=" << FLAGS_top_k

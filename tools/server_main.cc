@@ -182,12 +182,12 @@ int ServeRendezvous(const std::string& rendezvous, const RendezvousSockets& sock
 }
 
 // The files this run reads (--config, --flagfile, the data files its config
-// names), which no output may be.
+// names, the checkpoint of --resume_from), which no output may be.
 std::vector<tether::NamedInput> RunInputs(const tether::JobConfig& config) {
   std::string config_path, flagfile;
   gflags::GetCommandLineOption("config", &config_path);
   gflags::GetCommandLineOption("flagfile", &flagfile);
-  return tether::JobInputs(config_path, flagfile, config);
+  return tether::JobInputs(config_path, flagfile, config, FLAGS_resume_from);
 }
 
 // train.metrics_dir: the shard's clock rows (null without it). Errors:

@@ -14,6 +14,7 @@
 #include "core/endpoint_list.h"
 #include "core/file_util.h"
 #include "core/job_inputs.h"
+#include "launch/old_metrics.h"
 #include "core/output_path.h"
 #include "core/net/curve.h"
 #include "core/net/endpoint_check.h"
@@ -82,26 +83,25 @@ int64_t MonotonicMs() {
 }
 // The paths this run writes, checked before it trains (exit 2): a path
 // found bad at the end would lose the run's results.
-// The files this run reads (--config, --flagfile, the data), which no
-// output may be.
+// The files this run reads (--config, --flagfile, the data, the checkpoint
+// of --resume_from), which no output may be.
 std::vector<tether::NamedInput> RunInputs(const tether::JobConfig& c) {
   std::string config_path, flagfile;
   gflags::GetCommandLineOption("config", &config_path);
   gflags::GetCommandLineOption("flagfile", &flagfile);
-  return tether::JobInputs(config_path, flagfile, c);
+  return tether::JobInputs(config_path, flagfile, c, FLAGS_resume_from);
 }
 
 tether::Status CheckOutputs(const tether::JobConfig& c) {
   const std::vector<tether::NamedInput> inputs = RunInputs(c);
-  if (!FLAGS_metrics_out.empty()) {
-    TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_metrics_out, "flag --metrics_out", false,
-                                                     tether::StreamOutput::kWriteThrough));
-    TETHER_RETURN_IF_ERROR(tether::CheckOutputNotInput(FLAGS_metrics_out, "flag --metrics_out", inputs));
-  }
-  if (!FLAGS_model_out.empty()) {
+  if (!FLAGS_model_out.empty())
     TETHER_RETURN_IF_ERROR(tether::CheckWritableFile(FLAGS_model_out, "flag --model_out", false));
-    TETHER_RETURN_IF_ERROR(tether::CheckOutputNotInput(FLAGS_model_out, "flag --model_out", inputs));
-  }
+  TETHER_RETURN_IF_ERROR(tether::CheckOutputs(
+      {{"flag --metrics_out", FLAGS_metrics_out}, {"flag --model_out", FLAGS_model_out}}, inputs));
+  // As tether-launch: an existing file there is an earlier run's metrics
+  // JSON, never a file of the user's (launch/old_metrics.h).
+  if (!FLAGS_metrics_out.empty())
+    TETHER_RETURN_IF_ERROR(tether::CheckMetricsOutReplaceable(FLAGS_metrics_out, "flag --metrics_out"));
   if (!c.train().metrics_dir().empty()) {
     TETHER_RETURN_IF_ERROR(tether::CheckWritableDir(c.train().metrics_dir(), "train.metrics_dir (--metrics_dir)"));
     if (!FLAGS_in_process)
@@ -158,14 +158,19 @@ int RunInProcess() {
   tether::Status checked = tether::ValidateModelConfig(*config);
   if (checked.ok()) checked = tether::CheckDataFilesExist(*config);
   if (checked.ok()) checked = tether::ValidateInProcessJob(*config);
-  if (checked.ok()) checked = tether::CheckResumeConfig(*config, FLAGS_resume_from);
   if (!checked.ok()) {
     LOG(ERROR) << who << tether::NameConfigFieldSource(checked).message();
     return 2;
   }
+  // The paths before the resume: an output inside the checkpoint is named
+  // as that, whatever else the resume would refuse.
   if (tether::Status st = tether::CheckCheckpointPaths(config->checkpoint().dir(), FLAGS_resume_from);
       !st.ok() || !(st = CheckOutputs(*config)).ok()) {
     LOG(ERROR) << who << st.message();
+    return 2;
+  }
+  if (checked = tether::CheckResumeConfig(*config, FLAGS_resume_from); !checked.ok()) {
+    LOG(ERROR) << who << tether::NameConfigFieldSource(checked).message();
     return 2;
   }
   LOG(INFO) << who << config->cluster().num_servers() << " shard(s) and " << config->cluster().num_workers()
