@@ -17,7 +17,18 @@
 #            2 naming the field and the path, before any connection; a FIFO
 #            as server-0.jsonl: tether-server exits 2 before it listens.
 #            The FIFOs stay FIFOs, the link a link, the config unchanged.
-# Usage: output_paths_test.sh launch|predict|metrics_dir BIN_DIR   (from the repository root)
+#   run_inputs  every file a run reads is refused as an output (exit 2,
+#            naming the output flag and the input), and so are two outputs
+#            that are one file, before anything is written: a file inside the
+#            checkpoint of tether-export --checkpoint, tether-launch and
+#            tether-worker --resume_from; the training data and split that
+#            tether-export reads for label counts; tether-data convert --out
+#            naming --in, by its name or by a link; tether-predict --output
+#            and --metrics_out naming one file. tether-worker --metrics_out
+#            naming a file that is no metrics JSON is refused as by
+#            tether-launch. Every checkpoint, data and user file keeps its
+#            md5sum.
+# Usage: output_paths_test.sh launch|predict|metrics_dir|run_inputs BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
 
@@ -150,6 +161,61 @@ metrics_dir)
   [ -L "$tmp/mdir/worker-1.jsonl" ] || fail "the link in the metrics folder was replaced"
   unchanged tests/data/bibtex_fixed.pbtxt "$config_sum"
   [ "$(ls "$tmp/mdir" | wc -l)" = 3 ] || fail "the metrics folder holds more: $(ls "$tmp/mdir")"
+  ;;
+run_inputs)
+  # A copy of the Bibtex data, so that a failure destroys nothing of the repository's.
+  mkdir "$tmp/data"
+  cp data/bibtex/Bibtex_data.txt.gz data/bibtex/bibtex_trSplit.txt data/bibtex/bibtex_tstSplit.txt "$tmp/data/"
+  sed "s#\"../../data/bibtex/#\"$tmp/data/#" tests/data/bibtex_fixed.pbtxt > "$tmp/job.pbtxt"
+  ck=$tmp/ck
+  worker=("$bin/tether-worker" --config="$tmp/job.pbtxt" --in_process --num_workers=1 --epochs=1)
+  timeout -k 5 120 "${worker[@]}" --checkpoint_dir="$ck" --checkpoint_every_clocks=20 \
+    --model_out="$tmp/m.safetensors" >"$tmp/train.log" 2>&1 || fail "training the Bibtex model failed"
+  final=$(ls -d "$ck"/ckpt-*-final | tail -n 1)
+  [ -f "$final/MANIFEST" ] && [ -f "$final/shard-0.tables" ] || fail "no final checkpoint under $ck"
+  sums() { (cd "$tmp" && find ck data -type f | sort | xargs md5sum); }
+  sums >"$tmp/before.md5"
+  under() { echo "flag --$1=$2 is the same file as $2, under flag --$3=$ck: writing it would destroy an input of this run"; }
+
+  refused 2 "$(under out "$final/shard-0.tables" checkpoint)" \
+    "$bin/tether-export" --checkpoint="$ck" --out="$final/shard-0.tables"
+  for f in Bibtex_data.txt.gz:train_file bibtex_trSplit.txt:train_split; do
+    refused 2 "flag --out=$tmp/data/${f%%:*} is the same file as data.${f#*:}=$tmp/data/${f%%:*}" \
+      "$bin/tether-export" --checkpoint="$ck" --out="$tmp/data/${f%%:*}"
+  done
+  refused 2 "$(under model_out "$final/MANIFEST" resume_from)" \
+    "$bin/tether-launch" --config="$tmp/job.pbtxt" --transport=inproc --resume_from="$ck" --checkpoint_dir="$ck" \
+    --model_out="$final/MANIFEST"
+  refused 2 "$(under metrics_out "$final/shard-0.tables" resume_from)" \
+    "${worker[@]}" --resume_from="$ck" --checkpoint_dir="$ck" --epochs=18 --metrics_out="$final/shard-0.tables"
+  sums | diff "$tmp/before.md5" - >"$tmp/sums.diff" || fail "a checkpoint or data file changed: $(cat "$tmp/sums.diff")"
+  echo "the checkpoint and the training data are unchanged"
+
+  printf '2 3 2\n0 0:1 1:2\n1 2:1\n' >"$tmp/conv.txt"
+  ln -s conv.txt "$tmp/conv-link.txt"
+  conv_sum=$(md5sum <"$tmp/conv.txt")
+  convert=("$bin/tether-data" convert --in="$tmp/conv.txt" --to=libsvm --format=xmc --index_base=0)
+  refused 2 "flag --out=$tmp/conv.txt is the same file as flag --in=$tmp/conv.txt" "${convert[@]}" --out="$tmp/conv.txt"
+  refused 2 "flag --out=$tmp/conv-link.txt is the same file as flag --in=$tmp/conv.txt" \
+    "${convert[@]}" --out="$tmp/conv-link.txt"
+  unchanged "$tmp/conv.txt" "$conv_sum"
+  [ -L "$tmp/conv-link.txt" ] || fail "the link to the input was replaced"
+  timeout -k 5 60 "${convert[@]}" --out="$tmp/conv.libsvm" >"$tmp/convert.log" 2>&1 || fail "converting to a new file failed"
+  [ "$(cat "$tmp/conv.libsvm")" = "$(printf '0 1:1 2:2\n1 3:1')" ] || fail "conv.libsvm holds $(cat "$tmp/conv.libsvm")"
+  echo "tether-data convert: --out naming --in refused, a new file written"
+
+  echo "earlier predictions" >"$tmp/same.out"
+  same_sum=$(md5sum <"$tmp/same.out")
+  refused 2 "flag --output=$tmp/same.out and flag --metrics_out=$tmp/same.out are the same file" \
+    "$bin/tether-predict" --model="$tmp/m.safetensors" --input="$tmp/data/Bibtex_data.txt.gz" --format=xmc \
+    --index_base=0 --output="$tmp/same.out" --metrics_out="$tmp/same.out"
+  unchanged "$tmp/same.out" "$same_sum"
+
+  echo "notes" >"$tmp/notes.txt"
+  notes_sum=$(md5sum <"$tmp/notes.txt")
+  refused 2 "flag --metrics_out=$tmp/notes.txt: holds a file that is not a Tether metrics JSON" \
+    "${worker[@]}" --metrics_out="$tmp/notes.txt"
+  unchanged "$tmp/notes.txt" "$notes_sum"
   ;;
 *) fail "unknown mode $mode" ;;
 esac
