@@ -144,6 +144,19 @@ std::string Membership::CheckHelloBody(const HelloBody& h, const std::string& wh
              " epoch(s), the job's workers so far " + std::to_string(*epochs_) + " (give every worker the same --epochs)";
     }
   }
+  if (h.has_checkpoint_dir()) {
+    auto where = [](const std::string& d) {
+      return d.empty() ? std::string("writes no checkpoints") : "writes its checkpoints to " + d;
+    };
+    if (!checkpoint_dir_.has_value()) {
+      checkpoint_dir_ = h.checkpoint_dir();
+    } else if (*checkpoint_dir_ != h.checkpoint_dir()) {
+      return "checkpoint.dir differs: " + who + " " + where(h.checkpoint_dir()) + ", the job's workers so far " +
+             (checkpoint_dir_->empty() ? "write none" : "to " + *checkpoint_dir_) +
+             " (give every worker the same --checkpoint_dir, as one path on a shared file system: each checkpoint "
+             "gathers every process's files in one folder)";
+    }
+  }
   if (h.staleness() != clocks_->staleness())
     return "staleness differs: " + who + " has " + StalenessName(h.staleness()) + ", " + server + " has " +
            StalenessName(clocks_->staleness());

@@ -323,6 +323,7 @@ class Membership {
   // every later HELLO that carries them must agree.
   std::optional<bool> data_on_demand_;
   std::optional<int64_t> epochs_;
+  std::optional<std::string> checkpoint_dir_;  // the first admitted worker's
   // The first admitted HELLO's data digests that had any, by field.
   std::vector<std::pair<std::string, uint64_t>> data_digests_;
   // Every rank must say HELLO within cluster.startup_timeout_ms of the

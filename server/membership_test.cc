@@ -106,6 +106,28 @@ TEST_F(MembershipTest, AHelloOfAnotherJobShardOrSettingIsRefusedNamingBoth) {
   for (const auto& s : out_.sent) EXPECT_EQ(s.header.type(), ERROR_REPLY);
 }
 
+// Workers started with another --checkpoint_dir: the first admitted
+// worker's folder is the job's, and a worker with another, or none, is
+// refused at HELLO naming both (not at the first checkpoint, mid-training).
+TEST_F(MembershipTest, AHelloWithAnotherCheckpointFolderIsRefusedNamingBoth) {
+  Message m = Hello(0);
+  m.header.mutable_hello()->set_checkpoint_dir("/shared/ckA");
+  EXPECT_EQ(members_.Check("w0", &m, true), Membership::Hello::kAdmit);
+  m = Hello(1);
+  m.header.mutable_hello()->set_checkpoint_dir("/shared/ckB");
+  EXPECT_EQ(Refusal(m), "[test] checkpoint.dir differs: worker 1 writes its checkpoints to /shared/ckB, the job's "
+                        "workers so far to /shared/ckA (give every worker the same --checkpoint_dir, as one path on "
+                        "a shared file system: each checkpoint gathers every process's files in one folder)");
+  m = Hello(1);
+  m.header.mutable_hello()->set_checkpoint_dir("");
+  EXPECT_NE(Refusal(m).find("checkpoint.dir differs: worker 1 writes no checkpoints, the job's workers so far to "
+                            "/shared/ckA"),
+            std::string::npos);
+  m = Hello(1);  // a tool's client says nothing: not checked
+  members_.EnsureSlot(1);
+  EXPECT_EQ(members_.Check("w1", &m, true), Membership::Hello::kAdmit);
+}
+
 // Workers started by hand with other split files: the first HELLO that
 // carries data digests sets them; a later one whose digest of a field both
 // name differs is refused naming the field; one without digests (a tool's

@@ -123,6 +123,7 @@ ClientOptions ClientOptionsFor(const JobConfig& config, int rank, std::vector<st
   o.data_on_demand = config.train().data_on_demand();
   o.epochs = config.train().epochs();
   o.num_workers = config.cluster().num_workers();
+  o.checkpoint_dir = config.checkpoint().dir();
   o.keep_best_model = KeepsBestModel(config);
   o.consistency_model = config.consistency().model();
   o.job_id = JobId(config);

@@ -6,7 +6,10 @@
 # worker 0, 3 s reading its data on a loaded machine, said HELLO).
 # Worker 1 comes with another staleness (mode refused) or another
 # train.epochs (mode epochs: with the static split it would train on after
-# the others finished) and is refused; worker 0 joins and waits for it.
+# the others finished) or another --checkpoint_dir (mode checkpoint_dir:
+# worker 0 writes to ckA, worker 1 to ckB; found at the first checkpoint
+# before, mid-training, leaving partial checkpoint folders) and is refused;
+# worker 0 joins and waits for it.
 # Asserts: worker 1 exits ≠ 0 naming the mismatch; both shards end the job
 # naming worker 1 and its refusal; worker 0 exits ≠ 0 and its own log gives
 # the same reason (from a shard's ERROR_REPLY to the request it held
@@ -26,14 +29,18 @@
 # both counts, the servers end the job (rank 2, never started, is waited
 # for Membership::kCannotRunLingerMs) and every process exits 1 within
 # 20 s of the first start.
-# Usage: startup_reason_test.sh refused|epochs|all_refused|replicas|num_workers BIN_DIR   (from the repository root)
+# Usage: startup_reason_test.sh refused|epochs|checkpoint_dir|all_refused|replicas|num_workers BIN_DIR   (from the repository root)
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$@"
+first=()
 case "$mode" in
   refused) odd=(--staleness=3); differs="staleness differs" ;;
   epochs) odd=(--epochs=3); differs="train.epochs differs: worker 1 trains 3 epoch(s)" ;;
+  checkpoint_dir)
+    first=(--checkpoint_dir="$tmp/ckA"); odd=(--checkpoint_dir="$tmp/ckB")
+    differs="checkpoint.dir differs: worker 1 writes its checkpoints to $tmp/ckB, the job's workers so far to $tmp/ckA" ;;
   all_refused | replicas | num_workers) ;;
-  *) echo "usage: $0 refused|epochs|all_refused|replicas|num_workers BIN_DIR"; exit 2 ;;
+  *) echo "usage: $0 refused|epochs|checkpoint_dir|all_refused|replicas|num_workers BIN_DIR"; exit 2 ;;
 esac
 if [ "$mode" = replicas ]; then
   limit_s=60
@@ -122,7 +129,7 @@ flags=(--config=tests/data/bibtex_fixed.pbtxt --num_servers=2 --num_workers=2 --
 start_servers 2
 # Worker 0 first: its HELLO sets the job's tables and, being the first
 # admitted, the epochs every later worker must have.
-start_worker 0 "$tmp/w0.log"; w0=$started
+start_worker 0 "$tmp/w0.log" "${first[@]}"; w0=$started
 joined() { grep -q "worker 0 joined" "$tmp/server0.log" && grep -q "worker 0 joined" "$tmp/server1.log"; }
 poll 400 joined || fail "worker 0 did not join both shards within 20 s"
 start_worker 1 "$tmp/w1.log" "${odd[@]}"; w1=$started
@@ -139,5 +146,9 @@ for s in 0 1; do
 done
 grep "^E" "$tmp/w0.log" | grep -qF "$why" || fail "worker 0 did not say why the job ended: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
 echo "worker 0: $(grep "^E" "$tmp/w0.log" | grep -oF "$why" | head -1) ..."
+if [ "$mode" = checkpoint_dir ]; then
+  ! compgen -G "$tmp/ck[AB]/ckpt-*" > /dev/null ||
+    fail "a checkpoint was begun in a job that could not run: $(compgen -G "$tmp/ck[AB]/ckpt-*")"
+fi
 pids=()
 echo PASS

@@ -79,6 +79,7 @@ HelloBody HelloFor(const ClientOptions& options, int shard, int num_shards) {
   h.set_data_on_demand(options.data_on_demand);
   if (options.epochs > 0) h.set_train_epochs(options.epochs);
   if (options.num_workers > 0) h.set_num_workers(options.num_workers);
+  if (options.checkpoint_dir.has_value()) h.set_checkpoint_dir(*options.checkpoint_dir);
   for (const auto& [field, digest] : options.data_digests) {
     DataDigest* d = h.add_data_digests();
     d->set_field(field);

@@ -87,6 +87,10 @@ struct ClientOptions {
   // cluster.num_workers, sent with HELLO: a shard started for another
   // number of workers refuses the worker (0: not sent, as a tool's client).
   int num_workers = 0;
+  // checkpoint.dir (absolute, "" for none), sent with HELLO: every worker of
+  // a job writes its checkpoints to one folder (unset: not sent, as a
+  // tool's client).
+  std::optional<std::string> checkpoint_dir;
   // Digests of the data the worker reads, one per config field, sent with
   // HELLO (HelloBody.data_digests; worker/train/data_watch.h FieldDigests):
   // the shards refuse a worker whose data differs from the first one's.
