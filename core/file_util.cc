@@ -32,13 +32,32 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// Opens a character device or FIFO for writing without waiting. A FIFO's
+// blocking open() waits for a reader and no stop request can end that wait,
+// so it is opened with O_NONBLOCK: with no reader it fails at once (ENXIO)
+// and is refused. O_NONBLOCK is then cleared, so that a write to a full pipe
+// waits for the reader as any pipe writer does.
+StatusOr<int> OpenWriteThrough(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 && errno == ENXIO)
+    return Status::IOError(path + ": is a FIFO with no reader (opened with O_NONBLOCK, so as not to wait for one): "
+                           "start the reader first, or give a regular file");
+  if (fd < 0) return ErrnoError("open for writing", path);
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    Status st = ErrnoError("clear O_NONBLOCK on", path);
+    ::close(fd);
+    return st;
+  }
+  return fd;
+}
+
 }  // namespace
 
 StatusOr<AtomicFile> AtomicFile::Create(const std::string& path, StreamOutput streams) {
   TETHER_ASSIGN_OR_RETURN(const OutputTarget target, ResolveOutputTarget(path, "output", streams));
   if (target.write_through) {
-    const int fd = ::open(target.path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoError("open for writing", target.path);
+    TETHER_ASSIGN_OR_RETURN(const int fd, OpenWriteThrough(target.path));
     return AtomicFile(target.path, "", fd);
   }
   // Not mkstemp: it creates mode 0600, and changing that needs the umask,

@@ -11,8 +11,9 @@
 // followed and its target replaced (never the link), a directory, socket or
 // block device is refused, and a character device or FIFO is refused or,
 // where the caller allows it (StreamOutput::kWriteThrough), opened and
-// written directly: such a write is not atomic, and opening a FIFO waits
-// for its reader.
+// written directly: such a write is not atomic. A FIFO is opened without
+// waiting (O_NONBLOCK): one that no process reads yet is refused at once
+// ("is a FIFO with no reader"), so start its reader first.
 //
 // Ownership: an AtomicFile owns its temporary file and removes it unless
 // Commit() succeeded (also when it is destroyed before Commit()).
@@ -35,7 +36,9 @@ class AtomicFile {
   /// less the umask, as for any new file), or next to the final target when
   /// `path` is a symbolic link; opens a character device or FIFO as it is
   /// under StreamOutput::kWriteThrough. Errors: IOError naming the temporary
-  /// path (directory missing or not writable); InvalidArgument "output=PATH:
+  /// path (directory missing or not writable), or naming a FIFO that no
+  /// process reads ("PATH: is a FIFO with no reader ..."; never waits for
+  /// one); InvalidArgument "output=PATH:
   /// is a directory ..." (ResolveOutputTarget).
   static StatusOr<AtomicFile> Create(const std::string& path, StreamOutput streams = StreamOutput::kRefuse);
 
