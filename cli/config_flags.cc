@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/config/field_location.h"
 #include "core/data_files.h"
+#include "core/regular_file.h"
 #include "input/arff_reader.h"
 #include "input/reader.h"
 
@@ -95,11 +96,9 @@ Status WithMessage(const Status& st, std::string message) {
 // The line of the --config file that writes `field`, or -1 (not written,
 // or the file cannot be read or parsed again).
 int ConfigFileLine(const std::string& field) {
-  std::ifstream in(FLAGS_config);
-  if (!in) return -1;
-  std::stringstream text;
-  text << in.rdbuf();
-  const StatusOr<ConfigFieldLocator> locator = ConfigFieldLocator::FromText(text.str());
+  const StatusOr<std::string> text = ReadRegularFile(FLAGS_config, kConfigFileMaxBytes, "config file");
+  if (!text.ok()) return -1;
+  const StatusOr<ConfigFieldLocator> locator = ConfigFieldLocator::FromText(*text);
   return locator.ok() ? locator->LineOf(field) : -1;
 }
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <iomanip>
 #include <ostream>
 #include <string>
@@ -19,12 +19,16 @@
 #include "cli/signals.h"
 #include "core/config.h"  // ClosestName
 #include "core/process_limits.h"
+#include "core/regular_file.h"
 #include "tether/build_config.h"
 #include "tether/git_commit.h"
 
 namespace tether {
 
 namespace {
+
+// The largest flagfile read (1 MiB): a flagfile is a few lines of flags.
+constexpr uint64_t kFlagfileMaxBytes = 1u << 20;
 
 [[noreturn]] void FlagError(const std::string& where, const std::string& msg) {
   std::fprintf(stderr, "error: %s%s\n", where.empty() ? "" : (where + ": ").c_str(), msg.c_str());
@@ -43,8 +47,11 @@ void CheckFlags(const std::vector<std::string>& args, const std::vector<std::str
 void CheckFlagfile(const std::string& path, const std::string& where, const std::vector<std::string>& names,
                    int depth) {
   if (depth > 8) FlagError(where, "--flagfile nested more than 8 deep (a cycle?)");
-  std::ifstream in(path);
-  if (!in) FlagError(where, "cannot open flagfile " + path);
+  // Read here, before gflags reads it: a FIFO is refused instead of waited
+  // on and /dev/zero instead of read until memory runs out.
+  const StatusOr<std::string> contents = ReadRegularFile(path, kFlagfileMaxBytes, "flagfile");
+  if (!contents.ok()) FlagError(where, contents.status().message());
+  std::istringstream in(*contents);
   std::vector<std::string> args, places;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {

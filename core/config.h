@@ -19,10 +19,20 @@
 
 namespace tether {
 
+/// The largest config file read (16 MiB): far above any job's config (the
+/// examples are a few KiB), and a bound on what a wrong path can make a
+/// process hold.
+inline constexpr uint64_t kConfigFileMaxBytes = 16u << 20;
+
 /// Parses a JobConfig in Protobuf text format from `path`, then resolves its
 /// relative data paths against the folder the file is in (ResolveDataPaths),
-/// so a config works from any current directory.
-/// Errors: NotFound (no such file), InvalidArgument "path:line: ..." for a
+/// so a config works from any current directory. `path` must be a regular
+/// file of at most kConfigFileMaxBytes (core/regular_file.h: a FIFO is
+/// refused at once, never waited on).
+/// Errors: NotFound "config file PATH: no such file", InvalidArgument
+/// "config file PATH: is a FIFO (named pipe), not a regular file" (also a
+/// character device ...) or "...: is N bytes, more than the 16777216-byte
+/// limit for a config file", InvalidArgument "path:line: ..." for a
 /// syntax error or unknown field; an unknown field also gets the closest
 /// valid name ("did you mean 'staleness'?").
 StatusOr<JobConfig> LoadJobConfig(const std::string& path);

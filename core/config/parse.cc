@@ -16,6 +16,7 @@
 
 #include "core/config/config_internal.h"
 #include "core/data_files.h"
+#include "core/regular_file.h"
 
 namespace tether {
 namespace {
@@ -236,11 +237,10 @@ StatusOr<JobConfig> LoadJobConfig(const std::string& path) {
   std::error_code dir_ec;
   if (std::filesystem::is_directory(path, dir_ec))
     return Status::InvalidArgument(path + ": is a directory, not a config file (a .pbtxt job config)");
-  std::ifstream in(path);
-  if (!in) return Status::NotFound(path + ": cannot open config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  TETHER_ASSIGN_OR_RETURN(JobConfig config, ParseJobConfig(ss.str(), path));
+  // Never blocks (a FIFO is refused, not waited on) and never reads more
+  // than a config may be (/dev/zero is refused, not read until memory ends).
+  TETHER_ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, kConfigFileMaxBytes, "config file"));
+  TETHER_ASSIGN_OR_RETURN(JobConfig config, ParseJobConfig(text, path));
   std::error_code ec;
   const std::filesystem::path dir = std::filesystem::absolute(path, ec).parent_path();
   if (ec) return Status::IOError(path + ": cannot resolve the config file's folder: " + ec.message());
