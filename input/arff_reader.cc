@@ -88,12 +88,7 @@ class FileLines : public LineSource {
   static StatusOr<std::unique_ptr<FileLines>> Open(const std::string& path) {
     // The magic-byte checks need the first bytes; refuse xz & co. as the
     // other readers do before a byte is parsed.
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-      const int err = errno;
-      if (err == ENOENT) return Status::NotFound(path + ": no such file");
-      return Status::IOError(path + ": cannot open: " + std::strerror(err));
-    }
+    TETHER_ASSIGN_OR_RETURN(FILE* f, OpenDataFile(path));
     char head[8] = {};
     const size_t n = std::fread(head, 1, sizeof head, f);
     std::fclose(f);

@@ -1,6 +1,7 @@
 #include "input/file_input.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+
+#include "core/regular_file.h"
 
 namespace tether {
 namespace {
@@ -17,22 +20,30 @@ constexpr size_t kMinReadBytes = size_t{64} << 10;
 
 }  // namespace
 
-Status ReadFileBytes(const std::string& path, std::string* out) {
-  out->clear();
-  errno = 0;
-  FILE* f = std::fopen(path.c_str(), "rb");
+StatusOr<FILE*> OpenDataFile(const std::string& path) {
+  StatusOr<RegularFile> file = OpenRegularFile(path, "");
+  // A FIFO, a device or a directory is an error in the data, as a missing
+  // file is: IOError, the code data errors have (docs/ERRORS.md).
+  if (!file.ok() && file.status().code() == Status::Code::kInvalidArgument)
+    return Status::IOError(file.status().message());
+  if (!file.ok()) return file.status();
+  FILE* f = ::fdopen(file->fd, "rb");
   if (f == nullptr) {
     const int err = errno;
-    if (err == ENOENT) return Status::NotFound(path + ": no such file");
+    ::close(file->fd);
     return Status::IOError(path + ": cannot open: " + std::strerror(err));
   }
+  return f;
+}
+
+Status ReadFileBytes(const std::string& path, std::string* out) {
+  out->clear();
+  TETHER_ASSIGN_OR_RETURN(FILE* f, OpenDataFile(path));
   std::unique_ptr<FILE, int (*)(FILE*)> closer(f, &std::fclose);
   struct stat st {};
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return Status::IOError(path + ": is a directory");
-  }
-  // st_size + 1 lets one fread reach EOF; the loop still copes with files
-  // that grow or are not regular.
+  if (fstat(fileno(f), &st) != 0) return Status::IOError(path + ": cannot stat: " + std::strerror(errno));
+  // st_size + 1 lets one fread reach EOF; the loop still copes with a file
+  // that grows while it is read.
   out->resize(std::max(kMinReadBytes, static_cast<size_t>(st.st_size) + 1));
   size_t len = 0;
   for (;;) {

@@ -16,14 +16,23 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <cstdio>
 #include <string_view>
 
 #include "core/status.h"
 
 namespace tether {
 
-/// Reads the file at `path` whole, as raw bytes (no decompression), into
-/// *out. Errors: NotFound, IOError (see above).
+/// Opens the data file `path` for reading, refusing without waiting
+/// anything that is not a regular file (core/regular_file.h): a FIFO is not
+/// waited on, /dev/zero is not read until memory runs out. The caller
+/// fcloses the result. Errors: NotFound "PATH: no such file"; IOError
+/// "PATH: is a FIFO (named pipe), not a regular file" (also a character
+/// device, a directory, a socket, a block device), or another open failure.
+StatusOr<FILE*> OpenDataFile(const std::string& path);
+
+/// Reads the regular file at `path` whole, as raw bytes (no decompression),
+/// into *out. Errors: as for OpenDataFile; IOError for a failed read.
 Status ReadFileBytes(const std::string& path, std::string* out);
 
 /// True when `bytes` start with the gzip magic bytes 1f 8b.

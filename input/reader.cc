@@ -511,6 +511,8 @@ StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) 
 StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path) {
   // gzread reads plain files as they are, so one path serves both, and only
   // the first line is inflated however large the file.
+  TETHER_ASSIGN_OR_RETURN(FILE* checked, OpenDataFile(path));  // a FIFO is refused, not waited on
+  std::fclose(checked);
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) {
     return errno == ENOENT ? Status::NotFound(path + ": no such file")

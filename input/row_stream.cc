@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/data_files.h"
+#include "input/file_input.h"
 #include "input/text_parse.h"
 
 namespace tether {
@@ -82,17 +83,10 @@ void AppendCsr(const CsrMatrix& src, CsrMatrix* dst) {
 StatusOr<std::vector<DataFile>> StatDataFiles(const std::vector<std::string>& paths) {
   std::vector<DataFile> out;
   for (const std::string& path : paths) {
-    errno = 0;
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-      const int err = errno;
-      if (err == ENOENT) return Status::NotFound(path + ": no such file");
-      return Status::IOError(path + ": cannot open: " + std::strerror(err));
-    }
+    TETHER_ASSIGN_OR_RETURN(FILE* f, OpenDataFile(path));
     std::unique_ptr<FILE, int (*)(FILE*)> closer(f, &std::fclose);
     struct stat st {};
     if (fstat(fileno(f), &st) != 0) return Status::IOError(path + ": cannot stat: " + std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) return Status::IOError(path + ": is a directory");
     unsigned char magic[2] = {0, 0};
     const size_t n = std::fread(magic, 1, 2, f);
     out.push_back({path, static_cast<uint64_t>(st.st_size), n == 2 && magic[0] == 0x1f && magic[1] == 0x8b});
