@@ -4,12 +4,18 @@
 
 #include <cctype>
 #include <cerrno>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
+#include "core/regular_file.h"
 #include "launch/process_table.h"
 
 namespace tether {
+namespace {
+
+// The largest port file read: it holds one endpoint ("tcp://HOST:PORT").
+constexpr uint64_t kPortFileMaxBytes = 4096;
+
+}  // namespace
 
 StatusOr<std::optional<std::string>> ReadPortFile(const std::string& path) {
   struct stat st {};
@@ -17,11 +23,11 @@ StatusOr<std::optional<std::string>> ReadPortFile(const std::string& path) {
     if (errno == ENOENT) return std::optional<std::string>();
     return Status::IOError(ErrnoText(path));
   }
-  std::ifstream in(path);
-  if (!in) return Status::IOError(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  // Never blocks (a FIFO is refused, not waited on) and never reads more
+  // than an endpoint can be.
+  StatusOr<std::string> read = ReadRegularFile(path, kPortFileMaxBytes, "port file");
+  if (!read.ok()) return Status::IOError(read.status().message());
+  std::string text = std::move(*read);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
   const size_t colon = text.rfind(':');
   const bool tcp_ok = text.rfind("tcp://", 0) == 0 && colon != std::string::npos && colon + 1 < text.size() &&

@@ -21,6 +21,7 @@
 
 #include "core/file_util.h"
 #include "core/net/curve.h"
+#include "core/regular_file.h"
 #include "core/peer_limits.h"
 #include "proto/rendezvous.pb.h"
 
@@ -129,13 +130,26 @@ class FileRendezvous : public Rendezvous {
           ++missing;
           continue;
         }
-        std::ifstream in(path);
-        if (!in) return Status::IOError("rendezvous " + spec_ + ": cannot read " + path);
-        // Anyone who can write the folder can plant a file: one larger than
-        // an entry can be is refused, never read whole.
+        // Anyone who can write the folder can plant a file: a FIFO (whose
+        // blocking open would never return) or a device is refused without
+        // waiting, and one larger than an entry can be is never read whole.
+        StatusOr<RegularFile> file = OpenRegularFile(path, "entry");
+        if (!file.ok() && file.status().code() == Status::Code::kInvalidArgument)
+          return Status::DataLoss("rendezvous " + spec_ + ": " + file.status().message() + ": not written by Tether");
+        if (!file.ok()) return Status::IOError("rendezvous " + spec_ + ": " + file.status().message());
         std::string text(kRendezvousValueBytes + 2, '\0');
-        in.read(&text[0], static_cast<std::streamsize>(text.size()));
-        text.resize(static_cast<size_t>(in.gcount()));
+        size_t got = 0;
+        for (ssize_t n; got < text.size() && (n = ::read(file->fd, &text[got], text.size() - got)) != 0;) {
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0) {
+            const int err = errno;
+            ::close(file->fd);
+            return Status::IOError("rendezvous " + spec_ + ": cannot read " + path + ": " + std::strerror(err));
+          }
+          got += static_cast<size_t>(n);
+        }
+        ::close(file->fd);
+        text.resize(got);
         if (text.size() > kRendezvousValueBytes + 1)
           return Status::DataLoss("rendezvous " + spec_ + ": " + path + " is larger than an entry (" +
                                   std::to_string(kRendezvousValueBytes) + " bytes): not written by Tether");
