@@ -85,6 +85,12 @@
 #   stop_within PID WHAT BOUND_MS
 #       SIGTERM to the process `timeout` (PID) runs; it must exit 143 within
 #       BOUND_MS, or the test fails naming WHAT.
+#   start_fifo_reader FIFO OUT
+#       starts a reader (bounded: 60 s) that opens FIFO without waiting and
+#       copies what comes through it to OUT until its writer closes it;
+#       returns once the reader has the FIFO open, so a writer that opens
+#       the FIFO without waiting (O_NONBLOCK) finds it. Sets $reader and
+#       adds it to $pids.
 #   bibtex_parts DIR
 #       Bibtex's splits as XMC files (run from the repository root): the
 #       rows in DIR/train.rows and DIR/test.rows (no header), and under
@@ -321,4 +327,31 @@ bibtex_parts() {
   with_header "$d/p0" > "$d/data/part-0.txt"
   with_header "$d/p1" | gzip -c > "$d/data/part-1.txt.gz"
   with_header "$d/p2" > "$d/data/part-2.txt"
+}
+
+start_fifo_reader() {
+  local ready="$2.ready"
+  # poll() reports the FIFO only once a writer came: a read before that
+  # would see no writer and end at once.
+  timeout -k 5 60 python3 -c '
+import os, select, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+open(sys.argv[2], "w").close()
+p = select.poll()
+p.register(fd, select.POLLIN)
+data = b""
+while True:
+    p.poll(60000)
+    try:
+        b = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        continue
+    if not b:
+        break
+    data += b
+open(sys.argv[3], "wb").write(data)
+' "$1" "$ready" "$2" &
+  reader=$!
+  pids+=("$reader")
+  wait_until 20 "reader of $1" test -e "$ready" || fail "the reader of $1 did not start"
 }

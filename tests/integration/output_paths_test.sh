@@ -117,9 +117,7 @@ predict)
 
   # A FIFO: a bounded reader takes every line; the FIFO stays one.
   mkfifo "$tmp/pipe"
-  timeout -k 5 60 cat "$tmp/pipe" >"$tmp/from_pipe.tsv" &
-  reader=$!
-  pids+=("$reader")
+  start_fifo_reader "$tmp/pipe" "$tmp/from_pipe.tsv"
   timeout -k 5 60 "${predict[@]}" --output="$tmp/pipe" >"$tmp/pipe.log" 2>&1 || fail "predicting into a FIFO failed"
   wait_code "$reader"
   [ "$rc" = 0 ] || fail "the FIFO's reader exited $rc"
