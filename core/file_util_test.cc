@@ -101,6 +101,18 @@ TEST(FileUtilTest, FifoIsWrittenThroughOnlyWhereAllowed) {
   EXPECT_EQ(CountFiles(dir.path()), 1);
 }
 
+TEST(FileUtilTest, FifoWithNoReaderIsRefusedAtOnce) {
+  testing::ScopedTempDir dir;
+  const std::string fifo = dir.File("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A blocking open() would wait for a reader forever: none is started.
+  const Status st = WriteFileAtomically(fifo, "x", StreamOutput::kWriteThrough);
+  EXPECT_EQ(st.code(), Status::Code::kIOError);
+  EXPECT_EQ(st.message(), fifo + ": is a FIFO with no reader (opened with O_NONBLOCK, so as not to wait for one): "
+                                 "start the reader first, or give a regular file");
+  EXPECT_EQ(CountFiles(dir.path()), 1);
+}
+
 TEST(FileUtilTest, MissingDirectoryIsAnIOErrorNamingThePath) {
   testing::ScopedTempDir dir;
   const std::string path = dir.File("no_such_dir/out.json");
