@@ -201,7 +201,7 @@ TEST_F(IdxFiles, GzipFaultsMatchTheTextReaders) {
   EXPECT_EQ(b.status().message(), cut + ": truncated gzip stream (it ends after " + std::to_string(gz.size() - 4) +
                                       " bytes)");
   // A directory is an IOError naming it, as for the text readers.
-  EXPECT_EQ(ReadIdxFile(dir_.path()).status().message(), dir_.path() + ": is a directory");
+  EXPECT_EQ(ReadIdxFile(dir_.path()).status().message(), dir_.path() + ": is a directory, not a regular file");
   // The inflated size is bounded: a stream that would pass the limit stops there.
   std::string out;
   Status big = Gunzip("mem", gz, &out, /*max_bytes=*/10);
