@@ -197,7 +197,7 @@ config_errors)
   # server reads no data section) before it connects anywhere.
   grep -v index_base tests/data/bibtex_fixed.pbtxt > "$tmp/nobase.pbtxt"
   if out=$(timeout 20 "$bin/tether-worker" --config="$tmp/nobase.pbtxt" --rank=0 \
-      --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 2>&1); then
+      --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10 2>&1); then
     echo "FAIL: missing index_base accepted"; exit 1; fi
   echo "$out" | grep -q "data.index_base" || { echo "FAIL: $out"; exit 1; }
   if echo "$out" | grep -q "connected to"; then echo "FAIL: connected before refusing: $out"; exit 1; fi
@@ -223,7 +223,7 @@ config_errors)
   expect_refused "flag --chunk_rows=64 is only read with train.data_on_demand true, which this job does not set: add --data_on_demand=true, or drop --chunk_rows" \
     "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --chunk_rows=64
   expect_refused "flag --adaptive_batch_min=16 is only read with train.adaptive_batch.enabled true" \
-    "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --adaptive_batch_min=16 --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9
+    "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --adaptive_batch_min=16 --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10
   expect_refused "flag --period_rows=64 is only read with consistency.model AVERAGE, which this job does not set: add --consistency_model=average" \
     "$bin/tether-server" --config=tests/data/bibtex_fixed.pbtxt --period_rows=64
   expect_refused "flag --model_momentum=0.5 is only read with consistency.model AVERAGE" \

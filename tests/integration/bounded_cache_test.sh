@@ -72,7 +72,7 @@ fit)
   # refused before any data is read or connection made.
   rc=0
   out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 \
-    --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 --memory_limit=1MiB 2>&1) || rc=$?
+    --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10 --memory_limit=1MiB 2>&1) || rc=$?
   [ "$rc" = 1 ] || { echo "FAIL: worker exit $rc (expected 1): $out"; exit 1; }
   echo "$out" | grep -qF "worker 0 does not fit in memory: it needs 2.2 MiB (2301052 bytes) = parameter cache 2.2 MiB (2300028 bytes) (unbounded: every row of its cached tables; consistency.cache_capacity_bytes is 0) + dense tables 1.0 KiB (1024 bytes) (b1 1024), but 1.0 MiB (1048576 bytes) are available (consistency.memory_limit_bytes (--memory_limit))" ||
     { echo "FAIL: message was: $out"; exit 1; }
@@ -82,7 +82,7 @@ fit)
   # then fails to reach the servers that are not there, which is another
   # error).
   out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 \
-    --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 --memory_limit=1MiB --cache_capacity=512KiB \
+    --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10 --memory_limit=1MiB --cache_capacity=512KiB \
     --request_timeout_ms=1000 --startup_timeout_ms=1000 2>&1) || true
   if echo "$out" | grep -q "does not fit"; then echo "FAIL: a 512KiB cache within 1MiB refused: $out"; exit 1; fi
   echo "$out" | grep -qF "parameter cache capacity 512.0 KiB (524288 bytes)" || { echo "FAIL: $out"; exit 1; }

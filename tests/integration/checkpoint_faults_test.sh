@@ -411,7 +411,7 @@ the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did n
     [ ! -e "$tmp/ck2" ] || fail "the refused launch made $tmp/ck2"
     rc=0
     timeout -k 5 60 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --rank=0 --num_servers=2 \
-      --num_workers=2 --hidden=128 --resume_from="$tmp/ck" --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:9 \
+      --num_workers=2 --hidden=128 --resume_from="$tmp/ck" --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10 \
       > "$tmp/w.log" 2>&1 || rc=$?
     [ "$rc" = 2 ] || fail "a worker by hand resuming with --hidden=128 exited $rc, expected 2"
     grep -qF "[worker 0] ${why/ckpt-000000000020/ckpt-000000000039-final}" "$tmp/w.log" ||
