@@ -37,7 +37,9 @@ struct ChildSignals {
 
 // From a thread of its own with SIGTERM blocked (as a restarted launcher's
 // thread has it), starts `sleep 30` and reads its signal state once it runs
-// sleep; then sends it SIGTERM and waits for it to end. PR_SET_PDEATHSIG
+// sleep; then sends it SIGTERM and waits for it to end (`sleep 30` is a
+// stand-in that runs until that SIGTERM, never a wait: 30 s only bounds a
+// child the test failed to reap). PR_SET_PDEATHSIG
 // follows the thread that forked, so all of it happens on that thread.
 ChildSignals SpawnFromBlockedThread() {
   ChildSignals out;

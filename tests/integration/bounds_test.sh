@@ -68,6 +68,9 @@ case "$mode" in
     grep -q "worker(s), timeout" "$tmp/refused.log" && fail "--workers=2000 started the job"
     ;;
   spawn_stop)
+    # Stand-in servers and workers that run until the launcher stops them
+    # (`exec sleep 60` is no wait for an event: 60 s only bounds one left
+    # behind); the test waits on the launcher's children by polling.
     mkdir "$tmp/bin"
     cp "$bin/tether-launch" "$tmp/bin/"
     cat > "$tmp/bin/tether-server" <<'SH'
