@@ -71,7 +71,7 @@ if ! command -v nvidia-smi > /dev/null 2>&1; then
   echo "gpu_check: SKIP: no CUDA device found (nvidia-smi is not installed); nothing built or measured" >&2
   exit 77
 fi
-if ! nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then
+if ! grep -q '^GPU ' <<< "$(nvidia-smi -L 2> /dev/null)"; then
   echo "gpu_check: SKIP: no CUDA device found (nvidia-smi -L lists no GPU: $(nvidia-smi -L 2>&1 | head -1));" \
        "nothing built or measured" >&2
   exit 77

@@ -33,7 +33,7 @@ for run in sgd noop noop:bf16; do
     --shapes=1x1,1000x4,10x3 --min_reps=2 --max_reps=2 --min_time_s=0 > "$tmp/$optimizer.out" \
     2> "$tmp/$optimizer.bench.log" || fail "$optimizer: tether-bench kv failed: $(tail -3 "$tmp/$optimizer.bench.log")"
   wait "$server" || fail "$optimizer: tether-server exited non-zero: $(tail -3 "$tmp/$optimizer.server.log")"
-  head -1 "$tmp/$optimizer.out" | grep -qx READY || fail "$optimizer: no READY line first"
+  [ "$(head -n 1 "$tmp/$optimizer.out")" = READY ] || fail "$optimizer: no READY line first"
   got=$(awk '$1 == "RESULT" && $4 > 0 && $5 > 0 { print $2 "x" $3 "/" $6 }' "$tmp/$optimizer.out" | paste -sd,)
   [ "$got" = "1x1/2,1000x4/2,10x3/2" ] || fail "$optimizer: RESULT lines '$got', expected 1x1/2,1000x4/2,10x3/2"
   # 3 shapes × (1 untimed + 2 timed) = 9 pushes and 9 pulls; 3 × 1,011 rows each way.

@@ -78,7 +78,7 @@ transports)
   rc=0
   out=$(timeout -k 5 60 "$bin/tether-launch" --config "$tmp/missing.pbtxt" --transport inproc 2>&1) || rc=$?
   [ "$rc" = 2 ] || { echo "FAIL: a job whose split file is missing: exit $rc (expected 2): $out"; exit 1; }
-  echo "$out" | grep -qF "config field data.train_split: '$PWD/data/bibtex/no_such_split.txt' does not exist" ||
+  grep -qF "config field data.train_split: '$PWD/data/bibtex/no_such_split.txt' does not exist" <<< "$out" ||
     { echo "FAIL: message was: $out"; exit 1; }
   # A worker that cannot read its data must end the in-process job at once,
   # not leave the shards waiting for it (a split file that holds no rows).
@@ -88,7 +88,7 @@ transports)
   start=$(date +%s)
   if out=$(timeout -k 5 120 "$bin/tether-launch" --config "$tmp/bad.pbtxt" --transport inproc 2>&1); then
     echo "FAIL: a job whose split file holds no rows succeeded"; exit 1; fi
-  echo "$out" | grep -q "worker [01]: .*no_rows_split.txt: no row indices found" || { echo "FAIL: message was: $out"; exit 1; }
+  grep -q "worker [01]: .*no_rows_split.txt: no row indices found" <<< "$out" || { echo "FAIL: message was: $out"; exit 1; }
   elapsed=$(( $(date +%s) - start ))
   [ "$elapsed" -lt 30 ] || { echo "FAIL: the failed in-process job took $elapsed s to end"; exit 1; }
   # Only worker 1's half of the data is bad (a9a line 30000): worker 0 must
@@ -100,8 +100,8 @@ transports)
   out=$(timeout -k 5 120 "$bin/tether-launch" --config examples/a9a.pbtxt --transport inproc \
     --train_file="$tmp/a9a_bad.txt" 2>&1) || rc=$?
   [ "$rc" = 6 ] || { echo "FAIL: a job with a bad line in worker 1's data exited $rc, expected 6"; exit 1; }
-  echo "$out" | grep -q "worker 1: .*a9a_bad.txt:30000: invalid feature index" || { echo "FAIL: message was: $out"; exit 1; }
-  echo "$out" | grep -q "refused its input data (exit 6: .*not restarted" || { echo "FAIL: restarted? $out"; exit 1; }
+  grep -q "worker 1: .*a9a_bad.txt:30000: invalid feature index" <<< "$out" || { echo "FAIL: message was: $out"; exit 1; }
+  grep -q "refused its input data (exit 6: .*not restarted" <<< "$out" || { echo "FAIL: restarted? $out"; exit 1; }
   elapsed=$(( $(date +%s) - start ))
   [ "$elapsed" -lt 30 ] || { echo "FAIL: one failing in-process worker took $elapsed s to end the job"; exit 1; }
   # SIGTERM to the launcher: the in-process workers leave gracefully (BYE),
@@ -183,42 +183,42 @@ config_errors)
   printf 'name: "typo"\nconsistency { staleness_bond: 3 }\n' > "$tmp/typo.pbtxt"
   if out=$(timeout 20 "$bin/tether-server" --config="$tmp/typo.pbtxt" 2>&1); then
     echo "FAIL: config typo accepted"; exit 1; fi
-  echo "$out" | grep -q "typo.pbtxt:2: unknown field 'staleness_bond' (did you mean 'staleness'?)" \
+  grep -q "typo.pbtxt:2: unknown field 'staleness_bond' (did you mean 'staleness'?)" <<< "$out" \
     || { echo "FAIL: message was: $out"; exit 1; }
   # A misspelt flag is refused with a suggestion.
   if out=$(timeout 20 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --stalenes=3 2>&1); then
     echo "FAIL: unknown flag accepted"; exit 1; fi
-  echo "$out" | grep -q "unknown flag --stalenes (did you mean --staleness?)" || { echo "FAIL: $out"; exit 1; }
+  grep -q "unknown flag --stalenes (did you mean --staleness?)" <<< "$out" || { echo "FAIL: $out"; exit 1; }
   # A flag that needs a value, given none.
   if out=$(timeout 20 "$bin/tether-worker" --config=tests/data/bibtex_fixed.pbtxt --staleness 2>&1); then
     echo "FAIL: flag without value accepted"; exit 1; fi
-  echo "$out" | grep -q "flag --staleness is missing its value" || { echo "FAIL: $out"; exit 1; }
+  grep -q "flag --staleness is missing its value" <<< "$out" || { echo "FAIL: $out"; exit 1; }
   # Missing index base is refused naming the field, by the worker (the
   # server reads no data section) before it connects anywhere.
   grep -v index_base tests/data/bibtex_fixed.pbtxt > "$tmp/nobase.pbtxt"
   if out=$(timeout 20 "$bin/tether-worker" --config="$tmp/nobase.pbtxt" --rank=0 \
       --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10 2>&1); then
     echo "FAIL: missing index_base accepted"; exit 1; fi
-  echo "$out" | grep -q "data.index_base" || { echo "FAIL: $out"; exit 1; }
-  if echo "$out" | grep -q "connected to"; then echo "FAIL: connected before refusing: $out"; exit 1; fi
+  grep -q "data.index_base" <<< "$out" || { echo "FAIL: $out"; exit 1; }
+  if grep -q "connected to" <<< "$out"; then echo "FAIL: connected before refusing: $out"; exit 1; fi
   # A straggler outside the job, and a metrics file that cannot be written,
   # are refused before any training.
   if out=$(timeout 20 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --slowdown=2 --slowdown_rank=7 2>&1); then
     echo "FAIL: slowdown_rank 7 of 2 workers accepted"; exit 1; fi
-  echo "$out" | grep -q "train.slowdown_rank: must name a worker in \[0, cluster.num_workers = 2)" \
+  grep -q "train.slowdown_rank: must name a worker in \[0, cluster.num_workers = 2)" <<< "$out" \
     || { echo "FAIL: $out"; exit 1; }
   if out=$(timeout 60 "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --transport=inproc \
       --metrics_out=/nonexistent-dir/m.json 2>&1); then
     echo "FAIL: unwritable metrics path accepted"; exit 1; fi
-  echo "$out" | grep -q "flag --metrics_out=/nonexistent-dir/m.json: its folder /nonexistent-dir does not exist" ||
+  grep -q "flag --metrics_out=/nonexistent-dir/m.json: its folder /nonexistent-dir does not exist" <<< "$out" ||
     { echo "FAIL: $out"; exit 1; }
-  if echo "$out" | grep -q "epoch 1/"; then echo "FAIL: trained before refusing the metrics path"; exit 1; fi
+  if grep -q "epoch 1/" <<< "$out"; then echo "FAIL: trained before refusing the metrics path"; exit 1; fi
   # Flags the job in force would ignore are refused, naming the flag and
   # the setting it needs (core/config.h CheckOverridesApply), by every binary.
   expect_refused() {  # expect_refused MESSAGE COMMAND...
     local want=$1; shift
     if out=$(timeout 20 "$@" 2>&1); then echo "FAIL: accepted: $*"; exit 1; fi
-    echo "$out" | grep -qF "$want" || { echo "FAIL: $*: $out"; exit 1; }
+    grep -qF "$want" <<< "$out" || { echo "FAIL: $*: $out"; exit 1; }
   }
   expect_refused "flag --chunk_rows=64 is only read with train.data_on_demand true, which this job does not set: add --data_on_demand=true, or drop --chunk_rows" \
     "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --chunk_rows=64

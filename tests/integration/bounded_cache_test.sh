@@ -74,9 +74,9 @@ fit)
   out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 \
     --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10 --memory_limit=1MiB 2>&1) || rc=$?
   [ "$rc" = 1 ] || { echo "FAIL: worker exit $rc (expected 1): $out"; exit 1; }
-  echo "$out" | grep -qF "worker 0 does not fit in memory: it needs 2.2 MiB (2301052 bytes) = parameter cache 2.2 MiB (2300028 bytes) (unbounded: every row of its cached tables; consistency.cache_capacity_bytes is 0) + dense tables 1.0 KiB (1024 bytes) (b1 1024), but 1.0 MiB (1048576 bytes) are available (consistency.memory_limit_bytes (--memory_limit))" ||
+  grep -qF "worker 0 does not fit in memory: it needs 2.2 MiB (2301052 bytes) = parameter cache 2.2 MiB (2300028 bytes) (unbounded: every row of its cached tables; consistency.cache_capacity_bytes is 0) + dense tables 1.0 KiB (1024 bytes) (b1 1024), but 1.0 MiB (1048576 bytes) are available (consistency.memory_limit_bytes (--memory_limit))" <<< "$out" ||
     { echo "FAIL: message was: $out"; exit 1; }
-  if echo "$out" | grep -q "connected to\|HELLO\|training rows"; then
+  if grep -q "connected to\|HELLO\|training rows" <<< "$out"; then
     echo "FAIL: read data or connected before refusing: $out"; exit 1; fi
   # ... and a capacity that fits makes the same worker pass the check (it
   # then fails to reach the servers that are not there, which is another
@@ -84,8 +84,8 @@ fit)
   out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 \
     --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10 --memory_limit=1MiB --cache_capacity=512KiB \
     --request_timeout_ms=1000 --startup_timeout_ms=1000 2>&1) || true
-  if echo "$out" | grep -q "does not fit"; then echo "FAIL: a 512KiB cache within 1MiB refused: $out"; exit 1; fi
-  echo "$out" | grep -qF "parameter cache capacity 512.0 KiB (524288 bytes)" || { echo "FAIL: $out"; exit 1; }
+  if grep -q "does not fit" <<< "$out"; then echo "FAIL: a 512KiB cache within 1MiB refused: $out"; exit 1; fi
+  grep -qF "parameter cache capacity 512.0 KiB (524288 bytes)" <<< "$out" || { echo "FAIL: $out"; exit 1; }
   # Server: shard 0 of 2 holds 918 rows of w1 (256 weights + 513 Adam
   # floats + 32 bytes of index: 3108 bytes each), 128 floats of b1 with
   # their state, and 80 rows of w2 (3120 bytes each): 3.0 MiB, over a 2 MiB
@@ -96,7 +96,7 @@ fit)
   out=$(timeout -k 5 60 "$bin/tether-worker" --config="$tmp/bibtex.pbtxt" --rank=0 --server_addresses="$addrs" 2>&1) || rc=$?
   [ "$rc" = 1 ] || { echo "FAIL: worker exit $rc (expected 1): $out"; exit 1; }
   want="does not fit in memory: the job's tables need"
-  echo "$out" | grep -qF "$want" || { echo "FAIL: worker message was: $out"; exit 1; }
+  grep -qF "$want" <<< "$out" || { echo "FAIL: worker message was: $out"; exit 1; }
   for s in 0 1; do
     wait_code "${server_pids[$s]}"
     [ "$rc" = 1 ] || fail "server $s exit $rc (expected 1)"

@@ -331,7 +331,7 @@ checkpoints: write the latest one's model file with tether-export --checkpoint=$
 the others (3000 ms since it failed)" "$tmp/server1.log" || fail "server 1 did not say it stops waiting"
     grep -qE -- "\[server 1\] cannot resume: server 1 failed to load its part of .*: checksum mismatch" \
       "$tmp/server1.log" || fail "server 1's last word is not why it failed"
-    tail -n 1 "$tmp/server1.log" | grep -qF -- "$why" || fail "server 1's exit line does not say why"
+    grep -qF -- "$why" <<< "$(tail -n 1 "$tmp/server1.log")" || fail "server 1's exit line does not say why"
     grep -qF -- "server $s1 (listed as shard 1) refused to pair: [server 1] $why" "$tmp/r0.log" \
       || fail "worker 0 does not name server 1 and its file"
     grep -qF -- "[server 0] job aborted: worker 0 could not join: server $s1 (listed as shard 1) refused to pair: \

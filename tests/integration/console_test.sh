@@ -60,5 +60,5 @@ gate "$(metric "$tmp/m1.json" precision_at_1)" 0.55 "P@1 (the quick start: tethe
 timeout -k 5 300 "$bin/tether-launch" --config examples/bibtex.pbtxt --workers 1 --servers 1 --epochs=2 \
   --print_metrics --metrics_out "$tmp/p.json" > "$tmp/print.log" 2>&1 || fail "--print_metrics: tether-launch exited $?"
 grep -q "^  \"precision_at_1\": 0\.[0-9]*,$" "$tmp/print.log" || fail "--print_metrics printed no JSON"
-tail -n 1 "$tmp/print.log" | grep -q "^tether-launch: job finished: P@1 " || fail "--print_metrics: the summary is not last"
+grep -q "^tether-launch: job finished: P@1 " <<< "$(tail -n 1 "$tmp/print.log")" || fail "--print_metrics: the summary is not last"
 echo "PASS"

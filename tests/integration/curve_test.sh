@@ -67,7 +67,7 @@ train)
     --client_secret_key_file="$keys/stranger.key" 2>&1) || rc=$?
   [ "$rc" != 0 ] || fail "a worker with an unlisted key exited 0"
   stranger=$(sed -n 's/.*public-key = "\(.*\)"/\1/p' "$keys/stranger.pub")
-  echo "$out" | grep -qF "refused this worker's CURVE key (ZAP status 400): its public key $stranger is not in the server's security.curve.authorized_keys" ||
+  grep -qF "refused this worker's CURVE key (ZAP status 400): its public key $stranger is not in the server's security.curve.authorized_keys" <<< "$out" ||
     fail "unlisted key: exit $rc, message: $(echo "$out" | tail -3)"
   echo "[$SECONDS s] unlisted key: exit $rc: $(echo "$out" | grep -o "server shard . at .* refused this worker's CURVE key" | head -1)"
   # A client sending plain frames (no CURVE) to the CURVE servers: refused.
@@ -75,15 +75,15 @@ train)
   out=$(timeout -k 5 60 "$bin/tether-bench" kv --server="$(cat "$tmp/s0.port")" --job_id=bibtex \
     --shapes=10x256 --min_reps=1 --max_reps=1 --min_time_s=0 2>&1) || rc=$?
   [ "$rc" != 0 ] || fail "a plain client exited 0"
-  echo "$out" | grep -qE "server shard 0 at tcp://127.0.0.1:[0-9]+ (uses another security mechanism|failed the handshake)" ||
+  grep -qE "server shard 0 at tcp://127.0.0.1:[0-9]+ (uses another security mechanism|failed the handshake)" <<< "$out" ||
     fail "plain client: exit $rc, message: $(echo "$out" | tail -3)"
   echo "[$SECONDS s] plain client: exit $rc: $(echo "$out" | grep -oE "server shard 0 at [^ ]+ (uses another security mechanism|failed the handshake)" | head -1)"
   # Both refusals are in the servers' logs, and the servers go on serving.
   poll 100 grep -qs "its CURVE handshake failed" "$tmp/server0.log" || true
   # The worker gives up at the first shard that refuses it: one of the two
   # logs the key.
-  cat "$tmp/server0.log" "$tmp/server1.log" |
-    grep -qF "refused a connection from 127.0.0.1: public key $stranger is not in security.curve.authorized_keys" ||
+  grep -qF "refused a connection from 127.0.0.1: public key $stranger is not in security.curve.authorized_keys" \
+    "$tmp/server0.log" "$tmp/server1.log" ||
     fail "no server logged the unlisted key"
   grep -q "refused a connection on tcp://127.0.0.1:[0-9]*: its CURVE handshake failed" "$tmp/server0.log" ||
     fail "server 0 did not log the plain client"
@@ -143,29 +143,29 @@ CFG
   ;;
 keys)
   rc=0; out=$("$bin/tether-keygen" --out="$keys" --name=worker 2>&1) || rc=$?
-  [ "$rc" = 1 ] && echo "$out" | grep -qF "$keys/worker.key exists; tether-keygen never overwrites a key" ||
+  [ "$rc" = 1 ] && grep -qF "$keys/worker.key exists; tether-keygen never overwrites a key" <<< "$out" ||
     fail "keygen over an existing pair: exit $rc: $out"
   { sed "s|\"\.\./\.\./data/|\"$PWD/data/|g" tests/data/bibtex_fixed.pbtxt; curve_section; } > "$tmp/curve.pbtxt"
   chmod 644 "$keys/server.key"
   rc=0; out=$(timeout -k 5 30 "$bin/tether-server" --config="$tmp/curve.pbtxt" 2>&1) || rc=$?
-  [ "$rc" != 0 ] && echo "$out" | grep -qF "$keys/server.key: mode 0644 lets other users read the secret key; it must be 0600 or 0400 (chmod 600 $keys/server.key)" ||
+  [ "$rc" != 0 ] && grep -qF "$keys/server.key: mode 0644 lets other users read the secret key; it must be 0600 or 0400 (chmod 600 $keys/server.key)" <<< "$out" ||
     fail "server key of mode 0644: exit $rc: $(echo "$out" | tail -2)"
   echo "mode 0644: exit $rc"
   chmod 600 "$keys/server.key"
   chmod 644 "$keys/worker.key"
   rc=0; out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/curve.pbtxt" --server_addresses=tcp://127.0.0.1:1,tcp://127.0.0.1:2 2>&1) || rc=$?
-  [ "$rc" != 0 ] && echo "$out" | grep -qF "$keys/worker.key: mode 0644 lets other users read the secret key" ||
+  [ "$rc" != 0 ] && grep -qF "$keys/worker.key: mode 0644 lets other users read the secret key" <<< "$out" ||
     fail "worker key of mode 0644: exit $rc: $(echo "$out" | tail -2)"
   chmod 600 "$keys/worker.key"
   sed -i 's/secret-key = "\(.\)/secret-key = "/' "$keys/server.key"  # one character short
   line=$(grep -n secret-key "$keys/server.key" | cut -d: -f1)
   rc=0; out=$(timeout -k 5 30 "$bin/tether-server" --config="$tmp/curve.pbtxt" 2>&1) || rc=$?
-  [ "$rc" != 0 ] && echo "$out" | grep -qF "$keys/server.key:$line: secret-key is not a CURVE key: expected 40 characters of Z85, got 39 characters" ||
+  [ "$rc" != 0 ] && grep -qF "$keys/server.key:$line: secret-key is not a CURVE key: expected 40 characters of Z85, got 39 characters" <<< "$out" ||
     fail "garbled key: exit $rc: $(echo "$out" | tail -2)"
   echo "garbled key file: exit $rc, line $line named"
   rc=0; out=$(timeout -k 5 30 "$bin/tether-server" --config="$tmp/curve.pbtxt" --server_secret_key_file="$keys/worker.key" \
     --authorized_keys="$keys/worker.pub,$keys/missing.pub" 2>&1) || rc=$?
-  [ "$rc" != 0 ] && echo "$out" | grep -qF "authorized key $keys/missing.pub: No such file or directory" ||
+  [ "$rc" != 0 ] && grep -qF "authorized key $keys/missing.pub: No such file or directory" <<< "$out" ||
     fail "missing authorized key: exit $rc: $(echo "$out" | tail -2)"
   echo "missing authorized key: exit $rc"
   ;;

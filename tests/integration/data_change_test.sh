@@ -84,17 +84,17 @@ case "$mode" in
       --test_file="$data" --epochs=2 --checkpoint_dir="$ck" --resume_from="$ckpt" --max_restarts=2 2>&1) || rc=$?
     echo "$out" > "$tmp/resume.log"
     [ "$rc" = 6 ] || fail "the resume on a changed data file exited $rc (want 6)"
-    echo "$out" | grep -qF "cannot resume from $ckpt: data file $data changed: content digest " ||
+    grep -qF "cannot resume from $ckpt: data file $data changed: content digest " <<< "$out" ||
       fail "the refusal does not name the checkpoint $ckpt, the file $data and its digest"
-    if echo "$out" | grep -qE "epoch [0-9]+/2 clock"; then fail "the resume trained on the changed file"; fi
+    if grep -qE "epoch [0-9]+/2 clock" <<< "$out"; then fail "the resume trained on the changed file"; fi
     # train_file and test_file are the same file: named once per message.
-    if echo "$out" | grep -qE "data file .* changed: .*data file .* changed: "; then
+    if grep -qE "data file .* changed: .*data file .* changed: " <<< "$out"; then
       fail "a message names $data twice"; fi
-    echo "$out" | grep -qF "[worker 0] cannot resume from $ckpt: data file $data changed: content digest " ||
+    grep -qF "[worker 0] cannot resume from $ckpt: data file $data changed: content digest " <<< "$out" ||
       fail "worker 0 did not refuse the resume itself"
-    echo "$out" | grep -qE "\[launch\] worker [01] \(pid [0-9]+\) refused its input data \(exit 6" ||
+    grep -qE "\[launch\] worker [01] \(pid [0-9]+\) refused its input data \(exit 6" <<< "$out" ||
       fail "the launcher did not say a worker refused its input data (exit 6)"
-    if echo "$out" | grep -q "restart 1 of 2"; then fail "the resume on a changed data file was restarted"; fi
+    if grep -q "restart 1 of 2" <<< "$out"; then fail "the resume on a changed data file was restarted"; fi
     echo "ok   resume refused (exit 6, not restarted) naming $ckpt and $data (the same size and time, another digest)"
     ;;
   resume_copied)

@@ -212,7 +212,7 @@ limits)
     # shellcheck disable=SC2086  # a command and its arguments
     out=$(ulimit -n 64 && timeout -k 5 30 $bin/$cmd 2>&1) || rc=$?
     [ "$rc" = 2 ] || fail "$cmd under ulimit -n 64 exited $rc"
-    echo "$out" | grep -q "cannot start: the open-file limit (RLIMIT_NOFILE, ulimit -n) is 64" ||
+    grep -q "cannot start: the open-file limit (RLIMIT_NOFILE, ulimit -n) is 64" <<< "$out" ||
       fail "$cmd did not name the limit: $out"
   done
   flags=(--config="$tmp/bibtex.pbtxt" --num_servers=1 --num_workers=1 --epochs=50)

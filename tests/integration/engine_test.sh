@@ -50,7 +50,7 @@ case "$mode" in
 mpirun)
   timeout -k 5 120 "${mpi[@]}" -np 4 "$bin/tether-launch" --config "$tmp/bibtex.pbtxt" --num_servers 2 \
     --metrics_out "$tmp/m.json" --rendezvous "file:$tmp/rdzv" > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
-  grep -c "Open MPI task" "$tmp/log" | grep -qx 4 || { echo "FAIL: expected 4 engine tasks"; cat "$tmp/log"; exit 1; }
+  [ "$(grep -c "Open MPI task" "$tmp/log")" = 4 ] || { echo "FAIL: expected 4 engine tasks"; cat "$tmp/log"; exit 1; }
   grep -q "worker rank 1 of 2" "$tmp/log"
   gate "$(metric "$tmp/m.json" precision_at_1)" 0.58 "P@1 (mpirun -np 4, 2 servers, 2 workers, rendezvous file:DIR)"
   # Default rendezvous: DIR=./tether-rendezvous under the working directory.

@@ -108,6 +108,6 @@ sed -e 's#train.txt#too_large.txt#' -e '/test_file/d' "$tmp/job.pbtxt" > "$tmp/b
 rc=0
 out=$(timeout -k 5 60 "$bin/tether-launch" --config "$tmp/bad.pbtxt" --servers 1 --workers 1 --transport inproc 2>&1) || rc=$?
 [ "$rc" != 0 ] || { echo "FAIL: an id of 2^64 trained (exit 0)"; exit 1; }
-echo "$out" | grep -F "too_large.txt:3: feature id too large in token '18446744073709551616:1'" ||
+grep -F "too_large.txt:3: feature id too large in token '18446744073709551616:1'" <<< "$out" ||
   { echo "$out" | tail -5; echo "FAIL: the refusal does not name file:line and the token"; exit 1; }
 echo "PASS"

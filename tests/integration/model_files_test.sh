@@ -139,11 +139,11 @@ PY
     rc=0
     timeout -k 5 60 "$bin/tether-predict" --model="$tmp/e.safetensors" --input=data/bibtex/Bibtex_data.txt.gz \
       --format=xmc --index_base=0 --output="$tmp/e.tsv" 2> "$tmp/e.log" || rc=$?
-    [ "$rc" = 1 ] && grep -F "$msg" "$tmp/e.log" | grep -qF "$tmp/e.safetensors: " ||
+    [ "$rc" = 1 ] && grep -qF "$tmp/e.safetensors: " <<< "$(grep -F "$msg" "$tmp/e.log")" ||
       fail "predict on a model edited ($*): exit $rc, not refused with '$msg'"
     rc=0
     timeout -k 5 60 "$bin/tether-export" --model="$tmp/e.safetensors" --out="$tmp/e.npz" 2> "$tmp/e.log" || rc=$?
-    [ "$rc" = 1 ] && grep -F "$msg" "$tmp/e.log" | grep -qF "$tmp/e.safetensors: " ||
+    [ "$rc" = 1 ] && grep -qF "$tmp/e.safetensors: " <<< "$(grep -F "$msg" "$tmp/e.log")" ||
       fail "export of a model edited ($*): exit $rc, not refused with '$msg'"
     test ! -e "$tmp/e.tsv" && test ! -e "$tmp/e.npz" || fail "a refused model file ($*) left output"
     echo "edited ($*): refused by tether-predict and tether-export"

@@ -38,8 +38,8 @@ in_s() { ip netns exec "$ns_s" "$@"; }
 in_w() { ip netns exec "$ns_w" "$@"; }
 # Both ends up (carrier) and no address tentative, before anything starts.
 link_ready() {
-  ip -n "$ns_s" link show tvs$$ | grep -q LOWER_UP && ip -n "$ns_w" link show tvw$$ | grep -q LOWER_UP &&
-    ! ip -n "$ns_s" addr show | grep -q tentative && ! ip -n "$ns_w" addr show | grep -q tentative
+  grep -q LOWER_UP <<< "$(ip -n "$ns_s" link show tvs$$)" && grep -q LOWER_UP <<< "$(ip -n "$ns_w" link show tvw$$)" &&
+    ! grep -q tentative <<< "$(ip -n "$ns_s" addr show)" && ! grep -q tentative <<< "$(ip -n "$ns_w" addr show)"
 }
 poll 100 link_ready || true
 link_ready || { echo "FAIL: the veth pair is not up"; ip -n "$ns_s" addr; ip -n "$ns_w" addr; exit 1; }

@@ -19,14 +19,14 @@ tether_test_init plot "$1"
 timeout -k 5 120 "$bin/tether-launch" --config tests/data/bibtex_fixed.pbtxt --epochs=2 --eval_every_epochs=1 \
   --metrics_dir="$tmp/run" >/dev/null 2>"$tmp/launch.err" || { tail -5 "$tmp/launch.err"; exit 1; }
 timeout 120 python3 tools/plot_metrics.py -o "$tmp/bibtex.png" "bibtex=$tmp/run"
-head -c 8 "$tmp/bibtex.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" || { echo "FAIL: no PNG written"; exit 1; }
+grep -q "89 50 4e 47 0d 0a 1a 0a" <<< "$(head -c 8 "$tmp/bibtex.png" | od -An -tx1)" || { echo "FAIL: no PNG written"; exit 1; }
 echo "plot_metrics.py wrote a PNG of $(stat -c %s "$tmp/bibtex.png") bytes"
 
 # The studies' figures redraw from the files committed under docs/sweeps/.
 for kind in sweep straggler; do
   if [ "$kind" = sweep ]; then in=docs/sweeps/bibtex/sweep.json; else in=docs/sweeps/straggler/runs.csv; fi
   timeout 120 python3 tools/plot_spread.py "$kind" "$in" -o "$tmp/$kind.png"
-  head -c 8 "$tmp/$kind.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
+  grep -q "89 50 4e 47 0d 0a 1a 0a" <<< "$(head -c 8 "$tmp/$kind.png" | od -An -tx1)" ||
     { echo "FAIL: plot_spread.py $kind wrote no PNG"; exit 1; }
 done
 

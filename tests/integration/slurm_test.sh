@@ -175,7 +175,7 @@ requeue)
   t=$SECONDS
   submit "$repo/examples/slurm/bibtex_requeue.sbatch"
   first_ckpt() {
-    find "$tmp/ckpt" -name MANIFEST 2>/dev/null | grep -q . && return 0
+    [ -n "$(find "$tmp/ckpt" -name MANIFEST 2>/dev/null)" ] && return 0
     case "$(job_field JobState)" in
       COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY)
         echo "FAIL: job $job_id ended ($(job_field JobState)) before its first checkpoint"

@@ -69,11 +69,12 @@ if [ "$mode" = replicas ]; then
   ((took < 20000)) || fail "the job took $took ms to fail (cluster.startup_timeout_ms=60000)"
   differs="shard 1 runs without replicas (cluster.replicas=0 here), but server process 0 holds a copy of it with cluster.replicas=1 (the copy serves at tcp://127.0.0.1:"
   advice="): start every server with the same --replicas"
-  grep -F "[server 1] the job cannot run: $differs" "$tmp/server1.log" | grep -qF "$advice (not waiting out cluster.startup_timeout_ms=60000)" ||
+  grep -qF "$advice (not waiting out cluster.startup_timeout_ms=60000)" <<< "$(grep -F "[server 1] the job cannot run: $differs" "$tmp/server1.log")" ||
     fail "server 1 did not end naming both --replicas values"
-  grep -F "[server 0] the job cannot run: this process's copy of shard 1 was refused by its primary: [server 1] $differs" \
-    "$tmp/server0.log" | grep -qF "$advice (not waiting out" || fail "server 0 did not end naming server 1's refusal"
-  grep "^E" "$tmp/w0.log" | grep -F "refused to pair: [server " | grep -F "the job cannot run: " | grep -qF "$differs" ||
+  refusal=$(grep -F "[server 0] the job cannot run: this process's copy of shard 1 was refused by its primary: [server 1] $differs" \
+    "$tmp/server0.log" || true)
+  grep -qF "$advice (not waiting out" <<< "$refusal" || fail "server 0 did not end naming server 1's refusal"
+  grep -qF "$differs" <<< "$(grep "^E" "$tmp/w0.log" | grep -F "refused to pair: [server " | grep -F "the job cannot run: ")" ||
     fail "worker 0 did not say why: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
   echo "every process exited 1 within $took ms (cluster.startup_timeout_ms=60000)"
   echo PASS
@@ -93,12 +94,13 @@ if [ "$mode" = num_workers ]; then
   pids=()
   ((took < 20000)) || fail "the job took $took ms to fail (cluster.startup_timeout_ms=60000)"
   for r in 0 1; do
-    grep "^E" "$tmp/w$r.log" | grep -qE "refused to pair: \[server [01]\] cluster.num_workers differs: worker $r has 2, server [01] has 3 \(--num_workers must be the same on every server and worker\)" ||
+    grep -qE "refused to pair: \[server [01]\] cluster.num_workers differs: worker $r has 2, server [01] has 3 \(--num_workers must be the same on every server and worker\)" <<< "$(grep "^E" "$tmp/w$r.log")" ||
       fail "worker $r did not name both counts: $(grep '^E' "$tmp/w$r.log" | tail -n 2)"
   done
   for s in 0 1; do
-    grep -E "\[server $s\] the job cannot run: worker [01] \(refused: cluster.num_workers differs: worker [01] has 2, server $s has 3 " "$tmp/server$s.log" |
-      grep -qF "(not waiting out cluster.startup_timeout_ms=60000)" || fail "server $s did not end naming both counts"
+    ended=$(grep -E "\[server $s\] the job cannot run: worker [01] \(refused: cluster.num_workers differs: worker [01] has 2, server $s has 3 " \
+      "$tmp/server$s.log" || true)
+    grep -qF "(not waiting out cluster.startup_timeout_ms=60000)" <<< "$ended" || fail "server $s did not end naming both counts"
   done
   echo "every process exited 1 within $took ms (cluster.startup_timeout_ms=60000)"
   echo PASS
@@ -115,7 +117,7 @@ if [ "$mode" = all_refused ]; then
   expect_exit "${server_pids[0]}" 1 10000 "server 0, its one worker refused"
   echo "server 0: exit 1 $took ms after worker 0 (cluster.startup_timeout_ms=60000)"
   why="the job cannot run: worker 0 (refused: staleness differs: worker 0 has 3 (SSP), server 0 has 2 (SSP); connection 'w0-"
-  grep -F "$why" "$tmp/server0.log" | grep -qE "connection 'w0-[0-9]+-[0-9]+'\)" ||
+  grep -qE "connection 'w0-[0-9]+-[0-9]+'\)" <<< "$(grep -F "$why" "$tmp/server0.log")" ||
     fail "server 0 did not name the mismatch and the connection"
   grep -qF "every one of its 1 initial worker(s) was refused, so no worker is left to come (not waiting out cluster.startup_timeout_ms=60000)" \
     "$tmp/server0.log" || fail "server 0 did not say why it ended before the startup timeout"
@@ -144,7 +146,7 @@ for s in 0 1; do
   [ "$rc" != 0 ] || fail "server $s exited 0 from a job that could not run"
   grep -qF "$why" "$tmp/server$s.log" || fail "server $s did not name worker 1's refusal"
 done
-grep "^E" "$tmp/w0.log" | grep -qF "$why" || fail "worker 0 did not say why the job ended: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
+grep -qF "$why" <<< "$(grep "^E" "$tmp/w0.log")" || fail "worker 0 did not say why the job ended: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
 echo "worker 0: $(grep "^E" "$tmp/w0.log" | grep -oF "$why" | head -1) ..."
 if [ "$mode" = checkpoint_dir ]; then
   ! compgen -G "$tmp/ck[AB]/ckpt-*" > /dev/null ||
