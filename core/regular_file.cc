@@ -65,8 +65,8 @@ StatusOr<RegularFile> OpenRegularFile(const std::string& path, const std::string
   return RegularFile{fd, static_cast<uint64_t>(st.st_size)};
 }
 
-StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, const std::string& what) {
-  TETHER_ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path, what));
+StatusOr<std::string> ReadOpenedFile(const RegularFile& file, uint64_t max_bytes, const std::string& path,
+                                     const std::string& what) {
   if (file.bytes > max_bytes) {
     ::close(file.fd);
     return TooLarge(path, what, std::to_string(file.bytes) + " bytes", max_bytes);
@@ -80,7 +80,7 @@ StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_byte
       if (got > max_bytes) break;
       text.resize(std::min<uint64_t>(text.size() * 2, max_bytes + 1));
     }
-    const ssize_t n = ::read(file.fd, &text[got], text.size() - got);
+    const ssize_t n = ::pread(file.fd, &text[got], text.size() - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;
@@ -94,6 +94,11 @@ StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_byte
   if (got > max_bytes) return TooLarge(path, what, "more than " + std::to_string(max_bytes) + " bytes", max_bytes);
   text.resize(got);
   return text;
+}
+
+StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  TETHER_ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path, what));
+  return ReadOpenedFile(file, max_bytes, path, what);
 }
 
 Status CheckRegularFile(const std::string& path, const std::string& what) {

@@ -49,6 +49,17 @@ struct RegularFile {
 [[nodiscard]] StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes,
                                                     const std::string& what);
 
+/// Reads the descriptor of `file` (from OpenRegularFile) from its start to
+/// its end, at most `max_bytes`, and closes it whatever the outcome: for a
+/// reader that checks `file.bytes` against its own bound first (a size a
+/// manifest lists, a memory budget) with its own message. `path` and `what`
+/// name the file in errors, as ReadRegularFile's: InvalidArgument "WHAT
+/// PATH: is N bytes, more than the MAX-byte limit ..." when `file.bytes` is
+/// past the bound, "... is more than MAX bytes, ..." when the file grew
+/// past it while it was read; IOError for a failed read.
+[[nodiscard]] StatusOr<std::string> ReadOpenedFile(const RegularFile& file, uint64_t max_bytes,
+                                                   const std::string& path, const std::string& what);
+
 /// OK when `path` is a regular file that can be opened for reading (the
 /// descriptor is closed again): for readers that open the file themselves
 /// afterwards. Errors as for OpenRegularFile.

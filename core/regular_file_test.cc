@@ -90,5 +90,31 @@ TEST(RegularFileTest, HandsOnABlockingDescriptorAndTheSize) {
   ::close(f->fd);
 }
 
+// A reader with its own bound checks the size first, then reads the
+// descriptor it checked, from its start whatever was read before.
+TEST(RegularFileTest, ReadOpenedFileReadsTheCheckedDescriptorWithinItsBound) {
+  testing::ScopedTempDir dir;
+  Write(dir.File("a"), "0123456789");
+  StatusOr<RegularFile> f = OpenRegularFile(dir.File("a"), "");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  char head[4];
+  ASSERT_EQ(::read(f->fd, head, sizeof(head)), 4);
+  const StatusOr<std::string> text = ReadOpenedFile(*f, 10, dir.File("a"), "");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, "0123456789");
+  f = OpenRegularFile(dir.File("a"), "");
+  ASSERT_TRUE(f.ok());
+  const StatusOr<std::string> over = ReadOpenedFile(*f, 9, dir.File("a"), "state file");
+  EXPECT_EQ(over.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(over.status().message(),
+            "state file " + dir.File("a") + ": is 10 bytes, more than the 9-byte limit for a state file");
+  // The descriptor is closed either way.
+  EXPECT_EQ(::fcntl(f->fd, F_GETFD), -1);
+  f = OpenRegularFile(dir.File("a"), "");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(ReadOpenedFile(*f, 10, dir.File("a"), "").ok());
+  EXPECT_EQ(::fcntl(f->fd, F_GETFD), -1);
+}
+
 }  // namespace
 }  // namespace tether
