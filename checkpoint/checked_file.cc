@@ -1,7 +1,11 @@
 #include "checkpoint/checked_file.h"
 
-#include <fstream>
+#include <unistd.h>
+
 #include <memory>
+#include <utility>
+
+#include "core/regular_file.h"
 
 namespace tether {
 namespace checkpoint_internal {
@@ -40,24 +44,33 @@ StatusOr<std::string> ReadListedFile(const std::string& ckpt_dir, const Checkpoi
   const bool manifest = lister == FileLister::kManifest;
   const std::string says = manifest ? "the manifest" : "the worker's state file";
   const std::string path = CheckpointJoinPath(ckpt_dir, expected.name());
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  // Opened without blocking and checked on the descriptor then read: a
+  // FIFO or a device put in the checkpoint never hangs the reader.
+  StatusOr<RegularFile> file = OpenRegularFile(path, "");
+  if (file.status().code() == Status::Code::kNotFound)
     return Status::NotFound(path + ": missing, but " + (manifest ? "the checkpoint's MANIFEST" : says) + " lists it");
-  // The size is checked before the file is read whole.
-  in.seekg(0, std::ios::end);
-  const uint64_t on_disk = static_cast<uint64_t>(in.tellg());
-  if (on_disk != expected.bytes())
-    return Status::DataLoss(path + ": " + std::to_string(on_disk) + " bytes on disk, but " + says + " says " +
+  if (!file.ok()) return file.status();
+  const auto mismatch = [&](const std::string& on_disk) {
+    return Status::DataLoss(path + ": " + on_disk + " bytes on disk, but " + says + " says " +
                             std::to_string(expected.bytes()) + " (a truncated or replaced file)");
-  in.seekg(0);
-  std::string bytes(on_disk, '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (static_cast<uint64_t>(in.gcount()) != on_disk) return Status::IOError(path + ": read error");
+  };
+  // The size is checked before the file is read whole.
+  if (file->bytes != expected.bytes()) {
+    ::close(file->fd);
+    return mismatch(std::to_string(file->bytes));
+  }
+  StatusOr<std::string> read = ReadOpenedFile(*file, expected.bytes(), path, "");
+  // Past the bound only when the file grew while it was read.
+  if (read.status().code() == Status::Code::kInvalidArgument)
+    return mismatch("more than " + std::to_string(expected.bytes()));
+  if (!read.ok()) return read.status();
+  const std::string& bytes = *read;
+  if (bytes.size() != expected.bytes()) return mismatch(std::to_string(bytes.size()));
   const uint64_t sum = checkpoint_internal::ChecksumOf(bytes.data(), bytes.size());
   if (sum != expected.xxh3())
     return Status::DataLoss(path + ": checksum mismatch: XXH3-64 " + ChecksumHex(sum) + ", " + says + " says " +
                             ChecksumHex(expected.xxh3()) + " (the file is corrupt)");
-  return bytes;
+  return std::move(read).value();
 }
 
 }  // namespace tether

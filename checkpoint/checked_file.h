@@ -20,10 +20,11 @@
 #include <string_view>
 #include <utility>
 
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "checkpoint/checkpoint.h"
 #include "core/env.h"
+#include "core/regular_file.h"
 #include "core/status.h"
 #include "proto/checkpoint.pb.h"
 
@@ -83,18 +84,31 @@ class CheckedReader {
  public:
   // `expected`: the file's manifest entry (name, bytes, xxh3); it must
   // outlive the reader.
-  CheckedReader(std::string path, const CheckpointFile& expected)
-      : path_(std::move(path)), expected_(expected), f_(std::fopen(path_.c_str(), "rb")) {}
+  CheckedReader(std::string path, const CheckpointFile& expected) : path_(std::move(path)), expected_(expected) {}
   ~CheckedReader() {
     if (f_ != nullptr) std::fclose(f_);
   }
-  // The file opens and its size on disk is the manifest's: a truncated (or
-  // replaced) file is refused before a byte of it is parsed.
-  Status Open() const {
-    if (f_ == nullptr) return Status::NotFound(path_ + ": cannot open: " + std::strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f_), &st) != 0) return Status::IOError(path_ + ": cannot stat: " + std::strerror(errno));
-    if (static_cast<uint64_t>(st.st_size) != expected_.bytes()) return SizeMismatch(static_cast<uint64_t>(st.st_size));
+  CheckedReader(const CheckedReader&) = delete;
+  CheckedReader& operator=(const CheckedReader&) = delete;
+  // The file opens without blocking, is a regular file and its size on
+  // disk is the manifest's: a FIFO or a device in its place (refused
+  // naming what it is, InvalidArgument), or a truncated or replaced file,
+  // is refused before a byte of it is read. Call once, before Read.
+  Status Open() {
+    StatusOr<RegularFile> file = OpenRegularFile(path_, "");
+    if (file.status().code() == Status::Code::kNotFound)
+      return Status::NotFound(path_ + ": cannot open: " + std::strerror(ENOENT));
+    if (!file.ok()) return file.status();
+    if (file->bytes != expected_.bytes()) {
+      ::close(file->fd);
+      return SizeMismatch(file->bytes);
+    }
+    f_ = ::fdopen(file->fd, "rb");
+    if (f_ == nullptr) {
+      const int err = errno;
+      ::close(file->fd);
+      return Status::IOError(path_ + ": cannot open: " + std::strerror(err));
+    }
     return Status::OK();
   }
   Status Read(void* p, size_t n, const char* what) {
@@ -108,11 +122,13 @@ class CheckedReader {
     bytes_ += n;
     return Status::OK();
   }
-  // Reads to the end (the CRC covers the whole file).
+  // Reads to the end (the checksum covers the whole file), at most one
+  // piece past the manifest's size: a file that grows without end (written
+  // to while it is read) is never read whole.
   Status Finish() {
     char buf[4096];
     size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f_)) > 0) {
+    while (bytes_ <= expected_.bytes() && (n = std::fread(buf, 1, sizeof(buf), f_)) > 0) {
       sum_.Update(buf, n);
       bytes_ += n;
     }
@@ -137,7 +153,7 @@ class CheckedReader {
 
   std::string path_;
   const CheckpointFile& expected_;
-  FILE* f_;
+  FILE* f_ = nullptr;
   uint64_t bytes_ = 0;
   Checksum sum_;
 };

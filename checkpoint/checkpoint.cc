@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -21,6 +20,7 @@
 #include "checkpoint/checked_file.h"
 #include "checkpoint/dir_lock.h"
 #include "core/output_path.h"
+#include "core/regular_file.h"
 #include "core/table_spec.h"
 #include "optim/optimizer.h"
 
@@ -253,16 +253,20 @@ Status WriteManifest(FileSystem* fs, const std::string& ckpt_dir, const Checkpoi
 
 StatusOr<CheckpointManifest> ReadManifest(const std::string& ckpt_dir) {
   const std::string path = CheckpointJoinPath(ckpt_dir, kManifestName);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(ckpt_dir + " is not a checkpoint: it has no " + kManifestName);
-  // Read at most one byte past the limit: a file that large is not a
-  // manifest, and is never read whole.
-  std::string text(kMaxManifestBytes + 1, '\0');
-  in.read(&text[0], static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxManifestBytes)
+  // Opened without blocking, checked and read on one descriptor: a FIFO or
+  // a device named MANIFEST is refused by name, never waited on or read.
+  StatusOr<RegularFile> file = OpenRegularFile(path, "");
+  if (file.status().code() == Status::Code::kNotFound)
+    return Status::NotFound(ckpt_dir + " is not a checkpoint: it has no " + kManifestName);
+  if (!file.ok()) return file.status();
+  // A file that large is not a manifest, and is never read whole (nor one
+  // that grows past the bound while it is read).
+  StatusOr<std::string> read = ReadOpenedFile(*file, kMaxManifestBytes, path, "");
+  if (read.status().code() == Status::Code::kInvalidArgument)
     return Status::DataLoss(path + ": larger than a manifest can be (" + std::to_string(kMaxManifestBytes) +
                             " bytes)");
+  if (!read.ok()) return read.status();
+  const std::string& text = *read;
   return ParseManifest(path, text);
 }
 

@@ -5,7 +5,10 @@
 #include "checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -92,6 +95,100 @@ TEST(CheckpointTest, BadCheckpointPathsAreRefusedNamingWhy) {
   EXPECT_EQ(CheckCheckpointPaths("", tmp.path() + "/none").message(),
             "--resume_from=" + tmp.path() + "/none: " + tmp.path() + "/none: no such checkpoint directory");
   EXPECT_TRUE(CheckCheckpointPaths(tmp.path(), "").ok());
+}
+
+// Puts a FIFO that no process writes at `path` (a blocking open() of it for
+// reading would never return), or a link to /dev/zero (never ends).
+void PutFifo(const std::string& path) {
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << path;
+}
+void PutDevZero(const std::string& path) {
+  std::filesystem::remove(path);
+  ASSERT_EQ(::symlink("/dev/zero", path.c_str()), 0) << path;
+}
+
+// Runs `read`, failing the test unless it returns within 5 s (a read that
+// blocked would never return: the test would time out).
+template <typename Fn>
+void ExpectPrompt(Fn read) {
+  const auto start = std::chrono::steady_clock::now();
+  read();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+std::string Fifo(const std::string& path) { return path + ": is a FIFO (named pipe), not a regular file"; }
+std::string Device(const std::string& path) { return path + ": is a character device, not a regular file"; }
+
+// A FIFO or a device in place of a checkpoint's MANIFEST is refused at
+// once, naming it and what it is, never waited on or read.
+TEST(CheckpointTest, AFifoOrADeviceAsTheManifestIsRefusedAtOnce) {
+  testing::ScopedTempDir tmp;
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  ASSERT_TRUE(WriteManifest(FileSystem::Default(), tmp.path(), m).ok());
+  const std::string manifest = tmp.File(kManifestName);
+  PutFifo(manifest);
+  StatusOr<CheckpointManifest> back = Status::Internal("not read");
+  ExpectPrompt([&] { back = ReadManifest(tmp.path()); });
+  EXPECT_EQ(back.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(back.status().message(), Fifo(manifest));
+  PutDevZero(manifest);
+  back = ReadManifest(tmp.path());
+  EXPECT_EQ(back.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(back.status().message(), Device(manifest));
+  std::filesystem::remove(manifest);
+  EXPECT_EQ(ReadManifest(tmp.path()).status().message(), tmp.path() + " is not a checkpoint: it has no MANIFEST");
+}
+
+// The same for a file the manifest lists: read whole (ReadListedFile), by
+// the checked reader (a worker's state), or checked (VerifyCheckpointFiles)
+// and copied (CopyWorkerFiles).
+TEST(CheckpointTest, AFifoOrADeviceAsAListedFileIsRefusedAtOnce) {
+  testing::ScopedTempDir tmp;
+  CheckpointManifest m;
+  CheckpointFile* state = m.add_files();
+  state->set_name(WorkerFileName(0));
+  state->set_bytes(10);
+  const std::string path = tmp.File(WorkerFileName(0));
+  for (const bool fifo : {true, false}) {
+    if (fifo) {
+      PutFifo(path);
+    } else {
+      PutDevZero(path);
+    }
+    const std::string want = fifo ? Fifo(path) : Device(path);
+    ExpectPrompt([&] {
+      const StatusOr<std::string> listed = ReadListedFile(tmp.path(), *state, FileLister::kManifest);
+      EXPECT_EQ(listed.status().code(), Status::Code::kInvalidArgument);
+      EXPECT_EQ(listed.status().message(), want);
+      const StatusOr<WorkerState> worker = ReadWorkerState(tmp.path(), m, 0);
+      EXPECT_EQ(worker.status().code(), Status::Code::kInvalidArgument);
+      EXPECT_EQ(worker.status().message(), want);
+      EXPECT_EQ(VerifyCheckpointFiles(tmp.path(), m).message(), want);
+      EXPECT_EQ(CopyWorkerFiles(FileSystem::Default(), tmp.path(), tmp.File("to"), *state).message(), want);
+    });
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(ReadListedFile(tmp.path(), *state, FileLister::kManifest).status().message(),
+            path + ": missing, but the checkpoint's MANIFEST lists it");
+  EXPECT_EQ(ReadWorkerState(tmp.path(), m, 0).status().message(), path + ": cannot open: No such file or directory");
+}
+
+// A listed file's size is compared with its entry before it is read.
+TEST(CheckpointTest, AListedFileOfAnotherSizeIsRefusedBeforeItIsRead) {
+  testing::ScopedTempDir tmp;
+  CheckpointFile entry;
+  ASSERT_TRUE(WriteListedFile(FileSystem::Default(), tmp.path(), "notes", "0123456789", &entry).ok());
+  StatusOr<std::string> back = ReadListedFile(tmp.path(), entry, FileLister::kWorkerState);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, "0123456789");
+  std::ofstream(tmp.File("notes"), std::ios::trunc) << "01234";
+  back = ReadListedFile(tmp.path(), entry, FileLister::kWorkerState);
+  EXPECT_EQ(back.status().code(), Status::Code::kDataLoss);
+  EXPECT_EQ(back.status().message(), tmp.File("notes") +
+                                         ": 5 bytes on disk, but the worker's state file says 10 (a truncated or "
+                                         "replaced file)");
 }
 
 // Across hosts: the manifest's writer creates the directory when it holds

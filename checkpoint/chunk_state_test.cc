@@ -4,11 +4,15 @@
 #include "checkpoint/chunk_state.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "tests/testing/temp_dir.h"
 
 namespace tether {
 namespace {
@@ -48,6 +52,32 @@ TEST(ChunkStateTest, FileRoundTripChecksTheManifestEntry) {
   std::filesystem::remove(dir + "/" + kChunkStateName);
   EXPECT_EQ(ReadChunkState(dir, m).status().code(), Status::Code::kNotFound);
   std::filesystem::remove_all(dir);
+}
+
+// A FIFO that no process writes (a blocking open() would never return) or a
+// link to /dev/zero (never ends) in place of the chunk-state file the
+// manifest lists: refused at once, naming it and what it is.
+TEST(ChunkStateTest, AFifoOrADeviceInPlaceOfTheFileIsRefusedAtOnce) {
+  testing::ScopedTempDir tmp;
+  ChunkCoordinatorState s;
+  s.set_format_version(kChunkStateFormatVersion);
+  s.set_clock(120);
+  CheckpointManifest m;
+  m.set_clock(120);
+  ASSERT_TRUE(WriteChunkState(FileSystem::Default(), tmp.path(), s, m.add_files()).ok());
+  const std::string path = tmp.File(kChunkStateName);
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ReadChunkState(tmp.path(), m);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), path + ": is a FIFO (named pipe), not a regular file");
+  std::filesystem::remove(path);
+  ASSERT_EQ(::symlink("/dev/zero", path.c_str()), 0);
+  r = ReadChunkState(tmp.path(), m);
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), path + ": is a character device, not a regular file");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <glog/logging.h>
 
 #include "checkpoint/checkpoint.h"
+#include "core/regular_file.h"
 
 namespace tether {
 namespace {
@@ -35,6 +37,27 @@ Status InUse(const std::string& dir, int fd, CheckpointDirLock::Mode mode) {
            ? "a job that writes checkpoints needs the folder to itself; give it its own --checkpoint_dir"
            : "a resume reads a folder no live job writes; wait for that job to end, or resume from a copy") +
       " (a lock of a process that died is released with it)");
+}
+
+// open(2) of the LOCK file with O_NONBLOCK: a FIFO put there would hold a
+// read-only open until some process wrote it. -1 and errno as open's.
+int OpenLockFile(const std::string& path, int flags) {
+  return open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK, 0644);
+}
+
+// OK when `fd` is a regular file; else closes it and names what is at
+// `path` (a FIFO, a device, a directory): the holder's name is read from
+// the file, and a lock on anything else keeps no job out.
+Status CheckLockFile(const std::string& path, int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return Status::IOError(path + ": cannot stat the checkpoint folder's lock file: " + std::strerror(err));
+  }
+  if (S_ISREG(st.st_mode)) return Status::OK();
+  close(fd);
+  return Status::InvalidArgument(path + ": is " + FileKindOf(st.st_mode) + ", not a regular file");
 }
 
 // flock(fd) without waiting: 1 taken, 0 held by another open file, -1 error (errno).
@@ -71,15 +94,16 @@ StatusOr<CheckpointDirLock> CheckpointDirLock::Acquire(const std::string& dir, M
   if (ec) return Status::IOError("checkpoint folder " + dir + ": cannot be created: " + ec.message());
   const std::string path = LockPath(dir);
   // O_CLOEXEC: a process this one starts must not inherit (and so keep) the lock.
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = OpenLockFile(path, O_RDWR | O_CREAT);
   if (fd < 0 && mode == Mode::kRead && (errno == EACCES || errno == EROFS || errno == EPERM)) {
     // A folder this process may only read (a read-only copy of
     // checkpoints): it locks the LOCK file a writer left, if any; without
     // one, no job of this user writes there, and there is nothing to hold.
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = OpenLockFile(path, O_RDONLY);
     if (fd < 0) return CheckpointDirLock();
   }
   if (fd < 0) return Status::IOError(path + ": cannot open the checkpoint folder's lock file: " + std::strerror(errno));
+  TETHER_RETURN_IF_ERROR(CheckLockFile(path, fd));
   const int got = TryLock(fd, mode);
   if (got != 1) {
     const int e = errno;
@@ -100,8 +124,9 @@ StatusOr<CheckpointDirLock> CheckpointDirLock::Acquire(const std::string& dir, M
 
 Status CheckpointDirLock::Probe(const std::string& dir, Mode mode) {
   const std::string path = LockPath(dir);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = OpenLockFile(path, O_RDONLY);
   if (fd < 0) return Status::OK();  // no lock file: no job has held the folder
+  TETHER_RETURN_IF_ERROR(CheckLockFile(path, fd));
   const int got = TryLock(fd, mode);
   Status st = got == 0 ? InUse(dir, fd, mode) : Status::OK();
   close(fd);

@@ -51,14 +51,16 @@ class CheckpointDirLock {
   /// the LOCK file that is there, or holds nothing (held() false) when
   /// there is none. Errors: FailedPrecondition "checkpoint folder DIR is
   /// in use by a live job (pid P on host H): ..." when another open file
-  /// holds a conflicting lock; IOError naming the path for a folder or
-  /// file that cannot be created or opened.
+  /// holds a conflicting lock; InvalidArgument "DIR/LOCK: is a FIFO (named
+  /// pipe), not a regular file" (a device, a directory: opened without
+  /// blocking, never read); IOError naming the path for a folder or file
+  /// that cannot be created or opened.
   static StatusOr<CheckpointDirLock> Acquire(const std::string& dir, Mode mode);
 
   /// Whether Acquire(dir, mode) would succeed now, without keeping the lock
   /// (the launcher's check before it starts any process): OK, also for a
   /// folder or LOCK file that does not exist (nothing is created); else
-  /// Acquire's FailedPrecondition.
+  /// Acquire's FailedPrecondition or InvalidArgument.
   static Status Probe(const std::string& dir, Mode mode);
 
   bool held() const { return fd_ >= 0; }

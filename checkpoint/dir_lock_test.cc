@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -132,6 +134,32 @@ TEST(CheckpointDirLockTest, AReadOnlyFolderCanBeResumedFrom) {
   EXPECT_TRUE(r->held());
   EXPECT_FALSE(CheckpointDirLock::Probe(ro, Mode::kWrite).ok());
   std::filesystem::permissions(ro, std::filesystem::perms::owner_all);
+}
+
+// A FIFO that no process writes (a read-only open of it would wait for a
+// writer) or a device in place of LOCK: refused at once, naming it and what
+// it is, by a resume's lock, the launcher's probe and a writer's lock.
+TEST(CheckpointDirLockTest, AFifoOrADeviceAsTheLockFileIsRefusedAtOnce) {
+  testing::ScopedTempDir tmp;
+  const std::string lock = tmp.File(kCheckpointLockName);
+  for (const bool fifo : {true, false}) {
+    std::filesystem::remove(lock);
+    if (fifo) {
+      ASSERT_EQ(::mkfifo(lock.c_str(), 0600), 0);
+    } else {
+      ASSERT_EQ(::symlink("/dev/zero", lock.c_str()), 0);
+    }
+    const std::string want = lock + (fifo ? ": is a FIFO (named pipe)" : ": is a character device") +
+                             ", not a regular file";
+    const auto start = std::chrono::steady_clock::now();
+    for (const Mode mode : {Mode::kRead, Mode::kWrite}) {
+      const StatusOr<CheckpointDirLock> held = CheckpointDirLock::Acquire(tmp.path(), mode);
+      EXPECT_EQ(held.status().code(), Status::Code::kInvalidArgument);
+      EXPECT_EQ(held.status().message(), want);
+      EXPECT_EQ(CheckpointDirLock::Probe(tmp.path(), mode).message(), want);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  }
 }
 
 TEST(CheckpointDirLockTest, ResumeFolderIsTheFolderOfCheckpoints) {

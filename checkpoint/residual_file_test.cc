@@ -5,8 +5,10 @@
 #include "checkpoint/residual_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +128,25 @@ TEST_F(ResidualFileTest, CorruptFileIsRefusedNamingIt) {
   auto missing = ReadResidualFile(dir_, f);
   EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
   EXPECT_EQ(missing.status().message(), Path() + ": missing, but the worker's state file lists it");
+}
+
+// A FIFO that no process writes (a blocking open() would never return) or a
+// link to /dev/zero (never ends) in place of the residual file a state
+// lists: refused at once, naming it and what it is.
+TEST_F(ResidualFileTest, AFifoOrADeviceInPlaceOfTheFileIsRefusedAtOnce) {
+  const CheckpointFile f = Write();
+  std::filesystem::remove(Path());
+  ASSERT_EQ(::mkfifo(Path().c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ReadResidualFile(dir_, f);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), Path() + ": is a FIFO (named pipe), not a regular file");
+  std::filesystem::remove(Path());
+  ASSERT_EQ(::symlink("/dev/zero", Path().c_str()), 0);
+  r = ReadResidualFile(dir_, f);
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), Path() + ": is a character device, not a regular file");
 }
 
 TEST_F(ResidualFileTest, DamagedContentsAreRefusedEvenWithAMatchingRecord) {

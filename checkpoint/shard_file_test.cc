@@ -5,7 +5,10 @@
 #include "checkpoint/shard_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -182,6 +185,33 @@ TEST(ShardFileTest, ACutShortOrForeignFileIsRefusedNamingIt) {
   st = ReadShardFile(dir, *m, 0, none, none_dense);
   EXPECT_EQ(st.message(), file + ": not a Tether shard checkpoint (bad magic number)");
   EXPECT_EQ(ReadShardFile(dir, *m, 1, none, none_dense).message(), dir + "/MANIFEST: lists no " + ShardFileName(1));
+}
+
+// A FIFO that no process writes (a blocking open() would never return) or a
+// link to /dev/zero (never ends) in place of a shard file: a resume or an
+// export refuses it at once, naming it and what it is.
+TEST(ShardFileTest, AFifoOrADeviceInPlaceOfAShardFileIsRefusedAtOnce) {
+  testing::ScopedTempDir tmp;
+  Fixture fx;
+  const std::string dir = fx.Write(tmp.path());
+  StatusOr<CheckpointManifest> m = ReadManifest(dir);
+  ASSERT_TRUE(m.ok());
+  const std::string file = dir + "/" + ShardFileName(0);
+  auto none = [](int, const ShardCheckpointHeader::Table&, uint64_t, const float*) { return Status::OK(); };
+  auto none_dense = [](int, const ShardCheckpointHeader::Table&, const float*) { return Status::OK(); };
+  std::filesystem::remove(file);
+  ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  Status st = ReadShardFile(dir, *m, 0, none, none_dense);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), file + ": is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(LoadTrainedModel(dir).status().message(), file + ": is a FIFO (named pipe), not a regular file");
+  std::filesystem::remove(file);
+  ASSERT_EQ(::symlink("/dev/zero", file.c_str()), 0);
+  st = ReadShardFile(dir, *m, 0, none, none_dense);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), file + ": is a character device, not a regular file");
 }
 
 }  // namespace
