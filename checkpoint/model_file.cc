@@ -10,7 +10,6 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 
 #include <google/protobuf/text_format.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@
 #include "checkpoint/model_tensors.h"
 #include "checkpoint/npz_model.h"
 #include "core/file_util.h"
+#include "core/regular_file.h"
 #include "core/table_spec.h"
 
 namespace tether {
@@ -348,12 +348,15 @@ Status CheckModelFilePath(const std::string& path) {
                                              "tether-export --checkpoint=" + path + out);
     return Status::InvalidArgument(msg);
   }
-  if (!fs::is_regular_file(st)) return Status::InvalidArgument(path + ": is not a regular file, not a model file");
+  // The first bytes are read from the descriptor checked to be a regular
+  // file: a FIFO or a device (also one swapped in after the status above)
+  // is refused by name, never waited on or read.
+  TETHER_ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path, ""));
   char head[28] = {};
-  {
-    std::ifstream in(path, std::ios::binary);
-    in.read(head, sizeof(head));
-  }
+  const ssize_t got = ::pread(file.fd, head, sizeof(head), 0);
+  const int read_errno = errno;
+  ::close(file.fd);
+  if (got < 0) return Status::IOError(path + ": cannot read it: " + std::strerror(read_errno));
   const std::string first(head, sizeof(head));
   const std::string name = fs::path(path).filename().string();
   std::string dir = fs::path(path).parent_path().string();

@@ -95,11 +95,15 @@ Status WriteModelFile(const TrainedModel& model, const LabelCounts& counts, cons
 
 /// Checks that `path` can be a model file before it is read: it exists and
 /// is no directory, and it is no file of a Tether checkpoint (a shard file,
-/// the MANIFEST, a worker state file). Errors: NotFound "PATH: no such file";
+/// the MANIFEST, a worker state file). Its first bytes are read from a
+/// descriptor opened without blocking and checked to be a regular file
+/// (core/regular_file.h). Errors: NotFound "PATH: no such file";
 /// InvalidArgument "PATH: is a directory, not a model file" or "PATH: is a
 /// checkpoint's shard file, not a model file", each followed, for a
 /// checkpoint or a directory of them, by the tether-export command that
-/// writes its model file.
+/// writes its model file; InvalidArgument "PATH: is a FIFO (named pipe), not
+/// a regular file" (a character device, a socket, ...); IOError naming the
+/// path.
 Status CheckModelFilePath(const std::string& path);
 
 /// Reads a safetensors model file written by WriteModelFile back, bit for

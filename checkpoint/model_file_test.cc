@@ -4,8 +4,10 @@
 #include "checkpoint/model_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/model_tensors.h"
 #include "tests/testing/file_bytes.h"
 
 namespace tether {
@@ -393,6 +396,37 @@ TEST(ModelFileTest, NpzIsAZipOfNpyFiles) {
   EXPECT_NE(f.find(std::string("\x93NUMPY\x01\x00", 8)), std::string::npos);
   EXPECT_NE(f.find("__metadata__.npy"), std::string::npos);
   std::remove(path.c_str());
+}
+
+// A FIFO that no process writes (a blocking open() would never return) or
+// a character device (never ends) given as a model file: tether-predict's
+// and tether-export's checks and reads refuse it at once, naming it and what
+// it is, before a byte is read.
+TEST(ModelFileTest, AFifoOrADeviceAsTheModelFileIsRefusedAtOnce) {
+  const std::string fifo = TempPath("fifo.safetensors");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string link = TempPath("zero.safetensors");
+  std::remove(link.c_str());
+  ASSERT_EQ(::symlink("/dev/zero", link.c_str()), 0);
+  for (const std::string& path : {fifo, link, std::string("/dev/zero")}) {
+    const std::string want =
+        path + (path == fifo ? ": is a FIFO (named pipe)" : ": is a character device") + ", not a regular file";
+    const auto start = std::chrono::steady_clock::now();
+    const Status checked = CheckModelFilePath(path);
+    EXPECT_EQ(checked.code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(checked.message(), want);
+    EXPECT_EQ(ReadModelFile(path).status().message(), want);
+    EXPECT_EQ(ReadSafetensorsModel(path).status().message(), want);
+    // The read on its own checks the descriptor it reads, not the name again.
+    const StatusOr<std::string> whole = model_file_internal::ReadWholeFile(path);
+    EXPECT_EQ(whole.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(whole.status().message(), want);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << path;
+  }
+  std::remove(fifo.c_str());
+  std::remove(link.c_str());
+  EXPECT_EQ(model_file_internal::ReadWholeFile(fifo).status().message(), fifo + ": no such file");
 }
 
 }  // namespace

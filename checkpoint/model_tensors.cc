@@ -1,17 +1,19 @@
 #include "checkpoint/model_tensors.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 #include <google/protobuf/text_format.h>
 
 #include "checkpoint/model_metadata.h"
 #include "core/memory_fit.h"
+#include "core/regular_file.h"
 #include "core/table_spec.h"
 
 namespace tether {
@@ -225,26 +227,24 @@ StatusOr<ModelFileContents> ModelOfTensors(const std::string& path, ModelTensors
 }
 
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int e = errno;
-    if (e == ENOENT) return Status::NotFound(path + ": no such file");
-    return Status::IOError(path + ": cannot open: " + std::strerror(e));
-  }
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0);
-  if (size < 0) return Status::IOError(path + ": cannot read its size");
+  // Opened without blocking, checked and read on one descriptor: a FIFO or
+  // a device given as the model is refused by name, never waited on or read.
+  TETHER_ASSIGN_OR_RETURN(const RegularFile file, OpenRegularFile(path, ""));
   // The whole file is held in memory: one that cannot fit is refused
   // before a byte is allocated, naming the limit.
   const MemoryBudget budget = MemoryBudgetFor(JobConfig{});
-  if (budget.bytes > 0 && static_cast<uint64_t>(size) > budget.bytes)
-    return Status::ResourceExhausted(path + ": the model file is " + FormatBytes(static_cast<uint64_t>(size)) +
-                                     ", more than the " + FormatBytes(budget.bytes) + " this process may use (" +
-                                     budget.source + ")");
-  std::string file(static_cast<size_t>(size), '\0');
-  if (size > 0 && !in.read(&file[0], size)) return Status::IOError(path + ": read failed");
-  return file;
+  if (budget.bytes > 0 && file.bytes > budget.bytes) {
+    ::close(file.fd);
+    return Status::ResourceExhausted(path + ": the model file is " + FormatBytes(file.bytes) + ", more than the " +
+                                     FormatBytes(budget.bytes) + " this process may use (" + budget.source + ")");
+  }
+  // Bounded by its size when it was opened: one that grows while it is read
+  // is being rewritten, and is refused rather than read without end.
+  StatusOr<std::string> read = ReadOpenedFile(file, file.bytes, path, "");
+  if (read.status().code() == Status::Code::kInvalidArgument)
+    return Status::DataLoss(path + ": grew past its " + std::to_string(file.bytes) +
+                            " bytes while it was read (a file being rewritten)");
+  return read;
 }
 
 }  // namespace model_file_internal

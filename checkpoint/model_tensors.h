@@ -97,9 +97,13 @@ StatusOr<ModelFileContents> ModelOfTensors(const std::string& path, ModelTensors
 
 /// The bytes of the file at `path`, refused before a byte is allocated when
 /// it is larger than the process may use (MemoryBudgetFor, core/memory_fit.h).
-/// Errors: NotFound "PATH: no such file"; IOError naming the path;
+/// Opened without blocking and checked on the descriptor it is read from
+/// (core/regular_file.h). Errors: NotFound "PATH: no such file";
+/// InvalidArgument "PATH: is a FIFO (named pipe), not a regular file" (a
+/// character device, a directory, ...); IOError naming the path;
 /// ResourceExhausted "PATH: the model file is ..., more than the ... this
-/// process may use (SOURCE)".
+/// process may use (SOURCE)"; DataLoss "PATH: grew past its N bytes while
+/// it was read ...".
 StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 }  // namespace model_file_internal

@@ -8,10 +8,12 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zip.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -219,6 +221,21 @@ TEST(NpzModelTest, StoredAndDeflatedReadBackBitForBitAsTheSafetensorsFileDoes) {
   WriteAll(misnamed, ReadAll(npz));
   ASSERT_TRUE(ReadModelFile(misnamed).ok());
   for (const std::string& p : {npz, st, deflated, misnamed}) std::remove(p.c_str());
+}
+
+// A FIFO that no process writes named .npz: refused at once, naming it,
+// never handed to libzip (which reads the bytes read from the checked
+// descriptor, never the name).
+TEST(NpzModelTest, AFifoNamedNpzIsRefusedAtOnce) {
+  const std::string fifo = TempPath("fifo.npz");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const StatusOr<ModelFileContents> r = ReadModelFile(fifo);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), fifo + ": is a FIFO (named pipe), not a regular file");
+  std::remove(fifo.c_str());
 }
 
 // The `width`-byte field at `offset` of member `name`'s central directory
