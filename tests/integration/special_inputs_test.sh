@@ -6,6 +6,9 @@
 #     never read), a FIFO with no writer: exit 2;
 #   - --flagfile of tether-worker: /dev/zero, a FIFO: exit 1 (flags);
 #   - tether-predict --input and --split: /dev/zero, a FIFO: exit 1;
+#   - a model file (tether-predict and tether-export --model): /dev/zero, a
+#     FIFO: exit 2; a checkpoint whose MANIFEST or shard file is /dev/zero
+#     or a FIFO (tether-export --checkpoint): exit 1;
 #   - tether-data check FILE: /dev/zero, a FIFO: exit 1;
 #   - a file: rendezvous entry that is a FIFO: tether-worker exits 1 naming
 #     it, not waiting out --startup_timeout_ms;
@@ -47,9 +50,30 @@ for dev in /dev/zero "$fifo"; do
     "$bin/tether-data" check --format=libsvm --index_base=1 "$dev"
 done
 
-# A model for tether-predict: one epoch of Bibtex in one process.
+# A model for tether-predict and a checkpoint: one epoch of Bibtex in one process.
 timeout -k 5 120 "$bin/tether-worker" --config=examples/bibtex.pbtxt --in_process --epochs=1 \
-  --model_out="$tmp/m.safetensors" >"$tmp/train.log" 2>&1 || fail "training the Bibtex model failed"
+  --model_out="$tmp/m.safetensors" --checkpoint_dir="$tmp/ck" >"$tmp/train.log" 2>&1 \
+  || fail "training the Bibtex model failed"
+ckpt=$(ls -d "$tmp"/ck/ckpt-*-final)
+[ -f "$ckpt/MANIFEST" ] && [ -f "$ckpt/shard-0.tables" ] || fail "no final checkpoint in $tmp/ck"
+for dev in /dev/zero "$fifo"; do
+  kind="a character device"; [ "$dev" = "$fifo" ] && kind="a FIFO (named pipe)"
+  refused 2 "--model=$dev: $dev: is $kind, not a regular file" \
+    "$bin/tether-predict" --model="$dev" --input="$tmp/m.safetensors" --output="$tmp/p.tsv"
+  refused 2 "--model=$dev: $dev: is $kind, not a regular file" \
+    "$bin/tether-export" --model="$dev" --out="$tmp/e.npz"
+  # A checkpoint's files are read through a descriptor checked first: a
+  # FIFO or a device put in their place is named, never waited on or read.
+  for name in MANIFEST shard-0.tables; do
+    rm -rf "$tmp/bad"
+    cp -r "$ckpt" "$tmp/bad"
+    rm "$tmp/bad/$name"
+    if [ "$dev" = "$fifo" ]; then mkfifo "$tmp/bad/$name"; else ln -s "$dev" "$tmp/bad/$name"; fi
+    refused 1 "$tmp/bad/$name: is $kind, not a regular file" \
+      "$bin/tether-export" --checkpoint="$tmp/bad" --out="$tmp/e.npz" --label_counts=false
+  done
+done
+[ ! -e "$tmp/e.npz" ] || fail "a refused tether-export wrote its --out"
 cp data/bibtex/Bibtex_data.txt.gz "$tmp/input.gz"
 for dev in /dev/zero "$fifo"; do
   kind="a character device"; [ "$dev" = "$fifo" ] && kind="a FIFO (named pipe)"
