@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "core/config/field_location.h"
 #include "core/data_files.h"
+#include "core/memory_fit.h"
 #include "core/regular_file.h"
 #include "input/arff_reader.h"
 #include "input/reader.h"
@@ -175,6 +176,7 @@ Status ResolveXmcWidths(JobConfig* config) {
     opts.format = DataFormat::kArff;
     opts.label_xml = d->label_xml();
     opts.num_labels = d->num_labels();
+    opts.memory_budget = MemoryBudgetFor(*config);
     TETHER_ASSIGN_OR_RETURN(ArffHeader header, ReadArffHeader(d->train_file(), opts));
     if (d->num_features() == 0) d->set_num_features(static_cast<int64_t>(header.feature_names.size()));
     if (d->num_labels() == 0) d->set_num_labels(static_cast<int64_t>(header.label_names.size()));

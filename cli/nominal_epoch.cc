@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/data_files.h"
+#include "core/memory_fit.h"
 #include "core/schedule_config.h"
 #include "input/arff_reader.h"
 #include "input/file_input.h"
@@ -22,10 +23,10 @@ bool NeedsEpochs(const LearningRateSchedule& s) {
 }
 
 // Lines holding a row of a LIBSVM file (anything but blanks).
-StatusOr<int64_t> CountLibsvmRows(const std::string& path) {
+StatusOr<int64_t> CountLibsvmRows(const std::string& path, const MemoryBudget& budget) {
   std::string raw, storage;
-  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw));
-  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(path, raw, &storage));
+  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw, budget));
+  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(path, raw, &storage, budget));
   int64_t rows = 0;
   bool content = false;
   for (char c : text) {
@@ -41,8 +42,9 @@ StatusOr<int64_t> CountLibsvmRows(const std::string& path) {
 
 StatusOr<int64_t> TrainingSplitRows(const JobConfig& c) {
   const DataConfig& d = c.data();
+  const MemoryBudget budget = MemoryBudgetFor(c);  // as the worker reads them
   if (!d.train_split().empty()) {
-    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> rows, ReadSplitFile(d.train_split()));
+    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> rows, ReadSplitFile(d.train_split(), nullptr, budget));
     return static_cast<int64_t>(rows.size());
   }
   if (IsFileList(d.train_file()) || d.streaming())
@@ -56,7 +58,7 @@ StatusOr<int64_t> TrainingSplitRows(const JobConfig& c) {
       return static_cast<int64_t>(header[0]);
     }
     case IDX: {
-      TETHER_ASSIGN_OR_RETURN(const IdxArray a, ReadIdxFile(d.train_file()));
+      TETHER_ASSIGN_OR_RETURN(const IdxArray a, ReadIdxFile(d.train_file(), budget));
       return a.dims.empty() ? 0 : static_cast<int64_t>(a.dims[0]);
     }
     case ARFF: {
@@ -65,11 +67,12 @@ StatusOr<int64_t> TrainingSplitRows(const JobConfig& c) {
       o.label_xml = d.label_xml();
       o.num_features = d.num_features();
       o.num_labels = d.num_labels();
+      o.memory_budget = budget;
       TETHER_ASSIGN_OR_RETURN(const Dataset all, ReadDataset(d.train_file(), o));
       return all.features.rows;
     }
     default:
-      return CountLibsvmRows(d.train_file());
+      return CountLibsvmRows(d.train_file(), budget);
   }
 }
 
@@ -77,15 +80,16 @@ StatusOr<int64_t> TrainingSplitRows(const JobConfig& c) {
 
 StatusOr<int64_t> NominalTrainingRows(const JobConfig& c) {
   const DataConfig& d = c.data();
+  const MemoryBudget budget = MemoryBudgetFor(c);
   if (!d.validation_split().empty() && !d.train_split().empty()) {
     // Validation rows outside train_split take nothing from it.
-    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> train, ReadSplitFile(d.train_split()));
-    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> val, ReadSplitFile(d.validation_split()));
+    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> train, ReadSplitFile(d.train_split(), nullptr, budget));
+    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> val, ReadSplitFile(d.validation_split(), nullptr, budget));
     return static_cast<int64_t>(SubtractRows(train, val).size());
   }
   TETHER_ASSIGN_OR_RETURN(int64_t rows, TrainingSplitRows(c));
   if (!d.validation_split().empty()) {
-    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> val, ReadSplitFile(d.validation_split()));
+    TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> val, ReadSplitFile(d.validation_split(), nullptr, budget));
     rows -= static_cast<int64_t>(val.size());
   } else if (c.train().validation_fraction() > 0) {
     rows -= static_cast<int64_t>(std::llround(static_cast<double>(rows) * c.train().validation_fraction()));

@@ -18,6 +18,7 @@
 
 #include "input/file_input.h"
 #include "input/mulan_label_xml.h"
+#include "input/read_budget.h"
 #include "input/text_parse.h"
 
 namespace tether {
@@ -85,7 +86,8 @@ class MemoryLines : public LineSource {
 // piece by piece and never held whole.
 class FileLines : public LineSource {
  public:
-  static StatusOr<std::unique_ptr<FileLines>> Open(const std::string& path) {
+  // `budget` (resolved) bounds the longest line held.
+  static StatusOr<std::unique_ptr<FileLines>> Open(const std::string& path, const MemoryBudget& budget) {
     // The magic-byte checks need the first bytes; refuse xz & co. as the
     // other readers do before a byte is parsed.
     TETHER_ASSIGN_OR_RETURN(FILE* f, OpenDataFile(path));
@@ -96,7 +98,7 @@ class FileLines : public LineSource {
     gzFile gz = gzopen(path.c_str(), "rb");
     if (gz == nullptr) return Status::IOError(path + ": cannot open: " + std::strerror(errno));
     gzbuffer(gz, static_cast<unsigned>(kReadChunk));
-    return std::unique_ptr<FileLines>(new FileLines(path, gz));
+    return std::unique_ptr<FileLines>(new FileLines(path, gz, budget));
   }
   ~FileLines() override { gzclose(gz_); }
 
@@ -112,6 +114,12 @@ class FileLines : public LineSource {
       buf_.erase(0, pos_);
       pos_ = 0;
       const size_t old = buf_.size();
+      // A line without end (a gzip bomb of one line) would grow the buffer
+      // until memory runs out.
+      if (old + kReadChunk > ReadLimitBytes(budget_)) {
+        status_ = DataFileTooLarge(path_, "line " + std::to_string(line_no_ + 1) + " is longer than", budget_);
+        return false;
+      }
       buf_.resize(old + kReadChunk);
       const int got = gzread(gz_, &buf_[old], static_cast<unsigned>(kReadChunk));
       if (got < 0) {
@@ -135,7 +143,8 @@ class FileLines : public LineSource {
   }
 
  private:
-  FileLines(std::string path, gzFile gz) : path_(std::move(path)), gz_(gz) {}
+  FileLines(std::string path, gzFile gz, MemoryBudget budget)
+      : path_(std::move(path)), gz_(gz), budget_(std::move(budget)) {}
   bool Emit(size_t end, size_t next, std::string_view* line) {
     *line = std::string_view(buf_).substr(pos_, end - pos_);
     pos_ = next;
@@ -148,6 +157,7 @@ class FileLines : public LineSource {
   }
   std::string path_;
   gzFile gz_;
+  MemoryBudget budget_;
   std::string buf_;
   size_t pos_ = 0;
   bool eof_ = false;
@@ -318,7 +328,7 @@ Status ReadSchema(const std::string& path, LineSource* src, const ReadOptions& o
   // Which attributes are labels.
   auto& attrs = schema->attrs;
   if (!opts.label_xml.empty()) {
-    TETHER_ASSIGN_OR_RETURN(std::vector<XmlLabel> labels, ParseLabelXml(opts.label_xml));
+    TETHER_ASSIGN_OR_RETURN(std::vector<XmlLabel> labels, ParseLabelXml(opts.label_xml, opts.memory_budget));
     for (const XmlLabel& l : labels) {
       const auto it = by_name.find(l.name);
       if (it == by_name.end())
@@ -706,7 +716,8 @@ StatusOr<std::vector<std::string>> ReadMulanLabelXml(const std::string& path) {
 
 StatusOr<ArffHeader> ReadArffHeader(const std::string& path, const ReadOptions& opts) {
   TETHER_RETURN_IF_ERROR(CheckArffOptions(path, opts));
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<FileLines> src, FileLines::Open(path));
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<FileLines> src,
+                          FileLines::Open(path, ResolveReadBudget(opts.memory_budget)));
   Schema schema;
   TETHER_RETURN_IF_ERROR(ReadSchema(path, src.get(), opts, &schema));
   ArffHeader h;
@@ -716,15 +727,16 @@ StatusOr<ArffHeader> ReadArffHeader(const std::string& path, const ReadOptions& 
 }
 
 StatusOr<Dataset> ReadArffDataset(const std::string& path, const ReadOptions& opts) {
-  return ReadArff(path, opts, [&path]() -> StatusOr<std::unique_ptr<LineSource>> {
-    TETHER_ASSIGN_OR_RETURN(std::unique_ptr<FileLines> f, FileLines::Open(path));
+  const MemoryBudget budget = ResolveReadBudget(opts.memory_budget);
+  return ReadArff(path, opts, [&path, &budget]() -> StatusOr<std::unique_ptr<LineSource>> {
+    TETHER_ASSIGN_OR_RETURN(std::unique_ptr<FileLines> f, FileLines::Open(path, budget));
     return std::unique_ptr<LineSource>(std::move(f));
   });
 }
 
 StatusOr<Dataset> ParseArffDataset(const std::string& bytes, const std::string& name, const ReadOptions& opts) {
   std::string storage;
-  TETHER_ASSIGN_OR_RETURN(std::string_view content, DecodeInput(name, bytes, &storage));
+  TETHER_ASSIGN_OR_RETURN(std::string_view content, DecodeInput(name, bytes, &storage, opts.memory_budget));
   TETHER_RETURN_IF_ERROR(text::CheckIsText(name, content));
   return ReadArff(name, opts, [content]() -> StatusOr<std::unique_ptr<LineSource>> {
     return std::unique_ptr<LineSource>(new MemoryLines(content));

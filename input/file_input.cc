@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "core/regular_file.h"
+#include "input/read_budget.h"
 
 namespace tether {
 namespace {
@@ -36,12 +37,19 @@ StatusOr<FILE*> OpenDataFile(const std::string& path) {
   return f;
 }
 
-Status ReadFileBytes(const std::string& path, std::string* out) {
+Status ReadFileBytes(const std::string& path, std::string* out, const MemoryBudget& budget) {
   out->clear();
   TETHER_ASSIGN_OR_RETURN(FILE* f, OpenDataFile(path));
   std::unique_ptr<FILE, int (*)(FILE*)> closer(f, &std::fclose);
   struct stat st {};
   if (fstat(fileno(f), &st) != 0) return Status::IOError(path + ": cannot stat: " + std::strerror(errno));
+  const MemoryBudget bound = ResolveReadBudget(budget);
+  const uint64_t limit = ReadLimitBytes(bound);
+  auto too_large = [&](uint64_t bytes) {
+    out->clear();
+    return DataFileTooLarge(path, "is " + FormatBytes(bytes) + ", more than", bound);
+  };
+  if (static_cast<uint64_t>(st.st_size) > limit) return too_large(static_cast<uint64_t>(st.st_size));
   // st_size + 1 lets one fread reach EOF; the loop still copes with a file
   // that grows while it is read.
   out->resize(std::max(kMinReadBytes, static_cast<size_t>(st.st_size) + 1));
@@ -50,6 +58,7 @@ Status ReadFileBytes(const std::string& path, std::string* out) {
     if (len == out->size()) out->resize(out->size() * 2);
     const size_t n = std::fread(&(*out)[len], 1, out->size() - len, f);
     len += n;
+    if (len > limit) return too_large(len);  // it grew while read
     if (n == 0) break;
   }
   out->resize(len);
@@ -62,7 +71,12 @@ bool IsGzip(std::string_view raw) {
          static_cast<unsigned char>(raw[1]) == 0x8b;
 }
 
-Status Gunzip(const std::string& name, std::string_view raw, std::string* out, uint64_t max_bytes) {
+namespace {
+
+// Gunzip, with *over set when the output passed max_bytes (then the
+// InvalidArgument), so that callers can name the limit their own way.
+Status GunzipUpTo(const std::string& name, std::string_view raw, std::string* out, uint64_t max_bytes, bool* over) {
+  *over = false;
   out->clear();
   z_stream zs{};
   // 16 + MAX_WBITS: gzip wrapper only (not raw deflate, not zlib).
@@ -78,6 +92,7 @@ Status Gunzip(const std::string& name, std::string_view raw, std::string* out, u
     if (len == out->size()) {
       if (len >= max_bytes) {
         out->clear();
+        *over = true;
         return Status::InvalidArgument(name + ": inflates to more than " + std::to_string(max_bytes) + " bytes");
       }
       out->resize(static_cast<size_t>(std::min<uint64_t>(max_bytes, uint64_t{out->size()} * 2)));
@@ -115,10 +130,21 @@ Status Gunzip(const std::string& name, std::string_view raw, std::string* out, u
   return Status::OK();
 }
 
+}  // namespace
+
+Status Gunzip(const std::string& name, std::string_view raw, std::string* out, uint64_t max_bytes) {
+  bool over = false;
+  return GunzipUpTo(name, raw, out, max_bytes, &over);
+}
+
 StatusOr<std::string_view> DecodeInput(const std::string& name, std::string_view raw, std::string* storage,
-                                       uint64_t max_bytes) {
+                                       const MemoryBudget& budget) {
   if (!IsGzip(raw)) return raw;
-  TETHER_RETURN_IF_ERROR(Gunzip(name, raw, storage, max_bytes));
+  const MemoryBudget bound = ResolveReadBudget(budget);
+  bool over = false;
+  const Status inflated = GunzipUpTo(name, raw, storage, ReadLimitBytes(bound), &over);
+  if (over) return DataFileTooLarge(name, "inflates to more than", bound);
+  TETHER_RETURN_IF_ERROR(inflated);
   return std::string_view(*storage);
 }
 

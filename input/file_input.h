@@ -7,7 +7,10 @@
 //               "PATH: read failed: REASON"
 //   DataLoss    a truncated or corrupt gzip stream, or non-gzip bytes after
 //               its end (never handed to a parser as content)
-//   InvalidArgument  content that would inflate past the caller's limit
+//   InvalidArgument  content that would inflate past the caller's limit, or
+//               a file larger than the memory the process may count on
+//               (input/read_budget.h: "data file PATH: inflates to more
+//               than ...")
 //   Internal    zlib could not start or ran out of memory
 //
 // Pure functions of their inputs (and the file system); thread-safe.
@@ -19,6 +22,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "core/memory_fit.h"
 #include "core/status.h"
 
 namespace tether {
@@ -32,8 +36,12 @@ namespace tether {
 StatusOr<FILE*> OpenDataFile(const std::string& path);
 
 /// Reads the regular file at `path` whole, as raw bytes (no decompression),
-/// into *out. Errors: as for OpenDataFile; IOError for a failed read.
-Status ReadFileBytes(const std::string& path, std::string* out);
+/// into *out, refusing a file larger than `budget` (ResolveReadBudget: bytes
+/// 0, the default, is the process's own) before reading it. Errors: as for
+/// OpenDataFile; IOError for a failed read; InvalidArgument "data file PATH:
+/// is N, more than BUDGET, the memory this process may count on (...); ..."
+/// (input/read_budget.h).
+Status ReadFileBytes(const std::string& path, std::string* out, const MemoryBudget& budget = {});
 
 /// True when `bytes` start with the gzip magic bytes 1f 8b.
 bool IsGzip(std::string_view bytes);
@@ -50,9 +58,13 @@ Status Gunzip(const std::string& name, std::string_view raw, std::string* out,
               uint64_t max_bytes = std::numeric_limits<uint64_t>::max());
 
 /// The content of a file's bytes: `raw` itself, or (IsGzip) its inflation
-/// into *storage, which then owns the bytes the view points at. Errors: those
-/// of Gunzip.
+/// into *storage, which then owns the bytes the view points at. Inflation
+/// stops as soon as it passes `budget` (ResolveReadBudget: bytes 0, the
+/// default, is the process's own), holding at most that much. Errors: those
+/// of Gunzip, with the limit's InvalidArgument "data file NAME: inflates to
+/// more than BUDGET, the memory this process may count on (SOURCE); ..."
+/// (input/read_budget.h).
 StatusOr<std::string_view> DecodeInput(const std::string& name, std::string_view raw, std::string* storage,
-                                       uint64_t max_bytes = std::numeric_limits<uint64_t>::max());
+                                       const MemoryBudget& budget = {});
 
 }  // namespace tether

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "input/file_input.h"
+#include "input/read_budget.h"
 #include "input/reader.h"
 
 namespace tether {
@@ -20,9 +21,18 @@ uint32_t BigEndian32(const unsigned char* p) {
 
 }  // namespace
 
-StatusOr<IdxArray> ParseIdx(const std::string& bytes, const std::string& name) {
+StatusOr<IdxArray> ParseIdx(const std::string& bytes, const std::string& name, const MemoryBudget& budget) {
   std::string inflated;
-  TETHER_ASSIGN_OR_RETURN(const std::string_view s, DecodeInput(name, bytes, &inflated, kMaxInflatedBytes));
+  std::string_view s = bytes;
+  if (IsGzip(bytes)) {
+    const MemoryBudget bound = ResolveReadBudget(budget);
+    if (bound.bytes > 0 && bound.bytes <= kMaxInflatedBytes) {
+      TETHER_ASSIGN_OR_RETURN(s, DecodeInput(name, bytes, &inflated, bound));
+    } else {  // the format's own bound is the lower
+      TETHER_RETURN_IF_ERROR(Gunzip(name, bytes, &inflated, kMaxInflatedBytes));
+      s = inflated;
+    }
+  }
   const auto* u = reinterpret_cast<const unsigned char*>(s.data());
   if (s.size() < 4 || u[0] != 0 || u[1] != 0)
     return Status::InvalidArgument(name + ": not an IDX file (the magic number must start with two zero bytes)");
@@ -56,10 +66,11 @@ StatusOr<IdxArray> ParseIdx(const std::string& bytes, const std::string& name) {
   return a;
 }
 
-StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
+StatusOr<IdxArray> ReadIdxFile(const std::string& path, const MemoryBudget& budget) {
+  const MemoryBudget bound = ResolveReadBudget(budget);
   std::string bytes;
-  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &bytes));
-  return ParseIdx(bytes, path);
+  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &bytes, bound));
+  return ParseIdx(bytes, path, bound);
 }
 
 StatusOr<Dataset> ReadIdxDataset(const std::string& images_path, const std::string& labels_path,
@@ -67,8 +78,8 @@ StatusOr<Dataset> ReadIdxDataset(const std::string& images_path, const std::stri
   if (opts.num_partitions < 1 || opts.partition < 0 || opts.partition >= opts.num_partitions)
     return Status::InvalidArgument("ReadIdxDataset: partition " + std::to_string(opts.partition) + " outside [0, " +
                                    std::to_string(opts.num_partitions) + ")");
-  TETHER_ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(images_path));
-  TETHER_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path));
+  TETHER_ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(images_path, opts.memory_budget));
+  TETHER_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path, opts.memory_budget));
   if (images.dims.size() < 2)
     return Status::InvalidArgument(images_path + ": an image file needs at least 2 dimensions (items × pixels), has " +
                                    std::to_string(images.dims.size()));

@@ -47,11 +47,16 @@ struct IdxArray {
 /// "path: ..." for a bad magic,
 /// another element type, zero dimensions or sizes, more than 2^32 elements,
 /// or a size that disagrees with the header (naming both byte counts).
-[[nodiscard]] StatusOr<IdxArray> ReadIdxFile(const std::string& path);
+/// A file larger, plain or inflated, than `budget` (as
+/// ReadOptions::memory_budget; bytes 0: the process's own) is refused first:
+/// InvalidArgument "data file PATH: inflates to more than ..."
+/// (input/read_budget.h).
+[[nodiscard]] StatusOr<IdxArray> ReadIdxFile(const std::string& path, const MemoryBudget& budget = {});
 
 /// Same on bytes in memory (the file's contents, plain or gzip); `name`
 /// stands for the path in messages. Errors as ReadIdxFile, less NotFound/IOError.
-[[nodiscard]] StatusOr<IdxArray> ParseIdx(const std::string& bytes, const std::string& name);
+[[nodiscard]] StatusOr<IdxArray> ParseIdx(const std::string& bytes, const std::string& name,
+                                          const MemoryBudget& budget = {});
 
 struct IdxReadOptions {
   /// This reader's share, as ReadOptions: without row_subset, partition p of
@@ -70,6 +75,9 @@ struct IdxReadOptions {
   const std::vector<int64_t>* row_subset_lines = nullptr;
   /// When > 0, every label must be < num_classes (InvalidArgument otherwise).
   int64_t num_classes = 0;
+  /// The memory the read may hold, as ReadOptions::memory_budget (bytes 0:
+  /// the process's own).
+  MemoryBudget memory_budget;
 };
 
 /// Reads this reader's share of the examples in `images_path` (uint8,

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "input/file_input.h"
+#include "input/read_budget.h"
 #include "input/text_parse.h"
 
 namespace tether {
@@ -41,10 +42,11 @@ std::string DecodeEntities(std::string_view s) {
 
 }  // namespace
 
-StatusOr<std::vector<XmlLabel>> ParseLabelXml(const std::string& path) {
+StatusOr<std::vector<XmlLabel>> ParseLabelXml(const std::string& path, const MemoryBudget& budget) {
+  const MemoryBudget bound = ResolveReadBudget(budget);
   std::string raw, storage;
-  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw));
-  TETHER_ASSIGN_OR_RETURN(std::string_view s, DecodeInput(path, raw, &storage));
+  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw, bound));
+  TETHER_ASSIGN_OR_RETURN(std::string_view s, DecodeInput(path, raw, &storage, bound));
   std::vector<XmlLabel> out;
   std::unordered_map<std::string, int64_t> seen;
   size_t pos = 0;

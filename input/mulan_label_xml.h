@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory_fit.h"
 #include "core/status.h"
 
 namespace tether {
@@ -26,7 +27,9 @@ struct XmlLabel {
 /// The <label> elements of the file at `path` (gzip or plain), in file
 /// order. Errors: the read's; InvalidArgument naming path:line for an
 /// unterminated tag or comment, a <label> without a name, a name listed
-/// twice; InvalidArgument when there is no <label> at all.
-StatusOr<std::vector<XmlLabel>> ParseLabelXml(const std::string& path);
+/// twice; InvalidArgument when there is no <label> at all; a file larger,
+/// plain or inflated, than `budget` (as ReadOptions::memory_budget; bytes
+/// 0: the process's own) is refused as input/read_budget.h words it.
+StatusOr<std::vector<XmlLabel>> ParseLabelXml(const std::string& path, const MemoryBudget& budget = {});
 
 }  // namespace tether

@@ -18,6 +18,7 @@
 
 #include "input/arff_reader.h"
 #include "input/file_input.h"
+#include "input/read_budget.h"
 #include "input/line_parser.h"
 #include "input/line_scan.h"
 #include "input/text_parse.h"
@@ -493,17 +494,18 @@ StatusOr<Dataset> ParseDataset(const std::string& bytes, const std::string& name
   if (opts.format == DataFormat::kArff) return ParseArffDataset(bytes, name, opts);
   TETHER_RETURN_IF_ERROR(CheckOptions(name, opts));
   std::string inflated;
-  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(name, bytes, &inflated));
+  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(name, bytes, &inflated, opts.memory_budget));
   return ParseText(name, text, opts);
 }
 
 StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) {
   if (opts.format == DataFormat::kArff) return ReadArffDataset(path, opts);
   TETHER_RETURN_IF_ERROR(CheckOptions(path, opts));
+  const MemoryBudget budget = ResolveReadBudget(opts.memory_budget);
   std::string raw;
-  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw));
+  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw, budget));
   std::string inflated;
-  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(path, raw, &inflated));
+  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(path, raw, &inflated, budget));
   if (text.data() == inflated.data()) std::string().swap(raw);  // keep one copy in memory
   return ParseText(path, text, opts);
 }
@@ -552,11 +554,13 @@ Status RowSubsetPastEnd(const std::string& path, const std::vector<int64_t>& row
                                  " data rows");
 }
 
-StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path, std::vector<int64_t>* lines) {
+StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path, std::vector<int64_t>* lines,
+                                             const MemoryBudget& budget) {
+  const MemoryBudget bound = ResolveReadBudget(budget);
   std::string raw;
-  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw));
+  TETHER_RETURN_IF_ERROR(ReadFileBytes(path, &raw, bound));
   std::string inflated;
-  TETHER_ASSIGN_OR_RETURN(std::string_view content, DecodeInput(path, raw, &inflated));
+  TETHER_ASSIGN_OR_RETURN(std::string_view content, DecodeInput(path, raw, &inflated, bound));
   TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
   std::vector<std::pair<int64_t, int64_t>> rows;  // (0-based row, line)
   const char* const data = content.data();

@@ -38,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/memory_fit.h"
 #include "core/status.h"
 #include "input/csr.h"
 
@@ -135,6 +136,14 @@ struct ReadOptions {
   /// elements name the label attributes. Empty: the last num_labels
   /// attributes are the labels (num_labels is then required).
   std::string label_xml;
+
+  /// The memory a read may hold (input/read_budget.h): a file whose decoded
+  /// bytes pass it is refused with InvalidArgument "data file PATH: inflates
+  /// to more than ..." before they are all inflated; a streaming reader
+  /// (RowStream, ARFF) refuses a line longer than it. bytes 0 (default): the
+  /// process's own budget, MemAvailable or the cgroup limit at the call; a
+  /// worker passes MemoryBudgetFor(config) (--memory_limit when given).
+  MemoryBudget memory_budget;
 };
 
 struct Dataset {
@@ -177,6 +186,9 @@ struct Dataset {
 ///   NotFound         `path` does not exist.
 ///   IOError          it cannot be opened or read.
 ///   DataLoss         corrupt or truncated gzip stream.
+///   InvalidArgument  also a file larger, plain or inflated, than
+///                    opts.memory_budget ("data file PATH: inflates to more
+///                    than ...", input/read_budget.h).
 /// A share that ends up with zero rows is fine when num_partitions > 1 (it is
 /// logged); with a single partition zero kept rows is an InvalidArgument.
 [[nodiscard]] StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts);
@@ -215,9 +227,12 @@ struct Dataset {
 /// for ReadDataset. Indices past the data file's end are caught by
 /// ReadDataset, which knows the row count.
 /// `lines`, when given, receives the 1-based line of each returned index,
-/// for ReadOptions::row_subset_lines.
+/// for ReadOptions::row_subset_lines. A file larger than `budget` (as
+/// ReadOptions::memory_budget; bytes 0: the process's own) is refused as
+/// ReadDataset refuses one.
 [[nodiscard]] StatusOr<std::vector<int64_t>> ReadSplitFile(const std::string& path,
-                                                           std::vector<int64_t>* lines = nullptr);
+                                                           std::vector<int64_t>* lines = nullptr,
+                                                           const MemoryBudget& budget = {});
 
 /// The error for a row subset whose last entry lies past the `data_rows`
 /// rows of the data file at `path`: "SPLIT:LINE: row N is past the end of

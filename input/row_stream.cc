@@ -13,6 +13,7 @@
 
 #include "core/data_files.h"
 #include "input/file_input.h"
+#include "input/read_budget.h"
 #include "input/text_parse.h"
 
 namespace tether {
@@ -67,6 +68,17 @@ void AppendHashedCsr(const CsrMatrix& src, CsrMatrix* dst) {
   dst->rows += src.rows;
   dst->cols = static_cast<int64_t>(merged->size());
   dst->col_keys = std::move(merged);
+}
+
+// The refusal of a pass whose rows, all kept (ReadFileListShare), pass
+// the budget while reading `path` after `pieces_before` other pieces.
+Status PassTooLarge(const std::string& path, int pieces_before, const MemoryBudget& budget) {
+  const std::string before =
+      pieces_before == 0 ? ""
+                         : " and the " + std::to_string(pieces_before) + " file piece" +
+                               (pieces_before == 1 ? "" : "s") + " read before it";
+  return DataFileTooLarge(path, "the rows read whole from it" + before + " come to more than", budget,
+                          "stream the files (data.streaming: true; docs/DATA.md)");
 }
 
 void AppendCsr(const CsrMatrix& src, CsrMatrix* dst) {
@@ -177,7 +189,10 @@ RowStream::RowStream(std::vector<DataFile> files, std::vector<FilePiece> pieces,
       options_(options), start_offset_(pieces_.size(), 0), start_line_(pieces_.size(), -1),
       piece_rows_(pieces_.size(), 0) {
   CHECK_GE(options_.block_rows, 1);
-  options_.buffer_bytes = std::max<size_t>(options_.buffer_bytes, 64);
+  budget_ = ResolveReadBudget(read_options_.memory_budget);
+  read_options_.memory_budget = budget_;
+  options_.buffer_bytes = static_cast<size_t>(
+      std::min<uint64_t>(ReadLimitBytes(budget_), std::max<size_t>(options_.buffer_bytes, 64)));
   read_options_.num_partitions = 1;
   read_options_.partition = 0;
   read_options_.row_subset = nullptr;
@@ -205,6 +220,7 @@ Status RowStream::Start(std::vector<int> order) {
   current_ = -1;
   source_.reset();
   rows_read_ = 0;
+  pass_bytes_ = 0;
   std::fill(piece_rows_.begin(), piece_rows_.end(), 0);
   return Status::OK();
 }
@@ -216,7 +232,16 @@ Status RowStream::Fill() {
     head_ = 0;
   }
   if (buf_.size() < options_.buffer_bytes) buf_.resize(options_.buffer_bytes);
-  if (tail_ == buf_.size()) buf_.resize(buf_.size() * 2);  // one line fills the buffer
+  if (tail_ == buf_.size()) {  // one line fills the buffer
+    // Grown, but never past the budget: a gzip bomb of one endless line
+    // would otherwise take all memory.
+    const uint64_t limit = ReadLimitBytes(budget_);
+    if (buf_.size() >= limit) {
+      const std::string& path = files_[static_cast<size_t>(pieces_[static_cast<size_t>(current_)].file)].path;
+      return DataFileTooLarge(path, "line " + std::to_string(line_no_) + " is longer than", budget_);
+    }
+    buf_.resize(static_cast<size_t>(std::min<uint64_t>(limit, uint64_t{buf_.size()} * 2)));
+  }
   peak_buffer_bytes_ = std::max(peak_buffer_bytes_, buf_.size());
   size_t got = 0;
   TETHER_RETURN_IF_ERROR(source_->Read(buf_.data() + tail_, buf_.size() - tail_, &got));
@@ -378,6 +403,9 @@ StatusOr<bool> RowStream::Next(Dataset* block) {
     int64_t first_line = 0;
     bool done = false;
     TETHER_RETURN_IF_ERROR(ReadLines(options_.block_rows - block->rows_read, &lines, &first_line, &done));
+    pass_bytes_ += lines.size();
+    if (options_.keeps_pass && pass_bytes_ > ReadLimitBytes(budget_))
+      return PassTooLarge(path, static_cast<int>(next_in_order_) - 1, budget_);
     if (!lines.empty()) {
       if (const void* nul = std::memchr(lines.data(), '\0', lines.size())) {
         const size_t off = static_cast<size_t>(static_cast<const char*>(nul) - lines.data());
@@ -467,8 +495,10 @@ StatusOr<std::unique_ptr<RowStream>> OpenFileListShare(const std::string& spec, 
 
 StatusOr<Dataset> ReadFileListShare(const std::string& spec, const std::string& field, const ReadOptions& opts,
                                     int partition, int num_partitions) {
+  RowStreamOptions keep_all;
+  keep_all.keeps_pass = true;  // the share is held whole: bound it
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<RowStream> stream,
-                          OpenFileListShare(spec, field, opts, partition, num_partitions));
+                          OpenFileListShare(spec, field, opts, partition, num_partitions, keep_all));
   TETHER_RETURN_IF_ERROR(stream->Start());
   Dataset all, block;
   all.features.cols = -1;

@@ -65,8 +65,14 @@ struct RowStreamOptions {
   /// Rows per block returned by Next(): the bound on parsed rows held. >= 1.
   int64_t block_rows = 65536;
   /// Bytes read from the file (after gunzip) at a time. A line longer than
-  /// this grows the buffer to hold it.
+  /// this grows the buffer to hold it, up to ReadOptions::memory_budget
+  /// (input/read_budget.h): a longer line is refused, "data file PATH: line
+  /// N is longer than ...". A budget below buffer_bytes lowers it.
   size_t buffer_bytes = size_t{4} << 20;
+  /// The caller keeps every block of a pass (ReadFileListShare): the decoded
+  /// bytes of the lines of one pass must then stay within the budget too,
+  /// else Next() refuses naming the file it passed it in.
+  bool keeps_pass = false;
 };
 
 /// Reads pieces of files, block by block. ReadOptions: format XMC or LIBSVM,
@@ -89,7 +95,8 @@ class RowStream {
   /// are the configured widths; source_lines are lines of the block's files,
   /// which the block may mix when a piece ends inside it). Returns false,
   /// with an empty block, when the pass is over. Errors: those of
-  /// ReadDataset ("path:line: ..."; NotFound/IOError/DataLoss), and
+  /// ReadDataset ("path:line: ..."; NotFound/IOError/DataLoss), a line or
+  /// (keeps_pass) a pass past the memory budget (RowStreamOptions), and
   /// InvalidArgument for an XMC header that disagrees with the widths or
   /// (when this stream reads the whole file) with its row count.
   [[nodiscard]] StatusOr<bool> Next(Dataset* block);
@@ -144,6 +151,8 @@ class RowStream {
   std::vector<int64_t> piece_rows_;
   size_t peak_buffer_bytes_ = 0;
   std::function<Status()> between_chunks_;
+  MemoryBudget budget_;      // read_options_.memory_budget, resolved
+  uint64_t pass_bytes_ = 0;  // decoded bytes of the lines handed out this pass
 };
 
 /// The files `spec` names (one file, or a list or globs: core/data_files.h;
@@ -174,8 +183,9 @@ class RowStream {
 
 /// OpenFileListShare's share read whole into memory (the blocks
 /// concatenated, in file order): the in-memory mode for several files.
-/// Dataset::source_lines are lines of their own files. Errors: those of
-/// OpenFileListShare and RowStream::Next.
+/// Dataset::source_lines are lines of their own files. The decoded bytes of
+/// the share are bounded by opts.memory_budget (RowStreamOptions::keeps_pass).
+/// Errors: those of OpenFileListShare and RowStream::Next.
 [[nodiscard]] StatusOr<Dataset> ReadFileListShare(const std::string& spec, const std::string& field,
                                                   const ReadOptions& opts, int partition, int num_partitions);
 

@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/data_files.h"
+#include "core/memory_fit.h"
 #include "input/feature_weighting.h"
 #include "input/idx_reader.h"
 #include "worker/eval/evaluator.h"
@@ -158,6 +159,7 @@ ReadOptions StreamReadOptions(const JobConfig& config) {
   opts.skip_unlabeled = config.data().skip_unlabeled();
   opts.header_mismatch_is_error = config.data().header_mismatch_is_error();
   opts.hashed_features = config.data().hashed_features();
+  opts.memory_budget = MemoryBudgetFor(config);  // the budget of the start-up memory check
   return opts;
 }
 
@@ -223,9 +225,11 @@ StatusOr<uint64_t> ChunkBytesFor(const JobConfig& config, const std::vector<Data
 StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, const std::string& label_file,
                             const std::string& split, int partition, int num_partitions) {
   const LabelKind kind = LabelKindOf(config);
+  // Every read holds at most the memory the start-up check counts on.
+  const MemoryBudget budget = MemoryBudgetFor(config);
   std::vector<int64_t> subset, subset_lines;
   if (!split.empty()) {
-    TETHER_ASSIGN_OR_RETURN(subset, ReadSplitFile(split, &subset_lines));
+    TETHER_ASSIGN_OR_RETURN(subset, ReadSplitFile(split, &subset_lines, budget));
   }
   Dataset d;
   if (config.data().format() == IDX) {
@@ -235,6 +239,7 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
     opts.row_subset = split.empty() ? nullptr : &subset;
     opts.row_subset_file = split;
     opts.row_subset_lines = split.empty() ? nullptr : &subset_lines;
+    opts.memory_budget = budget;
     TETHER_ASSIGN_OR_RETURN(d, ReadIdxDataset(file, label_file, opts));
   } else {
     ReadOptions opts;
@@ -255,6 +260,7 @@ StatusOr<Dataset> LoadSplit(const JobConfig& config, const std::string& file, co
     opts.skip_unlabeled = config.data().skip_unlabeled();
     opts.header_mismatch_is_error = config.data().header_mismatch_is_error();
     opts.hashed_features = config.data().hashed_features();
+    opts.memory_budget = budget;
     if (opts.format == DataFormat::kArff) {
       // Widths must equal the header's (they were taken from it when left at 0).
       opts.index_base = -1;

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <vector>
 
+#include "core/memory_fit.h"
 #include "input/validation_split.h"
 #include "worker/train/training_data.h"
 
@@ -26,8 +27,10 @@ StatusOr<Dataset> TakeValidationShare(const JobConfig& config, int rank, int num
 StatusOr<int64_t> ValidationRowsInTestSplit(const JobConfig& config) {
   const DataConfig& d = config.data();
   if (d.validation_split().empty() || d.test_split().empty() || d.test_file() != d.train_file()) return 0;
-  TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> validation, ReadSplitFile(d.validation_split()));
-  TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> test, ReadSplitFile(d.test_split()));
+  const MemoryBudget budget = MemoryBudgetFor(config);
+  TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> validation,
+                          ReadSplitFile(d.validation_split(), nullptr, budget));
+  TETHER_ASSIGN_OR_RETURN(const std::vector<int64_t> test, ReadSplitFile(d.test_split(), nullptr, budget));
   std::vector<int64_t> shared;  // both sorted ascending
   std::set_intersection(validation.begin(), validation.end(), test.begin(), test.end(), std::back_inserter(shared));
   return static_cast<int64_t>(shared.size());
