@@ -10,6 +10,11 @@
 #           worker whose cache and dense tables exceed --memory_limit (before
 #           it reads data or connects), and a server shard whose tables do (it refuses
 #           worker 0's HELLO and exits 1; the worker exits 1 too).
+#   bomb    a gzip bomb as data.train_file (64 MiB of XMC rows in about
+#           100 KiB) with --memory_limit=16MiB: the worker refuses it as bad
+#           input (exit 6, which tether-launch never restarts), naming the
+#           file, the budget and its source, before it inflates more than
+#           the budget or connects.
 # Every process is started under `timeout` and killed on exit.
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
@@ -105,6 +110,24 @@ fit)
   grep -qF "server shard 0 of 2 does not fit in memory: the job's tables need 3.0 MiB (3104284 bytes) on this shard (weights, optimizer state and row index, in bytes: w1 918 rows 2853144, b1 1540, w2 80 rows 249600), but 2.0 MiB (2097152 bytes) are available (consistency.memory_limit_bytes (--memory_limit))" "$tmp/server0.log" ||
     { echo "FAIL: server 0 log:"; cat "$tmp/server0.log"; exit 1; }
   echo "tables and caches that cannot fit fail at start-up, naming the sizes"
+  ;;
+bomb)
+  bomb="$tmp/bomb.txt.gz"
+  python3 - "$bomb" <<'PY'
+import gzip, sys
+rows = 64 * 1024 * 1024 // 6
+open(sys.argv[1], "wb").write(gzip.compress(b"%d 1836 159\n" % rows + b"0 0:1\n" * rows, 9))
+PY
+  sed -e "s#train_file: \".*\"#train_file: \"$bomb\"#" "$tmp/bibtex.pbtxt" > "$tmp/bomb.pbtxt"
+  rc=0
+  out=$(timeout -k 5 30 "$bin/tether-worker" --config="$tmp/bomb.pbtxt" --rank=0 \
+    --server_addresses=tcp://127.0.0.1:9,tcp://127.0.0.1:10 --memory_limit=16MiB --cache_capacity=1MiB \
+    --request_timeout_ms=1000 --startup_timeout_ms=1000 2>&1) || rc=$?
+  [ "$rc" = 6 ] || { echo "FAIL: worker exit $rc (expected 6): $out"; exit 1; }
+  grep -qF "data file $bomb: inflates to more than 16.0 MiB (16777216 bytes), the memory this process may count on (consistency.memory_limit_bytes (--memory_limit)); give it more memory (--memory_limit) or split the file (docs/DATA.md)" <<< "$out" ||
+    { echo "FAIL: message was: $out"; exit 1; }
+  if grep -q "connected to\|HELLO\|training rows" <<< "$out"; then echo "FAIL: read or connected past the refusal: $out"; exit 1; fi
+  echo "a gzip bomb is refused as bad input (exit 6), naming the file and the budget"
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
