@@ -8,8 +8,9 @@
 // kills the process.
 //
 // What is bounded: the decoded bytes of a file read whole (XMC, LIBSVM,
-// IDX, split and label files), the decoded bytes of the files a share of a
-// file list keeps in memory (ReadFileListShare), and the longest line a
+// IDX, split and label files) and, for XMC and LIBSVM, those bytes plus the
+// least their rows parse into; the decoded bytes of the files a share of a
+// file list keeps in memory (ReadFileListShare); and the longest line a
 // streaming reader must hold (RowStream, ARFF).
 //
 // Pure functions, but for ResolveReadBudget (it reads /proc and the cgroup

@@ -1,8 +1,9 @@
 // The memory bound on data reads: a gzip bomb (64 MiB of text lines in
 // about 130 KiB of gzip) read under a 16 MiB budget is refused naming the file,
 // without inflating it (the child process's peak memory is measured); the
-// same file reads in full under a budget it fits; a plain file, an endless
-// line (RowStream, ARFF) and a file-list share held whole are bounded too.
+// same file reads in full under a budget it fits; a plain file, text that
+// parses into more than it holds, an endless line (RowStream, ARFF) and a
+// file-list share held whole are bounded too.
 #include "input/read_budget.h"
 
 #include <gtest/gtest.h>
@@ -205,6 +206,27 @@ TEST(ReadBudget, PlainFileLargerThanTheBudgetIsRefusedUnread) {
   EXPECT_EQ(s.message(), Refusal(path, "is 2.0 MiB (2097152 bytes), more than", kMiB));
   EXPECT_TRUE(raw.empty());
   EXPECT_EQ(ReadDataset(path, LibsvmOpts(kMiB)).status().message(), s.message());
+}
+
+TEST(ReadBudget, TextThatFitsButParsesIntoMoreIsRefusedBeforeParsing) {
+  // 65536 rows of 4 values in 1.1 MiB of text; the parse holds at least 48
+  // bytes a row and 8 a value: 5.0 MiB more, past a 4 MiB budget.
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("short_rows.txt");
+  std::string text;
+  for (int i = 0; i < 65536; ++i) text += "1 1:1 2:1 3:1 4:1\n";
+  std::ofstream(path) << text;
+  ReadOptions opts = LibsvmOpts(4 * kMiB);
+  opts.num_features = 4;
+  EXPECT_EQ(ReadDataset(path, opts).status().message(),
+            Refusal(path,
+                    "its 1.1 MiB (1179648 bytes) of text parse into at least 5.0 MiB (5242880 bytes) more (65536 "
+                    "rows, 262144 values and labels): together more than",
+                    4 * kMiB));
+  opts.memory_budget = Budget(7 * kMiB);
+  const StatusOr<Dataset> fits = ReadDataset(path, opts);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_EQ(fits->features.nnz(), 262144);
 }
 
 TEST(ReadBudget, StreamRefusesALineLongerThanTheBudget) {

@@ -438,11 +438,38 @@ Status ReportShare(const std::string& path, const ReadOptions& opts, bool multil
   return Status::OK();
 }
 
+// Text whose decoded bytes fit can still parse into more than memory holds
+// (short rows, many values): the least this share's parse holds on top of
+// the text, per row its LineRef, source line and two row_ptr entries, per
+// value (a ':' in its lines) a column and a value, per label list comma a
+// label, is checked against `budget` before any of it is allocated.
+Status CheckParseFits(const std::string& path, std::string_view content, const std::vector<LineRef>& mine,
+                      const MemoryBudget& budget) {
+  if (budget.bytes == 0) return Status::OK();
+  uint64_t values = 0, commas = 0;
+  for (const LineRef& ln : mine) {
+    const char* b = content.data() + ln.begin;
+    const char* e = content.data() + ln.end;
+    values += static_cast<uint64_t>(std::count(b, e, ':'));
+    commas += static_cast<uint64_t>(std::count(b, e, ','));
+  }
+  constexpr uint64_t kRowBytes = sizeof(LineRef) + 3 * sizeof(int64_t);
+  constexpr uint64_t kValueBytes = sizeof(uint32_t) + sizeof(float);
+  const uint64_t rows = mine.size();
+  const uint64_t parsed = rows * kRowBytes + (values + commas) * kValueBytes;
+  if (content.size() + parsed <= budget.bytes) return Status::OK();
+  return DataFileTooLarge(path,
+                          "its " + FormatBytes(content.size()) + " of text parse into at least " + FormatBytes(parsed) +
+                              " more (" + std::to_string(rows) + " rows, " + std::to_string(values + commas) +
+                              " values and labels): together more than",
+                          budget);
+}
+
 // Parses decoded text (options already checked). `path` names it in
 // messages. Pass 1 finds the lines (input/line_scan.h); pass 2 parses this
-// share's.
+// share's, once CheckParseFits under `budget` (bytes 0: no check).
 StatusOr<Dataset> ParseText(const std::string& path, std::string_view content, const ReadOptions& opts,
-                            TextPos text_pos = {}) {
+                            const MemoryBudget& budget, TextPos text_pos = {}) {
   // A block's reader (input/row_stream.cc) checks its file for binary input.
   if (!text_pos.block) TETHER_RETURN_IF_ERROR(CheckIsText(path, content));
   const bool xmc = opts.format == DataFormat::kXmc;
@@ -455,6 +482,7 @@ StatusOr<Dataset> ParseText(const std::string& path, std::string_view content, c
   uint64_t num_labels = static_cast<uint64_t>(opts.num_labels);
   if (xmc && !text_pos.block) TETHER_RETURN_IF_ERROR(ApplyXmcHeader(path, opts, scan, &num_features, &num_labels));
   TETHER_RETURN_IF_ERROR(CheckScan(path, opts, scan, text_pos.block));
+  TETHER_RETURN_IF_ERROR(CheckParseFits(path, content, scan.mine, budget));
 
   Dataset ds;
   const bool infer_features = !xmc && num_features == 0 && !opts.hashed_features;
@@ -486,16 +514,18 @@ StatusOr<Dataset> ParseRowsBlock(std::string_view text, const std::string& path,
   if (opts.num_partitions != 1 || opts.row_subset != nullptr)
     return Status::InvalidArgument(path + ": a block of rows is read whole (no partition or row_subset)");
   if (first_line_no < 1) return Status::InvalidArgument(path + ": first_line_no must be >= 1");
-  return ParseText(path, text, opts, TextPos{first_line_no, true});
+  // A block is a stream's bounded share of lines (RowStream).
+  return ParseText(path, text, opts, MemoryBudget{}, TextPos{first_line_no, true});
 }
 
 StatusOr<Dataset> ParseDataset(const std::string& bytes, const std::string& name,
                                const ReadOptions& opts) {
   if (opts.format == DataFormat::kArff) return ParseArffDataset(bytes, name, opts);
   TETHER_RETURN_IF_ERROR(CheckOptions(name, opts));
+  const MemoryBudget budget = ResolveReadBudget(opts.memory_budget);
   std::string inflated;
-  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(name, bytes, &inflated, opts.memory_budget));
-  return ParseText(name, text, opts);
+  TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(name, bytes, &inflated, budget));
+  return ParseText(name, text, opts, budget);
 }
 
 StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) {
@@ -507,7 +537,7 @@ StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) 
   std::string inflated;
   TETHER_ASSIGN_OR_RETURN(std::string_view text, DecodeInput(path, raw, &inflated, budget));
   if (text.data() == inflated.data()) std::string().swap(raw);  // keep one copy in memory
-  return ParseText(path, text, opts);
+  return ParseText(path, text, opts, budget);
 }
 
 StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path) {

@@ -188,7 +188,9 @@ struct Dataset {
 ///   DataLoss         corrupt or truncated gzip stream.
 ///   InvalidArgument  also a file larger, plain or inflated, than
 ///                    opts.memory_budget ("data file PATH: inflates to more
-///                    than ...", input/read_budget.h).
+///                    than ...", input/read_budget.h), or whose share's text
+///                    and the least its rows parse into (48 bytes a row, 8
+///                    a value or label) pass it, checked before parsing.
 /// A share that ends up with zero rows is fine when num_partitions > 1 (it is
 /// logged); with a single partition zero kept rows is an InvalidArgument.
 [[nodiscard]] StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts);
