@@ -20,6 +20,7 @@
 #include "core/net/endpoint_check.h"
 #include "launch/claim_watch.h"
 #include "launch/elastic_run.h"
+#include "launch/failure_cause.h"
 #include "launch/failure_metrics.h"
 #include "launch/job_summary.h"
 #include "launch/launch_events.h"
@@ -316,13 +317,6 @@ std::optional<int> Launcher::StartWorkers() {
   return std::nullopt;
 }
 
-int Launcher::FailedJobExit(const Child& c) {
-  const std::optional<Unrestartable> final_failure = UnrestartableExit(c.Name(), c.wait_status);
-  if (!final_failure) return 1;
-  LOG(ERROR) << "[launch] " << final_failure->why;
-  return final_failure->job_exit;
-}
-
 void Launcher::LogFailure(const Child& c) {
   const std::string held = c.role == "worker" || (c.role == "server" && c.endpoint.empty()) ? "" : WhatItHeld(c);
   const std::string what = c.Name() + " " + c.HowItEnded() + (held.empty() ? "" : "; " + held);
@@ -330,6 +324,80 @@ void Launcher::LogFailure(const Child& c) {
   // The first is the cause (Exited logs a signalled cause first): the
   // failure the metrics JSON records.
   if (failed_process_.empty()) failed_process_ = what;
+}
+
+EndedProcess Launcher::Judged(const Child& c, bool in_teardown) const {
+  EndedProcess p;
+  p.name = c.Name();
+  p.role = c.role;
+  p.wait_status = c.wait_status;
+  p.in_teardown = in_teardown;
+  return p;
+}
+
+int Launcher::JobFailed(const Child& failed) {
+  // Those that failed with it: a child killed meanwhile (it is the cause:
+  // ProcessTable::AwaitSignalled), the servers held back (kAbortSettle),
+  // any other exit reaped and not looked at yet, and a worker stopped by
+  // SIGSTOP (it never exits: the servers removed it for silence).
+  const Child* signalled = WIFSIGNALED(failed.wait_status) ? nullptr : table_->AwaitSignalled(kCauseSettle);
+  std::vector<Child> ended;
+  for (const HeldExit& h : held_exits_) ended.push_back(h.child);
+  held_exits_.clear();
+  if (signalled != nullptr) ended.push_back(*signalled);
+  ended.push_back(failed);
+  while (Child* other = table_->NextExited())
+    if (!other->Succeeded()) ended.push_back(*other);
+  std::vector<EndedProcess> judged;
+  for (const Child& c : ended) judged.push_back(Judged(c, false));
+  for (const Child& c : table_->children()) {
+    if (!c.running || c.role != "worker" || c.RunState().rfind("stopped", 0) != 0) continue;
+    EndedProcess p = Judged(c, false);
+    p.stopped = true;
+    judged.push_back(p);
+  }
+  FailureCause verdict = JudgeFailure(judged);
+  const EndedProcess& cause = judged[verdict.cause];
+  // A shard no running process holds (its server stopped: SIGSTOP) is
+  // what the job failed on, whichever process then exited first on the
+  // workers' abort: the failure the metrics JSON records.
+  const bool signal_cause = !cause.stopped && WIFSIGNALED(cause.wait_status);
+  const std::string stopped_shards = signal_cause || !verdict.why.empty() ? "" : StoppedShardsLost();
+  if (!stopped_shards.empty() && failed_process_.empty()) failed_process_ = stopped_shards + " (SIGSTOP)";
+  if (cause.stopped) {
+    const std::string what = cause.name + " is stopped (SIGSTOP, state T): the servers removed it for silence";
+    LOG(ERROR) << "[launch] " << what;
+    if (failed_process_.empty()) failed_process_ = what;
+  }
+  for (const Child& c : ended)
+    if (c.Name() == cause.name) LogFailure(c);
+  for (const Child& c : ended)
+    if (c.Name() != cause.name)
+      LOG(ERROR) << "[launch] " << c.Name() << " " << c.HowItEnded() << " as " << cause.name << " failed";
+  if (!stopped_shards.empty())
+    LOG(ERROR) << "[launch] " << stopped_shards << " (SIGSTOP): " << cause.name << " failed on it";
+  Teardown(!stopped_shards.empty() ? stopped_shards
+                                   : cause.name + (cause.stopped ? " is stopped (SIGSTOP)" : " failed"));
+  if (verdict.why.empty()) {
+    // A refusal no restart cures may come out in the teardown: a worker
+    // still sending its ABORTs when the servers' exits were judged.
+    for (Child& c : table_->children()) {
+      if (c.running || c.reported) continue;
+      c.reported = true;
+      judged.push_back(Judged(c, true));
+    }
+    verdict = JudgeFailure(judged);
+    if (!verdict.why.empty()) {
+      const Child* late = nullptr;
+      for (const Child& c : table_->children())
+        if (c.Name() == judged[verdict.cause].name) late = &c;
+      failed_process_.clear();
+      if (late != nullptr) LogFailure(*late);
+      failure_ = judged[verdict.cause].name + " failed";
+    }
+  }
+  if (!verdict.why.empty()) LOG(ERROR) << "[launch] " << verdict.why;
+  return verdict.job_exit;
 }
 
 std::optional<int> Launcher::Exited(Child* c) {
@@ -363,34 +431,23 @@ std::optional<int> Launcher::Exited(Child* c) {
   }
   // Once every worker finished, nobody needs a dead server's shard: a server
   // failing then failed at its own end (its files), which fails the job.
-  if (c->role != "worker" && !c->Succeeded() && server_deaths_ && Training()) {
+  if (c->role != "worker" && !c->Succeeded() && Training()) {
     // It ended by itself: if a worker's ABORT told it the job failed, that
-    // worker's failure comes within kAbortSettle and is the job's. A death
-    // that loses a shard is judged at once (the workers fail of it).
+    // worker's failure comes within kAbortSettle and is the job's. With
+    // replicas, a death that loses a shard is judged at once (the workers
+    // fail of it); without, a death by a signal is.
+    if (!server_deaths_) {
+      if (WIFSIGNALED(c->wait_status)) return JobFailed(*c);
+      held_exits_.push_back({*c, Clock::now() + kAbortSettle});
+      return std::nullopt;
+    }
     ServerDeaths if_dead = *server_deaths_;
     if (WIFSIGNALED(c->wait_status) || !if_dead.Died(c->index).survivable) return ServerDied(*c);
     held_exits_.push_back({*c, Clock::now() + kAbortSettle});
     return std::nullopt;
   }
   if (c->role == "replacement" && ReplacementEnded(*c)) return std::nullopt;
-  if (!c->Succeeded()) {
-    // A child killed meanwhile is the cause (ProcessTable::AwaitSignalled).
-    const Child* cause = WIFSIGNALED(c->wait_status) ? nullptr : table_->AwaitSignalled(kCauseSettle);
-    // A shard no running process holds (its server stopped: SIGSTOP) is
-    // what the job failed on, whichever process then exited first on the
-    // workers' abort: the failure the metrics JSON records.
-    const std::string stopped = cause == nullptr ? StoppedShardsLost() : "";
-    if (!stopped.empty() && failed_process_.empty()) failed_process_ = stopped + " (SIGSTOP)";
-    if (cause != nullptr) LogFailure(*cause);
-    LogFailure(*c);
-    const std::string failed = (cause != nullptr ? cause : c)->Name();
-    for (const HeldExit& h : held_exits_)
-      LOG(ERROR) << "[launch] " << h.child.Name() << " " << h.child.HowItEnded() << " as " << failed << " failed";
-    held_exits_.clear();
-    if (!stopped.empty()) LOG(ERROR) << "[launch] " << stopped << " (SIGSTOP): " << failed << " failed on it";
-    Teardown(stopped.empty() ? failed + " failed" : stopped);
-    return FailedJobExit(cause != nullptr ? *cause : *c);
-  }
+  if (!c->Succeeded()) return JobFailed(*c);
   VLOG(1) << "[launch] " << c->Name() << " finished";
   if (c->role == "worker") elastic_.WorkerFinished();
   return std::nullopt;
@@ -401,6 +458,7 @@ std::optional<int> Launcher::RunTimers(bool all) {
   while (!held_exits_.empty() && (all || held_exits_.front().judge_at <= now)) {
     const Child child = held_exits_.front().child;
     held_exits_.erase(held_exits_.begin());
+    if (!server_deaths_) return JobFailed(child);
     if (auto code = ServerDied(child)) return code;
   }
   for (auto& [pid, kill_at] : left_over_) {

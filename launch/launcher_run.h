@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "launch/claim_watch.h"
 #include "launch/elastic_run.h"
+#include "launch/failure_cause.h"
 #include "launch/launch_events.h"
 #include "launch/launcher.h"
 #include "launch/process_table.h"
@@ -134,11 +135,15 @@ class Launcher {
     return server_deaths_ && server_deaths_->Serving(server_deaths_->CopyOf(c.index)) == c.index;
   }
   void LogFailure(const Child& c);
-  // The job's exit code for failed `c`: 1, or, when no restart cures its
-  // failure (a refused configuration, refused input data), that failure's
-  // own code (UnrestartableExit), which --max_restarts never restarts. Logs
-  // why.
-  static int FailedJobExit(const Child& c);
+  // The job failed: `failed` ended so (not code 0) while training. Judges
+  // which process it failed on among those that ended with it, held back
+  // or reaped meanwhile, and a worker stopped by SIGSTOP (JudgeFailure,
+  // launch/failure_cause.h), logs it as the failure, tears the job down and
+  // returns the exit code: 1, or the code of a refusal no restart cures
+  // (exit 2, 6; also one that ended in the teardown), which --max_restarts
+  // never restarts.
+  int JobFailed(const Child& failed);
+  EndedProcess Judged(const Child& c, bool in_teardown) const;
   // "2 server process(es) (server 1 (pid 4711), stopped (SIGSTOP); ...)":
   // the server processes and replacements still running, with their state.
   std::string ServersStillRunning() const;

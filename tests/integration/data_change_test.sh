@@ -8,6 +8,10 @@
 #                   fails at its next epoch's end naming the file and its new
 #                   size (exit 6: bad input), the others end as on any worker failure,
 #                   and no process exits 0.
+#   launched        the same append under tether-launch with --max_restarts:
+#                   the servers end on the failing worker's ABORT (exit 1)
+#                   before it exits 6, yet the job exits 6 naming the
+#                   worker (log and metrics JSON), never restarted.
 #   resume_changed  tether-launch, 2 epochs, checkpoints every 30 clocks;
 #                   then one digit of the file's last row changed in place,
 #                   its size and modification time kept (the digest tells);
@@ -18,7 +22,7 @@
 #                   folder (a new modification time) and the resume given
 #                   that path: accepted as the same file, trains to the end,
 #                   exit 0.
-# Usage: data_change_test.sh appended|resume_changed|resume_copied BIN_DIR
+# Usage: data_change_test.sh appended|launched|resume_changed|resume_copied BIN_DIR
 source "$(dirname "$0")/lib.sh"
 tether_test_init "$1" "$2"
 limit_s=150
@@ -69,6 +73,29 @@ case "$mode" in
     done
     [ -n "$named" ] || fail "no worker named the change ('$want')"
     echo "ok   worker $named named $data (appended to) and exited 6; no process exited 0"
+    ;;
+  launched)
+    rc=0
+    timeout -k 5 "$limit_s" "$bin/tether-launch" --config=tests/data/bibtex_fixed.pbtxt --train_file="$data" \
+      --test_file="$data" --epochs=1000 --checkpoint_dir="$ck" --checkpoint_every_clocks=50 --max_restarts=2 \
+      --metrics_out="$tmp/m.json" > "$tmp/launch.log" 2>&1 &
+    launcher=$!
+    wait_log "$tmp/launch.log" "epoch 1/1000" 1800
+    printf '3 7:1\n' >> "$data"
+    wait "$launcher" || rc=$?
+    [ "$rc" = 6 ] || fail "the job whose data file changed exited $rc (want 6)"
+    grep -qE "\[launch\] worker [01] \(pid [0-9]+\) refused its input data \(exit 6" "$tmp/launch.log" ||
+      fail "the launcher did not say a worker refused its input data (exit 6)"
+    grep -qE "job failed after [0-9:]+ \(exit code 6\): worker [01] \(pid [0-9]+\) failed" "$tmp/launch.log" ||
+      fail "the launcher's last line does not name the worker"
+    if grep -q "restart 1 of 2" "$tmp/launch.log"; then fail "the job whose data file changed was restarted"; fi
+    python3 - "$tmp/m.json" <<'PY' || fail "$tmp/m.json does not record the worker's exit 6"
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+assert j["exit_code"] == 6, j
+assert re.fullmatch(r"worker [01] \(pid \d+\) exited with code 6", j["failure"]), j
+PY
+    echo "ok   the job exited 6 naming the worker, not restarted, the metrics JSON says so"
     ;;
   resume_changed)
     checkpointed_job

@@ -29,7 +29,7 @@ double UnixSeconds() {
 }  // namespace
 
 Checkpointer::Checkpointer(const JobConfig& config, int rank, int num_servers, std::vector<TableSpec> tables,
-                           WorkerClient* client, JobSession* session, const DataWatch* data)
+                           WorkerClient* client, JobSession* session, const DataWatch* data, bool* input_refused)
     : config_(config),
       rank_(rank),
       num_servers_(num_servers),
@@ -37,11 +37,16 @@ Checkpointer::Checkpointer(const JobConfig& config, int rank, int num_servers, s
       client_(client),
       session_(session),
       data_(data),
+      input_refused_(input_refused),
       who_("[worker " + std::to_string(rank) + "] ") {}
 
 Status Checkpointer::CheckData(const std::string& when) const {
+  // A changed file is bad input, as at an epoch's end: a restart would
+  // read it again.
   const Status st = data_->Check(when);
-  return st.ok() ? st : Status::FailedPrecondition(who_ + st.message());
+  if (st.ok()) return st;
+  if (input_refused_ != nullptr) *input_refused_ = true;
+  return Status::FailedPrecondition(who_ + st.message());
 }
 
 Status Checkpointer::WriteManifest(const std::string& dir, int64_t clock, bool final, const CheckpointReply& reply) {

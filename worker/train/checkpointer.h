@@ -38,9 +38,11 @@ class Checkpointer {
   /// `num_servers`: shards of the job; `tables`: the job's (the manifest
   /// records both). `session` takes part in the rounds at `client`'s clock;
   /// `data` holds the stamps of the data files read (checked before each
-  /// checkpoint, recorded in its MANIFEST).
+  /// checkpoint, recorded in its MANIFEST). `input_refused` (may be null,
+  /// borrowed): set to true when a data file changed since it was read
+  /// (bad input: the worker exits kExitBadInput, never restarted).
   Checkpointer(const JobConfig& config, int rank, int num_servers, std::vector<TableSpec> tables,
-               WorkerClient* client, JobSession* session, const DataWatch* data);
+               WorkerClient* client, JobSession* session, const DataWatch* data, bool* input_refused = nullptr);
 
   /// checkpoint.dir is set.
   bool enabled() const { return !config_.checkpoint().dir().empty(); }
@@ -84,6 +86,7 @@ class Checkpointer {
   WorkerClient* client_;
   JobSession* session_;
   const DataWatch* data_;
+  bool* input_refused_;  // may be null
   std::string who_;
 };
 

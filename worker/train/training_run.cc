@@ -411,7 +411,7 @@ Status TrainingRun::Connect() {
               << config_.consistency().model_momentum();
   }
   checkpointer_ = std::make_unique<Checkpointer>(config_, rank_, static_cast<int>(options_.servers.size()), tables_,
-                                                 client_.get(), session_.get(), &data_watch_);
+                                                 client_.get(), session_.get(), &data_watch_, options_.input_refused);
   // Partitioned evaluation's round 0 (worker/eval/partitioned_eval.h): PSP@k
   // (multi-label) needs the training labels' frequencies over the whole
   // training split, which no single worker holds, and data.tf_idf the
