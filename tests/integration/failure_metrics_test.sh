@@ -14,6 +14,13 @@
 #            (--liveness_timeout_ms=1000); SIGSTOP to server 1 once training
 #            runs: exit 1, and "failure" names shard 1 as lost on its stopped
 #            server, not server 0, which exits 1 on the workers' abort.
+#   launch_worker_stopped  2 servers + 2 workers under tether-launch
+#            (--worker_timeout_ms=3000, 20 epochs); SIGSTOP to worker 1
+#            once training runs: the servers remove it for silence, worker
+#            0 trains on to the end and fails the job (worker 1 left), the
+#            servers exit 1 on its ABORT; exit 1, and the launcher names
+#            worker 1, its pid, as stopped (SIGSTOP) on its last line, not a
+#            server; the metrics JSON keeps the evaluator's own "failure".
 #   by_hand  the same job started by hand (worker 0 with --metrics_out,
 #            --liveness_timeout_ms=1000): worker 0 exits 1 naming the gone
 #            shard, and writes no metrics JSON.
@@ -71,6 +78,32 @@ j = json.load(open(sys.argv[1]))
 assert j["exit_code"] == 1, j["exit_code"]
 want = "shard 1 is lost: every server process left that holds it (1) is stopped (SIGSTOP)"
 assert j["failure"] == want, j["failure"]
+print("failure:", j["failure"])
+PY
+  ;;
+launch_worker_stopped)
+  timeout -k 5 60 "$bin/tether-launch" "${job[@]}" --epochs=20 --servers 2 --workers 2 --worker_timeout_ms=3000 \
+    --metrics_out="$tmp/m.json" > "$tmp/launch.log" 2>&1 &
+  launcher=$!
+  pids+=($launcher)
+  wait_log "$tmp/launch.log" "epoch 1/20" 600
+  victim=$(sed -n 's/.*\[launch\] started worker 1 (pid \([0-9]*\)).*/\1/p' "$tmp/launch.log")
+  [ -n "$victim" ] || fail "no pid for worker 1 in the launcher's log"
+  kill -STOP "$victim"
+  expect_exit "$launcher" 1 30000 "tether-launch (worker 1 stopped)"
+  launched_children_reaped "$tmp/launch.log" 'server\|worker'
+  pids=()
+  want="worker 1 (pid $victim) is stopped (SIGSTOP, state T): the servers removed it for silence"
+  grep -qF "[launch] $want" "$tmp/launch.log" || fail "the launcher did not name the stopped worker"
+  grep -qE "job failed after [0-9:]+ \(exit code 1\): worker 1 \(pid $victim\) is stopped \(SIGSTOP\)$" \
+    "$tmp/launch.log" || fail "the launcher's last line does not name the stopped worker"
+  if grep -qE "job failed .*: server [01] " "$tmp/launch.log"; then fail "the launcher blamed a server"; fi
+  python3 - "$tmp/m.json" <<'PY' || fail "metrics JSON: $(cat "$tmp/m.json" 2>&1)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["exit_code"] == 1, j["exit_code"]
+assert j["failure"] == ("the job did not finish: worker(s) 1 left before the end of training, so their rows were "
+                        "not all trained (with checkpoint.dir set, a resume trains what they left)"), j["failure"]
 print("failure:", j["failure"])
 PY
   ;;
