@@ -133,6 +133,17 @@ Status CheckpointDirLock::Probe(const std::string& dir, Mode mode) {
   return st;
 }
 
+std::string CheckpointDirLock::LiveWriter(const std::string& dir) {
+  const std::string path = LockPath(dir);
+  const int fd = OpenLockFile(path, O_RDONLY);
+  if (fd < 0) return "";
+  if (!CheckLockFile(path, fd).ok()) return "";  // closed by the check; no lock on it keeps a job out
+  // A shared lock is refused only while some open file holds it exclusively: a writer.
+  const std::string holder = TryLock(fd, Mode::kRead) == 0 ? HolderOf(fd) : "";
+  close(fd);
+  return holder;
+}
+
 std::string ResumeFolder(const std::string& resume_from) {
   std::error_code ec;
   if (!std::filesystem::exists(CheckpointJoinPath(resume_from, kManifestName), ec)) return resume_from;

@@ -63,6 +63,12 @@ class CheckpointDirLock {
   /// Acquire's FailedPrecondition or InvalidArgument.
   static Status Probe(const std::string& dir, Mode mode);
 
+  /// The live job that writes (and prunes) folder `dir`, as it named
+  /// itself in the LOCK file ("pid P on host H"), or "" when no process
+  /// holds the folder for writing (no LOCK file, or one nobody holds
+  /// exclusively). Creates nothing; takes no lock it keeps.
+  static std::string LiveWriter(const std::string& dir);
+
   bool held() const { return fd_ >= 0; }
   const std::string& dir() const { return dir_; }
 

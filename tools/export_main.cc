@@ -14,6 +14,7 @@
 #include <glog/logging.h>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/latest_checkpoint.h"
 #include "checkpoint/model_file.h"
 #include "checkpoint/trained_model.h"
 #include "cli/flag_parser.h"
@@ -38,12 +39,11 @@ DEFINE_bool(label_counts, true,
 
 namespace {
 
-// The training files against the stamps the checkpoint in `dir` recorded
+// The training files against the stamps the checkpoint `ckpt` recorded
 // (serving/export_data_check.h), before the export counts from them.
-tether::Status CheckTrainingData(const tether::JobConfig& config, const std::string& dir, const char* who) {
-  TETHER_ASSIGN_OR_RETURN(const tether::CheckpointManifest manifest, tether::ReadManifest(dir));
+tether::Status CheckTrainingData(const tether::LoadedCheckpoint& ckpt, const char* who) {
   std::vector<std::string> notes;
-  TETHER_RETURN_IF_ERROR(tether::CheckExportData(config, manifest, dir, &notes));
+  TETHER_RETURN_IF_ERROR(tether::CheckExportData(ckpt.model.config, ckpt.manifest, ckpt.dir, &notes));
   for (const std::string& note : notes) LOG(WARNING) << who << note;
   return tether::Status::OK();
 }
@@ -108,11 +108,14 @@ int main(int argc, char** argv) {
     LOG(ERROR) << who << "--checkpoint=" << FLAGS_checkpoint << ": " << dir.status().message();
     return 2;
   }
-  tether::StatusOr<tether::TrainedModel> model = tether::LoadTrainedModel(*dir);
-  if (!model.ok()) {
-    LOG(ERROR) << who << model.status().message();
+  // A live job may prune the checkpoint chosen while it is read: the
+  // then-latest one is chosen again (checkpoint/latest_checkpoint.h).
+  const tether::StatusOr<tether::LoadedCheckpoint> ckpt = tether::LoadLatestCheckpoint(FLAGS_checkpoint);
+  if (!ckpt.ok()) {
+    LOG(ERROR) << who << ckpt.status().message();
     return 1;
   }
+  const tether::TrainedModel* model = &ckpt->model;
   if (tether::ExportReadsTrainingData(model->config, FLAGS_label_counts)) {
     // The training data the labels are counted from is an input too, known
     // once the checkpoint's config is read; still before anything is written.
@@ -122,7 +125,7 @@ int main(int argc, char** argv) {
       LOG(ERROR) << who << out_ok.message();
       return 2;
     }
-    const tether::Status data_ok = CheckTrainingData(model->config, *dir, who);
+    const tether::Status data_ok = CheckTrainingData(*ckpt, who);
     if (!data_ok.ok()) {
       LOG(ERROR) << who << data_ok.message();
       return 1;
