@@ -36,8 +36,10 @@ bool ExportReadsTrainingData(const JobConfig& config, bool with_label_counts);
 /// accepted, *notes saying the data could not be checked.
 /// Errors: FailedPrecondition "cannot export from CKPT: data file F changed
 /// since the checkpoint: ..." naming every change and what to do; NotFound
-/// or IOError naming a training file that cannot be read; an expanded
-/// data.train_file pattern's errors.
+/// "cannot export from CKPT: data file F: no such file; ..." with the same
+/// remedy for a training file that is gone (an expanded data.train_file
+/// pattern that matches nothing too); IOError naming a training file that
+/// cannot be read.
 Status CheckExportData(const JobConfig& config, const CheckpointManifest& manifest, const std::string& ckpt_dir,
                        std::vector<std::string>* notes);
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,22 @@ TEST_F(ExportDataCheckTest, AChangedSplitIsRefusedAndWithTfIdfNoWayAroundIsOffer
   EXPECT_NE(st.message().find("data file " + split_ + " changed: size 4 → 2 bytes"), std::string::npos)
       << st.message();
   EXPECT_EQ(st.message().find("--label_counts=false"), std::string::npos) << st.message();
+}
+
+TEST_F(ExportDataCheckTest, AMissingTrainingFileIsRefusedWithTheRemedyOfAChangedOne) {
+  std::filesystem::remove(train_);
+  std::vector<std::string> notes;
+  Status st = Check(&notes);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  EXPECT_EQ(st.message(), "cannot export from " + ckpt_ + ": data file " + train_ +
+                              ": no such file; the label counts an export writes for PSP@k "
+                              "are counted from the rows the job trained on; restore the training files, or export "
+                              "with --label_counts=false (no label counts)");
+  config_.mutable_data()->set_tf_idf(true);
+  st = Check(&notes);
+  EXPECT_EQ(st.message(), "cannot export from " + ckpt_ + ": data file " + train_ +
+                              ": no such file; the TF-IDF weights an export writes are "
+                              "counted from the rows the job trained on; restore the training files");
 }
 
 TEST_F(ExportDataCheckTest, AChangedTestFileIsNotCompared) {
