@@ -20,6 +20,11 @@ Status AboveLimit(const std::string& field, int64_t value, int64_t limit, const 
                                what + ")");
 }
 
+// train.threads: each worker starts this many compute threads; a host's
+// cores bound what they gain, and the bound is the same on every host so a
+// config valid where it is checked is valid where it runs.
+constexpr int kMaxWorkerThreads = 1024;
+
 }  // namespace
 
 Status ValidateCountBounds(const JobConfig& c) {
@@ -41,6 +46,9 @@ Status ValidateCountBounds(const JobConfig& c) {
                                      {"train.eval_minibatch_size", t.eval_minibatch_size()}})
     if (value > kMaxMinibatchRows)
       return AboveLimit(field, value, kMaxMinibatchRows, "rows per minibatch");
+  if (t.threads() > kMaxWorkerThreads)
+    return AboveLimit("train.threads", t.threads(), kMaxWorkerThreads,
+                      "compute threads each worker starts; past its host's cores they only contend for them");
   return Status::OK();
 }
 

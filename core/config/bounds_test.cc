@@ -18,6 +18,18 @@ JobConfig Bibtex() {
   return c.ok() ? *c : JobConfig();
 }
 
+TEST(ConfigBoundsTest, ComputeThreadsAboveTheLimitAreRefused) {
+  JobConfig j = Bibtex();
+  j.mutable_train()->set_threads(1024);
+  EXPECT_TRUE(ValidateJobConfig(j).ok()) << ValidateJobConfig(j).message();
+  j.mutable_train()->set_threads(100000);
+  EXPECT_EQ(ValidateJobConfig(j).message(),
+            "config field train.threads: is 100000, above the limit 1024 (compute threads each worker starts; past "
+            "its host's cores they only contend for them)");
+  j.mutable_train()->set_threads(0);
+  EXPECT_EQ(ValidateJobConfig(j).message(), "config field train.threads: must be ≥ 1");
+}
+
 TEST(ConfigBoundsTest, WorkerAndServerCountsAboveTheLimitAreRefused) {
   EXPECT_EQ(kMaxJobRanks, 65536);
   JobConfig j = Bibtex();
