@@ -365,6 +365,61 @@ Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManife
   return Status::OK();
 }
 
+namespace {
+
+// `st` with `more` after its message, its code kept (callers tell bad input
+// from a fault by the code).
+Status Appended(const Status& st, const std::string& more) {
+  const std::string m = st.message() + more;
+  switch (st.code()) {
+    case Status::Code::kNotFound: return Status::NotFound(m);
+    case Status::Code::kDataLoss: return Status::DataLoss(m);
+    case Status::Code::kInvalidArgument: return Status::InvalidArgument(m);
+    case Status::Code::kFailedPrecondition: return Status::FailedPrecondition(m);
+    default: return Status::IOError(m);
+  }
+}
+
+}  // namespace
+
+std::string OlderCheckpointsAdvice(const std::string& ckpt_dir) {
+  std::filesystem::path p = std::filesystem::path(ckpt_dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  const std::string folder = p.parent_path().empty() ? "." : p.parent_path().string();
+  const std::string name = p.filename().string();
+  const std::string ckpt = p.string();  // without a trailing slash
+  std::vector<std::string> older;
+  for (const Found& f : ListCheckpoints(folder)) {
+    const std::string n = std::filesystem::path(f.path).filename().string();
+    if (n == name) break;  // the rest are newer
+    if (f.complete) older.push_back(n);
+  }
+  // Newest first: the one to try next.
+  std::string list;
+  for (auto it = older.rbegin(); it != older.rend() && list.size() < 200; ++it)
+    list += (list.empty() ? "" : ", ") + *it;
+  if (older.empty())
+    return "checkpoint " + ckpt + " is damaged or incomplete, and " + folder +
+           " holds no older complete checkpoint to resume from";
+  return "checkpoint " + ckpt + " is damaged or incomplete; resume from an older one with --resume_from=" +
+         CheckpointJoinPath(folder, older.back()) + " (older complete ones in " + folder + ", newest first: " + list +
+         (list.size() >= 200 ? ", ..." : "") + ")";
+}
+
+Status VerifyResumeCheckpoint(const std::string& resume_from) {
+  if (resume_from.empty()) return Status::OK();
+  TETHER_ASSIGN_OR_RETURN(const std::string dir, ResolveCheckpoint(resume_from));
+  StatusOr<CheckpointManifest> m = ReadManifest(dir);
+  Status st = m.ok() ? VerifyCheckpointFiles(dir, *m) : m.status();
+  if (st.ok()) return st;
+  return WithOlderCheckpointsAdvice(st, dir);
+}
+
+Status WithOlderCheckpointsAdvice(const Status& st, const std::string& ckpt_dir) {
+  if (st.ok() || st.message().find(" is damaged or incomplete") != std::string::npos) return st;
+  return Appended(st, "; " + OlderCheckpointsAdvice(ckpt_dir));
+}
+
 StatusOr<WorkerState> ReadWorkerState(const std::string& ckpt_dir, const CheckpointManifest& manifest, int rank) {
   const std::string name = WorkerFileName(rank);
   const CheckpointFile* f = FindFile(manifest, name);

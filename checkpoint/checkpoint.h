@@ -163,6 +163,26 @@ StatusOr<std::string> ResolveCheckpoint(const std::string& path);
 /// DataLoss naming the file and both values, NotFound for a missing file.
 Status VerifyCheckpointFiles(const std::string& ckpt_dir, const CheckpointManifest& manifest);
 
+/// What a resume from checkpoint `ckpt_dir` that failed on one of its
+/// files tells the user: "checkpoint DIR is damaged or incomplete; resume
+/// from an older one with --resume_from=FOLDER/ckpt-B (older complete ones
+/// in FOLDER, newest first: ckpt-B, ckpt-A)", or that FOLDER holds no older
+/// complete checkpoint. FOLDER is `ckpt_dir`'s parent; the list is cut
+/// after 200 characters.
+std::string OlderCheckpointsAdvice(const std::string& ckpt_dir);
+/// `st` with "; " and OlderCheckpointsAdvice(ckpt_dir) after its message,
+/// its code kept (OK, or a message that has the advice, as it is).
+Status WithOlderCheckpointsAdvice(const Status& st, const std::string& ckpt_dir);
+
+/// The checkpoint a resume from `resume_from` would read, verified whole
+/// before any process starts (tether-launch): resolved (ResolveCheckpoint),
+/// its MANIFEST read and every file it lists checked (size and XXH3-64,
+/// VerifyCheckpointFiles). OK for an empty `resume_from`. Errors: those of
+/// ResolveCheckpoint; those of ReadManifest and VerifyCheckpointFiles
+/// (naming the file) followed by OlderCheckpointsAdvice. Cost: reads every
+/// file of the checkpoint once.
+Status VerifyResumeCheckpoint(const std::string& resume_from);
+
 /// Reads worker `rank`'s state file (checked against the manifest).
 /// Errors: as VerifyCheckpointFiles; NotFound when the rank has no state
 /// (it had finished or left).

@@ -302,3 +302,62 @@ TEST(CheckpointTest, DiffValidationRowsNamesTheFieldThatChanged) {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+// A checkpoint of `clock` under `parent` whose MANIFEST lists worker 0's
+// and worker 1's state files; returns its directory.
+std::string WriteStates(const std::string& parent, int64_t clock) {
+  const std::string dir = CheckpointJoinPath(parent, CheckpointDirName(clock, false));
+  CheckpointManifest m;
+  m.set_format_version(kCheckpointFormatVersion);
+  m.set_clock(clock);
+  m.set_num_servers(1);
+  for (int rank : {0, 1}) {
+    WorkerState s;
+    s.set_rank(rank);
+    EXPECT_TRUE(WriteWorkerState(FileSystem::Default(), dir, s, m.add_files()).ok());
+  }
+  EXPECT_TRUE(WriteManifest(FileSystem::Default(), dir, m).ok());
+  return dir;
+}
+
+// What tether-launch checks of --resume_from before it starts a process:
+// the MANIFEST and every file it lists, a damaged one named with the older
+// checkpoints to resume from instead.
+TEST(CheckpointTest, AResumeCheckpointIsVerifiedWholeNamingTheFileAndTheOlderOnes) {
+  testing::ScopedTempDir tmp;
+  WriteStates(tmp.path(), 3);
+  WriteStates(tmp.path(), 6);
+  const std::string dir = WriteStates(tmp.path(), 9);
+  EXPECT_TRUE(VerifyResumeCheckpoint(tmp.path()).ok());
+  EXPECT_TRUE(VerifyResumeCheckpoint("").ok());
+  const std::string advice = "checkpoint " + dir + " is damaged or incomplete; resume from an older one with "
+                             "--resume_from=" + tmp.File("ckpt-000000000006") + " (older complete ones in " + tmp.path() +
+                             ", newest first: ckpt-000000000006, ckpt-000000000003)";
+  EXPECT_EQ(OlderCheckpointsAdvice(dir), advice);
+  EXPECT_EQ(OlderCheckpointsAdvice(dir + "/"), advice);
+  std::filesystem::remove(CheckpointJoinPath(dir, WorkerFileName(1)));
+  Status st = VerifyResumeCheckpoint(tmp.path());
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  EXPECT_EQ(st.message(), dir + "/worker-1.state: cannot open: No such file or directory; " + advice);
+  EXPECT_EQ(VerifyResumeCheckpoint(dir).message(), st.message());
+  // Said once, however often it is added.
+  EXPECT_EQ(WithOlderCheckpointsAdvice(st, dir).message(), st.message());
+  const std::string manifest = CheckpointJoinPath(dir, kManifestName);
+  std::filesystem::resize_file(manifest, std::filesystem::file_size(manifest) - 10);
+  st = VerifyResumeCheckpoint(dir);
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+  EXPECT_EQ(st.message(), manifest + ": no checksum line (\"# xxh3 ...\") at the end: truncated or edited; " + advice);
+  WriteStates(tmp.path(), 12);  // newer: not offered
+  EXPECT_EQ(OlderCheckpointsAdvice(dir), advice);
+  std::filesystem::remove_all(tmp.File("ckpt-000000000003"));
+  std::filesystem::remove_all(tmp.File("ckpt-000000000006"));
+  EXPECT_EQ(OlderCheckpointsAdvice(dir),
+            "checkpoint " + dir + " is damaged or incomplete, and " + tmp.path() +
+                " holds no older complete checkpoint to resume from");
+}
+
+}  // namespace
+}  // namespace tether

@@ -22,8 +22,9 @@
 namespace tether {
 
 /// `request` against `config` (loaded, validated): the output paths
-/// (CheckOutputPaths), a resume the config cannot make (CheckResumeConfig),
-/// the plan (PlanLaunch; the caller names the flag that set a field with
+/// (CheckOutputPaths), without `task` the parent of the launcher's
+/// temporary folder (CheckLaunchTempParent, naming TMPDIR), a resume the
+/// config cannot make (CheckResumeConfig), the plan (PlanLaunch; the caller names the flag that set a field with
 /// NameConfigFieldSource, cli/config_flags.h),
 /// --rendezvous_serve, the metrics flags (CheckMetricsFlags, over every
 /// process of the job), and with `task` (engine mode) the task's place in
@@ -32,5 +33,15 @@ namespace tether {
 /// why (the caller exits 2).
 StatusOr<LaunchOptions> CheckLaunch(const LaunchRequest& request, const JobConfig& config,
                                     const std::string& bin_dir, const std::optional<EngineTask>& task);
+
+/// --check_config of a whole job, once CheckLaunch passed: the checkpoint
+/// --resume_from names, read whole (VerifyResumeCheckpoint: its MANIFEST
+/// and every file it lists). A launch leaves that to its processes, which
+/// read every file anyway (a second read of a large checkpoint would double
+/// the launch's I/O); each task of srun/mpirun would read it again. OK
+/// without --resume_from. Errors: NotFound or DataLoss "--resume_from=R:
+/// FILE: ...; checkpoint DIR is damaged or incomplete; resume from an older
+/// one with ..." (the caller exits 2).
+Status CheckResumeFiles(const LaunchRequest& request);
 
 }  // namespace tether

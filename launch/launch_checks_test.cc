@@ -6,7 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
 
 #include "tests/testing/temp_dir.h"
 
@@ -83,6 +88,58 @@ TEST(LaunchChecksTest, ATaskIsCheckedForItsPlaceInTheJob) {
   EXPECT_EQ(CheckLaunch(r, TwoByTwo(), "/b", SlurmTask(0, 4)).status().message(),
             "SLURM task 0 of 4 (SLURM_PROCID): --num_workers=3 contradicts the 4 tasks less 2 server(s) = 2 "
             "worker(s)");
+}
+
+// The launcher makes its folder under $TMPDIR: one it cannot is refused
+// before anything starts, naming TMPDIR. A task of srun/mpirun makes none.
+TEST(LaunchChecksTest, ATmpdirTheLauncherCannotWriteIsRefusedNamingIt) {
+  testing::ScopedTempDir tmp;
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old == nullptr ? "" : old;
+  LaunchRequest r;
+  r.config_path = "job.pbtxt";
+  setenv("TMPDIR", "/nonexistent/tmp", 1);
+  std::vector<Status> both = CheckBoth(r, TwoByTwo());
+  EXPECT_EQ(both[0].code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(both[0].message(), "TMPDIR=/nonexistent/tmp: no such folder; set TMPDIR to a writable folder");
+  EXPECT_TRUE(both[1].ok()) << both[1].ToString();
+  std::ofstream(tmp.File("file")) << "x";
+  setenv("TMPDIR", tmp.File("file").c_str(), 1);
+  EXPECT_EQ(CheckLaunch(r, TwoByTwo(), "/b", std::nullopt).status().message(),
+            "TMPDIR=" + tmp.File("file") + ": is not a folder; set TMPDIR to a writable folder");
+  setenv("TMPDIR", tmp.path().c_str(), 1);
+  EXPECT_TRUE(CheckLaunch(r, TwoByTwo(), "/b", std::nullopt).ok());
+  if (old == nullptr)
+    unsetenv("TMPDIR");
+  else
+    setenv("TMPDIR", saved.c_str(), 1);
+}
+
+// --check_config reads a resume's checkpoint whole (CheckLaunch leaves it to
+// the processes): a damaged MANIFEST is named with the older checkpoints.
+TEST(LaunchChecksTest, ADamagedResumeCheckpointIsRefusedNamingTheFile) {
+  testing::ScopedTempDir tmp;
+  LaunchRequest r;
+  r.config_path = "job.pbtxt";
+  r.resume_from = tmp.File("ck");
+  for (const int64_t clock : {3, 6}) {
+    CheckpointManifest m;
+    m.set_format_version(kCheckpointFormatVersion);
+    m.set_clock(clock);
+    m.set_num_servers(2);
+    ASSERT_TRUE(WriteManifest(FileSystem::Default(), tmp.File("ck/" + CheckpointDirName(clock, false)), m).ok());
+  }
+  const std::string dir = tmp.File("ck/ckpt-000000000006");
+  const std::string manifest = dir + "/MANIFEST";
+  std::filesystem::resize_file(manifest, std::filesystem::file_size(manifest) - 10);
+  for (const Status& st : CheckBoth(r, TwoByTwo())) EXPECT_TRUE(st.ok()) << st.ToString();
+  const Status st = CheckResumeFiles(r);
+  EXPECT_EQ(st.code(), Status::Code::kDataLoss);
+  EXPECT_EQ(st.message(), "--resume_from=" + r.resume_from + ": " + manifest + ": no checksum line (\"# xxh3 ...\") at the end: truncated or edited; checkpoint " + dir +
+                                   " is damaged or incomplete; resume from an older one with --resume_from=" +
+                                   tmp.File("ck/ckpt-000000000003") + " (older complete ones in " + tmp.File("ck") +
+                                   ", newest first: ckpt-000000000003)");
+  EXPECT_TRUE(CheckResumeFiles(LaunchRequest{}).ok());
 }
 
 }  // namespace

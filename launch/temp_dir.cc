@@ -7,6 +7,7 @@
 #include <glog/logging.h>
 
 #include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -55,9 +56,31 @@ void RemoveDeadLaunchersTempDirs(const std::string& parent) {
   }
 }
 
-StatusOr<std::string> MakeLaunchTempDir() {
+std::string LaunchTempParent() {
   const char* tmpdir = std::getenv("TMPDIR");
-  const std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  return tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+}
+
+Status CheckLaunchTempParent() {
+  const std::string parent = LaunchTempParent();
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string named = tmpdir != nullptr && *tmpdir != '\0' ? "TMPDIR=" + parent : parent + " (TMPDIR unset)";
+  const std::string fix = "; set TMPDIR to a writable folder";
+  struct stat st {};
+  if (stat(parent.c_str(), &st) != 0) {
+    const int err = errno;
+    return Status::InvalidArgument(named + (err == ENOENT || err == ENOTDIR ? ": no such folder"
+                                                                            : ": cannot stat: " + std::string(std::strerror(err))) +
+                                   fix);
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(named + ": is not a folder" + fix);
+  if (access(parent.c_str(), W_OK | X_OK) != 0)
+    return Status::InvalidArgument(named + ": cannot write there (" + std::strerror(errno) + ")" + fix);
+  return Status::OK();
+}
+
+StatusOr<std::string> MakeLaunchTempDir() {
+  const std::string parent = LaunchTempParent();
   RemoveDeadLaunchersTempDirs(parent);
   std::string dir = parent + "/tether-launch." + std::to_string(getpid()) + ".XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) return Status::IOError(ErrnoText("mkdtemp " + dir));

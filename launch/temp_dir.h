@@ -29,6 +29,16 @@ std::string ProcessStartTime(pid_t pid);
 /// folder removed (INFO) or not removable (WARNING).
 void RemoveDeadLaunchersTempDirs(const std::string& parent);
 
+/// The folder the launcher's folder goes in: $TMPDIR when set and not
+/// empty, else /tmp.
+std::string LaunchTempParent();
+
+/// Checked before anything starts (exit 2): LaunchTempParent() is a folder
+/// this process may write. Errors: InvalidArgument "TMPDIR=DIR: no such
+/// folder; set TMPDIR to a writable folder" (or "is a file, not a folder",
+/// "cannot write there (REASON)"; "/tmp (TMPDIR unset): ..." without it).
+Status CheckLaunchTempParent();
+
 /// Makes this launcher's folder under $TMPDIR (or /tmp), after removing
 /// dead launchers' folders there, with its owner file. Errors: IOError
 /// naming the folder (nothing is left behind).

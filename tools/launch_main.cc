@@ -97,7 +97,8 @@ DEFINE_int32(max_replacements, -1,
              "-1: twice the number of servers; 0: none");
 DEFINE_bool(check_config, false,
             "check the job as a launch would (the config with the overrides, the model's checks, the data files, "
-            "the output paths, found creatable but never made, a resume against its checkpoint, the plan and the "
+            "the output paths, found creatable but never made, a resume against its checkpoint (whose files it reads "
+            "whole, unless a task of srun/mpirun), the plan and the "
             "metrics flags; as a task of srun/mpirun, its place in the job too), log the config in force and "
             "exit: 0 when the job would start, 2 naming the first problem; starts, makes and removes nothing");
 DEFINE_int32(max_restarts, 0,
@@ -245,6 +246,7 @@ int main(int argc, char** argv) {
   if (FLAGS_check_config) {
     if (Refused(tether::NameConfigFieldSource(tether::CheckLaunch(request, *config, *bin_dir, *engine_task).status())))
       return 2;
+    if (!engine_task->has_value() && Refused(tether::CheckResumeFiles(request))) return 2;
     return ConfigChecked(request, *config, *engine_task);
   }
   if (engine_task->has_value())

@@ -56,6 +56,10 @@ TrainingRun::~TrainingRun() = default;
 StatusOr<TrainReport> TrainingRun::Run() {
   Status st = Prepare();
   if (st.ok()) st = Resume();
+  // A file of the checkpoint missing or damaged: the message names the
+  // checkpoint and the older ones a resume may read instead.
+  if (!resume_dir_.empty() && (st.code() == Status::Code::kNotFound || st.code() == Status::Code::kDataLoss))
+    st = WithOlderCheckpointsAdvice(st, resume_dir_);
   if (st.ok()) st = Connect();
   if (st.ok()) st = StartTraining();
   if (st.ok() && !left_) st = Train();
