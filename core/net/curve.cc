@@ -10,15 +10,19 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include <zmq.h>
+
+#include "core/regular_file.h"
 
 namespace tether {
 namespace {
 
 constexpr size_t kZ85KeyChars = 40;
+// A key file tether-keygen writes is about 300 bytes; comments a user adds
+// fit many times over. Anything larger is not a key file.
+constexpr uint64_t kMaxKeyFileBytes = 64 * 1024;
 
 std::string Errno() { return std::strerror(errno); }
 
@@ -129,13 +133,20 @@ Status WriteCurveKeyFiles(const std::string& dir, const std::string& name, const
 }
 
 StatusOr<CurveKeyPair> ReadCurveKeyFile(const std::string& path, bool need_secret) {
+  // Opened without blocking and checked on the descriptor that is read: a
+  // FIFO or a device named as a key file is refused, never waited on.
+  StatusOr<RegularFile> file = OpenRegularFile(path, "key file");
+  if (!file.ok())
+    return file.status().code() == Status::Code::kNotFound ? Status::NotFound(path + ": no such key file")
+                                                           : file.status();
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return errno == ENOENT ? Status::NotFound(path + ": no such key file")
-                           : Status::IOError(path + ": cannot read: " + Errno());
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file (expected a key file)");
-  std::ifstream in(path);
-  if (!in) return Status::IOError(path + ": cannot open: " + Errno());
+  if (::fstat(file->fd, &st) != 0) {
+    const Status failed = Status::IOError(path + ": cannot read: " + Errno());
+    ::close(file->fd);
+    return failed;
+  }
+  TETHER_ASSIGN_OR_RETURN(const std::string text, ReadOpenedFile(*file, kMaxKeyFileBytes, path, "key file"));
+  std::istringstream in(text);
   CurveKeyPair keys;
   int public_line = 0, secret_line = 0;
   std::string section, raw;
@@ -172,7 +183,6 @@ StatusOr<CurveKeyPair> ReadCurveKeyFile(const std::string& path, bool need_secre
       secret_line = line;
     }
   }
-  if (in.bad()) return Status::IOError(path + ": cannot read: " + Errno());
   if (public_line == 0)
     return Status::InvalidArgument(path + ": no public-key line in section curve (not a key file?)");
   if (!need_secret) {

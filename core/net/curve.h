@@ -52,9 +52,13 @@ Status WriteCurveKeyFiles(const std::string& dir, const std::string& name, const
 /// owner only (no group or other permission bits: mode 0600 or 0400) and
 /// hold a secret key whose public key (zmq_curve_public) is the one in the
 /// file; without it only the public key is read (a .pub or a .key file; the
-/// mode is not checked). Errors: NotFound; PermissionDenied-like
-/// FailedPrecondition "FILE: mode 0644 lets other users read the secret
-/// key; chmod 600 FILE"; InvalidArgument "FILE:LINE: ..." for a line that is
+/// mode is not checked). The file is opened without blocking and must be a
+/// regular file of at most 64 KiB (core/regular_file.h). Errors: NotFound
+/// "FILE: no such key file"; InvalidArgument "key file FILE: is a FIFO
+/// (named pipe), not a regular file" (a device, a directory, ...) or "...
+/// is N bytes, more than the 65536-byte limit for a key file";
+/// PermissionDenied-like FailedPrecondition "FILE: mode 0644 lets other
+/// users read the secret key; chmod 600 FILE"; InvalidArgument "FILE:LINE: ..." for a line that is
 /// not of the format, a key that is not 40 characters of Z85, a missing key
 /// (naming the file), or a public key that does not belong to the secret key.
 StatusOr<CurveKeyPair> ReadCurveKeyFile(const std::string& path, bool need_secret);

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -104,6 +106,27 @@ TEST_F(CurveTest, GarbledOrMismatchedKeyFilesNameTheFileAndLine) {
   EXPECT_EQ(ReadCurveKeyFile(path, true).status().message(),
             path + ":2: unknown entry 'colour' in section curve (expected public-key or secret-key)");
   EXPECT_EQ(ReadCurveKeyFile(dir_ + "/none.key", true).status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(CurveTest, AKeyFileThatIsNotARegularFileOrTooLargeIsRefusedAtOnce) {
+  const std::string fifo = dir_ + "/fifo.key";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  // A blocking open() would never return: no process writes the FIFO.
+  EXPECT_EQ(ReadCurveKeyFile(fifo, true).status().message(),
+            "key file " + fifo + ": is a FIFO (named pipe), not a regular file");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  const std::string zero = dir_ + "/zero.pub";
+  ASSERT_EQ(::symlink("/dev/zero", zero.c_str()), 0);
+  EXPECT_EQ(ReadCurveKeyFile(zero, false).status().message(),
+            "key file " + zero + ": is a character device, not a regular file");
+  EXPECT_EQ(ReadAuthorizedKeys({zero}).status().message(),
+            "key file " + zero + ": is a character device, not a regular file");
+  const std::string big = dir_ + "/big.pub";
+  Write(big, std::string(64 * 1024 + 1, '#'), 0644);
+  EXPECT_EQ(ReadCurveKeyFile(big, false).status().message(),
+            "key file " + big + ": is 65537 bytes, more than the 65536-byte limit for a key file");
+  EXPECT_EQ(ReadCurveKeyFile(dir_ + "/none.pub", false).status().message(), dir_ + "/none.pub: no such key file");
 }
 
 TEST_F(CurveTest, AuthorizedKeysComeFromFilesAndDirectoriesOfPubFiles) {
