@@ -1,5 +1,7 @@
 #include "input/reader.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -543,12 +545,17 @@ StatusOr<Dataset> ReadDataset(const std::string& path, const ReadOptions& opts) 
 StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path) {
   // gzread reads plain files as they are, so one path serves both, and only
   // the first line is inflated however large the file.
-  TETHER_ASSIGN_OR_RETURN(FILE* checked, OpenDataFile(path));  // a FIFO is refused, not waited on
+  // The descriptor checked to be a regular file is the one inflated: a FIFO
+  // is refused, not waited on, and cannot be swapped in after the check.
+  TETHER_ASSIGN_OR_RETURN(FILE* checked, OpenDataFile(path));
+  struct stat st {};
+  const int fd = ::fstat(fileno(checked), &st) == 0 ? ::dup(fileno(checked)) : -1;
   std::fclose(checked);
-  gzFile f = gzopen(path.c_str(), "rb");
+  gzFile f = fd < 0 ? nullptr : gzdopen(fd, "rb");
   if (f == nullptr) {
-    return errno == ENOENT ? Status::NotFound(path + ": no such file")
-                           : Status::IOError(path + ": cannot open: " + std::strerror(errno));
+    const Status failed = Status::IOError(path + ": cannot open: " + std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return failed;
   }
   std::string line;
   char buf[4096];
@@ -557,7 +564,16 @@ StatusOr<std::array<uint64_t, 3>> ReadXmcHeader(const std::string& path) {
     if (!line.empty() && line.back() == '\n') break;
     if (line.size() > (1u << 20)) break;  // no header is this long
   }
+  // A line cut short by a damaged stream is no header: say what is wrong
+  // with the file, as reading it whole would (file_input.h).
+  int code = Z_OK;
+  const char* why = gzerror(f, &code);
+  const std::string zlib_message = why == nullptr ? "" : why;
   gzclose(f);
+  if (code == Z_BUF_ERROR)
+    return Status::DataLoss(path + ": truncated gzip stream (it ends after " + std::to_string(st.st_size) +
+                            " bytes)");
+  if (code != Z_OK) return Status::DataLoss(path + ": corrupt gzip stream: " + zlib_message);
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
   std::string_view text(line);
   if (text.size() >= 3 && text.compare(0, 3, "\xef\xbb\xbf") == 0) text.remove_prefix(3);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -284,6 +285,19 @@ TEST(ReaderTest, BytesAfterTheGzipStreamAreDataLoss) {
   auto magic_only = ParseDataset(std::string("\x1f\x8b", 2), "magic.gz", Libsvm(1));
   ASSERT_FALSE(magic_only.ok());
   EXPECT_EQ(magic_only.status().code(), Status::Code::kDataLoss);
+}
+
+// The header of a gzip file cut inside its first line is read as the
+// whole file would be: a truncated stream, never a malformed header.
+TEST(ReaderTest, TruncatedGzipHeaderIsDataLossNotAMalformedHeader) {
+  const std::string gz = FileBytes(kCases + "C11_gzip_input.txt.gz");
+  testing::ScopedTempDir dir;
+  const std::string cut = dir.File("cut.gz");
+  { std::ofstream(cut, std::ios::binary) << gz.substr(0, 15); }
+  const auto header = ReadXmcHeader(cut);
+  ASSERT_FALSE(header.ok());
+  EXPECT_EQ(header.status().code(), Status::Code::kDataLoss);
+  EXPECT_EQ(header.status().message(), cut + ": truncated gzip stream (it ends after 15 bytes)");
 }
 
 // Found by tests/fuzz (libsvm_reader_fuzz): the width inferred under
