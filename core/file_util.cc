@@ -37,7 +37,16 @@ std::string DirName(const std::string& path) {
 // so it is opened with O_NONBLOCK: with no reader it fails at once (ENXIO)
 // and is refused. O_NONBLOCK is then cleared, so that a write to a full pipe
 // waits for the reader as any pipe writer does.
-StatusOr<int> OpenWriteThrough(const std::string& path) {
+// A descriptor of this process (/dev/stdout on a pipe) is duplicated, not
+// reopened: a socket cannot be opened by name, and a pipe whose reader went
+// away would fail differently from a write to it.
+StatusOr<int> OpenWriteThrough(const OutputTarget& target) {
+  const std::string& path = target.path;
+  if (target.fd >= 0) {
+    const int dup = ::fcntl(target.fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) return ErrnoError("duplicate the descriptor", path);
+    return dup;
+  }
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0 && errno == ENXIO)
     return Status::IOError(path + ": is a FIFO with no reader (opened with O_NONBLOCK, so as not to wait for one): "
@@ -57,7 +66,7 @@ StatusOr<int> OpenWriteThrough(const std::string& path) {
 StatusOr<AtomicFile> AtomicFile::Create(const std::string& path, StreamOutput streams) {
   TETHER_ASSIGN_OR_RETURN(const OutputTarget target, ResolveOutputTarget(path, "output", streams));
   if (target.write_through) {
-    TETHER_ASSIGN_OR_RETURN(const int fd, OpenWriteThrough(target.path));
+    TETHER_ASSIGN_OR_RETURN(const int fd, OpenWriteThrough(target));
     return AtomicFile(target.path, "", fd);
   }
   // Not mkstemp: it creates mode 0600, and changing that needs the umask,

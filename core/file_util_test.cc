@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -120,6 +121,57 @@ TEST(FileUtilTest, MissingDirectoryIsAnIOErrorNamingThePath) {
   ASSERT_EQ(st.code(), Status::Code::kIOError);
   EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("No such file or directory"), std::string::npos) << st.message();
+}
+
+// Runs WriteFileAtomically(PATH, TEXT) in a child whose descriptor `target`
+// (1, 2, or another) is `fd`; returns the child's exit status: 0 when the
+// write succeeded, 1 with the error written to `fd` otherwise.
+int WriteInChild(int fd, int target, const std::string& path, const std::string& text) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::dup2(fd, target) < 0) ::_exit(3);
+    const Status st = WriteFileAtomically(path, text, StreamOutput::kWriteThrough);
+    if (!st.ok()) (void)!::write(target, st.message().data(), st.message().size());
+    ::_exit(st.ok() ? 0 : 1);
+  }
+  int status = 0;
+  if (child < 0 || ::waitpid(child, &status, 0) != child) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Everything in the pipe whose write end is closed now.
+std::string Drain(int read_fd) {
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = ::read(read_fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+TEST(FileUtilTest, StdoutStderrAndDescriptorsOnAPipeAreWrittenThrough) {
+  testing::ScopedTempDir dir;
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  // Descriptor 9 in the child: /dev/fd/9 and /proc/self/fd/9.
+  EXPECT_EQ(WriteInChild(p[1], 1, "/dev/stdout", "out\n"), 0);
+  EXPECT_EQ(WriteInChild(p[1], 2, "/dev/stderr", "err\n"), 0);
+  EXPECT_EQ(WriteInChild(p[1], 9, "/dev/fd/9", "fd\n"), 0);
+  EXPECT_EQ(WriteInChild(p[1], 9, "/proc/self/fd/9", "proc\n"), 0);
+  ::close(p[1]);
+  EXPECT_EQ(Drain(p[0]), "out\nerr\nfd\nproc\n");
+  ::close(p[0]);
+  EXPECT_EQ(CountFiles(dir.path()), 0);
+}
+
+TEST(FileUtilTest, StdoutOnARegularFileReplacesThatFile) {
+  testing::ScopedTempDir dir;
+  const std::string file = dir.File("out.txt");
+  std::ofstream(file) << "old\n";
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(WriteInChild(fd, 1, "/dev/stdout", "new\n"), 0);
+  ::close(fd);
+  EXPECT_EQ(ReadAll(file), "new\n");
+  EXPECT_EQ(CountFiles(dir.path()), 1);  // renamed into place: no temporary, nothing moved aside
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "core/output_target.h"
 
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,13 +45,44 @@ std::string KindOf(mode_t mode) {
   return "not a regular file";
 }
 
+// Whether `at` is a link in a /proc descriptor folder (/proc/self/fd/1,
+// which /dev/stdout and /dev/fd/1 lead to) whose open file is no regular
+// file: a pipe, socket or terminal. Its link text ("pipe:[123]") names no
+// path, so it is not followed: the descriptor itself is the output.
+bool IsStreamDescriptorLink(const std::string& at) {
+  struct statfs fs_info {};
+  struct stat st {};
+  const std::string dir = fs::path(at).parent_path().string();
+  return ::statfs(dir.empty() ? "." : dir.c_str(), &fs_info) == 0 &&
+         static_cast<unsigned long>(fs_info.f_type) == PROC_SUPER_MAGIC &&  // NOLINT(runtime/int): statfs's type
+         ::stat(at.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+// The descriptor number when `at` is a link in this process's own
+// descriptor folder (/proc/self/fd/N, /proc/PID/fd/N, /proc/thread-self/fd/N),
+// else -1.
+int OwnDescriptor(const std::string& at) {
+  const fs::path p(at);
+  const std::string name = p.filename().string();
+  if (name.empty() || name.size() > 9 || name.find_first_not_of("0123456789") != std::string::npos) return -1;
+  std::error_code ec;
+  const fs::path dir = fs::canonical(p.parent_path(), ec);
+  if (ec || dir.filename() != "fd") return -1;
+  const std::string pid = "/proc/" + std::to_string(::getpid());
+  const fs::path up = dir.parent_path();
+  const bool ours = up == pid || (up.parent_path().filename() == "task" && up.parent_path().parent_path() == pid);
+  return ours ? std::stoi(name) : -1;
+}
+
 // `path` with every symbolic link at its end followed; the folders on the way
 // are left as they are (the kernel follows those when the file is opened).
+// A descriptor's link to a pipe, socket or terminal is where it stops.
 StatusOr<std::string> FollowLinks(const std::string& path, const std::string& source) {
   std::string at = path;
   for (int hops = 0; hops <= kMaxLinks; ++hops) {
     struct stat st {};
     if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    if (IsStreamDescriptorLink(at)) return at;
     std::error_code ec;
     const fs::path target = fs::read_symlink(at, ec);
     if (ec) return Bad(source, path, "cannot read the link " + at + ": " + ec.message());
@@ -74,8 +107,13 @@ StatusOr<OutputTarget> ResolveOutputTarget(const std::string& path, const std::s
   out.exists = true;
   if (S_ISREG(st.st_mode)) return out;
   if (S_ISDIR(st.st_mode)) return Bad(source, shown, "is a directory; give a file name");
-  if ((S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) && streams == StreamOutput::kWriteThrough) {
+  // A socket cannot be opened by name; as this process's open descriptor
+  // (/dev/stdout of a job whose output goes to a socket) it is written as is.
+  const int fd = OwnDescriptor(out.path);
+  if ((S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || (S_ISSOCK(st.st_mode) && fd >= 0)) &&
+      streams == StreamOutput::kWriteThrough) {
     out.write_through = true;
+    out.fd = fd;
     return out;
   }
   const bool stream = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);

@@ -11,13 +11,20 @@
 //    a pipe, a named pipe) is never replaced: it is written through (opened
 //    and written directly) where the output allows it (StreamOutput), and
 //    refused otherwise.
-//  - A directory, a socket or a block device is refused.
+//  - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N name this
+//    process's open descriptor: a pipe, socket or terminal there is written
+//    through that descriptor (a duplicate of it) under kWriteThrough, never
+//    looked up as a path; a regular file there is followed to its path and
+//    written as any regular file.
+//  - A directory, a block device, or a socket not reached through an open
+//    descriptor, is refused.
 //  - An output that is one of the run's inputs (same device and inode after
 //    following links, so a hard link or a link counts) is refused; an input
 //    that is a folder (a checkpoint) stands for every file under it.
 //
 // Ownership: none; the functions read their arguments and the file system.
-// Thread-safety: safe from any thread (they only lstat, stat and readlink).
+// Thread-safety: safe from any thread (they only lstat, stat, statfs and
+// readlink).
 #pragma once
 
 #include <string>
@@ -36,15 +43,16 @@ enum class StreamOutput {
 /// Where and how an output is written.
 struct OutputTarget {
   std::string path;            // the file written: the link's final target when a link was given
-  bool write_through = false;  // true: a character device or FIFO, opened and written as it is
+  bool write_through = false;  // true: a character device, FIFO or socket, written as it is
+  int fd = -1;                 // >= 0: written through a duplicate of this open descriptor of the process
   bool exists = false;         // something is at `path` now
 };
 
 /// Resolves `path` for writing under the policy above. `source` names the
 /// flag or field in messages ("flag --metrics_out"). Errors:
-/// InvalidArgument "SOURCE=PATH: is a directory ..." (also a socket, a block
-/// device, a character device or FIFO under kRefuse, a link loop, an
-/// unreadable link).
+/// InvalidArgument "SOURCE=PATH: is a directory ..." (also a socket not
+/// open in this process, a block device, a character device or FIFO under
+/// kRefuse, a link loop, an unreadable link).
 [[nodiscard]] StatusOr<OutputTarget> ResolveOutputTarget(const std::string& path, const std::string& source,
                                                          StreamOutput streams);
 

@@ -2,9 +2,12 @@
 // through, what is refused, and outputs that are the run's inputs.
 #include "core/output_target.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -132,6 +135,88 @@ TEST_F(OutputTargetTest, OutputThatIsAnInputIsRefusedByInode) {
   // Named differently: "./" and a folder's "..".
   fs::create_directories(In("sub"));
   EXPECT_FALSE(CheckOutputNotInput(In("sub/../job.pbtxt"), "flag --metrics_out", inputs).ok());
+}
+
+// A descriptor this process holds open, closed at the end of the test.
+struct OpenFd {
+  int fd = -1;
+  ~OpenFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+TEST_F(OutputTargetTest, DescriptorOnAPipeOrSocketIsWrittenThroughItNeverLookedUp) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0) << std::strerror(errno);
+  OpenFd read_end{p[0]}, write_end{p[1]};
+  const std::string n = std::to_string(write_end.fd);
+  const std::string own = "/proc/" + std::to_string(::getpid()) + "/fd/" + n;
+  for (const std::string& path : {"/dev/fd/" + n, "/proc/self/fd/" + n, own}) {
+    auto t = ResolveOutputTarget(path, "flag --output", StreamOutput::kWriteThrough);
+    ASSERT_TRUE(t.ok()) << path << ": " << Message(t);
+    EXPECT_EQ(t->path, path) << path;
+    EXPECT_TRUE(t->write_through) << path;
+    EXPECT_TRUE(t->exists) << path;
+    EXPECT_EQ(t->fd, write_end.fd) << path;
+  }
+  // Where the output is always a regular file, a pipe is still refused.
+  EXPECT_EQ(Message(ResolveOutputTarget("/proc/self/fd/" + n, "flag --model_out", StreamOutput::kRefuse)),
+            "flag --model_out=/proc/self/fd/" + n +
+                ": is a FIFO (named pipe), not a regular file; this output is written by temporary file and rename, "
+                "which would replace it: give a file name");
+
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0) << std::strerror(errno);
+  OpenFd a{sv[0]}, b{sv[1]};
+  auto t = ResolveOutputTarget("/dev/fd/" + std::to_string(a.fd), "flag --output", StreamOutput::kWriteThrough);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_TRUE(t->write_through);
+  EXPECT_EQ(t->fd, a.fd);
+}
+
+TEST_F(OutputTargetTest, DescriptorOnATerminalIsWrittenThroughIt) {
+  OpenFd master{::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)};
+  if (master.fd < 0 || ::grantpt(master.fd) != 0 || ::unlockpt(master.fd) != 0)
+    GTEST_SKIP() << "no pseudo-terminal here: " << std::strerror(errno);
+  OpenFd tty{::open(::ptsname(master.fd), O_RDWR | O_NOCTTY | O_CLOEXEC)};
+  ASSERT_GE(tty.fd, 0) << std::strerror(errno);
+  auto t = ResolveOutputTarget("/proc/self/fd/" + std::to_string(tty.fd), "flag --output", StreamOutput::kWriteThrough);
+  ASSERT_TRUE(t.ok()) << Message(t);
+  EXPECT_TRUE(t->write_through);
+  EXPECT_EQ(t->fd, tty.fd);
+}
+
+TEST_F(OutputTargetTest, DescriptorOnARegularFileIsThatFileByItsPath) {
+  const std::string file = Write("out.txt", "old");
+  OpenFd f{::open(file.c_str(), O_WRONLY | O_CLOEXEC)};
+  ASSERT_GE(f.fd, 0) << std::strerror(errno);
+  for (const std::string& path : {"/dev/fd/" + std::to_string(f.fd), "/proc/self/fd/" + std::to_string(f.fd)}) {
+    auto t = ResolveOutputTarget(path, "flag --output", StreamOutput::kWriteThrough);
+    ASSERT_TRUE(t.ok()) << path << ": " << Message(t);
+    EXPECT_EQ(t->path, file) << path;
+    EXPECT_FALSE(t->write_through) << path;
+    EXPECT_EQ(t->fd, -1) << path;
+  }
+}
+
+TEST_F(OutputTargetTest, SocketNotOpenInThisProcessIsRefused) {
+  // Another process's descriptor folder: its socket cannot be opened by name.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0) << std::strerror(errno);
+  OpenFd a{sv[0]}, b{sv[1]};
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) {
+    char c;
+    (void)!::read(b.fd, &c, 1);  // holds the socket open until the parent writes
+    ::_exit(0);
+  }
+  const std::string path = "/proc/" + std::to_string(child) + "/fd/" + std::to_string(a.fd);
+  const std::string message = Message(ResolveOutputTarget(path, "flag --output", StreamOutput::kWriteThrough));
+  ASSERT_EQ(::write(a.fd, "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(message, "flag --output=" + path + ": is a socket, not a regular file; nothing is written over it: give a file name");
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #   predict  tether-predict --output to a FIFO made here (read by a bounded
 #            reader: every prediction line arrives, the FIFO stays one), to a
 #            link (its target written, the link kept), to a character
-#            device; --output naming its own --input: exit 2, input unchanged.
+#            device, to /dev/stdout on a pipe (every line through it) and on a
+#            redirected file (the file holds them); --output naming its own
+#            --input: exit 2, input unchanged.
 #   metrics_dir  train.metrics_dir holding a FIFO as worker-0.jsonl, and a
 #            link to the job's config as worker-1.jsonl: tether-worker exits
 #            2 naming the field and the path, before any connection; a FIFO
@@ -132,6 +134,18 @@ predict)
   [ -L "$tmp/p.tsv" ] || fail "the link given as --output was replaced"
   cmp -s "$tmp/real.tsv" "$tmp/from_pipe.tsv" || fail "the link's target does not hold the predictions"
   echo "a link as --output: its target holds the predictions, the link kept"
+
+  # /dev/stdout on a pipe is written through it; on a regular file (a
+  # redirection), that file is written.
+  # (The scores it prints follow the predictions on stdout.)
+  timeout -k 5 60 "${predict[@]}" --output=/dev/stdout 2>"$tmp/stdout.log" | cat >"$tmp/piped.tsv" ||
+    fail "predicting into /dev/stdout on a pipe failed: $(tail -n 3 "$tmp/stdout.log")"
+  head -n 16281 "$tmp/piped.tsv" >"$tmp/piped_predictions.tsv"
+  cmp -s "$tmp/piped_predictions.tsv" "$tmp/from_pipe.tsv" || fail "/dev/stdout on a pipe did not carry the predictions"
+  timeout -k 5 60 "${predict[@]}" --output=/dev/stdout >"$tmp/redirected.tsv" 2>"$tmp/stdout.log" ||
+    fail "predicting into /dev/stdout on a regular file failed: $(tail -n 3 "$tmp/stdout.log")"
+  cmp -s "$tmp/redirected.tsv" "$tmp/from_pipe.tsv" || fail "/dev/stdout on a regular file does not hold the predictions"
+  echo "/dev/stdout as --output: 16281 lines through a pipe, and into a redirected file"
 
   if device null; then
     timeout -k 5 60 "${predict[@]}" --output="$tmp/null" --metrics_out="$tmp/null" >"$tmp/device.log" 2>&1 ||
