@@ -319,6 +319,37 @@ TEST(EngineTaskTest, BuildsTheRolesCommandLine) {
   EXPECT_EQ(contradicts.status().message(), "--num_workers=2 contradicts the 5 tasks less 2 server(s) = 3 worker(s)");
 }
 
+TEST(LaunchRequestTest, SecondLaunchIntoAMetricsFolderIsRefusedWhileTheFirstHoldsIt) {
+  testing::ScopedTempDir tmp;
+  const std::string dir = tmp.path() + "/md";
+  JobConfig c = TwoByTwo();
+  c.mutable_train()->set_metrics_dir(dir);
+  EXPECT_TRUE(CheckOutputPaths(LaunchRequest(), c).ok());
+  auto first = LockMetricsDir(c);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(first->held());
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const std::string refused = "train.metrics_dir (--metrics_dir)=" + dir + ": in use by a live job (pid " +
+                              std::to_string(getpid()) + " on host " + host + ", holding " + dir +
+                              "/LOCK): a launch needs the folder to itself; give this job its own --metrics_dir (a "
+                              "lock of a process that died is released with it)";
+  // Refused at the start-up check and, however close two launches start,
+  // at the lock itself.
+  EXPECT_EQ(CheckOutputPaths(LaunchRequest(), c).message(), refused);
+  auto second = LockMetricsDir(c);
+  EXPECT_EQ(second.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(second.status().message(), refused);
+  // Once the first ends, its files keep the folder from a second run.
+  std::ofstream(dir + "/worker-0.jsonl") << "{}\n";
+  *first = FileLock();
+  EXPECT_EQ(LockMetricsDir(c).status().message(),
+            "train.metrics_dir (--metrics_dir)=" + dir +
+                ": already holds a run (worker-0.jsonl); a second run appended there would draw as one broken line: "
+                "give a new folder, or remove this one");
+  EXPECT_FALSE(LockMetricsDir(TwoByTwo())->held());  // no folder, nothing held
+}
+
 TEST(LaunchRequestTest, RefusesFlagsBeforeAnythingStarts) {
   EXPECT_TRUE(CheckLaunchCommandLine(0, 3, "ipc", 10).ok());
   EXPECT_EQ(CheckLaunchCommandLine(-1, 0, "tcp", 10).message(),

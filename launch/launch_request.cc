@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <filesystem>
+
 #include "checkpoint/checkpoint.h"
 #include "core/job_inputs.h"
 #include "core/output_path.h"
@@ -25,6 +27,16 @@ Status CheckCountGiven(const std::string& flag, int value, bool given) {
                                  "; give a count ≥ 1, or leave the flag out to take the config's");
 }
 
+namespace {
+
+constexpr char kMetricsDirSource[] = "train.metrics_dir (--metrics_dir)";
+
+std::string MetricsDirLockPath(const std::string& dir) { return dir + "/LOCK"; }
+
+constexpr char kMetricsDirFix[] = "a launch needs the folder to itself; give this job its own --metrics_dir";
+
+}  // namespace
+
 Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config) {
   const std::vector<NamedInput> inputs = JobInputs(request.config_path, request.flagfile, config, request.resume_from);
   if (!request.model_out.empty())
@@ -35,11 +47,25 @@ Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config) {
   if (!request.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(CheckMetricsOutReplaceable(request.metrics_out, "flag --metrics_out"));
   if (const std::string& dir = config.train().metrics_dir(); !dir.empty()) {
-    TETHER_RETURN_IF_ERROR(CheckWritableDir(dir, "train.metrics_dir (--metrics_dir)"));
-    TETHER_RETURN_IF_ERROR(CheckMetricsDirFresh(dir, "train.metrics_dir (--metrics_dir)"));
+    TETHER_RETURN_IF_ERROR(CheckWritableDir(dir, kMetricsDirSource));
+    TETHER_RETURN_IF_ERROR(
+        FileLock::Probe(MetricsDirLockPath(dir), std::string(kMetricsDirSource) + "=" + dir, kMetricsDirFix));
+    TETHER_RETURN_IF_ERROR(CheckMetricsDirFresh(dir, kMetricsDirSource));
   }
   if (!config.checkpoint().dir().empty()) TETHER_RETURN_IF_ERROR(CheckCheckpointDir(config.checkpoint().dir()));
   return Status::OK();
+}
+
+StatusOr<FileLock> LockMetricsDir(const JobConfig& config) {
+  const std::string& dir = config.train().metrics_dir();
+  if (dir.empty()) return FileLock();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError(std::string(kMetricsDirSource) + "=" + dir + ": cannot be created: " + ec.message());
+  TETHER_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(MetricsDirLockPath(dir),
+                                                          std::string(kMetricsDirSource) + "=" + dir, kMetricsDirFix));
+  TETHER_RETURN_IF_ERROR(CheckMetricsDirFresh(dir, kMetricsDirSource));
+  return lock;
 }
 
 Status ResolveResumeIfPresent(const JobConfig& config, LaunchRequest* request) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/file_lock.h"
 #include "core/status.h"
 #include "launch/engine_task.h"
 #include "proto/config.pb.h"
@@ -69,10 +70,24 @@ Status CheckCountGiven(const std::string& flag, int value, bool given);
 /// config, the flag file, the data files: core/job_inputs.h), an existing
 /// --metrics_out is an earlier run's metrics JSON (launch/old_metrics.h),
 /// train.metrics_dir can be made, and it holds no earlier
-/// run's JSON-lines files (CheckMetricsDirFresh), and checkpoint.dir can be
-/// made (CheckCheckpointDir). Not for engine mode, whose tasks start apart.
-/// Errors: InvalidArgument naming the flag or field, the path and the fix.
+/// run's JSON-lines files (CheckMetricsDirFresh) nor a live launch's lock
+/// (LockMetricsDir), and checkpoint.dir can be made (CheckCheckpointDir).
+/// Not for engine mode, whose tasks start apart.
+/// Errors: InvalidArgument naming the flag or field, the path and the fix;
+/// FailedPrecondition "train.metrics_dir (--metrics_dir)=DIR: in use by a
+/// live job (pid P on host H, holding DIR/LOCK): ..." (LockMetricsDir).
 Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config);
+
+/// Holds train.metrics_dir for this launch's life (nothing held when the
+/// config has none): creates the folder and takes DIR/LOCK
+/// (core/file_lock.h), then checks again that it holds no earlier run, so
+/// that of two launches started at once into one folder the second is
+/// refused before it starts a process, however close their checks were.
+/// Each process of the job still locks its own file there
+/// (telemetry/metrics_log.h). Errors: FailedPrecondition "...: in use by a
+/// live job ..." as CheckOutputPaths; InvalidArgument from
+/// CheckMetricsDirFresh; IOError naming a folder that cannot be made.
+StatusOr<FileLock> LockMetricsDir(const JobConfig& config);
 
 /// --resume_if_present: sets request->resume_from to the latest complete
 /// checkpoint under checkpoint.dir when there is one (logged either way).

@@ -21,6 +21,18 @@ namespace {
 
 constexpr char kSource[] = "train.metrics_dir (--metrics_dir)";
 
+// The lock file of DIR/NAME.jsonl: DIR/NAME.lock, in the folder named (not a
+// link's target), never moved aside with the file.
+std::string LockPathOf(const std::string& dir, const std::string& name) { return dir + "/" + name + ".lock"; }
+
+std::string LockedWhat(const std::string& dir, const std::string& name) {
+  return std::string(kSource) + "=" + dir + ": " + name + ".jsonl";
+}
+
+constexpr char kLockFix[] =
+    "another process of that rank writes it; give this job its own folder (each process of one job writes a file of "
+    "its own there)";
+
 // Moves a non-empty `path` (FOLDER/NAME.jsonl, or FOLDER/NAME) to the first
 // free FOLDER/NAME.N.jsonl (FOLDER/NAME.N); returns where ("" when there was
 // nothing to move). `path` is a regular file: a link's final target.
@@ -66,7 +78,9 @@ StatusOr<std::string> LogFile(const std::string& path, const std::vector<NamedIn
 
 Status MetricsLog::CheckPath(const std::string& dir, const std::string& role, int rank,
                              const std::vector<NamedInput>& inputs) {
-  return LogFile(dir + "/" + role + "-" + std::to_string(rank) + ".jsonl", inputs).status();
+  const std::string name = role + "-" + std::to_string(rank);
+  TETHER_RETURN_IF_ERROR(LogFile(dir + "/" + name + ".jsonl", inputs).status());
+  return FileLock::Probe(LockPathOf(dir, name), LockedWhat(dir, name), kLockFix);
 }
 
 StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& dir, const std::string& role, int rank,
@@ -79,7 +93,10 @@ StatusOr<std::unique_ptr<MetricsLog>> MetricsLog::Open(const std::string& dir, c
   const std::string name = role + "-" + std::to_string(rank);
   const std::string path = dir + "/" + name + ".jsonl";
   TETHER_ASSIGN_OR_RETURN(const std::string file, LogFile(path, inputs));
+  // Before anything moves: a live process of this rank keeps its file.
+  TETHER_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(LockPathOf(dir, name), LockedWhat(dir, name), kLockFix));
   std::unique_ptr<MetricsLog> log(new MetricsLog(path, role, rank));
+  log->lock_ = std::move(lock);
   TETHER_ASSIGN_OR_RETURN(log->moved_to_, MoveEarlierRun(file));
   if (!log->moved_to_.empty())
     LOG(WARNING) << "metrics file " << path << (file == path ? "" : " (a link to " + file + ")")

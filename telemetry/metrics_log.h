@@ -9,8 +9,8 @@
 //
 // ProgressLine: a throttled, human-readable progress line for long runs.
 //
-// Ownership: a MetricsLog owns its file. Thread-safety: none; one writer per
-// object (a process has one per role).
+// Ownership: a MetricsLog owns its file and its lock. Thread-safety: none;
+// one writer per object (a process has one per role).
 #pragma once
 
 #include <chrono>
@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_lock.h"
 #include "core/output_target.h"
 #include "core/status.h"
 
@@ -42,12 +43,22 @@ class MetricsLog {
   /// target's own folder) and written anew. A directory, socket, block or
   /// character device or FIFO there is refused, and so is one of `inputs`
   /// (core/job_inputs.h), before anything moves.
+  ///
+  /// One live process per file: Open takes an exclusive lock on
+  /// DIR/ROLE-RANK.lock (core/file_lock.h) before it moves or opens
+  /// anything, and holds it while the log lives, so the processes of one
+  /// job (one file each) share a folder while a second process of the same
+  /// role and rank is refused.
   /// Errors: InvalidArgument "train.metrics_dir (--metrics_dir)=PATH: WHY"
-  /// for a path refused so; IOError naming the path.
+  /// for a path refused so; FailedPrecondition
+  /// "train.metrics_dir (--metrics_dir)=DIR: ROLE-RANK.jsonl: in use by a
+  /// live job (pid P on host H, holding DIR/ROLE-RANK.lock): ..."; IOError
+  /// naming the path.
   static StatusOr<std::unique_ptr<MetricsLog>> Open(const std::string& dir, const std::string& role, int rank,
                                                     const std::vector<NamedInput>& inputs);
   /// Open's refusals of DIR/ROLE-RANK.jsonl, made at start-up (nothing is
-  /// created or moved). Errors: Open's InvalidArgument.
+  /// created or moved, no lock kept). Errors: Open's InvalidArgument and
+  /// FailedPrecondition.
   [[nodiscard]] static Status CheckPath(const std::string& dir, const std::string& role, int rank,
                                         const std::vector<NamedInput>& inputs);
 
@@ -69,6 +80,7 @@ class MetricsLog {
 
   std::string path_, role_, moved_to_;
   int rank_;
+  FileLock lock_;  // DIR/ROLE-RANK.lock, held while this object lives
   std::ofstream out_;
   std::chrono::steady_clock::time_point start_;
   uint64_t lines_since_flush_ = 0;

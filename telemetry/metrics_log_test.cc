@@ -1,10 +1,12 @@
 #include "telemetry/metrics_log.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -93,10 +95,10 @@ TEST(MetricsLogTest, ALinkStaysAndItsTargetIsMovedAsideInItsOwnFolder) {
   EXPECT_EQ(ReadFileBytes(tmp.path() + "/real/w0.1.jsonl"), "{\"run\":1}\n");
   EXPECT_EQ(nlohmann::json::parse(ReadFileBytes(tmp.path() + "/real/w0.jsonl"))["run"], 2);
   // Nothing else appeared in the metrics folder (the link's name is not
-  // moved aside there).
-  int entries = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
-  EXPECT_EQ(entries, 1);
+  // moved aside there) but the process's lock file.
+  std::set<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) entries.insert(e.path().filename().string());
+  EXPECT_EQ(entries, (std::set<std::string>{"worker-0.jsonl", "worker-0.lock"}));
   // A target without .jsonl: NAME.1 next to it.
   WriteFileBytes(tmp.path() + "/real/log", "{\"run\":3}\n");
   std::filesystem::create_symlink("../real/log", dir + "/server-0.jsonl");
@@ -134,6 +136,41 @@ TEST(MetricsLogTest, ALinkToAnInputIsRefusedAndTheInputKept) {
                                         ": writing it would destroy an input of this run; give another file name");
   EXPECT_EQ(ReadFileBytes(train), "1 1:0.5\n");
   EXPECT_TRUE(std::filesystem::is_symlink(tmp.path() + "/mdir/worker-0.jsonl"));
+}
+
+TEST(MetricsLogTest, ASecondLiveProcessOfOneRankIsRefusedOtherRanksShareTheFolder) {
+  testing::ScopedTempDir tmp;
+  const std::string dir = tmp.path() + "/md";
+  auto first = MetricsLog::Open(dir, "worker", 0, {});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  (*first)->Write({{"run", 1}});
+  ASSERT_TRUE((*first)->Flush().ok());
+  // The other processes of the job: a file and a lock each.
+  auto rank1 = MetricsLog::Open(dir, "worker", 1, {});
+  auto server0 = MetricsLog::Open(dir, "server", 0, {});
+  ASSERT_TRUE(rank1.ok()) << rank1.status().message();
+  ASSERT_TRUE(server0.ok()) << server0.status().message();
+
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const std::string refused = "train.metrics_dir (--metrics_dir)=" + dir + ": worker-0.jsonl: in use by a live job (pid " +
+                              std::to_string(getpid()) + " on host " + host + ", holding " + dir +
+                              "/worker-0.lock): another process of that rank writes it; give this job its own folder "
+                              "(each process of one job writes a file of its own there) (a lock of a process that "
+                              "died is released with it)";
+  EXPECT_EQ(MetricsLog::CheckPath(dir, "worker", 0, {}).message(), refused);
+  auto second = MetricsLog::Open(dir, "worker", 0, {});
+  EXPECT_EQ(second.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(second.status().message(), refused);
+  // Refused before anything moved: the live run's file is where it was.
+  EXPECT_EQ(nlohmann::json::parse(ReadFileBytes(dir + "/worker-0.jsonl"))["run"], 1);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/worker-0.1.jsonl"));
+
+  first->reset();  // the first process ends: its file is an earlier run now
+  EXPECT_TRUE(MetricsLog::CheckPath(dir, "worker", 0, {}).ok());
+  auto third = MetricsLog::Open(dir, "worker", 0, {});
+  ASSERT_TRUE(third.ok()) << third.status().message();
+  EXPECT_EQ((*third)->moved_to(), dir + "/worker-0.1.jsonl");
 }
 
 }  // namespace

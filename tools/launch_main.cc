@@ -254,6 +254,9 @@ int main(int argc, char** argv) {
 
   auto options = tether::CheckLaunch(request, *config, *bin_dir, std::nullopt);
   if (Refused(tether::NameConfigFieldSource(options.status()))) return 2;
+  // Held until the job ends: a second launch into this folder is refused.
+  auto metrics_dir_lock = tether::LockMetricsDir(*config);
+  if (Refused(metrics_dir_lock.status())) return 2;
   auto store = tether::StartRendezvousStore(request, *config);
   if (Refused(store.status())) return 1;
   if (Refused(tether::PlanMetrics(request, *config, &*options))) return 2;
