@@ -350,6 +350,35 @@ TEST(LaunchRequestTest, SecondLaunchIntoAMetricsFolderIsRefusedWhileTheFirstHold
   EXPECT_FALSE(LockMetricsDir(TwoByTwo())->held());  // no folder, nothing held
 }
 
+TEST(LaunchRequestTest, SecondLaunchOntoAMetricsFileIsRefusedWhileTheFirstHoldsIt) {
+  testing::ScopedTempDir tmp;
+  LaunchRequest r;
+  r.metrics_out = tmp.path() + "/same.json";
+  EXPECT_TRUE(CheckOutputPaths(r, TwoByTwo()).ok());
+  auto first = LockMetricsOut(r);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->path(), r.metrics_out + ".lock");
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const std::string refused = "flag --metrics_out=" + r.metrics_out + ": in use by a live job (pid " +
+                              std::to_string(getpid()) + " on host " + host + ", holding " + r.metrics_out +
+                              ".lock): another launch writes its metrics there; give this job its own --metrics_out "
+                              "(a lock of a process that died is released with it)";
+  EXPECT_EQ(CheckOutputPaths(r, TwoByTwo()).message(), refused);
+  EXPECT_EQ(LockMetricsOut(r).status().message(), refused);
+  // Through a link: the lock is the target's.
+  std::filesystem::create_symlink("same.json", tmp.path() + "/link.json");
+  LaunchRequest by_link;
+  by_link.metrics_out = tmp.path() + "/link.json";
+  EXPECT_EQ(LockMetricsOut(by_link).status().code(), Status::Code::kFailedPrecondition);
+  *first = FileLock();
+  EXPECT_TRUE(LockMetricsOut(r).ok());
+  // A device written through holds no run's file: nothing to hold.
+  LaunchRequest to_null;
+  to_null.metrics_out = "/dev/null";
+  EXPECT_FALSE(LockMetricsOut(to_null)->held());
+}
+
 TEST(LaunchRequestTest, RefusesFlagsBeforeAnythingStarts) {
   EXPECT_TRUE(CheckLaunchCommandLine(0, 3, "ipc", 10).ok());
   EXPECT_EQ(CheckLaunchCommandLine(-1, 0, "tcp", 10).message(),

@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/job_inputs.h"
 #include "core/output_path.h"
+#include "core/output_target.h"
 #include "launch/old_metrics.h"
 
 namespace tether {
@@ -35,6 +36,18 @@ std::string MetricsDirLockPath(const std::string& dir) { return dir + "/LOCK"; }
 
 constexpr char kMetricsDirFix[] = "a launch needs the folder to itself; give this job its own --metrics_dir";
 
+// The lock file of --metrics_out: TARGET.lock next to the file written (a
+// link's final target); "" for a device or pipe written through, which
+// holds no run's file, or a path the writable checks refuse.
+std::string MetricsOutLockPath(const std::string& metrics_out) {
+  if (metrics_out.empty()) return "";
+  StatusOr<OutputTarget> target = ResolveOutputTarget(metrics_out, "flag --metrics_out", StreamOutput::kWriteThrough);
+  if (!target.ok() || target->write_through) return "";
+  return target->path + ".lock";
+}
+
+constexpr char kMetricsOutFix[] = "another launch writes its metrics there; give this job its own --metrics_out";
+
 }  // namespace
 
 Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config) {
@@ -46,6 +59,8 @@ Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config) {
       CheckOutputs({{"flag --model_out", request.model_out}, {"flag --metrics_out", request.metrics_out}}, inputs));
   if (!request.metrics_out.empty())
     TETHER_RETURN_IF_ERROR(CheckMetricsOutReplaceable(request.metrics_out, "flag --metrics_out"));
+  if (const std::string lock = MetricsOutLockPath(request.metrics_out); !lock.empty())
+    TETHER_RETURN_IF_ERROR(FileLock::Probe(lock, "flag --metrics_out=" + request.metrics_out, kMetricsOutFix));
   if (const std::string& dir = config.train().metrics_dir(); !dir.empty()) {
     TETHER_RETURN_IF_ERROR(CheckWritableDir(dir, kMetricsDirSource));
     TETHER_RETURN_IF_ERROR(
@@ -66,6 +81,12 @@ StatusOr<FileLock> LockMetricsDir(const JobConfig& config) {
                                                           std::string(kMetricsDirSource) + "=" + dir, kMetricsDirFix));
   TETHER_RETURN_IF_ERROR(CheckMetricsDirFresh(dir, kMetricsDirSource));
   return lock;
+}
+
+StatusOr<FileLock> LockMetricsOut(const LaunchRequest& request) {
+  const std::string lock = MetricsOutLockPath(request.metrics_out);
+  if (lock.empty()) return FileLock();
+  return FileLock::Acquire(lock, "flag --metrics_out=" + request.metrics_out, kMetricsOutFix);
 }
 
 Status ResolveResumeIfPresent(const JobConfig& config, LaunchRequest* request) {

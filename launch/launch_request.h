@@ -75,7 +75,8 @@ Status CheckCountGiven(const std::string& flag, int value, bool given);
 /// Not for engine mode, whose tasks start apart.
 /// Errors: InvalidArgument naming the flag or field, the path and the fix;
 /// FailedPrecondition "train.metrics_dir (--metrics_dir)=DIR: in use by a
-/// live job (pid P on host H, holding DIR/LOCK): ..." (LockMetricsDir).
+/// live job (pid P on host H, holding DIR/LOCK): ..." (LockMetricsDir), or
+/// "flag --metrics_out=PATH: in use by a live job ..." (LockMetricsOut).
 Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config);
 
 /// Holds train.metrics_dir for this launch's life (nothing held when the
@@ -88,6 +89,16 @@ Status CheckOutputPaths(const LaunchRequest& request, const JobConfig& config);
 /// live job ..." as CheckOutputPaths; InvalidArgument from
 /// CheckMetricsDirFresh; IOError naming a folder that cannot be made.
 StatusOr<FileLock> LockMetricsDir(const JobConfig& config);
+
+/// Holds --metrics_out for this launch's life: takes TARGET.lock next to
+/// the file the job writes (a link's final target), so that of two launches
+/// given one --metrics_out the second is refused before it removes or
+/// writes anything, and no launch reports metrics another run wrote.
+/// Nothing is held for no --metrics_out, or a device or pipe written
+/// through. Errors: FailedPrecondition "flag --metrics_out=PATH: in use by a
+/// live job (pid P on host H, holding TARGET.lock): another launch writes
+/// its metrics there; ..."; IOError naming the lock file.
+StatusOr<FileLock> LockMetricsOut(const LaunchRequest& request);
 
 /// --resume_if_present: sets request->resume_from to the latest complete
 /// checkpoint under checkpoint.dir when there is one (logged either way).

@@ -254,9 +254,12 @@ int main(int argc, char** argv) {
 
   auto options = tether::CheckLaunch(request, *config, *bin_dir, std::nullopt);
   if (Refused(tether::NameConfigFieldSource(options.status()))) return 2;
-  // Held until the job ends: a second launch into this folder is refused.
+  // Held until the job ends: a second launch into this folder, or onto
+  // this metrics file, is refused.
   auto metrics_dir_lock = tether::LockMetricsDir(*config);
   if (Refused(metrics_dir_lock.status())) return 2;
+  auto metrics_out_lock = tether::LockMetricsOut(request);
+  if (Refused(metrics_out_lock.status())) return 2;
   auto store = tether::StartRendezvousStore(request, *config);
   if (Refused(store.status())) return 1;
   if (Refused(tether::PlanMetrics(request, *config, &*options))) return 2;
