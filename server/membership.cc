@@ -576,6 +576,31 @@ Status Membership::CheckStartup(bool any_hello, std::chrono::steady_clock::time_
   return Status::OK();
 }
 
+void Membership::ReportJoinWait(std::chrono::steady_clock::time_point started,
+                                std::chrono::steady_clock::time_point now) {
+  if (first_hello_done_ || cannot_run()) {
+    join_report_.Stop();
+    return;
+  }
+  // The wait starts over at the first HELLO, as its limit does.
+  const auto since = first_hello_ ? *first_hello_ : started;
+  if (!join_report_.running() || since != join_since_) {
+    join_report_.Start(since);
+    join_since_ = since;
+  }
+  int64_t waited_ms = 0;
+  if (!join_report_.Due(now, &waited_ms)) return;
+  std::vector<std::string> missing;
+  for (int r = 0; r < options_.initial_workers && r < slots(); ++r) {
+    if (workers_[r].said_hello) continue;
+    auto why = refusals_.find(r);
+    missing.push_back(std::to_string(r) + (why == refusals_.end() ? "" : " (refused: " + why->second + ")"));
+  }
+  if (missing.empty()) return;
+  LOG(INFO) << outbox_->log_prefix()
+            << WaitingForWorkersLine(missing, options_.initial_workers, waited_ms, options_.startup_timeout_ms);
+}
+
 bool Membership::AllGone() const {
   for (int r = 0; r < slots(); ++r)
     if (Member(r) && !workers_[r].said_bye && !workers_[r].dead) return false;

@@ -38,6 +38,7 @@
 
 #include "core/net/message.h"
 #include "core/status.h"
+#include "core/wait_report.h"
 #include "proto/config.pb.h"
 #include "proto/stats.pb.h"
 #include "proto/tables.pb.h"
@@ -200,6 +201,12 @@ class Membership {
   /// refused, at once; or the job cannot run: CannotRun), DeadlineExceeded
   /// naming the ranks missing and why any was refused.
   Status CheckStartup(bool any_hello, std::chrono::steady_clock::time_point now);
+  /// Logs, at the pace of WaitReport (core/wait_report.h), the initial
+  /// ranks that have not joined while the shard waits for them, and how
+  /// long of cluster.startup_timeout_ms has passed: from `started` (the
+  /// shard's start) until the first HELLO, then from that HELLO, as the
+  /// limits count. Silent once every rank joined or the job cannot run.
+  void ReportJoinWait(std::chrono::steady_clock::time_point started, std::chrono::steady_clock::time_point now);
   /// Once every initial rank's worker said HELLO and was refused for its
   /// settings (none joined or waits for worker 0's; a peer of another
   /// build, job, generation or shard, or a malformed HELLO, is refused but
@@ -330,6 +337,8 @@ class Membership {
   // first one (why a rank was refused is kept to name it then).
   std::optional<std::chrono::steady_clock::time_point> first_hello_;
   bool first_hello_done_ = false;  // every rank joined in time
+  WaitReport join_report_;  // ReportJoinWait's, from join_since_
+  std::chrono::steady_clock::time_point join_since_{};
   // Why each initial rank not joined was refused, with its connection
   // (RefusalNote).
   std::map<int, std::string> refusals_;

@@ -10,6 +10,7 @@
 #include "proto/shard_state.pb.h"
 #include "server/shard_input.h"
 #include "server/testing/recording_outbox.h"
+#include "tests/testing/log_capture.h"
 
 namespace tether {
 namespace {
@@ -351,6 +352,43 @@ TEST(MembershipStartupTest, TheStartupDeadlineNamesTheRanksMissingAndWhy) {
             "worker's HELLO");
   EXPECT_EQ(members.MissingInitial(), 2);
   EXPECT_EQ(members.InitialRanksRefused(), 1);
+}
+
+// While the shard waits for workers it says which and how long of its
+// limit passed: 3 s after its start, every 10 s after, and over again from
+// the first HELLO (as the limit counts); never once every rank joined.
+TEST(MembershipStartupTest, TheWaitForWorkersIsLoggedNamingTheRanksMissing) {
+  ClockTracker clocks(3, 2);
+  ServerStats stats;
+  RecordingOutbox out;
+  Membership members(Options(/*initial=*/3), &clocks, &stats, &out);
+  testing::LogCapture log;
+  const std::vector<std::string> waiting = {"[test] waiting for worker"};
+  const auto t0 = Clock::now();
+  using std::chrono::milliseconds;
+  members.ReportJoinWait(t0, t0 + milliseconds(2999));
+  EXPECT_EQ(log.Matching(waiting).size(), 0u);
+  members.ReportJoinWait(t0, t0 + milliseconds(3000));
+  members.ReportJoinWait(t0, t0 + milliseconds(9999));
+  EXPECT_EQ(log.Matching(waiting),
+            std::vector<std::string>{"[test] waiting for workers 0, 1, 2 (of 3) to join: 3 s of "
+                                     "cluster.startup_timeout_ms=1000"});
+  Message m = Hello(1);
+  m.header.mutable_hello()->set_generation(9);
+  ASSERT_EQ(members.Check("w1-77-1", &m, true), Membership::Hello::kRefused);
+  m = Hello(0);
+  ASSERT_EQ(members.Check("w0", &m, true), Membership::Hello::kAdmit);
+  members.Admit(0, "w0", -1);
+  const auto t1 = t0 + milliseconds(9999);
+  ASSERT_TRUE(members.CheckStartup(true, t1).ok());
+  members.ReportJoinWait(t0, t1 + milliseconds(2999));  // the wait starts over at the first HELLO
+  EXPECT_EQ(log.Matching(waiting).size(), 1u);
+  members.ReportJoinWait(t0, t1 + milliseconds(3000));
+  ASSERT_EQ(log.Matching(waiting).size(), 2u);
+  EXPECT_EQ(log.Matching(waiting)[1],
+            "[test] waiting for workers 1 (refused: job differs: worker 1 is of job 'job' generation 9, server 1 "
+            "serves job 'job' generation 3 (cluster.job_id / cluster.generation, or the config's name); connection "
+            "'w1-77-1'), 2 (of 3) to join: 3 s of cluster.startup_timeout_ms=1000");
 }
 
 // Every initial rank's worker refused for its settings: the wait ends at

@@ -214,6 +214,7 @@ Status ServerShard::RunLoop() {
       outbox_.LingerOnClose();  // a refusal just sent still reaches its worker
       return st;
     }
+    members_.ReportJoinWait(started_, SteadyClock::now());
     if (!any_hello_ && MsSince(started_) > config_.cluster().startup_timeout_ms())
       return Status::DeadlineExceeded(log_prefix_ + "no worker said hello within cluster.startup_timeout_ms=" +
                                       std::to_string(config_.cluster().startup_timeout_ms()));

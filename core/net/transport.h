@@ -66,8 +66,11 @@ struct SocketOptions {
   /// server shard sets kShardFrameBytes + kListenerFrameSlackBytes),
   /// ConnectDealer kMaxFrameBytes + kMaxHeaderBytes (a server's reply).
   int64_t max_frame_bytes = 0;
-  /// ZMQ_HANDSHAKE_IVL of a listening socket: a connection whose ZMTP (and
-  /// CURVE) handshake has not completed by then is closed.
+  /// ZMQ_HANDSHAKE_IVL of a listening or connecting socket: a connection
+  /// whose ZMTP (and CURVE) handshake has not completed by then is closed
+  /// (a connecting socket's monitor sees HANDSHAKE_FAILED_NO_DETAIL with
+  /// errno EAGAIN: the peer accepted the connection and never answered the
+  /// greeting, as a process that does not speak ZMTP does).
   int handshake_timeout_ms = 5000;
 };
 

@@ -10,7 +10,8 @@
 # worker 0 writes to ckA, worker 1 to ckB; found at the first checkpoint
 # before, mid-training, leaving partial checkpoint folders) and is refused;
 # worker 0 joins and waits for it.
-# Asserts: worker 1 exits ≠ 0 naming the mismatch; both shards end the job
+# Asserts: worker 1 exits ≠ 0 naming the mismatch; both shards say, 3 s
+# after the first HELLO, that they wait for worker 1, and end the job
 # naming worker 1 and its refusal; worker 0 exits ≠ 0 and its own log gives
 # the same reason (from a shard's ERROR_REPLY to the request it held
 # waiting), not only a dropped connection; every server exits ≠ 0.
@@ -145,6 +146,11 @@ for s in 0 1; do
   rc=0; wait "${server_pids[$s]}" || rc=$?
   [ "$rc" != 0 ] || fail "server $s exited 0 from a job that could not run"
   grep -qF "$why" "$tmp/server$s.log" || fail "server $s did not name worker 1's refusal"
+done
+# While it waited, each shard said for whom, 3 s after the first HELLO.
+for s in 0 1; do
+  grep -qE "\[server $s\] waiting for worker 1 .*\(of 2\) to join: 3 s of cluster.startup_timeout_ms=5000$" \
+    "$tmp/server$s.log" || fail "server $s did not say that it waits for worker 1"
 done
 grep -qF "$why" <<< "$(grep "^E" "$tmp/w0.log")" || fail "worker 0 did not say why the job ended: $(grep '^E' "$tmp/w0.log" | tail -n 2)"
 echo "worker 0: $(grep "^E" "$tmp/w0.log" | grep -oF "$why" | head -1) ..."

@@ -213,6 +213,7 @@ Status RequestChannel::Connect() {
   }
   for (auto& s : sockets_) poll_items_.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   for (auto& m : monitors_) poll_items_.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+  if (options_.first_connect_timeout_ms > 0 && !monitors_.empty()) connect_report_.Start(connect_time_);
   return Status::OK();
 }
 
@@ -434,8 +435,12 @@ Status RequestChannel::Progress(int timeout_ms) {
   const auto start = SteadyClock::now();
   const size_t num_data = sockets_.size();
   bool data = false;
+  // Only time blocked here counts as waiting for a reply: one queued while
+  // the worker computed is taken below, not reported as missing.
+  reply_report_.Stop();
   while (true) {
     TETHER_RETURN_IF_ERROR(CheckInterrupts());
+    ReportWaits();
     FollowMovedShards();
     FollowClaims();
     // Poll in short slices: a worker blocked on the staleness bound must

@@ -55,6 +55,17 @@
 // kStopPollMs to look at `abort`, `stop_requested` and the shards' liveness,
 // and a signal interrupting its poll (EINTR) is no error.
 //
+// Waiting out loud: while monitored shards have never connected, a wait logs
+// "waiting for server shard N at ADDR (no connection yet; T s of
+// cluster.startup_timeout_ms=L)" 3 s after Connect() and every 10 s after;
+// once every shard is reached, a wait that gets no reply for 5 s logs which
+// shards it waits on and its limit, every 10 s (core/wait_report.h). A peer
+// that accepts the connection and does not complete the ZMTP greeting
+// within SocketOptions::handshake_timeout_ms (5 s) before it ever did is
+// gone at once: "the peer does not speak ZMTP (not a Tether server? check
+// --server_addresses)"; one that closes the connection in the greeting,
+// after kKnownBadHandshakes of them.
+//
 // A shard that moved (Options::server_lookup, the servers found in a
 // rendezvous): while a monitored shard has never connected or is down, each
 // wake-up of a wait asks the ServerLookup (core/net/server_lookup.h), which
@@ -132,6 +143,7 @@
 #include "core/net/frame_pool.h"
 #include "worker/client/wire_bytes.h"
 #include "core/stall_watch.h"
+#include "core/wait_report.h"
 #include "core/net/message.h"
 #include "core/net/reply_joiner.h"
 #include "core/net/server_lookup.h"
@@ -455,8 +467,15 @@ class RequestChannel {
   // Abort, stop and liveness verdicts, checked at every wake-up of a wait.
   Status CheckInterrupts();
   Status CheckLiveness();
+  // Logs, at the pace of WaitReport (core/wait_report.h), the shards that
+  // never connected and, once every one has, the shards whose requests go
+  // unanswered: a long wait names what it waits for and its limit.
+  void ReportWaits();
   // Why the handshake with `shard` failed (a monitor event and its value).
   std::string HandshakeFailure(int shard, int event, uint32_t value) const;
+  // Whether a monitor event says the handshake timed out: the peer accepted
+  // the connection and never completed the ZMTP greeting.
+  static bool GreetingTimedOut(int event, uint32_t value);
   // Receives and dispatches every reply already queued on shard's socket
   // (without waiting). Errors: DataLoss (a malformed reply).
   Status DrainReplies(int shard);
@@ -573,6 +592,10 @@ class RequestChannel {
   // say whether it removed this worker (REMOVED), and is lost_after_stall_
   // if it does not (CheckLiveness).
   StallWatch stall_;
+  // ReportWaits: the wait for first connections (from Connect) and the wait
+  // for a reply (from the last reply taken while requests are in flight).
+  WaitReport connect_report_;
+  WaitReport reply_report_{WaitReport::Options{5000, 10000}};
   Status lost_after_stall_;
   std::chrono::steady_clock::time_point lost_after_stall_until_{};
   int stopping_shard_ = -1;  // stopping_shard()

@@ -4,6 +4,7 @@
 #include "worker/client/request_channel.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -60,9 +61,13 @@ void RequestChannel::TakeMonitorEvents(int monitor) {
       // short without detail may be a server dying at that moment, so only
       // kKnownBadHandshakes of them in a row (ZeroMQ retries every 100 ms
       // or so) are.
+      // A greeting not answered within the handshake timeout from a peer
+      // that never completed one is no server dying: a Tether server
+      // greets at once (its I/O threads do, however busy its loop).
       ++link.failed_handshakes;
       const bool final = id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
                          (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) ||
+                         (GreetingTimedOut(id, value) && !link.ever_connected) ||
                          link.failed_handshakes >= kKnownBadHandshakes;
       if (final && gone_.ok()) {
         gone_ = Status::FailedPrecondition(log_prefix_ + HandshakeFailure(shard, id, value));
@@ -155,6 +160,10 @@ void RequestChannel::LinkDown(int shard) {
     LoseInFlight(shard);
 }
 
+bool RequestChannel::GreetingTimedOut(int event, uint32_t value) {
+  return event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && value == EAGAIN;
+}
+
 std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t value) const {
   const std::string who = "server shard " + std::to_string(shard) + " at " + options_.servers[shard];
   const bool curve = options_.curve.enabled();
@@ -168,9 +177,18 @@ std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t valu
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
     return who + " uses another security mechanism: this worker has " +
            (curve ? "security.curve, the server not" : "no security.curve, the server has it") + " (" + detail + ")";
+  const std::string not_zmtp = who + ": the peer does not speak ZMTP (not a Tether server? check --server_addresses)";
+  if (GreetingTimedOut(event, value))
+    return not_zmtp + ": it accepted the connection and completed no ZMTP greeting within " +
+           std::to_string(SocketOptions{}.handshake_timeout_ms) + " ms (a stopped process does the same)";
   if (curve)
     return who + " failed the CURVE handshake (" + detail + "): does security.curve.server_public_key_file hold " +
            "that server's public key, and does the server use CURVE?";
+  // A plain ZMTP server never closes a connection in its greeting; a CURVE
+  // server may, before this side read that it uses another mechanism.
+  if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+    return not_zmtp + ", or it requires CURVE (security.curve): it closed the connection before the ZMTP " +
+           "greeting was done, " + std::to_string(kKnownBadHandshakes) + " times in a row (" + detail + ")";
   return who + " failed the handshake (" + detail + "): the server may require CURVE (security.curve)";
 }
 
@@ -247,6 +265,34 @@ Status RequestChannel::CheckLiveness() {
     return gone_;
   }
   return Status::OK();
+}
+
+void RequestChannel::ReportWaits() {
+  const auto now = SteadyClock::now();
+  int64_t waited_ms = 0;
+  if (connect_report_.running()) {
+    std::vector<std::string> waiting;
+    for (int s = 0; s < num_shards(); ++s)
+      if (links_[s].monitored && !links_[s].ever_connected) waiting.push_back(std::to_string(s) + " at " + server(s));
+    if (waiting.empty() || leaving_) {
+      connect_report_.Stop();
+    } else {
+      if (connect_report_.Due(now, &waited_ms))
+        LOG(INFO) << log_prefix_ << WaitingForShardsLine(waiting, waited_ms, options_.first_connect_timeout_ms);
+      return;  // the replies' wait is told once every shard is reached
+    }
+  }
+  if (in_flight_ == 0 || leaving_) {
+    reply_report_.Stop();
+    return;
+  }
+  if (!reply_report_.running()) reply_report_.Start(now);
+  if (!reply_report_.Due(now, &waited_ms)) return;
+  std::vector<std::string> silent;
+  for (int s = 0; s < num_shards(); ++s)
+    if (outstanding_[s] > 0) silent.push_back(std::to_string(s));
+  LOG(INFO) << log_prefix_
+            << WaitingForRepliesLine(silent, static_cast<int>(in_flight_), waited_ms, options_.request_timeout_ms);
 }
 
 bool RequestChannel::KeepsCopies(int shard) const {
