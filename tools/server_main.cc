@@ -454,6 +454,10 @@ int Prepare(tether::StatusOr<tether::JobConfig>* config, RendezvousSockets* sock
     LOG(ERROR) << Who() << st.message();
     return 2;
   }
+  if (tether::Status st = tether::CheckListenAcrossProcesses(FLAGS_listen, "flag --listen"); !st.ok()) {
+    LOG(ERROR) << Who() << st.message();
+    return 2;
+  }
   // The server writes checkpoints where the workers say (its own
   // checkpoint.dir is not used); a --resume_from it cannot read is refused
   // before it listens.

@@ -51,6 +51,14 @@ Status CheckTcp(const std::string& endpoint, const std::string& source, Endpoint
 
 }  // namespace
 
+Status CheckListenAcrossProcesses(const std::string& endpoint, const std::string& source) {
+  if (endpoint.rfind("inproc://", 0) != 0) return Status::OK();
+  return Bad(source, endpoint,
+             "an inproc:// endpoint is reached only from inside this process, and a server's workers run in "
+             "processes of their own: listen on tcp://HOST:PORT or ipc://PATH (a one-process job: tether-launch "
+             "--transport=inproc)");
+}
+
 size_t MaxIpcPathBytes() { return sizeof(sockaddr_un{}.sun_path) - 1; }
 
 Status CheckEndpoint(const std::string& endpoint, const std::string& source, EndpointUse use) {

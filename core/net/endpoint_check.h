@@ -37,4 +37,11 @@ size_t MaxIpcPathBytes();
 /// Resolving a host name may block for the resolver's own timeout.
 [[nodiscard]] Status CheckEndpoint(const std::string& endpoint, const std::string& source, EndpointUse use);
 
+/// Checks that `endpoint`, which a process binds to serve peers that run as
+/// other processes (tether-server --listen), can be reached from another
+/// process: inproc:// cannot (it lives inside one process). Errors:
+/// InvalidArgument naming the source and the value, saying to use tcp:// or
+/// ipc:// (or tether-launch --transport=inproc for a one-process job).
+[[nodiscard]] Status CheckListenAcrossProcesses(const std::string& endpoint, const std::string& source);
+
 }  // namespace tether

@@ -54,5 +54,18 @@ TEST(EndpointCheck, IpcPathLength) {
   EXPECT_NE(Why("ipc://").find("expected ipc://PATH"), std::string::npos);
 }
 
+// A server process listening on inproc:// could never be reached by a
+// worker of another process: refused, naming the flag and the fix.
+TEST(EndpointCheck, ListenAcrossProcessesRefusesInproc) {
+  EXPECT_TRUE(CheckListenAcrossProcesses("tcp://127.0.0.1:0", "flag --listen").ok());
+  EXPECT_TRUE(CheckListenAcrossProcesses("ipc:///tmp/s0", "flag --listen").ok());
+  const Status st = CheckListenAcrossProcesses("inproc://x", "flag --listen");
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "flag --listen: endpoint 'inproc://x': an inproc:// endpoint is reached only from inside this process, "
+            "and a server's workers run in processes of their own: listen on tcp://HOST:PORT or ipc://PATH (a "
+            "one-process job: tether-launch --transport=inproc)");
+}
+
 }  // namespace
 }  // namespace tether
