@@ -587,6 +587,20 @@ TEST(ConfigTest, IdleTimeoutHasAFlag) {
   EXPECT_NE(bad.message().find("flag --idle_timeout_ms=45s"), std::string::npos) << bad.message();
 }
 
+// --heartbeat_interval_ms is an override flag like the other cluster timeouts,
+// with their bound (at least 1 ms).
+TEST(ConfigTest, HeartbeatIntervalHasAFlag) {
+  const ConfigOverride* beat = nullptr;
+  for (const ConfigOverride& o : ConfigOverrides())
+    if (std::string(o.flag) == "heartbeat_interval_ms") beat = &o;
+  ASSERT_NE(beat, nullptr);
+  EXPECT_EQ(std::string(beat->field_path), "cluster.heartbeat_interval_ms");
+  EXPECT_FALSE(OverrideIsBool(*beat));
+  JobConfig c;
+  ASSERT_TRUE(ApplyOverride(&c, beat->field_path, "250", "flag --heartbeat_interval_ms").ok());
+  EXPECT_EQ(c.cluster().heartbeat_interval_ms(), 250);
+}
+
 // The values in force: one line per set section, each short.
 TEST(ConfigTest, SummaryIsOneShortLinePerSection) {
   // Parsed as text: the paths stay as written (LoadJobConfig would make them

@@ -71,6 +71,7 @@ const ConfigOverride kOverrideTable[] = {
     {"consistency_model", "consistency.model", "consistency model: ssp | bsp | asp | average (weighted model averaging)"},
     {"period_rows", "consistency.period_rows", "model AVERAGE: rows a worker trains its replica on per round"},
     {"model_momentum", "consistency.model_momentum", "model AVERAGE: momentum m of the merge, in [0, 1)"},
+    {"heartbeat_interval_ms", "cluster.heartbeat_interval_ms", "a worker sends a heartbeat this often while it waits on the servers; any message counts as one"},
     {"worker_timeout_ms", "cluster.worker_timeout_ms", "a worker silent this long is removed (or fails the job)"},
     {"liveness_timeout_ms", "cluster.liveness_timeout_ms", "a worker gives up a server whose connection is down this long (0: off)"},
     {"startup_timeout_ms", "cluster.startup_timeout_ms", "servers: every worker joins within this of the first HELLO; workers: the servers are found and reached within this"},
