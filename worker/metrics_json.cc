@@ -10,6 +10,7 @@
 #include <google/protobuf/message.h>
 
 #include "core/config.h"
+#include "worker/train/job_outcome.h"
 
 namespace tether {
 namespace {
@@ -100,7 +101,7 @@ void AddServerStats(const std::vector<ShardStats>& shards, nlohmann::json* j) {
   const int num_ranks = shards.empty() ? 0 : shards[0].workers_size();
   for (int r = 0; r < num_ranks; ++r) {
     const WorkerStats& w = shards[0].workers(r);
-    nlohmann::json wj = w.has_rank() ? ScalarFieldsJson(w, {"train_start_unix_s", "train_end_unix_s", "run_samples"})
+    nlohmann::json wj = w.has_rank() ? ScalarFieldsJson(w, {"train_start_unix_s", "train_end_unix_s", "run_samples", "diverged_at_epoch"})
                                      : nlohmann::json::object();
     double bound_wait = 0;
     for (const ShardStats& s : shards)
@@ -194,11 +195,19 @@ nlohmann::json MetricsJson(const TrainReport& r, const JobConfig& config) {
   j["final_loss_from"] = r.final_loss_from;
   // Only in the metrics of a job that failed (the run exits non-zero).
   if (!r.failure.empty()) j["failure"] = r.failure;
-  j["diverged"] = r.diverged;
-  j["diverged_at_epoch"] = r.diverged_at_epoch;
+  // Any worker's divergence is the job's (its BARRIER said so), not only
+  // the evaluator's own.
+  const JobDivergence d =
+      JudgeJobDivergence(r.servers.empty() ? nullptr : &r.servers[0], r.diverged ? r.diverged_at_epoch : 0);
+  j["diverged"] = d.diverged;
+  j["diverged_at_epoch"] = d.at_epoch;
+  if (!d.ranks.empty()) j["diverged_workers"] = d.ranks;
   // Only where the user accepted a run that fell short (a diverged loss,
   // a partial evaluation): what was accepted.
-  if (const RunVerdict verdict = JudgeReport(r, config); !verdict.accepted.empty()) j["accepted"] = verdict.accepted;
+  RunVerdict verdict = JudgeReport(r, config);
+  if (d.diverged && !r.diverged && !config.train().fail_on_divergence())
+    verdict.accepted.insert(verdict.accepted.begin(), "diverged");
+  if (!verdict.accepted.empty()) j["accepted"] = verdict.accepted;
   j["pull_wait_fraction_rank0"] = r.pull_wait_fraction;
   j["num_workers"] = config.cluster().num_workers();
   j["num_servers"] = config.cluster().num_servers();

@@ -294,6 +294,32 @@ TEST(MetricsJsonFromStatsTest, C24DivergedRunIsMarked) {
   EXPECT_FALSE(LossDiverged(50.0, 5.0, 10.0));
 }
 
+// C24: another worker's divergence (its BARRIER's stats) is the job's: the
+// evaluator that did not diverge still says so, with the ranks and the
+// earliest epoch, and lists it as accepted where the config accepts it.
+TEST(MetricsJsonFromStatsTest, C24AnotherWorkersDivergenceIsTheJobs) {
+  TrainReport r;
+  r.servers.push_back(Shard("workers { rank: 0 } workers { rank: 1 diverged_at_epoch: 2 } "
+                            "workers { rank: 2 diverged_at_epoch: 1 }"));
+  JobConfig config = TwoByThreeConfig();
+  const nlohmann::json j = MetricsJson(r, config);
+  EXPECT_EQ(j["diverged"], true);
+  EXPECT_EQ(j["diverged_at_epoch"], 1);
+  EXPECT_EQ(j["diverged_workers"], nlohmann::json::array({1, 2}));
+  EXPECT_FALSE(j.contains("accepted"));  // train.fail_on_divergence: the job exits 3
+  EXPECT_FALSE(j["workers"][1].contains("diverged_at_epoch"));
+  config.mutable_train()->set_fail_on_divergence(false);
+  EXPECT_EQ(MetricsJson(r, config)["accepted"], nlohmann::json::array({"diverged"}));
+  // Nobody diverged: no ranks, and nothing accepted.
+  TrainReport calm;
+  calm.servers.push_back(Shard("workers { rank: 0 } workers { rank: 1 }"));
+  const nlohmann::json k = MetricsJson(calm, config);
+  EXPECT_EQ(k["diverged"], false);
+  EXPECT_EQ(k["diverged_at_epoch"], 0);
+  EXPECT_FALSE(k.contains("diverged_workers"));
+  EXPECT_FALSE(k.contains("accepted"));
+}
+
 // A validation split: its own keys beside the test split's, and the epoch
 // whose model the test split scored (the best one, kept).
 TEST(MetricsJsonFromStatsTest, ValidationKeysNameTheEpochScored) {

@@ -1,5 +1,7 @@
 #include "worker/train/job_outcome.h"
 
+#include <algorithm>
+
 namespace tether {
 namespace {
 
@@ -16,6 +18,24 @@ std::string RanksLeftBeforeEnd(const std::vector<CheckpointWorker>& workers) {
   for (const CheckpointWorker& w : workers)
     if (w.kind() == CheckpointWorker::LEFT || w.kind() == CheckpointWorker::GONE) AppendRank(w.rank(), &left);
   return left;
+}
+
+JobDivergence JudgeJobDivergence(const ShardStats* s0, int own_diverged_at_epoch) {
+  JobDivergence d;
+  const auto note = [&d](int epoch) {
+    if (epoch <= 0) return;
+    d.at_epoch = d.diverged ? std::min(d.at_epoch, epoch) : epoch;
+    d.diverged = true;
+  };
+  note(own_diverged_at_epoch);
+  if (s0 == nullptr) return d;
+  for (const WorkerStats& w : s0->workers()) {
+    if (!w.has_rank() || w.diverged_at_epoch() <= 0) continue;
+    note(w.diverged_at_epoch());
+    d.ranks.push_back(w.rank());
+  }
+  std::sort(d.ranks.begin(), d.ranks.end());
+  return d;
 }
 
 bool FinalCheckpointIsFinal(const std::string& left_before_end, bool on_demand) {

@@ -53,6 +53,19 @@ struct BarrierVerdict {
 BarrierVerdict JudgeBarrier(const ShardStats& s0, bool dealt_on_demand, bool fed, int epochs, int64_t train_rows,
                             bool checkpointing);
 
+/// Whether any worker of the job diverged, as the evaluator reports it in
+/// the metrics JSON: from every rank's WorkerStats.diverged_at_epoch at the
+/// barrier (`s0`: shard 0's stats, or null when the evaluator has none) and
+/// its own `own_diverged_at_epoch` (0: it did not). `ranks`: the workers
+/// that diverged, ascending (empty without `s0`); `at_epoch`: the earliest
+/// epoch any diverged at, 0 when none did.
+struct JobDivergence {
+  bool diverged = false;
+  int at_epoch = 0;
+  std::vector<int> ranks;
+};
+JobDivergence JudgeJobDivergence(const ShardStats* s0, int own_diverged_at_epoch);
+
 /// How a run that trained to its end is judged at exit. A run that did not
 /// do its job never exits 0 unless the user accepted that way of falling
 /// short by a config field (then the metrics JSON lists it in "accepted"):

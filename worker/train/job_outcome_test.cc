@@ -130,5 +130,28 @@ TEST(JobOutcomeTest, ARunThatFellShortExitsNonZeroUnlessAccepted) {
   EXPECT_EQ(JudgeFinishedRun(run).exit_code, 0);
 }
 
+TEST(JobOutcomeTest, JobDivergenceIsAnyWorkersEarliest) {
+  ShardStats s0;
+  s0.add_workers()->set_rank(0);
+  WorkerStats* w1 = s0.add_workers();
+  w1->set_rank(1);
+  w1->set_diverged_at_epoch(3);
+  WorkerStats* w2 = s0.add_workers();
+  w2->set_rank(2);
+  w2->set_diverged_at_epoch(2);
+  const JobDivergence d = JudgeJobDivergence(&s0, 0);
+  EXPECT_TRUE(d.diverged);
+  EXPECT_EQ(d.at_epoch, 2);
+  EXPECT_EQ(d.ranks, std::vector<int>({1, 2}));
+  // The evaluator's own, without the shards' stats: no ranks known.
+  const JobDivergence own = JudgeJobDivergence(nullptr, 4);
+  EXPECT_TRUE(own.diverged);
+  EXPECT_EQ(own.at_epoch, 4);
+  EXPECT_TRUE(own.ranks.empty());
+  const JobDivergence none = JudgeJobDivergence(nullptr, 0);
+  EXPECT_FALSE(none.diverged);
+  EXPECT_EQ(none.at_epoch, 0);
+}
+
 }  // namespace
 }  // namespace tether

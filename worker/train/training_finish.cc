@@ -106,6 +106,7 @@ WorkerStats TrainingRun::BarrierStats() const {
   kl->set_resent(cs.key_lists_resent);
   kl->set_bytes_saved(cs.key_list_bytes_saved);
   AddWireStats(cs, tables_, &mine);
+  mine.set_diverged_at_epoch(report_.diverged ? report_.diverged_at_epoch : 0);
   if (const LocalReplica* replica = client_->replica()) {  // model AVERAGE
     mine.mutable_average()->set_local_steps(replica->stats().local_updates);
     mine.mutable_average()->set_deltas_pushed(replica->stats().deltas_pushed);
