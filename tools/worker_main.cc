@@ -266,8 +266,10 @@ int LoadAndCheck(const std::string& who, tether::StatusOr<tether::JobConfig>* co
   }
   // Only the evaluator writes the metrics JSON (docs/RUNNING.md, "Who
   // evaluates"): the flag is right on every worker of a job where rank 0
-  // may leave, but said here, since this rank alone writes nothing.
-  if (!FLAGS_metrics_out.empty() && FLAGS_rank > 0)
+  // may leave and the job goes on (data on demand: tether-launch gives it
+  // to every worker), but said here for any other, since this rank alone
+  // writes nothing.
+  if (!FLAGS_metrics_out.empty() && FLAGS_rank > 0 && !tether::RowsDealtOnDemand(c))
     LOG(WARNING) << who << "flag --metrics_out=" << FLAGS_metrics_out << ": worker " << FLAGS_rank
                  << " writes it only if it evaluates at the end; the evaluator is rank 0, or the lowest rank "
                  << "still in the job when rank 0 left: give --metrics_out to rank 0 as well";

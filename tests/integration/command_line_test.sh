@@ -74,6 +74,13 @@ flags)
   refused 2 "[worker 1] flag --metrics_out=$tmp/m.json: worker 1 writes it only if it evaluates at the end; the evaluator is rank 0" \
     "$bin/tether-worker" "${bibtex[@]}" --rank=1 --server_addresses=tcp://127.0.0.1:5550,tcp://127.0.0.1:5550 \
     --metrics_out="$tmp/m.json"
+  # With data on demand rank 0 may leave and the job goes on: the flag is
+  # right on every worker (tether-launch gives it to each): no warning.
+  refused 2 "names tcp://127.0.0.1:5550 twice" \
+    "$bin/tether-worker" "${bibtex[@]}" --rank=1 --data_on_demand --server_addresses=tcp://127.0.0.1:5550,tcp://127.0.0.1:5550 \
+    --metrics_out="$tmp/m.json"
+  if grep -qF "writes it only if it evaluates" "$tmp/refused$n.log"; then
+    fail "worker 1 of a data-on-demand job was warned of its --metrics_out"; fi
   refused 2 "flag --listen: endpoint 'tcp://127.0.0.1': expected tcp://HOST:PORT" \
     "$bin/tether-server" "${bibtex[@]}" --shard=0 --listen=tcp://127.0.0.1
   long="$tmp/$(printf 'd%.0s' $(seq 1 110))"
