@@ -67,8 +67,9 @@ Status CheckRestarts(const LaunchRequest& request, const JobConfig& config) {
     return Status::InvalidArgument("--max_restarts must be ≥ 0, got " + std::to_string(request.max_restarts));
   if (request.max_restarts > 0 && config.checkpoint().dir().empty())
     return Status::InvalidArgument("--max_restarts=" + std::to_string(request.max_restarts) +
-                                   " restarts from checkpoints: set checkpoint.dir (--checkpoint_dir) and an interval "
-                                   "(--checkpoint_every_clocks or --checkpoint_every_seconds)");
+                                   " restarts the job from its checkpoints: set checkpoint.dir (--checkpoint_dir), "
+                                   "and an interval (--checkpoint_every_clocks or --checkpoint_every_seconds) so that a "
+                                   "restart resumes from the latest checkpoint rather than from the start");
   if (request.resume_from.empty() && !config.checkpoint().dir().empty()) {
     // Refused up front (worker 0 refuses it too, for jobs started by hand).
     auto existing = ResolveCheckpoint(config.checkpoint().dir());

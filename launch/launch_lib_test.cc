@@ -382,7 +382,11 @@ TEST(LaunchRequestTest, SecondLaunchOntoAMetricsFileIsRefusedWhileTheFirstHoldsI
 TEST(LaunchRequestTest, RefusesFlagsBeforeAnythingStarts) {
   EXPECT_TRUE(CheckLaunchCommandLine(0, 3, "ipc", 10).ok());
   EXPECT_EQ(CheckLaunchCommandLine(-1, 0, "tcp", 10).message(),
-            "--servers and --workers must be positive (0 = take the config's value)");
+            "--servers=-1: a job needs at least one server shard; give a count ≥ 1, or leave the flag out to take "
+            "the config's");
+  EXPECT_EQ(CheckLaunchCommandLine(0, -1, "tcp", 10).message(),
+            "--workers=-1: a job needs at least one worker; give a count ≥ 1, or leave the flag out to take the "
+            "config's");
   EXPECT_EQ(CheckLaunchCommandLine(0, 0, "udp", 10).message(), "--transport=udp: expected tcp, ipc or inproc");
   EXPECT_EQ(CheckLaunchCommandLine(0, 0, "tcp", 0).message(), "--timeout_s must be positive, got 0");
   EXPECT_TRUE(CheckCountGiven("workers", 0, /*given=*/false).ok());
@@ -443,8 +447,10 @@ TEST(JobPlanTest, ForwardsCountsAndOverridesAndRefusesBadCombinations) {
             std::string::npos);
   r.model_out.clear();
   r.max_restarts = 1;
-  EXPECT_NE(PlanLaunch(r, TwoByTwo(), "/b").status().message().find("--max_restarts=1 restarts from checkpoints"),
-            std::string::npos);
+  EXPECT_EQ(PlanLaunch(r, TwoByTwo(), "/b").status().message(),
+            "--max_restarts=1 restarts the job from its checkpoints: set checkpoint.dir (--checkpoint_dir), and an "
+            "interval (--checkpoint_every_clocks or --checkpoint_every_seconds) so that a restart resumes from the "
+            "latest checkpoint rather than from the start");
   r.max_restarts = 0;
   r.elastic_schedule = "2:+1";
   r.transport = "inproc";

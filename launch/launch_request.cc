@@ -13,8 +13,15 @@
 namespace tether {
 
 Status CheckLaunchCommandLine(int servers, int workers, const std::string& transport, int timeout_s) {
-  if (servers < 0 || workers < 0)
-    return Status::InvalidArgument("--servers and --workers must be positive (0 = take the config's value)");
+  // 0 is the flags' default (left out: the config's count); a 0 given is
+  // refused by CheckCountGiven.
+  if (servers < 0 || workers < 0) {
+    const bool s = servers < 0;
+    return Status::InvalidArgument(std::string("--") + (s ? "servers" : "workers") + "=" +
+                                   std::to_string(s ? servers : workers) + ": a job needs at least one " +
+                                   (s ? "server shard" : "worker") +
+                                   "; give a count ≥ 1, or leave the flag out to take the config's");
+  }
   if (transport != "tcp" && transport != "ipc" && transport != "inproc")
     return Status::InvalidArgument("--transport=" + transport + ": expected tcp, ipc or inproc");
   if (timeout_s <= 0) return Status::InvalidArgument("--timeout_s must be positive, got " + std::to_string(timeout_s));
