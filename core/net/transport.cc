@@ -219,8 +219,9 @@ StatusOr<zmq::socket_t> ConnectDealer(zmq::context_t& ctx, const std::string& en
     s.set(zmq::sockopt::ipv6, WantsIpv6(endpoint) ? 1 : 0);
     // A peer that accepts the connection and never completes the greeting
     // (not a ZMTP peer: a web server on a wrong port) is closed within this,
-    // not ZeroMQ's default 30 s.
-    s.set(zmq::sockopt::handshake_ivl, opts.handshake_timeout_ms);
+    // where the caller asks for it, not ZeroMQ's default 30 s.
+    if (opts.connect_handshake_timeout_ms > 0)
+      s.set(zmq::sockopt::handshake_ivl, opts.connect_handshake_timeout_ms);
     if (opts.heartbeat_ivl_ms > 0) {
       s.set(zmq::sockopt::heartbeat_ivl, opts.heartbeat_ivl_ms);
       s.set(zmq::sockopt::heartbeat_timeout, opts.heartbeat_timeout_ms);

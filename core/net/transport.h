@@ -66,12 +66,18 @@ struct SocketOptions {
   /// server shard sets kShardFrameBytes + kListenerFrameSlackBytes),
   /// ConnectDealer kMaxFrameBytes + kMaxHeaderBytes (a server's reply).
   int64_t max_frame_bytes = 0;
-  /// ZMQ_HANDSHAKE_IVL of a listening or connecting socket: a connection
-  /// whose ZMTP (and CURVE) handshake has not completed by then is closed
-  /// (a connecting socket's monitor sees HANDSHAKE_FAILED_NO_DETAIL with
-  /// errno EAGAIN: the peer accepted the connection and never answered the
-  /// greeting, as a process that does not speak ZMTP does).
+  /// ZMQ_HANDSHAKE_IVL of a listening socket: a connection whose ZMTP (and
+  /// CURVE) handshake has not completed by then is closed.
   int handshake_timeout_ms = 5000;
+  /// ZMQ_HANDSHAKE_IVL of a connecting socket (ConnectDealer); 0 keeps
+  /// ZeroMQ's default (30 s). A worker's sockets to its servers set it (5 s):
+  /// the monitor then sees HANDSHAKE_FAILED_NO_DETAIL with errno EAGAIN when
+  /// the peer accepted the connection and never answered the greeting, as a
+  /// process that does not speak ZMTP does. Replication links keep the
+  /// default: a primary streaming a large state to a joining replica may not
+  /// answer a new connection's greeting within seconds, and a link closed
+  /// for it would be taken for a dead primary.
+  int connect_handshake_timeout_ms = 0;
 };
 
 /// Binds a ROUTER socket to `endpoint` ("tcp://127.0.0.1:0" picks a free

@@ -162,6 +162,7 @@ Status RequestChannel::Connect() {
   so.send_timeout_ms = options_.request_timeout_ms;
   so.send_hwm = options_.send_hwm;
   so.recv_hwm = options_.recv_hwm;
+  so.connect_handshake_timeout_ms = kServerHandshakeTimeoutMs;
   std::random_device rd;
   const std::string identity =
       "w" + std::to_string(options_.rank) + "-" + std::to_string(getpid()) + "-" + std::to_string(rd());

@@ -61,7 +61,7 @@
 // once every shard is reached, a wait that gets no reply for 5 s logs which
 // shards it waits on and its limit, every 10 s (core/wait_report.h). A peer
 // that accepts the connection and does not complete the ZMTP greeting
-// within SocketOptions::handshake_timeout_ms (5 s) before it ever did is
+// within kServerHandshakeTimeoutMs (5 s) before it ever did is
 // gone at once: "the peer does not speak ZMTP (not a Tether server? check
 // --server_addresses)"; one that closes the connection in the greeting,
 // after kKnownBadHandshakes of them.
@@ -154,6 +154,11 @@
 #include "worker/client/slot_pool.h"
 
 namespace tether {
+
+/// How long a worker's connection to a server may take to complete its ZMTP
+/// greeting (ZMQ_HANDSHAKE_IVL, SocketOptions::connect_handshake_timeout_ms)
+/// before the peer is taken for one that does not speak ZMTP, in ms.
+inline constexpr int kServerHandshakeTimeoutMs = 5000;
 
 class RequestChannel;
 struct RequestState;

@@ -180,7 +180,7 @@ std::string RequestChannel::HandshakeFailure(int shard, int event, uint32_t valu
   const std::string not_zmtp = who + ": the peer does not speak ZMTP (not a Tether server? check --server_addresses)";
   if (GreetingTimedOut(event, value))
     return not_zmtp + ": it accepted the connection and completed no ZMTP greeting within " +
-           std::to_string(SocketOptions{}.handshake_timeout_ms) + " ms (a stopped process does the same)";
+           std::to_string(kServerHandshakeTimeoutMs) + " ms (a stopped process does the same)";
   if (curve)
     return who + " failed the CURVE handshake (" + detail + "): does security.curve.server_public_key_file hold " +
            "that server's public key, and does the server use CURVE?";
