@@ -16,8 +16,15 @@
 namespace tether {
 namespace {
 
-// The holder as it wrote itself into the lock file, or a plain word when
-// it wrote nothing yet (it is between its flock and its write).
+Status InUse(const std::string& path, int fd, const std::string& what, const std::string& fix) {
+  return Status::FailedPrecondition(what + ": in use by a live job (" + lock_file::HolderOf(fd) + ", holding " +
+                                    path + "): " + fix + " (a lock of a process that died is released with it)");
+}
+
+}  // namespace
+
+namespace lock_file {
+
 std::string HolderOf(int fd) {
   char buf[256] = {};
   const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
@@ -26,40 +33,39 @@ std::string HolderOf(int fd) {
   return text.empty() ? "a process that has not written its name yet" : text;
 }
 
-Status InUse(const std::string& path, int fd, const std::string& what, const std::string& fix) {
-  return Status::FailedPrecondition(what + ": in use by a live job (" + HolderOf(fd) + ", holding " + path + "): " +
-                                    fix + " (a lock of a process that died is released with it)");
-}
-
-// open(2) with O_NONBLOCK: a FIFO put in the lock file's place would hold
-// an open until some process wrote it. -1 and errno as open's.
-int OpenLockFile(const std::string& path, int flags) {
+int Open(const std::string& path, int flags) {
   return ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
 }
 
-// OK when `fd` is a regular file; else closes it and names what is there.
-Status CheckLockFile(const std::string& path, int fd) {
+Status CheckRegular(const std::string& path, int fd, const std::string& name) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return Status::IOError(path + ": cannot stat the lock file: " + std::strerror(err));
+    return Status::IOError(path + ": cannot stat " + name + ": " + std::strerror(err));
   }
   if (S_ISREG(st.st_mode)) return Status::OK();
   ::close(fd);
   return Status::InvalidArgument(path + ": is " + FileKindOf(st.st_mode) + ", not a regular file");
 }
 
-// flock(fd) without waiting: 1 taken, 0 held by another open file, -1 error (errno).
-int TryLock(int fd) {
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+int TryLock(int fd, int op) {
+  while (::flock(fd, op | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     return errno == EWOULDBLOCK ? 0 : -1;
   }
   return 1;
 }
 
-}  // namespace
+void WriteHolder(int fd, const std::string& path) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "?");
+  const std::string me = "pid " + std::to_string(::getpid()) + " on host " + host + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
+    LOG(WARNING) << path << ": cannot write this process's name into the lock file: " << std::strerror(errno);
+}
+
+}  // namespace lock_file
 
 FileLock::FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
 
@@ -77,30 +83,25 @@ FileLock::~FileLock() {
 }
 
 StatusOr<FileLock> FileLock::Acquire(const std::string& path, const std::string& what, const std::string& fix) {
-  const int fd = OpenLockFile(path, O_RDWR | O_CREAT);
+  const int fd = lock_file::Open(path, O_RDWR | O_CREAT);
   if (fd < 0) return Status::IOError(path + ": cannot open the lock file: " + std::strerror(errno));
-  TETHER_RETURN_IF_ERROR(CheckLockFile(path, fd));
-  const int got = TryLock(fd);
+  TETHER_RETURN_IF_ERROR(lock_file::CheckRegular(path, fd, "the lock file"));
+  const int got = lock_file::TryLock(fd, LOCK_EX);
   if (got != 1) {
     const int e = errno;
     Status st = got == 0 ? InUse(path, fd, what, fix) : Status::IOError(path + ": flock: " + std::strerror(e));
     ::close(fd);
     return st;
   }
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "?");
-  const std::string me = "pid " + std::to_string(::getpid()) + " on host " + host + "\n";
-  // The name is for messages only: a failed write leaves the lock as good.
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
-    LOG(WARNING) << path << ": cannot write this process's name into the lock file: " << std::strerror(errno);
+  lock_file::WriteHolder(fd, path);
   return FileLock(fd, path);
 }
 
 Status FileLock::Probe(const std::string& path, const std::string& what, const std::string& fix) {
-  const int fd = OpenLockFile(path, O_RDONLY);
+  const int fd = lock_file::Open(path, O_RDONLY);
   if (fd < 0) return Status::OK();  // no lock file: no process has held it
-  TETHER_RETURN_IF_ERROR(CheckLockFile(path, fd));
-  Status st = TryLock(fd) == 0 ? InUse(path, fd, what, fix) : Status::OK();
+  TETHER_RETURN_IF_ERROR(lock_file::CheckRegular(path, fd, "the lock file"));
+  Status st = lock_file::TryLock(fd, LOCK_EX) == 0 ? InUse(path, fd, what, fix) : Status::OK();
   ::close(fd);
   return st;
 }

@@ -61,4 +61,35 @@ class FileLock {
   std::string path_;
 };
 
+/// The pieces FileLock is made of, shared with the other advisory locks
+/// (checkpoint/dir_lock.h). Pure functions of a path or a descriptor;
+/// thread-safe.
+namespace lock_file {
+
+/// open(2) of a lock file with O_NONBLOCK (a FIFO put in its place would
+/// hold an open until some process wrote it), close-on-exec. -1 and errno
+/// as open's.
+int Open(const std::string& path, int flags);
+
+/// OK when `fd` is a regular file; else closes `fd` and returns
+/// InvalidArgument "PATH: is a FIFO (named pipe), not a regular file" (a
+/// device, a directory, ...), or IOError "PATH: cannot stat NAME: REASON"
+/// (`name`: "the lock file", ...).
+Status CheckRegular(const std::string& path, int fd, const std::string& name);
+
+/// flock(fd, op | LOCK_NB) (op: LOCK_EX or LOCK_SH), retried on EINTR: 1
+/// taken, 0 held by another open file, -1 another error (errno).
+int TryLock(int fd, int op);
+
+/// The holder as it wrote itself into the lock file ("pid P on host H"),
+/// or a plain phrase when it wrote nothing yet.
+std::string HolderOf(int fd);
+
+/// Writes "pid P on host H" into the lock file `fd` (at `path`, for the
+/// warning): for messages only, so a failed write is logged and the lock
+/// stays as good.
+void WriteHolder(int fd, const std::string& path);
+
+}  // namespace lock_file
+
 }  // namespace tether
